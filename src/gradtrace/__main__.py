@@ -1,0 +1,4 @@
+"""`python -m gradtrace` is `gradtrace`."""
+from gradtrace.cli import main
+
+raise SystemExit(main())
