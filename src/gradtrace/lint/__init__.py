@@ -1,0 +1,180 @@
+"""The static checker: ``check_source`` for one text, ``check_paths`` for files and folders.
+
+Example::
+
+    >>> from gradtrace.lint import check_source
+    >>> [f.code for f in check_source("import torch\\nx = torch.ones(1)\\nx.item().backward()\\n")]
+    ['GT101']
+"""
+from __future__ import annotations
+
+import ast
+import io
+import os
+import tokenize
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+from gradtrace.errors import RuleError
+from gradtrace.findings import Finding
+from gradtrace.lint.config import Settings
+from gradtrace.lint.engine import FileChecker, noqa_filter
+from gradtrace.lint.registry import ENGINE_CODES, code_enabled, select_rules
+from gradtrace.lint.rule import Rule
+
+__all__ = ["CheckResult", "check_paths", "check_source", "iter_files"]
+
+
+@dataclass
+class CheckResult:
+    """What a run found: findings, rule crashes and path errors (both mean exit 2)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[str] = field(default_factory=list)
+    path_errors: list[str] = field(default_factory=list)
+    files: int = 0
+    sources: dict[str, str] = field(default_factory=dict)  # path -> text, for fixes and carets
+
+    def extend(self, other: CheckResult) -> None:
+        self.findings.extend(other.findings)
+        self.rule_errors.extend(other.rule_errors)
+        self.path_errors.extend(other.path_errors)
+        self.files += other.files
+        self.sources.update(other.sources)
+
+
+def _engine_finding(code: str, path: str, message: str, line: int = 1, col: int = 0) -> Finding:
+    return Finding(code=code, name=ENGINE_CODES[code][0], message=message, path=path,
+                   line=max(line, 1), column=max(col, 0))
+
+
+def decode(data: bytes, path: str) -> tuple[str | None, Finding | None]:
+    """Decode source bytes as Python does (BOM, coding cookie); a GT000 finding on failure."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        return None, _engine_finding("GT000", path, f"cannot decode file: {exc}")
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        line = data[: getattr(exc, "start", 0)].count(b"\n") + 1
+        return None, _engine_finding(
+            "GT000", path, f"file is not valid {encoding} ({exc}); it was not checked", line)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, None
+
+
+def parse(text: str, path: str) -> tuple[ast.Module | None, Finding | None]:
+    """``ast.parse``, turning every failure into one GT000 finding."""
+    try:
+        return ast.parse(text, filename=path), None
+    except SyntaxError as exc:
+        msg = f"syntax error: {exc.msg}; the file was not checked"
+        return None, _engine_finding("GT000", path, msg, exc.lineno or 1, (exc.offset or 1) - 1)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return None, _engine_finding("GT000", path, f"cannot parse: {exc}; the file was not checked")
+
+
+def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Settings,
+                result: CheckResult) -> None:
+    ignored = settings.ignored_for(path)
+    tree, problem = parse(text, path)
+    if problem is not None:
+        if code_enabled("GT000", settings.select, settings.ignore + ignored,
+                        settings.extend_select):
+            result.findings.append(problem)
+        return
+    active = [r() for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
+    checker = FileChecker(path, text, tree, active)  # type: ignore[arg-type]
+    found = checker.run()
+    result.rule_errors.extend(str(e) for e in checker.errors)
+    if found:
+        result.findings.extend(noqa_filter(sorted(found, key=Finding.sort_key),
+                                           checker.ctx.lines))
+        result.sources[path] = text
+
+
+def check_source(source: str, path: str = "<string>", select: Sequence[str] | None = None,
+                 ignore: Sequence[str] = (), settings: Settings | None = None) -> list[Finding]:
+    """Findings for one source text (no torch prefilter: the text is always checked)."""
+    settings = settings or Settings(select=tuple(select) if select is not None else None,
+                                    ignore=tuple(ignore))
+    rules = select_rules(settings.select, settings.ignore, settings.extend_select)
+    result = CheckResult()
+    _check_text(source, path, rules, settings, result)
+    return result.findings
+
+
+def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> CheckResult:
+    """Read, prefilter (no ``torch`` in the bytes: skipped), decode, parse and check one file."""
+    result = CheckResult(files=1)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        if code_enabled("GT001", settings.select, settings.ignore, settings.extend_select):
+            reason = exc.strerror or type(exc).__name__
+            result.findings.append(_engine_finding("GT001", path, f"cannot read file: {reason}"))
+        return result
+    if b"torch" not in data:
+        return result
+    text, problem = decode(data, path)
+    if problem is not None:
+        if code_enabled("GT000", settings.select, settings.ignore, settings.extend_select):
+            result.findings.append(problem)
+        return result
+    _check_text(text, path, rules, settings, result)  # type: ignore[arg-type]
+    return result
+
+
+def iter_files(paths: Iterable[str], settings: Settings,
+               errors: list[str]) -> Iterator[str]:
+    """Python files under ``paths``; excluded folders are skipped, missing paths reported."""
+    seen: set[str] = set()
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not settings.is_excluded(os.path.join(root, d)))
+                for f in sorted(files):
+                    full = os.path.join(root, f)
+                    if f.endswith((".py", ".pyi")) and not settings.is_excluded(full):
+                        key = os.path.realpath(full)
+                        if key not in seen:
+                            seen.add(key)
+                            yield full
+        elif os.path.isfile(p) or os.path.islink(p):
+            key = os.path.realpath(p)
+            if key not in seen:
+                seen.add(key)
+                yield p
+        else:
+            errors.append(f"{p}: no such file or directory")
+
+
+def _worker(args: tuple[list[str], Settings]) -> CheckResult:
+    paths, settings = args
+    rules = select_rules(settings.select, settings.ignore, settings.extend_select)
+    out = CheckResult()
+    for p in paths:
+        out.extend(check_file(p, rules, settings))
+    return out
+
+
+def check_paths(paths: Sequence[str], settings: Settings | None = None,
+                jobs: int = 1) -> CheckResult:
+    """Check files and folders; ``jobs`` > 1 spreads files over processes."""
+    settings = settings or Settings()
+    result = CheckResult()
+    files = list(iter_files(paths, settings, result.path_errors))
+    if jobs <= 1 or len(files) < 8:
+        result.extend(_worker((files, settings)))
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        chunks = [files[i::jobs * 4] for i in range(jobs * 4)]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for part in pool.map(_worker, [(c, settings) for c in chunks if c]):
+                result.extend(part)
+    result.findings.sort(key=Finding.sort_key)
+    return result

@@ -1,0 +1,172 @@
+"""What a rule may ask while it visits a node: names, positions, enclosing scopes, grad mode.
+
+The engine keeps the stacks up to date as it walks; rules only read them. The data-flow view of
+the enclosing function (which names hold a tensor on the graph, a number, a module, an
+optimizer, ...) is computed lazily on first request and cached: see :mod:`gradtrace.lint.flow`.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.findings import Edit
+from gradtrace.lint.names import Imports
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
+
+FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+
+# Grad-mode words: "off" = no_grad / set_grad_enabled(False); "inference" = inference_mode();
+# "on" = enable_grad / set_grad_enabled(True) / inference_mode(False).
+GRAD_CONTEXTS = {
+    "torch.no_grad": "off",
+    "torch.enable_grad": "on",
+    "torch.inference_mode": "inference",
+    "torch.set_grad_enabled": "set",
+}
+
+
+def grad_mode_of(expr: ast.expr, imports: Imports) -> str | None:
+    """"off" | "on" | "inference" for a grad-mode context expression or decorator, else None."""
+    call = expr if isinstance(expr, ast.Call) else None
+    target = call.func if call else expr
+    kind = GRAD_CONTEXTS.get(imports.qualified_name(target) or "")
+    if kind is None:
+        return None
+    args = call.args if call else []
+    flag = args[0] if args else None
+    if call and flag is None:
+        for kw in call.keywords:
+            if kw.arg in ("mode", "enabled"):
+                flag = kw.value
+    if kind == "set":
+        if isinstance(flag, ast.Constant) and isinstance(flag.value, bool):
+            return "on" if flag.value else "off"
+        return None  # set_grad_enabled(is_train): unknown
+    if kind == "inference" and isinstance(flag, ast.Constant) and flag.value is False:
+        return "on"
+    return kind
+
+
+class Context:
+    """Per-file state shared by all rules. Read-only for rules."""
+
+    def __init__(self, path: str, text: str, tree: ast.Module, imports: Imports) -> None:
+        self.path = path
+        self.text = text
+        self.tree = tree
+        self.imports = imports
+        self.lines = text.splitlines()
+        self.stmts: list[ast.stmt] = []          # enclosing statements, innermost last
+        self.exprs: list[ast.AST] = []           # enclosing expressions during an expr walk
+        # one frame per function (module = first frame): [(with-or-def node, mode), ...]
+        self.grad_frames: list[list[tuple[ast.AST, str]]] = [[]]
+        self._scopes: dict[int, Scope] = {}
+
+    # -- names -------------------------------------------------------------------------------
+    def qualified_name(self, node: ast.AST) -> str | None:
+        """What a Name/Attribute chain means after imports (``torch.no_grad``)."""
+        return self.imports.qualified_name(node)
+
+    def call_name(self, node: ast.AST) -> str | None:
+        """The qualified name of the called function when ``node`` is a call."""
+        return self.imports.qualified_name(node.func) if isinstance(node, ast.Call) else None
+
+    # -- positions ---------------------------------------------------------------------------
+    def _char_col(self, lineno: int, byte_col: int) -> int:
+        if 0 < lineno <= len(self.lines):
+            line = self.lines[lineno - 1]
+            if not line.isascii():
+                return len(line.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+        return byte_col
+
+    def column(self, node: ast.AST) -> int:
+        """0-based character column of ``node`` (ast gives UTF-8 byte offsets)."""
+        return self._char_col(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+    def end_column(self, node: ast.AST) -> int | None:
+        end = getattr(node, "end_col_offset", None)
+        return None if end is None else self._char_col(node.end_lineno, end)  # type: ignore[attr-defined]
+
+    def source(self, node: ast.AST) -> str:
+        """The exact source text of ``node``."""
+        return ast.get_source_segment(self.text, node) or ""
+
+    def edit(self, node: ast.AST, content: str) -> Edit:
+        """An edit replacing ``node``'s source with ``content``."""
+        return Edit(node.lineno, self.column(node), node.end_lineno,  # type: ignore[attr-defined]
+                    self.end_column(node) or 0, content)
+
+    def line_text(self, lineno: int) -> str:
+        return self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
+
+    # -- enclosing structure -----------------------------------------------------------------
+    @property
+    def statement(self) -> ast.stmt | None:
+        """The statement being visited (innermost)."""
+        return self.stmts[-1] if self.stmts else None
+
+    @property
+    def parent(self) -> ast.AST | None:
+        """The direct parent of the expression being visited (an expression or the statement)."""
+        if len(self.exprs) >= 2:
+            return self.exprs[-2]
+        return self.statement
+
+    @property
+    def function(self) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The innermost enclosing function definition, if any."""
+        for s in reversed(self.stmts):
+            if isinstance(s, FUNCTION_TYPES) and s is not self.statement:
+                return s
+        return None
+
+    @property
+    def class_def(self) -> ast.ClassDef | None:
+        for s in reversed(self.stmts[:-1]):
+            if isinstance(s, ast.ClassDef):
+                return s
+        return None
+
+    @property
+    def loops(self) -> list[ast.stmt]:
+        """Enclosing loops inside the current function, outermost first."""
+        out: list[ast.stmt] = []
+        for s in reversed(self.stmts[:-1]):
+            if isinstance(s, FUNCTION_TYPES) or isinstance(s, ast.ClassDef):
+                break
+            if isinstance(s, LOOP_TYPES):
+                out.append(s)
+        return out[::-1]
+
+    @property
+    def grad_disabled(self) -> ast.AST | None:
+        """The ``with``/decorator node that disables grad here, or None when grad is on.
+
+        Innermost wins, except that ``enable_grad`` does not re-enable inside
+        ``inference_mode`` (PYTORCH_FACTS §4.3).
+        """
+        frame = self.grad_frames[-1]
+        for i in range(len(frame) - 1, -1, -1):
+            node, mode = frame[i]
+            if mode in ("off", "inference"):
+                return node
+            if mode == "on":
+                inner = [n for n, m in frame[:i] if m == "inference"]
+                return inner[-1] if inner else None
+        return None
+
+    def scope(self, node: ast.AST | None = None) -> Scope:
+        """Data-flow facts of ``node`` (default: the enclosing function, else the module).
+
+        Computed once per function and cached.
+        """
+        from gradtrace.lint.flow import Scope
+
+        node = node or self.function or self.tree
+        s = self._scopes.get(id(node))
+        if s is None:
+            s = self._scopes[id(node)] = Scope(node, self)
+        return s

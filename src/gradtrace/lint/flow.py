@@ -1,0 +1,344 @@
+"""Data-flow facts of one function (or module body), in one place that rules query.
+
+A :class:`Scope` answers, for the statements of one function (nested defs and classes
+excluded):
+
+* which names are bound where, and to what *kind* of value (:data:`KINDS`): a tensor that may
+  be on the graph, a Python number, a NumPy array, a detached tensor, a new leaf tensor, a
+  module, a parameter, a parameter iterator, an optimizer, or ``None`` returned by a method;
+* which statements run under ``no_grad`` / ``inference_mode`` / ``set_grad_enabled(False)``;
+* inside which loops each statement sits, in source order;
+* the method calls made on each receiver (``opt.zero_grad()``, ``loss.backward()``, ...).
+
+It is built lazily, once per function, the first time a rule asks (``ctx.scope()``).
+The analysis is flow-insensitive within a statement and ordered by source position: the value
+of a name at a line is its last binding at or before that line.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, grad_mode_of
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+GRAPH = "graph"          # a tensor that may carry a grad_fn (model output, loss, op on such)
+NUMBER = "number"        # a Python number or list of numbers (.item(), float(t), .tolist())
+NUMPY = "numpy"          # a NumPy array (.numpy(), np.array(t))
+DETACHED = "detached"    # a tensor cut from the graph (.detach(), .data, made under no_grad)
+LEAF = "leaf"            # a new tensor without history (torch.tensor(...), torch.zeros(...))
+MODULE = "module"        # an nn.Module instance
+PARAMETER = "parameter"  # an nn.Parameter
+PARAMS = "params"        # an iterable of parameters (model.parameters())
+OPTIMIZER = "optimizer"  # a torch.optim optimizer
+NONE = "none"            # the None returned by backward()/step()/zero_grad()/load_state_dict()
+KINDS = (GRAPH, NUMBER, NUMPY, DETACHED, LEAF, MODULE, PARAMETER, PARAMS, OPTIMIZER, NONE)
+
+# method name -> kind of its result, whatever the receiver (tensor methods).
+METHOD_KINDS = {
+    "item": NUMBER, "tolist": NUMBER, "numpy": NUMPY, "detach": DETACHED,
+    "parameters": PARAMS, "named_parameters": PARAMS,
+    "backward": NONE, "zero_grad": NONE, "load_state_dict": NONE,
+}
+# methods that return a value of the same kind as the receiver
+SAME_KIND = frozenset({
+    "to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "view",
+    "reshape", "contiguous", "clone", "squeeze", "unsqueeze", "flatten", "permute", "transpose",
+    "t", "expand", "repeat", "sum", "mean", "pow", "sqrt", "exp", "log", "abs", "mul", "add",
+    "sub", "div", "matmul", "softmax", "log_softmax", "sigmoid", "tanh", "relu", "norm",
+    "clamp", "neg", "type_as", "squeeze_", "unsqueeze_", "chunk", "split",
+})
+CASTS_TO_NUMBER = frozenset({"float", "int", "bool", "complex", "round", "math.sqrt",
+                             "math.log", "math.exp", "math.fabs"})
+NUMPY_FUNCS = frozenset({"numpy.array", "numpy.asarray", "numpy.mean", "numpy.sum"})
+NEW_TENSOR_FUNCS = frozenset({
+    "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
+    "torch.LongTensor", "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty",
+    "torch.full", "torch.arange", "torch.linspace", "torch.eye", "torch.randint",
+    "torch.zeros_like", "torch.ones_like", "torch.randn_like", "torch.rand_like",
+    "torch.empty_like", "torch.full_like",
+})
+NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.ParameterList",
+                         "torch.nn.ParameterDict"})
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One assignment of a name: where, to what, and the kind of the value."""
+
+    name: str
+    stmt: ast.stmt
+    value: ast.expr | None
+    kind: str | None
+    line: int
+    no_grad: bool
+
+
+@dataclass(frozen=True)
+class MethodCall:
+    """A call ``<receiver>.<method>(...)`` with the receiver's dotted spelling."""
+
+    receiver: str
+    method: str
+    call: ast.Call
+    stmt: ast.stmt
+
+
+class Scope:
+    """Facts of one function or module body. Built once; read-only afterwards."""
+
+    def __init__(self, node: ast.AST, ctx: Context) -> None:
+        self.node = node
+        self.ctx = ctx
+        self.stmts: list[ast.stmt] = []                       # source order (pre-order)
+        self.loops: dict[int, tuple[ast.stmt, ...]] = {}     # id(stmt) -> enclosing loops
+        self.no_grad: dict[int, ast.AST] = {}                # id(stmt) -> disabling with/def
+        self.stmt_of: dict[int, ast.stmt] = {}               # id(expr) -> its statement
+        self.bindings: dict[str, list[Binding]] = {}
+        self.loads: dict[str, list[ast.Name]] = {}
+        self.method_calls: list[MethodCall] = []
+        modes: list[tuple[ast.AST, str]] = []
+        if isinstance(node, FUNCTION_TYPES):
+            modes = [(d, m) for d in node.decorator_list if (m := grad_mode_of(d, ctx.imports))]
+        body = node.body if isinstance(node, (ast.Module, *FUNCTION_TYPES)) else []
+        self._walk(body, (), modes)
+
+    # -- building ----------------------------------------------------------------------------
+    def _walk(self, body: list[ast.stmt], loops: tuple[ast.stmt, ...],
+              modes: list[tuple[ast.AST, str]]) -> None:
+        for s in body:
+            self.stmts.append(s)
+            self.loops[id(s)] = loops
+            off = _disabled(modes)
+            if off is not None:
+                self.no_grad[id(s)] = off
+            if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+                self._bind(s.name, s, None, MODULE if _is_module_class(s, self.ctx) else None)
+                continue
+            self._scan_exprs(s)
+            self._record_bindings(s, off is not None)
+            inner = modes
+            if isinstance(s, (ast.With, ast.AsyncWith)):
+                extra = [(s, m) for it in s.items if (m := grad_mode_of(it.context_expr,
+                                                                         self.ctx.imports))]
+                inner = modes + extra
+            sub_loops = loops + (s,) if isinstance(s, LOOP_TYPES) else loops
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(s, field, None)
+                if sub:
+                    self._walk(sub, sub_loops if field == "body" else loops, inner)
+            for h in getattr(s, "handlers", ()):
+                self._walk(h.body, loops, inner)
+            for case in getattr(s, "cases", ()):
+                self._walk(case.body, loops, inner)
+
+    def _scan_exprs(self, s: ast.stmt) -> None:
+        for field, value in ast.iter_fields(s):
+            if field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                continue
+            values = value if isinstance(value, list) else [value]
+            for v in values:
+                if isinstance(v, ast.AST):
+                    for n in ast.walk(v):
+                        self.stmt_of[id(n)] = s
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                            self.loads.setdefault(n.id, []).append(n)
+                        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                            recv = dotted(n.func.value)
+                            if recv is not None:
+                                self.method_calls.append(MethodCall(recv, n.func.attr, n, s))
+
+    def _record_bindings(self, s: ast.stmt, no_grad: bool) -> None:
+        if isinstance(s, ast.Assign):
+            kind = self.kind(s.value, s.lineno, no_grad)
+            for t in s.targets:
+                self._bind_target(t, s, s.value, kind, no_grad)
+        elif isinstance(s, (ast.AnnAssign, ast.AugAssign)) and s.value is not None:
+            if isinstance(s, ast.AugAssign):
+                kind = self._combine(self.kind(s.target, s.lineno, no_grad),
+                                     self.kind(s.value, s.lineno, no_grad))
+            else:
+                kind = self.kind(s.value, s.lineno, no_grad)
+            self._bind_target(s.target, s, s.value, kind, no_grad)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self._bind_target(s.target, s, None, None, no_grad)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for it in s.items:
+                if it.optional_vars is not None:
+                    self._bind_target(it.optional_vars, s, None, None, no_grad)
+
+    def _bind_target(self, t: ast.AST, s: ast.stmt, value: ast.expr | None, kind: str | None,
+                     no_grad: bool) -> None:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                self._bind_target(e, s, None, None, no_grad)
+            return
+        if isinstance(t, ast.Starred):
+            return self._bind_target(t.value, s, None, None, no_grad)
+        name = dotted(t)
+        if name is not None:
+            self._bind(name, s, value, kind, no_grad)
+
+    def _bind(self, name: str, s: ast.stmt, value: ast.expr | None, kind: str | None,
+              no_grad: bool = False) -> None:
+        self.bindings.setdefault(name, []).append(Binding(name, s, value, kind, s.lineno, no_grad))
+
+    # -- queries -----------------------------------------------------------------------------
+    def binding_before(self, name: str, line: int) -> Binding | None:
+        """The last binding of ``name`` (a dotted spelling) on a line before ``line``."""
+        best = None
+        for b in self.bindings.get(name, ()):
+            if b.line < line:
+                best = b
+            else:
+                break
+        return best
+
+    def kind(self, expr: ast.AST | None, line: int | None = None,
+             no_grad: bool | None = None) -> str | None:
+        """The kind of value ``expr`` evaluates to (None: unknown).
+
+        Names take the kind of their last binding before ``line`` (default: the line of the
+        statement holding ``expr``).
+        """
+        if expr is None:
+            return None
+        s = self.statement_of(expr)
+        if line is None:
+            line = s.lineno if s is not None else getattr(expr, "lineno", 0)
+        if no_grad is None:
+            no_grad = s is not None and id(s) in self.no_grad
+        return self._kind(expr, line, no_grad, 0)
+
+    def _kind(self, e: ast.AST, line: int, no_grad: bool, depth: int) -> str | None:
+        if depth > 12:
+            return None
+        if isinstance(e, (ast.Name, ast.Attribute)):
+            if isinstance(e, ast.Attribute) and e.attr == "data":
+                return DETACHED
+            name = dotted(e)
+            b = self.binding_before(name, line) if name else None
+            return b.kind if b is not None else None
+        if isinstance(e, ast.Constant):
+            return NUMBER if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) else None
+        if isinstance(e, ast.Call):
+            return self._call_kind(e, line, no_grad, depth)
+        if isinstance(e, ast.BinOp):
+            return self._combine(self._kind(e.left, line, no_grad, depth + 1),
+                                 self._kind(e.right, line, no_grad, depth + 1))
+        if isinstance(e, ast.UnaryOp):
+            return self._kind(e.operand, line, no_grad, depth + 1)
+        if isinstance(e, ast.Subscript):
+            k = self._kind(e.value, line, no_grad, depth + 1)
+            return k if k in (GRAPH, DETACHED, LEAF, NUMPY, NUMBER) else None
+        return None
+
+    def _call_kind(self, e: ast.Call, line: int, no_grad: bool, depth: int) -> str | None:
+        ctx = self.ctx
+        func = e.func
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            if method in METHOD_KINDS:
+                return METHOD_KINDS[method]
+            qual = ctx.qualified_name(func)
+            if qual and qual.startswith("torch."):
+                return self._torch_call_kind(qual, e, line, no_grad, depth)
+            recv = self._kind(func.value, line, no_grad, depth + 1)
+            if method in SAME_KIND and recv in (GRAPH, DETACHED, LEAF, PARAMETER):
+                return DETACHED if no_grad and recv in (GRAPH, PARAMETER) else (
+                    GRAPH if recv == PARAMETER else recv)
+            if method == "step" and recv == OPTIMIZER and not e.args and not e.keywords:
+                return NONE
+            if method in ("train", "eval", "requires_grad_", "apply") and recv == MODULE:
+                return MODULE
+            if recv == MODULE and method == "forward":
+                return DETACHED if no_grad else GRAPH
+            return None
+        qual = ctx.qualified_name(func) or ""
+        if qual in CASTS_TO_NUMBER:
+            return NUMBER
+        if qual in NUMPY_FUNCS:
+            return NUMPY
+        if qual.startswith("torch."):
+            return self._torch_call_kind(qual, e, line, no_grad, depth)
+        recv = self._kind(func, line, no_grad, depth + 1)
+        if recv == MODULE:
+            return DETACHED if no_grad else GRAPH
+        return None
+
+    def _torch_call_kind(self, qual: str, e: ast.Call, line: int, no_grad: bool,
+                         depth: int) -> str | None:
+        last = qual.rpartition(".")[2]
+        if qual == "torch.nn.Parameter":
+            return PARAMETER
+        if qual.startswith("torch.nn.") and last[:1].isupper() and qual not in NOT_MODULES:
+            return MODULE
+        if qual.startswith("torch.optim.") and last[:1].isupper() and ".lr_scheduler." not in qual:
+            return OPTIMIZER
+        if qual in NEW_TENSOR_FUNCS:
+            return LEAF
+        if qual.startswith(("torch.nn.functional.", "torch.")) and last[:1].islower():
+            kinds = [self._kind(a, line, no_grad, depth + 1) for a in e.args]
+            if GRAPH in kinds or PARAMETER in kinds:
+                return DETACHED if no_grad else GRAPH
+            if kinds and all(k in (DETACHED, LEAF, NUMBER) for k in kinds):
+                return DETACHED if DETACHED in kinds else LEAF
+        return None
+
+    @staticmethod
+    def _combine(a: str | None, b: str | None) -> str | None:
+        if a == b:
+            return a
+        if GRAPH in (a, b) or PARAMETER in (a, b):
+            return GRAPH
+        if {a, b} <= {NUMBER, None} and (a, b) != (None, None):
+            return None  # number op unknown: unknown
+        if {a, b} <= {DETACHED, LEAF, NUMBER}:
+            return DETACHED
+        return None
+
+    def calls_to(self, method: str) -> Iterator[MethodCall]:
+        """Method calls ``x.<method>(...)`` in source order."""
+        return (m for m in self.method_calls if m.method == method)
+
+    def loops_of(self, node: ast.AST) -> tuple[ast.stmt, ...]:
+        """Loops (outermost first) around the statement holding ``node``."""
+        s = node if isinstance(node, ast.stmt) else self.stmt_of.get(id(node))
+        return self.loops.get(id(s), ()) if s is not None else ()
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        return node if isinstance(node, ast.stmt) else self.stmt_of.get(id(node))
+
+    def grad_off_at(self, node: ast.AST) -> ast.AST | None:
+        """The with/decorator disabling grad around ``node``'s statement, or None."""
+        s = self.statement_of(node)
+        return self.no_grad.get(id(s)) if s is not None else None
+
+    def uses_after(self, name: str, line: int) -> list[ast.Name]:
+        """Loads of ``name`` strictly after ``line``."""
+        return [n for n in self.loads.get(name, ()) if n.lineno > line]
+
+
+def _disabled(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
+    for i in range(len(modes) - 1, -1, -1):
+        node, mode = modes[i]
+        if mode in ("off", "inference"):
+            return node
+        if mode == "on":
+            inner = [n for n, m in modes[:i] if m == "inference"]
+            return inner[-1] if inner else None
+    return None
+
+
+def _is_module_class(node: ast.AST, ctx: Context) -> bool:
+    if not isinstance(node, ast.ClassDef):
+        return False
+    for b in node.bases:
+        q = ctx.qualified_name(b) or ""
+        if q in ("torch.nn.Module", "nn.Module") or q.endswith(("Module", "LightningModule")):
+            return True
+    return False

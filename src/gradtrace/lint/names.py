@@ -1,0 +1,88 @@
+"""Import and alias resolution: what a name or attribute chain means ("torch.no_grad").
+
+`import torch as T`, `from torch import no_grad`, `import torch.nn.functional as F` and
+`from torch.optim import SGD` all resolve. Common ecosystem spellings are normalised
+(``torch.nn.functional`` stays as written; ``torch.autograd.grad_mode.no_grad`` becomes
+``torch.no_grad``) so rules compare one canonical name.
+"""
+from __future__ import annotations
+
+import ast
+
+# Long import paths users write, mapped to the name rules compare against.
+CANONICAL = {
+    "torch.autograd.no_grad": "torch.no_grad",
+    "torch.autograd.grad_mode.no_grad": "torch.no_grad",
+    "torch.autograd.enable_grad": "torch.enable_grad",
+    "torch.autograd.grad_mode.enable_grad": "torch.enable_grad",
+    "torch.autograd.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.grad_mode.set_grad_enabled": "torch.set_grad_enabled",
+    "torch.autograd.inference_mode": "torch.inference_mode",
+    "torch.autograd.grad_mode.inference_mode": "torch.inference_mode",
+    "torch.nn.parameter.Parameter": "torch.nn.Parameter",
+    "torch.nn.modules.module.Module": "torch.nn.Module",
+    "torch.nn.modules.container.ModuleList": "torch.nn.ModuleList",
+    "torch.nn.modules.container.ModuleDict": "torch.nn.ModuleDict",
+    "torch.nn.modules.container.Sequential": "torch.nn.Sequential",
+    "torch.nn.modules.container.ParameterList": "torch.nn.ParameterList",
+    "torch.nn.modules.container.ParameterDict": "torch.nn.ParameterDict",
+    "torch.utils.checkpoint": "torch.utils.checkpoint",
+    "torch.Tensor.detach": "torch.Tensor.detach",
+}
+
+
+class Imports:
+    """A file's import table: local name -> qualified dotted name."""
+
+    __slots__ = ("aliases",)
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+
+    def add(self, node: ast.Import | ast.ImportFrom) -> None:
+        """Record what an import statement binds."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    self.aliases[a.asname] = a.name
+                else:
+                    top = a.name.partition(".")[0]
+                    self.aliases[top] = top
+            return
+        if node.level or not node.module:
+            return  # relative imports: the user's own package
+        for a in node.names:
+            if a.name != "*":
+                self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def qualified_name(self, node: ast.AST) -> str | None:
+        """``torch.nn.functional.relu`` for ``F.relu`` after ``import torch.nn.functional as F``.
+
+        Returns None for anything that is not a (resolvable) name or attribute chain.
+        Unresolved local names are returned as written (``model.zero_grad``).
+        """
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        base = self.aliases.get(node.id, node.id)
+        parts.append(base)
+        name = ".".join(reversed(parts))
+        return CANONICAL.get(name, name)
+
+    def is_imported(self, local: str) -> bool:
+        return local in self.aliases
+
+
+def dotted(node: ast.AST) -> str | None:
+    """The dotted spelling of a Name/Attribute chain (``self.layers``), without resolution."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))

@@ -1,0 +1,116 @@
+"""The Rule base class and the Bad/Good example records that are also its tests and docs.
+
+A rule is one class: identity (``code``, ``name``), text (``message``, docstring with
+**Why** / **Known limits**), ``triggers`` (words that must appear in a file, and on the lines
+of a statement, for the rule's expression visitors to run), examples, and ``visit_<Node>``
+methods that *yield* findings. Rules are discovered (see :mod:`gradtrace.lint.registry`).
+
+# NOTE [triggers]
+The engine walks statements only; a rule's expression visitors (``visit_Call``,
+``visit_Attribute``, ...) run only on statements whose own lines contain one of the rule's
+trigger words (or a local alias of an imported name that contains one). Statement visitors
+(``visit_With``, ``visit_FunctionDef``, ``visit_Assign``, ...) and ``visit_Module`` run on every
+statement of a file in which any trigger word appears. This keeps the checker close to the
+cost of ``ast.parse``.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
+
+from gradtrace.findings import Edit, Finding, Fix, Related, Severity
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+CODE_RE = re.compile(r"^GT\d{3}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Bad:
+    """Source that must produce the rule's code (``at=(line, col)``: 1-based line, 0-based col).
+
+    ``fixed`` is the source after applying the rule's fix (required iff the rule has a fix).
+    ``count`` is how many findings of this rule the example gives.
+    """
+
+    src: str
+    fixed: str | None = None
+    at: tuple[int, int] | None = None
+    count: int = 1
+
+    @property
+    def code(self) -> str:
+        return textwrap.dedent(self.src).strip("\n") + "\n"
+
+
+@dataclass(frozen=True)
+class Good:
+    """Source on which the rule must stay silent (usually the look-alike of the bug)."""
+
+    src: str
+
+    @property
+    def code(self) -> str:
+        return textwrap.dedent(self.src).strip("\n") + "\n"
+
+
+class Rule:
+    """Base class of every static rule; subclass it inside ``gradtrace.lint.rules``."""
+
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    severity: ClassVar[Severity] = "error"
+    message: ClassVar[str] = ""
+    fix_title: ClassVar[str | None] = None
+    fix_safety: ClassVar[str | None] = None  # "safe" | "unsafe" | None (no fix)
+    triggers: ClassVar[tuple[str, ...]] = ()
+    default: ClassVar[bool] = True  # 9xx rules are off by default
+    examples: ClassVar[list[Bad | Good]] = []
+
+    @classmethod
+    def has_fix(cls) -> bool:
+        return cls.fix_safety is not None
+
+    @classmethod
+    def summary(cls) -> str:
+        """The docstring's first line."""
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else cls.message
+
+    @classmethod
+    def rationale(cls) -> str:
+        """The docstring after its first line (Why / Known limits)."""
+        doc = textwrap.dedent((cls.__doc__ or "").partition("\n")[2]).strip()
+        return doc
+
+    def report(
+        self,
+        node: ast.AST,
+        ctx: Context,
+        related: Iterable[Related] = (),
+        fix: Fix | None = None,
+        **fields: Any,
+    ) -> Finding:
+        """Build a finding at ``node`` with ``message.format(**fields)``."""
+        return Finding(
+            code=self.code,
+            name=self.name,
+            message=self.message.format(**fields),
+            path=ctx.path,
+            line=node.lineno,  # type: ignore[attr-defined]
+            column=ctx.column(node),
+            end_line=getattr(node, "end_lineno", None),
+            end_column=ctx.end_column(node),
+            severity=self.severity,
+            related=tuple(related),
+            fix=fix,
+        )
+
+    def fix(self, *edits: Edit, title: str | None = None) -> Fix:
+        """A Fix with this rule's title and safety."""
+        return Fix(title or self.fix_title or "", self.fix_safety or "safe", edits)  # type: ignore[arg-type]
+

@@ -1,0 +1,46 @@
+"""Rules are discovered; their identities and examples are well-formed."""
+from __future__ import annotations
+
+from gradtrace.lint.registry import all_rules, select_rules, validate_rule
+from gradtrace.lint.rule import Bad, Good
+
+
+def test_rules_are_discovered_with_unique_codes_and_names():
+    rules = all_rules()
+    assert len(rules) >= 1
+    assert len({r.code for r in rules}) == len(rules)
+    assert len({r.name for r in rules}) == len(rules)
+
+
+def test_every_rule_is_well_formed():
+    problems = [p for r in all_rules() for p in validate_rule(r)]
+    assert problems == []
+
+
+def test_every_rule_has_bad_and_good_examples():
+    for r in all_rules():
+        assert any(isinstance(e, Bad) for e in r.examples), r.code
+        assert any(isinstance(e, Good) for e in r.examples), r.code
+
+
+def test_fix_examples_match_fix_availability():
+    for r in all_rules():
+        has_fixed = any(isinstance(e, Bad) and e.fixed is not None for e in r.examples)
+        assert has_fixed == r.has_fix(), r.code
+
+
+def test_nine_hundreds_are_off_by_default():
+    default = {r.code for r in select_rules()}
+    for r in all_rules():
+        assert (r.code in default) == (r.default and not r.code.startswith("GT9")), r.code
+
+
+def test_selection_most_specific_prefix_wins():
+    codes = [r.code for r in all_rules() if r.default]
+    first = codes[0]
+    assert first not in [r.code for r in select_rules(["GT"], ignore=[first])]
+    assert [r.code for r in select_rules([first], ignore=[first[:3]])] == [first]
+    assert [r.code for r in select_rules([first[:3]], ignore=[first])] == \
+        [c for c in codes if c.startswith(first[:3]) and c != first]
+    assert select_rules(["ALL"], ignore=["ALL"]) == []
+    assert len(select_rules(["ALL"])) == len(all_rules())
