@@ -15,7 +15,6 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
 from gradtrace.lint.config import Settings
 from gradtrace.lint.engine import FileChecker, noqa_filter
@@ -137,7 +136,7 @@ def iter_files(paths: Iterable[str], settings: Settings,
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not settings.is_excluded(os.path.join(root, d)))
                 for f in sorted(files):
-                    full = os.path.join(root, f)
+                    full = os.path.normpath(os.path.join(root, f))
                     if f.endswith((".py", ".pyi")) and not settings.is_excluded(full):
                         key = os.path.realpath(full)
                         if key not in seen:
