@@ -1,0 +1,453 @@
+"""``gradtrace.watch``: gradient flow per layer over training, as a report people can look at.
+
+Example::
+
+    with gradtrace.watch(model, optimizer) as w:
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+    print(w.report.summary())
+    w.report.save_html("flow.html")
+
+A step is one ``optimizer.step()`` when an optimizer is given (optimizer step hooks), else
+one backward pass that reaches the model (post-accumulate-grad hooks plus an end-of-backward
+callback). The loss is seen when it comes out of a ``torch.nn`` loss module (a global forward
+hook that only looks at ``_Loss`` modules), when the model itself returns a scalar, or when
+you pass it to :meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
+(also on exceptions when used as a context manager). See NOTE [watch cost] in
+``watch_collect`` for what a step costs.
+"""
+from __future__ import annotations
+
+import gc
+import inspect
+import logging
+import os
+import weakref
+from typing import Any, Callable, Iterable
+
+import torch
+
+from gradtrace.report.model import NanSource, ParamInfo, Report, Track
+from gradtrace.runtime.watch_collect import Collector
+
+LOG = logging.getLogger(__name__)
+__all__ = ["Watcher", "watch", "watch_all"]
+
+
+def _strict() -> bool:
+    return os.environ.get("GRADTRACE_STRICT", "") not in ("", "0")
+
+
+def _scalar_loss(out: Any) -> torch.Tensor | None:
+    """The loss inside a module output, if the output is (or carries) a float scalar."""
+    if isinstance(out, dict):
+        out = out.get("loss")
+    elif not isinstance(out, torch.Tensor):
+        out = getattr(out, "loss", None)
+    if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point() \
+            and out.requires_grad:
+        return out.detach()
+    return None
+
+
+_CLASS_SITES: dict[type, tuple[str, int] | None] = {}
+
+
+def class_site(cls: type) -> tuple[str, int] | None:
+    """File and line of a user-defined module class (None for torch's own classes)."""
+    if cls in _CLASS_SITES:
+        return _CLASS_SITES[cls]
+    site = None
+    if not cls.__module__.startswith("torch."):
+        try:
+            path = inspect.getsourcefile(cls)
+            line = inspect.getsourcelines(cls)[1]
+            site = (path, line) if path else None
+        except (OSError, TypeError):
+            site = None
+    _CLASS_SITES[cls] = site
+    return site
+
+
+def _owner_site(mods: dict[str, torch.nn.Module], mod_name: str) -> tuple[str, int] | None:
+    """The class definition of the innermost user-defined module around ``mod_name``."""
+    parts = mod_name.split(".") if mod_name else []
+    for k in range(len(parts), -1, -1):
+        m = mods.get(".".join(parts[:k]))
+        site = class_site(type(m)) if m is not None else None
+        if site is not None:
+            return site
+    return None
+
+
+def describe_params(model: torch.nn.Module, opt_ids: set[int] | None,
+                    only: set[int] | None = None) -> list[tuple[ParamInfo, torch.Tensor]]:
+    """Qualified name, owning module and status of each parameter of ``model``."""
+    mods = dict(model.named_modules())
+    out = []
+    for qn, p in model.named_parameters():
+        if only is not None and id(p) not in only:
+            continue
+        mod_name = qn.rpartition(".")[0]
+        mod = mods.get(mod_name)
+        site = _owner_site(mods, mod_name)
+        info = ParamInfo(qn, mod_name, type(mod).__name__ if mod is not None else "",
+                         tuple(p.shape), bool(p.requires_grad),
+                         None if opt_ids is None else id(p) in opt_ids,
+                         site[0] if site else None, site[1] if site else None)
+        out.append((info, p))
+    return out
+
+
+def _caller_site() -> tuple[str, int]:
+    """Where the user called us (first frame outside torch and gradtrace)."""
+    try:
+        from gradtrace.runtime.frames import user_frame
+    except ImportError:  # pragma: no cover - frames is optional
+        return ("<unknown>", 1)
+    f = user_frame(2)
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 1)
+
+
+def _opt_ids(optimizer: torch.optim.Optimizer) -> set[int]:
+    return {id(p) for g in optimizer.param_groups for p in g["params"]}
+
+
+class _Bound:
+    """One collector plus what it needs to replay a NaN step: the model and its last inputs."""
+
+    def __init__(self, collector: Collector, model: torch.nn.Module | None,
+                 by_optimizer: bool) -> None:
+        self.collector = collector
+        self.model = weakref.ref(model) if model is not None else None
+        self.by_optimizer = by_optimizer
+        self.inputs: tuple[list[weakref.ref[Any]], dict[str, Any]] | None = None
+        self.reached: list[bool] = [False] * len(collector.infos)
+        self.queued = False
+        self.enabled = True
+
+
+class Watcher:
+    """Live handle of a watch: a context manager; ``report`` is the captured result."""
+
+    def __init__(self, every: int = 1, history: int = 256, track_updates: bool = True) -> None:
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive int, got {every!r}")
+        if not isinstance(history, int) or history < 2:
+            raise ValueError(f"history must be an int >= 2, got {history!r}")
+        self.every = every
+        self.history = history
+        self.track_updates = track_updates
+        self._handles: list[Any] = []
+        self._bound: list[_Bound] = []
+        self._closed = False
+        self._final: Report | None = None
+
+    # ------------------------------------------------------------------ public
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def report(self) -> Report:
+        """The :class:`~gradtrace.report.model.Report` so far (frozen once closed)."""
+        if self._final is not None:
+            return self._final
+        return self._build()
+
+    def observe_loss(self, loss: Any) -> None:
+        """Tell the watch the loss of the current step (any float or scalar tensor)."""
+        if isinstance(loss, torch.Tensor):
+            if loss.numel() != 1:
+                return
+            loss = loss.detach().reshape(())
+        else:
+            loss = torch.tensor(float(loss))
+        for b in self._bound:
+            b.collector.loss = loss
+
+    def close(self) -> None:
+        """Remove every hook, freeze the report and drop every tensor reference."""
+        if self._closed:
+            return
+        self._closed = True
+        errors = []
+        for h in reversed(self._handles):
+            try:
+                h.remove()
+            except Exception as exc:  # keep removing the others
+                errors.append(exc)
+        self._handles.clear()
+        try:
+            self._final = self._build()
+        finally:
+            for b in self._bound:
+                b.collector.release()
+                b.inputs = None
+        if errors:
+            LOG.warning("gradtrace.watch: %d hook(s) failed to detach: %s", len(errors), errors)
+
+    # ------------------------------------------------------------------ building
+    def _build(self) -> Report:
+        from gradtrace.report.analysis import analyze
+
+        tracks = tuple(b.collector.to_track() for b in self._bound)
+        meta = {"torch": torch.__version__, "every": self.every, "closed": self._closed}
+        return Report(tracks=tracks, findings=tuple(analyze(tracks)), meta=meta)
+
+    def _guard(self, b: _Bound | None, fn: Callable[[], None]) -> None:
+        """Run a hook body; a failure disables that collector instead of breaking training."""
+        if b is not None and not b.enabled:
+            return
+        try:
+            fn()
+        except Exception:
+            if _strict():
+                raise
+            LOG.warning("gradtrace.watch: internal error; watching stops for this model",
+                        exc_info=True)
+            if b is not None:
+                b.enabled = False
+
+    # ------------------------------------------------------------------ wiring
+    def _add_model(self, name: str, model: torch.nn.Module | None,
+                   named: list[tuple[ParamInfo, torch.Tensor]], by_optimizer: bool,
+                   site: tuple[str, int] = ("<unknown>", 1)) -> _Bound:
+        col = Collector(name, named, every=self.every, capacity=self.history,
+                        has_optimizer=by_optimizer, track_updates=self.track_updates,
+                        site=site)
+        b = _Bound(col, model, by_optimizer)
+        self._bound.append(b)
+        if model is not None:
+            self._handles.append(model.register_forward_pre_hook(
+                lambda m, a, k: self._guard(b, lambda: self._on_input(b, a, k)),
+                with_kwargs=True))
+            self._handles.append(model.register_forward_hook(
+                lambda m, a, out: self._guard(b, lambda: self._on_output(b, out))))
+        return b
+
+    def _watch_losses(self) -> None:
+        def hook(mod: torch.nn.Module, args: Any, out: Any) -> None:
+            if isinstance(mod, torch.nn.modules.loss._Loss):
+                self._guard(None, lambda: self._on_loss(out))
+        self._handles.append(torch.nn.modules.module.register_module_forward_hook(hook))
+
+    def _on_loss(self, out: Any) -> None:
+        if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
+            self.observe_loss(out)
+
+    def _on_input(self, b: _Bound, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        refs = []
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                b.inputs = None
+                return
+            refs.append(weakref.ref(a))
+        b.inputs = (refs, dict(kwargs))
+
+    def _on_output(self, b: _Bound, out: Any) -> None:
+        loss = _scalar_loss(out)
+        if loss is not None:
+            b.collector.loss = loss
+
+    # ------------------------------------------------------------------ step events
+    def _pre_step(self, b: _Bound) -> None:
+        col = b.collector
+        if col.recording():
+            col.begin()
+            col.snapshot()
+
+    def _post_step(self, b: _Bound) -> None:
+        col = b.collector
+        if col.recording():
+            bad = col.finish()
+            if bad and col.nan_source is None:
+                col.nan_source = self._locate_nan(b, bad, col.pre_step_weights())
+        col.end_step()
+
+    def _on_accumulated(self, b: _Bound, i: int) -> None:
+        b.reached[i] = True
+        if not b.queued:
+            b.queued = True
+            engine = torch.autograd.Variable._execution_engine
+            engine.queue_callback(lambda: self._guard(b, lambda: self._end_backward(b)))
+
+    def _end_backward(self, b: _Bound) -> None:
+        col = b.collector
+        b.queued = False
+        if col.recording():
+            col.begin(b.reached)
+            bad = col.finish()
+            if bad and col.nan_source is None:
+                col.nan_source = self._locate_nan(b, bad, {})
+        b.reached = [False] * len(b.reached)
+        col.end_step()
+        if col.recording():
+            col.snapshot()
+        else:
+            col.snap_ok = False
+
+    def _locate_nan(self, b: _Bound, bad: list[int], weights: dict[int, torch.Tensor]
+                    ) -> NanSource:
+        from gradtrace.runtime.watch_nan import replay
+
+        col = b.collector
+        step = col.total_steps
+        model = b.model() if b.model is not None else None
+        found = None
+        if model is not None:
+            named = {col.infos[i].name: t for i, t in weights.items()}
+            found = replay(model, b.inputs, named, step)
+        if found is None:
+            mods = list(dict.fromkeys(col.infos[i].module for i in bad))
+            found = NanSource(step, mods[-1] if mods else None, None, "unknown",
+                              "could not replay the step (inputs no longer alive or model "
+                              f"not copyable); non-finite gradients in: {', '.join(mods)}")
+        return _with_trace_line(found)
+
+
+def _with_trace_line(src: NanSource) -> NanSource:
+    """Under ``gradtrace.trace()``, prefer the forward line the tracer saw (optional)."""
+    import sys
+
+    mod = sys.modules.get("gradtrace.runtime.trace")
+    getter = getattr(mod, "nan_origin", None) if mod is not None else None
+    if getter is None or src.path is not None:
+        return src
+    try:
+        site = getter()
+    except Exception:
+        return src
+    path, line = getattr(site, "path", None), getattr(site, "line", None)
+    if isinstance(path, str) and isinstance(line, int):
+        from dataclasses import replace
+
+        return replace(src, path=path, line=line)
+    return src
+
+
+def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
+          every: int = 1, *, history: int = 256, track_updates: bool = True) -> Watcher:
+    """Watch the gradient flow of ``model`` per parameter and per module over training.
+
+    Records every ``every``-th step (an ``optimizer.step()`` when ``optimizer`` is given,
+    else a backward pass reaching the model): gradient norm, max abs, fraction of zeros,
+    None-ness, non-finite count, update-to-weight ratio, and the loss when visible. At most
+    ``history`` steps are kept (evenly thinned). Use as a context manager or call
+    :meth:`Watcher.close`; read ``.report`` for the :class:`Report`.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"gradtrace.watch expects an nn.Module, got {type(model).__name__}")
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError("gradtrace.watch: optimizer must be a torch.optim.Optimizer, got "
+                        f"{type(optimizer).__name__}")
+    w = Watcher(every=every, history=history, track_updates=track_updates)
+    try:
+        named = describe_params(model, _opt_ids(optimizer) if optimizer else None)
+        b = w._add_model(type(model).__name__, model, named, optimizer is not None,
+                         _caller_site())
+        if optimizer is not None:
+            w._handles.append(optimizer.register_step_pre_hook(
+                lambda o, a, k: w._guard(b, lambda: w._pre_step(b))))
+            w._handles.append(optimizer.register_step_post_hook(
+                lambda o, a, k: w._guard(b, lambda: w._post_step(b))))
+        else:
+            _hook_accumulation(w, b, [p for _, p in named])
+        w._watch_losses()
+    except BaseException:
+        w.close()
+        raise
+    return w
+
+
+def _hook_accumulation(w: Watcher, b: _Bound, params: list[torch.Tensor]) -> None:
+    for i, p in enumerate(params):
+        if p.requires_grad:
+            w._handles.append(p.register_post_accumulate_grad_hook(
+                lambda t, i=i: w._guard(b, lambda: w._on_accumulated(b, i))))
+
+
+# ---------------------------------------------------------------------- watch_all
+def _owners(param_ids: set[int]) -> list[tuple[str, torch.nn.Module]]:
+    """Top-level modules (found by a one-off scan of live objects) owning these params."""
+    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    parent: dict[int, torch.nn.Module] = {}
+    for m in modules:
+        for c in m.children():
+            parent.setdefault(id(c), m)
+    roots: dict[int, torch.nn.Module] = {}
+    for m in modules:
+        if any(id(p) in param_ids for p in m.parameters(recurse=False)):
+            top = m
+            while id(top) in parent:
+                top = parent[id(top)]
+            roots[id(top)] = top
+    return [(type(r).__name__, r) for r in roots.values()]
+
+
+def _discover(w: Watcher, optimizer: torch.optim.Optimizer) -> list[_Bound]:
+    ids = _opt_ids(optimizer)
+    site = _caller_site()
+    out, seen = [], set()
+    for name, root in _owners(ids):
+        named = describe_params(root, ids, only=ids)
+        seen.update(id(p) for _, p in named)
+        out.append(w._add_model(name, root, named, True, site))
+    rest = [p for g in optimizer.param_groups for p in g["params"] if id(p) not in seen]
+    if rest:
+        named = [(ParamInfo(f"{type(optimizer).__name__}.param{i}", "", "",
+                            tuple(p.shape), bool(p.requires_grad), True), p)
+                 for i, p in enumerate(rest)]
+        out.append(w._add_model(f"{type(optimizer).__name__} (unowned tensors)", None,
+                                named, True, site))
+    return out
+
+
+def watch_all(every: int = 1, *, history: int = 256, track_updates: bool = True) -> Watcher:
+    """Watch every model trained in this process, found through the optimizers that step.
+
+    Uses the global optimizer step hooks; on an optimizer's first step the modules owning
+    its parameters are found once (a scan of live objects) and watched from then on, with
+    parameters named by qualified name. Used by ``gradtrace run --report``.
+    """
+    from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                       register_optimizer_step_pre_hook)
+
+    w = Watcher(every=every, history=history, track_updates=track_updates)
+    by_opt: weakref.WeakKeyDictionary[torch.optim.Optimizer, list[_Bound]] = \
+        weakref.WeakKeyDictionary()
+
+    def pre(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        bound = by_opt.get(opt)
+        if bound is None:
+            bound = []
+            w._guard(None, lambda: bound.extend(_discover(w, opt)))
+            by_opt[opt] = bound
+        for b in bound:
+            w._guard(b, lambda b=b: w._pre_step(b))
+
+    def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for b in by_opt.get(opt, ()):
+            w._guard(b, lambda b=b: w._post_step(b))
+
+    try:
+        w._handles.append(register_optimizer_step_pre_hook(pre))
+        w._handles.append(register_optimizer_step_post_hook(post))
+        w._watch_losses()
+    except BaseException:
+        w.close()
+        raise
+    return w
+
+
+def tracks_of(watchers: Iterable[Watcher]) -> list[Track]:
+    """All tracks of several watchers (helper for combined reports)."""
+    return [t for w in watchers for t in w.report.tracks]
