@@ -1,0 +1,52 @@
+"""Small helpers to build runtime :class:`~gradtrace.findings.Finding` values."""
+from __future__ import annotations
+
+import os
+
+from gradtrace.findings import Finding, Fix, Related
+from gradtrace.runtime.catalogue import RUNTIME_CODES, STATIC_TWINS
+from gradtrace.runtime.frames import Site
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    if not path or path.startswith("<"):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def code_for(kind: str, fallback: str) -> str:
+    """The static rule's code for this kind of bug if one exists, else the runtime code."""
+    return STATIC_TWINS.get(kind, fallback)
+
+
+def make(code: str, site: Site | None, message: str, *, fix: str = "",
+         related: list[tuple[Site | None, str]] | None = None,
+         severity: str = "error") -> Finding:
+    """A runtime finding at ``site`` (``<unknown>`` if the user line is not known)."""
+    rel = tuple(Related(display_path(s.path), s.line, m) for s, m in (related or ())
+                if s is not None)
+    name = RUNTIME_CODES.get(code, ("", ""))[0] or _static_name(code)
+    return Finding(code=code, name=name, message=message,
+                   path=display_path(site.path) if site else "<unknown>",
+                   line=site.line if site else 1, severity=severity,  # type: ignore[arg-type]
+                   related=rel, fix=Fix(fix, "unsafe") if fix else None, source="runtime")
+
+
+def _static_name(code: str) -> str:
+    for kind, twin in STATIC_TWINS.items():
+        if twin == code:
+            return kind
+    return code.lower()
+
+
+def src(site: Site | None) -> str:
+    """`` `source text` `` of a site, or ''."""
+    if site is None:
+        return ""
+    text = site.source()
+    return f"`{text}`" if text else f"line {site.line}"

@@ -1,0 +1,299 @@
+"""The error catalogue: which autograd errors gradtrace recognises, what they mean, how to fix.
+
+Torch-free on purpose: the CLI (``gradtrace explain "<error text>"``) imports it at startup.
+Patterns match on *stable prefixes* of the messages (they change across torch releases, see
+PYTORCH_FACTS.md §4). Every :class:`ErrorPattern` carries a ``repro``: a tiny script that raises
+the error on the installed torch; the test-suite runs each one and checks that the regex matches
+the real message and that ``gradtrace run`` names the line marked ``# <- cause``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gradtrace.findings import Finding
+
+# code -> (kebab-name, one-line summary). Runtime-only codes; where a static rule describes the
+# same bug, the runtime finding uses the static code instead (see STATIC_TWINS).
+RUNTIME_CODES: dict[str, tuple[str, str]] = {
+    "GT800": ("backward-without-graph", "backward() on a tensor that has no grad_fn"),
+    "GT801": ("grad-is-none", "a .grad that is None was used (non-leaf, unused or frozen tensor)"),
+    "GT802": ("backward-on-non-scalar", "backward() on a tensor with more than one element"),
+    "GT803": ("backward-through-freed-graph", "backward through a graph already freed by backward"),
+    "GT804": ("saved-tensor-modified-inplace", "a tensor saved for backward was changed in place"),
+    "GT805": ("inplace-on-leaf", "in-place operation on a leaf tensor that requires grad"),
+    "GT806": ("backward-on-python-number", "backward() called on a Python/numpy number"),
+    "GT807": ("numpy-on-grad-tensor", ".numpy() on a tensor that requires grad"),
+    "GT808": ("inference-tensor-in-autograd", "a tensor made under inference_mode used in autograd"),
+    "GT809": ("optimizer-empty-params", "optimizer built from an empty parameter list"),
+    "GT810": ("optimizer-non-leaf", "optimizer given a non-leaf tensor"),
+    "GT811": ("custom-function-grad-count", "custom Function.backward returns the wrong count"),
+    "GT812": ("grad-input-unused", "autograd.grad over an input not used in the graph"),
+    "GT813": ("none-result-assigned", "the None result of an in-place method was assigned back"),
+    "GT820": ("parameter-without-gradient", "a trained parameter never received a gradient"),
+    "GT821": ("parameter-in-no-optimizer", "a parameter gets gradients but no optimizer updates it"),
+    "GT822": ("non-leaf-grad-read", ".grad read on a non-leaf tensor (always None)"),
+    "GT823": ("gradients-accumulate-across-steps", "gradients never reset between optimizer steps"),
+    "GT824": ("clip-after-step", "gradient clipping after optimizer.step() has no effect"),
+    "GT825": ("non-finite-gradient", "NaN or Inf in a gradient"),
+    "GT826": ("graph-kept-across-steps", "a running total keeps every step's graph alive"),
+    "GT827": ("graph-cut", "a value left the autograd graph before the loss"),
+}
+
+# Static rule codes for the same bugs, filled in when they exist (runtime kind -> static code).
+STATIC_TWINS: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class ErrorPattern:
+    """One recognisable error: regex on a stable prefix, code, and the words to explain it."""
+
+    key: str
+    regex: str
+    code: str
+    title: str
+    explanation: str
+    fix: str
+    repro: str
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return re.search(self.regex, text)
+
+
+def _p(key: str, regex: str, code: str, title: str, explanation: str, fix: str,
+       repro: str) -> ErrorPattern:
+    return ErrorPattern(key, regex, code, title, " ".join(explanation.split()),
+                        " ".join(fix.split()), repro.strip("\n") + "\n")
+
+
+_HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+PATTERNS: tuple[ErrorPattern, ...] = (
+    _p("element0", r"element 0 of tensors does not require grad and does not have a grad_fn",
+       "GT800", "backward() on a tensor that is not connected to any parameter",
+       """The tensor you call backward() on has no grad_fn and does not require grad, so autograd
+       has nothing to differentiate. Something between the parameters and the loss cut the graph:
+       the loss (or an input of it) was computed under torch.no_grad()/inference_mode, grad mode
+       was switched off with torch.set_grad_enabled(False) and never switched back on, a value was
+       detached (.detach(), .data, .item() re-wrapped with torch.tensor(...)), a non-differentiable
+       op (argmax, comparison, integer cast) produced it, or every parameter is frozen.""",
+       """Compute the loss with grad mode on, from tensors that are still attached to the model;
+       keep .item()/.detach() for logging, and re-enable grad (torch.set_grad_enabled(True)).""",
+       _HEAD + """m = nn.Linear(4, 1)
+x, t = torch.randn(8, 4), torch.randn(8, 1)
+out = m(x).detach()  # <- cause
+loss = F.mse_loss(out, t)
+loss.backward()
+"""),
+    _p("grad-none-zero", r"'NoneType' object has no attribute 'zero_'", "GT801",
+       "<tensor>.grad is None",
+       """.grad is None for a non-leaf tensor (for example w = w - lr * w.grad or .to()/.double()
+       after requires_grad=True made a new tensor), before the first backward(), for a parameter
+       not used in the forward pass or frozen, and right after optimizer.zero_grad(), whose default
+       set_to_none=True sets every .grad to None. optimizer.zero_grad() itself never raises this.""",
+       """Use optimizer.zero_grad() (or `if p.grad is not None`), update leaves in place under
+       torch.no_grad(), and create tensors on the target dtype/device with requires_grad=True.""",
+       _HEAD + """w = torch.randn(3, requires_grad=True)
+for step in range(2):
+    loss = (w ** 2).sum()
+    loss.backward()
+    w = w - 0.1 * w.grad  # <- cause
+    w.grad.zero_()
+"""),
+    _p("non-scalar", r"grad can be implicitly created only for (real )?scalar outputs", "GT802",
+       "backward() without a gradient on a tensor that is not a scalar",
+       """backward() with no argument needs a tensor with exactly one element. The tensor here has
+       more: a loss with reduction='none', backward() on the model output, or stacked losses.
+       retain_graph has nothing to do with it.""",
+       """Reduce it first (loss.mean() or loss.sum()), or pass gradient=torch.ones_like(t).""",
+       _HEAD + """m = nn.Linear(4, 1)
+x, t = torch.randn(8, 4), torch.randn(8, 1)
+loss = F.mse_loss(m(x), t, reduction="none")  # <- cause
+loss.backward()
+"""),
+    _p("backward-twice", r"Trying to backward through the graph a second time", "GT803",
+       "backward through a part of the graph that an earlier backward already freed",
+       """backward() frees the saved tensors of the graph it ran through. A later backward that
+       reaches the same nodes fails: an RNN hidden state or a feature carried from the previous
+       step without .detach(), a GAN generator output used in the discriminator step without
+       .detach(), a tensor computed once outside the loop, or two losses sharing a sub-graph.""",
+       """Detach what is carried across steps (h = h.detach()), use D(fake.detach()) for the
+       discriminator, recompute the shared part inside the loop, sum the losses and call backward
+       once, or pass retain_graph=True to the first backward when that is really intended.""",
+       _HEAD + """rnn = nn.RNN(4, 8, batch_first=True)
+h = torch.zeros(1, 2, 8)
+for step in range(2):
+    out, h = rnn(torch.randn(2, 5, 4), h)  # <- cause
+    out.sum().backward()
+"""),
+    _p("inplace-saved", r"one of the variables needed for gradient computation has been modified "
+       r"by an inplace operation", "GT804",
+       "a tensor saved for backward was modified in place",
+       """An op saved a tensor during the forward pass to compute its gradient, and an in-place op
+       (x += ..., x.mul_(), x[i] = ..., ReLU(inplace=True), or optimizer.step() on a parameter)
+       changed it before backward ran. The version counter in the message shows the change.""",
+       """Use the out-of-place form (x = x + ..., torch.relu(x)), .clone() before modifying, or
+       call optimizer.step() only after every backward that needs the current graph.""",
+       _HEAD + """x = torch.randn(3, requires_grad=True)
+y = torch.sigmoid(x)
+y.mul_(2)  # <- cause
+y.sum().backward()
+"""),
+    _p("inplace-leaf", r"a (view of a )?leaf Variable that requires grad is being used in an "
+       r"in-place operation", "GT805",
+       "in-place operation on a leaf tensor that requires grad",
+       """Autograd forbids in-place changes to a leaf that requires grad (a parameter or a tensor
+       created with requires_grad=True), or to a view of one, while grad mode is on, because the
+       change itself would have to be differentiated.""",
+       """Do manual updates and initialisation under `with torch.no_grad():` (w -= lr * w.grad),
+       or use nn.init functions.""",
+       _HEAD + """w = torch.randn(3, requires_grad=True)
+(w ** 2).sum().backward()
+w -= 0.1 * w.grad  # <- cause
+"""),
+    _p("number-backward", r"'(float|int|bool|numpy\.\w+)' object has no attribute 'backward'",
+       "GT806", "backward() called on a Python or numpy number",
+       """The loss became a plain number: .item(), float(), math.*, numpy, or sum() of .item()
+       values return a Python/numpy scalar that is not connected to autograd (an accumulator
+       initialised to 0 and never added to stays an int).""",
+       """Keep the loss a tensor: combine terms with tensor ops (loss = l1 + l2) and use .item()
+       only for logging.""",
+       _HEAD + """m = nn.Linear(4, 1)
+x, t = torch.randn(8, 4), torch.randn(8, 1)
+loss = F.mse_loss(m(x), t).item()  # <- cause
+loss.backward()
+"""),
+    _p("numpy-grad", r"Can't call numpy\(\) on Tensor that requires grad", "GT807",
+       ".numpy() (or np.asarray) on a tensor that requires grad",
+       """numpy cannot share memory with a tensor that autograd tracks. np.asarray(t)/np.array(t)
+       call .numpy() too. .tolist() and tensors made under no_grad work.""",
+       """Use t.detach().cpu().numpy() for plots and metrics.""",
+       _HEAD + """m = nn.Linear(3, 1)
+out = m(torch.randn(2, 3))
+arr = out.numpy()  # <- cause
+"""),
+    _p("inference-saved", r"Inference tensors cannot be saved for backward|Inplace update to "
+       r"inference tensor outside InferenceMode|Setting requires_grad=True on inference tensor "
+       r"outside InferenceMode", "GT808",
+       "a tensor created under torch.inference_mode() is used in autograd",
+       """Tensors created inside torch.inference_mode() are inference tensors forever: they cannot
+       be saved for backward, updated in place or given requires_grad outside inference mode.
+       Typical causes: features precomputed under inference_mode, a cache or model built during
+       an inference_mode evaluation and reused for training.""",
+       """Use torch.no_grad() instead of inference_mode where the result is reused for training,
+       or make a normal tensor with .clone() outside inference mode.""",
+       _HEAD + """with torch.inference_mode():
+    feats = torch.randn(8, 4) * 2  # <- cause
+head = nn.Linear(4, 1)
+head(feats).sum().backward()
+"""),
+    _p("optimizer-empty", r"optimizer got an empty parameter list", "GT809",
+       "the optimizer was given no parameters",
+       """The iterable passed to the optimizer was empty: an already consumed model.parameters()
+       generator (it can be iterated only once), a model whose layers sit in a plain list, or a
+       filter that kept nothing.""",
+       """Pass model.parameters() directly (or list(...) once), and register layers with
+       nn.ModuleList / nn.ParameterList.""",
+       _HEAD + """model = nn.Linear(4, 1)
+params = model.parameters()
+n = len(list(params))
+opt = torch.optim.SGD(params, lr=0.1)  # <- cause
+"""),
+    _p("optimizer-non-leaf", r"can't optimize a non-leaf Tensor", "GT810",
+       "the optimizer was given a non-leaf tensor",
+       """Optimizers update leaves in place. A tensor produced by an op (for example
+       torch.randn(3, requires_grad=True).double() or .to(device)) is a non-leaf result, not the
+       tensor you created.""",
+       """Create it with the final dtype/device: torch.randn(3, dtype=..., device=...,
+       requires_grad=True), or call .requires_grad_() after the conversion.""",
+       _HEAD + """w = torch.randn(3, requires_grad=True).double()  # <- cause
+opt = torch.optim.SGD([w], lr=0.1)
+"""),
+    _p("function-grad-count", r"function \w+ returned an incorrect number of gradients", "GT811",
+       "a custom autograd.Function.backward returns the wrong number of gradients",
+       """backward() must return one value per input of forward() (None for inputs that need no
+       gradient), in the same order.""",
+       """Return a tuple with exactly one entry per forward input, using None where needed.""",
+       _HEAD + """class Mul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):  # <- cause
+        a, b = ctx.saved_tensors
+        return g * b
+a = torch.randn(3, requires_grad=True)
+b = torch.randn(3, requires_grad=True)
+Mul.apply(a, b).sum().backward()
+"""),
+    _p("grad-unused-input", r"(One of the differentiated Tensors|The differentiated Tensor at "
+       r"index \d+) appears to not have been used in the graph", "GT812",
+       "torch.autograd.grad over an input that the output does not depend on",
+       """One of the `inputs` is not reachable from the outputs: it was not used, was used only
+       after a detach/no_grad cut, or is a different tensor object (for example a re-created
+       parameter) than the one used in the forward pass.""",
+       """Pass the tensor that was actually used, or allow_unused=True (its gradient is None).""",
+       _HEAD + """a = torch.randn(3, requires_grad=True)
+b = torch.randn(3, requires_grad=True)
+out = (a * 2).sum()
+torch.autograd.grad(out, [a, b])  # <- cause
+"""),
+    _p("none-assigned", r"'NoneType' object has no attribute '(step|zero_grad|item|backward|"
+       r"parameters|state_dict|train|eval|param_groups|detach|cpu|numpy|to)'|'_IncompatibleKeys' "
+       r"object is not callable", "GT813",
+       "the None result of a method was assigned back to the variable",
+       """optimizer.step(), optimizer.zero_grad(), loss.backward() and scheduler.step() return
+       None, and model.load_state_dict() returns _IncompatibleKeys, so `x = x.step()` replaces the
+       object. (model.train()/.eval()/.to() return the module, so reassigning them is fine.)""",
+       """Call the method without assigning: optimizer.step(), not optimizer = optimizer.step().""",
+       _HEAD + """model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    optimizer.zero_grad()
+    F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+    optimizer = optimizer.step()  # <- cause
+"""),
+    _p("non-leaf-grad-warning", r"The \.grad attribute of a Tensor that is not a leaf Tensor is "
+       r"being accessed", "GT822", ".grad read on a non-leaf tensor",
+       """Only leaf tensors (created by you, e.g. parameters) get .grad filled by backward. This
+       tensor was produced by an op, so its .grad stays None.""",
+       """Read .grad of the leaf you created, call .retain_grad() on the intermediate before
+       backward, or create the tensor directly with the right dtype/device.""",
+       ""),
+)
+
+
+def match_message(text: str) -> list[ErrorPattern]:
+    """Every catalogue entry whose regex matches ``text`` (most specific first)."""
+    return [p for p in PATTERNS if p.search(text)]
+
+
+def pattern(key: str) -> ErrorPattern:
+    """The catalogue entry with this key."""
+    for p in PATTERNS:
+        if p.key == key:
+            return p
+    raise KeyError(key)
+
+
+def name_of(code: str) -> str:
+    """The kebab-case name for a runtime code ('' if unknown)."""
+    return RUNTIME_CODES.get(code, ("", ""))[0]
+
+
+def explain_message(text: str) -> list[Finding]:
+    """Findings for an error message alone (no program to look at): mechanism and fixes.
+
+    Used by ``gradtrace explain "<error text>"``. Findings have ``path="<message>"`` and
+    ``line=1`` since no source location is known; an unknown message gives ``[]``.
+    """
+    from gradtrace.findings import Fix
+
+    out: list[Finding] = []
+    for p in match_message(text):
+        out.append(Finding(code=p.code, name=name_of(p.code) or p.key,
+                           message=f"{p.title}: {p.explanation}", path="<message>", line=1,
+                           severity="error", fix=Fix(p.fix, "unsafe"), source="runtime"))
+    return out

@@ -1,0 +1,290 @@
+"""Diagnose an autograd error at the moment torch raises it, while its inputs are still alive.
+
+:meth:`ProvenanceMode._failed` calls :func:`diagnose_failure` with the failing call; the result
+is attached to the exception as ``exc.__gradtrace__``. Errors raised outside torch calls (for
+example ``'float' object has no attribute 'backward'``) are handled by
+:mod:`gradtrace.runtime.posthoc` from the traceback.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any, Callable
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.catalogue import ErrorPattern, match_message
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.records import META_FREED, created_site, decode_meta
+from gradtrace.runtime.state import TraceState
+
+Tensor = torch.Tensor
+Analyzer = Callable[[ErrorPattern, BaseException, Any, tuple, dict, "Site | None", TraceState],
+                    list[Finding]]
+
+_CUT_KIND = {"detach": "detach", "data": "data", "item": "item-rewrap", "rewrap": "item-rewrap",
+             "nondiff": "non-differentiable-op", "no_grad": "no-grad-forward",
+             "inference": "inference-mode-forward"}
+
+
+def diagnose_failure(exc: BaseException, func: Any, args: tuple[Any, ...],
+                     kwargs: dict[str, Any], site: Site | None,
+                     state: TraceState) -> list[Finding]:
+    """Findings for an exception raised by a traced torch call (most likely cause first)."""
+    for pat in match_message(str(exc)):
+        analyzer = _ANALYZERS.get(pat.key)
+        if analyzer is not None:
+            found = analyzer(pat, exc, func, args, kwargs, site, state)
+            if found:
+                return found
+        return [make(pat.code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
+    return []
+
+
+def _roots(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
+    first = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+    if isinstance(first, Tensor):
+        return [first]
+    return [t for t in (first or ()) if isinstance(t, Tensor)]
+
+
+def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
+    """The finding for "``what`` left the graph at cut.site"."""
+    kind = _CUT_KIND.get(cut.reason, "graph-cut")
+    related: list[tuple[Site | None, str]] = []
+    if cut.origin is not None:
+        related.append((cut.origin.site, f"the number came from `{cut.origin.op}()` here"))
+    if cut.grad_off is not None:
+        related.append((cut.grad_off, "grad mode was turned off here"))
+    related.append((backward, "backward() failed here"))
+    fixes = {"detach": "remove .detach() on the path to the loss (keep it for logging/targets)",
+             "data": "use the tensor itself instead of .data on the path to the loss",
+             "item-rewrap": "keep the loss a tensor; do not rebuild it from .item()/float values",
+             "non-differentiable-op": "compute the loss from a differentiable quantity "
+                                      "(logits/probabilities, not argmax or comparisons)",
+             "no-grad-forward": "compute the training forward pass outside torch.no_grad()",
+             "inference-mode-forward": "compute the training forward pass outside "
+                                       "torch.inference_mode()"}
+    return make(code_for(kind, "GT800"), cut.site,
+                f"{what} has no grad_fn because the value left the autograd graph here: "
+                f"{cut.describe()}", fix=fixes.get(kind, ""), related=related)
+
+
+def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+              site: Site | None, state: TraceState) -> list[Finding]:
+    roots = _roots(args, kwargs)
+    root = next((r for r in roots if not r.requires_grad), roots[0] if roots else None)
+    cut = state.cut_of(root)
+    if cut is not None:
+        return [cut_finding(cut, "the tensor passed to backward()", site)]
+    if not torch.is_grad_enabled() and state.grad_off is not None:
+        return [make(code_for("grad-mode-left-off", "GT800"), state.grad_off,
+                     f"grad mode was turned off here ({src(state.grad_off)}) and is still off "
+                     "when backward() runs, so nothing after it was recorded for autograd",
+                     fix="use `with torch.no_grad():` blocks, or call "
+                         "torch.set_grad_enabled(True) before training",
+                     related=[(site, "backward() failed here")])]
+    frozen = state.frozen_sites()
+    if frozen:
+        return [make(code_for("all-parameters-frozen", "GT800"), frozen[0],
+                     "every parameter the loss depends on has requires_grad=False; they were "
+                     f"frozen here ({src(frozen[0])})",
+                     fix="unfreeze the parameters you want to train (requires_grad_(True))",
+                     related=[(s, "also frozen here") for s in frozen[1:4]]
+                     + [(site, "backward() failed here")])]
+    return []
+
+
+def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+                site: Site | None, state: TraceState) -> list[Finding]:
+    roots = _roots(args, kwargs)
+    root = next((r for r in roots if r.numel() != 1), None)
+    if root is None:
+        return []
+    made, _ = created_site(root.grad_fn)
+    shape = list(root.shape)
+    msg = (f"backward() needs a scalar, but this tensor has shape {shape} ({root.numel()} "
+           "elements)")
+    if made is not None:
+        return [make(pat.code, made, f"{msg}; it got this shape here ({src(made)})",
+                     fix="reduce the loss with .mean() or .sum() (or pass gradient=...)",
+                     related=[(site, "backward() was called here")])]
+    return [make(pat.code, site, msg, fix="reduce the loss with .mean() or .sum()")]
+
+
+def _freed_node(roots: list[Tensor], limit: int = 5000) -> Any:
+    """The node closest to the roots that an earlier backward freed (breadth first)."""
+    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while queue and len(seen) < limit:
+        node = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        try:
+            if META_FREED in node.metadata:
+                return node
+            queue.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
+                    kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
+    node = _freed_node(_roots(args, kwargs))
+    if node is None:
+        return []
+    made, _ = created_site(node)
+    freed_by, _ = decode_meta(node.metadata.get(META_FREED))
+    related = [(freed_by, "an earlier backward() freed that part of the graph here"),
+               (site, "this backward() needs it again")]
+    if freed_by is not None and site is not None and freed_by == site:
+        msg = (f"the value computed here ({src(made)}) in an earlier iteration is carried into "
+               "the next one still attached to its graph; the previous iteration's backward() "
+               "freed that graph")
+        fix = "detach what is carried across iterations (e.g. h = h.detach()), or recompute it " \
+              "inside the loop"
+        kind = "state-carried-across-steps"
+    else:
+        msg = (f"the graph of the value computed here ({src(made)}) was already freed by an "
+               f"earlier backward() ({src(freed_by)}) and is needed again")
+        fix = "detach it where the second use needs no gradient through it (GAN: D(fake.detach()))," \
+              " sum the losses and call backward() once, or pass retain_graph=True to the first"
+        kind = "backward-through-freed-graph"
+    return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
+
+
+_INPLACE_RE = re.compile(r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output "
+                         r"\d+ of (?P<op>[\w:]+),)? is at version (?P<now>\d+); expected "
+                         r"version (?P<expected>\d+)")
+
+
+def _inplace_saved(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+                   site: Site | None, state: TraceState) -> list[Finding]:
+    m = _INPLACE_RE.search(str(exc))
+    if m is None:
+        return []
+    shape = tuple(int(s) for s in m["shape"].replace(" ", "").split(",") if s)
+    op = re.sub(r"Backward\d*$", "", (m["op"] or "").split("::")[-1])
+    expected = int(m["expected"])
+    candidates = [r for r in reversed(state.inplace) if r[3] == shape]
+    best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
+        or next((r for r in candidates if op and op in r[2]), None)
+    if best is not None:
+        where, inop, _, _, _, made = best
+        return [make(code_for("inplace-on-saved-tensor", pat.code), where,
+                     f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
+                     "op saved for backward; backward() then found a newer version",
+                     fix="use the out-of-place form or .clone() before changing it",
+                     related=[(made, "the tensor was created here and saved for backward"),
+                              (site, "backward() failed here")])]
+    if state.after_step is not None:
+        return [make(code_for("step-between-backwards", pat.code), state.after_step,
+                     f"optimizer.step() here updated the parameters in place (shape "
+                     f"{list(shape)}) after the forward pass saved them, and a later backward() "
+                     "still needed the old values",
+                     fix="call optimizer.step() only after every backward() of this graph",
+                     related=[(site, "backward() failed here")])]
+    return []
+
+
+def _inplace_leaf(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+                  site: Site | None, state: TraceState) -> list[Finding]:
+    name = getattr(func, "__name__", "in-place op")
+    return [make(code_for("inplace-on-leaf", pat.code), site,
+                 f"`{name}` modifies a leaf tensor that requires grad while grad mode is on "
+                 f"({src(site)})",
+                 fix="wrap manual updates/initialisation in `with torch.no_grad():`")]
+
+
+def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+           site: Site | None, state: TraceState) -> list[Finding]:
+    t = args[0] if args and isinstance(args[0], Tensor) else None
+    made = created_site(t.grad_fn)[0] if t is not None else None
+    return [make(code_for("numpy-on-grad-tensor", pat.code), site,
+                 "numpy conversion of a tensor that requires grad", fix="use .detach().cpu()"
+                 ".numpy()", related=[(made, "the tensor was computed here")])]
+
+
+def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+               site: Site | None, state: TraceState) -> list[Finding]:
+    flat = [a for a in args if isinstance(a, Tensor)] + \
+        [b for a in args if isinstance(a, (list, tuple)) for b in a if isinstance(b, Tensor)]
+    for t in flat:
+        if t.is_inference():
+            cut = state.cut_of(t)
+            if cut is not None:
+                return [make(code_for("inference-tensor", pat.code), cut.site,
+                             f"this tensor was created inside torch.inference_mode() "
+                             f"({src(cut.site)}) and is now used in a computation autograd "
+                             "tracks", fix="use torch.no_grad() there, or .clone() the tensor "
+                                           "outside inference_mode",
+                             related=[(site, "autograd needed it here")])]
+    return []
+
+
+def _function_count(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
+                    kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
+    m = re.search(r"function (\w+) returned an incorrect number of gradients \(expected (\d+), "
+                  r"got (\d+)\)", str(exc))
+    if m is None:
+        return []
+    queue = [r.grad_fn for r in _roots(args, kwargs) if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while queue and len(seen) < 5000:
+        node = queue.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        cls = getattr(node, "_forward_cls", None)
+        if type(node).__name__ == m[1] and cls is not None:
+            try:
+                lines, start = inspect.getsourcelines(cls.backward)
+                where = Site(inspect.getsourcefile(cls.backward) or "", start + _def_offset(lines),
+                             "backward")
+            except (OSError, TypeError):
+                break
+            return [make(pat.code, where, f"{cls.__name__}.backward returns {m[3]} gradient(s) "
+                         f"but forward takes {m[2]} input(s)", fix="return one gradient per "
+                         "forward input, None for inputs that need none",
+                         related=[(site, "backward() failed here")])]
+        queue.extend(n for n, _ in node.next_functions if n is not None)
+    return []
+
+
+def _def_offset(lines: list[str]) -> int:
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("def "):
+            return i
+    return 0
+
+
+def _unused_input(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+                  site: Site | None, state: TraceState) -> list[Finding]:
+    m = re.search(r"at index (\d+)", str(exc))
+    inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs or ())
+    idx = int(m[1]) if m else None
+    t = inputs[idx] if idx is not None and idx < len(inputs) else None
+    cut = state.cut_of(t) if t is not None else None
+    which = f"input {idx}" if idx is not None else "one of the inputs"
+    related = [(cut.site, f"it left the graph here: {cut.describe()}")] if cut else []
+    return [make(pat.code, site, f"{which} of autograd.grad is not used to compute the outputs",
+                 fix="pass the tensor actually used in the computation, or allow_unused=True",
+                 related=related)]
+
+
+_ANALYZERS: dict[str, Analyzer] = {
+    "element0": _element0,
+    "non-scalar": _non_scalar,
+    "backward-twice": _backward_twice,
+    "inplace-saved": _inplace_saved,
+    "inplace-leaf": _inplace_leaf,
+    "numpy-grad": _numpy,
+    "inference-saved": _inference,
+    "function-grad-count": _function_count,
+    "grad-unused-input": _unused_input,
+}

@@ -1,0 +1,115 @@
+"""Find the user's frame cheaply: the first frame outside torch, gradtrace and the stdlib glue.
+
+Hot path: :func:`user_frame` walks ``f_back`` links and looks each code object up in a dict
+cache, so the cost after warm-up is a few dict lookups per call.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from types import CodeType, FrameType
+
+_INTERNAL: dict[CodeType, bool] = {}
+
+
+def _prefixes() -> tuple[str, ...]:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../gradtrace
+    out = [here + os.sep]
+    spec = sys.modules.get("torch")
+    torch_file = getattr(spec, "__file__", None) if spec else None
+    if torch_file:
+        out.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
+    stdlib = sysconfig.get_paths().get("stdlib")
+    if stdlib:
+        for name in ("contextlib.py", "functools.py", "runpy.py", "threading.py"):
+            out.append(os.path.join(stdlib, name))
+    return tuple(out)
+
+
+_PREFIXES: tuple[str, ...] = ()
+
+
+def refresh_prefixes() -> None:
+    """Recompute which files count as internal (call after torch is imported)."""
+    global _PREFIXES
+    _PREFIXES = _prefixes()
+    _INTERNAL.clear()
+
+
+def is_internal(code: CodeType) -> bool:
+    """True if ``code`` belongs to torch, gradtrace or stdlib glue (cached per code object)."""
+    hit = _INTERNAL.get(code)
+    if hit is None:
+        fn = code.co_filename
+        hit = fn.startswith("<frozen") or fn.startswith(_PREFIXES)
+        _INTERNAL[code] = hit
+    return hit
+
+
+def user_frame(start: int = 1) -> FrameType | None:
+    """The first frame, from ``start`` frames up, whose code is not internal."""
+    try:
+        f: FrameType | None = sys._getframe(start + 1)
+    except ValueError:
+        return None
+    cache = _INTERNAL
+    while f is not None:
+        code = f.f_code
+        hit = cache.get(code)
+        if hit is None:
+            hit = is_internal(code)
+        if not hit:
+            return f
+        f = f.f_back
+    return None
+
+
+def raw_site(start: int = 1) -> tuple[CodeType, int] | None:
+    """``(code, lineno)`` of the user's frame: the cheap form stored on hot paths."""
+    f = user_frame(start + 1)
+    return None if f is None else (f.f_code, f.f_lineno)
+
+
+def internal_names(start: int = 1, limit: int = 12) -> list[str]:
+    """Function names of the internal frames between here and the user's frame."""
+    names: list[str] = []
+    try:
+        f: FrameType | None = sys._getframe(start + 1)
+    except ValueError:
+        return names
+    while f is not None and limit > 0 and is_internal(f.f_code):
+        names.append(f.f_code.co_name)
+        f = f.f_back
+        limit -= 1
+    return names
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place in user code: file, 1-based line and the enclosing function."""
+
+    path: str
+    line: int
+    function: str = ""
+
+    def source(self) -> str:
+        """The stripped source text of the line, or '' if unavailable."""
+        import linecache
+
+        return linecache.getline(self.path, self.line).strip()
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def site_of(raw: tuple[CodeType, int] | None) -> Site | None:
+    """Turn a cheap ``(code, lineno)`` pair into a :class:`Site`."""
+    if raw is None:
+        return None
+    code, line = raw
+    return Site(code.co_filename, line, code.co_name)
+
+
+refresh_prefixes()

@@ -1,0 +1,232 @@
+"""Diagnose an exception after the fact, from its message, its traceback and the session.
+
+Used for errors raised outside torch calls (``'float' object has no attribute 'backward'``,
+``'NoneType' object has no attribute 'zero_'``, optimizer construction errors) and as a fallback
+for any catalogue entry.
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import types
+from typing import Any
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.catalogue import ErrorPattern, match_message
+from gradtrace.runtime.frames import Site, is_internal
+
+_NONE_METHODS = {"step", "zero_grad", "backward", "load_state_dict", "add_param_group"}
+
+
+def user_tb_frame(exc: BaseException) -> tuple[types.FrameType, Site] | None:
+    """The innermost traceback frame that is user code, with its failing line."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not is_internal(code) and not code.co_filename.startswith("<"):
+            found = (tb.tb_frame, Site(code.co_filename, tb.tb_lineno, code.co_name))
+        tb = tb.tb_next
+    return found
+
+
+def diagnose_traceback(exc: BaseException, state: Any = None) -> list[Finding]:
+    """Findings for ``exc`` from message + traceback (+ the session ``state`` if given)."""
+    pats = match_message(f"{type(exc).__name__}: {exc}")
+    if not pats:
+        return []
+    hit = user_tb_frame(exc)
+    frame, site = hit if hit is not None else (None, None)
+    for pat in pats:
+        fn = _POSTHOC.get(pat.key)
+        if fn is not None and frame is not None and site is not None:
+            try:
+                found = fn(pat, exc, frame, site, state)
+            except Exception:  # a failed analysis falls back to the generic explanation
+                found = []
+            if found:
+                return found
+    pat = pats[0]
+    return [make(pat.code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
+
+
+def _stmt(site: Site) -> ast.AST | None:
+    text = linecache.getline(site.path, site.line).strip()
+    for cand in (text, text.rstrip(":") + ": pass"):
+        try:
+            return ast.parse(cand)
+        except SyntaxError:
+            continue
+    return None
+
+
+def _eval_chain(node: ast.AST, frame: types.FrameType) -> tuple[bool, Any]:
+    """Evaluate a Name/Attribute/Subscript-by-constant chain in the frame; no calls."""
+    if isinstance(node, ast.Name):
+        for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
+            if node.id in scope:
+                return True, scope[node.id]
+        return False, None
+    if isinstance(node, ast.Attribute):
+        ok, base = _eval_chain(node.value, frame)
+        if ok:
+            try:
+                return True, getattr(base, node.attr)
+            except Exception:
+                return False, None
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        ok, base = _eval_chain(node.value, frame)
+        if ok:
+            try:
+                return True, base[node.slice.value]
+            except Exception:
+                return False, None
+    return False, None
+
+
+def _receivers(tree: ast.AST | None, attr: str) -> list[ast.expr]:
+    if tree is None:
+        return []
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == attr]
+
+
+def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, site: Site,
+               state: Any) -> list[Finding]:
+    for recv in _receivers(_stmt(site), "zero_"):
+        if not (isinstance(recv, ast.Attribute) and recv.attr == "grad"):
+            continue
+        ok, t = _eval_chain(recv.value, frame)
+        if ok and hasattr(t, "is_leaf"):
+            return [_why_grad_none(pat, t, site, state, ast.unparse(recv.value))]
+    return []
+
+
+def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) -> Finding:
+    from gradtrace.runtime.records import created_site
+
+    rel = [(site, ".grad was used here")]
+    if not t.is_leaf:
+        made, _ = created_site(t.grad_fn)
+        return make(code_for("non-leaf-grad", pat.code), made or site,
+                    f"`{name}` is not a leaf tensor ({type(t.grad_fn).__name__}), so backward() "
+                    f"never fills its .grad; it became a non-leaf here ({src(made)})",
+                    fix="update leaves in place under torch.no_grad() (w -= lr * w.grad), or "
+                        "create the tensor with its final dtype/device", related=rel)
+    if not t.requires_grad:
+        frozen = state.frozen_at(t) if state is not None else None
+        return make(code_for("frozen-parameter", pat.code), frozen or site,
+                    f"`{name}` has requires_grad=False, so it never gets a .grad"
+                    + (f"; it was frozen here ({src(frozen)})" if frozen else ""), related=rel,
+                    fix="guard with `if p.grad is not None`, or skip frozen parameters")
+    reset = state.grad_set_none_at(t) if state is not None else None
+    if reset is not None:
+        return make(pat.code, reset, f"`{name}.grad` was set to None here ({src(reset)}): "
+                    "zero_grad() defaults to set_to_none=True", related=rel,
+                    fix="drop the manual .grad.zero_() (zero_grad() already resets), or guard "
+                        "with `if p.grad is not None`")
+    if state is not None and state.backward_count == 0:
+        return make(pat.code, site, f"`{name}.grad` is None because no backward() has run yet",
+                    fix="call loss.backward() first, or guard with `if p.grad is not None`")
+    return make(pat.code, site, f"`{name}.grad` is None: backward() never reached this tensor "
+                "(not used in the forward pass, or the graph was cut before it)",
+                fix="guard with `if p.grad is not None`; use gradtrace.explain(loss) to see the "
+                    "graph")
+
+
+def _assignment_of(frame: types.FrameType, name: str, site: Site) -> Site | None:
+    """The last line before ``site`` in the same function that assigns ``name``."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(site.path)))
+    except SyntaxError:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) \
+                    and node.lineno <= site.line and (best is None or node.lineno > best):
+                best = node.lineno
+    return Site(site.path, best, site.function) if best else None
+
+
+def _number_backward(pat: ErrorPattern, exc: BaseException, frame: types.FrameType,
+                     site: Site, state: Any) -> list[Finding]:
+    for recv in _receivers(_stmt(site), "backward"):
+        ok, value = _eval_chain(recv, frame)
+        hit = state.items.get(id(value)) if (ok and state is not None) else None
+        if hit is not None and hit[0] is value:
+            cut = hit[1]
+            return [make(code_for("item-then-backward", pat.code), cut.site,
+                         f"`{ast.unparse(recv)}` is a {type(value).__name__}: `{cut.op}()` here "
+                         f"({src(cut.site)}) turned the loss into a Python number",
+                         fix="keep the tensor for backward(); call .item() only for logging",
+                         related=[(site, "backward() was called on it here")])]
+        if isinstance(recv, ast.Name):
+            where = _assignment_of(frame, recv.id, site)
+            if where is not None and where.line != site.line:
+                return [make(code_for("item-then-backward", pat.code), where,
+                             f"`{recv.id}` is a {type(value).__name__}, not a tensor; it got "
+                             f"its value here ({src(where)})", fix=pat.fix,
+                             related=[(site, "backward() was called on it here")])]
+    return []
+
+
+def _none_assigned(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, site: Site,
+                   state: Any) -> list[Finding]:
+    attr = getattr(exc, "name", None) or str(exc).rsplit("'", 2)[-2]
+    for recv in _receivers(_stmt(site), attr):
+        if not isinstance(recv, ast.Name):
+            continue
+        where = _none_assignment(site, recv.id)
+        if where is not None:
+            return [make(code_for("none-result-assigned", pat.code), where[0],
+                         f"`{recv.id}` was replaced by the return value of `.{where[1]}()` here "
+                         f"({src(where[0])}), which is not the object", fix=pat.fix,
+                         related=[(site, f"`{recv.id}.{attr}` failed here")])]
+    return []
+
+
+def _none_assignment(site: Site, name: str) -> tuple[Site, str] | None:
+    try:
+        tree = ast.parse("".join(linecache.getlines(site.path)))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Attribute) \
+                and node.value.func.attr in _NONE_METHODS \
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return Site(site.path, node.lineno, site.function), node.value.func.attr
+    return None
+
+
+def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameType,
+                    site: Site, state: Any) -> list[Finding]:
+    from gradtrace.runtime.records import created_site
+
+    tree = _stmt(site)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args] if tree else []
+    for call in calls:
+        ok, value = _eval_chain(call.args[0], frame)
+        if not ok:
+            continue
+        if isinstance(value, types.GeneratorType):
+            return [make(pat.code, site, f"`{ast.unparse(call.args[0])}` is a generator that "
+                         "was already consumed (a generator can be iterated only once)",
+                         fix="pass model.parameters() directly, or make a list once")]
+        for t in value if isinstance(value, (list, tuple)) else ():
+            if hasattr(t, "is_leaf") and not t.is_leaf:
+                made, _ = created_site(t.grad_fn)
+                return [make(pat.code, made or site, f"this tensor is not a leaf: it was made by "
+                             f"an op ({type(t.grad_fn).__name__}) here ({src(made)})",
+                             fix=pat.fix, related=[(site, "the optimizer was built here")])]
+    return []
+
+
+_POSTHOC = {
+    "grad-none-zero": _grad_none,
+    "number-backward": _number_backward,
+    "none-assigned": _none_assigned,
+    "optimizer-empty": _optimizer_args,
+    "optimizer-non-leaf": _optimizer_args,
+}

@@ -1,0 +1,359 @@
+"""The TorchFunctionMode that records where values leave the autograd graph.
+
+# NOTE [hot path]
+Every torch call made while tracing goes through :meth:`ProvenanceMode.__torch_function__`.
+The common case (an op whose output requires grad) costs one dict lookup to classify ``func``,
+the call itself, a frame walk (cached per code object) and one write into
+``grad_fn.metadata``. Everything else (cuts, grad-mode switches, backward bookkeeping) runs
+only on the events that matter. Records hold plain values and weak references only.
+"""
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gradtrace.runtime.frames import internal_names, raw_site, site_of, user_frame
+from gradtrace.runtime.records import META_CREATED, META_FREED, Cut, Event, RawSite
+
+if TYPE_CHECKING:
+    from gradtrace.runtime.state import TraceState
+
+LOG = logging.getLogger(__name__)
+Tensor = torch.Tensor
+
+# func classification
+PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
+    ZEROISH, PASS, DETACH = range(14)
+_KIND: dict[Any, int] = {}
+_ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
+_ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
+_PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
+               "__len__", "__hash__", "__bool__", "__contains__", "__iter__", "is_floating_point",
+               "data_ptr", "stride", "element_size", "get_device", "is_contiguous", "storage_offset",
+               "untyped_storage", "_typed_storage", "__reduce_ex__", "__deepcopy__", "__setstate__",
+               "type", "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
+
+
+def _name(func: Any) -> str:
+    return getattr(func, "__name__", "") or type(func).__name__
+
+
+def classify(func: Any) -> int:
+    """Which handler a torch function needs (cached)."""
+    name = _name(func)
+    owner = getattr(func, "__self__", None)
+    if name in ("__get__", "__set__") and owner is not None:
+        attr = getattr(owner, "__name__", "")
+        if name == "__get__":
+            return {"data": DATA_GET, "grad": GRAD_GET}.get(attr, PASS)
+        return {"grad": GRAD_SET, "requires_grad": RG_SET}.get(attr, PASS)
+    if func is torch._C._set_grad_enabled:
+        return SETGRAD
+    if func is torch.Tensor.backward or func is torch.autograd.backward:
+        return BACKWARD
+    if func is torch.autograd.grad:
+        return AGRAD
+    if name in _ITEM_NAMES:
+        return ITEM
+    if func is torch.tensor or name == "as_tensor":
+        return CTOR
+    if name == "requires_grad_":
+        return RG_SET
+    if name in ("detach", "detach_copy"):
+        return DETACH
+    if name in _ZERO_NAMES:
+        return ZEROISH
+    if name in _PASS_NAMES:
+        return PASS
+    if (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
+            or name == "__setitem__":
+        return INPLACE
+    return PLAIN
+
+
+def _first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.requires_grad:
+                return a
+        elif isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, Tensor) and b.requires_grad:
+                    return b
+    return None
+
+
+class ProvenanceMode(TorchFunctionMode):
+    """Records graph cuts, grad-mode switches, in-place ops and backward calls into a state."""
+
+    def __init__(self, state: TraceState) -> None:
+        super().__init__()
+        self.state = state
+        self.seq = 0
+        self.busy = False
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if self.busy:
+            return func(*args, **kwargs)
+        kind = _KIND.get(func)
+        if kind is None:
+            kind = _KIND[func] = classify(func)
+        if kind == PLAIN:
+            try:
+                out = func(*args, **kwargs)
+            except Exception as exc:
+                self._failed(exc, func, args, kwargs)
+                raise
+            self.seq += 1
+            if type(out) is Tensor or isinstance(out, Tensor):
+                self._after(func, args, out)
+            elif isinstance(out, tuple) and out and isinstance(out[0], Tensor):
+                self._after(func, args, out[0])
+            return out
+        if kind == PASS:
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:
+                self._failed(exc, func, args, kwargs)
+                raise
+        return self._special(kind, func, args, kwargs)
+
+    # -- the common path -------------------------------------------------------------------
+    def _after(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
+        if out.requires_grad:
+            gf = out.grad_fn
+            if gf is not None:
+                site = raw_site(2)
+                if site is not None:
+                    gf.metadata[META_CREATED] = (site[0], site[1], self.seq)
+            return
+        src = _first_grad_tensor(args)
+        if src is not None:
+            if torch.is_grad_enabled():
+                self._cut(out, src, _name(func), "nondiff")
+            else:
+                self._cut(out, src, _name(func), "inference"
+                          if torch.is_inference_mode_enabled() else "no_grad")
+        elif self.state.cuts:
+            self.state.propagate(args, out)
+        elif torch.is_inference_mode_enabled():
+            self._cut(out, None, _name(func), "inference")
+
+    def _cut(self, out: Tensor, src: Tensor | None, op: str, reason: str,
+             origin: Cut | None = None) -> Cut | None:
+        raw = raw_site(3)
+        if raw is None:
+            return None
+        cut = self.state.make_cut(raw, op, reason, origin)
+        self.state.add_cut(out, cut, src)
+        return cut
+
+    # -- special functions -----------------------------------------------------------------
+    def _special(self, kind: int, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+        handler = _HANDLERS.get(kind)
+        if handler is None:  # pragma: no cover - every kind has a handler
+            return func(*args, **kwargs)
+        try:
+            return handler(self, func, args, kwargs)
+        except Exception as exc:
+            self._failed(exc, func, args, kwargs)
+            raise
+
+    def _inplace(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        target = args[0] if args and isinstance(args[0], Tensor) else None
+        info = None
+        if target is not None and target.requires_grad and torch.is_grad_enabled():
+            gf = target.grad_fn
+            info = (gf, target._version, tuple(target.shape))
+        out = func(*args, **kwargs)
+        self.seq += 1
+        if self.state.after_step is not None and ("mul" in _name(func) or "clamp" in _name(func)):
+            self._clip_after_step()
+        if info is not None:
+            self.state.on_inplace(raw_site(3), _name(func), info, target.grad_fn)
+        elif target is not None and self.state.cuts and not target.requires_grad:
+            self.state.propagate(args[1:], target)
+        return out
+
+    def _clip_after_step(self) -> None:
+        names = internal_names(3)
+        if any(n.startswith(("clip_grad", "clip_grads")) for n in names):
+            raw = raw_site(3)
+            if raw is not None and self.state.after_step is not None:
+                self.state.note("clip-after-step", self.state.site(raw), "clip", "",
+                                ((self.state.after_step, "optimizer.step() ran here, before"),))
+
+    def _detach(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        self.seq += 1
+        if args and isinstance(args[0], Tensor) and args[0].requires_grad:
+            self._cut(out, args[0], "detach", "detach")
+        return out
+
+    def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        if args and isinstance(args[0], Tensor) and args[0].requires_grad:
+            self._cut(out, args[0], ".data", "data")
+        return out
+
+    def _setgrad(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        prev = torch.is_grad_enabled()
+        out = func(*args, **kwargs)
+        now = torch.is_grad_enabled()
+        if prev != now:
+            frame = user_frame(2)
+            how = _grad_switch_name(internal_names(2))
+            self.state.on_grad_mode(now, None if frame is None else (frame.f_code, frame.f_lineno),
+                                    how)
+        return out
+
+    def _item(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        if args and isinstance(args[0], Tensor) and args[0].requires_grad:
+            raw = raw_site(3)
+            if raw is not None:
+                self.state.on_item(raw, _name(func), out, args[0])
+        return out
+
+    def _ctor(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        self.seq += 1
+        if isinstance(out, Tensor) and not out.requires_grad and args:
+            data = args[0]
+            if isinstance(data, Tensor) and data.requires_grad:
+                self._cut(out, data, f"torch.{_name(func)}(tensor)", "rewrap")
+            else:
+                origin = self.state.item_origin(data)
+                if origin is not None:
+                    self._cut(out, None, f"torch.{_name(func)}(... {origin.op}() ...)", "rewrap",
+                              origin)
+        return out
+
+    def _grad_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        t = args[0]
+        if isinstance(t, Tensor) and not t.is_leaf and not t.retains_grad:
+            raw = raw_site(3)
+            if raw is not None:
+                self.state.on_nonleaf_grad(raw, t)
+        return out
+
+    def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        self.state.zero_seen = True
+        if len(args) > 1 and args[1] is None:
+            self.state.on_grad_none(args[0], self.seq)
+        return out
+
+    def _zeroish(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.state.zero_seen = True
+        if _name(func) == "detach_":
+            return self._inplace(func, args, kwargs)
+        return self._inplace(func, args, kwargs)
+
+    def _rg_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        value = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+        if isinstance(args[0], Tensor) and not value:
+            raw = raw_site(3)
+            if raw is not None:
+                self.state.on_freeze(raw, args[0])
+        return out
+
+    def _backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        raw = raw_site(3)
+        roots, retain = _backward_roots(func, args, kwargs)
+        self.state.on_backward_start(raw)
+        out = func(*args, **kwargs)
+        self.seq += 1
+        if not retain and raw is not None:
+            self.busy = True
+            try:
+                _stamp_freed(roots, (raw[0], raw[1], self.seq))
+            finally:
+                self.busy = False
+        self.state.on_backward_done(raw, self.seq)
+        return out
+
+    def _failed(self, exc: BaseException, func: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> None:
+        if getattr(exc, "__gradtrace__", None) is not None:
+            return
+        self.busy = True
+        try:
+            self.state.on_failure(exc, func, args, kwargs, raw_site(3))
+        except Exception:  # never let diagnosis hide the user's error
+            LOG.debug("gradtrace: diagnosis failed", exc_info=True)
+        finally:
+            self.busy = False
+
+
+def _grad_switch_name(names: list[str]) -> str:
+    for n in names:
+        if n in ("__enter__", "__exit__"):
+            return "with-block"
+        if n == "__init__":
+            return "call"
+        if n in ("decorate_context", "wrapper"):
+            return "decorator"
+    return "call"
+
+
+def _backward_roots(func: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
+    first = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+    roots = [first] if isinstance(first, Tensor) else [t for t in (first or ())
+                                                      if isinstance(t, Tensor)]
+    if func is torch.Tensor.backward:
+        retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
+    elif func is torch.autograd.grad:
+        retain = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
+        create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+    else:
+        retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
+    return roots, bool(create if retain is None else retain)
+
+
+def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000) -> None:
+    """Mark every node of the graph a backward just freed (walk bounded by ``limit``)."""
+    stack = [r.grad_fn for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
+    seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        try:
+            node.metadata.setdefault(META_FREED, stamp)
+            nexts = node.next_functions
+        except (AttributeError, RuntimeError):
+            continue
+        stack.extend(n for n, _ in nexts if n is not None)
+
+
+_HANDLERS: dict[int, Callable[..., Any]] = {
+    INPLACE: ProvenanceMode._inplace,
+    DETACH: ProvenanceMode._detach,
+    DATA_GET: ProvenanceMode._data_get,
+    SETGRAD: ProvenanceMode._setgrad,
+    ITEM: ProvenanceMode._item,
+    CTOR: ProvenanceMode._ctor,
+    GRAD_GET: ProvenanceMode._grad_get,
+    GRAD_SET: ProvenanceMode._grad_set,
+    ZEROISH: ProvenanceMode._zeroish,
+    RG_SET: ProvenanceMode._rg_set,
+    BACKWARD: ProvenanceMode._backward,
+    AGRAD: ProvenanceMode._backward,
+}
+
+__all__ = ["Cut", "Event", "ProvenanceMode", "RawSite", "classify", "site_of", "weakref"]

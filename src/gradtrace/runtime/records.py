@@ -1,0 +1,90 @@
+"""Frozen records of what the tracer saw. Plain values only: never a tensor or a graph node."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import CodeType
+from typing import Any
+
+from gradtrace.runtime.frames import Site, site_of
+
+RawSite = tuple[CodeType, int]
+
+# Key under which the creating user line is stored in grad_fn.metadata (dies with the graph).
+META_CREATED = "gradtrace.created"   # -> (code, lineno, seq)
+META_FREED = "gradtrace.freed_by"    # -> (code, lineno, seq) of the backward that freed it
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A place where a value left the autograd graph.
+
+    ``reason`` is one of: ``detach``, ``data``, ``item`` (also float/int/tolist), ``rewrap``
+    (torch.tensor(x) of a tensor or of an .item() value), ``nondiff`` (argmax, comparison,
+    integer cast...), ``no_grad`` (op run with grad mode off), ``inference`` (made under
+    inference_mode).
+    """
+
+    site: Site
+    op: str
+    reason: str
+    grad_off: Site | None = None
+    origin: Cut | None = None  # for rewrap: the .item() that produced the number
+
+    def describe(self) -> str:
+        """One phrase: how the value left the graph."""
+        if self.reason == "no_grad":
+            where = f" (grad mode turned off at line {self.grad_off.line})" if self.grad_off else ""
+            return f"`{self.op}` ran with grad mode off{where}"
+        if self.reason == "inference":
+            return f"`{self.op}` ran inside torch.inference_mode()"
+        if self.reason == "nondiff":
+            return f"`{self.op}` is not differentiable (its result never requires grad)"
+        if self.reason == "rewrap":
+            return f"`{self.op}` built a new tensor from plain values, without a graph"
+        return f"`{self.op}` returned a value without a grad_fn"
+
+
+@dataclass(frozen=True)
+class Event:
+    """A noteworthy thing seen once or more at one site (grad-mode switch, non-leaf .grad...)."""
+
+    kind: str
+    site: Site
+    op: str = ""
+    detail: str = ""
+    related: tuple[tuple[Site, str], ...] = ()
+
+
+@dataclass
+class Counter:
+    """Mutable count of an :class:`Event` (kept beside it, not in it)."""
+
+    event: Event
+    count: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def decode_meta(value: Any) -> tuple[Site | None, int]:
+    """Decode a ``grad_fn.metadata`` entry written by the tracer into ``(site, seq)``."""
+    if isinstance(value, tuple) and len(value) == 3:
+        return site_of((value[0], value[1])), int(value[2])
+    return None, -1
+
+
+def created_site(grad_fn: Any) -> tuple[Site | None, int]:
+    """The user line (and op sequence number) that created ``grad_fn``, if it was traced."""
+    if grad_fn is None:
+        return None, -1
+    try:
+        return decode_meta(grad_fn.metadata.get(META_CREATED))
+    except (AttributeError, RuntimeError):
+        return None, -1
+
+
+def node_name(grad_fn: Any) -> str:
+    """``MulBackward0`` -> ``Mul`` (the forward op as torch names it in messages)."""
+    name = type(grad_fn).__name__
+    for suffix in ("Backward0", "Backward1", "Backward"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name

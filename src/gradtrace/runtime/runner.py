@@ -1,0 +1,225 @@
+"""``gradtrace run [--json-out FILE] [--quiet] [--report FILE] (script.py | -m module) [args...]``
+
+Runs the program like ``python script.py`` (same ``sys.argv``, ``__main__``, ``sys.path[0]``,
+stdin/stdout, exit code) under :func:`gradtrace.trace`. An uncaught exception prints the usual
+traceback and then the diagnosis; at exit the silent problems are printed to stderr.
+Exit codes: the program's own (1 for an uncaught exception), 2 for a gradtrace usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from gradtrace.findings import Finding, findings_document
+
+USAGE = "gradtrace run [--json-out FILE] [--quiet] [--report FILE] (script.py | -m module) [args...]"
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+@dataclass
+class RunOptions:
+    """Parsed command line of ``gradtrace run``."""
+
+    target: str
+    is_module: bool
+    args: list[str] = field(default_factory=list)
+    json_out: str | None = None
+    report: str | None = None
+    quiet: bool = False
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gradtrace run", usage=USAGE, description=(
+        "Run a Python program under gradient tracing; on an autograd error print the root "
+        "cause, at exit print the silent gradient problems seen."))
+    p.add_argument("--json-out", metavar="FILE", help="write the findings as JSON to FILE")
+    p.add_argument("--report", metavar="FILE", help="write an HTML training report to FILE")
+    p.add_argument("--quiet", action="store_true", help="print no findings (JSON/report only)")
+    p.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
+    p.add_argument("script", nargs="?", help="the script to run")
+    return p
+
+
+def parse_args(argv: list[str]) -> RunOptions:
+    """Split ``argv`` into gradtrace options and the program's own arguments."""
+    ours: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("--json-out", "--report", "-m"):
+            ours += argv[i:i + 2]
+            i += 2
+            if tok == "-m":
+                break
+            continue
+        if tok.startswith(("--json-out=", "--report=")) or tok in ("--quiet", "-h", "--help"):
+            ours.append(tok)
+            i += 1
+            continue
+        if tok.startswith("-") and tok != "-":
+            raise _UsageError(f"unknown option {tok!r}")
+        ours.append(tok)
+        i += 1
+        break
+    ns = _parser().parse_args(ours)
+    rest = argv[i:]
+    if ns.module is not None:
+        return RunOptions(ns.module, True, rest, ns.json_out, ns.report, ns.quiet)
+    if not ns.script:
+        raise _UsageError("missing the script to run")
+    return RunOptions(ns.script, False, rest, ns.json_out, ns.report, ns.quiet)
+
+
+def should_print() -> bool:
+    """Whether this process prints findings (rank 0 only under torchrun)."""
+    return os.environ.get("RANK", "0") in ("", "0")
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``gradtrace run``; returns the exit code."""
+    try:
+        opts = parse_args(list(argv))
+    except _UsageError as e:
+        print(f"usage: {USAGE}\ngradtrace run: error: {e}", file=sys.stderr)
+        return 2
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return int(e.code or 0)
+    if not opts.is_module and not os.path.isfile(opts.target):
+        print(f"gradtrace run: error: cannot open script {opts.target!r}: no such file",
+              file=sys.stderr)
+        return 2
+    return _run(opts)
+
+
+def _run(opts: RunOptions) -> int:
+    from gradtrace.runtime.trace import diagnose, trace
+
+    code, crash = 0, None
+    with contextlib.ExitStack() as stack:
+        report = _maybe_report(opts, stack)
+        tracer = stack.enter_context(trace())
+        try:
+            with _program_env(opts):
+                _execute(opts)
+        except SystemExit as e:
+            code = _exit_code(e)
+        except KeyboardInterrupt:
+            stack.close()
+            _finish(opts, tracer.findings, report, crash=None)
+            raise
+        except BaseException as e:  # the program crashed: Python's exit code is 1
+            code, crash = 1, e
+            diagnose(e, tracer)
+    if crash is not None:
+        _print_traceback(crash)
+    _finish(opts, tracer.findings, report, crash)
+    return code
+
+
+def _execute(opts: RunOptions) -> None:
+    if opts.is_module:
+        runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(opts.target, run_name="__main__")
+
+
+@contextlib.contextmanager
+def _program_env(opts: RunOptions) -> Iterator[None]:
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    if opts.is_module:
+        sys.argv = [opts.target, *opts.args]
+        first = os.getcwd()
+    else:
+        sys.argv = [opts.target, *opts.args]
+        first = os.path.dirname(os.path.abspath(opts.target))
+    if sys.path:
+        sys.path[0] = first
+    else:
+        sys.path.insert(0, first)
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _maybe_report(opts: RunOptions, stack: contextlib.ExitStack) -> Any:
+    if not opts.report:
+        return None
+    try:
+        from gradtrace.runtime.watch import watch_all
+
+        return stack.enter_context(watch_all())
+    except Exception as e:  # the report is optional; the run goes on
+        print(f"gradtrace run: --report unavailable ({type(e).__name__}: {e}); running "
+              "without it", file=sys.stderr)
+        return None
+
+
+def _print_traceback(exc: BaseException) -> None:
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    _strip_ours(te)
+    sys.stderr.write("".join(te.format()))
+    sys.stderr.flush()
+
+
+def _strip_ours(te: traceback.TracebackException, depth: int = 0) -> None:
+    keep = [fs for fs in te.stack if not fs.filename.startswith(_PKG_DIR)
+            and not fs.filename.endswith((os.sep + "runpy.py", "<frozen runpy>"))
+            and not (fs.filename.endswith("overrides.py") and fs.name == "handle_torch_function")]
+    te.stack = traceback.StackSummary.from_list(keep)
+    for nxt in (te.__cause__, te.__context__):
+        if nxt is not None and depth < 8:
+            _strip_ours(nxt, depth + 1)
+
+
+def _finish(opts: RunOptions, findings: list[Finding], report: Any,
+            crash: BaseException | None) -> None:
+    from gradtrace.runtime.render import order, render_text
+
+    ordered = order(findings)
+    if opts.json_out:
+        _write_json(opts.json_out, ordered)
+    if report is not None:
+        try:
+            report.report.save_html(opts.report)
+        except Exception as e:
+            print(f"gradtrace run: could not write the report to {opts.report!r}: {e}",
+                  file=sys.stderr)
+    if opts.quiet or not should_print():
+        return
+    if crash is not None and not findings:
+        print("\ngradtrace: no diagnosis for this error.", file=sys.stderr)
+    if ordered:
+        title = "\ngradtrace: diagnosis" if crash is not None else "\ngradtrace: problems seen"
+        sys.stderr.write(render_text(ordered, title=title + f" ({len(ordered)})"))
+
+
+def _write_json(path: str, findings: list[Finding]) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(findings_document(findings), fh, indent=2)
+            fh.write("\n")
+    except OSError as e:
+        print(f"gradtrace run: cannot write --json-out {path!r}: {e.strerror}", file=sys.stderr)

@@ -1,0 +1,225 @@
+"""What one tracing session has seen: cuts, grad-mode switches, in-place ops, backward calls.
+
+All tensors are held through :mod:`weakref` (validated on lookup, pruned when the tables grow);
+autograd nodes are annotated through ``grad_fn.metadata``, which dies with the graph.
+"""
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict, deque
+from typing import Any
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.frames import Site, site_of
+from gradtrace.runtime.records import Counter, Cut, Event, RawSite, created_site, node_name
+
+Tensor = torch.Tensor
+_PRUNE_AT = 4096
+
+
+class TraceState:
+    """Mutable record of one session; the ProvenanceMode and the global hooks write into it."""
+
+    def __init__(self) -> None:
+        self.cuts: dict[int, tuple[weakref.ref[Tensor], Cut]] = {}
+        self.cut_upstream: dict[Cut, frozenset[int]] = {}
+        self._cut_cache: dict[tuple[Any, ...], Cut] = {}
+        self._site_cache: dict[RawSite, Site] = {}
+        self._prune_at = _PRUNE_AT
+        self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
+        self.grad_off: Site | None = None
+        self.grad_off_how = ""
+        self.events: dict[tuple[str, Site, str], Counter] = {}
+        self.inplace: deque[tuple[Site, str, tuple[str, ...], tuple[int, ...], int, Site | None]] = \
+            deque(maxlen=512)
+        self.backward_count = 0
+        self.backward_sites: list[Site] = []
+        self.last_backward_seq = -1
+        self.in_backward = False
+        self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
+        self.grad_none: dict[int, tuple[weakref.ref[Tensor], Site | None]] = {}
+        self._grad_none_seq = -1
+        self._grad_none_site: Site | None = None
+        self.zero_seen = False
+        self.after_step: Site | None = None
+        self.crash_findings: list[Finding] = []
+
+    # -- sites and cuts ----------------------------------------------------------------------
+    def site(self, raw: RawSite) -> Site:
+        s = self._site_cache.get(raw)
+        if s is None:
+            s = self._site_cache[raw] = site_of(raw)  # type: ignore[assignment]
+        return s  # type: ignore[return-value]
+
+    def make_cut(self, raw: RawSite, op: str, reason: str, origin: Cut | None = None) -> Cut:
+        key = (raw, op, reason, origin)
+        cut = self._cut_cache.get(key)
+        if cut is None:
+            grad_off = self.grad_off if reason == "no_grad" else None
+            cut = self._cut_cache[key] = Cut(self.site(raw), op, reason, grad_off, origin)
+        return cut
+
+    def add_cut(self, out: Tensor, cut: Cut, src: Tensor | None) -> None:
+        if len(self.cuts) >= self._prune_at:
+            self._prune()
+        self.cuts[id(out)] = (weakref.ref(out), cut)
+        if src is not None and cut not in self.cut_upstream:
+            self.cut_upstream[cut] = upstream_leaves(src)
+
+    def _prune(self) -> None:
+        self.cuts = {k: v for k, v in self.cuts.items() if v[0]() is not None}
+        self._prune_at = max(_PRUNE_AT, 2 * len(self.cuts))
+
+    def cut_of(self, t: Any) -> Cut | None:
+        """Where tensor ``t`` (or what it was computed from) left the graph, if recorded."""
+        if not isinstance(t, Tensor):
+            return None
+        hit = self.cuts.get(id(t))
+        if hit is not None and hit[0]() is t:
+            return hit[1]
+        return None
+
+    def propagate(self, args: tuple[Any, ...], out: Tensor) -> None:
+        for a in args:
+            cut = self.cut_of(a)
+            if cut is None and isinstance(a, (list, tuple)):
+                cut = next((c for c in map(self.cut_of, a) if c is not None), None)
+            if cut is not None:
+                self.cuts[id(out)] = (weakref.ref(out), cut)
+                return
+
+    # -- .item() and friends ---------------------------------------------------------------------
+    def on_item(self, raw: RawSite, op: str, value: Any, src: Tensor) -> None:
+        cut = self.make_cut(raw, op, "item")
+        if cut not in self.cut_upstream:
+            self.cut_upstream[cut] = upstream_leaves(src)
+        if isinstance(value, (float, int, complex)):
+            self.items[id(value)] = (value, cut)
+            while len(self.items) > 256:
+                self.items.popitem(last=False)
+
+    def item_origin(self, data: Any) -> Cut | None:
+        """The .item()/float() cut a Python number (or a list of them) came from."""
+        values = data if isinstance(data, (list, tuple)) else (data,)
+        for v in values[:64]:
+            hit = self.items.get(id(v))
+            if hit is not None and hit[0] is v:
+                return hit[1]
+        return None
+
+    # -- grad mode, freezing, .grad ----------------------------------------------------------
+    def on_grad_mode(self, enabled: bool, raw: RawSite | None, how: str) -> None:
+        if not enabled:
+            self.grad_off = None if raw is None else self.site(raw)
+            self.grad_off_how = how
+        else:
+            self.grad_off = None
+
+    def on_freeze(self, raw: RawSite, t: Tensor) -> None:
+        self.freeze[id(t)] = (weakref.ref(t), self.site(raw))
+
+    def frozen_at(self, t: Tensor) -> Site | None:
+        hit = self.freeze.get(id(t))
+        return hit[1] if hit is not None and hit[0]() is t else None
+
+    def frozen_sites(self) -> list[Site]:
+        """Distinct sites where a live tensor was frozen (requires_grad=False), first first."""
+        out: list[Site] = []
+        for ref, site in self.freeze.values():
+            if ref() is not None and site not in out:
+                out.append(site)
+        return out
+
+    def on_grad_none(self, t: Any, seq: int) -> None:
+        if not isinstance(t, Tensor):
+            return
+        if seq != self._grad_none_seq:
+            from gradtrace.runtime.frames import raw_site
+
+            raw = raw_site(3)
+            self._grad_none_site = None if raw is None else self.site(raw)
+            self._grad_none_seq = seq
+        self.grad_none[id(t)] = (weakref.ref(t), self._grad_none_site)
+
+    def grad_set_none_at(self, t: Tensor) -> Site | None:
+        hit = self.grad_none.get(id(t))
+        return hit[1] if hit is not None and hit[0]() is t else None
+
+    def on_nonleaf_grad(self, raw: RawSite, t: Tensor) -> None:
+        made, _ = created_site(t.grad_fn)
+        rel = ((made, f"it became a non-leaf here ({type(t.grad_fn).__name__})"),) if made else ()
+        self.note("non-leaf-grad", self.site(raw), ".grad", "", rel)
+
+    def note(self, kind: str, site: Site, op: str = "", detail: str = "",
+             related: tuple[tuple[Site, str], ...] = ()) -> Counter:
+        key = (kind, site, op)
+        c = self.events.get(key)
+        if c is None:
+            c = self.events[key] = Counter(Event(kind, site, op, detail, related))
+        else:
+            c.count += 1
+        return c
+
+    # -- in-place and backward -------------------------------------------------------------------
+    def on_inplace(self, raw: RawSite | None, op: str, info: tuple[Any, int, tuple[int, ...]],
+                   after: Any) -> None:
+        if raw is None:
+            return
+        gf, version, shape = info
+        made = created_site(gf)[0] if gf is not None else None
+        names = tuple(node_name(g) for g in (gf, after) if g is not None)
+        self.inplace.append((self.site(raw), op, names, shape, version, made))
+        self._check_accumulate(raw, op, gf)
+
+    def _check_accumulate(self, raw: RawSite, op: str, gf: Any) -> None:
+        """``total += loss`` on a tensor built before the last backward keeps old graphs alive."""
+        if gf is None or self.backward_count == 0 or op not in ("add_", "__iadd__"):
+            return
+        made, seq = created_site(gf)
+        if made is not None and 0 <= seq < self.last_backward_seq:
+            self.note("graph-kept", self.site(raw), op, "",
+                      ((made, "the running total was first built here"),))
+
+    def on_backward_start(self, raw: RawSite | None) -> None:
+        self.in_backward = True
+        if raw is not None:
+            self.backward_sites.append(self.site(raw))
+            del self.backward_sites[:-64]
+
+    def on_backward_done(self, raw: RawSite | None, seq: int) -> None:
+        self.in_backward = False
+        self.backward_count += 1
+        self.last_backward_seq = seq
+        self.after_step = None
+
+    def on_failure(self, exc: BaseException, func: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any], raw: RawSite | None) -> None:
+        from gradtrace.runtime.diagnose import diagnose_failure
+
+        site = None if raw is None else self.site(raw)
+        findings = diagnose_failure(exc, func, args, kwargs, site, self)
+        exc.__gradtrace__ = findings  # type: ignore[attr-defined]
+        self.crash_findings.extend(findings)
+
+
+def upstream_leaves(t: Tensor, limit: int = 4000) -> frozenset[int]:
+    """ids of the leaf tensors (parameters) that ``t`` was computed from."""
+    gf = t.grad_fn
+    if gf is None:
+        return frozenset((id(t),)) if t.requires_grad else frozenset()
+    out: set[int] = set()
+    seen: dict[int, Any] = {}
+    stack = [gf]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        var = getattr(node, "variable", None)
+        if var is not None:
+            out.add(id(var))
+            continue
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return frozenset(out)
