@@ -123,6 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return 1
+    except Exception as exc:  # noqa: BLE001 - never a traceback from our own code
+        if os.environ.get("GRADTRACE_STRICT"):
+            raise
+        error(f"internal error: {type(exc).__name__}: {exc} (please report this)")
+        return 2
 
 
 def _rules(markdown: bool) -> int:

@@ -67,7 +67,7 @@ def _relative(path: str, root: str) -> str:
 
 def find_pyproject(start: str) -> Path | None:
     """The nearest pyproject.toml with a [tool.gradtrace] table, from ``start`` upwards."""
-    p = Path(start).resolve()
+    p = Path(os.path.abspath(start))
     if p.is_file():
         p = p.parent
     for d in (p, *p.parents):

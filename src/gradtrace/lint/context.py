@@ -19,7 +19,7 @@ FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 
 # Grad-mode words: "off" = no_grad / set_grad_enabled(False); "inference" = inference_mode();
-# "on" = enable_grad / set_grad_enabled(True) / inference_mode(False).
+# "on" = enable_grad / set_grad_enabled(True); "reset" = inference_mode(False).
 GRAD_CONTEXTS = {
     "torch.no_grad": "off",
     "torch.enable_grad": "on",
@@ -29,7 +29,7 @@ GRAD_CONTEXTS = {
 
 
 def grad_mode_of(expr: ast.expr, imports: Imports) -> str | None:
-    """"off" | "on" | "inference" for a grad-mode context expression or decorator, else None."""
+    """"off" | "on" | "inference" | "reset" for a grad-mode context expression or decorator, else None."""
     call = expr if isinstance(expr, ast.Call) else None
     target = call.func if call else expr
     kind = GRAD_CONTEXTS.get(imports.qualified_name(target) or "")
@@ -46,8 +46,30 @@ def grad_mode_of(expr: ast.expr, imports: Imports) -> str | None:
             return "on" if flag.value else "off"
         return None  # set_grad_enabled(is_train): unknown
     if kind == "inference" and isinstance(flag, ast.Constant) and flag.value is False:
-        return "on"
+        return "reset"  # inference_mode(False) turns grad on even inside no_grad
     return kind
+
+
+def disabling_node(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
+    """The node that leaves grad off at the end of a stack of modes, or None if grad is on.
+
+    Innermost wins, except that ``enable_grad`` does not re-enable inside ``inference_mode``
+    (PYTORCH_FACTS §4.3); ``inference_mode(False)`` re-enables in every case.
+    """
+    for i in range(len(modes) - 1, -1, -1):
+        node, mode = modes[i]
+        if mode in ("off", "inference"):
+            return node
+        if mode == "reset":
+            return None
+        if mode == "on":
+            for outer, outer_mode in reversed(modes[:i]):
+                if outer_mode == "reset":
+                    return None
+                if outer_mode == "inference":
+                    return outer
+            return None
+    return None
 
 
 class Context:
@@ -148,15 +170,7 @@ class Context:
         Innermost wins, except that ``enable_grad`` does not re-enable inside
         ``inference_mode`` (PYTORCH_FACTS §4.3).
         """
-        frame = self.grad_frames[-1]
-        for i in range(len(frame) - 1, -1, -1):
-            node, mode = frame[i]
-            if mode in ("off", "inference"):
-                return node
-            if mode == "on":
-                inner = [n for n, m in frame[:i] if m == "inference"]
-                return inner[-1] if inner else None
-        return None
+        return disabling_node(self.grad_frames[-1])
 
     def scope(self, node: ast.AST | None = None) -> Scope:
         """Data-flow facts of ``node`` (default: the enclosing function, else the module).

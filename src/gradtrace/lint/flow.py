@@ -20,7 +20,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, grad_mode_of
+from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, disabling_node, grad_mode_of
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class Scope:
         for s in body:
             self.stmts.append(s)
             self.loops[id(s)] = loops
-            off = _disabled(modes)
+            off = disabling_node(modes)
             if off is not None:
                 self.no_grad[id(s)] = off
             if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
@@ -321,17 +321,6 @@ class Scope:
     def uses_after(self, name: str, line: int) -> list[ast.Name]:
         """Loads of ``name`` strictly after ``line``."""
         return [n for n in self.loads.get(name, ()) if n.lineno > line]
-
-
-def _disabled(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
-    for i in range(len(modes) - 1, -1, -1):
-        node, mode = modes[i]
-        if mode in ("off", "inference"):
-            return node
-        if mode == "on":
-            inner = [n for n, m in modes[:i] if m == "inference"]
-            return inner[-1] if inner else None
-    return None
 
 
 def _is_module_class(node: ast.AST, ctx: Context) -> bool:

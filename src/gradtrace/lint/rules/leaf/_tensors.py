@@ -1,0 +1,230 @@
+"""Shared facts for the GT3xx/GT4xx rules: which expressions make a leaf that requires grad,
+which ones turn such a leaf into a non-leaf, and small AST helpers.
+
+All helpers are pure functions of the tree and the file's imports (no mutable state).
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.flow import GRAPH, NEW_TENSOR_FUNCS
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Binding, Scope
+
+# factories that accept ``requires_grad=``
+GRAD_FACTORIES = NEW_TENSOR_FUNCS - {"torch.from_numpy", "torch.as_tensor", "torch.Tensor",
+                                     "torch.FloatTensor", "torch.LongTensor"}
+# methods that return a *new* tensor (a non-leaf when the receiver requires grad), unless they
+# are a no-op (same device/dtype): `.to()`, `.cuda()`, `.double()`, ...
+COPY_METHODS = frozenset({"to", "cuda", "double", "half", "bfloat16", "type"})
+VIEW_METHODS = frozenset({"view", "reshape", "t", "unsqueeze", "squeeze", "expand",
+                          "permute", "transpose", "flatten", "clone"})
+INT_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int32", "torch.int16",
+                        "torch.int8", "torch.uint8", "torch.short", "torch.bool", "torch.uint16",
+                        "torch.uint32", "torch.uint64"})
+INT_CASTS = frozenset({"long", "int", "short", "bool", "byte", "char"})
+INT_TENSOR_TYPES = frozenset({"torch.LongTensor", "torch.IntTensor", "torch.ShortTensor",
+                              "torch.ByteTensor", "torch.BoolTensor", "torch.CharTensor"})
+# in-place tensor methods that are not updates of the values
+NOT_UPDATES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "register_hook"})
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    """The value of keyword argument ``name`` of ``call``, or None."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def is_true(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def is_false(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
+
+
+def torch_alias(ctx: Context) -> str | None:
+    """The local name bound to the ``torch`` module, if any."""
+    for local, qual in ctx.imports.aliases.items():
+        if qual == "torch":
+            return local
+    return None
+
+
+def nn_alias(ctx: Context) -> str | None:
+    """A local spelling of ``torch.nn`` (``nn`` or ``torch.nn``), if any."""
+    for local, qual in ctx.imports.aliases.items():
+        if qual == "torch.nn":
+            return local
+    t = torch_alias(ctx)
+    return f"{t}.nn" if t else None
+
+
+def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
+    """``torch.randn(..., requires_grad=True)`` (also ``torch.zeros(..).requires_grad_()``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "requires_grad_":
+        if node.args and not is_true(node.args[0]):
+            return None
+        inner = func.value
+        if isinstance(inner, ast.Call) and ctx.call_name(inner) in NEW_TENSOR_FUNCS:
+            return node
+        return None
+    if ctx.call_name(node) in GRAD_FACTORIES and is_true(keyword(node, "requires_grad")):
+        return node
+    if ctx.call_name(node) == "torch.autograd.Variable" and is_true(keyword(node, "requires_grad")):
+        return node
+    return None
+
+
+def is_parameter_call(node: ast.AST, ctx: Context) -> bool:
+    return isinstance(node, ast.Call) and ctx.call_name(node) == "torch.nn.Parameter"
+
+
+def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
+    """``torch.randn(.., requires_grad=True).cuda()`` / ``... * scale``: (the factory, how)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
+        if method in COPY_METHODS or method in VIEW_METHODS:
+            inner = node.func.value
+            f = grad_factory(inner, ctx)
+            if f is not None:
+                return f, f".{method}()"
+            got = made_non_leaf(inner, ctx)
+            if got is not None and method in COPY_METHODS | VIEW_METHODS:
+                return got
+        return None
+    if isinstance(node, ast.BinOp):
+        for side in (node.left, node.right):
+            f = grad_factory(side, ctx)
+            if f is not None:
+                return f, "arithmetic on it"
+    return None
+
+
+def names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def reads_grad_of(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` contains ``<name>.grad``."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name:
+            return True
+    return False
+
+
+def grad_leaf_binding(scope: Scope, name: str, line: int) -> Binding | None:
+    """The binding making ``name`` a leaf that requires grad, if it still holds at ``line``."""
+    ctx = scope.ctx
+    b = None
+    for cand in scope.bindings.get(name, ()):
+        if cand.line >= line:
+            break
+        if not isinstance(cand.stmt, ast.AugAssign):  # in-place: same tensor
+            b = cand
+    if b is None or b.value is None:
+        return None
+    if grad_factory(b.value, ctx) is not None or (
+            is_parameter_call(b.value, ctx) and not is_false(_param_flag(b.value))):
+        return b
+    return None
+
+
+def _param_flag(call: ast.AST) -> ast.expr | None:
+    if not isinstance(call, ast.Call):
+        return None
+    if len(call.args) > 1:
+        return call.args[1]
+    return keyword(call, "requires_grad")
+
+
+def derived_from_grad_leaf(scope: Scope, expr: ast.AST, line: int) -> str | None:
+    """The grad-leaf name ``expr`` is computed from (``w * 2``, ``w.cuda()``), else None.
+
+    Only direct computations count: arithmetic and tensor methods on a name bound in this
+    scope to ``torch.*(..., requires_grad=True)`` or ``nn.Parameter(...)``.
+    """
+    if isinstance(expr, ast.BinOp):
+        for side in (expr.left, expr.right):
+            if isinstance(side, ast.Name) and grad_leaf_binding(scope, side.id, line):
+                return side.id
+            got = derived_from_grad_leaf(scope, side, line)
+            if got:
+                return got
+        return None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and (expr.func.attr in COPY_METHODS or expr.func.attr in VIEW_METHODS
+                 or expr.func.attr in ("sum", "mean", "exp", "pow", "sigmoid", "tanh")):
+        recv = expr.func.value
+        if isinstance(recv, ast.Name) and grad_leaf_binding(scope, recv.id, line):
+            return recv.id
+        return derived_from_grad_leaf(scope, recv, line)
+    return None
+
+
+def non_leaf_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] | None:
+    """Why ``name`` holds a non-leaf at ``line``: (its binding, a short reason), else None."""
+    b = scope.binding_before(name, line)
+    if b is None or b.value is None or b.no_grad:
+        return None
+    ctx = scope.ctx
+    if made_non_leaf(b.value, ctx) is not None:
+        return b, "made-non-leaf"
+    if reads_grad_of(b.value, name):
+        return b, "rebound"
+    src = derived_from_grad_leaf(scope, b.value, b.line)
+    if src is not None:
+        return b, f"computed from `{src}`"
+    if b.kind == GRAPH and _from_module_call(b.value, scope):
+        return b, "a model output"
+    return None
+
+
+def _from_module_call(expr: ast.AST, scope: Scope) -> bool:
+    """``model(x)`` (a module bound in this scope) or ``criterion(out, y)`` with ``out`` such."""
+    from gradtrace.lint.flow import MODULE
+
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        b = scope.binding_before(expr.func.id, expr.lineno)
+        return b is not None and b.kind == MODULE and b.value is not None
+    return False
+
+
+def optimizer_param_exprs(call: ast.Call) -> Iterator[ast.expr]:
+    """The tensor expressions listed in an optimizer's first argument (lists and dicts)."""
+    first = call.args[0] if call.args else keyword(call, "params")
+    if first is None:
+        return
+    stack = [first]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+            stack.extend(e.elts)
+        elif isinstance(e, ast.Dict):
+            for k, v in zip(e.keys, e.values):
+                if isinstance(k, ast.Constant) and k.value == "params":
+                    stack.append(v)
+        else:
+            yield e
+
+
+def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    q = ctx.call_name(node) or ""
+    last = q.rpartition(".")[2]
+    return q.startswith("torch.optim.") and last[:1].isupper() and ".lr_scheduler." not in q \
+        and last not in ("Optimizer",)
+
+
+def stmt_lines(s: ast.stmt) -> range:
+    return range(s.lineno, (s.end_lineno or s.lineno) + 1)

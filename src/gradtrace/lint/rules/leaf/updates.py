@@ -1,0 +1,276 @@
+"""GT301-GT302: manual updates of leaf tensors that break them (rebinding, in-place with grad on)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import (
+    NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, torch_alias,
+)
+
+SYMBOL = {ast.Sub: "-", ast.Add: "+"}
+
+
+def _later_releaf(scope: Scope, name: str, line: int) -> bool:
+    """``name.requires_grad_()`` / ``.requires_grad = True`` / ``.detach_()`` after ``line``."""
+    for m in scope.method_calls:
+        if m.receiver == name and m.stmt.lineno > line and m.method in (
+                "requires_grad_", "detach_", "retain_grad"):
+            return True
+    for b in scope.bindings.get(f"{name}.requires_grad", ()):
+        if b.line > line:
+            return True
+    return False
+
+
+class LeafReboundByUpdate(Rule):
+    """`w = w - lr * w.grad` rebinds the name to a new tensor instead of updating the leaf.
+
+    Why: `w - lr * w.grad` is a new tensor computed from `w`; with grad enabled it is a
+    non-leaf (`grad_fn=SubBackward0`) whose `.grad` is never populated, so the next
+    `w.grad.zero_()` raises `AttributeError: 'NoneType' object has no attribute 'zero_'`
+    (PYTORCH_FACTS 2b1) and reading `w.grad` warns (2h). Under `no_grad` the new tensor does
+    not require grad at all. For a loop variable over `model.parameters()` the model is never
+    updated. Update in place under `torch.no_grad()`: `w -= lr * w.grad`.
+    Known limits: only the direct spelling `w = w ± <expr using w.grad>` is recognised; a
+    rebinding followed by `w.requires_grad_()` / `w.detach_()` / `w.retain_grad()` is left alone.
+    """
+
+    code = "GT301"
+    name = "leaf-rebound-by-update"
+    message = ("`{name} = {name} {op} ...` binds `{name}` to a new non-leaf tensor; the leaf is "
+               "not updated and the new `{name}.grad` stays None")
+    fix_title = "Update the leaf in place under `torch.no_grad()`"
+    fix_safety = "unsafe"
+    triggers = (".grad",)
+    examples = [
+        Bad("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                w = w - 0.1 * w.grad
+                w.grad.zero_()
+            """, fixed="""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+                w.grad.zero_()
+            """, at=(6, 4)),
+        Bad("""
+            import torch
+            def sgd(model, lr):
+                for p in model.parameters():
+                    with torch.no_grad():
+                        p = p - lr * p.grad
+            """, fixed="""
+            import torch
+            def sgd(model, lr):
+                for p in model.parameters():
+                    with torch.no_grad():
+                        p -= lr * p.grad
+            """, at=(5, 12)),
+        Good("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+                    w.grad.zero_()
+            """),
+        Good("""
+            import torch
+            with torch.no_grad():
+                w = w - lr * w.grad
+            w.requires_grad_()
+            """),
+        Good("""
+            import torch
+            fast = w - lr * torch.autograd.grad(loss, w, create_graph=True)[0]
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        value = node.value
+        if len(node.targets) != 1 or not isinstance(value, ast.BinOp) \
+                or type(value.op) not in SYMBOL:
+            return
+        name = dotted(node.targets[0])
+        if name is None or dotted(value.left) != name or not reads_grad_of(value.right, name):
+            return
+        scope = ctx.scope()
+        if _later_releaf(scope, name, node.lineno):
+            return
+        related = []
+        for m in scope.method_calls:
+            if m.receiver == f"{name}.grad" and m.stmt.lineno > node.lineno:
+                related.append(Related(ctx.path, m.stmt.lineno,
+                                       f"`{name}.grad` is None here", ctx.column(m.call)))
+                break
+        yield self.report(node, ctx, related=related, fix=self._fix(node, name, ctx),
+                          name=name, op=SYMBOL[type(value.op)])
+
+    def _fix(self, node: ast.Assign, name: str, ctx: Context):
+        value = node.value
+        assert isinstance(value, ast.BinOp)
+        if node.lineno != node.end_lineno:
+            return None
+        update = f"{name} {SYMBOL[type(value.op)]}= {ctx.source(value.right)}"
+        if ctx.grad_disabled is not None:
+            return self.fix(ctx.edit(node, update))
+        torch = torch_alias(ctx)
+        if torch is None:
+            return None
+        indent = " " * (ctx.column(node) + 4)
+        return self.fix(ctx.edit(node, f"with {torch}.no_grad():\n{indent}{update}"))
+
+
+def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
+    """The ``for`` statement binding ``name`` from ``<m>.parameters()``, if any."""
+    b = scope.binding_before(name, line + 1)
+    if b is None or not isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+        return None
+    it = b.stmt.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)):
+        return None
+    target = b.stmt.target
+    if it.func.attr == "parameters" and isinstance(target, ast.Name):
+        return b.stmt
+    if it.func.attr == "named_parameters" and isinstance(target, ast.Tuple) \
+            and len(target.elts) == 2 and dotted(target.elts[1]) == name:
+        return b.stmt
+    return None
+
+
+def _requires_grad_set(scope: Scope, name: str, line: int) -> ast.stmt | None:
+    """A ``name.requires_grad_()`` / ``name.requires_grad = True`` before ``line``."""
+    found = None
+    for m in scope.method_calls:
+        if m.receiver == name and m.method == "requires_grad_" and m.stmt.lineno < line:
+            found = m.stmt if (not m.call.args or is_true(m.call.args[0])) else None
+    for b in scope.bindings.get(f"{name}.requires_grad", ()):
+        if b.line < line:
+            found = b.stmt if is_true(b.value) else None
+    return found
+
+
+class InplaceUpdateOfLeaf(Rule):
+    """An in-place update or slice assignment on a leaf that requires grad, with grad enabled.
+
+    Why: autograd forbids changing a leaf that requires grad in place while recording:
+    `w -= lr * w.grad`, `w.add_(...)`, `p.copy_(...)` raise `RuntimeError: a leaf Variable that
+    requires grad is being used in an in-place operation.` and `w[0] = 1.0` raises
+    `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
+    operation.` (PYTORCH_FACTS 2f). Wrap the update in `with torch.no_grad():` (or
+    `@torch.no_grad()`), as `torch.optim` does.
+    Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
+    `nn.Parameter(...)`, `.requires_grad_()`) or be the loop variable over `.parameters()` in a
+    function that also calls `.backward()`; a helper only ever called under `no_grad` is not
+    followed across calls.
+    """
+
+    code = "GT302"
+    name = "inplace-update-of-leaf"
+    message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
+               "raises `RuntimeError: a {view}leaf Variable that requires grad is being used in "
+               "an in-place operation.`")
+    triggers = ("requires_grad", "Parameter", "parameters")
+    examples = [
+        Bad("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                w -= 0.1 * w.grad
+            """, at=(6, 4)),
+        Bad("""
+            import torch
+            def train(model, data):
+                for x, y in data:
+                    model(x).sum().backward()
+                    for p in model.parameters():
+                        p.sub_(0.1 * p.grad)
+            """, at=(6, 12)),
+        Bad("""
+            import torch
+            emb = torch.nn.Parameter(torch.randn(10, 4))
+            emb[0] = 0.0
+            """, at=(3, 0)),
+        Good("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+                w.grad.zero_()
+            """),
+        Good("""
+            import torch
+            @torch.no_grad()
+            def ema(model, teacher):
+                for p, q in zip(model.parameters(), teacher.parameters()):
+                    q.mul_(0.99).add_(p, alpha=0.01)
+            def train(model, data):
+                for p in model.parameters():
+                    p.data.clamp_(-1, 1)
+                    p.grad.zero_()
+            """),
+    ]
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, node.target, "update", ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        for t in node.targets:
+            if isinstance(t, ast.Subscript):
+                yield from self._check(node, t, "slice assignment", ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        call = node.value
+        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            method = call.func.attr
+            recv = call.func.value
+            if method.endswith("_") and not method.startswith("_") and method not in NOT_UPDATES:
+                if not (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute)
+                        and recv.func.attr.endswith("_")):
+                    yield from self._check(node, recv, f"`.{method}()`", ctx)
+                    return
+            call = recv
+
+    def _check(self, stmt: ast.stmt, target: ast.expr, what: str,
+               ctx: Context) -> Iterator[Finding]:
+        view = ""
+        if isinstance(target, ast.Subscript):
+            target, view = target.value, "view of a "
+        name = dotted(target)
+        if name is None or name.endswith((".data", ".grad")) or ctx.grad_disabled is not None:
+            return
+        scope = ctx.scope()
+        line = stmt.lineno
+        b = grad_leaf_binding(scope, name, line)
+        origin: ast.stmt | None = b.stmt if b is not None else _requires_grad_set(scope, name, line)
+        if origin is None:
+            loop = _param_loop_var(scope, name, line)
+            if loop is None or not any(scope.calls_to("backward")):
+                return
+            origin = loop
+        if scope.grad_off_at(stmt) is not None:
+            return
+        related = [Related(ctx.path, origin.lineno, f"`{name}` is made a leaf that requires "
+                           "grad here", ctx.column(origin))] if origin.lineno != line else []
+        yield self.report(stmt, ctx, related=related, what=what, name=name, view=view)

@@ -1,0 +1,32 @@
+"""Shared helpers: run the real `gradtrace` command in a subprocess."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+class CLI:
+    """Runs `python -m gradtrace ...` in a folder and returns the CompletedProcess."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def __call__(self, *args: str, input: bytes | None = None, env: dict | None = None
+                 ) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "gradtrace", *args], cwd=self.cwd,
+                              input=input, capture_output=True, env=env, timeout=120)
+
+    def write(self, name: str, text: str) -> Path:
+        p = self.cwd / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return p
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> CLI:
+    return CLI(tmp_path)

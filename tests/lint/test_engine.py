@@ -1,0 +1,114 @@
+"""Engine behaviour: import resolution, grad-mode context, trigger gating, rule crashes."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.engine import FileChecker
+from gradtrace.lint.names import Imports
+from gradtrace.lint.rule import Rule
+
+
+def qualified(src: str, expr: str) -> str | None:
+    imports = Imports()
+    for node in ast.parse(src).body:
+        imports.add(node)
+    return imports.qualified_name(ast.parse(expr, mode="eval").body)
+
+
+def test_import_spellings_resolve_to_one_meaning():
+    assert qualified("import torch as T", "T.no_grad") == "torch.no_grad"
+    assert qualified("from torch import no_grad", "no_grad") == "torch.no_grad"
+    assert qualified("import torch.nn.functional as F", "F.relu") == "torch.nn.functional.relu"
+    assert qualified("from torch.optim import SGD", "SGD") == "torch.optim.SGD"
+    assert qualified("import torch.nn", "torch.nn.Linear") == "torch.nn.Linear"
+    assert qualified("from torch.autograd import grad_mode", "grad_mode.no_grad") == "torch.no_grad"
+    assert qualified("from . import torch", "torch.no_grad") == "torch.no_grad"  # unresolved: as written
+    assert qualified("", "f().x") is None
+
+
+class Probe(Rule):
+    """Records the grad mode at every call to `probe`."""
+
+    code = "GT990"
+    name = "probe"
+    message = "{mode}"
+    triggers = ("probe",)
+    examples = []
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if ctx.qualified_name(node.func) == "probe":
+            off = ctx.grad_disabled
+            yield self.report(node, ctx, mode="off" if off is not None else "on")
+
+
+class Crash(Rule):
+    """Crashes on every call."""
+
+    code = "GT991"
+    name = "crash"
+    message = "never"
+    triggers = ("probe",)
+    examples = []
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        raise ValueError("boom")
+
+
+def run(src: str, *rules: type[Rule]) -> FileChecker:
+    checker = FileChecker("t.py", src, ast.parse(src), [r() for r in rules])
+    checker.run()
+    return checker
+
+
+def modes(src: str) -> list[tuple[int, str]]:
+    return [(f.line, f.message) for f in run(src, Probe).findings]
+
+
+def test_grad_mode_nesting():
+    src = """\
+import torch
+probe()
+with torch.no_grad():
+    probe()
+    with torch.enable_grad():
+        probe()
+with torch.inference_mode():
+    with torch.enable_grad():
+        probe()
+    with torch.inference_mode(False):
+        probe()
+with torch.set_grad_enabled(False):
+    probe()
+with torch.set_grad_enabled(training):
+    probe()
+@torch.no_grad()
+def f():
+    probe()
+    def g():
+        probe()
+"""
+    assert modes(src) == [(2, "on"), (4, "off"), (6, "on"), (9, "off"), (11, "on"),
+                          (13, "off"), (15, "on"), (18, "off"), (20, "on")]
+
+
+def test_alias_of_imported_name_is_a_trigger():
+    src = "import torch\nfrom mylib import probe as pr\npr()\n"
+    # `pr` resolves to mylib.probe, not `probe`: the probe stays silent, but the line was seen
+    checker = run(src, Probe)
+    assert checker._line_rules.get(3)
+
+
+def test_rule_crash_is_reported_and_other_rules_go_on(monkeypatch):
+    monkeypatch.delenv("GRADTRACE_STRICT", raising=False)
+    checker = run("import torch\nprobe()\nprobe()\n", Crash, Probe)
+    assert [f.line for f in checker.findings] == [2, 3]
+    assert len(checker.errors) == 1 and checker.errors[0].code == "GT991"
+    assert "boom" in str(checker.errors[0])
+
+
+def test_expression_visitors_only_run_on_trigger_lines():
+    checker = run("import torch\nx = 1\nprobe()\n", Probe)
+    assert set(checker._line_rules) == {3}

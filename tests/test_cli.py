@@ -1,0 +1,270 @@
+"""`gradtrace check` end to end: exit codes, options, bad input. Real subprocesses."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+BUG = """\
+import torch
+loss = torch.nn.functional.mse_loss(model(x), y)
+loss.item().backward()
+"""
+CLEAN = """\
+import torch
+loss = torch.nn.functional.mse_loss(model(x), y)
+loss.backward()
+"""
+
+
+def codes_lines(stdout: bytes) -> list[tuple[str, int]]:
+    doc = json.loads(stdout)
+    return [(f["code"], f["line"]) for f in doc["findings"]]
+
+
+def test_exit_codes_clean_findings_and_usage(cli):
+    cli.write("clean.py", CLEAN)
+    cli.write("bug.py", BUG)
+    assert cli("check", "clean.py").returncode == 0
+    r = cli("check", "bug.py")
+    assert r.returncode == 1
+    assert b"bug.py:3:1: GT101" in r.stdout
+    assert cli("check", "bug.py", "--exit-zero").returncode == 0
+    r = cli("check", "--format", "yaml", "bug.py")
+    assert r.returncode == 2 and b"invalid choice: 'yaml'" in r.stderr
+
+
+def test_default_path_is_current_folder_and_paths_are_relative(cli):
+    cli.write("pkg/bug.py", BUG)
+    r = cli("check", "--format", "json")
+    assert json.loads(r.stdout)["findings"][0]["path"] == os.path.join("pkg", "bug.py")
+
+
+def test_json_schema_is_exact(cli):
+    cli.write("bug.py", BUG)
+    doc = json.loads(cli("check", "bug.py", "--format", "json").stdout)
+    assert set(doc) == {"tool", "version", "findings"} and doc["tool"] == "gradtrace"
+    f = doc["findings"][0]
+    assert set(f) == {"code", "name", "severity", "message", "path", "line", "column",
+                      "end_line", "end_column", "related", "fix", "source"}
+    assert (f["line"], f["column"], f["end_line"], f["end_column"]) == (3, 1, 3, 23)
+    assert set(f["fix"]) == {"title", "safety", "edits"} and f["source"] == "static"
+    assert f["fix"]["edits"][0] == {"line": 3, "column": 1, "end_line": 3, "end_column": 12,
+                                    "content": "loss"}
+
+
+def test_missing_path_is_named_exit_2_and_the_rest_is_checked(cli):
+    cli.write("bug.py", BUG)
+    r = cli("check", "nope.py", "bug.py")
+    assert r.returncode == 2
+    assert b"nope.py: no such file or directory" in r.stderr
+    assert b"bug.py:3:1: GT101" in r.stdout
+    assert b"Traceback" not in r.stderr
+
+
+def test_syntax_error_is_gt000_and_other_files_are_checked(cli):
+    cli.write("broken.py", "import torch\ndef f(:\n    pass\n")
+    cli.write("bug.py", BUG)
+    r = cli("check", ".", "--format", "json")
+    assert sorted(codes_lines(r.stdout)) == [("GT000", 2), ("GT101", 3)]
+    assert r.returncode == 1
+
+
+def test_encodings_bom_crlf_tabs_empty(cli):
+    (cli.cwd / "latin.py").write_bytes(b"import torch\nname = '\xe9'\nloss.item().backward()\n")
+    (cli.cwd / "cookie.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9'\nloss.item().backward()\n")
+    (cli.cwd / "bom.py").write_bytes(b"\xef\xbb\xbf" + BUG.encode())
+    (cli.cwd / "crlf.py").write_bytes(BUG.replace("\n", "\r\n").encode())
+    (cli.cwd / "tabs.py").write_bytes(b"import torch\nif True:\n\tloss.item().backward()\n")
+    (cli.cwd / "empty.py").write_bytes(b"")
+    r = cli("check", ".", "--format", "json")
+    got = {(f["path"], f["code"], f["line"], f["column"])
+           for f in json.loads(r.stdout)["findings"]}
+    assert got == {("latin.py", "GT000", 2, 1), ("cookie.py", "GT101", 4, 1),
+                   ("bom.py", "GT101", 3, 1), ("crlf.py", "GT101", 3, 1),
+                   ("tabs.py", "GT101", 3, 2)}
+    assert b"Traceback" not in r.stderr
+
+
+def test_non_ascii_columns_are_characters(cli):
+    cli.write("u.py", "import torch\nétat = 1; loss.item().backward()\n")
+    f = json.loads(cli("check", "u.py", "--format", "json").stdout)["findings"][0]
+    assert (f["line"], f["column"]) == (2, 11)
+    r = cli("check", "u.py", "--fix")
+    assert (cli.cwd / "u.py").read_text(encoding="utf-8").endswith("loss.backward()\n")
+    assert r.returncode == 0
+
+
+def test_large_file(cli):
+    body = "".join(f"x{i} = torch.ones({i % 7})\n" for i in range(50_000))
+    cli.write("big.py", "import torch\n" + body + BUG)
+    r = cli("check", "big.py", "--format", "json")
+    assert codes_lines(r.stdout) == [("GT101", 50_004)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_symlink_loop_and_unreadable_file(cli):
+    cli.write("bug.py", BUG)
+    (cli.cwd / "loop").symlink_to(cli.cwd / "loop")
+    os.symlink(cli.cwd / "sub", cli.cwd / "sub_link")
+    (cli.cwd / "sub").mkdir()
+    (cli.cwd / "sub" / "back").symlink_to(cli.cwd)
+    (cli.cwd / "dangling.py").symlink_to(cli.cwd / "missing-target.py")
+    r = cli("check", ".", "--format", "json")
+    assert sorted(codes_lines(r.stdout)) == [("GT001", 1), ("GT101", 3)]
+    assert b"Traceback" not in r.stderr
+    r = cli("check", "loop", "--no-show-source")
+    assert r.returncode == 1 and r.stdout.startswith(b"loop:1:1: GT001 cannot read file")
+
+
+def test_python_312_syntax(cli):
+    cli.write("match.py", """
+        import torch
+        match cmd:
+            case "train":
+                loss.item().backward()
+        """)
+    cli.write("typeparams.py", "import torch\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n")
+    cli.write("fstr.py", 'import torch\nwho = "x"\nmsg = f"{f"{who}"}"\n')
+    r = cli("check", ".", "--format", "json")
+    got = sorted(codes_lines(r.stdout))
+    if sys.version_info >= (3, 12):
+        assert got == [("GT101", 4)]
+    else:
+        assert got == [("GT000", 2), ("GT000", 3), ("GT101", 4)]
+    assert b"Traceback" not in r.stderr
+
+
+def test_files_without_torch_are_skipped(cli):
+    cli.write("plain.py", "loss.item().backward()\n")
+    assert cli("check", "plain.py").returncode == 0
+
+
+def test_default_and_extra_excludes(cli):
+    cli.write(".venv/lib/bug.py", BUG)
+    cli.write("build/bug.py", BUG)
+    cli.write("gen/bug.py", BUG)
+    cli.write("src/bug.py", BUG)
+    r = cli("check", ".", "--extend-exclude", "gen", "--format", "json")
+    assert [f["path"] for f in json.loads(r.stdout)["findings"]] == [os.path.join("src", "bug.py")]
+    r = cli("check", "build/bug.py")  # a file named explicitly is checked
+    assert r.returncode == 1
+
+
+def test_select_ignore_prefixes(cli):
+    cli.write("bug.py", BUG)
+    assert cli("check", "bug.py", "--select", "GT1").returncode == 1
+    assert cli("check", "bug.py", "--ignore", "GT1").returncode == 0
+    assert cli("check", "bug.py", "--select", "GT1", "--ignore", "GT101").returncode == 0
+    assert cli("check", "bug.py", "--ignore", "GT1", "--extend-select", "GT101").returncode == 1
+    assert cli("check", "bug.py", "--select", "ALL").returncode == 1
+    r = cli("check", "bug.py", "--select", "GT999x")
+    assert r.returncode == 2 and b"--select" in r.stderr and b"GT999x" in r.stderr
+
+
+def test_noqa(cli):
+    cli.write("n.py", """
+        import torch
+        a.item().backward()  # noqa
+        b.item().backward()  # noqa: GT101
+        c.item().backward()  # NOQA:GT1
+        d.item().backward()  # noqa: GT2
+        e.item().backward()  # noqa: E501, GT101
+        """)
+    assert codes_lines(cli("check", "n.py", "--format", "json").stdout) == [("GT101", 5)]
+
+
+def test_pyproject_config(cli):
+    cli.write("pyproject.toml", """
+        [tool.gradtrace]
+        ignore = ["GT101"]
+        per-file-ignores = {"tests/*" = ["GT1"]}
+        extend-exclude = ["generated"]
+        """)
+    cli.write("bug.py", BUG)
+    assert cli("check", ".").returncode == 0
+    cli.write("pyproject.toml", """
+        [tool.gradtrace]
+        per-file-ignores = {"tests/*" = ["GT1"]}
+        extend-exclude = ["generated"]
+        """)
+    cli.write("tests/test_bug.py", BUG)
+    cli.write("generated/bug.py", BUG)
+    r = cli("check", ".", "--format", "json")
+    assert [f["path"] for f in json.loads(r.stdout)["findings"]] == ["bug.py"]
+
+
+@pytest.mark.parametrize(("table", "needle"), [
+    ('selct = ["GT1"]', b"unknown key 'selct'"),
+    ('select = "GT1"', b"select must be a list"),
+    ('ignore = ["XY9"]', b"'XY9'"),
+    ("select = [", b"not valid TOML"),
+])
+def test_bad_config_is_exit_2_naming_key_and_file(cli, table, needle):
+    cli.write("pyproject.toml", f"[tool.gradtrace]\n{table}\n")
+    cli.write("bug.py", BUG)
+    r = cli("check", ".")
+    assert r.returncode == 2
+    assert needle in r.stderr and b"pyproject.toml" in r.stderr
+    assert b"Traceback" not in r.stderr
+
+
+def test_fix_then_second_fix_changes_nothing_and_diff_writes_nothing(cli):
+    p = cli.write("bug.py", BUG)
+    r = cli("check", "bug.py", "--diff")
+    assert r.returncode == 1 and b"+loss.backward()" in r.stdout
+    assert p.read_text() == BUG
+    r = cli("check", "bug.py", "--fix")
+    assert r.returncode == 0 and b"Fixed 1 error" in r.stdout
+    assert p.read_text() == CLEAN
+    r = cli("check", "bug.py", "--fix")
+    assert r.returncode == 0 and p.read_text() == CLEAN
+
+
+def test_stdin(cli):
+    r = cli("check", "--stdin-filename", "pkg/mod.py", "--format", "json", input=BUG.encode())
+    doc = json.loads(r.stdout)
+    assert [(f["path"], f["line"]) for f in doc["findings"]] == [("pkg/mod.py", 3)]
+    r = cli("check", "--stdin-filename", "mod.py", "--fix", input=BUG.encode())
+    assert r.stdout.decode() == CLEAN
+
+
+def test_output_statistics_and_jobs(cli):
+    for i in range(12):
+        cli.write(f"m{i}.py", BUG)
+    r = cli("check", ".", "--statistics", "-q", "--no-show-source")
+    assert b"12\tGT101\tbackward-on-python-number" in r.stdout
+    one = cli("check", ".", "--format", "json", "--jobs", "1").stdout
+    two = cli("check", ".", "--format", "json", "--jobs", "2").stdout
+    assert one == two and len(json.loads(one)["findings"]) == 12
+    r = cli("check", ".", "--format", "sarif", "--output", "out.sarif")
+    assert r.returncode == 1 and r.stdout == b""
+    assert json.loads((cli.cwd / "out.sarif").read_text())["version"] == "2.1.0"
+    r = cli("check", ".", "--jobs", "-3")
+    assert r.returncode == 2 and b"--jobs" in r.stderr
+
+
+def test_rules_explain_version(cli):
+    r = cli("rules")
+    assert r.returncode == 0 and b"GT101" in r.stdout and b"GT000" in r.stdout
+    r = cli("explain", "GT101")
+    assert r.returncode == 0 and b"Bad:" in r.stdout and b"Good:" in r.stdout
+    assert cli("explain", "backward-on-python-number").stdout == r.stdout
+    r = cli("explain", "GT1234")
+    assert r.returncode == 2 and b"GT1234" in r.stderr
+    from gradtrace import __version__
+
+    assert cli("--version").stdout.decode().strip() == f"gradtrace {__version__}"
+
+
+def test_checker_never_imports_torch(cli):
+    cli.write("bug.py", BUG)
+    code = ("import sys, gradtrace, gradtrace.cli as c; "
+            "rc = c.main(['check', 'bug.py', '-q']); "
+            "assert 'torch' not in sys.modules, 'torch imported'; print('rc', rc)")
+    r = __import__("subprocess").run([sys.executable, "-c", code], cwd=cli.cwd,
+                                     capture_output=True)
+    assert b"rc 1" in r.stdout, r.stderr
