@@ -7,13 +7,15 @@ optimizer, ...) is computed lazily on first request and cached: see :mod:`gradtr
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
 from gradtrace.lint.names import Imports
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
+
+T = TypeVar("T")
 
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
@@ -86,6 +88,7 @@ class Context:
         # one frame per function (module = first frame): [(with-or-def node, mode), ...]
         self.grad_frames: list[list[tuple[ast.AST, str]]] = [[]]
         self._scopes: dict[int, Scope] = {}
+        self._memo: dict[tuple[str, int], object] = {}
 
     # -- names -------------------------------------------------------------------------------
     def qualified_name(self, node: ast.AST) -> str | None:
@@ -184,3 +187,13 @@ class Context:
         if s is None:
             s = self._scopes[id(node)] = Scope(node, self)
         return s
+
+    def memo(self, key: str, node: ast.AST, make: Callable[[], T]) -> T:
+        """``make()`` computed once per (``key``, ``node``) in this file and cached.
+
+        For per-function facts that several rules of one family share (not kept across files).
+        """
+        k = (key, id(node))
+        if k not in self._memo:
+            self._memo[k] = make()
+        return self._memo[k]  # type: ignore[return-value]
