@@ -154,6 +154,11 @@ def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
     return None
 
 
+def _calls_backward(scope: Scope) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "backward"
+               for s in scope.stmts for n in ast.walk(s))
+
+
 def _requires_grad_set(scope: Scope, name: str, line: int) -> ast.stmt | None:
     """A ``name.requires_grad_()`` / ``name.requires_grad = True`` before ``line``."""
     found = None
@@ -266,7 +271,7 @@ class InplaceUpdateOfLeaf(Rule):
         origin: ast.stmt | None = b.stmt if b is not None else _requires_grad_set(scope, name, line)
         if origin is None:
             loop = _param_loop_var(scope, name, line)
-            if loop is None or not any(scope.calls_to("backward")):
+            if loop is None or not _calls_backward(scope):
                 return
             origin = loop
         if scope.grad_off_at(stmt) is not None:

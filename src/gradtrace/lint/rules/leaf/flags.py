@@ -1,0 +1,210 @@
+"""GT303-GT304: `requires_grad` set where PyTorch refuses it (non-leaf, integer dtype)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import (
+    GRAD_FACTORIES, INT_CASTS, INT_DTYPES, INT_TENSOR_TYPES, is_false, is_true, keyword,
+    non_leaf_origin,
+)
+
+
+def _freezes(scope: Scope) -> bool:
+    """Whether the scope turns grads off for something (then a model output may be a leaf)."""
+    if any(is_false(m.call.args[0]) for m in scope.calls_to("requires_grad_") if m.call.args):
+        return True
+    return any(is_false(b.value) for n, bs in scope.bindings.items()
+               if n.endswith(".requires_grad") for b in bs)
+
+
+class RequiresGradOnNonLeaf(Rule):
+    """`.requires_grad` is changed on a computed (non-leaf) tensor.
+
+    Why: only leaf tensors carry a settable flag. `y.requires_grad = False` (or `= True`) and
+    `y.requires_grad_(False)` on a tensor with a `grad_fn` raise `RuntimeError: you can only
+    change requires_grad flags of leaf variables.` To stop gradients use `y = y.detach()`;
+    to make a trainable tensor, set the flag on the leaf before computing from it.
+    Known limits: the tensor must be computed in the same function from a leaf that requires
+    grad (`torch.*(..., requires_grad=True)`, `nn.Parameter`) or be a model's output; if the
+    function freezes parameters, model outputs are left alone (they may be leaves then).
+    """
+
+    code = "GT303"
+    name = "requires-grad-on-non-leaf"
+    message = ("`{name}` is a non-leaf tensor ({why}); changing its `requires_grad` raises "
+               "`RuntimeError: you can only change requires_grad flags of leaf variables.`")
+    fix_title = "Use `.detach()` to stop gradients"
+    fix_safety = "safe"
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            scaled = w * 2
+            scaled.requires_grad = False
+            """, fixed="""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            scaled = w * 2
+            scaled = scaled.detach()
+            """, at=(4, 0)),
+        Bad("""
+            import torch
+            model = torch.nn.Linear(4, 2)
+            out = model(x)
+            out.requires_grad = True
+            """, at=(4, 0)),
+        Good("""
+            import torch
+            x = torch.randn(8, 3)
+            x.requires_grad = True
+            out = model(x)
+            out.sum().backward()
+            saliency = x.grad.abs()
+            """),
+        Good("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            y = w * 2
+            y.requires_grad_()
+            y.retain_grad()
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if len(node.targets) != 1:
+            return
+        t = node.targets[0]
+        if isinstance(t, ast.Attribute) and t.attr == "requires_grad":
+            yield from self._check(node, t.value, is_false(node.value), ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                and call.func.attr == "requires_grad_" and call.args and is_false(call.args[0]):
+            yield from self._check(node, call.func.value, True, ctx)
+
+    def _check(self, stmt: ast.stmt, recv: ast.expr, off: bool,
+               ctx: Context) -> Iterator[Finding]:
+        name = dotted(recv)
+        if name is None or "." in name or ctx.grad_disabled is not None:
+            return
+        scope = ctx.scope()
+        got = non_leaf_origin(scope, name, stmt.lineno)
+        if got is None:
+            return
+        b, why = got
+        if why == "a model output" and _freezes(scope):
+            return
+        if why in ("made-non-leaf", "rebound"):
+            why = "made from a leaf by an operation"
+        related = [Related(ctx.path, b.line, f"`{name}` is computed here", ctx.column(b.stmt))]
+        fix = self.fix(ctx.edit(stmt, f"{name} = {name}.detach()")) if off else None
+        yield self.report(stmt, ctx, related=related, fix=fix, name=name, why=why)
+
+
+def _const_ints(node: ast.AST) -> bool:
+    """A literal made only of ints (nested lists/tuples), with at least one int."""
+    if isinstance(node, ast.UnaryOp):
+        return _const_ints(node.operand)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return bool(node.elts) and all(_const_ints(e) for e in node.elts)
+    return False
+
+
+def int_dtype(node: ast.AST, ctx: Context) -> str | None:
+    """The integer dtype an expression surely has ("torch.int64"...), else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    q = ctx.call_name(node) or ""
+    dtype = keyword(node, "dtype")
+    if dtype is not None:
+        d = ctx.qualified_name(dtype)
+        return d if d in INT_DTYPES else None
+    if q in INT_TENSOR_TYPES:
+        return q
+    if q in ("torch.randint", "torch.randint_like"):
+        return "torch.int64"
+    if q == "torch.arange" and node.args and all(_const_ints(a) for a in node.args):
+        return "torch.int64"
+    if q == "torch.tensor" and node.args and _const_ints(node.args[0]):
+        return "torch.int64"
+    if q == "torch.full" and len(node.args) >= 2 and _const_ints(node.args[1]):
+        return "torch.int64"
+    if isinstance(node.func, ast.Attribute) and not q.startswith("torch."):
+        if node.func.attr in INT_CASTS and not node.args:
+            return f"torch.{node.func.attr}"
+        if node.func.attr == "to":
+            for a in [*node.args, keyword(node, "dtype")]:
+                d = ctx.qualified_name(a) if a is not None else None
+                if d in INT_DTYPES:
+                    return d
+    return None
+
+
+class RequiresGradOnIntegerTensor(Rule):
+    """`requires_grad=True` on an integer (or bool) tensor.
+
+    Why: only floating point and complex tensors can require gradients:
+    `torch.tensor([1, 2], requires_grad=True)`, `torch.arange(5, requires_grad=True)` and
+    `torch.randint(..., requires_grad=True)` raise `RuntimeError: Only Tensors of floating point
+    and complex dtype can require gradients` (verified on torch 2.13). Integer literals make
+    int64 tensors: write `1.0`, or pass `dtype=torch.float32`.
+    Known limits: the dtype must be visible in the call (an explicit integer dtype, integer
+    literals, `torch.randint`, `.long()`/`.int()`).
+    """
+
+    code = "GT304"
+    name = "requires-grad-on-integer-tensor"
+    message = ("`{expr}` is an integer tensor ({dtype}); asking it to require grad raises "
+               "`RuntimeError: Only Tensors of floating point and complex dtype can require "
+               "gradients`")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            w = torch.tensor([1, 2, 3], requires_grad=True)
+            """, at=(2, 4)),
+        Bad("""
+            import torch
+            idx = torch.arange(10, requires_grad=True)
+            mask = torch.zeros(4, dtype=torch.long).requires_grad_()
+            """, count=2),
+        Good("""
+            import torch
+            w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+            b = torch.arange(10, dtype=torch.float32, requires_grad=True)
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        func = node.func
+        if is_true(keyword(node, "requires_grad")) and (
+                (ctx.call_name(node) or "") in GRAD_FACTORIES or keyword(node, "dtype")):
+            dtype = int_dtype(node, ctx)
+            if dtype:
+                yield self.report(node, ctx, expr=_short(ctx.source(node)), dtype=dtype)
+            return
+        if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and (
+                not node.args or is_true(node.args[0])):
+            recv = func.value
+            dtype = int_dtype(recv, ctx)
+            if dtype is None and isinstance(recv, ast.Name):
+                b = ctx.scope().binding_before(recv.id, node.lineno)
+                if b is not None and b.value is not None and not isinstance(b.stmt, ast.AugAssign):
+                    dtype = int_dtype(b.value, ctx)
+            if dtype:
+                yield self.report(node, ctx, expr=_short(ctx.source(recv)), dtype=dtype)
+
+
+def _short(src: str) -> str:
+    src = " ".join(src.split())
+    return src if len(src) <= 60 else src[:57] + "..."

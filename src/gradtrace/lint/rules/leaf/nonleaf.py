@@ -1,0 +1,266 @@
+"""GT305-GT307: non-leaf tensors used where a leaf is needed (weights, optimizer, `.grad`)."""
+from __future__ import annotations
+
+import ast
+import copy
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf.flags import _freezes
+from gradtrace.lint.rules.leaf._tensors import (
+    derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
+    optimizer_param_exprs,
+)
+
+
+def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
+    """The first later use of ``name`` as a weight: ``name.grad`` read or optimizer argument."""
+    ctx = scope.ctx
+    end = _rebound_after(scope, name, line)
+    for s in scope.stmts:
+        if s.lineno <= line or s.lineno >= end or isinstance(s, (ast.For, ast.While, ast.If,
+                                                                  ast.With, ast.Try)):
+            continue
+        for n in ast.walk(s):
+            if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name:
+                return s.lineno, f"`{name}.grad` is read here (it stays None)"
+            if isinstance(n, ast.Call) and is_optimizer_call(n, ctx) and any(
+                    dotted(e) == name for e in optimizer_param_exprs(n)):
+                return s.lineno, "given to the optimizer here"
+    return None
+
+
+def _rebound_after(scope: Scope, name: str, line: int) -> int:
+    for b in scope.bindings.get(name, ()):
+        if b.line > line and not isinstance(b.stmt, ast.AugAssign):
+            return b.line
+    return 1 << 30
+
+
+class WeightMadeNonLeaf(Rule):
+    """A weight made with `requires_grad=True` and then moved, cast or scaled is a non-leaf.
+
+    Why: `torch.randn(..., requires_grad=True).to(device)` (or `.cuda()`, `.double()`,
+    `* 0.01`) returns a *new* tensor computed from the leaf (`grad_fn=ToCopyBackward0`,
+    `MulBackward0`). The leaf is lost; the name holds a non-leaf whose `.grad` stays None
+    (`w.grad.zero_()` raises `AttributeError: 'NoneType' object has no attribute 'zero_'`,
+    PYTORCH_FACTS 2b2), and `torch.optim` raises `ValueError: can't optimize a non-leaf
+    Tensor`. Create the tensor first and ask for grad last:
+    `torch.randn(..., device=device).requires_grad_()`.
+    Known limits: `.to()`/`.cuda()` to the device the tensor is already on return the leaf
+    itself; the rule assumes the move is real. The name must be used as a weight (`.grad` read
+    or optimizer argument) in the same function.
+    """
+
+    code = "GT305"
+    name = "weight-made-non-leaf"
+    message = ("`{name}` holds the result of {how} on a leaf that requires grad, not the leaf: "
+               "it is a non-leaf whose `.grad` is never populated")
+    fix_title = "Ask for grad after moving/casting: `(...).requires_grad_()`"
+    fix_safety = "unsafe"
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            w = torch.randn(10, 1, requires_grad=True).to("cuda")
+            opt = torch.optim.SGD([w], lr=0.1)
+            """, fixed="""
+            import torch
+            w = torch.randn(10, 1).to("cuda").requires_grad_()
+            opt = torch.optim.SGD([w], lr=0.1)
+            """, at=(2, 0)),
+        Bad("""
+            import torch
+            w = torch.randn(784, 10, requires_grad=True) * 0.01
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+            """, fixed="""
+            import torch
+            w = (torch.randn(784, 10) * 0.01).requires_grad_()
+            for x, y in data:
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+            """, at=(2, 0)),
+        Good("""
+            import torch
+            w = (torch.randn(784, 10) * 0.01).requires_grad_()
+            b = torch.zeros(10, device="cuda", requires_grad=True)
+            opt = torch.optim.SGD([w, b], lr=0.1)
+            """),
+        Good("""
+            import torch
+            x = torch.randn(4, 3, requires_grad=True).double()
+            assert torch.autograd.gradcheck(f, (x,))
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+            return
+        name = dotted(node.targets[0])
+        if name is None or "." in name:
+            return
+        got = made_non_leaf(node.value, ctx)
+        if got is None:
+            return
+        factory, how = got
+        use = _weight_use(ctx.scope(), name, node.lineno)
+        if use is None:
+            return
+        related = [Related(ctx.path, use[0], use[1])]
+        yield self.report(node, ctx, related=related, fix=self._fix(node.value, factory, ctx),
+                          name=name, how=f"`{how}`" if how.startswith(".") else how)
+
+    def _fix(self, value: ast.expr, factory: ast.Call, ctx: Context):
+        if factory.func and isinstance(factory.func, ast.Attribute) \
+                and factory.func.attr == "requires_grad_":
+            plain = ctx.source(factory.func.value)
+        else:
+            bare = copy.copy(factory)
+            bare.keywords = [k for k in factory.keywords if k.arg != "requires_grad"]
+            plain = ast.unparse(bare)
+        src = ctx.source(value)
+        fsrc = ctx.source(factory)
+        if src.count(fsrc) != 1:
+            return None
+        new = src.replace(fsrc, plain)
+        if isinstance(value, ast.BinOp):
+            new = f"({new})"
+        return self.fix(ctx.edit(value, f"{new}.requires_grad_()"))
+
+
+class NonLeafGivenToOptimizer(Rule):
+    """A tensor computed from other tensors (a non-leaf) is passed to an optimizer.
+
+    Why: optimizers update leaves in place; `torch.optim.SGD([w * 2], ...)` or a tensor
+    derived from a parameter raises `ValueError: can't optimize a non-leaf Tensor`
+    (verified on torch 2.13). Pass the leaf (`w`, the `nn.Parameter`) itself.
+    Known limits: the tensor must be computed in the same function from a leaf that requires
+    grad or from a model's output. Weights made non-leaf by `.to()`/`.cuda()` at creation are
+    reported by GT305 instead.
+    """
+
+    code = "GT306"
+    name = "non-leaf-given-to-optimizer"
+    message = ("`{expr}` is a non-leaf tensor ({why}); the optimizer raises "
+               "`ValueError: can't optimize a non-leaf Tensor`")
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            w2 = w * 2
+            opt = torch.optim.SGD([w, w2], lr=0.1)
+            """, at=(4, 26)),
+        Bad("""
+            import torch
+            opt = torch.optim.Adam([torch.zeros(3, requires_grad=True).cuda()], lr=1e-3)
+            """, at=(2, 24)),
+        Good("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            b = torch.nn.Parameter(torch.zeros(3))
+            opt = torch.optim.SGD([w, b], lr=0.1)
+            opt2 = torch.optim.Adam(model.parameters(), lr=1e-3)
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if not node.args and not node.keywords or not is_optimizer_call(node, ctx):
+            return
+        for e in optimizer_param_exprs(node):
+            if made_non_leaf(e, ctx) is not None:
+                yield self.report(e, ctx, expr=ctx.source(e), why="made from a leaf")
+                continue
+            if not isinstance(e, (ast.Name, ast.BinOp, ast.Call)):
+                continue
+            scope = ctx.scope()
+            if isinstance(e, ast.Name):
+                got = non_leaf_origin(scope, e.id, node.lineno)
+                if got is None or got[1] in ("made-non-leaf", "rebound"):
+                    continue
+                b, why = got
+                yield self.report(e, ctx, related=[Related(ctx.path, b.line,
+                                  f"`{e.id}` is computed here", ctx.column(b.stmt))],
+                                  expr=e.id, why=why)
+            else:
+                src = derived_from_grad_leaf(scope, e, node.lineno)
+                if src is not None:
+                    yield self.report(e, ctx, expr=ctx.source(e), why=f"computed from `{src}`")
+
+
+class GradOfNonLeaf(Rule):
+    """`.grad` is read from a non-leaf tensor (an intermediate or a model output).
+
+    Why: backward populates `.grad` only on leaves. Reading it on a computed tensor returns
+    None and warns `UserWarning: The .grad attribute of a Tensor that is not a leaf Tensor is
+    being accessed. ...` (PYTORCH_FACTS 2h). Read the leaf's `.grad` (the parameter or the
+    input made with `requires_grad=True`), or call `.retain_grad()` on the intermediate
+    before backward.
+    Known limits: the tensor must be computed in the same function from a leaf that requires
+    grad or be a model output (left alone when the function freezes parameters).
+    """
+
+    code = "GT307"
+    name = "grad-of-non-leaf"
+    message = ("`{name}.grad` reads the gradient of a non-leaf tensor ({why}): it is None "
+               "(PyTorch warns) unless `{name}.retain_grad()` was called before backward")
+    triggers = (".grad",)
+    examples = [
+        Bad("""
+            import torch
+            x = torch.randn(3, requires_grad=True)
+            y = x * 2
+            y.sum().backward()
+            print(y.grad)
+            """, at=(5, 6)),
+        Bad("""
+            import torch
+            model = torch.nn.Linear(4, 2)
+            out = model(x)
+            out.sum().backward()
+            saliency = out.grad.abs()
+            """, at=(5, 11)),
+        Good("""
+            import torch
+            x = torch.randn(3, requires_grad=True)
+            y = x * 2
+            y.retain_grad()
+            y.sum().backward()
+            print(y.grad, x.grad)
+            """),
+        Good("""
+            import torch
+            model = torch.nn.Linear(4, 2)
+            x.requires_grad_()
+            out = model(x)
+            out.sum().backward()
+            saliency = x.grad.abs()
+            """),
+    ]
+
+    def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        if node.attr != "grad" or not isinstance(node.ctx, ast.Load) \
+                or not isinstance(node.value, ast.Name):
+            return
+        name = node.value.id
+        scope = ctx.scope()
+        got = non_leaf_origin(scope, name, node.lineno)
+        if got is None or got[1] in ("made-non-leaf", "rebound"):
+            return
+        if any(m.receiver == name for m in scope.calls_to("retain_grad")):
+            return
+        b, why = got
+        if why == "a model output" and _freezes(scope):
+            return
+        yield self.report(node, ctx, related=[Related(ctx.path, b.line, f"`{name}` is computed "
+                          "here", ctx.column(b.stmt))], name=name, why=why)
