@@ -378,7 +378,8 @@ def _hook_accumulation(w: Watcher, b: _Bound, params: list[torch.Tensor]) -> Non
 # ---------------------------------------------------------------------- watch_all
 def _owners(param_ids: set[int]) -> list[tuple[str, torch.nn.Module]]:
     """Top-level modules (found by a one-off scan of live objects) owning these params."""
-    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    module_cls = torch.nn.Module
+    modules = [o for o in gc.get_objects() if issubclass(type(o), module_cls)]
     parent: dict[int, torch.nn.Module] = {}
     for m in modules:
         for c in m.children():

@@ -1,0 +1,212 @@
+"""watch() never changes training, cleans up after itself, and keeps bounded memory."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+import torch.nn as nn
+
+import gradtrace
+from gradtrace.runtime.watch import watch_all
+from gradtrace.runtime.watch_collect import History
+from tests.watch.models import LogNet, TwoHead, cnn, mlp, train
+
+
+def _hook_state(model: nn.Module, opt: torch.optim.Optimizer | None) -> tuple[int, ...]:
+    import torch.nn.modules.module as mm
+    import torch.optim.optimizer as oo
+
+    mods = list(model.modules())
+    n_mod = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+                for m in mods)
+    n_par = sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) +
+                len(getattr(p, "_backward_hooks", None) or {}) for p in model.parameters())
+    n_opt = (len(opt._optimizer_step_pre_hooks) + len(opt._optimizer_step_post_hooks)
+             if opt is not None else 0)
+    n_glob = (len(mm._global_forward_hooks) + len(mm._global_forward_pre_hooks) +
+              len(oo._global_optimizer_pre_hooks) + len(oo._global_optimizer_post_hooks))
+    return n_mod, n_par, n_opt, n_glob
+
+
+def _run(seed: int, watched: bool, opt_kind: str, mode: str) -> list[torch.Tensor]:
+    torch.manual_seed(seed)
+    m = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.2),
+                      nn.Linear(32, 4))
+    opt = (torch.optim.Adam(m.parameters(), lr=1e-2) if opt_kind == "adam"
+           else torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9))
+    if watched:
+        with gradtrace.watch(m, opt if mode == "optimizer" else None) as w:
+            train(m, opt, 20)
+        assert w.report.tracks[0].total_steps == 20
+    else:
+        train(m, opt, 20)
+    return [t.detach().clone() for t in list(m.parameters()) + list(m.buffers())]
+
+
+@pytest.mark.parametrize("opt_kind,mode", [("adam", "optimizer"), ("sgd", "backward")])
+def test_watching_changes_no_parameter_bit(opt_kind: str, mode: str) -> None:
+    plain = _run(3, False, opt_kind, mode)
+    watched = _run(3, True, opt_kind, mode)
+    assert len(plain) == len(watched)
+    for a, b in zip(plain, watched):
+        assert torch.equal(a, b)  # bitwise: same values, same NaN pattern, same dtype
+
+
+def test_nan_replay_does_not_touch_training_rng_or_params() -> None:
+    def run(watched: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        torch.manual_seed(0)
+        m = LogNet()
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        from tests.watch.test_watch_findings import _log_data
+        data = _log_data(2, 4)
+        if watched:
+            with gradtrace.watch(m, opt) as w:
+                train(m, opt, 4, data=data)
+            assert w.report.tracks[0].nan_source is not None
+        else:
+            train(m, opt, 4, data=data)
+        return torch.rand(3), [p.detach().clone() for p in m.parameters()]
+    r1, p1 = run(False)
+    r2, p2 = run(True)
+    assert torch.equal(r1, r2)
+    assert all(torch.equal(a, b) or (a.isnan().all() and b.isnan().all()) for a, b in zip(p1, p2))
+
+
+@pytest.mark.parametrize("with_opt", [True, False])
+def test_all_hooks_removed_after_close_and_on_exception(with_opt: bool) -> None:
+    m = TwoHead()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    before = _hook_state(m, opt)
+    w = gradtrace.watch(m, opt if with_opt else None)
+    assert _hook_state(m, opt) != before
+    train(m, opt, 2, d_in=8, d_out=2)
+    w.close()
+    assert _hook_state(m, opt) == before
+    assert w.report.tracks[0].total_steps == 2
+
+    with pytest.raises(RuntimeError, match="boom"):
+        with gradtrace.watch(m, opt if with_opt else None):
+            train(m, opt, 1, d_in=8, d_out=2)
+            raise RuntimeError("boom")
+    assert _hook_state(m, opt) == before
+
+
+def test_watch_all_hooks_removed_on_exception() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    before = _hook_state(m, opt)
+    with pytest.raises(KeyError):
+        with watch_all():
+            train(m, opt, 2)
+            raise KeyError("x")
+    assert _hook_state(m, opt) == before
+
+
+def test_watch_keeps_no_tensor_alive() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with gradtrace.watch(m, opt) as w:
+        train(m, opt, 3)
+    ref = weakref.ref(m.state_dict()["0.weight"])
+    wref = weakref.ref(m[0].weight)
+    del m, opt
+    gc.collect()
+    assert wref() is None and ref() is None
+    assert w.report.tracks[0].total_steps == 3  # the report outlives the model
+
+
+def test_history_is_bounded_over_ten_thousand_steps() -> None:
+    h = History(capacity=16)
+    from gradtrace.report.model import StepRecord
+    for i in range(10_000):
+        if h.wants(i):
+            h.add(i, StepRecord(i, None, (), (), (), (), (), ()))
+    assert len(h.items) <= 16 and h.stride == 1024
+    steps = [r.step for r in h.items]
+    assert steps[0] == 0 and steps[-1] >= 10_000 - 2 * h.stride  # still spans the whole run
+
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    with gradtrace.watch(m, opt, history=4) as w:
+        train(m, opt, 40)
+    t = w.report.tracks[0]
+    assert t.total_steps == 40 and len(t.steps) <= 5 and t.steps[-1].step == 39
+
+
+def test_every_n_records_only_every_nth_step() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    with gradtrace.watch(m, opt, every=3) as w:
+        train(m, opt, 10)
+    t = w.report.tracks[0]
+    assert [s.step for s in t.steps] == [0, 3, 6, 9]
+    assert t.recorded_steps == 4
+
+
+def test_update_ratio_matches_sgd_and_backward_mode() -> None:
+    torch.manual_seed(0)
+    m = nn.Linear(16, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with gradtrace.watch(m, opt) as w:
+        train(m, opt, 3)
+    s = w.report.tracks[0].steps[-1]
+    # plain SGD: ||update|| = lr * ||grad||
+    assert s.update_norm[0] == pytest.approx(0.1 * s.norm[0], rel=1e-4)
+    assert s.weight_norm[0] == pytest.approx(float(m.weight.detach().norm()), rel=1e-6)
+
+    m2 = mlp()
+    with gradtrace.watch(m2) as w2:  # no optimizer: one step per backward
+        train(m2, None, 4)
+    t = w2.report.tracks[0]
+    assert t.total_steps == 4 and not t.has_optimizer
+    assert t.steps[0].update_norm[0] is None
+    assert t.steps[2].update_norm[0] == pytest.approx(0.05 * t.steps[1].norm[0], rel=1e-4)
+
+
+def test_loss_is_seen_from_loss_modules_and_observe_loss() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    with gradtrace.watch(m, opt) as w:
+        losses = train(m, opt, 3, loss_fn=nn.SmoothL1Loss())
+    assert [s.loss for s in w.report.tracks[0].steps] == pytest.approx(losses)
+
+    with gradtrace.watch(m, opt) as w:
+        x = torch.randn(4, 16)
+        loss = (m(x) ** 2).mean()  # functional loss: invisible ...
+        loss.backward()
+        opt.step()
+        x = torch.randn(4, 16)
+        loss = (m(x) ** 2).mean()
+        w.observe_loss(loss)  # ... unless given
+        loss.backward()
+        opt.step()
+    assert [s.loss for s in w.report.tracks[0].steps] == [None, pytest.approx(loss.item())]
+
+
+def test_watch_all_finds_models_through_their_optimizers() -> None:
+    def user_script() -> None:  # the models never reach gradtrace directly
+        torch.manual_seed(0)
+        a, b = TwoHead(), cnn()
+        oa = torch.optim.SGD(a.parameters(), lr=0.05)
+        ob = torch.optim.Adam(b.parameters(), lr=1e-3)
+        train(a, oa, 6, d_in=8, d_out=2)
+        train(b, ob, 4, image=True)
+
+    with watch_all() as w:
+        user_script()
+    rep = w.report
+    assert sorted(t.name for t in rep.tracks) == ["Sequential", "TwoHead"]
+    two = next(t for t in rep.tracks if t.name == "TwoHead")
+    assert [p.name for p in two.params][:2] == ["body.0.weight", "body.0.bias"]
+    assert two.total_steps == 6
+    assert [f.code for f in rep.findings] == ["GT850"]
+    assert "aux_head" in rep.findings[0].message
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    with pytest.raises(TypeError, match="expects an nn.Module"):
+        gradtrace.watch("model")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="every must be a positive int"):
+        gradtrace.watch(mlp(), every=0)
