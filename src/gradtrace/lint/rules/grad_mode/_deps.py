@@ -1,0 +1,415 @@
+"""Where the tensors of one expression come from: under grad-off, from a live model, or data.
+
+The GT2xx rules ask one question about a loss: *can any gradient reach a trainable parameter
+through it?* :func:`trace` answers it by following names backwards through their bindings in
+one function (see :class:`gradtrace.lint.flow.Scope`) and classifying every source:
+
+* ``dead``: produced under ``no_grad`` / ``inference_mode`` / ``set_grad_enabled(False)``
+  (locally or in a helper of the same file whose result is made under grad-off);
+* ``live``: a module/model call, a parameter, or anything that may carry a ``grad_fn``;
+* ``unknown``: a function argument, an attribute, an unresolved call;
+* ``data``: a loop target over a loader, a constant, a new tensor from a factory.
+
+# NOTE [prediction position]
+For a loss call (``F.cross_entropy(pred, target)``, ``criterion(pred, target)``), only the
+first argument is the prediction. A non-prediction argument that is unknown is data (targets);
+a live one means a stop-gradient by design (``mse(teacher_out, student_out)``): not a bug.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
+from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNORECASE)
+INFERENCE_NAME_RE = re.compile(
+    r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
+    r"visuali|score|metric|beam|search)", re.IGNORECASE)
+CUT_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_", "cpu_numpy"})
+RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
+LIVE_MULT = (ast.Mult, ast.MatMult, ast.Div)
+COMPUTED = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)
+SAVES_INPUT_FUNCS = frozenset({"matmul", "mm", "bmm", "einsum", "mul", "linear", "conv1d",
+                               "conv2d", "conv3d", "baddbmm", "addmm"})
+
+
+@dataclass(frozen=True)
+class Dead:
+    """A value made under grad-off: the statement (or helper call) and the disabling node."""
+
+    expr: ast.AST          # the bound value, or the helper call
+    off: ast.AST           # the with / decorator that disabled grad
+    mode: str              # "off" | "inference"
+    helper: ast.AST | None = None  # the helper def when the cut is in another function
+
+
+@dataclass
+class Deps:
+    """Sources of an expression (see module docstring)."""
+
+    dead: list[Dead] = field(default_factory=list)
+    live: bool = False
+    unknown: bool = False
+    explicit_grad: bool = False   # requires_grad_()/requires_grad=True somewhere on the path
+    consumers: list[tuple[ast.AST, Dead]] = field(default_factory=list)  # live op saving a dead
+
+    def merge(self, other: Deps, target: bool = False) -> None:
+        self.dead.extend(other.dead)
+        self.live |= other.live
+        self.explicit_grad |= other.explicit_grad
+        self.consumers.extend(other.consumers)
+        if not target:
+            self.unknown |= other.unknown
+
+
+def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
+    """``F.cross_entropy``, ``nn.MSELoss()(...)`` instances by name, ``criterion``/``*loss``."""
+    qual = ctx.qualified_name(func) or ""
+    last = qual.rpartition(".")[2]
+    if qual.startswith("torch.nn.functional.") and ("loss" in last or last in (
+            "cross_entropy", "nll_loss", "binary_cross_entropy", "kl_div", "cosine_similarity")):
+        return True
+    return bool(last) and bool(LOSS_NAME_RE.search(last))
+
+
+def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
+    """Named like inference (predict/evaluate/...) or decorated to disable grad."""
+    if not isinstance(fn, FUNCTION_TYPES):
+        return False
+    if INFERENCE_NAME_RE.search(fn.name):
+        return True
+    return any(grad_mode_of(d, ctx.imports) in ("off", "inference") for d in fn.decorator_list)
+
+
+class Tracer:
+    """Classifies the sources of expressions inside one function scope."""
+
+    def __init__(self, ctx: Context, scope: Scope, helpers: HelperIndex | None = None) -> None:
+        self.ctx = ctx
+        self.scope = scope
+        self.helpers = helpers
+        self._seen: set[tuple[str, int]] = set()
+        fn = scope.node
+        self.params: set[str] = set()
+        if isinstance(fn, FUNCTION_TYPES):
+            a = fn.args
+            self.params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+            for extra in (a.vararg, a.kwarg):
+                if extra is not None:
+                    self.params.add(extra.arg)
+
+    # -- entry -------------------------------------------------------------------------------
+    def trace(self, e: ast.AST, line: int, depth: int = 0) -> Deps:
+        """Sources of ``e`` evaluated at ``line`` (1-based)."""
+        d = Deps()
+        if depth > 25:
+            d.unknown = True
+            return d
+        s = self.scope.statement_of(e)
+        off = self.scope.grad_off_at(s) if s is not None else None
+        if off is not None and isinstance(e, COMPUTED) and not _is_factory(self.ctx, e):
+            mode = _mode(off, self.ctx)
+            d.dead.append(Dead(e, off, mode))
+            return d
+        method = getattr(self, "_t_" + type(e).__name__, None)
+        if method is None:
+            for child in ast.iter_child_nodes(e):
+                if isinstance(child, ast.expr):
+                    d.merge(self.trace(child, line, depth + 1))
+            return d
+        return method(e, line, depth)
+
+    # -- names -------------------------------------------------------------------------------
+    def _t_Constant(self, e: ast.Constant, line: int, depth: int) -> Deps:
+        return Deps()
+
+    def _t_Name(self, e: ast.AST, line: int, depth: int) -> Deps:
+        d = Deps()
+        name = dotted(e)
+        if name is None:
+            d.unknown = True
+            return d
+        b = self.scope.binding_before(name, line)
+        if b is None:
+            if isinstance(e, ast.Attribute):
+                if e.attr == "data":
+                    return d  # detached: GT1xx's business
+                d.live = True  # self.weight, self.scale: may be a parameter
+            else:
+                d.unknown = True
+            return d
+        key = (name, b.line)
+        if key in self._seen:
+            return d
+        self._seen.add(key)
+        if b.kind in (PARAMETER, PARAMS):
+            d.live = True
+            return d
+        stmt = b.stmt
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            return d  # a batch from a loader: data
+        value = b.value
+        if value is None and isinstance(stmt, ast.Assign):
+            value = stmt.value  # tuple unpacking: the whole right-hand side
+        if value is None:
+            d.unknown = True
+            return d
+        if isinstance(stmt, ast.AugAssign):
+            prev = self.scope.binding_before(name, b.line)
+            if prev is not None:
+                d.merge(self._t_Name(e, b.line, depth + 1))
+        d.merge(self.trace(value, b.line + 1, depth + 1))
+        return d
+
+    _t_Attribute = _t_Name
+
+    # -- calls -------------------------------------------------------------------------------
+    def _t_Call(self, e: ast.Call, line: int, depth: int) -> Deps:
+        ctx = self.ctx
+        d = Deps()
+        func = e.func
+        qual = ctx.qualified_name(func) or ""
+        kws = {k.arg: k.value for k in e.keywords}
+        rg = kws.get("requires_grad")
+        if isinstance(rg, ast.Constant) and rg.value is True or qual == "torch.nn.Parameter":
+            d.explicit_grad = True
+            return d
+        if qual in NEW_TENSOR_FUNCS:
+            return d
+        if isinstance(func, ast.Attribute):
+            if func.attr in CUT_METHODS:
+                return d
+            if func.attr in RG_METHODS:
+                d.explicit_grad = True
+                return d
+        if is_loss_callee(ctx, func):
+            return self._loss_call(e, line, depth)
+        helper = self.helpers.lookup(func, ctx) if self.helpers else None
+        if helper is not None:
+            return self._helper_call(e, helper, line, depth)
+        if qual.startswith("torch.") and not qual.startswith("torch.nn.") \
+                or qual.startswith("torch.nn.functional."):
+            return self._args(e, line, depth, saves=qual.rpartition(".")[2] in SAVES_INPUT_FUNCS)
+        if isinstance(func, ast.Attribute):
+            recv_kind = self.scope.kind(func.value)
+            callee = dotted(func)
+            if recv_kind == MODULE or (callee or "").startswith("self.") and callee.count(".") == 1:
+                return self._module_call(e, line, depth)
+            # a tensor method: receiver + args
+            d.merge(self.trace(func.value, line, depth + 1))
+            d.merge(self._args(e, line, depth, saves=func.attr in SAVES_INPUT_FUNCS))
+            return d
+        if isinstance(func, ast.Name):
+            kind = self.scope.kind(func)
+            if kind == MODULE or func.id in self.params or self._bound_module(func.id, line):
+                return self._module_call(e, line, depth)
+            args = self._args(e, line, depth)
+            if any(self.scope.kind(a) == MODULE for a in e.args):
+                args.live = True
+            if not e.args and not e.keywords:
+                args.unknown = True
+            return args
+        d.unknown = True
+        return d
+
+    def _bound_module(self, name: str, line: int) -> bool:
+        b = self.scope.binding_before(name, line)
+        return b is not None and b.kind in (MODULE, GRAPH)
+
+    def _args(self, e: ast.Call, line: int, depth: int, saves: bool = False) -> Deps:
+        d = Deps()
+        parts = [self.trace(a, line, depth + 1) for a in (*e.args, *(k.value for k in e.keywords))]
+        for p in parts:
+            d.merge(p)
+        if saves and any(p.live for p in parts):
+            for p in parts:
+                for dead in p.dead:
+                    if dead.mode == "inference":
+                        d.consumers.append((e, dead))
+        return d
+
+    def _module_call(self, e: ast.Call, line: int, depth: int) -> Deps:
+        d = Deps(live=True)
+        for a in (*e.args, *(k.value for k in e.keywords)):
+            p = self.trace(a, line, depth + 1)
+            d.merge(p)
+            for dead in p.dead:
+                if dead.mode == "inference":
+                    d.consumers.append((e, dead))
+        return d
+
+    def _loss_call(self, e: ast.Call, line: int, depth: int) -> Deps:
+        """See NOTE [prediction position]."""
+        args = list(e.args) + [k.value for k in e.keywords if k.arg in ("input", "pred")]
+        rest = [k.value for k in e.keywords if k.arg not in ("input", "pred")]
+        d = Deps()
+        if not args:
+            d.unknown = True
+            return d
+        d.merge(self.trace(args[0], line, depth + 1))
+        others = [self.trace(a, line, depth + 1) for a in args[1:] + rest]
+        for o in others:
+            d.merge(o, target=True)
+        if d.live or any(o.live for o in others):
+            for p in [d, *others]:
+                for dead in p.dead:
+                    if dead.mode == "inference":
+                        d.consumers.append((e, dead))
+        return d
+
+    def _helper_call(self, e: ast.Call, helper: Helper, line: int, depth: int) -> Deps:
+        d = Deps()
+        if helper.off is not None:
+            d.dead.append(Dead(e, helper.off, _mode(helper.off, self.ctx), helper.node))
+            return d
+        d.live = True
+        return d
+
+    # -- operators ---------------------------------------------------------------------------
+    def _t_BinOp(self, e: ast.BinOp, line: int, depth: int) -> Deps:
+        left = self.trace(e.left, line, depth + 1)
+        right = self.trace(e.right, line, depth + 1)
+        d = Deps()
+        d.merge(left)
+        d.merge(right)
+        if isinstance(e.op, LIVE_MULT):
+            for a, b in ((left, right), (right, left)):
+                if b.live:
+                    d.consumers.extend((e, x) for x in a.dead if x.mode == "inference")
+        return d
+
+    def _t_Lambda(self, e: ast.AST, line: int, depth: int) -> Deps:
+        return Deps(unknown=True)
+
+    _t_ListComp = _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_Lambda
+
+
+def _is_factory(ctx: Context, e: ast.AST) -> bool:
+    return isinstance(e, ast.Call) and (ctx.qualified_name(e.func) or "") in NEW_TENSOR_FUNCS
+
+
+def _mode(off: ast.AST, ctx: Context) -> str:
+    if isinstance(off, (ast.With, ast.AsyncWith)):
+        modes = [grad_mode_of(i.context_expr, ctx.imports) for i in off.items]
+        return "inference" if "inference" in modes else "off"
+    return "inference" if grad_mode_of(off, ctx.imports) == "inference" else "off"  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A function of this file; ``off`` is set when every value it returns is made under
+    grad-off (a no_grad decorator, or each ``return`` inside a no_grad block)."""
+
+    node: ast.AST
+    off: ast.AST | None
+
+
+class HelperIndex:
+    """Functions and methods defined in one file, by name (methods keyed ``self.<name>``)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.by_name: dict[str, ast.AST] = {}
+        self._cache: dict[int, Helper] = {}
+        for node in ctx.tree.body:
+            if isinstance(node, FUNCTION_TYPES):
+                self.by_name[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                for sub in node.body:
+                    if isinstance(sub, FUNCTION_TYPES):
+                        self.by_name.setdefault("self." + sub.name, sub)
+
+    def lookup(self, func: ast.expr, ctx: Context) -> Helper | None:
+        """The helper a call's callee names (``f`` or ``self.f``), or None."""
+        name = dotted(func)
+        node = self.by_name.get(name or "")
+        if node is None:
+            return None
+        h = self._cache.get(id(node))
+        if h is None:
+            h = self._cache[id(node)] = Helper(node, self._returns_off(node))
+        return h
+
+    def _returns_off(self, fn: ast.AST) -> ast.AST | None:
+        scope = self.ctx.scope(fn)
+        returns = [s for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
+                   and not isinstance(s.value, ast.Constant)]
+        if not returns or not all(_has_call(r.value) or isinstance(r.value, ast.Name)
+                                  for r in returns):  # type: ignore[arg-type]
+            return None
+        tracer = Tracer(self.ctx, scope)
+        off = None
+        for r in returns:
+            d = tracer.trace(r.value, r.lineno)  # type: ignore[arg-type]
+            if not d.dead or d.live or d.unknown or d.explicit_grad:
+                return None
+            off = off or d.dead[0].off
+        return off
+
+
+def _has_call(e: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) for n in ast.walk(e))
+
+
+BACKWARD_OWNERS = frozenset({"accelerator", "fabric", "self.accelerator", "self.fabric",
+                             "engine", "model_engine", "self.engine", "deepspeed_engine"})
+
+
+@dataclass(frozen=True)
+class Sink:
+    """A place where a loss is differentiated: ``loss.backward()`` and its spellings."""
+
+    loss: ast.expr
+    call: ast.Call
+    stmt: ast.stmt
+
+
+def backward_sinks(scope: Scope) -> list[Sink]:
+    """``L.backward()``, ``scaler.scale(L).backward()``, ``accelerator.backward(L)``,
+    ``self.manual_backward(L)``, ``torch.autograd.backward(L)`` in source order."""
+    out: list[Sink] = []
+    for s in scope.stmts:
+        for call in _calls_in(s):
+            loss = sink_loss(call)
+            if loss is not None:
+                out.append(Sink(loss, call, s))
+    return out
+
+
+def sink_loss(call: ast.Call) -> ast.expr | None:
+    """The differentiated expression when ``call`` is a backward call, else None."""
+    f = call.func
+    if not isinstance(f, ast.Attribute):
+        return None
+    if f.attr == "manual_backward":
+        return call.args[0] if call.args else None
+    if f.attr != "backward":
+        return None
+    recv = f.value
+    owner = dotted(recv)
+    if owner in BACKWARD_OWNERS or owner == "torch.autograd":
+        return call.args[0] if call.args else None
+    if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
+            and recv.func.attr == "scale" and len(recv.args) == 1:
+        return recv.args[0]
+    return recv
+
+
+def _calls_in(s: ast.stmt) -> list[ast.Call]:
+    out: list[ast.Call] = []
+    for field_name, value in ast.iter_fields(s):
+        if field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, ast.AST):
+                out.extend(n for n in ast.walk(v) if isinstance(n, ast.Call))
+    return out

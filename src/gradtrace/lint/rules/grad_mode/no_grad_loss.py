@@ -1,0 +1,281 @@
+"""GT201, GT202, GT207: a loss whose every input was made with grad disabled."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, HelperIndex, Tracer, sink_loss
+
+GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
+ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`"
+
+
+class _LossTraceRule(Rule):
+    """Shared visitor: trace the differentiated loss of each backward call to its sources."""
+
+    triggers = ("backward",)
+
+    def _trace(self, node: ast.Call, ctx: Context) -> tuple[ast.expr, Deps] | None:
+        loss = sink_loss(node)
+        if loss is None or not any(w in ctx.text for w in GRAD_WORDS):
+            return None
+        helpers = getattr(self, "_helpers", None)
+        if helpers is None:
+            helpers = self._helpers = HelperIndex(ctx)
+        deps = Tracer(ctx, ctx.scope(), helpers).trace(loss, node.lineno)
+        if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
+            return None
+        return loss, deps
+
+    def _first_time(self, off: ast.AST) -> bool:
+        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        if id(off) in seen:
+            return False
+        seen.add(id(off))
+        return True
+
+
+def _with_text(off: ast.AST, ctx: Context) -> str:
+    if isinstance(off, (ast.With, ast.AsyncWith)):
+        return ctx.source(off.items[0].context_expr)
+    return "@" + ctx.source(off)
+
+
+def _backward_related(node: ast.Call, ctx: Context) -> Related:
+    return Related(ctx.path, node.lineno, f"`{ctx.source(node)}` raises {ELEMENT0} here",
+                   ctx.column(node))
+
+
+def _value_related(dead: Dead, ctx: Context, what: str) -> Related:
+    return Related(ctx.path, dead.expr.lineno, what, ctx.column(dead.expr))  # type: ignore[attr-defined]
+
+
+class LossFromNoGradOutput(_LossTraceRule):
+    """The loss is built only from outputs computed under `no_grad`/`inference_mode`.
+
+    Why: inside `torch.no_grad()` (or `inference_mode()`, or `set_grad_enabled(False)`)
+    PyTorch records no graph: the logits have `requires_grad=False` and no `grad_fn`. A loss made
+    only from them has no path to any parameter, so `loss.backward()` raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
+    (PYTORCH_FACTS 2a, A6). Compute the training forward outside the no-grad block.
+    A target made under `no_grad` (EMA teacher, DQN target) next to a prediction that has a
+    graph is a stop-gradient by design and is not reported.
+    Known limits: one function (plus helpers of the same file); a loss term that is dead next
+    to a live term (backward then succeeds, the dead term trains nothing) is left to the
+    runtime (`gradtrace run`).
+    """
+
+    code = "GT201"
+    name = "loss-from-no-grad-output"
+    message = ("`{value}` is computed under `{mode}`, and the loss that `{sink}` (line {line}) "
+               "differentiates is built only from such values: no gradient can reach the model")
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train(model, loader, opt):
+                for x, y in loader:
+                    with torch.no_grad():
+                        logits = model(x)
+                    loss = F.cross_entropy(logits, y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            """, at=(6, 8)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def distill(student, teacher, loader, opt):
+                for x, y in loader:
+                    with torch.no_grad():
+                        target = teacher(x)
+                    loss = F.mse_loss(student(x), target)
+                    loss.backward()
+                    opt.step()
+            """),
+        Good("""
+            import torch
+
+            def validate(model, loader, criterion):
+                with torch.no_grad():
+                    for x, y in loader:
+                        loss = criterion(model(x), y)
+                return loss.item()
+            """),
+        Good("""
+            import torch
+
+            def train(backbone, head, loader, opt, criterion):
+                for x, y in loader:
+                    with torch.no_grad():
+                        feats = backbone(x)
+                    loss = criterion(head(feats), y)
+                    loss.backward()
+                    opt.step()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if ctx.grad_disabled is not None:
+            return
+        found = self._trace(node, ctx)
+        if found is None:
+            return
+        _, deps = found
+        local = [d for d in deps.dead if d.helper is None]
+        if not local or len(local) != len(deps.dead) or not self._first_time(local[0].off):
+            return
+        dead = local[0]
+        value = _bound_name(dead.expr, ctx) or ctx.source(dead.expr)
+        related = (_value_related(dead, ctx, f"`{value}` is computed here without a graph"),
+                   _backward_related(node, ctx))
+        yield self.report(dead.off, ctx, related=related, value=value,
+                          mode=_with_text(dead.off, ctx), sink=ctx.source(node),
+                          line=node.lineno)
+
+
+class NoGradInTrainingHelper(_LossTraceRule):
+    """A helper called by the training step returns values computed under `no_grad`.
+
+    Why: grad mode is global state, so `with torch.no_grad():` (or `@torch.no_grad()`) inside
+    a helper also cuts the graph of the training step that calls it. When the loss is built
+    only from what the helper returns, `loss.backward()` raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
+    (PYTORCH_FACTS 2a). Move the no-grad block to the evaluation code, or return the values
+    with a graph.
+    Known limits: helpers defined in the same file, called by name or as `self.<name>`.
+    """
+
+    code = "GT202"
+    name = "no-grad-in-training-helper"
+    message = ("`{helper}` computes its result under `{mode}`, and the training step uses it "
+               "as the only input of the loss that `{sink}` (line {line}) differentiates")
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            @torch.no_grad()
+            def forward_batch(model, x):
+                return model(x)
+
+            def train_step(model, x, y, opt):
+                logits = forward_batch(model, x)
+                loss = F.cross_entropy(logits, y)
+                loss.backward()
+                opt.step()
+            """, at=(4, 1)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            @torch.no_grad()
+            def predict(model, x):
+                return model(x).argmax(-1)
+
+            def train_step(model, x, y, opt):
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                return predict(model, x)
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if ctx.grad_disabled is not None:
+            return
+        found = self._trace(node, ctx)
+        if found is None:
+            return
+        _, deps = found
+        helpers = [d for d in deps.dead if d.helper is not None]
+        if not helpers or not self._first_time(helpers[0].off):
+            return
+        dead = helpers[0]
+        name = getattr(dead.helper, "name", "helper")
+        related = (_value_related(dead, ctx, f"the training step calls `{name}` here"),
+                   _backward_related(node, ctx))
+        yield self.report(dead.off, ctx, related=related, helper=name,
+                          mode=_with_text(dead.off, ctx), sink=ctx.source(node),
+                          line=node.lineno)
+
+
+class BackwardUnderNoGrad(_LossTraceRule):
+    """`backward()` runs inside the no-grad block that also computed the loss.
+
+    Why: the forward inside `torch.no_grad()` / `inference_mode()` records no graph, so the loss
+    has no `grad_fn` and `loss.backward()` raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
+    (PYTORCH_FACTS 2a, B1). Calling `backward()` under `no_grad` on a loss built *outside* it
+    works, and is not reported. Take the training step out of the no-grad block.
+    Known limits: the loss must be computed in the same function.
+    """
+
+    code = "GT207"
+    name = "backward-under-no-grad"
+    message = ("`{sink}` (line {line}) runs inside `{mode}`, which also computed the loss: "
+               "the loss has no graph")
+    examples = [
+        Bad("""
+            import torch
+
+            def train(model, loader, opt, criterion):
+                model.train()
+                with torch.no_grad():
+                    for x, y in loader:
+                        loss = criterion(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+            """, at=(5, 4)),
+        Bad("""
+            import torch
+
+            @torch.inference_mode()
+            def step(model, x, opt):
+                model(x).sum().backward()
+                opt.step()
+            """, at=(3, 1)),
+        Good("""
+            import torch
+
+            def train(model, x, y, opt, criterion):
+                loss = criterion(model(x), y)
+                with torch.no_grad():
+                    loss.backward()
+                opt.step()
+            """),
+        Good("""
+            import torch
+
+            def sgd(w, x, y, lr):
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= lr * w.grad
+                    w.grad.zero_()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        off = ctx.grad_disabled
+        if off is None:
+            return
+        found = self._trace(node, ctx)
+        if found is None or not self._first_time(off):
+            return
+        yield self.report(off, ctx, related=(_backward_related(node, ctx),),
+                          sink=ctx.source(node), line=node.lineno, mode=_with_text(off, ctx))
+
+
+def _bound_name(expr: ast.AST, ctx: Context) -> str | None:
+    """The name a value is assigned to (``logits`` for ``logits = model(x)``)."""
+    s = ctx.scope().statement_of(expr)
+    if isinstance(s, ast.Assign) and s.value is expr and len(s.targets) == 1:
+        return ctx.source(s.targets[0])
+    return None
