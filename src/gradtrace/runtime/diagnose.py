@@ -115,21 +115,35 @@ def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
 
 
 def _freed_node(roots: list[Tensor], limit: int = 5000) -> Any:
-    """The node closest to the roots that an earlier backward freed (breadth first)."""
-    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
+    """The freed node closest to the roots, or its nearest ancestor the tracer tagged."""
+    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
     seen: dict[int, Any] = {}
     while queue and len(seen) < limit:
-        node = queue.pop(0)
+        node, tagged = queue.pop(0)
         if node is None or id(node) in seen:
             continue
         seen[id(node)] = node
         try:
+            if created_site(node)[0] is not None:
+                tagged = node
             if META_FREED in node.metadata:
-                return node
-            queue.extend(n for n, _ in node.next_functions if n is not None)
+                return node if tagged is None else _with_freed(tagged, node)
+            queue.extend((n, tagged) for n, _ in node.next_functions if n is not None)
         except (AttributeError, RuntimeError):
             continue
     return None
+
+
+class _Freed:
+    """A tagged node standing in for the untagged freed node below it."""
+
+    def __init__(self, tagged: Any, freed: Any) -> None:
+        self.metadata = {**freed.metadata, **{k: v for k, v in tagged.metadata.items()
+                                              if k != META_FREED}}
+
+
+def _with_freed(tagged: Any, freed: Any) -> Any:
+    return tagged if META_FREED in tagged.metadata else _Freed(tagged, freed)
 
 
 def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,

@@ -84,7 +84,7 @@ class Hooks:
         d = self.data
         rec = d.modules.get(id(module))
         if rec is None or rec.ref() is not module:
-            raw = raw_site(1)
+            raw = raw_site()
             rec = d.modules[id(module)] = ModuleRecord(
                 weakref.ref(module), None if raw is None else self.state.site(raw))
         if torch.is_grad_enabled():
@@ -111,7 +111,7 @@ class Hooks:
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         d, st = self.data, self.state
         rec = d.optimizers.get(id(opt))
-        raw = raw_site(1)
+        raw = raw_site()
         site = None if raw is None else st.site(raw)
         if rec is None or rec.ref() is not opt:
             rec = d.optimizers[id(opt)] = OptimizerRecord(weakref.ref(opt), site)

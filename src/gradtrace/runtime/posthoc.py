@@ -51,6 +51,7 @@ def diagnose_traceback(exc: BaseException, state: Any = None) -> list[Finding]:
 
 
 def _stmt(site: Site) -> ast.AST | None:
+    linecache.checkcache(site.path)
     text = linecache.getline(site.path, site.line).strip()
     for cand in (text, text.rstrip(":") + ": pass"):
         try:
@@ -207,7 +208,12 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
     tree = _stmt(site)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args] if tree else []
     for call in calls:
-        ok, value = _eval_chain(call.args[0], frame)
+        arg = call.args[0]
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            pairs = [_eval_chain(e, frame) for e in arg.elts]
+            ok, value = all(p[0] for p in pairs), [p[1] for p in pairs]
+        else:
+            ok, value = _eval_chain(arg, frame)
         if not ok:
             continue
         if isinstance(value, types.GeneratorType):

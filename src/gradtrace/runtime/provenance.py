@@ -114,8 +114,10 @@ class ProvenanceMode(TorchFunctionMode):
             self.seq += 1
             if type(out) is Tensor or isinstance(out, Tensor):
                 self._after(func, args, out)
-            elif isinstance(out, tuple) and out and isinstance(out[0], Tensor):
-                self._after(func, args, out[0])
+            elif isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
+                for o in out:
+                    if isinstance(o, Tensor):
+                        self._after(func, args, o)
             return out
         if kind == PASS:
             try:
@@ -130,7 +132,7 @@ class ProvenanceMode(TorchFunctionMode):
         if out.requires_grad:
             gf = out.grad_fn
             if gf is not None:
-                site = raw_site(2)
+                site = raw_site()
                 if site is not None:
                     gf.metadata[META_CREATED] = (site[0], site[1], self.seq)
             return
@@ -148,7 +150,7 @@ class ProvenanceMode(TorchFunctionMode):
 
     def _cut(self, out: Tensor, src: Tensor | None, op: str, reason: str,
              origin: Cut | None = None) -> Cut | None:
-        raw = raw_site(3)
+        raw = raw_site()
         if raw is None:
             return None
         cut = self.state.make_cut(raw, op, reason, origin)
@@ -178,7 +180,7 @@ class ProvenanceMode(TorchFunctionMode):
         if self.state.after_step is not None and ("mul" in _name(func) or "clamp" in _name(func)):
             self._clip_after_step()
         if info is not None:
-            self.state.on_inplace(raw_site(3), _name(func), info, target.grad_fn)
+            self.state.on_inplace(raw_site(), _name(func), info, target.grad_fn)
         elif target is not None and self.state.cuts and not target.requires_grad:
             self.state.propagate(args[1:], target)
         return out
@@ -186,7 +188,7 @@ class ProvenanceMode(TorchFunctionMode):
     def _clip_after_step(self) -> None:
         names = internal_names(3)
         if any(n.startswith(("clip_grad", "clip_grads")) for n in names):
-            raw = raw_site(3)
+            raw = raw_site()
             if raw is not None and self.state.after_step is not None:
                 self.state.note("clip-after-step", self.state.site(raw), "clip", "",
                                 ((self.state.after_step, "optimizer.step() ran here, before"),))
@@ -218,7 +220,7 @@ class ProvenanceMode(TorchFunctionMode):
     def _item(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = func(*args, **kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
-            raw = raw_site(3)
+            raw = raw_site()
             if raw is not None:
                 self.state.on_item(raw, _name(func), out, args[0])
         return out
@@ -241,7 +243,7 @@ class ProvenanceMode(TorchFunctionMode):
         out = func(*args, **kwargs)
         t = args[0]
         if isinstance(t, Tensor) and not t.is_leaf and not t.retains_grad:
-            raw = raw_site(3)
+            raw = raw_site()
             if raw is not None:
                 self.state.on_nonleaf_grad(raw, t)
         return out
@@ -263,13 +265,13 @@ class ProvenanceMode(TorchFunctionMode):
         out = func(*args, **kwargs)
         value = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
         if isinstance(args[0], Tensor) and not value:
-            raw = raw_site(3)
+            raw = raw_site()
             if raw is not None:
                 self.state.on_freeze(raw, args[0])
         return out
 
     def _backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        raw = raw_site(3)
+        raw = raw_site()
         roots, retain = _backward_roots(func, args, kwargs)
         self.state.on_backward_start(raw)
         out = func(*args, **kwargs)
@@ -289,7 +291,7 @@ class ProvenanceMode(TorchFunctionMode):
             return
         self.busy = True
         try:
-            self.state.on_failure(exc, func, args, kwargs, raw_site(3))
+            self.state.on_failure(exc, func, args, kwargs, raw_site())
         except Exception:  # never let diagnosis hide the user's error
             LOG.debug("gradtrace: diagnosis failed", exc_info=True)
         finally:

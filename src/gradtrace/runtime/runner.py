@@ -131,7 +131,7 @@ def _execute(opts: RunOptions) -> None:
     if opts.is_module:
         runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
     else:
-        runpy.run_path(opts.target, run_name="__main__")
+        runpy.run_path(os.path.abspath(opts.target), run_name="__main__")
 
 
 @contextlib.contextmanager

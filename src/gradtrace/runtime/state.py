@@ -138,7 +138,7 @@ class TraceState:
         if seq != self._grad_none_seq:
             from gradtrace.runtime.frames import raw_site
 
-            raw = raw_site(3)
+            raw = raw_site()
             self._grad_none_site = None if raw is None else self.site(raw)
             self._grad_none_seq = seq
         self.grad_none[id(t)] = (weakref.ref(t), self._grad_none_site)

@@ -15,6 +15,8 @@ weak references only.
 from __future__ import annotations
 
 import logging
+import os
+import warnings
 from types import TracebackType
 from typing import Any
 
@@ -26,7 +28,7 @@ LOG = logging.getLogger(__name__)
 class Tracer:
     """One tracing session. Use through :func:`trace` (a context manager)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reentrant: bool = False) -> None:
         from gradtrace.runtime.frames import refresh_prefixes
         from gradtrace.runtime.hooks import Hooks
         from gradtrace.runtime.provenance import ProvenanceMode
@@ -37,17 +39,27 @@ class Tracer:
         self.mode = ProvenanceMode(self.state)
         self.hooks = Hooks(self.state, self.mode)
         self.active = False
+        self.reentrant = reentrant
         self._silent: list[Finding] | None = None
 
     # -- context manager ---------------------------------------------------------------------
     def __enter__(self) -> Tracer:
+        if self.active:
+            raise RuntimeError("this gradtrace tracer is already active")
+        if self._silent is not None and not self.reentrant:
+            raise RuntimeError("a gradtrace tracer can be entered once; call gradtrace.trace() "
+                               "again for a new session")
+        self._silent = None
+        _relocate_warnings(True)
         self.hooks.install()
         try:
             self.mode.__enter__()
         except BaseException:
             self.hooks.remove()
+            _relocate_warnings(False)
             raise
         self.active = True
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -57,6 +69,9 @@ class Tracer:
         finally:
             self.hooks.remove()
             self.active = False
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+            _relocate_warnings(False)
         try:
             self._silent = self._silent_findings()
         except Exception:  # diagnosis must never hide the user's own outcome
@@ -91,6 +106,50 @@ class Tracer:
     def diagnose(self, exc: BaseException) -> list[Finding]:
         """The diagnosis of an exception raised while (or after) this session traced."""
         return diagnose(exc, self)
+
+
+_ACTIVE: list[Tracer] = []
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_RELOCATE: list[Any] = []  # [original showwarning, our wrapper] while any tracer is active
+_DEPTH = [0]
+
+
+def _relocate_warnings(on: bool) -> None:
+    """Show warnings raised inside traced torch calls at the user's line, not at ours.
+
+    A torch warning is attributed to the innermost Python frame, which under tracing is the
+    TorchFunctionMode handler; ``warnings.showwarning`` is the documented hook to replace.
+    """
+    if on:
+        _DEPTH[0] += 1
+        if _DEPTH[0] > 1:
+            return
+        orig = warnings.showwarning
+
+        def showwarning(message: Any, category: Any, filename: str, lineno: int,
+                        file: Any = None, line: Any = None) -> None:
+            if filename.startswith(_PKG_DIR):
+                from gradtrace.runtime.frames import user_frame
+
+                f = user_frame(1)
+                if f is not None:
+                    filename, lineno, line = f.f_code.co_filename, f.f_lineno, None
+            orig(message, category, filename, lineno, file, line)
+
+        _RELOCATE[:] = [orig, showwarning]
+        warnings.showwarning = showwarning
+        return
+    _DEPTH[0] = max(0, _DEPTH[0] - 1)
+    if _DEPTH[0] == 0 and _RELOCATE:
+        orig, ours = _RELOCATE
+        if warnings.showwarning is ours:
+            warnings.showwarning = orig
+        _RELOCATE.clear()
+
+
+def active_tracer() -> Tracer | None:
+    """The innermost tracer currently active, if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 def trace() -> Tracer:
