@@ -1,0 +1,1 @@
+"""GT4xx: registration and optimizer wiring."""

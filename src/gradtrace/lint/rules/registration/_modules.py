@@ -1,0 +1,237 @@
+"""Shared facts for GT4xx: which classes are modules, which calls build modules, and where a
+function freezes or unfreezes parameters. Pure functions of the tree (cached per file/scope)."""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.flow import MODULE, NOT_MODULES
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.leaf._tensors import is_false, is_optimizer_call, is_true
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+# torch.nn layers that own parameters by default (ReLU, Dropout, pooling... own none)
+PARAM_LAYER_RE = re.compile(
+    r"^(Lazy)?(Linear|Bilinear|Conv\w*|BatchNorm\w*|SyncBatchNorm|LayerNorm|GroupNorm|RMSNorm|"
+    r"Embedding\w*|RNN|LSTM|GRU|RNNCell|LSTMCell|GRUCell|MultiheadAttention|Transformer\w*|"
+    r"PReLU)$")
+CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",
+                        "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Parameter",
+                        "torch.nn.Buffer"})
+MODEL_FACTORIES = ("torchvision.models.", "timm.create_model")
+
+
+def module_classes(ctx: Context) -> frozenset[str]:
+    """Names of the classes of this file that are ``nn.Module`` subclasses (transitively)."""
+    def make() -> frozenset[str]:
+        classes = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.ClassDef)]
+        known: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for c in classes:
+                if c.name not in known and _is_module_class(c, known, ctx):
+                    known.add(c.name)
+                    changed = True
+        return frozenset(known)
+    return ctx.memo("gt4-module-classes", ctx.tree, make)
+
+
+def _is_module_class(c: ast.ClassDef, known: set[str], ctx: Context) -> bool:
+    for b in c.bases:
+        q = ctx.qualified_name(b) or ""
+        last = q.rpartition(".")[2]
+        if (q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES) \
+                or last.endswith("Module") or last in known:
+            return True
+    return bool(c.bases) and any(isinstance(s, ast.FunctionDef) and s.name == "forward"
+                                 for s in c.body)
+
+
+def module_ctor(node: ast.AST, ctx: Context) -> bool:
+    """A call that builds a new module (``nn.Linear(...)``, ``MyNet()``, ``resnet50()``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    q = ctx.call_name(node) or ""
+    last = q.rpartition(".")[2]
+    if q.startswith("torch.nn.") and last[:1].isupper():
+        return q not in NOT_MODULES and q.count(".") == 2 or q.startswith("torch.nn.modules.")
+    if isinstance(node.func, ast.Name) and node.func.id in module_classes(ctx):
+        return True
+    return q.startswith(MODEL_FACTORIES) and last[:1].islower()
+
+
+def owns_params(node: ast.AST, ctx: Context) -> bool:
+    """Whether a module-building call surely or probably creates parameters."""
+    if not module_ctor(node, ctx):
+        return False
+    assert isinstance(node, ast.Call)
+    q = ctx.call_name(node) or ""
+    last = q.rpartition(".")[2]
+    if not q.startswith("torch.nn."):
+        return True
+    if q in ("torch.nn.Sequential", "torch.nn.ModuleList"):
+        return any(isinstance(a, ast.Starred) or owns_params(a, ctx) for a in node.args) or \
+            any(isinstance(a, (ast.List, ast.ListComp)) for a in node.args)
+    return bool(PARAM_LAYER_RE.match(last))
+
+
+def is_module_expr(scope: Scope, expr: ast.AST, line: int) -> bool:
+    """Whether ``expr`` (a name or ``self.x``) holds a module at ``line``."""
+    if scope.kind(expr, line) == MODULE:
+        return True
+    name = dotted(expr)
+    if name is None:
+        return False
+    b = scope.binding_before(name, line)
+    if b is not None and b.value is not None:
+        return module_ctor(b.value, scope.ctx)
+    if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+        return _iterates_modules(b.stmt, name)
+    return False
+
+
+def _iterates_modules(loop: ast.For | ast.AsyncFor, name: str) -> bool:
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)):
+        return False
+    m = it.func.attr
+    if m in ("modules", "children") and dotted(loop.target) == name:
+        return True
+    t = loop.target
+    return m in ("named_modules", "named_children") and isinstance(t, ast.Tuple) \
+        and len(t.elts) == 2 and dotted(t.elts[1]) == name
+
+
+@dataclass(frozen=True)
+class GradFlag:
+    """A statement that sets ``requires_grad`` on every parameter under ``root`` (or some)."""
+
+    stmt: ast.stmt
+    root: str            # dotted module spelling whose parameters are affected
+    value: bool
+    conditional: bool    # only some parameters (an ``if`` inside the loop)
+
+
+def grad_flags(scope: Scope) -> list[GradFlag]:
+    """Freeze/unfreeze statements of a scope, in source order (cached)."""
+    return scope.ctx.memo("gt4-grad-flags", scope.node, lambda: _grad_flags(scope))
+
+
+def _grad_flags(scope: Scope) -> list[GradFlag]:
+    out: list[GradFlag] = []
+    for s in scope.stmts:
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            got = _loop_flag(s)
+            if got is not None:
+                out.append(got)
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            call = s.value
+            f = call.func
+            if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+                root = dotted(f.value)
+                if root and is_module_expr(scope, f.value, s.lineno):
+                    value = not call.args or is_true(call.args[0])
+                    if call.args and not (is_true(call.args[0]) or is_false(call.args[0])):
+                        continue
+                    out.append(GradFlag(s, root, value, False))
+    return out
+
+
+def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("parameters", "named_parameters")):
+        return None
+    root = dotted(it.func.value)
+    t = loop.target
+    var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
+    if root is None or var is None:
+        return None
+    for s in loop.body:
+        got = _flag_value(s, var)
+        if got is not None:
+            return GradFlag(loop, root, got, False)
+    for s in ast.walk(loop):
+        if isinstance(s, ast.stmt) and s is not loop:
+            got = _flag_value(s, var)
+            if got is not None:
+                return GradFlag(loop, root, got, True)
+    return None
+
+
+def _flag_value(s: ast.AST, var: str) -> bool | None:
+    if isinstance(s, ast.Assign) and len(s.targets) == 1:
+        t = s.targets[0]
+        if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and dotted(t.value) == var:
+            return True if is_true(s.value) else False if is_false(s.value) else None
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+        f = s.value.func
+        if isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and dotted(f.value) == var:
+            args = s.value.args
+            return True if not args or is_true(args[0]) else False if is_false(args[0]) else None
+    return None
+
+
+def covers(root: str, name: str) -> bool:
+    """Whether the parameters of ``root`` include those of ``name`` (same or a submodule)."""
+    return name == root or name.startswith(root + ".")
+
+
+def param_sources(call: ast.Call) -> set[str]:
+    """Dotted receivers of ``.parameters()`` / ``.named_parameters()`` inside ``call``."""
+    out: set[str] = set()
+    for n in ast.walk(call):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in ("parameters", "named_parameters"):
+            r = dotted(n.func.value)
+            if r:
+                out.add(r)
+    return out
+
+
+@dataclass(frozen=True)
+class OptimizerBuild:
+    """``opt = torch.optim.X(<params>)`` in a scope."""
+
+    name: str
+    stmt: ast.stmt
+    call: ast.Call
+    sources: frozenset[str]
+
+
+def optimizer_builds(scope: Scope) -> list[OptimizerBuild]:
+    """Optimizer constructions bound to a name in this scope, in source order (cached)."""
+    def make() -> list[OptimizerBuild]:
+        out = []
+        for name, bs in scope.bindings.items():
+            for b in bs:
+                v = b.value
+                if isinstance(v, ast.Call) and is_optimizer_call(v, scope.ctx):
+                    srcs = set(param_sources(v))
+                    first = v.args[0] if v.args else None
+                    if isinstance(first, ast.Name):
+                        pb = scope.binding_before(first.id, b.line)
+                        if pb is not None and pb.value is not None:
+                            srcs |= param_sources(pb.value) if isinstance(pb.value, ast.Call) \
+                                else set()
+                    out.append(OptimizerBuild(name, b.stmt, v, frozenset(srcs)))
+        return sorted(out, key=lambda o: o.stmt.lineno)
+    return scope.ctx.memo("gt4-optimizers", scope.node, make)
+
+
+def step_lines(scope: Scope, opt: str) -> list[int]:
+    """Lines of ``opt.step(...)`` calls (also ``scaler.step(opt)``)."""
+    out = [m.stmt.lineno for m in scope.calls_to("step") if m.receiver == opt]
+    out += [m.stmt.lineno for m in scope.calls_to("step")
+            if m.call.args and dotted(m.call.args[0]) == opt]
+    return sorted(out)
+
+
+def rebound_between(scope: Scope, name: str, start: int, end: int) -> bool:
+    return any(start < b.line < end for b in scope.bindings.get(name, ()))

@@ -1,0 +1,348 @@
+"""GT401-GT403: learnable things a module holds but does not register."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import (
+    COPY_METHODS, grad_factory, is_parameter_call, made_non_leaf, nn_alias,
+)
+from gradtrace.lint.rules.registration._modules import (
+    CONTAINERS, module_classes, module_ctor, owns_params,
+)
+
+REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
+                               "register_buffer", "setattr"})
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    """``X`` for a target ``self.X``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _wrapped_attrs(ctx: Context) -> frozenset[str]:
+    """Attribute names passed (or starred) to an ``nn`` container or ``nn.Parameter`` anywhere."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for n in ast.walk(ctx.tree):
+            if isinstance(n, ast.Call):
+                if (ctx.call_name(n) or "") in CONTAINERS or (
+                        isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERING_CALLS):
+                    for a in [*n.args, *(k.value for k in n.keywords)]:
+                        out.update(x.attr for x in ast.walk(a) if isinstance(x, ast.Attribute))
+        return frozenset(out)
+    return ctx.memo("gt4-wrapped-attrs", ctx.tree, make)
+
+
+def _registers_dynamically(cls: ast.ClassDef) -> bool:
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in ("add_module", "register_module", "register_parameter", "setattr"):
+                return True
+    return False
+
+
+def _learnable(e: ast.AST, ctx: Context) -> str | None:
+    """"module" / "parameter" when ``e`` builds a module with parameters / a parameter."""
+    if owns_params(e, ctx):
+        return "module"
+    if is_parameter_call(e, ctx) or grad_factory(e, ctx) is not None:
+        return "parameter"
+    return None
+
+
+def _elements(value: ast.AST) -> tuple[str, list[ast.AST]] | None:
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return "list", list(value.elts)
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return "list", [value.elt]
+    if isinstance(value, ast.Dict):
+        return "dict", [v for v in value.values if v is not None]
+    if isinstance(value, ast.DictComp):
+        return "dict", [value.value]
+    return None
+
+
+def _is_empty(value: ast.AST) -> str | None:
+    if isinstance(value, ast.List) and not value.elts:
+        return "list"
+    if isinstance(value, ast.Dict) and not value.keys:
+        return "dict"
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and not value.args \
+            and not value.keywords and value.func.id in ("list", "dict"):
+        return value.func.id
+    return None
+
+
+class ModulesInPlainContainer(Rule):
+    """Layers or parameters kept in a plain Python list/dict on a module are not registered.
+
+    Why: `nn.Module.__setattr__` registers `nn.Module` and `nn.Parameter` values, not lists
+    or dicts of them (PYTORCH_FACTS A11). The layers in `self.layers = [nn.Linear(...), ...]`
+    are missing from `parameters()`, `state_dict()`, `.to(device)` and so from the optimizer:
+    they never train and are not saved. Use `nn.ModuleList` / `nn.ModuleDict` (or
+    `nn.ParameterList` / `nn.ParameterDict`).
+    Known limits: only containers filled with layers that own parameters (or with parameters)
+    in the same class; a list wrapped later in `nn.ModuleList(...)`/`nn.Sequential(*...)`, or a
+    class that registers with `add_module`/`setattr`, is left alone.
+    """
+
+    code = "GT401"
+    name = "modules-in-plain-container"
+    message = ("`self.{attr}` is a plain Python {kind} of {what}: they are not registered, so "
+               "`parameters()`, `state_dict()` and `.to()` miss them; use `nn.{cls}`")
+    fix_title = "Wrap the container in `nn.ModuleList`/`nn.ModuleDict`/`nn.ParameterList`"
+    fix_safety = "unsafe"
+    triggers = ("Module", "forward")
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            class MLP(nn.Module):
+                def __init__(self, sizes):
+                    super().__init__()
+                    self.layers = [nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+            """, fixed="""
+            import torch.nn as nn
+            class MLP(nn.Module):
+                def __init__(self, sizes):
+                    super().__init__()
+                    self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+            """, at=(5, 8)),
+        Bad("""
+            import torch.nn as nn
+            class Heads(nn.Module):
+                def __init__(self, tasks):
+                    super().__init__()
+                    self.heads = {}
+                    for t in tasks:
+                        self.heads[t] = nn.Linear(64, 1)
+            """, fixed="""
+            import torch.nn as nn
+            class Heads(nn.Module):
+                def __init__(self, tasks):
+                    super().__init__()
+                    self.heads = nn.ModuleDict()
+                    for t in tasks:
+                        self.heads[t] = nn.Linear(64, 1)
+            """, at=(5, 8)),
+        Good("""
+            import torch.nn as nn
+            class MLP(nn.Module):
+                def __init__(self, sizes):
+                    super().__init__()
+                    layers = [nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+                    self.net = nn.Sequential(*layers)
+                    self.blocks = [nn.Linear(4, 4), nn.Linear(4, 4)]
+                    self.blocks = nn.ModuleList(self.blocks)
+                    self.acts = [nn.ReLU(), nn.GELU()]
+                    self.sizes = [1, 2, 3]
+                    self.anchors = [torch.zeros(4), torch.ones(4)]
+                    self.fc = nn.Linear(4, 4)
+                    self.order = [self.fc, self.net]
+            class Config:
+                def __init__(self):
+                    self.layers = [nn.Linear(2, 2)]
+            """),
+    ]
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        if node.name not in module_classes(ctx) or _registers_dynamically(node):
+            return
+        wrapped = _wrapped_attrs(ctx)
+        assigns: dict[str, list[ast.Assign]] = {}
+        fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
+        for n in ast.walk(node):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1:
+                t = n.targets[0]
+                attr = _self_attr(t)
+                if attr is not None:
+                    assigns.setdefault(attr, []).append(n)
+                elif isinstance(t, ast.Subscript) and _self_attr(t.value):
+                    fills.setdefault(_self_attr(t.value), []).append((n, n.value))  # type: ignore[arg-type]
+            elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) \
+                    and isinstance(n.value.func, ast.Attribute) \
+                    and n.value.func.attr in ("append", "extend", "insert", "update") \
+                    and _self_attr(n.value.func.value) and n.value.args:
+                fills.setdefault(_self_attr(n.value.func.value), []).append(  # type: ignore[arg-type]
+                    (n, n.value.args[-1]))
+        for attr, stmts in assigns.items():
+            if attr in wrapped or len(stmts) != 1:
+                continue
+            yield from self._check(stmts[0], attr, fills.get(attr, []), ctx)
+
+    def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
+               ctx: Context) -> Iterator[Finding]:
+        value = stmt.value
+        related: list[Related] = []
+        got = _elements(value) if _is_empty(value) is None else None
+        if got is not None:
+            kind, elts = got
+        else:
+            empty = _is_empty(value)
+            if empty is None or not fills:
+                return
+            kind = empty
+            elts = []
+            for s, v in fills:
+                inner = _elements(v)
+                elts.extend(inner[1] if inner else [v])
+                related.append(Related(ctx.path, s.lineno, f"`self.{attr}` is filled here",
+                                       ctx.column(s)))
+        learn = {_learnable(e, ctx) for e in elts} - {None}
+        if not learn:
+            return
+        what = "layers" if "module" in learn else "parameters"
+        cls = ("Module" if what == "layers" else "Parameter") + ("List" if kind == "list" else "Dict")
+        nn = nn_alias(ctx)
+        fix = None
+        if nn is not None and not (kind == "dict" and isinstance(value, ast.Dict) and any(
+                not (isinstance(k, ast.Constant) and isinstance(k.value, str)) for k in value.keys)):
+            src = ctx.source(value)
+            inner = "" if _is_empty(value) else (f"[{src[1:-1]}]" if isinstance(
+                value, (ast.Tuple, ast.GeneratorExp)) and src.startswith("(") else src)
+            fix = self.fix(ctx.edit(value, f"{nn}.{cls}({inner})"))
+        yield self.report(stmt, ctx, related=related[:1], fix=fix, attr=attr, kind=kind,
+                          what=what, cls=cls)
+
+
+class LearnableTensorAsPlainAttribute(Rule):
+    """A tensor created with `requires_grad=True` is stored on a module as a plain attribute.
+
+    Why: only `nn.Parameter` values (and submodules) are registered by `nn.Module.__setattr__`
+    (PYTORCH_FACTS A11). A plain tensor attribute gets `.grad` but is missing from
+    `parameters()` (so from the optimizer: it never changes), from `state_dict()` and from
+    `.to(device)`. Use `self.w = nn.Parameter(torch.randn(...))`; for a constant, use
+    `self.register_buffer(...)`.
+    Known limits: only tensors made with `requires_grad=True` in a method of an `nn.Module`
+    subclass of the same file.
+    """
+
+    code = "GT402"
+    name = "learnable-tensor-as-plain-attribute"
+    message = ("`self.{attr}` requires grad but is a plain tensor attribute, not an "
+               "`nn.Parameter`: it is not in `parameters()`, `state_dict()` or `.to()`")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Scale(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.gamma = torch.ones(n, requires_grad=True)
+                def forward(self, x):
+                    return x * self.gamma
+            """, at=(6, 8)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Scale(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.gamma = nn.Parameter(torch.ones(n))
+                    self.register_buffer("mask", torch.ones(n))
+                    self.table = torch.arange(n)
+                def forward(self, x):
+                    return x * self.gamma * self.mask
+            class Probe:
+                def __init__(self):
+                    self.delta = torch.zeros(3, requires_grad=True)
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+            return
+        attr = _self_attr(node.targets[0])
+        cls = ctx.class_def
+        if attr is None or cls is None or ctx.function is None:
+            return
+        if grad_factory(node.value, ctx) is None and made_non_leaf(node.value, ctx) is None:
+            return
+        if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx):
+            return
+        yield self.report(node, ctx, attr=attr)
+
+
+class ParameterMovedAfterWrapping(Rule):
+    """`nn.Parameter(t).to(device)` (or `.cuda()`, `.double()`) returns a plain tensor.
+
+    Why: `.to()` / `.cuda()` / `.double()` that really move or cast return a new tensor
+    computed from the Parameter: a non-leaf plain `Tensor`, not an `nn.Parameter`. Assigned to
+    a module it is not registered (`named_parameters()` misses it); given to an optimizer it
+    raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). Move the
+    data first: `nn.Parameter(t.to(device))`.
+    Known limits: a move to the device/dtype the tensor already has returns the Parameter
+    itself, so the bug only shows on the other device; the rule reports it anyway.
+    """
+
+    code = "GT403"
+    name = "parameter-moved-after-wrapping"
+    message = ("`{expr}` returns a plain non-leaf tensor copy when it moves or casts, not an "
+               "`nn.Parameter`: it is not registered and cannot be optimized")
+    fix_title = "Move the data before wrapping: `nn.Parameter(t.to(...))`"
+    fix_safety = "safe"
+    triggers = ("Parameter",)
+    examples = [
+        Bad("""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self, device):
+                    super().__init__()
+                    self.w = nn.Parameter(torch.randn(3, 3)).to(device)
+            """, fixed="""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self, device):
+                    super().__init__()
+                    self.w = nn.Parameter(torch.randn(3, 3).to(device))
+            """, at=(6, 17)),
+        Good("""
+            import torch
+            from torch import nn
+            w = nn.Parameter(torch.randn(3, 3).to(device))
+            b = nn.Parameter(torch.zeros(3, device=device))
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr in COPY_METHODS):
+            return
+        inner = f.value
+        if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args:
+            return
+        data = inner.args[0]
+        if isinstance(data, ast.Starred):
+            return
+        dsrc = ctx.source(data)
+        if not isinstance(data, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            dsrc = f"({dsrc})"
+        margs = [ctx.source(a) for a in node.args] + \
+            [f"{k.arg}={ctx.source(k.value)}" if k.arg else f"**{ctx.source(k.value)}"
+             for k in node.keywords]
+        rest = [ctx.source(a) for a in inner.args[1:]] + \
+            [f"{k.arg}={ctx.source(k.value)}" for k in inner.keywords if k.arg]
+        moved = f"{dsrc}.{f.attr}({', '.join(margs)})"
+        new = f"{ctx.source(inner.func)}({', '.join([moved, *rest])})"
+        yield self.report(node, ctx, fix=self.fix(ctx.edit(node, new)),
+                          expr=f"nn.Parameter(...).{f.attr}()")
