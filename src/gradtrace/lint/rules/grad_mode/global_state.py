@@ -1,0 +1,170 @@
+"""GT203: `torch.set_grad_enabled(False)` called as a statement and never turned back on."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode._deps import sink_loss
+
+SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                     "torch.autograd.grad_mode.set_grad_enabled", "torch._C._set_grad_enabled"})
+
+
+def _flag(call: ast.Call) -> ast.expr | None:
+    if call.args:
+        return call.args[0]
+    for k in call.keywords:
+        if k.arg in ("mode", "enabled"):
+            return k.value
+    return None
+
+
+def _is_false(e: ast.expr | None) -> bool:
+    return isinstance(e, ast.Constant) and e.value is False
+
+
+class SetGradEnabledNeverRestored(Rule):
+    """`torch.set_grad_enabled(False)` is called as a statement and grad is never turned back on.
+
+    Why: called as a plain function, `torch.set_grad_enabled(False)` switches grad mode off
+    for the rest of the thread, not for a block (PYTORCH_FACTS B1, B2). Every later forward
+    records no graph, so the training step's `loss.backward()` raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`.
+    Use `with torch.no_grad():` (or `with torch.set_grad_enabled(flag):`) around the code that
+    needs it, or restore the previous mode. A script that only runs inference, and a call that
+    is undone later (`torch.set_grad_enabled(True)`, `set_grad_enabled(prev)`), are fine.
+    Known limits: the training must be visible in the same file (a `backward()` after the call,
+    in a caller, or anywhere in the file for a module-level call).
+    """
+
+    code = "GT203"
+    name = "set-grad-enabled-never-restored"
+    message = ("`{call}` turns grad off for the rest of the thread and nothing turns it back on; "
+               "`{sink}` (line {line}) then has no graph to differentiate")
+    triggers = ("set_grad_enabled",)
+    examples = [
+        Bad("""
+            import torch
+
+            def evaluate(model, loader):
+                model.eval()
+                torch.set_grad_enabled(False)
+                return sum((model(x).argmax(-1) == y).sum().item() for x, y in loader)
+
+            def fit(model, train, val, opt, criterion):
+                for epoch in range(10):
+                    model.train()
+                    for x, y in train:
+                        loss = criterion(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                    evaluate(model, val)
+            """, at=(5, 4)),
+        Good("""
+            import torch
+
+            def evaluate(model, loader):
+                prev = torch.is_grad_enabled()
+                torch.set_grad_enabled(False)
+                try:
+                    return sum(model(x).sum().item() for x in loader)
+                finally:
+                    torch.set_grad_enabled(prev)
+
+            def fit(model, loader, opt):
+                for x in loader:
+                    model(x).sum().backward()
+                    opt.step()
+                evaluate(model, loader)
+            """),
+        Good("""
+            import torch
+
+            def run(model, loader, opt, is_training):
+                torch.set_grad_enabled(is_training)
+                for x in loader:
+                    loss = model(x).sum()
+                    if is_training:
+                        loss.backward()
+                        opt.step()
+            """),
+        Good("""
+            import torch
+
+            torch.set_grad_enabled(False)
+            model = torch.hub.load("repo", "model")
+            print(model(torch.randn(1, 3, 224, 224)).argmax())
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if not isinstance(ctx.parent, ast.Expr) or ctx.qualified_name(node.func) not in SETTERS:
+            return
+        if not _is_false(_flag(node)) or ctx.grad_disabled is not None:
+            return
+        if _restored(ctx):
+            return
+        fn = ctx.function
+        sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0)
+        if sink is None and fn is not None:
+            sink = _sink_in_callers(fn, ctx)
+        if sink is None:
+            return
+        related = (Related(ctx.path, sink.lineno,
+                           f"`{ctx.source(sink)}` runs with grad still off", ctx.column(sink)),)
+        yield self.report(node, ctx, related=related, call=ctx.source(node),
+                          sink=ctx.source(sink), line=sink.lineno)
+
+
+def _restored(ctx: Context) -> bool:
+    """Any call in the file that can turn grad back on (True, a variable, enable_grad())."""
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Call):
+            q = ctx.qualified_name(n.func)
+            if q in SETTERS and not _is_false(_flag(n)) or q == "torch.enable_grad":
+                return True
+    return False
+
+
+def _calls(body_owner: ast.AST) -> Iterator[ast.Call]:
+    for n in ast.walk(body_owner):
+        if isinstance(n, ast.Call):
+            yield n
+
+
+def _sink_after(owner: ast.AST, line: int) -> ast.Call | None:
+    for c in sorted(_calls(owner), key=lambda c: (c.lineno, c.col_offset)):
+        if c.lineno > line and sink_loss(c) is not None:
+            return c
+    return None
+
+
+def _sink_in_callers(fn: ast.AST, ctx: Context) -> ast.Call | None:
+    """A backward call that follows a call of ``fn`` in another function of the file."""
+    name = getattr(fn, "name", "")
+    for other in ast.walk(ctx.tree):
+        if not isinstance(other, FUNCTION_TYPES) or other is fn:
+            continue
+        for c in _calls(other):
+            callee = dotted(c.func) or ""
+            if callee in (name, "self." + name):
+                sink = _sink_after(other, c.lineno) or _sink_in_loop_before(other, c)
+                if sink is not None:
+                    return sink
+    return None
+
+
+def _sink_in_loop_before(fn: ast.AST, call: ast.Call) -> ast.Call | None:
+    """A backward earlier in a loop that also contains ``call`` (runs again next iteration)."""
+    for loop in ast.walk(fn):
+        if isinstance(loop, (ast.For, ast.While, ast.AsyncFor)) and \
+                loop.lineno <= call.lineno <= (loop.end_lineno or 0):
+            for c in _calls(loop):
+                if c.lineno < call.lineno and sink_loss(c) is not None:
+                    return c
+    return None

@@ -1,0 +1,208 @@
+"""GT204: a tensor made under `inference_mode()` saved for backward by the training step."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode._deps import (
+    LIVE_MULT, SAVES_INPUT_FUNCS, HelperIndex, Tracer, is_inference_function, is_loss_callee,
+    sink_loss)
+
+TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_loss",
+                            "loss", "step", "train_batch", "fit_batch"})
+INFERENCE_ERROR = "`RuntimeError: Inference tensors cannot be saved for backward`"
+
+
+def _inference_off(ctx: Context) -> ast.AST | None:
+    """The enclosing ``inference_mode()`` with/decorator that is in force here, or None."""
+    off = ctx.grad_disabled
+    if off is None:
+        return None
+    exprs = [i.context_expr for i in off.items] if isinstance(off, (ast.With, ast.AsyncWith)) \
+        else [off]
+    return off if any(grad_mode_of(e, ctx.imports) == "inference" for e in exprs) else None
+
+
+class InferenceTensorInTraining(Rule):
+    """A tensor created under `torch.inference_mode()` is saved for backward by training code.
+
+    Why: results made under `inference_mode` are *inference tensors*. Unlike `no_grad`
+    results, they may not take part in autograd: an op that saves one for backward (a layer,
+    a product, a loss) raises
+    `RuntimeError: Inference tensors cannot be saved for backward. ...` (PYTORCH_FACTS 2n).
+    This bites features precomputed under `inference_mode` and fed to a trainable head, and
+    caches (`self.table`, a global dict) first filled by an `inference_mode` evaluation and
+    reused by the training forward. Use `torch.no_grad()` there, or `.clone()` the tensor
+    outside `inference_mode`.
+    Known limits: a cache filled lazily by a forward that some caller wraps in
+    `inference_mode` is only visible at runtime (`gradtrace run`); only uses that save the
+    tensor (layer input, `*`, `@`, loss argument) are reported, since `+` and `cat` do not.
+    """
+
+    code = "GT204"
+    name = "inference-tensor-in-training"
+    message = ("`{value}` is made under `{mode}` (an inference tensor) and `{use}` (line {line}) "
+               "saves it for backward in training code")
+    triggers = ("inference_mode", "backward")
+    examples = [
+        Bad("""
+            import torch
+
+            def train(backbone, head, loader, opt, criterion):
+                for x, y in loader:
+                    with torch.inference_mode():
+                        feats = backbone(x)
+                    loss = criterion(head(feats), y)
+                    loss.backward()
+                    opt.step()
+            """, at=(5, 8)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            class Rotary(nn.Module):
+                @torch.inference_mode()
+                def build(self, n):
+                    self.cos = torch.cos(torch.arange(n)[:, None] * self.freq)
+
+                def forward(self, q):
+                    return q * self.cos[: q.shape[0]]
+            """, at=(7, 8)),
+        Good("""
+            import torch
+
+            def train(backbone, head, loader, opt, criterion):
+                for x, y in loader:
+                    with torch.no_grad():
+                        feats = backbone(x)
+                    loss = criterion(head(feats), y)
+                    loss.backward()
+                    opt.step()
+            """),
+        Good("""
+            import torch
+            from torch import nn
+
+            class Model(nn.Module):
+                @torch.inference_mode()
+                def predict(self, x):
+                    self.last = self.net(x)
+                    return self.last.argmax(-1)
+
+                def forward(self, x):
+                    return self.net(x) + self.bias
+            """),
+    ]
+
+    # -- local: features made under inference_mode feed a trainable op ------------------------
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if "inference_mode" not in ctx.text or sink_loss(node) is None \
+                or ctx.grad_disabled is not None:
+            return
+        helpers = self.__dict__.get("_helpers") or self.__dict__.setdefault(
+            "_helpers", HelperIndex(ctx))
+        deps = Tracer(ctx, ctx.scope(), helpers).trace(sink_loss(node), node.lineno)  # type: ignore[arg-type]
+        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        for use, dead in deps.consumers:
+            if id(dead.off) in seen:
+                continue
+            seen.add(id(dead.off))
+            s = ctx.scope().statement_of(dead.expr)
+            value = ctx.source(s.targets[0]) if isinstance(s, ast.Assign) else ctx.source(dead.expr)
+            related = (Related(ctx.path, use.lineno, f"`{ctx.source(use)}` saves it for backward",  # type: ignore[attr-defined]
+                               ctx.column(use)),
+                       Related(ctx.path, node.lineno, f"`{ctx.source(node)}` raises "
+                               f"{INFERENCE_ERROR} here", ctx.column(node)))
+            yield self.report(dead.off, ctx, related=related, value=value,
+                              mode=_mode_text(dead.off, ctx), use=ctx.source(use),
+                              line=use.lineno)  # type: ignore[attr-defined]
+
+    # -- cached: self.<attr> filled under inference_mode, used by the training forward ---------
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        yield from self._cache_store(node, node.targets, node.value, ctx)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign, ctx: Context) -> Iterator[Finding]:
+        if node.value is not None:
+            yield from self._cache_store(node, [node.target], node.value, ctx)
+
+    def _cache_store(self, node: ast.stmt, targets: list[ast.expr], value: ast.expr,
+                     ctx: Context) -> Iterator[Finding]:
+        if ctx.grad_disabled is None or ctx.class_def is None:
+            return
+        off = _inference_off(ctx)
+        if off is None or not _makes_tensor(value):
+            return
+        for t in targets:
+            base = t.value if isinstance(t, ast.Subscript) else t
+            attr = dotted(base)
+            if not attr or not attr.startswith("self.") or attr.count(".") != 1:
+                continue
+            use = _saving_use(ctx.class_def, attr, ctx.function, ctx)
+            if use is None:
+                continue
+            fn, expr = use
+            related = (Related(ctx.path, off.lineno, "inference mode is turned on here",  # type: ignore[attr-defined]
+                               ctx.column(off)),
+                       Related(ctx.path, expr.lineno, f"`{fn.name}` saves `{attr}` for backward "  # type: ignore[attr-defined]
+                               f"here: {INFERENCE_ERROR}", ctx.column(expr)))
+            yield self.report(node, ctx, related=related, value=attr,
+                              mode=_mode_text(off, ctx), use=ctx.source(expr),
+                              line=expr.lineno)  # type: ignore[attr-defined]
+            return
+
+
+def _mode_text(off: ast.AST, ctx: Context) -> str:
+    if isinstance(off, (ast.With, ast.AsyncWith)):
+        return ctx.source(off.items[0].context_expr)
+    return "@" + ctx.source(off)
+
+
+def _makes_tensor(value: ast.expr) -> bool:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in ("item", "tolist", "numpy", "clone") and not value.args:
+        return value.func.attr == "clone"  # a clone under inference_mode is still one
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+            and value.func.id in ("int", "float", "bool", "len", "str", "list", "dict", "tuple"):
+        return False
+    return any(isinstance(n, (ast.Call, ast.BinOp)) for n in ast.walk(value))
+
+
+def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
+                ctx: Context) -> tuple[ast.AST, ast.AST] | None:
+    """A training method of ``cls`` whose code saves ``self.<attr>`` for backward."""
+    for fn in cls.body:
+        if not isinstance(fn, FUNCTION_TYPES) or fn is store_fn or is_inference_function(fn, ctx):
+            continue
+        if fn.name not in TRAINING_NAMES and not any(
+                isinstance(c, ast.Call) and sink_loss(c) is not None for c in ast.walk(fn)):
+            continue
+        for n in ast.walk(fn):
+            hit = _saves(n, attr, ctx)
+            if hit is not None:
+                return fn, hit
+    return None
+
+
+def _is_attr(e: ast.AST, attr: str) -> bool:
+    while isinstance(e, ast.Subscript) or (
+            isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+            and e.func.attr in ("to", "type_as", "view", "reshape", "expand", "unsqueeze")):
+        e = e.value if isinstance(e, ast.Subscript) else e.func.value  # type: ignore[attr-defined]
+    return dotted(e) == attr
+
+
+def _saves(n: ast.AST, attr: str, ctx: Context) -> ast.AST | None:
+    if isinstance(n, ast.BinOp) and isinstance(n.op, LIVE_MULT):
+        if (_is_attr(n.left, attr) and not isinstance(n.right, ast.Constant)) or \
+                (_is_attr(n.right, attr) and not isinstance(n.left, ast.Constant)):
+            return n
+    if isinstance(n, ast.Call) and any(_is_attr(a, attr) for a in n.args):
+        q = ctx.qualified_name(n.func) or ""
+        last = q.rpartition(".")[2]
+        if last in SAVES_INPUT_FUNCS or is_loss_callee(ctx, n.func):
+            return n
+    return None
