@@ -31,10 +31,12 @@ def analyze(tracks: Iterable[Track]) -> list[Finding]:
         out.extend(_nonfinite(t))
         out.extend(_never_graded(t, dead_modules))
         out.extend(_not_in_optimizer(t))
-        out.extend(_depth(t))
+        depth = list(_depth(t))
+        out.extend(depth)
         out.extend(_growth(t))
         out.extend(f for _, f in _dead(t))
-        out.extend(_stalled(t))
+        vanishing = any(f.code == "GT852" for f in depth)
+        out.extend(_stalled(t, only_if_all=vanishing))
     return out
 
 
@@ -234,11 +236,15 @@ def _dead(t: Track) -> list[tuple[str, Finding]]:
 
 
 # ------------------------------------------------------------------------- GT855
-def _stalled(t: Track) -> Iterator[Finding]:
+def _stalled(t: Track, only_if_all: bool = False) -> Iterator[Finding]:
+    """GT855; with ``only_if_all`` (vanishing already reported, which explains tiny updates
+    of the early layers) only when no trainable parameter moves at all."""
     idx = [i for i, (p, s) in enumerate(zip(t.params, t.summaries))
            if p.in_optimizer and s.updated_steps >= STALL_MIN_STEPS
            and s.zero_update_steps == s.updated_steps]
-    if not idx:
+    moving = [i for i, (p, s) in enumerate(zip(t.params, t.summaries))
+              if p.in_optimizer and s.updated_steps > s.zero_update_steps]
+    if not idx or (only_if_all and moving):
         return
     names = ", ".join(f"`{t.params[i].name}`" for i in idx[:6]) + (" ..." if len(idx) > 6
                                                                    else "")
