@@ -1,0 +1,319 @@
+"""GT404-GT406: the optimizer does not hold the parameters that are trained."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import MODULE, Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import is_optimizer_call, is_parameter_call, is_true, keyword
+from gradtrace.lint.rules.registration._modules import (
+    OptimizerBuild, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
+)
+
+CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
+                       "len", "enumerate", "zip", "map", "filter", "dict", "next"})
+
+
+def _stale_optimizer(scope: Scope, target: str, line: int) -> tuple[OptimizerBuild, int] | None:
+    """An optimizer built before ``line`` from ``target``'s parameters and stepped after it."""
+    for opt in optimizer_builds(scope):
+        if opt.stmt.lineno >= line or not any(
+                covers(target, s) or covers(s, target) for s in opt.sources):
+            continue
+        for step in step_lines(scope, opt.name):
+            if step > line and not rebound_between(scope, opt.name, opt.stmt.lineno, step):
+                if not any(line < m.stmt.lineno < step for m in scope.calls_to("add_param_group")
+                           if m.receiver == opt.name):
+                    return opt, step
+    return None
+
+
+class ModelRecreatedAfterOptimizer(Rule):
+    """The model (a submodule, a parameter) is replaced after the optimizer was built from it.
+
+    Why: an optimizer holds the parameter *objects* it was given. `model = Net()`,
+    `model = copy.deepcopy(model)`, `model.fc = nn.Linear(...)`, `layer.weight =
+    nn.Parameter(...)` or `model.load_state_dict(sd, assign=True)` after
+    `opt = SGD(model.parameters())` leave the optimizer updating the old tensors: the new
+    ones get gradients but never change, silently (PYTORCH_FACTS 2j1-j3). Default
+    `load_state_dict` and `.to()` keep identity and are fine. Build the optimizer after the
+    model is final (or `opt.add_param_group(...)` for a new head).
+    Known limits: the optimizer must be built and stepped in the same function.
+    """
+
+    code = "GT404"
+    name = "model-recreated-after-optimizer"
+    message = ("`{target}` is replaced after the optimizer `{opt}` was built from its parameters "
+               "(line {opt_line}): `{opt}.step()` keeps updating the old tensors")
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            import torchvision
+            model = torchvision.models.resnet18(weights="DEFAULT")
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            model.fc = torch.nn.Linear(512, 10)
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            """, at=(5, 0)),
+        Bad("""
+            import copy
+            import torch
+            def train(model, loader):
+                opt = torch.optim.Adam(model.parameters())
+                model = copy.deepcopy(model)
+                for x, y in loader:
+                    model(x).sum().backward()
+                    opt.step()
+            """, at=(5, 4)),
+        Good("""
+            import torch
+            model = Net()
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            model = model.to("cuda")
+            model.load_state_dict(torch.load("ckpt.pt"))
+            model = torch.nn.DataParallel(model)
+            for x, y in loader:
+                model(x).sum().backward()
+                opt.step()
+            """),
+        Good("""
+            import torch
+            for fold in range(5):
+                model = Net()
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                for x, y in loader:
+                    model(x).sum().backward()
+                    opt.step()
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if len(node.targets) != 1 or not isinstance(node.value, ast.Call):
+            return
+        target = dotted(node.targets[0])
+        if target is None or not self._new_object(node.value, target, ctx):
+            return
+        yield from self._report(node, target, ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                and call.func.attr == "load_state_dict" and is_true(keyword(call, "assign")):
+            target = dotted(call.func.value)
+            if target:
+                yield from self._report(node, target, ctx)
+
+    def _new_object(self, value: ast.Call, target: str, ctx: Context) -> bool:
+        root = target.partition(".")[0]
+        q = ctx.call_name(value) or ""
+        if q == "copy.deepcopy":
+            return True
+        if root in {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}:
+            return False  # a wrapper of the same model (DataParallel, compile, .to())
+        if "." in target and is_parameter_call(value, ctx):
+            return True
+        if module_ctor(value, ctx):
+            return True
+        if q == "torch.load" and "." not in target:
+            b = ctx.scope().binding_before(target, value.lineno)
+            return b is not None and b.kind == MODULE
+        return False
+
+    def _report(self, node: ast.stmt, target: str, ctx: Context) -> Iterator[Finding]:
+        if not optimizer_builds(ctx.scope()):
+            return
+        got = _stale_optimizer(ctx.scope(), target, node.lineno)
+        if got is None:
+            return
+        opt, step = got
+        related = [Related(ctx.path, opt.stmt.lineno, f"`{opt.name}` is built here",
+                           ctx.column(opt.stmt)),
+                   Related(ctx.path, step, f"`{opt.name}.step()` updates the old parameters")]
+        yield self.report(node, ctx, related=related, target=target, opt=opt.name,
+                          opt_line=opt.stmt.lineno)
+
+
+def _consumer(stmt: ast.stmt, name: str) -> ast.AST | None:
+    """The node in ``stmt`` that iterates over ``name`` (a for, comprehension, list(...))."""
+    for n in ast.walk(stmt):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) \
+                and isinstance(n.iter, ast.Name) and n.iter.id == name:
+            return n.iter
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CONSUMERS \
+                and any(isinstance(a, ast.Name) and a.id == name for a in n.args):
+            return n
+        if isinstance(n, ast.Starred) and isinstance(n.value, ast.Name) and n.value.id == name:
+            return n
+    return None
+
+
+class ParametersGeneratorConsumed(Rule):
+    """The `model.parameters()` generator is iterated before it reaches the optimizer.
+
+    Why: `parameters()` returns a one-shot generator. Counting or logging through it
+    (`sum(p.numel() for p in params)`, `list(params)`) exhausts it, so
+    `torch.optim.SGD(params)` gets nothing and raises `ValueError: optimizer got an empty
+    parameter list` (PYTORCH_FACTS 2j5), or silently fewer parameters when it was only
+    partly consumed. Make a list once: `params = list(model.parameters())`.
+    Known limits: the generator, its consumer and the optimizer must be in one function.
+    """
+
+    code = "GT405"
+    name = "parameters-generator-consumed"
+    message = ("`{name}` (a one-shot generator from `{src}`) is consumed here, before the "
+               "optimizer at line {opt_line} receives it: the optimizer gets an empty or "
+               "partial parameter list")
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            params = model.parameters()
+            print("parameters:", sum(p.numel() for p in params))
+            opt = torch.optim.SGD(params, lr=0.1)
+            """, at=(3, 0)),
+        Good("""
+            import torch
+            params = list(model.parameters())
+            print("parameters:", sum(p.numel() for p in params))
+            opt = torch.optim.SGD(params, lr=0.1)
+            """),
+        Good("""
+            import torch
+            params = model.parameters()
+            opt = torch.optim.SGD(params, lr=0.1)
+            print(sum(p.numel() for p in model.parameters()))
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if not node.args or not isinstance(node.args[0], ast.Name) \
+                or not is_optimizer_call(node, ctx):
+            return
+        name = node.args[0].id
+        scope = ctx.scope()
+        b = scope.binding_before(name, node.lineno)
+        if b is None or not self._generator(b.value, ctx):
+            return
+        for s in scope.stmts:
+            if b.line < s.lineno < node.lineno and not isinstance(
+                    s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)):
+                c = _consumer(s, name)
+                if c is not None:
+                    related = [Related(ctx.path, node.lineno, "the optimizer receives the "
+                                       "exhausted generator here")]
+                    yield self.report(s, ctx, related=related, name=name,
+                                      src=ctx.source(b.value), opt_line=node.lineno)
+                    return
+
+    @staticmethod
+    def _generator(value: ast.AST | None, ctx: Context) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        f = value.func
+        if isinstance(f, ast.Attribute) and f.attr in ("parameters", "named_parameters"):
+            return True
+        q = ctx.call_name(value) or ""
+        return q in ("filter", "map", "itertools.chain") and any(
+            isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
+            and a.func.attr in ("parameters", "named_parameters") for a in value.args)
+
+
+ROLE_G = frozenset({"g", "gen", "generator", "netg", "modelg", "gnet"})
+ROLE_D = frozenset({"d", "disc", "discriminator", "netd", "modeld", "dnet", "critic"})
+
+
+def _role(name: str) -> str | None:
+    toks = {t.lower() for t in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)}
+    toks |= {name.lower().replace("_", "")}
+    g, d = bool(toks & ROLE_G), bool(toks & ROLE_D)
+    return "g" if g and not d else "d" if d and not g else None
+
+
+class OptimizersShareParameters(Rule):
+    """Two optimizers are given the same parameters, or each other's (GAN G/D swapped).
+
+    Why: each optimizer steps every parameter it holds. `opt_g = Adam(D.parameters())` with
+    `opt_d = Adam(G.parameters())` trains each network with the other's loss; two optimizers
+    over `model.parameters()` both stepped update the same weights twice per batch. PyTorch
+    raises nothing.
+    Known limits: both optimizers must be built and stepped in one function; swaps are found
+    from G/D names (`netG`, `opt_d`, `discriminator`).
+    """
+
+    code = "GT406"
+    name = "optimizers-share-parameters"
+    message = "{detail}"
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            opt_g = torch.optim.Adam(netD.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            for x in loader:
+                opt_d.step()
+                opt_g.step()
+            """, at=(3, 0)),
+        Bad("""
+            import torch
+            opt_a = torch.optim.SGD(model.parameters(), lr=0.1)
+            opt_b = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for x in loader:
+                model(x).sum().backward()
+                opt_a.step()
+                opt_b.step()
+            """, at=(3, 0)),
+        Good("""
+            import torch
+            opt_g = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(netD.parameters(), lr=2e-4)
+            if args.sgd:
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            else:
+                optimizer = torch.optim.Adam(model.parameters())
+            for x in loader:
+                opt_d.step()
+                opt_g.step()
+                optimizer.step()
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if not isinstance(node.value, ast.Call) or not is_optimizer_call(node.value, ctx):
+            return
+        scope = ctx.scope()
+        builds = optimizer_builds(scope)
+        me = next((o for o in builds if o.stmt is node), None)
+        if me is None or not me.sources or not step_lines(scope, me.name):
+            return
+        for other in builds:
+            if other.stmt.lineno >= node.lineno or other.name == me.name \
+                    or not step_lines(scope, other.name):
+                continue
+            detail = self._conflict(me, other)
+            if detail:
+                yield self.report(node, ctx, related=[Related(
+                    ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
+                    ctx.column(other.stmt))], detail=detail)
+                return
+
+    @staticmethod
+    def _conflict(me: OptimizerBuild, other: OptimizerBuild) -> str | None:
+        if me.sources == other.sources and len(me.sources) == 1:
+            (src,) = me.sources
+            return (f"`{me.name}` and `{other.name}` are both built from `{src}.parameters()` "
+                    "and both stepped: each step updates the same weights twice")
+        if len(me.sources) == 1 and len(other.sources) == 1:
+            (a,), (b,) = me.sources, other.sources
+            ra, rb, sa, sb = _role(me.name), _role(other.name), _role(a), _role(b)
+            if ra and rb and sa and sb and ra != rb and ra == sb and rb == sa:
+                return (f"the optimizers look swapped: `{me.name}` steps `{a}` and "
+                        f"`{other.name}` steps `{b}`")
+        return None
