@@ -1,0 +1,326 @@
+"""GT205, GT206: autograd entry points used so that no graph is recorded where training needs it."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from gradtrace.findings import Edit, Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode._deps import sink_loss
+
+CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint",
+                         "torch.utils.checkpoint.checkpoint_sequential"})
+INT_NAME_RE = re.compile(r"(^|_)(ids|indices|mask|labels|index)$")
+LOADER_RE = re.compile(r"(loader|batches|dataset|data)$", re.IGNORECASE)
+PENALTY_METHODS = frozenset({
+    "norm", "pow", "sum", "mean", "square", "abs", "sqrt", "view", "reshape", "flatten", "sub",
+    "add", "mul", "clamp", "relu", "max", "amax", "contiguous", "float", "to"})
+PENALTY_FUNCS = frozenset({
+    "torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.sum", "torch.mean",
+    "torch.square", "torch.abs", "torch.sqrt", "torch.stack", "torch.cat", "torch.clamp",
+    "torch.nn.functional.relu", "torch.nn.functional.softplus", "torch.pow", "sum"})
+
+
+def _kw(call: ast.Call, name: str) -> ast.keyword | None:
+    return next((k for k in call.keywords if k.arg == name), None)
+
+
+def _insert_kw(call: ast.Call, ctx: Context, text: str) -> Edit:
+    """An edit adding ``, text`` after the last argument of ``call`` (or inside empty parens)."""
+    last = max([*call.args, *(k.value for k in call.keywords)],
+               key=lambda n: (n.end_lineno, n.end_col_offset), default=None)
+    if last is None:
+        line, col, sep = call.end_lineno, (ctx.end_column(call) or 1) - 1, ""
+    else:
+        line, col, sep = last.end_lineno, ctx.end_column(last) or 0, ", "
+    return Edit(line, col, line, col, sep + text)  # type: ignore[arg-type]
+
+
+class CheckpointInputWithoutGrad(Rule):
+    """Reentrant `torch.utils.checkpoint` whose inputs cannot require grad: the block gets no grads.
+
+    Why: with `use_reentrant=True` (the default when the argument is left out, up to at least
+    torch 2.13, which warns "the use_reentrant parameter should be passed explicitly"), the
+    checkpointed block is an autograd Function of its *inputs*. When no input requires grad
+    (raw data, token ids, a detached or `no_grad` tensor), PyTorch warns
+    `None of the inputs have requires_grad=True. Gradients will be None`, the output has no
+    graph, and the parameters inside the block never receive a gradient. Pass
+    `use_reentrant=False` (checked on torch 2.13: the block's weights then get their grads).
+    Known limits: "cannot require grad" is decided for loader batches, integer-like names
+    (`*_ids`, `*_mask`, `labels`), new tensors, detached values and values made under no-grad;
+    other inputs are left to the runtime (`gradtrace run`).
+    """
+
+    code = "GT205"
+    name = "checkpoint-input-without-grad"
+    message = ("none of the inputs of this reentrant `checkpoint` can require grad ({why}): "
+               "the parameters inside `{fn}` get no gradient")
+    fix_title = "Pass `use_reentrant=False`"
+    fix_safety = "unsafe"
+    triggers = ("checkpoint",)
+    examples = [
+        Bad("""
+            from torch.utils.checkpoint import checkpoint
+
+            def train(model, loader, opt):
+                for x, y in loader:
+                    out = checkpoint(model.stem, x)
+                    loss = (out - y).pow(2).mean()
+                    loss.backward()
+                    opt.step()
+            """, fixed="""
+            from torch.utils.checkpoint import checkpoint
+
+            def train(model, loader, opt):
+                for x, y in loader:
+                    out = checkpoint(model.stem, x, use_reentrant=False)
+                    loss = (out - y).pow(2).mean()
+                    loss.backward()
+                    opt.step()
+            """, at=(5, 14)),
+        Bad("""
+            import torch.utils.checkpoint
+
+            def forward(self, input_ids):
+                return torch.utils.checkpoint.checkpoint(self.embed, input_ids, use_reentrant=True)
+            """, fixed="""
+            import torch.utils.checkpoint
+
+            def forward(self, input_ids):
+                return torch.utils.checkpoint.checkpoint(self.embed, input_ids, use_reentrant=False)
+            """),
+        Good("""
+            from torch.utils.checkpoint import checkpoint
+
+            def forward(self, hidden_states):
+                for block in self.blocks:
+                    hidden_states = checkpoint(block, hidden_states, use_reentrant=True)
+                return hidden_states
+            """),
+        Good("""
+            from torch.utils.checkpoint import checkpoint
+
+            def forward(self, input_ids):
+                return checkpoint(self.embed, input_ids, use_reentrant=False)
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        qual = ctx.qualified_name(node.func)
+        if qual not in CHECKPOINTS or ctx.grad_disabled is not None:
+            return
+        kw = _kw(node, "use_reentrant")
+        if kw is not None and not (isinstance(kw.value, ast.Constant) and kw.value.value is True):
+            return
+        if qual.endswith("sequential"):
+            inputs = node.args[2:3] or [k.value for k in node.keywords if k.arg == "input"]
+        else:
+            inputs = node.args[1:]
+        if not inputs or any(isinstance(a, ast.Starred) for a in inputs):
+            return
+        whys = [_no_grad_reason(a, ctx) for a in inputs]
+        if any(w is None for w in whys):
+            return
+        edit = ctx.edit(kw.value, "False") if kw is not None \
+            else _insert_kw(node, ctx, "use_reentrant=False")
+        fn = ctx.source(node.args[0]) if node.args else "the block"
+        yield self.report(node, ctx, fix=self.fix(edit), why="; ".join(dict.fromkeys(whys)),
+                          fn=fn)
+
+
+def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
+    if isinstance(a, ast.Constant):
+        return "a constant"
+    name = dotted(a)
+    if name is not None and INT_NAME_RE.search(name.rpartition(".")[2]):
+        return f"`{name}` holds integers"
+    scope = ctx.scope()
+    kind = scope.kind(a)
+    if kind == LEAF and not _has_requires_grad(a, scope, name):
+        return f"`{ctx.source(a)}` is a new tensor"
+    if kind in (DETACHED, NUMBER):
+        return f"`{ctx.source(a)}` is detached"
+    if name is not None and isinstance(a, ast.Name):
+        b = scope.binding_before(name, a.lineno)
+        if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+            it = b.stmt.iter
+            if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm", "tqdm.tqdm"):
+                it = it.args[0] if it.args else it
+            src = dotted(it) or ""
+            if LOADER_RE.search(src.rpartition(".")[2]):
+                return f"`{name}` is a batch from `{src}`"
+    return None
+
+
+def _has_requires_grad(a: ast.expr, scope: object, name: str | None) -> bool:
+    b = scope.binding_before(name, a.lineno) if name else None  # type: ignore[attr-defined]
+    value = b.value if b is not None else a
+    return value is not None and any(
+        isinstance(n, ast.keyword) and n.arg == "requires_grad" for n in ast.walk(value))
+
+
+class GradientPenaltyWithoutCreateGraph(Rule):
+    """`torch.autograd.grad` feeds a loss term (gradient penalty) without `create_graph=True`.
+
+    Why: without `create_graph=True` the gradients returned by `torch.autograd.grad` are plain
+    tensors with no `grad_fn`. A penalty built from them (`((g.norm(2, dim=1) - 1) ** 2).mean()`)
+    is a constant: it adds nothing to the model's gradients, and when it is the whole loss
+    `backward()` raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
+    (checked on torch 2.13; with `create_graph=True` the weights get their gradient).
+    Gradients used to perturb an input (FGSM, `x + eps * g.sign()`) or first-order
+    meta-learning updates do not need a graph and are not reported.
+    Known limits: the penalty must reach a `backward()` in the same function.
+    """
+
+    code = "GT206"
+    name = "gradient-penalty-without-create-graph"
+    message = ("the gradient from `{call}` is used in the loss that `{sink}` (line {line}) "
+               "differentiates, but without `create_graph=True` it has no graph: the penalty "
+               "trains nothing")
+    fix_title = "Pass `create_graph=True`"
+    fix_safety = "unsafe"
+    triggers = ("autograd",)
+    examples = [
+        Bad("""
+            import torch
+
+            def critic_step(D, real, fake, opt, lam=10.0):
+                eps = torch.rand(real.size(0), 1)
+                mix = (eps * real + (1 - eps) * fake).requires_grad_(True)
+                grad = torch.autograd.grad(D(mix).sum(), mix)[0]
+                gp = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+                loss = D(fake).mean() - D(real).mean() + lam * gp
+                loss.backward()
+                opt.step()
+            """, fixed="""
+            import torch
+
+            def critic_step(D, real, fake, opt, lam=10.0):
+                eps = torch.rand(real.size(0), 1)
+                mix = (eps * real + (1 - eps) * fake).requires_grad_(True)
+                grad = torch.autograd.grad(D(mix).sum(), mix, create_graph=True)[0]
+                gp = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+                loss = D(fake).mean() - D(real).mean() + lam * gp
+                loss.backward()
+                opt.step()
+            """, at=(6, 11)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def adversarial_step(model, x, y, opt, eps=0.03):
+                x = x.clone().requires_grad_(True)
+                g = torch.autograd.grad(F.cross_entropy(model(x), y), x)[0]
+                x_adv = (x + eps * g.sign()).detach()
+                loss = F.cross_entropy(model(x_adv), y)
+                loss.backward()
+                opt.step()
+            """),
+        Good("""
+            import torch
+
+            def critic_step(D, mix, opt):
+                grad = torch.autograd.grad(D(mix).sum(), mix, create_graph=True)[0]
+                loss = ((grad.norm(2, dim=1) - 1) ** 2).mean()
+                loss.backward()
+                opt.step()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if ctx.qualified_name(node.func) != "torch.autograd.grad" or ctx.grad_disabled is not None:
+            return
+        kw = _kw(node, "create_graph")
+        if kw is not None and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
+            return
+        scope = ctx.scope()
+        stmt = scope.statement_of(node)
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
+                or not _penalty_path(node, stmt.value, ctx):  # type: ignore[arg-type]
+            return
+        tainted = _targets(stmt)
+        sink = _tainted_sink(scope, stmt, tainted, ctx)
+        if sink is None:
+            return
+        edit = ctx.edit(kw.value, "True") if kw is not None \
+            else _insert_kw(node, ctx, "create_graph=True")
+        related = (Related(ctx.path, sink.lineno, f"`{ctx.source(sink)}` differentiates the "
+                           "penalty here", ctx.column(sink)),)
+        yield self.report(node, ctx, related=related, fix=self.fix(edit),
+                          call=ctx.source(node.func), sink=ctx.source(sink), line=sink.lineno)
+
+
+def _targets(stmt: ast.stmt) -> set[str]:
+    ts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+    out: set[str] = set()
+    for t in ts:
+        for n in ast.walk(t):
+            name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            if name:
+                out.add(name)
+    return out
+
+
+def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context) -> bool:
+    """Whether ``inner`` reaches ``root`` only through arithmetic, reductions and norms."""
+    parents: dict[int, ast.AST] = {}
+    for p in ast.walk(root):
+        for c in ast.iter_child_nodes(p):
+            parents[id(c)] = p
+    n = inner
+    while n is not root:
+        p = parents.get(id(n))
+        if p is None:
+            return False
+        if isinstance(p, ast.Call):
+            if n is p.func:
+                n = p
+                continue
+            q = ctx.qualified_name(p.func) or ""
+            if q not in PENALTY_FUNCS:
+                return False
+        elif isinstance(p, ast.Attribute):
+            grand = parents.get(id(p))
+            if not (isinstance(grand, ast.Call) and grand.func is p and p.attr in PENALTY_METHODS):
+                return False
+        elif not isinstance(p, (ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Tuple, ast.List,
+                                ast.keyword, ast.Starred)):
+            return False
+        n = p
+    return True
+
+
+def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context) -> ast.Call | None:
+    """Follow ``tainted`` names forward through penalty-shaped assignments to a backward."""
+    for s in scope.stmts:  # type: ignore[attr-defined]
+        if s.lineno <= stmt.lineno:
+            continue
+        for n in ast.walk(s) if not hasattr(s, "body") else ():
+            if isinstance(n, ast.Call) and sink_loss(n) is not None:
+                loss = sink_loss(n)
+                if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx) or dotted(loss) == t
+                       for t in tainted):
+                    return n
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None:
+            for t in list(tainted):
+                use = _use(s.value, t)
+                if use is not None and _penalty_path(use, s.value, ctx):
+                    tainted |= _targets(s)
+    return None
+
+
+def _use(e: ast.AST, name: str) -> ast.AST | None:
+    for n in ast.walk(e):
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) \
+                and dotted(n) == name:
+            return n
+    return None
+
+
+def _uses(e: ast.AST, name: str) -> bool:
+    return _use(e, name) is not None
