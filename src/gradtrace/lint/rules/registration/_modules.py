@@ -135,7 +135,7 @@ def _grad_flags(scope: Scope) -> list[GradFlag]:
             f = call.func
             if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
                 root = dotted(f.value)
-                if root and is_module_expr(scope, f.value, s.lineno):
+                if root:  # a tensor's flag too: callers match roots against module paths
                     value = not call.args or is_true(call.args[0])
                     if call.args and not (is_true(call.args[0]) or is_false(call.args[0])):
                         continue

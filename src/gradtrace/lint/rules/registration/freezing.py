@@ -1,0 +1,379 @@
+"""GT407-GT410: freezing and unfreezing that does not do what it says."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, is_true, keyword
+from gradtrace.lint.rules.registration._modules import (
+    GradFlag, covers, grad_flags, is_module_expr, module_classes, module_ctor, optimizer_builds,
+    rebound_between, step_lines,
+)
+
+
+def _class_module_attr(ctx: Context, attr: str) -> bool:
+    """Whether the enclosing module class assigns ``self.<attr> = <module>`` somewhere."""
+    cls = ctx.class_def
+    if cls is None or cls.name not in module_classes(ctx):
+        return False
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and dotted(n.targets[0]) == f"self.{attr}" and module_ctor(n.value, ctx):
+            return True
+    return False
+
+
+class RequiresGradAttributeOnModule(Rule):
+    """`module.requires_grad = False` sets a plain attribute and freezes nothing.
+
+    Why: `requires_grad` is a tensor flag. On an `nn.Module`, assignment just creates an
+    ordinary Python attribute; every parameter keeps `requires_grad=True` and keeps
+    training (verified on torch 2.13). Use `module.requires_grad_(False)` (which sets it on
+    all parameters) or loop over `module.parameters()`.
+    Known limits: the object must be known to be a module (built from `nn.*`, a module class
+    of the file, a `torchvision`/`timm` model, or a loop over `.modules()`/`.children()`).
+    """
+
+    code = "GT407"
+    name = "requires-grad-attribute-on-module"
+    message = ("`{name}` is an `nn.Module`: `{name}.requires_grad = ...` only sets a Python "
+               "attribute; its parameters are not {verb}")
+    fix_title = "Call `requires_grad_()`"
+    fix_safety = "unsafe"
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torchvision
+            model = torchvision.models.resnet18(weights="DEFAULT")
+            model.requires_grad = False
+            """, fixed="""
+            import torchvision
+            model = torchvision.models.resnet18(weights="DEFAULT")
+            model.requires_grad_(False)
+            """, at=(3, 0)),
+        Bad("""
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.LSTM(8, 16)
+                    self.encoder.requires_grad = False
+                    for child in self.children():
+                        child.requires_grad = False
+            """, count=2),
+        Good("""
+            import torchvision
+            model = torchvision.models.resnet18(weights="DEFAULT")
+            model.requires_grad_(False)
+            for p in model.parameters():
+                p.requires_grad = False
+            for name, p in model.named_parameters():
+                p.requires_grad = "fc" in name
+            x.requires_grad = True
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if len(node.targets) != 1:
+            return
+        t = node.targets[0]
+        if not (isinstance(t, ast.Attribute) and t.attr == "requires_grad"):
+            return
+        recv = t.value
+        name = dotted(recv)
+        if name is None:
+            return
+        is_mod = is_module_expr(ctx.scope(), recv, node.lineno) or (
+            name.startswith("self.") and name.count(".") == 1
+            and _class_module_attr(ctx, name[5:]))
+        if not is_mod:
+            return
+        fix = self.fix(ctx.edit(node, f"{name}.requires_grad_({ctx.source(node.value)})"))
+        verb = "unfrozen" if is_true(node.value) else "frozen" if is_false(node.value) else "changed"
+        yield self.report(node, ctx, fix=fix, name=name, verb=verb)
+
+
+def _head_assignments(scope: Scope, root: str, before: int) -> list[ast.Assign]:
+    out = []
+    for s in scope.stmts:
+        if s.lineno >= before:
+            break
+        if isinstance(s, ast.Assign) and len(s.targets) == 1:
+            t = dotted(s.targets[0])
+            if t and t.startswith(root + ".") and module_ctor(s.value, scope.ctx):
+                out.append(s)
+    return out
+
+
+class FreezeUndoesTraining(Rule):
+    """A freeze-everything loop also freezes the new head, or undoes an earlier unfreeze.
+
+    Why: `for p in model.parameters(): p.requires_grad = False` (or
+    `model.requires_grad_(False)`) reaches *every* parameter that exists at that moment. Run
+    after `model.fc = nn.Linear(...)` it freezes the new head too; run after
+    `for p in model.fc.parameters(): p.requires_grad = True` it undoes it. Then nothing (or
+    not the intended part) trains: backward raises `element 0 of tensors does not require
+    grad` when all is frozen (PYTORCH_FACTS k3), or the head silently stays at init.
+    Freeze first, then replace or unfreeze the head.
+    Known limits: statements of one function, in source order.
+    """
+
+    code = "GT408"
+    name = "freeze-undoes-training"
+    message = "this freezes every parameter of `{root}`, including {what} `{part}` (line {line})"
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch, torchvision
+            model = torchvision.models.resnet50(weights="DEFAULT")
+            model.fc = torch.nn.Linear(2048, 10)
+            for p in model.parameters():
+                p.requires_grad = False
+            opt = torch.optim.SGD(model.fc.parameters(), lr=0.01)
+            """, at=(4, 0)),
+        Bad("""
+            import torch, torchvision
+            model = torchvision.models.resnet50(weights="DEFAULT")
+            for p in model.fc.parameters():
+                p.requires_grad = True
+            model.requires_grad_(False)
+            """, at=(5, 0)),
+        Good("""
+            import torch, torchvision
+            model = torchvision.models.resnet50(weights="DEFAULT")
+            for p in model.parameters():
+                p.requires_grad = False
+            model.fc = torch.nn.Linear(2048, 10)
+            for p in model.layer4.parameters():
+                p.requires_grad = True
+            opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(ctx.scope(node), ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(ctx.scope(node), ctx)
+
+    def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
+        if "requires_grad" not in ctx.text:
+            return
+        flags = grad_flags(scope)
+        for i, f in enumerate(flags):
+            if f.value or f.conditional:
+                continue
+            later = [g for g in flags[i + 1:] if g.value and (covers(f.root, g.root)
+                                                              or covers(g.root, f.root))]
+            if later:
+                continue
+            hit = self._victim(scope, f, flags[:i])
+            if hit is not None:
+                line, what, part = hit
+                yield self.report(f.stmt, ctx, related=[Related(ctx.path, line,
+                                  f"`{part}` is set up to train here")],
+                                  root=f.root, what=what, part=part, line=line)
+
+    @staticmethod
+    def _victim(scope: Scope, f: GradFlag, before: list[GradFlag]) -> tuple[int, str, str] | None:
+        for g in reversed(before):
+            if g.value and not g.conditional and g.root != f.root and covers(f.root, g.root):
+                return g.stmt.lineno, "the part unfrozen at", g.root
+        heads = _head_assignments(scope, f.root, f.stmt.lineno)
+        if heads:
+            h = heads[-1]
+            return h.lineno, "the new", dotted(h.targets[0]) or ""
+        return None
+
+
+class ParameterWrapResetsRequiresGrad(Rule):
+    """`nn.Parameter(t)` makes a frozen tensor trainable again.
+
+    Why: `nn.Parameter(data)` has `requires_grad=True` by default, whatever `data.requires_grad`
+    was (verified on torch 2.13: `nn.Parameter(frozen).requires_grad` is True). Wrapping a
+    tensor that was just frozen, or assigning a new Parameter into a module frozen earlier,
+    re-enables training for it. Pass `requires_grad=False` when it should stay frozen.
+    Known limits: the freeze and the wrapping must be in one function.
+    """
+
+    code = "GT409"
+    name = "parameter-wrap-resets-requires-grad"
+    message = ("`nn.Parameter({arg})` requires grad by default: {why} (line {line}) is undone; "
+               "pass `requires_grad=False` to keep it frozen")
+    triggers = ("Parameter",)
+    examples = [
+        Bad("""
+            import torch
+            from torch import nn
+            emb = torch.load("glove.pt")
+            emb.requires_grad = False
+            model.embed.weight = nn.Parameter(emb)
+            """, at=(5, 21)),
+        Bad("""
+            import torch
+            from torch import nn
+            model.requires_grad_(False)
+            model.classifier.bias = nn.Parameter(torch.zeros(10))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            """, at=(4, 24)),
+        Good("""
+            import torch
+            from torch import nn
+            emb = torch.load("glove.pt")
+            model.embed.weight = nn.Parameter(emb, requires_grad=False)
+            model.requires_grad_(False)
+            model.head.weight = nn.Parameter(torch.zeros(10))
+            model.head.weight.requires_grad = False
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if not is_parameter_call(node, ctx) or not node.args or len(node.args) > 1 \
+                or keyword(node, "requires_grad") is not None:
+            return
+        scope = ctx.scope()
+        stmt = scope.statement_of(node)
+        if stmt is None:
+            return
+        arg = dotted(node.args[0])
+        target = dotted(stmt.targets[0]) if isinstance(stmt, ast.Assign) \
+            and len(stmt.targets) == 1 and stmt.value is node else None
+        if target and self._refrozen(scope, target, stmt.lineno):
+            return
+        if arg is not None:
+            line = self._frozen_at(scope, arg, stmt.lineno)
+            if line:
+                yield self.report(node, ctx, arg=arg, why=f"`{arg}` was frozen", line=line)
+                return
+        if target and "." in target:
+            for f in grad_flags(scope):
+                if f.stmt.lineno < stmt.lineno and not f.value and not f.conditional \
+                        and covers(f.root, target):
+                    yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
+                                      why=f"freezing `{f.root}`", line=f.stmt.lineno)
+                    return
+
+    @staticmethod
+    def _frozen_at(scope: Scope, name: str, line: int) -> int | None:
+        found = None
+        for b in scope.bindings.get(f"{name}.requires_grad", ()):
+            if b.line < line:
+                found = b.line if is_false(b.value) else None
+        for m in scope.calls_to("requires_grad_"):
+            if m.receiver == name and m.stmt.lineno < line and m.call.args \
+                    and is_false(m.call.args[0]):
+                found = m.stmt.lineno
+        return found
+
+    @staticmethod
+    def _refrozen(scope: Scope, target: str, line: int) -> bool:
+        if any(b.line > line for b in scope.bindings.get(f"{target}.requires_grad", ())):
+            return True
+        if any(m.stmt.lineno > line and m.receiver == target for m in scope.calls_to(
+                "requires_grad_")):
+            return True
+        return any(f.stmt.lineno > line and covers(f.root, target) for f in grad_flags(scope))
+
+
+def _trainable_only(call: ast.Call) -> bool:
+    """Whether an optimizer's params keep only ``requires_grad`` ones (``filter``, ``if``)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
+               for a in [*call.args[:1], *(k.value for k in call.keywords if k.arg == "params")]
+               for n in ast.walk(a))
+
+
+class UnfrozenAfterOptimizer(Rule):
+    """Parameters are unfrozen after the optimizer was built from the trainable ones only.
+
+    Why: an optimizer built from `filter(lambda p: p.requires_grad, model.parameters())` holds
+    only the parameters trainable at that moment. Setting `requires_grad = True` later gives
+    the others gradients, but `opt.step()` never updates them: silent. Add them with
+    `opt.add_param_group({"params": ...})` or rebuild the optimizer after unfreezing.
+    (An optimizer given all parameters does update them once they are unfrozen.)
+    Known limits: the optimizer, the unfreeze and the step must be in one function.
+    """
+
+    code = "GT410"
+    name = "unfrozen-after-optimizer"
+    message = ("`{root}` is unfrozen after `{opt}` was built from the then-trainable "
+               "parameters only (line {line}): `{opt}.step()` will not update them")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            for p in model.backbone.parameters():
+                p.requires_grad = False
+            opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
+            for epoch in range(10):
+                if epoch == 5:
+                    for p in model.backbone.parameters():
+                        p.requires_grad = True
+                train_one_epoch(model, opt)
+                opt.step()
+            """, at=(7, 8)),
+        Good("""
+            import torch
+            for p in model.backbone.parameters():
+                p.requires_grad = False
+            opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
+            for epoch in range(10):
+                if epoch == 5:
+                    for p in model.backbone.parameters():
+                        p.requires_grad = True
+                    opt.add_param_group({"params": model.backbone.parameters()})
+                opt.step()
+            """),
+        Good("""
+            import torch
+            for p in model.backbone.parameters():
+                p.requires_grad = False
+            opt = torch.optim.Adam(model.parameters())
+            for p in model.backbone.parameters():
+                p.requires_grad = True
+            opt.step()
+            """),
+    ]
+
+    def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and node.value.func.attr == "requires_grad_":
+            yield from self._check(node, ctx)
+
+    def _check(self, node: ast.stmt, ctx: Context) -> Iterator[Finding]:
+        scope = ctx.scope()
+        flag = next((f for f in grad_flags(scope) if f.stmt is node and f.value), None)
+        if flag is None:
+            return
+        for opt in optimizer_builds(scope):
+            if opt.stmt.lineno >= node.lineno or not _trainable_only(opt.call) or not any(
+                    covers(s, flag.root) or covers(flag.root, s) for s in opt.sources):
+                continue
+            if not self._stepped_after(scope, opt.name, node):
+                continue
+            if any(m.receiver == opt.name and m.stmt.lineno > node.lineno
+                   for m in scope.calls_to("add_param_group")):
+                continue
+            yield self.report(node, ctx, related=[Related(ctx.path, opt.stmt.lineno,
+                              f"`{opt.name}` is built here", ctx.column(opt.stmt))],
+                              root=flag.root, opt=opt.name, line=opt.stmt.lineno)
+            return
+
+    @staticmethod
+    def _stepped_after(scope: Scope, opt: str, node: ast.stmt) -> bool:
+        loops = scope.loops_of(node)
+        end = node.end_lineno or node.lineno
+        for line in step_lines(scope, opt):
+            if rebound_between(scope, opt, node.lineno, line):
+                continue
+            if line > end or any(lp.lineno <= line <= (lp.end_lineno or lp.lineno)
+                                 for lp in loops):
+                return True
+        return False
