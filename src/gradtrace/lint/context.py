@@ -7,6 +7,7 @@ optimizer, ...) is computed lazily on first request and cached: see :mod:`gradtr
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+LINE_END = re.compile(r"(\r\n|\r|\n)")
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (only \\n, \\r\\n and \\r end a line)."""
+    lines = LINE_END.split(text)[::2]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 
 # Grad-mode words: "off" = no_grad / set_grad_enabled(False); "inference" = inference_mode();
@@ -82,12 +92,13 @@ class Context:
         self.text = text
         self.tree = tree
         self.imports = imports
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.stmts: list[ast.stmt] = []          # enclosing statements, innermost last
         self.exprs: list[ast.AST] = []           # enclosing expressions during an expr walk
         # one frame per function (module = first frame): [(with-or-def node, mode), ...]
         self.grad_frames: list[list[tuple[ast.AST, str]]] = [[]]
         self._scopes: dict[int, Scope] = {}
+        self._raw_lines: list[bytes] | None = None
         self._memo: dict[tuple[str, int], object] = {}
 
     # -- names -------------------------------------------------------------------------------
@@ -117,7 +128,21 @@ class Context:
 
     def source(self, node: ast.AST) -> str:
         """The exact source text of ``node``."""
-        return ast.get_source_segment(self.text, node) or ""
+        lineno, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if lineno is None or end is None:
+            return ""
+        lines = self._raw_lines
+        if lines is None:
+            parts = LINE_END.split(self.text) + [""]
+            lines = self._raw_lines = [(parts[i] + parts[i + 1]).encode("utf-8")
+                                       for i in range(0, len(parts) - 1, 2)]
+        if end > len(lines):
+            return ""
+        col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        if lineno == end:
+            return lines[lineno - 1][col:end_col].decode("utf-8", "replace")
+        parts = [lines[lineno - 1][col:], *lines[lineno:end - 1], lines[end - 1][:end_col]]
+        return b"".join(parts).decode("utf-8", "replace")
 
     def edit(self, node: ast.AST, content: str) -> Edit:
         """An edit replacing ``node``'s source with ``content``."""

@@ -16,6 +16,7 @@ from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
+from gradtrace.lint.nodes import children
 from gradtrace.lint.rule import Rule
 
 LOG = logging.getLogger(__name__)
@@ -212,10 +213,8 @@ class FileChecker:
         visitors = table.get(type(node))
         if visitors:
             self._call(visitors, node)
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop,
-                                      ast.boolop)):
-                self._walk_expr(child, table)
+        for child in children(node):
+            self._walk_expr(child, table)
         exprs.pop()
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, disabling_node, grad_mode_of
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -143,7 +144,7 @@ class Scope:
             values = value if isinstance(value, list) else [value]
             for v in values:
                 if isinstance(v, ast.AST):
-                    for n in ast.walk(v):
+                    for n in walk(v):
                         self.stmt_of[id(n)] = s
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                             self.loads.setdefault(n.id, []).append(n)

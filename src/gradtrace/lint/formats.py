@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Callable, Iterable, Sequence
 
 from gradtrace.findings import Finding, findings_document
+from gradtrace.lint.context import source_lines
 
 FORMATS = ("text", "json", "sarif", "github")
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -34,7 +35,7 @@ def to_text(findings: Sequence[Finding], sources: dict[str, str] | None = None,
         out.append(head)
         text = (sources or {}).get(f.path)
         if show_source and text is not None:
-            lines = lines_of.setdefault(f.path, text.splitlines())
+            lines = lines_of.setdefault(f.path, source_lines(text))
             if 0 < f.line <= len(lines):
                 src = lines[f.line - 1].rstrip().expandtabs(1) if "\t" in lines[f.line - 1] \
                     else lines[f.line - 1].rstrip()
