@@ -1,0 +1,193 @@
+"""Which earlier bindings a value is computed from, and which of them hold an autograd graph.
+
+# NOTE [graph-carrying bindings]
+A binding *carries a graph* when its value calls something that looks like a trainable module
+(bound to an ``nn.Module`` in this file, or spelled like one: ``model``, ``encoder``,
+``netG``, ``self.rnn``, ...) outside any ``.detach()`` / ``.item()`` and outside
+``no_grad``, or when it is computed from such a binding. Data prepared from a loader
+(``x = batch.to(device)``) carries none. The GT505-GT509 rules only speak about values that
+carry a graph by this definition, which keeps them silent on plain data and numbers.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
+
+DETACHING_METHODS = frozenset({"detach", "detach_", "item", "tolist", "numpy", "cpu_numpy"})
+NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
+                          "repr", "format", "range", "print"})
+NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
+MODEL_RE = re.compile(
+    r"model|net|encoder|decoder|generator|discriminator|critic|^[gd]$|^[gd]_|_[gd]$|rnn|lstm"
+    r"|gru|cell|backbone|head|classifier|policy|actor|unet|vae|transformer|embed|proj|^fc\d*$"
+    r"|linear|conv|mlp|layer|block", re.IGNORECASE)
+TENSOR_METHODS = frozenset({
+    "to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "view",
+    "reshape", "contiguous", "clone", "squeeze", "unsqueeze", "flatten", "permute", "transpose",
+    "expand", "repeat", "sum", "mean", "pow", "sqrt", "exp", "log", "abs", "mul", "add", "sub",
+    "div", "matmul", "softmax", "log_softmax", "sigmoid", "tanh", "relu", "norm", "clamp",
+    "neg", "type_as", "chunk", "split", "max", "min", "argmax", "gather", "index_select",
+    "masked_fill", "std", "var", "bmm", "mm", "view_as", "expand_as", "get", "items", "keys",
+    "values", "pop", "format", "join", "append", "extend", "update", "unsqueeze_", "squeeze_",
+})
+
+
+def value_of(b: Binding) -> ast.expr | None:
+    """The expression a binding takes its value from (tuple unpacking: the whole right side)."""
+    if b.value is not None:
+        return b.value
+    s = b.stmt
+    if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return s.value
+    return None
+
+
+def loads(expr: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """Dotted names whose values flow into ``expr`` (callees and detached parts excluded)."""
+    stack = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute):
+                if f.attr in DETACHING_METHODS:
+                    continue
+                if f.attr in TENSOR_METHODS or f.attr in ("forward", "__call__"):
+                    stack.append(f.value)  # a value's method; other receivers are objects
+                elif not isinstance(f.value, (ast.Name, ast.Attribute)):
+                    stack.append(f.value)
+            elif isinstance(f, ast.Name) and f.id in NUMBER_FUNCS:
+                continue
+            stack.extend(n.args)
+            stack.extend(k.value for k in n.keywords)
+        elif isinstance(n, (ast.Attribute, ast.Name)):
+            if isinstance(n, ast.Attribute) and n.attr in NON_VALUE_ATTRS:
+                continue
+            d = dotted(n)
+            if d is not None:
+                yield d, n
+            elif isinstance(n, ast.Attribute):
+                stack.append(n.value)
+        elif not isinstance(n, (ast.Lambda, ast.expr_context)):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
+    """Calls in ``expr`` (outside detached parts) whose callee looks like a module."""
+    stack = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS:
+                continue
+            if isinstance(f, ast.Name) and f.id in NUMBER_FUNCS:
+                continue
+            callee = dotted(f)
+            last = callee.rpartition(".")[2] if callee else ""
+            if callee and not re.match(r"[A-Z][a-z]", last) and not (isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS) \
+                    and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
+                yield callee, n
+            stack.extend(ast.iter_child_nodes(n))
+        elif not isinstance(n, (ast.Lambda, ast.expr_context)):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+@dataclass
+class Deps:
+    """The bindings a value depends on, and the module calls that consumed a name."""
+
+    bindings: list[Binding] = field(default_factory=list)
+    consumers: list[tuple[str, str, ast.Call]] = field(default_factory=list)  # callee, arg, call
+
+
+class Graphs:
+    """Dependency and graph-carrying queries over one function's :class:`LoopFacts`."""
+
+    def __init__(self, f: LoopFacts) -> None:
+        self.f = f
+        self._direct: dict[int, bool] = {}
+        self._carries: dict[int, bool] = {}
+
+    def deps(self, expr: ast.AST, line: int) -> Deps:
+        """Bindings reached from ``expr`` (evaluated at ``line``), transitively."""
+        out = Deps()
+        seen: set[int] = set()
+        work: list[tuple[ast.AST, int]] = [(expr, line)]
+        while work:
+            e, ln = work.pop()
+            self._consumers(e, out)
+            for name, _node in loads(e):
+                b = self._binding(name, ln)
+                if b is None or id(b) in seen:
+                    continue
+                seen.add(id(b))
+                out.bindings.append(b)
+                v = value_of(b)
+                if b.no_grad or v is None:
+                    continue
+                work.append((v, b.line))
+                if isinstance(b.stmt, ast.AugAssign):
+                    work.append((b.stmt.target, b.line))
+        return out
+
+    def _binding(self, name: str, line: int) -> Binding | None:
+        """The binding of ``name``, else of its longest bound prefix (``out.logits`` → ``out``)."""
+        while True:
+            b = self.f.scope.binding_before(name, line)
+            if b is not None or "." not in name:
+                return b
+            name = name.rpartition(".")[0]
+            if name == "self":
+                return None
+
+    @staticmethod
+    def _consumers(e: ast.AST, out: Deps) -> None:
+        for callee, call in model_calls(e):
+            for a in call.args:
+                if isinstance(a, ast.Name):
+                    out.consumers.append((callee, a.id, call))
+
+    def direct(self, b: Binding) -> bool:
+        """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
+        if id(b) not in self._direct:
+            v = value_of(b)
+            self._direct[id(b)] = not b.no_grad and v is not None and \
+                b.kind not in (MODULE, OPTIMIZER, PARAMS) and any(
+                self._module_like(callee, b.line) for callee, _ in model_calls(v))
+        return self._direct[id(b)]
+
+    def carries(self, b: Binding) -> bool:
+        """The binding holds a graph: it calls a module, or is computed from what does."""
+        if id(b) not in self._carries:
+            self._carries[id(b)] = False  # cycle guard
+            v = value_of(b)
+            ok = self.direct(b) or (not b.no_grad and v is not None and any(
+                self.direct(d) for d in self.deps(v, b.line).bindings))
+            self._carries[id(b)] = ok
+        return self._carries[id(b)]
+
+    def _module_like(self, callee: str, line: int) -> bool:
+        if self.f.module_like(callee, line):
+            return True
+        last = callee.rpartition(".")[2]
+        return bool(MODEL_RE.search(last)) and not last.lower().endswith(("loss", "criterion"))
+
+    def first_module_call(self, b: Binding) -> str | None:
+        """The callee of the first module-like call in the binding's value."""
+        v = value_of(b)
+        for callee, _ in model_calls(v) if v is not None else ():
+            if self._module_like(callee, b.line):
+                return callee
+        return None
+
+
+def graphs(f: LoopFacts) -> Graphs:
+    """The (cached) :class:`Graphs` view of a function's facts."""
+    return f.ctx.memo("gt5-graphs", f.node, lambda: Graphs(f))

@@ -1,0 +1,203 @@
+"""GT506-GT507: a graph built on one pass of the loop is backwarded again on the next."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Binding
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+
+FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
+                       re.IGNORECASE)
+
+
+def loop_backwards(f: LoopFacts) -> Iterator[tuple[Backward, ast.stmt]]:
+    """Backward calls that run inside a loop and free their graph, with that loop."""
+    for b in f.backwards:
+        loops = f.loops_of(b.stmt)
+        if loops and not b.retains and b.loss is not None:
+            yield b, loops[-1]
+
+
+def _is_recurrence(b: Binding) -> bool:
+    """``h = f(x, h)`` / ``out, h = rnn(x, h)`` / ``total += loss`` / ``total = total + loss``."""
+    if isinstance(b.stmt, ast.AugAssign):
+        return True
+    v = value_of(b)
+    return v is not None and any(name == b.name for name, _ in loads(v))
+
+
+def _recurrent(f: LoopFacts, d: Binding) -> Binding | None:
+    """The binding made by ``d``'s statement that feeds on its own previous value, if any."""
+    for bs in f.scope.bindings.values():
+        for b in bs:
+            if b.stmt is d.stmt and _is_recurrence(b):
+                return b
+    return None
+
+
+class HiddenStateNotDetached(_LoopRule):
+    """A value is fed back into the next pass of a training loop without `.detach()`.
+
+    Why: `out, hidden = rnn(x, hidden)` (or `total = total + loss` followed by
+    `total.backward()`) links every pass's graph to the previous one. The first `backward()`
+    frees the saved tensors of the old graph; the next pass backpropagates into it again and
+    raises `RuntimeError: Trying to backward through the graph a second time` (PYTORCH_FACTS
+    (d) d2, d5). Truncated BPTT detaches the state once per batch:
+    `hidden = hidden.detach()` (or a `repackage_hidden` helper).
+    Known limits: only names of one function are followed; a reset or detach anywhere in the
+    loop (even conditional) is trusted.
+    """
+
+    code = "GT506"
+    name = "hidden-state-not-detached"
+    message = ("`{name}` is carried from one pass of the loop into the next without "
+               "`.detach()`, so `backward()` (line {backward_line}) reaches the previous "
+               "pass's freed graph and raises 'Trying to backward through the graph a second "
+               "time'; detach it once per pass: `{name} = {name}.detach()`")
+    triggers = ("backward",)
+    needs = ("backward",)
+    examples = [
+        Bad("""
+            hidden = model.init_hidden(batch_size)
+            for x, y in batches:
+                optimizer.zero_grad()
+                output, hidden = model(x, hidden)
+                loss = criterion(output, y)
+                loss.backward()
+                optimizer.step()
+            """, at=(4, 4)),
+        Bad("""
+            total = 0
+            for x, y in loader:
+                total = total + criterion(model(x), y)
+                total.backward()
+            """, at=(3, 4)),
+        Good("""
+            hidden = model.init_hidden(batch_size)
+            for x, y in batches:
+                hidden = repackage_hidden(hidden)
+                optimizer.zero_grad()
+                output, hidden = model(x, hidden)
+                criterion(output, y).backward()
+                optimizer.step()
+            """),
+        Good("""
+            for x, y in batches:
+                h = torch.zeros(1, x.size(0), 64)
+                for t in range(x.size(1)):
+                    h = cell(x[:, t], h)
+                criterion(h, y).backward()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        g = graphs(f)
+        done: set[int] = set()
+        for b, loop in loop_backwards(f):
+            for d in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
+                if id(d.stmt) in done or not f.inside(d.stmt, loop):
+                    continue
+                r = _recurrent(f, d)
+                if r is not None and self._carried(f, g, r, loop):
+                    done.add(id(r.stmt))
+                    start = _outside_binding(f, r.name, loop)
+                    rel = [_related(ctx, b.call, "backward runs here on every pass")]
+                    if start is not None:
+                        rel.append(_related(ctx, start.stmt, f"`{r.name}` starts here"))
+                    yield self.report(r.stmt, ctx, related=rel, name=r.name,
+                                      backward_line=b.call.lineno)
+
+    @staticmethod
+    def _carried(f: LoopFacts, g: Graphs, r: Binding, loop: ast.stmt) -> bool:
+        if _outside_binding(f, r.name, loop) is None:
+            return False
+        for other in f.scope.bindings.get(r.name, ()):
+            if other.stmt is loop or not f.inside(other.stmt, loop):
+                continue
+            if not _is_recurrence(other) or not g.carries(other) or "detach" in \
+                    f.ctx.source(value_of(other) or other.stmt):
+                return False
+        for m in f.scope.method_calls:
+            if m.receiver == r.name and m.method in ("detach_", "zero_", "fill_") \
+                    and f.inside(m.stmt, loop):
+                return False
+        return g.carries(r)
+
+
+def _outside_binding(f: LoopFacts, name: str, loop: ast.stmt) -> Binding | None:
+    for b in f.scope.bindings.get(name, ()):
+        if b.line < loop.lineno and not f.inside(b.stmt, loop):
+            return b
+    return None
+
+
+class GraphReusedAcrossSteps(_LoopRule):
+    """A trainable module's output is computed once before the loop and backwarded every pass.
+
+    Why: `feats = encoder(x)` before the loop builds one graph; the first `backward()` in the
+    loop frees its saved tensors, so the second pass raises `RuntimeError: Trying to
+    backward through the graph a second time` (PYTORCH_FACTS (d) d3). Compute it inside the
+    loop if the module should train, or under `torch.no_grad()` / with `.detach()` if it is a
+    fixed feature extractor.
+    Known limits: a module frozen anywhere in the file (`requires_grad_(False)`,
+    `requires_grad = False`, "freeze") is trusted to be this one.
+    """
+
+    code = "GT507"
+    name = "graph-reused-across-steps"
+    message = ("`{name}` is computed once by `{module}(...)` before the loop, with its graph; "
+               "the first `backward()` (line {backward_line}) frees that graph and the next "
+               "pass raises 'Trying to backward through the graph a second time'; compute it "
+               "inside the loop, or under `torch.no_grad()` if `{module}` is not trained")
+    triggers = ("backward",)
+    needs = ("backward",)
+    examples = [
+        Bad("""
+            feats = encoder(images)
+            for step in range(100):
+                optimizer.zero_grad()
+                loss = criterion(head(feats), labels)
+                loss.backward()
+                optimizer.step()
+            """, at=(1, 0)),
+        Good("""
+            with torch.no_grad():
+                feats = encoder(images)
+            for step in range(100):
+                optimizer.zero_grad()
+                loss = criterion(head(feats), labels)
+                loss.backward()
+                optimizer.step()
+            """),
+        Good("""
+            feats = encoder(images).detach()
+            for step in range(100):
+                loss = criterion(head(feats), labels)
+                loss.backward()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        if FREEZE_RE.search(ctx.text):
+            return
+        g = graphs(f)
+        done: set[int] = set()
+        for b, loop in loop_backwards(f):
+            for t in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
+                if id(t.stmt) in done or f.inside(t.stmt, loop) or t.line >= loop.lineno \
+                        or not g.direct(t) or _is_recurrence(t):
+                    continue
+                if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
+                    continue
+                done.add(id(t.stmt))
+                yield self.report(t.stmt, ctx, related=(
+                    _related(ctx, b.call, "backward runs here on every pass"),),
+                    name=t.name, module=g.first_module_call(t) or "module",
+                    backward_line=b.call.lineno)

@@ -1,0 +1,153 @@
+"""GT508-GT509: two backward passes through one graph without ``retain_graph``."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Binding
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._deps import Deps, graphs
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+
+
+def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
+    """(first, second, shared binding, deps of first, deps of second) for backward passes
+    that run one after the other through a graph-carrying value, the first freeing it."""
+    g = graphs(f)
+    bws = [b for b in f.backwards if b.loss is not None]
+    if len(bws) < 2:
+        return
+    deps = {id(b.call): g.deps(b.loss, b.stmt.lineno) for b in bws}  # type: ignore[arg-type]
+    for b1 in bws:
+        if b1.retains:
+            continue
+        for b2 in bws:
+            if b2 is b1 or not f.before(b1.stmt, b2.stmt):
+                continue
+            d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
+            ids2 = {id(x) for x in d2.bindings}
+            shared = [t for t in d1.bindings if id(t) in ids2 and g.carries(t)]
+            if shared:
+                yield b1, b2, shared[0], d1, d2
+                break
+
+
+def _gan_call(t: Binding, d1: Deps, d2: Deps) -> ast.Call | None:
+    """``D(fake)`` in the first loss when the same callee consumes ``fake`` in both losses."""
+    second = {callee for callee, arg, _ in d2.consumers if arg == t.name}
+    for callee, arg, call in d1.consumers:
+        if arg == t.name and callee in second:
+            return call
+    return None
+
+
+class GanFakeNotDetached(_LoopRule):
+    """The discriminator step backpropagates into the generator through an undetached fake.
+
+    Why: `d_loss = crit(D(fake), 0)` with `fake = G(z)` makes `d_loss.backward()` run through
+    G's graph and free it; the generator step `crit(D(fake), 1).backward()` then reaches the
+    freed part and raises `RuntimeError: Trying to backward through the graph a second time`
+    (PYTORCH_FACTS (d) d4; A10). It also puts discriminator-loss gradients into G. Use
+    `D(fake.detach())` in the discriminator step.
+    Known limits: the two losses must be built in one function from the same local name.
+    """
+
+    code = "GT508"
+    name = "gan-fake-not-detached"
+    message = ("the discriminator step feeds `{fake}` to `{disc}` without `.detach()`, so "
+               "`backward()` (line {first_line}) frees the generator's graph and the generator "
+               "step's `backward()` (line {second_line}) raises 'Trying to backward through the "
+               "graph a second time'; use `{disc}({fake}.detach())` here")
+    triggers = ("backward",)
+    needs = ("backward",)
+    examples = [
+        Bad("""
+            for real in loader:
+                fake = netG(torch.randn(64, 100))
+                opt_d.zero_grad()
+                d_loss = bce(netD(real), ones) + bce(netD(fake), zeros)
+                d_loss.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                g_loss = bce(netD(fake), ones)
+                g_loss.backward()
+                opt_g.step()
+            """, at=(4, 41)),
+        Good("""
+            for real in loader:
+                fake = netG(torch.randn(64, 100))
+                opt_d.zero_grad()
+                d_loss = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+                d_loss.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                g_loss = bce(netD(fake), ones)
+                g_loss.backward()
+                opt_g.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for b1, b2, t, d1, d2 in shared_pairs(f):
+            call = _gan_call(t, d1, d2)
+            if call is not None:
+                yield self.report(call, ctx, related=(
+                    _related(ctx, t.stmt, f"`{t.name}` is made by the generator here"),
+                    _related(ctx, b1.call, "this backward frees the generator's graph"),
+                    _related(ctx, b2.call, "this backward needs it again")),
+                    fake=t.name, disc=ctx.source(call.func), first_line=b1.call.lineno,
+                    second_line=b2.call.lineno)
+
+
+class BackwardTwiceWithoutRetainGraph(_LoopRule):
+    """A second `backward()` runs through a graph that the first one already freed.
+
+    Why: `backward()` frees the saved tensors of every graph node it passes unless
+    `retain_graph=True`; a later backward through any shared part raises `RuntimeError:
+    Trying to backward through the graph a second time` (PYTORCH_FACTS (d) d1, A10). Sum the
+    losses and call `backward()` once, or pass `retain_graph=True` to the first call.
+    Known limits: only losses built from local names of one function are compared.
+    """
+
+    code = "GT509"
+    name = "backward-twice-without-retain-graph"
+    message = ("`{loss2}` shares `{shared}` (line {shared_line}) with `{loss1}`, whose "
+               "`backward()` (line {first_line}) already freed that graph: this call raises "
+               "'Trying to backward through the graph a second time'; sum the losses and call "
+               "`backward()` once, or pass `retain_graph=True` to the first call")
+    triggers = ("backward",)
+    needs = ("backward",)
+    examples = [
+        Bad("""
+            features = backbone(images)
+            loss_cls = ce(cls_head(features), labels)
+            loss_box = l1(box_head(features), boxes)
+            loss_cls.backward()
+            loss_box.backward()
+            """, at=(5, 0)),
+        Good("""
+            features = backbone(images)
+            loss_cls = ce(cls_head(features), labels)
+            loss_box = l1(box_head(features), boxes)
+            loss_cls.backward(retain_graph=True)
+            loss_box.backward()
+            """),
+        Good("""
+            features = backbone(images)
+            loss = ce(cls_head(features), labels) + l1(box_head(features), boxes)
+            loss.backward()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for b1, b2, t, d1, d2 in shared_pairs(f):
+            if _gan_call(t, d1, d2) is not None:
+                continue
+            yield self.report(b2.call, ctx, related=(
+                _related(ctx, b1.call, "the first backward frees the graph here"),
+                _related(ctx, t.stmt, f"`{t.name}` is computed once here")),
+                loss1=ctx.source(b1.loss), loss2=ctx.source(b2.loss),  # type: ignore[arg-type]
+                shared=t.name, shared_line=t.line, first_line=b1.call.lineno)

@@ -1,0 +1,350 @@
+"""GT501-GT504: where gradients are cleared and clipped relative to backward() and step()."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.training_loop._loop import (
+    MANUAL_ZERO_RE, LoopFacts, Named, Step, facts, optimizer_like)
+
+# clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
+OTHER_ZERO_RE = re.compile(
+    r"\.grad\s*=[^=]|\.grad\.(?:data\.)?(?:zero_|detach_|fill_|mul_)|set_to_none"
+    r"|(?:clear|reset|free)_?grads?\b|grads?_?(?:clear|reset)", re.IGNORECASE)
+# a step guarded by "last batch of the epoch" runs once per pass of the outer loop
+ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
+
+
+class _LoopRule(Rule):
+    """Shared entry points: analyse each function (and the module body) once."""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._entry(node, ctx)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef,
+                               ctx: Context) -> Iterator[Finding]:
+        yield from self._entry(node, ctx)
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._entry(node, ctx)
+
+    def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        lines = ctx.lines[node.lineno - 1:node.end_lineno] if not isinstance(node, ast.Module) \
+            else ctx.lines  # type: ignore[attr-defined]
+        if self.wants("\n".join(lines)):
+            yield from self.check(facts(ctx, node), ctx)
+
+    needs: tuple[str, ...] = ("backward", "step")
+
+    def wants(self, text: str) -> bool:
+        """Cheap text test before any analysis: every word of ``needs`` appears."""
+        return all(w in text for w in self.needs)
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:  # pragma: no cover
+        return iter(())
+
+
+def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
+    """The innermost loop around ``s`` that also runs an accumulating backward."""
+    for loop in reversed(f.loops_of(s.stmt)):
+        if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
+            return loop
+    return None
+
+
+def fresh_each_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
+    """The loop builds a new optimizer or model each pass (nothing to accumulate into)."""
+    if f.loop_rebinds(loop, {s.optimizer}):
+        return True
+    text = f.text(loop)
+    if "deepcopy(" in text or "load_state_dict(" in text:
+        return True
+    return any(b.kind == "module" and f.inside(b.stmt, loop)
+               for bs in f.scope.bindings.values() for b in bs)
+
+
+def covers(f: LoopFacts, z: Named, s: Step) -> bool:
+    """Whether ``z.receiver.zero_grad()`` clears what ``s`` steps."""
+    if z.receiver == s.optimizer:
+        return True
+    if not z.receiver or optimizer_like(z.receiver, f.scope, z.stmt.lineno):
+        return False
+    for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
+        b = scope.binding_before(s.optimizer, s.stmt.lineno)
+        if b is not None and b.value is not None:
+            return f"{z.receiver}.parameters(" in f.ctx.source(b.value)
+    return False
+
+
+def _related(ctx: Context, node: ast.AST, what: str) -> Related:
+    return Related(ctx.path, node.lineno, what, ctx.column(node))  # type: ignore[attr-defined]
+
+
+class MissingZeroGrad(_LoopRule):
+    """A loop calls `backward()` and `optimizer.step()` but never clears the gradients.
+
+    Why: `backward()` *adds* into `.grad`; nothing resets it but `zero_grad()` (or setting
+    `p.grad = None`). Without it, step N applies the sum of the gradients of batches 1..N, so
+    updates grow with every step and training diverges or stalls (PYTORCH_FACTS A14: the
+    usual order is zero_grad → backward → step; zero_grad may also come after step).
+    Known limits: a function that clears gradients in any way (`zero_grad`, `.grad = None`,
+    a helper whose name says so) is trusted; a helper with another name that clears them is
+    not seen, and the rule stays silent when the loop builds a new optimizer or model.
+    """
+
+    code = "GT501"
+    name = "missing-zero-grad"
+    message = ("`{opt}.step()` runs every pass of this loop but the gradients are never "
+               "cleared: each `backward()` adds to `.grad`, so every step applies the sum of "
+               "all earlier batches' gradients; call `{opt}.zero_grad()` once per step")
+    triggers = ("backward",)
+    examples = [
+        Bad("""
+            import torch
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+            """, at=(6, 4)),
+        Bad("""
+            def train_one_epoch(model, loader, optimizer, scaler):
+                for batch in loader:
+                    with torch.autocast("cuda"):
+                        loss = model(**batch).loss
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+            """, at=(6, 8)),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accum
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+            """),
+        Good("""
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                for p in model.parameters():
+                    p.grad = None
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        if not f.steps or MANUAL_ZERO_RE.search(f.text(f.node) if not isinstance(
+                f.node, ast.Module) else ctx.text):
+            return
+        seen: set[int] = set()
+        for s in f.steps:
+            loop = None if s.closure else step_loop(f, s)
+            if loop is None or id(loop) in seen or fresh_each_pass(f, loop, s):
+                continue
+            seen.add(id(loop))
+            b = next(b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop))
+            yield self.report(s.call, ctx, related=(
+                _related(ctx, b.call, "gradients are added into `.grad` here"),
+                _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer)
+
+
+class ZeroGradOutsideStepLoop(_LoopRule):
+    """`zero_grad()` runs once before (or outside) the loop in which `step()` runs.
+
+    Why: gradients are cleared once, e.g. per epoch, but `backward()` and `step()` run per
+    batch; from the second batch on, `.grad` holds the sum of all batches since the clear,
+    so each step applies a growing, stale gradient. Gradient accumulation is fine: there
+    the clear sits inside the same loop as the step (under the same `if`).
+    Known limits: a step guarded by a "last batch" test (`if i == len(loader) - 1`) is
+    assumed to run once per pass and is not reported.
+    """
+
+    code = "GT502"
+    name = "zero-grad-outside-step-loop"
+    message = ("`{call}` clears the gradients once, outside the loop where `{opt}.step()` "
+               "runs (line {step_line}); every later step applies the gradients of all batches "
+               "since; move it into that loop")
+    triggers = ("zero_grad",)
+    needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            for epoch in range(10):
+                optimizer.zero_grad()
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """, at=(2, 4)),
+        Good("""
+            for epoch in range(10):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+            """),
+        Good("""
+            for batch in loader:
+                optimizer.zero_grad()
+                for micro in batch.split(4):
+                    loss = criterion(model(micro), micro)
+                    loss.backward()
+                optimizer.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        done: set[int] = set()
+        for s in f.steps:
+            loop = None if s.closure else step_loop(f, s)
+            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop):
+                continue
+            if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in f.zero_grads) or \
+                    any(not optimizer_like(z.receiver) and f.inside(z.stmt, loop)
+                        for z in f.zero_grads) or OTHER_ZERO_RE.search(f.text(loop)):
+                continue
+            for z in f.zero_grads:
+                if id(z.call) not in done and covers(f, z, s) and f.before(z.stmt, loop):
+                    done.add(id(z.call))
+                    yield self.report(z.call, ctx, related=(
+                        _related(ctx, s.call, "the optimizer steps here, once per batch"),),
+                        call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno)
+
+
+def _once_per_pass(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
+    for stmt in f.scope.stmts:
+        if isinstance(stmt, ast.If) and f.inside(s.stmt, stmt) and f.inside(stmt, loop) \
+                and ONCE_PER_PASS_RE.search(f.ctx.source(stmt.test)):
+            return True
+    return False
+
+
+class ZeroGradBetweenBackwardAndStep(_LoopRule):
+    """`zero_grad()` runs after `backward()` and before `step()`, erasing the gradients.
+
+    Why: with the default `set_to_none=True` every `.grad` becomes None and `step()` skips
+    those parameters: the update is exactly zero (PYTORCH_FACTS A14: backward → zero_grad →
+    step changes the weights by 0.0000). Clearing *before* `backward()` (even after the
+    forward) or *after* `step()` is correct.
+    Known limits: `model.zero_grad()` counts only when the optimizer was built from
+    `model.parameters()` in the same file.
+    """
+
+    code = "GT503"
+    name = "zero-grad-between-backward-and-step"
+    message = ("`{call}` erases the gradients that `backward()` just computed (line "
+               "{backward_line}) before `{opt}.step()` (line {step_line}) uses them: the step "
+               "changes nothing; clear the gradients before `backward()` or after `step()`")
+    triggers = ("zero_grad",)
+    needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.zero_grad()
+                optimizer.step()
+            """, at=(4, 4)),
+        Good("""
+            for x, y in loader:
+                out = model(x)
+                optimizer.zero_grad()
+                loss = criterion(out, y)
+                loss.backward()
+                optimizer.step()
+            """),
+        Good("""
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                if not torch.isfinite(loss):
+                    optimizer.zero_grad()
+                optimizer.step()
+            """),
+        Good("""
+            errD.backward()
+            netG.zero_grad()
+            optimizerD.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        acc = [b for b in f.backwards if b.accumulates]
+        for z in f.zero_grads:
+            for s in f.steps:
+                if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)):
+                    continue
+                b = next((b for b in acc if f.before(b.stmt, z.stmt)), None)
+                if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
+                                    for b2 in acc):
+                    continue
+                yield self.report(z.call, ctx, related=(
+                    _related(ctx, b.call, "gradients computed here"),
+                    _related(ctx, s.call, "step applies the (now empty) gradients here")),
+                    call=ctx.source(z.call), opt=s.optimizer, backward_line=b.call.lineno,
+                    step_line=s.call.lineno)
+                break
+
+
+class ClipGradAfterStep(_LoopRule):
+    """Gradients are clipped after `optimizer.step()`, so the clipping changes nothing.
+
+    Why: `step()` has already applied the unclipped gradients; the clipped ones are then
+    cleared by the next `zero_grad()` (or added to by the next `backward()`). Clip between
+    `backward()` and `step()` (after `scaler.unscale_(optimizer)` with AMP).
+    Known limits: a `clip_grad_norm_` with an infinite max norm (used to measure the norm) is
+    not reported.
+    """
+
+    code = "GT504"
+    name = "clip-grad-after-step"
+    message = ("`{call}` runs after `{opt}.step()` (line {step_line}) already applied the "
+               "unclipped gradients; clip between `backward()` and `step()`")
+    triggers = ("clip_grad",)
+    needs = ("step", "clip_grad")
+    examples = [
+        Bad("""
+            import torch
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            """, at=(6, 4)),
+        Good("""
+            import torch
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            """),
+        Good("""
+            import torch
+            d_loss.backward()
+            opt_d.step()
+            torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+            opt_g.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        acc = [b for b in f.backwards if b.accumulates]
+        for c in f.clips:
+            if "inf" in ctx.source(c.call) or "1e" in ctx.source(c.call):
+                continue
+            if any(f.before(c.stmt, s2.stmt) for s2 in f.steps):
+                continue
+            for s in f.steps:
+                if f.before(s.stmt, c.stmt) and not any(
+                        f.before(s.stmt, b.stmt) and f.before(b.stmt, c.stmt) for b in acc):
+                    yield self.report(c.call, ctx, related=(
+                        _related(ctx, s.call, "the unclipped gradients were applied here"),),
+                        call=ctx.source(c.call.func), opt=s.optimizer, step_line=s.call.lineno)
+                    break
