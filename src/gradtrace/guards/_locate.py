@@ -190,7 +190,7 @@ def find_grad_switch(frame: FrameType | None, limit: int = 40, *, inference: boo
     while f is not None and limit > 0:
         limit -= 1
         path = f.f_code.co_filename
-        if not _internal(path):
+        if not is_internal(path):
             tree = _tree(path)
             if tree is not None:
                 hit = _in_scope_switch(path, tree, f.f_lineno, names)
@@ -205,7 +205,7 @@ def find_grad_switch(frame: FrameType | None, limit: int = 40, *, inference: boo
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def _internal(path: str) -> bool:
+def is_internal(path: str) -> bool:
     """Frames of torch, of gradtrace itself, and of code without a file are skipped."""
     if path.startswith("<") or os.path.abspath(path).startswith(_HERE):
         return True
