@@ -41,8 +41,7 @@ class Settings:
         name = os.path.basename(path.rstrip(os.sep)) or path
         rel = _relative(path, self.root)
         for pat in (*self.exclude, *self.extend_exclude):
-            if fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(rel, pat) or \
-                    fnmatch.fnmatch(rel, pat.rstrip("/") + "/*"):
+            if fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(rel, pat.rstrip("/")):
                 return True
         return False
 
