@@ -16,6 +16,7 @@ cost of ``ast.parse``.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import textwrap
 from dataclasses import dataclass
@@ -78,14 +79,14 @@ class Rule:
 
     @classmethod
     def summary(cls) -> str:
-        """The docstring's first line."""
-        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else cls.message
+        """The docstring's first paragraph, on one line."""
+        first = inspect.cleandoc(cls.__doc__ or "").partition("\n\n")[0]
+        return " ".join(first.split()) or cls.message
 
     @classmethod
     def rationale(cls) -> str:
-        """The docstring after its first line (Why / Known limits)."""
-        doc = textwrap.dedent((cls.__doc__ or "").partition("\n")[2]).strip()
-        return doc
+        """The docstring after its first paragraph (Why / Known limits)."""
+        return inspect.cleandoc(cls.__doc__ or "").partition("\n\n")[2].strip()
 
     def report(
         self,
