@@ -30,7 +30,8 @@ INT_CASTS = frozenset({"long", "int", "short", "bool", "byte", "char"})
 INT_TENSOR_TYPES = frozenset({"torch.LongTensor", "torch.IntTensor", "torch.ShortTensor",
                               "torch.ByteTensor", "torch.BoolTensor", "torch.CharTensor"})
 # in-place tensor methods that are not updates of the values
-NOT_UPDATES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "register_hook"})
+NOT_UPDATES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "register_hook",
+                         "detach_"})
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

@@ -139,7 +139,7 @@ class LeafReboundByUpdate(Rule):
 
 def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
     """The ``for`` statement binding ``name`` from ``<m>.parameters()``, if any."""
-    b = scope.binding_before(name, line + 1)
+    b = scope.binding_before(name, line)
     if b is None or not isinstance(b.stmt, (ast.For, ast.AsyncFor)):
         return None
     it = b.stmt.iter

@@ -120,7 +120,8 @@ class FreezeUndoesTraining(Rule):
     not the intended part) trains: backward raises `element 0 of tensors does not require
     grad` when all is frozen (PYTORCH_FACTS k3), or the head silently stays at init.
     Freeze first, then replace or unfreeze the head.
-    Known limits: statements of one function, in source order.
+    Known limits: statements of one function, in source order. A module freezing all of
+    `self` in its own constructor (prefix or adapter tuning) is taken as intended.
     """
 
     code = "GT408"
@@ -168,13 +169,12 @@ class FreezeUndoesTraining(Rule):
         for i, f in enumerate(flags):
             if f.value or f.conditional:
                 continue
-            later = [g for g in flags[i + 1:] if g.value and (covers(f.root, g.root)
-                                                              or covers(g.root, f.root))]
-            if later:
-                continue
             hit = self._victim(scope, f, flags[:i])
-            if hit is not None:
-                line, what, part = hit
+            if hit is None:
+                continue
+            line, what, part = hit
+            if not any(g.value and (covers(g.root, part) or covers(part, g.root))
+                       for g in flags[i + 1:]):
                 yield self.report(f.stmt, ctx, related=[Related(ctx.path, line,
                                   f"`{part}` is set up to train here")],
                                   root=f.root, what=what, part=part, line=line)
@@ -184,6 +184,8 @@ class FreezeUndoesTraining(Rule):
         for g in reversed(before):
             if g.value and not g.conditional and g.root != f.root and covers(f.root, g.root):
                 return g.stmt.lineno, "the part unfrozen at", g.root
+        if f.root == "self":
+            return None  # a module freezing all it built so far (prefix/adapter tuning)
         heads = _head_assignments(scope, f.root, f.stmt.lineno)
         if heads:
             h = heads[-1]

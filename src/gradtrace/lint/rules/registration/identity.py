@@ -116,8 +116,9 @@ class ModelRecreatedAfterOptimizer(Rule):
         q = ctx.call_name(value) or ""
         if q == "copy.deepcopy":
             return True
-        if root in {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}:
-            return False  # a wrapper of the same model (DataParallel, compile, .to())
+        if any(dotted(a) in (root, target) for a in [*value.args, *(k.value for k in
+                                                                    value.keywords)]):
+            return False  # a wrapper of the same model (DataParallel, compile, DDP)
         if "." in target and is_parameter_call(value, ctx):
             return True
         if module_ctor(value, ctx):
