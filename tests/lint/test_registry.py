@@ -44,3 +44,14 @@ def test_selection_most_specific_prefix_wins():
         [c for c in codes if c.startswith(first[:3]) and c != first]
     assert select_rules(["ALL"], ignore=["ALL"]) == []
     assert len(select_rules(["ALL"])) == len(all_rules())
+
+
+def test_rule_folders_are_packages_so_wheels_ship_them():
+    from pathlib import Path
+
+    import gradtrace.lint.rules as pkg
+
+    root = Path(pkg.__file__).parent
+    for d in root.rglob("*"):
+        if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py")):
+            assert (d / "__init__.py").is_file(), f"{d} has no __init__.py"
