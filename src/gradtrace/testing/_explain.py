@@ -173,8 +173,9 @@ def _traced_cut(p: Tensor, tracer: Any) -> tuple[str, Where | None]:
         return "", None
     import linecache
 
-    where = Where(f.path, f.line, linecache.getline(f.path, f.line).strip())
-    how = f.message.split("cut here, ", 1)[1] if "cut here, " in f.message else ""
+    where = Where(display_path(f.path), f.line, linecache.getline(f.path, f.line).strip())
+    at = f.message.find("cut here")
+    how = f.message[at + len("cut here"):].lstrip(",: ") if at >= 0 else ""
     return f"the graph was cut at {where}" + (f": {how}" if how else ""), where
 
 

@@ -9,7 +9,8 @@ buffer (values are copied back when the version moved or the values differ: Batc
 updates running stats without bumping their version counter),
 each parameter's ``requires_grad`` and ``.grad`` *object* (``.grad`` is set to None before the
 step, so backward never touches the saved object), the state of every optimizer that steps
-(captured by a global pre-step hook just before its first step), the CPU/CUDA/Python/numpy RNG
+(its per-parameter state and group settings, captured by a global pre-step hook just before
+its first step), the CPU/CUDA/Python/numpy RNG
 states and the global grad mode.
 """
 from __future__ import annotations
@@ -37,13 +38,12 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 class Snapshot:
     """What :meth:`restore` puts back; take it with :meth:`take` just before the step."""
 
-    def __init__(self, model: nn.Module, optimizers: list[Any]) -> None:
+    def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.modules: list[tuple[nn.Module, bool, dict[str, Any], dict[str, Any]]] = []
         self.values: list[tuple[Tensor, int, Tensor]] = []
         self.params: list[tuple[Tensor, bool, Tensor | None]] = []
         self.optimizers: dict[int, tuple[Any, dict[str, Any]]] = {}
-        self._known_opts = optimizers
         self._hook: Any = None
         self.rng: dict[str, Any] = {}
         self.grad_enabled = True
@@ -60,8 +60,6 @@ class Snapshot:
                 self.values.append((t, t._version, t.detach().clone()))
         for p in self.model.parameters():
             self.params.append((p, p.requires_grad, p.grad))
-        for opt in self._known_opts:
-            self._save_optimizer(opt)
         self._hook = register_optimizer_step_pre_hook(self._pre_step)
         self._take_rng()
         self.grad_enabled = torch.is_grad_enabled()
@@ -74,7 +72,13 @@ class Snapshot:
             self._save_optimizer(opt)
 
     def _save_optimizer(self, opt: Any) -> None:
-        self.optimizers[id(opt)] = (opt, copy.deepcopy(opt.state_dict()))
+        # Not opt.state_dict(): it is wrapped in torch._disable_dynamo, whose first use imports
+        # torch._dynamo (seconds). The per-parameter state and the group settings suffice.
+        state = {id(p): (p, {k: v.clone() if isinstance(v, Tensor) else copy.deepcopy(v)
+                             for k, v in s.items()}) for p, s in opt.state.items()}
+        groups = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+                  for g in opt.param_groups]
+        self.optimizers[id(opt)] = (opt, (state, groups))
 
     def _take_rng(self) -> None:
         self.rng["cpu"] = torch.get_rng_state()
@@ -111,8 +115,13 @@ class Snapshot:
             if p.requires_grad != requires_grad:
                 p.requires_grad_(requires_grad)
             p.grad = grad
-        for opt, state in self.optimizers.values():
-            opt.load_state_dict(state)
+        for opt, (state, groups) in self.optimizers.values():
+            for p in [p for p in opt.state if id(p) not in state]:
+                del opt.state[p]
+            for p, saved in state.values():
+                opt.state[p] = saved
+            for group, saved_group in zip(opt.param_groups, groups):
+                group.update(saved_group)
         self._restore_rng()
         self.values.clear()
 

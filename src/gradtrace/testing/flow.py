@@ -73,7 +73,7 @@ def assert_gradients_flow(model: nn.Module, step: Step, *, allow_none: Iterable[
     zero_pats = _patterns("allow_zero", allow_zero, named)
     opts = _optimizers(optimizer)
     run = _as_callable(model, step)
-    snap = Snapshot(model, opts).take()
+    snap = Snapshot(model).take()
     try:
         usage, tracer = _run(run, trainable)
         frozen = tuple(n for n in named if n not in trainable)

@@ -70,10 +70,12 @@ def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
     AssertionError) names the output and the input (or parameter) whose derivative is wrong.
     """
     prep = _prepare(module_or_fn, inputs, params, set(no_grad_inputs), seed)
-    _run_check(prep, 1, eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode, **gradcheck_kwargs)
-    if gradgrad:
-        _run_check(prep, 2, eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode,
-                   **gradcheck_kwargs)
+    devices = sorted({a.device.index or 0 for a in prep.args
+                      if isinstance(a, Tensor) and a.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):  # gradcheck itself draws random numbers
+        for order in (1, 2) if gradgrad else (1,):
+            _run_check(prep, order, eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode,
+                       **gradcheck_kwargs)
     return True
 
 
