@@ -11,6 +11,7 @@ elu do; log, gelu, sin, relu6/hardtanh, silu and hardswish (in-place or not) do 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -36,6 +37,8 @@ VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", 
                           "t", "flatten", "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
 ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
+OP_WORDS = re.compile(r"sigmoid|softmax|tanh|exp|relu|elu|sqrt|reciprocal")
+MODULE_WORDS = re.compile(r"ReLU|Sigmoid|Tanh|Softmax|ELU")
 TRAINING_FUNCS = frozenset({"forward", "__call__"})
 
 
@@ -48,16 +51,38 @@ class Producer:
     family: str
 
 
+class _LazyModules:
+    """``self.<attr>`` -> op of activation modules in a class, computed on first lookup."""
+
+    def __init__(self, cls: ast.ClassDef | None, ctx: Context) -> None:
+        self.cls, self.ctx = cls, ctx
+        self._map: dict[str, str] | None = None
+
+    def any(self) -> bool:
+        if self._map is None:
+            self._map = _module_attrs(self.cls, self.ctx)
+        return bool(self._map)
+
+    def get(self, name: str | None) -> str | None:
+        if not name or not name.startswith("self."):
+            return None
+        if self._map is None:
+            self._map = _module_attrs(self.cls, self.ctx)
+        return self._map.get(name)
+
+
 def _module_attrs(cls: ast.ClassDef | None, ctx: Context) -> dict[str, str]:
     """``self.<attr>`` -> saved-output op for activation modules assigned in the class."""
     out: dict[str, str] = {}
-    if cls is None:
+    if cls is None or not MODULE_WORDS.search(
+            "\n".join(ctx.lines[cls.lineno - 1:cls.end_lineno])):
         return out
     for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES):
+        if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
             continue
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+        for n in _statements(fn.body):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+                    and MODULE_WORDS.search(ctx.line_text(n.lineno)):
                 op = SAVED_MODULES.get(ctx.qualified_name(n.value.func) or "")
                 for t in n.targets:
                     name = dotted(t)
@@ -66,7 +91,21 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context) -> dict[str, str]:
     return out
 
 
-def _op_of_call(call: ast.AST, ctx: Context, modules: dict[str, str]) -> str | None:
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of a body, nested blocks included, nested defs excluded."""
+    for s in body:
+        yield s
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            sub = getattr(s, f, None)
+            if sub:
+                yield from _statements(sub)
+        for h in getattr(s, "handlers", ()):
+            yield from _statements(h.body)
+
+
+def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules) -> str | None:
     """The saved-output op a call applies (through views), or None."""
     while isinstance(call, (ast.Call, ast.Subscript)):
         if isinstance(call, ast.Subscript):
@@ -85,14 +124,11 @@ def _op_of_call(call: ast.AST, ctx: Context, modules: dict[str, str]) -> str | N
             if f.attr in VIEW_METHODS:
                 call = f.value
                 continue
-        name = dotted(f)
-        if name in modules:
-            return modules[name]
-        return None
+        return modules.get(dotted(f))
     return None
 
 
-def _producer(name: str, line: int, ctx: Context, modules: dict[str, str]) -> Producer | None:
+def _producer(name: str, line: int, ctx: Context, modules: _LazyModules) -> Producer | None:
     scope = ctx.scope()
     b = scope.binding_before(name, line)
     if b is None or b.value is None or isinstance(b.stmt, ast.AugAssign):
@@ -147,9 +183,18 @@ def _in_training(ctx: Context, stmt: ast.stmt) -> ast.Call | bool:
     for sink in backward_sinks(ctx.scope()):
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
-    if fn.name in TRAINING_FUNCS and ctx.class_def is not None and not _eval_branch(ctx):
+    cls = ctx.class_def
+    if fn.name in TRAINING_FUNCS and cls is not None and not _eval_branch(ctx) \
+            and not _is_autograd_function(cls, fn, ctx):
         return True
     return False
+
+
+def _is_autograd_function(cls: ast.ClassDef, fn: ast.AST, ctx: Context) -> bool:
+    """``forward`` of a ``torch.autograd.Function``: it runs with grad disabled."""
+    if any(dotted(d) == "staticmethod" for d in getattr(fn, "decorator_list", ())):
+        return True
+    return any((ctx.qualified_name(b) or "").endswith("Function") for b in cls.bases)
 
 
 def _eval_branch(ctx: Context) -> bool:
@@ -163,7 +208,25 @@ def _eval_branch(ctx: Context) -> bool:
 
 
 class _InplaceRule(Rule):
-    triggers = ("_", "+=", "-=", "*=", "/=", "] =")
+    triggers = ("sigmoid", "softmax", "tanh", "exp", "relu", "elu", "sqrt", "reciprocal",
+                "Sigmoid", "Softmax", "Tanh", "ReLU", "ELU")
+
+    def _candidates(self, fn: ast.AST, ctx: Context, modules: _LazyModules) -> set[str]:
+        """Names this function assigns from a saved-output op (cheap pre-check, cached)."""
+        cache: dict[int, set[str]] = self.__dict__.setdefault("_cands", {})
+        names = cache.get(id(fn))
+        if names is None:
+            names = cache[id(fn)] = set()
+            for n in _statements(fn.body):  # type: ignore[attr-defined]
+                if not isinstance(n, ast.Assign) or not isinstance(n.value, (ast.Call,
+                                                                               ast.Subscript)):
+                    continue
+                text = ctx.line_text(n.lineno)
+                if not OP_WORDS.search(text) and not ("self." in text and modules.any()):
+                    continue
+                if _op_of_call(n.value, ctx, modules) is not None:
+                    names.update(d for t in n.targets if (d := dotted(t)))
+        return names
 
     def _find(self, node: ast.stmt, ctx: Context) -> tuple[Producer, str, ast.AST,
                                                               ast.Call | bool] | None:
@@ -174,7 +237,9 @@ class _InplaceRule(Rule):
         modules = self.__dict__.setdefault("_mods", {})
         cls = ctx.class_def
         if id(cls) not in modules:
-            modules[id(cls)] = _module_attrs(cls, ctx)
+            modules[id(cls)] = _LazyModules(cls, ctx)
+        if name not in self._candidates(ctx.function, ctx, modules[id(cls)]):
+            return None
         prod = _producer(name, node.lineno, ctx, modules[id(cls)])
         if prod is None:
             return None
