@@ -23,10 +23,30 @@ DETACHING_METHODS = frozenset({"detach", "detach_", "item", "tolist", "numpy", "
 NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
                           "repr", "format", "range", "print"})
 NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
-MODEL_RE = re.compile(
-    r"model|net|encoder|decoder|generator|discriminator|critic|^[gd]$|^[gd]_|_[gd]$|rnn|lstm"
-    r"|gru|cell|backbone|head|classifier|policy|actor|unet|vae|transformer|embed|proj|^fc\d*$"
-    r"|linear|conv|mlp|layer|block", re.IGNORECASE)
+MODEL_WORDS = frozenset({
+    "model", "models", "net", "network", "encoder", "decoder", "generator", "discriminator",
+    "critic", "g", "d", "rnn", "lstm", "gru", "cell", "backbone", "head", "classifier", "policy",
+    "actor", "unet", "vae", "transformer", "embed", "embedding", "embeddings", "proj",
+    "projection", "fc", "linear", "conv", "mlp", "layer", "layers", "module", "disc", "gen",
+    "stem", "neck", "tower", "predictor", "denoiser", "autoencoder", "seq2seq",
+})
+# verbs of functions that build or fetch a module object rather than run it
+FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
+                           "prepare", "setup", "copy", "deepcopy", "instantiate", "compile",
+                           "new", "clone", "freeze", "register", "save", "set", "is", "has"})
+WORD_RE = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+(?![a-z])\d*|\d+")
+
+
+def model_spelling(name: str) -> bool:
+    """Whether a callee's last name part is spelled like a module (``netG``, ``self.encoder``,
+    ``resnet``, ``text_model``); NOTE [graph-carrying bindings]."""
+    words = [w.lower().rstrip("0123456789") for w in WORD_RE.findall(name)]
+    if not words or words[-1] in ("loss", "losses", "criterion", "fn", "func") \
+            or words[0] in FACTORY_WORDS:
+        return False
+    return any(w in MODEL_WORDS or (w.endswith("net") and len(w) <= 12) for w in words)
+
+
 TENSOR_METHODS = frozenset({
     "to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "view",
     "reshape", "contiguous", "clone", "squeeze", "unsqueeze", "flatten", "permute", "transpose",
@@ -176,8 +196,7 @@ class Graphs:
     def _module_like(self, callee: str, line: int) -> bool:
         if self.f.module_like(callee, line):
             return True
-        last = callee.rpartition(".")[2]
-        return bool(MODEL_RE.search(last)) and not last.lower().endswith(("loss", "criterion"))
+        return model_spelling(callee.rpartition(".")[2])
 
     def first_module_call(self, b: Binding) -> str | None:
         """The callee of the first module-like call in the binding's value."""

@@ -14,7 +14,8 @@ from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
 
-LOADER_RE = re.compile(r"loader|dataset|val|test|eval", re.IGNORECASE)
+LOADER_RE = re.compile(r"loader|dataset|batches\b", re.IGNORECASE)
+EVAL_LOOP_RE = re.compile(r"for\b[^\n]*\bin\b[^\n]*(?:loader|dataset|batches\b)", re.IGNORECASE)
 NO_GRAD_HOOKS = re.compile(r"^(validation|test|predict)_step$|^on_(validation|test|predict)"
                            r"|_epoch_end$|^predict", re.IGNORECASE)
 FORMAT_FUNCS = frozenset({"print", "str", "float", "round", "format", "repr"})
@@ -77,7 +78,8 @@ class LossAccumulatedWithGraph(_LoopRule):
     Fix safety: `total += loss.item()` turns the accumulator into a Python float. The fix is
     marked safe only when the accumulator starts as a tensor or is later only printed or
     logged; otherwise (e.g. it is returned, or `.item()` is called on it) it is unsafe.
-    Known limits: an evaluation function that its callers run under `no_grad` in another file
+    Known limits: an accumulator that is reset inside the loop (e.g. every 100 steps) is not
+    reported: what it keeps is bounded. An evaluation function that its callers run under `no_grad` in another file
     is reported; one called under `no_grad` in the same file, or a Lightning
     validation/test hook, is not.
     """
@@ -88,10 +90,13 @@ class LossAccumulatedWithGraph(_LoopRule):
                "loop, so no pass's graph is ever freed{why}; accumulate `{fixed}` instead")
     fix_title = "Accumulate a Python number (`.item()`) or a detached tensor"
     fix_safety = "unsafe"
-    triggers = ("backward", "loader", "eval", "val")
+    triggers = ("backward", "loader", "dataset", "batches")
 
     def wants(self, text: str) -> bool:
-        return "for " in text and ("+=" in text or "append(" in text or " + " in text)
+        if not ("+=" in text or "append(" in text or " + " in text):
+            return False
+        return "backward" in text or any(
+            "for " in ln and EVAL_LOOP_RE.search(ln) for ln in text.splitlines())
     examples = [
         Bad("""
             total_loss = 0
@@ -187,9 +192,9 @@ class LossAccumulatedWithGraph(_LoopRule):
         first = None
         for b in f.scope.bindings.get(acc, ()):
             if f.inside(b.stmt, loop):
-                if b.stmt in loop.body and not isinstance(b.stmt, ast.AugAssign) \
+                if not isinstance(b.stmt, ast.AugAssign) \
                         and dotted(getattr(getattr(b.stmt, "value", None), "left", None)) != acc:
-                    return False  # reset on every pass
+                    return False  # reset inside the loop: the graphs kept are bounded
             elif b.line < loop.lineno:
                 first = b
         return first is not None

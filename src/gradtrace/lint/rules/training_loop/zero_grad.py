@@ -16,6 +16,8 @@ OTHER_ZERO_RE = re.compile(
     r"\.grad\s*=[^=]|\.grad\.(?:data\.)?(?:zero_|detach_|fill_|mul_)|set_to_none"
     r"|(?:clear|reset|free)_?grads?\b|grads?_?(?:clear|reset)", re.IGNORECASE)
 # a step guarded by "last batch of the epoch" runs once per pass of the outer loop
+SCRIPT_TOP = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+TOP_BACKWARD_RE = re.compile(r"(?m)^[^\s#].*\.backward\(")
 ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
 
 
@@ -30,12 +32,12 @@ class _LoopRule(Rule):
         yield from self._entry(node, ctx)
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._entry(node, ctx)
+        if any(isinstance(s, SCRIPT_TOP) for s in node.body) or (
+                ".backward(" in ctx.text and TOP_BACKWARD_RE.search(ctx.text)):
+            yield from self._entry(node, ctx)  # script code at module level
 
     def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        lines = ctx.lines[node.lineno - 1:node.end_lineno] if not isinstance(node, ast.Module) \
-            else ctx.lines  # type: ignore[attr-defined]
-        if self.wants("\n".join(lines)):
+        if self.wants(function_text(ctx, node)):
             yield from self.check(facts(ctx, node), ctx)
 
     needs: tuple[str, ...] = ("backward", "step")
@@ -46,6 +48,14 @@ class _LoopRule(Rule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:  # pragma: no cover
         return iter(())
+
+
+def function_text(ctx: Context, node: ast.AST) -> str:
+    """The source text of a function (the whole file for the module), cached."""
+    if isinstance(node, ast.Module):
+        return ctx.text
+    return ctx.memo("gt5-text", node, lambda: "\n".join(
+        ctx.lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
 
 
 def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
