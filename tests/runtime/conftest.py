@@ -37,3 +37,12 @@ def run_script(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: 
         return RunResult(code, err, doc)
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _restore_grad_mode():
+    """Example scripts may leave grad mode off (that is the bug they show); undo it."""
+    import torch
+
+    yield
+    torch.set_grad_enabled(True)

@@ -77,9 +77,10 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
     roots = _roots(args, kwargs)
     root = next((r for r in roots if not r.requires_grad), roots[0] if roots else None)
     cut = state.cut_of(root)
-    if cut is not None:
+    left_off = not torch.is_grad_enabled() and state.grad_off is not None
+    if cut is not None and not (left_off and cut.reason == "no_grad"):
         return [cut_finding(cut, "the tensor passed to backward()", site)]
-    if not torch.is_grad_enabled() and state.grad_off is not None:
+    if left_off:
         return [make(code_for("grad-mode-left-off", "GT800"), state.grad_off,
                      f"grad mode was turned off here ({src(state.grad_off)}) and is still off "
                      "when backward() runs, so nothing after it was recorded for autograd",

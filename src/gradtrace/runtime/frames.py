@@ -23,7 +23,7 @@ def _prefixes() -> tuple[str, ...]:
         out.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
     stdlib = sysconfig.get_paths().get("stdlib")
     if stdlib:
-        for name in ("contextlib.py", "functools.py", "runpy.py", "threading.py"):
+        for name in ("contextlib.py", "functools.py", "runpy.py", "threading.py", "warnings.py"):
             out.append(os.path.join(stdlib, name))
     return tuple(out)
 

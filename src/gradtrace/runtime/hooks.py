@@ -6,6 +6,7 @@ exit. Modules and optimizers are held weakly.
 from __future__ import annotations
 
 import math
+import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,8 @@ class HookState:
     had_grad: set[int] = field(default_factory=set)
     stack: list[torch.nn.Module] = field(default_factory=list)
     registered: dict[tuple[int, int], bool] = field(default_factory=dict)
+    snapshot: list[Any] = field(default_factory=list)
+    steps: int = 0
 
 
 class Hooks:
@@ -165,6 +168,25 @@ class Hooks:
         rec = self.data.optimizers.get(id(opt))
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
+        self.data.steps += 1
+        if _due(self.data.steps):
+            self._snapshot()
+
+    def _snapshot(self) -> None:
+        """Parameter findings now, in case the model dies before tracing ends."""
+        from gradtrace.runtime.silent import parameter_findings
+
+        busy = self.mode is not None and self.mode.busy
+        if self.mode is not None:
+            self.mode.busy = True
+        try:
+            self.data.snapshot = parameter_findings(self.state, self.data)
+        except Exception:  # a failed snapshot must not disturb training
+            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+                raise
+        finally:
+            if self.mode is not None:
+                self.mode.busy = busy
 
 
 def _due(step: int) -> bool:
@@ -182,4 +204,23 @@ def param_name(data: HookState, p: Tensor) -> str:
         for name, q in m.named_parameters(recurse=True):
             if q is p and name.count(".") > depth:
                 best, depth = f"{type(m).__name__}.{name}", name.count(".")
+    if depth <= 0:
+        best = _in_plain_container(data, p) or best
     return best or f"tensor of shape {list(p.shape)}"
+
+
+def _in_plain_container(data: HookState, p: Tensor) -> str:
+    """``MLP.blocks[0].weight`` for a layer held in a plain list/tuple/dict attribute."""
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is None:
+            continue
+        for attr, value in vars(m).items():
+            items = value.items() if isinstance(value, dict) else enumerate(value) \
+                if isinstance(value, (list, tuple)) else ()
+            for key, child in items:
+                if isinstance(child, torch.nn.Module):
+                    for name, q in child.named_parameters():
+                        if q is p:
+                            return f"{type(m).__name__}.{attr}[{key!r}].{name}"
+    return ""

@@ -335,6 +335,8 @@ def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 
         if node is None or id(node) in seen:
             continue
         seen[id(node)] = node
+        if hasattr(node, "variable"):  # AccumulateGrad: saves nothing, is shared across graphs
+            continue
         try:
             node.metadata.setdefault(META_FREED, stamp)
             nexts = node.next_functions

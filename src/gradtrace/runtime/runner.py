@@ -105,33 +105,36 @@ def main(argv: list[str]) -> int:
 def _run(opts: RunOptions) -> int:
     from gradtrace.runtime.trace import diagnose, trace
 
-    code, crash = 0, None
+    code, crash, keep = 0, None, None
+    # `keep` holds the program's globals (or its exception and so its frames) until tracing
+    # has ended, so the end-of-run analysis still sees the model and the optimizer.
     with contextlib.ExitStack() as stack:
         report = _maybe_report(opts, stack)
         tracer = stack.enter_context(trace())
         try:
             with _program_env(opts):
-                _execute(opts)
+                keep = _execute(opts)
         except SystemExit as e:
-            code = _exit_code(e)
-        except KeyboardInterrupt:
+            code, keep = _exit_code(e), e
+        except KeyboardInterrupt as e:
+            keep = e
             stack.close()
             _finish(opts, tracer.findings, report, crash=None)
             raise
         except BaseException as e:  # the program crashed: Python's exit code is 1
-            code, crash = 1, e
+            code, crash, keep = 1, e, e
             diagnose(e, tracer)
+    del keep
     if crash is not None:
         _print_traceback(crash)
     _finish(opts, tracer.findings, report, crash)
     return code
 
 
-def _execute(opts: RunOptions) -> None:
+def _execute(opts: RunOptions) -> dict[str, Any]:
     if opts.is_module:
-        runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
-    else:
-        runpy.run_path(os.path.abspath(opts.target), run_name="__main__")
+        return runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
+    return runpy.run_path(os.path.abspath(opts.target), run_name="__main__")
 
 
 @contextlib.contextmanager

@@ -15,13 +15,25 @@ Tensor = torch.Tensor
 
 
 def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
-    """Every silent problem the session saw, most serious first."""
-    out: list[Finding] = []
-    out += _params_without_grad(state, data)
-    out += _params_in_no_optimizer(state, data)
-    out += _optimizer_events(data)
-    out += _events(state)
-    return out
+    """Every silent problem the session saw, most likely root cause first.
+
+    The parameter checks need the model and optimizer alive; when they are gone (the program
+    built them inside a function that returned) the last snapshot taken at an optimizer step
+    is used instead.
+    """
+    live = any(r.ref() is not None for r in data.optimizers.values())
+    out = parameter_findings(state, data) if live else list(data.snapshot)
+    return out + _optimizer_events(data) + _events(state)
+
+
+def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
+    """Parameters that get no gradient, or get one that no optimizer uses."""
+    out: list[Finding] = _params_in_no_optimizer(state, data)
+    missing = _params_without_grad(state, data)
+    if any(f.code == code_for("model-recreated-after-optimizer", "GT821") and "re-created" in
+           f.message for f in out):  # the stale parameters are explained by that finding
+        missing = [f for f in missing if f.path != "<unknown>"]
+    return out + missing
 
 
 def _owners(data: HookState) -> dict[int, ModuleRecord]:
@@ -45,59 +57,92 @@ def _optimizer_params(data: HookState) -> list[tuple[Any, Tensor]]:
     return out
 
 
-def why_no_grad(state: TraceState, data: HookState, p: Tensor,
-                owners: dict[int, ModuleRecord] | None = None) -> Finding | None:
-    """Why parameter ``p`` never got a gradient (``None`` if it has one)."""
-    if p.grad is not None or id(p) in data.had_grad:
-        return None
-    owners = _owners(data) if owners is None else owners
-    name = param_name(data, p)
+Reason = tuple[str, "Site | None", str, str, tuple[tuple["Site | None", str], ...]]
+
+
+def _reason(state: TraceState, data: HookState, p: Tensor,
+            owners: dict[int, ModuleRecord]) -> Reason:
+    """(code, site, why, fix, related) for a parameter that has no gradient."""
     rec = owners.get(id(p))
     frozen = state.frozen_at(p)
     if not p.requires_grad:
-        return make(code_for("frozen-parameter", "GT820"), frozen,
-                     f"{name} gets no gradient: it has requires_grad=False"
-                     + (f", frozen here ({src(frozen)})" if frozen else ""),
-                     fix="call requires_grad_(True) on it if it should train", severity="warning")
+        return (code_for("frozen-parameter", "GT820"), frozen, "it has requires_grad=False"
+                + (f", frozen here ({src(frozen)})" if frozen else ""),
+                "call requires_grad_(True) on it if it should train", ())
     if rec is None or rec.grad_runs + rec.nograd_runs == 0:
-        return make(code_for("unused-parameter", "GT820"), None if rec is None else rec.site,
-                    f"{name} never received a gradient: its module never ran in a forward pass "
-                    "that backward() went through (not used in forward?)",
-                    fix="use it in forward(), or leave it out of the optimizer", severity="warning")
+        site = defined_at(data, p)
+        return (code_for("unused-parameter", "GT820"), site, "its module never ran in a forward "
+                "pass (not used in forward?)", "use it in forward(), or leave it out of the "
+                "optimizer", ())
     if rec.grad_runs == 0:
-        return make(code_for("no-grad-forward", "GT820"), rec.nograd_site or rec.site,
-                    f"{name} never received a gradient: its module only ran with grad mode off"
-                    + (f" (turned off here: {src(rec.nograd_site)})" if rec.nograd_site else ""),
-                    fix="run the training forward pass outside torch.no_grad()",
-                    related=[(rec.site, "the module was called here")], severity="warning")
+        return (code_for("no-grad-forward", "GT820"), rec.nograd_site or rec.site,
+                "its module only ran with grad mode off" + (
+                    f" (turned off here: {src(rec.nograd_site)})" if rec.nograd_site else ""),
+                "run the training forward pass outside torch.no_grad()",
+                ((rec.site, "the module was called here"),))
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
     cuts.sort(key=lambda c: c.reason == "item")
     if cuts:
         from gradtrace.runtime.diagnose import _CUT_KIND
 
         c = cuts[0]
-        return make(code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), c.site,
-                    f"{name} is used in forward but never received a gradient: the graph was cut "
-                    f"here, {c.describe()}", fix="keep the path from this parameter to the loss "
-                    "attached (no .detach()/.item()/no_grad on it)",
-                    related=[(rec.site, "its module was called here")], severity="warning")
-    return make("GT820", rec.site, f"{name} is used in forward but never received a gradient "
-                "(no backward() reached it)", severity="warning")
+        return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), c.site,
+                f"it is used in forward, but the graph was cut here: {c.describe()}",
+                "keep the path from this parameter to the loss attached (no .detach()/.item()/"
+                "no_grad on it)", ((rec.site, "its module was called here"),))
+    return ("GT820", rec.site, "it is used in forward, but no backward() reached it", "", ())
+
+
+def why_no_grad(state: TraceState, data: HookState, p: Tensor,
+                owners: dict[int, ModuleRecord] | None = None) -> Finding | None:
+    """Why parameter ``p`` never got a gradient (``None`` if it has one)."""
+    if p.grad is not None or id(p) in data.had_grad:
+        return None
+    code, site, why, fix, related = _reason(state, data, p, _owners(data) if owners is None
+                                            else owners)
+    return make(code, site, f"{param_name(data, p)} never received a gradient: {why}", fix=fix,
+                related=list(related), severity="warning")
+
+
+def defined_at(data: HookState, p: Tensor) -> Site | None:
+    """Where the module owning ``p`` was assigned in its parent's ``__init__`` (best effort)."""
+    import inspect
+    import re
+
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is None:
+            continue
+        for name, child in m.named_children():
+            if any(q is p for q in child.parameters(recurse=False)):
+                try:
+                    lines, start = inspect.getsourcelines(type(m).__init__)
+                    path = inspect.getsourcefile(type(m).__init__) or ""
+                except (OSError, TypeError):
+                    return None
+                pat = re.compile(rf"self\.{re.escape(name)}\s*(:[^=]*)?=")
+                for i, line in enumerate(lines):
+                    if pat.search(line):
+                        return Site(path, start + i, "__init__")
+    return None
 
 
 def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     if state.backward_count == 0:
         return []
     owners = _owners(data)
-    out: list[Finding] = []
+    groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
     for _, p in _optimizer_params(data):
-        if id(p) in seen or not p.requires_grad:
+        if id(p) in seen or not p.requires_grad or p.grad is not None or id(p) in data.had_grad:
             continue
         seen.add(id(p))
-        f = why_no_grad(state, data, p, owners)
-        if f is not None and f.message not in {g.message for g in out}:
-            out.append(f)
+        groups.setdefault(_reason(state, data, p, owners), []).append(param_name(data, p))
+    out = []
+    for (code, site, why, fix, related), names in groups.items():
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        out.append(make(code, site, f"{shown} never received a gradient: {why}", fix=fix,
+                        related=list(related), severity="warning"))
     return out
 
 
@@ -106,8 +151,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     if not pairs:
         return []
     in_opt = {id(p) for _, p in pairs}
-    stale = [p for _, p in pairs if p.requires_grad and id(p) not in data.had_grad]
-    out: list[Finding] = []
+    stale = [p for _, p in pairs
+             if p.requires_grad and id(p) not in data.had_grad and p.grad is None]
+    groups: dict[tuple[str, Site | None, str, str], list[str]] = {}
     for rec in list(data.modules.values()):
         m = rec.ref()
         if m is None or rec.grad_runs == 0:
@@ -115,28 +161,33 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
         missed = [p for p in m._parameters.values()
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
-        if not missed:
-            continue
-        what = f"{type(m).__name__} ({', '.join(n for n, p in m._parameters.items() if p in missed)})"
-        if rec.unregistered_in:
-            kind, why = "unregistered-submodule", (
-                f"it is called from {rec.unregistered_in}.forward but not registered as its "
-                "submodule (held in a plain list/dict or attribute of another type?), so "
-                "model.parameters() does not include it")
-            fix = "hold layers in nn.ModuleList / nn.ModuleDict (parameters in nn.ParameterList)"
-        elif stale:
-            kind, why = "model-recreated-after-optimizer", (
-                "the optimizer holds other parameters that never received a gradient: the model "
-                "(or this layer) was re-created, copied or replaced after the optimizer was built")
-            fix = "build the optimizer after the final model exists (or rebuild it)"
-        else:
-            kind, why = "parameter-in-no-optimizer", "it was not passed to any optimizer"
-            fix = "pass these parameters to the optimizer (or add a param group)"
-        out.append(make(code_for(kind, "GT821"), rec.site,
-                        f"{what} receives gradients but no optimizer updates it: {why}", fix=fix,
-                        related=[(r.site, "optimizer.step() here") for r in
-                                 list(data.optimizers.values())[:1]], severity="warning"))
+        if missed:
+            kind, why, fix = _not_optimized_reason(rec, len(stale))
+            groups.setdefault((kind, rec.site, why, fix), []).extend(
+                param_name(data, q) for q in missed)
+    step = next((r.site for r in data.optimizers.values() if r.steps), None)
+    out = []
+    for (kind, site, why, fix), names in groups.items():
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        out.append(make(code_for(kind, "GT821"), site, f"{shown} receive gradients but no "
+                        f"optimizer updates them: {why}", fix=fix,
+                        related=[(step, "optimizer.step() here")], severity="warning"))
     return out
+
+
+def _not_optimized_reason(rec: ModuleRecord, stale: int) -> tuple[str, str, str]:
+    if rec.unregistered_in:
+        return ("unregistered-submodule",
+                f"the layer is called from {rec.unregistered_in}.forward but is not registered "
+                "as its submodule (held in a plain list/dict?), so model.parameters() misses it",
+                "hold layers in nn.ModuleList / nn.ModuleDict (parameters in nn.ParameterList)")
+    if stale:
+        return ("model-recreated-after-optimizer",
+                f"the optimizer holds {stale} other parameter(s) that never received a gradient:"
+                " the model (or this layer) was re-created, copied or replaced after the "
+                "optimizer was built", "build the optimizer after the final model exists")
+    return ("parameter-in-no-optimizer", "they were not passed to any optimizer",
+            "pass these parameters to the optimizer (or add a param group)")
 
 
 def _optimizer_events(data: HookState) -> list[Finding]:
