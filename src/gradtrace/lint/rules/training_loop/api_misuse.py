@@ -107,15 +107,27 @@ class BackwardOnNonScalarLoss(_LoopRule):
                 value, where = bd.value, bd.stmt
             if not isinstance(value, ast.Call):
                 continue
-            if _unreduced(value):
-                how = "reduction='none'"
-            elif dotted(value.func) in crit:
-                how = f"{dotted(value.func)}, built with reduction='none'"
-            else:
+            how = self._how(f, value, crit, where.lineno)  # type: ignore[attr-defined]
+            if how is None:
                 continue
             yield self.report(b.call, ctx, related=(
                 _related(ctx, where, "the per-element loss is made here"),),
                 loss=ctx.source(b.loss), how=how, line=where.lineno)  # type: ignore[attr-defined]
+
+
+    @staticmethod
+    def _how(f: LoopFacts, value: ast.Call, crit: set[str], line: int) -> str | None:
+        """How ``value`` is unreduced (None: it is not, or we cannot tell)."""
+        if _unreduced(value):
+            return "reduction='none'"
+        name = dotted(value.func)
+        if name is None:
+            return None
+        b = f.scope.binding_before(name, line)
+        if b is not None:
+            ok = isinstance(b.value, ast.Call) and _unreduced(b.value)
+            return f"`{name}`, built with reduction='none'" if ok else None
+        return f"`{name}`, built with reduction='none'" if name in crit else None
 
 
 NONE_METHODS = frozenset({"backward", "zero_grad", "step", "load_state_dict"})
@@ -183,10 +195,34 @@ class AssignedNoneResult(Rule):
         if recv is None or target != recv or not self._returns_nothing(method, recv, v, ctx):
             return
         returns, what, consequence = self._texts(method, recv, ctx)
+        related = []
+        nxt = self._next_use(target, node, ctx) if "." not in target else None
+        if nxt is not None:
+            m = re.search(rf"\b{re.escape(target)}\.(\w+)", ctx.line_text(nxt.lineno))
+            if m and returns == "None":
+                consequence = (f"`{target}.{m.group(1)}` on line {nxt.lineno} raises "
+                               f"AttributeError: 'NoneType' object has no attribute "
+                               f"'{m.group(1)}'")
+            related.append(_related(ctx, nxt, f"`{target}` is used here"))
         fix = self.fix(ctx.edit(node, ctx.source(v)))
-        yield self.report(node, ctx, fix=fix, method=f"{recv}.{method}", returns=returns,
+        yield self.report(node, ctx, fix=fix, related=related, method=f"{recv}.{method}",
+                          returns=returns,
                           target=target, what=what, consequence=consequence,
                           call=ctx.source(v))
+
+    @staticmethod
+    def _next_use(target: str, node: ast.Assign, ctx: Context) -> ast.Name | None:
+        """The next load of ``target``: later in the code, else earlier in the same loop."""
+        scope = ctx.scope()
+        later = [n for n in scope.uses_after(target, node.lineno) if n.lineno > node.end_lineno]  # type: ignore[operator]
+        if later:
+            return later[0]
+        loops = scope.loops_of(node)
+        if loops:
+            first = loops[-1].lineno
+            earlier = [n for n in scope.loads.get(target, ()) if first <= n.lineno < node.lineno]
+            return earlier[0] if earlier else None
+        return None
 
     @staticmethod
     def _returns_nothing(method: str, recv: str, call: ast.Call, ctx: Context) -> bool:

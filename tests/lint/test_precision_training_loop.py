@@ -1,0 +1,179 @@
+"""GT5xx stays silent on shapes of correct code met in real projects (written fresh), and
+still fires on the near-identical buggy shape next to each, so a silent rule cannot pass."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+
+def gt5(src: str) -> list[tuple[int, str]]:
+    found = check_source(textwrap.dedent(src), "shape.py", select=["GT5"])
+    return sorted((f.line, f.code) for f in found)
+
+
+SILENT = {
+    # fine-tuning recipe: tensor running loss (needed for all_reduce), reset after each step
+    "running-loss-reset-each-step": """
+        import torch
+        def train(self, loader):
+            running_loss, num_tokens = 0, 0
+            for idx, batch in enumerate(loader):
+                logits = self._model(**batch)
+                current_loss = self._loss_fn(logits, batch["labels"]) * 8
+                running_loss += current_loss
+                current_loss.backward()
+                if (idx + 1) % self._accum == 0:
+                    torch.distributed.all_reduce(running_loss)
+                    self._optimizer.step()
+                    self._optimizer.zero_grad(set_to_none=True)
+                    print(running_loss.item())
+                    running_loss = 0
+        """,
+    # attribute access on an unwrapped model object is configuration, not a graph
+    "unwrapped-model-config-before-loop": """
+        unwrapped = accelerator.unwrap_model(model)
+        for it, batch in enumerate(dl):
+            optimizer.zero_grad()
+            outputs = model(**batch)
+            loss = unwrapped.loss_function(logits=outputs.logits,
+                                           vocab_size=unwrapped.config.vocab_size)
+            accelerator.backward(loss)
+            optimizer.step()
+        """,
+    # compiler code: symbols collected in a loop over "val"-named ranges
+    "symbols-collected-in-a-loop": """
+        import torch
+        def codegen(self, ranges):
+            names, masks = [], []
+            for i, val_range in enumerate(ranges):
+                sym = sympy.Symbol(f"x{i}", integer=True)
+                names.append(sym)
+                masks.append(self.make_mask(val_range, sym))
+            return names, masks
+        """,
+    # an allocator sums block counts in a loop: not a tensor, not a graph
+    "free-bytes-summed": """
+        import torch
+        def free_memory(self, allocators):
+            free_bytes = 0
+            for allocator in allocators:
+                free_bytes += allocator.pool.count_free_blocks(allocator.index) * 4096
+            return free_bytes
+        """,
+    # guidance regularisation in a sampler: the carried value is detached on every pass
+    "sampler-regularisation-detached": """
+        import torch
+        for t in timesteps:
+            noise_pred = unet(latents, t)
+            with torch.enable_grad():
+                for _ in range(steps):
+                    var = noise_pred.detach().clone().requires_grad_(True)
+                    loss = auto_corr_loss(var)
+                    loss.backward()
+                    noise_pred = noise_pred - 0.1 * var.grad.detach()
+                    noise_pred = noise_pred.detach()
+            latents = scheduler.step(noise_pred, t, latents).prev_sample
+        """,
+    # reversible layers drive backward by hand with retain_graph
+    "reversible-backward-retained": """
+        def backward_pass(self, attn_output, grad_attn_output, hidden, grad_hidden):
+            for layer in reversed(self.layers):
+                res = layer.feed_forward(attn_output)
+                res.backward(grad_hidden, retain_graph=True)
+                out = layer.attention(hidden)
+                out.backward(grad_attn_output, retain_graph=True)
+        """,
+    # a precision plugin / fabric forwards backward to the engine: no loop, no rebinding
+    "plugin-backward-forwarding": """
+        def backward(self, tensor, model, optimizer, *args, **kwargs):
+            model.backward(tensor, *args, **kwargs)
+        def step(self, fabric, loss):
+            fabric.backward(loss)
+        """,
+    # throughput probe: forward+backward repeated on fresh inputs, grads cleared each time
+    "throughput-probe": """
+        def measure(forward_fn, loss_fn, optimizer, n):
+            for _ in range(n):
+                optimizer.zero_grad()
+                loss_fn(forward_fn()).backward()
+                optimizer.step()
+        """,
+    # evaluation returning metrics, always called under no_grad in the same file
+    "eval-called-under-no-grad": """
+        import torch
+        def _loop(model, data_loader):
+            outs = []
+            for batch in data_loader:
+                outs.append(model(batch))
+            return outs
+        def predict(model, data_loader):
+            with torch.inference_mode():
+                return _loop(model, data_loader)
+        """,
+    # a frozen text encoder run once before the loop (DreamBooth-style prompt embeddings)
+    "frozen-encoder-precomputed": """
+        text_encoder.requires_grad_(False)
+        prompt_embeds = text_encoder(prompt_ids)[0]
+        for step, batch in enumerate(train_dataloader):
+            pred = unet(batch["latents"], batch["t"], prompt_embeds)
+            loss = mse(pred, batch["noise"])
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    # scheduler and optimizer steps called, results not assigned; closure step assigned
+    "closure-step-assigned": """
+        for it in range(20):
+            loss = optimizer.step(closure)
+            scheduler.step()
+        """,
+}
+
+BUGGY = {
+    "running-loss-never-reset": ("""
+        def train(self, loader):
+            running_loss = 0
+            for idx, batch in enumerate(loader):
+                loss = self._loss_fn(self._model(**batch), batch["labels"])
+                running_loss += loss
+                loss.backward()
+                self._optimizer.step()
+                self._optimizer.zero_grad()
+            return running_loss.item() / len(loader)
+        """, [(6, "GT505")]),
+    "encoder-not-frozen-precomputed": ("""
+        prompt_embeds = text_encoder(prompt_ids)[0]
+        for step, batch in enumerate(train_dataloader):
+            loss = mse(unet(batch["latents"], batch["t"], prompt_embeds), batch["noise"])
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """, [(2, "GT507")]),
+    "throughput-probe-without-clear": ("""
+        def measure(forward_fn, loss_fn, optimizer, n):
+            for _ in range(n):
+                loss_fn(forward_fn()).backward()
+                optimizer.step()
+        """, [(5, "GT501")]),
+    "eval-loop-never-under-no-grad": ("""
+        def evaluate(model, data_loader):
+            outs = []
+            for batch in data_loader:
+                outs.append(model(batch))
+            return outs
+        """, [(5, "GT505")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_real_world_shape_is_silent(name: str) -> None:
+    assert gt5(SILENT[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(BUGGY))
+def test_buggy_twin_is_reported(name: str) -> None:
+    src, expected = BUGGY[name]
+    assert gt5(src) == expected
