@@ -107,9 +107,9 @@ class SetGradEnabledNeverRestored(Rule):
             return
         if not _is_false(_flag(node)) or ctx.grad_disabled is not None:
             return
-        if _restored(ctx):
-            return
         fn = ctx.function
+        if _restored(fn or ctx.tree, node.lineno if fn else 0, ctx):
+            return
         sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0)
         if sink is None and fn is not None:
             sink = _sink_in_callers(fn, ctx)
@@ -121,10 +121,11 @@ class SetGradEnabledNeverRestored(Rule):
                           sink=ctx.source(sink), line=sink.lineno)
 
 
-def _restored(ctx: Context) -> bool:
-    """Any call in the file that can turn grad back on (True, a variable, enable_grad())."""
-    for n in ast.walk(ctx.tree):
-        if isinstance(n, ast.Call):
+def _restored(owner: ast.AST, line: int, ctx: Context) -> bool:
+    """A call after ``line`` in ``owner`` that can turn grad back on (True, a variable,
+    enable_grad()); a ``finally`` counts wherever it is."""
+    for n in ast.walk(owner):
+        if isinstance(n, ast.Call) and n.lineno > line:
             q = ctx.qualified_name(n.func)
             if q in SETTERS and not _is_false(_flag(n)) or q == "torch.enable_grad":
                 return True
@@ -137,10 +138,29 @@ def _calls(body_owner: ast.AST) -> Iterator[ast.Call]:
             yield n
 
 
-def _sink_after(owner: ast.AST, line: int) -> ast.Call | None:
+def _sink_after(owner: ast.AST, line: int, ctx: Context | None = None) -> ast.Call | None:
+    """A backward call after ``line`` in ``owner`` (or, given ``ctx``, inside a function of
+    the file that ``owner`` calls after ``line``)."""
     for c in sorted(_calls(owner), key=lambda c: (c.lineno, c.col_offset)):
-        if c.lineno > line and sink_loss(c) is not None:
+        if c.lineno <= line:
+            continue
+        if sink_loss(c) is not None:
             return c
+        if ctx is not None:
+            inner = _local_training_sink(c, ctx)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _local_training_sink(call: ast.Call, ctx: Context) -> ast.Call | None:
+    name = dotted(call.func) or ""
+    name = name[5:] if name.startswith("self.") else name
+    if not name or "." in name:
+        return None
+    for fn in ast.walk(ctx.tree):
+        if isinstance(fn, FUNCTION_TYPES) and fn.name == name:
+            return _sink_after(fn, 0)
     return None
 
 
@@ -152,19 +172,21 @@ def _sink_in_callers(fn: ast.AST, ctx: Context) -> ast.Call | None:
             continue
         for c in _calls(other):
             callee = dotted(c.func) or ""
-            if callee in (name, "self." + name):
-                sink = _sink_after(other, c.lineno) or _sink_in_loop_before(other, c)
+            if callee in (name, "self." + name) and not _restored(other, 0, ctx):
+                sink = _sink_after(other, c.lineno, ctx) or _sink_in_loop_before(other, c, ctx)
                 if sink is not None:
                     return sink
     return None
 
 
-def _sink_in_loop_before(fn: ast.AST, call: ast.Call) -> ast.Call | None:
+def _sink_in_loop_before(fn: ast.AST, call: ast.Call, ctx: Context) -> ast.Call | None:
     """A backward earlier in a loop that also contains ``call`` (runs again next iteration)."""
     for loop in ast.walk(fn):
         if isinstance(loop, (ast.For, ast.While, ast.AsyncFor)) and \
                 loop.lineno <= call.lineno <= (loop.end_lineno or 0):
             for c in _calls(loop):
-                if c.lineno < call.lineno and sink_loss(c) is not None:
-                    return c
+                if c.lineno < call.lineno:
+                    sink = c if sink_loss(c) is not None else _local_training_sink(c, ctx)
+                    if sink is not None:
+                        return sink
     return None
