@@ -17,7 +17,7 @@ from gradtrace.lint import check_source
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKER_RE = re.compile(r"#.*?\b(GT\d{3}(?:[ ,]+GT\d{3})*)\s*$")
 CODE_RE = re.compile(r"GT\d{3}")
-FAMILIES = {"leaf_": "GT3", "registration_": "GT4"}
+FAMILIES = {"leaf_": "GT3", "registration_": "GT4", "grad_mode_": "GT2", "inplace_": "GT6"}
 
 
 def _markers(text: str) -> set[tuple[int, str]]:
