@@ -180,22 +180,38 @@ def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
         if fn.name not in TRAINING_NAMES and not any(
                 isinstance(c, ast.Call) and sink_loss(c) is not None for c in ast.walk(fn)):
             continue
+        names = {attr} | _aliases(fn, attr)
         for n in ast.walk(fn):
-            hit = _saves(n, attr, ctx)
+            hit = _saves(n, names, ctx)
             if hit is not None:
                 return fn, hit
     return None
 
 
-def _is_attr(e: ast.AST, attr: str) -> bool:
+def _aliases(fn: ast.AST, attr: str) -> set[str]:
+    """Local names bound to ``self.<attr>`` (or a slice/view of it) in ``fn``."""
+    out: set[str] = set()
+    for n in ast.walk(fn):
+        if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+            continue
+        t, v = n.targets[0], n.value
+        pairs = list(zip(t.elts, v.elts)) if isinstance(t, ast.Tuple) and isinstance(
+            v, ast.Tuple) and len(t.elts) == len(v.elts) else [(t, v)]
+        for a, b in pairs:
+            if isinstance(a, ast.Name) and _is_attr(b, {attr}):
+                out.add(a.id)
+    return out
+
+
+def _is_attr(e: ast.AST, attr: set[str]) -> bool:
     while isinstance(e, ast.Subscript) or (
             isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
             and e.func.attr in ("to", "type_as", "view", "reshape", "expand", "unsqueeze")):
         e = e.value if isinstance(e, ast.Subscript) else e.func.value  # type: ignore[attr-defined]
-    return dotted(e) == attr
+    return dotted(e) in attr
 
 
-def _saves(n: ast.AST, attr: str, ctx: Context) -> ast.AST | None:
+def _saves(n: ast.AST, attr: set[str], ctx: Context) -> ast.AST | None:
     if isinstance(n, ast.BinOp) and isinstance(n.op, LIVE_MULT):
         if (_is_attr(n.left, attr) and not isinstance(n.right, ast.Constant)) or \
                 (_is_attr(n.right, attr) and not isinstance(n.left, ast.Constant)):
