@@ -19,7 +19,15 @@ from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 
-DETACHING_METHODS = frozenset({"detach", "detach_", "item", "tolist", "numpy", "cpu_numpy"})
+# results without a graph: detached, Python values, integer/bool results of non-differentiable ops
+DETACHING_METHODS = frozenset({
+    "detach", "detach_", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "long", "int",
+    "bool", "byte", "short", "eq", "ne", "gt", "lt", "ge", "le", "nonzero", "isnan", "isinf",
+    "isfinite", "floor_divide", "numel", "size", "dim", "count_nonzero", "logical_not",
+    "logical_and", "logical_or", "sign", "signbit", "bincount", "unique",
+})
+# tuple results whose later elements are indices (`_, pred = out.max(1)`)
+INDEX_RESULTS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
 NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
                           "repr", "format", "range", "print"})
 NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
@@ -94,8 +102,19 @@ def loads(expr: ast.AST) -> Iterator[tuple[str, ast.AST]]:
                 yield d, n
             elif isinstance(n, ast.Attribute):
                 stack.append(n.value)
-        elif not isinstance(n, (ast.Lambda, ast.expr_context)):
+        elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(ast.iter_child_nodes(n))
+
+
+def index_output(b: Binding) -> bool:
+    """``pred`` in ``_, pred = out.max(1)``: an index tensor, without a graph."""
+    s = b.stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in INDEX_RESULTS):
+        return False
+    elts = s.targets[0].elts
+    return any(dotted(e) == b.name for e in elts[1:]) and dotted(elts[0]) != b.name
 
 
 def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
@@ -115,7 +134,7 @@ def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
                     and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
                 yield callee, n
             stack.extend(ast.iter_child_nodes(n))
-        elif not isinstance(n, (ast.Lambda, ast.expr_context)):
+        elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(ast.iter_child_nodes(n))
 
 
@@ -150,7 +169,7 @@ class Graphs:
                 seen.add(id(b))
                 out.bindings.append(b)
                 v = value_of(b)
-                if b.no_grad or v is None:
+                if b.no_grad or v is None or index_output(b):
                     continue
                 work.append((v, b.line))
                 if isinstance(b.stmt, ast.AugAssign):
@@ -171,14 +190,13 @@ class Graphs:
     def _consumers(e: ast.AST, out: Deps) -> None:
         for callee, call in model_calls(e):
             for a in call.args:
-                if isinstance(a, ast.Name):
-                    out.consumers.append((callee, a.id, call))
+                out.consumers.append((callee, dotted(a) or "<expr>", call))
 
     def direct(self, b: Binding) -> bool:
         """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
         if id(b) not in self._direct:
             v = value_of(b)
-            self._direct[id(b)] = not b.no_grad and v is not None and \
+            self._direct[id(b)] = not b.no_grad and v is not None and not index_output(b) and \
                 b.kind not in (MODULE, OPTIMIZER, PARAMS) and any(
                 self._module_like(callee, b.line) for callee, _ in model_calls(v))
         return self._direct[id(b)]
@@ -188,7 +206,7 @@ class Graphs:
         if id(b) not in self._carries:
             self._carries[id(b)] = False  # cycle guard
             v = value_of(b)
-            ok = self.direct(b) or (not b.no_grad and v is not None and any(
+            ok = self.direct(b) or (not b.no_grad and v is not None and not index_output(b) and any(
                 self.direct(d) for d in self.deps(v, b.line).bindings))
             self._carries[id(b)] = ok
         return self._carries[id(b)]

@@ -28,7 +28,7 @@ def _accumulations(f: LoopFacts) -> Iterator[tuple[ast.stmt, str, ast.expr]]:
     ``acc.append(v)``."""
     for s in f.scope.stmts:
         if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add):
-            acc = dotted(s.target)
+            acc = _base(s.target)
             if acc:
                 yield s, acc, s.value
         elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.BinOp) \
@@ -39,9 +39,16 @@ def _accumulations(f: LoopFacts) -> Iterator[tuple[ast.stmt, str, ast.expr]]:
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
                 and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "append" \
                 and len(s.value.args) == 1:
-            acc = dotted(s.value.func.value)
+            acc = _base(s.value.func.value)
             if acc:
                 yield s, acc, s.value.args[0]
+
+
+def _base(target: ast.expr) -> str | None:
+    """``history`` for ``history["loss"]`` / ``history["loss"][i]``; the dotted name otherwise."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return dotted(target)
 
 
 def _no_grad_callers(ctx: Context) -> set[str]:
@@ -191,6 +198,9 @@ class LossAccumulatedWithGraph(_LoopRule):
     @staticmethod
     def _outlives(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
         first = None
+        if acc.startswith("self.") and not any(
+                f.inside(b.stmt, loop) for b in f.scope.bindings.get(acc, ())):
+            return True  # state of the object: it outlives the function
         for b in f.scope.bindings.get(acc, ()):
             if f.inside(b.stmt, loop):
                 if not isinstance(b.stmt, ast.AugAssign) \

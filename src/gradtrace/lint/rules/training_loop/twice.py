@@ -36,11 +36,16 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
 
 
 def _gan_call(t: Binding, d1: Deps, d2: Deps) -> ast.Call | None:
-    """``D(fake)`` in the first loss when the same callee consumes ``fake`` in both losses."""
-    second = {callee for callee, arg, _ in d2.consumers if arg == t.name}
-    for callee, arg, call in d1.consumers:
-        if arg == t.name and callee in second:
-            return call
+    """``D(fake)`` in the *discriminator* loss, when one callee consumes ``fake`` in both
+    losses and also consumes something else (the real batch) in exactly one of them."""
+    both = {c for c, a, _ in d1.consumers if a == t.name} & \
+        {c for c, a, _ in d2.consumers if a == t.name}
+    for disc in both:
+        real1 = any(c == disc and a != t.name for c, a, _ in d1.consumers)
+        real2 = any(c == disc and a != t.name for c, a, _ in d2.consumers)
+        if real1 != real2:
+            deps = d1 if real1 else d2
+            return next(call for c, a, call in deps.consumers if c == disc and a == t.name)
     return None
 
 
@@ -57,10 +62,10 @@ class GanFakeNotDetached(_LoopRule):
 
     code = "GT508"
     name = "gan-fake-not-detached"
-    message = ("the discriminator step feeds `{fake}` to `{disc}` without `.detach()`, so "
-               "`backward()` (line {first_line}) frees the generator's graph and the generator "
-               "step's `backward()` (line {second_line}) raises 'Trying to backward through the "
-               "graph a second time'; use `{disc}({fake}.detach())` here")
+    message = ("the discriminator step feeds `{fake}` to `{disc}` without `.detach()`, so two "
+               "`backward()` calls (lines {first_line} and {second_line}) run through the "
+               "generator's graph and the second raises 'Trying to backward through the graph a "
+               "second time' ({other}); use `{disc}({fake}.detach())` here")
     triggers = ("backward",)
     needs = ("backward",)
     examples = [
@@ -99,7 +104,13 @@ class GanFakeNotDetached(_LoopRule):
                     _related(ctx, b1.call, "this backward frees the generator's graph"),
                     _related(ctx, b2.call, "this backward needs it again")),
                     fake=t.name, disc=ctx.source(call.func), first_line=b1.call.lineno,
-                    second_line=b2.call.lineno)
+                    second_line=b2.call.lineno, other=_other(call, b1, b2))
+
+
+def _other(call: ast.Call, b1: Backward, b2: Backward) -> str:
+    if call.lineno <= b1.call.lineno:
+        return "the discriminator step frees it first"
+    return "the generator step already freed that graph"
 
 
 class BackwardTwiceWithoutRetainGraph(_LoopRule):

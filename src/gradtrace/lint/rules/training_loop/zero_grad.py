@@ -8,8 +8,9 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import (
-    MANUAL_ZERO_RE, LoopFacts, Named, Step, facts, optimizer_like)
+    MANUAL_ZERO_RE, LoopFacts, Named, Step, calls_in, facts, optimizer_like)
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
 OTHER_ZERO_RE = re.compile(
@@ -77,12 +78,53 @@ def fresh_each_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
                for bs in f.scope.bindings.values() for b in bs)
 
 
+# calls that receive the optimizer but are known not to clear its gradients
+KEEPS_GRADS = frozenset({"step", "unscale_", "optimizer_step", "update", "clip_grad_norm_",
+                         "clip_grad_value_", "get_lr", "state_dict", "len", "print",
+                         "get_last_lr", "scale"})
+
+
+def clearing_functions(ctx: Context) -> set[str]:
+    """Names of functions defined in this file whose body clears gradients."""
+    def make() -> set[str]:
+        out: set[str] = set()
+        for node in ast.walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    MANUAL_ZERO_RE.search(function_text(ctx, node)):
+                out.add(node.name)
+        return out
+    return ctx.memo("gt5-clearing", ctx.tree, make)
+
+
+def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
+    """The loop calls a helper of this file that clears gradients, or hands the optimizer
+    (or a model) to a call that might (``trainer.finish_step(optimizer)``)."""
+    clearing = clearing_functions(f.ctx) if "zero_grad" in f.ctx.text or \
+        ".grad" in f.ctx.text else set()
+    for stmt in f.scope.stmts:
+        if not f.inside(stmt, loop):
+            continue
+        for call in calls_in(stmt):
+            name = dotted(call.func) or ""
+            last = name.rpartition(".")[2]
+            if last in clearing:
+                return True
+            if last not in KEEPS_GRADS and any(
+                    dotted(a) == s.optimizer for a in (*call.args, *(k.value for k in call.keywords))):
+                return True
+    return False
+
+
 def covers(f: LoopFacts, z: Named, s: Step) -> bool:
     """Whether ``z.receiver.zero_grad()`` clears what ``s`` steps."""
     if z.receiver == s.optimizer:
         return True
     if not z.receiver or optimizer_like(z.receiver, f.scope, z.stmt.lineno):
         return False
+    modules = {m.receiver for m in f.zero_grads if not optimizer_like(m.receiver)}
+    if len({st.optimizer for st in f.steps}) == 1 and len(modules) == 1 and \
+            z.receiver.rpartition(".")[2] in ("model", "net", "module", "network"):
+        return True  # one model, one optimizer
     for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
         b = scope.binding_before(s.optimizer, s.stmt.lineno)
         if b is not None and b.value is not None:
@@ -155,7 +197,8 @@ class MissingZeroGrad(_LoopRule):
         seen: set[int] = set()
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
-            if loop is None or id(loop) in seen or fresh_each_pass(f, loop, s):
+            if loop is None or id(loop) in seen or fresh_each_pass(f, loop, s) \
+                    or may_clear_elsewhere(f, loop, s):
                 continue
             seen.add(id(loop))
             b = next(b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop))
@@ -219,8 +262,10 @@ class ZeroGradOutsideStepLoop(_LoopRule):
                     any(not optimizer_like(z.receiver) and f.inside(z.stmt, loop)
                         for z in f.zero_grads) or OTHER_ZERO_RE.search(f.text(loop)):
                 continue
-            for z in f.zero_grads:
-                if id(z.call) not in done and covers(f, z, s) and f.before(z.stmt, loop):
+            before = [z for z in f.zero_grads if f.before(z.stmt, loop)]
+            before.sort(key=lambda z: not covers(f, z, s))
+            for z in before[:1]:
+                if id(z.call) not in done:
                     done.add(id(z.call))
                     yield self.report(z.call, ctx, related=(
                         _related(ctx, s.call, "the optimizer steps here, once per batch"),),
