@@ -15,6 +15,7 @@ from gradtrace.lint.rules.grad_mode._deps import sink_loss
 CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint",
                          "torch.utils.checkpoint.checkpoint_sequential"})
 INT_NAME_RE = re.compile(r"(^|_)(ids|indices|mask|labels|index)$")
+PENALTY_NAME_RE = re.compile(r"penalty|(^|_)gp($|_)|(^|_)r1($|_)|lipschitz", re.IGNORECASE)
 LOADER_RE = re.compile(r"(loader|batches|dataset|data)$", re.IGNORECASE)
 PENALTY_METHODS = frozenset({
     "norm", "pow", "sum", "mean", "square", "abs", "sqrt", "view", "reshape", "flatten", "sub",
@@ -174,14 +175,14 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     (checked on torch 2.13; with `create_graph=True` the weights get their gradient).
     Gradients used to perturb an input (FGSM, `x + eps * g.sign()`) or first-order
     meta-learning updates do not need a graph and are not reported.
-    Known limits: the penalty must reach a `backward()` in the same function.
+    Known limits: the penalty must reach a `backward()` in the same function, or be returned
+    by a function named like a penalty (`gradient_penalty`, `r1_penalty`, `compute_gp`).
     """
 
     code = "GT206"
     name = "gradient-penalty-without-create-graph"
-    message = ("the gradient from `{call}` is used in the loss that `{sink}` (line {line}) "
-               "differentiates, but without `create_graph=True` it has no graph: the penalty "
-               "trains nothing")
+    message = ("the gradient from `{call}` becomes a loss term (`{sink}`, line {line}), but "
+               "without `create_graph=True` it has no graph: the penalty trains nothing")
     fix_title = "Pass `create_graph=True`"
     fix_safety = "unsafe"
     triggers = ("autograd",)
@@ -209,6 +210,19 @@ class GradientPenaltyWithoutCreateGraph(Rule):
                 loss.backward()
                 opt.step()
             """, at=(6, 11)),
+        Bad("""
+            from torch import autograd
+
+            def gradient_penalty(critic, mix):
+                g = autograd.grad(critic(mix).sum(), mix, create_graph=False)[0]
+                return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+            """, fixed="""
+            from torch import autograd
+
+            def gradient_penalty(critic, mix):
+                g = autograd.grad(critic(mix).sum(), mix, create_graph=True)[0]
+                return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+            """, at=(4, 8)),
         Good("""
             import torch
             import torch.nn.functional as F
@@ -246,11 +260,14 @@ class GradientPenaltyWithoutCreateGraph(Rule):
         tainted = _targets(stmt)
         sink = _tainted_sink(scope, stmt, tainted, ctx)
         if sink is None:
+            sink = _penalty_return(scope, stmt, _targets(stmt), ctx)
+        if sink is None:
             return
         edit = ctx.edit(kw.value, "True") if kw is not None \
             else _insert_kw(node, ctx, "create_graph=True")
-        related = (Related(ctx.path, sink.lineno, f"`{ctx.source(sink)}` differentiates the "
-                           "penalty here", ctx.column(sink)),)
+        what = "returns the penalty" if isinstance(sink, ast.Return) else "differentiates the penalty"
+        related = (Related(ctx.path, sink.lineno, f"`{ctx.source(sink)}` {what} here",
+                           ctx.column(sink)),)
         yield self.report(node, ctx, related=related, fix=self.fix(edit),
                           call=ctx.source(node.func), sink=ctx.source(sink), line=sink.lineno)
 
@@ -306,6 +323,29 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
                 if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx) or dotted(loss) == t
                        for t in tainted):
                     return n
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None:
+            for t in list(tainted):
+                use = _use(s.value, t)
+                if use is not None and _penalty_path(use, s.value, ctx):
+                    tainted |= _targets(s)
+    return None
+
+
+def _penalty_return(scope: object, stmt: ast.stmt, tainted: set[str],
+                    ctx: Context) -> ast.AST | None:
+    """A ``return`` of the penalty from a function named like one (``gradient_penalty``)."""
+    fn = getattr(scope, "node", None)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or not PENALTY_NAME_RE.search(fn.name):
+        return None
+    for s in scope.stmts:  # type: ignore[attr-defined]
+        if s.lineno <= stmt.lineno:
+            continue
+        if isinstance(s, ast.Return) and s.value is not None:
+            for t in tainted:
+                use = _use(s.value, t)
+                if use is not None and _penalty_path(use, s.value, ctx):
+                    return s
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None:
             for t in list(tainted):
                 use = _use(s.value, t)
