@@ -17,7 +17,7 @@ from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
 LOADER_RE = re.compile(r"loader|dataset|batches\b", re.IGNORECASE)
 EVAL_LOOP_RE = re.compile(r"for\b[^\n]*\bin\b[^\n]*(?:loader|dataset|batches\b)", re.IGNORECASE)
 NO_GRAD_HOOKS = re.compile(r"^(validation|test|predict)_step$|^on_(validation|test|predict)"
-                           r"|_epoch_end$|^predict", re.IGNORECASE)
+                           r"|_epoch_end$", re.IGNORECASE)
 FORMAT_FUNCS = frozenset({"print", "str", "float", "round", "format", "repr"})
 LOG_METHODS = frozenset({"info", "debug", "warning", "error", "log", "add_scalar", "write",
                          "set_postfix", "set_description", "format"})
