@@ -1,0 +1,266 @@
+"""Rank 0's merge: every rank's record -> one list of findings saying which rank saw what."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from gradtrace.findings import Finding, Fix, Related
+from gradtrace.runtime.build import display_path
+from gradtrace.runtime.distributed import DISTRIBUTED_CODES
+
+Rec = dict[str, Any]
+FIX_UNUSED = ("if these parameters are meant to be unused, pass find_unused_parameters=True "
+              "to DistributedDataParallel (or static_graph=True when the same parameters are "
+              "unused in every iteration); otherwise fix the code so that they reach the loss")
+FIX_BRANCH = ("make every rank take the same branch in each iteration (decide it from values "
+              "all ranks share), or pass find_unused_parameters=True to "
+              "DistributedDataParallel (do not use static_graph=True for this)")
+FIX_TWICE = ("checkpoint with torch.utils.checkpoint.checkpoint(..., use_reentrant=False), or "
+             "pass static_graph=True to DistributedDataParallel if the graph is the same in "
+             "every iteration; or do not run the same parameters through several reentrant "
+             "checkpoints/backward passes in one iteration")
+WHY_TEXT = {
+    "not-run": "its module `{module}` never ran in a forward pass (defined but "
+               "not used in forward?)",
+    "not-run-this-iteration": "its module `{module}` did not run in that iteration "
+                              "rank (it ran in other iterations: a data- or step-dependent "
+                              "branch)",
+    "no-grad": "its module `{module}` only ran with grad mode off",
+    "cut": "it is used in forward, but the graph was cut here: {detail}",
+    "output-unused": "its module `{module}` ran in forward, but its output did not reach the "
+                     "loss (an unused output of forward()?)",
+    "param-unused": "it did not reach the loss (not used in forward, or its result was not "
+                    "part of the loss)",
+}
+
+
+def make(code: str, site: Any, message: str, fix: str = "", related: Iterable[Any] = (),
+         severity: str = "error") -> Finding:
+    """A runtime finding with one of the :data:`DISTRIBUTED_CODES`."""
+    rel = tuple(Related(display_path(s[0]), int(s[1]), m) for s, m in related if s)
+    return Finding(code=code, name=DISTRIBUTED_CODES[code][0], message=message,
+                   path=display_path(site[0]) if site else "<unknown>",
+                   line=int(site[1]) if site else 1, severity=severity,  # type: ignore[arg-type]
+                   related=rel, fix=Fix(fix, "unsafe") if fix else None, source="runtime")
+
+
+def ranks_text(ranks: Iterable[int]) -> str:
+    """``rank 1`` / ``ranks 0, 2``."""
+    rs = sorted(set(ranks))
+    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ", ".join(map(str, rs))
+
+
+def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
+                  note: str = "") -> list[Finding]:
+    """All findings of all ranks, merged; the DDP/collective diagnoses built from the facts."""
+    out = _ddp_findings(records) + _collective_findings(records, world) + _sync_findings(records)
+    unused = {p["name"] for r in records for p in (r.get("facts") or {}).get("params", ())}
+    out += _merge_plain(records, world, unused)
+    if note:
+        out = [Finding(code=f.code, name=f.name, message=f"{f.message} ({note})", path=f.path,
+                       line=f.line, column=f.column, severity=f.severity, related=f.related,
+                       fix=f.fix, source=f.source) for f in out]
+    return out
+
+
+def findings_from_records(records: list[Rec], world: int) -> list[Finding]:
+    """Only the DDP/collective/sync diagnoses of ``records`` (no plain findings)."""
+    return _ddp_findings(records) + _collective_findings(records, world) + \
+        _sync_findings(records)
+
+
+# -- plain findings: which rank saw what ------------------------------------------------------
+def _merge_plain(records: list[Rec], world: int, unused: set[str]) -> list[Finding]:
+    seen: dict[tuple[Any, ...], tuple[Finding, list[int]]] = {}
+    for r in records:
+        for d in r.get("findings") or ():
+            f = Finding.from_dict(d)
+            if unused and "never received a gradient" in f.message and any(
+                    f"module.{n}" in f.message for n in unused):
+                continue  # explained by the DDP diagnosis
+            key = (f.code, f.path, f.line, f.message)
+            seen.setdefault(key, (f, []))[1].append(int(r.get("rank", 0)))
+    if world <= 1:
+        return [f for f, _ in seen.values()]
+    out = []
+    for f, ranks in seen.values():
+        label = f"all {world} ranks" if len(set(ranks)) >= world else ranks_text(ranks)
+        out.append(Finding(code=f.code, name=f.name, message=f"[{label}] {f.message}",
+                           path=f.path, line=f.line, column=f.column, end_line=f.end_line,
+                           end_column=f.end_column, severity=f.severity, related=f.related,
+                           fix=f.fix, source=f.source))
+    return out
+
+
+# -- unused parameters and rank-dependent branches --------------------------------------------
+def _ddp_findings(records: list[Rec]) -> list[Finding]:
+    unused = {int(r["rank"]): r["facts"] for r in records
+              if (r.get("facts") or {}).get("kind") == "unused"}
+    out = _unused_findings(unused) if unused else []
+    for r in records:
+        facts = r.get("facts") or {}
+        if facts.get("kind") == "ready-twice":
+            out += _twice_findings(int(r["rank"]), facts)
+    return out
+
+
+def _unused_findings(by_rank: dict[int, Rec]) -> list[Finding]:
+    names: dict[str, dict[int, Rec]] = {}
+    for rank, facts in by_rank.items():
+        for p in facts.get("params", ()):
+            names.setdefault(p["name"], {})[rank] = p
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, per_rank in names.items():
+        used_on = tuple(r for r in sorted(by_rank) if r not in per_rank)
+        first = per_rank[min(per_rank)]
+        key = ("branch", first.get("module"), used_on, tuple(sorted(per_rank))) if used_on \
+            else ("all", first["why"], tuple(first.get("site") or ()), tuple(sorted(per_rank)))
+        groups.setdefault(key, []).append(name)
+    out = []
+    for key, group in groups.items():
+        per_rank = names[group[0]]
+        if key[0] == "branch":
+            out.append(_branch_finding(group, per_rank, key[2], by_rank))
+        else:
+            out.append(_all_unused_finding(group, per_rank, by_rank))
+    if not out and by_rank:  # the DDP module or the indices were not found
+        rank = min(by_rank)
+        out.append(make("GT880", by_rank[rank].get("site"), "DistributedDataParallel: some "
+                        "parameters received no gradient in the previous iteration (parameters "
+                        "that did not take part in the loss)", FIX_UNUSED))
+    return out
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _all_unused_finding(group: list[str], per_rank: dict[int, Rec],
+                        by_rank: dict[int, Rec]) -> Finding:
+    rank = min(per_rank)
+    p, facts = per_rank[rank], by_rank[rank]
+    why = WHY_TEXT.get(p["why"], WHY_TEXT["param-unused"]).format(
+        module=p.get("module") or "the model", detail=p.get("detail", ""))
+    extra = ""
+    if facts.get("find_unused"):
+        extra = ("; find_unused_parameters=True is already set, so DDP could not find these "
+                 "outputs in what forward() returned (return every output that feeds the loss)")
+    msg = (f"DistributedDataParallel: {_shown(group)} received no gradient in iteration "
+           f"{facts.get('iteration', '?')} on {ranks_text(per_rank)}: {why}, so DDP waited for "
+           f"their gradients and raised \"Expected to have finished reduction in the prior "
+           f"iteration\" at the next forward{extra}")
+    related = [(p.get("call"), "the module was called here in other iterations")] \
+        if p["why"] == "not-run-this-iteration" else []
+    related.append((facts.get("site"), f"DDP raised the error here on rank {rank}"))
+    return make("GT880", p.get("site") or facts.get("site"), msg, FIX_UNUSED, related)
+
+
+def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[int, ...],
+                    by_rank: dict[int, Rec]) -> Finding:
+    unused_on = sorted(per_rank)
+    p = per_rank[unused_on[0]]
+    module = p.get("module") or "the model"
+    call = next((by_rank[r].get("used", {}).get(module) for r in used_on
+                 if by_rank[r].get("used", {}).get(module)), None)
+    it = by_rank[unused_on[0]].get("iteration", "?")
+    why = WHY_TEXT.get(p["why"], WHY_TEXT["param-unused"]).format(module=module,
+                                                                  detail=p.get("detail", ""))
+    msg = (f"DistributedDataParallel: in iteration {it}, {_shown(group)} got gradients on "
+           f"{ranks_text(used_on)} but not on {ranks_text(unused_on)} ({why}): a branch taken "
+           f"only on some ranks" + (f"; `{module}` was called here on {ranks_text(used_on)}"
+                                    if call else "")
+           + ". DDP raised \"Expected to have finished reduction in the prior iteration\" (it "
+           "can also hang when ranks launch different all-reduces)")
+    related = [(p.get("site"), f"why {ranks_text(unused_on)} got none")] \
+        if p.get("site") and p.get("site") != call else []
+    related.append((by_rank[unused_on[0]].get("site"), "DDP raised the error here"))
+    return make("GT881", call or p.get("site"), msg, FIX_BRANCH, related)
+
+
+def _twice_findings(rank: int, facts: Rec) -> list[Finding]:
+    out = []
+    for p in facts.get("params", ()):
+        how = f"its module `{p.get('module') or 'the model'}` ran {p.get('runs', '?')} times " \
+              "with grad in this iteration"
+        if p.get("checkpoint"):
+            how += " inside reentrant activation checkpointing (use_reentrant=True), whose " \
+                   "recomputation runs a separate backward pass for each checkpoint"
+        msg = (f"DistributedDataParallel (rank {rank}): parameter {p['name']} was marked ready "
+               f"twice in one backward: {how}")
+        related = [(s, "called again here") for s in p.get("repeats", ())[:3]]
+        related.append((facts.get("site"), "backward() failed here"))
+        out.append(make("GT882", p.get("site") or facts.get("site"), msg, FIX_TWICE, related))
+    if not out:
+        out.append(make("GT882", facts.get("site"), f"DistributedDataParallel (rank {rank}): a "
+                        "parameter was marked ready twice in one backward (used in several "
+                        "reentrant backward passes, or shared across concurrent forwards)",
+                        FIX_TWICE))
+    return out
+
+
+# -- hangs, timeouts, ranks out of step ---------------------------------------------------------
+def _counts_text(r: Rec) -> str:
+    c = r.get("counts") or {}
+    state = {"finished": "finished", "crashed": "crashed", "no-report": "did not report; "
+             "last seen", "running": "running"}.get(str(r.get("status")), str(r.get("status")))
+    return (f"rank {r.get('rank')}: {c.get('forward', '?')} DDP forward, "
+            f"{c.get('backward', '?')} backward, {c.get('steps', '?')} optimizer steps "
+            f"({state})")
+
+
+def _collective_findings(records: list[Rec], world: int) -> list[Finding]:
+    failed = [r for r in records if (r.get("facts") or {}).get("kind") in ("timeout",
+                                                                           "peer-closed")]
+    missing = [r for r in records if not r.get("final")]
+    if not failed and not missing:
+        return []
+    counts = {tuple(sorted((r.get("counts") or {}).items())) for r in records}
+    out: list[Finding] = []
+    related: list[Any] = []
+    for r in records:
+        where = r.get("where")
+        if not r.get("final") and where:
+            related.append((where, f"rank {r['rank']} was here when last seen"))
+        for it, site in (r.get("skipped") or [])[:2]:
+            related.append((site, f"rank {r['rank']} ran this forward (iteration {it}) "
+                                  "without a backward()"))
+    step = " ; ".join(_counts_text(r) for r in records)
+    if failed:
+        r = failed[0]
+        f = r["facts"]
+        what = "timed out" if f["kind"] == "timeout" else "failed because a peer closed the " \
+            "connection (it exited or crashed)"
+        diverged = len(counts) > 1
+        msg = (f"a collective {what} on {ranks_text(x['rank'] for x in failed)} "
+               f"({f.get('error', '')}). " + (
+                   f"The ranks were out of step: {step}" if diverged else f"Counters: {step}")
+               + (". A rank that skips backward() or optimizer.step() (or runs an extra one) "
+                  "makes the next all-reduce wait for a partner that never comes"
+                  if diverged else ""))
+        out.append(make("GT883" if diverged else "GT885", f.get("site"), msg,
+                        "make every rank run the same sequence of forward/backward/step "
+                        "(skip steps on all ranks together, e.g. after an all_reduce of the "
+                        "skip flag)" if diverged else "", related))
+    for r in missing:
+        out.append(make("GT886", r.get("where"), f"rank {r['rank']} did not report within "
+                        f"{r.get('waited', 0):g} s (still running, hung in a collective, or "
+                        f"killed); {_counts_text(r)}", severity="warning"))
+    return out
+
+
+# -- gradients that differ across ranks ---------------------------------------------------------
+def _sync_findings(records: list[Rec]) -> list[Finding]:
+    seen: dict[tuple[Any, ...], tuple[Rec, list[int]]] = {}
+    for r in records:
+        for s in r.get("sync") or ():
+            key = (s.get("step"), tuple(p["name"] for p in s.get("params", ())), s.get("why"))
+            seen.setdefault(key, (s, []))[1].append(int(r.get("rank", 0)))
+    out = []
+    for s, ranks in seen.values():
+        names = [p["name"] for p in s.get("params", ())]
+        spread = "; ".join(f"{p['name']}: gradient sum from {p['lo']:.6g} to {p['hi']:.6g}"
+                           for p in s.get("params", ())[:3])
+        out.append(make("GT884", s.get("site"), f"gradients differ across ranks after the "
+                        f"all-reduce at optimizer step {s.get('step')} (checked on "
+                        f"{ranks_text(ranks)}): {_shown(names)} ({spread}). {s.get('why', '')}",
+                        s.get("fix", ""), severity="error"))
+    return out

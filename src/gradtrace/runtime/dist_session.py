@@ -1,0 +1,222 @@
+"""The per-rank side of the distributed doctor: counters, DDP bookkeeping, the final record.
+
+Installed by :func:`gradtrace.runtime.distributed.rank_session` next to a tracer. In a
+multi-rank launch it adds one global module forward pre-hook (DDP iterations and which
+submodules ran in each), one optimizer step pre-hook (steps, the optional sync check) and a
+heartbeat thread (where this rank is, every 0.5 s, for hang diagnoses). All are removed on
+exit; modules are held by weak reference, tensors never.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from types import TracebackType
+from typing import Any
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.distributed import ENV_TIMEOUT, RankInfo
+
+_CURRENT: list[RankSession] = []
+
+
+def current_session() -> RankSession | None:
+    """The most recent rank session of this process (kept after exit for the final merge)."""
+    return _CURRENT[-1] if _CURRENT else None
+
+
+class Progress:
+    """Plain counters and per-iteration module usage written by the hooks (no tensors)."""
+
+    def __init__(self) -> None:
+        self.iteration = 0            # DDP forward passes with grad enabled
+        self.steps = 0                # optimizer steps
+        self.runs: dict[int, int] = {}       # module id -> runs with grad, this iteration
+        self.prev_runs: dict[int, int] = {}  # the same for the previous iteration
+        self.repeat_sites: dict[int, list[tuple[str, int]]] = {}
+        self.backward_at_forward = 0  # tracer backward count when the last DDP forward began
+        self.skipped: list[tuple[int, tuple[str, int] | None]] = []  # (iteration, forward site)
+        self.forward_site: tuple[str, int] | None = None
+        self.synced_forward = True    # require_backward_grad_sync at the last DDP forward
+
+
+class RankSession:
+    """Distributed bookkeeping for one tracing session (see :func:`rank_session`)."""
+
+    def __init__(self, tracer: Any, info: RankInfo, check_sync: int) -> None:
+        self.tracer = tracer
+        self.info = info
+        self.check_sync = check_sync
+        self.progress = Progress()
+        self.ddp_ref: weakref.ref[Any] | None = None
+        self.facts: dict[str, Any] = {}      # the facts behind this rank's DDP diagnosis
+        self.sync_facts: list[dict[str, Any]] = []
+        self.started = time.time()
+        self.status = "running"
+        self.print_own = False  # rank > 0 whose rank 0 never reported
+        self._handles: list[Any] = []
+        self._ddp_type: Any = None
+        self._beat: Any = None
+        self._sync: Any = None
+        self.exchange: Any = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> RankSession:
+        _CURRENT[:] = [self]
+        if not self.info.distributed:
+            return self
+        from torch.nn.modules import module as mm
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.optim import optimizer as om
+
+        from gradtrace.runtime.dist_gather import Exchange, Heartbeat
+
+        self._ddp_type = DistributedDataParallel
+        self._handles.append(mm.register_module_forward_pre_hook(self._pre))
+        self._handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
+        try:
+            self.exchange = Exchange(self.info)
+            self._beat = Heartbeat(self, threading.main_thread())
+            self._beat.start()
+        except OSError as e:  # no writable temp dir: no merged report, training goes on
+            from gradtrace.runtime.dist_gather import LOG
+
+            LOG.warning("gradtrace: cannot exchange findings between ranks: %s", e)
+            self.exchange = None
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+        if self._beat is not None:
+            self._beat.stop()
+            self._beat = None
+        if self._sync is not None:
+            self._sync.close()
+        if self.status == "running":
+            self.status = "crashed" if exc_type is not None else "finished"
+
+    # -- hooks ----------------------------------------------------------------------------
+    def _pre(self, module: Any, args: Any) -> None:
+        import torch
+
+        if not torch.is_grad_enabled():
+            return
+        pr = self.progress
+        if type(module) is self._ddp_type or isinstance(module, self._ddp_type):
+            self._on_ddp_forward(module)
+            return
+        n = pr.runs.get(id(module), 0) + 1
+        pr.runs[id(module)] = n
+        if n > 1 and len(pr.repeat_sites.get(id(module), ())) < 4:
+            site = _here()
+            if site is not None:
+                pr.repeat_sites.setdefault(id(module), []).append(site)
+
+    def _on_ddp_forward(self, module: Any) -> None:
+        pr = self.progress
+        backwards = self.tracer.state.backward_count
+        if pr.iteration > 0 and backwards == pr.backward_at_forward and len(pr.skipped) < 16:
+            pr.skipped.append((pr.iteration, pr.forward_site))
+        pr.iteration += 1
+        pr.backward_at_forward = backwards
+        pr.prev_runs, pr.runs = pr.runs, {}
+        pr.repeat_sites = {}
+        pr.forward_site = _here()
+        pr.synced_forward = bool(getattr(module, "require_backward_grad_sync", True))
+        if self.ddp_ref is None or self.ddp_ref() is not module:
+            self.ddp_ref = weakref.ref(module)
+
+    def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self.progress.steps += 1
+        if self.check_sync and self.progress.steps % self.check_sync == 0:
+            from gradtrace.runtime.dist_sync import SyncChecker
+
+            if self._sync is None:
+                self._sync = SyncChecker(self)
+            self._sync.check(opt)
+
+    # -- diagnosis and the final merge -------------------------------------------------------
+    def ddp(self) -> Any:
+        """The DistributedDataParallel module last seen in a forward pass (or None)."""
+        return self.ddp_ref() if self.ddp_ref is not None else None
+
+    def diagnose(self, exc: BaseException) -> list[Finding]:
+        """This rank's findings for a DDP/collective error; also kept for the merged report."""
+        from gradtrace.runtime.dist_diagnose import facts_for_error
+        from gradtrace.runtime.dist_report import findings_from_records
+
+        self.status = "crashed"
+        try:
+            facts = facts_for_error(self, exc)
+        except Exception:  # diagnosis must never hide the user's own error
+            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+                raise
+            return []
+        if not facts:
+            return []
+        self.facts = facts
+        found = findings_from_records([self.record([])], self.info.world_size)
+        state = self.tracer.state
+        state.crash_findings.extend(f for f in found if f not in state.crash_findings)
+        return found
+
+    def record(self, findings: list[Finding]) -> dict[str, Any]:
+        """Everything rank 0 needs from this rank, as JSON-ready plain values."""
+        pr = self.progress
+        return {"rank": self.info.rank, "world": self.info.world_size, "pid": os.getpid(),
+                "started": self.started, "status": self.status, "final": True,
+                "counts": {"forward": pr.iteration,
+                           "backward": self.tracer.state.backward_count, "steps": pr.steps},
+                "skipped": [[i, list(s) if s else None] for i, s in pr.skipped],
+                "facts": self.facts, "sync": self.sync_facts,
+                "findings": [f.to_dict() for f in findings]}
+
+    def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
+        """Write this rank's record; on rank 0 wait for the others and merge."""
+        from gradtrace.runtime.dist_report import merge_records
+
+        own = [f for f in findings if not _is_ours(f)]
+        if not self.info.distributed or self.exchange is None:
+            rec = self.record(own)
+            return merge_records([rec], self.info.world_size, own_rank=self.info.rank)
+        if self.status == "running":
+            self.status = "crashed" if crash is not None else "finished"
+        rec = self.record(own)
+        self.exchange.write_final(rec)
+        wait = _timeout(5.0 if crash is not None else 30.0)
+        if not self.info.is_zero:
+            wait = _timeout(30.0) + 5.0  # rank 0 may wait this long for a slow peer
+            if not self.exchange.expects_done() or self.exchange.wait_done(wait):
+                return []
+            self.print_own = True
+            return merge_records([rec], self.info.world_size, own_rank=self.info.rank,
+                                 note=f"rank 0 did not report within {wait:g} s; "
+                                      f"this is rank {self.info.rank}'s own report")
+        records = self.exchange.gather(rec, wait)
+        try:
+            return merge_records(records, self.info.world_size, own_rank=0)
+        finally:
+            self.exchange.mark_done()
+
+
+def _is_ours(f: Finding) -> bool:
+    from gradtrace.runtime.distributed import DISTRIBUTED_CODES
+
+    return f.code in DISTRIBUTED_CODES
+
+
+def _timeout(default: float) -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV_TIMEOUT, "") or default))
+    except ValueError:
+        return default
+
+
+def _here() -> tuple[str, int] | None:
+    from gradtrace.runtime.frames import user_frame
+
+    f = user_frame(2)
+    return None if f is None else (f.f_code.co_filename, f.f_lineno)

@@ -1,0 +1,137 @@
+"""``--check-sync N``: are the gradients equal on every rank after the all-reduce?
+
+Every N optimizer steps (in the step pre-hook, so after backward and its all-reduce), each
+rank computes two checksums per parameter of the optimizer (sum and L2 norm of ``.grad`` in
+float64, 0 for a missing grad), packs ``[v, -v]`` into ONE flat CPU tensor and runs ONE
+``all_reduce(MAX)`` on a private gloo group, which yields the max and the min of every checksum
+over the ranks. A parameter whose max and min differ (relative 1e-6) was not synchronised.
+The private group keeps these collectives from ever pairing with DDP's own all-reduces. The
+check reads gradients only: training is bit-for-bit unchanged.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+RTOL = 1e-6
+
+
+class SyncChecker:
+    """Runs the check for one :class:`~gradtrace.runtime.dist_session.RankSession`."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.group: Any = None
+        self.count = -1
+        self.disabled = False
+        self.reported = 0
+
+    def close(self) -> None:
+        """Forget the private group (torch destroys groups with the default group)."""
+        self.group = None
+
+    def check(self, opt: Any) -> None:
+        """Compare this step's gradients across ranks; record a finding if they differ."""
+        if self.disabled or self.reported >= 3:
+            return
+        mode = self.session.tracer.mode
+        busy = mode.busy
+        mode.busy = True
+        try:
+            self._check(opt)
+        except Exception as e:  # a failed check must not stop training
+            self.disabled = True
+            LOG.warning("gradtrace: --check-sync disabled after an error: %s", e)
+        finally:
+            mode.busy = busy
+
+    def _check(self, opt: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        if self.group is None:
+            self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=120))
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if len(params) != self.count:
+            n = torch.tensor([len(params), -len(params)], dtype=torch.float64)
+            dist.all_reduce(n, op=dist.ReduceOp.MAX, group=self.group)
+            if n[0].item() != -n[1].item():
+                self.disabled = True
+                LOG.warning("gradtrace: --check-sync: ranks have different parameter counts")
+                return
+            self.count = len(params)
+        v = _checksums(params)
+        buf = torch.cat([v, -v])
+        dist.all_reduce(buf, op=dist.ReduceOp.MAX, group=self.group)
+        hi, lo = buf[: len(v)], -buf[len(v):]
+        scale = torch.maximum(hi.abs(), lo.abs()).clamp_min(1e-30)
+        bad = ((hi - lo).abs() > RTOL * scale).view(2, -1).any(dim=0)
+        idx = [int(i) for i in bad.nonzero().flatten()]
+        if idx:
+            self._record(opt, params, idx, hi[: len(params)], lo[: len(params)])
+
+    def _record(self, opt: Any, params: list[Any], idx: list[int], hi: Any, lo: Any) -> None:
+        from gradtrace.runtime.dist_session import _here
+        from gradtrace.runtime.hooks import param_name
+
+        sess = self.session
+        data = sess.tracer.hooks.data
+        why, fix = _cause(sess, [params[i] for i in idx])
+        site = _here()
+        sess.sync_facts.append({
+            "step": sess.progress.steps, "why": why, "fix": fix,
+            "site": list(site) if site else None,
+            "params": [{"name": _ddp_name(sess, params[i]) or param_name(data, params[i]),
+                        "lo": float(lo[i]), "hi": float(hi[i])} for i in idx[:20]]})
+        self.reported += 1
+
+
+def _checksums(params: list[Any]) -> Any:
+    import torch
+
+    grads = [p.grad for p in params]
+    with torch.no_grad():
+        sums = [g.detach().double().sum() if g is not None and not g.is_sparse else
+                torch.zeros((), dtype=torch.float64) for g in grads]
+        norms = [g.detach().double().norm() if g is not None and not g.is_sparse else
+                 torch.zeros((), dtype=torch.float64) for g in grads]
+        return torch.stack(sums + norms).cpu()
+
+
+def _ddp_name(sess: Any, p: Any) -> str:
+    ddp = sess.ddp()
+    if ddp is None:
+        return ""
+    for name, q in ddp.module.named_parameters():
+        if q is p:
+            return name
+    return ""
+
+
+def _cause(sess: Any, bad: list[Any]) -> tuple[str, str]:
+    """Why these gradients were not averaged, from what DDP and this session know."""
+    ddp = sess.ddp()
+    if ddp is None:
+        return ("No DistributedDataParallel forward was seen: gradients are averaged only if "
+                "the model is wrapped in DDP (or all-reduced by hand).",
+                "wrap the model in DistributedDataParallel and call the wrapper, not .module")
+    managed = {id(p) for p in getattr(ddp, "_module_parameters", ())}
+    if managed and any(id(p) not in managed for p in bad):
+        return ("These parameters are not managed by DistributedDataParallel: they were added "
+                "to the model after DDP was built (or are in _ddp_params_and_buffers_to_ignore), "
+                "so their gradients are never all-reduced.",
+                "finish building the model (all layers and parameters) before wrapping it in "
+                "DistributedDataParallel")
+    if not sess.progress.synced_forward:
+        return ("The last forward before this step ran inside ddp.no_sync(), so its backward "
+                "did not all-reduce: with gradient accumulation, the last micro-batch of each "
+                "step must run outside no_sync().",
+                "run the final micro-batch's forward and backward outside `with ddp.no_sync():`")
+    return ("DDP all-reduced them, so something changed .grad afterwards on some ranks only "
+            "(a hook, per-rank clipping or scaling, or code writing to .grad before step()).",
+            "apply the same gradient changes on every rank, or change gradients before the "
+            "all-reduce (DDP comm hooks)")

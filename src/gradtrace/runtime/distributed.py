@@ -1,0 +1,166 @@
+"""gradtrace under ``torchrun``: one merged report for all ranks, DDP errors explained.
+
+``torchrun --nproc-per-node=N -m gradtrace run train.py [args]`` traces every rank. Each rank
+writes what it saw (its findings, its counters, the facts behind a DistributedDataParallel
+error) into a small JSON file in a per-run temp directory; rank 0 waits for the others
+(bounded), merges, prints ONE report saying which rank saw what, and writes ``--json-out``
+once. Ranks other than 0 wait (bounded) until rank 0 is done, because torchrun kills the
+remaining workers as soon as one exits with an error.
+
+# NOTE [why files, not object collectives]
+At exit the process group is usually destroyed already (``destroy_process_group()``), and
+after a DDP error or a collective timeout a peer may be dead or stuck inside a collective:
+``gather_object`` would then block for the group's timeout (30 minutes by default) and torchrun
+would kill rank 0 before it prints. Files in a directory keyed by the torchrun agent (parent
+pid), ``TORCHELASTIC_RUN_ID``, ``MASTER_PORT`` and the restart count never block, and also
+work when the program never initialised a process group. Limit: all ranks of one report must
+share a filesystem (one node, or a shared ``GRADTRACE_DDP_DIR``).
+
+Options (environment, also for ``gradtrace run --check-sync N``):
+
+- ``GRADTRACE_CHECK_SYNC=N``: every N optimizer steps, check that gradients are equal on all
+  ranks (one flattened all_reduce of per-parameter checksums on a private gloo group).
+- ``GRADTRACE_GATHER_TIMEOUT=S``: how long rank 0 waits for the other ranks (default 30 s,
+  5 s after a crash) and the others wait for rank 0.
+- ``GRADTRACE_DDP_DIR=DIR``: where the per-run directory is made (default: the temp dir).
+
+This module is torch-free at import (the codes below are plain data).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from gradtrace.findings import Finding
+
+LOG = logging.getLogger(__name__)
+
+# Runtime-only codes of the distributed doctor: code -> (kebab-name, one-line summary).
+DISTRIBUTED_CODES: dict[str, tuple[str, str]] = {
+    "GT880": ("ddp-unused-parameters",
+              "DDP parameters got no gradient in an iteration (\"Expected to have finished "
+              "reduction in the prior iteration\")"),
+    "GT881": ("ddp-rank-dependent-branch",
+              "ranks used different parameters in the same iteration (a branch taken only on "
+              "some ranks)"),
+    "GT882": ("ddp-parameter-ready-twice",
+              "a DDP parameter was marked ready twice in one backward (\"Expected to mark a "
+              "variable ready only once\")"),
+    "GT883": ("ranks-out-of-step",
+              "ranks ran different numbers of forward/backward passes or optimizer steps"),
+    "GT884": ("gradients-differ-across-ranks",
+              "a parameter's gradient differs across ranks after the all-reduce"),
+    "GT885": ("collective-failed",
+              "a collective timed out or a peer closed the connection (hang or crashed rank)"),
+    "GT886": ("rank-did-not-report", "a rank did not report to rank 0 before the time limit"),
+}
+
+ENV_CHECK_SYNC = "GRADTRACE_CHECK_SYNC"
+ENV_TIMEOUT = "GRADTRACE_GATHER_TIMEOUT"
+ENV_DIR = "GRADTRACE_DDP_DIR"
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """Who this process is under a distributed launcher (from RANK/WORLD_SIZE/LOCAL_RANK)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        """True when launched as one of several ranks."""
+        return self.world_size > 1
+
+    @property
+    def is_zero(self) -> bool:
+        """True on the rank that prints the merged report."""
+        return self.rank == 0
+
+
+def _env_int(environ: Any, name: str, default: int) -> int:
+    try:
+        return int(str(environ.get(name, "")).strip() or default)
+    except ValueError:
+        return default
+
+
+def rank_info(environ: Any = None) -> RankInfo:
+    """This process's rank from the launcher's environment (torchrun, mp.spawn scripts, slurm).
+
+    Malformed values count as a single process: gradtrace never fails because of them.
+    """
+    env = os.environ if environ is None else environ
+    world = _env_int(env, "WORLD_SIZE", 1)
+    rank = _env_int(env, "RANK", 0)
+    if world < 1 or not 0 <= rank < world:
+        return RankInfo()
+    return RankInfo(rank, world, _env_int(env, "LOCAL_RANK", rank))
+
+
+def check_sync_every(environ: Any = None) -> int:
+    """N from ``GRADTRACE_CHECK_SYNC`` (0 = off)."""
+    env = os.environ if environ is None else environ
+    return max(0, _env_int(env, ENV_CHECK_SYNC, 0))
+
+
+def rank_session(tracer: Any, *, check_sync: int | None = None,
+                 info: RankInfo | None = None) -> Any:
+    """A context manager that adds the distributed checks to a :class:`Tracer` session.
+
+    Use inside ``with gradtrace.trace() as tr:`` (``gradtrace run`` does this for you)::
+
+        with gradtrace.trace() as tr, rank_session(tr, check_sync=100) as rs:
+            train()
+        findings = merge_ranks(tr.findings)   # on rank 0: every rank's findings, merged
+
+    Outside a multi-rank launch it only diagnoses DDP errors (``rs.diagnose(exc)``).
+    """
+    from gradtrace.runtime.dist_session import RankSession
+
+    every = check_sync_every() if check_sync is None else max(0, int(check_sync))
+    return RankSession(tracer, info or rank_info(), every)
+
+
+def diagnose_exception(exc: BaseException) -> list[Finding]:
+    """Diagnose a DDP/collective error with the active rank session (``[]`` if none/unknown)."""
+    from gradtrace.runtime.dist_session import current_session
+
+    sess = current_session()
+    return sess.diagnose(exc) if sess is not None else []
+
+
+def merge_ranks(findings: list[Finding], crash: BaseException | None = None) -> list[Finding]:
+    """Exchange findings between ranks; rank 0 gets the merged list (which rank saw what).
+
+    Without a multi-rank launch (or without a session) this returns ``findings`` plus any
+    DDP diagnosis of this process. Blocks at most ``GRADTRACE_GATHER_TIMEOUT`` seconds.
+    """
+    from gradtrace.runtime.dist_session import current_session
+
+    sess = current_session()
+    if sess is None:
+        return list(findings)
+    try:
+        return sess.finish(findings, crash)
+    except Exception:  # the merge must never hide the program's own outcome
+        if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+            raise
+        LOG.debug("gradtrace: merging ranks failed", exc_info=True)
+        return list(findings)
+
+
+def should_print(info: RankInfo | None = None) -> bool:
+    """Whether this process prints the report: rank 0, or any process outside a launch.
+
+    A rank other than 0 prints its own report when rank 0 did not report in time.
+    """
+    from gradtrace.runtime.dist_session import current_session
+
+    sess = current_session()
+    if sess is not None and sess.print_own:
+        return True
+    return (info or rank_info()).is_zero
