@@ -19,7 +19,8 @@ from typing import Any, Iterator
 
 from gradtrace.findings import Finding, findings_document
 
-USAGE = "gradtrace run [--json-out FILE] [--quiet] [--report FILE] (script.py | -m module) [args...]"
+USAGE = ("gradtrace run [--json-out FILE] [--quiet] [--report FILE] [--check-sync N] "
+         "(script.py | -m module) [args...]")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
@@ -33,6 +34,7 @@ class RunOptions:
     json_out: str | None = None
     report: str | None = None
     quiet: bool = False
+    check_sync: int | None = None  # under torchrun: compare gradients across ranks every N steps
 
 
 class _UsageError(Exception):
@@ -46,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json-out", metavar="FILE", help="write the findings as JSON to FILE")
     p.add_argument("--report", metavar="FILE", help="write an HTML training report to FILE")
     p.add_argument("--quiet", action="store_true", help="print no findings (JSON/report only)")
+    p.add_argument("--check-sync", metavar="N", type=int, help="under torchrun, check every N "
+                   "optimizer steps that gradients are equal on all ranks")
     p.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
     p.add_argument("script", nargs="?", help="the script to run")
     return p
@@ -57,13 +61,14 @@ def parse_args(argv: list[str]) -> RunOptions:
     i = 0
     while i < len(argv):
         tok = argv[i]
-        if tok in ("--json-out", "--report", "-m"):
+        if tok in ("--json-out", "--report", "--check-sync", "-m"):
             ours += argv[i:i + 2]
             i += 2
             if tok == "-m":
                 break
             continue
-        if tok.startswith(("--json-out=", "--report=")) or tok in ("--quiet", "-h", "--help"):
+        if tok.startswith(("--json-out=", "--report=", "--check-sync=")) or \
+                tok in ("--quiet", "-h", "--help"):
             ours.append(tok)
             i += 1
             continue
@@ -73,17 +78,21 @@ def parse_args(argv: list[str]) -> RunOptions:
         i += 1
         break
     ns = _parser().parse_args(ours)
+    if ns.check_sync is not None and ns.check_sync < 0:
+        raise _UsageError(f"--check-sync must be >= 0, got {ns.check_sync}")
     rest = argv[i:]
     if ns.module is not None:
-        return RunOptions(ns.module, True, rest, ns.json_out, ns.report, ns.quiet)
+        return RunOptions(ns.module, True, rest, ns.json_out, ns.report, ns.quiet, ns.check_sync)
     if not ns.script:
         raise _UsageError("missing the script to run")
-    return RunOptions(ns.script, False, rest, ns.json_out, ns.report, ns.quiet)
+    return RunOptions(ns.script, False, rest, ns.json_out, ns.report, ns.quiet, ns.check_sync)
 
 
 def should_print() -> bool:
     """Whether this process prints findings (rank 0 only under torchrun)."""
-    return os.environ.get("RANK", "0") in ("", "0")
+    from gradtrace.runtime.distributed import should_print as rank_prints
+
+    return rank_prints()
 
 
 def main(argv: list[str]) -> int:
@@ -103,6 +112,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run(opts: RunOptions) -> int:
+    from gradtrace.runtime.distributed import rank_session
     from gradtrace.runtime.trace import diagnose, trace
 
     code, crash, keep = 0, None, None
@@ -111,6 +121,7 @@ def _run(opts: RunOptions) -> int:
     with contextlib.ExitStack() as stack:
         report = _maybe_report(opts, stack)
         tracer = stack.enter_context(trace())
+        ranks = stack.enter_context(rank_session(tracer, check_sync=opts.check_sync))
         try:
             with _program_env(opts):
                 keep = _execute(opts)
@@ -124,6 +135,7 @@ def _run(opts: RunOptions) -> int:
         except BaseException as e:  # the program crashed: Python's exit code is 1
             code, crash, keep = 1, e, e
             diagnose(e, tracer)
+            ranks.diagnose(e)
     del keep
     if crash is not None:
         _print_traceback(crash)
@@ -199,10 +211,11 @@ def _strip_ours(te: traceback.TracebackException, depth: int = 0) -> None:
 
 def _finish(opts: RunOptions, findings: list[Finding], report: Any,
             crash: BaseException | None) -> None:
+    from gradtrace.runtime.distributed import merge_ranks
     from gradtrace.runtime.render import order, render_text
 
-    ordered = order(findings)
-    if opts.json_out:
+    ordered = order(merge_ranks(findings, crash))  # rank 0: all ranks merged
+    if opts.json_out and should_print():
         _write_json(opts.json_out, ordered)
     if report is not None:
         try:
@@ -212,7 +225,7 @@ def _finish(opts: RunOptions, findings: list[Finding], report: Any,
                   file=sys.stderr)
     if opts.quiet or not should_print():
         return
-    if crash is not None and not findings:
+    if crash is not None and not ordered:
         print("\ngradtrace: no diagnosis for this error.", file=sys.stderr)
     if ordered:
         title = "\ngradtrace: diagnosis" if crash is not None else "\ngradtrace: problems seen"
