@@ -143,9 +143,11 @@ class Tracer:
             if isinstance(e, ast.Attribute):
                 if e.attr == "data":
                     return d  # detached: GT1xx's business
-                d.live = True  # self.weight, self.scale: may be a parameter
-            else:
-                d.unknown = True
+                if name.startswith("self.") or isinstance(e.value, ast.Attribute):
+                    d.live = True  # self.weight, self.scale: may be a parameter
+                    return d
+                return self.trace(e.value, line, depth + 1)  # outputs.loss: from outputs
+            d.unknown = True
             return d
         key = (name, b.line)
         if key in self._seen:

@@ -16,10 +16,10 @@ ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does n
 class _LossTraceRule(Rule):
     """Shared visitor: trace the differentiated loss of each backward call to its sources."""
 
-    triggers = ("backward",)
+    triggers = ("backward", "training_step")
 
-    def _trace(self, node: ast.Call, ctx: Context) -> tuple[ast.expr, Deps] | None:
-        loss = sink_loss(node)
+    def _trace(self, node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
+        loss = sink_loss(node) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
         if loss is None or not any(w in ctx.text for w in GRAD_WORDS):
             return None
         helpers = getattr(self, "_helpers", None)
@@ -38,13 +38,35 @@ class _LossTraceRule(Rule):
         return True
 
 
+def _sink_text(node: ast.AST, ctx: Context) -> str:
+    if isinstance(node, ast.Return):
+        return f"the backward Lightning runs on `{ctx.source(node)}`"
+    return f"`{ctx.source(node)}`"
+
+
+def _returned_loss(node: ast.AST, ctx: Context) -> ast.expr | None:
+    """The loss a Lightning ``training_step`` returns (Lightning calls backward on it)."""
+    fn = ctx.function
+    if not isinstance(node, ast.Return) or node.value is None or fn is None \
+            or fn.name != "training_step":
+        return None
+    v = node.value
+    if isinstance(v, ast.Dict):
+        return next((val for k, val in zip(v.keys, v.values)
+                     if isinstance(k, ast.Constant) and k.value == "loss"), None)
+    return v
+
+
 def _with_text(off: ast.AST, ctx: Context) -> str:
     if isinstance(off, (ast.With, ast.AsyncWith)):
         return ctx.source(off.items[0].context_expr)
     return "@" + ctx.source(off)
 
 
-def _backward_related(node: ast.Call, ctx: Context) -> Related:
+def _backward_related(node: ast.AST, ctx: Context) -> Related:
+    if isinstance(node, ast.Return):
+        return Related(ctx.path, node.lineno, "Lightning calls `backward()` on this returned loss "
+                       f"and it raises {ELEMENT0}", ctx.column(node))
     return Related(ctx.path, node.lineno, f"`{ctx.source(node)}` raises {ELEMENT0} here",
                    ctx.column(node))
 
@@ -70,7 +92,7 @@ class LossFromNoGradOutput(_LossTraceRule):
 
     code = "GT201"
     name = "loss-from-no-grad-output"
-    message = ("`{value}` is computed under `{mode}`, and the loss that `{sink}` (line {line}) "
+    message = ("`{value}` is computed under `{mode}`, and the loss that {sink} (line {line}) "
                "differentiates is built only from such values: no gradient can reach the model")
     examples = [
         Bad("""
@@ -86,6 +108,17 @@ class LossFromNoGradOutput(_LossTraceRule):
                     loss.backward()
                     opt.step()
             """, at=(6, 8)),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            class Classifier:
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    with torch.no_grad():
+                        logits = self(x)
+                    return F.cross_entropy(logits, y)
+            """, at=(7, 8)),
         Good("""
             import torch
             import torch.nn.functional as F
@@ -120,6 +153,9 @@ class LossFromNoGradOutput(_LossTraceRule):
             """),
     ]
 
+    def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
+        return self.visit_Call(node, ctx)  # type: ignore[arg-type]
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if ctx.grad_disabled is not None:
             return
@@ -135,7 +171,7 @@ class LossFromNoGradOutput(_LossTraceRule):
         related = (_value_related(dead, ctx, f"`{value}` is computed here without a graph"),
                    _backward_related(node, ctx))
         yield self.report(dead.off, ctx, related=related, value=value,
-                          mode=_with_text(dead.off, ctx), sink=ctx.source(node),
+                          mode=_with_text(dead.off, ctx), sink=_sink_text(node, ctx),
                           line=node.lineno)
 
 
@@ -154,7 +190,7 @@ class NoGradInTrainingHelper(_LossTraceRule):
     code = "GT202"
     name = "no-grad-in-training-helper"
     message = ("`{helper}` computes its result under `{mode}`, and the training step uses it "
-               "as the only input of the loss that `{sink}` (line {line}) differentiates")
+               "as the only input of the loss that {sink} (line {line}) differentiates")
     examples = [
         Bad("""
             import torch
@@ -186,6 +222,9 @@ class NoGradInTrainingHelper(_LossTraceRule):
             """),
     ]
 
+    def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
+        return self.visit_Call(node, ctx)  # type: ignore[arg-type]
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if ctx.grad_disabled is not None:
             return
@@ -201,7 +240,7 @@ class NoGradInTrainingHelper(_LossTraceRule):
         related = (_value_related(dead, ctx, f"the training step calls `{name}` here"),
                    _backward_related(node, ctx))
         yield self.report(dead.off, ctx, related=related, helper=name,
-                          mode=_with_text(dead.off, ctx), sink=ctx.source(node),
+                          mode=_with_text(dead.off, ctx), sink=_sink_text(node, ctx),
                           line=node.lineno)
 
 
