@@ -22,6 +22,18 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import backward_sinks, is_inference_function, sink_loss
 
+UNDECIDABLE: list[tuple[str, str]] = [
+    ("an in-place write through an alias or a view made elsewhere (`y = p.view(-1); y[0] = 0`, "
+     "a tensor returned by another function)",
+     "which tensors share storage and version counter is only known at runtime; see runtime: "
+     "gradtrace run"),
+    ("`optimizer.step()` between backward passes whose graphs are built in different functions",
+     "whether the graphs share the stepped parameters depends on the call path; see runtime: "
+     "gradtrace run"),
+    ("an in-place write into a saved output when the input may not require grad",
+     "only raises when autograd recorded the op; see runtime: gradtrace run"),
+]
+
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
     "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
     "log_softmax": "sig", "sqrt": "sig", "rsqrt": "sig", "reciprocal": "sig", "expit": "sig",
