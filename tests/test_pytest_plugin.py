@@ -1,0 +1,207 @@
+"""The gradtrace pytest plugin, through the real pytest (``pytester``)."""
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm_imports() -> None:
+    """Import, in this process, everything the in-process runs below import lazily.
+
+    ``pytester.runpytest`` (in-process) removes from ``sys.modules`` every module first
+    imported during the inner run; re-importing torch's C-backed submodules later crashes the
+    interpreter. So the inner runs must find them already imported.
+    """
+    import torch
+    from torch import nn
+
+    import gradtrace
+    from gradtrace.pytest_plugin import diagnosis_text
+
+    m = nn.Linear(2, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with gradtrace.watch(m, opt) as w:
+        with gradtrace.trace() as tr:
+            try:
+                with torch.no_grad():
+                    out = m(torch.randn(3, 2))
+                out.sum().backward()
+            except RuntimeError as exc:
+                diagnosis_text(exc, tr)
+            opt.zero_grad()
+            m(torch.randn(3, 2)).sum().backward()
+            opt.step()
+    w.report.summary()
+
+MODEL = """
+    import pytest
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 1)
+
+        def forward(self, x):
+            h = self.body(x).detach()  # <- cut
+            return self.head(h)
+"""
+
+TESTS = MODEL + """
+    def test_body_gets_grad():
+        m = Net()
+        m(torch.randn(3, 4)).sum().backward()
+        assert m.body.weight.grad is not None
+
+    def test_backward_under_no_grad():
+        m = Net()
+        with torch.no_grad():  # <- off
+            out = m(torch.randn(3, 4))
+        out.sum().backward()
+
+    def test_passes():
+        m = Net()
+        m(torch.randn(3, 4)).sum().backward()
+        assert m.head.weight.grad is not None
+
+    def test_skipped():
+        pytest.skip("not today")
+"""
+
+
+# Other installed plugins re-import their modules in every in-process run; keep them out.
+QUIET = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark")
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*QUIET, *args)
+
+
+def _line(path, marker: str) -> int:
+    lines = path.read_text().splitlines()
+    return next(i for i, t in enumerate(lines, 1) if t.rstrip().endswith(f"# <- {marker}"))
+
+
+def _section(result: pytest.RunResult, test: str) -> str:
+    """The text of the 'gradtrace diagnosis' section of ``test``'s failure ('' if none)."""
+    text = result.stdout.str()
+    start = text.find(f"_ {test} _")
+    if start < 0:
+        return ""
+    end = text.find("\n____", start + 1)
+    block = text[start:end if end > 0 else None]
+    at = block.find("- gradtrace diagnosis -")
+    return block[at:] if at >= 0 else ""
+
+
+def test_option_puts_the_diagnosis_in_the_failure_report(pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(test_model=TESTS)
+    cut_line, off_line = _line(path, "cut"), _line(path, "off")
+    result = _run(pytester, "--gradtrace")
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    cut = _section(result, "test_body_gets_grad")
+    assert f"test_model.py:{cut_line}: GT820" in cut
+    assert "Net.body.weight" in cut and "`detach`" in cut
+    crash = _section(result, "test_backward_under_no_grad")
+    assert f"test_model.py:{cut_line + 1}: GT800" in crash  # the head ran under no_grad
+    assert f"test_model.py:{off_line}: grad mode was turned off here" in crash
+    assert "fix: compute the training forward pass outside torch.no_grad()" in crash
+
+
+def test_without_option_or_marker_there_is_no_section(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=TESTS)
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    assert "gradtrace diagnosis" not in result.stdout.str()
+
+
+def test_ini_option_turns_tracing_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=TESTS)
+    pytester.makeini("[pytest]\ngradtrace = true\n")
+    result = _run(pytester, "-k", "no_grad")
+    result.assert_outcomes(failed=1, deselected=3)
+    assert "GT800" in _section(result, "test_backward_under_no_grad")
+
+
+def test_marker_traces_only_the_marked_test(pytester: pytest.Pytester) -> None:
+    marked = TESTS.replace("    def test_body_gets_grad():",
+                           "    @pytest.mark.gradtrace\n    def test_body_gets_grad():")
+    path = pytester.makepyfile(test_model=marked)
+    result = _run(pytester, "--strict-markers")
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    assert f"test_model.py:{_line(path, 'cut')}: GT820" in _section(result, "test_body_gets_grad")
+    assert _section(result, "test_backward_under_no_grad") == ""
+
+
+def test_marker_is_registered(pytester: pytest.Pytester) -> None:
+    result = _run(pytester, "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.gradtrace: trace this test with gradtrace*"])
+    help_text = _run(pytester, "--help").stdout.str()
+    assert "--gradtrace" in help_text
+
+
+def test_plain_assertion_failures_get_no_section(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="""
+        import torch
+        def test_numbers():
+            assert torch.ones(2).sum().item() == 3.0
+    """)
+    result = _run(pytester, "--gradtrace")
+    result.assert_outcomes(failed=1)
+    assert "gradtrace diagnosis" not in result.stdout.str()
+
+
+def test_watch_fixture_returns_a_watcher_and_reports_on_failure(pytester: pytest.Pytester
+                                                                ) -> None:
+    pytester.makepyfile(test_watching=MODEL + """
+    WATCHERS = []
+
+    def _train(gradtrace_watch):
+        m = Net()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        w = gradtrace_watch(m, opt)
+        WATCHERS.append(w)
+        for _ in range(2):
+            opt.zero_grad()
+            m(torch.randn(3, 4)).sum().backward()
+            opt.step()
+        return w
+
+    def test_watch_passes(gradtrace_watch):
+        w = _train(gradtrace_watch)
+        assert not w.closed and len(w.report.tracks) == 1
+
+    def test_watch_fails(gradtrace_watch):
+        _train(gradtrace_watch)
+        assert False, "boom"
+
+    def test_watchers_were_closed():
+        assert len(WATCHERS) == 2 and all(w.closed for w in WATCHERS)
+    """)
+    result = _run(pytester)
+    result.assert_outcomes(passed=2, failed=1)
+    text = result.stdout.str()
+    assert "- gradtrace watch -" in text and "NO GRADIENT" in text
+    assert text.count("- gradtrace watch -") == 1
+
+
+def test_plugin_import_does_not_import_torch(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_terminal_summary(terminalreporter, config):
+            terminalreporter.write_line(
+                f"GRADTRACE_LOADED={config.pluginmanager.hasplugin('gradtrace')} "
+                f"TORCH_IMPORTED={'torch' in sys.modules}")
+    """)
+    pytester.makepyfile(test_plain="""
+        def test_plain():
+            assert 1 + 1 == 2
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["GRADTRACE_LOADED=True TORCH_IMPORTED=False"])
