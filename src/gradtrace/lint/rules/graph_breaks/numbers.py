@@ -1,4 +1,4 @@
-"""GT1xx: values that leave the autograd graph on their way to the loss."""
+"""GT101-GT104: a loss that goes through a Python number, NumPy, or a re-built tensor."""
 from __future__ import annotations
 
 import ast
@@ -8,6 +8,10 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule
+from gradtrace.lint.rules.graph_breaks._paths import NUMBER as CUT_NUMBER
+from gradtrace.lint.rules.graph_breaks._paths import NUMPY as CUT_NUMPY
+from gradtrace.lint.rules.graph_breaks._paths import REBUILD
 
 
 class BackwardOnPythonNumber(Rule):
@@ -71,3 +75,158 @@ class BackwardOnPythonNumber(Rule):
                                    ctx.column(b.stmt)),)
             what = "number" if kind == NUMBER else "NumPy value"
             yield self.report(node, ctx, related=related, expr=name, what=what)
+
+
+class PythonNumberInLoss(LossCutRule):
+    """`.item()`, `float()` or `.tolist()` turns a differentiable value into a Python number
+    that is then used to build the loss.
+
+    Why: a Python number has no autograd history. When the whole loss goes through it (for
+    example `loss = torch.tensor(loss.item())`), backward raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
+    (PYTORCH_FACTS error a4/a7); after a `requires_grad=True` re-wrap it runs and trains
+    nothing. When only one term goes through it (`loss = ce + lam * reg.item()`), that term is
+    a constant: training runs and the regulariser never acts. Keep the tensor; use `.item()`
+    only to log (`total += loss.item()` is right).
+    Known limits: follows names inside one function; a loss returned as a Python number from a
+    `*_loss` function is left to the caller (it may be a metric); multiplying a live loss by
+    a number (`w.item() * loss`) is a deliberate scale and is not reported.
+    """
+
+    code = "GT102"
+    name = "python-number-in-loss"
+    message = "`{expr}` turns `{operand}` into a Python number on the way to the loss: {consequence}"
+    triggers = SINK_WORDS
+    needs = ("item", "float", "tolist", "math.")
+    cut_kinds = frozenset({CUT_NUMBER})
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y):
+                out = model(x)
+                value = F.cross_entropy(out, y).item()
+                loss = torch.tensor(value, requires_grad=True)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(6, 12)),
+        Bad("""
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y, lam=0.1):
+                out, feats = model(x)
+                reg = feats.pow(2).mean().item()
+                loss = F.cross_entropy(out, y) + lam * reg
+                loss.backward()
+            """, at=(5, 10)),
+        Good("""
+            import torch.nn.functional as F
+
+            def train_epoch(model, opt, loader, logger):
+                total = 0.0
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    total += loss.item()
+                    logger.log({"loss": loss.item(), "lr": float(opt.param_groups[0]["lr"])})
+                return total / len(loader)
+            """),
+        Good("""
+            def train_step(model, opt, x, y, criterion):
+                loss = criterion(model(x), y)
+                scale = 1.0 / max(loss.item(), 1e-8)
+                (loss * scale).backward()
+            """),
+    ]
+
+
+class NumpyRoundTripInLoss(LossCutRule):
+    """Part of a loss goes through NumPy (`.detach().numpy()`, `np.array(t)`) and comes back
+    with `torch.tensor` / `torch.from_numpy`.
+
+    Why: NumPy arrays have no autograd history and `torch.from_numpy` / `torch.tensor` make a
+    new leaf, so everything before the round trip is cut off: with nothing else in the loss,
+    backward raises `RuntimeError: element 0 of tensors does not require grad and does not
+    have a grad_fn`; next to other terms it silently adds nothing to the gradient. Write the
+    computation with torch operations instead.
+    Known limits: follows names inside one function; NumPy work in a helper function that
+    returns a tensor is not seen.
+    """
+
+    code = "GT103"
+    name = "numpy-round-trip-in-loss"
+    message = "`{expr}` takes `{operand}` through NumPy on the way to the loss: {consequence}"
+    triggers = SINK_WORDS
+    needs = ("numpy", "np.")
+    cut_kinds = frozenset({CUT_NUMPY})
+    examples = [
+        Bad("""
+            import numpy as np
+            import torch
+
+            def train_step(model, opt, x, y):
+                pred = model(x)
+                arr = pred.detach().cpu().numpy()
+                err = torch.from_numpy(np.abs(arr - y.numpy())).mean()
+                opt.zero_grad()
+                err.backward()
+                opt.step()
+            """, at=(6, 10)),
+        Good("""
+            import numpy as np
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y, history):
+                pred = model(x)
+                loss = F.mse_loss(pred, y)
+                loss.backward()
+                history.append(np.abs(pred.detach().cpu().numpy() - y.numpy()).mean())
+            """),
+    ]
+
+
+class TensorRebuiltFromGraph(LossCutRule):
+    """`torch.tensor(t)`, `torch.tensor([t1, t2])` or `torch.Tensor([...])` copies tensors that
+    are on the graph into a new tensor that is then part of the loss.
+
+    Why: `torch.tensor(...)` always builds a new leaf with `requires_grad=False`: it copies
+    the values (PyTorch warns "To copy construct from a tensor, it is recommended to use
+    sourceTensor.detach().clone()"), so the gradient stops there. With nothing else in the
+    loss, backward raises `RuntimeError: element 0 of tensors does not require grad and does
+    not have a grad_fn`. Use `torch.stack(list)` / `torch.cat(list)` or the tensor itself.
+    Known limits: follows names inside one function; tensors built from Python data (targets,
+    constants) are fine and never reported.
+    """
+
+    code = "GT104"
+    name = "tensor-rebuilt-from-graph"
+    message = "`{expr}` copies `{operand}` into a new tensor without history: {consequence}"
+    triggers = SINK_WORDS
+    needs = ("tensor", "Tensor")
+    cut_kinds = frozenset({REBUILD})
+    examples = [
+        Bad("""
+            import torch
+
+            def train_step(model, opt, batches):
+                losses = [model(x, y) for x, y in batches]
+                loss = torch.tensor(losses).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 11)),
+        Good("""
+            import torch
+
+            def train_step(model, opt, batches):
+                losses = [model(x, y) for x, y in batches]
+                loss = torch.stack(losses).mean()
+                weights = torch.tensor([0.5, 2.0])
+                target = torch.tensor([1.0, 0.0])
+                (loss + ((weights - target) ** 2).sum()).backward()
+            """),
+    ]

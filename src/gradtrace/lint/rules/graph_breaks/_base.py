@@ -1,0 +1,238 @@
+"""The shared base of the rules that report a cut on the way to the loss (GT102-GT108).
+
+Each concrete rule says which cut kinds it owns (:mod:`._paths`) and how to name the cut;
+the base runs the loss-path analysis once per function and words the consequence from what
+real PyTorch does (PYTORCH_FACTS: error (a) for a fully cut loss, silent no-training for a
+partly cut one or after a ``requires_grad`` band-aid, zero gradients through ``round``).
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+import weakref
+from typing import ClassVar, Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Rule
+from gradtrace.lint.rules.graph_breaks._paths import (
+    LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths,
+)
+
+ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "
+            "grad_fn`")
+ZERO_GRAD_OPS = frozenset({"round", "sign", "floor", "ceil", "trunc"})
+# a file without any of these words holds no loss the analysis could find
+SINK_WORDS = ("backward", "loss", "Loss", "criterion", "Criterion", "training_step")
+
+
+def short(text: str, limit: int = 60) -> str:
+    """One line of source, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _op_name(c: Cut) -> str:
+    node = c.node
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name)
+                                                             else "")
+    return ""
+
+
+class LossCutRule(Rule):
+    """Base of the loss-path rules; concrete rules set ``code`` and ``cut_kinds``."""
+
+    cut_kinds: ClassVar[frozenset[str]] = frozenset()
+    # words a file must also hold for this rule's cut kinds to be possible at all
+    needs: ClassVar[tuple[str, ...]] = ()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if not _worth(node, ctx) or not _file_has(ctx, self.needs):
+            return
+        lp = loss_paths(ctx, node)
+        seen: set[int] = set()
+        for v in lp.verdicts:
+            for _, cuts in v.cut_terms:  # one finding per term: its first cut of our kinds
+                mine = sorted((c for c in cuts if c.kind in self.cut_kinds),
+                              key=lambda c: (c.node.lineno, c.node.col_offset))
+                if mine and id(mine[0].node) not in seen:
+                    seen.add(id(mine[0].node))
+                    yield self.finding(mine[0], v, lp, ctx)
+
+    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding:
+        """The finding for cut ``c`` of verdict ``v`` (override for other message fields)."""
+        return self.report(c.node, ctx, related=related_for(c, v, ctx),
+                           expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
+                           consequence=consequence(v, lp, ctx))
+
+
+_LINES: weakref.WeakKeyDictionary[Context, dict[str, list[int]]] = \
+    weakref.WeakKeyDictionary()
+_WORTH: weakref.WeakKeyDictionary[Context, dict[int, bool]] = weakref.WeakKeyDictionary()
+
+
+def _lines_with(ctx: Context, word: str) -> list[int]:
+    """Sorted 1-based numbers of the lines holding ``word`` (computed once per file)."""
+    per_file = _LINES.get(ctx)
+    if per_file is None:
+        per_file = _LINES[ctx] = {}
+    hit = per_file.get(word)
+    if hit is None:
+        hit = per_file[word] = []
+        text = ctx.text
+        pos = text.find(word)
+        while pos != -1:
+            hit.append(text.count("\n", 0, pos) + 1)
+            pos = text.find(word, pos + 1)
+    return hit
+
+
+def _has_line(ctx: Context, word: str, start: int, end: int) -> bool:
+    lines = _lines_with(ctx, word)
+    if not lines:
+        return False
+    i = bisect.bisect_left(lines, start)
+    return i < len(lines) and lines[i] <= end
+
+
+def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
+    """Whether the file holds any of ``words`` (cached per file; empty ``words``: True)."""
+    if not words:
+        return True
+    per_file = _WORTH.get(ctx)
+    if per_file is None:
+        per_file = _WORTH[ctx] = {}
+    key = hash(words)
+    hit = per_file.get(key)
+    if hit is None:
+        hit = per_file[key] = any(w in ctx.text for w in words)
+    return hit
+
+
+def _worth(node: ast.AST, ctx: Context) -> bool:
+    """Cheap test before any data flow: could this function hold a loss at all?"""
+    per_file = _WORTH.get(ctx)
+    if per_file is None:
+        per_file = _WORTH[ctx] = {}
+    hit = per_file.get(id(node))
+    if hit is None:
+        hit = per_file[id(node)] = _worth_uncached(node, ctx)
+    return hit
+
+
+def _worth_uncached(node: ast.AST, ctx: Context) -> bool:
+    if isinstance(node, ast.Module):  # module-level statements only (defs have their own)
+        return bool(_lines_with(ctx, "backward(")) and any(
+            _has_line(ctx, "backward(", s.lineno, s.end_lineno or s.lineno)
+            for s in node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.ClassDef)))
+    name = getattr(node, "name", "").lower()
+    if LOSS_FUNC_RE.match(name):
+        return True
+    cls = ctx.class_def
+    if name in ("forward", "__call__") and cls is not None and \
+            cls.name.lower().endswith(("loss", "criterion")):
+        return True
+    body = getattr(node, "body", None) or [node]
+    start, end = body[0].lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    if name == "forward" and _has_line(ctx, ".data", start, end):
+        return True
+    return _has_line(ctx, "backward(", start, end)
+
+
+def bandaid_line(v: Verdict, lp: LossPaths) -> int | None:
+    """The line where ``requires_grad`` was forced on the cut loss, if any."""
+    for b in band_aids(v, lp):
+        return b.lineno  # type: ignore[attr-defined, no-any-return]
+    return None
+
+
+def band_aids(v: Verdict, lp: LossPaths) -> list[ast.AST]:
+    """``x.requires_grad = True`` / ``x.requires_grad_()`` / ``requires_grad=True`` re-wraps
+    on the names the (fully cut) loss of ``v`` is built from, in source order."""
+    if not v.full or v.sink.how != "backward":
+        return []
+    names = {name for _, cuts in v.cut_terms for c in cuts for name, _ in c.via}
+    root = lp.ctx.source(v.sink.value)
+    names.add(root)
+    line = v.sink.node.lineno  # type: ignore[attr-defined]
+    out: list[ast.AST] = []
+    for s in lp.scope.stmts:
+        if s.lineno >= line:
+            break
+        if isinstance(s, ast.Assign) and len(s.targets) == 1:
+            t = s.targets[0]
+            if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and \
+                    lp.ctx.source(t.value) in names and _is_true(s.value):
+                out.append(s)
+                continue
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call) and _forces_grad(n, lp, names):
+                out.append(n)
+    return out
+
+
+def _is_true(e: ast.expr | None) -> bool:
+    return isinstance(e, ast.Constant) and e.value is True
+
+
+def _forces_grad(n: ast.Call, lp: LossPaths, names: set[str]) -> bool:
+    f = n.func
+    if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+        return lp.ctx.source(f.value) in names and (not n.args or _is_true(n.args[0]))
+    return any(k.arg == "requires_grad" and _is_true(k.value) for k in n.keywords) and \
+        (lp.ctx.qualified_name(f) or "") in ("torch.tensor", "torch.as_tensor",
+                                              "torch.autograd.Variable", "torch.Tensor") \
+        and bool(n.args) and lp.trace(n.args[0], lp.scope.statement_of(n), n.lineno).cuts != ()
+
+
+def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
+    """What real PyTorch does with this loss, in words."""
+    sink = v.sink
+    line = sink.node.lineno  # type: ignore[attr-defined]
+    name = short(ctx.source(sink.value), 30)
+    if not v.full:
+        return (f"this term of the loss `{name}` (line {line}) has no path left to the model, "
+                f"so it adds nothing to any gradient and what produced it is not trained by it")
+    zero = any(_op_name(c) in ZERO_GRAD_OPS for _, cuts in v.cut_terms for c in cuts)
+    if zero:
+        return (f"the loss `{name}` (line {line}) reaches the model only through "
+                f"rounding/sign steps whose gradient is zero, so backward runs and nothing "
+                f"trains")
+    if sink.how == "return":
+        return (f"the loss returned at line {line} has no path left to the model: "
+                f"`backward()` on it raises {ELEMENT0}")
+    forced = bandaid_line(v, lp)
+    if forced is not None:
+        return (f"nothing of `{name}` is left on the graph; since `requires_grad` is forced at "
+                f"line {forced}, `backward()` (line {line}) runs and no parameter gets a "
+                f"gradient")
+    return f"nothing of `{name}` is left on the graph, so `backward()` (line {line}) raises {ELEMENT0}"
+
+
+def related_for(c: Cut, v: Verdict, ctx: Context) -> tuple[Related, ...]:
+    """From the symptom (the backward or return) back along the names to the cut."""
+    sink = v.sink
+    line = sink.node.lineno  # type: ignore[attr-defined]
+    what = "`backward()` is called" if sink.how == "backward" else "the loss is returned"
+    out = [Related(ctx.path, line, f"{what} on `{short(ctx.source(sink.value), 40)}` here",
+                   ctx.column(sink.node))]
+    for i, (name, ln) in enumerate(c.via):
+        nxt = c.via[i + 1][0] if i + 1 < len(c.via) else short(ctx.source(c.node), 40)
+        if nxt == name:
+            continue
+        text = ctx.line_text(ln)
+        out.append(Related(ctx.path, ln, f"`{name}` is built from `{nxt}` here",
+                           len(text) - len(text.lstrip())))
+    return tuple(out)

@@ -1,0 +1,570 @@
+"""Where the loss comes from: the shared analysis behind the GT102-GT108 graph-break rules.
+
+# NOTE [loss paths]
+A value is *on the way to the loss* only if it flows, inside one function, into a **sink**:
+the tensor on which ``.backward()`` is called (also ``scaler.scale(x).backward()``,
+``accelerator.backward(x)``, ``self.manual_backward(x)``, ``torch.autograd.backward(x)``), or
+the value returned by a function that is clearly a loss (``*_loss``, ``loss_fn``,
+``compute_loss``, ``training_step``, ``forward``/``__call__`` of a ``*Loss`` class).
+
+The sink is split into additive **terms** (``a + b - c``, ``loss += t``, through names bound
+once). Each term is traced back through the names it is built from, and the trace says
+
+* ``live``: some path reaches, without being cut, a value that may carry a graph (a model or
+  unknown call, a parameter, a function argument, ``self.x``); unknown counts as live;
+* ``cuts``: the places where a live value was turned into one without history
+  (``.item()``, ``float()``, ``.tolist()``, ``.numpy()``, ``.detach()``, ``.data``,
+  ``torch.tensor(t)``, ``argmax``, comparisons, ``round``, indicator ``torch.where``).
+
+A term is *cut* when it is not live and has a cut. Only then do the rules speak:
+the whole loss cut (backward raises the element-0 error, or trains nothing after a
+``requires_grad`` band-aid), or one cut term next to live ones (that term adds nothing to any
+gradient). A term that is a detached copy of a value also used live in the same sum
+(``x - x.detach() + v.detach()`` value replacement) is taken as deliberate and never reported.
+Multiplicative factors (``w.item() * loss``) are never reported: they scale a live loss.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Binding, Scope
+
+NUMBER, NUMPY, REBUILD, DATA, DETACH, NONDIFF = ("number", "numpy", "rebuild", "data",
+                                                  "detach", "nondiff")
+# a method that turns its receiver into a value without history, and the cut kind
+CUT_METHODS = {
+    "item": NUMBER, "tolist": NUMBER, "numpy": NUMPY, "detach": DETACH,
+    "argmax": NONDIFF, "argmin": NONDIFF, "argsort": NONDIFF, "round": NONDIFF,
+    "sign": NONDIFF, "floor": NONDIFF, "ceil": NONDIFF, "trunc": NONDIFF, "eq": NONDIFF,
+    "ne": NONDIFF, "gt": NONDIFF, "lt": NONDIFF, "ge": NONDIFF, "le": NONDIFF,
+    "bool": NONDIFF, "long": NONDIFF, "int": NONDIFF, "heaviside": NONDIFF,
+}
+CUT_FUNCS = {
+    "float": NUMBER, "int": NUMBER, "math.sqrt": NUMBER, "math.log": NUMBER,
+    "math.exp": NUMBER, "math.fabs": NUMBER, "numpy.array": NUMPY, "numpy.asarray": NUMPY,
+    "torch.argmax": NONDIFF, "torch.argmin": NONDIFF, "torch.argsort": NONDIFF,
+    "torch.round": NONDIFF, "torch.sign": NONDIFF, "torch.floor": NONDIFF,
+    "torch.ceil": NONDIFF, "torch.trunc": NONDIFF, "torch.eq": NONDIFF, "torch.ne": NONDIFF,
+    "torch.gt": NONDIFF, "torch.lt": NONDIFF, "torch.ge": NONDIFF, "torch.le": NONDIFF,
+    "torch.heaviside": NONDIFF, "torch.nn.functional.one_hot": NONDIFF,
+    "torch.detach": DETACH,
+}
+# tensor constructors that copy their data argument into a new leaf
+REBUILD_FUNCS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor",
+                           "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy"})
+# results with no history whatever the arguments
+FRESH_FUNCS = frozenset({
+    "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
+    "torch.arange", "torch.linspace", "torch.eye", "torch.randint", "torch.zeros_like",
+    "torch.ones_like", "torch.randn_like", "torch.rand_like", "torch.empty_like",
+    "torch.full_like", "torch.randperm", "len", "range", "isinstance", "torch.is_tensor",
+    "torch.numel", "torch.nn.functional.one_hot",
+})
+FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new_empty",
+                           "new_full", "zero_", "nelement", "element_size", "data_ptr",
+                           "get_device", "stride", "is_contiguous", "isnan", "isinf",
+                           "isfinite", "any", "all", "count_nonzero", "nonzero"})
+FRESH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "grad", "requires_grad",
+                         "is_cuda", "is_leaf", "indices"})
+# methods that keep the cut chain (``x.detach().cpu().numpy()`` is one cut)
+PEEL = frozenset({"detach", "cpu", "cuda", "to", "clone", "contiguous", "float", "double",
+                  "half", "squeeze", "view", "reshape", "flatten", "data"})
+# methods whose arguments are sizes, devices, dims or indices, not differentiable tensors
+RECV_ONLY = frozenset({
+    "to", "cuda", "cpu", "type", "type_as", "view", "view_as", "reshape", "reshape_as",
+    "expand", "expand_as", "repeat", "permute", "transpose", "squeeze", "unsqueeze", "flatten",
+    "sum", "mean", "max", "min", "norm", "softmax", "log_softmax", "clamp", "clamp_min",
+    "clamp_max", "gather", "index_select", "masked_fill", "narrow", "split", "chunk",
+    "contiguous", "float", "double", "half", "t", "abs", "exp", "log", "sqrt", "sigmoid",
+    "tanh", "relu", "std", "var", "logsumexp", "cumsum", "prod", "roll", "flip", "unbind",
+    "select", "amax", "amin", "nan_to_num", "pow", "square", "neg", "log1p", "float_power",
+})
+NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "dtype",
+                               "device", "label_smoothing", "p", "eps", "reduce",
+                               "size_average", "beta", "delta", "margin", "log_target",
+                               "non_blocking", "axis", "num_classes"})
+LOSS_CALLABLE_NAMES = frozenset({"criterion", "loss_fn", "loss_func", "loss_fct",
+                                 "loss_function", "criterion_fn"})
+TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|masks?|batch|batch_idx|"
+                       r"batch_nb|.*_(labels?|targets?|gt|true|mask|ids))$")
+DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|\bdl\b|range\(|epoch")
+LOSS_FUNC_RE = re.compile(r"^(compute_loss|loss|loss_fn|loss_func|criterion|training_step|"
+                          r"_?[a-z0-9_]*_loss|get_loss)$")
+SKIP_FUNC_RE = re.compile(r"^_?(eval|val|valid|test|log|metric|predict|score|report)")
+BACKWARD_OWNERS = re.compile(r"accelerator|fabric|engine|self$|trainer|amp$|strategy")
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One place where a possibly-graph value lost its history."""
+
+    kind: str
+    node: ast.expr                  # the cutting expression (the finding's position)
+    operand: ast.expr               # the value that was cut
+    via: tuple[tuple[str, int], ...] = ()  # names from the sink to the cut: (name, line)
+
+
+@dataclass(frozen=True)
+class Trace:
+    live: bool
+    cuts: tuple[Cut, ...] = ()
+
+    def __or__(self, other: Trace) -> Trace:
+        return Trace(self.live or other.live, self.cuts + other.cuts)
+
+
+DEAD = Trace(False)
+LIVE = Trace(True)
+
+
+@dataclass(frozen=True)
+class Sink:
+    """A loss: the node that consumes it (``backward`` call or ``return``) and its value."""
+
+    node: ast.AST
+    value: ast.expr
+    how: str                        # "backward" | "return"
+    only: frozenset[str] | None = None  # report only these cut kinds (``forward`` returns)
+
+
+@dataclass
+class Verdict:
+    """What the analysis concludes for one sink."""
+
+    sink: Sink
+    full: bool                      # every term is cut: no gradient at all
+    cut_terms: list[tuple[ast.expr, tuple[Cut, ...]]] = field(default_factory=list)
+
+
+class LossPaths:
+    """The loss-path analysis of one function scope (cached; see :func:`loss_paths`)."""
+
+    def __init__(self, scope: Scope, ctx: Context) -> None:
+        self.scope = scope
+        self.ctx = ctx
+        node = scope.node
+        self.params: set[str] = set()     # arguments that may carry a graph
+        self.settings: set[str] = set()   # arguments with a constant default: hyper-parameters
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            pos = [*a.posonlyargs, *a.args]
+            defaults = [None] * (len(pos) - len(a.defaults)) + list(a.defaults)
+            pairs = [*zip(pos, defaults), *zip(a.kwonlyargs, a.kw_defaults),
+                     (a.vararg, None), (a.kwarg, None)]
+            for arg, default in pairs:
+                if arg is None or arg.arg in ("self", "cls"):
+                    continue
+                if isinstance(default, ast.Constant) and default.value is not None:
+                    self.settings.add(arg.arg)
+                else:
+                    self.params.add(arg.arg)
+        self.paths: dict[int, tuple[tuple[int, str], ...]] = {}
+        self._index(getattr(node, "body", []), ())
+        self._memo: dict[tuple[int, int], Trace] = {}
+        self._busy: set[tuple[str, int]] = set()
+        self._pure: dict[str, bool] = {}
+        self.verdicts = [v for s in self.sinks() if (v := self._judge(s)) is not None]
+
+    # -- structure ---------------------------------------------------------------------------
+    def _index(self, body: list[ast.stmt], path: tuple[tuple[int, str], ...]) -> None:
+        for s in body:
+            self.paths[id(s)] = path
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for f in ("body", "orelse", "finalbody"):
+                sub = getattr(s, f, None)
+                if sub and isinstance(sub[0], ast.stmt):
+                    inner = path if isinstance(s, (ast.With, ast.AsyncWith)) else \
+                        path + ((id(s), f),)
+                    self._index(sub, inner)
+            for i, h in enumerate(getattr(s, "handlers", ())):
+                self._index(h.body, path + ((id(s), f"h{i}"),))
+            for i, c in enumerate(getattr(s, "cases", ())):
+                self._index(c.body, path + ((id(s), f"c{i}"),))
+
+    def _dominates(self, b: ast.stmt, use: ast.stmt | None) -> bool:
+        if use is None:
+            return True
+        pb, pu = self.paths.get(id(b), ()), self.paths.get(id(use), ())
+        return pu[:len(pb)] == pb
+
+    def bindings_at(self, name: str, use: ast.stmt | None, line: int) -> list[Binding]:
+        """Bindings of ``name`` that may reach ``use``: the last dominating one and later ones."""
+        out: list[Binding] = []
+        for b in reversed(self.scope.bindings.get(name, ())):
+            if b.line >= line:
+                continue
+            out.append(b)
+            if self._dominates(b.stmt, use):
+                break
+        return out
+
+    # -- sinks -------------------------------------------------------------------------------
+    def sinks(self) -> list[Sink]:
+        out: list[Sink] = []
+        for mc in self.scope.calls_to("backward"):
+            value = self._backward_value(mc.call)
+            if value is not None:
+                out.append(Sink(mc.call, value, "backward"))
+        node = self.scope.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or out:
+            return out  # a function that runs backward itself returns its loss only to log it
+        only: frozenset[str] | None = None
+        if not self._is_loss_func(node):
+            if node.name != "forward" or not self._in_module_class():
+                return out
+            only = frozenset({DATA})  # a module's output read through `.data`
+        for s in self.scope.stmts:
+            if isinstance(s, ast.Return) and s.value is not None:
+                out.extend(Sink(s, v, "return", only) for v in _returned_losses(s.value))
+        return out
+
+    def _in_module_class(self) -> bool:
+        cls = self.ctx.class_def
+        if cls is None:
+            return False
+        for b in cls.bases:
+            q = self.ctx.qualified_name(b) or dotted(b) or ""
+            if q in ("torch.nn.Module", "nn.Module") or q.endswith("Module"):
+                return True
+        return False
+
+    def _backward_value(self, call: ast.Call) -> ast.expr | None:
+        func = call.func
+        assert isinstance(func, ast.Attribute)
+        recv = func.value
+        owner = dotted(recv) or ""
+        if self.ctx.qualified_name(func) == "torch.autograd.backward":
+            return call.args[0] if call.args else None
+        if call.args and (func.attr == "manual_backward" or BACKWARD_OWNERS.search(owner)):
+            return call.args[0]
+        if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
+                and recv.func.attr == "scale" and len(recv.args) == 1:
+            return recv.args[0]
+        if owner and BACKWARD_OWNERS.search(owner):
+            return None
+        return recv
+
+    def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        name = node.name.lower()
+        if SKIP_FUNC_RE.match(name):
+            return False
+        if LOSS_FUNC_RE.match(name):
+            return True
+        cls = self.ctx.class_def
+        return name in ("forward", "__call__") and cls is not None \
+            and cls.name.lower().endswith(("loss", "criterion"))
+
+    # -- judging -----------------------------------------------------------------------------
+    def _judge(self, sink: Sink) -> Verdict | None:
+        use = self.scope.statement_of(sink.node)
+        line = sink.node.lineno  # type: ignore[attr-defined]
+        terms = list(self._terms(sink.value, use, line, 0))
+        traced = [(t, self.trace(t, use, line)) for t in terms]
+        cut = [(t, tr.cuts) for t, tr in traced if not tr.live and tr.cuts]
+        if not cut:
+            return None
+        if sink.how == "return":  # a function may return a number on purpose: callers decide
+            keep = sink.only or frozenset({NUMPY, REBUILD, DATA, DETACH, NONDIFF})
+            cut = [(t, tuple(c for c in cs if c.kind in keep)) for t, cs in cut]
+            cut = [(t, cs) for t, cs in cut if cs]
+            if not cut:
+                return None
+        full = all(not tr.live for _, tr in traced)
+        if not full and self._value_replacement(traced):
+            return None
+        return Verdict(sink, full, cut)
+
+    def _value_replacement(self, traced: list[tuple[ast.expr, Trace]]) -> bool:
+        live_src = {self.ctx.source(t) for t, tr in traced if tr.live}
+        for _, tr in traced:
+            if not tr.live:
+                for c in tr.cuts:
+                    if c.kind == DETACH and self.ctx.source(c.operand) in live_src:
+                        return True
+        return False
+
+    def _terms(self, e: ast.expr, use: ast.stmt | None, line: int,
+               depth: int) -> Iterable[ast.expr]:
+        if depth > 8:
+            yield e
+            return
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            yield from self._terms(e.left, use, line, depth + 1)
+            yield from self._terms(e.right, use, line, depth + 1)
+            return
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.Div)):
+            if isinstance(e.right, ast.Constant) or isinstance(e.left, ast.Constant):
+                inner = e.left if isinstance(e.right, ast.Constant) else e.right
+                yield from self._terms(inner, use, line, depth + 1)
+                return
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args \
+                and e.func.attr in ("mean", "sum"):
+            inner = e.func.value
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Add, ast.Sub)):
+                yield from self._terms(inner, use, line, depth + 1)
+                return
+        if isinstance(e, ast.Name):
+            bs = self.bindings_at(e.id, use, line)
+            if len(bs) == 1 and bs[0].value is not None:
+                b = bs[0]
+                if isinstance(b.stmt, ast.AugAssign):
+                    if isinstance(b.stmt.op, (ast.Add, ast.Sub)):
+                        yield from self._terms(e, b.stmt, b.line, depth + 1)
+                        yield from self._terms(b.value, b.stmt, b.line, depth + 1)
+                        return
+                elif isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) and \
+                        isinstance(b.value, ast.BinOp):
+                    yield from self._terms(b.value, b.stmt, b.line, depth + 1)
+                    return
+        yield e
+
+    # -- tracing -----------------------------------------------------------------------------
+    def trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        key = (id(e), line)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._trace(e, use, line)
+        return hit
+
+    def _all(self, es: Iterable[ast.AST | None], use: ast.stmt | None, line: int) -> Trace:
+        """The union of the traces; stops at the first live one (a live trace's cuts are
+        never reported)."""
+        out = DEAD
+        for x in es:
+            if isinstance(x, ast.expr):
+                t = self.trace(x, use, line)
+                if t.live:
+                    return LIVE
+                out = out | t
+        return out
+
+    def _trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        if isinstance(e, ast.Constant):
+            return DEAD
+        if isinstance(e, ast.Name):
+            return self._name(e.id, use, line)
+        if isinstance(e, ast.Attribute):
+            return self._attribute(e, use, line)
+        if isinstance(e, ast.Call):
+            return self._call(e, use, line)
+        if isinstance(e, ast.BinOp):
+            return self._all((e.left, e.right), use, line)
+        if isinstance(e, ast.UnaryOp):
+            return DEAD if isinstance(e.op, ast.Not) else self.trace(e.operand, use, line)
+        if isinstance(e, ast.Compare):
+            return self._cut(NONDIFF, e, [e.left, *e.comparators], use, line)
+        if isinstance(e, ast.Subscript):
+            return self._subscript(e, use, line)
+        if isinstance(e, ast.IfExp):
+            return self._all((e.body, e.orelse), use, line)
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+            return self._all(e.elts, use, line)
+        if isinstance(e, ast.Dict):
+            return self._all(e.values, use, line)
+        if isinstance(e, (ast.Starred, ast.Await, ast.NamedExpr)):
+            return self.trace(e.value, use, line)
+        if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return self._all([e.elt, *(g.iter for g in e.generators)], use, line)
+        if isinstance(e, (ast.JoinedStr, ast.Lambda, ast.BoolOp)):
+            return DEAD
+        return LIVE
+
+    def _name(self, name: str, use: ast.stmt | None, line: int) -> Trace:
+        bs = self.bindings_at(name, use, line)
+        if not bs:
+            if name in self.ctx.imports.aliases:
+                return DEAD  # an imported constant or module
+            if name in self.settings:
+                return DEAD
+            if name in self.params:
+                return DEAD if TARGET_RE.match(name) else LIVE
+            return LIVE  # global, closure or comprehension variable: unknown
+        out = DEAD
+        for b in bs:
+            if (name, b.line) in self._busy:
+                continue
+            self._busy.add((name, b.line))
+            try:
+                t = self._binding(b)
+            finally:
+                self._busy.discard((name, b.line))
+            out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
+                                                ((name, b.line),) + c.via) for c in t.cuts))
+        return out
+
+    def _binding(self, b: Binding) -> Trace:
+        s = b.stmt
+        if isinstance(s, ast.AugAssign):
+            return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)
+        if b.value is not None:
+            return self.trace(b.value, s, b.line)
+        if isinstance(s, ast.Assign):  # tuple unpacking: the whole right-hand side
+            return self.trace(s.value, s, b.line)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            if DATA_ITER_RE.search(self.ctx.source(s.iter)):
+                return DEAD
+            return self.trace(s.iter, s, b.line)
+        return LIVE
+
+    def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:
+        if e.attr == "data":
+            return self._cut(DATA, e, [_peel(e.value)], use, line)
+        if e.attr in FRESH_ATTRS:
+            return DEAD
+        name = dotted(e)
+        if name is not None and self.scope.bindings.get(name):
+            bs = self.bindings_at(name, use, line)
+            if bs:
+                return self._name(name, use, line)
+        if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
+            return LIVE
+        if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
+            return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
+        return self.trace(e.value, use, line)
+
+    def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
+        v = e.value
+        if isinstance(e.slice, ast.Constant) and e.slice.value == 1 and isinstance(v, ast.Call) \
+                and isinstance(v.func, ast.Attribute) and v.func.attr in ("max", "min", "topk",
+                                                                          "sort") and \
+                (v.args or v.keywords):
+            return self._cut(NONDIFF, e, [v.func.value], use, line)
+        return self.trace(v, use, line)
+
+    def _cut(self, kind: str, node: ast.expr, operands: list[ast.expr],
+             use: ast.stmt | None, line: int) -> Trace:
+        inner = self._all(operands, use, line)
+        if inner.live:
+            live = next((o for o in operands if self.trace(o, use, line).live), operands[0])
+            return Trace(False, (Cut(kind, node, live),))
+        return Trace(False, inner.cuts)
+
+    def _call(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        qual = self.ctx.qualified_name(e.func) or ""
+        if qual in CUT_FUNCS and e.args:
+            return self._cut(CUT_FUNCS[qual], e, [_peel(e.args[0])], use, line)
+        if qual in REBUILD_FUNCS:
+            return self._rebuild(e, use, line)
+        if qual in FRESH_FUNCS:
+            return DEAD
+        if qual == "torch.where" and len(e.args) == 3:
+            values = self._all(e.args[1:], use, line)
+            if values.live:
+                return values
+            return self._cut(NONDIFF, e, [e.args[0]], use, line) | Trace(False, values.cuts)
+        if qual in ("torch.as_tensor", "sum", "max", "min", "abs") or (
+                qual.startswith("torch.") and qual.rpartition(".")[2][:1].islower()):
+            return self._args(e, use, line)
+        if qual.startswith(("numpy.", "math.")):
+            return self._args(e, use, line)
+        if self._pure_loss(e.func):
+            return self._args(e, use, line)
+        if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
+            return self._method(e, e.func, use, line)
+        return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _method(self, e: ast.Call, func: ast.Attribute, use: ast.stmt | None,
+                line: int) -> Trace:
+        m = func.attr
+        if m in CUT_METHODS and not (m in ("round", "int", "long", "bool") and e.args):
+            return self._cut(CUT_METHODS[m], e, [_peel(func.value)], use, line)
+        if m in FRESH_METHODS:
+            return DEAD
+        if m == "new_tensor" and e.args:
+            return self._rebuild(e, use, line)
+        recv = self.trace(func.value, use, line)
+        if m in RECV_ONLY:
+            return recv
+        return recv | self._args(e, use, line)
+
+    def _args(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
+        return self._all([*e.args, *kws], use, line)
+
+    def _pure_loss(self, func: ast.expr) -> bool:
+        """``criterion`` bound to a ``torch.nn.*Loss()`` (or named like a loss function)."""
+        name = dotted(func)
+        if name is None:
+            return False
+        hit = self._pure.get(name)
+        if hit is None:
+            hit = self._pure[name] = self._pure_loss_name(name)
+        return hit
+
+    def _pure_loss_name(self, name: str) -> bool:
+        if name.rpartition(".")[2] in LOSS_CALLABLE_NAMES:
+            return True
+        values = [b.value for b in self.scope.bindings.get(name, ())]
+        if not values:
+            values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
+        if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
+            values = _self_assignments(self.ctx.class_def, name)
+        return bool(values) and all(
+            isinstance(v, ast.Call) and _is_torch_loss(self.ctx.qualified_name(v.func))
+            for v in values)
+
+    def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        if not e.args:
+            return DEAD
+        return self._cut(REBUILD, e, [e.args[0]], use, line)
+
+
+def _peel(e: ast.expr) -> ast.expr:
+    """The value under a chain of cut/copy methods: ``out`` for ``out.detach().cpu()``."""
+    while True:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr in PEEL:
+            e = e.func.value
+        elif isinstance(e, ast.Attribute) and e.attr == "data":
+            e = e.value
+        else:
+            return e
+
+
+def _returned_losses(v: ast.expr) -> list[ast.expr]:
+    if isinstance(v, ast.Tuple) and v.elts:
+        return _returned_losses(v.elts[0])
+    if isinstance(v, ast.Dict):
+        return [val for k, val in zip(v.keys, v.values)
+                if isinstance(k, ast.Constant) and k.value == "loss"]
+    if isinstance(v, ast.IfExp):
+        return _returned_losses(v.body) + _returned_losses(v.orelse)
+    if isinstance(v, ast.Constant):
+        return []
+    return [v]
+
+
+def _is_torch_loss(qual: str | None) -> bool:
+    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
+
+
+def _self_assignments(cls: ast.ClassDef | None, name: str) -> list[ast.expr | None]:
+    """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
+    if cls is None:
+        return []
+    out: list[ast.expr | None] = []
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
+            out.append(n.value)
+    return out
+
+
+_CACHE: weakref.WeakKeyDictionary[Scope, LossPaths] = weakref.WeakKeyDictionary()
+
+
+def loss_paths(ctx: Context, node: ast.AST) -> LossPaths:
+    """The (cached) loss-path analysis of the function or module ``node``."""
+    scope = ctx.scope(node)
+    lp = _CACHE.get(scope)
+    if lp is None:
+        lp = _CACHE[scope] = LossPaths(scope, ctx)
+    return lp

@@ -1,0 +1,293 @@
+"""GT105-GT108: `.data`, `.detach()`, non-differentiable steps, and the `requires_grad` band-aid."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.graph_breaks._base import (
+    SINK_WORDS, LossCutRule, _file_has, _worth, band_aids, related_for, short,
+)
+from gradtrace.lint.rules.graph_breaks._paths import DATA, DETACH, NONDIFF, loss_paths
+
+
+class DataInLoss(LossCutRule):
+    """`.data` reads a tensor without its history in a loss or in what `forward` returns.
+
+    Why: `t.data` is the same storage with no `grad_fn`, invisible to autograd. A loss built
+    only from it makes backward raise `RuntimeError: element 0 of tensors does not require
+    grad and does not have a grad_fn`; one term built from it adds nothing to the gradient; a
+    module whose `forward` returns `out.data` cuts every layer before it from the loss. Use the
+    tensor itself (or `.detach()` where a stop-gradient is really meant).
+    Known limits: follows names inside one function; `.data` on a parameter used inside
+    `forward` next to live inputs is not reported (see "Not statically decidable").
+    """
+
+    code = "GT105"
+    name = "data-in-loss"
+    message = "`{expr}` reads `{operand}` without its autograd history: {consequence}"
+    triggers = (*SINK_WORDS, ".data")
+    needs = (".data",)
+    cut_kinds = frozenset({DATA})
+    examples = [
+        Bad("""
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y):
+                logits = model(x)
+                loss = F.cross_entropy(logits.data, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 27)),
+        Bad("""
+            import torch.nn as nn
+
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 2)
+
+                def forward(self, x):
+                    return self.fc(x).data
+            """, at=(9, 15)),
+        Good("""
+            import torch
+
+            def train_step(model, opt, x, y, criterion):
+                loss = criterion(model(x), y)
+                loss.backward()
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.data.clamp_(-1, 1)
+                print(loss.data)
+            """),
+    ]
+
+
+class DetachedLossTerm(LossCutRule):
+    """`.detach()` cuts the only path from the model to the loss (or to one of its terms).
+
+    Why: a detached tensor has no `grad_fn`. When every term of the loss is detached, backward
+    raises `RuntimeError: element 0 of tensors does not require grad and does not have a
+    grad_fn`; when one additive term is detached (`loss = rec + kl(mu.detach(), ...)`), backward
+    runs and that term trains nothing, so the sub-network that produced it gets no gradient
+    from it (PYTORCH_FACTS A6: the silent case). Detaching a *target* (DQN/TD target, EMA
+    teacher, `D(fake.detach())` in a GAN discriminator step) is fine and is not reported,
+    because the loss keeps a live path through the prediction or the discriminator.
+    Known limits: follows names inside one function; a detached factor multiplied into a live
+    loss is taken as deliberate.
+    """
+
+    code = "GT107"
+    name = "detached-loss-term"
+    message = "`{expr}` detaches `{operand}`, the only path from the model here: {consequence}"
+    triggers = SINK_WORDS
+    needs = ("detach",)
+    cut_kinds = frozenset({DETACH})
+    examples = [
+        Bad("""
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y):
+                out = model(x)
+                loss = F.mse_loss(out.detach(), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 22)),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def vae_step(model, opt, x):
+                recon, mu, logvar = model(x)
+                rec = F.mse_loss(recon, x)
+                kl = -0.5 * torch.mean(1 + logvar.detach() - mu.detach() ** 2 - logvar.exp().detach())
+                loss = rec + kl
+                loss.backward()
+            """, at=(7, 31), count=1),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def dqn_step(q_net, target_net, opt, s, a, r, s2, gamma=0.99):
+                q = q_net(s).gather(1, a)
+                target = r + gamma * target_net(s2).max(1, keepdim=True)[0].detach()
+                loss = F.smooth_l1_loss(q, target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """),
+        Good("""
+            import torch.nn.functional as F
+
+            def gan_step(G, D, opt_d, opt_g, z, real, ones, zeros):
+                fake = G(z)
+                d_loss = F.binary_cross_entropy(D(real), ones) + \\
+                    F.binary_cross_entropy(D(fake.detach()), zeros)
+                opt_d.zero_grad()
+                d_loss.backward()
+                opt_d.step()
+                g_loss = F.binary_cross_entropy(D(fake), ones)
+                opt_g.zero_grad()
+                g_loss.backward()
+                opt_g.step()
+            """),
+        Good("""
+            import torch.nn.functional as F
+
+            def distill_step(student, teacher, opt, x):
+                t = teacher(x).detach()
+                s = student(x)
+                loss = F.kl_div(F.log_softmax(s, -1), F.softmax(t, -1), reduction="batchmean")
+                loss = loss + (s - s.detach()).sum() * 0
+                loss.backward()
+            """),
+    ]
+
+
+class NonDifferentiableLossPath(LossCutRule):
+    """`argmax`, comparisons, `round`/`sign`/`floor`, `.long()` or an indicator `torch.where`
+    is the only path from the model output to the loss.
+
+    Why: `argmax`, comparison masks, integer casts and `torch.where(cond, 1.0, 0.0)` give
+    tensors without history: a loss made only of them makes backward raise
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`.
+    `round`, `sign`, `floor` keep a `grad_fn` but their gradient is zero everywhere, so
+    backward runs and nothing trains. Compute the loss from the logits/probabilities
+    (cross-entropy, a soft/sigmoid relaxation, or a straight-through estimator).
+    Known limits: follows names inside one function; a mask that *multiplies* a live loss
+    (`(loss * (out > 0).float()).mean()`) is fine and never reported.
+    """
+
+    code = "GT108"
+    name = "non-differentiable-loss-path"
+    message = "`{expr}` has no useful gradient with respect to `{operand}`: {consequence}"
+    triggers = SINK_WORDS
+    needs = ("argm", "round", "sign", "floor", "ceil", "trunc", "where", ">", "<", "==", "!=",
+             "long", "int", "bool", "one_hot", "max", "min", "topk", "sort", "heaviside")
+    cut_kinds = frozenset({NONDIFF})
+    examples = [
+        Bad("""
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y):
+                logits = model(x)
+                pred = logits.argmax(dim=1)
+                loss = F.mse_loss(pred.float(), y.float())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 11)),
+        Bad("""
+            import torch
+
+            def train_step(model, opt, x, y):
+                prob = torch.sigmoid(model(x))
+                hard = torch.where(prob > 0.5, 1.0, 0.0)
+                loss = (hard - y).abs().mean()
+                loss.backward()
+            """, at=(5, 23)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, opt, x, y):
+                logits = model(x)
+                loss = F.cross_entropy(logits, y, reduction="none")
+                mask = (y != -100).float()
+                loss = (loss * mask).sum() / mask.sum()
+                loss.backward()
+                acc = (logits.argmax(1) == y).float().mean()
+                return acc.item()
+            """),
+    ]
+
+
+class RequiresGradBandAid(Rule):
+    """`requires_grad` is forced on a loss that has lost its graph, which hides the break.
+
+    Why: setting `loss.requires_grad = True` only works on a leaf: on a loss still on the graph
+    it raises `RuntimeError: you can only change requires_grad flags of leaf variables.` So when
+    the line runs, the loss is already cut (by `.item()`, `.detach()`, `torch.tensor(...)`, ...),
+    and `backward()` now runs without the element-0 error and gives no parameter a gradient:
+    training silently does nothing. `torch.tensor(x, requires_grad=True)` and
+    `loss.requires_grad_()` on a cut loss do the same. Remove the band-aid and fix the cut.
+    Known limits: follows names inside one function; `requires_grad_()` on an input for a
+    saliency map (not the loss) is never reported.
+    """
+
+    code = "GT106"
+    name = "requires-grad-band-aid"
+    message = ("`{expr}` forces `requires_grad` on `{loss}`, which is no longer on the graph: "
+               "`backward()` (line {line}) runs and no parameter gets a gradient{cause}")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+
+            def train_step(model, opt, x, y, criterion):
+                loss = criterion(model(x), y)
+                loss = torch.tensor(loss.item(), requires_grad=True)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 11)),
+        Bad("""
+            def train_step(model, opt, x, y, criterion):
+                loss = criterion(model(x).detach(), y)
+                loss.requires_grad = True
+                loss.backward()
+            """, at=(3, 4)),
+        Good("""
+            import torch
+
+            def saliency(model, x, label):
+                x = x.clone().requires_grad_()
+                score = model(x)[0, label]
+                score.backward()
+                return x.grad.abs()
+            """),
+        Good("""
+            import torch
+
+            def fit(w_init, x, y, steps=10):
+                w = torch.tensor(w_init, requires_grad=True)
+                for _ in range(steps):
+                    loss = ((x @ w - y) ** 2).mean()
+                    loss.backward()
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if not _worth(node, ctx) or not _file_has(ctx, ("backward",)):
+            return
+        lp = loss_paths(ctx, node)
+        seen: set[int] = set()
+        for v in lp.verdicts:
+            cuts = [c for _, cs in v.cut_terms for c in cs]
+            for b in band_aids(v, lp):
+                if id(b) in seen:
+                    continue
+                seen.add(id(b))
+                first = cuts[0]
+                rel = related_for(first, v, ctx) + (
+                    Related(ctx.path, first.node.lineno,
+                            f"`{short(ctx.source(first.node), 40)}` cut the graph here",
+                            ctx.column(first.node)),)
+                yield self.report(
+                    b, ctx, related=rel, expr=short(ctx.source(b)),
+                    loss=short(ctx.source(v.sink.value), 30),
+                    line=v.sink.node.lineno,  # type: ignore[attr-defined]
+                    cause=f"; the graph was cut at line {first.node.lineno}")
