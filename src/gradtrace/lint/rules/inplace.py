@@ -69,21 +69,26 @@ class _LazyModules:
     def __init__(self, cls: ast.ClassDef | None, ctx: Context) -> None:
         self.cls, self.ctx = cls, ctx
         self._map: dict[str, str] | None = None
+        self._inplace: set[str] = set()
+
+    def inplace(self, name: str | None) -> bool:
+        """Whether ``self.<name>`` is an activation module built with ``inplace=True``."""
+        return bool(self.get(name)) and (name or "") in self._inplace
 
     def any(self) -> bool:
         if self._map is None:
-            self._map = _module_attrs(self.cls, self.ctx)
+            self._map = _module_attrs(self.cls, self.ctx, self._inplace)
         return bool(self._map)
 
     def get(self, name: str | None) -> str | None:
         if not name or not name.startswith("self."):
             return None
         if self._map is None:
-            self._map = _module_attrs(self.cls, self.ctx)
+            self._map = _module_attrs(self.cls, self.ctx, self._inplace)
         return self._map.get(name)
 
 
-def _module_attrs(cls: ast.ClassDef | None, ctx: Context) -> dict[str, str]:
+def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> dict[str, str]:
     """``self.<attr>`` -> saved-output op for activation modules assigned in the class."""
     out: dict[str, str] = {}
     if cls is None or not MODULE_WORDS.search(
@@ -96,10 +101,16 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context) -> dict[str, str]:
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
                     and MODULE_WORDS.search(ctx.line_text(n.lineno)):
                 op = SAVED_MODULES.get(ctx.qualified_name(n.value.func) or "")
+                flag = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                           and k.value.value is True for k in n.value.keywords) or (
+                    n.value.args and isinstance(n.value.args[-1], ast.Constant)
+                    and n.value.args[-1].value is True)
                 for t in n.targets:
                     name = dotted(t)
                     if op and name and name.startswith("self."):
                         out[name] = op
+                        if flag:
+                            inplace.add(name)
     return out
 
 
@@ -163,9 +174,11 @@ def _innermost_call(e: ast.AST) -> ast.AST:
     return e
 
 
-def _write_target(stmt: ast.stmt) -> tuple[str, str, ast.AST] | None:
+def _write_target(stmt: ast.stmt, ctx: Context,
+                  modules: _LazyModules) -> tuple[str, str, ast.AST] | None:
     """(name, kind of write, node) for an in-place write statement: ``p[m] = v`` ("index"),
-    ``p += v`` ("aug"), ``p.mul_(v)`` ("method")."""
+    ``p += v`` ("aug"), ``p.mul_(v)`` ("arith"/"method"), ``F.relu(p, inplace=True)``,
+    ``torch.relu_(p)``, ``self.relu(p)`` with an in-place ReLU ("method")."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
             and isinstance(stmt.targets[0], ast.Subscript):
         name = dotted(stmt.targets[0].value)
@@ -177,14 +190,28 @@ def _write_target(stmt: ast.stmt) -> tuple[str, str, ast.AST] | None:
             return (name, "index", t) if name else None
         name = dotted(t)
         return (name, "aug", t) if name else None
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        f = stmt.value.func
-        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.startswith("_") \
-                and f.attr not in NOT_WRITES:
-            name = dotted(f.value)
-            return (name, "arith" if f.attr in ARITH_WRITES else "method", stmt.value) \
-                if name else None
+    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    if not isinstance(call, ast.Call):
+        return None
+    f = call.func
+    if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_") \
+            and not f.attr.startswith("_") and f.attr not in NOT_WRITES:
+        name = dotted(f.value)
+        return (name, "arith" if f.attr in ARITH_WRITES else "method", call) if name else None
+    if call.args and _inplace_call(call, ctx, modules):
+        name = dotted(call.args[0])
+        return (name, "method", call) if name else None
     return None
+
+
+def _inplace_call(call: ast.Call, ctx: Context, modules: _LazyModules) -> bool:
+    if any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+           for k in call.keywords):
+        return True
+    q = ctx.qualified_name(call.func) or ""
+    if q.startswith("torch.") and q.endswith("_") and not q.endswith("__"):
+        return True
+    return modules.inplace(dotted(call.func))
 
 
 def _in_training(ctx: Context, stmt: ast.stmt) -> ast.Call | bool:
@@ -242,14 +269,16 @@ class _InplaceRule(Rule):
 
     def _find(self, node: ast.stmt, ctx: Context) -> tuple[Producer, str, ast.AST,
                                                               ast.Call | bool] | None:
-        w = _write_target(node)
-        if w is None or ctx.function is None:
+        if ctx.function is None:
             return None
-        name, kind, target = w
         modules = self.__dict__.setdefault("_mods", {})
         cls = ctx.class_def
         if id(cls) not in modules:
             modules[id(cls)] = _LazyModules(cls, ctx)
+        w = _write_target(node, ctx, modules[id(cls)])
+        if w is None:
+            return None
+        name, kind, target = w
         if name not in self._candidates(ctx.function, ctx, modules[id(cls)]):
             return None
         prod = _producer(name, node.lineno, ctx, modules[id(cls)])
@@ -312,6 +341,16 @@ class InplaceWriteToSavedOutput(_InplaceRule):
                     attn.masked_fill_(self.mask, 0.0)
                     return attn @ x
             """, at=(7, 8)),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, x, opt):
+                gate = torch.sigmoid(model(x))
+                out = F.relu(gate, inplace=True)
+                out.sum().backward()
+                opt.step()
+            """, at=(6, 4)),
         Good("""
             import torch
             import torch.nn.functional as F
