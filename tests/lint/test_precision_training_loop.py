@@ -124,6 +124,24 @@ SILENT = {
             optimizer.step()
             optimizer.zero_grad()
         """,
+    # model code: a forward that encodes frame chunks and concatenates them (graph needed)
+    "forward-collects-chunks": """
+        import torch
+        from torch import nn
+        class VideoAutoencoder(nn.Module):
+            def _encode(self, x, num_batches):
+                enc = []
+                for i in range(num_batches):
+                    h = self.encoder(x[:, :, i * 8:(i + 1) * 8])
+                    enc.append(h)
+                return torch.cat(enc, dim=2)
+            def motion(self, faces):
+                face_batches = torch.split(faces, 4)
+                outs = []
+                for face_batch in face_batches:
+                    outs.append(self.motion_encoder(face_batch))
+                return torch.cat(outs)
+        """,
     # scheduler and optimizer steps called, results not assigned; closure step assigned
     "closure-step-assigned": """
         for it in range(20):

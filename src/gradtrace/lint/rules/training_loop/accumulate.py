@@ -14,7 +14,8 @@ from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
 
-LOADER_RE = re.compile(r"loader|dataset|batches\b", re.IGNORECASE)
+LOADER_RE = re.compile(r"^(?:\w+_)?(?:loader|dataloader|dataset|ds)$|^batches$|loader$",
+                       re.IGNORECASE)
 EVAL_LOOP_RE = re.compile(r"for\b[^\n]*\bin\b[^\n]*(?:loader|dataset|batches\b)", re.IGNORECASE)
 NO_GRAD_HOOKS = re.compile(r"^(validation|test|predict)_step$|^on_(validation|test|predict)"
                            r"|_epoch_end$", re.IGNORECASE)
@@ -49,6 +50,24 @@ def _base(target: ast.expr) -> str | None:
     while isinstance(target, ast.Subscript):
         target = target.value
     return dotted(target)
+
+
+def _loader_like(it: ast.expr) -> bool:
+    """``val_loader``, ``enumerate(tqdm(self.test_dataloader))``, ``batches``: a data loader."""
+    while isinstance(it, ast.Call) and it.args and dotted(it.func) in (
+            "enumerate", "tqdm", "tqdm.tqdm", "zip", "iter", "progress_bar", "track"):
+        it = it.args[0]
+    name = dotted(it)
+    return bool(name) and bool(LOADER_RE.search(name.rpartition(".")[2]))  # type: ignore[union-attr]
+
+
+def _in_module_class(ctx: Context, fn: ast.AST) -> bool:
+    """``fn`` is a method of an ``nn.Module`` subclass (model code: its outputs need graphs)."""
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.ClassDef) and fn in node.body:
+            return any((ctx.qualified_name(b) or "").endswith(("Module", "Mixin", "Model"))
+                       for b in node.bases)
+    return False
 
 
 def _no_grad_callers(ctx: Context) -> set[str]:
@@ -213,11 +232,12 @@ class LossAccumulatedWithGraph(_LoopRule):
     def _eval_why(self, f: LoopFacts, s: ast.stmt, loop: ast.stmt) -> str | None:
         ctx = f.ctx
         if f.backwards or f.scope.grad_off_at(s) is not None or not isinstance(
-                loop, (ast.For, ast.AsyncFor)) or not LOADER_RE.search(ctx.source(loop.iter)):
+                loop, (ast.For, ast.AsyncFor)) or not _loader_like(loop.iter):
             return None
         fn = f.node
         if isinstance(fn, ast.Module) or NO_GRAD_HOOKS.search(fn.name) \
-                or fn.name in _no_grad_callers(ctx) or "set_grad_enabled" in ctx.text:  # type: ignore[attr-defined]
+                or fn.name in _no_grad_callers(ctx) or "set_grad_enabled" in ctx.text \
+                or _in_module_class(ctx, fn):  # type: ignore[attr-defined]
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
                 "in memory (hundreds of MB per 100 steps) until out-of-memory")
