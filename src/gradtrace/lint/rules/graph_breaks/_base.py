@@ -210,6 +210,9 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
         return (f"the loss `{name}` (line {line}) reaches the model only through "
                 f"rounding/sign steps whose gradient is zero, so backward runs and nothing "
                 f"trains")
+    if sink.how == "return" and sink.only is not None:
+        return (f"`forward` returns it (line {line}) without history, so no layer before it "
+                f"gets a gradient through this module's output")
     if sink.how == "return":
         return (f"the loss returned at line {line} has no path left to the model: "
                 f"`backward()` on it raises {ELEMENT0}")
