@@ -23,6 +23,7 @@ _INF = float("inf")
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "BatchNorm1d",
                  "BatchNorm2d", "BatchNorm3d")
 _STALL_RATIO = 1e-10
+_SAMPLE = 32768
 
 
 class History:
@@ -76,6 +77,15 @@ def _to_host(values: list[torch.Tensor]) -> list[float]:
     return out
 
 
+def _sample(g: torch.Tensor) -> torch.Tensor:
+    """All of a small gradient, or an evenly strided sample of ``_SAMPLE`` entries of a big
+    one (the zero fraction of big tensors is an estimate; counting every entry would cost
+    more than the rest of the statistics together)."""
+    flat = g.reshape(-1)
+    n = flat.numel()
+    return flat if n <= _SAMPLE else flat[:: -(-n // _SAMPLE)]
+
+
 def _dense(g: torch.Tensor) -> tuple[torch.Tensor, int]:
     """The values to measure and the element count of a (possibly sparse) gradient."""
     if g.is_sparse:
@@ -110,6 +120,7 @@ class Collector:
         self.track_updates = track_updates
         self.snap: list[torch.Tensor] | None = None
         self.snap_ok = False
+        self.diff: list[torch.Tensor] | None = None
         self.loss: torch.Tensor | None = None
         self.nan_source: NanSource | None = None
         self._pending: tuple[list[int], list[int], list[torch.Tensor]] | None = None
@@ -131,11 +142,17 @@ class Collector:
             g = None if p is None else p.grad
             if g is None or (reached is not None and not reached[i]):
                 continue
-            vals, n = _dense(g)
             idx.append(i)
-            sizes.append(n)
-            grads.append(vals)
-        values = _norms(grads, 2.0) + _norms(grads, _INF) + _norms(grads, 0.0)
+            grads.append(_dense(g)[0])
+        mins, maxs, nnz = [], [], []
+        for g in grads:  # aminmax and a sampled count beat foreach inf/0-norms on CPU
+            lo, hi = torch.aminmax(g) if g.numel() else (g.new_zeros(()), g.new_zeros(()))
+            mins.append(lo)
+            maxs.append(hi)
+            sample = _sample(g)
+            sizes.append(sample.numel())
+            nnz.append(torch.count_nonzero(sample))
+        values = _norms(grads, 2.0) + mins + maxs + nnz
         self._accumulate_units(idx, grads)
         self._pending = (idx, sizes, values)
 
@@ -171,8 +188,25 @@ class Collector:
             self.snap = [t.clone() for t in cur_d]
         self.snap_ok = True
 
+    def _diff(self, cur: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``new - old`` without touching the snapshot (kept for a NaN replay). On CPU a
+        persistent buffer avoids page-faulting fresh memory every step; elsewhere the
+        caching allocator makes a temporary cheap."""
+        snap = self.snap or []
+        if cur and cur[0].device.type != "cpu":
+            return list(torch._foreach_sub(cur, snap))
+        try:
+            if self.diff is None:
+                raise RuntimeError("no buffer yet")
+            torch._foreach_copy_(self.diff, cur)
+        except (RuntimeError, AttributeError):
+            self.diff = [t.clone() for t in cur]
+        torch._foreach_sub_(self.diff, snap)
+        return self.diff
+
     def pre_step_weights(self) -> dict[int, torch.Tensor]:
-        """Weights as they were at :meth:`snapshot` (index -> tensor), if a snapshot is valid."""
+        """Weights as they were at :meth:`snapshot` (index -> tensor), if a snapshot is valid.
+        (Rare path: only used to replay a NaN step.)"""
         if not (self.snap_ok and self.snap is not None):
             return {}
         return dict(zip(self.upd_idx, self.snap))
@@ -191,7 +225,7 @@ class Collector:
             cur = [ps[i] for i in self.upd_idx]
             if all(p is not None for p in cur):
                 cur_d = [p.detach() for p in cur if p is not None]
-                diff = torch._foreach_sub(cur_d, self.snap)
+                diff = self._diff(cur_d)
                 values = values + _norms(diff, 2.0) + _norms(cur_d, 2.0)
                 upd = self.upd_idx
         loss = self.loss
@@ -213,8 +247,9 @@ class Collector:
         wn: list[float | None] = [None] * p_count
         bad: list[int] = []
         for k, i in enumerate(idx):
-            norm[i], mx[i] = host[k], host[n + k]
-            nnz = host[2 * n + k]
+            lo, hi = host[n + k], host[2 * n + k]
+            norm[i], mx[i] = host[k], (lo if lo != lo else max(-lo, hi))  # NaN stays NaN
+            nnz = host[3 * n + k]
             zf[i] = 1.0 - nnz / sizes[k] if sizes[k] else 1.0
             nf[i] = 0
             if not (abs(norm[i]) < _INF):  # NaN or Inf
@@ -223,7 +258,7 @@ class Collector:
                     bad.append(i)
         m = len(upd)
         for k, i in enumerate(upd):
-            un[i], wn[i] = host[3 * n + k], host[3 * n + m + k]
+            un[i], wn[i] = host[4 * n + k], host[4 * n + m + k]
         loss = host[-1] if has_loss else None
         rec = StepRecord(self.total_steps, loss, tuple(norm), tuple(mx), tuple(zf), tuple(nf),
                          tuple(un), tuple(wn))
@@ -292,6 +327,7 @@ class Collector:
     def release(self) -> None:
         """Drop every tensor this collector holds (buffers, accumulators, the last loss)."""
         self.snap = None
+        self.diff = None
         self.snap_ok = False
         self.loss = None
         self._pending = None
