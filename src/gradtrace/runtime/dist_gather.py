@@ -160,8 +160,7 @@ class Heartbeat:
         """Write one heartbeat now (if anything changed)."""
         s = self.session
         where = main_thread_site(self.main)
-        counts = {"forward": s.progress.iteration, "backward": s.tracer.state.backward_count,
-                  "steps": s.progress.steps}
+        counts = s.counts()
         key = (where, tuple(counts.values()))
         if key == self._last or s.exchange is None:
             return

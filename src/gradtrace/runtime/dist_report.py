@@ -21,9 +21,8 @@ FIX_TWICE = ("checkpoint with torch.utils.checkpoint.checkpoint(..., use_reentra
 WHY_TEXT = {
     "not-run": "its module `{module}` never ran in a forward pass (defined but "
                "not used in forward?)",
-    "not-run-this-iteration": "its module `{module}` did not run in that iteration "
-                              "rank (it ran in other iterations: a data- or step-dependent "
-                              "branch)",
+    "not-run-this-iteration": "its module `{module}` did not run in that iteration (it ran "
+                              "in other iterations: a data- or step-dependent branch)",
     "no-grad": "its module `{module}` only ran with grad mode off",
     "cut": "it is used in forward, but the graph was cut here: {detail}",
     "output-unused": "its module `{module}` ran in forward, but its output did not reach the "
@@ -162,8 +161,11 @@ def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[i
     call = next((by_rank[r].get("used", {}).get(module) for r in used_on
                  if by_rank[r].get("used", {}).get(module)), None)
     it = by_rank[unused_on[0]].get("iteration", "?")
-    why = WHY_TEXT.get(p["why"], WHY_TEXT["param-unused"]).format(module=module,
-                                                                  detail=p.get("detail", ""))
+    if p["why"] in ("not-run", "not-run-this-iteration"):
+        why = f"`{module}` did not run in forward there"
+    else:
+        why = WHY_TEXT.get(p["why"], WHY_TEXT["param-unused"]).format(module=module,
+                                                                      detail=p.get("detail", ""))
     msg = (f"DistributedDataParallel: in iteration {it}, {_shown(group)} got gradients on "
            f"{ranks_text(used_on)} but not on {ranks_text(unused_on)} ({why}): a branch taken "
            f"only on some ranks" + (f"; `{module}` was called here on {ranks_text(used_on)}"
@@ -171,7 +173,7 @@ def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[i
            + ". DDP raised \"Expected to have finished reduction in the prior iteration\" (it "
            "can also hang when ranks launch different all-reduces)")
     related = [(p.get("site"), f"why {ranks_text(unused_on)} got none")] \
-        if p.get("site") and p.get("site") != call else []
+        if p["why"] not in ("not-run", "not-run-this-iteration") and p.get("site") else []
     related.append((by_rank[unused_on[0]].get("site"), "DDP raised the error here"))
     return make("GT881", call or p.get("site"), msg, FIX_BRANCH, related)
 
@@ -223,13 +225,13 @@ def _collective_findings(records: list[Rec], world: int) -> list[Finding]:
         for it, site in (r.get("skipped") or [])[:2]:
             related.append((site, f"rank {r['rank']} ran this forward (iteration {it}) "
                                   "without a backward()"))
-    step = " ; ".join(_counts_text(r) for r in records)
+    step = "; ".join(_counts_text(r) for r in records)
     if failed:
         r = failed[0]
         f = r["facts"]
         what = "timed out" if f["kind"] == "timeout" else "failed because a peer closed the " \
             "connection (it exited or crashed)"
-        diverged = len(counts) > 1
+        diverged = len(counts) > 1 or any(r.get("skipped") for r in records)
         msg = (f"a collective {what} on {ranks_text(x['rank'] for x in failed)} "
                f"({f.get('error', '')}). " + (
                    f"The ranks were out of step: {step}" if diverged else f"Counters: {step}")

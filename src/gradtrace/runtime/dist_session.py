@@ -163,13 +163,19 @@ class RankSession:
         state.crash_findings.extend(f for f in found if f not in state.crash_findings)
         return found
 
+    def counts(self) -> dict[str, int]:
+        """DDP forward passes (grad on), backward passes started, optimizer steps."""
+        st = self.tracer.state
+        return {"forward": self.progress.iteration,
+                "backward": st.backward_count + (1 if st.in_backward else 0),
+                "steps": self.progress.steps}
+
     def record(self, findings: list[Finding]) -> dict[str, Any]:
         """Everything rank 0 needs from this rank, as JSON-ready plain values."""
         pr = self.progress
         return {"rank": self.info.rank, "world": self.info.world_size, "pid": os.getpid(),
                 "started": self.started, "status": self.status, "final": True,
-                "counts": {"forward": pr.iteration,
-                           "backward": self.tracer.state.backward_count, "steps": pr.steps},
+                "counts": self.counts(),
                 "skipped": [[i, list(s) if s else None] for i, s in pr.skipped],
                 "facts": self.facts, "sync": self.sync_facts,
                 "findings": [f.to_dict() for f in findings]}
@@ -188,7 +194,7 @@ class RankSession:
         self.exchange.write_final(rec)
         wait = _timeout(5.0 if crash is not None else 30.0)
         if not self.info.is_zero:
-            wait = _timeout(30.0) + 5.0  # rank 0 may wait this long for a slow peer
+            wait = _timeout(30.0) * 1.2 + 1.0  # rank 0 may wait this long for a slow peer
             if not self.exchange.expects_done() or self.exchange.wait_done(wait):
                 return []
             self.print_own = True

@@ -1,0 +1,78 @@
+"""`torchrun --nproc-per-node=2 -m gradtrace run` on real gloo process groups (loopback)."""
+from __future__ import annotations
+
+from conftest import marked
+
+
+def test_unused_head_names_parameters_and_why(torchrun):
+    res = torchrun("unused_head.py")
+    assert res.code != 0
+    assert res.codes() == ["GT880"], res.out
+    f = res.findings[0]
+    assert f["line"] == marked("unused_head.py", "unused")
+    assert "aux.weight, aux.bias" in f["message"] and "ranks 0, 1" in f["message"]
+    assert "never ran in a forward pass" in f["message"]
+    assert "find_unused_parameters=True" in f["fix"]["title"]
+    assert "static_graph=True" in f["fix"]["title"]
+    assert any(r["line"] == marked("unused_head.py", "raised") for r in f["related"])
+    assert res.out.count("gradtrace: diagnosis") == 1  # rank 0 only
+
+
+def test_rank_dependent_branch(torchrun):
+    res = torchrun("branch.py")
+    assert res.code != 0
+    assert sorted(res.codes()) == ["GT881", "GT881"], res.out
+    by_line = {f["line"]: f["message"] for f in res.findings}
+    b, a = marked("branch.py", "branch b"), marked("branch.py", "branch a")
+    assert set(by_line) == {a, b}
+    assert "head_b.weight, head_b.bias got gradients on rank 1 but not on rank 0" in by_line[b]
+    assert "head_a.weight, head_a.bias got gradients on rank 0 but not on rank 1" in by_line[a]
+    assert "find_unused_parameters=True" in res.findings[0]["fix"]["title"]
+
+
+def test_correct_model_gives_no_finding(torchrun):
+    res = torchrun("correct.py", "--check-sync", "1")
+    assert res.code == 0, res.out
+    assert res.doc.get("tool") == "gradtrace", res.out  # the JSON was written (by rank 0)
+    assert res.findings == [], res.findings
+    assert "gradtrace:" not in res.out
+    assert "rank 0 ok 6" in res.out and "rank 1 ok 6" in res.out
+
+
+def test_check_sync_finds_gradients_never_averaged(torchrun):
+    res = torchrun("no_sync_mistake.py", "--check-sync", "2")
+    assert res.code == 0, res.out
+    assert set(res.codes()) == {"GT884"}, res.out
+    f = res.findings[0]
+    assert f["line"] == marked("no_sync_mistake.py", "step")
+    assert "at optimizer step 2" in f["message"] and "ranks 0, 1" in f["message"]
+    for name in ("0.weight", "0.bias", "2.weight", "2.bias"):
+        assert name in f["message"]
+    assert "no_sync()" in f["message"]
+
+
+def test_without_check_sync_no_collective_check(torchrun):
+    res = torchrun("no_sync_mistake.py")
+    assert res.code == 0, res.out
+    assert "GT884" not in res.codes()
+
+
+def test_parameter_marked_ready_twice(torchrun):
+    res = torchrun("ready_twice.py")
+    assert res.code != 0
+    assert set(res.codes()) == {"GT882"}, res.out
+    f = res.findings[0]
+    assert "block.bias" in f["message"] or "block.weight" in f["message"]
+    assert "reentrant" in f["message"] and "use_reentrant=False" in f["fix"]["title"]
+    assert f["line"] == marked("ready_twice.py", "first")
+
+
+def test_rank_skipping_a_step_times_out_and_is_named(torchrun):
+    res = torchrun("skip_step.py")
+    assert res.code != 0
+    assert "GT883" in res.codes(), res.out
+    f = res.only("GT883")[0]
+    assert "rank 0: 3 DDP forward, 3 backward" in f["message"], f["message"]
+    assert "rank 1: 3 DDP forward, 2 backward" in f["message"], f["message"]
+    assert any("without a backward()" in r["message"] and r["line"] ==
+               marked("skip_step.py", "forward") for r in f["related"]), f["related"]
