@@ -51,7 +51,7 @@ NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "recor
 ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
 OP_WORDS = re.compile(r"sigmoid|softmax|tanh|exp|relu|elu|sqrt|reciprocal")
 MODULE_WORDS = re.compile(r"ReLU|Sigmoid|Tanh|Softmax|ELU")
-TRAINING_FUNCS = frozenset({"forward", "__call__"})
+TRAINING_FUNCS = frozenset({"forward"})
 
 
 @dataclass(frozen=True)
