@@ -229,3 +229,29 @@ def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
 
 def stmt_lines(s: ast.stmt) -> range:
     return range(s.lineno, (s.end_lineno or s.lineno) + 1)
+
+
+def _line_starts(ctx: Context) -> list[int]:
+    def make() -> list[int]:
+        out = [0, 0]
+        for line in ctx.text.splitlines(keepends=True):
+            out.append(out[-1] + len(line))
+        return out
+    return ctx.memo("gt3-line-starts", ctx.tree, make)
+
+
+def node_mentions(ctx: Context, node: ast.AST, *words: str) -> bool:
+    """Whether the source lines of ``node`` contain one of ``words`` (no copying)."""
+    starts = _line_starts(ctx)
+    a = starts[min(node.lineno, len(starts) - 1)]  # type: ignore[attr-defined]
+    b = starts[min((node.end_lineno or node.lineno) + 1, len(starts) - 1)]  # type: ignore[attr-defined]
+    text = ctx.text
+    return any(text.find(w, a, b) != -1 for w in words)
+
+
+def scope_mentions(ctx: Context, *words: str) -> bool:
+    """Cheap pre-check: does the enclosing function's (or the file's) text contain a word?"""
+    fn = ctx.function
+    if fn is None:
+        return any(w in ctx.text for w in words)
+    return node_mentions(ctx, fn, *words)

@@ -77,18 +77,16 @@ class RequiresGradOnNonLeaf(Rule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        if len(node.targets) != 1:
-            return
-        t = node.targets[0]
-        if isinstance(t, ast.Attribute) and t.attr == "requires_grad":
+    def visit_Attribute(self, t: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        node = ctx.statement
+        if t.attr == "requires_grad" and isinstance(t.ctx, ast.Store) \
+                and isinstance(node, ast.Assign) and node.targets == [t]:
             yield from self._check(node, t.value, is_false(node.value), ctx)
-
-    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
-        call = node.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
-                and call.func.attr == "requires_grad_" and call.args and is_false(call.args[0]):
-            yield from self._check(node, call.func.value, True, ctx)
+        elif t.attr == "requires_grad_" and isinstance(node, ast.Expr):
+            call = node.value
+            if isinstance(call, ast.Call) and call.func is t and call.args \
+                    and is_false(call.args[0]):
+                yield from self._check(node, t.value, True, ctx)
 
     def _check(self, stmt: ast.stmt, recv: ast.expr, off: bool,
                ctx: Context) -> Iterator[Finding]:

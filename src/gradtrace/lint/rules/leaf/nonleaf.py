@@ -13,7 +13,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf.flags import _freezes
 from gradtrace.lint.rules.leaf._tensors import (
     derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
-    optimizer_param_exprs,
+    optimizer_param_exprs, scope_mentions,
 )
 
 
@@ -103,8 +103,13 @@ class WeightMadeNonLeaf(Rule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        if len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+    def visit_Call(self, call: ast.Call, ctx: Context) -> Iterator[Finding]:
+        node = ctx.statement
+        if not isinstance(node, ast.Assign) or node.value is not ctx.exprs[0] \
+                or len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+            return
+        if call is not node.value and not (isinstance(node.value, ast.BinOp) and call in (
+                node.value.left, node.value.right)):
             return
         name = dotted(node.targets[0])
         if name is None or "." in name:
@@ -253,6 +258,8 @@ class GradOfNonLeaf(Rule):
                 or not isinstance(node.value, ast.Name):
             return
         name = node.value.id
+        if not scope_mentions(ctx, "requires_grad", "Parameter", ".backward("):
+            return
         scope = ctx.scope()
         got = non_leaf_origin(scope, name, node.lineno)
         if got is None or got[1] in ("made-non-leaf", "rebound"):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -10,7 +11,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
-    NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, torch_alias,
+    NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, scope_mentions, torch_alias,
 )
 
 SYMBOL = {ast.Sub: "-", ast.Add: "+"}
@@ -102,10 +103,10 @@ class LeafReboundByUpdate(Rule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        value = node.value
-        if len(node.targets) != 1 or not isinstance(value, ast.BinOp) \
-                or type(value.op) not in SYMBOL:
+    def visit_BinOp(self, value: ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        node = ctx.statement
+        if not isinstance(node, ast.Assign) or node.value is not value \
+                or len(node.targets) != 1 or type(value.op) not in SYMBOL:
             return
         name = dotted(node.targets[0])
         if name is None or dotted(value.left) != name or not reads_grad_of(value.right, name):
@@ -152,6 +153,15 @@ def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
             and len(target.elts) == 2 and dotted(target.elts[1]) == name:
         return b.stmt
     return None
+
+
+def _maybe_leaf_text(ctx: Context, name: str) -> bool:
+    """Cheap textual pre-check before building the scope: is ``name`` made a grad leaf here?"""
+    fn = ctx.function
+    text = ctx.text if fn is None else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
+    n = re.escape(name)
+    return re.search(rf"(?m)^\s*{n}\s*=.*(requires_grad|Parameter)|{n}\.requires_grad|"
+                     rf"for\s+(\w+\s*,\s*)?{n}\s+in\s+.*parameters\(", text) is not None
 
 
 def _calls_backward(scope: Scope) -> bool:
@@ -263,7 +273,9 @@ class InplaceUpdateOfLeaf(Rule):
         if isinstance(target, ast.Subscript):
             target, view = target.value, "view of a "
         name = dotted(target)
-        if name is None or name.endswith((".data", ".grad")) or ctx.grad_disabled is not None:
+        if name is None or name.endswith((".data", ".grad")) or ctx.grad_disabled is not None \
+                or not scope_mentions(ctx, "requires_grad", "Parameter", ".backward(") \
+                or not _maybe_leaf_text(ctx, name):
             return
         scope = ctx.scope()
         line = stmt.lineno

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.flow import MODULE, NOT_MODULES
 from gradtrace.lint.names import dotted
@@ -26,10 +26,36 @@ CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.
 MODEL_FACTORIES = ("torchvision.models.", "timm.create_model")
 
 
+def statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement nested in ``node`` (bodies only, no expressions: cheaper than ast.walk)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            sub = getattr(n, field, None)
+            if sub:
+                stack.extend(reversed(sub))
+        if isinstance(n, ast.stmt):
+            yield n
+
+
+def _class_defs(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
+    """Classes at module level, nested in classes, or under if/try (not inside functions)."""
+    for s in body:
+        if isinstance(s, ast.ClassDef):
+            yield s
+            yield from _class_defs(s.body)
+        elif isinstance(s, (ast.If, ast.Try)):
+            yield from _class_defs(s.body)
+            yield from _class_defs(s.orelse)
+            for h in getattr(s, "handlers", ()):
+                yield from _class_defs(h.body)
+
+
 def module_classes(ctx: Context) -> frozenset[str]:
     """Names of the classes of this file that are ``nn.Module`` subclasses (transitively)."""
     def make() -> frozenset[str]:
-        classes = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.ClassDef)]
+        classes = [n for n in _class_defs(ctx.tree.body)]
         known: set[str] = set()
         changed = True
         while changed:

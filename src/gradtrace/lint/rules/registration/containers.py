@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -12,9 +13,10 @@ from gradtrace.lint.rules.leaf._tensors import (
     COPY_METHODS, grad_factory, is_parameter_call, made_non_leaf, nn_alias,
 )
 from gradtrace.lint.rules.registration._modules import (
-    CONTAINERS, module_classes, module_ctor, owns_params,
+    CONTAINERS, module_classes, owns_params, statements,
 )
 
+CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
                                "register_buffer", "setattr"})
 
@@ -163,12 +165,12 @@ class ModulesInPlainContainer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        if node.name not in module_classes(ctx) or _registers_dynamically(node):
+        if node.name not in module_classes(ctx) or not CONTAINER_TEXT_RE.search(
+                "\n".join(ctx.lines[node.lineno - 1:node.end_lineno])):
             return
-        wrapped = _wrapped_attrs(ctx)
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
-        for n in ast.walk(node):
+        for n in statements(node):
             if isinstance(n, ast.Assign) and len(n.targets) == 1:
                 t = n.targets[0]
                 attr = _self_attr(t)
@@ -183,9 +185,11 @@ class ModulesInPlainContainer(Rule):
                 fills.setdefault(_self_attr(n.value.func.value), []).append(  # type: ignore[arg-type]
                     (n, n.value.args[-1]))
         for attr, stmts in assigns.items():
-            if attr in wrapped or len(stmts) != 1:
+            if len(stmts) != 1:
                 continue
-            yield from self._check(stmts[0], attr, fills.get(attr, []), ctx)
+            for f in self._check(stmts[0], attr, fills.get(attr, []), ctx):
+                if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
+                    yield f
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
                ctx: Context) -> Iterator[Finding]:
@@ -267,8 +271,13 @@ class LearnableTensorAsPlainAttribute(Rule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        if len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+    def visit_Call(self, call: ast.Call, ctx: Context) -> Iterator[Finding]:
+        node = ctx.statement
+        if not isinstance(node, ast.Assign) or node.value is not ctx.exprs[0] \
+                or len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+            return
+        if call is not node.value and not (isinstance(node.value, ast.BinOp) and call in (
+                node.value.left, node.value.right)):
             return
         attr = _self_attr(node.targets[0])
         cls = ctx.class_def

@@ -9,7 +9,9 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, is_true, keyword
+from gradtrace.lint.rules.leaf._tensors import (
+    is_false, is_parameter_call, is_true, keyword, node_mentions, scope_mentions,
+)
 from gradtrace.lint.rules.registration._modules import (
     GradFlag, covers, grad_flags, is_module_expr, module_classes, module_ctor, optimizer_builds,
     rebound_between, step_lines,
@@ -78,11 +80,10 @@ class RequiresGradAttributeOnModule(Rule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        if len(node.targets) != 1:
-            return
-        t = node.targets[0]
-        if not (isinstance(t, ast.Attribute) and t.attr == "requires_grad"):
+    def visit_Attribute(self, t: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        node = ctx.statement
+        if t.attr != "requires_grad" or not isinstance(t.ctx, ast.Store) \
+                or not isinstance(node, ast.Assign) or node.targets != [t]:
             return
         recv = t.value
         name = dotted(recv)
@@ -157,10 +158,15 @@ class FreezeUndoesTraining(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(ctx.scope(node), ctx)
+        top = [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef,
+                                                              ast.AsyncFunctionDef))]
+        if any("requires_grad" in ln for s in top
+               for ln in ctx.lines[s.lineno - 1:s.end_lineno]):
+            yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(ctx.scope(node), ctx)
+        if node_mentions(ctx, node, "requires_grad"):
+            yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
         if "requires_grad" not in ctx.text:
@@ -236,7 +242,8 @@ class ParameterWrapResetsRequiresGrad(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if not is_parameter_call(node, ctx) or not node.args or len(node.args) > 1 \
-                or keyword(node, "requires_grad") is not None:
+                or keyword(node, "requires_grad") is not None \
+                or not scope_mentions(ctx, "requires_grad"):
             return
         scope = ctx.scope()
         stmt = scope.statement_of(node)
@@ -342,11 +349,15 @@ class UnfrozenAfterOptimizer(Rule):
     ]
 
     def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
+                and it.func.attr in ("parameters", "named_parameters") \
+                and scope_mentions(ctx, "optim"):
+            yield from self._check(node, ctx)
 
     def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
         if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
-                and node.value.func.attr == "requires_grad_":
+                and node.value.func.attr == "requires_grad_" and scope_mentions(ctx, "optim"):
             yield from self._check(node, ctx)
 
     def _check(self, node: ast.stmt, ctx: Context) -> Iterator[Finding]:

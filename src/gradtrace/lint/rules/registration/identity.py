@@ -10,7 +10,9 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._tensors import is_optimizer_call, is_parameter_call, is_true, keyword
+from gradtrace.lint.rules.leaf._tensors import (
+    is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
+)
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
 )
@@ -99,7 +101,8 @@ class ModelRecreatedAfterOptimizer(Rule):
         if len(node.targets) != 1 or not isinstance(node.value, ast.Call):
             return
         target = dotted(node.targets[0])
-        if target is None or not self._new_object(node.value, target, ctx):
+        if target is None or not scope_mentions(ctx, "optim") \
+                or not self._new_object(node.value, target, ctx):
             return
         yield from self._report(node, target, ctx)
 
@@ -129,7 +132,7 @@ class ModelRecreatedAfterOptimizer(Rule):
         return False
 
     def _report(self, node: ast.stmt, target: str, ctx: Context) -> Iterator[Finding]:
-        if not optimizer_builds(ctx.scope()):
+        if not scope_mentions(ctx, "optim") or not optimizer_builds(ctx.scope()):
             return
         got = _stale_optimizer(ctx.scope(), target, node.lineno)
         if got is None:
@@ -286,8 +289,10 @@ class OptimizersShareParameters(Rule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        if not isinstance(node.value, ast.Call) or not is_optimizer_call(node.value, ctx):
+    def visit_Call(self, call: ast.Call, ctx: Context) -> Iterator[Finding]:
+        node = ctx.statement
+        if not isinstance(node, ast.Assign) or node.value is not call \
+                or not is_optimizer_call(call, ctx):
             return
         scope = ctx.scope()
         builds = optimizer_builds(scope)
