@@ -71,6 +71,8 @@ def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | No
                   and any(isinstance(t, ast.Name) and t.id == e.id for t in s.targets)]
         if len(values) == 1 and isinstance(values[0], ast.Tuple):
             return _tuple_items(values[0], fn)
+        if not values and e.id in {a.arg for a in fn.args.args[1:]}:
+            return [e]  # the incoming gradient itself: one tensor
         return None
     grads = {a.arg for a in fn.args.args[1:]}
     return [e] if _single(e, grads) else None

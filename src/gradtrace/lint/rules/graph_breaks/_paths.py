@@ -29,7 +29,7 @@ import ast
 import re
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gradtrace.lint.names import dotted
 
@@ -210,10 +210,10 @@ class LossPaths:
     # -- sinks -------------------------------------------------------------------------------
     def sinks(self) -> list[Sink]:
         out: list[Sink] = []
-        for mc in self.scope.calls_to("backward"):
-            value = self._backward_value(mc.call)
+        for call in self._backward_calls():
+            value = self._backward_value(call)
             if value is not None:
-                out.append(Sink(mc.call, value, "backward"))
+                out.append(Sink(call, value, "backward"))
         node = self.scope.node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or out:
             return out  # a function that runs backward itself returns its loss only to log it
@@ -236,6 +236,20 @@ class LossPaths:
             if q in ("torch.nn.Module", "nn.Module") or q.endswith("Module"):
                 return True
         return False
+
+    def _backward_calls(self) -> Iterator[ast.Call]:
+        """``<anything>.backward(...)`` calls in simple statements of this scope."""
+        lines = self.ctx.lines
+        for s in self.scope.stmts:
+            if hasattr(s, "body"):
+                continue
+            end = s.end_lineno or s.lineno
+            if not any("backward" in lines[i] for i in range(s.lineno - 1, min(end, len(lines)))):
+                continue
+            for n in ast.walk(s):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                        n.func.attr in ("backward", "manual_backward"):
+                    yield n
 
     def _backward_value(self, call: ast.Call) -> ast.expr | None:
         func = call.func
@@ -399,6 +413,22 @@ class LossPaths:
                 self._busy.discard((name, b.line))
             out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
                                                 ((name, b.line),) + c.via) for c in t.cuts))
+            if isinstance(b.value, (ast.List, ast.Dict, ast.Set)) or (
+                    isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
+                    and b.value.func.id in ("list", "dict", "set")):
+                out = out | self._filled(name, line)
+        return out
+
+    def _filled(self, name: str, line: int) -> Trace:
+        """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
+        out = DEAD
+        for mc in self.scope.method_calls:
+            if mc.receiver == name and mc.method in ("append", "extend", "insert", "add",
+                                                     "update", "setdefault"):
+                t = self._all(mc.call.args, mc.stmt, mc.stmt.lineno)
+                out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
+                                                    ((name, mc.stmt.lineno),) + c.via)
+                                                for c in t.cuts))
         return out
 
     def _binding(self, b: Binding) -> Trace:
