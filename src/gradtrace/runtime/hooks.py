@@ -17,6 +17,7 @@ from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.state import TraceState
 
 Tensor = torch.Tensor
+_grad_enabled = torch.is_grad_enabled
 
 
 @dataclass
@@ -28,7 +29,6 @@ class ModuleRecord:
     grad_runs: int = 0
     nograd_runs: int = 0
     nograd_site: Site | None = None
-    unregistered_in: str = ""
 
 
 @dataclass
@@ -50,8 +50,6 @@ class HookState:
     modules: dict[int, ModuleRecord] = field(default_factory=dict)
     optimizers: dict[int, OptimizerRecord] = field(default_factory=dict)
     had_grad: set[int] = field(default_factory=set)
-    stack: list[torch.nn.Module] = field(default_factory=list)
-    registered: dict[tuple[int, int], bool] = field(default_factory=dict)
     snapshot: list[Any] = field(default_factory=list)
     steps: int = 0
 
@@ -70,45 +68,26 @@ class Hooks:
         from torch.optim import optimizer as om
 
         self.handles.append(mm.register_module_forward_pre_hook(self._pre))
-        try:
-            self.handles.append(mm.register_module_forward_hook(self._post, always_call=True))
-        except TypeError:  # torch < 2.0 has no always_call
-            self.handles.append(mm.register_module_forward_hook(self._post))
         self.handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
         self.handles.append(om.register_optimizer_step_post_hook(self._step_post))
 
     def remove(self) -> None:
         while self.handles:
             self.handles.pop().remove()
-        self.data.stack.clear()
 
     # -- modules -------------------------------------------------------------------------------
     def _pre(self, module: torch.nn.Module, args: Any) -> None:
-        d = self.data
-        rec = d.modules.get(id(module))
+        rec = self.data.modules.get(id(module))
         if rec is None or rec.ref() is not module:
             raw = raw_site()
-            rec = d.modules[id(module)] = ModuleRecord(
+            rec = self.data.modules[id(module)] = ModuleRecord(
                 weakref.ref(module), None if raw is None else self.state.site(raw))
-        if torch.is_grad_enabled():
+        if _grad_enabled():
             rec.grad_runs += 1
         else:
             rec.nograd_runs += 1
-            rec.nograd_site = rec.nograd_site or self.state.grad_off
-        if d.stack:
-            parent = d.stack[-1]
-            key = (id(parent), id(module))
-            ok = d.registered.get(key)
-            if ok is None:
-                ok = d.registered[key] = any(m is module for m in parent.modules())
-            if not ok and not rec.unregistered_in:
-                rec.unregistered_in = type(parent).__name__
-        d.stack.append(module)
-
-    def _post(self, module: torch.nn.Module, args: Any, out: Any) -> None:
-        stack = self.data.stack
-        if stack and stack[-1] is module:
-            stack.pop()
+            if rec.nograd_site is None:
+                rec.nograd_site = self.state.grad_off
 
     # -- optimizers ----------------------------------------------------------------------------
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -119,6 +98,7 @@ class Hooks:
         if rec is None or rec.ref() is not opt:
             rec = d.optimizers[id(opt)] = OptimizerRecord(weakref.ref(opt), site)
         rec.steps += 1
+        st.in_step = True
         grads: list[Tensor] = []
         rep = None
         for group in opt.param_groups:
@@ -168,6 +148,7 @@ class Hooks:
         rec = self.data.optimizers.get(id(opt))
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
+        self.state.in_step = False
         self.data.steps += 1
         if _due(self.data.steps):
             self._snapshot()
@@ -223,4 +204,20 @@ def _in_plain_container(data: HookState, p: Tensor) -> str:
                     for name, q in child.named_parameters():
                         if q is p:
                             return f"{type(m).__name__}.{attr}[{key!r}].{name}"
+    return ""
+
+
+def unregistered_owner(data: HookState, module: torch.nn.Module) -> str:
+    """``Parent.attr`` if ``module`` sits in a plain list/tuple/dict attribute of a module that
+    ran and is not registered as its submodule, else ''."""
+    for rec in list(data.modules.values()):
+        parent = rec.ref()
+        if parent is None or parent is module:
+            continue
+        for attr, value in vars(parent).items():
+            items = value.values() if isinstance(value, dict) else value \
+                if isinstance(value, (list, tuple)) else ()
+            if any(child is module for child in items) \
+                    and not any(m is module for m in parent.modules()):
+                return f"{type(parent).__name__}.{attr}"
     return ""

@@ -10,13 +10,15 @@ only on the events that matter. Records hold plain values and weak references on
 from __future__ import annotations
 
 import logging
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradtrace.runtime.frames import internal_names, raw_site, site_of, user_frame
+from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
+                                      user_frame)
 from gradtrace.runtime.records import META_CREATED, META_FREED, Cut, Event, RawSite
 
 if TYPE_CHECKING:
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 Tensor = torch.Tensor
+_getframe = sys._getframe
+_grad_enabled = torch.is_grad_enabled
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
@@ -38,8 +42,14 @@ _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size"
                "type", "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
 
 
+_NAMES: dict[Any, str] = {}
+
+
 def _name(func: Any) -> str:
-    return getattr(func, "__name__", "") or type(func).__name__
+    name = _NAMES.get(func)
+    if name is None:
+        name = _NAMES[func] = getattr(func, "__name__", "") or type(func).__name__
+    return name
 
 
 def classify(func: Any) -> int:
@@ -113,7 +123,21 @@ class ProvenanceMode(TorchFunctionMode):
                 raise
             self.seq += 1
             if type(out) is Tensor or isinstance(out, Tensor):
-                self._after(func, args, out)
+                if out.requires_grad:
+                    gf = out.grad_fn
+                    if gf is not None:  # NOTE [hot path]: inlined user-frame walk
+                        f = _getframe(1)
+                        while f is not None:
+                            code = f.f_code
+                            hit = _INTERNAL.get(code)
+                            if hit is None:
+                                hit = is_internal(code)
+                            if not hit:
+                                gf.metadata[META_CREATED] = (code, f.f_lineno, self.seq)
+                                break
+                            f = f.f_back
+                elif not self.state.in_step:
+                    self._no_grad_out(func, args, out)
             elif isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
                 for o in out:
                     if isinstance(o, Tensor):
@@ -125,6 +149,20 @@ class ProvenanceMode(TorchFunctionMode):
             except Exception as exc:
                 self._failed(exc, func, args, kwargs)
                 raise
+        if kind == INPLACE and self.state.after_step is None and not _grad_enabled():
+            try:  # e.g. optimizer updates: nothing to record
+                out = func(*args, **kwargs)
+            except Exception as exc:
+                self._failed(exc, func, args, kwargs)
+                raise
+            self.seq += 1
+            return out
+        if kind == GRAD_GET:
+            out = func(*args, **kwargs)
+            t = args[0]
+            if not t.is_leaf and not t.retains_grad:
+                self._nonleaf_grad(t)
+            return out
         return self._special(kind, func, args, kwargs)
 
     # -- the common path -------------------------------------------------------------------
@@ -136,6 +174,10 @@ class ProvenanceMode(TorchFunctionMode):
                 if site is not None:
                     gf.metadata[META_CREATED] = (site[0], site[1], self.seq)
             return
+        if not self.state.in_step:
+            self._no_grad_out(func, args, out)
+
+    def _no_grad_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         src = _first_grad_tensor(args)
         if src is not None:
             if torch.is_grad_enabled():
@@ -147,6 +189,11 @@ class ProvenanceMode(TorchFunctionMode):
             self.state.propagate(args, out)
         elif torch.is_inference_mode_enabled():
             self._cut(out, None, _name(func), "inference")
+
+    def _nonleaf_grad(self, t: Tensor) -> None:
+        raw = raw_site()
+        if raw is not None:
+            self.state.on_nonleaf_grad(raw, t)
 
     def _cut(self, out: Tensor, src: Tensor | None, op: str, reason: str,
              origin: Cut | None = None) -> Cut | None:
@@ -210,7 +257,7 @@ class ProvenanceMode(TorchFunctionMode):
         prev = torch.is_grad_enabled()
         out = func(*args, **kwargs)
         now = torch.is_grad_enabled()
-        if prev != now:
+        if prev != now and not self.state.in_step:  # the optimizer's own switches don't matter
             frame = user_frame(2)
             how = _grad_switch_name(internal_names(2))
             self.state.on_grad_mode(now, None if frame is None else (frame.f_code, frame.f_lineno),
@@ -237,15 +284,6 @@ class ProvenanceMode(TorchFunctionMode):
                 if origin is not None:
                     self._cut(out, None, f"torch.{_name(func)}(... {origin.op}() ...)", "rewrap",
                               origin)
-        return out
-
-    def _grad_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
-        t = args[0]
-        if isinstance(t, Tensor) and not t.is_leaf and not t.retains_grad:
-            raw = raw_site()
-            if raw is not None:
-                self.state.on_nonleaf_grad(raw, t)
         return out
 
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -335,15 +373,24 @@ def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 
         if node is None or id(node) in seen:
             continue
         seen[id(node)] = node
-        if hasattr(node, "variable"):  # AccumulateGrad: saves nothing, is shared across graphs
+        if type(node) in _ACCUMULATE:  # saves nothing, and is shared across graphs
             continue
         try:
             node.metadata.setdefault(META_FREED, stamp)
             nexts = node.next_functions
         except (AttributeError, RuntimeError):
             continue
-        stack.extend(n for n, _ in nexts if n is not None)
+        for n, _ in nexts:
+            if n is not None:
+                stack.append(n)
 
+
+def _accumulate_types() -> frozenset[type]:
+    leaf = torch.zeros(1, requires_grad=True)
+    return frozenset({type((leaf * 1).grad_fn.next_functions[0][0])})
+
+
+_ACCUMULATE = _accumulate_types()
 
 _HANDLERS: dict[int, Callable[..., Any]] = {
     INPLACE: ProvenanceMode._inplace,
@@ -352,7 +399,6 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     SETGRAD: ProvenanceMode._setgrad,
     ITEM: ProvenanceMode._item,
     CTOR: ProvenanceMode._ctor,
-    GRAD_GET: ProvenanceMode._grad_get,
     GRAD_SET: ProvenanceMode._grad_set,
     ZEROISH: ProvenanceMode._zeroish,
     RG_SET: ProvenanceMode._rg_set,

@@ -8,7 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.hooks import HookState, ModuleRecord, param_name
+from gradtrace.runtime.hooks import HookState, ModuleRecord, param_name, unregistered_owner
 from gradtrace.runtime.state import TraceState
 
 Tensor = torch.Tensor
@@ -162,7 +162,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
         if missed:
-            kind, why, fix = _not_optimized_reason(rec, len(stale))
+            kind, why, fix = _not_optimized_reason(unregistered_owner(data, m), len(stale))
             groups.setdefault((kind, rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
@@ -175,11 +175,11 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     return out
 
 
-def _not_optimized_reason(rec: ModuleRecord, stale: int) -> tuple[str, str, str]:
-    if rec.unregistered_in:
+def _not_optimized_reason(owner: str, stale: int) -> tuple[str, str, str]:
+    if owner:
         return ("unregistered-submodule",
-                f"the layer is called from {rec.unregistered_in}.forward but is not registered "
-                "as its submodule (held in a plain list/dict?), so model.parameters() misses it",
+                f"the layer is held in the plain container {owner}, which does not register it "
+                "as a submodule, so model.parameters() misses it",
                 "hold layers in nn.ModuleList / nn.ModuleDict (parameters in nn.ParameterList)")
     if stale:
         return ("model-recreated-after-optimizer",

@@ -39,11 +39,12 @@ class TraceState:
         self.last_backward_seq = -1
         self.in_backward = False
         self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
-        self.grad_none: dict[int, tuple[weakref.ref[Tensor], Site | None]] = {}
+        self.grad_none: dict[int, Site | None] = {}
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
         self.zero_seen = False
         self.after_step: Site | None = None
+        self.in_step = False
         self.crash_findings: list[Finding] = []
 
     # -- sites and cuts ----------------------------------------------------------------------
@@ -141,11 +142,12 @@ class TraceState:
             raw = raw_site()
             self._grad_none_site = None if raw is None else self.site(raw)
             self._grad_none_seq = seq
-        self.grad_none[id(t)] = (weakref.ref(t), self._grad_none_site)
+        if len(self.grad_none) > 100_000:
+            self.grad_none.clear()
+        self.grad_none[id(t)] = self._grad_none_site  # wording only; an id may be reused
 
     def grad_set_none_at(self, t: Tensor) -> Site | None:
-        hit = self.grad_none.get(id(t))
-        return hit[1] if hit is not None and hit[0]() is t else None
+        return self.grad_none.get(id(t))
 
     def on_nonleaf_grad(self, raw: RawSite, t: Tensor) -> None:
         made, _ = created_site(t.grad_fn)
@@ -184,6 +186,7 @@ class TraceState:
 
     def on_backward_start(self, raw: RawSite | None) -> None:
         self.in_backward = True
+        self.in_step = False
         if raw is not None:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
