@@ -223,7 +223,7 @@ def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
         return False
     q = ctx.call_name(node) or ""
     last = q.rpartition(".")[2]
-    return q.startswith("torch.optim.") and last[:1].isupper() and ".lr_scheduler." not in q \
+    return q.startswith("torch.optim.") and last[:1].isupper() and q.count(".") == 2 \
         and last not in ("Optimizer",)
 
 

@@ -17,16 +17,37 @@ from gradtrace.lint.rules.leaf._tensors import (
 SYMBOL = {ast.Sub: "-", ast.Add: "+"}
 
 
-def _later_releaf(scope: Scope, name: str, line: int) -> bool:
-    """``name.requires_grad_()`` / ``.requires_grad = True`` / ``.detach_()`` after ``line``."""
+RELEAF_ATTRS = frozenset({"detach", "requires_grad_", "detach_", "data", "clone"})
+
+
+def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
+    """Whether the code makes ``name`` a fresh leaf again (PGD/attack loops do), so the
+    rebinding is intended: another binding of ``name`` from ``.detach()``/``.data``/
+    ``requires_grad_()``, an in-place ``detach_()``/``retain_grad()``, or -- when the rebinding
+    runs under ``no_grad`` -- a later ``requires_grad_()`` / ``requires_grad = True``."""
+    loops = scope.loops_of(stmt)
+    for b in scope.bindings.get(name, ()):
+        if b.stmt is stmt or isinstance(b.stmt, ast.AugAssign) or b.value is None:
+            continue
+        if b.line > stmt.lineno or (loops and b.line >= loops[-1].lineno):
+            if any(isinstance(n, ast.Attribute) and n.attr in RELEAF_ATTRS
+                   for n in ast.walk(b.value)):
+                return True
     for m in scope.method_calls:
-        if m.receiver == name and m.stmt.lineno > line and m.method in (
-                "requires_grad_", "detach_", "retain_grad"):
+        if m.receiver == name and m.method in ("detach_", "retain_grad"):
             return True
-    for b in scope.bindings.get(f"{name}.requires_grad", ()):
-        if b.line > line:
+        if no_grad and m.receiver == name and m.method == "requires_grad_":
             return True
-    return False
+    return no_grad and bool(scope.bindings.get(f"{name}.requires_grad"))
+
+
+def _grad_read_after(scope: Scope, name: str, line: int) -> int | None:
+    """The first line after ``line`` reading ``name.grad``."""
+    for s in scope.stmts:
+        if s.lineno > line and not isinstance(s, (ast.For, ast.While, ast.If, ast.With,
+                                                   ast.Try)) and reads_grad_of(s, name):
+            return s.lineno
+    return None
 
 
 class LeafReboundByUpdate(Rule):
@@ -38,8 +59,10 @@ class LeafReboundByUpdate(Rule):
     (PYTORCH_FACTS 2b1) and reading `w.grad` warns (2h). Under `no_grad` the new tensor does
     not require grad at all. For a loop variable over `model.parameters()` the model is never
     updated. Update in place under `torch.no_grad()`: `w -= lr * w.grad`.
-    Known limits: only the direct spelling `w = w ± <expr using w.grad>` is recognised; a
-    rebinding followed by `w.requires_grad_()` / `w.detach_()` / `w.retain_grad()` is left alone.
+    Known limits: only the direct spelling `w = w ± <expr using w.grad>` is recognised, in a
+    loop or followed by a read of `w.grad`. Code that makes `w` a fresh leaf again (another
+    binding from `.detach()`/`.data`, `w.detach_()`, or `requires_grad_()` after a `no_grad`
+    rebinding, as PGD attack loops do) is left alone.
     """
 
     code = "GT301"
@@ -112,14 +135,12 @@ class LeafReboundByUpdate(Rule):
         if name is None or dotted(value.left) != name or not reads_grad_of(value.right, name):
             return
         scope = ctx.scope()
-        if _later_releaf(scope, name, node.lineno):
+        if _releafed(scope, name, node, ctx.grad_disabled is not None):
             return
-        related = []
-        for m in scope.method_calls:
-            if m.receiver == f"{name}.grad" and m.stmt.lineno > node.lineno:
-                related.append(Related(ctx.path, m.stmt.lineno,
-                                       f"`{name}.grad` is None here", ctx.column(m.call)))
-                break
+        after = _grad_read_after(scope, name, node.lineno)
+        if after is None and not scope.loops_of(node):
+            return  # a one-off step (FGSM): nothing reads the lost `.grad`
+        related = [Related(ctx.path, after, f"`{name}.grad` is None here")] if after else []
         yield self.report(node, ctx, related=related, fix=self._fix(node, name, ctx),
                           name=name, op=SYMBOL[type(value.op)])
 

@@ -14,7 +14,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 from gradtrace.lint.rules.registration._modules import (
     GradFlag, covers, grad_flags, is_module_expr, module_classes, module_ctor, optimizer_builds,
-    rebound_between, step_lines,
+    owns_params, rebound_between, step_lines,
 )
 
 
@@ -106,7 +106,7 @@ def _head_assignments(scope: Scope, root: str, before: int) -> list[ast.Assign]:
             break
         if isinstance(s, ast.Assign) and len(s.targets) == 1:
             t = dotted(s.targets[0])
-            if t and t.startswith(root + ".") and module_ctor(s.value, scope.ctx):
+            if t and t.startswith(root + ".") and owns_params(s.value, scope.ctx):
                 out.append(s)
     return out
 

@@ -21,6 +21,13 @@ CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "m
                        "len", "enumerate", "zip", "map", "filter", "dict", "next"})
 
 
+def _base(e: ast.AST) -> str | None:
+    """``model`` for ``model``, ``model.cuda()``, ``model.to(dev).half()``."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        e = e.func.value
+    return dotted(e)
+
+
 def _stale_optimizer(scope: Scope, target: str, line: int) -> tuple[OptimizerBuild, int] | None:
     """An optimizer built before ``line`` from ``target``'s parameters and stepped after it."""
     for opt in optimizer_builds(scope):
@@ -119,8 +126,8 @@ class ModelRecreatedAfterOptimizer(Rule):
         q = ctx.call_name(value) or ""
         if q == "copy.deepcopy":
             return True
-        if any(dotted(a) in (root, target) for a in [*value.args, *(k.value for k in
-                                                                    value.keywords)]):
+        if any(_base(a) in (root, target) for a in [*value.args, *(k.value for k in
+                                                                   value.keywords)]):
             return False  # a wrapper of the same model (DataParallel, compile, DDP)
         if "." in target and is_parameter_call(value, ctx):
             return True
