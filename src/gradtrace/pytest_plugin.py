@@ -90,23 +90,22 @@ def _stop(item: pytest.Item, tracer: Any, exc: BaseException | None) -> None:
         _warn_once(item, f"the tracer failed to stop cleanly ({type(err).__name__}: {err})")
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+# Old-style hookwrappers (``hookwrapper=True``): they work with every pluggy pytest 7+
+# ships, and this module is loaded by every pytest session of every user.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     """Run the test body under ``gradtrace.trace()`` when asked to; keep the diagnosis."""
     if not _wanted(item):
-        return (yield)
+        yield
+        return
     tracer = _start(item)
-    try:
-        result = yield
-    except BaseException as exc:
-        _stop(item, tracer, exc)
-        if isinstance(exc, Exception):  # not skip/xfail/exit outcomes
-            text = diagnosis_text(exc, tracer)
-            if text:
-                item.stash[_DIAGNOSIS] = text
-        raise
-    _stop(item, tracer, None)
-    return result
+    outcome = yield
+    exc = outcome.excinfo[1] if outcome.excinfo else None
+    _stop(item, tracer, exc)
+    if isinstance(exc, Exception):  # not skip/xfail/exit outcomes
+        text = diagnosis_text(exc, tracer)
+        if text:
+            item.stash[_DIAGNOSIS] = text
 
 
 def diagnosis_text(exc: BaseException, tracer: Any) -> str:
@@ -161,13 +160,14 @@ def render(findings: list[Any]) -> str:
     return "\n".join(out)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]
-                              ) -> Generator[None, Any, Any]:
+                              ) -> Generator[None, Any, None]:
     """Add the diagnosis (and watch summaries) to a failed test's call report."""
-    rep = yield
+    outcome = yield
+    rep = outcome.get_result()
     if call.when != "call" or not rep.failed:
-        return rep
+        return
     text = item.stash.get(_DIAGNOSIS, "")
     if text:
         rep.sections.append((_SECTION, text))
@@ -176,7 +176,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]
             rep.sections.append((_WATCH_SECTION, w.report.summary()))
         except Exception:  # the summary is a bonus
             LOG.debug("gradtrace: watch summary failed", exc_info=True)
-    return rep
 
 
 @pytest.fixture
