@@ -149,7 +149,13 @@ def unreached_parameters(tracer: Any) -> list[Any]:
 
 
 def render(findings: list[Any]) -> str:
-    """``path:line: CODE message`` paragraphs, with related lines and the fix."""
+    """The runtime's text rendering (source line, related places, help), or a plain one."""
+    try:
+        from gradtrace.runtime.render import render_text
+
+        return render_text(findings).rstrip("\n")
+    except ImportError:
+        pass
     out = []
     for f in findings:
         lines = [f"{f.path}:{f.line}: {f.code} {f.message}"]

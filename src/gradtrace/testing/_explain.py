@@ -247,7 +247,13 @@ def _grouped(problems: list[ParamProblem]) -> list[str]:
 
 
 def render_findings(findings: Sequence[Finding]) -> str:
-    """Plain text, one finding per paragraph (``path:line: CODE message``)."""
+    """The runtime's text rendering of ``findings``, or plain ``path:line: CODE message``."""
+    try:
+        from gradtrace.runtime.render import render_text
+
+        return render_text(findings).rstrip("\n")
+    except ImportError:
+        pass
     out = []
     for f in findings:
         lines = [f"{f.path}:{f.line}: {f.code} {f.message}"]
