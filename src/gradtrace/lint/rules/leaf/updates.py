@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._tensors import (
     NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, scope_mentions, torch_alias,
 )
@@ -176,10 +177,10 @@ def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
     return None
 
 
-def _maybe_leaf_text(ctx: Context, name: str) -> bool:
+def _maybe_leaf_text(ctx: Context, name: str, whole: bool = False) -> bool:
     """Cheap textual pre-check before building the scope: is ``name`` made a grad leaf here?"""
     fn = ctx.function
-    text = ctx.text if fn is None else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
+    text = ctx.text if fn is None or whole else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
     n = re.escape(name)
     return re.search(rf"(?m)^\s*{n}\s*=.*(requires_grad|Parameter)|{n}\.requires_grad|"
                      rf"for\s+(\w+\s*,\s*)?{n}\s+in\s+.*parameters\(", text) is not None
@@ -245,6 +246,14 @@ class InplaceUpdateOfLeaf(Rule):
             emb = torch.nn.Parameter(torch.randn(10, 4))
             emb[0] = 0.0
             """, at=(3, 0)),
+        Bad("""
+            import torch
+            layer = torch.nn.Linear(4, 4)
+            layer.weight.fill_(0.5)
+            w = torch.zeros(4, requires_grad=True)
+            def step(lr):
+                w.sub_(lr * w.grad)
+            """, count=2),
         Good("""
             import torch
             w = torch.randn(3, requires_grad=True)
@@ -294,21 +303,42 @@ class InplaceUpdateOfLeaf(Rule):
         if isinstance(target, ast.Subscript):
             target, view = target.value, "view of a "
         name = dotted(target)
-        if name is None or name.endswith((".data", ".grad")) or ctx.grad_disabled is not None \
-                or not scope_mentions(ctx, "requires_grad", "Parameter", ".backward(") \
-                or not _maybe_leaf_text(ctx, name):
+        if name is None or name.endswith((".data", ".grad")) or ctx.grad_disabled is not None:
             return
-        scope = ctx.scope()
+        origin = self._origin(name, stmt.lineno, ctx)
+        if origin is None or ctx.scope().grad_off_at(stmt) is not None:
+            return
         line = stmt.lineno
-        b = grad_leaf_binding(scope, name, line)
-        origin: ast.stmt | None = b.stmt if b is not None else _requires_grad_set(scope, name, line)
-        if origin is None:
-            loop = _param_loop_var(scope, name, line)
-            if loop is None or not _calls_backward(scope):
-                return
-            origin = loop
-        if scope.grad_off_at(stmt) is not None:
-            return
         related = [Related(ctx.path, origin.lineno, f"`{name}` is made a leaf that requires "
                            "grad here", ctx.column(origin))] if origin.lineno != line else []
         yield self.report(stmt, ctx, related=related, what=what, name=name, view=view)
+
+    @staticmethod
+    def _origin(name: str, line: int, ctx: Context) -> ast.stmt | None:
+        """The statement making ``name`` a leaf that requires grad (None: not known to be)."""
+        root, _, attr = name.rpartition(".")
+        if attr in ("weight", "bias") and "." not in root \
+                and scope_mentions(ctx, ".backward(", "nn."):
+            scope = ctx.scope()
+            b = scope.binding_before(root, line)
+            if b is not None and b.value is not None and module_ctor(b.value, ctx) \
+                    and owns_params(b.value, ctx):
+                return b.stmt
+        if scope_mentions(ctx, "requires_grad", "Parameter", ".backward(") \
+                and _maybe_leaf_text(ctx, name):
+            scope = ctx.scope()
+            b = grad_leaf_binding(scope, name, line)
+            if b is not None:
+                return b.stmt
+            got = _requires_grad_set(scope, name, line)
+            if got is not None:
+                return got
+            loop = _param_loop_var(scope, name, line)
+            if loop is not None and _calls_backward(scope):
+                return loop
+        if ctx.function is not None and "." not in name and _maybe_leaf_text(ctx, name, True):
+            scope = ctx.scope()
+            if name not in scope.bindings:  # a global weight updated inside a function
+                b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
+                return b.stmt if b is not None else None
+        return None

@@ -24,6 +24,11 @@ CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.
                         "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Parameter",
                         "torch.nn.Buffer"})
 MODEL_FACTORIES = ("torchvision.models.", "timm.create_model")
+PRETRAINED_MODEL_RE = re.compile(r"Model|For[A-Z]|Transformer|UNet|VAE|Autoencoder")
+NOT_MODEL_RE = re.compile(r"Tokenizer|Config|Processor|Extractor|Scheduler|Pipeline")
+# attribute names that are usually Parameters, not submodules (timm cls_token, pos_embed...)
+PARAM_LIKE_RE = re.compile(r"weight|bias|token|embed|pos|param|scale|gamma|alpha|mask|logit",
+                           re.IGNORECASE)
 
 
 def statements(node: ast.AST) -> Iterator[ast.stmt]:
@@ -89,7 +94,20 @@ def module_ctor(node: ast.AST, ctx: Context) -> bool:
         return q not in NOT_MODULES and q.count(".") == 2 or q.startswith("torch.nn.modules.")
     if isinstance(node.func, ast.Name) and node.func.id in module_classes(ctx):
         return True
+    if last == "from_pretrained" and isinstance(node.func, ast.Attribute):
+        cls = dotted(node.func.value) or ""
+        cls = cls.rpartition(".")[2]
+        return bool(PRETRAINED_MODEL_RE.search(cls)) and not NOT_MODEL_RE.search(cls)
     return q.startswith(MODEL_FACTORIES) and last[:1].islower()
+
+
+def pretrained_root(node: ast.AST, ctx: Context) -> bool:
+    """A call loading a pretrained model (torchvision/timm factory, ``*Model.from_pretrained``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    q = ctx.call_name(node) or ""
+    return module_ctor(node, ctx) and (q.startswith(MODEL_FACTORIES) or q.endswith(
+        ".from_pretrained"))
 
 
 def owns_params(node: ast.AST, ctx: Context) -> bool:
@@ -114,12 +132,29 @@ def is_module_expr(scope: Scope, expr: ast.AST, line: int) -> bool:
     name = dotted(expr)
     if name is None:
         return False
+    root, _, attr = name.rpartition(".")
+    if root and "." not in root and not PARAM_LIKE_RE.search(attr):
+        rb = scope.binding_before(root, line)
+        if rb is not None and rb.value is not None and pretrained_root(_strip(rb.value), scope.ctx):
+            return True  # `model.encoder` of a pretrained model: a submodule
     b = scope.binding_before(name, line)
     if b is not None and b.value is not None:
-        return module_ctor(b.value, scope.ctx)
+        return module_ctor(_strip(b.value), scope.ctx)
     if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
         return _iterates_modules(b.stmt, name)
     return False
+
+
+SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half",
+                            "bfloat16", "requires_grad_", "apply", "type"})
+
+
+def _strip(e: ast.AST) -> ast.AST:
+    """``Net()`` for ``Net().to(device).eval()`` (module methods that return self)."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr in SELF_RETURNING:
+        e = e.func.value
+    return e
 
 
 def _iterates_modules(loop: ast.For | ast.AsyncFor, name: str) -> bool:

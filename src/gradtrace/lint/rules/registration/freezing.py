@@ -68,6 +68,21 @@ class RequiresGradAttributeOnModule(Rule):
                     for child in self.children():
                         child.requires_grad = False
             """, count=2),
+        Bad("""
+            from transformers import AutoModelForSequenceClassification
+            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+            model.bert.requires_grad = False
+            """, fixed="""
+            from transformers import AutoModelForSequenceClassification
+            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+            model.bert.requires_grad_(False)
+            """, at=(3, 0)),
+        Good("""
+            import timm
+            vit = timm.create_model("vit_base_patch16_224", pretrained=True)
+            vit.cls_token.requires_grad = False
+            vit.pos_embed.requires_grad = False
+            """),
         Good("""
             import torchvision
             model = torchvision.models.resnet18(weights="DEFAULT")

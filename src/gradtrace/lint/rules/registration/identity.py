@@ -14,7 +14,7 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration._modules import (
-    OptimizerBuild, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
+    OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
 )
 
 CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
@@ -82,6 +82,16 @@ class ModelRecreatedAfterOptimizer(Rule):
                     model(x).sum().backward()
                     opt.step()
             """, at=(5, 4)),
+        Bad("""
+            import torch
+            from torch import nn
+            model = nn.Linear(4, 2).to("cuda")
+            optimizer = torch.optim.Adam(model.parameters())
+            model = nn.Linear(4, 2).to("cuda").train()
+            for x, y in loader:
+                nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            """, at=(5, 0)),
         Good("""
             import torch
             model = Net()
@@ -131,7 +141,7 @@ class ModelRecreatedAfterOptimizer(Rule):
             return False  # a wrapper of the same model (DataParallel, compile, DDP)
         if "." in target and is_parameter_call(value, ctx):
             return True
-        if module_ctor(value, ctx):
+        if module_ctor(_strip(value), ctx):
             return True
         if q == "torch.load" and "." not in target:
             b = ctx.scope().binding_before(target, value.lineno)
