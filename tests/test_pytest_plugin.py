@@ -35,6 +35,7 @@ def _warm_imports() -> None:
             opt.step()
     w.report.summary()
 
+
 MODEL = """
     import pytest
     import torch

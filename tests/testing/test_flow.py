@@ -5,7 +5,6 @@ import random
 
 import pytest
 import torch
-import torch.nn.functional as F
 from flow_models import Extras, TwoHeads, line_of, two_head_loss
 from torch import nn
 
@@ -169,7 +168,7 @@ def test_state_restored_when_the_step_raises_and_the_error_is_diagnosed() -> Non
 
     def step() -> None:
         model.train(False)
-        torch.set_grad_enabled(False)
+        torch.set_grad_enabled(False)  # noqa: GT203
         model.fc.weight.add_(1.0)
         model(torch.randn(3, 4)).sum().backward()
 

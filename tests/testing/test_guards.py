@@ -1,4 +1,4 @@
-"""gradtrace.guards: safe_backward, loss_guard and requires_grad_mode raise the documented errors."""
+"""gradtrace.guards: safe_backward, loss_guard and requires_grad_mode raise documented errors."""
 from __future__ import annotations
 
 import inspect
@@ -113,7 +113,7 @@ def test_graphless_loss_under_no_grad_names_the_block() -> None:
 
     with pytest.raises(NoGraphError) as info:
         evaluate()
-    assert f"`with torch.no_grad():  # <- block` at" in str(info.value)
+    assert "`with torch.no_grad():  # <- block` at" in str(info.value)
     assert f"{HERE}:{_line(evaluate, 'block')}" in str(info.value)
 
 
@@ -147,7 +147,8 @@ def test_loss_guard_names_the_problem_and_the_return_line() -> None:
         item_loss(m(x), y)
     text = str(info.value)
     assert text.startswith("`item_loss` returned a Python float")
-    assert "returned at " in text and f"{HERE}:{_line(item_loss, 'item-return')}: `return loss.item()" in text
+    line = _line(item_loss, "item-return")
+    assert "returned at " in text and f"{HERE}:{line}: `return loss.item()" in text
     with pytest.raises(LossShapeError) as info2:
         per_sample(m(x), y)
     assert f"{HERE}:{_line(per_sample, 'none-return')}" in str(info2.value)

@@ -77,7 +77,8 @@ def _chain(tree: ast.AST, line: int) -> list[ast.AST]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
                     and child.decorator_list:
                 lo = min([lo or line] + [d.lineno for d in child.decorator_list])
-            if lo is not None and hi is not None and lo <= line <= hi and isinstance(child, ast.stmt):
+            if lo is not None and hi is not None and lo <= line <= hi \
+                    and isinstance(child, ast.stmt):
                 nxt = child
                 break
         if nxt is None:

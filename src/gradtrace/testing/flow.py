@@ -15,12 +15,11 @@ The model's state is never changed: see NOTE [restore] in ``_snapshot``.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Union
 
 import torch
 from torch import nn
 
-from gradtrace.findings import Finding
 from gradtrace.testing._explain import FlowResult, ParamProblem, analyze, match_name, \
     message, render_findings
 from gradtrace.testing._snapshot import Snapshot
@@ -29,7 +28,7 @@ from gradtrace.testing._usage import Usage, UsageMode
 LOG = logging.getLogger(__name__)
 __all__ = ["FlowResult", "GradientFlowError", "ParamProblem", "assert_gradients_flow"]
 Tensor = torch.Tensor
-Step = Callable[[], Any] | tuple[Any, Callable[[Any], Any]]
+Step = Union[Callable[[], Any], tuple[Any, Callable[[Any], Any]]]
 
 
 class GradientFlowError(AssertionError):
