@@ -146,7 +146,30 @@ def _run(opts: RunOptions) -> int:
 def _execute(opts: RunOptions) -> dict[str, Any]:
     if opts.is_module:
         return runpy.run_module(opts.target, run_name="__main__", alter_sys=True)
-    return runpy.run_path(os.path.abspath(opts.target), run_name="__main__")
+    path = os.path.abspath(opts.target)
+    if not os.path.isfile(path) or not path.endswith(".py"):
+        return runpy.run_path(path, run_name="__main__")  # a directory or zip with __main__.py
+    return _run_main_file(path)
+
+
+def _run_main_file(path: str) -> dict[str, Any]:
+    """Execute ``path`` as ``__main__`` the way ``python path`` does (argv[0] left as given)."""
+    import io
+    import types
+
+    with io.open_code(path) as fh:
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=path, __builtins__=__builtins__, __cached__=None,
+                           __loader__=None, __spec__=None)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+    return module.__dict__
 
 
 @contextlib.contextmanager
