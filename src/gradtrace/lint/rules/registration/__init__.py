@@ -1,1 +1,19 @@
-"""GT4xx: registration and optimizer wiring."""
+"""GT4xx: registration and optimizer wiring (what `parameters()` and the optimizer really hold).
+
+The rules live in :mod:`.containers` (GT401-GT403), :mod:`.identity` (GT404-GT406) and
+:mod:`.freezing` (GT407-GT410); shared facts in :mod:`._modules`.
+"""
+from __future__ import annotations
+
+UNDECIDABLE: list[tuple[str, str]] = [
+    ("a model, submodule or parameter replaced in a different function from the one that "
+     "builds or steps the optimizer",
+     "parameter identity across calls is only visible at run time (compare the ids in "
+     "`optimizer.param_groups` with `model.parameters()`); see runtime: gradtrace run"),
+    ("a freeze or unfreeze done in a helper (`freeze(model)`) relative to the optimizer or the "
+     "new head",
+     "which parameters end up trainable depends on the helper's body; see runtime: gradtrace run"),
+    ("layers kept in a plain list/dict built outside the module's class",
+     "whether the container is later wrapped in `nn.ModuleList` cannot be followed statically; "
+     "see runtime: gradtrace run"),
+]
