@@ -112,3 +112,95 @@ def test_rule_crash_is_reported_and_other_rules_go_on(monkeypatch):
 def test_expression_visitors_only_run_on_trigger_lines():
     checker = run("import torch\nx = 1\nprobe()\n", Probe)
     assert set(checker._line_rules) == {3}
+
+
+ZOO = '''\
+import torch, torch.nn as nn
+from torch import no_grad as ng, optim
+import numpy as np
+x: torch.Tensor = torch.randn(3, requires_grad=True)
+y = z = x * 2
+a, *rest = [x.item(), x.detach(), x.data, x.grad, x.numpy()]
+del rest
+assert x is not None, "x"
+lam = lambda t: t.detach().sum().backward()
+vals = {k: v.item() for k, v in {"a": x}.items() if v.requires_grad}
+gen = (t.tolist() for t in [x] if (n := t.numel()) > 0)
+s = {t.float() for t in [x]}
+f = f"{x.item():.3f} {x!r:>{n}}"
+global_state = None
+
+
+@torch.no_grad()
+@ng()
+def deco(model, optimizer, loss=None):
+    global global_state
+    for i, (inp, tgt) in enumerate(zip([x], [x])):
+        with torch.enable_grad(), torch.set_grad_enabled(True) as g:
+            out = model(inp); loss = (out - tgt).pow(2).mean()
+        loss.backward(retain_graph=True); optimizer.step(); optimizer.zero_grad()
+    else:
+        pass
+    while False:
+        break
+    try:
+        pass
+    except* OSError:
+        pass
+    try:
+        raise ValueError("v") from None
+    except (ValueError, TypeError) as e:
+        print(e)
+    finally:
+        global_state = torch.tensor([loss.item()])
+    match loss:
+        case torch.Tensor() if loss.requires_grad:
+            loss.backward()
+        case [a, b, *c]:
+            pass
+        case {"k": v, **kw}:
+            pass
+        case _:
+            pass
+    return loss
+
+
+class Net(nn.Module, metaclass=type):
+    layers = [nn.Linear(2, 2)]
+
+    def __init__(self, *args, k: int = 1, **kw) -> None:
+        super().__init__()
+        self.blocks = [nn.Linear(2, 2) for _ in range(k)]
+        self.w = nn.Parameter(torch.randn(2)).to("cpu")
+        self.requires_grad = False
+
+    async def forward(self, x):
+        async with self.lock:
+            async for item in self.stream:
+                yield item.detach()
+        await self.done
+        nonlocal_value = [v async for v in self.stream]
+        return
+
+
+opt = optim.SGD(Net().parameters(), lr=0.1)
+w = torch.zeros(2, requires_grad=True)
+w = w - 0.1 * w.grad
+w[0] = 1.0
+w += 1
+if __name__ == "__main__":
+    total = 0
+    for step in range(3):
+        total += deco(Net(), opt)
+'''
+
+
+def test_syntax_zoo_runs_every_rule_without_crash(monkeypatch):
+    """Every rule on every kind of statement and expression: no crash (strict mode)."""
+    from gradtrace.lint.registry import all_rules
+
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")
+    checker = FileChecker("zoo.py", ZOO, ast.parse(ZOO), [r() for r in all_rules()])
+    checker.run()
+    assert checker.errors == []
+    assert {f.code for f in checker.findings}  # something real was found in all that

@@ -10,13 +10,14 @@ import bisect
 import logging
 import os
 import re
-from typing import Callable, Iterable, Iterator
+from functools import lru_cache
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
-from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
+from gradtrace.lint.context import FUNCTION_TYPES, LINE_END, Context, grad_mode_of
 from gradtrace.lint.names import Imports
-from gradtrace.lint.nodes import children
+from gradtrace.lint.nodes import child_fields, children
 from gradtrace.lint.rule import Rule
 
 LOG = logging.getLogger(__name__)
@@ -25,25 +26,59 @@ Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 NOQA_RE = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?",
                      re.IGNORECASE)
-WORD_RE = re.compile(r"\w+")
 
 
 def _strict() -> bool:
     return os.environ.get("GRADTRACE_STRICT", "") not in ("", "0")
 
 
-def _visitors(rule: Rule) -> dict[type, Visitor]:
-    out: dict[type, Visitor] = {}
-    for attr in dir(type(rule)):
+@lru_cache(maxsize=None)
+def _visitor_names(cls: type[Rule]) -> tuple[tuple[type, str, bool], ...]:
+    """(node type, method name, is a statement visitor) for each ``visit_<Node>`` of a rule."""
+    out = []
+    for attr in dir(cls):
         if attr.startswith("visit_"):
             node_type = getattr(ast, attr[6:], None)
             if isinstance(node_type, type) and issubclass(node_type, ast.AST):
-                out[node_type] = getattr(rule, attr)
-    return out
+                out.append((node_type, attr, _is_stmt_type(node_type)))
+    return tuple(out)
+
+
+class _Shape(NamedTuple):
+    """What the walker needs to know about a statement type, computed once per type."""
+
+    is_def: bool
+    is_class: bool
+    is_with: bool
+    is_import: bool
+    bodies: tuple[str, ...]   # fields holding statement lists
+    headers: tuple[str, ...]  # fields holding expressions
+
+
+@lru_cache(maxsize=None)
+def _shape(t: type) -> _Shape:
+    fields = child_fields(t)
+    return _Shape(
+        is_def=issubclass(t, FUNCTION_TYPES), is_class=issubclass(t, ast.ClassDef),
+        is_with=issubclass(t, (ast.With, ast.AsyncWith)),
+        is_import=issubclass(t, (ast.Import, ast.ImportFrom)),
+        bodies=tuple(f for f in fields if f in BODY_FIELDS),
+        headers=tuple(f for f in fields if f not in BODY_FIELDS))
 
 
 def _is_stmt_type(t: type) -> bool:
     return issubclass(t, (ast.stmt, ast.Module, ast.excepthandler, ast.match_case))
+
+
+@lru_cache(maxsize=64)
+def _trigger_regex(words: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
+    """One regex finding every trigger word, and for each word the trigger words inside it.
+
+    The alternation prefers longer words, so ``no_grad`` also credits ``grad``.
+    """
+    ordered = sorted(words, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(w) for w in ordered))
+    return pattern, {w: tuple(v for v in words if v in w) for w in words}
 
 
 class FileChecker:
@@ -56,22 +91,15 @@ class FileChecker:
         self.imports = Imports()
         self._collect_top_imports(tree.body)
         self.ctx = Context(path, text, tree, self.imports)
-        self.rules = [r for r in rules if any(t in text for t in r.triggers)]
         self.errors: list[RuleError] = []
         self.findings: list[Finding] = []
         self._dead: set[int] = set()
         self._stmt_visitors: dict[type, list[tuple[int, Visitor]]] = {}
         self._expr_visitors: list[dict[type, Visitor]] = []
-        for i, rule in enumerate(self.rules):
-            exprs: dict[type, Visitor] = {}
-            for t, fn in _visitors(rule).items():
-                if _is_stmt_type(t):
-                    self._stmt_visitors.setdefault(t, []).append((i, fn))
-                else:
-                    exprs[t] = fn
-            self._expr_visitors.append(exprs)
-        self._line_rules = self._trigger_lines()
         self._combined: dict[frozenset[int], dict[type, list[tuple[int, Visitor]]]] = {}
+        self.rules: list[Rule] = []
+        self._line_rules: dict[int, frozenset[int]] = {}
+        self._activate(rules)
 
     # -- set-up ------------------------------------------------------------------------------
     def _collect_top_imports(self, body: list[ast.stmt]) -> None:
@@ -84,29 +112,45 @@ class FileChecker:
                 for h in getattr(s, "handlers", []):
                     self._collect_top_imports(h.body)
 
-    def _trigger_lines(self) -> dict[int, frozenset[int]]:
-        """line -> indexes of rules with an expression visitor whose trigger is on that line."""
-        words: dict[str, list[int]] = {}
-        for i, rule in enumerate(self.rules):
-            if not self._expr_visitors[i]:
-                continue
+    def _activate(self, rules: list[Rule]) -> None:
+        """One regex pass over the text: which rules are active, on which lines (NOTE [triggers])."""
+        own: list[set[str]] = []
+        for rule in rules:
             ws = set(rule.triggers)
             for local, qual in self.imports.aliases.items():
                 if local != qual.rpartition(".")[2] and any(t in qual for t in rule.triggers):
                     ws.add(local)
-            for w in ws:
-                words.setdefault(w, []).append(i)
+            own.append(ws)
+        words = tuple(sorted(set().union(*own))) if own else ()
         if not words:
-            return {}
-        starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+            return
+        pattern, inside = _trigger_regex(words)
+        text = self.text
+        starts = [0] + [m.end() for m in LINE_END.finditer(text)]
+        word_lines: dict[str, set[int]] = {}
+        for m in pattern.finditer(text):
+            line = bisect.bisect_right(starts, m.start())
+            for w in inside[m.group()]:
+                word_lines.setdefault(w, set()).add(line)
         per_line: dict[int, set[int]] = {}
-        for w, idx in words.items():
-            pos = self.text.find(w)
-            while pos != -1:
-                line = bisect.bisect_right(starts, pos)
-                per_line.setdefault(line, set()).update(idx)
-                pos = self.text.find(w, pos + len(w))
-        return {k: frozenset(v) for k, v in per_line.items()}
+        for rule, ws in zip(rules, own):
+            found = [word_lines[w] for w in ws if w in word_lines]
+            if not found:
+                continue
+            i = len(self.rules)
+            self.rules.append(rule)
+            exprs: dict[type, Visitor] = {}
+            for t, attr, is_stmt in _visitor_names(type(rule)):
+                if is_stmt:
+                    self._stmt_visitors.setdefault(t, []).append((i, getattr(rule, attr)))
+                else:
+                    exprs[t] = getattr(rule, attr)
+            self._expr_visitors.append(exprs)
+            if exprs:
+                for lines in found:
+                    for line in lines:
+                        per_line.setdefault(line, set()).add(i)
+        self._line_rules = {k: frozenset(v) for k, v in per_line.items()}
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> list[Finding]:
@@ -137,56 +181,60 @@ class FileChecker:
 
     def _walk_stmt(self, s: ast.AST) -> None:
         ctx = self.ctx
+        shape = _shape(type(s))
         ctx.stmts.append(s)  # type: ignore[arg-type]
-        is_def = isinstance(s, FUNCTION_TYPES)
         pushed = 0
         try:
-            if isinstance(s, (ast.Import, ast.ImportFrom)):
-                self.imports.add(s)
+            if shape.is_import:
+                self.imports.add(s)  # type: ignore[arg-type]
             visitors = self._stmt_visitors.get(type(s))
             if visitors:
                 self._call(visitors, s)
             if self._line_rules:
-                self._walk_header(s)
-            if is_def:
+                self._walk_header(s, shape)
+            if shape.is_def:
                 ctx.grad_frames.append(
                     [(d, m) for d in s.decorator_list  # type: ignore[attr-defined]
                      if (m := grad_mode_of(d, self.imports))])
-            elif isinstance(s, (ast.With, ast.AsyncWith)):
-                for item in s.items:
+            elif shape.is_with:
+                for item in s.items:  # type: ignore[attr-defined]
                     mode = grad_mode_of(item.context_expr, self.imports)
                     if mode:
                         ctx.grad_frames[-1].append((s, mode))
                         pushed += 1
-            for field in BODY_FIELDS:
-                sub = getattr(s, field, None)
+            for field in shape.bodies:
+                sub = getattr(s, field)
                 if sub:
-                    self._walk_body(sub)
+                    for child in sub:
+                        self._walk_stmt(child)
         finally:
-            if is_def:
+            if shape.is_def:
                 ctx.grad_frames.pop()
             for _ in range(pushed):
                 ctx.grad_frames[-1].pop()
             ctx.stmts.pop()
 
-    def _walk_header(self, s: ast.AST) -> None:
+    def _walk_header(self, s: ast.AST, shape: _Shape) -> None:
         first = getattr(s, "lineno", None)
         if first is None:
             return
-        body = getattr(s, "body", None)
-        if body and isinstance(body, list) and isinstance(body[0], ast.AST):
-            last = max(first, body[0].lineno - 1)
-            decorators = getattr(s, "decorator_list", None)
-            if decorators:
-                first = min(first, min(d.lineno for d in decorators))
+        if shape.bodies:
+            sub = getattr(s, shape.bodies[0])
+            head = sub[0] if sub else None
+            line = getattr(head, "lineno", None) or getattr(getattr(head, "pattern", None),
+                                                            "lineno", first + 1)
+            last = max(first, line - 1)
+            if shape.is_def or shape.is_class:
+                for d in s.decorator_list:  # type: ignore[attr-defined]
+                    first = min(first, d.lineno)
         else:
             last = s.end_lineno  # type: ignore[attr-defined]
-        hit: set[int] = set()
         lr = self._line_rules
+        hit: frozenset[int] | set[int] = frozenset()
         for line in range(first, last + 1):
             r = lr.get(line)
             if r:
-                hit |= r
+                hit = hit | r
         if not hit:
             return
         key = frozenset(hit)
@@ -197,15 +245,16 @@ class FileChecker:
                 for t, fn in self._expr_visitors[i].items():
                     table.setdefault(t, []).append((i, fn))
             self._combined[key] = table
-        for field, value in ast.iter_fields(s):
-            if field in BODY_FIELDS:
+        for field in shape.headers:
+            value = getattr(s, field, None)
+            if value is None:
                 continue
-            if isinstance(value, ast.AST):
-                self._walk_expr(value, table)
-            elif isinstance(value, list):
+            if value.__class__ is list:
                 for v in value:
                     if isinstance(v, ast.AST):
                         self._walk_expr(v, table)
+            elif isinstance(value, ast.AST):
+                self._walk_expr(value, table)
 
     def _walk_expr(self, node: ast.AST, table: dict[type, list[tuple[int, Visitor]]]) -> None:
         exprs = self.ctx.exprs
