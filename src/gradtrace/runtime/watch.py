@@ -262,16 +262,20 @@ class Watcher:
     def _pre_step(self, b: _Bound) -> None:
         col = b.collector
         if col.recording():
-            col.begin()
+            self._measure(b, None)
             col.snapshot()
 
     def _post_step(self, b: _Bound) -> None:
         col = b.collector
         if col.recording():
-            bad = col.finish()
-            if bad and col.nan_source is None:
-                col.nan_source = self._locate_nan(b, bad, col.pre_step_weights())
+            col.measure_update()
         col.end_step()
+
+    def _measure(self, b: _Bound, reached: list[bool] | None) -> None:
+        col = b.collector
+        bad = col.measure(reached)
+        if bad and col.nan_source is None:  # weights are still those of the forward
+            col.nan_source = self._locate_nan(b, bad)
 
     def _on_accumulated(self, b: _Bound, i: int) -> None:
         b.reached[i] = True
@@ -283,20 +287,14 @@ class Watcher:
     def _end_backward(self, b: _Bound) -> None:
         col = b.collector
         b.queued = False
+        col.measure_update()  # the update applied since the last recorded backward
         if col.recording():
-            col.begin(b.reached)
-            bad = col.finish()
-            if bad and col.nan_source is None:
-                col.nan_source = self._locate_nan(b, bad, {})
+            self._measure(b, b.reached)
+            col.snapshot()
         b.reached = [False] * len(b.reached)
         col.end_step()
-        if col.recording():
-            col.snapshot()
-        else:
-            col.snap_ok = False
 
-    def _locate_nan(self, b: _Bound, bad: list[int], weights: dict[int, torch.Tensor]
-                    ) -> NanSource:
+    def _locate_nan(self, b: _Bound, bad: list[int]) -> NanSource:
         from gradtrace.runtime.watch_nan import replay
 
         col = b.collector
@@ -304,8 +302,7 @@ class Watcher:
         model = b.model() if b.model is not None else None
         found = None
         if model is not None:
-            named = {col.infos[i].name: t for i, t in weights.items()}
-            found = replay(model, b.inputs, named, step)
+            found = replay(model, b.inputs, step)
         if found is None:
             mods = list(dict.fromkeys(col.infos[i].module for i in bad))
             found = NanSource(step, mods[-1] if mods else None, None, "unknown",

@@ -1,12 +1,16 @@
 """Per-step gradient statistics for one watched parameter set: batched, one host sync per step.
 
 # NOTE [watch cost]
-Everything a step needs is computed with ``torch._foreach_*`` kernels over all gradients at
-once (2-norm, inf-norm = max abs, 0-norm = non-zero count), stacked, and copied to the host
-with a single ``tolist()`` per device. Nothing is synchronised per parameter except on the
-rare anomaly path (counting the non-finite entries of a gradient whose norm is non-finite).
-Weights are only read: the update norm copies the weights into a private buffer before the
-step and subtracts afterwards, so no parameter bit ever changes.
+Per step: ``torch._foreach_norm`` over all gradients, ``aminmax`` (max |g|) and a non-zero
+count on a strided sample of at most ``_SAMPLE`` entries per tensor, all stacked and copied
+to the host with a single ``tolist()`` per device. That one sync happens when the gradients
+are measured (before ``optimizer.step()``, so a NaN is seen before it reaches the weights)
+and also carries the previous step's update norms, which are left on the device until then.
+Nothing is synchronised per parameter except on the rare anomaly path (counting the
+non-finite entries of a gradient whose norm is non-finite). Weights are only read: the
+update-to-weight ratio compares a strided sample of each weight before and after the step
+(exact for tensors up to ``_SAMPLE`` entries, scaled by the full weight norm above), so no
+parameter bit ever changes and no full copy of the model is kept.
 """
 from __future__ import annotations
 
@@ -120,10 +124,11 @@ class Collector:
         self.track_updates = track_updates
         self.snap: list[torch.Tensor] | None = None
         self.snap_ok = False
-        self.diff: list[torch.Tensor] | None = None
         self.loss: torch.Tensor | None = None
         self.nan_source: NanSource | None = None
-        self._pending: tuple[list[int], list[int], list[torch.Tensor]] | None = None
+        self._upd_pending: list[torch.Tensor] | None = None
+        self._open: tuple[int, float | None, list[float | None], list[float | None],
+                          list[float | None], list[int | None], list[int]] | None = None
 
     # ------------------------------------------------------------------ step protocol
     def params(self) -> list[torch.Tensor | None]:
@@ -134,8 +139,9 @@ class Collector:
         """True if the current step is one to record (every ``every``-th step)."""
         return self.total_steps % self.every == 0
 
-    def begin(self, reached: Sequence[bool] | None = None) -> None:
-        """Measure the gradients of the current step on the device (no host sync)."""
+    def _grad_values(self, reached: Sequence[bool] | None
+                     ) -> tuple[list[int], list[int], list[torch.Tensor]]:
+        """Device scalars for the current gradients: 2-norm, min, max, sampled non-zeros."""
         ps = self.params()
         idx, sizes, grads = [], [], []
         for i, p in enumerate(ps):
@@ -152,9 +158,8 @@ class Collector:
             sample = _sample(g)
             sizes.append(sample.numel())
             nnz.append(torch.count_nonzero(sample))
-        values = _norms(grads, 2.0) + mins + maxs + nnz
         self._accumulate_units(idx, grads)
-        self._pending = (idx, sizes, values)
+        return idx, sizes, _norms(grads, 2.0) + mins + maxs + nnz
 
     def _accumulate_units(self, idx: list[int], grads: list[torch.Tensor]) -> None:
         units = [(i, g) for i, g in zip(idx, grads) if i in self.unit_idx and g.dim() == 1]
@@ -170,103 +175,98 @@ class Collector:
             [t.to(torch.float32) for t in torch._foreach_abs([g for _, g in units])]
         torch._foreach_add_(accs, absg)
 
-    def snapshot(self) -> None:
-        """Copy the current weights so the next :meth:`finish` can measure the update."""
-        if not self.track_updates or not self.upd_idx:
-            return
+    def _current(self) -> list[torch.Tensor] | None:
         ps = self.params()
         cur = [ps[i] for i in self.upd_idx]
-        if any(p is None for p in cur):
-            self.snap_ok = False
+        if not cur or any(p is None for p in cur):
+            return None
+        return [p.detach() for p in cur if p is not None]
+
+    def snapshot(self) -> None:
+        """Copy (a strided sample of) each weight, to measure the coming update."""
+        self.snap_ok = False
+        cur = self._current() if self.track_updates else None
+        if cur is None:
             return
-        cur_d = [p.detach() for p in cur if p is not None]
+        samples = [_sample(t) for t in cur]
         try:
             if self.snap is None:
                 raise RuntimeError("no buffer yet")
-            torch._foreach_copy_(self.snap, cur_d)
+            torch._foreach_copy_(self.snap, samples)
         except (RuntimeError, AttributeError):
-            self.snap = [t.clone() for t in cur_d]
+            self.snap = [t.clone() for t in samples]
         self.snap_ok = True
 
-    def _diff(self, cur: list[torch.Tensor]) -> list[torch.Tensor]:
-        """``new - old`` without touching the snapshot (kept for a NaN replay). On CPU a
-        persistent buffer avoids page-faulting fresh memory every step; elsewhere the
-        caching allocator makes a temporary cheap."""
-        snap = self.snap or []
-        if cur and cur[0].device.type != "cpu":
-            return list(torch._foreach_sub(cur, snap))
-        try:
-            if self.diff is None:
-                raise RuntimeError("no buffer yet")
-            torch._foreach_copy_(self.diff, cur)
-        except (RuntimeError, AttributeError):
-            self.diff = [t.clone() for t in cur]
-        torch._foreach_sub_(self.diff, snap)
-        return self.diff
+    def measure_update(self) -> None:
+        """Device scalars for the update since :meth:`snapshot` (synced with the next step)."""
+        cur = self._current() if self.snap_ok and self.snap is not None else None
+        self.snap_ok = False
+        if cur is None or self.snap is None:
+            return
+        samples = [_sample(t) for t in cur]
+        diff = torch._foreach_sub(samples, self.snap)
+        self._upd_pending = _norms(diff, 2.0) + _norms(samples, 2.0) + _norms(cur, 2.0)
 
-    def pre_step_weights(self) -> dict[int, torch.Tensor]:
-        """Weights as they were at :meth:`snapshot` (index -> tensor), if a snapshot is valid.
-        (Rare path: only used to replay a NaN step.)"""
-        if not (self.snap_ok and self.snap is not None):
-            return {}
-        return dict(zip(self.upd_idx, self.snap))
+    def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
+        """Measure the current gradients (and loss), with ONE host sync that also brings the
+        previous step's update. Returns the indices of parameters with non-finite grads."""
+        idx, sizes, values = self._grad_values(reached)
+        loss, self.loss = self.loss, None
+        extra = [loss] if loss is not None else []
+        upd, self._upd_pending = self._upd_pending, None
+        host = _to_host(values + extra + (upd or []))
+        n = len(values)
+        self._close_open(host[n + len(extra):] if upd else None)
+        return self._open_record(idx, sizes, host[:n], host[n] if extra else None)
 
-    def finish(self) -> list[int]:
-        """Add update norms and the loss, sync once, store the record. Returns the indices of
-        parameters with non-finite gradients."""
-        if self._pending is None:
-            return []
-        idx, sizes, values = self._pending
-        self._pending = None
-        n_grad = len(idx)
-        upd: list[int] = []
-        if self.snap_ok and self.snap is not None:
-            ps = self.params()
-            cur = [ps[i] for i in self.upd_idx]
-            if all(p is not None for p in cur):
-                cur_d = [p.detach() for p in cur if p is not None]
-                diff = self._diff(cur_d)
-                values = values + _norms(diff, 2.0) + _norms(cur_d, 2.0)
-                upd = self.upd_idx
-        loss = self.loss
-        self.loss = None
-        if loss is not None:
-            values = values + [loss]
-        host = _to_host(values)
-        return self._store(idx, sizes, host, n_grad, upd, loss is not None)
+    def flush(self) -> None:
+        """Finish the last measured step (syncs once if its update is still on the device)."""
+        upd, self._upd_pending = self._upd_pending, None
+        self._close_open(_to_host(upd) if upd else None)
 
     # ------------------------------------------------------------------ bookkeeping
-    def _store(self, idx: list[int], sizes: list[int], host: list[float], n: int,
-               upd: list[int], has_loss: bool) -> list[int]:
+    def _open_record(self, idx: list[int], sizes: list[int], host: list[float],
+                     loss: float | None) -> list[int]:
         p_count = len(self.infos)
         norm: list[float | None] = [None] * p_count
         mx: list[float | None] = [None] * p_count
         zf: list[float | None] = [None] * p_count
         nf: list[int | None] = [None] * p_count
-        un: list[float | None] = [None] * p_count
-        wn: list[float | None] = [None] * p_count
         bad: list[int] = []
+        n = len(idx)
         for k, i in enumerate(idx):
             lo, hi = host[n + k], host[2 * n + k]
             norm[i], mx[i] = host[k], (lo if lo != lo else max(-lo, hi))  # NaN stays NaN
-            nnz = host[3 * n + k]
-            zf[i] = 1.0 - nnz / sizes[k] if sizes[k] else 1.0
+            zf[i] = 1.0 - host[3 * n + k] / sizes[k] if sizes[k] else 1.0
             nf[i] = 0
-            if not (abs(norm[i]) < _INF):  # NaN or Inf
+            if not (abs(host[k]) < _INF):  # NaN or Inf
                 nf[i] = self._count_nonfinite(i)
                 if nf[i]:
                     bad.append(i)
-        m = len(upd)
-        for k, i in enumerate(upd):
-            un[i], wn[i] = host[4 * n + k], host[4 * n + m + k]
-        loss = host[-1] if has_loss else None
-        rec = StepRecord(self.total_steps, loss, tuple(norm), tuple(mx), tuple(zf), tuple(nf),
-                         tuple(un), tuple(wn))
+        self._open = (self.total_steps, loss, norm, mx, zf, nf, bad)
+        return bad
+
+    def _close_open(self, upd: list[float] | None) -> None:
+        if self._open is None:
+            return
+        step, loss, norm, mx, zf, nf, bad = self._open
+        self._open = None
+        p_count = len(self.infos)
+        un: list[float | None] = [None] * p_count
+        wn: list[float | None] = [None] * p_count
+        if upd:
+            m = len(self.upd_idx)
+            for k, i in enumerate(self.upd_idx):
+                d, s, w = upd[k], upd[m + k], upd[2 * m + k]
+                exact = self.infos[i].numel <= _SAMPLE
+                un[i] = d if exact or s == 0 else d * w / s
+                wn[i] = w
+        rec = StepRecord(step, loss, tuple(norm), tuple(mx), tuple(zf), tuple(nf), tuple(un),
+                         tuple(wn))
         self._count(rec, bad)
         self.last = rec
         self.history.add(self.recorded, rec)
         self.recorded += 1
-        return bad
 
     def _count_nonfinite(self, i: int) -> int:
         p = self.refs[i]()
@@ -302,6 +302,7 @@ class Collector:
     # ------------------------------------------------------------------ export
     def summaries(self) -> tuple[ParamSummary, ...]:
         """Exact per-parameter counters (the dead-unit count syncs once per bias)."""
+        self.flush()
         out = []
         for i, c in enumerate(self.counts):
             units = dead = None
@@ -316,6 +317,7 @@ class Collector:
 
     def to_track(self) -> Track:
         """A frozen :class:`Track` of everything recorded so far."""
+        self.flush()
         steps = list(self.history.items)
         if self.last is not None and (not steps or steps[-1].step != self.last.step):
             steps.append(self.last)
@@ -326,8 +328,7 @@ class Collector:
 
     def release(self) -> None:
         """Drop every tensor this collector holds (buffers, accumulators, the last loss)."""
+        self.flush()
         self.snap = None
-        self.diff = None
         self.snap_ok = False
         self.loss = None
-        self._pending = None

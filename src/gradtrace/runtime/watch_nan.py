@@ -4,7 +4,7 @@
 Checking every activation for NaN on every step would cost 25-40 % of a training step, so
 watch only detects the first step with a non-finite gradient (from the norms it computes
 anyway). Then it replays that step's forward once on a deep copy of the model, with the
-weights as they were before the optimizer step, under ``no_grad`` and a forked RNG, with a
+weights as they were before the optimizer step (watch measures in the step pre-hook), under ``no_grad`` and a forked RNG, with a
 ``TorchFunctionMode`` that checks each op's output. The first op that turns finite inputs
 into a non-finite output names the module and the user's source line. The user's model,
 its buffers, its RNG stream and its parameters are never touched.
@@ -95,15 +95,6 @@ def _install(clone: torch.nn.Module, probe: _Probe) -> list[Any]:
     return handles
 
 
-def _load(clone: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
-    params = dict(clone.named_parameters())
-    with torch.no_grad():
-        for name, t in weights.items():
-            p = params.get(name)
-            if p is not None and p.shape == t.shape:
-                p.copy_(t)
-
-
 def _describe(step: int, probe: _Probe, clone: torch.nn.Module) -> NanSource:
     mods = dict(clone.named_modules())
     if probe.hit is not None:
@@ -129,12 +120,13 @@ def _describe(step: int, probe: _Probe, clone: torch.nn.Module) -> NanSource:
 
 
 def replay(model: torch.nn.Module, inputs: tuple[list[weakref.ref[Any]], dict[str, Any]] | None,
-           weights: dict[str, torch.Tensor], step: int) -> NanSource | None:
+           step: int) -> NanSource | None:
     """Re-run the forward of ``step`` on a copy of ``model`` and locate the first NaN/Inf.
 
-    ``inputs`` holds weak references to the positional tensors of the model's last call and
-    its non-tensor/keyword arguments; ``weights`` maps parameter names to their pre-step
-    values. Returns None when the replay is impossible (inputs gone, model not copyable).
+    Called before the optimizer applies the non-finite gradients, so the model's weights are
+    those its forward used. ``inputs`` holds weak references to the positional tensors of
+    the model's last call and its keyword arguments. Returns None when the replay is
+    impossible (inputs gone, model not copyable).
     """
     if inputs is None:
         return None
@@ -150,7 +142,6 @@ def replay(model: torch.nn.Module, inputs: tuple[list[weakref.ref[Any]], dict[st
     except Exception as exc:  # deepcopy can fail on exotic modules; say so, never crash
         LOG.info("gradtrace.watch: cannot copy the model to replay the NaN step: %s", exc)
         return None
-    _load(clone, weights)
     probe = _Probe()
     handles = _install(clone, probe)
     devices = sorted({t.device.index or 0 for t in clone.parameters() if t.is_cuda})
