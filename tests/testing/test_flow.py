@@ -233,3 +233,22 @@ def test_inputs_as_dict_and_tuple() -> None:
     m = Two()
     assert len(assert_gradients_flow(m, ((u, v), lambda o: o.mean())).flowing) == 4
     assert len(assert_gradients_flow(m, ({"u": u, "v": v}, lambda o: o.pow(2).mean())).flowing) == 4
+
+
+def test_reentrant_checkpoint_without_grad_inputs_is_explained() -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner, self.out = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(checkpoint(self.inner, x, use_reentrant=True))
+
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+        err = _fail(Checkpointed(), (torch.randn(2, 4), lambda o: o.sum()))
+    reasons = _reasons(err)
+    assert set(reasons) == {"inner.weight", "inner.bias"}
+    assert "torch.utils.checkpoint" in reasons["inner.weight"]
+    assert "use_reentrant=False" in reasons["inner.weight"]

@@ -121,6 +121,12 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
                                 f"(at {w}), which bypasses autograd; use the parameter itself", w)
         return ParamProblem(name, "none", "grad is None: not used in the forward pass (no torch "
                             "operation read it during the step)")
+    if use.grad_on == 0 and use.off_inside == "torch.utils.checkpoint":
+        return ParamProblem(name, "none", "grad is None: only used inside torch.utils.checkpoint "
+                            f"(called at {use.off_at}) with use_reentrant=True, which runs the "
+                            "forward under no_grad; its output has a graph only if one of the "
+                            "checkpointed *inputs* requires grad, and none does here: pass "
+                            "use_reentrant=False", use.off_at)
     if use.grad_on == 0:
         sw = use.off_switch
         text = f"grad is None: only used with grad mode off (at {use.off_at})"

@@ -77,6 +77,7 @@ class Use:
     grad_off: int = 0
     off_at: Where | None = None
     off_switch: GradSwitch | None = None
+    off_inside: str = ""
 
 
 @dataclass
@@ -114,6 +115,16 @@ def upstream_leaves(t: Tensor, limit: int = 20000) -> set[int]:
             out.add(id(var))
         stack.extend(n for n, _ in node.next_functions)
     return out
+
+
+def _torch_context() -> str:
+    """'torch.utils.checkpoint' if the current op runs inside it (below the user's frame)."""
+    f = sys._getframe(1)
+    while f is not None and is_internal(f.f_code.co_filename):
+        if f.f_code.co_filename.replace("\\", "/").endswith("torch/utils/checkpoint.py"):
+            return "torch.utils.checkpoint"
+        f = f.f_back  # type: ignore[assignment]
+    return ""
 
 
 class UsageMode(TorchFunctionMode):
@@ -165,6 +176,7 @@ class UsageMode(TorchFunctionMode):
         use.grad_off += 1
         if use.off_at is None:
             use.off_at = user_where(1)
+            use.off_inside = _torch_context()
             use.off_switch = find_grad_switch(user_frame(1),
                                               inference=torch.is_inference_mode_enabled())
 
