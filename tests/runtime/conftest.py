@@ -41,8 +41,13 @@ def run_script(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: 
 
 @pytest.fixture(autouse=True)
 def _restore_grad_mode():
-    """Example scripts may leave grad mode off (that is the bug they show); undo it."""
+    """Example scripts may leave grad mode off (that is the bug they show); undo it.
+
+    Also run single-threaded: tiny models are much faster so on a shared CI box."""
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     yield
     torch.set_grad_enabled(True)
+    torch.set_num_threads(threads)
