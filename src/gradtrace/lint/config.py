@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +40,11 @@ class Settings:
 
     def is_excluded(self, path: str) -> bool:
         """True when a path's name (or its path relative to the root) matches an exclude."""
+        pattern = _glob_regex((*self.exclude, *self.extend_exclude))
+        if pattern is None:
+            return False
         name = os.path.basename(path.rstrip(os.sep)) or path
-        rel = _relative(path, self.root)
-        for pat in (*self.exclude, *self.extend_exclude):
-            if fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(rel, pat.rstrip("/")):
-                return True
-        return False
+        return bool(pattern.match(name) or pattern.match(_relative(path, self.root)))
 
     def ignored_for(self, path: str) -> tuple[str, ...]:
         """Code prefixes ignored for this file by per-file-ignores."""
@@ -54,6 +55,14 @@ class Settings:
             if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(name, pat):
                 out.extend(codes)
         return tuple(out)
+
+
+@lru_cache(maxsize=16)
+def _glob_regex(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One compiled regex for a tuple of glob patterns (trailing slashes ignored)."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.rstrip('/'))})" for p in patterns))
 
 
 def _relative(path: str, root: str) -> str:
