@@ -186,7 +186,7 @@ def _twice_params(session: Any, ddp: Any, text: str) -> list[dict[str, Any]]:
     mname, mod = _owner(ddp, name)
     data = session.tracer.hooks.data
     rec = data.modules.get(id(mod)) if mod is not None else None
-    runs = session.progress.runs.get(id(mod), 0) if mod is not None else 0
+    runs = session.progress.calls.get(id(mod), 0) if mod is not None else 0
     sites = [list(s) for s in session.progress.repeat_sites.get(id(mod), [])] if mod else []
     first = rec.site if rec is not None and rec.ref() is mod else None
     return [{"name": name, "module": mname, "runs": runs, "site": _site_list(first),

@@ -95,10 +95,10 @@ def _ddp_findings(records: list[Rec]) -> list[Finding]:
     unused = {int(r["rank"]): r["facts"] for r in records
               if (r.get("facts") or {}).get("kind") == "unused"}
     out = _unused_findings(unused) if unused else []
-    for r in records:
-        facts = r.get("facts") or {}
-        if facts.get("kind") == "ready-twice":
-            out += _twice_findings(int(r["rank"]), facts)
+    twice = {int(r["rank"]): r["facts"] for r in records
+             if (r.get("facts") or {}).get("kind") == "ready-twice"}
+    if twice:
+        out += _twice_findings(twice)
     return out
 
 
@@ -178,24 +178,32 @@ def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[i
     return make("GT881", call or p.get("site"), msg, FIX_BRANCH, related)
 
 
-def _twice_findings(rank: int, facts: Rec) -> list[Finding]:
+def _twice_findings(by_rank: dict[int, Rec]) -> list[Finding]:
+    groups: dict[str, tuple[Rec, Rec, list[int]]] = {}
+    for rank, facts in sorted(by_rank.items()):
+        for p in facts.get("params", ()):
+            groups.setdefault(p["name"], (p, facts, []))[2].append(rank)
     out = []
-    for p in facts.get("params", ()):
-        how = f"its module `{p.get('module') or 'the model'}` ran {p.get('runs', '?')} times " \
-              "with grad in this iteration"
+    for name, (p, facts, ranks) in groups.items():
+        where = [s for s in [p.get("site"), *p.get("repeats", ())] if s]
+        lines = ", ".join(str(s[1]) for s in where[:4])
+        how = f"its module `{p.get('module') or 'the model'}` was called {p.get('runs', '?')} " \
+              f"times in one forward pass" + (f" (lines {lines})" if lines else "")
         if p.get("checkpoint"):
-            how += " inside reentrant activation checkpointing (use_reentrant=True), whose " \
-                   "recomputation runs a separate backward pass for each checkpoint"
-        msg = (f"DistributedDataParallel (rank {rank}): parameter {p['name']} was marked ready "
-               f"twice in one backward: {how}")
+            how += " inside reentrant activation checkpointing (use_reentrant=True): each " \
+                   "checkpoint recomputes and backpropagates its segment in a separate " \
+                   "backward pass, so DDP's hook for the parameter fires once per checkpoint"
+        msg = (f"DistributedDataParallel ({ranks_text(ranks)}): parameter {name} was marked "
+               f"ready twice in one backward: {how}")
         related = [(s, "called again here") for s in p.get("repeats", ())[:3]]
         related.append((facts.get("site"), "backward() failed here"))
         out.append(make("GT882", p.get("site") or facts.get("site"), msg, FIX_TWICE, related))
     if not out:
-        out.append(make("GT882", facts.get("site"), f"DistributedDataParallel (rank {rank}): a "
-                        "parameter was marked ready twice in one backward (used in several "
-                        "reentrant backward passes, or shared across concurrent forwards)",
-                        FIX_TWICE))
+        rank = min(by_rank)
+        out.append(make("GT882", by_rank[rank].get("site"), f"DistributedDataParallel "
+                        f"({ranks_text(by_rank)}): a parameter was marked ready twice in one "
+                        "backward (used in several reentrant backward passes, or shared across "
+                        "concurrent forwards)", FIX_TWICE))
     return out
 
 
@@ -254,15 +262,16 @@ def _sync_findings(records: list[Rec]) -> list[Finding]:
     seen: dict[tuple[Any, ...], tuple[Rec, list[int]]] = {}
     for r in records:
         for s in r.get("sync") or ():
-            key = (s.get("step"), tuple(p["name"] for p in s.get("params", ())), s.get("why"))
+            key = (tuple(p["name"] for p in s.get("params", ())), s.get("why"))
             seen.setdefault(key, (s, []))[1].append(int(r.get("rank", 0)))
     out = []
     for s, ranks in seen.values():
         names = [p["name"] for p in s.get("params", ())]
         spread = "; ".join(f"{p['name']}: gradient sum from {p['lo']:.6g} to {p['hi']:.6g}"
                            for p in s.get("params", ())[:3])
+        again = f", and at {s['count'] - 1} later check(s)" if s.get("count", 1) > 1 else ""
         out.append(make("GT884", s.get("site"), f"gradients differ across ranks after the "
-                        f"all-reduce at optimizer step {s.get('step')} (checked on "
+                        f"all-reduce at optimizer step {s.get('step')}{again} (checked on "
                         f"{ranks_text(ranks)}): {_shown(names)} ({spread}). {s.get('why', '')}",
                         s.get("fix", ""), severity="error"))
     return out

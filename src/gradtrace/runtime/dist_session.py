@@ -34,6 +34,7 @@ class Progress:
         self.steps = 0                # optimizer steps
         self.runs: dict[int, int] = {}       # module id -> runs with grad, this iteration
         self.prev_runs: dict[int, int] = {}  # the same for the previous iteration
+        self.calls: dict[int, int] = {}      # module id -> calls in this forward (any mode)
         self.repeat_sites: dict[int, list[tuple[str, int]]] = {}
         self.backward_at_forward = 0  # tracer backward count when the last DDP forward began
         self.skipped: list[tuple[int, tuple[str, int] | None]] = []  # (iteration, forward site)
@@ -102,18 +103,22 @@ class RankSession:
     def _pre(self, module: Any, args: Any) -> None:
         import torch
 
-        if not torch.is_grad_enabled():
-            return
         pr = self.progress
         if type(module) is self._ddp_type or isinstance(module, self._ddp_type):
-            self._on_ddp_forward(module)
+            if torch.is_grad_enabled():
+                self._on_ddp_forward(module)
             return
-        n = pr.runs.get(id(module), 0) + 1
-        pr.runs[id(module)] = n
-        if n > 1 and len(pr.repeat_sites.get(id(module), ())) < 4:
+        if self.tracer.state.in_backward:  # recomputation (checkpointing) is not a forward
+            return
+        key = id(module)
+        n = pr.calls.get(key, 0) + 1
+        pr.calls[key] = n
+        if n > 1 and len(pr.repeat_sites.get(key, ())) < 4:
             site = _here()
             if site is not None:
-                pr.repeat_sites.setdefault(id(module), []).append(site)
+                pr.repeat_sites.setdefault(key, []).append(site)
+        if torch.is_grad_enabled():
+            pr.runs[key] = pr.runs.get(key, 0) + 1
 
     def _on_ddp_forward(self, module: Any) -> None:
         pr = self.progress
@@ -123,7 +128,7 @@ class RankSession:
         pr.iteration += 1
         pr.backward_at_forward = backwards
         pr.prev_runs, pr.runs = pr.runs, {}
-        pr.repeat_sites = {}
+        pr.calls, pr.repeat_sites = {}, {}
         pr.forward_site = _here()
         pr.synced_forward = bool(getattr(module, "require_backward_grad_sync", True))
         if self.ddp_ref is None or self.ddp_ref() is not module:

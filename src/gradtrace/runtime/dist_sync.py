@@ -81,12 +81,17 @@ class SyncChecker:
         sess = self.session
         data = sess.tracer.hooks.data
         why, fix = _cause(sess, [params[i] for i in idx])
+        names = [_ddp_name(sess, params[i]) or param_name(data, params[i]) for i in idx[:20]]
+        for old in sess.sync_facts:
+            if old["why"] == why and [p["name"] for p in old["params"]] == names:
+                old["count"] = old.get("count", 1) + 1
+                return
         site = _here()
         sess.sync_facts.append({
-            "step": sess.progress.steps, "why": why, "fix": fix,
+            "step": sess.progress.steps, "why": why, "fix": fix, "count": 1,
             "site": list(site) if site else None,
-            "params": [{"name": _ddp_name(sess, params[i]) or param_name(data, params[i]),
-                        "lo": float(lo[i]), "hi": float(hi[i])} for i in idx[:20]]})
+            "params": [{"name": n, "lo": float(lo[i]), "hi": float(hi[i])}
+                       for n, i in zip(names, idx)]})
         self.reported += 1
 
 
