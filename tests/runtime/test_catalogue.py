@@ -37,12 +37,16 @@ def test_run_names_the_cause_line(pat, run_script):
 def expected_code(pat) -> str:
     from gradtrace.runtime.build import code_for
 
-    kinds = {"element0": "detach", "grad-none-zero": "non-leaf-grad",
-             "backward-twice": "state-carried-across-steps", "inplace-saved":
-             "inplace-on-saved-tensor", "inplace-leaf": "inplace-on-leaf",
+    kinds = {"element0": "detach", "grad-none-zero": "leaf-rebound-by-update",
+             "non-scalar": "non-scalar", "backward-twice": "state-carried-across-steps",
+             "inplace-saved": "inplace-on-saved-tensor", "inplace-leaf": "inplace-on-leaf",
              "number-backward": "item-then-backward", "numpy-grad": "numpy-on-grad-tensor",
-             "inference-saved": "inference-tensor", "none-assigned": "none-result-assigned"}
-    return code_for(kinds[pat.key], pat.code) if pat.key in kinds else pat.code
+             "inference-saved": "inference-tensor", "none-assigned": "none-result-assigned",
+             "optimizer-empty": "parameters-generator-consumed",
+             "optimizer-non-leaf": "optimizer-non-leaf",
+             "function-grad-count": "function-grad-count",
+             "grad-unused-input": "grad-input-unused"}
+    return code_for(kinds[pat.key], pat.code)
 
 
 def test_codes_are_runtime_range_and_kebab():

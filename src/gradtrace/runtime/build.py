@@ -21,7 +21,8 @@ def display_path(path: str) -> str:
 
 def code_for(kind: str, fallback: str) -> str:
     """The static rule's code for this kind of bug if one exists, else the runtime code."""
-    return STATIC_TWINS.get(kind, fallback)
+    twin = STATIC_TWINS.get(kind)
+    return twin[0] if twin else fallback
 
 
 def make(code: str, site: Site | None, message: str, *, fix: str = "",
@@ -38,9 +39,9 @@ def make(code: str, site: Site | None, message: str, *, fix: str = "",
 
 
 def _static_name(code: str) -> str:
-    for kind, twin in STATIC_TWINS.items():
-        if twin == code:
-            return kind
+    for twin_code, name in STATIC_TWINS.values():
+        if twin_code == code:
+            return name
     return code.lower()
 
 

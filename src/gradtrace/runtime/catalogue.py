@@ -40,8 +40,42 @@ RUNTIME_CODES: dict[str, tuple[str, str]] = {
     "GT827": ("graph-cut", "a value left the autograd graph before the loss"),
 }
 
-# Static rule codes for the same bugs, filled in when they exist (runtime kind -> static code).
-STATIC_TWINS: dict[str, str] = {}
+# When a runtime diagnosis is the bug a static rule describes, the finding uses that rule's code
+# and name: runtime kind -> (static code, static rule name). tests/runtime/test_codes.py checks
+# every pair against src/gradtrace/lint/rules.
+STATIC_TWINS: dict[str, tuple[str, str]] = {
+    "item-then-backward": ("GT101", "backward-on-python-number"),
+    "item-rewrap": ("GT104", "tensor-rebuilt-from-graph"),
+    "data": ("GT105", "data-in-loss"),
+    "detach": ("GT107", "detached-loss-term"),
+    "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
+    "no-grad-forward": ("GT201", "loss-from-no-grad-output"),
+    "grad-mode-left-off": ("GT203", "set-grad-enabled-never-restored"),
+    "inference-tensor": ("GT204", "inference-tensor-in-training"),
+    "inference-mode-forward": ("GT204", "inference-tensor-in-training"),
+    "leaf-rebound-by-update": ("GT301", "leaf-rebound-by-update"),
+    "inplace-on-leaf": ("GT302", "inplace-update-of-leaf"),
+    "weight-made-non-leaf": ("GT305", "weight-made-non-leaf"),
+    "optimizer-non-leaf": ("GT306", "non-leaf-given-to-optimizer"),
+    "non-leaf-grad": ("GT307", "grad-of-non-leaf"),
+    "unregistered-submodule": ("GT401", "modules-in-plain-container"),
+    "model-recreated-after-optimizer": ("GT404", "model-recreated-after-optimizer"),
+    "parameters-generator-consumed": ("GT405", "parameters-generator-consumed"),
+    "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
+    "zero-grad-missing": ("GT501", "missing-zero-grad"),
+    "clip-after-step": ("GT504", "clip-grad-after-step"),
+    "graph-kept": ("GT505", "loss-accumulated-with-graph"),
+    "state-carried-across-steps": ("GT506", "hidden-state-not-detached"),
+    "graph-reused-across-steps": ("GT507", "graph-reused-across-steps"),
+    "gan-fake-not-detached": ("GT508", "gan-fake-not-detached"),
+    "backward-through-freed-graph": ("GT509", "backward-twice-without-retain-graph"),
+    "non-scalar": ("GT510", "backward-on-non-scalar-loss"),
+    "none-result-assigned": ("GT511", "assigned-none-result"),
+    "step-between-backwards": ("GT601", "optimizer-step-between-backwards"),
+    "inplace-on-saved-tensor": ("GT602", "inplace-write-to-saved-output"),
+    "function-grad-count": ("GT701", "backward-gradient-count-mismatch"),
+    "grad-input-unused": ("GT702", "grad-input-not-in-graph"),
+}
 
 
 @dataclass(frozen=True)

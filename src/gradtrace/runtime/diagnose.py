@@ -109,10 +109,12 @@ def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
     msg = (f"backward() needs a scalar, but this tensor has shape {shape} ({root.numel()} "
            "elements)")
     if made is not None:
-        return [make(pat.code, made, f"{msg}; it got this shape here ({src(made)})",
+        return [make(code_for("non-scalar", pat.code), made,
+                     f"{msg}; it got this shape here ({src(made)})",
                      fix="reduce the loss with .mean() or .sum() (or pass gradient=...)",
                      related=[(site, "backward() was called here")])]
-    return [make(pat.code, site, msg, fix="reduce the loss with .mean() or .sum()")]
+    return [make(code_for("non-scalar", pat.code), site, msg,
+                 fix="reduce the loss with .mean() or .sum()")]
 
 
 def _freed_node(roots: list[Tensor], limit: int = 5000) -> Any:
@@ -149,27 +151,53 @@ def _with_freed(tagged: Any, freed: Any) -> Any:
 
 def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
                     kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
-    node = _freed_node(_roots(args, kwargs))
+    roots = _roots(args, kwargs)
+    node = _freed_node(roots)
     if node is None:
         return []
     made, _ = created_site(node)
-    freed_by, _ = decode_meta(node.metadata.get(META_FREED))
+    freed_by, freed_seq = decode_meta(node.metadata.get(META_FREED))
     related = [(freed_by, "an earlier backward() freed that part of the graph here"),
                (site, "this backward() needs it again")]
     if freed_by is not None and site is not None and freed_by == site:
-        msg = (f"the value computed here ({src(made)}) in an earlier iteration is carried into "
-               "the next one still attached to its graph; the previous iteration's backward() "
-               "freed that graph")
-        fix = "detach what is carried across iterations (e.g. h = h.detach()), or recompute it " \
-              "inside the loop"
-        kind = "state-carried-across-steps"
+        if made is not None and _made_again(roots, made, state.last_backward_seq):
+            kind, msg = "state-carried-across-steps", (
+                f"the value computed here ({src(made)}) in the previous iteration is carried into"
+                " this one still attached to its graph, which the previous backward() freed")
+            fix = "detach what is carried across iterations (e.g. h = h.detach())"
+        else:
+            kind, msg = "graph-reused-across-steps", (
+                f"the value computed here ({src(made)}) once, before the loop, is reused in every"
+                " iteration; the first backward() freed its graph")
+            fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
+        stepped = state.after_step is not None or state.step_seq > freed_seq
+        kind = "gan-fake-not-detached" if stepped else "backward-through-freed-graph"
         msg = (f"the graph of the value computed here ({src(made)}) was already freed by an "
                f"earlier backward() ({src(freed_by)}) and is needed again")
-        fix = "detach it where the second use needs no gradient through it (GAN: D(fake.detach()))," \
-              " sum the losses and call backward() once, or pass retain_graph=True to the first"
-        kind = "backward-through-freed-graph"
+        fix = "detach it where the second use needs no gradient through it (GAN: " \
+              "D(fake.detach())), sum the losses and call backward() once, or pass " \
+              "retain_graph=True to the first"
     return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
+
+
+def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) -> bool:
+    """Does the failing graph hold a node created at ``made`` after the last backward?"""
+    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while queue and len(seen) < limit:
+        node = queue.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        where, seq = created_site(node)
+        if where == made and seq > since:
+            return True
+        try:
+            queue.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return False
 
 
 _INPLACE_RE = re.compile(r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output "
@@ -262,7 +290,8 @@ def _function_count(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
                              "backward")
             except (OSError, TypeError):
                 break
-            return [make(pat.code, where, f"{cls.__name__}.backward returns {m[3]} gradient(s) "
+            return [make(code_for("function-grad-count", pat.code), where,
+                         f"{cls.__name__}.backward returns {m[3]} gradient(s) "
                          f"but forward takes {m[2]} input(s)", fix="return one gradient per "
                          "forward input, None for inputs that need none",
                          related=[(site, "backward() failed here")])]
@@ -287,7 +316,8 @@ def _unused_input(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
     cut = state.cut_of(t) if t is not None else None
     which = f"input {idx}" if idx is not None else "one of the inputs"
     related = [(cut.site, f"it left the graph here: {cut.describe()}")] if cut else []
-    return [make(pat.code, site, f"{which} of autograd.grad is not used to compute the outputs",
+    return [make(code_for("grad-input-unused", pat.code), site,
+                 f"{which} of autograd.grad is not used to compute the outputs",
                  fix="pass the tensor actually used in the computation, or allow_unused=True",
                  related=related)]
 

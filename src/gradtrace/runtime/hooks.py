@@ -149,6 +149,7 @@ class Hooks:
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.in_step = False
+        self.state.step_seq = self.mode.seq if self.mode is not None else 0
         self.data.steps += 1
         if _due(self.data.steps):
             self._snapshot()

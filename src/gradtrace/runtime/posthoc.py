@@ -108,7 +108,7 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
     rel = [(site, ".grad was used here")]
     if not t.is_leaf:
         made, _ = created_site(t.grad_fn)
-        return make(code_for("non-leaf-grad", pat.code), made or site,
+        return make(code_for(_non_leaf_kind(t, made, name), pat.code), made or site,
                     f"`{name}` is not a leaf tensor ({type(t.grad_fn).__name__}), so backward() "
                     f"never fills its .grad; it became a non-leaf here ({src(made)})",
                     fix="update leaves in place under torch.no_grad() (w -= lr * w.grad), or "
@@ -132,6 +132,18 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
                 "(not used in the forward pass, or the graph was cut before it)",
                 fix="guard with `if p.grad is not None`; use gradtrace.explain(loss) to see the "
                     "graph")
+
+
+def _non_leaf_kind(t: Any, made: Site | None, name: str) -> str:
+    """leaf-rebound-by-update (w = w - lr * w.grad), weight-made-non-leaf (.to/.double after
+    requires_grad=True) or the general grad-of-non-leaf."""
+    node = type(t.grad_fn).__name__
+    if node.startswith("ToCopy"):
+        return "weight-made-non-leaf"
+    text = made.source() if made is not None else ""
+    if "=" in text and ".grad" in text and text.split("=", 1)[0].strip() == name:
+        return "leaf-rebound-by-update"
+    return "non-leaf-grad"
 
 
 def _assignment_of(frame: types.FrameType, name: str, site: Site) -> Site | None:
@@ -217,13 +229,15 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
         if not ok:
             continue
         if isinstance(value, types.GeneratorType):
-            return [make(pat.code, site, f"`{ast.unparse(call.args[0])}` is a generator that "
+            return [make(code_for("parameters-generator-consumed", pat.code), site,
+                         f"`{ast.unparse(call.args[0])}` is a generator that "
                          "was already consumed (a generator can be iterated only once)",
                          fix="pass model.parameters() directly, or make a list once")]
         for t in value if isinstance(value, (list, tuple)) else ():
             if hasattr(t, "is_leaf") and not t.is_leaf:
                 made, _ = created_site(t.grad_fn)
-                return [make(pat.code, made or site, f"this tensor is not a leaf: it was made by "
+                return [make(code_for("optimizer-non-leaf", pat.code), made or site,
+                             f"this tensor is not a leaf: it was made by "
                              f"an op ({type(t.grad_fn).__name__}) here ({src(made)})",
                              fix=pat.fix, related=[(site, "the optimizer was built here")])]
     return []

@@ -162,7 +162,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
         if missed:
-            kind, why, fix = _not_optimized_reason(unregistered_owner(data, m), len(stale))
+            kind, why, fix = _not_optimized_reason(unregistered_owner(data, m), len(stale),
+                                                   [state.frozen_at(q) for q in missed])
             groups.setdefault((kind, rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
@@ -175,7 +176,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     return out
 
 
-def _not_optimized_reason(owner: str, stale: int) -> tuple[str, str, str]:
+def _not_optimized_reason(owner: str, stale: int,
+                          frozen: list[Site | None]) -> tuple[str, str, str]:
     if owner:
         return ("unregistered-submodule",
                 f"the layer is held in the plain container {owner}, which does not register it "
@@ -186,6 +188,12 @@ def _not_optimized_reason(owner: str, stale: int) -> tuple[str, str, str]:
                 f"the optimizer holds {stale} other parameter(s) that never received a gradient:"
                 " the model (or this layer) was re-created, copied or replaced after the "
                 "optimizer was built", "build the optimizer after the final model exists")
+    was_frozen = next((f for f in frozen if f is not None), None)
+    if was_frozen is not None:
+        return ("unfrozen-after-optimizer",
+                f"they were frozen ({src(was_frozen)}) when the optimizer was built and only "
+                "unfrozen later, so the optimizer never received them",
+                "build the optimizer (or add a param group) after unfreezing")
     return ("parameter-in-no-optimizer", "they were not passed to any optimizer",
             "pass these parameters to the optimizer (or add a param group)")
 

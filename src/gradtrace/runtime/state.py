@@ -45,6 +45,7 @@ class TraceState:
         self.zero_seen = False
         self.after_step: Site | None = None
         self.in_step = False
+        self.step_seq = -1
         self.crash_findings: list[Finding] = []
 
     # -- sites and cuts ----------------------------------------------------------------------
