@@ -252,3 +252,14 @@ def test_reentrant_checkpoint_without_grad_inputs_is_explained() -> None:
     assert set(reasons) == {"inner.weight", "inner.bias"}
     assert "torch.utils.checkpoint" in reasons["inner.weight"]
     assert "use_reentrant=False" in reasons["inner.weight"]
+
+
+def test_non_differentiable_cut_needs_the_tracer_and_degrades_without_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    step = (torch.randn(3, 4), lambda o: o.sum())
+    traced = _reasons(_fail(Extras("argmax"), step))["extra"]
+    assert f"flow_models.py:{line_of('argmax')}" in traced and "`argmax`" in traced
+    monkeypatch.setattr(flow_mod, "_start_tracer", lambda: None)
+    plain = _reasons(_fail(Extras("argmax"), step))["extra"]
+    assert "no gradient path from the loss reaches it" in plain and "argmax" in plain
+    assert f"flow_models.py:{line_of('argmax')}" in plain  # its first use is still named
