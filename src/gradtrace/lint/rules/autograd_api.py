@@ -293,7 +293,8 @@ class GradInputNotInGraph(Rule):
             if not isinstance(n, ast.Name):
                 continue
             b = scope.binding_before(n.id, node.lineno)
-            if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None:
+            if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None or \
+                    not _dominates(fn, b.stmt, node):
                 continue
             if _mentions_requires_grad(ctx, b.line, fn, b.value):
                 continue
@@ -360,3 +361,23 @@ def _used_between(fn: ast.AST, name: str, bind: ast.stmt, inputs: ast.expr) -> b
             skip.add(id(n.func.value))
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
                and id(n) not in skip for n in ast.walk(fn))
+
+
+def _dominates(fn: ast.AST, bind: ast.stmt, use: ast.AST) -> bool:
+    """Whether ``use`` comes after ``bind`` in the same block or nested in a later statement
+    of that block (so every path to ``use`` went through ``bind``; early exits aside)."""
+    stack: list[ast.AST] = [fn]
+    while stack:
+        n = stack.pop()
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and bind in block:
+                i = block.index(bind)
+                return any(use is x for s in block[i + 1:] for x in ast.walk(s))
+            if isinstance(block, list):
+                stack.extend(x for x in block if isinstance(x, ast.stmt))
+        for h in getattr(n, "handlers", ()):
+            stack.append(h)
+        for c in getattr(n, "cases", ()):
+            stack.append(c)
+    return False

@@ -31,6 +31,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
+from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -93,12 +95,13 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
                                "non_blocking", "axis", "num_classes"})
 LOSS_CALLABLE_NAMES = frozenset({"criterion", "loss_fn", "loss_func", "loss_fct",
                                  "loss_function", "criterion_fn"})
-TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|masks?|batch|batch_idx|"
-                       r"batch_nb|.*_(labels?|targets?|gt|true|mask|ids))$")
-DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|\bdl\b|range\(|epoch")
-LOSS_FUNC_RE = re.compile(r"^(compute_loss|loss|loss_fn|loss_func|criterion|training_step|"
-                          r"_?[a-z0-9_]*_loss|get_loss)$")
-SKIP_FUNC_RE = re.compile(r"^_?(eval|val|valid|test|log|metric|predict|score|report)")
+TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|"
+                       r"batch_nb|.*_(labels?|targets?|gt|true|ids))$")
+DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
+LOSS_FUNC_RE = re.compile(r"^(criterion|training_step|[a-z0-9_]*loss(es)?|"
+                          r"_?loss_[a-z0-9_]+)$")
+SKIP_FUNC_RE = re.compile(r"(^|_)(eval|evaluate|val|valid|validation|test|log|logging|"
+                          r"metric|metrics|predict|score|report)(_|$)")
 BACKWARD_OWNERS = re.compile(r"accelerator|fabric|engine|self$|trainer|amp$|strategy")
 
 
@@ -269,7 +272,8 @@ class LossPaths:
 
     def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         name = node.name.lower()
-        if SKIP_FUNC_RE.match(name):
+        if SKIP_FUNC_RE.search(name) or id(node) in self.scope.no_grad or any(
+                self.scope.grad_off_at(s) is not None for s in node.body[:1]):
             return False
         if LOSS_FUNC_RE.match(name):
             return True
@@ -279,6 +283,8 @@ class LossPaths:
 
     # -- judging -----------------------------------------------------------------------------
     def _judge(self, sink: Sink) -> Verdict | None:
+        if sink.how == "backward" and self.scope.kind(sink.value) in (FLOW_NUMBER, FLOW_NUMPY):
+            return None  # a Python number has no .backward() at all: GT101's finding
         use = self.scope.statement_of(sink.node)
         line = sink.node.lineno  # type: ignore[attr-defined]
         terms = list(self._terms(sink.value, use, line, 0))
@@ -565,7 +571,8 @@ def _returned_losses(v: ast.expr) -> list[ast.expr]:
         return _returned_losses(v.elts[0])
     if isinstance(v, ast.Dict):
         return [val for k, val in zip(v.keys, v.values)
-                if isinstance(k, ast.Constant) and k.value == "loss"]
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                and k.value.startswith("loss")]
     if isinstance(v, ast.IfExp):
         return _returned_losses(v.body) + _returned_losses(v.orelse)
     if isinstance(v, ast.Constant):

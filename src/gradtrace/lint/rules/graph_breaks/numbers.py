@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule
+from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, short
 from gradtrace.lint.rules.graph_breaks._paths import NUMBER as CUT_NUMBER
 from gradtrace.lint.rules.graph_breaks._paths import NUMPY as CUT_NUMPY
 from gradtrace.lint.rules.graph_breaks._paths import REBUILD
@@ -19,14 +19,16 @@ class BackwardOnPythonNumber(Rule):
 
     Why: `.item()`, `float(t)` and `.tolist()` return plain Python values with no autograd
     history, so they have no `.backward()`: the call raises
-    `AttributeError: 'float' object has no attribute 'backward'`. Call `backward()` on the
-    tensor, and use `.item()` only for logging.
+    `AttributeError: 'float' object has no attribute 'backward'` (PYTORCH_FACTS g1-g6; it is
+    never the `'NoneType' object has no attribute 'zero_'` error). The finding is on the line
+    where the loss became a number; call `backward()` on the tensor, and use `.item()` only
+    for logging.
     Known limits: follows names within one function.
     """
 
     code = "GT101"
     name = "backward-on-python-number"
-    message = "`{expr}` is a Python {what}, not a tensor: it has no `.backward()`"
+    message = "`{expr}` is a Python {what}, not a tensor: {consequence}"
     fix_title = "Call `.backward()` on the tensor itself"
     fix_safety = "safe"
     triggers = ("backward",)
@@ -41,11 +43,21 @@ class BackwardOnPythonNumber(Rule):
             loss.backward()
             """, at=(3, 0)),
         Bad("""
+            import torch.nn.functional as F
+            def step(model, x, y, opt):
+                float(F.mse_loss(model(x), y)).backward()
+            """, fixed="""
+            import torch.nn.functional as F
+            def step(model, x, y, opt):
+                F.mse_loss(model(x), y).backward()
+            """, at=(3, 4)),
+        Bad("""
             import torch
             def step(model, x, y, opt):
                 loss = float(torch.nn.functional.mse_loss(model(x), y))
+                opt.zero_grad()
                 loss.backward()
-            """, at=(4, 4)),
+            """, at=(3, 4)),
         Good("""
             import torch
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -59,22 +71,48 @@ class BackwardOnPythonNumber(Rule):
         if not (isinstance(func, ast.Attribute) and func.attr == "backward"):
             return
         recv = func.value
-        if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
-                and recv.func.attr == "item" and not recv.args:
-            fix = self.fix(ctx.edit(recv, ctx.source(recv.func.value)))
-            yield self.report(node, ctx, fix=fix, expr=ctx.source(recv), what="float")
+        inner = _number_of(recv, ctx)
+        if inner is not None:
+            fix = self.fix(ctx.edit(recv, ctx.source(inner)))
+            yield self.report(node, ctx, fix=fix, expr=ctx.source(recv), what="float",
+                              consequence=f"`.backward()` on it raises {ATTR_FLOAT}")
             return
         scope = ctx.scope()
         kind = scope.kind(recv)
-        if kind in (NUMBER, NUMPY):
-            related = ()
-            name = ctx.source(recv)
-            b = scope.binding_before(name, node.lineno)
-            if b is not None:
-                related = (Related(ctx.path, b.line, f"`{name}` became a Python value here",
-                                   ctx.column(b.stmt)),)
-            what = "number" if kind == NUMBER else "NumPy value"
-            yield self.report(node, ctx, related=related, expr=name, what=what)
+        if kind not in (NUMBER, NUMPY):
+            return
+        name = ctx.source(recv)
+        what = "number" if kind == NUMBER else "NumPy value"
+        b = scope.binding_before(name, node.lineno)
+        if b is None:
+            yield self.report(node, ctx, expr=name, what=what,
+                              consequence=f"`.backward()` on it raises {_attr_error(None, ctx)}")
+            return
+        rel = (Related(ctx.path, node.lineno, f"`{short(ctx.source(node))}` is called here",
+                       ctx.column(node)),)
+        yield self.report(b.stmt, ctx, related=rel, expr=name, what=what,
+                          consequence=f"`{name}.backward()` (line {node.lineno}) raises "
+                                      f"{_attr_error(b.value, ctx)}")
+
+
+ATTR_FLOAT = "`AttributeError: 'float' object has no attribute 'backward'`"
+
+
+def _number_of(e: ast.expr, ctx: Context) -> ast.expr | None:
+    """``t`` for ``t.item()`` / ``float(t)``: the tensor a direct conversion was made from."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "item" \
+            and not e.args:
+        return e.func.value
+    if isinstance(e, ast.Call) and len(e.args) == 1 and not e.keywords and \
+            ctx.qualified_name(e.func) == "float":
+        return e.args[0]
+    return None
+
+
+def _attr_error(value: ast.expr | None, ctx: Context) -> str:
+    if value is not None and _number_of(value, ctx) is not None:
+        return ATTR_FLOAT
+    return "`AttributeError: ... object has no attribute 'backward'`"
 
 
 class PythonNumberInLoss(LossCutRule):
