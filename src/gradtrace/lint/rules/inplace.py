@@ -204,6 +204,30 @@ def _write_target(stmt: ast.stmt, ctx: Context,
     return None
 
 
+def _written_name(stmt: ast.stmt) -> str | None:
+    """The name a statement may write in place, from its shape alone (cheap pre-check)."""
+    if isinstance(stmt, ast.AugAssign):
+        t = stmt.target
+        return dotted(t.value if isinstance(t, ast.Subscript) else t)
+    if isinstance(stmt, ast.Assign):
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
+            return dotted(stmt.targets[0].value)
+        call = stmt.value
+    elif isinstance(stmt, ast.Expr):
+        call = stmt.value
+    else:
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    f = call.func
+    if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_"):
+        return dotted(f.value)
+    if call.args and (call.keywords or isinstance(f, ast.Attribute) and (
+            f.attr.endswith("_") or isinstance(f.value, ast.Name) and f.value.id == "self")):
+        return dotted(call.args[0])
+    return None
+
+
 def _inplace_call(call: ast.Call, ctx: Context, modules: _LazyModules) -> bool:
     if any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
            for k in call.keywords):
@@ -269,18 +293,20 @@ class _InplaceRule(Rule):
 
     def _find(self, node: ast.stmt, ctx: Context) -> tuple[Producer, str, ast.AST,
                                                               ast.Call | bool] | None:
-        if ctx.function is None:
+        cheap = _written_name(node)
+        fn = ctx.function if cheap is not None else None
+        if fn is None:
             return None
         modules = self.__dict__.setdefault("_mods", {})
         cls = ctx.class_def
         if id(cls) not in modules:
             modules[id(cls)] = _LazyModules(cls, ctx)
+        if cheap not in self._candidates(fn, ctx, modules[id(cls)]):
+            return None
         w = _write_target(node, ctx, modules[id(cls)])
         if w is None:
             return None
         name, kind, target = w
-        if name not in self._candidates(ctx.function, ctx, modules[id(cls)]):
-            return None
         prod = _producer(name, node.lineno, ctx, modules[id(cls)])
         if prod is None:
             return None
