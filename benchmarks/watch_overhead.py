@@ -1,7 +1,8 @@
 """Overhead of ``gradtrace.watch(model, optimizer, every=1)`` on a training step.
 
 Runs, in ONE process and interleaved (to cancel machine drift), plain training steps and
-watched training steps of a small ResNet-style CNN and an MLP, and prints the median step
+watched training steps of the CNN and MLP of ``benchmarks/models.py`` (the runtime
+benchmark's models), and prints the median step
 time of each and their ratio. Goals: <= 1.03x (CNN) and <= 1.10x (MLP).
 
 Time is the CPU time of the calling thread (``time.thread_time``) with torch limited to one
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -25,70 +27,55 @@ import torch.nn as nn
 import gradtrace
 
 
-class Block(nn.Module):
-    """A ResNet basic block."""
+def _local_models() -> dict[str, Callable[[], tuple[nn.Module, Callable[[], Any], Callable]]]:
+    """Fallback models when benchmarks/models.py (shared with runtime_overhead) is absent."""
+    def mlp() -> tuple[nn.Module, Callable[[], Any], Callable]:
+        m = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
+                          nn.ReLU(), nn.Linear(512, 10))
+        x, y = torch.randn(128, 1, 28, 28), torch.randint(0, 10, (128,))
+        return m, lambda: (x, y), nn.functional.cross_entropy
 
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.short = nn.Sequential()
-        if stride != 1 or cin != cout:
-            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                       nn.BatchNorm2d(cout))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.relu(self.bn1(self.conv1(x)))
-        return torch.relu(self.bn2(self.conv2(y)) + self.short(x))
-
-
-def small_resnet(classes: int = 10) -> nn.Module:
-    """ResNet-style CNN for 32x32 images (about 0.7 M parameters)."""
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-        Block(32, 32, 1), Block(32, 64, 2), Block(64, 128, 2),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, classes))
+    def cnn() -> tuple[nn.Module, Callable[[], Any], Callable]:
+        m = nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1), nn.BatchNorm2d(32), nn.ReLU(),
+                          nn.Conv2d(32, 64, 3, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
+                          nn.Conv2d(64, 128, 3, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+        x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+        return m, lambda: (x, y), nn.functional.cross_entropy
+    return {"mlp": mlp, "cnn": cnn}
 
 
-def mlp(classes: int = 10) -> nn.Module:
-    """784 -> 3 x 512 -> 10 MLP with ReLU."""
-    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                         nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, classes))
+try:  # the same CNN and MLP steps as benchmarks/runtime_overhead.py
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import MODELS  # noqa: E402
+except ImportError:  # pragma: no cover - models.py is optional
+    MODELS = _local_models()
 
 
-CASES: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], int]] = {
-    "cnn": (small_resnet, (32, 3, 32, 32), 32),
-    "mlp": (mlp, (128, 784), 128),
-}
-
-
-def _steps(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-           n: int, loss_fn: nn.Module) -> list[tuple[float, float]]:
+def _steps(model: nn.Module, opt: torch.optim.Optimizer, batch_fn: Callable[[], Any],
+           n: int, loss_fn: Callable) -> list[tuple[float, float]]:
     times = []
     for _ in range(n):
         t0, w0 = time.thread_time(), time.perf_counter()
+        x, y = batch_fn()
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        loss.item()
         times.append((time.thread_time() - t0, time.perf_counter() - w0))
     return times
 
 
 def _one(case: str, watched: bool, steps: int) -> list[tuple[float, float]]:
-    build, shape, batch = CASES[case]
     torch.manual_seed(0)
-    model = build()
+    model, batch_fn, loss_fn = MODELS[case]()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(*shape), torch.randint(0, 10, (batch,))
-    loss_fn = nn.CrossEntropyLoss()
-    _steps(model, opt, x, y, 3, loss_fn)  # warm-up (allocator, kernels)
+    _steps(model, opt, batch_fn, 3, loss_fn)  # warm-up (allocator, kernels)
     if not watched:
-        return _steps(model, opt, x, y, steps, loss_fn)
+        return _steps(model, opt, batch_fn, steps, loss_fn)
     with gradtrace.watch(model, opt, every=1):
-        return _steps(model, opt, x, y, steps, loss_fn)
+        return _steps(model, opt, batch_fn, steps, loss_fn)
 
 
 def measure(case: str, rounds: int, steps: int) -> dict[str, float]:
@@ -119,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{args.rounds} rounds x {args.steps} steps, interleaved")
-    for case in CASES:
+    for case in ("cnn", "mlp"):
         res = measure(case, args.rounds, args.steps)
         res["goal"] = goals[case]
         results[case] = res

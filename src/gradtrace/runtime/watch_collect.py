@@ -9,12 +9,13 @@ and also carries the previous step's update norms, which are left on the device 
 Nothing is synchronised per parameter except on the rare anomaly path (counting the
 non-finite entries of a gradient whose norm is non-finite). Weights are only read: the
 update-to-weight ratio compares a strided sample of each weight before and after the step
-(exact for tensors up to ``_SAMPLE`` entries, scaled by the full weight norm above), so no
-parameter bit ever changes and no full copy of the model is kept.
+(exact for tensors up to ``_SAMPLE`` entries; above, both norms are estimated from the
+sample), so no parameter bit ever changes and no full copy of the model is kept.
 """
 from __future__ import annotations
 
 import logging
+import math
 import weakref
 from typing import Sequence
 
@@ -28,6 +29,7 @@ _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "BatchNor
                  "BatchNorm2d", "BatchNorm3d")
 _STALL_RATIO = 1e-10
 _SAMPLE = 32768
+_CHUNK = 512
 
 
 class History:
@@ -71,23 +73,39 @@ def _norms(tensors: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
 def _to_host(values: list[torch.Tensor]) -> list[float]:
     """All scalars to Python floats with one ``tolist()`` (one host sync) per device."""
     out = [0.0] * len(values)
-    by_dev: dict[torch.device, list[int]] = {}
+    by_dev: dict[torch.device, dict[torch.dtype, list[int]]] = {}
     for k, v in enumerate(values):
-        by_dev.setdefault(v.device, []).append(k)
-    for ids in by_dev.values():
-        host = torch.stack([values[k].to(torch.float32) for k in ids]).tolist()
+        by_dev.setdefault(v.device, {}).setdefault(v.dtype, []).append(k)
+    for groups in by_dev.values():
+        ids = [k for g in groups.values() for k in g]
+        stacks = [torch.stack([values[k] for k in g]).to(torch.float32)
+                  for g in groups.values()]
+        host = (stacks[0] if len(stacks) == 1 else torch.cat(stacks)).tolist()
         for k, x in zip(ids, host):
             out[k] = x
     return out
 
 
-def _sample(g: torch.Tensor) -> torch.Tensor:
-    """All of a small gradient, or an evenly strided sample of ``_SAMPLE`` entries of a big
-    one (the zero fraction of big tensors is an estimate; counting every entry would cost
-    more than the rest of the statistics together)."""
-    flat = g.reshape(-1)
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    """All of a small tensor, or about ``_SAMPLE`` entries of a big one taken as every k-th
+    contiguous chunk of ``_CHUNK`` entries (so only ~1/k of the memory is read; an
+    element-strided sample would still touch every cache line)."""
+    flat = t.reshape(-1)
     n = flat.numel()
-    return flat if n <= _SAMPLE else flat[:: -(-n // _SAMPLE)]
+    if n <= _SAMPLE:
+        return flat
+    rows = n // _CHUNK
+    k = -(-rows * _CHUNK // _SAMPLE)
+    return flat[: rows * _CHUNK].view(rows, _CHUNK)[::k]
+
+
+def _sampled_size(n: int) -> int:
+    """How many entries :func:`_sample` keeps of an ``n``-entry tensor."""
+    if n <= _SAMPLE:
+        return n
+    rows = n // _CHUNK
+    k = -(-rows * _CHUNK // _SAMPLE)
+    return -(-rows // k) * _CHUNK
 
 
 def _dense(g: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -205,7 +223,7 @@ class Collector:
             return
         samples = [_sample(t) for t in cur]
         diff = torch._foreach_sub(samples, self.snap)
-        self._upd_pending = _norms(diff, 2.0) + _norms(samples, 2.0) + _norms(cur, 2.0)
+        self._upd_pending = _norms(diff, 2.0) + _norms(samples, 2.0)
 
     def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
         """Measure the current gradients (and loss), with ONE host sync that also brings the
@@ -257,10 +275,9 @@ class Collector:
         if upd:
             m = len(self.upd_idx)
             for k, i in enumerate(self.upd_idx):
-                d, s, w = upd[k], upd[m + k], upd[2 * m + k]
-                exact = self.infos[i].numel <= _SAMPLE
-                un[i] = d if exact or s == 0 else d * w / s
-                wn[i] = w
+                n = self.infos[i].numel
+                scale = 1.0 if n <= _SAMPLE else math.sqrt(n / _sampled_size(n))
+                un[i], wn[i] = upd[k] * scale, upd[m + k] * scale
         rec = StepRecord(step, loss, tuple(norm), tuple(mx), tuple(zf), tuple(nf), tuple(un),
                          tuple(wn))
         self._count(rec, bad)
