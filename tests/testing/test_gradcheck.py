@@ -125,3 +125,18 @@ def test_integer_inputs_pass_through_and_no_grad_inputs_are_respected() -> None:
         gradcheck_module(lambda a: a * 2, torch.randn(2), no_grad_inputs=[0])
     with pytest.raises(TypeError, match="got int"):
         gradcheck_module(3, torch.randn(2))
+
+
+class WrongShape(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:
+        return (g * 2).sum(0)  # wrong: drops the batch dimension
+
+
+def test_backward_that_raises_is_a_failure() -> None:
+    with pytest.raises(GradcheckFailure, match="backward raised RuntimeError: .*invalid gradient"):
+        gradcheck_module(WrongShape, torch.randn(4, 3))

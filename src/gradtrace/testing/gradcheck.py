@@ -67,7 +67,10 @@ def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
     re-seeded with ``seed`` (and the global RNG restored after), so dropout-like randomness is
     the same in every evaluation. ``gradgrad=True`` also runs ``gradgradcheck``. Extra keyword
     arguments go to ``torch.autograd.gradcheck``. The :class:`GradcheckFailure` (an
-    AssertionError) names the output and the input (or parameter) whose derivative is wrong.
+    AssertionError) names the output and the input (or parameter) whose derivative is wrong;
+    a backward that raises (e.g. returns a gradient of the wrong shape) is a failure too.
+    Slow mode builds full Jacobians (two evaluations per input element); for layers with many
+    parameters pass ``fast_mode=True`` or ``params=False``.
     """
     prep = _prepare(module_or_fn, inputs, params, set(no_grad_inputs), seed)
     devices = sorted({a.device.index or 0 for a in prep.args
@@ -189,6 +192,10 @@ def _run_check(prep: _Prepared, order: int, **kwargs: Any) -> None:
         check(prep.call, prep.args, raise_exception=True, **kwargs)
     except GradcheckError as exc:
         raise _failure(prep, outs, order, str(exc)) from exc
+    except RuntimeError as exc:  # e.g. a backward returning a gradient of the wrong shape
+        what = "backward" if order == 1 else "double backward"
+        raise GradcheckFailure(f"gradcheck failed for {prep.label}: the {what} raised "
+                               f"{type(exc).__name__}: {exc}", order=order) from exc
 
 
 def _pair_names(prep: _Prepared, outs: list[str], order: int, o: int, i: int
