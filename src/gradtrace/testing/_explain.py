@@ -118,7 +118,8 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
         if pid in usage.data_reads:
             w = usage.data_reads[pid]
             return ParamProblem(name, "none", f"grad is None: it is only read through `.data` "
-                                f"(at {w}), which bypasses autograd; use the parameter itself (see GT105)", w)
+                                f"(at {w}), which bypasses autograd; use the parameter itself "
+                                "(see GT105)", w)
         return ParamProblem(name, "none", "grad is None: not used in the forward pass (no torch "
                             "operation read it during the step)")
     if use.grad_on == 0 and use.off_inside == "torch.utils.checkpoint":
