@@ -61,13 +61,13 @@ def check_loss(loss: Any, who: str, where: str = "got ", *, graph: str = "always
     shape = tuple(loss.shape)
     if loss.is_complex():
         raise LossShapeError(f"{who} {where}a complex loss ({loss.dtype}); backward() needs a "
-                             "real scalar: take .abs() or .real first")
+                             "real scalar: take .abs() or .real first.")
     if loss.numel() != 1:
         how = ("an empty tensor (did the batch or the mask select nothing?)" if loss.numel() == 0
                else f"{loss.numel()} elements")
         raise LossShapeError(f"{who} {where}a loss of shape {shape} ({how}); backward() needs a "
                              "single number: reduce it with .mean() or .sum() (a loss built "
-                             "with reduction='none' must be reduced)")
+                             "with reduction='none' must be reduced).")
     grad_on = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
     if loss.requires_grad or graph == "never" or (graph == "grad-mode" and not grad_on):
         return loss
