@@ -268,6 +268,10 @@ class Scope:
             return self._torch_call_kind(qual, e, line, no_grad, depth)
         recv = self._kind(func, line, no_grad, depth + 1)
         if recv == MODULE:
+            name = dotted(func)
+            b = self.binding_before(name, line) if name else None
+            if b is not None and isinstance(b.stmt, ast.ClassDef):
+                return MODULE  # `Net(...)` builds a module; calling the instance runs it
             return DETACHED if no_grad else GRAPH
         return None
 
