@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import Scope
+from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
@@ -15,12 +15,25 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 
 
-def _freezes(scope: Scope) -> bool:
-    """Whether the scope turns grads off for something (then a model output may be a leaf)."""
-    if any(is_false(m.call.args[0]) for m in scope.calls_to("requires_grad_") if m.call.args):
+def _freezes(scope: Scope, out: Binding) -> bool:
+    """Whether the scope may freeze the model whose output ``out`` is (then it may be a leaf):
+    a loop over its parameters or ``requires_grad_()`` on it or a part of it."""
+    model = out.value.func.id if isinstance(out.value, ast.Call) \
+        and isinstance(out.value.func, ast.Name) else None
+    if model is None:
         return True
-    return any(is_false(b.value) for n, bs in scope.bindings.items()
-               if n.endswith(".requires_grad") for b in bs)
+    for m in scope.method_calls:
+        if m.method == "requires_grad_" and (m.receiver == model
+                                             or m.receiver.startswith(model + ".")):
+            return True
+    for s in scope.stmts:
+        if isinstance(s, (ast.For, ast.AsyncFor)) and isinstance(s.iter, ast.Call) \
+                and isinstance(s.iter.func, ast.Attribute) \
+                and (dotted(s.iter.func.value) or "").partition(".")[0] == model \
+                and any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
+                        for n in ast.walk(s)):
+            return True
+    return False
 
 
 class RequiresGradOnNonLeaf(Rule):
@@ -98,7 +111,7 @@ class RequiresGradOnNonLeaf(Rule):
         if got is None:
             return
         b, why = got
-        if why == "a model output" and _freezes(scope):
+        if why == "a model output" and _freezes(scope, b):
             return
         if why in ("made-non-leaf", "rebound"):
             why = "made from a leaf by an operation"

@@ -267,7 +267,7 @@ class GradOfNonLeaf(Rule):
         if any(m.receiver == name for m in scope.calls_to("retain_grad")):
             return
         b, why = got
-        if why == "a model output" and _freezes(scope):
+        if why == "a model output" and _freezes(scope, b):
             return
         yield self.report(node, ctx, related=[Related(ctx.path, b.line, f"`{name}` is computed "
                           "here", ctx.column(b.stmt))], name=name, why=why)
