@@ -244,6 +244,16 @@ class ParameterWrapResetsRequiresGrad(Rule):
             model.classifier.bias = nn.Parameter(torch.zeros(10))
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
             """, at=(4, 24)),
+        Bad("""
+            import torch
+            from torch import nn
+            class Encoder(nn.Module):
+                def __init__(self, vectors):
+                    super().__init__()
+                    self.embed = nn.Embedding(*vectors.shape)
+                    self.embed.weight.requires_grad = False
+                    self.embed.weight = nn.Parameter(vectors)
+            """, at=(8, 28)),
         Good("""
             import torch
             from torch import nn
@@ -275,6 +285,11 @@ class ParameterWrapResetsRequiresGrad(Rule):
                 yield self.report(node, ctx, arg=arg, why=f"`{arg}` was frozen", line=line)
                 return
         if target and "." in target:
+            line = self._frozen_at(scope, target, stmt.lineno)
+            if line:
+                yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
+                                  why=f"freezing `{target}`", line=line)
+                return
             for f in grad_flags(scope):
                 if f.stmt.lineno < stmt.lineno and not f.value and not f.conditional \
                         and covers(f.root, target):
