@@ -263,3 +263,38 @@ def test_non_differentiable_cut_needs_the_tracer_and_degrades_without_it(
     plain = _reasons(_fail(Extras("argmax"), step))["extra"]
     assert "no gradient path from the loss reaches it" in plain and "argmax" in plain
     assert f"flow_models.py:{line_of('argmax')}" in plain  # its first use is still named
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, drop_w_grad: bool) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.drop = drop_w_grad
+        return x * w  # <- function-forward
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        x, w = ctx.saved_tensors
+        return g * w, None if ctx.drop else (g * x).sum(0), None
+
+
+class _UsesFunction(nn.Module):
+    def __init__(self, drop: bool) -> None:
+        super().__init__()
+        self.lin, self.w, self.drop = nn.Linear(3, 3), nn.Parameter(torch.ones(3)), drop
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _Scale.apply(self.lin(x), self.w, self.drop)
+
+
+def test_custom_function_whose_backward_drops_a_gradient() -> None:
+    step = (torch.randn(2, 3), lambda o: o.sum())
+    assert len(assert_gradients_flow(_UsesFunction(drop=False), step).flowing) == 3
+    reasons = _reasons(_fail(_UsesFunction(drop=True), step))
+    assert set(reasons) == {"w"}
+    assert "custom autograd.Function `_Scale.forward`" in reasons["w"]
+    assert "`_Scale.backward` returns" in reasons["w"] and "grad mode off" not in reasons["w"]
+    import inspect
+    lines, first = inspect.getsourcelines(_Scale.forward)
+    line = first + next(i for i, t in enumerate(lines) if "# <- function-forward" in t)
+    assert f"test_flow.py:{line}" in reasons["w"]

@@ -122,6 +122,13 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
                                 "(see GT105)", w)
         return ParamProblem(name, "none", "grad is None: not used in the forward pass (no torch "
                             "operation read it during the step)")
+    if use.grad_on == 0 and use.grad_off == 0 and use.in_function:
+        owner = use.in_function.rsplit(".", 1)[0]
+        return ParamProblem(name, "none", f"grad is None: it is only used inside the custom "
+                            f"autograd.Function `{use.in_function}` (at {use.off_at}), so its "
+                            f"gradient is what `{owner}.backward` returns for that input: it "
+                            "returned None (or that Function's output does not reach the loss)",
+                            use.off_at)
     if use.grad_on == 0 and use.off_inside == "torch.utils.checkpoint":
         return ParamProblem(name, "none", "grad is None: only used inside torch.utils.checkpoint "
                             f"(called at {use.off_at}) with use_reentrant=True, which runs the "

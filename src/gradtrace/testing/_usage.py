@@ -78,6 +78,7 @@ class Use:
     off_at: Where | None = None
     off_switch: GradSwitch | None = None
     off_inside: str = ""
+    in_function: str = ""
 
 
 @dataclass
@@ -115,6 +116,16 @@ def upstream_leaves(t: Tensor, limit: int = 20000) -> set[int]:
             out.add(id(var))
         stack.extend(n for n, _ in node.next_functions)
     return out
+
+
+def _custom_function(frame: Any) -> str:
+    """``Name.forward`` if ``frame`` is the forward of a custom autograd.Function."""
+    back = getattr(frame, "f_back", None)
+    if back is None or not back.f_code.co_filename.replace("\\", "/").endswith(
+            "torch/autograd/function.py"):
+        return ""
+    code = frame.f_code
+    return getattr(code, "co_qualname", code.co_name)
 
 
 def _torch_context() -> str:
@@ -173,12 +184,18 @@ class UsageMode(TorchFunctionMode):
         if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
             use.grad_on += 1
             return
+        frame = user_frame(1)
+        fn = _custom_function(frame)
+        if fn:  # a custom autograd.Function's forward always runs with grad mode off
+            use.in_function = use.in_function or fn
+            if use.off_at is None:
+                use.off_at = user_where(1)
+            return
         use.grad_off += 1
         if use.off_at is None:
             use.off_at = user_where(1)
             use.off_inside = _torch_context()
-            use.off_switch = find_grad_switch(user_frame(1),
-                                              inference=torch.is_inference_mode_enabled())
+            use.off_switch = find_grad_switch(frame, inference=torch.is_inference_mode_enabled())
 
     def _cut(self, t: Tensor, op: str) -> None:
         where = user_where(1)
