@@ -298,3 +298,17 @@ def test_custom_function_whose_backward_drops_a_gradient() -> None:
     lines, first = inspect.getsourcelines(_Scale.forward)
     line = first + next(i for i, t in enumerate(lines) if "# <- function-forward" in t)
     assert f"test_flow.py:{line}" in reasons["w"]
+
+
+def test_parameter_used_through_a_view_property_then_detached() -> None:
+    class ViaT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w, self.b = nn.Parameter(torch.randn(3, 3)), nn.Parameter(torch.zeros(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.w.T.detach() + self.b
+
+    reasons = _reasons(_fail(ViaT(), (torch.randn(2, 3), lambda o: o.sum())))
+    assert set(reasons) == {"w"} and "via `.detach()`" in reasons["w"]
+    assert "not used" not in reasons["w"]

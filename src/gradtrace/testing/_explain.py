@@ -114,7 +114,7 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
         return ParamProblem(name, "none", f"grad is None: the step froze it (requires_grad set "
                             f"to False at {w})", w)
     use = usage.uses.get(pid)
-    if use is None:
+    if use is None and pid not in usage.cuts:
         if pid in usage.data_reads:
             w = usage.data_reads[pid]
             return ParamProblem(name, "none", f"grad is None: it is only read through `.data` "
@@ -122,6 +122,9 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
                                 "(see GT105)", w)
         return ParamProblem(name, "none", "grad is None: not used in the forward pass (no torch "
                             "operation read it during the step)")
+    if use is None:  # only seen upstream of a cut (used through an op we do not see)
+        cut, where = cut_reason(p, usage, tracer)
+        return ParamProblem(name, "none", f"grad is None: {cut}", where)
     if use.grad_on == 0 and use.grad_off == 0 and use.in_function:
         owner = use.in_function.rsplit(".", 1)[0]
         return ParamProblem(name, "none", f"grad is None: it is only used inside the custom "

@@ -28,6 +28,7 @@ _META = {"size", "dim", "numel", "__len__", "__repr__", "__format__", "__str__",
 _LEAVE = {"detach": "`.detach()`", "detach_": "`.detach_()`", "item": "`.item()`",
           "tolist": "`.tolist()`", "__float__": "`float()`", "__int__": "`int()`",
           "__index__": "an index conversion", "numpy": "`.numpy()`", "__array__": "numpy"}
+_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}  # properties that return a view
 _INTERNAL: dict[CodeType, bool] = {}
 
 
@@ -213,6 +214,8 @@ class UsageMode(TorchFunctionMode):
         if args and id(args[0]) in self.params and self.params[id(args[0])] is args[0]:
             if name == "__set__" and attr == "requires_grad":
                 self._freeze(args[0], args[1] if len(args) > 1 else True)
+            elif name == "__get__" and attr in _VIEW_ATTRS:
+                self._use(args[0])
             elif name == "__get__" and attr == "data":
                 self.usage.data_reads.setdefault(id(args[0]), user_where(1))
         elif name == "__get__" and attr == "data" and args and isinstance(args[0], Tensor) \
