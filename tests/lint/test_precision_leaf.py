@@ -279,3 +279,24 @@ def test_shapes_have_bad_twins() -> None:
     """).strip() + "\n"
     codes = sorted((f.code, f.line) for f in check_source(bad, "bad.py", select=["GT3", "GT4"]))
     assert codes == [("GT301", 6), ("GT304", 11), ("GT404", 9)]
+
+
+def test_frozen_batchnorm_copy_is_silent() -> None:
+    """A local module class may keep weight/bias as buffers (frozen BN): copy_ is fine."""
+    src = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class FrozenBN(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.register_buffer("weight", torch.ones(n))
+                self.register_buffer("bias", torch.zeros(n))
+        def swap_bn(model):
+            for name, module in model.named_children():
+                if isinstance(module, nn.BatchNorm2d):
+                    new = FrozenBN(module.num_features)
+                    new.weight.copy_(module.weight)
+                    new.bias.copy_(module.bias)
+                    model._modules[name] = new
+    """).strip() + "\n"
+    assert check_source(src, "bn.py", select=["GT3", "GT4"]) == []

@@ -322,8 +322,9 @@ class InplaceUpdateOfLeaf(Rule):
             scope = ctx.scope()
             b = scope.binding_before(root, line)
             if b is not None and b.value is not None and module_ctor(b.value, ctx) \
-                    and owns_params(b.value, ctx):
-                return b.stmt
+                    and owns_params(b.value, ctx) \
+                    and (ctx.call_name(b.value) or "").startswith("torch.nn."):
+                return b.stmt  # a torch.nn layer's weight/bias are Parameters (not buffers)
         if scope_mentions(ctx, "requires_grad", "Parameter", ".backward(") \
                 and _maybe_leaf_text(ctx, name):
             scope = ctx.scope()
