@@ -206,3 +206,23 @@ def test_plugin_import_does_not_import_torch(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["GRADTRACE_LOADED=True TORCH_IMPORTED=False"])
+
+
+def test_unavailable_tracing_warns_once_and_runs_the_tests(pytester: pytest.Pytester,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gradtrace.runtime.trace", None)  # import now fails
+    pytester.makepyfile(test_two="""
+        def test_a():
+            assert 1 == 2
+
+        def test_b():
+            pass
+    """)
+    result = _run(pytester, "--gradtrace")
+    result.assert_outcomes(passed=1, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*PytestWarning: gradtrace: tracing unavailable, tests run "
+                                 "untraced (ModuleNotFoundError*"])
+    assert "gradtrace diagnosis" not in result.stdout.str()
