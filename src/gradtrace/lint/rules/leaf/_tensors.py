@@ -227,6 +227,9 @@ def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
         and last not in ("Optimizer",)
 
 
+COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
+
+
 def stmt_lines(s: ast.stmt) -> range:
     return range(s.lineno, (s.end_lineno or s.lineno) + 1)
 
@@ -244,7 +247,8 @@ def node_mentions(ctx: Context, node: ast.AST, *words: str) -> bool:
     """Whether the source lines of ``node`` contain one of ``words`` (no copying)."""
     starts = _line_starts(ctx)
     a = starts[min(node.lineno, len(starts) - 1)]  # type: ignore[attr-defined]
-    b = starts[min((node.end_lineno or node.lineno) + 1, len(starts) - 1)]  # type: ignore[attr-defined]
+    end = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
+    b = starts[min(end + 1, len(starts) - 1)]
     text = ctx.text
     return any(text.find(w, a, b) != -1 for w in words)
 

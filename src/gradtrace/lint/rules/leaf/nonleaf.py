@@ -12,7 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf.flags import _freezes
 from gradtrace.lint.rules.leaf._tensors import (
-    derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
+    COMPOUND, derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
     optimizer_param_exprs, scope_mentions,
 )
 
@@ -22,8 +22,7 @@ def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
     ctx = scope.ctx
     end = _rebound_after(scope, name, line)
     for s in scope.stmts:
-        if s.lineno <= line or s.lineno >= end or isinstance(s, (ast.For, ast.While, ast.If,
-                                                                  ast.With, ast.Try)):
+        if s.lineno <= line or s.lineno >= end or isinstance(s, COMPOUND):
             continue
         for n in ast.walk(s):
             if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name:

@@ -1,4 +1,4 @@
-"""GT301-GT302: manual updates of leaf tensors that break them (rebinding, in-place with grad on)."""
+"""GT301-GT302: manual updates that break leaf tensors (rebinding; in-place with grad on)."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._tensors import (
-    NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, scope_mentions, torch_alias,
+    COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, scope_mentions, torch_alias,
 )
 
 SYMBOL = {ast.Sub: "-", ast.Add: "+"}
@@ -45,8 +45,7 @@ def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
 def _grad_read_after(scope: Scope, name: str, line: int) -> int | None:
     """The first line after ``line`` reading ``name.grad``."""
     for s in scope.stmts:
-        if s.lineno > line and not isinstance(s, (ast.For, ast.While, ast.If, ast.With,
-                                                   ast.Try)) and reads_grad_of(s, name):
+        if s.lineno > line and not isinstance(s, COMPOUND) and reads_grad_of(s, name):
             return s.lineno
     return None
 

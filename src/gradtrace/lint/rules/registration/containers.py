@@ -7,7 +7,6 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
     COPY_METHODS, grad_factory, is_parameter_call, made_non_leaf, nn_alias,
@@ -47,7 +46,7 @@ def _registers_dynamically(cls: ast.ClassDef) -> bool:
     for n in ast.walk(cls):
         if isinstance(n, ast.Call):
             f = n.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             if name in ("add_module", "register_module", "register_parameter", "setattr"):
                 return True
     return False
@@ -176,14 +175,17 @@ class ModulesInPlainContainer(Rule):
                 attr = _self_attr(t)
                 if attr is not None:
                     assigns.setdefault(attr, []).append(n)
-                elif isinstance(t, ast.Subscript) and _self_attr(t.value):
-                    fills.setdefault(_self_attr(t.value), []).append((n, n.value))  # type: ignore[arg-type]
+                elif isinstance(t, ast.Subscript):
+                    sub = _self_attr(t.value)
+                    if sub is not None:
+                        fills.setdefault(sub, []).append((n, n.value))
             elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) \
                     and isinstance(n.value.func, ast.Attribute) \
                     and n.value.func.attr in ("append", "extend", "insert", "update") \
-                    and _self_attr(n.value.func.value) and n.value.args:
-                fills.setdefault(_self_attr(n.value.func.value), []).append(  # type: ignore[arg-type]
-                    (n, n.value.args[-1]))
+                    and n.value.args:
+                sub = _self_attr(n.value.func.value)
+                if sub is not None:
+                    fills.setdefault(sub, []).append((n, n.value.args[-1]))
         for attr, stmts in assigns.items():
             if len(stmts) != 1:
                 continue
@@ -213,11 +215,12 @@ class ModulesInPlainContainer(Rule):
         if not learn:
             return
         what = "layers" if "module" in learn else "parameters"
-        cls = ("Module" if what == "layers" else "Parameter") + ("List" if kind == "list" else "Dict")
+        cls = ("Module" if what == "layers" else "Parameter") + kind.capitalize()
         nn = nn_alias(ctx)
         fix = None
-        if nn is not None and not (kind == "dict" and isinstance(value, ast.Dict) and any(
-                not (isinstance(k, ast.Constant) and isinstance(k.value, str)) for k in value.keys)):
+        str_keys = not isinstance(value, ast.Dict) or all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys)
+        if nn is not None and str_keys:
             src = ctx.source(value)
             inner = "" if _is_empty(value) else (f"[{src[1:-1]}]" if isinstance(
                 value, (ast.Tuple, ast.GeneratorExp)) and src.startswith("(") else src)

@@ -110,7 +110,8 @@ class RequiresGradAttributeOnModule(Rule):
         if not is_mod:
             return
         fix = self.fix(ctx.edit(node, f"{name}.requires_grad_({ctx.source(node.value)})"))
-        verb = "unfrozen" if is_true(node.value) else "frozen" if is_false(node.value) else "changed"
+        verb = "unfrozen" if is_true(node.value) else \
+            "frozen" if is_false(node.value) else "changed"
         yield self.report(node, ctx, fix=fix, name=name, verb=verb)
 
 
@@ -173,8 +174,8 @@ class FreezeUndoesTraining(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        top = [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef,
-                                                              ast.AsyncFunctionDef))]
+        defs = (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)
+        top = [s for s in node.body if not isinstance(s, defs)]
         if any("requires_grad" in ln for s in top
                for ln in ctx.lines[s.lineno - 1:s.end_lineno]):
             yield from self._scan(ctx.scope(node), ctx)
