@@ -61,7 +61,10 @@ CUT_FUNCS = {
 }
 # tensor constructors that copy their data argument into a new leaf
 REBUILD_FUNCS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor",
-                           "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy"})
+                           "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy",
+                           "torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# calls whose result is a (values, indices) pair when given a dim
+PAIR_METHODS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
 # results with no history whatever the arguments
 FRESH_FUNCS = frozenset({
     "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
@@ -93,8 +96,8 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
                                "device", "label_smoothing", "p", "eps", "reduce",
                                "size_average", "beta", "delta", "margin", "log_target",
                                "non_blocking", "axis", "num_classes"})
-LOSS_CALLABLE_NAMES = frozenset({"criterion", "loss_fn", "loss_func", "loss_fct",
-                                 "loss_function", "criterion_fn"})
+LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
+                              re.IGNORECASE)
 TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|"
                        r"batch_nb|.*_(labels?|targets?|gt|true|ids))$")
 DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
@@ -261,8 +264,9 @@ class LossPaths:
         owner = dotted(recv) or ""
         if self.ctx.qualified_name(func) == "torch.autograd.backward":
             return call.args[0] if call.args else None
-        if call.args and (func.attr == "manual_backward" or BACKWARD_OWNERS.search(owner)):
-            return call.args[0]
+        if call.args and (func.attr == "manual_backward" or BACKWARD_OWNERS.search(owner)
+                          or owner.partition(".")[0] in self.ctx.imports.aliases):
+            return call.args[0]  # ``accelerator.backward(loss)``, ``dist_autograd.backward``
         if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
                 and recv.func.attr == "scale" and len(recv.args) == 1:
             return recv.args[0]
@@ -444,6 +448,8 @@ class LossPaths:
         if b.value is not None:
             return self.trace(b.value, s, b.line)
         if isinstance(s, ast.Assign):  # tuple unpacking: the whole right-hand side
+            if _unpacks_indices(s, b.name, self.ctx):
+                return self._cut(NONDIFF, s.value, [_pair_source(s.value)], s, b.line)
             return self.trace(s.value, s, b.line)
         if isinstance(s, (ast.For, ast.AsyncFor)):
             if DATA_ITER_RE.search(self.ctx.source(s.iter)):
@@ -537,7 +543,7 @@ class LossPaths:
         return hit
 
     def _pure_loss_name(self, name: str) -> bool:
-        if name.rpartition(".")[2] in LOSS_CALLABLE_NAMES:
+        if LOSS_CALLABLE_RE.match(name.rpartition(".")[2]):
             return True
         values = [b.value for b in self.scope.bindings.get(name, ())]
         if not values:
@@ -552,6 +558,33 @@ class LossPaths:
         if not e.args:
             return DEAD
         return self._cut(REBUILD, e, [e.args[0]], use, line)
+
+
+def _unpacks_indices(s: ast.Assign, name: str, ctx: Context) -> bool:
+    """``_, preds = torch.max(out, 1)`` / ``v, idx = out.topk(k)``: ``name`` is the indices."""
+    v = s.value
+    if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or \
+            len(s.targets[0].elts) != 2 or not isinstance(v, ast.Call):
+        return False
+    second = s.targets[0].elts[1]
+    if not (isinstance(second, ast.Name) and second.id == name):
+        return False
+    f = v.func
+    qual = ctx.qualified_name(f) or ""
+    if qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS:
+        return len(v.args) >= 2 or any(k.arg == "dim" for k in v.keywords)
+    if isinstance(f, ast.Attribute) and f.attr in PAIR_METHODS and not qual.startswith("torch."):
+        return bool(v.args) or any(k.arg in ("dim", "k") for k in v.keywords)
+    return False
+
+
+def _pair_source(v: ast.expr) -> ast.expr:
+    """``out`` in ``torch.max(out, 1)`` and in ``out.max(1)``."""
+    assert isinstance(v, ast.Call)
+    f = v.func
+    if isinstance(f, ast.Attribute) and dotted(f.value) != "torch" or not v.args:
+        return f.value if isinstance(f, ast.Attribute) else v
+    return v.args[0]
 
 
 def _peel(e: ast.expr) -> ast.expr:
