@@ -1,0 +1,37 @@
+"""`gradtrace run --report out.html script.py` watches what the script trains (watch_all)."""
+from __future__ import annotations
+
+SCRIPT = """
+import torch, torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 2)
+        self.aux = nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for step in range(6):
+    loss = nn.functional.mse_loss(net(torch.randn(16, 8)), torch.zeros(16, 2))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("trained")
+"""
+
+
+def test_run_report_writes_one_html_with_the_trained_model(cli) -> None:  # type: ignore[no-untyped-def]
+    cli.write("train.py", SCRIPT)
+    proc = cli("run", "--report", "out.html", "train.py")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"trained" in proc.stdout
+    html = (cli.cwd / "out.html").read_text(encoding="utf-8")
+    assert "<h2>Net</h2>" in html and "6 steps" in html
+    assert "GT850" in html and "`aux.weight`, `aux.bias`" in html
+    assert "body.weight" in html and "<svg" in html
