@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, _worth, band_aids, related_for, short,
 )
-from gradtrace.lint.rules.graph_breaks._paths import DATA, DETACH, NONDIFF, loss_paths
+from gradtrace.lint.rules.graph_breaks._paths import (
+    DATA, DETACH, NONDIFF, LossPaths, loss_paths,
+)
 
 
 class DataInLoss(LossCutRule):
@@ -64,7 +69,60 @@ class DataInLoss(LossCutRule):
                         p.data.clamp_(-1, 1)
                 print(loss.data)
             """),
+        Bad("""
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    h = self.encoder(x).data
+                    h = self.act(self.proj(h))
+                    return self.head(h)
+            """, at=(5, 12)),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    with torch.no_grad():
+                        self.scale.data.clamp_(min=1e-3)
+                    h = self.encoder(x)
+                    stats = h.data.mean()
+                    self.running.data.mul_(0.9).add_(0.1 * stats)
+                    return self.head(h) * self.scale
+            """),
     ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        found = list(self._check(node, ctx))
+        yield from found
+        if node.name == "forward" and _worth(node, ctx) and _file_has(ctx, self.needs):
+            seen = {(f.line, f.column) for f in found}
+            yield from (f for f in self._forward_chain(node, ctx)
+                        if (f.line, f.column) not in seen)
+
+    def _forward_chain(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        """``h = self.layer(x).data`` in ``forward`` with ``h`` flowing into the return value:
+        every layer before the ``.data`` is cut from the gradient of the module's output."""
+        lp = loss_paths(ctx, node)
+        if not lp._in_module_class():
+            return
+        scope = lp.scope
+        returned = _return_deps(scope)
+        for s in scope.stmts:
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned
+                    and scope.grad_off_at(s) is None):
+                continue
+            for n in ast.walk(s.value):
+                if isinstance(n, ast.Attribute) and n.attr == "data" and _layer_output(n.value, lp):
+                    rel = (Related(ctx.path, s.lineno, f"`{s.targets[0].id}` flows into the "
+                                   f"value `forward` returns", ctx.column(s)),)
+                    yield self.report(n, ctx, related=rel, expr=short(ctx.source(n)),
+                                      operand=short(ctx.source(n.value)),
+                                      consequence="every layer before it is cut from the "
+                                                  "gradient of this module's output")
+                    break
 
 
 class DetachedLossTerm(LossCutRule):
@@ -291,3 +349,30 @@ class RequiresGradBandAid(Rule):
                     loss=short(ctx.source(v.sink.value), 30),
                     line=v.sink.node.lineno,  # type: ignore[attr-defined]
                     cause=f"; the graph was cut at line {first.node.lineno}")
+
+
+def _return_deps(scope: Scope) -> set[str]:
+    """Names the return values of a function are built from, through its assignments."""
+    todo = [n.id for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
+            for n in ast.walk(s.value) if isinstance(n, ast.Name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for b in scope.bindings.get(name, ()):
+            if b.value is not None:
+                todo.extend(n.id for n in ast.walk(b.value) if isinstance(n, ast.Name))
+    return seen
+
+
+def _layer_output(e: ast.expr, lp: LossPaths) -> bool:
+    """A call's result (``self.encoder(x)``), not a parameter or buffer (``self.weight``)."""
+    if isinstance(e, ast.Call):
+        return lp.trace(e, lp.scope.statement_of(e), e.lineno).live
+    if isinstance(e, ast.Name):
+        b = lp.scope.binding_before(e.id, e.lineno)
+        return b is not None and isinstance(b.value, ast.Call) and \
+            lp.trace(b.value, b.stmt, b.line).live
+    return False
