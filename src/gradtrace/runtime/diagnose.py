@@ -167,8 +167,8 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
             fix = "detach what is carried across iterations (e.g. h = h.detach())"
         else:
             kind, msg = "graph-reused-across-steps", (
-                f"the value computed here ({src(made)}) once, before the loop, is reused in every"
-                " iteration; the first backward() freed its graph")
+                f"the value computed here ({src(made)}) is computed once and used again after a "
+                "backward() at this line freed its graph (built before the loop and reused?)")
             fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
         stepped = state.after_step is not None or state.step_seq > freed_seq

@@ -186,8 +186,14 @@ def _number_backward(pat: ErrorPattern, exc: BaseException, frame: types.FrameTy
 
 def _none_assigned(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, site: Site,
                    state: Any) -> list[Finding]:
-    attr = getattr(exc, "name", None) or str(exc).rsplit("'", 2)[-2]
-    for recv in _receivers(_stmt(site), attr):
+    tree = _stmt(site)
+    if "not callable" in str(exc):
+        names = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call)] if tree else []
+        attr = "__call__"
+    else:
+        attr = getattr(exc, "name", None) or str(exc).rsplit("'", 2)[-2]
+        names = _receivers(tree, attr)
+    for recv in names:
         if not isinstance(recv, ast.Name):
             continue
         where = _none_assignment(site, recv.id)
@@ -195,7 +201,7 @@ def _none_assigned(pat: ErrorPattern, exc: BaseException, frame: types.FrameType
             return [make(code_for("none-result-assigned", pat.code), where[0],
                          f"`{recv.id}` was replaced by the return value of `.{where[1]}()` here "
                          f"({src(where[0])}), which is not the object", fix=pat.fix,
-                         related=[(site, f"`{recv.id}.{attr}` failed here")])]
+                         related=[(site, f"using `{recv.id}` failed here")])]
     return []
 
 

@@ -31,8 +31,9 @@ _grad_enabled = torch.is_grad_enabled
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
-    ZEROISH, PASS, DETACH = range(14)
+    ZEROISH, PASS, DETACH, MAYBE_INPLACE = range(15)
 _KIND: dict[Any, int] = {}
+_INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
 _ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
 _ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
 _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
@@ -79,10 +80,28 @@ def classify(func: Any) -> int:
         return ZEROISH
     if name in _PASS_NAMES:
         return PASS
+    pos = _inplace_position(func)
+    if pos >= 0:
+        _INPLACE_ARG[func] = pos
+        return MAYBE_INPLACE
     if (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
             or name == "__setitem__":
         return INPLACE
     return PLAIN
+
+
+def _inplace_position(func: Any) -> int:
+    """Position of an ``inplace`` parameter (F.relu(x, inplace=True)...), or -1."""
+    module = getattr(func, "__module__", "") or ""
+    if not module.startswith("torch.nn.functional"):
+        return -1
+    import inspect
+
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return -1
+    return params.index("inplace") if "inplace" in params else -1
 
 
 def _first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
@@ -164,6 +183,17 @@ class ProvenanceMode(TorchFunctionMode):
                 self._nonleaf_grad(t)
             return out
         return self._special(kind, func, args, kwargs)
+
+    def _maybe_inplace(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        pos = _INPLACE_ARG.get(func, -1)
+        flag = kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False)
+        if flag:
+            return self._inplace(func, args, kwargs)
+        out = func(*args, **kwargs)
+        self.seq += 1
+        if isinstance(out, Tensor):
+            self._after(func, args, out)
+        return out
 
     # -- the common path -------------------------------------------------------------------
     def _after(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
@@ -403,6 +433,7 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     ZEROISH: ProvenanceMode._zeroish,
     RG_SET: ProvenanceMode._rg_set,
     BACKWARD: ProvenanceMode._backward,
+    MAYBE_INPLACE: ProvenanceMode._maybe_inplace,
     AGRAD: ProvenanceMode._backward,
 }
 
