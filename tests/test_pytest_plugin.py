@@ -1,6 +1,8 @@
 """The gradtrace pytest plugin, through the real pytest (``pytester``)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -105,10 +107,11 @@ def test_option_puts_the_diagnosis_in_the_failure_report(pytester: pytest.Pytest
     result = _run(pytester, "--gradtrace")
     result.assert_outcomes(passed=1, failed=2, skipped=1)
     cut = _section(result, "test_body_gets_grad")
-    assert f"test_model.py:{cut_line}:1: GT820" in cut
+    assert re.search(rf"test_model.py:{cut_line}:1: GT\d{{3}} ", cut)
     assert "Net.body.weight" in cut and "`detach`" in cut
     crash = _section(result, "test_backward_under_no_grad")
-    assert f"test_model.py:{cut_line + 1}:1: GT800" in crash  # the head ran under no_grad
+    # the head's linear ran under no_grad
+    assert re.search(rf"test_model.py:{cut_line + 1}:1: GT\d{{3}} .*has no grad_fn", crash)
     assert f"test_model.py:{off_line}: grad mode was turned off here" in crash
     assert "compute the training forward pass outside torch.no_grad()" in crash
 
@@ -125,7 +128,7 @@ def test_ini_option_turns_tracing_on(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ngradtrace = true\n")
     result = _run(pytester, "-k", "no_grad")
     result.assert_outcomes(failed=1, deselected=3)
-    assert "GT800" in _section(result, "test_backward_under_no_grad")
+    assert "has no grad_fn" in _section(result, "test_backward_under_no_grad")
 
 
 def test_marker_traces_only_the_marked_test(pytester: pytest.Pytester) -> None:
@@ -134,7 +137,8 @@ def test_marker_traces_only_the_marked_test(pytester: pytest.Pytester) -> None:
     path = pytester.makepyfile(test_model=marked)
     result = _run(pytester, "--strict-markers")
     result.assert_outcomes(passed=1, failed=2, skipped=1)
-    assert f"test_model.py:{_line(path, 'cut')}:1: GT820" in _section(result, "test_body_gets_grad")
+    cut = _section(result, "test_body_gets_grad")
+    assert re.search(rf"test_model.py:{_line(path, 'cut')}:1: GT\d{{3}} Net.body.weight", cut)
     assert _section(result, "test_backward_under_no_grad") == ""
 
 
@@ -208,9 +212,8 @@ def test_plugin_import_does_not_import_torch(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["GRADTRACE_LOADED=True TORCH_IMPORTED=False"])
 
 
-def test_unavailable_tracing_warns_once_and_runs_the_tests(pytester: pytest.Pytester,
-                                                            monkeypatch: pytest.MonkeyPatch
-                                                            ) -> None:
+def test_unavailable_tracing_warns_once_and_runs_the_tests(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "gradtrace.runtime.trace", None)  # import now fails
