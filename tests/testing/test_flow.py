@@ -40,7 +40,7 @@ def test_detached_second_head_fails_naming_its_parameters_and_the_detach_line() 
     assert "head2.weight, head2.bias" in text and where in text
     assert "2 of 8 trainable parameters of TwoHeads" in text
     assert {f.line for f in err.result.findings} == {line_of("detach")}
-    assert {f.code for f in err.result.findings} == {"GT820"}
+    assert {(f.code, f.name) for f in err.result.findings} == {("GT107", "detached-loss-term")}
     assert all(f.source == "runtime" for f in err.result.findings)
 
 
@@ -90,14 +90,15 @@ def test_nonfinite_gradient_fails_unless_check_finite_is_off() -> None:
     assert "extra" in assert_gradients_flow(Extras("nan"), step, check_finite=False).flowing
 
 
-@pytest.mark.parametrize("problem, expected, marker", [
-    ("unused", "not used in the forward pass", None),
-    ("no_grad", "only used with grad mode off", "no_grad"),
-    ("data", "only read through `.data`", "data"),
-    ("freeze", "the step froze it (requires_grad set to False", "freeze"),
-    ("argmax", "the graph was cut at", "argmax"),
+@pytest.mark.parametrize("problem, expected, marker, code", [
+    ("unused", "not used in the forward pass", None, "GT820"),
+    ("no_grad", "only used with grad mode off", "no_grad", "GT201"),
+    ("data", "only read through `.data`", "data", "GT105"),
+    ("freeze", "the step froze it (requires_grad set to False", "freeze", "GT820"),
+    ("argmax", "the graph was cut at", "argmax", "GT108"),
 ])
-def test_reason_for_a_missing_gradient(problem: str, expected: str, marker: str | None) -> None:
+def test_reason_for_a_missing_gradient(problem: str, expected: str, marker: str | None,
+                                       code: str) -> None:
     model = Extras(problem)
     err = _fail(model, (torch.randn(3, 4), lambda o: o.sum()))
     reason = _reasons(err)["extra"]
@@ -106,6 +107,7 @@ def test_reason_for_a_missing_gradient(problem: str, expected: str, marker: str 
     if marker is not None:
         assert f"flow_models.py:{line_of(marker)}" in reason
         assert err.result.findings[0].line == line_of(marker)
+    assert err.result.findings[0].code == code
     assert model.extra.requires_grad  # the freeze inside the step was undone
 
 
@@ -124,6 +126,7 @@ def test_model_recreated_after_optimizer_gets_a_hint() -> None:
     err = _fail(model, (torch.randn(3, 4), lambda o: o.sum()), optimizer=[opt])
     assert {p.name for p in err.result.problems} == {"fc.weight", "fc.bias", "extra"}
     assert "re-created" in err.result.problems[0].reason
+    assert err.result.findings[0].code == "GT404"
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:

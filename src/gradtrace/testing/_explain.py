@@ -39,6 +39,7 @@ class ParamProblem:
     kind: str
     reason: str
     where: Where | None = None
+    code: str = ""  # the static rule's code when one describes the cause (GT107 for .detach())
 
 
 @dataclass(frozen=True)
@@ -119,12 +120,12 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
             w = usage.data_reads[pid]
             return ParamProblem(name, "none", f"grad is None: it is only read through `.data` "
                                 f"(at {w}), which bypasses autograd; use the parameter itself "
-                                "(see GT105)", w)
+                                "(see GT105)", w, "GT105")
         return ParamProblem(name, "none", "grad is None: not used in the forward pass (no torch "
                             "operation read it during the step)")
     if use is None:  # only seen upstream of a cut (used through an op we do not see)
-        cut, where = cut_reason(p, usage, tracer)
-        return ParamProblem(name, "none", f"grad is None: {cut}", where)
+        cut, where, code = cut_reason(p, usage, tracer)
+        return ParamProblem(name, "none", f"grad is None: {cut}", where, code)
     if use.grad_on == 0 and use.grad_off == 0 and use.in_function:
         owner = use.in_function.rsplit(".", 1)[0]
         return ParamProblem(name, "none", f"grad is None: it is only used inside the custom "
@@ -140,60 +141,68 @@ def why_none(name: str, p: Tensor, usage: Usage, tracer: Any) -> ParamProblem:
                             "use_reentrant=False", use.off_at)
     if use.grad_on == 0:
         sw = use.off_switch
+        code = "GT204" if use.off_inference else "GT201"
         text = f"grad is None: only used with grad mode off (at {use.off_at})"
         if sw is not None:
             text += f"; grad mode was turned off by {sw.describe()}"
-            return ParamProblem(name, "none", text, Where(display_path(sw.path), sw.line, sw.text))
-        return ParamProblem(name, "none", text, use.off_at)
-    cut, where = cut_reason(p, usage, tracer)
+            where = Where(display_path(sw.path), sw.line, sw.text)
+            return ParamProblem(name, "none", text, where, code)
+        return ParamProblem(name, "none", text, use.off_at, code)
+    cut, where, code = cut_reason(p, usage, tracer)
     if cut:
         seen = f" (it is first used at {use.first})" if use.first and use.first != where else ""
-        return ParamProblem(name, "none", f"grad is None: {cut}{seen}", where)
+        return ParamProblem(name, "none", f"grad is None: {cut}{seen}", where, code)
     first = f"used in forward (first at {use.first})" if use.first else "used in forward"
     return ParamProblem(name, "none", f"grad is None: {first}, but {_NO_PATH}", use.first)
 
 
-def cut_reason(p: Tensor, usage: Usage, tracer: Any) -> tuple[str, Where | None]:
-    """'' or "a value computed from it left the graph at file:line via .detach()"."""
+def cut_reason(p: Tensor, usage: Usage, tracer: Any) -> tuple[str, Where | None, str]:
+    """``(text, where, code)``: "a value computed from it left the graph at file:line via
+    .detach()", or ``("", None, "")`` when no cut is known."""
     cuts = usage.cuts.get(id(p), [])
     strong = [c for c in cuts if c[1] not in _ITEMISH]
     if strong:
         where, op = strong[0]
-        return f"a value computed from it left the graph at {where} via {op}{_see(op)}", where
+        code = _static_code(op)
+        return f"a value computed from it left the graph at {where} via {op}{_see(op)}", where, \
+            code if code != "GT102" else ""
     traced = _traced_cut(p, tracer)
     if traced[0]:
         return traced
     if cuts:
         where, op = cuts[0]
-        return f"a value computed from it left the graph at {where} via {op}{_see(op)}", where
-    return "", None
+        return f"a value computed from it left the graph at {where} via {op}{_see(op)}", where, ""
+    return "", None, ""
+
+
+def _static_code(op: str) -> str:
+    """The static rule that flags this kind of cut in source ('' if none)."""
+    code = {"`.detach()`": "GT107", "`.detach_()`": "GT107", "`.data`": "GT105"}.get(op, "")
+    return "GT102" if not code and op in _ITEMISH else code
 
 
 def _see(op: str) -> str:
-    """The static rule that flags this kind of cut in source."""
-    code = {"`.detach()`": "GT107", "`.detach_()`": "GT107", "`.data`": "GT105"}.get(op)
-    if code is None and op in _ITEMISH:
-        code = "GT102"
+    code = _static_code(op)
     return f" (see {code})" if code else ""
 
 
-def _traced_cut(p: Tensor, tracer: Any) -> tuple[str, Where | None]:
+def _traced_cut(p: Tensor, tracer: Any) -> tuple[str, Where | None, str]:
     """The runtime tracer's 'graph cut at file:line' for ``p``, if it recorded one."""
     if tracer is None or not hasattr(tracer, "why_no_grad"):
-        return "", None
+        return "", None, ""
     try:
         f = tracer.why_no_grad(p)
     except Exception:  # the tracer's answer is a bonus
         LOG.debug("gradtrace: tracer.why_no_grad failed", exc_info=True)
-        return "", None
+        return "", None, ""
     if f is None or f.path.startswith("<") or "cut" not in f.message:
-        return "", None
+        return "", None, ""
     import linecache
 
     where = Where(display_path(f.path), f.line, linecache.getline(f.path, f.line).strip())
     at = f.message.find("cut here")
     how = f.message[at + len("cut here"):].lstrip(",: ") if at >= 0 else ""
-    return f"the graph was cut at {where}" + (f": {how}" if how else ""), where
+    return f"the graph was cut at {where}" + (f": {how}" if how else ""), where, f.code
 
 
 def _no_optimizer(trainable: dict[str, Tensor], usage: Usage,
@@ -207,13 +216,15 @@ def _no_optimizer(trainable: dict[str, Tensor], usage: Usage,
     if not missing:
         return []
     why = "it gets a gradient but is in no optimizer's param_groups, so it is never updated"
+    code = ""
     if not any(id(p) in ids for p in trainable.values()):
         shapes = sorted(tuple(q.shape) for q in held)
         if shapes and shapes == sorted(tuple(p.shape) for p in trainable.values()):
             why += (" (the optimizer holds other tensors of exactly these shapes: was the model "
                     "re-created, deep-copied or loaded with assign=True after the optimizer "
                     "was built?)")
-    return [ParamProblem(n, "no-optimizer", why) for n in missing]
+            code = "GT404"
+    return [ParamProblem(n, "no-optimizer", why, None, code) for n in missing]
 
 
 def _class_site(model: nn.Module) -> tuple[str, int]:
@@ -225,8 +236,22 @@ def _class_site(model: nn.Module) -> tuple[str, int]:
     return display_path(path), line
 
 
+def _rule_name(code: str, default: str) -> str:
+    """The kebab-case name of ``code`` from the runtime catalogue (torch-free), or default."""
+    try:
+        from gradtrace.runtime.catalogue import RUNTIME_CODES, STATIC_TWINS
+    except ImportError:
+        return default
+    for twin in STATIC_TWINS.values():
+        if twin[0] == code:
+            return twin[1]
+    return RUNTIME_CODES.get(code, (default, ""))[0]
+
+
 def _finding(model: nn.Module, pr: ParamProblem) -> Finding:
     code, kind = _CODES[pr.kind]
+    if pr.code and pr.code != code:
+        code, kind = pr.code, _rule_name(pr.code, kind)
     path, line = (pr.where.path, pr.where.line) if pr.where else _class_site(model)
     related = ()
     if pr.where is not None:

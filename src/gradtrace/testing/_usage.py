@@ -79,6 +79,7 @@ class Use:
     off_at: Where | None = None
     off_switch: GradSwitch | None = None
     off_inside: str = ""
+    off_inference: bool = False
     in_function: str = ""
 
 
@@ -196,6 +197,7 @@ class UsageMode(TorchFunctionMode):
         if use.off_at is None:
             use.off_at = user_where(1)
             use.off_inside = _torch_context()
+            use.off_inference = torch.is_inference_mode_enabled()
             use.off_switch = find_grad_switch(frame, inference=torch.is_inference_mode_enabled())
 
     def _cut(self, t: Tensor, op: str) -> None:
