@@ -78,8 +78,8 @@ class Encoder(nn.Module):
         return self.fc(self.enc(self.emb(x)).mean(1))
 
 
-def make_transformer(batch: int = 16, seq: int = 64) -> tuple[nn.Module, Callable[[], Batch],
-                                                             Callable]:
+def make_transformer(batch: int = 16,
+                     seq: int = 64) -> tuple[nn.Module, Callable[[], Batch], Callable]:
     """Small transformer encoder classifier, batch 16 x 64 tokens."""
     x, y = torch.randint(0, 1000, (batch, seq)), torch.randint(0, 10, (batch,))
     return Encoder(), lambda: (x, y), F.cross_entropy

@@ -114,7 +114,7 @@ def test_diagnose_without_and_with_tracer():
     with gradtrace.trace() as tr:
         try:
             w = torch.randn(3, requires_grad=True)
-            w.add_(1)
+            w.add_(1)  # noqa: GT302 - the bug under test
         except RuntimeError as e:
             found = diagnose(e, tr)
     assert found[0].code.startswith("GT") and found[0].line == \
@@ -126,7 +126,7 @@ def test_warning_shown_at_user_line(monkeypatch):
     seen: list[tuple[str, int]] = []
     monkeypatch.setattr(warnings, "showwarning",
                         lambda m, c, f, ln, file=None, line=None: seen.append((f, ln)))
-    y = torch.randn(3, requires_grad=True) * 2
+    y = torch.randn(3, requires_grad=True) * 2  # noqa: GT305 - on purpose
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         with gradtrace.trace():

@@ -24,14 +24,14 @@ RUNTIME_CODES: dict[str, tuple[str, str]] = {
     "GT805": ("inplace-on-leaf", "in-place operation on a leaf tensor that requires grad"),
     "GT806": ("backward-on-python-number", "backward() called on a Python/numpy number"),
     "GT807": ("numpy-on-grad-tensor", ".numpy() on a tensor that requires grad"),
-    "GT808": ("inference-tensor-in-autograd", "a tensor made under inference_mode used in autograd"),
+    "GT808": ("inference-tensor-in-autograd", "an inference_mode tensor used in autograd"),
     "GT809": ("optimizer-empty-params", "optimizer built from an empty parameter list"),
     "GT810": ("optimizer-non-leaf", "optimizer given a non-leaf tensor"),
     "GT811": ("custom-function-grad-count", "custom Function.backward returns the wrong count"),
     "GT812": ("grad-input-unused", "autograd.grad over an input not used in the graph"),
     "GT813": ("none-result-assigned", "the None result of an in-place method was assigned back"),
     "GT820": ("parameter-without-gradient", "a trained parameter never received a gradient"),
-    "GT821": ("parameter-in-no-optimizer", "a parameter gets gradients but no optimizer updates it"),
+    "GT821": ("parameter-in-no-optimizer", "a parameter gets gradients but no optimizer uses them"),
     "GT822": ("non-leaf-grad-read", ".grad read on a non-leaf tensor (always None)"),
     "GT823": ("gradients-accumulate-across-steps", "gradients never reset between optimizer steps"),
     "GT824": ("clip-after-step", "gradient clipping after optimizer.step() has no effect"),
@@ -124,7 +124,8 @@ loss.backward()
        """.grad is None for a non-leaf tensor (for example w = w - lr * w.grad or .to()/.double()
        after requires_grad=True made a new tensor), before the first backward(), for a parameter
        not used in the forward pass or frozen, and right after optimizer.zero_grad(), whose default
-       set_to_none=True sets every .grad to None. optimizer.zero_grad() itself never raises this.""",
+       set_to_none=True sets every .grad to None. optimizer.zero_grad() itself never raises
+       this.""",
        """Use optimizer.zero_grad() (or `if p.grad is not None`), update leaves in place under
        torch.no_grad(), and create tensors on the target dtype/device with requires_grad=True.""",
        _HEAD + """w = torch.randn(3, requires_grad=True)

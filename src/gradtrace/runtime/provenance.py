@@ -38,7 +38,8 @@ _ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex
 _ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
 _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
                "__len__", "__hash__", "__bool__", "__contains__", "__iter__", "is_floating_point",
-               "data_ptr", "stride", "element_size", "get_device", "is_contiguous", "storage_offset",
+               "data_ptr", "stride", "element_size", "get_device", "is_contiguous",
+               "storage_offset",
                "untyped_storage", "_typed_storage", "__reduce_ex__", "__deepcopy__", "__setstate__",
                "type", "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
 
@@ -380,8 +381,10 @@ def _grad_switch_name(names: list[str]) -> str:
 def _backward_roots(func: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
     first = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-    roots = [first] if isinstance(first, Tensor) else [t for t in (first or ())
-                                                      if isinstance(t, Tensor)]
+    if isinstance(first, Tensor):
+        roots = [first]
+    else:
+        roots = [t for t in (first or ()) if isinstance(t, Tensor)]
     if func is torch.Tensor.backward:
         retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
         create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)

@@ -16,6 +16,8 @@ from gradtrace.runtime.frames import Site, site_of
 from gradtrace.runtime.records import Counter, Cut, Event, RawSite, created_site, node_name
 
 Tensor = torch.Tensor
+# (site, op, grad_fn names before/after, shape, version before, line that made the tensor)
+InplaceRecord = tuple[Site, str, tuple[str, ...], tuple[int, ...], int, "Site | None"]
 _PRUNE_AT = 4096
 
 
@@ -32,7 +34,7 @@ class TraceState:
         self.grad_off: Site | None = None
         self.grad_off_how = ""
         self.events: dict[tuple[str, Site, str], Counter] = {}
-        self.inplace: deque[tuple[Site, str, tuple[str, ...], tuple[int, ...], int, Site | None]] = \
+        self.inplace: deque[InplaceRecord] = \
             deque(maxlen=512)
         self.backward_count = 0
         self.backward_sites: list[Site] = []
