@@ -45,13 +45,14 @@ class TorchrunResult:
 def torchrun(tmp_path: Path):
     """``torchrun(script, *gradtrace_args, timeout=..)`` -> :class:`TorchrunResult`."""
 
-    def run(script: str, *args: str, timeout: float = 120, env: dict[str, str] | None = None
-            ) -> TorchrunResult:
+    def run(script: str, *args: str, timeout: float = 120, env: dict[str, str] | None = None,
+            launch_only: bool = False) -> TorchrunResult:
         out_json = tmp_path / "findings.json"
+        out_json.unlink(missing_ok=True)
+        ours = [] if launch_only else ["-m", "gradtrace", "run", "--json-out", str(out_json)]
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
                "--nproc-per-node=2", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
-               "--monitor-interval=0.1", "-m", "gradtrace", "run", "--json-out", str(out_json),
-               *args, str(SCRIPTS / script)]
+               "--monitor-interval=0.1", *ours, *args, str(SCRIPTS / script)]
         full = {**os.environ, "OMP_NUM_THREADS": "1", "GRADTRACE_DDP_DIR": str(tmp_path),
                 "GRADTRACE_GATHER_TIMEOUT": "20", **(env or {})}
         full.pop("TORCH_DISTRIBUTED_DEBUG", None)
