@@ -200,14 +200,23 @@ def _from_module_call(expr: ast.AST, scope: Scope) -> bool:
     return False
 
 
-def optimizer_param_exprs(call: ast.Call) -> Iterator[ast.expr]:
-    """The tensor expressions listed in an optimizer's first argument (lists and dicts)."""
+def optimizer_param_exprs(call: ast.Call, scope: Scope | None = None) -> Iterator[ast.expr]:
+    """The tensor expressions listed in an optimizer's first argument (lists and dicts; with a
+    scope, also the literal a name like ``params = [w, b]`` was bound to)."""
     first = call.args[0] if call.args else keyword(call, "params")
     if first is None:
         return
     stack = [first]
+    seen: set[int] = set()
     while stack:
         e = stack.pop()
+        if scope is not None and isinstance(e, ast.Name) and id(e) not in seen:
+            seen.add(id(e))
+            b = scope.binding_before(e.id, call.lineno)
+            if b is not None and isinstance(b.value, (ast.List, ast.Tuple)) \
+                    and not isinstance(b.stmt, ast.AugAssign):
+                stack.extend(b.value.elts)
+                continue
         if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
             stack.extend(e.elts)
         elif isinstance(e, ast.Dict):

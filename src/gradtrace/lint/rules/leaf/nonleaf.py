@@ -28,7 +28,7 @@ def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
             if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name:
                 return s.lineno, f"`{name}.grad` is read here (it stays None)"
             if isinstance(n, ast.Call) and is_optimizer_call(n, ctx) and any(
-                    dotted(e) == name for e in optimizer_param_exprs(n)):
+                    dotted(e) == name for e in optimizer_param_exprs(n, scope)):
                 return s.lineno, "given to the optimizer here"
     return None
 
@@ -169,6 +169,13 @@ class NonLeafGivenToOptimizer(Rule):
             import torch
             opt = torch.optim.Adam([torch.zeros(3, requires_grad=True).cuda()], lr=1e-3)
             """, at=(2, 24)),
+        Bad("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            scaled = w * 0.1
+            params = [w, scaled]
+            opt = torch.optim.SGD(params, lr=0.1)
+            """, at=(4, 13)),
         Good("""
             import torch
             w = torch.randn(3, requires_grad=True)
@@ -181,7 +188,7 @@ class NonLeafGivenToOptimizer(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if not node.args and not node.keywords or not is_optimizer_call(node, ctx):
             return
-        for e in optimizer_param_exprs(node):
+        for e in optimizer_param_exprs(node, ctx.scope()):
             if made_non_leaf(e, ctx) is not None:
                 yield self.report(e, ctx, expr=ctx.source(e), why="made from a leaf")
                 continue

@@ -165,9 +165,16 @@ def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
     if b is None or not isinstance(b.stmt, (ast.For, ast.AsyncFor)):
         return None
     it = b.stmt.iter
+    target = b.stmt.target
+    if isinstance(it, ast.Name) and isinstance(target, ast.Name):
+        lb = scope.binding_before(it.id, b.line)
+        if lb is not None and isinstance(lb.value, (ast.List, ast.Tuple)) and any(
+                isinstance(e, ast.Name) and grad_leaf_binding(scope, e.id, lb.line)
+                for e in lb.value.elts):
+            return b.stmt  # `for p in params:` over `params = [w, b]` (grad leaves)
+        return None
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)):
         return None
-    target = b.stmt.target
     if it.func.attr == "parameters" and isinstance(target, ast.Name):
         return b.stmt
     if it.func.attr == "named_parameters" and isinstance(target, ast.Tuple) \
@@ -182,7 +189,7 @@ def _maybe_leaf_text(ctx: Context, name: str, whole: bool = False) -> bool:
     text = ctx.text if fn is None or whole else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
     n = re.escape(name)
     return re.search(rf"(?m)^\s*{n}\s*=.*(requires_grad|Parameter)|{n}\.requires_grad|"
-                     rf"for\s+(\w+\s*,\s*)?{n}\s+in\s+.*parameters\(", text) is not None
+                     rf"for\s+(\w+\s*,\s*)?{n}\s+in\s+", text) is not None
 
 
 def _calls_backward(scope: Scope) -> bool:
@@ -253,6 +260,16 @@ class InplaceUpdateOfLeaf(Rule):
             def step(lr):
                 w.sub_(lr * w.grad)
             """, count=2),
+        Bad("""
+            import torch
+            w = torch.randn(3, requires_grad=True)
+            b = torch.zeros(1, requires_grad=True)
+            params = [w, b]
+            for x, y in data:
+                ((x @ w + b - y) ** 2).mean().backward()
+                for p in params:
+                    p -= 0.1 * p.grad
+            """, at=(8, 8)),
         Good("""
             import torch
             w = torch.randn(3, requires_grad=True)
@@ -334,7 +351,7 @@ class InplaceUpdateOfLeaf(Rule):
             if got is not None:
                 return got
             loop = _param_loop_var(scope, name, line)
-            if loop is not None and _calls_backward(scope):
+            if loop is not None and (_calls_backward(scope) or isinstance(loop.iter, ast.Name)):
                 return loop
         if ctx.function is not None and "." not in name and _maybe_leaf_text(ctx, name, True):
             scope = ctx.scope()
