@@ -74,6 +74,10 @@ def _elements(value: ast.AST) -> tuple[str, list[ast.AST]] | None:
 
 
 def _is_empty(value: ast.AST) -> str | None:
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) \
+            and isinstance(value.left, ast.List) \
+            and all(isinstance(e, ast.Constant) and e.value is None for e in value.left.elts):
+        return "list"  # [None] * n, filled by index
     if isinstance(value, ast.List) and not value.elts:
         return "list"
     if isinstance(value, ast.Dict) and not value.keys:
@@ -220,7 +224,7 @@ class ModulesInPlainContainer(Rule):
         fix = None
         str_keys = not isinstance(value, ast.Dict) or all(
             isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys)
-        if nn is not None and str_keys:
+        if nn is not None and str_keys and not isinstance(value, ast.BinOp):
             src = ctx.source(value)
             inner = "" if _is_empty(value) else (f"[{src[1:-1]}]" if isinstance(
                 value, (ast.Tuple, ast.GeneratorExp)) and src.startswith("(") else src)

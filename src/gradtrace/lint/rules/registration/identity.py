@@ -162,9 +162,13 @@ class ModelRecreatedAfterOptimizer(Rule):
                           opt_line=opt.stmt.lineno)
 
 
-def _consumer(stmt: ast.stmt, name: str) -> ast.AST | None:
-    """The node in ``stmt`` that iterates over ``name`` (a for, comprehension, list(...))."""
+def _consumer(stmt: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
+    """The node in ``stmt`` that iterates over ``name`` (a for, comprehension, list(...), an
+    earlier optimizer)."""
     for n in ast.walk(stmt):
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
+                and n.args[0].id == name and is_optimizer_call(n, ctx):
+            return n
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) \
                 and isinstance(n.iter, ast.Name) and n.iter.id == name:
             return n.iter
@@ -200,6 +204,12 @@ class ParametersGeneratorConsumed(Rule):
             print("parameters:", sum(p.numel() for p in params))
             opt = torch.optim.SGD(params, lr=0.1)
             """, at=(3, 0)),
+        Bad("""
+            import torch
+            params = model.parameters()
+            opt_main = torch.optim.SGD(params, lr=0.1)
+            opt_swa = torch.optim.SGD(params, lr=0.05)
+            """, at=(3, 0)),
         Good("""
             import torch
             params = list(model.parameters())
@@ -226,7 +236,7 @@ class ParametersGeneratorConsumed(Rule):
         for s in scope.stmts:
             if b.line < s.lineno < node.lineno and not isinstance(
                     s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)):
-                c = _consumer(s, name)
+                c = _consumer(s, name, ctx)
                 if c is not None:
                     related = [Related(ctx.path, node.lineno, "the optimizer receives the "
                                        "exhausted generator here")]
