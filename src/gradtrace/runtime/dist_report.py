@@ -253,7 +253,7 @@ def _collective_findings(records: list[Rec], world: int) -> list[Finding]:
     for r in missing:
         out.append(make("GT886", r.get("where"), f"rank {r['rank']} did not report within "
                         f"{r.get('waited', 0):g} s (still running, hung in a collective, or "
-                        f"killed); {_counts_text(r)}", severity="warning"))
+                        f"killed); {_counts_text(r)}", severity="info"))
     return out
 
 

@@ -1,8 +1,9 @@
 """``--check-sync N``: are the gradients equal on every rank after the all-reduce?
 
 Every N optimizer steps (in the step pre-hook, so after backward and its all-reduce), each
-rank computes two checksums per parameter of the optimizer (sum and L2 norm of ``.grad`` in
-float64, 0 for a missing grad), packs ``[v, -v]`` into ONE flat CPU tensor and runs ONE
+rank computes two checksums per parameter of the DDP module seen in forward (sum and L2 norm
+of ``.grad`` in float64, 0 for a missing grad), packs ``[v, -v]`` into ONE flat CPU tensor and
+runs ONE
 ``all_reduce(MAX)`` on a private gloo group, which yields the max and the min of every checksum
 over the ranks. A parameter whose max and min differ (relative 1e-6) was not synchronised.
 The private group keeps these collectives from ever pairing with DDP's own all-reduces. The
@@ -51,11 +52,14 @@ class SyncChecker:
         import torch
         import torch.distributed as dist
 
-        if not (dist.is_available() and dist.is_initialized()):
-            return
+        ddp = self.session.ddp()
+        if ddp is None or not (dist.is_available() and dist.is_initialized()):
+            return  # only DDP replicates parameters (FSDP/ZeRO shard them: not comparable)
         if self.group is None:
             self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=120))
-        params = [p for g in opt.param_groups for p in g["params"]]
+        # The DDP module's parameters in module order: the same list on every rank, whatever
+        # each rank's optimizer holds.
+        params = list(ddp.module.parameters())
         if len(params) != self.count:
             n = torch.tensor([len(params), -len(params)], dtype=torch.float64)
             dist.all_reduce(n, op=dist.ReduceOp.MAX, group=self.group)
@@ -120,10 +124,6 @@ def _ddp_name(sess: Any, p: Any) -> str:
 def _cause(sess: Any, bad: list[Any]) -> tuple[str, str]:
     """Why these gradients were not averaged, from what DDP and this session know."""
     ddp = sess.ddp()
-    if ddp is None:
-        return ("No DistributedDataParallel forward was seen: gradients are averaged only if "
-                "the model is wrapped in DDP (or all-reduced by hand).",
-                "wrap the model in DistributedDataParallel and call the wrapper, not .module")
     managed = {id(p) for p in getattr(ddp, "_module_parameters", ())}
     if managed and any(id(p) not in managed for p in bad):
         return ("These parameters are not managed by DistributedDataParallel: they were added "

@@ -1,4 +1,4 @@
-"""The same layer inside two reentrant checkpoints: "Expected to mark a variable ready only once"."""
+"""The same layer in two reentrant checkpoints: "Expected to mark a variable ready only once"."""
 from datetime import timedelta
 
 import torch
