@@ -8,12 +8,12 @@ import torch.nn.functional as F
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
-        self.blocks = [nn.Linear(8, 8) for _ in range(2)]  # should be nn.ModuleList
+        self.blocks = [nn.Linear(8, 8) for _ in range(2)]  # <- cause (use nn.ModuleList)
         self.out = nn.Linear(8, 1)
 
     def forward(self, x):
         for block in self.blocks:
-            x = torch.relu(block(x))  # <- cause
+            x = torch.relu(block(x))
         return self.out(x)
 
 

@@ -208,9 +208,9 @@ def _in_plain_container(data: HookState, p: Tensor) -> str:
     return ""
 
 
-def unregistered_owner(data: HookState, module: torch.nn.Module) -> str:
-    """``Parent.attr`` if ``module`` sits in a plain list/tuple/dict attribute of a module that
-    ran and is not registered as its submodule, else ''."""
+def unregistered_owner(data: HookState, module: torch.nn.Module) -> tuple[str, Site | None]:
+    """``("Parent.attr", where it is assigned)`` if ``module`` sits in a plain list/tuple/dict
+    attribute of a module that ran and is not registered as its submodule, else ``("", None)``."""
     for rec in list(data.modules.values()):
         parent = rec.ref()
         if parent is None or parent is module:
@@ -220,5 +220,22 @@ def unregistered_owner(data: HookState, module: torch.nn.Module) -> str:
                 if isinstance(value, (list, tuple)) else ()
             if any(child is module for child in items) \
                     and not any(m is module for m in parent.modules()):
-                return f"{type(parent).__name__}.{attr}"
-    return ""
+                return f"{type(parent).__name__}.{attr}", attribute_site(type(parent), attr)
+    return "", None
+
+
+def attribute_site(cls: type, attr: str) -> Site | None:
+    """The line of ``self.<attr> = ...`` in ``cls.__init__`` (best effort)."""
+    import inspect
+    import re
+
+    try:
+        lines, start = inspect.getsourcelines(cls.__init__)  # type: ignore[misc]
+        path = inspect.getsourcefile(cls.__init__) or ""  # type: ignore[misc]
+    except (OSError, TypeError):
+        return None
+    pat = re.compile(rf"self\.{re.escape(attr)}\s*(:[^=]*)?=[^=]")
+    for i, line in enumerate(lines):
+        if pat.search(line):
+            return Site(path, start + i, "__init__")
+    return None

@@ -8,7 +8,8 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.hooks import HookState, ModuleRecord, param_name, unregistered_owner
+from gradtrace.runtime.hooks import (HookState, ModuleRecord, attribute_site, param_name,
+                                     unregistered_owner)
 from gradtrace.runtime.state import TraceState
 
 Tensor = torch.Tensor
@@ -106,24 +107,13 @@ def why_no_grad(state: TraceState, data: HookState, p: Tensor,
 
 def defined_at(data: HookState, p: Tensor) -> Site | None:
     """Where the module owning ``p`` was assigned in its parent's ``__init__`` (best effort)."""
-    import inspect
-    import re
-
     for rec in list(data.modules.values()):
         m = rec.ref()
         if m is None:
             continue
         for name, child in m.named_children():
             if any(q is p for q in child.parameters(recurse=False)):
-                try:
-                    lines, start = inspect.getsourcelines(type(m).__init__)
-                    path = inspect.getsourcefile(type(m).__init__) or ""
-                except (OSError, TypeError):
-                    return None
-                pat = re.compile(rf"self\.{re.escape(name)}\s*(:[^=]*)?=")
-                for i, line in enumerate(lines):
-                    if pat.search(line):
-                        return Site(path, start + i, "__init__")
+                return attribute_site(type(m), name)
     return None
 
 
@@ -162,9 +152,10 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
         if missed:
-            kind, why, fix = _not_optimized_reason(unregistered_owner(data, m), len(stale),
+            owner, owner_site = unregistered_owner(data, m)
+            kind, why, fix = _not_optimized_reason(owner, len(stale),
                                                    [state.frozen_at(q) for q in missed])
-            groups.setdefault((kind, rec.site, why, fix), []).extend(
+            groups.setdefault((kind, owner_site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
     out = []
