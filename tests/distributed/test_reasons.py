@@ -1,0 +1,73 @@
+"""Why each DDP parameter got no gradient, in-process on a 1-process gloo group (the DDP
+reducer raises the same error as with 2 ranks; the rank session tracks per-iteration usage)."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+import reason_models as rm  # noqa: E402
+
+HERE = Path(rm.__file__)
+
+
+def line_of(marker: str) -> int:
+    lines = HERE.read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if f"# <- {marker}" in text)
+
+
+@pytest.fixture(scope="module")
+def group():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3):
+    import gradtrace
+    from gradtrace.runtime.distributed import RankInfo, rank_session
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = DDP(model_cls())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradtrace.trace() as tr, rank_session(tr, info=RankInfo(0, 2, 0)) as rs:
+        try:
+            for step in range(steps):
+                opt.zero_grad()
+                rm.loss_of(model(torch.randn(5, 4), step)).backward()
+                opt.step()
+        except RuntimeError as e:
+            return rs.diagnose(e)
+    return None
+
+
+@pytest.mark.parametrize("cls, names, marker, words", [
+    (rm.Detached, "body.weight, body.bias", "cut", "graph was cut here: `detach`"),
+    (rm.TwoOutputs, "aux.weight, aux.bias", "aux call", "output did not reach the loss"),
+    (rm.StepBranch, "aux.weight, aux.bias", None, "did not run in that iteration"),
+    (rm.NoGradAux, "aux.weight, aux.bias", "no grad", "only ran with grad mode off"),
+])
+def test_reason(group, monkeypatch, tmp_path, cls, names, marker, words):
+    found = diagnose(cls, monkeypatch, tmp_path)
+    assert found is not None and [f.code for f in found] == ["GT880"], found
+    f = found[0]
+    assert names in f.message and words in f.message, f.message
+    if marker:
+        assert f.line == line_of(marker)
+    if cls is rm.StepBranch:
+        assert "iteration 2" in f.message
+        assert f.related[0].line == line_of("step branch")
+
+
+def test_used_model_raises_nothing(group, monkeypatch, tmp_path):
+    assert diagnose(rm.Used, monkeypatch, tmp_path) is None
