@@ -1,6 +1,8 @@
 """`gradtrace run --report out.html script.py` watches what the script trains (watch_all)."""
 from __future__ import annotations
 
+from typing import Any
+
 SCRIPT = """
 import torch, torch.nn as nn
 
@@ -26,7 +28,7 @@ print("trained")
 """
 
 
-def test_run_report_writes_one_html_with_the_trained_model(cli) -> None:  # type: ignore[no-untyped-def]
+def test_run_report_writes_one_html_with_the_trained_model(cli: Any) -> None:
     cli.write("train.py", SCRIPT)
     proc = cli("run", "--report", "out.html", "train.py")
     assert proc.returncode == 0, proc.stderr.decode()

@@ -212,3 +212,47 @@ def test_bad_arguments_raise_clear_errors() -> None:
         gradtrace.watch("model")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="every must be a positive int"):
         gradtrace.watch(mlp(), every=0)
+
+
+def test_nan_replay_under_trace_is_invisible_to_the_tracer() -> None:
+    from tests.watch.models import LogNet
+    from tests.watch.test_watch_findings import _log_data
+
+    def run(watched: bool) -> tuple[list[str], object]:
+        torch.manual_seed(0)
+        m = LogNet()
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        src = None
+        with gradtrace.trace() as tr:
+            if watched:
+                with gradtrace.watch(m, opt) as w:
+                    train(m, opt, 4, data=_log_data(2, 4))
+                src = w.report.tracks[0].nan_source
+            else:
+                train(m, opt, 4, data=_log_data(2, 4))
+        return sorted(f"{f.code}:{f.line}" for f in tr.findings), src
+
+    plain, _ = run(False)
+    watched, src = run(True)
+    assert watched == plain
+    assert src is not None and (src.step, src.module, src.kind) == (2, "act", "forward")
+
+
+def test_model_inputs_are_held_weakly() -> None:
+    class KW(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return self.lin(x * mask)
+
+    m = KW()
+    with gradtrace.watch(m) as w:
+        x, mask = torch.randn(3, 4), torch.ones(3, 4)
+        m(x, mask=mask).sum().backward()
+        refs = weakref.ref(x), weakref.ref(mask)
+        del x, mask
+        gc.collect()
+        assert refs[0]() is None and refs[1]() is None
+    assert w.report.tracks[0].total_steps == 1

@@ -61,7 +61,8 @@ def _finding(code: str, t: Track, message: str, severity: str = "warning",
         rel.append(Related(t.path, t.line, "watched here"))
     line = line or 1
     return Finding(code=code, name=name_of(code), message=message, path=path, line=line,
-                   end_line=line, end_column=0, severity=severity, related=tuple(rel), source="runtime")  # type: ignore[arg-type]
+                   end_line=line, end_column=0, severity=severity,  # type: ignore[arg-type]
+                   related=tuple(rel), source="runtime")
 
 
 def _label(p: ParamInfo) -> str:

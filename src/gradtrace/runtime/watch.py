@@ -48,7 +48,7 @@ def _scalar_loss(out: Any) -> torch.Tensor | None:
         out = getattr(out, "loss", None)
     if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point() \
             and out.requires_grad:
-        return out.detach()
+        return out.detach()  # noqa: GT107 - a read-only copy for the report, not a loss
     return None
 
 
@@ -123,7 +123,7 @@ class _Bound:
         self.collector = collector
         self.model = weakref.ref(model) if model is not None else None
         self.by_optimizer = by_optimizer
-        self.inputs: tuple[list[weakref.ref[Any]], dict[str, Any]] | None = None
+        self.inputs: Any = None  # watch_nan.Inputs: the last call's arguments, tensors weak
         self.reached: list[bool] = [False] * len(collector.infos)
         self.queued = False
         self.enabled = True
@@ -245,13 +245,9 @@ class Watcher:
             self.observe_loss(out)
 
     def _on_input(self, b: _Bound, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        refs = []
-        for a in args:
-            if not isinstance(a, torch.Tensor):
-                b.inputs = None
-                return
-            refs.append(weakref.ref(a))
-        b.inputs = (refs, dict(kwargs))
+        from gradtrace.runtime.watch_nan import remember
+
+        b.inputs = remember(args, kwargs)
 
     def _on_output(self, b: _Bound, out: Any) -> None:
         loss = _scalar_loss(out)
@@ -308,27 +304,7 @@ class Watcher:
             found = NanSource(step, mods[-1] if mods else None, None, "unknown",
                               "could not replay the step (inputs no longer alive or model "
                               f"not copyable); non-finite gradients in: {', '.join(mods)}")
-        return _with_trace_line(found)
-
-
-def _with_trace_line(src: NanSource) -> NanSource:
-    """Under ``gradtrace.trace()``, prefer the forward line the tracer saw (optional)."""
-    import sys
-
-    mod = sys.modules.get("gradtrace.runtime.trace")
-    getter = getattr(mod, "nan_origin", None) if mod is not None else None
-    if getter is None or src.path is not None:
-        return src
-    try:
-        site = getter()
-    except Exception:
-        return src
-    path, line = getattr(site, "path", None), getattr(site, "line", None)
-    if isinstance(path, str) and isinstance(line, int):
-        from dataclasses import replace
-
-        return replace(src, path=path, line=line)
-    return src
+        return found
 
 
 def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,

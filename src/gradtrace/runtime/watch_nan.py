@@ -4,13 +4,15 @@
 Checking every activation for NaN on every step would cost 25-40 % of a training step, so
 watch only detects the first step with a non-finite gradient (from the norms it computes
 anyway). Then it replays that step's forward once on a deep copy of the model, with the
-weights as they were before the optimizer step (watch measures in the step pre-hook), under ``no_grad`` and a forked RNG, with a
-``TorchFunctionMode`` that checks each op's output. The first op that turns finite inputs
+weights as they were before the optimizer step (watch measures in the step pre-hook),
+under ``no_grad`` and a forked RNG, with a ``TorchFunctionMode`` that checks each op's
+output. The first op that turns finite inputs
 into a non-finite output names the module and the user's source line. The user's model,
 its buffers, its RNG stream and its parameters are never touched.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import weakref
@@ -79,6 +81,45 @@ class _OpCheck(TorchFunctionMode):
         return out
 
 
+Inputs = tuple[list[tuple[bool, Any]], dict[str, tuple[bool, Any]]]
+
+
+def remember(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Inputs:
+    """Arguments of a model call with every tensor held by weak reference only."""
+    def one(v: Any) -> tuple[bool, Any]:
+        return (True, weakref.ref(v)) if isinstance(v, torch.Tensor) else (False, v)
+    return [one(a) for a in args], {k: one(v) for k, v in kwargs.items()}
+
+
+def _recall(inputs: Inputs) -> tuple[list[Any], dict[str, Any]] | None:
+    """The remembered arguments, or None if a tensor among them was freed."""
+    def one(item: tuple[bool, Any]) -> Any:
+        weak, v = item
+        return v() if weak else v
+    items = [*inputs[0], *inputs[1].values()]
+    if any(weak and v() is None for weak, v in items):
+        return None
+    return [one(a) for a in inputs[0]], {k: one(v) for k, v in inputs[1].items()}
+
+
+@contextlib.contextmanager
+def _outer_modes_hidden() -> Iterator[None]:
+    """Hide enclosing TorchFunctionModes (e.g. an active ``gradtrace.trace()``) from the
+    replay, so they do not record the replay's ops as the user's."""
+    length = getattr(torch._C, "_len_torch_function_stack", None)
+    pop = getattr(torch._C, "_pop_torch_function_stack", None)
+    push = getattr(torch._C, "_push_on_torch_function_stack", None)
+    popped: list[Any] = []
+    try:
+        if length is not None and pop is not None and push is not None:
+            while length() > 0:
+                popped.append(pop())
+        yield
+    finally:
+        for mode in reversed(popped):
+            push(mode)  # type: ignore[misc]
+
+
 def _install(clone: torch.nn.Module, probe: _Probe) -> list[Any]:
     handles = []
     for name, mod in clone.named_modules():
@@ -119,21 +160,18 @@ def _describe(step: int, probe: _Probe, clone: torch.nn.Module) -> NanSource:
                      f"{what} in {where} turned finite inputs into NaN/Inf", path, line)
 
 
-def replay(model: torch.nn.Module, inputs: tuple[list[weakref.ref[Any]], dict[str, Any]] | None,
-           step: int) -> NanSource | None:
+def replay(model: torch.nn.Module, inputs: Inputs | None, step: int) -> NanSource | None:
     """Re-run the forward of ``step`` on a copy of ``model`` and locate the first NaN/Inf.
 
     Called before the optimizer applies the non-finite gradients, so the model's weights are
-    those its forward used. ``inputs`` holds weak references to the positional tensors of
-    the model's last call and its keyword arguments. Returns None when the replay is
+    those its forward used. ``inputs`` are the arguments of the model's last call, from
+    :func:`remember` (tensors held weakly). Returns None when the replay is
     impossible (inputs gone, model not copyable).
     """
-    if inputs is None:
+    got = _recall(inputs) if inputs is not None else None
+    if got is None:
         return None
-    refs, kwargs = inputs
-    args = [r() for r in refs]
-    if any(a is None for a in args):
-        return None
+    args, kwargs = got
     if not _finite(args) or not _finite(kwargs):
         return NanSource(step, "", type(model).__name__, "input",
                          "the batch passed to the model already contains NaN/Inf")
@@ -146,7 +184,8 @@ def replay(model: torch.nn.Module, inputs: tuple[list[weakref.ref[Any]], dict[st
     handles = _install(clone, probe)
     devices = sorted({t.device.index or 0 for t in clone.parameters() if t.is_cuda})
     try:
-        with torch.random.fork_rng(devices=devices), torch.no_grad(), _OpCheck(probe):
+        with _outer_modes_hidden(), torch.random.fork_rng(devices=devices), torch.no_grad(), \
+                _OpCheck(probe):
             clone(*args, **kwargs)
     except Exception as exc:
         LOG.info("gradtrace.watch: replay of step %d failed: %s", step, exc)
