@@ -85,3 +85,15 @@ def test_rank_skipping_a_step_times_out_and_is_named(torchrun):
     assert "rank 1: 3 DDP forward, 2 backward" in f["message"], f["message"]
     assert any("without a backward()" in r["message"] and r["line"] ==
                marked("skip_step.py", "forward") for r in f["related"]), f["related"]
+
+
+def test_rank_1_reports_where_a_stuck_rank_0_was(torchrun):
+    res = torchrun("rank0_stuck.py", env={"GRADTRACE_GATHER_TIMEOUT": "2"})
+    assert res.code != 0
+    assert "rank 0 did not report within 3.4 s; this is rank 1's own report" in res.out, res.out
+    f = res.only("GT883")[0]
+    assert f["line"] == marked("rank0_stuck.py", "times out")
+    assert "rank 0: 2 DDP forward, 1 backward" in f["message"]
+    assert "rank 1: 2 DDP forward, 2 backward" in f["message"]
+    assert [(r["line"], r["message"]) for r in f["related"]] == [
+        (marked("rank0_stuck.py", "stuck"), "rank 0 was here when last seen")]

@@ -95,7 +95,8 @@ class Exchange:
             return None  # left over from an older run with the same key
         return data
 
-    def gather(self, own: dict[str, Any], wait: float) -> list[dict[str, Any]]:
+    def gather(self, own: dict[str, Any], wait: float,
+               waited: float | None = None) -> list[dict[str, Any]]:
         """Rank 0: every expected rank's final record, or its last heartbeat at the deadline."""
         deadline = time.monotonic() + wait
         got: dict[int, dict[str, Any]] = {self.info.rank: own}
@@ -112,7 +113,7 @@ class Exchange:
             if r not in got:
                 beat = self._read(f"beat{r}.json") or {}
                 got[r] = {**beat, "rank": r, "final": False,
-                          "status": "no-report", "waited": wait}
+                          "status": "no-report", "waited": wait if waited is None else waited}
         return [got[r] for r in sorted(got)]
 
     def wait_done(self, wait: float) -> bool:

@@ -203,7 +203,8 @@ class RankSession:
             if not self.exchange.expects_done() or self.exchange.wait_done(wait):
                 return []
             self.print_own = True
-            return merge_records([rec], self.info.world_size, own_rank=self.info.rank,
+            records = self.exchange.gather(rec, 0.0, wait)  # the others' last heartbeats
+            return merge_records(records, self.info.world_size, own_rank=self.info.rank,
                                  note=f"rank 0 did not report within {wait:g} s; "
                                       f"this is rank {self.info.rank}'s own report")
         records = self.exchange.gather(rec, wait)
