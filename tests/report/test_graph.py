@@ -91,3 +91,19 @@ def test_missing_dot_gives_a_message_not_a_traceback(tmp_path: Path,
     with pytest.raises(GradtraceError, match="use a .svg, .png, .pdf or .dot"):
         g.save(tmp_path / "g.jpeg")
     assert os.environ["PATH"] == str(tmp_path)
+
+
+def test_graph_marks_where_tracing_saw_the_cut() -> None:
+    import tests.watch.models as models
+
+    b = Branchy(detach=True)
+    with gradtrace.trace():
+        out = b(torch.randn(2, 8)).sum()
+        g = gradtrace.graph(out, b)
+    src = open(models.__file__).read().splitlines()
+    line = next(i for i, s in enumerate(src, 1) if "s.detach()" in s)
+    assert f"graph cut at models.py:{line}: `detach`" in g.dot
+    assert "side: no gradient reaches 4 param(s)" in g.dot
+    # without tracing the unreached branch is still drawn, without a location
+    g2 = gradtrace.graph(b(torch.randn(2, 8)).sum(), b)
+    assert "side: no gradient reaches 4 param(s)\"" in g2.dot
