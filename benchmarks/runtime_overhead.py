@@ -1,5 +1,8 @@
 """Median training-step time: plain vs ``gradtrace.trace()`` vs ``torch.autograd.detect_anomaly()``.
 
+Step time is the thread CPU time (``time.thread_time``) with torch on one thread, so other
+processes on a shared machine do not distort the ratios.
+
 Run: ``python benchmarks/runtime_overhead.py [--steps 30] [--rounds 5] [--threads 1]``.
 The three modes are interleaved round by round in one process (so machine load affects them
 alike); each round times ``--steps`` steps per mode; the table shows the median step time and
@@ -55,9 +58,9 @@ def bench(model_name: str, steps: int, rounds: int) -> dict[str, float]:
                 with _mode(mode):
                     _step(model, opt, batch_fn, loss_fn)  # warm-up inside the mode
                     for _ in range(steps):
-                        t0 = time.perf_counter()
+                        t0 = time.thread_time()
                         _step(model, opt, batch_fn, loss_fn)
-                        times[mode].append(time.perf_counter() - t0)
+                        times[mode].append(time.thread_time() - t0)
     return {m: statistics.median(v) for m, v in times.items()}
 
 
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     torch.set_num_threads(ns.threads)
     print(f"torch {torch.__version__}, {ns.threads} thread(s), {ns.rounds} rounds x {ns.steps} "
-          "steps per mode, median step time")
+          "steps per mode, median thread CPU time per step")
     print(f"{'model':<12}{'plain ms':>10}{'trace ms':>10}{'trace x':>9}{'anomaly ms':>12}"
           f"{'anomaly x':>11}")
     for name in ns.models.split(","):

@@ -38,6 +38,7 @@ EXPECT = {
     "nonleaf_grad_read.py": ("non-leaf-grad", "GT822", 0),
     "total_loss_graph.py": ("graph-kept", "GT826", 0),
     "nan_gradient.py": ("non-finite-gradient", "GT825", 0),
+    "checkpoint_no_grad.py": ("checkpoint-no-grad", "GT820", 0),
 }
 
 
@@ -71,3 +72,12 @@ def test_correct_training_has_no_finding(tmp_path, capsys):
     rc, findings, err = _run("correct_training.py", tmp_path, capsys)
     assert rc == 0 and findings == [], err
     assert "gradtrace" not in err
+
+
+def test_readme_table_matches_codes():
+    rows = [line.split("|") for line in (EXAMPLES / "README.md").read_text().splitlines()
+            if line.startswith("| ") and line.count("|") == 4 and ".py" in line]
+    table = {cells[1].strip(): cells[3].strip() for cells in rows}
+    assert set(table) == set(EXPECT)
+    for name, (kind, code, _) in EXPECT.items():
+        assert table[name] == code_for(kind, code), name

@@ -51,6 +51,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
     "no-grad-forward": ("GT201", "loss-from-no-grad-output"),
     "grad-mode-left-off": ("GT203", "set-grad-enabled-never-restored"),
+    "checkpoint-no-grad": ("GT205", "checkpoint-input-without-grad"),
     "inference-tensor": ("GT204", "inference-tensor-in-training"),
     "inference-mode-forward": ("GT204", "inference-tensor-in-training"),
     "leaf-rebound-by-update": ("GT301", "leaf-rebound-by-update"),

@@ -29,6 +29,7 @@ class ModuleRecord:
     grad_runs: int = 0
     nograd_runs: int = 0
     nograd_site: Site | None = None
+    in_checkpoint: bool = False
 
 
 @dataclass
@@ -86,8 +87,12 @@ class Hooks:
             rec.grad_runs += 1
         else:
             rec.nograd_runs += 1
-            if rec.nograd_site is None:
+            if rec.nograd_runs == 1:
+                from gradtrace.runtime.frames import internal_names
+
                 rec.nograd_site = self.state.grad_off
+                rec.in_checkpoint = any("checkpoint" in n.lower() or n == "CheckpointFunction"
+                                        for n in internal_names(1, limit=40))
 
     # -- optimizers ----------------------------------------------------------------------------
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:

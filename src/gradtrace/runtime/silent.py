@@ -75,6 +75,12 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
         return (code_for("unused-parameter", "GT820"), site, "its module never ran in a forward "
                 "pass (not used in forward?)", "use it in forward(), or leave it out of the "
                 "optimizer", ())
+    if rec.grad_runs == 0 and rec.in_checkpoint:
+        return (code_for("checkpoint-no-grad", "GT820"), rec.site,
+                "its module runs inside torch.utils.checkpoint (reentrant) and no input of the "
+                "checkpoint requires grad, so backward() never re-runs the segment",
+                "use checkpoint(..., use_reentrant=False), or pass an input that requires grad",
+                ())
     if rec.grad_runs == 0:
         return (code_for("no-grad-forward", "GT820"), rec.nograd_site or rec.site,
                 "its module only ran with grad mode off" + (
