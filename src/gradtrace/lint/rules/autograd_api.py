@@ -21,7 +21,8 @@ FRESH = frozenset({
 })
 # methods that keep "no requires_grad" (a copy, a move, a view of a plain tensor)
 KEEP = frozenset({"to", "cpu", "cuda", "float", "double", "half", "clone", "contiguous",
-                  "view", "reshape", "squeeze", "unsqueeze", "detach"})
+                  "view", "reshape", "squeeze", "unsqueeze", "detach", "type", "flatten",
+                  "permute", "transpose", "t", "expand", "repeat"})
 
 UNDECIDABLE: list[tuple[str, str]] = [
     ("A custom `autograd.Function` whose `backward` returns a tuple built at run time "
@@ -319,10 +320,18 @@ class GradInputNotInGraph(Rule):
 def _never_requires_grad(v: ast.expr, ctx: Context) -> str | None:
     """Why ``v`` is a tensor that does not require grad, or None when that is not certain."""
     e = v
-    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in KEEP:
-        if e.func.attr == "detach":
-            return "is made with `.detach()` and never given `requires_grad`"
-        e = e.func.value
+    while True:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr in KEEP:
+            if e.func.attr == "detach":
+                return "is made with `.detach()` and never given `requires_grad`"
+            e = e.func.value
+        else:
+            break
     if isinstance(e, ast.Attribute) and e.attr == "data":
         return "is read through `.data` and never given `requires_grad`"
     if isinstance(e, ast.Call):

@@ -98,8 +98,8 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
                                "non_blocking", "axis", "num_classes"})
 LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
                               re.IGNORECASE)
-TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|"
-                       r"batch_nb|.*_(labels?|targets?|gt|true|ids))$")
+TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|masks?|"
+                       r"batch_nb|(gt|target|true|label)_masks?|.*_(labels?|targets?|gt|true|ids))$")
 DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
 LOSS_FUNC_RE = re.compile(r"^(criterion|training_step|[a-z0-9_]*loss(es)?|"
                           r"_?loss_[a-z0-9_]+)$")
@@ -177,6 +177,7 @@ class LossPaths:
         self._memo: dict[tuple[int, int], Trace] = {}
         self._busy: set[tuple[str, int]] = set()
         self._pure: dict[str, bool] = {}
+        self._env: dict[str, Trace] = {}  # comprehension variables in scope
         self.verdicts = [v for s in self.sinks() if (v := self._judge(s)) is not None]
 
     # -- structure ---------------------------------------------------------------------------
@@ -396,13 +397,31 @@ class LossPaths:
             return self._all(e.values, use, line)
         if isinstance(e, (ast.Starred, ast.Await, ast.NamedExpr)):
             return self.trace(e.value, use, line)
-        if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
-            return self._all([e.elt, *(g.iter for g in e.generators)], use, line)
+        if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+            return self._comprehension(e, use, line)
         if isinstance(e, (ast.JoinedStr, ast.Lambda, ast.BoolOp)):
             return DEAD
         return LIVE
 
+    def _comprehension(self, e: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp,
+                       use: ast.stmt | None, line: int) -> Trace:
+        """The element, with each loop variable standing for what it iterates over."""
+        saved = dict(self._env)
+        try:
+            for g in e.generators:
+                it = self.trace(g.iter, use, line)
+                for n in ast.walk(g.target):
+                    if isinstance(n, ast.Name):
+                        self._env[n.id] = it
+            elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
+            return self._all(elts, use, line)
+        finally:
+            self._env = saved
+
     def _name(self, name: str, use: ast.stmt | None, line: int) -> Trace:
+        env = self._env.get(name)
+        if env is not None:
+            return env
         bs = self.bindings_at(name, use, line)
         if not bs:
             if name in self.ctx.imports.aliases:
@@ -468,7 +487,7 @@ class LossPaths:
             if bs:
                 return self._name(name, use, line)
         if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
-            return LIVE
+            return DEAD if name is not None and self._setting_attr(name) else LIVE
         if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
             return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
         return self.trace(e.value, use, line)
@@ -531,6 +550,22 @@ class LossPaths:
     def _args(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
         return self._all([*e.args, *kws], use, line)
+
+    def _setting_attr(self, name: str) -> bool:
+        """``self.lam`` only ever assigned a constant or a constant-default argument."""
+        key = "attr:" + name
+        hit = self._pure.get(key)
+        if hit is None:
+            hit = False
+            if f"{name} =" in self.ctx.text:
+                cls = self.ctx.class_def
+                values = _self_assignments(cls, name)
+                settings = _constant_default_args(cls)
+                hit = bool(values) and all(
+                    (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
+                    (isinstance(v, ast.Name) and v.id in settings) for v in values)
+            self._pure[key] = hit
+        return hit
 
     def _pure_loss(self, func: ast.expr) -> bool:
         """``criterion`` bound to a ``torch.nn.*Loss()`` (or named like a loss function)."""
@@ -625,6 +660,20 @@ def _self_assignments(cls: ast.ClassDef | None, name: str) -> list[ast.expr | No
     for n in ast.walk(cls):
         if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
             out.append(n.value)
+    return out
+
+
+def _constant_default_args(cls: ast.ClassDef | None) -> set[str]:
+    """Arguments of the methods of ``cls`` whose default is a number (hyper-parameters)."""
+    out: set[str] = set()
+    for f in cls.body if cls is not None else ():
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = f.args
+            pos = [*a.posonlyargs, *a.args]
+            pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
+                     *zip(a.kwonlyargs, a.kw_defaults)]
+            out.update(arg.arg for arg, d in pairs if isinstance(d, ast.Constant)
+                       and isinstance(d.value, (int, float)) and not isinstance(d.value, bool))
     return out
 
 
