@@ -116,13 +116,17 @@ class LossAccumulatedWithGraph(_LoopRule):
                "every pass: {why}; accumulate `{fixed}` instead")
     fix_title = "Accumulate a Python number (`.item()`) or a detached tensor"
     fix_safety = "unsafe"
-    triggers = ("backward", "loader", "dataset", "batches")
+    triggers = (".backward(", "manual_backward(", "loader", "dataset", "batches")
 
     def wants(self, text: str) -> bool:
         if not ("+=" in text or "append(" in text or " + " in text):
             return False
-        return "backward" in text or any(
-            "for " in ln and EVAL_LOOP_RE.search(ln) for ln in text.splitlines())
+        if ".backward(" in text or "manual_backward(" in text:
+            return True
+        if "for " not in text or not ("loader" in text or "dataset" in text or
+                                      "batches" in text):
+            return False
+        return any("for " in ln and EVAL_LOOP_RE.search(ln) for ln in text.splitlines())
     examples = [
         Bad("""
             total_loss = 0

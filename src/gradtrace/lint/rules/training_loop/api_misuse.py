@@ -59,12 +59,12 @@ class BackwardOnNonScalarLoss(_LoopRule):
     message = ("`{loss}` was computed with `{how}` (line {line}): it has one value per element, "
                "and `backward()` without `gradient=` raises 'grad can be implicitly created only "
                "for scalar outputs'; reduce it first, e.g. `{loss}.mean().backward()`")
-    triggers = ("reduction", "reduce")
+    triggers = ("reduction", "reduce=")
     needs = ("backward",)
 
     def wants(self, text: str) -> bool:
-        return "backward" in text and ("reduction" in text or "reduce" in text or
-                                       "criterion" in text or "loss_f" in text)
+        return ".backward(" in text and ("reduction" in text or "reduce" in text or
+                                         "criterion" in text or "loss_f" in text)
 
     examples = [
         Bad("""
@@ -153,7 +153,7 @@ class AssignedNoneResult(Rule):
                "{what}: {consequence}; call `{call}` without assigning it")
     fix_title = "Call the method without assigning its result"
     fix_safety = "safe"
-    triggers = ("step", "backward", "zero_grad", "load_state_dict")
+    triggers = (".step(", ".backward(", ".zero_grad(", ".load_state_dict(")
     examples = [
         Bad("""
             for x, y in loader:

@@ -11,7 +11,7 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
-from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+from gradtrace.lint.rules.training_loop.zero_grad import BACKWARD_CALLS, _LoopRule, _related
 
 FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
                        re.IGNORECASE)
@@ -61,7 +61,7 @@ class HiddenStateNotDetached(_LoopRule):
                "`.detach()`, so `backward()` (line {backward_line}) reaches the previous "
                "pass's freed graph and raises 'Trying to backward through the graph a second "
                "time'; detach it once per pass: `{name} = {name}.detach()`")
-    triggers = ("backward",)
+    triggers = BACKWARD_CALLS
     needs = ("backward",)
     examples = [
         Bad("""
@@ -156,7 +156,7 @@ class GraphReusedAcrossSteps(_LoopRule):
                "the first `backward()` (line {backward_line}) frees that graph and the next "
                "pass raises 'Trying to backward through the graph a second time'; compute it "
                "inside the loop, or under `torch.no_grad()` if `{module}` is not trained")
-    triggers = ("backward",)
+    triggers = BACKWARD_CALLS
     needs = ("backward",)
     examples = [
         Bad("""
@@ -185,7 +185,8 @@ class GraphReusedAcrossSteps(_LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        if FREEZE_RE.search(ctx.text):
+        if not any(f.loops_of(b.stmt) for b in f.backwards) or ctx.memo(
+                "gt5-freeze", ctx.tree, lambda: FREEZE_RE.search(ctx.text) is not None):
             return
         g = graphs(f)
         done: set[int] = set()

@@ -10,7 +10,7 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Deps, graphs
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
-from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+from gradtrace.lint.rules.training_loop.zero_grad import BACKWARD_CALLS, _LoopRule, _related
 
 
 def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
@@ -66,7 +66,7 @@ class GanFakeNotDetached(_LoopRule):
                "`backward()` calls (lines {first_line} and {second_line}) run through the "
                "generator's graph and the second raises 'Trying to backward through the graph a "
                "second time' ({other}); use `{disc}({fake}.detach())` here")
-    triggers = ("backward",)
+    triggers = BACKWARD_CALLS
     needs = ("backward",)
     examples = [
         Bad("""
@@ -129,7 +129,7 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
                "`backward()` (line {first_line}) already freed that graph: this call raises "
                "'Trying to backward through the graph a second time'; sum the losses and call "
                "`backward()` once, or pass `retain_graph=True` to the first call")
-    triggers = ("backward",)
+    triggers = BACKWARD_CALLS
     needs = ("backward",)
     examples = [
         Bad("""

@@ -17,6 +17,12 @@ OTHER_ZERO_RE = re.compile(
     r"\.grad\s*=[^=]|\.grad\.(?:data\.)?(?:zero_|detach_|fill_|mul_)|set_to_none"
     r"|(?:clear|reset|free)_?grads?\b|grads?_?(?:clear|reset)", re.IGNORECASE)
 # a step guarded by "last batch of the epoch" runs once per pass of the outer loop
+# trigger words: a backward *call*, not "backward compatibility" in a model file
+BACKWARD_CALLS = (".backward(", "manual_backward(", "autograd.grad(", "autograd.backward(")
+NEED_SPELLINGS = {
+    "backward": (".backward(", "manual_backward(", "autograd.grad(", "autograd.backward("),
+    "step": (".step(", "optimizer_step("),
+}
 SCRIPT_TOP = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
 TOP_BACKWARD_RE = re.compile(r"(?m)^[^\s#].*\.backward\(")
 ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
@@ -44,8 +50,9 @@ class _LoopRule(Rule):
     needs: tuple[str, ...] = ("backward", "step")
 
     def wants(self, text: str) -> bool:
-        """Cheap text test before any analysis: every word of ``needs`` appears."""
-        return all(w in text for w in self.needs)
+        """Cheap text test before any analysis: every word of ``needs`` appears (as a call
+        for "backward" and "step")."""
+        return all(any(c in text for c in NEED_SPELLINGS.get(w, (w,))) for w in self.needs)
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:  # pragma: no cover
         return iter(())
@@ -53,8 +60,10 @@ class _LoopRule(Rule):
 
 def function_text(ctx: Context, node: ast.AST) -> str:
     """The source text of a function (the whole file for the module), cached."""
-    if isinstance(node, ast.Module):
-        return ctx.text
+    if isinstance(node, ast.Module):  # its own statements only: not the defs and classes
+        return ctx.memo("gt5-text", node, lambda: "\n".join(
+            "\n".join(ctx.lines[s.lineno - 1:s.end_lineno]) for s in node.body
+            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
     return ctx.memo("gt5-text", node, lambda: "\n".join(
         ctx.lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
 
@@ -153,7 +162,7 @@ class MissingZeroGrad(_LoopRule):
     message = ("`{opt}.step()` runs every pass of this loop but the gradients are never "
                "cleared: each `backward()` adds to `.grad`, so every step applies the sum of "
                "all earlier batches' gradients; call `{opt}.zero_grad()` once per step")
-    triggers = ("backward",)
+    triggers = BACKWARD_CALLS
     examples = [
         Bad("""
             import torch
