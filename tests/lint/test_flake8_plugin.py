@@ -14,9 +14,9 @@ def flake8(tmp_path, *args):
 
 
 def test_findings_with_flake8_columns(tmp_path):
-    r = flake8(tmp_path, "--select=GT")
-    assert r.stdout.splitlines() == [
-        "t.py:4:5: GT101 `loss.item()` is a Python float, not a tensor: it has no `.backward()`"]
+    r = flake8(tmp_path, "--select=GT101")
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("t.py:4:5: GT101 `loss.item()`")
     assert r.returncode == 1
 
 

@@ -9,9 +9,10 @@ methods that *yield* findings. Rules are discovered (see :mod:`gradtrace.lint.re
 The engine walks statements only; a rule's expression visitors (``visit_Call``,
 ``visit_Attribute``, ...) run only on statements whose own lines contain one of the rule's
 trigger words (or a local alias of an imported name that contains one). Statement visitors
-(``visit_With``, ``visit_FunctionDef``, ``visit_Assign``, ...) and ``visit_Module`` run on every
-statement of a file in which any trigger word appears. This keeps the checker close to the
-cost of ``ast.parse``.
+(``visit_With``, ``visit_FunctionDef``, ``visit_Assign``, ...) run on every statement of a file
+in which a trigger word appears, or, for a rule with ``gate_statements = True``, only on the
+statements whose lines (bodies and decorators included) contain one; ``visit_Module`` runs once
+in every file where one appears. This keeps the checker close to the cost of ``ast.parse``.
 """
 from __future__ import annotations
 
@@ -71,6 +72,9 @@ class Rule:
     fix_safety: ClassVar[str | None] = None  # "safe" | "unsafe" | None (no fix)
     triggers: ClassVar[tuple[str, ...]] = ()
     default: ClassVar[bool] = True  # 9xx rules are off by default
+    # True: statement visitors run only on statements whose lines hold a trigger word
+    # (NOTE [triggers]); rules that keep no state across statements should set it.
+    gate_statements: ClassVar[bool] = False
     examples: ClassVar[list[Bad | Good]] = []
 
     @classmethod
