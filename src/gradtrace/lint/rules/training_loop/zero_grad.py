@@ -294,7 +294,8 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
 
     Why: with the default `set_to_none=True` every `.grad` becomes None and `step()` skips
     those parameters: the update is exactly zero (PYTORCH_FACTS A14: backward → zero_grad →
-    step changes the weights by 0.0000). Clearing *before* `backward()` (even after the
+    step changes the weights by 0.0000); with `set_to_none=False` the step sees zeros, so only
+    momentum and weight decay move the weights. Clearing *before* `backward()` (even after the
     forward) or *after* `step()` is correct.
     Known limits: `model.zero_grad()` counts only when the optimizer was built from
     `model.parameters()` in the same file.
@@ -304,7 +305,7 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
     name = "zero-grad-between-backward-and-step"
     message = ("`{call}` erases the gradients that `backward()` just computed (line "
                "{backward_line}) before `{opt}.step()` (line {step_line}) uses them: the step "
-               "changes nothing; clear the gradients before `backward()` or after `step()`")
+               "{effect}; clear the gradients before `backward()` or after `step()`")
     triggers = ("zero_grad",)
     needs = ("backward", "step", "zero_grad")
     examples = [
@@ -352,8 +353,20 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
                     _related(ctx, b.call, "gradients computed here"),
                     _related(ctx, s.call, "step applies the (now empty) gradients here")),
                     call=ctx.source(z.call), opt=s.optimizer, backward_line=b.call.lineno,
-                    step_line=s.call.lineno)
+                    step_line=s.call.lineno, effect=_effect(z.call))
                 break
+
+
+def _effect(call: ast.Call) -> str:
+    """What step() does after this zero_grad call (set_to_none defaults to True)."""
+    for kw in call.keywords:
+        if kw.arg == "set_to_none" and not (isinstance(kw.value, ast.Constant)
+                                            and kw.value.value is True):
+            return ("sees all-zero gradients (only momentum and weight decay still move the "
+                    "weights)")
+    if call.args and not (isinstance(call.args[0], ast.Constant) and call.args[0].value is True):
+        return "sees all-zero gradients (only momentum and weight decay still move the weights)"
+    return "skips every parameter, since their `.grad` is now None"
 
 
 class ClipGradAfterStep(_LoopRule):
