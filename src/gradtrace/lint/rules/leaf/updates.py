@@ -183,13 +183,29 @@ def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
     return None
 
 
+LEAF_NAME_RE = re.compile(r"(?m)^[ \t]*([\w.]+)[ \t]*=[^\n]*(?:requires_grad|Parameter)"
+                          r"|([\w.]+)\.requires_grad"
+                          r"|\bfor[ \t]+(?:\w+[ \t]*,[ \t]*)?(\w+)[ \t]+in[ \t]")
+GLOBAL_LEAF_RE = re.compile(r"(?m)^(\w+)[ \t]*=[^\n]*(?:requires_grad|Parameter)")
+
+
 def _maybe_leaf_text(ctx: Context, name: str, whole: bool = False) -> bool:
-    """Cheap textual pre-check before building the scope: is ``name`` made a grad leaf here?"""
+    """Cheap textual pre-check before building the scope: is ``name`` made a grad leaf here?
+
+    One regex pass per function (or per file for module-level leaves), cached as a name set.
+    """
     fn = ctx.function
-    text = ctx.text if fn is None or whole else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
-    n = re.escape(name)
-    return re.search(rf"(?m)^\s*{n}\s*=.*(requires_grad|Parameter)|{n}\.requires_grad|"
-                     rf"for\s+(\w+\s*,\s*)?{n}\s+in\s+", text) is not None
+    if whole or fn is None:
+        names = ctx.memo("gt3-global-leaf-names", ctx.tree, lambda: frozenset(
+            GLOBAL_LEAF_RE.findall(ctx.text)))
+        if whole:
+            return name in names
+    node = fn if fn is not None else ctx.tree
+
+    def make() -> frozenset[str]:
+        text = ctx.text if fn is None else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
+        return frozenset(n for m in LEAF_NAME_RE.findall(text) for n in m if n)
+    return name in ctx.memo("gt3-leaf-names", node, make)
 
 
 def _calls_backward(scope: Scope) -> bool:
