@@ -210,9 +210,8 @@ def _twice_findings(by_rank: dict[int, Rec]) -> list[Finding]:
 # -- hangs, timeouts, ranks out of step ---------------------------------------------------------
 def _counts_text(r: Rec) -> str:
     c = r.get("counts") or {}
-    state = {"finished": "finished", "crashed": "crashed", "no-report": "no report: from its "
-             "last heartbeat", "running": "running"}.get(str(r.get("status")),
-                                                        str(r.get("status")))
+    status = str(r.get("status"))
+    state = {"no-report": "no report: from its last heartbeat"}.get(status, status)
     return (f"rank {r.get('rank')}: {c.get('forward', '?')} DDP forward, "
             f"{c.get('backward', '?')} backward, {c.get('steps', '?')} optimizer steps "
             f"({state})")

@@ -68,12 +68,16 @@ class RankSession:
         if not self.info.distributed:
             return self
         from torch.nn.modules import module as mm
-        from torch.nn.parallel import DistributedDataParallel
         from torch.optim import optimizer as om
 
         from gradtrace.runtime.dist_gather import Exchange, Heartbeat
 
-        self._ddp_type = DistributedDataParallel
+        try:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self._ddp_type = DistributedDataParallel
+        except ImportError:  # a torch build without distributed support
+            self._ddp_type = ()
         self._handles.append(mm.register_module_forward_pre_hook(self._pre))
         self._handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
         try:
@@ -150,16 +154,19 @@ class RankSession:
 
     def diagnose(self, exc: BaseException) -> list[Finding]:
         """This rank's findings for a DDP/collective error; also kept for the merged report."""
-        from gradtrace.runtime.dist_diagnose import facts_for_error
-        from gradtrace.runtime.dist_report import findings_from_records
-
         self.status = "crashed"
         try:
-            facts = facts_for_error(self, exc)
+            return self._diagnose(exc)
         except Exception:  # diagnosis must never hide the user's own error
             if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
                 raise
             return []
+
+    def _diagnose(self, exc: BaseException) -> list[Finding]:
+        from gradtrace.runtime.dist_diagnose import facts_for_error
+        from gradtrace.runtime.dist_report import findings_from_records
+
+        facts = facts_for_error(self, exc)
         if not facts:
             return []
         self.facts = facts
@@ -187,12 +194,11 @@ class RankSession:
 
     def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
         """Write this rank's record; on rank 0 wait for the others and merge."""
-        from gradtrace.runtime.dist_report import merge_records
+        from gradtrace.runtime.dist_report import findings_from_records, merge_records
 
         own = [f for f in findings if not _is_ours(f)]
         if not self.info.distributed or self.exchange is None:
-            rec = self.record(own)
-            return merge_records([rec], self.info.world_size, own_rank=self.info.rank)
+            return findings_from_records([self.record([])], 1) + own
         if self.status == "running":
             self.status = "crashed" if crash is not None else "finished"
         rec = self.record(own)
