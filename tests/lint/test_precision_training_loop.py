@@ -195,3 +195,76 @@ def test_real_world_shape_is_silent(name: str) -> None:
 def test_buggy_twin_is_reported(name: str) -> None:
     src, expected = BUGGY[name]
     assert gt5(src) == expected
+
+
+def _finding(src: str, code: str):
+    found = [f for f in check_source(textwrap.dedent(src), "shape.py", select=[code])]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_accumulator_fix_is_unsafe_when_the_total_is_used_as_a_tensor() -> None:
+    f = _finding("""
+        import torch
+        def train(model, loader, opt):
+            total = 0
+            for x, y in loader:
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss
+            torch.distributed.all_reduce(total)
+            return total.item()
+        """, "GT505")
+    assert f.fix is not None and f.fix.safety == "unsafe"
+    assert f.fix.edits[0].content == "loss.item()"
+
+
+def test_accumulator_fix_is_safe_for_a_tensor_total() -> None:
+    f = _finding("""
+        import torch
+        total = torch.zeros(())
+        for x, y in loader:
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss
+        print(total.item())
+        """, "GT505")
+    assert f.fix is not None and f.fix.safety == "safe"
+
+
+def test_rebinding_to_none_points_at_the_use_that_fails() -> None:
+    f = _finding("""
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer = optimizer.step()
+        """, "GT511")
+    assert (f.line, f.related[0].line) == (5, 3)
+    assert "'zero_grad'" in f.message
+
+
+def test_related_locations_lead_from_symptom_to_cause() -> None:
+    f = _finding("""
+        hidden = model.init_hidden(16)
+        for x, y in batches:
+            optimizer.zero_grad()
+            out, hidden = model(x, hidden)
+            criterion(out, y).backward()
+            optimizer.step()
+        """, "GT506")
+    assert f.line == 5
+    assert [r.line for r in f.related] == [6, 2]
+
+
+def test_zero_grad_with_set_to_none_false_is_described_as_zeros() -> None:
+    f = _finding("""
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.zero_grad(set_to_none=False)
+        optimizer.step()
+        """, "GT503")
+    assert "all-zero gradients" in f.message
