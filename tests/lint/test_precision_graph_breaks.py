@@ -225,6 +225,19 @@ SILENT = {
             def backward(ctx, *grads):
                 return grads
         """,
+    "trainable_leaves_made_by_hand": """
+        import torch
+
+        def fit(x, y, feats, steps=100):
+            w = torch.randn(3, 1, requires_grad=True)
+            b = torch.zeros(1)
+            b.requires_grad_()
+            scale = torch.tensor(1.0, requires_grad=True)
+            for _ in range(steps):
+                pred = x @ w + b
+                loss = ((pred - y) ** 2).mean() + (scale * feats.detach()).sum()
+                loss.backward()
+        """,
     "gradient_accumulation": """
         def train(model, loader, opt, criterion, accum=4):
             for i, (x, y) in enumerate(loader):
@@ -265,6 +278,15 @@ CAUGHT = {
             loss.requires_grad_(True)
             loss.backward()
         """, {(2, "GT107"), (3, "GT106")}),
+    "rewrapped_with_requires_grad": ("""
+        import torch.nn.functional as F
+        import torch
+
+        def step(model, x, y):
+            loss = F.mse_loss(model(x), y)
+            loss = torch.tensor(loss, requires_grad=True)
+            loss.backward()
+        """, {(6, "GT104")}),
     "backward_count": ("""
         import torch
 

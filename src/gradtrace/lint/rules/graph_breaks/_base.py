@@ -197,7 +197,13 @@ def _forces_grad(n: ast.Call, lp: LossPaths, names: set[str]) -> bool:
     return any(k.arg == "requires_grad" and _is_true(k.value) for k in n.keywords) and \
         (lp.ctx.qualified_name(f) or "") in ("torch.tensor", "torch.as_tensor",
                                               "torch.autograd.Variable", "torch.Tensor") \
-        and bool(n.args) and lp.trace(n.args[0], lp.scope.statement_of(n), n.lineno).cuts != ()
+        and bool(n.args) and _derived(lp, n.args[0], n)
+
+
+def _derived(lp: LossPaths, arg: ast.expr, call: ast.Call) -> bool:
+    """Whether a re-wrapped value came from the graph (live, or cut on its way)."""
+    t = lp.trace(arg, lp.scope.statement_of(call), call.lineno)
+    return t.live or bool(t.cuts)
 
 
 def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:

@@ -442,6 +442,8 @@ class LossPaths:
                 self._busy.discard((name, b.line))
             out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
                                                 ((name, b.line),) + c.via) for c in t.cuts))
+            if not t.live and not t.cuts and self._made_trainable(name):
+                out = LIVE
             if isinstance(b.value, (ast.List, ast.Dict, ast.Set)) or (
                     isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
                     and b.value.func.id in ("list", "dict", "set")):
@@ -459,6 +461,12 @@ class LossPaths:
                                                     ((name, mc.stmt.lineno),) + c.via)
                                                 for c in t.cuts))
         return out
+
+    def _made_trainable(self, name: str) -> bool:
+        """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""
+        return bool(self.scope.bindings.get(name + ".requires_grad")) or any(
+            mc.receiver == name and mc.method == "requires_grad_"
+            for mc in self.scope.method_calls)
 
     def _binding(self, b: Binding) -> Trace:
         s = b.stmt
@@ -516,7 +524,7 @@ class LossPaths:
         if qual in REBUILD_FUNCS:
             return self._rebuild(e, use, line)
         if qual in FRESH_FUNCS:
-            return DEAD
+            return LIVE if _asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
         if qual == "torch.where" and len(e.args) == 3:
             values = self._all(e.args[1:], use, line)
             if values.live:
@@ -543,6 +551,9 @@ class LossPaths:
         if m == "new_tensor" and e.args:
             return self._rebuild(e, use, line)
         recv = self.trace(func.value, use, line)
+        if m == "requires_grad_" and not recv.live and not recv.cuts and \
+                not (e.args and isinstance(e.args[0], ast.Constant) and e.args[0].value is False):
+            return LIVE  # a new trainable leaf; on a cut value it stays cut (a band-aid)
         if m in RECV_ONLY:
             return recv
         return recv | self._args(e, use, line)
@@ -591,8 +602,16 @@ class LossPaths:
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:
-            return DEAD
-        return self._cut(REBUILD, e, [e.args[0]], use, line)
+            return LIVE if _asks_grad(e) else DEAD
+        t = self._cut(REBUILD, e, [e.args[0]], use, line)
+        if not t.cuts and _asks_grad(e):
+            return LIVE  # a new trainable leaf from Python data: `torch.tensor(0.5, requires_grad=True)`
+        return t
+
+
+def _asks_grad(e: ast.Call) -> bool:
+    return any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant)
+                                                 and k.value.value is False) for k in e.keywords)
 
 
 def _unpacks_indices(s: ast.Assign, name: str, ctx: Context) -> bool:

@@ -335,9 +335,10 @@ class RequiresGradBandAid(Rule):
         seen: set[int] = set()
         for v in lp.verdicts:
             cuts = [c for _, cs in v.cut_terms for c in cs]
+            cut_nodes = {id(c.node) for c in cuts}
             for b in band_aids(v, lp):
-                if id(b) in seen:
-                    continue
+                if id(b) in seen or id(b) in cut_nodes:  # `torch.tensor(t, requires_grad=True)`
+                    continue                             # is reported once, as the cut
                 seen.add(id(b))
                 first = cuts[0]
                 rel = related_for(first, v, ctx) + (
