@@ -36,7 +36,8 @@ MODEL_WORDS = frozenset({
     "critic", "g", "d", "rnn", "lstm", "gru", "cell", "backbone", "head", "classifier", "policy",
     "actor", "unet", "vae", "transformer", "embed", "embedding", "embeddings", "proj",
     "projection", "fc", "linear", "conv", "mlp", "layer", "layers", "module", "disc", "gen",
-    "stem", "neck", "tower", "predictor", "denoiser", "autoencoder", "seq2seq",
+    "stem", "neck", "tower", "predictor", "denoiser", "autoencoder", "seq2seq", "body", "trunk",
+    "torso", "extractor", "features", "q", "value", "agent", "student", "bert", "gpt", "llm",
 })
 # verbs of functions that build or fetch a module object rather than run it
 FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
