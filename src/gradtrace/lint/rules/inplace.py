@@ -20,7 +20,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, GRAPH, LEAF, NUMBER, NUMPY, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode._deps import backward_sinks, is_inference_function, sink_loss
+from gradtrace.lint.rules.grad_mode._deps import backward_sinks, is_inference_function
 
 UNDECIDABLE: list[tuple[str, str]] = [
     ("an in-place write through an alias or a view made elsewhere (`y = p.view(-1); y[0] = 0`, "
@@ -49,8 +49,8 @@ VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", 
                           "t", "flatten", "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
 ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
-OP_WORDS = re.compile(r"sigmoid|softmax|tanh|exp|relu|elu|sqrt|reciprocal")
-MODULE_WORDS = re.compile(r"ReLU|Sigmoid|Tanh|Softmax|ELU")
+OP_WORDS = re.compile(r"sigmoid|softmax|tanh|\bexp(m1)?\b|relu|\belu|sqrt|reciprocal|expit")
+MODULE_WORDS = ("ReLU", "Sigmoid", "Tanh", "Softmax", "ELU")
 TRAINING_FUNCS = frozenset({"forward"})
 
 
@@ -66,8 +66,8 @@ class Producer:
 class _LazyModules:
     """``self.<attr>`` -> op of activation modules in a class, computed on first lookup."""
 
-    def __init__(self, cls: ast.ClassDef | None, ctx: Context) -> None:
-        self.cls, self.ctx = cls, ctx
+    def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
+        self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
         self._map: dict[str, str] | None = None
         self._inplace: set[str] = set()
 
@@ -77,21 +77,25 @@ class _LazyModules:
 
     def any(self) -> bool:
         if self._map is None:
-            self._map = _module_attrs(self.cls, self.ctx, self._inplace)
+            self._map = _module_attrs(self.cls, self.ctx, self._inplace) if self.file_ok else {}
         return bool(self._map)
 
     def get(self, name: str | None) -> str | None:
         if not name or not name.startswith("self."):
             return None
         if self._map is None:
-            self._map = _module_attrs(self.cls, self.ctx, self._inplace)
+            self._map = _module_attrs(self.cls, self.ctx, self._inplace) if self.file_ok else {}
         return self._map.get(name)
+
+
+def _has_module_word(text: str) -> bool:
+    return any(w in text for w in MODULE_WORDS)
 
 
 def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> dict[str, str]:
     """``self.<attr>`` -> saved-output op for activation modules assigned in the class."""
     out: dict[str, str] = {}
-    if cls is None or not MODULE_WORDS.search(
+    if cls is None or not _has_module_word(
             "\n".join(ctx.lines[cls.lineno - 1:cls.end_lineno])):
         return out
     for fn in cls.body:
@@ -99,7 +103,7 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
             continue
         for n in _statements(fn.body):
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                    and MODULE_WORDS.search(ctx.line_text(n.lineno)):
+                    and _has_module_word(ctx.line_text(n.lineno)):
                 op = SAVED_MODULES.get(ctx.qualified_name(n.value.func) or "")
                 flag = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
                            and k.value.value is True for k in n.value.keywords) or (
@@ -151,20 +155,18 @@ def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules) -> str | Non
     return None
 
 
-def _producer(name: str, line: int, ctx: Context, modules: _LazyModules) -> Producer | None:
-    scope = ctx.scope()
-    b = scope.binding_before(name, line)
-    if b is None or b.value is None or isinstance(b.stmt, ast.AugAssign):
+def _producer(call: ast.Call, ctx: Context, modules: _LazyModules) -> Producer | None:
+    """The saved-output op ``call`` applies (None when grad is off there)."""
+    op = _op_of_call(call, ctx, modules)
+    if op is None or ctx.grad_disabled is not None:
         return None
-    if scope.grad_off_at(b.stmt) is not None:
-        return None
-    op = _op_of_call(b.value, ctx, modules)
-    if op is None:
-        return None
-    args = [a for a in getattr(_innermost_call(b.value), "args", [])]
-    if args and all(scope.kind(a) in (LEAF, NUMBER, NUMPY, DETACHED) for a in args[:1]):
-        return None
-    return Producer(b.value, op.rstrip("_"), SAVED_OUT.get(op, "relu"))
+    return Producer(call, op.rstrip("_"), SAVED_OUT.get(op, "relu"))
+
+
+def _input_has_no_grad(prod: Producer, ctx: Context) -> bool:
+    """Whether the op's input is a new, detached or Python value (nothing was recorded)."""
+    args = getattr(_innermost_call(prod.call), "args", [])
+    return bool(args) and ctx.scope().kind(args[0]) in (LEAF, NUMBER, NUMPY, DETACHED)
 
 
 def _innermost_call(e: ast.AST) -> ast.AST:
@@ -238,19 +240,40 @@ def _inplace_call(call: ast.Call, ctx: Context, modules: _LazyModules) -> bool:
     return modules.inplace(dotted(call.func))
 
 
-def _in_training(ctx: Context, stmt: ast.stmt) -> ast.Call | bool:
-    """A backward call after ``stmt`` in this function, or True for a module's forward."""
-    fn = ctx.function
-    if fn is None or is_inference_function(fn, ctx):
+def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
+    """A backward call after ``stmt`` in ``fn``, or True for a module's forward."""
+    if is_inference_function(fn, ctx):
         return False
     for sink in backward_sinks(ctx.scope()):
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
     cls = ctx.class_def
-    if fn.name in TRAINING_FUNCS and cls is not None and not _eval_branch(ctx) \
-            and not _is_autograd_function(cls, fn, ctx):
+    if getattr(fn, "name", "") in TRAINING_FUNCS and cls is not None \
+            and not _eval_branch(_path_to(fn.body, stmt)) \
+            and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
         return True
     return False
+
+
+def _path_to(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt]:
+    """The statements enclosing ``target`` inside ``body``, outermost first, then ``target``."""
+    for s in body:
+        if s is target:
+            return [s]
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            continue
+        if s.lineno <= target.lineno <= (s.end_lineno or 0):
+            for f in ("body", "orelse", "finalbody"):
+                sub = getattr(s, f, None)
+                if sub:
+                    path = _path_to(sub, target)
+                    if path:
+                        return [s, *path]
+            for h in getattr(s, "handlers", ()):
+                path = _path_to(h.body, target)
+                if path:
+                    return [s, *path]
+    return []
 
 
 def _is_autograd_function(cls: ast.ClassDef, fn: ast.AST, ctx: Context) -> bool:
@@ -260,9 +283,9 @@ def _is_autograd_function(cls: ast.ClassDef, fn: ast.AST, ctx: Context) -> bool:
     return any((ctx.qualified_name(b) or "").endswith("Function") for b in cls.bases)
 
 
-def _eval_branch(ctx: Context) -> bool:
+def _eval_branch(path: list[ast.stmt]) -> bool:
     """Inside ``if not self.training:`` / the ``else`` of ``if self.training:``."""
-    for s, inner in zip(ctx.stmts, ctx.stmts[1:]):
+    for s, inner in zip(path, path[1:]):
         if isinstance(s, ast.If) and "training" in ast.dump(s.test):
             negated = isinstance(s.test, ast.UnaryOp) and isinstance(s.test.op, ast.Not)
             if negated == (inner in s.body):
@@ -271,49 +294,51 @@ def _eval_branch(ctx: Context) -> bool:
 
 
 class _InplaceRule(Rule):
-    triggers = ("sigmoid", "softmax", "tanh", "exp", "relu", "elu", "sqrt", "reciprocal",
-                "Sigmoid", "Softmax", "Tanh", "ReLU", "ELU")
+    """Shared visitor: from each saved-output op bound to a name, find later in-place writes."""
 
-    def _candidates(self, fn: ast.AST, ctx: Context, modules: _LazyModules) -> set[str]:
-        """Names this function assigns from a saved-output op (cheap pre-check, cached)."""
-        cache: dict[int, set[str]] = self.__dict__.setdefault("_cands", {})
-        names = cache.get(id(fn))
-        if names is None:
-            names = cache[id(fn)] = set()
-            for n in _statements(fn.body):  # type: ignore[attr-defined]
-                if not isinstance(n, ast.Assign) or not isinstance(n.value, (ast.Call,
-                                                                               ast.Subscript)):
-                    continue
-                text = ctx.line_text(n.lineno)
-                if not OP_WORDS.search(text) and not ("self." in text and modules.any()):
-                    continue
-                if _op_of_call(n.value, ctx, modules) is not None:
-                    names.update(d for t in n.targets if (d := dotted(t)))
-        return names
+    triggers = ("sigmoid", "softmax", "tanh", "exp(", "expm1", "relu", "elu(", "sqrt",
+                "reciprocal", "expit", "act(", "activation(", "act_fn(")
 
-    def _find(self, node: ast.stmt, ctx: Context) -> tuple[Producer, str, ast.AST,
-                                                              ast.Call | bool] | None:
-        cheap = _written_name(node)
-        fn = ctx.function if cheap is not None else None
-        if fn is None:
-            return None
-        modules = self.__dict__.setdefault("_mods", {})
+    def _modules(self, ctx: Context) -> _LazyModules:
+        cache: dict[int, _LazyModules] = self.__dict__.setdefault("_mods", {})
         cls = ctx.class_def
-        if id(cls) not in modules:
-            modules[id(cls)] = _LazyModules(cls, ctx)
-        if cheap not in self._candidates(fn, ctx, modules[id(cls)]):
-            return None
-        w = _write_target(node, ctx, modules[id(cls)])
-        if w is None:
-            return None
-        name, kind, target = w
-        prod = _producer(name, node.lineno, ctx, modules[id(cls)])
+        if id(cls) not in cache:
+            ok = self.__dict__.get("_file_ok")
+            if ok is None:
+                ok = self._file_ok = _has_module_word(ctx.text)
+            cache[id(cls)] = _LazyModules(cls, ctx, ok)
+        return cache[id(cls)]
+
+    def _writes(self, node: ast.Call, ctx: Context) -> Iterator[tuple[Producer, ast.stmt, str,
+                                                                       ast.AST, ast.Call | bool]]:
+        stmt = ctx.statement
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            return
+        top = stmt.value
+        while isinstance(top, ast.Subscript):
+            top = top.value
+        if node is not top:
+            return
+        name = dotted(stmt.targets[0])
+        fn = ctx.function if name else None
+        if fn is None:
+            return
+        modules = self._modules(ctx)
+        prod = _producer(node, ctx, modules)
         if prod is None:
-            return None
-        training = _in_training(ctx, node)
-        if not training:
-            return None
-        return prod, kind, target, training
+            return
+        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        for s in _after(fn, stmt):
+            if _written_name(s) == name:
+                w = _write_target(s, ctx, modules)
+                if w is not None and w[0] == name and id(s) not in seen \
+                        and not _input_has_no_grad(prod, ctx):
+                    training = _in_training(ctx, fn, s)
+                    if training:
+                        seen.add(id(s))
+                        yield prod, s, w[1], w[2], training
+            if _rebinds(s, name):
+                return
 
     def _related(self, prod: Producer, training: ast.Call | bool, ctx: Context) -> list[Related]:
         rel = [Related(ctx.path, prod.call.lineno,  # type: ignore[attr-defined]
@@ -325,6 +350,32 @@ class _InplaceRule(Rule):
                                "for gradient computation has been modified by an inplace "
                                "operation' here", ctx.column(training)))
         return rel
+
+
+def _after(fn: ast.AST, stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """Statements of ``fn`` after ``stmt`` in source order (nested blocks included)."""
+    started = False
+    for s in _statements(fn.body):  # type: ignore[attr-defined]
+        if started:
+            yield s
+        elif s is stmt:
+            started = True
+
+
+def _rebinds(s: ast.stmt, name: str) -> bool:
+    targets: list[ast.expr] = []
+    if isinstance(s, ast.Assign):
+        targets = s.targets
+    elif isinstance(s, (ast.AnnAssign, ast.For, ast.AsyncFor)):
+        targets = [s.target]
+    elif isinstance(s, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in s.items if i.optional_vars is not None]
+    for t in targets:
+        for n in ast.walk(t):
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store) \
+                    and dotted(n) == name:
+                return True
+    return False
 
 
 class InplaceWriteToSavedOutput(_InplaceRule):
@@ -399,27 +450,16 @@ class InplaceWriteToSavedOutput(_InplaceRule):
             """),
     ]
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
-
-    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
-
-    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
-
-    def _check(self, node: ast.stmt, ctx: Context) -> Iterator[Finding]:
-        found = self._find(node, ctx)
-        if found is None:
-            return
-        prod, kind, target, training = found
-        if prod.family == "relu" and kind in ("aug", "arith"):
-            return  # GT603
-        name = ctx.source(target.value if isinstance(target, ast.Subscript) else target)
-        if isinstance(target, ast.Call):
-            name = ctx.source(target.func.value)  # type: ignore[attr-defined]
-        yield self.report(node, ctx, related=self._related(prod, training, ctx), name=name,
-                          op=prod.op)
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        for prod, stmt, kind, target, training in self._writes(node, ctx):
+            if prod.family == "relu" and kind in ("aug", "arith"):
+                continue  # GT603
+            name = ctx.source(target.value if isinstance(target, ast.Subscript) else target)
+            if isinstance(target, ast.Call):
+                name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
+                                  or not target.func.attr.endswith("_") else target.func.value)
+            yield self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
+                              op=prod.op)
 
 
 class InplaceAddToReluOutput(_InplaceRule):
@@ -499,29 +539,21 @@ class InplaceAddToReluOutput(_InplaceRule):
             """),
     ]
 
-    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
-
-    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
-
-    def _check(self, node: ast.stmt, ctx: Context) -> Iterator[Finding]:
-        found = self._find(node, ctx)
-        if found is None:
-            return
-        prod, kind, target, training = found
-        if prod.family != "relu" or kind not in ("aug", "arith"):
-            return
-        fix = None
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(node.op))
-            if op:
-                name = node.target.id
-                fix = self.fix(ctx.edit(node, f"{name} = {name} {op} {_paren(node.value, ctx)}"))
-        name = ctx.source(target) if not isinstance(target, ast.Call) \
-            else ctx.source(target.func.value)  # type: ignore[attr-defined]
-        yield self.report(node, ctx, related=self._related(prod, training, ctx), fix=fix,
-                          stmt=ctx.source(node), name=name, op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        for prod, stmt, kind, target, training in self._writes(node, ctx):
+            if prod.family != "relu" or kind not in ("aug", "arith"):
+                continue
+            fix = None
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(stmt.op))
+                if op:
+                    n = stmt.target.id
+                    fix = self.fix(ctx.edit(stmt, f"{n} = {n} {op} {_paren(stmt.value, ctx)}"))
+            name = ctx.source(target) if not isinstance(target, ast.Call) \
+                else ctx.source(target.func.value)  # type: ignore[attr-defined]
+            yield self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
+                              stmt=ctx.source(stmt), name=name, op=prod.op,
+                              line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
 def _paren(e: ast.expr, ctx: Context) -> str:
@@ -551,7 +583,7 @@ class OptimizerStepBetweenBackwards(Rule):
     name = "optimizer-step-between-backwards"
     message = ("`{step}` updates parameters in place between `{first}` (line {first_line}) and "
                "`{second}` (line {second_line}), whose graph was built before the step")
-    triggers = ("step",)
+    triggers = ("step()",)
     examples = [
         Bad("""
             def train_step(model, x, opt):

@@ -62,7 +62,7 @@ class CheckpointInputWithoutGrad(Rule):
                "the parameters inside `{fn}` get no gradient")
     fix_title = "Pass `use_reentrant=False`"
     fix_safety = "unsafe"
-    triggers = ("checkpoint",)
+    triggers = ("checkpoint(", "checkpoint_sequential(")
     examples = [
         Bad("""
             from torch.utils.checkpoint import checkpoint
