@@ -192,8 +192,7 @@ class LossAccumulatedWithGraph(_LoopRule):
             loops = f.loops_of(s)
             if not loops:
                 continue
-            loop = next((lp for lp in reversed(loops) if any(
-                b.accumulates and f.inside(b.stmt, lp) for b in f.backwards)), loops[-1])
+            loop = loops[-1]
             why = self._why(f, g, s, acc, value, loop)
             if why is None:
                 continue
@@ -203,8 +202,10 @@ class LossAccumulatedWithGraph(_LoopRule):
              loop: ast.stmt) -> str | None:
         """Why the accumulation keeps graphs (None: it does not, or we cannot tell)."""
         if not self._outlives(f, acc, loop) or any(
-                b.loss is not None and acc in {n for n, _ in loads(b.loss)} for b in f.backwards):
-            return None
+                b.loss is not None and (acc in {n for n, _ in loads(b.loss)} or acc in {
+                    d.name for d in g.deps(b.loss, b.stmt.lineno).bindings})
+                for b in f.backwards):
+            return None  # the collected values are differentiated later: graphs are needed
         graphy = [b for n, _ in loads(value) if (b := g._binding(n, s.lineno)) is not None
                   and f.inside(b.stmt, loop) and g.carries(b)]
         direct = any(g._module_like(c, s.lineno) for c, _ in _calls(value))
@@ -235,13 +236,13 @@ class LossAccumulatedWithGraph(_LoopRule):
 
     def _eval_why(self, f: LoopFacts, s: ast.stmt, loop: ast.stmt) -> str | None:
         ctx = f.ctx
-        if f.backwards or f.scope.grad_off_at(s) is not None or not isinstance(
-                loop, (ast.For, ast.AsyncFor)) or not _loader_like(loop.iter):
+        if any(f.inside(b.stmt, loop) for b in f.backwards) or f.scope.grad_off_at(s) is not None \
+                or not isinstance(loop, (ast.For, ast.AsyncFor)) or not _loader_like(loop.iter):
             return None
         fn = f.node
-        if isinstance(fn, ast.Module) or NO_GRAD_HOOKS.search(fn.name) \
-                or fn.name in _no_grad_callers(ctx) or "set_grad_enabled" in ctx.text \
-                or _in_module_class(ctx, fn):  # type: ignore[attr-defined]
+        if "set_grad_enabled" in ctx.text or not isinstance(fn, ast.Module) and (
+                NO_GRAD_HOOKS.search(fn.name) or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
+                or _in_module_class(ctx, fn)):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
                 "in memory (hundreds of MB per 100 steps) until out-of-memory")
