@@ -238,6 +238,31 @@ SILENT = {
                 loss = ((pred - y) ** 2).mean() + (scale * feats.detach()).sum()
                 loss.backward()
         """,
+    "learnable_criterion_on_frozen_features": """
+        import torch.nn as nn
+
+        class ProbeTrainer:
+            def __init__(self, backbone, margin_loss_cls, opt):
+                self.backbone = backbone
+                self.criterion = margin_loss_cls(512, 1000)
+                self.opt = opt
+
+            def step(self, x, y):
+                feats = self.backbone(x).detach()
+                loss = self.criterion(feats, y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        """,
+    "penalty_through_param_grads": """
+        def double_backward_step(model, opt, x, y, criterion, lam=0.1):
+            loss = criterion(model(x), y)
+            loss.backward(create_graph=True)
+            gp = sum((p.grad ** 2).sum() for p in model.parameters())
+            scale = loss.detach().clamp(min=1e-8)
+            (lam * gp / scale).backward()
+            opt.step()
+        """,
     "gradient_accumulation": """
         def train(model, loader, opt, criterion, accum=4):
             for i, (x, y) in enumerate(loader):

@@ -77,7 +77,7 @@ FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new
                            "new_full", "zero_", "nelement", "element_size", "data_ptr",
                            "get_device", "stride", "is_contiguous", "isnan", "isinf",
                            "isfinite", "any", "all", "count_nonzero", "nonzero"})
-FRESH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "grad", "requires_grad",
+FRESH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "requires_grad",
                          "is_cuda", "is_leaf", "indices"})
 # methods that keep the cut chain (``x.detach().cpu().numpy()`` is one cut)
 PEEL = frozenset({"detach", "cpu", "cuda", "to", "clone", "contiguous", "float", "double",
@@ -589,16 +589,18 @@ class LossPaths:
         return hit
 
     def _pure_loss_name(self, name: str) -> bool:
-        if LOSS_CALLABLE_RE.match(name.rpartition(".")[2]):
-            return True
+        """Bound to ``torch.nn.*Loss()``; or, when nothing in the file binds it, named like a
+        loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
+        learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
         values = [b.value for b in self.scope.bindings.get(name, ())]
         if not values:
             values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
         if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
             values = _self_assignments(self.ctx.class_def, name)
-        return bool(values) and all(
-            isinstance(v, ast.Call) and _is_torch_loss(self.ctx.qualified_name(v.func))
-            for v in values)
+        if not values:
+            return bool(LOSS_CALLABLE_RE.match(name.rpartition(".")[2]))
+        return all(isinstance(v, ast.Call) and _is_torch_loss(self.ctx.qualified_name(v.func))
+                   for v in values)
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:
