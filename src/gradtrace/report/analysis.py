@@ -157,36 +157,37 @@ def _layer_scores(t: Track) -> list[tuple[int, float]]:
 
 
 def _depth(t: Track) -> Iterator[Finding]:
+    """GT852/GT853 across depth: the median score of the first third of the weight layers
+    against that of the last third (medians, so one odd layer decides nothing)."""
     scores = _layer_scores(t)
     if len(scores) < 3:
         return
     k = max(1, math.ceil(len(scores) / 3))
     early, late = scores[:k], scores[-k:]
-    e_hi = max(early, key=lambda s: s[1])
-    l_lo = min(late, key=lambda s: s[1])
-    e_lo = min(early, key=lambda s: s[1])
-    l_hi = max(late, key=lambda s: s[1])
+    e_med = statistics.median(v for _, v in early)
+    l_med = statistics.median(v for _, v in late)
     kind = "relative gradient ||g||/||w||" if t.has_optimizer else "gradient RMS"
-    if e_hi[1] * 10 ** VANISH_ORDERS <= l_lo[1]:
-        p_e, p_l = t.params[e_lo[0]], t.params[l_hi[0]]
-        orders = math.log10(l_hi[1] / e_lo[1])
+    if e_med * 10 ** VANISH_ORDERS <= l_med:
+        p_e = t.params[min(early, key=lambda s: s[1])[0]]
+        p_l = t.params[max(late, key=lambda s: s[1])[0]]
         yield _finding(
             "GT852", t,
-            f"gradients vanish toward the input: the median {kind} is {fmt(e_lo[1])} at "
-            f"`{p_e.name}` but {fmt(l_hi[1])} at `{p_l.name}` ({orders:.1f} orders of "
-            f"magnitude); the first {k} weight layer(s) barely train. Typical causes: "
+            f"gradients vanish toward the input: the median {kind} of the first {k} weight "
+            f"layer(s) is {fmt(e_med)}, of the last {k} {fmt(l_med)} "
+            f"({math.log10(l_med / e_med):.1f} orders of magnitude; lowest at `{p_e.name}`, "
+            f"highest at `{p_l.name}`), so the early layers barely train. Typical causes: "
             "saturating activations (sigmoid/tanh) in a deep stack, no normalization or "
             "residual connections, too-small init. Use ReLU/GELU, residual connections, "
             "normalization layers or Kaiming/Xavier init.", where=p_e)
-    elif e_lo[1] >= l_hi[1] * 10 ** EXPLODE_ORDERS:
-        p_e, p_l = t.params[e_hi[0]], t.params[l_lo[0]]
-        orders = math.log10(e_hi[1] / l_lo[1])
+    elif e_med >= l_med * 10 ** EXPLODE_ORDERS:
+        p_e = t.params[max(early, key=lambda s: s[1])[0]]
         yield _finding(
             "GT853", t,
-            f"gradients explode toward the input: the median {kind} is {fmt(e_hi[1])} at "
-            f"`{p_e.name}` but {fmt(l_lo[1])} at `{p_l.name}` ({orders:.1f} orders of "
-            "magnitude). Use normalization layers, a smaller init scale, or gradient clipping "
-            "(`torch.nn.utils.clip_grad_norm_`).", where=p_e)
+            f"gradients explode toward the input: the median {kind} of the first {k} weight "
+            f"layer(s) is {fmt(e_med)}, of the last {k} {fmt(l_med)} "
+            f"({math.log10(e_med / l_med):.1f} orders of magnitude; highest at "
+            f"`{p_e.name}`). Use normalization layers, a smaller init scale, or gradient "
+            "clipping (`torch.nn.utils.clip_grad_norm_`).", where=p_e)
 
 
 def _total_norms(t: Track) -> list[tuple[int, float]]:
