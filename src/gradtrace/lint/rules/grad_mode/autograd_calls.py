@@ -136,6 +136,13 @@ class CheckpointInputWithoutGrad(Rule):
 def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
     if isinstance(a, ast.Constant):
         return "a constant"
+    if isinstance(a, ast.Subscript):
+        key = a.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) \
+                and INT_NAME_RE.search(key.value):
+            return f"`{ctx.source(a)}` holds integers"
+        base = _no_grad_reason(a.value, ctx) if isinstance(a.value, ast.Name) else None
+        return base if base is not None and "batch" in base else None
     name = dotted(a)
     if name is not None and INT_NAME_RE.search(name.rpartition(".")[2]):
         return f"`{name}` holds integers"
