@@ -78,6 +78,7 @@ class Hooks:
 
     # -- modules -------------------------------------------------------------------------------
     def _pre(self, module: torch.nn.Module, args: Any) -> None:
+        self.state.in_step = False  # a forward inside step(closure) is user code again
         rec = self.data.modules.get(id(module))
         if rec is None or rec.ref() is not module:
             raw = raw_site()
@@ -177,8 +178,8 @@ class Hooks:
 
 
 def _due(step: int) -> bool:
-    """Check gradients on steps 1-8, then every power of two, then every 64th."""
-    return step <= 8 or (step & (step - 1)) == 0 or step % 64 == 0
+    """Check gradients on steps 1-4, then on every power of two and every 64th step."""
+    return step <= 4 or (step & (step - 1)) == 0 or step % 64 == 0
 
 
 def param_name(data: HookState, p: Tensor) -> str:

@@ -130,7 +130,7 @@ class ProvenanceMode(TorchFunctionMode):
                            kwargs: dict[str, Any] | None = None) -> Any:
         if kwargs is None:
             kwargs = {}
-        if self.busy:
+        if self.busy or self.state.in_step:  # our own work, or an optimizer's internals
             return func(*args, **kwargs)
         kind = _KIND.get(func)
         if kind is None:
