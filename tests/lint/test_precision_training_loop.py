@@ -142,6 +142,16 @@ SILENT = {
                     outs.append(self.motion_encoder(face_batch))
                 return torch.cat(outs)
         """,
+    # data preparation: filterbank features of a dataset collected for statistics
+    "feature-preparation-over-dataset": """
+        import torch
+        def prepare(dataset, audio_root):
+            feature_list = []
+            for waveform, sample_rate, utt_id in tqdm(dataset):
+                features = extract_fbank_features(waveform, sample_rate, audio_root / utt_id)
+                feature_list.append(features)
+            return compute_stats(feature_list)
+        """,
     # scheduler and optimizer steps called, results not assigned; closure step assigned
     "closure-step-assigned": """
         for it in range(20):

@@ -36,9 +36,13 @@ MODEL_WORDS = frozenset({
     "critic", "g", "d", "rnn", "lstm", "gru", "cell", "backbone", "head", "classifier", "policy",
     "actor", "unet", "vae", "transformer", "embed", "embedding", "embeddings", "proj",
     "projection", "fc", "linear", "conv", "mlp", "layer", "layers", "module", "disc", "gen",
-    "stem", "neck", "tower", "predictor", "denoiser", "autoencoder", "seq2seq", "body", "trunk",
-    "torso", "extractor", "features", "q", "value", "agent", "student", "bert", "gpt", "llm",
+    "stem", "neck", "tower", "predictor", "denoiser", "autoencoder", "seq2seq", "trunk",
+    "torso", "student", "bert", "gpt", "llm",
 })
+# words that name a module only when the whole name is made of such words (`self.features`,
+# `feature_extractor`, `body`), not inside a function name (`extract_fbank_features`)
+WEAK_MODEL_WORDS = frozenset({"features", "feature", "extractor", "body", "q", "value", "agent",
+                              "base", "shared", "pi", "v"})
 # verbs of functions that build or fetch a module object rather than run it
 FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
                            "prepare", "setup", "copy", "deepcopy", "instantiate", "compile",
@@ -53,7 +57,9 @@ def model_spelling(name: str) -> bool:
     if not words or words[-1] in ("loss", "losses", "criterion", "fn", "func") \
             or words[0] in FACTORY_WORDS:
         return False
-    return any(w in MODEL_WORDS or (w.endswith("net") and len(w) <= 12) for w in words)
+    if any(w in MODEL_WORDS or (w.endswith("net") and len(w) <= 12) for w in words):
+        return True
+    return all(w in WEAK_MODEL_WORDS for w in words)
 
 
 TENSOR_METHODS = frozenset({
