@@ -337,7 +337,8 @@ def _never_requires_grad(v: ast.expr, ctx: Context) -> str | None:
     if isinstance(e, ast.Call):
         qual = ctx.qualified_name(e.func) or ""
         if qual in FRESH and not any(k.arg == "requires_grad" for k in e.keywords):
-            return f"is a new tensor from `{qual.rpartition('.')[2]}(...)` without `requires_grad=True`"
+            what = qual.rpartition(".")[2]
+            return f"is a new tensor from `{what}(...)` without `requires_grad=True`"
     return None
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 import weakref
 from typing import ClassVar, Iterator
 
@@ -40,8 +39,9 @@ def _op_name(c: Cut) -> str:
     node = c.node
     if isinstance(node, ast.Call):
         f = node.func
-        return f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name)
-                                                             else "")
+        if isinstance(f, ast.Attribute):
+            return f.attr
+        return f.id if isinstance(f, ast.Name) else ""
     return ""
 
 
@@ -194,10 +194,11 @@ def _forces_grad(n: ast.Call, lp: LossPaths, names: set[str]) -> bool:
     f = n.func
     if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
         return lp.ctx.source(f.value) in names and (not n.args or _is_true(n.args[0]))
-    return any(k.arg == "requires_grad" and _is_true(k.value) for k in n.keywords) and \
-        (lp.ctx.qualified_name(f) or "") in ("torch.tensor", "torch.as_tensor",
-                                              "torch.autograd.Variable", "torch.Tensor") \
-        and bool(n.args) and _derived(lp, n.args[0], n)
+    wraps = (lp.ctx.qualified_name(f) or "") in ("torch.tensor", "torch.as_tensor",
+                                                 "torch.autograd.Variable", "torch.Tensor")
+    return wraps and bool(n.args) and any(
+        k.arg == "requires_grad" and _is_true(k.value) for k in n.keywords) and \
+        _derived(lp, n.args[0], n)
 
 
 def _derived(lp: LossPaths, arg: ast.expr, call: ast.Call) -> bool:
@@ -230,7 +231,8 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
         return (f"nothing of `{name}` is left on the graph; since `requires_grad` is forced at "
                 f"line {forced}, `backward()` (line {line}) runs and no parameter gets a "
                 f"gradient")
-    return f"nothing of `{name}` is left on the graph, so `backward()` (line {line}) raises {ELEMENT0}"
+    return (f"nothing of `{name}` is left on the graph, so `backward()` (line {line}) raises "
+            f"{ELEMENT0}")
 
 
 def related_for(c: Cut, v: Verdict, ctx: Context) -> tuple[Related, ...]:

@@ -163,10 +163,11 @@ class DetachedLossTerm(LossCutRule):
             def vae_step(model, opt, x):
                 recon, mu, logvar = model(x)
                 rec = F.mse_loss(recon, x)
-                kl = -0.5 * torch.mean(1 + logvar.detach() - mu.detach() ** 2 - logvar.exp().detach())
+                mu_d, lv_d = mu.detach(), logvar.detach()
+                kl = -0.5 * torch.mean(1 + lv_d - mu_d ** 2 - lv_d.exp())
                 loss = rec + kl
                 loss.backward()
-            """, at=(7, 31), count=1),
+            """, at=(7, 17), count=1),
         Good("""
             import torch
             import torch.nn.functional as F

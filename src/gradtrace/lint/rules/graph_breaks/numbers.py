@@ -133,7 +133,8 @@ class PythonNumberInLoss(LossCutRule):
 
     code = "GT102"
     name = "python-number-in-loss"
-    message = "`{expr}` turns `{operand}` into a Python number on the way to the loss: {consequence}"
+    message = ("`{expr}` turns `{operand}` into a Python number on the way to the loss: "
+               "{consequence}")
     triggers = SINK_WORDS
     needs = ("item", "float", "tolist", "math.")
     cut_kinds = frozenset({CUT_NUMBER})
@@ -233,9 +234,13 @@ class TensorRebuiltFromGraph(LossCutRule):
 
     Why: `torch.tensor(...)` always builds a new leaf with `requires_grad=False`: it copies
     the values (PyTorch warns "To copy construct from a tensor, it is recommended to use
-    sourceTensor.detach().clone()"), so the gradient stops there. With nothing else in the
-    loss, backward raises `RuntimeError: element 0 of tensors does not require grad and does
-    not have a grad_fn`. Use `torch.stack(list)` / `torch.cat(list)` or the tensor itself.
+    sourceTensor.detach().clone()"; a list of one-element tensors is read as Python scalars,
+    with "Converting a tensor with requires_grad=True to a scalar may lead to unexpected
+    behavior"; a list of larger tensors raises `ValueError: only one element tensors can be
+    converted to Python scalars`), so the gradient stops there. `torch.autograd.Variable(t)`
+    also returns a new leaf. With nothing else in the loss, backward raises
+    `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
+    (PYTORCH_FACTS a7). Use `torch.stack(list)` / `torch.cat(list)` or the tensor itself.
     Known limits: follows names inside one function; tensors built from Python data (targets,
     constants) are fine and never reported.
     """

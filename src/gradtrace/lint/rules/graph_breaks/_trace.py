@@ -1,0 +1,502 @@
+"""Tracing a value back to what it is built from: the engine of NOTE [loss paths].
+
+:class:`Tracer` answers, for one expression of one function, whether some path reaches a value
+that may carry a graph without being cut (``live``) and where live values were cut on the way
+(:class:`Cut`). Unknown values (calls of modules or user functions, arguments, ``self.x``) count
+as live; data (loader batches, target-like arguments, constants, hyper-parameters) as dead.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Binding, Scope
+
+
+NUMBER, NUMPY, REBUILD = "number", "numpy", "rebuild"
+DATA, DETACH, NONDIFF = "data", "detach", "nondiff"
+# a method that turns its receiver into a value without history, and the cut kind
+CUT_METHODS = {
+    "item": NUMBER, "tolist": NUMBER, "numpy": NUMPY, "detach": DETACH,
+    "argmax": NONDIFF, "argmin": NONDIFF, "argsort": NONDIFF, "round": NONDIFF,
+    "sign": NONDIFF, "floor": NONDIFF, "ceil": NONDIFF, "trunc": NONDIFF, "eq": NONDIFF,
+    "ne": NONDIFF, "gt": NONDIFF, "lt": NONDIFF, "ge": NONDIFF, "le": NONDIFF,
+    "bool": NONDIFF, "long": NONDIFF, "int": NONDIFF, "heaviside": NONDIFF,
+}
+CUT_FUNCS = {
+    "float": NUMBER, "int": NUMBER, "math.sqrt": NUMBER, "math.log": NUMBER,
+    "math.exp": NUMBER, "math.fabs": NUMBER, "numpy.array": NUMPY, "numpy.asarray": NUMPY,
+    "torch.argmax": NONDIFF, "torch.argmin": NONDIFF, "torch.argsort": NONDIFF,
+    "torch.round": NONDIFF, "torch.sign": NONDIFF, "torch.floor": NONDIFF,
+    "torch.ceil": NONDIFF, "torch.trunc": NONDIFF, "torch.eq": NONDIFF, "torch.ne": NONDIFF,
+    "torch.gt": NONDIFF, "torch.lt": NONDIFF, "torch.ge": NONDIFF, "torch.le": NONDIFF,
+    "torch.heaviside": NONDIFF, "torch.nn.functional.one_hot": NONDIFF,
+    "torch.detach": DETACH,
+}
+# tensor constructors that copy their data argument into a new leaf
+REBUILD_FUNCS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor",
+                           "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy",
+                           "torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# calls whose result is a (values, indices) pair when given a dim
+PAIR_METHODS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
+# results with no history whatever the arguments
+FRESH_FUNCS = frozenset({
+    "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
+    "torch.arange", "torch.linspace", "torch.eye", "torch.randint", "torch.zeros_like",
+    "torch.ones_like", "torch.randn_like", "torch.rand_like", "torch.empty_like",
+    "torch.full_like", "torch.randperm", "len", "range", "isinstance", "torch.is_tensor",
+    "torch.numel", "torch.nn.functional.one_hot",
+})
+FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new_empty",
+                           "new_full", "zero_", "nelement", "element_size", "data_ptr",
+                           "get_device", "stride", "is_contiguous", "isnan", "isinf",
+                           "isfinite", "any", "all", "count_nonzero", "nonzero"})
+FRESH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "requires_grad",
+                         "is_cuda", "is_leaf", "indices"})
+# methods that keep the cut chain (``x.detach().cpu().numpy()`` is one cut)
+PEEL = frozenset({"detach", "cpu", "cuda", "to", "clone", "contiguous", "float", "double",
+                  "half", "squeeze", "view", "reshape", "flatten", "data"})
+# methods whose arguments are sizes, devices, dims or indices, not differentiable tensors
+RECV_ONLY = frozenset({
+    "to", "cuda", "cpu", "type", "type_as", "view", "view_as", "reshape", "reshape_as",
+    "expand", "expand_as", "repeat", "permute", "transpose", "squeeze", "unsqueeze", "flatten",
+    "sum", "mean", "max", "min", "norm", "softmax", "log_softmax", "clamp", "clamp_min",
+    "clamp_max", "gather", "index_select", "masked_fill", "narrow", "split", "chunk",
+    "contiguous", "float", "double", "half", "t", "abs", "exp", "log", "sqrt", "sigmoid",
+    "tanh", "relu", "std", "var", "logsumexp", "cumsum", "prod", "roll", "flip", "unbind",
+    "select", "amax", "amin", "nan_to_num", "pow", "square", "neg", "log1p", "float_power",
+})
+NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "dtype",
+                               "device", "label_smoothing", "p", "eps", "reduce",
+                               "size_average", "beta", "delta", "margin", "log_target",
+                               "non_blocking", "axis", "num_classes"})
+LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
+                              re.IGNORECASE)
+TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|masks?|"
+                       r"batch_nb|(gt|target|true|label)_masks?|"
+                       r".*_(labels?|targets?|gt|true|ids))$")
+DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One place where a possibly-graph value lost its history."""
+
+    kind: str
+    node: ast.expr                  # the cutting expression (the finding's position)
+    operand: ast.expr               # the value that was cut
+    via: tuple[tuple[str, int], ...] = ()  # names from the sink to the cut: (name, line)
+
+
+@dataclass(frozen=True)
+class Trace:
+    live: bool
+    cuts: tuple[Cut, ...] = ()
+
+    def __or__(self, other: Trace) -> Trace:
+        return Trace(self.live or other.live, self.cuts + other.cuts)
+
+
+DEAD = Trace(False)
+LIVE = Trace(True)
+
+
+class Tracer:
+    """Trace queries over one function scope; memoised, read-only for callers."""
+
+    def __init__(self, scope: Scope, ctx: Context) -> None:
+        self.scope = scope
+        self.ctx = ctx
+        node = scope.node
+        self.params: set[str] = set()     # arguments that may carry a graph
+        self.settings: set[str] = set()   # arguments with a constant default: hyper-parameters
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            pos = [*a.posonlyargs, *a.args]
+            defaults = [None] * (len(pos) - len(a.defaults)) + list(a.defaults)
+            pairs = [*zip(pos, defaults), *zip(a.kwonlyargs, a.kw_defaults),
+                     (a.vararg, None), (a.kwarg, None)]
+            for arg, default in pairs:
+                if arg is None or arg.arg in ("self", "cls"):
+                    continue
+                if isinstance(default, ast.Constant) and default.value is not None:
+                    self.settings.add(arg.arg)
+                else:
+                    self.params.add(arg.arg)
+        self.paths: dict[int, tuple[tuple[int, str], ...]] = {}
+        self._index(getattr(node, "body", []), ())
+        self._memo: dict[tuple[int, int], Trace] = {}
+        self._busy: set[tuple[str, int]] = set()
+        self._pure: dict[str, bool] = {}
+        self._env: dict[str, Trace] = {}  # comprehension variables in scope
+
+    # -- structure ---------------------------------------------------------------------------
+    def _index(self, body: list[ast.stmt], path: tuple[tuple[int, str], ...]) -> None:
+        for s in body:
+            self.paths[id(s)] = path
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for f in ("body", "orelse", "finalbody"):
+                sub = getattr(s, f, None)
+                if sub and isinstance(sub[0], ast.stmt):
+                    inner = path if isinstance(s, (ast.With, ast.AsyncWith)) else \
+                        path + ((id(s), f),)
+                    self._index(sub, inner)
+            for i, h in enumerate(getattr(s, "handlers", ())):
+                self._index(h.body, path + ((id(s), f"h{i}"),))
+            for i, c in enumerate(getattr(s, "cases", ())):
+                self._index(c.body, path + ((id(s), f"c{i}"),))
+
+    def _dominates(self, b: ast.stmt, use: ast.stmt | None) -> bool:
+        if use is None:
+            return True
+        pb, pu = self.paths.get(id(b), ()), self.paths.get(id(use), ())
+        return pu[:len(pb)] == pb
+
+    def bindings_at(self, name: str, use: ast.stmt | None, line: int) -> list[Binding]:
+        """Bindings of ``name`` that may reach ``use``: the last dominating one and later ones."""
+        out: list[Binding] = []
+        for b in reversed(self.scope.bindings.get(name, ())):
+            if b.line >= line:
+                continue
+            out.append(b)
+            if self._dominates(b.stmt, use):
+                break
+        return out
+
+    # -- tracing -----------------------------------------------------------------------------
+    def trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        key = (id(e), line)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._trace(e, use, line)
+        return hit
+
+    def _all(self, es: Iterable[ast.AST | None], use: ast.stmt | None, line: int) -> Trace:
+        """The union of the traces; stops at the first live one (a live trace's cuts are
+        never reported)."""
+        out = DEAD
+        for x in es:
+            if isinstance(x, ast.expr):
+                t = self.trace(x, use, line)
+                if t.live:
+                    return LIVE
+                out = out | t
+        return out
+
+    def _trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        if isinstance(e, ast.Constant):
+            return DEAD
+        if isinstance(e, ast.Name):
+            return self._name(e.id, use, line)
+        if isinstance(e, ast.Attribute):
+            return self._attribute(e, use, line)
+        if isinstance(e, ast.Call):
+            return self._call(e, use, line)
+        if isinstance(e, ast.BinOp):
+            return self._all((e.left, e.right), use, line)
+        if isinstance(e, ast.UnaryOp):
+            return DEAD if isinstance(e.op, ast.Not) else self.trace(e.operand, use, line)
+        if isinstance(e, ast.Compare):
+            return self._cut(NONDIFF, e, [e.left, *e.comparators], use, line)
+        if isinstance(e, ast.Subscript):
+            return self._subscript(e, use, line)
+        if isinstance(e, ast.IfExp):
+            return self._all((e.body, e.orelse), use, line)
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+            return self._all(e.elts, use, line)
+        if isinstance(e, ast.Dict):
+            return self._all(e.values, use, line)
+        if isinstance(e, (ast.Starred, ast.Await, ast.NamedExpr)):
+            return self.trace(e.value, use, line)
+        if isinstance(e, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+            return self._comprehension(e, use, line)
+        if isinstance(e, (ast.JoinedStr, ast.Lambda, ast.BoolOp)):
+            return DEAD
+        return LIVE
+
+    def _comprehension(self, e: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp,
+                       use: ast.stmt | None, line: int) -> Trace:
+        """The element, with each loop variable standing for what it iterates over."""
+        saved = dict(self._env)
+        try:
+            for g in e.generators:
+                it = self.trace(g.iter, use, line)
+                for n in ast.walk(g.target):
+                    if isinstance(n, ast.Name):
+                        self._env[n.id] = it
+            elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
+            return self._all(elts, use, line)
+        finally:
+            self._env = saved
+
+    def _name(self, name: str, use: ast.stmt | None, line: int) -> Trace:
+        env = self._env.get(name)
+        if env is not None:
+            return env
+        bs = self.bindings_at(name, use, line)
+        if not bs:
+            if name in self.ctx.imports.aliases:
+                return DEAD  # an imported constant or module
+            if name in self.settings:
+                return DEAD
+            if name in self.params:
+                return DEAD if TARGET_RE.match(name) else LIVE
+            return LIVE  # global, closure or comprehension variable: unknown
+        out = DEAD
+        for b in bs:
+            if (name, b.line) in self._busy:
+                continue
+            self._busy.add((name, b.line))
+            try:
+                t = self._binding(b)
+            finally:
+                self._busy.discard((name, b.line))
+            out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
+                                                ((name, b.line),) + c.via) for c in t.cuts))
+            if not t.live and not t.cuts and self._made_trainable(name):
+                out = LIVE
+            if isinstance(b.value, (ast.List, ast.Dict, ast.Set)) or (
+                    isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
+                    and b.value.func.id in ("list", "dict", "set")):
+                out = out | self._filled(name, line)
+        return out
+
+    def _filled(self, name: str, line: int) -> Trace:
+        """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
+        out = DEAD
+        for mc in self.scope.method_calls:
+            if mc.receiver == name and mc.method in ("append", "extend", "insert", "add",
+                                                     "update", "setdefault"):
+                t = self._all(mc.call.args, mc.stmt, mc.stmt.lineno)
+                out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
+                                                    ((name, mc.stmt.lineno),) + c.via)
+                                                for c in t.cuts))
+        return out
+
+    def _made_trainable(self, name: str) -> bool:
+        """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""
+        return bool(self.scope.bindings.get(name + ".requires_grad")) or any(
+            mc.receiver == name and mc.method == "requires_grad_"
+            for mc in self.scope.method_calls)
+
+    def _binding(self, b: Binding) -> Trace:
+        s = b.stmt
+        if isinstance(s, ast.AugAssign):
+            return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)
+        if b.value is not None:
+            return self.trace(b.value, s, b.line)
+        if isinstance(s, ast.Assign):  # tuple unpacking: the whole right-hand side
+            if _unpacks_indices(s, b.name, self.ctx):
+                return self._cut(NONDIFF, s.value, [_pair_source(s.value)], s, b.line)
+            return self.trace(s.value, s, b.line)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            if DATA_ITER_RE.search(self.ctx.source(s.iter)):
+                return DEAD
+            return self.trace(s.iter, s, b.line)
+        return LIVE
+
+    def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:
+        if e.attr == "data":
+            return self._cut(DATA, e, [_peel(e.value)], use, line)
+        if e.attr in FRESH_ATTRS:
+            return DEAD
+        name = dotted(e)
+        if name is not None and self.scope.bindings.get(name):
+            bs = self.bindings_at(name, use, line)
+            if bs:
+                return self._name(name, use, line)
+        if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
+            return DEAD if name is not None and self._setting_attr(name) else LIVE
+        if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
+            return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
+        return self.trace(e.value, use, line)
+
+    def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
+        v = e.value
+        if isinstance(e.slice, ast.Constant) and e.slice.value == 1 and isinstance(v, ast.Call) \
+                and isinstance(v.func, ast.Attribute) and v.func.attr in ("max", "min", "topk",
+                                                                          "sort") and \
+                (v.args or v.keywords):
+            return self._cut(NONDIFF, e, [v.func.value], use, line)
+        return self.trace(v, use, line)
+
+    def _cut(self, kind: str, node: ast.expr, operands: list[ast.expr],
+             use: ast.stmt | None, line: int) -> Trace:
+        inner = self._all(operands, use, line)
+        if inner.live:
+            live = next((o for o in operands if self.trace(o, use, line).live), operands[0])
+            return Trace(False, (Cut(kind, node, live),))
+        return Trace(False, inner.cuts)
+
+    def _call(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        qual = self.ctx.qualified_name(e.func) or ""
+        if qual in CUT_FUNCS and e.args:
+            return self._cut(CUT_FUNCS[qual], e, [_peel(e.args[0])], use, line)
+        if qual in REBUILD_FUNCS:
+            return self._rebuild(e, use, line)
+        if qual in FRESH_FUNCS:
+            return LIVE if _asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
+        if qual == "torch.where" and len(e.args) == 3:
+            values = self._all(e.args[1:], use, line)
+            if values.live:
+                return values
+            return self._cut(NONDIFF, e, [e.args[0]], use, line) | Trace(False, values.cuts)
+        if qual in ("torch.as_tensor", "sum", "max", "min", "abs") or (
+                qual.startswith("torch.") and qual.rpartition(".")[2][:1].islower()):
+            return self._args(e, use, line)
+        if qual.startswith(("numpy.", "math.")):
+            return self._args(e, use, line)
+        if self._pure_loss(e.func):
+            return self._args(e, use, line)
+        if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
+            return self._method(e, e.func, use, line)
+        return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _method(self, e: ast.Call, func: ast.Attribute, use: ast.stmt | None,
+                line: int) -> Trace:
+        m = func.attr
+        if m in CUT_METHODS and not (m in ("round", "int", "long", "bool") and e.args):
+            return self._cut(CUT_METHODS[m], e, [_peel(func.value)], use, line)
+        if m in FRESH_METHODS:
+            return DEAD
+        if m == "new_tensor" and e.args:
+            return self._rebuild(e, use, line)
+        recv = self.trace(func.value, use, line)
+        if m == "requires_grad_" and not recv.live and not recv.cuts and \
+                not (e.args and isinstance(e.args[0], ast.Constant) and e.args[0].value is False):
+            return LIVE  # a new trainable leaf; on a cut value it stays cut (a band-aid)
+        if m in RECV_ONLY:
+            return recv
+        return recv | self._args(e, use, line)
+
+    def _args(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
+        return self._all([*e.args, *kws], use, line)
+
+    def _setting_attr(self, name: str) -> bool:
+        """``self.lam`` only ever assigned a constant or a constant-default argument."""
+        key = "attr:" + name
+        hit = self._pure.get(key)
+        if hit is None:
+            hit = False
+            if f"{name} =" in self.ctx.text:
+                cls = self.ctx.class_def
+                values = _self_assignments(cls, name)
+                settings = _constant_default_args(cls)
+                hit = bool(values) and all(
+                    (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
+                    (isinstance(v, ast.Name) and v.id in settings) for v in values)
+            self._pure[key] = hit
+        return hit
+
+    def _pure_loss(self, func: ast.expr) -> bool:
+        """``criterion`` bound to a ``torch.nn.*Loss()`` (or named like a loss function)."""
+        name = dotted(func)
+        if name is None:
+            return False
+        hit = self._pure.get(name)
+        if hit is None:
+            hit = self._pure[name] = self._pure_loss_name(name)
+        return hit
+
+    def _pure_loss_name(self, name: str) -> bool:
+        """Bound to ``torch.nn.*Loss()``; or, when nothing in the file binds it, named like a
+        loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
+        learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
+        values = [b.value for b in self.scope.bindings.get(name, ())]
+        if not values:
+            values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
+        if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
+            values = _self_assignments(self.ctx.class_def, name)
+        if not values:
+            return bool(LOSS_CALLABLE_RE.match(name.rpartition(".")[2]))
+        return all(isinstance(v, ast.Call) and _is_torch_loss(self.ctx.qualified_name(v.func))
+                   for v in values)
+
+    def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        if not e.args:
+            return LIVE if _asks_grad(e) else DEAD
+        t = self._cut(REBUILD, e, [e.args[0]], use, line)
+        if not t.cuts and _asks_grad(e):
+            return LIVE  # a new trainable leaf: `torch.tensor(0.5, requires_grad=True)`
+        return t
+
+
+def _asks_grad(e: ast.Call) -> bool:
+    return any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant)
+                                                 and k.value.value is False) for k in e.keywords)
+
+
+def _unpacks_indices(s: ast.Assign, name: str, ctx: Context) -> bool:
+    """``_, preds = torch.max(out, 1)`` / ``v, idx = out.topk(k)``: ``name`` is the indices."""
+    v = s.value
+    if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or \
+            len(s.targets[0].elts) != 2 or not isinstance(v, ast.Call):
+        return False
+    second = s.targets[0].elts[1]
+    if not (isinstance(second, ast.Name) and second.id == name):
+        return False
+    f = v.func
+    qual = ctx.qualified_name(f) or ""
+    if qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS:
+        return len(v.args) >= 2 or any(k.arg == "dim" for k in v.keywords)
+    if isinstance(f, ast.Attribute) and f.attr in PAIR_METHODS and not qual.startswith("torch."):
+        return bool(v.args) or any(k.arg in ("dim", "k") for k in v.keywords)
+    return False
+
+
+def _pair_source(v: ast.expr) -> ast.expr:
+    """``out`` in ``torch.max(out, 1)`` and in ``out.max(1)``."""
+    assert isinstance(v, ast.Call)
+    f = v.func
+    if isinstance(f, ast.Attribute) and dotted(f.value) != "torch" or not v.args:
+        return f.value if isinstance(f, ast.Attribute) else v
+    return v.args[0]
+
+
+def _peel(e: ast.expr) -> ast.expr:
+    """The value under a chain of cut/copy methods: ``out`` for ``out.detach().cpu()``."""
+    while True:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr in PEEL:
+            e = e.func.value
+        elif isinstance(e, ast.Attribute) and e.attr == "data":
+            e = e.value
+        else:
+            return e
+
+
+def _is_torch_loss(qual: str | None) -> bool:
+    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
+
+
+def _self_assignments(cls: ast.ClassDef | None, name: str) -> list[ast.expr | None]:
+    """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
+    if cls is None:
+        return []
+    out: list[ast.expr | None] = []
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
+            out.append(n.value)
+    return out
+
+
+def _constant_default_args(cls: ast.ClassDef | None) -> set[str]:
+    """Arguments of the methods of ``cls`` whose default is a number (hyper-parameters)."""
+    out: set[str] = set()
+    for f in cls.body if cls is not None else ():
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = f.args
+            pos = [*a.posonlyargs, *a.args]
+            pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
+                     *zip(a.kwonlyargs, a.kw_defaults)]
+            out.update(arg.arg for arg, d in pairs if isinstance(d, ast.Constant)
+                       and isinstance(d.value, (int, float)) and not isinstance(d.value, bool))
+    return out
