@@ -16,6 +16,8 @@ CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint",
                          "torch.utils.checkpoint.checkpoint_sequential"})
 INT_NAME_RE = re.compile(r"(^|_)(ids|indices|mask|labels|index)$")
 PENALTY_NAME_RE = re.compile(r"penalty|(^|_)gp($|_)|(^|_)r1($|_)|lipschitz", re.IGNORECASE)
+MOVE_METHODS = frozenset({"to", "cuda", "float", "half", "bfloat16", "double", "contiguous",
+                          "view", "reshape", "permute", "squeeze", "unsqueeze"})
 LOADER_RE = re.compile(r"(loader|batches|dataset|data)$", re.IGNORECASE)
 PENALTY_METHODS = frozenset({
     "norm", "pow", "sum", "mean", "square", "abs", "sqrt", "view", "reshape", "flatten", "sub",
@@ -154,6 +156,14 @@ def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
         return f"`{ctx.source(a)}` is detached"
     if name is not None and isinstance(a, ast.Name):
         b = scope.binding_before(name, a.lineno)
+        for _ in range(4):  # x = x.to(device).float(): still the loader's batch
+            v = b.value if b is not None else None
+            while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                    and v.func.attr in MOVE_METHODS:
+                v = v.func.value
+            if not isinstance(v, ast.Name) or v is (b.value if b else None):
+                break
+            b = scope.binding_before(v.id, b.line)  # type: ignore[union-attr]
         if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
             it = b.stmt.iter
             if isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "tqdm", "tqdm.tqdm"):
