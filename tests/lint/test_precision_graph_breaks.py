@@ -382,3 +382,14 @@ def test_gt7xx_messages_quote_real_torch_errors() -> None:
     unused = torch.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="at index 0 appears to not have been used in the graph"):
         torch.autograd.grad(y, unused)  # noqa: GT702 - the bug under test
+
+
+def test_deep_and_self_referencing_flows_do_not_crash(monkeypatch) -> None:
+    """A 400-step chain of names and a container filled from itself stay cheap and silent."""
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")
+    chain = "".join(f"    l{i} = l{i - 1} * 2 + l{i - 1}.detach()\n" for i in range(1, 400))
+    deep = f"def train(model, x):\n    l0 = model(x)\n{chain}    l399.backward()\n"
+    loop = ("def f(model, xs):\n    losses = []\n    for x in xs:\n"
+            "        losses.append(model(x) + losses[-1].detach())\n"
+            "    losses.extend(losses)\n    sum(losses).backward()\n")
+    assert _ours(deep) == [] and _ours(loop) == []

@@ -105,6 +105,7 @@ class Trace:
 
 DEAD = Trace(False)
 LIVE = Trace(True)
+MAX_DEPTH = 120  # nested trace calls; each is a few Python frames
 
 
 class Tracer:
@@ -135,6 +136,7 @@ class Tracer:
         self._busy: set[tuple[str, int]] = set()
         self._pure: dict[str, bool] = {}
         self._env: dict[str, Trace] = {}  # comprehension variables in scope
+        self._depth = 0
 
     # -- structure ---------------------------------------------------------------------------
     def _index(self, body: list[ast.stmt], path: tuple[tuple[int, str], ...]) -> None:
@@ -172,10 +174,17 @@ class Tracer:
 
     # -- tracing -----------------------------------------------------------------------------
     def trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        """What ``e`` (read at ``line``, in statement ``use``) is built from."""
         key = (id(e), line)
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._memo[key] = self._trace(e, use, line)
+            if self._depth > MAX_DEPTH:
+                return LIVE  # too deep to follow: unknown, so never a finding
+            self._depth += 1
+            try:
+                hit = self._memo[key] = self._trace(e, use, line)
+            finally:
+                self._depth -= 1
         return hit
 
     def _all(self, es: Iterable[ast.AST | None], use: ast.stmt | None, line: int) -> Trace:
@@ -270,6 +279,15 @@ class Tracer:
 
     def _filled(self, name: str, line: int) -> Trace:
         """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
+        if (name, -1) in self._busy:
+            return DEAD
+        self._busy.add((name, -1))
+        try:
+            return self._filled_uncached(name)
+        finally:
+            self._busy.discard((name, -1))
+
+    def _filled_uncached(self, name: str) -> Trace:
         out = DEAD
         for mc in self.scope.method_calls:
             if mc.receiver == name and mc.method in ("append", "extend", "insert", "add",
