@@ -1,0 +1,362 @@
+"""What autograd saves: which ops save their output, which statements write in place.
+
+Shared by GT602/GT603 (:mod:`.saved_output`); see the package docstring for the op table.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from gradtrace.findings import Related
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Rule
+from gradtrace.lint.rules.grad_mode._deps import backward_sinks, is_inference_function
+
+SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
+    "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
+    "log_softmax": "sig", "sqrt": "sig", "rsqrt": "sig", "reciprocal": "sig", "expit": "sig",
+    "sigmoid_": "sig", "tanh_": "sig", "exp_": "sig", "sqrt_": "sig",
+    "relu": "relu", "relu_": "relu", "leaky_relu": "relu", "leaky_relu_": "relu",
+    "elu": "relu", "elu_": "relu",
+}
+SAVED_MODULES = {"torch.nn.Sigmoid": "sigmoid", "torch.nn.Tanh": "tanh",
+                 "torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax",
+                 "torch.nn.ReLU": "relu", "torch.nn.LeakyReLU": "leaky_relu",
+                 "torch.nn.ELU": "elu"}
+VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose",
+                          "t", "flatten", "unflatten", "narrow", "select", "expand"})
+NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
+ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
+OP_WORDS = re.compile(r"sigmoid|softmax|tanh|\bexp(m1)?\b|relu|\belu|sqrt|reciprocal|expit")
+MODULE_WORDS = ("ReLU", "Sigmoid", "Tanh", "Softmax", "ELU")
+TRAINING_FUNCS = frozenset({"forward"})
+
+
+@dataclass(frozen=True)
+class Producer:
+    """The op whose saved output a name holds: its call and a display name."""
+
+    call: ast.AST
+    op: str
+    family: str
+
+
+class _LazyModules:
+    """``self.<attr>`` -> op of activation modules in a class, computed on first lookup."""
+
+    def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
+        self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
+        self._map: dict[str, str] | None = None
+        self._inplace: set[str] = set()
+
+    def inplace(self, name: str | None) -> bool:
+        """Whether ``self.<name>`` is an activation module built with ``inplace=True``."""
+        return bool(self.get(name)) and (name or "") in self._inplace
+
+    def any(self) -> bool:
+        if self._map is None:
+            self._map = _module_attrs(self.cls, self.ctx, self._inplace) if self.file_ok else {}
+        return bool(self._map)
+
+    def get(self, name: str | None) -> str | None:
+        if not name or not name.startswith("self."):
+            return None
+        if self._map is None:
+            self._map = _module_attrs(self.cls, self.ctx, self._inplace) if self.file_ok else {}
+        return self._map.get(name)
+
+
+def _has_module_word(text: str) -> bool:
+    return any(w in text for w in MODULE_WORDS)
+
+
+def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> dict[str, str]:
+    """``self.<attr>`` -> saved-output op for activation modules assigned in the class."""
+    out: dict[str, str] = {}
+    if cls is None or not _has_module_word(
+            "\n".join(ctx.lines[cls.lineno - 1:cls.end_lineno])):
+        return out
+    for fn in cls.body:
+        if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
+            continue
+        for n in _statements(fn.body):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+                    and _has_module_word(ctx.line_text(n.lineno)):
+                op = SAVED_MODULES.get(ctx.qualified_name(n.value.func) or "")
+                flag = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                           and k.value.value is True for k in n.value.keywords) or (
+                    n.value.args and isinstance(n.value.args[-1], ast.Constant)
+                    and n.value.args[-1].value is True)
+                for t in n.targets:
+                    name = dotted(t)
+                    if op and name and name.startswith("self."):
+                        out[name] = op
+                        if flag:
+                            inplace.add(name)
+    return out
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of a body, nested blocks included, nested defs excluded."""
+    for s in body:
+        yield s
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            sub = getattr(s, f, None)
+            if sub:
+                yield from _statements(sub)
+        for h in getattr(s, "handlers", ()):
+            yield from _statements(h.body)
+
+
+def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules) -> str | None:
+    """The saved-output op a call applies (through views), or None."""
+    while isinstance(call, (ast.Call, ast.Subscript)):
+        if isinstance(call, ast.Subscript):
+            call = call.value
+            continue
+        f = call.func
+        q = ctx.qualified_name(f) or ""
+        last = q.rpartition(".")[2]
+        if (q.startswith(("torch.", "torch.nn.functional.", "torch.special."))
+                and last in SAVED_OUT):
+            return last
+        if isinstance(f, ast.Attribute):
+            if f.attr in SAVED_OUT and not q.startswith("torch.") and \
+                    not (dotted(f) or "").startswith("self."):
+                return f.attr  # tensor method: x.sigmoid()
+            if f.attr in VIEW_METHODS:
+                call = f.value
+                continue
+        return modules.get(dotted(f))
+    return None
+
+
+def _producer(call: ast.Call, ctx: Context, modules: _LazyModules) -> Producer | None:
+    """The saved-output op ``call`` applies (None when grad is off there)."""
+    op = _op_of_call(call, ctx, modules)
+    if op is None or ctx.grad_disabled is not None:
+        return None
+    return Producer(call, op.rstrip("_"), SAVED_OUT.get(op, "relu"))
+
+
+def _input_has_no_grad(prod: Producer, ctx: Context) -> bool:
+    """Whether the op's input is a new, detached or Python value (nothing was recorded)."""
+    args = getattr(_innermost_call(prod.call), "args", [])
+    return bool(args) and ctx.scope().kind(args[0]) in (LEAF, NUMBER, NUMPY, DETACHED)
+
+
+def _innermost_call(e: ast.AST) -> ast.AST:
+    while isinstance(e, ast.Subscript) or (isinstance(e, ast.Call) and isinstance(
+            e.func, ast.Attribute) and e.func.attr in VIEW_METHODS):
+        e = e.value if isinstance(e, ast.Subscript) else e.func.value  # type: ignore[attr-defined]
+    return e
+
+
+def _write_target(stmt: ast.stmt, ctx: Context,
+                  modules: _LazyModules) -> tuple[str, str, ast.AST] | None:
+    """(name, kind of write, node) for an in-place write statement: ``p[m] = v`` ("index"),
+    ``p += v`` ("aug"), ``p.mul_(v)`` ("arith"/"method"), ``F.relu(p, inplace=True)``,
+    ``torch.relu_(p)``, ``self.relu(p)`` with an in-place ReLU ("method")."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+            and isinstance(stmt.targets[0], ast.Subscript):
+        name = dotted(stmt.targets[0].value)
+        return (name, "index", stmt.targets[0]) if name else None
+    if isinstance(stmt, ast.AugAssign):
+        t = stmt.target
+        if isinstance(t, ast.Subscript):
+            name = dotted(t.value)
+            return (name, "index", t) if name else None
+        name = dotted(t)
+        return (name, "aug", t) if name else None
+    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    if not isinstance(call, ast.Call):
+        return None
+    f = call.func
+    if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_") \
+            and not f.attr.startswith("_") and f.attr not in NOT_WRITES:
+        name = dotted(f.value)
+        return (name, "arith" if f.attr in ARITH_WRITES else "method", call) if name else None
+    if call.args and _inplace_call(call, ctx, modules):
+        name = dotted(call.args[0])
+        return (name, "method", call) if name else None
+    return None
+
+
+def _written_name(stmt: ast.stmt) -> str | None:
+    """The name a statement may write in place, from its shape alone (cheap pre-check)."""
+    if isinstance(stmt, ast.AugAssign):
+        t = stmt.target
+        return dotted(t.value if isinstance(t, ast.Subscript) else t)
+    if isinstance(stmt, ast.Assign):
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
+            return dotted(stmt.targets[0].value)
+        call = stmt.value
+    elif isinstance(stmt, ast.Expr):
+        call = stmt.value
+    else:
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    f = call.func
+    if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_"):
+        return dotted(f.value)
+    if call.args and (call.keywords or isinstance(f, ast.Attribute) and (
+            f.attr.endswith("_") or isinstance(f.value, ast.Name) and f.value.id == "self")):
+        return dotted(call.args[0])
+    return None
+
+
+def _inplace_call(call: ast.Call, ctx: Context, modules: _LazyModules) -> bool:
+    if any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+           for k in call.keywords):
+        return True
+    q = ctx.qualified_name(call.func) or ""
+    if q.startswith("torch.") and q.endswith("_") and not q.endswith("__"):
+        return True
+    return modules.inplace(dotted(call.func))
+
+
+def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
+    """A backward call after ``stmt`` in ``fn``, or True for a module's forward."""
+    if is_inference_function(fn, ctx):
+        return False
+    for sink in backward_sinks(ctx.scope()):
+        if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
+            return sink.call
+    cls = ctx.class_def
+    if getattr(fn, "name", "") in TRAINING_FUNCS and cls is not None \
+            and not _eval_branch(_path_to(fn.body, stmt)) \
+            and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
+        return True
+    return False
+
+
+def _path_to(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt]:
+    """The statements enclosing ``target`` inside ``body``, outermost first, then ``target``."""
+    for s in body:
+        if s is target:
+            return [s]
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            continue
+        if s.lineno <= target.lineno <= (s.end_lineno or 0):
+            for f in ("body", "orelse", "finalbody"):
+                sub = getattr(s, f, None)
+                if sub:
+                    path = _path_to(sub, target)
+                    if path:
+                        return [s, *path]
+            for h in getattr(s, "handlers", ()):
+                path = _path_to(h.body, target)
+                if path:
+                    return [s, *path]
+    return []
+
+
+def _is_autograd_function(cls: ast.ClassDef, fn: ast.AST, ctx: Context) -> bool:
+    """``forward`` of a ``torch.autograd.Function``: it runs with grad disabled."""
+    if any(dotted(d) == "staticmethod" for d in getattr(fn, "decorator_list", ())):
+        return True
+    return any((ctx.qualified_name(b) or "").endswith("Function") for b in cls.bases)
+
+
+def _eval_branch(path: list[ast.stmt]) -> bool:
+    """Inside ``if not self.training:`` / the ``else`` of ``if self.training:``."""
+    for s, inner in zip(path, path[1:]):
+        if isinstance(s, ast.If) and "training" in ast.dump(s.test):
+            negated = isinstance(s.test, ast.UnaryOp) and isinstance(s.test.op, ast.Not)
+            if negated == (inner in s.body):
+                return True
+    return False
+
+
+Write = tuple  # (Producer, write statement, kind, target node, backward call or True)
+
+
+class _InplaceRule(Rule):
+    """Shared visitor: from each saved-output op bound to a name, find later in-place writes."""
+
+    triggers = ("sigmoid", "softmax", "tanh", "exp(", "expm1", "relu", "elu(", "sqrt",
+                "reciprocal", "expit", "act(", "activation(", "act_fn(")
+
+    def _modules(self, ctx: Context) -> _LazyModules:
+        cache: dict[int, _LazyModules] = self.__dict__.setdefault("_mods", {})
+        cls = ctx.class_def
+        if id(cls) not in cache:
+            ok = self.__dict__.get("_file_ok")
+            if ok is None:
+                ok = self._file_ok = _has_module_word(ctx.text)
+            cache[id(cls)] = _LazyModules(cls, ctx, ok)
+        return cache[id(cls)]
+
+    def _writes(self, node: ast.Call, ctx: Context) -> Iterator[Write]:
+        stmt = ctx.statement
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            return
+        top = stmt.value
+        while isinstance(top, ast.Subscript):
+            top = top.value
+        if node is not top:
+            return
+        name = dotted(stmt.targets[0])
+        fn = ctx.function if name else None
+        if fn is None:
+            return
+        modules = self._modules(ctx)
+        prod = _producer(node, ctx, modules)
+        if prod is None:
+            return
+        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        for s in _after(fn, stmt):
+            if _written_name(s) == name:
+                w = _write_target(s, ctx, modules)
+                if w is not None and w[0] == name and id(s) not in seen \
+                        and not _input_has_no_grad(prod, ctx):
+                    training = _in_training(ctx, fn, s)
+                    if training:
+                        seen.add(id(s))
+                        yield prod, s, w[1], w[2], training
+            if _rebinds(s, name):
+                return
+
+    def _related(self, prod: Producer, training: ast.Call | bool, ctx: Context) -> list[Related]:
+        rel = [Related(ctx.path, prod.call.lineno,  # type: ignore[attr-defined]
+                       f"`{prod.op}` saves its output for backward here",
+                       ctx.column(prod.call))]
+        if isinstance(training, ast.Call):
+            rel.append(Related(ctx.path, training.lineno,
+                               f"`{ctx.source(training)}` raises 'one of the variables needed "
+                               "for gradient computation has been modified by an inplace "
+                               "operation' here", ctx.column(training)))
+        return rel
+
+
+def _after(fn: ast.AST, stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """Statements of ``fn`` after ``stmt`` in source order (nested blocks included)."""
+    started = False
+    for s in _statements(fn.body):  # type: ignore[attr-defined]
+        if started:
+            yield s
+        elif s is stmt:
+            started = True
+
+
+def _rebinds(s: ast.stmt, name: str) -> bool:
+    targets: list[ast.expr] = []
+    if isinstance(s, ast.Assign):
+        targets = s.targets
+    elif isinstance(s, (ast.AnnAssign, ast.For, ast.AsyncFor)):
+        targets = [s.target]
+    elif isinstance(s, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in s.items if i.optional_vars is not None]
+    for t in targets:
+        for n in ast.walk(t):
+            if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store) \
+                    and dotted(n) == name:
+                return True
+    return False

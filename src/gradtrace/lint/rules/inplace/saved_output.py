@@ -1,0 +1,194 @@
+"""GT602, GT603: in-place writes into the output of an op that saved it for backward."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.inplace._saved import _InplaceRule
+
+
+class InplaceWriteToSavedOutput(_InplaceRule):
+    """An in-place or masked/index write into the output of sigmoid/softmax/tanh/exp.
+
+    Why: these ops save their *output* to compute their gradient (sigmoid' = y(1-y),
+    softmax, tanh, exp, sqrt, relu ...). Writing into that output in place (`p[mask] = 0`,
+    `p.clamp_(...)`, `p += 1`, an in-place ReLU on it) bumps its version counter and the next
+    backward raises `RuntimeError: one of the variables needed for gradient computation has been
+    modified by an inplace operation: [...], which is output 0 of Sigmoid, ...`
+    (PYTORCH_FACTS 2e; checked op by op on torch 2.13, also when the write is under
+    `no_grad`). Use the out-of-place form: `p = p.masked_fill(mask, 0)`, `p = p.clamp(...)`,
+    or write into a `.clone()`.
+    Known limits: a write in a module's `forward` is reported when not in an eval-only branch;
+    writes through another name (an alias) are not followed.
+    """
+
+    code = "GT602"
+    name = "inplace-write-to-saved-output"
+    message = "this in-place write changes `{name}`, the output of `{op}` that backward needs"
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, x, y, ignore, opt):
+                probs = torch.sigmoid(model(x))
+                probs[ignore] = 0.0
+                loss = F.binary_cross_entropy(probs, y)
+                loss.backward()
+                opt.step()
+            """, at=(6, 4)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            class Head(nn.Module):
+                def forward(self, x):
+                    attn = self.proj(x).softmax(dim=-1)
+                    attn.masked_fill_(self.mask, 0.0)
+                    return attn @ x
+            """, at=(7, 8)),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, x, opt):
+                gate = torch.sigmoid(model(x))
+                out = F.relu(gate, inplace=True)
+                out.sum().backward()
+                opt.step()
+            """, at=(6, 4)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, x, y, ignore, opt):
+                probs = torch.sigmoid(model(x))
+                probs = probs.masked_fill(ignore, 0.0)
+                loss = F.binary_cross_entropy(probs, y)
+                loss.backward()
+                opt.step()
+            """),
+        Good("""
+            import torch
+
+            @torch.no_grad()
+            def predict(model, x):
+                scores = model(x).sigmoid()
+                scores[scores < 0.5] = 0
+                return scores
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        for prod, stmt, kind, target, training in self._writes(node, ctx):
+            if prod.family == "relu" and kind in ("aug", "arith"):
+                continue  # GT603
+            name = ctx.source(target.value if isinstance(target, ast.Subscript) else target)
+            if isinstance(target, ast.Call):
+                name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
+                                  or not target.func.attr.endswith("_") else target.func.value)
+            yield self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
+                              op=prod.op)
+
+
+class InplaceAddToReluOutput(_InplaceRule):
+    """`out += identity` right after `out = relu(out)`: backward needs the ReLU's output.
+
+    Why: ReLU (in-place or not), LeakyReLU and ELU compute their gradient from their *output*,
+    so they save it. `out += identity` writes into that saved output and backward raises
+    `RuntimeError: one of the variables needed for gradient computation has been modified by an
+    inplace operation: [...], which is output 0 of ReluBackward0 ...` (PYTORCH_FACTS 2e,
+    checked on torch 2.13). A residual block adds the identity *before* the ReLU
+    (`out = self.bn2(out); out += identity; out = self.relu(out)`), or uses `out = out +
+    identity`. ReLU6/Hardtanh, SiLU and Hardswish do not save their output and are not reported.
+    Known limits: `self.relu` must be assigned an activation module in the same class.
+    """
+
+    code = "GT603"
+    name = "inplace-add-to-relu-output"
+    message = ("`{stmt}` writes in place into `{name}`, the output of `{op}` (line {line}) "
+               "that backward needs")
+    fix_title = "Add out of place"
+    fix_safety = "safe"
+    examples = [
+        Bad("""
+            from torch import nn
+
+            class Block(nn.Module):
+                def __init__(self, c):
+                    super().__init__()
+                    self.conv = nn.Conv2d(c, c, 3, padding=1)
+                    self.bn = nn.BatchNorm2d(c)
+                    self.relu = nn.ReLU(inplace=True)
+
+                def forward(self, x):
+                    identity = x
+                    out = self.relu(self.bn(self.conv(x)))
+                    out += identity
+                    return out
+            """, fixed="""
+            from torch import nn
+
+            class Block(nn.Module):
+                def __init__(self, c):
+                    super().__init__()
+                    self.conv = nn.Conv2d(c, c, 3, padding=1)
+                    self.bn = nn.BatchNorm2d(c)
+                    self.relu = nn.ReLU(inplace=True)
+
+                def forward(self, x):
+                    identity = x
+                    out = self.relu(self.bn(self.conv(x)))
+                    out = out + identity
+                    return out
+            """, at=(13, 8)),
+        Good("""
+            from torch import nn
+
+            class Block(nn.Module):
+                def __init__(self, c):
+                    super().__init__()
+                    self.conv = nn.Conv2d(c, c, 3, padding=1)
+                    self.bn = nn.BatchNorm2d(c)
+                    self.relu = nn.ReLU(inplace=True)
+
+                def forward(self, x):
+                    identity = x
+                    out = self.bn(self.conv(x))
+                    out += identity
+                    return self.relu(out)
+            """),
+        Good("""
+            import torch.nn.functional as F
+
+            def forward(self, x):
+                out = F.relu6(self.conv(x), inplace=True)
+                out += x
+                return out
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        for prod, stmt, kind, target, training in self._writes(node, ctx):
+            if prod.family != "relu" or kind not in ("aug", "arith"):
+                continue
+            fix = None
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+                op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(stmt.op))
+                if op:
+                    n = stmt.target.id
+                    fix = self.fix(ctx.edit(stmt, f"{n} = {n} {op} {_paren(stmt.value, ctx)}"))
+            name = ctx.source(target) if not isinstance(target, ast.Call) \
+                else ctx.source(target.func.value)  # type: ignore[attr-defined]
+            yield self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
+                              stmt=ctx.source(stmt), name=name, op=prod.op,
+                              line=prod.call.lineno)  # type: ignore[attr-defined]
+
+
+def _paren(e: ast.expr, ctx: Context) -> str:
+    src = ctx.source(e)
+    simple = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+    return src if isinstance(e, simple) else f"({src})"

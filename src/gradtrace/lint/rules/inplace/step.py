@@ -1,0 +1,143 @@
+"""GT601: `optimizer.step()` between two backward passes through one graph."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import GRAPH, OPTIMIZER
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode._deps import backward_sinks
+
+
+class OptimizerStepBetweenBackwards(Rule):
+    """`optimizer.step()` runs between two backward passes through one graph.
+
+    Why: `step()` updates the parameters in place. A graph built before the step saved those
+    parameters (a matmul saves its weight), so a second `backward()` through it — kept alive
+    with `retain_graph=True` — finds them at a newer version and raises
+    `RuntimeError: one of the variables needed for gradient computation has been modified by an
+    inplace operation: [...], which is output 0 of AsStrided, ...` (PYTORCH_FACTS 2e, e4).
+    Do all backward passes first, then step (or sum the losses); in a GAN recompute
+    `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
+    backward is fine.
+    Known limits: the second loss must be built before the step in the same function (or
+    before the loop whose body steps). Backward only raises when the old graph saved a stepped
+    parameter: true of any model with two layers, not of a single `nn.Linear` on raw input
+    (checked on torch 2.13); the runtime (`gradtrace run`) sees which case it is.
+    """
+
+    code = "GT601"
+    name = "optimizer-step-between-backwards"
+    message = ("`{step}` updates parameters in place between `{first}` (line {first_line}) and "
+               "`{second}` (line {second_line}), whose graph was built before the step")
+    triggers = ("step()",)
+    examples = [
+        Bad("""
+            def train_step(model, x, opt):
+                out = model(x)
+                loss_a = out.sum()
+                loss_b = out.pow(2).sum()
+                loss_a.backward(retain_graph=True)
+                opt.step()
+                loss_b.backward()
+            """, at=(6, 4)),
+        Bad("""
+            def fit(encoder, head, x, y, opt, criterion):
+                feats = encoder(x)
+                for epoch in range(10):
+                    loss = criterion(head(feats), y)
+                    loss.backward(retain_graph=True)
+                    opt.step()
+                    opt.zero_grad()
+            """, at=(6, 8)),
+        Good("""
+            def train_step(model, x, opt):
+                out = model(x)
+                loss_a = out.sum()
+                loss_b = out.pow(2).sum()
+                loss_a.backward(retain_graph=True)
+                loss_b.backward()
+                opt.step()
+            """),
+        Good("""
+            def gan_step(G, D, z, real, opt_d, opt_g, bce):
+                fake = G(z)
+                d_loss = bce(D(real), 1) + bce(D(fake), 0)
+                d_loss.backward(retain_graph=True)
+                opt_d.step()
+                g_loss = bce(D(fake), 1)
+                g_loss.backward()
+                opt_g.step()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "step") or node.args or node.keywords:
+            return
+        if "retain_graph" not in ctx.text or ctx.function is None:
+            return
+        scope = ctx.scope()
+        recv = dotted(f.value) or ""
+        if scope.kind(f.value) != OPTIMIZER and "opt" not in recv.rpartition(".")[2].lower():
+            return
+        sinks = backward_sinks(scope)
+        retained = [s for s in sinks if s.call.lineno < node.lineno and _retains(s.call)]
+        if not retained:
+            return
+        loops = scope.loops_of(node)
+        for later in sinks:
+            hit = self._second(later, node, retained, loops, scope)
+            if hit is not None:
+                first = hit
+                yield self.report(node, ctx, related=(
+                    Related(ctx.path, first.call.lineno, "the graph is kept alive here",
+                            ctx.column(first.call)),
+                    Related(ctx.path, later.call.lineno, f"`{ctx.source(later.call)}` raises "
+                            "'... modified by an inplace operation' here",
+                            ctx.column(later.call))),
+                    step=ctx.source(node), first=ctx.source(first.call),
+                    first_line=first.call.lineno, second=ctx.source(later.call),
+                    second_line=later.call.lineno)
+                return
+
+    @staticmethod
+    def _second(later, step: ast.Call, retained, loops, scope):  # type: ignore[no-untyped-def]
+        name = dotted(later.loss)
+        if name is None:
+            return None
+        if later.call.lineno > step.lineno:
+            b = scope.binding_before(name, later.call.lineno)
+            if b is not None and b.line < step.lineno and retained[-1].call is not later.call:
+                return retained[-1]
+            return None
+        # a retained backward in the loop that steps: the next iteration reuses an old graph
+        if later.call.lineno < step.lineno and _retains(later.call) and loops:
+            loop = loops[-1]
+            if loop not in scope.loops_of(later.call):
+                return None
+            b = scope.binding_before(name, later.call.lineno)
+            if b is not None and b.line < loop.lineno:
+                return later
+            if b is not None and b.value is not None and _stale_graph_input(b, loop, scope):
+                return later
+        return None
+
+
+def _retains(call: ast.Call) -> bool:
+    return any(k.arg == "retain_graph" and isinstance(k.value, ast.Constant)
+               and k.value.value is True for k in call.keywords)
+
+
+def _stale_graph_input(b, loop: ast.stmt, scope) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the loss bound inside ``loop`` uses a tensor with a graph built before the loop."""
+    for n in ast.walk(b.value):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            nb = scope.binding_before(n.id, b.line)
+            if nb is not None and nb.line < loop.lineno and not nb.no_grad and (
+                    nb.kind == GRAPH or nb.kind is None and isinstance(nb.value, ast.Call)):
+                return True
+    return False
