@@ -107,7 +107,8 @@ class LossAccumulatedWithGraph(_LoopRule):
     Known limits: an accumulator that is reset inside the loop (e.g. every 100 steps) is not
     reported: what it keeps is bounded. An evaluation function that its callers run under `no_grad` in another file
     is reported; one called under `no_grad` in the same file, or a Lightning
-    validation/test hook, is not.
+    validation/test hook, is not; values count as carrying a graph when they come from a call of something bound to an
+    `nn.Module` in this file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT505"

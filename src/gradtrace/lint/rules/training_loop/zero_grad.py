@@ -298,7 +298,9 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
     momentum and weight decay move the weights. Clearing *before* `backward()` (even after the
     forward) or *after* `step()` is correct.
     Known limits: `model.zero_grad()` counts only when the optimizer was built from
-    `model.parameters()` in the same file.
+    `model.parameters()` in this file, or when the function steps one optimizer and clears
+    one module named like `model` / `net`; a clear under an `if` (skipping a bad batch) is
+    not reported.
     """
 
     code = "GT503"
