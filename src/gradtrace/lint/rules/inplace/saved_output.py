@@ -27,7 +27,9 @@ class InplaceWriteToSavedOutput(_InplaceRule):
 
     code = "GT602"
     name = "inplace-write-to-saved-output"
-    message = "this in-place write changes `{name}`, the output of `{op}` that backward needs"
+    message = ("this in-place write changes `{name}`, the output of `{op}` (line {line}) that "
+               "backward needs: backward raises 'one of the variables needed for gradient "
+               "computation has been modified by an inplace operation'")
     examples = [
         Bad("""
             import torch
@@ -91,7 +93,7 @@ class InplaceWriteToSavedOutput(_InplaceRule):
                 name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
                                   or not target.func.attr.endswith("_") else target.func.value)
             yield self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
-                              op=prod.op)
+                              op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
 class InplaceAddToReluOutput(_InplaceRule):
@@ -110,8 +112,9 @@ class InplaceAddToReluOutput(_InplaceRule):
     code = "GT603"
     name = "inplace-add-to-relu-output"
     message = ("`{stmt}` writes in place into `{name}`, the output of `{op}` (line {line}) "
-               "that backward needs")
-    fix_title = "Add out of place"
+               "that backward needs: backward raises 'one of the variables needed for gradient "
+               "computation has been modified by an inplace operation'")
+    fix_title = "Add out of place (`out = out + identity`)"
     fix_safety = "safe"
     examples = [
         Bad("""
