@@ -223,8 +223,8 @@ class ZeroGradOutsideStepLoop(_LoopRule):
     batch; from the second batch on, `.grad` holds the sum of all batches since the clear,
     so each step applies a growing, stale gradient. Gradient accumulation is fine: there
     the clear sits inside the same loop as the step (under the same `if`).
-    Known limits: a step guarded by a "last batch" test (`if i == len(loader) - 1`) is
-    assumed to run once per pass and is not reported.
+    Known limits: a step guarded by a "last batch" test (`if i == len(loader) - 1`, any `==`
+    test without `%`) is assumed to run once per pass and is not reported.
     """
 
     code = "GT502"
@@ -272,7 +272,7 @@ class ZeroGradOutsideStepLoop(_LoopRule):
                         for z in f.zero_grads) or OTHER_ZERO_RE.search(f.text(loop)):
                 continue
             before = [z for z in f.zero_grads if f.before(z.stmt, loop)]
-            before.sort(key=lambda z: not covers(f, z, s))
+            before.sort(key=lambda z: (not covers(f, z, s), -z.call.lineno))  # nearest first
             for z in before[:1]:
                 if id(z.call) not in done:
                     done.add(id(z.call))
@@ -283,9 +283,10 @@ class ZeroGradOutsideStepLoop(_LoopRule):
 
 def _once_per_pass(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
     for stmt in f.scope.stmts:
-        if isinstance(stmt, ast.If) and f.inside(s.stmt, stmt) and f.inside(stmt, loop) \
-                and ONCE_PER_PASS_RE.search(f.ctx.source(stmt.test)):
-            return True
+        if isinstance(stmt, ast.If) and f.inside(s.stmt, stmt) and f.inside(stmt, loop):
+            test = f.ctx.source(stmt.test)
+            if ONCE_PER_PASS_RE.search(test) or ("==" in test and "%" not in test):
+                return True  # `if i == n - 1:` runs once; `if (i + 1) % k == 0:` is periodic
     return False
 
 
