@@ -43,6 +43,10 @@ MODEL_WORDS = frozenset({
 # `feature_extractor`, `body`), not inside a function name (`extract_fbank_features`)
 WEAK_MODEL_WORDS = frozenset({"features", "feature", "extractor", "body", "q", "value", "agent",
                               "base", "shared", "pi", "v"})
+# methods of a module that run (part of) its forward pass
+FORWARD_METHODS = frozenset({"forward", "encode", "decode", "encode_image", "encode_text",
+                             "forward_features", "forward_head", "extract_features", "embed",
+                             "get_image_features", "get_text_features"})
 # verbs of functions that build or fetch a module object rather than run it
 FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
                            "prepare", "setup", "copy", "deepcopy", "instantiate", "compile",
@@ -221,7 +225,10 @@ class Graphs:
     def _module_like(self, callee: str, line: int) -> bool:
         if self.f.module_like(callee, line):
             return True
-        return model_spelling(callee.rpartition(".")[2])
+        owner, _, last = callee.rpartition(".")
+        if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
+            return self.f.module_like(owner, line) or model_spelling(owner.rpartition(".")[2])
+        return model_spelling(last)
 
     def first_module_call(self, b: Binding) -> str | None:
         """The callee of the first module-like call in the binding's value."""
