@@ -104,3 +104,20 @@ def test_cli_subprocess_crash_stdin_stdout(tmp_path):
     assert "t.py:5:1: GT" in proc.stderr
     first = json.loads((tmp_path / "o.json").read_text())["findings"][0]
     assert first["line"] == 5 and first["source"] == "runtime"
+
+
+def test_report_written_with_watch(run_script, tmp_path):
+    pytest.importorskip("gradtrace.runtime.watch")
+    res = run_script("""
+        import torch
+        import torch.nn as nn
+        m = nn.Linear(3, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            m(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+    """, extra=["--report", "r.html"])
+    assert res.code == 0, res.err
+    html = (tmp_path / "r.html").read_text()
+    assert html.startswith("<!DOCTYPE html>")
