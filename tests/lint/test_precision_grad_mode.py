@@ -259,6 +259,37 @@ SILENT = {
                 for p in model.parameters():
                     p -= 0.1 * p.grad
         """,
+    "training_function_turns_grad_back_on": """
+        import torch
+
+        def evaluate(model, loader):
+            torch.set_grad_enabled(False)
+            return [model(x).argmax(-1) for x in loader]
+
+        def train(model, loader, opt):
+            torch.set_grad_enabled(True)
+            for x in loader:
+                model(x).sum().backward()
+                opt.step()
+
+        def fit(model, loader, opt):
+            for epoch in range(3):
+                train(model, loader, opt)
+                evaluate(model, loader)
+        """,
+    "forward_rebuilds_the_cache_it_uses": """
+        import torch
+        from torch import nn
+
+        class Rope(nn.Module):
+            @torch.inference_mode()
+            def warm(self, n):
+                self.cos = torch.cos(torch.arange(n)[:, None] * self.freq)
+
+            def forward(self, q):
+                self.cos = torch.cos(torch.arange(q.shape[0])[:, None] * self.freq)
+                return q * self.cos
+        """,
     "saliency_map_input_requires_grad": """
         import torch
 

@@ -159,7 +159,7 @@ def _local_training_sink(call: ast.Call, ctx: Context) -> ast.Call | None:
     if not name or "." in name:
         return None
     for fn in ast.walk(ctx.tree):
-        if isinstance(fn, FUNCTION_TYPES) and fn.name == name:
+        if isinstance(fn, FUNCTION_TYPES) and fn.name == name and not _restored(fn, 0, ctx):
             return _sink_after(fn, 0)
     return None
 

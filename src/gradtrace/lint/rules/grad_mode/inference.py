@@ -180,6 +180,9 @@ def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
         if fn.name not in TRAINING_NAMES and not any(
                 isinstance(c, ast.Call) and sink_loss(c) is not None for c in ast.walk(fn)):
             continue
+        if any(isinstance(st, ast.Assign) and any(dotted(t) == attr for t in st.targets)
+               for st in fn.body):
+            continue  # the training method rebuilds the value itself before using it
         names = {attr} | _aliases(fn, attr)
         for n in ast.walk(fn):
             hit = _saves(n, names, ctx)
