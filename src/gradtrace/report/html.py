@@ -50,9 +50,10 @@ def _param_table(t: Track) -> str:
             "<th>status</th></tr>"]
     for i, (p, s) in enumerate(zip(t.params, t.summaries)):
         status = ("frozen" if not p.requires_grad else
+                  f"NaN/Inf from step {s.first_nonfinite_step}" if s.nonfinite_steps else
                   "not in optimizer" if p.in_optimizer is False else
                   "NO GRADIENT" if s.graded_steps == 0 else "ok")
-        scls = "bad" if status in ("NO GRADIENT", "not in optimizer") else (
+        scls = "bad" if status not in ("ok", "frozen") else (
             "none" if status == "frozen" else "ok")
         nf = last.nonfinite[i]
         rows.append(
@@ -65,6 +66,17 @@ def _param_table(t: Track) -> str:
     return "".join(rows)
 
 
+def _last_finite_flow(t: Track) -> list[str]:
+    """When the last step is NaN, also show the flow just before it went bad."""
+    if not any(t.steps[-1].nonfinite):
+        return []
+    ok = [s for s in t.steps if not any(s.nonfinite)]
+    if not ok:
+        return []
+    return [f"<h3>Gradient flow at step {ok[-1].step} (last step without NaN/Inf)</h3>",
+            svg.flow_bars(t, step=ok[-1])]
+
+
 def _track_html(t: Track) -> str:
     if not t.steps:
         return f"<h2>{escape(t.name)}</h2><p>No step was recorded.</p>"
@@ -75,6 +87,7 @@ def _track_html(t: Track) -> str:
              f"(stride {t.stride}); {'optimizer steps' if t.has_optimizer else 'backward passes'}"
              f"; watched at {escape(t.path)}:{t.line}</div>",
              "<h3>Gradient flow per layer (last step)</h3>", svg.flow_bars(t),
+             *_last_finite_flow(t),
              "<h3>Gradient norm per module over steps</h3>", svg.heat_map(t)]
     if any(u is not None for s in t.steps for u in s.update_norm):
         parts += ["<h3>Update-to-weight ratio per module over steps</h3>",

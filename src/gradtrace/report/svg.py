@@ -10,7 +10,7 @@ import math
 from html import escape
 from typing import Sequence
 
-from gradtrace.report.model import Track
+from gradtrace.report.model import StepRecord, Track
 
 GREY = "#c8c8c8"
 RED = "#d62728"
@@ -44,23 +44,30 @@ def _range(vals: Sequence[float | None]) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (lo - 1, hi + 1)
 
 
+def _exp(v: float) -> str:
+    """``1e-3`` for an integer exponent, ``1e-2.5`` otherwise."""
+    return f"1e{v:.0f}" if abs(v - round(v)) < 1e-9 else f"1e{v:.1f}"
+
+
 def _text(x: float, y: float, s: str, anchor: str = "start", extra: str = "") -> str:
     return (f'<text x="{x:.1f}" y="{y:.1f}" {_FONT} text-anchor="{anchor}" {extra}>'
             f"{escape(s)}</text>")
 
 
-def flow_bars(track: Track, width: int = 860) -> str:
-    """Gradient flow per parameter at the last recorded step: mean |g| and max |g| bars."""
-    last = track.steps[-1]
+def flow_bars(track: Track, width: int = 860, step: StepRecord | None = None) -> str:
+    """Gradient flow per parameter at one recorded step (default: the last): mean |g| and
+    max |g| bars."""
+    last = step if step is not None else track.steps[-1]
     params = track.params
     n = len(params)
     mean = [None if g is None else g / math.sqrt(max(p.numel, 1))
             for p, g in zip(params, last.norm)]
     vals = list(mean) + list(last.max_abs)
     lo, hi = _range(vals)
-    left, top, h, bottom = 60, 20, 220, 140
+    longest = max((len(p.name[-28:]) for p in params), default=4)
+    left, top, h, bottom = 60, 20, 220, 16 + int(5.5 * longest)
     bw = max(4.0, min(28.0, (width - left - 20) / max(n, 1)))
-    width = int(left + bw * n + 20)
+    width = max(560, int(left + bw * n + 20))
     y = lambda v: top + h - (v - lo) / (hi - lo) * h  # noqa: E731
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
              f'height="{top + h + bottom}" class="chart flow">']
@@ -103,7 +110,7 @@ def heat_map(track: Track, width: int = 860, ratios: bool = False) -> str:
     lo, hi = _range(vals)
     left, top, row = 150, 22, max(6, min(18, 400 // max(len(modules), 1)))
     cw = max(1.0, (width - left - 70) / max(len(cols), 1))
-    height = top + row * len(modules) + 30
+    height = max(top + row * len(modules), top + 5 * 16) + 30
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'class="chart heat">']
     for r, m in enumerate(modules):
@@ -126,7 +133,7 @@ def heat_map(track: Track, width: int = 860, ratios: bool = False) -> str:
     for k in range(5):  # colour bar
         parts.append(f'<rect x="{width - 60}" y="{top + k * 16}" width="12" height="16" '
                      f'fill="{color(1 - k / 4)}"/>')
-        parts.append(_text(width - 44, top + k * 16 + 12, f"1e{hi - (hi - lo) * k / 4:.0f}"))
+        parts.append(_text(width - 44, top + k * 16 + 12, _exp(hi - (hi - lo) * k / 4)))
     first, last = track.steps[0].step, track.steps[-1].step
     parts.append(_text(left, height - 8, f"step {first}"))
     parts.append(_text(left + cw * len(cols), height - 8, f"step {last}", "end"))
