@@ -191,3 +191,35 @@ def test_session_removes_every_hook_and_thread(monkeypatch, tmp_path):
     after = (len(mm._global_forward_pre_hooks), len(om._global_optimizer_pre_hooks),
              threading.active_count())
     assert after == before
+
+
+def _run_as(rank: int, tmp_path, monkeypatch, capsys, done: bool) -> tuple[int, str, bool]:
+    from gradtrace.runtime.dist_gather import Exchange
+    from gradtrace.runtime.runner import main
+
+    env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+           "MASTER_PORT": "4321", "GRADTRACE_DDP_DIR": str(tmp_path / "x"),
+           "GRADTRACE_GATHER_TIMEOUT": "0.5"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if done:  # rank 0 has already merged and printed
+        Exchange(RankInfo(0, 2, 0)).mark_done()
+    script = tmp_path / "prog.py"
+    script.write_text("x = 1\n")
+    out = tmp_path / f"rank{rank}.json"
+    code = main(["--json-out", str(out), str(script)])
+    return code, capsys.readouterr().err, out.exists()
+
+
+def test_only_rank_0_writes_json_and_prints(tmp_path, monkeypatch, capsys):
+    code, err, wrote = _run_as(1, tmp_path, monkeypatch, capsys, done=True)
+    assert (code, err, wrote) == (0, "", False)
+    code, err, wrote = _run_as(0, tmp_path, monkeypatch, capsys, done=False)
+    assert code == 0 and wrote  # rank 1's record was there: no waiting
+
+
+def test_rank_1_reports_itself_when_rank_0_never_does(tmp_path, monkeypatch, capsys):
+    t0 = time.monotonic()
+    code, err, wrote = _run_as(1, tmp_path, monkeypatch, capsys, done=False)
+    assert code == 0 and wrote
+    assert 1.5 <= time.monotonic() - t0 < 10  # waited 1.2 * 0.5 + 1 s for rank 0
