@@ -290,6 +290,30 @@ SILENT = {
                 self.cos = torch.cos(torch.arange(q.shape[0])[:, None] * self.freq)
                 return q * self.cos
         """,
+    "no_grad_forward_only_in_one_branch": """
+        import torch
+
+        def train(model, loader, opt, crit, warmup_steps):
+            for step, (x, y) in enumerate(loader):
+                if step >= warmup_steps:
+                    output = model(x)
+                else:
+                    with torch.no_grad():
+                        output = model(x)
+                    output.requires_grad_(True)
+                loss = crit(output, y)
+                loss.backward()
+                opt.step()
+
+        def train_frozen_sometimes(model, loader, opt, crit, probe):
+            for x, y in loader:
+                output = model(x)
+                if probe:
+                    with torch.no_grad():
+                        output = model(x)
+                loss = crit(output, y)
+                loss.backward()
+        """,
     "saliency_map_input_requires_grad": """
         import torch
 

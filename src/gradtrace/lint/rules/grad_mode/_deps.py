@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
-from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS
+from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -169,8 +169,24 @@ class Tracer:
             prev = self.scope.binding_before(name, b.line)
             if prev is not None:
                 d.merge(self._t_Name(e, b.line, depth + 1))
-        d.merge(self.trace(value, b.line + 1, depth + 1))
+        d.merge(self.trace(value, b.line, depth + 1))
+        for alt in self._sibling_bindings(name, b):  # if/else: either may reach the use
+            d.merge(self._t_Name(e, alt.line + 1, depth + 1))
         return d
+
+    def _sibling_bindings(self, name: str, b: Binding) -> list[Binding]:
+        """Earlier bindings of ``name`` that may still reach past ``b`` (see _may_bypass)."""
+        out: list[Binding] = []
+        earlier = [p for p in self.scope.bindings.get(name, ()) if p.line < b.line]
+        if not earlier:
+            return out
+        body = getattr(self.scope.node, "body", [])
+        path_b = _path(body, b.stmt)
+        for p in reversed(earlier):
+            if not _may_bypass(_path(body, p.stmt), path_b):
+                break
+            out.append(p)
+        return out
 
     _t_Attribute = _t_Name
 
@@ -293,6 +309,40 @@ class Tracer:
         return Deps(unknown=True)
 
     _t_ListComp = _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_Lambda
+
+
+def _path(body: list[ast.stmt], target: ast.stmt) -> list[tuple[ast.stmt, str]]:
+    """(statement, field holding the next step) from ``body`` down to ``target``."""
+    for st in body:
+        if st is target:
+            return [(st, "")]
+        if isinstance(st, (*FUNCTION_TYPES, ast.ClassDef)) or not (
+                st.lineno <= target.lineno <= (st.end_lineno or 0)):
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            sub = getattr(st, f, None)
+            if sub:
+                rest = _path(sub, target)
+                if rest:
+                    return [(st, f), *rest]
+        for i, h in enumerate(getattr(st, "handlers", ())):
+            rest = _path(h.body, target)
+            if rest:
+                return [(st, f"handler{i}"), *rest]
+    return []
+
+
+def _may_bypass(a: list[tuple[ast.stmt, str]], b: list[tuple[ast.stmt, str]]) -> bool:
+    """Whether the binding at path ``a`` may still reach a use after the later binding at
+    path ``b``: they sit in different branches of one ``if``/``try``, or ``b`` is inside a
+    branch or loop that does not contain ``a``."""
+    k = 0
+    while k < min(len(a), len(b)) and a[k][0] is b[k][0]:
+        k += 1
+    if k and a[k - 1][1] != b[k - 1][1]:
+        return isinstance(a[k - 1][0], (ast.If, ast.Try))
+    return any(isinstance(st, (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While))
+               for st, _ in b[k:-1])
 
 
 def _is_factory(ctx: Context, e: ast.AST) -> bool:
