@@ -102,7 +102,7 @@ class InplaceAddToReluOutput(_InplaceRule):
     Why: ReLU (in-place or not), LeakyReLU and ELU compute their gradient from their *output*,
     so they save it. `out += identity` writes into that saved output and backward raises
     `RuntimeError: one of the variables needed for gradient computation has been modified by an
-    inplace operation: [...], which is output 0 of ReluBackward0 ...` (PYTORCH_FACTS 2e,
+    inplace operation: [...], which is output 0 of Relu, ...` (PYTORCH_FACTS 2e,
     checked on torch 2.13). A residual block adds the identity *before* the ReLU
     (`out = self.bn2(out); out += identity; out = self.relu(out)`), or uses `out = out +
     identity`. ReLU6/Hardtanh, SiLU and Hardswish do not save their output and are not reported.
