@@ -32,12 +32,9 @@ def _op_name(n: Any) -> str:
     return name
 
 
-def collapsed_dot(nodes: dict[int, Any], producers: dict[int, list[int]],
-                  label: dict[int, str], depth: int, model: Any, types: dict[str, str],
-                  reached: set[int], cut_notes: Callable[[Any, set[int]], dict[int, str]],
-                  param_name: dict[int, str]) -> Graph:
-    """One box per module group; edges where data crosses between groups."""
-    group: dict[int, str] = {nid: (_cut(label[nid], depth) or _OUTSIDE) for nid in nodes}
+def _group_stats(nodes: dict[int, Any], group: dict[int, str], param_name: dict[int, str]
+                 ) -> tuple[dict[str, int], dict[str, int], dict[str, list[Any]]]:
+    """Per group: op count, first autograd sequence number, parameters."""
     ops: dict[str, int] = {}
     first: dict[str, int] = {}
     params: dict[str, list[Any]] = {}
@@ -51,6 +48,16 @@ def collapsed_dot(nodes: dict[int, Any], producers: dict[int, list[int]],
         ops[g] = ops.get(g, 0) + 1
         s = _seq(n)
         first[g] = min(first.get(g, s), s)
+    return ops, first, params
+
+
+def collapsed_dot(nodes: dict[int, Any], producers: dict[int, list[int]],
+                  label: dict[int, str], depth: int, model: Any, types: dict[str, str],
+                  reached: set[int], cut_notes: Callable[[Any, set[int]], dict[int, str]],
+                  param_name: dict[int, str]) -> Graph:
+    """One box per module group; edges where data crosses between groups."""
+    group: dict[int, str] = {nid: (_cut(label[nid], depth) or _OUTSIDE) for nid in nodes}
+    ops, first, params = _group_stats(nodes, group, param_name)
     edges: set[tuple[str, str]] = set()
     for nid, ps in producers.items():
         for p in ps:

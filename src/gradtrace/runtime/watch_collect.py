@@ -189,8 +189,9 @@ class Collector:
             if acc is None or acc.shape != g.shape or acc.device != g.device:
                 acc = self.unit_acc[i] = torch.zeros_like(g, dtype=torch.float32)
             accs.append(acc)
-        absg = [g.abs().to(torch.float32) for _, g in units] if len(units) < 2 else \
-            [t.to(torch.float32) for t in torch._foreach_abs([g for _, g in units])]
+        absg = torch._foreach_abs([g for _, g in units])
+        if any(t.dtype != torch.float32 for t in absg):
+            absg = [t.to(torch.float32) for t in absg]
         torch._foreach_add_(accs, absg)
 
     def _current(self) -> list[torch.Tensor] | None:
