@@ -105,6 +105,12 @@ class RankSession:
 
     # -- hooks ----------------------------------------------------------------------------
     def _pre(self, module: Any, args: Any) -> None:
+        try:
+            self._count(module)
+        except Exception:  # bookkeeping must never break the program
+            _swallow()
+
+    def _count(self, module: Any) -> None:
         import torch
 
         pr = self.progress
@@ -139,6 +145,12 @@ class RankSession:
             self.ddp_ref = weakref.ref(module)
 
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        try:
+            self._step(opt)
+        except Exception:  # bookkeeping must never break the program
+            _swallow()
+
+    def _step(self, opt: Any) -> None:
         self.progress.steps += 1
         if self.check_sync and self.progress.steps % self.check_sync == 0:
             from gradtrace.runtime.dist_sync import SyncChecker
@@ -218,6 +230,14 @@ class RankSession:
             return merge_records(records, self.info.world_size, own_rank=0)
         finally:
             self.exchange.mark_done()
+
+
+def _swallow() -> None:
+    if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+        raise
+    from gradtrace.runtime.dist_gather import LOG
+
+    LOG.debug("gradtrace: rank bookkeeping failed", exc_info=True)
 
 
 def _is_ours(f: Finding) -> bool:
