@@ -38,6 +38,7 @@ class Tracer:
         self.state = TraceState()
         self.mode = ProvenanceMode(self.state)
         self.hooks = Hooks(self.state, self.mode)
+        self.state.hooks_data = self.hooks.data
         self.active = False
         self.reentrant = reentrant
         self._silent: list[Finding] | None = None
