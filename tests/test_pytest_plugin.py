@@ -14,14 +14,25 @@ def _warm_imports() -> None:
 
     ``pytester.runpytest`` (in-process) removes from ``sys.modules`` every module first
     imported during the inner run; re-importing torch's C-backed submodules later crashes the
-    interpreter. So the inner runs must find them already imported.
+    interpreter (and a second copy of a gradtrace module splits its state). So the inner runs
+    must find them already imported.
     """
+    import importlib
+    import pkgutil
+
     import torch
     from torch import nn
 
     import gradtrace
     from gradtrace.pytest_plugin import diagnosis_text
 
+    for info in pkgutil.walk_packages(gradtrace.__path__, "gradtrace."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except Exception:  # optional extras (rich, matplotlib, IPython) may be missing
+            pass
     m = nn.Linear(2, 1)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     with gradtrace.watch(m, opt) as w:
