@@ -117,8 +117,8 @@ class HiddenStateNotDetached(_LoopRule):
 
     @staticmethod
     def _carried(f: LoopFacts, g: Graphs, r: Binding, loop: ast.stmt) -> bool:
-        if _outside_binding(f, r.name, loop) is None:
-            return False
+        if _outside_binding(f, r.name, loop) is None and not r.name.startswith("self."):
+            return False  # (object state lives on from before the loop)
         for other in f.scope.bindings.get(r.name, ()):
             if other.stmt is loop or not f.inside(other.stmt, loop):
                 continue

@@ -159,7 +159,7 @@ class MissingZeroGrad(_LoopRule):
 
     code = "GT501"
     name = "missing-zero-grad"
-    message = ("`{opt}.step()` runs every pass of this loop but the gradients are never "
+    message = ("`{call}` runs every pass of this loop but the gradients are never "
                "cleared: each `backward()` adds to `.grad`, so every step applies the sum of "
                "all earlier batches' gradients; call `{opt}.zero_grad()` once per step")
     triggers = BACKWARD_CALLS
@@ -213,7 +213,8 @@ class MissingZeroGrad(_LoopRule):
             b = next(b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop))
             yield self.report(s.call, ctx, related=(
                 _related(ctx, b.call, "gradients are added into `.grad` here"),
-                _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer)
+                _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
+                call=ctx.source(s.call))
 
 
 class ZeroGradOutsideStepLoop(_LoopRule):
