@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -138,6 +139,17 @@ def _stale_graph_input(b, loop: ast.stmt, scope) -> bool:  # type: ignore[no-unt
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             nb = scope.binding_before(n.id, b.line)
             if nb is not None and nb.line < loop.lineno and not nb.no_grad and (
-                    nb.kind == GRAPH or nb.kind is None and isinstance(nb.value, ast.Call)):
+                    nb.kind == GRAPH or nb.kind is None and _model_call(nb.value, scope)):
                 return True
     return False
+
+
+def _model_call(e: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-def]
+    """``encoder(x)`` / ``self.backbone(x)``: a call of something that may hold parameters
+    (not a torch/NumPy function, a builtin or a method of a tensor)."""
+    if not isinstance(e, ast.Call):
+        return False
+    q = scope.ctx.qualified_name(e.func) or ""
+    if q.startswith(("torch.", "numpy.", "np.", "math.")) or q in dir(builtins):
+        return False
+    return isinstance(e.func, ast.Name) or q.startswith("self.") and q.count(".") == 1
