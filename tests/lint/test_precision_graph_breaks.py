@@ -263,6 +263,22 @@ SILENT = {
             (lam * gp / scale).backward()
             opt.step()
         """,
+    "helper_closing_over_a_learnable_global": """
+        import torch
+        import torch.nn.functional as F
+
+        W = torch.randn(512, 10, requires_grad=True)
+
+        def project(z):
+            return z @ W
+
+        def probe_step(backbone, opt, x, y):
+            feats = backbone(x).detach()
+            loss = F.cross_entropy(project(feats), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
     "gradient_accumulation": """
         def train(model, loader, opt, criterion, accum=4):
             for i, (x, y) in enumerate(loader):

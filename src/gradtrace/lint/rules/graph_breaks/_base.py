@@ -214,7 +214,8 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
     name = short(ctx.source(sink.value), 30)
     if not v.full:
         return (f"this term of the loss `{name}` (line {line}) has no path left to the model, "
-                f"so it adds nothing to any gradient and what produced it is not trained by it")
+                f"so it adds nothing to any gradient: backward runs and the layers that "
+                f"produced it get no gradient from it")
     zero = any(_op_name(c) in ZERO_GRAD_OPS for _, cuts in v.cut_terms for c in cuts)
     if zero:
         return (f"the loss `{name}` (line {line}) reaches the model only through "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
@@ -371,7 +372,8 @@ class Tracer:
             return self._args(e, use, line)
         if qual.startswith(("numpy.", "math.")):
             return self._args(e, use, line)
-        if self._pure_loss(e.func):
+        if self._pure_loss(e.func) or (isinstance(e.func, ast.Name) and
+                                       helper_is_pure(self.ctx, e.func.id)):
             return self._args(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
@@ -518,3 +520,34 @@ def _constant_default_args(cls: ast.ClassDef | None) -> set[str]:
             out.update(arg.arg for arg, d in pairs if isinstance(d, ast.Constant)
                        and isinstance(d.value, (int, float)) and not isinstance(d.value, bool))
     return out
+
+
+_HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()
+
+
+def helper_is_pure(ctx: Context, name: str) -> bool:
+    """Whether ``name`` is a function defined at the top of this file whose results come from
+    its arguments only (no model, global or ``self`` of its own): then a call to it is as live
+    as its arguments (``kl_divergence(mu.detach(), logvar.detach())`` is cut)."""
+    per_file = _HELPERS.get(ctx)
+    if per_file is None:
+        per_file = _HELPERS[ctx] = {}
+    hit = per_file.get(name)
+    if hit is None:
+        per_file[name] = False  # while analysing (recursion): not pure
+        fn = next((s for s in ctx.tree.body if isinstance(s, (ast.FunctionDef,
+                                                               ast.AsyncFunctionDef))
+                   and s.name == name), None)
+        hit = per_file[name] = fn is not None and _returns_only_arguments(ctx, fn)
+    return hit
+
+
+def _returns_only_arguments(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    if fn.decorator_list or len(fn.body) > 40:
+        return False
+    t = Tracer(ctx.scope(fn), ctx)
+    t.settings |= t.params  # arguments count as dead: is anything else live?
+    t.params = set()
+    returns = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
+    return bool(returns) and all(
+        s.value is not None and not t.trace(s.value, s, s.lineno).live for s in returns)
