@@ -238,3 +238,31 @@ def test_switch_outside_the_stack_uses_the_tracer_or_says_the_caller() -> None:
         finally:
             torch.set_grad_enabled(True)
     assert f"{HERE}:{_line(_turn_off, 'elsewhere')}" in str(info.value)
+
+
+def test_loss_guard_finds_the_loss_in_tuples_dicts_and_outputs() -> None:
+    m, _, x, y = _setup()
+
+    @loss_guard
+    def with_logs(out: torch.Tensor):
+        loss = F.mse_loss(out, y)
+        return loss, {"mse": loss.item()}
+
+    @loss_guard
+    def as_dict(out: torch.Tensor):
+        return {"loss": F.mse_loss(out, y).item(), "n": 4}
+
+    class Output:
+        def __init__(self, loss: torch.Tensor) -> None:
+            self.loss = loss
+
+    @loss_guard
+    def as_object(out: torch.Tensor):
+        return Output(F.mse_loss(out, y, reduction="none"))
+
+    loss, logs = with_logs(m(x))
+    assert loss.requires_grad and set(logs) == {"mse"}
+    with pytest.raises(LossTypeError, match="returned a mapping whose 'loss' is a Python float"):
+        as_dict(m(x))
+    with pytest.raises(LossShapeError, match=r"returned an Output whose .loss is a loss of shape"):
+        as_object(m(x))

@@ -40,6 +40,24 @@ def _guard_error(fn: Callable[..., Any], out: Any, exc: Exception) -> Exception:
     return type(exc)(msg)
 
 
+def loss_of(out: Any) -> tuple[Any, str]:
+    """The loss inside a returned value: the value itself, the first item of a tuple/list,
+    ``out["loss"]`` of a mapping or ``out.loss`` (e.g. a Hugging Face ModelOutput)."""
+    if isinstance(out, (tuple, list)) and out:
+        return out[0], f"{_a(type(out).__name__)} whose first item (the loss) is "
+    if isinstance(out, dict) and "loss" in out:
+        return out["loss"], "a mapping whose 'loss' is "
+    if not isinstance(out, (int, float, complex, str, bytes)) and out is not None \
+            and type(out).__module__ != "numpy" and hasattr(out, "loss") \
+            and not hasattr(out, "backward"):
+        return out.loss, f"{_a(type(out).__name__)} whose .loss is "
+    return out, ""
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 @overload
 def loss_guard(fn: F) -> F: ...
 
@@ -51,7 +69,9 @@ def loss_guard(fn: None = None, *, require_graph: bool = True) -> Callable[[F], 
 def loss_guard(fn: Any = None, *, require_graph: bool = True) -> Any:
     """Decorator: the function must return a loss that ``backward()`` accepts.
 
-    Checks the returned value and raises, naming the problem and the line that returned it:
+    Checks the returned loss -- the value itself, or the first item of a returned tuple/list
+    (``return loss, logs``), ``["loss"]`` of a returned dict, ``.loss`` of a returned object
+    (a Hugging Face ModelOutput) -- and raises, naming the problem and the line that returned it:
     :class:`LossTypeError` (a TypeError) if it is not a tensor (a float from ``.item()``,
     None, a numpy number...); :class:`LossShapeError` (a ValueError) if it has more than one
     element (e.g. ``reduction='none'``) or is complex; :class:`NoGraphError` (a RuntimeError)
@@ -74,10 +94,11 @@ def loss_guard(fn: Any = None, *, require_graph: bool = True) -> Any:
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             out = f(*args, **kwargs)
+            loss, what = loss_of(out)
             try:
-                check_loss(out, who, "returned ", graph=mode)
+                check_loss(loss, who, f"returned {what}", graph=mode)
             except (LossTypeError, LossShapeError, NoGraphError) as exc:
-                raise _guard_error(f, out, exc) from None
+                raise _guard_error(f, loss, exc) from None
             return out
 
         return wrapper  # type: ignore[return-value]
