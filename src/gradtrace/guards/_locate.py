@@ -252,6 +252,9 @@ def describe_number(value: Any) -> str:
     if type(value).__module__ == "numpy":
         return (f"a {tname} ({value!r}), which has no autograd graph; it probably came from "
                 "`.numpy()` / `.cpu().numpy()` or a numpy function applied to the loss")
+    if isinstance(value, (tuple, list, dict)) or hasattr(value, "loss"):
+        return (f"a {tname}, which is not a tensor (a whole `(loss, logs)` result or model "
+                "output? pass the loss tensor inside it)")
     return f"a {tname}, which is not a tensor"
 
 
