@@ -44,7 +44,8 @@ def assert_gradients_flow(model: nn.Module, step: Step, *, allow_none: Iterable[
                           optimizer: Any = None) -> FlowResult:
     """Run one forward+backward and fail unless every trainable parameter gets a gradient.
 
-    ``step`` is a callable running forward and backward (if it only returns the loss tensor,
+    ``step`` is a callable running forward and backward (if it only returns the loss -- a
+    tensor, a ``(loss, ...)`` tuple, a dict with ``"loss"`` or an object with ``.loss`` --
     backward is called on it), or a pair ``(inputs, loss_fn)``: ``loss_fn(model(inputs))``
     with ``inputs`` a tensor, a tuple/list (``model(*inputs)``) or a dict
     (``model(**inputs)``). Inputs need not require grad. Fails with a
@@ -177,9 +178,11 @@ def _backward_on(out: Any) -> None:
                          "call) and returned None: call loss.backward() in step, or return "
                          "the loss tensor from it")
     from gradtrace.guards._backward import check_loss
+    from gradtrace.guards._decorators import loss_of
 
-    check_loss(out, "step", "ran no backward pass and returned ")
-    out.backward()
+    loss, what = loss_of(out)
+    check_loss(loss, "step", f"ran no backward pass and returned {what}")
+    loss.backward()
 
 
 def _add_diagnosis(exc: BaseException, tracer: Any) -> None:
