@@ -38,6 +38,7 @@ RUNTIME_CODES: dict[str, tuple[str, str]] = {
     "GT825": ("non-finite-gradient", "NaN or Inf in a gradient"),
     "GT826": ("graph-kept-across-steps", "a running total keeps every step's graph alive"),
     "GT827": ("graph-cut", "a value left the autograd graph before the loss"),
+    "GT828": ("parameters-never-change", "optimizer.step() never changes the parameters"),
 }
 
 # When a runtime diagnosis is the bug a static rule describes, the finding uses that rule's code
@@ -332,4 +333,8 @@ def explain_message(text: str) -> list[Finding]:
         out.append(Finding(code=p.code, name=name_of(p.code) or p.key,
                            message=f"{p.title}: {p.explanation}", path="<message>", line=1,
                            severity="error", fix=Fix(p.fix, "unsafe"), source="runtime"))
+    if not out:  # DistributedDataParallel / collective errors (GT880-GT899, distributed.py)
+        from gradtrace.runtime.distributed import explain_message as explain_distributed
+
+        out = explain_distributed(text)
     return out
