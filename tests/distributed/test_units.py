@@ -223,3 +223,14 @@ def test_rank_1_reports_itself_when_rank_0_never_does(tmp_path, monkeypatch, cap
     code, err, wrote = _run_as(1, tmp_path, monkeypatch, capsys, done=False)
     assert code == 0 and wrote
     assert 1.5 <= time.monotonic() - t0 < 10  # waited 1.2 * 0.5 + 1 s for rank 0
+
+
+@pytest.mark.parametrize("text, code", [(UNUSED, "GT880"), (TWICE, "GT882"), (TIMEOUT, "GT885"),
+                                        (PEER, "GT885")])
+def test_explain_cli_knows_distributed_messages(text, code):
+    out = subprocess.run([sys.executable, "-m", "gradtrace", "explain", f"RuntimeError: {text}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f" {code} " in out.stdout
+    if text is UNUSED:
+        assert "parameter indices 4 5 on rank 1" in out.stdout

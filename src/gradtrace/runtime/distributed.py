@@ -164,3 +164,52 @@ def should_print(info: RankInfo | None = None) -> bool:
     if sess is not None and sess.print_own:
         return True
     return (info or rank_info()).is_zero
+
+
+_EXPLAIN: dict[str, tuple[str, str, str]] = {
+    "unused": ("GT880", "DistributedDataParallel expected a gradient for every parameter it "
+               "manages in the previous iteration, and some got none (not used in forward on "
+               "that rank, used only under no_grad or after a .detach()/.item() cut, an output "
+               "of forward() left out of the loss, or a branch taken only on some ranks). DDP "
+               "notices it at the next forward. `gradtrace run` under torchrun names the "
+               "parameters per rank and why each got no gradient.",
+               "pass find_unused_parameters=True to DistributedDataParallel (static_graph=True "
+               "when the same parameters are unused in every iteration), or fix the code so "
+               "that every parameter reaches the loss on every rank"),
+    "ready-twice": ("GT882", "A parameter's gradient hook fired twice in one backward: the same "
+                    "parameters ran in several reentrant backward passes (e.g. one module "
+                    "inside two torch.utils.checkpoint(..., use_reentrant=True) segments) or "
+                    "were shared across concurrent forward/backward passes.",
+                    "use checkpoint(..., use_reentrant=False), or static_graph=True if the "
+                    "graph is the same in every iteration"),
+    "timeout": ("GT885", "A collective waited for a rank that never joined it: the ranks are "
+                "out of step (a rank skipped or added a backward/step/collective, or is stuck "
+                "or much slower). `gradtrace run` under torchrun prints each rank's counters "
+                "and where a stuck rank was.",
+                "make every rank run the same sequence of collectives; skip steps on all ranks "
+                "together"),
+    "peer-closed": ("GT885", "A peer process exited or crashed while this rank was in a "
+                    "collective; the peer's own error (or a rank finishing early) is the cause.",
+                    "look at the first failing rank's error; make every rank run the same "
+                    "number of steps"),
+}
+
+
+def explain_message(text: str) -> list[Finding]:
+    """Findings for a DDP/collective error message alone (``[]`` if it is not one).
+
+    Torch-free; used by ``gradtrace explain "<error text>"`` through the error catalogue.
+    """
+    from gradtrace.findings import Fix
+    from gradtrace.runtime.dist_diagnose import INDICES_RE, error_kind
+
+    kind = error_kind(text)
+    if kind not in _EXPLAIN:
+        return []
+    code, why, fix = _EXPLAIN[kind]
+    m = INDICES_RE.search(text)
+    if m:
+        why += f" Here: parameter indices {m.group(2).strip()} on rank {m.group(1)}."
+    return [Finding(code=code, name=DISTRIBUTED_CODES[code][0], message=why,
+                    path="<message>", line=1, severity="error", fix=Fix(fix, "unsafe"),
+                    source="runtime")]
