@@ -141,7 +141,8 @@ def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
                 continue
             callee = dotted(f)
             last = callee.rpartition(".")[2] if callee else ""
-            if callee and not re.match(r"[A-Z][a-z]", last) and not (isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS) \
+            method = isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS
+            if callee and not re.match(r"[A-Z][a-z]", last) and not method \
                     and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
                 yield callee, n
             stack.extend(ast.iter_child_nodes(n))

@@ -102,14 +102,18 @@ def _retains(call: ast.Call, positional: tuple[int, ...]) -> bool:
 
 
 def backward_of(call: ast.Call, ctx: Context) -> Backward | None:
-    """The :class:`Backward` that ``call`` is, or None (``stmt`` is filled by the caller)."""
+    """The :class:`Backward` that ``call`` is, or None.
+
+    Its ``stmt`` is left None here; :class:`LoopFacts` records the enclosing statement.
+    """
     func = call.func
     qual = ctx.qualified_name(func) or ""
     if qual in ("torch.autograd.grad", "torch.autograd.backward"):
         loss = call.args[0] if call.args else next(
             (k.value for k in call.keywords if k.arg in ("outputs", "tensors")), None)
         pos = (3, 4) if qual.endswith("grad") else (2, 3)
-        return Backward(call, None, loss, _retains(call, pos), qual.endswith("backward"))  # type: ignore[arg-type]
+        return Backward(call, None, loss, _retains(call, pos),  # type: ignore[arg-type]
+                        qual.endswith("backward"))
     if not isinstance(func, ast.Attribute):
         return None
     if func.attr == "manual_backward":
@@ -120,7 +124,8 @@ def backward_of(call: ast.Call, ctx: Context) -> Backward | None:
     recv = func.value
     if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
             and recv.func.attr == "scale" and recv.args:
-        return Backward(call, None, recv.args[0], _retains(call, (1, 2)), True)  # type: ignore[arg-type]
+        return Backward(call, None, recv.args[0],  # type: ignore[arg-type]
+                        _retains(call, (1, 2)), True)
     owner = dotted(recv)
     if owner and BACKWARD_OWNER_RE.search(owner.rpartition(".")[2].lower()):
         return Backward(call, None, call.args[0] if call.args else None,  # type: ignore[arg-type]

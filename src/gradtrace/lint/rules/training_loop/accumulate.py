@@ -5,7 +5,7 @@ import ast
 import re
 from typing import Iterator
 
-from gradtrace.findings import Edit, Finding, Fix
+from gradtrace.findings import Finding, Fix
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF
 from gradtrace.lint.names import dotted
@@ -58,7 +58,7 @@ def _loader_like(it: ast.expr) -> bool:
             "enumerate", "tqdm", "tqdm.tqdm", "zip", "iter", "progress_bar", "track"):
         it = it.args[0]
     name = dotted(it)
-    return bool(name) and bool(LOADER_RE.search(name.rpartition(".")[2]))  # type: ignore[union-attr]
+    return name is not None and bool(LOADER_RE.search(name.rpartition(".")[2]))
 
 
 def _in_module_class(ctx: Context, fn: ast.AST) -> bool:
@@ -102,13 +102,14 @@ class LossAccumulatedWithGraph(_LoopRule):
     alive (+403 MB per 100 steps) until out-of-memory. Accumulate `loss.item()` (a Python
     float) or `loss.detach()`.
     Fix safety: `total += loss.item()` turns the accumulator into a Python float. The fix is
-    marked safe only when the accumulator starts as a tensor or is later only printed or
-    logged; otherwise (e.g. it is returned, or `.item()` is called on it) it is unsafe.
+    marked safe only when the accumulator starts as a tensor or is later only printed or logged;
+    otherwise (e.g. it is returned, or `.item()` is called on it) it is unsafe.
     Known limits: an accumulator that is reset inside the loop (e.g. every 100 steps) is not
-    reported: what it keeps is bounded. An evaluation function that its callers run under `no_grad` in another file
-    is reported; one called under `no_grad` in the same file, or a Lightning
-    validation/test hook, is not; values count as carrying a graph when they come from a call of something bound to an
-    `nn.Module` in this file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    reported: what it keeps is bounded. An evaluation function that its callers run under
+    `no_grad` in another file is reported; one called under `no_grad` in the same file, or a
+    Lightning validation/test hook, is not; values count as carrying a graph when they come from
+    a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
+    `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT505"
@@ -242,7 +243,8 @@ class LossAccumulatedWithGraph(_LoopRule):
             return None
         fn = f.node
         if "set_grad_enabled" in ctx.text or not isinstance(fn, ast.Module) and (
-                NO_GRAD_HOOKS.search(fn.name) or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
+                NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
+                or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "

@@ -50,8 +50,8 @@ class BackwardOnNonScalarLoss(_LoopRule):
     `gradient` argument only works on a single-element tensor and raises `RuntimeError: grad
     can be implicitly created only for scalar outputs` (PYTORCH_FACTS A9, (c) c1). Reduce it
     first (`loss.mean()`, or a masked/weighted sum), or pass `gradient=`.
-    Known limits: only a loss bound directly from such a call (or such a criterion) is
-    checked; shapes produced by the model are left to the runtime.
+    Known limits: only a loss bound directly from such a call (or such a criterion) is checked;
+    shapes produced by the model are left to the runtime.
     """
 
     code = "GT510"
@@ -114,7 +114,6 @@ class BackwardOnNonScalarLoss(_LoopRule):
                 _related(ctx, where, "the per-element loss is made here"),),
                 loss=ctx.source(b.loss), how=how, line=where.lineno)  # type: ignore[attr-defined]
 
-
     @staticmethod
     def _how(f: LoopFacts, value: ast.Call, crit: set[str], line: int) -> str | None:
         """How ``value`` is unreduced (None: it is not, or we cannot tell)."""
@@ -143,8 +142,8 @@ class AssignedNoneResult(Rule):
     'zero_grad'` (PYTORCH_FACTS (l)). `.train()`, `.eval()`, `.to()`, `.apply()` and
     `requires_grad_()` return the module itself, and `opt.step(closure)` returns the loss:
     those assignments are fine.
-    Known limits: a class in the same file that defines its own `step` / `load_state_dict`
-    is trusted to return something useful.
+    Known limits: a class in the same file that defines its own `step` / `load_state_dict` is
+    trusted to return something useful.
     """
 
     code = "GT511"
@@ -214,7 +213,8 @@ class AssignedNoneResult(Rule):
     def _next_use(target: str, node: ast.Assign, ctx: Context) -> ast.Name | None:
         """The next load of ``target``: later in the code, else earlier in the same loop."""
         scope = ctx.scope()
-        later = [n for n in scope.uses_after(target, node.lineno) if n.lineno > node.end_lineno]  # type: ignore[operator]
+        end = node.end_lineno or node.lineno
+        later = [n for n in scope.uses_after(target, node.lineno) if n.lineno > end]
         if later:
             return later[0]
         loops = scope.loops_of(node)
@@ -243,5 +243,5 @@ class AssignedNoneResult(Rule):
                     f"calling `{recv}(...)` next raises TypeError")
         what = {"backward": "loss tensor", "step": "optimizer" if optimizer_like(recv)
                 else "scheduler"}.get(method, "optimizer" if optimizer_like(recv) else "object")
-        return ("None", what, f"its next use raises AttributeError: 'NoneType' object has no "
-                              f"attribute ...")
+        return ("None", what, "its next use raises AttributeError: 'NoneType' object has no "
+                              "attribute ...")

@@ -52,8 +52,9 @@ class HiddenStateNotDetached(_LoopRule):
     (d) d2, d5). Truncated BPTT detaches the state once per batch:
     `hidden = hidden.detach()` (or a `repackage_hidden` helper).
     Known limits: only names of one function are followed; a reset or detach anywhere in the
-    loop (even conditional) is trusted; values count as carrying a graph when they come from a call of something bound to an
-    `nn.Module` in this file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    loop (even conditional) is trusted; values count as carrying a graph when they come from a
+    call of something bound to an `nn.Module` in this file or spelled like one (`model`,
+    `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT506"
@@ -147,9 +148,10 @@ class GraphReusedAcrossSteps(_LoopRule):
     backward through the graph a second time` (PYTORCH_FACTS (d) d3). Compute it inside the
     loop if the module should train, or under `torch.no_grad()` / with `.detach()` if it is a
     fixed feature extractor.
-    Known limits: a module frozen anywhere in the file (`requires_grad_(False)`,
-    `requires_grad = False`, "freeze") is trusted to be this one; values count as carrying a graph when they come from a call of something bound to an
-    `nn.Module` in this file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad
+    = False`, "freeze") is trusted to be this one; values count as carrying a graph when they
+    come from a call of something bound to an `nn.Module` in this file or spelled like one
+    (`model`, `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT507"

@@ -57,9 +57,10 @@ class GanFakeNotDetached(_LoopRule):
     freed part and raises `RuntimeError: Trying to backward through the graph a second time`
     (PYTORCH_FACTS (d) d4; A10). It also puts discriminator-loss gradients into G. Use
     `D(fake.detach())` in the discriminator step.
-    Known limits: the two losses must be built in one function from the same local name, and
-    the discriminator loss must also score something else (the real batch); values count as carrying a graph when they come from a call of something bound to an
-    `nn.Module` in this file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    Known limits: the two losses must be built in one function from the same local name, and the
+    discriminator loss must also score something else (the real batch); values count as carrying
+    a graph when they come from a call of something bound to an `nn.Module` in this file or
+    spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT508"
@@ -122,8 +123,9 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
     `retain_graph=True`; a later backward through any shared part raises `RuntimeError:
     Trying to backward through the graph a second time` (PYTORCH_FACTS (d) d1, A10). Sum the
     losses and call `backward()` once, or pass `retain_graph=True` to the first call.
-    Known limits: only losses built from local names of one function are compared; values count as carrying a graph when they come from a call of something bound to an
-    `nn.Module` in this file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    Known limits: only losses built from local names of one function are compared; values count
+    as carrying a graph when they come from a call of something bound to an `nn.Module` in this
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT509"

@@ -118,8 +118,8 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
             last = name.rpartition(".")[2]
             if last in clearing:
                 return True
-            if last not in KEEPS_GRADS and any(
-                    dotted(a) == s.optimizer for a in (*call.args, *(k.value for k in call.keywords))):
+            given = (*call.args, *(k.value for k in call.keywords))
+            if last not in KEEPS_GRADS and any(dotted(a) == s.optimizer for a in given):
                 return True
     return False
 
@@ -152,9 +152,9 @@ class MissingZeroGrad(_LoopRule):
     `p.grad = None`). Without it, step N applies the sum of the gradients of batches 1..N, so
     updates grow with every step and training diverges or stalls (PYTORCH_FACTS A14: the
     usual order is zero_grad → backward → step; zero_grad may also come after step).
-    Known limits: a function that clears gradients in any way (`zero_grad`, `.grad = None`,
-    a helper whose name says so) is trusted; a helper with another name that clears them is
-    not seen, and the rule stays silent when the loop builds a new optimizer or model.
+    Known limits: a function that clears gradients in any way (`zero_grad`, `.grad = None`, a
+    helper whose name says so) is trusted; a helper with another name that clears them is not
+    seen, and the rule stays silent when the loop builds a new optimizer or model.
     """
 
     code = "GT501"
@@ -300,9 +300,9 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
     momentum and weight decay move the weights. Clearing *before* `backward()` (even after the
     forward) or *after* `step()` is correct.
     Known limits: `model.zero_grad()` counts only when the optimizer was built from
-    `model.parameters()` in this file, or when the function steps one optimizer and clears
-    one module named like `model` / `net`; a clear under an `if` (skipping a bad batch) is
-    not reported.
+    `model.parameters()` in this file, or when the function steps one optimizer and clears one
+    module named like `model` / `net`; a clear under an `if` (skipping a bad batch) is not
+    reported.
     """
 
     code = "GT503"
