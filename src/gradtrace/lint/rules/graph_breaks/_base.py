@@ -240,13 +240,18 @@ def related_for(c: Cut, v: Verdict, ctx: Context) -> tuple[Related, ...]:
     """From the symptom (the backward or return) back along the names to the cut."""
     sink = v.sink
     line = sink.node.lineno  # type: ignore[attr-defined]
-    what = "`backward()` is called" if sink.how == "backward" else "the loss is returned"
-    out = [Related(ctx.path, line, f"{what} on `{short(ctx.source(sink.value), 40)}` here",
-                   ctx.column(sink.node))]
+    value = short(ctx.source(sink.value), 40)
+    if sink.how == "backward":
+        what = f"`backward()` is called on `{value}` here"
+    elif sink.only is not None:
+        what = f"`forward` returns `{value}` here"
+    else:
+        what = f"the loss `{value}` is returned here"
+    out = [Related(ctx.path, line, what, ctx.column(sink.node))]
     for i, (name, ln) in enumerate(c.via):
         nxt = c.via[i + 1][0] if i + 1 < len(c.via) else short(ctx.source(c.node), 40)
-        if nxt == name:
-            continue
+        if nxt == name or ln == c.node.lineno:
+            continue  # a name built from itself, or the finding's own line
         text = ctx.line_text(ln)
         out.append(Related(ctx.path, ln, f"`{name}` is built from `{nxt}` here",
                            len(text) - len(text.lstrip())))
