@@ -187,6 +187,8 @@ def test_step_may_return_the_loss_and_autograd_grad_counts() -> None:
     model = Extras("ok")
     x = torch.randn(3, 4)
     assert len(assert_gradients_flow(model, lambda: model(x).sum()).flowing) == 3
+    assert len(assert_gradients_flow(model, lambda: (model(x).sum(), {"n": 3})).flowing) == 3
+    assert len(assert_gradients_flow(model, (x, lambda o: {"loss": o.sum()})).flowing) == 3
     params = list(model.parameters())
 
     def grad_step() -> None:
