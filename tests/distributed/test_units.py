@@ -193,7 +193,8 @@ def test_session_removes_every_hook_and_thread(monkeypatch, tmp_path):
     assert after == before
 
 
-def _run_as(rank: int, tmp_path, monkeypatch, capsys, done: bool) -> tuple[int, str, bool]:
+def _run_as(rank: int, tmp_path, monkeypatch, capsys, done: bool,
+            src: str = "x = 1\n") -> tuple[int, str, bool]:
     from gradtrace.runtime.dist_gather import Exchange
     from gradtrace.runtime.runner import main
 
@@ -205,7 +206,7 @@ def _run_as(rank: int, tmp_path, monkeypatch, capsys, done: bool) -> tuple[int, 
     if done:  # rank 0 has already merged and printed
         Exchange(RankInfo(0, 2, 0)).mark_done()
     script = tmp_path / "prog.py"
-    script.write_text("x = 1\n")
+    script.write_text(src)
     out = tmp_path / f"rank{rank}.json"
     code = main(["--json-out", str(out), str(script)])
     return code, capsys.readouterr().err, out.exists()
@@ -220,9 +221,17 @@ def test_only_rank_0_writes_json_and_prints(tmp_path, monkeypatch, capsys):
 
 def test_rank_1_reports_itself_when_rank_0_never_does(tmp_path, monkeypatch, capsys):
     t0 = time.monotonic()
-    code, err, wrote = _run_as(1, tmp_path, monkeypatch, capsys, done=False)
-    assert code == 0 and wrote
+    code, err, wrote = _run_as(1, tmp_path, monkeypatch, capsys, done=False,
+                               src="import torch\nw = torch.ones(2, requires_grad=True)\n"
+                                   "w.grad.zero_()\n")
+    assert code == 1 and wrote
     assert 1.5 <= time.monotonic() - t0 < 10  # waited 1.2 * 0.5 + 1 s for rank 0
+    assert "this is rank 1's own report" in err
+
+
+def test_rank_1_with_nothing_to_say_stays_silent(tmp_path, monkeypatch, capsys):
+    code, err, wrote = _run_as(1, tmp_path, monkeypatch, capsys, done=False)
+    assert (code, err, wrote) == (0, "", False)
 
 
 @pytest.mark.parametrize("text, code", [(UNUSED, "GT880"), (TWICE, "GT882"), (TIMEOUT, "GT885"),

@@ -220,6 +220,8 @@ class RankSession:
             wait = _timeout(30.0) * 1.2 + 1.0  # rank 0 may wait this long for a slow peer
             if not self.exchange.expects_done() or self.exchange.wait_done(wait):
                 return []
+            if crash is None and not own and not self.facts and not self.sync_facts:
+                return []  # nothing to add; rank 0 will report when it finishes
             self.print_own = True
             records = self.exchange.gather(rec, 0.0, wait)  # the others' last heartbeats
             return merge_records(records, self.info.world_size, own_rank=self.info.rank,
