@@ -44,8 +44,8 @@ class Where:
         return f"{self.path}:{self.line}" + (f" (`{self.text}`)" if self.text else "")
 
 
-def user_where(depth: int = 2) -> Where | None:
-    """The first frame outside torch and gradtrace, as a :class:`Where`."""
+def user_frame(depth: int = 2) -> Any:
+    """The first frame outside torch and gradtrace (cached per code object)."""
     f = sys._getframe(depth)
     while f is not None:
         code = f.f_code
@@ -53,20 +53,20 @@ def user_where(depth: int = 2) -> Where | None:
         if hit is None:
             hit = _INTERNAL[code] = is_internal(code.co_filename)
         if not hit:
-            import linecache
-
-            text = linecache.getline(code.co_filename, f.f_lineno).strip()
-            return Where(display_path(code.co_filename), f.f_lineno, text)
+            return f
         f = f.f_back  # type: ignore[assignment]
     return None
 
 
-def user_frame(depth: int = 2) -> Any:
-    """The first frame outside torch and gradtrace."""
-    f = sys._getframe(depth)
-    while f is not None and is_internal(f.f_code.co_filename):
-        f = f.f_back  # type: ignore[assignment]
-    return f
+def user_where(depth: int = 2) -> Where | None:
+    """The first frame outside torch and gradtrace, as a :class:`Where`."""
+    f = user_frame(depth + 1)
+    if f is None:
+        return None
+    import linecache
+
+    path = f.f_code.co_filename
+    return Where(display_path(path), f.f_lineno, linecache.getline(path, f.f_lineno).strip())
 
 
 @dataclass
@@ -218,8 +218,8 @@ class UsageMode(TorchFunctionMode):
                 self._freeze(args[0], args[1] if len(args) > 1 else True)
             elif name == "__get__" and attr in _VIEW_ATTRS:
                 self._use(args[0])
-            elif name == "__get__" and attr == "data":
-                self.usage.data_reads.setdefault(id(args[0]), user_where(1))
+            elif name == "__get__" and attr == "data" and id(args[0]) not in self.usage.data_reads:
+                self.usage.data_reads[id(args[0])] = user_where(1)
         elif name == "__get__" and attr == "data" and args and isinstance(args[0], Tensor) \
                 and args[0].requires_grad:
             self._cut(args[0], "`.data`")
