@@ -6,6 +6,7 @@ All helpers are pure functions of the tree and the file's imports (no mutable st
 from __future__ import annotations
 
 import ast
+import itertools
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.flow import GRAPH, NEW_TENSOR_FUNCS
@@ -245,15 +246,17 @@ def stmt_lines(s: ast.stmt) -> range:
 
 def _line_starts(ctx: Context) -> list[int]:
     def make() -> list[int]:
-        out = [0, 0]
-        for line in ctx.text.splitlines(keepends=True):
-            out.append(out[-1] + len(line))
-        return out
+        return [0, *itertools.accumulate(map(len, ctx.text.splitlines(True)), initial=0)]
     return ctx.memo("gt3-line-starts", ctx.tree, make)
 
 
 def node_mentions(ctx: Context, node: ast.AST, *words: str) -> bool:
-    """Whether the source lines of ``node`` contain one of ``words`` (no copying)."""
+    """Whether the source lines of ``node`` contain one of ``words`` (no copying; cached)."""
+    return ctx.memo("gt3-mentions:" + "|".join(words), node,
+                    lambda: _node_mentions(ctx, node, words))
+
+
+def _node_mentions(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
     starts = _line_starts(ctx)
     a = starts[min(node.lineno, len(starts) - 1)]  # type: ignore[attr-defined]
     end = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, reads_grad_of, scope_mentions, torch_alias,
+    COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, node_mentions, reads_grad_of, torch_alias,
 )
 
 SYMBOL = {ast.Sub: "-", ast.Add: "+"}
@@ -189,23 +189,28 @@ LEAF_NAME_RE = re.compile(r"(?m)^[ \t]*([\w.]+)[ \t]*=[^\n]*(?:requires_grad|Par
 GLOBAL_LEAF_RE = re.compile(r"(?m)^(\w+)[ \t]*=[^\n]*(?:requires_grad|Parameter)")
 
 
-def _maybe_leaf_text(ctx: Context, name: str, whole: bool = False) -> bool:
+def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) -> bool:
     """Cheap textual pre-check before building the scope: is ``name`` made a grad leaf here?
 
     One regex pass per function (or per file for module-level leaves), cached as a name set.
     """
-    fn = ctx.function
-    if whole or fn is None:
+    if whole or isinstance(fn, ast.Module):
         names = ctx.memo("gt3-global-leaf-names", ctx.tree, lambda: frozenset(
-            GLOBAL_LEAF_RE.findall(ctx.text)))
+            n for ln in ctx.lines if ("requires_grad" in ln or "Parameter" in ln)
+            for n in GLOBAL_LEAF_RE.findall(ln)))
         if whole:
             return name in names
-    node = fn if fn is not None else ctx.tree
 
     def make() -> frozenset[str]:
-        text = ctx.text if fn is None else "\n".join(ctx.lines[fn.lineno - 1:fn.end_lineno])
-        return frozenset(n for m in LEAF_NAME_RE.findall(text) for n in m if n)
-    return name in ctx.memo("gt3-leaf-names", node, make)
+        lines = ctx.lines if isinstance(fn, ast.Module) else \
+            ctx.lines[fn.lineno - 1:fn.end_lineno]  # type: ignore[attr-defined]
+        out: set[str] = set()
+        for ln in lines:
+            if "requires_grad" in ln or "Parameter" in ln or "for " in ln:
+                for m in LEAF_NAME_RE.findall(ln):
+                    out.update(n for n in m if n)
+        return frozenset(out)
+    return name in ctx.memo("gt3-leaf-names", fn, make)
 
 
 def _calls_backward(scope: Scope) -> bool:
@@ -245,7 +250,8 @@ class InplaceUpdateOfLeaf(Rule):
     message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
                "raises `RuntimeError: a {view}leaf Variable that requires grad is being used in "
                "an in-place operation.`")
-    triggers = ("requires_grad", "Parameter", "parameters")
+    triggers = ("requires_grad", "Parameter", ".backward(", ".grad", "nn.")
+    gate_statements = True
     examples = [
         Bad("""
             import torch
@@ -309,36 +315,33 @@ class InplaceUpdateOfLeaf(Rule):
             """),
     ]
 
-    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, node.target, "update", ctx)
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(node, ctx)
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        for t in node.targets:
-            if isinstance(t, ast.Subscript):
-                yield from self._check(node, t, "slice assignment", ctx)
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(node, ctx)
 
-    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
-        call = node.value
-        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-            method = call.func.attr
-            recv = call.func.value
-            if method.endswith("_") and not method.startswith("_") and method not in NOT_UPDATES:
-                if not (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute)
-                        and recv.func.attr.endswith("_")):
-                    yield from self._check(node, recv, f"`.{method}()`", ctx)
-                    return
-            call = recv
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef,
+                               ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(node, ctx)
 
-    def _check(self, stmt: ast.stmt, target: ast.expr, what: str,
+    def _scan(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
+        """Check the update statements of one function (or the module body), nested defs
+        excluded (the engine visits each function whose text holds a trigger word)."""
+        for stmt in _own_statements(fn.body):  # type: ignore[attr-defined]
+            for target, what in _updates(stmt):
+                yield from self._check(fn, stmt, target, what, ctx)
+
+    def _check(self, fn: ast.AST, stmt: ast.stmt, target: ast.expr, what: str,
                ctx: Context) -> Iterator[Finding]:
         view = ""
         if isinstance(target, ast.Subscript):
             target, view = target.value, "view of a "
         name = dotted(target)
-        if name is None or name.endswith((".data", ".grad")) or ctx.grad_disabled is not None:
+        if name is None or name.endswith((".data", ".grad")):
             return
-        origin = self._origin(name, stmt.lineno, ctx)
-        if origin is None or ctx.scope().grad_off_at(stmt) is not None:
+        origin = self._origin(fn, name, stmt.lineno, ctx)
+        if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None:
             return
         line = stmt.lineno
         related = [Related(ctx.path, origin.lineno, f"`{name}` is made a leaf that requires "
@@ -346,20 +349,20 @@ class InplaceUpdateOfLeaf(Rule):
         yield self.report(stmt, ctx, related=related, what=what, name=name, view=view)
 
     @staticmethod
-    def _origin(name: str, line: int, ctx: Context) -> ast.stmt | None:
+    def _origin(fn: ast.AST, name: str, line: int, ctx: Context) -> ast.stmt | None:
         """The statement making ``name`` a leaf that requires grad (None: not known to be)."""
         root, _, attr = name.rpartition(".")
         if attr in ("weight", "bias") and "." not in root \
-                and scope_mentions(ctx, ".backward(", "nn."):
-            scope = ctx.scope()
+                and _mentions(ctx, fn, ".backward(", "nn."):
+            scope = ctx.scope(fn)
             b = scope.binding_before(root, line)
             if b is not None and b.value is not None and module_ctor(b.value, ctx) \
                     and owns_params(b.value, ctx) \
                     and (ctx.call_name(b.value) or "").startswith("torch.nn."):
                 return b.stmt  # a torch.nn layer's weight/bias are Parameters (not buffers)
-        if scope_mentions(ctx, "requires_grad", "Parameter", ".backward(") \
-                and _maybe_leaf_text(ctx, name):
-            scope = ctx.scope()
+        if _mentions(ctx, fn, "requires_grad", "Parameter", ".backward(") \
+                and _maybe_leaf_text(ctx, fn, name):
+            scope = ctx.scope(fn)
             b = grad_leaf_binding(scope, name, line)
             if b is not None:
                 return b.stmt
@@ -369,9 +372,59 @@ class InplaceUpdateOfLeaf(Rule):
             loop = _param_loop_var(scope, name, line)
             if loop is not None and (_calls_backward(scope) or isinstance(loop.iter, ast.Name)):
                 return loop
-        if ctx.function is not None and "." not in name and _maybe_leaf_text(ctx, name, True):
-            scope = ctx.scope()
-            if name not in scope.bindings:  # a global weight updated inside a function
+        if not isinstance(fn, ast.Module) and "." not in name \
+                and _maybe_leaf_text(ctx, fn, name, True):
+            if name not in ctx.scope(fn).bindings:  # a global weight updated in a function
                 b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
                 return b.stmt if b is not None else None
         return None
+
+
+def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
+    if isinstance(fn, ast.Module):
+        return any(w in ctx.text for w in words)
+    return node_mentions(ctx, fn, *words)
+
+
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements of a body and its nested blocks (any order), not entering defs or classes."""
+    stack = list(body)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, DEFS):
+            continue
+        yield s
+        if isinstance(s, (ast.Expr, ast.Assign, ast.AugAssign, ast.Return, ast.AnnAssign)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if sub:
+                stack.extend(sub)
+        for h in getattr(s, "handlers", ()):
+            stack.extend(h.body)
+        for c in getattr(s, "cases", ()):
+            stack.extend(c.body)
+
+
+def _updates(stmt: ast.stmt) -> Iterator[tuple[ast.expr, str]]:
+    """(updated tensor expression, what) for an in-place statement."""
+    if isinstance(stmt, ast.AugAssign):
+        yield stmt.target, "update"
+    elif isinstance(stmt, ast.Assign):
+        for t in stmt.targets:
+            if isinstance(t, ast.Subscript):
+                yield t, "slice assignment"
+    elif isinstance(stmt, ast.Expr):
+        call = stmt.value
+        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            method = call.func.attr
+            recv = call.func.value
+            if method.endswith("_") and not method.startswith("_") and method not in NOT_UPDATES:
+                if not (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute)
+                        and recv.func.attr.endswith("_")):
+                    yield recv, f"`.{method}()`"
+                    return
+            call = recv

@@ -108,6 +108,7 @@ class ModulesInPlainContainer(Rule):
     fix_title = "Wrap the container in `nn.ModuleList`/`nn.ModuleDict`/`nn.ParameterList`"
     fix_safety = "unsafe"
     triggers = ("Module", "forward")
+    gate_statements = True
     examples = [
         Bad("""
             import torch.nn as nn

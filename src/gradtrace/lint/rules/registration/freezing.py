@@ -145,6 +145,7 @@ class FreezeUndoesTraining(Rule):
     name = "freeze-undoes-training"
     message = "this freezes every parameter of `{root}`, including {what} `{part}` (line {line})"
     triggers = ("requires_grad",)
+    gate_statements = True
     examples = [
         Bad("""
             import torch, torchvision
@@ -343,6 +344,7 @@ class UnfrozenAfterOptimizer(Rule):
     message = ("`{root}` is unfrozen after `{opt}` was built from the then-trainable "
                "parameters only (line {line}): `{opt}.step()` will not update them")
     triggers = ("requires_grad",)
+    gate_statements = True
     examples = [
         Bad("""
             import torch
