@@ -39,6 +39,7 @@ EXPECT = {
     "total_loss_graph.py": ("graph-kept", "GT826", 0),
     "nan_gradient.py": ("non-finite-gradient", "GT825", 0),
     "checkpoint_no_grad.py": ("checkpoint-no-grad", "GT820", 0),
+    "zero_learning_rate.py": ("parameters-never-change", "GT828", 0),
 }
 
 

@@ -120,6 +120,14 @@ for i in range(3):
     o2.step()
     sched.step()
 """,
+    "lr_warmup_from_zero": """
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, step / 3))
+for i in range(6):
+    opt.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+    sched.step()
+""",
     "custom_function_and_checkpoint": """
 import torch.utils.checkpoint as cp
 

@@ -42,6 +42,9 @@ class OptimizerRecord:
     rep: tuple[int, int, int, int] | None = None  # (param id, grad id, grad version, backwards)
     accumulate_site: Site | None = None
     nonfinite: tuple[str, int, Site | None] | None = None
+    before: list[tuple[float, float]] | None = None  # checksums of the parameters with grads
+    checks: int = 0  # steps whose effect was checked
+    changed: bool = False  # some checked step changed some parameter
 
 
 @dataclass
@@ -117,6 +120,8 @@ class Hooks:
                         rep = (id(p), id(g), g._version, st.backward_count)
         self._check_accumulate(rec, rep, site)
         rec.rep = rep
+        if not rec.changed and _due(rec.steps) and grads:
+            rec.before = _checksums(opt)
         if rec.nonfinite is None and _due(rec.steps) and grads:
             busy = self.mode is not None and self.mode.busy
             if self.mode is not None:
@@ -152,6 +157,10 @@ class Hooks:
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         rec = self.data.optimizers.get(id(opt))
+        if rec is not None and rec.before is not None:
+            rec.checks += 1
+            rec.changed = _checksums(opt) != rec.before
+            rec.before = None
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.in_step = False
@@ -175,6 +184,18 @@ class Hooks:
         finally:
             if self.mode is not None:
                 self.mode.busy = busy
+
+
+def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
+    """(sum, sum of squares) in float64 of each parameter that has a gradient."""
+    out = []
+    with torch.no_grad():
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.is_floating_point():
+                    v = p.detach().double()
+                    out.append((float(v.sum()), float((v * v).sum())))
+    return out
 
 
 def _due(step: int) -> bool:

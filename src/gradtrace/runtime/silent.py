@@ -204,6 +204,12 @@ def _optimizer_events(data: HookState) -> list[Finding]:
                             "reset (zero_grad) between this step and the previous one",
                             fix="call optimizer.zero_grad() once per step, before backward()",
                             severity="warning"))
+        if rec.checks >= 3 and not rec.changed:
+            out.append(make("GT828", rec.site, f"optimizer.step() never changed any parameter "
+                            f"in {rec.checks} checked steps: the learning rate is 0 or the "
+                            "gradients are all zero", fix="check the learning rate (and its "
+                            "scheduler) and whether any gradient is non-zero",
+                            severity="warning"))
         if rec.nonfinite is not None:
             name, step, site = rec.nonfinite
             out.append(make("GT825", site, f"non-finite gradient (NaN/Inf) first seen in {name} "
