@@ -1,20 +1,26 @@
 """GT1xx: values that leave the autograd graph on their way to the loss.
 
 The rules live in :mod:`.numbers` (GT101-GT104) and :mod:`.cuts` (GT105-GT108); the loss-path
-analysis they share is :mod:`._paths` (see NOTE [loss paths] there).
+analysis they share is :mod:`._paths` (sinks, terms, verdicts; see NOTE [loss paths] there)
+built on :mod:`._trace` (what a value is built from).
 """
 from __future__ import annotations
 
 UNDECIDABLE: list[tuple[str, str]] = [
-    ("A cut (`.item()`, `.detach()`, `.data`, NumPy, `argmax`) inside a helper function or "
-     "module whose result the loss uses",
-     "the static checker follows names inside one function only; see runtime: gradtrace run"),
-    ("`.detach()` whose term is multiplied into the loss (`w.detach() * loss`) or mixed with "
-     "live values: whether the detached part was meant to train cannot be read from the code",
-     "intent (stop-gradient by design vs. a forgotten sub-network) is not in the source; "
-     "see runtime: gradtrace run (parameters that never receive a gradient)"),
-    ("A parameter read through `.data` inside `forward` when the value reaches the loss only "
-     "via a module call",
+    ("A cut (`.item()`, `.detach()`, `.data`, NumPy, `argmax`) made inside a module, a method "
+     "or a helper in another file whose result the loss uses",
+     "the static checker follows names inside one function (and same-file helpers that only "
+     "use their arguments); see runtime: gradtrace run"),
+    ("`.detach()` between two trainable parts (an encoder output detached before a decoder "
+     "or head): the loss still trains the later part, only the earlier one gets no gradient",
+     "linear probing and staged training do this on purpose; only a run shows which "
+     "parameters the optimizer holds but never receive a gradient; see runtime: gradtrace run"),
+    ("A detached or Python-number factor multiplied into a live loss (`w.item() * loss`, "
+     "`loss / loss.detach()`)",
+     "a scale that is meant to carry no gradient is a common, deliberate idiom; see runtime: "
+     "gradtrace run"),
+    ("A parameter read through `.data` inside `forward` next to live inputs "
+     "(`F.linear(x, self.weight.data)`)",
      "which tensors are trainable parameters and which are buffers is known only at run time; "
      "see runtime: gradtrace run"),
 ]
