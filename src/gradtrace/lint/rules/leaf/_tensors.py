@@ -108,7 +108,7 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
         for side in (node.left, node.right):
             f = grad_factory(side, ctx)
             if f is not None:
-                return f, "arithmetic on it"
+                return f, "arithmetic"
     return None
 
 

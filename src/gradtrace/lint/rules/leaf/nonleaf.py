@@ -57,8 +57,8 @@ class WeightMadeNonLeaf(Rule):
 
     code = "GT305"
     name = "weight-made-non-leaf"
-    message = ("`{name}` holds the result of {how} on a leaf that requires grad, not the leaf: "
-               "it is a non-leaf whose `.grad` is never populated")
+    message = ("`{name}` holds the result of {how} applied to a new leaf that requires grad, "
+               "not the leaf itself: it is a non-leaf whose `.grad` is never populated")
     fix_title = "Ask for grad after moving/casting: `(...).requires_grad_()`"
     fix_safety = "unsafe"
     triggers = ("requires_grad",)

@@ -344,8 +344,11 @@ class InplaceUpdateOfLeaf(Rule):
         if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None:
             return
         line = stmt.lineno
-        related = [Related(ctx.path, origin.lineno, f"`{name}` is made a leaf that requires "
-                           "grad here", ctx.column(origin))] if origin.lineno != line else []
+        note = f"`{name}` iterates over leaves that require grad here" \
+            if isinstance(origin, (ast.For, ast.AsyncFor)) \
+            else f"`{name}` is made a leaf that requires grad here"
+        related = [Related(ctx.path, origin.lineno, note, ctx.column(origin))] \
+            if origin.lineno != line else []
         yield self.report(stmt, ctx, related=related, what=what, name=name, view=view)
 
     @staticmethod

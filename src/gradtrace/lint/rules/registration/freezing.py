@@ -284,19 +284,19 @@ class ParameterWrapResetsRequiresGrad(Rule):
         if arg is not None:
             line = self._frozen_at(scope, arg, stmt.lineno)
             if line:
-                yield self.report(node, ctx, arg=arg, why=f"`{arg}` was frozen", line=line)
+                yield self.report(node, ctx, arg=arg, why=f"the freeze of `{arg}`", line=line)
                 return
         if target and "." in target:
             line = self._frozen_at(scope, target, stmt.lineno)
             if line:
                 yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
-                                  why=f"freezing `{target}`", line=line)
+                                  why=f"the freeze of `{target}`", line=line)
                 return
             for f in grad_flags(scope):
                 if f.stmt.lineno < stmt.lineno and not f.value and not f.conditional \
                         and covers(f.root, target):
                     yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
-                                      why=f"freezing `{f.root}`", line=f.stmt.lineno)
+                                      why=f"the freeze of `{f.root}`", line=f.stmt.lineno)
                     return
 
     @staticmethod
