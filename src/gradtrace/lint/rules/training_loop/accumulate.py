@@ -214,7 +214,7 @@ class LossAccumulatedWithGraph(_LoopRule):
         if not graphy and not direct:
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
-            losses = {dotted(b.loss) for b in f.backwards if b.loss is not None}
+            losses = {n for b in f.backwards if b.loss is not None for n, _ in loads(b.loss)}
             if direct or not any(b.name in losses for b in graphy):
                 return None
             return ("the graph nodes of every step stay reachable, so memory grows with every "
