@@ -256,3 +256,14 @@ def test_model_inputs_are_held_weakly() -> None:
         gc.collect()
         assert refs[0]() is None and refs[1]() is None
     assert w.report.tracks[0].total_steps == 1
+
+
+def test_param_frozen_after_watch_started_counts_as_frozen() -> None:
+    m = TwoHead()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    with gradtrace.watch(m, opt) as w:
+        m.aux_head.requires_grad_(False)  # frozen on purpose once watching started
+        train(m, opt, 3, d_in=8, d_out=2)
+    assert w.report.findings == ()
+    t = w.report.tracks[0]
+    assert not t.params[[p.name for p in t.params].index("aux_head.weight")].requires_grad

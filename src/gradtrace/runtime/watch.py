@@ -12,9 +12,9 @@ Example::
 
 A step is one ``optimizer.step()`` when an optimizer is given (optimizer step hooks), else
 one backward pass that reaches the model (post-accumulate-grad hooks plus an end-of-backward
-callback). The loss is seen when it comes out of a ``torch.nn`` loss module (a global forward
-hook that only looks at ``_Loss`` modules), when the model itself returns a scalar, or when
-you pass it to :meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
+callback). The loss is seen when it comes out of a ``torch.nn`` loss module (see NOTE [loss
+discovery]), when the model itself returns a scalar, or when you pass it to
+:meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
 (also on exceptions when used as a context manager). See NOTE [watch cost] in
 ``watch_collect`` for what a step costs.
 """
@@ -82,6 +82,16 @@ def _owner_site(mods: dict[str, torch.nn.Module], mod_name: str) -> tuple[str, i
     return None
 
 
+_WRAPPER_PREFIXES = ("_orig_mod.",)  # torch.compile's OptimizedModule
+
+
+def _strip_wrapper(name: str) -> str:
+    for prefix in _WRAPPER_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return "" if name + "." in _WRAPPER_PREFIXES else name
+
+
 def describe_params(model: torch.nn.Module, opt_ids: set[int] | None,
                     only: set[int] | None = None) -> list[tuple[ParamInfo, torch.Tensor]]:
     """Qualified name, owning module and status of each parameter of ``model``."""
@@ -93,6 +103,7 @@ def describe_params(model: torch.nn.Module, opt_ids: set[int] | None,
         mod_name = qn.rpartition(".")[0]
         mod = mods.get(mod_name)
         site = _owner_site(mods, mod_name)
+        qn, mod_name = _strip_wrapper(qn), _strip_wrapper(mod_name)
         info = ParamInfo(qn, mod_name, type(mod).__name__ if mod is not None else "",
                          tuple(p.shape), bool(p.requires_grad),
                          None if opt_ids is None else id(p) in opt_ids,
@@ -144,6 +155,9 @@ class Watcher:
         self._bound: list[_Bound] = []
         self._closed = False
         self._final: Report | None = None
+        self._loss_mods: dict[int, weakref.ref[torch.nn.Module]] = {}
+        self._global_loss: Any = None
+        self._stepped = False
 
     # ------------------------------------------------------------------ public
     def __enter__(self) -> Watcher:
@@ -235,10 +249,35 @@ class Watcher:
         return b
 
     def _watch_losses(self) -> None:
+        """See the loss of ``torch.nn`` loss modules.
+
+        # NOTE [loss discovery]
+        A global module forward hook sees every ``_Loss`` module, but while it exists every
+        module call of the process takes the hooked (slower) path and ``torch.compile``d
+        modules warn. So it lives only until the first step: the loss modules it saw by then
+        get their own forward hook and the global one is removed. A functional loss stays
+        invisible: pass it to :meth:`observe_loss`.
+        """
         def hook(mod: torch.nn.Module, args: Any, out: Any) -> None:
             if isinstance(mod, torch.nn.modules.loss._Loss):
+                self._loss_mods[id(mod)] = weakref.ref(mod)
                 self._guard(None, lambda: self._on_loss(out))
-        self._handles.append(torch.nn.modules.module.register_module_forward_hook(hook))
+        self._global_loss = torch.nn.modules.module.register_module_forward_hook(hook)
+        self._handles.append(self._global_loss)
+
+    def _first_step(self) -> None:
+        """Swap the temporary global loss hook for hooks on the loss modules it saw."""
+        if self._stepped:
+            return
+        self._stepped = True
+        if self._global_loss is not None:
+            self._global_loss.remove()
+            self._global_loss = None
+        for ref in self._loss_mods.values():
+            mod = ref()
+            if mod is not None:
+                self._handles.append(mod.register_forward_hook(
+                    lambda m, a, out: self._guard(None, lambda: self._on_loss(out))))
 
     def _on_loss(self, out: Any) -> None:
         if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
@@ -256,6 +295,7 @@ class Watcher:
 
     # ------------------------------------------------------------------ step events
     def _pre_step(self, b: _Bound) -> None:
+        self._first_step()
         col = b.collector
         if col.recording():
             self._measure(b, None)
@@ -281,6 +321,7 @@ class Watcher:
             engine.queue_callback(lambda: self._guard(b, lambda: self._end_backward(b)))
 
     def _end_backward(self, b: _Bound) -> None:
+        self._first_step()
         col = b.collector
         b.queued = False
         col.measure_update()  # the update applied since the last recorded backward
@@ -334,11 +375,17 @@ def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                 lambda o, a, k: w._guard(b, lambda: w._post_step(b))))
         else:
             _hook_accumulation(w, b, [p for _, p in named])
-        w._watch_losses()
+        if not _is_compiled(model):
+            w._watch_losses()
     except BaseException:
         w.close()
         raise
     return w
+
+
+def _is_compiled(model: torch.nn.Module) -> bool:
+    """True if ``model`` is or contains a ``torch.compile`` wrapper (global hooks warn)."""
+    return any(type(m).__name__ == "OptimizedModule" for m in model.modules())
 
 
 def _hook_accumulation(w: Watcher, b: _Bound, params: list[torch.Tensor]) -> None:

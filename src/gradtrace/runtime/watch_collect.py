@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import weakref
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -339,10 +340,21 @@ class Collector:
         steps = list(self.history.items)
         if self.last is not None and (not steps or steps[-1].step != self.last.step):
             steps.append(self.last)
-        return Track(name=self.name, params=tuple(self.infos), summaries=self.summaries(),
+        return Track(name=self.name, params=self._current_infos(), summaries=self.summaries(),
                      steps=tuple(steps), total_steps=self.total_steps, every=self.every,
                      stride=self.history.stride, has_optimizer=self.has_optimizer,
                      nan_source=self.nan_source, path=self.site[0], line=self.site[1])
+
+    def _current_infos(self) -> tuple[ParamInfo, ...]:
+        """Parameter infos with ``requires_grad`` as it is now (a parameter frozen after
+        watching started counts as frozen, not as never graded)."""
+        out = []
+        for info, ref in zip(self.infos, self.refs):
+            p = ref()
+            if p is not None and bool(p.requires_grad) != info.requires_grad:
+                info = replace(info, requires_grad=bool(p.requires_grad))
+            out.append(info)
+        return tuple(out)
 
     def release(self) -> None:
         """Drop every tensor this collector holds (buffers, accumulators, the last loss)."""
