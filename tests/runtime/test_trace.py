@@ -142,3 +142,20 @@ def test_nested_and_reused_tracer_rules():
             tr.__enter__()
     with pytest.raises(RuntimeError):
         tr.__enter__()
+
+
+def test_a_bug_of_ours_never_reaches_the_program(monkeypatch):
+    monkeypatch.delenv("GRADTRACE_STRICT", raising=False)
+    with gradtrace.trace() as tr:
+        monkeypatch.setattr(tr.state, "on_inplace", None)  # recording now raises TypeError
+        monkeypatch.setattr(tr.state, "on_backward_start", None)
+        x = torch.randn(3, requires_grad=True)
+        y = x * 2
+        y.add_(1)
+        y.sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")
+    with pytest.raises(TypeError):
+        with gradtrace.trace() as tr:
+            monkeypatch.setattr(tr.state, "on_inplace", None)
+            (torch.randn(3, requires_grad=True) * 2).add_(1)

@@ -5,6 +5,7 @@ exit. Modules and optimizers are held weakly.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import weakref
@@ -71,9 +72,9 @@ class Hooks:
         from torch.nn.modules import module as mm
         from torch.optim import optimizer as om
 
-        self.handles.append(mm.register_module_forward_pre_hook(self._pre))
-        self.handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
-        self.handles.append(om.register_optimizer_step_post_hook(self._step_post))
+        self.handles.append(mm.register_module_forward_pre_hook(_safe(self._pre)))
+        self.handles.append(om.register_optimizer_step_pre_hook(_safe(self._step_pre)))
+        self.handles.append(om.register_optimizer_step_post_hook(_safe(self._step_post)))
 
     def remove(self) -> None:
         while self.handles:
@@ -184,6 +185,20 @@ class Hooks:
         finally:
             if self.mode is not None:
                 self.mode.busy = busy
+
+
+def _safe(hook: Any) -> Any:
+    """Wrap a hook so a bug of ours never reaches the user's program (strict mode raises)."""
+    def wrapper(*args: Any) -> None:
+        try:
+            hook(*args)
+        except Exception:
+            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+                raise
+            logging.getLogger(__name__).debug("gradtrace: hook failed", exc_info=True)
+        return None
+
+    return wrapper
 
 
 def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:

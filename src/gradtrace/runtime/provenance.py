@@ -10,6 +10,7 @@ only on the events that matter. Records hold plain values and weak references on
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
@@ -125,6 +126,8 @@ class ProvenanceMode(TorchFunctionMode):
         self.state = state
         self.seq = 0
         self.busy = False
+        self._called = False
+        self._out: Any = None
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -134,7 +137,7 @@ class ProvenanceMode(TorchFunctionMode):
             return func(*args, **kwargs)
         kind = _KIND.get(func)
         if kind is None:
-            kind = _KIND[func] = classify(func)
+            kind = _KIND[func] = _safe_classify(func)
         if kind == PLAIN:
             try:
                 out = func(*args, **kwargs)
@@ -142,26 +145,29 @@ class ProvenanceMode(TorchFunctionMode):
                 self._failed(exc, func, args, kwargs)
                 raise
             self.seq += 1
-            if type(out) is Tensor or isinstance(out, Tensor):
-                if out.requires_grad:
-                    gf = out.grad_fn
-                    if gf is not None:  # NOTE [hot path]: inlined user-frame walk
-                        f = _getframe(1)
-                        while f is not None:
-                            code = f.f_code
-                            hit = _INTERNAL.get(code)
-                            if hit is None:
-                                hit = is_internal(code)
-                            if not hit:
-                                gf.metadata[META_CREATED] = (code, f.f_lineno, self.seq)
-                                break
-                            f = f.f_back
-                elif not self.state.in_step:
-                    self._no_grad_out(func, args, out)
-            elif isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
-                for o in out:
-                    if isinstance(o, Tensor):
-                        self._after(func, args, o)
+            try:  # recording must never break the user's program (zero-cost when no error)
+                if type(out) is Tensor or isinstance(out, Tensor):
+                    if out.requires_grad:
+                        gf = out.grad_fn
+                        if gf is not None:  # NOTE [hot path]: inlined user-frame walk
+                            f = _getframe(1)
+                            while f is not None:
+                                code = f.f_code
+                                hit = _INTERNAL.get(code)
+                                if hit is None:
+                                    hit = is_internal(code)
+                                if not hit:
+                                    gf.metadata[META_CREATED] = (code, f.f_lineno, self.seq)
+                                    break
+                                f = f.f_back
+                    else:
+                        self._no_grad_out(func, args, out)
+                elif isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
+                    for o in out:
+                        if isinstance(o, Tensor):
+                            self._after(func, args, o)
+            except Exception as exc:
+                _oops(exc)
             return out
         if kind == PASS:
             try:
@@ -179,9 +185,12 @@ class ProvenanceMode(TorchFunctionMode):
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)
-            t = args[0]
-            if not t.is_leaf and not t.retains_grad:
-                self._nonleaf_grad(t)
+            try:
+                t = args[0]
+                if not t.is_leaf and not t.retains_grad:
+                    self._nonleaf_grad(t)
+            except Exception as exc:
+                _oops(exc)
             return out
         return self._special(kind, func, args, kwargs)
 
@@ -190,7 +199,7 @@ class ProvenanceMode(TorchFunctionMode):
         flag = kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False)
         if flag:
             return self._inplace(func, args, kwargs)
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         self.seq += 1
         if isinstance(out, Tensor):
             self._after(func, args, out)
@@ -241,11 +250,23 @@ class ProvenanceMode(TorchFunctionMode):
         handler = _HANDLERS.get(kind)
         if handler is None:  # pragma: no cover - every kind has a handler
             return func(*args, **kwargs)
+        self._called = False
         try:
-            return handler(self, func, args, kwargs)
+            out = handler(self, func, args, kwargs)
         except Exception as exc:
+            if self._called:  # torch succeeded; the failure is ours: hide it
+                out, self._out = self._out, None
+                _oops(exc)
+                return out
             self._failed(exc, func, args, kwargs)
             raise
+        self._out = None
+        return out
+
+    def _call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        self._called, self._out = True, out
+        return out
 
     def _inplace(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         target = args[0] if args and isinstance(args[0], Tensor) else None
@@ -253,7 +274,7 @@ class ProvenanceMode(TorchFunctionMode):
         if target is not None and target.requires_grad and torch.is_grad_enabled():
             gf = target.grad_fn
             info = (gf, target._version, tuple(target.shape))
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         self.seq += 1
         if self.state.after_step is not None and ("mul" in _name(func) or "clamp" in _name(func)):
             self._clip_after_step()
@@ -272,21 +293,21 @@ class ProvenanceMode(TorchFunctionMode):
                                 ((self.state.after_step, "optimizer.step() ran here, before"),))
 
     def _detach(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         self.seq += 1
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], "detach", "detach")
         return out
 
     def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], ".data", "data")
         return out
 
     def _setgrad(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         prev = torch.is_grad_enabled()
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         now = torch.is_grad_enabled()
         if prev != now and not self.state.in_step:  # the optimizer's own switches don't matter
             frame = user_frame(2)
@@ -296,7 +317,7 @@ class ProvenanceMode(TorchFunctionMode):
         return out
 
     def _item(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             raw = raw_site()
             if raw is not None:
@@ -304,7 +325,7 @@ class ProvenanceMode(TorchFunctionMode):
         return out
 
     def _ctor(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         self.seq += 1
         if isinstance(out, Tensor) and not out.requires_grad and args:
             data = args[0]
@@ -318,7 +339,7 @@ class ProvenanceMode(TorchFunctionMode):
         return out
 
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         self.state.zero_seen = True
         if len(args) > 1 and args[1] is None:
             self.state.on_grad_none(args[0], self.seq)
@@ -331,7 +352,7 @@ class ProvenanceMode(TorchFunctionMode):
         return self._inplace(func, args, kwargs)
 
     def _rg_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        out = func(*args, **kwargs)
+        out = self._call(func, args, kwargs)
         value = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
         if isinstance(args[0], Tensor) and not value:
             raw = raw_site()
@@ -340,10 +361,14 @@ class ProvenanceMode(TorchFunctionMode):
         return out
 
     def _backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        raw = raw_site()
-        roots, retain = _backward_roots(func, args, kwargs)
-        self.state.on_backward_start(raw)
-        out = func(*args, **kwargs)
+        raw, roots, retain = None, [], True
+        try:
+            raw = raw_site()
+            roots, retain = _backward_roots(func, args, kwargs)
+            self.state.on_backward_start(raw)
+        except Exception as exc:  # never stop the user's backward because of us
+            _oops(exc)
+        out = self._call(func, args, kwargs)
         self.seq += 1
         if not retain and raw is not None:
             self.busy = True
@@ -365,6 +390,21 @@ class ProvenanceMode(TorchFunctionMode):
             LOG.debug("gradtrace: diagnosis failed", exc_info=True)
         finally:
             self.busy = False
+
+
+def _oops(exc: BaseException) -> None:
+    """A bug of ours while recording: log it (raise under GRADTRACE_STRICT=1), never propagate."""
+    if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+        raise exc
+    LOG.debug("gradtrace: recording failed", exc_info=exc)
+
+
+def _safe_classify(func: Any) -> int:
+    try:
+        return classify(func)
+    except Exception as exc:  # an exotic callable: let it through untouched
+        _oops(exc)
+        return PASS
 
 
 def _grad_switch_name(names: list[str]) -> str:
