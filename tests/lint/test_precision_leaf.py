@@ -5,6 +5,7 @@ fairseq and common training scripts (adversarial attacks, EMA, fine-tuning, pref
 """
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
@@ -257,6 +258,7 @@ SHAPES = {
 def test_shape_is_silent(name: str, monkeypatch) -> None:
     monkeypatch.setenv("GRADTRACE_STRICT", "1")
     src = textwrap.dedent(SHAPES[name]).strip() + "\n"
+    ast.parse(src)  # a shape that does not parse would pass vacuously
     found = [(f.code, f.line, f.message) for f in check_source(src, f"{name}.py",
                                                                select=["GT3", "GT4"])]
     assert found == []
@@ -299,4 +301,22 @@ def test_frozen_batchnorm_copy_is_silent() -> None:
                     new.bias.copy_(module.bias)
                     model._modules[name] = new
     """).strip() + "\n"
+    ast.parse(src)
     assert check_source(src, "bn.py", select=["GT3", "GT4"]) == []
+
+
+def test_two_optimizers_over_disjoint_parts_are_silent() -> None:
+    src = textwrap.dedent("""
+        import torch
+        def train(model, loader):
+            enc = [p for n, p in model.named_parameters() if n.startswith("encoder")]
+            dec = [p for n, p in model.named_parameters() if n.startswith("decoder")]
+            opt_enc = torch.optim.Adam(enc, lr=1e-4)
+            opt_dec = torch.optim.Adam(dec, lr=1e-3)
+            for x, y in loader:
+                model(x).sum().backward()
+                opt_enc.step()
+                opt_dec.step()
+    """).strip() + "\n"
+    ast.parse(src)
+    assert check_source(src, "two.py", select=["GT3", "GT4"]) == []

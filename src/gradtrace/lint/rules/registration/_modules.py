@@ -244,7 +244,7 @@ def covers(root: str, name: str) -> bool:
     return name == root or name.startswith(root + ".")
 
 
-def param_sources(call: ast.Call) -> set[str]:
+def param_sources(call: ast.AST) -> set[str]:
     """Dotted receivers of ``.parameters()`` / ``.named_parameters()`` inside ``call``."""
     out: set[str] = set()
     for n in ast.walk(call):
@@ -279,8 +279,7 @@ def optimizer_builds(scope: Scope) -> list[OptimizerBuild]:
                     if isinstance(first, ast.Name):
                         pb = scope.binding_before(first.id, b.line)
                         if pb is not None and pb.value is not None:
-                            srcs |= param_sources(pb.value) if isinstance(pb.value, ast.Call) \
-                                else set()
+                            srcs |= param_sources(pb.value)
                     out.append(OptimizerBuild(name, b.stmt, v, frozenset(srcs)))
         return sorted(out, key=lambda o: o.stmt.lineno)
     return scope.ctx.memo("gt4-optimizers", scope.node, make)

@@ -321,11 +321,17 @@ class ParameterWrapResetsRequiresGrad(Rule):
         return any(f.stmt.lineno > line and covers(f.root, target) for f in grad_flags(scope))
 
 
-def _trainable_only(call: ast.Call) -> bool:
-    """Whether an optimizer's params keep only ``requires_grad`` ones (``filter``, ``if``)."""
+def _trainable_only(call: ast.Call, scope: Scope) -> bool:
+    """Whether an optimizer's params keep only ``requires_grad`` ones (``filter``, ``if``),
+    directly or through a name bound to such a list just before."""
+    args = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "params")]
+    for a in list(args):
+        if isinstance(a, ast.Name):
+            b = scope.binding_before(a.id, call.lineno)
+            if b is not None and b.value is not None:
+                args.append(b.value)
     return any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-               for a in [*call.args[:1], *(k.value for k in call.keywords if k.arg == "params")]
-               for n in ast.walk(a))
+               for a in args for n in ast.walk(a))
 
 
 class UnfrozenAfterOptimizer(Rule):
@@ -399,7 +405,7 @@ class UnfrozenAfterOptimizer(Rule):
         if flag is None:
             return
         for opt in optimizer_builds(scope):
-            if opt.stmt.lineno >= node.lineno or not _trainable_only(opt.call) or not any(
+            if opt.stmt.lineno >= node.lineno or not _trainable_only(opt.call, scope) or not any(
                     covers(s, flag.root) or covers(flag.root, s) for s in opt.sources):
                 continue
             if not self._stepped_after(scope, opt.name, node):

@@ -257,6 +257,13 @@ class ParametersGeneratorConsumed(Rule):
             and a.func.attr in ("parameters", "named_parameters") for a in value.args)
 
 
+def _whole_params(call: ast.Call) -> bool:
+    """``Optim(m.parameters(), ...)``: all of a module's parameters, unfiltered."""
+    first = call.args[0] if call.args else keyword(call, "params")
+    return isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) \
+        and first.func.attr == "parameters" and not first.args
+
+
 ROLE_G = frozenset({"g", "gen", "generator", "netg", "modelg", "gnet"})
 ROLE_D = frozenset({"d", "disc", "discriminator", "netd", "modeld", "dnet", "critic"})
 
@@ -339,7 +346,8 @@ class OptimizersShareParameters(Rule):
 
     @staticmethod
     def _conflict(me: OptimizerBuild, other: OptimizerBuild) -> str | None:
-        if me.sources == other.sources and len(me.sources) == 1:
+        if me.sources == other.sources and len(me.sources) == 1 \
+                and _whole_params(me.call) and _whole_params(other.call):
             (src,) = me.sources
             return (f"`{me.name}` and `{other.name}` are both built from `{src}.parameters()` "
                     "and both stepped: each step updates the same weights twice")
