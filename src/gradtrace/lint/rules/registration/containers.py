@@ -8,8 +8,9 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
-    COPY_METHODS, grad_factory, is_parameter_call, made_non_leaf, nn_alias,
+    COPY_METHODS, is_true, grad_factory, is_parameter_call, made_non_leaf, nn_alias,
 )
 from gradtrace.lint.rules.registration._modules import (
     CONTAINERS, module_classes, owns_params, statements,
@@ -262,6 +263,15 @@ class LearnableTensorAsPlainAttribute(Rule):
                 def forward(self, x):
                     return x * self.gamma
             """, at=(6, 8)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Bias(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.b = torch.zeros(n)
+                    self.b.requires_grad = True
+            """, at=(6, 8)),
         Good("""
             import torch
             import torch.nn as nn
@@ -296,6 +306,29 @@ class LearnableTensorAsPlainAttribute(Rule):
         if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx):
             return
         yield self.report(node, ctx, attr=attr)
+
+    def visit_Attribute(self, t: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        """``self.w = torch.zeros(n)`` then ``self.w.requires_grad = True``."""
+        stmt = ctx.statement
+        if t.attr != "requires_grad" or not isinstance(t.ctx, ast.Store) \
+                or not isinstance(stmt, ast.Assign) or not is_true(stmt.value):
+            return
+        attr = _self_attr(t.value)
+        cls, fn = ctx.class_def, ctx.function
+        if attr is None or cls is None or fn is None or cls.name not in module_classes(ctx) \
+                or attr in _wrapped_attrs(ctx):
+            return
+        made = None
+        for s in statements(fn):
+            if s.lineno >= stmt.lineno:
+                break
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                    and _self_attr(s.targets[0]) == attr:
+                made = s if isinstance(s.value, ast.Call) \
+                    and ctx.call_name(s.value) in NEW_TENSOR_FUNCS else None
+        if made is not None:
+            yield self.report(made, ctx, related=[Related(ctx.path, stmt.lineno, f"`self.{attr}` "
+                              "is made to require grad here", ctx.column(stmt))], attr=attr)
 
 
 class ParameterMovedAfterWrapping(Rule):
