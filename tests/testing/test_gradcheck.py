@@ -140,3 +140,17 @@ class WrongShape(torch.autograd.Function):
 def test_backward_that_raises_is_a_failure() -> None:
     with pytest.raises(GradcheckFailure, match="backward raised RuntimeError: .*invalid gradient"):
         gradcheck_module(WrongShape, torch.randn(4, 3))
+
+
+def test_keyword_arguments_are_passed_but_not_differentiated() -> None:
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) * mask
+
+    mask = torch.tensor([1.0, 0.0, 1.0])
+    assert gradcheck_module(Masked(), torch.randn(2, 3), kwargs={"mask": mask}) is True
+    assert mask.dtype == torch.float32 and not mask.requires_grad

@@ -55,7 +55,8 @@ class _Prepared:
 def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
                      params: bool = True, no_grad_inputs: Sequence[int] = (),
                      eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-                     fast_mode: bool = False, seed: int = 0, **gradcheck_kwargs: Any) -> bool:
+                     fast_mode: bool = False, seed: int = 0,
+                     kwargs: dict[str, Any] | None = None, **gradcheck_kwargs: Any) -> bool:
     """Gradcheck ``module_or_fn(*inputs)`` on float64 copies; True, or a GradcheckFailure.
 
     ``module_or_fn``: an ``nn.Module`` (deep-copied and cast to float64/complex128; with
@@ -63,7 +64,8 @@ def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
     ``torch.func.functional_call``), an ``autograd.Function`` subclass (its ``apply``) or any
     callable. ``inputs``: floating-point tensors are copied to float64 with
     ``requires_grad=True`` (except positions in ``no_grad_inputs``); other values are passed
-    as they are. Nothing the caller holds is modified. Each evaluation runs with the torch RNG
+    as they are. ``kwargs`` are passed as keyword arguments on every call (tensors cast to
+    float64, never differentiated: masks, flags). Nothing the caller holds is modified. Each evaluation runs with the torch RNG
     re-seeded with ``seed`` (and the global RNG restored after), so dropout-like randomness is
     the same in every evaluation. ``gradgrad=True`` also runs ``gradgradcheck``. Extra keyword
     arguments go to ``torch.autograd.gradcheck``. The :class:`GradcheckFailure` (an
@@ -72,7 +74,8 @@ def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
     Slow mode builds full Jacobians (two evaluations per input element); for layers with many
     parameters pass ``fast_mode=True`` or ``params=False``.
     """
-    prep = _prepare(module_or_fn, inputs, params, set(no_grad_inputs), seed)
+    kw = {k: _to64(v) if isinstance(v, Tensor) else v for k, v in (kwargs or {}).items()}
+    prep = _prepare(module_or_fn, inputs, params, set(no_grad_inputs), seed, kw)
     devices = sorted({a.device.index or 0 for a in prep.args
                       if isinstance(a, Tensor) and a.device.type == "cuda"})
     with torch.random.fork_rng(devices=devices):  # gradcheck itself draws random numbers
@@ -92,7 +95,7 @@ def _to64(t: Tensor) -> Tensor:
 
 
 def _prepare(target: Any, inputs: tuple[Any, ...], params: bool, skip: set[int],
-             seed: int) -> _Prepared:
+             seed: int, kw: dict[str, Any]) -> _Prepared:
     args, names = _inputs(target, inputs, skip)
     if isinstance(target, nn.Module):
         module = copy.deepcopy(target)._apply(_to64)
@@ -102,9 +105,9 @@ def _prepare(target: Any, inputs: tuple[Any, ...], params: bool, skip: set[int],
         pnames = tuple(n for n, _ in named)
         n_in = len(args)
 
-        def fn(*flat: Any) -> Any:
+        def fn(*flat: Any, **kws: Any) -> Any:
             return torch.func.functional_call(module, dict(zip(pnames, flat[n_in:])),
-                                              flat[:n_in])
+                                              flat[:n_in], kws)
 
         args += pvals
         names += tuple(f"parameter `{n}` (shape {tuple(p.shape)})" for n, p in named)
@@ -119,7 +122,7 @@ def _prepare(target: Any, inputs: tuple[Any, ...], params: bool, skip: set[int],
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         raise ValueError(f"gradcheck_module({label}): nothing to check: no floating-point "
                          "input and no trainable parameter")
-    return _Prepared(label, _seeded(fn, seed, args), args, names)
+    return _Prepared(label, _seeded(fn, seed, args, kw), args, names)
 
 
 def _inputs(target: Any, inputs: tuple[Any, ...], skip: set[int]
@@ -155,14 +158,15 @@ def _argnames(target: Any) -> list[str]:
     return names
 
 
-def _seeded(fn: Callable[..., Any], seed: int, args: tuple[Any, ...]) -> Callable[..., Any]:
+def _seeded(fn: Callable[..., Any], seed: int, args: tuple[Any, ...],
+            kw: dict[str, Any]) -> Callable[..., Any]:
     devices = sorted({a.device.index or 0 for a in args
                       if isinstance(a, Tensor) and a.device.type == "cuda"})
 
     def call(*flat: Any) -> Any:
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
-            return fn(*flat)
+            return fn(*flat, **kw)
 
     return call
 
