@@ -67,8 +67,8 @@ def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
     as they are. ``kwargs`` are passed as keyword arguments on every call (tensors cast to
     float64, never differentiated: masks, flags). Nothing the caller holds is modified. Each
     evaluation runs with the torch RNG re-seeded with ``seed`` (and the global RNG restored
-    after), so dropout-like randomness is the same in every evaluation. ``gradgrad=True`` also runs ``gradgradcheck``. Extra keyword
-    arguments go to ``torch.autograd.gradcheck``. The :class:`GradcheckFailure` (an
+    after), so dropout-like randomness is the same in every evaluation. ``gradgrad=True``
+    also runs ``gradgradcheck``. Extra keyword arguments go to ``torch.autograd.gradcheck``. The :class:`GradcheckFailure` (an
     AssertionError) names the output and the input (or parameter) whose derivative is wrong;
     a backward that raises (e.g. returns a gradient of the wrong shape) is a failure too.
     Slow mode builds full Jacobians (two evaluations per input element); for layers with many
