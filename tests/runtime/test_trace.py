@@ -159,3 +159,11 @@ def test_a_bug_of_ours_never_reaches_the_program(monkeypatch):
         with gradtrace.trace() as tr:
             monkeypatch.setattr(tr.state, "on_inplace", None)
             (torch.randn(3, requires_grad=True) * 2).add_(1)
+
+
+def test_modules_built_per_call_do_not_pile_up():
+    with gradtrace.trace() as tr:
+        x = torch.randn(2, 3, requires_grad=True)
+        for _ in range(3000):
+            nn.ReLU()(x)
+    assert len(tr.hooks.data.modules) < 2100

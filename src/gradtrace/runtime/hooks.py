@@ -57,6 +57,7 @@ class HookState:
     had_grad: set[int] = field(default_factory=set)
     snapshot: list[Any] = field(default_factory=list)
     steps: int = 0
+    prune_at: int = 1024
 
 
 class Hooks:
@@ -85,6 +86,8 @@ class Hooks:
         self.state.in_step = False  # a forward inside step(closure) is user code again
         rec = self.data.modules.get(id(module))
         if rec is None or rec.ref() is not module:
+            if len(self.data.modules) >= self.data.prune_at:
+                self._prune()
             raw = raw_site()
             rec = self.data.modules[id(module)] = ModuleRecord(
                 weakref.ref(module), None if raw is None else self.state.site(raw))
@@ -98,6 +101,12 @@ class Hooks:
                 rec.nograd_site = self.state.grad_off
                 rec.in_checkpoint = any("checkpoint" in n.lower() or n == "CheckpointFunction"
                                         for n in internal_names(1, limit=40))
+
+    def _prune(self) -> None:
+        """Forget modules that died (e.g. an nn.ReLU() built inside forward on every call)."""
+        d = self.data
+        d.modules = {k: r for k, r in d.modules.items() if r.ref() is not None}
+        d.prune_at = max(1024, 2 * len(d.modules))
 
     # -- optimizers ----------------------------------------------------------------------------
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
