@@ -13,7 +13,8 @@ FIX_UNUSED = ("if these parameters are meant to be unused, pass find_unused_para
               "unused in every iteration); otherwise fix the code so that they reach the loss")
 FIX_BRANCH = ("make every rank take the same branch in each iteration (decide it from values "
               "all ranks share), or pass find_unused_parameters=True to "
-              "DistributedDataParallel (do not use static_graph=True for this)")
+              "DistributedDataParallel (static_graph=True only if each rank's set of used "
+              "parameters never changes from one iteration to the next)")
 FIX_TWICE = ("checkpoint with torch.utils.checkpoint.checkpoint(..., use_reentrant=False), or "
              "pass static_graph=True to DistributedDataParallel if the graph is the same in "
              "every iteration; or do not run the same parameters through several reentrant "
