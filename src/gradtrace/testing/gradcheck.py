@@ -65,14 +65,16 @@ def gradcheck_module(module_or_fn: Any, *inputs: Any, gradgrad: bool = False,
     callable. ``inputs``: floating-point tensors are copied to float64 with
     ``requires_grad=True`` (except positions in ``no_grad_inputs``); other values are passed
     as they are. ``kwargs`` are passed as keyword arguments on every call (tensors cast to
-    float64, never differentiated: masks, flags). Nothing the caller holds is modified. Each
-    evaluation runs with the torch RNG re-seeded with ``seed`` (and the global RNG restored
-    after), so dropout-like randomness is the same in every evaluation. ``gradgrad=True``
-    also runs ``gradgradcheck``. Extra keyword arguments go to ``torch.autograd.gradcheck``. The :class:`GradcheckFailure` (an
-    AssertionError) names the output and the input (or parameter) whose derivative is wrong;
-    a backward that raises (e.g. returns a gradient of the wrong shape) is a failure too.
-    Slow mode builds full Jacobians (two evaluations per input element); for layers with many
-    parameters pass ``fast_mode=True`` or ``params=False``.
+    float64, never differentiated: masks, flags). Nothing the caller holds is modified.
+
+    Each evaluation runs with the torch RNG re-seeded with ``seed`` (the global RNG is
+    restored after), so dropout-like randomness is the same in every evaluation.
+    ``gradgrad=True`` also runs ``gradgradcheck``. Extra keyword arguments go to
+    ``torch.autograd.gradcheck``. The :class:`GradcheckFailure` (an AssertionError) names the
+    output and the input (or parameter) whose derivative is wrong; a backward that raises
+    (e.g. returns a gradient of the wrong shape) is a failure too. Slow mode builds full
+    Jacobians (two evaluations per input element); for layers with many parameters pass
+    ``fast_mode=True`` or ``params=False``.
     """
     kw = {k: _to64(v) if isinstance(v, Tensor) else v for k, v in (kwargs or {}).items()}
     prep = _prepare(module_or_fn, inputs, params, set(no_grad_inputs), seed, kw)
