@@ -8,9 +8,22 @@ Example::
     for f in tr.findings:
         print(f.code, f.path, f.line, f.message)
 
-The tracer installs one TorchFunctionMode and four global hooks (module forward pre/post,
+The tracer installs one TorchFunctionMode and three global hooks (module forward pre-hook,
 optimizer step pre/post) and removes all of them on exit, also when the body raises. It keeps
-weak references only.
+weak references only (and notes in ``grad_fn.metadata``, which die with the graph).
+
+API for tools built on top (pytest plugin, ``gradtrace.testing``)::
+
+    with trace() as tr:            # Tracer
+        ...
+    tr.findings                    # list[Finding]: crash diagnoses first, then silent problems
+    tr.why_no_grad(param)          # Finding | None: not used in forward / cut at file:line /
+                                   # frozen at file:line / only ran under no_grad
+    diagnose(exc, tr)              # list[Finding] for an exception (tr optional)
+
+Findings are ``gradtrace.findings.Finding`` with ``source="runtime"``; render them with
+``gradtrace.runtime.render.render_text``. Set ``GRADTRACE_STRICT=1`` to make a failure inside
+gradtrace's own recording raise instead of being logged (for tests).
 """
 from __future__ import annotations
 
@@ -23,6 +36,7 @@ from typing import Any
 from gradtrace.findings import Finding
 
 LOG = logging.getLogger(__name__)
+__all__ = ["Tracer", "active_tracer", "diagnose", "trace"]
 
 
 class Tracer:
