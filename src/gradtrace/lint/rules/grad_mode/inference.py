@@ -131,7 +131,10 @@ class InferenceTensorInTraining(Rule):
 
     def _cache_store(self, node: ast.stmt, targets: list[ast.expr], value: ast.expr,
                      ctx: Context) -> Iterator[Finding]:
-        if ctx.grad_disabled is None or ctx.class_def is None:
+        has = self.__dict__.get("_has_mode")
+        if has is None:
+            has = self._has_mode = "inference_mode" in ctx.text
+        if not has or ctx.grad_disabled is None or ctx.class_def is None:
             return
         off = _inference_off(ctx)
         if off is None or not _makes_tensor(value):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from gradtrace.findings import Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
@@ -77,8 +78,7 @@ def _has_module_word(text: str) -> bool:
 def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> dict[str, str]:
     """``self.<attr>`` -> saved-output op for activation modules assigned in the class."""
     out: dict[str, str] = {}
-    if cls is None or not _has_module_word(
-            "\n".join(ctx.lines[cls.lineno - 1:cls.end_lineno])):
+    if cls is None:
         return out
     for fn in cls.body:
         if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
@@ -294,35 +294,19 @@ class _InplaceRule(Rule):
             cache[id(cls)] = _LazyModules(cls, ctx, ok)
         return cache[id(cls)]
 
-    def _writes(self, node: ast.Call, ctx: Context) -> Iterator[Write]:
-        stmt = ctx.statement
-        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
-            return
-        top = stmt.value
-        while isinstance(top, ast.Subscript):
-            top = top.value
-        if node is not top:
-            return
-        name = dotted(stmt.targets[0])
-        fn = ctx.function if name else None
-        if fn is None:
-            return
-        modules = self._modules(ctx)
-        prod = _producer(node, ctx, modules)
-        if prod is None:
-            return
+    def _writes(self, node: ast.Call, ctx: Context, families: tuple[str, ...],
+                kinds: tuple[str, ...] | None = None) -> Iterator[Write]:
+        """In-place writes into the output ``node`` produces, of the given families/kinds,
+        that run before a backward (or in a training forward)."""
         seen: set[int] = self.__dict__.setdefault("_seen", set())
-        for s in _after(fn, stmt):
-            if _written_name(s) == name:
-                w = _write_target(s, ctx, modules)
-                if w is not None and w[0] == name and id(s) not in seen \
-                        and not _input_has_no_grad(prod, ctx):
-                    training = _in_training(ctx, fn, s)
-                    if training:
-                        seen.add(id(s))
-                        yield prod, s, w[1], w[2], training
-            if _rebinds(s, name):
-                return
+        for prod, s, kind, target, fn in _candidate_writes(node, ctx, self._modules):
+            if prod.family not in families or (kinds is not None and kind not in kinds) \
+                    or id(s) in seen or _input_has_no_grad(prod, ctx):
+                continue
+            training = _in_training(ctx, fn, s)
+            if training:
+                seen.add(id(s))
+                yield prod, s, kind, target, training
 
     def _related(self, prod: Producer, training: ast.Call | bool, ctx: Context) -> list[Related]:
         rel = [Related(ctx.path, prod.call.lineno,  # type: ignore[attr-defined]
@@ -336,19 +320,69 @@ class _InplaceRule(Rule):
         return rel
 
 
-def _after(fn: ast.AST, stmt: ast.stmt) -> Iterator[ast.stmt]:
+_SHARED: weakref.WeakKeyDictionary[Context, dict[int, Any]] = weakref.WeakKeyDictionary()
+
+
+def _shared(ctx: Context) -> dict[int, Any]:
+    """Per-file memo shared by GT602 and GT603 (both need the same scan)."""
+    d = _SHARED.get(ctx)
+    if d is None:
+        d = _SHARED[ctx] = {}
+    return d
+
+
+def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tuple]:
+    """(producer, write stmt, kind, target, fn) for each in-place write into the name that the
+    saved-output call ``node`` is assigned to, until that name is rebound."""
+    stmt = ctx.statement
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+        return []
+    top = stmt.value
+    while isinstance(top, ast.Subscript):
+        top = top.value
+    if node is not top:
+        return []
+    memo = _shared(ctx)
+    key = id(node)
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    out: list[tuple] = []
+    memo[key] = out
+    name = dotted(stmt.targets[0])
+    fn = ctx.function if name else None
+    if fn is None:
+        return out
+    modules = modules_of(ctx)
+    prod = _producer(node, ctx, modules)
+    if prod is None:
+        return out
+    for s in _after(fn, stmt, memo):
+        if _written_name(s) == name:
+            w = _write_target(s, ctx, modules)
+            if w is not None and w[0] == name:
+                out.append((prod, s, w[1], w[2], fn))
+        if _rebinds(s, name):
+            break
+    return out
+
+
+def _after(fn: ast.AST, stmt: ast.stmt, memo: dict[int, Any]) -> list[ast.stmt]:
     """Statements of ``fn`` after ``stmt`` in source order (nested blocks included)."""
-    started = False
-    for s in _statements(fn.body):  # type: ignore[attr-defined]
-        if started:
-            yield s
-        elif s is stmt:
-            started = True
+    key = -id(fn)
+    found = memo.get(key)
+    if found is None:
+        stmts = list(_statements(fn.body))  # type: ignore[attr-defined]
+        found = memo[key] = (stmts, {id(x): i for i, x in enumerate(stmts)})
+    stmts, index = found
+    i = index.get(id(stmt))
+    return [] if i is None else stmts[i + 1:]
 
 
 def _rebinds(s: ast.stmt, name: str) -> bool:
     targets: list[ast.expr] = []
     if isinstance(s, ast.Assign):
+        if len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            return s.targets[0].id == name
         targets = s.targets
     elif isinstance(s, (ast.AnnAssign, ast.For, ast.AsyncFor)):
         targets = [s.target]

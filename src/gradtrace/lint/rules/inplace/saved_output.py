@@ -85,9 +85,9 @@ class InplaceWriteToSavedOutput(_InplaceRule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        for prod, stmt, kind, target, training in self._writes(node, ctx):
-            if prod.family == "relu" and kind in ("aug", "arith"):
-                continue  # GT603
+        writes = [*self._writes(node, ctx, ("sig",)),
+                  *self._writes(node, ctx, ("relu",), ("index", "method"))]
+        for prod, stmt, kind, target, training in writes:
             name = ctx.source(target.value if isinstance(target, ast.Subscript) else target)
             if isinstance(target, ast.Call):
                 name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
@@ -175,9 +175,8 @@ class InplaceAddToReluOutput(_InplaceRule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        for prod, stmt, kind, target, training in self._writes(node, ctx):
-            if prod.family != "relu" or kind not in ("aug", "arith"):
-                continue
+        writes = self._writes(node, ctx, ("relu",), ("aug", "arith"))
+        for prod, stmt, kind, target, training in writes:
             fix = None
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
                 op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(stmt.op))
