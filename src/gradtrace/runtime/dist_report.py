@@ -142,8 +142,8 @@ def _all_unused_finding(group: list[str], per_rank: dict[int, Rec],
         module=p.get("module") or "the model", detail=p.get("detail", ""))
     extra = ""
     if facts.get("find_unused"):
-        extra = ("; find_unused_parameters=True is already set, so DDP could not find these "
-                 "outputs in what forward() returned (return every output that feeds the loss)")
+        extra = ("; find_unused_parameters=True is already set, so (as torch's message says) "
+                 "DDP could not locate the output tensors in the value forward() returned")
     msg = (f"DistributedDataParallel: {_shown(group)} received no gradient in iteration "
            f"{facts.get('iteration', '?')} on {ranks_text(per_rank)}: {why}, so DDP waited for "
            f"their gradients and raised \"Expected to have finished reduction in the prior "
