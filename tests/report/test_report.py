@@ -91,3 +91,17 @@ def test_empty_report_renders() -> None:
     assert rep.findings == () and rep.tracks[0].total_steps == 0
     assert "0 finding(s)" in rep.summary()
     assert "No step was recorded" in rep._repr_html_()
+
+
+def test_summary_without_rich_is_plain_text(head_report: Report,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "rich.console", None)  # makes `import rich...` fail
+    text = head_report.summary()
+    assert "┃" not in text and "│" not in text
+    lines = text.splitlines()
+    assert lines[0].startswith("== TwoHead: 12 steps")
+    row = next(line for line in lines if line.startswith("aux_head "))
+    assert row.rstrip().endswith("NO GRADIENT")
+    assert any(": GT850 [warning] `aux_head` (Linear)" in line for line in lines)

@@ -240,8 +240,11 @@ class Collector:
         return self._open_record(idx, sizes, host[:n], host[n] if extra else None)
 
     def flush(self) -> None:
-        """Finish the last measured step (syncs once if its update is still on the device)."""
+        """Finish the last measured step (syncs once if its update is still on the device).
+        An update not measured yet is dropped rather than attributed to a later step."""
         upd, self._upd_pending = self._upd_pending, None
+        if self._open is not None and not upd:
+            self.snap_ok = False
         self._close_open(_to_host(upd) if upd else None)
 
     # ------------------------------------------------------------------ bookkeeping
