@@ -216,14 +216,19 @@ def _inplace_saved(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple
     candidates = [r for r in reversed(state.inplace) if r[3] == shape]
     best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
         or next((r for r in candidates if op and op in r[2]), None)
+    saver = _saver_site(_roots(args, kwargs))
     if best is not None:
         where, inop, _, _, _, made = best
+        related = [(made, "the tensor was created here")]
+        if saver is not None and saver == made:
+            related = [(made, "the tensor was created and saved for backward here")]
+        elif saver is not None:
+            related.append((saver, "this op saved it for backward"))
         return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                      f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
                      "op saved for backward; backward() then found a newer version",
                      fix="use the out-of-place form or .clone() before changing it",
-                     related=[(made, "the tensor was created here and saved for backward"),
-                              (site, "backward() failed here")])]
+                     related=[*related, (site, "backward() failed here")])]
     if state.after_step is not None:
         return [make(code_for("step-between-backwards", pat.code), state.after_step,
                      f"optimizer.step() here updated the parameters in place (shape "
@@ -232,6 +237,33 @@ def _inplace_saved(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple
                      fix="call optimizer.step() only after every backward() of this graph",
                      related=[(site, "backward() failed here")])]
     return []
+
+
+def _saver_site(roots: list[Tensor], limit: int = 5000) -> Site | None:
+    """The forward line of the op whose saved tensor was modified (its saved value fails to
+    unpack with the same version error)."""
+    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while queue and len(seen) < limit:
+        node = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
+                continue
+            try:
+                getattr(node, attr)
+            except RuntimeError as e:
+                if "modified by an inplace operation" in str(e):
+                    return created_site(node)[0]
+            except Exception:  # noqa: BLE001 - any other failure: not this attribute
+                continue
+        try:
+            queue.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None
 
 
 def _inplace_leaf(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
