@@ -178,3 +178,19 @@ def test_cause_line_and_code(run_script, name):
     assert res.code == 1, res.err
     assert res.findings, res.err
     assert (res.findings[0]["code"], res.findings[0]["line"]) == (code, line), res.err
+
+
+def test_inplace_names_the_op_that_saved_the_tensor(run_script):
+    res = run_script("""
+        import torch
+        x = torch.randn(4, requires_grad=True)
+        y = x * 1
+        z = y ** 2
+        y[0] = 0
+        z.sum().backward()
+    """)
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT602", 5), res.err
+    related = {(r["line"], r["message"]) for r in first["related"]}
+    assert (3, "the tensor was created here") in related
+    assert (4, "this op saved it for backward") in related
