@@ -74,6 +74,10 @@ def collapsed_dot(nodes: dict[int, Any], producers: dict[int, list[int]],
         text = f"{g}{f' ({t})' if t and g != _OUTSIDE else ''}\n{ops[g]} ops"
         if ps:
             text += f" · {len(ps)} params ({_size(sum(p.numel() for p in ps))})"
+            if len(ps) <= 4:  # small groups name their parameters
+                names = [param_name[id(p)][len(g) + 1:] if g != _OUTSIDE else
+                         param_name[id(p)] for p in ps]
+                text += "\n" + ", ".join(sorted(names))
         lines.append(f"  {ids[g]} [label={_q(text)}];\n")
     root = next(iter(nodes))
     lines.append(f'  out [label={_q("output: " + _op_name(nodes[root]))}, shape=oval, '
