@@ -120,6 +120,7 @@ def test_option_puts_the_diagnosis_in_the_failure_report(pytester: pytest.Pytest
     cut = _section(result, "test_body_gets_grad")
     assert re.search(rf"test_model.py:{cut_line}:1: GT\d{{3}} ", cut)
     assert "Net.body.weight" in cut and "`detach`" in cut
+    result.stdout.fnmatch_lines(["gradtrace: traced 4 test(s); 2 failure(s) diagnosed"])
     crash = _section(result, "test_backward_under_no_grad")
     # the head's linear ran under no_grad
     assert re.search(rf"test_model.py:{cut_line + 1}:1: GT\d{{3}} .*has no grad_fn", crash)
@@ -132,6 +133,7 @@ def test_without_option_or_marker_there_is_no_section(pytester: pytest.Pytester)
     result = _run(pytester)
     result.assert_outcomes(passed=1, failed=2, skipped=1)
     assert "gradtrace diagnosis" not in result.stdout.str()
+    assert "gradtrace: traced" not in result.stdout.str()
 
 
 def test_ini_option_turns_tracing_on(pytester: pytest.Pytester) -> None:

@@ -35,6 +35,7 @@ LOG = logging.getLogger(__name__)
 _DIAGNOSIS = pytest.StashKey[str]()
 _WATCHERS = pytest.StashKey[list]()
 _WARNED = pytest.StashKey[bool]()
+_COUNTS = pytest.StashKey[list]()  # [traced tests, diagnosed failures]
 _SECTION = "gradtrace diagnosis"
 _WATCH_SECTION = "gradtrace watch"
 
@@ -99,6 +100,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         yield
         return
     tracer = _start(item)
+    counts = item.config.stash.setdefault(_COUNTS, [0, 0])
+    counts[0] += tracer is not None
     outcome = yield
     exc = outcome.excinfo[1] if outcome.excinfo else None
     _stop(item, tracer, exc)
@@ -106,6 +109,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         text = diagnosis_text(exc, tracer)
         if text:
             item.stash[_DIAGNOSIS] = text
+            counts[1] += 1
 
 
 def diagnosis_text(exc: BaseException, tracer: Any) -> str:
@@ -182,6 +186,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]
             rep.sections.append((_WATCH_SECTION, w.report.summary()))
         except Exception:  # the summary is a bonus
             LOG.debug("gradtrace: watch summary failed", exc_info=True)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line when tests were traced: how many, and how many failures got a diagnosis."""
+    counts = config.stash.get(_COUNTS, None)
+    if counts and counts[0]:
+        terminalreporter.write_line(f"gradtrace: traced {counts[0]} test(s); "
+                                    f"{counts[1]} failure(s) diagnosed")
 
 
 @pytest.fixture
