@@ -6,6 +6,8 @@
   line, mechanism, fix), followed by the silent problems the tracer saw (a parameter that never
   got a gradient and the line where its graph was cut, ...).
 * ``@pytest.mark.gradtrace`` does the same for one test (or class/module via ``pytestmark``).
+  When any test was traced, the terminal summary ends with ``gradtrace: traced N test(s);
+  M failure(s) diagnosed``.
 * The ``gradtrace_watch`` fixture is a factory: ``w = gradtrace_watch(model, optimizer=None,
   **kwargs)`` starts ``gradtrace.watch(model, optimizer, **kwargs)`` and returns the watcher
   (read ``w.report``). Every watcher it started is closed at teardown; if the test fails, each
