@@ -40,6 +40,7 @@ EXPECT = {
     "nan_gradient.py": ("non-finite-gradient", "GT825", 0),
     "checkpoint_no_grad.py": ("checkpoint-no-grad", "GT820", 0),
     "zero_learning_rate.py": ("parameters-never-change", "GT828", 0),
+    "tensor_attribute_not_parameter.py": ("learnable-tensor-attribute", "GT821", 0),
 }
 
 

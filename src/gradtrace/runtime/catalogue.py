@@ -61,6 +61,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "optimizer-non-leaf": ("GT306", "non-leaf-given-to-optimizer"),
     "non-leaf-grad": ("GT307", "grad-of-non-leaf"),
     "unregistered-submodule": ("GT401", "modules-in-plain-container"),
+    "learnable-tensor-attribute": ("GT402", "learnable-tensor-as-plain-attribute"),
     "model-recreated-after-optimizer": ("GT404", "model-recreated-after-optimizer"),
     "parameters-generator-consumed": ("GT405", "parameters-generator-consumed"),
     "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),

@@ -163,6 +163,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                                                    [state.frozen_at(q) for q in missed])
             groups.setdefault((kind, owner_site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
+    _plain_tensor_attributes(data, in_opt, groups)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
     out = []
     for (kind, site, why, fix), names in groups.items():
@@ -171,6 +172,25 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
     return out
+
+
+def _plain_tensor_attributes(data: HookState, in_opt: set[int],
+                             groups: dict[tuple[str, Site | None, str, str], list[str]]) -> None:
+    """Learnable tensors kept as plain module attributes (not nn.Parameter) that get gradients
+    but are in no optimizer."""
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is None or rec.grad_runs == 0:
+            continue
+        for attr, value in vars(m).items():
+            if isinstance(value, Tensor) and not isinstance(value, torch.nn.Parameter) \
+                    and value.is_leaf and value.requires_grad and value.grad is not None \
+                    and id(value) not in in_opt:
+                key = ("learnable-tensor-attribute", attribute_site(type(m), attr) or rec.site,
+                       "it is a plain tensor attribute, not an nn.Parameter, so "
+                       "model.parameters() does not include it",
+                       "wrap it in nn.Parameter(...) (or register_buffer if it is not learnable)")
+                groups.setdefault(key, []).append(f"{type(m).__name__}.{attr}")
 
 
 def _not_optimized_reason(owner: str, stale: int,
