@@ -133,9 +133,9 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
         from gradtrace.runtime.silent import _owners, _reason
 
         _, where, why, fix, related = _reason(state, data, t, _owners(data))
+        used = (site, ".grad was used here")
         return make(pat.code, where or site, f"`{name}.grad` is None because backward() never "
-                    f"reached it: {why}", fix=fix, related=[*related, (site, ".grad was used "
-                                                                          "here")])
+                    f"reached it: {why}", fix=fix, related=[*related, used])
     return make(pat.code, site, f"`{name}.grad` is None: backward() never reached this tensor "
                 "(not used in the forward pass, or the graph was cut before it)",
                 fix="guard with `if p.grad is not None`; use gradtrace.explain(loss) to see the "
