@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         return 2
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0)
-    if not opts.is_module and not os.path.isfile(opts.target):
+    if not opts.is_module and not os.path.exists(opts.target):
         print(f"gradtrace run: error: cannot open script {opts.target!r}: no such file",
               file=sys.stderr)
         return 2
