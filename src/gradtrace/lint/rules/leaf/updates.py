@@ -168,8 +168,12 @@ def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
     target = b.stmt.target
     if isinstance(it, ast.Name) and isinstance(target, ast.Name):
         lb = scope.binding_before(it.id, b.line)
+        home = scope
+        if lb is None and not isinstance(scope.node, ast.Module) and it.id not in scope.bindings:
+            home = scope.ctx.scope(scope.ctx.tree)  # a global `params = [w, b]`
+            lb = home.binding_before(it.id, 1 << 30)
         if lb is not None and isinstance(lb.value, (ast.List, ast.Tuple)) and any(
-                isinstance(e, ast.Name) and grad_leaf_binding(scope, e.id, lb.line)
+                isinstance(e, ast.Name) and grad_leaf_binding(home, e.id, lb.line)
                 for e in lb.value.elts):
             return b.stmt  # `for p in params:` over `params = [w, b]` (grad leaves)
         return None
