@@ -38,9 +38,9 @@ def _warm_imports() -> None:
     with gradtrace.watch(m, opt) as w:
         with gradtrace.trace() as tr:
             try:
-                with torch.no_grad():
+                with torch.no_grad():  # noqa: GT201 (the warm-up raises on purpose)
                     out = m(torch.randn(3, 2))
-                out.sum().backward()  # noqa: GT201 (the warm-up raises on purpose)
+                out.sum().backward()
             except RuntimeError as exc:
                 diagnosis_text(exc, tr)
             opt.zero_grad()
