@@ -17,6 +17,7 @@ class _Extension:
 
         self.ip = ip
         self.tracer = Tracer(reentrant=True)
+        self.saved_exc: tuple[Any, Any] = ((), None)
 
     def pre_run_cell(self, *args: Any) -> None:
         if not self.tracer.active:
@@ -46,6 +47,7 @@ def load_ipython_extension(ip: Any) -> None:
     if id(ip) in _STATE:
         return
     ext = _Extension(ip)
+    ext.saved_exc = (getattr(ip, "custom_exceptions", ()), getattr(ip, "CustomTB", None))
     _STATE[id(ip)] = ext
     ip.events.register("pre_run_cell", ext.pre_run_cell)
     ip.events.register("post_run_cell", ext.post_run_cell)
@@ -63,4 +65,8 @@ def unload_ipython_extension(ip: Any) -> None:
         except ValueError:
             pass
     ext.post_run_cell()
-    ip.set_custom_exc((), None)
+    exceptions, handler = ext.saved_exc
+    if exceptions and handler is not None:  # give back what was there before us
+        ip.custom_exceptions, ip.CustomTB = exceptions, handler
+    else:
+        ip.set_custom_exc((), None)
