@@ -2,11 +2,13 @@
 
 Spawns 2 ranks (torch.multiprocessing, gloo on 127.0.0.1); each wraps the MLP and the
 ResNet-style CNN of ``models.py`` in DDP and runs, interleaved in one run, plain steps, steps
-under ``gradtrace.trace()`` + the rank session that ``gradtrace run`` adds under torchrun
-(DDP bookkeeping hooks, heartbeat thread), and the same with ``--check-sync 10`` (one flat
-all_reduce of per-parameter checksums every 10 steps). Prints median wall seconds per step and
-ratios to plain, as seen by rank 0. Also checks that 20 steps give bitwise-equal parameters
-with and without gradtrace.
+under ``gradtrace.trace()`` alone ("trace-only"), under it plus the rank session that
+``gradtrace run`` adds under torchrun ("trace": DDP bookkeeping hooks, heartbeat thread), and
+the same with ``--check-sync 10`` (one flat all_reduce of per-parameter checksums every 10
+steps). Prints the median seconds per step and
+ratios to plain, as seen by rank 0: the CPU time of the training thread (robust to other
+jobs on a shared machine; a rank blocked in gloo's all-reduce does not burn CPU) and the wall
+clock. Also checks that 20 steps give bitwise-equal parameters with and without gradtrace.
 
     python benchmarks/ddp_overhead.py [--rounds 5] [--steps 10] [--json out.json]
 """
@@ -31,7 +33,7 @@ import torch.multiprocessing as mp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import MODELS  # noqa: E402
 
-MODES = ("plain", "trace", "trace+sync10")
+MODES = ("plain", "trace-only", "trace", "trace+sync10")
 
 
 @contextlib.contextmanager
@@ -42,6 +44,10 @@ def _mode(name: str) -> Any:
     import gradtrace
     from gradtrace.runtime.distributed import rank_session
 
+    if name == "trace-only":  # the single-process tracer alone, for comparison
+        with gradtrace.trace():
+            yield
+        return
     with gradtrace.trace() as tr, rank_session(tr, check_sync=10 if "sync" in name else 0):
         yield
 
@@ -55,7 +61,7 @@ def _step(model: Any, opt: Any, batch_fn: Any, loss_fn: Any) -> None:
     loss.item()
 
 
-def _bench(name: str, steps: int, rounds: int) -> dict[str, float]:
+def _bench(name: str, steps: int, rounds: int) -> dict[str, dict[str, float]]:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(0)
@@ -64,17 +70,20 @@ def _bench(name: str, steps: int, rounds: int) -> dict[str, float]:
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     for _ in range(3):
         _step(model, opt, batch_fn, loss_fn)
-    times: dict[str, list[float]] = {m: [] for m in MODES}
+    wall: dict[str, list[float]] = {m: [] for m in MODES}
+    cpu: dict[str, list[float]] = {m: [] for m in MODES}
     for _ in range(rounds):
         for mode in MODES:
             with warnings.catch_warnings(), _mode(mode):
                 warnings.simplefilter("ignore")
                 _step(model, opt, batch_fn, loss_fn)
                 for _ in range(steps):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.thread_time()
                     _step(model, opt, batch_fn, loss_fn)
-                    times[mode].append(time.perf_counter() - t0)
-    return {m: statistics.median(v) for m, v in times.items()}
+                    cpu[mode].append(time.thread_time() - c0)
+                    wall[mode].append(time.perf_counter() - t0)
+    return {"cpu": {m: statistics.median(v) for m, v in cpu.items()},
+            "wall": {m: statistics.median(v) for m, v in wall.items()}}
 
 
 def _train_bits(traced: bool) -> list[bytes]:
@@ -121,10 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     with open(out, encoding="utf-8") as fh:
         data = json.load(fh)
     os.unlink(out)
-    print(f"{'model':<8} " + " ".join(f"{m:>14}" for m in MODES) + "   ratios to plain")
-    for name, res in data["results"].items():
-        ratios = " ".join(f"{res[m] / res['plain']:.3f}x" for m in MODES[1:])
-        print(f"{name:<8} " + " ".join(f"{res[m] * 1e3:>12.2f}ms" for m in MODES) + f"   {ratios}")
+    print(f"{'model':<8} {'clock':<5} " + " ".join(f"{m:>14}" for m in MODES)
+          + "   ratios to plain")
+    for name, both in data["results"].items():
+        for clock in ("cpu", "wall"):
+            res = both[clock]
+            ratios = " ".join(f"{res[m] / res['plain']:.3f}x" for m in MODES[1:])
+            print(f"{name:<8} {clock:<5} " + " ".join(f"{res[m] * 1e3:>12.2f}ms" for m in MODES)
+                  + f"   {ratios}")
     print(f"parameters after 20 steps bitwise equal with/without gradtrace: "
           f"{data['bitwise_equal']}")
     if args.json:
