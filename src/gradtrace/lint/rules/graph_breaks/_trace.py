@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.graph_breaks._shapes import (
+    asks_grad, constant_default_args, is_torch_loss, pair_source, peel, self_assignments,
+    unpacks_indices,
+)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -44,8 +48,6 @@ CUT_FUNCS = {
 REBUILD_FUNCS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor",
                            "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy",
                            "torch.autograd.Variable", "torch.autograd.variable.Variable"})
-# calls whose result is a (values, indices) pair when given a dim
-PAIR_METHODS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
 # results with no history whatever the arguments
 FRESH_FUNCS = frozenset({
     "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
@@ -60,9 +62,6 @@ FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new
                            "isfinite", "any", "all", "count_nonzero", "nonzero"})
 FRESH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "requires_grad",
                          "is_cuda", "is_leaf", "indices"})
-# methods that keep the cut chain (``x.detach().cpu().numpy()`` is one cut)
-PEEL = frozenset({"detach", "cpu", "cuda", "to", "clone", "contiguous", "float", "double",
-                  "half", "squeeze", "view", "reshape", "flatten", "data"})
 # methods whose arguments are sizes, devices, dims or indices, not differentiable tensors
 RECV_ONLY = frozenset({
     "to", "cuda", "cpu", "type", "type_as", "view", "view_as", "reshape", "reshape_as",
@@ -312,8 +311,8 @@ class Tracer:
         if b.value is not None:
             return self.trace(b.value, s, b.line)
         if isinstance(s, ast.Assign):  # tuple unpacking: the whole right-hand side
-            if _unpacks_indices(s, b.name, self.ctx):
-                return self._cut(NONDIFF, s.value, [_pair_source(s.value)], s, b.line)
+            if unpacks_indices(s, b.name, self.ctx):
+                return self._cut(NONDIFF, s.value, [pair_source(s.value)], s, b.line)
             return self.trace(s.value, s, b.line)
         if isinstance(s, (ast.For, ast.AsyncFor)):
             if DATA_ITER_RE.search(self.ctx.source(s.iter)):
@@ -323,7 +322,7 @@ class Tracer:
 
     def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:
         if e.attr == "data":
-            return self._cut(DATA, e, [_peel(e.value)], use, line)
+            return self._cut(DATA, e, [peel(e.value)], use, line)
         if e.attr in FRESH_ATTRS:
             return DEAD
         name = dotted(e)
@@ -357,11 +356,11 @@ class Tracer:
     def _call(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         qual = self.ctx.qualified_name(e.func) or ""
         if qual in CUT_FUNCS and e.args:
-            return self._cut(CUT_FUNCS[qual], e, [_peel(e.args[0])], use, line)
+            return self._cut(CUT_FUNCS[qual], e, [peel(e.args[0])], use, line)
         if qual in REBUILD_FUNCS:
             return self._rebuild(e, use, line)
         if qual in FRESH_FUNCS:
-            return LIVE if _asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
+            return LIVE if asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
         if qual == "torch.where" and len(e.args) == 3:
             values = self._all(e.args[1:], use, line)
             if values.live:
@@ -383,7 +382,7 @@ class Tracer:
                 line: int) -> Trace:
         m = func.attr
         if m in CUT_METHODS and not (m in ("round", "int", "long", "bool") and e.args):
-            return self._cut(CUT_METHODS[m], e, [_peel(func.value)], use, line)
+            return self._cut(CUT_METHODS[m], e, [peel(func.value)], use, line)
         if m in FRESH_METHODS:
             return DEAD
         if m == "new_tensor" and e.args:
@@ -408,8 +407,8 @@ class Tracer:
             hit = False
             if f"{name} =" in self.ctx.text:
                 cls = self.ctx.class_def
-                values = _self_assignments(cls, name)
-                settings = _constant_default_args(cls)
+                values = self_assignments(cls, name)
+                settings = constant_default_args(cls)
                 hit = bool(values) and all(
                     (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
                     (isinstance(v, ast.Name) and v.id in settings) for v in values)
@@ -434,92 +433,19 @@ class Tracer:
         if not values:
             values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
         if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
-            values = _self_assignments(self.ctx.class_def, name)
+            values = self_assignments(self.ctx.class_def, name)
         if not values:
             return bool(LOSS_CALLABLE_RE.match(name.rpartition(".")[2]))
-        return all(isinstance(v, ast.Call) and _is_torch_loss(self.ctx.qualified_name(v.func))
+        return all(isinstance(v, ast.Call) and is_torch_loss(self.ctx.qualified_name(v.func))
                    for v in values)
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:
-            return LIVE if _asks_grad(e) else DEAD
+            return LIVE if asks_grad(e) else DEAD
         t = self._cut(REBUILD, e, [e.args[0]], use, line)
-        if not t.cuts and _asks_grad(e):
+        if not t.cuts and asks_grad(e):
             return LIVE  # a new trainable leaf: `torch.tensor(0.5, requires_grad=True)`
         return t
-
-
-def _asks_grad(e: ast.Call) -> bool:
-    return any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant)
-                                                 and k.value.value is False) for k in e.keywords)
-
-
-def _unpacks_indices(s: ast.Assign, name: str, ctx: Context) -> bool:
-    """``_, preds = torch.max(out, 1)`` / ``v, idx = out.topk(k)``: ``name`` is the indices."""
-    v = s.value
-    if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or \
-            len(s.targets[0].elts) != 2 or not isinstance(v, ast.Call):
-        return False
-    second = s.targets[0].elts[1]
-    if not (isinstance(second, ast.Name) and second.id == name):
-        return False
-    f = v.func
-    qual = ctx.qualified_name(f) or ""
-    if qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS:
-        return len(v.args) >= 2 or any(k.arg == "dim" for k in v.keywords)
-    if isinstance(f, ast.Attribute) and f.attr in PAIR_METHODS and not qual.startswith("torch."):
-        return bool(v.args) or any(k.arg in ("dim", "k") for k in v.keywords)
-    return False
-
-
-def _pair_source(v: ast.expr) -> ast.expr:
-    """``out`` in ``torch.max(out, 1)`` and in ``out.max(1)``."""
-    assert isinstance(v, ast.Call)
-    f = v.func
-    if isinstance(f, ast.Attribute) and dotted(f.value) != "torch" or not v.args:
-        return f.value if isinstance(f, ast.Attribute) else v
-    return v.args[0]
-
-
-def _peel(e: ast.expr) -> ast.expr:
-    """The value under a chain of cut/copy methods: ``out`` for ``out.detach().cpu()``."""
-    while True:
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
-                e.func.attr in PEEL:
-            e = e.func.value
-        elif isinstance(e, ast.Attribute) and e.attr == "data":
-            e = e.value
-        else:
-            return e
-
-
-def _is_torch_loss(qual: str | None) -> bool:
-    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
-
-
-def _self_assignments(cls: ast.ClassDef | None, name: str) -> list[ast.expr | None]:
-    """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
-    if cls is None:
-        return []
-    out: list[ast.expr | None] = []
-    for n in ast.walk(cls):
-        if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
-            out.append(n.value)
-    return out
-
-
-def _constant_default_args(cls: ast.ClassDef | None) -> set[str]:
-    """Arguments of the methods of ``cls`` whose default is a number (hyper-parameters)."""
-    out: set[str] = set()
-    for f in cls.body if cls is not None else ():
-        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            a = f.args
-            pos = [*a.posonlyargs, *a.args]
-            pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
-                     *zip(a.kwonlyargs, a.kw_defaults)]
-            out.update(arg.arg for arg, d in pairs if isinstance(d, ast.Constant)
-                       and isinstance(d.value, (int, float)) and not isinstance(d.value, bool))
-    return out
 
 
 _HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()
@@ -535,9 +461,8 @@ def helper_is_pure(ctx: Context, name: str) -> bool:
     hit = per_file.get(name)
     if hit is None:
         per_file[name] = False  # while analysing (recursion): not pure
-        fn = next((s for s in ctx.tree.body if isinstance(s, (ast.FunctionDef,
-                                                               ast.AsyncFunctionDef))
-                   and s.name == name), None)
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        fn = next((s for s in ctx.tree.body if isinstance(s, defs) and s.name == name), None)
         hit = per_file[name] = fn is not None and _returns_only_arguments(ctx, fn)
     return hit
 
