@@ -179,17 +179,17 @@ def test_session_removes_every_hook_and_thread(monkeypatch, tmp_path):
     from gradtrace.runtime.distributed import rank_session
 
     monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))
-    before = (len(mm._global_forward_pre_hooks), len(om._global_optimizer_pre_hooks),
-              threading.active_count())
+    before = (len(mm._global_forward_pre_hooks), len(om._global_optimizer_pre_hooks), 0)
     m = nn.Linear(2, 1)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     with gradtrace.trace() as tr, rank_session(tr, info=RankInfo(0, 2, 0)) as rs:
         assert len(mm._global_forward_pre_hooks) == before[0] + 2  # tracer's + ours
+        assert any(t.name == "gradtrace-heartbeat" for t in threading.enumerate())
         m(torch.randn(3, 2)).sum().backward()
         opt.step()
         assert rs.progress.steps == 1
-    after = (len(mm._global_forward_pre_hooks), len(om._global_optimizer_pre_hooks),
-             threading.active_count())
+    beats = [t for t in threading.enumerate() if t.name == "gradtrace-heartbeat"]
+    after = (len(mm._global_forward_pre_hooks), len(om._global_optimizer_pre_hooks), len(beats))
     assert after == before
 
 
