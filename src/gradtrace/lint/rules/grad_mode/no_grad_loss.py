@@ -30,6 +30,13 @@ class _LossTraceRule(Rule):
             return None
         return loss, deps
 
+    def _lightning(self, ctx: Context) -> bool:
+        """Whether the file has a ``training_step`` (cached per file)."""
+        has = self.__dict__.get("_has_step")
+        if has is None:
+            has = self._has_step = "training_step" in ctx.text
+        return has
+
     def _first_time(self, off: ast.AST) -> bool:
         seen: set[int] = self.__dict__.setdefault("_seen", set())
         if id(off) in seen:
@@ -154,7 +161,8 @@ class LossFromNoGradOutput(_LossTraceRule):
     ]
 
     def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
-        return self.visit_Call(node, ctx)  # type: ignore[arg-type]
+        if self._lightning(ctx):
+            yield from self.visit_Call(node, ctx)  # type: ignore[arg-type]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if ctx.grad_disabled is not None:
@@ -223,7 +231,8 @@ class NoGradInTrainingHelper(_LossTraceRule):
     ]
 
     def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
-        return self.visit_Call(node, ctx)  # type: ignore[arg-type]
+        if self._lightning(ctx):
+            yield from self.visit_Call(node, ctx)  # type: ignore[arg-type]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if ctx.grad_disabled is not None:
