@@ -168,15 +168,19 @@ class Collector:
             if g is None or (reached is not None and not reached[i]):
                 continue
             idx.append(i)
-            grads.append(_dense(g)[0])
+            grads.append(_dense(g)[0] if g.is_sparse or g.requires_grad else g)
         mins, maxs, nnz = [], [], []
+        aminmax, count = torch.aminmax, torch.count_nonzero
         for g in grads:  # aminmax and a sampled count beat foreach inf/0-norms on CPU
-            lo, hi = torch.aminmax(g) if g.numel() else (g.new_zeros(()), g.new_zeros(()))
+            if g.numel():
+                lo, hi = aminmax(g)
+            else:
+                lo = hi = g.new_zeros(())
             mins.append(lo)
             maxs.append(hi)
-            sample = _sample(g)
+            sample = g.reshape(-1) if g.numel() <= _SAMPLE else _sample(g)
             sizes.append(sample.numel())
-            nnz.append(torch.count_nonzero(sample))
+            nnz.append(count(sample))
         self._accumulate_units(idx, grads)
         return idx, sizes, _norms(grads, 2.0) + mins + maxs + nnz
 
@@ -224,8 +228,8 @@ class Collector:
         if cur is None or self.snap is None:
             return
         samples = [_sample(t) for t in cur]
-        diff = torch._foreach_sub(samples, self.snap)
-        self._upd_pending = _norms(diff, 2.0) + _norms(samples, 2.0)
+        torch._foreach_sub_(self.snap, samples)  # the buffer now holds old - new
+        self._upd_pending = _norms(self.snap, 2.0) + _norms(samples, 2.0)
 
     def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
         """Measure the current gradients (and loss), with ONE host sync that also brings the
