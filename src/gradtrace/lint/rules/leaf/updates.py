@@ -254,7 +254,11 @@ class InplaceUpdateOfLeaf(Rule):
     message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
                "raises `RuntimeError: a {view}leaf Variable that requires grad is being used in "
                "an in-place operation.`")
-    triggers = ("requires_grad", "Parameter", ".backward(", ".grad", "nn.")
+    # leaf paths need one of the first four words in the function; the layer path an
+    # in-place spelling on `.weight` / `.bias`
+    triggers = ("requires_grad", "Parameter", ".backward(", ".grad", ".weight.", ".bias.",
+                ".weight[", ".bias[", ".weight -=", ".weight +=", ".weight *=", ".bias -=",
+                ".bias +=")
     gate_statements = True
     examples = [
         Bad("""
