@@ -314,6 +314,19 @@ SILENT = {
                 loss = crit(output, y)
                 loss.backward()
         """,
+    "inference_teacher_only_through_an_op_outside_inference_mode": """
+        import torch
+        import torch.nn.functional as F
+
+        def distill(student, teacher, loader, opt):
+            for x, y in loader:
+                with torch.inference_mode():
+                    t = teacher(x)
+                target = F.softmax(t / 2.0, dim=-1)
+                loss = F.kl_div(F.log_softmax(student(x), -1), target, reduction="batchmean")
+                loss.backward()
+                opt.step()
+        """,
     "saliency_map_input_requires_grad": """
         import torch
 
@@ -385,6 +398,18 @@ CAUGHT = {
             loss.backward()
             opt.step()
         """, (5, "GT201")),
+    "inference_teacher_saved_by_the_loss": ("""
+        import torch
+        import torch.nn.functional as F
+
+        def distill(student, teacher, loader, opt):
+            for x, y in loader:
+                with torch.inference_mode():
+                    t = teacher(x)
+                loss = F.mse_loss(student(x), t)
+                loss.backward()
+                opt.step()
+        """, (6, "GT204")),
     "checkpoint_of_token_ids": ("""
         import torch.utils.checkpoint as cp
 

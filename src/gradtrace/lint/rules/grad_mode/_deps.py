@@ -38,6 +38,10 @@ CUT_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_", "cpu_nu
 RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
 LIVE_MULT = (ast.Mult, ast.MatMult, ast.Div)
 COMPUTED = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)
+# methods that return the same tensor or a view of it (an inference tensor stays one)
+VIEW_OR_SAME = frozenset({"view", "view_as", "reshape", "squeeze", "unsqueeze", "permute",
+                          "transpose", "t", "flatten", "expand", "narrow",
+                          "contiguous", "detach", "select", "unflatten"})
 SAVES_INPUT_FUNCS = frozenset({"matmul", "mm", "bmm", "einsum", "mul", "linear", "conv1d",
                                "conv2d", "conv3d", "baddbmm", "addmm"})
 
@@ -249,20 +253,52 @@ class Tracer:
         for p in parts:
             d.merge(p)
         if saves and any(p.live for p in parts):
-            for p in parts:
-                for dead in p.dead:
-                    if dead.mode == "inference":
-                        d.consumers.append((e, dead))
+            self._consume(e, [*e.args, *(k.value for k in e.keywords)], line, d)
         return d
+
+    def _consume(self, op: ast.AST, args: list[ast.expr], line: int, d: Deps) -> None:
+        """Record ``op`` as saving each argument that *is* an inference tensor (a name bound
+        under ``inference_mode``, or a view of one). A result computed outside
+        ``inference_mode`` from an inference tensor is a normal tensor (checked on 2.13)."""
+        for a in args:
+            dead = self._direct_inference(a, line, 0)
+            if dead is not None:
+                d.consumers.append((op, dead))
+
+    def _direct_inference(self, a: ast.AST, line: int, depth: int) -> Dead | None:
+        while depth < 8:
+            if isinstance(a, ast.Subscript):
+                a = a.value
+            elif isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
+                    and a.func.attr in VIEW_OR_SAME:
+                a = a.func.value
+            else:
+                break
+            depth += 1
+        if isinstance(a, ast.Call) and self.helpers is not None:
+            h = self.helpers.lookup(a.func, self.ctx)
+            if h is not None and h.off is not None and _mode(h.off, self.ctx) == "inference":
+                return Dead(a, h.off, "inference", h.node)
+            return None
+        name = dotted(a) if isinstance(a, (ast.Name, ast.Attribute)) else None
+        b = self.scope.binding_before(name, line) if name else None
+        if b is None or depth >= 8:
+            return None
+        off = self.scope.grad_off_at(b.stmt)
+        value = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        if off is not None and _mode(off, self.ctx) == "inference" \
+                and isinstance(value, COMPUTED) and not _is_factory(self.ctx, value):
+            return Dead(value, off, "inference")
+        if off is None and isinstance(value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            return self._direct_inference(value, b.line, depth + 1)
+        return None
 
     def _module_call(self, e: ast.Call, line: int, depth: int) -> Deps:
         d = Deps(live=True)
-        for a in (*e.args, *(k.value for k in e.keywords)):
-            p = self.trace(a, line, depth + 1)
-            d.merge(p)
-            for dead in p.dead:
-                if dead.mode == "inference":
-                    d.consumers.append((e, dead))
+        args = [*e.args, *(k.value for k in e.keywords)]
+        for a in args:
+            d.merge(self.trace(a, line, depth + 1))
+        self._consume(e, args, line, d)
         return d
 
     def _loss_call(self, e: ast.Call, line: int, depth: int) -> Deps:
@@ -278,10 +314,7 @@ class Tracer:
         for o in others:
             d.merge(o, target=True)
         if d.live or any(o.live for o in others):
-            for p in [d, *others]:
-                for dead in p.dead:
-                    if dead.mode == "inference":
-                        d.consumers.append((e, dead))
+            self._consume(e, args + rest, line, d)
         return d
 
     def _helper_call(self, e: ast.Call, helper: Helper, line: int, depth: int) -> Deps:
@@ -300,9 +333,9 @@ class Tracer:
         d.merge(left)
         d.merge(right)
         if isinstance(e.op, LIVE_MULT):
-            for a, b in ((left, right), (right, left)):
+            for a, b in ((e.left, right), (e.right, left)):
                 if b.live:
-                    d.consumers.extend((e, x) for x in a.dead if x.mode == "inference")
+                    self._consume(e, [a], line, d)
         return d
 
     def _t_Lambda(self, e: ast.AST, line: int, depth: int) -> Deps:

@@ -212,7 +212,7 @@ def _aliases(fn: ast.AST, attr: str) -> set[str]:
 def _is_attr(e: ast.AST, attr: set[str]) -> bool:
     while isinstance(e, ast.Subscript) or (
             isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
-            and e.func.attr in ("to", "type_as", "view", "reshape", "expand", "unsqueeze")):
+            and e.func.attr in ("view", "reshape", "expand", "unsqueeze", "squeeze")):
         e = e.value if isinstance(e, ast.Subscript) else e.func.value  # type: ignore[attr-defined]
     return dotted(e) in attr
 
