@@ -202,6 +202,11 @@ class Watcher:
         self._handles.clear()
         try:
             self._final = self._build()
+        except Exception:  # never mask the user's exception from __exit__
+            if _strict():
+                raise
+            LOG.warning("gradtrace.watch: could not build the report", exc_info=True)
+            self._final = Report(meta={"torch": torch.__version__, "error": "report failed"})
         finally:
             for b in self._bound:
                 b.collector.release()
