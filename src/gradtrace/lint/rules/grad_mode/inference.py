@@ -40,7 +40,9 @@ class InferenceTensorInTraining(Rule):
     outside `inference_mode`.
     Known limits: a cache filled lazily by a forward that some caller wraps in
     `inference_mode` is only visible at runtime (`gradtrace run`); only uses that save the
-    tensor (layer input, `*`, `@`, loss argument) are reported, since `+` and `cat` do not.
+    tensor itself (layer input, `*`, `@`, loss argument) are reported: `+` and `cat` save
+    nothing, and a result computed from it outside `inference_mode` (`F.softmax(t)`) is a
+    normal tensor (checked on torch 2.13).
     """
 
     code = "GT204"
