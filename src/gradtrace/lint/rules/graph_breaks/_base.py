@@ -94,9 +94,12 @@ def _lines_with(ctx: Context, word: str) -> list[int]:
     if hit is None:
         hit = per_file[word] = []
         text = ctx.text
-        pos = text.find(word)
+        pos, line, prev = text.find(word), 1, 0
         while pos != -1:
-            hit.append(text.count("\n", 0, pos) + 1)
+            line += text.count("\n", prev, pos)
+            prev = pos
+            if not hit or hit[-1] != line:
+                hit.append(line)
             pos = text.find(word, pos + 1)
     return hit
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.names import dotted
 
@@ -70,11 +71,37 @@ def self_assignments(cls: ast.ClassDef | None, name: str) -> list[ast.expr | Non
     """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
     if cls is None:
         return []
-    out: list[ast.expr | None] = []
-    for n in ast.walk(cls):
-        if isinstance(n, ast.Assign) and any(dotted(t) == name for t in n.targets):
-            out.append(n.value)
-    return out
+    return list(_attribute_assignments(cls).get(name, ()))
+
+
+@lru_cache(maxsize=32)
+def _attribute_assignments(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, ...]]:
+    """``{"self.x": (value, ...)}`` for every attribute assignment in ``cls`` (one walk)."""
+    out: dict[str, list[ast.expr]] = {}
+    for n in _statements(cls.body):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute):
+                    name = dotted(t)
+                    if name is not None:
+                        out.setdefault(name, []).append(n.value)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement under ``body``, nested blocks included (expressions are not walked)."""
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        yield s
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if isinstance(sub, list):
+                stack.extend(x for x in reversed(sub) if isinstance(x, ast.stmt))
+        for h in getattr(s, "handlers", ()):
+            stack.extend(reversed(h.body))
+        for c in getattr(s, "cases", ()):
+            stack.extend(reversed(c.body))
 
 
 def constant_default_args(cls: ast.ClassDef | None) -> set[str]:
