@@ -45,7 +45,8 @@ def expected_code(pat) -> str:
              "optimizer-empty": "parameters-generator-consumed",
              "optimizer-non-leaf": "optimizer-non-leaf",
              "function-grad-count": "function-grad-count",
-             "grad-unused-input": "grad-input-unused"}
+             "grad-unused-input": "grad-input-unused",
+             "non-leaf-grad-warning": "non-leaf-grad"}
     return code_for(kinds[pat.key], pat.code)
 
 

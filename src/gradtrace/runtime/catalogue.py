@@ -92,15 +92,30 @@ class ErrorPattern:
     explanation: str
     fix: str
     repro: str
+    twin: str = ""  # a STATIC_TWINS kind when one static rule always describes this error
 
     def search(self, text: str) -> re.Match[str] | None:
         return re.search(self.regex, text)
+
+    @property
+    def finding_code(self) -> str:
+        """The code a finding about this error gets when nothing more specific is known."""
+        twin = STATIC_TWINS.get(self.twin)
+        return twin[0] if twin else self.code
+
+
+_TWIN_OF = {"non-scalar": "non-scalar", "backward-twice": "backward-through-freed-graph",
+            "inplace-saved": "inplace-on-saved-tensor", "inplace-leaf": "inplace-on-leaf",
+            "number-backward": "item-then-backward", "inference-saved": "inference-tensor",
+            "optimizer-non-leaf": "optimizer-non-leaf", "function-grad-count":
+            "function-grad-count", "grad-unused-input": "grad-input-unused",
+            "none-assigned": "none-result-assigned", "non-leaf-grad-warning": "non-leaf-grad"}
 
 
 def _p(key: str, regex: str, code: str, title: str, explanation: str, fix: str,
        repro: str) -> ErrorPattern:
     return ErrorPattern(key, regex, code, title, " ".join(explanation.split()),
-                        " ".join(fix.split()), repro.strip("\n") + "\n")
+                        " ".join(fix.split()), repro.strip("\n") + "\n", _TWIN_OF.get(key, ""))
 
 
 _HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
@@ -299,7 +314,14 @@ for step in range(2):
        tensor was produced by an op, so its .grad stays None.""",
        """Read .grad of the leaf you created, call .retain_grad() on the intermediate before
        backward, or create the tensor directly with the right dtype/device.""",
-       ""),
+       """import warnings
+import torch
+warnings.simplefilter("error")  # the warning becomes an exception for this repro
+x = torch.randn(3, requires_grad=True)
+y = x * 2
+y.sum().backward()
+print(y.grad)  # <- cause
+"""),
 )
 
 
@@ -331,7 +353,9 @@ def explain_message(text: str) -> list[Finding]:
 
     out: list[Finding] = []
     for p in match_message(text):
-        out.append(Finding(code=p.code, name=name_of(p.code) or p.key,
+        code = p.finding_code
+        name = name_of(code) or next((n for c, n in STATIC_TWINS.values() if c == code), p.key)
+        out.append(Finding(code=code, name=name,
                            message=f"{p.title}: {p.explanation}", path="<message>", line=1,
                            severity="error", fix=Fix(p.fix, "unsafe"), source="runtime"))
     if not out:  # DistributedDataParallel / collective errors (GT880-GT899, distributed.py)

@@ -39,7 +39,7 @@ def diagnose_failure(exc: BaseException, func: Any, args: tuple[Any, ...],
             found = analyzer(pat, exc, func, args, kwargs, site, state)
             if found:
                 return found
-        return [make(pat.code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
+        return [make(pat.finding_code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
     return []
 
 

@@ -47,7 +47,7 @@ def diagnose_traceback(exc: BaseException, state: Any = None) -> list[Finding]:
             if found:
                 return found
     pat = pats[0]
-    return [make(pat.code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
+    return [make(pat.finding_code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
 
 
 def _stmt(site: Site) -> ast.AST | None:
