@@ -15,7 +15,8 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Rule
-from gradtrace.lint.rules.grad_mode._deps import backward_sinks, is_inference_function
+from gradtrace.lint.rules.grad_mode._deps import (
+    LOSS_NAME_RE, backward_sinks, is_inference_function)
 
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
     "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
@@ -230,7 +231,10 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
     cls = ctx.class_def
-    if getattr(fn, "name", "") in TRAINING_FUNCS and cls is not None \
+    name = getattr(fn, "name", "")
+    if cls is None and LOSS_NAME_RE.search(name):
+        return not _eval_branch(_path_to(fn.body, stmt))  # a loss function: always trained
+    if name in TRAINING_FUNCS and cls is not None \
             and not _eval_branch(_path_to(fn.body, stmt)) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
         return True

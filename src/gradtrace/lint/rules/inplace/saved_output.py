@@ -21,8 +21,9 @@ class InplaceWriteToSavedOutput(_InplaceRule):
     (PYTORCH_FACTS 2e; checked op by op on torch 2.13, also when the write is under
     `no_grad`). Use the out-of-place form: `p = p.masked_fill(mask, 0)`, `p = p.clamp(...)`,
     or write into a `.clone()`.
-    Known limits: a write in a module's `forward` is reported when not in an eval-only branch;
-    writes through another name (an alias) are not followed.
+    Known limits: reported before a `backward()` in the same function, in a module's `forward`
+    (not in an eval-only branch) and in a loss function (`focal_loss`); writes through another
+    name (an alias) are not followed.
     """
 
     code = "GT602"
@@ -62,6 +63,14 @@ class InplaceWriteToSavedOutput(_InplaceRule):
                 out.sum().backward()
                 opt.step()
             """, at=(6, 4)),
+        Bad("""
+            import torch
+
+            def focal_loss(logits, targets, gamma=2.0):
+                p = torch.sigmoid(logits)
+                p[targets == 0] = 1 - p[targets == 0]
+                return (-(1 - p) ** gamma * p.log()).mean()
+            """, at=(5, 4)),
         Good("""
             import torch
             import torch.nn.functional as F
