@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import marked
+from dist_helpers import marked
 
 
 def test_unused_head_names_parameters_and_why(torchrun):
