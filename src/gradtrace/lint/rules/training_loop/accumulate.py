@@ -260,8 +260,16 @@ class LossAccumulatedWithGraph(_LoopRule):
         else:
             fixed, safety = f"{base}.item()", self._item_safety(f, acc, s)
         fix = Fix(self.fix_title or "", safety, (ctx.edit(value, fixed),))  # type: ignore[arg-type]
+        related = [_related(ctx, value, "the value with its graph")]
+        name = dotted(value)
+        b = f.scope.binding_before(name, s.lineno) if name else None
+        if b is not None:
+            related = [_related(ctx, b.stmt, f"`{name}` is computed here, with its graph")]
+        first = f.scope.binding_before(acc, f.loops_of(s)[-1].lineno)
+        if first is not None:
+            related.append(_related(ctx, first.stmt, f"`{acc}` is created here, outside the loop"))
         return self.report(s, ctx, fix=fix, expr=src, acc=acc, why=why, fixed=fixed,
-                           related=(_related(ctx, value, "the value with its graph"),))
+                           related=related)
 
     @staticmethod
     def _item_safety(f: LoopFacts, acc: str, s: ast.stmt) -> str:

@@ -203,6 +203,9 @@ class AssignedNoneResult(Rule):
                                f"AttributeError: 'NoneType' object has no attribute "
                                f"'{m.group(1)}'")
             related.append(_related(ctx, nxt, f"`{target}` is used here"))
+        elif "." not in target and ctx.scope().loops_of(node) and returns == "None":
+            consequence = (f"on the next pass `{target}.{method}` on this line raises "
+                           f"AttributeError: 'NoneType' object has no attribute '{method}'")
         fix = self.fix(ctx.edit(node, ctx.source(v)))
         yield self.report(node, ctx, fix=fix, related=related, method=f"{recv}.{method}",
                           returns=returns,
