@@ -119,6 +119,7 @@ class BackwardGradientCountMismatch(Rule):
     """
 
     code = "GT701"
+    gate_statements = True
     name = "backward-gradient-count-mismatch"
     message = ("`{cls}.backward` returns {got} gradient{s} but `forward` takes {expected} "
                "input{es} besides ctx: backward raises `RuntimeError: function {cls}Backward "
@@ -233,6 +234,7 @@ class GradInputNotInGraph(Rule):
     """
 
     code = "GT702"
+    gate_statements = True
     name = "grad-input-not-in-graph"
     message = "`{name}` {why}: `torch.autograd.grad` (line {line}) raises `RuntimeError: {error}`"
     triggers = ("grad",)

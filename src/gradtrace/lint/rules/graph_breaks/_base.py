@@ -49,6 +49,7 @@ class LossCutRule(Rule):
     """Base of the loss-path rules; concrete rules set ``code`` and ``cut_kinds``."""
 
     cut_kinds: ClassVar[frozenset[str]] = frozenset()
+    gate_statements = True  # each function is analysed on its own (NOTE [triggers])
     # words a file must also hold for this rule's cut kinds to be possible at all
     needs: ClassVar[tuple[str, ...]] = ()
 

@@ -280,6 +280,7 @@ class RequiresGradBandAid(Rule):
     """
 
     code = "GT106"
+    gate_statements = True
     name = "requires-grad-band-aid"
     message = ("`{expr}` forces `requires_grad` on `{loss}`, which is no longer on the graph: "
                "`backward()` (line {line}) runs and no parameter gets a gradient{cause}")

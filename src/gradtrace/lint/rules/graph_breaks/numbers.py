@@ -27,6 +27,7 @@ class BackwardOnPythonNumber(Rule):
     """
 
     code = "GT101"
+    gate_statements = True
     name = "backward-on-python-number"
     message = "`{expr}` is a Python {what}, not a tensor: {consequence}"
     fix_title = "Call `.backward()` on the tensor itself"

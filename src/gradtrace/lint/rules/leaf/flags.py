@@ -49,6 +49,7 @@ class RequiresGradOnNonLeaf(Rule):
     """
 
     code = "GT303"
+    gate_statements = True
     name = "requires-grad-on-non-leaf"
     message = ("`{name}` is a non-leaf tensor ({why}); changing its `requires_grad` raises "
                "`RuntimeError: you can only change requires_grad flags of leaf variables.`")
@@ -174,6 +175,7 @@ class RequiresGradOnIntegerTensor(Rule):
     """
 
     code = "GT304"
+    gate_statements = True
     name = "requires-grad-on-integer-tensor"
     message = ("`{expr}` is an integer tensor ({dtype}); asking it to require grad raises "
                "`RuntimeError: Only Tensors of floating point and complex dtype can require "

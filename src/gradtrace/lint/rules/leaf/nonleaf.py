@@ -56,6 +56,7 @@ class WeightMadeNonLeaf(Rule):
     """
 
     code = "GT305"
+    gate_statements = True
     name = "weight-made-non-leaf"
     message = ("`{name}` holds the result of {how} applied to a new leaf that requires grad, "
                "not the leaf itself: it is a non-leaf whose `.grad` is never populated")
@@ -154,6 +155,7 @@ class NonLeafGivenToOptimizer(Rule):
     """
 
     code = "GT306"
+    gate_statements = True
     name = "non-leaf-given-to-optimizer"
     message = ("`{expr}` is a non-leaf tensor ({why}); the optimizer raises "
                "`ValueError: can't optimize a non-leaf Tensor`")
@@ -222,6 +224,7 @@ class GradOfNonLeaf(Rule):
     """
 
     code = "GT307"
+    gate_statements = True
     name = "grad-of-non-leaf"
     message = ("`{name}.grad` reads the gradient of a non-leaf tensor ({why}): it is None "
                "(PyTorch warns) unless `{name}.retain_grad()` was called before backward")

@@ -66,6 +66,7 @@ class LeafReboundByUpdate(Rule):
     """
 
     code = "GT301"
+    gate_statements = True
     name = "leaf-rebound-by-update"
     message = ("`{name} = {name} {op} ...` binds `{name}` to a new non-leaf tensor; the leaf is "
                "not updated and the new `{name}.grad` stays None")

@@ -248,6 +248,7 @@ class LearnableTensorAsPlainAttribute(Rule):
     """
 
     code = "GT402"
+    gate_statements = True
     name = "learnable-tensor-as-plain-attribute"
     message = ("`self.{attr}` requires grad but is a plain tensor attribute, not an "
                "`nn.Parameter`: it is not in `parameters()`, `state_dict()` or `.to()`")
@@ -344,6 +345,7 @@ class ParameterMovedAfterWrapping(Rule):
     """
 
     code = "GT403"
+    gate_statements = True
     name = "parameter-moved-after-wrapping"
     message = ("`{expr}` returns a plain non-leaf tensor copy when it moves or casts, not an "
                "`nn.Parameter`: it is not registered and cannot be optimized")

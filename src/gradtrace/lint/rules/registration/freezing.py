@@ -42,6 +42,7 @@ class RequiresGradAttributeOnModule(Rule):
     """
 
     code = "GT407"
+    gate_statements = True
     name = "requires-grad-attribute-on-module"
     message = ("`{name}` is an `nn.Module`: `{name}.requires_grad = ...` only sets a Python "
                "attribute; its parameters are not {verb}")
@@ -227,6 +228,7 @@ class ParameterWrapResetsRequiresGrad(Rule):
     """
 
     code = "GT409"
+    gate_statements = True
     name = "parameter-wrap-resets-requires-grad"
     message = ("`nn.Parameter({arg})` requires grad by default: {why} (line {line}) is undone; "
                "pass `requires_grad=False` to keep it frozen")

@@ -192,6 +192,7 @@ class ParametersGeneratorConsumed(Rule):
     """
 
     code = "GT405"
+    gate_statements = True
     name = "parameters-generator-consumed"
     message = ("`{name}` (a one-shot generator from `{src}`) is consumed here, before the "
                "optimizer at line {opt_line} receives it: the optimizer gets an empty or "
@@ -287,6 +288,7 @@ class OptimizersShareParameters(Rule):
     """
 
     code = "GT406"
+    gate_statements = True
     name = "optimizers-share-parameters"
     message = "{detail}"
     triggers = ("optim",)
