@@ -152,6 +152,38 @@ SILENT = {
                 feature_list.append(features)
             return compute_stats(feature_list)
         """,
+    # micro-batches: one clear before the loop and one step on the last micro-batch
+    "step-on-last-micro-batch": """
+        def train_step(model, micros, optimizer):
+            optimizer.zero_grad()
+            for i, micro in enumerate(micros):
+                model(micro).mean().backward()
+                if i == len(micros) - 1:
+                    optimizer.step()
+        """,
+    # embeddings gathered over micro-batches, then one contrastive loss (GradCache-like)
+    "collected-for-one-backward": """
+        def train_step(model, loader, optimizer):
+            embs = []
+            for batch in loader:
+                embs.append(model(batch))
+            reps = torch.cat(embs)
+            loss = contrastive(reps)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    # argmax predictions and comparison counts carry no graph
+    "eval-collects-predictions": """
+        def evaluate(model, test_loader):
+            preds, correct = [], 0
+            for x, y in test_loader:
+                out = model(x)
+                _, pred = out.max(1)
+                preds.append(pred)
+                correct += (out.argmax(1) == y).sum()
+            return preds, correct
+        """,
     # scheduler and optimizer steps called, results not assigned; closure step assigned
     "closure-step-assigned": """
         for it in range(20):
@@ -186,6 +218,50 @@ BUGGY = {
                 loss_fn(forward_fn()).backward()
                 optimizer.step()
         """, [(5, "GT501")]),
+    "while-loop-without-clear": ("""
+        step = 0
+        while step < max_steps:
+            loss = model(next(batches)).loss
+            loss.backward()
+            optimizer.step()
+            step += 1
+        """, [(6, "GT501")]),
+    "lstm-state-tuple-carried": ("""
+        h, c = torch.zeros(1, 4, 8), torch.zeros(1, 4, 8)
+        for x, y in batches:
+            optimizer.zero_grad()
+            out, (h, c) = lstm(x, (h, c))
+            mse(head(out), y).backward()
+            optimizer.step()
+        """, [(5, "GT506")]),
+    "shared-body-two-backwards": ("""
+        for state, ret in rollouts:
+            feats = body(state)
+            critic_loss = (ret - critic(feats)).pow(2).mean()
+            actor_loss = -(actor(feats) * ret).mean()
+            opt.zero_grad()
+            critic_loss.backward()
+            actor_loss.backward()
+            opt.step()
+        """, [(8, "GT509")]),
+    "criterion-attribute-unreduced": ("""
+        class Trainer:
+            def __init__(self):
+                self.criterion = nn.BCEWithLogitsLoss(reduction="none")
+            def step(self, x, y):
+                self.optimizer.zero_grad()
+                loss = self.criterion(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+        """, [(8, "GT510")]),
+    "model-cleared-between-backward-and-step": ("""
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = F.nll_loss(model(x), y)
+                loss.backward()
+                model.zero_grad()
+                optimizer.step()
+        """, [(6, "GT503")]),
     "eval-loop-never-under-no-grad": ("""
         def evaluate(model, data_loader):
             outs = []
