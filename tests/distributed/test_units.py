@@ -62,7 +62,8 @@ def test_check_sync_env():
 
 @pytest.mark.parametrize("text, kind", [(UNUSED, "unused"), (UNUSED_INFO, "unused"),
                                         (TWICE, "ready-twice"), (TIMEOUT, "timeout"),
-                                        (PEER, "peer-closed"), ("CUDA out of memory", "")])
+                                        (PEER, "peer-closed"), ("CUDA out of memory", "")],
+                         ids=["unused", "unused-info", "twice", "timeout", "peer", "other"])
 def test_error_kind(text, kind):
     from gradtrace.runtime.dist_diagnose import error_kind
 
@@ -235,7 +236,8 @@ def test_rank_1_with_nothing_to_say_stays_silent(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("text, code", [(UNUSED, "GT880"), (TWICE, "GT882"), (TIMEOUT, "GT885"),
-                                        (PEER, "GT885")])
+                                        (PEER, "GT885")], ids=["unused", "twice", "timeout",
+                                                               "peer"])
 def test_explain_cli_knows_distributed_messages(text, code):
     out = subprocess.run([sys.executable, "-m", "gradtrace", "explain", f"RuntimeError: {text}"],
                          capture_output=True, text=True, timeout=60)
