@@ -248,7 +248,7 @@ class LossAccumulatedWithGraph(_LoopRule):
                 or _in_module_class(ctx, fn)):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
-                "in memory (hundreds of MB per 100 steps) until out-of-memory")
+                "in memory, so memory grows with every batch until out-of-memory")
 
     def _finding(self, f: LoopFacts, ctx: Context, s: ast.stmt, acc: str, value: ast.expr,
                  why: str) -> Finding:
