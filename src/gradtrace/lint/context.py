@@ -92,7 +92,7 @@ class Context:
         self.text = text
         self.tree = tree
         self.imports = imports
-        self.lines = source_lines(text)
+        self._lines: list[str] | None = None
         self.stmts: list[ast.stmt] = []          # enclosing statements, innermost last
         self.exprs: list[ast.AST] = []           # enclosing expressions during an expr walk
         # one frame per function (module = first frame): [(with-or-def node, mode), ...]
@@ -100,6 +100,13 @@ class Context:
         self._scopes: dict[int, Scope] = {}
         self._raw_lines: list[bytes] | None = None
         self._memo: dict[tuple[str, int], object] = {}
+
+    @property
+    def lines(self) -> list[str]:
+        """The file's lines (as the tokenizer splits them), computed on first use."""
+        if self._lines is None:
+            self._lines = source_lines(self.text)
+        return self._lines
 
     # -- names -------------------------------------------------------------------------------
     def qualified_name(self, node: ast.AST) -> str | None:
