@@ -1,6 +1,7 @@
 """Runtime findings reuse static rule codes: every (code, name) twin exists in lint/rules."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -10,11 +11,17 @@ RULES = Path(__file__).resolve().parents[2] / "src" / "gradtrace" / "lint" / "ru
 
 
 def _static_rules() -> dict[str, str]:
+    """code -> name of every rule class in lint/rules (read with ast, no import)."""
     found: dict[str, str] = {}
     for path in RULES.rglob("*.py"):
-        text = path.read_text(encoding="utf-8")
-        for m in re.finditer(r'code = "(GT\d{3})"\s*\n\s*name = "([a-z0-9-]+)"', text):
-            found[m[1]] = m[2]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            attrs = {t.id: node.value.value for node in cls.body
+                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                     for t in node.targets if isinstance(t, ast.Name)}
+            code, name = attrs.get("code"), attrs.get("name")
+            if isinstance(code, str) and re.fullmatch(r"GT\d{3}", code) and isinstance(name, str):
+                found[code] = name
     return found
 
 
