@@ -113,6 +113,7 @@ class LossAccumulatedWithGraph(_LoopRule):
     """
 
     code = "GT505"
+    gate_statements = True
     name = "loss-accumulated-with-graph"
     message = ("`{acc}` outlives the loop and collects `{expr}` with its autograd graph on "
                "every pass: {why}; accumulate `{fixed}` instead")

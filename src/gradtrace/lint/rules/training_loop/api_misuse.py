@@ -147,6 +147,7 @@ class AssignedNoneResult(Rule):
     """
 
     code = "GT511"
+    gate_statements = True
     name = "assigned-none-result"
     message = ("`{method}()` returns {returns}, so `{target}` no longer holds the "
                "{what}: {consequence}; call `{call}` without assigning it")

@@ -58,6 +58,7 @@ class HiddenStateNotDetached(_LoopRule):
     """
 
     code = "GT506"
+    gate_statements = True
     name = "hidden-state-not-detached"
     message = ("`{name}` is carried from one pass of the loop into the next without "
                "`.detach()`, so `backward()` (line {backward_line}) reaches the previous "
@@ -155,6 +156,7 @@ class GraphReusedAcrossSteps(_LoopRule):
     """
 
     code = "GT507"
+    gate_statements = True
     name = "graph-reused-across-steps"
     message = ("`{name}` is computed once by `{module}(...)` before the loop, with its graph; "
                "the first `backward()` (line {backward_line}) frees that graph and the next "

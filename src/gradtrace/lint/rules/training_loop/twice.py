@@ -64,6 +64,7 @@ class GanFakeNotDetached(_LoopRule):
     """
 
     code = "GT508"
+    gate_statements = True
     name = "gan-fake-not-detached"
     message = ("the discriminator step feeds `{fake}` to `{disc}` without `.detach()`, so two "
                "`backward()` calls (lines {first_line} and {second_line}) run through the "
@@ -129,6 +130,7 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
     """
 
     code = "GT509"
+    gate_statements = True
     name = "backward-twice-without-retain-graph"
     message = ("`{loss2}` shares `{shared}` (line {shared_line}) with `{loss1}`, whose "
                "`backward()` (line {first_line}) already freed that graph: this call raises "

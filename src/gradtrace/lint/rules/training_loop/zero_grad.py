@@ -158,6 +158,7 @@ class MissingZeroGrad(_LoopRule):
     """
 
     code = "GT501"
+    gate_statements = True
     name = "missing-zero-grad"
     message = ("`{call}` runs every pass of this loop but the gradients are never "
                "cleared: each `backward()` adds to `.grad`, so every step applies the sum of "
@@ -229,6 +230,7 @@ class ZeroGradOutsideStepLoop(_LoopRule):
     """
 
     code = "GT502"
+    gate_statements = True
     name = "zero-grad-outside-step-loop"
     message = ("`{call}` clears the gradients once, outside the loop where `{opt}.step()` "
                "runs (line {step_line}); every later step applies the gradients of all batches "
@@ -306,6 +308,7 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
     """
 
     code = "GT503"
+    gate_statements = True
     name = "zero-grad-between-backward-and-step"
     message = ("`{call}` erases the gradients that `backward()` just computed (line "
                "{backward_line}) before `{opt}.step()` (line {step_line}) uses them: the step "
@@ -384,6 +387,7 @@ class ClipGradAfterStep(_LoopRule):
     """
 
     code = "GT504"
+    gate_statements = True
     name = "clip-grad-after-step"
     message = ("`{call}` runs after `{opt}.step()` (line {step_line}) already applied the "
                "unclipped gradients; clip between `backward()` and `step()`")
