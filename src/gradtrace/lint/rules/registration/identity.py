@@ -283,6 +283,8 @@ class OptimizersShareParameters(Rule):
     `opt_d = Adam(G.parameters())` trains each network with the other's loss; two optimizers
     over `model.parameters()` both stepped update the same weights twice per batch. PyTorch
     raises nothing.
+    Two optimizers over the same weights stepped in phases (one loop, then another) are fine
+    and not reported: only steps inside one loop count.
     Known limits: both optimizers must be built and stepped in one function; swaps are found
     from G/D names (`netG`, `opt_d`, `discriminator`).
     """
@@ -323,6 +325,16 @@ class OptimizersShareParameters(Rule):
                 opt_g.step()
                 optimizer.step()
             """),
+        Good("""
+            import torch
+            warmup = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in loader:
+                model(x).sum().backward()
+                warmup.step()
+            finetune = torch.optim.LBFGS(model.parameters())
+            for _ in range(5):
+                finetune.step(closure)
+            """),
     ]
 
     def visit_Call(self, call: ast.Call, ctx: Context) -> Iterator[Finding]:
@@ -339,7 +351,7 @@ class OptimizersShareParameters(Rule):
             if other.stmt.lineno >= node.lineno or other.name == me.name \
                     or not step_lines(scope, other.name):
                 continue
-            detail = self._conflict(me, other)
+            detail = self._conflict(me, other, scope)
             if detail:
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
@@ -347,9 +359,10 @@ class OptimizersShareParameters(Rule):
                 return
 
     @staticmethod
-    def _conflict(me: OptimizerBuild, other: OptimizerBuild) -> str | None:
+    def _conflict(me: OptimizerBuild, other: OptimizerBuild, scope: Scope) -> str | None:
         if me.sources == other.sources and len(me.sources) == 1 \
-                and _whole_params(me.call) and _whole_params(other.call):
+                and _whole_params(me.call) and _whole_params(other.call) \
+                and _stepped_together(scope, me.name, other.name):
             (src,) = me.sources
             return (f"`{me.name}` and `{other.name}` are both built from `{src}.parameters()` "
                     "and both stepped: each step updates the same weights twice")
@@ -360,3 +373,15 @@ class OptimizersShareParameters(Rule):
                 return (f"the optimizers look swapped: `{me.name}` steps `{a}` and "
                         f"`{other.name}` steps `{b}`")
         return None
+
+
+def _step_loops(scope: Scope, opt: str) -> set[int]:
+    """ids of the loops around the ``step`` calls of optimizer ``opt``."""
+    calls = [m for m in scope.calls_to("step")
+             if m.receiver == opt or (m.call.args and dotted(m.call.args[0]) == opt)]
+    return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
+
+
+def _stepped_together(scope: Scope, a: str, b: str) -> bool:
+    """Whether two optimizers step inside one loop (not in phases one after the other)."""
+    return bool(_step_loops(scope, a) & _step_loops(scope, b))
