@@ -58,6 +58,11 @@ class Used(nn.Module):
         return self.head(torch.relu(self.body(x)))
 
 
+def freeze_body(ddp) -> None:
+    """Freeze the first layer AFTER DistributedDataParallel was built."""
+    ddp.module.body.requires_grad_(False)  # <- frozen after wrap
+
+
 def loss_of(out):
     """The first output when forward returns several (the others are ignored)."""
     return (out[0] if isinstance(out, tuple) else out).pow(2).mean()

@@ -31,7 +31,7 @@ def group():
     dist.destroy_process_group()
 
 
-def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3):
+def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3, after_wrap=None):
     import gradtrace
     from gradtrace.runtime.distributed import RankInfo, rank_session
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -42,6 +42,8 @@ def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with gradtrace.trace() as tr, rank_session(tr, info=RankInfo(0, 2, 0)) as rs:
         try:
+            if after_wrap is not None:
+                after_wrap(model)
             for step in range(steps):
                 opt.zero_grad()
                 rm.loss_of(model(torch.randn(5, 4), step)).backward()
@@ -71,3 +73,14 @@ def test_reason(group, monkeypatch, tmp_path, cls, names, marker, words):
 
 def test_used_model_raises_nothing(group, monkeypatch, tmp_path):
     assert diagnose(rm.Used, monkeypatch, tmp_path) is None
+
+
+def test_frozen_after_wrapping_names_the_frozen_layer(group, monkeypatch, tmp_path):
+    found = diagnose(rm.Used, monkeypatch, tmp_path, after_wrap=rm.freeze_body)
+    assert found is not None and [f.code for f in found] == ["GT880"], found
+    f = found[0]
+    # DDP's indices 0 1 are body.weight/bias: counted back in although frozen now
+    assert "body.weight, body.bias" in f.message and "head" not in f.message, f.message
+    assert "frozen (requires_grad=False) here after DistributedDataParallel" in f.message
+    assert f.line == line_of("frozen after wrap")
+    assert f.fix is not None and "before wrapping" in f.fix.title

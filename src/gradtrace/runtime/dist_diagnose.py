@@ -64,7 +64,7 @@ def facts_for_error(session: Any, exc: BaseException) -> dict[str, Any]:
         facts["iteration"] = max(1, session.progress.iteration - 1)
         runs = session.progress.prev_runs
         facts["params"] = [_why_unused(session, ddp, n, p, runs) for n, p in
-                           _unused_params(ddp, text)]
+                           _unused_params(ddp, text, session.tracer.state)]
         facts["used"] = _used_sites(session, ddp, runs)
     elif kind == "ready-twice" and ddp is not None:
         facts["params"] = _twice_params(session, ddp, text)
@@ -91,23 +91,39 @@ def _find_ddp(session: Any, exc: BaseException) -> Any:
     return None
 
 
-def reducer_params(ddp: Any) -> list[tuple[str, Any]]:
-    """(name, parameter) in the order DDP's reducer indexes them (``_build_params_for_reducer``)."""
+def reducer_params(ddp: Any, state: Any = None) -> list[tuple[str, Any]]:
+    """(name, parameter) in the order DDP's reducer indexes them (``_build_params_for_reducer``).
+
+    The reducer kept the parameters that required grad when DDP was built. If fewer require
+    grad now, the ones frozen while tracing (``state``) are counted back in when that restores
+    the reducer's size (``num_parameter_tensors`` of DDP's logging data).
+    """
     ignore = set(getattr(ddp, "parameters_to_ignore", ()) or ())
-    out: list[tuple[str, Any]] = []
+    every: list[tuple[str, Any]] = []
     seen: set[int] = set()
     for mname, mod in ddp.module.named_modules():
         for pname, p in mod.named_parameters(recurse=False):
-            fqn = f"{mname}.{pname}"
-            if not p.requires_grad or fqn in ignore or id(p) in seen:
+            if f"{mname}.{pname}" in ignore or id(p) in seen:
                 continue
             seen.add(id(p))
-            out.append((f"{mname}.{pname}" if mname else pname, p))
-    return out
+            every.append((f"{mname}.{pname}" if mname else pname, p))
+    current = [(n, p) for n, p in every if p.requires_grad]
+    size = _reducer_size(ddp)
+    if state is None or size is None or size == len(current):
+        return current
+    widened = [(n, p) for n, p in every if p.requires_grad or state.frozen_at(p) is not None]
+    return widened if len(widened) == size else current
 
 
-def _unused_params(ddp: Any, text: str) -> list[tuple[str, Any]]:
-    params = reducer_params(ddp)
+def _reducer_size(ddp: Any) -> int | None:
+    try:
+        return int(ddp._get_ddp_logging_data()["num_parameter_tensors"])
+    except Exception:  # private API: absent or changed in this torch version
+        return None
+
+
+def _unused_params(ddp: Any, text: str, state: Any = None) -> list[tuple[str, Any]]:
+    params = reducer_params(ddp, state)
     by_name = dict(params)
     m = NAMES_RE.search(text)
     if m:
@@ -139,6 +155,8 @@ def _why_unused(session: Any, ddp: Any, name: str, p: Any, runs: dict[int, int])
     tracked = session.info.distributed
     ran = runs.get(id(mod), 0) > 0 if tracked else bool(rec and rec.grad_runs)
     out: dict[str, Any] = {"name": name, "module": mname}
+    if not p.requires_grad:
+        return {**out, "why": "frozen-after-wrap", "site": _site_list(state.frozen_at(p))}
     if not ran:
         if rec is not None and rec.grad_runs == 0 and rec.nograd_runs > 0:
             return {**out, "why": "no-grad", "site": _site_list(rec.nograd_site or rec.site)}
@@ -177,7 +195,7 @@ def _twice_params(session: Any, ddp: Any, text: str) -> list[dict[str, Any]]:
     m = TWICE_PARAM_RE.search(text)
     if not m:
         return []
-    params = reducer_params(ddp)
+    params = reducer_params(ddp, session.tracer.state)
     idx, name = int(m.group(1)), m.group(2)
     if not name and 0 <= idx < len(params):
         name = params[idx][0]

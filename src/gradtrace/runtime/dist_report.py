@@ -30,7 +30,12 @@ WHY_TEXT = {
                      "loss (an unused output of forward()?)",
     "param-unused": "it did not reach the loss (not used in forward, or its result was not "
                     "part of the loss)",
+    "frozen-after-wrap": "it was frozen (requires_grad=False) here after DistributedDataParallel "
+                         "was built, and DDP still waits for its gradient",
 }
+FIX_FROZEN = ("freeze parameters before wrapping the model in DistributedDataParallel (DDP "
+              "leaves out parameters that do not require grad when it is built), or wrap it "
+              "again after freezing")
 
 
 def make(code: str, site: Any, message: str, fix: str = "", related: Iterable[Any] = (),
@@ -151,7 +156,8 @@ def _all_unused_finding(group: list[str], per_rank: dict[int, Rec],
     related = [(p.get("call"), "the module was called here in other iterations")] \
         if p["why"] == "not-run-this-iteration" else []
     related.append((facts.get("site"), f"DDP raised the error here on rank {rank}"))
-    return make("GT880", p.get("site") or facts.get("site"), msg, FIX_UNUSED, related)
+    fix = FIX_FROZEN if p["why"] == "frozen-after-wrap" else FIX_UNUSED
+    return make("GT880", p.get("site") or facts.get("site"), msg, fix, related)
 
 
 def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[int, ...],
