@@ -183,9 +183,12 @@ def _runtime_explain(text: str) -> str | None:
     findings = explain_message(text) if explain_message else None
     if not findings:
         return None
-    from gradtrace.lint.formats import to_text
-
-    return to_text(findings, show_source=False)
+    parts = []
+    for f in findings:
+        parts.append(f"{f.code} {f.name}\n\n{f.message}\n")
+        if f.fix is not None:
+            parts.append(f"Fix: {f.fix.title}\n")
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":  # pragma: no cover

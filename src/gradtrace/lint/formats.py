@@ -48,7 +48,7 @@ def to_text(findings: Sequence[Finding], sources: dict[str, str] | None = None,
         for r in f.related:
             out.append(f"  {s('-->', 'blue')} {r.path}:{r.line}:{r.column + 1}: {r.message}")
         if f.fix is not None:
-            tag = "" if f.fix.safety == "safe" else " (unsafe fix)"
+            tag = " (unsafe fix)" if f.fix.edits and f.fix.safety == "unsafe" else ""
             out.append(f"  {s('help', 'cyan')}: {f.fix.title}{tag}")
         if show_source:
             out.append("")
