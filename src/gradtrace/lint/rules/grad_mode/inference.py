@@ -17,16 +17,6 @@ TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_l
 INFERENCE_ERROR = "`RuntimeError: Inference tensors cannot be saved for backward`"
 
 
-def _inference_off(ctx: Context) -> ast.AST | None:
-    """The enclosing ``inference_mode()`` with/decorator that is in force here, or None."""
-    off = ctx.grad_disabled
-    if off is None:
-        return None
-    exprs = [i.context_expr for i in off.items] if isinstance(off, (ast.With, ast.AsyncWith)) \
-        else [off]
-    return off if any(grad_mode_of(e, ctx.imports) == "inference" for e in exprs) else None
-
-
 class InferenceTensorInTraining(Rule):
     """A tensor created under `torch.inference_mode()` is saved for backward by training code.
 
@@ -102,8 +92,12 @@ class InferenceTensorInTraining(Rule):
 
     # -- local: features made under inference_mode feed a trainable op ------------------------
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if "inference_mode" not in ctx.text or sink_loss(node) is None \
-                or ctx.grad_disabled is not None:
+        if "inference_mode" not in ctx.text:
+            return
+        if grad_mode_of(node, ctx.imports) == "inference":
+            yield from self._region(node, ctx)
+            return
+        if sink_loss(node) is None or ctx.grad_disabled is not None:
             return
         helpers = self.__dict__.get("_helpers") or self.__dict__.setdefault(
             "_helpers", HelperIndex(ctx))
@@ -124,29 +118,42 @@ class InferenceTensorInTraining(Rule):
                               line=use.lineno)  # type: ignore[attr-defined]
 
     # -- cached: self.<attr> filled under inference_mode, used by the training forward ---------
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        yield from self._cache_store(node, node.targets, node.value, ctx)
+    def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        stmt = ctx.statement  # `@torch.inference_mode` without parentheses
+        if isinstance(stmt, FUNCTION_TYPES) and node in stmt.decorator_list \
+                and grad_mode_of(node, ctx.imports) == "inference":
+            yield from self._region(node, ctx)
 
-    def visit_AnnAssign(self, node: ast.AnnAssign, ctx: Context) -> Iterator[Finding]:
-        if node.value is not None:
-            yield from self._cache_store(node, [node.target], node.value, ctx)
+    def _region(self, node: ast.expr, ctx: Context) -> Iterator[Finding]:
+        """Stores to ``self.<attr>`` in the with-block or decorated method ``node`` opens."""
+        stmt = ctx.statement
+        cls = ctx.class_def
+        if cls is None:
+            return
+        if isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
+                i.context_expr is node for i in stmt.items):
+            off, store_fn = stmt, ctx.function
+        elif isinstance(stmt, FUNCTION_TYPES) and node in stmt.decorator_list:
+            off, store_fn = node, stmt
+        else:
+            return
+        for s in _body_statements(stmt.body):
+            if isinstance(s, ast.Assign):
+                yield from self._cache_store(s, s.targets, s.value, off, cls, store_fn, ctx)
+            elif isinstance(s, ast.AnnAssign) and s.value is not None:
+                yield from self._cache_store(s, [s.target], s.value, off, cls, store_fn, ctx)
 
     def _cache_store(self, node: ast.stmt, targets: list[ast.expr], value: ast.expr,
+                     off: ast.AST, cls: ast.ClassDef, store_fn: ast.AST | None,
                      ctx: Context) -> Iterator[Finding]:
-        has = self.__dict__.get("_has_mode")
-        if has is None:
-            has = self._has_mode = "inference_mode" in ctx.text
-        if not has or ctx.grad_disabled is None or ctx.class_def is None:
-            return
-        off = _inference_off(ctx)
-        if off is None or not _makes_tensor(value):
+        if not _makes_tensor(value):
             return
         for t in targets:
             base = t.value if isinstance(t, ast.Subscript) else t
             attr = dotted(base)
             if not attr or not attr.startswith("self.") or attr.count(".") != 1:
                 continue
-            use = _saving_use(ctx.class_def, attr, ctx.function, ctx)
+            use = _saving_use(cls, attr, store_fn, ctx)
             if use is None:
                 continue
             fn, expr = use
@@ -158,6 +165,18 @@ class InferenceTensorInTraining(Rule):
                               mode=_mode_text(off, ctx), use=ctx.source(expr),
                               line=expr.lineno)  # type: ignore[attr-defined]
             return
+
+
+def _body_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements of a block, nested blocks included, nested defs and classes excluded."""
+    for s in body:
+        yield s
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            yield from _body_statements(getattr(s, f, None) or [])
+        for h in getattr(s, "handlers", ()):
+            yield from _body_statements(h.body)
 
 
 def _mode_text(off: ast.AST, ctx: Context) -> str:
