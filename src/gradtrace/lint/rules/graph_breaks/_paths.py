@@ -159,6 +159,8 @@ class LossPaths(Tracer):
         if not cut:
             return None
         if sink.how == "return":  # a function may return a number on purpose: callers decide
+            if sink.only is None and _cut_on_purpose(sink.value):
+                return None  # (a module's `forward` returning `.data` is still GT105)
             keep = sink.only or frozenset({NUMPY, REBUILD, DATA, DETACH, NONDIFF})
             cut = [(t, tuple(c for c in cs if c.kind in keep)) for t, cs in cut]
             cut = [(t, cs) for t, cs in cut if cs]
@@ -238,3 +240,13 @@ def loss_paths(ctx: Context, node: ast.AST) -> LossPaths:
     if lp is None:
         lp = _CACHE[scope] = LossPaths(scope, ctx)
     return lp
+
+
+def _cut_on_purpose(value: ast.expr) -> bool:
+    """``return x.detach()`` / ``return x.item()`` / ``return x.data``: the whole returned value
+    is cut by its outermost operation, so the function means to hand out a value without
+    history (for logging or a report), not a loss to train on."""
+    if isinstance(value, ast.Attribute):
+        return value.attr == "data"
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+        and value.func.attr in ("detach", "item", "tolist", "numpy")

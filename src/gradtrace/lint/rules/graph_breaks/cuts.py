@@ -205,6 +205,11 @@ class DetachedLossTerm(LossCutRule):
                 loss = loss + (s - s.detach()).sum() * 0
                 loss.backward()
             """),
+        Good("""
+            import torch
+            def _scalar_loss(out):
+                return out.detach() if out.dim() == 0 else None
+            """),
     ]
 
 
