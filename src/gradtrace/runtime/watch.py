@@ -48,7 +48,7 @@ def _scalar_loss(out: Any) -> torch.Tensor | None:
         out = getattr(out, "loss", None)
     if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point() \
             and out.requires_grad:
-        return out.detach()  # noqa: GT107 - a read-only copy for the report, not a loss
+        return out.detach()  # a read-only copy for the report, not a loss
     return None
 
 
