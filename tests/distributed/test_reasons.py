@@ -2,6 +2,7 @@
 reducer raises the same error as with 2 ranks; the rank session tracks per-iteration usage)."""
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 
@@ -84,3 +85,32 @@ def test_frozen_after_wrapping_names_the_frozen_layer(group, monkeypatch, tmp_pa
     assert "frozen (requires_grad=False) here after DistributedDataParallel" in f.message
     assert f.line == line_of("frozen after wrap")
     assert f.fix is not None and "before wrapping" in f.fix.title
+
+
+def _train(traced: bool, monkeypatch, tmp_path) -> list[bytes]:
+    import gradtrace
+    from gradtrace.runtime.distributed import RankInfo, rank_session
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))
+    torch.manual_seed(3)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 2)))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(4)
+    with contextlib.ExitStack() as stack:
+        if traced:
+            tr = stack.enter_context(gradtrace.trace())
+            rs = stack.enter_context(rank_session(tr, check_sync=1, info=RankInfo(0, 2, 0)))
+        for _ in range(10):
+            opt.zero_grad()
+            model(torch.randn(8, 6, generator=gen)).pow(2).mean().backward()
+            opt.step()
+    if traced:
+        assert rs.progress.steps == 10 and rs.sync_facts == []  # checked, nothing differs
+        assert rs._sync is not None and not rs._sync.disabled and rs._sync.count == 4
+    return [p.detach().numpy().tobytes() for p in model.parameters()]
+
+
+def test_training_bits_unchanged_with_session_and_sync_check(group, monkeypatch, tmp_path):
+    assert _train(False, monkeypatch, tmp_path) == _train(True, monkeypatch, tmp_path)
