@@ -59,6 +59,7 @@ class CheckpointInputWithoutGrad(Rule):
     """
 
     code = "GT205"
+    gate_statements = True
     name = "checkpoint-input-without-grad"
     message = ("none of the inputs of this reentrant `checkpoint` can require grad ({why}): "
                "the parameters inside `{fn}` get no gradient")
@@ -197,6 +198,7 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     """
 
     code = "GT206"
+    gate_statements = True
     name = "gradient-penalty-without-create-graph"
     message = ("the gradient from `{call}` becomes a loss term (`{sink}`, line {line}), but "
                "without `create_graph=True` it has no graph: the penalty trains nothing")

@@ -42,6 +42,7 @@ class SetGradEnabledNeverRestored(Rule):
     """
 
     code = "GT203"
+    gate_statements = True
     name = "set-grad-enabled-never-restored"
     message = ("`{call}` turns grad off for the rest of the thread and nothing turns it back on; "
                "`{sink}` (line {line}) then has no graph to differentiate")

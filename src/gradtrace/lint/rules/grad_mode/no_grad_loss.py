@@ -196,6 +196,7 @@ class NoGradInTrainingHelper(_LossTraceRule):
     """
 
     code = "GT202"
+    gate_statements = True
     name = "no-grad-in-training-helper"
     message = ("`{helper}` computes its result under `{mode}`, and the training step uses it "
                "as the only input of the loss that {sink} (line {line}) differentiates")
@@ -265,6 +266,7 @@ class BackwardUnderNoGrad(_LossTraceRule):
     """
 
     code = "GT207"
+    gate_statements = True
     name = "backward-under-no-grad"
     message = ("`{sink}` (line {line}) runs inside `{mode}`, which also computed the loss: "
                "the loss has no graph")

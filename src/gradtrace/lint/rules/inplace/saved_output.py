@@ -27,6 +27,7 @@ class InplaceWriteToSavedOutput(_InplaceRule):
     """
 
     code = "GT602"
+    gate_statements = True
     name = "inplace-write-to-saved-output"
     message = ("this in-place write changes `{name}`, the output of `{op}` (line {line}) that "
                "backward needs: backward raises 'one of the variables needed for gradient "
@@ -119,6 +120,7 @@ class InplaceAddToReluOutput(_InplaceRule):
     """
 
     code = "GT603"
+    gate_statements = True
     name = "inplace-add-to-relu-output"
     message = ("`{stmt}` writes in place into `{name}`, the output of `{op}` (line {line}) "
                "that backward needs: backward raises 'one of the variables needed for gradient "

@@ -31,6 +31,7 @@ class OptimizerStepBetweenBackwards(Rule):
     """
 
     code = "GT601"
+    gate_statements = True
     name = "optimizer-step-between-backwards"
     message = ("`{step}` updates parameters in place between `{first}` (line {first_line}) and "
                "`{second}` (line {second_line}), whose graph was built before the step")
