@@ -8,6 +8,7 @@ Exit codes (all subcommands except ``run``, which returns the script's own exit 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Sequence
@@ -169,12 +170,11 @@ def _runtime_explain(text: str) -> str | None:
     except ImportError:
         return None
     codes = {**getattr(catalogue, "RUNTIME_CODES", {})}
-    try:
-        from gradtrace.runtime import watch_codes
-
-        codes.update(getattr(watch_codes, "WATCH_CODES", {}))
-    except ImportError:
-        pass
+    for module, attr in (("watch_codes", "WATCH_CODES"), ("distributed", "DISTRIBUTED_CODES")):
+        try:
+            codes.update(getattr(importlib.import_module(f"gradtrace.runtime.{module}"), attr, {}))
+        except ImportError:
+            pass
     key = text.strip().upper()
     if key in codes:
         name, summary = codes[key]
