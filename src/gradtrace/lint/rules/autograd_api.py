@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.nodes import walk
 
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
                             "torch.autograd.function.InplaceFunction",
@@ -68,7 +69,7 @@ def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | No
     if isinstance(e, ast.Tuple):
         return None if any(isinstance(x, ast.Starred) for x in e.elts) else list(e.elts)
     if isinstance(e, ast.Name):
-        values = [s.value for s in ast.walk(fn) if isinstance(s, ast.Assign)
+        values = [s.value for s in walk(fn) if isinstance(s, ast.Assign)
                   and any(isinstance(t, ast.Name) and t.id == e.id for t in s.targets)]
         if len(values) == 1 and isinstance(values[0], ast.Tuple):
             return _tuple_items(values[0], fn)
@@ -366,13 +367,13 @@ def _mentions_requires_grad(ctx: Context, line: int, fn: ast.AST, value: ast.exp
 def _used_between(fn: ast.AST, name: str, bind: ast.stmt, inputs: ast.expr) -> bool:
     """Whether ``name`` is loaded anywhere in ``fn`` besides its binding, the ``inputs``
     argument, and ``requires_grad_``/``retain_grad`` calls on it."""
-    skip = {id(n) for n in ast.walk(bind)} | {id(n) for n in ast.walk(inputs)}
-    for n in ast.walk(fn):
+    skip = {id(n) for n in walk(bind)} | {id(n) for n in walk(inputs)}
+    for n in walk(fn):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
                 n.func.attr in ("requires_grad_", "retain_grad") and dotted(n.func.value) == name:
             skip.add(id(n.func.value))
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               and id(n) not in skip for n in ast.walk(fn))
+               and id(n) not in skip for n in walk(fn))
 
 
 def _dominates(fn: ast.AST, bind: ast.stmt, use: ast.AST) -> bool:
@@ -385,7 +386,7 @@ def _dominates(fn: ast.AST, bind: ast.stmt, use: ast.AST) -> bool:
             block = getattr(n, field, None)
             if isinstance(block, list) and bind in block:
                 i = block.index(bind)
-                return any(use is x for s in block[i + 1:] for x in ast.walk(s))
+                return any(use is x for s in block[i + 1:] for x in walk(s))
             if isinstance(block, list):
                 stack.extend(x for x in block if isinstance(x, ast.stmt))
         for h in getattr(n, "handlers", ()):

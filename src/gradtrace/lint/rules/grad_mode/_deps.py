@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -442,7 +443,7 @@ class HelperIndex:
 
 
 def _has_call(e: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) for n in ast.walk(e))
+    return any(isinstance(n, ast.Call) for n in walk(e))
 
 
 BACKWARD_OWNERS = frozenset({"accelerator", "fabric", "self.accelerator", "self.fabric",
@@ -496,5 +497,5 @@ def _calls_in(s: ast.stmt) -> list[ast.Call]:
             continue
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, ast.AST):
-                out.extend(n for n in ast.walk(v) if isinstance(n, ast.Call))
+                out.extend(n for n in walk(v) if isinstance(n, ast.Call))
     return out

@@ -11,6 +11,7 @@ from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import sink_loss
+from gradtrace.lint.nodes import walk
 
 CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint",
                          "torch.utils.checkpoint.checkpoint_sequential"})
@@ -179,7 +180,7 @@ def _has_requires_grad(a: ast.expr, scope: object, name: str | None) -> bool:
     b = scope.binding_before(name, a.lineno) if name else None  # type: ignore[attr-defined]
     value = b.value if b is not None else a
     return value is not None and any(
-        isinstance(n, ast.keyword) and n.arg == "requires_grad" for n in ast.walk(value))
+        isinstance(n, ast.keyword) and n.arg == "requires_grad" for n in walk(value))
 
 
 class GradientPenaltyWithoutCreateGraph(Rule):
@@ -295,7 +296,7 @@ def _targets(stmt: ast.stmt) -> set[str]:
     ts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
     out: set[str] = set()
     for t in ts:
-        for n in ast.walk(t):
+        for n in walk(t):
             name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
             if name:
                 out.add(name)
@@ -305,7 +306,7 @@ def _targets(stmt: ast.stmt) -> set[str]:
 def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context) -> bool:
     """Whether ``inner`` reaches ``root`` only through arithmetic, reductions and norms."""
     parents: dict[int, ast.AST] = {}
-    for p in ast.walk(root):
+    for p in walk(root):
         for c in ast.iter_child_nodes(p):
             parents[id(c)] = p
     n = inner
@@ -336,7 +337,7 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
     for s in scope.stmts:  # type: ignore[attr-defined]
         if s.lineno <= stmt.lineno:
             continue
-        for n in ast.walk(s) if not hasattr(s, "body") else ():
+        for n in walk(s) if not hasattr(s, "body") else ():
             if isinstance(n, ast.Call) and sink_loss(n) is not None:
                 loss = sink_loss(n)
                 if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx) or dotted(loss) == t
@@ -374,7 +375,7 @@ def _penalty_return(scope: object, stmt: ast.stmt, tainted: set[str],
 
 
 def _use(e: ast.AST, name: str) -> ast.AST | None:
-    for n in ast.walk(e):
+    for n in walk(e):
         if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) \
                 and dotted(n) == name:
             return n

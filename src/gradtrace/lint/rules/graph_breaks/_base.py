@@ -18,6 +18,7 @@ from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
     LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths,
 )
+from gradtrace.lint.nodes import walk
 
 ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "
             "grad_fn`")
@@ -184,7 +185,7 @@ def band_aids(v: Verdict, lp: LossPaths) -> list[ast.AST]:
                     lp.ctx.source(t.value) in names and _is_true(s.value):
                 out.append(s)
                 continue
-        for n in ast.walk(s):
+        for n in walk(s):
             if isinstance(n, ast.Call) and _forces_grad(n, lp, names):
                 out.append(n)
     return out

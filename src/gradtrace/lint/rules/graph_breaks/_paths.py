@@ -37,6 +37,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.graph_breaks._trace import (  # noqa: F401 - re-exported for rules
     DATA, DETACH, NONDIFF, NUMBER, NUMPY, REBUILD, Cut, Trace, Tracer,
 )
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -114,7 +115,7 @@ class LossPaths(Tracer):
             end = s.end_lineno or s.lineno
             if not any("backward" in lines[i] for i in range(s.lineno - 1, min(end, len(lines)))):
                 continue
-            for n in ast.walk(s):
+            for n in walk(s):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
                         n.func.attr in ("backward", "manual_backward"):
                     yield n

@@ -18,6 +18,7 @@ from gradtrace.lint.rules.graph_breaks._shapes import (
     asks_grad, constant_default_args, is_torch_loss, pair_source, peel, self_assignments,
     unpacks_indices,
 )
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -237,7 +238,7 @@ class Tracer:
         try:
             for g in e.generators:
                 it = self.trace(g.iter, use, line)
-                for n in ast.walk(g.target):
+                for n in walk(g.target):
                     if isinstance(n, ast.Name):
                         self._env[n.id] = it
             elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]

@@ -16,6 +16,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths,
 )
+from gradtrace.lint.nodes import walk
 
 
 class DataInLoss(LossCutRule):
@@ -114,7 +115,7 @@ class DataInLoss(LossCutRule):
                     and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned
                     and scope.grad_off_at(s) is None):
                 continue
-            for n in ast.walk(s.value):
+            for n in walk(s.value):
                 if isinstance(n, ast.Attribute) and n.attr == "data" and _layer_output(n.value, lp):
                     rel = (Related(ctx.path, s.lineno, f"`{s.targets[0].id}` flows into the "
                                    f"value `forward` returns", ctx.column(s)),)
@@ -362,7 +363,7 @@ class RequiresGradBandAid(Rule):
 def _return_deps(scope: Scope) -> set[str]:
     """Names the return values of a function are built from, through its assignments."""
     todo = [n.id for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
-            for n in ast.walk(s.value) if isinstance(n, ast.Name)]
+            for n in walk(s.value) if isinstance(n, ast.Name)]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -371,7 +372,7 @@ def _return_deps(scope: Scope) -> set[str]:
         seen.add(name)
         for b in scope.bindings.get(name, ()):
             if b.value is not None:
-                todo.extend(n.id for n in ast.walk(b.value) if isinstance(n, ast.Name))
+                todo.extend(n.id for n in walk(b.value) if isinstance(n, ast.Name))
     return seen
 
 

@@ -17,6 +17,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.grad_mode._deps import (
     LOSS_NAME_RE, backward_sinks, is_inference_function)
+from gradtrace.lint.nodes import walk
 
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
     "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
@@ -393,7 +394,7 @@ def _rebinds(s: ast.stmt, name: str) -> bool:
     elif isinstance(s, (ast.With, ast.AsyncWith)):
         targets = [i.optional_vars for i in s.items if i.optional_vars is not None]
     for t in targets:
-        for n in ast.walk(t):
+        for n in walk(t):
             if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store) \
                     and dotted(n) == name:
                 return True

@@ -11,6 +11,7 @@ from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import backward_sinks
+from gradtrace.lint.nodes import walk
 
 
 class OptimizerStepBetweenBackwards(Rule):
@@ -136,7 +137,7 @@ def _retains(call: ast.Call) -> bool:
 
 def _stale_graph_input(b, loop: ast.stmt, scope) -> bool:  # type: ignore[no-untyped-def]
     """Whether the loss bound inside ``loop`` uses a tensor with a graph built before the loop."""
-    for n in ast.walk(b.value):
+    for n in walk(b.value):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             nb = scope.binding_before(n.id, b.line)
             if nb is not None and nb.line < loop.lineno and not nb.no_grad and (

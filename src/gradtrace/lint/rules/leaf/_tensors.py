@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.flow import GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -113,12 +114,12 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
 
 
 def names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)}
 
 
 def reads_grad_of(node: ast.AST, name: str) -> bool:
     """Whether ``node`` contains ``<name>.grad``."""
-    for n in ast.walk(node):
+    for n in walk(node):
         if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name:
             return True
     return False

@@ -13,6 +13,7 @@ from gradtrace.lint.rules.leaf._tensors import (
     GRAD_FACTORIES, INT_CASTS, INT_DTYPES, INT_TENSOR_TYPES, is_false, is_true, keyword,
     non_leaf_origin,
 )
+from gradtrace.lint.nodes import walk
 
 
 def _freezes(scope: Scope, out: Binding) -> bool:
@@ -31,7 +32,7 @@ def _freezes(scope: Scope, out: Binding) -> bool:
                 and isinstance(s.iter.func, ast.Attribute) \
                 and (dotted(s.iter.func.value) or "").partition(".")[0] == model \
                 and any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-                        for n in ast.walk(s)):
+                        for n in walk(s)):
             return True
     return False
 

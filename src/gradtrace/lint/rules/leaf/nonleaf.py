@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
     optimizer_param_exprs, scope_mentions,
 )
+from gradtrace.lint.nodes import walk
 
 
 def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
@@ -24,7 +25,7 @@ def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
     for s in scope.stmts:
         if s.lineno <= line or s.lineno >= end or isinstance(s, COMPOUND):
             continue
-        for n in ast.walk(s):
+        for n in walk(s):
             if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name:
                 return s.lineno, f"`{name}.grad` is read here (it stays None)"
             if isinstance(n, ast.Call) and is_optimizer_call(n, ctx) and any(

@@ -14,6 +14,7 @@ from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, node_mentions, reads_grad_of, torch_alias,
 )
+from gradtrace.lint.nodes import walk
 
 SYMBOL = {ast.Sub: "-", ast.Add: "+"}
 
@@ -32,7 +33,7 @@ def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
             continue
         if b.line > stmt.lineno or (loops and b.line >= loops[-1].lineno):
             if any(isinstance(n, ast.Attribute) and n.attr in RELEAF_ATTRS
-                   for n in ast.walk(b.value)):
+                   for n in walk(b.value)):
                 return True
     for m in scope.method_calls:
         if m.receiver == name and m.method in ("detach_", "retain_grad"):
@@ -220,7 +221,7 @@ def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) 
 
 def _calls_backward(scope: Scope) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "backward"
-               for s in scope.stmts for n in ast.walk(s))
+               for s in scope.stmts for n in walk(s))
 
 
 def _requires_grad_set(scope: Scope, name: str, line: int) -> ast.stmt | None:

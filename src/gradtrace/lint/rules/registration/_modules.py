@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.flow import MODULE, NOT_MODULES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import is_false, is_optimizer_call, is_true
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -218,7 +219,7 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
         got = _flag_value(s, var)
         if got is not None:
             return GradFlag(loop, root, got, False)
-    for s in ast.walk(loop):
+    for s in walk(loop):
         if isinstance(s, ast.stmt) and s is not loop:
             got = _flag_value(s, var)
             if got is not None:
@@ -247,7 +248,7 @@ def covers(root: str, name: str) -> bool:
 def param_sources(call: ast.AST) -> set[str]:
     """Dotted receivers of ``.parameters()`` / ``.named_parameters()`` inside ``call``."""
     out: set[str] = set()
-    for n in ast.walk(call):
+    for n in walk(call):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr in ("parameters", "named_parameters"):
             r = dotted(n.func.value)

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 from gradtrace.lint.rules.registration._modules import (
     CONTAINERS, module_classes, owns_params, statements,
 )
+from gradtrace.lint.nodes import walk
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
@@ -33,18 +34,18 @@ def _wrapped_attrs(ctx: Context) -> frozenset[str]:
     """Attribute names passed (or starred) to an ``nn`` container or ``nn.Parameter`` anywhere."""
     def make() -> frozenset[str]:
         out: set[str] = set()
-        for n in ast.walk(ctx.tree):
+        for n in walk(ctx.tree):
             if isinstance(n, ast.Call):
                 if (ctx.call_name(n) or "") in CONTAINERS or (
                         isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERING_CALLS):
                     for a in [*n.args, *(k.value for k in n.keywords)]:
-                        out.update(x.attr for x in ast.walk(a) if isinstance(x, ast.Attribute))
+                        out.update(x.attr for x in walk(a) if isinstance(x, ast.Attribute))
         return frozenset(out)
     return ctx.memo("gt4-wrapped-attrs", ctx.tree, make)
 
 
 def _registers_dynamically(cls: ast.ClassDef) -> bool:
-    for n in ast.walk(cls):
+    for n in walk(cls):
         if isinstance(n, ast.Call):
             f = n.func
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")

@@ -16,6 +16,7 @@ from gradtrace.lint.rules.registration._modules import (
     GradFlag, covers, grad_flags, is_module_expr, module_classes, module_ctor, optimizer_builds,
     owns_params, rebound_between, step_lines,
 )
+from gradtrace.lint.nodes import walk
 
 
 def _class_module_attr(ctx: Context, attr: str) -> bool:
@@ -23,7 +24,7 @@ def _class_module_attr(ctx: Context, attr: str) -> bool:
     cls = ctx.class_def
     if cls is None or cls.name not in module_classes(ctx):
         return False
-    for n in ast.walk(cls):
+    for n in walk(cls):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 \
                 and dotted(n.targets[0]) == f"self.{attr}" and module_ctor(n.value, ctx):
             return True
@@ -333,7 +334,7 @@ def _trainable_only(call: ast.Call, scope: Scope) -> bool:
             if b is not None and b.value is not None:
                 args.append(b.value)
     return any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-               for a in args for n in ast.walk(a))
+               for a in args for n in walk(a))
 
 
 class UnfrozenAfterOptimizer(Rule):

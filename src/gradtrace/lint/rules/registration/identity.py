@@ -16,6 +16,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
 )
+from gradtrace.lint.nodes import walk
 
 CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
                        "len", "enumerate", "zip", "map", "filter", "dict", "next"})
@@ -165,7 +166,7 @@ class ModelRecreatedAfterOptimizer(Rule):
 def _consumer(stmt: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     """The node in ``stmt`` that iterates over ``name`` (a for, comprehension, list(...), an
     earlier optimizer)."""
-    for n in ast.walk(stmt):
+    for n in walk(stmt):
         if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
                 and n.args[0].id == name and is_optimizer_call(n, ctx):
             return n

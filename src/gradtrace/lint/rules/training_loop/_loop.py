@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES
 from gradtrace.lint.flow import MODULE, OPTIMIZER
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -158,7 +159,7 @@ def calls_in(stmt: ast.stmt) -> Iterator[ast.Call]:
             continue
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, ast.AST):
-                for n in ast.walk(v):
+                for n in walk(v):
                     if isinstance(n, ast.Call):
                         yield n
 

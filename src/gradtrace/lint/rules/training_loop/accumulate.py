@@ -13,6 +13,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+from gradtrace.lint.nodes import walk
 
 LOADER_RE = re.compile(r"^(?:\w+_)?(?:loader|dataloader|dataset|ds)$|^batches$|loader$",
                        re.IGNORECASE)
@@ -63,7 +64,7 @@ def _loader_like(it: ast.expr) -> bool:
 
 def _in_module_class(ctx: Context, fn: ast.AST) -> bool:
     """``fn`` is a method of an ``nn.Module`` subclass (model code: its outputs need graphs)."""
-    for node in ast.walk(ctx.tree):
+    for node in walk(ctx.tree):
         if isinstance(node, ast.ClassDef) and fn in node.body:
             return any((ctx.qualified_name(b) or "").endswith(("Module", "Mixin", "Model"))
                        for b in node.bases)
@@ -74,7 +75,7 @@ def _no_grad_callers(ctx: Context) -> set[str]:
     """Names of functions called somewhere under ``no_grad``/``inference_mode`` in this file."""
     def key() -> set[str]:
         out: set[str] = set()
-        for node in ast.walk(ctx.tree):
+        for node in walk(ctx.tree):
             off = False
             if isinstance(node, (ast.With, ast.AsyncWith)):
                 off = any(re.search(r"no_grad|inference_mode|set_grad_enabled\(False",
@@ -83,7 +84,7 @@ def _no_grad_callers(ctx: Context) -> set[str]:
                 off = any(re.search(r"no_grad|inference_mode", ctx.source(d))
                           for d in node.decorator_list)
             if off:
-                for sub in ast.walk(node):
+                for sub in walk(node):
                     if isinstance(sub, ast.Call):
                         name = dotted(sub.func)
                         if name:
@@ -293,7 +294,7 @@ def ctx_names(stmt: ast.stmt) -> set[str]:
             continue
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, ast.AST):
-                out.update(dotted(n) or "" for n in ast.walk(v)
+                out.update(dotted(n) or "" for n in walk(v)
                            if isinstance(n, (ast.Name, ast.Attribute)))
     return out
 
@@ -302,12 +303,12 @@ def _only_formatted(stmt: ast.stmt, acc: str) -> bool:
     """Every use of ``acc`` in ``stmt`` is printed, logged or formatted."""
     if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
         return isinstance(stmt, ast.AugAssign) and dotted(stmt.target) == acc \
-            and acc not in {dotted(n) for n in ast.walk(stmt.value)}
+            and acc not in {dotted(n) for n in walk(stmt.value)}
     func = stmt.value.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     if name not in FORMAT_FUNCS and name not in LOG_METHODS:
         return False
-    for n in ast.walk(stmt.value):
+    for n in walk(stmt.value):
         if isinstance(n, ast.Call) and n is not stmt.value and isinstance(n.func, ast.Attribute) \
                 and dotted(n.func.value) == acc:
             return False  # a method of the accumulator: acc.item(), acc.cpu()

@@ -11,6 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, LoopFacts, Named, Step, calls_in, facts, optimizer_like)
+from gradtrace.lint.nodes import walk
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
 OTHER_ZERO_RE = re.compile(
@@ -97,7 +98,7 @@ def clearing_functions(ctx: Context) -> set[str]:
     """Names of functions defined in this file whose body clears gradients."""
     def make() -> set[str]:
         out: set[str] = set()
-        for node in ast.walk(ctx.tree):
+        for node in walk(ctx.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                     MANUAL_ZERO_RE.search(function_text(ctx, node)):
                 out.add(node.name)
