@@ -275,3 +275,13 @@ def test_checker_never_imports_torch(cli):
     r = __import__("subprocess").run([sys.executable, "-c", code], cwd=cli.cwd,
                                      capture_output=True)
     assert b"rc 1" in r.stdout, r.stderr
+
+
+def test_demo_checks_then_runs_the_broken_script(cli):
+    r = cli("demo")
+    out, err = r.stdout.decode(), r.stderr.decode()
+    assert r.returncode == 1
+    assert "train.py:12:11: GT102" in out          # static: the .item() line
+    assert "train.py:13:12: GT106" in out          # static: the requires_grad band-aid
+    assert "train.py:12:1: GT102" in out + err     # runtime: the same line, same code
+    assert "/tmp/" not in out + err and "Traceback" not in err

@@ -29,7 +29,7 @@ for step in range(3):
 
 def run_demo() -> int:
     """Write the demo script to a temporary folder, check it, then run it under tracing."""
-    from gradtrace.lint import check_paths
+    from gradtrace.lint import check_source
     from gradtrace.lint.formats import summary_line, to_text
 
     with tempfile.TemporaryDirectory(prefix="gradtrace-demo-") as tmp:
@@ -37,8 +37,7 @@ def run_demo() -> int:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(SCRIPT)
         print("$ gradtrace check train.py\n")
-        result = check_paths([path])
-        findings = [f.with_path("train.py") for f in result.findings]
+        findings = check_source(SCRIPT, "train.py")
         sources = {"train.py": SCRIPT}
         print(to_text(findings, sources) + summary_line(findings) + "\n")
         if importlib.util.find_spec("torch") is None:

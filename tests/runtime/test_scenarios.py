@@ -14,7 +14,7 @@ x, t = torch.randn(8, 4), torch.randn(8, 1)
 
 # name -> (code, body); the cause line carries `# C`
 CASES = {
-    'a7': ('GT104', """\
+    'a7': ('GT102', """\
 outs = [m(x[i:i+1]).sum() for i in range(3)]
 loss = torch.tensor([o.item() for o in outs]).sum()  # C
 loss.backward()

@@ -46,7 +46,7 @@ RUNTIME_CODES: dict[str, tuple[str, str]] = {
 # every pair against src/gradtrace/lint/rules.
 STATIC_TWINS: dict[str, tuple[str, str]] = {
     "item-then-backward": ("GT101", "backward-on-python-number"),
-    "item-rewrap": ("GT104", "tensor-rebuilt-from-graph"),
+    "item-rewrap": ("GT102", "python-number-in-loss"),
     "data": ("GT105", "data-in-loss"),
     "detach": ("GT107", "detached-loss-term"),
     "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
