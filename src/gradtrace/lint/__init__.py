@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import gc
 import io
 import os
 import tokenize
@@ -22,6 +23,7 @@ from gradtrace.lint.registry import ENGINE_CODES, code_enabled, select_rules
 from gradtrace.lint.rule import Rule
 
 __all__ = ["CheckResult", "check_paths", "check_source", "iter_files"]
+GC_EVERY = 100  # files between two cyclic garbage collections (NOTE [gc])
 
 
 @dataclass
@@ -86,7 +88,10 @@ def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Set
         return
     active = [r() for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
     checker = FileChecker(path, text, tree, active)  # type: ignore[arg-type]
-    found = checker.run()
+    try:
+        found = checker.run()
+    finally:
+        checker.ctx.release()
     result.rule_errors.extend(str(e) for e in checker.errors)
     if found:
         result.findings.extend(noqa_filter(sorted(found, key=Finding.sort_key),
@@ -155,8 +160,20 @@ def _worker(args: tuple[list[str], Settings]) -> CheckResult:
     paths, settings = args
     rules = select_rules(settings.select, settings.ignore, settings.extend_select)
     out = CheckResult()
-    for p in paths:
-        out.extend(check_file(p, rules, settings))
+    # NOTE [gc]: syntax trees hold no reference cycles and are freed by reference counting,
+    # but their millions of allocations make the cyclic collector run over and over (about a
+    # third of the time of a run). Collect the young generations once every GC_EVERY files
+    # instead: what survives a file is only the few cycles its analysis made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for n, p in enumerate(paths, 1):
+            out.extend(check_file(p, rules, settings))
+            if n % GC_EVERY == 0:
+                gc.collect(1)
+    finally:
+        if enabled:
+            gc.enable()
     return out
 
 

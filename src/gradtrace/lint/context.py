@@ -220,6 +220,11 @@ class Context:
             s = self._scopes[id(node)] = Scope(node, self)
         return s
 
+    def release(self) -> None:
+        """Drop the per-file caches (they refer back to this context: see NOTE [gc])."""
+        self._scopes.clear()
+        self._memo.clear()
+
     def memo(self, key: str, node: ast.AST, make: Callable[[], T]) -> T:
         """``make()`` computed once per (``key``, ``node``) in this file and cached.
 
