@@ -155,21 +155,10 @@ def unreached_parameters(tracer: Any) -> list[Any]:
 
 
 def render(findings: list[Any]) -> str:
-    """The runtime's text rendering (source line, related places, help), or a plain one."""
-    try:
-        from gradtrace.runtime.render import render_text
+    """The runtime's text rendering (source line, related places, help)."""
+    from gradtrace.runtime.render import render_text
 
-        return render_text(findings).rstrip("\n")
-    except ImportError:
-        pass
-    out = []
-    for f in findings:
-        lines = [f"{f.path}:{f.line}: {f.code} {f.message}"]
-        lines += [f"    {r.path}:{r.line}: {r.message}" for r in f.related]
-        if f.fix is not None and f.fix.title:
-            lines.append(f"    fix: {f.fix.title}")
-        out.append("\n".join(lines))
-    return "\n".join(out)
+    return render_text(findings).rstrip("\n")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Callable
 
+from gradtrace.runtime.build import display_path
+
 _OFF_NAMES = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"}
 _TREES: dict[str, tuple[int, ast.AST | None]] = {}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -36,17 +38,6 @@ class GradSwitch:
         what = {"with": "the block", "decorator": "the decorator",
                 "call": "the call"}[self.kind]
         return f"{what} `{self.text}` at {display_path(self.path)}:{self.line}"
-
-
-def display_path(path: str) -> str:
-    """``path`` relative to the working directory when it lies below it."""
-    if not path or path.startswith("<"):
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def _tree(path: str) -> ast.AST | None:

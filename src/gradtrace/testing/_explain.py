@@ -289,18 +289,7 @@ def _grouped(problems: list[ParamProblem]) -> list[str]:
 
 
 def render_findings(findings: Sequence[Finding]) -> str:
-    """The runtime's text rendering of ``findings``, or plain ``path:line: CODE message``."""
-    try:
-        from gradtrace.runtime.render import render_text
+    """The runtime's text rendering of ``findings``."""
+    from gradtrace.runtime.render import render_text
 
-        return render_text(findings).rstrip("\n")
-    except ImportError:
-        pass
-    out = []
-    for f in findings:
-        lines = [f"{f.path}:{f.line}: {f.code} {f.message}"]
-        lines += [f"    {r.path}:{r.line}: {r.message}" for r in f.related]
-        if f.fix is not None and f.fix.title:
-            lines.append(f"    fix: {f.fix.title}")
-        out.append("\n".join(lines))
-    return "\n".join(out)
+    return render_text(findings).rstrip("\n")
