@@ -208,19 +208,9 @@ def is_internal(path: str) -> bool:
 
 def active_trace_state() -> Any:
     """The state of the innermost active ``gradtrace.trace()`` session, or None."""
-    mod = sys.modules.get("gradtrace.runtime.provenance")
-    if mod is None:
-        return None
-    try:
-        from torch.overrides import _get_current_function_mode_stack
-
-        stack = _get_current_function_mode_stack()
-    except Exception:
-        return None
-    for m in reversed(stack):
-        if isinstance(m, mod.ProvenanceMode):
-            return m.state
-    return None
+    mod = sys.modules.get("gradtrace.runtime.trace")  # never imported here: torch stays lazy
+    tracer = mod.active_tracer() if mod is not None else None
+    return tracer.state if tracer is not None else None
 
 
 def describe_number(value: Any) -> str:
