@@ -16,7 +16,7 @@ JSON schema (public interface, version 1)::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
 Severity = Literal["error", "warning", "info"]
@@ -99,9 +99,6 @@ class Finding:
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)
-
-    def with_path(self, path: str) -> Finding:
-        return replace(self, path=path)
 
     def to_dict(self) -> dict[str, Any]:
         """The public JSON shape (1-based lines and columns)."""

@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from gradtrace.errors import UsageError
 from gradtrace.findings import Finding, findings_document
 
 USAGE = ("gradtrace run [--json-out FILE] [--quiet] [--report FILE] [--check-sync N] "
@@ -35,10 +36,6 @@ class RunOptions:
     report: str | None = None
     quiet: bool = False
     check_sync: int | None = None  # under torchrun: compare gradients across ranks every N steps
-
-
-class _UsageError(Exception):
-    pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,18 +70,18 @@ def parse_args(argv: list[str]) -> RunOptions:
             i += 1
             continue
         if tok.startswith("-") and tok != "-":
-            raise _UsageError(f"unknown option {tok!r}")
+            raise UsageError(f"unknown option {tok!r}")
         ours.append(tok)
         i += 1
         break
     ns = _parser().parse_args(ours)
     if ns.check_sync is not None and ns.check_sync < 0:
-        raise _UsageError(f"--check-sync must be >= 0, got {ns.check_sync}")
+        raise UsageError(f"--check-sync must be >= 0, got {ns.check_sync}")
     rest = argv[i:]
     if ns.module is not None:
         return RunOptions(ns.module, True, rest, ns.json_out, ns.report, ns.quiet, ns.check_sync)
     if not ns.script:
-        raise _UsageError("missing the script to run")
+        raise UsageError("missing the script to run")
     return RunOptions(ns.script, False, rest, ns.json_out, ns.report, ns.quiet, ns.check_sync)
 
 
@@ -99,7 +96,7 @@ def main(argv: list[str]) -> int:
     """Entry point of ``gradtrace run``; returns the exit code."""
     try:
         opts = parse_args(list(argv))
-    except _UsageError as e:
+    except UsageError as e:
         print(f"usage: {USAGE}\ngradtrace run: error: {e}", file=sys.stderr)
         return 2
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
