@@ -154,7 +154,9 @@ def test_update_ratio_matches_sgd_and_backward_mode() -> None:
     s = w.report.tracks[0].steps[-1]
     # plain SGD: ||update|| = lr * ||grad||
     assert s.update_norm[0] == pytest.approx(0.1 * s.norm[0], rel=1e-4)
-    assert s.weight_norm[0] == pytest.approx(float(m.weight.detach().norm()), rel=1e-6)
+    # ... measured against the weight before the step
+    before = m.weight.detach() + 0.1 * m.weight.grad
+    assert s.weight_norm[0] == pytest.approx(float(before.norm()), rel=1e-6)
 
     m2 = mlp()
     with gradtrace.watch(m2) as w2:  # no optimizer: one step per backward
@@ -165,6 +167,57 @@ def test_update_ratio_matches_sgd_and_backward_mode() -> None:
     for s in t.steps[:3]:
         assert s.update_norm[0] == pytest.approx(0.05 * s.norm[0], rel=1e-4)
     assert t.steps[3].update_norm[0] is None  # ... and the last one was never seen
+
+
+def test_large_tensors_exact_norm_and_max_sampled_zeros_and_update() -> None:
+    # 200 x 300 = 60,000 entries: above the sample size, so zeros and updates are sampled
+    torch.manual_seed(0)
+    m = nn.Linear(300, 200, bias=False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    mask = (torch.arange(200) % 2).float()  # every other output row gets no gradient
+    x = torch.randn(8, 300)
+    with gradtrace.watch(m, opt) as w:
+        opt.zero_grad()
+        (m(x) * mask).pow(2).sum().backward()
+        g = m.weight.grad.clone()
+        w_before = m.weight.detach().clone()
+        opt.step()
+    s = w.report.tracks[0].steps[0]
+    assert s.norm[0] == pytest.approx(float(g.norm()), rel=1e-6)
+    assert s.max_abs[0] == pytest.approx(float(g.abs().max()), rel=1e-6)
+    assert s.zero_frac[0] == pytest.approx(0.5, abs=0.05)
+    assert s.update_norm[0] == pytest.approx(0.1 * float(g.norm()), rel=0.1)
+    assert s.weight_norm[0] == pytest.approx(float(w_before.norm()), rel=0.05)
+
+
+def test_gradient_outside_the_sample_is_not_a_zero_gradient_step() -> None:
+    # 200 x 400 weight: the sample reads chunks 0, 3, 6, ... of 512 entries; row 2
+    # (entries 800-1199) lies in chunks 1-2, so the sample sees only zeros
+    m = nn.Linear(400, 200, bias=False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with gradtrace.watch(m, opt) as w:
+        opt.zero_grad()
+        m(torch.randn(4, 400))[:, 2].sum().backward()
+        opt.step()
+    t = w.report.tracks[0]
+    assert t.steps[0].norm[0] > 0
+    assert t.steps[0].zero_frac[0] < 1.0
+    assert t.summaries[0].zero_grad_steps == 0 and t.summaries[0].graded_steps == 1
+
+
+def test_embedding_rows_outside_the_sample_are_not_a_stalled_update() -> None:
+    # 1000 x 64 embedding: sampled in chunks of 8 rows; rows 8-15 are never in the sample
+    torch.manual_seed(0)
+    emb = nn.Embedding(1000, 64)
+    opt = torch.optim.SGD(emb.parameters(), lr=0.1)
+    with gradtrace.watch(emb, opt) as w:
+        for _ in range(5):
+            opt.zero_grad()
+            emb(torch.tensor([9, 10, 12])).pow(2).sum().backward()
+            opt.step()
+    s = w.report.tracks[0].summaries[0]
+    assert (s.graded_steps, s.zero_grad_steps, s.zero_update_steps) == (5, 0, 0)
+    assert "GT855" not in {f.code for f in w.report.findings}
 
 
 def test_loss_is_seen_from_loss_modules_and_observe_loss() -> None:

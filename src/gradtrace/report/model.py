@@ -45,7 +45,7 @@ class StepRecord:
 
     ``norm``/``max_abs``/``zero_frac``/``nonfinite`` are ``None`` where the gradient was None.
     ``update_norm`` is ``||w_after - w_before||`` of the step (None when unknown) and
-    ``weight_norm`` is ``||w||`` after the step.
+    ``weight_norm`` is ``||w_before||``, the weight the update is measured against.
     """
 
     step: int

@@ -31,6 +31,7 @@ import torch
 
 from gradtrace.report.model import NanSource, ParamInfo, Report, Track
 from gradtrace.runtime.watch_collect import Collector
+from gradtrace.runtime.watch_nan import remember
 
 LOG = logging.getLogger(__name__)
 __all__ = ["Watcher", "watch", "watch_all"]
@@ -289,8 +290,6 @@ class Watcher:
             self.observe_loss(out)
 
     def _on_input(self, b: _Bound, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        from gradtrace.runtime.watch_nan import remember
-
         b.inputs = remember(args, kwargs)
 
     def _on_output(self, b: _Bound, out: Any) -> None:

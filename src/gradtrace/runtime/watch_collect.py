@@ -1,19 +1,30 @@
 """Per-step gradient statistics for one watched parameter set: batched, one host sync per step.
 
 # NOTE [watch cost]
-Per step: ``torch._foreach_norm`` over all gradients, ``aminmax`` (max |g|) and a non-zero
-count on a strided sample of at most ``_SAMPLE`` entries per tensor, all stacked and copied
-to the host with a single ``tolist()`` per device. That one sync happens when the gradients
-are measured (before ``optimizer.step()``, so a NaN is seen before it reaches the weights)
-and also carries the previous step's update norms, which are left on the device until then.
-Nothing is synchronised per parameter except on the rare anomaly path (counting the
-non-finite entries of a gradient whose norm is non-finite). Weights are only read: the
-update-to-weight ratio compares a strided sample of each weight before and after the step
-(exact for tensors up to ``_SAMPLE`` entries; above, both norms are estimated from the
-sample), so no parameter bit ever changes and no full copy of the model is kept.
+Per step, per gradient: its exact 2-norm (one ``torch._foreach_norm`` over all of them), its
+exact max |g| (``aminmax``, about 10x faster on CPU than a foreach inf-norm) and the non-zero
+count of a sample of at most ``_SAMPLE`` entries (every k-th contiguous chunk of ``_CHUNK``).
+The scalars reach the host in one transfer per device (one ``tolist()``; on CPU, where
+there is no sync to save, ``.item()`` each, which is cheaper than a stack). That one sync
+happens when the gradients are measured (before ``optimizer.step()``, so a NaN is seen before
+it reaches the weights) and also carries the previous step's update norms, which are left on
+the device until then. Nothing is synchronised per parameter except on the rare anomaly path
+(counting the non-finite entries of a gradient whose norm is non-finite).
+
+Weights are only read: the same sample of each weight is copied to a contiguous buffer before
+the step (its norm taken there: norms of strided views take a slow path) and subtracted from
+the weight after it, so the update-to-weight ratio is exact for tensors up to ``_SAMPLE``
+entries and estimated above; no parameter bit changes and no copy of the model is kept.
+
+What costs: on CPU, in a training step, each of these calls costs several times what it
+costs in a micro-benchmark (cold caches after the backward), so the per-step cost is mostly
+the number of calls (a handful per parameter), plus two passes over the gradients (norm and
+max). ``benchmarks/watch_overhead.py`` measures it; the sample was cut from 32,768 to 4,096
+entries for that reason (each chunk read from a cold weight costs a cache miss).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import weakref
@@ -29,7 +40,7 @@ _INF = float("inf")
 _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "BatchNorm1d",
                  "BatchNorm2d", "BatchNorm3d")
 _STALL_RATIO = 1e-10
-_SAMPLE = 32768
+_SAMPLE = 4096
 _CHUNK = 512
 
 
@@ -73,40 +84,54 @@ def _norms(tensors: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
 
 def _to_host(values: list[torch.Tensor]) -> list[float]:
     """All scalars to Python floats with one ``tolist()`` (one host sync) per device."""
+    if not values:
+        return []
+    if all(v.is_cpu for v in values):  # no sync to save: .item() beats a stack on CPU
+        return [v.item() for v in values]
+    try:  # one device: a single stack (callers keep dtypes apart: promoting is slow)
+        return torch.stack(values).tolist()
+    except RuntimeError:
+        pass
     out = [0.0] * len(values)
-    by_dev: dict[torch.device, dict[torch.dtype, list[int]]] = {}
+    by_dev: dict[torch.device, list[int]] = {}
     for k, v in enumerate(values):
-        by_dev.setdefault(v.device, {}).setdefault(v.dtype, []).append(k)
-    for groups in by_dev.values():
-        ids = [k for g in groups.values() for k in g]
-        stacks = [torch.stack([values[k] for k in g]).to(torch.float32)
-                  for g in groups.values()]
-        host = (stacks[0] if len(stacks) == 1 else torch.cat(stacks)).tolist()
+        by_dev.setdefault(v.device, []).append(k)
+    for ids in by_dev.values():
+        host = torch.stack([values[k].to(torch.float32) for k in ids]).tolist()
         for k, x in zip(ids, host):
             out[k] = x
     return out
 
 
-def _sample(t: torch.Tensor) -> torch.Tensor:
-    """All of a small tensor, or about ``_SAMPLE`` entries of a big one taken as every k-th
-    contiguous chunk of ``_CHUNK`` entries (so only ~1/k of the memory is read; an
-    element-strided sample would still touch every cache line)."""
-    flat = t.reshape(-1)
-    n = flat.numel()
+@functools.lru_cache(maxsize=1024)
+def _geometry(n: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Size and stride of the sample of an ``n``-entry contiguous tensor: every k-th
+    contiguous chunk of ``_CHUNK`` entries, about ``_SAMPLE`` entries in all (so only ~1/k of
+    the memory is read; an element-strided sample would still touch every cache line).
+    None when the tensor is small enough to be used whole."""
     if n <= _SAMPLE:
-        return flat
+        return None
     rows = n // _CHUNK
     k = -(-rows * _CHUNK // _SAMPLE)
+    return (-(-rows // k), _CHUNK), (k * _CHUNK, 1)
+
+
+def _sample(t: torch.Tensor, geom: tuple[tuple[int, int], tuple[int, int]] | None
+            ) -> torch.Tensor:
+    """The sample of ``t`` described by ``geom`` (see :func:`_geometry`), as a view."""
+    if geom is None:
+        return t
+    if t.is_contiguous():
+        return t.as_strided(*geom)
+    flat = t.reshape(-1)  # a copy for a non-contiguous tensor, still the same entries
+    rows, k = flat.numel() // _CHUNK, geom[1][0] // _CHUNK
     return flat[: rows * _CHUNK].view(rows, _CHUNK)[::k]
 
 
 def _sampled_size(n: int) -> int:
     """How many entries :func:`_sample` keeps of an ``n``-entry tensor."""
-    if n <= _SAMPLE:
-        return n
-    rows = n // _CHUNK
-    k = -(-rows * _CHUNK // _SAMPLE)
-    return -(-rows // k) * _CHUNK
+    geom = _geometry(n)
+    return n if geom is None else geom[0][0] * geom[0][1]
 
 
 def _dense(g: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -136,18 +161,24 @@ class Collector:
         self.first_nonfinite: list[int | None] = [None] * len(named)
         self.upd_idx = [i for i, info in enumerate(self.infos)
                         if info.requires_grad and info.in_optimizer is not False]
+        self.geoms = [_geometry(info.numel) for info in self.infos]
+        # sampled norms scale by sqrt(numel / sampled entries) to estimate the whole tensor's
+        self.upd_scale = [math.sqrt(self.infos[i].numel / _sampled_size(self.infos[i].numel))
+                          for i in self.upd_idx]
         self.unit_idx = {i for i, info in enumerate(self.infos)
                          if info.name.rsplit(".", 1)[-1] == "bias" and len(info.shape) == 1
                          and info.module_type in _UNIT_MODULES}
         self.unit_acc: dict[int, torch.Tensor] = {}
         self.track_updates = track_updates
-        self.snap: list[torch.Tensor] | None = None
+        self.snap: list[torch.Tensor] | None = None  # weight samples before the step
+        self._wnorm: list[torch.Tensor] = []  # ... and their norms
         self.snap_ok = False
         self.loss: torch.Tensor | None = None
         self.nan_source: NanSource | None = None
         self._upd_pending: list[torch.Tensor] | None = None
         self._open: tuple[int, float | None, list[float | None], list[float | None],
-                          list[float | None], list[int | None], list[int]] | None = None
+                          list[float | None], list[int | None], list[int], set[int]
+                          ] | None = None
 
     # ------------------------------------------------------------------ step protocol
     def params(self) -> list[torch.Tensor | None]:
@@ -159,89 +190,107 @@ class Collector:
         return self.total_steps % self.every == 0
 
     def _grad_values(self, reached: Sequence[bool] | None
-                     ) -> tuple[list[int], list[int], list[torch.Tensor]]:
-        """Device scalars for the current gradients: 2-norm, min, max, sampled non-zeros."""
-        ps = self.params()
-        idx, sizes, grads = [], [], []
-        for i, p in enumerate(ps):
+                     ) -> tuple[list[int], list[int], list[torch.Tensor], list[torch.Tensor]]:
+        """Device scalars for the current gradients: the 2-norms then (min, max) of each, and
+        the non-zero count of each one's sample (few dispatcher calls per tensor: see NOTE
+        [watch cost])."""
+        idx, sizes, grads, stats, counts = [], [], [], [], []
+        aminmax, count = torch.aminmax, torch.count_nonzero
+        for i, ref in enumerate(self.refs):
+            p = ref()
             g = None if p is None else p.grad
             if g is None or (reached is not None and not reached[i]):
                 continue
-            idx.append(i)
-            grads.append(_dense(g)[0] if g.is_sparse or g.requires_grad else g)
-        mins, maxs, nnz = [], [], []
-        aminmax, count = torch.aminmax, torch.count_nonzero
-        for g in grads:  # aminmax and a sampled count beat foreach inf/0-norms on CPU
-            if g.numel():
-                lo, hi = aminmax(g)
+            geom = self.geoms[i]
+            if g.is_sparse:
+                g = g.coalesce().values()
+                geom = _geometry(g.numel())
+            if g.numel():  # aminmax beats a foreach inf-norm on CPU by about 10x
+                stats.extend(aminmax(g))
             else:
-                lo = hi = g.new_zeros(())
-            mins.append(lo)
-            maxs.append(hi)
-            sample = g.reshape(-1) if g.numel() <= _SAMPLE else _sample(g)
-            sizes.append(sample.numel())
-            nnz.append(count(sample))
-        self._accumulate_units(idx, grads)
-        return idx, sizes, _norms(grads, 2.0) + mins + maxs + nnz
+                stats += [g.new_zeros(())] * 2
+            counts.append(count(_sample(g, geom)))
+            sizes.append(g.numel() if geom is None else geom[0][0] * geom[0][1])
+            idx.append(i)
+            grads.append(g)
+        if self.unit_idx:
+            self._accumulate_units(idx, grads)
+        return idx, sizes, _norms(grads, 2.0) + stats, counts
 
     def _accumulate_units(self, idx: list[int], grads: list[torch.Tensor]) -> None:
-        units = [(i, g) for i, g in zip(idx, grads) if i in self.unit_idx and g.dim() == 1]
+        """Add g*g of each unit bias into a float32 accumulator; only whether an entry is
+        still zero (a dead unit) is used, so adding a step twice on a retry is harmless."""
+        units = [(i, g) for i, g in zip(idx, grads) if i in self.unit_idx]
         if not units:
             return
-        accs = []
-        for i, g in units:
-            acc = self.unit_acc.get(i)
-            if acc is None or acc.shape != g.shape or acc.device != g.device:
-                acc = self.unit_acc[i] = torch.zeros_like(g, dtype=torch.float32)
-            accs.append(acc)
-        absg = torch._foreach_abs([g for _, g in units])
-        if any(t.dtype != torch.float32 for t in absg):
-            absg = [t.to(torch.float32) for t in absg]
-        torch._foreach_add_(accs, absg)
+        gs = [g for _, g in units]
+        accs = [self.unit_acc.get(i) for i, _ in units]
+        try:
+            if any(acc is None for acc in accs):
+                raise RuntimeError("new accumulator")
+            torch._foreach_addcmul_(accs, gs, gs)
+        except (RuntimeError, TypeError):  # first step, a moved or resized bias, old torch
+            for k, (i, g) in enumerate(units):
+                acc = accs[k]
+                if acc is None or acc.shape != g.shape or acc.device != g.device:
+                    acc = self.unit_acc[i] = torch.zeros_like(g, dtype=torch.float32)
+                acc.addcmul_(g.float(), g.float())
 
-    def _current(self) -> list[torch.Tensor] | None:
-        ps = self.params()
-        cur = [ps[i] for i in self.upd_idx]
-        if not cur or any(p is None for p in cur):
-            return None
-        return [p.detach() for p in cur if p is not None]
+    def _weights(self) -> list[torch.Tensor] | None:
+        """Samples (views) of the weights whose update is measured, or None."""
+        out = []
+        refs, geoms = self.refs, self.geoms
+        for i in self.upd_idx:
+            p = refs[i]()
+            if p is None:
+                return None
+            out.append(_sample(p, geoms[i]))
+        return out or None
 
+    @torch.no_grad()
     def snapshot(self) -> None:
-        """Copy (a strided sample of) each weight, to measure the coming update."""
+        """Copy (a strided sample of) each weight to a contiguous buffer and take its norm,
+        to measure the coming update against."""
         self.snap_ok = False
-        cur = self._current() if self.track_updates else None
+        cur = self._weights() if self.track_updates else None
         if cur is None:
             return
-        samples = [_sample(t) for t in cur]
         try:
             if self.snap is None:
                 raise RuntimeError("no buffer yet")
-            torch._foreach_copy_(self.snap, samples)
+            torch._foreach_copy_(self.snap, cur)
         except (RuntimeError, AttributeError):
-            self.snap = [t.clone() for t in samples]
+            self.snap = [t.clone(memory_format=torch.contiguous_format) for t in cur]
+        self._wnorm = _norms(self.snap, 2.0)  # norms of strided views take a slow path
         self.snap_ok = True
 
+    @torch.no_grad()
     def measure_update(self) -> None:
         """Device scalars for the update since :meth:`snapshot` (synced with the next step)."""
-        cur = self._current() if self.snap_ok and self.snap is not None else None
+        cur = self._weights() if self.snap_ok and self.snap is not None else None
         self.snap_ok = False
         if cur is None or self.snap is None:
             return
-        samples = [_sample(t) for t in cur]
-        torch._foreach_sub_(self.snap, samples)  # the buffer now holds old - new
-        self._upd_pending = _norms(self.snap, 2.0) + _norms(samples, 2.0)
+        try:
+            torch._foreach_sub_(self.snap, cur)  # the buffer now holds old - new
+        except RuntimeError:  # a weight was resized or moved during the step
+            self.snap = None
+            return
+        self._upd_pending = _norms(self.snap, 2.0) + self._wnorm
 
+    @torch.no_grad()
     def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
         """Measure the current gradients (and loss), with ONE host sync that also brings the
         previous step's update. Returns the indices of parameters with non-finite grads."""
-        idx, sizes, values = self._grad_values(reached)
+        idx, sizes, values, counts = self._grad_values(reached)
         loss, self.loss = self.loss, None
         extra = [loss] if loss is not None else []
         upd, self._upd_pending = self._upd_pending, None
         host = _to_host(values + extra + (upd or []))
+        nnz = _to_host(counts)
         n = len(values)
         self._close_open(host[n + len(extra):] if upd else None)
-        return self._open_record(idx, sizes, host[:n], host[n] if extra else None)
+        return self._open_record(idx, sizes, host[:n], nnz, host[n] if extra else None)
 
     def flush(self) -> None:
         """Finish the last measured step (syncs once if its update is still on the device).
@@ -253,43 +302,47 @@ class Collector:
 
     # ------------------------------------------------------------------ bookkeeping
     def _open_record(self, idx: list[int], sizes: list[int], host: list[float],
-                     loss: float | None) -> list[int]:
+                     nnz: list[float], loss: float | None) -> list[int]:
         p_count = len(self.infos)
         norm: list[float | None] = [None] * p_count
         mx: list[float | None] = [None] * p_count
         zf: list[float | None] = [None] * p_count
         nf: list[int | None] = [None] * p_count
         bad: list[int] = []
+        seen: set[int] = set()  # non-zero gradient inside the sample (see _count)
         n = len(idx)
         for k, i in enumerate(idx):
-            lo, hi = host[n + k], host[2 * n + k]
+            lo, hi = host[n + 2 * k], host[n + 2 * k + 1]
             norm[i], mx[i] = host[k], (lo if lo != lo else max(-lo, hi))  # NaN stays NaN
-            zf[i] = 1.0 - host[3 * n + k] / sizes[k] if sizes[k] else 1.0
+            z = 1.0 - nnz[k] / sizes[k] if sizes[k] else 1.0
+            if nnz[k]:
+                seen.add(i)
+            elif host[k] != 0.0:  # the sample missed the non-zero entries
+                z = 1.0 - 1.0 / max(self.infos[i].numel, 1)
+            zf[i] = z
             nf[i] = 0
             if not (abs(host[k]) < _INF):  # NaN or Inf
                 nf[i] = self._count_nonfinite(i)
                 if nf[i]:
                     bad.append(i)
-        self._open = (self.total_steps, loss, norm, mx, zf, nf, bad)
+        self._open = (self.total_steps, loss, norm, mx, zf, nf, bad, seen)
         return bad
 
     def _close_open(self, upd: list[float] | None) -> None:
         if self._open is None:
             return
-        step, loss, norm, mx, zf, nf, bad = self._open
+        step, loss, norm, mx, zf, nf, bad, seen = self._open
         self._open = None
         p_count = len(self.infos)
         un: list[float | None] = [None] * p_count
         wn: list[float | None] = [None] * p_count
         if upd:
             m = len(self.upd_idx)
-            for k, i in enumerate(self.upd_idx):
-                n = self.infos[i].numel
-                scale = 1.0 if n <= _SAMPLE else math.sqrt(n / _sampled_size(n))
+            for k, (i, scale) in enumerate(zip(self.upd_idx, self.upd_scale)):
                 un[i], wn[i] = upd[k] * scale, upd[m + k] * scale
         rec = StepRecord(step, loss, tuple(norm), tuple(mx), tuple(zf), tuple(nf), tuple(un),
                          tuple(wn))
-        self._count(rec, bad)
+        self._count(rec, bad, seen)
         self.last = rec
         self.history.add(self.recorded, rec)
         self.recorded += 1
@@ -302,17 +355,20 @@ class Collector:
         vals, _ = _dense(g)
         return int((~torch.isfinite(vals)).sum())
 
-    def _count(self, rec: StepRecord, bad: list[int]) -> None:
+    def _count(self, rec: StepRecord, bad: list[int], seen: set[int]) -> None:
+        """Per-parameter counters. An update is judged only where the sample it is measured
+        on had a non-zero gradient: an embedding whose few touched rows lie outside the
+        sample has a zero sampled update without being stalled."""
         for i, c in enumerate(self.counts):
-            n, z = rec.norm[i], rec.zero_frac[i]
+            n = rec.norm[i]
             if n is None:
                 continue
-            if z is not None and z >= 1.0:
+            if n == 0.0:
                 c[2] += 1
             else:
                 c[0] += 1
             u, w = rec.update_norm[i], rec.weight_norm[i]
-            if u is not None and w is not None and n > 0 and i not in bad:
+            if u is not None and w is not None and i in seen and i not in bad:
                 c[3] += 1
                 if u <= _STALL_RATIO * w:
                     c[4] += 1
@@ -367,5 +423,6 @@ class Collector:
         """Drop every tensor this collector holds (buffers, accumulators, the last loss)."""
         self.flush()
         self.snap = None
+        self._wnorm = []
         self.snap_ok = False
         self.loss = None
