@@ -84,20 +84,17 @@ def _norms(tensors: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
 
 def _to_host(values: list[torch.Tensor]) -> list[float]:
     """All scalars to Python floats with one ``tolist()`` (one host sync) per device."""
-    if not values:
-        return []
     if all(v.is_cpu for v in values):  # no sync to save: .item() beats a stack on CPU
-        return [v.item() for v in values]
-    try:  # one device: a single stack (callers keep dtypes apart: promoting is slow)
-        return torch.stack(values).tolist()
-    except RuntimeError:
-        pass
+        return [float(v.item()) for v in values]
     out = [0.0] * len(values)
-    by_dev: dict[torch.device, list[int]] = {}
+    by_dev: dict[torch.device, dict[torch.dtype, list[int]]] = {}
     for k, v in enumerate(values):
-        by_dev.setdefault(v.device, []).append(k)
-    for ids in by_dev.values():
-        host = torch.stack([values[k].to(torch.float32) for k in ids]).tolist()
+        by_dev.setdefault(v.device, {}).setdefault(v.dtype, []).append(k)
+    for groups in by_dev.values():
+        ids = [k for g in groups.values() for k in g]
+        stacks = [torch.stack([values[k] for k in g]).to(torch.float32)
+                  for g in groups.values()]
+        host = (stacks[0] if len(stacks) == 1 else torch.cat(stacks)).tolist()
         for k, x in zip(ids, host):
             out[k] = x
     return out
@@ -286,11 +283,12 @@ class Collector:
         loss, self.loss = self.loss, None
         extra = [loss] if loss is not None else []
         upd, self._upd_pending = self._upd_pending, None
-        host = _to_host(values + extra + (upd or []))
-        nnz = _to_host(counts)
-        n = len(values)
-        self._close_open(host[n + len(extra):] if upd else None)
-        return self._open_record(idx, sizes, host[:n], nnz, host[n] if extra else None)
+        upd = upd or []
+        host = _to_host(values + extra + upd + counts)
+        n, m = len(values), len(values) + len(extra)
+        self._close_open(host[m:m + len(upd)] if upd else None)
+        return self._open_record(idx, sizes, host[:n], host[m + len(upd):],
+                                 host[n] if extra else None)
 
     def flush(self) -> None:
         """Finish the last measured step (syncs once if its update is still on the device).
