@@ -65,6 +65,16 @@ def test_safe_backward_skips_the_step_on_nonfinite_gradients() -> None:
     assert out.stepped and bool(m.weight.isnan().any())
 
 
+def test_safe_backward_large_finite_fp16_gradients_are_not_skipped() -> None:
+    # every entry is finite (30,000 < 65,504) but the fp16 2-norm of them overflows to inf
+    w = torch.zeros(16, dtype=torch.float16, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.0)
+    out = SafeBackward()((w * 30000.0).sum(), opt)
+    assert out.stepped and not out.skipped, out.reason
+    out = SafeBackward()((w * 0).sqrt().sum(), opt)  # finite loss, d sqrt(0) is inf
+    assert out.skipped and "non-finite gradients" in out.reason
+
+
 def test_safe_backward_without_optimizer_only_runs_backward() -> None:
     m, _, x, y = _setup()
     out = SafeBackward()(F.mse_loss(m(x), y))
