@@ -33,6 +33,7 @@ LOG = logging.getLogger(__name__)
 
 Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_STEM_EDGES = re.compile(r"^\W+|\W+$")  # punctuation around a trigger word: `.backward(`
 NOQA_RE = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?",
                      re.IGNORECASE)
 
@@ -75,6 +76,63 @@ def _shape(t: type) -> _Shape:
         headers=tuple(f for f in fields if f not in BODY_FIELDS))
 
 
+@lru_cache(maxsize=256)
+def _search_plan(words: frozenset[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """(needle, ((word, offset of the needle in the word), ...)) groups for :func:`_word_lines`.
+
+    # NOTE [word search]
+    Looking for each of the ~60 trigger words with ``str.find`` scans the whole text ~60 times
+    (about a tenth of the run; one regex alternation is slower still). Words share stems:
+    ``.backward(`` and ``manual_backward(`` hold ``backward``, ``.weight -=`` holds ``weight``.
+    Each group of words is found through one needle, their shared stem (a stem holding no
+    other word's stem), and a ``startswith`` check at each place the needle occurs; a group of
+    one word is its own needle. That halves the number of scans (58 words, 32 needles).
+    """
+    stems = {w: _STEM_EDGES.sub("", w) or w for w in words}
+    minimal = sorted({st for st in stems.values()
+                      if not any(o != st and o in st for o in stems.values())})
+    groups: dict[str, list[str]] = {}
+    for w in sorted(words):
+        root = next(r for r in minimal if r in stems[w])
+        groups.setdefault(root, []).append(w)
+    plan = []
+    for root, members in groups.items():
+        needle = members[0] if len(members) == 1 else root
+        plan.append((needle, tuple((w, w.find(needle)) for w in members)))
+    return tuple(plan)
+
+
+def _word_lines(text: str, words: frozenset[str]) -> dict[str, set[int]]:
+    """The 1-based lines on which each of ``words`` occurs (words that do not occur: absent)."""
+    hits: list[tuple[int, str]] = []
+    for needle, members in _search_plan(words):
+        pos = text.find(needle)
+        if pos == -1:
+            continue
+        at = []
+        while pos != -1:
+            at.append(pos)
+            pos = text.find(needle, pos + 1)
+        for w, off in members:
+            if w == needle:
+                hits.extend((p, w) for p in at)
+            else:
+                hits.extend((p - off, w) for p in at if p >= off and text.startswith(w, p - off))
+    hits.sort()
+    word_lines: dict[str, set[int]] = {}
+    if "\r" in text:  # lines may also end in a lone \r: slow path
+        starts = [0] + [m.end() for m in LINE_END.finditer(text)]
+        for pos, w in hits:
+            word_lines.setdefault(w, set()).add(bisect.bisect_right(starts, pos))
+    else:
+        line, prev = 1, 0
+        for pos, w in hits:
+            line += text.count("\n", prev, pos)
+            prev = pos
+            word_lines.setdefault(w, set()).add(line)
+    return word_lines
+
+
 def _is_stmt_type(t: type) -> bool:
     return issubclass(t, (ast.stmt, ast.Module, ast.excepthandler, ast.match_case))
 
@@ -115,10 +173,7 @@ class FileChecker:
                     self._collect_top_imports(h.body)
 
     def _activate(self, rules: list[Rule]) -> None:
-        """Which rules are active in this file, and on which lines (NOTE [triggers]).
-
-        ``str.find`` per trigger word is much faster here than one regex alternation.
-        """
+        """Which rules are active in this file, and on which lines (NOTE [triggers])."""
         all_words = {w for rule in rules for w in rule.triggers}
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
@@ -127,30 +182,11 @@ class FileChecker:
                 inside = {w for w in all_words if w in qual}
                 if inside:
                     aliases[local] = inside
-        text = self.text
-        present = [w for w in (*all_words, *aliases) if w in text]
+        word_lines = _word_lines(self.text, frozenset((*all_words, *aliases, "import")))
+        present = [w for w in word_lines if w in all_words or w in aliases]
         if not present:
             return
-        hits = []
-        searched = present if "import" in present else [*present, "import"]
-        for w in searched:
-            pos = text.find(w)
-            while pos != -1:
-                hits.append((pos, w))
-                pos = text.find(w, pos + len(w))
-        hits.sort()
-        word_lines: dict[str, set[int]] = {w: set() for w in searched}
-        if "\r" in text:  # lines may also end in a lone \r: slow path
-            starts = [0] + [m.end() for m in LINE_END.finditer(text)]
-            for pos, w in hits:
-                word_lines[w].add(bisect.bisect_right(starts, pos))
-        else:
-            line, prev = 1, 0
-            for pos, w in hits:
-                line += text.count("\n", prev, pos)
-                prev = pos
-                word_lines[w].add(line)
-        self._import_lines = sorted(word_lines["import"])
+        self._import_lines = sorted(word_lines.get("import", ()))
         self._hit_lines = sorted(set().union(*(word_lines[w] for w in present)))
         self._skip_quiet = True
         per_line: dict[int, set[int]] = {}
