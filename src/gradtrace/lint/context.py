@@ -24,7 +24,8 @@ LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 def source_lines(text: str) -> list[str]:
     """Lines as Python's tokenizer counts them (only \\n, \\r\\n and \\r end a line)."""
-    lines = LINE_END.split(text)[::2]
+    # str.split is ~4x faster than the regex split, which is needed only if a \r is around
+    lines = LINE_END.split(text)[::2] if "\r" in text else text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return lines
@@ -140,9 +141,10 @@ class Context:
             return ""
         lines = self._raw_lines
         if lines is None:
-            parts = LINE_END.split(self.text) + [""]
-            lines = self._raw_lines = [(parts[i] + parts[i + 1]).encode("utf-8")
-                                       for i in range(0, len(parts) - 1, 2)]
+            # bytes.splitlines ends lines exactly where the tokenizer does (\n, \r\n, \r)
+            lines = self._raw_lines = self.text.encode("utf-8").splitlines(keepends=True)
+            if not self.text or self.text.endswith(("\n", "\r")):
+                lines.append(b"")  # the empty line after the last line end
         if end > len(lines):
             return ""
         col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
