@@ -7,10 +7,12 @@ statements whose lines carry one of the rule's trigger words.
 Most statements of a file hold no trigger word at all (87% on the benchmark corpus: the
 methods of a model class rarely mention ``backward`` or ``requires_grad``). When no line of a
 statement (decorators and bodies included) holds one, no gated statement visitor and no
-expression visitor can run anywhere inside it, so the walker skips the whole subtree. Two things
-stop that: an active rule with ``gate_statements = False`` and statement visitors (it must see
-every statement), and imports, which the walk records in order; a quiet subtree whose lines
-mention ``import`` is still searched for import statements.
+expression visitor can run anywhere inside it, so the walker skips the whole subtree. Three
+things stop that: an active rule with ``gate_statements = False`` and statement visitors (it
+must see every statement); one with ``gate_statements = "function"``, outside functions and in
+a function whose lines hold its words (only a nested def is skipped there); and imports, which
+the walk records in order: a quiet subtree whose lines mention ``import`` is still searched for
+import statements.
 """
 from __future__ import annotations
 
@@ -133,6 +135,12 @@ def _word_lines(text: str, words: frozenset[str]) -> dict[str, set[int]]:
     return word_lines
 
 
+def _holds(lines: list[int], first: int, last: int) -> bool:
+    """Whether the sorted ``lines`` hold a line from ``first`` to ``last``."""
+    k = bisect.bisect_left(lines, first)
+    return k < len(lines) and lines[k] <= last
+
+
 def _is_stmt_type(t: type) -> bool:
     return issubclass(t, (ast.stmt, ast.Module, ast.excepthandler, ast.match_case))
 
@@ -159,6 +167,9 @@ class FileChecker:
         self._hit_lines: list[int] = []  # every line holding a trigger word, sorted
         self._import_lines: list[int] = []  # lines mentioning "import", sorted
         self._skip_quiet = False  # NOTE [quiet subtrees]
+        self._line_gated: list[bool] = []  # per active rule: gate_statements is True
+        self._fn_lines: list[int] = []  # lines with words of gate_statements="function" rules
+        self._fn_open: list[bool] = [False]  # per enclosing def: must its statements be seen
         self._activate(rules)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -174,7 +185,7 @@ class FileChecker:
 
     def _activate(self, rules: list[Rule]) -> None:
         """Which rules are active in this file, and on which lines (NOTE [triggers])."""
-        all_words = {w for rule in rules for w in rule.triggers}
+        all_words = {w for rule in rules for w in (*rule.triggers, *rule.statement_triggers)}
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
         for local, qual in self.imports.aliases.items():
@@ -190,19 +201,31 @@ class FileChecker:
         self._hit_lines = sorted(set().union(*(word_lines[w] for w in present)))
         self._skip_quiet = True
         per_line: dict[int, set[int]] = {}
-        for rule in rules:
-            ws = set(rule.triggers)
+        fn_lines: set[int] = set()
+
+        def lines_of(words: tuple[str, ...]) -> list[set[int]]:
+            ws = set(words)
             ws.update(local for local, inside in aliases.items() if inside & ws)
-            found = [word_lines[w] for w in ws if w in word_lines]
+            return [word_lines[w] for w in ws if w in word_lines]
+
+        for rule in rules:
+            found = lines_of(rule.triggers)
             if not found:
                 continue
             i = len(self.rules)
             self.rules.append(rule)
-            self._rule_lines.append(sorted(set().union(*found)))
+            gate = set().union(*(lines_of(rule.statement_triggers) if rule.statement_triggers
+                                 else found))
+            self._rule_lines.append(sorted(gate))
+            self._line_gated.append(rule.gate_statements is True)
             exprs: dict[type, Visitor] = {}
             for t, attr, is_stmt in _visitor_names(type(rule)):
-                if is_stmt and not rule.gate_statements and t is not ast.Module:
-                    self._skip_quiet = False
+                if is_stmt and t is not ast.Module and rule.gate_statements is not True:
+                    if rule.gate_statements == "function":
+                        fn_lines |= gate
+                        self._fn_open[0] = True  # module level: see every statement
+                    else:
+                        self._skip_quiet = False
                 if is_stmt:
                     self._stmt_visitors.setdefault(t, []).append((i, getattr(rule, attr)))
                 else:
@@ -213,6 +236,7 @@ class FileChecker:
                     for line in lines:
                         per_line.setdefault(line, set()).add(i)
         self._line_rules = {k: frozenset(v) for k, v in per_line.items()}
+        self._fn_lines = sorted(fn_lines)
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> list[Finding]:
@@ -257,6 +281,7 @@ class FileChecker:
             if self._line_rules:
                 self._walk_header(s, shape)
             if shape.is_def:
+                self._fn_open.append(_holds(self._fn_lines, *self._span(s, shape)))
                 ctx.grad_frames.append(
                     [(d, m) for d in s.decorator_list  # type: ignore[attr-defined]
                      if (m := grad_mode_of(d, self.imports))])
@@ -274,26 +299,28 @@ class FileChecker:
         finally:
             if shape.is_def:
                 ctx.grad_frames.pop()
+                self._fn_open.pop()
             for _ in range(pushed):
                 ctx.grad_frames[-1].pop()
             ctx.stmts.pop()
 
-    def _skip_if_quiet(self, s: ast.AST, shape: _Shape) -> bool:
-        """True if no line of ``s`` holds a trigger word; its imports are then recorded."""
-        first = getattr(s, "lineno", None)
-        if first is None:
-            return False
-        last = s.end_lineno  # type: ignore[attr-defined]
+    @staticmethod
+    def _span(s: ast.AST, shape: _Shape) -> tuple[int, int]:
+        """First and last line of a statement, decorators included."""
+        first = s.lineno  # type: ignore[attr-defined]
         if shape.is_def or shape.is_class:
             for d in s.decorator_list:  # type: ignore[attr-defined]
                 first = min(first, d.lineno)
-        lines = self._hit_lines
-        k = bisect.bisect_left(lines, first)
-        if k < len(lines) and lines[k] <= last:
+        return first, s.end_lineno  # type: ignore[attr-defined]
+
+    def _skip_if_quiet(self, s: ast.AST, shape: _Shape) -> bool:
+        """True if ``s`` can be skipped (NOTE [quiet subtrees]); its imports are then recorded."""
+        if not hasattr(s, "lineno") or (self._fn_open[-1] and not shape.is_def):
             return False
-        lines = self._import_lines
-        k = bisect.bisect_left(lines, first)
-        if k < len(lines) and lines[k] <= last:
+        first, last = self._span(s, shape)
+        if _holds(self._hit_lines, first, last):
+            return False
+        if _holds(self._import_lines, first, last):
             self._add_imports(s, shape)
         return True
 
@@ -322,7 +349,7 @@ class FileChecker:
         for i, fn in visitors:
             lines = self._rule_lines[i]
             k = bisect.bisect_left(lines, first)
-            if not self.rules[i].gate_statements or (k < len(lines) and lines[k] <= last):
+            if not self._line_gated[i] or (k < len(lines) and lines[k] <= last):
                 out.append((i, fn))
         return out
 

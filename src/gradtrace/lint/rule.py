@@ -13,6 +13,14 @@ trigger words (or a local alias of an imported name that contains one). Statemen
 in which a trigger word appears, or, for a rule with ``gate_statements = True``, only on the
 statements whose lines (bodies and decorators included) contain one; ``visit_Module`` runs once
 in every file where one appears. This keeps the checker close to the cost of ``ast.parse``.
+
+``statement_triggers``, when set, replaces the trigger words for that statement gate only
+(GT510 is active where ``reduction`` appears, but its ``visit_FunctionDef`` only matters on a
+function that calls ``.backward(``). ``gate_statements = "function"`` is a promise by a rule
+that keeps state or looks beyond one statement: its statement visitors find nothing on a
+statement whose innermost enclosing function has no line (decorators included) holding one of
+those words, so the engine may skip such statements (NOTE [quiet subtrees] in
+:mod:`gradtrace.lint.engine`); outside functions they see every statement.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import inspect
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Literal
 
 from gradtrace.findings import Edit, Finding, Fix, Related, Severity
 
@@ -74,7 +82,10 @@ class Rule:
     default: ClassVar[bool] = True  # 9xx rules are off by default
     # True: statement visitors run only on statements whose lines hold a trigger word
     # (NOTE [triggers]); rules that keep no state across statements should set it.
-    gate_statements: ClassVar[bool] = False
+    # "function": they may be skipped in functions whose lines hold none.
+    gate_statements: ClassVar[bool | Literal["function"]] = False
+    # words gating the statement visitors instead of ``triggers`` (empty: the triggers)
+    statement_triggers: ClassVar[tuple[str, ...]] = ()
     examples: ClassVar[list[Bad | Good]] = []
 
     @classmethod

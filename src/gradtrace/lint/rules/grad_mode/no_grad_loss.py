@@ -98,6 +98,8 @@ class LossFromNoGradOutput(_LossTraceRule):
     """
 
     code = "GT201"
+    # visit_Return reports only in a function named training_step (a trigger word)
+    gate_statements = "function"
     name = "loss-from-no-grad-output"
     message = ("`{value}` is computed under `{mode}`, and the loss that {sink} (line {line}) "
                "differentiates is built only from such values: no gradient can reach the model")

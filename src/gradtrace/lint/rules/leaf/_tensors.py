@@ -9,6 +9,7 @@ import ast
 import itertools
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.context import LINE_END
 from gradtrace.lint.flow import GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -246,8 +247,17 @@ def stmt_lines(s: ast.stmt) -> range:
 
 
 def _line_starts(ctx: Context) -> list[int]:
+    """Offset of the start of each line (index 1 = line 1), lines ending where the tokenizer
+    ends them (str.splitlines would also split at form feeds and the like)."""
     def make() -> list[int]:
-        return [0, *itertools.accumulate(map(len, ctx.text.splitlines(True)), initial=0)]
+        text = ctx.text
+        if "\r" in text:
+            ends = [m.end() for m in LINE_END.finditer(text)]
+        else:
+            ends = list(itertools.accumulate(len(p) + 1 for p in text.split("\n")[:-1]))
+        if text and text[-1] not in "\r\n":
+            ends.append(len(text))  # the end of a last line without a line break
+        return [0, 0, *ends]
     return ctx.memo("gt3-line-starts", ctx.tree, make)
 
 

@@ -57,6 +57,8 @@ class ModelRecreatedAfterOptimizer(Rule):
     """
 
     code = "GT404"
+    # it reports only where the enclosing function mentions "optim" (scope_mentions)
+    gate_statements = "function"
     name = "model-recreated-after-optimizer"
     message = ("`{target}` is replaced after the optimizer `{opt}` was built from its parameters "
                "(line {opt_line}): `{opt}.step()` keeps updating the old tensors")

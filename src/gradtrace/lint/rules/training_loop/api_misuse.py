@@ -55,6 +55,8 @@ class BackwardOnNonScalarLoss(_LoopRule):
     """
 
     code = "GT510"
+    gate_statements = True
+    statement_triggers = (".backward(",)  # what wants() needs in the function's own text
     name = "backward-on-non-scalar-loss"
     message = ("`{loss}` was computed with `{how}` (line {line}): it has one value per element, "
                "and `backward()` without `gradient=` raises 'grad can be implicitly created only "
