@@ -190,6 +190,23 @@ def test_large_tensors_exact_norm_and_max_sampled_zeros_and_update() -> None:
     assert s.weight_norm[0] == pytest.approx(float(w_before.norm()), rel=0.05)
 
 
+def test_fused_gpu_path_for_max_abs_gives_the_same_values(monkeypatch) -> None:
+    from gradtrace.runtime import watch_collect
+
+    def run() -> list[tuple]:
+        torch.manual_seed(0)
+        m = mlp()
+        opt = torch.optim.SGD(m.parameters(), lr=0.05)
+        with gradtrace.watch(m, opt) as w:
+            train(m, opt, 3)
+        return [s.max_abs for s in w.report.tracks[0].steps]
+
+    per_tensor = run()
+    monkeypatch.setattr(watch_collect, "_FUSED_PEAKS", frozenset({"cpu"}))
+    fused = run()
+    assert fused == per_tensor and all(v > 0 for v in fused[0])
+
+
 def test_gradient_outside_the_sample_is_not_a_zero_gradient_step() -> None:
     # 200 x 400 weight: the sample reads chunks 0, 3, 6, ... of 512 entries; row 2
     # (entries 800-1199) lies in chunks 1-2, so the sample sees only zeros
