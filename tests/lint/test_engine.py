@@ -204,3 +204,63 @@ def test_syntax_zoo_runs_every_rule_without_crash(monkeypatch):
     checker.run()
     assert checker.errors == []
     assert {f.code for f in checker.findings}  # something real was found in all that
+
+
+def test_imports_in_skipped_functions_still_count():
+    """NOTE [quiet subtrees]: a function without trigger words is skipped, its imports are not."""
+    src = """\
+import torch
+def helper():
+    from torch import no_grad as ng
+with ng():
+    probe()
+"""
+    assert modes(src) == [(5, "off")]
+
+
+class AssignSeen(Rule):
+    """Reports every assignment it is shown (a rule with gate_statements="function")."""
+
+    code = "GT992"
+    name = "assign-seen"
+    message = "seen"
+    triggers = ("probe",)
+    gate_statements = "function"
+    examples = []
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        yield self.report(node, ctx)
+
+
+def test_function_gated_rules_see_module_level_and_their_functions():
+    src = """\
+probe = 1
+def quiet():
+    a = 2
+def loud():
+    b = 3
+    probe()
+class C:
+    c = 4
+    def m(self):
+        d = 5
+"""
+    assert [f.line for f in run(src, AssignSeen).findings] == [1, 5, 8]
+
+
+def test_no_file_state_outlives_its_check():
+    """Per-file caches must die with the file (NOTE [gc]): no Context stays reachable."""
+    import gc
+
+    from gradtrace.lint import check_source
+    src = """\
+import torch
+def train(model, x, y, opt):
+    out = model(x).detach()
+    loss = ((out - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+"""
+    assert check_source(src)
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, Context)]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import re
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -231,16 +230,13 @@ def _returned_losses(v: ast.expr) -> list[ast.expr]:
     return [v]
 
 
-_CACHE: weakref.WeakKeyDictionary[Scope, LossPaths] = weakref.WeakKeyDictionary()
-
-
 def loss_paths(ctx: Context, node: ast.AST) -> LossPaths:
-    """The (cached) loss-path analysis of the function or module ``node``."""
-    scope = ctx.scope(node)
-    lp = _CACHE.get(scope)
-    if lp is None:
-        lp = _CACHE[scope] = LossPaths(scope, ctx)
-    return lp
+    """The loss-path analysis of the function or module ``node`` (cached for the file).
+
+    Not in a WeakKeyDictionary keyed by the scope: the LossPaths value refers to its scope, so
+    such an entry never goes away and kept every analysed file's tree alive.
+    """
+    return ctx.memo("gt1-loss-paths", node, lambda: LossPaths(ctx.scope(node), ctx))
 
 
 def _cut_on_purpose(value: ast.expr) -> bool:

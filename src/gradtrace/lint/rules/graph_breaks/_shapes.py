@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.names import dotted
@@ -67,14 +66,15 @@ def is_torch_loss(qual: str | None) -> bool:
     return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
 
 
-def self_assignments(cls: ast.ClassDef | None, name: str) -> list[ast.expr | None]:
+def self_assignments(cls: ast.ClassDef | None, name: str, ctx: Context) -> list[ast.expr | None]:
     """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
     if cls is None:
         return []
-    return list(_attribute_assignments(cls).get(name, ()))
+    # cached per file: a module-level cache would keep whole class subtrees alive (NOTE [gc])
+    found = ctx.memo("gt1-self-assignments", cls, lambda: _attribute_assignments(cls))
+    return list(found.get(name, ()))
 
 
-@lru_cache(maxsize=32)
 def _attribute_assignments(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, ...]]:
     """``{"self.x": (value, ...)}`` for every attribute assignment in ``cls`` (one walk)."""
     out: dict[str, list[ast.expr]] = {}

@@ -408,7 +408,7 @@ class Tracer:
             hit = False
             if f"{name} =" in self.ctx.text:
                 cls = self.ctx.class_def
-                values = self_assignments(cls, name)
+                values = self_assignments(cls, name, self.ctx)
                 settings = constant_default_args(cls)
                 hit = bool(values) and all(
                     (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
@@ -434,7 +434,7 @@ class Tracer:
         if not values:
             values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
         if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
-            values = self_assignments(self.ctx.class_def, name)
+            values = self_assignments(self.ctx.class_def, name, self.ctx)
         if not values:
             return bool(LOSS_CALLABLE_RE.match(name.rpartition(".")[2]))
         return all(isinstance(v, ast.Call) and is_torch_loss(self.ctx.qualified_name(v.func))
