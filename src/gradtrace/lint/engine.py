@@ -78,6 +78,12 @@ def _shape(t: type) -> _Shape:
         headers=tuple(f for f in fields if f not in BODY_FIELDS))
 
 
+@lru_cache(maxsize=16)
+def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
+    """Every trigger word of ``rules`` (both kinds)."""
+    return frozenset(w for r in rules for w in (*r.triggers, *r.statement_triggers))
+
+
 @lru_cache(maxsize=256)
 def _search_plan(words: frozenset[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
     """(needle, ((word, offset of the needle in the word), ...)) groups for :func:`_word_lines`.
@@ -185,7 +191,7 @@ class FileChecker:
 
     def _activate(self, rules: list[Rule]) -> None:
         """Which rules are active in this file, and on which lines (NOTE [triggers])."""
-        all_words = {w for rule in rules for w in (*rule.triggers, *rule.statement_triggers)}
+        all_words = _all_words(tuple(type(r) for r in rules))
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
         for local, qual in self.imports.aliases.items():
@@ -193,29 +199,30 @@ class FileChecker:
                 inside = {w for w in all_words if w in qual}
                 if inside:
                     aliases[local] = inside
-        word_lines = _word_lines(self.text, frozenset((*all_words, *aliases, "import")))
+        word_lines = _word_lines(self.text, all_words.union(aliases, ("import",)))
         present = [w for w in word_lines if w in all_words or w in aliases]
         if not present:
             return
         self._import_lines = sorted(word_lines.get("import", ()))
         self._hit_lines = sorted(set().union(*(word_lines[w] for w in present)))
         self._skip_quiet = True
-        per_line: dict[int, set[int]] = {}
+        expr_words: dict[str, list[int]] = {}  # word -> active rules with expression visitors
         fn_lines: set[int] = set()
 
-        def lines_of(words: tuple[str, ...]) -> list[set[int]]:
-            ws = set(words)
-            ws.update(local for local, inside in aliases.items() if inside & ws)
-            return [word_lines[w] for w in ws if w in word_lines]
+        def found_in(words: tuple[str, ...]) -> list[str]:
+            if aliases:
+                ws = set(words)
+                words = (*words, *(a for a, inside in aliases.items() if inside & ws))
+            return [w for w in words if w in word_lines]
 
         for rule in rules:
-            found = lines_of(rule.triggers)
+            found = found_in(rule.triggers)
             if not found:
                 continue
             i = len(self.rules)
             self.rules.append(rule)
-            gate = set().union(*(lines_of(rule.statement_triggers) if rule.statement_triggers
-                                 else found))
+            gate = set().union(*(word_lines[w] for w in (
+                found_in(rule.statement_triggers) if rule.statement_triggers else found)))
             self._rule_lines.append(sorted(gate))
             self._line_gated.append(rule.gate_statements is True)
             exprs: dict[type, Visitor] = {}
@@ -232,10 +239,15 @@ class FileChecker:
                     exprs[t] = getattr(rule, attr)
             self._expr_visitors.append(exprs)
             if exprs:
-                for lines in found:
-                    for line in lines:
-                        per_line.setdefault(line, set()).add(i)
-        self._line_rules = {k: frozenset(v) for k, v in per_line.items()}
+                for w in found:
+                    expr_words.setdefault(w, []).append(i)
+        per_line: dict[int, frozenset[int]] = {}
+        for w, idx in expr_words.items():
+            group = frozenset(idx)
+            for line in word_lines[w]:
+                known = per_line.get(line)
+                per_line[line] = group if known is None else known | group
+        self._line_rules = per_line
         self._fn_lines = sorted(fn_lines)
 
     # -- running -----------------------------------------------------------------------------
@@ -262,14 +274,30 @@ class FileChecker:
                 LOG.debug("rule %s crashed on %s", self.rules[i].code, self.path, exc_info=exc)
 
     def _walk_body(self, body: list) -> None:
-        for s in body:
+        """Walk the statements of a body, skipping the quiet ones (NOTE [quiet subtrees])."""
+        if not self._skip_quiet:
+            for s in body:
+                self._walk_stmt(s)
+            return
+        hits, imports, open_ = self._hit_lines, self._import_lines, self._fn_open[-1]
+        n = len(hits)
+        for s in body:  # inlined: most statements of a walked body are quiet
+            first = getattr(s, "lineno", None)  # a match case has none
+            if first is not None and (not open_ or s.__class__ in FUNCTION_TYPES):
+                decorators = getattr(s, "decorator_list", None)
+                if decorators:
+                    first = decorators[0].lineno
+                last = s.end_lineno
+                k = bisect.bisect_left(hits, first)
+                if k == n or hits[k] > last:
+                    if _holds(imports, first, last):
+                        self._add_imports(s, _shape(type(s)))
+                    continue
             self._walk_stmt(s)
 
     def _walk_stmt(self, s: ast.AST) -> None:
         ctx = self.ctx
         shape = _shape(type(s))
-        if self._skip_quiet and self._skip_if_quiet(s, shape):
-            return
         ctx.stmts.append(s)  # type: ignore[arg-type]
         pushed = 0
         try:
@@ -294,8 +322,7 @@ class FileChecker:
             for field in shape.bodies:
                 sub = getattr(s, field)
                 if sub:
-                    for child in sub:
-                        self._walk_stmt(child)
+                    self._walk_body(sub)
         finally:
             if shape.is_def:
                 ctx.grad_frames.pop()
@@ -312,17 +339,6 @@ class FileChecker:
             for d in s.decorator_list:  # type: ignore[attr-defined]
                 first = min(first, d.lineno)
         return first, s.end_lineno  # type: ignore[attr-defined]
-
-    def _skip_if_quiet(self, s: ast.AST, shape: _Shape) -> bool:
-        """True if ``s`` can be skipped (NOTE [quiet subtrees]); its imports are then recorded."""
-        if not hasattr(s, "lineno") or (self._fn_open[-1] and not shape.is_def):
-            return False
-        first, last = self._span(s, shape)
-        if _holds(self._hit_lines, first, last):
-            return False
-        if _holds(self._import_lines, first, last):
-            self._add_imports(s, shape)
-        return True
 
     def _add_imports(self, s: ast.AST, shape: _Shape) -> None:
         """Record the imports in a skipped subtree, in walk order (NOTE [quiet subtrees])."""
