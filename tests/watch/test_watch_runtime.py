@@ -207,6 +207,27 @@ def test_fused_gpu_path_for_max_abs_gives_the_same_values(monkeypatch) -> None:
     assert fused == per_tensor and all(v > 0 for v in fused[0])
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_watch_records_no_graph_and_restores_grad_mode() -> None:
+    torch.manual_seed(0)
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    w = gradtrace.watch(m, opt)
+    try:
+        opt.zero_grad()
+        m(torch.randn(8, 16)).pow(2).sum().backward(create_graph=True)  # grads need grad
+        opt.step()
+        assert torch.is_grad_enabled()
+        col = w._bound[0].collector
+        held = list(col.snap or []) + list(col.unit_acc.values())
+        assert held and not any(t.requires_grad for t in held)
+    finally:
+        w.close()
+    for p in m.parameters():
+        p.grad = None  # create_graph grads reference the parameters: drop the cycle
+    assert w.report.tracks[0].steps[0].norm[0] > 0
+
+
 def test_gradient_outside_the_sample_is_not_a_zero_gradient_step() -> None:
     # 200 x 400 weight: the sample reads chunks 0, 3, 6, ... of 512 entries; row 2
     # (entries 800-1199) lies in chunks 1-2, so the sample sees only zeros

@@ -34,6 +34,7 @@ from gradtrace.runtime.watch_collect import Collector
 from gradtrace.runtime.watch_nan import remember
 
 LOG = logging.getLogger(__name__)
+_set_grad_enabled = torch._C._set_grad_enabled  # what torch.no_grad() itself calls
 __all__ = ["Watcher", "watch", "watch_all"]
 
 
@@ -224,10 +225,14 @@ class Watcher:
         return Report(tracks=tracks, findings=tuple(analyze(tracks)), meta=meta)
 
     def _guard(self, b: _Bound | None, fn: Callable[[], None]) -> None:
-        """Run a hook body; a failure disables that collector instead of breaking training."""
+        """Run a hook body with grad mode off (the collectors' ops must record no graph; a
+        bare switch, cheaper than ``torch.no_grad()`` on this per-step path); a failure
+        disables that collector instead of breaking training."""
         if b is not None and not b.enabled:
             return
+        grad = torch.is_grad_enabled()
         try:
+            _set_grad_enabled(False)
             fn()
         except Exception:
             if _strict():
@@ -236,6 +241,8 @@ class Watcher:
                         exc_info=True)
             if b is not None:
                 b.enabled = False
+        finally:
+            _set_grad_enabled(grad)
 
     # ------------------------------------------------------------------ wiring
     def _add_model(self, name: str, model: torch.nn.Module | None,

@@ -161,7 +161,9 @@ def _dense(g: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 
 class Collector:
-    """Records gradient, update and loss statistics for one list of parameters."""
+    """Records gradient, update and loss statistics for one list of parameters.
+
+    Its step methods run with grad mode off: the watcher calls them through ``_guard``."""
 
     def __init__(self, name: str, named: Sequence[tuple[ParamInfo, torch.Tensor]], *,
                  every: int = 1, capacity: int = 256, has_optimizer: bool = False,
@@ -262,7 +264,6 @@ class Collector:
             out.append(_sample(p, geoms[i]))
         return out or None
 
-    @torch.no_grad()
     def snapshot(self) -> None:
         """Copy (a strided sample of) each weight to a contiguous buffer and take its norm,
         to measure the coming update against."""
@@ -279,7 +280,6 @@ class Collector:
         self._wnorm = _norms(self.snap, 2.0)  # norms of strided views take a slow path
         self.snap_ok = True
 
-    @torch.no_grad()
     def measure_update(self) -> None:
         """Device scalars for the update since :meth:`snapshot` (synced with the next step)."""
         cur = self._weights() if self.snap_ok and self.snap is not None else None
@@ -293,7 +293,6 @@ class Collector:
             return
         self._upd_pending = _norms(self.snap, 2.0) + self._wnorm
 
-    @torch.no_grad()
     def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
         """Measure the current gradients (and loss), with ONE host sync that also brings the
         previous step's update. Returns the indices of parameters with non-finite grads."""
