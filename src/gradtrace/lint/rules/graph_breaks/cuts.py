@@ -14,7 +14,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, _worth, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._paths import (
-    DATA, DETACH, NONDIFF, LossPaths, loss_paths,
+    DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
 from gradtrace.lint.nodes import walk
 
@@ -28,7 +28,10 @@ class DataInLoss(LossCutRule):
     module whose `forward` returns `out.data` cuts every layer before it from the loss. Use the
     tensor itself (or `.detach()` where a stop-gradient is really meant).
     Known limits: follows names inside one function; `.data` on a parameter used inside
-    `forward` next to live inputs is not reported (see "Not statically decidable").
+    `forward` next to live inputs is not reported (see "Not statically decidable"); in what
+    `forward` returns, only a `.data` that cuts the output of one of the module's layers
+    (`self.encoder(x).data`) is reported, not statistics or tables computed from the inputs
+    by functions (batch renormalization's `r`/`d`), nor `PackedSequence.data`.
     """
 
     code = "GT105"
@@ -137,7 +140,9 @@ class DetachedLossTerm(LossCutRule):
     teacher, `D(fake.detach())` in a GAN discriminator step) is fine and is not reported,
     because the loss keeps a live path through the prediction or the discriminator.
     Known limits: follows names inside one function; a detached factor multiplied into a live
-    loss is taken as deliberate.
+    loss is taken as deliberate; `x.detach().requires_grad_()` makes a new input leaf (reference
+    gradients, GradCache) and is not a cut; a helper returning a running total
+    (`total += loss.detach(); return total`) hands out a value for logging, not a loss.
     """
 
     code = "GT107"
@@ -225,7 +230,8 @@ class NonDifferentiableLossPath(LossCutRule):
     backward runs and nothing trains. Compute the loss from the logits/probabilities
     (cross-entropy, a soft/sigmoid relaxation, or a straight-through estimator).
     Known limits: follows names inside one function; a mask that *multiplies* a live loss
-    (`(loss * (out > 0).float()).mean()`) is fine and never reported.
+    (`(loss * (out > 0).float()).mean()`) is fine and never reported, nor an indicator
+    returned in a tuple next to a differentiable value (IRLS `weights, costs`).
     """
 
     code = "GT108"
@@ -377,11 +383,18 @@ def _return_deps(scope: Scope) -> set[str]:
 
 
 def _layer_output(e: ast.expr, lp: LossPaths) -> bool:
-    """A call's result (``self.encoder(x)``), not a parameter or buffer (``self.weight``)."""
-    if isinstance(e, ast.Call):
-        return lp.trace(e, lp.scope.statement_of(e), e.lineno).live
+    """The output of one of the module's layers (``self.encoder(x)``), not a parameter or
+    buffer (``self.weight``), not a value computed from ``forward``'s inputs by functions and
+    tensor methods (``torch.clamp(std / self.running_std, ...)`` in batch renormalization,
+    ``td.select(...)``: the inputs still reach the output through their other uses), and not
+    a ``PackedSequence`` (its ``.data`` field is the packed tensor, history included)."""
     if isinstance(e, ast.Name):
+        if "pack" in e.id.lower():
+            return False
         b = lp.scope.binding_before(e.id, e.lineno)
-        return b is not None and isinstance(b.value, ast.Call) and \
-            lp.trace(b.value, b.stmt, b.line).live
-    return False
+        if b is None or not isinstance(b.value, ast.Call):
+            return False
+        e = b.value
+    return isinstance(e, ast.Call) and runs_layer(e) and \
+        lp.trace(e, lp.scope.statement_of(e), e.lineno).live
+
