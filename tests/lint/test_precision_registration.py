@@ -65,9 +65,25 @@ SILENT = {
                 loss.backward()
                 optimizer_lambda.step()
         """,
+    # corpus3 (RecBole Pop): a popularity baseline returns a dummy loss for the trainer
+    "dummy-loss-of-a-model-with-nothing-to-train": """
+        import torch
+
+        class Pop(torch.nn.Module):
+            def calculate_loss(self, interaction):
+                self.item_cnt[interaction["item_id"], :] += 1
+                return torch.nn.Parameter(torch.zeros(1)).to(self.device)
+        """,
 }
 
 BUGGY = {
+    "parameter-moved-after-wrapping-in-a-helper": ("""
+        import torch
+
+        class Pop(torch.nn.Module):
+            def make_bias(self):
+                return torch.nn.Parameter(torch.zeros(1)).to(self.device)
+        """, [(5, "GT403")]),
     "multiplier-never-optimized": ("""
         import torch
 

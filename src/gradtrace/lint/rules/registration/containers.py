@@ -17,6 +17,7 @@ from gradtrace.lint.rules.registration._modules import (
     CONTAINERS, module_classes, owns_params, statements,
 )
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
@@ -361,7 +362,8 @@ class ParameterMovedAfterWrapping(Rule):
     raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). Move the
     data first: `nn.Parameter(t.to(device))`.
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
-    itself, so the bug only shows on the other device; the rule reports it anyway.
+    itself, so the bug only shows on the other device; the rule reports it anyway. A dummy
+    loss returned by a loss function (a baseline with nothing to train) is left alone.
     """
 
     code = "GT403"
@@ -405,6 +407,10 @@ class ParameterMovedAfterWrapping(Rule):
         inner = f.value
         if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args:
             return
+        fn = ctx.function
+        if isinstance(ctx.statement, ast.Return) and fn is not None \
+                and LOSS_FUNC_RE.match(fn.name.lower()):
+            return  # a dummy loss for a model with nothing to train: backwarded, not registered
         data = inner.args[0]
         if isinstance(data, ast.Starred):
             return
