@@ -378,9 +378,36 @@ SILENT = {
                 action_tokenizer.decode_token_ids_to_actions(gt_token_ids[mask].cpu().numpy()))
             return torch.nn.functional.l1_loss(pred, true)
         """,
+    # corpus4 (super-gradients SSD loss): `pred_labels` are the class logits, not targets; the
+    # hard-negative mask multiplies the live cross-entropy
+    "hard_negative_mask_on_predicted_labels": """
+        import torch
+        import torch.nn as nn
+
+        class HardMiningCrossEntropyLoss(nn.Module):
+            def __init__(self, neg_pos_ratio):
+                super().__init__()
+                self.neg_pos_ratio = neg_pos_ratio
+                self.ce = nn.CrossEntropyLoss(reduction="none")
+
+            def forward(self, pred_labels, target_labels):
+                mask = target_labels > 0
+                con = self.ce(pred_labels, target_labels)
+                con_neg = con.clone()
+                con_neg[mask] = 0
+                _, con_idx = con_neg.sort(dim=1, descending=True)
+                _, con_rank = con_idx.sort(dim=1)
+                neg_num = torch.clamp(self.neg_pos_ratio * mask.sum(dim=1), max=mask.size(1))
+                neg_mask = con_rank < neg_num.unsqueeze(-1)
+                return (con * (mask.float() + neg_mask.float())).sum(dim=1)
+        """,
 }
 
 CAUGHT = {
+    "accuracy_of_predicted_labels_as_loss": ("""
+        def accuracy_loss(pred_labels, target_labels):
+            return 1 - (pred_labels.argmax(1) == target_labels).float().mean()
+        """, {(2, "GT108")}),
     "item_regulariser": ("""
         import torch.nn.functional as F
 

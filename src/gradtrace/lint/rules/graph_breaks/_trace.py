@@ -81,8 +81,9 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
 LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
                               re.IGNORECASE)
 TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|masks?|"
-                       r"batch_nb|(gt|target|true|label)_masks?|"
-                       r".*_(labels?|targets?|gt|true|ids))$")
+                       r"batch_nb|(gt|target|true|label)_masks?|.*_ids|"
+                       r"(?!(pred|predicted|predictions?|outputs?|out|logits?|scores?|probs?)_)"
+                       r".*_(labels?|targets?|gt|true))$")  # `pred_labels` are predictions
 # arguments that hold objects, never tensors on the graph (their methods return data)
 OBJECT_RE = re.compile(r"^(.*_)?(tokenizer|processor|config|cfg|opts|options|hparams|"
                        r"logger|writer)$")
