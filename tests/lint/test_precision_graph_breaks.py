@@ -479,6 +479,22 @@ CAUGHT = {
                 h = self.encoder(x / std).data
                 return self.head(h)
         """, {(7, "GT105")}),
+    # corpus2 (allennlp AugmentedLstm, a real bug): the state buffer is re-made from `.data`
+    # each step and only the active rows are written back, so the final state of sequences
+    # that ended earlier reaches the output without history
+    "state_buffer_rebuilt_from_data_each_step": ("""
+        import torch
+
+        class AugmentedLstm(torch.nn.Module):
+            def forward(self, x, lengths):
+                state = x.new_zeros(x.size(0), self.hidden)
+                for t in range(x.size(1)):
+                    k = int((lengths > t).sum())
+                    out = self.cell(x[:k, t], state[:k].clone())
+                    state = state.data.clone()
+                    state[:k] = out
+                return state
+        """, {(9, "GT105")}),
     "detached_copy_without_requires_grad": ("""
         import torch
 

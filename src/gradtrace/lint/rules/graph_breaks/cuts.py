@@ -119,13 +119,21 @@ class DataInLoss(LossCutRule):
                     and scope.grad_off_at(s) is None):
                 continue
             for n in walk(s.value):
-                if isinstance(n, ast.Attribute) and n.attr == "data" and _layer_output(n.value, lp):
-                    rel = (Related(ctx.path, s.lineno, f"`{s.targets[0].id}` flows into the "
-                                   f"value `forward` returns", ctx.column(s)),)
-                    yield self.report(n, ctx, related=rel, expr=short(ctx.source(n)),
-                                      operand=short(ctx.source(n.value)),
-                                      consequence="every layer before it is cut from the "
-                                                  "gradient of this module's output")
+                layer = _layer_source(n.value, lp) if isinstance(n, ast.Attribute) \
+                    and n.attr == "data" else None
+                if layer is not None:
+                    rel = (Related(ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` "
+                                   f"holds the output of `{short(ctx.source(layer.func), 30)}` "
+                                   f"from here", ctx.column(layer)),
+                           Related(ctx.path, s.lineno, f"`{s.targets[0].id}` flows into the "
+                                   f"value `forward` returns", ctx.column(s)))
+                    name = short(ctx.source(layer.func), 30)
+                    yield self.report(
+                        n, ctx, related=rel, expr=short(ctx.source(n)),
+                        operand=short(ctx.source(n.value)),
+                        consequence=f"the output of `{name}` it holds reaches this module's "
+                                    "output without history, so that layer and every one "
+                                    "before it get no gradient through it")
                     break
 
 
@@ -382,19 +390,51 @@ def _return_deps(scope: Scope) -> set[str]:
     return seen
 
 
-def _layer_output(e: ast.expr, lp: LossPaths) -> bool:
-    """The output of one of the module's layers (``self.encoder(x)``), not a parameter or
-    buffer (``self.weight``), not a value computed from ``forward``'s inputs by functions and
-    tensor methods (``torch.clamp(std / self.running_std, ...)`` in batch renormalization,
-    ``td.select(...)``: the inputs still reach the output through their other uses), and not
-    a ``PackedSequence`` (its ``.data`` field is the packed tensor, history included)."""
-    if isinstance(e, ast.Name):
-        if "pack" in e.id.lower():
-            return False
-        b = lp.scope.binding_before(e.id, e.lineno)
-        if b is None or not isinstance(b.value, ast.Call):
-            return False
-        e = b.value
-    return isinstance(e, ast.Call) and runs_layer(e) and \
-        lp.trace(e, lp.scope.statement_of(e), e.lineno).live
+def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
+    """The call of one of the module's layers whose output ``e`` holds (``self.encoder(x)``),
+    also through names and slice writes (``buf[:k] = mem`` after ``out, mem = self.cell(...)``);
+    None for a parameter or buffer (``self.weight``), for values computed from ``forward``'s
+    inputs by functions and tensor methods (``torch.clamp(std / self.running_std, ...)`` in
+    batch renormalization, ``td.select(...)``: the inputs still reach the output through their
+    other uses), and for a ``PackedSequence`` (its ``.data`` field keeps the history)."""
+    if isinstance(e, ast.Call):
+        found = _layer_call(e)
+    elif isinstance(e, ast.Name) and "pack" not in e.id.lower():
+        found = next((c for v in _values_of(e.id, lp) if (c := _layer_call(v, lp)) is not None),
+                     None)
+    else:
+        return None
+    if found is None or not lp.trace(found, lp.scope.statement_of(found), found.lineno).live:
+        return None
+    return found
+
+
+def _values_of(name: str, lp: LossPaths) -> Iterator[ast.AST]:
+    """Every value bound to ``name`` in the function, and every value written into a slice of
+    it (``name[...] = v``)."""
+    for b in lp.scope.bindings.get(name, ()):
+        v = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        if v is not None:
+            yield v
+    for st in lp.scope.stmts:
+        if isinstance(st, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id == name for t in st.targets):
+            yield st.value
+
+
+def _layer_call(v: ast.AST, lp: LossPaths | None = None) -> ast.Call | None:
+    """A ``self.<layer>(...)`` call in ``v`` (with ``lp``: also one name away)."""
+    for n in walk(v):
+        if isinstance(n, ast.Call) and runs_layer(n):
+            return n
+    if lp is not None:
+        for n in walk(v):
+            if isinstance(n, ast.Name):
+                for b in lp.scope.bindings.get(n.id, ()):
+                    bv = b.value if b.value is not None else getattr(b.stmt, "value", None)
+                    c = _layer_call(bv) if bv is not None else None
+                    if c is not None:
+                        return c
+    return None
 

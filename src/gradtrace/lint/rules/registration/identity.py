@@ -289,7 +289,8 @@ def _arms(root: ast.AST, ctx: Context) -> dict[int, Arms]:
 
 
 def _exclusive(a: Arms, b: Arms) -> bool:
-    """Two statements in different arms of one ``if``: never both run in one pass (``if adadelta: Adadelta(params) elif adam: Adam(params)``)."""
+    """Two statements in different arms of one ``if``: never both run in one pass
+    (``if adadelta: Adadelta(params) elif adam: Adam(params)``)."""
     arm_b = dict(b)
     return any(node in arm_b and arm_b[node] != field for node, field in a)
 

@@ -56,8 +56,8 @@ class HiddenStateNotDetached(_LoopRule):
     `hidden = hidden.detach()` (or a `repackage_hidden` helper).
     Known limits: only names of one function are followed; a reset or detach anywhere in the
     loop (even conditional) is trusted, as is a helper named for it (`repackage_hidden`) or
-    one of this file that returns `.detach()`; values count as carrying a graph when they come from a
-    call of something bound to an `nn.Module` in this file or spelled like one (`model`,
+    one of this file that returns `.detach()`; values count as carrying a graph when they come
+    from a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
     `encoder`, `netG`, `self.rnn`).
     """
 
@@ -182,9 +182,9 @@ class GraphReusedAcrossSteps(_LoopRule):
     Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad
     = False`, "freeze") is trusted to be this one; an iterator advanced with `next()` on each
     pass yields fresh values, and several discriminator steps on one generated batch are left
-    to GT508 (the detach is often inside the discriminator's loss callback); values count as carrying a graph when they
-    come from a call of something bound to an `nn.Module` in this file or spelled like one
-    (`model`, `encoder`, `netG`, `self.rnn`).
+    to GT508 (the detach is often inside the discriminator's loss callback); values count as
+    carrying a graph when they come from a call of something bound to an `nn.Module` in this
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT507"
