@@ -338,6 +338,22 @@ SILENT = {
             score.backward()
             return x.grad.abs().amax(1)
         """,
+    # corpus2 (accelerate test_ds_multiple_model.py): the trained model comes out of
+    # `accelerator.prepare`; a frozen noise model adds its output under no_grad
+    "prepared_model_plus_frozen_noise_model": """
+        import torch
+
+        def train(model, noise_model, optimizer, train_dataloader, accelerator):
+            train_model, optimizer = accelerator.prepare(model, optimizer)
+            for step, batch in enumerate(train_dataloader):
+                outputs_1 = train_model(**batch)
+                with torch.no_grad():
+                    outputs_2 = noise_model(outputs_1.loss)
+                loss = outputs_1.loss + outputs_2
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
 }
 
 
@@ -410,6 +426,20 @@ CAUGHT = {
                 loss.backward()
                 opt.step()
         """, (6, "GT204")),
+    "prepared_model_run_under_no_grad": ("""
+        import torch
+
+        def train(model, noise_model, optimizer, train_dataloader, accelerator):
+            train_model, optimizer = accelerator.prepare(model, optimizer)
+            for step, batch in enumerate(train_dataloader):
+                with torch.no_grad():
+                    outputs_1 = train_model(**batch)
+                    outputs_2 = noise_model(outputs_1.loss)
+                loss = outputs_1.loss + outputs_2
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        """, (6, "GT201")),
     "checkpoint_of_token_ids": ("""
         import torch.utils.checkpoint as cp
 

@@ -288,9 +288,126 @@ SILENT = {
                     opt.step()
                     opt.zero_grad()
         """,
+    # corpus2 (avalanche BatchRenorm): r and d are statistics of the input used as constants,
+    # as the paper says; the input itself still reaches the output
+    "batch_renorm_statistics_read_through_data": """
+        import torch
+        import torch.nn as nn
+
+        class BatchRenorm2d(nn.Module):
+            def forward(self, x):
+                mean = torch.mean(x, dim=(0, 2, 3), keepdim=True)
+                std = torch.sqrt(torch.var(x, dim=(0, 2, 3), keepdim=True) + self.eps)
+                r = torch.clamp(std / self.running_std, 1.0 / self.r_max, self.r_max).data
+                d = torch.clamp((mean - self.running_mean) / self.running_std, -3, 3).data
+                x = (x - mean) * r / std + d
+                return self.gamma * x + self.beta
+        """,
+    # corpus2 (torchrl Dreamer): imagination starts from the detached states of the batch
+    "tensordict_states_read_through_data": """
+        import torch.nn as nn
+
+        class DreamerActorLoss(nn.Module):
+            def forward(self, tensordict):
+                tensordict = tensordict.select("state", "belief").data
+                fake_data = self.model_based_env.rollout(policy=self.actor_model,
+                                                         tensordict=tensordict)
+                return -fake_data.get("lambda_target").mean()
+        """,
+    # corpus2 (torchmetrics NISQA): `.data` of a PackedSequence is the packed tensor itself
+    "packed_sequence_data_field": """
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        class Framewise(nn.Module):
+            def forward(self, x, n_wins):
+                x_packed = pack_padded_sequence(x, n_wins, batch_first=True)
+                x = self.model(x_packed.data.unsqueeze(1))
+                x = x_packed._replace(data=x)
+                x, _ = pad_packed_sequence(x, batch_first=True)
+                return x
+        """,
+    # corpus2 (gpytorch tests, GradCache): detach + requires_grad_ makes a new input leaf
+    "reference_gradient_on_a_fresh_leaf_copy": """
+        import torch
+
+        def test_backward(A, B):
+            A_copy = A.clone().detach().requires_grad_(True)
+            B_copy = B.detach().clone().requires_grad_(True)
+            expected = torch.diagonal(B_copy.mT @ A_copy @ B_copy).sum()
+            expected.backward()
+            return A_copy.grad, B_copy.grad
+        """,
+    "cached_embeddings_made_leaves_for_a_first_loss": """
+        import torch.nn as nn
+
+        class CachedRankingLoss(nn.Module):
+            def forward(self, features, labels):
+                logits = []
+                for minibatch_logits in self.predict_minibatch_iter(features, with_grad=False):
+                    logits.append(minibatch_logits.detach().requires_grad_())
+                return self.calculate_loss(logits)
+        """,
+    # corpus2 (deepspeed pipeline engine): a running total of detached losses, for logging
+    "running_total_of_detached_losses": """
+        import torch
+
+        def add_to_total_loss(_total_loss, _loss):
+            if _total_loss is None:
+                _total_loss = torch.zeros_like(_loss)
+            _total_loss += _loss.detach()
+            return _total_loss
+        """,
+    # corpus2 (kornia): IRLS weights (an indicator) returned next to the differentiable cost
+    "robust_loss_returns_weights_and_costs": """
+        import torch
+
+        def _robust_loss(r2, loss, scale2):
+            if loss == "cauchy":
+                return 1.0 / (1.0 + r2 / scale2), torch.log1p(r2 / scale2)
+            return (r2 < scale2).to(r2.dtype), torch.fmin(r2, torch.as_tensor(scale2))
+        """,
+    # corpus2 (torchrl OpenVLA utils): token ids decoded by a tokenizer: no graph to lose
+    "decoded_token_ids_rebuilt_as_tensor": """
+        import torch
+
+        def compute_actions_l1_loss(action_tokenizer, predicted_token_ids, gt_token_ids, mask):
+            pred = torch.tensor(
+                action_tokenizer.decode_token_ids_to_actions(predicted_token_ids[mask].cpu().numpy()))
+            true = torch.tensor(
+                action_tokenizer.decode_token_ids_to_actions(gt_token_ids[mask].cpu().numpy()))
+            return torch.nn.functional.l1_loss(pred, true)
+        """,
+    # corpus4 (super-gradients SSD loss): `pred_labels` are the class logits, not targets; the
+    # hard-negative mask multiplies the live cross-entropy
+    "hard_negative_mask_on_predicted_labels": """
+        import torch
+        import torch.nn as nn
+
+        class HardMiningCrossEntropyLoss(nn.Module):
+            def __init__(self, neg_pos_ratio):
+                super().__init__()
+                self.neg_pos_ratio = neg_pos_ratio
+                self.ce = nn.CrossEntropyLoss(reduction="none")
+
+            def forward(self, pred_labels, target_labels):
+                mask = target_labels > 0
+                con = self.ce(pred_labels, target_labels)
+                con_neg = con.clone()
+                con_neg[mask] = 0
+                _, con_idx = con_neg.sort(dim=1, descending=True)
+                _, con_rank = con_idx.sort(dim=1)
+                neg_num = torch.clamp(self.neg_pos_ratio * mask.sum(dim=1), max=mask.size(1))
+                neg_mask = con_rank < neg_num.unsqueeze(-1)
+                return (con * (mask.float() + neg_mask.float())).sum(dim=1)
+        """,
 }
 
 CAUGHT = {
+    "accuracy_of_predicted_labels_as_loss": ("""
+        def accuracy_loss(pred_labels, target_labels):
+            return 1 - (pred_labels.argmax(1) == target_labels).float().mean()
+        """, {(2, "GT108")}),
     "item_regulariser": ("""
         import torch.nn.functional as F
 
@@ -351,6 +468,64 @@ CAUGHT = {
             out = D(x_hat)
             return torch.autograd.grad(out.sum(), x_hat)[0]
         """, {(5, "GT702")}),
+    # twins of the corpus2 look-alikes above
+    "layer_output_read_through_data_in_forward": ("""
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                std = torch.sqrt(torch.var(x, dim=0) + 1e-5)
+                h = self.encoder(x / std).data
+                return self.head(h)
+        """, {(7, "GT105")}),
+    # corpus2 (allennlp AugmentedLstm, a real bug): the state buffer is re-made from `.data`
+    # each step and only the active rows are written back, so the final state of sequences
+    # that ended earlier reaches the output without history
+    "state_buffer_rebuilt_from_data_each_step": ("""
+        import torch
+
+        class AugmentedLstm(torch.nn.Module):
+            def forward(self, x, lengths):
+                state = x.new_zeros(x.size(0), self.hidden)
+                for t in range(x.size(1)):
+                    k = int((lengths > t).sum())
+                    out = self.cell(x[:k, t], state[:k].clone())
+                    state = state.data.clone()
+                    state[:k] = out
+                return state
+        """, {(9, "GT105")}),
+    "detached_copy_without_requires_grad": ("""
+        import torch
+
+        def test_backward(A, B):
+            A_copy = A.clone().detach()
+            expected = torch.diagonal(B.detach().mT @ A_copy @ B.detach()).sum()
+            expected.backward()
+        """, {(4, "GT107")}),
+    "running_total_backwarded": ("""
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, batches, opt):
+            total = torch.zeros(1)
+            for x, y in batches:
+                total += F.mse_loss(model(x), y).detach()
+            total.backward()
+        """, {(7, "GT107")}),
+    "robust_loss_returns_only_indicators": ("""
+        def robust_loss(r2, scale2):
+            return (r2 < scale2).float(), (r2 > 0).float()
+        """, {(2, "GT108")}),
+    "decoded_logits_rebuilt_as_tensor": ("""
+        import torch
+        import torch.nn.functional as F
+
+        def compute_actions_l1_loss(action_tokenizer, logits, gt_token_ids):
+            pred = torch.tensor(action_tokenizer.decode(logits))
+            true = torch.tensor(action_tokenizer.decode(gt_token_ids))
+            return F.l1_loss(pred, true)
+        """, {(5, "GT104")}),
 }
 
 

@@ -242,6 +242,22 @@ SHAPES = {
         e = torch.tensor([1, 2, 3], dtype=torch.float32, requires_grad=True)
         f = torch.arange(5).float().requires_grad_()
     """,
+    # torch 2.13 `export/pt2_archive/_package.py`: the flag set in one branch belongs to the
+    # tensor of that branch; the other branch fills a fresh tensor with `set_` before the flag
+    "flag-set-on-the-other-branchs-tensor": """
+        import torch
+        def load(meta, raw, nbytes):
+            if nbytes == 0:
+                tensor = torch.zeros(3)
+                if meta.requires_grad:
+                    tensor.requires_grad_(True)
+            else:
+                tensor = torch.empty(0)
+                tensor.set_(raw.untyped_storage(), 0, (3,), (1,))
+                if meta.requires_grad:
+                    tensor.requires_grad_(True)
+            return tensor
+    """,
     "module-flag-attribute-of-own-class": """
         import torch.nn as nn
         class Adapter(nn.Module):
@@ -278,9 +294,12 @@ def test_shapes_have_bad_twins() -> None:
         model.fc = torch.nn.Linear(512, 3)
         opt.step()
         a = torch.tensor([1, 2, 3], requires_grad=True)
+        t = torch.empty(0)
+        t.requires_grad_(True)
+        t.set_(storage, 0, (3,), (1,))
     """).strip() + "\n"
     codes = sorted((f.code, f.line) for f in check_source(bad, "bad.py", select=["GT3", "GT4"]))
-    assert codes == [("GT301", 6), ("GT304", 11), ("GT404", 9)]
+    assert codes == [("GT301", 6), ("GT302", 14), ("GT304", 11), ("GT404", 9)]
 
 
 def test_frozen_batchnorm_copy_is_silent() -> None:

@@ -190,6 +190,81 @@ SILENT = {
             loss = optimizer.step(closure)
             scheduler.step()
         """,
+    # corpus2 (avalanche tests, torchrl PILCO): a model object built from a class whose name
+    # starts with an acronym (`MTSimpleMLP`, `GPWorldModel`) is an object, not a forward pass
+    "model-object-built-before-the-loop": """
+        def test_lwf(lwf, bm):
+            model = MTSimpleMLP(input_size=6)
+            for exp in bm.train_stream:
+                mb_x, mb_y = next(iter(exp.loader))
+                loss = lwf(mb_x, model(mb_x), model)
+                loss.backward()
+        """,
+    # corpus2 (MONAI GanTrainer): k discriminator steps on one generated batch; detaching the
+    # fake is the job of the user's discriminator loss callback
+    "discriminator-steps-on-one-generated-batch": """
+        def _iteration(self, engine, batchdata):
+            d_input = engine.prepare_batch(batchdata)
+            g_input = engine.g_prepare_batch(num_latents=engine.batch_size)
+            g_output = engine.g_inferer(g_input, engine.g_network)
+            for _ in range(engine.d_train_steps):
+                engine.d_optimizer.zero_grad()
+                dloss = engine.d_loss_function(g_output, d_input)
+                dloss.backward()
+                engine.d_optimizer.step()
+        """,
+    # corpus2 (sentence-transformers GradCache): `next(iterator)` runs a fresh forward per pass
+    "forward-passes-drawn-from-an-iterator": """
+        import torch
+        def _backward_hook(grad_output, loss_obj, cache):
+            with torch.enable_grad():
+                for features, grads in zip(loss_obj.features, cache):
+                    iterator = loss_obj.embed_minibatch_iter(features, with_grad=True)
+                    for grad_mb in grads:
+                        reps_mb = next(iterator)
+                        surrogate = torch.dot(reps_mb.flatten(), grad_mb.flatten()) * grad_output
+                        surrogate.backward()
+        """,
+    # corpus2 (sentence-transformers): helpers that pad and concatenate given leaves run no
+    # module (their backward saves no tensors either)
+    "padded-leaves-concatenated-before-score-loop": """
+        import torch.nn.functional as F
+        def calculate_loss(self, reps, masks_chunks):
+            catted = [cat_padded_token_embeddings(r, m) for r, m in zip(reps, masks_chunks)]
+            docs, docs_mask = stack_padded_token_embeddings([e for e, _ in catted[1:]])
+            for begin in range(0, len(reps), 8):
+                scores = self.similarity_fct(catted[0][0][begin:begin + 8], docs, docs_mask)
+                loss_mb = F.cross_entropy(scores, self.labels[begin:begin + 8])
+                loss_mb.backward()
+        """,
+    # corpus2 (opacus tests): a random target made with `rand_like` has no graph to share
+    "random-target-shared-by-two-models": """
+        import torch
+        def test_norms(model_normal, model_gc, criterion, x):
+            out_normal = model_normal(x)
+            target = torch.rand_like(out_normal)
+            loss_normal = criterion(out_normal, target)
+            loss_normal.backward()
+            out_gc = model_gc(x)
+            loss_gc = criterion(out_gc, target)
+            loss_gc.backward()
+        """,
+    # corpus2 (flair language-model trainer): the hidden state is detached by a helper method
+    "hidden-state-repackaged-by-a-helper": """
+        class Trainer:
+            def train(self, data, batch_size):
+                hidden = self.model.init_hidden(batch_size)
+                for x, y in data:
+                    self.optimizer.zero_grad()
+                    output, hidden = self.model.forward(x, hidden)
+                    self.loss_function(output, y).backward()
+                    self.optimizer.step()
+                    hidden = self._repackage_hidden(hidden)
+
+            @staticmethod
+            def _repackage_hidden(h):
+                return tuple(v.detach() for v in h)
+        """,
 }
 
 BUGGY = {
@@ -269,6 +344,50 @@ BUGGY = {
                 outs.append(model(batch))
             return outs
         """, [(5, "GT505")]),
+    # twins of the corpus2 look-alikes
+    "generator-steps-on-one-generated-batch": ("""
+        def _iteration(self, engine, batchdata):
+            g_input = engine.g_prepare_batch(num_latents=engine.batch_size)
+            g_output = engine.g_inferer(g_input, engine.g_network)
+            for _ in range(engine.g_train_steps):
+                engine.g_optimizer.zero_grad()
+                gloss = engine.g_loss_function(g_output)
+                gloss.backward()
+                engine.g_optimizer.step()
+        """, [(4, "GT507")]),
+    "embeddings-computed-once-before-score-loop": ("""
+        import torch
+        def backward_cached(model, features, grads):
+            reps = model.embed(features)
+            for grad_mb in grads:
+                surrogate = torch.dot(reps.flatten(), grad_mb.flatten())
+                surrogate.backward()
+        """, [(4, "GT507")]),
+    "hidden-state-reshaped-by-a-helper": ("""
+        class Trainer:
+            def train(self, data, batch_size):
+                hidden = self.model.init_hidden(batch_size)
+                for x, y in data:
+                    self.optimizer.zero_grad()
+                    output, hidden = self.model.forward(x, hidden)
+                    self.loss_function(output, y).backward()
+                    self.optimizer.step()
+                    hidden = self._reshape_hidden(hidden)
+
+            @staticmethod
+            def _reshape_hidden(h):
+                return tuple(v.contiguous() for v in h)
+        """, [(7, "GT506")]),
+    "shared-features-with-a-random-target": ("""
+        import torch
+        def step(body, head1, head2, criterion, x):
+            feats = body(x)
+            target = torch.rand_like(feats)
+            loss1 = criterion(head1(feats), target)
+            loss1.backward()
+            loss2 = criterion(head2(feats), target)
+            loss2.backward()
+        """, [(9, "GT509")]),
 }
 
 

@@ -238,11 +238,20 @@ class Tracer:
             args = self._args(e, line, depth)
             if any(self.scope.kind(a) == MODULE for a in e.args):
                 args.live = True
-            if not e.args and not e.keywords:
+            if not e.args and not e.keywords or self._local_object(func.id, line):
                 args.unknown = True
             return args
         d.unknown = True
         return d
+
+    def _local_object(self, name: str, line: int) -> bool:
+        """``name`` holds an object this function got from a call it cannot type
+        (``train_model, opt = accelerator.prepare(model, opt)``): calling it may run a model."""
+        b = self.scope.binding_before(name, line)
+        if b is None or b.kind is not None or isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+            return False
+        value = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        return isinstance(value, ast.Call)
 
     def _bound_module(self, name: str, line: int) -> bool:
         b = self.scope.binding_before(name, line)

@@ -94,7 +94,8 @@ class LossFromNoGradOutput(_LossTraceRule):
     graph is a stop-gradient by design and is not reported.
     Known limits: one function (plus helpers of the same file); a loss term that is dead next
     to a live term (backward then succeeds, the dead term trains nothing) is left to the
-    runtime (`gradtrace run`).
+    runtime (`gradtrace run`); calling an object this function got from a call it cannot type
+    (`train_model, opt = accelerator.prepare(...)`) counts as running a model.
     """
 
     code = "GT201"

@@ -34,7 +34,8 @@ from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.graph_breaks._trace import (  # noqa: F401 - re-exported for rules
-    DATA, DETACH, NONDIFF, NUMBER, NUMPY, REBUILD, Cut, Trace, Tracer,
+    CUT_METHODS, DATA, DETACH, FRESH_METHODS, NONDIFF, NUMBER, NUMPY, REBUILD, RECV_ONLY, Cut,
+    Trace, Tracer,
 )
 from gradtrace.lint.nodes import walk
 
@@ -57,6 +58,7 @@ class Sink:
     value: ast.expr
     how: str                        # "backward" | "return"
     only: frozenset[str] | None = None  # report only these cut kinds (``forward`` returns)
+    others: tuple[ast.expr, ...] = ()   # the other elements of a returned tuple
 
 
 @dataclass
@@ -92,7 +94,8 @@ class LossPaths(Tracer):
             only = frozenset({DATA})  # a module's output read through `.data`
         for s in self.scope.stmts:
             if isinstance(s, ast.Return) and s.value is not None:
-                out.extend(Sink(s, v, "return", only) for v in _returned_losses(s.value))
+                others = tuple(s.value.elts[1:]) if isinstance(s.value, ast.Tuple) else ()
+                out.extend(Sink(s, v, "return", only, others) for v in _returned_losses(s.value))
         return out
 
     def _in_module_class(self) -> bool:
@@ -155,9 +158,20 @@ class LossPaths(Tracer):
         line = sink.node.lineno  # type: ignore[attr-defined]
         terms = list(self._terms(sink.value, use, line, 0))
         traced = [(t, self.trace(t, use, line)) for t in terms]
-        cut = [(t, tr.cuts) for t, tr in traced if not tr.live and tr.cuts]
+        ret = sink.how == "return"
+        cut = [(t, tuple(c for c in tr.cuts if not (ret and self._running_total(c))
+                         and (sink.only is None or self._layer_operand(c))))
+               for t, tr in traced if not tr.live and tr.cuts]
+        cut = [(t, cs) for t, cs in cut if cs]
         if not cut:
             return None
+        if sink.others and any(self.trace(o, use, line).live for o in sink.others):
+            # `return (r2 < s).float(), torch.fmin(r2, s)`: weights or a mask handed out next
+            # to a differentiable value; which element is the loss is the caller's business
+            cut = [(t, tuple(c for c in cs if c.kind != NONDIFF)) for t, cs in cut]
+            cut = [(t, cs) for t, cs in cut if cs]
+            if not cut:
+                return None
         if sink.how == "return":  # a function may return a number on purpose: callers decide
             if sink.only is None and _cut_on_purpose(sink.value):
                 return None  # (a module's `forward` returning `.data` is still GT105)
@@ -170,6 +184,24 @@ class LossPaths(Tracer):
         if not full and self._value_replacement(traced):
             return None
         return Verdict(sink, full, cut)
+
+    def _layer_operand(self, c: Cut) -> bool:
+        """In what ``forward`` returns, a cut matters when it cuts the output of one of the
+        module's layers (``self.fc(x).data``); ``.data`` of a constant table built from sizes
+        (``get_range_vector(n, device).data``) or of a parameter cuts no layer."""
+        e: ast.AST = c.operand
+        if isinstance(e, ast.Name):
+            b = self.scope.binding_before(e.id, c.node.lineno)
+            e = b.value if b is not None and b.value is not None else e
+        return runs_layer(e)
+
+    def _running_total(self, c: Cut) -> bool:
+        """``total += loss.detach()`` in a function that returns ``total``: a running total
+        handed out for logging (GT505's fix), not a loss term whose gradient is lost. (A
+        running total that is then backwarded is still reported.)"""
+        st = self.scope.statement_of(c.node)
+        return isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) \
+            and st.value is c.node and c.kind in (DETACH, NUMBER)
 
     def _value_replacement(self, traced: list[tuple[ast.expr, Trace]]) -> bool:
         live_src = {self.ctx.source(t) for t, tr in traced if tr.live}
@@ -214,6 +246,25 @@ class LossPaths(Tracer):
                     yield from self._terms(b.value, b.stmt, b.line, depth + 1)
                     return
         yield e
+
+
+TENSOR_METHODS = RECV_ONLY | FRESH_METHODS | frozenset(CUT_METHODS) | {
+    "add", "sub", "mul", "div", "matmul", "mm", "bmm", "clone", "masked_fill"}
+
+
+def runs_layer(e: ast.AST) -> bool:
+    """``self.encoder(x)``, ``self.blocks[i](x)``, ``self.head(self.body(x)).relu()``: a call of
+    one of the module's layers (``self.scale.exp()``, ``self.w.to(x)`` are a parameter's
+    methods)."""
+    for n in walk(e):
+        if isinstance(n, ast.Call):
+            f = n.func
+            while isinstance(f, ast.Subscript):
+                f = f.value
+            name = dotted(f) or ""
+            if name.startswith("self.") and name.rpartition(".")[2] not in TENSOR_METHODS:
+                return True
+    return False
 
 
 def _returned_losses(v: ast.expr) -> list[ast.expr]:

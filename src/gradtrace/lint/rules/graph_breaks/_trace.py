@@ -3,7 +3,8 @@
 :class:`Tracer` answers, for one expression of one function, whether some path reaches a value
 that may carry a graph without being cut (``live``) and where live values were cut on the way
 (:class:`Cut`). Unknown values (calls of modules or user functions, arguments, ``self.x``) count
-as live; data (loader batches, target-like arguments, constants, hyper-parameters) as dead.
+as live; data (loader batches, target-like arguments, constants, hyper-parameters, tokenizer
+and config objects) as dead.
 """
 from __future__ import annotations
 
@@ -80,8 +81,12 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
 LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
                               re.IGNORECASE)
 TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|masks?|"
-                       r"batch_nb|(gt|target|true|label)_masks?|"
-                       r".*_(labels?|targets?|gt|true|ids))$")
+                       r"batch_nb|(gt|target|true|label)_masks?|.*_ids|"
+                       r"(?!(pred|predicted|predictions?|outputs?|out|logits?|scores?|probs?)_)"
+                       r".*_(labels?|targets?|gt|true))$")  # `pred_labels` are predictions
+# arguments that hold objects, never tensors on the graph (their methods return data)
+OBJECT_RE = re.compile(r"^(.*_)?(tokenizer|processor|config|cfg|opts|options|hparams|"
+                       r"logger|writer)$")
 DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
 
 
@@ -257,7 +262,7 @@ class Tracer:
             if name in self.settings:
                 return DEAD
             if name in self.params:
-                return DEAD if TARGET_RE.match(name) else LIVE
+                return DEAD if TARGET_RE.match(name) or OBJECT_RE.match(name) else LIVE
             return LIVE  # global, closure or comprehension variable: unknown
         out = DEAD
         for b in bs:
@@ -388,9 +393,11 @@ class Tracer:
             return DEAD
         if m == "new_tensor" and e.args:
             return self._rebuild(e, use, line)
+        off = bool(e.args) and isinstance(e.args[0], ast.Constant) and e.args[0].value is False
+        if m == "requires_grad_" and not off and _detached_copy(func.value):
+            return LIVE  # `x.detach().requires_grad_()`: a new input leaf, on purpose
         recv = self.trace(func.value, use, line)
-        if m == "requires_grad_" and not recv.live and not recv.cuts and \
-                not (e.args and isinstance(e.args[0], ast.Constant) and e.args[0].value is False):
+        if m == "requires_grad_" and not recv.live and not recv.cuts and not off:
             return LIVE  # a new trainable leaf; on a cut value it stays cut (a band-aid)
         if m in RECV_ONLY:
             return recv
@@ -447,6 +454,18 @@ class Tracer:
         if not t.cuts and asks_grad(e):
             return LIVE  # a new trainable leaf: `torch.tensor(0.5, requires_grad=True)`
         return t
+
+
+def _detached_copy(e: ast.expr) -> bool:
+    """``x.detach()``, ``x.detach().clone()``, ``x.clone().detach()``: the idiom that makes an
+    independent leaf when ``.requires_grad_()`` follows (reference gradients in tests, inputs
+    of a gradient penalty, the cached embeddings of GradCache)."""
+    seen = False
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args \
+            and e.func.attr in ("detach", "clone", "contiguous"):
+        seen = seen or e.func.attr == "detach"
+        e = e.func.value
+    return seen
 
 
 _HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()

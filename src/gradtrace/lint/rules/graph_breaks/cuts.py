@@ -14,7 +14,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, _worth, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._paths import (
-    DATA, DETACH, NONDIFF, LossPaths, loss_paths,
+    DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
 from gradtrace.lint.nodes import walk
 
@@ -28,7 +28,10 @@ class DataInLoss(LossCutRule):
     module whose `forward` returns `out.data` cuts every layer before it from the loss. Use the
     tensor itself (or `.detach()` where a stop-gradient is really meant).
     Known limits: follows names inside one function; `.data` on a parameter used inside
-    `forward` next to live inputs is not reported (see "Not statically decidable").
+    `forward` next to live inputs is not reported (see "Not statically decidable"); in what
+    `forward` returns, only a `.data` that cuts the output of one of the module's layers
+    (`self.encoder(x).data`) is reported, not statistics or tables computed from the inputs
+    by functions (batch renormalization's `r`/`d`), nor `PackedSequence.data`.
     """
 
     code = "GT105"
@@ -116,13 +119,21 @@ class DataInLoss(LossCutRule):
                     and scope.grad_off_at(s) is None):
                 continue
             for n in walk(s.value):
-                if isinstance(n, ast.Attribute) and n.attr == "data" and _layer_output(n.value, lp):
-                    rel = (Related(ctx.path, s.lineno, f"`{s.targets[0].id}` flows into the "
-                                   f"value `forward` returns", ctx.column(s)),)
-                    yield self.report(n, ctx, related=rel, expr=short(ctx.source(n)),
-                                      operand=short(ctx.source(n.value)),
-                                      consequence="every layer before it is cut from the "
-                                                  "gradient of this module's output")
+                layer = _layer_source(n.value, lp) if isinstance(n, ast.Attribute) \
+                    and n.attr == "data" else None
+                if layer is not None:
+                    rel = (Related(ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` "
+                                   f"holds the output of `{short(ctx.source(layer.func), 30)}` "
+                                   f"from here", ctx.column(layer)),
+                           Related(ctx.path, s.lineno, f"`{s.targets[0].id}` flows into the "
+                                   f"value `forward` returns", ctx.column(s)))
+                    name = short(ctx.source(layer.func), 30)
+                    yield self.report(
+                        n, ctx, related=rel, expr=short(ctx.source(n)),
+                        operand=short(ctx.source(n.value)),
+                        consequence=f"the output of `{name}` it holds reaches this module's "
+                                    "output without history, so that layer and every one "
+                                    "before it get no gradient through it")
                     break
 
 
@@ -137,7 +148,9 @@ class DetachedLossTerm(LossCutRule):
     teacher, `D(fake.detach())` in a GAN discriminator step) is fine and is not reported,
     because the loss keeps a live path through the prediction or the discriminator.
     Known limits: follows names inside one function; a detached factor multiplied into a live
-    loss is taken as deliberate.
+    loss is taken as deliberate; `x.detach().requires_grad_()` makes a new input leaf (reference
+    gradients, GradCache) and is not a cut; a helper returning a running total
+    (`total += loss.detach(); return total`) hands out a value for logging, not a loss.
     """
 
     code = "GT107"
@@ -225,7 +238,8 @@ class NonDifferentiableLossPath(LossCutRule):
     backward runs and nothing trains. Compute the loss from the logits/probabilities
     (cross-entropy, a soft/sigmoid relaxation, or a straight-through estimator).
     Known limits: follows names inside one function; a mask that *multiplies* a live loss
-    (`(loss * (out > 0).float()).mean()`) is fine and never reported.
+    (`(loss * (out > 0).float()).mean()`) is fine and never reported, nor an indicator
+    returned in a tuple next to a differentiable value (IRLS `weights, costs`).
     """
 
     code = "GT108"
@@ -376,12 +390,51 @@ def _return_deps(scope: Scope) -> set[str]:
     return seen
 
 
-def _layer_output(e: ast.expr, lp: LossPaths) -> bool:
-    """A call's result (``self.encoder(x)``), not a parameter or buffer (``self.weight``)."""
+def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
+    """The call of one of the module's layers whose output ``e`` holds (``self.encoder(x)``),
+    also through names and slice writes (``buf[:k] = mem`` after ``out, mem = self.cell(...)``);
+    None for a parameter or buffer (``self.weight``), for values computed from ``forward``'s
+    inputs by functions and tensor methods (``torch.clamp(std / self.running_std, ...)`` in
+    batch renormalization, ``td.select(...)``: the inputs still reach the output through their
+    other uses), and for a ``PackedSequence`` (its ``.data`` field keeps the history)."""
     if isinstance(e, ast.Call):
-        return lp.trace(e, lp.scope.statement_of(e), e.lineno).live
-    if isinstance(e, ast.Name):
-        b = lp.scope.binding_before(e.id, e.lineno)
-        return b is not None and isinstance(b.value, ast.Call) and \
-            lp.trace(b.value, b.stmt, b.line).live
-    return False
+        found = _layer_call(e)
+    elif isinstance(e, ast.Name) and "pack" not in e.id.lower():
+        found = next((c for v in _values_of(e.id, lp) if (c := _layer_call(v, lp)) is not None),
+                     None)
+    else:
+        return None
+    if found is None or not lp.trace(found, lp.scope.statement_of(found), found.lineno).live:
+        return None
+    return found
+
+
+def _values_of(name: str, lp: LossPaths) -> Iterator[ast.AST]:
+    """Every value bound to ``name`` in the function, and every value written into a slice of
+    it (``name[...] = v``)."""
+    for b in lp.scope.bindings.get(name, ()):
+        v = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        if v is not None:
+            yield v
+    for st in lp.scope.stmts:
+        if isinstance(st, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id == name for t in st.targets):
+            yield st.value
+
+
+def _layer_call(v: ast.AST, lp: LossPaths | None = None) -> ast.Call | None:
+    """A ``self.<layer>(...)`` call in ``v`` (with ``lp``: also one name away)."""
+    for n in walk(v):
+        if isinstance(n, ast.Call) and runs_layer(n):
+            return n
+    if lp is not None:
+        for n in walk(v):
+            if isinstance(n, ast.Name):
+                for b in lp.scope.bindings.get(n.id, ()):
+                    bv = b.value if b.value is not None else getattr(b.stmt, "value", None)
+                    c = _layer_call(bv) if bv is not None else None
+                    if c is not None:
+                        return c
+    return None
+

@@ -225,14 +225,18 @@ def _calls_backward(scope: Scope) -> bool:
 
 
 def _requires_grad_set(scope: Scope, name: str, line: int) -> ast.stmt | None:
-    """A ``name.requires_grad_()`` / ``name.requires_grad = True`` before ``line``."""
+    """A ``name.requires_grad_()`` / ``name.requires_grad = True`` before ``line`` and after
+    the binding of ``name`` that is in effect there (a flag set on an earlier tensor of the
+    same name, e.g. in the other branch of an ``if``, says nothing about this one)."""
+    b = scope.binding_before(name, line)
+    start = b.line if b is not None else 0
     found = None
     for m in scope.method_calls:
-        if m.receiver == name and m.method == "requires_grad_" and m.stmt.lineno < line:
+        if m.receiver == name and m.method == "requires_grad_" and start < m.stmt.lineno < line:
             found = m.stmt if (not m.call.args or is_true(m.call.args[0])) else None
-    for b in scope.bindings.get(f"{name}.requires_grad", ()):
-        if b.line < line:
-            found = b.stmt if is_true(b.value) else None
+    for fb in scope.bindings.get(f"{name}.requires_grad", ()):
+        if start < fb.line < line:
+            found = fb.stmt if is_true(fb.value) else None
     return found
 
 

@@ -118,12 +118,104 @@ def owns_params(node: ast.AST, ctx: Context) -> bool:
     assert isinstance(node, ast.Call)
     q = ctx.call_name(node) or ""
     last = q.rpartition(".")[2]
+    if isinstance(node.func, ast.Name) and node.func.id in module_classes(ctx):
+        return node.func.id not in stateless_classes(ctx)
     if not q.startswith("torch.nn."):
         return True
     if q in ("torch.nn.Sequential", "torch.nn.ModuleList"):
         return any(isinstance(a, ast.Starred) or owns_params(a, ctx) for a in node.args) or \
             any(isinstance(a, (ast.List, ast.ListComp)) for a in node.args)
     return bool(PARAM_LAYER_RE.match(last))
+
+
+# namespaces of parameter-free data transforms (`torchaudio.transforms.Resample`)
+STATELESS_NAMESPACES = ("torchaudio.transforms.", "torchvision.transforms.")
+OWNING_CALLS = frozenset({"register_parameter", "register_buffer", "add_module",
+                          "register_module", "setattr"})
+
+
+def stateless_classes(ctx: Context) -> frozenset[str]:
+    """Module classes of this file that visibly own no parameter or buffer: every base is
+    ``nn.Module`` or such a class, and no method builds a layer with parameters, an
+    ``nn.Parameter``, a buffer, a tensor with ``requires_grad=True`` or an unknown object
+    stored on ``self``, nor stores an argument that may be a module (``self.m = m``)."""
+    def make() -> frozenset[str]:
+        classes = {c.name: c for c in _class_defs(ctx.tree.body)}
+        known = module_classes(ctx)
+        out: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, c in classes.items():
+                if name in known and name not in out and _stateless(c, out, ctx):
+                    out.add(name)
+                    changed = True
+        return frozenset(out)
+    return ctx.memo("gt4-stateless-classes", ctx.tree, make)
+
+
+def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context) -> bool:
+    from gradtrace.lint.rules.leaf._tensors import grad_factory, is_parameter_call
+    for b in c.bases:
+        if ctx.qualified_name(b) != "torch.nn.Module" and \
+                not (isinstance(b, ast.Name) and b.id in stateless):
+            return False
+    for fn in c.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        maybe_module = _non_constant_args(fn)
+        for n in walk(fn):
+            if isinstance(n, ast.Call):
+                f = n.func
+                if (isinstance(f, ast.Attribute) and f.attr in OWNING_CALLS) or \
+                        is_parameter_call(n, ctx) or grad_factory(n, ctx) is not None or \
+                        _owning_ctor(n, stateless, ctx):
+                    return False
+            elif isinstance(n, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and dotted(t.value) == "self" for t in n.targets):
+                v = n.value
+                if isinstance(v, ast.Name) and v.id in maybe_module:
+                    return False  # `self.m = m`: maybe the caller's module
+                if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx):
+                    return False  # an object from an unknown call: it may hold parameters
+    return True
+
+
+PLAIN_BUILTINS = frozenset({"int", "float", "str", "bool", "len", "round", "list", "tuple",
+                            "dict", "set", "min", "max", "abs", "sum", "range", "sorted"})
+
+
+def _plain_value_call(v: ast.Call, stateless: set[str], ctx: Context) -> bool:
+    """A call whose result holds no module: a builtin, ``math``/``numpy``, a ``torch``
+    function or parameter-free layer, a data transform, a parameter-free class of this file."""
+    if isinstance(v.func, ast.Name) and (v.func.id in PLAIN_BUILTINS or v.func.id in stateless):
+        return True
+    q = ctx.call_name(v) or ""
+    return q.startswith(("math.", "numpy.", "torch.", *STATELESS_NAMESPACES))
+
+
+def _owning_ctor(n: ast.Call, stateless: set[str], ctx: Context) -> bool:
+    """A call that builds a module which has (or may have) parameters."""
+    if not module_ctor(n, ctx):
+        return False
+    if isinstance(n.func, ast.Name) and n.func.id in stateless:
+        return False
+    q = ctx.call_name(n) or ""
+    if not q.startswith("torch.nn."):
+        return True
+    last = q.rpartition(".")[2]
+    return bool(PARAM_LAYER_RE.match(last)) or last in ("Sequential", "ModuleList", "ModuleDict")
+
+
+def _non_constant_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Arguments without a constant default (they may be passed a module)."""
+    a = fn.args
+    pos = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(pos) - len(a.defaults)) + list(a.defaults)
+    pairs = [*zip(pos, defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+    out = {x.arg for x, d in pairs if not isinstance(d, ast.Constant) and x.arg != "self"}
+    out |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    return out
 
 
 def is_module_expr(scope: Scope, expr: ast.AST, line: int) -> bool:

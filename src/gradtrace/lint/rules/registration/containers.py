@@ -10,12 +10,14 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
-    COPY_METHODS, is_true, grad_factory, is_parameter_call, made_non_leaf, nn_alias,
+    COPY_METHODS, is_optimizer_call, is_true, grad_factory, is_parameter_call, made_non_leaf,
+    nn_alias,
 )
 from gradtrace.lint.rules.registration._modules import (
     CONTAINERS, module_classes, owns_params, statements,
 )
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
@@ -42,6 +44,20 @@ def _wrapped_attrs(ctx: Context) -> frozenset[str]:
                         out.update(x.attr for x in walk(a) if isinstance(x, ast.Attribute))
         return frozenset(out)
     return ctx.memo("gt4-wrapped-attrs", ctx.tree, make)
+
+
+def _optimized_attrs(ctx: Context) -> frozenset[str]:
+    """Attribute names handed to a ``torch.optim`` optimizer directly anywhere in the file
+    (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        if "optim" in ctx.text:
+            for n in walk(ctx.tree):
+                if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
+                    for a in [*n.args, *(k.value for k in n.keywords)]:
+                        out.update(x for x in map(_self_attr, walk(a)) if x)
+        return frozenset(out)
+    return ctx.memo("gt4-optimized-attrs", ctx.tree, make)
 
 
 def _registers_dynamically(cls: ast.ClassDef) -> bool:
@@ -100,7 +116,9 @@ class ModulesInPlainContainer(Rule):
     `nn.ParameterList` / `nn.ParameterDict`).
     Known limits: only containers filled with layers that own parameters (or with parameters)
     in the same class; a list wrapped later in `nn.ModuleList(...)`/`nn.Sequential(*...)`, or a
-    class that registers with `add_module`/`setattr`, is left alone.
+    class that registers with `add_module`/`setattr`, is left alone; so is a list of modules of
+    a class of this file that visibly owns no parameter or buffer (only parameter-free layers,
+    data transforms and plain values).
     """
 
     code = "GT401"
@@ -245,7 +263,8 @@ class LearnableTensorAsPlainAttribute(Rule):
     `.to(device)`. Use `self.w = nn.Parameter(torch.randn(...))`; for a constant, use
     `self.register_buffer(...)`.
     Known limits: only tensors made with `requires_grad=True` in a method of an `nn.Module`
-    subclass of the same file.
+    subclass of the same file; a tensor the code hands to an optimizer itself
+    (`RMSprop([self.lambda_op])`) is left alone.
     """
 
     code = "GT402"
@@ -305,7 +324,8 @@ class LearnableTensorAsPlainAttribute(Rule):
             return
         if grad_factory(node.value, ctx) is None and made_non_leaf(node.value, ctx) is None:
             return
-        if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx):
+        if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx) \
+                or attr in _optimized_attrs(ctx):
             return
         yield self.report(node, ctx, attr=attr)
 
@@ -318,7 +338,7 @@ class LearnableTensorAsPlainAttribute(Rule):
         attr = _self_attr(t.value)
         cls, fn = ctx.class_def, ctx.function
         if attr is None or cls is None or fn is None or cls.name not in module_classes(ctx) \
-                or attr in _wrapped_attrs(ctx):
+                or attr in _wrapped_attrs(ctx) or attr in _optimized_attrs(ctx):
             return
         made = None
         for s in statements(fn):
@@ -342,14 +362,17 @@ class ParameterMovedAfterWrapping(Rule):
     raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). Move the
     data first: `nn.Parameter(t.to(device))`.
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
-    itself, so the bug only shows on the other device; the rule reports it anyway.
+    itself, so the bug only shows on the other device; the rule reports it anyway. A dummy
+    loss returned by a loss function (a baseline with nothing to train) is left alone.
     """
 
     code = "GT403"
     gate_statements = True
     name = "parameter-moved-after-wrapping"
-    message = ("`{expr}` returns a plain non-leaf tensor copy when it moves or casts, not an "
-               "`nn.Parameter`: it is not registered and cannot be optimized")
+    message = ("`{expr}` returns a plain tensor copy when it moves or casts, not an "
+               "`nn.Parameter` (a non-leaf one when it requires grad): a module attribute set "
+               "to it is not registered, and an optimizer given it raises `ValueError: can't "
+               "optimize a non-leaf Tensor`")
     fix_title = "Move the data before wrapping: `nn.Parameter(t.to(...))`"
     fix_safety = "safe"
     triggers = ("Parameter",)
@@ -384,6 +407,10 @@ class ParameterMovedAfterWrapping(Rule):
         inner = f.value
         if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args:
             return
+        fn = ctx.function
+        if isinstance(ctx.statement, ast.Return) and fn is not None \
+                and LOSS_FUNC_RE.match(fn.name.lower()):
+            return  # a dummy loss for a model with nothing to train: backwarded, not registered
         data = inner.args[0]
         if isinstance(data, ast.Starred):
             return

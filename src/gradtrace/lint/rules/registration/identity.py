@@ -191,7 +191,8 @@ class ParametersGeneratorConsumed(Rule):
     `torch.optim.SGD(params)` gets nothing and raises `ValueError: optimizer got an empty
     parameter list` (PYTORCH_FACTS 2j5), or silently fewer parameters when it was only
     partly consumed. Make a list once: `params = list(model.parameters())`.
-    Known limits: the generator, its consumer and the optimizer must be in one function.
+    Known limits: the generator, its consumer and the optimizer must be in one function; two
+    optimizers in different branches of one `if` never both receive it.
     """
 
     code = "GT405"
@@ -237,9 +238,12 @@ class ParametersGeneratorConsumed(Rule):
         b = scope.binding_before(name, node.lineno)
         if b is None or not self._generator(b.value, ctx):
             return
+        arms = _arms(scope.node, ctx)
+        opt_stmt = scope.statement_of(node)
         for s in scope.stmts:
             if b.line < s.lineno < node.lineno and not isinstance(
-                    s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)):
+                    s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
+                    and not _exclusive(arms.get(id(s), ()), arms.get(id(opt_stmt), ())):
                 c = _consumer(s, name, ctx)
                 if c is not None:
                     related = [Related(ctx.path, node.lineno, "the optimizer receives the "
@@ -261,6 +265,38 @@ class ParametersGeneratorConsumed(Rule):
             and a.func.attr in ("parameters", "named_parameters") for a in value.args)
 
 
+Arms = tuple[tuple[int, str], ...]
+
+
+def _arms(root: ast.AST, ctx: Context) -> dict[int, Arms]:
+    """For each statement under ``root``: the ``if`` arms it sits in, outermost first."""
+    def make() -> dict[int, Arms]:
+        out: dict[int, Arms] = {}
+        todo: list[tuple[list[ast.stmt], Arms]] = [(getattr(root, "body", []), ())]
+        while todo:
+            body, arms = todo.pop()
+            for st in body:
+                out[id(st)] = arms
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                for field in ("body", "orelse", "finalbody"):
+                    sub = getattr(st, field, None)
+                    if sub and isinstance(sub[0], ast.stmt):
+                        todo.append((sub, arms + ((id(st), field),)
+                                     if isinstance(st, ast.If) else arms))
+                for h in getattr(st, "handlers", ()):
+                    todo.append((h.body, arms))
+        return out
+    return ctx.memo("gt4-arms", root, make)
+
+
+def _exclusive(a: Arms, b: Arms) -> bool:
+    """Two statements in different arms of one ``if``: never both run in one pass
+    (``if adadelta: Adadelta(params) elif adam: Adam(params)``)."""
+    arm_b = dict(b)
+    return any(node in arm_b and arm_b[node] != field for node, field in a)
+
+
 def _whole_params(call: ast.Call) -> bool:
     """``Optim(m.parameters(), ...)``: all of a module's parameters, unfiltered."""
     first = call.args[0] if call.args else keyword(call, "params")
@@ -272,7 +308,8 @@ ROLE_G = frozenset({"g", "gen", "generator", "netg", "modelg", "gnet"})
 ROLE_D = frozenset({"d", "disc", "discriminator", "netd", "modeld", "dnet", "critic"})
 
 
-def _role(name: str) -> str | None:
+def role(name: str) -> str | None:
+    """"g" / "d" when a name marks a GAN generator / discriminator (`netG`, `opt_d`)."""
     toks = {t.lower() for t in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)}
     toks |= {name.lower().replace("_", "")}
     g, d = bool(toks & ROLE_G), bool(toks & ROLE_D)
@@ -371,7 +408,7 @@ class OptimizersShareParameters(Rule):
                     "and both stepped: each step updates the same weights twice")
         if len(me.sources) == 1 and len(other.sources) == 1:
             (a,), (b,) = me.sources, other.sources
-            ra, rb, sa, sb = _role(me.name), _role(other.name), _role(a), _role(b)
+            ra, rb, sa, sb = role(me.name), role(other.name), role(a), role(b)
             if ra and rb and sa and sb and ra != rb and ra == sb and rb == sa:
                 return (f"the optimizers look swapped: `{me.name}` steps `{a}` and "
                         f"`{other.name}` steps `{b}`")

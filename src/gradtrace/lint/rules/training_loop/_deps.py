@@ -51,16 +51,34 @@ FORWARD_METHODS = frozenset({"forward", "encode", "decode", "encode_image", "enc
 FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
                            "prepare", "setup", "copy", "deepcopy", "instantiate", "compile",
                            "new", "clone", "freeze", "register", "save", "set", "is", "has"})
+# verbs of helper functions that reshape or combine the tensors they are given
+# (`cat_padded_token_embeddings(reps)`, `stack_features(xs)`): they run no module
+SHAPE_WORDS = frozenset({"cat", "concat", "concatenate", "stack", "pad", "split", "chunk",
+                         "gather", "scatter", "merge", "collate", "pack", "unpack", "flatten",
+                         "reshape", "crop", "resize", "select", "slice", "shuffle", "sort"})
+# short role prefixes of GAN / actor-critic code (`g_prepare_batch`, `d_get_input`)
+ROLE_PREFIXES = frozenset({"g", "d", "gen", "disc", "q", "pi", "v"})
+# results with no history whatever their arguments (`torch.rand_like(out)` is a new leaf)
+FRESH_CALLS = frozenset({
+    "torch.zeros_like", "torch.ones_like", "torch.rand_like", "torch.randn_like",
+    "torch.randint_like", "torch.empty_like", "torch.full_like", "torch.zeros", "torch.ones",
+    "torch.rand", "torch.randn", "torch.randint", "torch.empty", "torch.full", "torch.arange",
+    "torch.randperm", "torch.eye", "torch.linspace",
+})
 WORD_RE = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+(?![a-z])\d*|\d+")
+# a class (its call builds an object): `ResNet`, `MTSimpleMLP`, `GPWorldModel`; not `G`, `D_net`
+CLASS_RE = re.compile(r"[A-Z][a-z]|[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*$")
 
 
 def model_spelling(name: str) -> bool:
     """Whether a callee's last name part is spelled like a module (``netG``, ``self.encoder``,
     ``resnet``, ``text_model``); NOTE [graph-carrying bindings]."""
     words = [w.lower().rstrip("0123456789") for w in WORD_RE.findall(name)]
-    if not words or words[-1] in ("loss", "losses", "criterion", "fn", "func") \
-            or words[0] in FACTORY_WORDS:
+    if not words or words[-1] in ("loss", "losses", "criterion", "fn", "func"):
         return False
+    verb = words[1] if len(words) > 1 and words[0] in ROLE_PREFIXES else words[0]
+    if verb in FACTORY_WORDS or (verb in SHAPE_WORDS and len(words) > 1):
+        return False  # `get_model`, `g_prepare_batch`, `cat_padded_token_embeddings`
     if any(w in MODEL_WORDS or (w.endswith("net") and len(w) <= 12) for w in words):
         return True
     return all(w in WEAK_MODEL_WORDS for w in words)
@@ -94,6 +112,8 @@ def loads(expr: ast.AST) -> Iterator[tuple[str, ast.AST]]:
         n = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
+            if dotted(f) in FRESH_CALLS:
+                continue  # a new tensor: its arguments are shapes and templates, not inputs
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS:
                     continue
@@ -142,7 +162,7 @@ def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
             callee = dotted(f)
             last = callee.rpartition(".")[2] if callee else ""
             method = isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS
-            if callee and not re.match(r"[A-Z][a-z]", last) and not method \
+            if callee and not CLASS_RE.match(last) and not method \
                     and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
                 yield callee, n
             stack.extend(ast.iter_child_nodes(n))

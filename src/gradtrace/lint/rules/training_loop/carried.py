@@ -8,11 +8,14 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
+from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop.zero_grad import BACKWARD_CALLS, _LoopRule, _related
 
+DETACH_RE = re.compile(r"\.detach_?\(")
 FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
                        re.IGNORECASE)
 
@@ -52,8 +55,9 @@ class HiddenStateNotDetached(_LoopRule):
     (d) d2, d5). Truncated BPTT detaches the state once per batch:
     `hidden = hidden.detach()` (or a `repackage_hidden` helper).
     Known limits: only names of one function are followed; a reset or detach anywhere in the
-    loop (even conditional) is trusted; values count as carrying a graph when they come from a
-    call of something bound to an `nn.Module` in this file or spelled like one (`model`,
+    loop (even conditional) is trusted, as is a helper named for it (`repackage_hidden`) or
+    one of this file that returns `.detach()`; values count as carrying a graph when they come
+    from a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
     `encoder`, `netG`, `self.rnn`).
     """
 
@@ -125,13 +129,39 @@ class HiddenStateNotDetached(_LoopRule):
             if other.stmt is loop or not f.inside(other.stmt, loop):
                 continue
             if not _is_recurrence(other) or not g.carries(other) or "detach" in \
-                    f.ctx.source(value_of(other) or other.stmt):
+                    f.ctx.source(value_of(other) or other.stmt) or \
+                    _detaching_helper(value_of(other), f.ctx):
                 return False
         for m in f.scope.method_calls:
             if m.receiver == r.name and m.method in ("detach_", "zero_", "fill_") \
                     and f.inside(m.stmt, loop):
                 return False
         return g.carries(r)
+
+
+def _detaching_helper(value: ast.expr | None, ctx: Context) -> bool:
+    """``hidden = self._repackage_hidden(hidden)``: a call of a helper named for detaching, or
+    of a function defined in this file whose body detaches (`.detach()`, `detach_()`)."""
+    if not isinstance(value, ast.Call):
+        return False
+    callee = (dotted(value.func) or "").rpartition(".")[2]
+    if not callee:
+        return False
+    if "repackage" in callee.lower() or "detach" in callee.lower():
+        return True
+    return callee in _detaching_defs(ctx)
+
+
+def _detaching_defs(ctx: Context) -> frozenset[str]:
+    """Functions of this file that return detached values (``return h.detach()``)."""
+    def make() -> frozenset[str]:
+        return frozenset(n.name for n in ast.walk(ctx.tree)
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and any(isinstance(r, ast.Return) and r.value is not None
+                                 and DETACH_RE.search(ctx.source(r.value)) for r in ast.walk(n)))
+    if "detach" not in ctx.text:
+        return frozenset()
+    return ctx.memo("gt5-detaching-defs", ctx.tree, make)
 
 
 def _outside_binding(f: LoopFacts, name: str, loop: ast.stmt) -> Binding | None:
@@ -150,9 +180,11 @@ class GraphReusedAcrossSteps(_LoopRule):
     loop if the module should train, or under `torch.no_grad()` / with `.detach()` if it is a
     fixed feature extractor.
     Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad
-    = False`, "freeze") is trusted to be this one; values count as carrying a graph when they
-    come from a call of something bound to an `nn.Module` in this file or spelled like one
-    (`model`, `encoder`, `netG`, `self.rnn`).
+    = False`, "freeze") is trusted to be this one; an iterator advanced with `next()` on each
+    pass yields fresh values, and several discriminator steps on one generated batch are left
+    to GT508 (the detach is often inside the discriminator's loss callback); values count as
+    carrying a graph when they come from a call of something bound to an `nn.Module` in this
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
     """
 
     code = "GT507"
@@ -203,8 +235,31 @@ class GraphReusedAcrossSteps(_LoopRule):
                     continue
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
+                if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop):
+                    continue
                 done.add(id(t.stmt))
                 yield self.report(t.stmt, ctx, related=(
                     _related(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=g.first_module_call(t) or "module",
                     backward_line=b.call.lineno)
+
+
+def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
+    """Every read of ``name`` in the loop is ``next(name)``: an iterator (a generator of
+    forward passes) that yields a fresh value, with a fresh graph, on each pass."""
+    reads = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, ast.Load)]
+    nexts = [n for n in ast.walk(loop) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Name) and n.func.id == "next" and n.args
+             and isinstance(n.args[0], ast.Name) and n.args[0].id == name]
+    return bool(reads) and len(reads) == len(nexts)
+
+
+def _discriminator_steps(f: LoopFacts, g: Graphs, t: Binding, loop: ast.stmt) -> bool:
+    """Several discriminator steps on one generated batch (`fake = G(z)` before a loop that
+    steps only the discriminator's optimizer): detaching the fake is the discriminator loss's
+    job, often inside a loss callback this function cannot see; GT508 covers the visible case."""
+    module = g.first_module_call(t)
+    steps = [s for s in f.steps if f.inside(s.stmt, loop)]
+    return module is not None and role(module) == "g" and bool(steps) and all(
+        role(s.optimizer) == "d" for s in steps)
