@@ -148,6 +148,25 @@ def test_dead_relu_units_are_reported() -> None:
     assert len(f) == 1 and f[0].message.startswith("`2` (Linear): 24 of 32 output units")
 
 
+def test_dead_units_still_counted_after_live_biases_are_retired() -> None:
+    # after 16 recorded steps, biases with no dead unit stop being accumulated; the one
+    # with dead units keeps its exact count
+    torch.manual_seed(0)
+    m = mlp(depth=3, width=32)
+    with torch.no_grad():
+        m[2].bias[:24] = -100.0
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    with gradtrace.watch(m, opt) as w:
+        train(m, opt, 40)
+        col = w._bound[0].collector
+        names = [col.infos[i].name for i in sorted(col.unit_idx)]
+    assert names == ["2.bias"]  # 0.bias and 4.bias had every unit alive: retired
+    s = {p.name: s for p, s in zip(w.report.tracks[0].params, w.report.tracks[0].summaries)}
+    assert (s["2.bias"].units, s["2.bias"].dead_units) == (32, 24)
+    assert s["0.bias"].dead_units == 0
+    assert [f.code for f in w.report.findings].count("GT854") == 1
+
+
 def test_stalled_updates_and_param_not_in_optimizer() -> None:
     torch.manual_seed(0)
     m = mlp(depth=3)

@@ -42,6 +42,7 @@ _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "BatchNor
 _STALL_RATIO = 1e-10
 _SAMPLE = 4096
 _CHUNK = 512
+_UNIT_CHECK = 16  # recorded steps between two checks for biases with no dead unit left
 
 
 class History:
@@ -232,6 +233,8 @@ class Collector:
             grads.append(g)
         if self.unit_idx:
             self._accumulate_units(idx, grads)
+            if self.recorded % _UNIT_CHECK == _UNIT_CHECK - 1:
+                self._retire_live_units()
         return idx, sizes, _norms(grads, 2.0) + _extremes(grads), counts
 
     def _accumulate_units(self, idx: list[int], grads: list[torch.Tensor]) -> None:
@@ -252,6 +255,16 @@ class Collector:
                 if acc is None or acc.shape != g.shape or acc.device != g.device:
                     acc = self.unit_acc[i] = torch.zeros_like(g, dtype=torch.float32)
                 acc.addcmul_(g.float(), g.float())
+
+    def _retire_live_units(self) -> None:
+        """Stop accumulating a bias once every one of its units has had a non-zero gradient:
+        none of them can be dead any more (one host sync per ``_UNIT_CHECK`` steps)."""
+        ids = [i for i in self.unit_idx if i in self.unit_acc]
+        if not ids:
+            return
+        zeros = _to_host([self.unit_acc[i].numel() - torch.count_nonzero(self.unit_acc[i])
+                          for i in ids])
+        self.unit_idx.difference_update(i for i, z in zip(ids, zeros) if z == 0)
 
     def _weights(self) -> list[torch.Tensor] | None:
         """Samples (views) of the weights whose update is measured, or None."""
