@@ -254,11 +254,9 @@ class Watcher:
         b = _Bound(col, model, by_optimizer)
         self._bound.append(b)
         if model is not None:
-            self._handles.append(model.register_forward_pre_hook(
-                lambda m, a, k: self._guard(b, lambda: self._on_input(b, a, k)),
+            self._handles.append(model.register_forward_hook(  # one hook sees both ends
+                lambda m, a, k, out: self._guard(b, lambda: self._on_forward(b, a, k, out)),
                 with_kwargs=True))
-            self._handles.append(model.register_forward_hook(
-                lambda m, a, out: self._guard(b, lambda: self._on_output(b, out))))
         return b
 
     def _watch_losses(self) -> None:
@@ -296,10 +294,9 @@ class Watcher:
         if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
             self.observe_loss(out)
 
-    def _on_input(self, b: _Bound, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _on_forward(self, b: _Bound, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    out: Any) -> None:
         b.inputs = remember(args, kwargs)
-
-    def _on_output(self, b: _Bound, out: Any) -> None:
         loss = _scalar_loss(out)
         if loss is not None:
             b.collector.loss = loss
