@@ -228,6 +228,19 @@ def test_watch_records_no_graph_and_restores_grad_mode() -> None:
     assert w.report.tracks[0].steps[0].norm[0] > 0
 
 
+def test_channels_last_tensors_are_sampled_in_place() -> None:
+    from gradtrace.runtime.watch_collect import _geometry, _sample
+
+    t = torch.randn(8, 64, 16, 16).to(memory_format=torch.channels_last)
+    geom = _geometry(t.numel())
+    s = _sample(t, geom)
+    assert s.data_ptr() == t.data_ptr()  # a view, not a copy of the whole tensor
+    memory = t.permute(0, 2, 3, 1).reshape(-1, 512)  # the entries in memory order
+    assert torch.equal(s, memory[:: geom[1][0] // 512])
+    gappy = torch.randn(8, 64, 16, 32)[..., ::2]  # every other entry: a copy is needed
+    assert _sample(gappy, geom).shape == s.shape
+
+
 def test_gradient_outside_the_sample_is_not_a_zero_gradient_step() -> None:
     # 200 x 400 weight: the sample reads chunks 0, 3, 6, ... of 512 entries; row 2
     # (entries 800-1199) lies in chunks 1-2, so the sample sees only zeros

@@ -141,11 +141,18 @@ def _sample(t: torch.Tensor, geom: tuple[tuple[int, int], tuple[int, int]] | Non
     """The sample of ``t`` described by ``geom`` (see :func:`_geometry`), as a view."""
     if geom is None:
         return t
-    if t.is_contiguous():
+    if t.is_contiguous() or _dense_in_memory(t):  # any stretch of its memory holds entries
         return t.as_strided(*geom)
-    flat = t.reshape(-1)  # a copy for a non-contiguous tensor, still the same entries
+    flat = t.reshape(-1)  # a copy for a tensor with gaps, still the same entries
     rows, k = flat.numel() // _CHUNK, geom[1][0] // _CHUNK
     return flat[: rows * _CHUNK].view(rows, _CHUNK)[::k]
+
+
+def _dense_in_memory(t: torch.Tensor) -> bool:
+    """True for the channels-last layouts: permuted, but without gaps in memory."""
+    if t.dim() == 4:
+        return t.is_contiguous(memory_format=torch.channels_last)
+    return t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d)
 
 
 def _sampled_size(n: int) -> int:
