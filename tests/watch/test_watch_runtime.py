@@ -228,6 +228,34 @@ def test_watch_records_no_graph_and_restores_grad_mode() -> None:
     assert w.report.tracks[0].steps[0].norm[0] > 0
 
 
+def test_update_norms_with_weights_of_two_dtypes() -> None:
+    # float32 and float64 weights land in two row buffers; each norm goes back to its weight
+    class Mixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+            self.mid = nn.Module()
+            self.mid.s = nn.Parameter(torch.ones(3, dtype=torch.float64))
+            self.b = nn.Linear(8, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x)) * self.mid.s.sum().float()
+
+    torch.manual_seed(0)
+    m = Mixed()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with gradtrace.watch(m, opt) as w:
+        for _ in range(2):
+            opt.zero_grad()
+            m(torch.randn(4, 8)).pow(2).sum().backward()
+            opt.step()
+    t = w.report.tracks[0]
+    s = t.steps[-1]
+    assert [p.name for p in t.params][2] == "mid.s"  # between float32 weights
+    for i in range(len(t.params)):
+        assert s.update_norm[i] == pytest.approx(0.1 * s.norm[i], rel=1e-5), t.params[i].name
+
+
 def test_channels_last_tensors_are_sampled_in_place() -> None:
     from gradtrace.runtime.watch_collect import _geometry, _sample
 

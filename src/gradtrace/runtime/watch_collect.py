@@ -106,20 +106,31 @@ def _extremes(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _to_host(values: list[torch.Tensor]) -> list[float]:
-    """All scalars to Python floats with one ``tolist()`` (one host sync) per device."""
+    """The entries of scalars and 1-D tensors, in order, as Python numbers: one transfer (one
+    host sync) per device."""
+    out: list[float] = []
     if all(v.is_cpu for v in values):  # no sync to save: .item() beats a stack on CPU
-        return [float(v.item()) for v in values]
-    out = [0.0] * len(values)
+        for v in values:
+            if v.dim():
+                out.extend(v.tolist())
+            else:
+                out.append(v.item())
+        return out
+    chunks: list[list[float]] = [[] for _ in values]
     by_dev: dict[torch.device, dict[torch.dtype, list[int]]] = {}
     for k, v in enumerate(values):
         by_dev.setdefault(v.device, {}).setdefault(v.dtype, []).append(k)
     for groups in by_dev.values():
         ids = [k for g in groups.values() for k in g]
-        stacks = [torch.stack([values[k] for k in g]).to(torch.float32)
-                  for g in groups.values()]
-        host = (stacks[0] if len(stacks) == 1 else torch.cat(stacks)).tolist()
-        for k, x in zip(ids, host):
-            out[k] = x
+        flats = [torch.cat([values[k].reshape(-1) for k in g]).to(torch.float32)
+                 for g in groups.values()]
+        host = (flats[0] if len(flats) == 1 else torch.cat(flats)).tolist()
+        at = 0
+        for k in ids:
+            n = values[k].numel()
+            chunks[k], at = host[at:at + n], at + n
+    for c in chunks:
+        out.extend(c)
     return out
 
 
@@ -200,7 +211,9 @@ class Collector:
         self.unit_acc: dict[int, torch.Tensor] = {}
         self.track_updates = track_updates
         self.snap: list[torch.Tensor] | None = None  # weight samples before the step
-        self._wnorm: list[torch.Tensor] = []  # ... and their norms
+        self._rows: list[torch.Tensor] = []  # ... as rows of these buffers (NOTE [update rows])
+        self._order: list[int] = []  # the weights in row order
+        self._wnorm: list[torch.Tensor] = []  # the rows' norms before the step
         self.snap_ok = False
         self.loss: torch.Tensor | None = None
         self.nan_source: NanSource | None = None
@@ -285,8 +298,8 @@ class Collector:
         return out or None
 
     def snapshot(self) -> None:
-        """Copy (a strided sample of) each weight to a contiguous buffer and take its norm,
-        to measure the coming update against."""
+        """Copy (a strided sample of) each weight into a row of a zero-padded 2-D buffer and
+        take the rows' norms, to measure the coming update against (see NOTE [update rows])."""
         self.snap_ok = False
         cur = self._weights() if self.track_updates else None
         if cur is None:
@@ -296,9 +309,29 @@ class Collector:
                 raise RuntimeError("no buffer yet")
             torch._foreach_copy_(self.snap, cur)
         except (RuntimeError, AttributeError):
-            self.snap = [t.clone(memory_format=torch.contiguous_format) for t in cur]
-        self._wnorm = _norms(self.snap, 2.0)  # norms of strided views take a slow path
+            self._make_rows(cur)
+            torch._foreach_copy_(self.snap, cur)
+        self._wnorm = [torch.linalg.vector_norm(rows, dim=1) for rows in self._rows]
         self.snap_ok = True
+
+    def _make_rows(self, cur: list[torch.Tensor]) -> None:
+        """# NOTE [update rows]
+        One zero-padded buffer per (device, dtype), a row per weight sample: copying in and
+        subtracting are one foreach call each, and the norms of all rows are ONE call
+        (``vector_norm(dim=1)``; the zero padding adds nothing), instead of a call per weight.
+        ``self.snap`` holds each row's view shaped like its sample."""
+        groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+        for k, t in enumerate(cur):
+            groups.setdefault((t.device, t.dtype), []).append(k)
+        self.snap = [cur[0]] * len(cur)
+        self._rows, self._order = [], []
+        for (device, dtype), ks in groups.items():
+            rows = torch.zeros(len(ks), max(cur[k].numel() for k in ks), dtype=dtype,
+                               device=device)
+            for r, k in enumerate(ks):
+                self.snap[k] = rows[r, :cur[k].numel()].view(cur[k].shape)
+            self._rows.append(rows)
+            self._order.extend(ks)
 
     def measure_update(self) -> None:
         """Device scalars for the update since :meth:`snapshot` (synced with the next step)."""
@@ -307,11 +340,22 @@ class Collector:
         if cur is None or self.snap is None:
             return
         try:
-            torch._foreach_sub_(self.snap, cur)  # the buffer now holds old - new
+            torch._foreach_sub_(self.snap, cur)  # the rows now hold old - new
         except RuntimeError:  # a weight was resized or moved during the step
             self.snap = None
             return
-        self._upd_pending = _norms(self.snap, 2.0) + self._wnorm
+        self._upd_pending = [torch.linalg.vector_norm(rows, dim=1)
+                             for rows in self._rows] + self._wnorm
+
+    def _in_order(self, host: list[float]) -> list[float]:
+        """Update and weight norms from row order back to ``upd_idx`` order."""
+        m = len(self._order)
+        if self._order == list(range(m)):
+            return host
+        out = [0.0] * (2 * m)
+        for j, k in enumerate(self._order):
+            out[k], out[m + k] = host[j], host[m + j]
+        return out
 
     def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
         """Measure the current gradients (and loss), with ONE host sync that also brings the
@@ -323,8 +367,9 @@ class Collector:
         upd = upd or []
         host = _to_host(values + extra + upd + counts)
         n, m = len(values), len(values) + len(extra)
-        self._close_open(host[m:m + len(upd)] if upd else None)
-        return self._open_record(idx, sizes, host[:n], host[m + len(upd):],
+        u = 2 * len(self.upd_idx) if upd else 0
+        self._close_open(self._in_order(host[m:m + u]) if upd else None)
+        return self._open_record(idx, sizes, host[:n], host[m + u:],
                                  host[n] if extra else None)
 
     def flush(self) -> None:
@@ -333,7 +378,7 @@ class Collector:
         upd, self._upd_pending = self._upd_pending, None
         if self._open is not None and not upd:
             self.snap_ok = False
-        self._close_open(_to_host(upd) if upd else None)
+        self._close_open(self._in_order(_to_host(upd)) if upd else None)
 
     # ------------------------------------------------------------------ bookkeeping
     def _open_record(self, idx: list[int], sizes: list[int], host: list[float],
@@ -458,6 +503,6 @@ class Collector:
         """Drop every tensor this collector holds (buffers, accumulators, the last loss)."""
         self.flush()
         self.snap = None
-        self._wnorm = []
+        self._rows, self._wnorm = [], []
         self.snap_ok = False
         self.loss = None
