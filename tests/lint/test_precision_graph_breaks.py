@@ -401,6 +401,55 @@ SILENT = {
                 neg_mask = con_rank < neg_num.unsqueeze(-1)
                 return (con * (mask.float() + neg_mask.float())).sum(dim=1)
         """,
+    # corpus3 (axolotl LoRA test): `.data.clone().requires_grad_()` is the older spelling of
+    # `.detach().clone().requires_grad_()`: a new input leaf for a reference gradient
+    "new_leaf_from_data_clone": """
+        import torch
+
+        def test_scale_grad():
+            A1 = torch.randn(4, requires_grad=True)
+            x = torch.tensor([5.0, 5.0, 10.0, 20.0])
+            (A1 * x).sum().backward()
+            A2 = A1.data.clone().requires_grad_(True)
+            out2 = (A2 * x).sum()
+            out2.backward()
+        """,
+    # corpus3 (garage MAML): `compute_loss` is a method of the value function (a model), so it
+    # runs a forward; its NumPy-made inputs are data
+    "model_method_named_compute_loss": """
+        import numpy as np
+        import torch
+
+        class MAML:
+            def _train_value_function(self, paths):
+                obs = np.concatenate([path["observations"] for path in paths], axis=0)
+                obs = torch.Tensor(obs)
+                vf_loss = self._value_function.compute_loss(obs)
+                vf_loss.backward()
+                return vf_loss
+        """,
+    # corpus3 (garage optimizer test): a stub loss returns a call counter of the enclosing test
+    "stub_loss_returns_closure_counter": """
+        import torch
+
+        def test_line_search(optimizer, params):
+            loss_calls = 0
+
+            def f_loss():
+                nonlocal loss_calls
+                loss_calls += 1
+                return -torch.tensor(loss_calls)
+
+            optimizer.line_search(params, f_loss)
+        """,
+    # corpus3 (pytorch-adapt validators): a `loss_fn` property builds a loss *object*; the
+    # comparison is a configuration flag
+    "loss_fn_property_builds_loss_object": """
+        class EntropyValidator(SimpleLossValidator):
+            @property
+            def loss_fn(self):
+                return EntropyLoss(after_softmax=self.layer == "preds")
+        """,
 }
 
 CAUGHT = {
@@ -526,6 +575,44 @@ CAUGHT = {
             true = torch.tensor(action_tokenizer.decode(gt_token_ids))
             return F.l1_loss(pred, true)
         """, {(5, "GT104")}),
+    # twins of the corpus3 look-alikes
+    "data_copy_without_requires_grad": ("""
+        import torch
+
+        def test_scale_grad():
+            A1 = torch.randn(4, requires_grad=True)
+            x = torch.tensor([5.0, 5.0, 10.0, 20.0])
+            A2 = A1.data.clone()
+            out2 = (A2 * x).sum()
+            out2.backward()
+        """, {(6, "GT105")}),
+    "criterion_method_on_rebuilt_predictions": ("""
+        import torch
+
+        class Algo:
+            def train_vf(self, preds, targets):
+                vf_loss = self.criterion.compute_loss(torch.tensor(preds), targets)
+                vf_loss.backward()
+        """, {(5, "GT104")}),
+    "closure_total_bound_to_model_output": ("""
+        import torch
+
+        def search(model, x, optimizer):
+            total = model(x).sum()
+
+            def f_loss():
+                nonlocal total
+                total += 1
+                return torch.tensor(total)
+
+            optimizer.line_search(f_loss)
+        """, {(9, "GT104")}),
+    "loss_fn_property_returns_indicator": ("""
+        class Validator:
+            @property
+            def loss_fn(self):
+                return entropy_loss(self.logits == "preds")
+        """, {(4, "GT108")}),
 }
 
 

@@ -12,7 +12,7 @@ import ast
 import re
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.graph_breaks._shapes import (
@@ -142,6 +142,7 @@ class Tracer:
         self._busy: set[tuple[str, int]] = set()
         self._pure: dict[str, bool] = {}
         self._env: dict[str, Trace] = {}  # comprehension variables in scope
+        self._nonlocals: frozenset[str] | None = None  # see _nonlocal_numbers
         self._depth = 0
 
     # -- structure ---------------------------------------------------------------------------
@@ -259,7 +260,7 @@ class Tracer:
         if not bs:
             if name in self.ctx.imports.aliases:
                 return DEAD  # an imported constant or module
-            if name in self.settings:
+            if name in self.settings or name in self._nonlocal_numbers():
                 return DEAD
             if name in self.params:
                 return DEAD if TARGET_RE.match(name) or OBJECT_RE.match(name) else LIVE
@@ -282,6 +283,35 @@ class Tracer:
                     and b.value.func.id in ("list", "dict", "set")):
                 out = out | self._filled(name, line)
         return out
+
+    def _nonlocal_numbers(self) -> frozenset[str]:
+        """``nonlocal n`` names the enclosing function binds only to Python numbers (``n = 0``,
+        ``n += 1``): a call counter of a stub loss in a test, never a tensor on the graph."""
+        hit = self._nonlocals
+        if hit is None:
+            hit = self._nonlocals = frozenset(self._nonlocal_numbers_uncached())
+        return hit
+
+    def _nonlocal_numbers_uncached(self) -> Iterator[str]:
+        node = self.scope.node
+        names = {n for s in getattr(node, "body", ()) for x in walk(s)
+                 if isinstance(x, ast.Nonlocal) for n in x.names}
+        if not names:
+            return
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        outer = next((s for s in reversed(self.ctx.stmts) if isinstance(s, defs)
+                      and any(b is node for b in s.body)), None)
+        if outer is None:
+            outer = next((f for f in walk(self.ctx.tree) if isinstance(f, defs)
+                          and any(b is node for b in f.body)), None)
+        if outer is None:
+            return
+        bindings = self.ctx.scope(outer).bindings
+        for n in names:
+            values = [b.value for b in bindings.get(n, ())]
+            if values and all(isinstance(v, ast.Constant) and type(v.value) in (int, float)
+                              for v in values):
+                yield n
 
     def _filled(self, name: str, line: int) -> Trace:
         """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
@@ -443,7 +473,14 @@ class Tracer:
         if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
             values = self_assignments(self.ctx.class_def, name, self.ctx)
         if not values:
-            return bool(LOSS_CALLABLE_RE.match(name.rpartition(".")[2]))
+            recv, _, last = name.rpartition(".")
+            if last[:1].isupper() and any(ch.islower() for ch in last):
+                return False  # `EntropyLoss(after_softmax=...)` builds a loss object
+            if recv and recv not in ("self", "cls") and \
+                    recv.partition(".")[0] not in self.ctx.imports.aliases and \
+                    not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
+                return False  # `self.value_function.compute_loss(x, y)`: the model's method
+            return bool(LOSS_CALLABLE_RE.match(last))
         return all(isinstance(v, ast.Call) and is_torch_loss(self.ctx.qualified_name(v.func))
                    for v in values)
 
@@ -457,7 +494,8 @@ class Tracer:
 
 
 def _detached_copy(e: ast.expr) -> bool:
-    """``x.detach()``, ``x.detach().clone()``, ``x.clone().detach()``: the idiom that makes an
+    """``x.detach()``, ``x.detach().clone()``, ``x.clone().detach()``, ``x.data.clone()``: the
+    idiom that makes an
     independent leaf when ``.requires_grad_()`` follows (reference gradients in tests, inputs
     of a gradient penalty, the cached embeddings of GradCache)."""
     seen = False
@@ -465,7 +503,8 @@ def _detached_copy(e: ast.expr) -> bool:
             and e.func.attr in ("detach", "clone", "contiguous"):
         seen = seen or e.func.attr == "detach"
         e = e.func.value
-    return seen
+    # `x.data.clone().requires_grad_()`: the older spelling of the same idiom
+    return seen or (isinstance(e, ast.Attribute) and e.attr == "data")
 
 
 _HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()
