@@ -450,6 +450,34 @@ SILENT = {
             def loss_fn(self):
                 return EntropyLoss(after_softmax=self.layer == "preds")
         """,
+    # corpus3 (stanza char model, highway LSTM, POS tagger): `.data` of a PackedSequence (its
+    # flat data field keeps the history); known from its `.batch_sizes` being read, or as the
+    # output of an LSTM run on a `PackedSequence(...)`
+    "packed_sequence_data_known_by_its_fields": """
+        import torch
+        from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+
+        class CharacterModel(torch.nn.Module):
+            def forward(self, embs, lens):
+                output = self.charlstm(embs, lens)
+                char_reps = output[0]
+                weights = torch.sigmoid(self.char_attn(char_reps.data))
+                char_reps = PackedSequence(char_reps.data * weights, char_reps.batch_sizes)
+                char_reps, _ = pad_packed_sequence(char_reps, batch_first=True)
+                return char_reps.sum(1)
+        """,
+    "packed_sequence_data_from_an_lstm_on_packed_input": """
+        import torch
+        from torch.nn.utils.rnn import PackedSequence
+
+        class Tagger(torch.nn.Module):
+            def forward(self, inputs, sentlens):
+                lstm_inputs = torch.cat([x.data for x in inputs], 1)
+                lstm_inputs = PackedSequence(self.drop(lstm_inputs), inputs[0].batch_sizes)
+                lstm_outputs, _ = self.taggerlstm(lstm_inputs, sentlens)
+                lstm_outputs = lstm_outputs.data
+                return self.upos_clf(self.drop(lstm_outputs))
+        """,
 }
 
 CAUGHT = {
@@ -613,6 +641,16 @@ CAUGHT = {
             def loss_fn(self):
                 return entropy_loss(self.logits == "preds")
         """, {(4, "GT108")}),
+    "lstm_output_on_padded_input_read_through_data": ("""
+        import torch
+
+        class Tagger(torch.nn.Module):
+            def forward(self, inputs, sentlens):
+                lstm_inputs = self.drop(torch.cat(inputs, 1))
+                lstm_outputs, _ = self.taggerlstm(lstm_inputs, sentlens)
+                lstm_outputs = lstm_outputs.data
+                return self.upos_clf(self.drop(lstm_outputs))
+        """, {(7, "GT105")}),
 }
 
 

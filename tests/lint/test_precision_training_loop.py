@@ -190,6 +190,18 @@ SILENT = {
             loss = optimizer.step(closure)
             scheduler.step()
         """,
+    # corpus3 (stanza charlm): an alternative constructor (`Cls.from_new_model(args)`) builds
+    # the trainer object before the loop; it runs no forward
+    "trainer-built-by-an-alternative-constructor": """
+        def train(args, vocab, batches):
+            trainer = CharacterLanguageModelTrainer.from_new_model(args, vocab)
+            for data, target in batches:
+                trainer.optimizer.zero_grad()
+                output, decoded = trainer.model.forward(data)
+                loss = trainer.criterion(decoded, target)
+                loss.backward()
+                trainer.optimizer.step()
+        """,
     # corpus2 (avalanche tests, torchrl PILCO): a model object built from a class whose name
     # starts with an acronym (`MTSimpleMLP`, `GPWorldModel`) is an object, not a forward pass
     "model-object-built-before-the-loop": """
@@ -388,6 +400,17 @@ BUGGY = {
             loss2 = criterion(head2(feats), target)
             loss2.backward()
         """, [(9, "GT509")]),
+    # twin of the corpus3 look-alike: the built trainer's model runs once before the loop
+    "context-from-a-built-trainer-model-before-the-loop": ("""
+        def train(args, vocab, batches, prompt):
+            trainer = CharacterLanguageModelTrainer.from_new_model(args, vocab)
+            context = trainer.model.forward(prompt)
+            for data, target in batches:
+                trainer.optimizer.zero_grad()
+                loss = trainer.criterion(trainer.model.head(data) + context, target)
+                loss.backward()
+                trainer.optimizer.step()
+        """, [(4, "GT507")]),
 }
 
 

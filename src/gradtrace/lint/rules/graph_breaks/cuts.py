@@ -16,6 +16,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
 
@@ -399,7 +400,7 @@ def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
     other uses), and for a ``PackedSequence`` (its ``.data`` field keeps the history)."""
     if isinstance(e, ast.Call):
         found = _layer_call(e)
-    elif isinstance(e, ast.Name) and "pack" not in e.id.lower():
+    elif isinstance(e, ast.Name) and not _packed(e.id, lp, 0):
         found = next((c for v in _values_of(e.id, lp) if (c := _layer_call(v, lp)) is not None),
                      None)
     else:
@@ -407,6 +408,38 @@ def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
     if found is None or not lp.trace(found, lp.scope.statement_of(found), found.lineno).live:
         return None
     return found
+
+
+PACKED_FIELDS = ("batch_sizes", "sorted_indices", "unsorted_indices")
+
+
+def _packed(name: str, lp: LossPaths, depth: int) -> bool:
+    """Whether ``name`` holds a ``PackedSequence``: spelled so (``packed``), one of its own
+    fields is read (``name.batch_sizes``), or it is bound to ``PackedSequence(...)`` /
+    ``pack_padded_sequence(...)`` or to the output of a layer fed such a value (an RNN run on
+    a packed input returns a packed output, ``out, _ = self.lstm(packed_in)``)."""
+    if "pack" in name.lower():
+        return True
+    if depth > 3:
+        return False
+    if any(f"{name}.{f}" in lp.ctx.text for f in PACKED_FIELDS) and any(
+            isinstance(n, ast.Attribute) and n.attr in PACKED_FIELDS
+            and isinstance(n.value, ast.Name) and n.value.id == name
+            for s in lp.scope.stmts for n in walk(s)):
+        return True
+    for b in lp.scope.bindings.get(name, ()):
+        v = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        while isinstance(v, ast.Subscript):
+            v = v.value
+        if not isinstance(v, ast.Call):
+            continue
+        callee = (dotted(v.func) or "").rpartition(".")[2]
+        if callee == "PackedSequence" or callee.startswith("pack_"):
+            return True
+        if runs_layer(v) and any(isinstance(a, ast.Name) and a.id != name
+                                 and _packed(a.id, lp, depth + 1) for a in v.args[:1]):
+            return True
+    return False
 
 
 def _values_of(name: str, lp: LossPaths) -> Iterator[ast.AST]:

@@ -50,7 +50,8 @@ FORWARD_METHODS = frozenset({"forward", "encode", "decode", "encode_image", "enc
 # verbs of functions that build or fetch a module object rather than run it
 FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
                            "prepare", "setup", "copy", "deepcopy", "instantiate", "compile",
-                           "new", "clone", "freeze", "register", "save", "set", "is", "has"})
+                           "new", "clone", "freeze", "register", "save", "set", "is", "has",
+                           "from"})  # `from_pretrained`, `Trainer.from_new_model(args)`
 # verbs of helper functions that reshape or combine the tensors they are given
 # (`cat_padded_token_embeddings(reps)`, `stack_features(xs)`): they run no module
 SHAPE_WORDS = frozenset({"cat", "concat", "concatenate", "stack", "pad", "split", "chunk",
