@@ -172,13 +172,6 @@ def _sampled_size(n: int) -> int:
     return n if geom is None else geom[0][0] * geom[0][1]
 
 
-def _dense(g: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """The values to measure and the element count of a (possibly sparse) gradient."""
-    if g.is_sparse:
-        return g.coalesce().values(), g.numel()
-    return g.detach(), g.numel()
-
-
 class Collector:
     """Records gradient, update and loss statistics for one list of parameters.
 
@@ -223,10 +216,6 @@ class Collector:
                           ] | None = None
 
     # ------------------------------------------------------------------ step protocol
-    def params(self) -> list[torch.Tensor | None]:
-        """The watched parameters still alive (None where collected)."""
-        return [r() for r in self.refs]
-
     def recording(self) -> bool:
         """True if the current step is one to record (every ``every``-th step)."""
         return self.total_steps % self.every == 0
@@ -432,7 +421,7 @@ class Collector:
         g = None if p is None else p.grad
         if g is None:
             return 0
-        vals, _ = _dense(g)
+        vals = g.coalesce().values() if g.is_sparse else g
         return int((~torch.isfinite(vals)).sum())
 
     def _count(self, rec: StepRecord, bad: list[int], seen: set[int]) -> None:

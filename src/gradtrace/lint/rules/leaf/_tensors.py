@@ -93,6 +93,19 @@ def is_parameter_call(node: ast.AST, ctx: Context) -> bool:
     return isinstance(node, ast.Call) and ctx.call_name(node) == "torch.nn.Parameter"
 
 
+def single_assign_of(call: ast.Call, ctx: Context) -> ast.Assign | None:
+    """The statement ``target = value`` (one target) whose value is ``call`` or has ``call``
+    as an operand of a binary operation (``torch.randn(3) * 0.1``), else None."""
+    node = ctx.statement
+    if not isinstance(node, ast.Assign) or node.value is not ctx.exprs[0] \
+            or len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
+        return None
+    if call is not node.value and not (isinstance(node.value, ast.BinOp) and call in (
+            node.value.left, node.value.right)):
+        return None
+    return node
+
+
 def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
     """``torch.randn(.., requires_grad=True).cuda()`` / ``... * scale``: (the factory, how)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):

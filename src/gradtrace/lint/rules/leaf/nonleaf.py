@@ -13,7 +13,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf.flags import _freezes
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
-    optimizer_param_exprs, scope_mentions,
+    optimizer_param_exprs, scope_mentions, single_assign_of,
 )
 from gradtrace.lint.nodes import walk
 
@@ -105,12 +105,8 @@ class WeightMadeNonLeaf(Rule):
     ]
 
     def visit_Call(self, call: ast.Call, ctx: Context) -> Iterator[Finding]:
-        node = ctx.statement
-        if not isinstance(node, ast.Assign) or node.value is not ctx.exprs[0] \
-                or len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
-            return
-        if call is not node.value and not (isinstance(node.value, ast.BinOp) and call in (
-                node.value.left, node.value.right)):
+        node = single_assign_of(call, ctx)
+        if node is None:
             return
         name = dotted(node.targets[0])
         if name is None or "." in name:

@@ -11,7 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
     COPY_METHODS, is_optimizer_call, is_true, grad_factory, is_parameter_call, made_non_leaf,
-    nn_alias,
+    nn_alias, single_assign_of,
 )
 from gradtrace.lint.rules.registration._modules import (
     CONTAINERS, module_classes, owns_params, statements,
@@ -311,12 +311,8 @@ class LearnableTensorAsPlainAttribute(Rule):
     ]
 
     def visit_Call(self, call: ast.Call, ctx: Context) -> Iterator[Finding]:
-        node = ctx.statement
-        if not isinstance(node, ast.Assign) or node.value is not ctx.exprs[0] \
-                or len(node.targets) != 1 or not isinstance(node.value, (ast.Call, ast.BinOp)):
-            return
-        if call is not node.value and not (isinstance(node.value, ast.BinOp) and call in (
-                node.value.left, node.value.right)):
+        node = single_assign_of(call, ctx)
+        if node is None:
             return
         attr = _self_attr(node.targets[0])
         cls = ctx.class_def
