@@ -190,6 +190,36 @@ def test_large_tensors_exact_norm_and_max_sampled_zeros_and_update() -> None:
     assert s.weight_norm[0] == pytest.approx(float(w_before.norm()), rel=0.05)
 
 
+@pytest.mark.parametrize("dtypes", [(torch.float32,), (torch.float64,), (torch.bfloat16,),
+                                    (torch.float32, torch.float64)],
+                         ids=["float32", "float64", "bfloat16", "mixed"])
+def test_gradient_values_equal_torch_for_every_dtype(dtypes: tuple[torch.dtype, ...]) -> None:
+    # float32/float64 go through the one-buffer path, bfloat16 and mixed dtypes through the
+    # per-tensor one: both must report what torch computes
+    torch.manual_seed(0)
+    layers = [nn.Linear(60, 60).to(dtypes[k % len(dtypes)]) for k in range(3)]  # <= _SAMPLE
+    m = nn.Sequential(*layers)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        for layer in layers:
+            x = torch.relu(layer(x.to(layer.weight.dtype)))
+        return x.float().pow(2).sum()
+
+    with gradtrace.watch(m, opt) as w:
+        opt.zero_grad()
+        forward(torch.randn(16, 60)).backward()
+        grads = [p.grad.clone() for p in m.parameters()]
+        opt.step()
+    s = w.report.tracks[0].steps[0]
+    for i, g in enumerate(grads):
+        rel = 1e-2 if g.dtype == torch.bfloat16 else 1e-5
+        assert s.norm[i] == pytest.approx(float(g.double().norm()), rel=rel)
+        assert s.max_abs[i] == float(g.abs().max())
+        assert s.zero_frac[i] == pytest.approx(float((g == 0).double().mean()), abs=1e-9)
+        assert s.nonfinite[i] == 0
+
+
 def test_fused_gpu_path_for_max_abs_gives_the_same_values(monkeypatch) -> None:
     from gradtrace.runtime import watch_collect
 

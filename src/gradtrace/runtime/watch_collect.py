@@ -1,11 +1,11 @@
 """Per-step gradient statistics for one watched parameter set: batched, one host sync per step.
 
 # NOTE [watch cost]
-Per step, per gradient: its exact 2-norm (one ``torch._foreach_norm`` over all of them), its
-exact max |g| (``aminmax``, about 10x faster on CPU than a foreach inf-norm) and the non-zero
-count of a sample of at most ``_SAMPLE`` entries (every k-th contiguous chunk of ``_CHUNK``).
-The scalars reach the host in one transfer per device (one ``tolist()``; on CPU, where
-there is no sync to save, ``.item()`` each, which is cheaper than a stack). That one sync
+Per step, per gradient: its exact 2-norm, its exact max |g| (``aminmax``, about 10x faster
+on CPU than an inf-norm) and the non-zero count of a sample of at most ``_SAMPLE`` entries
+(every k-th contiguous chunk of ``_CHUNK``). On CPU they are written into one buffer (NOTE
+[one buffer]); on GPUs the norms come from fused foreach kernels. The values reach the host in
+one transfer per device. That one sync
 happens when the gradients are measured (before ``optimizer.step()``, so a NaN is seen before
 it reaches the weights) and also carries the previous step's update norms, which are left on
 the device until then. Nothing is synchronised per parameter except on the rare anomaly path
@@ -42,7 +42,8 @@ _UNIT_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "BatchNor
 _STALL_RATIO = 1e-10
 _SAMPLE = 4096
 _CHUNK = 512
-_UNIT_CHECK = 16  # recorded steps between two checks for biases with no dead unit left
+_UNIT_CHECK = 16  # recorded steps between two checks for biases with no dead unit left ...
+_UNIT_EARLY = frozenset({2, 4, 8})  # ... after checks at these counts of recorded steps
 
 
 class History:
@@ -202,11 +203,13 @@ class Collector:
                          if info.name.rsplit(".", 1)[-1] == "bias" and len(info.shape) == 1
                          and info.module_type in _UNIT_MODULES}
         self.unit_acc: dict[int, torch.Tensor] = {}
+        self._vals: dict = {}  # (count, dtype) -> value buffer and its entries (NOTE [one buffer])
         self.track_updates = track_updates
         self.snap: list[torch.Tensor] | None = None  # weight samples before the step
-        self._rows: list[torch.Tensor] = []  # ... as rows of these buffers (NOTE [update rows])
-        self._order: list[int] = []  # the weights in row order
-        self._wnorm: list[torch.Tensor] = []  # the rows' norms before the step
+        # ... as rows of these buffers, with a flat output for their norms (NOTE [update rows])
+        self._rows: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._dst: list[torch.Tensor] = []  # the rows a snapshot copies the samples into
+        self._groups: list[list[int]] = []  # the weights of each buffer, in row order
         self.snap_ok = False
         self.loss: torch.Tensor | None = None
         self.nan_source: NanSource | None = None
@@ -221,30 +224,64 @@ class Collector:
         return self.total_steps % self.every == 0
 
     def _grad_values(self, reached: Sequence[bool] | None
-                     ) -> tuple[list[int], list[int], list[torch.Tensor], list[torch.Tensor]]:
-        """Device scalars for the current gradients: the 2-norms then (min, max) of each, and
-        the non-zero count of each one's sample (few dispatcher calls per tensor: see NOTE
-        [watch cost])."""
-        idx, sizes, grads, counts = [], [], [], []
-        count = torch.count_nonzero
+                     ) -> tuple[list[int], list[int], list[torch.Tensor]]:
+        """Device values for the current gradients, which reach the host as, in order: the
+        2-norms, (min, max) pairs and the non-zero counts of their samples (see NOTE [watch
+        cost])."""
+        idx, sizes, grads, samples = [], [], [], []
+        geoms = self.geoms
         for i, ref in enumerate(self.refs):
             p = ref()
             g = None if p is None else p.grad
             if g is None or (reached is not None and not reached[i]):
                 continue
-            geom = self.geoms[i]
+            geom = geoms[i]
             if g.is_sparse:
                 g = g.coalesce().values()
                 geom = _geometry(g.numel())
-            counts.append(count(_sample(g, geom)))
+            samples.append(_sample(g, geom))
             sizes.append(g.numel() if geom is None else geom[0][0] * geom[0][1])
             idx.append(i)
             grads.append(g)
         if self.unit_idx:
             self._accumulate_units(idx, grads)
-            if self.recorded % _UNIT_CHECK == _UNIT_CHECK - 1:
+            done = self.recorded + 1
+            if done % _UNIT_CHECK == 0 or done in _UNIT_EARLY:
                 self._retire_live_units()
-        return idx, sizes, _norms(grads, 2.0) + _extremes(grads), counts
+        out = self._into_buffer(grads, samples)
+        if out is None:
+            out = _norms(grads, 2.0) + _extremes(grads) + [torch.count_nonzero(s)
+                                                            for s in samples]
+        return idx, sizes, out
+
+    def _into_buffer(self, grads: list[torch.Tensor], samples: list[torch.Tensor]
+                     ) -> list[torch.Tensor] | None:
+        """# NOTE [one buffer]
+        On CPU, with float32/float64 gradients, every value of the step is written (``out=``)
+        into one preallocated buffer read by ONE ``tolist()``, and with only two kinds of op,
+        ``vector_norm`` (2-norm; order 0 counts non-zeros) and ``aminmax``. In a training
+        step the first call of each kind of op costs about 30 us (its code is cold after the
+        backward) and each ``.item()`` a few us, so this beats a foreach norm plus
+        ``count_nonzero`` plus an ``.item()`` per value. None when it does not apply."""
+        if not grads:
+            return None
+        g0 = grads[0]
+        if not g0.is_cpu or g0.dtype not in (torch.float32, torch.float64):
+            return None
+        n = len(grads)
+        got = self._vals.get((n, g0.dtype))
+        if got is None:
+            buf = torch.zeros(4 * n, dtype=g0.dtype)
+            got = self._vals[(n, g0.dtype)] = (buf, [buf[k] for k in range(4 * n)])
+        buf, v = got
+        norm, aminmax, dtype = torch.linalg.vector_norm, torch.aminmax, g0.dtype
+        for k, (g, s) in enumerate(zip(grads, samples)):
+            if g.dtype is not dtype or not g.is_cpu or not g.numel():
+                return None
+            norm(g, out=v[k])
+            aminmax(g, out=(v[n + 2 * k], v[n + 2 * k + 1]))
+            norm(s, 0, out=v[3 * n + k])
+        return [buf]
 
     def _accumulate_units(self, idx: list[int], grads: list[torch.Tensor]) -> None:
         """Add g*g of each unit bias into a float32 accumulator; only whether an entry is
@@ -267,7 +304,8 @@ class Collector:
 
     def _retire_live_units(self) -> None:
         """Stop accumulating a bias once every one of its units has had a non-zero gradient:
-        none of them can be dead any more (one host sync per ``_UNIT_CHECK`` steps)."""
+        none of them can be dead any more (one host sync per check: every ``_UNIT_CHECK`` steps,
+        and early ones, since most biases have no dead unit after a few steps)."""
         ids = [i for i in self.unit_idx if i in self.unit_acc]
         if not ids:
             return
@@ -287,79 +325,89 @@ class Collector:
         return out or None
 
     def snapshot(self) -> None:
-        """Copy (a strided sample of) each weight into a row of a zero-padded 2-D buffer and
-        take the rows' norms, to measure the coming update against (see NOTE [update rows])."""
+        """Copy (a strided sample of) each weight into two rows of a zero-padded buffer, one
+        kept and one the update will be subtracted from (see NOTE [update rows])."""
         self.snap_ok = False
         cur = self._weights() if self.track_updates else None
         if cur is None:
             return
-        try:
-            if self.snap is None:
-                raise RuntimeError("no buffer yet")
-            torch._foreach_copy_(self.snap, cur)
-        except (RuntimeError, AttributeError):
+        if self.snap is None or len(self.snap) != len(cur):
             self._make_rows(cur)
-            torch._foreach_copy_(self.snap, cur)
-        self._wnorm = [torch.linalg.vector_norm(rows, dim=1) for rows in self._rows]
+        try:
+            torch._foreach_copy_(self._dst, cur + cur)
+        except RuntimeError:  # a weight was resized or moved since the buffers were made
+            self._make_rows(cur)
+            torch._foreach_copy_(self._dst, cur + cur)
         self.snap_ok = True
 
     def _make_rows(self, cur: list[torch.Tensor]) -> None:
         """# NOTE [update rows]
-        One zero-padded buffer per (device, dtype), a row per weight sample: copying in and
-        subtracting are one foreach call each, and the norms of all rows are ONE call
-        (``vector_norm(dim=1)``; the zero padding adds nothing), instead of a call per weight.
-        ``self.snap`` holds each row's view shaped like its sample."""
+        One zero-padded buffer per (device, dtype), of shape (2, weights, longest sample):
+        before the step each weight sample is copied into its row of both halves; after it,
+        the weight is subtracted from the second half. So copying in and subtracting are one
+        foreach call each, and ONE ``vector_norm(dim=-1)`` per buffer gives every weight's
+        norm before the step and its update's norm (the zero padding adds nothing), instead
+        of calls per weight. ``self.snap`` holds the second half's rows shaped like the
+        samples; ``self._groups`` the weights (positions in ``upd_idx``) of each buffer."""
         groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
         for k, t in enumerate(cur):
             groups.setdefault((t.device, t.dtype), []).append(k)
-        self.snap = [cur[0]] * len(cur)
-        self._rows, self._order = [], []
+        keep, self.snap = [cur[0]] * len(cur), [cur[0]] * len(cur)
+        self._rows, self._groups = [], []
         for (device, dtype), ks in groups.items():
-            rows = torch.zeros(len(ks), max(cur[k].numel() for k in ks), dtype=dtype,
+            rows = torch.zeros(2, len(ks), max(cur[k].numel() for k in ks), dtype=dtype,
                                device=device)
             for r, k in enumerate(ks):
-                self.snap[k] = rows[r, :cur[k].numel()].view(cur[k].shape)
-            self._rows.append(rows)
-            self._order.extend(ks)
+                n, shape = cur[k].numel(), cur[k].shape
+                keep[k], self.snap[k] = rows[0, r, :n].view(shape), rows[1, r, :n].view(shape)
+            flat = torch.zeros(2 * len(ks), dtype=dtype, device=device)
+            self._rows.append((rows, flat, flat.view(2, len(ks))))
+            self._groups.append(ks)
+        self._dst = keep + self.snap
 
     def measure_update(self) -> None:
-        """Device scalars for the update since :meth:`snapshot` (synced with the next step)."""
+        """Device values for the update since :meth:`snapshot` (synced with the next step)."""
         cur = self._weights() if self.snap_ok and self.snap is not None else None
         self.snap_ok = False
         if cur is None or self.snap is None:
             return
         try:
-            torch._foreach_sub_(self.snap, cur)  # the rows now hold old - new
+            torch._foreach_sub_(self.snap, cur)  # the second rows now hold old - new
         except RuntimeError:  # a weight was resized or moved during the step
             self.snap = None
             return
-        self._upd_pending = [torch.linalg.vector_norm(rows, dim=1)
-                             for rows in self._rows] + self._wnorm
+        for rows, _, out in self._rows:
+            torch.linalg.vector_norm(rows, dim=-1, out=out)
+        self._upd_pending = [flat for _, flat, _ in self._rows]
 
     def _in_order(self, host: list[float]) -> list[float]:
-        """Update and weight norms from row order back to ``upd_idx`` order."""
-        m = len(self._order)
-        if self._order == list(range(m)):
-            return host
+        """Update norms then weight norms, in ``upd_idx`` order, from the buffers' values
+        (per buffer: its weights' norms, then their updates' norms, in row order)."""
+        m = sum(len(ks) for ks in self._groups)
         out = [0.0] * (2 * m)
-        for j, k in enumerate(self._order):
-            out[k], out[m + k] = host[j], host[m + j]
+        at = 0
+        for ks in self._groups:
+            n = len(ks)
+            for r, k in enumerate(ks):
+                out[m + k], out[k] = host[at + r], host[at + n + r]
+            at += 2 * n
         return out
 
     def measure(self, reached: Sequence[bool] | None = None) -> list[int]:
         """Measure the current gradients (and loss), with ONE host sync that also brings the
         previous step's update. Returns the indices of parameters with non-finite grads."""
-        idx, sizes, values, counts = self._grad_values(reached)
+        idx, sizes, values = self._grad_values(reached)
         loss, self.loss = self.loss, None
         extra = [loss] if loss is not None else []
         upd, self._upd_pending = self._upd_pending, None
         upd = upd or []
-        host = _to_host(values + extra + upd + counts)
-        n, m = len(values), len(values) + len(extra)
+        host = _to_host(values + extra + upd)
+        n = len(idx)
+        m = 4 * n + len(extra)
         u = 2 * len(self.upd_idx) if upd else 0
         self._close_open(self._in_order(host[m:m + u]) if upd else None)
-        return self._open_record(idx, sizes, host[:n], host[m + u:],
-                                 host[n] if extra else None)
+        return self._open_record(idx, sizes, host[:3 * n], host[3 * n:4 * n],
+                                 host[4 * n] if extra else None)
 
     def flush(self) -> None:
         """Finish the last measured step (syncs once if its update is still on the device).
@@ -491,7 +539,8 @@ class Collector:
     def release(self) -> None:
         """Drop every tensor this collector holds (buffers, accumulators, the last loss)."""
         self.flush()
+        self._vals = {}
         self.snap = None
-        self._rows, self._wnorm = [], []
+        self._rows, self._dst = [], []
         self.snap_ok = False
         self.loss = None
