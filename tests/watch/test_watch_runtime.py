@@ -286,6 +286,30 @@ def test_update_norms_with_weights_of_two_dtypes() -> None:
         assert s.update_norm[i] == pytest.approx(0.1 * s.norm[i], rel=1e-5), t.params[i].name
 
 
+def test_update_of_a_weight_rebound_by_the_optimizer_is_measured() -> None:
+    # an optimizer that assigns ``p.data = ...`` (SAM-style implementations do) leaves the
+    # views taken before the step on the old storage: the update must come from the new one
+    class Rebind(torch.optim.Optimizer):
+        def __init__(self, params: object, lr: float) -> None:
+            super().__init__(params, {"lr": lr})
+
+        @torch.no_grad()
+        def step(self, closure: object = None) -> None:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.data = p.data - group["lr"] * p.grad
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(100, 80), nn.ReLU(), nn.Linear(80, 3))  # 8,000 > _SAMPLE
+    opt = Rebind(m.parameters(), lr=0.1)
+    with gradtrace.watch(m, opt) as w:
+        train(m, opt, 3, d_in=100, d_out=3)
+    for s in w.report.tracks[0].steps:
+        for i, (u, n) in enumerate(zip(s.update_norm, s.norm)):
+            assert u == pytest.approx(0.1 * n, rel=0.3 if i == 0 else 1e-4), i
+    assert not any(f.code == "GT855" for f in w.report.findings)
+
+
 def test_channels_last_tensors_are_sampled_in_place() -> None:
     from gradtrace.runtime.watch_collect import _geometry, _sample
 

@@ -209,6 +209,8 @@ class Collector:
         # ... as rows of these buffers, with a flat output for their norms (NOTE [update rows])
         self._rows: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self._dst: list[torch.Tensor] = []  # the rows a snapshot copies the samples into
+        # the snapshot's weight views and data pointers, held from before to after the step
+        self._held: tuple[list[torch.Tensor], list[int]] | None = None
         self._groups: list[list[int]] = []  # the weights of each buffer, in row order
         self.snap_ok = False
         self.loss: torch.Tensor | None = None
@@ -313,24 +315,27 @@ class Collector:
                           for i in ids])
         self.unit_idx.difference_update(i for i, z in zip(ids, zeros) if z == 0)
 
-    def _weights(self) -> list[torch.Tensor] | None:
-        """Samples (views) of the weights whose update is measured, or None."""
-        out = []
+    def _weights(self) -> tuple[list[torch.Tensor], list[int]] | None:
+        """Samples (views) of the weights whose update is measured and the weights' data
+        pointers, or None."""
+        out, ptrs = [], []
         refs, geoms = self.refs, self.geoms
         for i in self.upd_idx:
             p = refs[i]()
             if p is None:
                 return None
             out.append(_sample(p, geoms[i]))
-        return out or None
+            ptrs.append(p.data_ptr())
+        return (out, ptrs) if out else None
 
     def snapshot(self) -> None:
         """Copy (a strided sample of) each weight into two rows of a zero-padded buffer, one
         kept and one the update will be subtracted from (see NOTE [update rows])."""
         self.snap_ok = False
-        cur = self._weights() if self.track_updates else None
-        if cur is None:
+        self._held = self._weights() if self.track_updates else None
+        if self._held is None:
             return
+        cur = self._held[0]
         if self.snap is None or len(self.snap) != len(cur):
             self._make_rows(cur)
         try:
@@ -367,10 +372,21 @@ class Collector:
 
     def measure_update(self) -> None:
         """Device values for the update since :meth:`snapshot` (synced with the next step)."""
-        cur = self._weights() if self.snap_ok and self.snap is not None else None
-        self.snap_ok = False
-        if cur is None or self.snap is None:
+        held, self._held = self._held, None
+        if not self.snap_ok or held is None or self.snap is None:
+            self.snap_ok = False
             return
+        self.snap_ok = False
+        cur, ptrs = held  # the snapshot's views, unless a weight was rebound since
+        refs = self.refs
+        for i, ptr in zip(self.upd_idx, ptrs):
+            p = refs[i]()
+            if p is None or p.data_ptr() != ptr:  # ``p.data = ...`` in the step
+                again = self._weights()
+                if again is None:
+                    return
+                cur = again[0]
+                break
         try:
             torch._foreach_sub_(self.snap, cur)  # the second rows now hold old - new
         except RuntimeError:  # a weight was resized or moved during the step
@@ -414,7 +430,7 @@ class Collector:
         An update not measured yet is dropped rather than attributed to a later step."""
         upd, self._upd_pending = self._upd_pending, None
         if self._open is not None and not upd:
-            self.snap_ok = False
+            self.snap_ok, self._held = False, None
         self._close_open(self._in_order(_to_host(upd)) if upd else None)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -541,6 +557,6 @@ class Collector:
         self.flush()
         self._vals = {}
         self.snap = None
-        self._rows, self._dst = [], []
+        self._rows, self._dst, self._held = [], [], None
         self.snap_ok = False
         self.loss = None
