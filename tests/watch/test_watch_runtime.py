@@ -258,6 +258,33 @@ def test_watch_records_no_graph_and_restores_grad_mode() -> None:
     assert w.report.tracks[0].steps[0].norm[0] > 0
 
 
+def test_a_long_watch_holds_a_bounded_number_of_objects() -> None:
+    # records, tensors and other objects the watch holds stop growing once the history is full
+    from gradtrace.report.model import StepRecord
+
+    def live() -> tuple[int, int]:
+        gc.collect()
+        objs = gc.get_objects()
+        return (sum(type(o) is StepRecord for o in objs),
+                sum(type(o) in (torch.Tensor, nn.Parameter) for o in objs))
+
+    torch.manual_seed(0)
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    counts = []
+    with gradtrace.watch(m, opt, history=16):
+        for i in range(1, 601):
+            opt.zero_grad()
+            nn.functional.mse_loss(m(x), y).backward()
+            opt.step()
+            if i in (100, 600):
+                counts.append(live())
+    (records_100, tensors_100), (records_600, tensors_600) = counts
+    assert records_600 <= 17 + 1 and records_100 <= 17 + 1  # history + the last step
+    assert tensors_600 == tensors_100
+
+
 def test_update_norms_with_weights_of_two_dtypes() -> None:
     # float32 and float64 weights land in two row buffers; each norm goes back to its weight
     class Mixed(nn.Module):
