@@ -12,8 +12,8 @@ the device until then. Nothing is synchronised per parameter except on the rare 
 (counting the non-finite entries of a gradient whose norm is non-finite).
 
 Weights are only read: the same sample of each weight is copied to a contiguous buffer before
-the step (its norm taken there: norms of strided views take a slow path) and subtracted from
-the weight after it, so the update-to-weight ratio is exact for tensors up to ``_SAMPLE``
+the step and subtracted from the weight after it, and both norms are taken in that buffer
+(NOTE [update rows]), so the update-to-weight ratio is exact for tensors up to ``_SAMPLE``
 entries and estimated above; no parameter bit changes and no copy of the model is kept.
 
 What costs: on CPU, in a training step, each of these calls costs several times what it
