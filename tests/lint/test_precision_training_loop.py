@@ -15,6 +15,50 @@ def gt5(src: str) -> list[tuple[int, str]]:
 
 
 SILENT = {
+    # timm's loss scaler: the caller owns the optimizer (an argument) and clears it
+    "scaler-helper-receives-the-optimizer": """
+        import torch
+        class NativeScaler:
+            def __call__(self, loss, optimizer, clip_grad=None, parameters=None):
+                self._scaler.scale(loss).backward()
+                if clip_grad is not None:
+                    self._scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(parameters, clip_grad)
+                self._scaler.step(optimizer)
+                self._scaler.update()
+        """,
+    # the step method is called by a method that clears the gradients first
+    "step-method-called-after-clearing": """
+        import torch
+        class Agent:
+            def learn(self, batches):
+                for batch in batches:
+                    self.optimizer.zero_grad()
+                    self.update(batch)
+
+            def update(self, batch):
+                loss = self.criterion(self.net(batch.x), batch.y)
+                loss.backward()
+                self.optimizer.step()
+        """,
+    # a unit test: one step per test, nothing accumulates across calls
+    "one-step-test-method": """
+        import torch
+        class TestTrainer:
+            def test_step_changes_weights(self):
+                loss = self.model(self.x).sum()
+                loss.backward()
+                self.optimizer.step()
+                assert self.changed()
+        """,
+    # a step function that builds its optimizer: nothing left from the last call to add to
+    "optimizer-built-per-call": """
+        import torch
+        def finetune(model, x, y):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        """,
     # fine-tuning recipe: tensor running loss (needed for all_reduce), reset after each step
     "running-loss-reset-each-step": """
         import torch
@@ -280,6 +324,45 @@ SILENT = {
 }
 
 BUGGY = {
+    # a per-batch step method that never clears: each call adds to the last one's gradients
+    "step-method-never-clears": ("""
+        import torch
+        class Trainer:
+            def train_step(self, batch):
+                x = batch.to(self.device)
+                loss = self.criterion(self.model(x), x)
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+        """, [(8, "GT501")]),
+    # gradient accumulation over micro-batches inside the step method, never cleared
+    "accumulating-step-method-never-clears": ("""
+        import torch
+        class Trainer:
+            def train_step(self):
+                for _ in range(self.grad_accum_every):
+                    with self.accelerator.autocast():
+                        loss = self.model(next(self.dl))
+                    self.accelerator.backward(loss / self.grad_accum_every)
+                self.optim.step()
+
+        class Other:
+            def train_step(self):
+                self.opt.zero_grad()
+                self.model(next(self.dl)).backward()
+                self.opt.step()
+        """, [(9, "GT501")]),
+    # several optimizers stepped in an inner loop over them: not a fresh optimizer per pass
+    "optimizers-stepped-in-inner-loop-never-cleared": ("""
+        import torch
+        def train_model(model, optimizer, batches, loss_function):
+            for batch_num, batch in enumerate(batches):
+                outputs = model(batch)
+                batch_loss = loss_function(outputs, batch.labels)
+                batch_loss.backward()
+                for opt in optimizer.values():
+                    opt.step()
+        """, [(9, "GT501")]),
     "running-loss-never-reset": ("""
         def train(self, loader):
             running_loss = 0

@@ -272,10 +272,12 @@ class LoopFacts:
         return "\n".join(lines)
 
     def loop_rebinds(self, loop: ast.stmt, names: set[str]) -> bool:
-        """Whether ``loop`` (re)binds any of ``names`` (a fresh model/optimizer per pass)."""
+        """Whether ``loop`` (re)binds any of ``names`` (a fresh model/optimizer per pass);
+        an inner ``for opt in optimizers:`` only walks existing ones and does not count."""
         for n in names:
             for b in self.scope.bindings.get(n, ()):
-                if b.stmt is not loop and self.inside(b.stmt, loop):
+                if b.stmt is not loop and self.inside(b.stmt, loop) and \
+                        not isinstance(b.stmt, LOOP_TYPES):
                     return True
         return False
 

@@ -106,13 +106,14 @@ def clearing_functions(ctx: Context) -> set[str]:
     return ctx.memo("gt5-clearing", ctx.tree, make)
 
 
-def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
-    """The loop calls a helper of this file that clears gradients, or hands the optimizer
-    (or a model) to a call that might (``trainer.finish_step(optimizer)``)."""
+def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
+    """The loop (None: the whole function) calls a helper of this file that clears
+    gradients, or hands the optimizer (or a model) to a call that might
+    (``trainer.finish_step(optimizer)``)."""
     clearing = clearing_functions(f.ctx) if "zero_grad" in f.ctx.text or \
         ".grad" in f.ctx.text else set()
     for stmt in f.scope.stmts:
-        if not f.inside(stmt, loop):
+        if loop is not None and not f.inside(stmt, loop):
             continue
         for call in calls_in(stmt):
             name = dotted(call.func) or ""
@@ -123,6 +124,49 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
             if last not in KEEPS_GRADS and any(dotted(a) == s.optimizer for a in given):
                 return True
     return False
+
+
+def _parameters(node: ast.AST) -> set[str]:
+    a = node.args  # type: ignore[attr-defined]
+    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    return names | {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+
+
+def called_by_clearing_function(ctx: Context, name: str) -> bool:
+    """A function of this file that clears gradients calls ``name`` (``self.name(...)``)."""
+    def calls(ctx: Context = ctx) -> set[str]:
+        clearing, out = clearing_functions(ctx), set()
+        for node in walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    node.name in clearing:
+                out.update((dotted(c.func) or "").rpartition(".")[2] for c in walk(node)
+                           if isinstance(c, ast.Call))
+        return out
+    return name in ctx.memo("gt5-called-by-clearing", ctx.tree, calls)
+
+
+def per_call_step(f: LoopFacts, s: Step) -> bool:
+    """# NOTE [step functions]
+    ``s`` runs in no loop that also backwards, inside a function that backwards into
+    ``.grad`` and clears nothing: a training step called once per batch (``train_step``,
+    ``update``, ``training_forward``), so every call adds to what earlier calls left. Trusted
+    (silent): an optimizer the function receives as an argument (its caller owns it and
+    clears it: timm's ``NativeScaler.__call__``) or binds itself (fresh per call); a loss
+    that is an argument; ``test*`` functions (one step per test); a function that a
+    gradient-clearing function of this file calls; an optimizer handed to another call."""
+    node = f.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or s.closure or \
+            node.name.startswith("test"):
+        return False
+    params = _parameters(node)
+    root = s.optimizer.partition(".")[0]
+    if root not in ("self", "cls") and (root in params or root in f.scope.bindings):
+        return False
+    own = [b for b in f.backwards if b.accumulates and f.before(b.stmt, s.stmt)]
+    if not own or all((dotted(b.loss) or "").partition(".")[0] in params for b in own):
+        return False
+    return not (called_by_clearing_function(f.ctx, node.name)
+                or may_clear_elsewhere(f, None, s))
 
 
 def covers(f: LoopFacts, z: Named, s: Step) -> bool:
@@ -147,23 +191,28 @@ def _related(ctx: Context, node: ast.AST, what: str) -> Related:
 
 
 class MissingZeroGrad(_LoopRule):
-    """A loop calls `backward()` and `optimizer.step()` but never clears the gradients.
+    """A training loop or step function runs `backward()` and `step()` but never clears grads.
 
     Why: `backward()` *adds* into `.grad`; nothing resets it but `zero_grad()` (or setting
     `p.grad = None`). Without it, step N applies the sum of the gradients of batches 1..N, so
     updates grow with every step and training diverges or stalls (PYTORCH_FACTS A14: the
     usual order is zero_grad → backward → step; zero_grad may also come after step).
+    A function without such a loop that backwards and steps an optimizer it does not receive
+    as an argument (`self.optimizer`, a global) is a training step run once per batch
+    (`train_step`, `update`): each call adds to what the last one left.
     Known limits: a function that clears gradients in any way (`zero_grad`, `.grad = None`, a
     helper whose name says so) is trusted; a helper with another name that clears them is not
-    seen, and the rule stays silent when the loop builds a new optimizer or model.
+    seen, and the rule stays silent when the loop builds a new optimizer or model. A step
+    function is trusted when it receives the optimizer or the loss as an argument, is named
+    `test*`, or is called by a function of this file that clears gradients.
     """
 
     code = "GT501"
     gate_statements = True
     name = "missing-zero-grad"
-    message = ("`{call}` runs every pass of this loop but the gradients are never "
-               "cleared: each `backward()` adds to `.grad`, so every step applies the sum of "
-               "all earlier batches' gradients; call `{opt}.zero_grad()` once per step")
+    message = ("`{call}` runs {where} but the gradients are never cleared: each "
+               "`backward()` adds to `.grad`, so every step applies the sum of all earlier "
+               "{units}' gradients; call `{opt}.zero_grad()` once per step")
     triggers = BACKWARD_CALLS
     examples = [
         Bad("""
@@ -183,6 +232,32 @@ class MissingZeroGrad(_LoopRule):
                     scaler.step(optimizer)
                     scaler.update()
             """, at=(6, 8)),
+        Bad("""
+            class Trainer:
+                def train_step(self, x, y):
+                    loss = self.criterion(self.model(x), y)
+                    loss.backward()
+                    self.optimizer.step()
+                    return loss.item()
+            """, at=(5, 8)),
+        Good("""
+            class NativeScaler:
+                def __call__(self, loss, optimizer):
+                    self.scaler.scale(loss).backward()
+                    self.scaler.step(optimizer)
+                    self.scaler.update()
+            """),
+        Good("""
+            class Trainer:
+                def fit(self, loader):
+                    for x, y in loader:
+                        self.optimizer.zero_grad()
+                        self.train_step(x, y)
+
+                def train_step(self, x, y):
+                    self.criterion(self.model(x), y).backward()
+                    self.optimizer.step()
+            """),
         Good("""
             for i, (x, y) in enumerate(loader):
                 loss = criterion(model(x), y) / accum
@@ -208,7 +283,18 @@ class MissingZeroGrad(_LoopRule):
         seen: set[int] = set()
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
-            if loop is None or id(loop) in seen or fresh_each_pass(f, loop, s) \
+            if loop is None:
+                if not seen and per_call_step(f, s):
+                    seen.add(id(f.node))
+                    b = next(b for b in f.backwards if b.accumulates)
+                    name = f.node.name  # type: ignore[attr-defined]
+                    yield self.report(s.call, ctx, related=(
+                        _related(ctx, b.call, "gradients are added into `.grad` here"),
+                        _related(ctx, f.node, f"on every call of `{name}`")),
+                        opt=s.optimizer, call=ctx.source(s.call),
+                        where=f"on every call of `{name}`", units="calls")
+                continue
+            if id(loop) in seen or fresh_each_pass(f, loop, s) \
                     or may_clear_elsewhere(f, loop, s):
                 continue
             seen.add(id(loop))
@@ -216,7 +302,7 @@ class MissingZeroGrad(_LoopRule):
             yield self.report(s.call, ctx, related=(
                 _related(ctx, b.call, "gradients are added into `.grad` here"),
                 _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
-                call=ctx.source(s.call))
+                call=ctx.source(s.call), where="every pass of this loop", units="batches")
 
 
 class ZeroGradOutsideStepLoop(_LoopRule):
