@@ -1,0 +1,270 @@
+"""Recall on real code: inject known gradient bugs into real training loops, count the catches.
+
+For every function of the given source trees that calls ``backward()`` and an optimizer's
+``step()``, each applicable mutation below makes one buggy copy of its file; the checker
+(default rules) runs on the original and on the copy, and a mutation counts as caught when
+the expected code is among the findings the copy adds:
+
+    M1 no zero_grad        every ``*.zero_grad()`` line of the function removed   GT501
+    M2 zero_grad between   the first one moved right after ``backward()``         GT503
+    M3 clip after step     ``clip_grad_norm_`` moved right after ``step()``       GT504
+    M5 detached loss input the loss call's first argument gets ``.detach()``      GT107
+    M6 loss under no_grad  the loss assignment wrapped in ``torch.no_grad()``     GT201
+    M7 grad disabled       ``torch.set_grad_enabled(False)`` first in the function GT203
+
+A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
+not decidable statically); ``--misses FILE`` writes them for reading.
+
+    python benchmarks/mutation_recall.py TREE [TREE ...] [--misses misses.json]
+
+(``benchmarks/get_corpus.sh`` fetches a corpus; docs/triage/ lists the ones used.)
+"""
+
+import ast
+import collections
+import hashlib
+import json
+import os
+
+from gradtrace.lint import check_source
+
+
+def files(roots):
+    seen = set()
+    for r in roots:
+        for root, _, fs in os.walk(r):
+            for f in fs:
+                if not f.endswith(".py"):
+                    continue
+                p = os.path.join(root, f)
+                try:
+                    data = open(p, "rb").read()
+                except OSError:
+                    continue
+                if b"zero_grad" not in data or b"backward" not in data:
+                    continue
+                h = hashlib.md5(data).hexdigest()
+                if h in seen:
+                    continue
+                seen.add(h)
+                yield p, data.decode("utf-8", "replace")
+
+
+def attr_call(node, name):
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == name
+    )
+
+
+def expr_stmts(scope, name):
+    out = []
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Expr) and attr_call(n.value, name) and n.lineno == n.end_lineno:
+            out.append(n)
+    return out
+
+
+def scopes(tree):
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for f in funcs:
+        inner = [
+            g
+            for g in ast.walk(f)
+            if g is not f and isinstance(g, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        # skip scopes whose backward is only in nested functions
+        yield f, inner
+
+
+def own(scope, inner, nodes):
+    bad = set()
+    for g in inner:
+        bad.update(id(x) for x in ast.walk(g))
+    return [n for n in nodes if id(n) not in bad]
+
+
+def indent_of(line):
+    return line[: len(line) - len(line.lstrip())]
+
+
+def parent_map(tree):
+    pm = {}
+    for n in ast.walk(tree):
+        for c in ast.iter_child_nodes(n):
+            pm[id(c)] = n
+    return pm
+
+
+def mutate(src):
+    lines = src.split("\n")
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return
+    pm = parent_map(tree)
+    for f, inner in scopes(tree):
+        bw = own(f, inner, expr_stmts(f, "backward"))
+        st = [
+            s
+            for s in own(f, inner, expr_stmts(f, "step"))
+            if isinstance(s.value.func.value, (ast.Name, ast.Attribute))
+            and "opt" in ast.unparse(s.value.func.value).lower()
+        ]
+        zg = own(f, inner, expr_stmts(f, "zero_grad"))
+        if not (bw and st):
+            continue
+        b, s0 = bw[0], st[0]
+        # M1 missing zero_grad
+        if zg:
+            L = lines[:]
+            for z in zg:
+                L[z.lineno - 1] = indent_of(L[z.lineno - 1]) + "pass"
+            yield "M1-no-zero-grad", "GT501", f.name, "\n".join(L), {z.lineno for z in zg}
+        # M2 zero_grad between backward and step (same block as backward)
+        if zg and b.lineno < s0.lineno and pm[id(b)] is pm[id(s0)]:
+            z = zg[0]
+            L = lines[:]
+            ztext = L[z.lineno - 1].strip()
+            L[z.lineno - 1] = indent_of(L[z.lineno - 1]) + "pass"
+            L.insert(b.lineno, indent_of(L[b.lineno - 1]) + ztext)
+            yield "M2-zero-grad-between", "GT503", f.name, "\n".join(L), {b.lineno + 1}
+        # M3 clip after step
+        clips = [
+            c
+            for c in own(
+                f,
+                inner,
+                [
+                    n
+                    for n in ast.walk(f)
+                    if isinstance(n, ast.Expr)
+                    and isinstance(n.value, ast.Call)
+                    and (getattr(n.value.func, "attr", None) or getattr(n.value.func, "id", ""))
+                    in ("clip_grad_norm_", "clip_grad_value_")
+                    and n.lineno == n.end_lineno
+                ],
+            )
+        ]
+        for c in clips:
+            if pm[id(c)] is pm[id(s0)] and c.lineno < s0.lineno and s0.lineno == s0.end_lineno:
+                L = lines[:]
+                ctext = L[c.lineno - 1].strip()
+                L.insert(s0.lineno, indent_of(L[s0.lineno - 1]) + ctext)
+                L[c.lineno - 1] = indent_of(L[c.lineno - 1]) + "pass"
+                yield "M3-clip-after-step", "GT504", f.name, "\n".join(L), {s0.lineno + 1}
+                break
+        # loss assignment: Name.backward() -> last single-line assignment of that name before it
+        tgt = b.value.func.value
+        if isinstance(tgt, ast.Name):
+            assigns = [
+                n
+                for n in own(f, inner, list(ast.walk(f)))
+                if isinstance(n, ast.Assign)
+                and n.lineno < b.lineno
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+                and n.targets[0].id == tgt.id
+                and n.lineno == n.end_lineno
+            ]
+            if assigns:
+                a = max(assigns, key=lambda n: n.lineno)
+                call = a.value
+                # M5 detach the first tensor-looking argument of the loss call
+                if (
+                    isinstance(call, ast.Call)
+                    and call.args
+                    and isinstance(
+                        call.args[0], (ast.Name, ast.Call, ast.Attribute, ast.Subscript)
+                    )
+                ):
+                    arg = call.args[0]
+                    line = lines[a.lineno - 1]
+                    if arg.lineno == a.lineno and arg.end_lineno == a.lineno:
+                        # col offsets are in utf-8 bytes; assume ascii lines
+                        if line.isascii():
+                            a0, a1 = arg.col_offset, arg.end_col_offset
+                            new = f"{line[:a0]}({line[a0:a1]}).detach(){line[a1:]}"
+                            L = lines[:]
+                            L[a.lineno - 1] = new
+                            yield "M5-detach-loss-input", "GT107", f.name, "\n".join(L), {a.lineno}
+                # M6 loss under no_grad
+                if "import torch" in src and not isinstance(pm[id(a)], ast.Module):
+                    L = lines[:]
+                    ind = indent_of(L[a.lineno - 1])
+                    L[a.lineno - 1] = (
+                        ind + "with torch.no_grad():\n" + ind + "    " + L[a.lineno - 1].strip()
+                    )
+                    yield (
+                        "M6-loss-under-no-grad",
+                        "GT201",
+                        f.name,
+                        "\n".join(L),
+                        {a.lineno, a.lineno + 1},
+                    )
+        # M7 set_grad_enabled(False) leaked at the top of the training function
+        if "import torch" in src and f.body:
+            first = f.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                first = f.body[1] if len(f.body) > 1 else None
+            if first is not None:
+                L = lines[:]
+                ind = indent_of(L[first.lineno - 1])
+                L.insert(first.lineno - 1, ind + "torch.set_grad_enabled(False)")
+                yield "M7-grad-disabled", "GT203", f.name, "\n".join(L), {first.lineno}
+
+
+def codes(src, path):
+    try:
+        return collections.Counter(f.code for f in check_source(src, path))
+    except Exception:  # the checker must not stop the study
+        return None
+
+
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trees", nargs="+")
+    ap.add_argument("--misses", help="write the missed mutations (file:function) here")
+    args = ap.parse_args()
+    stats = collections.defaultdict(
+        lambda: [0, 0, 0]
+    )  # applied, detected(expected), any-new-finding
+    misses = collections.defaultdict(list)
+    others = collections.defaultdict(collections.Counter)
+    nfiles = 0
+    for path, src in files(args.trees):
+        base = codes(src, path)
+        if base is None:
+            continue
+        nfiles += 1
+        for kind, want, fname, msrc, lines in mutate(src):
+            got = codes(msrc, path)
+            if got is None:
+                continue
+            new = got - base
+            st = stats[kind]
+            st[0] += 1
+            if new.get(want):
+                st[1] += 1
+            if new:
+                st[2] += 1
+            else:
+                misses[kind].append(f"{path}:{fname}")
+            for c in new:
+                if c != want:
+                    others[kind][c] += 1
+    print(f"{nfiles} files with a training loop")
+    for k in sorted(stats):
+        a, d, n = stats[k]
+        print(f"{k:24s} applied {a:4d}  caught {d:4d} ({d / a:.0%})  any new finding "
+              f"{n:4d} ({n / a:.0%})  other codes {dict(others[k].most_common(4))}")
+    if args.misses:
+        with open(args.misses, "w", encoding="utf-8") as fh:
+            json.dump(misses, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
