@@ -252,8 +252,8 @@ class Collector:
                 self._retire_live_units()
         out = self._into_buffer(grads, samples)
         if out is None:
-            out = _norms(grads, 2.0) + _extremes(grads) + [torch.count_nonzero(s)
-                                                            for s in samples]
+            counts = [torch.count_nonzero(s) for s in samples]
+            out = _norms(grads, 2.0) + _extremes(grads) + counts
         return idx, sizes, out
 
     def _into_buffer(self, grads: list[torch.Tensor], samples: list[torch.Tensor]

@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import (
-    MANUAL_ZERO_RE, LoopFacts, Named, Step, calls_in, facts, optimizer_like)
+    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, facts, optimizer_like)
 from gradtrace.lint.nodes import walk
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
@@ -145,8 +145,10 @@ def called_by_clearing_function(ctx: Context, name: str) -> bool:
     return name in ctx.memo("gt5-called-by-clearing", ctx.tree, calls)
 
 
-def per_call_step(f: LoopFacts, s: Step) -> bool:
-    """# NOTE [step functions]
+def per_call_step(f: LoopFacts, s: Step) -> Backward | None:
+    """The backward that fills what ``s`` applies, if ``s`` is a per-call step.
+
+    # NOTE [step functions]
     ``s`` runs in no loop that also backwards, inside a function that backwards into
     ``.grad`` and clears nothing: a training step called once per batch (``train_step``,
     ``update``, ``training_forward``), so every call adds to what earlier calls left. Trusted
@@ -157,16 +159,17 @@ def per_call_step(f: LoopFacts, s: Step) -> bool:
     node = f.node
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or s.closure or \
             node.name.startswith("test"):
-        return False
+        return None
     params = _parameters(node)
     root = s.optimizer.partition(".")[0]
     if root not in ("self", "cls") and (root in params or root in f.scope.bindings):
-        return False
+        return None
     own = [b for b in f.backwards if b.accumulates and f.before(b.stmt, s.stmt)]
     if not own or all((dotted(b.loss) or "").partition(".")[0] in params for b in own):
-        return False
-    return not (called_by_clearing_function(f.ctx, node.name)
-                or may_clear_elsewhere(f, None, s))
+        return None
+    if called_by_clearing_function(f.ctx, node.name) or may_clear_elsewhere(f, None, s):
+        return None
+    return own[0]
 
 
 def covers(f: LoopFacts, z: Named, s: Step) -> bool:
@@ -284,9 +287,9 @@ class MissingZeroGrad(_LoopRule):
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
-                if not seen and per_call_step(f, s):
+                b = None if seen else per_call_step(f, s)
+                if b is not None:
                     seen.add(id(f.node))
-                    b = next(b for b in f.backwards if b.accumulates)
                     name = f.node.name  # type: ignore[attr-defined]
                     yield self.report(s.call, ctx, related=(
                         _related(ctx, b.call, "gradients are added into `.grad` here"),
