@@ -16,6 +16,26 @@ from gradtrace.lint import check_source
 FAMILIES = ("GT1", "GT7")
 
 SILENT = {
+    # feature-level self-distillation: the gradient reaches the upstream features through the
+    # argument itself (not named like input data), so detaching the head's output is no cut
+    "head_output_detached_against_upstream_features": """
+        import torch.nn.functional as F
+
+        def consistency_loss(self, student_feats):
+            teacher = self.ema_head(student_feats)
+            return F.mse_loss(teacher.detach(), student_feats)
+        """,
+    # an adversarial input made trainable is a live path of its own
+    "trainable_input_fed_to_the_model": """
+        import torch.nn.functional as F
+
+        def input_grad_step(self, x):
+            x.requires_grad_(True)
+            recon = self.model(x)
+            loss = F.mse_loss(recon.detach(), x)
+            loss.backward()
+            return x.grad
+        """,
     "trainer_step_runs_backward_and_returns_detached_loss": """
         class Trainer:
             def training_step(self, model, inputs):
@@ -481,6 +501,17 @@ SILENT = {
 }
 
 CAUGHT = {
+    # an autoencoder's reconstruction detached against the model's own input: no path left
+    "autoencoder_reconstruction_detached": ("""
+        class AutoEncoderTrainer:
+            def training_forward(self, batch_data):
+                x = batch_data.to(self.device)
+                self.optimizer.zero_grad()
+                x_recon = self.model(x)
+                loss = self.criterion(x_recon.detach(), x)
+                loss.backward()
+                self.optimizer.step()
+        """, {(6, "GT107")}),
     "accuracy_of_predicted_labels_as_loss": ("""
         def accuracy_loss(pred_labels, target_labels):
             return 1 - (pred_labels.argmax(1) == target_labels).float().mean()

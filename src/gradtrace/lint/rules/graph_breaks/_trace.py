@@ -88,6 +88,15 @@ TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_i
 OBJECT_RE = re.compile(r"^(.*_)?(tokenizer|processor|config|cfg|opts|options|hparams|"
                        r"logger|writer)$")
 DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
+# arguments named like a model's input data, and callees named like a model: an argument of
+# the first kind fed to a callee of the second is the model's input, upstream of the model
+INPUT_RE = re.compile(r"^(x|xs|inputs?|images?|imgs?|obs|observations?|states?|"
+                      r"batch_data|data|features|x_(in|batch|train))$")
+MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "contiguous",
+                   "view", "reshape", "flatten", "permute", "unsqueeze", "squeeze"})
+MODEL_CALLEE_RE = re.compile(r"(^|_)(model|net|network|module|encoder|decoder|autoencoder|"
+                             r"backbone|policy|actor|critic|qnet|q_net|ae|vae)$",
+                             re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,7 @@ class Tracer:
         self._pure: dict[str, bool] = {}
         self._env: dict[str, Trace] = {}  # comprehension variables in scope
         self._nonlocals: frozenset[str] | None = None  # see _nonlocal_numbers
+        self._inputs: frozenset[str] | None = None  # see _model_inputs
         self._depth = 0
 
     # -- structure ---------------------------------------------------------------------------
@@ -263,7 +273,9 @@ class Tracer:
             if name in self.settings or name in self._nonlocal_numbers():
                 return DEAD
             if name in self.params:
-                return DEAD if TARGET_RE.match(name) or OBJECT_RE.match(name) else LIVE
+                dead = TARGET_RE.match(name) or OBJECT_RE.match(name) or \
+                    name in self._model_inputs()
+                return DEAD if dead else LIVE
             return LIVE  # global, closure or comprehension variable: unknown
         out = DEAD
         for b in bs:
@@ -333,6 +345,32 @@ class Tracer:
                                                     ((name, mc.stmt.lineno),) + c.via)
                                                 for c in t.cuts))
         return out
+
+    def _model_inputs(self) -> frozenset[str]:
+        """Arguments named like input data (``x``, ``inputs``, ``obs``) that the function feeds
+        to a callee named like a model (``self.model(x)``, ``net(inputs)``) and never makes
+        trainable: the model's input, upstream of its parameters, so not a path from the
+        model to the loss (``criterion(recon.detach(), x)`` keeps no path from the model)."""
+        if self._inputs is None:
+            fed = set()
+            for node in walk(self.scope.node):
+                if isinstance(node, ast.Call) and node.args and \
+                        isinstance(node.args[0], ast.Name) and \
+                        MODEL_CALLEE_RE.search((dotted(node.func) or "").rpartition(".")[2]):
+                    fed.add(node.args[0].id)
+            todo = list(fed)  # back through `x = batch_data`, `x = x.to(device).float()`
+            while todo:
+                for b in self.scope.bindings.get(todo.pop(), ()):
+                    v = b.value
+                    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and \
+                            v.func.attr in MOVES:
+                        v = v.func.value
+                    if isinstance(v, ast.Name) and v.id not in fed:
+                        fed.add(v.id)
+                        todo.append(v.id)
+            self._inputs = frozenset(n for n in fed if n in self.params and INPUT_RE.match(n)
+                                     and not self._made_trainable(n))
+        return self._inputs
 
     def _made_trainable(self, name: str) -> bool:
         """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""

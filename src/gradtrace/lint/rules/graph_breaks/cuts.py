@@ -148,8 +148,10 @@ class DetachedLossTerm(LossCutRule):
     from it (PYTORCH_FACTS A6: the silent case). Detaching a *target* (DQN/TD target, EMA
     teacher, `D(fake.detach())` in a GAN discriminator step) is fine and is not reported,
     because the loss keeps a live path through the prediction or the discriminator.
-    Known limits: follows names inside one function; a detached factor multiplied into a live
-    loss is taken as deliberate; `x.detach().requires_grad_()` makes a new input leaf (reference
+    Known limits: follows names inside one function; an argument named like input data
+    (`x`, `inputs`, `obs`) that the function feeds to a callee named like a model
+    (`self.model(x)`) is the model's input, not a path from it; a detached factor multiplied
+    into a live loss is taken as deliberate; `x.detach().requires_grad_()` makes a new input leaf (reference
     gradients, GradCache) and is not a cut; a helper returning a running total
     (`total += loss.detach(); return total`) hands out a value for logging, not a loss.
     """
