@@ -41,7 +41,9 @@ def files(roots):
                     data = open(p, "rb").read()
                 except OSError:
                     continue
-                if b"zero_grad" not in data or b"backward" not in data:
+                if b"torch" not in data or not (
+                    b"zero_grad" in data and b"backward" in data or b"ModuleList(" in data
+                ):
                     continue
                 h = hashlib.md5(data).hexdigest()
                 if h in seen:
@@ -97,6 +99,22 @@ def parent_map(tree):
     return pm
 
 
+def replace_span(lines, node, by, text=None):
+    """The source with ``node``'s text replaced by ``by``'s (or by ``text``); None for
+    non-ASCII lines (ast columns count UTF-8 bytes)."""
+    def offset(line, col):
+        return sum(len(x) + 1 for x in lines[: line - 1]) + col
+
+    rows = lines[node.lineno - 1 : node.end_lineno]
+    if not all(r.isascii() for r in rows):
+        return None
+    src = "\n".join(lines)
+    if text is None:
+        text = src[offset(by.lineno, by.col_offset) : offset(by.end_lineno, by.end_col_offset)]
+    a = offset(node.lineno, node.col_offset)
+    return src[:a] + text + src[offset(node.end_lineno, node.end_col_offset) :]
+
+
 def mutate(src):
     lines = src.split("\n")
     try:
@@ -104,6 +122,26 @@ def mutate(src):
     except SyntaxError:
         return
     pm = parent_map(tree)
+    # M8 layers kept in a plain list: `self.x = nn.ModuleList(...)` in __init__ -> `list(...)`
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
+            continue
+        for n in ast.walk(fn):
+            if (
+                isinstance(n, ast.Assign)
+                and isinstance(n.value, ast.Call)
+                and (ast.unparse(n.value.func).endswith("ModuleList"))
+                and n.value.args
+                and isinstance(n.targets[0], ast.Attribute)
+            ):
+                call, arg = n.value, n.value.args[0]
+                text = replace_span(lines, call, arg)  # nn.ModuleList([...]) -> [...]
+                if text is not None:
+                    if not isinstance(arg, (ast.List, ast.ListComp)):
+                        text = replace_span(lines, call.func, None, "list")
+                    if text is not None:
+                        yield "M8-layers-in-list", "GT401", fn.name, text, {n.lineno}
+                        break
     for f, inner in scopes(tree):
         bw = own(f, inner, expr_stmts(f, "backward"))
         st = [
@@ -155,6 +193,21 @@ def mutate(src):
                 L[c.lineno - 1] = indent_of(L[c.lineno - 1]) + "pass"
                 yield "M3-clip-after-step", "GT504", f.name, "\n".join(L), {s0.lineno + 1}
                 break
+        # M12 zero_grad hoisted out of the loop that runs backward and step
+        if zg:
+            z = zg[0]
+            loop = pm.get(id(z))
+            if (
+                isinstance(loop, ast.For)
+                and z in loop.body
+                and any(x is b or x is s0 for x in ast.walk(loop))
+                and all(x in ast.walk(loop) for x in (b, s0))
+            ):
+                L = lines[:]
+                ztext = L[z.lineno - 1].strip()
+                L[z.lineno - 1] = indent_of(L[z.lineno - 1]) + "pass"
+                L.insert(loop.lineno - 1, indent_of(L[loop.lineno - 1]) + ztext)
+                yield "M12-zero-grad-outside-loop", "GT502", f.name, "\n".join(L), {loop.lineno}
         # loss assignment: Name.backward() -> last single-line assignment of that name before it
         tgt = b.value.func.value
         if isinstance(tgt, ast.Name):
@@ -189,6 +242,28 @@ def mutate(src):
                             L = lines[:]
                             L[a.lineno - 1] = new
                             yield "M5-detach-loss-input", "GT107", f.name, "\n".join(L), {a.lineno}
+                # M11 the model output the loss is built from computed under no_grad
+                if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name):
+                    outs = [
+                        n
+                        for n in own(f, inner, list(ast.walk(f)))
+                        if isinstance(n, ast.Assign)
+                        and n.lineno < a.lineno
+                        and len(n.targets) == 1
+                        and isinstance(n.targets[0], ast.Name)
+                        and n.targets[0].id == call.args[0].id
+                        and n.lineno == n.end_lineno
+                        and isinstance(n.value, ast.Call)
+                        and pm[id(n)] is pm[id(a)]
+                    ]
+                    if outs and "import torch" in src:
+                        o = max(outs, key=lambda n: n.lineno)
+                        L = lines[:]
+                        ind = indent_of(L[o.lineno - 1])
+                        L[o.lineno - 1] = (
+                            ind + "with torch.no_grad():\n" + ind + "    " + L[o.lineno - 1].strip()
+                        )
+                        yield "M11-forward-under-no-grad", "GT201", f.name, "\n".join(L), {o.lineno}
                 # M6 loss under no_grad
                 if "import torch" in src and not isinstance(pm[id(a)], ast.Module):
                     L = lines[:]
@@ -252,11 +327,11 @@ def main() -> None:
             if new:
                 st[2] += 1
             else:
-                misses[kind].append(f"{path}:{fname}")
+                misses[kind].append(f"{path}:{min(lines)}:{fname}")
             for c in new:
                 if c != want:
                     others[kind][c] += 1
-    print(f"{nfiles} files with a training loop")
+    print(f"{nfiles} files with a training loop or an nn.ModuleList")
     for k in sorted(stats):
         a, d, n = stats[k]
         print(f"{k:24s} applied {a:4d}  caught {d:4d} ({d / a:.0%})  any new finding "

@@ -15,6 +15,40 @@ def gt4(src: str) -> list[tuple[int, str]]:
 
 
 SILENT = {
+    # a list built in __init__ and wrapped later in it: registered after all
+    "list-wrapped-later-in-init": """
+        import torch.nn as nn
+        from .layers import CrossLayer
+
+        class EDCN(nn.Module):
+            def __init__(self, dims, n):
+                super().__init__()
+                self.cross_layers = [CrossLayer(dims) for _ in range(n)]
+                self.cross_layers = nn.ModuleList(self.cross_layers)
+        """,
+    # set in __init__ and reset in another method: a cache, rebuilt elsewhere
+    "attribute-reset-in-another-method": """
+        import torch.nn as nn
+        from .blocks import DecoderBlock
+
+        class Decoder(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.pending = [DecoderBlock() for _ in range(n)]
+
+            def build(self):
+                self.pending = []
+        """,
+    # objects of other files not named like layers (transforms, samplers, configs)
+    "list-of-non-layer-objects": """
+        import torch.nn as nn
+        from .aug import RandomCrop, Normalize
+
+        class Augment(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ops = [RandomCrop(32), Normalize()]
+        """,
     # corpus2 (speechbrain SpeedPerturb): a list of resamplers that own no parameter or buffer
     "list-of-parameter-free-modules": """
         import torch
@@ -77,6 +111,44 @@ SILENT = {
 }
 
 BUGGY = {
+    # one branch of an if/elif in __init__ keeps the layers in a plain list
+    "layers-in-a-list-in-one-branch": ("""
+        import torch.nn as nn
+
+        class BiLinear(nn.Module):
+            def __init__(self, dim, n, kind):
+                super().__init__()
+                if kind == "all":
+                    self.bilinear = nn.Linear(dim, dim, bias=False)
+                elif kind == "each":
+                    self.bilinear = [nn.Linear(dim, dim, bias=False) for _ in range(n)]
+                else:
+                    self.bilinear = nn.ModuleList([nn.Linear(dim, dim) for _ in range(n)])
+        """, [(9, "GT401")]),
+    # layers of a class imported from another file, named like a layer
+    "imported-layers-in-a-plain-list": ("""
+        import torch.nn as nn
+        from .layers import CrossLayer
+
+        class EDCN(nn.Module):
+            def __init__(self, dims, n):
+                super().__init__()
+                self.cross_layers = [CrossLayer(dims) for _ in range(n)]
+        """, [(7, "GT401")]),
+    # a trailing comma makes a tuple of one layer (espnet's linear encoder)
+    "layer-in-a-one-element-tuple": ("""
+        import torch
+
+        class LinearEncoder(torch.nn.Module):
+            def __init__(self, n, d, kind):
+                super().__init__()
+                if kind == "embed":
+                    self.embed = (
+                        torch.nn.Embedding(n, d),
+                    )
+                else:
+                    self.embed = torch.nn.Linear(n, d)
+        """, [(7, "GT401")]),
     "parameter-moved-after-wrapping-in-a-helper": ("""
         import torch
 

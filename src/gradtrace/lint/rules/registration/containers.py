@@ -16,6 +16,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 from gradtrace.lint.rules.registration._modules import (
     CONTAINERS, module_classes, owns_params, statements,
 )
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 
@@ -70,10 +71,22 @@ def _registers_dynamically(cls: ast.ClassDef) -> bool:
     return False
 
 
+# classes imported from elsewhere, named like layers that own parameters
+LAYER_CLASS_RE = re.compile(r"^[A-Z]\w*(Layer|Block|Encoder|Decoder|Embedding|Attention|"
+                            r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
+
+
 def _learnable(e: ast.AST, ctx: Context) -> str | None:
-    """"module" / "parameter" when ``e`` builds a module with parameters / a parameter."""
+    """"module" / "parameter" when ``e`` builds a module with parameters / a parameter (a
+    class of another file counts when named like a layer: ``CrossLayer``, ``Embedding``)."""
     if owns_params(e, ctx):
         return "module"
+    if isinstance(e, ast.Call) and isinstance(e.func, (ast.Name, ast.Attribute)):
+        q = ctx.call_name(e) or dotted(e.func) or ""
+        last = q.rpartition(".")[2]
+        if not q.startswith("torch.") and last not in module_classes(ctx) and \
+                LAYER_CLASS_RE.match(last):
+            return "module"
     if is_parameter_call(e, ctx) or grad_factory(e, ctx) is not None:
         return "parameter"
     return None
@@ -118,7 +131,9 @@ class ModulesInPlainContainer(Rule):
     in the same class; a list wrapped later in `nn.ModuleList(...)`/`nn.Sequential(*...)`, or a
     class that registers with `add_module`/`setattr`, is left alone; so is a list of modules of
     a class of this file that visibly owns no parameter or buffer (only parameter-free layers,
-    data transforms and plain values).
+    data transforms and plain values). A class of another file counts as a layer only when
+    named like one (`CrossLayer`, `Embedding`, `ResBlock`, `MLP`). An attribute set more than
+    once is checked only when every assignment is in `__init__` (branches of an `if`).
     """
 
     code = "GT401"
@@ -211,12 +226,16 @@ class ModulesInPlainContainer(Rule):
                 sub = _self_attr(n.value.func.value)
                 if sub is not None:
                     fills.setdefault(sub, []).append((n, n.value.args[-1]))
+        init = next((s for s in node.body if isinstance(s, ast.FunctionDef)
+                     and s.name == "__init__"), None)
+        in_init = {id(n) for n in statements(init)} if init is not None else set()
         for attr, stmts in assigns.items():
-            if len(stmts) != 1:
-                continue
-            for f in self._check(stmts[0], attr, fills.get(attr, []), ctx):
-                if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
-                    yield f
+            if len(stmts) != 1 and not all(id(st) in in_init for st in stmts):
+                continue  # set again in another method: rebuilt or reset there
+            for st in stmts:  # one per branch of an `if` in __init__ (`field_each` variant)
+                for f in self._check(st, attr, fills.get(attr, []), ctx):
+                    if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
+                        yield f
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
                ctx: Context) -> Iterator[Finding]:
@@ -250,7 +269,8 @@ class ModulesInPlainContainer(Rule):
             inner = "" if _is_empty(value) else (f"[{src[1:-1]}]" if isinstance(
                 value, (ast.Tuple, ast.GeneratorExp)) and src.startswith("(") else src)
             fix = self.fix(ctx.edit(value, f"{nn}.{cls}({inner})"))
-        yield self.report(stmt, ctx, related=related[:1], fix=fix, attr=attr, kind=kind,
+        shown = "tuple" if isinstance(value, ast.Tuple) else kind  # `(nn.Embedding(...),)`
+        yield self.report(stmt, ctx, related=related[:1], fix=fix, attr=attr, kind=shown,
                           what=what, cls=cls)
 
 
