@@ -1,7 +1,8 @@
 """Recall on real code: inject known gradient bugs into real training loops, count the catches.
 
 For every function of the given source trees that calls ``backward()`` and an optimizer's
-``step()``, each applicable mutation below makes one buggy copy of its file; the checker
+``step()`` (and every ``__init__`` that builds an ``nn.ModuleList``), each applicable
+mutation below makes one buggy copy of its file; the checker
 (default rules) runs on the original and on the copy, and a mutation counts as caught when
 the expected code is among the findings the copy adds:
 
@@ -11,6 +12,9 @@ the expected code is among the findings the copy adds:
     M5 detached loss input the loss call's first argument gets ``.detach()``      GT107
     M6 loss under no_grad  the loss assignment wrapped in ``torch.no_grad()``     GT201
     M7 grad disabled       ``torch.set_grad_enabled(False)`` first in the function GT203
+    M8 layers in a list    ``self.x = nn.ModuleList([...])`` in __init__ -> ``[...]`` GT401
+    M11 forward no_grad    the model output the loss uses computed under no_grad  GT201
+    M12 zero_grad hoisted  the loop's ``zero_grad()`` moved before the loop        GT502
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
 not decidable statically); ``--misses FILE`` writes them for reading.
@@ -105,14 +109,14 @@ def replace_span(lines, node, by, text=None):
     def offset(line, col):
         return sum(len(x) + 1 for x in lines[: line - 1]) + col
 
-    rows = lines[node.lineno - 1 : node.end_lineno]
+    rows = lines[node.lineno - 1:node.end_lineno]
     if not all(r.isascii() for r in rows):
         return None
     src = "\n".join(lines)
     if text is None:
-        text = src[offset(by.lineno, by.col_offset) : offset(by.end_lineno, by.end_col_offset)]
+        text = src[offset(by.lineno, by.col_offset):offset(by.end_lineno, by.end_col_offset)]
     a = offset(node.lineno, node.col_offset)
-    return src[:a] + text + src[offset(node.end_lineno, node.end_col_offset) :]
+    return src[:a] + text + src[offset(node.end_lineno, node.end_col_offset):]
 
 
 def mutate(src):
@@ -260,10 +264,10 @@ def mutate(src):
                         o = max(outs, key=lambda n: n.lineno)
                         L = lines[:]
                         ind = indent_of(L[o.lineno - 1])
-                        L[o.lineno - 1] = (
-                            ind + "with torch.no_grad():\n" + ind + "    " + L[o.lineno - 1].strip()
-                        )
-                        yield "M11-forward-under-no-grad", "GT201", f.name, "\n".join(L), {o.lineno}
+                        stmt = L[o.lineno - 1].strip()
+                        L[o.lineno - 1] = f"{ind}with torch.no_grad():\n{ind}    {stmt}"
+                        kind = "M11-forward-under-no-grad"
+                        yield kind, "GT201", f.name, "\n".join(L), {o.lineno}
                 # M6 loss under no_grad
                 if "import torch" in src and not isinstance(pm[id(a)], ast.Module):
                     L = lines[:]
