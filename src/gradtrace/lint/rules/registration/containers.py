@@ -72,7 +72,7 @@ def _registers_dynamically(cls: ast.ClassDef) -> bool:
 
 
 # classes imported from elsewhere, named like layers that own parameters
-LAYER_CLASS_RE = re.compile(r"^[A-Z]\w*(Layer|Block|Encoder|Decoder|Embedding|Attention|"
+LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding|Attention|"
                             r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
 
 
