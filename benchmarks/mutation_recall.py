@@ -119,6 +119,20 @@ def replace_span(lines, node, by, text=None):
     return src[:a] + text + src[offset(node.end_lineno, node.end_col_offset):]
 
 
+def name_assigns(f, inner, name, before):
+    """Single-line ``name = ...`` statements of ``f`` (not of nested functions) before a line."""
+    return [
+        n
+        for n in own(f, inner, list(ast.walk(f)))
+        if isinstance(n, ast.Assign)
+        and n.lineno < before
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and n.targets[0].id == name
+        and n.lineno == n.end_lineno
+    ]
+
+
 def mutate(src):
     lines = src.split("\n")
     try:
@@ -215,16 +229,7 @@ def mutate(src):
         # loss assignment: Name.backward() -> last single-line assignment of that name before it
         tgt = b.value.func.value
         if isinstance(tgt, ast.Name):
-            assigns = [
-                n
-                for n in own(f, inner, list(ast.walk(f)))
-                if isinstance(n, ast.Assign)
-                and n.lineno < b.lineno
-                and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name)
-                and n.targets[0].id == tgt.id
-                and n.lineno == n.end_lineno
-            ]
+            assigns = name_assigns(f, inner, tgt.id, b.lineno)
             if assigns:
                 a = max(assigns, key=lambda n: n.lineno)
                 call = a.value
@@ -250,15 +255,8 @@ def mutate(src):
                 if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name):
                     outs = [
                         n
-                        for n in own(f, inner, list(ast.walk(f)))
-                        if isinstance(n, ast.Assign)
-                        and n.lineno < a.lineno
-                        and len(n.targets) == 1
-                        and isinstance(n.targets[0], ast.Name)
-                        and n.targets[0].id == call.args[0].id
-                        and n.lineno == n.end_lineno
-                        and isinstance(n.value, ast.Call)
-                        and pm[id(n)] is pm[id(a)]
+                        for n in name_assigns(f, inner, call.args[0].id, a.lineno)
+                        if isinstance(n.value, ast.Call) and pm[id(n)] is pm[id(a)]
                     ]
                     if outs and "import torch" in src:
                         o = max(outs, key=lambda n: n.lineno)
