@@ -15,6 +15,27 @@ def gt4(src: str) -> list[tuple[int, str]]:
 
 
 SILENT = {
+    # the same layers also go into an nn.Sequential: registered there
+    "local-list-also-wrapped-in-sequential": """
+        import torch.nn as nn
+        from .blocks import ResBlock
+
+        class Trunk(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                layers = [ResBlock(4) for _ in range(n)]
+                self.seq = nn.Sequential(*layers)
+                self.layers = layers
+        """,
+    # modules handed in by the caller: whoever built them registers them
+    "modules-passed-in": """
+        import torch.nn as nn
+
+        class Ensemble(nn.Module):
+            def __init__(self, members):
+                super().__init__()
+                self.members = members
+        """,
     # a list built in __init__ and wrapped later in it: registered after all
     "list-wrapped-later-in-init": """
         import torch.nn as nn
@@ -111,6 +132,18 @@ SILENT = {
 }
 
 BUGGY = {
+    # a local list filled in a loop, then stored on self
+    "local-list-of-layers-stored-on-self": ("""
+        import torch.nn as nn
+
+        class Fns(nn.Module):
+            def __init__(self, dims):
+                super().__init__()
+                fns = []
+                for d in dims:
+                    fns.append(nn.Linear(d, d))
+                self.fns = fns
+        """, [(9, "GT401")]),
     # one branch of an if/elif in __init__ keeps the layers in a plain list
     "layers-in-a-list-in-one-branch": ("""
         import torch.nn as nn

@@ -21,6 +21,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
+LOCAL_LIST_TEXT = " = ["  # a local list, maybe stored on self later (a literal: fast to find)
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
                                "register_buffer", "setattr"})
 
@@ -119,6 +120,58 @@ def _is_empty(value: ast.AST) -> str | None:
     return None
 
 
+def _local_list(value: ast.AST, func: ast.FunctionDef, ctx: Context
+                ) -> tuple[list[ast.AST], ast.stmt] | None:
+    """Elements of a list built in a local of ``func`` and stored as ``self.x = layers`` (or
+    ``list(layers)``), with the statement that makes it (see :func:`_local_lists`)."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in ("list", "tuple") and len(value.args) == 1 and not value.keywords:
+        value = value.args[0]
+    if not isinstance(value, ast.Name):
+        return None
+    return ctx.memo("gt401-locals", func, lambda: _local_lists(func)).get(value.id)
+
+
+def _local_lists(func: ast.FunctionDef) -> dict[str, tuple[list[ast.AST], ast.stmt]]:
+    """Locals of ``func`` bound only to lists (``layers = []``, ``layers.append(x)``,
+    ``layers += [...]``), with their elements, unless also handed to a call or starred
+    (``nn.Sequential(*layers)`` registers the same layers)."""
+    out: dict[str, tuple[list[ast.AST], ast.stmt]] = {}
+    bad: set[str] = set()
+    for n in statements(func):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if not isinstance(t, ast.Name):
+                    continue
+                got = _elements(n.value)
+                if len(n.targets) != 1 or (got is None and _is_empty(n.value) != "list"):
+                    bad.add(t.id)
+                elif t.id not in out:
+                    out[t.id] = (list(got[1]) if got else [], n)
+                else:
+                    out[t.id][0].extend(got[1] if got else [])
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and \
+                n.target.id in out:
+            got = _elements(n.value)
+            out[n.target.id][0].extend(got[1] if got else [n.value])
+    if not out:
+        return out
+    for n in walk(func):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id in out and f.attr in ("append", "extend", "insert") and n.args:
+            got = _elements(n.args[-1])
+            out[f.value.id][0].extend(got[1] if got and f.attr == "extend" else [n.args[-1]])
+            continue
+        if isinstance(f, ast.Name) and f.id in ("list", "tuple", "len"):
+            continue  # `self.x = list(layers)`, `len(layers)`
+        for a in [*n.args, *(k.value for k in n.keywords)]:
+            bad.update(x.id for x in walk(a) if isinstance(x, ast.Name) and x.id in out)
+    return {k: v for k, v in out.items() if k not in bad}
+
+
 class ModulesInPlainContainer(Rule):
     """Layers or parameters kept in a plain Python list/dict on a module are not registered.
 
@@ -133,7 +186,9 @@ class ModulesInPlainContainer(Rule):
     a class of this file that visibly owns no parameter or buffer (only parameter-free layers,
     data transforms and plain values). A class of another file counts as a layer only when
     named like one (`CrossLayer`, `Embedding`, `ResBlock`, `MLP`). An attribute set more than
-    once is checked only when every assignment is in `__init__` (branches of an `if`).
+    once is checked only when every assignment is in `__init__` (branches of an `if`). A local
+    list of `__init__` stored on `self` (`fns.append(...)`; `self.fns = fns`) counts unless the
+    local is also handed to a call (`nn.Sequential(*layers)` registers the same layers).
     """
 
     code = "GT401"
@@ -204,8 +259,9 @@ class ModulesInPlainContainer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        if node.name not in module_classes(ctx) or not CONTAINER_TEXT_RE.search(
-                "\n".join(ctx.lines[node.lineno - 1:node.end_lineno])):
+        text = "\n".join(ctx.lines[node.lineno - 1:node.end_lineno])
+        if node.name not in module_classes(ctx) or not (
+                CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
@@ -233,17 +289,23 @@ class ModulesInPlainContainer(Rule):
             if len(stmts) != 1 and not all(id(st) in in_init for st in stmts):
                 continue  # set again in another method: rebuilt or reset there
             for st in stmts:  # one per branch of an `if` in __init__ (`field_each` variant)
-                for f in self._check(st, attr, fills.get(attr, []), ctx):
+                where = init if id(st) in in_init else None
+                for f in self._check(st, attr, fills.get(attr, []), ctx, where):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
                         yield f
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
-               ctx: Context) -> Iterator[Finding]:
+               ctx: Context, init: ast.FunctionDef | None = None) -> Iterator[Finding]:
         value = stmt.value
         related: list[Related] = []
         got = _elements(value) if _is_empty(value) is None else None
+        local = _local_list(value, init, ctx) if got is None and init else None
         if got is not None:
             kind, elts = got
+        elif local is not None:
+            kind, elts, made = "list", local[0], local[1]
+            related.append(Related(ctx.path, made.lineno, "the list is built here",
+                                   ctx.column(made)))
         else:
             empty = _is_empty(value)
             if empty is None or not fills:
