@@ -15,6 +15,20 @@ def gt4(src: str) -> list[tuple[int, str]]:
 
 
 SILENT = {
+    # an empty placeholder list in one branch, a filled ModuleList in the other
+    "empty-placeholder-in-one-branch": """
+        import torch.nn as nn
+
+        class Down(nn.Module):
+            def __init__(self, n, use):
+                super().__init__()
+                if use:
+                    self.blocks = nn.ModuleList()
+                    for _ in range(n):
+                        self.blocks.append(nn.Linear(4, 4))
+                else:
+                    self.blocks = []
+        """,
     # the same layers also go into an nn.Sequential: registered there
     "local-list-also-wrapped-in-sequential": """
         import torch.nn as nn

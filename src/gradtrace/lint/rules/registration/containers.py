@@ -288,9 +288,13 @@ class ModulesInPlainContainer(Rule):
         for attr, stmts in assigns.items():
             if len(stmts) != 1 and not all(id(st) in in_init for st in stmts):
                 continue  # set again in another method: rebuilt or reset there
-            for st in stmts:  # one per branch of an `if` in __init__ (`field_each` variant)
+            # one per branch of an `if` in __init__ (`field_each` variant); with several
+            # assignments, the appends may belong to another branch's container: only a
+            # list with its layers in it (or a local list) is judged
+            filled = fills.get(attr, []) if len(stmts) == 1 else []
+            for st in stmts:
                 where = init if id(st) in in_init else None
-                for f in self._check(st, attr, fills.get(attr, []), ctx, where):
+                for f in self._check(st, attr, filled, ctx, where):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
                         yield f
 
