@@ -15,6 +15,16 @@ def gt5(src: str) -> list[tuple[int, str]]:
 
 
 SILENT = {
+    # the loop hands the optimizer to a helper of another file that may clear it
+    "optimizer-handed-to-an-unknown-helper": """
+        import torch
+        def train(model, loader, optimizer, trainer):
+            for batch in loader:
+                loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                trainer.finish_step(optimizer)
+        """,
     # timm's loss scaler: the caller owns the optimizer (an argument) and clears it
     "scaler-helper-receives-the-optimizer": """
         import torch
@@ -324,6 +334,18 @@ SILENT = {
 }
 
 BUGGY = {
+    # the loop hands the optimizer to a checkpoint saver: saving clears nothing
+    "optimizer-handed-to-a-saver-never-cleared": ("""
+        import torch
+        def train(self, model, loader, optimizer, scheduler):
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                if step % 1000 == 0:
+                    self.save_model(self.output_dir, optimizer, scheduler, model=model)
+        """, [(7, "GT501")]),
     # a per-batch step method that never clears: each call adds to the last one's gradients
     "step-method-never-clears": ("""
         import torch

@@ -94,6 +94,11 @@ KEEPS_GRADS = frozenset({"step", "unscale_", "optimizer_step", "update", "clip_g
                          "get_last_lr", "scale"})
 
 
+# ... and calls named like saving, logging or evaluating (`self.save_model(dir, optimizer)`)
+KEEPS_GRADS_RE = re.compile(r"(^|_)(save|saving|checkpoint|ckpt|log|logging|report|print|"
+                            r"eval|evaluate|validate)(_|$)")
+
+
 def clearing_functions(ctx: Context) -> set[str]:
     """Names of functions defined in this file whose body clears gradients."""
     def make() -> set[str]:
@@ -121,7 +126,8 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
             if last in clearing:
                 return True
             given = (*call.args, *(k.value for k in call.keywords))
-            if last not in KEEPS_GRADS and any(dotted(a) == s.optimizer for a in given):
+            if last not in KEEPS_GRADS and not KEEPS_GRADS_RE.search(last) and \
+                    any(dotted(a) == s.optimizer for a in given):
                 return True
     return False
 
@@ -205,7 +211,9 @@ class MissingZeroGrad(_LoopRule):
     (`train_step`, `update`): each call adds to what the last one left.
     Known limits: a function that clears gradients in any way (`zero_grad`, `.grad = None`, a
     helper whose name says so) is trusted; a helper with another name that clears them is not
-    seen, and the rule stays silent when the loop builds a new optimizer or model. A step
+    seen, and the rule stays silent when the loop builds a new optimizer or model or hands the
+    optimizer to a call that might clear it (not one named like saving, logging or
+    evaluating: `self.save_model(dir, optimizer)` clears nothing). A step
     function is trusted when it receives the optimizer or the loss as an argument, is named
     `test*`, or is called by a function of this file that clears gradients.
     """
