@@ -29,7 +29,7 @@ import inspect
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Literal
 
 from gradtrace.findings import Edit, Finding, Fix, Related, Severity
 
