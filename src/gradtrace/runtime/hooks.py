@@ -19,6 +19,7 @@ from gradtrace.runtime.state import TraceState
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
 @dataclass
@@ -197,8 +198,13 @@ class Hooks:
 
 
 def _safe(hook: Any) -> Any:
-    """Wrap a hook so a bug of ours never reaches the user's program (strict mode raises)."""
+    """Wrap a hook so a bug of ours never reaches the user's program (strict mode raises).
+
+    Inside a region ``torch.compile`` is tracing the hook does nothing, so it adds no graph
+    break (the module calls there are the compiled model's, already seen outside)."""
     def wrapper(*args: Any) -> None:
+        if _is_compiling():
+            return None
         try:
             hook(*args)
         except Exception:

@@ -17,6 +17,18 @@ discovery]), when the model itself returns a scalar, or when you pass it to
 :meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
 (also on exceptions when used as a context manager). See NOTE [watch cost] in
 ``watch_collect`` for what a step costs.
+
+# NOTE [nothing on the user's modules]
+A watched model must stay a plain model: ``torch.save(model)``, ``pickle``, ``copy.deepcopy``,
+``torch.jit.script`` and ``torch.compile`` all read a module's own hook dicts (pickling fails on
+a closure there, ``deepcopy`` copies it onto the copy, scripting tries to compile it). So the
+module side of a watch is one *global* forward hook, kept in torch's module-level registry,
+that looks the module up in a dict of watched models (and recognises ``torch.nn`` loss
+modules). Optimizer step hooks live on the optimizer, whose ``__getstate__`` drops them, and
+post-accumulate-grad hooks on parameters, which pickling and ``deepcopy`` do not carry.
+Inside a region that ``torch.compile`` is tracing, the hook returns at once, so it adds no
+graph break; ``torch.compile(module)`` called while a watch is open warns that global hooks
+exist (a torch warning, harmless for this hook).
 """
 from __future__ import annotations
 
@@ -34,8 +46,13 @@ from gradtrace.runtime.watch_collect import Collector
 from gradtrace.runtime.watch_nan import remember
 
 LOG = logging.getLogger(__name__)
+_LOSS = torch.nn.modules.loss._Loss
 _set_grad_enabled = torch._C._set_grad_enabled  # what torch.no_grad() itself calls
 __all__ = ["Watcher", "watch", "watch_all"]
+
+
+_is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
+                                           lambda: False)
 
 
 def _strict() -> bool:
@@ -157,9 +174,9 @@ class Watcher:
         self._bound: list[_Bound] = []
         self._closed = False
         self._final: Report | None = None
-        self._loss_mods: dict[int, weakref.ref[torch.nn.Module]] = {}
-        self._global_loss: Any = None
-        self._stepped = False
+        self._models: dict[int, _Bound] = {}  # id(model) -> its binding
+        self._forward_handle: Any = None
+        self._replaying = False
 
     # ------------------------------------------------------------------ public
     def __enter__(self) -> Watcher:
@@ -254,41 +271,37 @@ class Watcher:
         b = _Bound(col, model, by_optimizer)
         self._bound.append(b)
         if model is not None:
-            self._handles.append(model.register_forward_hook(  # one hook sees both ends
-                lambda m, a, k, out: self._guard(b, lambda: self._on_forward(b, a, k, out)),
-                with_kwargs=True))
+            self._models[id(model)] = b
+            self._hook_forward()
         return b
 
-    def _watch_losses(self) -> None:
-        """See the loss of ``torch.nn`` loss modules.
+    def _hook_forward(self) -> None:
+        """One global forward hook for the watched models and the loss modules.
 
-        # NOTE [loss discovery]
-        A global module forward hook sees every ``_Loss`` module, but while it exists every
-        module call of the process takes the hooked (slower) path and ``torch.compile``d
-        modules warn. So it lives only until the first step: the loss modules it saw by then
-        get their own forward hook and the global one is removed. A functional loss stays
-        invisible: pass it to :meth:`observe_loss`.
+        See NOTE [nothing on the user's modules]. It sees the inputs and output of each
+        watched model, and the output of every ``torch.nn`` loss module (a functional loss
+        stays invisible: pass it to :meth:`observe_loss`).
         """
-        def hook(mod: torch.nn.Module, args: Any, out: Any) -> None:
-            if isinstance(mod, torch.nn.modules.loss._Loss):
-                self._loss_mods[id(mod)] = weakref.ref(mod)
-                self._guard(None, lambda: self._on_loss(out))
-        self._global_loss = torch.nn.modules.module.register_module_forward_hook(hook)
-        self._handles.append(self._global_loss)
-
-    def _first_step(self) -> None:
-        """Swap the temporary global loss hook for hooks on the loss modules it saw."""
-        if self._stepped:
+        if self._forward_handle is not None:
             return
-        self._stepped = True
-        if self._global_loss is not None:
-            self._global_loss.remove()
-            self._global_loss = None
-        for ref in self._loss_mods.values():
-            mod = ref()
-            if mod is not None:
-                self._handles.append(mod.register_forward_hook(
-                    lambda m, a, out: self._guard(None, lambda: self._on_loss(out))))
+        register = torch.nn.modules.module.register_module_forward_hook
+        try:
+            self._forward_handle = register(self._forward, with_kwargs=True)
+        except TypeError:  # torch < 2.2: global hooks take no kwargs
+            self._forward_handle = register(
+                lambda mod, args, out: self._forward(mod, args, {}, out))
+        self._handles.append(self._forward_handle)
+
+    def _forward(self, mod: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 out: Any) -> None:
+        if self._replaying or _is_compiling():
+            return
+        b = self._models.get(id(mod))
+        if b is not None:
+            if b.model is not None and b.model() is mod:
+                self._guard(b, lambda: self._on_forward(b, args, kwargs, out))
+        elif isinstance(mod, _LOSS):
+            self._guard(None, lambda: self._on_loss(out))
 
     def _on_loss(self, out: Any) -> None:
         if isinstance(out, torch.Tensor) and out.numel() == 1 and out.is_floating_point():
@@ -303,7 +316,6 @@ class Watcher:
 
     # ------------------------------------------------------------------ step events
     def _pre_step(self, b: _Bound) -> None:
-        self._first_step()
         col = b.collector
         if col.recording():
             self._measure(b, None)
@@ -329,7 +341,6 @@ class Watcher:
             engine.queue_callback(lambda: self._guard(b, lambda: self._end_backward(b)))
 
     def _end_backward(self, b: _Bound) -> None:
-        self._first_step()
         col = b.collector
         b.queued = False
         col.measure_update()  # the update applied since the last recorded backward
@@ -347,7 +358,11 @@ class Watcher:
         model = b.model() if b.model is not None else None
         found = None
         if model is not None:
-            found = replay(model, b.inputs, step)
+            self._replaying = True  # the replay's modules are not the user's forward
+            try:
+                found = replay(model, b.inputs, step)
+            finally:
+                self._replaying = False
         if found is None:
             mods = list(dict.fromkeys(col.infos[i].module for i in bad))
             found = NanSource(step, mods[-1] if mods else None, None, "unknown",
@@ -383,17 +398,10 @@ def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                 lambda o, a, k: w._guard(b, lambda: w._post_step(b))))
         else:
             _hook_accumulation(w, b, [p for _, p in named])
-        if not _is_compiled(model):
-            w._watch_losses()
     except BaseException:
         w.close()
         raise
     return w
-
-
-def _is_compiled(model: torch.nn.Module) -> bool:
-    """True if ``model`` is or contains a ``torch.compile`` wrapper (global hooks warn)."""
-    return any(type(m).__name__ == "OptimizedModule" for m in model.modules())
 
 
 def _hook_accumulation(w: Watcher, b: _Bound, params: list[torch.Tensor]) -> None:
@@ -470,7 +478,7 @@ def watch_all(every: int = 1, *, history: int = 256, track_updates: bool = True)
     try:
         w._handles.append(register_optimizer_step_pre_hook(pre))
         w._handles.append(register_optimizer_step_post_hook(post))
-        w._watch_losses()
+        w._hook_forward()
     except BaseException:
         w.close()
         raise
