@@ -2,12 +2,19 @@
 
     bash benchmarks/get_corpus.sh            # once: real sources into benchmarks/corpus/src
     python benchmarks/check_speed.py [PATH ...]
+    python benchmarks/check_speed.py --torch # no download: the installed torch package's sources
+    python benchmarks/check_speed.py --cache-only [--torch | PATH ...]
 
 Prints CPU seconds for read+parse of every .py file, for `gradtrace check` in one process
 (default rules; it reads, prefilters on "torch", parses and checks), their ratio, and the wall
 time of `--jobs 2`. The two sides alternate over chunks of 500 files, so that the speed of a
 shared machine drifting during the run weighs on both. Goal: single-process check <= 1.5x
 read+parse.
+
+Then the cache (`gradtrace.lint.cache`): a cold check into an empty cache folder and a warm
+re-check of the unchanged tree, CPU of `check_paths` in this process (one process), repeated
+with a fresh folder each round, and the same pair as `gradtrace check` subprocesses (their CPU,
+start-up included). Goal: warm <= 0.15x cold, same findings.
 """
 from __future__ import annotations
 
@@ -43,14 +50,72 @@ def read_and_parse(files: list[str]) -> tuple[float, int]:
     return time.process_time() - start, lines
 
 
+def torch_tree() -> str:
+    """The folder of the installed torch package (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("torch is not installed: pass PATH instead of --torch")
+    return list(spec.submodule_search_locations)[0]
+
+
+def cold_warm(paths: list[str], rounds: int = 3) -> None:
+    """CPU of a cold check (empty cache) and a warm re-check, in process and as a command."""
+    import resource
+    import subprocess
+    import tempfile
+
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.cache import FileCache
+    from gradtrace.lint.config import Settings
+
+    settings = Settings(exclude=())
+    ratios = []
+    for r in range(rounds):
+        with tempfile.TemporaryDirectory() as folder:
+            times, found = [], []
+            for _ in range(2):
+                start = time.process_time()
+                cache = FileCache.open(settings, folder)
+                result = check_paths(paths, settings, jobs=1, cache=cache)
+                cache.save(result.cache_entries)
+                times.append(time.process_time() - start)
+                found.append([f.to_dict() for f in result.findings])
+            same = "same findings" if found[0] == found[1] else "FINDINGS DIFFER"
+            ratios.append(times[1] / times[0])
+            print(f"cache round {r + 1}: cold {times[0]:6.2f} s CPU, warm {times[1]:5.2f} s CPU "
+                  f"= {times[1] / times[0]:.3f}x ({len(result.findings)} findings, {same})")
+    print(f"warm / cold, in process: {min(ratios):.3f}x-{max(ratios):.3f}x")
+    with tempfile.TemporaryDirectory() as folder:
+        cmd = [sys.executable, "-m", "gradtrace", "check", "--jobs", "1", "--exit-zero", "-q",
+               "--no-show-source", "--exclude", "", "--cache-dir", folder, *paths]
+        cpu = []
+        for _ in range(2):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    print(f"`gradtrace check --jobs 1` command: cold {cpu[0]:6.2f} s CPU, warm {cpu[1]:5.2f} s "
+          f"CPU = {cpu[1] / cpu[0]:.3f}x (interpreter start-up included)")
+
+
 def main() -> int:
     from gradtrace.lint import check_paths
     from gradtrace.lint.config import Settings
 
-    paths = sys.argv[1:] or [os.path.join(HERE, "corpus", "src")]
+    args = sys.argv[1:]
+    cache_only = "--cache-only" in args
+    paths = [torch_tree() if a == "--torch" else a for a in args if a != "--cache-only"]
+    paths = paths or [os.path.join(HERE, "corpus", "src")]
     if not all(os.path.isdir(p) for p in paths):
-        print(f"no corpus at {paths}: run `bash benchmarks/get_corpus.sh` first", file=sys.stderr)
+        print(f"no corpus at {paths}: run `bash benchmarks/get_corpus.sh` first, or pass "
+              "--torch (the installed torch package) or a folder", file=sys.stderr)
         return 2
+    print(f"corpus: {', '.join(paths)}")
+    if cache_only:
+        cold_warm(paths)
+        return 0
     files = py_files(paths)
     for f in files:  # warm the page cache
         with open(f, "rb") as fh:
@@ -82,6 +147,7 @@ def main() -> int:
     print(f"gradtrace check, 1 process (CPU) {check:7.2f} s   = {check / base:.2f}x read+parse")
     print(f"gradtrace check wall: --jobs 1 {wall1:6.2f} s, --jobs 2 {wall2:6.2f} s "
           f"({wall1 / wall2:.2f}x faster)")
+    cold_warm(paths)
     return 0
 
 

@@ -30,3 +30,11 @@ class CLI:
 @pytest.fixture
 def cli(tmp_path: Path) -> CLI:
     return CLI(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _own_check_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own check cache folder (created only if used), never the repo's."""
+    folder = tmp_path_factory.getbasetemp() / "gradtrace_cache" / str(abs(hash(request.node.nodeid)))
+    monkeypatch.setenv("GRADTRACE_CACHE_DIR", str(folder))

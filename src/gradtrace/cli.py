@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--fix", action="store_true", help="apply safe fixes")
     c.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     c.add_argument("--diff", action="store_true", help="show the fixes as a diff; write nothing")
+    c.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the cache (also: GRADTRACE_NO_CACHE=1)")
+    c.add_argument("--cache-dir", metavar="DIR",
+                   help="where to keep the cache (default: $GRADTRACE_CACHE_DIR, else "
+                        ".gradtrace_cache in the project root)")
     c.add_argument("--no-show-source", dest="show_source", action="store_false",
                    help="one line per finding, no source excerpt")
     c.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")

@@ -14,13 +14,16 @@ import io
 import os
 import tokenize
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from gradtrace.findings import Finding
 from gradtrace.lint.config import Settings
 from gradtrace.lint.engine import FileChecker, noqa_filter
 from gradtrace.lint.registry import ENGINE_CODES, code_enabled, select_rules
 from gradtrace.lint.rule import Rule
+
+if TYPE_CHECKING:
+    from gradtrace.lint.cache import FileCache
 
 __all__ = ["CheckResult", "check_paths", "check_source", "iter_files"]
 GC_EVERY = 100  # files between two cyclic garbage collections (NOTE [gc])
@@ -35,6 +38,7 @@ class CheckResult:
     path_errors: list[str] = field(default_factory=list)
     files: int = 0
     sources: dict[str, str] = field(default_factory=dict)  # path -> text, for fixes and carets
+    cache_entries: dict = field(default_factory=dict)  # new entries for lint.cache (path -> entry)
 
     def extend(self, other: CheckResult) -> None:
         self.findings.extend(other.findings)
@@ -42,6 +46,7 @@ class CheckResult:
         self.path_errors.extend(other.path_errors)
         self.files += other.files
         self.sources.update(other.sources)
+        self.cache_entries.update(other.cache_entries)
 
 
 def _engine_finding(code: str, path: str, message: str, line: int = 1, col: int = 0) -> Finding:
@@ -110,8 +115,13 @@ def check_source(source: str, path: str = "<string>", select: Sequence[str] | No
     return result.findings
 
 
-def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> CheckResult:
-    """Read, prefilter (no ``torch`` in the bytes: skipped), decode, parse and check one file."""
+def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings,
+               cache: FileCache | None = None) -> CheckResult:
+    """Read, prefilter (no ``torch`` in the bytes: skipped), decode, parse and check one file.
+
+    With a ``cache`` (:mod:`gradtrace.lint.cache`), a file whose bytes were checked before under
+    the same settings is not parsed again.
+    """
     result = CheckResult(files=1)
     try:
         with open(path, "rb") as fh:
@@ -123,6 +133,15 @@ def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings) -> Ch
         return result
     if b"torch" not in data:
         return result
+    if cache is not None:
+        return cache.check(path, data, lambda: check_bytes(path, data, rules, settings))
+    return check_bytes(path, data, rules, settings)
+
+
+def check_bytes(path: str, data: bytes, rules: Sequence[type[Rule]],
+                settings: Settings) -> CheckResult:
+    """Decode, parse and check the bytes of one file."""
+    result = CheckResult(files=1)
     text, problem = decode(data, path)
     if problem is not None:
         if code_enabled("GT000", settings.select, settings.ignore, settings.extend_select):
@@ -156,8 +175,8 @@ def iter_files(paths: Iterable[str], settings: Settings,
             errors.append(f"{p}: no such file or directory")
 
 
-def _worker(args: tuple[list[str], Settings]) -> CheckResult:
-    paths, settings = args
+def _worker(args: tuple[list[str], Settings, FileCache | None]) -> CheckResult:
+    paths, settings, cache = args
     rules = select_rules(settings.select, settings.ignore, settings.extend_select)
     out = CheckResult()
     # NOTE [gc]: syntax trees hold no reference cycles and are freed by reference counting,
@@ -170,7 +189,7 @@ def _worker(args: tuple[list[str], Settings]) -> CheckResult:
     gc.disable()
     try:
         for n, p in enumerate(paths, 1):
-            out.extend(check_file(p, rules, settings))
+            out.extend(check_file(p, rules, settings, cache))
             if n % GC_EVERY == 0:
                 gc.collect(1)
     finally:
@@ -180,19 +199,26 @@ def _worker(args: tuple[list[str], Settings]) -> CheckResult:
 
 
 def check_paths(paths: Sequence[str], settings: Settings | None = None,
-                jobs: int = 1) -> CheckResult:
-    """Check files and folders; ``jobs`` > 1 spreads files over processes."""
+                jobs: int = 1, cache: FileCache | None = None) -> CheckResult:
+    """Check files and folders; ``jobs`` > 1 spreads files over processes.
+
+    ``cache`` (a :class:`gradtrace.lint.cache.FileCache`) answers for files checked before;
+    its new entries are left in ``result.cache_entries`` for ``cache.save``.
+    """
     settings = settings or Settings()
     result = CheckResult()
     files = list(iter_files(paths, settings, result.path_errors))
+    if cache is not None and jobs > 1 and len(files) >= 8:
+        files = cache.answer(files, result)  # hits answered here; the rest go to the workers
     if jobs <= 1 or len(files) < 8:
-        result.extend(_worker((files, settings)))
+        result.extend(_worker((files, settings, cache)))
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         chunks = [files[i::jobs * 4] for i in range(jobs * 4)]
+        shared = cache.for_workers() if cache is not None else None
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for part in pool.map(_worker, [(c, settings) for c in chunks if c]):
+            for part in pool.map(_worker, [(c, settings, shared) for c in chunks if c]):
                 result.extend(part)
     result.findings.sort(key=Finding.sort_key)
     return result

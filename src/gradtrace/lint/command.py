@@ -124,8 +124,14 @@ def run_check(ns: argparse.Namespace) -> int:
         if source is not None:
             result = _check_one_text(source, stdin_name, settings)
     else:
+        from gradtrace.lint.cache import open_cache
+
         jobs = ns.jobs or os.cpu_count() or 1
-        result = check_paths(paths, settings, jobs=jobs)
+        cache = open_cache(settings, ns.cache_dir, ns.no_cache)
+        result = check_paths(paths, settings, jobs=jobs, cache=cache)
+        problem = cache.save(result.cache_entries) if cache is not None else None
+        if problem:
+            print(f"gradtrace: warning: {problem}", file=sys.stderr)
     findings = result.findings
     outcomes: list[FixOutcome] = []
     if ns.fix or ns.diff:
