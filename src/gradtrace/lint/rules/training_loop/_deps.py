@@ -15,9 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.training_loop._loop import LoopFacts
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 
 # results without a graph: detached, Python values, integer/bool results of non-differentiable ops
 DETACHING_METHODS = frozenset({
@@ -106,15 +107,21 @@ def value_of(b: Binding) -> ast.expr | None:
     return None
 
 
-def loads(expr: ast.AST) -> Iterator[tuple[str, ast.AST]]:
-    """Dotted names whose values flow into ``expr`` (callees and detached parts excluded)."""
+def loads(expr: ast.AST, cut: dict[str, frozenset[int]] | None = None
+          ) -> Iterator[tuple[str, ast.AST]]:
+    """Dotted names whose values flow into ``expr`` (callees and detached parts excluded;
+    with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts)."""
     stack = [expr]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
-            if dotted(f) in FRESH_CALLS:
+            if dotted(f) in FRESH_CALLS or dotted(f) in LEAF_CALLS:
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
+            if cut and isinstance(f, ast.Name) and f.id in cut:
+                stack.extend(a for i, a in enumerate(n.args) if i not in cut[f.id])
+                stack.extend(k.value for k in n.keywords)
+                continue
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS:
                     continue
@@ -136,6 +143,49 @@ def loads(expr: ast.AST) -> Iterator[tuple[str, ast.AST]]:
                 stack.append(n.value)
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(ast.iter_child_nodes(n))
+
+
+# calls that make a new leaf from their argument (`Variable(t, requires_grad=True)` copies
+# the data and drops the history, as `.detach()` does)
+LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variable",
+                        "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
+
+
+def cut_params(ctx: Context) -> dict[str, frozenset[int]]:
+    """Functions of this file (by name) and the positions of their parameters whose every
+    use in the body is inside a call that cuts the graph (``.detach()``, ``.item()``,
+    ``Variable(...)``, ``torch.tensor(...)``, ``.data``): passing a graph there passes none
+    (a WGAN-GP penalty helper that wraps its inputs in ``Variable(..., requires_grad=True)``)."""
+    def make() -> dict[str, frozenset[int]]:
+        out: dict[str, frozenset[int]] = {}
+        for fn in ast.walk(ctx.tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+                free = _uncut_loads(fn)
+                cut = frozenset(i for i, p in enumerate(params) if p not in free)
+                if cut:
+                    out[fn.name] = cut if fn.name not in out else out[fn.name] & cut
+        return out
+    return ctx.memo("gt5-cut-params", ctx.tree, make)
+
+
+def _uncut_loads(fn: ast.AST) -> set[str]:
+    """Names read in ``fn`` outside any graph-cutting call or ``.data``."""
+    out: set[str] = set()
+    stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            f = n.func
+            if (isinstance(f, ast.Attribute) and f.attr in ("detach", "item", "tolist", "numpy")) \
+                    or dotted(f) in LEAF_CALLS:
+                continue
+        elif isinstance(n, ast.Attribute) and n.attr == "data":
+            continue
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def index_output(b: Binding) -> bool:
@@ -186,6 +236,7 @@ class Graphs:
         self.f = f
         self._direct: dict[int, bool] = {}
         self._carries: dict[int, bool] = {}
+        self._cut = cut_params(f.ctx)
 
     def deps(self, expr: ast.AST, line: int) -> Deps:
         """Bindings reached from ``expr`` (evaluated at ``line``), transitively."""
@@ -195,7 +246,7 @@ class Graphs:
         while work:
             e, ln = work.pop()
             self._consumers(e, out)
-            for name, _node in loads(e):
+            for name, _node in loads(e, self._cut):
                 b = self._binding(name, ln)
                 if b is None or id(b) in seen:
                     continue
@@ -251,6 +302,29 @@ class Graphs:
         if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
             return self.f.module_like(owner, line) or model_spelling(owner.rpartition(".")[2])
         return model_spelling(last)
+
+    def freed_by(self, bw: Backward, b: Binding) -> bool:
+        """Whether the backward ``bw`` frees the graph that binding ``b`` holds.
+
+        # NOTE [grad inputs]
+        ``torch.autograd.grad(out, inputs)`` (and ``backward(inputs=...)``) runs only the
+        nodes on the paths from ``out`` to ``inputs``: what ``inputs`` are computed from keeps
+        its saved tensors (PyTorch runs no node it does not need). So when the inputs are
+        plain local names, a binding is freed only if it is computed from one of them (the
+        inputs themselves are not: their own ``grad_fn`` does not run). Inputs spelled any other
+        way (``model.parameters()``, an attribute) are taken to reach everything.
+        """
+        if bw.inputs is None:
+            return True
+        names = bw.inputs.elts if isinstance(bw.inputs, (ast.Tuple, ast.List)) else [bw.inputs]
+        if not all(isinstance(n, ast.Name) for n in names):
+            return True
+        line = bw.stmt.lineno if bw.stmt is not None else bw.call.lineno
+        inputs = {id(x) for x in (self._binding(n.id, line) for n in names)  # type: ignore
+                  if x is not None}
+        v = value_of(b)
+        return id(b) not in inputs and v is not None and any(
+            id(d) in inputs for d in self.deps(v, b.line).bindings)
 
     def first_module_call(self, b: Binding) -> str | None:
         """The callee of the first module-like call in the binding's value."""

@@ -68,6 +68,7 @@ class Backward:
     loss: ast.expr | None      # the differentiated value
     retains: bool              # retain_graph/create_graph given (or not a constant False)
     accumulates: bool          # fills .grad (False for torch.autograd.grad)
+    inputs: ast.expr | None = None  # `inputs=`: the pass stops there (NOTE [grad inputs])
 
 
 @dataclass(frozen=True)
@@ -112,9 +113,11 @@ def backward_of(call: ast.Call, ctx: Context) -> Backward | None:
     if qual in ("torch.autograd.grad", "torch.autograd.backward"):
         loss = call.args[0] if call.args else next(
             (k.value for k in call.keywords if k.arg in ("outputs", "tensors")), None)
-        pos = (3, 4) if qual.endswith("grad") else (2, 3)
+        grad = qual.endswith("grad")
+        pos = (3, 4) if grad else (2, 3)
+        inputs = call.args[1] if grad and len(call.args) > 1 else _keyword(call, "inputs")
         return Backward(call, None, loss, _retains(call, pos),  # type: ignore[arg-type]
-                        qual.endswith("backward"))
+                        not grad, inputs)
     if not isinstance(func, ast.Attribute):
         return None
     if func.attr == "manual_backward":
@@ -122,16 +125,22 @@ def backward_of(call: ast.Call, ctx: Context) -> Backward | None:
                         _retains(call, ()), True)
     if func.attr != "backward":
         return None
+    inputs = _keyword(call, "inputs")
     recv = func.value
     if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
             and recv.func.attr == "scale" and recv.args:
         return Backward(call, None, recv.args[0],  # type: ignore[arg-type]
-                        _retains(call, (1, 2)), True)
+                        _retains(call, (1, 2)), True, inputs)
     owner = dotted(recv)
     if owner and BACKWARD_OWNER_RE.search(owner.rpartition(".")[2].lower()):
         return Backward(call, None, call.args[0] if call.args else None,  # type: ignore[arg-type]
                         _retains(call, ()), True)
-    return Backward(call, None, recv, _retains(call, (1, 2)), True)  # type: ignore[arg-type]
+    return Backward(call, None, recv, _retains(call, (1, 2)), True,  # type: ignore[arg-type]
+                    inputs)
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
 
 
 def step_of(call: ast.Call, scope: Scope, line: int) -> tuple[str, bool] | None:
@@ -203,7 +212,7 @@ class LoopFacts:
         func = call.func
         b = backward_of(call, self.ctx)
         if b is not None:
-            self.backwards.append(Backward(call, s, b.loss, b.retains, b.accumulates))
+            self.backwards.append(Backward(call, s, b.loss, b.retains, b.accumulates, b.inputs))
             return
         st = step_of(call, self.scope, s.lineno)
         if st is not None:

@@ -231,7 +231,7 @@ class GraphReusedAcrossSteps(_LoopRule):
         for b, loop in loop_backwards(f):
             for t in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
                 if id(t.stmt) in done or f.inside(t.stmt, loop) or t.line >= loop.lineno \
-                        or not g.direct(t) or _is_recurrence(t):
+                        or not g.direct(t) or _is_recurrence(t) or not g.freed_by(b, t):
                     continue
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue

@@ -29,7 +29,8 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
                 continue
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
             ids2 = {id(x) for x in d2.bindings}
-            shared = [t for t in d1.bindings if id(t) in ids2 and g.carries(t)]
+            shared = [t for t in d1.bindings if id(t) in ids2 and g.carries(t)
+                      and g.freed_by(b1, t)]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break
