@@ -28,6 +28,8 @@ class Shape(NamedTuple):
     code: str                 # the rule that must stay silent / fire
     line: int | None = None   # buggy twin: the line reported (1-based, after the prelude)
     raises: str | None = None  # buggy twin: what real torch raises
+    holds: str | None = None  # an expression true after running it (the silent symptom, or
+    #                           that the look-alike did what it should)
 
 
 SECOND_TIME = "Trying to backward through the graph a second time"
@@ -100,6 +102,114 @@ SHAPES = {
         g_loss = -netD(fake).mean()
         g_loss.backward()
         """, "GT509", 12, SECOND_TIME)),
+    # a branch only a PyTorch fork runs (mmcv): on PyTorch the tensor never requires grad
+    "requires-grad-in-a-dead-branch": (Shape("""
+        def fill(x):
+            out = torch.empty_like(x)
+            if torch.__version__ == 'parrots':
+                out.requires_grad = True
+            out.copy_(x * 2)
+            return out
+        y = fill(torch.ones(2, 2))
+        """, "GT302", holds="not y.requires_grad"), Shape("""
+        def fill(x):
+            out = torch.empty_like(x)
+            if x.dim() == 2:
+                out.requires_grad = True
+            out.copy_(x * 2)
+            return out
+        y = fill(torch.ones(2, 2))
+        """, "GT302", 5, "a leaf Variable that requires grad")),
+    # a freeze and an unfreeze in exclusive branches of one `if`
+    "freeze-and-unfreeze-in-exclusive-branches": (Shape("""
+        model = nn.Module()
+        model.body, model.head = nn.Linear(4, 4), nn.Linear(4, 2)
+        def setup(model, mode):
+            if mode == "head":
+                for p in model.head.parameters():
+                    p.requires_grad = True
+            elif mode == "none":
+                for p in model.parameters():
+                    p.requires_grad = False
+        setup(model, "head")
+        """, "GT408", holds="all(p.requires_grad for p in model.head.parameters())"), Shape("""
+        model = nn.Module()
+        model.body, model.head = nn.Linear(4, 4), nn.Linear(4, 2)
+        def setup(model, mode):
+            if mode == "head":
+                for p in model.head.parameters():
+                    p.requires_grad = True
+            for p in model.parameters():
+                p.requires_grad = False
+        setup(model, "head")
+        """, "GT408", 7, holds="not any(p.requires_grad for p in model.head.parameters())")),
+    # a plain dict of layers on self, handed whole to a child module that registers it
+    "layer-dict-handed-to-a-registering-child": (Shape("""
+        class Heads(nn.Module):
+            def __init__(self, layers):
+                super().__init__()
+                self.layers = nn.ModuleDict(layers)
+        class Model(nn.Module):
+            def __init__(self, tasks):
+                super().__init__()
+                self.task_layers = {}
+                for t in tasks:
+                    self.task_layers[t] = nn.Linear(4, 2)
+                self.heads = Heads(self.task_layers)
+        model = Model(["a", "b"])
+        """, "GT401", holds="len(list(model.parameters())) == 4"), Shape("""
+        class Model(nn.Module):
+            def __init__(self, tasks):
+                super().__init__()
+                self.layer_dict = {}
+                for t in tasks:
+                    self.layer_dict[t] = nn.Linear(4, 2)
+                self.n = len(self.layer_dict)
+        model = Model(["a", "b"])
+        """, "GT401", 4, holds="len(list(model.parameters())) == 0")),
+    # a requires-grad constant only there to switch gradients on for checkpointed inputs
+    "requires-grad-switch-for-checkpoint": (Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.dummy = torch.ones(1, requires_grad=True)
+            def forward(self, x):
+                x = x + self.dummy - self.dummy
+                return checkpoint(self.fc, x, use_reentrant=True)
+        block = Block()
+        block(torch.randn(2, 4)).sum().backward()
+        """, "GT402", holds="block.fc.weight.grad is not None"), Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.scale = torch.ones(1, requires_grad=True)
+            def forward(self, x):
+                x = x + self.scale - self.scale * 0.5
+                return checkpoint(self.fc, x, use_reentrant=True)
+        block = Block()
+        block(torch.randn(2, 4)).sum().backward()
+        """, "GT402", 6, holds="'scale' not in dict(block.named_parameters())")),
+    # `.data` of a batch object (a field), next to `.data` of a model output (a cut)
+    "data-field-of-a-batch-object": (Shape("""
+        class Batch:
+            def __init__(self, data, target):
+                self.data, self.target = data, target
+        model = nn.Linear(4, 1)
+        for raw in [torch.randn(3, 4)]:
+            batch = Batch(raw, torch.zeros(3, 1))
+            loss = nn.functional.mse_loss(model(batch.data), batch.target)
+            loss.backward()
+        """, "GT105", holds="model.weight.grad is not None"), Shape("""
+        model = nn.Linear(4, 1)
+        for raw in [torch.randn(3, 4)]:
+            out = model(raw)
+            loss = nn.functional.mse_loss(out.data, torch.zeros(3, 1))
+            loss.backward()
+        """, "GT105", 4, "does not require grad")),
 }
 
 
@@ -117,12 +227,21 @@ def _found(shape: Shape) -> list[tuple[int, str]]:
 def test_look_alike_is_silent_and_trains(name: str) -> None:
     good, _ = SHAPES[name]
     assert _found(good) == []
-    exec(compile(_source(good), "good.py", "exec"), {})  # real torch: no error
+    env: dict = {}
+    exec(compile(_source(good), "good.py", "exec"), env)  # real torch: no error
+    if good.holds:
+        assert eval(good.holds, env)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     _, bad = SHAPES[name]
     assert _found(bad) == [(bad.line, bad.code)]
-    with pytest.raises(RuntimeError, match=bad.raises):
-        exec(compile(_source(bad), "bad.py", "exec"), {})
+    env: dict = {}
+    if bad.raises:
+        with pytest.raises(RuntimeError, match=bad.raises):
+            exec(compile(_source(bad), "bad.py", "exec"), env)
+    else:
+        exec(compile(_source(bad), "bad.py", "exec"), env)
+    if bad.holds:
+        assert eval(bad.holds, env)

@@ -102,6 +102,7 @@ class Scope:
         self.bindings: dict[str, list[Binding]] = {}
         self.loads: dict[str, list[ast.Name]] = {}
         self.method_calls: list[MethodCall] = []
+        self.branches: dict[int, tuple[tuple[int, bool], ...]] = {}  # id(stmt) -> if arms
         modes: list[tuple[ast.AST, str]] = []
         if isinstance(node, FUNCTION_TYPES):
             modes = [(d, m) for d in node.decorator_list if (m := grad_mode_of(d, ctx.imports))]
@@ -110,10 +111,13 @@ class Scope:
 
     # -- building ----------------------------------------------------------------------------
     def _walk(self, body: list[ast.stmt], loops: tuple[ast.stmt, ...],
-              modes: list[tuple[ast.AST, str]]) -> None:
+              modes: list[tuple[ast.AST, str]], branch: tuple[tuple[int, bool], ...] = ()
+              ) -> None:
         for s in body:
             self.stmts.append(s)
             self.loops[id(s)] = loops
+            if branch:
+                self.branches[id(s)] = branch
             off = disabling_node(modes)
             if off is not None:
                 self.no_grad[id(s)] = off
@@ -128,14 +132,17 @@ class Scope:
                                                                          self.ctx.imports))]
                 inner = modes + extra
             sub_loops = loops + (s,) if isinstance(s, LOOP_TYPES) else loops
+            truth = static_truth(s.test, self.ctx) if isinstance(s, ast.If) else None
             for field in ("body", "orelse", "finalbody"):
                 sub = getattr(s, field, None)
-                if sub:
-                    self._walk(sub, sub_loops if field == "body" else loops, inner)
+                if sub and truth is not (field == "orelse"):  # a branch PyTorch never runs
+                    arm = branch + ((id(s), field == "body"),) \
+                        if isinstance(s, ast.If) and field != "finalbody" else branch
+                    self._walk(sub, sub_loops if field == "body" else loops, inner, arm)
             for h in getattr(s, "handlers", ()):
-                self._walk(h.body, loops, inner)
+                self._walk(h.body, loops, inner, branch)
             for case in getattr(s, "cases", ()):
-                self._walk(case.body, loops, inner)
+                self._walk(case.body, loops, inner, branch)
 
     def _scan_exprs(self, s: ast.stmt) -> None:
         for field, value in ast.iter_fields(s):
@@ -318,6 +325,11 @@ class Scope:
     def statement_of(self, node: ast.AST) -> ast.stmt | None:
         return node if isinstance(node, ast.stmt) else self.stmt_of.get(id(node))
 
+    def exclusive(self, a: ast.stmt, b: ast.stmt) -> bool:
+        """Whether two statements sit in different arms of one ``if`` (never both run)."""
+        arms = dict(self.branches.get(id(a), ()))
+        return any(arms.get(k, v) != v for k, v in self.branches.get(id(b), ()))
+
     def grad_off_at(self, node: ast.AST) -> ast.AST | None:
         """The with/decorator disabling grad around ``node``'s statement, or None."""
         s = self.statement_of(node)
@@ -326,6 +338,23 @@ class Scope:
     def uses_after(self, name: str, line: int) -> list[ast.Name]:
         """Loads of ``name`` strictly after ``line``."""
         return [n for n in self.loads.get(name, ()) if n.lineno > line]
+
+
+def static_truth(test: ast.expr, ctx: Context) -> bool | None:
+    """The value an ``if`` test always has on PyTorch, when the code says so: ``if False:``,
+    ``if torch.__version__ == 'parrots':`` (a fork's name; PyTorch's version starts with a
+    digit), ``!=`` the same. None when it depends on the run."""
+    if isinstance(test, ast.Constant) and test.value in (False, None, 0, True, 1):
+        return bool(test.value)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        sides = (test.left, test.comparators[0])
+        names = [n for n in sides if ctx.qualified_name(n) == "torch.__version__"]
+        words = [n for n in sides if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and not n.value[:1].isdigit()]
+        if names and words:
+            return isinstance(test.ops[0], ast.NotEq)
+    return None
 
 
 def _is_module_class(node: ast.AST, ctx: Context) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gradtrace.lint.names import dotted
+from gradtrace.lint.tensor_api import TENSOR_ATTRS
 from gradtrace.lint.rules.graph_breaks._shapes import (
     asks_grad, constant_default_args, is_torch_loss, pair_source, peel, self_assignments,
     unpacks_indices,
@@ -396,6 +397,8 @@ class Tracer:
 
     def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:
         if e.attr == "data":
+            if dotted(e.value) in objects_of(self.scope):
+                return self.trace(e.value, use, line)  # a field of a batch object
             return self._cut(DATA, e, [peel(e.value)], use, line)
         if e.attr in FRESH_ATTRS:
             return DEAD
@@ -573,3 +576,25 @@ def _returns_only_arguments(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctio
     returns = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
     return bool(returns) and all(
         s.value is not None and not t.trace(s.value, s, s.lineno).live for s in returns)
+
+
+def objects_of(scope: Scope) -> frozenset[str]:
+    """Names a scope reads as something other than a tensor: through an attribute no tensor
+    has (``batch.edge_index``), a string key (``batch["y"]``) or ``**batch``; their ``.data``
+    is a field of that object, not ``Tensor.data``."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for n in walk(scope.node):
+            if isinstance(n, ast.Attribute) and n.attr not in TENSOR_ATTRS:
+                recv = dotted(n.value)
+            elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) \
+                    and isinstance(n.slice.value, str):
+                recv = dotted(n.value)
+            elif isinstance(n, ast.keyword) and n.arg is None:
+                recv = dotted(n.value)
+            else:
+                continue
+            if recv is not None and recv not in ("self", "cls"):
+                out.add(recv)
+        return frozenset(out)
+    return scope.ctx.memo("gt1-objects", scope.node, make)

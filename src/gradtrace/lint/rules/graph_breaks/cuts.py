@@ -17,6 +17,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.graph_breaks._trace import objects_of
 from gradtrace.lint.nodes import walk
 
 
@@ -114,6 +115,7 @@ class DataInLoss(LossCutRule):
             return
         scope = lp.scope
         returned = _return_deps(scope)
+        objects = objects_of(scope)
         for s in scope.stmts:
             if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                     and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned
@@ -121,7 +123,7 @@ class DataInLoss(LossCutRule):
                 continue
             for n in walk(s.value):
                 layer = _layer_source(n.value, lp) if isinstance(n, ast.Attribute) \
-                    and n.attr == "data" else None
+                    and n.attr == "data" and dotted(n.value) not in objects else None
                 if layer is not None:
                     rel = (Related(ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` "
                                    f"holds the output of `{short(ctx.source(layer.func), 30)}` "

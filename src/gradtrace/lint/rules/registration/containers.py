@@ -35,15 +35,22 @@ def _self_attr(node: ast.AST) -> str | None:
 
 
 def _wrapped_attrs(ctx: Context) -> frozenset[str]:
-    """Attribute names passed (or starred) to an ``nn`` container or ``nn.Parameter`` anywhere."""
+    """Attribute names passed (or starred) to an ``nn`` container or ``nn.Parameter`` anywhere,
+    and ``self.X`` handed whole to the constructor of another class (``Decoder(self.blocks)``:
+    a child module that may register the entries itself)."""
     def make() -> frozenset[str]:
         out: set[str] = set()
         for n in walk(ctx.tree):
             if isinstance(n, ast.Call):
-                if (ctx.call_name(n) or "") in CONTAINERS or (
+                args = [*n.args, *(k.value for k in n.keywords)]
+                qual = ctx.call_name(n) or ""
+                if qual in CONTAINERS or (
                         isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERING_CALLS):
-                    for a in [*n.args, *(k.value for k in n.keywords)]:
+                    for a in args:
                         out.update(x.attr for x in walk(a) if isinstance(x, ast.Attribute))
+                elif qual.rpartition(".")[2][:1].isupper() and not qual.startswith("torch."):
+                    out.update(x for a in args if (x := _self_attr(
+                        a.value if isinstance(a, ast.Starred) else a)))
         return frozenset(out)
     return ctx.memo("gt4-wrapped-attrs", ctx.tree, make)
 
@@ -60,6 +67,34 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
                         out.update(x for x in map(_self_attr, walk(a)) if x)
         return frozenset(out)
     return ctx.memo("gt4-optimized-attrs", ctx.tree, make)
+
+
+def _grad_switches(ctx: Context) -> frozenset[str]:
+    """``self.X`` only ever read to make other tensors require grad, never trained: added and
+    taken away again (``x + self.dummy - self.dummy``) or handed to a ``checkpoint`` call, the
+    trick that lets reentrant checkpointing see an input that requires grad."""
+    def make() -> frozenset[str]:
+        reads: dict[str, int] = {}
+        switch: dict[str, int] = {}
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) \
+                    and (attr := _self_attr(n)) is not None:
+                reads[attr] = reads.get(attr, 0) + 1
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)) \
+                    and isinstance(n.left, ast.BinOp) and type(n.left.op) is not type(n.op) \
+                    and isinstance(n.left.op, (ast.Add, ast.Sub)):
+                a, b = _self_attr(n.left.right), _self_attr(n.right)
+                if a is not None and a == b:
+                    switch[a] = switch.get(a, 0) + 2
+            elif isinstance(n, ast.Call) and (ctx.call_name(n) or dotted(n.func) or "") \
+                    .rpartition(".")[2] == "checkpoint":
+                for a in n.args[1:]:
+                    if (attr := _self_attr(a)) is not None:
+                        switch[attr] = switch.get(attr, 0) + 1
+        return frozenset(a for a, k in switch.items() if k == reads.get(a))
+    if "requires_grad" not in ctx.text:
+        return frozenset()
+    return ctx.memo("gt4-grad-switches", ctx.tree, make)
 
 
 def _registers_dynamically(cls: ast.ClassDef) -> bool:
@@ -407,7 +442,7 @@ class LearnableTensorAsPlainAttribute(Rule):
         if grad_factory(node.value, ctx) is None and made_non_leaf(node.value, ctx) is None:
             return
         if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx) \
-                or attr in _optimized_attrs(ctx):
+                or attr in _optimized_attrs(ctx) or attr in _grad_switches(ctx):
             return
         yield self.report(node, ctx, attr=attr)
 
@@ -420,7 +455,8 @@ class LearnableTensorAsPlainAttribute(Rule):
         attr = _self_attr(t.value)
         cls, fn = ctx.class_def, ctx.function
         if attr is None or cls is None or fn is None or cls.name not in module_classes(ctx) \
-                or attr in _wrapped_attrs(ctx) or attr in _optimized_attrs(ctx):
+                or attr in _wrapped_attrs(ctx) or attr in _optimized_attrs(ctx) \
+                or attr in _grad_switches(ctx):
             return
         made = None
         for s in statements(fn):

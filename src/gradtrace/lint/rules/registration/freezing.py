@@ -199,7 +199,7 @@ class FreezeUndoesTraining(Rule):
                 continue
             line, what, part = hit
             if not any(g.value and (covers(g.root, part) or covers(part, g.root))
-                       for g in flags[i + 1:]):
+                       and not scope.exclusive(f.stmt, g.stmt) for g in flags[i + 1:]):
                 yield self.report(f.stmt, ctx, related=[Related(ctx.path, line,
                                   f"`{part}` is set up to train here")],
                                   root=f.root, what=what, part=part, line=line)
@@ -207,11 +207,13 @@ class FreezeUndoesTraining(Rule):
     @staticmethod
     def _victim(scope: Scope, f: GradFlag, before: list[GradFlag]) -> tuple[int, str, str] | None:
         for g in reversed(before):
-            if g.value and not g.conditional and g.root != f.root and covers(f.root, g.root):
+            if g.value and not g.conditional and g.root != f.root and covers(f.root, g.root) \
+                    and not scope.exclusive(f.stmt, g.stmt):
                 return g.stmt.lineno, "the part unfrozen at", g.root
         if f.root == "self":
             return None  # a module freezing all it built so far (prefix/adapter tuning)
-        heads = _head_assignments(scope, f.root, f.stmt.lineno)
+        heads = [h for h in _head_assignments(scope, f.root, f.stmt.lineno)
+                 if not scope.exclusive(f.stmt, h)]
         if heads:
             h = heads[-1]
             return h.lineno, "the new", dotted(h.targets[0]) or ""
