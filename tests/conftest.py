@@ -36,5 +36,6 @@ def cli(tmp_path: Path) -> CLI:
 def _own_check_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own check cache folder (created only if used), never the repo's."""
-    folder = tmp_path_factory.getbasetemp() / "gradtrace_cache" / str(abs(hash(request.node.nodeid)))
+    name = str(abs(hash(request.node.nodeid)))
+    folder = tmp_path_factory.getbasetemp() / "gradtrace_cache" / name
     monkeypatch.setenv("GRADTRACE_CACHE_DIR", str(folder))

@@ -1,4 +1,4 @@
-"""Command line: ``gradtrace check | rules | explain | run | demo``. Never imports torch itself.
+"""Command line: ``gradtrace check | rules | explain | run | demo | server``; no torch import.
 
 Exit codes (all subcommands except ``run``, which returns the script's own exit code):
   0  no findings
@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="run a script under gradient tracing (see `gradtrace run --help`)",
                    add_help=False)
     sub.add_parser("demo", help="check and run a small broken training script")
+    sub.add_parser("server", help="run the language server over stdio (needs pygls: "
+                                  "pip install 'gradtrace[server]')")
     return p
 
 
@@ -115,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _rules(ns.markdown)
         if ns.command == "explain":
             return _explain(" ".join(ns.what))
+        if ns.command == "server":
+            from gradtrace.lsp import serve
+
+            return serve()
         if ns.command == "demo":
             from gradtrace.demo import run_demo
 

@@ -144,7 +144,8 @@ def test_cache_lives_in_the_project_root(tree, capsys, monkeypatch):
     (tree / "pyproject.toml").write_text('[tool.gradtrace]\nignore = ["GT7"]\n')
     monkeypatch.chdir(tree / "examples")
     assert run(capsys, "training_loop.py")[0] == 1
-    assert packs(tree / ".gradtrace_cache") and not (tree / "examples" / ".gradtrace_cache").exists()
+    assert packs(tree / ".gradtrace_cache")
+    assert not (tree / "examples" / ".gradtrace_cache").exists()
 
 
 def test_unwritable_cache_is_a_warning_only(tree, capsys):

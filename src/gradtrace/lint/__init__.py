@@ -25,7 +25,7 @@ from gradtrace.lint.rule import Rule
 if TYPE_CHECKING:
     from gradtrace.lint.cache import FileCache
 
-__all__ = ["CheckResult", "check_paths", "check_source", "iter_files"]
+__all__ = ["CheckResult", "check_paths", "check_source", "check_text", "iter_files"]
 GC_EVERY = 100  # files between two cyclic garbage collections (NOTE [gc])
 
 
@@ -113,6 +113,15 @@ def check_source(source: str, path: str = "<string>", select: Sequence[str] | No
     result = CheckResult()
     _check_text(source, path, rules, settings, result)
     return result.findings
+
+
+def check_text(text: str, path: str, settings: Settings) -> CheckResult:
+    """Findings and rule crashes for one source text (no prefilter), as the editor needs them."""
+    result = CheckResult(files=1)
+    rules = select_rules(settings.select, settings.ignore, settings.extend_select)
+    _check_text(text, path, rules, settings, result)
+    result.sources[path] = text
+    return result
 
 
 def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings,

@@ -275,7 +275,8 @@ class FileCache:
         return fresh
 
     def _write(self, doc: dict[str, Any]) -> None:
-        self._atomic(self.pack, json.dumps(doc, separators=(",", ":")).encode())  # type: ignore[arg-type]
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        self._atomic(self.pack, data)  # type: ignore[arg-type]
 
     @staticmethod
     def _atomic(target: str, data: bytes) -> None:

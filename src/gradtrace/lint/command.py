@@ -7,11 +7,10 @@ import sys
 from typing import TextIO
 
 from gradtrace.findings import Finding
-from gradtrace.lint import CheckResult, _check_text, check_paths
+from gradtrace.lint import CheckResult, check_paths, check_text
 from gradtrace.lint.config import Overrides, Settings, load_settings
 from gradtrace.lint.fix import FixOutcome, fix_text, fixable
 from gradtrace.lint.formats import statistics, summary_line, to_github, to_json, to_sarif, to_text
-from gradtrace.lint.registry import select_rules
 
 MAX_FIX_ROUNDS = 10
 
@@ -27,11 +26,7 @@ def _settings(ns: argparse.Namespace, start: str) -> Settings:
 
 
 def _check_one_text(text: str, path: str, settings: Settings) -> CheckResult:
-    result = CheckResult(files=1)
-    rules = select_rules(settings.select, settings.ignore, settings.extend_select)
-    _check_text(text, path, rules, settings, result)
-    result.sources[path] = text
-    return result
+    return check_text(text, path, settings)
 
 
 def fix_loop(path: str, text: str, findings: list[Finding], settings: Settings,
