@@ -21,11 +21,35 @@ def _prefixes() -> tuple[str, ...]:
     torch_file = getattr(spec, "__file__", None) if spec else None
     if torch_file:
         out.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
+    out.extend(_library_dirs())
     stdlib = sysconfig.get_paths().get("stdlib")
     if stdlib:
         for name in ("contextlib.py", "functools.py", "runpy.py", "threading.py", "warnings.py"):
             out.append(os.path.join(stdlib, name))
     return tuple(out)
+
+
+# Training libraries whose frames are never the user's line (their training loops call the
+# user's code): located without importing them.
+_LIBRARIES = ("lightning", "pytorch_lightning", "lightning_fabric", "transformers", "accelerate")
+
+
+def _library_dirs() -> list[str]:
+    import importlib.util
+
+    out = []
+    for name in _LIBRARIES:
+        mod = sys.modules.get(name)
+        origin = getattr(mod, "__file__", None) if mod is not None else None
+        if origin is None and mod is None:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            origin = spec.origin if spec is not None else None
+        if origin:
+            out.append(os.path.dirname(os.path.abspath(origin)) + os.sep)
+    return out
 
 
 _PREFIXES: tuple[str, ...] = ()

@@ -1,0 +1,58 @@
+"""`gradtrace run` on trainer scripts points at the user's lines, never at library frames."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning.pytorch")
+
+from gradtrace.runtime.runner import main  # noqa: E402
+
+LIGHTNING = '''
+import lightning.pytorch as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 1)
+
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.mse_loss(self.head(self.body(x)), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+trainer = L.Trainer(max_steps=4, logger=False, enable_progress_bar=False,
+                    enable_checkpointing=False, enable_model_summary=False)
+trainer.fit(Net(), DataLoader(data, batch_size=4))  # <- step
+'''
+
+
+def _run(tmp_path: Path, source: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source).lstrip())
+    out = tmp_path / "f.json"
+    main(["--json-out", str(out), str(script)])
+    capsys.readouterr()
+    return json.loads(out.read_text())["findings"]
+
+
+def test_lightning_optimizer_finding_points_at_the_fit_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = _run(tmp_path, LIGHTNING, capsys)
+    line = LIGHTNING.lstrip().splitlines().index(
+        next(s for s in LIGHTNING.lstrip().splitlines() if "# <- step" in s)) + 1
+    assert [(f["code"], Path(f["path"]).name, f["line"]) for f in found] == [
+        ("GT828", "train.py", line)]  # lr=0: the step never changes a parameter
+    assert not any("site-packages" in r["path"] for f in found for r in f["related"])
