@@ -21,7 +21,8 @@ BUG = "import torch\nloss = torch.nn.functional.mse_loss(model(x), y)\nloss.item
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project (the bundled examples) as the current folder, its cache in the default place."""
-    shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("runtime"))
+    shutil.copytree(EXAMPLES, tmp_path / "examples",
+                    ignore=shutil.ignore_patterns("runtime", "integrations"))
     (tmp_path / "notorch.py").write_text("x = 1\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(cache_mod.ENV_DIR, raising=False)
