@@ -162,6 +162,12 @@ async def test_push_client_gets_diagnostics_with_version_code_link_and_related(
     d = next(d for d in got.diagnostics if d.code == "GT502")
     assert d.related_information and d.related_information[0].location.uri == uri2
     assert d.related_information[0].location.range.start.line == 15
+    # another language is left alone, even when it mentions torch
+    uri3 = (tmp_path / "pyproject.toml").as_uri()
+    vscode.text_document_did_open(types.DidOpenTextDocumentParams(text_document=(
+        types.TextDocumentItem(uri=uri3, language_id="toml", version=1,
+                               text='[project]\nrequires-python = ">=3.10"\ndependencies = ["torch"]\n'))))
+    assert list((await _published(vscode, uri3)).diagnostics) == []
 
 
 @MODULE

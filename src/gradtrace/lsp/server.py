@@ -97,7 +97,8 @@ class GradtraceServer(LanguageServer):
         text = doc.source
         settings = self.settings_for(path)
         checked = Checked(doc.version, text, path, settings)
-        if "torch" in text and not _excluded(path, settings):
+        python = doc.language_id == "python" or path.endswith((".py", ".pyi"))
+        if python and "torch" in text and not _excluded(path, settings):
             result = check_text(text, path, settings)
             for problem in result.rule_errors:
                 key = problem.split(" crashed", 1)[0]
