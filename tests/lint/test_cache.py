@@ -126,6 +126,20 @@ def test_corrupt_or_foreign_cache_is_ignored_and_rewritten(tree, parsed, capsys,
     assert run(capsys, ".") == cold and parsed == []   # rewritten whole
 
 
+def test_cache_stays_out_of_git_status_as_under_pre_commit(tree, capsys):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True,
+                              check=True).stdout
+
+    git("init", "-q")
+    git("add", "-A")
+    before = git("status", "--porcelain", "--ignored=no")
+    main(["check", "--jobs", "1", "-q", "examples/training_loop.py", "examples/manual_sgd.py"])
+    capsys.readouterr()
+    assert (tree / ".gradtrace_cache" / ".gitignore").is_file()
+    assert git("status", "--porcelain", "--ignored=no") == before
+
+
 def test_no_cache_and_cache_dir_options(tree, parsed, capsys, monkeypatch):
     cold = run(capsys, ".", "--no-cache")
     monkeypatch.setenv(cache_mod.ENV_OFF, "1")

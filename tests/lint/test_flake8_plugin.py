@@ -18,6 +18,10 @@ def test_findings_with_flake8_columns(tmp_path):
     lines = r.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("t.py:4:5: GT101 `loss.item()`")
     assert r.returncode == 1
+    import os  # flake8 never reads or writes gradtrace's check cache
+
+    assert not (tmp_path / ".gradtrace_cache").exists()
+    assert not os.path.exists(os.environ["GRADTRACE_CACHE_DIR"])
 
 
 def test_noqa_and_other_selections(tmp_path):
