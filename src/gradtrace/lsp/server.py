@@ -21,6 +21,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -39,6 +40,8 @@ from gradtrace.lsp.convert import Positions, WorkspaceEditMaker
 
 LOG = logging.getLogger(__name__)
 DEBOUNCE = 0.3  # seconds of quiet typing before a changed document is checked again
+CRASH_CODE = "GT002"  # a rule raised on the file (when the engine reports it as a finding)
+RULE_CODE = re.compile(r"\bGT\d{3}\b")
 
 
 @dataclass
@@ -100,9 +103,12 @@ class GradtraceServer(LanguageServer):
         python = doc.language_id == "python" or path.endswith((".py", ".pyi"))
         if python and "torch" in text and not _excluded(path, settings):
             result = check_text(text, path, settings)
-            for problem in result.rule_errors:
-                key = problem.split(" crashed", 1)[0]
-                self.tell_once(key, f"gradtrace: {problem}; its findings are missing from this "
+            crashes = [*result.rule_errors,
+                       *(f.message for f in result.findings if f.code == CRASH_CODE)]
+            for problem in crashes:
+                codes = [c for c in RULE_CODE.findall(problem) if c != CRASH_CODE]
+                self.tell_once(f"crash:{codes[0] if codes else problem}",
+                               f"gradtrace: {problem}; its findings are missing from this "
                                "file (please report this)", types.MessageType.Error)
             pos = Positions(text, self.encoding)
             related = self.can("text_document.publish_diagnostics.related_information")
