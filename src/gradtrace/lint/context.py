@@ -14,6 +14,7 @@ from gradtrace.findings import Edit
 from gradtrace.lint.names import Imports
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis import Analysis
     from gradtrace.lint.flow import Scope
 
 T = TypeVar("T")
@@ -101,6 +102,7 @@ class Context:
         self._scopes: dict[int, Scope] = {}
         self._raw_lines: list[bytes] | None = None
         self._memo: dict[tuple[str, int], object] = {}
+        self._analysis: Analysis | None = None
 
     @property
     def lines(self) -> list[str]:
@@ -226,6 +228,17 @@ class Context:
         """Drop the per-file caches (they refer back to this context: see NOTE [gc])."""
         self._scopes.clear()
         self._memo.clear()
+        if self._analysis is not None:
+            self._analysis.release()
+            self._analysis = None
+
+    @property
+    def analysis(self) -> Analysis:
+        """The file's shared facts (:mod:`gradtrace.lint.analysis`), built on first use."""
+        if self._analysis is None:
+            from gradtrace.lint.analysis import Analysis
+            self._analysis = Analysis(self)
+        return self._analysis
 
     def memo(self, key: str, node: ast.AST, make: Callable[[], T]) -> T:
         """``make()`` computed once per (``key``, ``node``) in this file and cached.

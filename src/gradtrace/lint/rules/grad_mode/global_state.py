@@ -177,7 +177,19 @@ def _sink_in_callers(fn: ast.AST, ctx: Context) -> ast.Call | None:
                 sink = _sink_after(other, c.lineno, ctx) or _sink_in_loop_before(other, c, ctx)
                 if sink is not None:
                     return sink
-    return None
+    return _sink_in_script(name, ctx)
+
+
+def _sink_in_script(name: str, ctx: Context) -> ast.Call | None:
+    """A backward call at module level (a script) after a module-level call of ``name``,
+    with nothing at module level turning grad back on."""
+    top = [s for s in ctx.tree.body if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))]
+    calls = [c for s in top for c in _calls(s)]
+    first = next((c for c in calls if dotted(c.func) == name), None)
+    if first is None or any(_restored(s, 0, ctx) for s in top):
+        return None
+    holder = ast.Module(body=top, type_ignores=[])
+    return _sink_after(holder, first.lineno, ctx) or _sink_in_loop_before(holder, first, ctx)
 
 
 def _sink_in_loop_before(fn: ast.AST, call: ast.Call, ctx: Context) -> ast.Call | None:

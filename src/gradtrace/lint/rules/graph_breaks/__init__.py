@@ -9,8 +9,9 @@ from __future__ import annotations
 UNDECIDABLE: list[tuple[str, str]] = [
     ("A cut (`.item()`, `.detach()`, `.data`, NumPy, `argmax`) made inside a module, a method "
      "or a helper in another file whose result the loss uses",
-     "the static checker follows names inside one function (and same-file helpers that only "
-     "use their arguments); see runtime: gradtrace run"),
+     "the static checker follows names inside one function, and into the same file's "
+     "helpers (one that cuts everything it returns is followed from its callers: NOTE "
+     "[helper cuts]); see runtime: gradtrace run"),
     ("`.detach()` between two trainable parts (an encoder output detached before a decoder "
      "or head): the loss still trains the later part, only the earlier one gets no gradient",
      "linear probing and staged training do this on purpose; only a run shows which "

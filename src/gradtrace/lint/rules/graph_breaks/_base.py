@@ -18,6 +18,7 @@ from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
     LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths,
 )
+from gradtrace.lint.rules.graph_breaks._helpers import helper_band_aid
 from gradtrace.lint.nodes import walk
 
 ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "
@@ -66,7 +67,8 @@ class LossCutRule(Rule):
         if not _worth(node, ctx) or not _file_has(ctx, self.needs):
             return
         lp = loss_paths(ctx, node)
-        seen: set[int] = set()
+        # per file: a helper's cut is reached from each of its callers (NOTE [helper cuts])
+        seen: set[int] = ctx.memo("gt1-reported-" + self.code, ctx.tree, set)
         for v in lp.verdicts:
             for _, cuts in v.cut_terms:  # one finding per term: its first cut of our kinds
                 mine = sorted((c for c in cuts if c.kind in self.cut_kinds),
@@ -163,6 +165,12 @@ def bandaid_line(v: Verdict, lp: LossPaths) -> int | None:
     """The line where ``requires_grad`` was forced on the cut loss, if any."""
     for b in band_aids(v, lp):
         return b.lineno  # type: ignore[attr-defined, no-any-return]
+    for _, cuts in v.cut_terms:  # inside a helper that cut it (NOTE [helper cuts])
+        for c in cuts:
+            for name, _ in c.via:
+                forced = helper_band_aid(lp.ctx, name[:-2]) if name.endswith("()") else None
+                if forced is not None:
+                    return forced.lineno  # type: ignore[attr-defined, no-any-return]
     return None
 
 
@@ -258,6 +266,7 @@ def related_for(c: Cut, v: Verdict, ctx: Context) -> tuple[Related, ...]:
         if nxt == name or ln == c.node.lineno:
             continue  # a name built from itself, or the finding's own line
         text = ctx.line_text(ln)
-        out.append(Related(ctx.path, ln, f"`{name}` is built from `{nxt}` here",
-                           len(text) - len(text.lstrip())))
+        what = f"`{name}` is called here and returns what `{nxt}` cut" \
+            if name.endswith("()") else f"`{name}` is built from `{nxt}` here"
+        out.append(Related(ctx.path, ln, what, len(text) - len(text.lstrip())))
     return tuple(out)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.graph_breaks._helpers import helper_cut
 from gradtrace.lint.rules.graph_breaks._trace import (  # noqa: F401 - re-exported for rules
     CUT_METHODS, DATA, DETACH, FRESH_METHODS, NONDIFF, NUMBER, NUMPY, REBUILD, RECV_ONLY, Cut,
     Trace, Tracer,
@@ -138,6 +139,17 @@ class LossPaths(Tracer):
         if owner and BACKWARD_OWNERS.search(owner):
             return None
         return recv
+
+    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
+        fn = self.ctx.analysis.local_callee(e, self.scope, line)
+        if fn is None:
+            return None
+        cut = helper_cut(self.ctx, fn)
+        if cut is None or not self._args(e, use, line).live:
+            return None
+        # NOTE [helper cuts]: the helper's own cut, reached through this call
+        return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
+                                 ((f"{fn.name}()", e.lineno),) + cut.via),))
 
     def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         name = node.name.lower()

@@ -9,11 +9,13 @@ and config objects) as dead.
 from __future__ import annotations
 
 import ast
-import re
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from gradtrace.lint.analysis.vocabulary import (
+    DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
+)
 from gradtrace.lint.names import dotted
 from gradtrace.lint.tensor_api import TENSOR_ATTRS
 from gradtrace.lint.rules.graph_breaks._shapes import (
@@ -79,25 +81,11 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
                                "device", "label_smoothing", "p", "eps", "reduce",
                                "size_average", "beta", "delta", "margin", "log_target",
                                "non_blocking", "axis", "num_classes"})
-LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
-                              re.IGNORECASE)
-TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|masks?|"
-                       r"batch_nb|(gt|target|true|label)_masks?|.*_ids|"
-                       r"(?!(pred|predicted|predictions?|outputs?|out|logits?|scores?|probs?)_)"
-                       r".*_(labels?|targets?|gt|true))$")  # `pred_labels` are predictions
-# arguments that hold objects, never tensors on the graph (their methods return data)
-OBJECT_RE = re.compile(r"^(.*_)?(tokenizer|processor|config|cfg|opts|options|hparams|"
-                       r"logger|writer)$")
-DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
-# arguments named like a model's input data, and callees named like a model: an argument of
-# the first kind fed to a callee of the second is the model's input, upstream of the model
-INPUT_RE = re.compile(r"^(x|xs|inputs?|images?|imgs?|obs|observations?|states?|"
-                      r"batch_data|data|features|x_(in|batch|train))$")
+# name guesses (TARGET_RE, OBJECT_RE, INPUT_RE, MODEL_CALLEE_RE...): see analysis.vocabulary.
+# An argument named like input data fed to a callee named like a model is the model's input,
+# upstream of the model.
 MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "contiguous",
                    "view", "reshape", "flatten", "permute", "unsqueeze", "squeeze"})
-MODEL_CALLEE_RE = re.compile(r"(^|_)(model|net|network|module|encoder|decoder|autoencoder|"
-                             r"backbone|policy|actor|critic|qnet|q_net|ae|vae)$",
-                             re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -448,12 +436,20 @@ class Tracer:
             return self._args(e, use, line)
         if qual.startswith(("numpy.", "math.")):
             return self._args(e, use, line)
+        through = self._through_helper(e, use, line)
+        if through is not None:
+            return through
         if self._pure_loss(e.func) or (isinstance(e.func, ast.Name) and
                                        helper_is_pure(self.ctx, e.func.id)):
             return self._args(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
+        """What a call of one of the file's functions is, when the subclass follows them
+        (:class:`._paths.LossPaths`: NOTE [helper cuts]); None: not followed."""
+        return None
 
     def _method(self, e: ast.Call, func: ast.Attribute, use: ast.stmt | None,
                 line: int) -> Trace:

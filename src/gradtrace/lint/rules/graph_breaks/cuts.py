@@ -359,7 +359,7 @@ class RequiresGradBandAid(Rule):
         if not _worth(node, ctx) or not _file_has(ctx, ("backward",)):
             return
         lp = loss_paths(ctx, node)
-        seen: set[int] = set()
+        seen: set[int] = ctx.memo("gt1-reported-" + self.code, ctx.tree, set)
         for v in lp.verdicts:
             cuts = [c for _, cs in v.cut_terms for c in cs]
             cut_nodes = {id(c.node) for c in cuts}

@@ -1,13 +1,15 @@
 """GT4xx: registration and optimizer wiring (what `parameters()` and the optimizer really hold).
 
-The rules live in :mod:`.containers` (GT401-GT403), :mod:`.identity` (GT404-GT406) and
-:mod:`.freezing` (GT407-GT410); shared facts in :mod:`._modules`.
+The rules live in :mod:`.containers` (GT401-GT403), :mod:`.identity` (GT404-GT406),
+:mod:`.freezing` (GT407-GT410) and :mod:`.attributes` (GT411); shared facts in
+:mod:`._modules` and the analysis layer (``ctx.analysis``).
 """
 from __future__ import annotations
 
 UNDECIDABLE: list[tuple[str, str]] = [
     ("a model, submodule or parameter replaced in a different function from the one that "
-     "builds or steps the optimizer",
+     "builds or steps the optimizer (beyond a helper of the file that builds or steps it, and "
+     "a method re-creating what `__init__` built the optimizer over)",
      "parameter identity across calls is only visible at run time (compare the ids in "
      "`optimizer.param_groups` with `model.parameters()`); see runtime: gradtrace run"),
     ("a freeze or unfreeze done in a helper (`freeze(model)`) relative to the optimizer or the "

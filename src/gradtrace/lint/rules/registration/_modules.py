@@ -7,6 +7,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.vocabulary import (
+    MODEL_FACTORIES, NOT_MODEL_RE, PARAM_LIKE_RE, PRETRAINED_MODEL_RE,
+)
+from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.flow import MODULE, NOT_MODULES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import is_false, is_optimizer_call, is_true
@@ -24,12 +28,6 @@ PARAM_LAYER_RE = re.compile(
 CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",
                         "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Parameter",
                         "torch.nn.Buffer"})
-MODEL_FACTORIES = ("torchvision.models.", "timm.create_model")
-PRETRAINED_MODEL_RE = re.compile(r"Model|For[A-Z]|Transformer|UNet|VAE|Autoencoder")
-NOT_MODEL_RE = re.compile(r"Tokenizer|Config|Processor|Extractor|Scheduler|Pipeline")
-# attribute names that are usually Parameters, not submodules (timm cls_token, pos_embed...)
-PARAM_LIKE_RE = re.compile(r"weight|bias|token|embed|pos|param|scale|gamma|alpha|mask|logit",
-                           re.IGNORECASE)
 
 
 def statements(node: ast.AST) -> Iterator[ast.stmt]:
@@ -45,44 +43,9 @@ def statements(node: ast.AST) -> Iterator[ast.stmt]:
             yield n
 
 
-def _class_defs(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
-    """Classes at module level, nested in classes, or under if/try (not inside functions)."""
-    for s in body:
-        if isinstance(s, ast.ClassDef):
-            yield s
-            yield from _class_defs(s.body)
-        elif isinstance(s, (ast.If, ast.Try)):
-            yield from _class_defs(s.body)
-            yield from _class_defs(s.orelse)
-            for h in getattr(s, "handlers", ()):
-                yield from _class_defs(h.body)
-
-
 def module_classes(ctx: Context) -> frozenset[str]:
     """Names of the classes of this file that are ``nn.Module`` subclasses (transitively)."""
-    def make() -> frozenset[str]:
-        classes = [n for n in _class_defs(ctx.tree.body)]
-        known: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for c in classes:
-                if c.name not in known and _is_module_class(c, known, ctx):
-                    known.add(c.name)
-                    changed = True
-        return frozenset(known)
-    return ctx.memo("gt4-module-classes", ctx.tree, make)
-
-
-def _is_module_class(c: ast.ClassDef, known: set[str], ctx: Context) -> bool:
-    for b in c.bases:
-        q = ctx.qualified_name(b) or ""
-        last = q.rpartition(".")[2]
-        if (q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES) \
-                or last.endswith("Module") or last in known:
-            return True
-    return bool(c.bases) and any(isinstance(s, ast.FunctionDef) and s.name == "forward"
-                                 for s in c.body)
+    return ctx.analysis.module_classes
 
 
 def module_ctor(node: ast.AST, ctx: Context) -> bool:
@@ -140,7 +103,7 @@ def stateless_classes(ctx: Context) -> frozenset[str]:
     ``nn.Parameter``, a buffer, a tensor with ``requires_grad=True`` or an unknown object
     stored on ``self``, nor stores an argument that may be a module (``self.m = m``)."""
     def make() -> frozenset[str]:
-        classes = {c.name: c for c in _class_defs(ctx.tree.body)}
+        classes = {n: c.node for n, c in ctx.analysis.classes.items()}
         known = module_classes(ctx)
         out: set[str] = set()
         changed = True
@@ -374,6 +337,11 @@ def optimizer_builds(scope: Scope) -> list[OptimizerBuild]:
                         if pb is not None and pb.value is not None:
                             srcs |= param_sources(pb.value)
                     out.append(OptimizerBuild(name, b.stmt, v, frozenset(srcs)))
+                elif isinstance(v, ast.Call) and \
+                        scope.ctx.analysis.local_callee(v, scope, b.line) is not None:
+                    k = scope.ctx.analysis.kind(v, scope, b.line)  # a helper of the file
+                    if k is not None and k.what == OPTIMIZER and k.over:
+                        out.append(OptimizerBuild(name, b.stmt, v, k.over))
         return sorted(out, key=lambda o: o.stmt.lineno)
     return scope.ctx.memo("gt4-optimizers", scope.node, make)
 
@@ -383,8 +351,68 @@ def step_lines(scope: Scope, opt: str) -> list[int]:
     out = [m.stmt.lineno for m in scope.calls_to("step") if m.receiver == opt]
     out += [m.stmt.lineno for m in scope.calls_to("step")
             if m.call.args and dotted(m.call.args[0]) == opt]
+    out += [line for line, _ in handed_to_steppers(scope, opt)]
     return sorted(out)
+
+
+def handed_to_steppers(scope: Scope, opt: str) -> list[tuple[int, ast.Call]]:
+    """(line, call) of calls handing ``opt`` to a function of the file that steps it
+    (``train(model, opt, loader)`` where ``train`` calls ``opt.step()``)."""
+    an = scope.ctx.analysis
+    out = []
+    for n in walk(scope.node) if opt in scope.ctx.text else ():
+        if not isinstance(n, ast.Call) or not any(dotted(a) == opt for a in
+                                                  [*n.args, *(k.value for k in n.keywords)]):
+            continue
+        st = scope.statement_of(n)
+        if st is None:
+            continue
+        fn = an.local_callee(n, scope, st.lineno)
+        if fn is None:
+            continue
+        stepped = an.stepped_params(fn)
+        if any(dotted(v) == opt and p in stepped for p, v in an.arguments(fn, n).items()):
+            out.append((st.lineno, n))
+    return out
 
 
 def rebound_between(scope: Scope, name: str, start: int, end: int) -> bool:
     return any(start < b.line < end for b in scope.bindings.get(name, ()))
+
+
+def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int
+                         ) -> tuple[OptimizerBuild, ast.stmt] | None:
+    """For ``self.x = <new module>`` at ``line`` in method ``fn``: the optimizer ``__init__``
+    built over ``self.x``'s parameters and a statement of another method that steps it, when
+    no method but ``__init__`` builds an optimizer or adds a parameter group, and ``__init__``
+    never calls ``fn`` (a set-up method)."""
+    an = ctx.analysis
+    cls = an.class_of(fn)
+    init = cls.methods.get("__init__") if cls is not None else None
+    if cls is None or init is None or fn is init or "optim" not in ctx.text:
+        return None
+    builds = [b for b in optimizer_builds(ctx.scope(init)) if b.name.startswith("self.")]
+    if any(b.name.startswith("self.") for m in cls.methods.values() if m is not init
+           for b in optimizer_builds(ctx.scope(m))):
+        return None  # an optimizer is (re)built elsewhere: maybe after this re-creation
+    build = next((b for b in builds if any(covers(target, s) or covers(s, target)
+                                           for s in b.sources)), None)
+    if build is None:
+        return None
+    name = getattr(fn, "name", "")
+    for m in cls.methods.values():
+        for n in walk(m):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    n.func.attr == "add_param_group":
+                return None
+            if m is init and isinstance(n, ast.Call) and dotted(n.func) == f"self.{name}":
+                return None  # `__init__` calls it: it builds the model before the optimizer
+    for m in cls.methods.values():
+        if m is init:
+            continue
+        sc = ctx.scope(m)
+        for ln in step_lines(sc, build.name):
+            st = next((s for s in sc.stmts if s.lineno == ln), None)
+            if st is not None and not (m is fn and ln < line):
+                return build, st
+    return None

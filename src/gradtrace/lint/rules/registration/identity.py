@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
+    stale_across_methods, statements,
 )
 from gradtrace.lint.nodes import walk
 
@@ -53,7 +54,9 @@ class ModelRecreatedAfterOptimizer(Rule):
     ones get gradients but never change, silently (PYTORCH_FACTS 2j1-j3). Default
     `load_state_dict` and `.to()` keep identity and are fine. Build the optimizer after the
     model is final (or `opt.add_param_group(...)` for a new head).
-    Known limits: the optimizer must be built and stepped in the same function.
+    Known limits: the optimizer must be built and stepped in the same function (or built by a
+    helper of the file, or stepped by one it is handed to); across the methods of a class, only
+    an optimizer built once in `__init__` and a re-creation in a method `__init__` never calls.
     """
 
     code = "GT404"
@@ -163,6 +166,38 @@ class ModelRecreatedAfterOptimizer(Rule):
                    Related(ctx.path, step, f"`{opt.name}.step()` updates the old parameters")]
         yield self.report(node, ctx, related=related, target=target, opt=opt.name,
                           opt_line=opt.stmt.lineno)
+
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        """``self.model = Net()`` in a method of a class whose ``__init__`` built
+        ``self.opt`` over ``self.model``'s parameters, and no other method rebuilds it."""
+        cls = ctx.analysis.classes.get(node.name)
+        if cls is None or cls.node is not node or "__init__" not in cls.methods \
+                or not scope_mentions(ctx, "optim"):
+            return
+        for m in cls.methods.values():
+            if m.name == "__init__":
+                continue
+            for st in statements(m):
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                        and isinstance(st.value, ast.Call):
+                    target = dotted(st.targets[0]) or ""
+                    if target.startswith("self.") and self._new_object(st.value, target, ctx) \
+                            and ctx.call_name(st.value) != "copy.deepcopy":  # restoring a best copy
+                        yield from self._across_methods(st, m, target, ctx)
+
+    def _across_methods(self, node: ast.Assign, fn: ast.AST, target: str, ctx: Context
+                        ) -> Iterator[Finding]:
+        got = stale_across_methods(ctx, fn, target, node.lineno)
+        if got is None:
+            return
+        build, step = got
+        related = [Related(ctx.path, build.stmt.lineno, f"`{build.name}` is built here, in "
+                           "`__init__`", ctx.column(build.stmt)),
+                   Related(ctx.path, step.lineno, f"`{build.name}.step()` updates the old "
+                           "parameters", ctx.column(step))]
+        yield self.report(node, ctx, related=related, target=target, opt=build.name,
+                          opt_line=build.stmt.lineno)
 
 
 def _consumer(stmt: ast.stmt, name: str, ctx: Context) -> ast.AST | None:

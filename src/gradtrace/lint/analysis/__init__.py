@@ -1,0 +1,14 @@
+"""The analysis layer: facts about one file computed once, lazily, and shared by all rules.
+
+``ctx.analysis`` (:class:`~gradtrace.lint.analysis.facts.Analysis`) holds them: the kinds of
+names, attribute chains and call results (NOTE [kinds]), the file's classes with what they
+register (NOTE [registration]), and what the file's own functions return. Name guesses, the
+fallback, live in :mod:`gradtrace.lint.analysis.vocabulary`.
+"""
+from __future__ import annotations
+
+from gradtrace.lint.analysis.facts import Analysis
+from gradtrace.lint.analysis.kinds import Kind
+from gradtrace.lint.analysis.modules import AttrInfo, ClassInfo
+
+__all__ = ["Analysis", "AttrInfo", "ClassInfo", "Kind"]

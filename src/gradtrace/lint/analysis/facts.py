@@ -1,0 +1,387 @@
+"""One file's facts, computed on first use and shared by every rule: ``ctx.analysis``.
+
+# NOTE [kinds]
+:meth:`Analysis.kind` says what a value is (:mod:`.kinds`) from the code, never from its name:
+constructors (``nn.Linear(...)``, ``torch.optim.SGD(...)``, ``DataLoader(...)``, a class of
+this file), assignments and unpacking inside the function (through :class:`flow.Scope`),
+attribute chains through the classes of the file (``model.encoder.fc`` where ``Net.__init__``
+says ``self.encoder = Encoder()`` and ``Encoder.__init__`` says ``self.fc = nn.Linear(...)``),
+``self.x`` set in one method and read in another, and the returns of the file's own functions
+(``opt = make_optimizer(model)``: an optimizer over ``model``'s parameters). Unknown stays
+None: rules that need a guess use :mod:`.vocabulary`, in one place.
+
+Everything is computed lazily and memoised per file, so a file whose rules never ask costs
+nothing, and each fact costs one pass over the code it depends on.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import (
+    BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
+    TENSOR, Kind,
+)
+from gradtrace.lint.analysis.modules import (
+    DEFS, NOT_MODULES, ClassInfo, class_defs, function_defs, is_module_class,
+)
+from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+# module methods that return the module itself
+SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half",
+                            "bfloat16", "requires_grad_", "apply", "type", "to_empty"})
+TENSOR_FACTORIES = frozenset({
+    "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
+    "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
+    "torch.arange", "torch.linspace", "torch.eye", "torch.randint", "torch.zeros_like",
+    "torch.ones_like", "torch.randn_like", "torch.rand_like", "torch.empty_like",
+    "torch.full_like", "torch.normal",
+})
+LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+MAX_DEPTH = 24
+
+
+class Analysis:
+    """The facts of one file (see NOTE [kinds]). Read-only for rules."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._classes: dict[str, ClassInfo] | None = None
+        self._method_class: dict[int, ClassInfo] = {}
+        self._functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+        self._returns: dict[int, Kind | None] = {}
+        self._stepped: dict[int, frozenset[str]] = {}
+
+    def release(self) -> None:
+        """Drop every cached fact (ClassInfo and Analysis refer to each other: NOTE [gc])."""
+        for c in (self._classes or {}).values():
+            c.release()
+        self._classes = None
+        self._method_class.clear()
+        self._functions = None
+        self._returns.clear()
+        self._stepped.clear()
+
+    # -- the file's definitions --------------------------------------------------------------
+    @property
+    def classes(self) -> dict[str, ClassInfo]:
+        """The classes of the file by name (module level, nested in classes, under if/try)."""
+        if self._classes is None:
+            defs = list(class_defs(self.ctx.tree.body))
+            known: set[str] = set()
+            changed = True
+            while changed:
+                changed = False
+                for c in defs:
+                    if c.name not in known and is_module_class(c, known,
+                                                               self.ctx.qualified_name):
+                        known.add(c.name)
+                        changed = True
+            self._classes = {}
+            for c in defs:
+                info = self._classes[c.name] = ClassInfo(c, c.name in known, self)
+                for m in info.methods.values():
+                    self._method_class[id(m)] = info
+        return self._classes
+
+    @property
+    def module_classes(self) -> frozenset[str]:
+        """Names of the ``nn.Module`` subclasses of the file (transitively)."""
+        return frozenset(n for n, c in self.classes.items() if c.is_module)
+
+    @property
+    def functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The file's top-level functions by name (the last definition wins)."""
+        if self._functions is None:
+            self._functions = {f.name: f for f in function_defs(self.ctx.tree.body)}
+        return self._functions
+
+    def class_of(self, fn: ast.AST | None) -> ClassInfo | None:
+        """The class whose method ``fn`` is, if any."""
+        if fn is None:
+            return None
+        self.classes  # noqa: B018 - builds the method index
+        return self._method_class.get(id(fn))
+
+    def callee(self, call: ast.Call, where: ast.AST | None = None
+               ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function of this file that ``call`` runs: ``helper(...)`` or, inside a method,
+        ``self.method(...)`` (None: anything else)."""
+        f = call.func
+        if isinstance(f, ast.Name):
+            return self.functions.get(f.id)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                and f.value.id == "self":
+            cls = self.class_of(where)
+            return cls.methods.get(f.attr) if cls is not None else None
+        return None
+
+    def local_callee(self, call: ast.Call, scope: Scope, line: int
+                     ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """:meth:`callee`, unless the called name is rebound in ``scope`` before ``line``."""
+        f = call.func
+        if isinstance(f, ast.Name) and self._rebound(f.id, scope, line):
+            return None
+        return self.callee(call, scope.node)
+
+    # -- kinds -------------------------------------------------------------------------------
+    def kind(self, expr: ast.AST, scope: Scope | None = None, line: int | None = None
+             ) -> Kind | None:
+        """What ``expr`` is when read at ``line`` in ``scope`` (default: the function being
+        visited, the line of ``expr``). None: unknown."""
+        scope = scope or self.ctx.scope()
+        return self._kind(expr, scope, line or getattr(expr, "lineno", 0) or 0, 0)
+
+    def kind_in(self, expr: ast.AST, fn: ast.AST, line: int) -> Kind | None:
+        """:meth:`kind` in the scope of the function (or module) ``fn``."""
+        return self._kind(expr, self.ctx.scope(fn), line, 0)
+
+    def is_module(self, expr: ast.AST, scope: Scope | None = None,
+                  line: int | None = None) -> bool:
+        k = self.kind(expr, scope, line)
+        return k is not None and k.what == MODULE
+
+    def _kind(self, e: ast.AST, scope: Scope, line: int, depth: int) -> Kind | None:
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(e, ast.Call):
+            return self._call_kind(e, scope, line, depth)
+        if isinstance(e, (ast.Name, ast.Attribute)):
+            return self._name_kind(e, scope, line, depth)
+        if isinstance(e, ast.Constant):
+            v = e.value
+            return Kind(NUMBER) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+                else None
+        if isinstance(e, (ast.List, ast.Tuple, ast.Dict)):
+            elts = e.values if isinstance(e, ast.Dict) else e.elts
+            kinds = [self._kind(x, scope, line, depth + 1) for x in elts]
+            if kinds and all(k is not None and k.what in (MODULE, PARAMETER) for k in kinds):
+                return Kind(CONTAINER, node=e)
+        return None
+
+    def _name_kind(self, e: ast.Name | ast.Attribute, scope: Scope, line: int,
+                   depth: int) -> Kind | None:
+        name = dotted(e)
+        if name is None:
+            return None
+        b = scope.binding_before(name, line)
+        if b is not None:
+            if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+                return self._loop_kind(b.stmt, name)
+            if isinstance(b.stmt, ast.AugAssign) or b.value is None:
+                return None
+            if isinstance(b.stmt, DEFS) or isinstance(b.stmt, ast.ClassDef):
+                return None
+            return self._kind(b.value, scope, b.line, depth + 1)
+        if isinstance(e, ast.Name):
+            if e.id == "self":
+                cls = self.class_of(scope.node)
+                if cls is not None:
+                    return Kind(MODULE if cls.is_module else OBJECT, cls=cls.name)
+            elif scope.node is not self.ctx.tree and not self._is_param(scope.node, e.id):
+                # a global of the module, read inside a function
+                return self._kind(e, self.ctx.scope(self.ctx.tree), 10**9, depth + 1)
+            return None
+        owner = self._kind(e.value, scope, line, depth + 1)
+        if owner is not None and owner.what in (MODULE, OBJECT) and owner.cls in self.classes:
+            return self.classes[owner.cls].attr_kind(e.attr)
+        return None
+
+    @staticmethod
+    def _is_param(fn: ast.AST, name: str) -> bool:
+        a = getattr(fn, "args", None)
+        if a is None:
+            return False
+        names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                 if x is not None]
+        return name in names
+
+    def _loop_kind(self, loop: ast.For | ast.AsyncFor, name: str) -> Kind | None:
+        it = loop.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
+                and dotted(loop.target) == name and it.func.attr in ("modules", "children"):
+            return Kind(MODULE)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
+                and dotted(loop.target) == name and it.func.attr == "parameters":
+            return Kind(PARAMETER)
+        return None
+
+    def _call_kind(self, e: ast.Call, scope: Scope, line: int, depth: int) -> Kind | None:
+        f = e.func
+        if isinstance(f, ast.Attribute):
+            if f.attr in SELF_RETURNING:
+                inner = self._kind(f.value, scope, line, depth + 1)
+                if inner is not None and inner.what == MODULE:
+                    return inner
+            if f.attr in ("parameters", "named_parameters"):
+                owner = dotted(f.value)
+                return Kind(PARAMS, over=frozenset({owner}) if owner else frozenset(), node=e)
+        q = self.ctx.qualified_name(f) or ""
+        last = q.rpartition(".")[2]
+        if q.startswith("torch."):
+            return self._torch_kind(q, last, e, scope, line, depth)
+        if q in LOADERS:
+            return Kind(LOADER, node=e)
+        local = isinstance(f, ast.Name) and self._rebound(f.id, scope, line)
+        if isinstance(f, ast.Name) and not local:
+            cls = self.classes.get(f.id)
+            if cls is not None:
+                return Kind(MODULE if cls.is_module else OBJECT, cls=cls.name, node=e)
+        if q.startswith(MODEL_FACTORIES) and last[:1].islower():
+            return Kind(MODULE, cls=q, node=e)
+        if last == "from_pretrained" and isinstance(f, ast.Attribute):
+            owner = (dotted(f.value) or "").rpartition(".")[2]
+            if is_pretrained_model_class(owner):
+                return Kind(MODULE, cls=q.rpartition(".")[0], node=e)
+        fn = self.callee(e, scope.node)
+        if fn is not None and not local:
+            return self._through(fn, e, scope, line, depth)
+        return None
+
+    @staticmethod
+    def _rebound(name: str, scope: Scope, line: int) -> bool:
+        """Whether ``name`` is bound in ``scope`` to something else than a def or class."""
+        b = scope.binding_before(name, line)
+        return b is not None and not isinstance(b.stmt, (*DEFS, ast.ClassDef))
+
+    def _torch_kind(self, q: str, last: str, e: ast.Call, scope: Scope, line: int,
+                    depth: int) -> Kind | None:
+        if q == "torch.nn.Parameter":
+            return Kind(PARAMETER, node=e)
+        if q == "torch.nn.Buffer":
+            return Kind(BUFFER, node=e)
+        if q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES \
+                and ".functional." not in q and ".init." not in q and ".utils." not in q:
+            return Kind(MODULE, cls=q, node=e)
+        if q.startswith("torch.optim.lr_scheduler."):
+            return Kind(SCHEDULER, node=e)
+        if q.startswith("torch.optim.") and last[:1].isupper() and q.count(".") == 2:
+            return Kind(OPTIMIZER, over=self._param_owners(e, scope, line, depth), node=e)
+        if q in LOADERS:
+            return Kind(LOADER, node=e)
+        if q in TENSOR_FACTORIES:
+            asks = any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                       and k.value.value is True for k in e.keywords)
+            return Kind(TENSOR, requires_grad=asks, node=e)
+        return None
+
+    def _param_owners(self, e: ast.Call, scope: Scope, line: int, depth: int
+                      ) -> frozenset[str]:
+        """Dotted owners of the parameters an optimizer call is given (``model``,
+        ``self.enc``), also through a name bound to ``list(model.parameters())``."""
+        out: set[str] = set()
+        todo = [*e.args[:1], *(k.value for k in e.keywords if k.arg == "params")]
+        seen: set[str] = set()
+        while todo:
+            for n in ast.walk(todo.pop()):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and n.func.attr in ("parameters", "named_parameters"):
+                    owner = dotted(n.func.value)
+                    if owner:
+                        out.add(owner)
+                elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) \
+                        and n.id not in seen:
+                    seen.add(n.id)  # `params = list(model.parameters())`
+                    b = scope.binding_before(n.id, line)
+                    if b is not None and b.value is not None:
+                        todo.append(b.value)
+        return frozenset(out)
+
+    # -- the file's own functions -------------------------------------------------------------
+    def returns(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Kind | None:
+        """The kind of what ``fn`` returns, when every ``return`` with a value agrees."""
+        key = id(fn)
+        if key not in self._returns:
+            self._returns[key] = None  # recursion guard
+            scope = self.ctx.scope(fn)
+            kinds = [self._kind(s.value, scope, s.lineno + 1, 1)
+                     for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None]
+            k = kinds[0] if kinds else None
+            if k is not None and all(x is not None and x.what == k.what and x.cls == k.cls
+                                     for x in kinds):
+                over = frozenset().union(*(x.over for x in kinds if x is not None))
+                k = Kind(k.what, k.cls, k.requires_grad, over, k.node)
+            else:
+                k = None
+            self._returns[key] = k
+        return self._returns[key]
+
+    def _through(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+                 scope: Scope, line: int, depth: int) -> Kind | None:
+        k = self.returns(fn)
+        if k is None or not k.over:
+            return k
+        binds = self.arguments(fn, call)
+        over = set()
+        for o in k.over:
+            root, dot, rest = o.partition(".")
+            if root in binds:
+                actual = dotted(binds[root])
+                if actual is None:
+                    continue
+                over.add(actual + dot + rest)
+            elif root == "self" and not (isinstance(call.func, ast.Attribute)
+                                         and dotted(call.func.value) == "self"):
+                continue  # another object's `self`
+            else:
+                over.add(o)
+        return Kind(k.what, k.cls, k.requires_grad, frozenset(over), k.node)
+
+    @staticmethod
+    def arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call
+                  ) -> dict[str, ast.expr]:
+        """Parameter name -> argument expression for ``call`` of ``fn`` (``self`` skipped
+        for a method called through an attribute)."""
+        a = fn.args
+        names = [x.arg for x in (*a.posonlyargs, *a.args)]
+        if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+            names = names[1:]
+        out: dict[str, ast.expr] = {}
+        for n, v in zip(names, call.args):
+            if isinstance(v, ast.Starred):
+                break
+            out[n] = v
+        for k in call.keywords:
+            if k.arg is not None:
+                out[k.arg] = k.value
+        return out
+
+    def stepped_params(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+        """Parameters of ``fn`` on which it calls ``.step()`` (``opt.step()``,
+        ``scaler.step(opt)``), directly or through another function of the file."""
+        key = id(fn)
+        if key not in self._stepped:
+            self._stepped[key] = frozenset()  # recursion guard
+            out: set[str] = set()
+            for n in ast.walk(fn):
+                if not isinstance(n, ast.Call):
+                    continue
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr == "step":
+                    if isinstance(f.value, ast.Name):
+                        out.add(f.value.id)
+                    if n.args and isinstance(n.args[0], ast.Name):
+                        out.add(n.args[0].id)
+                inner = self.callee(n, fn)
+                if inner is not None and inner is not fn:
+                    binds = self.arguments(inner, n)
+                    for p in self.stepped_params(inner):
+                        v = binds.get(p)
+                        if isinstance(v, ast.Name):
+                            out.add(v.id)
+            self._stepped[key] = frozenset(out & set(_param_names(fn)))
+        return self._stepped[key]
+
+
+def _param_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = fn.args
+    return [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+            if x is not None]
+
+
+__all__ = ["Analysis", "BUFFER", "CONTAINER", "TENSOR", "PARAMETER"]

@@ -1,0 +1,197 @@
+"""The classes of a file: which are ``nn.Module`` subclasses, what each stores on ``self``
+(registered or not), and what ``forward`` reads.
+
+# NOTE [registration]
+``nn.Module.__setattr__`` registers a value assigned to an attribute only when it is an
+``nn.Module`` or an ``nn.Parameter`` (buffers go through ``register_buffer``); a plain tensor,
+or a plain list/dict of modules, is an ordinary Python attribute: not in ``parameters()``,
+``state_dict()`` or ``.to()`` (PYTORCH_FACTS A11).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.analysis.kinds import BUFFER, REGISTERED, Kind
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.facts import Analysis
+
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.ParameterList",
+                         "torch.nn.ParameterDict"})
+
+
+@dataclass
+class AttrInfo:
+    """``self.<name> = value`` in a method of a class (the first assignment; others in
+    ``later``)."""
+
+    name: str
+    value: ast.expr | None
+    stmt: ast.stmt
+    method: ast.FunctionDef | ast.AsyncFunctionDef
+    later: list[ast.stmt] = field(default_factory=list)
+    buffer: bool = False  # made by ``self.register_buffer("name", ...)``
+
+
+class ClassInfo:
+    """One class of the file."""
+
+    def __init__(self, node: ast.ClassDef, is_module: bool, analysis: Analysis) -> None:
+        self.node = node
+        self.name = node.name
+        self.is_module = is_module
+        self._analysis = analysis
+        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {
+            s.name: s for s in node.body if isinstance(s, DEFS)}
+        self._attrs: dict[str, AttrInfo] | None = None
+        self._kinds: dict[str, Kind | None] = {}
+        self._forward_uses: frozenset[str] | None = None
+
+    def release(self) -> None:
+        self._analysis = None  # type: ignore[assignment]
+        self._attrs = None
+        self._kinds.clear()
+
+    @property
+    def attrs(self) -> dict[str, AttrInfo]:
+        """``self.<name>`` assignments of every method, ``__init__``'s first (computed on
+        first use)."""
+        if self._attrs is None:
+            self._attrs = {}
+            init = self.methods.get("__init__")
+            order = ([init] if init is not None else []) + [
+                m for m in self.methods.values() if m is not init]
+            for m in order:
+                for s in _own_statements(m):
+                    self._record(s, m)
+        return self._attrs
+
+    def _record(self, s: ast.stmt, m: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                        and t.value.id == "self":
+                    self._add(t.attr, s.value, s, m)
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            c = s.value
+            f = c.func
+            if isinstance(f, ast.Attribute) and dotted(f.value) == "self" and \
+                    f.attr == "register_buffer" and c.args and \
+                    isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str):
+                info = self._add(c.args[0].value, c.args[1] if len(c.args) > 1 else None, s, m)
+                info.buffer = True
+
+    def _add(self, name: str, value: ast.expr | None, s: ast.stmt,
+             m: ast.FunctionDef | ast.AsyncFunctionDef) -> AttrInfo:
+        attrs = self._attrs
+        assert attrs is not None
+        got = attrs.get(name)
+        if got is None:
+            got = attrs[name] = AttrInfo(name, value, s, m)
+        else:
+            got.later.append(s)
+        return got
+
+    def attr_kind(self, name: str) -> Kind | None:
+        """The kind of ``self.<name>`` as its first assignment makes it (None: unknown)."""
+        if name not in self._kinds:
+            self._kinds[name] = None  # recursion guard
+            info = self.attrs.get(name)
+            k = None
+            if info is not None:
+                if info.buffer:
+                    k = Kind(BUFFER, node=info.value)
+                elif info.value is not None:
+                    k = self._analysis.kind_in(info.value, info.method, info.stmt.lineno + 1)
+            self._kinds[name] = k
+        return self._kinds[name]
+
+    def registered(self, name: str) -> bool | None:
+        """Whether ``self.<name>`` is registered on the module (None: unknown)."""
+        if not self.is_module:
+            return False
+        k = self.attr_kind(name)
+        return None if k is None else k.what in REGISTERED
+
+    @property
+    def forward_uses(self) -> frozenset[str]:
+        """Attributes ``self.<x>`` that ``forward`` (and the methods it calls) reads."""
+        if self._forward_uses is None:
+            seen: set[str] = set()
+            out: set[str] = set()
+            todo = ["forward"]
+            while todo:
+                m = self.methods.get(todo.pop())
+                if m is None or m.name in seen:
+                    continue
+                seen.add(m.name)
+                for n in ast.walk(m):
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                            and n.value.id == "self":
+                        if n.attr in self.methods:
+                            todo.append(n.attr)
+                        elif isinstance(n.ctx, ast.Load):
+                            out.add(n.attr)
+            self._forward_uses = frozenset(out)
+        return self._forward_uses
+
+
+def _own_statements(fn: ast.AST) -> Iterator[ast.stmt]:
+    """The statements of a function, nested blocks included, nested defs and classes not."""
+    stack = list(reversed(getattr(fn, "body", [])))
+    while stack:
+        s = stack.pop()
+        yield s
+        if isinstance(s, (*DEFS, ast.ClassDef)):
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            sub = getattr(s, f, None)
+            if sub and isinstance(sub[0], ast.stmt):
+                stack.extend(reversed(sub))
+        for h in getattr(s, "handlers", ()):
+            stack.extend(reversed(h.body))
+        for c in getattr(s, "cases", ()):
+            stack.extend(reversed(c.body))
+
+
+def class_defs(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
+    """Classes at module level, nested in classes, or under if/try (not inside functions)."""
+    for s in body:
+        if isinstance(s, ast.ClassDef):
+            yield s
+            yield from class_defs(s.body)
+        elif isinstance(s, (ast.If, ast.Try)):
+            yield from class_defs(s.body)
+            yield from class_defs(s.orelse)
+            for h in getattr(s, "handlers", ()):
+                yield from class_defs(h.body)
+
+
+def function_defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Functions at module level or under if/try (not methods, not nested functions)."""
+    for s in body:
+        if isinstance(s, DEFS):
+            yield s
+        elif isinstance(s, (ast.If, ast.Try)):
+            yield from function_defs(s.body)
+            yield from function_defs(s.orelse)
+            for h in getattr(s, "handlers", ()):
+                yield from function_defs(h.body)
+
+
+def is_module_class(c: ast.ClassDef, known: set[str], qualified) -> bool:  # type: ignore[no-untyped-def]
+    """An ``nn.Module`` subclass: a base is ``torch.nn.<Layer>``, named ``*Module``, or a module
+    class of the file; or the class has bases and defines ``forward``."""
+    for b in c.bases:
+        q = qualified(b) or ""
+        last = q.rpartition(".")[2]
+        if (q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES) \
+                or last.endswith("Module") or last in known:
+            return True
+    return bool(c.bases) and any(isinstance(s, ast.FunctionDef) and s.name == "forward"
+                                 for s in c.body)

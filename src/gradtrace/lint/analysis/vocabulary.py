@@ -1,0 +1,67 @@
+"""Name guesses: the last resort when the code does not say what a value is.
+
+Every rule decides what a name holds from the code first (imports, constructors, assignments,
+``self`` attributes, the returns of the file's own functions: :mod:`gradtrace.lint.analysis`).
+Only when nothing in the file says it, the identifier's words are read, and only through the
+patterns below, gathered in one place and tested on their own (tests/lint/test_vocabulary.py).
+Comments and strings never reach them.
+"""
+from __future__ import annotations
+
+import re
+
+# -- what a function argument probably holds ---------------------------------------------------
+# targets and other data that never carry the model's graph
+TARGET_RE = re.compile(r"^(y|ys|y_true|gt|gts|labels?|targets?|tgt|batch|batch_idx|masks?|"
+                       r"batch_nb|(gt|target|true|label)_masks?|.*_ids|"
+                       r"(?!(pred|predicted|predictions?|outputs?|out|logits?|scores?|probs?)_)"
+                       r".*_(labels?|targets?|gt|true))$")  # `pred_labels` are predictions
+# objects, never tensors on the graph (their methods return data)
+OBJECT_RE = re.compile(r"^(.*_)?(tokenizer|processor|config|cfg|opts|options|hparams|"
+                       r"logger|writer)$")
+# a model's input data
+INPUT_RE = re.compile(r"^(x|xs|inputs?|images?|imgs?|obs|observations?|states?|"
+                      r"batch_data|data|features|x_(in|batch|train))$")
+# what a loop iterates over when it walks data, not tensors on the graph
+DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
+
+# -- what a callee probably is -----------------------------------------------------------------
+# a model
+MODEL_CALLEE_RE = re.compile(r"(^|_)(model|net|network|module|encoder|decoder|autoencoder|"
+                             r"backbone|policy|actor|critic|qnet|q_net|ae|vae)$",
+                             re.IGNORECASE)
+# a loss function object (`criterion`, `loss_fn`)
+LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
+                              re.IGNORECASE)
+
+# -- classes of other files ----------------------------------------------------------------------
+# `X.from_pretrained(...)` builds a model when X is named like one, not like a tokenizer
+PRETRAINED_MODEL_RE = re.compile(r"Model|For[A-Z]|Transformer|UNet|VAE|Autoencoder")
+NOT_MODEL_RE = re.compile(r"Tokenizer|Config|Processor|Extractor|Scheduler|Pipeline")
+# model factories of other libraries (a call of these builds a module)
+MODEL_FACTORIES = ("torchvision.models.", "timm.create_model")
+
+# -- attributes ----------------------------------------------------------------------------------
+# attribute names that are usually Parameters, not submodules (timm cls_token, pos_embed...)
+PARAM_LIKE_RE = re.compile(r"weight|bias|token|embed|pos|param|scale|gamma|alpha|mask|logit",
+                           re.IGNORECASE)
+
+
+def is_target_name(name: str) -> bool:
+    """``y``, ``labels``, ``batch``, ``input_ids``: data, never the model's graph."""
+    return bool(TARGET_RE.match(name))
+
+
+def is_object_name(name: str) -> bool:
+    """``tokenizer``, ``cfg``, ``logger``: objects, not tensors."""
+    return bool(OBJECT_RE.match(name))
+
+
+def is_model_name(name: str) -> bool:
+    """``model``, ``self.encoder``, ``q_net``: named like a model (last dotted part)."""
+    return bool(MODEL_CALLEE_RE.search(name.rpartition(".")[2]))
+
+
+def is_pretrained_model_class(name: str) -> bool:
+    """``BertModel``, ``AutoModelForCausalLM``, not ``AutoTokenizer``."""
+    return bool(PRETRAINED_MODEL_RE.search(name)) and not NOT_MODEL_RE.search(name)

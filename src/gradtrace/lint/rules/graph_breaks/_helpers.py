@@ -1,0 +1,93 @@
+"""Helpers of the file that cut everything they return, followed from their callers.
+
+# NOTE [helper cuts]
+``def compute_loss(out, y): return torch.tensor(F.mse_loss(out, y).item(),
+requires_grad=True)`` cuts whatever its caller gives it: every ``return`` traces to no live
+value and to at least one cut (arguments count as live, as they do in the function itself). A
+call of such a helper (``helper(...)`` or ``self.helper(...)``, found by the analysis layer),
+with a live argument, is a cut at the helper's own line (the root cause), reached through the
+call (:meth:`._paths.LossPaths._through_helper`). Helpers that return a Python number or a
+NumPy value (their result has no ``.backward()``: GT101's business), that run ``backward()``
+themselves (a training step returning its loss to log it), or that are decorated, are left
+out. One call away only: a helper's own tracer does not follow further helpers.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
+from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.graph_breaks._shapes import asks_grad
+from gradtrace.lint.rules.graph_breaks._trace import REBUILD_FUNCS, Cut, Tracer
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+
+def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut | None:
+    """The cut a function of this file makes on everything it returns, or None (NOTE
+    [helper cuts])."""
+    memo: dict[int, Cut | None] = ctx.memo("gt1-helper-cuts", ctx.tree, dict)
+    key = id(fn)
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # recursion guard
+    if fn.decorator_list or len(fn.body) > 60:
+        return None
+    scope = ctx.scope(fn)
+    returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
+    if not returns or any(s.value is None for s in returns) or any(
+            m.method in ("backward", "manual_backward") for m in scope.method_calls):
+        return None
+    if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
+           for s in returns if s.value is not None):
+        return None
+    t = Tracer(scope, ctx)
+    cuts: list[Cut] = []
+    for s in returns:
+        tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
+        if tr.live or not tr.cuts:
+            return None
+        cuts.extend(tr.cuts)
+    memo[key] = min(cuts, key=lambda c: (c.node.lineno, c.node.col_offset))
+    forced = _forced_grad(t, scope)
+    if forced is not None:
+        ctx.memo("gt1-helper-bandaids", ctx.tree, dict)[fn.name] = forced
+    return memo[key]
+
+
+def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:
+    """Where a cutting helper called ``name`` forces ``requires_grad`` on what it returns."""
+    return ctx.memo("gt1-helper-bandaids", ctx.tree, dict).get(name)
+
+
+def _forced_grad(t: Tracer, scope: Scope) -> ast.AST | None:
+    """``torch.tensor(v, requires_grad=True)`` / ``v.requires_grad_()`` on a value of the
+    helper that came from the graph (a band-aid: NOTE [helper cuts])."""
+    for s in scope.stmts:
+        for n in walk(s):
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+                arg = f.value
+            elif (t.ctx.qualified_name(f) or "") in REBUILD_FUNCS and n.args and asks_grad(n):
+                arg = n.args[0]
+            else:
+                continue
+            tr = t.trace(arg, s, s.lineno)
+            if tr.live or tr.cuts:
+                return n
+    return None
+
+
+def _number_call(e: ast.expr, ctx: Context) -> bool:
+    """``x.item()``, ``float(x)``, ``x.tolist()``, ``x.numpy()``: a Python value, not a tensor."""
+    if not isinstance(e, ast.Call):
+        return False
+    if isinstance(e.func, ast.Attribute):
+        return e.func.attr in ("item", "tolist", "numpy")
+    return (ctx.qualified_name(e.func) or "") in ("float", "int", "numpy.array", "numpy.asarray")

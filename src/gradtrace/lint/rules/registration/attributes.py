@@ -1,0 +1,178 @@
+"""GT411: a plain tensor attribute of a module handed to an optimizer as if it were a parameter."""
+from __future__ import annotations
+
+import ast
+import bisect
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE, TENSOR
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import child_fields, walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
+
+
+class TensorAttributeTrainedAsParameter(Rule):
+    """A plain tensor stored on a module is given to the optimizer, but it never requires grad.
+
+    Why: `self.memory = torch.randn(n, d)` in `__init__` is an ordinary attribute, not an
+    `nn.Parameter` (NOTE [registration]; PYTORCH_FACTS A11): it does not require grad, so
+    `backward()` never fills its `.grad`, and an optimizer handed it explicitly
+    (`SGD(list(model.parameters()) + [model.memory])`) skips it at every `step()`: it never
+    changes, silently (verified on torch 2.13). Make it `nn.Parameter(torch.randn(n, d))`, so
+    that `parameters()`, `state_dict()` and `.to()` see it too.
+    Known limits: the tensor must be made by a `torch` factory in a method of an `nn.Module`
+    class of the same file, and handed to a `torch.optim` optimizer as `self.<name>` or
+    through an object the analysis knows is that class (`model = Net()`); a tensor that
+    requires grad (`requires_grad=True`, `requires_grad_()`) anywhere in the file is
+    GT402's business, or trained on purpose.
+    """
+
+    code = "GT411"
+    gate_statements = True
+    name = "tensor-attribute-trained-as-parameter"
+    message = ("`self.{attr}` is a plain tensor attribute that never requires grad, yet the "
+               "optimizer `{opt}` is given it (line {line}): it gets no gradient and `step()` "
+               "never changes it")
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Memory(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.memory = torch.randn(16, 4)
+                def forward(self, x):
+                    return self.fc(x) @ self.memory.t()
+            model = Memory()
+            opt = torch.optim.SGD(list(model.parameters()) + [model.memory], lr=0.1)
+            """, at=(7, 8)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Memory(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.memory = nn.Parameter(torch.randn(16, 4))
+                    self.proj = torch.randn(4, 4)
+                def forward(self, x):
+                    return self.fc(x @ self.proj) @ self.memory.t()
+            model = Memory()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            """),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Temperature(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.log_t = torch.zeros(1)
+                    self.log_t.requires_grad_()
+            model = Temperature()
+            opt = torch.optim.LBFGS([model.log_t], lr=0.01)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        calls = list(_optimizer_calls(ctx))
+        given = {n.attr for _, call, _ in calls for n in walk(call)
+                 if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
+        if not given:
+            return
+        an = ctx.analysis
+        plain = {}  # class name -> {attr: AttrInfo} of never-grad plain tensors
+        for cls in an.classes.values():
+            if not cls.is_module:
+                continue
+            for name, info in cls.attrs.items():
+                if name not in given:
+                    continue
+                k = cls.attr_kind(name)
+                if k is not None and k.what == TENSOR and not k.requires_grad \
+                        and not info.later and not info.buffer:
+                    plain.setdefault(cls.name, {})[name] = info
+        if not plain:
+            return
+        names = {a for attrs in plain.values() for a in attrs}
+        names -= _made_trainable(ctx, names)
+        seen: set[tuple[str, str]] = set()
+        for owner, call, opt in calls:
+            for n in walk(call):
+                if not isinstance(n, ast.Attribute) or n.attr not in names \
+                        or not isinstance(n.ctx, ast.Load):
+                    continue
+                k = an.kind_in(n.value, owner, call.lineno)
+                if k is None or k.what != MODULE or k.cls not in plain \
+                        or n.attr not in plain[k.cls] or (k.cls, n.attr) in seen:
+                    continue
+                seen.add((k.cls, n.attr))
+                info = plain[k.cls][n.attr]
+                rel = (Related(ctx.path, call.lineno, f"`{ctx.source(n)}` is given to the "
+                               "optimizer here", ctx.column(n)),)
+                yield self.report(info.stmt, ctx, related=rel, attr=n.attr, opt=opt,
+                                  line=call.lineno)
+
+
+def _optimizer_calls(ctx: Context) -> Iterator[tuple[ast.AST, ast.Call, str]]:
+    """(enclosing function or module, optimizer call, its name) for every optimizer built in
+    the file; only statements whose lines hold ``optim`` are searched."""
+    lines = [i + 1 for i, text in enumerate(ctx.lines) if "optim" in text]
+    if not lines:
+        return
+    stack: list[tuple[ast.AST, list[ast.stmt]]] = [(ctx.tree, ctx.tree.body)]
+    while stack:
+        owner, body = stack.pop()
+        for st in body:
+            first = st.decorator_list[0].lineno if getattr(st, "decorator_list", None) \
+                else st.lineno
+            k = bisect.bisect_left(lines, first)
+            if k == len(lines) or lines[k] > (st.end_lineno or st.lineno):
+                continue
+            inner = st if isinstance(st, FUNCTION_TYPES) else owner
+            for field in child_fields(type(st)):
+                v = getattr(st, field, None)
+                if field in BODIES:
+                    if v:
+                        stack.append((inner, v))
+                    continue
+                for x in v if isinstance(v, list) else [v]:
+                    if isinstance(x, ast.AST):
+                        yield from _calls_in(x, owner, ctx)
+            for h in getattr(st, "handlers", ()):
+                stack.append((inner, h.body))
+            for c in getattr(st, "cases", ()):
+                stack.append((inner, c.body))
+
+
+BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _calls_in(expr: ast.AST, owner: ast.AST, ctx: Context
+              ) -> Iterator[tuple[ast.AST, ast.Call, str]]:
+    for n in walk(expr):
+        if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
+            st = ctx.scope(owner).statement_of(n)
+            target = st.targets[0] if isinstance(st, ast.Assign) else None
+            yield owner, n, (dotted(target) if target is not None else None) or \
+                (ctx.call_name(n) or "").rpartition(".")[2]
+
+
+def _made_trainable(ctx: Context, names: set[str]) -> set[str]:
+    """Attribute names on which the file sets ``requires_grad`` (or calls ``requires_grad_``)
+    anywhere, or that it wraps in ``nn.Parameter``."""
+    out: set[str] = set()
+    if "requires_grad" not in ctx.text and "Parameter" not in ctx.text:
+        return out
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_") \
+                and isinstance(n.value, ast.Attribute) and n.value.attr in names:
+            out.add(n.value.attr)
+        elif isinstance(n, ast.Call) and (ctx.call_name(n) or "").startswith("torch.nn.Param"):
+            out.update(a.attr for a in walk(n) if isinstance(a, ast.Attribute)
+                       and a.attr in names)
+    return out

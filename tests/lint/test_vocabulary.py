@@ -1,0 +1,66 @@
+"""The name guesses (the fallback when the code does not say what a value is), in one place."""
+from __future__ import annotations
+
+import pytest
+
+from gradtrace.lint.analysis import vocabulary as v
+
+
+@pytest.mark.parametrize("name", ["y", "labels", "target", "batch", "input_ids", "gt_mask",
+                                  "class_labels", "y_true"])
+def test_targets(name: str) -> None:
+    assert v.is_target_name(name)
+
+
+@pytest.mark.parametrize("name", ["x", "out", "pred_labels", "logits", "loss", "features"])
+def test_not_targets(name: str) -> None:
+    assert not v.is_target_name(name)
+
+
+@pytest.mark.parametrize("name", ["tokenizer", "cfg", "train_config", "logger", "writer"])
+def test_objects(name: str) -> None:
+    assert v.is_object_name(name)
+
+
+@pytest.mark.parametrize("name", ["x", "model", "configure"])
+def test_not_objects(name: str) -> None:
+    assert not v.is_object_name(name)
+
+
+@pytest.mark.parametrize("name", ["model", "self.encoder", "q_net", "policy", "self.vae"])
+def test_models(name: str) -> None:
+    assert v.is_model_name(name)
+
+
+@pytest.mark.parametrize("name", ["modeling", "self.networks_cfg", "loss", "encoded"])
+def test_not_models(name: str) -> None:
+    assert not v.is_model_name(name)
+
+
+@pytest.mark.parametrize("name", ["BertModel", "AutoModelForCausalLM", "UNet2DModel"])
+def test_pretrained_models(name: str) -> None:
+    assert v.is_pretrained_model_class(name)
+
+
+@pytest.mark.parametrize("name", ["AutoTokenizer", "BertConfig", "AutoProcessor",
+                                  "DDPMScheduler", "AutoModelPipeline"])
+def test_pretrained_non_models(name: str) -> None:
+    assert not v.is_pretrained_model_class(name)
+
+
+def test_param_like_attributes() -> None:
+    assert v.PARAM_LIKE_RE.search("cls_token") and v.PARAM_LIKE_RE.search("pos_embed")
+    assert not v.PARAM_LIKE_RE.search("encoder")
+
+
+def test_loss_callables() -> None:
+    assert v.LOSS_CALLABLE_RE.match("criterion") and v.LOSS_CALLABLE_RE.match("focal_loss")
+    assert not v.LOSS_CALLABLE_RE.match("model")
+
+
+def test_rules_use_the_one_vocabulary() -> None:
+    from gradtrace.lint.rules.graph_breaks import _trace
+    from gradtrace.lint.rules.registration import _modules
+    assert _trace.TARGET_RE is v.TARGET_RE and _trace.MODEL_CALLEE_RE is v.MODEL_CALLEE_RE
+    assert _modules.PARAM_LIKE_RE is v.PARAM_LIKE_RE
+    assert _modules.PRETRAINED_MODEL_RE is v.PRETRAINED_MODEL_RE
