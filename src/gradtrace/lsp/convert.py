@@ -156,9 +156,13 @@ def whole_text_edit(old: str, new: str, encoding: str) -> types.TextEdit:
     limit = min(len(old), len(new))
     while start < limit and old[start] == new[start]:
         start += 1
+    if 0 < start < len(old) and old[start - 1:start + 1] == "\r\n":
+        start -= 1  # a position cannot fall inside a line end
     end = 0
     while end < limit - start and old[len(old) - 1 - end] == new[len(new) - 1 - end]:
         end += 1
+    if 0 < end < len(old) and old[len(old) - 1 - end:len(old) + 1 - end] == "\r\n":
+        end -= 1
     pos = Positions(old, encoding)
     a, b = _line_col(old, start), _line_col(old, len(old) - end)
     return types.TextEdit(range=types.Range(start=pos.position(*a), end=pos.position(*b)),
