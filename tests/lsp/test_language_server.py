@@ -311,6 +311,8 @@ CRASHING = [sys.executable, "-c", (
     "def boom(self, node, ctx):\n"
     "    raise RuntimeError('boom')\n"
     "rule.visit_Call = boom\n"
+    "import gradtrace.lsp.convert as c\n"
+    "c.comment_lines = lambda text: 1 / 0\n"
     "from gradtrace.cli import main\n"
     "sys.exit(main(['server']))\n")]
 
@@ -323,7 +325,7 @@ async def crashing(lsp_client: LanguageClient):
 
 
 @pytest.mark.asyncio
-async def test_a_crashing_rule_is_reported_once_and_the_others_still_run(
+async def test_a_crashing_rule_is_told_once_and_an_internal_error_kills_nothing(
         crashing: LanguageClient, tmp_path: Path):
     uri = (tmp_path / "doc.py").as_uri()
     _open(crashing, uri, DOC)
@@ -335,6 +337,14 @@ async def test_a_crashing_rule_is_reported_once_and_the_others_still_run(
     told = [m for m in crashing.messages if "GT101" in m.message]
     assert len(told) == 1 and "boom" in told[0].message
     assert told[0].type == types.MessageType.Error
+    # an exception in the server's own code: the request answers nothing, the server goes on
+    assert not await _actions(crashing, uri, 3)
+    assert not await _actions(crashing, uri, 3)
+    told = [m for m in crashing.messages if "internal error" in m.message]
+    assert len(told) == 1 and "ZeroDivisionError" in told[0].message
+    crashing.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert "GT407" in [d.code for d in (await _published(crashing, uri)).diagnostics]
 
 
 def test_importing_gradtrace_never_imports_pygls_and_a_missing_pygls_is_a_clear_error(
