@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from gradtrace.findings import Finding
+from gradtrace.lint.code_text import code_text
 from gradtrace.lint.config import Settings
 from gradtrace.lint.engine import FileChecker, noqa_filter
 from gradtrace.lint.registry import ENGINE_CODES, code_enabled, select_rules
@@ -83,7 +84,7 @@ def parse(text: str, path: str) -> tuple[ast.Module | None, Finding | None]:
 
 
 def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Settings,
-                result: CheckResult) -> None:
+                result: CheckResult, code: str | None = None) -> None:
     ignored = settings.ignored_for(path)
     tree, problem = parse(text, path)
     if problem is not None:
@@ -92,7 +93,7 @@ def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Set
             result.findings.append(problem)
         return
     active = [r() for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
-    checker = FileChecker(path, text, tree, active)  # type: ignore[arg-type]
+    checker = FileChecker(path, text, tree, active, code)  # type: ignore[arg-type]
     try:
         found = checker.run()
     finally:
@@ -126,7 +127,10 @@ def check_text(text: str, path: str, settings: Settings) -> CheckResult:
 
 def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings,
                cache: FileCache | None = None) -> CheckResult:
-    """Read, prefilter (no ``torch`` in the bytes: skipped), decode, parse and check one file.
+    """Read, prefilter, decode, parse and check one file.
+
+    A file whose code (comments and strings aside: NOTE [code text]) never mentions ``torch``
+    is skipped.
 
     With a ``cache`` (:mod:`gradtrace.lint.cache`), a file whose bytes were checked before under
     the same settings is not parsed again.
@@ -156,7 +160,10 @@ def check_bytes(path: str, data: bytes, rules: Sequence[type[Rule]],
         if code_enabled("GT000", settings.select, settings.ignore, settings.extend_select):
             result.findings.append(problem)
         return result
-    _check_text(text, path, rules, settings, result)  # type: ignore[arg-type]
+    code = code_text(text)  # type: ignore[arg-type]
+    if "torch" not in code:
+        return result
+    _check_text(text, path, rules, settings, result, code)  # type: ignore[arg-type]
     return result
 
 

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
+from gradtrace.lint.code_text import code_text
 from gradtrace.lint.names import Imports
 
 if TYPE_CHECKING:
@@ -89,12 +90,15 @@ def disabling_node(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
 class Context:
     """Per-file state shared by all rules. Read-only for rules."""
 
-    def __init__(self, path: str, text: str, tree: ast.Module, imports: Imports) -> None:
+    def __init__(self, path: str, text: str, tree: ast.Module, imports: Imports,
+                 code: str | None = None) -> None:
         self.path = path
         self.text = text
         self.tree = tree
         self.imports = imports
         self._lines: list[str] | None = None
+        self._code = code
+        self._code_lines: list[str] | None = None
         self.stmts: list[ast.stmt] = []          # enclosing statements, innermost last
         self.exprs: list[ast.AST] = []           # enclosing expressions during an expr walk
         # one frame per function (module = first frame): [(with-or-def node, mode), ...]
@@ -110,6 +114,24 @@ class Context:
         if self._lines is None:
             self._lines = source_lines(self.text)
         return self._lines
+
+    @property
+    def code(self) -> str:
+        """The text without comments and string contents, lines kept (NOTE [code text]).
+
+        Every text search of a rule looks here, never in :attr:`text`: a word in a comment or
+        a string must not decide a finding.
+        """
+        if self._code is None:
+            self._code = code_text(self.text)
+        return self._code
+
+    @property
+    def code_lines(self) -> list[str]:
+        """The lines of :attr:`code` (the same line numbers as :attr:`lines`)."""
+        if self._code_lines is None:
+            self._code_lines = source_lines(self.code)
+        return self._code_lines
 
     # -- names -------------------------------------------------------------------------------
     def qualified_name(self, node: ast.AST) -> str | None:
@@ -154,6 +176,18 @@ class Context:
             return lines[lineno - 1][col:end_col].decode("utf-8", "replace")
         parts = [lines[lineno - 1][col:], *lines[lineno:end - 1], lines[end - 1][:end_col]]
         return b"".join(parts).decode("utf-8", "replace")
+
+    def code_of(self, node: ast.AST) -> str:
+        """The source of ``node`` without its comments and string contents (NOTE [code text]).
+
+        For text searches in one node; :meth:`source` is for quoting it in a message or a fix.
+        """
+        return code_text(self.source(node))
+
+    def code_line(self, lineno: int) -> str:
+        """Line ``lineno`` of :attr:`code` (for searches; :meth:`line_text` is for display)."""
+        lines = self.code_lines
+        return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
 
     def edit(self, node: ast.AST, content: str) -> Edit:
         """An edit replacing ``node``'s source with ``content``."""

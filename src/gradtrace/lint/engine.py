@@ -1,7 +1,8 @@
 """Parse once, walk statements once, dispatch to the rules' ``visit_<Node>`` methods.
 
 See NOTE [triggers] in :mod:`gradtrace.lint.rule` for why expression visitors only run on
-statements whose lines carry one of the rule's trigger words.
+statements whose lines carry one of the rule's trigger words. The words are searched in the
+code only, never in comments or strings (NOTE [code text] in :mod:`gradtrace.lint.code_text`).
 
 # NOTE [quiet subtrees]
 Most statements of a file hold no trigger word at all (87% on the benchmark corpus: the
@@ -154,13 +155,14 @@ def _is_stmt_type(t: type) -> bool:
 class FileChecker:
     """Checks one parsed file with a list of rule instances."""
 
-    def __init__(self, path: str, text: str, tree: ast.Module, rules: list[Rule]) -> None:
+    def __init__(self, path: str, text: str, tree: ast.Module, rules: list[Rule],
+                 code: str | None = None) -> None:
         self.path = path
         self.text = text
         self.tree = tree
         self.imports = Imports()
         self._collect_top_imports(tree.body)
-        self.ctx = Context(path, text, tree, self.imports)
+        self.ctx = Context(path, text, tree, self.imports, code)
         self.errors: list[RuleError] = []
         self.findings: list[Finding] = []
         self._dead: set[int] = set()
@@ -199,7 +201,7 @@ class FileChecker:
                 inside = {w for w in all_words if w in qual}
                 if inside:
                     aliases[local] = inside
-        word_lines = _word_lines(self.text, all_words.union(aliases, ("import",)))
+        word_lines = _word_lines(self.ctx.code, all_words.union(aliases, ("import",)))
         present = [w for w in word_lines if w in all_words or w in aliases]
         if not present:
             return

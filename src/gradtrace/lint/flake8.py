@@ -3,8 +3,8 @@
 flake8 hands us the parsed tree; we report the same findings as ``gradtrace check`` with
 flake8's 0-based columns. flake8 runs every installed plugin and filters codes afterwards, so
 ``parse_options`` notes whether the selection can include a GT code at all
-(``flake8 --select=F`` then costs us nothing), and files that never mention ``torch`` cost one
-substring test.
+(``flake8 --select=F`` then costs us nothing), and files whose code never mentions ``torch``
+(comments and strings aside) are skipped.
 """
 from __future__ import annotations
 
@@ -41,10 +41,14 @@ class Plugin:
         text = "".join(self.lines)
         if "torch" not in text or not isinstance(self.tree, ast.Module):
             return
+        from gradtrace.lint.code_text import code_text
         from gradtrace.lint.engine import FileChecker
         from gradtrace.lint.registry import select_rules
 
+        code = code_text(text)
+        if "torch" not in code:  # only in comments or strings (NOTE [code text])
+            return
         checker = FileChecker(self.filename or "<stdin>", text, self.tree,
-                              [r() for r in select_rules()])
+                              [r() for r in select_rules()], code)
         for f in sorted(checker.run(), key=lambda f: (f.line, f.column, f.code)):
             yield f.line, f.column, f"{f.code} {f.message}", type(self)

@@ -8,7 +8,7 @@ methods that *yield* findings. Rules are discovered (see :mod:`gradtrace.lint.re
 # NOTE [triggers]
 The engine walks statements only; a rule's expression visitors (``visit_Call``,
 ``visit_Attribute``, ...) run only on statements whose own lines contain one of the rule's
-trigger words (or a local alias of an imported name that contains one). Statement visitors
+trigger words in their code (comments and strings do not count: NOTE [code text]) (or a local alias of an imported name that contains one). Statement visitors
 (``visit_With``, ``visit_FunctionDef``, ``visit_Assign``, ...) run on every statement of a file
 in which a trigger word appears, or, for a rule with ``gate_statements = True``, only on the
 statements whose lines (bodies and decorators included) contain one; ``visit_Module`` runs once

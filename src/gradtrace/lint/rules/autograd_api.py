@@ -359,7 +359,7 @@ def _mentions_requires_grad(ctx: Context, line: int, fn: ast.AST, value: ast.exp
     """``requires_grad`` written after ``line`` in ``fn`` (outside the binding's own value)."""
     end = fn.end_lineno or line  # type: ignore[attr-defined]
     first = (value.end_lineno or line) + 1
-    if any("requires_grad" in ctx.line_text(i) for i in range(first, end + 1)):
+    if any("requires_grad" in ctx.code_line(i) for i in range(first, end + 1)):
         return True
     return False
 

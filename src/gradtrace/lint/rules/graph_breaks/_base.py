@@ -97,7 +97,7 @@ def _lines_with(ctx: Context, word: str) -> list[int]:
     hit = per_file.get(word)
     if hit is None:
         hit = per_file[word] = []
-        text = ctx.text
+        text = ctx.code
         pos, line, prev = text.find(word), 1, 0
         while pos != -1:
             line += text.count("\n", prev, pos)
@@ -126,7 +126,7 @@ def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
     key = hash(words)
     hit = per_file.get(key)
     if hit is None:
-        hit = per_file[key] = any(w in ctx.text for w in words)
+        hit = per_file[key] = any(w in ctx.code for w in words)
     return hit
 
 

@@ -111,7 +111,7 @@ class LossPaths(Tracer):
 
     def _backward_calls(self) -> Iterator[ast.Call]:
         """``<anything>.backward(...)`` calls in simple statements of this scope."""
-        lines = self.ctx.lines
+        lines = self.ctx.code_lines
         for s in self.scope.stmts:
             if hasattr(s, "body"):
                 continue

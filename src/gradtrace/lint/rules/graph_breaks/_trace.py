@@ -378,7 +378,7 @@ class Tracer:
                 return self._cut(NONDIFF, s.value, [pair_source(s.value)], s, b.line)
             return self.trace(s.value, s, b.line)
         if isinstance(s, (ast.For, ast.AsyncFor)):
-            if DATA_ITER_RE.search(self.ctx.source(s.iter)):
+            if DATA_ITER_RE.search(self.ctx.code_of(s.iter)):
                 return DEAD
             return self.trace(s.iter, s, b.line)
         return LIVE
@@ -480,7 +480,7 @@ class Tracer:
         hit = self._pure.get(key)
         if hit is None:
             hit = False
-            if f"{name} =" in self.ctx.text:
+            if f"{name} =" in self.ctx.code:
                 cls = self.ctx.class_def
                 values = self_assignments(cls, name, self.ctx)
                 settings = constant_default_args(cls)
@@ -507,7 +507,7 @@ class Tracer:
         values = [b.value for b in self.scope.bindings.get(name, ())]
         if not values:
             values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
-        if not values and name.startswith("self.") and f"{name} =" in self.ctx.text:
+        if not values and name.startswith("self.") and f"{name} =" in self.ctx.code:
             values = self_assignments(self.ctx.class_def, name, self.ctx)
         if not values:
             recv, _, last = name.rpartition(".")

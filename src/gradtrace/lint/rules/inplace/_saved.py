@@ -87,7 +87,7 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
             continue
         for n in _statements(fn.body):
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                    and _has_module_word(ctx.line_text(n.lineno)):
+                    and _has_module_word(ctx.code_line(n.lineno)):
                 op = SAVED_MODULES.get(ctx.qualified_name(n.value.func) or "")
                 flag = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
                            and k.value.value is True for k in n.value.keywords) or (
@@ -295,7 +295,7 @@ class _InplaceRule(Rule):
         if id(cls) not in cache:
             ok = self.__dict__.get("_file_ok")
             if ok is None:
-                ok = self._file_ok = _has_module_word(ctx.text)
+                ok = self._file_ok = _has_module_word(ctx.code)
             cache[id(cls)] = _LazyModules(cls, ctx, ok)
         return cache[id(cls)]
 

@@ -263,7 +263,7 @@ def _line_starts(ctx: Context) -> list[int]:
     """Offset of the start of each line (index 1 = line 1), lines ending where the tokenizer
     ends them (str.splitlines would also split at form feeds and the like)."""
     def make() -> list[int]:
-        text = ctx.text
+        text = ctx.code
         if "\r" in text:
             ends = [m.end() for m in LINE_END.finditer(text)]
         else:
@@ -285,7 +285,7 @@ def _node_mentions(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
     a = starts[min(node.lineno, len(starts) - 1)]  # type: ignore[attr-defined]
     end = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
     b = starts[min(end + 1, len(starts) - 1)]
-    text = ctx.text
+    text = ctx.code
     return any(text.find(w, a, b) != -1 for w in words)
 
 
@@ -293,5 +293,5 @@ def scope_mentions(ctx: Context, *words: str) -> bool:
     """Cheap pre-check: does the enclosing function's (or the file's) text contain a word?"""
     fn = ctx.function
     if fn is None:
-        return any(w in ctx.text for w in words)
+        return any(w in ctx.code for w in words)
     return node_mentions(ctx, fn, *words)

@@ -202,14 +202,14 @@ def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) 
     """
     if whole or isinstance(fn, ast.Module):
         names = ctx.memo("gt3-global-leaf-names", ctx.tree, lambda: frozenset(
-            n for ln in ctx.lines if ("requires_grad" in ln or "Parameter" in ln)
+            n for ln in ctx.code_lines if ("requires_grad" in ln or "Parameter" in ln)
             for n in GLOBAL_LEAF_RE.findall(ln)))
         if whole:
             return name in names
 
     def make() -> frozenset[str]:
-        lines = ctx.lines if isinstance(fn, ast.Module) else \
-            ctx.lines[fn.lineno - 1:fn.end_lineno]  # type: ignore[attr-defined]
+        lines = ctx.code_lines if isinstance(fn, ast.Module) else \
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno]  # type: ignore[attr-defined]
         out: set[str] = set()
         for ln in lines:
             if "requires_grad" in ln or "Parameter" in ln or "for " in ln:
@@ -399,7 +399,7 @@ class InplaceUpdateOfLeaf(Rule):
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
     if isinstance(fn, ast.Module):
-        return any(w in ctx.text for w in words)
+        return any(w in ctx.code for w in words)
     return node_mentions(ctx, fn, *words)
 
 

@@ -60,7 +60,7 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
     (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``."""
     def make() -> frozenset[str]:
         out: set[str] = set()
-        if "optim" in ctx.text:
+        if "optim" in ctx.code:
             for n in walk(ctx.tree):
                 if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
                     for a in [*n.args, *(k.value for k in n.keywords)]:
@@ -294,7 +294,7 @@ class ModulesInPlainContainer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        text = "\n".join(ctx.lines[node.lineno - 1:node.end_lineno])
+        text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if node.name not in module_classes(ctx) or not (
                 CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text):
             return

@@ -181,7 +181,7 @@ class FreezeUndoesTraining(Rule):
         defs = (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)
         top = [s for s in node.body if not isinstance(s, defs)]
         if any("requires_grad" in ln for s in top
-               for ln in ctx.lines[s.lineno - 1:s.end_lineno]):
+               for ln in ctx.code_lines[s.lineno - 1:s.end_lineno]):
             yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
@@ -189,7 +189,7 @@ class FreezeUndoesTraining(Rule):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
-        if "requires_grad" not in ctx.text:
+        if "requires_grad" not in ctx.code:
             return
         flags = grad_flags(scope)
         for i, f in enumerate(flags):

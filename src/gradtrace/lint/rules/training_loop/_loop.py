@@ -277,7 +277,7 @@ class LoopFacts:
 
     def text(self, node: ast.AST) -> str:
         """Source lines of ``node`` (cheap: no tokenizing)."""
-        lines = self.ctx.lines[node.lineno - 1:node.end_lineno]  # type: ignore[attr-defined]
+        lines = self.ctx.code_lines[node.lineno - 1:node.end_lineno]  # type: ignore[attr-defined]
         return "\n".join(lines)
 
     def loop_rebinds(self, loop: ast.stmt, names: set[str]) -> bool:

@@ -79,9 +79,9 @@ def _no_grad_callers(ctx: Context) -> set[str]:
             off = False
             if isinstance(node, (ast.With, ast.AsyncWith)):
                 off = any(re.search(r"no_grad|inference_mode|set_grad_enabled\(False",
-                                    ctx.source(it.context_expr)) for it in node.items)
+                                    ctx.code_of(it.context_expr)) for it in node.items)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                off = any(re.search(r"no_grad|inference_mode", ctx.source(d))
+                off = any(re.search(r"no_grad|inference_mode", ctx.code_of(d))
                           for d in node.decorator_list)
             if off:
                 for sub in walk(node):
@@ -244,7 +244,7 @@ class LossAccumulatedWithGraph(_LoopRule):
                 or not isinstance(loop, (ast.For, ast.AsyncFor)) or not _loader_like(loop.iter):
             return None
         fn = f.node
-        if "set_grad_enabled" in ctx.text or not isinstance(fn, ast.Module) and (
+        if "set_grad_enabled" in ctx.code or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)):

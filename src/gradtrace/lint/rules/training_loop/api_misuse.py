@@ -34,9 +34,12 @@ def _unreduced_criteria(ctx: Context) -> set[str]:
     """Names assigned *only* loss modules built with ``reduction='none'`` in this file."""
     def make() -> set[str]:
         out: set[str] = set()
-        for m in UNREDUCED_RE.finditer(ctx.text):
+        for m in UNREDUCED_RE.finditer(ctx.text):  # the value 'none' is in a string
             name = m.group(1)
-            assigned = re.findall(rf"(?m)^\s*{re.escape(name)}\s*=[^=]", ctx.text)
+            code = ctx.code_line(ctx.text.count("\n", 0, m.start(1)) + 1)  # not in a comment
+            if not re.match(rf"\s*{re.escape(name)}\s*=[^=].*\breduc", code):
+                continue
+            assigned = re.findall(rf"(?m)^\s*{re.escape(name)}\s*=[^=]", ctx.code)
             if len(assigned) == 1:
                 out.add(name)
         return out
@@ -200,7 +203,7 @@ class AssignedNoneResult(Rule):
         related = []
         nxt = self._next_use(target, node, ctx) if "." not in target else None
         if nxt is not None:
-            m = re.search(rf"\b{re.escape(target)}\.(\w+)", ctx.line_text(nxt.lineno))
+            m = re.search(rf"\b{re.escape(target)}\.(\w+)", ctx.code_line(nxt.lineno))
             if m and returns == "None":
                 consequence = (f"`{target}.{m.group(1)}` on line {nxt.lineno} raises "
                                f"AttributeError: 'NoneType' object has no attribute "
@@ -233,7 +236,7 @@ class AssignedNoneResult(Rule):
     @staticmethod
     def _returns_nothing(method: str, recv: str, call: ast.Call, ctx: Context) -> bool:
         if method in ("step", "load_state_dict") and re.search(
-                rf"def\s+{method}\s*\(", ctx.text):
+                rf"def\s+{method}\s*\(", ctx.code):
             return False  # a class here defines its own: trust it
         if method == "step":
             return not call.args and not call.keywords and (

@@ -158,8 +158,8 @@ def _detaching_defs(ctx: Context) -> frozenset[str]:
         return frozenset(n.name for n in ast.walk(ctx.tree)
                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                          and any(isinstance(r, ast.Return) and r.value is not None
-                                 and DETACH_RE.search(ctx.source(r.value)) for r in ast.walk(n)))
-    if "detach" not in ctx.text:
+                                 and DETACH_RE.search(ctx.code_of(r.value)) for r in ast.walk(n)))
+    if "detach" not in ctx.code:
         return frozenset()
     return ctx.memo("gt5-detaching-defs", ctx.tree, make)
 
@@ -224,7 +224,7 @@ class GraphReusedAcrossSteps(_LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         if not any(f.loops_of(b.stmt) for b in f.backwards) or ctx.memo(
-                "gt5-freeze", ctx.tree, lambda: FREEZE_RE.search(ctx.text) is not None):
+                "gt5-freeze", ctx.tree, lambda: FREEZE_RE.search(ctx.code) is not None):
             return
         g = graphs(f)
         done: set[int] = set()

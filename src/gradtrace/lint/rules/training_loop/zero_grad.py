@@ -41,7 +41,7 @@ class _LoopRule(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         if any(isinstance(s, SCRIPT_TOP) for s in node.body) or (
-                ".backward(" in ctx.text and TOP_BACKWARD_RE.search(ctx.text)):
+                ".backward(" in ctx.code and TOP_BACKWARD_RE.search(ctx.code)):
             yield from self._entry(node, ctx)  # script code at module level
 
     def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
@@ -63,10 +63,10 @@ def function_text(ctx: Context, node: ast.AST) -> str:
     """The source text of a function (the whole file for the module), cached."""
     if isinstance(node, ast.Module):  # its own statements only: not the defs and classes
         return ctx.memo("gt5-text", node, lambda: "\n".join(
-            "\n".join(ctx.lines[s.lineno - 1:s.end_lineno]) for s in node.body
+            "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno]) for s in node.body
             if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
     return ctx.memo("gt5-text", node, lambda: "\n".join(
-        ctx.lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
+        ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
 
 
 def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
@@ -115,8 +115,8 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
     """The loop (None: the whole function) calls a helper of this file that clears
     gradients, or hands the optimizer (or a model) to a call that might
     (``trainer.finish_step(optimizer)``)."""
-    clearing = clearing_functions(f.ctx) if "zero_grad" in f.ctx.text or \
-        ".grad" in f.ctx.text else set()
+    clearing = clearing_functions(f.ctx) if "zero_grad" in f.ctx.code or \
+        ".grad" in f.ctx.code else set()
     for stmt in f.scope.stmts:
         if loop is not None and not f.inside(stmt, loop):
             continue
@@ -191,7 +191,7 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
     for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
         b = scope.binding_before(s.optimizer, s.stmt.lineno)
         if b is not None and b.value is not None:
-            return f"{z.receiver}.parameters(" in f.ctx.source(b.value)
+            return f"{z.receiver}.parameters(" in f.ctx.code_of(b.value)
     return False
 
 
@@ -289,7 +289,7 @@ class MissingZeroGrad(_LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         if not f.steps or MANUAL_ZERO_RE.search(f.text(f.node) if not isinstance(
-                f.node, ast.Module) else ctx.text):
+                f.node, ast.Module) else ctx.code):
             return
         seen: set[int] = set()
         for s in f.steps:
@@ -385,7 +385,7 @@ class ZeroGradOutsideStepLoop(_LoopRule):
 def _once_per_pass(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
     for stmt in f.scope.stmts:
         if isinstance(stmt, ast.If) and f.inside(s.stmt, stmt) and f.inside(stmt, loop):
-            test = f.ctx.source(stmt.test)
+            test = f.ctx.code_of(stmt.test)
             if ONCE_PER_PASS_RE.search(test) or ("==" in test and "%" not in test):
                 return True  # `if i == n - 1:` runs once; `if (i + 1) % k == 0:` is periodic
     return False
