@@ -92,7 +92,7 @@ def _grad_switches(ctx: Context) -> frozenset[str]:
                     if (attr := _self_attr(a)) is not None:
                         switch[attr] = switch.get(attr, 0) + 1
         return frozenset(a for a, k in switch.items() if k == reads.get(a))
-    if "requires_grad" not in ctx.text:
+    if "requires_grad" not in ctx.code:
         return frozenset()
     return ctx.memo("gt4-grad-switches", ctx.tree, make)
 
