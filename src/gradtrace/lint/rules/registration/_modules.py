@@ -360,7 +360,7 @@ def handed_to_steppers(scope: Scope, opt: str) -> list[tuple[int, ast.Call]]:
     (``train(model, opt, loader)`` where ``train`` calls ``opt.step()``)."""
     an = scope.ctx.analysis
     out = []
-    for n in walk(scope.node) if opt in scope.ctx.text else ():
+    for n in walk(scope.node) if opt in scope.ctx.code else ():
         if not isinstance(n, ast.Call) or not any(dotted(a) == opt for a in
                                                   [*n.args, *(k.value for k in n.keywords)]):
             continue
@@ -389,7 +389,7 @@ def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int
     an = ctx.analysis
     cls = an.class_of(fn)
     init = cls.methods.get("__init__") if cls is not None else None
-    if cls is None or init is None or fn is init or "optim" not in ctx.text:
+    if cls is None or init is None or fn is init or "optim" not in ctx.code:
         return None
     builds = [b for b in optimizer_builds(ctx.scope(init)) if b.name.startswith("self.")]
     if any(b.name.startswith("self.") for m in cls.methods.values() if m is not init

@@ -121,7 +121,7 @@ class TensorAttributeTrainedAsParameter(Rule):
 def _optimizer_calls(ctx: Context) -> Iterator[tuple[ast.AST, ast.Call, str]]:
     """(enclosing function or module, optimizer call, its name) for every optimizer built in
     the file; only statements whose lines hold ``optim`` are searched."""
-    lines = [i + 1 for i, text in enumerate(ctx.lines) if "optim" in text]
+    lines = [i + 1 for i, text in enumerate(ctx.code_lines) if "optim" in text]
     if not lines:
         return
     stack: list[tuple[ast.AST, list[ast.stmt]]] = [(ctx.tree, ctx.tree.body)]
@@ -166,7 +166,7 @@ def _made_trainable(ctx: Context, names: set[str]) -> set[str]:
     """Attribute names on which the file sets ``requires_grad`` (or calls ``requires_grad_``)
     anywhere, or that it wraps in ``nn.Parameter``."""
     out: set[str] = set()
-    if "requires_grad" not in ctx.text and "Parameter" not in ctx.text:
+    if "requires_grad" not in ctx.code and "Parameter" not in ctx.code:
         return out
     for n in walk(ctx.tree):
         if isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_") \
