@@ -1,0 +1,291 @@
+"""Real-world gradient bugs: how often gradtrace names the root-cause line.
+
+Every case of ``tests/realworld/cases/<family>/*.py`` is a tiny script written from a public
+bug report (its header names the report); a bug marks its root-cause line with ``# ROOT``, a
+correct look-alike (``*_ok.py``) has no marker. For every case this script
+
+- runs the static checker on the file and records whether a finding is on the ROOT line and
+  how many findings are elsewhere (a look-alike with any finding is an alarm);
+- with ``--runtime``, runs ``python -m gradtrace run --json-out`` on it in a subprocess and
+  records whether the first runtime finding is on the ROOT line (crash and silent bugs apart;
+  a look-alike with any runtime finding is an alarm);
+
+then prints one row per family and the totals.
+
+    python benchmarks/realworld.py [--runtime] [--family F] [--update-baseline] [--misses]
+                                   [--verify] [--write-readme] [--json FILE]
+
+``--update-baseline`` rewrites ``tests/realworld/baseline.json`` (the static result of every
+case, which ``tests/realworld/test_realworld.py`` holds the checker to).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tokenize
+from dataclasses import dataclass, field
+
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = os.path.join(ROOT_DIR, "tests", "realworld", "cases")
+BASELINE = os.path.join(ROOT_DIR, "tests", "realworld", "baseline.json")
+FAMILIES = ("graph_breaks", "grad_mode", "leaf", "registration", "freezing", "optimizer_wiring",
+            "loop_order", "graph_lifetime", "inplace", "autograd_api", "numerics", "distributed")
+HEADER_KEYS = ("source", "kind", "symptom", "verified")
+MARKERS = ("# ROOT", "# SYMPTOM")
+
+
+@dataclass
+class Case:
+    path: str  # relative to the repository, with forward slashes
+    family: str
+    text: str
+    header: dict[str, str]
+    root: int | None  # line of the `# ROOT` marker
+    markers: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def is_bug(self) -> bool:
+        return self.header.get("kind") == "bug"
+
+
+def marker_lines(text: str) -> dict[str, list[int]]:
+    """Lines whose comment is exactly one of MARKERS (comments found by the tokenizer)."""
+    found: dict[str, list[int]] = {m: [] for m in MARKERS}
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT and tok.string.strip() in MARKERS:
+            found[tok.string.strip()].append(tok.start[0])
+    return found
+
+
+def strip_markers(text: str) -> str:
+    """The text without its marker comments (line numbers unchanged)."""
+    lines = text.splitlines(keepends=True)
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT and tok.string.strip() in MARKERS:
+            row, col = tok.start
+            line = lines[row - 1]
+            end = "\n" if line.endswith("\n") else ""
+            lines[row - 1] = line[:col].rstrip() + end
+    return "".join(lines)
+
+
+def parse_header(text: str) -> tuple[dict[str, str], str]:
+    """The header's keys, and the title; raises ValueError when it is malformed."""
+    tree = ast.parse(text)
+    doc = ast.get_docstring(tree, clean=True)
+    if not doc:
+        raise ValueError("no module docstring")
+    lines = doc.splitlines()
+    title, header = lines[0].strip(), {}
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or key.strip() not in HEADER_KEYS or key.strip() in header:
+            raise ValueError(f"bad header line {line!r}")
+        header[key.strip()] = value.strip()
+    return header, title
+
+
+def load_cases(family: str | None = None) -> list[Case]:
+    out = []
+    if not os.path.isdir(CASES):
+        return out
+    for fam in sorted(os.listdir(CASES)):
+        folder = os.path.join(CASES, fam)
+        if not os.path.isdir(folder) or (family and fam != family):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".py"):
+                continue
+            full = os.path.join(folder, name)
+            with open(full, encoding="utf-8") as fh:
+                text = fh.read()
+            try:
+                header, _ = parse_header(text)
+            except (ValueError, SyntaxError):
+                header = {}
+            marks = marker_lines(text)
+            roots = marks["# ROOT"]
+            rel = os.path.relpath(full, ROOT_DIR).replace(os.sep, "/")
+            out.append(Case(rel, fam, text, header, roots[0] if len(roots) == 1 else None, marks))
+    return out
+
+
+def static_result(case: Case, text: str | None = None) -> dict:
+    """Static findings of one case: whether one is on the ROOT line, and every (code, line)."""
+    from gradtrace.lint import check_source
+
+    found = check_source(case.text if text is None else text, path=case.path)
+    pairs = sorted([f.code, f.line] for f in found)
+    hit = case.root is not None and any(line == case.root for _, line in pairs)
+    return {"hit": hit, "findings": pairs}
+
+
+def runtime_result(case: Case, timeout: float = 120) -> dict:
+    """First runtime finding of ``gradtrace run`` on the case, in a fresh interpreter."""
+    full = os.path.join(ROOT_DIR, case.path)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "findings.json")
+        cmd = [sys.executable, "-m", "gradtrace", "run", "--quiet", "--json-out", out, full]
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"first": None, "count": 0, "error": "timeout"}
+        try:
+            with open(out, encoding="utf-8") as fh:
+                findings = json.load(fh)["findings"]
+        except (OSError, ValueError, KeyError):
+            return {"first": None, "count": 0, "error": f"no JSON (exit {proc.returncode})"}
+    first = findings[0] if findings else None
+    where = None
+    if first is not None:
+        same = os.path.realpath(first.get("path") or "") == os.path.realpath(full)
+        where = [first["code"], first["line"] if same else None, first.get("path")]
+    return {"first": where, "count": len(findings), "exit": proc.returncode,
+            "hit": bool(where and case.root is not None and where[1] == case.root)}
+
+
+def verify_result(case: Case, timeout: float = 60) -> str | None:
+    """Run the case with plain ``python``; a problem with its header's claim, or None."""
+    full = os.path.join(ROOT_DIR, case.path)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            proc = subprocess.run([sys.executable, full], cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+    crash = case.is_bug and case.header.get("symptom") == "crash"
+    if crash and proc.returncode == 0:
+        return "exits 0, but the header says crash"
+    if crash and case.header.get("verified", "") not in proc.stderr:
+        return f"crashes with another error: {proc.stderr.strip().splitlines()[-1:]}"
+    if not crash and proc.returncode != 0:
+        return f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
+    return None
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n // d}%)" if d else "-"
+
+
+def table(cases: list[Case], static: dict, runtime: dict | None) -> str:
+    head = ["family", "bugs", "look-alikes", "static root", "static elsewhere"]
+    if runtime is not None:
+        head += ["run top-1 crash", "run top-1 silent"]
+    head += ["look-alike alarms"]
+    rows = []
+    groups = sorted({c.family for c in cases}, key=lambda f: (f not in FAMILIES, FAMILIES.index(f)
+                    if f in FAMILIES else 0, f))
+    for fam in [*groups, None]:
+        sel = [c for c in cases if fam is None or c.family == fam]
+        bugs = [c for c in sel if c.is_bug]
+        oks = [c for c in sel if not c.is_bug]
+        hits = sum(static[c.path]["hit"] for c in bugs)
+        elsewhere = sum(sum(line != c.root for _, line in static[c.path]["findings"])
+                        for c in bugs)
+        row = [fam or "total", str(len(bugs)), str(len(oks)), _pct(hits, len(bugs)),
+               str(elsewhere)]
+        alarms = f"{sum(bool(static[c.path]['findings']) for c in oks)} static"
+        if runtime is not None:
+            for kind in ("crash", "silent"):
+                k = [c for c in bugs if c.header.get("symptom") == kind]
+                row.append(_pct(sum(runtime[c.path].get("hit", False) for c in k), len(k)))
+            alarms += f", {sum(runtime[c.path]['count'] > 0 for c in oks)} run"
+        rows.append(row + [alarms])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    fmt = lambda r: "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |"  # noqa: E731
+    lines = [fmt(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+def misses(cases: list[Case], static: dict, runtime: dict | None) -> str:
+    out = []
+    for c in cases:
+        s = static[c.path]
+        if c.is_bug and not s["hit"]:
+            out.append(f"static miss  {c.path}:{c.root}  said: {s['findings'] or 'nothing'}")
+        if not c.is_bug and s["findings"]:
+            out.append(f"static alarm {c.path}  said: {s['findings']}")
+        if runtime is not None:
+            r = runtime[c.path]
+            if c.is_bug and not r.get("hit"):
+                out.append(f"run miss     {c.path}:{c.root} ({c.header.get('symptom')})  "
+                           f"first: {r['first'] or r.get('error') or 'nothing'}")
+            if not c.is_bug and r["count"]:
+                out.append(f"run alarm    {c.path}  first: {r['first']}")
+    return "\n".join(out)
+
+
+def write_readme(text: str) -> None:
+    path = os.path.join(ROOT_DIR, "README.md")
+    with open(path, encoding="utf-8") as fh:
+        readme = fh.read()
+    start, end = "<!-- realworld-table -->\n", "<!-- /realworld-table -->"
+    head, sep, rest = readme.partition(start)
+    _, sep2, tail = rest.partition(end)
+    if sep and sep2:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(head + start + text + "\n" + end + tail)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runtime", action="store_true", help="also run every case under gradtrace")
+    ap.add_argument("--family", help="only this family")
+    ap.add_argument("--update-baseline", action="store_true",
+                    help="rewrite tests/realworld/baseline.json (static results)")
+    ap.add_argument("--misses", action="store_true", help="list every miss and alarm")
+    ap.add_argument("--verify", action="store_true",
+                    help="only run every case with plain python and check its header's claim")
+    ap.add_argument("--write-readme", action="store_true",
+                    help="put the table into README.md (between the realworld-table markers)")
+    ap.add_argument("--json", metavar="FILE", help="write every case's results to FILE")
+    ns = ap.parse_args(argv)
+    cases = load_cases(ns.family)
+    bad = [c.path for c in cases if not c.header or (c.is_bug and c.root is None)]
+    if bad:
+        print("malformed cases (header or ROOT marker):\n  " + "\n  ".join(bad), file=sys.stderr)
+    if ns.verify:
+        problems = [(c.path, verify_result(c)) for c in cases]
+        for path, problem in problems:
+            print(f"{'ok  ' if problem is None else 'FAIL'} {path}" + (f": {problem}" if problem
+                                                                      else ""))
+        return 1 if bad or any(p for _, p in problems) else 0
+    static = {c.path: static_result(c) for c in cases}
+    runtime = None
+    if ns.runtime:
+        runtime = {}
+        for n, c in enumerate(cases, 1):
+            print(f"[{n}/{len(cases)}] {c.path}", file=sys.stderr, flush=True)
+            runtime[c.path] = runtime_result(c)
+    text = table(cases, static, runtime)
+    print(text)
+    if ns.write_readme:
+        write_readme(text)
+    if ns.misses:
+        print()
+        print(misses(cases, static, runtime))
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as fh:
+            json.dump({"static": static, "runtime": runtime}, fh, indent=1)
+    if ns.update_baseline:
+        if ns.family:
+            print("--update-baseline needs every family (drop --family)", file=sys.stderr)
+            return 2
+        with open(BASELINE, "w", encoding="utf-8") as fh:
+            json.dump(static, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        print(f"wrote {os.path.relpath(BASELINE, ROOT_DIR)} ({len(static)} cases)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

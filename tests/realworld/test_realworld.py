@@ -1,0 +1,132 @@
+"""The real-world corpus (tests/realworld/cases): well-formed cases, the static ratchet, a runtime sample.
+
+The static result of every case (is a finding on its `# ROOT` line, and every finding's code and
+line) must equal tests/realworld/baseline.json: a regression fails, and so does an improvement
+until the baseline is regenerated with ``python benchmarks/realworld.py --update-baseline``.
+The full runtime pass is ``python benchmarks/realworld.py --runtime``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("realworld_bench", REPO / "benchmarks" / "realworld.py")
+rw = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("realworld_bench", rw)  # dataclasses look their module up there
+_spec.loader.exec_module(rw)  # type: ignore[union-attr]
+
+CASES = rw.load_cases()
+BUGS = [c for c in CASES if c.header.get("kind") == "bug"]
+LOOKALIKES = [c for c in CASES if c.header.get("kind") == "lookalike"]
+REGEN = "regenerate with: python benchmarks/realworld.py --update-baseline"
+
+# Bugs whose first runtime finding is on the ROOT line today.
+RUNTIME_SAMPLE = [
+    "graph_breaks/soft_argmax_round_index.py",
+    "inplace/sigmoid_output_index_assign.py",
+    "inplace/fpn_lateral_iadd_after_relu.py",
+    "autograd_api/adder_backward_no_return.py",
+]
+
+
+def _ids(cases):
+    return [c.path.split("cases/", 1)[1] for c in cases]
+
+
+def test_corpus_is_not_empty():
+    assert len(BUGS) >= 9 and len(LOOKALIKES) >= 6
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_case_is_well_formed(case):
+    header, title = rw.parse_header(case.text)
+    assert title and not title.endswith(":"), "the docstring's first line is the bug's title"
+    assert case.family in rw.FAMILIES
+    assert header.get("source", "").startswith("https://")
+    assert header.get("verified")
+    roots, symptoms = case.markers["# ROOT"], case.markers["# SYMPTOM"]
+    name = os.path.basename(case.path)
+    if header.get("kind") == "bug":
+        assert set(header) == set(rw.HEADER_KEYS)
+        assert header["symptom"] in ("crash", "silent")
+        assert len(roots) == 1, "a bug has exactly one # ROOT marker"
+        assert not name.endswith("_ok.py")
+        assert len(symptoms) <= 1 and (not symptoms or header["symptom"] == "crash")
+    else:
+        assert header.get("kind") == "lookalike"
+        assert set(header) == {"source", "kind", "verified"}
+        assert not roots and not symptoms, "a look-alike has no marker"
+        assert name.endswith("_ok.py")
+    lowered = case.text.lower()
+    assert "gradtrace" not in lowered and not any(f"gt{n}" in lowered for n in range(100, 1000))
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    path = Path(rw.BASELINE)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_static_result_equals_baseline(case, baseline):
+    got = rw.static_result(case)
+    assert case.path in baseline, f"{case.path} is not in the baseline; {REGEN}"
+    want = baseline[case.path]
+    if got["hit"] != want["hit"]:
+        change = "now hits" if got["hit"] else "no longer hits"
+        pytest.fail(f"{case.path}: the checker {change} the ROOT line (line {case.root}); "
+                    f"findings {got['findings']}, baseline {want['findings']}; if this is an "
+                    f"improvement, {REGEN}")
+    assert got["findings"] == want["findings"], f"findings changed; if intended, {REGEN}"
+
+
+def test_baseline_has_no_stale_entries(baseline):
+    stale = sorted(set(baseline) - {c.path for c in CASES})
+    assert not stale, f"baseline entries without a case: {stale}; {REGEN}"
+
+
+@pytest.mark.parametrize("case", LOOKALIKES, ids=_ids(LOOKALIKES))
+def test_lookalike_is_silent(case):
+    assert rw.static_result(case)["findings"] == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_markers_do_not_change_findings(case):
+    stripped = rw.strip_markers(case.text)
+    assert "# ROOT" not in stripped and "# SYMPTOM" not in stripped
+    assert stripped.count("\n") == case.text.count("\n")
+    assert rw.static_result(case, stripped)["findings"] == rw.static_result(case)["findings"]
+
+
+DRIVER = textwrap.dedent("""
+    import json, sys
+    from gradtrace.runtime.runner import main
+    out = {}
+    for case, dest in zip(sys.argv[1::2], sys.argv[2::2]):
+        main(["--quiet", "--json-out", dest, case])
+""")
+
+
+def test_runtime_sample_names_the_root_line(tmp_path):
+    by_path = {c.path.split("cases/", 1)[1]: c for c in CASES}
+    args = []
+    for rel in RUNTIME_SAMPLE:
+        args += [str(REPO / by_path[rel].path), str(tmp_path / (rel.replace("/", "_") + ".json"))]
+    proc = subprocess.run([sys.executable, "-c", DRIVER, *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert "Traceback (most recent call last):\n  File \"<string>\"" not in proc.stderr, proc.stderr
+    for rel in RUNTIME_SAMPLE:
+        case = by_path[rel]
+        findings = json.loads((tmp_path / (rel.replace("/", "_") + ".json")).read_text())["findings"]
+        assert findings, f"{rel}: no runtime finding"
+        first = findings[0]
+        assert first["line"] == case.root, (rel, first)
+        assert os.path.samefile(first["path"], REPO / case.path)
