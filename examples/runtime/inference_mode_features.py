@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 
 encoder, head = nn.Linear(8, 4), nn.Linear(4, 1)
-with torch.inference_mode():
-    feats = torch.relu(encoder(torch.randn(16, 8)))  # <- cause
+with torch.inference_mode():  # <- cause
+    feats = torch.relu(encoder(torch.randn(16, 8)))
 loss = head(feats).pow(2).mean()
 loss.backward()

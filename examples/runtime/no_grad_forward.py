@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 model = nn.Linear(4, 1)
 x, y = torch.randn(16, 4), torch.randn(16, 1)
-with torch.no_grad():
-    pred = model(x)  # <- cause
+with torch.no_grad():  # <- cause
+    pred = model(x)
 loss = F.mse_loss(pred, y)
 loss.backward()

@@ -12,7 +12,10 @@ JSON schema (public interface, version 1)::
                    "end_line", "end_column", "related": [{"path", "line", "column", "message"}],
                    "fix": null | {"title", "safety", "edits": [{"line", "column", "end_line",
                                                                "end_column", "content"}]},
-                   "source": "static" | "runtime"}]}
+                   "source": "static" | "runtime" | "static+runtime"}]}
+
+``"static+runtime"``: a static finding that a runtime symptom confirmed (NOTE [ranking] in
+:mod:`gradtrace.runtime.fuse`).
 """
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ class Finding:
     severity: Severity = "error"
     related: tuple[Related, ...] = ()
     fix: Fix | None = None
-    source: Literal["static", "runtime"] = "static"
+    source: Literal["static", "runtime", "static+runtime"] = "static"
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)

@@ -180,20 +180,20 @@ def test_correct_code_is_silent(run_script, name):
 BUGGY = {
     "zero_grad_once_per_epoch": ("""
 for epoch in range(2):
-    opt.zero_grad()
+    opt.zero_grad()  # <- here
     for i in range(3):
         F.mse_loss(model(x), y).backward()
-        opt.step()  # <- here
-""", "GT501"),
+        opt.step()
+""", "GT502"),
     "unfrozen_after_optimizer": ("""
 enc, head = nn.Linear(4, 8), nn.Linear(8, 1)
 enc.requires_grad_(False)
 o2 = torch.optim.SGD([p for p in list(enc.parameters()) + list(head.parameters())
                       if p.requires_grad], lr=0.1)
-enc.requires_grad_(True)
+enc.requires_grad_(True)  # <- here
 for i in range(3):
     o2.zero_grad()
-    F.mse_loss(head(torch.relu(enc(x))), y).backward()  # <- here
+    F.mse_loss(head(torch.relu(enc(x))), y).backward()
     o2.step()
 """, "GT410"),
 }

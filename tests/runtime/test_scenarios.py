@@ -20,8 +20,8 @@ loss = torch.tensor([o.item() for o in outs]).sum()  # C
 loss.backward()
 """),
     'a8': ('GT204', """\
-with torch.inference_mode():
-    out = m(x)  # C
+with torch.inference_mode():  # C: the with line (NOTE [ranking])
+    out = m(x)
 F.mse_loss(out, t).backward()
 """),
     'a_data': ('GT105', """\
@@ -159,8 +159,8 @@ opt.step(); sched = sched.step()  # C
 sched.step()
 """),
     'n4': ('GT204', """\
-with torch.inference_mode():
-    tt = torch.zeros(3)  # C
+with torch.inference_mode():  # C
+    tt = torch.zeros(3)
 tt.add_(1)
 """),
     'empty': ('GT809', """\

@@ -235,8 +235,8 @@ arr = out.numpy()  # <- cause
        an inference_mode evaluation and reused for training.""",
        """Use torch.no_grad() instead of inference_mode where the result is reused for training,
        or make a normal tensor with .clone() outside inference mode.""",
-       _HEAD + """with torch.inference_mode():
-    feats = torch.randn(8, 4) * 2  # <- cause
+       _HEAD + """with torch.inference_mode():  # <- cause
+    feats = torch.randn(8, 4) * 2
 head = nn.Linear(4, 1)
 head(feats).sum().backward()
 """),
@@ -249,8 +249,8 @@ head(feats).sum().backward()
        nn.ModuleList / nn.ParameterList.""",
        _HEAD + """model = nn.Linear(4, 1)
 params = model.parameters()
-n = len(list(params))
-opt = torch.optim.SGD(params, lr=0.1)  # <- cause
+n = len(list(params))  # <- cause
+opt = torch.optim.SGD(params, lr=0.1)
 """),
     _p("optimizer-non-leaf", r"can't optimize a non-leaf Tensor", "GT810",
        "the optimizer was given a non-leaf tensor",

@@ -56,7 +56,10 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
     related: list[tuple[Site | None, str]] = []
     if cut.origin is not None:
         related.append((cut.origin.site, f"the number came from `{cut.origin.op}()` here"))
-    if cut.grad_off is not None:
+    lead = grad_off_line(cut)
+    if lead is not None:  # the `with torch.no_grad():` is what the user must change
+        related.append((cut.site, f"`{cut.op}` ran here with grad mode off"))
+    elif cut.grad_off is not None:
         related.append((cut.grad_off, "grad mode was turned off here"))
     related.append((backward, "backward() failed here"))
     fixes = {"detach": "remove .detach() on the path to the loss (keep it for logging/targets)",
@@ -67,9 +70,23 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
              "no-grad-forward": "compute the training forward pass outside torch.no_grad()",
              "inference-mode-forward": "compute the training forward pass outside "
                                        "torch.inference_mode()"}
-    return make(code_for(kind, "GT800"), cut.site,
+    return make(code_for(kind, "GT800"), lead or cut.site,
                 f"{what} has no grad_fn because the value left the autograd graph here: "
                 f"{cut.describe()}", fix=fixes.get(kind, ""), related=related)
+
+
+def grad_off_line(cut: Any) -> Site | None:
+    """The ``with torch.no_grad():`` / ``with torch.inference_mode():`` line around a cut made
+    with grad mode off (``None`` for other cuts, or when grad mode was turned off another way:
+    a decorator, a ``set_grad_enabled(False)`` call)."""
+    from gradtrace.runtime.locate import enclosing_with
+
+    if cut.reason == "inference":
+        return enclosing_with(cut.site, ("inference_mode",))
+    if cut.reason == "no_grad" and cut.grad_off is not None:
+        text = cut.grad_off.source()
+        return cut.grad_off if text.startswith(("with ", "async with ")) else None
+    return None
 
 
 def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
@@ -292,12 +309,14 @@ def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kw
         if t.is_inference():
             cut = state.cut_of(t)
             if cut is not None:
-                return [make(code_for("inference-tensor", pat.code), cut.site,
+                lead = grad_off_line(cut)
+                made = [(cut.site, "the tensor was made here")] if lead is not None else []
+                return [make(code_for("inference-tensor", pat.code), lead or cut.site,
                              f"this tensor was created inside torch.inference_mode() "
                              f"({src(cut.site)}) and is now used in a computation autograd "
                              "tracks", fix="use torch.no_grad() there, or .clone() the tensor "
                                            "outside inference_mode",
-                             related=[(site, "autograd needed it here")])]
+                             related=[*made, (site, "autograd needed it here")])]
     return []
 
 

@@ -39,6 +39,8 @@ def render_text(findings: Iterable[Finding], *, title: str = "", source: bool = 
 
 
 def order(findings: Iterable[Finding]) -> list[Finding]:
-    """Most likely root cause first: errors, then warnings, then info; stable otherwise."""
-    rank = {"error": 0, "warning": 1, "info": 2}
-    return sorted(findings, key=lambda f: rank.get(f.severity, 3))
+    """Most likely root cause first (NOTE [ranking] in gradtrace.runtime.fuse): what the run
+    saw before what only the code shows, errors before warnings; stable otherwise."""
+    from gradtrace.runtime.fuse import rank_key
+
+    return sorted(findings, key=rank_key)

@@ -127,7 +127,7 @@ def _run(opts: RunOptions) -> int:
         except KeyboardInterrupt as e:
             keep = e
             stack.close()
-            _finish(opts, tracer.findings, report, crash=None)
+            _finish(opts, tracer.findings, report, crash=None, diagnosis=[])
             raise
         except BaseException as e:  # the program crashed: Python's exit code is 1
             code, crash, keep = 1, e, e
@@ -136,7 +136,7 @@ def _run(opts: RunOptions) -> int:
     del keep
     if crash is not None:
         _print_traceback(crash)
-    _finish(opts, tracer.findings, report, crash)
+    _finish(opts, tracer.findings, report, crash, tracer.diagnosis if crash is not None else [])
     return code
 
 
@@ -230,9 +230,9 @@ def _strip_ours(te: traceback.TracebackException, depth: int = 0) -> None:
 
 
 def _finish(opts: RunOptions, findings: list[Finding], report: Any,
-            crash: BaseException | None) -> None:
+            crash: BaseException | None, diagnosis: list[Finding]) -> None:
     from gradtrace.runtime.distributed import merge_ranks
-    from gradtrace.runtime.render import order, render_text
+    from gradtrace.runtime.render import order
 
     ordered = order(merge_ranks(findings, crash))  # rank 0: all ranks merged
     if opts.json_out and should_print():
@@ -245,11 +245,30 @@ def _finish(opts: RunOptions, findings: list[Finding], report: Any,
                   file=sys.stderr)
     if opts.quiet or not should_print():
         return
-    if crash is not None and not ordered:
-        print("\ngradtrace: no diagnosis for this error.", file=sys.stderr)
-    if ordered:
-        title = "\ngradtrace: diagnosis" if crash is not None else "\ngradtrace: problems seen"
-        sys.stderr.write(render_text(ordered, title=title + f" ({len(ordered)})"))
+    sys.stderr.write(_sections(ordered, crash, diagnosis))
+
+
+def _sections(ordered: list[Finding], crash: BaseException | None,
+              diagnosis: list[Finding]) -> str:
+    """The printed report: the diagnosis of the crash (only findings that explain it), the
+    problems the run saw, then what only the code shows (NOTE [ranking] in runtime.fuse)."""
+    from gradtrace.runtime.render import render_text
+
+    explains = {(f.code, f.path, f.line) for f in diagnosis}
+    diag = [f for f in ordered if (f.code, f.path, f.line) in explains]
+    seen = [f for f in ordered if f not in diag and f.source != "static"]
+    static = [f for f in ordered if f not in diag and f.source == "static"]
+    out = []
+    if diag:
+        out.append(render_text(diag, title=f"\ngradtrace: diagnosis ({len(diag)})"))
+    if seen:
+        title = "problems seen" if crash is None else \
+            "also seen" if diag else "problems seen, separate from the error above"
+        out.append(render_text(seen, title=f"\ngradtrace: {title} ({len(seen)})"))
+    if static:
+        out.append(render_text(static, title="\ngradtrace: found by reading the code that ran"
+                               f" ({len(static)})"))
+    return "".join(out)
 
 
 def _write_json(path: str, findings: list[Finding]) -> None:

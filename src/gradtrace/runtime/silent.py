@@ -90,10 +90,11 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
     cuts.sort(key=lambda c: c.reason == "item")
     if cuts:
-        from gradtrace.runtime.diagnose import _CUT_KIND
+        from gradtrace.runtime.diagnose import _CUT_KIND, grad_off_line
 
         c = cuts[0]
-        return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), c.site,
+        lead = grad_off_line(c)
+        return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
                 f"it is used in forward, but the graph was cut here: {c.describe()}",
                 "keep the path from this parameter to the loss attached (no .detach()/.item()/"
                 "no_grad on it)", ((rec.site, "its module was called here"),))

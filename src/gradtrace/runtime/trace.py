@@ -16,12 +16,17 @@ API for tools built on top (pytest plugin, ``gradtrace.testing``)::
 
     with trace() as tr:            # Tracer
         ...
-    tr.findings                    # list[Finding]: crash diagnoses first, then silent problems
+    tr.findings                    # list[Finding]: crash diagnoses first, then silent problems,
+                                   # then static findings on the code that ran (NOTE [ranking]
+                                   # in gradtrace.runtime.fuse)
+    tr.diagnosis                   # list[Finding]: only the findings that explain the crash
     tr.why_no_grad(param)          # Finding | None: not used in forward / cut at file:line /
                                    # frozen at file:line / only ran under no_grad
     diagnose(exc, tr)              # list[Finding] for an exception (tr optional)
 
-Findings are ``gradtrace.findings.Finding`` with ``source="runtime"``; render them with
+Findings are ``gradtrace.findings.Finding`` with ``source="runtime"`` (``"static+runtime"`` when
+a static finding on the code that ran accounts for what was seen, ``"static"`` for a static
+finding no symptom confirmed; ``trace(static=False)`` leaves the checker out); render them with
 ``gradtrace.runtime.render.render_text``. Set ``GRADTRACE_STRICT=1`` to make a failure inside
 gradtrace's own recording raise instead of being logged (for tests).
 """
@@ -42,7 +47,7 @@ __all__ = ["Tracer", "active_tracer", "diagnose", "trace"]
 class Tracer:
     """One tracing session. Use through :func:`trace` (a context manager)."""
 
-    def __init__(self, *, reentrant: bool = False) -> None:
+    def __init__(self, *, reentrant: bool = False, static: bool = True) -> None:
         from gradtrace.runtime.frames import refresh_prefixes
         from gradtrace.runtime.hooks import Hooks
         from gradtrace.runtime.provenance import ProvenanceMode
@@ -56,6 +61,10 @@ class Tracer:
         self.active = False
         self.reentrant = reentrant
         self._silent: list[Finding] | None = None
+        self.static = static
+        self.crash_line: tuple[str, int] | None = None  # the user line the program crashed at
+        self._codes: list[Any] = []  # user code objects seen, kept when the session ends
+        self._fused: tuple[list[Finding], list[Finding]] | None = None
 
     # -- context manager ---------------------------------------------------------------------
     def __enter__(self) -> Tracer:
@@ -87,6 +96,7 @@ class Tracer:
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             _relocate_warnings(False)
+            self._codes = self._seen_codes()
         try:
             self._silent = self._silent_findings()
         except Exception:  # diagnosis must never hide the user's own outcome
@@ -104,7 +114,33 @@ class Tracer:
         for f in [*self.state.crash_findings, *silent]:
             if f not in out:
                 out.append(f)
-        return out
+        return self._fuse(out)
+
+    @property
+    def diagnosis(self) -> list[Finding]:
+        """The findings that explain the crash (``[]`` if the program did not crash or the crash
+        is unrelated to gradients); each fused with the static finding that accounts for it."""
+        return self._fuse(list(self.state.crash_findings), unconfirmed=False)
+
+    def _fuse(self, runtime: list[Finding], unconfirmed: bool = True) -> list[Finding]:
+        if not self.static:
+            return runtime
+        if self._fused is not None and self._fused[0] == runtime + [unconfirmed] \
+                and not self.active:
+            return list(self._fused[1])
+        from gradtrace.runtime.fuse import fuse_session, ran_codes
+
+        codes = ran_codes(self.hooks.data, self._seen_codes() if self.active else self._codes)
+        progress = (self.state.backward_count, self.hooks.data.steps)
+        out = fuse_session(runtime, codes, self.crash_line, unconfirmed, progress)
+        self._fused = (runtime + [unconfirmed], out)  # type: ignore[list-item]
+        return list(out)
+
+    def _seen_codes(self) -> list[Any]:
+        from gradtrace.runtime.frames import _INTERNAL
+
+        seen = [c for c, internal in list(_INTERNAL.items()) if not internal]
+        return list(dict.fromkeys([*self._codes, *seen]))
 
     def _silent_findings(self) -> list[Finding]:
         from gradtrace.runtime.silent import silent_findings
@@ -169,9 +205,11 @@ def active_tracer() -> Tracer | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def trace() -> Tracer:
-    """Trace autograd in a ``with`` block; the yielded :class:`Tracer` has ``.findings``."""
-    return Tracer()
+def trace(*, static: bool = True) -> Tracer:
+    """Trace autograd in a ``with`` block; the yielded :class:`Tracer` has ``.findings``.
+
+    ``static=False`` leaves out the static check of the code that ran (NOTE [ranking])."""
+    return Tracer(static=static)
 
 
 def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
@@ -179,14 +217,15 @@ def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
 
     Works without a tracer too (from the message and the traceback alone), with less detail.
     """
-    found = getattr(exc, "__gradtrace__", None)
-    if found:
-        return list(found)
-    from gradtrace.runtime.posthoc import diagnose_traceback
+    from gradtrace.runtime.posthoc import diagnose_traceback, user_tb_frame
 
-    state = tracer.state if tracer is not None else None
-    found = diagnose_traceback(exc, state)
-    if found and tracer is not None:
-        tracer.state.crash_findings.extend(f for f in found
-                                           if f not in tracer.state.crash_findings)
-    return found
+    found = list(getattr(exc, "__gradtrace__", None) or ())
+    if not found:
+        found = diagnose_traceback(exc, tracer.state if tracer is not None else None)
+    if tracer is None:
+        return found
+    hit = user_tb_frame(exc)
+    if hit is not None:
+        tracer.crash_line = (hit[1].path, hit[1].line)
+    tracer.state.crash_findings.extend(f for f in found if f not in tracer.state.crash_findings)
+    return tracer._fuse(found, unconfirmed=False) if found else found

@@ -1,0 +1,359 @@
+"""One ranking for both faces: the static checker's findings on the code that ran, fused with
+what the runtime saw. ``gradtrace run``, ``trace()``, the pytest plugin and ``%load_ext
+gradtrace`` all rank through :func:`fuse`.
+
+# NOTE [ranking]
+Every user file that executed under the tracer (not the standard library, not site-packages,
+not torch or gradtrace) is checked statically, once per file version (cached by path, size and
+mtime). Then, most likely root cause first:
+
+1. the diagnosis of the crash, if there was one;
+2. the problems the runtime saw (errors before warnings, in the order the runtime found them);
+3. static findings on code that ran (a function that executed, or a module-level line that is
+   part of code that executed) that no runtime symptom confirmed (``source="static"``).
+
+A static finding *accounts for* a runtime finding when its rule can cause that symptom
+(:data:`EXPLAINS`: a never-graded parameter by a cut, freeze or grad-mode finding; "backward
+through the graph a second time" by a graph-lifetime finding; an empty optimizer list by a
+freezing or registration finding...) and it sits on the runtime's line, on a line the runtime
+named as part of the cause, or, when the runtime only knows the symptom's line (the layer call
+inside ``forward``, the ``step()`` line, the class line), in the same file. The fused finding
+keeps the static finding's code, message, line and fix, gets the runtime's evidence as a related
+entry ("confirmed at run time: ...") and ``source="static+runtime"``, and takes the runtime
+finding's place in the ranking. When the static finding sits on the line where the program
+crashed (the symptom) and the runtime names an earlier line, the runtime's line leads and the
+static finding is attached to it.
+"""
+from __future__ import annotations
+
+import linecache
+import logging
+import os
+import sys
+import sysconfig
+from dataclasses import replace
+from types import CodeType
+from typing import Any, Iterable
+
+from gradtrace.findings import Finding, Related
+
+LOG = logging.getLogger(__name__)
+
+# symptom family -> the static rules that can cause it
+EXPLAINS: dict[str, frozenset[str]] = {
+    "graph-cut": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT106", "GT107",
+                            "GT108", "GT201", "GT202", "GT203", "GT204", "GT205", "GT207",
+                            "GT407", "GT408"}),
+    "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410"}),
+    "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601"}),
+    "empty-optimizer": frozenset({"GT401", "GT405", "GT407", "GT408"}),
+    "accumulate": frozenset({"GT501", "GT502", "GT503"}),
+    "clip": frozenset({"GT504"}),
+    "graph-kept": frozenset({"GT505"}),
+    "inplace-saved": frozenset({"GT601", "GT602", "GT603"}),
+    "inplace-leaf": frozenset({"GT302"}),
+    "number": frozenset({"GT101", "GT102"}),
+    "grad-none": frozenset({"GT301", "GT303", "GT305", "GT307", "GT403", "GT407", "GT408"}),
+    "inference": frozenset({"GT204"}),
+    "non-leaf-optimizer": frozenset({"GT305", "GT306", "GT403"}),
+    "function-count": frozenset({"GT701"}),
+    "unused-input": frozenset({"GT702"}),
+    "none-result": frozenset({"GT511"}),
+    "non-scalar": frozenset({"GT510"}),
+}
+# runtime finding code -> the symptom families it reports
+_FAMILY: dict[str, tuple[str, ...]] = {
+    "GT800": ("graph-cut", "empty-optimizer"), "GT820": ("graph-cut", "grad-none"),
+    "GT827": ("graph-cut",), "GT101": ("number", "graph-cut"), "GT102": ("graph-cut",),
+    "GT104": ("graph-cut",), "GT105": ("graph-cut",), "GT107": ("graph-cut",),
+    "GT108": ("graph-cut",), "GT201": ("graph-cut",), "GT202": ("graph-cut",),
+    "GT203": ("graph-cut",), "GT204": ("inference",), "GT205": ("graph-cut",),
+    "GT821": ("not-optimized",), "GT401": ("not-optimized", "empty-optimizer"),
+    "GT402": ("not-optimized",), "GT404": ("not-optimized",), "GT410": ("not-optimized",),
+    "GT803": ("freed-graph",), "GT506": ("freed-graph",), "GT507": ("freed-graph",),
+    "GT508": ("freed-graph",), "GT509": ("freed-graph",), "GT809": ("empty-optimizer",),
+    "GT405": ("empty-optimizer",), "GT823": ("accumulate",), "GT501": ("accumulate",),
+    "GT824": ("clip",), "GT504": ("clip",), "GT826": ("graph-kept",), "GT505": ("graph-kept",),
+    "GT804": ("inplace-saved",), "GT601": ("inplace-saved",), "GT602": ("inplace-saved",),
+    "GT805": ("inplace-leaf",), "GT302": ("inplace-leaf",), "GT806": ("number",),
+    "GT801": ("grad-none",), "GT301": ("grad-none",), "GT305": ("grad-none",),
+    "GT307": ("grad-none",), "GT822": ("grad-none",), "GT808": ("inference",),
+    "GT810": ("non-leaf-optimizer",), "GT306": ("non-leaf-optimizer",),
+    "GT811": ("function-count",), "GT701": ("function-count",), "GT812": ("unused-input",),
+    "GT702": ("unused-input",), "GT813": ("none-result",), "GT511": ("none-result",),
+    "GT802": ("non-scalar",), "GT510": ("non-scalar",),
+}
+# Runtime findings whose line is the exact operation that caused the symptom (the detach, the
+# in-place write...): a static finding elsewhere in the file is another bug, not this one.
+_EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
+                    "GT402", "GT504", "GT505", "GT510", "GT511", "GT602", "GT701", "GT702",
+                    "GT804", "GT805", "GT826"})
+# Families specific enough that the only candidate in the files that ran explains the symptom
+# even in another file (the model's file vs the training script).
+_SPECIFIC = frozenset({"freed-graph", "accumulate", "empty-optimizer", "not-optimized"})
+# Static rules whose symptom the runtime checks by itself (a crash, a parameter that never gets
+# a gradient, gradients accumulating...): once the run got through a backward() (and, for the
+# loop-order rules, two optimizer steps) on code that holds such a finding without showing the
+# symptom, the run refutes the finding and it is left out. -> optimizer steps needed.
+_REFUTABLE: dict[str, int] = {
+    **dict.fromkeys(("GT101", "GT102", "GT104", "GT105", "GT107", "GT108", "GT201", "GT203",
+                     "GT204", "GT205", "GT301", "GT302", "GT506", "GT507", "GT508", "GT509",
+                     "GT510", "GT511", "GT601", "GT602", "GT603", "GT701", "GT702"), 0),
+    **dict.fromkeys(("GT401", "GT402", "GT404", "GT410", "GT504"), 1),
+    **dict.fromkeys(("GT501", "GT502", "GT503", "GT505"), 2),
+}
+CONFIRMED = "confirmed at run time "
+STATIC_ALSO = "also found by reading the code: "
+
+_CACHE: dict[str, tuple[Any, list[Finding]]] = {}
+_SETTINGS: dict[str, Any] = {}
+
+
+# -- which code ran ----------------------------------------------------------------------------
+def _library_prefixes() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    out = {os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = paths.get(key)
+        if p:
+            out.add(os.path.abspath(p) + os.sep)
+    torch = sys.modules.get("torch")
+    if getattr(torch, "__file__", None):
+        out.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)  # type: ignore
+    return tuple(sorted(out))
+
+
+def is_user_file(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
+    """A file of the user's own code (an IPython cell counts; libraries and torch do not)."""
+    if not path:
+        return False
+    if path.startswith("<"):
+        return path.startswith("<ipython-input-")
+    full = os.path.abspath(path)
+    parts = full.split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    return not full.startswith(prefixes if prefixes is not None else _library_prefixes())
+
+
+def _code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
+    """path -> line spans of the user code objects that ran. A function counts from its first
+    line to its last; module-level code only on its own lines (not the functions it defines)."""
+    prefixes = _library_prefixes()
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for code in codes:
+        path = code.co_filename
+        if not is_user_file(path, prefixes):
+            continue
+        key = path if path.startswith("<") else os.path.abspath(path)
+        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+        if not lines:
+            continue
+        if code.co_name == "<module>":
+            spans.setdefault(key, []).extend((ln, ln) for ln in set(lines))
+        else:
+            spans.setdefault(key, []).append((code.co_firstlineno, max(lines)))
+    return spans
+
+
+def ran_codes(hooks_data: Any, seen: Iterable[CodeType]) -> list[CodeType]:
+    """The user code objects that ran: every frame the tracer walked to, plus the methods of
+    the module classes that ran (their ``__init__`` ran before any hook could see it)."""
+    out = list(seen)
+    classes: set[type] = set()
+    for rec in list(getattr(hooks_data, "modules", {}).values()):
+        m = rec.ref()
+        if m is not None:
+            classes.add(type(m))
+    for cls in classes:
+        for value in vars(cls).values():
+            code = getattr(value, "__code__", None)
+            if isinstance(code, CodeType):
+                out.append(code)
+    return out
+
+
+# -- static findings, cached per file ---------------------------------------------------------
+def static_findings(path: str) -> list[Finding]:
+    """The static checker's findings for one file (absolute path, or an IPython cell name),
+    paths shown as the runtime shows them; cached per file version."""
+    from gradtrace.runtime.build import display_path
+
+    try:
+        if path.startswith("<"):
+            text = "".join(linecache.getlines(path))
+            key: Any = hash(text)
+        else:
+            st = os.stat(path)
+            key, text = (st.st_size, st.st_mtime_ns), None
+    except OSError:
+        return []
+    hit = _CACHE.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    found = [replace(f, path=display_path(f.path), related=tuple(
+        replace(r, path=display_path(r.path)) for r in f.related))
+        for f in _check(path, text) if f.code[2] != "0"]
+    _CACHE[path] = (key, found)
+    return found
+
+
+def _check(path: str, text: str | None) -> list[Finding]:
+    from gradtrace.lint import check_file, check_source
+    from gradtrace.lint.registry import select_rules
+
+    settings = _settings_for(os.path.dirname(path) if text is None else os.getcwd())
+    if text is not None:
+        return check_source(text, path, settings=settings) if "torch" in text else []
+    rules = select_rules(settings.select, settings.ignore, settings.extend_select)
+    return check_file(path, rules, settings).findings
+
+
+def _settings_for(folder: str) -> Any:
+    from gradtrace.lint.config import Settings, load_settings
+
+    s = _SETTINGS.get(folder)
+    if s is None:
+        try:
+            s = load_settings(folder)
+        except Exception:  # a broken pyproject of the user's: the defaults
+            s = Settings()
+        _SETTINGS[folder] = s
+    return s
+
+
+# -- fusing ------------------------------------------------------------------------------------
+def _abs(path: str) -> str:
+    return path if path.startswith("<") else os.path.abspath(path)
+
+
+def _families(f: Finding) -> tuple[str, ...]:
+    return _FAMILY.get(f.code, ())
+
+
+def _candidates(r: Finding, static: list[Finding], used: set[int],
+                crash_line: tuple[str, int] | None) -> tuple[int, bool] | None:
+    """(index of the static finding that accounts for ``r``, whether it leads), or None."""
+    fams = _families(r)
+    if not fams:
+        return None
+    allowed = frozenset().union(*(EXPLAINS[f] for f in fams))
+    r_path = _abs(r.path)
+    cause_lines = {(_abs(x.path), x.line) for x in r.related} - ({crash_line} if crash_line
+                                                                   else set())
+    files = {r_path} | {p for p, _ in cause_lines}
+    best: tuple[tuple[int, int], int, bool] | None = None
+    in_family = [i for i, s in enumerate(static) if s.code in allowed and i not in used]
+    for i in in_family:
+        s = static[i]
+        where = (_abs(s.path), s.line)
+        if where == (r_path, r.line):  # one line, two views: the runtime's words are what
+            score, lead = 100, s.code == r.code  # happened, unless both name the same bug
+        elif where in cause_lines:
+            score, lead = 80, True
+        elif r.code in _EXACT:
+            continue
+        elif where[0] in files:
+            score, lead = 40 + 20 * (s.code == r.code), True
+        elif s.code == r.code or (len(in_family) == 1 and any(f in _SPECIFIC for f in fams)):
+            score, lead = 20, True
+        else:
+            continue
+        if crash_line is not None and where == crash_line and (r_path, r.line) != where:
+            lead = False  # the static finding sits on the symptom's line: the runtime's leads
+        distance = abs(s.line - r.line) if where[0] == r_path else 10**6
+        rank = (score, -distance)
+        if best is None or rank > best[0]:
+            best = (rank, i, lead)
+    return None if best is None else (best[1], best[2])
+
+
+def _merge_related(*groups: Iterable[Related]) -> tuple[Related, ...]:
+    out: list[Related] = []
+    seen: set[tuple[str, int, str]] = set()
+    for group in groups:
+        for r in group:
+            key = (r.path, r.line, r.message)
+            if key not in seen:
+                seen.add(key)
+                out.append(r)
+    return tuple(out)
+
+
+def confirm(s: Finding, r: Finding, lead: bool) -> Finding:
+    """The static finding ``s`` confirmed by the runtime finding ``r``."""
+    if lead:
+        evidence = Related(r.path, r.line, f"{CONFIRMED}({r.code}) {r.message}", r.column)
+        related = _merge_related(s.related, (evidence,), r.related)
+        return replace(s, related=related, severity=r.severity, fix=s.fix or r.fix,
+                       source="static+runtime")
+    also = Related(s.path, s.line, f"{STATIC_ALSO}({s.code}) {s.message}", s.column)
+    return replace(r, related=_merge_related(r.related, (also,)), source="static+runtime")
+
+
+def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tuple[int, int]]],
+         crash_line: tuple[str, int] | None = None, unconfirmed: bool = True,
+         progress: tuple[int, int] = (0, 0)) -> list[Finding]:
+    """Runtime findings (in the runtime's order), each replaced by the static finding that
+    accounts for it if there is one, then the unconfirmed static findings on code that ran.
+    See NOTE [ranking]."""
+    used: set[int] = set()
+    out: list[Finding] = []
+    for r in runtime:
+        hit = _candidates(r, static, used, crash_line)
+        if hit is None:
+            out.append(r)
+            continue
+        i, lead = hit
+        used.add(i)
+        fused = confirm(static[i], r, lead)
+        if fused not in out:
+            out.append(fused)
+    shown = {(f.path, f.line) for f in out} | {(x.path, x.line) for f in out for x in f.related}
+    for i, s in enumerate(static if unconfirmed else ()):
+        if i in used or s.severity == "info":
+            continue
+        spans = ran.get(_abs(s.path), ())
+        if any(a <= s.line <= b for a, b in spans) and (s.path, s.line) not in shown \
+                and not refuted(s, *progress):
+            out.append(s)
+            shown.add((s.path, s.line))
+    return out
+
+
+def refuted(s: Finding, backwards: int, steps: int) -> bool:
+    """Whether a run that made ``backwards`` backward passes and ``steps`` optimizer steps
+    would have shown the symptom of static finding ``s`` had it been real (see _REFUTABLE)."""
+    need = _REFUTABLE.get(s.code)
+    return need is not None and backwards > 0 and steps >= need
+
+
+def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
+                 crash_line: tuple[str, int] | None = None,
+                 unconfirmed: bool = True, progress: tuple[int, int] = (0, 0)) -> list[Finding]:
+    """:func:`fuse` for a tracing session: check every user file among ``codes`` and the
+    runtime findings' files. Never raises: on a failure the runtime findings come back as
+    they are."""
+    try:
+        ran = _code_spans(codes)
+        prefixes = _library_prefixes()
+        files = dict.fromkeys(ran)
+        for r in runtime:
+            if is_user_file(r.path, prefixes) and not r.path.startswith("<"):
+                files.setdefault(_abs(r.path))
+        static: list[Finding] = []
+        for path in files:
+            static.extend(static_findings(path))
+        if crash_line is not None:
+            crash_line = (_abs(crash_line[0]), crash_line[1])
+        return fuse(runtime, static, ran, crash_line, unconfirmed, progress)
+    except Exception:
+        if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+            raise
+        LOG.debug("gradtrace: fusing static findings failed", exc_info=True)
+        return list(runtime)
+
+
+def rank_key(f: Finding) -> tuple[int, int]:
+    """Sort key keeping NOTE [ranking]: runtime-seen findings first, errors before warnings."""
+    return (f.source == "static", {"error": 0, "warning": 1, "info": 2}.get(f.severity, 3))

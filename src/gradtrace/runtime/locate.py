@@ -1,0 +1,79 @@
+"""Find the cause's line in the user's source once the runtime knows what happened.
+
+The runtime decides *that* something happened (a value was made under ``inference_mode``,
+gradients accumulated across steps...); these helpers only find *where* in the source, from the
+syntax tree of the file (parsed once per file version, cached).
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+from typing import Callable
+
+from gradtrace.runtime.frames import Site
+
+_TREES: dict[str, tuple[int, ast.Module | None]] = {}
+
+
+def tree_of(path: str) -> ast.Module | None:
+    """The parsed file (``None`` if it cannot be read or parsed); cached per file version."""
+    lines = linecache.getlines(path)
+    key = hash(tuple(lines))
+    hit = _TREES.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    try:
+        tree: ast.Module | None = ast.parse("".join(lines)) if lines else None
+    except (SyntaxError, ValueError):
+        tree = None
+    _TREES[path] = (key, tree)
+    return tree
+
+
+def _calls(expr: ast.AST, names: tuple[str, ...]) -> bool:
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute) and n.attr in names:
+            return True
+        if isinstance(n, ast.Name) and n.id in names:
+            return True
+    return False
+
+
+def enclosing_with(site: Site | None, managers: tuple[str, ...]) -> Site | None:
+    """The innermost ``with`` statement around ``site`` whose context manager is one of
+    ``managers`` (e.g. ``("inference_mode",)``), as a site; ``None`` if there is none."""
+    if site is None:
+        return None
+    tree = tree_of(site.path)
+    if tree is None:
+        return None
+    best: ast.With | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and node.body \
+                and node.body[0].lineno <= site.line <= (node.end_lineno or node.lineno) \
+                and any(_calls(item.context_expr, managers) for item in node.items):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return None if best is None else Site(site.path, best.lineno, site.function)
+
+
+def enclosing_loop(site: Site | None) -> ast.For | ast.While | None:
+    """The innermost ``for``/``while`` loop whose body holds ``site``."""
+    if site is None:
+        return None
+    tree = tree_of(site.path)
+    best = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.For, ast.While)) and node.body \
+                and node.body[0].lineno <= site.line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best
+
+
+def find_line(site: Site, first: int, last: int, test: Callable[[str], bool]) -> Site | None:
+    """The first line in ``first..last`` of ``site``'s file whose text passes ``test``."""
+    for line in range(first, last + 1):
+        if test(linecache.getline(site.path, line)):
+            return Site(site.path, line, site.function)
+    return None

@@ -1,0 +1,131 @@
+"""The static checker and the runtime, fused (NOTE [ranking] in gradtrace.runtime.fuse)."""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn as nn
+
+import gradtrace
+from gradtrace.runtime import fuse
+
+ONCE_PER_EPOCH = """
+import torch
+import torch.nn as nn
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+for epoch in range(2):
+    opt.zero_grad()
+    for x, y in data:
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_static_line_leads_with_runtime_evidence(run_script):
+    res = run_script(ONCE_PER_EPOCH)
+    first = res.findings[0]
+    assert (first["code"], first["line"], first["source"]) == ("GT502", 7, "static+runtime")
+    evidence = [r for r in first["related"] if r["message"].startswith(fuse.CONFIRMED)]
+    assert evidence and "(GT501)" in evidence[0]["message"] and evidence[0]["line"] == 11
+    assert "prog.py:7:5: GT502" in res.err and "confirmed at run time" in res.err
+
+
+def test_unrelated_crash_is_not_a_diagnosis(run_script):
+    res = run_script("""
+        import torch
+        import torch.nn as nn
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+        open("/nonexistent/gradtrace/file.txt")
+    """)
+    assert res.code == 1 and "FileNotFoundError" in res.err
+    assert "gradtrace: diagnosis" not in res.err
+    assert "problems seen, separate from the error above (1)" in res.err
+    assert res.codes() == ["GT501"]
+
+
+def test_error_without_diagnosis_prints_nothing_of_ours(run_script):
+    res = run_script("d = {}\nd['x']\n")
+    assert res.code == 1 and "KeyError" in res.err and "gradtrace" not in res.err
+
+
+def test_static_only_finding_comes_after_runtime(run_script):
+    res = run_script("""
+        import torch
+        import torch.nn as nn
+        model = nn.Linear(4, 1)
+        enc = nn.Linear(4, 4)
+        enc.requires_grad = False
+        opt = torch.optim.SGD([*model.parameters(), *enc.parameters()], lr=0.1)
+        for _ in range(3):
+            model(enc(torch.randn(8, 4))).pow(2).mean().backward()
+            opt.step()
+    """)
+    assert [(f["code"], f["source"]) for f in res.findings] == [
+        ("GT501", "static+runtime"), ("GT407", "static")]
+    assert res.err.index("problems seen (1)") < res.err.index(
+        "found by reading the code that ran (1)")
+
+
+def test_refuted_static_finding_is_left_out(run_script):
+    # the checker reads `feats` as computed only under no_grad; the run shows head trains
+    res = run_script("""
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        enc, head = nn.Linear(4, 8), nn.Linear(8, 1)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        for _ in range(3):
+            opt.zero_grad()
+            with torch.no_grad():
+                feats = enc(x)
+            F.mse_loss(head(feats), y).backward()
+            opt.step()
+    """)
+    assert res.code == 0 and res.findings == [], res.err
+
+
+def test_trace_in_process_fuses_and_can_opt_out(tmp_path):
+    src = tmp_path / "steps.py"
+    src.write_text(ONCE_PER_EPOCH.replace("for epoch", "def train():\n  for epoch")
+                   .replace("\n    ", "\n      "))
+    ns: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    with gradtrace.trace() as tr:
+        ns["train"]()
+    with gradtrace.trace(static=False) as plain:
+        ns["train"]()
+    assert [(f.code, f.source) for f in tr.findings] == [("GT502", "static+runtime")]
+    assert [(f.code, f.source) for f in plain.findings] == [("GT501", "runtime")]
+
+
+def test_static_findings_are_cached_per_file_version(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import torch\nx = torch.ones(1)\nx.item().backward()\n")
+    first = fuse.static_findings(str(path))
+    assert [f.code for f in first] == ["GT101"]
+    assert fuse.static_findings(str(path)) is first
+    path.write_text("import torch\nx = torch.ones(1)\n")
+    os.utime(path, ns=(1, 1))
+    assert fuse.static_findings(str(path)) == []
+
+
+def test_library_files_are_not_user_files():
+    assert not fuse.is_user_file(torch.__file__)
+    assert not fuse.is_user_file(os.__file__)
+    assert not fuse.is_user_file(gradtrace.__file__)
+    assert fuse.is_user_file(__file__)
+    assert fuse.is_user_file("<ipython-input-3-abc>") and not fuse.is_user_file("<string>")
+
+
+def test_no_torch_module_checked_when_nothing_ran():
+    with gradtrace.trace() as tr:
+        nn.Linear(2, 2)
+    assert tr.findings == []
