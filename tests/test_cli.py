@@ -283,5 +283,6 @@ def test_demo_checks_then_runs_the_broken_script(cli):
     assert r.returncode == 1
     assert "train.py:12:11: GT102" in out          # static: the .item() line
     assert "train.py:13:12: GT106" in out          # static: the requires_grad band-aid
-    assert "train.py:12:1: GT102" in out + err     # runtime: the same line, same code
+    assert "problems seen (1)\n\ntrain.py:12:" in out + err  # runtime: the same line,
+    assert "confirmed at run time (GT102)" in out + err        # confirmed
     assert "/tmp/" not in out + err and "Traceback" not in err
