@@ -124,8 +124,9 @@ def test_option_puts_the_diagnosis_in_the_failure_report(pytester: pytest.Pytest
     crash = _section(result, "test_backward_under_no_grad")
     # the head's linear ran under no_grad: the `with` line is named, the run's evidence attached
     assert re.search(rf"test_model.py:{off_line}:\d+: GT201 ", crash), crash
-    assert re.search(rf"test_model.py:{cut_line + 1}: confirmed at run time .*has no grad_fn",
+    assert re.search(rf"test_model.py:{off_line}: confirmed at run time .*has no grad_fn",
                      crash), crash
+    assert f"test_model.py:{cut_line + 1}: `linear` ran here with grad mode off" in crash
     assert "compute the training forward pass outside torch.no_grad()" in crash
 
 
