@@ -84,6 +84,19 @@ def _open(client: LanguageClient, uri: str, text: str, version: int = 1) -> None
         types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text))))
 
 
+async def _opened(client: LanguageClient, path: Path, text: str = DOC) -> str:
+    """Open ``path`` with ``text`` and wait for its first diagnostics; returns its URI."""
+    uri = path.as_uri()
+    _open(client, uri, text)
+    await _published(client, uri)
+    return uri
+
+
+def _save(client: LanguageClient, uri: str) -> None:
+    client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=uri)))
+
+
 def _change(client: LanguageClient, uri: str, version: int, line: int, text: str) -> None:
     """Replace line ``line`` (0-based) incrementally."""
     client.text_document_did_change(types.DidChangeTextDocumentParams(
@@ -164,18 +177,16 @@ async def test_push_client_gets_diagnostics_with_version_code_link_and_related(
     assert d.related_information[0].location.range.start.line == 15
     # another language is left alone, even when it mentions torch
     uri3 = (tmp_path / "pyproject.toml").as_uri()
+    toml = '[project]\nrequires-python = ">=3.10"\ndependencies = ["torch"]\n'  # not Python
     vscode.text_document_did_open(types.DidOpenTextDocumentParams(text_document=(
-        types.TextDocumentItem(uri=uri3, language_id="toml", version=1,
-                               text='[project]\nrequires-python = ">=3.10"\ndependencies = ["torch"]\n'))))
+        types.TextDocumentItem(uri=uri3, language_id="toml", version=1, text=toml))))
     assert list((await _published(vscode, uri3)).diagnostics) == []
 
 
 @MODULE
 async def test_changes_are_debounced_saves_check_now_and_close_clears(
         vscode: LanguageClient, tmp_path: Path):
-    uri = (tmp_path / "doc.py").as_uri()
-    _open(vscode, uri, DOC)
-    await _published(vscode, uri)
+    uri = await _opened(vscode, tmp_path / "doc.py")
     _change(vscode, uri, 2, 3, "model.requires_grad_(False)\n")   # GT407 fixed by hand
     _change(vscode, uri, 3, 0, "import torch  # edited\n")
     _change(vscode, uri, 4, 2, "\n")                               # a blank line
@@ -183,8 +194,7 @@ async def test_changes_are_debounced_saves_check_now_and_close_clears(
     assert got.version == 4                                        # one check, the last text
     assert [d.code for d in got.diagnostics] == ["GT101"]
     _change(vscode, uri, 5, 4, "loss = torch.nn.functional.mse_loss(model(x), y\n")
-    vscode.text_document_did_save(types.DidSaveTextDocumentParams(
-        text_document=types.TextDocumentIdentifier(uri=uri)))
+    _save(vscode, uri)
     got = await _published(vscode, uri)
     assert got.version == 5 and [(d.code, d.range.start.line) for d in got.diagnostics] == \
         [("GT000", 4)]
@@ -197,9 +207,7 @@ async def test_changes_are_debounced_saves_check_now_and_close_clears(
 @MODULE
 async def test_code_actions_quick_fix_unsafe_label_noqa_and_fix_all(
         vscode: LanguageClient, tmp_path: Path):
-    uri = (tmp_path / "doc.py").as_uri()
-    _open(vscode, uri, DOC)
-    await _published(vscode, uri)
+    uri = await _opened(vscode, tmp_path / "doc.py")
     actions = await _actions(vscode, uri, 3)                       # the GT407 line
     titles = [a.title for a in actions]
     assert titles[0] == "Call `requires_grad_()` (GT407, unsafe)" and not actions[0].is_preferred
@@ -261,9 +269,7 @@ async def test_pyproject_is_read_and_reread_when_it_changes(
 
 @MODULE
 async def test_survives_anything_typed(vscode: LanguageClient, tmp_path: Path):
-    uri = (tmp_path / "doc.py").as_uri()
-    _open(vscode, uri, DOC)
-    await _published(vscode, uri)
+    uri = await _opened(vscode, tmp_path / "doc.py")
     texts = ["import torch\n" + "(" * 5000 + "\n", "import torch\x00\n", "import torch\ndef (\n",
              "import torch\n\udcff = 1\n", "torch" * 20000, "import torch\nx = '''\n",
              "import torch\r\nloss.item().backward()\r\n\x0c\r\n"]
@@ -271,8 +277,7 @@ async def test_survives_anything_typed(vscode: LanguageClient, tmp_path: Path):
         vscode.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
-        vscode.text_document_did_save(types.DidSaveTextDocumentParams(
-            text_document=types.TextDocumentIdentifier(uri=uri)))
+        _save(vscode, uri)
         got = await _published(vscode, uri)
         assert got.version == version
         assert all(d.code == "GT000" for d in got.diagnostics[:1]) or version == len(texts) + 1
@@ -331,8 +336,7 @@ async def test_a_crashing_rule_is_told_once_and_an_internal_error_kills_nothing(
     _open(crashing, uri, DOC)
     got = await _published(crashing, uri)
     assert "GT407" in [d.code for d in got.diagnostics]
-    crashing.text_document_did_save(types.DidSaveTextDocumentParams(
-        text_document=types.TextDocumentIdentifier(uri=uri)))
+    _save(crashing, uri)
     await _published(crashing, uri)
     told = [m for m in crashing.messages if "GT101" in m.message]
     assert len(told) == 1 and "boom" in told[0].message
@@ -342,8 +346,7 @@ async def test_a_crashing_rule_is_told_once_and_an_internal_error_kills_nothing(
     assert not await _actions(crashing, uri, 3)
     told = [m for m in crashing.messages if "internal error" in m.message]
     assert len(told) == 1 and "ZeroDivisionError" in told[0].message
-    crashing.text_document_did_save(types.DidSaveTextDocumentParams(
-        text_document=types.TextDocumentIdentifier(uri=uri)))
+    _save(crashing, uri)
     assert "GT407" in [d.code for d in (await _published(crashing, uri)).diagnostics]
 
 
