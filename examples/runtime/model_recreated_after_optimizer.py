@@ -11,10 +11,10 @@ def build():
 
 model = build()
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-model = build()  # e.g. re-built after loading a config
+model = build()  # <- cause (e.g. re-built after loading a config)
 x, y = torch.randn(32, 4), torch.randn(32, 1)
 for step in range(5):
     opt.zero_grad()
-    loss = F.mse_loss(model(x), y)  # <- cause
+    loss = F.mse_loss(model(x), y)
     loss.backward()
     opt.step()

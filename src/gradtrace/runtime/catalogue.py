@@ -65,6 +65,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "model-recreated-after-optimizer": ("GT404", "model-recreated-after-optimizer"),
     "parameters-generator-consumed": ("GT405", "parameters-generator-consumed"),
     "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
+    "requires-grad-attribute": ("GT407", "requires-grad-attribute-on-module"),
     "zero-grad-missing": ("GT501", "missing-zero-grad"),
     "clip-after-step": ("GT504", "clip-grad-after-step"),
     "graph-kept": ("GT505", "loss-accumulated-with-graph"),

@@ -69,7 +69,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT108": ("graph-cut",), "GT201": ("graph-cut",), "GT202": ("graph-cut",),
     "GT203": ("graph-cut",), "GT204": ("inference",), "GT205": ("graph-cut",),
     "GT821": ("not-optimized",), "GT401": ("not-optimized", "empty-optimizer"),
-    "GT402": ("not-optimized",), "GT404": ("not-optimized",), "GT410": ("not-optimized",),
+    "GT402": ("not-optimized",), "GT407": ("graph-cut",), "GT404": ("not-optimized",), "GT410": ("not-optimized",),
     "GT803": ("freed-graph",), "GT506": ("freed-graph",), "GT507": ("freed-graph",),
     "GT508": ("freed-graph",), "GT509": ("freed-graph",), "GT809": ("empty-optimizer",),
     "GT405": ("empty-optimizer",), "GT823": ("accumulate",), "GT501": ("accumulate",),

@@ -257,10 +257,25 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
     return []
 
 
+def _optimizer_empty(pat: ErrorPattern, exc: BaseException, frame: types.FrameType,
+                     site: Site, state: Any) -> list[Finding]:
+    """An empty parameter list: a consumed generator, or every parameter frozen before."""
+    found = _optimizer_args(pat, exc, frame, site, state)
+    frozen = state.frozen_sites() if state is not None and not found else []
+    if frozen:
+        return [make(code_for("all-parameters-frozen", pat.code), frozen[0],
+                     f"every parameter was frozen here ({src(frozen[0])}) before the optimizer "
+                     "was built from the trainable ones, so its list is empty",
+                     fix="unfreeze what should train (or leave out the requires_grad filter)",
+                     related=[(s, "also frozen here") for s in frozen[1:4]]
+                     + [(site, "the optimizer was built here")])]
+    return found
+
+
 _POSTHOC = {
     "grad-none-zero": _grad_none,
     "number-backward": _number_backward,
     "none-assigned": _none_assigned,
-    "optimizer-empty": _optimizer_args,
+    "optimizer-empty": _optimizer_empty,
     "optimizer-non-leaf": _optimizer_args,
 }

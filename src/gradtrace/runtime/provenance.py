@@ -32,7 +32,8 @@ _grad_enabled = torch.is_grad_enabled
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
-    ZEROISH, PASS, DETACH, MAYBE_INPLACE = range(15)
+    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE = range(16)
+_WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 _KIND: dict[Any, int] = {}
 _INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
 _ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
@@ -74,6 +75,8 @@ def classify(func: Any) -> int:
         return ITEM
     if func is torch.tensor or name == "as_tensor":
         return CTOR
+    if func is torch.where or func is torch.Tensor.where:
+        return WHERE
     if name == "requires_grad_":
         return RG_SET
     if name in ("detach", "detach_copy"):
@@ -299,6 +302,31 @@ class ProvenanceMode(TorchFunctionMode):
             self._cut(out, args[0], "detach", "detach")
         return out
 
+    def _where(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """torch.where: on its first calls per line, note a branch holding inf/NaN, whose
+        gradient is NaN even where it is not selected (0 * inf)."""
+        out = self._call(func, args, kwargs)
+        self.seq += 1
+        if not isinstance(out, Tensor):
+            return out
+        self._after(func, args, out)
+        if not out.requires_grad:
+            return out
+        raw = raw_site()
+        checks = self.state.where_checks
+        if raw is None or checks.get(raw, 0) >= _WHERE_CHECKS:
+            return out
+        checks[raw] = checks.get(raw, 0) + 1
+        branches = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)
+                    and a.requires_grad and a.is_floating_point()]
+        self.busy = True
+        try:
+            if any(not bool(torch.isfinite(b).all()) for b in branches):
+                self.state.note("where-nonfinite", self.state.site(raw), "where")
+        finally:
+            self.busy = False
+        return out
+
     def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
@@ -477,6 +505,7 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     RG_SET: ProvenanceMode._rg_set,
     BACKWARD: ProvenanceMode._backward,
     MAYBE_INPLACE: ProvenanceMode._maybe_inplace,
+    WHERE: ProvenanceMode._where,
     AGRAD: ProvenanceMode._backward,
 }
 

@@ -22,9 +22,11 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     built them inside a function that returned) the last snapshot taken at an optimizer step
     is used instead.
     """
+    from gradtrace.runtime.wiring import requires_grad_attribute
+
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
-    return out + _optimizer_events(data) + _events(state)
+    return out + requires_grad_attribute(data) + _optimizer_events(data, state) + _events(state)
 
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
@@ -162,7 +164,12 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             owner, owner_site = unregistered_owner(data, m)
             kind, why, fix = _not_optimized_reason(owner, len(stale),
                                                    [state.frozen_at(q) for q in missed])
-            groups.setdefault((kind, owner_site or rec.site, why, fix), []).extend(
+            site = owner_site
+            if kind == "model-recreated-after-optimizer":
+                from gradtrace.runtime.wiring import replaced_at
+
+                site = replaced_at(data, m, rec.site)
+            groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
@@ -216,7 +223,7 @@ def _not_optimized_reason(owner: str, stale: int,
             "pass these parameters to the optimizer (or add a param group)")
 
 
-def _optimizer_events(data: HookState) -> list[Finding]:
+def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
     out: list[Finding] = []
     for rec in list(data.optimizers.values()):
         if rec.accumulate_site is not None:
@@ -233,6 +240,17 @@ def _optimizer_events(data: HookState) -> list[Finding]:
                             severity="warning"))
         if rec.nonfinite is not None:
             name, step, site = rec.nonfinite
+            where = next((k[1] for k in state.events if k[0] == "where-nonfinite"), None)
+            if where is not None:
+                out.append(make("GT825", where, f"non-finite gradient (NaN/Inf) first seen in "
+                                f"{name} at optimizer step {step}: a branch of this "
+                                "`torch.where` holds inf/NaN, and its gradient is NaN even "
+                                "where it is not selected (0 * inf)", fix="make both branches "
+                                "finite: compute the risky one on safe inputs (e.g. "
+                                "torch.where(x > 0, x, 1.0) inside sqrt/log)",
+                                related=[(site, "the NaN gradient reached optimizer.step() "
+                                          "here")], severity="warning"))
+                continue
             out.append(make("GT825", site, f"non-finite gradient (NaN/Inf) first seen in {name} "
                             f"at optimizer step {step}", fix="check the loss for NaN/Inf, lower "
                             "the learning rate, or clip gradients", severity="warning"))

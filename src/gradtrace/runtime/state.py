@@ -49,6 +49,7 @@ class TraceState:
         self.in_step = False
         self.step_seq = -1
         self.crash_findings: list[Finding] = []
+        self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
 
     # -- sites and cuts ----------------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""How the model was wired, seen on the live objects at the end of a run: a ``requires_grad``
+flag set as a plain attribute on a module, a model re-created or a layer replaced after the
+optimizer was built. The live objects decide; :mod:`gradtrace.runtime.locate` only finds the
+line in the source.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from typing import Any, Iterable
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.locate import tree_of
+
+
+def _files(data: Any) -> list[str]:
+    """The user files where the modules that ran were called or defined."""
+    from gradtrace.runtime.fuse import is_user_file
+
+    out: dict[str, None] = {}
+    for rec in list(data.modules.values()):
+        if rec.site is not None:
+            out.setdefault(rec.site.path)
+        m = rec.ref()
+        if m is not None:
+            try:
+                out.setdefault(inspect.getsourcefile(type(m)) or "")
+            except TypeError:
+                continue
+    return [p for p in out if p and is_user_file(p)]
+
+
+def _assignments(paths: Iterable[str], attr: str) -> list[tuple[str, ast.Assign]]:
+    out = []
+    for path in paths:
+        tree = tree_of(path)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets):
+                out.append((path, node))
+    return out
+
+
+def requires_grad_attribute(data: Any) -> list[Finding]:
+    """Modules that ran carrying a plain ``requires_grad`` attribute (``module.requires_grad =
+    False``) that their parameters do not follow: it froze (or unfroze) nothing."""
+    out: list[Finding] = []
+    seen: set[int] = set()
+    assigns: list[tuple[str, ast.Assign]] | None = None
+    for rec in list(data.modules.values()):
+        root = rec.ref()
+        if root is None:
+            continue
+        for name, sub in root.named_modules():
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            flag = sub.__dict__.get("requires_grad")
+            params = list(sub.parameters()) if isinstance(flag, bool) else []
+            wrong = [p for p in params if p.requires_grad != flag]
+            if not wrong or len(wrong) < len(params):  # the flag is followed in part: a
+                continue                               # class's own setting, not a mistake
+            if assigns is None:
+                assigns = _assignments(_files(data), "requires_grad")
+            site = _flag_site(assigns, name.rsplit(".", 1)[-1], flag)
+            verb = "keep training" if flag is False else "stay frozen"
+            label = f"{type(root).__name__}.{name}" if name else type(root).__name__
+            out.append(make(code_for("requires-grad-attribute", "GT820"), site,
+                            f"`requires_grad = {flag}` on the module {label} only set a Python "
+                            f"attribute: its {len(wrong)} parameter tensor(s) still have "
+                            f"requires_grad={not flag} and {verb}",
+                            fix=f"call .requires_grad_({flag}) on the module (or set it on each "
+                                "parameter)", severity="warning"))
+    return out
+
+
+def _flag_site(assigns: list[tuple[str, ast.Assign]], child: str, flag: bool) -> Site | None:
+    """The ``<...>.<child>.requires_grad = flag`` line (any such line for the root module)."""
+    fallback = None
+    for path, node in assigns:
+        if not (isinstance(node.value, ast.Constant) and node.value.value is flag):
+            continue
+        for t in node.targets:
+            if not isinstance(t, ast.Attribute):
+                continue
+            owner = t.value
+            last = owner.attr if isinstance(owner, ast.Attribute) else \
+                owner.id if isinstance(owner, ast.Name) else ""
+            if child and last == child:
+                return Site(path, node.lineno)
+            if fallback is None and (not child or isinstance(owner, ast.Name)):
+                fallback = Site(path, node.lineno)
+    return fallback
+
+
+def replaced_at(data: Any, module: torch.nn.Module, called_at: Site | None) -> Site | None:
+    """Where ``module`` (a module the optimizer does not hold, while it holds stale parameters)
+    was put in place after the optimizer was built: ``parent.<name> = ...`` outside
+    ``__init__``, or the later of two assignments of the name the model is called by."""
+    for rec in list(data.modules.values()):
+        parent = rec.ref()
+        for name, child in parent.named_children() if parent is not None else ():
+            if child is module:
+                site = _attribute_rebound(_files(data), name)
+                if site is not None:
+                    return site
+    return _name_rebound(called_at)
+
+
+def _attribute_rebound(paths: list[str], name: str) -> Site | None:
+    for path, node in _assignments(paths, name):
+        if not isinstance(node.value, ast.Call):
+            continue
+        t = next(t for t in node.targets if isinstance(t, ast.Attribute) and t.attr == name)
+        inside_init = isinstance(t.value, ast.Name) and t.value.id == "self"
+        if not inside_init:
+            return Site(path, node.lineno)
+    return None
+
+
+def _name_rebound(called_at: Site | None) -> Site | None:
+    """``model = build(); opt = SGD(model.parameters()); model = build()``: the last line."""
+    if called_at is None:
+        return None
+    tree = tree_of(called_at.path)
+    if tree is None:
+        return None
+    names = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Name) and n.lineno == called_at.line]
+    for name in names:
+        binds = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                       and n.lineno < called_at.line and any(
+                           isinstance(t, ast.Name) and t.id == name for t in n.targets))
+        uses = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                and n.attr == "parameters" and isinstance(n.value, ast.Name)
+                and n.value.id == name]
+        if len(binds) >= 2 and any(binds[0] < u < binds[-1] for u in uses):
+            return Site(called_at.path, binds[-1], called_at.function)
+    return None
