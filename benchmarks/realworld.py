@@ -12,8 +12,8 @@ correct look-alike (``*_ok.py``) has no marker. For every case this script
 
 then prints one row per family and the totals.
 
-    python benchmarks/realworld.py [--runtime] [--family F] [--update-baseline] [--misses]
-                                   [--verify] [--write-readme] [--json FILE]
+    python benchmarks/realworld.py [--runtime [--isolated]] [--family F] [--update-baseline]
+                                   [--misses] [--verify] [--write-readme] [--json FILE]
 
 ``--update-baseline`` rewrites ``tests/realworld/baseline.json`` (the static result of every
 case, which ``tests/realworld/test_realworld.py`` holds the checker to).
@@ -128,6 +128,17 @@ def static_result(case: Case, text: str | None = None) -> dict:
     return {"hit": hit, "findings": pairs}
 
 
+def _first_finding(case: Case, findings: list) -> dict:
+    full = os.path.join(ROOT_DIR, case.path)
+    first = findings[0] if findings else None
+    where = None
+    if first is not None:
+        same = os.path.realpath(first.get("path") or "") == os.path.realpath(full)
+        where = [first["code"], first["line"] if same else None, first.get("path")]
+    return {"first": where, "count": len(findings),
+            "hit": bool(where and case.root is not None and where[1] == case.root)}
+
+
 def runtime_result(case: Case, timeout: float = 120) -> dict:
     """First runtime finding of ``gradtrace run`` on the case, in a fresh interpreter."""
     full = os.path.join(ROOT_DIR, case.path)
@@ -143,13 +154,51 @@ def runtime_result(case: Case, timeout: float = 120) -> dict:
                 findings = json.load(fh)["findings"]
         except (OSError, ValueError, KeyError):
             return {"first": None, "count": 0, "error": f"no JSON (exit {proc.returncode})"}
-    first = findings[0] if findings else None
-    where = None
-    if first is not None:
-        same = os.path.realpath(first.get("path") or "") == os.path.realpath(full)
-        where = [first["code"], first["line"] if same else None, first.get("path")]
-    return {"first": where, "count": len(findings), "exit": proc.returncode,
-            "hit": bool(where and case.root is not None and where[1] == case.root)}
+    return _first_finding(case, findings)
+
+
+# NOTE [batch]: importing torch costs most of a case's run time, so by default one interpreter
+# runs several cases one after the other through gradtrace's own `run` entry point (the same
+# code path as `python -m gradtrace run`), restoring the global grad mode between cases;
+# `--isolated` runs each case in its own interpreter. Distributed cases always run alone.
+BATCH_DRIVER = """
+import json, sys, torch
+from gradtrace.runtime.runner import main
+for case, dest in zip(sys.argv[1::2], sys.argv[2::2]):
+    try:
+        main(["--quiet", "--json-out", dest, case])
+    except BaseException as exc:
+        print("case runner failed:", case, exc, file=sys.stderr)
+    torch.set_grad_enabled(True)
+"""
+
+
+def runtime_batch(cases: list[Case], size: int = 12, timeout: float = 900) -> dict:
+    """Runtime results for many cases, ``size`` cases per interpreter (NOTE [batch])."""
+    results: dict = {}
+    alone = [c for c in cases if c.family == "distributed" or "launch:" in c.text[:600]]
+    for c in alone:
+        results[c.path] = runtime_result(c)
+    rest = [c for c in cases if c not in alone]
+    for i in range(0, len(rest), size):
+        chunk = rest[i:i + size]
+        with tempfile.TemporaryDirectory() as tmp:
+            args = []
+            for n, c in enumerate(chunk):
+                args += [os.path.join(ROOT_DIR, c.path), os.path.join(tmp, f"{n}.json")]
+            print(f"[{i + len(chunk)}/{len(rest)}] batch", file=sys.stderr, flush=True)
+            try:
+                subprocess.run([sys.executable, "-c", BATCH_DRIVER, *args], cwd=tmp,
+                               capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            for n, c in enumerate(chunk):
+                try:
+                    with open(os.path.join(tmp, f"{n}.json"), encoding="utf-8") as fh:
+                        results[c.path] = _first_finding(c, json.load(fh)["findings"])
+                except (OSError, ValueError, KeyError):
+                    results[c.path] = runtime_result(c)  # the batch died: run it alone
+    return results
 
 
 def verify_result(case: Case, timeout: float = 60) -> str | None:
@@ -239,6 +288,8 @@ def write_readme(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runtime", action="store_true", help="also run every case under gradtrace")
+    ap.add_argument("--isolated", action="store_true",
+                    help="with --runtime, one fresh interpreter per case (slower)")
     ap.add_argument("--family", help="only this family")
     ap.add_argument("--update-baseline", action="store_true",
                     help="rewrite tests/realworld/baseline.json (static results)")
@@ -261,11 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if bad or any(p for _, p in problems) else 0
     static = {c.path: static_result(c) for c in cases}
     runtime = None
-    if ns.runtime:
+    if ns.runtime and ns.isolated:
         runtime = {}
         for n, c in enumerate(cases, 1):
             print(f"[{n}/{len(cases)}] {c.path}", file=sys.stderr, flush=True)
             runtime[c.path] = runtime_result(c)
+    elif ns.runtime:
+        runtime = runtime_batch(cases)
     text = table(cases, static, runtime)
     print(text)
     if ns.write_readme:

@@ -20,8 +20,8 @@ class IoU_real(_Loss):
 
     def score_map(self, box):
         x0, y0, x1, y1 = box
-        inside = (self.grid[..., 0] >= x0) & (self.grid[..., 0] <= x1) \
-            & (self.grid[..., 1] >= y0) & (self.grid[..., 1] <= y1)  # ROOT
+        inside = ((self.grid[..., 0] >= x0) & (self.grid[..., 0] <= x1)  # ROOT
+                  & (self.grid[..., 1] >= y0) & (self.grid[..., 1] <= y1))
         return inside.float()
 
     def forward(self, pred, target):
