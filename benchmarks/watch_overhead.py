@@ -1,4 +1,4 @@
-"""Overhead of ``gradtrace.watch(model, optimizer, every=1)`` on a training step.
+"""Overhead of ``gradtrace.watch(model, optimizer)`` on a training step.
 
 Runs, in ONE process and interleaved (to cancel machine drift), plain training steps and
 watched training steps of the CNN and MLP of ``benchmarks/models.py`` (the runtime
@@ -10,6 +10,12 @@ speed drifts by 20% within minutes, that pairing is what keeps the ratio steady.
 Time is the CPU time of the calling thread (``time.thread_time``) with torch limited to one
 intra-op thread, so that other jobs on a shared machine do not distort the ratio; the wall
 clock ratio is printed too.
+
+The ``every=1`` rows price a recorded step. The ``auto`` rows price the default watch
+(``every=None``: NOTE [watch pace]) in its steady state: one watch stays open on one model over
+all rounds (warmed past its first 16 recorded steps), a twin model trains without it, and the
+two alternate in blocks of ``--auto-steps``. ``small`` is the 6-layer 128-wide MLP of batch
+32 (about 0.5 ms a step on one thread) where a fixed per-step price shows most.
 
 It then trains a small watched model for ``--memory-steps`` steps (10,000) and prints the
 Python heap (``tracemalloc``) and the process RSS at checkpoints: bounded memory shows as flat
@@ -50,6 +56,15 @@ def _local_models() -> dict[str, Callable[[], tuple[nn.Module, Callable[[], Any]
         x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
         return m, lambda: (x, y), nn.functional.cross_entropy
     return {"mlp": mlp, "cnn": cnn}
+
+
+def _small() -> tuple[nn.Module, Callable[[], Any], Callable]:
+    layers: list[nn.Module] = []
+    for _ in range(6):
+        layers += [nn.Linear(128, 128), nn.ReLU()]
+    m = nn.Sequential(*layers, nn.Linear(128, 10))
+    x, y = torch.randn(32, 128), torch.randint(0, 10, (32,))
+    return m, lambda: (x, y), nn.functional.cross_entropy
 
 
 try:  # the same CNN and MLP steps as benchmarks/runtime_overhead.py
@@ -106,6 +121,38 @@ def measure(case: str, rounds: int, steps: int) -> dict[str, float]:
             "round_ratio": statistics.median(per_round), "wall_ratio": ww / pw}
 
 
+def measure_auto(case: str, rounds: int, steps: int) -> dict[str, float]:
+    """Steady-state cost of the default (paced) watch: a watched model and its plain twin
+    alternate in blocks of ``steps``; the ratio is the median of per-round ratios."""
+    import copy
+
+    torch.manual_seed(0)
+    build = _small if case == "small" else MODELS[case]
+    model, batch_fn, loss_fn = build()
+    twin = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.01, momentum=0.9)
+    with gradtrace.watch(model, opt) as w:
+        _steps(model, opt, batch_fn, 60, loss_fn)  # past the warm-up records
+        _steps(twin, twin_opt, batch_fn, 60, loss_fn)
+        plain: list[float] = []
+        watched: list[float] = []
+        per_round = []
+        for r in range(rounds):
+            order = ((twin, twin_opt), (model, opt)) if r % 2 == 0 else \
+                ((model, opt), (twin, twin_opt))
+            got = {id(m): [c for c, _ in _steps(m, o, batch_fn, steps, loss_fn)]
+                   for m, o in order}
+            plain.extend(got[id(twin)])
+            watched.extend(got[id(model)])
+            per_round.append(statistics.fmean(got[id(model)]) / statistics.fmean(got[id(twin)]))
+        every = w._bound[0].collector.every
+    p, q = statistics.fmean(plain), statistics.fmean(watched)
+    return {"plain_ms": p * 1e3, "watched_ms": q * 1e3, "ratio": q / p,
+            "round_ratio": statistics.median(per_round), "extra_us": (q - p) * 1e6,
+            "every": every}
+
+
 def _rss_mb() -> float:
     try:
         with open("/proc/self/statm", encoding="ascii") as fh:
@@ -147,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--memory-steps", type=int, default=10_000)
+    ap.add_argument("--auto-steps", type=int, default=100)
     ap.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args(argv)
     goals = {"cnn": 1.03, "mlp": 1.10}
@@ -163,6 +211,18 @@ def main(argv: list[str] | None = None) -> int:
               f"ms/step (thread CPU time); ratio {res['round_ratio']:.3f}x (median of "
               f"per-round ratios; pooled medians {res['ratio']:.3f}x, wall clock "
               f"{res['wall_ratio']:.3f}x) (goal <= {goals[case]:.2f}x) {ok}", flush=True)
+    auto_goals = {"small": 1.15, "mlp": 1.05, "cnn": 1.03}
+    for case, goal in auto_goals.items():
+        steps = args.auto_steps // 5 if case == "cnn" else args.auto_steps  # 0.2 s steps
+        res = measure_auto(case, args.rounds, steps)
+        res["goal"] = goal
+        results[f"{case}-auto"] = res
+        ok = "ok" if res["round_ratio"] <= goal else "OVER GOAL"
+        print(f"{case}, default watch (auto every, now {res['every']}): plain "
+              f"{res['plain_ms']:.3f} ms/step, watched {res['watched_ms']:.3f} ms/step "
+              f"(+{res['extra_us']:.0f} us, mean thread CPU time); ratio "
+              f"{res['round_ratio']:.3f}x (median of per-round ratios) (goal <= {goal:.2f}x) "
+              f"{ok}", flush=True)
     if args.memory_steps > 0:
         results["memory"] = memory(args.memory_steps)
         print(f"memory over {args.memory_steps:,} watched steps (small MLP, history 256): " +

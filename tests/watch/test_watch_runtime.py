@@ -129,7 +129,7 @@ def test_history_is_bounded_over_ten_thousand_steps() -> None:
 
     m = mlp()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    with gradtrace.watch(m, opt, history=4) as w:
+    with gradtrace.watch(m, opt, every=1, history=4) as w:
         train(m, opt, 40)
     t = w.report.tracks[0]
     assert t.total_steps == 40 and len(t.steps) <= 5 and t.steps[-1].step == 39

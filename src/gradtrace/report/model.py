@@ -109,10 +109,13 @@ class Track:
     nan_source: NanSource | None = None
     path: str = "<unknown>"
     line: int = 1
+    recorded: int | None = None  # steps measured, when ``every`` changed on the way
 
     @property
     def recorded_steps(self) -> int:
         """How many steps were measured (every ``every``-th of ``total_steps``)."""
+        if self.recorded is not None:
+            return self.recorded
         return -(-self.total_steps // self.every)
 
     def modules(self) -> list[str]:
@@ -270,7 +273,7 @@ def _track_to_dict(t: Track) -> dict[str, Any]:
             "steps": [_step_to_dict(s) for s in t.steps], "total_steps": t.total_steps,
             "every": t.every, "stride": t.stride, "has_optimizer": t.has_optimizer,
             "nan_source": _plain(t.nan_source) if t.nan_source else None,
-            "path": t.path, "line": t.line}
+            "path": t.path, "line": t.line, "recorded": t.recorded}
 
 
 def _track_from_dict(d: dict[str, Any]) -> Track:
@@ -282,4 +285,5 @@ def _track_from_dict(d: dict[str, Any]) -> Track:
                  total_steps=d["total_steps"], every=d.get("every", 1),
                  stride=d.get("stride", 1), has_optimizer=d.get("has_optimizer", False),
                  nan_source=NanSource(**nan) if nan else None,
-                 path=d.get("path", "<unknown>"), line=d.get("line", 1))
+                 path=d.get("path", "<unknown>"), line=d.get("line", 1),
+                 recorded=d.get("recorded"))

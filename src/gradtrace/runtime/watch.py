@@ -33,7 +33,6 @@ exist (a torch warning, harmless for this hook).
 from __future__ import annotations
 
 import gc
-import inspect
 import logging
 import os
 import weakref
@@ -44,6 +43,9 @@ import torch
 from gradtrace.report.model import NanSource, ParamInfo, Report, Track
 from gradtrace.runtime.watch_collect import Collector
 from gradtrace.runtime.watch_nan import remember
+from gradtrace.runtime.watch_params import _caller_site, _opt_ids, describe_params
+from gradtrace.runtime.watch_pace import Pace
+from gradtrace.runtime.watch_pace import clock
 
 LOG = logging.getLogger(__name__)
 _LOSS = torch.nn.modules.loss._Loss
@@ -71,85 +73,11 @@ def _scalar_loss(out: Any) -> torch.Tensor | None:
     return None
 
 
-_CLASS_SITES: dict[type, tuple[str, int] | None] = {}
-
-
-def class_site(cls: type) -> tuple[str, int] | None:
-    """File and line of a user-defined module class (None for torch's own classes)."""
-    if cls in _CLASS_SITES:
-        return _CLASS_SITES[cls]
-    site = None
-    if not cls.__module__.startswith("torch."):
-        try:
-            path = inspect.getsourcefile(cls)
-            line = inspect.getsourcelines(cls)[1]
-            site = (path, line) if path else None
-        except (OSError, TypeError):
-            site = None
-    _CLASS_SITES[cls] = site
-    return site
-
-
-def _owner_site(mods: dict[str, torch.nn.Module], mod_name: str) -> tuple[str, int] | None:
-    """The class definition of the innermost user-defined module around ``mod_name``."""
-    parts = mod_name.split(".") if mod_name else []
-    for k in range(len(parts), -1, -1):
-        m = mods.get(".".join(parts[:k]))
-        site = class_site(type(m)) if m is not None else None
-        if site is not None:
-            return site
-    return None
-
-
-_WRAPPER_PREFIXES = ("_orig_mod.",)  # torch.compile's OptimizedModule
-
-
-def _strip_wrapper(name: str) -> str:
-    for prefix in _WRAPPER_PREFIXES:
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return "" if name + "." in _WRAPPER_PREFIXES else name
-
-
-def describe_params(model: torch.nn.Module, opt_ids: set[int] | None,
-                    only: set[int] | None = None) -> list[tuple[ParamInfo, torch.Tensor]]:
-    """Qualified name, owning module and status of each parameter of ``model``."""
-    mods = dict(model.named_modules())
-    out = []
-    for qn, p in model.named_parameters():
-        if only is not None and id(p) not in only:
-            continue
-        mod_name = qn.rpartition(".")[0]
-        mod = mods.get(mod_name)
-        site = _owner_site(mods, mod_name)
-        qn, mod_name = _strip_wrapper(qn), _strip_wrapper(mod_name)
-        info = ParamInfo(qn, mod_name, type(mod).__name__ if mod is not None else "",
-                         tuple(p.shape), bool(p.requires_grad),
-                         None if opt_ids is None else id(p) in opt_ids,
-                         site[0] if site else None, site[1] if site else None)
-        out.append((info, p))
-    return out
-
-
-def _caller_site() -> tuple[str, int]:
-    """Where the user called us (first frame outside torch and gradtrace)."""
-    try:
-        from gradtrace.runtime.frames import user_frame
-    except ImportError:  # pragma: no cover - frames is optional
-        return ("<unknown>", 1)
-    f = user_frame(2)
-    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 1)
-
-
-def _opt_ids(optimizer: torch.optim.Optimizer) -> set[int]:
-    return {id(p) for g in optimizer.param_groups for p in g["params"]}
-
-
 class _Bound:
     """One collector plus what it needs to replay a NaN step: the model and its last inputs."""
 
     def __init__(self, collector: Collector, model: torch.nn.Module | None,
-                 by_optimizer: bool) -> None:
+                 by_optimizer: bool, pace: Pace) -> None:
         self.collector = collector
         self.model = weakref.ref(model) if model is not None else None
         self.by_optimizer = by_optimizer
@@ -157,17 +85,23 @@ class _Bound:
         self.reached: list[bool] = [False] * len(collector.infos)
         self.queued = False
         self.enabled = True
+        self.pace = pace
+        self.anomaly = False  # the last recorded step saw a non-finite gradient
 
 
 class Watcher:
     """Live handle of a watch: a context manager; ``report`` is the captured result."""
 
-    def __init__(self, every: int = 1, history: int = 256, track_updates: bool = True) -> None:
-        if not isinstance(every, int) or every < 1:
-            raise ValueError(f"every must be a positive int, got {every!r}")
+    def __init__(self, every: int | None = None, history: int = 256, track_updates: bool = True,
+                 budget: float = 0.03) -> None:
+        if every is not None and (not isinstance(every, int) or every < 1):
+            raise ValueError(f"every must be a positive int or None (auto), got {every!r}")
         if not isinstance(history, int) or history < 2:
             raise ValueError(f"history must be an int >= 2, got {history!r}")
+        if not isinstance(budget, (int, float)) or not 0 < budget <= 1:
+            raise ValueError(f"budget must be a fraction of a step in (0, 1], got {budget!r}")
         self.every = every
+        self.budget = float(budget)
         self.history = history
         self.track_updates = track_updates
         self._handles: list[Any] = []
@@ -213,6 +147,9 @@ class Watcher:
             return
         self._closed = True
         errors = []
+        if self._forward_handle is not None:
+            self._handles.append(self._forward_handle)
+            self._forward_handle = None
         for h in reversed(self._handles):
             try:
                 h.remove()
@@ -238,7 +175,8 @@ class Watcher:
         from gradtrace.report.analysis import analyze
 
         tracks = tuple(b.collector.to_track() for b in self._bound)
-        meta = {"torch": torch.__version__, "every": self.every, "closed": self._closed}
+        meta = {"torch": torch.__version__, "every": self.every or "auto",
+                "budget": self.budget, "closed": self._closed}
         return Report(tracks=tracks, findings=tuple(analyze(tracks)), meta=meta)
 
     def _guard(self, b: _Bound | None, fn: Callable[[], None]) -> None:
@@ -265,10 +203,10 @@ class Watcher:
     def _add_model(self, name: str, model: torch.nn.Module | None,
                    named: list[tuple[ParamInfo, torch.Tensor]], by_optimizer: bool,
                    site: tuple[str, int] = ("<unknown>", 1)) -> _Bound:
-        col = Collector(name, named, every=self.every, capacity=self.history,
+        col = Collector(name, named, every=self.every or 1, capacity=self.history,
                         has_optimizer=by_optimizer, track_updates=self.track_updates,
                         site=site)
-        b = _Bound(col, model, by_optimizer)
+        b = _Bound(col, model, by_optimizer, Pace(self.every, self.budget))
         self._bound.append(b)
         if model is not None:
             self._models[id(model)] = b
@@ -282,7 +220,7 @@ class Watcher:
         watched model, and the output of every ``torch.nn`` loss module (a functional loss
         stays invisible: pass it to :meth:`observe_loss`).
         """
-        if self._forward_handle is not None:
+        if self._forward_handle is not None or self._closed:
             return
         register = torch.nn.modules.module.register_module_forward_hook
         try:
@@ -290,7 +228,15 @@ class Watcher:
         except TypeError:  # torch < 2.2: global hooks take no kwargs
             self._forward_handle = register(
                 lambda mod, args, out: self._forward(mod, args, {}, out))
-        self._handles.append(self._forward_handle)
+
+    def _arm(self) -> None:
+        """Keep the forward hook only while the next step is one to record (NOTE [watch
+        pace]): it sees that step's inputs and loss, and costs every module call otherwise."""
+        if any(b.enabled and b.collector.recording() for b in self._bound):
+            self._hook_forward()
+        elif self._forward_handle is not None:
+            self._forward_handle.remove()
+            self._forward_handle = None
 
     def _forward(self, mod: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
                  out: Any) -> None:
@@ -315,21 +261,53 @@ class Watcher:
             b.collector.loss = loss
 
     # ------------------------------------------------------------------ step events
+    def _on_pre(self, b: _Bound) -> None:
+        """Optimizer pre-step hook: an unrecorded step costs one modulo here."""
+        col = b.collector
+        if col.total_steps % col.every == 0:
+            self._guard(b, lambda: self._pre_step(b))
+
+    def _on_post(self, b: _Bound) -> None:
+        """Optimizer post-step hook: an unrecorded step only counts (NOTE [watch pace])."""
+        col = b.collector
+        if col.total_steps % col.every == 0 or not b.enabled:
+            self._guard(b, lambda: self._post_step(b))
+            return
+        col.total_steps += 1
+        b.pace.step_end(col.total_steps, col.every, False)
+        if col.total_steps % col.every == 0:
+            self._hook_forward()  # the next step is recorded: see its forward
+
     def _pre_step(self, b: _Bound) -> None:
         col = b.collector
         if col.recording():
+            t0 = clock()
             self._measure(b, None)
             col.snapshot()
+            b.pace.cost += clock() - t0
 
     def _post_step(self, b: _Bound) -> None:
         col = b.collector
         if col.recording():
+            t0 = clock()
             col.measure_update()
+            b.pace.cost += clock() - t0
+            self._paced(b)
+        else:
+            col.end_step()
+            b.pace.step_end(col.total_steps, col.every, False)
+        self._arm()
+
+    def _paced(self, b: _Bound) -> None:
+        """End a recorded step and choose how many steps until the next (NOTE [watch pace])."""
+        col = b.collector
         col.end_step()
+        col.every = b.pace.step_end(col.total_steps, col.every, True, b.anomaly)
 
     def _measure(self, b: _Bound, reached: list[bool] | None) -> None:
         col = b.collector
         bad = col.measure(reached)
+        b.anomaly = bool(bad)
         if bad and col.nan_source is None:  # weights are still those of the forward
             col.nan_source = self._locate_nan(b, bad)
 
@@ -345,10 +323,17 @@ class Watcher:
         b.queued = False
         col.measure_update()  # the update applied since the last recorded backward
         if col.recording():
+            t0 = clock()
             self._measure(b, b.reached)
             col.snapshot()
-        b.reached = [False] * len(b.reached)
-        col.end_step()
+            b.pace.cost += clock() - t0
+            b.reached = [False] * len(b.reached)
+            self._paced(b)
+        else:
+            b.reached = [False] * len(b.reached)
+            col.end_step()
+            b.pace.step_end(col.total_steps, col.every, False)
+        self._arm()
 
     def _locate_nan(self, b: _Bound, bad: list[int]) -> NanSource:
         from gradtrace.runtime.watch_nan import replay
@@ -372,13 +357,15 @@ class Watcher:
 
 
 def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
-          every: int = 1, *, history: int = 256, track_updates: bool = True) -> Watcher:
+          every: int | None = None, *, budget: float = 0.03, history: int = 256,
+          track_updates: bool = True) -> Watcher:
     """Watch the gradient flow of ``model`` per parameter and per module over training.
 
-    Records every ``every``-th step (an ``optimizer.step()`` when ``optimizer`` is given,
-    else a backward pass reaching the model): gradient norm, max abs, fraction of zeros,
-    None-ness, non-finite count, update-to-weight ratio, and the loss when visible. At most
-    ``history`` steps are kept (evenly thinned). Use as a context manager or call
+    Records steps (an ``optimizer.step()`` when ``optimizer`` is given, else a backward pass
+    reaching the model): gradient norm, max abs, fraction of zeros, None-ness, non-finite
+    count, update-to-weight ratio, and the loss when visible. ``every=None`` records the first
+    16 steps, then as often as costs about ``budget`` of a step (NOTE [watch pace]);
+    ``every=N`` records one step in N. At most ``history`` steps are kept (evenly thinned). Use as a context manager or call
     :meth:`Watcher.close`; read ``.report`` for the :class:`Report`.
     """
     if not isinstance(model, torch.nn.Module):
@@ -386,16 +373,16 @@ def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError("gradtrace.watch: optimizer must be a torch.optim.Optimizer, got "
                         f"{type(optimizer).__name__}")
-    w = Watcher(every=every, history=history, track_updates=track_updates)
+    w = Watcher(every=every, history=history, track_updates=track_updates, budget=budget)
     try:
         named = describe_params(model, _opt_ids(optimizer) if optimizer else None)
         b = w._add_model(type(model).__name__, model, named, optimizer is not None,
                          _caller_site())
         if optimizer is not None:
             w._handles.append(optimizer.register_step_pre_hook(
-                lambda o, a, k: w._guard(b, lambda: w._pre_step(b))))
+                lambda o, a, k: w._on_pre(b)))
             w._handles.append(optimizer.register_step_post_hook(
-                lambda o, a, k: w._guard(b, lambda: w._post_step(b))))
+                lambda o, a, k: w._on_post(b)))
         else:
             _hook_accumulation(w, b, [p for _, p in named])
     except BaseException:
@@ -448,7 +435,8 @@ def _discover(w: Watcher, optimizer: torch.optim.Optimizer) -> list[_Bound]:
     return out
 
 
-def watch_all(every: int = 1, *, history: int = 256, track_updates: bool = True) -> Watcher:
+def watch_all(every: int | None = None, *, budget: float = 0.03, history: int = 256,
+              track_updates: bool = True) -> Watcher:
     """Watch every model trained in this process, found through the optimizers that step.
 
     Uses the global optimizer step hooks; on an optimizer's first step the modules owning
@@ -458,7 +446,7 @@ def watch_all(every: int = 1, *, history: int = 256, track_updates: bool = True)
     from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                        register_optimizer_step_pre_hook)
 
-    w = Watcher(every=every, history=history, track_updates=track_updates)
+    w = Watcher(every=every, history=history, track_updates=track_updates, budget=budget)
     by_opt: weakref.WeakKeyDictionary[torch.optim.Optimizer, list[_Bound]] = \
         weakref.WeakKeyDictionary()
 
@@ -469,11 +457,11 @@ def watch_all(every: int = 1, *, history: int = 256, track_updates: bool = True)
             w._guard(None, lambda: bound.extend(_discover(w, opt)))
             by_opt[opt] = bound
         for b in bound:
-            w._guard(b, lambda b=b: w._pre_step(b))
+            w._on_pre(b)
 
     def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for b in by_opt.get(opt, ()):
-            w._guard(b, lambda b=b: w._post_step(b))
+            w._on_post(b)
 
     try:
         w._handles.append(register_optimizer_step_pre_hook(pre))

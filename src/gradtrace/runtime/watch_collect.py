@@ -539,7 +539,8 @@ class Collector:
         return Track(name=self.name, params=self._current_infos(), summaries=self.summaries(),
                      steps=tuple(steps), total_steps=self.total_steps, every=self.every,
                      stride=self.history.stride, has_optimizer=self.has_optimizer,
-                     nan_source=self.nan_source, path=self.site[0], line=self.site[1])
+                     nan_source=self.nan_source, path=self.site[0], line=self.site[1],
+                     recorded=self.recorded)
 
     def _current_infos(self) -> tuple[ParamInfo, ...]:
         """Parameter infos with ``requires_grad`` as it is now (a parameter frozen after

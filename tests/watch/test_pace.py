@@ -1,0 +1,94 @@
+"""NOTE [watch pace]: with every=None a watch records the first steps, then as often as its
+cost budget allows; a non-finite gradient brings it back to every step."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+
+import gradtrace
+from gradtrace.runtime.watch_pace import WARM_STEPS, Pace
+
+
+def _small() -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                      nn.Linear(32, 2))
+    return m, torch.optim.SGD(m.parameters(), lr=0.01)
+
+
+def _train(m: nn.Module, opt: torch.optim.Optimizer, steps: int, bad_at: int = -1) -> None:
+    crit = nn.MSELoss()
+    for i in range(steps):
+        opt.zero_grad()
+        x = torch.randn(8, 32)
+        if i == bad_at:
+            x[0, 0] = float("inf")
+        crit(m(x), torch.zeros(8, 2)).backward()
+        opt.step()
+
+
+def test_pace_arithmetic() -> None:
+    p = Pace(None, budget=0.05)
+    assert p.step_end(1, 1, True) == 1  # nothing timed yet
+    # recorded steps of 3 ms, unrecorded ones of 2 ms: (3 - 2) / (0.05 * 2) = 10
+    p._recorded.extend([0.003] * 3)
+    p._plain.extend([0.002] * 3)
+    p._work.extend([0.0005] * 3)
+    p._last = time.thread_time() - 0.003
+    p.cost = 0.0005
+    assert p.step_end(WARM_STEPS, 1, True) in range(10, 12)
+    assert p.step_end(WARM_STEPS + 1, 10, False) == 10  # unrecorded steps keep it
+    assert p.step_end(WARM_STEPS + 2, 10, True, anomaly=True) == 1
+    assert Pace(7, 0.03).step_end(100, 1, True) == 7
+
+
+def test_small_model_records_the_warm_steps_then_fewer() -> None:
+    m, opt = _small()
+    with gradtrace.watch(m, opt) as w:
+        _train(m, opt, 200)
+    t = w.report.tracks[0]
+    recorded = [s.step for s in t.steps]
+    assert recorded[:WARM_STEPS] == list(range(WARM_STEPS))
+    assert t.total_steps == 200
+    assert WARM_STEPS < t.recorded_steps < 150  # a small model: most steps unrecorded
+    assert t.every > 1
+    assert w.report.meta["every"] == "auto"
+    # nothing left behind: no global forward hook after the watch
+    assert not any(getattr(h, "__self__", None) is w
+                   for h in torch.nn.modules.module._global_forward_hooks.values())
+
+
+def test_fixed_every_and_bits_unchanged() -> None:
+    m, opt = _small()
+    twin, twin_opt = _small()
+    torch.manual_seed(1)
+    _train(twin, twin_opt, 40)
+    torch.manual_seed(1)
+    with gradtrace.watch(m, opt, every=4) as w:
+        _train(m, opt, 40)
+    assert all(torch.equal(a, b) for a, b in zip(m.parameters(), twin.parameters()))
+    assert [s.step for s in w.report.tracks[0].steps] == list(range(0, 40, 4))
+    assert w.report.tracks[0].recorded_steps == 10
+
+
+def test_a_nonfinite_gradient_brings_back_every_step() -> None:
+    m, opt = _small()
+    with gradtrace.watch(m, opt) as w:
+        _train(m, opt, 200)
+        every = w._bound[0].collector.every
+        assert every > 1
+        _train(m, opt, 200, bad_at=100)  # step 300 makes the weights NaN for good
+    t = w.report.tracks[0]
+    first = t.summaries[0].first_nonfinite_step
+    assert first is not None and 300 <= first <= 300 + 4 * every
+    after = [s.step for s in t.steps if s.step >= first]
+    assert after == list(range(first, 400))  # every step recorded from then on
+
+
+def test_budget_is_checked() -> None:
+    m, _ = _small()
+    with pytest.raises(ValueError, match="budget"):
+        gradtrace.watch(m, budget=0)
