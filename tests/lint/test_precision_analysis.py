@@ -138,6 +138,46 @@ BUGGY = {
                     self.model(x).sum().backward()
                     self.opt.step()
         """, "GT404", [(10, "GT404")]),
+    # c: a script re-creates the model after the optimizer; a function of the file steps the
+    # script's optimizer itself
+    "model-recreated-in-script-stepped-by-function": ("""
+        import torch
+        import torch.nn as nn
+
+        rnn = nn.RNN(4, 8)
+        optimizer = torch.optim.SGD(rnn.parameters(), lr=0.01)
+
+        def train(x):
+            optimizer.zero_grad()
+            out, h = rnn(x)
+            out.sum().backward()
+            optimizer.step()
+
+        rnn = nn.RNN(4, 8)
+        for _ in range(3):
+            train(torch.randn(5, 1, 4))
+        """, "GT404", [(13, "GT404")]),
+    # d: a random weight kept as a plain attribute and used in forward
+    "random-weight-plain-attribute": ("""
+        import torch
+        import torch.nn as nn
+
+        class Memory(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.proj = nn.Linear(d, d)
+                self.values = torch.randn(n, d) * 0.1
+
+            def read(self, attn):
+                return attn @ self.values
+
+            def forward(self, x):
+                return self.read(torch.softmax(self.proj(x), -1))
+
+        mem = Memory(8, 8)
+        opt = torch.optim.Adam(mem.parameters())
+        mem(torch.randn(4, 8)).sum().backward()
+        """, "GT412", [(8, "GT412")]),
     # d: a plain tensor attribute handed to the optimizer as if it were a parameter
     "plain-tensor-attribute-given-to-optimizer": ("""
         import torch
@@ -323,6 +363,49 @@ SILENT = {
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         t_opt = torch.optim.LBFGS([model.log_t], lr=0.01)
         """, "GT411"),
+    # c: the script's train() builds and steps its own optimizer
+    "function-steps-its-own-optimizer": ("""
+        import torch
+        import torch.nn as nn
+
+        rnn = nn.RNN(4, 8)
+        optimizer = torch.optim.SGD(rnn.parameters(), lr=0.01)
+
+        def train(x):
+            optimizer = torch.optim.SGD(rnn.parameters(), lr=0.01)
+            out, h = rnn(x)
+            out.sum().backward()
+            optimizer.step()
+
+        rnn = nn.RNN(4, 8)
+        train(torch.randn(5, 1, 4))
+        """, "GT404"),
+    # d: fixed random features kept as a buffer, random noise added (not a weight), a
+    # sinusoidal table, a random weight that is re-drawn on every call
+    "random-buffers-noise-and-tables": ("""
+        import math
+        import torch
+        import torch.nn as nn
+
+        class Features(nn.Module):
+            def __init__(self, d, m):
+                super().__init__()
+                self.register_buffer("B", torch.randn(d, m))
+                self.noise = torch.randn(1, m)
+                self.pe = torch.zeros(16, m)
+                self.pe[:, 0::2] = torch.sin(torch.arange(16.0)[:, None] / 100)
+                self.w = torch.randn(m, m)
+                self.fc = nn.Linear(m, 1)
+
+            def forward(self, x):
+                self.w = torch.randn_like(self.w)
+                h = torch.cos(x @ self.B) + self.noise + self.pe[: x.shape[0]]
+                return self.fc(h @ self.w)
+
+        model = Features(4, 8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(4, 4)).sum().backward()
+        """, "GT412"),
     # e: grad turned back on at module level before training, or evaluation after it
     "grad-restored-in-script": ("""
         import torch

@@ -351,6 +351,11 @@ class Analysis:
                 out[k.arg] = k.value
         return out
 
+    def stepped_globals(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+        """Module-level names on which ``fn`` calls ``.step()`` (``optimizer.step()`` in a
+        ``train()`` of a script that reads the global optimizer)."""
+        return _globals_stepped(fn, self.ctx.scope(fn))
+
     def stepped_params(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
         """Parameters of ``fn`` on which it calls ``.step()`` (``opt.step()``,
         ``scaler.step(opt)``), directly or through another function of the file."""
@@ -376,6 +381,19 @@ class Analysis:
                             out.add(v.id)
             self._stepped[key] = frozenset(out & set(_param_names(fn)))
         return self._stepped[key]
+
+
+def _globals_stepped(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> frozenset[str]:
+    """Names ``fn`` calls ``.step()`` on that are neither its parameters nor bound in it."""
+    own = set(_param_names(fn)) | set(scope.bindings)
+    out = set()
+    for m in scope.calls_to("step"):
+        if "." not in m.receiver and m.receiver not in own:
+            out.add(m.receiver)
+        a = m.call.args[0] if m.call.args else None
+        if isinstance(a, ast.Name) and a.id not in own:
+            out.add(a.id)
+    return frozenset(out)
 
 
 def _param_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

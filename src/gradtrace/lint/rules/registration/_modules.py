@@ -352,6 +352,7 @@ def step_lines(scope: Scope, opt: str) -> list[int]:
     out += [m.stmt.lineno for m in scope.calls_to("step")
             if m.call.args and dotted(m.call.args[0]) == opt]
     out += [line for line, _ in handed_to_steppers(scope, opt)]
+    out += global_steppers(scope, opt)
     return sorted(out)
 
 
@@ -373,6 +374,26 @@ def handed_to_steppers(scope: Scope, opt: str) -> list[tuple[int, ast.Call]]:
         stepped = an.stepped_params(fn)
         if any(dotted(v) == opt and p in stepped for p, v in an.arguments(fn, n).items()):
             out.append((st.lineno, n))
+    return out
+
+
+def global_steppers(scope: Scope, opt: str) -> list[int]:
+    """Lines of a script calling a function of the file that steps the script's ``opt``
+    itself (``def train(): ... optimizer.step()`` called as ``train(...)``)."""
+    ctx = scope.ctx
+    if scope.node is not ctx.tree or f"{opt}.step(" not in ctx.text:
+        return []
+    an = ctx.analysis
+    out = []
+    for st in scope.stmts:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for n in walk(st):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                fn = an.local_callee(n, scope, st.lineno)
+                if fn is not None and opt in an.stepped_globals(fn):
+                    out.append(n.lineno)
+                    break
     return out
 
 

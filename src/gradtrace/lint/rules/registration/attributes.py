@@ -176,3 +176,158 @@ def _made_trainable(ctx: Context, names: set[str]) -> set[str]:
             out.update(a.attr for a in walk(n) if isinstance(a, ast.Attribute)
                        and a.attr in names)
     return out
+
+
+RANDOM_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.normal", "torch.randn_like",
+                              "torch.rand_like", "torch.empty", "torch.Tensor",
+                              "torch.FloatTensor"})
+TENSOR_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "contiguous",
+                          "uniform_", "normal_", "t", "view", "reshape"})
+WEIGHT_FUNCS = frozenset({"torch.matmul", "torch.mm", "torch.bmm", "torch.einsum",
+                          "torch.nn.functional.linear", "torch.nn.functional.conv1d",
+                          "torch.nn.functional.conv2d", "torch.nn.functional.embedding"})
+
+
+class RandomWeightAsPlainAttribute(Rule):
+    """A module's weight is made at random as a plain tensor attribute: it never trains.
+
+    Why: `self.keys = torch.randn(n, d)` in `__init__` stores an ordinary tensor, not an
+    `nn.Parameter` (NOTE [registration]; PYTORCH_FACTS A11). Used as a weight in `forward`
+    (`q @ self.keys.t()`), it is missing from `parameters()`, so the optimizer never updates
+    it and it keeps its random values, silently (verified on torch 2.13); `state_dict()` and
+    `.to()` leave it out too, so a reloaded model gets other random values. Make it
+    `nn.Parameter(torch.randn(n, d))` to learn it, or `self.register_buffer("keys", ...)` to
+    keep it fixed and saved.
+    Known limits: only a tensor drawn at random (`randn`, `rand`, `normal`) or left
+    uninitialised (`empty`, `torch.Tensor(n, d)`) in
+    `__init__` of an `nn.Module` class of the file, never assigned again, used in `forward` as
+    an operand of `@`, `matmul`/`mm`/`bmm`/`einsum` or `F.linear`/`conv`, in a file that
+    builds an optimizer and runs `backward()`.
+    """
+
+    code = "GT412"
+    gate_statements = True
+    name = "random-weight-as-plain-attribute"
+    message = ("`self.{attr}` is drawn at random and used as a weight in `forward` (line "
+               "{line}), but it is a plain tensor attribute: it is not in `parameters()`, so "
+               "it never trains, and `state_dict()`/`.to()` leave it out")
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Memory(nn.Module):
+                def __init__(self, n, d):
+                    super().__init__()
+                    self.keys = torch.randn(n, d).to("cpu")
+                    self.proj = nn.Linear(d, d)
+                def forward(self, x):
+                    return torch.softmax(self.proj(x) @ self.keys.t(), -1)
+            mem = Memory(10, 8)
+            opt = torch.optim.Adam(mem.parameters())
+            mem(torch.randn(4, 8)).sum().backward()
+            """, at=(6, 8)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Memory(nn.Module):
+                def __init__(self, n, d):
+                    super().__init__()
+                    self.keys = nn.Parameter(torch.randn(n, d))
+                    self.register_buffer("proj", torch.randn(d, d))
+                    self.noise = torch.randn(1, d)
+                def forward(self, x):
+                    return (x @ self.proj + self.noise) @ self.keys.t()
+            mem = Memory(10, 8)
+            opt = torch.optim.Adam(mem.parameters())
+            mem(torch.randn(4, 8)).sum().backward()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        if ".backward(" not in ctx.text:
+            return
+        an = ctx.analysis
+        for cls in an.classes.values():
+            if not cls.is_module or "__init__" not in cls.methods:
+                continue
+            init = cls.methods["__init__"]
+            candidates = {name: info for name, info in cls.attrs.items()
+                          if info.method is init and not info.later and not info.buffer
+                          and _random_tensor(info.value, ctx)}
+            if not candidates:
+                continue
+            candidates = {n: i for n, i in candidates.items()
+                          if n not in _made_trainable(ctx, set(candidates))}
+            for name, use in _weight_uses(cls, set(candidates), ctx):
+                yield self.report(candidates[name].stmt, ctx, related=(Related(
+                    ctx.path, use.lineno, f"`self.{name}` is used as a weight here",  # type: ignore[attr-defined]
+                    ctx.column(use)),), attr=name, line=use.lineno)  # type: ignore[attr-defined]
+
+
+def _random_tensor(value: ast.expr | None, ctx: Context) -> bool:
+    """``torch.randn(...)`` (also ``.to(dev)``, ``* 0.01``, ``.uniform_(...)``), not asking
+    for grad (that is GT402's finding)."""
+    e = value
+    while True:
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Mult, ast.Div)):
+            e = e.left if isinstance(e.left, ast.Call) else e.right
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in TENSOR_MOVES:
+            e = e.func.value
+        else:
+            break
+    q = ctx.call_name(e) if isinstance(e, ast.Call) else None
+    if not isinstance(e, ast.Call) or q not in RANDOM_FACTORIES:
+        return False
+    if q in ("torch.Tensor", "torch.FloatTensor") and not all(
+            isinstance(a, (ast.Name, ast.Constant, ast.Attribute)) for a in e.args):
+        return False  # `torch.Tensor([[1, 0], [0, 1]])`: data (a fixed kernel), not a size
+    return not any(k.arg == "requires_grad" for k in e.keywords)
+
+
+def _self_attr_of(e: ast.AST) -> str | None:
+    """``keys`` for ``self.keys``, ``self.keys.t()``, ``self.keys.T``, ``self.keys[i]``."""
+    while True:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in ("t", "transpose", "permute", "view", "reshape", "to"):
+            e = e.func.value
+        elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
+            e = e.value
+        elif isinstance(e, ast.Subscript):
+            e = e.value
+        else:
+            break
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+        return e.attr
+    return None
+
+
+def _weight_uses(cls, names: set[str], ctx: Context) -> Iterator[tuple[str, ast.AST]]:  # type: ignore[no-untyped-def]
+    """(name, node) for the first use of each of ``names`` as a weight in ``forward`` (or a
+    method it calls)."""
+    if not names or not names & cls.forward_uses:
+        return
+    seen: set[str] = set()
+    todo, done = ["forward"], set()
+    while todo:
+        m = cls.methods.get(todo.pop())
+        if m is None or m.name in done:
+            continue
+        done.add(m.name)
+        for n in walk(m):
+            operands: list[ast.AST] = []
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                operands = [n.left, n.right]
+            elif isinstance(n, ast.Call):
+                if (ctx.call_name(n) or "") in WEIGHT_FUNCS:
+                    operands = list(n.args)
+                f = n.func
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                        and f.value.id == "self" and f.attr in cls.methods:
+                    todo.append(f.attr)
+            for o in operands:
+                a = _self_attr_of(o)
+                if a in names and a not in seen:
+                    seen.add(a)
+                    yield a, n
