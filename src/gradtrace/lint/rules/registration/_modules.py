@@ -381,7 +381,7 @@ def global_steppers(scope: Scope, opt: str) -> list[int]:
     """Lines of a script calling a function of the file that steps the script's ``opt``
     itself (``def train(): ... optimizer.step()`` called as ``train(...)``)."""
     ctx = scope.ctx
-    if scope.node is not ctx.tree or f"{opt}.step(" not in ctx.text:
+    if scope.node is not ctx.tree or f"{opt}.step(" not in ctx.code:
         return []
     an = ctx.analysis
     out = []

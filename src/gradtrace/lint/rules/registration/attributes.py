@@ -245,7 +245,7 @@ class RandomWeightAsPlainAttribute(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if ".backward(" not in ctx.text:
+        if ".backward(" not in ctx.code:
             return
         an = ctx.analysis
         for cls in an.classes.values():
