@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -129,3 +130,13 @@ def test_no_torch_module_checked_when_nothing_ran():
     with gradtrace.trace() as tr:
         nn.Linear(2, 2)
     assert tr.findings == []
+
+
+def test_report_holds_the_printed_diagnosis(run_script, tmp_path):
+    src = (Path(__file__).resolve().parents[2] / "examples" / "runtime"
+           / "encoder_detached.py").read_text()
+    res = run_script(src, extra=["--report", str(tmp_path / "r.html")])
+    html = (tmp_path / "r.html").read_text()
+    assert res.findings[0]["code"] == "GT107", res.err
+    assert "GT107" in html and "never received a gradient" in html
+    assert "GT850" not in html  # the watch card is replaced by the run's cut line

@@ -92,7 +92,8 @@ def _never_graded(t: Track, skip_modules: set[str]) -> Iterator[Finding]:
             f"{_label(p0)}: {names} got {how} in all {n} watched steps, so "
             f"{'it never trains' if len(ids) == 1 else 'they never train'}. Nothing in the "
             "loss depends on them: an unused layer or head, outputs that are dropped, or a "
-            "`.detach()` / `torch.no_grad()` upstream cut the graph (see GT101). If this is "
+            "`.detach()` / `torch.no_grad()` upstream cut the graph (see GT107, GT201; "
+            "`gradtrace run` names the line). If this is "
             "intended, set `requires_grad_(False)` on them.", where=p0)
 
 

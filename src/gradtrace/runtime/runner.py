@@ -239,13 +239,32 @@ def _finish(opts: RunOptions, findings: list[Finding], report: Any,
         _write_json(opts.json_out, ordered)
     if report is not None:
         try:
-            report.report.save_html(opts.report)
+            with_findings(report.report, ordered).save_html(opts.report)
         except Exception as e:
             print(f"gradtrace run: could not write the report to {opts.report!r}: {e}",
                   file=sys.stderr)
     if opts.quiet or not should_print():
         return
     sys.stderr.write(_sections(ordered, crash, diagnosis))
+
+
+def with_findings(rep: Any, ordered: list[Finding]) -> Any:
+    """The watch report with what the run printed first. A watch card saying only that
+    parameters got no gradient (GT850) is left out when the run names, for each of them, the
+    line and the mechanism."""
+    import dataclasses
+    import re
+
+    explained = " ".join(f.message for f in ordered if "never received a gradient" in f.message)
+    kept = []
+    for f in rep.findings:
+        listed = re.search(r"\): (.*?) got ", f.message) if f.code == "GT850" else None
+        names = re.findall(r"`([\w.]+)`", listed.group(1)) if listed else []
+        if names and all(f".{n}" in explained for n in names):
+            continue
+        if f not in ordered:
+            kept.append(f)
+    return dataclasses.replace(rep, findings=(*ordered, *kept))
 
 
 def _sections(ordered: list[Finding], crash: BaseException | None,
