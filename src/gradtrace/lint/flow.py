@@ -17,6 +17,7 @@ of a name at a line is its last binding at or before that line.
 from __future__ import annotations
 
 import ast
+import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
@@ -103,6 +104,7 @@ class Scope:
         self.loads: dict[str, list[ast.Name]] = {}
         self.method_calls: list[MethodCall] = []
         self.branches: dict[int, tuple[tuple[int, bool], ...]] = {}  # id(stmt) -> if arms
+        self._lines: dict[str, list[int] | None] = {}        # name -> its bindings' lines
         modes: list[tuple[ast.AST, str]] = []
         if isinstance(node, FUNCTION_TYPES):
             modes = [(d, m) for d in node.decorator_list if (m := grad_mode_of(d, ctx.imports))]
@@ -198,13 +200,45 @@ class Scope:
     # -- queries -----------------------------------------------------------------------------
     def binding_before(self, name: str, line: int) -> Binding | None:
         """The last binding of ``name`` (a dotted spelling) on a line before ``line``."""
+        bs = self.bindings.get(name)
+        if not bs:
+            return None
+        lines = self._sorted_lines(name, bs)
+        if lines is not None:
+            k = bisect.bisect_left(lines, line)
+            return bs[k - 1] if k else None
         best = None
-        for b in self.bindings.get(name, ()):
+        for b in bs:
             if b.line < line:
                 best = b
             else:
                 break
         return best
+
+    def bindings_before(self, name: str, line: int) -> list[Binding]:
+        """The bindings of ``name`` on lines before ``line``, in order."""
+        bs = self.bindings.get(name)
+        if not bs:
+            return []
+        lines = self._sorted_lines(name, bs)
+        if lines is not None:
+            return bs[:bisect.bisect_left(lines, line)]
+        return [b for b in bs if b.line < line]
+
+    def _sorted_lines(self, name: str, bs: list[Binding]) -> list[int] | None:
+        """The lines of ``name``'s bindings when there are many and they are in order.
+
+        Bindings are recorded in source order (but a ``try``'s ``else`` arm is walked before
+        its handlers); a script binds a name such as ``model`` once per experiment, so a binary
+        search keeps the lookups of a long module cheap.
+        """
+        if len(bs) < 8:
+            return None
+        lines = self._lines.get(name, ())
+        if lines == ():
+            lines = [b.line for b in bs]
+            lines = self._lines[name] = lines if lines == sorted(lines) else None
+        return lines  # type: ignore[return-value]
 
     def kind(self, expr: ast.AST | None, line: int | None = None,
              no_grad: bool | None = None) -> str | None:

@@ -98,11 +98,17 @@ def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
 class Tracer:
     """Classifies the sources of expressions inside one function scope."""
 
-    def __init__(self, ctx: Context, scope: Scope, helpers: HelperIndex | None = None) -> None:
+    def __init__(self, ctx: Context, scope: Scope, helpers: HelperIndex | None = None,
+                 stop_on_live: bool = False) -> None:
         self.ctx = ctx
         self.scope = scope
         self.helpers = helpers
         self._seen: set[tuple[str, int]] = set()
+        # A caller that only wants sources that are *all* dead may stop at the first live one:
+        # every part of a trace merges into its result, so the answer is live either way.
+        # (A script that rebinds `loss` in loop after loop otherwise traces every earlier one.)
+        self.stop_on_live = stop_on_live
+        self._live = False
         fn = scope.node
         self.params: set[str] = set()
         if isinstance(fn, FUNCTION_TYPES):
@@ -115,6 +121,14 @@ class Tracer:
     # -- entry -------------------------------------------------------------------------------
     def trace(self, e: ast.AST, line: int, depth: int = 0) -> Deps:
         """Sources of ``e`` evaluated at ``line`` (1-based)."""
+        if self._live:
+            return Deps(live=True)
+        d = self._trace(e, line, depth)
+        if d.live and self.stop_on_live:
+            self._live = True
+        return d
+
+    def _trace(self, e: ast.AST, line: int, depth: int) -> Deps:
         d = Deps()
         if depth > 25:
             d.unknown = True
@@ -138,6 +152,8 @@ class Tracer:
         return Deps()
 
     def _t_Name(self, e: ast.AST, line: int, depth: int) -> Deps:
+        if self._live:
+            return Deps(live=True)
         d = Deps()
         name = dotted(e)
         if name is None:
@@ -175,6 +191,8 @@ class Tracer:
             if prev is not None:
                 d.merge(self._t_Name(e, b.line, depth + 1))
         d.merge(self.trace(value, b.line, depth + 1))
+        if self._live:
+            return d
         for alt in self._sibling_bindings(name, b):  # if/else: either may reach the use
             d.merge(self._t_Name(e, alt.line + 1, depth + 1))
         return d
@@ -182,13 +200,14 @@ class Tracer:
     def _sibling_bindings(self, name: str, b: Binding) -> list[Binding]:
         """Earlier bindings of ``name`` that may still reach past ``b`` (see _may_bypass)."""
         out: list[Binding] = []
-        earlier = [p for p in self.scope.bindings.get(name, ()) if p.line < b.line]
+        earlier = self.scope.bindings_before(name, b.line)
         if not earlier:
             return out
-        body = getattr(self.scope.node, "body", [])
-        path_b = _path(body, b.stmt)
+        paths = self.ctx.memo("gt2-paths", self.scope.node, lambda: _path_index(
+            getattr(self.scope.node, "body", [])))
+        path_b = paths.get(id(b.stmt), [])
         for p in reversed(earlier):
-            if not _may_bypass(_path(body, p.stmt), path_b):
+            if not _may_bypass(paths.get(id(p.stmt), []), path_b):
                 break
             out.append(p)
         return out
@@ -354,25 +373,29 @@ class Tracer:
     _t_ListComp = _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_Lambda
 
 
-def _path(body: list[ast.stmt], target: ast.stmt) -> list[tuple[ast.stmt, str]]:
-    """(statement, field holding the next step) from ``body`` down to ``target``."""
-    for st in body:
-        if st is target:
-            return [(st, "")]
-        if isinstance(st, (*FUNCTION_TYPES, ast.ClassDef)) or not (
-                st.lineno <= target.lineno <= (st.end_lineno or 0)):
-            continue
-        for f in ("body", "orelse", "finalbody"):
-            sub = getattr(st, f, None)
-            if sub:
-                rest = _path(sub, target)
-                if rest:
-                    return [(st, f), *rest]
-        for i, h in enumerate(getattr(st, "handlers", ())):
-            rest = _path(h.body, target)
-            if rest:
-                return [(st, f"handler{i}"), *rest]
-    return []
+def _path_index(body: list[ast.stmt]) -> dict[int, list[tuple[ast.stmt, str]]]:
+    """id(statement) -> (statement, field holding the next step) from ``body`` down to it.
+
+    Built once per scope (a search from the top for each binding made the cost grow with the
+    square of a module's length). Nested defs and classes are not entered; ``match`` cases
+    are not either.
+    """
+    out: dict[int, list[tuple[ast.stmt, str]]] = {}
+    stack: list[tuple[list[ast.stmt], list[tuple[ast.stmt, str]]]] = [(body, [])]
+    while stack:
+        stmts, prefix = stack.pop()
+        for st in stmts:
+            if id(st) not in out:
+                out[id(st)] = [*prefix, (st, "")]
+            if isinstance(st, (*FUNCTION_TYPES, ast.ClassDef)):
+                continue
+            for f in ("body", "orelse", "finalbody"):
+                sub = getattr(st, f, None)
+                if sub:
+                    stack.append((sub, [*prefix, (st, f)]))
+            for i, h in enumerate(getattr(st, "handlers", ())):
+                stack.append((h.body, [*prefix, (st, f"handler{i}")]))
+    return out
 
 
 def _may_bypass(a: list[tuple[ast.stmt, str]], b: list[tuple[ast.stmt, str]]) -> bool:

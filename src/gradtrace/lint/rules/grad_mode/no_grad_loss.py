@@ -25,7 +25,7 @@ class _LossTraceRule(Rule):
         helpers = getattr(self, "_helpers", None)
         if helpers is None:
             helpers = self._helpers = HelperIndex(ctx)
-        deps = Tracer(ctx, ctx.scope(), helpers).trace(loss, node.lineno)
+        deps = Tracer(ctx, ctx.scope(), helpers, stop_on_live=True).trace(loss, node.lineno)
         if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
             return None
         return loss, deps

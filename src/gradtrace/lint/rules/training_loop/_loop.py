@@ -182,6 +182,7 @@ class LoopFacts:
         self.scope = ctx.scope(node)
         self.paths: dict[int, Path] = {}
         self.blocks: dict[tuple[int, str], list[ast.stmt]] = {}
+        self._jump_counts: dict[tuple[int, str], list[int]] = {}
         self.backwards: list[Backward] = []
         self.steps: list[Step] = []
         self.zero_grads: list[Named] = []
@@ -258,14 +259,27 @@ class LoopFacts:
         (ida, fa, ia), (idb, fb, ib) = pa[k], pb[k]
         if (ida, fa) != (idb, fb) or ia >= ib:
             return False
-        block = self.blocks[(ida, fa)]
-        if any(isinstance(x, JUMPS) for x in block[ia + 1:ib]):
+        jumps = self._jumps((ida, fa))
+        if jumps[ib] - jumps[ia + 1]:
             return False
         for j in range(k + 1, len(pa)):
             pid, f, i = pa[j]
-            if any(isinstance(x, JUMPS) for x in self.blocks[(pid, f)][i + 1:]):
+            jumps = self._jumps((pid, f))
+            if jumps[-1] - jumps[i + 1]:
                 return False
         return True
+
+    def _jumps(self, key: tuple[int, str]) -> list[int]:
+        """Running count of the jumps (return, raise, continue, break) in a block: the jumps
+        between two statements in one subtraction, not a scan (a script's module body holds
+        thousands of statements)."""
+        counts = self._jump_counts.get(key)
+        if counts is None:
+            counts = [0]
+            for x in self.blocks[key]:
+                counts.append(counts[-1] + isinstance(x, JUMPS))
+            self._jump_counts[key] = counts
+        return counts
 
     def dominates(self, a: ast.stmt, b: ast.stmt) -> bool:
         """``a`` runs before ``b`` whenever ``b`` runs (``a`` sits in a block enclosing ``b``)."""
