@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from gradtrace.findings import Finding
 from gradtrace.lint.code_text import code_text
 from gradtrace.lint.config import Settings
-from gradtrace.lint.engine import FileChecker, noqa_filter
+from gradtrace.errors import RuleError
+from gradtrace.lint.engine import FileChecker, internal_error, noqa_filter
+from gradtrace.lint.engine import _strict as strict
 from gradtrace.lint.registry import ENGINE_CODES, code_enabled, select_rules
 from gradtrace.lint.rule import Rule
 
@@ -93,12 +95,27 @@ def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Set
             result.findings.append(problem)
         return
     active = [r() for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
-    checker = FileChecker(path, text, tree, active, code)  # type: ignore[arg-type]
+    try:
+        checker = FileChecker(path, text, tree, active, code)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - NOTE [internal errors]
+        if strict():
+            raise
+        result.rule_errors.append(str(RuleError("engine", path, exc)))
+        result.findings.append(internal_error("engine", path, exc))
+        return
     try:
         found = checker.run()
+    except Exception as exc:  # noqa: BLE001 - NOTE [internal errors]
+        if strict():
+            raise
+        checker.crashed("engine", exc)
+        found = checker.findings
     finally:
         checker.ctx.release()
     result.rule_errors.extend(str(e) for e in checker.errors)
+    if checker.errors and not code_enabled("GT002", settings.select, settings.ignore + ignored,
+                                           settings.extend_select):
+        found = [f for f in found if f.code != "GT002"]
     if found:
         result.findings.extend(noqa_filter(sorted(found, key=Finding.sort_key),
                                            checker.ctx.lines))

@@ -272,8 +272,16 @@ class FileChecker:
                 if _strict():
                     raise
                 self._dead.add(i)
-                self.errors.append(RuleError(self.rules[i].code, self.path, exc))
-                LOG.debug("rule %s crashed on %s", self.rules[i].code, self.path, exc_info=exc)
+                self.crashed(self.rules[i].code, exc, node)
+
+    def crashed(self, code: str, exc: BaseException, node: ast.AST | None = None) -> None:
+        """Record a crash of rule ``code`` (or of the engine) on this file: an error for the
+        exit code and a GT002 finding at the node it was visiting (NOTE [internal errors])."""
+        self.errors.append(RuleError(code, self.path, exc))
+        line = getattr(node, "lineno", None)
+        self.findings.append(internal_error(code, self.path, exc, line or 1,
+                                            self.ctx.column(node) if line else 0))
+        LOG.debug("rule %s crashed on %s", code, self.path, exc_info=exc)
 
     def _walk_body(self, body: list) -> None:
         """Walk the statements of a body, skipping the quiet ones (NOTE [quiet subtrees])."""
@@ -414,14 +422,52 @@ class FileChecker:
                 self._walk_expr(value, table)
 
     def _walk_expr(self, node: ast.AST, table: dict[type, list[tuple[int, Visitor]]]) -> None:
+        """Visit an expression tree in pre-order, keeping ``ctx.exprs`` (the enclosing
+        expressions) up to date. Iterative: a chain of 1,000 calls nests 2,000 deep, past
+        Python's recursion limit (NOTE [internal errors])."""
         exprs = self.ctx.exprs
-        exprs.append(node)
-        visitors = table.get(type(node))
-        if visitors:
-            self._call(visitors, node)
-        for child in children(node):
-            self._walk_expr(child, table)
-        exprs.pop()
+        base = len(exprs)
+        stack: list[tuple[ast.AST, int]] = [(node, base)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            n, depth = pop()
+            del exprs[depth:]
+            exprs.append(n)
+            visitors = table.get(type(n))
+            if visitors:
+                self._call(visitors, n)
+            kids = list(children(n))
+            for child in reversed(kids):
+                push((child, depth + 1))
+        del exprs[base:]
+
+
+def internal_error(code: str, path: str, exc: BaseException, line: int = 1,
+                   column: int = 0) -> Finding:
+    """The GT002 finding for a crash of rule ``code`` (or ``engine``) on ``path``.
+
+    # NOTE [internal errors]
+    A rule that raises on a file must not cost the findings of the other rules or of the other
+    files: the engine catches it, stops running that rule on that file, and reports it where
+    the user sees findings (``GT002 internal error in GT201 at gradtrace/.../_deps.py:140``,
+    at the line the rule was visiting), in the CLI, the flake8 plugin and the editor alike;
+    the CLI exits 2 at the end. The engine's own walks are iterative, so no nesting that
+    ``ast.parse`` accepts can exhaust the recursion limit there; a parse that does is GT000.
+    """
+    where = "?"
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/gradtrace/" in name:
+            where = f"gradtrace/{name.rpartition('/gradtrace/')[2]}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    what = "the engine" if code == "engine" else code
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    message = (f"internal error in {what} at {where}: {type(exc).__name__}"
+               f"{': ' + detail if detail else ''}; {what} was not run on the rest of this file "
+               "(please report it)")
+    return Finding(code="GT002", name="internal-error", message=message, path=path,
+                   line=line, column=column)
 
 
 def noqa_filter(findings: list[Finding], lines: list[str]) -> Iterator[Finding]:

@@ -42,13 +42,24 @@ class Plugin:
         if "torch" not in text or not isinstance(self.tree, ast.Module):
             return
         from gradtrace.lint.code_text import code_text
-        from gradtrace.lint.engine import FileChecker
+        from gradtrace.lint.engine import FileChecker, internal_error
         from gradtrace.lint.registry import select_rules
 
         code = code_text(text)
         if "torch" not in code:  # only in comments or strings (NOTE [code text])
             return
-        checker = FileChecker(self.filename or "<stdin>", text, self.tree,
-                              [r() for r in select_rules()], code)
-        for f in sorted(checker.run(), key=lambda f: (f.line, f.column, f.code)):
+        path = self.filename or "<stdin>"
+        try:  # a crash is a GT002 finding, never a traceback (NOTE [internal errors])
+            checker = FileChecker(path, text, self.tree, [r() for r in select_rules()], code)
+        except Exception as exc:  # noqa: BLE001
+            found = [internal_error("engine", path, exc)]
+        else:
+            try:
+                found = checker.run()
+            except Exception as exc:  # noqa: BLE001
+                checker.crashed("engine", exc)
+                found = checker.findings
+            finally:
+                checker.ctx.release()
+        for f in sorted(found, key=lambda f: (f.line, f.column, f.code)):
             yield f.line, f.column, f"{f.code} {f.message}", type(self)

@@ -13,6 +13,8 @@ from gradtrace.lint.rule import CODE_RE, NAME_RE, Rule
 ENGINE_CODES = {
     "GT000": ("syntax-error", "The file could not be parsed (or decoded); nothing else in it was checked."),
     "GT001": ("io-error", "The file could not be read."),
+    "GT002": ("internal-error", "A rule (or the engine) raised on the file; the other rules "
+              "and files were checked, and the run exits 2."),
 }
 
 
