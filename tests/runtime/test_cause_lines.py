@@ -75,6 +75,12 @@ for _ in range(2):
     y.sum().backward()
     opt.step()
 """),
+    "where_nan_without_optimizer": ("GT825", """
+x = torch.tensor([0.0, 2.0, 3.0], requires_grad=True)
+y = torch.where(x > 2, torch.log2(x), 2 * x)  # C
+y.sum().backward()
+print(x.grad)
+"""),
     "gan_fake_into_discriminator": ("GT508", """
 G = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 2))
 D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
@@ -128,6 +134,13 @@ for _ in range(2):
     y = torch.where(x > 0, torch.sqrt(safe), torch.zeros_like(x))
     y.sum().backward()
     opt.step()
+""",
+    "where_with_infinite_leaf_branch": """
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+far = torch.tensor([float("inf"), 0.0], requires_grad=True)
+y = torch.where(x > 1.5, x, far)
+(y * torch.tensor([0.0, 1.0])).sum().backward()
+print(x.grad, far.grad)
 """,
     "model_rebuilt_before_optimizer": """
 def build():

@@ -46,7 +46,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
                             "GT407", "GT408"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410"}),
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601"}),
-    "empty-optimizer": frozenset({"GT401", "GT405", "GT407", "GT408"}),
+    "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408"}),
     "accumulate": frozenset({"GT501", "GT502", "GT503"}),
     "clip": frozenset({"GT504"}),
     "graph-kept": frozenset({"GT505"}),

@@ -321,8 +321,12 @@ class ProvenanceMode(TorchFunctionMode):
                     and a.requires_grad and a.is_floating_point()]
         self.busy = True
         try:
-            if any(not bool(torch.isfinite(b).all()) for b in branches):
-                self.state.note("where-nonfinite", self.state.site(raw), "where")
+            bad = [b for b in branches if not bool(torch.isfinite(b).all())]
+            if bad:
+                c = self.state.note("where-nonfinite", self.state.site(raw), "where")
+                leaves = c.extra.setdefault("leaves", [])
+                if len(leaves) < 64:
+                    leaves.extend(weakref.ref(t) for t in _leaf_tensors(bad, 64))
         finally:
             self.busy = False
         return out
@@ -484,6 +488,24 @@ def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 
         for n, _ in nexts:
             if n is not None:
                 stack.append(n)
+
+
+def _leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:
+    """The leaf tensors (parameters) the ``roots`` were computed from (at most ``limit``)."""
+    out: list[Tensor] = [r for r in roots if r.grad_fn is None and r.requires_grad]
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: set[int] = set()
+    while stack and len(out) < limit and len(seen) < 5000:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        var = getattr(node, "variable", None)
+        if isinstance(var, Tensor):
+            out.append(var)
+            continue
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return out
 
 
 def _accumulate_types() -> frozenset[type]:

@@ -26,7 +26,29 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
 
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
-    return out + requires_grad_attribute(data) + _optimizer_events(data, state) + _events(state)
+    return out + requires_grad_attribute(data) + _optimizer_events(data, state) + \
+        _events(state) + _where_nan(state, data)
+
+
+def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
+    """A `torch.where` branch held inf/NaN and a leaf it was computed from got a non-finite
+    gradient (no optimizer step saw it: that case is reported with the step)."""
+    if any(r.nonfinite is not None for r in data.optimizers.values()):
+        return []
+    for (kind, site, _), c in state.events.items():
+        if kind != "where-nonfinite":
+            continue
+        with torch.no_grad():
+            bad = [t for t in (r() for r in c.extra.get("leaves", ())) if t is not None
+                   and t.grad is not None and not bool(torch.isfinite(t.grad).all())]
+        if bad:
+            return [make("GT825", site, f"{param_name(data, bad[0])} got a non-finite gradient "
+                         "(NaN/Inf): a branch of this `torch.where` holds inf/NaN, and its "
+                         "gradient is NaN even where it is not selected (0 * inf)",
+                         fix="make both branches finite: compute the risky one on safe inputs "
+                             "(e.g. torch.where(x > 0, x, 1.0) inside sqrt/log)",
+                         severity="warning")]
+    return []
 
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
