@@ -244,3 +244,54 @@ def test_unavailable_tracing_warns_once_and_runs_the_tests(
     result.stdout.fnmatch_lines(["*PytestWarning: gradtrace: tracing unavailable, tests run "
                                  "untraced (ModuleNotFoundError*"])
     assert "gradtrace diagnosis" not in result.stdout.str()
+
+
+FLOW = """
+    import torch
+    from torch import nn
+    from gradtrace.testing import assert_gradients_flow
+
+    class Aux(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.main, self.aux = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = self.body(x)
+            return self.main(h) + self.aux(h).detach()
+
+    class Spare(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.spare = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    def test_aux_helper():
+        assert_gradients_flow(Aux(), (torch.randn(3, 4), lambda o: o.sum()))
+
+    def test_spare_helper():
+        assert_gradients_flow(Spare(), (torch.randn(3, 4), lambda o: o.sum()))
+
+    def test_spare_by_hand():
+        m = Spare()
+        m(torch.randn(3, 4)).sum().backward()
+        assert m.a.weight.grad is not None and m.spare.weight.grad is not None
+"""
+
+
+def test_flow_helper_failures_blame_only_the_parameters_without_gradient(
+        pytester: pytest.Pytester) -> None:
+    """The helper restores every .grad, so the plugin must not read .grad after it failed."""
+    pytester.makepyfile(test_flow=FLOW)
+    result = _run(pytester, "--gradtrace")
+    result.assert_outcomes(failed=3)
+    text = result.stdout.str()
+    assert "aux.weight, aux.bias: grad is None" in text
+    assert "spare.weight, spare.bias: grad is None: not used in the forward pass" in text
+    for test in ("test_aux_helper", "test_spare_helper"):
+        assert _section(result, test) == ""  # no false "never received a gradient"
+    by_hand = _section(result, "test_spare_by_hand")
+    assert "Spare.spare.weight never received a gradient" in by_hand
+    assert "Spare.a." not in by_hand and "Spare.b." not in by_hand

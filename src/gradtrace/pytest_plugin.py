@@ -122,12 +122,20 @@ def diagnosis_text(exc: BaseException, tracer: Any) -> str:
         found = list(diagnose(exc, tracer))
         if tracer is not None:
             found += [f for f in tracer.findings if f not in found]
-            if not found and "grad" in str(exc):
+            if not found and "grad" in str(exc) and not _from_flow_check(exc):
                 found = unreached_parameters(tracer)
     except Exception:  # a diagnosis must never hide the test's own failure
         LOG.debug("gradtrace: diagnosis failed", exc_info=True)
         return ""
     return render(found)
+
+
+def _from_flow_check(exc: BaseException) -> bool:
+    """``assert_gradients_flow`` failed: its message is the diagnosis, and it restored every
+    ``.grad`` to its value before the check, so ``.grad`` says nothing about what flowed."""
+    from gradtrace.testing.flow import GradientFlowError
+
+    return isinstance(exc, GradientFlowError)
 
 
 def unreached_parameters(tracer: Any) -> list[Any]:
@@ -144,7 +152,7 @@ def unreached_parameters(tracer: Any) -> list[Any]:
     seen: set[int] = set()
     for rec in list(getattr(data, "modules", {}).values()):
         module = rec.ref()
-        for p in [] if module is None else module._parameters.values():
+        for p in [] if module is None else module.parameters():  # with unused children
             if p is None or id(p) in seen or not p.requires_grad or p.grad is not None:
                 continue
             seen.add(id(p))

@@ -82,10 +82,11 @@ def _render(ns: argparse.Namespace, findings: list[Finding], result: CheckResult
         out.write(to_github(findings))
     else:
         color = out is sys.stdout and _use_color()
-        out.write(to_text(findings, result.sources, color=color, show_source=ns.show_source))
+        if not (ns.quiet and ns.statistics):  # -q --statistics: the counts only
+            out.write(to_text(findings, result.sources, color=color, show_source=ns.show_source))
         if ns.statistics:
             out.write(statistics(findings))
-        if not ns.quiet:
+        if not ns.quiet and (findings or not result.path_errors):  # a missing path never passes
             n_fixable = sum(fixable(f, ns.unsafe_fixes) for f in findings)
             if fixed:
                 out.write(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.\n")
@@ -109,6 +110,11 @@ def run_check(ns: argparse.Namespace) -> int:
 
     stdin_name = ns.stdin_filename
     paths = ns.paths or ["."]
+    if "-" in paths:  # `gradtrace check -` reads the source from standard input
+        if len(paths) > 1:
+            error("`-` (standard input) cannot be combined with other paths")
+            return 2
+        stdin_name = stdin_name or "-"
     settings = _settings(ns, os.path.dirname(stdin_name) or "." if stdin_name else paths[0])
     if stdin_name is not None:
         text = sys.stdin.buffer.read()
@@ -137,8 +143,8 @@ def run_check(ns: argparse.Namespace) -> int:
     elif stdin_name is not None and ns.fix:
         changed = [o for o in outcomes if o.changed]
         sys.stdout.write(changed[0].new if changed else result.sources.get(stdin_name, ""))
-        findings = []  # ruff prints the fixed source only
-    out: TextIO = sys.stdout
+    # With --fix on stdin, stdout carries the fixed source; what remains goes to stderr (ruff).
+    out: TextIO = sys.stderr if stdin_name is not None and ns.fix and not ns.diff else sys.stdout
     if ns.output:
         try:
             out = open(ns.output, "w", encoding="utf-8")
@@ -146,7 +152,7 @@ def run_check(ns: argparse.Namespace) -> int:
             error(f"--output {ns.output!r}: cannot write: {exc.strerror}")
             return 2
     try:
-        if not ns.diff and not (stdin_name is not None and ns.fix):
+        if not ns.diff:
             _render(ns, findings, result, out,
                     sum(len(o.fixed) for o in outcomes if o.changed))
     finally:

@@ -352,15 +352,43 @@ def explain_message(text: str) -> list[Finding]:
     """
     from gradtrace.findings import Fix
 
+    pats = match_message(text)
+    if not pats:  # DistributedDataParallel / collective errors (GT880-GT899, distributed.py)
+        from gradtrace.runtime.distributed import explain_message as explain_distributed
+
+        found = explain_distributed(text)
+        if found:
+            return found
+        pats = match_partial(text)
     out: list[Finding] = []
-    for p in match_message(text):
+    for p in pats:
         code = p.finding_code
         name = name_of(code) or next((n for c, n in STATIC_TWINS.values() if c == code), p.key)
         out.append(Finding(code=code, name=name,
                            message=f"{p.title}: {p.explanation}", path="<message>", line=1,
                            severity="error", fix=Fix(p.fix, "unsafe"), source="runtime"))
-    if not out:  # DistributedDataParallel / collective errors (GT880-GT899, distributed.py)
-        from gradtrace.runtime.distributed import explain_message as explain_distributed
+    return out
 
-        out = explain_distributed(text)
+
+_WORD = re.compile(r"[a-z][a-z0-9_]*|[0-9]+")
+_ERROR_TYPE = re.compile(r"^\s*[\w.]*(?:Error|Exception|Warning):\s*")
+
+
+def match_partial(text: str) -> list[ErrorPattern]:
+    """Entries whose message has every word of ``text``: a prefix ending in ``...``, or the
+    distinctive words of a message (at least three; the exception type before ``:`` is
+    ignored). For ``gradtrace explain`` only: a real exception is matched by :func:`match_message`.
+    """
+    body = _ERROR_TYPE.sub("", text.strip())
+    cut = body.endswith(("...", "\u2026"))
+    words = _WORD.findall(body.rstrip(".\u2026 ").lower())
+    if len(words) < 3:
+        return []
+    out = []
+    for p in PATTERNS:
+        vocab = _WORD.findall(p.regex.replace("\\", " ").lower())
+        *whole, last = words
+        if set(whole) <= set(vocab) and (last in vocab or cut and any(
+                v.startswith(last) for v in vocab)):
+            out.append(p)
     return out

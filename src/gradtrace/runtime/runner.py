@@ -105,6 +105,12 @@ def main(argv: list[str]) -> int:
         print(f"gradtrace run: error: cannot open script {opts.target!r}: no such file",
               file=sys.stderr)
         return 2
+    for option, out in (("--json-out", opts.json_out), ("--report", opts.report)):
+        folder = os.path.dirname(out or "")
+        if folder and not os.path.isdir(folder):  # fail before the program runs, not after
+            print(f"gradtrace run: error: {option} {out!r}: no such folder {folder!r}",
+                  file=sys.stderr)
+            return 2
     return _run(opts)
 
 
@@ -155,7 +161,9 @@ def _run_main_file(path: str) -> dict[str, Any]:
     import types
 
     with io.open_code(path) as fh:
-        code = compile(fh.read(), path, "exec", dont_inherit=True)
+        data = fh.read()
+    _check_encoding(data, path)
+    code = compile(data, path, "exec", dont_inherit=True)
     module = types.ModuleType("__main__")
     module.__dict__.update(__file__=path, __builtins__=__builtins__, __cached__=None,
                            __loader__=None, __spec__=None)
@@ -167,6 +175,42 @@ def _run_main_file(path: str) -> dict[str, Any]:
         if saved is not None:
             sys.modules["__main__"] = saved
     return module.__dict__
+
+
+def _check_encoding(data: bytes, path: str) -> None:
+    """Raise the SyntaxError ``python path`` raises on bytes its declared encoding cannot read.
+
+    ``compile()`` on bytes is laxer than Python's script reader (it accepts, for instance, a
+    Latin-1 byte in a comment of a file without an encoding declaration).
+    """
+    import codecs
+    import tokenize
+
+    if data.startswith(codecs.BOM_UTF8):
+        return
+    cookie = None
+    for line in data.split(b"\n", 2)[:2]:
+        match = tokenize.cookie_re.match(line.decode("latin-1"))
+        if match:
+            cookie = match.group(1)
+            break
+        if not tokenize.blank_re.match(line):
+            break
+    try:
+        if cookie is None:
+            data.decode("utf-8")
+        elif codecs.lookup(cookie).name != "utf-8":
+            data.decode(cookie)
+    except LookupError:
+        return  # compile() reports an unknown encoding as Python does
+    except UnicodeDecodeError as e:
+        if cookie is not None:
+            raise SyntaxError(f"encoding problem: {cookie}") from None
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SyntaxError(
+            f"Non-UTF-8 code starting with '\\x{data[e.start]:02x}' in file {path} on line "
+            f"{line}, but no encoding declared; see https://peps.python.org/pep-0263/ for "
+            "details") from None
 
 
 @contextlib.contextmanager

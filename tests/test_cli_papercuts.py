@@ -1,0 +1,91 @@
+"""Issue 15's command-line papercuts, each as a user meets it: real `gradtrace` subprocesses."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.test_cli import BUG, SEL
+
+# BUG has one GT101 finding with a safe fix, plus GT505 (fixable) in LOOP below.
+LOOP = """\
+import torch
+total = 0.0
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    total += loss
+history.append(total)
+"""
+
+
+def test_missing_path_never_reads_all_checks_passed(cli):
+    r = cli("check", "nope.py")
+    assert r.returncode == 2
+    assert b"nope.py: no such file or directory" in r.stderr
+    assert b"All checks passed" not in r.stdout + r.stderr
+
+
+def test_statistics_with_quiet_prints_only_the_counts(cli):
+    cli.write("bug.py", BUG)
+    r = cli("check", *SEL, "bug.py", "-q", "--statistics")
+    assert r.returncode == 1
+    assert r.stdout == b"1\tGT101\tbackward-on-python-number\n"
+
+
+def test_stdin_fix_prints_the_source_and_reports_what_remains(cli):
+    two = BUG + "y = torch.tensor(3.0)\ny.item().backward()\n"
+    r = cli("check", "--select", "GT101", "--stdin-filename", "m.py", "--fix",
+            input=two.encode())
+    fixed = two.replace("loss.item().backward()", "loss.backward()")
+    assert r.stdout.decode() == fixed.replace("y.item().backward()", "y.backward()")
+    assert r.returncode == 0 and b"Fixed 2 errors." in r.stderr
+    r = cli("check", "--select", "GT101,GT505", "--stdin-filename", "m.py", "--fix",
+            input=LOOP.encode())  # the GT505 fix here is unsafe: it stays
+    assert r.stdout.decode() == LOOP
+    assert r.returncode == 1 and b"m.py:6:5: GT505" in r.stderr
+
+
+def test_dash_reads_standard_input(cli):
+    r = cli("check", *SEL, "-", "--no-show-source", input=BUG.encode())
+    assert r.returncode == 1 and r.stdout.startswith(b"-:3:1: GT101 ")
+    r = cli("check", *SEL, "-", "other.py", input=BUG.encode())
+    assert r.returncode == 2 and b"cannot be combined" in r.stderr
+
+
+@pytest.mark.parametrize("option", ["--json-out", "--report"])
+def test_run_output_into_a_missing_folder_is_exit_2_before_running(cli, option):
+    cli.write("s.py", "open('ran.txt', 'w').write('yes')\n")
+    r = cli("run", option, "nowhere/out.file", "s.py")
+    assert r.returncode == 2 and b"no such folder 'nowhere'" in r.stderr
+    assert not (cli.cwd / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("data", [
+    b'print("caf\xe9")\n',                                  # no declaration: Non-UTF-8
+    b'x = 1\n# caf\xe9\nprint("x")\n',                      # in a comment: compile() accepts
+    b'# coding: ascii\n# caf\xe9\nprint("x")\n',            # declared, not decodable
+    b'# coding: latin-1\nprint("caf\xe9")\n',               # declared and fine
+    b'\xef\xbb\xbf# caf\xe9\nprint("x")\n',                 # a BOM: Python runs it
+])
+def test_script_encoding_behaves_exactly_like_python(cli, data):
+    import subprocess
+
+    (cli.cwd / "s.py").write_bytes(data)
+    py = subprocess.run([sys.executable, "s.py"], cwd=cli.cwd, capture_output=True)
+    r = cli("run", "--quiet", "s.py")
+    assert (r.returncode, r.stdout) == (py.returncode, py.stdout)
+    assert r.stderr.strip() == py.stderr.strip()
+
+
+@pytest.mark.parametrize("text", ["RuntimeError: element 0 of tensors ...",
+                                  "element 0 of tensors does not requ...",
+                                  "does not require grad and does not have a grad_fn"])
+def test_explain_matches_a_prefix_or_the_distinctive_words(cli, text):
+    r = cli("explain", text)
+    assert r.returncode == 0 and r.stdout.startswith(b"GT800 ")
+
+
+def test_explain_unknown_words_still_exit_2(cli):
+    r = cli("explain", "RuntimeError: the cat sat on the mat")
+    assert r.returncode == 2 and b"no rule and no known PyTorch error" in r.stderr
