@@ -89,3 +89,20 @@ def test_explain_matches_a_prefix_or_the_distinctive_words(cli, text):
 def test_explain_unknown_words_still_exit_2(cli):
     r = cli("explain", "RuntimeError: the cat sat on the mat")
     assert r.returncode == 2 and b"no rule and no known PyTorch error" in r.stderr
+
+
+def test_ctrl_c_under_run_prints_pythons_traceback_only(cli):
+    cli.write("k.py", """
+        import torch
+        def f():
+            raise KeyboardInterrupt
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum().backward()
+        f()
+    """)
+    r = cli("run", "k.py")
+    assert r.returncode == 130
+    assert r.stderr.decode().splitlines() == [
+        "Traceback (most recent call last):", f'  File "{cli.cwd / "k.py"}", line 6, in <module>',
+        "    f()", f'  File "{cli.cwd / "k.py"}", line 3, in f', "    raise KeyboardInterrupt",
+        "KeyboardInterrupt"]

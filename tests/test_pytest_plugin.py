@@ -295,3 +295,14 @@ def test_flow_helper_failures_blame_only_the_parameters_without_gradient(
     by_hand = _section(result, "test_spare_by_hand")
     assert "Spare.spare.weight never received a gradient" in by_hand
     assert "Spare.a." not in by_hand and "Spare.b." not in by_hand
+
+
+def test_tracebacks_do_not_show_gradtrace_frames(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=TESTS)
+    result = _run(pytester, "--gradtrace", "--tb=long", "-k", "no_grad")
+    result.assert_outcomes(failed=1, deselected=3)
+    text = result.stdout.str()
+    assert "has no grad_fn" in text
+    frames = re.findall(r"^(\S+\.py):\d+: ", text, re.M)  # the traceback's entries
+    assert frames and not [f for f in frames if "gradtrace" in f or f.endswith("overrides.py")]
+    assert text.count("_tensor.py:") == 1  # Tensor.backward once, as without gradtrace

@@ -32,7 +32,7 @@ def test_load_ext_diagnoses_cell_error(shell, capsys):
     text = captured.out + captured.err
     assert "element 0 of tensors does not require grad" in text
     assert "gradtrace: diagnosis" in text and "GT" in text
-    assert re.search(r":2:\d+: GT107", text)  # the detach line of the cell
+    assert ", line 2: GT107" in text  # the detach line of the cell, named as IPython does
     assert torch._C._len_torch_function_stack() == 0  # no mode left between cells
 
 
@@ -70,3 +70,48 @@ def test_explain_exception():
     assert [f.code for f in e.findings] == ["GT510"] and "scalar" in str(e)
     with pytest.raises(TypeError):
         gradtrace.explain(3)
+
+
+def test_cells_read_as_ipython_names_them_and_hide_our_frames(shell, capsys):
+    """``%load_ext`` in the very cell that fails; then a later cell (issue 15)."""
+    run = shell.run_cell("import torch, torch.nn as nn\nm = nn.Linear(3, 1)", store_history=True)
+    n = run.execution_count + 1
+    shell.run_cell("%load_ext gradtrace\nout = m(torch.randn(2, 3)).detach()\n"
+                   "out.sum().backward()", store_history=True)
+    first = capsys.readouterr()
+    shell.run_cell("out = m(torch.randn(2, 3)).detach()\nout.sum().backward()",
+                   store_history=True)
+    later = capsys.readouterr()
+    assert f"Cell In[{n}], line 3: GT800" in first.err  # not interactiveshell.py
+    assert "     3 | out.sum().backward()" in first.err
+    assert f"Cell In[{n + 1}], line 1: GT107" in later.err
+    assert "     1 | out = m(torch.randn(2, 3)).detach()" in later.err
+    assert f"--> Cell In[{n + 1}], line 2: backward() failed here" in later.err
+    for text in (first.out + first.err, later.out + later.err):
+        assert "interactiveshell.py" not in text.split("gradtrace: diagnosis")[1]
+        assert "gradtrace/runtime" not in text and "overrides.py" not in text
+        assert text.count("_tensor.py") == 1  # as without gradtrace: one Tensor.backward
+
+
+def test_explain_and_graph_after_the_trace_block_use_the_last_trace():
+    m = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    with gradtrace.trace():
+        h = m[0](torch.randn(2, 3)).detach()
+        loss = m[1](h).sum()
+        cut = h.sum()
+    line = test_explain_and_graph_after_the_trace_block_use_the_last_trace.__code__\
+        .co_firstlineno + 3
+    e = gradtrace.explain(cut)
+    assert [f.line for f in e.findings] == [line] and "run the code inside" not in str(e)
+    assert f"graph cut at test_ipython_explain.py:{line}: `detach`" in gradtrace.graph(loss, m).dot
+    untraced = m[1](m[0](torch.randn(2, 3)).detach()).sum()  # same code, after the block
+    assert "graph cut at" not in gradtrace.graph(untraced, m).dot
+
+
+def test_explain_exception_says_it_once():
+    try:
+        torch.zeros(3).sum().backward()
+    except RuntimeError as exc:
+        text = str(gradtrace.explain(exc, tracer=None))
+    assert text.count("so autograd has nothing to differentiate") == 1
+    assert text.startswith("RuntimeError: element 0 of tensors")

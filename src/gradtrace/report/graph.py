@@ -12,6 +12,7 @@ where the graph was cut is written on them.
 """
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
@@ -161,10 +162,13 @@ def _trace_site(n: Any) -> str:
     return f"\n{Path(site.path).name}:{site.line}" if site is not None else ""
 
 
-def _cut_notes(model: Any, unreached_ids: set[int]) -> dict[int, str]:
-    """Param id -> "graph cut at file:line (...)" when an active tracer recorded the cut."""
+def _cut_notes(model: Any, unreached_ids: set[int], after: bool = False) -> dict[int, str]:
+    """Param id -> "graph cut at file:line (...)" when the active tracer (or, ``after`` its
+    block for a graph it traced, the last one) recorded the cut."""
     mod = sys.modules.get("gradtrace.runtime.trace")
-    tracer = mod.active_tracer() if mod is not None and hasattr(mod, "active_tracer") else None
+    tracer = None
+    if mod is not None:
+        tracer = mod.last_tracer() if after else mod.active_tracer()
     upstream = getattr(getattr(tracer, "state", None), "cut_upstream", None)
     out: dict[int, str] = {}
     if not isinstance(upstream, dict):
@@ -228,9 +232,11 @@ def graph(tensor: Any, model: Any = None, *, collapse: bool = True,
                if _kind(n) == "AccumulateGrad"}
     from gradtrace.report.graph_dot import collapsed_dot, expanded_dot
 
+    # a graph built under a trace keeps that trace's notes after the block
+    notes = functools.partial(_cut_notes, after=bool(_trace_site(tensor.grad_fn)))
     if collapse and model is not None:
         d = depth or _choose_depth(set(label.values()))
         return collapsed_dot(nodes, producers, label, d, model, types, reached,
-                             _cut_notes, param_name)
-    return expanded_dot(nodes, producers, label, param_name, model, reached, _cut_notes,
+                             notes, param_name)
+    return expanded_dot(nodes, producers, label, param_name, model, reached, notes,
                         _trace_site)

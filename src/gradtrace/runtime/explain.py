@@ -39,12 +39,12 @@ class Explanation:
 def explain(x: Any, tracer: Any = None) -> Explanation:
     """Explain a tensor (its graph, or where it left the graph) or an exception (diagnosis).
 
-    Inside :func:`gradtrace.trace` (or given ``tracer``) the explanation names the lines; without
-    a tracer it says what can be read from the object alone.
+    Inside :func:`gradtrace.trace`, after it (the last session), or given ``tracer``, the
+    explanation names the lines; without a tracer it says what can be read from the object alone.
     """
-    from gradtrace.runtime.trace import active_tracer
+    from gradtrace.runtime.trace import last_tracer
 
-    tracer = tracer or active_tracer()
+    tracer = tracer or last_tracer()
     if isinstance(x, BaseException):
         return _explain_exception(x, tracer)
     import torch
@@ -62,8 +62,11 @@ def _explain_exception(exc: BaseException, tracer: Any) -> Explanation:
     found = diagnose(exc, tracer)
     pats = match_message(f"{type(exc).__name__}: {exc}")
     head = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    text = head + ("\n" + pats[0].title + ". " + pats[0].explanation if pats
-                   else "\n(gradtrace does not know this error)")
+    if pats and any(pats[0].explanation in f.message for f in found):
+        text = head  # the finding below already says it: say it once
+    else:
+        text = head + ("\n" + pats[0].title + ". " + pats[0].explanation if pats
+                       else "\n(gradtrace does not know this error)")
     return Explanation(type(exc).__name__, text, tuple(found))
 
 

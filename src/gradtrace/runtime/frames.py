@@ -9,7 +9,7 @@ import os
 import sys
 import sysconfig
 from dataclasses import dataclass
-from types import CodeType, FrameType
+from types import CodeType, FrameType, TracebackType
 
 _INTERNAL: dict[CodeType, bool] = {}
 
@@ -137,3 +137,38 @@ def site_of(raw: tuple[CodeType, int] | None) -> Site | None:
 
 
 refresh_prefixes()
+
+
+def _dispatch(tb: TracebackType | None) -> bool:
+    code = tb.tb_frame.f_code if tb is not None else None
+    return code is not None and code.co_name == "handle_torch_function" and \
+        code.co_filename.endswith("overrides.py")
+
+
+def _hidden(tb: TracebackType) -> bool:
+    """Ours, torch's dispatch to a TorchFunctionMode, and the torch call that dispatched
+    (the same function appears again, called by the mode)."""
+    return tb.tb_frame.f_code.co_filename.startswith(_PREFIXES[0]) or _dispatch(tb) or \
+        _dispatch(tb.tb_next)
+
+
+def hide_own_frames(exc: BaseException | None) -> None:
+    """Unlink gradtrace's frames (and torch's dispatch into them) from ``exc``'s traceback, and
+    from its causes', so the user's traceback reads as without gradtrace. An error raised in
+    gradtrace's own code keeps every frame."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        last = exc.__traceback__
+        while last is not None and last.tb_next is not None:
+            last = last.tb_next
+        if last is not None and not last.tb_frame.f_code.co_filename.startswith(_PREFIXES[0]):
+            node = exc.__traceback__
+            while node is not None:
+                nxt = node.tb_next
+                while nxt is not None and _hidden(nxt):
+                    nxt = nxt.tb_next
+                if nxt is not node.tb_next:
+                    node.tb_next = nxt
+                node = nxt
+        exc = exc.__cause__ or exc.__context__

@@ -29,6 +29,12 @@ class _Extension:
 
     def custom_exc(self, shell: Any, etype: type, value: BaseException, tb: Any,
                    tb_offset: int | None = None) -> Any:
+        try:
+            from gradtrace.runtime.frames import hide_own_frames
+
+            hide_own_frames(value)
+        except Exception:  # never break the shell's error display
+            pass
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         try:
             from gradtrace.runtime.render import render_text

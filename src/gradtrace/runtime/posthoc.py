@@ -24,7 +24,8 @@ def user_tb_frame(exc: BaseException) -> tuple[types.FrameType, Site] | None:
     tb, found = exc.__traceback__, None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if not is_internal(code) and not code.co_filename.startswith("<"):
+        if not is_internal(code) and (not code.co_filename.startswith("<")
+                                      or linecache.getlines(code.co_filename)):  # IPython cells
             found = (tb.tb_frame, Site(code.co_filename, tb.tb_lineno, code.co_name))
         tb = tb.tb_next
     return found

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import linecache
+import sys
 from typing import Iterable
 
 from gradtrace.findings import Finding
@@ -17,16 +18,33 @@ from gradtrace.findings import Finding
 
 def render_finding(f: Finding, *, source: bool = True) -> str:
     """One finding as text: header, the source line, related places, help."""
-    lines = [f"{f.path}:{f.line}:{f.column + 1}: {f.code} {f.message}"]
-    if source and not f.path.startswith("<"):
+    cell = cell_label(f.path)
+    where = f"{cell}, line {f.line}" if cell else f"{f.path}:{f.line}:{f.column + 1}"
+    lines = [f"{where}: {f.code} {f.message}"]
+    if source:
         text = linecache.getline(f.path, f.line).rstrip()
         if text.strip():
             lines.append(f"  {f.line:>4} | {text.strip()}")
     for r in f.related:
-        lines.append(f"  --> {r.path}:{r.line}: {r.message}")
+        cell = cell_label(r.path)
+        lines.append(f"  --> {f'{cell}, line {r.line}' if cell else f'{r.path}:{r.line}'}: "
+                     f"{r.message}")
     if f.fix is not None and f.fix.title:
         lines.append(f"  help: {f.fix.title}")
     return "\n".join(lines)
+
+
+def cell_label(path: str) -> str:
+    """IPython's own name for a cell's code (``Cell In[4]``), or '' outside IPython."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or not path.startswith("<") and "ipykernel" not in path:
+        return ""
+    try:
+        shell = ipython.get_ipython()
+        name = shell.compile.format_code_name(path) if shell is not None else None
+    except Exception:  # an old or unusual IPython: plain paths
+        return ""
+    return " ".join(name) if name else ""
 
 
 def render_text(findings: Iterable[Finding], *, title: str = "", source: bool = True) -> str:

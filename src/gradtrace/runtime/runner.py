@@ -130,11 +130,12 @@ def _run(opts: RunOptions) -> int:
                 keep = _execute(opts)
         except SystemExit as e:
             code, keep = _exit_code(e), e
-        except KeyboardInterrupt as e:
+        except KeyboardInterrupt as e:  # Ctrl-C: Python's traceback, without our frames
             keep = e
             stack.close()
+            _print_traceback(e)
             _finish(opts, tracer.findings, report, crash=None, diagnosis=[])
-            raise
+            return 130  # what a shell shows for a Python program stopped by Ctrl-C
         except BaseException as e:  # the program crashed: Python's exit code is 1
             code, crash, keep = 1, e, e
             diagnose(e, tracer)
@@ -257,6 +258,9 @@ def _maybe_report(opts: RunOptions, stack: contextlib.ExitStack) -> Any:
 
 
 def _print_traceback(exc: BaseException) -> None:
+    from gradtrace.runtime.frames import hide_own_frames
+
+    hide_own_frames(exc)
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     _strip_ours(te)
     sys.stderr.write("".join(te.format()))

@@ -95,8 +95,13 @@ class Tracer:
             self.active = False
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
+            _LAST[:] = [self]
             _relocate_warnings(False)
             self._codes = self._seen_codes()
+        if exc is not None:
+            from gradtrace.runtime.frames import hide_own_frames
+
+            hide_own_frames(exc)
         try:
             self._silent = self._silent_findings()
         except Exception:  # diagnosis must never hide the user's own outcome
@@ -162,6 +167,7 @@ class Tracer:
 
 
 _ACTIVE: list[Tracer] = []
+_LAST: list[Tracer] = []  # the session that ended last (it holds weak references only)
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _RELOCATE: list[Any] = []  # [original showwarning, our wrapper] while any tracer is active
 _DEPTH = [0]
@@ -203,6 +209,11 @@ def _relocate_warnings(on: bool) -> None:
 def active_tracer() -> Tracer | None:
     """The innermost tracer currently active, if any."""
     return _ACTIVE[-1] if _ACTIVE else None
+
+
+def last_tracer() -> Tracer | None:
+    """The innermost active tracer, else the one that ended last (explain/graph after the block)."""
+    return active_tracer() or (_LAST[0] if _LAST else None)
 
 
 def trace(*, static: bool = True) -> Tracer:
