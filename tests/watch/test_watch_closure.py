@@ -1,0 +1,41 @@
+"""watch() with optimizers whose step(closure) computes the gradients inside step (L-BFGS)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import gradtrace
+from gradtrace.runtime.watch import watch_all
+
+
+def _lbfgs_loop(every_run: str, steps: int = 6) -> tuple[gradtrace.runtime.watch.Watcher,  # type: ignore[name-defined]
+                                                          list[float]]:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.LBFGS(m.parameters(), lr=0.5, max_iter=4)
+    x, y = torch.randn(32, 3), torch.randn(32, 1)
+
+    def closure():
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        return loss
+
+    losses = []
+    w = gradtrace.watch(m, opt) if every_run == "watch" else watch_all()
+    with w:
+        for _ in range(steps):
+            losses.append(opt.step(closure).item())
+    return w, losses
+
+
+@pytest.mark.parametrize("how", ["watch", "watch_all"])
+def test_lbfgs_that_trains_has_no_finding_and_its_gradients(how: str) -> None:
+    w, losses = _lbfgs_loop(how)
+    assert losses[-1] < losses[0]
+    assert w.report.findings == ()  # was GT850 "got no gradient" for every parameter
+    track = w.report.tracks[0]
+    assert track.total_steps == 6
+    assert all(n is not None and n > 0 for s in track.steps for n in s.norm)
+    assert any(r is not None and r > 0 for s in track.steps for r in map(s.update_ratio, range(len(s.norm))))
