@@ -106,3 +106,42 @@ def test_ctrl_c_under_run_prints_pythons_traceback_only(cli):
         "Traceback (most recent call last):", f'  File "{cli.cwd / "k.py"}", line 6, in <module>',
         "    f()", f'  File "{cli.cwd / "k.py"}", line 3, in f', "    raise KeyboardInterrupt",
         "KeyboardInterrupt"]
+
+
+def test_sarif_has_fixes_and_uris_relative_to_srcroot(cli):
+    import json
+
+    cli.write("pkg/bug.py", BUG)
+    r = cli("check", *SEL, "--format", "sarif", "pkg")
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == cli.cwd.as_uri() + "/"
+    res = run["results"][0]
+    where = res["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert where == {"uri": "pkg/bug.py", "uriBaseId": "%SRCROOT%"}
+    change = res["fixes"][0]["artifactChanges"][0]
+    assert change["artifactLocation"] == where
+    assert change["replacements"] == [{
+        "deletedRegion": {"startLine": 3, "startColumn": 1, "endLine": 3, "endColumn": 12},
+        "insertedContent": {"text": "loss"}}]
+
+
+def test_gt505_is_listed_as_fixed_safe_or_unsafe_as_each_finding_says(cli):
+    rules = cli("rules").stdout.decode()
+    assert next(line for line in rules.splitlines() if line.startswith("GT505")).split()[3] \
+        == "fix/unsafe"
+    assert "safe or unsafe, as each finding says" in cli("explain", "GT505").stdout.decode()
+
+
+def test_readme_claims_about_rules_pre_commit_and_install_hold():
+    from pathlib import Path
+
+    from gradtrace.lint.registry import all_rules
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    assert "Every rule is on by default" in readme and all(r.default for r in all_rules())
+    assert "rev: <a tag>" not in readme and "- id: gradtrace" in readme
+    assert "- id: gradtrace" in (root / ".pre-commit-hooks.yaml").read_text()
+    assert "print(w.report.summary())" in readme
+    assert "pip install torch==2.13.0 -e '.[torch]'" in readme
+    assert '"numpy"' in (root / "pyproject.toml").read_text().split("[project.optional-dep")[1]

@@ -77,11 +77,11 @@ def test_quiet_prints_no_findings_but_writes_json(run_script):
     assert res.code == 1 and "gradtrace:" not in res.err and res.codes() == ["GT800"]
 
 
-def test_keyboard_interrupt_propagates(tmp_path, monkeypatch):
+def test_keyboard_interrupt_is_exit_130_with_pythons_traceback(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k.py").write_text("raise KeyboardInterrupt\n")
-    with pytest.raises(KeyboardInterrupt):
-        main(["k.py"])
+    assert main(["k.py"]) == 130
+    assert capsys.readouterr().err.endswith("    raise KeyboardInterrupt\nKeyboardInterrupt\n")
 
 
 def test_report_unavailable_is_one_line_and_run_goes_on(run_script, monkeypatch):

@@ -29,7 +29,21 @@ def _fix_line(rule: type[Rule]) -> str:
     if not rule.has_fix():
         return "no automatic fix"
     how = "`--fix`" if rule.fix_safety == "safe" else "`--fix --unsafe-fixes`"
+    if _varies(rule):
+        return (f"{rule.fix_title} (safe or unsafe, as each finding says: safe ones applied "
+                "with `--fix`, unsafe ones with `--fix --unsafe-fixes`)")
     return f"{rule.fix_title} ({rule.fix_safety}; applied with {how})"
+
+
+def _varies(rule: type[Rule]) -> bool:
+    """The rule decides each fix's safety from the code (``fix_safety`` is the unsafe case)."""
+    return bool(getattr(rule, "fix_safety_varies", False))
+
+
+def _fix_cell(rule: type[Rule], safe: str, unsafe: str) -> str:
+    if _varies(rule):
+        return f"{safe}/{unsafe}"
+    return {"safe": safe, "unsafe": unsafe}.get(rule.fix_safety or "", "-")
 
 
 def explain_rule(rule: type[Rule]) -> str:
@@ -54,7 +68,7 @@ def rules_table() -> str:
     rows = [(code, name, "on", "-", text.split(";")[0])
             for code, (name, text) in ENGINE_CODES.items()]
     rows += [(r.code, r.name, "on" if r.default else "off",
-              {"safe": "fix", "unsafe": "unsafe fix"}.get(r.fix_safety or "", "-"), r.summary())
+              _fix_cell(r, "fix", "unsafe"), r.summary())
              for r in all_rules()]
     w0 = max(len(r[1]) for r in rows)
     return "".join(f"{c}  {n:<{w0}}  {d:<3}  {f:<10}  {s}\n" for c, n, d, f, s in rows)
@@ -68,7 +82,7 @@ def rules_markdown() -> str:
     for code, (name, text) in ENGINE_CODES.items():
         out.append(f"| {code} | {name} | on | - | {text} |")
     for r in all_rules():
-        fix = {"safe": "safe", "unsafe": "unsafe"}.get(r.fix_safety or "", "-")
+        fix = _fix_cell(r, "safe", "unsafe")
         summary = r.summary().replace("|", "\\|")
         out.append(f"| [{r.code}](#{r.code.lower()}-{r.name}) | {r.name} | "
                    f"{'on' if r.default else 'off'} | {fix} | {summary} |")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from urllib.parse import quote
 from typing import Callable, Iterable, Sequence
 
 from gradtrace.findings import Finding, findings_document
@@ -119,6 +120,17 @@ def _rule_descriptors() -> list[dict]:
     return rules
 
 
+def _artifact(path: str) -> dict:
+    """A relative path is relative to ``%SRCROOT%`` (the folder checked from), so the URI does
+    not depend on where the SARIF file is read; an absolute one is a ``file://`` URI."""
+    import os
+    from pathlib import Path
+
+    if os.path.isabs(path):
+        return {"uri": Path(path).as_uri()}
+    return {"uri": quote(path.replace("\\", "/")), "uriBaseId": "%SRCROOT%"}
+
+
 def _location(path: str, line: int, column: int, end_line: int | None = None,
               end_column: int | None = None) -> dict:
     region = {"startLine": line, "startColumn": column + 1}
@@ -126,12 +138,23 @@ def _location(path: str, line: int, column: int, end_line: int | None = None,
         region["endLine"] = end_line
         if end_column is not None:
             region["endColumn"] = end_column + 1
-    return {"physicalLocation": {"artifactLocation": {"uri": path.replace("\\", "/")},
-                                 "region": region}}
+    return {"physicalLocation": {"artifactLocation": _artifact(path), "region": region}}
+
+
+def _sarif_fix(f: Finding) -> dict:
+    """A SARIF ``fix``: the edits as replacements of regions (safety in the description)."""
+    assert f.fix is not None
+    return {"description": {"text": f"{f.fix.title} ({f.fix.safety} fix)"},
+            "artifactChanges": [{"artifactLocation": _artifact(f.path), "replacements": [
+                {"deletedRegion": {"startLine": e.line, "startColumn": e.column + 1,
+                                   "endLine": e.end_line, "endColumn": e.end_column + 1},
+                 "insertedContent": {"text": e.content}} for e in f.fix.edits]}]}
 
 
 def to_sarif(findings: Sequence[Finding]) -> str:
     """SARIF 2.1.0 as GitHub code scanning reads it."""
+    from pathlib import Path
+
     from gradtrace._version import __version__
 
     rules = _rule_descriptors()
@@ -146,6 +169,8 @@ def to_sarif(findings: Sequence[Finding]) -> str:
         }
         if f.code in index:
             res["ruleIndex"] = index[f.code]
+        if f.fix is not None and f.fix.edits:
+            res["fixes"] = [_sarif_fix(f)]
         if f.related:
             res["relatedLocations"] = [
                 {"id": i, "message": {"text": r.message}, **_location(r.path, r.line, r.column)}
@@ -156,6 +181,7 @@ def to_sarif(findings: Sequence[Finding]) -> str:
         "version": "2.1.0",
         "runs": [{"tool": {"driver": {"name": "gradtrace", "version": __version__,
                                       "rules": rules}},
+                  "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
                   "results": results}],
     }
     return json.dumps(doc, indent=2) + "\n"

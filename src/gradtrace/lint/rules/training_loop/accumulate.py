@@ -120,6 +120,7 @@ class LossAccumulatedWithGraph(_LoopRule):
                "every pass: {why}; accumulate `{fixed}` instead")
     fix_title = "Accumulate a Python number (`.item()`) or a detached tensor"
     fix_safety = "unsafe"
+    fix_safety_varies = True  # safe when provably so (see "Fix safety" above)
     triggers = (".backward(", "manual_backward(", "loader", "dataset", "batches")
 
     def wants(self, text: str) -> bool:
