@@ -31,7 +31,7 @@ class GradModeError(GradtraceError, RuntimeError):
 # ---------------------------------------------------------------------------------------------
 # loss checks shared by safe_backward and loss_guard
 # ---------------------------------------------------------------------------------------------
-def _not_a_tensor(loss: Any, who: str, where: str) -> LossTypeError:
+def _not_a_tensor(loss: Any, who: str, where: str, frame: Any = None) -> LossTypeError:
     """The error for a loss that is not a tensor, saying how it probably became one."""
     state = active_trace_state()
     origin = ""
@@ -42,6 +42,14 @@ def _not_a_tensor(loss: Any, who: str, where: str) -> LossTypeError:
             cut = None
         if cut is not None:
             origin = f" It came from `{cut.op}` at {cut.site.path}:{cut.site.line}."
+    if not origin and isinstance(loss, (float, int, complex)):  # untraced: the assignment
+        from gradtrace.guards._locate import argument_assignment
+
+        hit = argument_assignment(frame)
+        if hit is not None:
+            from gradtrace.runtime.build import display_path
+
+            origin = f" It was assigned at {display_path(hit[0])}:{hit[1]} (`{hit[2]}`)."
     return LossTypeError(f"{who} {where}{describe_number(loss)}.{origin} Pass the loss tensor "
                          "itself; call .item() only for logging.")
 
@@ -57,7 +65,7 @@ def check_loss(loss: Any, who: str, where: str = "got ", *, graph: str = "always
     import torch
 
     if not isinstance(loss, torch.Tensor):
-        raise _not_a_tensor(loss, who, where)
+        raise _not_a_tensor(loss, who, where, frame)
     shape = tuple(loss.shape)
     if loss.is_complex():
         raise LossShapeError(f"{who} {where}a complex loss ({loss.dtype}); backward() needs a "

@@ -270,3 +270,28 @@ def return_sites(fn: Callable[..., Any]) -> list[tuple[str, int, str]]:
         end = (last.end_lineno or last.lineno) + first - 1
         out.append((display_path(path), end, ""))
     return out
+
+
+def argument_assignment(frame: FrameType | None) -> tuple[str, int, str] | None:
+    """Where the name passed first on ``frame``'s current line was last assigned before it, in
+    the same function: ``(path, line, source)`` (``loss = compute()`` for ``step(loss)``)."""
+    if frame is None:
+        return None
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    tree = _tree(path)
+    chain = _chain(tree, line) if tree is not None else []
+    if not chain:
+        return None
+    calls = [n for n in ast.walk(chain[-1]) if isinstance(n, ast.Call) and n.args
+             and isinstance(n.args[0], ast.Name) and n.lineno <= line <= (n.end_lineno or 0)]
+    if len(calls) != 1:
+        return None
+    name = calls[0].args[0].id  # type: ignore[attr-defined]
+    scope = next((n for n in reversed(chain[:-1]) if isinstance(n, _SCOPES)), tree)
+    best = 0
+    for s in _own_statements(scope):
+        targets = s.targets if isinstance(s, ast.Assign) else \
+            [s.target] if isinstance(s, (ast.AugAssign, ast.AnnAssign)) else []
+        if s.lineno < line and any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            best = max(best, s.lineno)
+    return (path, best, _text(path, best)) if best else None
