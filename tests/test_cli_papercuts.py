@@ -68,14 +68,19 @@ def test_run_output_into_a_missing_folder_is_exit_2_before_running(cli, option):
     b'# coding: latin-1\nprint("caf\xe9")\n',               # declared and fine
     b'\xef\xbb\xbf# caf\xe9\nprint("x")\n',                 # a BOM: Python runs it
 ])
-def test_script_encoding_behaves_exactly_like_python(cli, data):
+def test_script_encoding_behaves_exactly_like_python(tmp_path, monkeypatch, capfd, data):
+    """python in a subprocess; `gradtrace run` in-process (torch is imported once)."""
     import subprocess
 
-    (cli.cwd / "s.py").write_bytes(data)
-    py = subprocess.run([sys.executable, "s.py"], cwd=cli.cwd, capture_output=True)
-    r = cli("run", "--quiet", "s.py")
-    assert (r.returncode, r.stdout) == (py.returncode, py.stdout)
-    assert r.stderr.strip() == py.stderr.strip()
+    from gradtrace.runtime.runner import main
+
+    (tmp_path / "s.py").write_bytes(data)
+    py = subprocess.run([sys.executable, "s.py"], cwd=tmp_path, capture_output=True, text=True)
+    monkeypatch.chdir(tmp_path)
+    code = main(["--quiet", "s.py"])
+    out, err = capfd.readouterr()
+    assert (code, out) == (py.returncode, py.stdout)
+    assert err.strip() == py.stderr.strip()
 
 
 @pytest.mark.parametrize("text", ["RuntimeError: element 0 of tensors ...",

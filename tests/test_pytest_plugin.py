@@ -284,7 +284,7 @@ FLOW = """
 def test_flow_helper_failures_blame_only_the_parameters_without_gradient(
         pytester: pytest.Pytester) -> None:
     """The helper restores every .grad, so the plugin must not read .grad after it failed."""
-    pytester.makepyfile(test_flow=FLOW)
+    pytester.makepyfile(test_helper_blames=FLOW)  # a name no other test module has
     result = _run(pytester, "--gradtrace")
     result.assert_outcomes(failed=3)
     text = result.stdout.str()

@@ -38,4 +38,5 @@ def test_run_report_writes_one_html_with_the_trained_model(cli: Any) -> None:
     # the run's own finding (an unused layer: its module never ran) replaces the watch card
     assert "Net.aux.weight, Net.aux.bias never received a gradient" in html
     assert "never ran in a forward pass" in html and "GT850" not in html
+    assert "<h3>Loss</h3>" in html  # the functional mse_loss, seen as the tensor of backward()
     assert "body.weight" in html and "<svg" in html

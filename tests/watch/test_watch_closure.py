@@ -39,3 +39,23 @@ def test_lbfgs_that_trains_has_no_finding_and_its_gradients(how: str) -> None:
     assert track.total_steps == 6
     assert all(n is not None and n > 0 for s in track.steps for n in s.norm)
     assert any(r is not None and r > 0 for s in track.steps for r in map(s.update_ratio, range(len(s.norm))))
+
+
+def test_functional_loss_is_seen_as_the_tensor_backward_starts_from() -> None:
+    torch.manual_seed(0)
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    seen = []
+    with gradtrace.trace(), gradtrace.watch(m, opt) as w:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(m(x), y)
+            loss.backward()
+            seen.append(loss.item())
+            torch.autograd.grad(m(x).sum(), m.weight)  # a penalty-style grad() is no loss
+            opt.step()
+    assert [s.loss for s in w.report.tracks[0].steps] == pytest.approx(seen)
+    from gradtrace.runtime.state import LOSS_LISTENERS
+
+    assert LOSS_LISTENERS == []  # removed with the watch

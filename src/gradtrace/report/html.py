@@ -6,6 +6,7 @@ opened offline. The charts come from :mod:`gradtrace.report.svg`.
 from __future__ import annotations
 
 import math
+import re
 from html import escape
 from pathlib import Path
 
@@ -28,12 +29,17 @@ text-align:right} td:first-child,th:first-child{text-align:left;font-family:mono
 """
 
 
+def _text(message: str) -> str:
+    """Escaped text with its `code` spans set as code (messages are written with backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(message))
+
+
 def _finding_html(f: Finding) -> str:
-    rel = "".join(f'<div class="loc">{escape(r.path)}:{r.line}: {escape(r.message)}</div>'
+    rel = "".join(f'<div class="loc">{escape(r.path)}:{r.line}: {_text(r.message)}</div>'
                   for r in f.related)
     return (f'<div class="finding {escape(f.severity)}"><span class="code">{escape(f.code)}'
             f'</span> <b>{escape(f.name)}</b> <span class="loc">{escape(f.path)}:{f.line}'
-            f'</span><div>{escape(f.message)}</div>{rel}</div>')
+            f'</span><div>{_text(f.message)}</div>{rel}</div>')
 
 
 def _cell(x: float | None, bad: bool = False) -> str:

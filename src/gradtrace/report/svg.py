@@ -14,6 +14,7 @@ from gradtrace.report.model import StepRecord, Track
 
 GREY = "#c8c8c8"
 RED = "#d62728"
+ZERO = "#ffffff"  # an exact zero (no update at all) is no colour of the scale
 _STOPS = [(0.0, (68, 1, 84)), (0.25, (59, 82, 139)), (0.5, (33, 145, 140)),
           (0.75, (94, 201, 98)), (1.0, (253, 231, 37))]  # viridis
 _FONT = 'font-family="sans-serif" font-size="11"'
@@ -78,9 +79,9 @@ def flow_bars(track: Track, width: int = 860, step: StepRecord | None = None) ->
     for i, p in enumerate(params):
         x = left + i * bw
         mx, mn, nf = _log(last.max_abs[i]), _log(mean[i]), last.nonfinite[i]
-        if last.norm[i] is None:
-            parts.append(f'<rect x="{x + 1:.1f}" y="{top}" width="{bw - 2:.1f}" height="{h}" '
-                         f'fill="{GREY}" opacity="0.35"><title>{escape(p.name)}: no gradient'
+        if last.norm[i] is None:  # a stub on the axis: a full bar would read as a big value
+            parts.append(f'<rect x="{x + 1:.1f}" y="{top + h - 6}" width="{bw - 2:.1f}" '
+                         f'height="6" fill="{GREY}"><title>{escape(p.name)}: no gradient'
                          '</title></rect>')
         elif nf:
             parts.append(f'<rect x="{x + 1:.1f}" y="{top}" width="{bw - 2:.1f}" height="{h}" '
@@ -93,7 +94,7 @@ def flow_bars(track: Track, width: int = 860, step: StepRecord | None = None) ->
                                  f'<title>{escape(p.name)} {name} = {10 ** v:.3g}</title></rect>')
         parts.append(_text(x + bw / 2, top + h + 8, p.name[-28:], "end",
                            f'transform="rotate(-60 {x + bw / 2:.1f} {top + h + 8})"'))
-    parts.append(_text(left, 12, "max |g| (blue), mean |g| (orange); grey = no gradient, "
+    parts.append(_text(left, 12, "max |g| (blue), mean |g| (orange); grey stub = no gradient, "
                        "red = NaN/Inf; step " + str(last.step)))
     parts.append("</svg>")
     return "".join(parts)
@@ -123,7 +124,7 @@ def heat_map(track: Track, width: int = 860, ratios: bool = False) -> str:
             if m in bad[c]:
                 fill = RED
             elif lv is None:
-                fill = color(0.0) if v == 0 else GREY  # an exact zero is the lowest value
+                fill = ZERO if v == 0 else GREY
             else:
                 fill = color((lv - lo) / (hi - lo))
             label = "no data" if v is None else f"{v:.3g}"
@@ -138,7 +139,8 @@ def heat_map(track: Track, width: int = 860, ratios: bool = False) -> str:
     parts.append(_text(left, height - 8, f"step {first}"))
     parts.append(_text(left + cw * len(cols), height - 8, f"step {last}", "end"))
     what = "update / weight ratio" if ratios else "gradient norm"
-    parts.append(_text(left, 14, f"{what} per module (log colour); grey = none, red = NaN/Inf"))
+    parts.append(_text(left, 14, f"{what} per module (log colour); white = exactly 0, "
+                       "grey = none, red = NaN/Inf"))
     parts.append("</svg>")
     return "".join(parts)
 
