@@ -100,6 +100,11 @@ def _line(path, marker: str) -> int:
     return next(i for i, t in enumerate(lines, 1) if t.rstrip().endswith(f"# <- {marker}"))
 
 
+def _col(path, line: int, expr: str) -> int:
+    """1-based column of ``expr`` on ``line``: where a runtime finding points."""
+    return path.read_text().splitlines()[line - 1].index(expr) + 1
+
+
 def _section(result: pytest.RunResult, test: str) -> str:
     """The text of the 'gradtrace diagnosis' section of ``test``'s failure ('' if none)."""
     text = result.stdout.str()
@@ -153,7 +158,9 @@ def test_marker_traces_only_the_marked_test(pytester: pytest.Pytester) -> None:
     result = _run(pytester, "--strict-markers")
     result.assert_outcomes(passed=1, failed=2, skipped=1)
     cut = _section(result, "test_body_gets_grad")
-    assert re.search(rf"test_model.py:{_line(path, 'cut')}:1: GT\d{{3}} Net.body.weight", cut)
+    line = _line(path, "cut")
+    col = _col(path, line, "self.body(x)")
+    assert re.search(rf"test_model.py:{line}:{col}: GT\d{{3}} Net.body.weight", cut)
     assert _section(result, "test_backward_under_no_grad") == ""
 
 

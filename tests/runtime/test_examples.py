@@ -69,6 +69,8 @@ def test_example_diagnosed_at_cause_line(name, tmp_path, capsys):
     assert (first["code"], first["line"]) == (code_for(kind, code), line), err
     assert first["path"].endswith(name) and first["source"] in ("runtime", "static+runtime")
     assert re.search(rf"{re.escape(name)}:{line}:\d+: {first['code']}", err), err
+    col, src = first["column"], text[line - 1]  # the call's (or statement's) column
+    assert len(src) - len(src.lstrip()) < col <= len(src) and not src[col - 1].isspace()
 
 
 def test_correct_training_has_no_finding(tmp_path, capsys):

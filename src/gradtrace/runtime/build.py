@@ -1,6 +1,7 @@
 """Small helpers to build runtime :class:`~gradtrace.findings.Finding` values."""
 from __future__ import annotations
 
+import linecache
 import os
 
 from gradtrace.findings import Finding, Fix, Related
@@ -29,13 +30,24 @@ def make(code: str, site: Site | None, message: str, *, fix: str = "",
          related: list[tuple[Site | None, str]] | None = None,
          severity: str = "error") -> Finding:
     """A runtime finding at ``site`` (``<unknown>`` if the user line is not known)."""
-    rel = tuple(Related(display_path(s.path), s.line, m) for s, m in (related or ())
+    rel = tuple(Related(display_path(s.path), s.line, m, s.column) for s, m in (related or ())
                 if s is not None)
     name = RUNTIME_CODES.get(code, ("", ""))[0] or _static_name(code)
     return Finding(code=code, name=name, message=message,
                    path=display_path(site.path) if site else "<unknown>",
-                   line=site.line if site else 1, severity=severity,  # type: ignore[arg-type]
+                   line=site.line if site else 1, column=_column(site),
+                   severity=severity,  # type: ignore[arg-type]
                    related=rel, fix=Fix(fix, "unsafe") if fix else None, source="runtime")
+
+
+def _column(site: Site | None) -> int:
+    """The call's column, else where the statement starts (not column 1 of an indented line)."""
+    if site is None:
+        return 0
+    if site.column:
+        return site.column
+    text = linecache.getline(site.path, site.line)
+    return len(text) - len(text.lstrip()) if text and text.strip() else 0
 
 
 def _static_name(code: str) -> str:

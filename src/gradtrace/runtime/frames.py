@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
 
 _INTERNAL: dict[CodeType, bool] = {}
@@ -90,10 +91,10 @@ def user_frame(start: int = 1) -> FrameType | None:
     return None
 
 
-def raw_site(start: int = 1) -> tuple[CodeType, int] | None:
-    """``(code, lineno)`` of the user's frame: the cheap form stored on hot paths."""
+def raw_site(start: int = 1) -> tuple[CodeType, int, int] | None:
+    """``(code, lineno, lasti)`` of the user's frame: the cheap form stored on hot paths."""
     f = user_frame(start + 1)
-    return None if f is None else (f.f_code, f.f_lineno)
+    return None if f is None else (f.f_code, f.f_lineno, f.f_lasti)
 
 
 def internal_names(start: int = 1, limit: int = 12) -> list[str]:
@@ -112,11 +113,13 @@ def internal_names(start: int = 1, limit: int = 12) -> list[str]:
 
 @dataclass(frozen=True)
 class Site:
-    """A place in user code: file, 1-based line and the enclosing function."""
+    """A place in user code: file, 1-based line, the enclosing function and the 0-based column
+    of the call (not part of equality: one line is one place)."""
 
     path: str
     line: int
     function: str = ""
+    column: int = field(default=0, compare=False)
 
     def source(self) -> str:
         """The stripped source text of the line, or '' if unavailable."""
@@ -128,12 +131,26 @@ class Site:
         return f"{self.path}:{self.line}"
 
 
-def site_of(raw: tuple[CodeType, int] | None) -> Site | None:
-    """Turn a cheap ``(code, lineno)`` pair into a :class:`Site`."""
+def site_of(raw: tuple[CodeType, int] | tuple[CodeType, int, int] | None) -> Site | None:
+    """Turn a cheap ``(code, lineno[, lasti])`` tuple into a :class:`Site`."""
     if raw is None:
         return None
-    code, line = raw
-    return Site(code.co_filename, line, code.co_name)
+    code, line = raw[0], raw[1]
+    return Site(code.co_filename, line, code.co_name,
+                column_at(code, raw[2], line) if len(raw) > 2 else 0)  # type: ignore[misc]
+
+
+def column_at(code: CodeType, lasti: int, line: int) -> int:
+    """0-based column where the expression of the instruction at ``lasti`` starts (0 if
+    unknown, e.g. before Python 3.11 or when it starts on another line)."""
+    positions = getattr(code, "co_positions", None)
+    if positions is None or lasti < 0:
+        return 0
+    try:
+        start, _, col, _ = next(itertools.islice(positions(), lasti // 2, None))
+    except (StopIteration, ValueError):
+        return 0
+    return col if start == line and col is not None else 0
 
 
 refresh_prefixes()

@@ -14,7 +14,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
-from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.frames import Site, column_at, is_internal
 
 _NONE_METHODS = {"step", "zero_grad", "backward", "load_state_dict", "add_param_group"}
 
@@ -26,7 +26,8 @@ def user_tb_frame(exc: BaseException) -> tuple[types.FrameType, Site] | None:
         code = tb.tb_frame.f_code
         if not is_internal(code) and (not code.co_filename.startswith("<")
                                       or linecache.getlines(code.co_filename)):  # IPython cells
-            found = (tb.tb_frame, Site(code.co_filename, tb.tb_lineno, code.co_name))
+            found = (tb.tb_frame, Site(code.co_filename, tb.tb_lineno, code.co_name,
+                                       column_at(code, tb.tb_lasti, tb.tb_lineno)))
         tb = tb.tb_next
     return found
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from gradtrace.runtime.frames import Site, site_of
 
-RawSite = tuple[CodeType, int]
+RawSite = tuple[CodeType, int, int]  # code, line, lasti (the column comes from lasti)
 
 # Key under which the creating user line is stored in grad_fn.metadata (dies with the graph).
 META_CREATED = "gradtrace.created"   # -> (code, lineno, seq)
