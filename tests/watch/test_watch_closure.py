@@ -47,7 +47,7 @@ def test_functional_loss_is_seen_as_the_tensor_backward_starts_from() -> None:
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     x, y = torch.randn(16, 3), torch.randn(16, 1)
     seen = []
-    with gradtrace.trace(), gradtrace.watch(m, opt) as w:
+    with gradtrace.trace() as tr, gradtrace.watch(m, opt) as w:
         for _ in range(3):
             opt.zero_grad()
             loss = nn.functional.mse_loss(m(x), y)
@@ -56,6 +56,7 @@ def test_functional_loss_is_seen_as_the_tensor_backward_starts_from() -> None:
             torch.autograd.grad(m(x).sum(), m.weight)  # a penalty-style grad() is no loss
             opt.step()
     assert [s.loss for s in w.report.tracks[0].steps] == pytest.approx(seen)
+    assert tr.findings == []  # reading the loss is not the user's detach()
     from gradtrace.runtime.state import LOSS_LISTENERS
 
     assert LOSS_LISTENERS == []  # removed with the watch

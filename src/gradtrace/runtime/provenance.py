@@ -21,7 +21,6 @@ from torch.overrides import TorchFunctionMode
 from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
                                       user_frame)
 from gradtrace.runtime.records import META_CREATED, META_FREED, Cut, Event, RawSite
-from gradtrace.runtime.state import LOSS_LISTENERS
 
 if TYPE_CHECKING:
     from gradtrace.runtime.state import TraceState
@@ -398,14 +397,7 @@ class ProvenanceMode(TorchFunctionMode):
         try:
             raw = raw_site()
             roots, retain = _backward_roots(func, args, kwargs)
-            self.state.on_backward_start(raw)
-            if LOSS_LISTENERS and func is not torch.autograd.grad and len(roots) == 1:
-                self.busy = True  # a watch reads the loss (a functional one too)
-                try:
-                    for listen in list(LOSS_LISTENERS):
-                        listen(roots[0])
-                finally:
-                    self.busy = False
+            self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
         out = self._call(func, args, kwargs)

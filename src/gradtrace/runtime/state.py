@@ -189,7 +189,11 @@ class TraceState:
             self.note("graph-kept", self.site(raw), op, "",
                       ((made, "the running total was first built here"),))
 
-    def on_backward_start(self, raw: RawSite | None) -> None:
+    def on_backward_start(self, raw: RawSite | None, roots: Any = ()) -> None:
+        if LOSS_LISTENERS and len(roots) == 1:  # a watch reads the loss (a functional one too)
+            with torch._C.DisableTorchFunction():  # its detach() is not the user's
+                for listen in list(LOSS_LISTENERS):
+                    listen(roots[0])
         self.in_backward = True
         self.in_step = False
         if raw is not None:
