@@ -12,8 +12,9 @@ Example::
 
 A step is one ``optimizer.step()`` when an optimizer is given (optimizer step hooks), else
 one backward pass that reaches the model (post-accumulate-grad hooks plus an end-of-backward
-callback). The loss is seen when it comes out of a ``torch.nn`` loss module (see NOTE [loss
-discovery]), when the model itself returns a scalar, or when you pass it to
+callback). The loss is seen when it comes out of a ``torch.nn`` loss module, when the model
+itself returns a scalar, when ``backward()`` is called on it under ``gradtrace.trace()`` (a
+functional loss too: state.LOSS_LISTENERS), or when you pass it to
 :meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
 (also on exceptions when used as a context manager). See NOTE [watch cost] in
 ``watch_collect`` for what a step costs.
@@ -41,6 +42,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from gradtrace.report.model import NanSource, ParamInfo, Report, Track
+from gradtrace.runtime.state import LossListening
 from gradtrace.runtime.watch_collect import Collector
 from gradtrace.runtime.watch_nan import remember
 from gradtrace.runtime.watch_params import _caller_site, _opt_ids, describe_params
@@ -217,8 +219,7 @@ class Watcher:
         """One global forward hook for the watched models and the loss modules.
 
         See NOTE [nothing on the user's modules]. It sees the inputs and output of each
-        watched model, and the output of every ``torch.nn`` loss module (a functional loss
-        stays invisible: pass it to :meth:`observe_loss`).
+        watched model, and the output of every ``torch.nn`` loss module.
         """
         if self._forward_handle is not None or self._closed:
             return
@@ -261,35 +262,38 @@ class Watcher:
             b.collector.loss = loss
 
     # ------------------------------------------------------------------ step events
-    def _on_pre(self, b: _Bound) -> None:
+    def _on_pre(self, b: _Bound, closure: bool = False) -> None:
         """Optimizer pre-step hook: an unrecorded step costs one modulo here."""
         col = b.collector
         if col.total_steps % col.every == 0:
-            self._guard(b, lambda: self._pre_step(b))
+            self._guard(b, lambda: self._pre_step(b, closure))
 
-    def _on_post(self, b: _Bound) -> None:
+    def _on_post(self, b: _Bound, closure: bool = False) -> None:
         """Optimizer post-step hook: an unrecorded step only counts (NOTE [watch pace])."""
         col = b.collector
         if col.total_steps % col.every == 0 or not b.enabled:
-            self._guard(b, lambda: self._post_step(b))
+            self._guard(b, lambda: self._post_step(b, closure))
             return
         col.total_steps += 1
         b.pace.step_end(col.total_steps, col.every, False)
         if col.total_steps % col.every == 0:
             self._hook_forward()  # the next step is recorded: see its forward
 
-    def _pre_step(self, b: _Bound) -> None:
+    def _pre_step(self, b: _Bound, closure: bool = False) -> None:
         col = b.collector
         if col.recording():
             t0 = clock()
-            self._measure(b, None)
+            if not closure:  # step(closure) computes the gradients inside step (L-BFGS)
+                self._measure(b, None)
             col.snapshot()
             b.pace.cost += clock() - t0
 
-    def _post_step(self, b: _Bound) -> None:
+    def _post_step(self, b: _Bound, closure: bool = False) -> None:
         col = b.collector
         if col.recording():
             t0 = clock()
+            if closure:  # the gradients of the closure's last evaluation
+                self._measure(b, None)
             col.measure_update()
             b.pace.cost += clock() - t0
             self._paced(b)
@@ -380,15 +384,21 @@ def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                          _caller_site())
         if optimizer is not None:
             w._handles.append(optimizer.register_step_pre_hook(
-                lambda o, a, k: w._on_pre(b)))
+                lambda o, a, k: w._on_pre(b, _closure(a, k))))
             w._handles.append(optimizer.register_step_post_hook(
-                lambda o, a, k: w._on_post(b)))
+                lambda o, a, k: w._on_post(b, _closure(a, k))))
         else:
             _hook_accumulation(w, b, [p for _, p in named])
+        w._handles.append(LossListening(w.observe_loss))  # a traced backward()'s loss
     except BaseException:
         w.close()
         raise
     return w
+
+
+def _closure(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``step(closure)`` computes the gradients inside step; hooks get (optimizer, closure)."""
+    return (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
 
 
 def _hook_accumulation(w: Watcher, b: _Bound, params: list[torch.Tensor]) -> None:
@@ -457,16 +467,17 @@ def watch_all(every: int | None = None, *, budget: float = 0.03, history: int = 
             w._guard(None, lambda: bound.extend(_discover(w, opt)))
             by_opt[opt] = bound
         for b in bound:
-            w._on_pre(b)
+            w._on_pre(b, _closure(args, kwargs))
 
     def post(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for b in by_opt.get(opt, ()):
-            w._on_post(b)
+            w._on_post(b, _closure(args, kwargs))
 
     try:
         w._handles.append(register_optimizer_step_pre_hook(pre))
         w._handles.append(register_optimizer_step_post_hook(post))
         w._hook_forward()
+        w._handles.append(LossListening(w.observe_loss))
     except BaseException:
         w.close()
         raise
