@@ -56,3 +56,32 @@ def test_lightning_optimizer_finding_points_at_the_fit_call(
     assert [(f["code"], Path(f["path"]).name, f["line"]) for f in found] == [
         ("GT828", "train.py", line)]  # lr=0: the step never changes a parameter
     assert not any("site-packages" in r["path"] for f in found for r in f["related"])
+
+
+HF = '''
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2,
+                 bos_token_id=0, eos_token_id=0)
+ids = torch.randint(1, 64, (16, 8))
+args = TrainingArguments(output_dir="out", max_steps=4, per_device_train_batch_size=4,
+                         learning_rate=0.0, report_to=[], save_strategy="no",
+                         disable_tqdm=True, use_cpu=True)
+trainer = Trainer(model=GPT2LMHeadModel(cfg), args=args,
+                  train_dataset=[{"input_ids": r, "labels": r} for r in ids])
+trainer.train()  # <- step
+'''
+
+
+def test_transformers_optimizer_finding_points_at_the_train_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    monkeypatch.chdir(tmp_path)
+    found = _run(tmp_path, HF, capsys)
+    lines = HF.lstrip().splitlines()
+    line = lines.index(next(s for s in lines if "# <- step" in s)) + 1
+    assert [(f["code"], Path(f["path"]).name, f["line"]) for f in found] == [
+        ("GT828", "train.py", line)]

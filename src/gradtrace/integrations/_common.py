@@ -239,11 +239,7 @@ class Session:
         tr, self.tracer = self.tracer, None
         if tr is None:
             return
-        try:
-            tr.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-        finally:
-            if exc is not None:
-                self.crash = list(tr.diagnose(exc))
+        tr.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
 
     def close(self, exc: BaseException | None = None) -> None:
         """Remove every hook (tracer and watch); idempotent."""
@@ -261,8 +257,10 @@ class Session:
             return self.findings
         self.finished = True
         try:
-            if exc is None and self.tracer is not None and self.steps and self.enabled:
-                self._explain()
+            if exc is not None and self.tracer is not None:
+                self.crash = list(self.tracer.diagnose(exc))
+            if self.tracer is not None and self.steps and self.enabled:
+                self._explain()  # also after a crash: e.g. the cause of a DDP error
         finally:
             self.close(exc)
         self.findings = self._collect()
