@@ -102,6 +102,8 @@ class Session:
         self.trainer = trainer
         self.tracer: Any = None
         self._model: Any = None
+        self.ranks: Any = None  # the rank session (distributed runs)
+        self._ranks_open = False
         self.watcher: Any = None
         self.meter: FlowMeter | None = None
         self.named: list[tuple[str, Any]] = []
@@ -143,7 +145,8 @@ class Session:
         return self._model() if self._model is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self, model: Any, watch_factory: Callable[[], Any] | None) -> None:
+    def start(self, model: Any, watch_factory: Callable[[], Any] | None,
+              ranks: Any = None, environ: Any = None) -> None:
         """Arm the tracer and the watch; call when training begins."""
         import gradtrace
 
@@ -155,6 +158,12 @@ class Session:
         self.meter = FlowMeter(self.named)
         self.tracer = gradtrace.trace()
         self.tracer.__enter__()
+        if ranks is not None and ranks.distributed:
+            from gradtrace.runtime.distributed import rank_session
+
+            self.ranks = rank_session(self.tracer, check_sync=0, info=ranks, environ=environ)
+            self.ranks.__enter__()
+            self._ranks_open = True
         if self.watch_on and watch_factory is not None:
             self.watcher = watch_factory()
 
@@ -208,7 +217,7 @@ class Session:
             found.append(self._named(f, names[id(p)]))
         self.no_grad = merge_named(found)
         self._close_tracer()
-        if self.no_grad and not self.printed:
+        if self.no_grad and not self.printed and self.ranks is None:  # DDP: rank 0, merged
             self.printed = True
             from gradtrace.runtime.render import render_text
 
@@ -239,7 +248,13 @@ class Session:
         tr, self.tracer = self.tracer, None
         if tr is None:
             return
-        tr.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        info = (type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        try:
+            if self._ranks_open:
+                self._ranks_open = False
+                self.ranks.__exit__(*info)
+        finally:
+            tr.__exit__(*info)
 
     def close(self, exc: BaseException | None = None) -> None:
         """Remove every hook (tracer and watch); idempotent."""
@@ -257,21 +272,33 @@ class Session:
             return self.findings
         self.finished = True
         try:
+            if exc is not None and self.ranks is not None:
+                self.crash = list(self.ranks.diagnose(exc))  # DDP errors, per rank
             if exc is not None and self.tracer is not None:
-                self.crash = list(self.tracer.diagnose(exc))
+                self.crash += [f for f in self.tracer.diagnose(exc) if f not in self.crash]
             if self.tracer is not None and self.steps and self.enabled:
                 self._explain()  # also after a crash: e.g. the cause of a DDP error
         finally:
             self.close(exc)
         self.findings = self._collect()
+        if self.ranks is not None:
+            from gradtrace.runtime.distributed import merge_ranks
+
+            merged = merge_ranks(self.findings, exc)  # rank 0: every rank's, labelled
+            if self.ranks.info.is_zero or merged:
+                self.findings = merged
         return self.findings
 
     def _collect(self) -> list[Finding]:
         """Most likely root cause first: the crash, the parameters cut off, then the watch's."""
         covered = {n for n, p in self.named if id(p) not in self.graded} if self.checked \
             else set()
+        facts = getattr(self.ranks, "facts", None) or {}
+        in_ddp = {p.get("name") for p in facts.get("params", ())}  # named by the DDP diagnosis
+        no_grad = [f for f in self.no_grad
+                   if not set(f.message.partition(" never")[0].split(", ")) <= in_ddp]
         out: list[Finding] = []
-        for f in [*self.crash, *self.no_grad, *self._watch_findings(covered)]:
+        for f in [*self.crash, *no_grad, *self._watch_findings(covered)]:
             if f not in out:
                 out.append(f)
         return out

@@ -77,6 +77,26 @@ def _log_dir(trainer: Any) -> str | None:
     return getattr(trainer, "default_root_dir", None)
 
 
+def _ranks(trainer: Any) -> tuple[Any, Any]:
+    """(RankInfo, environment naming the ranks' meeting directory) under DDP, else Nones.
+
+    Lightning's launcher sets no ``RANK`` and makes rank 0 the parent of the other ranks, so
+    the rank comes from the trainer and a run key broadcast by rank 0 names the directory
+    (in ``GRADTRACE_DDP_DIR``, else the temp dir: ranks on other nodes need a shared one)."""
+    if getattr(trainer, "world_size", 1) <= 1:
+        return None, None
+    import os
+    import tempfile
+    import uuid
+
+    from gradtrace.runtime.distributed import ENV_DIR, RankInfo
+
+    key = trainer.strategy.broadcast(f"lightning-{uuid.uuid4().hex[:16]}", src=0)
+    environ = {**os.environ, "TORCHELASTIC_RUN_ID": str(key),
+               ENV_DIR: os.environ.get(ENV_DIR) or tempfile.gettempdir()}
+    return RankInfo(trainer.global_rank, trainer.world_size, trainer.local_rank), environ
+
+
 class GradtraceCallback(*_callback_bases()):  # type: ignore[misc]
     """Gradient diagnosis for a Lightning ``Trainer``; see the module docstring.
 
@@ -122,7 +142,8 @@ class GradtraceCallback(*_callback_bases()):  # type: ignore[misc]
             import gradtrace
 
             return gradtrace.watch(pl_module)
-        s.guard(lambda: s.start(pl_module, watch))
+        ranks, environ = _ranks(trainer)
+        s.guard(lambda: s.start(pl_module, watch, ranks, environ))
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         s = self._session

@@ -124,7 +124,10 @@ class GradtraceCallback(TrainerCallback):
             import gradtrace
 
             return gradtrace.watch(model, inner)
-        s.guard(lambda: s.start(model, watch))
+        from gradtrace.runtime.distributed import rank_info
+
+        ranks = rank_info()  # torchrun / accelerate launch set RANK and WORLD_SIZE
+        s.guard(lambda: s.start(model, watch, ranks))
         if not HAS_PRE_STEP and inner is not None and s.enabled:
             self._hook = inner.register_step_pre_hook(lambda o, a, k: self._before(args, state))
 

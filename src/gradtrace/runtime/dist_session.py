@@ -45,8 +45,10 @@ class Progress:
 class RankSession:
     """Distributed bookkeeping for one tracing session (see :func:`rank_session`)."""
 
-    def __init__(self, tracer: Any, info: RankInfo, check_sync: int) -> None:
+    def __init__(self, tracer: Any, info: RankInfo, check_sync: int,
+                 environ: Any = None) -> None:
         self.tracer = tracer
+        self.environ = environ
         self.info = info
         self.check_sync = check_sync
         self.progress = Progress()
@@ -81,7 +83,7 @@ class RankSession:
         self._handles.append(mm.register_module_forward_pre_hook(self._pre))
         self._handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
         try:
-            self.exchange = Exchange(self.info)
+            self.exchange = Exchange(self.info, self.environ)
             self._beat = Heartbeat(self, threading.main_thread())
             self._beat.start()
         except OSError as e:  # no writable temp dir: no merged report, training goes on

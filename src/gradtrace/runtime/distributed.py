@@ -108,7 +108,7 @@ def check_sync_every(environ: Any = None) -> int:
 
 
 def rank_session(tracer: Any, *, check_sync: int | None = None,
-                 info: RankInfo | None = None) -> Any:
+                 info: RankInfo | None = None, environ: Any = None) -> Any:
     """A context manager that adds the distributed checks to a :class:`Tracer` session.
 
     Use inside ``with gradtrace.trace() as tr:`` (``gradtrace run`` does this for you)::
@@ -118,11 +118,13 @@ def rank_session(tracer: Any, *, check_sync: int | None = None,
         findings = merge_ranks(tr.findings)   # on rank 0: every rank's findings, merged
 
     Outside a multi-rank launch it only diagnoses DDP errors (``rs.diagnose(exc)``).
+    ``environ`` (default ``os.environ``) names the per-run directory the ranks meet in, for
+    launchers whose ranks do not share a parent process (Lightning's DDP launcher).
     """
     from gradtrace.runtime.dist_session import RankSession
 
     every = check_sync_every() if check_sync is None else max(0, int(check_sync))
-    return RankSession(tracer, info or rank_info(), every)
+    return RankSession(tracer, info or rank_info(), every, environ)
 
 
 def diagnose_exception(exc: BaseException) -> list[Finding]:
