@@ -13,6 +13,7 @@ pytest.importorskip("lightning.pytorch")
 pytest.importorskip("torch.distributed")
 
 SCRIPTS = Path(__file__).parent / "scripts"
+pytestmark = pytest.mark.ddp
 
 
 def _marked(script: str, marker: str) -> int:
@@ -44,3 +45,30 @@ def test_lightning_ddp_names_unused_parameters_per_rank_and_rank0_reports(
     assert res.stderr.count("GT880") == 1  # printed once, by rank 0
     for r in ranks:  # the first optimizer step was logged on each rank
         assert [s for s, _ in r["logged"]] == [0]
+
+
+def test_hf_trainer_under_torchrun_merges_every_rank_on_rank0(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+           f"--master-port={port}", str(SCRIPTS / "hf_ddp.py"), str(tmp_path)]
+    res = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    line = _marked("hf_ddp.py", "unused")
+    zero = ranks[0]["findings"]
+    assert [(f["code"], Path(f["path"]).name, f["line"]) for f in zero] == [
+        ("GT820", "hf_ddp.py", line)]
+    assert zero[0]["message"].startswith("[all 2 ranks] extra.weight, extra.bias never")
+    assert [f["message"][:30] for f in ranks[1]["findings"]] == ["extra.weight, extra.bias never"]
+    assert "[all 2 ranks] extra.weight" in (tmp_path / "gradtrace.html").read_text()
+    assert res.stderr.count("GT820") == 1  # printed once, by rank 0
+    norms = [[m["gradtrace/grad_norm_total"] for _, m in r["logged"]] for r in ranks]
+    assert len(norms[0]) == 3 and norms[0] == pytest.approx(norms[1], rel=1e-6)  # all-reduced
+    assert len(set(norms[0])) == 3 and 1.0 not in norms[0]  # not clipped

@@ -104,7 +104,9 @@ def _rows(trainer: L.Trainer) -> dict[int, dict[str, float]]:
 def test_logged_norms_and_update_ratios_are_those_of_each_step(tmp_path: Path) -> None:
     net = Net()
     # clipping at 0.01 changes every gradient after on_before_optimizer_step
-    trainer = _fit(net, tmp_path, GradtraceCallback(every=1), gradient_clip_val=0.01)
+    cb = GradtraceCallback(every=1)
+    trainer = _fit(net, tmp_path, cb, gradient_clip_val=0.01)
+    assert cb.findings == []  # a correct model: nothing to say
     rows = _rows(trainer)
     assert sorted(rows) == [0, 1, 2]
     for step, (total, head, before) in enumerate(net.seen):

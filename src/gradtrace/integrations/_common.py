@@ -370,3 +370,52 @@ def report_path(report: Any, default_dir: str | os.PathLike | None) -> Path | No
         p = Path(report)
         return p / REPORT_NAME if p.is_dir() else p
     return Path(default_dir or ".") / REPORT_NAME
+
+
+class CallbackCore:
+    """What both trainer callbacks hold: options, the run's session and its results."""
+
+    def _configure(self, watch: bool, every: int | None, report: Any,
+                   fail_fast: bool) -> None:
+        check_options(watch, every, report, fail_fast)
+        self.watch = watch
+        self.every = every
+        self.report = report
+        self.fail_fast = fail_fast
+        self.findings: list[Finding] = []
+        self.report_path: Path | None = None
+        self._session: Session | None = None
+
+    @property
+    def logged(self) -> list[tuple[int, dict[str, float]]]:
+        """``(step, metrics)`` of every logged step of the last run."""
+        return self._session.logged if self._session is not None else []
+
+    @property
+    def watch_report(self) -> Any:
+        """The run's :class:`~gradtrace.report.model.Report` (after training), or None."""
+        s = self._session
+        return s.full_report() if s is not None and s.finished else None
+
+    def _new_session(self, trainer: str) -> Session:
+        """A session for a new run (finishing one that never reached its end)."""
+        if self._session is not None and not self._session.finished:
+            self._session.finish()
+        self._session = Session(watch=self.watch, every=self.every, fail_fast=self.fail_fast,
+                                trainer=trainer)
+        self.findings, self.report_path = [], None
+        return self._session
+
+    def _finish_run(self, exc: BaseException | None, is_zero: bool,
+                    default_dir: Any) -> None:
+        """Close the run; the main process writes the report and prints the findings."""
+        s = self._session
+        if s is None or s.finished:
+            return
+        self.findings = s.finish(exc)
+        if not is_zero:
+            return
+        path = report_path(self.report, default_dir)
+        if path is not None:
+            self.report_path = s.guard(lambda: s.write_report(path)) or None
+        s.announce(self.report_path)

@@ -33,11 +33,9 @@ accumulation. The HTML report goes to the first logger's ``log_dir`` (else
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-from gradtrace.integrations._common import (NoGradientError, Session, check_options,
-                                            report_path)
+from gradtrace.integrations._common import CallbackCore, NoGradientError
 
 __all__ = ["GradtraceCallback", "NoGradientError"]
 
@@ -97,7 +95,7 @@ def _ranks(trainer: Any) -> tuple[Any, Any]:
     return RankInfo(trainer.global_rank, trainer.world_size, trainer.local_rank), environ
 
 
-class GradtraceCallback(*_callback_bases()):  # type: ignore[misc]
+class GradtraceCallback(*_callback_bases(), CallbackCore):  # type: ignore[misc]
     """Gradient diagnosis for a Lightning ``Trainer``; see the module docstring.
 
     ``watch``: log the gradient flow and keep the watch report (False: only the check of
@@ -110,33 +108,11 @@ class GradtraceCallback(*_callback_bases()):  # type: ignore[misc]
     def __init__(self, watch: bool = True, every: int | None = None, report: Any = None,
                  fail_fast: bool = False) -> None:
         super().__init__()
-        check_options(watch, every, report, fail_fast)
-        self.watch = watch
-        self.every = every
-        self.report = report
-        self.fail_fast = fail_fast
-        self.findings: list = []
-        self.report_path: Path | None = None
-        self._session: Session | None = None
-
-    @property
-    def logged(self) -> list[tuple[int, dict[str, float]]]:
-        """``(step, metrics)`` of every logged step of the last run."""
-        return self._session.logged if self._session is not None else []
-
-    @property
-    def watch_report(self) -> Any:
-        """The run's :class:`~gradtrace.report.model.Report` (after training), or None."""
-        s = self._session
-        return s.full_report() if s is not None and s.finished else None
+        self._configure(watch, every, report, fail_fast)
 
     # -- Lightning hooks ---------------------------------------------------------------------
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        if self._session is not None and not self._session.finished:
-            self._session.finish()
-        s = self._session = Session(watch=self.watch, every=self.every,
-                                    fail_fast=self.fail_fast, trainer="Lightning")
-        self.findings, self.report_path = [], None
+        s = self._new_session("Lightning")
 
         def watch() -> Any:
             import gradtrace
@@ -174,13 +150,4 @@ class GradtraceCallback(*_callback_bases()):  # type: ignore[misc]
 
     # -- end of a run ------------------------------------------------------------------------
     def _end(self, trainer: Any, exc: BaseException | None) -> None:
-        s = self._session
-        if s is None or s.finished:
-            return
-        self.findings = s.finish(exc)
-        if not getattr(trainer, "is_global_zero", True):
-            return
-        path = report_path(self.report, _log_dir(trainer))
-        if path is not None:
-            self.report_path = s.guard(lambda: s.write_report(path)) or None
-        s.announce(self.report_path)
+        self._finish_run(exc, getattr(trainer, "is_global_zero", True), _log_dir(trainer))

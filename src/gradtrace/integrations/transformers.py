@@ -24,17 +24,19 @@ Trainer's own ``grad_norm`` log is the norm before clipping); on transformers wi
 event, a step pre-hook on the torch optimizer gives the same point. Once per optimizer step
 under gradient accumulation. The HTML report goes to ``args.output_dir/gradtrace.html``,
 written by the main process.
+
+Limit: the Trainer tells callbacks nothing when training raises. If it raises during the
+first optimizer steps (while the tracer is armed), the tracer's hooks stay until this callback
+starts its next run; run the script under ``gradtrace run`` to diagnose crashes.
 """
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
-from gradtrace.integrations._common import (LOG, NoGradientError, Session, check_options,
-                                            report_path)
+from gradtrace.integrations._common import LOG, CallbackCore, NoGradientError
 
 __all__ = ["GradtraceCallback", "NoGradientError"]
 
@@ -76,7 +78,7 @@ def _interval(args: Any, state: Any) -> int | None:
     return int(n) if n and n >= 1 else None
 
 
-class GradtraceCallback(TrainerCallback):
+class GradtraceCallback(TrainerCallback, CallbackCore):
     """Gradient diagnosis for a Hugging Face ``Trainer``; see the module docstring.
 
     ``watch``: log the gradient flow and keep the watch report (False: only the check of
@@ -88,35 +90,15 @@ class GradtraceCallback(TrainerCallback):
 
     def __init__(self, watch: bool = True, every: int | None = None, report: Any = None,
                  fail_fast: bool = False) -> None:
-        check_options(watch, every, report, fail_fast)
-        self.watch = watch
-        self.every = every
-        self.report = report
-        self.fail_fast = fail_fast
-        self.findings: list = []
-        self.report_path: Path | None = None
-        self._session: Session | None = None
+        self._configure(watch, every, report, fail_fast)
         self._trainer: Any = None
         self._hook: Any = None
-
-    @property
-    def logged(self) -> list[tuple[int, dict[str, float]]]:
-        """``(step, metrics)`` of every logged step of the last run (HF's 1-based steps)."""
-        return self._session.logged if self._session is not None else []
-
-    @property
-    def watch_report(self) -> Any:
-        """The run's :class:`~gradtrace.report.model.Report` (after training), or None."""
-        s = self._session
-        return s.full_report() if s is not None and s.finished else None
 
     # -- Trainer events ----------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        optimizer: Any = None, **kwargs: Any) -> None:
         self._end(args, state, None)  # a run that raised never reached on_train_end
-        s = self._session = Session(watch=self.watch, every=self.every,
-                                    fail_fast=self.fail_fast, trainer="transformers")
-        self.findings, self.report_path = [], None
+        s = self._new_session("transformers")
         self._trainer = _find_trainer()
         inner = _torch_optimizer(optimizer)
 
@@ -178,14 +160,6 @@ class GradtraceCallback(TrainerCallback):
 
     def _end(self, args: Any, state: Any, exc: BaseException | None) -> None:
         self._remove_hook()
-        s = self._session
-        if s is None or s.finished:
-            return
-        self.findings = s.finish(exc)
         self._trainer = None
-        if not getattr(state, "is_world_process_zero", True):
-            return
-        path = report_path(self.report, getattr(args, "output_dir", None))
-        if path is not None:
-            self.report_path = s.guard(lambda: s.write_report(path)) or None
-        s.announce(self.report_path)
+        self._finish_run(exc, getattr(state, "is_world_process_zero", True),
+                         getattr(args, "output_dir", None))
