@@ -237,7 +237,8 @@ class Session:
                         f"{self.steps} optimizer step(s)", severity="warning")
         head, sep, tail = f.message.partition(" never received a gradient")
         if sep:
-            f = dataclasses.replace(f, message=name + sep + tail)
+            f = dataclasses.replace(f, message=f"{name}{sep}{tail} (traced: the first "
+                                    f"{self.steps} optimizer step(s))")
         if f.path == "<unknown>" and self.model is not None:
             site = _assigned_at(self.model, name)
             if site is not None:
