@@ -99,6 +99,7 @@ class Context:
         self._lines: list[str] | None = None
         self._code = code
         self._code_lines: list[str] | None = None
+        self._mentions: dict[str, bool] = {}
         self.stmts: list[ast.stmt] = []          # enclosing statements, innermost last
         self.exprs: list[ast.AST] = []           # enclosing expressions during an expr walk
         # one frame per function (module = first frame): [(with-or-def node, mode), ...]
@@ -125,6 +126,21 @@ class Context:
         if self._code is None:
             self._code = code_text(self.text)
         return self._code
+
+    def mentions(self, *words: str) -> bool:
+        """Whether the code (NOTE [code text]) holds any of ``words``, cached per word.
+
+        Rules ask it on every call or function they visit: a search of the whole text each
+        time made the cost grow with the square of the file's length.
+        """
+        cache = self._mentions
+        for w in words:
+            hit = cache.get(w)
+            if hit is None:
+                hit = cache[w] = w in self.code
+            if hit:
+                return True
+        return False
 
     @property
     def code_lines(self) -> list[str]:

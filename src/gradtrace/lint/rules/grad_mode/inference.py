@@ -92,7 +92,7 @@ class InferenceTensorInTraining(Rule):
 
     # -- local: features made under inference_mode feed a trainable op ------------------------
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if "inference_mode" not in ctx.code:
+        if not ctx.mentions("inference_mode"):
             return
         if grad_mode_of(node, ctx.imports) == "inference":
             yield from self._region(node, ctx)

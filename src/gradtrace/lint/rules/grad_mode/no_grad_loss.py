@@ -20,7 +20,7 @@ class _LossTraceRule(Rule):
 
     def _trace(self, node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
         loss = sink_loss(node) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
-        if loss is None or not any(w in ctx.code for w in GRAD_WORDS):
+        if loss is None or not ctx.mentions(*GRAD_WORDS):
             return None
         helpers = getattr(self, "_helpers", None)
         if helpers is None:
@@ -34,7 +34,7 @@ class _LossTraceRule(Rule):
         """Whether the file has a ``training_step`` (cached per file)."""
         has = self.__dict__.get("_has_step")
         if has is None:
-            has = self._has_step = "training_step" in ctx.code
+            has = self._has_step = ctx.mentions("training_step")
         return has
 
     def _first_time(self, off: ast.AST) -> bool:

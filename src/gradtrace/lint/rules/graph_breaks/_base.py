@@ -126,7 +126,7 @@ def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
     key = hash(words)
     hit = per_file.get(key)
     if hit is None:
-        hit = per_file[key] = any(w in ctx.code for w in words)
+        hit = per_file[key] = ctx.mentions(*words)
     return hit
 
 

@@ -480,7 +480,7 @@ class Tracer:
         hit = self._pure.get(key)
         if hit is None:
             hit = False
-            if f"{name} =" in self.ctx.code:
+            if self.ctx.mentions(f"{name} ="):
                 cls = self.ctx.class_def
                 values = self_assignments(cls, name, self.ctx)
                 settings = constant_default_args(cls)
@@ -507,7 +507,7 @@ class Tracer:
         values = [b.value for b in self.scope.bindings.get(name, ())]
         if not values:
             values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
-        if not values and name.startswith("self.") and f"{name} =" in self.ctx.code:
+        if not values and name.startswith("self.") and self.ctx.mentions(f"{name} ="):
             values = self_assignments(self.ctx.class_def, name, self.ctx)
         if not values:
             recv, _, last = name.rpartition(".")
@@ -557,10 +557,20 @@ def helper_is_pure(ctx: Context, name: str) -> bool:
     hit = per_file.get(name)
     if hit is None:
         per_file[name] = False  # while analysing (recursion): not pure
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
-        fn = next((s for s in ctx.tree.body if isinstance(s, defs) and s.name == name), None)
+        fn = _top_defs(ctx).get(name)
         hit = per_file[name] = fn is not None and _returns_only_arguments(ctx, fn)
     return hit
+
+
+def _top_defs(ctx: Context) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions at the top of the file by name (the first of each name), built once."""
+    def make() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for s in ctx.tree.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.setdefault(s.name, s)
+        return out
+    return ctx.memo("top-defs", ctx.tree, make)
 
 
 def _returns_only_arguments(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -426,7 +426,7 @@ def _packed(name: str, lp: LossPaths, depth: int) -> bool:
         return True
     if depth > 3:
         return False
-    if any(f"{name}.{f}" in lp.ctx.code for f in PACKED_FIELDS) and any(
+    if lp.ctx.mentions(*(f"{name}.{f}" for f in PACKED_FIELDS)) and any(
             isinstance(n, ast.Attribute) and n.attr in PACKED_FIELDS
             and isinstance(n.value, ast.Name) and n.value.id == name
             for s in lp.scope.stmts for n in walk(s)):

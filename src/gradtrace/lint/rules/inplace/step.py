@@ -81,7 +81,7 @@ class OptimizerStepBetweenBackwards(Rule):
         f = node.func
         if not (isinstance(f, ast.Attribute) and f.attr == "step") or node.args or node.keywords:
             return
-        if "retain_graph" not in ctx.code or ctx.function is None:
+        if not ctx.mentions("retain_graph") or ctx.function is None:
             return
         scope = ctx.scope()
         recv = dotted(f.value) or ""

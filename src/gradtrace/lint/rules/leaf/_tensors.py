@@ -293,5 +293,5 @@ def scope_mentions(ctx: Context, *words: str) -> bool:
     """Cheap pre-check: does the enclosing function's (or the file's) text contain a word?"""
     fn = ctx.function
     if fn is None:
-        return any(w in ctx.code for w in words)
+        return ctx.mentions(*words)
     return node_mentions(ctx, fn, *words)

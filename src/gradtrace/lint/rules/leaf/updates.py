@@ -399,7 +399,7 @@ class InplaceUpdateOfLeaf(Rule):
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
     if isinstance(fn, ast.Module):
-        return any(w in ctx.code for w in words)
+        return ctx.mentions(*words)
     return node_mentions(ctx, fn, *words)
 
 

@@ -361,7 +361,7 @@ def handed_to_steppers(scope: Scope, opt: str) -> list[tuple[int, ast.Call]]:
     (``train(model, opt, loader)`` where ``train`` calls ``opt.step()``)."""
     an = scope.ctx.analysis
     out = []
-    for n in walk(scope.node) if opt in scope.ctx.code else ():
+    for n in walk(scope.node) if scope.ctx.mentions(opt) else ():
         if not isinstance(n, ast.Call) or not any(dotted(a) == opt for a in
                                                   [*n.args, *(k.value for k in n.keywords)]):
             continue
@@ -381,7 +381,7 @@ def global_steppers(scope: Scope, opt: str) -> list[int]:
     """Lines of a script calling a function of the file that steps the script's ``opt``
     itself (``def train(): ... optimizer.step()`` called as ``train(...)``)."""
     ctx = scope.ctx
-    if scope.node is not ctx.tree or f"{opt}.step(" not in ctx.code:
+    if scope.node is not ctx.tree or not ctx.mentions(f"{opt}.step("):
         return []
     an = ctx.analysis
     out = []
@@ -410,7 +410,7 @@ def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int
     an = ctx.analysis
     cls = an.class_of(fn)
     init = cls.methods.get("__init__") if cls is not None else None
-    if cls is None or init is None or fn is init or "optim" not in ctx.code:
+    if cls is None or init is None or fn is init or not ctx.mentions("optim"):
         return None
     builds = [b for b in optimizer_builds(ctx.scope(init)) if b.name.startswith("self.")]
     if any(b.name.startswith("self.") for m in cls.methods.values() if m is not init

@@ -166,7 +166,7 @@ def _made_trainable(ctx: Context, names: set[str]) -> set[str]:
     """Attribute names on which the file sets ``requires_grad`` (or calls ``requires_grad_``)
     anywhere, or that it wraps in ``nn.Parameter``."""
     out: set[str] = set()
-    if "requires_grad" not in ctx.code and "Parameter" not in ctx.code:
+    if not ctx.mentions("requires_grad", "Parameter"):
         return out
     for n in walk(ctx.tree):
         if isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_") \
@@ -245,7 +245,7 @@ class RandomWeightAsPlainAttribute(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if ".backward(" not in ctx.code:
+        if not ctx.mentions(".backward("):
             return
         an = ctx.analysis
         for cls in an.classes.values():

@@ -60,7 +60,7 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
     (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``."""
     def make() -> frozenset[str]:
         out: set[str] = set()
-        if "optim" in ctx.code:
+        if ctx.mentions("optim"):
             for n in walk(ctx.tree):
                 if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
                     for a in [*n.args, *(k.value for k in n.keywords)]:
@@ -92,7 +92,7 @@ def _grad_switches(ctx: Context) -> frozenset[str]:
                     if (attr := _self_attr(a)) is not None:
                         switch[attr] = switch.get(attr, 0) + 1
         return frozenset(a for a, k in switch.items() if k == reads.get(a))
-    if "requires_grad" not in ctx.code:
+    if not ctx.mentions("requires_grad"):
         return frozenset()
     return ctx.memo("gt4-grad-switches", ctx.tree, make)
 

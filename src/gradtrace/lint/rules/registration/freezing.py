@@ -189,7 +189,7 @@ class FreezeUndoesTraining(Rule):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
-        if "requires_grad" not in ctx.code:
+        if not ctx.mentions("requires_grad"):
             return
         flags = grad_flags(scope)
         for i, f in enumerate(flags):

@@ -236,10 +236,19 @@ class Graphs:
         self.f = f
         self._direct: dict[int, bool] = {}
         self._carries: dict[int, bool] = {}
+        self._deps: dict[tuple[int, int], Deps] = {}
         self._cut = cut_params(f.ctx)
 
     def deps(self, expr: ast.AST, line: int) -> Deps:
-        """Bindings reached from ``expr`` (evaluated at ``line``), transitively."""
+        """Bindings reached from ``expr`` (evaluated at ``line``), transitively (cached: the
+        rules ask it for every pair of backward calls and accumulations of a script)."""
+        key = (id(expr), line)
+        out = self._deps.get(key)
+        if out is None:
+            out = self._deps[key] = self._deps_of(expr, line)
+        return out
+
+    def _deps_of(self, expr: ast.AST, line: int) -> Deps:
         out = Deps()
         seen: set[int] = set()
         work: list[tuple[ast.AST, int]] = [(expr, line)]

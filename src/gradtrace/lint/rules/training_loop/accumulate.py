@@ -245,7 +245,7 @@ class LossAccumulatedWithGraph(_LoopRule):
                 or not isinstance(loop, (ast.For, ast.AsyncFor)) or not _loader_like(loop.iter):
             return None
         fn = f.node
-        if "set_grad_enabled" in ctx.code or not isinstance(fn, ast.Module) and (
+        if ctx.mentions("set_grad_enabled") or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)):

@@ -159,7 +159,7 @@ def _detaching_defs(ctx: Context) -> frozenset[str]:
                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                          and any(isinstance(r, ast.Return) and r.value is not None
                                  and DETACH_RE.search(ctx.code_of(r.value)) for r in ast.walk(n)))
-    if "detach" not in ctx.code:
+    if not ctx.mentions("detach"):
         return frozenset()
     return ctx.memo("gt5-detaching-defs", ctx.tree, make)
 

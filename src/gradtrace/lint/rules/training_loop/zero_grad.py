@@ -41,7 +41,7 @@ class _LoopRule(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         if any(isinstance(s, SCRIPT_TOP) for s in node.body) or (
-                ".backward(" in ctx.code and TOP_BACKWARD_RE.search(ctx.code)):
+                ctx.mentions(".backward(") and TOP_BACKWARD_RE.search(ctx.code)):
             yield from self._entry(node, ctx)  # script code at module level
 
     def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
@@ -115,8 +115,7 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
     """The loop (None: the whole function) calls a helper of this file that clears
     gradients, or hands the optimizer (or a model) to a call that might
     (``trainer.finish_step(optimizer)``)."""
-    clearing = clearing_functions(f.ctx) if "zero_grad" in f.ctx.code or \
-        ".grad" in f.ctx.code else set()
+    clearing = clearing_functions(f.ctx) if f.ctx.mentions("zero_grad", ".grad") else set()
     for stmt in f.scope.stmts:
         if loop is not None and not f.inside(stmt, loop):
             continue
