@@ -1,0 +1,98 @@
+"""What a file does with ``self.X`` attributes: handed to a registering call or an optimizer,
+or used only as a switch (facts GT401-GT403 share)."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
+from gradtrace.lint.rules.registration._modules import CONTAINERS
+
+REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
+                               "register_buffer", "setattr"})
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    """``X`` for a target ``self.X``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _wrapped_attrs(ctx: Context) -> frozenset[str]:
+    """Attribute names passed (or starred) to an ``nn`` container or ``nn.Parameter`` anywhere,
+    and ``self.X`` handed whole to the constructor of another class (``Decoder(self.blocks)``:
+    a child module that may register the entries itself)."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Call):
+                args = [*n.args, *(k.value for k in n.keywords)]
+                qual = ctx.call_name(n) or ""
+                if qual in CONTAINERS or (
+                        isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERING_CALLS):
+                    for a in args:
+                        out.update(x.attr for x in walk(a) if isinstance(x, ast.Attribute))
+                elif qual.rpartition(".")[2][:1].isupper() and not qual.startswith("torch."):
+                    out.update(x for a in args if (x := _self_attr(
+                        a.value if isinstance(a, ast.Starred) else a)))
+        return frozenset(out)
+    return ctx.memo("gt4-wrapped-attrs", ctx.tree, make)
+
+
+def _optimized_attrs(ctx: Context) -> frozenset[str]:
+    """Attribute names handed to a ``torch.optim`` optimizer directly anywhere in the file
+    (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        if ctx.mentions("optim"):
+            for n in walk(ctx.tree):
+                if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
+                    for a in [*n.args, *(k.value for k in n.keywords)]:
+                        out.update(x for x in map(_self_attr, walk(a)) if x)
+        return frozenset(out)
+    return ctx.memo("gt4-optimized-attrs", ctx.tree, make)
+
+
+def _grad_switches(ctx: Context) -> frozenset[str]:
+    """``self.X`` only ever read to make other tensors require grad, never trained: added and
+    taken away again (``x + self.dummy - self.dummy``) or handed to a ``checkpoint`` call, the
+    trick that lets reentrant checkpointing see an input that requires grad."""
+    def make() -> frozenset[str]:
+        reads: dict[str, int] = {}
+        switch: dict[str, int] = {}
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) \
+                    and (attr := _self_attr(n)) is not None:
+                reads[attr] = reads.get(attr, 0) + 1
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)) \
+                    and isinstance(n.left, ast.BinOp) and type(n.left.op) is not type(n.op) \
+                    and isinstance(n.left.op, (ast.Add, ast.Sub)):
+                a, b = _self_attr(n.left.right), _self_attr(n.right)
+                if a is not None and a == b:
+                    switch[a] = switch.get(a, 0) + 2
+            elif isinstance(n, ast.Call) and (ctx.call_name(n) or dotted(n.func) or "") \
+                    .rpartition(".")[2] == "checkpoint":
+                for a in n.args[1:]:
+                    if (attr := _self_attr(a)) is not None:
+                        switch[attr] = switch.get(attr, 0) + 1
+        return frozenset(a for a, k in switch.items() if k == reads.get(a))
+    if not ctx.mentions("requires_grad"):
+        return frozenset()
+    return ctx.memo("gt4-grad-switches", ctx.tree, make)
+
+
+def _registers_dynamically(cls: ast.ClassDef) -> bool:
+    for n in walk(cls):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in ("add_module", "register_module", "register_parameter", "setattr"):
+                return True
+    return False
+
+
+# classes imported from elsewhere, named like layers that own parameters
