@@ -221,7 +221,7 @@ def test_gradient_values_equal_torch_for_every_dtype(dtypes: tuple[torch.dtype, 
 
 
 def test_fused_gpu_path_for_max_abs_gives_the_same_values(monkeypatch) -> None:
-    from gradtrace.runtime import watch_collect
+    from gradtrace.runtime import watch_tensors
 
     def run() -> list[tuple]:
         torch.manual_seed(0)
@@ -232,7 +232,7 @@ def test_fused_gpu_path_for_max_abs_gives_the_same_values(monkeypatch) -> None:
         return [s.max_abs for s in w.report.tracks[0].steps]
 
     per_tensor = run()
-    monkeypatch.setattr(watch_collect, "_FUSED_PEAKS", frozenset({"cpu"}))
+    monkeypatch.setattr(watch_tensors, "_FUSED_PEAKS", frozenset({"cpu"}))
     fused = run()
     assert fused == per_tensor and all(v > 0 for v in fused[0])
 
