@@ -1,0 +1,77 @@
+"""Walks of the autograd graph a traced ``backward()`` runs: its roots, the nodes it frees
+(stamped so a second backward through them is named), the leaves under a tensor."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.records import META_FREED
+
+Tensor = torch.Tensor
+
+
+def _backward_roots(func: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
+    first = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+    if isinstance(first, Tensor):
+        roots = [first]
+    else:
+        roots = [t for t in (first or ()) if isinstance(t, Tensor)]
+    if func is torch.Tensor.backward:
+        retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
+    elif func is torch.autograd.grad:
+        retain = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
+        create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+    else:
+        retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
+    return roots, bool(create if retain is None else retain)
+
+
+def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000) -> None:
+    """Mark every node of the graph a backward just freed (walk bounded by ``limit``)."""
+    stack = [r.grad_fn for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
+    seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        if type(node) in _ACCUMULATE:  # saves nothing, and is shared across graphs
+            continue
+        try:
+            node.metadata.setdefault(META_FREED, stamp)
+            nexts = node.next_functions
+        except (AttributeError, RuntimeError):
+            continue
+        for n, _ in nexts:
+            if n is not None:
+                stack.append(n)
+
+
+def _leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:
+    """The leaf tensors (parameters) the ``roots`` were computed from (at most ``limit``)."""
+    out: list[Tensor] = [r for r in roots if r.grad_fn is None and r.requires_grad]
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: set[int] = set()
+    while stack and len(out) < limit and len(seen) < 5000:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        var = getattr(node, "variable", None)
+        if isinstance(var, Tensor):
+            out.append(var)
+            continue
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return out
+
+
+def _accumulate_types() -> frozenset[type]:
+    leaf = torch.zeros(1, requires_grad=True)
+    return frozenset({type((leaf * 1).grad_fn.next_functions[0][0])})
+
+
+_ACCUMULATE = _accumulate_types()
