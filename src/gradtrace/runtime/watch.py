@@ -274,7 +274,7 @@ class Watcher:
         if col.total_steps % col.every == 0 or not b.enabled:
             self._guard(b, lambda: self._post_step(b, closure))
             return
-        col.total_steps += 1
+        col.end_step()
         b.pace.step_end(col.total_steps, col.every, False)
         if col.total_steps % col.every == 0:
             self._hook_forward()  # the next step is recorded: see its forward
