@@ -273,12 +273,11 @@ class ParametersGeneratorConsumed(Rule):
         b = scope.binding_before(name, node.lineno)
         if b is None or not self._generator(b.value, ctx):
             return
-        arms = _arms(scope.node, ctx)
         opt_stmt = scope.statement_of(node)
         for s in scope.stmts:
             if b.line < s.lineno < node.lineno and not isinstance(
                     s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
-                    and not _exclusive(arms.get(id(s), ()), arms.get(id(opt_stmt), ())):
+                    and not (opt_stmt is not None and scope.exclusive(s, opt_stmt)):
                 c = _consumer(s, name, ctx)
                 if c is not None:
                     related = [Related(ctx.path, node.lineno, "the optimizer receives the "
@@ -298,38 +297,6 @@ class ParametersGeneratorConsumed(Rule):
         return q in ("filter", "map", "itertools.chain") and any(
             isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
             and a.func.attr in ("parameters", "named_parameters") for a in value.args)
-
-
-Arms = tuple[tuple[int, str], ...]
-
-
-def _arms(root: ast.AST, ctx: Context) -> dict[int, Arms]:
-    """For each statement under ``root``: the ``if`` arms it sits in, outermost first."""
-    def make() -> dict[int, Arms]:
-        out: dict[int, Arms] = {}
-        todo: list[tuple[list[ast.stmt], Arms]] = [(getattr(root, "body", []), ())]
-        while todo:
-            body, arms = todo.pop()
-            for st in body:
-                out[id(st)] = arms
-                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    continue
-                for field in ("body", "orelse", "finalbody"):
-                    sub = getattr(st, field, None)
-                    if sub and isinstance(sub[0], ast.stmt):
-                        todo.append((sub, arms + ((id(st), field),)
-                                     if isinstance(st, ast.If) else arms))
-                for h in getattr(st, "handlers", ()):
-                    todo.append((h.body, arms))
-        return out
-    return ctx.memo("gt4-arms", root, make)
-
-
-def _exclusive(a: Arms, b: Arms) -> bool:
-    """Two statements in different arms of one ``if``: never both run in one pass
-    (``if adadelta: Adadelta(params) elif adam: Adam(params)``)."""
-    arm_b = dict(b)
-    return any(node in arm_b and arm_b[node] != field for node, field in a)
 
 
 def _whole_params(call: ast.Call) -> bool:
