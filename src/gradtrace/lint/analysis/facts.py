@@ -351,6 +351,41 @@ class Analysis:
                 out[k.arg] = k.value
         return out
 
+    def call_sites(self, fn: ast.FunctionDef | ast.AsyncFunctionDef
+                   ) -> list[tuple[ast.Call, ast.AST]]:
+        """The calls of ``fn`` in this file and the function (or module) each is made in:
+        ``helper(...)`` for a top-level function, ``Cls(...)`` for ``Cls.__init__``."""
+        cls = self.class_of(fn)
+        if cls is not None and fn.name != "__init__":
+            return []
+        target = cls.node.name if cls is not None else fn.name
+        if cls is None and self.functions.get(fn.name) is not fn:
+            return []
+        memo: dict[str, list[tuple[ast.Call, ast.AST]]] = self.ctx.memo(
+            "analysis-call-sites", self.ctx.tree, lambda: _calls_by_name(self.ctx.tree))
+        return list(memo.get(target, ()))
+
+    def argument_values(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+                        ) -> list[tuple[ast.expr, ast.AST]]:
+        """What the file's calls of ``fn`` pass for its parameter ``name`` (with the function
+        or module each call is made in); empty when any call site passes nothing for it."""
+        out = []
+        shift = self.class_of(fn) is not None  # `Cls(a)` binds `a` to the parameter after self
+        for call, where in self.call_sites(fn):
+            binds = self.arguments(fn, call)
+            if shift:
+                a = fn.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args)][1:]
+                binds = {**dict(zip(names, call.args)),
+                         **{k.arg: k.value for k in call.keywords if k.arg is not None}}
+                if any(isinstance(x, ast.Starred) for x in call.args):
+                    return []
+            v = binds.get(name)
+            if v is None:
+                return []
+            out.append((v, where))
+        return out
+
     def stepped_globals(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
         """Module-level names on which ``fn`` calls ``.step()`` (``optimizer.step()`` in a
         ``train()`` of a script that reads the global optimizer)."""
@@ -394,6 +429,21 @@ def _globals_stepped(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -
         if isinstance(a, ast.Name) and a.id not in own:
             out.add(a.id)
     return frozenset(out)
+
+
+def _calls_by_name(tree: ast.Module) -> dict[str, list[tuple[ast.Call, ast.AST]]]:
+    """``{name: [(call, enclosing function or module), ...]}`` for every call ``name(...)``."""
+    out: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    while stack:
+        node, where = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                else where
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name):
+                out.setdefault(child.func.id, []).append((child, where))
+            stack.append((child, inner))
+    return out
 
 
 def _param_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

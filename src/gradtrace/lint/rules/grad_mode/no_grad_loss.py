@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -264,7 +265,9 @@ class BackwardUnderNoGrad(_LossTraceRule):
     has no `grad_fn` and `loss.backward()` raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
     (PYTORCH_FACTS 2a, B1). Calling `backward()` under `no_grad` on a loss built *outside* it
-    works, and is not reported. Take the training step out of the no-grad block.
+    works, and is not reported. Take the training step out of the no-grad block. In an
+    evaluation pass (`model.eval()` before the block) the `backward()` is what does not belong,
+    and it is the line reported.
     Known limits: the loss must be computed in the same function.
     """
 
@@ -273,6 +276,11 @@ class BackwardUnderNoGrad(_LossTraceRule):
     name = "backward-under-no-grad"
     message = ("`{sink}` (line {line}) runs inside `{mode}`, which also computed the loss: "
                "the loss has no graph")
+    message_eval = ("`{sink}` runs in an evaluation pass (`.eval()` at line {line}, then "
+                    "`{mode}` at line {off}, which also computed the loss): the loss has no graph, "
+                    "so this raises `RuntimeError: element 0 of tensors does not require grad and "
+                    "does not have a grad_fn`; validation must not call `backward()`/`step()` "
+                    "(train in the training step instead)")
     examples = [
         Bad("""
             import torch
@@ -294,6 +302,16 @@ class BackwardUnderNoGrad(_LossTraceRule):
                 model(x).sum().backward()
                 opt.step()
             """, at=(3, 1)),
+        Bad("""
+            import torch
+
+            def validate(model, x, y, opt, criterion):
+                model.eval()
+                with torch.no_grad():
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    opt.step()
+            """, at=(7, 8)),
         Good("""
             import torch
 
@@ -322,8 +340,27 @@ class BackwardUnderNoGrad(_LossTraceRule):
         found = self._trace(node, ctx)
         if found is None or not self._first_time(off):
             return
+        ev = _evaluation_switch(ctx, off)
+        if ev is not None:  # an evaluation pass: the backward is what does not belong here
+            f = self.report(node, ctx, related=(Related(
+                ctx.path, off.lineno, "grad is disabled here", ctx.column(off)),),  # type: ignore[attr-defined]
+                sink="", line=0, mode="")
+            yield replace(f, message=self.message_eval.format(
+                sink=" ".join(ctx.source(node).split())[:60], mode=_with_text(off, ctx),
+                line=ev.lineno, off=off.lineno))  # type: ignore[attr-defined]
+            return
         yield self.report(off, ctx, related=(_backward_related(node, ctx),),
                           sink=ctx.source(node), line=node.lineno, mode=_with_text(off, ctx))
+
+
+def _evaluation_switch(ctx: Context, off: ast.AST) -> ast.Call | None:
+    """The ``m.eval()`` call that precedes the no-grad block ``off`` in the same function: the
+    function is an evaluation pass (eval mode and no grad), not a training step."""
+    line = off.lineno  # type: ignore[attr-defined]
+    for m in ctx.scope().calls_to("eval"):
+        if m.call.lineno < line and not m.call.args and not m.call.keywords:
+            return m.call
+    return None
 
 
 def _bound_name(expr: ast.AST, ctx: Context) -> str | None:

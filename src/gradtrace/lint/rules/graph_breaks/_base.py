@@ -19,6 +19,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
     LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths,
 )
 from gradtrace.lint.rules.graph_breaks._helpers import helper_band_aid
+from gradtrace.lint.rules.graph_breaks._shapes import is_loss_class
 from gradtrace.lint.nodes import walk
 
 ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "
@@ -150,9 +151,7 @@ def _worth_uncached(node: ast.AST, ctx: Context) -> bool:
     name = getattr(node, "name", "").lower()
     if LOSS_FUNC_RE.match(name):
         return True
-    cls = ctx.class_def
-    if name in ("forward", "__call__") and cls is not None and \
-            cls.name.lower().endswith(("loss", "criterion")):
+    if name in ("forward", "__call__") and is_loss_class(ctx.class_def, ctx):
         return True
     body = getattr(node, "body", None) or [node]
     start, end = body[0].lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.graph_breaks._helpers import helper_cut
+from gradtrace.lint.rules.graph_breaks._shapes import is_loss_class
 from gradtrace.lint.rules.graph_breaks._trace import (  # noqa: F401 - re-exported for rules
     CUT_METHODS, DATA, DETACH, FRESH_METHODS, NONDIFF, NUMBER, NUMPY, REBUILD, RECV_ONLY, Cut,
     Trace, Tracer,
@@ -145,8 +146,10 @@ class LossPaths(Tracer):
         if fn is None:
             return None
         cut = helper_cut(self.ctx, fn)
-        if cut is None or not self._args(e, use, line).live:
+        if cut is None:
             return None
+        if not self._args(e, use, line).live:
+            return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
         # NOTE [helper cuts]: the helper's own cut, reached through this call
         return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
                                  ((f"{fn.name}()", e.lineno),) + cut.via),))
@@ -158,9 +161,7 @@ class LossPaths(Tracer):
             return False
         if LOSS_FUNC_RE.match(name):
             return True
-        cls = self.ctx.class_def
-        return name in ("forward", "__call__") and cls is not None \
-            and cls.name.lower().endswith(("loss", "criterion"))
+        return name in ("forward", "__call__") and is_loss_class(self.ctx.class_def, self.ctx)
 
     # -- judging -----------------------------------------------------------------------------
     def _judge(self, sink: Sink) -> Verdict | None:

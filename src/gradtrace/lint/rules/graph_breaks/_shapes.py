@@ -66,6 +66,15 @@ def is_torch_loss(qual: str | None) -> bool:
     return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
 
 
+def is_loss_class(cls: ast.ClassDef | None, ctx: Context) -> bool:
+    """A class named like a loss (``FocalLoss``, ``Criterion``) or deriving from a torch loss
+    class (``torch.nn.modules.loss._Loss``, ``nn.MSELoss``): its ``forward`` returns a loss."""
+    if cls is None:
+        return False
+    return cls.name.lower().endswith(("loss", "criterion")) or any(
+        is_torch_loss(ctx.qualified_name(b)) for b in cls.bases)
+
+
 def self_assignments(cls: ast.ClassDef | None, name: str, ctx: Context) -> list[ast.expr | None]:
     """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
     if cls is None:

@@ -427,9 +427,10 @@ class Tracer:
         """Bound to ``torch.nn.*Loss()``; or, when nothing in the file binds it, named like a
         loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
         learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
-        values = [b.value for b in self.scope.bindings.get(name, ())]
+        values = [_bound_value(b, name) for b in self.scope.bindings.get(name, ())]
         if not values:
-            values = [b.value for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
+            values = [_bound_value(b, name)
+                      for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
         if not values and name.startswith("self.") and self.ctx.mentions(f"{name} ="):
             values = self_assignments(self.ctx.class_def, name, self.ctx)
         if not values:
@@ -451,6 +452,22 @@ class Tracer:
         if not t.cuts and asks_grad(e):
             return LIVE  # a new trainable leaf: `torch.tensor(0.5, requires_grad=True)`
         return t
+
+
+def _bound_value(b: Binding, name: str) -> ast.expr | None:
+    """The value of binding ``b``; for ``a, b = X(), Y()`` the element paired with ``name``."""
+    if b.value is not None:
+        return b.value
+    s = b.stmt
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+            isinstance(s.targets[0], (ast.Tuple, ast.List)) and \
+            isinstance(s.value, (ast.Tuple, ast.List)) and \
+            len(s.targets[0].elts) == len(s.value.elts) and \
+            not any(isinstance(e, ast.Starred) for e in (*s.targets[0].elts, *s.value.elts)):
+        for t, v in zip(s.targets[0].elts, s.value.elts):
+            if dotted(t) == name:
+                return v
+    return None
 
 
 _HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()

@@ -26,6 +26,10 @@ GRAD_FACTORIES = NEW_TENSOR_FUNCS - {"torch.from_numpy", "torch.as_tensor", "tor
 COPY_METHODS = frozenset({"to", "cuda", "double", "half", "bfloat16", "type"})
 VIEW_METHODS = frozenset({"view", "reshape", "t", "unsqueeze", "squeeze", "expand",
                           "permute", "transpose", "flatten", "clone"})
+# differentiable operations: applied to a tensor that requires grad they return a non-leaf
+DIFF_OPS = frozenset({"sum", "mean", "exp", "log", "pow", "sigmoid", "tanh", "relu", "softmax",
+                      "log_softmax", "sin", "cos", "sqrt", "abs", "matmul", "mm", "clamp",
+                      "softplus", "gelu", "normalize"})
 INT_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int32", "torch.int16",
                         "torch.int8", "torch.uint8", "torch.short", "torch.bool", "torch.uint16",
                         "torch.uint32", "torch.uint64"})
@@ -110,6 +114,10 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
     """``torch.randn(.., requires_grad=True).cuda()`` / ``... * scale``: (the factory, how)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method = node.func.attr
+        if method == "float" and not node.args:
+            f = grad_factory(node.func.value, ctx)
+            if f is not None and _float64(f, ctx):
+                return f, ".float()"  # float64 -> float32: a copy (`ToCopyBackward0`)
         if method in COPY_METHODS or method in VIEW_METHODS:
             inner = node.func.value
             f = grad_factory(inner, ctx)
@@ -125,6 +133,40 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
             if f is not None:
                 return f, "arithmetic"
     return None
+
+
+NUMPY_MAKERS = frozenset({"numpy.array", "numpy.asarray", "numpy.zeros", "numpy.ones",
+                          "numpy.linspace", "numpy.random.rand", "numpy.random.randn",
+                          "numpy.random.uniform", "numpy.random.normal", "numpy.eye",
+                          "numpy.full", "numpy.loadtxt"})
+
+
+def _float64(factory: ast.Call, ctx: Context) -> bool:
+    """Whether the tensor ``factory`` makes is float64: ``dtype=torch.float64`` or data from a
+    NumPy array made without a dtype (NumPy's default float is float64; ``torch.tensor`` and
+    ``torch.from_numpy`` keep it)."""
+    inner = factory
+    if isinstance(factory.func, ast.Attribute) and factory.func.attr == "requires_grad_" \
+            and isinstance(factory.func.value, ast.Call):
+        inner = factory.func.value
+    dtype = keyword(inner, "dtype")
+    if dtype is not None:
+        return ctx.qualified_name(dtype) in ("torch.float64", "torch.double")
+    if not inner.args or ctx.call_name(inner) not in ("torch.tensor", "torch.from_numpy",
+                                                      "torch.as_tensor"):
+        return False
+    data = inner.args[0]
+    if isinstance(data, ast.Name):  # `a = np.random.rand(3)` earlier in the function
+        b = ctx.scope().binding_before(data.id, inner.lineno)
+        data = b.value if b is not None and b.value is not None else data
+    if not isinstance(data, ast.Call) or ctx.call_name(data) not in NUMPY_MAKERS \
+            or keyword(data, "dtype") is not None:
+        return False
+    lits = [n for n in walk(data) if isinstance(n, ast.Constant)
+            and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
+    # `np.array([1.0, 2.0])` is float64, `np.array([1, 2])` int64 (then GT304's business)
+    return ctx.call_name(data) != "numpy.array" and ctx.call_name(data) != "numpy.asarray" \
+        or any(isinstance(n.value, float) for n in lits)
 
 
 def names_in(node: ast.AST) -> set[str]:
@@ -178,9 +220,16 @@ def derived_from_grad_leaf(scope: Scope, expr: ast.AST, line: int) -> str | None
             if got:
                 return got
         return None
+    if isinstance(expr, ast.Call) and expr.args and \
+            (scope.ctx.call_name(expr) or "").startswith(("torch.", "torch.nn.functional.")) \
+            and (scope.ctx.call_name(expr) or "").rpartition(".")[2] in DIFF_OPS:
+        arg = expr.args[0]  # `torch.sigmoid(w)`, `F.relu(w * 2)`
+        if isinstance(arg, ast.Name) and grad_leaf_binding(scope, arg.id, line):
+            return arg.id
+        return derived_from_grad_leaf(scope, arg, line)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
             and (expr.func.attr in COPY_METHODS or expr.func.attr in VIEW_METHODS
-                 or expr.func.attr in ("sum", "mean", "exp", "pow", "sigmoid", "tanh")):
+                 or expr.func.attr in DIFF_OPS):
         recv = expr.func.value
         if isinstance(recv, ast.Name) and grad_leaf_binding(scope, recv.id, line):
             return recv.id

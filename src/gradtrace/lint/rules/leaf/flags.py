@@ -171,8 +171,10 @@ class RequiresGradOnIntegerTensor(Rule):
     `torch.randint(..., requires_grad=True)` raise `RuntimeError: Only Tensors of floating point
     and complex dtype can require gradients` (verified on torch 2.13). Integer literals make
     int64 tensors: write `1.0`, or pass `dtype=torch.float32`.
+    `nn.Parameter(mask)` asks for grad too (unless `requires_grad=False`).
     Known limits: the dtype must be visible in the call (an explicit integer dtype, integer
-    literals, `torch.randint`, `.long()`/`.int()`).
+    literals, `torch.randint`, `.long()`/`.int()`), in the name's assignment, or, for an
+    argument of the function or class, at every call of it in the file.
     """
 
     code = "GT304"
@@ -181,7 +183,7 @@ class RequiresGradOnIntegerTensor(Rule):
     message = ("`{expr}` is an integer tensor ({dtype}); asking it to require grad raises "
                "`RuntimeError: Only Tensors of floating point and complex dtype can require "
                "gradients`")
-    triggers = ("requires_grad",)
+    triggers = ("requires_grad", "Parameter")
     examples = [
         Bad("""
             import torch
@@ -197,10 +199,32 @@ class RequiresGradOnIntegerTensor(Rule):
             w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
             b = torch.arange(10, dtype=torch.float32, requires_grad=True)
             """),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class Masked(nn.Module):
+                def __init__(self, mask):
+                    super().__init__()
+                    self.mask = nn.Parameter(mask)
+
+            net = Masked(torch.tensor([1, 0, 1], dtype=torch.uint8))
+            """, at=(7, 20)),
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         func = node.func
+        if node.args and ctx.call_name(node) == "torch.nn.Parameter" and not (
+                len(node.args) > 1 and is_false(node.args[1])) and \
+                not is_false(keyword(node, "requires_grad")):
+            got = _int_data(node.args[0], node.lineno, ctx)
+            if got is not None:
+                dtype, where = got
+                rel = [Related(ctx.path, where.lineno, "the integer tensor is made here",
+                               ctx.column(where))] if where is not node.args[0] else []
+                yield self.report(node, ctx, related=rel,
+                                  expr=_short(ctx.source(node.args[0])), dtype=dtype)
+            return
         if is_true(keyword(node, "requires_grad")) and (
                 (ctx.call_name(node) or "") in GRAD_FACTORIES or keyword(node, "dtype")):
             dtype = int_dtype(node, ctx)
@@ -217,6 +241,51 @@ class RequiresGradOnIntegerTensor(Rule):
                     dtype = int_dtype(b.value, ctx)
             if dtype:
                 yield self.report(node, ctx, expr=_short(ctx.source(recv)), dtype=dtype)
+
+
+def _int_data(e: ast.expr, line: int, ctx: Context) -> tuple[str, ast.expr] | None:
+    """(dtype, the expression that makes it) when ``e`` surely holds an integer tensor: made
+    here, bound to one earlier in the function, or (``opt.mask`` / ``mask`` a parameter of
+    the function) passed so by every call of the function or class in the file
+    (``CascadeCore(opt)`` with ``opt = Namespace(mask=torch.tensor([1, 0], dtype=torch.uint8))``)."""
+    dtype = int_dtype(e, ctx)
+    if dtype:
+        return dtype, e
+    root, attr = (e, None) if isinstance(e, ast.Name) else \
+        (e.value, e.attr) if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) \
+        else (None, None)
+    if root is None:
+        return None
+    scope = ctx.scope()
+    b = scope.binding_before(root.id, line)
+    if b is not None:
+        v = _field(b.value, attr) if b.value is not None and not isinstance(
+            b.stmt, ast.AugAssign) else None
+        dtype = int_dtype(v, ctx) if v is not None else None
+        return (dtype, v) if dtype and v is not None else None
+    fn = ctx.function
+    if fn is None:
+        return None
+    values = ctx.analysis.argument_values(fn, root.id)
+    found = None
+    for v, where in values:
+        if isinstance(v, ast.Name):
+            vb = ctx.scope(where).binding_before(v.id, v.lineno)
+            v = vb.value if vb is not None and vb.value is not None else None
+        v = _field(v, attr) if v is not None else None
+        dtype = int_dtype(v, ctx) if v is not None else None
+        if not dtype or v is None:
+            return None
+        found = found or (dtype, v)
+    return found
+
+
+def _field(v: ast.expr, attr: str | None) -> ast.expr | None:
+    """``v`` itself (no ``attr``), or the ``attr=`` keyword of the call that builds it
+    (``Namespace(mask=...)``, ``SimpleNamespace``, ``dict``)."""
+    if attr is None:
+        return v
+    return keyword(v, attr) if isinstance(v, ast.Call) else None
 
 
 def _short(src: str) -> str:

@@ -1,0 +1,278 @@
+"""Graph cuts one call or one container away, grad mode in evaluation passes, and leaves
+PyTorch refuses (issue "Root cause, every time", sections 2 and 3): for each mechanism a
+silent look-alike and buggy twins in other spellings. Every snippet also runs on real torch:
+the look-alike trains, the twin fails (or silently does not train) as the finding says."""
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import NamedTuple
+
+import pytest
+
+from gradtrace.lint import check_source
+
+torch = pytest.importorskip("torch")
+np = pytest.importorskip("numpy")
+
+PRELUDE = """
+import argparse
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.modules.loss import _Loss
+torch.manual_seed(0)
+"""
+
+
+class Shape(NamedTuple):
+    src: str
+    code: str                 # the rule that must stay silent / fire
+    line: int | None = None   # buggy twin: the line reported (1-based, after the prelude)
+    raises: str | None = None  # buggy twin: what real torch raises
+    holds: str | None = None  # true after running it (the silent symptom / the look-alike works)
+
+
+ELEMENT0 = "does not require grad and does not have a grad_fn"
+LEAF_FLAG = "you can only change requires_grad flags of leaf variables"
+INT_GRAD = "Only Tensors of floating point and complex dtype can require gradients"
+
+GOOD = {
+    # the generator step scores `fake` itself: the adversarial term reaches the generator
+    "gan-g-step-losses-unpacked": Shape("""
+        g, d = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+        adv, rec = nn.BCELoss(), nn.L1Loss()
+        fake = g(torch.randn(2, 4))
+        pred = d(fake)
+        loss = adv(pred, torch.ones(2, 1)) + 10 * rec(fake, torch.zeros(2, 4))
+        loss.backward()
+        """, "GT107", holds="g.weight.grad is not None and d[0].weight.grad is not None"),
+    # a `_Loss` subclass whose helper makes soft (sigmoid) masks: differentiable
+    "loss-class-soft-mask-helper": Shape("""
+        class SoftIoU(_Loss):
+            def inside(self, box):
+                grid = torch.arange(8.0)
+                return torch.sigmoid(grid - box[0]) * torch.sigmoid(box[1] - grid)
+
+            def forward(self, pred, target):
+                a, b = self.inside(pred), self.inside(target)
+                inter = (a * b).sum()
+                return 1 - inter / (a.sum() + b.sum() - inter)
+
+        net = nn.Linear(3, 2)
+        loss = SoftIoU()(net(torch.randn(3)) * 8, torch.tensor([2.0, 6.0]))
+        loss.backward()
+        """, "GT108", holds="net.weight.grad is not None"),
+    # validation under no_grad that only measures
+    "validation-without-backward": Shape("""
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(3, 1)
+
+            def val(self, x, y):
+                self.model.eval()
+                with torch.no_grad():
+                    loss = F.mse_loss(self.model(x), y)
+                self.model.train()
+                return loss.item()
+
+        t = Trainer()
+        value = t.val(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT207", holds="isinstance(value, float)"),
+    # the sigmoid output keeps its gradient with retain_grad(); requires_grad_() on a tensor
+    # that already requires grad is allowed
+    "non-leaf-retain-grad": Shape("""
+        x = torch.zeros(3, requires_grad=True)
+        s = torch.sigmoid(x)
+        s.requires_grad_()
+        s.retain_grad()
+        s.sum().backward()
+        """, "GT303", holds="s.grad is not None and x.grad is not None"),
+    # float32 NumPy data: `.float()` returns the leaf itself
+    "float32-numpy-cast-is-the-leaf": Shape("""
+        a = np.random.rand(3).astype(np.float32)
+        w = torch.from_numpy(a).requires_grad_().float()
+        v = torch.tensor(np.array([1.0, 2.0, 3.0]), dtype=torch.float, requires_grad=True)
+        (w * v).sum().backward()
+        print(w.grad, v.grad)
+        """, "GT305", holds="w.grad is not None and v.grad is not None"),
+    # an integer mask wrapped as a frozen Parameter is allowed
+    "frozen-integer-parameter": Shape("""
+        class Core(nn.Module):
+            def __init__(self, opt):
+                super().__init__()
+                self.mask = nn.Parameter(opt.mask, requires_grad=False)
+                self.scale = nn.Parameter(opt.scale)
+
+        opt = argparse.Namespace(mask=torch.tensor([1, 0, 1], dtype=torch.uint8),
+                                 scale=torch.ones(3))
+        core = Core(opt)
+        """, "GT304", holds="len(list(core.parameters())) == 2"),
+}
+
+BAD = {
+    # the discriminator step's detach copied into the generator step; losses built in one line
+    "gan-g-step-losses-unpacked": [Shape("""
+        g, d = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+        adv, rec = nn.BCELoss(), nn.L1Loss()
+        fake = g(torch.randn(2, 4))
+        pred = d(fake).detach()
+        loss = adv(pred, torch.ones(2, 1)) + 10 * rec(fake, torch.zeros(2, 4))
+        loss.backward()
+        """, "GT107", 4, holds="d[0].weight.grad is None"), Shape("""
+        def g_step(g, d, z, real):
+            adv, rec = nn.BCELoss(), nn.L1Loss()
+            fake = g(z)
+            score = d(fake).detach()
+            err_adv = adv(score, torch.ones(2, 1))
+            err = err_adv + 50 * rec(fake, real)
+            err.backward()
+
+        g, d = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+        g_step(g, d, torch.randn(2, 4), torch.zeros(2, 4))
+        """, "GT107", 4, holds="d[0].weight.grad is None")],
+    # comparisons in a helper method of a `_Loss` subclass: the loss has no graph
+    "loss-class-soft-mask-helper": [Shape("""
+        class HardIoU(_Loss):
+            def inside(self, box):
+                grid = torch.arange(8.0)
+                return ((grid >= box[0]) & (grid <= box[1])).float()
+
+            def forward(self, pred, target):
+                a, b = self.inside(pred), self.inside(target)
+                inter = (a * b).sum()
+                return 1 - inter / (a.sum() + b.sum() - inter)
+
+        net = nn.Linear(3, 2)
+        loss = HardIoU()(net(torch.randn(3)) * 8, torch.tensor([2.0, 6.0]))
+        loss.backward()
+        """, "GT108", 4, ELEMENT0), Shape("""
+        class RoundedL1(nn.L1Loss):
+            def snap(self, v):
+                return v.round()
+
+            def forward(self, pred, target):
+                return (self.snap(pred) - target).abs().mean()
+
+        net = nn.Linear(3, 2)
+        loss = RoundedL1()(net(torch.randn(3)) * 8, torch.tensor([2.0, 6.0]))
+        loss.backward()
+        """, "GT108", 3, holds="bool((net.weight.grad == 0).all())")],
+    # backward inside the validation pass: the backward is the line to change
+    "validation-without-backward": [Shape("""
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+            def val(self, x, y):
+                self.model.eval()
+                with torch.no_grad():
+                    loss = F.mse_loss(self.model(x), y)
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+
+        Trainer().val(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT207", 11, ELEMENT0), Shape("""
+        def evaluate(models, batch):
+            for m in models:
+                m.eval()
+            with torch.inference_mode():
+                out = models[1](models[0](batch))
+                out.mean().backward()
+
+        evaluate([nn.Linear(3, 3), nn.Linear(3, 1)], torch.randn(4, 3))
+        """, "GT207", 6, ELEMENT0)],
+    # `requires_grad = True` on a computed tensor
+    "non-leaf-retain-grad": [Shape("""
+        x = torch.zeros(3, requires_grad=True)
+        s = torch.sigmoid(x)
+        s.requires_grad = True
+        """, "GT303", 3, LEAF_FLAG), Shape("""
+        def features():
+            w = torch.randn(3, requires_grad=True)
+            h = F.softmax(w * 2, dim=0)
+            h.requires_grad = True
+            return h
+
+        features()
+        """, "GT303", 4, LEAF_FLAG)],
+    # float64 NumPy data asked to require grad, then cast: the cast is the non-leaf in use
+    "float32-numpy-cast-is-the-leaf": [Shape("""
+        a = torch.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True).float()
+        (a * torch.ones(3)).sum().backward()
+        print(a.grad)
+        """, "GT305", 1, holds="a.grad is None and not a.is_leaf"), Shape("""
+        def fit():
+            data = np.random.rand(3)
+            w = torch.from_numpy(data).requires_grad_().float()
+            (w * 2).sum().backward()
+            return w.grad
+
+        result = fit()
+        """, "GT305", 3, holds="result is None")],
+    # an integer mask made a trainable Parameter: directly, or passed in by the caller
+    "frozen-integer-parameter": [Shape("""
+        class Core(nn.Module):
+            def __init__(self, opt):
+                super().__init__()
+                self.mask = nn.Parameter(opt.mask)
+
+        opt = argparse.Namespace(mask=torch.tensor([1, 0, 1], dtype=torch.uint8))
+        core = Core(opt)
+        """, "GT304", 4, INT_GRAD), Shape("""
+        class Core(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                keep = torch.ones(n, dtype=torch.bool)
+                self.keep = nn.Parameter(keep)
+
+        core = Core(3)
+        """, "GT304", 5, INT_GRAD)],
+}
+
+
+def _source(shape: Shape) -> str:
+    return PRELUDE + textwrap.dedent(shape.src).lstrip("\n")
+
+
+def _found(shape: Shape) -> list[tuple[int, str]]:
+    found = check_source(_source(shape), "shape.py", select=[shape.code])
+    offset = PRELUDE.count("\n")
+    return sorted((f.line - offset, f.code) for f in found)
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    good = GOOD[name]
+    assert _found(good) == []
+    env: dict = {}
+    exec(compile(_source(good), "good.py", "exec"), env)  # real torch: no error
+    if good.holds:
+        assert eval(good.holds, env)
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor")
+BAD_CASES = [(name, i) for name in sorted(BAD) for i in range(len(BAD[name]))]
+
+
+@pytest.mark.parametrize("name,i", BAD_CASES)
+def test_buggy_twin_is_reported_and_fails(name: str, i: int) -> None:
+    bad = BAD[name][i]
+    assert _found(bad) == [(bad.line, bad.code)]
+    env: dict = {}
+    if bad.raises:
+        with pytest.raises(RuntimeError, match=bad.raises):
+            exec(compile(_source(bad), "bad.py", "exec"), env)
+    else:
+        exec(compile(_source(bad), "bad.py", "exec"), env)
+    if bad.holds:
+        assert eval(bad.holds, env)
+
+
+def test_every_mechanism_has_a_look_alike_and_two_twins() -> None:
+    assert set(GOOD) == set(BAD)
+    assert all(len(v) >= 2 for v in BAD.values())
+    assert argparse.Namespace  # used by the snippets' prelude
