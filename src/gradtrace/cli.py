@@ -8,7 +8,6 @@ Exit codes (all subcommands except ``run``, which returns the script's own exit 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from typing import Sequence
@@ -143,28 +142,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _rules(markdown: bool) -> int:
-    from gradtrace.lint.docs import rules_markdown, rules_table
+    from gradtrace.docs import rules_markdown, rules_table
 
     sys.stdout.write(rules_markdown() if markdown else rules_table())
     return 0
 
 
 def _explain(what: str) -> int:
-    from gradtrace.lint.docs import explain_rule, find_rule
-    from gradtrace.lint.registry import ENGINE_CODES
+    from gradtrace.codes import lookup
+    from gradtrace.docs import explain_code
 
-    rule = find_rule(what)
-    if rule is not None:
-        sys.stdout.write(explain_rule(rule))
+    entry = lookup(what) if len(what) < 60 else None
+    if entry is not None:
+        sys.stdout.write(explain_code(entry))
         return 0
-    code = what.strip().upper()
-    if code in ENGINE_CODES:
-        name, text = ENGINE_CODES[code]
-        print(f"{code} {name}\n\n{text}")
-        return 0
-    runtime = _runtime_explain(what)
-    if runtime is not None:
-        sys.stdout.write(runtime)
+    message = _explain_message(what)
+    if message is not None:
+        sys.stdout.write(message)
         return 0
     if len(what) < 12 and what.strip().upper().startswith("GT"):
         error(f"unknown rule {what!r}; `gradtrace rules` lists them")
@@ -174,24 +168,11 @@ def _explain(what: str) -> int:
     return 2
 
 
-def _runtime_explain(text: str) -> str | None:
-    """A runtime code (GT8xx) or a PyTorch error message, explained by the error catalogue."""
-    try:
-        from gradtrace.runtime import catalogue
-    except ImportError:
-        return None
-    codes = {**getattr(catalogue, "RUNTIME_CODES", {})}
-    for module, attr in (("watch_codes", "WATCH_CODES"), ("distributed", "DISTRIBUTED_CODES")):
-        try:
-            codes.update(getattr(importlib.import_module(f"gradtrace.runtime.{module}"), attr, {}))
-        except ImportError:
-            pass
-    key = text.strip().upper()
-    if key in codes:
-        name, summary = codes[key]
-        return f"{key} {name}\n\n{summary}\n"
-    explain_message = getattr(catalogue, "explain_message", None)
-    findings = explain_message(text) if explain_message else None
+def _explain_message(text: str) -> str | None:
+    """A PyTorch error message, explained by the error catalogue (torch-free)."""
+    from gradtrace.runtime.catalogue import explain_message
+
+    findings = explain_message(text)
     if not findings:
         return None
     parts = []

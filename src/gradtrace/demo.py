@@ -30,7 +30,7 @@ for step in range(3):
 def run_demo() -> int:
     """Write the demo script to a temporary folder, check it, then run it under tracing."""
     from gradtrace.lint import check_source
-    from gradtrace.lint.formats import summary_line, to_text
+    from gradtrace.formats import summary_line, to_text
 
     with tempfile.TemporaryDirectory(prefix="gradtrace-demo-") as tmp:
         path = os.path.join(tmp, "train.py")

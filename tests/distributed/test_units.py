@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from gradtrace.runtime.distributed import DISTRIBUTED_CODES, RankInfo, check_sync_every, \
-    rank_info
+from gradtrace.code_tables.distributed import CODES
+from gradtrace.runtime.distributed import RankInfo, check_sync_every, rank_info
 
 # Verbatim first lines / key lines printed by torch 2.13 (CPU, gloo, 2 ranks) in this repo's
 # tests/distributed/scripts.
@@ -32,9 +32,9 @@ PEER = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] 
 
 
 def test_codes_are_data_in_range_and_torch_free():
-    for code, (name, summary) in DISTRIBUTED_CODES.items():
-        assert code.startswith("GT") and 880 <= int(code[2:]) <= 899
-        assert name == name.lower() and " " not in name and summary
+    for c in CODES:
+        assert c.code.startswith("GT") and 880 <= int(c.code[2:]) <= 899
+        assert c.name == c.name.lower() and " " not in c.name and c.summary
     code = ("import sys; import gradtrace.runtime.distributed as d; d.rank_info(); "
             "d.should_print(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gradtrace.lint.docs import explain_rule, rules_markdown
+from gradtrace.docs import explain_rule, rules_markdown
 from gradtrace.lint.registry import all_rules
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules.md"

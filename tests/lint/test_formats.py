@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from gradtrace.findings import Edit, Finding, Fix, Related
-from gradtrace.lint.formats import to_github, to_json, to_sarif, to_text
+from gradtrace.formats import to_github, to_json, to_sarif, to_text
 
 F = Finding(code="GT101", name="backward-on-python-number", message="msg, with: colon",
             path="pkg/a.py", line=3, column=4, end_line=3, end_column=10,

@@ -70,7 +70,7 @@ def test_html_is_one_self_contained_file(tmp_path: Path, nan_report: Report) -> 
     assert not re.search(r"""(src|href)\s*=\s*["'](?!#)""", html)  # nothing external
     assert "<script" not in html
     assert html.count("<svg") >= 3  # flow bars, norm heat map, update heat map
-    assert "GT851" in html and "non-finite-gradient" in html
+    assert "GT851" in html and "gradients-became-non-finite" in html
     assert 'fill="#d62728"' in html  # the NaN step is drawn red
     assert "models.py:" in html  # the line that produced the NaN
     assert nan_report._repr_html_().startswith('<div class="gradtrace-report">')

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from gradtrace.runtime.catalogue import PATTERNS, RUNTIME_CODES, explain_message, match_message
+from gradtrace.codes import TABLE
+from gradtrace.runtime.catalogue import PATTERNS, explain_message, match_message
 
 from rt_helpers import marked_line, raise_plain
 
@@ -51,10 +52,13 @@ def expected_code(pat) -> str:
 
 
 def test_codes_are_runtime_range_and_kebab():
-    for code, (name, summary) in RUNTIME_CODES.items():
-        assert code.startswith("GT8") and 800 <= int(code[2:]) <= 849
-        assert name == name.lower() and " " not in name and summary
-    assert {p.code for p in PATTERNS} <= set(RUNTIME_CODES)
+    from gradtrace.code_tables import trace
+
+    for c in trace.CODES:
+        assert c.code.startswith("GT8") and 800 <= int(c.code[2:]) <= 849
+        assert c.name == c.name.lower() and " " not in c.name and c.summary
+    assert {p.code for p in PATTERNS} <= {c.code for c in trace.CODES}
+    assert all(TABLE[p.code].producer.startswith("gradtrace.runtime.") for p in PATTERNS)
 
 
 def test_explain_message_known_and_unknown():

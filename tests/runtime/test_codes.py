@@ -5,7 +5,8 @@ import ast
 import re
 from pathlib import Path
 
-from gradtrace.runtime.catalogue import RUNTIME_CODES, STATIC_TWINS
+from gradtrace.codes import TABLE
+from gradtrace.runtime.catalogue import STATIC_TWINS
 
 RULES = Path(__file__).resolve().parents[2] / "src" / "gradtrace" / "lint" / "rules"
 
@@ -32,4 +33,4 @@ def test_static_twins_exist_with_their_names():
 
 
 def test_runtime_codes_do_not_collide_with_static_ones():
-    assert not set(RUNTIME_CODES) & set(_static_rules())
+    assert not set(TABLE) & set(_static_rules())

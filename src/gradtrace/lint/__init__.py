@@ -53,7 +53,7 @@ class CheckResult:
 
 
 def _engine_finding(code: str, path: str, message: str, line: int = 1, col: int = 0) -> Finding:
-    return Finding(code=code, name=ENGINE_CODES[code][0], message=message, path=path,
+    return Finding(code=code, name=ENGINE_CODES[code].name, message=message, path=path,
                    line=max(line, 1), column=max(col, 0))
 
 

@@ -10,7 +10,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint import CheckResult, check_paths, check_text
 from gradtrace.lint.config import Overrides, Settings, load_settings
 from gradtrace.lint.fix import FixOutcome, fix_text, fixable
-from gradtrace.lint.formats import statistics, summary_line, to_github, to_json, to_sarif, to_text
+from gradtrace.formats import statistics, summary_line, to_github, to_json, to_sarif, to_text
 
 MAX_FIX_ROUNDS = 10
 

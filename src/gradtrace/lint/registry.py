@@ -6,16 +6,13 @@ import pkgutil
 from functools import lru_cache
 from typing import Iterable, Sequence
 
+from gradtrace.code_tables import Code, engine
 from gradtrace.errors import ConfigError
 from gradtrace.lint.rule import CODE_RE, NAME_RE, Rule
 
-# Codes that are not rules but are reported by the engine itself.
-ENGINE_CODES = {
-    "GT000": ("syntax-error", "The file could not be parsed (or decoded); nothing else in it was checked."),
-    "GT001": ("io-error", "The file could not be read."),
-    "GT002": ("internal-error", "A rule (or the engine) raised on the file; the other rules "
-              "and files were checked, and the run exits 2."),
-}
+# Codes that are not rules but are reported by the engine itself (their entries: NOTE [one
+# catalogue] in gradtrace.codes).
+ENGINE_CODES: dict[str, Code] = {c.code: c for c in engine.CODES}
 
 
 @lru_cache(maxsize=1)

@@ -200,16 +200,13 @@ def docs_uri(code: str) -> str | None:
     """
     from pathlib import Path
 
-    from gradtrace.lint.docs import explain_rule, find_rule
-    from gradtrace.lint.registry import ENGINE_CODES
+    from gradtrace.codes import lookup
+    from gradtrace.docs import explain_code
 
-    rule = find_rule(code)
-    if rule is not None:
-        text = explain_rule(rule)
-    elif code in ENGINE_CODES:
-        text = f"{code} {ENGINE_CODES[code][0]}\n\n{ENGINE_CODES[code][1]}\n"
-    else:
+    entry = lookup(code)
+    if entry is None:
         return None
+    text = explain_code(entry)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     folder = os.path.join(base, "gradtrace", "rules", __version__)
     target = os.path.join(folder, f"{code}.md")

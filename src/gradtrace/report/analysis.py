@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.report.model import ParamInfo, Track
-from gradtrace.runtime.watch_codes import name_of
+from gradtrace.codes import name_of
 
 VANISH_ORDERS = 3.0       # early layers >= 3 orders of magnitude below late layers
 EXPLODE_ORDERS = 3.0      # growth over training or across depth, orders of magnitude

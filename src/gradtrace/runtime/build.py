@@ -5,7 +5,8 @@ import linecache
 import os
 
 from gradtrace.findings import Finding, Fix, Related
-from gradtrace.runtime.catalogue import RUNTIME_CODES, STATIC_TWINS
+from gradtrace.codes import TABLE
+from gradtrace.runtime.catalogue import STATIC_TWINS
 from gradtrace.runtime.frames import Site
 
 
@@ -32,7 +33,7 @@ def make(code: str, site: Site | None, message: str, *, fix: str = "",
     """A runtime finding at ``site`` (``<unknown>`` if the user line is not known)."""
     rel = tuple(Related(display_path(s.path), s.line, m, s.column) for s, m in (related or ())
                 if s is not None)
-    name = RUNTIME_CODES.get(code, ("", ""))[0] or _static_name(code)
+    name = TABLE[code].name if code in TABLE else _static_name(code)
     return Finding(code=code, name=name, message=message,
                    path=display_path(site.path) if site else "<unknown>",
                    line=site.line if site else 1, column=_column(site),

@@ -11,35 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gradtrace.codes import TABLE
 from gradtrace.findings import Finding
-
-# code -> (kebab-name, one-line summary). Runtime-only codes; where a static rule describes the
-# same bug, the runtime finding uses the static code instead (see STATIC_TWINS).
-RUNTIME_CODES: dict[str, tuple[str, str]] = {
-    "GT800": ("backward-without-graph", "backward() on a tensor that has no grad_fn"),
-    "GT801": ("grad-is-none", "a .grad that is None was used (non-leaf, unused or frozen tensor)"),
-    "GT802": ("backward-on-non-scalar", "backward() on a tensor with more than one element"),
-    "GT803": ("backward-through-freed-graph", "backward through a graph already freed by backward"),
-    "GT804": ("saved-tensor-modified-inplace", "a tensor saved for backward was changed in place"),
-    "GT805": ("inplace-on-leaf", "in-place operation on a leaf tensor that requires grad"),
-    "GT806": ("backward-on-python-number", "backward() called on a Python/numpy number"),
-    "GT807": ("numpy-on-grad-tensor", ".numpy() on a tensor that requires grad"),
-    "GT808": ("inference-tensor-in-autograd", "an inference_mode tensor used in autograd"),
-    "GT809": ("optimizer-empty-params", "optimizer built from an empty parameter list"),
-    "GT810": ("optimizer-non-leaf", "optimizer given a non-leaf tensor"),
-    "GT811": ("custom-function-grad-count", "custom Function.backward returns the wrong count"),
-    "GT812": ("grad-input-unused", "autograd.grad over an input not used in the graph"),
-    "GT813": ("none-result-assigned", "the None result of an in-place method was assigned back"),
-    "GT820": ("parameter-without-gradient", "a trained parameter never received a gradient"),
-    "GT821": ("parameter-in-no-optimizer", "a parameter gets gradients but no optimizer uses them"),
-    "GT822": ("non-leaf-grad-read", ".grad read on a non-leaf tensor (always None)"),
-    "GT823": ("gradients-accumulate-across-steps", "gradients never reset between optimizer steps"),
-    "GT824": ("clip-after-step", "gradient clipping after optimizer.step() has no effect"),
-    "GT825": ("non-finite-gradient", "NaN or Inf in a gradient"),
-    "GT826": ("graph-kept-across-steps", "a running total keeps every step's graph alive"),
-    "GT827": ("graph-cut", "a value left the autograd graph before the loss"),
-    "GT828": ("parameters-never-change", "optimizer.step() never changes the parameters"),
-}
 
 # When a runtime diagnosis is the bug a static rule describes, the finding uses that rule's code
 # and name: runtime kind -> (static code, static rule name). tests/runtime/test_codes.py checks
@@ -84,7 +57,8 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class ErrorPattern:
-    """One recognisable error: regex on a stable prefix, code, and the words to explain it."""
+    """One recognisable error: regex on a stable prefix, code (its entry: gradtrace.codes), and
+    the words to explain it."""
 
     key: str
     regex: str
@@ -339,11 +313,6 @@ def pattern(key: str) -> ErrorPattern:
     raise KeyError(key)
 
 
-def name_of(code: str) -> str:
-    """The kebab-case name for a runtime code ('' if unknown)."""
-    return RUNTIME_CODES.get(code, ("", ""))[0]
-
-
 def explain_message(text: str) -> list[Finding]:
     """Findings for an error message alone (no program to look at): mechanism and fixes.
 
@@ -363,7 +332,8 @@ def explain_message(text: str) -> list[Finding]:
     out: list[Finding] = []
     for p in pats:
         code = p.finding_code
-        name = name_of(code) or next((n for c, n in STATIC_TWINS.values() if c == code), p.key)
+        name = TABLE[code].name if code in TABLE else next(
+            (n for c, n in STATIC_TWINS.values() if c == code), p.key)
         out.append(Finding(code=code, name=name,
                            message=f"{p.title}: {p.explanation}", path="<message>", line=1,
                            severity="error", fix=Fix(p.fix, "unsafe"), source="runtime"))

@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 from gradtrace.findings import Finding, Fix, Related
 from gradtrace.runtime.build import display_path
-from gradtrace.runtime.distributed import DISTRIBUTED_CODES
+from gradtrace.codes import name_of
 
 Rec = dict[str, Any]
 FIX_UNUSED = ("if these parameters are meant to be unused, pass find_unused_parameters=True "
@@ -40,9 +40,9 @@ FIX_FROZEN = ("freeze parameters before wrapping the model in DistributedDataPar
 
 def make(code: str, site: Any, message: str, fix: str = "", related: Iterable[Any] = (),
          severity: str = "error") -> Finding:
-    """A runtime finding with one of the :data:`DISTRIBUTED_CODES`."""
+    """A runtime finding with one of the codes of :mod:`gradtrace.code_tables.distributed`."""
     rel = tuple(Related(display_path(s[0]), int(s[1]), m) for s, m in related if s)
-    return Finding(code=code, name=DISTRIBUTED_CODES[code][0], message=message,
+    return Finding(code=code, name=name_of(code), message=message,
                    path=display_path(site[0]) if site else "<unknown>",
                    line=int(site[1]) if site else 1, severity=severity,  # type: ignore[arg-type]
                    related=rel, fix=Fix(fix, "unsafe") if fix else None, source="runtime")

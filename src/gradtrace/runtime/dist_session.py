@@ -245,9 +245,9 @@ def _swallow() -> None:
 
 
 def _is_ours(f: Finding) -> bool:
-    from gradtrace.runtime.distributed import DISTRIBUTED_CODES
+    from gradtrace.code_tables.distributed import CODES
 
-    return f.code in DISTRIBUTED_CODES
+    return any(c.code == f.code for c in CODES)
 
 
 def _timeout(default: float) -> float:

@@ -24,7 +24,7 @@ Options (environment, also for ``gradtrace run --check-sync N``):
   5 s after a crash) and the others wait for rank 0.
 - ``GRADTRACE_DDP_DIR=DIR``: where the per-run directory is made (default: the temp dir).
 
-This module is torch-free at import (the codes below are plain data).
+This module is torch-free at import (its codes: :mod:`gradtrace.code_tables.distributed`).
 """
 from __future__ import annotations
 
@@ -33,29 +33,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from gradtrace.codes import name_of
 from gradtrace.findings import Finding
 
 LOG = logging.getLogger(__name__)
-
-# Runtime-only codes of the distributed doctor: code -> (kebab-name, one-line summary).
-DISTRIBUTED_CODES: dict[str, tuple[str, str]] = {
-    "GT880": ("ddp-unused-parameters",
-              "DDP parameters got no gradient in an iteration (\"Expected to have finished "
-              "reduction in the prior iteration\")"),
-    "GT881": ("ddp-rank-dependent-branch",
-              "ranks used different parameters in the same iteration (a branch taken only on "
-              "some ranks)"),
-    "GT882": ("ddp-parameter-ready-twice",
-              "a DDP parameter was marked ready twice in one backward (\"Expected to mark a "
-              "variable ready only once\")"),
-    "GT883": ("ranks-out-of-step",
-              "ranks ran different numbers of forward/backward passes or optimizer steps"),
-    "GT884": ("gradients-differ-across-ranks",
-              "a parameter's gradient differs across ranks after the all-reduce"),
-    "GT885": ("collective-failed",
-              "a collective timed out or a peer closed the connection (hang or crashed rank)"),
-    "GT886": ("rank-did-not-report", "a rank did not report to rank 0 before the time limit"),
-}
 
 ENV_CHECK_SYNC = "GRADTRACE_CHECK_SYNC"
 ENV_TIMEOUT = "GRADTRACE_GATHER_TIMEOUT"
@@ -212,6 +193,6 @@ def explain_message(text: str) -> list[Finding]:
     m = INDICES_RE.search(text)
     if m:
         why += f" Here: parameter indices {m.group(2).strip()} on rank {m.group(1)}."
-    return [Finding(code=code, name=DISTRIBUTED_CODES[code][0], message=why,
+    return [Finding(code=code, name=name_of(code), message=why,
                     path="<message>", line=1, severity="error", fix=Fix(fix, "unsafe"),
                     source="runtime")]

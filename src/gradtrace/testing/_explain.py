@@ -25,10 +25,7 @@ _ZERO = ("the gradient is exactly 0 in all {n} elements: it is connected to the 
          "loss does not change with it for this input (for example a ReLU inactive for every "
          "input, a multiplication by zero or an all-zero mask, or a softmax over a dimension "
          "of size 1)")
-_CODES = {"none": ("GT820", "parameter-without-gradient"),
-          "zero": ("GT820", "parameter-without-gradient"),
-          "nonfinite": ("GT825", "non-finite-gradient"),
-          "no-optimizer": ("GT821", "parameter-in-no-optimizer")}
+_CODES = {"none": "GT820", "zero": "GT820", "nonfinite": "GT825", "no-optimizer": "GT821"}
 
 
 @dataclass(frozen=True)
@@ -236,22 +233,11 @@ def _class_site(model: nn.Module) -> tuple[str, int]:
     return display_path(path), line
 
 
-def _rule_name(code: str, default: str) -> str:
-    """The kebab-case name of ``code`` from the runtime catalogue (torch-free), or default."""
-    try:
-        from gradtrace.runtime.catalogue import RUNTIME_CODES, STATIC_TWINS
-    except ImportError:
-        return default
-    for twin in STATIC_TWINS.values():
-        if twin[0] == code:
-            return twin[1]
-    return RUNTIME_CODES.get(code, (default, ""))[0]
-
-
 def _finding(model: nn.Module, pr: ParamProblem) -> Finding:
-    code, kind = _CODES[pr.kind]
-    if pr.code and pr.code != code:
-        code, kind = pr.code, _rule_name(pr.code, kind)
+    from gradtrace.codes import name_of
+
+    code = pr.code or _CODES[pr.kind]
+    kind = name_of(code)
     path, line = (pr.where.path, pr.where.line) if pr.where else _class_site(model)
     related = ()
     if pr.where is not None:

@@ -101,22 +101,17 @@ def to_github(findings: Sequence[Finding]) -> str:
 
 
 def _rule_descriptors() -> list[dict]:
-    from gradtrace.lint.docs import explain_rule
-    from gradtrace.lint.registry import ENGINE_CODES, all_rules
+    """SARIF ``tool.driver.rules[]``: every code of the catalogue (:mod:`gradtrace.codes`)."""
+    from gradtrace.codes import all_codes
+    from gradtrace.docs import explain_code
 
-    rules = [{"id": code, "name": name, "shortDescription": {"text": text},
-              "fullDescription": {"text": text}, "help": {"text": text},
-              "defaultConfiguration": {"level": "error"}}
-             for code, (name, text) in ENGINE_CODES.items()]
-    for r in all_rules():
-        full = r.rationale() or r.summary()
-        help_text = explain_rule(r)
-        rules.append({
-            "id": r.code, "name": r.name, "shortDescription": {"text": r.summary()},
-            "fullDescription": {"text": full},
-            "help": {"text": help_text, "markdown": help_text},
-            "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
-        })
+    rules = []
+    for c in all_codes():
+        text = explain_code(c)
+        rules.append({"id": c.code, "name": c.name, "shortDescription": {"text": c.summary},
+                      "fullDescription": {"text": c.why or c.summary},
+                      "help": {"text": text, "markdown": text},
+                      "defaultConfiguration": {"level": SARIF_LEVEL[c.severity]}})
     return rules
 
 

@@ -1,0 +1,256 @@
+"""GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
+
+GT800-GT813 name a PyTorch error the run raised; the error patterns that recognise the message
+live in :mod:`gradtrace.runtime.catalogue` and :mod:`gradtrace.runtime.diagnose` turns a match
+into a finding. GT820-GT828 never raise: :mod:`gradtrace.runtime.silent` reports them when the
+trace ends. When a static rule describes the same bug, the finding carries the rule's code
+instead (``STATIC_TWINS`` in :mod:`gradtrace.runtime.catalogue`).
+"""
+from __future__ import annotations
+
+from gradtrace.code_tables import Code
+
+_DIAGNOSE = "gradtrace.runtime.diagnose"
+_SILENT = "gradtrace.runtime.silent"
+
+CODES = (
+    Code("GT800", "backward-without-graph", "backward() on a tensor that has no grad_fn",
+         "The tensor has no history: something between the parameters and the loss cut the "
+         "graph (no_grad or inference_mode around the forward, grad mode switched off and left "
+         "off, `.detach()`, `.data`, a number re-wrapped with `torch.tensor`, a "
+         "non-differentiable op, or every parameter frozen). The finding names that line.",
+         """
+         out = model(x).detach()
+         F.mse_loss(out, y).backward()
+         """,
+         """
+         out = model(x)
+         F.mse_loss(out, y).backward()
+         """,
+         "Compute the loss with grad mode on from tensors still attached to the model; keep "
+         "`.detach()` and `.item()` for logging.", _DIAGNOSE),
+    Code("GT801", "grad-is-none", "a .grad that is None was used (non-leaf, unused or frozen tensor)",
+         "Only leaves that took part in a backward get `.grad`; it is None before the first "
+         "backward, for a tensor made by an op (`w = w - lr * w.grad` makes one), for a "
+         "parameter that was not used or is frozen, and after `zero_grad()` (set_to_none).",
+         """
+         w = w - 0.1 * w.grad
+         w.grad.zero_()
+         """,
+         """
+         with torch.no_grad():
+             w -= 0.1 * w.grad
+         w.grad.zero_()
+         """,
+         "Update leaves in place under `torch.no_grad()`, or use an optimizer; test "
+         "`p.grad is not None` where a parameter may be unused.", _DIAGNOSE),
+    Code("GT802", "backward-on-non-scalar", "backward() on a tensor with more than one element",
+         "Without a `gradient` argument, backward() needs a single-element tensor: a loss with "
+         "`reduction='none'` or the raw model output has one value per example.",
+         "F.mse_loss(model(x), y, reduction='none').backward()",
+         "F.mse_loss(model(x), y, reduction='none').mean().backward()",
+         "Reduce first (`.mean()` or `.sum()`), or pass `gradient=torch.ones_like(t)`.", _DIAGNOSE),
+    Code("GT803", "backward-through-freed-graph", "backward through a graph already freed by backward",
+         "backward() frees the tensors its graph saved. A second backward reaching the same "
+         "nodes fails: a hidden state carried across steps without `.detach()`, a GAN fake used "
+         "by both updates, or a value computed once outside the loop.",
+         """
+         for x in batches:
+             out, h = rnn(x, h)
+             out.sum().backward()
+         """,
+         """
+         for x in batches:
+             out, h = rnn(x, h)
+             h = h.detach()
+             out.sum().backward()
+         """,
+         "Detach what crosses steps, recompute shared parts in the loop, or sum the losses and "
+         "call backward once.", _DIAGNOSE),
+    Code("GT804", "saved-tensor-modified-inplace", "a tensor saved for backward was changed in place",
+         "Ops keep some inputs or outputs to compute their gradient and check a version counter "
+         "at backward time; an in-place write in between (`+=`, `mul_`, `x[i] = ...`, "
+         "`inplace=True`, or `optimizer.step()`) makes the saved value wrong, so backward stops.",
+         """
+         y = torch.sigmoid(x)
+         y.mul_(2)
+         y.sum().backward()
+         """,
+         """
+         y = torch.sigmoid(x)
+         y = y * 2
+         y.sum().backward()
+         """,
+         "Use the out-of-place form or `.clone()` before writing; step the optimizer after "
+         "every backward that needs the graph.", _DIAGNOSE),
+    Code("GT805", "inplace-on-leaf", "in-place operation on a leaf tensor that requires grad",
+         "With grad mode on, autograd refuses an in-place change of a leaf that requires grad "
+         "(a parameter, or a tensor made with `requires_grad=True`) or of a view of it.",
+         "w -= 0.1 * w.grad",
+         """
+         with torch.no_grad():
+             w -= 0.1 * w.grad
+         """,
+         "Write to leaves under `torch.no_grad()`, or use `nn.init` functions.", _DIAGNOSE),
+    Code("GT806", "backward-called-on-number", "backward() called on a Python/numpy number",
+         "`.item()`, `float()`, `math.*` and numpy return plain numbers with no autograd "
+         "history, and a number has no `backward` method.",
+         "loss = F.mse_loss(model(x), y).item()\nloss.backward()",
+         "loss = F.mse_loss(model(x), y)\nloss.backward()",
+         "Keep the loss a tensor; call `.item()` only to log it.", _DIAGNOSE),
+    Code("GT807", "numpy-on-grad-tensor", ".numpy() on a tensor that requires grad",
+         "numpy cannot share memory with a tensor autograd tracks; `np.asarray(t)` and "
+         "`np.array(t)` call `.numpy()` too.",
+         "arr = model(x).numpy()",
+         "arr = model(x).detach().cpu().numpy()",
+         "Use `t.detach().cpu().numpy()` for metrics and plots.", _DIAGNOSE),
+    Code("GT808", "inference-tensor-in-autograd", "an inference_mode tensor used in autograd",
+         "A tensor made under `torch.inference_mode()` stays an inference tensor: it cannot be "
+         "saved for backward, written in place or given requires_grad outside that mode.",
+         """
+         with torch.inference_mode():
+             feats = encoder(x)
+         head(feats).sum().backward()
+         """,
+         """
+         with torch.no_grad():
+             feats = encoder(x)
+         head(feats).sum().backward()
+         """,
+         "Use `torch.no_grad()` where the result is reused for training, or `.clone()` it "
+         "outside inference mode.", _DIAGNOSE),
+    Code("GT809", "optimizer-empty-params", "optimizer built from an empty parameter list",
+         "The iterable was empty: a `model.parameters()` generator already consumed, layers "
+         "kept in a plain list, or a filter that kept nothing.",
+         """
+         params = model.parameters()
+         n = len(list(params))
+         opt = torch.optim.SGD(params, lr=0.1)
+         """,
+         """
+         params = list(model.parameters())
+         n = len(params)
+         opt = torch.optim.SGD(params, lr=0.1)
+         """,
+         "Pass `model.parameters()` directly or make a list once; register layers with "
+         "`nn.ModuleList`.", _DIAGNOSE),
+    Code("GT810", "optimizer-non-leaf", "optimizer given a non-leaf tensor",
+         "Optimizers update leaves in place; `.double()`, `.to(device)` or `.cuda()` after "
+         "`requires_grad=True` returns a new non-leaf tensor, not the one that was created.",
+         "w = torch.randn(3, requires_grad=True).double()\nopt = torch.optim.SGD([w], lr=0.1)",
+         "w = torch.randn(3, dtype=torch.double, requires_grad=True)\n"
+         "opt = torch.optim.SGD([w], lr=0.1)",
+         "Create the tensor with its final dtype and device, or call `.requires_grad_()` after "
+         "the conversion.", _DIAGNOSE),
+    Code("GT811", "custom-function-grad-count", "custom Function.backward returns the wrong count",
+         "`autograd.Function.backward` must return one gradient (or None) per input of "
+         "`forward`, in order.",
+         """
+         @staticmethod
+         def backward(ctx, g):
+             a, b = ctx.saved_tensors
+             return g * b
+         """,
+         """
+         @staticmethod
+         def backward(ctx, g):
+             a, b = ctx.saved_tensors
+             return g * b, g * a
+         """,
+         "Return a tuple with exactly one entry per forward input.", _DIAGNOSE),
+    Code("GT812", "grad-input-unused", "autograd.grad over an input not used in the graph",
+         "An input of `torch.autograd.grad` is not reachable from the outputs: unused, cut by a "
+         "detach or no_grad, or a different tensor object than the one the forward used.",
+         "torch.autograd.grad((a * 2).sum(), [a, b])",
+         "torch.autograd.grad((a * 2).sum(), [a, b], allow_unused=True)",
+         "Pass the tensor the forward really used, or `allow_unused=True` (its gradient is "
+         "None).", _DIAGNOSE),
+    Code("GT813", "none-result-assigned", "the None result of an in-place method was assigned back",
+         "`optimizer.step()`, `zero_grad()`, `backward()` and `scheduler.step()` return None "
+         "(and `load_state_dict` returns the key report), so `x = x.step()` loses the object.",
+         "optimizer = optimizer.step()",
+         "optimizer.step()",
+         "Call the method without assigning its result.", _DIAGNOSE),
+    Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
+         "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
+         "its module never ran, or the graph was cut before it. It never trains; the finding "
+         "names the cause when the run saw it.",
+         """
+         loss = F.mse_loss(head(backbone(x).detach()), y)
+         loss.backward()
+         """,
+         """
+         loss = F.mse_loss(head(backbone(x)), y)
+         loss.backward()
+         """,
+         "Remove the cut, unfreeze the parameter, or leave it out of the optimizer if it is "
+         "meant to stay fixed.", _SILENT, severity="warning"),
+    Code("GT821", "parameter-in-no-optimizer", "a parameter gets gradients but no optimizer uses them",
+         "Gradients reach it but no optimizer holds it: the optimizer was built before the "
+         "model was re-created or a layer was added, or from a subset of the parameters.",
+         """
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)
+         model.head = nn.Linear(8, 2)
+         """,
+         """
+         model.head = nn.Linear(8, 2)
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)
+         """,
+         "Build the optimizer after the model is final, or `add_param_group` the new "
+         "parameters.", _SILENT, severity="warning"),
+    Code("GT822", "non-leaf-grad-read", ".grad read on a non-leaf tensor (always None)",
+         "backward() fills `.grad` of leaves only; a tensor made by an op keeps `grad is None` "
+         "unless `.retain_grad()` was called on it before backward.",
+         "y = x * 2\ny.sum().backward()\nprint(y.grad)",
+         "y = x * 2\ny.retain_grad()\ny.sum().backward()\nprint(y.grad)",
+         "Read `.grad` of the leaf you created, or call `.retain_grad()` before backward.",
+         _SILENT, severity="warning"),
+    Code("GT823", "gradients-accumulate-across-steps", "gradients never reset between optimizer steps",
+         "backward() adds into `.grad`; without `zero_grad()` each step applies the sum of "
+         "every gradient so far.",
+         """
+         for x, y in loader:
+             F.mse_loss(model(x), y).backward()
+             opt.step()
+         """,
+         """
+         for x, y in loader:
+             opt.zero_grad()
+             F.mse_loss(model(x), y).backward()
+             opt.step()
+         """,
+         "Call `optimizer.zero_grad()` once per step.", _SILENT, severity="warning"),
+    Code("GT824", "clip-after-step", "gradient clipping after optimizer.step() has no effect",
+         "The step already used the unclipped gradients; the clip only changes gradients that "
+         "`zero_grad()` will clear.",
+         "loss.backward()\nopt.step()\nclip_grad_norm_(model.parameters(), 1.0)",
+         "loss.backward()\nclip_grad_norm_(model.parameters(), 1.0)\nopt.step()",
+         "Clip between `backward()` and `step()`.", _SILENT, severity="warning"),
+    Code("GT825", "non-finite-gradient", "NaN or Inf in a gradient",
+         "A gradient reached the optimizer step with NaN or Inf, so the update writes NaN into "
+         "the weights (a `torch.where` branch holding inf gives NaN gradients even where it is "
+         "not selected).",
+         "y = torch.where(x > 0, torch.sqrt(x), 0.0)",
+         "y = torch.where(x > 0, torch.sqrt(x.clamp(min=1e-12)), 0.0)",
+         "Find the op that makes inf or NaN (log or sqrt of 0, division by 0, overflow), lower "
+         "the learning rate, or clip gradients.", _SILENT, severity="warning"),
+    Code("GT826", "graph-kept-across-steps", "a running total keeps every step's graph alive",
+         "Adding a tensor that requires grad to a running total links every step's graph to "
+         "the total, so memory grows each step.",
+         "total += loss",
+         "total += loss.item()",
+         "Accumulate `loss.item()` or `loss.detach()`.", _SILENT, severity="warning"),
+    Code("GT827", "graph-cut", "a value left the autograd graph before the loss",
+         "Reserved for a cut that is not one of the kinds a static rule names; today a cut is "
+         "reported as GT800 or GT820 (or their static twin), so no run prints this code.",
+         "loss = F.mse_loss(torch.tensor(model(x).tolist()), y)",
+         "loss = F.mse_loss(model(x), y)",
+         "Keep the values on the way to the loss tensors with history.", _DIAGNOSE),
+    Code("GT828", "parameters-never-change", "optimizer.step() never changes the parameters",
+         "Steps ran but every parameter stayed bit-identical: a learning rate of 0, gradients "
+         "that are all zero, or an optimizer over other tensors than the model's.",
+         "opt = torch.optim.SGD(model.parameters(), lr=0.0)",
+         "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
+         "Check the learning rate and schedule, and that the optimizer holds the model's "
+         "parameters.", _SILENT, severity="warning"),
+)
