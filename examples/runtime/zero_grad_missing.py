@@ -8,5 +8,5 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(32, 4), torch.randn(32, 1)
 for step in range(5):
     loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()  # <- cause
+    loss.backward()  # <- cause
+    opt.step()

@@ -345,7 +345,7 @@ BUGGY = {
                 scheduler.step()
                 if step % 1000 == 0:
                     self.save_model(self.output_dir, optimizer, scheduler, model=model)
-        """, [(7, "GT501")]),
+        """, [(6, "GT501")]),
     # a per-batch step method that never clears: each call adds to the last one's gradients
     "step-method-never-clears": ("""
         import torch
@@ -356,7 +356,7 @@ BUGGY = {
                 loss.backward()
                 self.optimizer.step()
                 return loss.item()
-        """, [(8, "GT501")]),
+        """, [(7, "GT501")]),
     # gradient accumulation over micro-batches inside the step method, never cleared
     "accumulating-step-method-never-clears": ("""
         import torch
@@ -373,7 +373,7 @@ BUGGY = {
                 self.opt.zero_grad()
                 self.model(next(self.dl)).backward()
                 self.opt.step()
-        """, [(9, "GT501")]),
+        """, [(8, "GT501")]),
     # several optimizers stepped in an inner loop over them: not a fresh optimizer per pass
     "optimizers-stepped-in-inner-loop-never-cleared": ("""
         import torch
@@ -384,7 +384,7 @@ BUGGY = {
                 batch_loss.backward()
                 for opt in optimizer.values():
                     opt.step()
-        """, [(9, "GT501")]),
+        """, [(7, "GT501")]),
     "running-loss-never-reset": ("""
         def train(self, loader):
             running_loss = 0
@@ -409,7 +409,7 @@ BUGGY = {
             for _ in range(n):
                 loss_fn(forward_fn()).backward()
                 optimizer.step()
-        """, [(5, "GT501")]),
+        """, [(4, "GT501")]),
     "while-loop-without-clear": ("""
         step = 0
         while step < max_steps:
@@ -417,7 +417,7 @@ BUGGY = {
             loss.backward()
             optimizer.step()
             step += 1
-        """, [(6, "GT501")]),
+        """, [(5, "GT501")]),
     "lstm-state-tuple-carried": ("""
         h, c = torch.zeros(1, 4, 8), torch.zeros(1, 4, 8)
         for x, y in batches:
@@ -435,7 +435,7 @@ BUGGY = {
             critic_loss.backward()
             actor_loss.backward()
             opt.step()
-        """, [(8, "GT509")]),
+        """, [(7, "GT509")]),
     "criterion-attribute-unreduced": ("""
         class Trainer:
             def __init__(self):
@@ -504,7 +504,7 @@ BUGGY = {
             loss1.backward()
             loss2 = criterion(head2(feats), target)
             loss2.backward()
-        """, [(9, "GT509")]),
+        """, [(7, "GT509")]),
     # twin of the corpus3 look-alike: the built trainer's model runs once before the loop
     "context-from-a-built-trainer-model-before-the-loop": ("""
         def train(args, vocab, batches, prompt):

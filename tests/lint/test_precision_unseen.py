@@ -72,7 +72,7 @@ SHAPES = {
         g = torch.autograd.grad(ce(out, labels), features)
         loss_box = ce(out * 2, labels)
         loss_box.backward()
-        """, "GT509", 6, SECOND_TIME)),
+        """, "GT509", 4, SECOND_TIME)),
     # WGAN-GP: the penalty helper wraps its inputs in the legacy Variable(..., requires_grad=
     # True), a new leaf, so the discriminator loss holds no path into the generator
     "penalty-helper-makes-a-new-leaf": (Shape("""
@@ -101,7 +101,7 @@ SHAPES = {
         d_loss.backward()
         g_loss = -netD(fake).mean()
         g_loss.backward()
-        """, "GT509", 12, SECOND_TIME)),
+        """, "GT509", 10, SECOND_TIME)),
     # a branch only a PyTorch fork runs (mmcv): on PyTorch the tensor never requires grad
     "requires-grad-in-a-dead-branch": (Shape("""
         def fill(x):

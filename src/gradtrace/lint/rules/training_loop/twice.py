@@ -28,22 +28,46 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             if b2 is b1 or not f.before(b1.stmt, b2.stmt):
                 continue
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
-            ids2 = {id(x) for x in d2.bindings}
-            shared = [t for t in d1.bindings if id(t) in ids2 and g.carries(t)
+            ids2 = {_graph_key(x) for x in d2.bindings}
+            shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
                       and g.freed_by(b1, t)]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break
 
 
-def _gan_call(t: Binding, d1: Deps, d2: Deps) -> ast.Call | None:
+def _graph_key(b: Binding) -> int:
+    """What identifies the graph a binding holds: the binding, or for the names unpacked from
+    one call (``pred, feat = netD(x, True)``) that call's statement: its outputs share the
+    graph of the call."""
+    s = b.stmt
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+            isinstance(s.targets[0], (ast.Tuple, ast.List)) and isinstance(s.value, ast.Call):
+        return id(s)
+    return id(b)
+
+
+def _step_mates(f: LoopFacts, b: Backward) -> list[Deps]:
+    """The deps of the other backward passes of ``b``'s optimizer step: those that run before
+    ``b`` with no optimizer step in between (``errD_real.backward()`` before
+    ``errD_fake.backward()``, then ``optimizerD.step()``)."""
+    g = graphs(f)
+    return [g.deps(b0.loss, b0.stmt.lineno) for b0 in f.backwards  # type: ignore[arg-type]
+            if b0 is not b and b0.loss is not None and f.before(b0.stmt, b.stmt)
+            and not any(f.before(b0.stmt, s.stmt) and f.before(s.stmt, b.stmt)
+                        for s in f.steps)]
+
+
+def _gan_call(t: Binding, d1: Deps, d2: Deps, mates1: list[Deps] = (),  # type: ignore[assignment]
+              mates2: list[Deps] = ()) -> ast.Call | None:  # type: ignore[assignment]
     """``D(fake)`` in the *discriminator* loss, when one callee consumes ``fake`` in both
-    losses and also consumes something else (the real batch) in exactly one of them."""
+    losses and also consumes something else (the real batch) in exactly one of the two steps
+    (that loss, or another backward of the same optimizer step: ``mates``)."""
     both = {c for c, a, _ in d1.consumers if a == t.name} & \
         {c for c, a, _ in d2.consumers if a == t.name}
     for disc in both:
-        real1 = any(c == disc and a != t.name for c, a, _ in d1.consumers)
-        real2 = any(c == disc and a != t.name for c, a, _ in d2.consumers)
+        real1 = any(c == disc and a != t.name for d in (d1, *mates1) for c, a, _ in d.consumers)
+        real2 = any(c == disc and a != t.name for d in (d2, *mates2) for c, a, _ in d.consumers)
         if real1 != real2:
             deps = d1 if real1 else d2
             return next(call for c, a, call in deps.consumers if c == disc and a == t.name)
@@ -102,7 +126,7 @@ class GanFakeNotDetached(_LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for b1, b2, t, d1, d2 in shared_pairs(f):
-            call = _gan_call(t, d1, d2)
+            call = _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2))
             if call is not None:
                 yield self.report(call, ctx, related=(
                     _related(ctx, t.stmt, f"`{t.name}` is made by the generator here"),
@@ -133,10 +157,10 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
     code = "GT509"
     gate_statements = True
     name = "backward-twice-without-retain-graph"
-    message = ("`{loss2}` shares `{shared}` (line {shared_line}) with `{loss1}`, whose "
-               "`backward()` (line {first_line}) already freed that graph: this call raises "
+    message = ("this `backward()` frees the graph of `{shared}` (line {shared_line}) that "
+               "`{loss2}` also runs through: its `backward()` on line {second_line} then raises "
                "'Trying to backward through the graph a second time'; sum the losses and call "
-               "`backward()` once, or pass `retain_graph=True` to the first call")
+               "`backward()` once, or pass `retain_graph=True` here")
     triggers = BACKWARD_CALLS
     needs = ("backward",)
     examples = [
@@ -146,7 +170,7 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
             loss_box = l1(box_head(features), boxes)
             loss_cls.backward()
             loss_box.backward()
-            """, at=(5, 0)),
+            """, at=(4, 0)),
         Good("""
             features = backbone(images)
             loss_cls = ce(cls_head(features), labels)
@@ -163,10 +187,10 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for b1, b2, t, d1, d2 in shared_pairs(f):
-            if _gan_call(t, d1, d2) is not None:
+            if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
                 continue
-            yield self.report(b2.call, ctx, related=(
-                _related(ctx, b1.call, "the first backward frees the graph here"),
+            yield self.report(b1.call, ctx, related=(
+                _related(ctx, b2.call, "the second backward raises here"),
                 _related(ctx, t.stmt, f"`{t.name}` is computed once here")),
-                loss1=ctx.source(b1.loss), loss2=ctx.source(b2.loss),  # type: ignore[arg-type]
-                shared=t.name, shared_line=t.line, first_line=b1.call.lineno)
+                loss2=ctx.source(b2.loss),  # type: ignore[arg-type]
+                shared=t.name, shared_line=t.line, second_line=b2.call.lineno)

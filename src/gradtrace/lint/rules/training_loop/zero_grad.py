@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.names import dotted
@@ -220,9 +221,9 @@ class MissingZeroGrad(_LoopRule):
     code = "GT501"
     gate_statements = True
     name = "missing-zero-grad"
-    message = ("`{call}` runs {where} but the gradients are never cleared: each "
-               "`backward()` adds to `.grad`, so every step applies the sum of all earlier "
-               "{units}' gradients; call `{opt}.zero_grad()` once per step")
+    message = ("`{call}` adds into `.grad` {where} but `{opt}`'s gradients are never "
+               "cleared: `{opt}.step()` (line {step_line}) applies the sum of all earlier "
+               "{units}' gradients; call `{opt}.zero_grad()` before this backward")
     triggers = BACKWARD_CALLS
     examples = [
         Bad("""
@@ -232,7 +233,7 @@ class MissingZeroGrad(_LoopRule):
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 loss.backward()
                 opt.step()
-            """, at=(6, 4)),
+            """, at=(5, 4)),
         Bad("""
             def train_one_epoch(model, loader, optimizer, scaler):
                 for batch in loader:
@@ -241,7 +242,7 @@ class MissingZeroGrad(_LoopRule):
                     scaler.scale(loss).backward()
                     scaler.step(optimizer)
                     scaler.update()
-            """, at=(6, 8)),
+            """, at=(5, 8)),
         Bad("""
             class Trainer:
                 def train_step(self, x, y):
@@ -249,7 +250,7 @@ class MissingZeroGrad(_LoopRule):
                     loss.backward()
                     self.optimizer.step()
                     return loss.item()
-            """, at=(5, 8)),
+            """, at=(4, 8)),
         Good("""
             class NativeScaler:
                 def __call__(self, loss, optimizer):
@@ -287,32 +288,92 @@ class MissingZeroGrad(_LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        if not f.steps or MANUAL_ZERO_RE.search(f.text(f.node) if not isinstance(
-                f.node, ast.Module) else ctx.code):
+        if not f.steps:
             return
+        text = f.text(f.node) if not isinstance(f.node, ast.Module) else ctx.code
+        only: set[str] | None = None  # the optimizers that no clearing in the text covers
+        if MANUAL_ZERO_RE.search(text):
+            only = uncleared_optimizers(f, text)
+            if not only:
+                return
         seen: set[int] = set()
         for s in f.steps:
+            if only is not None and s.optimizer not in only:
+                continue
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
-                b = None if seen else per_call_step(f, s)
+                b = None if seen or only is not None else per_call_step(f, s)
                 if b is not None:
                     seen.add(id(f.node))
                     name = f.node.name  # type: ignore[attr-defined]
-                    yield self.report(s.call, ctx, related=(
-                        _related(ctx, b.call, "gradients are added into `.grad` here"),
+                    yield self.report(b.call, ctx, related=(
+                        _related(ctx, s.call, "the step applies the summed gradients here"),
                         _related(ctx, f.node, f"on every call of `{name}`")),
-                        opt=s.optimizer, call=ctx.source(s.call),
+                        opt=s.optimizer, call=ctx.source(b.call), step_line=s.call.lineno,
                         where=f"on every call of `{name}`", units="calls")
                 continue
             if id(loop) in seen or fresh_each_pass(f, loop, s) \
                     or may_clear_elsewhere(f, loop, s):
                 continue
             seen.add(id(loop))
-            b = next(b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop))
-            yield self.report(s.call, ctx, related=(
-                _related(ctx, b.call, "gradients are added into `.grad` here"),
+            own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
+            b = next((b for b in own if f.before(b.stmt, s.stmt)), own[0])
+            yield self.report(b.call, ctx, related=(
+                _related(ctx, s.call, "the step applies the summed gradients here"),
                 _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
-                call=ctx.source(s.call), where="every pass of this loop", units="batches")
+                call=ctx.source(b.call), step_line=s.call.lineno,
+                where="on every pass of this loop", units="batches")
+
+
+def _owners(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:
+    """The dotted owners of the parameters an optimizer expression was built over (empty:
+    not known to be an optimizer, or over something we cannot name)."""
+    if expr is None:
+        return frozenset()
+    k = f.ctx.analysis.kind(expr, f.scope, line)
+    return k.over if k is not None and k.what == OPTIMIZER else frozenset()
+
+
+def _disjoint(a: frozenset[str], b: frozenset[str]) -> bool:
+    """No owner of ``a`` is, contains or is contained in an owner of ``b``."""
+    return all(x != y and not x.startswith(y + ".") and not y.startswith(x + ".")
+               for x in a for y in b)
+
+
+def _stepped_expr(s: Step) -> ast.AST | None:
+    func = s.call.func
+    if isinstance(func, ast.Attribute) and func.attr == "step" and not (
+            s.call.args and dotted(s.call.args[0]) == s.optimizer):
+        return func.value
+    return s.call.args[0] if s.call.args else None
+
+
+def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
+    """The optimizers stepped here that no gradient clearing of ``text`` can reach.
+
+    # NOTE [one optimizer never cleared]
+    A GAN or encoder/discriminator loop that clears one optimizer (``opt_e.zero_grad()``) but
+    steps another that is never cleared (``opt_d.step()``) adds up the second one's gradients
+    all the same. Said only when every clearing word of the text is a ``zero_grad()`` call of
+    an optimizer whose parameters are known (``torch.optim.X(E.parameters())``) and share no
+    owner with the stepped optimizer's (known too); a module's ``zero_grad()``, a
+    ``.grad = None``, a helper that clears: the stepped optimizer is taken as cleared."""
+    if len(MANUAL_ZERO_RE.findall(text)) != len(f.zero_grads):
+        return set()
+    cleared: list[frozenset[str]] = []
+    for z in f.zero_grads:
+        func = z.call.func
+        over = _owners(f, func.value if isinstance(func, ast.Attribute) else None,
+                       z.call.lineno)
+        if not over:
+            return set()
+        cleared.append(over)
+    out: set[str] = set()
+    for s in f.steps:
+        over = _owners(f, _stepped_expr(s), s.call.lineno)
+        if over and all(_disjoint(over, c) for c in cleared):
+            out.add(s.optimizer)
+    return out
 
 
 class ZeroGradOutsideStepLoop(_LoopRule):

@@ -1,0 +1,193 @@
+"""Training-loop order and graph lifetime (GT5xx): the finding sits on the line the user must
+change (the real-world cases' ROOT convention), each shape next to a silent look-alike, and
+every snippet is *run* on real torch: the look-alike trains, the buggy twin raises or shows the
+silent symptom the message claims."""
+from __future__ import annotations
+
+import textwrap
+from typing import NamedTuple
+
+import pytest
+
+from gradtrace.lint import check_source
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+"""
+SECOND_TIME = "Trying to backward through the graph a second time"
+
+
+class Case(NamedTuple):
+    src: str
+    found: list[tuple[int, str]]  # (line after the prelude, code); [] for a look-alike
+    raises: str | None = None     # what real torch raises
+    holds: str | None = None      # true after running it (the symptom, or that it trained)
+
+
+CASES = {
+    # GAN / encoder-discriminator: one optimizer is cleared, the other never is
+    "second-optimizer-never-cleared-script": Case("""
+        enc, disc = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_e = torch.optim.SGD(enc.parameters(), lr=0.1)
+        opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+        x = torch.randn(3, 4)
+        grads = []
+        for it in range(3):
+            d_loss = disc(enc(x).detach()).mean()
+            d_loss.backward()
+            grads.append(disc.bias.grad.clone())
+            opt_d.step()
+            opt_e.zero_grad()
+            e_loss = (enc(x) - x).pow(2).mean()
+            e_loss.backward()
+            opt_e.step()
+        """, [(8, "GT501")], holds="torch.allclose(grads[2], torch.full((1,), 3.0))"),
+    "second-optimizer-never-cleared-method": Case("""
+        class GanTrainer:
+            def __init__(self):
+                self.G, self.D = nn.Linear(4, 4), nn.Linear(4, 1)
+                self.opt_g = torch.optim.Adam(self.G.parameters())
+                self.opt_d = torch.optim.Adam(self.D.parameters())
+
+            def fit(self, batches):
+                for x in batches:
+                    fake = self.G(x)
+                    d_loss = self.D(fake.detach()).mean() - self.D(x).mean()
+                    d_loss.backward()
+                    self.opt_d.step()
+                    self.opt_g.zero_grad()
+                    g_loss = -self.D(fake).mean()
+                    g_loss.backward()
+                    self.opt_g.step()
+        t = GanTrainer()
+        t.fit([torch.randn(3, 4)] * 3)
+        """, [(11, "GT501")]),
+    "second-optimizer-cleared-by-a-joint-optimizer-ok": Case("""
+        enc, disc = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_all = torch.optim.SGD(list(enc.parameters()) + list(disc.parameters()), lr=0.1)
+        opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+        x = torch.randn(3, 4)
+        for it in range(3):
+            opt_all.zero_grad()
+            d_loss = disc(enc(x).detach()).mean()
+            d_loss.backward()
+            opt_d.step()
+            e_loss = (enc(x) - x).pow(2).mean()
+            e_loss.backward()
+            opt_all.step()
+        """, []),
+    "second-optimizer-cleared-through-its-module-ok": Case("""
+        enc, disc = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_e = torch.optim.SGD(enc.parameters(), lr=0.1)
+        opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+        x = torch.randn(3, 4)
+        for it in range(3):
+            disc.zero_grad()
+            d_loss = disc(enc(x).detach()).mean()
+            d_loss.backward()
+            opt_d.step()
+            opt_e.zero_grad()
+            e_loss = (enc(x) - x).pow(2).mean()
+            e_loss.backward()
+            opt_e.step()
+        """, []),
+    # DCGAN: D(fake) without detach in a discriminator step split into two backward calls
+    "gan-fake-not-detached-split-d-step": Case("""
+        netG, netD = nn.Sequential(nn.Linear(2, 4), nn.Tanh()), nn.Linear(4, 1)
+        opt_d = torch.optim.SGD(netD.parameters(), lr=0.1)
+        opt_g = torch.optim.SGD(netG.parameters(), lr=0.1)
+        for real in [torch.randn(3, 4)] * 2:
+            opt_d.zero_grad()
+            netD(real).mean().backward()
+            fake = netG(torch.randn(3, 2))
+            err_fake = netD(fake).mean()
+            err_fake.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            err_g = -netD(fake).mean()
+            err_g.backward()
+            opt_g.step()
+        """, [(8, "GT508")], raises=SECOND_TIME),
+    "gan-fake-detached-split-d-step-ok": Case("""
+        netG, netD = nn.Sequential(nn.Linear(2, 4), nn.Tanh()), nn.Linear(4, 1)
+        opt_d = torch.optim.SGD(netD.parameters(), lr=0.1)
+        opt_g = torch.optim.SGD(netG.parameters(), lr=0.1)
+        for real in [torch.randn(3, 4)] * 2:
+            opt_d.zero_grad()
+            netD(real).mean().backward()
+            fake = netG(torch.randn(3, 2))
+            err_fake = netD(fake.detach()).mean()
+            err_fake.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            err_g = -netD(fake).mean()
+            err_g.backward()
+            opt_g.step()
+        """, []),
+    # two outputs of one forward call, each backwarded: the first backward frees the graph
+    "two-outputs-of-one-call-two-backwards": Case("""
+        class Disc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body, self.out = nn.Linear(4, 8), nn.Linear(8, 1)
+            def forward(self, x):
+                phi = torch.tanh(self.body(x))
+                return self.out(phi), phi
+        netD = Disc()
+        pred, phi = netD(torch.randn(3, 4))
+        (-pred.mean()).backward()
+        phi.pow(2).mean().backward()
+        """, [(10, "GT509")], raises=SECOND_TIME),
+    "two-outputs-of-one-call-one-backward-ok": Case("""
+        class Disc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body, self.out = nn.Linear(4, 8), nn.Linear(8, 1)
+            def forward(self, x):
+                phi = torch.tanh(self.body(x))
+                return self.out(phi), phi
+        netD = Disc()
+        pred, phi = netD(torch.randn(3, 4))
+        (-pred.mean() + phi.pow(2).mean()).backward()
+        """, []),
+    "model-tuple-losses-rebound-then-two-backwards": Case("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gen, self.enc = nn.Linear(4, 4), nn.Linear(4, 4)
+            def forward(self, z):
+                img = self.gen(z)
+                return img.pow(2), (self.enc(img) - z).pow(2)
+        model = Model()
+        adv_loss, rec_loss = model(torch.randn(3, 4))
+        adv_loss = adv_loss.mean()
+        rec_loss = rec_loss.mean()
+        adv_loss.backward()
+        (rec_loss * 0.5).backward()
+        """, [(12, "GT509")], raises=SECOND_TIME),
+}
+
+
+def _source(case: Case) -> str:
+    return PRELUDE + textwrap.dedent(case.src).lstrip("\n")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_finding_on_the_root_line_and_torch_agrees(name: str) -> None:
+    case = CASES[name]
+    offset = PRELUDE.count("\n")
+    found = sorted((f.line - offset, f.code) for f in check_source(_source(case), "case.py")
+                   if f.code.startswith("GT5"))
+    assert found == case.found
+    env: dict = {}
+    if case.raises:
+        with pytest.raises(RuntimeError, match=case.raises):
+            exec(compile(_source(case), "case.py", "exec"), env)
+    else:
+        exec(compile(_source(case), "case.py", "exec"), env)
+    if case.holds:
+        assert eval(case.holds, env)
