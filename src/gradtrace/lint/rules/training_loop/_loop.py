@@ -315,6 +315,57 @@ class LoopFacts:
         return False
 
 
+def _owners(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:
+    """The dotted owners of the parameters an optimizer expression was built over (empty:
+    not known to be an optimizer, or over something we cannot name)."""
+    if expr is None:
+        return frozenset()
+    k = f.ctx.analysis.kind(expr, f.scope, line)
+    return k.over if k is not None and k.what == OPTIMIZER else frozenset()
+
+
+def _disjoint(a: frozenset[str], b: frozenset[str]) -> bool:
+    """No owner of ``a`` is, contains or is contained in an owner of ``b``."""
+    return all(x != y and not x.startswith(y + ".") and not y.startswith(x + ".")
+               for x in a for y in b)
+
+
+def _stepped_expr(s: Step) -> ast.AST | None:
+    func = s.call.func
+    if isinstance(func, ast.Attribute) and func.attr == "step" and not (
+            s.call.args and dotted(s.call.args[0]) == s.optimizer):
+        return func.value
+    return s.call.args[0] if s.call.args else None
+
+
+def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
+    """The optimizers stepped here that no gradient clearing of ``text`` can reach.
+
+    # NOTE [one optimizer never cleared]
+    A GAN or encoder/discriminator loop that clears one optimizer (``opt_e.zero_grad()``) but
+    steps another that is never cleared (``opt_d.step()``) adds up the second one's gradients
+    all the same. Said only when every clearing word of the text is a ``zero_grad()`` call of
+    an optimizer whose parameters are known (``torch.optim.X(E.parameters())``) and share no
+    owner with the stepped optimizer's (known too); a module's ``zero_grad()``, a
+    ``.grad = None``, a helper that clears: the stepped optimizer is taken as cleared."""
+    if len(MANUAL_ZERO_RE.findall(text)) != len(f.zero_grads):
+        return set()
+    cleared: list[frozenset[str]] = []
+    for z in f.zero_grads:
+        func = z.call.func
+        over = _owners(f, func.value if isinstance(func, ast.Attribute) else None,
+                       z.call.lineno)
+        if not over:
+            return set()
+        cleared.append(over)
+    out: set[str] = set()
+    for s in f.steps:
+        over = _owners(f, _stepped_expr(s), s.call.lineno)
+        if over and all(_disjoint(over, c) for c in cleared):
+            out.add(s.optimizer)
+    return out
+
+
 def facts(ctx: Context, node: ast.AST) -> LoopFacts:
     """The (cached) :class:`LoopFacts` of a function or module node."""
     return ctx.memo("gt5-loop", node, lambda: LoopFacts(node, ctx))

@@ -6,12 +6,12 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import (
-    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, facts, optimizer_like)
+    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, facts, optimizer_like,
+    uncleared_optimizers)
 from gradtrace.lint.nodes import walk
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
@@ -323,57 +323,6 @@ class MissingZeroGrad(_LoopRule):
                 _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
                 call=ctx.source(b.call), step_line=s.call.lineno,
                 where="on every pass of this loop", units="batches")
-
-
-def _owners(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:
-    """The dotted owners of the parameters an optimizer expression was built over (empty:
-    not known to be an optimizer, or over something we cannot name)."""
-    if expr is None:
-        return frozenset()
-    k = f.ctx.analysis.kind(expr, f.scope, line)
-    return k.over if k is not None and k.what == OPTIMIZER else frozenset()
-
-
-def _disjoint(a: frozenset[str], b: frozenset[str]) -> bool:
-    """No owner of ``a`` is, contains or is contained in an owner of ``b``."""
-    return all(x != y and not x.startswith(y + ".") and not y.startswith(x + ".")
-               for x in a for y in b)
-
-
-def _stepped_expr(s: Step) -> ast.AST | None:
-    func = s.call.func
-    if isinstance(func, ast.Attribute) and func.attr == "step" and not (
-            s.call.args and dotted(s.call.args[0]) == s.optimizer):
-        return func.value
-    return s.call.args[0] if s.call.args else None
-
-
-def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
-    """The optimizers stepped here that no gradient clearing of ``text`` can reach.
-
-    # NOTE [one optimizer never cleared]
-    A GAN or encoder/discriminator loop that clears one optimizer (``opt_e.zero_grad()``) but
-    steps another that is never cleared (``opt_d.step()``) adds up the second one's gradients
-    all the same. Said only when every clearing word of the text is a ``zero_grad()`` call of
-    an optimizer whose parameters are known (``torch.optim.X(E.parameters())``) and share no
-    owner with the stepped optimizer's (known too); a module's ``zero_grad()``, a
-    ``.grad = None``, a helper that clears: the stepped optimizer is taken as cleared."""
-    if len(MANUAL_ZERO_RE.findall(text)) != len(f.zero_grads):
-        return set()
-    cleared: list[frozenset[str]] = []
-    for z in f.zero_grads:
-        func = z.call.func
-        over = _owners(f, func.value if isinstance(func, ast.Attribute) else None,
-                       z.call.lineno)
-        if not over:
-            return set()
-        cleared.append(over)
-    out: set[str] = set()
-    for s in f.steps:
-        over = _owners(f, _stepped_expr(s), s.call.lineno)
-        if over and all(_disjoint(over, c) for c in cleared):
-            out.add(s.optimizer)
-    return out
 
 
 class ZeroGradOutsideStepLoop(_LoopRule):
