@@ -30,7 +30,7 @@ def test_static_line_leads_with_runtime_evidence(run_script):
     first = res.findings[0]
     assert (first["code"], first["line"], first["source"]) == ("GT502", 7, "static+runtime")
     evidence = [r for r in first["related"] if r["message"].startswith(fuse.CONFIRMED)]
-    assert evidence and "(GT501)" in evidence[0]["message"] and evidence[0]["line"] == 11
+    assert evidence and "(GT501)" in evidence[0]["message"] and evidence[0]["line"] == 10
     assert "prog.py:7:5: GT502" in res.err and "confirmed at run time" in res.err
 
 

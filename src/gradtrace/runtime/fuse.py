@@ -91,6 +91,9 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).
 _SPECIFIC = frozenset({"freed-graph", "accumulate", "empty-optimizer", "not-optimized"})
+# Families where the runtime sees which of two lines both faces name is the cause (the backward()
+# that added into a stale .grad, not the step() that applied the sum): its line leads.
+_RUNTIME_PICKS = frozenset({"accumulate"})
 # Static rules whose symptom the runtime checks by itself (a crash, a parameter that never gets
 # a gradient, gradients accumulating...): once the run got through a backward() (and, for the
 # loop-order rules, two optimizer steps) on code that holds such a finding without showing the
@@ -261,6 +264,10 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
             continue
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
             lead = False  # the static finding sits on the symptom's line: the runtime's leads
+        if where in cause_lines and (r_path, r.line) != where and any(
+                f in _RUNTIME_PICKS for f in fams) and (r_path, r.line) in {
+                (_abs(x.path), x.line) for x in s.related}:
+            lead = False  # each names the other's line: the runtime saw which one caused it
         distance = abs(s.line - r.line) if where[0] == r_path else 10**6
         rank = (score, -distance)
         if best is None or rank > best[0]:

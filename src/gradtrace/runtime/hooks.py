@@ -42,7 +42,8 @@ class OptimizerRecord:
     site: Site | None
     steps: int = 0
     rep: tuple[int, int, int, int] | None = None  # (param id, grad id, grad version, backwards)
-    accumulate_site: Site | None = None
+    accumulate_site: Site | None = None  # the backward() that added into last step's .grad
+    accumulate_step: Site | None = None  # the step() that then applied the sum
     nonfinite: tuple[str, int, Site | None] | None = None
     before: list[tuple[float, float]] | None = None  # checksums of the parameters with grads
     checks: int = 0  # steps whose effect was checked
@@ -148,7 +149,9 @@ class Hooks:
         if old is None or rep is None or rec.accumulate_site is not None or st.zero_seen:
             return
         if old[0] == rep[0] and old[1] == rep[1] and rep[3] > old[3] and rep[2] > old[2]:
-            rec.accumulate_site = site
+            # the cause is where the stale .grad was added to (zero_grad belongs before it)
+            rec.accumulate_site = st.backward_sites[-1] if st.backward_sites else site
+            rec.accumulate_step = site
 
     def _check_finite(self, opt: torch.optim.Optimizer, rec: OptimizerRecord,
                       grads: list[Tensor], site: Site | None) -> None:

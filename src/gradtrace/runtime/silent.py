@@ -158,7 +158,10 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         if id(p) in seen or not p.requires_grad or p.grad is not None or id(p) in data.had_grad:
             continue
         seen.add(id(p))
-        groups.setdefault(_reason(state, data, p, owners), []).append(param_name(data, p))
+        reason = _reason(state, data, p, owners)
+        if reason[0] == code_for("unused-parameter", "GT820") and _parent_idle(data, p):
+            continue  # a piece of a model whose parts are called one by one: left out on purpose
+        groups.setdefault(reason, []).append(param_name(data, p))
     out = []
     for (code, site, why, fix, related), names in groups.items():
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
@@ -167,11 +170,29 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     return out
 
 
+def _parent_idle(data: HookState, p: Tensor) -> bool:
+    """Whether the module owning ``p`` sits in a parent module that never ran itself (the
+    program calls the parent's children one by one, e.g. a backbone's layers without its
+    original head): an unused child there was dropped on purpose, not forgotten in forward."""
+    ran = {id(r.ref()) for r in list(data.modules.values())
+           if r.ref() is not None and r.grad_runs + r.nograd_runs}
+    for rec in list(data.modules.values()):
+        root = rec.ref()
+        for parent in root.modules() if root is not None else ():
+            for child in parent.children():
+                if any(q is p for q in child.parameters(recurse=False)):
+                    return id(parent) not in ran
+    return False
+
+
 def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]:
     pairs = _optimizer_params(data)
     if not pairs:
         return []
     in_opt = {id(p) for _, p in pairs}
+    owners = _owners(data)
+    training = any(owners[id(p)].ref() is not None and owners[id(p)].ref().training
+                   for _, p in pairs if id(p) in owners)
     stale = [p for _, p in pairs
              if p.requires_grad and id(p) not in data.had_grad and p.grad is None]
     groups: dict[tuple[str, Site | None, str, str], list[str]] = {}
@@ -182,6 +203,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
         missed = [p for p in m._parameters.values()
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
+        if missed and not m.training and training:
+            continue  # kept in eval mode while the optimized modules train: a fixed part
         if missed:
             owner, owner_site = unregistered_owner(data, m)
             kind, why, fix = _not_optimized_reason(owner, len(stale),
@@ -250,9 +273,13 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
     for rec in list(data.optimizers.values()):
         if rec.accumulate_site is not None:
             out.append(make(code_for("zero-grad-missing", "GT823"), rec.accumulate_site,
-                            "gradients keep accumulating across optimizer steps: .grad was not "
-                            "reset (zero_grad) between this step and the previous one",
+                            "gradients keep accumulating across optimizer steps: this backward()"
+                            " adds into .grad that still holds the previous step's gradients "
+                            "(no zero_grad between the two steps)",
                             fix="call optimizer.zero_grad() once per step, before backward()",
+                            related=[(rec.accumulate_step, "the optimizer steps here with the "
+                                      "summed gradients")] if rec.accumulate_step not in (
+                                          None, rec.accumulate_site) else [],
                             severity="warning"))
         if rec.checks >= 3 and not rec.changed:
             out.append(make("GT828", rec.site, f"optimizer.step() never changed any parameter "
