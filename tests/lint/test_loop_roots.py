@@ -19,6 +19,7 @@ import torch.nn as nn
 torch.manual_seed(0)
 """
 SECOND_TIME = "Trying to backward through the graph a second time"
+GRAD_NORM_ABOVE = "sum(p.grad.norm() ** 2 for p in model.parameters()) ** 0.5 > 0.01"
 
 
 class Case(NamedTuple):
@@ -169,6 +170,163 @@ CASES = {
         adv_loss.backward()
         (rec_loss * 0.5).backward()
         """, [(12, "GT509")], raises=SECOND_TIME),
+    # gradient accumulation: a step every `accum` passes
+    "accumulation-cleared-every-pass-script": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y, accum = torch.randn(3, 4), torch.randn(3, 1), 2
+        single = torch.autograd.grad(nn.functional.mse_loss(model(x), y) / accum, model.weight)[0]
+        grads = []
+        for i, (xb, yb) in enumerate([(x, y)] * 4):
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(xb), yb) / accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                grads.append(model.weight.grad.clone())
+                opt.step()
+        """, [(7, "GT512")], holds="torch.allclose(grads[0], single)"),
+    "accumulation-cleared-every-pass-method": Case("""
+        class Trainer:
+            def __init__(self, model, accum_steps):
+                self.model, self.accum_steps = model, accum_steps
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def train_epoch(self, loader):
+                for step, (x, y) in enumerate(loader):
+                    do_step = (step + 1) % self.accum_steps == 0
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss = nn.functional.mse_loss(self.model(x), y)
+                    (loss / self.accum_steps).backward()
+                    if do_step:
+                        self.optimizer.step()
+        Trainer(nn.Linear(4, 1), 2).train_epoch([(torch.randn(3, 4), torch.randn(3, 1))] * 4)
+        """, [(9, "GT512")]),
+    "accumulation-cleared-after-the-step-ok": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y, accum = torch.randn(3, 4), torch.randn(3, 1), 2
+        single = torch.autograd.grad(nn.functional.mse_loss(model(x), y) / accum, model.weight)[0]
+        grads = []
+        for i, (xb, yb) in enumerate([(x, y)] * 4):
+            loss = nn.functional.mse_loss(model(xb), yb) / accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                grads.append(model.weight.grad.clone())
+                opt.step()
+                opt.zero_grad()
+        """, [], holds="torch.allclose(grads[0], 2 * single)"),
+    "accumulation-loss-not-divided-script": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y, accum_iter = torch.randn(3, 4), torch.randn(3, 1), 2
+        single = torch.autograd.grad(nn.functional.mse_loss(model(x), y), model.weight)[0]
+        grads = []
+        for i, (xb, yb) in enumerate([(x, y)] * 4):
+            out = model(xb)
+            loss = nn.functional.mse_loss(out, yb)
+            loss.backward()
+            if (i + 1) % accum_iter == 0:
+                grads.append(model.weight.grad.clone())
+                opt.step()
+                opt.zero_grad()
+        """, [(9, "GT513")], holds="torch.allclose(grads[0], 2 * single)"),
+    "accumulation-loss-not-divided-method": Case("""
+        class Trainer:
+            def __init__(self, model, grad_accum):
+                self.model, self.grad_accum = model, grad_accum
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.scaler = torch.amp.GradScaler("cpu", enabled=False)
+
+            def train_epoch(self, loader):
+                self.opt.zero_grad()
+                for it, (x, y) in enumerate(loader):
+                    loss = nn.functional.mse_loss(self.model(x), y)
+                    self.scaler.scale(loss).backward()
+                    if (it + 1) % self.grad_accum == 0:
+                        self.scaler.step(self.opt)
+                        self.scaler.update()
+                        self.opt.zero_grad()
+        Trainer(nn.Linear(4, 1), 2).train_epoch([(torch.randn(3, 4), torch.randn(3, 1))] * 4)
+        """, [(11, "GT513")]),
+    "accumulation-loss-divided-in-place-ok": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y, accum_iter = torch.randn(3, 4), torch.randn(3, 1), 2
+        for i, (xb, yb) in enumerate([(x, y)] * 4):
+            loss = nn.functional.mse_loss(model(xb), yb)
+            loss /= accum_iter
+            loss.backward()
+            if (i + 1) % accum_iter == 0:
+                opt.step()
+                opt.zero_grad()
+        """, []),
+    "accumulation-loss-scaled-by-a-helper-ok": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def compute_loss(out, y, steps):
+            return nn.functional.mse_loss(out, y) / steps
+        x, y, accum_iter = torch.randn(3, 4), torch.randn(3, 1), 2
+        for i, (xb, yb) in enumerate([(x, y)] * 4):
+            loss = compute_loss(model(xb), yb, accum_iter)
+            loss.backward()
+            if (i + 1) % accum_iter == 0:
+                opt.step()
+                opt.zero_grad()
+        """, []),
+    # clipping before backward(): the step applies unclipped gradients
+    "clip-before-backward-inline": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in [(torch.randn(3, 4) * 9, torch.randn(3, 1))] * 2:
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.001)
+            loss.backward()
+            opt.step()
+        """, [(6, "GT514")], holds=GRAD_NORM_ABOVE),
+    "clip-in-training-step-before-callers-backward": Case("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+            def training_step(self, batch):
+                loss = nn.functional.mse_loss(self.fc(batch[0]), batch[1])
+                nn.utils.clip_grad_norm_(self.parameters(), 0.001)
+                return loss
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch in [(torch.randn(3, 4) * 9, torch.randn(3, 1))] * 2:
+            opt.zero_grad()
+            out = model.training_step(batch)
+            out.backward()
+            opt.step()
+        """, [(7, "GT514")], holds=GRAD_NORM_ABOVE),
+    "clip-in-a-loss-helper-before-backward": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def compute_loss(x, y):
+            loss = nn.functional.mse_loss(model(x), y)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.001)
+            return loss
+        def train(batches):
+            for x, y in batches:
+                opt.zero_grad()
+                loss = compute_loss(x, y) * 2
+                loss.backward()
+                opt.step()
+        train([(torch.randn(3, 4) * 9, torch.randn(3, 1))] * 2)
+        """, [(5, "GT514")], holds=GRAD_NORM_ABOVE),
+    "clip-in-a-helper-called-after-backward-ok": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def clip_and_norm():
+            return torch.nn.utils.clip_grad_norm_(model.parameters(), 0.001)
+        for x, y in [(torch.randn(3, 4) * 9, torch.randn(3, 1))] * 2:
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            norm = clip_and_norm()
+            opt.step()
+        """, [], holds="not " + GRAD_NORM_ABOVE),
 }
 
 

@@ -1,0 +1,273 @@
+"""GT512-GT513: gradient accumulation, a step every few passes of the loop.
+
+# NOTE [periodic step]
+A step under an ``if`` whose test takes a remainder (``if (i + 1) % accum == 0:``, or a name
+bound to such a test in the function) runs once every few passes: the passes in between only
+add their micro-batch's gradient into ``.grad``. Two things then break the accumulation: a
+``zero_grad()`` that still runs on every pass before the backward (each step applies the last
+micro-batch alone, GT512), and a loss that is not divided by the number of passes (each step
+applies the sum, that many times the mean gradient, GT513).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._deps import graphs
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
+from gradtrace.lint.rules.training_loop.zero_grad import (
+    BACKWARD_CALLS, _LoopRule, _related, covers, fresh_each_pass, step_loop)
+
+SCALING_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
+SCALING_METHODS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "divide",
+                             "multiply"})
+
+
+def _remainders(test: ast.AST) -> list[ast.BinOp]:
+    return [n for n in walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+            and not (isinstance(n.left, ast.Constant) and isinstance(n.left.value, str))]
+
+
+def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
+                   ) -> tuple[ast.If, list[ast.BinOp]] | None:
+    """The ``if`` inside ``loop`` around ``stmt`` whose test is periodic, with its remainder
+    operations (NOTE [periodic step])."""
+    for s in f.scope.stmts:
+        if not (isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
+                and f.inside(s, loop) and s is not loop):
+            continue
+        mods = _remainders(s.test)
+        for n in walk(s.test):
+            if isinstance(n, ast.Name) and not mods:
+                b = f.scope.binding_before(n.id, s.lineno)
+                if b is not None and b.value is not None and f.inside(b.stmt, loop):
+                    mods = _remainders(b.value)
+        if mods:
+            return s, mods
+    return None
+
+
+def _conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
+    """``stmt`` sits under an ``if`` (or an ``except``) inside ``loop``."""
+    return any(isinstance(s, (ast.If, ast.Try)) and s is not stmt and f.inside(stmt, s)
+               and f.inside(s, loop) and not (isinstance(s, ast.Try) and any(
+                   x is stmt or _within(x, stmt) for x in s.body))
+               for s in f.scope.stmts)
+
+
+def _within(outer: ast.stmt, stmt: ast.stmt) -> bool:
+    return any(n is stmt for n in walk(outer))
+
+
+def _periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[ast.BinOp]]]:
+    for s in f.steps:
+        loop = None if s.closure else step_loop(f, s)
+        if loop is None or fresh_each_pass(f, loop, s):
+            continue
+        guard = periodic_guard(f, s.stmt, loop)
+        if guard is not None:
+            yield s, loop, guard[0], guard[1]
+
+
+def _every_pass(f: LoopFacts, loop: ast.stmt, guard: ast.If) -> list[Backward]:
+    """The accumulating backward passes of ``loop`` that run on every pass (not under the
+    step's guard)."""
+    return [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)
+            and not f.inside(b.stmt, guard)]
+
+
+class ZeroGradEveryAccumulationStep(_LoopRule):
+    """Gradient accumulation whose `zero_grad()` still runs on every pass.
+
+    Why: the step runs every N passes (`if (i + 1) % N == 0: optimizer.step()`) so that the N
+    micro-batches' gradients add up in `.grad`; a `zero_grad()` on every pass before the
+    backward erases them, and each step applies the last micro-batch's gradient alone (an N
+    times smaller effective batch, and N - 1 micro-batches wasted). Clear right after the
+    step, under the same `if`.
+    Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
+    a name bound to such a test in the same function.
+    """
+
+    code = "GT512"
+    gate_statements = True
+    name = "zero-grad-every-accumulation-step"
+    message = ("`{call}` clears the gradients on every pass, but `{opt}.step()` (line "
+               "{step_line}) runs only every few passes (`{test}`): the micro-batches' "
+               "gradients are erased before they add up and each step applies the last one's "
+               "alone; clear them right after the step, under that `if`")
+    triggers = ("zero_grad",)
+    needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y) / accum
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+            """, at=(2, 4)),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accum
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                if torch.isfinite(loss):
+                    optimizer.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        found: dict[int, list] = {}  # one finding per step guard, the first clear leading
+        for s, loop, guard, _mods in _periodic_steps(f):
+            backs = _every_pass(f, loop, guard)
+            for z in f.zero_grads:
+                if not covers(f, z, s) or not f.inside(z.stmt, loop) \
+                        or f.inside(z.stmt, guard) or _conditional(f, z.stmt, loop):
+                    continue
+                b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
+                if b is not None:
+                    found.setdefault(id(guard), []).append((z, s, b, guard))
+                    break
+        for hits in found.values():
+            hits.sort(key=lambda h: (h[0].call.lineno, h[0].call.col_offset))
+            z, s, b, guard = hits[0]
+            others = tuple(_related(ctx, h[0].call, "this one clears on every pass too")
+                           for h in hits[1:] if h[0].call is not z.call)
+            yield self.report(z.call, ctx, related=(
+                _related(ctx, s.call, "the step runs only every few passes here"),
+                _related(ctx, b.call, "each micro-batch's gradient is added here"), *others),
+                call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno,
+                test=ctx.source(guard.test))
+
+
+class AccumulatedLossNotScaled(_LoopRule):
+    """Gradient accumulation whose loss is not divided by the number of micro-batches.
+
+    Why: `backward()` adds each micro-batch's gradient into `.grad`, and the step every N
+    passes applies their *sum*: N times the mean gradient, as if the learning rate were N
+    times larger (SGD; adaptive optimizers hide part of it, but not weight decay or
+    clipping thresholds). Divide the loss by N before `backward()`.
+    Known limits: said only when the step's `if` takes a remainder, the clearing is periodic
+    too, the backward is `loss.backward()` (or through a `GradScaler`; `accelerator.backward`
+    and engines scale the loss themselves), and neither the loss nor anything it is computed
+    from in the loop is divided or multiplied, nor is the remainder's divisor used in any
+    division, multiplication or call of the function.
+    """
+
+    code = "GT513"
+    gate_statements = True
+    name = "accumulated-loss-not-scaled"
+    message = ("`{call}` adds each micro-batch's gradient into `.grad` and `{opt}.step()` "
+               "(line {step_line}) applies their sum every `{n}` passes, but the loss is not "
+               "divided by `{n}`: each step uses `{n}` times the mean gradient; backward "
+               "`{loss} / {n}` instead")
+    triggers = BACKWARD_CALLS
+    needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """, at=(3, 4)),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """),
+        Good("""
+            for i, batch in enumerate(loader):
+                loss = model(batch).loss
+                accelerator.backward(loss)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s, loop, guard, mods in _periodic_steps(f):
+            if not any(covers(f, z, s) and f.inside(z.stmt, loop) and (
+                    f.inside(z.stmt, guard) or periodic_guard(f, z.stmt, loop) is not None)
+                    for z in f.zero_grads):
+                continue  # no clear, or one on every pass (GT501 / GT512 say it)
+            divisors = {dotted(m.right) for m in mods}
+            if None in divisors or len(divisors) != 1 or _scaled_by(f, divisors):
+                continue
+            for b in _every_pass(f, loop, guard):
+                if _plain_backward(b) and not _scaled_loss(f, b, loop):
+                    n = divisors.pop()
+                    yield self.report(b.call, ctx, related=(
+                        _related(ctx, s.call, f"the step runs every `{n}` passes here"),),
+                        call=ctx.source(b.call), opt=s.optimizer, step_line=s.call.lineno,
+                        n=n, loss=ctx.source(b.loss))  # type: ignore[arg-type]
+                    break
+
+
+def _plain_backward(b: Backward) -> bool:
+    """``loss.backward()`` or ``scaler.scale(loss).backward()`` (nothing else scales it)."""
+    func = b.call.func
+    return isinstance(func, ast.Attribute) and func.attr == "backward" and not b.call.args \
+        and b.loss is not None and b.inputs is None
+
+
+def _scales(node: ast.AST) -> bool:
+    for n in walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, SCALING_OPS):
+            return True
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in SCALING_METHODS:
+            return True
+    return False
+
+
+def _scaled_loss(f: LoopFacts, b: Backward, loop: ast.stmt) -> bool:
+    """The loss, or a binding it is computed from inside the loop, is divided or multiplied
+    (also by a later ``loss /= n``)."""
+    if _scales(b.loss):  # type: ignore[arg-type]
+        return True
+    name = dotted(b.loss)  # type: ignore[arg-type]
+    if name and any(isinstance(x.stmt, ast.AugAssign) and isinstance(x.stmt.op, SCALING_OPS)
+                    for x in f.scope.bindings.get(name, ())):
+        return True
+    deps = graphs(f).deps(b.loss, b.stmt.lineno)  # type: ignore[arg-type]
+    return any(f.inside(d.stmt, loop) and isinstance(d.stmt, (ast.Assign, ast.AnnAssign,
+                                                              ast.AugAssign))
+               and _scales(d.stmt) for d in deps.bindings)
+
+
+def _scaled_by(f: LoopFacts, divisors: set[str | None]) -> bool:
+    """The remainder's divisor is used in a division, multiplication or call of the function
+    (``loss / accum``, ``model(x, accum_steps=accum)``)."""
+    for n in walk(f.node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, SCALING_OPS):
+            parts = (n.left, n.right)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):
+            parts = (n.value,)
+        elif isinstance(n, ast.Call):
+            parts = (*n.args, *(k.value for k in n.keywords))
+        else:
+            continue
+        if any(dotted(x) in divisors for p in parts for x in walk(p)):
+            return True
+    return False
