@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import gradtrace.lint as lint
+from gradtrace import env
 from gradtrace.cli import main
 from gradtrace.lint import cache as cache_mod
 
@@ -25,8 +26,8 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                     ignore=shutil.ignore_patterns("runtime", "integrations"))
     (tmp_path / "notorch.py").write_text("x = 1\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(cache_mod.ENV_DIR, raising=False)
-    monkeypatch.delenv(cache_mod.ENV_OFF, raising=False)
+    monkeypatch.delenv(env.CACHE_DIR, raising=False)
+    monkeypatch.delenv(env.NO_CACHE, raising=False)
     return tmp_path
 
 
@@ -142,13 +143,13 @@ def test_cache_stays_out_of_git_status_as_under_pre_commit(tree, capsys):
 
 def test_no_cache_and_cache_dir_options(tree, parsed, capsys, monkeypatch):
     cold = run(capsys, ".", "--no-cache")
-    monkeypatch.setenv(cache_mod.ENV_OFF, "1")
+    monkeypatch.setenv(env.NO_CACHE, "1")
     assert run(capsys, ".") == cold
     assert not (tree / ".gradtrace_cache").exists()
-    monkeypatch.delenv(cache_mod.ENV_OFF)
+    monkeypatch.delenv(env.NO_CACHE)
     assert run(capsys, ".", "--cache-dir", "elsewhere") == cold
     assert packs(tree / "elsewhere") and not (tree / ".gradtrace_cache").exists()
-    monkeypatch.setenv(cache_mod.ENV_DIR, str(tree / "fromenv"))
+    monkeypatch.setenv(env.CACHE_DIR, str(tree / "fromenv"))
     assert run(capsys, ".") == cold
     assert packs(tree / "fromenv") and not (tree / ".gradtrace_cache").exists()
     parsed.clear()

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from gradtrace.env import strict
 from gradtrace.errors import GradtraceError
 from gradtrace.findings import Finding
 from gradtrace.integrations._flow import FlowMeter
@@ -40,11 +41,6 @@ class NoGradientError(GradtraceError):
         self.findings = list(findings)
         super().__init__("trainable parameters received no gradient at the first optimizer "
                          "step (fail_fast=True):\n" + render_text(self.findings))
-
-
-def strict() -> bool:
-    """``GRADTRACE_STRICT=1``: internal errors raise (tests) instead of being logged."""
-    return os.environ.get("GRADTRACE_STRICT", "") not in ("", "0")
 
 
 def check_options(watch: Any, every: Any, report: Any, fail_fast: Any) -> None:

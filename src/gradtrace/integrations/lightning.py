@@ -87,7 +87,8 @@ def _ranks(trainer: Any) -> tuple[Any, Any]:
     import tempfile
     import uuid
 
-    from gradtrace.runtime.distributed import ENV_DIR, RankInfo
+    from gradtrace.env import DDP_DIR as ENV_DIR
+    from gradtrace.runtime.distributed import RankInfo
 
     key = trainer.strategy.broadcast(f"lightning-{uuid.uuid4().hex[:16]}", src=0)
     environ = {**os.environ, "TORCHELASTIC_RUN_ID": str(key),

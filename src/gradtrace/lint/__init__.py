@@ -21,7 +21,7 @@ from gradtrace.lint.code_text import code_text
 from gradtrace.lint.config import Settings
 from gradtrace.errors import RuleError
 from gradtrace.lint.engine import FileChecker, internal_error, noqa_filter
-from gradtrace.lint.engine import _strict as strict
+from gradtrace.env import strict
 from gradtrace.lint.registry import ENGINE_CODES, code_enabled, select_rules
 from gradtrace.lint.rule import Rule
 

@@ -32,6 +32,7 @@ import time
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
+from gradtrace import env
 from gradtrace._version import __version__
 from gradtrace.findings import Edit, Finding, Fix, Related
 from gradtrace.lint import CheckResult, decode
@@ -39,8 +40,6 @@ from gradtrace.lint.config import Settings
 
 FORMAT = 1
 DEFAULT_DIR = ".gradtrace_cache"
-ENV_DIR = "GRADTRACE_CACHE_DIR"
-ENV_OFF = "GRADTRACE_NO_CACHE"
 MAX_ENTRIES = 50_000
 MAX_AGE_DAYS = 30
 MAX_PACKS = 16
@@ -85,7 +84,7 @@ def cache_key(settings: Settings) -> str:
 def cache_dir_for(settings: Settings, option: str | None = None) -> str:
     """``--cache-dir``, else ``$GRADTRACE_CACHE_DIR``, else ``.gradtrace_cache`` in the project
     root (the folder of the pyproject.toml the settings came from, or the current folder)."""
-    chosen = option or os.environ.get(ENV_DIR)
+    chosen = option or env.value(env.CACHE_DIR)
     if chosen:
         return os.path.abspath(chosen)
     return os.path.join(os.path.abspath(settings.root), DEFAULT_DIR)
@@ -323,6 +322,6 @@ class FileCache:
 
 def open_cache(settings: Settings, folder: str | None, disabled: bool) -> FileCache | None:
     """The cache for a `gradtrace check` run, or None (``--no-cache``, ``$GRADTRACE_NO_CACHE``)."""
-    if disabled or os.environ.get(ENV_OFF, "") not in ("", "0"):
+    if disabled or env.is_on(env.NO_CACHE):
         return None
     return FileCache.open(settings, folder)

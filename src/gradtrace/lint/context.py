@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
 from gradtrace.lint.code_text import code_text
+from gradtrace.lint.grad_modes import (FUNCTION_TYPES, GRAD_CONTEXTS, LOOP_TYPES,  # noqa: F401
+                                        disabling_node, grad_mode_of)
 from gradtrace.lint.names import Imports
 
 if TYPE_CHECKING:
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -31,60 +32,6 @@ def source_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
-LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
-
-# Grad-mode words: "off" = no_grad / set_grad_enabled(False); "inference" = inference_mode();
-# "on" = enable_grad / set_grad_enabled(True); "reset" = inference_mode(False).
-GRAD_CONTEXTS = {
-    "torch.no_grad": "off",
-    "torch.enable_grad": "on",
-    "torch.inference_mode": "inference",
-    "torch.set_grad_enabled": "set",
-}
-
-
-def grad_mode_of(expr: ast.expr, imports: Imports) -> str | None:
-    """"off" | "on" | "inference" | "reset" for a grad-mode context expression or decorator, else None."""
-    call = expr if isinstance(expr, ast.Call) else None
-    target = call.func if call else expr
-    kind = GRAD_CONTEXTS.get(imports.qualified_name(target) or "")
-    if kind is None:
-        return None
-    args = call.args if call else []
-    flag = args[0] if args else None
-    if call and flag is None:
-        for kw in call.keywords:
-            if kw.arg in ("mode", "enabled"):
-                flag = kw.value
-    if kind == "set":
-        if isinstance(flag, ast.Constant) and isinstance(flag.value, bool):
-            return "on" if flag.value else "off"
-        return None  # set_grad_enabled(is_train): unknown
-    if kind == "inference" and isinstance(flag, ast.Constant) and flag.value is False:
-        return "reset"  # inference_mode(False) turns grad on even inside no_grad
-    return kind
-
-
-def disabling_node(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
-    """The node that leaves grad off at the end of a stack of modes, or None if grad is on.
-
-    Innermost wins, except that ``enable_grad`` does not re-enable inside ``inference_mode``
-    (PYTORCH_FACTS §4.3); ``inference_mode(False)`` re-enables in every case.
-    """
-    for i in range(len(modes) - 1, -1, -1):
-        node, mode = modes[i]
-        if mode in ("off", "inference"):
-            return node
-        if mode == "reset":
-            return None
-        if mode == "on":
-            for outer, outer_mode in reversed(modes[:i]):
-                if outer_mode == "reset":
-                    return None
-                if outer_mode == "inference":
-                    return outer
-            return None
-    return None
 
 
 class Context:

@@ -25,6 +25,7 @@ import re
 from functools import lru_cache
 from typing import Callable, Iterable, Iterator, NamedTuple
 
+from gradtrace.env import strict
 from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
 from gradtrace.lint.context import FUNCTION_TYPES, LINE_END, Context, grad_mode_of
@@ -39,10 +40,6 @@ BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _STEM_EDGES = re.compile(r"^\W+|\W+$")  # punctuation around a trigger word: `.backward(`
 NOQA_RE = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?",
                      re.IGNORECASE)
-
-
-def _strict() -> bool:
-    return os.environ.get("GRADTRACE_STRICT", "") not in ("", "0")
 
 
 @lru_cache(maxsize=None)
@@ -269,7 +266,7 @@ class FileChecker:
                 for f in fn(node, self.ctx) or ():
                     self.findings.append(f)
             except Exception as exc:  # noqa: BLE001 - a rule crash must not stop the run
-                if _strict():
+                if strict():
                     raise
                 self._dead.add(i)
                 self.crashed(self.rules[i].code, exc, node)

@@ -4,9 +4,12 @@ from __future__ import annotations
 import ast
 import difflib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.findings import Edit, Finding
+
+if TYPE_CHECKING:
+    from gradtrace.lint.config import Settings
 
 
 @dataclass(frozen=True)
@@ -83,3 +86,24 @@ def fix_text(path: str, text: str, findings: Iterable[Finding], unsafe: bool = F
                           f"fixes not applied: the result would not parse ({exc.msg}, "
                           f"line {exc.lineno})")
     return FixOutcome(path, text, new, applied)
+
+
+MAX_FIX_ROUNDS = 10
+
+
+def fix_loop(path: str, text: str, findings: list[Finding], settings: Settings,
+             unsafe: bool) -> tuple[FixOutcome, list[Finding]]:
+    """Fix, re-check and fix again until nothing changes; returns the outcome and what remains."""
+    from gradtrace.lint import check_text
+
+    current, fixed, remaining = text, [], findings
+    for _ in range(MAX_FIX_ROUNDS):
+        outcome = fix_text(path, current, remaining, unsafe)
+        if outcome.error is not None:
+            return FixOutcome(path, text, current, tuple(fixed), outcome.error), remaining
+        if not outcome.changed:
+            break
+        fixed.extend(outcome.fixed)
+        current = outcome.new
+        remaining = check_text(current, path, settings).findings
+    return FixOutcome(path, text, current, tuple(fixed)), remaining

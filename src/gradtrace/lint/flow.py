@@ -21,7 +21,7 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, disabling_node, grad_mode_of
+from gradtrace.lint.grad_modes import FUNCTION_TYPES, LOOP_TYPES, disabling_node, grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 

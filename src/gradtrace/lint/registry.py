@@ -10,8 +10,8 @@ from gradtrace.code_tables import Code, engine
 from gradtrace.errors import ConfigError
 from gradtrace.lint.rule import CODE_RE, NAME_RE, Rule
 
-# Codes that are not rules but are reported by the engine itself (their entries: NOTE [one
-# catalogue] in gradtrace.codes).
+# Codes that are not rules but are reported by the engine itself; their entries:
+# NOTE [one catalogue] in gradtrace.codes.
 ENGINE_CODES: dict[str, Code] = {c.code: c for c in engine.CODES}
 
 

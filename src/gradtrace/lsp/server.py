@@ -329,7 +329,7 @@ def code_action(ls: GradtraceServer, params: types.CodeActionParams
 def _fix_all(checked: Checked, encoding: str, edit: WorkspaceEditMaker
              ) -> types.CodeAction | None:
     """Every safe fix, applied and re-checked until nothing changes (as `check --fix`)."""
-    from gradtrace.lint.command import fix_loop
+    from gradtrace.lint.fix import fix_loop
 
     findings = [f for f, _ in checked.pairs]
     if not any(fixable(f, False) for f in findings):

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gradtrace.runtime.distributed import ENV_DIR, RankInfo
+from gradtrace.env import DDP_DIR as ENV_DIR
+from gradtrace.runtime.distributed import RankInfo
 
 LOG = logging.getLogger(__name__)
 _POLL = 0.05

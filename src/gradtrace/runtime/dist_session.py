@@ -15,8 +15,9 @@ import weakref
 from types import TracebackType
 from typing import Any
 
+from gradtrace.env import GATHER_TIMEOUT, strict, value
 from gradtrace.findings import Finding
-from gradtrace.runtime.distributed import ENV_TIMEOUT, RankInfo
+from gradtrace.runtime.distributed import RankInfo
 
 _CURRENT: list[RankSession] = []
 
@@ -172,7 +173,7 @@ class RankSession:
         try:
             return self._diagnose(exc)
         except Exception:  # diagnosis must never hide the user's own error
-            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+            if strict():
                 raise
             return []
 
@@ -237,7 +238,7 @@ class RankSession:
 
 
 def _swallow() -> None:
-    if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+    if strict():
         raise
     from gradtrace.runtime.dist_gather import LOG
 
@@ -252,7 +253,7 @@ def _is_ours(f: Finding) -> bool:
 
 def _timeout(default: float) -> float:
     try:
-        return max(0.0, float(os.environ.get(ENV_TIMEOUT, "") or default))
+        return max(0.0, float(value(GATHER_TIMEOUT) or default))
     except ValueError:
         return default
 

@@ -34,13 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradtrace.codes import name_of
+from gradtrace.env import CHECK_SYNC, strict
 from gradtrace.findings import Finding
 
 LOG = logging.getLogger(__name__)
-
-ENV_CHECK_SYNC = "GRADTRACE_CHECK_SYNC"
-ENV_TIMEOUT = "GRADTRACE_GATHER_TIMEOUT"
-ENV_DIR = "GRADTRACE_DDP_DIR"
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ def rank_info(environ: Any = None) -> RankInfo:
 def check_sync_every(environ: Any = None) -> int:
     """N from ``GRADTRACE_CHECK_SYNC`` (0 = off)."""
     env = os.environ if environ is None else environ
-    return max(0, _env_int(env, ENV_CHECK_SYNC, 0))
+    return max(0, _env_int(env, CHECK_SYNC, 0))
 
 
 def rank_session(tracer: Any, *, check_sync: int | None = None,
@@ -130,7 +127,7 @@ def merge_ranks(findings: list[Finding], crash: BaseException | None = None) -> 
     try:
         return sess.finish(findings, crash)
     except Exception:  # the merge must never hide the program's own outcome
-        if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+        if strict():
             raise
         LOG.debug("gradtrace: merging ranks failed", exc_info=True)
         return list(findings)

@@ -35,6 +35,7 @@ from dataclasses import replace
 from types import CodeType
 from typing import Any, Iterable
 
+from gradtrace.env import strict
 from gradtrace.findings import Finding, Related
 
 LOG = logging.getLogger(__name__)
@@ -355,7 +356,7 @@ def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
             crash_line = (_abs(crash_line[0]), crash_line[1])
         return fuse(runtime, static, ran, crash_line, unconfirmed, progress)
     except Exception:
-        if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+        if strict():
             raise
         LOG.debug("gradtrace: fusing static findings failed", exc_info=True)
         return list(runtime)

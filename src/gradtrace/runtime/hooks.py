@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.state import TraceState
 
@@ -193,7 +193,7 @@ class Hooks:
         try:
             self.data.snapshot = parameter_findings(self.state, self.data)
         except Exception:  # a failed snapshot must not disturb training
-            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+            if strict():
                 raise
         finally:
             if self.mode is not None:
@@ -211,7 +211,7 @@ def _safe(hook: Any) -> Any:
         try:
             hook(*args)
         except Exception:
-            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+            if strict():
                 raise
             logging.getLogger(__name__).debug("gradtrace: hook failed", exc_info=True)
         return None

@@ -10,7 +10,6 @@ only on the events that matter. Records hold plain values and weak references on
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradtrace.env import strict
 from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
                                       user_frame)
 from gradtrace.runtime.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
@@ -427,7 +427,7 @@ class ProvenanceMode(TorchFunctionMode):
 
 def _oops(exc: BaseException) -> None:
     """A bug of ours while recording: log it (raise under GRADTRACE_STRICT=1), never propagate."""
-    if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+    if strict():
         raise exc
     LOG.debug("gradtrace: recording failed", exc_info=exc)
 

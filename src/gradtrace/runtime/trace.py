@@ -38,6 +38,7 @@ import warnings
 from types import TracebackType
 from typing import Any
 
+from gradtrace.env import strict
 from gradtrace.findings import Finding
 
 LOG = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class Tracer:
         try:
             self._silent = self._silent_findings()
         except Exception:  # diagnosis must never hide the user's own outcome
-            if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+            if strict():
                 raise
             LOG.debug("gradtrace: silent analysis failed", exc_info=True)
             self._silent = []

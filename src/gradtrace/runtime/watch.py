@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import weakref
 from typing import Any, Callable, Iterable
 
 import torch
 
+from gradtrace.env import strict
 from gradtrace.report.model import NanSource, ParamInfo, Report, Track
 from gradtrace.runtime.state import LossListening
 from gradtrace.runtime.watch_collect import Collector
@@ -57,10 +57,6 @@ __all__ = ["Watcher", "watch", "watch_all"]
 
 _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
                                            lambda: False)
-
-
-def _strict() -> bool:
-    return os.environ.get("GRADTRACE_STRICT", "") not in ("", "0")
 
 
 def _scalar_loss(out: Any) -> torch.Tensor | None:
@@ -161,7 +157,7 @@ class Watcher:
         try:
             self._final = self._build()
         except Exception:  # never mask the user's exception from __exit__
-            if _strict():
+            if strict():
                 raise
             LOG.warning("gradtrace.watch: could not build the report", exc_info=True)
             self._final = Report(meta={"torch": torch.__version__, "error": "report failed"})
@@ -192,7 +188,7 @@ class Watcher:
             _set_grad_enabled(False)
             fn()
         except Exception:
-            if _strict():
+            if strict():
                 raise
             LOG.warning("gradtrace.watch: internal error; watching stops for this model",
                         exc_info=True)

@@ -1,52 +1,80 @@
-"""`gradtrace check`: settings, files, fixes, output and the exit code."""
+"""`gradtrace check`: options, settings, files, fixes, output and the exit code (no torch)."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from gradtrace.cli._common import EPILOG, error, split
 from gradtrace.findings import Finding
-from gradtrace.lint import CheckResult, check_paths, check_text
-from gradtrace.lint.config import Overrides, Settings, load_settings
-from gradtrace.lint.fix import FixOutcome, fix_text, fixable
-from gradtrace.formats import statistics, summary_line, to_github, to_json, to_sarif, to_text
 
-MAX_FIX_ROUNDS = 10
+if TYPE_CHECKING:
+    from gradtrace.lint import CheckResult
+    from gradtrace.lint.config import Settings
+    from gradtrace.lint.fix import FixOutcome
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser("check", help="check Python files statically (no torch import)",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("paths", nargs="*", default=None, metavar="PATH",
+                   help="files or folders (default: .)")
+    c.add_argument("--select", action="append", metavar="CODES",
+                   help="comma-separated codes or prefixes to enable (GT1, GT105, ALL)")
+    c.add_argument("--ignore", action="append", metavar="CODES", help="codes or prefixes to disable")
+    c.add_argument("--extend-select", action="append", metavar="CODES",
+                   help="codes or prefixes to enable on top of the selection")
+    c.add_argument("--exclude", action="append", metavar="PATTERNS",
+                   help="glob patterns replacing the default excludes")
+    c.add_argument("--extend-exclude", action="append", metavar="PATTERNS",
+                   help="glob patterns to exclude on top of the defaults")
+    c.add_argument("--format", default="text", choices=("text", "json", "sarif", "github"),
+                   help="output format (default: text)")
+    c.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE")
+    c.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    c.add_argument("--statistics", action="store_true", help="show counts per code")
+    c.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+                   help="processes to use (default: the number of cores)")
+    c.add_argument("--stdin-filename", metavar="NAME",
+                   help="read the source from standard input and report it as NAME")
+    c.add_argument("--fix", action="store_true", help="apply safe fixes")
+    c.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
+    c.add_argument("--diff", action="store_true", help="show the fixes as a diff; write nothing")
+    c.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the cache (also: GRADTRACE_NO_CACHE=1)")
+    c.add_argument("--cache-dir", metavar="DIR",
+                   help="where to keep the cache (default: $GRADTRACE_CACHE_DIR, else "
+                        ".gradtrace_cache in the project root)")
+    c.add_argument("--no-show-source", dest="show_source", action="store_false",
+                   help="one line per finding, no source excerpt")
+    c.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
+
+
+def _jobs(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {value!r}: expected a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid value {value!r}: must be 0 (all cores) or more")
+    return n
 
 
 def _settings(ns: argparse.Namespace, start: str) -> Settings:
-    from gradtrace.cli import _split
+    from gradtrace.lint.config import Overrides, load_settings
 
     s = load_settings(start)
-    return Overrides(select=_split(ns.select), ignore=_split(ns.ignore) or [],
-                     extend_select=_split(ns.extend_select) or [],
-                     exclude=_split(ns.exclude),
-                     extend_exclude=_split(ns.extend_exclude) or []).apply(s)
-
-
-def _check_one_text(text: str, path: str, settings: Settings) -> CheckResult:
-    return check_text(text, path, settings)
-
-
-def fix_loop(path: str, text: str, findings: list[Finding], settings: Settings,
-             unsafe: bool) -> tuple[FixOutcome, list[Finding]]:
-    """Fix, re-check and fix again until nothing changes; returns the outcome and what remains."""
-    current, fixed, remaining = text, [], findings
-    for _ in range(MAX_FIX_ROUNDS):
-        outcome = fix_text(path, current, remaining, unsafe)
-        if outcome.error is not None:
-            return FixOutcome(path, text, current, tuple(fixed), outcome.error), remaining
-        if not outcome.changed:
-            break
-        fixed.extend(outcome.fixed)
-        current = outcome.new
-        remaining = _check_one_text(current, path, settings).findings
-    return FixOutcome(path, text, current, tuple(fixed)), remaining
+    return Overrides(select=split(ns.select), ignore=split(ns.ignore) or [],
+                     extend_select=split(ns.extend_select) or [],
+                     exclude=split(ns.exclude),
+                     extend_exclude=split(ns.extend_exclude) or []).apply(s)
 
 
 def _apply_fixes(ns: argparse.Namespace, result: CheckResult, settings: Settings,
                  stdin_name: str | None) -> tuple[list[Finding], list[FixOutcome], list[str]]:
+    from gradtrace.lint.fix import fix_loop, fixable
+
     by_path: dict[str, list[Finding]] = {}
     for f in result.findings:
         by_path.setdefault(f.path, []).append(f)
@@ -74,6 +102,9 @@ def _apply_fixes(ns: argparse.Namespace, result: CheckResult, settings: Settings
 
 def _render(ns: argparse.Namespace, findings: list[Finding], result: CheckResult,
             out: TextIO, fixed: int) -> None:
+    from gradtrace.formats import statistics, summary_line, to_github, to_json, to_sarif, to_text
+    from gradtrace.lint.fix import fixable
+
     if ns.format == "json":
         out.write(to_json(findings))
     elif ns.format == "sarif":
@@ -104,9 +135,9 @@ def _use_color() -> bool:
     return sys.stdout.isatty()
 
 
-def run_check(ns: argparse.Namespace) -> int:
+def run(ns: argparse.Namespace) -> int:
     """Run `gradtrace check` from parsed options; returns the exit code."""
-    from gradtrace.cli import error
+    from gradtrace.lint import CheckResult, check_paths, check_text
 
     stdin_name = ns.stdin_filename
     paths = ns.paths or ["."]
@@ -123,7 +154,7 @@ def run_check(ns: argparse.Namespace) -> int:
         source, problem = decode(text, stdin_name)
         result = CheckResult(files=1, findings=[problem] if problem else [])
         if source is not None:
-            result = _check_one_text(source, stdin_name, settings)
+            result = check_text(source, stdin_name, settings)
     else:
         from gradtrace.lint.cache import open_cache
 
