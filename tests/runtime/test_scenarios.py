@@ -1,4 +1,4 @@
-"""More causes of each catalogued error (PYTORCH_FACTS.md §2 a-n): code and cause line."""
+"""More causes of each catalogued error (docs/pytorch-facts.md, the error sections): code and cause line."""
 from __future__ import annotations
 
 import pytest

@@ -12,7 +12,8 @@ an assertion that grad mode is on.
   otherwise a :class:`GradModeError` names the ``with torch.no_grad():`` (or
   ``inference_mode``, ``set_grad_enabled(False)``, ``@torch.no_grad()``) that turned it off.
 
-Inputs never need ``requires_grad=True`` for parameters to get gradients (PYTORCH_FACTS B8),
+Inputs never need ``requires_grad=True`` for parameters to get gradients
+(pytorch-facts.md#inputs-need-no-grad),
 so nothing here asserts it.
 
 Example::

@@ -204,7 +204,7 @@ class Context:
         """The ``with``/decorator node that disables grad here, or None when grad is on.
 
         Innermost wins, except that ``enable_grad`` does not re-enable inside
-        ``inference_mode`` (PYTORCH_FACTS §4.3).
+        ``inference_mode`` (pytorch-facts.md#grad-mode-nesting).
         """
         return disabling_node(self.grad_frames[-1])
 

@@ -46,7 +46,7 @@ def disabling_node(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
     """The node that leaves grad off at the end of a stack of modes, or None if grad is on.
 
     Innermost wins, except that ``enable_grad`` does not re-enable inside ``inference_mode``
-    (PYTORCH_FACTS §4.3); ``inference_mode(False)`` re-enables in every case.
+    (pytorch-facts.md#grad-mode-nesting); ``inference_mode(False)`` re-enables in every case.
     """
     for i in range(len(modes) - 1, -1, -1):
         node, mode = modes[i]

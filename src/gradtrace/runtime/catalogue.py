@@ -2,7 +2,8 @@
 
 Torch-free on purpose: the CLI (``gradtrace explain "<error text>"``) imports it at startup.
 Patterns match on *stable prefixes* of the messages (they change across torch releases, see
-PYTORCH_FACTS.md §4). Every :class:`ErrorPattern` carries a ``repro``: a tiny script that raises
+pytorch-facts.md#message-prefixes). Every :class:`ErrorPattern` carries a ``repro``: a tiny script
+that raises
 the error on the installed torch; the test-suite runs each one and checks that the regex matches
 the real message and that ``gradtrace run`` names the line marked ``# <- cause``.
 """

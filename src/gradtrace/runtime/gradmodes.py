@@ -1,7 +1,7 @@
 """``gradtrace.compare_grad_modes``: what ``no_grad`` / ``inference_mode`` save, per model.
 
-There is no fixed saving (see PYTORCH_FACTS.md section 3: CPU time -1 % for ResNet-18, up to
--20 % only for tiny batch-1 MLPs; memory depends on the activations the graph keeps). This
+There is no fixed saving (pytorch-facts.md#no-grad-saves-activations): memory depends on the
+activations the graph keeps, time only on autograd's bookkeeping. This
 function measures it for *your* model and inputs:
 
 * time: median wall time of a forward in each mode, the modes interleaved;

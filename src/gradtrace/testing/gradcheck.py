@@ -1,8 +1,9 @@
 """``gradcheck_module``: check a custom layer's backward against finite differences, properly.
 
 ``torch.autograd.gradcheck`` compares the analytical Jacobian (your backward) with a
-finite-difference one. It needs float64: in float32 it fails on correct layers (PYTORCH_FACTS
-A25). It checks backward *formulas* -- a wrong ``Function.backward`` or an internal
+finite-difference one. It needs float64: in float32 it fails on correct layers
+(pytorch-facts.md#gradcheck-float64). It checks backward *formulas* -- a wrong
+``Function.backward`` or an internal
 ``.detach()`` -- not semantics: a softmax over the wrong dim still passes.
 
 Example::

@@ -5,7 +5,7 @@
 ``nn.Module.__setattr__`` registers a value assigned to an attribute only when it is an
 ``nn.Module`` or an ``nn.Parameter`` (buffers go through ``register_buffer``); a plain tensor,
 or a plain list/dict of modules, is an ordinary Python attribute: not in ``parameters()``,
-``state_dict()`` or ``.to()`` (PYTORCH_FACTS A11).
+``state_dict()`` or ``.to()`` (pytorch-facts.md#registration).
 """
 from __future__ import annotations
 

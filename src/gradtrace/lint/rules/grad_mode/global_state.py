@@ -31,7 +31,8 @@ class SetGradEnabledNeverRestored(Rule):
     """`torch.set_grad_enabled(False)` is called as a statement and grad is never turned back on.
 
     Why: called as a plain function, `torch.set_grad_enabled(False)` switches grad mode off
-    for the rest of the thread, not for a block (PYTORCH_FACTS B1, B2). Every later forward
+    for the rest of the thread, not for a block (pytorch-facts.md#grad-mode-left-off). Every later
+    forward
     records no graph, so the training step's `loss.backward()` raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`.
     Use `with torch.no_grad():` (or `with torch.set_grad_enabled(flag):`) around the code that

@@ -23,7 +23,8 @@ class InferenceTensorInTraining(Rule):
     Why: results made under `inference_mode` are *inference tensors*. Unlike `no_grad`
     results, they may not take part in autograd: an op that saves one for backward (a layer,
     a product, a loss) raises
-    `RuntimeError: Inference tensors cannot be saved for backward. ...` (PYTORCH_FACTS 2n).
+    `RuntimeError: Inference tensors cannot be saved for backward. ...`
+    (pytorch-facts.md#inference-tensors).
     This bites features precomputed under `inference_mode` and fed to a trainable head, and
     caches (`self.table`, a global dict) first filled by an `inference_mode` evaluation and
     reused by the training forward. Use `torch.no_grad()` there, or `.clone()` the tensor

@@ -90,7 +90,8 @@ class LossFromNoGradOutput(_LossTraceRule):
     PyTorch records no graph: the logits have `requires_grad=False` and no `grad_fn`. A loss made
     only from them has no path to any parameter, so `loss.backward()` raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
-    (PYTORCH_FACTS 2a, A6). Compute the training forward outside the no-grad block.
+    (pytorch-facts.md#no-graph-loss, pytorch-facts.md#partly-cut-graph). Compute the training
+    forward outside the no-grad block.
     A target made under `no_grad` (EMA teacher, DQN target) next to a prediction that has a
     graph is a stop-gradient by design and is not reported.
     Known limits: one function (plus helpers of the same file); a loss term that is dead next
@@ -194,7 +195,8 @@ class NoGradInTrainingHelper(_LossTraceRule):
     a helper also cuts the graph of the training step that calls it. When the loss is built
     only from what the helper returns, `loss.backward()` raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
-    (PYTORCH_FACTS 2a). Move the no-grad block to the evaluation code, or return the values
+    (pytorch-facts.md#no-graph-loss). Move the no-grad block to the evaluation code, or return the
+    values
     with a graph.
     Known limits: helpers defined in the same file, called by name or as `self.<name>`.
     """
@@ -264,7 +266,8 @@ class BackwardUnderNoGrad(_LossTraceRule):
     Why: the forward inside `torch.no_grad()` / `inference_mode()` records no graph, so the loss
     has no `grad_fn` and `loss.backward()` raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
-    (PYTORCH_FACTS 2a, B1). Calling `backward()` under `no_grad` on a loss built *outside* it
+    (pytorch-facts.md#no-graph-loss, pytorch-facts.md#grad-mode-left-off). Calling `backward()`
+    under `no_grad` on a loss built *outside* it
     works, and is not reported. Take the training step out of the no-grad block. In an
     evaluation pass (`model.eval()` before the block) the `backward()` is what does not belong,
     and it is the line reported.

@@ -2,8 +2,9 @@
 
 Each concrete rule says which cut kinds it owns (:mod:`._paths`) and how to name the cut;
 the base runs the loss-path analysis once per function and words the consequence from what
-real PyTorch does (PYTORCH_FACTS: error (a) for a fully cut loss, silent no-training for a
-partly cut one or after a ``requires_grad`` band-aid, zero gradients through ``round``).
+real PyTorch does: an error for a fully cut loss (pytorch-facts.md#no-graph-loss), silent
+no-training for a partly cut one (pytorch-facts.md#partly-cut-graph) or after a
+``requires_grad`` band-aid, zero gradients through ``round``.
 """
 from __future__ import annotations
 

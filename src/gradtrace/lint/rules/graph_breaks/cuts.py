@@ -147,7 +147,8 @@ class DetachedLossTerm(LossCutRule):
     raises `RuntimeError: element 0 of tensors does not require grad and does not have a
     grad_fn`; when one additive term is detached (`loss = rec + kl(mu.detach(), ...)`), backward
     runs and that term trains nothing, so the sub-network that produced it gets no gradient
-    from it (PYTORCH_FACTS A6: the silent case). Detaching a *target* (DQN/TD target, EMA
+    from it (pytorch-facts.md#partly-cut-graph: the silent case). Detaching a *target* (DQN/TD
+    target, EMA
     teacher, `D(fake.detach())` in a GAN discriminator step) is fine and is not reported,
     because the loss keeps a live path through the prediction or the discriminator.
     Known limits: follows names inside one function; an argument named like input data

@@ -19,7 +19,8 @@ class BackwardOnPythonNumber(Rule):
 
     Why: `.item()`, `float(t)` and `.tolist()` return plain Python values with no autograd
     history, so they have no `.backward()`: the call raises
-    `AttributeError: 'float' object has no attribute 'backward'` (PYTORCH_FACTS g1-g6; it is
+    `AttributeError: 'float' object has no attribute 'backward'`
+    (pytorch-facts.md#python-number-loss; it is
     never the `'NoneType' object has no attribute 'zero_'` error). The finding is on the line
     where the loss became a number; call `backward()` on the tensor, and use `.item()` only
     for logging.
@@ -123,7 +124,7 @@ class PythonNumberInLoss(LossCutRule):
     Why: a Python number has no autograd history. When the whole loss goes through it (for
     example `loss = torch.tensor(loss.item())`), backward raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
-    (PYTORCH_FACTS error a4/a7); after a `requires_grad=True` re-wrap it runs and trains
+    (pytorch-facts.md#python-number-loss); after a `requires_grad=True` re-wrap it runs and trains
     nothing. When only one term goes through it (`loss = ce + lam * reg.item()`), that term is
     a constant: training runs and the regulariser never acts. Keep the tensor; use `.item()`
     only to log (`total += loss.item()` is right).
@@ -241,7 +242,8 @@ class TensorRebuiltFromGraph(LossCutRule):
     converted to Python scalars`), so the gradient stops there. `torch.autograd.Variable(t)`
     also returns a new leaf. With nothing else in the loss, backward raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
-    (PYTORCH_FACTS a7). Use `torch.stack(list)` / `torch.cat(list)` or the tensor itself.
+    (pytorch-facts.md#python-number-loss). Use `torch.stack(list)` / `torch.cat(list)` or the
+    tensor itself.
     Known limits: follows names inside one function; tensors built from Python data (targets,
     constants) are fine and never reported.
     """

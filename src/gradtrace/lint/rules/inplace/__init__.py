@@ -4,7 +4,8 @@ Autograd saves some tensors to compute gradients later and checks their version 
 backward runs; an in-place write in between makes backward raise
 `RuntimeError: one of the variables needed for gradient computation has been modified by an
 inplace operation: [...], which is output 0 of <Op>, is at version N; expected version M
-instead.` (PYTORCH_FACTS 2e). Which ops save their *output* was checked op by op on torch 2.13:
+instead.` (pytorch-facts.md#saved-tensor-inplace). Which ops save their *output* was checked op by
+op on torch 2.13:
 sigmoid, tanh, exp, expm1, softmax, log_softmax, sqrt, rsqrt, reciprocal, relu, leaky_relu and
 elu do; log, gelu, sin, relu6/hardtanh, silu and hardswish (in-place or not) do not.
 """

@@ -18,7 +18,8 @@ class InplaceWriteToSavedOutput(_InplaceRule):
     `p.clamp_(...)`, `p += 1`, an in-place ReLU on it) bumps its version counter and the next
     backward raises `RuntimeError: one of the variables needed for gradient computation has been
     modified by an inplace operation: [...], which is output 0 of Sigmoid, ...`
-    (PYTORCH_FACTS 2e; checked op by op on torch 2.13, also when the write is under
+    (pytorch-facts.md#saved-tensor-inplace; checked op by op on torch 2.13, also when the write is
+    under
     `no_grad`). Use the out-of-place form: `p = p.masked_fill(mask, 0)`, `p = p.clamp(...)`,
     or write into a `.clone()`.
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
@@ -112,7 +113,8 @@ class InplaceAddToReluOutput(_InplaceRule):
     Why: ReLU (in-place or not), LeakyReLU and ELU compute their gradient from their *output*,
     so they save it. `out += identity` writes into that saved output and backward raises
     `RuntimeError: one of the variables needed for gradient computation has been modified by an
-    inplace operation: [...], which is output 0 of Relu, ...` (PYTORCH_FACTS 2e,
+    inplace operation: [...], which is output 0 of Relu, ...`
+    (pytorch-facts.md#saved-tensor-inplace,
     checked on torch 2.13). A residual block adds the identity *before* the ReLU
     (`out = self.bn2(out); out += identity; out = self.relu(out)`), or uses `out = out +
     identity`. ReLU6/Hardtanh, SiLU and Hardswish do not save their output and are not reported.

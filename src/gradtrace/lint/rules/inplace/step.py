@@ -21,7 +21,8 @@ class OptimizerStepBetweenBackwards(Rule):
     parameters (a matmul saves its weight), so a second `backward()` through it — kept alive
     with `retain_graph=True` — finds them at a newer version and raises
     `RuntimeError: one of the variables needed for gradient computation has been modified by an
-    inplace operation: [...], which is output 0 of AsStrided, ...` (PYTORCH_FACTS 2e, e4).
+    inplace operation: [...], which is output 0 of AsStrided, ...`
+    (pytorch-facts.md#saved-tensor-inplace).
     Do all backward passes first, then step (or sum the losses); in a GAN recompute
     `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
     backward is fine.

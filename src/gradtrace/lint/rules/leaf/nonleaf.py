@@ -48,7 +48,7 @@ class WeightMadeNonLeaf(Rule):
     `* 0.01`) returns a *new* tensor computed from the leaf (`grad_fn=ToCopyBackward0`,
     `MulBackward0`). The leaf is lost; the name holds a non-leaf whose `.grad` stays None
     (`w.grad.zero_()` raises `AttributeError: 'NoneType' object has no attribute 'zero_'`,
-    PYTORCH_FACTS 2b2), and `torch.optim` raises `ValueError: can't optimize a non-leaf
+    pytorch-facts.md#non-leaf-grad), and `torch.optim` raises `ValueError: can't optimize a non-leaf
     Tensor`. Create the tensor first and ask for grad last:
     `torch.randn(..., device=device).requires_grad_()`.
     Known limits: `.to()`/`.cuda()` to the device the tensor is already on return the leaf
@@ -213,7 +213,8 @@ class GradOfNonLeaf(Rule):
 
     Why: backward populates `.grad` only on leaves. Reading it on a computed tensor returns
     None and warns `UserWarning: The .grad attribute of a Tensor that is not a leaf Tensor is
-    being accessed. ...` (PYTORCH_FACTS 2h). Read the leaf's `.grad` (the parameter or the
+    being accessed. ...` (pytorch-facts.md#non-leaf-grad). Read the leaf's `.grad` (the parameter
+    or the
     input made with `requires_grad=True`), or call `.retain_grad()` on the intermediate
     before backward.
     Known limits: the tensor must be computed in the same function from a leaf that requires

@@ -57,7 +57,8 @@ class LeafReboundByUpdate(Rule):
     Why: `w - lr * w.grad` is a new tensor computed from `w`; with grad enabled it is a
     non-leaf (`grad_fn=SubBackward0`) whose `.grad` is never populated, so the next
     `w.grad.zero_()` raises `AttributeError: 'NoneType' object has no attribute 'zero_'`
-    (PYTORCH_FACTS 2b1) and reading `w.grad` warns (2h). Under `no_grad` the new tensor does
+    (pytorch-facts.md#rebound-leaf) and reading `w.grad` warns
+    (pytorch-facts.md#non-leaf-grad). Under `no_grad` the new tensor does
     not require grad at all. For a loop variable over `model.parameters()` the model is never
     updated. Update in place under `torch.no_grad()`: `w -= lr * w.grad`.
     Known limits: only the direct spelling `w = w ± <expr using w.grad>` is recognised, in a
@@ -247,7 +248,7 @@ class InplaceUpdateOfLeaf(Rule):
     `w -= lr * w.grad`, `w.add_(...)`, `p.copy_(...)` raise `RuntimeError: a leaf Variable that
     requires grad is being used in an in-place operation.` and `w[0] = 1.0` raises
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
-    operation.` (PYTORCH_FACTS 2f). Wrap the update in `with torch.no_grad():` (or
+    operation.` (pytorch-facts.md#leaf-inplace). Wrap the update in `with torch.no_grad():` (or
     `@torch.no_grad()`), as `torch.optim` does.
     Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
     `nn.Parameter(...)`, `.requires_grad_()`) or be the loop variable over `.parameters()` in a

@@ -18,7 +18,8 @@ class TensorAttributeTrainedAsParameter(Rule):
     """A plain tensor stored on a module is given to the optimizer, but it never requires grad.
 
     Why: `self.memory = torch.randn(n, d)` in `__init__` is an ordinary attribute, not an
-    `nn.Parameter` (NOTE [registration]; PYTORCH_FACTS A11): it does not require grad, so
+    `nn.Parameter` (NOTE [registration]; pytorch-facts.md#registration): it does not require grad,
+    so
     `backward()` never fills its `.grad`, and an optimizer handed it explicitly
     (`SGD(list(model.parameters()) + [model.memory])`) skips it at every `step()`: it never
     changes, silently (verified on torch 2.13). Make it `nn.Parameter(torch.randn(n, d))`, so
@@ -192,7 +193,8 @@ class RandomWeightAsPlainAttribute(Rule):
     """A module's weight is made at random as a plain tensor attribute: it never trains.
 
     Why: `self.keys = torch.randn(n, d)` in `__init__` stores an ordinary tensor, not an
-    `nn.Parameter` (NOTE [registration]; PYTORCH_FACTS A11). Used as a weight in `forward`
+    `nn.Parameter` (NOTE [registration]; pytorch-facts.md#registration). Used as a weight in
+    `forward`
     (`q @ self.keys.t()`), it is missing from `parameters()`, so the optimizer never updates
     it and it keeps its random values, silently (verified on torch 2.13); `state_dict()` and
     `.to()` leave it out too, so a reloaded model gets other random values. Make it

@@ -128,7 +128,8 @@ class ModulesInPlainContainer(Rule):
     """Layers or parameters kept in a plain Python list/dict on a module are not registered.
 
     Why: `nn.Module.__setattr__` registers `nn.Module` and `nn.Parameter` values, not lists
-    or dicts of them (PYTORCH_FACTS A11). The layers in `self.layers = [nn.Linear(...), ...]`
+    or dicts of them (pytorch-facts.md#registration). The layers in `self.layers =
+    [nn.Linear(...), ...]`
     are missing from `parameters()`, `state_dict()`, `.to(device)` and so from the optimizer:
     they never train and are not saved. Use `nn.ModuleList` / `nn.ModuleDict` (or
     `nn.ParameterList` / `nn.ParameterDict`).
@@ -296,7 +297,7 @@ class LearnableTensorAsPlainAttribute(Rule):
     """A tensor created with `requires_grad=True` is stored on a module as a plain attribute.
 
     Why: only `nn.Parameter` values (and submodules) are registered by `nn.Module.__setattr__`
-    (PYTORCH_FACTS A11). A plain tensor attribute gets `.grad` but is missing from
+    (pytorch-facts.md#registration). A plain tensor attribute gets `.grad` but is missing from
     `parameters()` (so from the optimizer: it never changes), from `state_dict()` and from
     `.to(device)`. Use `self.w = nn.Parameter(torch.randn(...))`; for a constant, use
     `self.register_buffer(...)`.

@@ -138,7 +138,7 @@ class FreezeUndoesTraining(Rule):
     after `model.fc = nn.Linear(...)` it freezes the new head too; run after
     `for p in model.fc.parameters(): p.requires_grad = True` it undoes it. Then nothing (or
     not the intended part) trains: backward raises `element 0 of tensors does not require
-    grad` when all is frozen (PYTORCH_FACTS k3), or the head silently stays at init.
+    grad` when all is frozen (pytorch-facts.md#all-frozen), or the head silently stays at init.
     Freeze first, then replace or unfreeze the head.
     Known limits: statements of one function, in source order. A module freezing all of
     `self` in its own constructor (prefix or adapter tuning) is taken as intended.

@@ -51,7 +51,7 @@ class ModelRecreatedAfterOptimizer(Rule):
     `model = copy.deepcopy(model)`, `model.fc = nn.Linear(...)`, `layer.weight =
     nn.Parameter(...)` or `model.load_state_dict(sd, assign=True)` after
     `opt = SGD(model.parameters())` leave the optimizer updating the old tensors: the new
-    ones get gradients but never change, silently (PYTORCH_FACTS 2j1-j3). Default
+    ones get gradients but never change, silently (pytorch-facts.md#optimizer-identity). Default
     `load_state_dict` and `.to()` keep identity and are fine. Build the optimizer after the
     model is final (or `opt.add_param_group(...)` for a new head).
     Known limits: the optimizer must be built and stepped in the same function (or built by a
@@ -224,7 +224,8 @@ class ParametersGeneratorConsumed(Rule):
     Why: `parameters()` returns a one-shot generator. Counting or logging through it
     (`sum(p.numel() for p in params)`, `list(params)`) exhausts it, so
     `torch.optim.SGD(params)` gets nothing and raises `ValueError: optimizer got an empty
-    parameter list` (PYTORCH_FACTS 2j5), or silently fewer parameters when it was only
+    parameter list` (pytorch-facts.md#optimizer-identity), or silently fewer parameters when it
+    was only
     partly consumed. Make a list once: `params = list(model.parameters())`.
     Known limits: the generator, its consumer and the optimizer must be in one function; two
     optimizers in different branches of one `if` never both receive it.

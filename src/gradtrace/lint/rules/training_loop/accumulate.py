@@ -98,7 +98,7 @@ class LossAccumulatedWithGraph(_LoopRule):
 
     Why: `total_loss += loss` (or `losses.append(loss)`) keeps a reference to each pass's
     graph, so nothing of it is ever freed: in a training loop that calls `backward()` memory
-    grows slowly and without bound (+12.5 MB per 1000 steps in PYTORCH_FACTS (m)); in an
+    grows slowly and without bound (pytorch-facts.md#loss-accumulation); in an
     evaluation loop with grad enabled and no `backward()`, every step's saved activations stay
     alive (+403 MB per 100 steps) until out-of-memory. Accumulate `loss.item()` (a Python
     float) or `loss.detach()`.

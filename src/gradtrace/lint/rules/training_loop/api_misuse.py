@@ -51,7 +51,8 @@ class BackwardOnNonScalarLoss(_LoopRule):
 
     Why: with `reduction='none'` the loss has one element per sample; `backward()` without a
     `gradient` argument only works on a single-element tensor and raises `RuntimeError: grad
-    can be implicitly created only for scalar outputs` (PYTORCH_FACTS A9, (c) c1). Reduce it
+    can be implicitly created only for scalar outputs` (pytorch-facts.md#non-scalar-backward).
+    Reduce it
     first (`loss.mean()`, or a masked/weighted sum), or pass `gradient=`.
     Known limits: only a loss bound directly from such a call (or such a criterion) is checked;
     shapes produced by the model are left to the runtime.
@@ -144,7 +145,8 @@ class AssignedNoneResult(Rule):
     and `optimizer.load_state_dict()` return None, and `module.load_state_dict()` returns
     the missing/unexpected keys; `opt = opt.step()` therefore loses the optimizer and the next
     `opt.zero_grad()` raises `AttributeError: 'NoneType' object has no attribute
-    'zero_grad'` (PYTORCH_FACTS (l)). `.train()`, `.eval()`, `.to()`, `.apply()` and
+    'zero_grad'` (pytorch-facts.md#none-returning-methods). `.train()`, `.eval()`, `.to()`,
+    `.apply()` and
     `requires_grad_()` return the module itself, and `opt.step(closure)` returns the loss:
     those assignments are fine.
     Known limits: a class in the same file that defines its own `step` / `load_state_dict` is

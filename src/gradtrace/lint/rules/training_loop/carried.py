@@ -51,8 +51,8 @@ class HiddenStateNotDetached(_LoopRule):
     Why: `out, hidden = rnn(x, hidden)` (or `total = total + loss` followed by
     `total.backward()`) links every pass's graph to the previous one. The first `backward()`
     frees the saved tensors of the old graph; the next pass backpropagates into it again and
-    raises `RuntimeError: Trying to backward through the graph a second time` (PYTORCH_FACTS
-    (d) d2, d5). Truncated BPTT detaches the state once per batch:
+    raises `RuntimeError: Trying to backward through the graph a second time`
+    (pytorch-facts.md#backward-twice). Truncated BPTT detaches the state once per batch:
     `hidden = hidden.detach()` (or a `repackage_hidden` helper).
     Known limits: only names of one function are followed; a reset or detach anywhere in the
     loop (even conditional) is trusted, as is a helper named for it (`repackage_hidden`) or
@@ -176,7 +176,8 @@ class GraphReusedAcrossSteps(_LoopRule):
 
     Why: `feats = encoder(x)` before the loop builds one graph; the first `backward()` in the
     loop frees its saved tensors, so the second pass raises `RuntimeError: Trying to
-    backward through the graph a second time` (PYTORCH_FACTS (d) d3). Compute it inside the
+    backward through the graph a second time` (pytorch-facts.md#backward-twice). Compute it inside
+    the
     loop if the module should train, or under `torch.no_grad()` / with `.detach()` if it is a
     fixed feature extractor.
     Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad

@@ -80,7 +80,7 @@ class GanFakeNotDetached(_LoopRule):
     Why: `d_loss = crit(D(fake), 0)` with `fake = G(z)` makes `d_loss.backward()` run through
     G's graph and free it; the generator step `crit(D(fake), 1).backward()` then reaches the
     freed part and raises `RuntimeError: Trying to backward through the graph a second time`
-    (PYTORCH_FACTS (d) d4; A10). It also puts discriminator-loss gradients into G. Use
+    (pytorch-facts.md#backward-twice). It also puts discriminator-loss gradients into G. Use
     `D(fake.detach())` in the discriminator step.
     Known limits: the two losses must be built in one function from the same local name, and the
     discriminator loss must also score something else (the real batch); values count as carrying
@@ -147,7 +147,7 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
 
     Why: `backward()` frees the saved tensors of every graph node it passes unless
     `retain_graph=True`; a later backward through any shared part raises `RuntimeError:
-    Trying to backward through the graph a second time` (PYTORCH_FACTS (d) d1, A10). Sum the
+    Trying to backward through the graph a second time` (pytorch-facts.md#backward-twice). Sum the
     losses and call `backward()` once, or pass `retain_graph=True` to the first call.
     Known limits: only losses built from local names of one function are compared; values count
     as carrying a graph when they come from a call of something bound to an `nn.Module` in this

@@ -204,7 +204,8 @@ class MissingZeroGrad(_LoopRule):
 
     Why: `backward()` *adds* into `.grad`; nothing resets it but `zero_grad()` (or setting
     `p.grad = None`). Without it, step N applies the sum of the gradients of batches 1..N, so
-    updates grow with every step and training diverges or stalls (PYTORCH_FACTS A14: the
+    updates grow with every step and training diverges or stalls
+    (pytorch-facts.md#zero-grad-order: the
     usual order is zero_grad → backward → step; zero_grad may also come after step).
     A function without such a loop that backwards and steps an optimizer it does not receive
     as an argument (`self.optimizer`, a global) is a training step run once per batch
@@ -404,7 +405,8 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
     """`zero_grad()` runs after `backward()` and before `step()`, erasing the gradients.
 
     Why: with the default `set_to_none=True` every `.grad` becomes None and `step()` skips
-    those parameters: the update is exactly zero (PYTORCH_FACTS A14: backward → zero_grad →
+    those parameters: the update is exactly zero (pytorch-facts.md#zero-grad-order: backward →
+    zero_grad →
     step changes the weights by 0.0000); with `set_to_none=False` the step sees zeros, so only
     momentum and weight decay move the weights. Clearing *before* `backward()` (even after the
     forward) or *after* `step()` is correct.
