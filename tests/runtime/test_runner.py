@@ -107,7 +107,6 @@ def test_cli_subprocess_crash_stdin_stdout(tmp_path):
 
 
 def test_report_written_with_watch(run_script, tmp_path):
-    pytest.importorskip("gradtrace.runtime.watch")
     res = run_script("""
         import torch
         import torch.nn as nn

@@ -109,7 +109,8 @@ def _search_plan(words: frozenset[str]) -> tuple[tuple[str, tuple[tuple[str, int
 
 
 def _word_lines(text: str, words: frozenset[str]) -> dict[str, set[int]]:
-    """The 1-based lines on which each of ``words`` occurs (words that do not occur: absent)."""
+    """The 1-based lines on which each of ``words`` occurs (words that do not occur: absent;
+    one scan per needle, NOTE [word search])."""
     hits: list[tuple[int, str]] = []
     for needle, members in _search_plan(words):
         pos = text.find(needle)

@@ -36,7 +36,8 @@ def run_key(environ: Any = None) -> str:
 
 
 class Exchange:
-    """The directory of one run, seen from one rank."""
+    """The directory of one run, seen from one rank; see
+    NOTE [why files, not object collectives] in :mod:`gradtrace.runtime.distributed`."""
 
     def __init__(self, info: RankInfo, environ: Any = None) -> None:
         env = os.environ if environ is None else environ

@@ -227,8 +227,8 @@ class Watcher:
                 lambda mod, args, out: self._forward(mod, args, {}, out))
 
     def _arm(self) -> None:
-        """Keep the forward hook only while the next step is one to record (NOTE [watch
-        pace]): it sees that step's inputs and loss, and costs every module call otherwise."""
+        """Keep the forward hook only while the next step is one to record
+        (NOTE [watch pace]): it sees that step's inputs and loss, and costs every module call otherwise."""
         if any(b.enabled and b.collector.recording() for b in self._bound):
             self._hook_forward()
         elif self._forward_handle is not None:

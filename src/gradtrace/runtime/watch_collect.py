@@ -3,8 +3,8 @@
 # NOTE [watch cost]
 Per step, per gradient: its exact 2-norm, its exact max |g| (``aminmax``, about 10x faster
 on CPU than an inf-norm) and the non-zero count of a sample of at most ``_SAMPLE`` entries
-(every k-th contiguous chunk of ``_CHUNK``). On CPU they are written into one buffer (NOTE
-[one buffer]); on GPUs the norms come from fused foreach kernels. The values reach the host in
+(every k-th contiguous chunk of ``_CHUNK``). On CPU they are written into one buffer
+(NOTE [one buffer]); on GPUs the norms come from fused foreach kernels. The values reach the host in
 one transfer per device. That one sync
 happens when the gradients are measured (before ``optimizer.step()``, so a NaN is seen before
 it reaches the weights) and also carries the previous step's update norms, which are left on
@@ -101,8 +101,8 @@ class Collector:
     def _grad_values(self, reached: Sequence[bool] | None
                      ) -> tuple[list[int], list[int], list[torch.Tensor]]:
         """Device values for the current gradients, which reach the host as, in order: the
-        2-norms, (min, max) pairs and the non-zero counts of their samples (see NOTE [watch
-        cost])."""
+        2-norms, (min, max) pairs and the non-zero counts of their samples
+        (see NOTE [watch cost])."""
         idx, sizes, grads, samples = [], [], [], []
         geoms = self.geoms
         for i, ref in enumerate(self.refs):

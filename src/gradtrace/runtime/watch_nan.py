@@ -161,7 +161,8 @@ def _describe(step: int, probe: _Probe, clone: torch.nn.Module) -> NanSource:
 
 
 def replay(model: torch.nn.Module, inputs: Inputs | None, step: int) -> NanSource | None:
-    """Re-run the forward of ``step`` on a copy of ``model`` and locate the first NaN/Inf.
+    """Re-run the forward of ``step`` on a copy of ``model`` and locate the first NaN/Inf
+    (NOTE [NaN replay]).
 
     Called before the optimizer applies the non-finite gradients, so the model's weights are
     those its forward used. ``inputs`` are the arguments of the model's last call, from

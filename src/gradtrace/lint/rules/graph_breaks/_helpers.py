@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 
 def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut | None:
-    """The cut a function of this file makes on everything it returns, or None (NOTE
-    [helper cuts])."""
+    """The cut a function of this file makes on everything it returns, or None;
+    see NOTE [helper cuts]."""
     memo: dict[int, Cut | None] = ctx.memo("gt1-helper-cuts", ctx.tree, dict)
     key = id(fn)
     if key in memo:

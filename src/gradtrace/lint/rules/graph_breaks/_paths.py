@@ -150,7 +150,7 @@ class LossPaths(Tracer):
             return None
         if not self._args(e, use, line).live:
             return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
-        # NOTE [helper cuts]: the helper's own cut, reached through this call
+        # the helper's own cut, reached through this call (NOTE [helper cuts])
         return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
                                  ((f"{fn.name}()", e.lineno),) + cut.via),))
 

@@ -303,6 +303,7 @@ class MissingZeroGrad(_LoopRule):
                 continue
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
+                # a per-call step (NOTE [step functions])
                 b = None if seen or only is not None else per_call_step(f, s)
                 if b is not None:
                     seen.add(id(f.node))
