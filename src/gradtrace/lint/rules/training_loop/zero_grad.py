@@ -292,7 +292,8 @@ class MissingZeroGrad(_LoopRule):
         if not f.steps:
             return
         text = f.text(f.node) if not isinstance(f.node, ast.Module) else ctx.code
-        only: set[str] | None = None  # the optimizers that no clearing in the text covers
+        # the optimizers that no clearing in the text covers (NOTE [one optimizer never cleared])
+        only: set[str] | None = None
         if MANUAL_ZERO_RE.search(text):
             only = uncleared_optimizers(f, text)
             if not only:
