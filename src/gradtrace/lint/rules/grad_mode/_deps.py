@@ -479,3 +479,8 @@ class HelperIndex:
 
 def _has_call(e: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) for n in walk(e))
+
+
+def helper_index(ctx: Context) -> HelperIndex:
+    """The file's :class:`HelperIndex`, built once per file and shared by the GT2 rules."""
+    return ctx.memo("gt2-helpers", ctx.tree, lambda: HelperIndex(ctx))

@@ -9,7 +9,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import (
-    LIVE_MULT, SAVES_INPUT_FUNCS, HelperIndex, Tracer, is_inference_function, is_loss_callee,
+    LIVE_MULT, SAVES_INPUT_FUNCS, Tracer, helper_index, is_inference_function, is_loss_callee,
     sink_loss)
 
 TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_loss",
@@ -100,10 +100,8 @@ class InferenceTensorInTraining(Rule):
             return
         if sink_loss(node) is None or ctx.grad_disabled is not None:
             return
-        helpers = self.__dict__.get("_helpers") or self.__dict__.setdefault(
-            "_helpers", HelperIndex(ctx))
-        deps = Tracer(ctx, ctx.scope(), helpers).trace(sink_loss(node), node.lineno)  # type: ignore[arg-type]
-        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        deps = Tracer(ctx, ctx.scope(), helper_index(ctx)).trace(sink_loss(node), node.lineno)  # type: ignore[arg-type]
+        seen: set[int] = ctx.memo("gt2-reported-" + self.code, ctx.tree, set)
         for use, dead in deps.consumers:
             if id(dead.off) in seen:
                 continue

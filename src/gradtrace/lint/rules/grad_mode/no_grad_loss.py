@@ -8,7 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, HelperIndex, Tracer, sink_loss
+from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, Tracer, helper_index, sink_loss
 
 GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`"
@@ -23,23 +23,18 @@ class _LossTraceRule(Rule):
         loss = sink_loss(node) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
         if loss is None or not ctx.mentions(*GRAD_WORDS):
             return None
-        helpers = getattr(self, "_helpers", None)
-        if helpers is None:
-            helpers = self._helpers = HelperIndex(ctx)
-        deps = Tracer(ctx, ctx.scope(), helpers, stop_on_live=True).trace(loss, node.lineno)
+        deps = Tracer(ctx, ctx.scope(), helper_index(ctx), stop_on_live=True).trace(loss, node.lineno)
         if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
             return None
         return loss, deps
 
     def _lightning(self, ctx: Context) -> bool:
         """Whether the file has a ``training_step`` (cached per file)."""
-        has = self.__dict__.get("_has_step")
-        if has is None:
-            has = self._has_step = ctx.mentions("training_step")
-        return has
+        return ctx.memo("gt2-has-step", ctx.tree, lambda: ctx.mentions("training_step"))
 
-    def _first_time(self, off: ast.AST) -> bool:
-        seen: set[int] = self.__dict__.setdefault("_seen", set())
+    def _first_time(self, off: ast.AST, ctx: Context) -> bool:
+        """Whether this rule reports ``off`` for the first time in this file."""
+        seen: set[int] = ctx.memo("gt2-reported-" + self.code, ctx.tree, set)
         if id(off) in seen:
             return False
         seen.add(id(off))
@@ -177,7 +172,7 @@ class LossFromNoGradOutput(_LossTraceRule):
             return
         _, deps = found
         local = [d for d in deps.dead if d.helper is None]
-        if not local or len(local) != len(deps.dead) or not self._first_time(local[0].off):
+        if not local or len(local) != len(deps.dead) or not self._first_time(local[0].off, ctx):
             return
         dead = local[0]
         value = _bound_name(dead.expr, ctx) or ctx.source(dead.expr)
@@ -249,7 +244,7 @@ class NoGradInTrainingHelper(_LossTraceRule):
             return
         _, deps = found
         helpers = [d for d in deps.dead if d.helper is not None]
-        if not helpers or not self._first_time(helpers[0].off):
+        if not helpers or not self._first_time(helpers[0].off, ctx):
             return
         dead = helpers[0]
         name = getattr(dead.helper, "name", "helper")
@@ -341,7 +336,7 @@ class BackwardUnderNoGrad(_LossTraceRule):
         if off is None:
             return
         found = self._trace(node, ctx)
-        if found is None or not self._first_time(off):
+        if found is None or not self._first_time(off, ctx):
             return
         ev = _evaluation_switch(ctx, off)
         if ev is not None:  # an evaluation pass: the backward is what does not belong here

@@ -55,7 +55,7 @@ class LossCutRule(Rule):
     cut_kinds: ClassVar[frozenset[str]] = frozenset()
     gate_statements = True  # each function is analysed on its own (NOTE [triggers])
     # words a file must also hold for this rule's cut kinds to be possible at all
-    needs: ClassVar[tuple[str, ...]] = ()
+    file_needs: ClassVar[tuple[str, ...]] = ()
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)
@@ -66,7 +66,7 @@ class LossCutRule(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if not _worth(node, ctx) or not _file_has(ctx, self.needs):
+        if not _worth(node, ctx) or not _file_has(ctx, self.file_needs):
             return
         lp = loss_paths(ctx, node)
         # per file: a helper's cut is reached from each of its callers (NOTE [helper cuts])

@@ -40,7 +40,7 @@ class DataInLoss(LossCutRule):
     name = "data-in-loss"
     message = "`{expr}` reads `{operand}` without its autograd history: {consequence}"
     triggers = (*SINK_WORDS, ".data")
-    needs = (".data",)
+    file_needs = (".data",)
     cut_kinds = frozenset({DATA})
     examples = [
         Bad("""
@@ -102,7 +102,7 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
-        if node.name == "forward" and _worth(node, ctx) and _file_has(ctx, self.needs):
+        if node.name == "forward" and _worth(node, ctx) and _file_has(ctx, self.file_needs):
             seen = {(f.line, f.column) for f in found}
             yield from (f for f in self._forward_chain(node, ctx)
                         if (f.line, f.column) not in seen)
@@ -163,7 +163,7 @@ class DetachedLossTerm(LossCutRule):
     name = "detached-loss-term"
     message = "`{expr}` detaches `{operand}`, the only path from the model here: {consequence}"
     triggers = SINK_WORDS
-    needs = ("detach",)
+    file_needs = ("detach",)
     cut_kinds = frozenset({DETACH})
     examples = [
         Bad("""
@@ -252,8 +252,9 @@ class NonDifferentiableLossPath(LossCutRule):
     name = "non-differentiable-loss-path"
     message = "`{expr}` has no useful gradient with respect to `{operand}`: {consequence}"
     triggers = SINK_WORDS
-    needs = ("argm", "round", "sign", "floor", "ceil", "trunc", "where", ">", "<", "==", "!=",
-             "long", "int", "bool", "one_hot", "max", "min", "topk", "sort", "heaviside")
+    file_needs = ("argm", "round", "sign", "floor", "ceil", "trunc", "where", ">", "<", "==",
+                  "!=", "long", "int", "bool", "one_hot", "max", "min", "topk", "sort",
+                  "heaviside")
     cut_kinds = frozenset({NONDIFF})
     examples = [
         Bad("""

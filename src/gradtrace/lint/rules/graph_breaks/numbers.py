@@ -138,7 +138,7 @@ class PythonNumberInLoss(LossCutRule):
     message = ("`{expr}` turns `{operand}` into a Python number on the way to the loss: "
                "{consequence}")
     triggers = SINK_WORDS
-    needs = ("item", "float", "tolist", "math.")
+    file_needs = ("item", "float", "tolist", "math.")
     cut_kinds = frozenset({CUT_NUMBER})
     examples = [
         Bad("""
@@ -202,7 +202,7 @@ class NumpyRoundTripInLoss(LossCutRule):
     name = "numpy-round-trip-in-loss"
     message = "`{expr}` takes `{operand}` through NumPy on the way to the loss: {consequence}"
     triggers = SINK_WORDS
-    needs = ("numpy", "np.")
+    file_needs = ("numpy", "np.")
     cut_kinds = frozenset({CUT_NUMPY})
     examples = [
         Bad("""
@@ -252,7 +252,7 @@ class TensorRebuiltFromGraph(LossCutRule):
     name = "tensor-rebuilt-from-graph"
     message = "`{expr}` copies `{operand}` into a new tensor without history: {consequence}"
     triggers = SINK_WORDS
-    needs = ("tensor", "Tensor")
+    file_needs = ("tensor", "Tensor")
     cut_kinds = frozenset({REBUILD})
     examples = [
         Bad("""

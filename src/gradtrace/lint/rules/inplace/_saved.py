@@ -289,21 +289,18 @@ class _InplaceRule(Rule):
     triggers = ("sigmoid", "softmax", "tanh", "exp(", "expm1", "relu", "elu(", "sqrt",
                 "reciprocal", "expit", "act(", "activation(", "act_fn(")
 
-    def _modules(self, ctx: Context) -> _LazyModules:
-        cache: dict[int, _LazyModules] = self.__dict__.setdefault("_mods", {})
+    @staticmethod
+    def _modules(ctx: Context) -> _LazyModules:
+        """The activation modules of the enclosing class, once per class and file."""
         cls = ctx.class_def
-        if id(cls) not in cache:
-            ok = self.__dict__.get("_file_ok")
-            if ok is None:
-                ok = self._file_ok = _has_module_word(ctx.code)
-            cache[id(cls)] = _LazyModules(cls, ctx, ok)
-        return cache[id(cls)]
+        ok = ctx.memo("gt6-module-words", ctx.tree, lambda: _has_module_word(ctx.code))
+        return ctx.memo("gt6-modules", cls or ctx.tree, lambda: _LazyModules(cls, ctx, ok))
 
     def _writes(self, node: ast.Call, ctx: Context, families: tuple[str, ...],
                 kinds: tuple[str, ...] | None = None) -> Iterator[Write]:
         """In-place writes into the output ``node`` produces, of the given families/kinds,
         that run before a backward (or in a training forward)."""
-        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         for prod, s, kind, target, fn in _candidate_writes(node, ctx, self._modules):
             if prod.family not in families or (kinds is not None and kind not in kinds) \
                     or id(s) in seen or _input_has_no_grad(prod, ctx):

@@ -12,7 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
-from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.nodes import walk
 
 LOADER_RE = re.compile(r"^(?:\w+_)?(?:loader|dataloader|dataset|ds)$|^batches$|loader$",
@@ -93,7 +93,7 @@ def _no_grad_callers(ctx: Context) -> set[str]:
     return ctx.memo("gt5-no-grad-callers", ctx.tree, key)
 
 
-class LossAccumulatedWithGraph(_LoopRule):
+class LossAccumulatedWithGraph(LoopRule):
     """A loss tensor is summed or collected across loop passes with its autograd graph.
 
     Why: `total_loss += loss` (or `losses.append(loss)`) keeps a reference to each pass's
@@ -263,14 +263,14 @@ class LossAccumulatedWithGraph(_LoopRule):
         else:
             fixed, safety = f"{base}.item()", self._item_safety(f, acc, s)
         fix = Fix(self.fix_title or "", safety, (ctx.edit(value, fixed),))  # type: ignore[arg-type]
-        related = [_related(ctx, value, "the value with its graph")]
+        related = [related_at(ctx, value, "the value with its graph")]
         name = dotted(value)
         b = f.scope.binding_before(name, s.lineno) if name else None
         if b is not None:
-            related = [_related(ctx, b.stmt, f"`{name}` is computed here, with its graph")]
+            related = [related_at(ctx, b.stmt, f"`{name}` is computed here, with its graph")]
         first = f.scope.binding_before(acc, f.loops_of(s)[-1].lineno)
         if first is not None:
-            related.append(_related(ctx, first.stmt, f"`{acc}` is created here, outside the loop"))
+            related.append(related_at(ctx, first.stmt, f"`{acc}` is created here, outside the loop"))
         return self.report(s, ctx, fix=fix, expr=src, acc=acc, why=why, fixed=fixed,
                            related=related)
 

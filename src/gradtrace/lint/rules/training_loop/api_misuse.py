@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._loop import BACKWARD_OWNER_RE, LoopFacts, optimizer_like
-from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 
 SCHED_RE = re.compile(r"sched", re.IGNORECASE)
 
@@ -46,7 +46,7 @@ def _unreduced_criteria(ctx: Context) -> set[str]:
     return ctx.memo("gt5-unreduced", ctx.tree, make)
 
 
-class BackwardOnNonScalarLoss(_LoopRule):
+class BackwardOnNonScalarLoss(LoopRule):
     """`backward()` without a gradient on a loss computed with `reduction='none'`.
 
     Why: with `reduction='none'` the loss has one element per sample; `backward()` without a
@@ -66,7 +66,7 @@ class BackwardOnNonScalarLoss(_LoopRule):
                "and `backward()` without `gradient=` raises 'grad can be implicitly created only "
                "for scalar outputs'; reduce it first, e.g. `{loss}.mean().backward()`")
     triggers = ("reduction", "reduce=")
-    needs = ("backward",)
+    function_needs = ("backward",)
 
     def wants(self, text: str) -> bool:
         return ".backward(" in text and ("reduction" in text or "reduce" in text or
@@ -117,7 +117,7 @@ class BackwardOnNonScalarLoss(_LoopRule):
             if how is None:
                 continue
             yield self.report(b.call, ctx, related=(
-                _related(ctx, where, "the per-element loss is made here"),),
+                related_at(ctx, where, "the per-element loss is made here"),),
                 loss=ctx.source(b.loss), how=how, line=where.lineno)  # type: ignore[attr-defined]
 
     @staticmethod
@@ -210,7 +210,7 @@ class AssignedNoneResult(Rule):
                 consequence = (f"`{target}.{m.group(1)}` on line {nxt.lineno} raises "
                                f"AttributeError: 'NoneType' object has no attribute "
                                f"'{m.group(1)}'")
-            related.append(_related(ctx, nxt, f"`{target}` is used here"))
+            related.append(related_at(ctx, nxt, f"`{target}` is used here"))
         elif "." not in target and ctx.scope().loops_of(node) and returns == "None":
             consequence = (f"on the next pass `{target}.{method}` on this line raises "
                            f"AttributeError: 'NoneType' object has no attribute '{method}'")

@@ -13,7 +13,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
-from gradtrace.lint.rules.training_loop.zero_grad import BACKWARD_CALLS, _LoopRule, _related
+from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
 DETACH_RE = re.compile(r"\.detach_?\(")
 FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
@@ -45,7 +45,7 @@ def _recurrent(f: LoopFacts, d: Binding) -> Binding | None:
     return None
 
 
-class HiddenStateNotDetached(_LoopRule):
+class HiddenStateNotDetached(LoopRule):
     """A value is fed back into the next pass of a training loop without `.detach()`.
 
     Why: `out, hidden = rnn(x, hidden)` (or `total = total + loss` followed by
@@ -69,7 +69,7 @@ class HiddenStateNotDetached(_LoopRule):
                "pass's freed graph and raises 'Trying to backward through the graph a second "
                "time'; detach it once per pass: `{name} = {name}.detach()`")
     triggers = BACKWARD_CALLS
-    needs = ("backward",)
+    function_needs = ("backward",)
     examples = [
         Bad("""
             hidden = model.init_hidden(batch_size)
@@ -115,9 +115,9 @@ class HiddenStateNotDetached(_LoopRule):
                 if r is not None and self._carried(f, g, r, loop):
                     done.add(id(r.stmt))
                     start = _outside_binding(f, r.name, loop)
-                    rel = [_related(ctx, b.call, "backward runs here on every pass")]
+                    rel = [related_at(ctx, b.call, "backward runs here on every pass")]
                     if start is not None:
-                        rel.append(_related(ctx, start.stmt, f"`{r.name}` starts here"))
+                        rel.append(related_at(ctx, start.stmt, f"`{r.name}` starts here"))
                     yield self.report(r.stmt, ctx, related=rel, name=r.name,
                                       backward_line=b.call.lineno)
 
@@ -171,7 +171,7 @@ def _outside_binding(f: LoopFacts, name: str, loop: ast.stmt) -> Binding | None:
     return None
 
 
-class GraphReusedAcrossSteps(_LoopRule):
+class GraphReusedAcrossSteps(LoopRule):
     """A trainable module's output is computed once before the loop and backwarded every pass.
 
     Why: `feats = encoder(x)` before the loop builds one graph; the first `backward()` in the
@@ -196,7 +196,7 @@ class GraphReusedAcrossSteps(_LoopRule):
                "pass raises 'Trying to backward through the graph a second time'; compute it "
                "inside the loop, or under `torch.no_grad()` if `{module}` is not trained")
     triggers = BACKWARD_CALLS
-    needs = ("backward",)
+    function_needs = ("backward",)
     examples = [
         Bad("""
             feats = encoder(images)
@@ -240,7 +240,7 @@ class GraphReusedAcrossSteps(_LoopRule):
                     continue
                 done.add(id(t.stmt))
                 yield self.report(t.stmt, ctx, related=(
-                    _related(ctx, b.call, "backward runs here on every pass"),),
+                    related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=g.first_module_call(t) or "module",
                     backward_line=b.call.lineno)
 

@@ -10,12 +10,12 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._deps import graphs
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, calls_in, facts
-from gradtrace.lint.rules.training_loop.zero_grad import _LoopRule, _related
 
 
-class ClipGradAfterStep(_LoopRule):
+class ClipGradAfterStep(LoopRule):
     """Gradients are clipped after `optimizer.step()`, so the clipping changes nothing.
 
     Why: `step()` has already applied the unclipped gradients; the clipped ones are then
@@ -31,7 +31,7 @@ class ClipGradAfterStep(_LoopRule):
     message = ("`{call}` runs after `{opt}.step()` (line {step_line}) already applied the "
                "unclipped gradients; clip between `backward()` and `step()`")
     triggers = ("clip_grad",)
-    needs = ("step", "clip_grad")
+    function_needs = ("step", "clip_grad")
     examples = [
         Bad("""
             import torch
@@ -69,12 +69,12 @@ class ClipGradAfterStep(_LoopRule):
                 if f.before(s.stmt, c.stmt) and not any(
                         f.before(s.stmt, b.stmt) and f.before(b.stmt, c.stmt) for b in acc):
                     yield self.report(c.call, ctx, related=(
-                        _related(ctx, s.call, "the unclipped gradients were applied here"),),
+                        related_at(ctx, s.call, "the unclipped gradients were applied here"),),
                         call=ctx.source(c.call.func), opt=s.optimizer, step_line=s.call.lineno)
                     break
 
 
-class ClipGradBeforeBackward(_LoopRule):
+class ClipGradBeforeBackward(LoopRule):
     """Gradients are clipped before `backward()` computes the ones the step applies.
 
     Why: clipping rescales what `.grad` holds *now*: before `backward()` that is the previous
@@ -96,7 +96,7 @@ class ClipGradBeforeBackward(_LoopRule):
                "step applies: it clips the previous or cleared `.grad` and the step uses "
                "unclipped gradients; clip after `backward()`, right before the step")
     triggers = ("clip_grad",)
-    needs = ("clip_grad",)
+    function_needs = ("clip_grad",)
     examples = [
         Bad("""
             import torch
@@ -157,7 +157,7 @@ class ClipGradBeforeBackward(_LoopRule):
                     and any(f.before(b.stmt, s.stmt) for s in f.steps)), None)
                 if b is not None and not any(f.before(b.stmt, c2.stmt) for c2 in f.clips):
                     yield self.report(c.call, ctx, related=(
-                        _related(ctx, b.call, "the gradients the step applies are made here"),),
+                        related_at(ctx, b.call, "the gradients the step applies are made here"),),
                         call=ctx.source(c.call.func), where=f"line {b.call.lineno}")
                 continue
             if f.steps or not _returns_value(f.node) or f.ctx.mentions("manual_backward"):
@@ -204,8 +204,8 @@ def _caller_backward(f: LoopFacts, ctx: Context) -> tuple[str, tuple[Related, ..
                     and any(d.stmt is stmt
                             for d in graphs(cf).deps(b.loss, b.stmt.lineno).bindings):
                 return (f"line {b.call.lineno}, after `{name}` returned `{result}`",
-                        (_related(ctx, call, f"`{name}` is called here"),
-                         _related(ctx, b.call, "the gradients the step applies are made here")))
+                        (related_at(ctx, call, f"`{name}` is called here"),
+                         related_at(ctx, b.call, "the gradients the step applies are made here")))
     return None
 
 

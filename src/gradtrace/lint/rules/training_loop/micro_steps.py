@@ -18,10 +18,10 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._deps import graphs
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
-from gradtrace.lint.rules.training_loop.zero_grad import (
-    BACKWARD_CALLS, _LoopRule, _related, covers, fresh_each_pass, step_loop)
+from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
 
 SCALING_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
 SCALING_METHODS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "divide",
@@ -81,7 +81,7 @@ def _every_pass(f: LoopFacts, loop: ast.stmt, guard: ast.If) -> list[Backward]:
             and not f.inside(b.stmt, guard)]
 
 
-class ZeroGradEveryAccumulationStep(_LoopRule):
+class ZeroGradEveryAccumulationStep(LoopRule):
     """Gradient accumulation whose `zero_grad()` still runs on every pass.
 
     Why: the step runs every N passes (`if (i + 1) % N == 0: optimizer.step()`) so that the N
@@ -101,7 +101,7 @@ class ZeroGradEveryAccumulationStep(_LoopRule):
                "gradients are erased before they add up and each step applies the last one's "
                "alone; clear them right after the step, under that `if`")
     triggers = ("zero_grad",)
-    needs = ("backward", "step", "zero_grad")
+    function_needs = ("backward", "step", "zero_grad")
     examples = [
         Bad("""
             for i, (x, y) in enumerate(loader):
@@ -144,16 +144,16 @@ class ZeroGradEveryAccumulationStep(_LoopRule):
         for hits in found.values():
             hits.sort(key=lambda h: (h[0].call.lineno, h[0].call.col_offset))
             z, s, b, guard = hits[0]
-            others = tuple(_related(ctx, h[0].call, "this one clears on every pass too")
+            others = tuple(related_at(ctx, h[0].call, "this one clears on every pass too")
                            for h in hits[1:] if h[0].call is not z.call)
             yield self.report(z.call, ctx, related=(
-                _related(ctx, s.call, "the step runs only every few passes here"),
-                _related(ctx, b.call, "each micro-batch's gradient is added here"), *others),
+                related_at(ctx, s.call, "the step runs only every few passes here"),
+                related_at(ctx, b.call, "each micro-batch's gradient is added here"), *others),
                 call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno,
                 test=ctx.source(guard.test))
 
 
-class AccumulatedLossNotScaled(_LoopRule):
+class AccumulatedLossNotScaled(LoopRule):
     """Gradient accumulation whose loss is not divided by the number of micro-batches.
 
     Why: `backward()` adds each micro-batch's gradient into `.grad`, and the step every N
@@ -175,7 +175,7 @@ class AccumulatedLossNotScaled(_LoopRule):
                "divided by `{n}`: each step uses `{n}` times the mean gradient; backward "
                "`{loss} / {n}` instead")
     triggers = BACKWARD_CALLS
-    needs = ("backward", "step", "zero_grad")
+    function_needs = ("backward", "step", "zero_grad")
     examples = [
         Bad("""
             for i, (x, y) in enumerate(loader):
@@ -216,7 +216,7 @@ class AccumulatedLossNotScaled(_LoopRule):
                 if _plain_backward(b) and not _scaled_loss(f, b, loop):
                     n = divisors.pop()
                     yield self.report(b.call, ctx, related=(
-                        _related(ctx, s.call, f"the step runs every `{n}` passes here"),),
+                        related_at(ctx, s.call, f"the step runs every `{n}` passes here"),),
                         call=ctx.source(b.call), opt=s.optimizer, step_line=s.call.lineno,
                         n=n, loss=ctx.source(b.loss))  # type: ignore[arg-type]
                     break

@@ -10,7 +10,7 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Deps, graphs
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
-from gradtrace.lint.rules.training_loop.zero_grad import BACKWARD_CALLS, _LoopRule, _related
+from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
 
 def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
@@ -74,7 +74,7 @@ def _gan_call(t: Binding, d1: Deps, d2: Deps, mates1: list[Deps] = (),  # type: 
     return None
 
 
-class GanFakeNotDetached(_LoopRule):
+class GanFakeNotDetached(LoopRule):
     """The discriminator step backpropagates into the generator through an undetached fake.
 
     Why: `d_loss = crit(D(fake), 0)` with `fake = G(z)` makes `d_loss.backward()` run through
@@ -96,7 +96,7 @@ class GanFakeNotDetached(_LoopRule):
                "generator's graph and the second raises 'Trying to backward through the graph a "
                "second time' ({other}); use `{disc}({fake}.detach())` here")
     triggers = BACKWARD_CALLS
-    needs = ("backward",)
+    function_needs = ("backward",)
     examples = [
         Bad("""
             for real in loader:
@@ -129,9 +129,9 @@ class GanFakeNotDetached(_LoopRule):
             call = _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2))
             if call is not None:
                 yield self.report(call, ctx, related=(
-                    _related(ctx, t.stmt, f"`{t.name}` is made by the generator here"),
-                    _related(ctx, b1.call, "this backward frees the generator's graph"),
-                    _related(ctx, b2.call, "this backward needs it again")),
+                    related_at(ctx, t.stmt, f"`{t.name}` is made by the generator here"),
+                    related_at(ctx, b1.call, "this backward frees the generator's graph"),
+                    related_at(ctx, b2.call, "this backward needs it again")),
                     fake=t.name, disc=ctx.source(call.func), first_line=b1.call.lineno,
                     second_line=b2.call.lineno, other=_other(call, b1, b2))
 
@@ -142,7 +142,7 @@ def _other(call: ast.Call, b1: Backward, b2: Backward) -> str:
     return "the generator step already freed that graph"
 
 
-class BackwardTwiceWithoutRetainGraph(_LoopRule):
+class BackwardTwiceWithoutRetainGraph(LoopRule):
     """A second `backward()` runs through a graph that the first one already freed.
 
     Why: `backward()` frees the saved tensors of every graph node it passes unless
@@ -162,7 +162,7 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
                "'Trying to backward through the graph a second time'; sum the losses and call "
                "`backward()` once, or pass `retain_graph=True` here")
     triggers = BACKWARD_CALLS
-    needs = ("backward",)
+    function_needs = ("backward",)
     examples = [
         Bad("""
             features = backbone(images)
@@ -190,7 +190,7 @@ class BackwardTwiceWithoutRetainGraph(_LoopRule):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
                 continue
             yield self.report(b1.call, ctx, related=(
-                _related(ctx, b2.call, "the second backward raises here"),
-                _related(ctx, t.stmt, f"`{t.name}` is computed once here")),
+                related_at(ctx, b2.call, "the second backward raises here"),
+                related_at(ctx, t.stmt, f"`{t.name}` is computed once here")),
                 loss2=ctx.source(b2.loss),  # type: ignore[arg-type]
                 shared=t.name, shared_line=t.line, second_line=b2.call.lineno)

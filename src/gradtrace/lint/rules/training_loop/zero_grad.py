@@ -5,12 +5,14 @@ import ast
 import re
 from typing import Iterator
 
-from gradtrace.findings import Finding, Related
+from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
-from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.training_loop._base import (BACKWARD_CALLS, LoopRule,
+                                                     function_text, related_at)
 from gradtrace.lint.rules.training_loop._loop import (
-    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, facts, optimizer_like,
+    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
 from gradtrace.lint.nodes import walk
 
@@ -19,55 +21,7 @@ OTHER_ZERO_RE = re.compile(
     r"\.grad\s*=[^=]|\.grad\.(?:data\.)?(?:zero_|detach_|fill_|mul_)|set_to_none"
     r"|(?:clear|reset|free)_?grads?\b|grads?_?(?:clear|reset)", re.IGNORECASE)
 # a step guarded by "last batch of the epoch" runs once per pass of the outer loop
-# trigger words: a backward *call*, not "backward compatibility" in a model file
-BACKWARD_CALLS = (".backward(", "manual_backward(", "autograd.grad(", "autograd.backward(")
-NEED_SPELLINGS = {
-    "backward": (".backward(", "manual_backward(", "autograd.grad(", "autograd.backward("),
-    "step": (".step(", "optimizer_step("),
-}
-SCRIPT_TOP = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
-TOP_BACKWARD_RE = re.compile(r"(?m)^[^\s#].*\.backward\(")
 ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
-
-
-class _LoopRule(Rule):
-    """Shared entry points: analyse each function (and the module body) once."""
-
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        yield from self._entry(node, ctx)
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef,
-                               ctx: Context) -> Iterator[Finding]:
-        yield from self._entry(node, ctx)
-
-    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if any(isinstance(s, SCRIPT_TOP) for s in node.body) or (
-                ctx.mentions(".backward(") and TOP_BACKWARD_RE.search(ctx.code)):
-            yield from self._entry(node, ctx)  # script code at module level
-
-    def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if self.wants(function_text(ctx, node)):
-            yield from self.check(facts(ctx, node), ctx)
-
-    needs: tuple[str, ...] = ("backward", "step")
-
-    def wants(self, text: str) -> bool:
-        """Cheap text test before any analysis: every word of ``needs`` appears (as a call
-        for "backward" and "step")."""
-        return all(any(c in text for c in NEED_SPELLINGS.get(w, (w,))) for w in self.needs)
-
-    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:  # pragma: no cover
-        return iter(())
-
-
-def function_text(ctx: Context, node: ast.AST) -> str:
-    """The source text of a function (the whole file for the module), cached."""
-    if isinstance(node, ast.Module):  # its own statements only: not the defs and classes
-        return ctx.memo("gt5-text", node, lambda: "\n".join(
-            "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno]) for s in node.body
-            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
-    return ctx.memo("gt5-text", node, lambda: "\n".join(
-        ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
 
 
 def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
@@ -195,11 +149,7 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
     return False
 
 
-def _related(ctx: Context, node: ast.AST, what: str) -> Related:
-    return Related(ctx.path, node.lineno, what, ctx.column(node))  # type: ignore[attr-defined]
-
-
-class MissingZeroGrad(_LoopRule):
+class MissingZeroGrad(LoopRule):
     """A training loop or step function runs `backward()` and `step()` but never clears grads.
 
     Why: `backward()` *adds* into `.grad`; nothing resets it but `zero_grad()` (or setting
@@ -310,8 +260,8 @@ class MissingZeroGrad(_LoopRule):
                     seen.add(id(f.node))
                     name = f.node.name  # type: ignore[attr-defined]
                     yield self.report(b.call, ctx, related=(
-                        _related(ctx, s.call, "the step applies the summed gradients here"),
-                        _related(ctx, f.node, f"on every call of `{name}`")),
+                        related_at(ctx, s.call, "the step applies the summed gradients here"),
+                        related_at(ctx, f.node, f"on every call of `{name}`")),
                         opt=s.optimizer, call=ctx.source(b.call), step_line=s.call.lineno,
                         where=f"on every call of `{name}`", units="calls")
                 continue
@@ -322,13 +272,13 @@ class MissingZeroGrad(_LoopRule):
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
             b = next((b for b in own if f.before(b.stmt, s.stmt)), own[0])
             yield self.report(b.call, ctx, related=(
-                _related(ctx, s.call, "the step applies the summed gradients here"),
-                _related(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
+                related_at(ctx, s.call, "the step applies the summed gradients here"),
+                related_at(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
                 call=ctx.source(b.call), step_line=s.call.lineno,
                 where="on every pass of this loop", units="batches")
 
 
-class ZeroGradOutsideStepLoop(_LoopRule):
+class ZeroGradOutsideStepLoop(LoopRule):
     """`zero_grad()` runs once before (or outside) the loop in which `step()` runs.
 
     Why: gradients are cleared once, e.g. per epoch, but `backward()` and `step()` run per
@@ -346,7 +296,7 @@ class ZeroGradOutsideStepLoop(_LoopRule):
                "runs (line {step_line}); every later step applies the gradients of all batches "
                "since; move it into that loop")
     triggers = ("zero_grad",)
-    needs = ("backward", "step", "zero_grad")
+    function_needs = ("backward", "step", "zero_grad")
     examples = [
         Bad("""
             for epoch in range(10):
@@ -390,7 +340,7 @@ class ZeroGradOutsideStepLoop(_LoopRule):
                 if id(z.call) not in done:
                     done.add(id(z.call))
                     yield self.report(z.call, ctx, related=(
-                        _related(ctx, s.call, "the optimizer steps here, once per batch"),),
+                        related_at(ctx, s.call, "the optimizer steps here, once per batch"),),
                         call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno)
 
 
@@ -403,7 +353,7 @@ def _once_per_pass(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
     return False
 
 
-class ZeroGradBetweenBackwardAndStep(_LoopRule):
+class ZeroGradBetweenBackwardAndStep(LoopRule):
     """`zero_grad()` runs after `backward()` and before `step()`, erasing the gradients.
 
     Why: with the default `set_to_none=True` every `.grad` becomes None and `step()` skips
@@ -425,7 +375,7 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
                "{backward_line}) before `{opt}.step()` (line {step_line}) uses them: the step "
                "{effect}; clear the gradients before `backward()` or after `step()`")
     triggers = ("zero_grad",)
-    needs = ("backward", "step", "zero_grad")
+    function_needs = ("backward", "step", "zero_grad")
     examples = [
         Bad("""
             for x, y in loader:
@@ -468,8 +418,8 @@ class ZeroGradBetweenBackwardAndStep(_LoopRule):
                                     for b2 in acc):
                     continue
                 yield self.report(z.call, ctx, related=(
-                    _related(ctx, b.call, "gradients computed here"),
-                    _related(ctx, s.call, "step applies the (now empty) gradients here")),
+                    related_at(ctx, b.call, "gradients computed here"),
+                    related_at(ctx, s.call, "step applies the (now empty) gradients here")),
                     call=ctx.source(z.call), opt=s.optimizer, backward_line=b.call.lineno,
                     step_line=s.call.lineno, effect=_effect(z.call))
                 break
