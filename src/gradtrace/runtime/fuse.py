@@ -44,10 +44,11 @@ LOG = logging.getLogger(__name__)
 EXPLAINS: dict[str, frozenset[str]] = {
     "graph-cut": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT106", "GT107",
                             "GT108", "GT201", "GT202", "GT203", "GT204", "GT205", "GT207",
-                            "GT407", "GT408"}),
+                            "GT407", "GT408", "GT421"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410"}),
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601"}),
-    "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408"}),
+    "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
+                                  "GT421"}),
     "accumulate": frozenset({"GT501", "GT502", "GT503"}),
     "clip": frozenset({"GT504", "GT514"}),
     "graph-kept": frozenset({"GT505"}),

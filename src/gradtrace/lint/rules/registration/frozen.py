@@ -1,0 +1,521 @@
+"""GT420-GT423: freezes that do nothing, freeze everything, are undone before they matter, or
+leave ``.grad`` at None where the code reads it.
+
+Facts shared with GT407-GT410 (which statements freeze or unfreeze what) come from
+:func:`._modules.grad_flags`.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, PARAMS, TENSOR
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.registration._modules import (
+    GradFlag, covers, grad_flags, is_module_expr, optimizer_builds,
+)
+from gradtrace.lint.rules.registration.freezing import _trainable_only
+
+FLAG = "requires_grad"
+PARAM_ITERS = ("parameters", "named_parameters")
+# calls that read a model without changing which parameters it has
+HARMLESS = frozenset({"print", "len", "isinstance", "id", "type", "str", "repr", "sum",
+                      "list", "filter", "map", "enumerate", "sorted", "zip", "hasattr",
+                      "getattr", "vars", "dir"})
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein distance (small strings only)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def misspells_flag(attr: str) -> bool:
+    """``require_grad``, ``requires_grads``, ``requires_grad_``, ``requieres_grad``: an
+    attribute one or two edits away from ``requires_grad`` (not the flag itself)."""
+    return attr != FLAG and not attr.startswith("_") and 10 <= len(attr) <= 16 and "grad" in attr.lower() \
+        and _distance(attr.lower(), FLAG) <= 2
+
+
+def param_loop_var(loop: ast.AST) -> tuple[str, str] | None:
+    """``(p, model)`` for ``for p in model.parameters()`` / ``for n, p in
+    model.named_parameters()``."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return None
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr in PARAM_ITERS):
+        return None
+    owner = dotted(it.func.value)
+    t = loop.target
+    if it.func.attr == "named_parameters":
+        if not (isinstance(t, ast.Tuple) and len(t.elts) == 2):
+            return None
+        t = t.elts[1]
+    var = dotted(t)
+    return (var, owner) if var and owner else None
+
+
+def _loop_of_var(scope: Scope, stmt: ast.stmt, var: str) -> ast.stmt | None:
+    for loop in reversed(scope.loops_of(stmt)):
+        got = param_loop_var(loop)
+        if got is not None and got[0] == var:
+            return loop
+    return None
+
+
+class RequiresGradMisspelled(Rule):
+    """A misspelled `requires_grad` (`p.require_grad = False`) sets an attribute torch ignores.
+
+    Why: tensors and modules accept any new Python attribute, so `param.require_grad = False`
+    (or `requires_grads`, `requires_grad_ = False`) raises nothing and freezes nothing: every
+    parameter keeps `requires_grad=True` and keeps training (verified on torch 2.13).
+    Known limits: the object must be known to be a parameter, tensor or module (a loop over
+    `.parameters()`/`.named_parameters()`, a tensor factory, an `nn.*` layer or module class).
+    """
+
+    code = "GT420"
+    gate_statements = True
+    name = "requires-grad-misspelled"
+    message = ("`{target}.{attr}` is not `requires_grad`: torch ignores this attribute and "
+               "`{target}` is not {verb}")
+    fix_title = "Spell it `requires_grad`"
+    fix_safety = "safe"
+    triggers = ("grad",)
+    examples = [
+        Bad("""
+            for param in model.features.parameters():
+                param.require_grad = False
+            """, fixed="""
+            for param in model.features.parameters():
+                param.requires_grad = False
+            """, at=(2, 4)),
+        Bad("""
+            import torch
+            w = torch.zeros(3, 4)
+            w.requires_grads = True
+            """, fixed="""
+            import torch
+            w = torch.zeros(3, 4)
+            w.requires_grad = True
+            """, at=(3, 0)),
+        Good("""
+            for param in model.features.parameters():
+                param.requires_grad = False
+            args.require_grad = False
+            self._requires_grad = False  # a module's own private flag
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
+            return
+        t = node.targets[0]
+        if not misspells_flag(t.attr):
+            return
+        target = dotted(t.value)
+        if target is None or target == "self" or not self._torch_object(t.value, target, node, ctx):
+            return
+        v = node.value
+        verb = "frozen" if isinstance(v, ast.Constant) and v.value is False else \
+            "made to require grad" if isinstance(v, ast.Constant) and v.value is True \
+            else "changed"
+        fix = self.fix(ctx.edit(t, f"{ctx.source(t.value)}.{FLAG}"))
+        yield self.report(node, ctx, fix=fix, target=target, attr=t.attr, verb=verb)
+
+    @staticmethod
+    def _torch_object(recv: ast.expr, target: str, node: ast.stmt, ctx: Context) -> bool:
+        scope = ctx.scope()
+        if _loop_of_var(scope, node, target) is not None:
+            return True
+        if is_module_expr(scope, recv, node.lineno):
+            return True
+        k = ctx.analysis.kind(recv, line=node.lineno)
+        return k is not None and k.what in (MODULE, PARAMETER, TENSOR)
+
+
+def _inner_flag_stmt(f: GradFlag) -> ast.stmt:
+    """The statement setting the flag: the assignment inside a freeze loop, or the call."""
+    if isinstance(f.stmt, (ast.For, ast.AsyncFor)):
+        got = param_loop_var(f.stmt)
+        var = got[0] if got else None
+        for s in walk(f.stmt):
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                    and isinstance(s.targets[0], ast.Attribute) \
+                    and s.targets[0].attr == FLAG and dotted(s.targets[0].value) == var:
+                return s
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+                    and isinstance(s.value.func, ast.Attribute) \
+                    and s.value.func.attr == "requires_grad_" \
+                    and dotted(s.value.func.value) == var:
+                return s
+    return f.stmt
+
+
+def _touches(stmt: ast.stmt, root: str) -> bool:
+    """Whether ``stmt`` may change which parameters ``root`` has: assigns under it, rebinds it,
+    or hands it (or a part of it) to a call that is not a plain read."""
+    base = root.partition(".")[0]
+    for n in walk(stmt):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                for e in walk(t):
+                    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+                    if name and (covers(name, root) or covers(root, name)) \
+                            and isinstance(getattr(e, "ctx", None), ast.Store):
+                        return True
+        elif isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Name) and f.id in HARMLESS:
+                continue
+            if isinstance(f, ast.Attribute) and f.attr in ("add_module", "register_module",
+                                                          "register_parameter", "apply") \
+                    and covers(base, dotted(f.value) or "~"):
+                return True
+            for a in [*n.args, *(k.value for k in n.keywords)]:
+                name = dotted(a)
+                if name and (covers(name, root) or covers(root, name)
+                             or name.partition(".")[0] == base):
+                    return True
+    return False
+
+
+class EverythingFrozenForOptimizer(Rule):
+    """Every parameter the optimizer is given was frozen just before: nothing can train.
+
+    Why: after `for p in model.parameters(): p.requires_grad = False`,
+    `Adam(filter(lambda p: p.requires_grad, model.parameters()))` receives nothing and raises
+    `ValueError: optimizer got an empty parameter list`; given all of them unfiltered, the
+    loss has no path to a trainable parameter and `backward()` raises `element 0 of tensors
+    does not require grad` (or nothing changes). Usually the freeze was meant for a part (the
+    backbone), not for the whole model or the head that should train.
+    Known limits: the freeze and the optimizer must be in one function (or script); nothing
+    between them may add, unfreeze or hand the model to another function.
+    """
+
+    code = "GT421"
+    gate_statements = "function"
+    name = "everything-frozen-for-optimizer"
+    message = ("this freezes every parameter of `{root}`, and `{opt}` (line {line}) is given "
+               "only {what}: {effect}")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            for p in model.parameters():
+                p.requires_grad = False
+            opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
+            """, at=(3, 4)),
+        Bad("""
+            import torch
+            def train(llm, loader):
+                llm.requires_grad_(False)
+                opt = torch.optim.AdamW(llm.parameters(), lr=1e-4)
+                for x, y in loader:
+                    llm(x, y).backward()
+                    opt.step()
+            """, at=(3, 4)),
+        Good("""
+            import torch
+            for p in model.parameters():
+                p.requires_grad = False
+            model.fc = torch.nn.Linear(512, 10)
+            opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
+            """),
+        Good("""
+            import torch
+            model.requires_grad_(False)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(10):
+                if epoch == 3:
+                    model.requires_grad_(True)
+                train_one_epoch(model, opt)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(ctx.scope(node), ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if node_mentions(ctx, node, FLAG):
+            yield from self._scan(ctx.scope(node), ctx)
+
+    def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
+        flags = grad_flags(scope)
+        if not any(not f.value for f in flags):
+            return
+        for opt in optimizer_builds(scope):
+            if not opt.sources:
+                continue
+            filtered = _trainable_only(opt.call, scope)
+            frozen = self._frozen_sources(scope, flags, opt, filtered)
+            if frozen is None:
+                continue
+            what = "the trainable ones (none are left)" if filtered else "frozen ones"
+            effect = ("it raises `ValueError: optimizer got an empty parameter list`"
+                      if filtered else "nothing trains (`backward()` finds no parameter "
+                      "that requires grad)")
+            f = frozen[0]
+            yield self.report(_inner_flag_stmt(f), ctx, related=[Related(
+                ctx.path, opt.stmt.lineno, f"`{opt.name}` is built here",
+                ctx.column(opt.stmt))], root=f.root, opt=opt.name, line=opt.stmt.lineno,
+                what=what, effect=effect)
+
+    @staticmethod
+    def _frozen_sources(scope: Scope, flags: list[GradFlag], opt, filtered: bool
+                        ) -> list[GradFlag] | None:
+        line = opt.stmt.lineno
+        used: list[GradFlag] = []
+        for src in opt.sources:
+            f = next((g for g in reversed(flags) if g.stmt.lineno < line and not g.value
+                      and not g.conditional and covers(g.root, src)
+                      and not scope.exclusive(g.stmt, opt.stmt)), None)
+            if f is None:
+                return None
+            end = f.stmt.end_lineno or f.stmt.lineno
+            # unfrozen, added to or handed away before the optimizer (or, for an optimizer
+            # over all parameters, anywhere later: gradual unfreezing)
+            for g in flags:
+                if g.value and g.stmt.lineno > end and (filtered is False or g.stmt.lineno < line) \
+                        and (covers(f.root, g.root) or covers(g.root, f.root)):
+                    return None
+            for s in scope.stmts:
+                if s.lineno <= end or s is opt.stmt or (filtered and s.lineno >= line):
+                    continue
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                if _own_touches(s, f.root):
+                    return None
+            used.append(f)
+        return used
+
+
+def _own_touches(s: ast.stmt, root: str) -> bool:
+    """:func:`_touches` on the statement's own expressions (not its nested body)."""
+    if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith,
+                      ast.Try)):
+        head = [getattr(s, "iter", None), getattr(s, "test", None),
+                *[i.context_expr for i in getattr(s, "items", ())]]
+        return any(h is not None and _touches(ast.Expr(value=h), root) for h in head)
+    return _touches(s, root)
+
+
+class UnfreezeUndoesFreeze(Rule):
+    """A later unfreeze-everything loop undoes a freeze before anything trained with it.
+
+    Why: `for k, v in model.named_parameters(): v.requires_grad = True` (or
+    `model.requires_grad_()`) reaches every parameter, the ones frozen a few lines earlier
+    included. Nothing ran between the freeze and the unfreeze, so the freeze has no effect at
+    all and the "frozen" layers train (verified on torch 2.13). Drop the unconditional
+    `requires_grad = True`, or apply the freeze after it.
+    Known limits: the freeze and the unfreeze must be in one function (or script); a forward,
+    backward or step between them (a temporary freeze) is taken as intended.
+    """
+
+    code = "GT422"
+    gate_statements = "function"
+    name = "unfreeze-undoes-freeze"
+    message = ("this sets `requires_grad=True` on every parameter of `{root}` and undoes the "
+               "freeze of `{part}` (line {line}) before anything was trained with it")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            import torch
+            for k, v in model.named_parameters():
+                if k.startswith("backbone."):
+                    v.requires_grad = False
+            groups = []
+            for k, v in model.named_parameters():
+                v.requires_grad = True
+                groups.append(v)
+            opt = torch.optim.SGD(groups, lr=0.01)
+            """, at=(7, 4)),
+        Good("""
+            import torch
+            netD.requires_grad_(False)
+            loss_g = -netD(netG(z)).mean()
+            netD.requires_grad_(True)
+            loss_g.backward()
+            """),
+        Good("""
+            import torch
+            model.requires_grad_(False)
+            model.head.requires_grad_(True)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            train(model, opt, epochs=3)
+            model.requires_grad_(True)
+            train(model, opt, epochs=3)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(ctx.scope(node), ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if node_mentions(ctx, node, FLAG):
+            yield from self._scan(ctx.scope(node), ctx)
+
+    def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
+        flags = grad_flags(scope)
+        for i, g in enumerate(flags):
+            if not g.value or g.conditional:
+                continue
+            for f in reversed(flags[:i]):
+                if f.value and covers(f.root, g.root):
+                    break  # an earlier unfreeze of the same (the freeze was already undone)
+                if f.value or not covers(g.root, f.root) or scope.exclusive(f.stmt, g.stmt) \
+                        or set(scope.loops_of(f.stmt)) != set(scope.loops_of(g.stmt)):
+                    continue
+                if self._used_between(scope, f, g):
+                    break
+                yield self.report(_inner_flag_stmt(g), ctx, related=[Related(
+                    ctx.path, _inner_flag_stmt(f).lineno, f"`{f.root}` is frozen here")],
+                    root=g.root, part=f.root, line=_inner_flag_stmt(f).lineno)
+                break
+
+    @staticmethod
+    def _used_between(scope: Scope, f: GradFlag, g: GradFlag) -> bool:
+        """A forward, backward, step, or any call handed the model between the two."""
+        start, end = f.stmt.end_lineno or f.stmt.lineno, g.stmt.lineno
+        base = g.root.partition(".")[0]
+        for s in scope.stmts:
+            if not start < s.lineno < end or isinstance(
+                    s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for n in walk(s):
+                if not isinstance(n, ast.Call):
+                    continue
+                fn = n.func
+                if isinstance(fn, ast.Attribute) and fn.attr in ("backward", "step"):
+                    return True
+                callee = dotted(fn) or ""
+                if callee.partition(".")[0] == base and callee.rpartition(".")[2] not in (
+                        "parameters", "named_parameters"):
+                    return True  # the model (or a part) is run
+                if isinstance(fn, ast.Name) and fn.id in HARMLESS:
+                    continue
+                if any((dotted(a) or "~").partition(".")[0] == base
+                       for a in [*n.args, *(k.value for k in n.keywords)]):
+                    return True
+        return False
+
+
+class FrozenGradRead(Rule):
+    """A loop over all parameters reads `p.grad` although some were frozen: it is None there.
+
+    Why: a parameter with `requires_grad=False` never gets a gradient, so its `.grad` stays
+    None. `for p in model.parameters(): p.grad.data /= n` (gradient scaling, averaging,
+    logging) then raises `AttributeError: 'NoneType' object has no attribute 'data'`.
+    Skip them: `if p.grad is not None:` (or iterate over the optimizer's parameters).
+    Known limits: the freeze and the loop must be in one function (or script).
+    """
+
+    code = "GT423"
+    gate_statements = "function"
+    name = "frozen-grad-read"
+    message = ("`{var}.grad` is None for the parameters of `{part}` frozen at line {line}: "
+               "this raises on them; skip parameters whose `.grad` is None")
+    triggers = ("requires_grad",)
+    examples = [
+        Bad("""
+            for p in model.conv1.parameters():
+                p.requires_grad = False
+            for x, y in batches:
+                loss_fn(model(x), y).backward()
+                for p in model.parameters():
+                    p.grad.data /= 2
+            """, at=(6, 8)),
+        Good("""
+            for p in model.conv1.parameters():
+                p.requires_grad = False
+            for x, y in batches:
+                loss_fn(model(x), y).backward()
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p.grad.data /= 2
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(ctx.scope(node), ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if node_mentions(ctx, node, FLAG):
+            yield from self._scan(ctx.scope(node), ctx)
+
+    def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
+        flags = grad_flags(scope)
+        freezes = [f for f in flags if not f.value]
+        if not freezes:
+            return
+        for s in scope.stmts:
+            got = param_loop_var(s)
+            if got is None:
+                continue
+            var, owner = got
+            f = next((f for f in reversed(freezes) if f.stmt.lineno < s.lineno
+                      and covers(owner, f.root) and not scope.exclusive(f.stmt, s)), None)
+            if f is None or any(g.value and g.stmt.lineno > f.stmt.lineno
+                                and (covers(g.root, f.root)) for g in flags
+                                if g.stmt.lineno < s.lineno):
+                continue
+            use = _unguarded_grad_use(s, var)
+            if use is not None:
+                yield self.report(use, ctx, related=[Related(
+                    ctx.path, _inner_flag_stmt(f).lineno, f"`{f.root}` is frozen here")],
+                    var=var, part=f.root, line=_inner_flag_stmt(f).lineno)
+
+
+def _unguarded_grad_use(loop: ast.stmt, var: str) -> ast.stmt | None:
+    """The first statement of ``loop`` that dereferences ``var.grad`` (``var.grad.data``,
+    ``var.grad /= n``, ``var.grad.mul_()``) with no test of ``grad``/``requires_grad`` on the
+    way."""
+    def visit(body: list[ast.stmt]) -> ast.stmt | None:
+        for s in body:
+            if isinstance(s, (ast.If, ast.While, ast.Try, ast.With)):
+                test = getattr(s, "test", None)
+                if test is not None and any(isinstance(n, ast.Attribute) and n.attr in (
+                        "grad", FLAG) for n in walk(test)):
+                    return None  # guarded (and anything after it may rely on the guard)
+                if isinstance(s, ast.Try):
+                    continue
+                got = visit(s.body)
+                if got is not None:
+                    return got
+                continue
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                              ast.For, ast.AsyncFor)):
+                continue
+            if _derefs_grad(s, var):
+                return s
+        return None
+    return visit(loop.body)  # type: ignore[attr-defined]
+
+
+def _derefs_grad(s: ast.stmt, var: str) -> bool:
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Attribute) \
+            and s.target.attr == "grad" and dotted(s.target.value) == var:
+        return True
+    nodes = list(walk(s))
+    if any(isinstance(n, (ast.BoolOp, ast.IfExp, ast.Compare)) and any(
+            isinstance(x, ast.Attribute) and x.attr == "grad" for x in walk(n)) for n in nodes):
+        return False  # `p.grad is not None and ...` inline
+    for n in nodes:
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and not (
+                isinstance(n, ast.Attribute) and n.attr == "grad"):
+            v = n.value
+            if isinstance(v, ast.Attribute) and v.attr == "grad" and dotted(v.value) == var:
+                return True
+    return False

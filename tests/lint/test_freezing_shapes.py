@@ -1,0 +1,199 @@
+"""GT420-GT423 (freezes that do nothing, freeze everything, are undone, or leave `.grad` None):
+each buggy twin (two or more spellings: script, helper function, method) fires on the right
+line, each look-alike stays silent, and every snippet runs on real torch to show that the
+twin fails (or silently does not freeze) exactly as the rule says."""
+from __future__ import annotations
+
+import textwrap
+from typing import NamedTuple
+
+import pytest
+
+from gradtrace.lint import check_source
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = nn.Linear(3, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+"""
+
+
+class Shape(NamedTuple):
+    src: str
+    code: str
+    line: int | None = None     # twin: reported line (1-based, after the prelude)
+    raises: type | None = None  # twin: what real torch raises
+    match: str = ""
+    holds: str | None = None    # an expression true after running it
+
+
+EMPTY = "optimizer got an empty parameter list"
+NO_GRAD = "does not require grad"
+
+SHAPES = [
+    # GT420: the misspelled flag on a parameter freezes nothing
+    Shape("""
+        model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+        for param in model[0].parameters():
+            param.require_grad = False
+        """, "GT420", 3, holds="model[0].weight.requires_grad"),
+    Shape("""
+        model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+        for name, w in model.named_parameters():
+            if name.startswith("0."):
+                w.requires_grads = False
+        """, "GT420", 4, holds="model[0].weight.requires_grad"),
+    Shape("""
+        model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+        for param in model[0].parameters():
+            param.requires_grad = False
+        class Args: pass
+        args = Args()
+        args.require_grad = False
+        """, "GT420", holds="not model[0].weight.requires_grad"),
+    # GT421: everything frozen, the optimizer gets nothing (script, method, helper)
+    Shape("""
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        for p in model.parameters():
+            p.requires_grad = False
+        opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
+        """, "GT421", 3, ValueError, EMPTY),
+    Shape("""
+        class Trainer:
+            def __init__(self, model, freeze=True):
+                self.model = model
+                if freeze:
+                    for p in self.model.head.parameters():
+                        p.requires_grad = False
+                params = filter(lambda p: p.requires_grad, self.model.head.parameters())
+                self.opt = torch.optim.Adam(params)
+        net = nn.Module()
+        net.body, net.head = nn.Linear(3, 4), nn.Linear(4, 2)
+        Trainer(net)
+        """, "GT421", 6, ValueError, EMPTY),
+    Shape("""
+        def train(llm, epochs=1):
+            llm.requires_grad_(False)
+            opt = torch.optim.AdamW(llm.parameters(), lr=1e-3)
+            for _ in range(epochs):
+                opt.zero_grad()
+                nn.functional.cross_entropy(llm(x), y).backward()
+                opt.step()
+        train(nn.Linear(3, 2))
+        """, "GT421", 2, RuntimeError, NO_GRAD),
+    Shape("""
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        for p in model.parameters():
+            p.requires_grad = False
+        model[2] = nn.Linear(4, 2)
+        model.head = nn.Linear(2, 2)
+        opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
+        """, "GT421", holds="len(opt.param_groups[0]['params']) == 4"),
+    Shape("""
+        def train(llm, epochs=4):
+            llm.requires_grad_(False)
+            opt = torch.optim.AdamW(llm.parameters(), lr=1e-3)
+            for epoch in range(epochs):
+                if epoch == 1:
+                    llm.requires_grad_(True)
+                    continue
+                if epoch > 1:
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(llm(x), y).backward()
+                    opt.step()
+        train(nn.Linear(3, 2))
+        """, "GT421"),
+    # GT422: the train-everything loop undoes the freeze before anything ran
+    Shape("""
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        before = model[0].weight.detach().clone()
+        for k, v in model.named_parameters():
+            if k.startswith("0."):
+                v.requires_grad = False
+        pg = []
+        for k, v in model.named_parameters():
+            v.requires_grad = True
+            pg.append(v)
+        opt = torch.optim.SGD(pg, lr=0.1)
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        """, "GT422", 8, holds="not torch.equal(before, model[0].weight)"),
+    Shape("""
+        def setup(model):
+            model.body.requires_grad_(False)
+            model.requires_grad_()
+            return torch.optim.SGD(model.parameters(), lr=0.1)
+        model = Net()
+        opt = setup(model)
+        """, "GT422", 3, holds="model.body.weight.requires_grad"),
+    Shape("""
+        netD, netG = nn.Linear(3, 1), nn.Linear(3, 3)
+        netD.requires_grad_(False)
+        loss_g = -netD(netG(x)).mean()
+        netD.requires_grad_(True)
+        loss_g.backward()
+        """, "GT422", holds="netD.weight.grad is None and netG.weight.grad is not None"),
+    # GT423: `.grad` of a frozen parameter is None
+    Shape("""
+        model = Net()
+        for param in model.body.parameters():
+            param.requires_grad = False
+        nn.functional.cross_entropy(model(x), y).backward()
+        for param in model.parameters():
+            param.grad.data /= 2
+        """, "GT423", 6, AttributeError, "'NoneType' object has no attribute 'data'"),
+    Shape("""
+        def scale(model, k):
+            model.body.requires_grad_(False)
+            nn.functional.cross_entropy(model(x), y).backward()
+            for name, p in model.named_parameters():
+                p.grad.mul_(k)
+        scale(Net(), 0.5)
+        """, "GT423", 5, AttributeError, "'NoneType' object has no attribute 'mul_'"),
+    Shape("""
+        model = Net()
+        for param in model.body.parameters():
+            param.requires_grad = False
+        nn.functional.cross_entropy(model(x), y).backward()
+        for param in model.parameters():
+            if param.grad is not None:
+                param.grad.data /= 2
+        """, "GT423", holds="model.body.weight.grad is None"),
+]
+
+
+def _source(s: Shape) -> str:
+    return PRELUDE.lstrip("\n") + textwrap.dedent(s.src).lstrip("\n")
+
+
+def _found(s: Shape) -> list[tuple[int, str]]:
+    off = PRELUDE.lstrip("\n").count("\n")
+    return sorted((f.line - off, f.code) for f in check_source(_source(s), "shape.py",
+                                                                select=[s.code]))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{s.code}-{i}" for i, s in enumerate(SHAPES)])
+def test_shape_on_checker_and_torch(shape: Shape) -> None:
+    expected = [(shape.line, shape.code)] if shape.line else []
+    assert _found(shape) == expected
+    env: dict = {}
+    code = compile(_source(shape), "shape.py", "exec")
+    if shape.raises is not None:
+        with pytest.raises(shape.raises, match=shape.match):
+            exec(code, env)
+        return
+    exec(code, env)
+    if shape.holds:
+        assert eval(shape.holds, env)
