@@ -10,7 +10,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, PARAMS, TENSOR
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -22,57 +22,10 @@ from gradtrace.lint.rules.registration._modules import (
 )
 from gradtrace.lint.rules.registration.freezing import _trainable_only
 
-FLAG = "requires_grad"
-PARAM_ITERS = ("parameters", "named_parameters")
-# calls that read a model without changing which parameters it has
-HARMLESS = frozenset({"print", "len", "isinstance", "id", "type", "str", "repr", "sum",
-                      "list", "filter", "map", "enumerate", "sorted", "zip", "hasattr",
-                      "getattr", "vars", "dir"})
-
-
-def _distance(a: str, b: str) -> int:
-    """Levenshtein distance (small strings only)."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
-def misspells_flag(attr: str) -> bool:
-    """``require_grad``, ``requires_grads``, ``requires_grad_``, ``requieres_grad``: an
-    attribute one or two edits away from ``requires_grad`` (not the flag itself)."""
-    return attr != FLAG and not attr.startswith("_") and 10 <= len(attr) <= 16 and "grad" in attr.lower() \
-        and _distance(attr.lower(), FLAG) <= 2
-
-
-def param_loop_var(loop: ast.AST) -> tuple[str, str] | None:
-    """``(p, model)`` for ``for p in model.parameters()`` / ``for n, p in
-    model.named_parameters()``."""
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return None
-    it = loop.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
-            and it.func.attr in PARAM_ITERS):
-        return None
-    owner = dotted(it.func.value)
-    t = loop.target
-    if it.func.attr == "named_parameters":
-        if not (isinstance(t, ast.Tuple) and len(t.elts) == 2):
-            return None
-        t = t.elts[1]
-    var = dotted(t)
-    return (var, owner) if var and owner else None
-
-
-def _loop_of_var(scope: Scope, stmt: ast.stmt, var: str) -> ast.stmt | None:
-    for loop in reversed(scope.loops_of(stmt)):
-        got = param_loop_var(loop)
-        if got is not None and got[0] == var:
-            return loop
-    return None
+from gradtrace.lint.rules.registration._frozen import (
+    FLAG, HARMLESS, _inner_flag_stmt, _loop_of_var, _own_touches, misspells_flag,
+    param_loop_var,
+)
 
 
 class RequiresGradMisspelled(Rule):
@@ -143,53 +96,6 @@ class RequiresGradMisspelled(Rule):
             return True
         k = ctx.analysis.kind(recv, line=node.lineno)
         return k is not None and k.what in (MODULE, PARAMETER, TENSOR)
-
-
-def _inner_flag_stmt(f: GradFlag) -> ast.stmt:
-    """The statement setting the flag: the assignment inside a freeze loop, or the call."""
-    if isinstance(f.stmt, (ast.For, ast.AsyncFor)):
-        got = param_loop_var(f.stmt)
-        var = got[0] if got else None
-        for s in walk(f.stmt):
-            if isinstance(s, ast.Assign) and len(s.targets) == 1 \
-                    and isinstance(s.targets[0], ast.Attribute) \
-                    and s.targets[0].attr == FLAG and dotted(s.targets[0].value) == var:
-                return s
-            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
-                    and isinstance(s.value.func, ast.Attribute) \
-                    and s.value.func.attr == "requires_grad_" \
-                    and dotted(s.value.func.value) == var:
-                return s
-    return f.stmt
-
-
-def _touches(stmt: ast.stmt, root: str) -> bool:
-    """Whether ``stmt`` may change which parameters ``root`` has: assigns under it, rebinds it,
-    or hands it (or a part of it) to a call that is not a plain read."""
-    base = root.partition(".")[0]
-    for n in walk(stmt):
-        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            for t in targets:
-                for e in walk(t):
-                    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-                    if name and (covers(name, root) or covers(root, name)) \
-                            and isinstance(getattr(e, "ctx", None), ast.Store):
-                        return True
-        elif isinstance(n, ast.Call):
-            f = n.func
-            if isinstance(f, ast.Name) and f.id in HARMLESS:
-                continue
-            if isinstance(f, ast.Attribute) and f.attr in ("add_module", "register_module",
-                                                          "register_parameter", "apply") \
-                    and covers(base, dotted(f.value) or "~"):
-                return True
-            for a in [*n.args, *(k.value for k in n.keywords)]:
-                name = dotted(a)
-                if name and (covers(name, root) or covers(root, name)
-                             or name.partition(".")[0] == base):
-                    return True
-    return False
 
 
 class EverythingFrozenForOptimizer(Rule):
@@ -302,16 +208,6 @@ class EverythingFrozenForOptimizer(Rule):
         return used
 
 
-def _own_touches(s: ast.stmt, root: str) -> bool:
-    """:func:`_touches` on the statement's own expressions (not its nested body)."""
-    if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith,
-                      ast.Try)):
-        head = [getattr(s, "iter", None), getattr(s, "test", None),
-                *[i.context_expr for i in getattr(s, "items", ())]]
-        return any(h is not None and _touches(ast.Expr(value=h), root) for h in head)
-    return _touches(s, root)
-
-
 class UnfreezeUndoesFreeze(Rule):
     """A later unfreeze-everything loop undoes a freeze before anything trained with it.
 
@@ -328,7 +224,7 @@ class UnfreezeUndoesFreeze(Rule):
     gate_statements = "function"
     name = "unfreeze-undoes-freeze"
     message = ("this sets `requires_grad=True` on every parameter of `{root}` and undoes the "
-               "freeze of `{part}` (line {line}) before anything was trained with it")
+               "freeze of {part} (line {line}) before anything was trained with it")
     triggers = ("requires_grad",)
     examples = [
         Bad("""
@@ -382,7 +278,8 @@ class UnfreezeUndoesFreeze(Rule):
                     break
                 yield self.report(_inner_flag_stmt(g), ctx, related=[Related(
                     ctx.path, _inner_flag_stmt(f).lineno, f"`{f.root}` is frozen here")],
-                    root=g.root, part=f.root, line=_inner_flag_stmt(f).lineno)
+                    root=g.root, line=_inner_flag_stmt(f).lineno,
+                    part=f"some parameters of `{f.root}`" if f.conditional else f"`{f.root}`")
                 break
 
     @staticmethod

@@ -18,6 +18,7 @@ from gradtrace.lint.rules.registration._modules import (
     stale_across_methods, statements,
 )
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.registration._replace import replaces_submodules_of
 
 CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
                        "len", "enumerate", "zip", "map", "filter", "dict", "next"})
@@ -136,6 +137,10 @@ class ModelRecreatedAfterOptimizer(Rule):
             target = dotted(call.func.value)
             if target:
                 yield from self._report(node, target, ctx)
+        elif isinstance(call, ast.Call) and scope_mentions(ctx, "optim"):
+            target = replaces_submodules_of(call, ctx.scope(), node.lineno)
+            if target:
+                yield from self._report(node, target, ctx)
 
     def _new_object(self, value: ast.Call, target: str, ctx: Context) -> bool:
         root = target.partition(".")[0]
@@ -144,7 +149,9 @@ class ModelRecreatedAfterOptimizer(Rule):
             return True
         if any(_base(a) in (root, target) for a in [*value.args, *(k.value for k in
                                                                    value.keywords)]):
-            return False  # a wrapper of the same model (DataParallel, compile, DDP)
+            # a wrapper of the same model (DataParallel, compile, DDP), unless a function of
+            # the file swaps its submodules for new ones (`model = convert(model)`)
+            return replaces_submodules_of(value, ctx.scope(), value.lineno) == target
         if "." in target and is_parameter_call(value, ctx):
             return True
         if module_ctor(_strip(value), ctx):

@@ -1,0 +1,273 @@
+"""GT428-GT429: a module that is trained is not the one the optimizer holds: a fresh module run
+in the training loop but given to no optimizer, or a training function handed its modules in
+swapped order."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.registration._modules import (
+    covers, module_ctor, optimizer_builds, owns_params, step_lines,
+)
+
+# what a class's own code does that says its parameters are not meant to train here
+KEEPS_FIXED = ("requires_grad", "load_state_dict", "torch.load", "from_pretrained", "eval(")
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _surely_owns_params(call: ast.Call, ctx: Context, depth: int = 0) -> bool:
+    """A module built by ``call`` visibly has parameters: an ``nn`` layer that owns some, or
+    a class of the file (or a file base of it) that stores such a layer or an
+    ``nn.Parameter`` on ``self``. A class of another library's base (a loss) does not count."""
+    from gradtrace.lint.rules.leaf._tensors import is_parameter_call
+    f = call.func
+    if not isinstance(f, ast.Name) or f.id not in ctx.analysis.classes:
+        return owns_params(call, ctx)
+    cls = ctx.analysis.classes[f.id]
+    if depth > 8 or not cls.is_module:
+        return False
+    for b in cls.node.bases:
+        if isinstance(b, ast.Name) and b.id in ctx.analysis.classes and _surely_owns_params(
+                ast.Call(func=b, args=[], keywords=[]), ctx, depth + 1):
+            return True
+    for info in cls.attrs.values():
+        v = info.value
+        if isinstance(v, ast.Call) and (is_parameter_call(v, ctx) or (
+                module_ctor(v, ctx) and _surely_owns_params(v, ctx, depth + 1))):
+            return True
+    return False
+
+
+def _class_keeps_fixed(call: ast.Call, ctx: Context) -> bool:
+    """A module class of the file that freezes, loads or evaluates itself."""
+    f = call.func
+    if not isinstance(f, ast.Name):
+        return False
+    cls = ctx.analysis.classes.get(f.id)
+    return cls is not None and node_mentions(ctx, cls.node, *KEEPS_FIXED)
+
+
+# what, done to a module, says it is handled on purpose (handed over, loaded, frozen, stored)
+HANDLED = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict",
+                     "eval", "requires_grad_", "apply", "register_forward_hook", "modules",
+                     "children", "named_modules", "named_children", "zero_grad"})
+
+
+def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | None:
+    """The calls ``name(...)`` in the scope when every other read of ``name`` is an
+    attribute read (``m.fc.weight``) or a ``.to()``/``.train()``-style call on it (None: it is
+    handed to something, loaded, frozen, stored or its parameters are read)."""
+    calls: list[ast.Call] = []
+
+    def visit(n: ast.AST) -> bool:
+        if isinstance(n, ast.Name) and n.id == name:
+            return False  # bare use (an argument, returned, stored...)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
+            calls.append(n)
+            return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
+        if isinstance(n, ast.Attribute) and (dotted(n) or "").partition(".")[0] == name:
+            parts = (dotted(n) or "").split(".")[1:]
+            return not (set(parts) & HANDLED) and isinstance(n.ctx, ast.Load)
+        return all(visit(c) for c in ast.iter_child_nodes(n))
+
+    for s in scope.stmts:
+        if s is bind or isinstance(s, DEFS):
+            continue
+        for field, value in ast.iter_fields(s):
+            if field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                continue
+            for v in (value if isinstance(value, list) else [value]):
+                if isinstance(v, ast.AST) and not visit(v):
+                    return None
+    return calls
+
+
+class ModuleOutsideOptimizer(Rule):
+    """A freshly built module with parameters runs in the training loop but is in no optimizer.
+
+    Why: `loss_fn = MotLoss()` (a loss with its own `nn.Linear` classifier) or a second head
+    built next to the model is run in every step, so its parameters get gradients, but the
+    only optimizer is `Adam(model.parameters())`: they stay at their random initialisation
+    forever, silently (verified on torch 2.13). Add them to the optimizer
+    (`list(model.parameters()) + list(loss_fn.parameters())`), or freeze the module if it is
+    meant to stay fixed.
+    Known limits: the module must be built, run and left out of the optimizer in one function
+    (or script), and used only by calling it; a module class that freezes, loads or evaluates
+    itself is taken as intended.
+    """
+
+    code = "GT428"
+    gate_statements = "function"
+    name = "module-outside-optimizer"
+    message = ("`{opt}` holds only the parameters of {srcs}, but `{mod}` (built at line "
+               "{line}) also runs in the training loop: its parameters get gradients and "
+               "never change")
+    triggers = ("optim",)
+    examples = [
+        Bad("""
+            import torch
+            model = Backbone()
+            head = torch.nn.Linear(64, 10)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(head(model(x)), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """, at=(4, 0)),
+        Good("""
+            import torch
+            model = Backbone()
+            head = torch.nn.Linear(64, 10)
+            params = list(model.parameters()) + list(head.parameters())
+            optimizer = torch.optim.Adam(params, lr=1e-3)
+            criterion = torch.nn.CrossEntropyLoss()
+            for x, y in loader:
+                loss = criterion(head(model(x)), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            """),
+        Good("""
+            import torch
+            class MaskedCE(torch.nn.CrossEntropyLoss):
+                def forward(self, pred, label, mask):
+                    return (super().forward(pred, label) * mask).mean()
+            optimizer = torch.optim.Adam(net.parameters())
+            loss = MaskedCE(reduction="none")
+            for x, y, m in loader:
+                optimizer.zero_grad()
+                loss(net(x), y, m).backward()
+                optimizer.step()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._scan(ctx.scope(node), ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if node_mentions(ctx, node, "optim"):
+            yield from self._scan(ctx.scope(node), ctx)
+
+    def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
+        opts = [o for o in optimizer_builds(scope) if o.sources]
+        if not opts or not ctx.mentions("backward"):
+            return
+        for name, bs in scope.bindings.items():
+            if "." in name or len(bs) != 1 or not isinstance(bs[0].value, ast.Call):
+                continue
+            b = bs[0]
+            v = b.value
+            if not module_ctor(v, ctx) or not _surely_owns_params(v, ctx) \
+                    or _class_keeps_fixed(v, ctx) or scope.loops_of(b.stmt) \
+                    or any(covers(name, s) or covers(s, name) for o in opts for s in o.sources):
+                continue
+            calls = _only_called(scope, name, b.stmt)
+            if not calls:
+                continue
+            hit = self._trained_call(scope, calls, opts)
+            if hit is None:
+                continue
+            call, opt = hit
+            srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
+            yield self.report(opt.stmt, ctx, related=[
+                Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
+                Related(ctx.path, call.lineno, f"`{name}` runs here", ctx.column(call))],
+                opt=opt.name, srcs=srcs, mod=name, line=b.line)
+
+    @staticmethod
+    def _trained_call(scope: Scope, calls: list[ast.Call], opts):  # type: ignore[no-untyped-def]
+        """(call, optimizer): a call of the module in a loop, with grad on, whose loop also
+        runs ``backward()`` and steps exactly one of ``opts``."""
+        for c in calls:
+            loops = scope.loops_of(c)
+            if not loops or scope.grad_off_at(c) is not None:
+                continue
+            loop = loops[-1]
+            start, end = loop.lineno, loop.end_lineno or loop.lineno
+            if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                       and n.func.attr == "backward" for n in walk(loop)):
+                continue
+            stepped = [o for o in opts if any(start <= ln <= end
+                                              for ln in step_lines(scope, o.name))]
+            if len(stepped) == 1 and stepped[0].stmt.lineno < start:
+                return c, stepped[0]
+        return None
+
+
+class TrainedModuleSwapped(Rule):
+    """A training function is handed its modules in swapped order (`train(ema, model, ...)`).
+
+    Why: `def train(netG, netG_ema, ..., opt_g)` called as `train(netG_ema, netG, ...)` trains
+    the EMA copy, which the optimizer (built over `netG.parameters()`) does not hold: the
+    optimizer steps parameters that never get a gradient and the real model never learns,
+    silently. The call's argument names are the function's parameter names in swapped places.
+    Known limits: the function must be of this file and the swapped arguments plain names;
+    one of them must be a module that an optimizer of the caller is built over.
+    """
+
+    code = "GT429"
+    gate_statements = True
+    name = "trained-module-swapped"
+    message = ("`{a}` and `{b}` are passed in each other's places: `{fn}()` takes `{b}` "
+               "first; the module it trains is not the one `{opt}` holds")
+    triggers = ("(",)
+    examples = [
+        Bad("""
+            import copy, torch
+            def train(net, net_ema, opt):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss_fn(net(x), y).backward()
+                    opt.step()
+            net = Net()
+            net_ema = copy.deepcopy(net)
+            opt = torch.optim.Adam(net.parameters())
+            train(net_ema, net, opt)
+            """, at=(10, 0)),
+        Good("""
+            import copy, torch
+            def train(net, net_ema, opt):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss_fn(net(x), y).backward()
+                    opt.step()
+            net = Net()
+            net_ema = copy.deepcopy(net)
+            opt = torch.optim.Adam(net.parameters())
+            train(net, net_ema, opt)
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if not isinstance(node.func, ast.Name) or len(node.args) < 2 \
+                or not all(isinstance(a, ast.Name) for a in node.args[:2]):
+            return
+        fn = ctx.analysis.functions.get(node.func.id)
+        if fn is None:
+            return
+        params = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)]
+        args = [a.id if isinstance(a, ast.Name) else None for a in node.args]
+        scope = ctx.scope()
+        stmt = scope.statement_of(node)
+        if stmt is None:
+            return
+        for i in range(min(len(args), len(params))):
+            for j in range(i + 1, min(len(args), len(params))):
+                a, b = args[i], args[j]
+                if a is None or b is None or a == b or a != params[j] or b != params[i]:
+                    continue
+                opt = next((o for o in optimizer_builds(scope) if o.stmt.lineno < stmt.lineno
+                            and any(covers(s, a) or covers(s, b) for s in o.sources)), None)
+                if opt is not None:
+                    yield self.report(stmt, ctx, related=[Related(
+                        ctx.path, fn.lineno, f"`{fn.name}` takes `{params[i]}` first",
+                        ctx.column(fn))], a=a, b=b, fn=fn.name, opt=opt.name)
+                    return
