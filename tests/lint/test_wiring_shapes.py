@@ -1,4 +1,4 @@
-"""GT425-GT429 and GT404 (the optimizer wired to the wrong thing): each buggy twin (two or more spellings)
+"""GT435-GT439 and GT404 (the optimizer wired to the wrong thing): each buggy twin (two or more spellings)
 fires on the right line, each look-alike stays silent, and every snippet runs on real torch to
 show the twin's harm (a module never trained, Adam's state restarting, a raise)."""
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Shape(NamedTuple):
 
 
 SHAPES = [
-    # GT425: the same module twice (one group: `b` never trains; two groups: a raise)
+    # GT435: the same module twice (one group: `b` never trains; two groups: a raise)
     Shape("""
         model = Net()
         before = model.b.weight.detach().clone()
@@ -51,22 +51,22 @@ SHAPES = [
             opt = torch.optim.SGD(params, lr=0.1)
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
-        """, "GT425", 4, holds="torch.equal(before, model.b.weight)"),
+        """, "GT435", 4, holds="torch.equal(before, model.b.weight)"),
     Shape("""
         class GAN(Net):
             def configure_optimizers(self):
                 return torch.optim.SGD([{"params": self.parameters()},
                                         {"params": self.b.parameters(), "lr": 1.0}], lr=0.1)
         GAN().configure_optimizers()
-        """, "GT425", 4, ValueError, "more than one parameter group"),
+        """, "GT435", 4, ValueError, "more than one parameter group"),
     Shape("""
         model = Net()
         ignored = list(map(id, model.b.parameters()))
         base = filter(lambda p: id(p) not in ignored, model.parameters())
         opt = torch.optim.SGD([{"params": base}, {"params": model.b.parameters(), "lr": 1.0}],
                               lr=0.1)
-        """, "GT425", holds="len(opt.param_groups[0]['params']) == 2"),
-    # GT426: Adam rebuilt on every call of a function called in a loop (function, method)
+        """, "GT435", holds="len(opt.param_groups[0]['params']) == 2"),
+    # GT436: Adam rebuilt on every call of a function called in a loop (function, method)
     Shape("""
         def train_epoch(model, batches, lr=1e-3):
             opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -78,7 +78,7 @@ SHAPES = [
         model = Net()
         for epoch in range(3):
             _, state = train_epoch(model, [(x, y), (x, y)])
-        """, "GT426", 2, holds="state[model.a.weight]['step'] == 2"),
+        """, "GT436", 2, holds="state[model.a.weight]['step'] == 2"),
     Shape("""
         class Mapper:
             def __init__(self):
@@ -95,7 +95,7 @@ SHAPES = [
         mapper = Mapper()
         for frame in range(3):
             mapper.adjust(torch.tensor([0, 1]), torch.randn(2, 1))
-        """, "GT426", 7, holds="mapper.state[mapper.emb]['step'] == 2"),
+        """, "GT436", 7, holds="mapper.state[mapper.emb]['step'] == 2"),
     Shape("""
         def fit(model, batches):
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -107,8 +107,8 @@ SHAPES = [
         for fold in range(3):
             model = Net()
             state = fit(model, [(x, y), (x, y)])
-        """, "GT426", holds="state[model.a.weight]['step'] == 2"),
-    # GT427: the generator's loss steps the discriminator's optimizer (dict, attributes)
+        """, "GT436", holds="state[model.a.weight]['step'] == 2"),
+    # GT437: the generator's loss steps the discriminator's optimizer (dict, attributes)
     Shape("""
         class GAN(nn.Module):
             def __init__(self):
@@ -132,7 +132,7 @@ SHAPES = [
         before = gan.generator.weight.detach().clone()
         for _ in range(3):
             gan.train_step(x)
-        """, "GT427", 14, holds="torch.equal(before, gan.generator.weight)"),
+        """, "GT437", 14, holds="torch.equal(before, gan.generator.weight)"),
     Shape("""
         G, D = nn.Linear(3, 3), nn.Linear(3, 1)
         opt_g = torch.optim.Adam(G.parameters(), lr=1e-2)
@@ -142,7 +142,7 @@ SHAPES = [
             opt_g.zero_grad()
             (-D(G(x)).mean()).backward()
             opt_d.step()
-        """, "GT427", 8, holds="torch.equal(before, G.weight)"),
+        """, "GT437", 8, holds="torch.equal(before, G.weight)"),
     Shape("""
         G, D = nn.Linear(3, 3), nn.Linear(3, 1)
         opt_g = torch.optim.Adam(G.parameters(), lr=1e-2)
@@ -155,7 +155,7 @@ SHAPES = [
             opt_g.zero_grad()
             (-D(G(x)).mean()).backward()
             opt_g.step()
-        """, "GT427", holds="not torch.equal(before, G.weight)"),
+        """, "GT437", holds="not torch.equal(before, G.weight)"),
     # GT404: a function of the file swaps submodules of the model after the optimizer
     Shape("""
         class Fixer:
@@ -196,7 +196,7 @@ SHAPES = [
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         """, "GT404", holds="not torch.equal(before, model[1].weight)"),
-    # GT428: a module with parameters runs in the loop but is in no optimizer
+    # GT438: a module with parameters runs in the loop but is in no optimizer
     Shape("""
         class HeadLoss(nn.Module):
             def __init__(self):
@@ -213,7 +213,7 @@ SHAPES = [
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        """, "GT428", 9, holds="torch.equal(before, loss_fn.classifier.weight)"),
+        """, "GT438", 9, holds="torch.equal(before, loss_fn.classifier.weight)"),
     Shape("""
         seen = []
         def train(loader, epochs=2):
@@ -228,7 +228,7 @@ SHAPES = [
                     opt.step()
             seen.append(proj.weight.grad is not None and torch.equal(w, proj.weight))
         train([(x, y)])
-        """, "GT428", 5, holds="seen == [True]"),
+        """, "GT438", 5, holds="seen == [True]"),
     Shape("""
         model, head = Net(), nn.Linear(1, 1)
         optimizer = torch.optim.Adam(list(model.parameters()) + list(head.parameters()))
@@ -242,8 +242,8 @@ SHAPES = [
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        """, "GT428", holds="not torch.equal(before, head.weight)"),
-    # GT429: the EMA copy handed in the model's place
+        """, "GT438", holds="not torch.equal(before, head.weight)"),
+    # GT439: the EMA copy handed in the model's place
     Shape("""
         import copy
         def train(netG, netG_ema, opt, steps=3):
@@ -256,7 +256,7 @@ SHAPES = [
         opt = torch.optim.Adam(netG.parameters(), lr=1e-2)
         before = netG.a.weight.detach().clone()
         train(netG_ema, netG, opt)
-        """, "GT429", 11, holds="torch.equal(before, netG.a.weight)"),
+        """, "GT439", 11, holds="torch.equal(before, netG.a.weight)"),
     Shape("""
         import copy
         def train(netG, netG_ema, opt, steps=3):
@@ -269,7 +269,7 @@ SHAPES = [
         opt = torch.optim.Adam(netG.parameters(), lr=1e-2)
         before = netG.a.weight.detach().clone()
         train(netG, netG_ema, opt)
-        """, "GT429", holds="not torch.equal(before, netG.a.weight)"),
+        """, "GT439", holds="not torch.equal(before, netG.a.weight)"),
 ]
 
 

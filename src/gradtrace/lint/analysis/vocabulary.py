@@ -65,3 +65,14 @@ def is_model_name(name: str) -> bool:
 def is_pretrained_model_class(name: str) -> bool:
     """``BertModel``, ``AutoModelForCausalLM``, not ``AutoTokenizer``."""
     return bool(PRETRAINED_MODEL_RE.search(name)) and not NOT_MODEL_RE.search(name)
+
+
+# an optimizer held by an attribute set from an argument (`self.optimizer = optimizer`)
+OPTIMIZER_NAME_RE = re.compile(r"(^|_)(optim|optimi[sz]er|opt)(_\w+)?$|^opt[A-Z_]",
+                               re.IGNORECASE)
+
+
+def is_optimizer_name(name: str) -> bool:
+    """``optimizer``, ``self.opt``, ``optim_g``, ``g_optimizer``: named like an optimizer (last
+    dotted part)."""
+    return bool(OPTIMIZER_NAME_RE.search(name.rpartition(".")[2]))

@@ -1,4 +1,4 @@
-"""Helpers of GT420-GT423: misspellings of the flag, loops over a module's parameters, the
+"""Helpers of GT430-GT433: misspellings of the flag, loops over a module's parameters, the
 statement that sets the flag, and what may change which parameters a module has."""
 from __future__ import annotations
 

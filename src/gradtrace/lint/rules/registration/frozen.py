@@ -1,4 +1,4 @@
-"""GT420-GT423: freezes that do nothing, freeze everything, are undone before they matter, or
+"""GT430-GT433: freezes that do nothing, freeze everything, are undone before they matter, or
 leave ``.grad`` at None where the code reads it.
 
 Facts shared with GT407-GT410 (which statements freeze or unfreeze what) come from
@@ -38,7 +38,7 @@ class RequiresGradMisspelled(Rule):
     `.parameters()`/`.named_parameters()`, a tensor factory, an `nn.*` layer or module class).
     """
 
-    code = "GT420"
+    code = "GT430"
     gate_statements = True
     name = "requires-grad-misspelled"
     message = ("`{target}.{attr}` is not `requires_grad`: torch ignores this attribute and "
@@ -111,7 +111,7 @@ class EverythingFrozenForOptimizer(Rule):
     between them may add, unfreeze or hand the model to another function.
     """
 
-    code = "GT421"
+    code = "GT431"
     gate_statements = "function"
     name = "everything-frozen-for-optimizer"
     message = ("this freezes every parameter of `{root}`, and `{opt}` (line {line}) is given "
@@ -220,7 +220,7 @@ class UnfreezeUndoesFreeze(Rule):
     backward or step between them (a temporary freeze) is taken as intended.
     """
 
-    code = "GT422"
+    code = "GT432"
     gate_statements = "function"
     name = "unfreeze-undoes-freeze"
     message = ("this sets `requires_grad=True` on every parameter of `{root}` and undoes the "
@@ -319,7 +319,7 @@ class FrozenGradRead(Rule):
     Known limits: the freeze and the loop must be in one function (or script).
     """
 
-    code = "GT423"
+    code = "GT433"
     gate_statements = "function"
     name = "frozen-grad-read"
     message = ("`{var}.grad` is None for the parameters of `{part}` frozen at line {line}: "

@@ -1,4 +1,4 @@
-"""GT428-GT429: a module that is trained is not the one the optimizer holds: a fresh module run
+"""GT438-GT439: a module that is trained is not the one the optimizer holds: a fresh module run
 in the training loop but given to no optimizer, or a training function handed its modules in
 swapped order."""
 from __future__ import annotations
@@ -89,6 +89,15 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | No
     return calls
 
 
+def _detached(call: ast.Call, scope: Scope) -> bool:
+    """``m(x).detach()`` (a target made without a graph): the module gets no gradient."""
+    stmt = scope.statement_of(call)
+    return stmt is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("detach", "detach_", "item", "tolist") and n.func.value is call
+        for n in walk(stmt))
+
+
 class ModuleOutsideOptimizer(Rule):
     """A freshly built module with parameters runs in the training loop but is in no optimizer.
 
@@ -103,7 +112,7 @@ class ModuleOutsideOptimizer(Rule):
     itself is taken as intended.
     """
 
-    code = "GT428"
+    code = "GT438"
     gate_statements = "function"
     name = "module-outside-optimizer"
     message = ("`{opt}` holds only the parameters of {srcs}, but `{mod}` (built at line "
@@ -188,7 +197,7 @@ class ModuleOutsideOptimizer(Rule):
         runs ``backward()`` and steps exactly one of ``opts``."""
         for c in calls:
             loops = scope.loops_of(c)
-            if not loops or scope.grad_off_at(c) is not None:
+            if not loops or scope.grad_off_at(c) is not None or _detached(c, scope):
                 continue
             loop = loops[-1]
             start, end = loop.lineno, loop.end_lineno or loop.lineno
@@ -213,7 +222,7 @@ class TrainedModuleSwapped(Rule):
     one of them must be a module that an optimizer of the caller is built over.
     """
 
-    code = "GT429"
+    code = "GT439"
     gate_statements = True
     name = "trained-module-swapped"
     message = ("`{a}` and `{b}` are passed in each other's places: `{fn}()` takes `{b}` "

@@ -1,4 +1,4 @@
-"""GT425-GT427: the optimizer is wired to the wrong thing: built anew on every call, given the
+"""GT435-GT437: the optimizer is wired to the wrong thing: built anew on every call, given the
 same parameters twice, or a different optimizer is stepped than the one the loss belongs to.
 
 Which parameters an optimizer call holds (:func:`param_sources_of`) and which functions of the
@@ -89,7 +89,7 @@ class ParametersListedTwice(Rule):
     just before it (a `filter`/comprehension is not followed).
     """
 
-    code = "GT425"
+    code = "GT435"
     gate_statements = True
     name = "parameters-listed-twice"
     message = ("`{again}.parameters()` is given to the optimizer a second time (`{first}` at "
@@ -179,7 +179,7 @@ class OptimizerRecreatedPerCall(Rule):
     per-sample problem) or built lazily under an `if` is taken as intended.
     """
 
-    code = "GT426"
+    code = "GT436"
     gate_statements = "function"
     name = "optimizer-recreated-per-call"
     message = ("`{opt}` is built anew every time `{fn}()` runs, and `{fn}()` is called in a "
@@ -402,7 +402,7 @@ class StepOnOtherOptimizer(Rule):
     never be stepped (nor handed to a call) anywhere in the file.
     """
 
-    code = "GT427"
+    code = "GT437"
     gate_statements = "function"
     name = "step-on-other-optimizer"
     message = ("`{other}.step()` follows `{zeroed}.zero_grad()` and the backward at line "
