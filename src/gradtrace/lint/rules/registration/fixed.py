@@ -229,7 +229,7 @@ class FixedParameterUnfrozen(Rule):
                     self.b = nn.Parameter(torch.randn(8, 2), requires_grad=False)
             model = nn.Sequential(Fourier(), nn.Linear(16, 1))
             model.requires_grad_(True)
-            """, at=(6, 8)),
+            """, at=(6, 17)),
         Good("""
             import torch
             from torch import nn
