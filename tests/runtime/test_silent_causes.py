@@ -36,9 +36,41 @@ for _ in range(4):
     (-D(G(x)).mean()).backward()
     opt_g.step()
 """),
+    "nan_born_in_acos_backward": ("GT825", """
+net = nn.Linear(3, 3, bias=False)
+with torch.no_grad():
+    net.weight.copy_(torch.eye(3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.eye(3)[:2]
+for _ in range(2):
+    opt.zero_grad()
+    cos = F.cosine_similarity(net(x), x, dim=1).clamp(-1, 1)
+    angle = torch.acos(cos)  # C
+    angle.mean().backward()
+    opt.step()
+"""),
+    "nan_born_in_sqrt_inside_helper_no_optimizer": ("GT825", """
+def length(v):
+    return torch.sqrt((v ** 2).sum(-1))  # C
+
+pts = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]], requires_grad=True)
+length(pts[1:] - pts[:-1]).sum().backward()
+"""),
 }
 
 LOOKALIKES = {
+    "sqrt_with_eps_stays_finite": """
+def length(v):
+    return torch.sqrt((v ** 2).sum(-1) + 1e-12)
+
+pts = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]], requires_grad=True)
+length(pts[1:] - pts[:-1]).sum().backward()
+""",
+    "nan_in_forward_of_unused_branch_without_grad": """
+x = torch.tensor([0.0, 1.0], requires_grad=True)
+stats = torch.sqrt(x.detach() - 0.5)
+(x * 2).sum().backward()
+""",
     "backbone_in_eval_mode_left_out_of_optimizer": """
 class Probe(nn.Module):
     def __init__(self):
@@ -100,3 +132,15 @@ def test_cause_line_named_first(run_script, name):
 def test_lookalike_silent(run_script, name):
     res = run_script((HEAD + LOOKALIKES[name]).lstrip("\n"))
     assert res.code == 0 and res.findings == [], res.err
+
+
+def test_class_file_survives_a_main_module_that_is_gone(tmp_path):
+    """A class defined by a script run as __main__ that already returned: its file is still
+    known (from its methods' code), so `replaced_at` can read the source."""
+    from gradtrace.runtime.wiring import _class_file
+
+    path = tmp_path / "gone.py"
+    path.write_text("class Net:\n    def forward(self):\n        return 1\n")
+    ns: dict = {"__name__": "gradtrace_gone_module"}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    assert _class_file(ns["Net"]) == str(path)

@@ -167,6 +167,7 @@ class Hooks:
             for p in group["params"]:
                 if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
                     rec.nonfinite = (param_name(self.data, p), rec.steps, site)
+                    self.state.nan_hunt_next = True  # NOTE [NaN origin]
                     return
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:

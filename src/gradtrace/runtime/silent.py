@@ -27,7 +27,27 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     return out + requires_grad_attribute(data) + _optimizer_events(data, state) + \
-        _events(state) + _where_nan(state, data)
+        _events(state) + (_where_nan(state, data) or _nan_origin(state, data))
+
+
+_NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g. "
+            "acos(x.clamp(-1 + 1e-7, 1 - 1e-7)), sqrt(x + 1e-12), a norm with eps), or mask "
+            "the input before the op instead of its output after")
+
+
+def _nan_text(op: str) -> str:
+    return (f"the backward of `{op}` here receives a finite gradient and passes on NaN/Inf: "
+            "its derivative is infinite or undefined at this input")
+
+
+def _nan_origin(state: TraceState, data: HookState) -> list[Finding]:
+    """A leaf got a non-finite gradient born in the backward of one op (NOTE [NaN origin]) and
+    no optimizer step reported it (that case is reported with the step)."""
+    if state.nan_origin is None or any(r.nonfinite is not None for r in data.optimizers.values()):
+        return []
+    site, op, name = state.nan_origin
+    return [make("GT825", site, f"{name} got a non-finite gradient (NaN/Inf): " + _nan_text(op),
+                 fix=_NAN_FIX, severity="warning")]
 
 
 def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
@@ -299,6 +319,13 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                                 "torch.where(x > 0, x, 1.0) inside sqrt/log)",
                                 related=[(site, "the NaN gradient reached optimizer.step() "
                                           "here")], severity="warning"))
+                continue
+            if state.nan_origin is not None:
+                out.append(make("GT825", state.nan_origin[0], f"non-finite gradient (NaN/Inf) "
+                                f"first seen in {name} at optimizer step {step}: " +
+                                _nan_text(state.nan_origin[1]), fix=_NAN_FIX, related=[
+                                    (site, "the NaN gradient reached optimizer.step() here")],
+                                severity="warning"))
                 continue
             out.append(make("GT825", site, f"non-finite gradient (NaN/Inf) first seen in {name} "
                             f"at optimizer step {step}", fix="check the loss for NaN/Inf, lower "

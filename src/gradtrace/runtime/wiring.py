@@ -27,11 +27,21 @@ def _files(data: Any) -> list[str]:
             out.setdefault(rec.site.path)
         m = rec.ref()
         if m is not None:
-            try:
-                out.setdefault(inspect.getsourcefile(type(m)) or "")
-            except TypeError:
-                continue
+            out.setdefault(_class_file(type(m)))
     return [p for p in out if p and is_user_file(p)]
+
+
+def _class_file(cls: type) -> str:
+    """The file defining ``cls``: read from its functions' code, which stays right when the
+    class's module is gone from ``sys.modules`` (a script run as ``__main__`` that returned)."""
+    for value in vars(cls).values():
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            return code.co_filename
+    try:
+        return inspect.getsourcefile(cls) or ""
+    except (TypeError, OSError):
+        return ""
 
 
 def _assignments(paths: Iterable[str], attr: str) -> list[tuple[str, ast.Assign]]:

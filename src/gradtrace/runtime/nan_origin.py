@@ -1,0 +1,88 @@
+"""Where a non-finite gradient is born: the op whose backward turns finite gradients into
+NaN/Inf (``acos`` at 1, ``sqrt`` at 0, ``logsumexp`` of an all ``-inf`` row, ``0 / 0``...).
+
+# NOTE [NaN origin]
+Checking every gradient of every backward for NaN would cost as much as the backward itself, so
+the hunt runs on few backward passes only: the first one of the session (short scripts often
+have no other) and the one after an optimizer step saw a non-finite gradient (NOTE [NaN
+replay] in watch_nan.py does the same for ``watch``). For that pass, every node of the graph gets
+a post-hook (``Node.register_hook``, one handle each, all removed when the backward returns)
+that compares the gradients flowing in and out: the first node whose incoming gradients are
+finite and whose outgoing ones are not is the origin, and its creation site
+(``grad_fn.metadata``, written by the provenance mode) is the user's line. The hooks return
+None, so the gradients are untouched; they keep only the first origin found, as plain values.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.records import created_site, node_name
+
+_LIMIT = 20_000  # nodes hooked at most (a larger graph is hunted in its first part only)
+
+
+def _finite(grads: Any) -> bool:
+    for g in grads:
+        if isinstance(g, torch.Tensor) and g.is_floating_point() and g.numel() \
+                and not bool(torch.isfinite(g).all()):
+            return False
+    return True
+
+
+class Hunt:
+    """The hooks of one hunted backward pass; :meth:`remove` takes them out."""
+
+    def __init__(self, roots: Any) -> None:
+        self.origin: tuple[Site, str] | None = None
+        self.handles: list[Any] = []
+        self.leaves: list[weakref.ref[torch.Tensor]] = []
+        seen: dict[int, Any] = {}  # keeps the node wrappers alive during the walk: ids unique
+        stack = [getattr(r, "grad_fn", None) for r in roots]
+        while stack and len(seen) < _LIMIT:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen[id(node)] = node
+            var = getattr(node, "variable", None)
+            if var is not None:  # AccumulateGrad: a leaf's sink, no op of the user's
+                if len(self.leaves) < 256:
+                    self.leaves.append(weakref.ref(var))
+                continue
+            try:
+                self.handles.append(node.register_hook(self._hook_for(node)))
+            except (RuntimeError, AttributeError, TypeError):
+                continue
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+
+    def _hook_for(self, node: Any) -> Any:
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if self.origin is not None:
+                return None
+            try:
+                with torch._C.DisableTorchFunction():
+                    if _finite(grad_outputs) and not _finite(grad_inputs):
+                        site, _ = created_site(node)
+                        if site is not None:
+                            self.origin = (site, node_name(node))
+            except Exception:  # a hook of ours must never disturb the user's backward
+                pass
+            return None
+
+        return hook
+
+    def bad_leaf(self) -> torch.Tensor | None:
+        """A leaf of the hunted graph whose ``.grad`` holds NaN/Inf (the NaN reached it)."""
+        for ref in self.leaves:
+            t = ref()
+            g = None if t is None else t.grad
+            if g is not None and not _finite((g,)):
+                return t
+        return None
+
+    def remove(self) -> None:
+        while self.handles:
+            self.handles.pop().remove()
