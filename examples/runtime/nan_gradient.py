@@ -11,6 +11,6 @@ x = torch.randn(8, 4)
 for step in range(2):
     opt.zero_grad()
     h = model[0](x)
-    loss = h.pow(2).sum(1).sqrt().mean() + model[2](torch.relu(h)).mean()
+    loss = h.pow(2).sum(1).sqrt().mean() + model[2](torch.relu(h)).mean()  # <- cause
     loss.backward()
-    opt.step()  # <- cause
+    opt.step()
