@@ -56,9 +56,51 @@ def length(v):
 pts = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]], requires_grad=True)
 length(pts[1:] - pts[:-1]).sum().backward()
 """),
+    "adam_rebuilt_on_self_every_call": ("GT829", """
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, x, y):
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)  # C
+        for _ in range(2):
+            self.opt.zero_grad()
+            F.mse_loss(self.model(x), y).backward()
+            self.opt.step()
+
+t = Trainer(nn.Linear(4, 1))
+for epoch in range(3):
+    t.fit(torch.randn(8, 4), torch.randn(8, 1))
+"""),
 }
 
 LOOKALIKES = {
+    "new_model_and_optimizer_per_fold": """
+for fold in range(3):
+    model = nn.Linear(4, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(2):
+        opt.zero_grad()
+        F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+        opt.step()
+""",
+    "stateless_sgd_rebuilt_every_epoch": """
+model = nn.Linear(4, 1)
+for epoch in range(3):
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    opt.zero_grad()
+    F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+    opt.step()
+""",
+    "optimizer_rebuilt_once_for_a_second_stage": """
+model = nn.Linear(4, 1)
+for stage_lr in (1e-3, 1e-4):
+    opt = torch.optim.Adam(model.parameters(), lr=stage_lr)
+    for _ in range(2):
+        opt.zero_grad()
+        F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+        opt.step()
+""",
     "sqrt_with_eps_stays_finite": """
 def length(v):
     return torch.sqrt((v ** 2).sum(-1) + 1e-12)

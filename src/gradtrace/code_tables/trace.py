@@ -253,4 +253,14 @@ CODES = (
          "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
          "Check the learning rate and schedule, and that the optimizer holds the model's "
          "parameters.", _SILENT, severity="warning"),
+    Code("GT829", "optimizer-recreated", "the optimizer is re-created over the same parameters",
+         "A new optimizer over the same parameters is built again and again (every epoch, every "
+         "call of a training function): its state (momentum, Adam's moments and step count) "
+         "starts from zero each time, so the schedule of the update is not the one intended.",
+         "def train_epoch(model, data):\n    opt = torch.optim.Adam(model.parameters())\n"
+         "    ...",
+         "opt = torch.optim.Adam(model.parameters())\ndef train_epoch(model, data, opt):\n"
+         "    ...",
+         "Build the optimizer once, outside the loop or function, and pass it in.", _SILENT,
+         severity="warning"),
 )

@@ -48,6 +48,8 @@ class OptimizerRecord:
     before: list[tuple[float, float]] | None = None  # checksums of the parameters with grads
     checks: int = 0  # steps whose effect was checked
     changed: bool = False  # some checked step changed some parameter
+    stateful: bool = False  # the optimizer keeps per-parameter state (momentum, Adam moments)
+    rebuilt: int = 0  # earlier optimizers that stepped the same parameters (re-created)
 
 
 @dataclass
@@ -60,6 +62,8 @@ class HookState:
     snapshot: list[Any] = field(default_factory=list)
     steps: int = 0
     prune_at: int = 1024
+    # id of an optimizer's first parameter -> (that parameter, parameter count, optimizers seen)
+    lineage: dict[int, tuple[weakref.ref[Tensor], int, int]] = field(default_factory=dict)
 
 
 class Hooks:
@@ -118,6 +122,7 @@ class Hooks:
         site = None if raw is None else st.site(raw)
         if rec is None or rec.ref() is not opt:
             rec = d.optimizers[id(opt)] = OptimizerRecord(weakref.ref(opt), site)
+            rec.rebuilt = _lineage(d, opt)
         rec.steps += 1
         st.in_step = True
         grads: list[Tensor] = []
@@ -172,6 +177,8 @@ class Hooks:
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         rec = self.data.optimizers.get(id(opt))
+        if rec is not None and rec.steps == 1:
+            rec.stateful = bool(opt.state)
         if rec is not None and rec.before is not None:
             rec.checks += 1
             rec.changed = _checksums(opt) != rec.before
@@ -218,6 +225,18 @@ def _safe(hook: Any) -> Any:
         return None
 
     return wrapper
+
+
+def _lineage(d: HookState, opt: torch.optim.Optimizer) -> int:
+    """How many optimizers over the same parameters stepped before ``opt`` (its first step)."""
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if not params:
+        return 0
+    first = params[0]
+    hit = d.lineage.get(id(first))
+    count = hit[2] if hit is not None and hit[0]() is first and hit[1] == len(params) else 0
+    d.lineage[id(first)] = (weakref.ref(first), len(params), count + 1)
+    return count
 
 
 def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:

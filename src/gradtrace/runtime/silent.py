@@ -288,8 +288,23 @@ def _not_optimized_reason(owner: str, stale: int,
             "pass these parameters to the optimizer (or add a param group)")
 
 
+def _rebuilt(data: HookState) -> list[Finding]:
+    """A stateful optimizer built again over the same parameters at least twice."""
+    from gradtrace.runtime.wiring import built_at
+
+    recs = [r for r in list(data.optimizers.values()) if r.rebuilt >= 2 and r.stateful]
+    if not recs:
+        return []
+    rec = max(recs, key=lambda r: r.rebuilt)
+    return [make("GT829", built_at(rec.site) or rec.site, f"the optimizer is built here again "
+                 f"over the same parameters ({rec.rebuilt + 1} optimizers seen): each new one "
+                 "starts its state (momentum, Adam moments, step count) from zero",
+                 fix="build the optimizer once, outside the loop or function, and pass it in",
+                 related=[(rec.site, "each of them steps here")], severity="warning")]
+
+
 def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
-    out: list[Finding] = []
+    out: list[Finding] = _rebuilt(data)
     for rec in list(data.optimizers.values()):
         if rec.accumulate_site is not None:
             out.append(make(code_for("zero-grad-missing", "GT823"), rec.accumulate_site,

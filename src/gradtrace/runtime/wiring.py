@@ -151,3 +151,31 @@ def _name_rebound(called_at: Site | None) -> Site | None:
         if len(binds) >= 2 and any(binds[0] < u < binds[-1] for u in uses):
             return Site(called_at.path, binds[-1], called_at.function)
     return None
+
+
+def built_at(step: Site | None) -> Site | None:
+    """Where the optimizer stepped at ``step`` (``<x>.step()``) was built: the last assignment
+    of ``<x>`` before that line in the same function (a name or ``self.<attr>``)."""
+    if step is None:
+        return None
+    tree = tree_of(step.path)
+    if tree is None:
+        return None
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= step.line <= (node.end_lineno or node.lineno) and \
+                (scope is tree or node.lineno > getattr(scope, "lineno", 0)):
+            scope = node
+    receiver = next((ast.unparse(n.func.value) for n in ast.walk(scope) if isinstance(n, ast.Call)
+                     and n.lineno == step.line and isinstance(n.func, ast.Attribute)
+                     and n.func.attr == "step"), None)
+    if receiver is None:
+        return None
+    best = None
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno < step.line:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(ast.unparse(t) == receiver for t in targets) and (best is None or node.lineno > best):
+                best = node.lineno
+    return None if best is None else Site(step.path, best, step.function)
