@@ -72,6 +72,23 @@ t = Trainer(nn.Linear(4, 1))
 for epoch in range(3):
     t.fit(torch.randn(8, 4), torch.randn(8, 1))
 """),
+    "loss_module_head_left_out_of_optimizer": ("GT821", """
+class ArcLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.Linear(8, 3)
+
+    def forward(self, emb, y):
+        return F.cross_entropy(self.classifier(emb), y)
+
+model, criterion = nn.Linear(4, 8), ArcLoss()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # C
+for _ in range(3):
+    loss = criterion(model(torch.randn(8, 4)), torch.randint(0, 3, (8,)))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""),
 }
 
 LOOKALIKES = {

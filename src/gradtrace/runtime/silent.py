@@ -234,6 +234,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 from gradtrace.runtime.wiring import replaced_at
 
                 site = replaced_at(data, m, rec.site)
+            elif kind == "parameter-in-no-optimizer":
+                site = _single_optimizer_built_at(data)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
@@ -245,6 +247,15 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
     return out
+
+
+def _single_optimizer_built_at(data: HookState) -> Site | None:
+    """Where the one optimizer that stepped was built (the list it was given leaves the
+    parameters out); None when several optimizers stepped (which one should hold them?)."""
+    from gradtrace.runtime.wiring import built_at
+
+    steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
+    return built_at(steppers[0].site) if len(steppers) == 1 else None
 
 
 def _plain_tensor_attributes(data: HookState, in_opt: set[int],
