@@ -14,6 +14,8 @@ None, so the gradients are untouched; they keep only the first origin found, as 
 """
 from __future__ import annotations
 
+import logging
+import os
 import weakref
 from typing import Any
 
@@ -86,3 +88,39 @@ class Hunt:
     def remove(self) -> None:
         while self.handles:
             self.handles.pop().remove()
+
+
+def start_hunt(state: Any, func: Any, roots: list[torch.Tensor]) -> Hunt | None:
+    """Hooks for the backward about to run if NOTE [NaN origin] hunts it, else None."""
+    if func is torch.autograd.grad or state.nan_origin is not None or not roots \
+            or not (state.backward_count == 0 or state.nan_hunt_next):
+        return None
+    state.nan_hunt_next = False
+    try:
+        return Hunt(roots)
+    except Exception as exc:
+        _oops(exc)
+        return None
+
+
+def end_hunt(state: Any, hunt: Hunt) -> None:
+    """Remove the hunt's hooks; record the origin if the NaN reached a leaf's ``.grad``."""
+    hunt.remove()
+    try:
+        leaf = hunt.bad_leaf() if hunt.origin is not None else None
+        if leaf is not None:
+            from gradtrace.runtime.hooks import param_name
+
+            data = state.hooks_data
+            name = param_name(data, leaf) if data is not None else \
+                f"tensor of shape {list(leaf.shape)}"
+            state.nan_origin = (*hunt.origin, name)
+    except Exception as exc:
+        _oops(exc)
+
+
+def _oops(exc: BaseException) -> None:
+    """A bug of ours: logged (raised under GRADTRACE_STRICT=1), never the user's problem."""
+    if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+        raise exc
+    logging.getLogger(__name__).debug("gradtrace: NaN hunt failed", exc_info=exc)

@@ -21,6 +21,7 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
                                       user_frame)
 from gradtrace.runtime.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
+from gradtrace.runtime.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.records import META_CREATED, Cut, Event, RawSite
 
 if TYPE_CHECKING:
@@ -401,12 +402,12 @@ class ProvenanceMode(TorchFunctionMode):
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
-        hunt = self._nan_hunt(func, roots)
+        hunt = start_hunt(self.state, func, roots)  # None but on a few passes: NOTE [NaN origin]
         try:
             out = self._call(func, args, kwargs)
         finally:
             if hunt is not None:
-                self._nan_found(hunt)
+                end_hunt(self.state, hunt)
         self.seq += 1
         if not retain and raw is not None:
             self.busy = True
@@ -416,36 +417,6 @@ class ProvenanceMode(TorchFunctionMode):
                 self.busy = False
         self.state.on_backward_done(raw, self.seq)
         return out
-
-    def _nan_hunt(self, func: Any, roots: list[Tensor]) -> Any:
-        """Hooks finding where a non-finite gradient is born, on the few backward passes
-        NOTE [NaN origin] (nan_origin.py) names; None on every other pass."""
-        st = self.state
-        if func is torch.autograd.grad or st.nan_origin is not None or not roots \
-                or not (st.backward_count == 0 or st.nan_hunt_next):
-            return None
-        st.nan_hunt_next = False
-        try:
-            from gradtrace.runtime.nan_origin import Hunt
-
-            return Hunt(roots)
-        except Exception as exc:
-            _oops(exc)
-            return None
-
-    def _nan_found(self, hunt: Any) -> None:
-        hunt.remove()
-        try:
-            leaf = hunt.bad_leaf() if hunt.origin is not None else None
-            if leaf is not None:
-                from gradtrace.runtime.hooks import param_name
-
-                data = self.state.hooks_data
-                name = param_name(data, leaf) if data is not None else \
-                    f"tensor of shape {list(leaf.shape)}"
-                self.state.nan_origin = (*hunt.origin, name)
-        except Exception as exc:
-            _oops(exc)
 
     def _failed(self, exc: BaseException, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> None:
