@@ -46,10 +46,10 @@ EXPLAINS: dict[str, frozenset[str]] = {
                             "GT108", "GT201", "GT202", "GT203", "GT204", "GT205", "GT207",
                             "GT407", "GT408", "GT431"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
-                                "GT435", "GT437", "GT438", "GT439", "GT440"}),
+                                "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440"}),
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601"}),
     "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
-                                  "GT431"}),
+                                  "GT420", "GT421", "GT431"}),
     "accumulate": frozenset({"GT501", "GT502", "GT503"}),
     "clip": frozenset({"GT504", "GT514"}),
     "graph-kept": frozenset({"GT505"}),
@@ -85,11 +85,12 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT811": ("function-count",), "GT701": ("function-count",), "GT812": ("unused-input",),
     "GT702": ("unused-input",), "GT813": ("none-result",), "GT511": ("none-result",),
     "GT802": ("non-scalar",), "GT510": ("non-scalar",),
+    "GT420": ("not-optimized", "empty-optimizer"), "GT421": ("not-optimized", "empty-optimizer"),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
 _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
-                    "GT402", "GT504", "GT505", "GT510", "GT511", "GT602", "GT701", "GT702",
+                    "GT402", "GT504", "GT505", "GT510", "GT511", "GT602", "GT702",
                     "GT804", "GT805", "GT826"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).

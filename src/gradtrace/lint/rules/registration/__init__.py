@@ -1,9 +1,9 @@
 """GT4xx: registration and optimizer wiring (what `parameters()` and the optimizer really hold).
 
 The rules live in :mod:`.containers` (GT401-GT403), :mod:`.identity` (GT404-GT406),
-:mod:`.freezing` (GT407-GT410), :mod:`.attributes` (GT411), :mod:`.frozen` (GT430-GT433),
+:mod:`.freezing` (GT407-GT410), :mod:`.attributes` (GT411-GT412), :mod:`.frozen` (GT430-GT433),
 :mod:`.wiring` (GT435-GT437), :mod:`.outside` (GT438-GT439), :mod:`.fixed` (GT434,
-GT440-GT441); shared facts in
+GT440-GT441), :mod:`.construction` (GT420-GT421); shared facts in
 :mod:`._modules` and the analysis layer (``ctx.analysis``).
 """
 from __future__ import annotations

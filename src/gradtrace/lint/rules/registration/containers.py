@@ -22,8 +22,11 @@ from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
 )
+from gradtrace.lint.rules.registration._callers import passed_in
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
+# `self.layers = layers`: maybe a list the caller builds (then called: `Net([...])`)
+PLAIN_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:list\(|tuple\()?\w+\)?\s*$", re.MULTILINE)
 LOCAL_LIST_TEXT = " = ["  # a local list, maybe stored on self later (a literal: fast to find)
 LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding|Attention|"
                             r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
@@ -214,7 +217,8 @@ class ModulesInPlainContainer(Rule):
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if node.name not in module_classes(ctx) or not (
-                CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text):
+                CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
+                    PLAIN_TEXT_RE.search(text) and ctx.code.count(node.name + "(") > 1)):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
@@ -241,23 +245,33 @@ class ModulesInPlainContainer(Rule):
         for attr, stmts in assigns.items():
             if len(stmts) != 1 and not all(id(st) in in_init for st in stmts):
                 continue  # set again in another method: rebuilt or reset there
+            # `self.x = None` then `self.x = []` under `if layers is not None:`: one container
+            stmts = [st for st in stmts if not (isinstance(st.value, ast.Constant)
+                                                and st.value.value is None)] or stmts
             # one per branch of an `if` in __init__ (`field_each` variant); with several
             # assignments, the appends may belong to another branch's container: only a
             # list with its layers in it (or a local list) is judged
             filled = fills.get(attr, []) if len(stmts) == 1 else []
             for st in stmts:
                 where = init if id(st) in in_init else None
-                for f in self._check(st, attr, filled, ctx, where):
+                for f in self._check(st, attr, filled, ctx, where, node.name):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
                         yield f
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
-               ctx: Context, init: ast.FunctionDef | None = None) -> Iterator[Finding]:
+               ctx: Context, init: ast.FunctionDef | None = None, cls: str = ""
+               ) -> Iterator[Finding]:
         value = stmt.value
         related: list[Related] = []
         got = _elements(value) if _is_empty(value) is None else None
         local = _local_list(value, init, ctx) if got is None and init else None
-        if got is not None:
+        passed = passed_in(value, init, cls, ctx) if got is None and local is None and init \
+            else None
+        if passed is not None:
+            kind, elts, made = "list", passed[0], passed[1]
+            related.append(Related(ctx.path, made.lineno, "the layers are made here and "
+                                   "passed in", ctx.column(made)))
+        elif got is not None:
             kind, elts = got
         elif local is not None:
             kind, elts, made = "list", local[0], local[1]
@@ -272,6 +286,11 @@ class ModulesInPlainContainer(Rule):
             for s, v in fills:
                 inner = _elements(v)
                 elts.extend(inner[1] if inner else [v])
+                outside = passed_in(v, init, cls, ctx, element=True) if init else None
+                if outside is not None:
+                    elts.extend(outside[0])
+                    related.append(Related(ctx.path, outside[1].lineno, "the layers are made "
+                                           "here and passed in", ctx.column(outside[1])))
                 related.append(Related(ctx.path, s.lineno, f"`self.{attr}` is filled here",
                                        ctx.column(s)))
         learn = {_learnable(e, ctx) for e in elts} - {None}

@@ -1,18 +1,15 @@
-"""GT7xx: misuse of the autograd API (custom Functions, ``torch.autograd.grad``)."""
+"""GT702: `torch.autograd.grad` asked for the gradient of an input outside the graph."""
 from __future__ import annotations
 
 import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.nodes import walk
 
-FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
-                            "torch.autograd.function.InplaceFunction",
-                            "torch.autograd.InplaceFunction"})
 # constructors whose result is a new leaf that does not require grad (unless told to)
 FRESH = frozenset({
     "torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.from_numpy", "torch.zeros",
@@ -24,198 +21,6 @@ FRESH = frozenset({
 KEEP = frozenset({"to", "cpu", "cuda", "float", "double", "half", "clone", "contiguous",
                   "view", "reshape", "squeeze", "unsqueeze", "detach", "type", "flatten",
                   "permute", "transpose", "t", "expand", "repeat"})
-
-UNDECIDABLE: list[tuple[str, str]] = [
-    ("A custom `autograd.Function` whose `backward` returns a tuple built at run time "
-     "(`return tuple(grads)`, `return helper(...)`), or whose `forward` takes `*args`",
-     "the number of gradients is only known when backward runs; see runtime: gradtrace run"),
-    ("`torch.autograd.grad` over tensors made in another function or stored on `self`",
-     "whether they require grad and took part in the graph is only known at run time; "
-     "see runtime: gradtrace run"),
-]
-
-
-def _is_function_class(node: ast.ClassDef, ctx: Context) -> bool:
-    return any((ctx.qualified_name(b) or "") in FUNCTION_BASES for b in node.bases)
-
-
-def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    for s in node.body:
-        if isinstance(s, ast.FunctionDef) and s.name == name:
-            return s
-    return None
-
-
-def _returns(fn: ast.FunctionDef) -> Iterator[ast.Return]:
-    """Return statements of ``fn`` itself (not of nested functions or classes)."""
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Return):
-            yield n
-        elif isinstance(n, (*FUNCTION_TYPES, ast.ClassDef, ast.Lambda)):
-            continue
-        elif isinstance(n, ast.stmt):
-            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt)
-                         or isinstance(c, ast.excepthandler) or isinstance(c, ast.match_case))
-        else:
-            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt))
-
-
-def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | None:
-    """The items a ``return`` gives back, when that is certain from the source, else None."""
-    if e is None or (isinstance(e, ast.Constant) and e.value is None):
-        return None  # `return None`: one None gradient, but also a bare early exit; skip
-    if isinstance(e, ast.Tuple):
-        return None if any(isinstance(x, ast.Starred) for x in e.elts) else list(e.elts)
-    if isinstance(e, ast.Name):
-        values = [s.value for s in walk(fn) if isinstance(s, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == e.id for t in s.targets)]
-        if len(values) == 1 and isinstance(values[0], ast.Tuple):
-            return _tuple_items(values[0], fn)
-        if not values and e.id in {a.arg for a in fn.args.args[1:]}:
-            return [e]  # the incoming gradient itself: one tensor
-        return None
-    grads = {a.arg for a in fn.args.args[1:]}
-    return [e] if _single(e, grads) else None
-
-
-TUPLE_METHODS = frozenset({"split", "chunk", "unbind", "max", "min", "sort", "topk",
-                           "kthvalue", "mode", "median", "aminmax", "tensor_split"})
-
-
-def _single(e: ast.expr, grads: set[str]) -> bool:
-    """Whether ``e`` is certainly one tensor (not a tuple): built from a backward argument
-    (``grad_output``) by arithmetic or tensor methods."""
-    if isinstance(e, ast.Name):
-        return e.id in grads
-    if isinstance(e, ast.UnaryOp):
-        return not isinstance(e.operand, (ast.Tuple, ast.List))
-    if isinstance(e, ast.BinOp):
-        if isinstance(e.left, (ast.Tuple, ast.List)) or isinstance(e.right, (ast.Tuple, ast.List)):
-            return False
-        if isinstance(e.op, (ast.Sub, ast.Div, ast.MatMult, ast.Pow, ast.FloorDiv)):
-            return True
-        return _single(e.left, grads) or _single(e.right, grads)
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-        if e.func.attr in TUPLE_METHODS:
-            return False
-        if _single(e.func.value, grads):
-            return True
-    return False
-
-
-class BackwardGradientCountMismatch(Rule):
-    """A custom `autograd.Function.backward` returns a different number of gradients than
-    `forward` takes inputs.
-
-    Why: autograd needs exactly one gradient (or `None`) per input given to `apply`, besides
-    `ctx`. Fewer, or extra ones that are not `None`, make backward fail with
-    `RuntimeError: function MyFnBackward returned an incorrect number of gradients
-    (expected 2, got 1)`. Extra trailing `None`s are accepted. Return `None` for inputs that
-    need no gradient (non-tensor arguments, flags, integers).
-    Known limits: only counts returns whose size is certain from the source (a tuple literal,
-    a single arithmetic expression on `grad_output`); `*args` forwards and inputs with
-    default values that the caller may or may not pass are only checked against the bounds.
-    """
-
-    code = "GT701"
-    gate_statements = True
-    name = "backward-gradient-count-mismatch"
-    message = ("`{cls}.backward` returns {got} gradient{s} but `forward` takes {expected} "
-               "input{es} besides ctx: backward raises `RuntimeError: function {cls}Backward "
-               "returned an incorrect number of gradients (expected {expected}, got {got})`")
-    triggers = ("Function",)
-    examples = [
-        Bad("""
-            import torch
-
-            class ScaledMul(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, w, scale):
-                    ctx.save_for_backward(x, w)
-                    ctx.scale = scale
-                    return x * w * scale
-
-                @staticmethod
-                def backward(ctx, grad_out):
-                    x, w = ctx.saved_tensors
-                    return grad_out * w * ctx.scale, grad_out * x * ctx.scale
-            """, at=(13, 8)),
-        Bad("""
-            from torch.autograd import Function
-
-            class Clip(Function):
-                @staticmethod
-                def forward(ctx, x):
-                    return x.clamp(-1, 1)
-
-                @staticmethod
-                def backward(ctx, g):
-                    return g, g
-            """, at=(10, 8)),
-        Good("""
-            import torch
-
-            class ScaledMul(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, x, w, scale):
-                    ctx.save_for_backward(x, w)
-                    ctx.scale = scale
-                    return x * w * scale
-
-                @staticmethod
-                def backward(ctx, grad_out):
-                    x, w = ctx.saved_tensors
-                    if not ctx.needs_input_grad[0]:
-                        return None, grad_out * x * ctx.scale, None
-                    return grad_out * w * ctx.scale, grad_out * x * ctx.scale, None, None
-            """),
-        Good("""
-            import torch
-
-            class Square(torch.autograd.Function):
-                @staticmethod
-                def forward(x):
-                    return x ** 2
-
-                @staticmethod
-                def setup_context(ctx, inputs, output):
-                    ctx.save_for_backward(inputs[0])
-
-                @staticmethod
-                def backward(ctx, g):
-                    (x,) = ctx.saved_tensors
-                    return 2 * x * g
-            """),
-    ]
-
-    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        if not node.bases or not _is_function_class(node, ctx):
-            return
-        fwd, bwd = _method(node, "forward"), _method(node, "backward")
-        if fwd is None or bwd is None or fwd.args.vararg is not None:
-            return
-        pos = [*fwd.args.posonlyargs, *fwd.args.args]
-        if _method(node, "setup_context") is None:
-            pos = pos[1:]  # ctx
-        total, required = len(pos), len(pos) - len(fwd.args.defaults)
-        for ret in _returns(bwd):
-            items = _tuple_items(ret.value, bwd)
-            if items is None:
-                continue
-            got = len(items)
-            extra = items[total:]
-            if got >= required and all(isinstance(x, ast.Constant) and x.value is None
-                                       for x in extra):
-                continue
-            expected = required if got < required else total
-            rel = (Related(ctx.path, fwd.lineno, f"`forward` takes {expected} input"
-                           f"{'s' if expected != 1 else ''} here (besides ctx)",
-                           ctx.column(fwd)),)
-            yield self.report(ret, ctx, related=rel, cls=node.name, got=got,
-                              s="s" if got != 1 else "", expected=expected,
-                              es="s" if expected != 1 else "")
 
 
 class GradInputNotInGraph(Rule):

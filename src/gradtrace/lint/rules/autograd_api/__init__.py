@@ -1,0 +1,15 @@
+"""GT7xx: misuse of the autograd API.
+
+The rules live in :mod:`.functions` (GT701 gradient count of a custom Function),
+:mod:`.grad_inputs` (GT702 ``torch.autograd.grad`` over an input outside the graph).
+"""
+from __future__ import annotations
+
+UNDECIDABLE: list[tuple[str, str]] = [
+    ("A custom `autograd.Function` whose `backward` returns a tuple built at run time "
+     "(`return tuple(grads)`, `return helper(...)`), or whose `forward` takes `*args`",
+     "the number of gradients is only known when backward runs; see runtime: gradtrace run"),
+    ("`torch.autograd.grad` over tensors made in another function or stored on `self`",
+     "whether they require grad and took part in the graph is only known at run time; "
+     "see runtime: gradtrace run"),
+]

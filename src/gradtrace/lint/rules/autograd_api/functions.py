@@ -1,0 +1,341 @@
+"""GT701, GT702: custom `autograd.Function`s and `torch.autograd.grad` inputs."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.nodes import walk
+
+FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
+                            "torch.autograd.function.InplaceFunction",
+                            "torch.autograd.InplaceFunction"})
+def _is_function_class(node: ast.ClassDef, ctx: Context) -> bool:
+    return any((ctx.qualified_name(b) or "") in FUNCTION_BASES for b in node.bases)
+
+
+def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    for s in node.body:
+        if isinstance(s, ast.FunctionDef) and s.name == name:
+            return s
+    return None
+
+
+def _returns(fn: ast.FunctionDef) -> Iterator[ast.Return]:
+    """Return statements of ``fn`` itself (not of nested functions or classes)."""
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            yield n
+        elif isinstance(n, (*FUNCTION_TYPES, ast.ClassDef, ast.Lambda)):
+            continue
+        elif isinstance(n, ast.stmt):
+            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt)
+                         or isinstance(c, ast.excepthandler) or isinstance(c, ast.match_case))
+        else:
+            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt))
+
+
+def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | None:
+    """The items a ``return`` gives back, when that is certain from the source, else None."""
+    if e is None or (isinstance(e, ast.Constant) and e.value is None):
+        return None  # `return None`: one None gradient, but also a bare early exit; skip
+    if isinstance(e, ast.Tuple):
+        return None if any(isinstance(x, ast.Starred) for x in e.elts) else list(e.elts)
+    if isinstance(e, ast.Name):
+        values = [s.value for s in walk(fn) if isinstance(s, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == e.id for t in s.targets)]
+        if len(values) == 1 and isinstance(values[0], ast.Tuple):
+            return _tuple_items(values[0], fn)
+        if not values and e.id in {a.arg for a in fn.args.args[1:]}:
+            return [e]  # the incoming gradient itself: one tensor
+        return None
+    grads = {a.arg for a in fn.args.args[1:]}
+    return [e] if _single(e, grads) else None
+
+
+TUPLE_METHODS = frozenset({"split", "chunk", "unbind", "max", "min", "sort", "topk",
+                           "kthvalue", "mode", "median", "aminmax", "tensor_split"})
+
+
+def _single(e: ast.expr, grads: set[str]) -> bool:
+    """Whether ``e`` is certainly one tensor (not a tuple): built from a backward argument
+    (``grad_output``) by arithmetic or tensor methods."""
+    if isinstance(e, ast.Name):
+        return e.id in grads
+    if isinstance(e, ast.UnaryOp):
+        return not isinstance(e.operand, (ast.Tuple, ast.List))
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.left, (ast.Tuple, ast.List)) or isinstance(e.right, (ast.Tuple, ast.List)):
+            return False
+        if isinstance(e.op, (ast.Sub, ast.Div, ast.MatMult, ast.Pow, ast.FloorDiv)):
+            return True
+        return _single(e.left, grads) or _single(e.right, grads)
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        if e.func.attr in TUPLE_METHODS:
+            return False
+        if _single(e.func.value, grads):
+            return True
+    return False
+
+
+class BackwardGradientCountMismatch(Rule):
+    """A custom `autograd.Function.backward` returns a different number of gradients than
+    `forward` takes inputs.
+
+    Why: autograd needs exactly one gradient (or `None`) per input given to `apply`, besides
+    `ctx`. Fewer, or extra ones that are not `None`, make backward fail with
+    `RuntimeError: function MyFnBackward returned an incorrect number of gradients
+    (expected 2, got 1)`. Extra trailing `None`s are accepted. Return `None` for inputs that
+    need no gradient (non-tensor arguments, flags, integers).
+    An input with a default value that every `apply(...)` call of the file passes (a
+    `training` flag) needs its gradient (or `None`) too; a `backward` that computes the
+    gradients but never returns them returns `None`, one gradient.
+    Known limits: only counts returns whose size is certain from the source (a tuple literal,
+    a single arithmetic expression on `grad_output`); `*args` forwards and inputs with
+    default values are checked against the `apply(...)` calls of the same file when they all
+    agree, else only against the bounds. A `backward` without any `return` of a value is
+    reported for two or more inputs (one input then gets a `None` gradient, which autograd
+    accepts); one that returns on some paths and may fall off the end on others is trusted
+    (those paths are usually the ones where no input needs a gradient).
+    """
+
+    code = "GT701"
+    gate_statements = True
+    name = "backward-gradient-count-mismatch"
+    message = ("`{cls}.backward` {returns} but {where} {inputs}: backward raises "
+               "`RuntimeError: function {cls}Backward returned an incorrect number of "
+               "gradients (expected {expected}, got {got})`")
+    triggers = ("Function",)
+    examples = [
+        Bad("""
+            import torch
+
+            class ScaledMul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, scale):
+                    ctx.save_for_backward(x, w)
+                    ctx.scale = scale
+                    return x * w * scale
+
+                @staticmethod
+                def backward(ctx, grad_out):
+                    x, w = ctx.saved_tensors
+                    return grad_out * w * ctx.scale, grad_out * x * ctx.scale
+            """, at=(13, 8)),
+        Bad("""
+            from torch.autograd import Function
+
+            class Clip(Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.clamp(-1, 1)
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g, g
+            """, at=(10, 8)),
+        Bad("""
+            import torch
+
+            class StochasticSign(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, training=True):
+                    return x.sign() if not training else (x + torch.rand_like(x) - 0.5).sign()
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    return grad_output
+
+            def binarize(self, h):
+                return StochasticSign.apply(torch.tanh(h), self.training)
+            """, at=(10, 8)),
+        Bad("""
+            from torch.autograd import Function
+
+            class Adder(Function):
+                @staticmethod
+                def forward(ctx, w, x):
+                    ctx.save_for_backward(w, x)
+                    return -(w - x).abs().sum()
+
+                @staticmethod
+                def backward(ctx, g):
+                    w, x = ctx.saved_tensors
+                    grad_w = (x - w) * g
+                    grad_x = (w - x).clamp(-1, 1) * g
+            """, at=(10, 4)),
+        Good("""
+            import torch
+
+            class ScaledMul(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, scale):
+                    ctx.save_for_backward(x, w)
+                    ctx.scale = scale
+                    return x * w * scale
+
+                @staticmethod
+                def backward(ctx, grad_out):
+                    x, w = ctx.saved_tensors
+                    if not ctx.needs_input_grad[0]:
+                        return None, grad_out * x * ctx.scale, None
+                    return grad_out * w * ctx.scale, grad_out * x * ctx.scale, None, None
+            """),
+        Good("""
+            import torch
+
+            class StochasticSign(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, training=True):
+                    return x.sign() if not training else (x + torch.rand_like(x) - 0.5).sign()
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    if ctx.needs_input_grad[0]:
+                        return grad_output, None
+                    raise RuntimeError("no gradient needed")
+
+            def binarize(self, h):
+                return StochasticSign.apply(torch.tanh(h), self.training)
+            """),
+        Good("""
+            import torch
+
+            class Square(torch.autograd.Function):
+                @staticmethod
+                def forward(x):
+                    return x ** 2
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    ctx.save_for_backward(inputs[0])
+
+                @staticmethod
+                def backward(ctx, g):
+                    (x,) = ctx.saved_tensors
+                    return 2 * x * g
+            """),
+    ]
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        if not node.bases or not _is_function_class(node, ctx):
+            return
+        fwd, bwd = _method(node, "forward"), _method(node, "backward")
+        if fwd is None or bwd is None:
+            return
+        pos = [*fwd.args.posonlyargs, *fwd.args.args]
+        if _method(node, "setup_context") is None:
+            pos = pos[1:]  # ctx
+        total, required = len(pos), len(pos) - len(fwd.args.defaults)
+        passed = _apply_arity(ctx).get(node.name)
+        where = "`forward` takes"
+        if passed is not None and (fwd.args.vararg is not None or required <= passed <= total):
+            total = required = passed  # every `apply` call gives exactly this many
+            where = f"`{node.name}.apply` is given"
+        elif fwd.args.vararg is not None:
+            return
+        for ret in _returns(bwd):
+            items = _tuple_items(ret.value, bwd)
+            if items is None:
+                continue
+            got = len(items)
+            extra = items[total:]
+            if got >= required and all(isinstance(x, ast.Constant) and x.value is None
+                                       for x in extra):
+                continue
+            expected = required if got < required else total
+            yield self._finding(ret, ctx, node, fwd, where, got, expected,
+                                f"returns {got} gradient{'s' if got != 1 else ''}")
+        if required >= 2 and _computes(bwd) and _falls_off(bwd.body) and not any(
+                r.value is not None for r in _returns(bwd)):
+            yield self._finding(bwd, ctx, node, fwd, where, 1, required,
+                                "never returns the gradients it computes (it returns None, "
+                                "one gradient)")
+
+    def _finding(self, at: ast.AST, ctx: Context, node: ast.ClassDef, fwd: ast.FunctionDef,
+                 where: str, got: int, expected: int, returns: str) -> Finding:
+        ins = f"{expected} input{'s' if expected != 1 else ''}"
+        if where.startswith("`forward`"):
+            ins += " besides ctx"
+        rel = (Related(ctx.path, fwd.lineno, "`forward` takes its inputs here (besides ctx)",
+                       ctx.column(fwd)),)
+        return self.report(at, ctx, related=rel, cls=node.name, returns=returns, where=where,
+                           inputs=ins, got=got, expected=expected)
+
+
+def _apply_arity(ctx: Context) -> dict[str, int]:
+    """Class name -> the number of inputs every ``Cls.apply(...)`` call of the file gives
+    (also through ``f = Cls.apply`` / ``self.f = Cls.apply``); classes whose calls disagree,
+    use ``*args``/keywords or are never called are left out."""
+    def make() -> dict[str, int]:
+        alias: dict[str, str] = {}
+        calls: list[ast.Call] = []
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute) \
+                    and n.value.attr == "apply" and isinstance(n.value.value, ast.Name):
+                for t in n.targets:
+                    name = dotted(t)
+                    if name is not None:
+                        alias[name] = n.value.value.id
+            elif isinstance(n, ast.Call):
+                calls.append(n)
+        counts: dict[str, set[int | None]] = {}
+        for c in calls:
+            f = c.func
+            if isinstance(f, ast.Attribute) and f.attr == "apply" \
+                    and isinstance(f.value, ast.Name):
+                cls = f.value.id
+            else:
+                cls = alias.get(dotted(f) or "")
+                if cls is None:
+                    continue
+            exact = not c.keywords and not any(isinstance(a, ast.Starred) for a in c.args)
+            counts.setdefault(cls, set()).add(len(c.args) if exact else None)
+        return {k: next(iter(v)) for k, v in counts.items()
+                if len(v) == 1 and None not in v}  # type: ignore[misc]
+    return ctx.memo("gt7-apply-arity", ctx.tree, make)
+
+
+def _computes(fn: ast.FunctionDef) -> bool:
+    """Whether ``fn`` computes something (an assignment), unlike a stub of ``pass``/``raise``."""
+    return any(isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) for s in walk(fn))
+
+
+def _falls_off(body: list[ast.stmt]) -> bool:
+    """Whether the end of ``body`` is certainly reached on some path (no exception raised):
+    False when every path returns or raises, or when a loop, ``try`` or ``match`` makes it
+    uncertain."""
+    return _completes(body) is True
+
+
+def _completes(body: list[ast.stmt]) -> bool | None:
+    """True: the block can finish normally; False: it never does; None: unknown."""
+    for s in body:
+        r = _stmt_completes(s)
+        if r is not True:
+            return r
+    return True
+
+
+def _stmt_completes(s: ast.stmt) -> bool | None:
+    if isinstance(s, (ast.Return, ast.Raise)):
+        return False
+    if isinstance(s, ast.Assert):
+        return not (isinstance(s.test, ast.Constant) and not s.test.value)
+    if isinstance(s, ast.If):
+        a, b = _completes(s.body), _completes(s.orelse)
+        if a is True or b is True:
+            return True
+        return False if a is False and b is False else None
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        return _completes(s.body)
+    if isinstance(s, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass,
+                      ast.Delete, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal,
+                      *FUNCTION_TYPES, ast.ClassDef)):
+        return True
+    return None

@@ -1,0 +1,121 @@
+"""What the file passes to a module class's ``__init__``: the layers a container on ``self``
+holds when they come from the caller (``MergeLayer([nn.Linear(4, 3), nn.Linear(4, 3)])``)."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.nodes import children, walk
+
+
+def _class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
+    """Class-like name -> (enclosing function or module, call) for every ``Name(...)`` call."""
+    def make() -> dict[str, list[tuple[ast.AST, ast.Call]]]:
+        out: dict[str, list[tuple[ast.AST, ast.Call]]] = {}
+        classes = ctx.analysis.classes
+        stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+        while stack:
+            owner, n = stack.pop()
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                    and n.func.id in classes:
+                out.setdefault(n.func.id, []).append((owner, n))
+            inner = n if isinstance(n, FUNCTION_TYPES) else owner
+            stack.extend((inner, c) for c in children(n))
+        return out
+    return ctx.memo("gt4-class-calls", ctx.tree, make)
+
+
+def nn_rooted(name: str, ctx: Context, depth: int = 0) -> bool:
+    """Whether the file's class ``name`` derives from a ``torch.nn`` class (through classes of
+    the file), not merely defines ``forward`` (a data transform does too)."""
+    c = ctx.analysis.classes.get(name)
+    if c is None or depth > 8:
+        return False
+    for b in c.node.bases:
+        if (ctx.qualified_name(b) or "").startswith("torch.nn.") or (
+                isinstance(b, ast.Name) and b.id != name and nn_rooted(b.id, ctx, depth + 1)):
+            return True
+    return False
+
+
+def _from_file_class(e: ast.AST, ctx: Context) -> bool:
+    """A call of a class of this file that is not an ``nn`` module (a transform)."""
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) \
+        and e.func.id in ctx.analysis.classes and not nn_rooted(e.func.id, ctx)
+
+
+def _param(init: ast.FunctionDef, name: str) -> bool:
+    a = init.args
+    return name in [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)][1:]
+
+
+def _only_here(owner: ast.AST, name: str, call: ast.Call) -> bool:
+    """Whether ``name`` is read in ``owner`` only as an argument of ``call`` (the caller
+    does not register the same layers another way, e.g. ``nn.ModuleList(layers)``)."""
+    inside = {id(x) for x in walk(call)}
+    body = owner.body if isinstance(owner, (ast.Module, *FUNCTION_TYPES)) else [owner]
+    for s in body:
+        for x in walk(s):
+            if isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Load) \
+                    and id(x) not in inside:
+                return False
+    return True
+
+
+def _arguments(init: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
+    """Parameter of ``__init__`` -> argument of the constructor call ``Cls(...)``."""
+    a = init.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args)][1:]
+    out: dict[str, ast.expr] = {}
+    for n, v in zip(names, call.args):
+        if isinstance(v, ast.Starred):
+            break
+        out[n] = v
+    out.update((k.arg, k.value) for k in call.keywords if k.arg is not None)
+    return out
+
+
+def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
+              element: bool = False) -> tuple[list[ast.AST], ast.AST] | None:
+    """(the expressions the callers of ``cls`` pass, where they are made) for a value of
+    ``__init__`` that comes from one of its parameters: the whole list (``self.layers =
+    layers``, ``list(layers)``) or, with ``element``, one entry (``for layer in layers:
+    self._layers.append(layer)``, ``self._layers.append(layer)`` for a parameter ``layer``).
+    None when no call of the file says."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+            and value.func.id in ("list", "tuple") and len(value.args) == 1:
+        value = value.args[0]
+    if not isinstance(value, ast.Name) or ctx.code.count(cls + "(") < 2 \
+            or not nn_rooted(cls, ctx):
+        return None  # not a name, the class is never called here, or it is no nn.Module
+    scope = ctx.scope(init)
+    whole = not element
+    param = value.id
+    b = scope.binding_before(param, getattr(value, "lineno", 0))
+    if element and b is not None and isinstance(b.stmt, ast.For) \
+            and isinstance(b.stmt.target, ast.Name) and isinstance(b.stmt.iter, ast.Name):
+        param, whole = b.stmt.iter.id, True
+        b = scope.binding_before(param, b.stmt.lineno)
+    if b is not None or not _param(init, param):
+        return None
+    elts: list[ast.AST] = []
+    made: ast.AST | None = None
+    for owner, call in _class_calls(ctx).get(cls, ()):
+        arg = _arguments(init, call).get(param)
+        if arg is None:
+            continue
+        where: ast.AST = arg
+        if isinstance(arg, ast.Name) and _only_here(owner, arg.id, call):
+            ab = ctx.scope(owner).binding_before(arg.id, call.lineno)
+            if ab is not None and ab.value is not None:
+                arg, where = ab.value, ab.stmt
+        if whole and isinstance(arg, (ast.List, ast.Tuple)):
+            elts.extend(arg.elts)
+        elif not whole:
+            elts.append(arg)
+        else:
+            continue
+        made = made or where
+    if any(_from_file_class(e, ctx) for e in elts):
+        return None
+    return (elts, made) if elts and made is not None else None
