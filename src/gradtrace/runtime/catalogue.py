@@ -250,9 +250,9 @@ opt = torch.optim.SGD([w], lr=0.1)
         return a * b
 
     @staticmethod
-    def backward(ctx, g):  # <- cause
+    def backward(ctx, g):
         a, b = ctx.saved_tensors
-        return g * b
+        return g * b  # <- cause
 a = torch.randn(3, requires_grad=True)
 b = torch.randn(3, requires_grad=True)
 Mul.apply(a, b).sum().backward()
