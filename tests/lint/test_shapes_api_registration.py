@@ -1,5 +1,6 @@
-"""Custom-Function gradient counts (GT701) and weights a module never registers (GT401 with
-layers passed in, GT420, GT421): each buggy twin is reported on its line and *run* on real
+"""Custom-Function gradient counts (GT701), checkpoints of frozen outputs (GT205), unreduced
+losses returned by forward (GT703), log-probabilities of reparameterised samples (GT704) and
+weights a module never registers (GT401 with layers passed in, GT420, GT421): each buggy twin is reported on its line and *run* on real
 torch, where it fails (or silently does not train) as the finding says; each look-alike is
 silent and runs."""
 from __future__ import annotations
@@ -102,6 +103,84 @@ SHAPES: dict[str, Shape] = {
         x, w = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
         Scale.apply(x, w).sum().backward()
         """, "GT701", holds="w.grad is not None"),
+    # reentrant checkpoint over the output of a frozen encoder on token ids
+    "checkpoint-of-frozen-encoder-output": Shape("""
+        from torch.utils.checkpoint import checkpoint
+        encoder = nn.Embedding(16, 8).requires_grad_(False)
+        block = nn.Linear(8, 8)
+        ids = torch.randint(0, 16, (2, 5))
+        hidden = encoder(ids)
+        hidden = checkpoint(block, hidden, use_reentrant=True)
+        hidden.sum().backward() if hidden.requires_grad else None
+        """, "GT205", 6, holds="block.weight.grad is None"),
+    "checkpoint-of-trainable-encoder-output-ok": Shape("""
+        from torch.utils.checkpoint import checkpoint
+        encoder = nn.Embedding(16, 8)
+        frozen = nn.Embedding(16, 8).requires_grad_(False)
+        block = nn.Linear(8, 8)
+        ids = torch.randint(0, 16, (2, 5))
+        hidden = encoder(ids)
+        hidden = checkpoint(block, hidden, use_reentrant=True)
+        other = checkpoint(block, frozen(ids), use_reentrant=False)
+        (hidden.sum() + other.sum()).backward()
+        """, "GT205", holds="block.weight.grad is not None"),
+    # forward returns a per-token loss; the caller backpropagates it as if it were a scalar
+    "forward-returns-unreduced-loss": Shape("""
+        class Tagger(nn.Module):
+            def __init__(self, reduction="none"):
+                super().__init__()
+                self.fc = nn.Linear(8, 5)
+                self.loss_fct = nn.CrossEntropyLoss(reduction=reduction)
+            def forward(self, x, y):
+                out = self.loss_fct(self.fc(x), y)
+                return out
+        model = Tagger()
+        loss = model(torch.randn(6, 8), torch.randint(0, 5, (6,)))
+        loss.backward()
+        """, "GT703", 5, (RuntimeError, "grad can be implicitly created only for scalar")),
+    "forward-returns-reduced-loss-ok": Shape("""
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 5)
+                self.loss_fct = nn.CrossEntropyLoss(reduction="none")
+            def forward(self, x, y):
+                return self.loss_fct(self.fc(x), y)
+        model = Tagger()
+        loss = model(torch.randn(6, 8), torch.randint(0, 5, (6,)))
+        loss.mean().backward()
+        per_token = model(torch.randn(6, 8), torch.randint(0, 5, (6,)))
+        per_token.backward(torch.ones_like(per_token))
+        """, "GT703", holds="model.fc.weight.grad is not None"),
+    # the log-probability of a reparameterised sample: the mean head gets a zero gradient
+    "log-prob-of-rsample": Shape("""
+        from torch.distributions import Normal
+        mean_head, logvar_head = nn.Linear(3, 1), nn.Linear(3, 1)
+        x = torch.randn(4, 3)
+        d = Normal(mean_head(x), torch.exp(0.5 * logvar_head(x)))
+        action = d.rsample()
+        loss = -(d.log_prob(action) * torch.randn(4, 1)).mean()
+        loss.backward()
+        """, "GT704", 5, holds="torch.allclose(mean_head.weight.grad, torch.zeros(1, 3))"),
+    "log-prob-of-rsample-inline": Shape("""
+        from torch.distributions import Independent, Normal
+        mean_head = nn.Linear(3, 2)
+        def loss_of(x):
+            dist = Independent(Normal(mean_head(x), torch.ones(4, 2)), 1)
+            return -dist.log_prob(dist.rsample()).mean()
+        loss_of(torch.randn(4, 3)).backward()
+        """, "GT704", 5, holds="torch.allclose(mean_head.weight.grad, torch.zeros(2, 3))"),
+    "log-prob-of-sample-and-sac-rsample-ok": Shape("""
+        from torch.distributions import Normal
+        mean_head, critic = nn.Linear(3, 1), nn.Linear(4, 1)
+        x = torch.randn(4, 3)
+        d = Normal(mean_head(x), torch.ones(4, 1))
+        a = d.sample()
+        reinforce = -(d.log_prob(a) * torch.randn(4, 1)).mean()
+        a2 = d.rsample()
+        sac = (0.2 * d.log_prob(a2) - critic(torch.cat([x, a2], -1))).mean()
+        (reinforce + sac).backward()
+        """, "GT704", holds="mean_head.weight.grad.abs().sum() > 0"),
     # layers built in forward: new random weights every call, never in parameters()
     "layers-built-in-forward": Shape("""
         class Net(torch.nn.Module):

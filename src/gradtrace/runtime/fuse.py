@@ -62,7 +62,9 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "function-count": frozenset({"GT701"}),
     "unused-input": frozenset({"GT702"}),
     "none-result": frozenset({"GT511"}),
-    "non-scalar": frozenset({"GT510"}),
+    "non-scalar": frozenset({"GT510", "GT703"}),
+    "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
+    "ddp-unsynced": frozenset({"GT453", "GT454"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -86,11 +88,14 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT702": ("unused-input",), "GT813": ("none-result",), "GT511": ("none-result",),
     "GT802": ("non-scalar",), "GT510": ("non-scalar",),
     "GT420": ("not-optimized", "empty-optimizer"), "GT421": ("not-optimized", "empty-optimizer"),
+    "GT880": ("ddp-unused",), "GT881": ("ddp-unused",), "GT884": ("ddp-unsynced",),
+    "GT450": ("ddp-unused",), "GT451": ("ddp-unused",), "GT452": ("ddp-unused",),
+    "GT453": ("ddp-unsynced",), "GT454": ("ddp-unsynced",), "GT703": ("non-scalar",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
 _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
-                    "GT402", "GT504", "GT505", "GT510", "GT511", "GT602", "GT702",
+                    "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
                     "GT804", "GT805", "GT826"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).

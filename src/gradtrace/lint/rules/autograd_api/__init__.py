@@ -1,7 +1,9 @@
 """GT7xx: misuse of the autograd API.
 
 The rules live in :mod:`.functions` (GT701 gradient count of a custom Function),
-:mod:`.grad_inputs` (GT702 ``torch.autograd.grad`` over an input outside the graph).
+:mod:`.grad_inputs` (GT702 ``torch.autograd.grad`` over an input outside the graph),
+:mod:`.calls` (GT703 an unreduced loss returned by ``forward``, GT704 the log-probability of a
+reparameterised sample).
 """
 from __future__ import annotations
 

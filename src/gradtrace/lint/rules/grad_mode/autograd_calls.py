@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Edit, Finding, Related
 from gradtrace.lint.context import Context
@@ -12,6 +12,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import sink_loss
 from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 CHECKPOINTS = frozenset({"torch.utils.checkpoint.checkpoint",
                          "torch.utils.checkpoint.checkpoint_sequential"})
@@ -55,7 +58,8 @@ class CheckpointInputWithoutGrad(Rule):
     graph, and the parameters inside the block never receive a gradient. Pass
     `use_reentrant=False` (checked on torch 2.13: the block's weights then get their grads).
     Known limits: "cannot require grad" is decided for loader batches, integer-like names
-    (`*_ids`, `*_mask`, `labels`), new tensors, detached values and values made under no-grad;
+    (`*_ids`, `*_mask`, `labels`), new tensors, detached values, values made under no-grad
+    and outputs of a module frozen with `requires_grad_(False)` on such inputs;
     other inputs are left to the runtime (`gradtrace run`).
     """
 
@@ -98,6 +102,25 @@ class CheckpointInputWithoutGrad(Rule):
             def forward(self, input_ids):
                 return torch.utils.checkpoint.checkpoint(self.embed, input_ids, use_reentrant=False)
             """),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            from torch.utils.checkpoint import checkpoint
+            text_encoder = nn.Embedding(16, 8).requires_grad_(False)
+            block = nn.Linear(8, 8)
+            input_ids = torch.randint(0, 16, (2, 5))
+            hidden = text_encoder(input_ids)
+            hidden = checkpoint(block, hidden, use_reentrant=True)
+            """, fixed="""
+            import torch
+            import torch.nn as nn
+            from torch.utils.checkpoint import checkpoint
+            text_encoder = nn.Embedding(16, 8).requires_grad_(False)
+            block = nn.Linear(8, 8)
+            input_ids = torch.randint(0, 16, (2, 5))
+            hidden = text_encoder(input_ids)
+            hidden = checkpoint(block, hidden, use_reentrant=False)
+            """, at=(8, 9)),
         Good("""
             from torch.utils.checkpoint import checkpoint
 
@@ -156,6 +179,9 @@ def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
         return f"`{ctx.source(a)}` is a new tensor"
     if kind in (DETACHED, NUMBER):
         return f"`{ctx.source(a)}` is detached"
+    frozen = _frozen_output(a, scope, ctx) if isinstance(a, ast.Name) else None
+    if frozen is not None:
+        return frozen
     if name is not None and isinstance(a, ast.Name):
         b = scope.binding_before(name, a.lineno)
         for _ in range(4):  # x = x.to(device).float(): still the loader's batch
@@ -174,6 +200,33 @@ def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
             if LOADER_RE.search(src.rpartition(".")[2]):
                 return f"`{name}` is a batch from `{src}`"
     return None
+
+
+def _frozen_output(a: ast.Name, scope: Scope, ctx: Context) -> str | None:
+    """Why ``a`` needs no grad when it is the output of a frozen module
+    (``enc = nn.Embedding(...).requires_grad_(False)``; ``h = enc(ids)``) on inputs that need
+    none either; None otherwise."""
+    b = scope.binding_before(a.id, a.lineno)
+    v = b.value if b is not None else None
+    if not isinstance(v, ast.Call) or not v.args or v.keywords:
+        return None
+    mod = dotted(v.func)
+    if mod is None or not ctx.analysis.is_module(v.func, scope, b.line):  # type: ignore[union-attr]
+        return None
+    mb = scope.binding_before(mod, b.line)  # type: ignore[union-attr]
+    chain = mb.value if mb is not None else None
+    frozen = False
+    while isinstance(chain, ast.Call) and isinstance(chain.func, ast.Attribute):
+        if chain.func.attr == "requires_grad_" and chain.args and \
+                isinstance(chain.args[0], ast.Constant) and chain.args[0].value is False:
+            frozen = True
+        chain = chain.func.value
+    if not frozen:
+        return None
+    for x in v.args:
+        if _no_grad_reason(x, ctx) is None:
+            return None
+    return f"`{a.id}` comes from the frozen `{mod}` (line {mb.line}) on inputs that need no grad"  # type: ignore[union-attr]
 
 
 def _has_requires_grad(a: ast.expr, scope: object, name: str | None) -> bool:

@@ -8,7 +8,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import children, walk
 
 
-def _class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
+def class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
     """Class-like name -> (enclosing function or module, call) for every ``Name(...)`` call."""
     def make() -> dict[str, list[tuple[ast.AST, ast.Call]]]:
         out: dict[str, list[tuple[ast.AST, ast.Call]]] = {}
@@ -100,7 +100,7 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
         return None
     elts: list[ast.AST] = []
     made: ast.AST | None = None
-    for owner, call in _class_calls(ctx).get(cls, ()):
+    for owner, call in class_calls(ctx).get(cls, ()):
         arg = _arguments(init, call).get(param)
         if arg is None:
             continue

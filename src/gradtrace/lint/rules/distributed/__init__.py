@@ -1,0 +1,14 @@
+"""GT45x: DistributedDataParallel (static part: what the code shows about the wrapper).
+
+The rules live in :mod:`.reducer` (GT450 unused layer, GT451 data-dependent branch, GT452
+freeze after wrapping) and :mod:`.sync` (GT453 forward through ``.module``, GT454 a loss
+normalised over all ranks and averaged again); shared facts in :mod:`._ddp` (NOTE [ddp facts]).
+"""
+from __future__ import annotations
+
+UNDECIDABLE: list[tuple[str, str]] = [
+    ("a rank-dependent skip of the step (`continue` on some ranks, an early `return`) or a "
+     "branch taken on some ranks only, in a model wrapped in another file",
+     "which ranks take which path is only known at run time; see runtime: torchrun -m "
+     "gradtrace run (docs/distributed.md)"),
+]

@@ -1,0 +1,122 @@
+"""Shared facts of the GT45x rules: where a file wraps a model in ``DistributedDataParallel``,
+what it wraps, and which names hold the wrapper (NOTE [ddp facts]).
+
+# NOTE [ddp facts]
+DDP-ness is decided from the code, never from a name: a call whose qualified name is
+``torch.nn.parallel.DistributedDataParallel`` (any import alias), the name or attribute it is
+bound to, and the class of this file it wraps (through ``ctx.analysis``: ``DDP(Net().to(r))``,
+``model = Net(); model = DDP(model)``). A function parameter holds a wrapper when a call of the
+file passes one (``freeze(model)`` after ``model = DDP(...)``).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Iterator
+
+from gradtrace.lint.analysis import ClassInfo
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import children
+
+DDP_NAMES = frozenset({"torch.nn.parallel.DistributedDataParallel",
+                       "torch.nn.parallel.distributed.DistributedDataParallel"})
+TRIGGERS = ("DistributedDataParallel",)
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """One ``DistributedDataParallel(...)`` call."""
+
+    call: ast.Call
+    owner: ast.AST              # the enclosing function (or the module)
+    target: str | None          # the dotted name it is bound to (``model``, ``self.model``)
+    finds_unused: bool          # find_unused_parameters is (or may be) on
+    static_graph: bool          # static_graph is (or may be) on
+
+    @property
+    def line(self) -> int:
+        return self.call.lineno
+
+
+def _on(call: ast.Call, name: str) -> bool:
+    """Whether keyword ``name`` is (or may be) true: present and not the constant False, or
+    hidden in ``**kwargs``."""
+    for k in call.keywords:
+        if k.arg is None:
+            return True
+        if k.arg == name:
+            return not (isinstance(k.value, ast.Constant) and not k.value.value)
+    return False
+
+
+def wraps(ctx: Context) -> list[Wrap]:
+    """Every DDP construction of the file, in source order."""
+    def make() -> list[Wrap]:
+        out: list[Wrap] = []
+        targets: dict[int, str] = {}
+        stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+        while stack:
+            owner, n = stack.pop()
+            if isinstance(n, ast.Assign) and len(n.targets) == 1:
+                t = dotted(n.targets[0])
+                if t is not None:
+                    targets[id(n.value)] = t
+            if isinstance(n, ast.Call) and ctx.qualified_name(n.func) in DDP_NAMES and n.args:
+                out.append(Wrap(n, owner, targets.get(id(n)), _on(n, "find_unused_parameters"),
+                                _on(n, "static_graph")))
+            inner = n if isinstance(n, FUNCTION_TYPES) else owner
+            stack.extend((inner, c) for c in children(n))
+        out.sort(key=lambda w: (w.call.lineno, w.call.col_offset))
+        return out
+    return ctx.memo("gt45-wraps", ctx.tree, make)
+
+
+def wrapped_class(w: Wrap, ctx: Context) -> ClassInfo | None:
+    """The module class of this file that ``w`` wraps, if the code says which."""
+    k = ctx.analysis.kind_in(w.call.args[0], w.owner, w.call.lineno)
+    if k is None or k.what != MODULE or k.cls is None:
+        return None
+    cls = ctx.analysis.classes.get(k.cls)
+    return cls if cls is not None and cls.is_module else None
+
+
+def holds_wrapper(name: str, fn: ast.AST, line: int, ctx: Context) -> Wrap | None:
+    """The wrap whose result ``name`` (a plain name) holds at ``line`` in ``fn``: bound there
+    from the call, or a parameter of ``fn`` that a call of the file passes such a name."""
+    by_call = {id(w.call): w for w in wraps(ctx)}
+    b = ctx.scope(fn).binding_before(name, line)
+    if b is not None:
+        v = b.value
+        return by_call.get(id(v)) if isinstance(v, ast.Call) else None
+    if not isinstance(fn, FUNCTION_TYPES):
+        return None
+    for owner, call in _calls_of(fn, ctx):
+        arg = ctx.analysis.arguments(fn, call).get(name)
+        if isinstance(arg, ast.Call):
+            w = by_call.get(id(arg))
+        elif isinstance(arg, ast.Name):
+            w = holds_wrapper(arg.id, owner, call.lineno, ctx) if owner is not fn else None
+        else:
+            w = None
+        if w is not None:
+            return w
+    return None
+
+
+def _calls_of(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.AST, ast.Call]]:
+    """(enclosing function or module, call) for the calls of the file that run ``fn``."""
+    def make() -> list[tuple[ast.AST, ast.Call]]:
+        out: list[tuple[ast.AST, ast.Call]] = []
+        stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+        while stack:
+            owner, n = stack.pop()
+            if isinstance(n, ast.Call):
+                out.append((owner, n))
+            inner = n if isinstance(n, FUNCTION_TYPES) else owner
+            stack.extend((inner, c) for c in children(n))
+        return out
+    for owner, call in ctx.memo("gt45-calls", ctx.tree, make):
+        if ctx.analysis.callee(call, owner) is fn:
+            yield owner, call

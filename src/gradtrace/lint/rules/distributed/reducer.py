@@ -1,0 +1,360 @@
+"""GT450-GT452: parameters that DistributedDataParallel's reducer waits for in vain."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis import ClassInfo
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.distributed._ddp import (
+    TRIGGERS, holds_wrapper, wrapped_class, wraps,
+)
+from gradtrace.lint.rules.leaf._tensors import is_parameter_call
+from gradtrace.lint.rules.registration._modules import grad_flags, owns_params, statements
+
+REDUCTION_ERROR = ("'Expected to have finished reduction in the prior iteration before starting "
+                   "a new one'")
+# a class that reaches its submodules without naming them
+DYNAMIC_RE = re.compile(r"\b(children|modules|named_children|named_modules|_modules|getattr|"
+                        r"__dict__|parameters|named_parameters)\b")
+
+
+def _learnable_attr(cls: ClassInfo, name: str, ctx: Context) -> bool:
+    v = cls.attrs[name].value
+    return v is not None and (owns_params(v, ctx) or is_parameter_call(v, ctx))
+
+
+class DdpUnusedSubmodule(Rule):
+    """A layer of a model wrapped in `DistributedDataParallel` is never used: DDP waits for its
+    gradient forever.
+
+    Why: DDP's reducer expects a gradient for every parameter that requires grad, once per
+    iteration. A layer built in `__init__` but never called in `forward` gets none, so the
+    first backward never finishes its reduction and the next forward raises `RuntimeError:
+    Expected to have finished reduction in the prior iteration before starting a new one`
+    (verified on torch 2.13, one process and two). Remove the layer, freeze it before wrapping,
+    or pass `find_unused_parameters=True` (or `static_graph=True`).
+    Known limits: only a class of the same file wrapped by `DistributedDataParallel(...)`
+    there, whose attribute (a layer with parameters or an `nn.Parameter`) is named nowhere
+    else in the file, in a class that does not reach its children dynamically (`children()`,
+    `getattr`, `parameters()`).
+    """
+
+    code = "GT450"
+    name = "ddp-unused-submodule"
+    message = ("`self.{attr}` is never used, but `{cls}` is wrapped in DistributedDataParallel "
+               "(line {line}) without `find_unused_parameters=True`: its parameters never get a "
+               "gradient and the next forward raises " + REDUCTION_ERROR + "; remove it (or "
+               "freeze it before wrapping)")
+    triggers = TRIGGERS
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            class UNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(8, 8)
+                    self.highway = nn.Linear(8, 8)
+                def forward(self, x):
+                    return self.encoder(x)
+            def run(rank):
+                model = DDP(UNet().to(rank), device_ids=[rank])
+            """, at=(7, 8)),
+        Good("""
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            class UNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(8, 8)
+                    self.highway = nn.Linear(8, 8)
+                    self.aux = nn.Linear(8, 8)
+                def forward(self, x):
+                    return self.encoder(x)
+            def run(rank):
+                a = DDP(UNet(), find_unused_parameters=True)
+                net = UNet()
+                net.aux.requires_grad_(False)
+                net.highway = None
+                b = DDP(net)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        seen: set[str] = set()
+        for w in wraps(ctx):
+            cls = wrapped_class(w, ctx) if not (w.finds_unused or w.static_graph) else None
+            if cls is None or cls.name in seen:
+                continue
+            seen.add(cls.name)
+            text = "\n".join(ctx.code_lines[cls.node.lineno - 1:cls.node.end_lineno])
+            if DYNAMIC_RE.search(text):
+                continue
+            for name, info in cls.attrs.items():
+                if info.later or info.method.name != "__init__" or \
+                        not _learnable_attr(cls, name, ctx):
+                    continue
+                if len(re.findall(rf"\b{re.escape(name)}\b", ctx.code)) != 1 or \
+                        f"'{name}'" in ctx.text or f'"{name}"' in ctx.text:
+                    continue
+                yield self.report(info.stmt, ctx, related=(Related(
+                    ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
+                    attr=name, cls=cls.name, line=w.line)
+
+
+def _data_test(test: ast.expr, params: set[str], fn: ast.AST, ctx: Context) -> bool:
+    """Whether an ``if`` test depends on the data ``forward`` is given (a parameter, or a local
+    made from one), not on ``self.training``, ``is None`` or ``isinstance`` alone."""
+    if isinstance(test, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot))
+                                             for o in test.ops):
+        return False
+    if isinstance(test, ast.Call) and dotted(test.func) in ("isinstance", "hasattr"):
+        return False
+    if isinstance(test, ast.UnaryOp):
+        return _data_test(test.operand, params, fn, ctx)
+    if isinstance(test, ast.BoolOp):
+        return all(_data_test(v, params, fn, ctx) for v in test.values)
+    names = {n.id for n in walk(test) if isinstance(n, ast.Name)}
+    if "self" in names:
+        return False
+    scope = ctx.scope(fn)
+    for n in list(names):
+        b = scope.binding_before(n, test.lineno)
+        if b is not None and b.value is not None:
+            names |= {x.id for x in walk(b.value) if isinstance(x, ast.Name)}
+    return bool(names & params)
+
+
+def _called_attrs(nodes: list[ast.stmt] | ast.AST) -> dict[str, int]:
+    """``self.<x>(...)`` calls in ``nodes``: attribute -> how many."""
+    out: dict[str, int] = {}
+    for s in nodes if isinstance(nodes, list) else [nodes]:
+        for n in walk(s):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and dotted(n.func.value) == "self":
+                out[n.func.attr] = out.get(n.func.attr, 0) + 1
+    return out
+
+
+def _conditional_layers(cls: ClassInfo, ctx: Context) -> Iterator[tuple[str, ast.If]]:
+    """(attribute, if) for each layer ``forward`` calls only on one side of a data-dependent
+    ``if`` (or only after an ``if`` whose body returns early)."""
+    fwd = cls.methods.get("forward")
+    if fwd is None:
+        return
+    a = fwd.args
+    params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self"}
+    total = _called_attrs(fwd)
+    layers = {n for n in total if n in cls.attrs and _learnable_attr(cls, n, ctx)}
+    done: set[str] = set()
+    for s in statements(fwd):
+        if not isinstance(s, ast.If) or not _data_test(s.test, params, fwd, ctx):
+            continue
+        sides = [_called_attrs(s.body), _called_attrs(s.orelse)]
+        if s.body and isinstance(s.body[-1], ast.Return) and not s.orelse:
+            block = _block_of(fwd, s)
+            if block is not None:
+                sides.append(_called_attrs(block[block.index(s) + 1:]))
+        for side in sides:
+            for name, k in side.items():
+                if name in layers and name not in done and k == total[name] and \
+                        sum(name in o for o in sides) == 1:
+                    done.add(name)
+                    yield name, s
+
+
+def _block_of(fn: ast.AST, stmt: ast.stmt) -> list[ast.stmt] | None:
+    for s in [fn, *statements(fn)]:
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(s, field, None)
+            if isinstance(block, list) and stmt in block:
+                return block
+    return None
+
+
+class DdpBranchLeavesLayerUnused(Rule):
+    """`forward` of a model wrapped in `DistributedDataParallel` calls a layer only on some
+    inputs, and DDP is not told to look for unused parameters.
+
+    Why: without `find_unused_parameters=True`, DDP's reducer waits for a gradient of every
+    parameter in every iteration. When a data-dependent branch (`if gt_boxes.numel() > 0:`,
+    a flag argument) skips a layer, its parameters get no gradient in that iteration (on that
+    rank), and the next forward raises `RuntimeError: Expected to have finished reduction in
+    the prior iteration before starting a new one` (verified on torch 2.13). Pass
+    `find_unused_parameters=True` to the wrapper, or make every branch use the layer (a
+    zero-weighted loss term).
+    Known limits: only a class of the same file, wrapped there; the branch must test an
+    argument of `forward` (or a local made from one); `is None` and `isinstance` tests, and
+    tests on `self` (`self.training`, configuration), are left alone.
+    """
+
+    code = "GT451"
+    name = "ddp-branch-leaves-layer-unused"
+    message = ("`{cls}.forward` calls `self.{attr}` only on one side of `if {test}` (line "
+               "{line}): in an iteration (or on a rank) where it is skipped its parameters get no "
+               "gradient, and this DistributedDataParallel without `find_unused_parameters=True` "
+               "raises " + REDUCTION_ERROR + " at the next forward")
+    triggers = TRIGGERS
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel
+            class Detector(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.rpn = nn.Linear(8, 2)
+                    self.roi_head = nn.Linear(8, 4)
+                def forward(self, img, gt_boxes):
+                    losses = {"rpn": self.rpn(img).mean()}
+                    if gt_boxes.numel() > 0:
+                        losses["bbox"] = self.roi_head(img).mean()
+                    return losses
+            model = DistributedDataParallel(Detector())
+            """, at=(13, 8)),
+        Bad("""
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            class TwoStage(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.rpn = nn.Linear(8, 4)
+                    self.roi = nn.Linear(4, 2)
+                def forward(self, x, with_roi):
+                    p = self.rpn(x)
+                    if not with_roi:
+                        return p.mean()
+                    return self.roi(p).mean()
+            def main(rank):
+                net = TwoStage()
+                model = DDP(net, device_ids=[rank])
+            """, at=(15, 12)),
+        Good("""
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            class TwoStage(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.rpn = nn.Linear(8, 4)
+                    self.roi = nn.Linear(4, 2)
+                    self.mask = nn.Linear(4, 2)
+                def forward(self, x, with_roi, mask=None):
+                    p = self.rpn(x)
+                    if mask is not None:
+                        p = p + self.mask(p)
+                    if self.training:
+                        p = p * 2
+                    if not with_roi:
+                        return p.mean()
+                    return self.roi(p).mean()
+            a = DDP(TwoStage(), find_unused_parameters=True)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        for w in wraps(ctx):
+            cls = wrapped_class(w, ctx) if not w.finds_unused else None
+            if cls is None:
+                continue
+            for attr, branch in _conditional_layers(cls, ctx):
+                yield self.report(w.call, ctx, related=(Related(
+                    ctx.path, branch.lineno, f"`self.{attr}` runs only on one side of this "
+                    "branch", ctx.column(branch)),), cls=cls.name, attr=attr,
+                    test=ctx.source(branch.test), line=branch.lineno)
+                break  # one finding per wrapper
+
+
+class FrozenAfterDdpWrap(Rule):
+    """Parameters are frozen after the model was wrapped in `DistributedDataParallel`.
+
+    Why: DDP records which parameters require grad when it is built, and its reducer waits for
+    a gradient of each of them in every iteration. Setting `requires_grad = False` afterwards
+    (`for p in model.module.backbone.parameters(): p.requires_grad = False` in the middle of
+    training) leaves the reducer waiting: the next forward raises `RuntimeError: Expected to
+    have finished reduction in the prior iteration before starting a new one` (verified on
+    torch 2.13). Freeze before wrapping (and wrap again if the set changes), or pass
+    `find_unused_parameters=True`.
+    Known limits: the freeze must reach the wrapper through a name bound to
+    `DistributedDataParallel(...)` in the same function, or through a parameter of a helper
+    that the file calls with such a name.
+    """
+
+    code = "GT452"
+    name = "frozen-after-ddp-wrap"
+    message = ("the parameters of `{root}` are frozen after the model was wrapped in "
+               "DistributedDataParallel (line {line}) without `find_unused_parameters=True`: "
+               "its reducer still waits for their gradients and the next forward raises "
+               + REDUCTION_ERROR + "; freeze before wrapping")
+    triggers = ("requires_grad",)
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel
+            def freeze_backbone(model):
+                for p in model.module.backbone.parameters():
+                    p.requires_grad = False
+            def main(net, loader):
+                model = DistributedDataParallel(net)
+                for it, batch in enumerate(loader):
+                    if it == 1000:
+                        freeze_backbone(model)
+            """, at=(5, 8)),
+        Bad("""
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            def main(net):
+                ddp = DDP(net)
+                ddp.module.encoder.requires_grad_(False)
+            """, at=(4, 4)),
+        Good("""
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            def freeze_backbone(model):
+                for p in model.backbone.parameters():
+                    p.requires_grad = False
+            def main(net):
+                freeze_backbone(net)
+                model = DDP(net)
+                other = DDP(net, find_unused_parameters=True)
+                other.module.head.requires_grad_(False)
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if not ctx.mentions(*TRIGGERS):
+            return
+        for flag in grad_flags(ctx.scope(node)):
+            if flag.value or flag.conditional:
+                continue
+            root = flag.root.partition(".")[0]
+            w = holds_wrapper(root, node, flag.stmt.lineno, ctx)
+            if w is None or w.finds_unused:
+                continue
+            at = _flag_statement(flag.stmt)
+            yield self.report(at, ctx, related=(Related(
+                ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
+                root=flag.root, line=w.line)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+
+def _flag_statement(s: ast.stmt) -> ast.stmt:
+    """The statement that sets the flag: the assignment inside a freezing loop."""
+    if isinstance(s, (ast.For, ast.AsyncFor)):
+        for n in walk(s):
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
+                                                 and t.attr == "requires_grad"
+                                                 for t in n.targets):
+                return n
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) \
+                    and isinstance(n.value.func, ast.Attribute) \
+                    and n.value.func.attr == "requires_grad_":
+                return n
+    return s
+
+
+
