@@ -1,4 +1,4 @@
-"""DistributedDataParallel shapes (GT450-GT454): each buggy twin is reported on its line and
+"""DistributedDataParallel shapes (GT450-GT455): each buggy twin is reported on its line and
 *run* on real torch (a one-process gloo group), where it fails or skips the all-reduce as the
 finding says; each look-alike is silent and runs."""
 from __future__ import annotations
@@ -175,6 +175,38 @@ SHAPES: dict[str, Shape] = {
             loss.backward()
         step(DDP(nn.Linear(4, 3)), torch.randn(5, 4), torch.randint(0, 3, (5,)))
         """, "GT454"),
+    # a skip on one rank hangs the others only with two ranks (tests/realworld/cases/distributed/
+    # dflash_per_rank_skip_desyncs_ddp.py runs them); one rank runs the twins without error
+    "step-raises-on-this-rank-and-loop-continues": Shape("""
+        class NoAnchors(Exception):
+            pass
+        def train_step(model, batch):
+            if batch.size(0) < 3:
+                raise NoAnchors()
+            model(batch).pow(2).mean().backward()
+        model = DDP(nn.Linear(4, 4))
+        for batch in (torch.randn(2, 4), torch.randn(4, 4)):
+            try:
+                train_step(model, batch)
+            except (NoAnchors, ValueError):
+                continue
+        """, "GT455", 12),
+    "step-skip-decided-on-every-rank-ok": Shape("""
+        class NoAnchors(Exception):
+            pass
+        def train_step(model, batch):
+            skip = torch.tensor(float(batch.size(0) < 3))
+            dist.all_reduce(skip)
+            if skip.item() > 0:
+                raise NoAnchors()
+            model(batch).pow(2).mean().backward()
+        model = DDP(nn.Linear(4, 4))
+        for batch in (torch.randn(2, 4), torch.randn(4, 4)):
+            try:
+                train_step(model, batch)
+            except NoAnchors:
+                continue
+        """, "GT455", holds="model.module.weight.grad is not None"),
 }
 
 

@@ -65,6 +65,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "non-scalar": frozenset({"GT510", "GT703"}),
     "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
+    "ddp-desync": frozenset({"GT455"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -89,6 +90,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT802": ("non-scalar",), "GT510": ("non-scalar",),
     "GT420": ("not-optimized", "empty-optimizer"), "GT421": ("not-optimized", "empty-optimizer"),
     "GT880": ("ddp-unused",), "GT881": ("ddp-unused",), "GT884": ("ddp-unsynced",),
+    "GT883": ("ddp-desync",), "GT885": ("ddp-desync",), "GT455": ("ddp-desync",),
     "GT450": ("ddp-unused",), "GT451": ("ddp-unused",), "GT452": ("ddp-unused",),
     "GT453": ("ddp-unsynced",), "GT454": ("ddp-unsynced",), "GT703": ("non-scalar",),
 }

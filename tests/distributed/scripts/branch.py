@@ -24,7 +24,7 @@ class Net(nn.Module):
 dist.init_process_group("gloo", timeout=timedelta(seconds=20))
 rank = dist.get_rank()
 torch.manual_seed(0)
-model = DDP(Net())
+model = DDP(Net())  # <- wrap
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     opt.zero_grad()

@@ -2,13 +2,15 @@
 
 The rules live in :mod:`.reducer` (GT450 unused layer, GT451 data-dependent branch, GT452
 freeze after wrapping) and :mod:`.sync` (GT453 forward through ``.module``, GT454 a loss
-normalised over all ranks and averaged again); shared facts in :mod:`._ddp` (NOTE [ddp facts]).
+normalised over all ranks and averaged again), :mod:`.skips` (GT455 a step one rank skips);
+shared facts in :mod:`._ddp` (NOTE [ddp facts]).
 """
 from __future__ import annotations
 
 UNDECIDABLE: list[tuple[str, str]] = [
-    ("a rank-dependent skip of the step (`continue` on some ranks, an early `return`) or a "
-     "branch taken on some ranks only, in a model wrapped in another file",
+    ("a rank-dependent skip of the step that the file does not raise itself (an early "
+     "`return`, a `continue` on a condition of the batch) or a branch taken on some ranks "
+     "only, in a model wrapped in another file",
      "which ranks take which path is only known at run time; see runtime: torchrun -m "
      "gradtrace run (docs/distributed.md)"),
 ]
