@@ -5,12 +5,9 @@ torch, where it fails (or silently does not train) as the finding says; each loo
 silent and runs."""
 from __future__ import annotations
 
-import textwrap
-from typing import NamedTuple
-
 import pytest
 
-from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
 
@@ -25,12 +22,6 @@ COUNT = "returned an incorrect number of gradients"
 EMPTY = "optimizer got an empty parameter list"
 
 
-class Shape(NamedTuple):
-    src: str
-    code: str
-    line: int | None = None          # buggy twin: the reported line (after the prelude)
-    raises: tuple[type, str] | None = None
-    holds: str | None = None         # true after running it
 
 
 SHAPES: dict[str, Shape] = {
@@ -325,26 +316,6 @@ SHAPES: dict[str, Shape] = {
 }
 
 
-def _source(shape: Shape) -> str:
-    return PRELUDE + textwrap.dedent(shape.src).lstrip("\n")
-
-
-def _found(shape: Shape) -> list[tuple[int, str]]:
-    found = check_source(_source(shape), "shape.py", select=[shape.code])
-    offset = PRELUDE.count("\n")
-    return sorted((f.line - offset, f.code) for f in found)
-
-
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_shape_is_judged_as_torch_behaves(name: str) -> None:
-    shape = SHAPES[name]
-    assert _found(shape) == ([] if shape.line is None else [(shape.line, shape.code)])
-    env: dict = {}
-    code = compile(_source(shape), "shape.py", "exec")
-    if shape.raises is not None:
-        with pytest.raises(shape.raises[0], match=shape.raises[1]):
-            exec(code, env)
-    else:
-        exec(code, env)
-    if shape.holds:
-        assert eval(shape.holds, env)
+    judge(PRELUDE, SHAPES[name])

@@ -3,12 +3,9 @@
 finding says; each look-alike is silent and runs."""
 from __future__ import annotations
 
-import textwrap
-from typing import NamedTuple
-
 import pytest
 
-from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -28,15 +25,9 @@ def count_hook(state, bucket):
     fut.set_result(bucket.buffer())
     return fut
 """
-REDUCTION = "Expected to have finished reduction in the prior iteration"
+REDUCTION = (RuntimeError, "Expected to have finished reduction in the prior iteration")
 
 
-class Shape(NamedTuple):
-    src: str
-    code: str
-    line: int | None = None          # buggy twin: the reported line (after the prelude)
-    raises: str | None = None        # RuntimeError message on real torch
-    holds: str | None = None         # true after running it
 
 
 SHAPES: dict[str, Shape] = {
@@ -218,23 +209,6 @@ def group(tmp_path_factory):
     dist.destroy_process_group()
 
 
-def _source(shape: Shape) -> str:
-    return PRELUDE + textwrap.dedent(shape.src).lstrip("\n")
-
-
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_shape_is_judged_as_torch_behaves(name: str, group: None) -> None:
-    shape = SHAPES[name]
-    found = check_source(_source(shape), "shape.py", select=[shape.code])
-    offset = PRELUDE.count("\n")
-    assert sorted((f.line - offset, f.code) for f in found) == (
-        [] if shape.line is None else [(shape.line, shape.code)])
-    env: dict = {}
-    code = compile(_source(shape), "shape.py", "exec")
-    if shape.raises is not None:
-        with pytest.raises(RuntimeError, match=shape.raises):
-            exec(code, env)
-    else:
-        exec(code, env)
-    if shape.holds:
-        assert eval(shape.holds, env)
+    judge(PRELUDE, SHAPES[name])
