@@ -39,6 +39,29 @@ LEAF_FLAG = "you can only change requires_grad flags of leaf variables"
 INT_GRAD = "Only Tensors of floating point and complex dtype can require gradients"
 
 GOOD = {
+    # the generator step scores `fake` itself; the discriminator step detaches it
+    "stepped-model-cut": Shape("""
+        class GAN:
+            def __init__(self):
+                self.G, self.D = nn.Linear(4, 4), nn.Linear(4, 1)
+                self.opt_g = torch.optim.Adam(self.G.parameters())
+                self.opt_d = torch.optim.Adam(self.D.parameters())
+
+            def step(self, z, real):
+                fake = self.G(z)
+                d_loss = F.softplus(self.D(fake.detach())).mean() + F.softplus(-self.D(real)).mean()
+                self.opt_d.zero_grad()
+                d_loss.backward()
+                self.opt_d.step()
+                g_loss = F.softplus(-self.D(fake)).mean() + 10 * F.l1_loss(fake, real)
+                self.opt_g.zero_grad()
+                g_loss.backward()
+                self.opt_g.step()
+
+        gan = GAN()
+        before = gan.G.weight.detach().clone()
+        gan.step(torch.randn(2, 4), torch.randn(2, 4))
+        """, "GT109", holds="gan.G.weight.grad is not None and gan.D.weight.grad is not None"),
     # the generator step scores `fake` itself: the adversarial term reaches the generator
     "gan-g-step-losses-unpacked": Shape("""
         g, d = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
@@ -112,6 +135,39 @@ GOOD = {
 }
 
 BAD = {
+    # the generator gets nothing from a term scored on a detached sample; a policy whose
+    # outputs an object's method detaches before the log-probabilities leaves only logZ
+    "stepped-model-cut": [Shape("""
+        class GAN:
+            def __init__(self):
+                self.G, self.D = nn.Linear(4, 4), nn.Linear(4, 1)
+                self.opt_g = torch.optim.Adam(self.G.parameters())
+
+            def g_step(self, z, real):
+                fake = self.G(z)
+                adv = F.softplus(-self.D(fake.detach())).mean()
+                g_loss = adv + 10 * F.l1_loss(fake, real)
+                self.opt_g.zero_grad()
+                g_loss.backward()
+                self.opt_g.step()
+
+        gan = GAN()
+        gan.g_step(torch.randn(2, 4), torch.randn(2, 4))
+        """, "GT109", 8, holds="gan.D.weight.grad is not None"), Shape("""
+        class Sampler:
+            def log_probs(self, outputs, actions):
+                logits = outputs.detach()
+                return torch.log_softmax(logits, 1).gather(1, actions[:, None]).squeeze(1)
+
+        sampler = Sampler()
+        policy = nn.Linear(3, 4)
+        log_z = nn.Parameter(torch.zeros(1))
+        opt = torch.optim.Adam([{"params": policy.parameters()}, {"params": [log_z]}])
+        lp = sampler.log_probs(policy(torch.randn(5, 3)), torch.randint(0, 4, (5,)))
+        loss = (log_z + lp.sum() - 1.5).pow(2)
+        loss.backward()
+        opt.step()
+        """, "GT109", 3, holds="policy.weight.grad is None and log_z.grad is not None")],
     # the discriminator step's detach copied into the generator step; losses built in one line
     "gan-g-step-losses-unpacked": [Shape("""
         g, d = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
@@ -276,3 +332,17 @@ def test_every_mechanism_has_a_look_alike_and_two_twins() -> None:
     assert set(GOOD) == set(BAD)
     assert all(len(v) >= 2 for v in BAD.values())
     assert argparse.Namespace  # used by the snippets' prelude
+
+
+def test_cut_under_a_miswired_optimizer_is_left_to_the_wiring_rule() -> None:
+    """`opt_d` built over the generator: the D loss trains nothing `opt_d` steps, so the
+    generator's detach there is not the problem (GT406 names the optimizer line)."""
+    src = PRELUDE + textwrap.dedent("""
+        g, d = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_d = torch.optim.Adam(g.parameters())
+        fake = g(torch.randn(2, 4))
+        loss_d = F.relu(1 - d(torch.randn(2, 4))).mean() + F.relu(1 + d(fake.detach())).mean()
+        loss_d.backward()
+        opt_d.step()
+        """)
+    assert [f.code for f in check_source(src, "s.py", select=["GT109"])] == []

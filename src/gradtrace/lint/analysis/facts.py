@@ -30,7 +30,7 @@ from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
-    from gradtrace.lint.flow import Scope
+    from gradtrace.lint.flow import Binding, Scope
 
 # module methods that return the module itself
 SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half",
@@ -173,11 +173,12 @@ class Analysis:
         if b is not None:
             if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
                 return self._loop_kind(b.stmt, name)
-            if isinstance(b.stmt, ast.AugAssign) or b.value is None:
+            value = unpacked_value(b, name)
+            if isinstance(b.stmt, ast.AugAssign) or value is None:
                 return None
             if isinstance(b.stmt, DEFS) or isinstance(b.stmt, ast.ClassDef):
                 return None
-            return self._kind(b.value, scope, b.line, depth + 1)
+            return self._kind(value, scope, b.line, depth + 1)
         if isinstance(e, ast.Name):
             if e.id == "self":
                 cls = self.class_of(scope.node)
@@ -429,6 +430,22 @@ def _globals_stepped(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -
         if isinstance(a, ast.Name) and a.id not in own:
             out.add(a.id)
     return frozenset(out)
+
+
+def unpacked_value(b: Binding, name: str) -> ast.expr | None:
+    """The value of binding ``b``; for ``a, b = X(), Y()`` the element paired with ``name``."""
+    if b.value is not None:
+        return b.value
+    s = b.stmt
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+            isinstance(s.targets[0], (ast.Tuple, ast.List)) and \
+            isinstance(s.value, (ast.Tuple, ast.List)) and \
+            len(s.targets[0].elts) == len(s.value.elts) and \
+            not any(isinstance(e, ast.Starred) for e in (*s.targets[0].elts, *s.value.elts)):
+        for t, v in zip(s.targets[0].elts, s.value.elts):
+            if dotted(t) == name:
+                return v
+    return None
 
 
 def _calls_by_name(tree: ast.Module) -> dict[str, list[tuple[ast.Call, ast.AST]]]:

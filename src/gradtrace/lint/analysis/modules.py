@@ -73,10 +73,16 @@ class ClassInfo:
     def _record(self, s: ast.stmt, m: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
             targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            for t in targets:
+            pairs = [(t, s.value) for t in targets]
+            if len(targets) == 1 and isinstance(targets[0], ast.Tuple) and \
+                    isinstance(s.value, ast.Tuple) and \
+                    len(targets[0].elts) == len(s.value.elts) and not any(
+                        isinstance(e, ast.Starred) for e in (*targets[0].elts, *s.value.elts)):
+                pairs = list(zip(targets[0].elts, s.value.elts))  # `self.g, self.d = G(), D()`
+            for t, v in pairs:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
                         and t.value.id == "self":
-                    self._add(t.attr, s.value, s, m)
+                    self._add(t.attr, v, s, m)
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             c = s.value
             f = c.func

@@ -12,6 +12,7 @@ import ast
 import weakref
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
 )
@@ -452,22 +453,6 @@ class Tracer:
         if not t.cuts and asks_grad(e):
             return LIVE  # a new trainable leaf: `torch.tensor(0.5, requires_grad=True)`
         return t
-
-
-def _bound_value(b: Binding, name: str) -> ast.expr | None:
-    """The value of binding ``b``; for ``a, b = X(), Y()`` the element paired with ``name``."""
-    if b.value is not None:
-        return b.value
-    s = b.stmt
-    if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
-            isinstance(s.targets[0], (ast.Tuple, ast.List)) and \
-            isinstance(s.value, (ast.Tuple, ast.List)) and \
-            len(s.targets[0].elts) == len(s.value.elts) and \
-            not any(isinstance(e, ast.Starred) for e in (*s.targets[0].elts, *s.value.elts)):
-        for t, v in zip(s.targets[0].elts, s.value.elts):
-            if dotted(t) == name:
-                return v
-    return None
 
 
 _HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()

@@ -1,0 +1,283 @@
+"""GT109: the model an optimizer steps is cut from the loss (or from one of its terms).
+
+# NOTE [stepped focus]
+:mod:`._paths` asks whether *anything* that may carry a graph reaches a loss term. That misses
+the cut that matters to the optimizer being stepped: in a GAN generator step
+``G_loss = mse(D(fake.detach()), ones) + l1(fake, real)``, the first term is live through
+``D``'s own weights, but ``opt_g`` only updates ``G``, and ``G`` reaches that term only through
+the detach. Here the loss of a ``backward()`` is traced again with the focus on the modules
+whose parameters the optimizers stepped after it update (``opt.step()``, ``scaler.step(opt)``;
+their kind comes from the analysis layer: ``torch.optim.X(model.parameters(), ...)``). In that
+trace a call of another module, bound in the file to its own constructor (``d =
+Discriminator()``, ``self.critic = nn.Linear(...)``) and not built from the stepped model,
+passes its arguments through (its own weights are not the stepped ones), and a
+``nn.Parameter(...)`` of its own (``logZ``) is not the stepped model either. Everything else
+keeps the tracer's conservative reading (unknown counts as live). A term that reaches the
+stepped model only through cuts, while it (or the loss) is live through something else, gives
+that model no gradient: that is the finding, on the first cut.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.kinds import MODULE, OPTIMIZER, PARAMETER
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.graph_breaks._base import _worth, short
+from gradtrace.lint.rules.graph_breaks._helpers import helper_cut
+from gradtrace.lint.rules.graph_breaks._ops import DEAD, LIVE, Cut, Trace
+from gradtrace.lint.rules.graph_breaks._paths import LossPaths, loss_paths
+from gradtrace.lint.rules.graph_breaks._trace import Tracer
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
+
+
+class SteppedModelCutFromLoss(Rule):
+    """A loss term reaches the model the optimizer steps only through a cut.
+
+    Why: `backward()` fills `.grad` only along recorded paths. When the parameters an optimizer
+    updates reach a loss term only through `.detach()`, `.item()`, `torch.tensor(...)`,
+    `argmax` or a comparison, that term gives them no gradient, even though the term itself
+    is live through another network: a GAN generator step that scores `D(fake.detach())`
+    (the discriminator step's detach copied over) trains the generator on the other terms
+    only; a policy whose outputs are cloned with `.detach()` before the log-probabilities
+    leaves only `logZ` training. Backward runs and no error is raised. Remove the cut.
+    Known limits: the optimizer must be built in the file over `model.parameters()`; the
+    other network must be bound to its constructor in the file; a function argument or an
+    unknown call counts as possibly carrying the stepped model.
+    """
+
+    code = "GT109"
+    name = "stepped-model-cut-from-loss"
+    message = ("`{expr}` cuts `{operand}` from the loss: `{model}`, which `{opt}` updates "
+               "(line {step}), reaches {what} only through this cut, so it gets no gradient "
+               "from it")
+    triggers = ("step",)
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            g, d = nn.Linear(4, 4), nn.Linear(4, 1)
+            opt_g = torch.optim.Adam(g.parameters())
+            fake = g(torch.randn(2, 4))
+            g_adv = F.softplus(-d(fake.detach())).mean()
+            g_loss = g_adv + 100 * F.l1_loss(fake, torch.zeros(2, 4))
+            g_loss.backward()
+            opt_g.step()
+            """, at=(8, 22)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            g, d = nn.Linear(4, 4), nn.Linear(4, 1)
+            opt_g = torch.optim.Adam(g.parameters())
+            opt_d = torch.optim.Adam(d.parameters())
+            fake = g(torch.randn(2, 4))
+            d_loss = F.softplus(d(fake.detach())).mean() + F.softplus(-d(torch.randn(2, 4))).mean()
+            d_loss.backward()
+            opt_d.step()
+            g_loss = F.softplus(-d(fake)).mean() + 100 * F.l1_loss(fake, torch.zeros(2, 4))
+            g_loss.backward()
+            opt_g.step()
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if not _worth(node, ctx) or not ctx.mentions("backward"):
+            return
+        lp = loss_paths(ctx, node)
+        sinks = [s for s in lp.sinks() if s.how == "backward"]
+        if not sinks:
+            return
+        seen: set[int] = ctx.memo("gt1-reported-" + self.code, ctx.tree, set)
+        judged = {id(v.sink.node) for v in lp.verdicts if v.full}
+        lines = sorted(s.node.lineno for s in sinks)  # type: ignore[attr-defined]
+        for sink in sinks:
+            if id(sink.node) in judged:
+                continue  # the whole loss is cut: GT102-GT108 say so
+            line = sink.node.lineno  # type: ignore[attr-defined]
+            nxt = next((ln for ln in lines if ln > line), 1 << 30)
+            steps = _stepped(lp.scope, ctx, line, nxt)
+            owners = frozenset().union(*(o for _, _, o in steps))
+            if not owners:
+                continue
+            focus = FocusTracer(lp.scope, ctx, owners)
+            use = lp.scope.statement_of(sink.node)
+            terms = list(lp._terms(sink.value, use, line, 0))
+            traced = [(t, lp.trace(t, use, line), focus.trace(t, use, line)) for t in terms]
+            if not any(f.live for _, _, f in traced):
+                loose = frozenset().union(*(_loose_params(c, lp.scope) for c, _, _ in steps))
+                wide = FocusTracer(lp.scope, ctx, owners, loose)
+                if not loose or not wide.trace(sink.value, use, line).live:
+                    continue  # the loss trains nothing these optimizers step: their wiring
+                    #           is the problem (GT406), not the cut
+            for t, normal, fo in traced:
+                if not normal.live or fo.live or not fo.cuts:
+                    continue
+                if _replaces_value(fo, traced, ctx):
+                    continue
+                c = min(fo.cuts, key=lambda c: (c.node.lineno, c.node.col_offset))
+                if id(c.node) in seen:
+                    continue
+                seen.add(id(c.node))
+                step, opt, _ = steps[0]
+                model = sorted(owners)[0]
+                what = "this term of the loss" if len(terms) > 1 else "the loss"
+                rel = [Related(ctx.path, line, f"`backward()` is called on "
+                               f"`{short(ctx.source(sink.value), 40)}` here",
+                               ctx.column(sink.node))]
+                if len(terms) > 1:
+                    rel.append(Related(ctx.path, t.lineno, f"the term `{short(ctx.source(t), 40)}`"
+                                       " is live only through another network", ctx.column(t)))
+                rel.extend(Related(ctx.path, ln, f"`{name}` is built from here", 0)
+                           for name, ln in c.via if ln != c.node.lineno)
+                yield self.report(c.node, ctx, related=rel, expr=short(ctx.source(c.node)),
+                                  operand=short(ctx.source(c.operand), 40), model=model,
+                                  opt=short(opt, 30), step=step.lineno, what=what)
+
+
+def _replaces_value(fo: Trace, traced: list, ctx: Context) -> bool:
+    """``x - x.detach() + v``: a detached copy of a value also used live in the same sum."""
+    live = {ctx.source(t) for t, _, f in traced if f.live}
+    return any(c.kind == "detach" and ctx.source(c.operand) in live for c in fo.cuts)
+
+
+def _loose_params(step: ast.Call, scope: Scope) -> frozenset[str]:
+    """Names of ``nn.Parameter`` s listed one by one in the optimizer that ``step`` steps
+    (``[{"params": model.parameters()}, {"params": [log_z]}]``)."""
+    ctx = scope.ctx
+    recv = step.func.value  # type: ignore[attr-defined]
+    out: set[str] = set()
+    for e in (recv, *step.args[:1]):
+        k = ctx.analysis.kind(e, scope, step.lineno)
+        if k is None or k.what != OPTIMIZER or not isinstance(k.node, ast.Call):
+            continue
+        for n in walk(k.node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                p = ctx.analysis.kind(n, scope, step.lineno)
+                if p is not None and p.what == PARAMETER:
+                    out.add(n.id)
+    return frozenset(out)
+
+
+def _stepped(scope: Scope, ctx: Context, start: int, end: int
+             ) -> list[tuple[ast.Call, str, frozenset[str]]]:
+    """``opt.step()`` / ``scaler.step(opt)`` calls between ``start`` and ``end``: (the call,
+    the optimizer's spelling, the dotted owners of the parameters it updates)."""
+    out = []
+    for m in scope.calls_to("step"):
+        ln = m.call.lineno
+        if not start < ln < end:
+            continue
+        recv = m.call.func.value  # type: ignore[attr-defined]
+        for e in (recv, *m.call.args[:1]):
+            k = ctx.analysis.kind(e, scope, ln)
+            if k is not None and k.what == OPTIMIZER and k.over:
+                out.append((m.call, ctx.source(e), k.over))
+                break
+    return out
+
+
+class FocusTracer(LossPaths):
+    """The loss-path tracer with the focus on ``owners`` (NOTE [stepped focus])."""
+
+    def __init__(self, scope: Scope, ctx: Context, owners: frozenset[str],
+                 loose: frozenset[str] = frozenset()) -> None:
+        Tracer.__init__(self, scope, ctx)  # not LossPaths.__init__: no verdicts of its own
+        self.owners = owners
+        self.loose = loose  # names of parameters the optimizers are given one by one
+        self.roots = frozenset(o.partition(".")[0] if not o.startswith("self.")
+                               else ".".join(o.split(".")[:2]) for o in owners)
+
+    def _name(self, name: str, use: ast.stmt | None, line: int) -> Trace:
+        if name in self.loose:
+            return LIVE
+        return super()._name(name, use, line)
+
+    def _call(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+        qual = self.ctx.qualified_name(e.func) or ""
+        if qual == "torch.nn.Parameter":
+            return DEAD  # a parameter of its own (`logZ`), not the stepped model's
+        name = dotted(e.func)
+        if name is not None and self._other_module(e.func, name, line):
+            return self._args(e, use, line)
+        return super()._call(e, use, line)
+
+    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
+        got = super()._through_helper(e, use, line)
+        if got is not None:
+            return got
+        fn = self._method_of_object(e, line)
+        if fn is None:
+            return None
+        cut = helper_cut(self.ctx, fn)
+        if cut is None:
+            return None
+        if not self._args(e, use, line).live:
+            return Trace(False, ())
+        return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
+                                 ((f"{fn.name}()", e.lineno),) + cut.via),))
+
+    def _method_of_object(self, e: ast.Call, line: int
+                          ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """``env.get_logprobs(...)`` with ``env`` an instance of a plain class of this file."""
+        f = e.func
+        if not isinstance(f, ast.Attribute) or not isinstance(f.value, ast.Name) \
+                or f.value.id == "self":
+            return None
+        k = self.ctx.analysis.kind(f.value, self.scope, line)
+        if k is None or k.what == MODULE or k.cls not in self.ctx.analysis.classes:
+            return None
+        return self.ctx.analysis.classes[k.cls].methods.get(f.attr)
+
+    def _other_module(self, func: ast.expr, name: str, line: int) -> bool:
+        """``name`` is a module bound to its own constructor, not the stepped model, not a part
+        or a container of it, and not built from it."""
+        for o in self.owners:
+            if name == o or name.startswith(o + ".") or o.startswith(name + "."):
+                return False
+        k = self.ctx.analysis.kind(func, self.scope, line)
+        if k is None or k.what != MODULE or not isinstance(k.node, ast.Call):
+            return False
+        if self._bound_value(func, name, line) is not k.node:
+            return False  # `model = net.to(device)`, a function's result...: maybe the model
+        for n in walk(k.node):
+            d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            if d is not None and (d in self.roots or d.partition(".")[0] in self.roots):
+                return False  # `ema = EMA(model)`, `DDP(model)`
+        return True
+
+    def _bound_value(self, func: ast.expr, name: str, line: int) -> ast.AST | None:
+        if name.startswith("self.") and name.count(".") == 1:
+            cls = self.ctx.analysis.class_of(self.scope.node)
+            info = cls.attrs.get(name[5:]) if cls is not None else None
+            return info.value if info is not None and not info.later else None
+        if "." in name:
+            return None
+        b = self.scope.binding_before(name, line)
+        if b is None and self.scope.node is not self.ctx.tree:
+            b = self.ctx.scope(self.ctx.tree).binding_before(name, 1 << 30)
+        if b is None:
+            return None
+        return unpacked_value(b, name)
+
+
+__all__ = ["SteppedModelCutFromLoss", "FocusTracer", "LIVE"]
