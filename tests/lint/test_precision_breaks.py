@@ -39,6 +39,42 @@ LEAF_FLAG = "you can only change requires_grad flags of leaf variables"
 INT_GRAD = "Only Tensors of floating point and complex dtype can require gradients"
 
 GOOD = {
+    # completions sampled under no_grad are normal tensors: training on them works
+    "inference-tensor-through-helper": Shape("""
+        emb, head = nn.Embedding(8, 4), nn.Linear(4, 8)
+        model = nn.Sequential(emb, head)
+
+        def token_logps(net, ids):
+            logits = net(ids[:, :-1])
+            return logits.log_softmax(-1).gather(2, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+        with torch.no_grad():
+            ids = torch.randint(0, 8, (2, 5))
+            old = token_logps(model, ids)
+        loss = -(token_logps(model, ids) - old).exp().mean()
+        loss.backward()
+        """, "GT204", holds="emb.weight.grad is not None"),
+    # new rows added under no_grad: ordinary parameters
+    "parameters-replaced-under-inference-mode": Shape("""
+        model = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 6))
+
+        @torch.no_grad()
+        def grow(m, n):
+            old = m[1].weight
+            m[1].weight = nn.Parameter(old * n)
+
+        grow(model, 2)
+        model(torch.randint(0, 6, (3,))).sum().backward()
+        """, "GT204", holds="model[1].weight.grad is not None"),
+    # the squeeze inside the wrap: a registered Parameter
+    "parameter-view-after-wrapping": Shape("""
+        class Snake(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.a = nn.Parameter(torch.ones(1, n).squeeze(0))
+
+        s = Snake(4)
+        """, "GT403", holds="len(list(s.parameters())) == 1"),
     # the generator step scores `fake` itself; the discriminator step detaches it
     "stepped-model-cut": Shape("""
         class GAN:
@@ -135,6 +171,71 @@ GOOD = {
 }
 
 BAD = {
+    # completions sampled under inference_mode, fed to the model by a helper in training
+    "inference-tensor-through-helper": [Shape("""
+        emb, head = nn.Embedding(8, 4), nn.Linear(4, 8)
+        model = nn.Sequential(emb, head)
+
+        def token_logps(net, ids):
+            logits = net(ids[:, :-1])
+            return logits.log_softmax(-1).gather(2, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+        with torch.inference_mode():
+            ids = torch.randint(0, 8, (2, 5)) + 0
+            old = token_logps(model, ids)
+        loss = -(token_logps(model, ids) - old).exp().mean()
+        loss.backward()
+        """, "GT204", 8, "Inference tensors cannot be saved for backward"), Shape("""
+        def score(net, tokens):
+            return net(tokens).log_softmax(-1).mean()
+
+        def train(model, opt):
+            with torch.inference_mode():
+                tokens = torch.randint(0, 8, (2, 5)) * 1
+            loss = -score(model, tokens)
+            loss.backward()
+            opt.step()
+
+        model = nn.Sequential(nn.Embedding(8, 4), nn.Linear(4, 8))
+        train(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        """, "GT204", 5, "Inference tensors cannot be saved for backward")],
+    # rows added to an embedding under inference_mode, then trained
+    "parameters-replaced-under-inference-mode": [Shape("""
+        model = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 6))
+
+        @torch.inference_mode()
+        def grow(m, n):
+            old = m[1].weight
+            m[1].weight = nn.Parameter(old * n)
+
+        grow(model, 2)
+        model(torch.randint(0, 6, (3,))).sum().backward()
+        """, "GT204", 3, "Inference tensors cannot be saved for backward"), Shape("""
+        model = nn.Sequential(nn.Embedding(6, 4), nn.Linear(4, 4))
+        with torch.inference_mode():
+            w = model[1].weight
+            model[1].weight = nn.Parameter(w * 0.5)
+        model(torch.randint(0, 6, (3,))).sum().backward()
+        """, "GT204", 2, "Inference tensors cannot be saved for backward")],
+    # a view of a fresh Parameter stored on the module: not registered, never trained
+    "parameter-view-after-wrapping": [Shape("""
+        class Snake(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.a = nn.Parameter(torch.ones(1, n)).squeeze(0)
+
+        s = Snake(4)
+        """, "GT403", 4, holds="len(list(s.parameters())) == 0"), Shape("""
+        class Scale(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.g = nn.Parameter(torch.ones(n, 1)).reshape(-1)
+
+            def forward(self, x):
+                return x * self.g
+
+        s = Scale(4)
+        """, "GT403", 4, holds="len(list(s.parameters())) == 0")],
     # the generator gets nothing from a term scored on a detached sample; a policy whose
     # outputs an object's method detaches before the log-probabilities leaves only logZ
     "stepped-model-cut": [Shape("""

@@ -26,6 +26,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.grad_mode._helper_saves import saved_params
 from gradtrace.lint.rules.grad_mode._sinks import (  # noqa: F401 (re-exported)
     BACKWARD_OWNERS, Sink, backward_sinks, sink_loss,
 )
@@ -355,6 +356,11 @@ class Tracer:
             d.dead.append(Dead(e, helper.off, _mode(helper.off, self.ctx), helper.node))
             return d
         d.live = True
+        fn = helper.node
+        if isinstance(fn, FUNCTION_TYPES) and e.args:  # it may save an inference tensor
+            saved = saved_params(self.ctx, fn)
+            binds = self.ctx.analysis.arguments(fn, e) if saved else {}
+            self._consume(e, [v for p, v in binds.items() if p in saved], line, d)
         return d
 
     # -- operators ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -27,8 +28,10 @@ class InferenceTensorInTraining(Rule):
     (pytorch-facts.md#inference-tensors).
     This bites features precomputed under `inference_mode` and fed to a trainable head, and
     caches (`self.table`, a global dict) first filled by an `inference_mode` evaluation and
-    reused by the training forward. Use `torch.no_grad()` there, or `.clone()` the tensor
-    outside `inference_mode`.
+    reused by the training forward, tensors passed to a helper that runs the model on them,
+    and parameters replaced (`model.embed.weight = nn.Parameter(...)`) by a function decorated
+    with `inference_mode` in a script that trains. Use `torch.no_grad()` there, or `.clone()`
+    the tensor outside `inference_mode`.
     Known limits: a cache filled lazily by a forward that some caller wraps in
     `inference_mode` is only visible at runtime (`gradtrace run`); only uses that save the
     tensor itself (layer input, `*`, `@`, loss argument) are reported: `+` and `cat` save
@@ -128,6 +131,7 @@ class InferenceTensorInTraining(Rule):
         stmt = ctx.statement
         cls = ctx.class_def
         if cls is None:
+            yield from self._new_parameters(node, stmt, ctx)
             return
         if isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
                 i.context_expr is node for i in stmt.items):
@@ -141,6 +145,40 @@ class InferenceTensorInTraining(Rule):
                 yield from self._cache_store(s, s.targets, s.value, off, cls, store_fn, ctx)
             elif isinstance(s, ast.AnnAssign) and s.value is not None:
                 yield from self._cache_store(s, [s.target], s.value, off, cls, store_fn, ctx)
+
+    def _new_parameters(self, node: ast.expr, stmt: ast.stmt, ctx: Context
+                        ) -> Iterator[Finding]:
+        """``model.embed.weight = nn.Parameter(...)`` in a function decorated with (or a block
+        under) ``inference_mode``, in a file that trains: the new parameter is an inference
+        tensor, and the first layer that saves it for backward raises."""
+        if not ctx.mentions("backward"):
+            return
+        if isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
+                i.context_expr is node for i in stmt.items):
+            body = stmt.body
+        elif isinstance(stmt, FUNCTION_TYPES) and node in stmt.decorator_list:
+            body = stmt.body
+        else:
+            return
+        made = [s for s in _body_statements(body)
+                if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                and ctx.qualified_name(s.value.func) == "torch.nn.Parameter" and any(
+                    isinstance(t, ast.Attribute) and _root_name(t) not in (None, "self")
+                    for t in s.targets)]
+        if not made:
+            return
+        first = made[0]
+        names = ", ".join(f"`{ctx.source(s.targets[0])}`" for s in made[:3]) + \
+            (f" and {len(made) - 3} more" if len(made) > 3 else "")
+        related = tuple(Related(ctx.path, s.lineno, f"`{ctx.source(s.targets[0])}` is replaced "
+                                "by a parameter made here", ctx.column(s)) for s in made)
+        mode = _mode_text(stmt if isinstance(stmt, (ast.With, ast.AsyncWith)) else node, ctx)
+        f = self.report(node, ctx, related=related, value="", mode="", use="", line=0)
+        yield replace(f, message=(
+            f"{names} {'is' if len(made) == 1 else 'are'} replaced (line {first.lineno}) by new "
+            f"`nn.Parameter`s made under `{mode}`: inference tensors, so any op of the "
+            f"training step that saves one for backward (a linear or conv weight, a matmul) "
+            f"raises {INFERENCE_ERROR}; make them under `torch.no_grad()` instead"))
 
     def _cache_store(self, node: ast.stmt, targets: list[ast.expr], value: ast.expr,
                      off: ast.AST, cls: ast.ClassDef, store_fn: ast.AST | None,
@@ -164,6 +202,13 @@ class InferenceTensorInTraining(Rule):
                               mode=_mode_text(off, ctx), use=ctx.source(expr),
                               line=expr.lineno)  # type: ignore[attr-defined]
             return
+
+
+def _root_name(e: ast.expr) -> str | None:
+    """``model`` for ``model.embed.weight`` or ``model[0].weight``."""
+    while isinstance(e, (ast.Attribute, ast.Subscript)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
 
 
 def _body_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

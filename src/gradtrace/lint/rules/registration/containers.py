@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
-    COPY_METHODS, is_true, grad_factory, is_parameter_call, made_non_leaf,
+    COPY_METHODS, VIEW_METHODS, is_true, grad_factory, is_parameter_call, made_non_leaf,
     nn_alias, single_assign_of,
 )
 from gradtrace.lint.rules.registration._modules import (
@@ -414,8 +414,9 @@ class ParameterMovedAfterWrapping(Rule):
     Why: `.to()` / `.cuda()` / `.double()` that really move or cast return a new tensor
     computed from the Parameter: a non-leaf plain `Tensor`, not an `nn.Parameter`. Assigned to
     a module it is not registered (`named_parameters()` misses it); given to an optimizer it
-    raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). Move the
-    data first: `nn.Parameter(t.to(device))`.
+    raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). A view
+    (`.squeeze()`, `.reshape()`, `.view()`, `.t()`) is always such a new tensor. Move or
+    reshape the data first: `nn.Parameter(t.to(device))`.
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
     itself, so the bug only shows on the other device; the rule reports it anyway. A dummy
     loss returned by a loss function (a baseline with nothing to train) is left alone.
@@ -424,8 +425,8 @@ class ParameterMovedAfterWrapping(Rule):
     code = "GT403"
     gate_statements = True
     name = "parameter-moved-after-wrapping"
-    message = ("`{expr}` returns a plain tensor copy when it moves or casts, not an "
-               "`nn.Parameter` (a non-leaf one when it requires grad): a module attribute set "
+    message = ("`{expr}` returns a plain tensor copy or view when it moves, casts or "
+               "reshapes, not an `nn.Parameter` (a non-leaf one when it requires grad): a module attribute set "
                "to it is not registered, and an optimizer given it raises `ValueError: can't "
                "optimize a non-leaf Tensor`")
     fix_title = "Move the data before wrapping: `nn.Parameter(t.to(...))`"
@@ -457,8 +458,9 @@ class ParameterMovedAfterWrapping(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         f = node.func
-        if not (isinstance(f, ast.Attribute) and f.attr in COPY_METHODS):
-            return
+        if not (isinstance(f, ast.Attribute) and (f.attr in COPY_METHODS or
+                                                  f.attr in VIEW_METHODS)):
+            return  # a view (`.squeeze()`) is a new non-leaf tensor too
         inner = f.value
         if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args:
             return
