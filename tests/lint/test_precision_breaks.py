@@ -39,6 +39,21 @@ LEAF_FLAG = "you can only change requires_grad flags of leaf variables"
 INT_GRAD = "Only Tensors of floating point and complex dtype can require gradients"
 
 GOOD = {
+    # the attack loop detaches the perturbed image before asking for grad again
+    "loop-rebinds-flagged-tensor": Shape("""
+        model = nn.Sequential(nn.Flatten(), nn.Linear(12, 3))
+
+        def attack(image, steps=3):
+            image = image.clone()
+            for _ in range(steps):
+                image.requires_grad = True
+                loss = model(image).sum()
+                grad, = torch.autograd.grad(loss, image)
+                image = torch.clamp(image + 0.01 * grad.sign(), 0, 1).detach()
+            return image
+
+        adv = attack(torch.rand(1, 3, 2, 2))
+        """, "GT303", holds="adv.is_leaf"),
     # completions sampled under no_grad are normal tensors: training on them works
     "inference-tensor-through-helper": Shape("""
         emb, head = nn.Embedding(8, 4), nn.Linear(4, 8)
@@ -171,6 +186,30 @@ GOOD = {
 }
 
 BAD = {
+    # the perturbed image (a non-leaf) is flagged again on the next iteration
+    "loop-rebinds-flagged-tensor": [Shape("""
+        model = nn.Sequential(nn.Flatten(), nn.Linear(12, 3))
+
+        def attack(image, steps=3):
+            image = image.clone()
+            for _ in range(steps):
+                image.requires_grad = True
+                loss = model(image).sum()
+                grad, = torch.autograd.grad(loss, image)
+                image = torch.clamp(image + 0.01 * grad.sign(), 0, 1)
+            return image
+
+        adv = attack(torch.rand(1, 3, 2, 2))
+        """, "GT303", 9, LEAF_FLAG), Shape("""
+        net = nn.Linear(4, 2)
+        x = torch.zeros(1, 4)
+        step = 0
+        while step < 3:
+            x.requires_grad = True
+            net(x).sum().backward()
+            x = x - 0.1 * x.grad
+            step += 1
+        """, "GT303", 7, LEAF_FLAG)],
     # completions sampled under inference_mode, fed to the model by a helper in training
     "inference-tensor-through-helper": [Shape("""
         emb, head = nn.Embedding(8, 4), nn.Linear(4, 8)
@@ -447,3 +486,27 @@ def test_cut_under_a_miswired_optimizer_is_left_to_the_wiring_rule() -> None:
         opt_d.step()
         """)
     assert [f.code for f in check_source(src, "s.py", select=["GT109"])] == []
+
+
+def test_detached_weight_next_to_the_real_cut_is_not_reported() -> None:
+    """`log_probs * advantages.detach()` with `log_probs` rebuilt by `torch.tensor`: the
+    numbers are the cut (GT102); the detached advantage is a deliberate weight, never GT107.
+    Detaching the only model path of a term is still GT107."""
+    body = """
+        policy, critic = nn.Linear(3, 2), nn.Linear(3, 1)
+        s = torch.randn(4, 3)
+        logps = {logps}
+        adv = torch.randn(4) - critic(s).squeeze(1)
+        loss = -(logps * adv.detach()).mean() + adv.pow(2).mean()
+        loss.backward()
+        """
+    rebuilt = PRELUDE + textwrap.dedent(body.format(
+        logps="torch.tensor([p.item() for p in policy(s).log_softmax(1)[:, 0]])")).lstrip("\n")
+    found = sorted((f.line - PRELUDE.count("\n"), f.code) for f in check_source(
+        rebuilt, "s.py", select=["GT102", "GT104", "GT107"]))
+    assert found == [(3, "GT102")]
+    live = PRELUDE + textwrap.dedent(body.format(logps="policy(s).log_softmax(1)[:, 0]"))
+    assert check_source(live, "s.py", select=["GT104", "GT107"]) == []
+    env: dict = {}
+    exec(compile(rebuilt, "bad.py", "exec"), env)  # runs: the actor term trains nothing
+    assert env["policy"].weight.grad is None and env["critic"].weight.grad is not None

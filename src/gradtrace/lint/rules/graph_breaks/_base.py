@@ -73,7 +73,8 @@ class LossCutRule(Rule):
         seen: set[int] = ctx.memo("gt1-reported-" + self.code, ctx.tree, set)
         for v in lp.verdicts:
             for _, cuts in v.cut_terms:  # one finding per term: its first cut of our kinds
-                mine = sorted((c for c in cuts if c.kind in self.cut_kinds),
+                mine = sorted((c for c in cuts if c.kind in self.cut_kinds
+                               and not _weight_next_to_cut(c, cuts, lp)),
                               key=lambda c: (c.node.lineno, c.node.col_offset))
                 if mine and id(mine[0].node) not in seen:
                     seen.add(id(mine[0].node))
@@ -84,6 +85,17 @@ class LossCutRule(Rule):
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=consequence(v, lp, ctx))
+
+
+def _weight_next_to_cut(c: Cut, cuts: tuple[Cut, ...], lp: LossPaths) -> bool:
+    """``log_probs * advantages.detach()`` where ``log_probs`` is cut too (another kind): the
+    detached factor is a deliberate weight, the other cut is the one that matters."""
+    if c.kind != "detach" or all(o.kind == "detach" for o in cuts):
+        return False
+    st = lp.scope.statement_of(c.node)
+    return st is not None and any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div))
+        and (n.left is c.node or n.right is c.node) for n in walk(st))
 
 
 _LINES: weakref.WeakKeyDictionary[Context, dict[str, list[int]]] = \

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -43,7 +44,10 @@ class RequiresGradOnNonLeaf(Rule):
     Why: only leaf tensors carry a settable flag. `y.requires_grad = False` (or `= True`) and
     `y.requires_grad_(False)` on a tensor with a `grad_fn` raise `RuntimeError: you can only
     change requires_grad flags of leaf variables.` To stop gradients use `y = y.detach()`;
-    to make a trainable tensor, set the flag on the leaf before computing from it.
+    to make a trainable tensor, set the flag on the leaf before computing from it. In a loop
+    (an adversarial attack), `x.requires_grad = True` followed by `x = torch.clamp(x + r, 0, 1)`
+    raises on the next iteration: the rebinding is reported, it must make a new leaf
+    (`.detach()`).
     Known limits: the tensor must be computed in the same function from a leaf that requires
     grad (`torch.*(..., requires_grad=True)`, `nn.Parameter`) or be a model's output; if the
     function freezes parameters, model outputs are left alone (they may be leaves then).
@@ -54,6 +58,10 @@ class RequiresGradOnNonLeaf(Rule):
     name = "requires-grad-on-non-leaf"
     message = ("`{name}` is a non-leaf tensor ({why}); changing its `requires_grad` raises "
                "`RuntimeError: you can only change requires_grad flags of leaf variables.`")
+    message_loop = ("`{name}` is rebound here to a value computed from itself after its "
+                    "`requires_grad` was set (line {line}): a non-leaf, so on the next iteration "
+                    "line {line} raises `RuntimeError: you can only change requires_grad flags "
+                    "of leaf variables.`; rebind it to a new leaf: `{name} = (...).detach()`")
     fix_title = "Use `.detach()` to stop gradients"
     fix_safety = "safe"
     triggers = ("requires_grad",)
@@ -111,6 +119,12 @@ class RequiresGradOnNonLeaf(Rule):
         scope = ctx.scope()
         got = non_leaf_origin(scope, name, stmt.lineno)
         if got is None:
+            again = None if off else _loop_rebinding(scope, name, stmt)
+            if again is not None:
+                rel = [Related(ctx.path, stmt.lineno, f"`{ctx.source(stmt).strip()}` runs again "
+                               "on the next iteration and raises", ctx.column(stmt))]
+                f = self.report(again, ctx, related=rel, name=name, why="")
+                yield replace(f, message=self.message_loop.format(name=name, line=stmt.lineno))
             return
         b, why = got
         if why == "a model output" and _freezes(scope, b):
@@ -120,6 +134,49 @@ class RequiresGradOnNonLeaf(Rule):
         related = [Related(ctx.path, b.line, f"`{name}` is computed here", ctx.column(b.stmt))]
         fix = self.fix(ctx.edit(stmt, f"{name} = {name}.detach()")) if off else None
         yield self.report(stmt, ctx, related=related, fix=fix, name=name, why=why)
+
+
+CUTTING = frozenset({"detach", "detach_", "item", "numpy", "tolist", "tensor", "as_tensor",
+                     "from_numpy", "Tensor", "requires_grad_"})
+
+
+def _loop_rebinding(scope: Scope, name: str, stmt: ast.stmt) -> ast.stmt | None:
+    """A later statement of the loop around ``stmt`` (``name.requires_grad = ...``) that
+    rebinds ``name`` to a value computed from ``name`` with grad on (``image = torch.clamp(
+    image + r, 0, 1)``): from then on ``name`` holds a non-leaf, and the flag raises on the
+    next iteration. None when the loop makes it a leaf again (``.detach()``, a factory)."""
+    loops = scope.loops_of(stmt)
+    if not loops:
+        return None
+    loop = loops[-1]
+    end = loop.end_lineno or loop.lineno
+    later = [b for b in scope.bindings.get(name, ()) if stmt.lineno < b.line <= end]
+    if not later or any(_fresh_leaf(b.value, name) for b in later):
+        return None
+    for b in later:
+        v = b.value
+        if v is None or isinstance(b.stmt, ast.AugAssign) or b.no_grad \
+                or scope.grad_off_at(b.stmt) is not None:
+            continue
+        if scope.loops_of(b.stmt)[:len(loops)] != loops:
+            continue
+        if any(isinstance(n, ast.Name) and n.id == name for n in walk(v)) and \
+                isinstance(v, (ast.Call, ast.BinOp)):
+            return b.stmt
+    return None
+
+
+def _fresh_leaf(v: ast.expr | None, name: str) -> bool:
+    """A value that is (or may be) a new leaf: cut from the graph, or not computed from
+    ``name`` with an operation (a factory, a plain name, an unknown)."""
+    if v is None:
+        return True
+    for n in walk(v):
+        if isinstance(n, ast.Attribute) and (n.attr in CUTTING or n.attr == "data"):
+            return True
+        if isinstance(n, ast.Name) and n.id in CUTTING:
+            return True
+    return False
 
 
 def _const_ints(node: ast.AST) -> bool:
