@@ -47,7 +47,9 @@ def expected_code(pat) -> str:
              "optimizer-non-leaf": "optimizer-non-leaf",
              "function-grad-count": "function-grad-count",
              "grad-unused-input": "grad-input-unused",
-             "non-leaf-grad-warning": "non-leaf-grad"}
+             "non-leaf-grad-warning": "non-leaf-grad",
+             "requires-grad-dtype": "requires-grad-on-integer",
+             "requires-grad-non-leaf": "requires-grad-on-non-leaf"}
     return code_for(kinds[pat.key], pat.code)
 
 

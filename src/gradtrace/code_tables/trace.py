@@ -1,6 +1,6 @@
 """GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
 
-GT800-GT813 name a PyTorch error the run raised; the error patterns that recognise the message
+GT800-GT815 name a PyTorch error the run raised; the error patterns that recognise the message
 live in :mod:`gradtrace.runtime.catalogue` and :mod:`gradtrace.runtime.diagnose` turns a match
 into a finding. GT820-GT828 never raise: :mod:`gradtrace.runtime.silent` reports them when the
 trace ends. When a static rule describes the same bug, the finding carries the rule's code
@@ -171,6 +171,23 @@ CODES = (
          "optimizer = optimizer.step()",
          "optimizer.step()",
          "Call the method without assigning its result.", _DIAGNOSE),
+    Code("GT814", "integer-tensor-requires-grad", "requires_grad set on an integer or bool tensor",
+         "Only floating point and complex tensors can require gradients: indices from "
+         "argmax/max, masks and token ids cannot, and neither can an `nn.Parameter` made from "
+         "one.",
+         "_, idx = out.max(1)\nidx.requires_grad = True",
+         "loss = criterion(out, target)",
+         "Keep integer tensors plain (or buffers); learn a mask as a float Parameter.",
+         _DIAGNOSE),
+    Code("GT815", "non-leaf-requires-grad-changed",
+         "requires_grad changed on a computed (non-leaf) tensor",
+         "A tensor computed from tensors that require grad is part of the graph and its "
+         "requires_grad flag cannot be changed; often the name was meant to hold a fresh leaf "
+         "but a later line rebound it to a computed value.",
+         "s = torch.sigmoid(x)\ns.requires_grad = True",
+         "s = torch.sigmoid(x)\ns.retain_grad()",
+         "Start a new leaf with `x.detach().requires_grad_()`, or `.retain_grad()` to read an "
+         "intermediate's gradient.", _DIAGNOSE),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "

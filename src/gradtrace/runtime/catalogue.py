@@ -26,10 +26,13 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
     "no-grad-forward": ("GT201", "loss-from-no-grad-output"),
     "grad-mode-left-off": ("GT203", "set-grad-enabled-never-restored"),
+    "backward-under-no-grad": ("GT207", "backward-under-no-grad"),
     "checkpoint-no-grad": ("GT205", "checkpoint-input-without-grad"),
     "inference-tensor": ("GT204", "inference-tensor-in-training"),
     "inference-mode-forward": ("GT204", "inference-tensor-in-training"),
     "leaf-rebound-by-update": ("GT301", "leaf-rebound-by-update"),
+    "requires-grad-on-non-leaf": ("GT303", "requires-grad-on-non-leaf"),
+    "requires-grad-on-integer": ("GT304", "requires-grad-on-integer-tensor"),
     "inplace-on-leaf": ("GT302", "inplace-update-of-leaf"),
     "weight-made-non-leaf": ("GT305", "weight-made-non-leaf"),
     "optimizer-non-leaf": ("GT306", "non-leaf-given-to-optimizer"),
@@ -85,7 +88,9 @@ _TWIN_OF = {"non-scalar": "non-scalar", "backward-twice": "backward-through-free
             "number-backward": "item-then-backward", "inference-saved": "inference-tensor",
             "optimizer-non-leaf": "optimizer-non-leaf", "function-grad-count":
             "function-grad-count", "grad-unused-input": "grad-input-unused",
-            "none-assigned": "none-result-assigned", "non-leaf-grad-warning": "non-leaf-grad"}
+            "none-assigned": "none-result-assigned", "non-leaf-grad-warning": "non-leaf-grad",
+            "requires-grad-dtype": "requires-grad-on-integer",
+            "requires-grad-non-leaf": "requires-grad-on-non-leaf"}
 
 
 def _p(key: str, regex: str, code: str, title: str, explanation: str, fix: str,
@@ -283,6 +288,27 @@ for step in range(2):
     optimizer.zero_grad()
     F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
     optimizer = optimizer.step()  # <- cause
+"""),
+    _p("requires-grad-dtype", r"(?i)only Tensors of floating point (and complex )?dtype can "
+       r"require gradients", "GT814", "requires_grad on an integer or bool tensor",
+       """Only floating point and complex tensors can require gradients. Integer tensors (class
+       indices from argmax/max, masks, token ids) are not differentiable: setting requires_grad
+       on them, or wrapping them in nn.Parameter, fails.""",
+       """Keep integer tensors as plain tensors or buffers (register_buffer); to learn a mask,
+       make it a float Parameter. For a loss, use the float scores, not the indices.""",
+       _HEAD + """mask = torch.tensor([1, 0, 1])
+mask.requires_grad = True  # <- cause
+"""),
+    _p("requires-grad-non-leaf", r"you can only change requires_grad flags of leaf variables",
+       "GT815", "requires_grad changed on a computed (non-leaf) tensor",
+       """A tensor produced by an op on tensors that require grad is already part of the graph;
+       its requires_grad flag cannot be changed. Often the name was meant to hold a fresh leaf
+       but was rebound to a computed value (x = x + step in a loop).""",
+       """Use x = x.detach().requires_grad_() to start a new leaf, .retain_grad() to read the
+       gradient of an intermediate, or .detach() to stop gradients.""",
+       _HEAD + """x = torch.zeros(3, requires_grad=True)
+s = torch.sigmoid(x)
+s.requires_grad = True  # <- cause
 """),
     _p("non-leaf-grad-warning", r"The \.grad attribute of a Tensor that is not a leaf Tensor is "
        r"being accessed", "GT822", ".grad read on a non-leaf tensor",

@@ -17,7 +17,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.records import META_FREED, created_site, decode_meta
+from gradtrace.runtime.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 from gradtrace.runtime.state import TraceState
 
 Tensor = torch.Tensor
@@ -82,7 +82,7 @@ def grad_off_line(cut: Any) -> Site | None:
     from gradtrace.runtime.locate import enclosing_with
 
     if cut.reason == "inference":
-        return enclosing_with(cut.site, ("inference_mode",))
+        return cut.grad_off or enclosing_with(cut.site, ("inference_mode",))
     if cut.reason == "no_grad" and cut.grad_off is not None:
         text = cut.grad_off.source()
         return cut.grad_off if text.startswith(("with ", "async with ")) else None
@@ -97,6 +97,14 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
     left_off = not torch.is_grad_enabled() and state.grad_off is not None
     if cut is not None and not (left_off and cut.reason == "no_grad"):
         return [cut_finding(cut, "the tensor passed to backward()", site)]
+    if left_off and _evaluation_block(site, state):
+        return [make(code_for("backward-under-no-grad", "GT800"), site,
+                     "backward() runs inside the evaluation block "
+                     f"({src(state.grad_off)}, every module that ran in it is in eval mode), "
+                     "where nothing is recorded for autograd",
+                     fix="take backward() and the optimizer step out of the evaluation pass "
+                         "(validation computes the loss only)",
+                     related=[(state.grad_off, "grad mode was turned off here")])]
     if left_off:
         return [make(code_for("grad-mode-left-off", "GT800"), state.grad_off,
                      f"grad mode was turned off here ({src(state.grad_off)}) and is still off "
@@ -113,6 +121,23 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
                      related=[(s, "also frozen here") for s in frozen[1:4]]
                      + [(site, "backward() failed here")])]
     return []
+
+
+def _evaluation_block(site: Site | None, state: TraceState) -> bool:
+    """Whether ``site`` (a failing backward) sits inside the ``with`` block that turned grad
+    mode off, and every module that ran in that block is in eval mode: an evaluation pass
+    that calls backward(), rather than a training forward wrapped in no_grad by mistake."""
+    from gradtrace.runtime.locate import enclosing_with
+
+    off = state.grad_off
+    if site is None or off is None or enclosing_with(site, ("no_grad", "inference_mode",
+                                                            "set_grad_enabled")) != off:
+        return False
+    data = state.hooks_data
+    mods = [r.ref() for r in list(getattr(data, "modules", {}).values())
+            if r.nograd_runs and r.nograd_site == off]
+    mods = [m for m in mods if m is not None]
+    return bool(mods) and not any(m.training for m in mods)
 
 
 def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
@@ -189,13 +214,33 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
             fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
         stepped = state.after_step is not None or state.step_seq > freed_seq
-        kind = "gan-fake-not-detached" if stepped else "backward-through-freed-graph"
-        msg = (f"the graph of the value computed here ({src(made)}) was already freed by an "
-               f"earlier backward() ({src(freed_by)}) and is needed again")
-        fix = "detach it where the second use needs no gradient through it (GAN: " \
-              "D(fake.detach())), sum the losses and call backward() once, or pass " \
-              "retain_graph=True to the first"
+        return [_freed_earlier(pat, made, freed_by, node, site, stepped)]
     return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
+
+
+def _freed_earlier(pat: ErrorPattern, made: Site | None, freed_by: Site | None, node: Any,
+                   site: Site | None, stepped: bool) -> Finding:
+    """A graph freed by another backward() line. With an optimizer step in between (a GAN's
+    discriminator step), the line where that step's graph consumed the value leads (where it
+    needed ``.detach()``); otherwise the first backward(), which freed what the second needs."""
+    via, _ = decode_meta(node.metadata.get(META_FREED_VIA))
+    made_rel = (made, f"the shared value was computed here ({src(made)})")
+    if stepped:
+        lead = via or made or site
+        msg = (f"the value computed at {src(made)} is used here without .detach(), so the "
+               f"backward() at {src(freed_by)} went through its graph and freed it; a later "
+               "backward() needs that graph again")
+        related = [made_rel, (freed_by, "this backward() freed it"),
+                   (site, "this backward() needs it again")]
+        return make(code_for("gan-fake-not-detached", pat.code), lead, msg, related=related,
+                    fix="detach it where this step needs no gradient through it "
+                        "(D(fake.detach()))")
+    msg = (f"this backward() frees the graph of the value computed at {src(made)}, and a "
+           f"later backward() ({src(site)}) needs it again")
+    return make(code_for("backward-through-freed-graph", pat.code), freed_by or made or site,
+                msg, related=[made_rel, (site, "this backward() needs it again")],
+                fix="sum the losses and call backward() once, pass retain_graph=True here, or "
+                    "detach the shared value where the second loss needs no gradient through it")
 
 
 def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) -> bool:
@@ -317,6 +362,17 @@ def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kw
                              "tracks", fix="use torch.no_grad() there, or .clone() the tensor "
                                            "outside inference_mode",
                              related=[*made, (site, "autograd needed it here")])]
+    blocks = list(state.inference_blocks)
+    if blocks and any(t.is_inference() for t in flat):
+        # no record of this very tensor (a Parameter or a copy wrapped around an inference
+        # tensor): the inference_mode blocks that ran are where it can have come from
+        return [make(code_for("inference-tensor", pat.code), blocks[-1],
+                     "tensors made while this torch.inference_mode() was on are inference "
+                     "tensors for good; one of them is used later in a computation autograd "
+                     "tracks", fix="use torch.no_grad() there, or .clone() the tensors made "
+                                   "there outside inference_mode",
+                     related=[*((b, "inference_mode was also on here") for b in blocks[-4:-1]),
+                              (site, "autograd needed it here")])]
     return []
 
 
@@ -337,8 +393,8 @@ def _function_count(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
         if type(node).__name__ == m[1] and cls is not None:
             try:
                 lines, start = inspect.getsourcelines(cls.backward)
-                where = Site(inspect.getsourcefile(cls.backward) or "", start + _def_offset(lines),
-                             "backward")
+                line = _return_line(lines, int(m[3])) or _def_offset(lines)
+                where = Site(inspect.getsourcefile(cls.backward) or "", start + line, "backward")
             except (OSError, TypeError):
                 break
             return [make(code_for("function-grad-count", pat.code), where,
@@ -348,6 +404,35 @@ def _function_count(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
                          related=[(site, "backward() failed here")])]
         queue.extend(n for n, _ in node.next_functions if n is not None)
     return []
+
+
+def _return_line(lines: list[str], got: int) -> int | None:
+    """0-based offset of the ``return`` in backward's source that returns ``got`` values (the
+    only return, or the first one of that length); None when it cannot be told."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+              None)
+    if fn is None:
+        return None
+    returns: list[ast.Return] = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                   ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    count = [r for r in returns if r.value is not None and
+             (len(r.value.elts) if isinstance(r.value, ast.Tuple) else 1) == got]
+    pick = count if count else returns if len(returns) == 1 else []
+    return min(r.lineno for r in pick) - 1 if pick else None
 
 
 def _def_offset(lines: list[str]) -> int:
@@ -373,6 +458,46 @@ def _unused_input(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
                  related=related)]
 
 
+def _first_tensor(args: tuple, kwargs: dict) -> Tensor | None:
+    return next((a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
+
+
+def _requires_grad_dtype(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
+                         kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
+    t = _first_tensor(args, kwargs)
+    dtype = str(t.dtype).replace("torch.", "") if t is not None else "integer"
+    cut = state.cut_of(t)
+    related = [(cut.site, f"it was made here: {cut.describe()}")] if cut is not None else []
+    return [make(code_for("requires-grad-on-integer", pat.code), site,
+                 f"requires_grad is set on a {dtype} tensor ({src(site)}); only floating point "
+                 "tensors can require gradients", fix=pat.fix, related=related)]
+
+
+def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
+                            kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
+    """The flag set on a computed tensor. When the name held a leaf on an earlier pass of the
+    same loop and a later line of the loop rebound it to a computed value, that line leads."""
+    from gradtrace.runtime.locate import enclosing_loop
+
+    t = _first_tensor(args, kwargs)
+    made = created_site(t.grad_fn)[0] if t is not None else None
+    node = type(t.grad_fn).__name__ if t is not None else "an op"
+    if made is not None and site is not None and made.path == site.path \
+            and made.line > site.line:
+        loop = enclosing_loop(site)
+        if loop is not None and loop.lineno < made.line <= (loop.end_lineno or 0):
+            return [make(code_for("requires-grad-on-non-leaf", pat.code), made,
+                         f"this line rebinds the tensor to a computed value ({node}) that the "
+                         f"next pass of the loop then treats as a leaf ({src(site)})",
+                         fix="start each pass from a new leaf: x = x.detach() here, or "
+                             "x = x.detach().requires_grad_() before using it",
+                         related=[(site, "requires_grad is set on it here")])]
+    related = [(made, f"it was computed here ({node})")] if made is not None else []
+    return [make(code_for("requires-grad-on-non-leaf", pat.code), site,
+                 f"requires_grad is changed on a computed (non-leaf) tensor ({node}) here",
+                 fix=pat.fix, related=related)]
+
+
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
     "non-scalar": _non_scalar,
@@ -383,4 +508,6 @@ _ANALYZERS: dict[str, Analyzer] = {
     "inference-saved": _inference,
     "function-grad-count": _function_count,
     "grad-unused-input": _unused_input,
+    "requires-grad-dtype": _requires_grad_dtype,
+    "requires-grad-non-leaf": _requires_grad_non_leaf,
 }

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.records import META_FREED
+from gradtrace.runtime.records import META_CREATED, META_FREED, META_FREED_VIA
 
 Tensor = torch.Tensor
 
@@ -31,24 +31,31 @@ def _backward_roots(func: Any, args: tuple[Any, ...],
 
 
 def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000) -> None:
-    """Mark every node of the graph a backward just freed (walk bounded by ``limit``)."""
-    stack = [r.grad_fn for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
+    """Mark every node of the graph a backward just freed (walk bounded by ``limit``), with
+    the creating line of the traced node that consumed it in that graph (META_FREED_VIA)."""
+    stack: list[tuple[Any, Any]] = [(r.grad_fn, None) for r in roots
+                                     if isinstance(r, Tensor) and r.grad_fn is not None]
     seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
     while stack and len(seen) < limit:
-        node = stack.pop()
+        node, via = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen[id(node)] = node
         if type(node) in _ACCUMULATE:  # saves nothing, and is shared across graphs
             continue
         try:
-            node.metadata.setdefault(META_FREED, stamp)
+            meta = node.metadata
+            if META_FREED not in meta:
+                meta[META_FREED] = stamp
+                if via is not None:
+                    meta[META_FREED_VIA] = via
+            via = meta.get(META_CREATED, via)
             nexts = node.next_functions
         except (AttributeError, RuntimeError):
             continue
         for n, _ in nexts:
             if n is not None:
-                stack.append(n)
+                stack.append((n, via))
 
 
 def _leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:

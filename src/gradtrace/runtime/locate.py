@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import ast
 import linecache
+from types import CodeType, FrameType
 from typing import Callable
 
-from gradtrace.runtime.frames import Site
+from gradtrace.runtime.frames import Site, is_internal
 
 _TREES: dict[str, tuple[int, ast.Module | None]] = {}
 
@@ -76,4 +77,43 @@ def find_line(site: Site, first: int, last: int, test: Callable[[str], bool]) ->
     for line in range(first, last + 1):
         if test(linecache.getline(site.path, line)):
             return Site(site.path, line, site.function)
+    return None
+
+
+_BLOCK_AT: dict[tuple[CodeType, int], Site | None] = {}
+
+
+def inference_block(frame: FrameType | None) -> Site | None:
+    """The ``with torch.inference_mode():`` line (or the ``@torch.inference_mode()``
+    decorator) around the running line of ``frame`` or of the user frames that called it: where
+    the user turned inference mode on. Cached per (code, line)."""
+    while frame is not None:
+        code = frame.f_code
+        if not is_internal(code):
+            key = (code, frame.f_lineno)
+            hit = _BLOCK_AT.get(key, False)
+            if hit is False:
+                if len(_BLOCK_AT) > 4096:
+                    _BLOCK_AT.clear()
+                hit = _BLOCK_AT[key] = _inference_block_at(code, frame.f_lineno)
+            if hit is not None:
+                return hit
+        frame = frame.f_back
+    return None
+
+
+def _inference_block_at(code: CodeType, line: int) -> Site | None:
+    site = Site(code.co_filename, line, code.co_name)
+    found = enclosing_with(site, ("inference_mode",))
+    if found is not None:
+        return found
+    tree = tree_of(code.co_filename)
+    for node in ast.walk(tree) if tree is not None and code.co_name != "<module>" else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list \
+                and node.name == code.co_name \
+                and min(d.lineno for d in node.decorator_list) <= code.co_firstlineno \
+                <= node.lineno:
+            for dec in node.decorator_list:
+                if _calls(dec, ("inference_mode",)):
+                    return Site(code.co_filename, dec.lineno, code.co_name)
     return None

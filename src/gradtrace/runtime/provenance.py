@@ -21,6 +21,7 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
                                       user_frame)
 from gradtrace.runtime.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
+from gradtrace.runtime.locate import inference_block
 from gradtrace.runtime.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.records import META_CREATED, Cut, Event, RawSite
 
@@ -230,8 +231,8 @@ class ProvenanceMode(TorchFunctionMode):
             else:
                 self._cut(out, src, _name(func), "inference"
                           if torch.is_inference_mode_enabled() else "no_grad")
-        elif self.state.cuts:
-            self.state.propagate(args, out)
+        elif self.state.cuts and self.state.propagate(args, out):
+            return
         elif torch.is_inference_mode_enabled():
             self._cut(out, None, _name(func), "inference")
 
@@ -245,7 +246,8 @@ class ProvenanceMode(TorchFunctionMode):
         raw = raw_site()
         if raw is None:
             return None
-        cut = self.state.make_cut(raw, op, reason, origin)
+        block = inference_block(user_frame(1)) if reason == "inference" else None
+        cut = self.state.make_cut(raw, op, reason, origin, block)
         self.state.add_cut(out, cut, src)
         return cut
 

@@ -12,6 +12,7 @@ RawSite = tuple[CodeType, int, int]  # code, line, lasti (the column comes from 
 # Key under which the creating user line is stored in grad_fn.metadata (dies with the graph).
 META_CREATED = "gradtrace.created"   # -> (code, lineno, seq)
 META_FREED = "gradtrace.freed_by"    # -> (code, lineno, seq) of the backward that freed it
+META_FREED_VIA = "gradtrace.freed_via"  # -> META_CREATED of the node that consumed it there
 
 
 @dataclass(frozen=True)

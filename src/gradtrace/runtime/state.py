@@ -32,6 +32,7 @@ class TraceState:
         self._prune_at = _PRUNE_AT
         self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
         self.grad_off: Site | None = None
+        self.inference_blocks: dict[Site, None] = {}  # inference_mode with/decorator lines seen
         self.grad_off_how = ""
         self.events: dict[tuple[str, Site, str], Counter] = {}
         self.inplace: deque[InplaceRecord] = \
@@ -61,12 +62,17 @@ class TraceState:
             s = self._site_cache[raw] = site_of(raw)  # type: ignore[assignment]
         return s  # type: ignore[return-value]
 
-    def make_cut(self, raw: RawSite, op: str, reason: str, origin: Cut | None = None) -> Cut:
-        key = (raw, op, reason, origin)
+    def make_cut(self, raw: RawSite, op: str, reason: str, origin: Cut | None = None,
+                 block: Site | None = None) -> Cut:
+        """The (cached) cut record; ``block`` is the inference_mode ``with``/decorator line
+        around an ``inference`` cut."""
+        key = (raw, op, reason, origin, block)
         cut = self._cut_cache.get(key)
         if cut is None:
-            grad_off = self.grad_off if reason == "no_grad" else None
+            grad_off = self.grad_off if reason == "no_grad" else block
             cut = self._cut_cache[key] = Cut(self.site(raw), op, reason, grad_off, origin)
+            if block is not None:
+                self.inference_blocks[block] = None
         return cut
 
     def add_cut(self, out: Tensor, cut: Cut, src: Tensor | None) -> None:
@@ -89,14 +95,15 @@ class TraceState:
             return hit[1]
         return None
 
-    def propagate(self, args: tuple[Any, ...], out: Tensor) -> None:
+    def propagate(self, args: tuple[Any, ...], out: Tensor) -> bool:
         for a in args:
             cut = self.cut_of(a)
             if cut is None and isinstance(a, (list, tuple)):
                 cut = next((c for c in map(self.cut_of, a) if c is not None), None)
             if cut is not None:
                 self.cuts[id(out)] = (weakref.ref(out), cut)
-                return
+                return True
+        return False
 
     # -- .item() and friends ---------------------------------------------------------------------
     def on_item(self, raw: RawSite, op: str, value: Any, src: Tensor) -> None:
