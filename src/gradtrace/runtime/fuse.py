@@ -22,7 +22,9 @@ keeps the static finding's code, message, line and fix, gets the runtime's evide
 entry ("confirmed at run time: ...") and ``source="static+runtime"``, and takes the runtime
 finding's place in the ranking. When the static finding sits on the line where the program
 crashed (the symptom) and the runtime names an earlier line, the runtime's line leads and the
-static finding is attached to it.
+static finding is attached to it. So is a static finding on a line the runtime only named as
+context when the runtime's own line is the exact operation (``_EXACT``: the in-place write, the
+consumer of an undetached fake, the backward() that freed a shared graph...).
 """
 from __future__ import annotations
 
@@ -99,7 +101,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
 _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
                     "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
-                    "GT804", "GT805", "GT826"})
+                    "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).
 _SPECIFIC = frozenset({"freed-graph", "accumulate", "empty-optimizer", "not-optimized"})
@@ -264,8 +266,8 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         where = (_abs(s.path), s.line)
         if where == (r_path, r.line):  # one line, two views: the runtime's words are what
             score, lead = 100, s.code == r.code  # happened, unless both name the same bug
-        elif where in cause_lines:
-            score, lead = 80, True
+        elif where in cause_lines:  # an exact runtime line keeps the lead over its context
+            score, lead = 80, r.code not in _EXACT
         elif r.code in _EXACT:
             continue
         elif where[0] in files:
