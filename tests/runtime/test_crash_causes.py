@@ -133,9 +133,159 @@ def validate(batch):
 
 validate(torch.randn(3, 4))
 """),
+    "stale_value_reused_after_step": ("GT601", """
+gen = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+disc = nn.Linear(3, 1)
+opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+fake = gen(torch.randn(2, 3))
+for k in range(2):
+    opt.zero_grad()
+    score = disc(fake)  # C
+    (-score.mean()).backward(retain_graph=True)
+    opt.step()
+"""),
+    "grad_of_per_sample_scores": ("GT510", """
+net = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 1))
+
+def input_saliency(batch):
+    batch = batch.clone().requires_grad_(True)
+    scores = net(batch)
+    return torch.autograd.grad(scores, batch)[0]  # C
+
+input_saliency(torch.randn(3, 5))
+"""),
+    "loss_module_keeps_per_element_values": ("GT510", """
+class Regressor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 2)
+        self.loss_fn = nn.MSELoss(reduction="none")  # C
+
+    def forward(self, x, y):
+        return self.loss_fn(self.body(x), y)
+
+model = Regressor()
+model(torch.randn(3, 4), torch.randn(3, 2)).backward()
+"""),
+    "frozen_grads_scaled_in_loop": ("GT801", """
+net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+for p in net[0].parameters():
+    p.requires_grad_(False)
+opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.1)
+net(torch.randn(3, 4)).pow(2).mean().backward()
+for p in net.parameters():
+    p.grad.div_(4)  # C
+opt.step()
+"""),
+    "weights_copied_as_plain_tensors": ("GT402", """
+class Projector(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        weights = source.state_dict()
+        self.proj = weights["weight"].t()  # C
+
+    def forward(self, x):
+        return x @ self.proj
+
+model = Projector(nn.Linear(4, 3))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+"""),
+    "forward_builds_its_layer_after_a_call": ("GT809", """
+class Head(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        x = nn.Linear(self.n, 4)(x)  # C
+        return torch.relu(x)
+
+head = Head(6)
+head(torch.randn(2, 6))
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+"""),
+    "forward_builds_its_layer_never_called": ("GT809", """
+from torch.nn import Linear as Dense
+
+class Head(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        return torch.relu(Dense(self.n, 4)(x))  # C
+
+heads = {"main": Head(6)}
+opt = torch.optim.SGD(heads["main"].parameters(), lr=0.1)
+"""),
 }
 
 LOOKALIKES = {
+    "weights_copied_as_parameters": """
+class Projector(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        weights = source.state_dict()
+        self.proj = nn.Parameter(weights["weight"].t().clone())
+        self.scale = torch.ones(3)
+
+    def forward(self, x):
+        return x @ self.proj * self.scale
+
+model = Projector(nn.Linear(4, 3))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+opt.zero_grad()
+model(torch.randn(2, 4)).sum().backward()
+opt.step()
+""",
+    "frozen_grads_skipped_in_loop": """
+net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+for p in net[0].parameters():
+    p.requires_grad_(False)
+opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.1)
+net(torch.randn(3, 4)).pow(2).mean().backward()
+for p in net.parameters():
+    if p.grad is not None:
+        p.grad.div_(4)
+opt.step()
+""",
+    "grad_of_per_sample_scores_weighted": """
+net = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 1))
+
+def input_saliency(batch):
+    batch = batch.clone().requires_grad_(True)
+    scores = net(batch)
+    return torch.autograd.grad(scores, batch, grad_outputs=torch.ones_like(scores))[0]
+
+input_saliency(torch.randn(3, 5))
+""",
+    "loss_module_per_element_then_mean": """
+class Regressor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 2)
+        self.loss_fn = nn.MSELoss(reduction="none")
+
+    def forward(self, x, y):
+        return self.loss_fn(self.body(x), y)
+
+model = Regressor()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model(torch.randn(3, 4), torch.randn(3, 2)).mean().backward()
+opt.step()
+""",
+    "value_recomputed_after_step": """
+gen = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 3))
+disc = nn.Linear(3, 1).requires_grad_(False)
+opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+noise = torch.randn(2, 3)
+for k in range(2):
+    opt.zero_grad()
+    fake = gen(noise)
+    score = disc(fake)
+    (-score.mean()).backward(retain_graph=True)
+    opt.step()
+""",
     "float_mask_parameter": """
 class Gate(nn.Module):
     def __init__(self, mask):
@@ -250,3 +400,22 @@ def test_crash_cause_line_named_first(run_script, name):
 def test_crash_lookalike_silent(run_script, name):
     res = run_script((HEAD + LOOKALIKES[name]).lstrip("\n"))
     assert res.code == 0 and res.findings == [], res.err
+
+
+def test_unrelated_crash_is_not_diagnosed(run_script):
+    """An autograd error the program caught earlier does not explain a later, unrelated crash;
+    nor does a None that is not a .grad get a gradient explanation."""
+    res = run_script((HEAD + """
+net = nn.Linear(4, 2)
+out = net(torch.randn(3, 4))
+try:
+    out.backward()
+except RuntimeError:
+    out.sum().backward()
+settings = {"lr": 0.1, "schedule": None}
+settings["schedule"].size
+""").lstrip("\n"))
+    assert res.code == 1
+    assert "gradtrace: diagnosis" not in res.err, res.err
+    assert "separate from the error above" in res.err, res.err
+    assert [f["code"] for f in res.findings] == ["GT510"], res.err

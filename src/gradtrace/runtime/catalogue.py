@@ -134,6 +134,14 @@ for step in range(2):
     w = w - 0.1 * w.grad  # <- cause
     w.grad.zero_()
 """),
+    _p("grad-none-attr", r"'NoneType' object has no attribute '(data|mul_|div_|add_|sub_|copy_|"
+       r"clamp_|norm|abs|pow|clone|sum|mean|sign|view|reshape|shape|size)'", "GT801",
+       "<tensor>.grad is None",
+       """.grad is None for a parameter frozen with requires_grad=False, one not used in the
+       forward pass, a non-leaf tensor, before the first backward(), and right after
+       optimizer.zero_grad() (set_to_none=True).""",
+       """Skip parameters whose .grad is None (or that do not require grad) when you scale,
+       clip or read gradients.""", ""),
     _p("non-scalar", r"grad can be implicitly created only for (real )?scalar outputs", "GT802",
        "backward() without a gradient on a tensor that is not a scalar",
        """backward() with no argument needs a tensor with exactly one element. The tensor here has

@@ -17,6 +17,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.graph_walk import roots_of as _roots
 from gradtrace.runtime.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 from gradtrace.runtime.state import TraceState
 
@@ -41,13 +42,6 @@ def diagnose_failure(exc: BaseException, func: Any, args: tuple[Any, ...],
                 return found
         return [make(pat.finding_code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
     return []
-
-
-def _roots(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
-    first = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-    if isinstance(first, Tensor):
-        return [first]
-    return [t for t in (first or ()) if isinstance(t, Tensor)]
 
 
 def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
@@ -150,6 +144,20 @@ def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
     shape = list(root.shape)
     msg = (f"backward() needs a scalar, but this tensor has shape {shape} ({root.numel()} "
            "elements)")
+    if func is torch.autograd.grad and site is not None:
+        return [make(code_for("non-scalar", pat.code), site,
+                     f"torch.autograd.grad of a tensor with shape {shape} needs grad_outputs "
+                     "(one weight per element), or an output reduced to a scalar",
+                     fix="pass grad_outputs=torch.ones_like(output), or reduce the output",
+                     related=[(made, "the output got this shape here")])]
+    built = _unreduced_loss_site(made, state)
+    if built is not None:
+        return [make(code_for("non-scalar", pat.code), built,
+                     f"{msg}: the loss module built here has reduction='none', so the loss it "
+                     f"returns ({src(made)}) keeps one value per element",
+                     fix="use the default reduction ('mean'), or reduce before backward()",
+                     related=[(made, "the per-element loss is computed here"),
+                              (site, "backward() was called here")])]
     if made is not None:
         return [make(code_for("non-scalar", pat.code), made,
                      f"{msg}; it got this shape here ({src(made)})",
@@ -157,6 +165,27 @@ def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
                      related=[(site, "backward() was called here")])]
     return [make(code_for("non-scalar", pat.code), site, msg,
                  fix="reduce the loss with .mean() or .sum()")]
+
+
+def _unreduced_loss_site(made: Site | None, state: TraceState) -> Site | None:
+    """Where a loss module with ``reduction='none'`` that ran at ``made`` was assigned to its
+    parent module (``self.criterion = nn.CrossEntropyLoss(reduction="none")``)."""
+    from gradtrace.runtime.hooks import attribute_site
+
+    data = state.hooks_data
+    if made is None or data is None:
+        return None
+    records = list(data.modules.values())
+    losses = [m for m in (r.ref() for r in records if r.site == made)
+              if isinstance(m, torch.nn.modules.loss._Loss)
+              and getattr(m, "reduction", None) == "none"]
+    for loss in losses:
+        for rec in records:
+            parent = rec.ref()
+            for name, child in (parent._modules.items() if parent is not None else ()):
+                if child is loss:
+                    return attribute_site(type(parent), name)
+    return None
 
 
 def _freed_node(roots: list[Tensor], limit: int = 5000) -> Any:
@@ -260,81 +289,6 @@ def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) 
         except (AttributeError, RuntimeError):
             continue
     return False
-
-
-_INPLACE_RE = re.compile(r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output "
-                         r"\d+ of (?P<op>[\w:]+),)? is at version (?P<now>\d+); expected "
-                         r"version (?P<expected>\d+)")
-
-
-def _inplace_saved(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
-                   site: Site | None, state: TraceState) -> list[Finding]:
-    m = _INPLACE_RE.search(str(exc))
-    if m is None:
-        return []
-    shape = tuple(int(s) for s in m["shape"].replace(" ", "").split(",") if s)
-    op = re.sub(r"Backward\d*$", "", (m["op"] or "").split("::")[-1])
-    expected = int(m["expected"])
-    candidates = [r for r in reversed(state.inplace) if r[3] == shape]
-    best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
-        or next((r for r in candidates if op and op in r[2]), None)
-    saver = _saver_site(_roots(args, kwargs))
-    if best is not None:
-        where, inop, _, _, _, made = best
-        related = [(made, "the tensor was created here")]
-        if saver is not None and saver == made:
-            related = [(made, "the tensor was created and saved for backward here")]
-        elif saver is not None:
-            related.append((saver, "this op saved it for backward"))
-        return [make(code_for("inplace-on-saved-tensor", pat.code), where,
-                     f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
-                     "op saved for backward; backward() then found a newer version",
-                     fix="use the out-of-place form or .clone() before changing it",
-                     related=[*related, (site, "backward() failed here")])]
-    if state.after_step is not None:
-        return [make(code_for("step-between-backwards", pat.code), state.after_step,
-                     f"optimizer.step() here updated the parameters in place (shape "
-                     f"{list(shape)}) after the forward pass saved them, and a later backward() "
-                     "still needed the old values",
-                     fix="call optimizer.step() only after every backward() of this graph",
-                     related=[(site, "backward() failed here")])]
-    return []
-
-
-def _saver_site(roots: list[Tensor], limit: int = 5000) -> Site | None:
-    """The forward line of the op whose saved tensor was modified (its saved value fails to
-    unpack with the same version error)."""
-    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
-    seen: dict[int, Any] = {}
-    while queue and len(seen) < limit:
-        node = queue.pop(0)
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
-        for attr in dir(node):
-            if not attr.startswith("_saved_"):
-                continue
-            try:
-                getattr(node, attr)
-            except RuntimeError as e:
-                if "modified by an inplace operation" in str(e):
-                    return created_site(node)[0]
-            except Exception:  # noqa: BLE001 - any other failure: not this attribute
-                continue
-        try:
-            queue.extend(n for n, _ in node.next_functions if n is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return None
-
-
-def _inplace_leaf(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
-                  site: Site | None, state: TraceState) -> list[Finding]:
-    name = getattr(func, "__name__", "in-place op")
-    return [make(code_for("inplace-on-leaf", pat.code), site,
-                 f"`{name}` modifies a leaf tensor that requires grad while grad mode is on "
-                 f"({src(site)})",
-                 fix="wrap manual updates/initialisation in `with torch.no_grad():`")]
 
 
 def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
@@ -497,6 +451,8 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
                  f"requires_grad is changed on a computed (non-leaf) tensor ({node}) here",
                  fix=pat.fix, related=related)]
 
+
+from gradtrace.runtime.diagnose_inplace import _inplace_leaf, _inplace_saved  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,

@@ -11,13 +11,17 @@ from gradtrace.runtime.records import META_CREATED, META_FREED, META_FREED_VIA
 Tensor = torch.Tensor
 
 
-def _backward_roots(func: Any, args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
+def roots_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
+    """The tensors a backward()/autograd.grad call starts from (its first argument)."""
     first = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
     if isinstance(first, Tensor):
-        roots = [first]
-    else:
-        roots = [t for t in (first or ()) if isinstance(t, Tensor)]
+        return [first]
+    return [t for t in (first or ()) if isinstance(t, Tensor)]
+
+
+def _backward_roots(func: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
+    roots = roots_of(args, kwargs)
     if func is torch.Tensor.backward:
         retain = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
         create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)

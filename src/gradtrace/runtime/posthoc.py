@@ -48,7 +48,9 @@ def diagnose_traceback(exc: BaseException, state: Any = None) -> list[Finding]:
                 found = []
             if found:
                 return found
-    pat = pats[0]
+    pat = next((p for p in pats if p.key not in _POSTHOC_ONLY), None)
+    if pat is None:  # a None that is not a .grad: not a gradient problem
+        return []
     return [make(pat.finding_code, site, f"{pat.title}. {pat.explanation}", fix=pat.fix)]
 
 
@@ -95,7 +97,8 @@ def _receivers(tree: ast.AST | None, attr: str) -> list[ast.expr]:
 
 def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, site: Site,
                state: Any) -> list[Finding]:
-    for recv in _receivers(_stmt(site), "zero_"):
+    attr = getattr(exc, "name", None) or str(exc).rsplit("'", 2)[-2]
+    for recv in _receivers(_stmt(site), attr):
         if not (isinstance(recv, ast.Attribute) and recv.attr == "grad"):
             continue
         ok, t = _eval_chain(recv.value, frame)
@@ -115,11 +118,12 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
                     f"never fills its .grad; it became a non-leaf here ({src(made)})",
                     fix="update leaves in place under torch.no_grad() (w -= lr * w.grad), or "
                         "create the tensor with its final dtype/device", related=rel)
-    if not t.requires_grad:
+    if not t.requires_grad:  # the freeze is deliberate; the line that reads its .grad is not
         frozen = state.frozen_at(t) if state is not None else None
-        return make(code_for("frozen-parameter", pat.code), frozen or site,
+        return make(code_for("frozen-parameter", pat.code), site,
                     f"`{name}` has requires_grad=False, so it never gets a .grad"
-                    + (f"; it was frozen here ({src(frozen)})" if frozen else ""), related=rel,
+                    + (f"; it was frozen here ({src(frozen)})" if frozen else ""),
+                    related=[(frozen, "it was frozen here")],
                     fix="guard with `if p.grad is not None`, or skip frozen parameters")
     reset = state.grad_set_none_at(t) if state is not None else None
     if reset is not None:
@@ -271,11 +275,99 @@ def _optimizer_empty(pat: ErrorPattern, exc: BaseException, frame: types.FrameTy
                      fix="unfreeze what should train (or leave out the requires_grad filter)",
                      related=[(s, "also frozen here") for s in frozen[1:4]]
                      + [(site, "the optimizer was built here")])]
-    return found
+    return found or _parameterless_module(pat, frame, site, state)
 
 
+def _parameterless_module(pat: ErrorPattern, frame: types.FrameType, site: Site,
+                          state: Any) -> list[Finding]:
+    """``optim(model.parameters())`` of a model that registered nothing: its weights are plain
+    tensor attributes, or its forward builds its layers on every call."""
+    import torch
+
+    from gradtrace.runtime.hooks import attribute_site
+
+    tree = _stmt(site)
+    for recv in _receivers(tree, "parameters"):
+        ok, model = _eval_chain(recv, frame)
+        if not ok or not isinstance(model, torch.nn.Module) or any(True for _ in
+                                                                   model.parameters()):
+            continue
+        related = [(site, "the optimizer was built here")]
+        for m in model.modules():
+            tensors = [a for a, v in vars(m).items() if isinstance(v, torch.Tensor)
+                       and v.is_floating_point()]
+            where = attribute_site(type(m), tensors[0]) if tensors else None
+            if where is not None:
+                return [make(code_for("learnable-tensor-attribute", pat.code), where,
+                             f"`{type(m).__name__}.{tensors[0]}` is a plain tensor attribute, "
+                             "not an nn.Parameter: the model registers no parameters, so the "
+                             "optimizer gets an empty list", related=related,
+                             fix="wrap the weights in nn.Parameter(...) (or keep the layers as "
+                                 "submodules)")]
+        built = _layers_built_in_forward(model, state)
+        if built is not None:
+            return [make(pat.code, built, "a layer is created here inside forward() on every "
+                         "call: it is never registered on the model, so the model has no "
+                         "parameters and the optimizer gets an empty list", related=related,
+                         fix="create the layers once in __init__ (self.fc = nn.Linear(...)) "
+                             "and call them in forward()")]
+    return []
+
+
+def _layers_built_in_forward(model: Any, state: Any) -> Site | None:
+    """The first line inside ``type(model).forward`` where a module was first called that is
+    not one of the model's submodules (a layer built by the forward itself)."""
+    import inspect
+
+    data = getattr(state, "hooks_data", None)
+    try:
+        lines, start = inspect.getsourcelines(type(model).forward)
+        path = inspect.getsourcefile(type(model).forward) or ""
+    except (OSError, TypeError):
+        return None
+    own = {id(m) for m in model.modules()}
+    hits = [r.site for r in list(getattr(data, "modules", {}).values())
+            if r.site is not None and r.site.path == path
+            and start <= r.site.line < start + len(lines) and id(r.ref()) not in own]
+    if hits:
+        return min(hits, key=lambda s: s.line)
+    line = _module_constructed(lines, type(model).forward.__globals__)  # forward not run yet
+    return Site(path, start + line - 1, "forward") if line else None
+
+
+def _module_constructed(lines: list[str], scope: dict[str, Any]) -> int | None:
+    """1-based line (within ``lines``) of the first call that constructs an nn.Module class,
+    the class resolved by name in the function's globals (no code is run)."""
+    import textwrap
+
+    import torch
+
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+                       key=lambda n: (n.lineno, n.col_offset)):
+        chain, ok = node.func, True
+        names: list[str] = []
+        while isinstance(chain, ast.Attribute):
+            names.insert(0, chain.attr)
+            chain = chain.value
+        if not isinstance(chain, ast.Name) or chain.id not in scope:
+            continue
+        obj = scope[chain.id]
+        for name in names:
+            obj = getattr(obj, name, None)
+            ok = obj is not None
+        if ok and isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+            return node.lineno
+    return None
+
+
+_POSTHOC_ONLY = frozenset({"grad-none-attr"})  # no generic finding without a .grad receiver
 _POSTHOC = {
     "grad-none-zero": _grad_none,
+    "grad-none-attr": _grad_none,
     "number-backward": _number_backward,
     "none-assigned": _none_assigned,
     "optimizer-empty": _optimizer_empty,

@@ -1,0 +1,122 @@
+"""Analyzers for the in-place errors: a tensor saved for backward modified in place (which write,
+or which optimizer step and which stale value), an in-place write on a leaf that requires grad.
+Called through :data:`gradtrace.runtime.diagnose._ANALYZERS`."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.catalogue import ErrorPattern
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.graph_walk import roots_of as _roots
+from gradtrace.runtime.records import created_site
+from gradtrace.runtime.state import TraceState
+
+Tensor = torch.Tensor
+
+
+_INPLACE_RE = re.compile(r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output "
+                         r"\d+ of (?P<op>[\w:]+),)? is at version (?P<now>\d+); expected "
+                         r"version (?P<expected>\d+)")
+
+
+def _inplace_saved(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+                   site: Site | None, state: TraceState) -> list[Finding]:
+    m = _INPLACE_RE.search(str(exc))
+    if m is None:
+        return []
+    shape = tuple(int(s) for s in m["shape"].replace(" ", "").split(",") if s)
+    op = re.sub(r"Backward\d*$", "", (m["op"] or "").split("::")[-1])
+    expected = int(m["expected"])
+    candidates = [r for r in reversed(state.inplace) if r[3] == shape]
+    best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
+        or next((r for r in candidates if op and op in r[2]), None)
+    saver, consumer = _saver_site(_roots(args, kwargs), state.step_seq)
+    if best is not None:
+        where, inop, _, _, _, made = best
+        related = [(made, "the tensor was created here")]
+        if saver is not None and saver == made:
+            related = [(made, "the tensor was created and saved for backward here")]
+        elif saver is not None:
+            related.append((saver, "this op saved it for backward"))
+        return [make(code_for("inplace-on-saved-tensor", pat.code), where,
+                     f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
+                     "op saved for backward; backward() then found a newer version",
+                     fix="use the out-of-place form or .clone() before changing it",
+                     related=[*related, (site, "backward() failed here")])]
+    if state.after_step is not None and consumer is not None:
+        return [make(code_for("step-between-backwards", pat.code), consumer,
+                     f"this line uses a value computed before optimizer.step() "
+                     f"({src(saver)}); the step changed the parameters (shape {list(shape)}) "
+                     "that value's graph saved, so backward() through it fails",
+                     fix="compute the value again after the step (or detach it here)",
+                     related=[(saver, "the value was computed here, before the step"),
+                              (state.after_step, "optimizer.step() changed its parameters here"),
+                              (site, "backward() failed here")])]
+    if state.after_step is not None:
+        return [make(code_for("step-between-backwards", pat.code), state.after_step,
+                     f"optimizer.step() here updated the parameters in place (shape "
+                     f"{list(shape)}) after the forward pass saved them, and a later backward() "
+                     "still needed the old values",
+                     fix="call optimizer.step() only after every backward() of this graph",
+                     related=[(site, "backward() failed here")])]
+    return []
+
+
+def _saver_site(roots: list[Tensor], step_seq: int = -1,
+                limit: int = 5000) -> tuple[Site | None, Site | None]:
+    """The forward line of the op whose saved tensor was modified (its saved value fails to
+    unpack with the same version error), and, when that op ran before the optimizer step at
+    ``step_seq``, the line of the first traced op after the step that consumed its result."""
+    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    parent: dict[int, Any] = {}
+    while queue and len(seen) < limit:
+        node, up = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        parent[id(node)] = up
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
+                continue
+            try:
+                getattr(node, attr)
+            except RuntimeError as e:
+                if "modified by an inplace operation" in str(e):
+                    return created_site(node)[0], _after(node, parent, step_seq)
+            except Exception:  # noqa: BLE001 - any other failure: not this attribute
+                continue
+        try:
+            queue.extend((n, node) for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None, None
+
+
+def _after(node: Any, parent: dict[int, Any], step_seq: int) -> Site | None:
+    """Walking from ``node`` towards the roots, the first traced node made after ``step_seq``
+    (``None`` if ``node`` itself was made after it, or none was)."""
+    made, seq = created_site(node)
+    if step_seq < 0 or made is None or seq > step_seq:
+        return None
+    up = parent.get(id(node))
+    while up is not None:
+        where, seq = created_site(up)
+        if where is not None and seq > step_seq:
+            return where
+        up = parent.get(id(up))
+    return None
+
+
+def _inplace_leaf(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+                  site: Site | None, state: TraceState) -> list[Finding]:
+    name = getattr(func, "__name__", "in-place op")
+    return [make(code_for("inplace-on-leaf", pat.code), site,
+                 f"`{name}` modifies a leaf tensor that requires grad while grad mode is on "
+                 f"({src(site)})",
+                 fix="wrap manual updates/initialisation in `with torch.no_grad():`")]
