@@ -66,9 +66,9 @@ class Tracer:
         self.crash_line: tuple[str, int] | None = None  # the user line the program crashed at
         self._codes: list[Any] = []  # user code objects seen, kept when the session ends
         self._fused: tuple[list[Finding], list[Finding]] | None = None
-        # the findings of the exception the program died of (set by diagnose()): an error the
-        # program caught earlier is something seen, not the diagnosis of this crash
-        self._crash: list[Finding] | None = None
+        # findings of autograd errors the program caught before the one it died of (set by
+        # diagnose()): something seen, not the diagnosis of this crash
+        self._caught: list[Finding] = []
 
     # -- context manager ---------------------------------------------------------------------
     def __enter__(self) -> Tracer:
@@ -129,8 +129,8 @@ class Tracer:
     def diagnosis(self) -> list[Finding]:
         """The findings that explain the crash (``[]`` if the program did not crash or the crash
         is unrelated to gradients); each fused with the static finding that accounts for it."""
-        crash = self._crash if self._crash is not None else self.state.crash_findings
-        return self._fuse(list(crash), unconfirmed=False)
+        crash = [f for f in self.state.crash_findings if f not in self._caught]
+        return self._fuse(crash, unconfirmed=False)
 
     def _fuse(self, runtime: list[Finding], unconfirmed: bool = True) -> list[Finding]:
         if not self.static:
@@ -243,6 +243,6 @@ def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
     hit = user_tb_frame(exc)
     if hit is not None:
         tracer.crash_line = (hit[1].path, hit[1].line)
+    tracer._caught = [f for f in tracer.state.crash_findings if f not in found]
     tracer.state.crash_findings.extend(f for f in found if f not in tracer.state.crash_findings)
-    tracer._crash = list(found)
     return tracer._fuse(found, unconfirmed=False) if found else found
