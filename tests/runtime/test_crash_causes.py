@@ -218,9 +218,53 @@ class Head(nn.Module):
 heads = {"main": Head(6)}
 opt = torch.optim.SGD(heads["main"].parameters(), lr=0.1)
 """),
+    "table_cached_under_inference_mode": ("GT204", """
+class Scaler(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self._table, self._size = None, 0
+
+    def _table_for(self, n):
+        if self._table is None or n > self._size:  # C
+            self._size = n
+            self._table = torch.linspace(0.5, 1.5, n).unsqueeze(1)
+        return self._table[:n]
+
+    def forward(self, x):
+        return self.lin(x) * self._table_for(x.shape[0])
+
+model = Scaler()
+with torch.inference_mode():
+    model(torch.randn(3, 4))
+model(torch.randn(3, 4)).pow(2).mean().backward()
+"""),
 }
 
 LOOKALIKES = {
+    "table_cached_under_no_grad": """
+class Scaler(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self._table, self._size = None, 0
+
+    def _table_for(self, n):
+        if self._table is None or n > self._size:
+            self._size = n
+            self._table = torch.linspace(0.5, 1.5, n).unsqueeze(1)
+        return self._table[:n]
+
+    def forward(self, x):
+        return self.lin(x) * self._table_for(x.shape[0])
+
+model = Scaler()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with torch.no_grad():
+    model(torch.randn(3, 4))
+model(torch.randn(3, 4)).pow(2).mean().backward()
+opt.step()
+""",
     "weights_copied_as_parameters": """
 class Projector(nn.Module):
     def __init__(self, source):

@@ -302,6 +302,8 @@ def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs
 
 def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                site: Site | None, state: TraceState) -> list[Finding]:
+    from gradtrace.runtime.locate import cache_guard
+
     flat = [a for a in args if isinstance(a, Tensor)] + \
         [b for a in args if isinstance(a, (list, tuple)) for b in a if isinstance(b, Tensor)]
     for t in flat:
@@ -309,12 +311,21 @@ def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kw
             cut = state.cut_of(t)
             if cut is not None:
                 lead = grad_off_line(cut)
-                made = [(cut.site, "the tensor was made here")] if lead is not None else []
-                return [make(code_for("inference-tensor", pat.code), lead or cut.site,
-                             f"this tensor was created inside torch.inference_mode() "
-                             f"({src(cut.site)}) and is now used in a computation autograd "
-                             "tracks", fix="use torch.no_grad() there, or .clone() the tensor "
-                                           "outside inference_mode",
+                guard = cache_guard(cut.site) if lead is not None \
+                    and lead.function != cut.site.function else None
+                what = f"this tensor was created inside torch.inference_mode() " \
+                       f"({src(cut.site)}) and is now used in a computation autograd tracks"
+                if guard is not None:  # a cache built under inference_mode, then reused
+                    what = f"this check keeps a tensor cached while torch.inference_mode() " \
+                           f"was on ({src(cut.site)}), and training reuses it; an inference " \
+                           "tensor can never be saved for backward"
+                    lead, made = guard, [(cut.site, "the cached tensor was made here"),
+                                         (lead, "inference_mode was on (the first call)")]
+                else:
+                    made = [(cut.site, "the tensor was made here")] if lead is not None else []
+                return [make(code_for("inference-tensor", pat.code), lead or cut.site, what,
+                             fix="use torch.no_grad() there, or .clone() the tensor "
+                                 "outside inference_mode (rebuild the cache for training)",
                              related=[*made, (site, "autograd needed it here")])]
     blocks = list(state.inference_blocks)
     if blocks and any(t.is_inference() for t in flat):

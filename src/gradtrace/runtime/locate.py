@@ -117,3 +117,30 @@ def _inference_block_at(code: CodeType, line: int) -> Site | None:
                 if _calls(dec, ("inference_mode",)):
                     return Site(code.co_filename, dec.lineno, code.co_name)
     return None
+
+
+def cache_guard(site: Site | None) -> Site | None:
+    """The ``if`` around ``site`` that guards a cache on the object: its test reads a ``self``
+    attribute and its body assigns ``self`` attributes (``if n > self._cached: self._cos = ...``).
+    A value made there once is reused by every later call that skips the block."""
+    if site is None:
+        return None
+    tree = tree_of(site.path)
+    best: ast.If | None = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and node.body and node.body[0].lineno <= site.line \
+                <= (node.body[-1].end_lineno or node.lineno) \
+                and (best is None or node.lineno > best.lineno):
+            best = node
+    if best is None or not any(_self_attr(n) for n in ast.walk(best.test)):
+        return None
+    stores = [t for stmt in best.body for n in ast.walk(stmt)
+              if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+              for t in (n.targets if isinstance(n, ast.Assign) else [n.target])]
+    flat = [e for t in stores for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+    return Site(site.path, best.lineno, site.function) if any(map(_self_attr, flat)) else None
+
+
+def _self_attr(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self"
