@@ -118,12 +118,15 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
                     f"never fills its .grad; it became a non-leaf here ({src(made)})",
                     fix="update leaves in place under torch.no_grad() (w -= lr * w.grad), or "
                         "create the tensor with its final dtype/device", related=rel)
-    if not t.requires_grad:  # the freeze is deliberate; the line that reads its .grad is not
+    if not t.requires_grad:
         frozen = state.frozen_at(t) if state is not None else None
-        return make(code_for("frozen-parameter", pat.code), site,
+        # a loop over every parameter that forgets the frozen ones: the loop's line; one
+        # tensor named on purpose: its freeze
+        lead = site if _loop_variable(site, name) or frozen is None else frozen
+        return make(code_for("frozen-parameter", pat.code), lead,
                     f"`{name}` has requires_grad=False, so it never gets a .grad"
                     + (f"; it was frozen here ({src(frozen)})" if frozen else ""),
-                    related=[(frozen, "it was frozen here")],
+                    related=[(frozen, "it was frozen here")] if lead == site else rel,
                     fix="guard with `if p.grad is not None`, or skip frozen parameters")
     reset = state.grad_set_none_at(t) if state is not None else None
     if reset is not None:
@@ -146,6 +149,15 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
                 "(not used in the forward pass, or the graph was cut before it)",
                 fix="guard with `if p.grad is not None`; use gradtrace.explain(loss) to see the "
                     "graph")
+
+
+def _loop_variable(site: Site, name: str) -> bool:
+    """Whether ``name`` is the target of a ``for`` loop around ``site``."""
+    from gradtrace.runtime.locate import enclosing_loop
+
+    loop = enclosing_loop(site)
+    return isinstance(loop, ast.For) and any(
+        isinstance(n, ast.Name) and n.id == name for n in ast.walk(loop.target))
 
 
 def _non_leaf_kind(t: Any, made: Site | None, name: str) -> str:
