@@ -327,6 +327,153 @@ CASES = {
             norm = clip_and_norm()
             opt.step()
         """, [], holds="not " + GRAD_NORM_ABOVE),
+    # a learning-rate scheduler stepped before its optimizer ever stepped
+    "scheduler-at-epoch-start": Case("""
+        import warnings
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.1)
+        lrs = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for epoch in range(2):
+                sched.step()
+                for x, y in [(torch.randn(3, 4), torch.randn(3, 1))] * 2:
+                    lrs.append(opt.param_groups[0]["lr"])
+                    opt.zero_grad()
+                    nn.functional.mse_loss(model(x), y).backward()
+                    opt.step()
+        """, [(9, "GT515")], holds="lrs[0] == 0.1 and any('before `optimizer.step()`' in str(w.message) for w in caught)"),
+    "scheduler-before-a-training-method": Case("""
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+                self.lr_scheduler = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, 0.5)
+
+            def train_epoch(self, loader, optimizer):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    nn.functional.mse_loss(self.model(x), y).backward()
+                    optimizer.step()
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    self.lr_scheduler.step()
+                    self.train_epoch(loader, self.optimizer)
+        r = Runner(nn.Linear(4, 1))
+        r.fit([(torch.randn(3, 4), torch.randn(3, 1))], 2)
+        """, [(15, "GT515")], holds="r.optimizer.param_groups[0]['lr'] == 0.25"),
+    "scheduler-after-the-epoch-ok": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.1)
+        lrs = []
+        for epoch in range(2):
+            for x, y in [(torch.randn(3, 4), torch.randn(3, 1))] * 2:
+                lrs.append(opt.param_groups[0]["lr"])
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            sched.step()
+        """, [], holds="lrs[0] == 1.0"),
+    "scheduler-with-an-epoch-argument-ok": Case("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        val = 1.0
+        for epoch in range(2):
+            sched.step(val)
+            for x, y in [(torch.randn(3, 4), torch.randn(3, 1))] * 2:
+                opt.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+            val = loss.item()
+        """, []),
+    # an evaluation at the end of each epoch leaves the model in eval mode for training
+    "eval-mode-left-by-a-validate-method": Case("""
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                self.modes = []
+
+            def validate(self, x):
+                self.model.eval()
+                with torch.no_grad():
+                    return self.model(x).mean().item()
+
+            def fit(self, batches, epochs):
+                self.model.train()
+                for epoch in range(epochs):
+                    for x, y in batches:
+                        self.modes.append(self.model.training)
+                        self.optimizer.zero_grad()
+                        nn.functional.mse_loss(self.model(x), y).backward()
+                        self.optimizer.step()
+                    self.validate(x)
+        t = Trainer()
+        t.fit([(torch.randn(4, 4), torch.randn(4, 1))] * 2, 2)
+        """, [(13, "GT516")], holds="t.modes == [True, True, False, False]"),
+    "eval-mode-left-inline-script": Case("""
+        model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.train()
+        modes = []
+        for epoch in range(2):
+            for x, y in [(torch.randn(4, 4), torch.randn(4, 1))] * 2:
+                modes.append(model.training)
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            model.eval()
+            val = model(x).mean().item()
+        """, [(3, "GT516")], holds="modes == [True, True, False, False]"),
+    "eval-helper-restores-train-mode-ok": Case("""
+        model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def evaluate(net, x):
+            net.eval()
+            with torch.no_grad():
+                out = net(x).mean().item()
+            net.train()
+            return out
+        model.train()
+        modes = []
+        for epoch in range(2):
+            for x, y in [(torch.randn(4, 4), torch.randn(4, 1))] * 2:
+                modes.append(model.training)
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            evaluate(model, x)
+        """, [], holds="all(modes)"),
+    "eval-mode-on-a-model-without-mode-layers-ok": Case("""
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.train()
+        for epoch in range(2):
+            for x, y in [(torch.randn(4, 4), torch.randn(4, 1))] * 2:
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            model.eval()
+        """, []),
+    "train-one-epoch-sets-train-mode-ok": Case("""
+        model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def train_one_epoch(net, batches):
+            net.train()
+            for x, y in batches:
+                opt.zero_grad()
+                nn.functional.mse_loss(net(x), y).backward()
+                opt.step()
+        model.train()
+        for epoch in range(2):
+            train_one_epoch(model, [(torch.randn(4, 4), torch.randn(4, 1))] * 2)
+            model.eval()
+        """, []),
 }
 
 

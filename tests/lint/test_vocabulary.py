@@ -64,3 +64,11 @@ def test_rules_use_the_one_vocabulary() -> None:
     assert _trace.TARGET_RE is v.TARGET_RE and _trace.MODEL_CALLEE_RE is v.MODEL_CALLEE_RE
     assert _modules.PARAM_LIKE_RE is v.PARAM_LIKE_RE
     assert _modules.PRETRAINED_MODEL_RE is v.PRETRAINED_MODEL_RE
+
+
+def test_scheduler_names() -> None:
+    from gradtrace.lint.analysis.vocabulary import is_scheduler_name
+    assert all(map(is_scheduler_name, ("scheduler", "self.lr_scheduler", "sched", "scheds",
+                                       "get_linear_schedule_with_warmup", "build_lr_scheduler")))
+    assert not any(map(is_scheduler_name, ("DDPMScheduler", "schedule", "noise_sched_fn",
+                                           "optimizer", "scheduled_sampling")))

@@ -76,3 +76,15 @@ def is_optimizer_name(name: str) -> bool:
     """``optimizer``, ``self.opt``, ``optim_g``, ``g_optimizer``: named like an optimizer (last
     dotted part)."""
     return bool(OPTIMIZER_NAME_RE.search(name.rpartition(".")[2]))
+
+
+# a learning-rate scheduler, by its own name or the function that built it (`lr_scheduler`,
+# `self.sched`, `get_cosine_schedule_with_warmup`), when no constructor in the file says so
+SCHEDULER_RE = re.compile(r"(^|_)(lr_)?(sched|scheduler)s?$|^(get|build|create|make)_\w*schedul",
+                          re.IGNORECASE)
+
+
+def is_scheduler_name(name: str) -> bool:
+    """``scheduler``, ``lr_scheduler``, ``get_linear_schedule_with_warmup``; not
+    ``DDPMScheduler`` (a diffusion noise scheduler) nor ``schedule``."""
+    return bool(SCHEDULER_RE.search(name.rpartition(".")[2]))

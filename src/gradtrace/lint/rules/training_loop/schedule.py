@@ -1,0 +1,176 @@
+"""GT515: a learning-rate scheduler stepped before the optimizer it drives."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.kinds import SCHEDULER
+from gradtrace.lint.analysis.vocabulary import is_scheduler_name
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._loop import LoopFacts, calls_in
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+
+
+def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, str | None]:
+    """(whether ``recv`` is a learning-rate scheduler, the optimizer it was built over).
+
+    A scheduler by its constructor (``torch.optim.lr_scheduler.StepLR(opt, ...)``), else by
+    the name of the function that built it (``get_linear_schedule_with_warmup(opt, ...)``),
+    else, when nothing in the file binds it, by its own name (``self.lr_scheduler``)."""
+    name = dotted(recv)
+    if name is None:
+        return False, None
+    for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
+        b = scope.binding_before(name, line if scope is f.scope else 10 ** 9)
+        if b is None:
+            continue
+        v = b.value
+        if not isinstance(v, ast.Call):
+            return False, None
+        k = f.ctx.analysis.kind(v, scope, b.line)
+        built = (dotted(v.func) or "").rpartition(".")[2]
+        if (k is None or k.what != SCHEDULER) and not is_scheduler_name(built):
+            return False, None
+        opt = v.args[0] if v.args else next(
+            (kw.value for kw in v.keywords if kw.arg == "optimizer"), None)
+        return True, dotted(opt) if opt is not None else None
+    return is_scheduler_name(name), None
+
+
+class SchedulerStepBeforeOptimizerStep(LoopRule):
+    """`scheduler.step()` runs before the first `optimizer.step()` of its optimizer.
+
+    Why: a scheduler's `step()` moves the learning rate to the schedule's next value; called
+    at the start of each epoch (the order of PyTorch before 1.1), or before the optimizer in
+    each iteration, its first call comes before any `optimizer.step()`, so the first value of
+    the schedule is never used (the first epoch trains at the second epoch's rate). PyTorch
+    warns "Detected call of `lr_scheduler.step()` before `optimizer.step()`". Step the
+    scheduler after the optimizer (at the end of the epoch or iteration).
+    Known limits: the optimizer's steps must be in the same function, or in a function of this
+    file called there with the optimizer as an argument (or reading it as a global); a
+    scheduler stepped with an argument (`step(epoch)`, `step(val_loss)`) is not reported;
+    a scheduler stepped in an event handler (`@trainer.on(...)`) is not seen.
+    """
+
+    code = "GT515"
+    gate_statements = True
+    name = "scheduler-step-before-optimizer-step"
+    message = ("`{call}` runs before `{opt}.step()` ({where}) has ever run: the first value "
+               "of the learning-rate schedule is skipped (PyTorch warns 'Detected call of "
+               "`lr_scheduler.step()` before `optimizer.step()`'); step the scheduler after "
+               "the optimizer")
+    triggers = ("sched",)
+    function_needs = ("step", "sched")
+    examples = [
+        Bad("""
+            import torch
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.1)
+            for epoch in range(epochs):
+                scheduler.step()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """, at=(4, 4)),
+        Bad("""
+            import torch
+            def train(model, loader, optimizer):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+            for epoch in range(epochs):
+                scheduler.step()
+                train(model, loader, optimizer)
+            """, at=(10, 4)),
+        Good("""
+            import torch
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.1)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                scheduler.step()
+            """),
+        Good("""
+            import torch
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.1)
+            for epoch in range(epochs):
+                if epoch > 0:
+                    scheduler.step()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        steps: list[tuple[str, ast.stmt, ast.Call]] | None = None
+        for stmt in f.scope.stmts:
+            for call in calls_in(stmt):
+                func = call.func
+                if not (isinstance(func, ast.Attribute) and func.attr == "step"
+                        and not call.args and not call.keywords and f.loops_of(stmt)):
+                    continue
+                is_sched, opt = scheduler_optimizer(f, func.value, call.lineno)
+                if not is_sched:
+                    continue
+                if steps is None:
+                    steps = optimizer_steps(f, ctx)
+                mine = [x for x in steps if opt is None or x[0] == opt]
+                if opt is None and len({x[0] for x in mine}) != 1:
+                    continue
+                first = _first_after(f, stmt, mine)
+                if first is not None:
+                    o, _, st_call = first
+                    inline = any(s.call is st_call for s in f.steps)
+                    where = f"line {st_call.lineno}" if inline else \
+                        f"in `{ctx.source(st_call.func)}`, line {st_call.lineno}"
+                    yield self.report(call, ctx, related=(
+                        related_at(ctx, st_call, f"`{o}` steps here, after the scheduler"),),
+                        call=ctx.source(call), opt=o, where=where)
+
+
+def optimizer_steps(f: LoopFacts, ctx: Context) -> list[tuple[str, ast.stmt, ast.Call]]:
+    """(optimizer, statement, call) for every optimizer step of the function: its own
+    ``opt.step()`` and the calls of functions of this file that step an optimizer they are
+    given (or a global one)."""
+    out = [(s.optimizer, s.stmt, s.call) for s in f.steps]
+    an = ctx.analysis
+    for stmt in f.scope.stmts:
+        for call in calls_in(stmt):
+            fn = an.callee(call, f.node)
+            if fn is None or fn is f.node:
+                continue
+            binds = an.arguments(fn, call)
+            for p in an.stepped_params(fn):
+                name = dotted(binds[p]) if p in binds else None
+                if name:
+                    out.append((name, stmt, call))
+            out.extend((g, stmt, call) for g in an.stepped_globals(fn))
+    return out
+
+
+def _first_after(f: LoopFacts, stmt: ast.stmt, steps: list[tuple[str, ast.stmt, ast.Call]]
+                 ) -> tuple[str, ast.stmt, ast.Call] | None:
+    """The optimizer step that runs first after ``stmt`` when every step of that optimizer
+    in the function runs after ``stmt`` in the same loop (and the same ``if`` branch)."""
+    loops = f.loops_of(stmt)
+    if not steps or not loops:
+        return None
+    loop = loops[-1]
+    branch = next((s for s in reversed(f.scope.stmts) if isinstance(s, ast.If)
+                   and s is not stmt and f.inside(stmt, s) and f.inside(s, loop)), None)
+    for _, st, _ in steps:
+        if not (f.inside(st, loop) and f.before(stmt, st)):
+            return None
+        if branch is not None and not f.inside(st, branch):
+            return None
+    return min(steps, key=lambda x: (x[2].lineno, x[2].col_offset))
