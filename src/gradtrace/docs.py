@@ -11,7 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 FAMILIES = {
     "GT0": "Engine", "GT1": "Graph breaks", "GT2": "Grad mode", "GT3": "Leaves and requires_grad",
     "GT4": "Registration and optimizer wiring", "GT5": "Training loop and graph lifetime",
-    "GT6": "In-place operations", "GT7": "Autograd API",
+    "GT6": "In-place operations", "GT7": "Autograd API and non-finite gradients",
     "GT8": "Runtime (`gradtrace run`, `trace()`, `watch()`, `torchrun`)",
     "GT9": "Opt-in (off by default)",
 }

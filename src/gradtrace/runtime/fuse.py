@@ -69,6 +69,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
     "ddp-desync": frozenset({"GT455"}),
+    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -96,6 +97,8 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT883": ("ddp-desync",), "GT885": ("ddp-desync",), "GT455": ("ddp-desync",),
     "GT450": ("ddp-unused",), "GT451": ("ddp-unused",), "GT452": ("ddp-unused",),
     "GT453": ("ddp-unsynced",), "GT454": ("ddp-unsynced",), "GT703": ("non-scalar",),
+    "GT825": ("non-finite",), "GT751": ("non-finite",), "GT752": ("non-finite",),
+    "GT753": ("non-finite",), "GT754": ("non-finite",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

@@ -1,0 +1,255 @@
+"""Which ops are singular where, spelled as the code spells them (shared by GT751-GT754).
+
+A *singular* op has an infinite or undefined derivative somewhere in the domain the code
+feeds it: ``sqrt``/``rsqrt``/``pow(x, 0.5)`` at 0 (and NaN below), ``log*`` at 0, ``1/x`` and
+``a / x`` at 0, ``acos``/``asin`` at +-1, ``exp``/``expm1``/``sinh``/``cosh`` where they overflow
+(x > 88 in float32). Autograd multiplies that derivative by the incoming gradient even when the
+incoming gradient is 0, and ``0 * inf`` is NaN (checked on torch 2.13, PYTORCH_FACTS).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+# op -> what is singular about it (used in messages)
+SINGULAR = {
+    "sqrt": "an infinite derivative at 0 (NaN below)",
+    "rsqrt": "an infinite derivative at 0",
+    "log": "an infinite derivative at 0", "log2": "an infinite derivative at 0",
+    "log10": "an infinite derivative at 0", "reciprocal": "an infinite derivative at 0",
+    "acos": "an infinite derivative at +-1", "arccos": "an infinite derivative at +-1",
+    "asin": "an infinite derivative at +-1", "arcsin": "an infinite derivative at +-1",
+    "atanh": "an infinite derivative at +-1", "arctanh": "an infinite derivative at +-1",
+    "logit": "an infinite derivative at 0 and 1",
+    "exp": "an overflowing value and derivative for large inputs",
+    "expm1": "an overflowing value and derivative for large inputs",
+    "exp2": "an overflowing value and derivative for large inputs",
+    "sinh": "an overflowing value and derivative for large inputs",
+    "cosh": "an overflowing value and derivative for large inputs",
+}
+DIV = "a division by it (infinite derivative at 0)"
+ROOT = "a fractional power (infinite derivative at 0)"
+TORCH_PREFIXES = ("torch.", "torch.special.")
+VIEWS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "flatten", "float", "double",
+                   "contiguous", "clone"})
+
+
+def torch_op(call: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
+    """(op, operand) when ``call`` is ``torch.<op>(x, ...)`` or ``x.<op>(...)`` of a tensor
+    (not ``np.sqrt``, ``math.log``, ``self.log(...)``, ``module.fn(...)``)."""
+    f = call.func
+    q = ctx.qualified_name(f) or ""
+    if q.startswith(TORCH_PREFIXES):
+        return (q.rpartition(".")[2], call.args[0]) if call.args else None
+    if not isinstance(f, ast.Attribute) or q.startswith(("numpy.", "math.", "np.")):
+        return None
+    recv = f.value
+    if isinstance(recv, ast.Name) and (recv.id in ("self", "cls")
+                                       or ctx.imports.is_imported(recv.id)):
+        return None
+    if f.attr in SINGULAR and (call.args or call.keywords):
+        return None  # Tensor.sqrt()/log()/exp() take no arguments: another object's method
+    return f.attr, recv
+
+
+def _fractional(e: ast.AST) -> bool:
+    """A constant exponent below 1 that is not a whole number (0.5, 1/3, -1, -0.5)."""
+    v = e.value if isinstance(e, ast.Constant) else None
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) \
+            and isinstance(e.operand, ast.Constant):
+        v = -e.operand.value if isinstance(e.operand.value, (int, float)) else None
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and all(
+            isinstance(s, ast.Constant) and isinstance(s.value, (int, float))
+            for s in (e.left, e.right)) and e.right.value:  # type: ignore[attr-defined]
+        v = e.left.value / e.right.value  # type: ignore[attr-defined]
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v < 1 \
+        and (v != int(v) or v < 0)
+
+
+def singular_uses(e: ast.AST, ctx: Context) -> Iterator[tuple[ast.AST, str, ast.expr, str]]:
+    """(node, op, operand, why) for every singular op applied inside expression ``e``."""
+    for n in walk(e):
+        if isinstance(n, ast.Call):
+            got = torch_op(n, ctx)
+            if got is None:
+                continue
+            op, arg = got
+            if op in SINGULAR:
+                yield n, op, arg, SINGULAR[op]
+            elif op in ("pow", "float_power") and len(n.args) >= (2 if arg is n.args[0] else 1) \
+                    and _fractional(n.args[-1]):
+                yield n, op, arg, ROOT
+            elif op in ("div", "true_divide", "divide") and n.args:
+                yield n, op, n.args[-1], DIV
+        elif isinstance(n, ast.BinOp):
+            if isinstance(n.op, ast.Div):
+                yield n, "/", n.right, DIV
+            elif isinstance(n.op, ast.Pow) and _fractional(n.right):
+                yield n, "**", n.left, ROOT
+
+
+def strip(e: ast.AST) -> ast.AST:
+    """``x.float().view(-1)`` -> ``x``: the tensor under casts and views."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr in VIEWS:
+        e = e.func.value
+    return e
+
+
+def spelled(e: ast.AST) -> str:
+    """A spelling of an expression for comparing two of them (``ast.dump`` of the stripped
+    expression: names, attributes and subscripts compare by structure)."""
+    return ast.dump(strip(e))
+
+
+CHECKS = frozenset({"isfinite", "isnan", "isinf", "signbit", "isposinf", "isneginf", "gt",
+                    "ge", "lt", "le", "eq", "ne", "greater", "less", "greater_equal",
+                    "less_equal", "not_equal"})
+
+
+def compared(test: ast.AST, ctx: Context) -> set[str]:
+    """Spellings of the values a mask or condition tests: both sides of each comparison,
+    the operands of ``isfinite``/``isnan``/``gt``..., also under ``abs``."""
+    out: set[str] = set()
+    for n in walk(test):
+        sides: list[ast.AST] = []
+        if isinstance(n, ast.Compare):
+            sides = [n.left, *n.comparators]
+        elif isinstance(n, ast.Call):
+            got = torch_op(n, ctx)
+            if got and got[0] in CHECKS:
+                sides = [got[1], *n.args[1:]] if got[1] is not (n.args or [None])[0] \
+                    else list(n.args)
+        for side in sides:
+            out.add(spelled(side))
+            inner = torch_op(side, ctx) if isinstance(side, ast.Call) else None
+            if inner and inner[0] in ("abs", "detach"):
+                out.add(spelled(inner[1]))
+    return out
+
+
+def resolve(e: ast.AST, ctx: Context, line: int) -> ast.AST:
+    """A bare name bound once in the same function: its value (one step), else ``e``."""
+    name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+    if name is None:
+        return e
+    b = ctx.scope().binding_before(name, line)
+    if b is not None and b.value is not None and isinstance(b.stmt, ast.Assign) \
+            and len(b.stmt.targets) == 1:
+        return b.value
+    return e
+
+
+def has_positive_shift(e: ast.AST, ctx: Context) -> bool:
+    """Whether ``e`` keeps itself off 0: ``+ eps``, ``clamp(min=...)``, ``clamp_min``,
+    ``maximum``, ``where``, ``masked_fill``, ``nan_to_num``, ``abs() + c``... anywhere in it."""
+    for n in walk(e):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+            return True
+        if isinstance(n, ast.Call):
+            got = torch_op(n, ctx)
+            name = got[0] if got else (ctx.qualified_name(n.func) or "").rpartition(".")[2]
+            if name in ("clamp", "clip", "clamp_min", "clamp_", "clamp_min_", "maximum",
+                        "max", "where", "masked_fill", "nan_to_num", "add", "softplus",
+                        "relu", "fmax"):
+                return True
+    return False
+
+
+def _calls_by_name(ctx: Context) -> dict[str, list[ast.Call]]:
+    """Function name -> the calls ``name(...)`` / ``self.name(...)`` anywhere in the file."""
+    def make() -> dict[str, list[ast.Call]]:
+        out: dict[str, list[ast.Call]] = {}
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.id if isinstance(f, ast.Name) else f.attr \
+                    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and f.value.id == "self" else None
+                if name:
+                    out.setdefault(name, []).append(n)
+        return out
+    return ctx.memo("numerics-calls", ctx.tree, make)
+
+
+def _backward_after(scope_node: ast.AST, line: int, ctx: Context) -> bool:
+    from gradtrace.lint.rules.grad_mode._sinks import backward_sinks
+    return any(s.call.lineno >= line for s in backward_sinks(ctx.scope(scope_node)))
+
+
+def _enclosing_function(ctx: Context, node: ast.AST) -> ast.AST:
+    """The innermost def holding ``node`` (the module when there is none)."""
+    best: ast.AST = ctx.tree
+    for fn in ctx.memo("numerics-defs", ctx.tree, lambda: [
+            n for n in walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]):
+        if fn.lineno <= node.lineno <= (fn.end_lineno or 0) \
+                and fn.lineno >= getattr(best, "lineno", 0):  # type: ignore[attr-defined]
+            best = fn
+    return best
+
+
+def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
+    """Whether a gradient can flow through ``node``: grad is on there and it runs before a
+    ``backward()`` in its function or module body, in a module's ``forward`` (unless
+    ``forward=False``), in a loss (a function or class named like one), or in a helper called
+    (one level up) from code that then runs ``backward()``."""
+    from gradtrace.lint.rules.grad_mode._deps import LOSS_NAME_RE, is_inference_function
+    if ctx.grad_disabled is not None:
+        return False
+    fn = ctx.function
+    stmt = ctx.statement
+    if fn is None:
+        return stmt is not None and _backward_after(ctx.tree, stmt.lineno, ctx)
+    if is_inference_function(fn, ctx):
+        return False
+    cls = ctx.class_def
+    if cls is not None and any((ctx.qualified_name(b) or "").endswith("Function")
+                               for b in cls.bases):
+        return False  # an autograd.Function's forward/backward run without recording
+    if LOSS_NAME_RE.search(fn.name) or cls is not None and LOSS_NAME_RE.search(cls.name):
+        return _result_reaches_grad(ctx, fn)
+    if fn.name == "forward" and cls is not None:
+        return forward
+    if stmt is not None and _backward_after(fn, stmt.lineno, ctx):
+        return True
+    for call in _calls_by_name(ctx).get(fn.name, ()):
+        outer = _enclosing_function(ctx, call)
+        if outer is fn:
+            continue
+        if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                outer.name == "forward" or LOSS_NAME_RE.search(outer.name)):
+            return True
+        if _backward_after(outer, call.lineno, ctx):
+            return True
+    return False
+
+
+def _result_reaches_grad(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """False when the statement's value is returned by ``fn`` and every caller in the file
+    uses the result only under ``no_grad`` (an angle kept for statistics)."""
+    stmt = ctx.statement
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
+            or not isinstance(stmt.targets[0], ast.Name):
+        return True
+    name = stmt.targets[0].id
+    if not any(isinstance(r, ast.Return) and isinstance(r.value, ast.Name)
+               and r.value.id == name for r in walk(fn)):
+        return True
+    calls = _calls_by_name(ctx).get(fn.name, [])
+    if not calls:
+        return True
+    for call in calls:
+        outer = _enclosing_function(ctx, call)
+        scope = ctx.scope(outer)
+        s = scope.statement_of(call)
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and s.value is call):
+            return True
+        uses = scope.uses_after(s.targets[0].id, s.lineno)
+        if not uses or any(scope.grad_off_at(u) is None for u in uses):
+            return True
+    return False

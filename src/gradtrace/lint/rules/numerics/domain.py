@@ -1,0 +1,390 @@
+"""GT752-GT754: singular ops fed exactly their singular point, or guarded on the output side."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.numerics._ops import (
+    has_positive_shift, in_training, resolve, spelled, strip, torch_op)
+
+ARC = frozenset({"acos", "arccos", "asin", "arcsin"})
+CLAMPS = frozenset({"clamp", "clip", "clamp_", "clip_"})
+ROOTS = frozenset({"sqrt"})
+LOGS = frozenset({"log", "log2", "log10"})
+RECIPROCALS = frozenset({"rsqrt", "reciprocal"})
+DISTANCE = "a sum of squared differences, 0 when the two points coincide"
+SINE = "`1 - c**2`, 0 when `c` reaches +-1"
+
+
+def _num(e: ast.AST | None) -> float | None:
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        v = _num(e.operand)
+        return -v if v is not None else None
+    if isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) \
+            and not isinstance(e.value, bool):
+        return float(e.value)
+    return None
+
+
+def _bounds(call: ast.Call, ctx: Context) -> tuple[str, ast.AST | None, ast.AST | None] | None:
+    """(operand spelling, min, max) of ``clamp``/``clip``/``clamp_min``/``clamp_max``/
+    ``minimum``/``maximum`` calls (a bound that is not given is None)."""
+    got = torch_op(call, ctx)
+    if got is None:
+        return None
+    op, operand = got
+    rest = [a for a in call.args if a is not operand]
+    kw = {k.arg: k.value for k in call.keywords}
+    if op in CLAMPS:
+        lo = kw.get("min", rest[0] if rest else None)
+        hi = kw.get("max", rest[1] if len(rest) > 1 else None)
+        return op, lo, hi
+    if op in ("clamp_min", "clamp_min_", "maximum", "fmax"):
+        return op, (rest[0] if rest else kw.get("min")), None
+    if op in ("clamp_max", "clamp_max_", "minimum", "fmin"):
+        return op, None, (rest[0] if rest else kw.get("max"))
+    if op == "nan_to_num":
+        return op, kw.get("neginf", ast.Constant(0.0)), kw.get("posinf", ast.Constant(0.0))
+    return None
+
+
+def _clamped_to_one(e: ast.AST, ctx: Context) -> ast.Call | None:
+    """The clamp that bounds ``e`` to exactly +-1 (``clamp(-1, 1)``, ``clamp(max=1)``)."""
+    e = strip(e)
+    if not isinstance(e, ast.Call):
+        return None
+    b = _bounds(e, ctx)
+    if b is None or b[0] not in CLAMPS:
+        return None
+    lo, hi = _num(b[1]), _num(b[2])
+    return e if lo == -1.0 or hi == 1.0 else None
+
+
+class ArcCosineAtClampBound(Rule):
+    """`torch.acos(cos.clamp(-1, 1))`: the clamp keeps the value defined, not the gradient.
+
+    Why: d/dx acos(x) = -1/sqrt(1 - x^2) is infinite at x = +-1 (asin likewise). Clamping to
+    exactly [-1, 1] sends every cosine that rounds to 1 (two equal directions, a prediction
+    that matches its target) to the point where the derivative is infinite, and values clamped
+    from outside get `0 * inf` = NaN: the weights become NaN (pytorch/pytorch#8069, checked on
+    torch 2.13). Clamp to `[-1 + eps, 1 - eps]` (eps about 1e-7 in float32), or use
+    `torch.atan2(sin, cos)`.
+    Known limits: the clamp must be in the `acos` call or bound to the name it reads in the
+    same function.
+    """
+
+    code = "GT752"
+    name = "arc-cosine-at-clamp-bound"
+    message = ("`{call}` reads a value clamped to exactly +-1 (line {line}): the derivative of "
+               "`{op}` is infinite there, so a cosine that reaches 1 gives inf/NaN gradients; "
+               "clamp to `[-1 + eps, 1 - eps]` instead")
+    triggers = ("acos", "arccos", "asin", "arcsin")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def angle_loss(pred, target):
+                cos = F.cosine_similarity(pred, target, dim=1).clamp(min=-1, max=1)
+                return torch.acos(cos).mean()
+            """, at=(6, 11)),
+        Bad("""
+            import torch
+
+            def geodesic_loss(R1, R2):
+                tr = (R1.transpose(-1, -2) @ R2).diagonal(dim1=-2, dim2=-1).sum(-1)
+                return ((tr - 1) / 2).clamp(-1.0, 1.0).acos()
+            """, at=(5, 11)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def angle_loss(pred, target, eps=1e-7):
+                cos = F.cosine_similarity(pred, target, dim=1).clamp(-1 + eps, 1 - eps)
+                return torch.acos(cos).mean()
+            """),
+        Good("""
+            import torch
+
+            @torch.no_grad()
+            def angle_error(pred, target):
+                return torch.acos((pred * target).sum(-1).clamp(-1, 1))
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        got = torch_op(node, ctx)
+        if got is None or got[0] not in ARC or not in_training(ctx, node):
+            return
+        clamp = _clamped_to_one(got[1], ctx) or _clamped_to_one(
+            resolve(strip(got[1]), ctx, node.lineno), ctx)
+        if clamp is None:
+            return
+        yield self.report(node, ctx, call=ctx.source(node), op=got[0].replace("arc", "a"),
+                          line=clamp.lineno)
+
+
+def _square_of(e: ast.AST, ctx: Context) -> ast.AST | None:
+    """``t`` when ``e`` is ``t ** 2``, ``t.pow(2)``, ``torch.square(t)`` or ``t * t``."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and _num(e.right) == 2.0:
+        return e.left
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) \
+            and spelled(e.left) == spelled(e.right):
+        return e.left
+    if isinstance(e, ast.Call):
+        got = torch_op(e, ctx)
+        if got and got[0] == "square":
+            return got[1]
+        if got and got[0] == "pow" and _num(e.args[-1] if e.args else None) == 2.0:
+            return got[1]
+    return None
+
+
+def _zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
+    """What makes ``e`` reach exactly 0: a sum of squared differences (two equal points) or
+    ``1 - c**2`` (a cosine of +-1). None for anything else."""
+    e = strip(e)
+    if isinstance(e, ast.Call):
+        got = torch_op(e, ctx)
+        if got and got[0] in ("sum", "nansum"):
+            sq = _square_of(strip(got[1]), ctx)
+            if sq is not None and isinstance(strip(sq), ast.BinOp) \
+                    and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
+                return DISTANCE
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _num(e.left) == 1.0:
+        c = _square_of(e.right, ctx)
+        if c is not None and _tensor_like(c, ctx):
+            return SINE
+    return None
+
+
+def _tensor_like(e: ast.AST, ctx: Context) -> bool:
+    """Computed by a call or an index (a cosine from a layer), or handed in: not arithmetic
+    on numbers and attributes (``beta = self.i ** -self.p``)."""
+    value = resolve(e, ctx, e.lineno)  # type: ignore[attr-defined]
+    if value is e:
+        return True
+    return any(isinstance(n, (ast.Call, ast.Subscript)) for n in ast.walk(value))
+
+
+class SqrtOfPossibleZero(Rule):
+    """`torch.sqrt(((a - b) ** 2).sum(-1))` or `torch.sqrt(1 - c ** 2)` without an epsilon.
+
+    Why: the derivative of sqrt at 0 is infinite. A hand-written distance is exactly 0 when
+    the two points coincide (a collapsed edge, a point with itself in a pairwise matrix) and
+    its gradient is `inf * 0` = NaN; `sqrt(1 - cos**2)` is 0 when the cosine reaches +-1 (a
+    feature on its class centre in ArcFace) and its gradient is infinite
+    (akanazawa/cmr#11, ronghuaiyang/arcface-pytorch#68, checked on torch 2.13).
+    `torch.linalg.norm(a - b, dim=-1)` / `torch.cdist` have a zero gradient at 0; otherwise add
+    an epsilon inside the sqrt (`sqrt(d2 + 1e-8)`) or clamp it (`(1 - c**2).clamp(min=1e-7)`).
+    Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
+    bound to the name it reads in the same function.
+    """
+
+    code = "GT753"
+    name = "sqrt-of-possible-zero"
+    message = ("`{call}` takes the square root of {what}: the derivative of sqrt is infinite "
+               "at 0, so the gradient there is inf/NaN; {remedy}")
+    triggers = ("sqrt", "** 0.5", "**0.5", "pow(")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+
+            def edge_loss(v1, v2):
+                return torch.sqrt(((v1 - v2) ** 2).sum(-1)).mean()
+            """, at=(4, 11)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            class ArcMargin(nn.Module):
+                def forward(self, cosine):
+                    sine = torch.sqrt(1.0 - torch.pow(cosine, 2))
+                    return cosine * self.m - sine
+            """, at=(6, 15)),
+        Bad("""
+            import torch
+
+            def pairwise(x):
+                d2 = (x[:, None] - x[None]).pow(2).sum(-1)
+                return d2.sqrt()
+
+            def train_step(model, x, opt):
+                pairwise(model(x)).mean().backward()
+                opt.step()
+            """, at=(5, 11)),
+        Good("""
+            import torch
+
+            def edge_loss(v1, v2, eps=1e-8):
+                return torch.sqrt(((v1 - v2) ** 2).sum(-1) + eps)
+            """),
+        Good("""
+            import torch
+
+            def edge_loss(v1, v2):
+                return torch.linalg.norm(v1 - v2, dim=-1)
+            """),
+        Good("""
+            import torch
+
+            def rms_loss(x):
+                return torch.sqrt((x ** 2).sum(-1))
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        got = torch_op(node, ctx)
+        if got is None:
+            return
+        op, operand = got
+        if op not in ROOTS and not (op == "pow" and _num(node.args[-1] if node.args else None)
+                                    == 0.5):
+            return
+        yield from self._check(node, operand, ctx)
+
+    def visit_BinOp(self, node: ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node.op, ast.Pow) and _num(node.right) == 0.5:
+            yield from self._check(node, node.left, ctx)
+
+    def _check(self, node: ast.AST, operand: ast.AST, ctx: Context) -> Iterator[Finding]:
+        what = _zero_at_coincidence(operand, ctx) or _zero_at_coincidence(
+            resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
+        if what and in_training(ctx, node, forward=what != DISTANCE):
+            remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
+                   "inside the sqrt") if what == DISTANCE else \
+                "clamp it first: `(1 - c**2).clamp(min=1e-7)`"
+            yield self.report(node, ctx, call=_clip(ctx.source(node)), what=what, remedy=remedy)
+
+
+def _clip(src: str) -> str:
+    src = " ".join(src.split())
+    return src if len(src) <= 60 else src[:57] + "..."
+
+
+class GuardOnSingularOutput(Rule):
+    """`torch.clamp(torch.log(p), min=-100)`, `torch.minimum(torch.rsqrt(s), 1 / eps)`: the
+    guard bounds the value after the op, not its gradient.
+
+    Why: where `p` (or `s`) is 0, `log`/`rsqrt`/`1/x` return an infinite value, which the clamp
+    replaces; the clamp then passes a gradient of 0 back to the op, whose derivative there is
+    infinite, and `0 * inf` is NaN (keras-team/keras#23075, checked on torch 2.13). The guard
+    belongs on the input: `torch.log(p.clamp(min=eps))`, `torch.rsqrt(s.clamp(min=eps))`.
+    Known limits: the guard must be in the same expression or applied to the name the op's
+    result is bound to in the same function.
+    """
+
+    code = "GT754"
+    name = "guard-on-singular-output"
+    message = ("`{op_src}` is bounded afterwards by `{guard}` (line {line}), which fixes the "
+               "value, not the gradient: where the input is 0 the derivative of `{op}` is "
+               "infinite and the gradient becomes NaN; clamp the input instead")
+    triggers = ("clamp", "clip", "minimum", "maximum", "nan_to_num", "fmin", "fmax")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+
+            def bce_loss(p, y):
+                return -(y * torch.clamp(torch.log(p), min=-100)).mean()
+            """, at=(4, 29)),
+        Bad("""
+            import torch
+
+            def l2_normalize(x, eps=1e-12):
+                inv_norm = torch.rsqrt(torch.sum(x * x, dim=-1, keepdim=True))
+                inv_norm = torch.minimum(inv_norm, torch.tensor(1.0 / eps))
+                return x * inv_norm
+
+            def train_step(model, x, opt):
+                l2_normalize(model(x)).sum().backward()
+                opt.step()
+            """, at=(4, 15)),
+        Good("""
+            import torch
+
+            def bce_loss(p, y, eps=1e-12):
+                return -(y * torch.log(p.clamp(min=eps))).mean()
+            """),
+        Good("""
+            import torch
+
+            def l2_normalize(x, eps=1e-12):
+                inv_norm = torch.rsqrt(torch.sum(x * x, dim=-1, keepdim=True).clamp(min=eps))
+                return x * torch.minimum(inv_norm, torch.tensor(1.0 / eps))
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        b = _bounds(node, ctx)
+        if b is None or _made_discrete(ctx) or not in_training(ctx, node):
+            return
+        got = torch_op(node, ctx)
+        operands = [got[1]] if got else []  # type: ignore[index]
+        if b[0] in ("minimum", "maximum", "fmin", "fmax"):
+            operands = [a for a in node.args]
+        for operand in operands:
+            op_node = strip(operand)
+            if isinstance(op_node, (ast.Name, ast.Attribute)):
+                op_node = strip(resolve(op_node, ctx, node.lineno))
+            op = _singular_output(op_node, ctx)
+            if op is None:
+                continue
+            lo, hi = b[1], b[2]
+            if (op in LOGS and lo is None) or (op not in LOGS and hi is None):
+                continue  # a bound on the other side does not touch the infinity
+            seen = ctx.memo("GT754-seen", ctx.tree, set)
+            if id(op_node) in seen:
+                continue
+            seen.add(id(op_node))
+            related = [] if op_node.lineno == node.lineno else [  # type: ignore[attr-defined]
+                Related(ctx.path, node.lineno, "the value is bounded here", ctx.column(node))]
+            yield self.report(op_node, ctx, related=related, op_src=_clip(ctx.source(op_node)),
+                              guard=_guard_name(node, ctx), line=node.lineno, op=op)
+
+
+DISCRETE = frozenset({"long", "int", "short", "bool", "byte", "floor", "ceil", "round", "trunc",
+                      "argmax", "argmin", "sign"})
+
+
+def _made_discrete(ctx: Context) -> bool:
+    """``x.log2().clamp(0, 4).long()``: the guarded value becomes an index (no gradient)."""
+    for e in reversed(ctx.exprs[:-1]):
+        if isinstance(e, ast.Attribute) and e.attr in DISCRETE or isinstance(e, ast.Call) \
+                and isinstance(e.func, ast.Attribute) and e.func.attr in DISCRETE:
+            return True
+        if not isinstance(e, (ast.Attribute, ast.Call)):
+            return False
+    return False
+
+
+def _guard_name(node: ast.Call, ctx: Context) -> str:
+    q = ctx.qualified_name(node.func) or ""
+    if q.startswith("torch."):
+        return q + "(...)"
+    return "." + getattr(node.func, "attr", "clamp") + "(...)"
+
+
+def _singular_output(e: ast.AST, ctx: Context) -> str | None:
+    """``log``/``rsqrt``/``reciprocal``/``1/x`` when ``e`` applies one to an input that is not
+    kept off 0 (no ``+ eps``, clamp, where inside)."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and _num(e.left) is not None:
+        return None if has_positive_shift(e.right, ctx) else "1/x"
+    if not isinstance(e, ast.Call):
+        return None
+    got = torch_op(e, ctx)
+    if got is None or got[0] not in LOGS | RECIPROCALS:
+        return None
+    if has_positive_shift(got[1], ctx):
+        return None
+    if isinstance(got[1], (ast.Name, ast.Attribute)) and dotted(got[1]):
+        inner = resolve(got[1], ctx, e.lineno)  # type: ignore[attr-defined]
+        if inner is not got[1] and has_positive_shift(inner, ctx):
+            return None
+    return got[0]
