@@ -97,7 +97,8 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT883": ("ddp-desync",), "GT885": ("ddp-desync",), "GT455": ("ddp-desync",),
     "GT450": ("ddp-unused",), "GT451": ("ddp-unused",), "GT452": ("ddp-unused",),
     "GT453": ("ddp-unsynced",), "GT454": ("ddp-unsynced",), "GT703": ("non-scalar",),
-    "GT825": ("non-finite",), "GT751": ("non-finite",), "GT752": ("non-finite",),
+    "GT825": ("non-finite",), "GT851": ("non-finite",), "GT751": ("non-finite",),
+    "GT752": ("non-finite",),
     "GT753": ("non-finite",), "GT754": ("non-finite",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
