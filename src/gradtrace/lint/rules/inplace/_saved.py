@@ -87,12 +87,13 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
             continue
         for n in _statements(fn.body):
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                    and _has_module_word(ctx.code_line(n.lineno)):
-                op = SAVED_MODULES.get(ctx.qualified_name(n.value.func) or "")
+                    and _has_module_word(ctx.code_of(n)):
+                act = _last_layer(n.value, ctx)
+                op = SAVED_MODULES.get(ctx.qualified_name(act.func) or "")
                 flag = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                           and k.value.value is True for k in n.value.keywords) or (
-                    n.value.args and isinstance(n.value.args[-1], ast.Constant)
-                    and n.value.args[-1].value is True)
+                           and k.value.value is True for k in act.keywords) or (
+                    act.args and isinstance(act.args[-1], ast.Constant)
+                    and act.args[-1].value is True)
                 for t in n.targets:
                     name = dotted(t)
                     if op and name and name.startswith("self."):
@@ -100,6 +101,15 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
                         if flag:
                             inplace.add(name)
     return out
+
+
+def _last_layer(call: ast.Call, ctx: Context) -> ast.Call:
+    """``nn.Sequential(conv, nn.ReLU())`` -> the ``nn.ReLU()`` call (its output is the
+    Sequential's); any other call is itself."""
+    while ctx.qualified_name(call.func) == "torch.nn.Sequential" and call.args \
+            and isinstance(call.args[-1], ast.Call) and not call.keywords:
+        call = call.args[-1]
+    return call
 
 
 def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
@@ -149,8 +159,29 @@ def _producer(call: ast.Call, ctx: Context, modules: _LazyModules) -> Producer |
 
 def _input_has_no_grad(prod: Producer, ctx: Context) -> bool:
     """Whether the op's input is a new, detached or Python value (nothing was recorded)."""
-    args = getattr(_innermost_call(prod.call), "args", [])
-    return bool(args) and ctx.scope().kind(args[0]) in (LEAF, NUMBER, NUMPY, DETACHED)
+    inner = _innermost_call(prod.call)
+    args = getattr(inner, "args", [])
+    if not args and isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute):
+        args = [inner.func.value]  # `a.sigmoid()`: the receiver is the input
+    if not args:
+        return False
+    kind = ctx.scope().kind(args[0])
+    return kind in (NUMBER, NUMPY, DETACHED) or kind == LEAF and not _made_grad_leaf(
+        args[0], ctx)
+
+
+def _made_grad_leaf(e: ast.AST, ctx: Context) -> bool:
+    """``a`` bound to ``torch.tensor(..., requires_grad=True)`` / ``....requires_grad_()``."""
+    name = dotted(e)
+    stmt = ctx.statement
+    b = ctx.scope().binding_before(name, stmt.lineno) if name and stmt else None
+    if b is None or not isinstance(b.value, ast.Call):
+        return False
+    v = b.value
+    if isinstance(v.func, ast.Attribute) and v.func.attr == "requires_grad_":
+        return not v.args or not (isinstance(v.args[0], ast.Constant) and not v.args[0].value)
+    return any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+               and k.value.value is True for k in v.keywords)
 
 
 def _innermost_call(e: ast.AST) -> ast.AST:
@@ -351,7 +382,7 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     out: list[tuple] = []
     memo[key] = out
     name = dotted(stmt.targets[0])
-    fn = ctx.function if name else None
+    fn = (ctx.function or ctx.tree) if name else None  # a script's body counts too
     if fn is None:
         return out
     modules = modules_of(ctx)
@@ -396,3 +427,39 @@ def _rebinds(s: ast.stmt, name: str) -> bool:
                     and dotted(n) == name:
                 return True
     return False
+
+
+def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
+                 kinds: tuple[str, ...]) -> Iterator[tuple[Producer, ast.stmt, ast.AST]]:
+    """(producer, write, target) in a module's ``forward``: ``out = self.<attr>(...)`` where
+    ``self.<attr>`` is an activation module (or a Sequential ending in one) built in
+    ``__init__``, then an in-place write of the given kind into ``out`` before it is rebound."""
+    if not _has_module_word(ctx.code_of(cls)):
+        return
+    modules = _LazyModules(cls, ctx, True)
+    if not modules.any():
+        return
+    for fn in cls.body:
+        if not isinstance(fn, FUNCTION_TYPES) or fn.name not in TRAINING_FUNCS \
+                or _is_autograd_function(cls, fn, ctx):
+            continue
+        scope = ctx.scope(fn)
+        stmts = list(_statements(fn.body))
+        for i, stmt in enumerate(stmts):
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.value, ast.Call)):
+                continue
+            op = modules.get(dotted(stmt.value.func))
+            name = dotted(stmt.targets[0])
+            if op is None or name is None or SAVED_OUT.get(op, "relu") not in families \
+                    or scope.grad_off_at(stmt) is not None:
+                continue
+            prod = Producer(stmt.value, op, SAVED_OUT.get(op, "relu"))
+            for s in stmts[i + 1:]:
+                if _written_name(s) == name:
+                    w = _write_target(s, ctx, modules)
+                    if w is not None and w[0] == name and w[1] in kinds \
+                            and not _eval_branch(_path_to(fn.body, s)):
+                        yield prod, s, w[2]
+                if _rebinds(s, name):
+                    break

@@ -7,7 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.inplace._saved import _InplaceRule
+from gradtrace.lint.rules.inplace._saved import Producer, _InplaceRule, class_writes
 
 
 class InplaceWriteToSavedOutput(_InplaceRule):
@@ -73,6 +73,22 @@ class InplaceWriteToSavedOutput(_InplaceRule):
                 p[targets == 0] = 1 - p[targets == 0]
                 return (-(1 - p) ** gamma * p.log()).mean()
             """, at=(5, 4)),
+        Bad("""
+            import torch
+
+            a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+            b = a.sigmoid()
+            b[1] = 2
+            b.sum().backward()
+            """, at=(5, 0)),
+        Good("""
+            import torch
+
+            a = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+            b = 1 / ((-a).exp() + 1)
+            b[1] = 2
+            b.sum().backward()
+            """),
         Good("""
             import torch
             import torch.nn.functional as F
@@ -177,6 +193,50 @@ class InplaceAddToReluOutput(_InplaceRule):
                     out += identity
                     return self.relu(out)
             """),
+        Bad("""
+            from torch import nn
+
+            class Residual(nn.Module):
+                def __init__(self, c):
+                    super().__init__()
+                    self.body = nn.Sequential(
+                        nn.Conv2d(c, c, 3, padding=1),
+                        nn.ReLU(inplace=True),
+                    )
+
+                def forward(self, x):
+                    out = self.body(x)
+                    out += x
+                    return out
+            """, fixed="""
+            from torch import nn
+
+            class Residual(nn.Module):
+                def __init__(self, c):
+                    super().__init__()
+                    self.body = nn.Sequential(
+                        nn.Conv2d(c, c, 3, padding=1),
+                        nn.ReLU(inplace=True),
+                    )
+
+                def forward(self, x):
+                    out = self.body(x)
+                    out = out + x
+                    return out
+            """, at=(13, 8)),
+        Good("""
+            from torch import nn
+
+            class Residual(nn.Module):
+                def __init__(self, c):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.ReLU(), nn.Conv2d(c, c, 3, padding=1))
+
+                def forward(self, x):
+                    out = self.body(x)
+                    out += x
+                    return out
+            """),
         Good("""
             import torch.nn.functional as F
 
@@ -187,20 +247,36 @@ class InplaceAddToReluOutput(_InplaceRule):
             """),
     ]
 
+    triggers = (*_InplaceRule.triggers, "ReLU", "ELU", "Sequential")
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         writes = self._writes(node, ctx, ("relu",), ("aug", "arith"))
         for prod, stmt, kind, target, training in writes:
-            fix = None
-            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-                op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(stmt.op))
-                if op:
-                    n = stmt.target.id
-                    fix = self.fix(ctx.edit(stmt, f"{n} = {n} {op} {_paren(stmt.value, ctx)}"))
-            name = ctx.source(target) if not isinstance(target, ast.Call) \
-                else ctx.source(target.func.value)  # type: ignore[attr-defined]
-            yield self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
-                              stmt=ctx.source(stmt), name=name, op=prod.op,
-                              line=prod.call.lineno)  # type: ignore[attr-defined]
+            yield self._emit(prod, stmt, target, training, ctx)
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        """``out = self.block(x)`` where ``self.block`` ends in a ReLU (an ``nn.Sequential``
+        whose last layer is one), then ``out += x`` in ``forward``: the call's line need not
+        name the activation."""
+        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        for prod, stmt, target in class_writes(node, ctx, ("relu",), ("aug", "arith")):
+            if id(stmt) not in seen:
+                seen.add(id(stmt))
+                yield self._emit(prod, stmt, target, True, ctx)
+
+    def _emit(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
+              training: ast.Call | bool, ctx: Context) -> Finding:
+        fix = None
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(stmt.op))
+            if op:
+                n = stmt.target.id
+                fix = self.fix(ctx.edit(stmt, f"{n} = {n} {op} {_paren(stmt.value, ctx)}"))
+        name = ctx.source(target) if not isinstance(target, ast.Call) \
+            else ctx.source(target.func.value)  # type: ignore[attr-defined]
+        return self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
+                           stmt=ctx.source(stmt), name=name, op=prod.op,
+                           line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
 def _paren(e: ast.expr, ctx: Context) -> str:

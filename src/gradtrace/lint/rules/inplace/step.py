@@ -35,7 +35,7 @@ class OptimizerStepBetweenBackwards(Rule):
     code = "GT601"
     gate_statements = True
     name = "optimizer-step-between-backwards"
-    message = ("`{step}` updates parameters in place between `{first}` (line {first_line}) and "
+    message = ("{lead}`{step}` updates parameters in place between `{first}` (line {first_line}) and "
                "`{second}` (line {second_line}), whose graph was built before the step")
     triggers = ("step()",)
     examples = [
@@ -56,7 +56,7 @@ class OptimizerStepBetweenBackwards(Rule):
                     loss.backward(retain_graph=True)
                     opt.step()
                     opt.zero_grad()
-            """, at=(6, 8)),
+            """, at=(4, 8)),
         Good("""
             def train_step(model, x, opt):
                 out = model(x)
@@ -82,7 +82,7 @@ class OptimizerStepBetweenBackwards(Rule):
         f = node.func
         if not (isinstance(f, ast.Attribute) and f.attr == "step") or node.args or node.keywords:
             return
-        if not ctx.mentions("retain_graph") or ctx.function is None:
+        if not ctx.mentions("retain_graph"):
             return
         scope = ctx.scope()
         recv = dotted(f.value) or ""
@@ -96,14 +96,19 @@ class OptimizerStepBetweenBackwards(Rule):
         for later in sinks:
             hit = self._second(later, node, retained, loops, scope)
             if hit is not None:
-                first = hit
-                yield self.report(node, ctx, related=(
+                first, (at, stale) = hit if isinstance(hit, tuple) else (hit, (node, None))
+                lead = "" if stale is None else (
+                    f"`{stale}` was computed before the loop, so this reuses its graph every "
+                    "pass while ")
+                rel = () if at is node else (Related(ctx.path, node.lineno, "`" + ctx.source(
+                    node) + "` updates the parameters in place here", ctx.column(node)),)
+                yield self.report(at, ctx, related=(*rel,
                     Related(ctx.path, first.call.lineno, "the graph is kept alive here",
                             ctx.column(first.call)),
                     Related(ctx.path, later.call.lineno, f"`{ctx.source(later.call)}` raises "
                             "'... modified by an inplace operation' here",
                             ctx.column(later.call))),
-                    step=ctx.source(node), first=ctx.source(first.call),
+                    lead=lead, step=ctx.source(node), first=ctx.source(first.call),
                     first_line=first.call.lineno, second=ctx.source(later.call),
                     second_line=later.call.lineno)
                 return
@@ -126,8 +131,10 @@ class OptimizerStepBetweenBackwards(Rule):
             b = scope.binding_before(name, later.call.lineno)
             if b is not None and b.line < loop.lineno:
                 return later
-            if b is not None and b.value is not None and _stale_graph_input(b, loop, scope):
-                return later
+            if b is not None and b.value is not None:
+                stale = _stale_graph_input(b, loop, scope)
+                if stale is not None:
+                    return later, stale
         return None
 
 
@@ -136,15 +143,24 @@ def _retains(call: ast.Call) -> bool:
                and k.value.value is True for k in call.keywords)
 
 
-def _stale_graph_input(b, loop: ast.stmt, scope) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the loss bound inside ``loop`` uses a tensor with a graph built before the loop."""
+def _stale_graph_input(b, loop: ast.stmt, scope, depth: int = 0):  # type: ignore[no-untyped-def]
+    """The statement inside ``loop`` that uses a tensor whose graph was built before the loop,
+    on the way to the loss bound by ``b`` (``output = D(fake)``; ``err = -output.mean()``), or
+    None."""
     for n in walk(b.value):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             nb = scope.binding_before(n.id, b.line)
-            if nb is not None and nb.line < loop.lineno and not nb.no_grad and (
+            if nb is None or nb.no_grad:
+                continue
+            if nb.line < loop.lineno and (
                     nb.kind == GRAPH or nb.kind is None and _model_call(nb.value, scope)):
-                return True
-    return False
+                return b.stmt, n.id
+            if nb.line >= loop.lineno and nb.value is not None and depth < 3 \
+                    and loop in scope.loops_of(nb.stmt):
+                got = _stale_graph_input(nb, loop, scope, depth + 1)
+                if got is not None:
+                    return got
+    return None
 
 
 def _model_call(e: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-def]
