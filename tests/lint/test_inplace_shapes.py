@@ -11,7 +11,7 @@ from gradtrace.lint import check_source
 torch = pytest.importorskip("torch")
 
 PRELUDE = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
-MODIFIED = "modified by an inplace operation"
+MODIFIED = "modified by an inplace operation|leaf Variable that requires grad"
 
 # (source after the prelude, code, line (1-based after the prelude) or None for a look-alike)
 CASES = [
@@ -59,6 +59,34 @@ CASES = [
 
      Block()(torch.randn(1, 4, 5, 5)).sum().backward()
      """, "GT603", None),
+    # a weight made by a same-file helper, then changed in place in the script / in a loop
+    ("""
+     def init_params(size, std=1.0):
+         return (torch.randn(size) * std).requires_grad_()
+
+     weights = init_params((6, 1))
+     weights[0] *= 1.0001
+     """, "GT302", 5),
+    ("""
+     def init_params(size, std=1.0):
+         return (torch.randn(size) * std).requires_grad_()
+
+     def train(x):
+         w = init_params((4, 1))
+         (x @ w).sum().backward()
+         w -= 0.1 * w.grad
+
+     train(torch.randn(2, 4))
+     """, "GT302", 7),
+    ("""
+     def init_params(size, std=1.0):
+         return (torch.randn(size) * std).requires_grad_()
+
+     weights = init_params((6, 1))
+     weights[0].data *= 1.0001
+     with torch.no_grad():
+         weights[1] *= 1.0001
+     """, "GT302", None),
 ]
 
 

@@ -83,6 +83,9 @@ def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
         if node.args and not is_true(node.args[0]):
             return None
         inner = func.value
+        while isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Mult, ast.Div, ast.Add,
+                                                                      ast.Sub)):
+            inner = inner.left  # `(torch.randn(n) * std).requires_grad_()`: still a new leaf
         if isinstance(inner, ast.Call) and ctx.call_name(inner) in NEW_TENSOR_FUNCS:
             return node
         return None
@@ -195,7 +198,25 @@ def grad_leaf_binding(scope: Scope, name: str, line: int) -> Binding | None:
     if grad_factory(b.value, ctx) is not None or (
             is_parameter_call(b.value, ctx) and not is_false(_param_flag(b.value))):
         return b
+    if isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name) \
+            and b.value.func.id in leaf_helpers(ctx):
+        return b  # `weights = init_params(...)`: a same-file helper returning a grad leaf
     return None
+
+
+def leaf_helpers(ctx: Context) -> frozenset[str]:
+    """Top-level functions of the file whose every ``return`` is a new leaf that requires
+    grad (``return torch.randn(n).requires_grad_()``)."""
+    def make() -> frozenset[str]:
+        out = set()
+        for fn in ctx.tree.body:
+            if not isinstance(fn, ast.FunctionDef) or "requires_grad" not in ctx.code_of(fn):
+                continue
+            rets = [r.value for r in walk(fn) if isinstance(r, ast.Return)]
+            if rets and all(r is not None and grad_factory(r, ctx) is not None for r in rets):
+                out.add(fn.name)
+        return frozenset(out)
+    return ctx.memo("gt3-leaf-helpers", ctx.tree, make)
 
 
 def _param_flag(call: ast.AST) -> ast.expr | None:

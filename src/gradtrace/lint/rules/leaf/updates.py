@@ -12,7 +12,8 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, node_mentions, reads_grad_of, torch_alias,
+    COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, leaf_helpers, node_mentions, reads_grad_of,
+    torch_alias,
 )
 from gradtrace.lint.nodes import walk
 
@@ -204,8 +205,8 @@ def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) 
     if whole or isinstance(fn, ast.Module):
         names = ctx.memo("gt3-global-leaf-names", ctx.tree, lambda: frozenset(
             n for ln in ctx.code_lines if ("requires_grad" in ln or "Parameter" in ln)
-            for n in GLOBAL_LEAF_RE.findall(ln)))
-        if whole:
+            for n in GLOBAL_LEAF_RE.findall(ln)) | _helper_made(ctx))
+        if whole or name in names:
             return name in names
 
     def make() -> frozenset[str]:
@@ -216,8 +217,25 @@ def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) 
             if "requires_grad" in ln or "Parameter" in ln or "for " in ln:
                 for m in LEAF_NAME_RE.findall(ln):
                     out.update(n for n in m if n)
-        return frozenset(out)
+        return frozenset(out) | _helper_made(ctx, fn)
     return name in ctx.memo("gt3-leaf-names", fn, make)
+
+
+def _helper_made(ctx: Context, fn: ast.AST | None = None) -> frozenset[str]:
+    """Names bound (in ``fn``, default the module body) to a call of a same-file helper
+    returning a grad leaf (``weights = init_params(...)``)."""
+    if "requires_grad" not in ctx.code:
+        return frozenset()
+    return ctx.memo("gt3-helper-made", fn or ctx.tree, lambda: _bound_from_helpers(
+        ctx, (fn or ctx.tree).body))  # type: ignore[attr-defined]
+
+
+def _bound_from_helpers(ctx: Context, body: list[ast.stmt]) -> frozenset[str]:
+    helpers = leaf_helpers(ctx)
+    return frozenset(t.id for s in _own_statements(body) if isinstance(s, ast.Assign)
+                     and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
+                     and s.value.func.id in helpers
+                     for t in s.targets if isinstance(t, ast.Name)) if helpers else frozenset()
 
 
 def _calls_backward(scope: Scope) -> bool:
@@ -378,8 +396,8 @@ class InplaceUpdateOfLeaf(Rule):
                     and owns_params(b.value, ctx) \
                     and (ctx.call_name(b.value) or "").startswith("torch.nn."):
                 return b.stmt  # a torch.nn layer's weight/bias are Parameters (not buffers)
-        if _mentions(ctx, fn, "requires_grad", "Parameter", ".backward(") \
-                and _maybe_leaf_text(ctx, fn, name):
+        if (_mentions(ctx, fn, "requires_grad", "Parameter", ".backward(")
+                or name in _helper_made(ctx, fn)) and _maybe_leaf_text(ctx, fn, name):
             scope = ctx.scope(fn)
             b = grad_leaf_binding(scope, name, line)
             if b is not None:
