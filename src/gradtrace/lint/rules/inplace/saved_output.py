@@ -258,7 +258,7 @@ class InplaceAddToReluOutput(_InplaceRule):
         """``out = self.block(x)`` where ``self.block`` ends in a ReLU (an ``nn.Sequential``
         whose last layer is one), then ``out += x`` in ``forward``: the call's line need not
         name the activation."""
-        seen: set[int] = self.__dict__.setdefault("_seen", set())
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         for prod, stmt, target in class_writes(node, ctx, ("relu",), ("aug", "arith")):
             if id(stmt) not in seen:
                 seen.add(id(stmt))
