@@ -4,7 +4,7 @@ A *singular* op has an infinite or undefined derivative somewhere in the domain 
 feeds it: ``sqrt``/``rsqrt``/``pow(x, 0.5)`` at 0 (and NaN below), ``log*`` at 0, ``1/x`` and
 ``a / x`` at 0, ``acos``/``asin`` at +-1, ``exp``/``expm1``/``sinh``/``cosh`` where they overflow
 (x > 88 in float32). Autograd multiplies that derivative by the incoming gradient even when the
-incoming gradient is 0, and ``0 * inf`` is NaN (checked on torch 2.13, PYTORCH_FACTS).
+incoming gradient is 0, and ``0 * inf`` is NaN (checked on torch 2.13).
 """
 from __future__ import annotations
 
