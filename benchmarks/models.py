@@ -1,4 +1,5 @@
-"""Small CPU models for the runtime benchmarks: an MLP, a ResNet-style CNN, a transformer encoder.
+"""CPU models for the runtime benchmarks: a small and a larger MLP, a ResNet-style CNN, a
+transformer encoder, and a REINFORCE policy episode.
 
 Each ``make_*`` returns ``(model, batch_fn, loss_fn)``; ``batch_fn()`` gives ``(x, y)``.
 """
@@ -85,4 +86,48 @@ def make_transformer(batch: int = 16,
     return Encoder(), lambda: (x, y), F.cross_entropy
 
 
-MODELS = {"mlp": make_mlp, "cnn": make_cnn, "transformer": make_transformer}
+def make_small_mlp(batch: int = 32) -> tuple[nn.Module, Callable[[], Batch], Callable]:
+    """6 hidden layers of 128 with ReLU, batch 32: about 0.5-1 ms a step, many small ops."""
+    layers: list[nn.Module] = []
+    for _ in range(6):
+        layers += [nn.Linear(128, 128), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(128, 10))
+    x, y = torch.randn(batch, 128), torch.randint(0, 10, (batch,))
+    return model, lambda: (x, y), F.cross_entropy
+
+
+class Episode(nn.Module):
+    """A REINFORCE episode as pytorch/examples writes it: one forward of a small policy per
+    state, an action sampled from a Categorical, its log-probability kept for the loss."""
+
+    def __init__(self, steps: int = 50) -> None:
+        super().__init__()
+        self.policy = nn.Sequential(nn.Linear(4, 128), nn.Dropout(0.6), nn.ReLU(),
+                                    nn.Linear(128, 2), nn.Softmax(dim=-1))
+        self.steps = steps
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        log_probs = []
+        for t in range(self.steps):
+            probs = self.policy(states[t:t + 1])
+            dist = torch.distributions.Categorical(probs)
+            action = dist.sample()
+            log_probs.append(dist.log_prob(action))
+        return torch.cat(log_probs)
+
+
+def make_reinforce(steps: int = 50) -> tuple[nn.Module, Callable[[], Batch], Callable]:
+    """One episode of 50 one-state forwards per optimizer step; the loss is -sum(log p * G)."""
+    states = torch.randn(steps, 4)
+    rewards = torch.ones(steps)
+    returns = torch.flip(torch.cumsum(torch.flip(rewards, [0]) * 0.99, 0), [0])
+    returns = (returns - returns.mean()) / (returns.std() + 1e-8)
+
+    def loss_fn(log_probs: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
+        return -(log_probs * ret).sum()
+
+    return Episode(steps), lambda: (states, returns), loss_fn
+
+
+MODELS = {"small": make_small_mlp, "mlp": make_mlp, "cnn": make_cnn,
+          "transformer": make_transformer, "reinforce": make_reinforce}

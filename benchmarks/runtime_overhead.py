@@ -1,14 +1,27 @@
-"""Median training-step time: plain vs ``gradtrace.trace()`` vs ``torch.autograd.detect_anomaly()``.
+"""Training-step time: plain vs ``gradtrace.trace()`` vs ``torch.autograd.detect_anomaly()``.
 
 Step time is the thread CPU time (``time.thread_time``) with torch on one thread, so other
 processes on a shared machine do not distort the ratios.
 
-Run: ``python benchmarks/runtime_overhead.py [--steps 30] [--rounds 5] [--threads 1]``.
-The three modes are interleaved round by round in one process (so machine load affects them
-alike); each round times ``--steps`` steps per mode; the table shows the median step time and
-the ratio to plain. Each mode runs ``warmup`` untimed steps first: gradtrace checks gradients
-for NaN/Inf and snapshots parameter state on steps 1-4 and on powers of two, so its first steps
-cost more than the steady state measured here.
+Run: ``python benchmarks/runtime_overhead.py [--rounds 5] [--seconds 1.5] [--threads 1]
+[--models small,mlp,cnn,transformer,reinforce]``.
+
+Modes, interleaved round by round in one process (so machine load affects them alike):
+
+- ``plain``: no gradtrace;
+- ``trace``: ``gradtrace.trace()`` as users get it: every torch call recorded on the first 16
+  optimizer steps, then on one step in N priced to cost about 3% of a step (NOTE [trace
+  arming]); measured in steady state, after untimed warm-up steps (up to 64, fewer for slow
+  models, whose steps are then mostly armed);
+- ``every=1``: ``gradtrace.trace(every=1)``, every step recorded (the price of an armed step);
+- ``anomaly``: ``torch.autograd.detect_anomaly()``.
+
+Each round times as many steps as fit in ``--seconds`` of the plain step (at least 10) per
+mode and takes their mean (a mean, not a median: armed steps are rare, slower ones); the table
+shows the plain mean step in ms, the median over rounds of each mode's per-round ratio to plain,
+and the extra microseconds per step. ``small`` is a 6-layer 128-wide MLP of batch 32;
+``reinforce`` is one episode of 50 one-state forwards of a small policy per optimizer step
+(pytorch/examples' REINFORCE shape).
 """
 from __future__ import annotations
 
@@ -38,52 +51,63 @@ def _step(model, opt, batch_fn, loss_fn) -> None:
 def _mode(name: str):
     if name == "plain":
         return contextlib.nullcontext()
-    if name == "trace":
+    if name in ("trace", "every=1"):
         import gradtrace
 
-        return gradtrace.trace()
+        return gradtrace.trace(every=1 if name == "every=1" else None)
     return torch.autograd.detect_anomaly()
 
 
-def bench(model_name: str, steps: int, rounds: int, warmup: int = 8) -> dict[str, float]:
-    """Median seconds per step for each mode."""
+MODES = ("plain", "trace", "every=1", "anomaly")
+
+
+def bench(model_name: str, rounds: int, seconds: float) -> dict[str, tuple[float, float]]:
+    """Per mode: (mean seconds per step in the median round, median per-round ratio to plain)."""
     torch.manual_seed(0)
     model, batch_fn, loss_fn = MODELS[model_name]()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    t0 = time.thread_time()
     for _ in range(3):
         _step(model, opt, batch_fn, loss_fn)
-    times: dict[str, list[float]] = {"plain": [], "trace": [], "anomaly": []}
+    per = (time.thread_time() - t0) / 3
+    steps = max(10, int(seconds / per))
+    warm = max(8, min(64, int(2.0 / per)))
+    means: dict[str, list[float]] = {m: [] for m in MODES}
     for _ in range(rounds):
-        for mode in times:
+        for mode in MODES:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 with _mode(mode):
-                    for _ in range(warmup):  # gradtrace checks more on its first steps
+                    for _ in range(warm if mode == "trace" else 8):
                         _step(model, opt, batch_fn, loss_fn)
+                    t0 = time.thread_time()
                     for _ in range(steps):
-                        t0 = time.thread_time()
                         _step(model, opt, batch_fn, loss_fn)
-                        times[mode].append(time.thread_time() - t0)
-    return {m: statistics.median(v) for m, v in times.items()}
+                    means[mode].append((time.thread_time() - t0) / steps)
+    out = {}
+    for mode in MODES:
+        ratios = [m / p for m, p in zip(means[mode], means["plain"])]
+        out[mode] = (statistics.median(means[mode]), statistics.median(ratios))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=30)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=1.5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--models", default=",".join(MODELS))
     ns = p.parse_args(argv)
     torch.set_num_threads(ns.threads)
-    print(f"torch {torch.__version__}, {ns.threads} thread(s), {ns.rounds} rounds x {ns.steps} "
-          "steps per mode, median thread CPU time per step")
-    print(f"{'model':<12}{'plain ms':>10}{'trace ms':>10}{'trace x':>9}{'anomaly ms':>12}"
-          f"{'anomaly x':>11}")
+    print(f"torch {torch.__version__}, {ns.threads} thread(s), {ns.rounds} rounds, mean thread "
+          "CPU time per step; ratio = median over rounds; +us = extra per step")
+    print(f"{'model':<12}{'plain ms':>10}" + "".join(f"{m + ' x':>11}{'+us':>9}"
+                                                      for m in MODES[1:]))
     for name in ns.models.split(","):
-        r = bench(name, ns.steps, ns.rounds)
-        print(f"{name:<12}{r['plain'] * 1e3:>10.2f}{r['trace'] * 1e3:>10.2f}"
-              f"{r['trace'] / r['plain']:>9.3f}{r['anomaly'] * 1e3:>12.2f}"
-              f"{r['anomaly'] / r['plain']:>11.3f}")
+        r = bench(name, ns.rounds, ns.seconds)
+        plain = r["plain"][0]
+        print(f"{name:<12}{plain * 1e3:>10.3f}" + "".join(
+            f"{r[m][1]:>11.3f}{(r[m][1] - 1) * plain * 1e6:>9.0f}" for m in MODES[1:]))
     return 0
 
 

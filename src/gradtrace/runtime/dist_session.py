@@ -49,6 +49,9 @@ class RankSession:
     def __init__(self, tracer: Any, info: RankInfo, check_sync: int,
                  environ: Any = None) -> None:
         self.tracer = tracer
+        arming = getattr(tracer, "arming", None)
+        if arming is not None:  # backward passes are counted per forward: NOTE [trace arming]
+            arming.always = True
         self.environ = environ
         self.info = info
         self.check_sync = check_sync

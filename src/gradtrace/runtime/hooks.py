@@ -64,6 +64,7 @@ class HookState:
     prune_at: int = 1024
     # id of an optimizer's first parameter -> (that parameter, parameter count, optimizers seen)
     lineage: dict[int, tuple[weakref.ref[Tensor], int, int]] = field(default_factory=dict)
+    unobserved: bool = False  # some steps ran without the module hook (NOTE [trace arming])
 
 
 class Hooks:
@@ -74,16 +75,31 @@ class Hooks:
         self.mode = mode
         self.data = HookState()
         self.handles: list[Any] = []
+        self.arming: Any = None  # NOTE [trace arming]
+        self._module_handle: Any = None
+        self._new_optimizer = False
 
     def install(self) -> None:
-        from torch.nn.modules import module as mm
         from torch.optim import optimizer as om
 
-        self.handles.append(mm.register_module_forward_pre_hook(_safe(self._pre)))
+        self.module_hook(True)
         self.handles.append(om.register_optimizer_step_pre_hook(_safe(self._step_pre)))
         self.handles.append(om.register_optimizer_step_post_hook(_safe(self._step_post)))
 
+    def module_hook(self, on: bool, final: bool = False) -> None:
+        """Put the global forward pre-hook in or take it out (out between unarmed steps:
+        a global module hook sends every module call down torch's slow path)."""
+        from torch.nn.modules import module as mm
+
+        if on and self._module_handle is None:
+            self._module_handle = mm.register_module_forward_pre_hook(_safe(self._pre))
+        elif not on and self._module_handle is not None:
+            self._module_handle.remove()
+            self._module_handle = None
+            self.data.unobserved = self.data.unobserved or not final
+
     def remove(self) -> None:
+        self.module_hook(False, final=True)
         while self.handles:
             self.handles.pop().remove()
 
@@ -123,6 +139,7 @@ class Hooks:
         if rec is None or rec.ref() is not opt:
             rec = d.optimizers[id(opt)] = OptimizerRecord(weakref.ref(opt), site)
             rec.rebuilt = _lineage(d, opt)
+            self._new_optimizer = True
         rec.steps += 1
         st.in_step = True
         grads: list[Tensor] = []
@@ -190,6 +207,11 @@ class Hooks:
         self.data.steps += 1
         if _due(self.data.steps):
             self._snapshot()
+        if self.arming is not None:
+            new, self._new_optimizer = self._new_optimizer, False
+            anomaly = rec is not None and rec.nonfinite is not None \
+                and rec.nonfinite[1] == rec.steps
+            self.arming.step_end(new, anomaly)
 
     def _snapshot(self) -> None:
         """Parameter findings now, in case the model dies before tracing ends."""

@@ -114,6 +114,8 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
         return (code_for("frozen-parameter", "GT820"), frozen, "it has requires_grad=False"
                 + (f", frozen here ({src(frozen)})" if frozen else ""),
                 "call requires_grad_(True) on it if it should train", ())
+    if (rec is None or rec.grad_runs + rec.nograd_runs == 0) and data.unobserved:
+        return ("GT820", defined_at(data, p), "no backward() reached it", "", ())
     if rec is None or rec.grad_runs + rec.nograd_runs == 0:
         site = defined_at(data, p)
         return (code_for("unused-parameter", "GT820"), site, "its module never ran in a forward "

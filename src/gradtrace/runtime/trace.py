@@ -48,7 +48,9 @@ __all__ = ["Tracer", "active_tracer", "diagnose", "trace"]
 class Tracer:
     """One tracing session. Use through :func:`trace` (a context manager)."""
 
-    def __init__(self, *, reentrant: bool = False, static: bool = True) -> None:
+    def __init__(self, *, reentrant: bool = False, static: bool = True, every: int | None = None,
+                 budget: float = 0.03) -> None:
+        from gradtrace.runtime.arming import Arming
         from gradtrace.runtime.frames import refresh_prefixes
         from gradtrace.runtime.hooks import Hooks
         from gradtrace.runtime.provenance import ProvenanceMode
@@ -58,6 +60,8 @@ class Tracer:
         self.state = TraceState()
         self.mode = ProvenanceMode(self.state)
         self.hooks = Hooks(self.state, self.mode)
+        self.arming = self.hooks.arming = Arming(self.mode, self.state, self.hooks,
+                                                       every, budget)
         self.state.hooks_data = self.hooks.data
         self.active = False
         self.reentrant = reentrant
@@ -81,7 +85,7 @@ class Tracer:
         _relocate_warnings(True)
         self.hooks.install()
         try:
-            self.mode.__enter__()
+            self.arming.enter()
         except BaseException:
             self.hooks.remove()
             _relocate_warnings(False)
@@ -92,8 +96,9 @@ class Tracer:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        unarmed = not self.arming.armed
         try:
-            self.mode.__exit__(exc_type, exc, tb)
+            self.arming.exit(exc_type, exc, tb)
         finally:
             self.hooks.remove()
             self.active = False
@@ -106,6 +111,11 @@ class Tracer:
             from gradtrace.runtime.frames import hide_own_frames
 
             hide_own_frames(exc)
+            if unarmed and isinstance(exc, Exception):  # NOTE [trace arming]: diagnose it now
+                try:
+                    diagnose(exc, self)
+                except Exception:
+                    LOG.debug("gradtrace: diagnosis failed", exc_info=True)
         try:
             self._silent = self._silent_findings()
         except Exception:  # diagnosis must never hide the user's own outcome
@@ -221,11 +231,16 @@ def last_tracer() -> Tracer | None:
     return active_tracer() or (_LAST[0] if _LAST else None)
 
 
-def trace(*, static: bool = True) -> Tracer:
+def trace(*, static: bool = True, every: int | None = None, budget: float = 0.03) -> Tracer:
     """Trace autograd in a ``with`` block; the yielded :class:`Tracer` has ``.findings``.
 
-    ``static=False`` leaves out the static check of the code that ran (NOTE [ranking])."""
-    return Tracer(static=static)
+    ``static=False`` leaves out the static check of the code that ran (NOTE [ranking]).
+    Every torch call is recorded during the first 16 optimizer steps, then during one step in N
+    chosen so that recording costs about ``budget`` of a step; ``every=N`` fixes N, ``every=1``
+    records every step (NOTE [trace arming])."""
+    if every is not None and (not isinstance(every, int) or every < 1):
+        raise ValueError(f"every must be a positive int or None (auto), got {every!r}")
+    return Tracer(static=static, every=every, budget=budget)
 
 
 def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:

@@ -36,9 +36,12 @@ clock = time.thread_time  # this thread's CPU time: other jobs on the machine do
 class Pace:
     """The timing state of one watched model."""
 
-    def __init__(self, every: int | None, budget: float) -> None:
+    def __init__(self, every: int | None, budget: float, probe: bool = False) -> None:
         self.fixed = every
         self.budget = budget
+        # no recording work of its own to time (trace arming): alternate until unrecorded
+        # steps have been priced
+        self.probe = probe
         self.cost = 0.0  # recording work of the current recorded step (seconds)
         self._last: float | None = None  # clock at the end of step ``_last_step``
         self._last_step = -1
@@ -66,6 +69,8 @@ class Pace:
         if anomaly or steps < WARM_STEPS or not self._recorded:
             return 1
         work = statistics.median(self._work)
+        if self.probe and len(self._plain) < 3:
+            return 2
         if len(self._plain) >= 3:
             plain = statistics.median(self._plain)
             extra = max(work, statistics.median(self._recorded) - plain)

@@ -1,0 +1,107 @@
+"""When ``trace()`` records every torch call: the first optimizer steps, then sampled ones.
+
+# NOTE [trace arming]
+The provenance mode (NOTE [hot path]) costs a fixed price per torch call: a few percent of a
+large model's step, but close to twice a small one's (a 0.5 ms MLP step, a one-state policy).
+Most gradient bugs show on the first optimizer steps, so a tracer is *armed* (its mode on the
+torch-function stack: every call recorded) for the first ``WARM_STEPS`` optimizer steps, and
+after that for one step in N, N priced as a watch prices its recorded steps (NOTE [watch
+pace]): the median armed step against the median unarmed one, so that arming costs about
+``budget`` (3% by default) of a step. Between armed steps the mode is off the stack and so is
+the global module hook (any global module hook sends every module call down torch's slow
+path); the optimizer hooks stay and see every step (which parameters got gradients,
+non-finite gradients on due steps). Module facts are therefore those of armed steps: a
+parameter without a gradient whose module was never seen running is reported without the
+claim that its module never ran. A non-finite gradient
+or an optimizer seen for the first time arms every step again for ``WARM_STEPS`` steps.
+
+The switch happens in the optimizer's step post-hook, on the thread that entered the tracer,
+and only while the mode is on top of the stack (a mode the user pushed above ours keeps the
+tracer armed). A program that never calls ``optimizer.step()`` is armed throughout; so is a
+distributed rank session (it counts backward passes per forward), and ``every=1``.
+When the grad mode changed while unarmed, the grad-off site recorded before is forgotten.
+
+A crash on an unarmed step still gets the diagnosis from the error's message and traceback,
+the static findings on the code that ran (NOTE [ranking]) and the hooks' facts; it does not get
+the line where a value was cut or modified in place during that step.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.watch_pace import WARM_STEPS, Pace
+
+
+class Arming:
+    """Puts a tracer's mode on the stack for armed steps and takes it off between them."""
+
+    def __init__(self, mode: Any, state: Any, hooks: Any, every: int | None,
+                 budget: float) -> None:
+        self.mode = mode
+        self.hooks = hooks
+        self.state = state
+        self.pace = Pace(every, budget, probe=True)
+        self.always = every == 1
+        self.every = 1
+        self.steps = 0
+        self.warm_until = WARM_STEPS
+        self.armed = False
+        self.thread = 0
+        self._grad_at_disarm = True
+
+    # -- the tracer's block --------------------------------------------------------------------
+    def enter(self) -> None:
+        self.thread = threading.get_ident()
+        self.mode.__enter__()
+        self.armed = True
+
+    def exit(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.armed:
+            self.armed = False
+            self.mode.__exit__(exc_type, exc, tb)
+
+    # -- the optimizer's step post-hook -------------------------------------------------------
+    def step_end(self, new_optimizer: bool = False, anomaly: bool = False) -> None:
+        """Count one optimizer step and arm or disarm the next one."""
+        if threading.get_ident() != self.thread:
+            return
+        armed, steps = self.armed, self.steps
+        self.steps = steps = steps + 1
+        if anomaly:
+            self.warm_until = max(self.warm_until, steps + WARM_STEPS)
+        elif new_optimizer:  # its first step counts as one of its warm-up steps
+            self.warm_until = max(self.warm_until, steps - 1 + WARM_STEPS)
+        every = self.pace.step_end(steps, self.every, armed, anomaly)
+        if self.always or steps < self.warm_until:
+            every = 1
+        self.every = every
+        want = steps % every == 0
+        if want != armed:
+            self._switch(want)
+
+    def _switch(self, on: bool) -> None:
+        if on:
+            self.mode.__enter__()
+            self.armed = True
+            self.hooks.module_hook(True)
+            if torch.is_grad_enabled() != self._grad_at_disarm:
+                self.state.grad_off = None  # switched while unarmed: the old site is stale
+            return
+        if not _on_top(self.mode):
+            return
+        self.mode.__exit__(None, None, None)
+        self.armed = False
+        self.hooks.module_hook(False)
+        self._grad_at_disarm = torch.is_grad_enabled()
+
+
+def _on_top(mode: Any) -> bool:
+    """Whether ``mode`` is the innermost torch-function mode (private API: False if absent)."""
+    try:
+        n = torch._C._len_torch_function_stack()
+        return n > 0 and torch._C._get_function_stack_at(n - 1) is mode
+    except (AttributeError, RuntimeError):
+        return False
