@@ -22,6 +22,11 @@ shows the plain mean step in ms, the median over rounds of each mode's per-round
 and the extra microseconds per step. ``small`` is a 6-layer 128-wide MLP of batch 32;
 ``reinforce`` is one episode of 50 one-state forwards of a small policy per optimizer step
 (pytorch/examples' REINFORCE shape).
+
+Then ``gradtrace run`` itself: a REINFORCE script (the ``reinforce`` episode, 300 optimizer
+steps) run as ``python script.py`` and as ``python -m gradtrace run script.py``, alternating,
+``--rounds`` times each; the script prints the thread CPU time of its training loop, so the row
+compares the loop's cost (start-up and the report at exit are left out). ``--no-run`` skips it.
 """
 from __future__ import annotations
 
@@ -91,12 +96,58 @@ def bench(model_name: str, rounds: int, seconds: float) -> dict[str, tuple[float
     return out
 
 
+RUN_SCRIPT = """
+import sys, time
+sys.path.insert(0, {here!r})
+import torch
+from models import make_reinforce
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model, batch_fn, loss_fn = make_reinforce()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+t0 = time.thread_time()
+for _ in range(300):
+    states, returns = batch_fn()
+    opt.zero_grad()
+    loss = loss_fn(model(states), returns)
+    loss.backward()
+    opt.step()
+print("LOOP", time.thread_time() - t0)
+"""
+
+
+def run_row(rounds: int) -> tuple[float, float]:
+    """(plain loop seconds, median ratio) of the REINFORCE script under ``gradtrace run``."""
+    import subprocess
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "reinforce_loop.py")
+        with open(script, "w") as fh:
+            fh.write(RUN_SCRIPT.format(here=here))
+
+        def loop(cmd: list[str]) -> float:
+            out = subprocess.run(cmd + [script], capture_output=True, text=True, cwd=tmp,
+                                 check=True).stdout
+            return float(next(ln for ln in out.splitlines() if ln.startswith("LOOP")).split()[1])
+
+        plain, ratios = [], []
+        for _ in range(rounds):
+            p = loop([sys.executable])
+            r = loop([sys.executable, "-m", "gradtrace", "run", "--quiet"])
+            plain.append(p)
+            ratios.append(r / p)
+    return statistics.median(plain), statistics.median(ratios)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=1.5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--no-run", action="store_true", help="skip the gradtrace run row")
     ns = p.parse_args(argv)
     torch.set_num_threads(ns.threads)
     print(f"torch {torch.__version__}, {ns.threads} thread(s), {ns.rounds} rounds, mean thread "
@@ -108,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         plain = r["plain"][0]
         print(f"{name:<12}{plain * 1e3:>10.3f}" + "".join(
             f"{r[m][1]:>11.3f}{(r[m][1] - 1) * plain * 1e6:>9.0f}" for m in MODES[1:]))
+    if not ns.no_run:
+        loop, ratio = run_row(ns.rounds)
+        print(f"gradtrace run, REINFORCE script (300 episodes): plain loop {loop:.2f} s, "
+              f"under run {ratio:.3f}x")
     return 0
 
 
