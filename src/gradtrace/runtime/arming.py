@@ -5,8 +5,8 @@ The provenance mode (NOTE [hot path]) costs a fixed price per torch call: a few 
 large model's step, but close to twice a small one's (a 0.5 ms MLP step, a one-state policy).
 Most gradient bugs show on the first optimizer steps, so a tracer is *armed* (its mode on the
 torch-function stack: every call recorded) for the first ``WARM_STEPS`` optimizer steps, and
-after that for one step in N, N priced as a watch prices its recorded steps (NOTE [watch
-pace]): the median armed step against the median unarmed one, so that arming costs about
+after that for one step in N, N priced as a watch prices its recorded steps
+(NOTE [watch pace]): the median armed step against the median unarmed one, so that arming costs about
 ``budget`` (3% by default) of a step. Between armed steps the mode is off the stack and so is
 the global module hook (any global module hook sends every module call down torch's slow
 path); the optimizer hooks stay and see every step (which parameters got gradients,

@@ -4,8 +4,8 @@ NaN/Inf (``acos`` at 1, ``sqrt`` at 0, ``logsumexp`` of an all ``-inf`` row, ``0
 # NOTE [NaN origin]
 Checking every gradient of every backward for NaN would cost as much as the backward itself, so
 the hunt runs on few backward passes only: the first one of the session (short scripts often
-have no other) and the one after an optimizer step saw a non-finite gradient (NOTE [NaN
-replay] in watch_nan.py does the same for ``watch``). For that pass, every node of the graph gets
+have no other) and the one after an optimizer step saw a non-finite gradient
+(NOTE [NaN replay] in watch_nan.py does the same for ``watch``). For that pass, every node of the graph gets
 a post-hook (``Node.register_hook``, one handle each, all removed when the backward returns)
 that compares the gradients flowing in and out: the first node whose incoming gradients are
 finite and whose outgoing ones are not is the origin, and its creation site
