@@ -146,8 +146,9 @@ def test_a_crash_on_an_unarmed_step_is_still_diagnosed():
     except RuntimeError as exc:
         assert "second time" in str(exc)
     assert not armed
-    # the static finding (GT509 at the backward that frees the graph), from the traceback
-    assert [(f.code, f.line) for f in tr.findings][:1] == [("GT509", _line("the first backward"))]
+    # a second backward through a freed graph (GT509), from the traceback and the checker
+    lines = {_line("the first backward"), _line("the second backward")}
+    assert [(f.code, f.line in lines) for f in tr.findings][:1] == [("GT509", True)]
 
 
 def _line(marker: str) -> int:

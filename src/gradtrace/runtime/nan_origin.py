@@ -15,7 +15,6 @@ None, so the gradients are untouched; they keep only the first origin found, as 
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from typing import Any
 
@@ -121,6 +120,8 @@ def end_hunt(state: Any, hunt: Hunt) -> None:
 
 def _oops(exc: BaseException) -> None:
     """A bug of ours: logged (raised under GRADTRACE_STRICT=1), never the user's problem."""
-    if os.environ.get("GRADTRACE_STRICT", "") not in ("", "0"):
+    from gradtrace.env import strict
+
+    if strict():
         raise exc
     logging.getLogger(__name__).debug("gradtrace: NaN hunt failed", exc_info=exc)
