@@ -3,6 +3,8 @@ holds when they come from the caller (``MergeLayer([nn.Linear(4, 3), nn.Linear(4
 from __future__ import annotations
 
 import ast
+import re
+from collections import Counter
 
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import children, walk
@@ -23,6 +25,17 @@ def class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
             stack.extend((inner, c) for c in children(n))
         return out
     return ctx.memo("gt4-class-calls", ctx.tree, make)
+
+
+def call_count(name: str, ctx: Context) -> int:
+    """How often ``name(`` appears in the file's code (its ``class`` line included), counted
+    once per file: a ``str.count`` per attribute made the rule quadratic in the file's size."""
+    def make() -> Counter[str]:
+        return Counter(_CALL_RE.findall(ctx.code))
+    return ctx.memo("gt4-call-counts", ctx.tree, make)[name]
+
+
+_CALL_RE = re.compile(r"(\w+)\(")
 
 
 def nn_rooted(name: str, ctx: Context, depth: int = 0) -> bool:
@@ -85,7 +98,7 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
             and value.func.id in ("list", "tuple") and len(value.args) == 1:
         value = value.args[0]
-    if not isinstance(value, ast.Name) or ctx.code.count(cls + "(") < 2 \
+    if not isinstance(value, ast.Name) or call_count(cls, ctx) < 2 \
             or not nn_rooted(cls, ctx):
         return None  # not a name, the class is never called here, or it is no nn.Module
     scope = ctx.scope(init)

@@ -22,7 +22,7 @@ from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
 )
-from gradtrace.lint.rules.registration._callers import passed_in
+from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 # `self.layers = layers`: maybe a list the caller builds (then called: `Net([...])`)
@@ -218,7 +218,7 @@ class ModulesInPlainContainer(Rule):
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if node.name not in module_classes(ctx) or not (
                 CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
-                    PLAIN_TEXT_RE.search(text) and ctx.code.count(node.name + "(") > 1)):
+                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}

@@ -264,19 +264,22 @@ class TrainedModuleSwapped(Rule):
             return
         params = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)]
         args = [a.id if isinstance(a, ast.Name) else None for a in node.args]
+        n = min(len(args), len(params))
+        swapped = [(i, j) for i in range(n) for j in range(i + 1, n)
+                   if args[i] is not None and args[j] is not None and args[i] != args[j]
+                   and args[i] == params[j] and args[j] == params[i]]
+        if not swapped:  # the pure-syntax test first: the scope costs a data-flow pass
+            return
         scope = ctx.scope()
         stmt = scope.statement_of(node)
         if stmt is None:
             return
-        for i in range(min(len(args), len(params))):
-            for j in range(i + 1, min(len(args), len(params))):
-                a, b = args[i], args[j]
-                if a is None or b is None or a == b or a != params[j] or b != params[i]:
-                    continue
-                opt = next((o for o in optimizer_builds(scope) if o.stmt.lineno < stmt.lineno
-                            and any(covers(s, a) or covers(s, b) for s in o.sources)), None)
-                if opt is not None:
-                    yield self.report(stmt, ctx, related=[Related(
-                        ctx.path, fn.lineno, f"`{fn.name}` takes `{params[i]}` first",
-                        ctx.column(fn))], a=a, b=b, fn=fn.name, opt=opt.name)
-                    return
+        for i, j in swapped:
+            a, b = args[i], args[j]
+            opt = next((o for o in optimizer_builds(scope) if o.stmt.lineno < stmt.lineno
+                        and any(covers(s, a) or covers(s, b) for s in o.sources)), None)
+            if opt is not None:
+                yield self.report(stmt, ctx, related=[Related(
+                    ctx.path, fn.lineno, f"`{fn.name}` takes `{params[i]}` first",
+                    ctx.column(fn))], a=a, b=b, fn=fn.name, opt=opt.name)
+                return
