@@ -111,12 +111,16 @@ def test_a_user_mode_on_top_keeps_the_tracer_armed():
     assert torch._C._len_torch_function_stack() == before
 
 
-def test_a_rank_session_keeps_every_step_armed():
-    from gradtrace.runtime.distributed import rank_session
+def test_a_rank_of_a_multi_process_launch_is_armed_throughout():
+    from gradtrace.runtime.distributed import RankInfo, rank_session
 
-    with gradtrace.trace() as tr, rank_session(tr, check_sync=0):
+    with gradtrace.trace() as tr:
+        rank_session(tr, check_sync=0, info=RankInfo(0, 2, 0))  # made, not entered
         armed, _ = _loop(WARM_STEPS + 20, tr)
     assert all(armed)
+    with gradtrace.trace() as tr, rank_session(tr, check_sync=0):  # one process: paced
+        armed, _ = _loop(WARM_STEPS + 40, tr)
+    assert all(armed[:WARM_STEPS]) and not all(armed)
 
 
 def test_every_must_be_a_positive_int():

@@ -18,7 +18,8 @@ or an optimizer seen for the first time arms every step again for ``WARM_STEPS``
 The switch happens in the optimizer's step post-hook, on the thread that entered the tracer,
 and only while the mode is on top of the stack (a mode the user pushed above ours keeps the
 tracer armed). A program that never calls ``optimizer.step()`` is armed throughout; so is a
-distributed rank session (it counts backward passes per forward), and ``every=1``.
+rank of a multi-process launch (its rank session counts backward passes per DDP forward), and
+``every=1``.
 When the grad mode changed while unarmed, the grad-off site recorded before is forgotten.
 
 A crash on an unarmed step still gets the diagnosis from the error's message and traceback,
@@ -81,6 +82,11 @@ class Arming:
         want = steps % every == 0
         if want != armed:
             self._switch(want)
+
+    def arm(self) -> None:
+        """Arm now, mid-step."""
+        if threading.get_ident() == self.thread and not self.armed:
+            self._switch(True)
 
     def _switch(self, on: bool) -> None:
         if on:

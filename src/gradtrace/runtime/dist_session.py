@@ -49,9 +49,8 @@ class RankSession:
     def __init__(self, tracer: Any, info: RankInfo, check_sync: int,
                  environ: Any = None) -> None:
         self.tracer = tracer
-        arming = getattr(tracer, "arming", None)
-        if arming is not None:  # backward passes are counted per forward: NOTE [trace arming]
-            arming.always = True
+        if info.distributed:  # backward passes are counted per forward: NOTE [trace arming]
+            _arm_always(tracer)
         self.environ = environ
         self.info = info
         self.check_sync = check_sync
@@ -266,3 +265,13 @@ def _here() -> tuple[str, int] | None:
 
     f = user_frame(2)
     return None if f is None else (f.f_code.co_filename, f.f_lineno)
+
+
+def _arm_always(tracer: Any) -> None:
+    """Record every step from now on (NOTE [trace arming]): a DDP program's backward passes
+    are counted per forward."""
+    arming = getattr(tracer, "arming", None)
+    if arming is not None:
+        arming.always = True
+        if not arming.armed:
+            arming.arm()
