@@ -160,3 +160,22 @@ def _line(marker: str) -> int:
 
     lines, start = inspect.getsourcelines(test_a_crash_on_an_unarmed_step_is_still_diagnosed)
     return start + next(i for i, t in enumerate(lines) if marker in t)
+
+
+def test_a_module_seen_only_on_unarmed_steps_is_not_said_never_to_run():
+    torch.manual_seed(0)
+    model, extra = nn.Linear(4, 1), nn.Linear(4, 4)
+    opt = torch.optim.SGD([*model.parameters(), *extra.parameters()], lr=0.1)
+    x = torch.randn(8, 4)
+    with gradtrace.trace(every=1000, static=False) as tr:
+        for i in range(WARM_STEPS + 10):
+            opt.zero_grad()
+            h = x
+            if i > WARM_STEPS + 2:
+                with torch.no_grad():
+                    h = extra(x)  # runs, but only while the tracer is unarmed
+            model(h).pow(2).mean().backward()
+            opt.step()
+    msgs = [f.message for f in tr.findings if "never received a gradient" in f.message]
+    assert msgs == ["tensor of shape [4, 4], tensor of shape [4] never received a gradient: "
+                    "no backward() reached it"]
