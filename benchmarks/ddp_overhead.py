@@ -42,7 +42,7 @@ def _mode(name: str) -> Any:
         yield
         return
     import gradtrace
-    from gradtrace.runtime.distributed import rank_session
+    from gradtrace.runtime.distributed.ranks import rank_session
 
     if name == "trace-only":  # the single-process tracer alone, for comparison
         with gradtrace.trace():

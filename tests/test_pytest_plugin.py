@@ -238,7 +238,7 @@ def test_unavailable_tracing_warns_once_and_runs_the_tests(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    monkeypatch.setitem(sys.modules, "gradtrace.runtime.trace", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "gradtrace.runtime.trace.tracer", None)  # import now fails
     pytester.makepyfile(test_two="""
         def test_a():
             assert 1 == 2

@@ -31,13 +31,13 @@ __all__ = [
 _LAZY = {
     "check_paths": "gradtrace.lint:check_paths",
     "check_source": "gradtrace.lint:check_source",
-    "trace": "gradtrace.runtime.trace:trace",
-    "explain": "gradtrace.runtime.explain:explain",
-    "watch": "gradtrace.runtime.watch:watch",
+    "trace": "gradtrace.runtime.trace.tracer:trace",
+    "explain": "gradtrace.runtime.trace.explain:explain",
+    "watch": "gradtrace.runtime.watch.watcher:watch",
     "graph": "gradtrace.report.graph:graph",
-    "compare_grad_modes": "gradtrace.runtime.gradmodes:compare_grad_modes",
-    "load_ipython_extension": "gradtrace.runtime.ipython:load_ipython_extension",
-    "unload_ipython_extension": "gradtrace.runtime.ipython:unload_ipython_extension",
+    "compare_grad_modes": "gradtrace.runtime.watch.gradmodes:compare_grad_modes",
+    "load_ipython_extension": "gradtrace.runtime.trace.ipython:load_ipython_extension",
+    "unload_ipython_extension": "gradtrace.runtime.trace.ipython:unload_ipython_extension",
 }
 
 

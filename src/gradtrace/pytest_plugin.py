@@ -74,7 +74,7 @@ def _warn_once(item: pytest.Item, text: str) -> None:
 def _start(item: pytest.Item) -> Any:
     """Enter a tracer for this test, or None (with one warning) if tracing is unavailable."""
     try:
-        from gradtrace.runtime.trace import trace
+        from gradtrace.runtime.trace.tracer import trace
 
         tracer = trace()
         tracer.__enter__()
@@ -117,7 +117,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
 def diagnosis_text(exc: BaseException, tracer: Any) -> str:
     """The diagnosis of ``exc`` plus the tracer's silent findings, as plain text ('' if none)."""
     try:
-        from gradtrace.runtime.trace import diagnose
+        from gradtrace.runtime.trace.tracer import diagnose
 
         found = list(diagnose(exc, tracer))
         if tracer is not None:
@@ -208,7 +208,7 @@ def gradtrace_watch(request: pytest.FixtureRequest) -> Iterator[Callable[..., An
 
     def start(model: Any, optimizer: Any = None, **kwargs: Any) -> Any:
         try:
-            from gradtrace.runtime.watch import watch
+            from gradtrace.runtime.watch.watcher import watch
         except ImportError as exc:
             raise RuntimeError(f"gradtrace_watch: gradtrace.watch is not available ({exc})") \
                 from exc

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from gradtrace.code_tables.distributed import CODES
-from gradtrace.runtime.distributed import RankInfo, check_sync_every, rank_info
+from gradtrace.runtime.distributed.ranks import RankInfo, check_sync_every, rank_info
 
 # Verbatim first lines / key lines printed by torch 2.13 (CPU, gloo, 2 ranks) in this repo's
 # tests/distributed/scripts.
@@ -35,7 +35,7 @@ def test_codes_are_data_in_range_and_torch_free():
     for c in CODES:
         assert c.code.startswith("GT") and 880 <= int(c.code[2:]) <= 899
         assert c.name == c.name.lower() and " " not in c.name and c.summary
-    code = ("import sys; import gradtrace.runtime.distributed as d; d.rank_info(); "
+    code = ("import sys; import gradtrace.runtime.distributed.ranks as d; d.rank_info(); "
             "d.should_print(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
@@ -66,13 +66,13 @@ def test_check_sync_env():
                                         (PEER, "peer-closed"), ("CUDA out of memory", "")],
                          ids=["unused", "unused-info", "twice", "timeout", "peer", "other"])
 def test_error_kind(text, kind):
-    from gradtrace.runtime.dist_diagnose import error_kind
+    from gradtrace.runtime.distributed.diagnose import error_kind
 
     assert error_kind(text) == kind
 
 
 def test_message_parsing():
-    from gradtrace.runtime.dist_diagnose import INDICES_RE, NAMES_RE, TWICE_PARAM_RE
+    from gradtrace.runtime.distributed.diagnose import INDICES_RE, NAMES_RE, TWICE_PARAM_RE
 
     assert INDICES_RE.search(UNUSED).group(2).split() == ["4", "5"]
     assert NAMES_RE.search(UNUSED_INFO).group(2).strip() == "head_b.bias, head_b.weight"
@@ -83,7 +83,7 @@ def test_message_parsing():
 def test_reducer_order_matches_ddp_indices():
     import torch.nn as nn
 
-    from gradtrace.runtime.dist_diagnose import reducer_params
+    from gradtrace.runtime.distributed.diagnose import reducer_params
 
     class Fake:
         parameters_to_ignore = {"skip.weight"}
@@ -105,7 +105,7 @@ def _rec(rank, facts=None, findings=(), final=True, **extra):
 
 
 def test_merge_all_unused_and_branch():
-    from gradtrace.runtime.dist_report import merge_records
+    from gradtrace.runtime.distributed.merge import merge_records
 
     aux = {"name": "aux.weight", "module": "aux", "why": "not-run", "site": ["t.py", 12, ""]}
     hb = {"name": "head_b.weight", "module": "head_b", "why": "not-run",
@@ -123,7 +123,7 @@ def test_merge_all_unused_and_branch():
 
 def test_merge_plain_findings_labels_ranks():
     from gradtrace.findings import Finding
-    from gradtrace.runtime.dist_report import merge_records
+    from gradtrace.runtime.distributed.merge import merge_records
 
     a = Finding("GT823", "x", "grads accumulate", "t.py", 5, source="runtime")
     b = Finding("GT824", "y", "clip after step", "t.py", 9, source="runtime")
@@ -134,7 +134,7 @@ def test_merge_plain_findings_labels_ranks():
 
 
 def test_merge_names_a_rank_that_did_not_report():
-    from gradtrace.runtime.dist_report import merge_records
+    from gradtrace.runtime.distributed.merge import merge_records
 
     r1 = {"rank": 1, "final": False, "status": "no-report", "waited": 5.0,
           "counts": {"forward": 7, "backward": 6, "steps": 6}, "where": ["t.py", 44, "main"]}
@@ -144,7 +144,7 @@ def test_merge_names_a_rank_that_did_not_report():
 
 
 def test_exchange_gather_and_done(tmp_path):
-    from gradtrace.runtime.dist_gather import Exchange
+    from gradtrace.runtime.distributed.gather import Exchange
 
     env = {"GRADTRACE_DDP_DIR": str(tmp_path), "MASTER_PORT": "1234"}
     zero, one = Exchange(RankInfo(0, 2, 0), env), Exchange(RankInfo(1, 2, 1), env)
@@ -178,7 +178,7 @@ def test_session_removes_every_hook_and_thread(monkeypatch, tmp_path):
     from torch.optim import optimizer as om
 
     import gradtrace
-    from gradtrace.runtime.distributed import rank_session
+    from gradtrace.runtime.distributed.ranks import rank_session
 
     monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))
     before = (len(mm._global_forward_pre_hooks), len(om._global_optimizer_pre_hooks), 0)
@@ -197,7 +197,7 @@ def test_session_removes_every_hook_and_thread(monkeypatch, tmp_path):
 
 def _run_as(rank: int, tmp_path, monkeypatch, capsys, done: bool,
             src: str = "x = 1\n") -> tuple[int, str, bool]:
-    from gradtrace.runtime.dist_gather import Exchange
+    from gradtrace.runtime.distributed.gather import Exchange
     from gradtrace.runtime.runner import main
 
     env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),

@@ -19,7 +19,7 @@ from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from gradtrace.integrations.lightning import GradtraceCallback, NoGradientError  # noqa: E402
-from gradtrace.runtime.trace import active_tracer  # noqa: E402
+from gradtrace.runtime.trace.tracer import active_tracer  # noqa: E402
 
 
 def _line(obj: object, text: str) -> int:

@@ -17,7 +17,7 @@ from transformers import (BertConfig, BertModel, GPT2Config, GPT2LMHeadModel,  #
 
 import gradtrace.integrations.transformers as hf  # noqa: E402
 from gradtrace.integrations.transformers import GradtraceCallback, NoGradientError  # noqa: E402
-from gradtrace.runtime.trace import active_tracer  # noqa: E402
+from gradtrace.runtime.trace.tracer import active_tracer  # noqa: E402
 
 
 def _line(obj: object, text: str) -> int:

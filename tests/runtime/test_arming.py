@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 import gradtrace
-from gradtrace.runtime.watch_pace import WARM_STEPS
+from gradtrace.runtime.pace import WARM_STEPS
 
 
 
@@ -112,7 +112,7 @@ def test_a_user_mode_on_top_keeps_the_tracer_armed():
 
 
 def test_a_rank_of_a_multi_process_launch_is_armed_throughout():
-    from gradtrace.runtime.distributed import RankInfo, rank_session
+    from gradtrace.runtime.distributed.ranks import RankInfo, rank_session
 
     with gradtrace.trace() as tr:
         rank_session(tr, check_sync=0, info=RankInfo(0, 2, 0))  # made, not entered

@@ -73,8 +73,8 @@ def test_explain_message_known_and_unknown():
 
 def test_catalogue_imports_without_torch():
     code = ("import sys; import gradtrace.runtime.catalogue as c; "
-            "import gradtrace.runtime.runner, gradtrace.runtime.trace, gradtrace.runtime.render; "
-            "import gradtrace.runtime.explain, gradtrace.runtime.ipython; "
+            "import gradtrace.runtime.runner, gradtrace.runtime.trace.tracer, gradtrace.runtime.render; "
+            "import gradtrace.runtime.trace.explain, gradtrace.runtime.trace.ipython; "
             "c.explain_message('x'); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

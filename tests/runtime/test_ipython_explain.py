@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import gradtrace
-from gradtrace.runtime.explain import Explanation
+from gradtrace.runtime.trace.explain import Explanation
 
 
 @pytest.fixture

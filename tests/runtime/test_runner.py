@@ -85,7 +85,7 @@ def test_keyboard_interrupt_is_exit_130_with_pythons_traceback(tmp_path, monkeyp
 
 
 def test_report_unavailable_is_one_line_and_run_goes_on(run_script, monkeypatch):
-    monkeypatch.setitem(sys.modules, "gradtrace.runtime.watch", None)
+    monkeypatch.setitem(sys.modules, "gradtrace.runtime.watch.watcher", None)
     res = run_script("print('ran')\n", extra=["--report", "r.html"])
     assert res.code == 0
     assert "--report unavailable" in res.err

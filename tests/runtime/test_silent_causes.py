@@ -196,7 +196,7 @@ def test_lookalike_silent(run_script, name):
 def test_class_file_survives_a_main_module_that_is_gone(tmp_path):
     """A class defined by a script run as __main__ that already returned: its file is still
     known (from its methods' code), so `replaced_at` can read the source."""
-    from gradtrace.runtime.wiring import _class_file
+    from gradtrace.runtime.trace.wiring import _class_file
 
     path = tmp_path / "gone.py"
     path.write_text("class Net:\n    def forward(self):\n        return 1\n")

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import gradtrace
-from gradtrace.runtime.trace import diagnose
+from gradtrace.runtime.trace.tracer import diagnose
 
 
 def _installed() -> tuple[int, ...]:

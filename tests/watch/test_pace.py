@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import gradtrace
-from gradtrace.runtime.watch_pace import WARM_STEPS, Pace
+from gradtrace.runtime.pace import WARM_STEPS, Pace
 
 
 def _small() -> tuple[nn.Module, torch.optim.Optimizer]:

@@ -1,6 +1,6 @@
 """A model under a watch or a trace stays a plain model: torch.save, pickle, deepcopy,
 torch.jit.script and torch.compile see nothing of gradtrace (NOTE [nothing on the user's
-modules] in gradtrace.runtime.watch)."""
+modules] in gradtrace.runtime.watch.watcher)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 import gradtrace
-from gradtrace.runtime.watch import watch_all
+from gradtrace.runtime.watch.watcher import watch_all
 
 
 class Net(nn.Module):

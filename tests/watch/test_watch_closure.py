@@ -6,10 +6,10 @@ import torch
 import torch.nn as nn
 
 import gradtrace
-from gradtrace.runtime.watch import watch_all
+from gradtrace.runtime.watch.watcher import watch_all
 
 
-def _lbfgs_loop(every_run: str, steps: int = 6) -> tuple[gradtrace.runtime.watch.Watcher,  # type: ignore[name-defined]
+def _lbfgs_loop(every_run: str, steps: int = 6) -> tuple[gradtrace.runtime.watch.watcher.Watcher,  # type: ignore[name-defined]
                                                           list[float]]:
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
@@ -57,6 +57,6 @@ def test_functional_loss_is_seen_as_the_tensor_backward_starts_from() -> None:
             opt.step()
     assert [s.loss for s in w.report.tracks[0].steps] == pytest.approx(seen)
     assert tr.findings == []  # reading the loss is not the user's detach()
-    from gradtrace.runtime.state import LOSS_LISTENERS
+    from gradtrace.runtime.trace.state import LOSS_LISTENERS
 
     assert LOSS_LISTENERS == []  # removed with the watch

@@ -8,7 +8,7 @@ import gradtrace
 from tests.watch.models import Branchy, LogNet, TwoHead, cnn, mlp, train
 
 
-def _codes(w: gradtrace.runtime.watch.Watcher) -> list[str]:  # type: ignore[name-defined]
+def _codes(w: gradtrace.runtime.watch.watcher.Watcher) -> list[str]:  # type: ignore[name-defined]
     return w.report.codes()
 
 

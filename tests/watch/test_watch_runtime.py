@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 import gradtrace
-from gradtrace.runtime.watch import watch_all
-from gradtrace.runtime.watch_collect import History
+from gradtrace.runtime.watch.watcher import watch_all
+from gradtrace.runtime.watch.collect import History
 from tests.watch.models import LogNet, TwoHead, cnn, mlp, train
 
 
@@ -221,7 +221,7 @@ def test_gradient_values_equal_torch_for_every_dtype(dtypes: tuple[torch.dtype, 
 
 
 def test_fused_gpu_path_for_max_abs_gives_the_same_values(monkeypatch) -> None:
-    from gradtrace.runtime import watch_tensors
+    from gradtrace.runtime.watch import tensors as watch_tensors
 
     def run() -> list[tuple]:
         torch.manual_seed(0)
@@ -338,7 +338,7 @@ def test_update_of_a_weight_rebound_by_the_optimizer_is_measured() -> None:
 
 
 def test_channels_last_tensors_are_sampled_in_place() -> None:
-    from gradtrace.runtime.watch_collect import _geometry, _sample
+    from gradtrace.runtime.watch.collect import _geometry, _sample
 
     t = torch.randn(8, 64, 16, 16).to(memory_format=torch.channels_last)
     geom = _geometry(t.numel())

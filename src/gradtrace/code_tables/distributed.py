@@ -1,13 +1,13 @@
 """GT880-GT899: what gradtrace reports about a run under ``torchrun`` (the distributed doctor).
 
-:mod:`gradtrace.runtime.dist_report` builds them from what every rank recorded;
-:mod:`gradtrace.runtime.distributed` also explains a DDP error message alone with them.
+:mod:`gradtrace.runtime.distributed.merge` builds them from what every rank recorded;
+:mod:`gradtrace.runtime.distributed.ranks` also explains a DDP error message alone with them.
 """
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
 
-_REPORT = "gradtrace.runtime.dist_report"
+_REPORT = "gradtrace.runtime.distributed.merge"
 
 CODES = (
     Code("GT880", "ddp-unused-parameters",

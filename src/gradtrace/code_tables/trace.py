@@ -1,8 +1,8 @@
 """GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
 
 GT800-GT815 name a PyTorch error the run raised; the error patterns that recognise the message
-live in :mod:`gradtrace.runtime.catalogue` and :mod:`gradtrace.runtime.diagnose` turns a match
-into a finding. GT820-GT828 never raise: :mod:`gradtrace.runtime.silent` reports them when the
+live in :mod:`gradtrace.runtime.catalogue` and :mod:`gradtrace.runtime.trace.diagnose` turns a match
+into a finding. GT820-GT828 never raise: :mod:`gradtrace.runtime.trace.silent` reports them when the
 trace ends. When a static rule describes the same bug, the finding carries the rule's code
 instead (``STATIC_TWINS`` in :mod:`gradtrace.runtime.catalogue`).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from gradtrace.code_tables import Code
 
-_DIAGNOSE = "gradtrace.runtime.diagnose"
-_SILENT = "gradtrace.runtime.silent"
+_DIAGNOSE = "gradtrace.runtime.trace.diagnose"
+_SILENT = "gradtrace.runtime.trace.silent"
 
 CODES = (
     Code("GT800", "backward-without-graph", "backward() on a tensor that has no grad_fn",

@@ -208,7 +208,7 @@ def is_internal(path: str) -> bool:
 
 def active_trace_state() -> Any:
     """The state of the innermost active ``gradtrace.trace()`` session, or None."""
-    mod = sys.modules.get("gradtrace.runtime.trace")  # never imported here: torch stays lazy
+    mod = sys.modules.get("gradtrace.runtime.trace.tracer")  # never imported here: torch stays lazy
     tracer = mod.active_tracer() if mod is not None else None
     return tracer.state if tracer is not None else None
 

@@ -155,7 +155,7 @@ class Session:
         self.tracer = gradtrace.trace()
         self.tracer.__enter__()
         if ranks is not None and ranks.distributed:
-            from gradtrace.runtime.distributed import rank_session
+            from gradtrace.runtime.distributed.ranks import rank_session
 
             self.ranks = rank_session(self.tracer, check_sync=0, info=ranks, environ=environ)
             self.ranks.__enter__()
@@ -279,7 +279,7 @@ class Session:
             self.close(exc)
         self.findings = self._collect()
         if self.ranks is not None:
-            from gradtrace.runtime.distributed import merge_ranks
+            from gradtrace.runtime.distributed.ranks import merge_ranks
 
             merged = merge_ranks(self.findings, exc)  # rank 0: every rank's, labelled
             if self.ranks.info.is_zero or merged:
@@ -339,7 +339,7 @@ class Session:
 def _assigned_at(model: Any, name: str) -> Any:
     """Where ``self.<attr> = ...`` creates the innermost module on the path of parameter
     ``name`` that a parent assigns by name (e.g. the unused head); None if not found."""
-    from gradtrace.runtime.hooks import attribute_site
+    from gradtrace.runtime.trace.hooks import attribute_site
 
     parts = name.split(".")[:-1]
     mods = dict(model.named_modules())

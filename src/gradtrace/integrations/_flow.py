@@ -126,7 +126,7 @@ class FlowMeter:
         return out
 
     def _snapshot(self) -> None:
-        from gradtrace.runtime.watch_collect import _geometry, _sample, _sampled_size
+        from gradtrace.runtime.watch.collect import _geometry, _sample, _sampled_size
 
         snap = []
         for i, p in self._params():
@@ -140,7 +140,7 @@ class FlowMeter:
         """Per-group update-to-weight ratios since :meth:`measure` (empty without one)."""
         import torch
 
-        from gradtrace.runtime.watch_collect import _geometry, _sample
+        from gradtrace.runtime.watch.collect import _geometry, _sample
 
         snap, self._snap = self._snap, None
         if not snap:

@@ -151,7 +151,7 @@ def _q(s: str) -> str:
 
 
 def _trace_site(n: Any) -> str:
-    mod = sys.modules.get("gradtrace.runtime.records")
+    mod = sys.modules.get("gradtrace.runtime.trace.records")
     fn = getattr(mod, "created_site", None) if mod is not None else None
     if fn is None:
         return ""
@@ -165,7 +165,7 @@ def _trace_site(n: Any) -> str:
 def _cut_notes(model: Any, unreached_ids: set[int], after: bool = False) -> dict[int, str]:
     """Param id -> "graph cut at file:line (...)" when the active tracer (or, ``after`` its
     block for a graph it traced, the last one) recorded the cut."""
-    mod = sys.modules.get("gradtrace.runtime.trace")
+    mod = sys.modules.get("gradtrace.runtime.trace.tracer")
     tracer = None
     if mod is not None:
         tracer = mod.last_tracer() if after else mod.active_tracer()
@@ -199,7 +199,7 @@ def _find_model(nodes: dict[int, Any]) -> Any:
            if _kind(n) == "AccumulateGrad"}
     if not ids:
         return None
-    from gradtrace.runtime.watch import _owners
+    from gradtrace.runtime.watch.watcher import _owners
 
     roots = _owners(ids)
     return roots[0][1] if len(roots) == 1 else None

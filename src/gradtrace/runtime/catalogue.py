@@ -357,8 +357,8 @@ def explain_message(text: str) -> list[Finding]:
     from gradtrace.findings import Fix
 
     pats = match_message(text)
-    if not pats:  # DistributedDataParallel / collective errors (GT880-GT899, distributed.py)
-        from gradtrace.runtime.distributed import explain_message as explain_distributed
+    if not pats:  # DistributedDataParallel / collective errors (GT880-GT899, distributed/ranks.py)
+        from gradtrace.runtime.distributed.ranks import explain_message as explain_distributed
 
         found = explain_distributed(text)
         if found:

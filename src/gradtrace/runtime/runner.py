@@ -87,7 +87,7 @@ def parse_args(argv: list[str]) -> RunOptions:
 
 def should_print() -> bool:
     """Whether this process prints findings (rank 0 only under torchrun)."""
-    from gradtrace.runtime.distributed import should_print as rank_prints
+    from gradtrace.runtime.distributed.ranks import should_print as rank_prints
 
     return rank_prints()
 
@@ -115,8 +115,8 @@ def main(argv: list[str]) -> int:
 
 
 def _run(opts: RunOptions) -> int:
-    from gradtrace.runtime.distributed import rank_session
-    from gradtrace.runtime.trace import diagnose, trace
+    from gradtrace.runtime.distributed.ranks import rank_session
+    from gradtrace.runtime.trace.tracer import diagnose, trace
 
     code, crash, keep = 0, None, None
     # `keep` holds the program's globals (or its exception and so its frames) until tracing
@@ -248,7 +248,7 @@ def _maybe_report(opts: RunOptions, stack: contextlib.ExitStack) -> Any:
     if not opts.report:
         return None
     try:
-        from gradtrace.runtime.watch import watch_all
+        from gradtrace.runtime.watch.watcher import watch_all
 
         return stack.enter_context(watch_all())
     except Exception as e:  # the report is optional; the run goes on
@@ -279,7 +279,7 @@ def _strip_ours(te: traceback.TracebackException, depth: int = 0) -> None:
 
 def _finish(opts: RunOptions, findings: list[Finding], report: Any,
             crash: BaseException | None, diagnosis: list[Finding]) -> None:
-    from gradtrace.runtime.distributed import merge_ranks
+    from gradtrace.runtime.distributed.ranks import merge_ranks
     from gradtrace.runtime.render import order
 
     ordered = order(merge_ranks(findings, crash))  # rank 0: all ranks merged

@@ -136,7 +136,7 @@ def _as_callable(model: nn.Module, step: Step) -> Callable[[], Any]:
 def _start_tracer() -> Any:
     """A running ``gradtrace.trace()`` session for the 'cut at file:line' reasons, or None."""
     try:
-        from gradtrace.runtime.trace import trace
+        from gradtrace.runtime.trace.tracer import trace
 
         tracer = trace()
         tracer.__enter__()
@@ -188,7 +188,7 @@ def _backward_on(out: Any) -> None:
 def _add_diagnosis(exc: BaseException, tracer: Any) -> None:
     """Attach gradtrace's diagnosis of an error raised by the step as an exception note."""
     try:
-        from gradtrace.runtime.trace import diagnose
+        from gradtrace.runtime.trace.tracer import diagnose
 
         found = diagnose(exc, tracer)
     except Exception:

@@ -1,6 +1,6 @@
 """How the model was wired, seen on the live objects at the end of a run: a ``requires_grad``
 flag set as a plain attribute on a module, a model re-created or a layer replaced after the
-optimizer was built. The live objects decide; :mod:`gradtrace.runtime.locate` only finds the
+optimizer was built. The live objects decide; :mod:`gradtrace.runtime.trace.locate` only finds the
 line in the source.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.locate import tree_of
+from gradtrace.runtime.trace.locate import tree_of
 
 
 def _files(data: Any) -> list[str]:

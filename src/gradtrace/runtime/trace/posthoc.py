@@ -108,7 +108,7 @@ def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, si
 
 
 def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) -> Finding:
-    from gradtrace.runtime.records import created_site
+    from gradtrace.runtime.trace.records import created_site
 
     rel = [(site, ".grad was used here")]
     if not t.is_leaf:
@@ -139,7 +139,7 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
                     fix="call loss.backward() first, or guard with `if p.grad is not None`")
     data = getattr(state, "hooks_data", None)
     if data is not None and data.modules:
-        from gradtrace.runtime.silent import _owners, _reason
+        from gradtrace.runtime.trace.silent import _owners, _reason
 
         _, where, why, fix, related = _reason(state, data, t, _owners(data))
         used = (site, ".grad was used here")
@@ -153,7 +153,7 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
 
 def _loop_variable(site: Site, name: str) -> bool:
     """Whether ``name`` is the target of a ``for`` loop around ``site``."""
-    from gradtrace.runtime.locate import enclosing_loop
+    from gradtrace.runtime.trace.locate import enclosing_loop
 
     loop = enclosing_loop(site)
     return isinstance(loop, ast.For) and any(
@@ -247,7 +247,7 @@ def _none_assignment(site: Site, name: str) -> tuple[Site, str] | None:
 
 def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameType,
                     site: Site, state: Any) -> list[Finding]:
-    from gradtrace.runtime.records import created_site
+    from gradtrace.runtime.trace.records import created_site
 
     tree = _stmt(site)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args] if tree else []
@@ -296,7 +296,7 @@ def _parameterless_module(pat: ErrorPattern, frame: types.FrameType, site: Site,
     tensor attributes, or its forward builds its layers on every call."""
     import torch
 
-    from gradtrace.runtime.hooks import attribute_site
+    from gradtrace.runtime.trace.hooks import attribute_site
 
     tree = _stmt(site)
     for recv in _receivers(tree, "parameters"):

@@ -13,7 +13,7 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
-from gradtrace.runtime.records import Counter, Cut, Event, RawSite, created_site, node_name
+from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
 Tensor = torch.Tensor
 # (site, op, grad_fn names before/after, shape, version before, line that made the tensor)
@@ -217,7 +217,7 @@ class TraceState:
 
     def on_failure(self, exc: BaseException, func: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any], raw: RawSite | None) -> None:
-        from gradtrace.runtime.diagnose import diagnose_failure
+        from gradtrace.runtime.trace.diagnose import diagnose_failure
 
         site = None if raw is None else self.site(raw)
         findings = diagnose_failure(exc, func, args, kwargs, site, self)

@@ -5,7 +5,7 @@ NaN/Inf (``acos`` at 1, ``sqrt`` at 0, ``logsumexp`` of an all ``-inf`` row, ``0
 Checking every gradient of every backward for NaN would cost as much as the backward itself, so
 the hunt runs on few backward passes only: the first one of the session (short scripts often
 have no other) and the one after an optimizer step saw a non-finite gradient
-(NOTE [NaN replay] in watch_nan.py does the same for ``watch``). For that pass, every node of the graph gets
+(NOTE [NaN replay] in watch/nan_replay.py does the same for ``watch``). For that pass, every node of the graph gets
 a post-hook (``Node.register_hook``, one handle each, all removed when the backward returns)
 that compares the gradients flowing in and out: the first node whose incoming gradients are
 finite and whose outgoing ones are not is the origin, and its creation site
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.records import created_site, node_name
+from gradtrace.runtime.trace.records import created_site, node_name
 
 _LIMIT = 20_000  # nodes hooked at most (a larger graph is hunted in its first part only)
 
@@ -108,7 +108,7 @@ def end_hunt(state: Any, hunt: Hunt) -> None:
     try:
         leaf = hunt.bad_leaf() if hunt.origin is not None else None
         if leaf is not None:
-            from gradtrace.runtime.hooks import param_name
+            from gradtrace.runtime.trace.hooks import param_name
 
             data = state.hooks_data
             name = param_name(data, leaf) if data is not None else \

@@ -1,4 +1,4 @@
-"""Exchange of per-rank records through a per-run directory (see NOTE in distributed.py).
+"""Exchange of per-rank records through a per-run directory (see NOTE in ranks.py).
 
 Files: ``rank<r>.json`` (final record), ``beat<r>.json`` (heartbeat: where rank r is, written
 by a daemon thread every 0.5 s when it changed) and ``done`` (rank 0 has printed). Writes are
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gradtrace.env import DDP_DIR as ENV_DIR
-from gradtrace.runtime.distributed import RankInfo
+from gradtrace.runtime.distributed.ranks import RankInfo
 
 LOG = logging.getLogger(__name__)
 _POLL = 0.05
@@ -37,7 +37,7 @@ def run_key(environ: Any = None) -> str:
 
 class Exchange:
     """The directory of one run, seen from one rank; see
-    NOTE [why files, not object collectives] in :mod:`gradtrace.runtime.distributed`."""
+    NOTE [why files, not object collectives] in :mod:`gradtrace.runtime.distributed.ranks`."""
 
     def __init__(self, info: RankInfo, environ: Any = None) -> None:
         env = os.environ if environ is None else environ

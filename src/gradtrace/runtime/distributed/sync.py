@@ -20,7 +20,7 @@ RTOL = 1e-6
 
 
 class SyncChecker:
-    """Runs the check for one :class:`~gradtrace.runtime.dist_session.RankSession`."""
+    """Runs the check for one :class:`~gradtrace.runtime.distributed.session.RankSession`."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
@@ -79,8 +79,8 @@ class SyncChecker:
             self._record(opt, params, idx, hi[: len(params)], lo[: len(params)])
 
     def _record(self, opt: Any, params: list[Any], idx: list[int], hi: Any, lo: Any) -> None:
-        from gradtrace.runtime.dist_session import _here
-        from gradtrace.runtime.hooks import param_name
+        from gradtrace.runtime.distributed.session import _here
+        from gradtrace.runtime.trace.hooks import param_name
 
         sess = self.session
         data = sess.tracer.hooks.data

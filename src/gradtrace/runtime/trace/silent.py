@@ -8,9 +8,9 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.hooks import (HookState, ModuleRecord, attribute_site, param_name,
+from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
-from gradtrace.runtime.state import TraceState
+from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
 
@@ -22,7 +22,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     built them inside a function that returned) the last snapshot taken at an optimizer step
     is used instead.
     """
-    from gradtrace.runtime.wiring import requires_grad_attribute
+    from gradtrace.runtime.trace.wiring import requires_grad_attribute
 
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
@@ -136,7 +136,7 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
     cuts.sort(key=lambda c: c.reason == "item")
     if cuts:
-        from gradtrace.runtime.diagnose import _CUT_KIND, grad_off_line
+        from gradtrace.runtime.trace.diagnose import _CUT_KIND, grad_off_line
 
         c = cuts[0]
         lead = grad_off_line(c)
@@ -233,7 +233,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                                                    [state.frozen_at(q) for q in missed])
             site = owner_site
             if kind == "model-recreated-after-optimizer":
-                from gradtrace.runtime.wiring import replaced_at
+                from gradtrace.runtime.trace.wiring import replaced_at
 
                 site = replaced_at(data, m, rec.site)
             elif kind == "parameter-in-no-optimizer":
@@ -254,7 +254,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
 def _single_optimizer_built_at(data: HookState) -> Site | None:
     """Where the one optimizer that stepped was built (the list it was given leaves the
     parameters out); None when several optimizers stepped (which one should hold them?)."""
-    from gradtrace.runtime.wiring import built_at
+    from gradtrace.runtime.trace.wiring import built_at
 
     steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
     return built_at(steppers[0].site) if len(steppers) == 1 else None
@@ -303,7 +303,7 @@ def _not_optimized_reason(owner: str, stale: int,
 
 def _rebuilt(data: HookState) -> list[Finding]:
     """A stateful optimizer built again over the same parameters at least twice."""
-    from gradtrace.runtime.wiring import built_at
+    from gradtrace.runtime.trace.wiring import built_at
 
     recs = [r for r in list(data.optimizers.values()) if r.rebuilt >= 2 and r.stateful]
     if not recs:

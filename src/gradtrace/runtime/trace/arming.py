@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.watch_pace import WARM_STEPS, Pace
+from gradtrace.runtime.pace import WARM_STEPS, Pace
 
 
 class Arming:

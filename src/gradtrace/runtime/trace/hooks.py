@@ -15,7 +15,7 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
-from gradtrace.runtime.state import TraceState
+from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
@@ -215,7 +215,7 @@ class Hooks:
 
     def _snapshot(self) -> None:
         """Parameter findings now, in case the model dies before tracing ends."""
-        from gradtrace.runtime.silent import parameter_findings
+        from gradtrace.runtime.trace.silent import parameter_findings
 
         busy = self.mode is not None and self.mode.busy
         if self.mode is not None:

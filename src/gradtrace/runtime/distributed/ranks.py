@@ -99,7 +99,7 @@ def rank_session(tracer: Any, *, check_sync: int | None = None,
     ``environ`` (default ``os.environ``) names the per-run directory the ranks meet in, for
     launchers whose ranks do not share a parent process (Lightning's DDP launcher).
     """
-    from gradtrace.runtime.dist_session import RankSession
+    from gradtrace.runtime.distributed.session import RankSession
 
     every = check_sync_every() if check_sync is None else max(0, int(check_sync))
     return RankSession(tracer, info or rank_info(), every, environ)
@@ -107,7 +107,7 @@ def rank_session(tracer: Any, *, check_sync: int | None = None,
 
 def diagnose_exception(exc: BaseException) -> list[Finding]:
     """Diagnose a DDP/collective error with the active rank session (``[]`` if none/unknown)."""
-    from gradtrace.runtime.dist_session import current_session
+    from gradtrace.runtime.distributed.session import current_session
 
     sess = current_session()
     return sess.diagnose(exc) if sess is not None else []
@@ -119,7 +119,7 @@ def merge_ranks(findings: list[Finding], crash: BaseException | None = None) -> 
     Without a multi-rank launch (or without a session) this returns ``findings`` plus any
     DDP diagnosis of this process. Blocks at most ``GRADTRACE_GATHER_TIMEOUT`` seconds.
     """
-    from gradtrace.runtime.dist_session import current_session
+    from gradtrace.runtime.distributed.session import current_session
 
     sess = current_session()
     if sess is None:
@@ -138,7 +138,7 @@ def should_print(info: RankInfo | None = None) -> bool:
 
     A rank other than 0 prints its own report when rank 0 did not report in time.
     """
-    from gradtrace.runtime.dist_session import current_session
+    from gradtrace.runtime.distributed.session import current_session
 
     sess = current_session()
     if sess is not None and sess.print_own:
@@ -181,7 +181,7 @@ def explain_message(text: str) -> list[Finding]:
     Torch-free; used by ``gradtrace explain "<error text>"`` through the error catalogue.
     """
     from gradtrace.findings import Fix
-    from gradtrace.runtime.dist_diagnose import INDICES_RE, error_kind
+    from gradtrace.runtime.distributed.diagnose import INDICES_RE, error_kind
 
     kind = error_kind(text)
     if kind not in _EXPLAIN:

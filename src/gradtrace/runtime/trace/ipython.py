@@ -13,7 +13,7 @@ _STATE: dict[int, Any] = {}
 
 class _Extension:
     def __init__(self, ip: Any) -> None:
-        from gradtrace.runtime.trace import Tracer
+        from gradtrace.runtime.trace.tracer import Tracer
 
         self.ip = ip
         self.tracer = Tracer(reentrant=True)
@@ -38,7 +38,7 @@ class _Extension:
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         try:
             from gradtrace.runtime.render import render_text
-            from gradtrace.runtime.trace import diagnose
+            from gradtrace.runtime.trace.tracer import diagnose
 
             found = diagnose(value, self.tracer)
             if found:

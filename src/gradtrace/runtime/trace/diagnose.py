@@ -3,7 +3,7 @@
 :meth:`ProvenanceMode._failed` calls :func:`diagnose_failure` with the failing call; the result
 is attached to the exception as ``exc.__gradtrace__``. Errors raised outside torch calls (for
 example ``'float' object has no attribute 'backward'``) are handled by
-:mod:`gradtrace.runtime.posthoc` from the traceback.
+:mod:`gradtrace.runtime.trace.posthoc` from the traceback.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.graph_walk import roots_of as _roots
-from gradtrace.runtime.records import META_FREED, META_FREED_VIA, created_site, decode_meta
-from gradtrace.runtime.state import TraceState
+from gradtrace.runtime.trace.graph_walk import roots_of as _roots
+from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
+from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
 Analyzer = Callable[[ErrorPattern, BaseException, Any, tuple, dict, "Site | None", TraceState],
@@ -73,7 +73,7 @@ def grad_off_line(cut: Any) -> Site | None:
     """The ``with torch.no_grad():`` / ``with torch.inference_mode():`` line around a cut made
     with grad mode off (``None`` for other cuts, or when grad mode was turned off another way:
     a decorator, a ``set_grad_enabled(False)`` call)."""
-    from gradtrace.runtime.locate import enclosing_with
+    from gradtrace.runtime.trace.locate import enclosing_with
 
     if cut.reason == "inference":
         return cut.grad_off or enclosing_with(cut.site, ("inference_mode",))
@@ -121,7 +121,7 @@ def _evaluation_block(site: Site | None, state: TraceState) -> bool:
     """Whether ``site`` (a failing backward) sits inside the ``with`` block that turned grad
     mode off, and every module that ran in that block is in eval mode: an evaluation pass
     that calls backward(), rather than a training forward wrapped in no_grad by mistake."""
-    from gradtrace.runtime.locate import enclosing_with
+    from gradtrace.runtime.trace.locate import enclosing_with
 
     off = state.grad_off
     if site is None or off is None or enclosing_with(site, ("no_grad", "inference_mode",
@@ -170,7 +170,7 @@ def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
 def _unreduced_loss_site(made: Site | None, state: TraceState) -> Site | None:
     """Where a loss module with ``reduction='none'`` that ran at ``made`` was assigned to its
     parent module (``self.criterion = nn.CrossEntropyLoss(reduction="none")``)."""
-    from gradtrace.runtime.hooks import attribute_site
+    from gradtrace.runtime.trace.hooks import attribute_site
 
     data = state.hooks_data
     if made is None or data is None:
@@ -302,7 +302,7 @@ def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs
 
 def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                site: Site | None, state: TraceState) -> list[Finding]:
-    from gradtrace.runtime.locate import cache_guard
+    from gradtrace.runtime.trace.locate import cache_guard
 
     flat = [a for a in args if isinstance(a, Tensor)] + \
         [b for a in args if isinstance(a, (list, tuple)) for b in a if isinstance(b, Tensor)]
@@ -442,7 +442,7 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
                             kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
     """The flag set on a computed tensor. When the name held a leaf on an earlier pass of the
     same loop and a later line of the loop rebound it to a computed value, that line leads."""
-    from gradtrace.runtime.locate import enclosing_loop
+    from gradtrace.runtime.trace.locate import enclosing_loop
 
     t = _first_tensor(args, kwargs)
     made = created_site(t.grad_fn)[0] if t is not None else None
@@ -463,7 +463,7 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
                  fix=pat.fix, related=related)]
 
 
-from gradtrace.runtime.diagnose_inplace import _inplace_leaf, _inplace_saved  # noqa: E402
+from gradtrace.runtime.trace.diagnose_inplace import _inplace_leaf, _inplace_saved  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,

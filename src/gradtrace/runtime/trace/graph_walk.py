@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.records import META_CREATED, META_FREED, META_FREED_VIA
+from gradtrace.runtime.trace.records import META_CREATED, META_FREED, META_FREED_VIA
 
 Tensor = torch.Tensor
 

@@ -17,7 +17,7 @@ itself returns a scalar, when ``backward()`` is called on it under ``gradtrace.t
 functional loss too: state.LOSS_LISTENERS), or when you pass it to
 :meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
 (also on exceptions when used as a context manager). See NOTE [watch cost] in
-``watch_collect`` for what a step costs.
+``collect`` for what a step costs.
 
 # NOTE [nothing on the user's modules]
 A watched model must stay a plain model: ``torch.save(model)``, ``pickle``, ``copy.deepcopy``,
@@ -42,12 +42,12 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.report.model import NanSource, ParamInfo, Report, Track
-from gradtrace.runtime.state import LossListening
-from gradtrace.runtime.watch_collect import Collector
-from gradtrace.runtime.watch_nan import remember
-from gradtrace.runtime.watch_params import _caller_site, _opt_ids, describe_params
-from gradtrace.runtime.watch_pace import Pace
-from gradtrace.runtime.watch_pace import clock
+from gradtrace.runtime.trace.state import LossListening
+from gradtrace.runtime.watch.collect import Collector
+from gradtrace.runtime.watch.nan_replay import remember
+from gradtrace.runtime.watch.params import _caller_site, _opt_ids, describe_params
+from gradtrace.runtime.pace import Pace
+from gradtrace.runtime.pace import clock
 
 LOG = logging.getLogger(__name__)
 _LOSS = torch.nn.modules.loss._Loss
@@ -79,7 +79,7 @@ class _Bound:
         self.collector = collector
         self.model = weakref.ref(model) if model is not None else None
         self.by_optimizer = by_optimizer
-        self.inputs: Any = None  # watch_nan.Inputs: the last call's arguments, tensors weak
+        self.inputs: Any = None  # nan_replay.Inputs: the last call's arguments, tensors weak
         self.reached: list[bool] = [False] * len(collector.infos)
         self.queued = False
         self.enabled = True
@@ -336,7 +336,7 @@ class Watcher:
         self._arm()
 
     def _locate_nan(self, b: _Bound, bad: list[int]) -> NanSource:
-        from gradtrace.runtime.watch_nan import replay
+        from gradtrace.runtime.watch.nan_replay import replay
 
         col = b.collector
         step = col.total_steps

@@ -11,7 +11,7 @@ Messages (verified on torch 2.13, CPU/gloo, 2 processes):
 - gloo: ``Timed out waiting 8000ms for recv operation to complete`` (a peer never joined the
   collective) and ``Connection closed by peer`` (a peer exited or crashed).
 
-The facts are plain JSON values so that rank 0 can merge them (:mod:`dist_report`).
+The facts are plain JSON values so that rank 0 can merge them (:mod:`gradtrace.runtime.distributed.merge`).
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def _why_unused(session: Any, ddp: Any, name: str, p: Any, runs: dict[int, int])
     if not ran:
         if rec is not None and rec.grad_runs == 0 and rec.nograd_runs > 0:
             return {**out, "why": "no-grad", "site": _site_list(rec.nograd_site or rec.site)}
-        from gradtrace.runtime.silent import defined_at
+        from gradtrace.runtime.trace.silent import defined_at
 
         before = bool(rec and rec.grad_runs) and tracked
         return {**out, "why": "not-run-this-iteration" if before else "not-run",
@@ -225,7 +225,7 @@ def _mentions_checkpoint(sites: list[Any]) -> bool:
 
 # -- small helpers ------------------------------------------------------------------------------
 def _user_site(exc: BaseException) -> Site | None:
-    from gradtrace.runtime.posthoc import user_tb_frame
+    from gradtrace.runtime.trace.posthoc import user_tb_frame
 
     hit = user_tb_frame(exc)
     return hit[1] if hit is not None else None

@@ -42,7 +42,7 @@ def explain(x: Any, tracer: Any = None) -> Explanation:
     Inside :func:`gradtrace.trace`, after it (the last session), or given ``tracer``, the
     explanation names the lines; without a tracer it says what can be read from the object alone.
     """
-    from gradtrace.runtime.trace import last_tracer
+    from gradtrace.runtime.trace.tracer import last_tracer
 
     tracer = tracer or last_tracer()
     if isinstance(x, BaseException):
@@ -57,7 +57,7 @@ def explain(x: Any, tracer: Any = None) -> Explanation:
 
 def _explain_exception(exc: BaseException, tracer: Any) -> Explanation:
     from gradtrace.runtime.catalogue import match_message
-    from gradtrace.runtime.trace import diagnose
+    from gradtrace.runtime.trace.tracer import diagnose
 
     found = diagnose(exc, tracer)
     pats = match_message(f"{type(exc).__name__}: {exc}")
@@ -71,7 +71,7 @@ def _explain_exception(exc: BaseException, tracer: Any) -> Explanation:
 
 
 def _graph_lines(t: Any, limit: int = 12) -> list[str]:
-    from gradtrace.runtime.records import created_site
+    from gradtrace.runtime.trace.records import created_site
 
     out: list[str] = []
     queue, seen = [t.grad_fn], {}
@@ -94,7 +94,7 @@ def _graph_lines(t: Any, limit: int = 12) -> list[str]:
 
 def _explain_tensor(t: Any, tracer: Any) -> Explanation:
     from gradtrace.runtime.build import src
-    from gradtrace.runtime.diagnose import cut_finding
+    from gradtrace.runtime.trace.diagnose import cut_finding
 
     shape = list(t.shape)
     if t.grad_fn is not None:

@@ -50,11 +50,11 @@ class Tracer:
 
     def __init__(self, *, reentrant: bool = False, static: bool = True, every: int | None = None,
                  budget: float = 0.03) -> None:
-        from gradtrace.runtime.arming import Arming
+        from gradtrace.runtime.trace.arming import Arming
         from gradtrace.runtime.frames import refresh_prefixes
-        from gradtrace.runtime.hooks import Hooks
-        from gradtrace.runtime.provenance import ProvenanceMode
-        from gradtrace.runtime.state import TraceState
+        from gradtrace.runtime.trace.hooks import Hooks
+        from gradtrace.runtime.trace.provenance import ProvenanceMode
+        from gradtrace.runtime.trace.state import TraceState
 
         refresh_prefixes()
         self.state = TraceState()
@@ -163,7 +163,7 @@ class Tracer:
         return list(dict.fromkeys([*self._codes, *seen]))
 
     def _silent_findings(self) -> list[Finding]:
-        from gradtrace.runtime.silent import silent_findings
+        from gradtrace.runtime.trace.silent import silent_findings
 
         return silent_findings(self.state, self.hooks.data)
 
@@ -172,7 +172,7 @@ class Tracer:
 
         Returns ``None`` if ``param.grad`` is set (or nothing is known about it).
         """
-        from gradtrace.runtime.silent import why_no_grad
+        from gradtrace.runtime.trace.silent import why_no_grad
 
         return why_no_grad(self.state, self.hooks.data, param)
 
@@ -248,7 +248,7 @@ def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
 
     Works without a tracer too (from the message and the traceback alone), with less detail.
     """
-    from gradtrace.runtime.posthoc import diagnose_traceback, user_tb_frame
+    from gradtrace.runtime.trace.posthoc import diagnose_traceback, user_tb_frame
 
     found = list(getattr(exc, "__gradtrace__", None) or ())
     if not found:

@@ -20,13 +20,13 @@ from torch.overrides import TorchFunctionMode
 from gradtrace.env import strict
 from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
                                       user_frame)
-from gradtrace.runtime.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
-from gradtrace.runtime.locate import inference_block
-from gradtrace.runtime.nan_origin import end_hunt, start_hunt
-from gradtrace.runtime.records import META_CREATED, Cut, Event, RawSite
+from gradtrace.runtime.trace.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
+from gradtrace.runtime.trace.locate import inference_block
+from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
+from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
 
 if TYPE_CHECKING:
-    from gradtrace.runtime.state import TraceState
+    from gradtrace.runtime.trace.state import TraceState
 
 LOG = logging.getLogger(__name__)
 Tensor = torch.Tensor

@@ -1,6 +1,6 @@
 """The per-rank side of the distributed doctor: counters, DDP bookkeeping, the final record.
 
-Installed by :func:`gradtrace.runtime.distributed.rank_session` next to a tracer. In a
+Installed by :func:`gradtrace.runtime.distributed.ranks.rank_session` next to a tracer. In a
 multi-rank launch it adds one global module forward pre-hook (DDP iterations and which
 submodules ran in each), one optimizer step pre-hook (steps, the optional sync check) and a
 heartbeat thread (where this rank is, every 0.5 s, for hang diagnoses). All are removed on
@@ -17,7 +17,7 @@ from typing import Any
 
 from gradtrace.env import GATHER_TIMEOUT, strict, value
 from gradtrace.findings import Finding
-from gradtrace.runtime.distributed import RankInfo
+from gradtrace.runtime.distributed.ranks import RankInfo
 
 _CURRENT: list[RankSession] = []
 
@@ -75,7 +75,7 @@ class RankSession:
         from torch.nn.modules import module as mm
         from torch.optim import optimizer as om
 
-        from gradtrace.runtime.dist_gather import Exchange, Heartbeat
+        from gradtrace.runtime.distributed.gather import Exchange, Heartbeat
 
         try:
             from torch.nn.parallel import DistributedDataParallel
@@ -90,7 +90,7 @@ class RankSession:
             self._beat = Heartbeat(self, threading.main_thread())
             self._beat.start()
         except OSError as e:  # no writable temp dir: no merged report, training goes on
-            from gradtrace.runtime.dist_gather import LOG
+            from gradtrace.runtime.distributed.gather import LOG
 
             LOG.warning("gradtrace: cannot exchange findings between ranks: %s", e)
             self.exchange = None
@@ -158,7 +158,7 @@ class RankSession:
     def _step(self, opt: Any) -> None:
         self.progress.steps += 1
         if self.check_sync and self.progress.steps % self.check_sync == 0:
-            from gradtrace.runtime.dist_sync import SyncChecker
+            from gradtrace.runtime.distributed.sync import SyncChecker
 
             if self._sync is None:
                 self._sync = SyncChecker(self)
@@ -180,8 +180,8 @@ class RankSession:
             return []
 
     def _diagnose(self, exc: BaseException) -> list[Finding]:
-        from gradtrace.runtime.dist_diagnose import facts_for_error
-        from gradtrace.runtime.dist_report import findings_from_records
+        from gradtrace.runtime.distributed.diagnose import facts_for_error
+        from gradtrace.runtime.distributed.merge import findings_from_records
 
         facts = facts_for_error(self, exc)
         if not facts:
@@ -211,7 +211,7 @@ class RankSession:
 
     def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
         """Write this rank's record; on rank 0 wait for the others and merge."""
-        from gradtrace.runtime.dist_report import findings_from_records, merge_records
+        from gradtrace.runtime.distributed.merge import findings_from_records, merge_records
 
         own = [f for f in findings if not _is_ours(f)]
         if not self.info.distributed or self.exchange is None:
@@ -242,7 +242,7 @@ class RankSession:
 def _swallow() -> None:
     if strict():
         raise
-    from gradtrace.runtime.dist_gather import LOG
+    from gradtrace.runtime.distributed.gather import LOG
 
     LOG.debug("gradtrace: rank bookkeeping failed", exc_info=True)
 

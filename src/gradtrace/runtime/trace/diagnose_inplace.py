@@ -1,6 +1,6 @@
 """Analyzers for the in-place errors: a tensor saved for backward modified in place (which write,
 or which optimizer step and which stale value), an in-place write on a leaf that requires grad.
-Called through :data:`gradtrace.runtime.diagnose._ANALYZERS`."""
+Called through :data:`gradtrace.runtime.trace.diagnose._ANALYZERS`."""
 from __future__ import annotations
 
 import re
@@ -12,9 +12,9 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.graph_walk import roots_of as _roots
-from gradtrace.runtime.records import created_site
-from gradtrace.runtime.state import TraceState
+from gradtrace.runtime.trace.graph_walk import roots_of as _roots
+from gradtrace.runtime.trace.records import created_site
+from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
 

@@ -33,7 +33,7 @@ from typing import Sequence
 import torch
 
 from gradtrace.report.model import NanSource, ParamInfo, ParamSummary, StepRecord, Track
-from gradtrace.runtime.watch_tensors import (  # noqa: F401 (re-exported)
+from gradtrace.runtime.watch.tensors import (  # noqa: F401 (re-exported)
     _CHUNK, _INF, _SAMPLE, History, _dense_in_memory, _extremes, _geometry, _norms, _sample,
     _sampled_size, _to_host,
 )

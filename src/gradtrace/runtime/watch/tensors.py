@@ -1,6 +1,6 @@
 """Device-side helpers of the watch collector: sampled views, norms and extremes of many
 tensors in few calls, one copy to the host, and the bounded step history (NOTE [watch cost]
-in :mod:`gradtrace.runtime.watch_collect`)."""
+in :mod:`gradtrace.runtime.watch.collect`)."""
 from __future__ import annotations
 
 import functools
