@@ -22,14 +22,12 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.grad_mode._helper_saves import saved_params
-from gradtrace.lint.rules.grad_mode._sinks import (  # noqa: F401 (re-exported)
-    BACKWARD_OWNERS, Sink, backward_sinks, sink_loss,
-)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -39,7 +37,6 @@ LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNO
 INFERENCE_NAME_RE = re.compile(
     r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
     r"visuali|score|metric|beam|search)", re.IGNORECASE)
-CUT_METHODS = frozenset({"detach", "item", "tolist", "numpy", "detach_", "cpu_numpy"})
 RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
 LIVE_MULT = (ast.Mult, ast.MatMult, ast.Div)
 COMPUTED = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)
@@ -232,7 +229,7 @@ class Tracer:
         if qual in NEW_TENSOR_FUNCS:
             return d
         if isinstance(func, ast.Attribute):
-            if func.attr in CUT_METHODS:
+            if func.attr in NO_HISTORY_METHODS:
                 return d
             if func.attr in RG_METHODS:
                 d.explicit_grad = True

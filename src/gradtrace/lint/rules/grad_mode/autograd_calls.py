@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode._deps import sink_loss
+from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -391,8 +391,8 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
         if s.lineno <= stmt.lineno:
             continue
         for n in walk(s) if not hasattr(s, "body") else ():
-            if isinstance(n, ast.Call) and sink_loss(n) is not None:
-                loss = sink_loss(n)
+            if isinstance(n, ast.Call) and backward_loss(n, ctx) is not None:
+                loss = backward_loss(n, ctx)
                 if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx) or dotted(loss) == t
                        for t in tainted):
                     return n

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode._deps import sink_loss
+from gradtrace.lint.analysis.steps import backward_loss
 
 SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
                      "torch.autograd.grad_mode.set_grad_enabled", "torch._C._set_grad_enabled"})
@@ -112,7 +112,7 @@ class SetGradEnabledNeverRestored(Rule):
         fn = ctx.function
         if _restored(fn or ctx.tree, node.lineno if fn else 0, ctx):
             return
-        sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0)
+        sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0, ctx, follow=False)
         if sink is None and fn is not None:
             sink = _sink_in_callers(fn, ctx)
         if sink is None:
@@ -140,15 +140,15 @@ def _calls(body_owner: ast.AST) -> Iterator[ast.Call]:
             yield n
 
 
-def _sink_after(owner: ast.AST, line: int, ctx: Context | None = None) -> ast.Call | None:
-    """A backward call after ``line`` in ``owner`` (or, given ``ctx``, inside a function of
+def _sink_after(owner: ast.AST, line: int, ctx: Context, follow: bool = True) -> ast.Call | None:
+    """A backward call after ``line`` in ``owner`` (or, with ``follow``, inside a function of
     the file that ``owner`` calls after ``line``)."""
     for c in sorted(_calls(owner), key=lambda c: (c.lineno, c.col_offset)):
         if c.lineno <= line:
             continue
-        if sink_loss(c) is not None:
+        if backward_loss(c, ctx) is not None:
             return c
-        if ctx is not None:
+        if follow:
             inner = _local_training_sink(c, ctx)
             if inner is not None:
                 return inner
@@ -162,7 +162,7 @@ def _local_training_sink(call: ast.Call, ctx: Context) -> ast.Call | None:
         return None
     for fn in ast.walk(ctx.tree):
         if isinstance(fn, FUNCTION_TYPES) and fn.name == name and not _restored(fn, 0, ctx):
-            return _sink_after(fn, 0)
+            return _sink_after(fn, 0, ctx, follow=False)
     return None
 
 
@@ -200,7 +200,7 @@ def _sink_in_loop_before(fn: ast.AST, call: ast.Call, ctx: Context) -> ast.Call 
                 loop.lineno <= call.lineno <= (loop.end_lineno or 0):
             for c in _calls(loop):
                 if c.lineno < call.lineno:
-                    sink = c if sink_loss(c) is not None else _local_training_sink(c, ctx)
+                    sink = c if backward_loss(c, ctx) is not None else _local_training_sink(c, ctx)
                     if sink is not None:
                         return sink
     return None

@@ -6,12 +6,12 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import (
-    LIVE_MULT, SAVES_INPUT_FUNCS, Tracer, helper_index, is_inference_function, is_loss_callee,
-    sink_loss)
+    LIVE_MULT, SAVES_INPUT_FUNCS, Tracer, helper_index, is_inference_function, is_loss_callee)
 
 TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_loss",
                             "loss", "step", "train_batch", "fit_batch"})
@@ -101,9 +101,9 @@ class InferenceTensorInTraining(Rule):
         if grad_mode_of(node, ctx.imports) == "inference":
             yield from self._region(node, ctx)
             return
-        if sink_loss(node) is None or ctx.grad_disabled is not None:
+        if backward_loss(node, ctx) is None or ctx.grad_disabled is not None:
             return
-        deps = Tracer(ctx, ctx.scope(), helper_index(ctx)).trace(sink_loss(node), node.lineno)  # type: ignore[arg-type]
+        deps = Tracer(ctx, ctx.scope(), helper_index(ctx)).trace(backward_loss(node, ctx), node.lineno)  # type: ignore[arg-type]
         seen: set[int] = ctx.memo("gt2-reported-" + self.code, ctx.tree, set)
         for use, dead in deps.consumers:
             if id(dead.off) in seen:
@@ -246,7 +246,7 @@ def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
         if not isinstance(fn, FUNCTION_TYPES) or fn is store_fn or is_inference_function(fn, ctx):
             continue
         if fn.name not in TRAINING_NAMES and not any(
-                isinstance(c, ast.Call) and sink_loss(c) is not None for c in ast.walk(fn)):
+                isinstance(c, ast.Call) and backward_loss(c, ctx) is not None for c in ast.walk(fn)):
             continue
         if any(isinstance(st, ast.Assign) and any(dotted(t) == attr for t in st.targets)
                for st in fn.body):

@@ -8,7 +8,8 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, Tracer, helper_index, sink_loss
+from gradtrace.lint.analysis.steps import backward_loss
+from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, Tracer, helper_index
 
 GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`"
@@ -20,7 +21,7 @@ class _LossTraceRule(Rule):
     triggers = ("backward", "training_step")
 
     def _trace(self, node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
-        loss = sink_loss(node) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
+        loss = backward_loss(node, ctx) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
         if loss is None or not ctx.mentions(*GRAD_WORDS):
             return None
         deps = Tracer(ctx, ctx.scope(), helper_index(ctx), stop_on_live=True).trace(loss, node.lineno)

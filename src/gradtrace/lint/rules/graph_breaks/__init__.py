@@ -2,7 +2,7 @@
 
 The rules live in :mod:`.numbers` (GT101-GT104) and :mod:`.cuts` (GT105-GT108); the loss-path
 analysis they share is :mod:`._paths` (sinks, terms, verdicts; see NOTE [loss paths] there)
-built on :mod:`._trace` (what a value is built from).
+built on :mod:`gradtrace.lint.analysis.origins` (what a value is built from).
 """
 from __future__ import annotations
 

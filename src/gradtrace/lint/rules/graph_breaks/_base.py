@@ -19,8 +19,8 @@ from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
     LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths,
 )
-from gradtrace.lint.rules.graph_breaks._helpers import helper_band_aid
-from gradtrace.lint.rules.graph_breaks._shapes import is_loss_class
+from gradtrace.lint.analysis.cuts import is_loss_class
+from gradtrace.lint.analysis.helper_cuts import helper_band_aid
 from gradtrace.lint.nodes import walk
 
 ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "

@@ -28,17 +28,18 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.graph_breaks._helpers import helper_cut
-from gradtrace.lint.rules.graph_breaks._shapes import is_loss_class
-from gradtrace.lint.rules.graph_breaks._trace import (  # noqa: F401 - re-exported for rules
-    CUT_METHODS, DATA, DETACH, FRESH_METHODS, NONDIFF, NUMBER, NUMPY, REBUILD, RECV_ONLY, Cut,
-    Trace, Tracer,
+from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
+    CUT_METHODS, DATA, DETACH, FRESH_METHODS, NO_HISTORY_METHODS, NONDIFF, NUMBER, NUMPY,
+    REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
+from gradtrace.lint.analysis.helper_cuts import cut_through
+from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ LOSS_FUNC_RE = re.compile(r"^(criterion|training_step|[a-z0-9_]*loss(es)?|"
                           r"_?loss_[a-z0-9_]+)$")
 SKIP_FUNC_RE = re.compile(r"(^|_)(eval|evaluate|val|valid|validation|test|log|logging|"
                           r"metric|metrics|predict|score|report)(_|$)")
-BACKWARD_OWNERS = re.compile(r"accelerator|fabric|engine|self$|trainer|amp$|strategy")
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,9 @@ class LossPaths(Tracer):
     # -- sinks -------------------------------------------------------------------------------
     def sinks(self) -> list[Sink]:
         out: list[Sink] = []
-        for call in self._backward_calls():
-            value = self._backward_value(call)
-            if value is not None:
-                out.append(Sink(call, value, "backward"))
+        for b in step_calls(self.ctx, self.scope.node).losses():
+            if not hasattr(b.stmt, "body"):  # simple statements only
+                out.append(Sink(b.call, b.loss, "backward"))  # type: ignore[arg-type]
         node = self.scope.node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or out:
             return out  # a function that runs backward itself returns its loss only to log it
@@ -110,49 +109,9 @@ class LossPaths(Tracer):
                 return True
         return False
 
-    def _backward_calls(self) -> Iterator[ast.Call]:
-        """``<anything>.backward(...)`` calls in simple statements of this scope."""
-        lines = self.ctx.code_lines
-        for s in self.scope.stmts:
-            if hasattr(s, "body"):
-                continue
-            end = s.end_lineno or s.lineno
-            if not any("backward" in lines[i] for i in range(s.lineno - 1, min(end, len(lines)))):
-                continue
-            for n in walk(s):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                        n.func.attr in ("backward", "manual_backward"):
-                    yield n
-
-    def _backward_value(self, call: ast.Call) -> ast.expr | None:
-        func = call.func
-        assert isinstance(func, ast.Attribute)
-        recv = func.value
-        owner = dotted(recv) or ""
-        if self.ctx.qualified_name(func) == "torch.autograd.backward":
-            return call.args[0] if call.args else None
-        if call.args and (func.attr == "manual_backward" or BACKWARD_OWNERS.search(owner)
-                          or owner.partition(".")[0] in self.ctx.imports.aliases):
-            return call.args[0]  # ``accelerator.backward(loss)``, ``dist_autograd.backward``
-        if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
-                and recv.func.attr == "scale" and len(recv.args) == 1:
-            return recv.args[0]
-        if owner and BACKWARD_OWNERS.search(owner):
-            return None
-        return recv
-
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = self.ctx.analysis.local_callee(e, self.scope, line)
-        if fn is None:
-            return None
-        cut = helper_cut(self.ctx, fn)
-        if cut is None:
-            return None
-        if not self._args(e, use, line).live:
-            return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
-        # the helper's own cut, reached through this call (NOTE [helper cuts])
-        return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
-                                 ((f"{fn.name}()", e.lineno),) + cut.via),))
+        return None if fn is None else cut_through(self, e, fn, use, line)
 
     def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         name = node.name.lower()
@@ -310,4 +269,4 @@ def _cut_on_purpose(value: ast.expr) -> bool:
     if isinstance(value, ast.Attribute):
         return value.attr == "data"
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
-        and value.func.attr in ("detach", "item", "tolist", "numpy")
+        and value.func.attr in NO_HISTORY_METHODS

@@ -17,7 +17,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.graph_breaks._trace import objects_of
+from gradtrace.lint.analysis.cuts import objects_of
 from gradtrace.lint.nodes import walk
 
 

@@ -29,10 +29,10 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._base import _worth, short
-from gradtrace.lint.rules.graph_breaks._helpers import helper_cut
-from gradtrace.lint.rules.graph_breaks._ops import DEAD, LIVE, Cut, Trace
+from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
+from gradtrace.lint.analysis.helper_cuts import cut_through
+from gradtrace.lint.analysis.origins import Tracer
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, loss_paths
-from gradtrace.lint.rules.graph_breaks._trace import Tracer
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
@@ -218,7 +218,7 @@ class FocusTracer(LossPaths):
             return DEAD  # a parameter of its own (`logZ`), not the stepped model's
         name = dotted(e.func)
         if name is not None and self._other_module(e.func, name, line):
-            return self._args(e, use, line)
+            return self.args_trace(e, use, line)
         return super()._call(e, use, line)
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
@@ -226,15 +226,7 @@ class FocusTracer(LossPaths):
         if got is not None:
             return got
         fn = self._method_of_object(e, line)
-        if fn is None:
-            return None
-        cut = helper_cut(self.ctx, fn)
-        if cut is None:
-            return None
-        if not self._args(e, use, line).live:
-            return Trace(False, ())
-        return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
-                                 ((f"{fn.name}()", e.lineno),) + cut.via),))
+        return None if fn is None else cut_through(self, e, fn, use, line)
 
     def _method_of_object(self, e: ast.Call, line: int
                           ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

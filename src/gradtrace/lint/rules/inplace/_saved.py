@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from gradtrace.findings import Related
+from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.grad_mode._deps import (
-    LOSS_NAME_RE, backward_sinks, is_inference_function)
+    LOSS_NAME_RE, is_inference_function)
 from gradtrace.lint.nodes import walk
 
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
@@ -259,7 +260,7 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     """A backward call after ``stmt`` in ``fn``, or True for a module's forward."""
     if is_inference_function(fn, ctx):
         return False
-    for sink in backward_sinks(ctx.scope()):
+    for sink in step_calls(ctx, ctx.scope().node).losses():
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
     cls = ctx.class_def

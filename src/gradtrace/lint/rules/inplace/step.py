@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode._deps import backward_sinks
+from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
 
@@ -88,7 +88,7 @@ class OptimizerStepBetweenBackwards(Rule):
         recv = dotted(f.value) or ""
         if scope.kind(f.value) != OPTIMIZER and "opt" not in recv.rpartition(".")[2].lower():
             return
-        sinks = backward_sinks(scope)
+        sinks = step_calls(ctx, scope.node).losses()
         retained = [s for s in sinks if s.call.lineno < node.lineno and _retains(s.call)]
         if not retained:
             return

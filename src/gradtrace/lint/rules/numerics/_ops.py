@@ -177,8 +177,8 @@ def _calls_by_name(ctx: Context) -> dict[str, list[ast.Call]]:
 
 
 def _backward_after(scope_node: ast.AST, line: int, ctx: Context) -> bool:
-    from gradtrace.lint.rules.grad_mode._sinks import backward_sinks
-    return any(s.call.lineno >= line for s in backward_sinks(ctx.scope(scope_node)))
+    from gradtrace.lint.analysis.steps import step_calls
+    return any(s.call.lineno >= line for s in step_calls(ctx, scope_node).losses())
 
 
 def _enclosing_function(ctx: Context, node: ast.AST) -> ast.AST:

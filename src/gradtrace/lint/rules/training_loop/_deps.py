@@ -15,18 +15,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from gradtrace.lint.analysis.cuts import FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 
-# results without a graph: detached, Python values, integer/bool results of non-differentiable ops
-DETACHING_METHODS = frozenset({
-    "detach", "detach_", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "long", "int",
-    "bool", "byte", "short", "eq", "ne", "gt", "lt", "ge", "le", "nonzero", "isnan", "isinf",
-    "isfinite", "floor_divide", "numel", "size", "dim", "count_nonzero", "logical_not",
-    "logical_and", "logical_or", "sign", "signbit", "bincount", "unique",
-})
+# results without a graph: detached, Python values, integer/bool results (the table in
+# analysis.cuts), and sizes
+DETACHING_METHODS = NO_HISTORY_METHODS | INTEGER_METHODS | frozenset({
+    "floor_divide", "numel", "size", "dim", "sign"})
 # tuple results whose later elements are indices (`_, pred = out.max(1)`)
 INDEX_RESULTS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
 NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
@@ -60,13 +58,6 @@ SHAPE_WORDS = frozenset({"cat", "concat", "concatenate", "stack", "pad", "split"
                          "reshape", "crop", "resize", "select", "slice", "shuffle", "sort"})
 # short role prefixes of GAN / actor-critic code (`g_prepare_batch`, `d_get_input`)
 ROLE_PREFIXES = frozenset({"g", "d", "gen", "disc", "q", "pi", "v"})
-# results with no history whatever their arguments (`torch.rand_like(out)` is a new leaf)
-FRESH_CALLS = frozenset({
-    "torch.zeros_like", "torch.ones_like", "torch.rand_like", "torch.randn_like",
-    "torch.randint_like", "torch.empty_like", "torch.full_like", "torch.zeros", "torch.ones",
-    "torch.rand", "torch.randn", "torch.randint", "torch.empty", "torch.full", "torch.arange",
-    "torch.randperm", "torch.eye", "torch.linspace",
-})
 WORD_RE = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+(?![a-z])\d*|\d+")
 # a class (its call builds an object): `ResNet`, `MTSimpleMLP`, `GPWorldModel`; not `G`, `D_net`
 CLASS_RE = re.compile(r"[A-Z][a-z]|[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*$")
@@ -116,7 +107,7 @@ def loads(expr: ast.AST, cut: dict[str, frozenset[int]] | None = None
         n = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
-            if dotted(f) in FRESH_CALLS or dotted(f) in LEAF_CALLS:
+            if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS:
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
             if cut and isinstance(f, ast.Name) and f.id in cut:
                 stack.extend(a for i, a in enumerate(n.args) if i not in cut[f.id])
@@ -177,7 +168,7 @@ def _uncut_loads(fn: ast.AST) -> set[str]:
         n = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
-            if (isinstance(f, ast.Attribute) and f.attr in ("detach", "item", "tolist", "numpy")) \
+            if (isinstance(f, ast.Attribute) and f.attr in NO_HISTORY_METHODS) \
                     or dotted(f) in LEAF_CALLS:
                 continue
         elif isinstance(n, ast.Attribute) and n.attr == "data":

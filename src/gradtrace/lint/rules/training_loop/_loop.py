@@ -17,160 +17,24 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
+    Backward, Named, Step, calls_in, optimizer_like, step_calls,
+)
 from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES
 from gradtrace.lint.flow import MODULE, OPTIMIZER
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
-    from gradtrace.lint.flow import Scope
 
 Path = tuple[tuple[int, str, int], ...]
 JUMPS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
-OPT_RE = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(s|_?[a-z0-9]{1,4})?($|_)")
-SCALER_RE = re.compile(r"scaler")
-# receivers whose `.backward(x)` takes the loss as an argument (accelerate, fabric, deepspeed)
-BACKWARD_OWNER_RE = re.compile(r"accelerator|fabric|engine|trainer|strategy|^self$|ds_model")
-CLIP_FUNCS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm",
-                        "clip_grad_value", "clip_gradients"})
 # text meaning "gradients are cleared here" besides zero_grad()
 MANUAL_ZERO_RE = re.compile(
     r"zero_grad|\.grad\s*=[^=]|\.grad\.(?:data\.)?(?:zero_|detach_|fill_|mul_)|set_to_none"
     r"|(?:clear|reset|zero|free)_?grad|grad_?(?:clear|reset|zero)", re.IGNORECASE)
-
-
-def optimizer_like(name: str | None, scope: Scope | None = None, line: int = 0) -> bool:
-    """Whether a dotted receiver names an optimizer (by its binding, else by its spelling)."""
-    if not name:
-        return False
-    if scope is not None:
-        b = scope.binding_before(name, line or 10 ** 9)
-        if b is not None and b.kind == OPTIMIZER:
-            return True
-    last = name.rpartition(".")[2]
-    low = last.lower()
-    if low.startswith("option"):
-        return False
-    return bool(OPT_RE.search(low)) or bool(re.match(r"opt[A-Z]", last))
-
-
-@dataclass(frozen=True)
-class Backward:
-    """A call that runs backward: ``loss.backward()``, ``scaler.scale(loss).backward()``,
-    ``accelerator.backward(loss)``, ``self.manual_backward(loss)``, ``torch.autograd.grad``."""
-
-    call: ast.Call
-    stmt: ast.stmt
-    loss: ast.expr | None      # the differentiated value
-    retains: bool              # retain_graph/create_graph given (or not a constant False)
-    accumulates: bool          # fills .grad (False for torch.autograd.grad)
-    inputs: ast.expr | None = None  # `inputs=`: the pass stops there (NOTE [grad inputs])
-
-
-@dataclass(frozen=True)
-class Step:
-    """``opt.step()`` / ``scaler.step(opt)``: which optimizer, and whether a closure is passed."""
-
-    call: ast.Call
-    stmt: ast.stmt
-    optimizer: str
-    closure: bool
-
-
-@dataclass(frozen=True)
-class Named:
-    """A call of interest with the dotted spelling of its receiver (zero_grad, clip)."""
-
-    call: ast.Call
-    stmt: ast.stmt
-    receiver: str
-
-
-def _retains(call: ast.Call, positional: tuple[int, ...]) -> bool:
-    for kw in call.keywords:
-        if kw.arg in ("retain_graph", "create_graph") or kw.arg is None:
-            if not (isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)):
-                return True
-    for i in positional:
-        if len(call.args) > i:
-            a = call.args[i]
-            if not (isinstance(a, ast.Constant) and a.value in (False, None)):
-                return True
-    return False
-
-
-def backward_of(call: ast.Call, ctx: Context) -> Backward | None:
-    """The :class:`Backward` that ``call`` is, or None.
-
-    Its ``stmt`` is left None here; :class:`LoopFacts` records the enclosing statement.
-    """
-    func = call.func
-    qual = ctx.qualified_name(func) or ""
-    if qual in ("torch.autograd.grad", "torch.autograd.backward"):
-        loss = call.args[0] if call.args else next(
-            (k.value for k in call.keywords if k.arg in ("outputs", "tensors")), None)
-        grad = qual.endswith("grad")
-        pos = (3, 4) if grad else (2, 3)
-        inputs = call.args[1] if grad and len(call.args) > 1 else _keyword(call, "inputs")
-        return Backward(call, None, loss, _retains(call, pos),  # type: ignore[arg-type]
-                        not grad, inputs)
-    if not isinstance(func, ast.Attribute):
-        return None
-    if func.attr == "manual_backward":
-        return Backward(call, None, call.args[0] if call.args else None,  # type: ignore[arg-type]
-                        _retains(call, ()), True)
-    if func.attr != "backward":
-        return None
-    inputs = _keyword(call, "inputs")
-    recv = func.value
-    if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
-            and recv.func.attr == "scale" and recv.args:
-        return Backward(call, None, recv.args[0],  # type: ignore[arg-type]
-                        _retains(call, (1, 2)), True, inputs)
-    owner = dotted(recv)
-    if owner and BACKWARD_OWNER_RE.search(owner.rpartition(".")[2].lower()):
-        return Backward(call, None, call.args[0] if call.args else None,  # type: ignore[arg-type]
-                        _retains(call, ()), True)
-    return Backward(call, None, recv, _retains(call, (1, 2)), True,  # type: ignore[arg-type]
-                    inputs)
-
-
-def _keyword(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
-def step_of(call: ast.Call, scope: Scope, line: int) -> tuple[str, bool] | None:
-    """(optimizer spelling, has closure) when ``call`` steps an optimizer."""
-    func = call.func
-    if not isinstance(func, ast.Attribute):
-        return None
-    recv = dotted(func.value)
-    if func.attr == "step" and recv:
-        if SCALER_RE.search(recv.rpartition(".")[2].lower()) and call.args:
-            opt = dotted(call.args[0])
-            return (opt, False) if opt else None
-        if optimizer_like(recv, scope, line):
-            closure = bool(call.args) or any(k.arg == "closure" for k in call.keywords)
-            return recv, closure
-    if func.attr == "optimizer_step" and call.args and dotted(call.args[0]):
-        return dotted(call.args[0]), False  # type: ignore[return-value]
-    return None
-
-
-def calls_in(stmt: ast.stmt) -> Iterator[ast.Call]:
-    """Calls in a statement's own expressions (not in its nested body statements)."""
-    for field, value in ast.iter_fields(stmt):
-        if field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            if isinstance(v, ast.AST):
-                for n in walk(v):
-                    if isinstance(n, ast.Call):
-                        yield n
 
 
 class LoopFacts:
@@ -183,15 +47,13 @@ class LoopFacts:
         self.paths: dict[int, Path] = {}
         self.blocks: dict[tuple[int, str], list[ast.stmt]] = {}
         self._jump_counts: dict[tuple[int, str], list[int]] = {}
-        self.backwards: list[Backward] = []
-        self.steps: list[Step] = []
-        self.zero_grads: list[Named] = []
-        self.clips: list[Named] = []
+        calls = step_calls(ctx, node)
+        self.backwards: list[Backward] = calls.backwards
+        self.steps: list[Step] = calls.steps
+        self.zero_grads: list[Named] = calls.zero_grads
+        self.clips: list[Named] = calls.clips
         body = getattr(node, "body", [])
         self._index(body, (), (id(node), "body"))
-        for s in self.scope.stmts:
-            for call in calls_in(s):
-                self._classify(call, s)
 
     def _index(self, body: list[ast.stmt], path: Path, key: tuple[int, str]) -> None:
         self.blocks[key] = body
@@ -208,23 +70,6 @@ class LoopFacts:
                 self._index(h.body, p, (id(s), f"handlers{j}"))
             for j, c in enumerate(getattr(s, "cases", ())):
                 self._index(c.body, p, (id(s), f"cases{j}"))
-
-    def _classify(self, call: ast.Call, s: ast.stmt) -> None:
-        func = call.func
-        b = backward_of(call, self.ctx)
-        if b is not None:
-            self.backwards.append(Backward(call, s, b.loss, b.retains, b.accumulates, b.inputs))
-            return
-        st = step_of(call, self.scope, s.lineno)
-        if st is not None:
-            self.steps.append(Step(call, s, st[0], st[1]))
-            return
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        recv = dotted(func.value) if isinstance(func, ast.Attribute) else ""
-        if name == "zero_grad":
-            self.zero_grads.append(Named(call, s, recv or ""))
-        elif name in CLIP_FUNCS:
-            self.clips.append(Named(call, s, recv or ""))
 
     # -- structure -------------------------------------------------------------------------
     def loops_of(self, s: ast.stmt) -> tuple[ast.stmt, ...]:

@@ -9,7 +9,8 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.training_loop._loop import BACKWARD_OWNER_RE, LoopFacts, optimizer_like
+from gradtrace.lint.analysis.steps import BACKWARD_OWNER_RE, optimizer_like
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 
 SCHED_RE = re.compile(r"sched", re.IGNORECASE)
@@ -244,7 +245,8 @@ class AssignedNoneResult(Rule):
             return not call.args and not call.keywords and (
                 optimizer_like(recv) or bool(SCHED_RE.search(recv.rpartition(".")[2])))
         if method == "backward":
-            return not BACKWARD_OWNER_RE.search(recv.rpartition(".")[2].lower())
+            last = recv.rpartition(".")[2].lower()
+            return not (last == "self" or BACKWARD_OWNER_RE.search(last))
         return True
 
     @staticmethod

@@ -1,32 +1,29 @@
-"""Tracing a value back to what it is built from: the engine of NOTE [loss paths].
+"""Where a value comes from and where it leaves the graph: the one tracer under GT1xx.
 
 :class:`Tracer` answers, for one expression of one function, whether some path reaches a value
 that may carry a graph without being cut (``live``) and where live values were cut on the way
-(:class:`Cut`). Unknown values (calls of modules or user functions, arguments, ``self.x``) count
-as live; data (loader batches, target-like arguments, constants, hyper-parameters, tokenizer
-and config objects) as dead.
+(:class:`~.cuts.Cut`; what cuts is the one table in :mod:`.cuts`). Unknown values (calls of
+modules or user functions, arguments, ``self.x``) count as live; data (loader batches,
+target-like arguments, constants, hyper-parameters, tokenizer and config objects) as dead.
+:func:`origins` gives the tracer of a function, built once per file and shared.
 """
 from __future__ import annotations
 
 import ast
-import weakref
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from gradtrace.lint.analysis.cuts import (
+    CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE, MOVES,
+    NON_TENSOR_KWARGS, NONDIFF, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut, Trace, asks_grad,
+    constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
+    self_assignments, top_defs, unpacks_indices,
+)
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
 )
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.graph_breaks._shapes import (
-    asks_grad, constant_default_args, is_torch_loss, pair_source, peel, self_assignments,
-    unpacks_indices,
-)
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.graph_breaks._ops import (  # noqa: F401 (re-exported)
-    CUT_FUNCS, CUT_METHODS, DATA, DETACH, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, MOVES,
-    NON_TENSOR_KWARGS, NONDIFF, NUMBER, NUMPY, REBUILD, REBUILD_FUNCS, RECV_ONLY,
-    Cut, DEAD, LIVE, Trace, _detached_copy, _top_defs, objects_of,
-)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -357,15 +354,15 @@ class Tracer:
             return self._cut(NONDIFF, e, [e.args[0]], use, line) | Trace(False, values.cuts)
         if qual in ("torch.as_tensor", "sum", "max", "min", "abs") or (
                 qual.startswith("torch.") and qual.rpartition(".")[2][:1].islower()):
-            return self._args(e, use, line)
+            return self.args_trace(e, use, line)
         if qual.startswith(("numpy.", "math.")):
-            return self._args(e, use, line)
+            return self.args_trace(e, use, line)
         through = self._through_helper(e, use, line)
         if through is not None:
             return through
         if self._pure_loss(e.func) or (isinstance(e.func, ast.Name) and
                                        helper_is_pure(self.ctx, e.func.id)):
-            return self._args(e, use, line)
+            return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
@@ -385,16 +382,16 @@ class Tracer:
         if m == "new_tensor" and e.args:
             return self._rebuild(e, use, line)
         off = bool(e.args) and isinstance(e.args[0], ast.Constant) and e.args[0].value is False
-        if m == "requires_grad_" and not off and _detached_copy(func.value):
+        if m == "requires_grad_" and not off and detached_copy(func.value):
             return LIVE  # `x.detach().requires_grad_()`: a new input leaf, on purpose
         recv = self.trace(func.value, use, line)
         if m == "requires_grad_" and not recv.live and not recv.cuts and not off:
             return LIVE  # a new trainable leaf; on a cut value it stays cut (a band-aid)
         if m in RECV_ONLY:
             return recv
-        return recv | self._args(e, use, line)
+        return recv | self.args_trace(e, use, line)
 
-    def _args(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
+    def args_trace(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
         return self._all([*e.args, *kws], use, line)
 
@@ -455,20 +452,29 @@ class Tracer:
         return t
 
 
-_HELPERS: weakref.WeakKeyDictionary[Context, dict[str, bool]] = weakref.WeakKeyDictionary()
+def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:
+    """The :class:`Tracer` of the function or module ``node``, built once per file.
+
+    ``arguments_live=False``: the function's arguments count as dead (is anything else live?).
+    """
+    def make() -> Tracer:
+        t = Tracer(ctx.scope(node), ctx)
+        if not arguments_live:
+            t.settings |= t.params
+            t.params = set()
+        return t
+    return ctx.memo("origins" if arguments_live else "origins-args-dead", node, make)
 
 
 def helper_is_pure(ctx: Context, name: str) -> bool:
     """Whether ``name`` is a function defined at the top of this file whose results come from
     its arguments only (no model, global or ``self`` of its own): then a call to it is as live
     as its arguments (``kl_divergence(mu.detach(), logvar.detach())`` is cut)."""
-    per_file = _HELPERS.get(ctx)
-    if per_file is None:
-        per_file = _HELPERS[ctx] = {}
+    per_file: dict[str, bool] = ctx.memo("origins-pure-helpers", ctx.tree, dict)
     hit = per_file.get(name)
     if hit is None:
         per_file[name] = False  # while analysing (recursion): not pure
-        fn = _top_defs(ctx).get(name)
+        fn = top_defs(ctx).get(name)
         hit = per_file[name] = fn is not None and _returns_only_arguments(ctx, fn)
     return hit
 
@@ -476,9 +482,7 @@ def helper_is_pure(ctx: Context, name: str) -> bool:
 def _returns_only_arguments(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     if fn.decorator_list or len(fn.body) > 40:
         return False
-    t = Tracer(ctx.scope(fn), ctx)
-    t.settings |= t.params  # arguments count as dead: is anything else live?
-    t.params = set()
+    t = origins(ctx, fn, arguments_live=False)
     returns = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
     return bool(returns) and all(
         s.value is not None and not t.trace(s.value, s, s.lineno).live for s in returns)

@@ -6,7 +6,7 @@ requires_grad=True)`` cuts whatever its caller gives it: every ``return`` traces
 value and to at least one cut (arguments count as live, as they do in the function itself). A
 call of such a helper (``helper(...)`` or ``self.helper(...)``, found by the analysis layer),
 with a live argument, is a cut at the helper's own line (the root cause), reached through the
-call (:meth:`._paths.LossPaths._through_helper`). Helpers that return a Python number or a
+call (the GT1 loss paths' ``_through_helper``). Helpers that return a Python number or a
 NumPy value (their result has no ``.backward()``: GT101's business), that run ``backward()``
 themselves (a training step returning its loss to log it), or that are decorated, are left
 out. One call away only: a helper's own tracer does not follow further helpers.
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.graph_breaks._shapes import asks_grad
-from gradtrace.lint.rules.graph_breaks._trace import REBUILD_FUNCS, Cut, Tracer
+from gradtrace.lint.analysis.cuts import REBUILD_FUNCS, Cut, Trace, asks_grad
+from gradtrace.lint.analysis.origins import Tracer, origins
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -45,7 +45,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
            for s in returns if s.value is not None):
         return None
-    t = Tracer(scope, ctx)
+    t = origins(ctx, fn)
     cuts: list[Cut] = []
     for s in returns:
         tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
@@ -91,3 +91,17 @@ def _number_call(e: ast.expr, ctx: Context) -> bool:
     if isinstance(e.func, ast.Attribute):
         return e.func.attr in ("item", "tolist", "numpy")
     return (ctx.qualified_name(e.func) or "") in ("float", "int", "numpy.array", "numpy.asarray")
+
+
+def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                use: ast.stmt | None, line: int) -> Trace | None:
+    """What the call ``e`` of the file's function ``fn`` is when ``fn`` cuts everything it
+    returns (NOTE [helper cuts]); None: ``fn`` is not such a helper."""
+    cut = helper_cut(t.ctx, fn)
+    if cut is None:
+        return None
+    if not t.args_trace(e, use, line).live:
+        return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
+    # the helper's own cut, reached through this call
+    return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
+                             ((f"{fn.name}()", e.lineno),) + cut.via),))

@@ -1,0 +1,278 @@
+"""The one table of what cuts the autograd graph, and the small source shapes around it.
+
+Every rule family asks "does this call keep the value's history?": the graph-break tracer
+(:mod:`.origins`), the grad-mode tracer and the training-loop dependency walk read the answer
+here. :data:`CUT_METHODS` / :data:`CUT_FUNCS` name each cut with its kind (a Python number,
+NumPy, ``.detach()``, a non-differentiable op); :data:`NO_HISTORY_METHODS` are the methods whose
+result has no history at all, :data:`INTEGER_METHODS` those whose result is an integer or bool
+tensor (no ``grad_fn`` either); :data:`REBUILD_FUNCS` copy their data into a new leaf and
+:data:`FRESH_FUNCS` make tensors with no history whatever their arguments. No tracing here.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.tensor_api import TENSOR_ATTRS
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+NUMBER, NUMPY, REBUILD = "number", "numpy", "rebuild"
+DATA, DETACH, NONDIFF = "data", "detach", "nondiff"
+# a method that turns its receiver into a value without history, and the cut kind
+CUT_METHODS = {
+    "item": NUMBER, "tolist": NUMBER, "numpy": NUMPY, "detach": DETACH,
+    "argmax": NONDIFF, "argmin": NONDIFF, "argsort": NONDIFF, "round": NONDIFF,
+    "sign": NONDIFF, "floor": NONDIFF, "ceil": NONDIFF, "trunc": NONDIFF, "eq": NONDIFF,
+    "ne": NONDIFF, "gt": NONDIFF, "lt": NONDIFF, "ge": NONDIFF, "le": NONDIFF,
+    "bool": NONDIFF, "long": NONDIFF, "int": NONDIFF, "heaviside": NONDIFF,
+}
+# methods whose result has no autograd history at all (a Python value, a detached tensor)
+NO_HISTORY_METHODS = frozenset({m for m, k in CUT_METHODS.items() if k in (NUMBER, NUMPY, DETACH)}
+                               | {"detach_"})
+# methods whose result is an integer or bool tensor: no ``grad_fn`` whatever the receiver
+INTEGER_METHODS = frozenset({
+    "argmax", "argmin", "argsort", "long", "int", "bool", "byte", "short", "eq", "ne", "gt",
+    "lt", "ge", "le", "nonzero", "isnan", "isinf", "isfinite", "count_nonzero", "logical_not",
+    "logical_and", "logical_or", "signbit", "bincount", "unique",
+})
+CUT_FUNCS = {
+    "float": NUMBER, "int": NUMBER, "math.sqrt": NUMBER, "math.log": NUMBER,
+    "math.exp": NUMBER, "math.fabs": NUMBER, "numpy.array": NUMPY, "numpy.asarray": NUMPY,
+    "torch.argmax": NONDIFF, "torch.argmin": NONDIFF, "torch.argsort": NONDIFF,
+    "torch.round": NONDIFF, "torch.sign": NONDIFF, "torch.floor": NONDIFF,
+    "torch.ceil": NONDIFF, "torch.trunc": NONDIFF, "torch.eq": NONDIFF, "torch.ne": NONDIFF,
+    "torch.gt": NONDIFF, "torch.lt": NONDIFF, "torch.ge": NONDIFF, "torch.le": NONDIFF,
+    "torch.heaviside": NONDIFF, "torch.nn.functional.one_hot": NONDIFF,
+    "torch.detach": DETACH,
+}
+# tensor constructors that copy their data argument into a new leaf
+REBUILD_FUNCS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor",
+                           "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy",
+                           "torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# results with no history whatever the arguments
+FRESH_FUNCS = frozenset({
+    "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
+    "torch.arange", "torch.linspace", "torch.eye", "torch.randint", "torch.zeros_like",
+    "torch.ones_like", "torch.randn_like", "torch.rand_like", "torch.empty_like",
+    "torch.full_like", "torch.randint_like", "torch.randperm", "len", "range", "isinstance",
+    "torch.is_tensor", "torch.numel", "torch.nn.functional.one_hot",
+})
+FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new_empty",
+                           "new_full", "zero_", "nelement", "element_size", "data_ptr",
+                           "get_device", "stride", "is_contiguous", "isnan", "isinf",
+                           "isfinite", "any", "all", "count_nonzero", "nonzero"})
+FRESH_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "requires_grad",
+                         "is_cuda", "is_leaf", "indices"})
+# methods whose arguments are sizes, devices, dims or indices, not differentiable tensors
+RECV_ONLY = frozenset({
+    "to", "cuda", "cpu", "type", "type_as", "view", "view_as", "reshape", "reshape_as",
+    "expand", "expand_as", "repeat", "permute", "transpose", "squeeze", "unsqueeze", "flatten",
+    "sum", "mean", "max", "min", "norm", "softmax", "log_softmax", "clamp", "clamp_min",
+    "clamp_max", "gather", "index_select", "masked_fill", "narrow", "split", "chunk",
+    "contiguous", "float", "double", "half", "t", "abs", "exp", "log", "sqrt", "sigmoid",
+    "tanh", "relu", "std", "var", "logsumexp", "cumsum", "prod", "roll", "flip", "unbind",
+    "select", "amax", "amin", "nan_to_num", "pow", "square", "neg", "log1p", "float_power",
+})
+NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "dtype",
+                               "device", "label_smoothing", "p", "eps", "reduce",
+                               "size_average", "beta", "delta", "margin", "log_target",
+                               "non_blocking", "axis", "num_classes"})
+# name guesses (TARGET_RE, OBJECT_RE, INPUT_RE, MODEL_CALLEE_RE...): see analysis.vocabulary.
+# An argument named like input data fed to a callee named like a model is the model's input,
+# upstream of the model.
+MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "contiguous",
+                   "view", "reshape", "flatten", "permute", "unsqueeze", "squeeze"})
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One place where a possibly-graph value lost its history."""
+
+    kind: str
+    node: ast.expr                  # the cutting expression (the finding's position)
+    operand: ast.expr               # the value that was cut
+    via: tuple[tuple[str, int], ...] = ()  # names from the sink to the cut: (name, line)
+
+
+@dataclass(frozen=True)
+class Trace:
+    live: bool
+    cuts: tuple[Cut, ...] = ()
+
+    def __or__(self, other: Trace) -> Trace:
+        return Trace(self.live or other.live, self.cuts + other.cuts)
+
+
+DEAD = Trace(False)
+LIVE = Trace(True)
+
+
+def detached_copy(e: ast.expr) -> bool:
+    """``x.detach()``, ``x.detach().clone()``, ``x.clone().detach()``, ``x.data.clone()``: the
+    idiom that makes an
+    independent leaf when ``.requires_grad_()`` follows (reference gradients in tests, inputs
+    of a gradient penalty, the cached embeddings of GradCache)."""
+    seen = False
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args \
+            and e.func.attr in ("detach", "clone", "contiguous"):
+        seen = seen or e.func.attr == "detach"
+        e = e.func.value
+    # `x.data.clone().requires_grad_()`: the older spelling of the same idiom
+    return seen or (isinstance(e, ast.Attribute) and e.attr == "data")
+
+
+def objects_of(scope: Scope) -> frozenset[str]:
+    """Names a scope reads as something other than a tensor: through an attribute no tensor
+    has (``batch.edge_index``), a string key (``batch["y"]``) or ``**batch``; their ``.data``
+    is a field of that object, not ``Tensor.data``."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for n in walk(scope.node):
+            if isinstance(n, ast.Attribute) and n.attr not in TENSOR_ATTRS:
+                recv = dotted(n.value)
+            elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) \
+                    and isinstance(n.slice.value, str):
+                recv = dotted(n.value)
+            elif isinstance(n, ast.keyword) and n.arg is None:
+                recv = dotted(n.value)
+            else:
+                continue
+            if recv is not None and recv not in ("self", "cls"):
+                out.add(recv)
+        return frozenset(out)
+    return scope.ctx.memo("gt1-objects", scope.node, make)
+
+
+def top_defs(ctx: Context) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions at the top of the file by name (the first of each name), built once."""
+    def make() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for s in ctx.tree.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.setdefault(s.name, s)
+        return out
+    return ctx.memo("top-defs", ctx.tree, make)
+
+
+# calls whose result is a (values, indices) pair when given a dim
+PAIR_METHODS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
+# methods that keep the cut chain (``x.detach().cpu().numpy()`` is one cut)
+PEEL = frozenset({"detach", "cpu", "cuda", "to", "clone", "contiguous", "float", "double",
+                  "half", "squeeze", "view", "reshape", "flatten", "data"})
+
+
+def asks_grad(e: ast.Call) -> bool:
+    """``requires_grad=<anything but False>`` among the keywords."""
+    return any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant)
+                                                 and k.value.value is False) for k in e.keywords)
+
+
+def unpacks_indices(s: ast.Assign, name: str, ctx: Context) -> bool:
+    """``_, preds = torch.max(out, 1)`` / ``v, idx = out.topk(k)``: ``name`` is the indices."""
+    v = s.value
+    if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or \
+            len(s.targets[0].elts) != 2 or not isinstance(v, ast.Call):
+        return False
+    second = s.targets[0].elts[1]
+    if not (isinstance(second, ast.Name) and second.id == name):
+        return False
+    f = v.func
+    qual = ctx.qualified_name(f) or ""
+    if qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS:
+        return len(v.args) >= 2 or any(k.arg == "dim" for k in v.keywords)
+    if isinstance(f, ast.Attribute) and f.attr in PAIR_METHODS and not qual.startswith("torch."):
+        return bool(v.args) or any(k.arg in ("dim", "k") for k in v.keywords)
+    return False
+
+
+def pair_source(v: ast.expr) -> ast.expr:
+    """``out`` in ``torch.max(out, 1)`` and in ``out.max(1)``."""
+    assert isinstance(v, ast.Call)
+    f = v.func
+    if isinstance(f, ast.Attribute) and dotted(f.value) != "torch" or not v.args:
+        return f.value if isinstance(f, ast.Attribute) else v
+    return v.args[0]
+
+
+def peel(e: ast.expr) -> ast.expr:
+    """The value under a chain of cut/copy methods: ``out`` for ``out.detach().cpu()``."""
+    while True:
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr in PEEL:
+            e = e.func.value
+        elif isinstance(e, ast.Attribute) and e.attr == "data":
+            e = e.value
+        else:
+            return e
+
+
+def is_torch_loss(qual: str | None) -> bool:
+    """``torch.nn.<Something>Loss``."""
+    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
+
+
+def is_loss_class(cls: ast.ClassDef | None, ctx: Context) -> bool:
+    """A class named like a loss (``FocalLoss``, ``Criterion``) or deriving from a torch loss
+    class (``torch.nn.modules.loss._Loss``, ``nn.MSELoss``): its ``forward`` returns a loss."""
+    if cls is None:
+        return False
+    return cls.name.lower().endswith(("loss", "criterion")) or any(
+        is_torch_loss(ctx.qualified_name(b)) for b in cls.bases)
+
+
+def self_assignments(cls: ast.ClassDef | None, name: str, ctx: Context) -> list[ast.expr | None]:
+    """Values assigned to ``self.<attr>`` anywhere in the methods of ``cls``."""
+    if cls is None:
+        return []
+    # cached per file: a module-level cache would keep whole class subtrees alive (NOTE [gc])
+    found = ctx.memo("gt1-self-assignments", cls, lambda: _attribute_assignments(cls))
+    return list(found.get(name, ()))
+
+
+def _attribute_assignments(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, ...]]:
+    """``{"self.x": (value, ...)}`` for every attribute assignment in ``cls`` (one walk)."""
+    out: dict[str, list[ast.expr]] = {}
+    for n in _statements(cls.body):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute):
+                    name = dotted(t)
+                    if name is not None:
+                        out.setdefault(name, []).append(n.value)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement under ``body``, nested blocks included (expressions are not walked)."""
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
+        yield s
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if isinstance(sub, list):
+                stack.extend(x for x in reversed(sub) if isinstance(x, ast.stmt))
+        for h in getattr(s, "handlers", ()):
+            stack.extend(reversed(h.body))
+        for c in getattr(s, "cases", ()):
+            stack.extend(reversed(c.body))
+
+
+def constant_default_args(cls: ast.ClassDef | None) -> set[str]:
+    """Arguments of the methods of ``cls`` whose default is a number (hyper-parameters)."""
+    out: set[str] = set()
+    for f in cls.body if cls is not None else ():
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = f.args
+            pos = [*a.posonlyargs, *a.args]
+            pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
+                     *zip(a.kwonlyargs, a.kw_defaults)]
+            out.update(arg.arg for arg, d in pairs if isinstance(d, ast.Constant)
+                       and isinstance(d.value, (int, float)) and not isinstance(d.value, bool))
+    return out

@@ -1,0 +1,221 @@
+"""The training step's calls, recognised once: backward, optimizer step, ``zero_grad``, clip.
+
+# NOTE [backward callers]
+One recogniser (:func:`backward_of`) says which calls run backward and what they
+differentiate, for every rule family: ``loss.backward()``, ``scaler.scale(loss).backward()``,
+``self.manual_backward(loss)``, ``torch.autograd.backward(loss)`` / ``torch.autograd.grad(out,
+inputs)``, and ``owner.backward(loss)`` where the owner runs backward for the loss it is given
+(accelerate, fabric, DeepSpeed engines, Lightning strategies and trainers, ``self`` of a module
+that wraps them, an imported module such as ``dist_autograd``). :func:`step_calls` lists them,
+with the optimizer steps, ``zero_grad`` and gradient-clipping calls, per function (cached).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.analysis.kinds import OPTIMIZER
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+OPT_RE = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(s|_?[a-z0-9]{1,4})?($|_)")
+SCALER_RE = re.compile(r"scaler")
+# receivers whose `.backward(x)` takes the loss as an argument (accelerate, fabric, deepspeed,
+# Lightning); one part of the receiver's dotted name (`self.accelerator`, `model_engine`)
+BACKWARD_OWNER_RE = re.compile(r"accelerator|fabric|engine|trainer|strategy|ds_model")
+CLIP_FUNCS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm",
+                        "clip_grad_value", "clip_gradients"})
+
+
+def optimizer_like(name: str | None, scope: Scope | None = None, line: int = 0) -> bool:
+    """Whether a dotted receiver names an optimizer (by its binding, else by its spelling)."""
+    if not name:
+        return False
+    if scope is not None:
+        b = scope.binding_before(name, line or 10 ** 9)
+        if b is not None and b.kind == OPTIMIZER:
+            return True
+    last = name.rpartition(".")[2]
+    low = last.lower()
+    if low.startswith("option"):
+        return False
+    return bool(OPT_RE.search(low)) or bool(re.match(r"opt[A-Z]", last))
+
+
+@dataclass(frozen=True)
+class Backward:
+    """A call that runs backward: ``loss.backward()``, ``scaler.scale(loss).backward()``,
+    ``accelerator.backward(loss)``, ``self.manual_backward(loss)``, ``torch.autograd.grad``."""
+
+    call: ast.Call
+    stmt: ast.stmt
+    loss: ast.expr | None      # the differentiated value
+    retains: bool              # retain_graph/create_graph given (or not a constant False)
+    accumulates: bool          # fills .grad (False for torch.autograd.grad)
+    inputs: ast.expr | None = None  # `inputs=`: the pass stops there (NOTE [grad inputs])
+
+
+@dataclass(frozen=True)
+class Step:
+    """``opt.step()`` / ``scaler.step(opt)``: which optimizer, and whether a closure is passed."""
+
+    call: ast.Call
+    stmt: ast.stmt
+    optimizer: str
+    closure: bool
+
+
+@dataclass(frozen=True)
+class Named:
+    """A call of interest with the dotted spelling of its receiver (zero_grad, clip)."""
+
+    call: ast.Call
+    stmt: ast.stmt
+    receiver: str
+
+
+def _retains(call: ast.Call, positional: tuple[int, ...]) -> bool:
+    for kw in call.keywords:
+        if kw.arg in ("retain_graph", "create_graph") or kw.arg is None:
+            if not (isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)):
+                return True
+    for i in positional:
+        if len(call.args) > i:
+            a = call.args[i]
+            if not (isinstance(a, ast.Constant) and a.value in (False, None)):
+                return True
+    return False
+
+
+def backward_owner(owner: str | None, ctx: Context) -> bool:
+    """``owner.backward(loss)`` differentiates its argument (NOTE [backward callers])."""
+    if not owner:
+        return False
+    parts = owner.lower().split(".")
+    return owner == "self" or parts[-1] == "amp" or \
+        owner.partition(".")[0] in ctx.imports.aliases or any(
+            BACKWARD_OWNER_RE.search(p) for p in parts if p != "self")
+
+
+def backward_of(call: ast.Call, ctx: Context, stmt: ast.stmt | None = None) -> Backward | None:
+    """The :class:`Backward` that ``call`` is, or None (NOTE [backward callers])."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        attr = func.attr
+        if attr not in ("backward", "manual_backward", "grad"):
+            return None
+    elif not isinstance(func, ast.Name):
+        return None
+    qual = ctx.qualified_name(func) or ""
+    if qual in ("torch.autograd.grad", "torch.autograd.backward"):
+        loss = call.args[0] if call.args else _keyword(call, "outputs") or \
+            _keyword(call, "tensors")
+        grad = qual.endswith("grad")
+        pos = (3, 4) if grad else (2, 3)
+        inputs = call.args[1] if grad and len(call.args) > 1 else _keyword(call, "inputs")
+        return Backward(call, stmt, loss, _retains(call, pos),  # type: ignore[arg-type]
+                        not grad, inputs)
+    if not isinstance(func, ast.Attribute):
+        return None
+    if attr == "manual_backward":
+        return Backward(call, stmt, call.args[0] if call.args else None,  # type: ignore[arg-type]
+                        _retains(call, ()), True)
+    if attr != "backward":
+        return None
+    inputs = _keyword(call, "inputs")
+    recv = func.value
+    if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
+            and recv.func.attr == "scale" and recv.args:
+        return Backward(call, stmt, recv.args[0],  # type: ignore[arg-type]
+                        _retains(call, (1, 2)), True, inputs)
+    if backward_owner(dotted(recv), ctx):
+        return Backward(call, stmt, call.args[0] if call.args else None,  # type: ignore[arg-type]
+                        _retains(call, ()), True)
+    return Backward(call, stmt, recv, _retains(call, (1, 2)), True,  # type: ignore[arg-type]
+                    inputs)
+
+
+def backward_loss(call: ast.Call, ctx: Context) -> ast.expr | None:
+    """What a call that fills ``.grad`` differentiates (None: not such a call)."""
+    b = backward_of(call, ctx)
+    return b.loss if b is not None and b.accumulates else None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def step_of(call: ast.Call, scope: Scope, line: int) -> tuple[str, bool] | None:
+    """(optimizer spelling, has closure) when ``call`` steps an optimizer."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    recv = dotted(func.value)
+    if func.attr == "step" and recv:
+        if SCALER_RE.search(recv.rpartition(".")[2].lower()) and call.args:
+            opt = dotted(call.args[0])
+            return (opt, False) if opt else None
+        if optimizer_like(recv, scope, line):
+            closure = bool(call.args) or any(k.arg == "closure" for k in call.keywords)
+            return recv, closure
+    if func.attr == "optimizer_step" and call.args and dotted(call.args[0]):
+        return dotted(call.args[0]), False  # type: ignore[return-value]
+    return None
+
+
+def calls_in(stmt: ast.stmt) -> Iterator[ast.Call]:
+    """Calls in a statement's own expressions (not in its nested body statements)."""
+    for field, value in ast.iter_fields(stmt):
+        if field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, ast.AST):
+                for n in walk(v):
+                    if isinstance(n, ast.Call):
+                        yield n
+
+
+class StepCalls:
+    """Backward/step/zero_grad/clip calls of one function (or module body), in source order."""
+
+    def __init__(self, node: ast.AST, ctx: Context) -> None:
+        self.backwards: list[Backward] = []
+        self.steps: list[Step] = []
+        self.zero_grads: list[Named] = []
+        self.clips: list[Named] = []
+        scope = ctx.scope(node)
+        for s in scope.stmts:
+            for call in calls_in(s):
+                self._classify(call, s, scope, ctx)
+
+    def _classify(self, call: ast.Call, s: ast.stmt, scope: Scope, ctx: Context) -> None:
+        func = call.func
+        b = backward_of(call, ctx, s)
+        if b is not None:
+            self.backwards.append(b)
+            return
+        st = step_of(call, scope, s.lineno)
+        if st is not None:
+            self.steps.append(Step(call, s, st[0], st[1]))
+            return
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        recv = dotted(func.value) if isinstance(func, ast.Attribute) else ""
+        if name == "zero_grad":
+            self.zero_grads.append(Named(call, s, recv or ""))
+        elif name in CLIP_FUNCS:
+            self.clips.append(Named(call, s, recv or ""))
+
+    def losses(self) -> list[Backward]:
+        """The backward calls that fill ``.grad`` and name what they differentiate."""
+        return [b for b in self.backwards if b.accumulates and b.loss is not None]
+
+
+def step_calls(ctx: Context, node: ast.AST) -> StepCalls:
+    """The (cached) :class:`StepCalls` of the function or module ``node``."""
+    return ctx.memo("steps", node, lambda: StepCalls(node, ctx))
