@@ -44,6 +44,8 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
     "requires-grad-attribute": ("GT407", "requires-grad-attribute-on-module"),
     "zero-grad-missing": ("GT501", "missing-zero-grad"),
+    "zero-grad-before-step": ("GT503", "zero-grad-between-backward-and-step"),
+    "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
     "clip-after-step": ("GT504", "clip-grad-after-step"),
     "graph-kept": ("GT505", "loss-accumulated-with-graph"),
     "state-carried-across-steps": ("GT506", "hidden-state-not-detached"),

@@ -23,10 +23,13 @@ def _prefixes() -> tuple[str, ...]:
     if torch_file:
         out.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
     out.extend(_library_dirs())
-    stdlib = sysconfig.get_paths().get("stdlib")
-    if stdlib:
-        for name in ("contextlib.py", "functools.py", "runpy.py", "threading.py", "warnings.py"):
-            out.append(os.path.join(stdlib, name))
+    # the standard library and installed packages (numpy, copy.deepcopy...) are never the
+    # user's line: a torch call they make is charged to the user line that called them
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = paths.get(key)
+        if p:
+            out.append(os.path.abspath(p) + os.sep)
     return tuple(out)
 
 
@@ -95,6 +98,27 @@ def raw_site(start: int = 1) -> tuple[CodeType, int, int] | None:
     """``(code, lineno, lasti)`` of the user's frame: the cheap form stored on hot paths."""
     f = user_frame(start + 1)
     return None if f is None else (f.f_code, f.f_lineno, f.f_lasti)
+
+
+_GLUE = (os.sep + os.path.join("torch", "overrides.py"), os.sep + os.path.join("torch",
+                                                                                "_tensor.py"))
+
+
+def called_by_library(start: int = 1) -> bool:
+    """Whether the torch call being recorded was made by library code (a distribution's
+    argument check, a helper of an installed package) rather than by the user's own line:
+    the first frame above gradtrace and torch's dispatch glue is not the user's."""
+    try:
+        f: FrameType | None = sys._getframe(start + 1)
+    except ValueError:
+        return False
+    own = _PREFIXES[0]
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(own) or fn.endswith(_GLUE)):
+            return is_internal(f.f_code)
+        f = f.f_back
+    return False
 
 
 def internal_names(start: int = 1, limit: int = 12) -> list[str]:

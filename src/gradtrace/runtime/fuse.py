@@ -70,6 +70,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
     "ddp-desync": frozenset({"GT455"}),
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754"}),
+    "optimizer-rebuilt": frozenset({"GT436"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -100,6 +101,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT825": ("non-finite",), "GT851": ("non-finite",), "GT751": ("non-finite",),
     "GT752": ("non-finite",),
     "GT753": ("non-finite",), "GT754": ("non-finite",),
+    "GT503": ("accumulate",), "GT406": ("not-optimized",), "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
@@ -346,11 +348,17 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     return out
 
 
+# The graph-break rules' words for a cut in one term of a sum (``loss = a + b.detach()``): the
+# other terms keep the loss on the graph, so backward() runs and parameters get gradients; a
+# run shows no symptom of such a cut, hence cannot refute it.
+_ONE_TERM = "this term of the loss"
+
+
 def refuted(s: Finding, backwards: int, steps: int) -> bool:
     """Whether a run that made ``backwards`` backward passes and ``steps`` optimizer steps
     would have shown the symptom of static finding ``s`` had it been real (see _REFUTABLE)."""
     need = _REFUTABLE.get(s.code)
-    return need is not None and backwards > 0 and steps >= need
+    return need is not None and backwards > 0 and steps >= need and _ONE_TERM not in s.message
 
 
 def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],

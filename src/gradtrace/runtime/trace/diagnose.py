@@ -55,6 +55,10 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
         related.append((cut.site, f"`{cut.op}` ran here with grad mode off"))
     elif cut.grad_off is not None:
         related.append((cut.grad_off, "grad mode was turned off here"))
+    stored = stored_list(cut) if lead is None else None
+    if stored is not None:  # the numbers were put into the list there
+        related.append((cut.site, f"`{cut.op}` built the tensor from the list here"))
+        lead = stored
     related.append((backward, "backward() failed here"))
     fixes = {"detach": "remove .detach() on the path to the loss (keep it for logging/targets)",
              "data": "use the tensor itself instead of .data on the path to the loss",
@@ -64,9 +68,28 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
              "no-grad-forward": "compute the training forward pass outside torch.no_grad()",
              "inference-mode-forward": "compute the training forward pass outside "
                                        "torch.inference_mode()"}
+    if stored is not None:
+        return make(code_for(kind, "GT800"), stored,
+                    f"{what} has no grad_fn: this line stores plain numbers (from "
+                    f"`{cut.origin.op}()` at line {cut.origin.site.line}) in the list that "
+                    f"line {cut.site.line} turns into a tensor without a graph",
+                    fix=STORED_FIX, related=related)
     return make(code_for(kind, "GT800"), lead or cut.site,
                 f"{what} has no grad_fn because the value left the autograd graph here: "
                 f"{cut.describe()}", fix=fixes.get(kind, ""), related=related)
+
+
+STORED_FIX = "store the tensor itself (not .item()) and build the loss with torch.stack(list)"
+
+
+def stored_list(cut: Any) -> Site | None:
+    """For ``torch.tensor(some_list)`` of numbers that came from ``.item()`` of a tensor in the
+    graph: the line that appends them to that list (where the tensor should be kept instead)."""
+    from gradtrace.runtime.trace.locate import stored_at
+
+    if cut.reason != "rewrap" or cut.origin is None:
+        return None
+    return stored_at(cut.site)
 
 
 def grad_off_line(cut: Any) -> Site | None:
@@ -293,11 +316,53 @@ def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) 
 
 def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
            site: Site | None, state: TraceState) -> list[Finding]:
+    from gradtrace.runtime.trace.locate import stored_at
+
     t = args[0] if args and isinstance(args[0], Tensor) else None
     made = created_site(t.grad_fn)[0] if t is not None else None
+    code = code_for("numpy-on-grad-tensor", pat.code)
+    stored = stored_at(site) if t is not None else None
+    if stored is not None:  # np.array(history): the tensors were kept in that list
+        return [make(code, stored, "numpy conversion of a tensor that requires grad: this line "
+                     "keeps the tensor in a list with its autograd graph, and "
+                     f"{src(site)} converts that list to numpy", fix="keep a number in the "
+                     "list (loss.item()) or a detached tensor (loss.detach())",
+                     related=[(made, "the tensor was computed here"),
+                              (site, "the list is converted to numpy here")])]
+    left = _left_function(t, site) if t is not None else None
+    if left is not None:  # computed in another function and returned with its graph
+        return [make(code, left, "numpy conversion of a tensor that requires grad: it is "
+                     f"computed here in `{left.function}()` with its autograd graph and leaves "
+                     f"the function still attached; line {site.line} converts it to numpy",
+                     fix="return loss.item() (or loss.detach()) from there, or compute it "
+                         "under torch.no_grad() when it is only evaluated",
+                     related=[(site, "it is converted to numpy here")])]
     return [make(code_for("numpy-on-grad-tensor", pat.code), site,
                  "numpy conversion of a tensor that requires grad", fix="use .detach().cpu()"
                  ".numpy()", related=[(made, "the tensor was computed here")])]
+
+
+def _left_function(t: Tensor, site: Site | None, limit: int = 256) -> Site | None:
+    """The line of another user function (not a module's ``forward``) where the graph of ``t``
+    was last extended before ``t`` reached ``site``: where it left that function attached."""
+    if site is None:
+        return None
+    queue = [t.grad_fn]
+    seen: set[int] = set()
+    while queue and len(seen) < limit:
+        node = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        made, _ = created_site(node)
+        if made is not None and made.path == site.path and made.line != site.line \
+                and made.function != site.function:
+            return None if made.function in ("forward", "<module>") else made
+        try:
+            queue.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None
 
 
 def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,

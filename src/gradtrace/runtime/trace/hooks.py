@@ -50,6 +50,12 @@ class OptimizerRecord:
     changed: bool = False  # some checked step changed some parameter
     stateful: bool = False  # the optimizer keeps per-parameter state (momentum, Adam moments)
     rebuilt: int = 0  # earlier optimizers that stepped the same parameters (re-created)
+    # (where the gradients were cleared, the backward() that made them, the step()): a step
+    # that found every gradient of the last backward() already erased
+    wiped: tuple[Site, Site | None, Site | None] | None = None
+    empty_steps: int = 0  # steps that found no gradient on any of its parameters, and at
+    # each (the first 64), ids of a few parameters it does not hold that had gradients then
+    graded_elsewhere: list[frozenset[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -153,6 +159,14 @@ class Hooks:
                     if rep is None and not g.is_sparse:
                         rep = (id(p), id(g), g._version, st.backward_count)
         self._check_accumulate(rec, rep, site)
+        if st.wiped_at is not None and rec.wiped is None and _wiped(opt, st.wiped_ids) \
+                and _all_zero(grads):
+            rec.wiped = (st.wiped_at, st.backward_sites[-1] if st.backward_sites else None,
+                         site)
+        if not grads and rec.wiped is None:
+            rec.empty_steps += 1
+            if len(rec.graded_elsewhere) < 64:
+                rec.graded_elsewhere.append(_graded_other(d, opt))
         rec.rep = rep
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
@@ -202,6 +216,8 @@ class Hooks:
             rec.before = None
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
+        self.state.fresh_grads = False
+        self.state.clear_wiped()
         self.state.in_step = False
         self.state.step_seq = self.mode.seq if self.mode is not None else 0
         self.data.steps += 1
@@ -259,6 +275,33 @@ def _lineage(d: HookState, opt: torch.optim.Optimizer) -> int:
     count = hit[2] if hit is not None and hit[0]() is first and hit[1] == len(params) else 0
     d.lineage[id(first)] = (weakref.ref(first), len(params), count + 1)
     return count
+
+
+def _graded_other(d: HookState, opt: torch.optim.Optimizer) -> frozenset[int]:
+    """ids of (up to 16) parameters of modules that ran, not held by ``opt``, that have a
+    gradient now."""
+    mine = {id(p) for g in opt.param_groups for p in g["params"]}
+    out: set[int] = set()
+    for mrec in list(d.modules.values()):
+        m = mrec.ref()
+        for p in m._parameters.values() if m is not None else ():
+            if p is not None and p.grad is not None and id(p) not in mine:
+                out.add(id(p))
+                if len(out) >= 16:
+                    return frozenset(out)
+    return frozenset(out)
+
+
+def _wiped(opt: torch.optim.Optimizer, ids: set[int]) -> bool:
+    """Whether a gradient of ``opt``'s parameters was among those cleared (``ids``)."""
+    return any(id(p) in ids or (p.grad is not None and id(p.grad) in ids)
+               for g in opt.param_groups for p in g["params"])
+
+
+def _all_zero(grads: list[Tensor]) -> bool:
+    """No gradient left, or only all-zero ones (``zero_grad(set_to_none=False)``)."""
+    with torch.no_grad():
+        return all(not g.is_sparse and not bool(g.any()) for g in grads)
 
 
 def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:

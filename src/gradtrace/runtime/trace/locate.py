@@ -144,3 +144,39 @@ def cache_guard(site: Site | None) -> Site | None:
 def _self_attr(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
         and node.value.id == "self"
+
+
+def _tail(e: ast.AST) -> tuple[str, ...] | None:
+    """``self.saved.append`` and ``policy.saved`` name one list: the last attribute, with any
+    constant subscripts after it (``episode["pi"]`` -> ``("episode", "'pi'")``)."""
+    if isinstance(e, ast.Name):
+        return (e.id,)
+    if isinstance(e, ast.Attribute):
+        return (e.attr,)
+    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant):
+        head = _tail(e.value)
+        return None if head is None else (*head, repr(e.slice.value))
+    return None
+
+
+_FILLERS = ("append", "extend", "insert")
+
+
+def stored_at(site: Site | None) -> Site | None:
+    """Where the list read by the call at ``site`` (``torch.tensor(self.rewards)``,
+    ``np.array(results["loss"])``) gets its items: the one line of the file that appends to a
+    list of that name. ``None`` when the call reads no such list or several lines fill it."""
+    if site is None:
+        return None
+    tree = tree_of(site.path)
+    if tree is None:
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == site.line]
+    exact = [n for n in calls if n.col_offset == site.column]
+    keys = {k for n in exact or calls for a in n.args[:1] for k in [_tail(a)] if k}
+    if not keys:
+        return None
+    lines = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute) and n.func.attr in _FILLERS
+                    and _tail(n.func.value) in keys and n.lineno != site.line})
+    return Site(site.path, lines[0]) if len(lines) == 1 else None

@@ -18,8 +18,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradtrace.env import strict
-from gradtrace.runtime.frames import (_INTERNAL, internal_names, is_internal, raw_site, site_of,
-                                      user_frame)
+from gradtrace.runtime.frames import (_INTERNAL, called_by_library, internal_names, is_internal,
+                                      raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
@@ -49,6 +49,10 @@ _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size"
                "type", "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
 
 
+# factories that read only the shape/dtype of a tensor argument: their result was never part
+# of the graph, so it is no cut (randn_like(mu) in a reparameterisation)
+_SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like",
+               "randint_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
 _NAMES: dict[Any, str] = {}
 
 
@@ -121,6 +125,14 @@ def _first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
             for b in a:
                 if isinstance(b, Tensor) and b.requires_grad:
                     return b
+    return None
+
+
+def _grad_element(data: list[Any] | tuple[Any, ...]) -> Tensor | None:
+    """A tensor that requires grad among the first elements of a list given to torch.tensor."""
+    for b in data[:64]:
+        if isinstance(b, Tensor) and b.requires_grad:
+            return b
     return None
 
 
@@ -227,7 +239,8 @@ class ProvenanceMode(TorchFunctionMode):
         src = _first_grad_tensor(args)
         if src is not None:
             if torch.is_grad_enabled():
-                self._cut(out, src, _name(func), "nondiff")
+                if _name(func) not in _SHAPE_ONLY:
+                    self._cut(out, src, _name(func), "nondiff")
             else:
                 self._cut(out, src, _name(func), "inference"
                           if torch.is_inference_mode_enabled() else "no_grad")
@@ -247,7 +260,8 @@ class ProvenanceMode(TorchFunctionMode):
         if raw is None:
             return None
         block = inference_block(user_frame(1)) if reason == "inference" else None
-        cut = self.state.make_cut(raw, op, reason, origin, block)
+        library = reason == "nondiff" and called_by_library()
+        cut = self.state.make_cut(raw, op, reason, origin, block, library)
         self.state.add_cut(out, cut, src)
         return cut
 
@@ -365,8 +379,11 @@ class ProvenanceMode(TorchFunctionMode):
         self.seq += 1
         if isinstance(out, Tensor) and not out.requires_grad and args:
             data = args[0]
+            inner = _grad_element(data) if isinstance(data, (list, tuple)) else None
             if isinstance(data, Tensor) and data.requires_grad:
                 self._cut(out, data, f"torch.{_name(func)}(tensor)", "rewrap")
+            elif inner is not None:  # torch.tensor([log_prob, ...]): each element's value only
+                self._cut(out, inner, f"torch.{_name(func)}([tensor, ...])", "rewrap")
             else:
                 origin = self.state.item_origin(data)
                 if origin is not None:
@@ -377,14 +394,17 @@ class ProvenanceMode(TorchFunctionMode):
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.state.zero_seen = True
+        if self.state.fresh_grads and args:
+            self.state.on_zero(args[0])
         if len(args) > 1 and args[1] is None:
             self.state.on_grad_none(args[0], self.seq)
         return out
 
     def _zeroish(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.state.zero_seen = True
-        if _name(func) == "detach_":
-            return self._inplace(func, args, kwargs)
+        if self.state.fresh_grads and args and _name(func) in ("zero_", "_foreach_zero_"):
+            for t in args[0] if isinstance(args[0], (list, tuple)) else args[:1]:
+                self.state.on_zero(t)
         return self._inplace(func, args, kwargs)
 
     def _rg_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

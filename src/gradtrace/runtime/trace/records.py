@@ -30,6 +30,7 @@ class Cut:
     reason: str
     grad_off: Site | None = None
     origin: Cut | None = None  # for rewrap: the .item() that produced the number
+    library: bool = False  # made by library code the user called (a distribution's check)
 
     def describe(self) -> str:
         """One phrase: how the value left the graph."""

@@ -71,9 +71,46 @@ def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
     return []
 
 
+def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
+    """(optimizer, other optimizer): the first found no gradient at any of its (>= 2) steps
+    while parameters the other holds had gradients every time: it steps what the other's
+    loss trains."""
+    live = [r for r in list(data.optimizers.values()) if r.ref() is not None and r.steps]
+    held = {id(r): {id(p) for g in r.ref().param_groups for p in g["params"]} for r in live}
+    out = []
+    for rec in live:
+        seen = rec.graded_elsewhere
+        if rec.steps < 2 or rec.empty_steps != rec.steps or not seen:
+            continue
+        other = next((o for o in live if o is not rec and all(s & held[id(o)] for s in seen)),
+                     None)
+        if other is not None:
+            out.append((rec, other))
+    return out
+
+
+def _swapped(data: HookState) -> list[Finding]:
+    from gradtrace.runtime.trace.wiring import built_at
+
+    pairs = _ungraded_steppers(data)
+    if not pairs:
+        return []
+    rec, other = pairs[0]
+    both = len(pairs) > 1
+    return [make(code_for("optimizers-swapped", "GT821"), built_at(rec.site) or rec.site,
+                 f"the optimizer built here found no gradient on any of its parameters at each "
+                 f"of its {rec.steps} steps, while parameters of the optimizer stepped at "
+                 f"{src(other.site)} had gradients then: " + (
+                     "the two optimizers were given each other's parameters" if both else
+                     "it holds parameters the loss before its step does not reach"),
+                 fix="give each optimizer the parameters of the network its loss trains",
+                 related=[(rec.site, "it steps here"), (other.site, "the other optimizer "
+                                                        "steps here")], severity="warning")]
+
+
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     """Parameters that get no gradient, or get one that no optimizer uses."""
-    out: list[Finding] = _params_in_no_optimizer(state, data)
+    out: list[Finding] = _swapped(data) + _params_in_no_optimizer(state, data)
     missing = _params_without_grad(state, data)
     if any(f.code == code_for("model-recreated-after-optimizer", "GT821") and "re-created" in
            f.message for f in out):  # the stale parameters are explained by that finding
@@ -134,11 +171,19 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
                 "run the training forward pass outside torch.no_grad()",
                 ((rec.site, "the module was called here"),))
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
-    cuts.sort(key=lambda c: c.reason == "item")
+    cuts.sort(key=lambda c: (c.library, c.reason == "item"))
     if cuts:
-        from gradtrace.runtime.trace.diagnose import _CUT_KIND, grad_off_line
+        from gradtrace.runtime.trace.diagnose import (STORED_FIX, _CUT_KIND, grad_off_line,
+                                                      stored_list)
 
         c = cuts[0]
+        stored = stored_list(c)
+        if stored is not None:
+            return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), stored,
+                    f"this line stores plain numbers (from `{c.origin.op}()` at line "
+                    f"{c.origin.site.line}) in the list that line {c.site.line} turns into a "
+                    "tensor without a graph", STORED_FIX, ((rec.site, "its module was called "
+                                                             "here"),))
         lead = grad_off_line(c)
         return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
                 f"it is used in forward, but the graph was cut here: {c.describe()}",
@@ -176,7 +221,10 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     owners = _owners(data)
     groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
-    for _, p in _optimizer_params(data):
+    explained = [id(r) for r, _ in _ungraded_steppers(data)]
+    for rec, p in _optimizer_params(data):
+        if rec.wiped is not None or id(rec) in explained:  # reported as such
+            continue
         if id(p) in seen or not p.requires_grad or p.grad is not None or id(p) in data.had_grad:
             continue
         seen.add(id(p))
@@ -319,6 +367,17 @@ def _rebuilt(data: HookState) -> list[Finding]:
 def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
     out: list[Finding] = _rebuilt(data)
     for rec in list(data.optimizers.values()):
+        if rec.wiped is not None:
+            wiped, backward, step = rec.wiped
+            out.append(make(code_for("zero-grad-before-step", "GT823"), wiped,
+                            "the gradients are cleared here after backward() computed them "
+                            f"({src(backward)}) and before optimizer.step() ({src(step)}) uses "
+                            "them: the step finds no gradient and leaves every parameter as "
+                            "it is", fix="clear the gradients before backward() (or after "
+                                         "step()), never between the two",
+                            related=[(backward, "backward() computed the gradients here"),
+                                     (step, "the optimizer steps here with none left")],
+                            severity="warning"))
         if rec.accumulate_site is not None:
             out.append(make(code_for("zero-grad-missing", "GT823"), rec.accumulate_site,
                             "gradients keep accumulating across optimizer steps: this backward()"

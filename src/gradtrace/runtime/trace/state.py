@@ -46,6 +46,9 @@ class TraceState:
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
         self.zero_seen = False
+        self.fresh_grads = False  # a backward() ran since the last optimizer step
+        self.wiped_at: Site | None = None  # gradients cleared after that backward(), here
+        self.wiped_ids: set[int] = set()  # ids of the parameters/gradients cleared there
         self.after_step: Site | None = None
         self.in_step = False
         self.step_seq = -1
@@ -63,14 +66,15 @@ class TraceState:
         return s  # type: ignore[return-value]
 
     def make_cut(self, raw: RawSite, op: str, reason: str, origin: Cut | None = None,
-                 block: Site | None = None) -> Cut:
+                 block: Site | None = None, library: bool = False) -> Cut:
         """The (cached) cut record; ``block`` is the inference_mode ``with``/decorator line
-        around an ``inference`` cut."""
-        key = (raw, op, reason, origin, block)
+        around an ``inference`` cut; ``library``: made inside library code the user called."""
+        key = (raw, op, reason, origin, block, library)
         cut = self._cut_cache.get(key)
         if cut is None:
             grad_off = self.grad_off if reason == "no_grad" else block
-            cut = self._cut_cache[key] = Cut(self.site(raw), op, reason, grad_off, origin)
+            cut = self._cut_cache[key] = Cut(self.site(raw), op, reason, grad_off, origin,
+                                             library)
             if block is not None:
                 self.inference_blocks[block] = None
         return cut
@@ -160,6 +164,24 @@ class TraceState:
             self.grad_none.clear()
         self.grad_none[id(t)] = self._grad_none_site  # wording only; an id may be reused
 
+    def on_zero(self, t: Any) -> None:
+        """Gradient ``t`` is being cleared (``p.grad = None`` with ``t`` the parameter,
+        ``grad.zero_()`` with ``t`` the gradient) after a backward() no optimizer step has
+        used yet: remember which, and where (the first such line)."""
+        if not self.fresh_grads or len(self.wiped_ids) > 100_000:
+            return
+        self.wiped_ids.add(id(t))
+        if self.wiped_at is None:
+            from gradtrace.runtime.frames import raw_site
+
+            raw = raw_site()
+            self.wiped_at = None if raw is None else self.site(raw)
+
+    def clear_wiped(self) -> None:
+        self.wiped_at = None
+        if self.wiped_ids:
+            self.wiped_ids = set()
+
     def grad_set_none_at(self, t: Tensor) -> Site | None:
         return self.grad_none.get(id(t))
 
@@ -205,6 +227,7 @@ class TraceState:
                     listen(roots[0])
         self.in_backward = True
         self.in_step = False
+        self.clear_wiped()
         if raw is not None:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
@@ -214,6 +237,8 @@ class TraceState:
         self.backward_count += 1
         self.last_backward_seq = seq
         self.after_step = None
+        self.fresh_grads = True
+        self.clear_wiped()
 
     def on_failure(self, exc: BaseException, func: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any], raw: RawSite | None) -> None:

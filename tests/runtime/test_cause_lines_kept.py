@@ -1,0 +1,318 @@
+"""`gradtrace run` names the cause's line for values kept or rebuilt outside the graph, gradients
+erased before the step, and swapped optimizers (issue 13 §2); real torch, tiny models. Each bug
+has a correct look-alike that must stay silent."""
+from __future__ import annotations
+
+import pytest
+
+HEAD = """
+import copy
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributions import Categorical
+torch.manual_seed(0)
+"""
+
+# name -> (code, body); the cause line carries `# C`
+BUGS = {
+    # REINFORCE: the numbers of .item() are stored in a list that torch.tensor() rebuilds
+    "item_appended_then_rebuilt": ("GT102", """
+class Agent:
+    def __init__(self):
+        self.policy = nn.Linear(4, 3)
+        self.probs = []
+
+    def act(self, obs):
+        p = torch.softmax(self.policy(obs), dim=-1)
+        a = int(p.argmax())
+        self.probs.append(p[a].item())  # C
+        return a
+
+    def finish(self, rewards):
+        pi = torch.tensor(self.probs)
+        return -(torch.tensor(rewards) * torch.log(pi)).sum()
+
+agent = Agent()
+for t in range(4):
+    agent.act(torch.randn(4))
+agent.finish([1.0, 0.0, 1.0, 0.5]).backward()
+"""),
+    # A3C: a list of log-prob tensors turned into a new tensor; the critic term still trains
+    "tensor_of_grad_tensors": ("GT102", """
+actor, critic = nn.Linear(4, 2), nn.Linear(4, 1)
+opt = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=1e-3)
+memory = []
+for t in range(5):
+    s = torch.randn(4)
+    dist = Categorical(torch.softmax(actor(s), dim=-1))
+    a = dist.sample()
+    memory.append((s, dist.log_prob(a), float(t % 2)))
+def learn(memory):
+    states = torch.stack([m[0] for m in memory])
+    log_probs = torch.tensor([m[1] for m in memory])  # C
+    adv = torch.tensor([m[2] for m in memory]) - critic(states).squeeze(1)
+    loss = -(log_probs * adv.detach()).mean() + adv.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+learn(memory)
+learn(memory)
+"""),
+    # loss tensors kept in a history list, converted to numpy for a plot
+    "numpy_of_history_list": ("GT807", """
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+history = {"loss": []}
+def train_epoch():
+    loss = model(torch.randn(4, 3)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+for epoch in range(2):
+    history["loss"].append(train_epoch())  # C
+curve = np.array(history["loss"])
+"""),
+    # an evaluation helper returns its loss with the graph; numpy sums the weighted losses
+    "numpy_of_returned_loss": ("GT807", """
+class Client:
+    def __init__(self):
+        self.model = nn.Linear(6, 3)
+        self.data = (torch.randn(5, 6), torch.randint(0, 3, (5,)))
+
+    def evaluate(self):
+        x, y = self.data
+        return F.cross_entropy(self.model(x), y), len(y)  # C
+
+stats = [c.evaluate() for c in [Client(), Client()]]
+total = np.sum([n * loss for loss, n in stats])
+"""),
+    # BYOL-style trainer: the gradients are cleared between backward() and step()
+    "zero_grad_between_backward_and_step": ("GT503", """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.online = nn.Linear(8, 4)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+
+    def forward(self, x):
+        with torch.no_grad():
+            t = self.target(x)
+        return (self.online(x) - t).pow(2).mean()
+
+def clear(opt):
+    opt.zero_grad(set_to_none=False)  # C
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    net(torch.randn(4, 8)).backward()
+    clear(opt)
+    opt.step()
+"""),
+    # two optimizers given each other's networks
+    "optimizers_swapped": ("GT406", """
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = nn.Linear(8, 8), nn.Linear(4, 8)
+
+    def encode(self, x):
+        mu, logvar = self.enc(x).chunk(2, dim=-1)
+        return mu + torch.randn_like(mu) * torch.exp(0.5 * logvar), mu, logvar
+
+vae = VAE()
+opt_dec = torch.optim.Adam(vae.enc.parameters(), lr=1e-3)  # C
+opt_enc = torch.optim.Adam(vae.dec.parameters(), lr=1e-3)
+x = torch.randn(16, 8)
+for _ in range(3):
+    z, mu, logvar = vae.encode(x)
+    (vae.dec(z.detach()) - x).pow(2).mean().backward()
+    opt_dec.step()
+    vae.zero_grad()
+    z, mu, logvar = vae.encode(x)
+    (torch.exp(logvar) + mu ** 2 - 1 - logvar).mean().backward()
+    opt_enc.step()
+    vae.zero_grad()
+"""),
+    # one term of a two-term loss detached: the run still trains through the other term
+    "one_term_detached": ("GT107", """
+netg = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+netd = nn.Sequential(nn.Linear(8, 1), nn.Sigmoid())
+opt_g = torch.optim.Adam(netg.parameters(), lr=2e-4)
+for _ in range(2):
+    x, gt = torch.randn(4, 8), torch.randn(4, 8)
+    fake = netg(x)
+    pred = netd(fake).detach()  # C
+    err = F.binary_cross_entropy(pred, torch.ones(4, 1)) + 50 * F.l1_loss(fake, gt)
+    opt_g.zero_grad()
+    err.backward()
+    opt_g.step()
+"""),
+}
+
+LOOKALIKES = {
+    "item_appended_for_logging": """
+policy = nn.Linear(4, 3)
+opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+log_probs, probs = [], []
+for t in range(4):
+    p = torch.softmax(policy(torch.randn(4)), dim=-1)
+    a = int(p.argmax())
+    probs.append(p[a].item())
+    log_probs.append(torch.log(p[a]))
+returns = torch.tensor([1.0, 0.0, 1.0, 0.5])
+shown = torch.tensor(probs)
+loss = -(returns * torch.stack(log_probs)).sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    "stacked_log_probs_with_distribution": """
+actor = nn.Linear(4, 2)
+opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+for _ in range(2):
+    log_probs = []
+    for t in range(5):
+        dist = Categorical(torch.softmax(actor(torch.randn(4)), dim=-1))
+        log_probs.append(dist.log_prob(dist.sample()))
+    loss = -torch.stack(log_probs).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    "history_of_numbers": """
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+history = {"loss": []}
+for epoch in range(2):
+    loss = model(torch.randn(4, 3)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    history["loss"].append(loss.item())
+curve = np.array(history["loss"])
+""",
+    "returned_loss_item": """
+class Client:
+    def __init__(self):
+        self.model = nn.Linear(6, 3)
+        self.data = (torch.randn(5, 6), torch.randint(0, 3, (5,)))
+
+    def evaluate(self):
+        x, y = self.data
+        with torch.no_grad():
+            return F.cross_entropy(self.model(x), y), len(y)
+
+stats = [c.evaluate() for c in [Client(), Client()]]
+total = np.sum([n * loss for loss, n in stats])
+""",
+    # a GAN generator step clears the discriminator's gradients its backward left behind
+    "other_networks_grads_cleared": """
+g, d = nn.Linear(4, 4), nn.Linear(4, 1)
+opt_g = torch.optim.SGD(g.parameters(), lr=0.1)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+for _ in range(3):
+    opt_d.zero_grad()
+    fake = g(torch.randn(8, 4))
+    d(fake.detach()).mean().backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    (-d(fake).mean()).backward()
+    opt_d.zero_grad()
+    opt_g.step()
+""",
+    "optimizers_matched": """
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = nn.Linear(8, 8), nn.Linear(4, 8)
+
+    def encode(self, x):
+        mu, logvar = self.enc(x).chunk(2, dim=-1)
+        return mu + torch.randn_like(mu) * torch.exp(0.5 * logvar), mu, logvar
+
+vae = VAE()
+opt_dec = torch.optim.Adam(vae.dec.parameters(), lr=1e-3)
+opt_enc = torch.optim.Adam(vae.enc.parameters(), lr=1e-3)
+x = torch.randn(16, 8)
+for _ in range(3):
+    z, mu, logvar = vae.encode(x)
+    (vae.dec(z.detach()) - x).pow(2).mean().backward()
+    opt_dec.step()
+    vae.zero_grad()
+    z, mu, logvar = vae.encode(x)
+    (torch.exp(logvar) + mu ** 2 - 1 - logvar).mean().backward()
+    opt_enc.step()
+    vae.zero_grad()
+""",
+    "both_terms_live": """
+netg = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+netd = nn.Sequential(nn.Linear(8, 1), nn.Sigmoid()).requires_grad_(False)
+opt_g = torch.optim.Adam(netg.parameters(), lr=2e-4)
+for _ in range(2):
+    x, gt = torch.randn(4, 8), torch.randn(4, 8)
+    fake = netg(x)
+    pred = netd(fake)
+    err = F.binary_cross_entropy(pred, torch.ones(4, 1)) + 50 * F.l1_loss(fake, gt)
+    opt_g.zero_grad()
+    err.backward()
+    opt_g.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_cause_line_named_first(run_script, name):
+    code, body = BUGS[name]
+    src = (HEAD + body).lstrip("\n")
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith("# C"))
+    res = run_script(src)
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["path"], first["line"]) == (code, "prog.py", line), res.err
+
+
+@pytest.mark.parametrize("name", sorted(LOOKALIKES))
+def test_lookalike_silent(run_script, name):
+    res = run_script((HEAD + LOOKALIKES[name]).lstrip("\n"))
+    assert res.code == 0 and res.findings == [], res.err
+
+
+def test_runtime_names_the_rebuilt_list_without_static_help(tmp_path):
+    """The diagnosis of the rebuilt .item() list is the runtime's own (static checks off)."""
+    import runpy
+
+    import gradtrace
+
+    code, body = BUGS["item_appended_then_rebuilt"]
+    src = (HEAD + body).lstrip("\n")
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith("# C"))
+    path = tmp_path / "agent.py"
+    path.write_text(src, encoding="utf-8")
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        with gradtrace.trace(static=False) as tr:
+            runpy.run_path(str(path))
+    assert [(f.code, f.line, f.source) for f in tr.diagnosis] == [("GT102", line, "runtime")]
+
+
+def test_shape_only_factory_is_no_cut():
+    """torch.randn_like(h) reads only h's shape: a parameter whose output feeds nothing else is
+    not said to be cut by it."""
+    import torch
+
+    import gradtrace
+
+    enc, dec = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD([*enc.parameters(), *dec.parameters()], lr=0.1)
+    with gradtrace.trace(static=False) as tr:
+        for _ in range(2):
+            h = enc(torch.randn(4, 3))
+            noise = torch.randn_like(h)
+            opt.zero_grad()
+            dec(noise).pow(2).mean().backward()
+            opt.step()
+    assert tr.findings, "enc never gets a gradient"
+    assert all("randn_like" not in f.message for f in tr.findings), tr.findings
