@@ -46,6 +46,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "zero-grad-missing": ("GT501", "missing-zero-grad"),
     "zero-grad-before-step": ("GT503", "zero-grad-between-backward-and-step"),
     "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
+    "scheduler-before-step": ("GT515", "scheduler-step-before-optimizer-step"),
     "clip-after-step": ("GT504", "clip-grad-after-step"),
     "graph-kept": ("GT505", "loss-accumulated-with-graph"),
     "state-carried-across-steps": ("GT506", "hidden-state-not-detached"),

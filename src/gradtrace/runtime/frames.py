@@ -100,8 +100,7 @@ def raw_site(start: int = 1) -> tuple[CodeType, int, int] | None:
     return None if f is None else (f.f_code, f.f_lineno, f.f_lasti)
 
 
-_GLUE = (os.sep + os.path.join("torch", "overrides.py"), os.sep + os.path.join("torch",
-                                                                                "_tensor.py"))
+_GLUE = tuple(os.sep + os.path.join("torch", name) for name in ("overrides.py", "_tensor.py"))
 
 
 def called_by_library(start: int = 1) -> bool:

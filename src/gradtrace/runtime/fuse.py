@@ -71,6 +71,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-desync": frozenset({"GT455"}),
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
+    "schedule": frozenset({"GT515"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -101,7 +102,8 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT825": ("non-finite",), "GT851": ("non-finite",), "GT751": ("non-finite",),
     "GT752": ("non-finite",),
     "GT753": ("non-finite",), "GT754": ("non-finite",),
-    "GT503": ("accumulate",), "GT406": ("not-optimized",), "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),
+    "GT503": ("accumulate",), "GT406": ("not-optimized",), "GT515": ("schedule",),
+    "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

@@ -314,57 +314,6 @@ def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) 
     return False
 
 
-def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
-           site: Site | None, state: TraceState) -> list[Finding]:
-    from gradtrace.runtime.trace.locate import stored_at
-
-    t = args[0] if args and isinstance(args[0], Tensor) else None
-    made = created_site(t.grad_fn)[0] if t is not None else None
-    code = code_for("numpy-on-grad-tensor", pat.code)
-    stored = stored_at(site) if t is not None else None
-    if stored is not None:  # np.array(history): the tensors were kept in that list
-        return [make(code, stored, "numpy conversion of a tensor that requires grad: this line "
-                     "keeps the tensor in a list with its autograd graph, and "
-                     f"{src(site)} converts that list to numpy", fix="keep a number in the "
-                     "list (loss.item()) or a detached tensor (loss.detach())",
-                     related=[(made, "the tensor was computed here"),
-                              (site, "the list is converted to numpy here")])]
-    left = _left_function(t, site) if t is not None else None
-    if left is not None:  # computed in another function and returned with its graph
-        return [make(code, left, "numpy conversion of a tensor that requires grad: it is "
-                     f"computed here in `{left.function}()` with its autograd graph and leaves "
-                     f"the function still attached; line {site.line} converts it to numpy",
-                     fix="return loss.item() (or loss.detach()) from there, or compute it "
-                         "under torch.no_grad() when it is only evaluated",
-                     related=[(site, "it is converted to numpy here")])]
-    return [make(code_for("numpy-on-grad-tensor", pat.code), site,
-                 "numpy conversion of a tensor that requires grad", fix="use .detach().cpu()"
-                 ".numpy()", related=[(made, "the tensor was computed here")])]
-
-
-def _left_function(t: Tensor, site: Site | None, limit: int = 256) -> Site | None:
-    """The line of another user function (not a module's ``forward``) where the graph of ``t``
-    was last extended before ``t`` reached ``site``: where it left that function attached."""
-    if site is None:
-        return None
-    queue = [t.grad_fn]
-    seen: set[int] = set()
-    while queue and len(seen) < limit:
-        node = queue.pop(0)
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        made, _ = created_site(node)
-        if made is not None and made.path == site.path and made.line != site.line \
-                and made.function != site.function:
-            return None if made.function in ("forward", "<module>") else made
-        try:
-            queue.extend(n for n, _ in node.next_functions if n is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return None
-
-
 def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                site: Site | None, state: TraceState) -> list[Finding]:
     from gradtrace.runtime.trace.locate import cache_guard
@@ -529,6 +478,7 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
 
 
 from gradtrace.runtime.trace.diagnose_inplace import _inplace_leaf, _inplace_saved  # noqa: E402
+from gradtrace.runtime.trace.diagnose_kept import _numpy  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,

@@ -35,7 +35,7 @@ _grad_enabled = torch.is_grad_enabled
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
-    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE = range(16)
+    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP = range(17)
 _WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 _KIND: dict[Any, int] = {}
 _INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
@@ -84,6 +84,8 @@ def classify(func: Any) -> int:
         return CTOR
     if func is torch.where or func is torch.Tensor.where:
         return WHERE
+    if name == "_amp_foreach_non_finite_check_and_unscale_":
+        return AMP
     if name == "requires_grad_":
         return RG_SET
     if name in ("detach", "detach_copy"):
@@ -125,14 +127,6 @@ def _first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
             for b in a:
                 if isinstance(b, Tensor) and b.requires_grad:
                     return b
-    return None
-
-
-def _grad_element(data: list[Any] | tuple[Any, ...]) -> Tensor | None:
-    """A tensor that requires grad among the first elements of a list given to torch.tensor."""
-    for b in data[:64]:
-        if isinstance(b, Tensor) and b.requires_grad:
-            return b
     return None
 
 
@@ -379,7 +373,8 @@ class ProvenanceMode(TorchFunctionMode):
         self.seq += 1
         if isinstance(out, Tensor) and not out.requires_grad and args:
             data = args[0]
-            inner = _grad_element(data) if isinstance(data, (list, tuple)) else None
+            inner = next((b for b in data[:64] if isinstance(b, Tensor) and b.requires_grad),
+                         None) if isinstance(data, (list, tuple)) else None
             if isinstance(data, Tensor) and data.requires_grad:
                 self._cut(out, data, f"torch.{_name(func)}(tensor)", "rewrap")
             elif inner is not None:  # torch.tensor([log_prob, ...]): each element's value only
@@ -390,6 +385,11 @@ class ProvenanceMode(TorchFunctionMode):
                     self._cut(out, None, f"torch.{_name(func)}(... {origin.op}() ...)", "rewrap",
                               origin)
         return out
+
+    def _amp(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A GradScaler unscales: it may skip steps (torch's scheduler-order warning lies)."""
+        self.state.grad_scaler = True
+        return self._call(func, args, kwargs)
 
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
@@ -493,6 +493,7 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     MAYBE_INPLACE: ProvenanceMode._maybe_inplace,
     WHERE: ProvenanceMode._where,
     AGRAD: ProvenanceMode._backward,
+    AMP: ProvenanceMode._amp,
 }
 
 __all__ = ["Cut", "Event", "ProvenanceMode", "RawSite", "classify", "site_of", "weakref"]

@@ -182,8 +182,8 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
             return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), stored,
                     f"this line stores plain numbers (from `{c.origin.op}()` at line "
                     f"{c.origin.site.line}) in the list that line {c.site.line} turns into a "
-                    "tensor without a graph", STORED_FIX, ((rec.site, "its module was called "
-                                                             "here"),))
+                    "tensor without a graph", STORED_FIX,
+                    ((rec.site, "its module was called here"),))
         lead = grad_off_line(c)
         return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
                 f"it is used in forward, but the graph was cut here: {c.describe()}",
@@ -304,8 +304,12 @@ def _single_optimizer_built_at(data: HookState) -> Site | None:
     parameters out); None when several optimizers stepped (which one should hold them?)."""
     from gradtrace.runtime.trace.wiring import built_at
 
+    from gradtrace.runtime.wiring import groups_listed_at
+
     steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
-    return built_at(steppers[0].site) if len(steppers) == 1 else None
+    if len(steppers) != 1:
+        return None
+    return groups_listed_at(data, steppers[0].ref()) or built_at(steppers[0].site)
 
 
 def _plain_tensor_attributes(data: HookState, in_opt: set[int],
@@ -428,6 +432,12 @@ _EVENT_TEXT = {
     "clip-after-step": ("GT824", "gradient clipping runs after optimizer.step(), so it does "
                         "not affect the update it was meant to limit",
                         "clip between loss.backward() and optimizer.step()"),
+    "scheduler-before-step": ("GT515", "the learning-rate scheduler steps here before its "
+                              "optimizer has stepped once, so PyTorch skips the first value of "
+                              "the schedule (it warns 'Detected call of `lr_scheduler.step()` "
+                              "before `optimizer.step()`')",
+                              "call scheduler.step() after optimizer.step() (at the end of the"
+                              " epoch or iteration)"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),

@@ -50,6 +50,7 @@ class TraceState:
         self.wiped_at: Site | None = None  # gradients cleared after that backward(), here
         self.wiped_ids: set[int] = set()  # ids of the parameters/gradients cleared there
         self.after_step: Site | None = None
+        self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.in_step = False
         self.step_seq = -1
         self.crash_findings: list[Finding] = []

@@ -202,6 +202,7 @@ def _relocate_warnings(on: bool) -> None:
 
         def showwarning(message: Any, category: Any, filename: str, lineno: int,
                         file: Any = None, line: Any = None) -> None:
+            _note_warning(str(message), filename, lineno)
             if filename.startswith(_PKG_DIR):
                 from gradtrace.runtime.frames import user_frame
 
@@ -219,6 +220,38 @@ def _relocate_warnings(on: bool) -> None:
         if warnings.showwarning is ours:
             warnings.showwarning = orig
         _RELOCATE.clear()
+
+
+# torch's own check in LRScheduler.step(): the scheduler stepped before its optimizer ever did
+_SCHEDULER_FIRST = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
+
+
+def _note_warning(text: str, filename: str, lineno: int) -> None:
+    """Record a torch warning that reveals a problem (at the user line it points to)."""
+    if not text.startswith(_SCHEDULER_FIRST):
+        return
+    tracer = active_tracer()
+    if tracer is None or tracer.state.grad_scaler:  # a skipped step (inf grads) warns too
+        return
+    try:
+        from gradtrace.runtime.frames import Site, user_frame
+
+        site = Site(filename, lineno)
+        if filename.startswith("<frozen") or filename.startswith(_PKG_DIR) or _internal(filename):
+            f = user_frame(2)
+            site = Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f else None
+        if site is not None:
+            tracer.state.note("scheduler-before-step", site, "lr_scheduler.step")
+    except Exception:
+        if strict():
+            raise
+        LOG.debug("gradtrace: reading a warning failed", exc_info=True)
+
+
+def _internal(filename: str) -> bool:
+    from gradtrace.runtime.frames import _PREFIXES
+
+    return filename.startswith(_PREFIXES)
 
 
 def active_tracer() -> Tracer | None:

@@ -179,3 +179,38 @@ def built_at(step: Site | None) -> Site | None:
             if any(ast.unparse(t) == receiver for t in targets) and (best is None or node.lineno > best):
                 best = node.lineno
     return None if best is None else Site(step.path, best, step.function)
+
+
+def groups_listed_at(data: Any, opt: Any) -> Site | None:
+    """Where the parameter groups of ``opt`` are spelled out, when each group holds exactly the
+    parameters of one submodule (``[{"params": self.encoder.parameters()}, ...]``): the line
+    of the first group's ``<...>.<name>.parameters()``, if the files that ran have one."""
+    names = []
+    for group in opt.param_groups:
+        ids = {id(p) for p in group["params"]}
+        name = _module_named(data, ids)
+        if not name:
+            return None
+        names.append(name)
+    if not names:
+        return None
+    hits = [(path, n.lineno) for path in _files(data) for n in _walk(path)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "parameters" and isinstance(n.func.value, ast.Attribute)
+            and n.func.value.attr == names[0]]
+    return Site(*hits[0]) if len(hits) == 1 else None
+
+
+def _walk(path: str) -> Iterable[ast.AST]:
+    tree = tree_of(path)
+    return ast.walk(tree) if tree is not None else ()
+
+
+def _module_named(data: Any, ids: set[int]) -> str:
+    """The attribute name of a submodule (of a module that ran) whose parameters are ``ids``."""
+    for rec in list(data.modules.values()):
+        root = rec.ref()
+        for name, sub in root.named_modules() if root is not None else ():
+            if name and {id(p) for p in sub.parameters()} == ids:
+                return name.rsplit(".", 1)[-1]
+    return ""
