@@ -1,6 +1,6 @@
 """Analyzers for values kept with their graph where a plain number was meant: a tensor that
 requires grad converted to numpy (kept in a history list, or returned from an evaluation
-helper). Called through :data:`gradtrace.runtime.diagnose._ANALYZERS`."""
+helper). Called through :data:`gradtrace.runtime.trace.diagnose._ANALYZERS`."""
 from __future__ import annotations
 
 from typing import Any

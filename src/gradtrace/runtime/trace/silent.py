@@ -304,7 +304,7 @@ def _single_optimizer_built_at(data: HookState) -> Site | None:
     parameters out); None when several optimizers stepped (which one should hold them?)."""
     from gradtrace.runtime.trace.wiring import built_at
 
-    from gradtrace.runtime.wiring import groups_listed_at
+    from gradtrace.runtime.trace.wiring import groups_listed_at
 
     steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
     if len(steppers) != 1:
