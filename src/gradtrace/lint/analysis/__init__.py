@@ -3,7 +3,11 @@
 ``ctx.analysis`` (:class:`~gradtrace.lint.analysis.facts.Analysis`) holds them: the kinds of
 names, attribute chains and call results (NOTE [kinds]), the file's classes with what they
 register (NOTE [registration]), and what the file's own functions return. Name guesses, the
-fallback, live in :mod:`gradtrace.lint.analysis.vocabulary`.
+fallback, live in :mod:`gradtrace.lint.analysis.vocabulary`. Beside it: where a value comes
+from and where it leaves the graph (:mod:`.origins`, over the one table of graph-cutting calls
+in :mod:`.cuts`, and the file's helpers that cut what they return, :mod:`.helper_cuts`), the
+training step's backward/step/zero_grad/clip calls (:mod:`.steps`), and what happens to a
+module's parameters (:mod:`.params`).
 """
 from __future__ import annotations
 

@@ -21,13 +21,11 @@ class _LossTraceRule(Rule):
     triggers = ("backward", "training_step")
 
     def _trace(self, node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
-        loss = backward_loss(node, ctx) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
-        if loss is None or not ctx.mentions(*GRAD_WORDS):
+        """The loss and its sources when every source is made under grad-off; traced once per
+        backward call for all the GT2 rules (read-only)."""
+        if not ctx.mentions(*GRAD_WORDS):
             return None
-        deps = Tracer(ctx, ctx.scope(), helper_index(ctx), stop_on_live=True).trace(loss, node.lineno)
-        if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
-            return None
-        return loss, deps
+        return ctx.memo("gt2-dead-loss", node, lambda: _dead_loss(node, ctx))
 
     def _lightning(self, ctx: Context) -> bool:
         """Whether the file has a ``training_step`` (cached per file)."""
@@ -40,6 +38,16 @@ class _LossTraceRule(Rule):
             return False
         seen.add(id(off))
         return True
+
+
+def _dead_loss(node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
+    loss = backward_loss(node, ctx) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
+    if loss is None:
+        return None
+    deps = Tracer(ctx, ctx.scope(), helper_index(ctx), stop_on_live=True).trace(loss, node.lineno)
+    if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
+        return None
+    return loss, deps
 
 
 def _sink_text(node: ast.AST, ctx: Context) -> str:

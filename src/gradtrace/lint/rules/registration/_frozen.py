@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.params import FLAG, param_loop_var
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.registration._modules import GradFlag, covers
 
-FLAG = "requires_grad"
 PARAM_ITERS = ("parameters", "named_parameters")
 # calls that read a model without changing which parameters it has
 HARMLESS = frozenset({"print", "len", "isinstance", "id", "type", "str", "repr", "sum",
@@ -33,25 +33,6 @@ def misspells_flag(attr: str) -> bool:
     attribute one or two edits away from ``requires_grad`` (not the flag itself)."""
     return attr != FLAG and not attr.startswith("_") and 10 <= len(attr) <= 16 and "grad" in attr.lower() \
         and _distance(attr.lower(), FLAG) <= 2
-
-
-def param_loop_var(loop: ast.AST) -> tuple[str, str] | None:
-    """``(p, model)`` for ``for p in model.parameters()`` / ``for n, p in
-    model.named_parameters()``."""
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return None
-    it = loop.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
-            and it.func.attr in PARAM_ITERS):
-        return None
-    owner = dotted(it.func.value)
-    t = loop.target
-    if it.func.attr == "named_parameters":
-        if not (isinstance(t, ast.Tuple) and len(t.elts) == 2):
-            return None
-        t = t.elts[1]
-    var = dotted(t)
-    return (var, owner) if var and owner else None
 
 
 def _loop_of_var(scope: Scope, stmt: ast.stmt, var: str) -> ast.stmt | None:

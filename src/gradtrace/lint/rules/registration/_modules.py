@@ -7,11 +7,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.vocabulary import (
-    MODEL_FACTORIES, NOT_MODEL_RE, PARAM_LIKE_RE, PRETRAINED_MODEL_RE,
-)
+from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, PARAM_LIKE_RE
 from gradtrace.lint.analysis.kinds import OPTIMIZER
-from gradtrace.lint.flow import MODULE, NOT_MODULES
+from gradtrace.lint.analysis.params import module_ctor
+from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import is_false, is_optimizer_call, is_true
 from gradtrace.lint.nodes import walk
@@ -46,23 +45,6 @@ def statements(node: ast.AST) -> Iterator[ast.stmt]:
 def module_classes(ctx: Context) -> frozenset[str]:
     """Names of the classes of this file that are ``nn.Module`` subclasses (transitively)."""
     return ctx.analysis.module_classes
-
-
-def module_ctor(node: ast.AST, ctx: Context) -> bool:
-    """A call that builds a new module (``nn.Linear(...)``, ``MyNet()``, ``resnet50()``)."""
-    if not isinstance(node, ast.Call):
-        return False
-    q = ctx.call_name(node) or ""
-    last = q.rpartition(".")[2]
-    if q.startswith("torch.nn.") and last[:1].isupper():
-        return q not in NOT_MODULES and q.count(".") == 2 or q.startswith("torch.nn.modules.")
-    if isinstance(node.func, ast.Name) and node.func.id in module_classes(ctx):
-        return True
-    if last == "from_pretrained" and isinstance(node.func, ast.Attribute):
-        cls = dotted(node.func.value) or ""
-        cls = cls.rpartition(".")[2]
-        return bool(PRETRAINED_MODEL_RE.search(cls)) and not NOT_MODEL_RE.search(cls)
-    return q.startswith(MODEL_FACTORIES) and last[:1].islower()
 
 
 def pretrained_root(node: ast.AST, ctx: Context) -> bool:

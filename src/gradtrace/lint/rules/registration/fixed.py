@@ -8,12 +8,12 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.params import FLAG, flag_call, param_loop_var
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, is_true, keyword
-from gradtrace.lint.rules.registration._frozen import FLAG, param_loop_var
+from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword
 from gradtrace.lint.rules.registration._modules import grad_flags
 from gradtrace.lint.rules.registration.freezing import _trainable_only
 
@@ -24,53 +24,6 @@ BLOCKS = ("body", "orelse", "finalbody")
 def _all_defs(ctx: Context) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return ctx.memo("gt42-all-defs", ctx.tree, lambda: [
         n for n in walk(ctx.tree) if isinstance(n, DEFS)])
-
-
-def helper_flag(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int | bool] | None:
-    """``(i, v)`` when ``fn`` sets ``requires_grad`` on every parameter of its ``i``-th
-    argument to ``v``: a constant, or the index of the argument holding the value
-    (``def requires_grad(m, b): for p in m.parameters(): p.requires_grad_(b)``)."""
-    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-    if names[:1] == ["self"]:
-        return None
-    for s in walk(fn):
-        got = param_loop_var(s)
-        if got is None or got[1] not in names or len(s.body) != 1:  # type: ignore[attr-defined]
-            continue
-        var, owner = got
-        body = s.body[0]  # type: ignore[attr-defined]
-        value: ast.expr | None = None
-        if isinstance(body, ast.Assign) and len(body.targets) == 1 \
-                and dotted(body.targets[0]) == f"{var}.{FLAG}":
-            value = body.value
-        elif isinstance(body, ast.Expr) and isinstance(body.value, ast.Call) \
-                and dotted(body.value.func) == f"{var}.requires_grad_":
-            value = body.value.args[0] if body.value.args else ast.Constant(True)
-        if value is None:
-            continue
-        if is_true(value) or is_false(value):
-            return names.index(owner), bool(value.value)  # type: ignore[attr-defined]
-        if isinstance(value, ast.Name) and value.id in names:
-            return names.index(owner), names.index(value.id)
-    return None
-
-
-def flag_call(call: ast.Call, ctx: Context) -> tuple[ast.expr, bool] | None:
-    """``(module, value)`` for a call of a helper of the file that sets ``requires_grad`` on
-    all of a module's parameters (``requires_grad(m, True)``, ``freeze(m)``)."""
-    if not isinstance(call.func, ast.Name):
-        return None
-    fn = ctx.analysis.functions.get(call.func.id)
-    got = helper_flag(fn) if fn is not None else None
-    if got is None or got[0] >= len(call.args):
-        return None
-    i, v = got
-    if isinstance(v, bool):
-        return call.args[i], v
-    arg = call.args[v] if v < len(call.args) else None
-    if is_true(arg) or is_false(arg):
-        return call.args[i], bool(arg.value)  # type: ignore[union-attr]
-    return None
 
 
 class UnfrozenAcrossMethods(Rule):

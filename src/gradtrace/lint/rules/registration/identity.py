@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.params import replaces_submodules_of
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, Scope
 from gradtrace.lint.names import dotted
@@ -18,7 +19,6 @@ from gradtrace.lint.rules.registration._modules import (
     stale_across_methods, statements,
 )
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.registration._replace import replaces_submodules_of
 
 CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
                        "len", "enumerate", "zip", "map", "filter", "dict", "next"})

@@ -1,8 +1,7 @@
 """GT435-GT437: the optimizer is wired to the wrong thing: built anew on every call, given the
 same parameters twice, or a different optimizer is stepped than the one the loss belongs to.
 
-Which parameters an optimizer call holds (:func:`param_sources_of`) and which functions of the
-file are called inside a loop (:func:`loop_calls`) are facts other rules can use.
+Which parameters an optimizer call holds is :func:`gradtrace.lint.analysis.params.param_sources_of`.
 """
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.params import PARAM_ITERS, param_sources_of
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -21,56 +21,6 @@ from gradtrace.lint.rules.registration._modules import covers
 # optimizers that keep per-parameter state between steps (moments, step counts, history)
 STATEFUL = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta",
                       "RMSprop", "LBFGS", "SparseAdam", "Rprop"})
-PARAM_ITERS = ("parameters", "named_parameters")
-
-
-def param_sources_of(expr: ast.AST, scope: Scope, line: int, depth: int = 0
-                     ) -> list[tuple[str, ast.AST]] | None:
-    """The modules whose ``.parameters()`` ``expr`` (an optimizer's params argument) lists,
-    each with the node naming it, in order; None when some part is filtered or unknown
-    (a comprehension, ``filter``, a name bound to something else)."""
-    if depth > 6:
-        return None
-    if isinstance(expr, ast.Call):
-        f = expr.func
-        if isinstance(f, ast.Attribute) and f.attr in PARAM_ITERS and not expr.args:
-            owner = dotted(f.value)
-            return [(owner, expr)] if owner else None
-        q = scope.ctx.call_name(expr) or ""
-        if q in ("list", "tuple", "itertools.chain") and not expr.keywords:
-            out: list[tuple[str, ast.AST]] = []
-            for a in expr.args:
-                got = param_sources_of(a, scope, line, depth + 1)
-                if got is None:
-                    return None
-                out += got
-            return out
-        return None
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        left = param_sources_of(expr.left, scope, line, depth + 1)
-        right = param_sources_of(expr.right, scope, line, depth + 1)
-        return None if left is None or right is None else left + right
-    if isinstance(expr, (ast.List, ast.Tuple)):
-        out = []
-        for e in expr.elts:
-            got = param_sources_of(e.value if isinstance(e, ast.Starred) else e, scope, line,
-                                   depth + 1)
-            if got is None:
-                return None
-            out += got
-        return out
-    if isinstance(expr, ast.Dict):
-        for k, v in zip(expr.keys, expr.values):
-            if isinstance(k, ast.Constant) and k.value == "params":
-                return param_sources_of(v, scope, line, depth + 1)
-        return None
-    if isinstance(expr, ast.Name):
-        b = scope.binding_before(expr.id, line)
-        if b is None or b.value is None or isinstance(b.stmt, ast.AugAssign) \
-                or len(scope.bindings.get(expr.id, ())) > 1:
-            return None
-        return param_sources_of(b.value, scope, b.line, depth + 1)
-    return None
 
 
 def _params_arg(call: ast.Call) -> ast.AST | None:
