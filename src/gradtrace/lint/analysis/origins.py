@@ -19,6 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     self_assignments, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
+from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
 )
@@ -55,8 +56,7 @@ class Tracer:
                     self.settings.add(arg.arg)
                 else:
                     self.params.add(arg.arg)
-        self.paths: dict[int, tuple[tuple[int, str], ...]] = {}
-        self._index(getattr(node, "body", []), ())
+        self.paths = statement_paths(ctx, node)
         self._memo: dict[tuple[int, int], Trace] = {}
         self._busy: set[tuple[str, int]] = set()
         self._pure: dict[str, bool] = {}
@@ -65,29 +65,6 @@ class Tracer:
         self._inputs: frozenset[str] | None = None  # see _model_inputs
         self._depth = 0
 
-    # -- structure ---------------------------------------------------------------------------
-    def _index(self, body: list[ast.stmt], path: tuple[tuple[int, str], ...]) -> None:
-        for s in body:
-            self.paths[id(s)] = path
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for f in ("body", "orelse", "finalbody"):
-                sub = getattr(s, f, None)
-                if sub and isinstance(sub[0], ast.stmt):
-                    inner = path if isinstance(s, (ast.With, ast.AsyncWith)) else \
-                        path + ((id(s), f),)
-                    self._index(sub, inner)
-            for i, h in enumerate(getattr(s, "handlers", ())):
-                self._index(h.body, path + ((id(s), f"h{i}"),))
-            for i, c in enumerate(getattr(s, "cases", ())):
-                self._index(c.body, path + ((id(s), f"c{i}"),))
-
-    def _dominates(self, b: ast.stmt, use: ast.stmt | None) -> bool:
-        if use is None:
-            return True
-        pb, pu = self.paths.get(id(b), ()), self.paths.get(id(use), ())
-        return pu[:len(pb)] == pb
-
     def bindings_at(self, name: str, use: ast.stmt | None, line: int) -> list[Binding]:
         """Bindings of ``name`` that may reach ``use``: the last dominating one and later ones."""
         out: list[Binding] = []
@@ -95,7 +72,7 @@ class Tracer:
             if b.line >= line:
                 continue
             out.append(b)
-            if self._dominates(b.stmt, use):
+            if self.paths.dominates(b.stmt, use):
                 break
         return out
 
@@ -369,7 +346,7 @@ class Tracer:
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         """What a call of one of the file's functions is, when the subclass follows them
-        (:class:`._paths.LossPaths`: NOTE [helper cuts]); None: not followed."""
+        (the GT1 loss paths: NOTE [helper cuts]); None: not followed."""
         return None
 
     def _method(self, e: ast.Call, func: ast.Attribute, use: ast.stmt | None,

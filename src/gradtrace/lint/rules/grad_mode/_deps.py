@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
+from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
@@ -199,16 +200,14 @@ class Tracer:
         return d
 
     def _sibling_bindings(self, name: str, b: Binding) -> list[Binding]:
-        """Earlier bindings of ``name`` that may still reach past ``b`` (see _may_bypass)."""
+        """Earlier bindings of ``name`` that may still reach past ``b`` (NOTE: StatementPaths.may_bypass)."""
         out: list[Binding] = []
         earlier = self.scope.bindings_before(name, b.line)
         if not earlier:
             return out
-        paths = self.ctx.memo("gt2-paths", self.scope.node, lambda: _path_index(
-            getattr(self.scope.node, "body", [])))
-        path_b = paths.get(id(b.stmt), [])
+        paths = statement_paths(self.ctx, self.scope.node)
         for p in reversed(earlier):
-            if not _may_bypass(paths.get(id(p.stmt), []), path_b):
+            if not paths.may_bypass(p.stmt, b.stmt):
                 break
             out.append(p)
         return out
@@ -377,44 +376,6 @@ class Tracer:
         return Deps(unknown=True)
 
     _t_ListComp = _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_Lambda
-
-
-def _path_index(body: list[ast.stmt]) -> dict[int, list[tuple[ast.stmt, str]]]:
-    """id(statement) -> (statement, field holding the next step) from ``body`` down to it.
-
-    Built once per scope (a search from the top for each binding made the cost grow with the
-    square of a module's length). Nested defs and classes are not entered; ``match`` cases
-    are not either.
-    """
-    out: dict[int, list[tuple[ast.stmt, str]]] = {}
-    stack: list[tuple[list[ast.stmt], list[tuple[ast.stmt, str]]]] = [(body, [])]
-    while stack:
-        stmts, prefix = stack.pop()
-        for st in stmts:
-            if id(st) not in out:
-                out[id(st)] = [*prefix, (st, "")]
-            if isinstance(st, (*FUNCTION_TYPES, ast.ClassDef)):
-                continue
-            for f in ("body", "orelse", "finalbody"):
-                sub = getattr(st, f, None)
-                if sub:
-                    stack.append((sub, [*prefix, (st, f)]))
-            for i, h in enumerate(getattr(st, "handlers", ())):
-                stack.append((h.body, [*prefix, (st, f"handler{i}")]))
-    return out
-
-
-def _may_bypass(a: list[tuple[ast.stmt, str]], b: list[tuple[ast.stmt, str]]) -> bool:
-    """Whether the binding at path ``a`` may still reach a use after the later binding at
-    path ``b``: they sit in different branches of one ``if``/``try``, or ``b`` is inside a
-    branch or loop that does not contain ``a``."""
-    k = 0
-    while k < min(len(a), len(b)) and a[k][0] is b[k][0]:
-        k += 1
-    if k and a[k - 1][1] != b[k - 1][1]:
-        return isinstance(a[k - 1][0], (ast.If, ast.Try))
-    return any(isinstance(st, (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While))
-               for st, _ in b[k:-1])
 
 
 def _is_factory(ctx: Context, e: ast.AST) -> bool:

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
     Backward, Named, Step, calls_in, optimizer_like, step_calls,
 )
-from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES
+from gradtrace.lint.analysis.paths import Path, statement_paths
+from gradtrace.lint.context import LOOP_TYPES
 from gradtrace.lint.flow import MODULE, OPTIMIZER
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
-Path = tuple[tuple[int, str, int], ...]
 JUMPS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 # text meaning "gradients are cleared here" besides zero_grad()
 MANUAL_ZERO_RE = re.compile(
@@ -44,32 +44,15 @@ class LoopFacts:
         self.node = node
         self.ctx = ctx
         self.scope = ctx.scope(node)
-        self.paths: dict[int, Path] = {}
-        self.blocks: dict[tuple[int, str], list[ast.stmt]] = {}
+        index = statement_paths(ctx, node)
+        self.paths: dict[int, Path] = index.paths
+        self.blocks: dict[tuple[int, str], list[ast.stmt]] = index.blocks
         self._jump_counts: dict[tuple[int, str], list[int]] = {}
         calls = step_calls(ctx, node)
         self.backwards: list[Backward] = calls.backwards
         self.steps: list[Step] = calls.steps
         self.zero_grads: list[Named] = calls.zero_grads
         self.clips: list[Named] = calls.clips
-        body = getattr(node, "body", [])
-        self._index(body, (), (id(node), "body"))
-
-    def _index(self, body: list[ast.stmt], path: Path, key: tuple[int, str]) -> None:
-        self.blocks[key] = body
-        for i, s in enumerate(body):
-            p = path + ((key[0], key[1], i),)
-            self.paths[id(s)] = p
-            if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
-                continue
-            for field in ("body", "orelse", "finalbody"):
-                sub = getattr(s, field, None)
-                if sub and isinstance(sub, list):
-                    self._index(sub, p, (id(s), field))
-            for j, h in enumerate(getattr(s, "handlers", ())):
-                self._index(h.body, p, (id(s), f"handlers{j}"))
-            for j, c in enumerate(getattr(s, "cases", ())):
-                self._index(c.body, p, (id(s), f"cases{j}"))
 
     # -- structure -------------------------------------------------------------------------
     def loops_of(self, s: ast.stmt) -> tuple[ast.stmt, ...]:
