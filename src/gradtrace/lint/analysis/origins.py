@@ -67,14 +67,7 @@ class Tracer:
 
     def bindings_at(self, name: str, use: ast.stmt | None, line: int) -> list[Binding]:
         """Bindings of ``name`` that may reach ``use``: the last dominating one and later ones."""
-        out: list[Binding] = []
-        for b in reversed(self.scope.bindings.get(name, ())):
-            if b.line >= line:
-                continue
-            out.append(b)
-            if self.paths.dominates(b.stmt, use):
-                break
-        return out
+        return self.paths.reaching(self.scope.bindings_before(name, line), use)
 
     # -- tracing -----------------------------------------------------------------------------
     def trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:

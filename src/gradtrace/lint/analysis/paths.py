@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Binding
 
 Path = tuple[tuple[int, str, int], ...]
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -64,6 +65,16 @@ class StatementPaths:
             return True
         pb = self._blocks_of(b)
         return self._blocks_of(use)[:len(pb)] == pb
+
+    def reaching(self, earlier: list[Binding], use: ast.stmt | None) -> list[Binding]:
+        """Of a name's ``earlier`` bindings (in source order), those that may reach ``use``:
+        the last one that dominates it and every later one (each may have run last)."""
+        out: list[Binding] = []
+        for b in reversed(earlier):
+            out.append(b)
+            if self.dominates(b.stmt, use):
+                break
+        return out
 
     def may_bypass(self, a: ast.stmt, b: ast.stmt) -> bool:
         """Whether the binding at ``a`` may still reach a use after the later binding at

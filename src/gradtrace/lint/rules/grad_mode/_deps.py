@@ -161,8 +161,9 @@ class Tracer:
         if name is None:
             d.unknown = True
             return d
-        b = self.scope.binding_before(name, line)
-        if b is None:
+        bs = statement_paths(self.ctx, self.scope.node).reaching(
+            self.scope.bindings_before(name, line), self.scope.statement_of(e))
+        if not bs:
             if isinstance(e, ast.Attribute):
                 if e.attr == "data":
                     return d  # detached: GT1xx's business
@@ -172,6 +173,14 @@ class Tracer:
                 return self.trace(e.value, line, depth + 1)  # outputs.loss: from outputs
             d.unknown = True
             return d
+        for b in bs:  # if/else, a loop: each binding that may reach the use
+            d.merge(self._binding(e, name, b, depth))
+            if self._live:
+                return d
+        return d
+
+    def _binding(self, e: ast.AST, name: str, b: Binding, depth: int) -> Deps:
+        d = Deps()
         key = (name, b.line)
         if key in self._seen:
             return d
@@ -188,29 +197,10 @@ class Tracer:
         if value is None:
             d.unknown = True
             return d
-        if isinstance(stmt, ast.AugAssign):
-            prev = self.scope.binding_before(name, b.line)
-            if prev is not None:
-                d.merge(self._t_Name(e, b.line, depth + 1))
+        if isinstance(stmt, ast.AugAssign) and self.scope.binding_before(name, b.line):
+            d.merge(self._t_Name(e, b.line, depth + 1))
         d.merge(self.trace(value, b.line, depth + 1))
-        if self._live:
-            return d
-        for alt in self._sibling_bindings(name, b):  # if/else: either may reach the use
-            d.merge(self._t_Name(e, alt.line + 1, depth + 1))
         return d
-
-    def _sibling_bindings(self, name: str, b: Binding) -> list[Binding]:
-        """Earlier bindings of ``name`` that may still reach past ``b`` (NOTE: StatementPaths.may_bypass)."""
-        out: list[Binding] = []
-        earlier = self.scope.bindings_before(name, b.line)
-        if not earlier:
-            return out
-        paths = statement_paths(self.ctx, self.scope.node)
-        for p in reversed(earlier):
-            if not paths.may_bypass(p.stmt, b.stmt):
-                break
-            out.append(p)
-        return out
 
     _t_Attribute = _t_Name
 
