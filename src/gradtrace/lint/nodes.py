@@ -51,3 +51,16 @@ def children(node: ast.AST) -> Iterator[ast.AST]:
                     yield x
         elif isinstance(v, _AST):
             yield v
+
+
+def statements(node: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement nested in ``node`` (bodies only, no expressions: cheaper than ast.walk)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            sub = getattr(n, field, None)
+            if sub:
+                stack.extend(reversed(sub))
+        if isinstance(n, ast.stmt):
+            yield n

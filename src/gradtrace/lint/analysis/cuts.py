@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.tensor_api import TENSOR_ATTRS
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def self_assignments(cls: ast.ClassDef | None, name: str, ctx: Context) -> list[
 def _attribute_assignments(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, ...]]:
     """``{"self.x": (value, ...)}`` for every attribute assignment in ``cls`` (one walk)."""
     out: dict[str, list[ast.expr]] = {}
-    for n in _statements(cls.body):
+    for n in statements(cls):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Attribute):
@@ -246,22 +246,6 @@ def _attribute_assignments(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, ...]]
                     if name is not None:
                         out.setdefault(name, []).append(n.value)
     return {k: tuple(v) for k, v in out.items()}
-
-
-def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Every statement under ``body``, nested blocks included (expressions are not walked)."""
-    stack = list(reversed(body))
-    while stack:
-        s = stack.pop()
-        yield s
-        for field in ("body", "orelse", "finalbody"):
-            sub = getattr(s, field, None)
-            if isinstance(sub, list):
-                stack.extend(x for x in reversed(sub) if isinstance(x, ast.stmt))
-        for h in getattr(s, "handlers", ()):
-            stack.extend(reversed(h.body))
-        for c in getattr(s, "cases", ()):
-            stack.extend(reversed(c.body))
 
 
 def constant_default_args(cls: ast.ClassDef | None) -> set[str]:

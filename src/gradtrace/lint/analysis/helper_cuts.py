@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.analysis.cuts import REBUILD_FUNCS, Cut, Trace, asks_grad
+from gradtrace.lint.analysis.cuts import (
+    CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
+)
 from gradtrace.lint.analysis.origins import Tracer, origins
 
 if TYPE_CHECKING:
@@ -85,12 +87,12 @@ def _forced_grad(t: Tracer, scope: Scope) -> ast.AST | None:
 
 
 def _number_call(e: ast.expr, ctx: Context) -> bool:
-    """``x.item()``, ``float(x)``, ``x.tolist()``, ``x.numpy()``: a Python value, not a tensor."""
+    """``x.item()``, ``float(x)``, ``x.tolist()``, ``x.numpy()``: a Python or NumPy value."""
     if not isinstance(e, ast.Call):
         return False
     if isinstance(e.func, ast.Attribute):
-        return e.func.attr in ("item", "tolist", "numpy")
-    return (ctx.qualified_name(e.func) or "") in ("float", "int", "numpy.array", "numpy.asarray")
+        return CUT_METHODS.get(e.func.attr) in (NUMBER, NUMPY)
+    return CUT_FUNCS.get(ctx.qualified_name(e.func) or "") in (NUMBER, NUMPY)
 
 
 def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,

@@ -9,13 +9,13 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, holds_wrapper, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
-from gradtrace.lint.rules.registration._modules import grad_flags, owns_params, statements
+from gradtrace.lint.rules.registration._modules import grad_flags, owns_params
 
 REDUCTION_ERROR = ("'Expected to have finished reduction in the prior iteration before starting "
                    "a new one'")

@@ -7,10 +7,9 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, holds_wrapper, wraps
-from gradtrace.lint.rules.registration._modules import statements
 
 ALL_REDUCE = frozenset({"torch.distributed.all_reduce", "torch.distributed.all_reduce_coalesced"})
 

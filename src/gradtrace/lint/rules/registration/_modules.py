@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, PARAM_LIKE_RE
 from gradtrace.lint.analysis.kinds import OPTIMIZER
@@ -13,7 +13,7 @@ from gradtrace.lint.analysis.params import module_ctor
 from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import is_false, is_optimizer_call, is_true
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk  # noqa: F401 (statements: re-exported)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -27,19 +27,6 @@ PARAM_LAYER_RE = re.compile(
 CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential",
                         "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Parameter",
                         "torch.nn.Buffer"})
-
-
-def statements(node: ast.AST) -> Iterator[ast.stmt]:
-    """Every statement nested in ``node`` (bodies only, no expressions: cheaper than ast.walk)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            sub = getattr(n, field, None)
-            if sub:
-                stack.extend(reversed(sub))
-        if isinstance(n, ast.stmt):
-            yield n
 
 
 def module_classes(ctx: Context) -> frozenset[str]:

@@ -16,9 +16,9 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
-    stale_across_methods, statements,
+    stale_across_methods,
 )
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 
 CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
                        "len", "enumerate", "zip", "map", "filter", "dict", "next"})
