@@ -1,11 +1,10 @@
 """Where each statement of one function sits, indexed once per function and shared.
 
 A statement's *path* is the chain of (enclosing statement or function, block field, index)
-from the function down to it (NOTE [statement order]). The tracers ask two questions of it:
-does a binding *dominate* a use (:meth:`StatementPaths.dominates`: every path to the use went
-through the binding's block), and may an earlier binding still reach past a later one
-(:meth:`StatementPaths.may_bypass`: other branch of an ``if``/``try``, or the later one sits
-in a branch or loop). Nested functions and classes are not entered.
+from the function down to it (NOTE [statement order]). The tracers ask which bindings of a
+name may reach a use (:meth:`StatementPaths.reaching`: the last one whose block encloses the
+use, and every later one); the GT5 loop facts order statements by it. Nested functions and
+classes are not entered.
 """
 from __future__ import annotations
 
@@ -18,8 +17,6 @@ if TYPE_CHECKING:
 
 Path = tuple[tuple[int, str, int], ...]
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-BRANCHES = (ast.If, ast.Try)
-BRANCHES_OR_LOOPS = (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While)
 
 
 class StatementPaths:
@@ -75,28 +72,6 @@ class StatementPaths:
             if self.dominates(b.stmt, use):
                 break
         return out
-
-    def may_bypass(self, a: ast.stmt, b: ast.stmt) -> bool:
-        """Whether the binding at ``a`` may still reach a use after the later binding at
-        ``b``: they sit in different branches of one ``if``/``try``, or ``b`` is inside a
-        branch or loop that does not contain ``a``."""
-        sa, fa = self._down_to(a)
-        sb, fb = self._down_to(b)
-        k = 0
-        while k < min(len(sa), len(sb)) and sa[k] is sb[k]:
-            k += 1
-        if k and fa[k - 1] != fb[k - 1]:
-            return isinstance(sa[k - 1], BRANCHES)
-        return any(isinstance(st, BRANCHES_OR_LOOPS) for st in sb[k:-1])
-
-    def _down_to(self, s: ast.stmt) -> tuple[list[ast.stmt], list[str]]:
-        """The statements from the function down to ``s`` (itself last), with the field of
-        each that holds the next one (empty when ``s`` is not in the function)."""
-        p = self.paths.get(id(s))
-        if p is None:
-            return [], []
-        return ([self._stmts[pid] for pid, _, _ in p[1:]] + [s],
-                [f for _, f, _ in p[1:]] + [""])
 
 
 def statement_paths(ctx: Context, node: ast.AST) -> StatementPaths:
