@@ -200,6 +200,18 @@ for _ in range(3):
 }
 
 LOOKALIKES = {
+    # the head's optimizer steps during a warm-up in which the head is frozen
+    "frozen_part_stepped_in_warmup": """
+body, head = nn.Linear(8, 8), nn.Linear(8, 3).requires_grad_(False)
+opt_body = torch.optim.SGD(body.parameters(), lr=0.1)
+opt_head = torch.optim.SGD(head.parameters(), lr=0.1)
+for _ in range(3):
+    opt_body.zero_grad()
+    opt_head.zero_grad()
+    F.cross_entropy(head(torch.relu(body(torch.randn(4, 8)))), torch.randint(0, 3, (4,))).backward()
+    opt_body.step()
+    opt_head.step()
+""",
     "param_groups_extended_by_subclass": """
 class Base(nn.Module):
     def __init__(self):
@@ -425,3 +437,35 @@ def test_scheduler_order_not_reported_when_a_grad_scaler_skipped_the_step(run_sc
     """torch warns about the order when GradScaler skipped optimizer.step(): not a bug."""
     res = run_script((HEAD + AMP_SKIPPED_STEP).lstrip("\n"))
     assert res.code == 0 and "GT515" not in res.codes(), res.err
+
+
+def test_parameter_of_a_module_never_seen_is_placed_at_its_optimizer():
+    """A parameter whose module ran only on unarmed steps has no module call to point at: the
+    finding sits where the optimizer holding it was built (not at <unknown>:1)."""
+    import inspect
+
+    import torch
+    import torch.nn as nn
+
+    import gradtrace
+    from gradtrace.runtime.pace import WARM_STEPS
+
+    torch.manual_seed(0)
+    model, extra = nn.Linear(4, 1), nn.Linear(4, 4)
+    opt = torch.optim.SGD([*model.parameters(), *extra.parameters()], lr=0.1)  # OPT
+    x = torch.randn(8, 4)
+    with gradtrace.trace(every=1000, static=False) as tr:
+        for i in range(WARM_STEPS + 10):
+            opt.zero_grad()
+            h = x
+            if i > WARM_STEPS + 2:
+                with torch.no_grad():
+                    h = extra(x)
+            model(h).pow(2).mean().backward()
+            opt.step()
+    here = test_parameter_of_a_module_never_seen_is_placed_at_its_optimizer
+    lines, start = inspect.getsourcelines(here)
+    opt_line = start + next(i for i, t in enumerate(lines) if t.rstrip().endswith("# OPT"))
+    found = [f for f in tr.findings if "never received a gradient" in f.message]
+    assert [(f.line, f.path.endswith("test_cause_lines_kept.py")) for f in found] == \
+        [(opt_line, True)]

@@ -163,7 +163,8 @@ class Hooks:
                 and _all_zero(grads):
             rec.wiped = (st.wiped_at, st.backward_sites[-1] if st.backward_sites else None,
                          site)
-        if not grads and rec.wiped is None:
+        if not grads and rec.wiped is None and any(
+                p.requires_grad for g in opt.param_groups for p in g["params"]):
             rec.empty_steps += 1
             if len(rec.graded_elsewhere) < 64:
                 rec.graded_elsewhere.append(_graded_other(d, opt))

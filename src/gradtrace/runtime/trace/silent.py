@@ -152,9 +152,10 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
                 + (f", frozen here ({src(frozen)})" if frozen else ""),
                 "call requires_grad_(True) on it if it should train", ())
     if (rec is None or rec.grad_runs + rec.nograd_runs == 0) and data.unobserved:
-        return ("GT820", defined_at(data, p), "no backward() reached it", "", ())
+        return ("GT820", defined_at(data, p) or held_at(data, p), "no backward() reached it",
+                "", ())
     if rec is None or rec.grad_runs + rec.nograd_runs == 0:
-        site = defined_at(data, p)
+        site = defined_at(data, p) or held_at(data, p)
         return (code_for("unused-parameter", "GT820"), site, "its module never ran in a forward "
                 "pass (not used in forward?)", "use it in forward(), or leave it out of the "
                 "optimizer", ())
@@ -212,6 +213,18 @@ def defined_at(data: HookState, p: Tensor) -> Site | None:
         for name, child in m.named_children():
             if any(q is p for q in child.parameters(recurse=False)):
                 return attribute_site(type(m), name)
+    return None
+
+
+def held_at(data: HookState, p: Tensor) -> Site | None:
+    """Where the optimizer holding ``p`` was built (else where it steps): the best line for a
+    parameter whose module was never seen running."""
+    from gradtrace.runtime.trace.wiring import built_at
+
+    for rec in list(data.optimizers.values()):
+        opt = rec.ref()
+        if opt is not None and any(q is p for g in opt.param_groups for q in g["params"]):
+            return built_at(rec.site) or rec.site
     return None
 
 
