@@ -1,7 +1,10 @@
 """Find the user's frame cheaply: the first frame outside torch, gradtrace and the stdlib glue.
 
 Hot path: :func:`user_frame` walks ``f_back`` links and looks each code object up in a dict
-cache, so the cost after warm-up is a few dict lookups per call.
+cache, so the cost after warm-up is a few dict lookups per call. The cache is keyed by
+``id(code)``: hashing a code object hashes its constants and names every time (about 1 us for
+a large function such as ``Module._call_impl``), an ``id`` costs nothing. ``_INTERNAL`` keeps
+every code object seen alive, so its id is never reused while it is in the cache.
 """
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ import itertools
 from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
 
-_INTERNAL: dict[CodeType, bool] = {}
+_INTERNAL: dict[CodeType, bool] = {}  # every code object seen (alive) -> internal?
+_BY_ID: dict[int, bool] = {}  # id(code) -> internal?, for the hot paths
+_KEEP: list[CodeType] = []  # code objects equal to one in _INTERNAL (kept alive for _BY_ID)
 
 
 def _prefixes() -> tuple[str, ...]:
@@ -64,15 +69,21 @@ def refresh_prefixes() -> None:
     global _PREFIXES
     _PREFIXES = _prefixes()
     _INTERNAL.clear()
+    _BY_ID.clear()
+    _KEEP.clear()
 
 
 def is_internal(code: CodeType) -> bool:
     """True if ``code`` belongs to torch, gradtrace or stdlib glue (cached per code object)."""
-    hit = _INTERNAL.get(code)
+    hit = _BY_ID.get(id(code))
     if hit is None:
         fn = code.co_filename
         hit = fn.startswith("<frozen") or fn.startswith(_PREFIXES)
-        _INTERNAL[code] = hit
+        if code not in _INTERNAL:  # an equal code object already there: keep this one too
+            _INTERNAL[code] = hit
+        else:
+            _KEEP.append(code)
+        _BY_ID[id(code)] = hit
     return hit
 
 
@@ -82,10 +93,10 @@ def user_frame(start: int = 1) -> FrameType | None:
         f: FrameType | None = sys._getframe(start + 1)
     except ValueError:
         return None
-    cache = _INTERNAL
+    cache = _BY_ID
     while f is not None:
         code = f.f_code
-        hit = cache.get(code)
+        hit = cache.get(id(code))
         if hit is None:
             hit = is_internal(code)
         if not hit:

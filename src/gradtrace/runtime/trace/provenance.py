@@ -18,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradtrace.env import strict
-from gradtrace.runtime.frames import (_INTERNAL, called_by_library, internal_names, is_internal,
+from gradtrace.runtime.frames import (_BY_ID, called_by_library, internal_names, is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
@@ -32,6 +32,7 @@ LOG = logging.getLogger(__name__)
 Tensor = torch.Tensor
 _getframe = sys._getframe
 _grad_enabled = torch.is_grad_enabled
+_inference_enabled = torch.is_inference_mode_enabled
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
@@ -150,6 +151,10 @@ class ProvenanceMode(TorchFunctionMode):
         kind = _KIND.get(func)
         if kind is None:
             kind = _KIND[func] = _safe_classify(func)
+        if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: a plain op
+            pos = _INPLACE_ARG.get(func, -1)
+            if not kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False):
+                kind = PLAIN
         if kind == PLAIN:
             try:
                 out = func(*args, **kwargs)
@@ -165,15 +170,38 @@ class ProvenanceMode(TorchFunctionMode):
                             f = _getframe(1)
                             while f is not None:
                                 code = f.f_code
-                                hit = _INTERNAL.get(code)
+                                hit = _BY_ID.get(id(code))
                                 if hit is None:
                                     hit = is_internal(code)
                                 if not hit:
                                     gf.metadata[META_CREATED] = (code, f.f_lineno, self.seq)
                                     break
                                 f = f.f_back
+                        return out
+                    # NOTE [hot path]: an output without grad from inputs without grad (shape
+                    # arithmetic, masks, a distribution's argument checks) is settled here: it
+                    # inherits the cut of its first input that carries one, or, made under
+                    # inference_mode, is one; anything else (an input that requires grad, a
+                    # list argument) goes to _no_grad_out
+                    cuts = self.state.cuts
+                    taint = None
+                    for a in args:
+                        if isinstance(a, Tensor):
+                            if a.requires_grad:
+                                break
+                            if cuts and taint is None:
+                                taint = cuts.get(id(a))
+                                if taint is not None and taint[0]() is not a:
+                                    taint = None
+                        elif isinstance(a, (list, tuple)):
+                            break
                     else:
-                        self._no_grad_out(func, args, out)
+                        if taint is not None:
+                            cuts[id(out)] = (weakref.ref(out), taint[1])
+                        elif _inference_enabled():
+                            self._cut(out, None, _name(func), "inference")
+                        return out
+                    self._no_grad_out(func, args, out)
                 elif isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
                     for o in out:
                         if isinstance(o, Tensor):
@@ -354,6 +382,9 @@ class ProvenanceMode(TorchFunctionMode):
         out = self._call(func, args, kwargs)
         now = torch.is_grad_enabled()
         if prev != now and not self.state.in_step:  # the optimizer's own switches don't matter
+            if now:  # grad mode back on: no site to remember (a sample()'s no_grad block)
+                self.state.on_grad_mode(True, None, "")
+                return out
             frame = user_frame(2)
             how = _grad_switch_name(internal_names(2))
             self.state.on_grad_mode(now, None if frame is None else (frame.f_code, frame.f_lineno),

@@ -27,8 +27,9 @@ class TraceState:
     def __init__(self) -> None:
         self.cuts: dict[int, tuple[weakref.ref[Tensor], Cut]] = {}
         self.cut_upstream: dict[Cut, frozenset[int]] = {}
-        self._cut_cache: dict[tuple[Any, ...], Cut] = {}
-        self._site_cache: dict[RawSite, Site] = {}
+        self._cut_cache: dict[tuple[Any, ...], tuple[Any, Cut]] = {}
+        self._site_cache: dict[tuple[int, Any], tuple[Any, Site]] = {}
+        self._upstream_seen: set[int] = set()
         self._prune_at = _PRUNE_AT
         self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
         self.grad_off: Site | None = None
@@ -61,31 +62,36 @@ class TraceState:
 
     # -- sites and cuts ----------------------------------------------------------------------
     def site(self, raw: RawSite) -> Site:
-        s = self._site_cache.get(raw)
-        if s is None:
-            s = self._site_cache[raw] = site_of(raw)  # type: ignore[assignment]
-        return s  # type: ignore[return-value]
+        # keyed by id(code): hashing a code object hashes its constants, nested functions
+        # included (tens of us for a script's module-level code); the code is kept to check it
+        key = (id(raw[0]), raw[1:])  # raw: (code, line[, lasti])
+        hit = self._site_cache.get(key)
+        if hit is None or hit[0] is not raw[0]:
+            hit = self._site_cache[key] = (raw[0], site_of(raw))  # type: ignore[assignment]
+        return hit[1]  # type: ignore[return-value]
 
     def make_cut(self, raw: RawSite, op: str, reason: str, origin: Cut | None = None,
                  block: Site | None = None, library: bool = False) -> Cut:
         """The (cached) cut record; ``block`` is the inference_mode ``with``/decorator line
         around an ``inference`` cut; ``library``: made inside library code the user called."""
-        key = (raw, op, reason, origin, block, library)
-        cut = self._cut_cache.get(key)
-        if cut is None:
+        key = (id(raw[0]), raw[1:], op, reason, origin, block, library)
+        hit = self._cut_cache.get(key)
+        if hit is None or hit[0] is not raw[0]:
             grad_off = self.grad_off if reason == "no_grad" else block
-            cut = self._cut_cache[key] = Cut(self.site(raw), op, reason, grad_off, origin,
-                                             library)
+            hit = self._cut_cache[key] = (raw[0], Cut(self.site(raw), op, reason, grad_off,
+                                                      origin, library))
             if block is not None:
                 self.inference_blocks[block] = None
-        return cut
+        return hit[1]
 
     def add_cut(self, out: Tensor, cut: Cut, src: Tensor | None) -> None:
         if len(self.cuts) >= self._prune_at:
             self._prune()
         self.cuts[id(out)] = (weakref.ref(out), cut)
-        if src is not None and cut not in self.cut_upstream:
-            self.cut_upstream[cut] = upstream_leaves(src)
+        if src is not None and id(cut) not in self._upstream_seen:  # (cuts live in _cut_cache)
+            self._upstream_seen.add(id(cut))
+            if cut not in self.cut_upstream:
+                self.cut_upstream[cut] = upstream_leaves(src)
 
     def _prune(self) -> None:
         self.cuts = {k: v for k, v in self.cuts.items() if v[0]() is not None}
