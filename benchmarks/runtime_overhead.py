@@ -11,8 +11,8 @@ Modes, interleaved round by round in one process (so machine load affects them a
 - ``plain``: no gradtrace;
 - ``trace``: ``gradtrace.trace()`` as users get it: every torch call recorded on the first 16
   optimizer steps, then on one step in N priced to cost about 3% of a step (NOTE [trace
-  arming]); measured in steady state, after untimed warm-up steps (up to 64, fewer for slow
-  models, whose steps are then mostly armed);
+  arming]); measured in steady state, after 28 to 64 untimed steps (past the 16 warm-up steps
+  and the probe; a model whose armed step costs under about 3% more stays armed);
 - ``every=1``: ``gradtrace.trace(every=1)``, every step recorded (the price of an armed step);
 - ``anomaly``: ``torch.autograd.detect_anomaly()``.
 
@@ -42,6 +42,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import MODELS  # noqa: E402
+
+from gradtrace.runtime.pace import WARM_STEPS  # noqa: E402
 
 
 def _step(model, opt, batch_fn, loss_fn) -> None:
@@ -76,7 +78,9 @@ def bench(model_name: str, rounds: int, seconds: float) -> dict[str, tuple[float
         _step(model, opt, batch_fn, loss_fn)
     per = (time.thread_time() - t0) / 3
     steps = max(10, int(seconds / per))
-    warm = max(8, min(64, int(2.0 / per)))
+    # trace: past its 16 warm-up steps and the probe that prices an unarmed step, into the
+    # paced steady state (NOTE [trace arming]), whatever the model's speed
+    warm = max(WARM_STEPS + 12, min(64, int(2.0 / per)))
     means: dict[str, list[float]] = {m: [] for m in MODES}
     for _ in range(rounds):
         for mode in MODES:
@@ -161,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r[m][1]:>11.3f}{(r[m][1] - 1) * plain * 1e6:>9.0f}" for m in MODES[1:]))
     if not ns.no_run:
         loop, ratio = run_row(ns.rounds)
-        print(f"gradtrace run, REINFORCE script (300 episodes): plain loop {loop:.2f} s, "
-              f"under run {ratio:.3f}x")
+        print(f"gradtrace run, REINFORCE script (300 episodes): plain loop {loop:.2f} s "
+              f"({loop / 300 * 1e3:.2f} ms a step), under run {ratio:.3f}x "
+              f"(+{(ratio - 1) * loop / 300 * 1e6:.0f} us a step, its 16 warm-up steps included)")
     return 0
 
 

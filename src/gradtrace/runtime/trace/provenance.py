@@ -178,8 +178,8 @@ class ProvenanceMode(TorchFunctionMode):
                                     break
                                 f = f.f_back
                         return out
-                    # NOTE [hot path]: an output without grad from inputs without grad (shape
-                    # arithmetic, masks, a distribution's argument checks) is settled here: it
+                    # An output without grad from inputs without grad (shape arithmetic, masks,
+                    # a distribution's argument checks) is settled here (NOTE [hot path]): it
                     # inherits the cut of its first input that carries one, or, made under
                     # inference_mode, is one; anything else (an input that requires grad, a
                     # list argument) goes to _no_grad_out
