@@ -14,6 +14,10 @@ then prints one row per family and the totals.
 
     python benchmarks/realworld.py [--runtime [--isolated]] [--family F] [--update-baseline]
                                    [--misses] [--verify] [--write-readme] [--json FILE]
+                                   [--cases GLOB ...] [--since REV]
+
+``--cases``/``--since`` select a subset (cases matching a glob, or cases added after a git
+revision, e.g. a held-out batch) for measuring; they cannot be combined with the baseline.
 
 ``--update-baseline`` rewrites ``tests/realworld/baseline.json`` (the static result of every
 case, which ``tests/realworld/test_realworld.py`` holds the checker to).
@@ -116,6 +120,27 @@ def load_cases(family: str | None = None) -> list[Case]:
             rel = os.path.relpath(full, ROOT_DIR).replace(os.sep, "/")
             out.append(Case(rel, fam, text, header, roots[0] if len(roots) == 1 else None, marks))
     return out
+
+
+def added_since(rev: str) -> set[str]:
+    """Case paths (relative, forward slashes) added after git revision ``rev`` (or untracked)."""
+    def git(*args: str) -> list[str]:
+        out = subprocess.run(["git", *args], cwd=ROOT_DIR, capture_output=True, text=True,
+                             check=True).stdout
+        return [line.strip() for line in out.splitlines() if line.strip()]
+    rel = os.path.relpath(CASES, ROOT_DIR)
+    return {*git("diff", "--name-only", "--diff-filter=A", rev, "--", rel),
+            *git("ls-files", "--others", "--exclude-standard", "--", rel)}
+
+
+def select(cases: list[Case], globs: list[str] | None, since: str | None) -> list[Case]:
+    import fnmatch
+    if globs:
+        cases = [c for c in cases if any(fnmatch.fnmatch(c.path, g) for g in globs)]
+    if since:
+        added = added_since(since)
+        cases = [c for c in cases if c.path in added]
+    return cases
 
 
 def static_result(case: Case, text: str | None = None) -> dict:
@@ -299,8 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-readme", action="store_true",
                     help="put the table into README.md (between the realworld-table markers)")
     ap.add_argument("--json", metavar="FILE", help="write every case's results to FILE")
+    ap.add_argument("--cases", action="append", metavar="GLOB",
+                    help="only cases whose path matches GLOB (repeatable)")
+    ap.add_argument("--since", metavar="REV", help="only cases added after git revision REV")
     ns = ap.parse_args(argv)
-    cases = load_cases(ns.family)
+    cases = select(load_cases(ns.family), ns.cases, ns.since)
     bad = [c.path for c in cases if not c.header or (c.is_bug and c.root is None)]
     if bad:
         print("malformed cases (header or ROOT marker):\n  " + "\n  ".join(bad), file=sys.stderr)
@@ -330,8 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(ns.json, "w", encoding="utf-8") as fh:
             json.dump({"static": static, "runtime": runtime}, fh, indent=1)
     if ns.update_baseline:
-        if ns.family:
-            print("--update-baseline needs every family (drop --family)", file=sys.stderr)
+        if ns.family or ns.cases or ns.since:
+            print("--update-baseline needs every case (drop --family/--cases/--since)",
+                  file=sys.stderr)
             return 2
         with open(BASELINE, "w", encoding="utf-8") as fh:
             json.dump(static, fh, indent=1, sort_keys=True)
