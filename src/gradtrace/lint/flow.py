@@ -184,8 +184,15 @@ class Scope:
     def _bind_target(self, t: ast.AST, s: ast.stmt, value: ast.expr | None, kind: str | None,
                      no_grad: bool) -> None:
         if isinstance(t, (ast.Tuple, ast.List)):
-            for e in t.elts:
-                self._bind_target(e, s, None, None, no_grad)
+            # `a, b = X(), Y()`: each name gets its own value and kind (a starred or unequal
+            # unpacking, or any other right-hand side, stays unknown per element)
+            vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            pair = vals is not None and len(vals) == len(t.elts) and not any(
+                isinstance(x, ast.Starred) for x in (*t.elts, *vals))
+            for i, e in enumerate(t.elts):
+                v = vals[i] if pair else None  # type: ignore[index]
+                k = self.kind(v, s.lineno, no_grad) if v is not None else None
+                self._bind_target(e, s, v, k, no_grad)
             return
         if isinstance(t, ast.Starred):
             return self._bind_target(t.value, s, None, None, no_grad)

@@ -156,11 +156,23 @@ def _zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
             if sq is not None and isinstance(strip(sq), ast.BinOp) \
                     and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
                 return DISTANCE
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _squared_differences(e, ctx):
+        return DISTANCE  # `dx ** 2 + dy ** 2`, `(y2 - y1).square() + (x2 - x1).square()`
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _num(e.left) == 1.0:
         c = _square_of(e.right, ctx)
         if c is not None and _tensor_like(c, ctx):
             return SINE
     return None
+
+
+def _squared_differences(e: ast.AST, ctx: Context) -> bool:
+    """``e`` is a sum whose every term is the square of a difference (no epsilon term)."""
+    e = strip(e)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+        return _squared_differences(e.left, ctx) and _squared_differences(e.right, ctx)
+    sq = _square_of(e, ctx)
+    return sq is not None and isinstance(strip(sq), ast.BinOp) \
+        and isinstance(strip(sq).op, ast.Sub)  # type: ignore[attr-defined]
 
 
 def _tensor_like(e: ast.AST, ctx: Context) -> bool:
@@ -182,6 +194,7 @@ class SqrtOfPossibleZero(Rule):
     (akanazawa/cmr#11, ronghuaiyang/arcface-pytorch#68, checked on torch 2.13).
     `torch.linalg.norm(a - b, dim=-1)` / `torch.cdist` have a zero gradient at 0; otherwise add
     an epsilon inside the sqrt (`sqrt(d2 + 1e-8)`) or clamp it (`(1 - c**2).clamp(min=1e-7)`).
+    A sum of squared coordinate differences (`dx ** 2 + dy ** 2`) is a distance too.
     Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
     bound to the name it reads in the same function.
     """

@@ -7,11 +7,11 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import Binding
+from gradtrace.lint.flow import MODULE, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
-from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
+from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, model_calls, value_of
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
@@ -185,13 +185,16 @@ class GraphReusedAcrossSteps(LoopRule):
     pass yields fresh values, and several discriminator steps on one generated batch are left
     to GT508 (the detach is often inside the discriminator's loss callback); values count as
     carrying a graph when they come from a call of something bound to an `nn.Module` in this
-    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), of a same-file helper
+    whose `return` makes such a call, or from a tensor made with `requires_grad=True` through an
+    operation that saves tensors for backward (`@`, `torch.mm`, `exp`, `log`...; reported once
+    per backward, on the value nearest to it).
     """
 
     code = "GT507"
     gate_statements = True
     name = "graph-reused-across-steps"
-    message = ("`{name}` is computed once by `{module}(...)` before the loop, with its graph; "
+    message = ("`{name}` is computed once {source} before the loop, with its graph; "
                "the first `backward()` (line {backward_line}) frees that graph and the next "
                "pass raises 'Trying to backward through the graph a second time'; compute it "
                "inside the loop, or under `torch.no_grad()` if `{module}` is not trained")
@@ -230,18 +233,26 @@ class GraphReusedAcrossSteps(LoopRule):
         g = graphs(f)
         done: set[int] = set()
         for b, loop in loop_backwards(f):
+            leaf_reported = False
             for t in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
                 if id(t.stmt) in done or f.inside(t.stmt, loop) or t.line >= loop.lineno \
-                        or not g.direct(t) or _is_recurrence(t) or not g.freed_by(b, t):
+                        or _is_recurrence(t) or not g.freed_by(b, t):
+                    continue
+                module = (g.first_module_call(t) or "module") if g.direct(t) \
+                    else _helper_graph(f, t)
+                leaf = None if module or leaf_reported else _leaf_graph(g, t)
+                if module is None and leaf is None:
                     continue
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
                 if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop):
                     continue
                 done.add(id(t.stmt))
+                leaf_reported = leaf_reported or leaf is not None
+                source = f"by `{module}(...)`" if module else f"from `{leaf}`, which requires grad,"
                 yield self.report(t.stmt, ctx, related=(
                     related_at(ctx, b.call, "backward runs here on every pass"),),
-                    name=t.name, module=g.first_module_call(t) or "module",
+                    name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
 
 
@@ -264,3 +275,85 @@ def _discriminator_steps(f: LoopFacts, g: Graphs, t: Binding, loop: ast.stmt) ->
     steps = [s for s in f.steps if f.inside(s.stmt, loop)]
     return module is not None and role(module) == "g" and bool(steps) and all(
         role(s.optimizer) == "d" for s in steps)
+
+
+# operations whose backward reads saved tensors: a second backward through them raises
+SAVING_FUNCS = frozenset({"mm", "matmul", "bmm", "einsum", "exp", "log", "pow", "sqrt",
+                          "softmax", "log_softmax", "sigmoid", "tanh", "mul", "div", "linear",
+                          "conv1d", "conv2d", "conv3d", "norm", "cross_entropy", "mse_loss"})
+
+
+def _saving_ops(v: ast.AST) -> list[ast.AST]:
+    """The operations in ``v`` whose backward reads saved tensors (``a @ b``, ``x.exp()``,
+    ``torch.mm(a, b)``, ``a / b`` of two tensors); a slice, a sum or a scaling by a number
+    saves nothing."""
+    out: list[ast.AST] = []
+    for n in ast.walk(v):
+        if isinstance(n, ast.BinOp) and (isinstance(n.op, ast.MatMult) or isinstance(
+                n.op, (ast.Mult, ast.Div, ast.Pow)) and not isinstance(n.left, ast.Constant)
+                and not isinstance(n.right, ast.Constant)):
+            out.append(n)
+        elif isinstance(n, ast.Call):
+            f = n.func
+            last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(
+                f, ast.Name) else ""
+            if last in SAVING_FUNCS:
+                out.append(n)
+    return out
+
+
+def _requires_grad_leaf(v: ast.AST | None) -> bool:
+    """``torch.randn(..., requires_grad=True)``, ``nn.Parameter(t)``, ``t.requires_grad_()``."""
+    if not isinstance(v, ast.Call):
+        return False
+    if any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value
+           is True for k in v.keywords):
+        return True
+    name = dotted(v.func) or ""
+    return name.rpartition(".")[2] == "Parameter" or name.endswith(".requires_grad_") and not (
+        v.args and isinstance(v.args[0], ast.Constant) and v.args[0].value is False)
+
+
+def _leaf_graph(g: Graphs, t: Binding) -> str | None:
+    """The requires-grad leaf ``t``'s value is computed from through a saving operation
+    (``Y = torch.mm(X, true_W)``, ``loss = (xenc @ W).exp()...``), if any; a leaf that is an
+    operand of the saving operation is named first."""
+    v = value_of(t)
+    if t.no_grad or v is None or _requires_grad_leaf(v):
+        return None
+    ops = _saving_ops(v)
+    if not ops:
+        return None
+    leaves = [d.name for d in g.deps(v, t.line).bindings
+              if not d.no_grad and _requires_grad_leaf(value_of(d))]
+    operands = {n.id for op in ops for n in ast.walk(op) if isinstance(n, ast.Name)}
+    return next((x for x in leaves if x in operands), leaves[0] if leaves else None)
+
+
+def _helper_graph(f: LoopFacts, t: Binding) -> str | None:
+    """The same-file helper ``t``'s value calls whose ``return`` runs a module
+    (``def embed(ids): return text_encoder(ids).mean(1)``), one call away."""
+    v = value_of(t)
+    if t.no_grad or v is None:
+        return None
+    helpers = f.ctx.analysis.functions
+    for callee, _ in model_calls(v):
+        fn = helpers.get(callee)
+        if fn is not None and f.ctx.memo("gt507-helper", fn, lambda: _returns_module(f, fn)):
+            return callee
+    return None
+
+
+def _returns_module(f: LoopFacts, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Some ``return`` of ``fn`` (outside no-grad) calls a name bound to an ``nn.Module``
+    in ``fn`` or at module level."""
+    scope = f.ctx.scope(fn)
+    top = f.ctx.scope(f.ctx.tree)
+    for s in scope.stmts:
+        if not isinstance(s, ast.Return) or s.value is None or scope.grad_off_at(s) is not None:
+            continue
+        for callee, _ in model_calls(s.value):
+            b = scope.binding_before(callee, s.lineno) or top.binding_before(callee, s.lineno)
+            if b is not None and b.kind == MODULE:
+                return True
+    return False
