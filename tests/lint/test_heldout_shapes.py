@@ -101,6 +101,42 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         head = nn.Linear(4, 1)
         fit(torch.randn(3, 4), head, torch.optim.SGD(head.parameters(), lr=0.1))
         """, "GT507", 5, "backward through the graph a second time")]),
+    # a module copies its own parameters into a new tensor in forward: they never train
+    "parameters-rebuilt-in-forward": (Shape("""
+        class Scale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scales = nn.ParameterList([nn.Parameter(torch.ones(1)) for _ in range(3)])
+                self.eps = 1e-6
+            def forward(self, x):
+                return x * torch.stack(list(self.scales)).view(-1) + torch.tensor(self.eps)
+        m = Scale()
+        m(torch.randn(2, 3)).sum().backward()
+        """, "GT110", holds="m.scales[0].grad is not None"), [Shape("""
+        class Scale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scales = nn.ParameterList([nn.Parameter(torch.ones(1)) for _ in range(3)])
+                self.proj = nn.Linear(3, 3)
+            def forward(self, x):
+                return self.proj(x) * torch.Tensor([p for p in self.scales])
+        m = Scale()
+        m(torch.randn(2, 3)).sum().backward()
+        """, "GT110", 7, holds="m.scales[0].grad is None and m.proj.weight.grad is not None"),
+        Shape("""
+        class Mix(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.alpha = nn.Parameter(torch.tensor(0.5))
+                self.beta = nn.Parameter(torch.tensor(0.5))
+                self.proj = nn.Linear(2, 2)
+            def weights(self):
+                return torch.tensor([self.alpha, self.beta])
+            def forward(self, x):
+                return self.proj(x) * self.weights()
+        m = Mix()
+        m(torch.randn(4, 2)).sum().backward()
+        """, "GT110", 8, holds="m.alpha.grad is None and m.proj.weight.grad is not None")]),
     # sqrt of a sum of squared coordinate differences, two helpers away from the backward
     "sqrt-of-squared-coordinate-differences": (Shape("""
         def side(x1, y1, x2, y2):
