@@ -137,6 +137,65 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         m = Mix()
         m(torch.randn(4, 2)).sum().backward()
         """, "GT110", 8, holds="m.alpha.grad is None and m.proj.weight.grad is not None")]),
+    # a method of a submodule re-creates its own parameter (or layer) after the optimizer was
+    # built over the model: the optimizer keeps stepping the old tensor
+    "method-recreates-own-parameter-after-optimizer": (Shape("""
+        class Quant(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(1))
+            def init_range(self, lo, hi):
+                with torch.no_grad():
+                    self.scale.copy_(torch.max(lo.abs(), hi.abs()).reshape(1))
+            def forward(self, x):
+                return x * self.scale
+        model = nn.Sequential(nn.Linear(3, 3), Quant())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model[1].init_range(torch.tensor(-2.), torch.tensor(3.))
+        before = model[1].scale.detach().clone()
+        model(torch.randn(4, 3)).pow(2).sum().backward()
+        opt.step()
+        """, "GT404", holds="not torch.equal(before, model[1].scale.detach())"), [Shape("""
+        class Quant(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(1))
+            def init_range(self, lo, hi):
+                self.scale = nn.Parameter(torch.max(lo.abs(), hi.abs()).reshape(1))
+            def forward(self, x):
+                return x * self.scale
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+                self.quant = Quant()
+            def forward(self, x):
+                return self.quant(self.fc(x))
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.quant.init_range(torch.tensor(-2.), torch.tensor(3.))
+        before = model.quant.scale.detach().clone()
+        model(torch.randn(4, 3)).pow(2).sum().backward()
+        opt.step()
+        """, "GT404", 6, holds="torch.equal(before, model.quant.scale.detach())"), Shape("""
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+            def reset(self, n):
+                self.fc = nn.Linear(3, n)
+            def forward(self, x):
+                return self.fc(x)
+        def train(x):
+            head = Head()
+            opt = torch.optim.SGD(head.parameters(), lr=0.1)
+            head.reset(2)
+            before = head.fc.weight.detach().clone()
+            head(x).pow(2).sum().backward()
+            opt.step()
+            return torch.equal(before, head.fc.weight.detach())
+        unchanged = train(torch.randn(4, 3))
+        """, "GT404", 6, holds="unchanged")]),
     # sqrt of a sum of squared coordinate differences, two helpers away from the backward
     "sqrt-of-squared-coordinate-differences": (Shape("""
         def side(x1, y1, x2, y2):

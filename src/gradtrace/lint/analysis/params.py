@@ -163,6 +163,9 @@ def module_ctor(node: ast.AST, ctx: Context) -> bool:
     return q.startswith(MODEL_FACTORIES) and last[:1].islower()
 
 
+PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
 def called_function(call: ast.Call, scope: Scope, line: int
                     ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The file's function a call runs: ``helper(...)``, ``self.method(...)``, or
@@ -179,6 +182,11 @@ def called_function(call: ast.Call, scope: Scope, line: int
             m = cls.methods.get(f.attr)
             if m is not None and any(dotted(d) == "staticmethod" for d in m.decorator_list):
                 return m
+    if isinstance(f, ast.Attribute):  # `model.quantizer.init_range(...)`: a method of a class
+        k = an.kind(f.value, scope, line)  # of the file, through the receiver's kind
+        cls = an.classes.get(k.cls or "") if k is not None else None
+        if cls is not None:
+            return cls.methods.get(f.attr)
     return None
 
 
@@ -208,8 +216,9 @@ def replaced_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) ->
                 target, value = n.targets[0].value, n.value
             root = (dotted(target) or "").partition(".")[0] if target is not None else ""
             root = alias.get(root, root)
-            if root in params and value is not None and module_ctor(value, ctx):
-                out.add(root)
+            if root in params and value is not None and (module_ctor(value, ctx) or (
+                    root == "self" and ctx.call_name(value) in PARAMETER_CTORS)):
+                out.add(root)  # `self.scale = nn.Parameter(...)` in a method: a new parameter
         return frozenset(out)
     return ctx.memo("gt4-replaced-params", fn, make)
 
@@ -225,6 +234,10 @@ def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | Non
     for p, v in scope.ctx.analysis.arguments(fn, call).items():
         if p in got and dotted(v):
             return dotted(v)
+    if "self" in got and isinstance(call.func, ast.Attribute) and dotted(call.func.value) \
+            and dotted(call.func.value) != "self" and fn.args.args \
+            and fn.args.args[0].arg == "self":
+        return dotted(call.func.value)  # the method replaces its own object's parameters
     if isinstance(call.func, ast.Attribute) and fn.args.args:  # static method: no `self`
         names = [x.arg for x in fn.args.args]
         for p, v in zip(names, call.args):

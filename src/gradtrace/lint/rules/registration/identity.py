@@ -55,6 +55,9 @@ class ModelRecreatedAfterOptimizer(Rule):
     ones get gradients but never change, silently (pytorch-facts.md#optimizer-identity). Default
     `load_state_dict` and `.to()` keep identity and are fine. Build the optimizer after the
     model is final (or `opt.add_param_group(...)` for a new head).
+    A method of a class of the file that re-creates its own `self.<x>` Parameter or layer, called
+    on a submodule after the optimizer was built (`model.quant.init_range(...)`), is reported
+    on that assignment: copy into the existing parameter under `torch.no_grad()` instead.
     Known limits: the optimizer must be built and stepped in the same function (or built by a
     helper of the file, or stepped by one it is handed to); across the methods of a class, only
     an optimizer built once in `__init__` and a re-creation in a method `__init__` never calls.
@@ -140,7 +143,7 @@ class ModelRecreatedAfterOptimizer(Rule):
         elif isinstance(call, ast.Call) and scope_mentions(ctx, "optim"):
             target = replaces_submodules_of(call, ctx.scope(), node.lineno)
             if target:
-                yield from self._report(node, target, ctx)
+                yield from self._report(node, target, ctx, _own_replacement(call, target, ctx))
 
     def _new_object(self, value: ast.Call, target: str, ctx: Context) -> bool:
         root = target.partition(".")[0]
@@ -161,7 +164,8 @@ class ModelRecreatedAfterOptimizer(Rule):
             return b is not None and b.kind == MODULE
         return False
 
-    def _report(self, node: ast.stmt, target: str, ctx: Context) -> Iterator[Finding]:
+    def _report(self, node: ast.stmt, target: str, ctx: Context,
+                inside: ast.stmt | None = None) -> Iterator[Finding]:
         if not scope_mentions(ctx, "optim") or not optimizer_builds(ctx.scope()):
             return
         got = _stale_optimizer(ctx.scope(), target, node.lineno)
@@ -171,6 +175,15 @@ class ModelRecreatedAfterOptimizer(Rule):
         related = [Related(ctx.path, opt.stmt.lineno, f"`{opt.name}` is built here",
                            ctx.column(opt.stmt)),
                    Related(ctx.path, step, f"`{opt.name}.step()` updates the old parameters")]
+        if inside is not None:  # a method re-creates its object's parameter: the root is there
+            seen: set[int] = ctx.memo("gt404-inside", ctx.tree, set)
+            if id(inside) in seen:
+                return
+            seen.add(id(inside))
+            related.insert(0, Related(ctx.path, node.lineno, f"`{ctx.source(node.value)}` runs "
+                                      "it here, after the optimizer was built",  # type: ignore
+                                      ctx.column(node)))
+            node = inside
         yield self.report(node, ctx, related=related, target=target, opt=opt.name,
                           opt_line=opt.stmt.lineno)
 
@@ -435,3 +448,21 @@ def _step_loops(scope: Scope, opt: str) -> set[int]:
 def _stepped_together(scope: Scope, a: str, b: str) -> bool:
     """Whether two optimizers step inside one loop (not in phases one after the other)."""
     return bool(_step_loops(scope, a) & _step_loops(scope, b))
+
+
+def _own_replacement(call: ast.Call, target: str, ctx: Context) -> ast.stmt | None:
+    """The ``self.<x> = nn.Parameter(...)`` (or a new module) in the method ``call`` runs on
+    ``target``'s object: the statement to change (copy into the parameter instead)."""
+    from gradtrace.lint.analysis.params import called_function
+    if not isinstance(call.func, ast.Attribute) or dotted(call.func.value) != target:
+        return None
+    fn = called_function(call, ctx.scope(), call.lineno)
+    if fn is None or not fn.args.args or fn.args.args[0].arg != "self":
+        return None
+    for n in walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Attribute) \
+                and dotted(n.targets[0].value) == "self" \
+                and (module_ctor(n.value, ctx) or is_parameter_call(n.value, ctx)):
+            return n
+    return None
