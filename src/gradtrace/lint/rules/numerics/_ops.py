@@ -196,7 +196,8 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
     """Whether a gradient can flow through ``node``: grad is on there and it runs before a
     ``backward()`` in its function or module body, in a module's ``forward`` (unless
     ``forward=False``), in a loss (a function or class named like one), or in a helper called
-    (up to two levels up) from code that then runs ``backward()``."""
+    (one level up; two when the outer caller runs ``backward()`` itself) from code that then
+    runs ``backward()``."""
     from gradtrace.lint.rules.grad_mode._deps import LOSS_NAME_RE, is_inference_function
     if ctx.grad_disabled is not None:
         return False
@@ -219,21 +220,22 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
     return _caller_trains(ctx, fn, 2)
 
 
-def _caller_trains(ctx: Context, fn: ast.AST, depth: int) -> bool:
+def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True) -> bool:
     """A call of ``fn`` sits in a ``forward``, a loss, or before a ``backward()`` of its
-    function, directly or through up to ``depth - 1`` more same-file helpers."""
+    function; through one more same-file helper only before a ``backward()`` (a helper of a
+    helper of ``forward`` mostly prepares conditioning data, which carries no gradient)."""
     from gradtrace.lint.rules.grad_mode._deps import LOSS_NAME_RE
     for call in _calls_by_name(ctx).get(fn.name, ()):  # type: ignore[attr-defined]
         outer = _enclosing_function(ctx, call)
         if outer is fn:
             continue
-        if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+        if direct and isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                 outer.name == "forward" or LOSS_NAME_RE.search(outer.name)):
             return True
         if _backward_after(outer, call.lineno, ctx):
             return True
         if depth > 1 and isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and _caller_trains(ctx, outer, depth - 1):
+                and _caller_trains(ctx, outer, depth - 1, direct=False):
             return True
     return False
 
