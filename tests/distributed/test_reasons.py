@@ -34,7 +34,8 @@ def group():
 
 def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3, after_wrap=None):
     import gradtrace
-    from gradtrace.runtime.distributed.ranks import RankInfo, rank_session
+    from gradtrace.runtime.distributed.info import RankInfo
+    from gradtrace.runtime.distributed.ranks import rank_session
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))
@@ -89,7 +90,8 @@ def test_frozen_after_wrapping_names_the_frozen_layer(group, monkeypatch, tmp_pa
 
 def _train(traced: bool, monkeypatch, tmp_path) -> list[bytes]:
     import gradtrace
-    from gradtrace.runtime.distributed.ranks import RankInfo, rank_session
+    from gradtrace.runtime.distributed.info import RankInfo
+    from gradtrace.runtime.distributed.ranks import rank_session
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))

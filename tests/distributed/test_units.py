@@ -11,7 +11,7 @@ import time
 import pytest
 
 from gradtrace.code_tables.distributed import CODES
-from gradtrace.runtime.distributed.ranks import RankInfo, check_sync_every, rank_info
+from gradtrace.runtime.distributed.info import RankInfo, check_sync_every, rank_info
 
 # Verbatim first lines / key lines printed by torch 2.13 (CPU, gloo, 2 ranks) in this repo's
 # tests/distributed/scripts.

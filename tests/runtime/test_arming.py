@@ -112,7 +112,8 @@ def test_a_user_mode_on_top_keeps_the_tracer_armed():
 
 
 def test_a_rank_of_a_multi_process_launch_is_armed_throughout():
-    from gradtrace.runtime.distributed.ranks import RankInfo, rank_session
+    from gradtrace.runtime.distributed.info import RankInfo
+    from gradtrace.runtime.distributed.ranks import rank_session
 
     with gradtrace.trace() as tr:
         rank_session(tr, check_sync=0, info=RankInfo(0, 2, 0))  # made, not entered

@@ -88,7 +88,7 @@ def _ranks(trainer: Any) -> tuple[Any, Any]:
     import uuid
 
     from gradtrace.env import DDP_DIR as ENV_DIR
-    from gradtrace.runtime.distributed.ranks import RankInfo
+    from gradtrace.runtime.distributed.info import RankInfo
 
     key = trainer.strategy.broadcast(f"lightning-{uuid.uuid4().hex[:16]}", src=0)
     environ = {**os.environ, "TORCHELASTIC_RUN_ID": str(key),

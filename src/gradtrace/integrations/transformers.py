@@ -106,7 +106,7 @@ class GradtraceCallback(TrainerCallback, CallbackCore):
             import gradtrace
 
             return gradtrace.watch(model, inner)
-        from gradtrace.runtime.distributed.ranks import rank_info
+        from gradtrace.runtime.distributed.info import rank_info
 
         ranks = rank_info()  # torchrun / accelerate launch set RANK and WORLD_SIZE
         s.guard(lambda: s.start(model, watch, ranks))

@@ -351,22 +351,17 @@ def pattern(key: str) -> ErrorPattern:
     raise KeyError(key)
 
 
-def explain_message(text: str) -> list[Finding]:
+def explain_message(text: str, *, partial: bool = True) -> list[Finding]:
     """Findings for an error message alone (no program to look at): mechanism and fixes.
 
     Used by ``gradtrace explain "<error text>"``. Findings have ``path="<message>"`` and
-    ``line=1`` since no source location is known; an unknown message gives ``[]``.
+    ``line=1`` since no source location is known; an unknown message gives ``[]``. With
+    ``partial`` a message matching no entry exactly is matched by its words
+    (:func:`match_partial`).
     """
     from gradtrace.findings import Fix
 
-    pats = match_message(text)
-    if not pats:  # DistributedDataParallel / collective errors (GT880-GT899, distributed/ranks.py)
-        from gradtrace.runtime.distributed.ranks import explain_message as explain_distributed
-
-        found = explain_distributed(text)
-        if found:
-            return found
-        pats = match_partial(text)
+    pats = match_message(text) or (match_partial(text) if partial else [])
     out: list[Finding] = []
     for p in pats:
         code = p.finding_code

@@ -105,6 +105,12 @@ def user_frame(start: int = 1) -> FrameType | None:
     return None
 
 
+def user_line() -> tuple[str, int] | None:
+    """``(file, line)`` of the user's frame under the caller of the caller (a hook's site)."""
+    f = user_frame(2)
+    return None if f is None else (f.f_code.co_filename, f.f_lineno)
+
+
 def raw_site(start: int = 1) -> tuple[CodeType, int, int] | None:
     """``(code, lineno, lasti)`` of the user's frame: the cheap form stored on hot paths."""
     f = user_frame(start + 1)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gradtrace.env import DDP_DIR as ENV_DIR
-from gradtrace.runtime.distributed.ranks import RankInfo
+from gradtrace.runtime.distributed.info import RankInfo
 
 LOG = logging.getLogger(__name__)
 _POLL = 0.05

@@ -29,60 +29,14 @@ This module is torch-free at import (its codes: :mod:`gradtrace.code_tables.dist
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import dataclass
 from typing import Any
 
 from gradtrace.codes import name_of
-from gradtrace.env import CHECK_SYNC, strict
+from gradtrace.env import strict
 from gradtrace.findings import Finding
+from gradtrace.runtime.distributed.info import RankInfo, check_sync_every, rank_info
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RankInfo:
-    """Who this process is under a distributed launcher (from RANK/WORLD_SIZE/LOCAL_RANK)."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def distributed(self) -> bool:
-        """True when launched as one of several ranks."""
-        return self.world_size > 1
-
-    @property
-    def is_zero(self) -> bool:
-        """True on the rank that prints the merged report."""
-        return self.rank == 0
-
-
-def _env_int(environ: Any, name: str, default: int) -> int:
-    try:
-        return int(str(environ.get(name, "")).strip() or default)
-    except ValueError:
-        return default
-
-
-def rank_info(environ: Any = None) -> RankInfo:
-    """This process's rank from the launcher's environment (torchrun, mp.spawn scripts, slurm).
-
-    Malformed values count as a single process: gradtrace never fails because of them.
-    """
-    env = os.environ if environ is None else environ
-    world = _env_int(env, "WORLD_SIZE", 1)
-    rank = _env_int(env, "RANK", 0)
-    if world < 1 or not 0 <= rank < world:
-        return RankInfo()
-    return RankInfo(rank, world, _env_int(env, "LOCAL_RANK", rank))
-
-
-def check_sync_every(environ: Any = None) -> int:
-    """N from ``GRADTRACE_CHECK_SYNC`` (0 = off)."""
-    env = os.environ if environ is None else environ
-    return max(0, _env_int(env, CHECK_SYNC, 0))
 
 
 def rank_session(tracer: Any, *, check_sync: int | None = None,
@@ -178,7 +132,7 @@ _EXPLAIN: dict[str, tuple[str, str, str]] = {
 def explain_message(text: str) -> list[Finding]:
     """Findings for a DDP/collective error message alone (``[]`` if it is not one).
 
-    Torch-free; used by ``gradtrace explain "<error text>"`` through the error catalogue.
+    Torch-free; used by ``gradtrace explain "<error text>"`` (:mod:`gradtrace.cli.explain`).
     """
     from gradtrace.findings import Fix
     from gradtrace.runtime.distributed.diagnose import INDICES_RE, error_kind

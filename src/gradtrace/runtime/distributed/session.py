@@ -17,7 +17,8 @@ from typing import Any
 
 from gradtrace.env import GATHER_TIMEOUT, strict, value
 from gradtrace.findings import Finding
-from gradtrace.runtime.distributed.ranks import RankInfo
+from gradtrace.runtime.distributed.info import RankInfo
+from gradtrace.runtime.frames import user_line
 
 _CURRENT: list[RankSession] = []
 
@@ -129,7 +130,7 @@ class RankSession:
         n = pr.calls.get(key, 0) + 1
         pr.calls[key] = n
         if n > 1 and len(pr.repeat_sites.get(key, ())) < 4:
-            site = _here()
+            site = user_line()
             if site is not None:
                 pr.repeat_sites.setdefault(key, []).append(site)
         if torch.is_grad_enabled():
@@ -144,7 +145,7 @@ class RankSession:
         pr.backward_at_forward = backwards
         pr.prev_runs, pr.runs = pr.runs, {}
         pr.calls, pr.repeat_sites = {}, {}
-        pr.forward_site = _here()
+        pr.forward_site = user_line()
         pr.synced_forward = bool(getattr(module, "require_backward_grad_sync", True))
         if self.ddp_ref is None or self.ddp_ref() is not module:
             self.ddp_ref = weakref.ref(module)
@@ -258,13 +259,6 @@ def _timeout(default: float) -> float:
         return max(0.0, float(value(GATHER_TIMEOUT) or default))
     except ValueError:
         return default
-
-
-def _here() -> tuple[str, int] | None:
-    from gradtrace.runtime.frames import user_frame
-
-    f = user_frame(2)
-    return None if f is None else (f.f_code.co_filename, f.f_lineno)
 
 
 def _arm_always(tracer: Any) -> None:

@@ -79,7 +79,7 @@ class SyncChecker:
             self._record(opt, params, idx, hi[: len(params)], lo[: len(params)])
 
     def _record(self, opt: Any, params: list[Any], idx: list[int], hi: Any, lo: Any) -> None:
-        from gradtrace.runtime.distributed.session import _here
+        from gradtrace.runtime.frames import user_line
         from gradtrace.runtime.trace.hooks import param_name
 
         sess = self.session
@@ -90,7 +90,7 @@ class SyncChecker:
             if old["why"] == why and [p["name"] for p in old["params"]] == names:
                 old["count"] = old.get("count", 1) + 1
                 return
-        site = _here()
+        site = user_line()
         sess.sync_facts.append({
             "step": sess.progress.steps, "why": why, "fix": fix, "count": 1,
             "site": list(site) if site else None,

@@ -9,7 +9,7 @@ import logging
 import math
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -76,9 +76,13 @@ class HookState:
 class Hooks:
     """Installs the global hooks into ``state``; :meth:`remove` takes them all out."""
 
-    def __init__(self, state: TraceState, mode: Any = None) -> None:
+    def __init__(self, state: TraceState, mode: Any = None,
+                 snapshot: Callable[[TraceState, HookState], list[Any]] | None = None) -> None:
         self.state = state
         self.mode = mode
+        # parameter findings from what was seen so far (the Tracer passes
+        # :func:`gradtrace.runtime.trace.silent.parameter_findings`; hooks never import it)
+        self.snapshot = snapshot
         self.data = HookState()
         self.handles: list[Any] = []
         self.arming: Any = None  # NOTE [trace arming]
@@ -232,13 +236,13 @@ class Hooks:
 
     def _snapshot(self) -> None:
         """Parameter findings now, in case the model dies before tracing ends."""
-        from gradtrace.runtime.trace.silent import parameter_findings
-
+        if self.snapshot is None:
+            return
         busy = self.mode is not None and self.mode.busy
         if self.mode is not None:
             self.mode.busy = True
         try:
-            self.data.snapshot = parameter_findings(self.state, self.data)
+            self.data.snapshot = self.snapshot(self.state, self.data)
         except Exception:  # a failed snapshot must not disturb training
             if strict():
                 raise

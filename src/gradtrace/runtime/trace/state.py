@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict, deque
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -24,7 +24,10 @@ _PRUNE_AT = 4096
 class TraceState:
     """Mutable record of one session; the ProvenanceMode and the global hooks write into it."""
 
-    def __init__(self) -> None:
+    def __init__(self, diagnose: Callable[..., list[Finding]] | None = None) -> None:
+        # turns a failing torch call into findings (the Tracer passes
+        # :func:`gradtrace.runtime.trace.diagnose.diagnose_failure`; state never imports it)
+        self.diagnose = diagnose
         self.cuts: dict[int, tuple[weakref.ref[Tensor], Cut]] = {}
         self.cut_upstream: dict[Cut, frozenset[int]] = {}
         self._cut_cache: dict[tuple[Any, ...], tuple[Any, Cut]] = {}
@@ -249,10 +252,10 @@ class TraceState:
 
     def on_failure(self, exc: BaseException, func: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any], raw: RawSite | None) -> None:
-        from gradtrace.runtime.trace.diagnose import diagnose_failure
-
+        if self.diagnose is None:
+            return
         site = None if raw is None else self.site(raw)
-        findings = diagnose_failure(exc, func, args, kwargs, site, self)
+        findings = self.diagnose(exc, func, args, kwargs, site, self)
         exc.__gradtrace__ = findings  # type: ignore[attr-defined]
         self.crash_findings.extend(findings)
 

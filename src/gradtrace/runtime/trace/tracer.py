@@ -52,14 +52,16 @@ class Tracer:
                  budget: float = 0.03) -> None:
         from gradtrace.runtime.trace.arming import Arming
         from gradtrace.runtime.frames import refresh_prefixes
+        from gradtrace.runtime.trace.diagnose import diagnose_failure
         from gradtrace.runtime.trace.hooks import Hooks
         from gradtrace.runtime.trace.provenance import ProvenanceMode
+        from gradtrace.runtime.trace.silent import parameter_findings
         from gradtrace.runtime.trace.state import TraceState
 
         refresh_prefixes()
-        self.state = TraceState()
+        self.state = TraceState(diagnose_failure)
         self.mode = ProvenanceMode(self.state)
-        self.hooks = Hooks(self.state, self.mode)
+        self.hooks = Hooks(self.state, self.mode, parameter_findings)
         self.arming = self.hooks.arming = Arming(self.mode, self.state, self.hooks,
                                                        every, budget)
         self.state.hooks_data = self.hooks.data
