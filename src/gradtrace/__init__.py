@@ -34,7 +34,7 @@ _LAZY = {
     "trace": "gradtrace.runtime.trace.tracer:trace",
     "explain": "gradtrace.runtime.trace.explain:explain",
     "watch": "gradtrace.runtime.watch.watcher:watch",
-    "graph": "gradtrace.report.graph:graph",
+    "graph": "gradtrace.runtime.graph:graph",
     "compare_grad_modes": "gradtrace.runtime.watch.gradmodes:compare_grad_modes",
     "load_ipython_extension": "gradtrace.runtime.trace.ipython:load_ipython_extension",
     "unload_ipython_extension": "gradtrace.runtime.trace.ipython:unload_ipython_extension",

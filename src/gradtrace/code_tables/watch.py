@@ -1,12 +1,12 @@
 """GT850-GT879: what :func:`gradtrace.watch` reports over a training run.
 
-:mod:`gradtrace.report.analysis` turns the statistics the watcher collected into these findings.
+:mod:`gradtrace.runtime.watch.analysis` turns the statistics the watcher collected into these findings.
 """
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
 
-_ANALYSIS = "gradtrace.report.analysis"
+_ANALYSIS = "gradtrace.runtime.watch.analysis"
 
 CODES = (
     Code("GT850", "parameter-never-graded",

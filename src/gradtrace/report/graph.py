@@ -1,30 +1,15 @@
-"""``gradtrace.graph(tensor, model=None)``: the autograd graph of a tensor, readable.
-
-By default the graph is collapsed by module: each op node of the autograd graph is given to
-the module whose parameters it uses (through views/transposes), and a parameter-free op
-(ReLU, residual add...) to the module that produced its most recent input (autograd sequence
-numbers give the forward order). Groups are module names cut at a depth chosen so that a
-real model (ResNet-50: ~20 boxes) stays readable. Parameters of ``model`` that the tensor
-does not depend on are drawn as dashed grey boxes; under ``gradtrace.trace()`` the place
-where the graph was cut is written on them.
-
-``.dot`` is Graphviz text; ``.save("g.svg")`` / ``.save("g.png")`` runs the ``dot`` program.
-"""
+"""The autograd graph that :func:`gradtrace.graph` captured (:mod:`gradtrace.runtime.graph`),
+drawn: DOT text collapsed by module or with every autograd node, rendered by Graphviz."""
 from __future__ import annotations
 
-import functools
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gradtrace.errors import GradtraceError
 
-_PASS = ("TBackward", "ViewBackward", "UnsafeViewBackward", "ExpandBackward",
-         "PermuteBackward", "ToCopyBackward", "ReshapeAliasBackward", "UnsqueezeBackward",
-         "SqueezeBackward", "TransposeBackward", "AliasBackward", "CloneBackward")
 _MISSING_DOT = ("the Graphviz `dot` program was not found on PATH, so {path!s} cannot be "
                 "rendered. Install Graphviz (Debian/Ubuntu: `apt-get install graphviz`, macOS: "
                 "`brew install graphviz`, conda: `conda install graphviz`) or use the `.dot` "
@@ -72,171 +57,160 @@ class Graph:
         return proc.stdout.decode() if proc.returncode == 0 else None
 
 
-# --------------------------------------------------------------------------- walking
-def _walk(root: Any) -> tuple[dict[int, Any], dict[int, list[int]]]:
-    """All nodes reachable from ``root`` and, for each, its producers (next_functions)."""
-    nodes: dict[int, Any] = {}
-    producers: dict[int, list[int]] = {}
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in nodes:
-            continue
-        nodes[id(n)] = n
-        kids = [c for c, _ in getattr(n, "next_functions", ()) if c is not None]
-        producers[id(n)] = [id(c) for c in kids]
-        stack.extend(kids)
-    return nodes, producers
-
-
-def _kind(n: Any) -> str:
+def node_kind(n: Any) -> str:
+    """The autograd node's class name (``MulBackward0``, ``AccumulateGrad``...)."""
     return type(n).__name__
 
 
-def _seq(n: Any) -> int:
+def node_seq(n: Any) -> int:
+    """The node's autograd sequence number (forward order), -1 when it has none."""
     try:
         return int(n._sequence_nr())
     except (AttributeError, RuntimeError):
         return -1
 
 
-def _label_nodes(nodes: dict[int, Any], producers: dict[int, list[int]],
-                 param_module: dict[int, str]) -> dict[int, str]:
-    """Module name of every op node (see the module docstring)."""
-    consumers: dict[int, list[int]] = {}
-    for n, ps in producers.items():
-        for p in ps:
-            consumers.setdefault(p, []).append(n)
-    label: dict[int, str] = {}
-    for nid, n in nodes.items():
-        var = getattr(n, "variable", None) if _kind(n) == "AccumulateGrad" else None
-        mod = param_module.get(id(var)) if var is not None else None
-        if mod is None:
-            continue
-        label[nid] = mod
-        frontier, hops = consumers.get(nid, []), 0
-        while frontier and hops < 4:
-            nxt = []
-            for c in frontier:
-                label.setdefault(c, mod)
-                if _kind(nodes[c]).startswith(_PASS):
-                    nxt.extend(consumers.get(c, []))
-            frontier, hops = nxt, hops + 1
-    order = sorted((nid for nid in nodes if nid not in label), key=lambda i: _seq(nodes[i]))
-    for nid in order:
-        best, best_seq = "", -2
-        for p in producers[nid]:
-            if p in label and _kind(nodes[p]) != "AccumulateGrad" and _seq(nodes[p]) > best_seq:
-                best, best_seq = label[p], _seq(nodes[p])
-        label[nid] = best
-    return label
-
-
-def _cut(name: str, depth: int) -> str:
+def cut_name(name: str, depth: int) -> str:
+    """A module name cut to its first ``depth`` components (the group it is drawn in)."""
     return ".".join(name.split(".")[:depth]) if name else ""
 
 
-def _choose_depth(labels: set[str]) -> int:
-    full = max((len(x.split(".")) for x in labels if x), default=1)
-    target = min(8, len({x for x in labels}))
-    for d in range(1, full + 1):
-        if len({_cut(x, d) for x in labels}) >= target:
-            return d
-    return full
-
-
-# --------------------------------------------------------------------------- DOT
 def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _trace_site(n: Any) -> str:
-    mod = sys.modules.get("gradtrace.runtime.trace.records")
-    fn = getattr(mod, "created_site", None) if mod is not None else None
-    if fn is None:
-        return ""
-    try:
-        site, _ = fn(n)
-    except Exception:
-        return ""
-    return f"\n{Path(site.path).name}:{site.line}" if site is not None else ""
+_HEAD = ('digraph gradtrace {\n  graph [rankdir=TB, fontname="Helvetica", nodesep=0.25, '
+         'ranksep=0.35];\n  node [shape=box, style="rounded,filled", fontname="Helvetica", '
+         'fontsize=10, fillcolor="#e8f1fb", color="#5b8fc7"];\n  edge [color="#777777", '
+         'arrowsize=0.6];\n')
+_OUTSIDE = "(outside modules)"
 
 
-def _cut_notes(model: Any, unreached_ids: set[int], after: bool = False) -> dict[int, str]:
-    """Param id -> "graph cut at file:line (...)" when the active tracer (or, ``after`` its
-    block for a graph it traced, the last one) recorded the cut."""
-    mod = sys.modules.get("gradtrace.runtime.trace.tracer")
-    tracer = None
-    if mod is not None:
-        tracer = mod.last_tracer() if after else mod.active_tracer()
-    upstream = getattr(getattr(tracer, "state", None), "cut_upstream", None)
-    out: dict[int, str] = {}
-    if not isinstance(upstream, dict):
-        return out
-    for cut, leaves in upstream.items():
-        for pid in unreached_ids & set(leaves):
-            desc = cut.describe() if hasattr(cut, "describe") else str(cut)
-            out.setdefault(pid, f"graph cut at {Path(cut.site.path).name}:{cut.site.line}: "
-                                f"{desc}")
+def _size(n: int) -> str:
+    for unit, k in (("M", 1_000_000), ("k", 1_000)):
+        if n >= k:
+            return f"{n / k:.1f}{unit}"
+    return str(n)
+
+
+def _unreached(model: Any, reached: set[int]) -> list[tuple[str, Any]]:
+    return [(qn, p) for qn, p in model.named_parameters()
+            if p.requires_grad and id(p) not in reached] if model is not None else []
+
+
+def _op_name(n: Any) -> str:
+    name = node_kind(n)
+    for suffix in ("Backward0", "Backward1", "Backward"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _group_stats(nodes: dict[int, Any], group: dict[int, str], param_name: dict[int, str]
+                 ) -> tuple[dict[str, int], dict[str, int], dict[str, list[Any]]]:
+    """Per group: op count, first autograd sequence number, parameters."""
+    ops: dict[str, int] = {}
+    first: dict[str, int] = {}
+    params: dict[str, list[Any]] = {}
+    for nid, n in nodes.items():
+        g = group[nid]
+        if node_kind(n) == "AccumulateGrad":
+            var = getattr(n, "variable", None)
+            if var is not None and id(var) in param_name:
+                params.setdefault(g, []).append(var)
+            continue
+        ops[g] = ops.get(g, 0) + 1
+        s = node_seq(n)
+        first[g] = min(first.get(g, s), s)
+    return ops, first, params
+
+
+def collapsed_dot(nodes: dict[int, Any], producers: dict[int, list[int]],
+                  label: dict[int, str], depth: int, model: Any, types: dict[str, str],
+                  reached: set[int], cut_notes: Callable[[Any, set[int]], dict[int, str]],
+                  param_name: dict[int, str]) -> Graph:
+    """One box per module group; edges where data crosses between groups."""
+    group: dict[int, str] = {nid: (cut_name(label[nid], depth) or _OUTSIDE) for nid in nodes}
+    ops, first, params = _group_stats(nodes, group, param_name)
+    edges: set[tuple[str, str]] = set()
+    for nid, ps in producers.items():
+        for p in ps:
+            if node_kind(nodes[p]) == "AccumulateGrad":
+                continue
+            if group[p] != group[nid]:
+                edges.add((group[p], group[nid]))
+    lines = [_HEAD]
+    order = sorted(ops, key=lambda g: first.get(g, 0))
+    ids = {g: f"g{i}" for i, g in enumerate(order)}
+    for g in order:
+        ps = params.get(g, [])
+        t = types.get(g, "")
+        text = f"{g}{f' ({t})' if t and g != _OUTSIDE else ''}\n{ops[g]} ops"
+        if ps:
+            text += f" · {len(ps)} params ({_size(sum(p.numel() for p in ps))})"
+            if len(ps) <= 4:  # small groups name their parameters
+                names = [param_name[id(p)][len(g) + 1:] if g != _OUTSIDE else
+                         param_name[id(p)] for p in ps]
+                text += "\n" + ", ".join(sorted(names))
+        lines.append(f"  {ids[g]} [label={_q(text)}];\n")
+    root = next(iter(nodes))
+    lines.append(f'  out [label={_q("output: " + _op_name(nodes[root]))}, shape=oval, '
+                 'fillcolor="#fde8c8", color="#d08a2c"];\n')
+    lines.append(f"  {ids[group[root]]} -> out;\n")
+    for a, b in sorted(edges):
+        lines.append(f"  {ids[a]} -> {ids[b]};\n")
+    unreached = _unreached(model, reached)
+    lines += _unreached_boxes(unreached, depth, model, cut_notes)
+    lines.append("}\n")
+    return Graph("".join(lines), nodes=len(order) + 1, edges=len(edges) + 1, collapsed=True,
+                 unreached=[qn for qn, _ in unreached])
+
+
+def _unreached_boxes(unreached: list[tuple[str, Any]], depth: int, model: Any,
+                     cut_notes: Callable[[Any, set[int]], dict[int, str]]) -> list[str]:
+    if not unreached:
+        return []
+    notes = cut_notes(model, {id(p) for _, p in unreached})
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for qn, p in unreached:
+        groups.setdefault(cut_name(qn.rpartition(".")[0], depth) or "<model>", []).append((qn, p))
+    out = []
+    for i, (g, items) in enumerate(groups.items()):
+        text = f"{g}: no gradient reaches {len(items)} param(s)"
+        note = next((notes[id(p)] for _, p in items if id(p) in notes), None)
+        if note:
+            text += "\n" + note
+        color = "#d62728" if note else "#999999"
+        out.append(f"  u{i} [label={_q(text)}, style=dashed, color={_q(color)}, "
+                   f"fontcolor={_q(color)}];\n")
     return out
 
 
-def _module_info(model: Any) -> tuple[dict[int, str], dict[int, str], dict[str, str]]:
-    if model is None:
-        return {}, {}, {}
-    param_module = {}
-    param_name = {}
-    for qn, p in model.named_parameters():
-        param_module[id(p)] = qn.rpartition(".")[0]
-        param_name[id(p)] = qn
-    types = {name: type(m).__name__ for name, m in model.named_modules()}
-    return param_module, param_name, types
-
-
-def _find_model(nodes: dict[int, Any]) -> Any:
-    """The one top-level module owning the graph's parameters, found by a scan (or None)."""
-    ids = {id(getattr(n, "variable", None)) for n in nodes.values()
-           if _kind(n) == "AccumulateGrad"}
-    if not ids:
-        return None
-    from gradtrace.runtime.watch.watcher import _owners
-
-    roots = _owners(ids)
-    return roots[0][1] if len(roots) == 1 else None
-
-
-def graph(tensor: Any, model: Any = None, *, collapse: bool = True,
-          depth: int | None = None) -> Graph:
-    """The autograd graph of ``tensor`` (collapsed by module of ``model`` by default).
-
-    ``model`` names the parameters and groups ops by module; when omitted, the single
-    top-level module owning the graph's parameters is looked up. ``depth`` fixes how many
-    components of module names make a group (default: chosen for readability);
-    ``collapse=False`` draws every autograd node.
-    """
-    import torch
-
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"gradtrace.graph expects a tensor, got {type(tensor).__name__}")
-    if tensor.grad_fn is None:
-        why = ("it is a leaf that requires grad" if tensor.requires_grad else
-               "it does not require grad: it was made under no_grad/inference_mode, detached, "
-               "or from tensors that do not require grad")
-        raise GradtraceError(f"the tensor has no autograd graph (grad_fn is None): {why}")
-    nodes, producers = _walk(tensor.grad_fn)
-    if model is None:
-        model = _find_model(nodes)
-    param_module, param_name, types = _module_info(model)
-    label = _label_nodes(nodes, producers, param_module)
-    reached = {id(getattr(n, "variable", None)) for n in nodes.values()
-               if _kind(n) == "AccumulateGrad"}
-    from gradtrace.report.graph_dot import collapsed_dot, expanded_dot
-
-    # a graph built under a trace keeps that trace's notes after the block
-    notes = functools.partial(_cut_notes, after=bool(_trace_site(tensor.grad_fn)))
-    if collapse and model is not None:
-        d = depth or _choose_depth(set(label.values()))
-        return collapsed_dot(nodes, producers, label, d, model, types, reached,
-                             notes, param_name)
-    return expanded_dot(nodes, producers, label, param_name, model, reached, notes,
-                        _trace_site)
+def expanded_dot(nodes: dict[int, Any], producers: dict[int, list[int]],
+                 label: dict[int, str], param_name: dict[int, str], model: Any,
+                 reached: set[int], cut_notes: Callable[[Any, set[int]], dict[int, str]],
+                 trace_site: Callable[[Any], str]) -> Graph:
+    """Every autograd node; parameters as blue boxes named by qualified name."""
+    lines = [_HEAD]
+    ids = {nid: f"n{i}" for i, nid in enumerate(nodes)}
+    for nid, n in nodes.items():
+        if node_kind(n) == "AccumulateGrad":
+            var = getattr(n, "variable", None)
+            name = param_name.get(id(var), "leaf") if var is not None else "leaf"
+            shape = tuple(var.shape) if var is not None else ()
+            text = f"{name}\n{shape}"
+            lines.append(f'  {ids[nid]} [label={_q(text)}, fillcolor="#cfe3ff"];\n')
+            continue
+        text = _op_name(n) + (f"\n{label[nid]}" if label.get(nid) else "") + trace_site(n)
+        lines.append(f'  {ids[nid]} [label={_q(text)}, fillcolor="#f4f4f4", '
+                     'color="#aaaaaa"];\n')
+    n_edges = 0
+    for nid, ps in producers.items():
+        for p in ps:
+            lines.append(f"  {ids[p]} -> {ids[nid]};\n")
+            n_edges += 1
+    unreached = _unreached(model, reached)
+    lines += _unreached_boxes(unreached, 99, model, cut_notes)
+    lines.append("}\n")
+    return Graph("".join(lines), nodes=len(nodes), edges=n_edges, collapsed=False,
+                 unreached=[qn for qn, _ in unreached])

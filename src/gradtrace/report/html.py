@@ -9,11 +9,14 @@ import math
 import re
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gradtrace.findings import Finding
 from gradtrace.report import svg
-from gradtrace.report.analysis import fmt
-from gradtrace.report.model import Report, Track
+from gradtrace.report.numbers import fmt
+
+if TYPE_CHECKING:  # annotations only: the Report calls its renderers
+    from gradtrace.report.model import Report, Track
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222}

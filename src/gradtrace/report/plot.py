@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradtrace.errors import GradtraceError
-from gradtrace.report.model import Report, Track
+
+if TYPE_CHECKING:  # annotations only: the Report calls its renderers
+    from gradtrace.report.model import Report, Track
 
 
 def _pyplot() -> Any:

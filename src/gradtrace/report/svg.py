@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from html import escape
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from gradtrace.report.model import StepRecord, Track
+if TYPE_CHECKING:  # annotations only: the Report calls its renderers
+    from gradtrace.report.model import StepRecord, Track
 
 GREY = "#c8c8c8"
 RED = "#d62728"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradtrace.report.analysis import fmt
-from gradtrace.report.model import Report, Track
+from gradtrace.report.numbers import fmt
+
+if TYPE_CHECKING:  # annotations only: the Report calls its renderers
+    from gradtrace.report.model import Report, Track
 
 
 def module_rows(t: Track) -> list[tuple[str, str, str, str, str, str, str]]:

@@ -170,7 +170,7 @@ class Watcher:
 
     # ------------------------------------------------------------------ building
     def _build(self) -> Report:
-        from gradtrace.report.analysis import analyze
+        from gradtrace.runtime.watch.analysis import analyze
 
         tracks = tuple(b.collector.to_track() for b in self._bound)
         meta = {"torch": torch.__version__, "every": self.every or "auto",

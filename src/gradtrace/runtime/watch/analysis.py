@@ -11,6 +11,7 @@ from typing import Iterable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.report.model import ParamInfo, Track
+from gradtrace.report.numbers import fmt
 from gradtrace.codes import name_of
 
 VANISH_ORDERS = 3.0       # early layers >= 3 orders of magnitude below late layers
@@ -38,15 +39,6 @@ def analyze(tracks: Iterable[Track]) -> list[Finding]:
         vanishing = any(f.code == "GT852" for f in depth)
         out.extend(_stalled(t, only_if_all=vanishing))
     return out
-
-
-def fmt(x: float | None) -> str:
-    """A short number for messages: 3 significant digits, or scientific notation."""
-    if x is None:
-        return "-"
-    if x == 0 or (1e-3 <= abs(x) < 1e4):
-        return f"{x:.3g}"
-    return f"{x:.1e}"
 
 
 def _finding(code: str, t: Track, message: str, severity: str = "warning",

@@ -1,0 +1,135 @@
+"""The source tree's shape: no import cycle between gradtrace's modules, no module over 500 lines.
+
+An edge A -> B is any ``import`` of B executed by A, at module level or inside a function (a
+lazy import still makes A depend on B: it only moves the cycle from import time to run time).
+Imports under ``if TYPE_CHECKING:`` are not edges: they never run and exist for annotations.
+Importing ``pkg.mod`` names ``pkg.mod`` only (not ``pkg/__init__``), so a package whose
+``__init__`` re-exports a submodule is not a cycle by itself.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import gradtrace
+
+SRC = Path(gradtrace.__file__).resolve().parent
+MAX_LINES = 500
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+        or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """gradtrace modules that module ``name`` imports (nearest enclosing module of a name)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: list[str] = []
+    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child):
+                stack.append(ast.Module(body=child.orelse, type_ignores=[]))
+                continue
+            if isinstance(child, ast.Import):
+                targets.extend(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join(up + [base] if base else up)
+                for a in child.names:  # a submodule, else a name of the module `base`
+                    full = f"{base}.{a.name}"
+                    targets.append(full if full in modules else base)
+            stack.append(child)
+    out = set()
+    for t in targets:
+        while t and t not in modules:
+            t = t.rpartition(".")[0]
+        if t and t != name:
+            out.add(t)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module name -> the gradtrace modules it imports."""
+    modules = _modules()
+    return {name: _imported(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_the_graph_sees_lazy_and_relative_imports() -> None:
+    graph = import_graph()
+    assert "gradtrace.runtime.runner" in graph["gradtrace.cli.run"]  # inside a function
+    assert "gradtrace.findings" in graph["gradtrace"]  # module level
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_in_gradtrace() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    detail = "\n".join(
+        "cycle: " + ", ".join(c) + "\n" + "\n".join(
+            f"    {m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found)
+    assert not found, detail
+
+
+def test_no_module_over_500_lines() -> None:
+    long = {str(p.relative_to(SRC.parent)): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"split these modules (over {MAX_LINES} lines): {long}"
