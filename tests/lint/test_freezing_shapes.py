@@ -5,12 +5,9 @@ line, each look-alike stays silent, and every snippet runs on real torch to show
 twin fails (or silently does not freeze) exactly as the rule says."""
 from __future__ import annotations
 
-import textwrap
-from typing import NamedTuple
-
 import pytest
 
-from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
 
@@ -29,15 +26,6 @@ class Net(nn.Module):
     def forward(self, x):
         return self.head(self.body(x))
 """
-
-
-class Shape(NamedTuple):
-    src: str
-    code: str
-    line: int | None = None     # twin: reported line (1-based, after the prelude)
-    raises: type | None = None  # twin: what real torch raises
-    match: str = ""
-    holds: str | None = None    # an expression true after running it
 
 
 EMPTY = "optimizer got an empty parameter list"
@@ -70,7 +58,7 @@ SHAPES = [
         for p in model.parameters():
             p.requires_grad = False
         opt = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))
-        """, "GT431", 3, ValueError, EMPTY),
+        """, "GT431", 3, (ValueError, EMPTY)),
     Shape("""
         class Trainer:
             def __init__(self, model, freeze=True):
@@ -83,7 +71,7 @@ SHAPES = [
         net = nn.Module()
         net.body, net.head = nn.Linear(3, 4), nn.Linear(4, 2)
         Trainer(net)
-        """, "GT431", 6, ValueError, EMPTY),
+        """, "GT431", 6, (ValueError, EMPTY)),
     Shape("""
         def train(llm, epochs=1):
             llm.requires_grad_(False)
@@ -93,7 +81,7 @@ SHAPES = [
                 nn.functional.cross_entropy(llm(x), y).backward()
                 opt.step()
         train(nn.Linear(3, 2))
-        """, "GT431", 2, RuntimeError, NO_GRAD),
+        """, "GT431", 2, (RuntimeError, NO_GRAD)),
     Shape("""
         model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
         for p in model.parameters():
@@ -154,7 +142,7 @@ SHAPES = [
         nn.functional.cross_entropy(model(x), y).backward()
         for param in model.parameters():
             param.grad.data /= 2
-        """, "GT433", 6, AttributeError, "'NoneType' object has no attribute 'data'"),
+        """, "GT433", 6, (AttributeError, "'NoneType' object has no attribute 'data'")),
     Shape("""
         def scale(model, k):
             model.body.requires_grad_(False)
@@ -162,7 +150,7 @@ SHAPES = [
             for name, p in model.named_parameters():
                 p.grad.mul_(k)
         scale(Net(), 0.5)
-        """, "GT433", 5, AttributeError, "'NoneType' object has no attribute 'mul_'"),
+        """, "GT433", 5, (AttributeError, "'NoneType' object has no attribute 'mul_'")),
     Shape("""
         model = Net()
         for param in model.body.parameters():
@@ -324,26 +312,6 @@ SHAPES = [
 ]
 
 
-def _source(s: Shape) -> str:
-    return PRELUDE.lstrip("\n") + textwrap.dedent(s.src).lstrip("\n")
-
-
-def _found(s: Shape) -> list[tuple[int, str]]:
-    off = PRELUDE.lstrip("\n").count("\n")
-    return sorted((f.line - off, f.code) for f in check_source(_source(s), "shape.py",
-                                                                select=[s.code]))
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{s.code}-{i}" for i, s in enumerate(SHAPES)])
 def test_shape_on_checker_and_torch(shape: Shape) -> None:
-    expected = [(shape.line, shape.code)] if shape.line else []
-    assert _found(shape) == expected
-    env: dict = {}
-    code = compile(_source(shape), "shape.py", "exec")
-    if shape.raises is not None:
-        with pytest.raises(shape.raises, match=shape.match):
-            exec(code, env)
-        return
-    exec(code, env)
-    if shape.holds:
-        assert eval(shape.holds, env)
+    judge(PRELUDE, shape)

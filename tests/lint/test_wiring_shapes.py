@@ -3,12 +3,9 @@ fires on the right line, each look-alike stays silent, and every snippet runs on
 show the twin's harm (a module never trained, Adam's state restarting, a raise)."""
 from __future__ import annotations
 
-import textwrap
-from typing import NamedTuple
-
 import pytest
 
-from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
 
@@ -30,15 +27,6 @@ class Net(nn.Module):
 """
 
 
-class Shape(NamedTuple):
-    src: str
-    code: str
-    line: int | None = None
-    raises: type | None = None
-    match: str = ""
-    holds: str | None = None
-
-
 SHAPES = [
     # GT435: the same module twice (one group: `b` never trains; two groups: a raise)
     Shape("""
@@ -58,7 +46,7 @@ SHAPES = [
                 return torch.optim.SGD([{"params": self.parameters()},
                                         {"params": self.b.parameters(), "lr": 1.0}], lr=0.1)
         GAN().configure_optimizers()
-        """, "GT435", 4, ValueError, "more than one parameter group"),
+        """, "GT435", 4, (ValueError, "more than one parameter group")),
     Shape("""
         model = Net()
         ignored = list(map(id, model.b.parameters()))
@@ -273,26 +261,6 @@ SHAPES = [
 ]
 
 
-def _source(s: Shape) -> str:
-    return PRELUDE.lstrip("\n") + textwrap.dedent(s.src).lstrip("\n")
-
-
-def _found(s: Shape) -> list[tuple[int, str]]:
-    off = PRELUDE.lstrip("\n").count("\n")
-    return sorted((f.line - off, f.code) for f in check_source(_source(s), "shape.py",
-                                                                select=[s.code]))
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{s.code}-{i}" for i, s in enumerate(SHAPES)])
 def test_shape_on_checker_and_torch(shape: Shape) -> None:
-    expected = [(shape.line, shape.code)] if shape.line else []
-    assert _found(shape) == expected
-    env: dict = {}
-    code = compile(_source(shape), "shape.py", "exec")
-    if shape.raises is not None:
-        with pytest.raises(shape.raises, match=shape.match):
-            exec(code, env)
-        return
-    exec(code, env)
-    if shape.holds:
-        assert eval(shape.holds, env)
+    judge(PRELUDE, shape)

@@ -1,10 +1,11 @@
 """GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
 
-GT800-GT815 name a PyTorch error the run raised; the error patterns that recognise the message
-live in :mod:`gradtrace.runtime.catalogue` and :mod:`gradtrace.runtime.trace.diagnose` turns a match
-into a finding. GT820-GT828 never raise: :mod:`gradtrace.runtime.trace.silent` reports them when the
-trace ends. When a static rule describes the same bug, the finding carries the rule's code
-instead (``STATIC_TWINS`` in :mod:`gradtrace.runtime.catalogue`).
+GT800-GT815 name a PyTorch error the run raised; the error patterns that recognise the
+message live in :mod:`gradtrace.runtime.catalogue` (each names its code) and
+:mod:`gradtrace.runtime.trace.diagnose` turns a match into a finding. GT820-GT829 never raise:
+:mod:`gradtrace.runtime.trace.silent` and the modules it calls report them when the trace
+ends. When a static rule describes the same bug, the finding carries the rule's code instead
+(``STATIC_TWINS`` in :mod:`gradtrace.runtime.catalogue`).
 """
 from __future__ import annotations
 
@@ -257,12 +258,6 @@ CODES = (
          "total += loss",
          "total += loss.item()",
          "Accumulate `loss.item()` or `loss.detach()`.", _SILENT, severity="warning"),
-    Code("GT827", "graph-cut", "a value left the autograd graph before the loss",
-         "Reserved for a cut that is not one of the kinds a static rule names; today a cut is "
-         "reported as GT800 or GT820 (or their static twin), so no run prints this code.",
-         "loss = F.mse_loss(torch.tensor(model(x).tolist()), y)",
-         "loss = F.mse_loss(model(x), y)",
-         "Keep the values on the way to the loss tensors with history.", _DIAGNOSE),
     Code("GT828", "parameters-never-change", "optimizer.step() never changes the parameters",
          "Steps ran but every parameter stayed bit-identical: a learning rate of 0, gradients "
          "that are all zero, or an optimizer over other tensors than the model's.",

@@ -76,7 +76,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
     "GT800": ("graph-cut", "empty-optimizer"), "GT820": ("graph-cut", "grad-none"),
-    "GT827": ("graph-cut",), "GT101": ("number", "graph-cut"), "GT102": ("graph-cut",),
+    "GT101": ("number", "graph-cut"), "GT102": ("graph-cut",),
     "GT104": ("graph-cut",), "GT105": ("graph-cut",), "GT107": ("graph-cut",),
     "GT108": ("graph-cut",), "GT201": ("graph-cut",), "GT202": ("graph-cut",),
     "GT203": ("graph-cut",), "GT204": ("inference",), "GT205": ("graph-cut",),

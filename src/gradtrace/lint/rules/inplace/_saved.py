@@ -1,6 +1,7 @@
 """What autograd saves: which ops save their output, which statements write in place.
 
-Shared by GT602/GT603 (:mod:`.saved_output`); see the package docstring for the op table.
+Shared by GT602/GT603 (:mod:`.saved_output`, through :class:`._base.InplaceRule`); see the
+package docstring for the op table.
 """
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from gradtrace.findings import Related
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.grad_mode._deps import (
     LOSS_NAME_RE, is_inference_function)
 from gradtrace.lint.nodes import walk
@@ -310,48 +309,6 @@ def _eval_branch(path: list[ast.stmt]) -> bool:
             if negated == (inner in s.body):
                 return True
     return False
-
-
-Write = tuple  # (Producer, write statement, kind, target node, backward call or True)
-
-
-class _InplaceRule(Rule):
-    """Shared visitor: from each saved-output op bound to a name, find later in-place writes."""
-
-    triggers = ("sigmoid", "softmax", "tanh", "exp(", "expm1", "relu", "elu(", "sqrt",
-                "reciprocal", "expit", "act(", "activation(", "act_fn(")
-
-    @staticmethod
-    def _modules(ctx: Context) -> _LazyModules:
-        """The activation modules of the enclosing class, once per class and file."""
-        cls = ctx.class_def
-        ok = ctx.memo("gt6-module-words", ctx.tree, lambda: _has_module_word(ctx.code))
-        return ctx.memo("gt6-modules", cls or ctx.tree, lambda: _LazyModules(cls, ctx, ok))
-
-    def _writes(self, node: ast.Call, ctx: Context, families: tuple[str, ...],
-                kinds: tuple[str, ...] | None = None) -> Iterator[Write]:
-        """In-place writes into the output ``node`` produces, of the given families/kinds,
-        that run before a backward (or in a training forward)."""
-        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
-        for prod, s, kind, target, fn in _candidate_writes(node, ctx, self._modules):
-            if prod.family not in families or (kinds is not None and kind not in kinds) \
-                    or id(s) in seen or _input_has_no_grad(prod, ctx):
-                continue
-            training = _in_training(ctx, fn, s)
-            if training:
-                seen.add(id(s))
-                yield prod, s, kind, target, training
-
-    def _related(self, prod: Producer, training: ast.Call | bool, ctx: Context) -> list[Related]:
-        rel = [Related(ctx.path, prod.call.lineno,  # type: ignore[attr-defined]
-                       f"`{prod.op}` saves its output for backward here",
-                       ctx.column(prod.call))]
-        if isinstance(training, ast.Call):
-            rel.append(Related(ctx.path, training.lineno,
-                               f"`{ctx.source(training)}` raises 'one of the variables needed "
-                               "for gradient computation has been modified by an inplace "
-                               "operation' here", ctx.column(training)))
-        return rel
 
 
 _SHARED: weakref.WeakKeyDictionary[Context, dict[int, Any]] = weakref.WeakKeyDictionary()

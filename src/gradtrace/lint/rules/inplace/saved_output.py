@@ -7,10 +7,11 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.inplace._saved import Producer, _InplaceRule, class_writes
+from gradtrace.lint.rules.inplace._base import InplaceRule
+from gradtrace.lint.rules.inplace._saved import Producer, class_writes
 
 
-class InplaceWriteToSavedOutput(_InplaceRule):
+class InplaceWriteToSavedOutput(InplaceRule):
     """An in-place or masked/index write into the output of sigmoid/softmax/tanh/exp.
 
     Why: these ops save their *output* to compute their gradient (sigmoid' = y(1-y),
@@ -123,7 +124,7 @@ class InplaceWriteToSavedOutput(_InplaceRule):
                               op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
-class InplaceAddToReluOutput(_InplaceRule):
+class InplaceAddToReluOutput(InplaceRule):
     """`out += identity` right after `out = relu(out)`: backward needs the ReLU's output.
 
     Why: ReLU (in-place or not), LeakyReLU and ELU compute their gradient from their *output*,
@@ -247,7 +248,7 @@ class InplaceAddToReluOutput(_InplaceRule):
             """),
     ]
 
-    triggers = (*_InplaceRule.triggers, "ReLU", "ELU", "Sequential")
+    triggers = (*InplaceRule.triggers, "ReLU", "ELU", "Sequential")
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         writes = self._writes(node, ctx, ("relu",), ("aug", "arith"))

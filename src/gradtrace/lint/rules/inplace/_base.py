@@ -1,0 +1,55 @@
+"""The shared base of the in-place rules on a saved output (GT602, GT603): from each op that
+saves its output for backward and is bound to a name, the later in-place writes into it."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Rule
+from gradtrace.lint.rules.inplace._saved import (
+    Producer, _candidate_writes, _has_module_word, _in_training, _input_has_no_grad,
+    _LazyModules,
+)
+
+Write = tuple  # (Producer, write statement, kind, target node, backward call or True)
+
+
+class InplaceRule(Rule):
+    """Shared visitor: from each saved-output op bound to a name, find later in-place writes."""
+
+    triggers = ("sigmoid", "softmax", "tanh", "exp(", "expm1", "relu", "elu(", "sqrt",
+                "reciprocal", "expit", "act(", "activation(", "act_fn(")
+
+    @staticmethod
+    def _modules(ctx: Context) -> _LazyModules:
+        """The activation modules of the enclosing class, once per class and file."""
+        cls = ctx.class_def
+        ok = ctx.memo("gt6-module-words", ctx.tree, lambda: _has_module_word(ctx.code))
+        return ctx.memo("gt6-modules", cls or ctx.tree, lambda: _LazyModules(cls, ctx, ok))
+
+    def _writes(self, node: ast.Call, ctx: Context, families: tuple[str, ...],
+                kinds: tuple[str, ...] | None = None) -> Iterator[Write]:
+        """In-place writes into the output ``node`` produces, of the given families/kinds,
+        that run before a backward (or in a training forward)."""
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
+        for prod, s, kind, target, fn in _candidate_writes(node, ctx, self._modules):
+            if prod.family not in families or (kinds is not None and kind not in kinds) \
+                    or id(s) in seen or _input_has_no_grad(prod, ctx):
+                continue
+            training = _in_training(ctx, fn, s)
+            if training:
+                seen.add(id(s))
+                yield prod, s, kind, target, training
+
+    def _related(self, prod: Producer, training: ast.Call | bool, ctx: Context) -> list[Related]:
+        rel = [Related(ctx.path, prod.call.lineno,  # type: ignore[attr-defined]
+                       f"`{prod.op}` saves its output for backward here",
+                       ctx.column(prod.call))]
+        if isinstance(training, ast.Call):
+            rel.append(Related(ctx.path, training.lineno,
+                               f"`{ctx.source(training)}` raises 'one of the variables needed "
+                               "for gradient computation has been modified by an inplace "
+                               "operation' here", ctx.column(training)))
+        return rel
