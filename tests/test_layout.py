@@ -9,6 +9,7 @@ Importing ``pkg.mod`` names ``pkg.mod`` only (not ``pkg/__init__``), so a packag
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import gradtrace
@@ -65,6 +66,7 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def import_graph() -> dict[str, set[str]]:
     """Module name -> the gradtrace modules it imports."""
     modules = _modules()
@@ -127,6 +129,45 @@ def test_no_import_cycle_in_gradtrace() -> None:
         "cycle: " + ", ".join(c) + "\n" + "\n".join(
             f"    {m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found)
     assert not found, detail
+
+
+# runtime/ by product: what each part may import of the others (besides the shared core,
+# the modules directly in runtime/). The composers (`gradtrace run`, `gradtrace.graph`) sit on
+# top; distributed extends a tracer session; report/ renders and captures nothing.
+_MAY_IMPORT = {
+    "gradtrace.runtime.trace": set(),
+    "gradtrace.runtime.watch": set(),
+    "gradtrace.runtime.distributed": {"gradtrace.runtime.trace"},
+    "gradtrace.runtime": set(),  # the core
+    "gradtrace.report": set(),
+}
+_COMPOSERS = {"gradtrace.runtime.runner", "gradtrace.runtime.graph"}
+
+
+def _part(module: str) -> str | None:
+    for part in sorted(_MAY_IMPORT, key=len, reverse=True):
+        if module == part or module.startswith(part + "."):
+            return part
+    return None
+
+
+def test_runtime_products_stand_on_the_core_only() -> None:
+    products = {p for p in _MAY_IMPORT if p.startswith("gradtrace.runtime.")}
+    wrong = []
+    for module, imported in import_graph().items():
+        part = _part(module)
+        if part is None or module in _COMPOSERS:
+            continue
+        for target in imported:
+            to = _part(target)
+            if part == "gradtrace.report":
+                bad = to is not None and to != part
+            else:
+                bad = to in products and to != part and to not in _MAY_IMPORT[part] \
+                    or target in _COMPOSERS
+            if bad:
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_no_module_over_500_lines() -> None:

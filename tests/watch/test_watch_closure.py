@@ -57,6 +57,6 @@ def test_functional_loss_is_seen_as_the_tensor_backward_starts_from() -> None:
             opt.step()
     assert [s.loss for s in w.report.tracks[0].steps] == pytest.approx(seen)
     assert tr.findings == []  # reading the loss is not the user's detach()
-    from gradtrace.runtime.trace.state import LOSS_LISTENERS
+    from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 
     assert LOSS_LISTENERS == []  # removed with the watch

@@ -136,9 +136,9 @@ def _find_model(nodes: dict[int, Any]) -> Any:
            if node_kind(n) == "AccumulateGrad"}
     if not ids:
         return None
-    from gradtrace.runtime.watch.watcher import _owners
+    from gradtrace.runtime.watch.params import owner_modules
 
-    roots = _owners(ids)
+    roots = owner_modules(ids)
     return roots[0][1] if len(roots) == 1 else None
 
 

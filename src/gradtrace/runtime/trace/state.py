@@ -13,6 +13,7 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
+from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
 Tensor = torch.Tensor
@@ -279,18 +280,3 @@ def upstream_leaves(t: Tensor, limit: int = 4000) -> frozenset[int]:
             continue
         stack.extend(n for n, _ in node.next_functions if n is not None)
     return frozenset(out)
-
-
-LOSS_LISTENERS: list[Any] = []  # watches, told the tensor each traced backward() starts from
-
-
-class LossListening:
-    """One :data:`LOSS_LISTENERS` entry; ``remove()`` like a torch hook handle."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-        LOSS_LISTENERS.append(fn)
-
-    def remove(self) -> None:
-        if self.fn in LOSS_LISTENERS:
-            LOSS_LISTENERS.remove(self.fn)

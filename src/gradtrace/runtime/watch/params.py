@@ -1,6 +1,7 @@
 """What a watch knows of each parameter: its qualified name, owning module and class site."""
 from __future__ import annotations
 
+import gc
 import inspect
 
 import torch
@@ -67,7 +68,7 @@ def describe_params(model: torch.nn.Module, opt_ids: set[int] | None,
     return out
 
 
-def _caller_site() -> tuple[str, int]:
+def caller_site() -> tuple[str, int]:
     """Where the user called us (first frame outside torch and gradtrace)."""
     try:
         from gradtrace.runtime.frames import user_frame
@@ -77,5 +78,24 @@ def _caller_site() -> tuple[str, int]:
     return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 1)
 
 
-def _opt_ids(optimizer: torch.optim.Optimizer) -> set[int]:
+def optimizer_param_ids(optimizer: torch.optim.Optimizer) -> set[int]:
+    """ids of every parameter in the optimizer's groups."""
     return {id(p) for g in optimizer.param_groups for p in g["params"]}
+
+
+def owner_modules(param_ids: set[int]) -> list[tuple[str, torch.nn.Module]]:
+    """Top-level modules (found by a one-off scan of live objects) owning these params."""
+    module_cls = torch.nn.Module
+    modules = [o for o in gc.get_objects() if issubclass(type(o), module_cls)]
+    parent: dict[int, torch.nn.Module] = {}
+    for m in modules:
+        for c in m.children():
+            parent.setdefault(id(c), m)
+    roots: dict[int, torch.nn.Module] = {}
+    for m in modules:
+        if any(id(p) in param_ids for p in m.parameters(recurse=False)):
+            top = m
+            while id(top) in parent:
+                top = parent[id(top)]
+            roots[id(top)] = top
+    return [(type(r).__name__, r) for r in roots.values()]

@@ -14,7 +14,7 @@ A step is one ``optimizer.step()`` when an optimizer is given (optimizer step ho
 one backward pass that reaches the model (post-accumulate-grad hooks plus an end-of-backward
 callback). The loss is seen when it comes out of a ``torch.nn`` loss module, when the model
 itself returns a scalar, when ``backward()`` is called on it under ``gradtrace.trace()`` (a
-functional loss too: state.LOSS_LISTENERS), or when you pass it to
+functional loss too: loss_listeners.LOSS_LISTENERS), or when you pass it to
 :meth:`Watcher.observe_loss`. Every hook is removed by :meth:`Watcher.close`
 (also on exceptions when used as a context manager). See NOTE [watch cost] in
 ``collect`` for what a step costs.
@@ -33,7 +33,6 @@ exist (a torch warning, harmless for this hook).
 """
 from __future__ import annotations
 
-import gc
 import logging
 import weakref
 from typing import Any, Callable, Iterable
@@ -42,10 +41,11 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.report.model import NanSource, ParamInfo, Report, Track
-from gradtrace.runtime.trace.state import LossListening
+from gradtrace.runtime.loss_listeners import LossListening
 from gradtrace.runtime.watch.collect import Collector
 from gradtrace.runtime.watch.nan_replay import remember
-from gradtrace.runtime.watch.params import _caller_site, _opt_ids, describe_params
+from gradtrace.runtime.watch.params import (caller_site, describe_params, optimizer_param_ids,
+                                            owner_modules)
 from gradtrace.runtime.pace import Pace
 from gradtrace.runtime.pace import clock
 
@@ -375,9 +375,9 @@ def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                         f"{type(optimizer).__name__}")
     w = Watcher(every=every, history=history, track_updates=track_updates, budget=budget)
     try:
-        named = describe_params(model, _opt_ids(optimizer) if optimizer else None)
+        named = describe_params(model, optimizer_param_ids(optimizer) if optimizer else None)
         b = w._add_model(type(model).__name__, model, named, optimizer is not None,
-                         _caller_site())
+                         caller_site())
         if optimizer is not None:
             w._handles.append(optimizer.register_step_pre_hook(
                 lambda o, a, k: w._on_pre(b, _closure(a, k))))
@@ -405,29 +405,11 @@ def _hook_accumulation(w: Watcher, b: _Bound, params: list[torch.Tensor]) -> Non
 
 
 # ---------------------------------------------------------------------- watch_all
-def _owners(param_ids: set[int]) -> list[tuple[str, torch.nn.Module]]:
-    """Top-level modules (found by a one-off scan of live objects) owning these params."""
-    module_cls = torch.nn.Module
-    modules = [o for o in gc.get_objects() if issubclass(type(o), module_cls)]
-    parent: dict[int, torch.nn.Module] = {}
-    for m in modules:
-        for c in m.children():
-            parent.setdefault(id(c), m)
-    roots: dict[int, torch.nn.Module] = {}
-    for m in modules:
-        if any(id(p) in param_ids for p in m.parameters(recurse=False)):
-            top = m
-            while id(top) in parent:
-                top = parent[id(top)]
-            roots[id(top)] = top
-    return [(type(r).__name__, r) for r in roots.values()]
-
-
 def _discover(w: Watcher, optimizer: torch.optim.Optimizer) -> list[_Bound]:
-    ids = _opt_ids(optimizer)
-    site = _caller_site()
+    ids = optimizer_param_ids(optimizer)
+    site = caller_site()
     out, seen = [], set()
-    for name, root in _owners(ids):
+    for name, root in owner_modules(ids):
         named = describe_params(root, ids, only=ids)
         seen.update(id(p) for _, p in named)
         out.append(w._add_model(name, root, named, True, site))
