@@ -126,21 +126,21 @@ class FlowMeter:
         return out
 
     def _snapshot(self) -> None:
-        from gradtrace.runtime.watch.collect import _geometry, _sample, _sampled_size
+        from gradtrace.runtime.watch.tensors import geometry, sample, sampled_size
 
         snap = []
         for i, p in self._params():
             if p.requires_grad and p.numel():
                 n = p.numel()
-                s = _sample(p.detach(), _geometry(n)).clone()
-                snap.append((i, s, math.sqrt(n / _sampled_size(n))))
+                s = sample(p.detach(), geometry(n)).clone()
+                snap.append((i, s, math.sqrt(n / sampled_size(n))))
         self._snap = snap
 
     def updates(self) -> dict[str, float]:
         """Per-group update-to-weight ratios since :meth:`measure` (empty without one)."""
         import torch
 
-        from gradtrace.runtime.watch.collect import _geometry, _sample
+        from gradtrace.runtime.watch.tensors import geometry, sample
 
         snap, self._snap = self._snap, None
         if not snap:
@@ -153,7 +153,7 @@ class FlowMeter:
                 p = self.refs[i]()
                 if p is None:
                     return {}
-                now = _sample(p.detach(), _geometry(p.numel()))
+                now = sample(p.detach(), geometry(p.numel()))
                 if now.shape != before.shape:
                     return {}
                 vals.append(torch.linalg.vector_norm(before - now, dtype=torch.float32))

@@ -2,8 +2,8 @@
 
 # NOTE [watch cost]
 Per step, per gradient: its exact 2-norm, its exact max |g| (``aminmax``, about 10x faster
-on CPU than an inf-norm) and the non-zero count of a sample of at most ``_SAMPLE`` entries
-(every k-th contiguous chunk of ``_CHUNK``). On CPU they are written into one buffer
+on CPU than an inf-norm) and the non-zero count of a sample of at most ``tensors.SAMPLE`` entries
+(every k-th contiguous chunk of ``tensors.CHUNK``). On CPU they are written into one buffer
 (NOTE [one buffer]); on GPUs the norms come from fused foreach kernels. The values reach the host in
 one transfer per device. That one sync
 happens when the gradients are measured (before ``optimizer.step()``, so a NaN is seen before
@@ -13,7 +13,7 @@ the device until then. Nothing is synchronised per parameter except on the rare 
 
 Weights are only read: the same sample of each weight is copied to a contiguous buffer before
 the step and subtracted from the weight after it, and both norms are taken in that buffer
-(NOTE [update rows]), so the update-to-weight ratio is exact for tensors up to ``_SAMPLE``
+(NOTE [update rows]), so the update-to-weight ratio is exact for tensors up to ``SAMPLE``
 entries and estimated above; no parameter bit changes and no copy of the model is kept.
 
 What costs: on CPU, in a training step, each of these calls costs several times what it
@@ -33,9 +33,8 @@ from typing import Sequence
 import torch
 
 from gradtrace.report.model import NanSource, ParamInfo, ParamSummary, StepRecord, Track
-from gradtrace.runtime.watch.tensors import (  # noqa: F401 (re-exported)
-    _CHUNK, _INF, _SAMPLE, History, _dense_in_memory, _extremes, _geometry, _norms, _sample,
-    _sampled_size, _to_host,
+from gradtrace.runtime.watch.tensors import (
+    INF, History, extremes, geometry, norms, sample, sampled_size, to_host,
 )
 
 LOG = logging.getLogger(__name__)
@@ -68,9 +67,9 @@ class Collector:
         self.first_nonfinite: list[int | None] = [None] * len(named)
         self.upd_idx = [i for i, info in enumerate(self.infos)
                         if info.requires_grad and info.in_optimizer is not False]
-        self.geoms = [_geometry(info.numel) for info in self.infos]
+        self.geoms = [geometry(info.numel) for info in self.infos]
         # sampled norms scale by sqrt(numel / sampled entries) to estimate the whole tensor's
-        self.upd_scale = [math.sqrt(self.infos[i].numel / _sampled_size(self.infos[i].numel))
+        self.upd_scale = [math.sqrt(self.infos[i].numel / sampled_size(self.infos[i].numel))
                           for i in self.upd_idx]
         self.unit_idx = {i for i, info in enumerate(self.infos)
                          if info.name.rsplit(".", 1)[-1] == "bias" and len(info.shape) == 1
@@ -113,8 +112,8 @@ class Collector:
             geom = geoms[i]
             if g.is_sparse:
                 g = g.coalesce().values()
-                geom = _geometry(g.numel())
-            samples.append(_sample(g, geom))
+                geom = geometry(g.numel())
+            samples.append(sample(g, geom))
             sizes.append(g.numel() if geom is None else geom[0][0] * geom[0][1])
             idx.append(i)
             grads.append(g)
@@ -126,7 +125,7 @@ class Collector:
         out = self._into_buffer(grads, samples)
         if out is None:
             counts = [torch.count_nonzero(s) for s in samples]
-            out = _norms(grads, 2.0) + _extremes(grads) + counts
+            out = norms(grads, 2.0) + extremes(grads) + counts
         return idx, sizes, out
 
     def _into_buffer(self, grads: list[torch.Tensor], samples: list[torch.Tensor]
@@ -184,7 +183,7 @@ class Collector:
         ids = [i for i in self.unit_idx if i in self.unit_acc]
         if not ids:
             return
-        zeros = _to_host([self.unit_acc[i].numel() - torch.count_nonzero(self.unit_acc[i])
+        zeros = to_host([self.unit_acc[i].numel() - torch.count_nonzero(self.unit_acc[i])
                           for i in ids])
         self.unit_idx.difference_update(i for i, z in zip(ids, zeros) if z == 0)
 
@@ -197,7 +196,7 @@ class Collector:
             p = refs[i]()
             if p is None:
                 return None
-            out.append(_sample(p, geoms[i]))
+            out.append(sample(p, geoms[i]))
             ptrs.append(p.data_ptr())
         return (out, ptrs) if out else None
 
@@ -290,7 +289,7 @@ class Collector:
         extra = [loss] if loss is not None else []
         upd, self._upd_pending = self._upd_pending, None
         upd = upd or []
-        host = _to_host(values + extra + upd)
+        host = to_host(values + extra + upd)
         n = len(idx)
         m = 4 * n + len(extra)
         u = 2 * len(self.upd_idx) if upd else 0
@@ -304,7 +303,7 @@ class Collector:
         upd, self._upd_pending = self._upd_pending, None
         if self._open is not None and not upd:
             self.snap_ok, self._held = False, None
-        self._close_open(self._in_order(_to_host(upd)) if upd else None)
+        self._close_open(self._in_order(to_host(upd)) if upd else None)
 
     # ------------------------------------------------------------------ bookkeeping
     def _open_record(self, idx: list[int], sizes: list[int], host: list[float],
@@ -327,7 +326,7 @@ class Collector:
                 z = 1.0 - 1.0 / max(self.infos[i].numel, 1)
             zf[i] = z
             nf[i] = 0
-            if not (abs(host[k]) < _INF):  # NaN or Inf
+            if not (abs(host[k]) < INF):  # NaN or Inf
                 nf[i] = self._count_nonfinite(i)
                 if nf[i]:
                     bad.append(i)

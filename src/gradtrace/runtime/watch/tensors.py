@@ -9,9 +9,9 @@ import torch
 
 from gradtrace.report.model import StepRecord
 
-_INF = float("inf")
-_SAMPLE = 4096
-_CHUNK = 512
+INF = float("inf")
+SAMPLE = 4096
+CHUNK = 512
 
 
 class History:
@@ -42,7 +42,7 @@ class History:
             self.stride *= 2
 
 
-def _norms(tensors: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
+def norms(tensors: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
     """``torch._foreach_norm`` with a per-tensor fallback (mixed devices, old torch)."""
     if not tensors:
         return []
@@ -55,14 +55,14 @@ def _norms(tensors: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
 _FUSED_PEAKS = frozenset({"cuda", "xpu"})  # devices where a foreach inf-norm is one kernel
 
 
-def _extremes(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+def extremes(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     """Two scalars per gradient whose larger magnitude is its max |g| (NaN if any is NaN).
 
     On CPU ``aminmax`` per tensor (a foreach inf-norm takes a path about 10x slower there);
     on GPUs one fused foreach inf-norm instead of a kernel launch per tensor."""
     if grads and grads[0].device.type in _FUSED_PEAKS and all(g.numel() for g in grads):
         try:
-            return [p for p in torch._foreach_norm(grads, _INF) for _ in (0, 1)]
+            return [p for p in torch._foreach_norm(grads, INF) for _ in (0, 1)]
         except (RuntimeError, TypeError, NotImplementedError):  # mixed devices, old torch
             pass
     out: list[torch.Tensor] = []
@@ -74,7 +74,7 @@ def _extremes(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-def _to_host(values: list[torch.Tensor]) -> list[float]:
+def to_host(values: list[torch.Tensor]) -> list[float]:
     """The entries of scalars and 1-D tensors, in order, as Python numbers: one transfer (one
     host sync) per device."""
     out: list[float] = []
@@ -104,38 +104,38 @@ def _to_host(values: list[torch.Tensor]) -> list[float]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _geometry(n: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+def geometry(n: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """Size and stride of the sample of an ``n``-entry contiguous tensor: every k-th
-    contiguous chunk of ``_CHUNK`` entries, about ``_SAMPLE`` entries in all (so only ~1/k of
+    contiguous chunk of ``CHUNK`` entries, about ``SAMPLE`` entries in all (so only ~1/k of
     the memory is read; an element-strided sample would still touch every cache line).
     None when the tensor is small enough to be used whole."""
-    if n <= _SAMPLE:
+    if n <= SAMPLE:
         return None
-    rows = n // _CHUNK
-    k = -(-rows * _CHUNK // _SAMPLE)
-    return (-(-rows // k), _CHUNK), (k * _CHUNK, 1)
+    rows = n // CHUNK
+    k = -(-rows * CHUNK // SAMPLE)
+    return (-(-rows // k), CHUNK), (k * CHUNK, 1)
 
 
-def _sample(t: torch.Tensor, geom: tuple[tuple[int, int], tuple[int, int]] | None
+def sample(t: torch.Tensor, geom: tuple[tuple[int, int], tuple[int, int]] | None
             ) -> torch.Tensor:
-    """The sample of ``t`` described by ``geom`` (see :func:`_geometry`), as a view."""
+    """The sample of ``t`` described by ``geom`` (see :func:`geometry`), as a view."""
     if geom is None:
         return t
-    if t.is_contiguous() or _dense_in_memory(t):  # any stretch of its memory holds entries
+    if t.is_contiguous() or dense_in_memory(t):  # any stretch of its memory holds entries
         return t.as_strided(*geom)
     flat = t.reshape(-1)  # a copy for a tensor with gaps, still the same entries
-    rows, k = flat.numel() // _CHUNK, geom[1][0] // _CHUNK
-    return flat[: rows * _CHUNK].view(rows, _CHUNK)[::k]
+    rows, k = flat.numel() // CHUNK, geom[1][0] // CHUNK
+    return flat[: rows * CHUNK].view(rows, CHUNK)[::k]
 
 
-def _dense_in_memory(t: torch.Tensor) -> bool:
+def dense_in_memory(t: torch.Tensor) -> bool:
     """True for the channels-last layouts: permuted, but without gaps in memory."""
     if t.dim() == 4:
         return t.is_contiguous(memory_format=torch.channels_last)
     return t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d)
 
 
-def _sampled_size(n: int) -> int:
-    """How many entries :func:`_sample` keeps of an ``n``-entry tensor."""
-    geom = _geometry(n)
+def sampled_size(n: int) -> int:
+    """How many entries :func:`sample` keeps of an ``n``-entry tensor."""
+    geom = geometry(n)
     return n if geom is None else geom[0][0] * geom[0][1]
