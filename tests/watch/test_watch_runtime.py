@@ -197,7 +197,7 @@ def test_gradient_values_equal_torch_for_every_dtype(dtypes: tuple[torch.dtype, 
     # float32/float64 go through the one-buffer path, bfloat16 and mixed dtypes through the
     # per-tensor one: both must report what torch computes
     torch.manual_seed(0)
-    layers = [nn.Linear(60, 60).to(dtypes[k % len(dtypes)]) for k in range(3)]  # <= _SAMPLE
+    layers = [nn.Linear(60, 60).to(dtypes[k % len(dtypes)]) for k in range(3)]  # <= tensors.SAMPLE
     m = nn.Sequential(*layers)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
 
@@ -327,7 +327,7 @@ def test_update_of_a_weight_rebound_by_the_optimizer_is_measured() -> None:
                     p.data = p.data - group["lr"] * p.grad
 
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(100, 80), nn.ReLU(), nn.Linear(80, 3))  # 8,000 > _SAMPLE
+    m = nn.Sequential(nn.Linear(100, 80), nn.ReLU(), nn.Linear(80, 3))  # 8,000 > tensors.SAMPLE
     opt = Rebind(m.parameters(), lr=0.1)
     with gradtrace.watch(m, opt) as w:
         train(m, opt, 3, d_in=100, d_out=3)
@@ -338,16 +338,16 @@ def test_update_of_a_weight_rebound_by_the_optimizer_is_measured() -> None:
 
 
 def test_channels_last_tensors_are_sampled_in_place() -> None:
-    from gradtrace.runtime.watch.collect import _geometry, _sample
+    from gradtrace.runtime.watch.tensors import geometry, sample
 
     t = torch.randn(8, 64, 16, 16).to(memory_format=torch.channels_last)
-    geom = _geometry(t.numel())
-    s = _sample(t, geom)
+    geom = geometry(t.numel())
+    s = sample(t, geom)
     assert s.data_ptr() == t.data_ptr()  # a view, not a copy of the whole tensor
     memory = t.permute(0, 2, 3, 1).reshape(-1, 512)  # the entries in memory order
     assert torch.equal(s, memory[:: geom[1][0] // 512])
     gappy = torch.randn(8, 64, 16, 32)[..., ::2]  # every other entry: a copy is needed
-    assert _sample(gappy, geom).shape == s.shape
+    assert sample(gappy, geom).shape == s.shape
 
 
 def test_gradient_outside_the_sample_is_not_a_zero_gradient_step() -> None:
