@@ -20,6 +20,11 @@ from torch.overrides import TorchFunctionMode
 from gradtrace.env import strict
 from gradtrace.runtime.frames import (_BY_ID, called_by_library, internal_names, is_internal,
                                       raw_site, site_of, user_frame)
+from gradtrace.runtime.trace.classify import (
+    AGRAD, AMP, BACKWARD, CTOR, DATA_GET, DETACH, GRAD_GET, GRAD_SET, INPLACE, ITEM,
+    MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH, _INPLACE_ARG, _KIND,
+    _SHAPE_ONLY, _WHERE_CHECKS, _first_grad_tensor, _name, classify,
+)
 from gradtrace.runtime.trace.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
@@ -33,103 +38,6 @@ Tensor = torch.Tensor
 _getframe = sys._getframe
 _grad_enabled = torch.is_grad_enabled
 _inference_enabled = torch.is_inference_mode_enabled
-
-# func classification
-PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
-    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP = range(17)
-_WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
-_KIND: dict[Any, int] = {}
-_INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
-_ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
-_ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
-_PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
-               "__len__", "__hash__", "__bool__", "__contains__", "__iter__", "is_floating_point",
-               "data_ptr", "stride", "element_size", "get_device", "is_contiguous",
-               "storage_offset",
-               "untyped_storage", "_typed_storage", "__reduce_ex__", "__deepcopy__", "__setstate__",
-               "type", "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
-
-
-# factories that read only the shape/dtype of a tensor argument: their result was never part
-# of the graph, so it is no cut (randn_like(mu) in a reparameterisation)
-_SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like",
-               "randint_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
-_NAMES: dict[Any, str] = {}
-
-
-def _name(func: Any) -> str:
-    name = _NAMES.get(func)
-    if name is None:
-        name = _NAMES[func] = getattr(func, "__name__", "") or type(func).__name__
-    return name
-
-
-def classify(func: Any) -> int:
-    """Which handler a torch function needs (cached)."""
-    name = _name(func)
-    owner = getattr(func, "__self__", None)
-    if name in ("__get__", "__set__") and owner is not None:
-        attr = getattr(owner, "__name__", "")
-        if name == "__get__":
-            return {"data": DATA_GET, "grad": GRAD_GET}.get(attr, PASS)
-        return {"grad": GRAD_SET, "requires_grad": RG_SET}.get(attr, PASS)
-    if func is torch._C._set_grad_enabled:
-        return SETGRAD
-    if func is torch.Tensor.backward or func is torch.autograd.backward:
-        return BACKWARD
-    if func is torch.autograd.grad:
-        return AGRAD
-    if name in _ITEM_NAMES:
-        return ITEM
-    if func is torch.tensor or name == "as_tensor":
-        return CTOR
-    if func is torch.where or func is torch.Tensor.where:
-        return WHERE
-    if name == "_amp_foreach_non_finite_check_and_unscale_":
-        return AMP
-    if name == "requires_grad_":
-        return RG_SET
-    if name in ("detach", "detach_copy"):
-        return DETACH
-    if name in _ZERO_NAMES:
-        return ZEROISH
-    if name in _PASS_NAMES:
-        return PASS
-    pos = _inplace_position(func)
-    if pos >= 0:
-        _INPLACE_ARG[func] = pos
-        return MAYBE_INPLACE
-    if (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
-            or name == "__setitem__":
-        return INPLACE
-    return PLAIN
-
-
-def _inplace_position(func: Any) -> int:
-    """Position of an ``inplace`` parameter (F.relu(x, inplace=True)...), or -1."""
-    module = getattr(func, "__module__", "") or ""
-    if not module.startswith("torch.nn.functional"):
-        return -1
-    import inspect
-
-    try:
-        params = list(inspect.signature(func).parameters)
-    except (TypeError, ValueError):
-        return -1
-    return params.index("inplace") if "inplace" in params else -1
-
-
-def _first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
-    for a in args:
-        if isinstance(a, Tensor):
-            if a.requires_grad:
-                return a
-        elif isinstance(a, (list, tuple)):
-            for b in a:
-                if isinstance(b, Tensor) and b.requires_grad:
-                    return b
-    return None
-
 
 class ProvenanceMode(TorchFunctionMode):
     """Records graph cuts, grad-mode switches, in-place ops and backward calls into a state."""
