@@ -8,7 +8,8 @@ code only, never in comments or strings (NOTE [code text] in :mod:`gradtrace.lin
 Most statements of a file hold no trigger word at all (87% on the benchmark corpus: the
 methods of a model class rarely mention ``backward`` or ``requires_grad``). When no line of a
 statement (decorators and bodies included) holds one, no gated statement visitor and no
-expression visitor can run anywhere inside it, so the walker skips the whole subtree. Three
+expression visitor can run anywhere inside it, so the walker skips the whole subtree (the words
+of a rule whose only visitor is ``visit_Module`` do not count: nothing of it runs inside). Three
 things stop that: an active rule with ``gate_statements = False`` and statement visitors (it
 must see every statement); one with ``gate_statements = "function"``, outside functions and in
 a function whose lines hold its words (only a nested def is skipped there); and imports, which
@@ -52,6 +53,12 @@ def _visitor_names(cls: type[Rule]) -> tuple[tuple[type, str, bool], ...]:
             if isinstance(node_type, type) and issubclass(node_type, ast.AST):
                 out.append((node_type, attr, _is_stmt_type(node_type)))
     return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _walks(cls: type[Rule]) -> bool:
+    """Whether a rule has a visitor other than ``visit_Module`` (one that the walk reaches)."""
+    return any(t is not ast.Module for t, _, _ in _visitor_names(cls))
 
 
 class _Shape(NamedTuple):
@@ -204,7 +211,7 @@ class FileChecker:
         if not present:
             return
         self._import_lines = sorted(word_lines.get("import", ()))
-        self._hit_lines = sorted(set().union(*(word_lines[w] for w in present)))
+        hit_lines: set[int] = set()
         self._skip_quiet = True
         expr_words: dict[str, list[int]] = {}  # word -> active rules with expression visitors
         fn_lines: set[int] = set()
@@ -223,6 +230,9 @@ class FileChecker:
             self.rules.append(rule)
             gate = set().union(*(word_lines[w] for w in (
                 found_in(rule.statement_triggers) if rule.statement_triggers else found)))
+            if _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
+                hit_lines |= gate
+                hit_lines.update(*(word_lines[w] for w in found))
             self._rule_lines.append(sorted(gate))
             self._line_gated.append(rule.gate_statements is True)
             exprs: dict[type, Visitor] = {}
@@ -249,6 +259,7 @@ class FileChecker:
                 per_line[line] = group if known is None else known | group
         self._line_rules = per_line
         self._fn_lines = sorted(fn_lines)
+        self._hit_lines = sorted(hit_lines)
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> list[Finding]:

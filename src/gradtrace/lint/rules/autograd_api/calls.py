@@ -135,7 +135,7 @@ def _default(fn: ast.AST, name: str, cls: str, ctx: Context) -> ast.expr | None:
     if name not in defaults:
         return None
     index = [x.arg for x in pos].index(name) - 1 if name in [x.arg for x in pos] else 10**6
-    for _, call in class_calls(ctx).get(cls, ()):
+    for _, call in class_calls(ctx, cls):
         if len(call.args) > index or any(k.arg in (name, None) for k in call.keywords) \
                 or any(isinstance(x, ast.Starred) for x in call.args):
             return None

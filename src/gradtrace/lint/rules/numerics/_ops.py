@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -160,36 +161,33 @@ def has_positive_shift(e: ast.AST, ctx: Context) -> bool:
     return False
 
 
-def _calls_by_name(ctx: Context) -> dict[str, list[ast.Call]]:
-    """Function name -> the calls ``name(...)`` / ``self.name(...)`` anywhere in the file."""
-    def make() -> dict[str, list[ast.Call]]:
-        out: dict[str, list[ast.Call]] = {}
-        for n in walk(ctx.tree):
-            if isinstance(n, ast.Call):
-                f = n.func
-                name = f.id if isinstance(f, ast.Name) else f.attr \
-                    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
-                    and f.value.id == "self" else None
-                if name:
-                    out.setdefault(name, []).append(n)
-        return out
-    return ctx.memo("numerics-calls", ctx.tree, make)
-
-
 def _backward_after(scope_node: ast.AST, line: int, ctx: Context) -> bool:
     from gradtrace.lint.analysis.steps import step_calls
     return any(s.call.lineno >= line for s in step_calls(ctx, scope_node).losses())
 
 
-def _enclosing_function(ctx: Context, node: ast.AST) -> ast.AST:
-    """The innermost def holding ``node`` (the module when there is none)."""
+def _enclosing_function(ctx: Context, node: ast.AST,
+                        chain: tuple[ast.AST, ...]) -> ast.AST:
+    """The innermost def holding ``node``'s line (the module when there is none), among the
+    statements ``chain`` around it (the line of a call in a decorator is not the def's)."""
     best: ast.AST = ctx.tree
-    for fn in ctx.memo("numerics-defs", ctx.tree, lambda: [
-            n for n in walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]):
-        if fn.lineno <= node.lineno <= (fn.end_lineno or 0) \
+    for fn in chain:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and fn.lineno <= node.lineno <= (fn.end_lineno or 0) \
                 and fn.lineno >= getattr(best, "lineno", 0):  # type: ignore[attr-defined]
             best = fn
     return best
+
+
+def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
+             ) -> Iterator[tuple[ast.Call, ast.AST]]:
+    """(call, the def around it) for the calls ``name(...)`` / ``self.name(...)`` of ``fn``'s
+    name anywhere in the file (NOTE [call sites])."""
+    for call, s, outer in call_sites(ctx, fn.name):
+        f = call.func
+        if isinstance(f, ast.Name) or isinstance(f.value, ast.Name) \
+                and f.value.id == "self":  # type: ignore[attr-defined]
+            yield call, _enclosing_function(ctx, call, (*outer, s))
 
 
 def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
@@ -225,8 +223,7 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True) -
     function; through one more same-file helper only before a ``backward()`` (a helper of a
     helper of ``forward`` mostly prepares conditioning data, which carries no gradient)."""
     from gradtrace.lint.rules.grad_mode._deps import LOSS_NAME_RE
-    for call in _calls_by_name(ctx).get(fn.name, ()):  # type: ignore[attr-defined]
-        outer = _enclosing_function(ctx, call)
+    for call, outer in _callers(ctx, fn):  # type: ignore[arg-type]
         if outer is fn:
             continue
         if direct and isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
@@ -251,11 +248,10 @@ def _result_reaches_grad(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDe
     if not any(isinstance(r, ast.Return) and isinstance(r.value, ast.Name)
                and r.value.id == name for r in walk(fn)):
         return True
-    calls = _calls_by_name(ctx).get(fn.name, [])
+    calls = list(_callers(ctx, fn))
     if not calls:
         return True
-    for call in calls:
-        outer = _enclosing_function(ctx, call)
+    for call, outer in calls:
         scope = ctx.scope(outer)
         s = scope.statement_of(call)
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1

@@ -336,12 +336,13 @@ class GuardOnSingularOutput(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         b = _bounds(node, ctx)
-        if b is None or _made_discrete(ctx) or not in_training(ctx, node):
+        if b is None or _made_discrete(ctx):
             return
         got = torch_op(node, ctx)
         operands = [got[1]] if got else []  # type: ignore[index]
         if b[0] in ("minimum", "maximum", "fmin", "fmax"):
             operands = [a for a in node.args]
+        found = []
         for operand in operands:
             op_node = strip(operand)
             if isinstance(op_node, (ast.Name, ast.Attribute)):
@@ -352,6 +353,10 @@ class GuardOnSingularOutput(Rule):
             lo, hi = b[1], b[2]
             if (op in LOGS and lo is None) or (op not in LOGS and hi is None):
                 continue  # a bound on the other side does not touch the infinity
+            found.append((op_node, op))
+        if not found or not in_training(ctx, node):  # the costly question last
+            return
+        for op_node, op in found:
             seen = ctx.memo("GT754-seen", ctx.tree, set)
             if id(op_node) in seen:
                 continue

@@ -3,39 +3,55 @@ holds when they come from the caller (``MergeLayer([nn.Linear(4, 3), nn.Linear(4
 from __future__ import annotations
 
 import ast
-import re
-from collections import Counter
+import bisect
 
+from gradtrace.lint.analysis.calls import ascii_code, span, word_lines
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import children, walk
 
 
-def class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
-    """Class-like name -> (enclosing function or module, call) for every ``Name(...)`` call."""
-    def make() -> dict[str, list[tuple[ast.AST, ast.Call]]]:
-        out: dict[str, list[tuple[ast.AST, ast.Call]]] = {}
-        classes = ctx.analysis.classes
+def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
+    """(enclosing function or module, call) for every ``cls(...)`` call of a class of the
+    file, in one walk order (cached per class)."""
+    def make() -> list[tuple[ast.AST, ast.Call]]:
+        out: list[tuple[ast.AST, ast.Call]] = []
+        if cls not in ctx.analysis.classes:
+            return out
+        # statements whose lines never name the class hold no such call (NOTE [call sites])
+        lines = word_lines(ctx, (cls,)) if ascii_code(ctx) else None
         stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
         while stack:
             owner, n = stack.pop()
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
-                    and n.func.id in classes:
-                out.setdefault(n.func.id, []).append((owner, n))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls:
+                out.append((owner, n))
+            elif lines is not None and isinstance(n, STATEMENTS):
+                first, last = span(n)
+                k = bisect.bisect_left(lines, first)
+                if k == len(lines) or lines[k] > last:
+                    continue
             inner = n if isinstance(n, FUNCTION_TYPES) else owner
             stack.extend((inner, c) for c in children(n))
         return out
-    return ctx.memo("gt4-class-calls", ctx.tree, make)
+    return ctx.memo("gt4-class-calls:" + cls, ctx.tree, make)
 
 
 def call_count(name: str, ctx: Context) -> int:
     """How often ``name(`` appears in the file's code (its ``class`` line included), counted
     once per file: a ``str.count`` per attribute made the rule quadratic in the file's size."""
-    def make() -> Counter[str]:
-        return Counter(_CALL_RE.findall(ctx.code))
-    return ctx.memo("gt4-call-counts", ctx.tree, make)[name]
+    counts: dict[str, int] = ctx.memo("gt4-call-counts", ctx.tree, dict)
+    got = counts.get(name)
+    if got is None:  # `name(` not preceded by a word character
+        code, needle, got = ctx.code, name + "(", 0
+        pos = code.find(needle)
+        while pos != -1:
+            if pos == 0 or not (code[pos - 1].isalnum() or code[pos - 1] == "_"):
+                got += 1
+            pos = code.find(needle, pos + 1)
+        counts[name] = got
+    return got
 
 
-_CALL_RE = re.compile(r"(\w+)\(")
+STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 def nn_rooted(name: str, ctx: Context, depth: int = 0) -> bool:
@@ -99,7 +115,7 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
             and value.func.id in ("list", "tuple") and len(value.args) == 1:
         value = value.args[0]
     if not isinstance(value, ast.Name) or call_count(cls, ctx) < 2 \
-            or not nn_rooted(cls, ctx):
+            or not nn_rooted(cls, ctx) or (not element and not _param(init, value.id)):
         return None  # not a name, the class is never called here, or it is no nn.Module
     scope = ctx.scope(init)
     whole = not element
@@ -113,7 +129,7 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
         return None
     elts: list[ast.AST] = []
     made: ast.AST | None = None
-    for owner, call in class_calls(ctx).get(cls, ()):
+    for owner, call in class_calls(ctx, cls):
         arg = _arguments(init, call).get(param)
         if arg is None:
             continue

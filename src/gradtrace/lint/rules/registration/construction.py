@@ -104,6 +104,7 @@ class LayerBuiltInForward(Rule):
     """
 
     code = "GT420"
+    gate_statements = True  # a class that defines `forward` holds the word
     name = "layer-built-in-forward"
     message = ("`{layer}` is built inside `{method}`: a new layer with random weights at every "
                "call, not registered on the module, so `parameters()` never holds it and the "

@@ -7,6 +7,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -227,7 +228,7 @@ class TrainedModuleSwapped(Rule):
     name = "trained-module-swapped"
     message = ("`{a}` and `{b}` are passed in each other's places: `{fn}()` takes `{b}` "
                "first; the module it trains is not the one `{opt}` holds")
-    triggers = ("(",)
+    triggers = ("def",)  # the function called lies in the file (NOTE [call sites])
     examples = [
         Bad("""
             import copy, torch
@@ -255,7 +256,13 @@ class TrainedModuleSwapped(Rule):
             """),
     ]
 
-    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        names = [n for n, f in ctx.analysis.functions.items()
+                 if len(f.args.posonlyargs) + len(f.args.args) >= 2]
+        for call, _, fn in calls_of(ctx, names):  # NOTE [call sites]
+            yield from self._check(call, fn or ctx.tree, ctx)
+
+    def _check(self, node: ast.Call, where: ast.AST, ctx: Context) -> Iterator[Finding]:
         if not isinstance(node.func, ast.Name) or len(node.args) < 2 \
                 or not all(isinstance(a, ast.Name) for a in node.args[:2]):
             return
@@ -270,7 +277,7 @@ class TrainedModuleSwapped(Rule):
                    and args[i] == params[j] and args[j] == params[i]]
         if not swapped:  # the pure-syntax test first: the scope costs a data-flow pass
             return
-        scope = ctx.scope()
+        scope = ctx.scope(where)
         stmt = scope.statement_of(node)
         if stmt is None:
             return

@@ -1,0 +1,176 @@
+"""Where the file names something: the lines of a word in the code, and the statements there.
+
+# NOTE [call sites]
+"Who calls ``train``", "where is ``Encoder`` built": walking the whole tree once per file (or,
+worse, per node) to answer costs more than parsing the file. The name must be written where it
+is used, so :func:`word_lines` finds its lines in the code (comments and strings out: NOTE
+[code text]) with one ``str.find`` scan, and :func:`statements_on` reaches the statements
+holding those lines through the bodies that hold them, not through the rest of the tree. A
+call ``name(...)`` lies in the own expressions (not the body) of a statement whose lines hold
+``name``, so walking those expressions finds every such call. An identifier written with
+characters that Python normalises (NFKC) may differ from its spelling: when the code is not
+ASCII, callers fall back to the whole tree (:func:`ascii_code`).
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.nodes import child_fields, children
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _fields(t: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(body fields, own-expression fields) of a statement type, in field order."""
+    got = _FIELDS.get(t)
+    if got is None:
+        fs = child_fields(t)
+        got = _FIELDS[t] = (tuple(f for f in fs if f in BODY_FIELDS),
+                            tuple(f for f in fs if f not in BODY_FIELDS))
+    return got
+
+
+def ascii_code(ctx: Context) -> bool:
+    """Whether the code (strings and comments out) is ASCII: its names are spelled as parsed."""
+    return ctx.memo("calls-ascii", ctx.tree, ctx.code.isascii)
+
+
+def _line_starts(ctx: Context) -> list[int]:
+    def make() -> list[int]:
+        code = ctx.code
+        if "\r" in code:
+            from gradtrace.lint.context import LINE_END
+            return [0] + [m.end() for m in LINE_END.finditer(code)]
+        out = [0]
+        pos = code.find("\n")
+        while pos != -1:
+            out.append(pos + 1)
+            pos = code.find("\n", pos + 1)
+        return out
+    return ctx.memo("calls-line-starts", ctx.tree, make)
+
+
+def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
+    """The sorted 1-based lines where one of ``names`` occurs as a whole word in the code."""
+    code = ctx.code
+    starts = _line_starts(ctx)
+    out: set[int] = set()
+    for name in names:
+        n = len(name)
+        pos = code.find(name)
+        while pos != -1:
+            end = pos + n
+            if (pos == 0 or not (code[pos - 1].isalnum() or code[pos - 1] == "_")) and \
+                    (end == len(code) or not (code[end].isalnum() or code[end] == "_")):
+                out.add(bisect.bisect_right(starts, pos))
+            pos = code.find(name, end)
+    return sorted(out)
+
+
+def span(s: ast.AST) -> tuple[int, int]:
+    """First (decorators included) and last line of a statement, handler or match case."""
+    first = getattr(s, "lineno", None)
+    if first is None:  # a match case
+        return s.pattern.lineno, s.body[-1].end_lineno  # type: ignore[attr-defined]
+    for d in getattr(s, "decorator_list", ()):
+        first = min(first, d.lineno)
+    return first, s.end_lineno  # type: ignore[attr-defined]
+
+
+def _holds(lines: list[int], first: int, last: int) -> bool:
+    k = bisect.bisect_left(lines, first)
+    return k < len(lines) and lines[k] <= last
+
+
+def statements_on(ctx: Context, lines: list[int]
+                  ) -> Iterator[tuple[ast.AST, tuple[ast.AST, ...]]]:
+    """(statement, its enclosing statements, outermost first) for every statement (handler,
+    match case) whose lines hold one of the sorted ``lines``, in source pre-order."""
+    if not lines:
+        return
+    todo: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [
+        (s, ()) for s in reversed(ctx.tree.body)]
+    while todo:
+        s, outer = todo.pop()
+        first, last = span(s)
+        if not _holds(lines, first, last):
+            continue
+        yield s, outer
+        inner = outer + (s,)
+        for f in reversed(_fields(type(s))[0]):
+            todo.extend((c, inner) for c in reversed(getattr(s, f)))
+
+
+def own_nodes(s: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a statement's own expressions (not its body statements), in pre-order."""
+    for f in _fields(type(s))[1]:
+        v = getattr(s, f, None)
+        for root in (v if v.__class__ is list else (v,)):
+            if not isinstance(root, ast.AST):
+                continue
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                yield n
+                stack.extend(reversed(list(children(n))))
+
+
+def calls_of(ctx: Context, names: Iterable[str]
+             ) -> list[tuple[ast.Call, ast.AST, ast.AST | None]]:
+    """(call, statement, enclosing function or None) for every call ``name(...)`` of one of
+    ``names`` (a plain name as the called function), in the order the engine visits them.
+    The function is the innermost one around the statement (a def's own header belongs to
+    the function around the def), as ``ctx.function`` says while the engine visits it."""
+    wanted = frozenset(names)
+    if not wanted:
+        return []
+    out = []
+    if ascii_code(ctx):
+        found: Iterable[tuple[ast.AST, tuple[ast.AST, ...]]] = statements_on(
+            ctx, word_lines(ctx, sorted(wanted)))
+    else:
+        found = _every_statement(ctx)  # NOTE [call sites]
+    for s, outer in found:
+        for n in own_nodes(s):
+            if n.__class__ is ast.Call and n.func.__class__ is ast.Name \
+                    and n.func.id in wanted:  # type: ignore[attr-defined]
+                fn = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), None)
+                out.append((n, s, fn))
+    return out
+
+
+def _every_statement(ctx: Context) -> Iterator[tuple[ast.AST, tuple[ast.AST, ...]]]:
+    todo: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [
+        (s, ()) for s in reversed(ctx.tree.body)]
+    while todo:
+        s, outer = todo.pop()
+        yield s, outer
+        inner = outer + (s,)
+        for f in reversed(_fields(type(s))[0]):
+            todo.extend((c, inner) for c in reversed(getattr(s, f)))
+
+
+def call_sites(ctx: Context, name: str
+               ) -> list[tuple[ast.Call, ast.AST, tuple[ast.AST, ...]]]:
+    """(call, statement, enclosing statements) for every call of ``name(...)`` or
+    ``<anything>.name(...)`` in the file, in source pre-order (cached per name)."""
+    def make() -> list[tuple[ast.Call, ast.AST, tuple[ast.AST, ...]]]:
+        found = statements_on(ctx, word_lines(ctx, (name,))) if ascii_code(ctx) \
+            else _every_statement(ctx)
+        out = []
+        for s, outer in found:
+            for n in own_nodes(s):
+                if n.__class__ is ast.Call:
+                    f = n.func  # type: ignore[attr-defined]
+                    if (f.__class__ is ast.Name and f.id == name) or (
+                            f.__class__ is ast.Attribute and f.attr == name):
+                        out.append((n, s, outer))
+        return out
+    return ctx.memo("calls-sites:" + name, ctx.tree, make)  # type: ignore[return-value]
