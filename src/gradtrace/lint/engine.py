@@ -55,6 +55,14 @@ def _visitor_names(cls: type[Rule]) -> tuple[tuple[type, str, bool], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=16)
+def _split_words(rules: tuple[type[Rule], ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """(the trigger words whose lines matter: words of rules the walk reaches, the other
+    words: only whether they occur decides, for rules whose only visitor is ``visit_Module``)."""
+    lines = frozenset(w for r in rules if _walks(r) for w in (*r.triggers, *r.statement_triggers))
+    return lines, _all_words(rules) - lines
+
+
 @lru_cache(maxsize=None)
 def _walks(cls: type[Rule]) -> bool:
     """Whether a rule has a visitor other than ``visit_Module`` (one that the walk reaches)."""
@@ -198,7 +206,8 @@ class FileChecker:
 
     def _activate(self, rules: list[Rule]) -> None:
         """Which rules are active in this file, and on which lines (NOTE [triggers])."""
-        all_words = _all_words(tuple(type(r) for r in rules))
+        types = tuple(type(r) for r in rules)
+        all_words = _all_words(types)
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
         for local, qual in self.imports.aliases.items():
@@ -206,7 +215,12 @@ class FileChecker:
                 inside = {w for w in all_words if w in qual}
                 if inside:
                     aliases[local] = inside
-        word_lines = _word_lines(self.ctx.code, all_words.union(aliases, ("import",)))
+        line_words, other_words = _split_words(types)
+        code = self.ctx.code
+        word_lines = _word_lines(code, line_words.union(aliases, ("import",)))
+        for w in other_words:  # words of visit_Module-only rules: whether, not where
+            if w in code:
+                word_lines[w] = set()
         present = [w for w in word_lines if w in all_words or w in aliases]
         if not present:
             return

@@ -42,26 +42,10 @@ def ascii_code(ctx: Context) -> bool:
     return ctx.memo("calls-ascii", ctx.tree, ctx.code.isascii)
 
 
-def _line_starts(ctx: Context) -> list[int]:
-    def make() -> list[int]:
-        code = ctx.code
-        if "\r" in code:
-            from gradtrace.lint.context import LINE_END
-            return [0] + [m.end() for m in LINE_END.finditer(code)]
-        out = [0]
-        pos = code.find("\n")
-        while pos != -1:
-            out.append(pos + 1)
-            pos = code.find("\n", pos + 1)
-        return out
-    return ctx.memo("calls-line-starts", ctx.tree, make)
-
-
 def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
     """The sorted 1-based lines where one of ``names`` occurs as a whole word in the code."""
     code = ctx.code
-    starts = _line_starts(ctx)
-    out: set[int] = set()
+    at: list[int] = []
     for name in names:
         n = len(name)
         pos = code.find(name)
@@ -69,9 +53,23 @@ def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
             end = pos + n
             if (pos == 0 or not (code[pos - 1].isalnum() or code[pos - 1] == "_")) and \
                     (end == len(code) or not (code[end].isalnum() or code[end] == "_")):
-                out.add(bisect.bisect_right(starts, pos))
+                at.append(pos)
             pos = code.find(name, end)
-    return sorted(out)
+    if not at:
+        return []
+    at.sort()
+    if "\r" in code:  # lines may also end in a lone \r
+        from gradtrace.lint.context import LINE_END
+        starts = [0] + [m.end() for m in LINE_END.finditer(code)]
+        return sorted({bisect.bisect_right(starts, p) for p in at})
+    out: list[int] = []
+    line, prev = 1, 0
+    for p in at:
+        line += code.count("\n", prev, p)
+        prev = p
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
 
 
 def span(s: ast.AST) -> tuple[int, int]:
@@ -92,7 +90,9 @@ def _holds(lines: list[int], first: int, last: int) -> bool:
 def statements_on(ctx: Context, lines: list[int]
                   ) -> Iterator[tuple[ast.AST, tuple[ast.AST, ...]]]:
     """(statement, its enclosing statements, outermost first) for every statement (handler,
-    match case) whose lines hold one of the sorted ``lines``, in source pre-order."""
+    match case) whose own expressions may lie on one of the sorted ``lines``, in source
+    pre-order: its header lines (from its first line to the line its body starts on) or, for
+    a simple statement, all its lines hold one."""
     if not lines:
         return
     todo: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [
@@ -102,9 +102,15 @@ def statements_on(ctx: Context, lines: list[int]
         first, last = span(s)
         if not _holds(lines, first, last):
             continue
-        yield s, outer
+        bodies = _fields(type(s))[0]
+        if not bodies:
+            yield s, outer
+            continue
+        head = getattr(s, bodies[0])
+        if not head or _holds(lines, first, span(head[0])[0]):
+            yield s, outer
         inner = outer + (s,)
-        for f in reversed(_fields(type(s))[0]):
+        for f in reversed(bodies):
             todo.extend((c, inner) for c in reversed(getattr(s, f)))
 
 

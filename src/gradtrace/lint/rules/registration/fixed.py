@@ -13,7 +13,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword
+from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword, node_mentions
 from gradtrace.lint.rules.registration._modules import grad_flags
 from gradtrace.lint.rules.registration.freezing import _trainable_only
 
@@ -108,6 +108,8 @@ class UnfrozenAcrossMethods(Rule):
         from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
         out = {}
         for m in cls.methods.values():
+            if not node_mentions(ctx, m, "requires_grad"):
+                continue  # a trainable-only filter is spelled in the method: no scope needed
             scope = ctx.scope(m)
             for s in scope.stmts:
                 if isinstance(s, ast.Assign) and len(s.targets) == 1 \
@@ -250,6 +252,17 @@ class FixedParameterUnfrozen(Rule):
         return out
 
 
+def _methods_named(ctx: Context) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Method name -> the methods of the file's classes with that name (once per file)."""
+    def make() -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        out: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        for c in ctx.analysis.classes.values():
+            for n, m in c.methods.items():
+                out.setdefault(n, []).append(m)
+        return out
+    return ctx.memo("gt44-methods-named", ctx.tree, make)
+
+
 def _freezes(s: ast.stmt, ctx: Context) -> str | None:
     """What ``s`` freezes: a freeze loop or ``requires_grad_(False)``, a helper of the file
     that freezes its argument, or a method of a class of the file (the only one with that
@@ -275,8 +288,7 @@ def _freezes(s: ast.stmt, ctx: Context) -> str | None:
     if got is not None:
         return ctx.source(got[0]) if not got[1] else None
     if isinstance(f, ast.Attribute) and f.attr not in ("step", "backward", "zero_grad"):
-        found = [m for c in ctx.analysis.classes.values() for n, m in c.methods.items()
-                 if n == f.attr]
+        found = _methods_named(ctx).get(f.attr, [])
         if len(found) == 1 and any(not g.value for g in grad_flags(ctx.scope(found[0]))) \
                 and not any(isinstance(n, ast.Attribute) and n.attr == "grad"
                             for n in walk(found[0])):
@@ -357,8 +369,11 @@ class FreezeBeforeStep(Rule):
                             part=frozen[1], line=s.lineno)
                     frozen = None
                     continue
-                if any(isinstance(n, ast.Attribute) and n.attr in ("backward", "zero_grad")
-                       for n in walk(s)) or ".grad" in text:
+                if (node_mentions(ctx, s, "backward", "zero_grad") or any(
+                        node_mentions(ctx, d, "backward", "zero_grad")  # above `lineno`
+                        for d in getattr(s, "decorator_list", ()))) and any(
+                        isinstance(n, ast.Attribute) and n.attr in ("backward", "zero_grad")
+                        for n in walk(s)) or ".grad" in text:
                     frozen = None
                     continue
                 part = _freezes(s, ctx)
