@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.context import LINE_END
 from gradtrace.lint.nodes import child_fields, children
 
 if TYPE_CHECKING:
@@ -42,10 +44,39 @@ def ascii_code(ctx: Context) -> bool:
     return ctx.memo("calls-ascii", ctx.tree, ctx.code.isascii)
 
 
+FIND_LIMIT = 32  # names searched one by one in a file before its words are indexed
+
+
+def _word_index(ctx: Context) -> dict[str, list[int]]:
+    """Every word of the code -> the offsets where it occurs (one pass, built on demand)."""
+    def make() -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for m in _WORD.finditer(ctx.code):
+            out.setdefault(m.group(), []).append(m.start())
+        return out
+    return ctx.memo("calls-word-index", ctx.tree, make)
+
+
+_WORD = re.compile(r"\w+")
+
+
 def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
-    """The sorted 1-based lines where one of ``names`` occurs as a whole word in the code."""
+    """The sorted 1-based lines where one of ``names`` occurs as a whole word in the code.
+
+    A few names are found with ``str.find``; past :data:`FIND_LIMIT` names in one file (a
+    long script asks about hundreds of classes and functions, each search a scan of the
+    whole text) the code's words are indexed once."""
     code = ctx.code
-    at: list[int] = []
+    names = list(names)
+    searched: list[int] = ctx.memo("calls-searched", ctx.tree, lambda: [0])
+    searched[0] += len(names)
+    if searched[0] > FIND_LIMIT:
+        index = _word_index(ctx)
+        starts = ctx.memo("calls-line-starts", ctx.tree, lambda: [0] + [
+            m.end() for m in LINE_END.finditer(code)])
+        return sorted({bisect.bisect_right(starts, p) for name in names
+                       for p in index.get(name, ())})
+    at = []
     for name in names:
         n = len(name)
         pos = code.find(name)
@@ -55,11 +86,15 @@ def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
                     (end == len(code) or not (code[end].isalnum() or code[end] == "_")):
                 at.append(pos)
             pos = code.find(name, end)
+    return _lines_of(code, at)
+
+
+def _lines_of(code: str, at: list[int]) -> list[int]:
+    """The sorted distinct 1-based lines of the offsets ``at``."""
     if not at:
         return []
     at.sort()
     if "\r" in code:  # lines may also end in a lone \r
-        from gradtrace.lint.context import LINE_END
         starts = [0] + [m.end() for m in LINE_END.finditer(code)]
         return sorted({bisect.bisect_right(starts, p) for p in at})
     out: list[int] = []
@@ -96,12 +131,10 @@ def statements_on(ctx: Context, lines: list[int]
     if not lines:
         return
     todo: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [
-        (s, ()) for s in reversed(ctx.tree.body)]
+        (s, ()) for s in reversed(holding(ctx, ctx.tree, "body", lines))]
     while todo:
         s, outer = todo.pop()
-        first, last = span(s)
-        if not _holds(lines, first, last):
-            continue
+        first, _ = span(s)
         bodies = _fields(type(s))[0]
         if not bodies:
             yield s, outer
@@ -111,7 +144,29 @@ def statements_on(ctx: Context, lines: list[int]
             yield s, outer
         inner = outer + (s,)
         for f in reversed(bodies):
-            todo.extend((c, inner) for c in reversed(getattr(s, f)))
+            todo.extend((c, inner) for c in reversed(holding(ctx, s, f, lines)))
+
+
+def holding(ctx: Context, parent: ast.AST, field: str, lines: list[int]) -> list[ast.AST]:
+    """The statements of ``parent.<field>`` (a body, handlers, cases) whose lines hold one of
+    the sorted ``lines``, in order: found by bisection, not by a scan of the body (a
+    script's module body holds thousands of statements)."""
+    body = getattr(parent, field)
+    if not body:
+        return []
+    spans: list[tuple[int, int]] = ctx.memo("calls-spans:" + field, parent,
+                                            lambda: [span(x) for x in body])
+    starts: list[int] = ctx.memo("calls-starts:" + field, parent,
+                                 lambda: [a for a, _ in spans])
+    lo = bisect.bisect_left(lines, starts[0])
+    hi = bisect.bisect_right(lines, spans[-1][1])
+    picked: set[int] = set()
+    for line in lines[lo:hi]:
+        k = bisect.bisect_right(starts, line) - 1
+        while k >= 0 and spans[k][1] >= line and k not in picked:
+            picked.add(k)
+            k -= 1
+    return [body[k] for k in sorted(picked)]
 
 
 def own_nodes(s: ast.AST) -> Iterator[ast.AST]:

@@ -3,11 +3,10 @@ holds when they come from the caller (``MergeLayer([nn.Linear(4, 3), nn.Linear(4
 from __future__ import annotations
 
 import ast
-import bisect
 
-from gradtrace.lint.analysis.calls import ascii_code, span, word_lines
+from gradtrace.lint.analysis.calls import BODY_FIELDS, ascii_code, holding, word_lines
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.nodes import children, walk
+from gradtrace.lint.nodes import child_fields, children, walk
 
 
 def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
@@ -24,13 +23,18 @@ def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
             owner, n = stack.pop()
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls:
                 out.append((owner, n))
-            elif lines is not None and isinstance(n, STATEMENTS):
-                first, last = span(n)
-                k = bisect.bisect_left(lines, first)
-                if k == len(lines) or lines[k] > last:
-                    continue
             inner = n if isinstance(n, FUNCTION_TYPES) else owner
-            stack.extend((inner, c) for c in children(n))
+            if lines is None or not isinstance(n, STATEMENTS):
+                stack.extend((inner, c) for c in children(n))
+                continue
+            for f in child_fields(type(n)):  # children in order, quiet statements left out
+                v = getattr(n, f, None)
+                if f in BODY_FIELDS:
+                    stack.extend((inner, c) for c in holding(ctx, n, f, lines))
+                elif v.__class__ is list:
+                    stack.extend((inner, c) for c in v if isinstance(c, ast.AST))
+                elif isinstance(v, ast.AST):
+                    stack.append((inner, v))
         return out
     return ctx.memo("gt4-class-calls:" + cls, ctx.tree, make)
 
@@ -51,7 +55,7 @@ def call_count(name: str, ctx: Context) -> int:
     return got
 
 
-STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
 
 
 def nn_rooted(name: str, ctx: Context, depth: int = 0) -> bool:
