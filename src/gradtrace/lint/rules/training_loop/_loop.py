@@ -24,7 +24,7 @@ from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the G
 )
 from gradtrace.lint.analysis.paths import Path, statement_paths
 from gradtrace.lint.context import LOOP_TYPES
-from gradtrace.lint.flow import MODULE, OPTIMIZER
+from gradtrace.lint.flow import MODULE, OPTIMIZER, Binding
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -62,6 +62,41 @@ class LoopFacts:
         """``s`` is ``outer`` or nested in it."""
         ps, po = self.paths.get(id(s)), self.paths.get(id(outer))
         return ps is not None and po is not None and ps[:len(po)] == po
+
+    def within(self, outer: ast.stmt) -> list[ast.stmt]:
+        """The statements of ``scope.stmts`` that are ``outer`` or nested in it, in order.
+
+        The scope lists statements in pre-order, so they are one run of the list starting at
+        ``outer``: found without a scan of the whole function (a script's module body runs
+        hundreds of loops, and a question per loop over every statement was quadratic)."""
+        memo = self.__dict__.setdefault("_within", {})
+        got = memo.get(id(outer))
+        if got is None:
+            order = self.__dict__.get("_order")
+            if order is None:
+                order = self.__dict__["_order"] = {
+                    id(x): i for i, x in enumerate(self.scope.stmts)}
+            stmts = self.scope.stmts
+            k = order.get(id(outer))
+            if k is None:
+                got = [x for x in stmts if self.inside(x, outer)]
+            else:
+                end = k
+                while end < len(stmts) and self.inside(stmts[end], outer):
+                    end += 1
+                got = stmts[k:end]
+            memo[id(outer)] = got
+        return got
+
+    def bindings_at(self, stmt: ast.stmt) -> list[Binding]:
+        """The bindings made by ``stmt``, in the order of ``scope.bindings`` (indexed once)."""
+        index = self.__dict__.get("_bindings_at")
+        if index is None:
+            index = self.__dict__["_bindings_at"] = {}
+            for bs in self.scope.bindings.values():
+                for b in bs:
+                    index.setdefault(id(b.stmt), []).append(b)
+        return index.get(id(stmt), [])
 
     def innermost_loop(self, *stmts: ast.stmt) -> ast.stmt | None:
         """The innermost loop enclosing all ``stmts`` (None: not all in one loop)."""

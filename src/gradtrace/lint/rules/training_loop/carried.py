@@ -38,10 +38,9 @@ def _is_recurrence(b: Binding) -> bool:
 
 def _recurrent(f: LoopFacts, d: Binding) -> Binding | None:
     """The binding made by ``d``'s statement that feeds on its own previous value, if any."""
-    for bs in f.scope.bindings.values():
-        for b in bs:
-            if b.stmt is d.stmt and _is_recurrence(b):
-                return b
+    for b in f.bindings_at(d.stmt):
+        if _is_recurrence(b):
+            return b
     return None
 
 

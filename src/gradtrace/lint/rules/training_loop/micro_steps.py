@@ -37,7 +37,7 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
                    ) -> tuple[ast.If, list[ast.BinOp]] | None:
     """The ``if`` inside ``loop`` around ``stmt`` whose test is periodic, with its remainder
     operations (NOTE [periodic step])."""
-    for s in f.scope.stmts:
+    for s in f.within(loop):
         if not (isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
                 and f.inside(s, loop) and s is not loop):
             continue
@@ -57,7 +57,7 @@ def _conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
     return any(isinstance(s, (ast.If, ast.Try)) and s is not stmt and f.inside(stmt, s)
                and f.inside(s, loop) and not (isinstance(s, ast.Try) and any(
                    x is stmt or _within(x, stmt) for x in s.body))
-               for s in f.scope.stmts)
+               for s in f.within(loop))
 
 
 def _within(outer: ast.stmt, stmt: ast.stmt) -> bool:

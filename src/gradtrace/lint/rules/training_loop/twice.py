@@ -21,6 +21,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
     if len(bws) < 2:
         return
     deps = {id(b.call): g.deps(b.loss, b.stmt.lineno) for b in bws}  # type: ignore[arg-type]
+    keys = {k: {_graph_key(x) for x in d.bindings} for k, d in deps.items()}
     for b1 in bws:
         if b1.retains:
             continue
@@ -28,7 +29,9 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             if b2 is b1 or not f.before(b1.stmt, b2.stmt):
                 continue
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
-            ids2 = {_graph_key(x) for x in d2.bindings}
+            ids2 = keys[id(b2.call)]
+            if ids2.isdisjoint(keys[id(b1.call)]):
+                continue  # nothing shared (the test below, without the per-binding work)
             shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
                       and g.freed_by(b1, t)]
             if shared:

@@ -27,7 +27,8 @@ ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
 def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
     """The innermost loop around ``s`` that also runs an accumulating backward."""
     for loop in reversed(f.loops_of(s.stmt)):
-        if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
+        if any(b.accumulates and loop.lineno <= b.stmt.lineno <= (loop.end_lineno or 0)
+               and f.inside(b.stmt, loop) for b in f.backwards):
             return loop
     return None
 
@@ -39,8 +40,7 @@ def fresh_each_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
     text = f.text(loop)
     if "deepcopy(" in text or "load_state_dict(" in text:
         return True
-    return any(b.kind == "module" and f.inside(b.stmt, loop)
-               for bs in f.scope.bindings.values() for b in bs)
+    return any(b.kind == "module" for x in f.within(loop) for b in f.bindings_at(x))
 
 
 # calls that receive the optimizer but are known not to clear its gradients
