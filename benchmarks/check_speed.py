@@ -4,6 +4,11 @@
     python benchmarks/check_speed.py [PATH ...]
     python benchmarks/check_speed.py --torch # no download: the installed torch package's sources
     python benchmarks/check_speed.py --cache-only [--torch | PATH ...]
+    python benchmarks/check_speed.py --quick [PATH ...]  # default: transformers of the corpus
+
+``--quick`` prints the read+parse / check CPU ratio only (no wall times, no cache rounds), by
+default on the corpus's transformers tree: a same-minute comparison of two versions
+(``PYTHONPATH=... python benchmarks/check_speed.py --quick`` for each).
 
 Prints CPU seconds for read+parse of every .py file, for `gradtrace check` in one process
 (default rules; it reads, prefilters on "torch", parses and checks), their ratio, and the wall
@@ -108,7 +113,13 @@ def main() -> int:
 
     args = sys.argv[1:]
     cache_only = "--cache-only" in args
-    paths = [torch_tree() if a == "--torch" else a for a in args if a != "--cache-only"]
+    quick = "--quick" in args
+    paths = [torch_tree() if a == "--torch" else a for a in args
+             if a not in ("--cache-only", "--quick")]
+    if not paths and quick:
+        src = os.path.join(HERE, "corpus", "src")
+        paths = [os.path.join(src, d) for d in sorted(os.listdir(src))
+                 if d.startswith("transformers")] if os.path.isdir(src) else [src]
     paths = paths or [os.path.join(HERE, "corpus", "src")]
     if not all(os.path.isdir(p) for p in paths):
         print(f"no corpus at {paths}: run `bash benchmarks/get_corpus.sh` first, or pass "
@@ -137,6 +148,12 @@ def main() -> int:
                 start = time.process_time()
                 findings += len(check_paths(chunk, settings, jobs=1).findings)
                 check += time.process_time() - start
+    if quick:
+        print(f"files {len(files)}, lines {lines:,}, default-rule findings {findings}")
+        print(f"read + ast.parse (CPU)          {base:7.2f} s")
+        print(f"gradtrace check, 1 process (CPU) {check:7.2f} s   = {check / base:.2f}x "
+              "read+parse")
+        return 0
     start = time.perf_counter()
     check_paths(paths, settings, jobs=2)
     wall2 = time.perf_counter() - start
