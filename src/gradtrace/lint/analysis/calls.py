@@ -3,8 +3,8 @@
 # NOTE [call sites]
 "Who calls ``train``", "where is ``Encoder`` built": walking the whole tree once per file (or,
 worse, per node) to answer costs more than parsing the file. The name must be written where it
-is used, so :func:`word_lines` finds its lines in the code (comments and strings out: NOTE
-[code text]) with one ``str.find`` scan, and :func:`statements_on` reaches the statements
+is used, so :func:`word_lines` finds its lines in the code (no comments nor strings:
+NOTE [code text]) with one ``str.find`` scan, and :func:`statements_on` reaches the statements
 holding those lines through the bodies that hold them, not through the rest of the tree. A
 call ``name(...)`` lies in the own expressions (not the body) of a statement whose lines hold
 ``name``, so walking those expressions finds every such call. An identifier written with
