@@ -48,3 +48,24 @@ def torchrun(tmp_path: Path):
         return TorchrunResult(proc.returncode, proc.stdout + proc.stderr, doc)
 
     return run
+
+
+@pytest.fixture
+def spawnrun(tmp_path: Path):
+    """``spawnrun(script)``: ``python -m gradtrace run`` on a script that starts its ranks
+    with torch.multiprocessing.spawn (MASTER_ADDR/MASTER_PORT in the environment)."""
+
+    def run(script: str, *args: str, timeout: float = 120) -> TorchrunResult:
+        out_json = tmp_path / "findings.json"
+        out_json.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "gradtrace", "run", "--json-out", str(out_json), *args,
+               str(SCRIPTS / script)]
+        full = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(free_port())}
+        full.pop("TORCH_DISTRIBUTED_DEBUG", None)
+        proc = subprocess.run(cmd, cwd=SCRIPTS, env=full, capture_output=True, text=True,
+                              timeout=timeout)
+        doc = json.loads(out_json.read_text()) if out_json.exists() else {}
+        return TorchrunResult(proc.returncode, proc.stdout + proc.stderr, doc)
+
+    return run

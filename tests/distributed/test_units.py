@@ -121,6 +121,24 @@ def test_merge_all_unused_and_branch():
     assert out[1].line == 19 and "got gradients on rank 1 but not on rank 0" in out[1].message
 
 
+def test_merge_branch_from_a_peer_stuck_in_the_all_reduce():
+    """Rank 1 skipped `roi` and failed at its next forward; rank 0, which ran `roi` in that
+    iteration, saw only the connection close: a branch taken on rank 0 only, and no separate
+    out-of-step report for the collective rank 1's error ended."""
+    from gradtrace.runtime.distributed.merge import merge_records
+
+    roi = {"name": "roi.weight", "module": "roi", "why": "not-run", "site": ["t.py", 12, ""]}
+    r0 = _rec(0, {"kind": "peer-closed", "iteration": 1, "site": ["t.py", 40, ""],
+                  "error": "Connection closed by peer", "used": {"roi": ["t.py", 21, "fwd"]}})
+    r1 = _rec(1, {"kind": "unused", "iteration": 1, "site": ["t.py", 38, ""], "params": [roi],
+                  "used": {}})
+    out = merge_records([r0, r1], 2)
+    assert [f.code for f in out] == ["GT881"], out
+    assert out[0].line == 21 and "got gradients on rank 0 but not on rank 1" in out[0].message
+    r0["facts"]["iteration"] = 2  # another iteration: no evidence of a branch
+    assert [f.code for f in merge_records([r0, r1], 2)] == ["GT880"]
+
+
 def test_merge_plain_findings_labels_ranks():
     from gradtrace.findings import Finding
     from gradtrace.runtime.distributed.merge import merge_records

@@ -279,10 +279,11 @@ def _strip_ours(te: traceback.TracebackException, depth: int = 0) -> None:
 
 def _finish(opts: RunOptions, findings: list[Finding], report: Any,
             crash: BaseException | None, diagnosis: list[Finding]) -> None:
-    from gradtrace.runtime.distributed.ranks import merge_ranks
+    from gradtrace.runtime.distributed.ranks import crash_explained, merge_ranks
     from gradtrace.runtime.render import order
 
     ordered = order(merge_ranks(findings, crash))  # rank 0: all ranks merged
+    diagnosis = [*diagnosis, *crash_explained()]  # spawned ranks' diagnoses
     if opts.json_out and should_print():
         _write_json(opts.json_out, ordered)
     if report is not None:

@@ -68,6 +68,10 @@ def facts_for_error(session: Any, exc: BaseException) -> dict[str, Any]:
         facts["used"] = _used_sites(session, ddp, runs)
     elif kind == "ready-twice" and ddp is not None:
         facts["params"] = _twice_params(session, ddp, text)
+    elif kind in ("timeout", "peer-closed") and ddp is not None:
+        # what ran in this rank's current iteration: a peer that failed on parameters unused
+        # in the same iteration shows a branch taken only on some ranks (distributed.merge)
+        facts["used"] = _used_sites(session, ddp, session.progress.runs)
     return facts
 
 

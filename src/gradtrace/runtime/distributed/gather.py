@@ -97,11 +97,12 @@ class Exchange:
             return None  # left over from an older run with the same key
         return data
 
-    def gather(self, own: dict[str, Any], wait: float,
+    def gather(self, own: dict[str, Any] | None, wait: float,
                waited: float | None = None) -> list[dict[str, Any]]:
-        """Rank 0: every expected rank's final record, or its last heartbeat at the deadline."""
+        """Rank 0: every expected rank's final record, or its last heartbeat at the deadline
+        (``own=None``: the parent of spawned ranks, which is none of them)."""
         deadline = time.monotonic() + wait
-        got: dict[int, dict[str, Any]] = {self.info.rank: own}
+        got: dict[int, dict[str, Any]] = {} if own is None else {self.info.rank: own}
         while True:
             for r in self.expected:
                 if r not in got:

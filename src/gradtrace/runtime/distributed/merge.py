@@ -73,6 +73,23 @@ def findings_from_records(records: list[Rec], world: int) -> list[Finding]:
         _sync_findings(records)
 
 
+def fuse_merged(found: list[Finding]) -> list[Finding]:
+    """The merged findings with each DDP/collective diagnosis replaced by the static finding
+    that accounts for it (NOTE [ranking] in gradtrace.runtime.fuse); a rank's own copy of that
+    static finding is then left out."""
+    from gradtrace.code_tables.distributed import CODES
+    from gradtrace.runtime.fuse import fuse_session
+
+    ours = {c.code for c in CODES}
+    runtime = [f for f in found if f.code in ours]
+    if not runtime:
+        return found
+    fused = fuse_session(runtime, (), None, unconfirmed=False)
+    taken = {(f.code, f.path, f.line) for f in fused if f.source == "static+runtime"}
+    return fused + [f for f in found if f.code not in ours
+                    and (f.code, f.path, f.line) not in taken]
+
+
 # -- plain findings: which rank saw what ------------------------------------------------------
 def _merge_plain(records: list[Rec], world: int, unused: set[str]) -> list[Finding]:
     seen: dict[tuple[Any, ...], tuple[Finding, list[int]]] = {}
@@ -100,7 +117,12 @@ def _merge_plain(records: list[Rec], world: int, unused: set[str]) -> list[Findi
 def _ddp_findings(records: list[Rec]) -> list[Finding]:
     unused = {int(r["rank"]): r["facts"] for r in records
               if (r.get("facts") or {}).get("kind") == "unused"}
-    out = _unused_findings(unused) if unused else []
+    # ranks whose collective failed in the iteration the others found parameters unused in
+    peers = {int(r["rank"]): r["facts"] for r in records
+             if (r.get("facts") or {}).get("kind") in ("timeout", "peer-closed")
+             and "used" in r["facts"] and unused and r["facts"].get("iteration") in
+             {f.get("iteration") for f in unused.values()}}
+    out = _unused_findings(unused, peers) if unused else []
     twice = {int(r["rank"]): r["facts"] for r in records
              if (r.get("facts") or {}).get("kind") == "ready-twice"}
     if twice:
@@ -108,15 +130,16 @@ def _ddp_findings(records: list[Rec]) -> list[Finding]:
     return out
 
 
-def _unused_findings(by_rank: dict[int, Rec]) -> list[Finding]:
+def _unused_findings(by_rank: dict[int, Rec], peers: dict[int, Rec]) -> list[Finding]:
     names: dict[str, dict[int, Rec]] = {}
     for rank, facts in by_rank.items():
         for p in facts.get("params", ()):
             names.setdefault(p["name"], {})[rank] = p
     groups: dict[tuple[Any, ...], list[str]] = {}
     for name, per_rank in names.items():
-        used_on = tuple(r for r in sorted(by_rank) if r not in per_rank)
         first = per_rank[min(per_rank)]
+        used_on = tuple(sorted([r for r in by_rank if r not in per_rank] + [
+            r for r, f in peers.items() if first.get("module") in f["used"]]))
         key = ("branch", first.get("module"), used_on, tuple(sorted(per_rank))) if used_on \
             else ("all", first["why"], tuple(first.get("site") or ()), tuple(sorted(per_rank)))
         groups.setdefault(key, []).append(name)
@@ -124,7 +147,7 @@ def _unused_findings(by_rank: dict[int, Rec]) -> list[Finding]:
     for key, group in groups.items():
         per_rank = names[group[0]]
         if key[0] == "branch":
-            out.append(_branch_finding(group, per_rank, key[2], by_rank))
+            out.append(_branch_finding(group, per_rank, key[2], {**peers, **by_rank}))
         else:
             out.append(_all_unused_finding(group, per_rank, by_rank))
     if not out and by_rank:  # the DDP module or the indices were not found
@@ -227,6 +250,8 @@ def _counts_text(r: Rec) -> str:
 def _collective_findings(records: list[Rec], world: int) -> list[Finding]:
     failed = [r for r in records if (r.get("facts") or {}).get("kind") in ("timeout",
                                                                            "peer-closed")]
+    if any((r.get("facts") or {}).get("kind") in ("unused", "ready-twice") for r in records):
+        failed = []  # a peer's DDP error (reported above) ended the collective it waited in
     missing = [r for r in records if not r.get("final")]
     if not failed and not missing:
         return []

@@ -87,6 +87,15 @@ def merge_ranks(findings: list[Finding], crash: BaseException | None = None) -> 
         return list(findings)
 
 
+def crash_explained() -> list[Finding]:
+    """The merged findings of spawned ranks that explain the crash (NOTE [spawned ranks] in
+    :mod:`gradtrace.runtime.distributed.spawn`); ``[]`` without them. Call after :func:`merge_ranks`."""
+    from gradtrace.runtime.distributed.session import current_session
+
+    sess = current_session()
+    return list(sess.explained) if sess is not None else []
+
+
 def should_print(info: RankInfo | None = None) -> bool:
     """Whether this process prints the report: rank 0, or any process outside a launch.
 

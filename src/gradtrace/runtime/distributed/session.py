@@ -67,11 +67,19 @@ class RankSession:
         self._beat: Any = None
         self._sync: Any = None
         self.exchange: Any = None
+        self.to_parent = False  # a child of torch.multiprocessing.spawn: NOTE [spawned ranks]
+        self.explains: list[list[Any]] = []  # (code, path, line) of this rank's crash diagnosis
+        self.explained: list[Finding] = []  # the merged findings that explain the crash
+        self.spawn: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> RankSession:
         _CURRENT[:] = [self]
         if not self.info.distributed:
+            from gradtrace.runtime.distributed.spawn import SpawnWatch
+
+            self.spawn = SpawnWatch()
+            self.spawn.install()
             return self
         from torch.nn.modules import module as mm
         from torch.optim import optimizer as om
@@ -101,6 +109,8 @@ class RankSession:
                  tb: TracebackType | None) -> None:
         while self._handles:
             self._handles.pop().remove()
+        if self.spawn is not None:
+            self.spawn.remove()
         if self._beat is not None:
             self._beat.stop()
             self._beat = None
@@ -174,6 +184,8 @@ class RankSession:
         """This rank's findings for a DDP/collective error; also kept for the merged report."""
         self.status = "crashed"
         try:
+            if self._spawned_report(exc):
+                return []  # the children's own records explain it
             return self._diagnose(exc)
         except Exception:  # diagnosis must never hide the user's own error
             if strict():
@@ -193,6 +205,11 @@ class RankSession:
         state.crash_findings.extend(f for f in found if f not in state.crash_findings)
         return found
 
+    def _spawned_report(self, exc: BaseException) -> bool:
+        from gradtrace.runtime.distributed.spawn import from_spawn
+
+        return self.spawn is not None and from_spawn(exc) and self.spawn.reported()
+
     def counts(self) -> dict[str, int]:
         """DDP forward passes (grad on), backward passes started, optimizer steps."""
         st = self.tracer.state
@@ -207,7 +224,7 @@ class RankSession:
                 "started": self.started, "status": self.status, "final": True,
                 "counts": self.counts(),
                 "skipped": [[i, list(s) if s else None] for i, s in pr.skipped],
-                "facts": self.facts, "sync": self.sync_facts,
+                "facts": self.facts, "sync": self.sync_facts, "explains": self.explains,
                 "findings": [f.to_dict() for f in findings]}
 
     def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
@@ -215,12 +232,16 @@ class RankSession:
         from gradtrace.runtime.distributed.merge import findings_from_records, merge_records
 
         own = [f for f in findings if not _is_ours(f)]
+        if self.spawn is not None and self.spawn.spawns:
+            return self._finish_spawned(own, crash)
         if not self.info.distributed or self.exchange is None:
             return findings_from_records([self.record([])], 1) + own
         if self.status == "running":
             self.status = "crashed" if crash is not None else "finished"
         rec = self.record(own)
         self.exchange.write_final(rec)
+        if self.to_parent:
+            return []
         wait = _timeout(5.0 if crash is not None else 30.0)
         if not self.info.is_zero:
             wait = _timeout(30.0) * 1.2 + 1.0  # rank 0 may wait this long for a slow peer
@@ -238,6 +259,22 @@ class RankSession:
             return merge_records(records, self.info.world_size, own_rank=0)
         finally:
             self.exchange.mark_done()
+
+
+    def _finish_spawned(self, own: list[Finding], crash: BaseException | None) -> list[Finding]:
+        """The parent of spawned ranks: their merged records, then its own findings."""
+        from gradtrace.runtime.distributed.merge import findings_from_records
+        from gradtrace.runtime.distributed.spawn import from_spawn, merged
+
+        try:
+            found, self.explained = merged(self.spawn)
+        finally:
+            self.spawn.cleanup()
+        if found and crash is not None and from_spawn(crash):  # the children's words, not
+            told = self.tracer.diagnosis                      # the parent's reading of them
+            own = [f for f in own if f not in told]
+        base = findings_from_records([self.record([])], 1) if not found else []
+        return found + [f for f in base + own if f not in found]
 
 
 def _swallow() -> None:

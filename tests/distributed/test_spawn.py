@@ -1,0 +1,26 @@
+"""`gradtrace run` on scripts that start gloo ranks with torch.multiprocessing.spawn: every
+child traced, one report in the parent (NOTE [spawned ranks] in gradtrace.runtime.distributed.spawn)."""
+from __future__ import annotations
+
+from dist_helpers import marked
+
+
+def test_spawned_ranks_name_the_unused_layer(spawnrun):
+    res = spawnrun("spawn_unused.py")
+    assert res.code != 0
+    assert res.codes() == ["GT880"], res.out
+    f = res.findings[0]
+    assert f["line"] == marked("spawn_unused.py", "unused") and f["source"] == "static+runtime"
+    assert "spare.weight, spare.bias" in f["message"] and "never ran" in f["message"]
+    assert "rank" in f["message"]
+    assert any("GT450" in r["message"] for r in f["related"])  # the static twin, attached
+    assert any(r["line"] == marked("spawn_unused.py", "raised") for r in f["related"])
+    assert res.out.count("gradtrace: diagnosis") == 1  # the parent prints, the ranks do not
+
+
+def test_spawned_correct_training_gives_no_finding(spawnrun):
+    res = spawnrun("spawn_correct.py")
+    assert res.code == 0, res.out
+    assert "replicas equal: True" in res.out  # the program's own result, unchanged
+    assert res.doc.get("tool") == "gradtrace" and res.findings == [], res.findings
+    assert "gradtrace:" not in res.out
