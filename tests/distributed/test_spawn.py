@@ -24,3 +24,17 @@ def test_spawned_correct_training_gives_no_finding(spawnrun):
     assert "replicas equal: True" in res.out  # the program's own result, unchanged
     assert res.doc.get("tool") == "gradtrace" and res.findings == [], res.findings
     assert "gradtrace:" not in res.out
+
+
+def test_spawned_ranks_stepping_gradients_ddp_never_reduced(spawnrun):
+    """The forward through `model.module` (picked by a helper): every step applies the rank's
+    own gradients (GT887, NOTE [steps without all-reduce]); torch confirms the drift."""
+    res = spawnrun("spawn_bypass.py")
+    assert res.code == 0, res.out
+    assert "replicas equal: False" in res.out
+    assert res.codes()[:1] == ["GT887"], res.out
+    f = res.findings[0]
+    assert f["line"] == marked("spawn_bypass.py", "bypass")
+    assert "optimizer step 1 (and 2 later step(s)) on ranks 0, 1" in f["message"]
+    assert "through the module inside DistributedDataParallel" in f["message"]
+    assert [r["line"] for r in f["related"]][:1] == [marked("spawn_bypass.py", "step")]

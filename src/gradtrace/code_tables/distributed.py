@@ -68,6 +68,15 @@ CODES = (
          "dist.all_reduce(t)",
          "Read the report of the rank that failed first; call collectives on every rank in "
          "the same order.", _REPORT),
+    Code("GT887", "ddp-step-without-allreduce",
+         "an optimizer step applied gradients DistributedDataParallel never all-reduced",
+         "DDP averages gradients only for a backward whose forward went through the wrapper "
+         "outside `no_sync()`; a forward through `model.module`, or only `no_sync()` forwards "
+         "before a step, leaves each rank with its own gradients and the replicas drift apart.",
+         "out = model.module(x)  # model = DDP(net)\nout.sum().backward()\nopt.step()",
+         "out = model(x)\nout.sum().backward()\nopt.step()",
+         "Run the training forward through the DDP wrapper, with the last micro-batch before "
+         "each step outside `no_sync()`.", _REPORT),
     Code("GT886", "rank-did-not-report", "a rank did not report to rank 0 before the time limit",
          "Rank 0 merges what every rank saw; a rank that is stuck or was killed sends nothing, "
          "so the report is incomplete.",

@@ -57,7 +57,8 @@ def ranks_text(ranks: Iterable[int]) -> str:
 def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
                   note: str = "") -> list[Finding]:
     """All findings of all ranks, merged; the DDP/collective diagnoses built from the facts."""
-    out = _ddp_findings(records) + _collective_findings(records, world) + _sync_findings(records)
+    out = _ddp_findings(records) + _collective_findings(records, world) + \
+        _unsynced_findings(records) + _sync_findings(records)
     unused = {p["name"] for r in records for p in (r.get("facts") or {}).get("params", ())}
     out += _merge_plain(records, world, unused)
     if note:
@@ -70,7 +71,7 @@ def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
 def findings_from_records(records: list[Rec], world: int) -> list[Finding]:
     """Only the DDP/collective/sync diagnoses of ``records`` (no plain findings)."""
     return _ddp_findings(records) + _collective_findings(records, world) + \
-        _sync_findings(records)
+        _unsynced_findings(records) + _sync_findings(records)
 
 
 def fuse_merged(found: list[Finding]) -> list[Finding]:
@@ -307,3 +308,61 @@ def _sync_findings(records: list[Rec]) -> list[Finding]:
                         f"{ranks_text(ranks)}): {_shown(names)} ({spread}). {s.get('why', '')}",
                         s.get("fix", ""), severity="error"))
     return out
+
+
+# -- optimizer steps on gradients DDP never all-reduced (NOTE [steps without all-reduce]) ------
+UNSYNCED_WHY = {
+    "bypass": ("the forward ran through the module inside DistributedDataParallel, not through "
+               "the wrapper, so DDP never all-reduced the gradients of that backward",
+               "call the DistributedDataParallel wrapper itself in training (`model(x)`); use "
+               "`model.module` only for evaluation, saving or attributes"),
+    "no-sync": ("every forward through DistributedDataParallel since the previous optimizer "
+                "step ran inside `no_sync()`, so DDP never all-reduced the gradients",
+                "run the forward and backward of the last micro-batch before each optimizer "
+                "step outside `no_sync()`"),
+}
+
+
+def _unsynced_findings(records: list[Rec]) -> list[Finding]:
+    seen: dict[tuple[Any, ...], tuple[Rec, list[int]]] = {}
+    for r in records:
+        for u in r.get("unsynced") or ():
+            key = (u.get("kind"), tuple(u.get("site") or ()))
+            seen.setdefault(key, (u, []))[1].append(int(r.get("rank", 0)))
+    out = []
+    for u, ranks in seen.values():
+        why, fix = UNSYNCED_WHY.get(u.get("kind"), UNSYNCED_WHY["bypass"])
+        more = f" (and {u['count'] - 1} later step(s))" if u.get("count", 1) > 1 else ""
+        msg = (f"optimizer step {u.get('step', '?')}{more} on {ranks_text(ranks)} applied "
+               f"gradients DDP never all-reduced: {why}; each rank trains on its own "
+               "gradients and the replicas drift apart")
+        site = u.get("site") or u.get("step_site")
+        related = [(u.get("step_site"), "the optimizer step that applied them")]
+        if u.get("kind") == "no-sync" and site:
+            block = _no_sync_block(str(site[0]), int(site[1]))
+            if block:  # the `with ...no_sync():` is the line to change
+                related.insert(0, (site, "the forward inside it"))
+                site = [site[0], block]
+        out.append(make("GT887", site, msg, fix, related))
+    return out
+
+
+def _no_sync_block(path: str, line: int) -> int | None:
+    """The line of the innermost ``with <...>.no_sync(...):`` around ``line`` (None if none)."""
+    import ast
+    import linecache
+
+    try:
+        tree = ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.body and \
+                node.lineno < line <= (node.end_lineno or 0) and any(
+                    isinstance(i.context_expr, ast.Call)
+                    and isinstance(i.context_expr.func, ast.Attribute)
+                    and i.context_expr.func.attr == "no_sync" for i in node.items):
+            if best is None or node.lineno > best:
+                best = node.lineno
+    return best

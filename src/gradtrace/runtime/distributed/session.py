@@ -71,6 +71,9 @@ class RankSession:
         self.explains: list[list[Any]] = []  # (code, path, line) of this rank's crash diagnosis
         self.explained: list[Finding] = []  # the merged findings that explain the crash
         self.spawn: Any = None
+        from gradtrace.runtime.distributed.unsynced import SyncWindow
+
+        self.window = SyncWindow()  # NOTE [steps without all-reduce]
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> RankSession:
@@ -94,6 +97,7 @@ class RankSession:
             self._ddp_type = ()
         self._handles.append(mm.register_module_forward_pre_hook(self._pre))
         self._handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
+        self._handles.append(mm.register_module_module_registration_hook(self._registered))
         try:
             self.exchange = Exchange(self.info, self.environ)
             self._beat = Heartbeat(self, threading.main_thread())
@@ -126,6 +130,13 @@ class RankSession:
         except Exception:  # bookkeeping must never break the program
             _swallow()
 
+    def _registered(self, module: Any, name: str, submodule: Any) -> None:
+        try:
+            if name == "module" and isinstance(module, self._ddp_type):
+                self.window.registered(module, submodule)
+        except Exception:  # bookkeeping must never break the program
+            _swallow()
+
     def _count(self, module: Any) -> None:
         import torch
 
@@ -145,6 +156,7 @@ class RankSession:
                 pr.repeat_sites.setdefault(key, []).append(site)
         if torch.is_grad_enabled():
             pr.runs[key] = pr.runs.get(key, 0) + 1
+            self.window.module_forward(module, _here)
 
     def _on_ddp_forward(self, module: Any) -> None:
         pr = self.progress
@@ -159,6 +171,7 @@ class RankSession:
         pr.synced_forward = bool(getattr(module, "require_backward_grad_sync", True))
         if self.ddp_ref is None or self.ddp_ref() is not module:
             self.ddp_ref = weakref.ref(module)
+        self.window.ddp_forward(module, pr.forward_site)
 
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         try:
@@ -168,6 +181,7 @@ class RankSession:
 
     def _step(self, opt: Any) -> None:
         self.progress.steps += 1
+        self.window.step(opt, self.tracer.state.backward_count, self.progress.steps, _here)
         if self.check_sync and self.progress.steps % self.check_sync == 0:
             from gradtrace.runtime.distributed.sync import SyncChecker
 
@@ -225,11 +239,13 @@ class RankSession:
                 "counts": self.counts(),
                 "skipped": [[i, list(s) if s else None] for i, s in pr.skipped],
                 "facts": self.facts, "sync": self.sync_facts, "explains": self.explains,
+                "unsynced": self.window.facts,
                 "findings": [f.to_dict() for f in findings]}
 
     def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
         """Write this rank's record; on rank 0 wait for the others and merge."""
-        from gradtrace.runtime.distributed.merge import findings_from_records, merge_records
+        from gradtrace.runtime.distributed.merge import (findings_from_records, fuse_merged,
+                                                         merge_records)
 
         own = [f for f in findings if not _is_ours(f)]
         if self.spawn is not None and self.spawn.spawns:
@@ -256,7 +272,7 @@ class RankSession:
                                       f"this is rank {self.info.rank}'s own report")
         records = self.exchange.gather(rec, wait)
         try:
-            return merge_records(records, self.info.world_size, own_rank=0)
+            return fuse_merged(merge_records(records, self.info.world_size, own_rank=0))
         finally:
             self.exchange.mark_done()
 

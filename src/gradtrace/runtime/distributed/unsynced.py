@@ -1,0 +1,88 @@
+"""Optimizer steps that apply gradients DDP never all-reduced (GT887), seen on one rank.
+
+# NOTE [steps without all-reduce]
+DistributedDataParallel all-reduces gradients only for a backward whose forward went through
+the wrapper with ``require_backward_grad_sync`` on (outside ``no_sync()``; the choice is made
+at forward time, torch 2.13). Between two optimizer steps the rank session records, per DDP
+wrapper: a synced forward through it, a forward through it inside ``no_sync()``, and a forward
+with grad of its inner module that did not come from the wrapper (``model.module(x)``: DDP's
+own call of its module directly follows DDP's pre-hook). At an optimizer step that holds
+parameters of a wrapper, after a backward, with no synced forward through that wrapper since
+the last step but an unsynced or bypassing one, this rank applied its own gradients: the
+replicas drift apart. Facts are plain values (first occurrence, count); no collective is used.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+
+
+class SyncWindow:
+    """Per-step bookkeeping of forwards through (or around) each DDP wrapper."""
+
+    def __init__(self) -> None:
+        self.inner: dict[int, weakref.ref[Any]] = {}  # id(ddp.module) -> ddp
+        self.pending: int | None = None   # id of the inner module DDP is about to call
+        self.synced: set[int] = set()     # id(ddp) with a synced forward since the last step
+        self.unsynced: dict[int, tuple[str, Any]] = {}  # id(ddp) -> (how, site) first seen
+        self.backward_at_step = 0
+        self.facts: list[dict[str, Any]] = []
+        self._params: dict[int, tuple[weakref.ref[Any], frozenset[int]]] = {}
+
+    def registered(self, ddp: Any, submodule: Any) -> None:
+        """DDP's constructor set ``ddp.module``."""
+        self.inner[id(submodule)] = weakref.ref(ddp)
+
+    def ddp_forward(self, ddp: Any, site: Any) -> None:
+        self.pending = id(ddp.module)
+        self.inner.setdefault(self.pending, weakref.ref(ddp))
+        if getattr(ddp, "require_backward_grad_sync", True):
+            self.synced.add(id(ddp))
+        else:
+            self.unsynced.setdefault(id(ddp), ("no-sync", site))
+
+    def module_forward(self, module: Any, site_of: Any) -> None:
+        """A module ran with grad enabled (not DDP itself)."""
+        key = id(module)
+        if key == self.pending:
+            self.pending = None  # DDP calling its own module
+            return
+        ref = self.inner.get(key)
+        ddp = ref() if ref is not None else None
+        if ddp is not None and getattr(ddp, "module", None) is module:
+            self.unsynced.setdefault(id(ddp), ("bypass", site_of()))
+
+    def step(self, opt: Any, backwards: int, step: int, site_of: Any) -> None:
+        """Before optimizer step number ``step``: record a step that applies unsynced grads."""
+        try:
+            if backwards > self.backward_at_step:
+                for key, (how, site) in self.unsynced.items():
+                    if key not in self.synced and self._steps_ddp(opt, key):
+                        self._note(how, site, step, site_of)
+        finally:
+            self.backward_at_step = backwards
+            self.synced.clear()
+            self.unsynced.clear()
+            self.pending = None
+
+    def _steps_ddp(self, opt: Any, key: int) -> bool:
+        ddp = next((r() for r in self.inner.values() if r() is not None and id(r()) == key),
+                   None)
+        if ddp is None:
+            return False
+        hit = self._params.get(key)
+        if hit is None or hit[0]() is not ddp:
+            hit = (weakref.ref(ddp), frozenset(id(p) for p in ddp.module.parameters()))
+            self._params[key] = hit
+        return any(id(p) in hit[1] for g in opt.param_groups for p in g["params"])
+
+    def _note(self, how: str, site: Any, step: int, site_of: Any) -> None:
+        for f in self.facts:
+            if f["kind"] == how and f["site"] == (list(site) if site else None):
+                f["count"] += 1
+                return
+        if len(self.facts) < 4:
+            here = site_of()
+            self.facts.append({"kind": how, "site": list(site) if site else None, "step": step,
+                               "count": 1, "step_site": list(here) if here else None})
