@@ -139,6 +139,52 @@ def test_merge_branch_from_a_peer_stuck_in_the_all_reduce():
     assert [f.code for f in merge_records([r0, r1], 2)] == ["GT880"]
 
 
+LOOPS = {
+    "guarded backward": (
+        "for step in range(3):\n"
+        "    loss = model(x).sum()\n"          # 2: forward
+        "    if rank == 0:\n"                  # 3: root
+        "        loss.backward()\n"            # 4: backward
+        "        opt.step()\n", 2, 4, 3),
+    "continue": (
+        "def train(model, rank):\n"
+        "    for step in range(3):\n"
+        "        loss = model(x).sum()\n"      # 3: forward
+        "        if rank == 1 and step == 1:\n"  # 4: root
+        "            continue\n"
+        "        opt.zero_grad()\n"
+        "        loss.backward()\n", 3, 7, 4),  # 7: backward
+    "other function": (  # forward and backward in different functions: no guess
+        "def fwd():\n"
+        "    return model(x).sum()\n"
+        "if rank == 0:\n"
+        "    fwd().backward()\n", 2, 4, None),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LOOPS))
+def test_collective_failure_names_where_the_ranks_parted(tmp_path, shape):
+    """GT883 leads with the `if` a rank that ran a forward without a backward took apart from
+    the others (NOTE in merge._divergence); without one, the collective's own line."""
+    from gradtrace.runtime.distributed.merge import merge_records
+
+    text, fwd, bwd, root = LOOPS[shape]
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    p = str(path)
+    r0 = _rec(0, {"kind": "timeout", "iteration": 2, "site": [p, bwd, ""],
+                  "error": "Timed out waiting 5000ms for recv"}, backward_site=[p, bwd],
+              counts={"forward": 2, "backward": 2, "steps": 1})
+    r1 = _rec(1, status="finished", skipped=[[1, [p, fwd, "train"]]], backward_site=None,
+              counts={"forward": 3, "backward": 0, "steps": 0})
+    out = merge_records([r0, r1], 2)
+    assert [f.code for f in out] == ["GT883"]
+    assert out[0].line == (root or bwd), out[0]
+    if root:
+        assert (out[0].related[-1].line, out[0].related[-1].message) == (
+            bwd, "the collective failed here on rank 0")
+
+
 def test_merge_plain_findings_labels_ranks():
     from gradtrace.findings import Finding
     from gradtrace.runtime.distributed.merge import merge_records

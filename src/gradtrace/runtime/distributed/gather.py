@@ -171,7 +171,8 @@ class Heartbeat:
         self._last = key
         s.exchange.write_beat({"rank": s.info.rank, "world": s.info.world_size,
                                "started": s.started, "at": time.time(), "counts": counts,
-                               "where": list(where) if where else None, "final": False})
+                               "where": list(where) if where else None, "final": False,
+                               **s.trail()})
 
 
 def main_thread_site(main: threading.Thread) -> tuple[str, int, str] | None:

@@ -279,7 +279,12 @@ def _collective_findings(records: list[Rec], world: int) -> list[Finding]:
                + (". A rank that skips backward() or optimizer.step() (or runs an extra one) "
                   "makes the next all-reduce wait for a partner that never comes"
                   if diverged else ""))
-        out.append(make("GT883" if diverged else "GT885", f.get("site"), msg,
+        site = f.get("site")
+        root = _divergence(records) if diverged else None
+        if root is not None and site:
+            related.append((site, f"the collective failed here on rank {r['rank']}"))
+            site = root
+        out.append(make("GT883" if diverged else "GT885", site, msg,
                         "make every rank run the same sequence of forward/backward/step "
                         "(skip steps on all ranks together, e.g. after an all_reduce of the "
                         "skip flag)" if diverged else "", related))
@@ -366,3 +371,59 @@ def _no_sync_block(path: str, line: int) -> int | None:
             if best is None or node.lineno > best:
                 best = node.lineno
     return best
+
+
+# -- where the ranks parted ---------------------------------------------------------------------
+def _divergence(records: list[Rec]) -> list[Any] | None:
+    """The ``if`` where a rank that ran a forward without a backward parted from the ranks
+    that ran it: the innermost ``if`` around the backward line but not the forward line, else
+    an ``if`` between the two lines that leaves the iteration (continue, break, return,
+    raise). ``[path, line]`` or None."""
+    import ast
+    import linecache
+
+    skips = [s for r in records for _, s in (r.get("skipped") or ()) if s]
+    backs = [r.get("backward_site") for r in records if r.get("backward_site")]
+    for fwd in skips[:1]:
+        path, fline = str(fwd[0]), int(fwd[1])
+        blines = sorted({int(b[1]) for b in backs if str(b[0]) == path and int(b[1]) > fline})
+        if not blines:
+            return None
+        try:
+            tree = ast.parse("".join(linecache.getlines(path)))
+        except (SyntaxError, ValueError):
+            return None
+        bline = blines[0]
+        scope = _scope(tree, fline, bline)
+        if scope is None:
+            return None
+        ifs = [n for n in ast.walk(scope) if isinstance(n, ast.If)]
+        around = [n for n in ifs if n.lineno <= bline <= (n.end_lineno or 0)
+                  and not n.lineno <= fline <= (n.end_lineno or 0)]
+        if around:
+            return [path, max(n.lineno for n in around)]
+        leaves = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+        between = [n for n in ifs if fline < n.lineno < bline
+                   and any(isinstance(x, leaves) for x in ast.walk(n))]
+        if between:
+            return [path, min(n.lineno for n in between)]
+    return None
+
+
+def _scope(tree: Any, a: int, b: int) -> Any:
+    """The innermost loop (else function, else module) holding lines ``a`` and ``b``, when
+    both are in the same function; else None."""
+    import ast
+
+    def inside(n: Any, line: int) -> bool:
+        return n.lineno <= line <= (n.end_lineno or 0)
+
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    fa = max((n for n in funcs if inside(n, a)), key=lambda n: n.lineno, default=None)
+    fb = max((n for n in funcs if inside(n, b)), key=lambda n: n.lineno, default=None)
+    if fa is not fb:
+        return None
+    body = fa if fa is not None else tree
+    loops = [n for n in ast.walk(body) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))
+             and inside(n, a) and inside(n, b)]
+    return max(loops, key=lambda n: n.lineno, default=body)

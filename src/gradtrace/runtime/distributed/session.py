@@ -231,13 +231,19 @@ class RankSession:
                 "backward": st.backward_count + (1 if st.in_backward else 0),
                 "steps": self.progress.steps}
 
+    def trail(self) -> dict[str, Any]:
+        """The forwards this rank ran without a backward, and where its last backward was
+        (also in heartbeats: a rank killed in a collective still tells how it got there)."""
+        pr, sites = self.progress, self.tracer.state.backward_sites
+        last = sites[-1] if sites else None
+        return {"skipped": [[i, list(s) if s else None] for i, s in pr.skipped],
+                "backward_site": [last.path, last.line] if last is not None else None}
+
     def record(self, findings: list[Finding]) -> dict[str, Any]:
         """Everything rank 0 needs from this rank, as JSON-ready plain values."""
-        pr = self.progress
         return {"rank": self.info.rank, "world": self.info.world_size, "pid": os.getpid(),
                 "started": self.started, "status": self.status, "final": True,
-                "counts": self.counts(),
-                "skipped": [[i, list(s) if s else None] for i, s in pr.skipped],
+                "counts": self.counts(), **self.trail(),
                 "facts": self.facts, "sync": self.sync_facts, "explains": self.explains,
                 "unsynced": self.window.facts,
                 "findings": [f.to_dict() for f in findings]}
