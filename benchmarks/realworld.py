@@ -40,7 +40,7 @@ CASES = os.path.join(ROOT_DIR, "tests", "realworld", "cases")
 BASELINE = os.path.join(ROOT_DIR, "tests", "realworld", "baseline.json")
 FAMILIES = ("graph_breaks", "grad_mode", "leaf", "registration", "freezing", "optimizer_wiring",
             "loop_order", "graph_lifetime", "inplace", "autograd_api", "numerics", "distributed")
-HEADER_KEYS = ("source", "kind", "symptom", "verified")
+HEADER_KEYS = ("source", "kind", "symptom", "verified", "launch")
 MARKERS = ("# ROOT", "# SYMPTOM")
 
 
@@ -164,14 +164,34 @@ def _first_finding(case: Case, findings: list) -> dict:
             "hit": bool(where and case.root is not None and where[1] == case.root)}
 
 
+def launcher(case: Case, tmp: str) -> tuple[list[str], dict[str, str]]:
+    """The command prefix and environment a case's ``launch:`` header asks for: ``launch:
+    torchrun --nproc-per-node=2`` runs it under ``python -m torch.distributed.run`` (loopback,
+    a free port); no header: plain ``python``."""
+    import shlex
+    import socket
+
+    words = shlex.split(case.header.get("launch", ""))
+    if not words or words[0] != "torchrun":
+        return [sys.executable], dict(os.environ)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ["--master-addr=127.0.0.1", f"--master-port={port}", *words[1:]]
+    return [sys.executable, "-m", "torch.distributed.run", *args], {
+        **os.environ, "GRADTRACE_DDP_DIR": tmp, "OMP_NUM_THREADS": "1"}
+
+
 def runtime_result(case: Case, timeout: float = 120) -> dict:
     """First runtime finding of ``gradtrace run`` on the case, in a fresh interpreter."""
     full = os.path.join(ROOT_DIR, case.path)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "findings.json")
-        cmd = [sys.executable, "-m", "gradtrace", "run", "--quiet", "--json-out", out, full]
+        prefix, env = launcher(case, tmp)
+        cmd = [*prefix, "-m", "gradtrace", "run", "--quiet", "--json-out", out, full]
         try:
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout,
+                                  env=env)
         except subprocess.TimeoutExpired:
             return {"first": None, "count": 0, "error": "timeout"}
         try:
@@ -230,9 +250,10 @@ def verify_result(case: Case, timeout: float = 60) -> str | None:
     """Run the case with plain ``python``; a problem with its header's claim, or None."""
     full = os.path.join(ROOT_DIR, case.path)
     with tempfile.TemporaryDirectory() as tmp:
+        prefix, env = launcher(case, tmp)
         try:
-            proc = subprocess.run([sys.executable, full], cwd=tmp, capture_output=True, text=True,
-                                  timeout=timeout)
+            proc = subprocess.run([*prefix, full], cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             return "timeout"
     crash = case.is_bug and case.header.get("symptom") == "crash"

@@ -38,3 +38,17 @@ def test_spawned_ranks_stepping_gradients_ddp_never_reduced(spawnrun):
     assert "optimizer step 1 (and 2 later step(s)) on ranks 0, 1" in f["message"]
     assert "through the module inside DistributedDataParallel" in f["message"]
     assert [r["line"] for r in f["related"]][:1] == [marked("spawn_bypass.py", "step")]
+
+
+def test_spawned_ranks_with_parameters_in_another_order(spawnrun):
+    """Heads registered in another order on rank 1: same shapes, so DDP averages one head's
+    gradient into the other's without an error (GT888, NOTE [parameter layout across ranks])."""
+    res = spawnrun("spawn_order.py")
+    assert res.code == 0, res.out
+    assert res.codes() == ["GT888"], res.out
+    f = res.findings[0]
+    assert f["line"] == marked("spawn_order.py", "registered")
+    assert "position 2 is `heads.depth.weight` on rank 0 but `heads.normals.weight` on rank 1" \
+        in f["message"], f["message"]
+    assert "same shape: no error" in f["message"]
+    assert [r["line"] for r in f["related"]] == [marked("spawn_order.py", "wrapped")]

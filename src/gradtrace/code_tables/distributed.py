@@ -77,6 +77,14 @@ CODES = (
          "out = model(x)\nout.sum().backward()\nopt.step()",
          "Run the training forward through the DDP wrapper, with the last micro-batch before "
          "each step outside `no_sync()`.", _REPORT),
+    Code("GT888", "ddp-parameter-order",
+         "the DDP model's parameters differ in order (or shape) across ranks",
+         "DDP pairs the ranks' gradients by position; submodules registered in a different "
+         "order on some rank (a set iterated, a rank-dependent list) average one layer's "
+         "gradient into another of the same shape, or fail DDP's size check.",
+         "for name in set(heads):\n    self.add_module(name, nn.Linear(8, 8))",
+         "for name in sorted(heads):\n    self.add_module(name, nn.Linear(8, 8))",
+         "Build the model identically on every rank: a fixed registration order.", _REPORT),
     Code("GT886", "rank-did-not-report", "a rank did not report to rank 0 before the time limit",
          "Rank 0 merges what every rank saw; a rank that is stuck or was killed sends nothing, "
          "so the report is incomplete.",

@@ -57,8 +57,11 @@ def ranks_text(ranks: Iterable[int]) -> str:
 def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
                   note: str = "") -> list[Finding]:
     """All findings of all ranks, merged; the DDP/collective diagnoses built from the facts."""
-    out = _ddp_findings(records) + _collective_findings(records, world) + \
-        _unsynced_findings(records) + _sync_findings(records)
+    from gradtrace.runtime.distributed.layout import layout_findings
+
+    out = layout_findings(records) + _ddp_findings(records) + \
+        _collective_findings(records, world) + _unsynced_findings(records) + \
+        _sync_findings(records)
     unused = {p["name"] for r in records for p in (r.get("facts") or {}).get("params", ())}
     out += _merge_plain(records, world, unused)
     if note:
@@ -70,8 +73,11 @@ def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
 
 def findings_from_records(records: list[Rec], world: int) -> list[Finding]:
     """Only the DDP/collective/sync diagnoses of ``records`` (no plain findings)."""
-    return _ddp_findings(records) + _collective_findings(records, world) + \
-        _unsynced_findings(records) + _sync_findings(records)
+    from gradtrace.runtime.distributed.layout import layout_findings
+
+    return layout_findings(records) + _ddp_findings(records) + \
+        _collective_findings(records, world) + _unsynced_findings(records) + \
+        _sync_findings(records)
 
 
 def fuse_merged(found: list[Finding]) -> list[Finding]:

@@ -74,6 +74,9 @@ class RankSession:
         from gradtrace.runtime.distributed.unsynced import SyncWindow
 
         self.window = SyncWindow()  # NOTE [steps without all-reduce]
+        from gradtrace.runtime.distributed.layout import Layouts
+
+        self.layouts = Layouts()  # NOTE [parameter layout across ranks]
 
     # -- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> RankSession:
@@ -132,8 +135,11 @@ class RankSession:
 
     def _registered(self, module: Any, name: str, submodule: Any) -> None:
         try:
+            site = _here()
+            self.layouts.registered(submodule, site)
             if name == "module" and isinstance(module, self._ddp_type):
                 self.window.registered(module, submodule)
+                self.layouts.wrapped(submodule, site)
         except Exception:  # bookkeeping must never break the program
             _swallow()
 
@@ -245,7 +251,7 @@ class RankSession:
                 "started": self.started, "status": self.status, "final": True,
                 "counts": self.counts(), **self.trail(),
                 "facts": self.facts, "sync": self.sync_facts, "explains": self.explains,
-                "unsynced": self.window.facts,
+                "unsynced": self.window.facts, "layouts": self.layouts.found,
                 "findings": [f.to_dict() for f in findings]}
 
     def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
