@@ -101,27 +101,38 @@ def _start_processes(watch: SpawnWatch, orig: Any, fn: Any, args: Any = (), npro
 
 
 def traced_child(fn: Any, folder: str, nprocs: int, index: int, *args: Any) -> Any:
-    """In a spawned child: ``fn(index, *args)`` under a tracer and a rank session."""
+    """In a spawned child: ``fn(index, *args)`` under a tracer and a rank session (without
+    them, unchanged, if tracing cannot start)."""
+    import contextlib
+
     from gradtrace.runtime.distributed.ranks import RankInfo, rank_session
     from gradtrace.runtime.trace.tracer import diagnose, trace
 
-    tracer = trace()
-    sess: Any = None
+    stack = contextlib.ExitStack()
+    try:
+        tracer = stack.enter_context(trace())
+        sess = stack.enter_context(rank_session(
+            tracer, check_sync=None, info=RankInfo(index, nprocs, index),
+            environ={DDP_DIR: folder}))
+        sess.to_parent = True
+    except Exception:  # gradtrace must never stop the program: run it untraced
+        stack.close()
+        from gradtrace.runtime.distributed.session import _swallow
+
+        _swallow()
+        return fn(index, *args)
     crash: BaseException | None = None
     try:
-        with tracer, rank_session(tracer, check_sync=None, info=RankInfo(index, nprocs, index),
-                                  environ={DDP_DIR: folder}) as sess:
-            sess.to_parent = True
+        with stack:
             try:
                 return fn(index, *args)
-            except BaseException as e:
+            except Exception as e:  # SystemExit and Ctrl-C are no crash to diagnose
                 crash = e
                 diagnose(e, tracer)
                 sess.diagnose(e)
                 raise
     finally:
-        if sess is not None:
-            _report(sess, tracer, crash)
+        _report(sess, tracer, crash)
 
 
 def _report(sess: Any, tracer: Any, crash: BaseException | None) -> None:
