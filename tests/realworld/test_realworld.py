@@ -56,14 +56,16 @@ def test_case_is_well_formed(case):
     roots, symptoms = case.markers["# ROOT"], case.markers["# SYMPTOM"]
     name = os.path.basename(case.path)
     if header.get("kind") == "bug":
-        assert set(header) == set(rw.HEADER_KEYS) and header["verified"]
+        # every key; `launch:` (e.g. `torchrun --nproc-per-node=2`) only when the case needs it
+        assert set(rw.HEADER_KEYS) - {"launch"} <= set(header) <= set(rw.HEADER_KEYS)
+        assert header["verified"]
         assert header["symptom"] in ("crash", "silent")
         assert len(roots) == 1, "a bug has exactly one # ROOT marker"
         assert not name.endswith("_ok.py")
         assert len(symptoms) <= 1 and (not symptoms or header["symptom"] == "crash")
     else:
         assert header.get("kind") == "lookalike"
-        assert {"source", "kind"} <= set(header) <= {"source", "kind", "verified"}
+        assert {"source", "kind"} <= set(header) <= {"source", "kind", "verified", "launch"}
         assert not roots and not symptoms, "a look-alike has no marker"
         assert name.endswith("_ok.py")
     lowered = case.text.lower()
