@@ -10,7 +10,7 @@ order on some rank (iterating a ``set``, a rank-dependent list) trains with one 
 gradient averaged into another of the same shape. Each rank records, when a DDP wrapper is
 built (a module registration hook sees ``ddp.module`` being set), the names and shapes in the
 reducer's order and where each submodule was registered; rank 0 (or the spawn parent)
-compares them.
+compares them (:func:`gradtrace.runtime.distributed.merge.layout_findings`).
 """
 from __future__ import annotations
 
@@ -49,43 +49,3 @@ class Layouts:
         if len(self.found) < 8:
             self.found.append({"names": names, "shapes": shapes, "sites": where,
                                "count": len(seen), "site": list(site) if site else None})
-
-
-def layout_findings(records: list[dict[str, Any]]) -> list[Any]:
-    """GT888 for each DDP wrapper whose layout differs between ranks (first difference)."""
-    from gradtrace.runtime.distributed.merge import make
-
-    out = []
-    ranks = sorted((int(r.get("rank", 0)), r.get("layouts") or []) for r in records)
-    if len(ranks) < 2:
-        return out
-    ref_rank, ref = ranks[0]
-    for k, a in enumerate(ref):
-        for rank, lays in ranks[1:]:
-            if k >= len(lays):
-                continue
-            b = lays[k]
-            i = next((j for j, (x, y) in enumerate(zip(a["names"], b["names"])) if x != y),
-                     None)
-            if i is None:
-                break
-            x, y = a["names"][i], b["names"][i]
-            same = a["shapes"][i] == b["shapes"][i]
-            what = (f"so the gradient of `{x}` on rank {ref_rank} is averaged with that of "
-                    f"`{y}` on rank {rank} (same shape: no error, wrong training)") if same \
-                else ("their shapes differ, and DDP's constructor fails (\"appears not to "
-                      "match sizes of the same param\")")
-            msg = (f"DistributedDataParallel holds its parameters in a different order on "
-                   f"rank {rank} than on rank {ref_rank}: position {i} is `{x}` on rank "
-                   f"{ref_rank} but `{y}` on rank {rank}. DDP pairs the ranks' gradients by "
-                   f"position, {what}. The submodules were registered in a different order "
-                   "(iterating a set, a rank-dependent list or branch)")
-            site = b["sites"][i] or a["sites"][i] or b.get("site")
-            related = [(a["sites"][i], f"`{x}`'s module registered here on rank {ref_rank}"),
-                       (b.get("site"), "the model was wrapped here")]
-            out.append(make("GT888", site, msg, "build the model the same way on every rank: "
-                            "register submodules in a fixed order (sort names; no set "
-                            "iteration, no rank-dependent structure)",
-                            [r for r in related if r[0] and r[0] != site]))
-            break
-    return out

@@ -57,8 +57,6 @@ def ranks_text(ranks: Iterable[int]) -> str:
 def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
                   note: str = "") -> list[Finding]:
     """All findings of all ranks, merged; the DDP/collective diagnoses built from the facts."""
-    from gradtrace.runtime.distributed.layout import layout_findings
-
     out = layout_findings(records) + _ddp_findings(records) + \
         _collective_findings(records, world) + _unsynced_findings(records) + \
         _sync_findings(records)
@@ -73,8 +71,6 @@ def merge_records(records: list[Rec], world: int, *, own_rank: int = 0,
 
 def findings_from_records(records: list[Rec], world: int) -> list[Finding]:
     """Only the DDP/collective/sync diagnoses of ``records`` (no plain findings)."""
-    from gradtrace.runtime.distributed.layout import layout_findings
-
     return layout_findings(records) + _ddp_findings(records) + \
         _collective_findings(records, world) + _unsynced_findings(records) + \
         _sync_findings(records)
@@ -433,3 +429,42 @@ def _scope(tree: Any, a: int, b: int) -> Any:
     loops = [n for n in ast.walk(body) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))
              and inside(n, a) and inside(n, b)]
     return max(loops, key=lambda n: n.lineno, default=body)
+
+
+# -- parameters in another order on some rank (NOTE [parameter layout across ranks]) ----------
+def layout_findings(records: list[dict[str, Any]]) -> list[Any]:
+    """GT888 for each DDP wrapper whose layout differs between ranks (first difference)."""
+    out = []
+    ranks = sorted((int(r.get("rank", 0)), r.get("layouts") or []) for r in records)
+    if len(ranks) < 2:
+        return out
+    ref_rank, ref = ranks[0]
+    for k, a in enumerate(ref):
+        for rank, lays in ranks[1:]:
+            if k >= len(lays):
+                continue
+            b = lays[k]
+            i = next((j for j, (x, y) in enumerate(zip(a["names"], b["names"])) if x != y),
+                     None)
+            if i is None:
+                break
+            x, y = a["names"][i], b["names"][i]
+            same = a["shapes"][i] == b["shapes"][i]
+            what = (f"so the gradient of `{x}` on rank {ref_rank} is averaged with that of "
+                    f"`{y}` on rank {rank} (same shape: no error, wrong training)") if same \
+                else ("their shapes differ, and DDP's constructor fails (\"appears not to "
+                      "match sizes of the same param\")")
+            msg = (f"DistributedDataParallel holds its parameters in a different order on "
+                   f"rank {rank} than on rank {ref_rank}: position {i} is `{x}` on rank "
+                   f"{ref_rank} but `{y}` on rank {rank}. DDP pairs the ranks' gradients by "
+                   f"position, {what}. The submodules were registered in a different order "
+                   "(iterating a set, a rank-dependent list or branch)")
+            site = b["sites"][i] or a["sites"][i] or b.get("site")
+            related = [(a["sites"][i], f"`{x}`'s module registered here on rank {ref_rank}"),
+                       (b.get("site"), "the model was wrapped here")]
+            out.append(make("GT888", site, msg, "build the model the same way on every rank: "
+                            "register submodules in a fixed order (sort names; no set "
+                            "iteration, no rank-dependent structure)",
+                            [r for r in related if r[0] and r[0] != site]))
+            break
+    return out

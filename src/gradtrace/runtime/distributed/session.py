@@ -9,6 +9,7 @@ exit; modules are held by weak reference, tensors never.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import weakref
@@ -84,7 +85,7 @@ class RankSession:
         if not self.info.distributed:
             from gradtrace.runtime.distributed.spawn import SpawnWatch
 
-            self.spawn = SpawnWatch()
+            self.spawn = SpawnWatch(traced_child)
             self.spawn.install()
             return self
         from torch.nn.modules import module as mm
@@ -303,6 +304,60 @@ class RankSession:
             own = [f for f in own if f not in told]
         base = findings_from_records([self.record([])], 1) if not found else []
         return found + [f for f in base + own if f not in found]
+
+
+def traced_child(fn: Any, folder: str, nprocs: int, index: int, *args: Any) -> Any:
+    """NOTE [spawned ranks] in :mod:`gradtrace.runtime.distributed.spawn`. In a spawned child: ``fn(index, *args)`` under a tracer and a rank session (without
+    them, unchanged, if tracing cannot start)."""
+    import contextlib
+
+    from gradtrace.env import DDP_DIR
+    from gradtrace.runtime.distributed.info import check_sync_every
+    from gradtrace.runtime.trace.tracer import diagnose, trace
+
+    stack = contextlib.ExitStack()
+    try:
+        tracer = stack.enter_context(trace())
+        sess = stack.enter_context(RankSession(
+            tracer, RankInfo(index, nprocs, index), check_sync_every(), {DDP_DIR: folder}))
+        sess.to_parent = True
+    except Exception:  # gradtrace must never stop the program: run it untraced
+        stack.close()
+        _swallow()
+        return fn(index, *args)
+    crash: BaseException | None = None
+    try:
+        with stack:
+            try:
+                return fn(index, *args)
+            except Exception as e:  # SystemExit and Ctrl-C are no crash to diagnose
+                crash = e
+                diagnose(e, tracer)
+                sess.diagnose(e)
+                raise
+    finally:
+        _report(sess, tracer, crash)
+
+
+def _report(sess: Any, tracer: Any, crash: BaseException | None) -> None:
+    """Write this child's final record; a SIGTERM from torch (a peer failed) waits for it."""
+    pending: list[int] = []
+    try:
+        old = signal.signal(signal.SIGTERM, lambda *_: pending.append(1))
+    except ValueError:  # not the main thread
+        old = None
+    try:
+        found = tracer.findings
+        keys = [[f.code, f.path, f.line] for f in tracer.diagnosis] if crash is not None else []
+        sess.explains = keys
+        sess.finish(found, crash)
+    except Exception:  # the report must never change how the child ends
+        _swallow()
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+            if pending:
+                os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _swallow() -> None:

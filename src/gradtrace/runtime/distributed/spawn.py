@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import signal
 import tempfile
 from typing import Any
 
@@ -34,7 +33,8 @@ _NAMES = ("start_processes",)
 class SpawnWatch:
     """Replaces ``torch.multiprocessing(.spawn).start_processes`` while a session is open."""
 
-    def __init__(self) -> None:
+    def __init__(self, child: Any) -> None:
+        self.child = child  # module-level function run in each child (session.traced_child)
         self.spawns: list[tuple[str, int]] = []  # (directory, nprocs) per traced spawn call
         self._saved: list[tuple[Any, str, Any]] = []
 
@@ -59,7 +59,7 @@ class SpawnWatch:
     def records(self, wait: float = 0.5) -> list[tuple[int, list[dict[str, Any]]]]:
         """(world size, every rank's record or last heartbeat) per spawn call that reported."""
         from gradtrace.runtime.distributed.gather import Exchange
-        from gradtrace.runtime.distributed.ranks import RankInfo
+        from gradtrace.runtime.distributed.info import RankInfo
 
         out = []
         for folder, n in self.spawns:
@@ -96,66 +96,8 @@ def _start_processes(watch: SpawnWatch, orig: Any, fn: Any, args: Any = (), npro
     except OSError:
         return orig(fn, args, nprocs, join, daemon, start_method)
     watch.spawns.append((folder, nprocs))
-    return orig(functools.partial(traced_child, fn, folder, nprocs), args, nprocs, join, daemon,
-                start_method)
-
-
-def traced_child(fn: Any, folder: str, nprocs: int, index: int, *args: Any) -> Any:
-    """In a spawned child: ``fn(index, *args)`` under a tracer and a rank session (without
-    them, unchanged, if tracing cannot start)."""
-    import contextlib
-
-    from gradtrace.runtime.distributed.ranks import RankInfo, rank_session
-    from gradtrace.runtime.trace.tracer import diagnose, trace
-
-    stack = contextlib.ExitStack()
-    try:
-        tracer = stack.enter_context(trace())
-        sess = stack.enter_context(rank_session(
-            tracer, check_sync=None, info=RankInfo(index, nprocs, index),
-            environ={DDP_DIR: folder}))
-        sess.to_parent = True
-    except Exception:  # gradtrace must never stop the program: run it untraced
-        stack.close()
-        from gradtrace.runtime.distributed.session import _swallow
-
-        _swallow()
-        return fn(index, *args)
-    crash: BaseException | None = None
-    try:
-        with stack:
-            try:
-                return fn(index, *args)
-            except Exception as e:  # SystemExit and Ctrl-C are no crash to diagnose
-                crash = e
-                diagnose(e, tracer)
-                sess.diagnose(e)
-                raise
-    finally:
-        _report(sess, tracer, crash)
-
-
-def _report(sess: Any, tracer: Any, crash: BaseException | None) -> None:
-    """Write this child's final record; a SIGTERM from torch (a peer failed) waits for it."""
-    pending: list[int] = []
-    try:
-        old = signal.signal(signal.SIGTERM, lambda *_: pending.append(1))
-    except ValueError:  # not the main thread
-        old = None
-    try:
-        found = tracer.findings
-        keys = [[f.code, f.path, f.line] for f in tracer.diagnosis] if crash is not None else []
-        sess.explains = keys
-        sess.finish(found, crash)
-    except Exception:  # the report must never change how the child ends
-        from gradtrace.runtime.distributed.session import _swallow
-
-        _swallow()
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
-            if pending:
-                os.kill(os.getpid(), signal.SIGTERM)
+    return orig(functools.partial(watch.child, fn, folder, nprocs), args, nprocs, join,
+                daemon, start_method)
 
 
 def from_spawn(exc: BaseException) -> bool:
