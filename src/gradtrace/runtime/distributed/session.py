@@ -136,7 +136,7 @@ class RankSession:
 
     def _registered(self, module: Any, name: str, submodule: Any) -> None:
         try:
-            site = _here()
+            site = user_line()
             self.layouts.registered(submodule, site)
             if name == "module" and isinstance(module, self._ddp_type):
                 self.window.registered(module, submodule)
@@ -163,7 +163,7 @@ class RankSession:
                 pr.repeat_sites.setdefault(key, []).append(site)
         if torch.is_grad_enabled():
             pr.runs[key] = pr.runs.get(key, 0) + 1
-            self.window.module_forward(module, _here)
+            self.window.module_forward(module, user_line)
 
     def _on_ddp_forward(self, module: Any) -> None:
         pr = self.progress
@@ -188,7 +188,7 @@ class RankSession:
 
     def _step(self, opt: Any) -> None:
         self.progress.steps += 1
-        self.window.step(opt, self.tracer.state.backward_count, self.progress.steps, _here)
+        self.window.step(opt, self.tracer.state.backward_count, self.progress.steps, user_line)
         if self.check_sync and self.progress.steps % self.check_sync == 0:
             from gradtrace.runtime.distributed.sync import SyncChecker
 
