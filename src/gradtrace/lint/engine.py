@@ -29,16 +29,16 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from gradtrace.env import strict
 from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
-from gradtrace.lint.context import FUNCTION_TYPES, LINE_END, Context, grad_mode_of
+from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
 from gradtrace.lint.nodes import child_fields, children
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.words import holds as _holds, word_lines as _word_lines
 
 LOG = logging.getLogger(__name__)
 
 Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-_STEM_EDGES = re.compile(r"^\W+|\W+$")  # punctuation around a trigger word: `.backward(`
 NOQA_RE = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?",
                      re.IGNORECASE)
 
@@ -95,70 +95,6 @@ def _shape(t: type) -> _Shape:
 def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     """Every trigger word of ``rules`` (both kinds)."""
     return frozenset(w for r in rules for w in (*r.triggers, *r.statement_triggers))
-
-
-@lru_cache(maxsize=256)
-def _search_plan(words: frozenset[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
-    """(needle, ((word, offset of the needle in the word), ...)) groups for :func:`_word_lines`.
-
-    # NOTE [word search]
-    Looking for each of the ~60 trigger words with ``str.find`` scans the whole text ~60 times
-    (about a tenth of the run; one regex alternation is slower still). Words share stems:
-    ``.backward(`` and ``manual_backward(`` hold ``backward``, ``.weight -=`` holds ``weight``.
-    Each group of words is found through one needle, their shared stem (a stem holding no
-    other word's stem), and a ``startswith`` check at each place the needle occurs; a group of
-    one word is its own needle. That halves the number of scans (58 words, 32 needles).
-    """
-    stems = {w: _STEM_EDGES.sub("", w) or w for w in words}
-    minimal = sorted({st for st in stems.values()
-                      if not any(o != st and o in st for o in stems.values())})
-    groups: dict[str, list[str]] = {}
-    for w in sorted(words):
-        root = next(r for r in minimal if r in stems[w])
-        groups.setdefault(root, []).append(w)
-    plan = []
-    for root, members in groups.items():
-        needle = members[0] if len(members) == 1 else root
-        plan.append((needle, tuple((w, w.find(needle)) for w in members)))
-    return tuple(plan)
-
-
-def _word_lines(text: str, words: frozenset[str]) -> dict[str, set[int]]:
-    """The 1-based lines on which each of ``words`` occurs (words that do not occur: absent;
-    one scan per needle, NOTE [word search])."""
-    hits: list[tuple[int, str]] = []
-    for needle, members in _search_plan(words):
-        pos = text.find(needle)
-        if pos == -1:
-            continue
-        at = []
-        while pos != -1:
-            at.append(pos)
-            pos = text.find(needle, pos + 1)
-        for w, off in members:
-            if w == needle:
-                hits.extend((p, w) for p in at)
-            else:
-                hits.extend((p - off, w) for p in at if p >= off and text.startswith(w, p - off))
-    hits.sort()
-    word_lines: dict[str, set[int]] = {}
-    if "\r" in text:  # lines may also end in a lone \r: slow path
-        starts = [0] + [m.end() for m in LINE_END.finditer(text)]
-        for pos, w in hits:
-            word_lines.setdefault(w, set()).add(bisect.bisect_right(starts, pos))
-    else:
-        line, prev = 1, 0
-        for pos, w in hits:
-            line += text.count("\n", prev, pos)
-            prev = pos
-            word_lines.setdefault(w, set()).add(line)
-    return word_lines
-
-
-def _holds(lines: list[int], first: int, last: int) -> bool:
-    """Whether the sorted ``lines`` hold a line from ``first`` to ``last``."""
-    k = bisect.bisect_left(lines, first)
-    return k < len(lines) and lines[k] <= last
 
 
 def _is_stmt_type(t: type) -> bool:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.context import LINE_END
 from gradtrace.lint.nodes import child_fields, children
+from gradtrace.lint.words import holds as _holds
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -115,11 +116,6 @@ def span(s: ast.AST) -> tuple[int, int]:
     for d in getattr(s, "decorator_list", ()):
         first = min(first, d.lineno)
     return first, s.end_lineno  # type: ignore[attr-defined]
-
-
-def _holds(lines: list[int], first: int, last: int) -> bool:
-    k = bisect.bisect_left(lines, first)
-    return k < len(lines) and lines[k] <= last
 
 
 def statements_on(ctx: Context, lines: list[int]
