@@ -3,7 +3,7 @@
 Hot path: :func:`user_frame` walks ``f_back`` links and looks each code object up in a dict
 cache, so the cost after warm-up is a few dict lookups per call. The cache is keyed by
 ``id(code)``: hashing a code object hashes its constants and names every time (about 1 us for
-a large function such as ``Module._call_impl``), an ``id`` costs nothing. ``_INTERNAL`` keeps
+a large function such as ``Module._call_impl``), an ``id`` costs nothing. ``INTERNAL_FILES`` keeps
 every code object seen alive, so its id is never reused while it is in the cache.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import itertools
 from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
 
-_INTERNAL: dict[CodeType, bool] = {}  # every code object seen (alive) -> internal?
-_BY_ID: dict[int, bool] = {}  # id(code) -> internal?, for the hot paths
-_KEEP: list[CodeType] = []  # code objects equal to one in _INTERNAL (kept alive for _BY_ID)
+INTERNAL_FILES: dict[CodeType, bool] = {}  # every code object seen (alive) -> internal?
+FRAME_BY_ID: dict[int, bool] = {}  # id(code) -> internal?, for the hot paths
+_KEEP: list[CodeType] = []  # code objects equal to one in INTERNAL_FILES (kept alive for FRAME_BY_ID)
 
 
 def _prefixes() -> tuple[str, ...]:
@@ -61,29 +61,29 @@ def _library_dirs() -> list[str]:
     return out
 
 
-_PREFIXES: tuple[str, ...] = ()
+INTERNAL_PREFIXES: tuple[str, ...] = ()
 
 
 def refresh_prefixes() -> None:
     """Recompute which files count as internal (call after torch is imported)."""
-    global _PREFIXES
-    _PREFIXES = _prefixes()
-    _INTERNAL.clear()
-    _BY_ID.clear()
+    global INTERNAL_PREFIXES
+    INTERNAL_PREFIXES = _prefixes()
+    INTERNAL_FILES.clear()
+    FRAME_BY_ID.clear()
     _KEEP.clear()
 
 
 def is_internal(code: CodeType) -> bool:
     """True if ``code`` belongs to torch, gradtrace or stdlib glue (cached per code object)."""
-    hit = _BY_ID.get(id(code))
+    hit = FRAME_BY_ID.get(id(code))
     if hit is None:
         fn = code.co_filename
-        hit = fn.startswith("<frozen") or fn.startswith(_PREFIXES)
-        if code not in _INTERNAL:  # an equal code object already there: keep this one too
-            _INTERNAL[code] = hit
+        hit = fn.startswith("<frozen") or fn.startswith(INTERNAL_PREFIXES)
+        if code not in INTERNAL_FILES:  # an equal code object already there: keep this one too
+            INTERNAL_FILES[code] = hit
         else:
             _KEEP.append(code)
-        _BY_ID[id(code)] = hit
+        FRAME_BY_ID[id(code)] = hit
     return hit
 
 
@@ -93,7 +93,7 @@ def user_frame(start: int = 1) -> FrameType | None:
         f: FrameType | None = sys._getframe(start + 1)
     except ValueError:
         return None
-    cache = _BY_ID
+    cache = FRAME_BY_ID
     while f is not None:
         code = f.f_code
         hit = cache.get(id(code))
@@ -128,7 +128,7 @@ def called_by_library(start: int = 1) -> bool:
         f: FrameType | None = sys._getframe(start + 1)
     except ValueError:
         return False
-    own = _PREFIXES[0]
+    own = INTERNAL_PREFIXES[0]
     while f is not None:
         fn = f.f_code.co_filename
         if not (fn.startswith(own) or fn.endswith(_GLUE)):
@@ -205,7 +205,7 @@ def _dispatch(tb: TracebackType | None) -> bool:
 def _hidden(tb: TracebackType) -> bool:
     """Ours, torch's dispatch to a TorchFunctionMode, and the torch call that dispatched
     (the same function appears again, called by the mode)."""
-    return tb.tb_frame.f_code.co_filename.startswith(_PREFIXES[0]) or _dispatch(tb) or \
+    return tb.tb_frame.f_code.co_filename.startswith(INTERNAL_PREFIXES[0]) or _dispatch(tb) or \
         _dispatch(tb.tb_next)
 
 
@@ -219,7 +219,7 @@ def hide_own_frames(exc: BaseException | None) -> None:
         last = exc.__traceback__
         while last is not None and last.tb_next is not None:
             last = last.tb_next
-        if last is not None and not last.tb_frame.f_code.co_filename.startswith(_PREFIXES[0]):
+        if last is not None and not last.tb_frame.f_code.co_filename.startswith(INTERNAL_PREFIXES[0]):
             node = exc.__traceback__
             while node is not None:
                 nxt = node.tb_next

@@ -11,9 +11,9 @@ Tensor = torch.Tensor
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
     ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP = range(17)
-_WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
-_KIND: dict[Any, int] = {}
-_INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
+WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
+CALL_KIND: dict[Any, int] = {}
+INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
 _ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
 _ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
 _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
@@ -26,12 +26,12 @@ _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size"
 
 # factories that read only the shape/dtype of a tensor argument: their result was never part
 # of the graph, so it is no cut (randn_like(mu) in a reparameterisation)
-_SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like",
+SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like",
                "randint_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
 _NAMES: dict[Any, str] = {}
 
 
-def _name(func: Any) -> str:
+def call_name(func: Any) -> str:
     name = _NAMES.get(func)
     if name is None:
         name = _NAMES[func] = getattr(func, "__name__", "") or type(func).__name__
@@ -40,7 +40,7 @@ def _name(func: Any) -> str:
 
 def classify(func: Any) -> int:
     """Which handler a torch function needs (cached)."""
-    name = _name(func)
+    name = call_name(func)
     owner = getattr(func, "__self__", None)
     if name in ("__get__", "__set__") and owner is not None:
         attr = getattr(owner, "__name__", "")
@@ -71,7 +71,7 @@ def classify(func: Any) -> int:
         return PASS
     pos = _inplace_position(func)
     if pos >= 0:
-        _INPLACE_ARG[func] = pos
+        INPLACE_ARG[func] = pos
         return MAYBE_INPLACE
     if (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
             or name == "__setitem__":
@@ -93,7 +93,7 @@ def _inplace_position(func: Any) -> int:
     return params.index("inplace") if "inplace" in params else -1
 
 
-def _first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
+def first_grad_tensor(args: tuple[Any, ...]) -> Tensor | None:
     for a in args:
         if isinstance(a, Tensor):
             if a.requires_grad:

@@ -25,7 +25,7 @@ Tensor = torch.Tensor
 Analyzer = Callable[[ErrorPattern, BaseException, Any, tuple, dict, "Site | None", TraceState],
                     list[Finding]]
 
-_CUT_KIND = {"detach": "detach", "data": "data", "item": "item-rewrap", "rewrap": "item-rewrap",
+CUT_KIND = {"detach": "detach", "data": "data", "item": "item-rewrap", "rewrap": "item-rewrap",
              "nondiff": "non-differentiable-op", "no_grad": "no-grad-forward",
              "inference": "inference-mode-forward"}
 
@@ -46,7 +46,7 @@ def diagnose_failure(exc: BaseException, func: Any, args: tuple[Any, ...],
 
 def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
     """The finding for "``what`` left the graph at cut.site"."""
-    kind = _CUT_KIND.get(cut.reason, "graph-cut")
+    kind = CUT_KIND.get(cut.reason, "graph-cut")
     related: list[tuple[Site | None, str]] = []
     if cut.origin is not None:
         related.append((cut.origin.site, f"the number came from `{cut.origin.op}()` here"))
@@ -477,16 +477,16 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
                  fix=pat.fix, related=related)]
 
 
-from gradtrace.runtime.trace.diagnose_inplace import _inplace_leaf, _inplace_saved  # noqa: E402
-from gradtrace.runtime.trace.diagnose_kept import _numpy  # noqa: E402
+from gradtrace.runtime.trace.diagnose_inplace import inplace_leaf_finding, inplace_saved_finding  # noqa: E402
+from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
     "non-scalar": _non_scalar,
     "backward-twice": _backward_twice,
-    "inplace-saved": _inplace_saved,
-    "inplace-leaf": _inplace_leaf,
-    "numpy-grad": _numpy,
+    "inplace-saved": inplace_saved_finding,
+    "inplace-leaf": inplace_leaf_finding,
+    "numpy-grad": kept_numpy_finding,
     "inference-saved": _inference,
     "function-grad-count": _function_count,
     "grad-unused-input": _unused_input,

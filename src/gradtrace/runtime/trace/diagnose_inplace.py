@@ -24,7 +24,7 @@ _INPLACE_RE = re.compile(r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which
                          r"version (?P<expected>\d+)")
 
 
-def _inplace_saved(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                    site: Site | None, state: TraceState) -> list[Finding]:
     m = _INPLACE_RE.search(str(exc))
     if m is None:
@@ -113,7 +113,7 @@ def _after(node: Any, parent: dict[int, Any], step_seq: int) -> Site | None:
     return None
 
 
-def _inplace_leaf(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+def inplace_leaf_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                   site: Site | None, state: TraceState) -> list[Finding]:
     name = getattr(func, "__name__", "in-place op")
     return [make(code_for("inplace-on-leaf", pat.code), site,

@@ -17,7 +17,7 @@ from gradtrace.runtime.trace.state import TraceState
 Tensor = torch.Tensor
 
 
-def _numpy(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
+def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
            site: Site | None, state: TraceState) -> list[Finding]:
     from gradtrace.runtime.trace.locate import stored_at
 

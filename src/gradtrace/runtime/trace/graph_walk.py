@@ -19,7 +19,7 @@ def roots_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
     return [t for t in (first or ()) if isinstance(t, Tensor)]
 
 
-def _backward_roots(func: Any, args: tuple[Any, ...],
+def backward_roots(func: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> tuple[list[Tensor], bool]:
     roots = roots_of(args, kwargs)
     if func is torch.Tensor.backward:
@@ -34,7 +34,7 @@ def _backward_roots(func: Any, args: tuple[Any, ...],
     return roots, bool(create if retain is None else retain)
 
 
-def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000) -> None:
+def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000) -> None:
     """Mark every node of the graph a backward just freed (walk bounded by ``limit``), with
     the creating line of the traced node that consumed it in that graph (META_FREED_VIA)."""
     stack: list[tuple[Any, Any]] = [(r.grad_fn, None) for r in roots
@@ -62,7 +62,7 @@ def _stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 
                 stack.append((n, via))
 
 
-def _leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:
+def leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:
     """The leaf tensors (parameters) the ``roots`` were computed from (at most ``limit``)."""
     out: list[Tensor] = [r for r in roots if r.grad_fn is None and r.requires_grad]
     stack = [r.grad_fn for r in roots if r.grad_fn is not None]

@@ -139,9 +139,9 @@ def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str)
                     fix="call loss.backward() first, or guard with `if p.grad is not None`")
     data = getattr(state, "hooks_data", None)
     if data is not None and data.modules:
-        from gradtrace.runtime.trace.silent import _owners, _reason
+        from gradtrace.runtime.trace.silent import param_owners, unreached_reason
 
-        _, where, why, fix, related = _reason(state, data, t, _owners(data))
+        _, where, why, fix, related = unreached_reason(state, data, t, param_owners(data))
         used = (site, ".grad was used here")
         return make(pat.code, where or site, f"`{name}.grad` is None because backward() never "
                     f"reached it: {why}", fix=fix, related=[*related, used])

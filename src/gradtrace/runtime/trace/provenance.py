@@ -18,14 +18,14 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gradtrace.env import strict
-from gradtrace.runtime.frames import (_BY_ID, called_by_library, internal_names, is_internal,
+from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_names, is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.classify import (
     AGRAD, AMP, BACKWARD, CTOR, DATA_GET, DETACH, GRAD_GET, GRAD_SET, INPLACE, ITEM,
-    MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH, _INPLACE_ARG, _KIND,
-    _SHAPE_ONLY, _WHERE_CHECKS, _first_grad_tensor, _name, classify,
+    MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH, INPLACE_ARG, CALL_KIND,
+    SHAPE_ONLY, WHERE_CHECKS, first_grad_tensor, call_name, classify,
 )
-from gradtrace.runtime.trace.graph_walk import _backward_roots, _leaf_tensors, _stamp_freed
+from gradtrace.runtime.trace.graph_walk import backward_roots, leaf_tensors, stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
@@ -56,11 +56,11 @@ class ProvenanceMode(TorchFunctionMode):
             kwargs = {}
         if self.busy or self.state.in_step:  # our own work, or an optimizer's internals
             return func(*args, **kwargs)
-        kind = _KIND.get(func)
+        kind = CALL_KIND.get(func)
         if kind is None:
-            kind = _KIND[func] = _safe_classify(func)
+            kind = CALL_KIND[func] = _safe_classify(func)
         if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: a plain op
-            pos = _INPLACE_ARG.get(func, -1)
+            pos = INPLACE_ARG.get(func, -1)
             if not kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False):
                 kind = PLAIN
         if kind == PLAIN:
@@ -78,7 +78,7 @@ class ProvenanceMode(TorchFunctionMode):
                             f = _getframe(1)
                             while f is not None:
                                 code = f.f_code
-                                hit = _BY_ID.get(id(code))
+                                hit = FRAME_BY_ID.get(id(code))
                                 if hit is None:
                                     hit = is_internal(code)
                                 if not hit:
@@ -107,7 +107,7 @@ class ProvenanceMode(TorchFunctionMode):
                         if taint is not None:
                             cuts[id(out)] = (weakref.ref(out), taint[1])
                         elif _inference_enabled():
-                            self._cut(out, None, _name(func), "inference")
+                            self._cut(out, None, call_name(func), "inference")
                         return out
                     self._no_grad_out(func, args, out)
                 elif isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
@@ -143,7 +143,7 @@ class ProvenanceMode(TorchFunctionMode):
         return self._special(kind, func, args, kwargs)
 
     def _maybe_inplace(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        pos = _INPLACE_ARG.get(func, -1)
+        pos = INPLACE_ARG.get(func, -1)
         flag = kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False)
         if flag:
             return self._inplace(func, args, kwargs)
@@ -166,18 +166,18 @@ class ProvenanceMode(TorchFunctionMode):
             self._no_grad_out(func, args, out)
 
     def _no_grad_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
-        src = _first_grad_tensor(args)
+        src = first_grad_tensor(args)
         if src is not None:
             if torch.is_grad_enabled():
-                if _name(func) not in _SHAPE_ONLY:
-                    self._cut(out, src, _name(func), "nondiff")
+                if call_name(func) not in SHAPE_ONLY:
+                    self._cut(out, src, call_name(func), "nondiff")
             else:
-                self._cut(out, src, _name(func), "inference"
+                self._cut(out, src, call_name(func), "inference"
                           if torch.is_inference_mode_enabled() else "no_grad")
         elif self.state.cuts and self.state.propagate(args, out):
             return
         elif torch.is_inference_mode_enabled():
-            self._cut(out, None, _name(func), "inference")
+            self._cut(out, None, call_name(func), "inference")
 
     def _nonleaf_grad(self, t: Tensor) -> None:
         raw = raw_site()
@@ -227,10 +227,10 @@ class ProvenanceMode(TorchFunctionMode):
             info = (gf, target._version, tuple(target.shape))
         out = self._call(func, args, kwargs)
         self.seq += 1
-        if self.state.after_step is not None and ("mul" in _name(func) or "clamp" in _name(func)):
+        if self.state.after_step is not None and ("mul" in call_name(func) or "clamp" in call_name(func)):
             self._clip_after_step()
         if info is not None:
-            self.state.on_inplace(raw_site(), _name(func), info, target.grad_fn)
+            self.state.on_inplace(raw_site(), call_name(func), info, target.grad_fn)
         elif target is not None and self.state.cuts and not target.requires_grad:
             self.state.propagate(args[1:], target)
         return out
@@ -262,7 +262,7 @@ class ProvenanceMode(TorchFunctionMode):
             return out
         raw = raw_site()
         checks = self.state.where_checks
-        if raw is None or checks.get(raw, 0) >= _WHERE_CHECKS:
+        if raw is None or checks.get(raw, 0) >= WHERE_CHECKS:
             return out
         checks[raw] = checks.get(raw, 0) + 1
         branches = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)
@@ -274,7 +274,7 @@ class ProvenanceMode(TorchFunctionMode):
                 c = self.state.note("where-nonfinite", self.state.site(raw), "where")
                 leaves = c.extra.setdefault("leaves", [])
                 if len(leaves) < 64:
-                    leaves.extend(weakref.ref(t) for t in _leaf_tensors(bad, 64))
+                    leaves.extend(weakref.ref(t) for t in leaf_tensors(bad, 64))
         finally:
             self.busy = False
         return out
@@ -304,7 +304,7 @@ class ProvenanceMode(TorchFunctionMode):
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             raw = raw_site()
             if raw is not None:
-                self.state.on_item(raw, _name(func), out, args[0])
+                self.state.on_item(raw, call_name(func), out, args[0])
         return out
 
     def _ctor(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -315,13 +315,13 @@ class ProvenanceMode(TorchFunctionMode):
             inner = next((b for b in data[:64] if isinstance(b, Tensor) and b.requires_grad),
                          None) if isinstance(data, (list, tuple)) else None
             if isinstance(data, Tensor) and data.requires_grad:
-                self._cut(out, data, f"torch.{_name(func)}(tensor)", "rewrap")
+                self._cut(out, data, f"torch.{call_name(func)}(tensor)", "rewrap")
             elif inner is not None:  # torch.tensor([log_prob, ...]): each element's value only
-                self._cut(out, inner, f"torch.{_name(func)}([tensor, ...])", "rewrap")
+                self._cut(out, inner, f"torch.{call_name(func)}([tensor, ...])", "rewrap")
             else:
                 origin = self.state.item_origin(data)
                 if origin is not None:
-                    self._cut(out, None, f"torch.{_name(func)}(... {origin.op}() ...)", "rewrap",
+                    self._cut(out, None, f"torch.{call_name(func)}(... {origin.op}() ...)", "rewrap",
                               origin)
         return out
 
@@ -341,7 +341,7 @@ class ProvenanceMode(TorchFunctionMode):
 
     def _zeroish(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.state.zero_seen = True
-        if self.state.fresh_grads and args and _name(func) in ("zero_", "_foreach_zero_"):
+        if self.state.fresh_grads and args and call_name(func) in ("zero_", "_foreach_zero_"):
             for t in args[0] if isinstance(args[0], (list, tuple)) else args[:1]:
                 self.state.on_zero(t)
         return self._inplace(func, args, kwargs)
@@ -359,7 +359,7 @@ class ProvenanceMode(TorchFunctionMode):
         raw, roots, retain = None, [], True
         try:
             raw = raw_site()
-            roots, retain = _backward_roots(func, args, kwargs)
+            roots, retain = backward_roots(func, args, kwargs)
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
@@ -373,7 +373,7 @@ class ProvenanceMode(TorchFunctionMode):
         if not retain and raw is not None:
             self.busy = True
             try:
-                _stamp_freed(roots, (raw[0], raw[1], self.seq))
+                stamp_freed(roots, (raw[0], raw[1], self.seq))
             finally:
                 self.busy = False
         self.state.on_backward_done(raw, self.seq)

@@ -118,7 +118,7 @@ def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     return out + missing
 
 
-def _owners(data: HookState) -> dict[int, ModuleRecord]:
+def param_owners(data: HookState) -> dict[int, ModuleRecord]:
     """param id -> record of the module that owns it directly (among modules that ran)."""
     owners: dict[int, ModuleRecord] = {}
     for rec in list(data.modules.values()):
@@ -142,7 +142,7 @@ def _optimizer_params(data: HookState) -> list[tuple[Any, Tensor]]:
 Reason = tuple[str, "Site | None", str, str, tuple[tuple["Site | None", str], ...]]
 
 
-def _reason(state: TraceState, data: HookState, p: Tensor,
+def unreached_reason(state: TraceState, data: HookState, p: Tensor,
             owners: dict[int, ModuleRecord]) -> Reason:
     """(code, site, why, fix, related) for a parameter that has no gradient."""
     rec = owners.get(id(p))
@@ -174,19 +174,19 @@ def _reason(state: TraceState, data: HookState, p: Tensor,
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
     cuts.sort(key=lambda c: (c.library, c.reason == "item"))
     if cuts:
-        from gradtrace.runtime.trace.diagnose import (STORED_FIX, _CUT_KIND, grad_off_line,
+        from gradtrace.runtime.trace.diagnose import (STORED_FIX, CUT_KIND, grad_off_line,
                                                       stored_list)
 
         c = cuts[0]
         stored = stored_list(c)
         if stored is not None:
-            return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), stored,
+            return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), stored,
                     f"this line stores plain numbers (from `{c.origin.op}()` at line "
                     f"{c.origin.site.line}) in the list that line {c.site.line} turns into a "
                     "tensor without a graph", STORED_FIX,
                     ((rec.site, "its module was called here"),))
         lead = grad_off_line(c)
-        return (code_for(_CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
+        return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
                 f"it is used in forward, but the graph was cut here: {c.describe()}",
                 "keep the path from this parameter to the loss attached (no .detach()/.item()/"
                 "no_grad on it)", ((rec.site, "its module was called here"),))
@@ -198,7 +198,7 @@ def why_no_grad(state: TraceState, data: HookState, p: Tensor,
     """Why parameter ``p`` never got a gradient (``None`` if it has one)."""
     if p.grad is not None or id(p) in data.had_grad:
         return None
-    code, site, why, fix, related = _reason(state, data, p, _owners(data) if owners is None
+    code, site, why, fix, related = unreached_reason(state, data, p, param_owners(data) if owners is None
                                             else owners)
     return make(code, site, f"{param_name(data, p)} never received a gradient: {why}", fix=fix,
                 related=list(related), severity="warning")
@@ -231,7 +231,7 @@ def held_at(data: HookState, p: Tensor) -> Site | None:
 def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     if state.backward_count == 0:
         return []
-    owners = _owners(data)
+    owners = param_owners(data)
     groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
     explained = [id(r) for r, _ in _ungraded_steppers(data)]
@@ -241,7 +241,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         if id(p) in seen or not p.requires_grad or p.grad is not None or id(p) in data.had_grad:
             continue
         seen.add(id(p))
-        reason = _reason(state, data, p, owners)
+        reason = unreached_reason(state, data, p, owners)
         if reason[0] == code_for("unused-parameter", "GT820") and _parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
         groups.setdefault(reason, []).append(param_name(data, p))
@@ -273,7 +273,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     if not pairs:
         return []
     in_opt = {id(p) for _, p in pairs}
-    owners = _owners(data)
+    owners = param_owners(data)
     training = any(owners[id(p)].ref() is not None and owners[id(p)].ref().training
                    for _, p in pairs if id(p) in owners)
     stale = [p for _, p in pairs

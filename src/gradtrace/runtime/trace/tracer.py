@@ -159,9 +159,9 @@ class Tracer:
         return list(out)
 
     def _seen_codes(self) -> list[Any]:
-        from gradtrace.runtime.frames import _INTERNAL
+        from gradtrace.runtime.frames import INTERNAL_FILES
 
-        seen = [c for c, internal in list(_INTERNAL.items()) if not internal]
+        seen = [c for c, internal in list(INTERNAL_FILES.items()) if not internal]
         return list(dict.fromkeys([*self._codes, *seen]))
 
     def _silent_findings(self) -> list[Finding]:
@@ -251,9 +251,9 @@ def _note_warning(text: str, filename: str, lineno: int) -> None:
 
 
 def _internal(filename: str) -> bool:
-    from gradtrace.runtime.frames import _PREFIXES
+    from gradtrace.runtime.frames import INTERNAL_PREFIXES
 
-    return filename.startswith(_PREFIXES)
+    return filename.startswith(INTERNAL_PREFIXES)
 
 
 def active_tracer() -> Tracer | None:

@@ -66,7 +66,7 @@ class LossCutRule(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if not _worth(node, ctx) or not _file_has(ctx, self.file_needs):
+        if not worth_reporting(node, ctx) or not _file_has(ctx, self.file_needs):
             return
         lp = loss_paths(ctx, node)
         # per file: a helper's cut is reached from each of its callers (NOTE [helper cuts])
@@ -144,7 +144,7 @@ def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
     return hit
 
 
-def _worth(node: ast.AST, ctx: Context) -> bool:
+def worth_reporting(node: ast.AST, ctx: Context) -> bool:
     """Cheap test before any data flow: could this function hold a loss at all?"""
     per_file = _WORTH.get(ctx)
     if per_file is None:

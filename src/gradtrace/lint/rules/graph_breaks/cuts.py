@@ -11,7 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 from gradtrace.lint.rules.graph_breaks._base import (
-    SINK_WORDS, LossCutRule, _file_has, _worth, band_aids, related_for, short,
+    SINK_WORDS, LossCutRule, _file_has, worth_reporting, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
@@ -102,7 +102,7 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
-        if node.name == "forward" and _worth(node, ctx) and _file_has(ctx, self.file_needs):
+        if node.name == "forward" and worth_reporting(node, ctx) and _file_has(ctx, self.file_needs):
             seen = {(f.line, f.column) for f in found}
             yield from (f for f in self._forward_chain(node, ctx)
                         if (f.line, f.column) not in seen)
@@ -358,7 +358,7 @@ class RequiresGradBandAid(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if not _worth(node, ctx) or not _file_has(ctx, ("backward",)):
+        if not worth_reporting(node, ctx) or not _file_has(ctx, ("backward",)):
             return
         lp = loss_paths(ctx, node)
         seen: set[int] = ctx.memo("gt1-reported-" + self.code, ctx.tree, set)

@@ -28,7 +28,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.graph_breaks._base import _worth, short
+from gradtrace.lint.rules.graph_breaks._base import worth_reporting, short
 from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
 from gradtrace.lint.analysis.helper_cuts import cut_through
 from gradtrace.lint.analysis.origins import Tracer
@@ -101,7 +101,7 @@ class SteppedModelCutFromLoss(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if not _worth(node, ctx) or not ctx.mentions("backward"):
+        if not worth_reporting(node, ctx) or not ctx.mentions("backward"):
             return
         lp = loss_paths(ctx, node)
         sinks = [s for s in lp.sinks() if s.how == "backward"]

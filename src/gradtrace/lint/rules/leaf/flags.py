@@ -17,7 +17,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 from gradtrace.lint.nodes import walk
 
 
-def _freezes(scope: Scope, out: Binding) -> bool:
+def freezes_flag(scope: Scope, out: Binding) -> bool:
     """Whether the scope may freeze the model whose output ``out`` is (then it may be a leaf):
     a loop over its parameters or ``requires_grad_()`` on it or a part of it."""
     model = out.value.func.id if isinstance(out.value, ast.Call) \
@@ -127,7 +127,7 @@ class RequiresGradOnNonLeaf(Rule):
                 yield replace(f, message=self.message_loop.format(name=name, line=stmt.lineno))
             return
         b, why = got
-        if why == "a model output" and _freezes(scope, b):
+        if why == "a model output" and freezes_flag(scope, b):
             return
         if why in ("made-non-leaf", "rebound"):
             why = "made from a leaf by an operation"

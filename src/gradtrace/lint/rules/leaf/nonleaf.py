@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf.flags import _freezes
+from gradtrace.lint.rules.leaf.flags import freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
     optimizer_param_exprs, scope_mentions, single_assign_of,
@@ -274,7 +274,7 @@ class GradOfNonLeaf(Rule):
         if any(m.receiver == name for m in scope.calls_to("retain_grad")):
             return
         b, why = got
-        if why == "a model output" and _freezes(scope, b):
+        if why == "a model output" and freezes_flag(scope, b):
             return
         yield self.report(node, ctx, related=[Related(ctx.path, b.line, f"`{name}` is computed "
                           "here", ctx.column(b.stmt))], name=name, why=why)

@@ -15,7 +15,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword, node_mentions
 from gradtrace.lint.rules.registration._modules import grad_flags
-from gradtrace.lint.rules.registration.freezing import _trainable_only
+from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 BLOCKS = ("body", "orelse", "finalbody")
@@ -114,7 +114,7 @@ class UnfrozenAcrossMethods(Rule):
             for s in scope.stmts:
                 if isinstance(s, ast.Assign) and len(s.targets) == 1 \
                         and (dotted(s.targets[0]) or "").startswith("self.") \
-                        and is_optimizer_call(s.value, ctx) and _trainable_only(s.value, scope):
+                        and is_optimizer_call(s.value, ctx) and trainable_only_filter(s.value, scope):
                     out[dotted(s.targets[0])] = (m, s)
         return out if len(out) == 1 else {}
 

@@ -327,7 +327,7 @@ class ParameterWrapResetsRequiresGrad(Rule):
         return any(f.stmt.lineno > line and covers(f.root, target) for f in grad_flags(scope))
 
 
-def _trainable_only(call: ast.Call, scope: Scope) -> bool:
+def trainable_only_filter(call: ast.Call, scope: Scope) -> bool:
     """Whether an optimizer's params keep only ``requires_grad`` ones (``filter``, ``if``),
     directly or through a name bound to such a list just before."""
     args = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "params")]
@@ -411,7 +411,7 @@ class UnfrozenAfterOptimizer(Rule):
         if flag is None:
             return
         for opt in optimizer_builds(scope):
-            if opt.stmt.lineno >= node.lineno or not _trainable_only(opt.call, scope) or not any(
+            if opt.stmt.lineno >= node.lineno or not trainable_only_filter(opt.call, scope) or not any(
                     covers(s, flag.root) or covers(flag.root, s) for s in opt.sources):
                 continue
             if not self._stepped_after(scope, opt.name, node):

@@ -20,7 +20,7 @@ from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._modules import (
     GradFlag, covers, grad_flags, is_module_expr, optimizer_builds,
 )
-from gradtrace.lint.rules.registration.freezing import _trainable_only
+from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 
 from gradtrace.lint.rules.registration._frozen import (
     FLAG, HARMLESS, _inner_flag_stmt, _loop_of_var, _own_touches, misspells_flag,
@@ -165,7 +165,7 @@ class EverythingFrozenForOptimizer(Rule):
         for opt in optimizer_builds(scope):
             if not opt.sources:
                 continue
-            filtered = _trainable_only(opt.call, scope)
+            filtered = trainable_only_filter(opt.call, scope)
             frozen = self._frozen_sources(scope, flags, opt, filtered)
             if frozen is None:
                 continue
