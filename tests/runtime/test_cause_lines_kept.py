@@ -197,9 +197,30 @@ for _ in range(3):
     F.cross_entropy(model(torch.randn(16, 8)), torch.randint(0, 3, (16,))).backward()
     opt.step()
 """),
+    # the twin of input_optimized_through_fixed_net: a Parameter is trained, the layer is not
+    "layer_left_out_beside_a_parameter": ("GT821", """
+net = nn.Linear(8, 8)
+w = nn.Parameter(torch.randn(8, 2))
+opt = torch.optim.Adam([w], lr=0.1)  # C
+for _ in range(3):
+    opt.zero_grad()
+    F.cross_entropy(net(torch.randn(4, 8)) @ w, torch.tensor([0, 1, 0, 1])).backward()
+    opt.step()
+"""),
 }
 
 LOOKALIKES = {
+    # the optimizer trains an input through a fixed network (dataset distillation, adversarial
+    # examples): the network's weights get gradients that no optimizer is meant to apply
+    "input_optimized_through_fixed_net": """
+net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+x = (torch.randn(4, 8) * 0.1).requires_grad_(True)
+opt_x = torch.optim.Adam([x], lr=0.1)
+for _ in range(3):
+    opt_x.zero_grad()
+    F.cross_entropy(net(x), torch.tensor([0, 1, 0, 1])).backward()
+    opt_x.step()
+""",
     # the head's optimizer steps during a warm-up in which the head is frozen
     "frozen_part_stepped_in_warmup": """
 body, head = nn.Linear(8, 8), nn.Linear(8, 3).requires_grad_(False)

@@ -278,10 +278,15 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                    for _, p in pairs if id(p) in owners)
     stale = [p for _, p in pairs
              if p.requires_grad and id(p) not in data.had_grad and p.grad is None]
+    # Every optimized tensor is a plain tensor, no Parameter of any module: what is trained is an
+    # input (adversarial examples, style transfer, dataset distillation) and the modules that
+    # grade it are fixed. (Parameters of a model re-created since do not count as inputs.)
+    inputs_trained = not any(isinstance(p, torch.nn.Parameter) or id(p) in owners
+                             for _, p in pairs)
     groups: dict[tuple[str, Site | None, str, str], list[str]] = {}
     for rec in list(data.modules.values()):
         m = rec.ref()
-        if m is None or rec.grad_runs == 0:
+        if m is None or rec.grad_runs == 0 or inputs_trained:
             continue
         missed = [p for p in m._parameters.values()
                   if p is not None and p.requires_grad and p.grad is not None
