@@ -73,3 +73,38 @@ def test_scheduler_names() -> None:
                                        "get_linear_schedule_with_warmup", "build_lr_scheduler")))
     assert not any(map(is_scheduler_name, ("DDPMScheduler", "schedule", "noise_sched_fn",
                                            "optimizer", "scheduled_sampling")))
+
+
+@pytest.mark.parametrize("name", ["netG", "encoder", "text_model", "resnet", "q_net", "student",
+                                  "g_encoder", "features"])
+def test_callees_spelled_like_modules(name: str) -> None:
+    assert v.model_spelling(name)
+
+
+@pytest.mark.parametrize("name", ["get_model", "build_encoder", "g_prepare_batch",
+                                  "cat_padded_token_embeddings", "extract_fbank_features",
+                                  "criterion", "loss_fn", "compute"])
+def test_callees_not_spelled_like_modules(name: str) -> None:
+    assert not v.model_spelling(name)
+
+
+@pytest.mark.parametrize("name", ["loss", "criterion", "losses", "loss_fn", "focal_loss",
+                                  "crit"])
+def test_loss_names(name: str) -> None:
+    assert v.LOSS_NAME_RE.search(name)
+
+
+@pytest.mark.parametrize("name", ["glossary", "model", "closs_ratio_x"])
+def test_not_loss_names(name: str) -> None:
+    assert not v.LOSS_NAME_RE.search(name)
+
+
+@pytest.mark.parametrize("name", ["predict", "evaluate", "run_validation", "generate_text",
+                                  "test_step", "beam_search"])
+def test_inference_function_names(name: str) -> None:
+    assert v.INFERENCE_NAME_RE.search(name)
+
+
+@pytest.mark.parametrize("name", ["train_step", "forward", "training_step", "compute_loss"])
+def test_not_inference_function_names(name: str) -> None:
+    assert not v.INFERENCE_NAME_RE.search(name)

@@ -18,12 +18,12 @@ a live one means a stop-gradient by design (``mse(teacher_out, student_out)``): 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
-LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNORECASE)
-INFERENCE_NAME_RE = re.compile(
-    r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
-    r"visuali|score|metric|beam|search)", re.IGNORECASE)
 RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
 LIVE_MULT = (ast.Mult, ast.MatMult, ast.Div)
 COMPUTED = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)

@@ -15,8 +15,8 @@ from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.grad_mode._deps import (
-    LOSS_NAME_RE, is_inference_function)
+from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
+from gradtrace.lint.rules.grad_mode._deps import is_inference_function
 from gradtrace.lint.nodes import walk
 
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)

@@ -196,7 +196,8 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
     ``forward=False``), in a loss (a function or class named like one), or in a helper called
     (one level up; two when the outer caller runs ``backward()`` itself) from code that then
     runs ``backward()``."""
-    from gradtrace.lint.rules.grad_mode._deps import LOSS_NAME_RE, is_inference_function
+    from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
+    from gradtrace.lint.rules.grad_mode._deps import is_inference_function
     if ctx.grad_disabled is not None:
         return False
     fn = ctx.function
@@ -222,7 +223,7 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True) -
     """A call of ``fn`` sits in a ``forward``, a loss, or before a ``backward()`` of its
     function; through one more same-file helper only before a ``backward()`` (a helper of a
     helper of ``forward`` mostly prepares conditioning data, which carries no gradient)."""
-    from gradtrace.lint.rules.grad_mode._deps import LOSS_NAME_RE
+    from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
     for call, outer in _callers(ctx, fn):  # type: ignore[arg-type]
         if outer is fn:
             continue

@@ -11,11 +11,11 @@ carry a graph by this definition, which keeps them silent on plain data and numb
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from gradtrace.lint.analysis.cuts import FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS
+from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
@@ -30,53 +30,6 @@ INDEX_RESULTS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "me
 NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
                           "repr", "format", "range", "print"})
 NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
-MODEL_WORDS = frozenset({
-    "model", "models", "net", "network", "encoder", "decoder", "generator", "discriminator",
-    "critic", "g", "d", "rnn", "lstm", "gru", "cell", "backbone", "head", "classifier", "policy",
-    "actor", "unet", "vae", "transformer", "embed", "embedding", "embeddings", "proj",
-    "projection", "fc", "linear", "conv", "mlp", "layer", "layers", "module", "disc", "gen",
-    "stem", "neck", "tower", "predictor", "denoiser", "autoencoder", "seq2seq", "trunk",
-    "torso", "student", "bert", "gpt", "llm",
-})
-# words that name a module only when the whole name is made of such words (`self.features`,
-# `feature_extractor`, `body`), not inside a function name (`extract_fbank_features`)
-WEAK_MODEL_WORDS = frozenset({"features", "feature", "extractor", "body", "q", "value", "agent",
-                              "base", "shared", "pi", "v"})
-# methods of a module that run (part of) its forward pass
-FORWARD_METHODS = frozenset({"forward", "encode", "decode", "encode_image", "encode_text",
-                             "forward_features", "forward_head", "extract_features", "embed",
-                             "get_image_features", "get_text_features"})
-# verbs of functions that build or fetch a module object rather than run it
-FACTORY_WORDS = frozenset({"get", "load", "build", "create", "make", "init", "unwrap", "wrap",
-                           "prepare", "setup", "copy", "deepcopy", "instantiate", "compile",
-                           "new", "clone", "freeze", "register", "save", "set", "is", "has",
-                           "from"})  # `from_pretrained`, `Trainer.from_new_model(args)`
-# verbs of helper functions that reshape or combine the tensors they are given
-# (`cat_padded_token_embeddings(reps)`, `stack_features(xs)`): they run no module
-SHAPE_WORDS = frozenset({"cat", "concat", "concatenate", "stack", "pad", "split", "chunk",
-                         "gather", "scatter", "merge", "collate", "pack", "unpack", "flatten",
-                         "reshape", "crop", "resize", "select", "slice", "shuffle", "sort"})
-# short role prefixes of GAN / actor-critic code (`g_prepare_batch`, `d_get_input`)
-ROLE_PREFIXES = frozenset({"g", "d", "gen", "disc", "q", "pi", "v"})
-WORD_RE = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+(?![a-z])\d*|\d+")
-# a class (its call builds an object): `ResNet`, `MTSimpleMLP`, `GPWorldModel`; not `G`, `D_net`
-CLASS_RE = re.compile(r"[A-Z][a-z]|[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*$")
-
-
-def model_spelling(name: str) -> bool:
-    """Whether a callee's last name part is spelled like a module (``netG``, ``self.encoder``,
-    ``resnet``, ``text_model``); NOTE [graph-carrying bindings]."""
-    words = [w.lower().rstrip("0123456789") for w in WORD_RE.findall(name)]
-    if not words or words[-1] in ("loss", "losses", "criterion", "fn", "func"):
-        return False
-    verb = words[1] if len(words) > 1 and words[0] in ROLE_PREFIXES else words[0]
-    if verb in FACTORY_WORDS or (verb in SHAPE_WORDS and len(words) > 1):
-        return False  # `get_model`, `g_prepare_batch`, `cat_padded_token_embeddings`
-    if any(w in MODEL_WORDS or (w.endswith("net") and len(w) <= 12) for w in words):
-        return True
-    return all(w in WEAK_MODEL_WORDS for w in words)
-
-
 TENSOR_METHODS = frozenset({
     "to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "view",
     "reshape", "contiguous", "clone", "squeeze", "unsqueeze", "flatten", "permute", "transpose",
