@@ -15,7 +15,7 @@ class InvertedResidualBlock(nn.Module):
         self.stride, self.in_c, self.out_c = stride, in_c, out_c
         self.use_skip_connection = True if self.stride == 1 else False
         ex_c = int(self.in_c * expansion_factor)
-        self.skip = nn.Conv2d(in_c, out_c, 1, 1, 0, bias=False) if in_c != out_c else nn.Identity()
+        self.skip = nn.Conv2d(in_c, out_c, 1, 1, 0, bias=False) if stride == 1 and in_c != out_c else nn.Identity()
         self.conv = nn.Sequential(
             nn.Conv2d(self.in_c, ex_c, 1, 1, 0, bias=False), nn.BatchNorm2d(ex_c), nn.ReLU6(inplace=True),
             nn.Conv2d(ex_c, ex_c, 3, self.stride, 1, groups=ex_c, bias=False), nn.BatchNorm2d(ex_c),
