@@ -17,6 +17,7 @@ trigger search scans less text and finds fewer lines) pays for most of it.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _LITERAL = re.compile(
     r"(#[^\r\n]*"
@@ -92,3 +93,35 @@ def code_text(text: str) -> str:
         else:
             parts[i] = '""'
     return "".join(parts)
+
+
+# NOTE [identifier prefilter]
+# A file's code is ~15% distinct identifiers: `model`, `loss`, `self` recur on every line. A
+# trigger word or a searched spelling (`.zero_grad(`, `** 0.5`) can occur in the code only if
+# each run of identifier characters in it (`zero_grad`; `0`, `5`) lies inside one identifier
+# of the code, so a search of the distinct identifiers, joined, tells most absent words apart
+# at a sixth of the cost of a scan of the code (the trigger search scans for ~50 words, most
+# absent). Only words that pass are looked for in the code: the same answers, less scanning.
+_IDENT_BYTES = bytes.maketrans(bytes(range(128)), bytes(
+    c if chr(c).isalnum() or c == 95 else 32 for c in range(128)))
+_RUNS = re.compile(r"[A-Za-z0-9_]+")
+
+
+def identifiers(code: str) -> str | None:
+    """The distinct identifier-character runs of an ASCII ``code``, joined by spaces
+    (None for other code: no prefilter, NOTE [identifier prefilter])."""
+    if not code.isascii():
+        return None
+    return b" ".join(set(code.encode("ascii").translate(_IDENT_BYTES).split())).decode("ascii")
+
+
+def may_hold(idents: str | None, needle: str) -> bool:
+    """False only when ``needle`` cannot occur in the code ``idents`` was made from."""
+    if idents is None:
+        return True
+    return all(run in idents for run in _runs(needle))
+
+
+@lru_cache(maxsize=4096)
+def _runs(needle: str) -> tuple[str, ...]:
+    return tuple(_RUNS.findall(needle))

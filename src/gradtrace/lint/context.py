@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
-from gradtrace.lint.code_text import code_text
+from gradtrace.lint.code_text import code_text, identifiers, may_hold
 from gradtrace.lint.grad_modes import (FUNCTION_TYPES, GRAD_CONTEXTS, LOOP_TYPES,  # noqa: F401
                                         disabling_node, grad_mode_of)
 from gradtrace.lint.names import Imports
@@ -46,6 +46,7 @@ class Context:
         self._lines: list[str] | None = None
         self._code = code
         self._code_lines: list[str] | None = None
+        self._idents: str | None | bool = False  # False: not computed yet
         self._mentions: dict[str, bool] = {}
         self.stmts: list[ast.stmt] = []          # enclosing statements, innermost last
         self.exprs: list[ast.AST] = []           # enclosing expressions during an expr walk
@@ -74,6 +75,14 @@ class Context:
             self._code = code_text(self.text)
         return self._code
 
+    @property
+    def identifiers(self) -> str | None:
+        """The distinct identifiers of :attr:`code`, for cheap absence tests
+        (NOTE [identifier prefilter] in :mod:`gradtrace.lint.code_text`)."""
+        if self._idents is False:
+            self._idents = identifiers(self.code)
+        return self._idents  # type: ignore[return-value]
+
     def mentions(self, *words: str) -> bool:
         """Whether the code (NOTE [code text]) holds any of ``words``, cached per word.
 
@@ -84,7 +93,7 @@ class Context:
         for w in words:
             hit = cache.get(w)
             if hit is None:
-                hit = cache[w] = w in self.code
+                hit = cache[w] = may_hold(self.identifiers, w) and w in self.code
             if hit:
                 return True
         return False

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 from gradtrace.env import strict
 from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
+from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
 from gradtrace.lint.nodes import child_fields, children
@@ -153,9 +154,10 @@ class FileChecker:
                     aliases[local] = inside
         line_words, other_words = _split_words(types)
         code = self.ctx.code
-        word_lines = _word_lines(code, line_words.union(aliases, ("import",)))
+        idents = self.ctx.identifiers
+        word_lines = _word_lines(code, line_words.union(aliases, ("import",)), idents)
         for w in other_words:  # words of visit_Module-only rules: whether, not where
-            if w in code:
+            if may_hold(idents, w) and w in code:
                 word_lines[w] = set()
         present = [w for w in word_lines if w in all_words or w in aliases]
         if not present:

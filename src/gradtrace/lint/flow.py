@@ -99,11 +99,12 @@ class Scope:
         self.stmts: list[ast.stmt] = []                       # source order (pre-order)
         self.loops: dict[int, tuple[ast.stmt, ...]] = {}     # id(stmt) -> enclosing loops
         self.no_grad: dict[int, ast.AST] = {}                # id(stmt) -> disabling with/def
-        self.stmt_of: dict[int, ast.stmt] = {}               # id(expr) -> its statement
-        self.bindings: dict[str, list[Binding]] = {}
-        self.loads: dict[str, list[ast.Name]] = {}
-        self.method_calls: list[MethodCall] = []
         self.branches: dict[int, tuple[tuple[int, bool], ...]] = {}  # id(stmt) -> if arms
+        # built on first use (NOTE [lazy scope]): bindings; stmt_of, loads, method_calls
+        self._bindings: dict[str, list[Binding]] | None = None
+        self._stmt_of: dict[int, ast.stmt] | None = None      # id(expr) -> its statement
+        self._loads: dict[str, list[ast.Name]] = {}
+        self._method_calls: list[MethodCall] = []
         self._lines: dict[str, list[int] | None] = {}        # name -> its bindings' lines
         modes: list[tuple[ast.AST, str]] = []
         if isinstance(node, FUNCTION_TYPES):
@@ -124,10 +125,7 @@ class Scope:
             if off is not None:
                 self.no_grad[id(s)] = off
             if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
-                self._bind(s.name, s, None, MODULE if _is_module_class(s, self.ctx) else None)
                 continue
-            self._scan_exprs(s)
-            self._record_bindings(s, off is not None)
             inner = modes
             if isinstance(s, (ast.With, ast.AsyncWith)):
                 extra = [(s, m) for it in s.items if (m := grad_mode_of(it.context_expr,
@@ -146,7 +144,52 @@ class Scope:
             for case in getattr(s, "cases", ()):
                 self._walk(case.body, loops, inner, branch)
 
-    def _scan_exprs(self, s: ast.stmt) -> None:
+    # NOTE [lazy scope]
+    # The statement walk above (order, loops, grad mode, if arms) is all some rules need of a
+    # function (GT437 reads only ``stmts``). The bindings (whose kinds cost a look at every
+    # assigned value) and the expression index (``stmt_of``, ``loads``, ``method_calls``: a
+    # walk of every expression) are each built on first use, by a pass over ``stmts`` in the
+    # walk's order, so their contents and order are those of one eager walk.
+    @property
+    def bindings(self) -> dict[str, list[Binding]]:
+        """name (dotted spelling) -> its bindings, in walk order."""
+        if self._bindings is None:
+            self._bindings = {}  # filled in order; kinds read the bindings made so far
+            for s in self.stmts:
+                if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+                    self._bind(s.name, s, None,
+                               MODULE if _is_module_class(s, self.ctx) else None)
+                else:
+                    self._record_bindings(s, id(s) in self.no_grad)
+        return self._bindings
+
+    @property
+    def stmt_of(self) -> dict[int, ast.stmt]:
+        """id(expression) -> the statement holding it."""
+        return self._index()
+
+    @property
+    def loads(self) -> dict[str, list[ast.Name]]:
+        """name -> the places it is read, in walk order."""
+        self._index()
+        return self._loads
+
+    @property
+    def method_calls(self) -> list[MethodCall]:
+        """Every ``<receiver>.<method>(...)`` call, in walk order."""
+        self._index()
+        return self._method_calls
+
+    def _index(self) -> dict[int, ast.stmt]:
+        """The expression index (``stmt_of``, ``loads``, ``method_calls``), built once."""
+        if self._stmt_of is None:
+            self._stmt_of = {}
+            for s in self.stmts:
+                if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+                    self._scan_exprs(s, self._stmt_of)
+        return self._stmt_of
+
+    def _scan_exprs(self, s: ast.stmt, stmt_of: dict[int, ast.stmt]) -> None:
         for field, value in ast.iter_fields(s):
             if field in ("body", "orelse", "finalbody", "handlers", "cases"):
                 continue
@@ -154,13 +197,13 @@ class Scope:
             for v in values:
                 if isinstance(v, ast.AST):
                     for n in walk(v):
-                        self.stmt_of[id(n)] = s
+                        stmt_of[id(n)] = s
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                            self.loads.setdefault(n.id, []).append(n)
+                            self._loads.setdefault(n.id, []).append(n)
                         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                             recv = dotted(n.func.value)
                             if recv is not None:
-                                self.method_calls.append(MethodCall(recv, n.func.attr, n, s))
+                                self._method_calls.append(MethodCall(recv, n.func.attr, n, s))
 
     def _record_bindings(self, s: ast.stmt, no_grad: bool) -> None:
         if isinstance(s, ast.Assign):
@@ -256,11 +299,12 @@ class Scope:
         """
         if expr is None:
             return None
-        s = self.statement_of(expr)
-        if line is None:
-            line = s.lineno if s is not None else getattr(expr, "lineno", 0)
-        if no_grad is None:
-            no_grad = s is not None and id(s) in self.no_grad
+        if line is None or no_grad is None:  # (the bindings' kinds give both: NOTE [lazy scope])
+            s = self.statement_of(expr)
+            if line is None:
+                line = s.lineno if s is not None else getattr(expr, "lineno", 0)
+            if no_grad is None:
+                no_grad = s is not None and id(s) in self.no_grad
         return self._kind(expr, line, no_grad, 0)
 
     def _kind(self, e: ast.AST, line: int, no_grad: bool, depth: int) -> str | None:

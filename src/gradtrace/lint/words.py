@@ -6,6 +6,7 @@ import bisect
 import re
 from functools import lru_cache
 
+from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import LINE_END
 
 _STEM_EDGES = re.compile(r"^\W+|\W+$")  # punctuation around a trigger word: `.backward(`
@@ -37,11 +38,15 @@ def search_plan(words: frozenset[str]) -> tuple[tuple[str, tuple[tuple[str, int]
     return tuple(plan)
 
 
-def word_lines(text: str, words: frozenset[str]) -> dict[str, set[int]]:
+def word_lines(text: str, words: frozenset[str],
+               idents: str | None = None) -> dict[str, set[int]]:
     """The 1-based lines on which each of ``words`` occurs (words that do not occur: absent;
-    one scan per needle, NOTE [word search])."""
+    one scan per needle, NOTE [word search]). ``idents``: the text's
+    :func:`~gradtrace.lint.code_text.identifiers`, to skip the scans of absent needles."""
     hits: list[tuple[int, str]] = []
     for needle, members in search_plan(words):
+        if idents is not None and not may_hold(idents, needle):
+            continue
         pos = text.find(needle)
         if pos == -1:
             continue
