@@ -69,7 +69,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
     "ddp-desync": frozenset({"GT455"}),
-    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754"}),
+    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
 }
@@ -102,7 +102,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT703": ("non-scalar",),
     "GT825": ("non-finite",), "GT851": ("non-finite",), "GT751": ("non-finite",),
     "GT752": ("non-finite",),
-    "GT753": ("non-finite",), "GT754": ("non-finite",),
+    "GT753": ("non-finite",), "GT754": ("non-finite",), "GT755": ("non-finite",),
     "GT503": ("accumulate",), "GT406": ("not-optimized",), "GT515": ("schedule",),
     "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),
 }

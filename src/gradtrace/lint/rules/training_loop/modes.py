@@ -6,7 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import MODULE, Kind
+from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -14,40 +14,34 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, calls_in, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.analysis.callees import passed_kind, resolve
+from gradtrace.lint.rules.training_loop._modes import covers, effects, mode_call
 
 # layers that behave differently in train and eval mode
 MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|InstanceNorm\w*|"
                             r"AlphaDropout|dropout\w*)\b|self\.training\b")
 
 
-def _mode_call(call: ast.Call) -> str | None:
-    """"eval" for ``x.eval()`` / ``x.train(False)``, "train" for ``x.train()`` /
-    ``x.train(True)`` (anything else: None)."""
-    f = call.func
-    if not isinstance(f, ast.Attribute) or call.keywords:
-        return None
-    if f.attr == "eval" and not call.args:
-        return "eval"
-    if f.attr == "train":
-        if not call.args:
-            return "train"
-        a = call.args[0]
-        if isinstance(a, ast.Constant) and a.value in (True, False):
-            return "train" if a.value else "eval"
-    return None
+def _train_wrappers(ctx: Context) -> frozenset[str]:
+    """Names of the file's functions and methods whose text calls ``.train(`` (a cheap gate
+    before resolving a call as a wrapper such as ``model.train_start()``)."""
+    def make() -> frozenset[str]:
+        defs = list(ctx.analysis.functions.values()) + [
+            m for c in ctx.analysis.classes.values() for m in c.methods.values()]
+        return frozenset(d.name for d in defs if ".train(" in ctx.code_of(d))
+    return ctx.memo("gt516-wrappers", ctx.tree, make)
 
 
-def _modes_on(ctx: Context, fn: ast.AST, receiver: str) -> set[str]:
-    """The modes that ``fn`` (anywhere in its body) puts ``receiver`` in (one walk of ``fn``
-    per file, for every receiver)."""
-    def make() -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {}
-        for n in walk(fn):
-            m = _mode_call(n) if isinstance(n, ast.Call) else None
-            if m:
-                out.setdefault(dotted(n.func.value) or "", set()).add(m)  # type: ignore
-        return out
-    return ctx.memo("gt516-modes", fn, make).get(receiver, set())
+def _starts_training(ctx: Context, f: LoopFacts, call: ast.Call) -> list[str]:
+    """The receivers ``call`` puts in train mode: ``model.train()`` itself, or a function or
+    method of this file that does (``model.train_start()`` -> ``model.img_enc``...)."""
+    if mode_call(call) is not None:
+        return [dotted(call.func.value) or ""] if mode_call(call) == "train" else []  # type: ignore[attr-defined]
+    f_ = call.func
+    name = f_.attr if isinstance(f_, ast.Attribute) else getattr(f_, "id", None)
+    if name is None or name not in _train_wrappers(ctx):
+        return []
+    return sorted(r for r, m in effects(ctx, f.node, call).items() if r and m == {"train"})
 
 
 class ModelLeftInEvalMode(LoopRule):
@@ -67,12 +61,13 @@ class ModelLeftInEvalMode(LoopRule):
     code = "GT516"
     gate_statements = True
     name = "model-left-in-eval-mode"
-    message = ("`{call}` runs once, before the loop, but `{evaluate}` (line {eval_line}) puts "
-               "`{model}` in eval mode on every pass and nothing switches it back: every "
-               "later pass trains with dropout off and batch-norm statistics frozen; call "
-               "`{model}.train()` at the start of each pass")
+    message = ("`{call}` (line {train_line}) runs once, before the loop, but `{evaluate}` "
+               "(line {eval_line}) puts `{model}` in eval mode {where} the training loop and "
+               "nothing switches it back: every later step trains with dropout off and "
+               "batch-norm statistics frozen; {remedy}")
     triggers = (".train(",)
-    function_needs = (".train(",)
+    statement_triggers = ("train",)
+    function_needs = ("train",)
     examples = [
         Bad("""
             import torch.nn as nn
@@ -114,16 +109,26 @@ class ModelLeftInEvalMode(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for stmt in f.scope.stmts:
             for call in calls_in(stmt):
-                model = dotted(call.func.value) if _mode_call(call) == "train" else None
-                loop = _next_loop(f, stmt) if model else None
+                models = _starts_training(ctx, f, call)
+                loop = _next_loop(f, stmt) if models else None
                 if loop is None:
                     continue
-                ev = _leaves_eval(f, ctx, loop, model)  # type: ignore[arg-type]
-                if ev is not None and _has_mode_layers(f, ctx, model, call.lineno):  # type: ignore
-                    yield self.report(call, ctx, related=(
-                        related_at(ctx, ev, "the model is put in eval mode here, every pass"),),
-                        call=ctx.source(call), evaluate=ctx.source(ev), model=model,
-                        eval_line=ev.lineno)
+                for model in models:
+                    got = _leaves_eval(f, ctx, loop, model)
+                    if got is None or not _has_mode_layers(f, ctx, model, call.lineno):
+                        continue
+                    ev, mid = got
+                    where = "inside" if mid else "at the end of each pass of"
+                    again = f"call `{model}.train()`" if mode_call(call) else \
+                        f"call `{ctx.source(call)}` again"
+                    remedy = again + (" right after it" if mid else " at the start of each pass")
+                    related = (related_at(ctx, call, "train mode is set once, here"),) if mid \
+                        else (related_at(ctx, ev, "the model is put in eval mode here"),)
+                    yield self.report(ev if mid else call, ctx, related=related,
+                                      call=ctx.source(call), evaluate=ctx.source(ev),
+                                      model=model, eval_line=ev.lineno, where=where,
+                                      train_line=call.lineno, remedy=remedy)
+                    break
 
 
 def _next_loop(f: LoopFacts, stmt: ast.stmt) -> ast.stmt | None:
@@ -154,51 +159,58 @@ def _statements(loop: ast.stmt) -> Iterator[ast.stmt]:
             todo.extend(h.body)
 
 
-def _callee_param(ctx: Context, f: LoopFacts, call: ast.Call, model: str
-                  ) -> tuple[ast.AST, str] | None:
-    """(function of this file, the name ``model`` has there) for a call that hands it
-    ``model`` (``evaluate(model, data)``) or a ``self.method()`` that reads ``self.<attr>``."""
-    fn = ctx.analysis.callee(call, f.node)
-    if fn is None or fn is f.node:
-        return None
-    for p, v in ctx.analysis.arguments(fn, call).items():  # type: ignore[arg-type]
-        if dotted(v) == model:
-            return fn, p
-    if model.startswith("self.") and isinstance(call.func, ast.Attribute) \
-            and dotted(call.func.value) == "self":
-        return fn, model
-    return None
-
-
-def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str) -> ast.Call | None:
-    """The call in ``loop`` that puts ``model`` in eval mode after it trained there, when
-    nothing in the loop switches it back to train mode."""
+def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
+                 ) -> tuple[ast.Call, bool] | None:
+    """(the call in ``loop`` that puts ``model`` in eval mode while the loop trains it, whether
+    it sits in the very loop that runs the training step), when nothing in the loop switches
+    it back to train mode."""
     trained_at: list[ast.stmt] = []
     evals: list[tuple[ast.stmt, ast.Call]] = []
     for s in _statements(loop):
         for call in calls_in(s) if s is not loop else ():
-            mode = _mode_call(call)
-            if mode is not None and dotted(call.func.value) == model:  # type: ignore[attr-defined]
-                if mode == "train":
-                    return None
+            eff = effects(ctx, f.node, call)
+            touched = {m for r, ms in eff.items() for m in ms
+                       if r and (covers(r, model) or covers(model, r))}
+            if "train" in touched:
+                return None
+            if "eval" in touched:
                 evals.append((s, call))
                 continue
-            target = _callee_param(ctx, f, call, model)
+            target = resolve(ctx, f.node, call) if not eff else None
             if target is not None:
-                fn, name = target
-                modes = _modes_on(ctx, fn, name)
-                if "train" in modes:
-                    return None
-                if "eval" in modes:
-                    evals.append((s, call))
-                    continue
-                cf = facts(ctx, fn)
+                cf = facts(ctx, target[0])
                 if cf.steps and any(b.accumulates for b in cf.backwards):
                     trained_at.append(s)
     trained_at += [s.stmt for s in f.steps if f.inside(s.stmt, loop)]
-    if not trained_at:
+    if not trained_at or not evals:
         return None
-    return next((c for s, c in evals if any(f.before(t, s) for t in trained_at)), None)
+    for s, c in evals:
+        inner = (f.loops_of(s) or (None,))[-1]
+        if inner is not None and f.inside(inner, loop) and _conditional_in(inner, s) and any(
+                (f.loops_of(t) or (None,))[-1] is inner for t in trained_at):
+            return c, True  # a periodic validation in the middle of the loop that trains
+    for s, c in evals:
+        if any(f.before(t, s) or f.before(s, t) for t in trained_at):
+            return c, False
+    return None
+
+
+def _conditional_in(loop: ast.stmt, s: ast.stmt) -> bool:
+    """``s`` runs under an ``if`` of ``loop``'s body (not of a nested loop)."""
+    todo: list[tuple[ast.stmt, bool]] = [(x, False) for x in loop.body]  # type: ignore[attr-defined]
+    while todo:
+        x, cond = todo.pop()
+        if x is s:
+            return cond
+        if isinstance(x, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                          ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        under = cond or isinstance(x, ast.If)
+        for field in ("body", "orelse", "finalbody"):
+            todo.extend((y, under) for y in getattr(x, field, ()) or ())
+        for h in getattr(x, "handlers", ()) or ():
+            todo.extend((y, under) for y in h.body)
+    return False
 
 
 def _has_mode_layers(f: LoopFacts, ctx: Context, model: str, line: int) -> bool:
@@ -209,7 +221,33 @@ def _has_mode_layers(f: LoopFacts, ctx: Context, model: str, line: int) -> bool:
             and "." not in model:
         kinds = [ctx.analysis.kind_in(v, where, 10 ** 9)
                  for v, where in ctx.analysis.argument_values(f.node, model)]
+    if kinds == [None] and "." in model:
+        kinds = [_chain_kind(f, ctx, model)]
     return bool(kinds) and all(k is not None and _kind_has_mode_layers(ctx, k) for k in kinds)
+
+
+def _chain_kind(f: LoopFacts, ctx: Context, model: str) -> Kind | None:
+    """The kind of ``a.b.c`` followed attribute by attribute through the file's classes, when
+    ``a`` is ``self`` or a parameter given one kind by every caller, and an attribute set in
+    ``__init__`` from one of its parameters takes the kind the constructor calls pass."""
+    head, *attrs = model.split(".")
+    a = ctx.analysis
+    if head == "self":
+        cls = a.class_of(f.node)
+        k = Kind(MODULE if cls.is_module else OBJECT, cls=cls.name) if cls is not None else None
+    else:
+        k = passed_kind(ctx, f.node, head)
+    for attr in attrs:
+        info = a.classes.get(k.cls or "") if k is not None and k.what in (MODULE, OBJECT) \
+            else None
+        if info is None:
+            return None
+        k = info.attr_kind(attr)
+        got = info.attrs.get(attr)
+        if k is None and got is not None and isinstance(got.value, ast.Name) \
+                and got.method.name == "__init__":
+            k = passed_kind(ctx, got.method, got.value.id)
+    return k
 
 
 def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:

@@ -1,0 +1,80 @@
+"""What a call does to train/eval modes (GT516): ``x.eval()`` / ``x.train()`` themselves, and
+the file's functions and methods that make such calls, one or two calls away
+(``validate(model)`` calling ``model.val_start()``, a wrapper's ``train_start()`` putting
+``self.img_enc`` and ``self.txt_enc`` in train mode).
+
+Receivers are dotted names in the caller's terms: a callee's ``self.enc.eval()`` called as
+``model.val_start()`` is an effect on ``model.enc``.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+Fn = ast.FunctionDef | ast.AsyncFunctionDef
+Effects = dict[str, set[str]]
+MAX_DEPTH = 2  # calls followed below the loop's own
+
+
+def mode_call(call: ast.Call) -> str | None:
+    """"eval" for ``x.eval()`` / ``x.train(False)``, "train" for ``x.train()`` /
+    ``x.train(True)`` (anything else: None)."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or call.keywords:
+        return None
+    if f.attr == "eval" and not call.args:
+        return "eval"
+    if f.attr == "train":
+        if not call.args:
+            return "train"
+        a = call.args[0]
+        if isinstance(a, ast.Constant) and a.value in (True, False):
+            return "train" if a.value else "eval"
+    return None
+
+
+def effects(ctx: Context, where: ast.AST, call: ast.Call, depth: int = 0) -> Effects:
+    """Receiver (in the caller's names) -> the modes ``call`` puts it in."""
+    m = mode_call(call)
+    if m is not None:
+        return {dotted(call.func.value) or "": {m}}  # type: ignore[attr-defined]
+    if depth >= MAX_DEPTH:
+        return {}
+    target = resolve(ctx, where, call)
+    if target is None:
+        return {}
+    fn, mapping = target
+    out: Effects = {}
+    for r, modes in function_effects(ctx, fn, depth + 1).items():
+        head, dot, rest = r.partition(".")
+        if head in mapping:
+            out.setdefault(mapping[head] + dot + rest, set()).update(modes)
+    return out
+
+
+def function_effects(ctx: Context, fn: Fn, depth: int) -> Effects:
+    """Receiver (in ``fn``'s names) -> the modes calls anywhere in ``fn`` put it in."""
+    def make() -> Effects:
+        out: Effects = {}
+        for n in walk(fn):
+            if isinstance(n, ast.Call):
+                for r, modes in effects(ctx, fn, n, depth).items():
+                    out.setdefault(r, set()).update(modes)
+        return out
+    memo: dict[int, Effects] = ctx.memo("gt516-fn-effects", fn, dict)
+    if depth not in memo:
+        memo[depth] = {}  # recursion guard
+        memo[depth] = make()
+    return memo[depth]
+
+
+def covers(outer: str, inner: str) -> bool:
+    """``outer`` is ``inner`` or one of its owners (``model`` covers ``model.enc``)."""
+    return inner == outer or inner.startswith(outer + ".")
