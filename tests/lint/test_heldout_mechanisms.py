@@ -300,6 +300,50 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         net = nn.Sequential(Encoder(), nn.Linear(4, 1)).eval()
         net(torch.randn(2, 4)).sum().backward()
         """, "GT209", 7, holds="net[0].fc.weight.grad is None and net[1].weight.grad is not None")]),
+    # GT517: a step wrapper clears only on a flag the loop never passes
+    "step-wrapper-clears-only-on-flag": (Shape("""
+        w = nn.Parameter(torch.zeros(1))
+        opt = torch.optim.SGD([w], lr=0.1)
+
+        def update(optimizer, clear_grads=False):
+            optimizer.step()
+            if clear_grads:
+                optimizer.zero_grad()
+
+        for _ in range(3):
+            (w * 1.0).sum().backward()
+            update(opt, clear_grads=True)
+        """, "GT517", holds="w.grad is None"), [Shape("""
+        w = nn.Parameter(torch.zeros(1))
+        opt = torch.optim.SGD([w], lr=0.1)
+
+        def update(optimizer, clear_grads=False):
+            optimizer.step()
+            if clear_grads:
+                optimizer.zero_grad()
+
+        for _ in range(3):
+            (w * 1.0).sum().backward()
+            update(opt)
+        """, "GT517", 11, holds="float(w.grad) == 3.0"), Shape("""
+        class Runner:
+            def __init__(self):
+                self.w = nn.Parameter(torch.zeros(1))
+                self.opt = torch.optim.SGD([self.w], lr=0.1)
+
+            def train_step(self, x, reset=None):
+                (self.w * x).sum().backward()
+                self.opt.step()
+                if reset:
+                    self.opt.zero_grad()
+
+            def fit(self, xs):
+                for x in xs:
+                    self.train_step(x)
+
+        r = Runner()
+        r.fit([torch.ones(1)] * 3)
+        """, "GT517", 14, holds="float(r.w.grad) == 3.0")]),
 }
 
 

@@ -145,6 +145,8 @@ class EnableGradInsideInferenceMode(Rule):
 
     def _check(self, at: ast.AST, mode: ast.AST, body: list[ast.stmt], where: ast.AST,
                ctx: Context) -> Iterator[Finding]:
+        if not ctx.mentions("enable_grad", "set_grad_enabled"):
+            return  # nothing in this file can turn grad back on
         got = _reenabled_below(ctx, where, body, HOPS)
         if got is None:
             return

@@ -87,7 +87,7 @@ class LogOfSoftmax(Rule):
                "row's maximum (float32) gives a probability of exactly 0, whose log is -inf, "
                "and backward then gives NaN gradients for the whole row, whichever entry the "
                "loss uses; use `F.log_softmax(...)` on the logits instead")
-    triggers = ("log",)
+    triggers = ("log(", "log2(", "log10(")
     gate_statements = True
     examples = [
         Bad("""
