@@ -449,6 +449,28 @@ CASES = {
                 opt.step()
             evaluate(model, x)
         """, [], holds="all(modes)"),
+    "submodule-kept-in-eval-by-the-training-step-ok": Case("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
+                self.head = nn.Linear(8, 1)
+
+            def forward(self, x):
+                return self.head(self.backbone(x))
+
+            def training_step(self, x, y):
+                self.backbone.eval()
+                return nn.functional.mse_loss(self(x), y)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.train()
+        for i in range(2):
+            opt.zero_grad()
+            loss = model.training_step(torch.randn(4, 4), torch.randn(4, 1))
+            loss.backward()
+            opt.step()
+        """, [], holds="model.training and not model.backbone.training"),
     "eval-mode-on-a-model-without-mode-layers-ok": Case("""
         model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -169,11 +169,12 @@ def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
     for s in _statements(loop):
         for call in calls_in(s) if s is not loop else ():
             eff = effects(ctx, f.node, call)
-            touched = {m for r, ms in eff.items() for m in ms
-                       if r and (covers(r, model) or covers(model, r))}
-            if "train" in touched:
-                return None
-            if "eval" in touched:
+            if any("train" in ms and r and (covers(r, model) or covers(model, r))
+                   for r, ms in eff.items()):
+                return None  # back to train mode (also: a part of it, to be safe)
+            if any("eval" in ms and r and covers(r, model) for r, ms in eff.items()):
+                # the model itself or its owner: a submodule kept in eval on purpose
+                # (batch norm frozen in a training step) is not the whole model
                 evals.append((s, call))
                 continue
             target = resolve(ctx, f.node, call) if not eff else None
