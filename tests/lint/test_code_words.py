@@ -147,7 +147,8 @@ for x, y in loader:
 
 
 def test_a_commented_out_zero_grad_is_still_missing():
-    assert [(f.code, f.line) for f in check_source(COMMENTED_OUT)] == [("GT501", 9)]
+    # reported on the commented-out call: the line to change (NOTE [commented-out call])
+    assert [(f.code, f.line) for f in check_source(COMMENTED_OUT)] == [("GT501", 7)]
     fixed = COMMENTED_OUT.replace("# opt.zero_grad()", "opt.zero_grad()")
     assert [f.code for f in check_source(fixed)] == []
 
@@ -166,3 +167,30 @@ def test_a_file_mentioning_torch_only_in_comments_is_not_checked(tmp_path):
     (tmp_path / "b.py").write_text("import torch\n" + body)
     found = check_paths([str(tmp_path)], Settings(exclude=())).findings
     assert {os.path.basename(f.path) for f in found} == {"b.py"}
+
+
+LOOP = """\
+import torch
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()  {tail}
+    opt.step()
+{after}
+"""
+
+
+@pytest.mark.parametrize("tail, after, line", [
+    ("", "", 4),                                                  # nothing: the backward
+    ("# forgot zero_grad() here", "", 4),                         # prose: still the backward
+    ("", "    # zero_grad is for later, opt.zero_grad() once", 4),  # prose naming the call
+    ("", "    # opt.zero_grad()", 6),                             # the call, commented out
+    ("", "    #opt.zero_grad(set_to_none=True)  # slow", 6),
+    ("", "# opt.zero_grad()", 4),                                 # not in the loop
+    ("", "    # other_opt.zero_grad()", 6),                       # any clearing call
+])
+def test_commented_out_zero_grad_is_where_gt501_points(tail, after, line):
+    """A comment never decides GT501, but a commented-out `zero_grad()` call in the loop is
+    the line to change (NOTE [commented-out call])."""
+    src = LOOP.format(tail=tail, after=after)
+    found = [(f.code, f.line) for f in check_source(src, "loop.py") if f.code == "GT501"]
+    assert found == [("GT501", line)]

@@ -490,3 +490,38 @@ def test_parameter_of_a_module_never_seen_is_placed_at_its_optimizer():
     found = [f for f in tr.findings if "never received a gradient" in f.message]
     assert [(f.line, f.path.endswith("test_cause_lines_kept.py")) for f in found] == \
         [(opt_line, True)]
+
+
+def test_eval_under_no_grad_before_training_is_not_the_cut(tmp_path):
+    """An evaluation pass under no_grad before the first step (nanoGPT's estimate_loss) is not
+    why the parameters get no gradient: the `.item()` rebuilt into the training loss is, and
+    all parameters cut there are one finding."""
+    import runpy
+
+    import gradtrace
+
+    src = (HEAD + """
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+@torch.no_grad()
+def estimate_loss():
+    return F.mse_loss(model(torch.randn(8, 4)), torch.zeros(8, 1)).item()
+
+for it in range(3):
+    if it == 0:
+        print(estimate_loss())
+    loss = F.mse_loss(model(torch.randn(8, 4)), torch.zeros(8, 1))
+    loss = torch.tensor(loss.item(), requires_grad=True)  # C
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""").lstrip("\n")
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith("# C"))
+    path = tmp_path / "train.py"
+    path.write_text(src, encoding="utf-8")
+    with gradtrace.trace(static=False) as tr:
+        runpy.run_path(str(path))
+    found = [(f.code, f.line) for f in tr.findings]
+    assert found == [("GT102", line)], tr.findings
+    assert "0.weight" in tr.findings[0].message and "2.weight" in tr.findings[0].message

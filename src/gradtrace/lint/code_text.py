@@ -16,6 +16,7 @@ trigger search scans less text and finds fewer lines) pays for most of it.
 """
 from __future__ import annotations
 
+import ast
 import re
 from functools import lru_cache
 
@@ -125,3 +126,44 @@ def may_hold(idents: str | None, needle: str) -> bool:
 @lru_cache(maxsize=4096)
 def _runs(needle: str) -> tuple[str, ...]:
     return tuple(_RUNS.findall(needle))
+
+
+# NOTE [commented-out call]
+# A comment never decides a finding, but it may say *where* a finding belongs: when the rule
+# has found, from the code alone, that a call is missing (GT501: nothing clears the gradients)
+# and the same block holds that very call commented out (`# optimizer.zero_grad()`), the
+# commented line is the one the user must change. Only a whole-line comment whose text parses
+# as a call of `attr` counts; prose that mentions the word does not.
+_COMMENTED_CALL = re.compile(r"^\s*#+\s*([A-Za-z_][\w.]*)\.(\w+)\(.*\)\s*(?:#.*)?$")
+
+
+def commented_out_call(lines: list[str], first: int, last: int, attr: str) -> tuple[int, str] | None:
+    """The first line in ``first..last`` (1-based, inclusive) of ``lines`` that is a comment
+    holding only a call ``receiver.attr(...)``: ``(line, receiver)``, or None."""
+    for no in range(max(first, 1), min(last, len(lines)) + 1):
+        text = lines[no - 1]
+        if "#" not in text or attr not in text:
+            continue
+        m = _COMMENTED_CALL.match(text)
+        if m is None or m.group(2) != attr:
+            continue
+        try:
+            ast.parse(text.strip().lstrip("#").strip().split("  #")[0])
+        except SyntaxError:
+            continue
+        return no, m.group(1)
+    return None
+
+
+def block_end(lines: list[str], block: ast.AST) -> int:
+    """The last line of ``block`` with the comment lines indented under it that follow its
+    last statement (``ast`` ends a block at its last statement)."""
+    last = block.end_lineno or block.lineno  # type: ignore[attr-defined]
+    col = block.col_offset  # type: ignore[attr-defined]
+    while last < len(lines):
+        text = lines[last]
+        stripped = text.lstrip()
+        if stripped and (not stripped.startswith("#") or len(text) - len(stripped) <= col):
+            break
+        last += 1
+    return last

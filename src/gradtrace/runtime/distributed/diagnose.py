@@ -170,8 +170,9 @@ def _why_unused(session: Any, ddp: Any, name: str, p: Any, runs: dict[int, int])
         return {**out, "why": "not-run-this-iteration" if before else "not-run",
                 "site": _site_list(defined_at(data, p)),
                 "call": _site_list(rec.site if rec is not None else None)}
-    cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
-    cuts.sort(key=lambda c: c.reason == "item")
+    from gradtrace.runtime.trace.silent import cuts_upstream_of
+
+    cuts = cuts_upstream_of(state, p, rec)
     if cuts:
         return {**out, "why": "cut", "site": _site_list(cuts[0].site),
                 "detail": cuts[0].describe(), "call": _site_list(rec.site if rec else None)}

@@ -171,8 +171,7 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                     f" (turned off here: {src(rec.nograd_site)})" if rec.nograd_site else ""),
                 "run the training forward pass outside torch.no_grad()",
                 ((rec.site, "the module was called here"),))
-    cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
-    cuts.sort(key=lambda c: (c.library, c.reason == "item"))
+    cuts = cuts_upstream_of(state, p, rec)
     if cuts:
         from gradtrace.runtime.trace.diagnose import (STORED_FIX, CUT_KIND, grad_off_line,
                                                       stored_list)
@@ -191,6 +190,19 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                 "keep the path from this parameter to the loss attached (no .detach()/.item()/"
                 "no_grad on it)", ((rec.site, "its module was called here"),))
     return ("GT820", rec.site, "it is used in forward, but no backward() reached it", "", ())
+
+
+def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> list[Any]:
+    """The cuts with ``p`` upstream, the likeliest cause first.
+
+    A cut made by library code comes last, then (when ``p``'s module also ran with grad on)
+    a cut made with grad mode off: that is an evaluation pass under ``no_grad`` (nanoGPT's
+    ``estimate_loss()`` before the first step), not the training forward whose loss was
+    back-propagated. An ``.item()`` comes after other cuts (a logged number is common)."""
+    trained = rec is not None and rec.grad_runs > 0
+    cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
+    cuts.sort(key=lambda c: (c.library, trained and c.reason == "no_grad", c.reason == "item"))
+    return cuts
 
 
 def why_no_grad(state: TraceState, data: HookState, p: Tensor,
@@ -245,11 +257,18 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         if reason[0] == code_for("unused-parameter", "GT820") and _parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
         groups.setdefault(reason, []).append(param_name(data, p))
-    out = []
+    # one finding per cause: the parameters of several modules cut at one line are one
+    # problem (their modules' call sites are kept as related places, a few of them)
+    merged: dict[tuple[Any, ...], tuple[list[str], list[tuple[Any, str]]]] = {}
     for (code, site, why, fix, related), names in groups.items():
+        m = merged.setdefault((code, site, why, fix), ([], []))
+        m[0].extend(names)
+        m[1].extend(r for r in related if r not in m[1])
+    out = []
+    for (code, site, why, fix), (names, related) in merged.items():
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         out.append(make(code, site, f"{shown} never received a gradient: {why}", fix=fix,
-                        related=list(related), severity="warning"))
+                        related=related[:3], severity="warning"))
     return out
 
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from typing import Iterator
 
-from gradtrace.findings import Finding
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.code_text import block_end, commented_out_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.names import dotted
@@ -202,6 +204,13 @@ class MissingZeroGrad(LoopRule):
                     self.optimizer.step()
                     return loss.item()
             """, at=(4, 8)),
+        Bad("""
+            for x, y in loader:
+                # optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """, at=(2, 4)),
         Good("""
             class NativeScaler:
                 def __call__(self, loss, optimizer):
@@ -259,11 +268,11 @@ class MissingZeroGrad(LoopRule):
                 if b is not None:
                     seen.add(id(f.node))
                     name = f.node.name  # type: ignore[attr-defined]
-                    yield self.report(b.call, ctx, related=(
+                    yield self._at_comment(f, s, f.node, self.report(b.call, ctx, related=(
                         related_at(ctx, s.call, "the step applies the summed gradients here"),
                         related_at(ctx, f.node, f"on every call of `{name}`")),
                         opt=s.optimizer, call=ctx.source(b.call), step_line=s.call.lineno,
-                        where=f"on every call of `{name}`", units="calls")
+                        where=f"on every call of `{name}`", units="calls"), ctx)
                 continue
             if id(loop) in seen or fresh_each_pass(f, loop, s) \
                     or may_clear_elsewhere(f, loop, s):
@@ -271,11 +280,35 @@ class MissingZeroGrad(LoopRule):
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
             b = next((b for b in own if f.before(b.stmt, s.stmt)), own[0])
-            yield self.report(b.call, ctx, related=(
+            yield self._at_comment(f, s, loop, self.report(b.call, ctx, related=(
                 related_at(ctx, s.call, "the step applies the summed gradients here"),
                 related_at(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
                 call=ctx.source(b.call), step_line=s.call.lineno,
-                where="on every pass of this loop", units="batches")
+                where="on every pass of this loop", units="batches"), ctx)
+
+    @staticmethod
+    def _at_comment(f: LoopFacts, s: Step, block: ast.AST, found: Finding,
+                    ctx: Context) -> Finding:
+        """The finding moved to a commented-out `zero_grad()` of the same block, when there is
+        one (NOTE [commented-out call]): that comment is the line to change."""
+        hit = commented_out_call(ctx.lines, block.lineno,  # type: ignore[attr-defined]
+                                 block_end(ctx.lines, block), "zero_grad")
+        if hit is None:
+            return found
+        line, receiver = hit
+        if receiver != s.optimizer and receiver in {t.optimizer for t in f.steps}:
+            return found  # another optimizer's clearing, commented out: not this one
+        text = ctx.lines[line - 1]
+        col = len(text) - len(text.lstrip())
+        head = found.message.split(" are never cleared", 1)[0]
+        return replace(found, line=line, column=col, end_line=line,
+                       end_column=len(text.rstrip()),
+                       message=(f"`{receiver}.zero_grad()` is commented out, so {head} are "
+                                f"never cleared: `{s.optimizer}.step()` "
+                                f"(line {s.call.lineno}) applies the sum of all earlier "
+                                f"gradients; restore the call"),
+                       related=(Related(ctx.path, found.line, "gradients add up here",
+                                        found.column),) + found.related)
 
 
 class ZeroGradOutsideStepLoop(LoopRule):
