@@ -209,6 +209,15 @@ for _ in range(3):
 """),
 }
 
+BUGS["loop_variable_rebound_by_update"] = ("GT301", """
+fc = nn.Linear(4, 1)
+for it in range(5):
+    fc.zero_grad()
+    F.mse_loss(fc(torch.randn(8, 4)), torch.zeros(8, 1)).backward()
+    for param in fc.parameters():
+        param = param - 0.1 * param.grad  # C
+""")
+
 LOOKALIKES = {
     # the optimizer trains an input through a fixed network (dataset distillation, adversarial
     # examples): the network's weights get gradients that no optimizer is meant to apply
@@ -525,3 +534,39 @@ for it in range(3):
     found = [(f.code, f.line) for f in tr.findings]
     assert found == [("GT102", line)], tr.findings
     assert "0.weight" in tr.findings[0].message and "2.weight" in tr.findings[0].message
+
+
+EMPTY_GROUPS = """
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+kept = [p for p in model.parameters() if not p.requires_grad]
+{extra}opt = torch.optim.AdamW([{{"params": kept}}, {{"params": []}}], lr=1e-3)  # C
+for it in range(3):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    {extra_zero}loss.backward()
+    opt.step()
+    {extra_step}
+"""
+
+
+@pytest.mark.parametrize("extra, found", [
+    ("", True),  # the only optimizer holds nothing: nothing trains
+    ("main = torch.optim.SGD(model.parameters(), lr=0.1)\n", False),  # another one trains all
+])
+def test_optimizer_with_empty_groups(tmp_path, extra, found):
+    """torch raises for an empty parameter list but not for empty parameter groups: the
+    optimizer that steps while holding nothing is named where it was built."""
+    import runpy
+
+    import gradtrace
+
+    src = (HEAD + EMPTY_GROUPS.format(
+        extra=extra, extra_zero="main.zero_grad()\n    " if extra else "",
+        extra_step="main.step()" if extra else "")).lstrip("\n")
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith("# C"))
+    path = tmp_path / "train.py"
+    path.write_text(src, encoding="utf-8")
+    with gradtrace.trace(static=False) as tr:
+        runpy.run_path(str(path))
+    got = [(f.code, f.line) for f in tr.findings]
+    assert got == ([("GT821", line)] if found else []), tr.findings

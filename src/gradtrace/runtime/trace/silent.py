@@ -10,6 +10,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
+from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -27,48 +28,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     return out + requires_grad_attribute(data) + _optimizer_events(data, state) + \
-        _events(state) + (_where_nan(state, data) or _nan_origin(state, data))
-
-
-_NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g. "
-            "acos(x.clamp(-1 + 1e-7, 1 - 1e-7)), sqrt(x + 1e-12), a norm with eps), or mask "
-            "the input before the op instead of its output after")
-
-
-def _nan_text(op: str) -> str:
-    return (f"the backward of `{op}` here receives a finite gradient and passes on NaN/Inf: "
-            "its derivative is infinite or undefined at this input")
-
-
-def _nan_origin(state: TraceState, data: HookState) -> list[Finding]:
-    """A leaf got a non-finite gradient born in the backward of one op (NOTE [NaN origin]) and
-    no optimizer step reported it (that case is reported with the step)."""
-    if state.nan_origin is None or any(r.nonfinite is not None for r in data.optimizers.values()):
-        return []
-    site, op, name = state.nan_origin
-    return [make("GT825", site, f"{name} got a non-finite gradient (NaN/Inf): " + _nan_text(op),
-                 fix=_NAN_FIX, severity="warning")]
-
-
-def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
-    """A `torch.where` branch held inf/NaN and a leaf it was computed from got a non-finite
-    gradient (no optimizer step saw it: that case is reported with the step)."""
-    if any(r.nonfinite is not None for r in data.optimizers.values()):
-        return []
-    for (kind, site, _), c in state.events.items():
-        if kind != "where-nonfinite":
-            continue
-        with torch.no_grad():
-            bad = [t for t in (r() for r in c.extra.get("leaves", ())) if t is not None
-                   and t.grad is not None and not bool(torch.isfinite(t.grad).all())]
-        if bad:
-            return [make("GT825", site, f"{param_name(data, bad[0])} got a non-finite gradient "
-                         "(NaN/Inf): a branch of this `torch.where` holds inf/NaN, and its "
-                         "gradient is NaN even where it is not selected (0 * inf)",
-                         fix="make both branches finite: compute the risky one on safe inputs "
-                             "(e.g. torch.where(x > 0, x, 1.0) inside sqrt/log)",
-                         severity="warning")]
-    return []
+        _events(state) + nonfinite_findings(state, data)
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
@@ -290,7 +250,7 @@ def _parent_idle(data: HookState, p: Tensor) -> bool:
 def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]:
     pairs = _optimizer_params(data)
     if not pairs:
-        return []
+        return _empty_optimizers(data)
     in_opt = {id(p) for _, p in pairs}
     owners = param_owners(data)
     training = any(owners[id(p)].ref() is not None and owners[id(p)].ref().training
@@ -334,6 +294,28 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
     return out
+
+
+def _empty_optimizers(data: HookState) -> list[Finding]:
+    """Optimizers that step while holding no tensor at all (parameter groups left empty by a
+    filter that kept nothing: torch raises only for an empty list, not for empty groups),
+    while the modules that ran got gradients."""
+    steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
+    if not steppers:
+        return []
+    graded = [param_name(data, p) for rec in list(data.modules.values())
+              if rec.ref() is not None and rec.grad_runs
+              for p in rec.ref()._parameters.values() if p is not None and p.grad is not None]
+    if not graded:
+        return []
+    site = _single_optimizer_built_at(data) or steppers[0].site
+    shown = ", ".join(graded[:6]) + (f" and {len(graded) - 6} more" if len(graded) > 6 else "")
+    return [make(code_for("parameter-in-no-optimizer", "GT821"), site,
+                 f"{shown} receive gradients but no optimizer updates them: the optimizer built "
+                 "here holds no parameters (its parameter groups are empty), so step() changes "
+                 "nothing", fix="check the filter that builds the parameter groups: it kept "
+                 "nothing", related=[(steppers[0].site, "optimizer.step() here")],
+                 severity="warning")]
 
 
 def _single_optimizer_built_at(data: HookState) -> Site | None:
@@ -451,7 +433,7 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
             if state.nan_origin is not None:
                 out.append(make("GT825", state.nan_origin[0], f"non-finite gradient (NaN/Inf) "
                                 f"first seen in {name} at optimizer step {step}: " +
-                                _nan_text(state.nan_origin[1]), fix=_NAN_FIX, related=[
+                                nan_text(state.nan_origin[1]), fix=NAN_FIX, related=[
                                     (site, "the NaN gradient reached optimizer.step() here")],
                                 severity="warning"))
                 continue

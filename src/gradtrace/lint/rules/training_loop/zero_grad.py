@@ -298,17 +298,21 @@ class MissingZeroGrad(LoopRule):
         line, receiver = hit
         if receiver != s.optimizer and receiver in {t.optimizer for t in f.steps}:
             return found  # another optimizer's clearing, commented out: not this one
-        text = ctx.lines[line - 1]
-        col = len(text) - len(text.lstrip())
         head = found.message.split(" are never cleared", 1)[0]
-        return replace(found, line=line, column=col, end_line=line,
-                       end_column=len(text.rstrip()),
-                       message=(f"`{receiver}.zero_grad()` is commented out, so {head} are "
-                                f"never cleared: `{s.optimizer}.step()` "
-                                f"(line {s.call.lineno}) applies the sum of all earlier "
-                                f"gradients; restore the call"),
-                       related=(Related(ctx.path, found.line, "gradients add up here",
-                                        found.column),) + found.related)
+        return moved_to_comment(found, ctx, line, (
+            f"`{receiver}.zero_grad()` is commented out, so {head} are never cleared: "
+            f"`{s.optimizer}.step()` (line {s.call.lineno}) applies the sum of all earlier "
+            "gradients; restore the call"))
+
+
+def moved_to_comment(found: Finding, ctx: Context, line: int, message: str) -> Finding:
+    """``found`` reported on the commented-out call at ``line`` (NOTE [commented-out call]),
+    its own place kept as the first related one."""
+    text = ctx.lines[line - 1]
+    return replace(found, line=line, column=len(text) - len(text.lstrip()), end_line=line,
+                   end_column=len(text.rstrip()), message=message,
+                   related=(Related(ctx.path, found.line, "gradients add up here",
+                                    found.column),) + found.related)
 
 
 class ZeroGradOutsideStepLoop(LoopRule):

@@ -1,0 +1,56 @@
+"""Non-finite gradients that raised nothing: the op whose backward made them (NOTE [NaN origin])
+or the `torch.where` whose unselected branch held inf/NaN; reported when tracing ends."""
+from __future__ import annotations
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import make
+from gradtrace.runtime.trace.hooks import HookState, param_name
+from gradtrace.runtime.trace.state import TraceState
+
+
+def nonfinite_findings(state: TraceState, data: HookState) -> list[Finding]:
+    """The `where` finding if there is one, else the op where the NaN was born."""
+    return _where_nan(state, data) or _nan_origin(state, data)
+
+
+NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g. "
+            "acos(x.clamp(-1 + 1e-7, 1 - 1e-7)), sqrt(x + 1e-12), a norm with eps), or mask "
+            "the input before the op instead of its output after")
+
+
+def nan_text(op: str) -> str:
+    return (f"the backward of `{op}` here receives a finite gradient and passes on NaN/Inf: "
+            "its derivative is infinite or undefined at this input")
+
+
+def _nan_origin(state: TraceState, data: HookState) -> list[Finding]:
+    """A leaf got a non-finite gradient born in the backward of one op (NOTE [NaN origin]) and
+    no optimizer step reported it (that case is reported with the step)."""
+    if state.nan_origin is None or any(r.nonfinite is not None for r in data.optimizers.values()):
+        return []
+    site, op, name = state.nan_origin
+    return [make("GT825", site, f"{name} got a non-finite gradient (NaN/Inf): " + nan_text(op),
+                 fix=NAN_FIX, severity="warning")]
+
+
+def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
+    """A `torch.where` branch held inf/NaN and a leaf it was computed from got a non-finite
+    gradient (no optimizer step saw it: that case is reported with the step)."""
+    if any(r.nonfinite is not None for r in data.optimizers.values()):
+        return []
+    for (kind, site, _), c in state.events.items():
+        if kind != "where-nonfinite":
+            continue
+        with torch.no_grad():
+            bad = [t for t in (r() for r in c.extra.get("leaves", ())) if t is not None
+                   and t.grad is not None and not bool(torch.isfinite(t.grad).all())]
+        if bad:
+            return [make("GT825", site, f"{param_name(data, bad[0])} got a non-finite gradient "
+                         "(NaN/Inf): a branch of this `torch.where` holds inf/NaN, and its "
+                         "gradient is NaN even where it is not selected (0 * inf)",
+                         fix="make both branches finite: compute the risky one on safe inputs "
+                             "(e.g. torch.where(x > 0, x, 1.0) inside sqrt/log)",
+                         severity="warning")]
+    return []
