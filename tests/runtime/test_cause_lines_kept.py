@@ -218,6 +218,21 @@ for it in range(5):
         param = param - 0.1 * param.grad  # C
 """)
 
+# the optimizer never steps (a hand-written update replaced it): torch's "scheduler before
+# optimizer" warning is a consequence, not the cause
+BUGS["rebound_update_beside_a_scheduler"] = ("GT301", """
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+for epoch in range(2):
+    for it in range(2):
+        opt.zero_grad()
+        F.mse_loss(model(torch.randn(8, 4)), torch.zeros(8, 1)).backward()
+        for p in model.parameters():
+            p = p - 0.1 * p.grad  # C
+    sched.step()
+""")
+
 LOOKALIKES = {
     # the optimizer trains an input through a fixed network (dataset distillation, adversarial
     # examples): the network's weights get gradients that no optimizer is meant to apply

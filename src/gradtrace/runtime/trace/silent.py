@@ -28,7 +28,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     return out + requires_grad_attribute(data) + _optimizer_events(data, state) + \
-        _events(state) + nonfinite_findings(state, data)
+        _events(state, any(r.steps for r in data.optimizers.values())) + \
+        nonfinite_findings(state, data)
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
@@ -463,11 +464,13 @@ _EVENT_TEXT = {
 }
 
 
-def _events(state: TraceState) -> list[Finding]:
+def _events(state: TraceState, stepped: bool) -> list[Finding]:
+    """The events seen; a scheduler "before the optimizer" only when an optimizer did step
+    (with no optimizer step at all, the update itself is missing: a finding of its own)."""
     out: list[Finding] = []
     for (kind, site, _), counter in state.events.items():
         text = _EVENT_TEXT.get(kind)
-        if text is None:
+        if text is None or (kind == "scheduler-before-step" and not stepped):
             continue
         code, msg, fix = text
         rel: list[tuple[Site | None, str]] = list(counter.event.related)
