@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import gradtrace
-from gradtrace.runtime.pace import WARM_STEPS, Pace
+from gradtrace.runtime.pace import REPROBE, WARM_STEPS, Pace
 
 
 def _small() -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -43,6 +43,27 @@ def test_pace_arithmetic() -> None:
     assert p.step_end(WARM_STEPS + 1, 10, False) == 10  # unrecorded steps keep it
     assert p.step_end(WARM_STEPS + 2, 10, True, anomaly=True) == 1
     assert Pace(7, 0.03).step_end(100, 1, True) == 7
+
+
+def test_the_price_is_measured_on_unrecorded_steps() -> None:
+    """A recorded step whose own work is cheap is not assumed cheap: unrecorded steps are
+    timed first (one in 2 recorded), and a step priced at every step still skips one in
+    REPROBE to time it."""
+    p = Pace(None, budget=0.02)
+    p._recorded.extend([0.100] * 3)
+    p._work.extend([0.001] * 3)  # 1 ms of hook work in a 100 ms step
+    p._last, p._last_step = time.thread_time(), WARM_STEPS - 1
+    assert p.step_end(WARM_STEPS, 1, True) == 2  # no unrecorded step timed yet
+    p._plain.extend([0.096] * 3)  # ... timed: a recorded step costs 4 ms, not 1
+    p._plain_step = WARM_STEPS + 1
+    p._recorded.extend([0.100] * 9)
+    p._last, p._last_step = time.thread_time() - 0.1, WARM_STEPS + 1
+    assert p.step_end(WARM_STEPS + 2, 2, True) == 3  # ceil(4 / (0.02 * 96))
+    p._recorded.extend([0.097] * 9)  # now 1 ms: every step, until REPROBE steps later
+    p._last, p._last_step = time.thread_time() - 0.097, WARM_STEPS + 2
+    assert p.step_end(WARM_STEPS + 3, 3, True) == 1
+    p._last, p._last_step = time.thread_time() - 0.097, REPROBE + WARM_STEPS
+    assert p.step_end(REPROBE + WARM_STEPS + 1, 1, True) == 2
 
 
 def test_small_model_records_the_warm_steps_then_fewer() -> None:

@@ -7,18 +7,21 @@ snapshot), which is a few percent of a large model's step but can double the ste
 one (a 0.5 ms MLP step, a one-state policy). With ``every=None`` (the default) the watch
 records the first ``WARM_STEPS`` steps, where most gradient bugs show, and then prices itself
 from the clock at the end of every step: ``extra`` is how much longer a recorded step takes
-than an unrecorded one (the medians of the last ``_WINDOW`` of each; until unrecorded steps
-have been seen, the time spent inside the recording work), ``plain`` the median unrecorded
-step. It then records one step in ``ceil(extra / (budget * plain))``, so the average cost
-stays near ``budget`` (3% by default) of a step, re-priced at every recorded step. The
-whole-step difference, not the time inside the hooks, is what counts: a recorded step also
-slows its forward (the forward hook) and the next step (caches). Times are the CPU time of
-the training thread (``time.thread_time``), so other jobs on a shared machine do not enter
-the price, and medians keep a rare slow step (an evaluation between epochs, a garbage
-collection) out of it. A recorded step that finds a non-finite gradient goes
-back to recording every step. Between recorded steps the hooks only count the step, and the
-global forward hook is removed (it is put back before the next recorded step). A fixed
-``every=N`` records one step in N, as before; ``every=1`` records them all.
+than an unrecorded one (the medians of the last ``_WINDOW`` of each, never less than the time
+spent inside the recording work), ``plain`` the median unrecorded step. It then records one
+step in ``ceil(extra / (budget * plain))``, so the average cost stays near ``budget`` of a
+step (2% for a watch, 3% for ``trace()``), re-priced at every recorded step. The price is
+measured, not assumed: after the warm-up, steps alternate (one in 2 recorded) until
+``PROBES`` unrecorded steps have been timed, and a model priced at every step still skips
+one step in ``REPROBE`` to keep the unrecorded median current. The whole-step difference,
+not the time inside the hooks, is what counts: a recorded step also slows its forward (the
+forward hook) and the next step (caches). Times are the CPU time of the training thread
+(``time.thread_time``), so other jobs on a shared machine do not enter the price, and
+medians keep a rare slow step (an evaluation between epochs, a garbage collection) out of
+it. A recorded step that finds a non-finite gradient goes back to recording every step.
+Between recorded steps the hooks only count the step, and the global forward hook is
+removed (it is put back before the next recorded step). A fixed ``every=N`` records one
+step in N, as before; ``every=1`` records them all.
 """
 from __future__ import annotations
 
@@ -30,21 +33,21 @@ from collections import deque
 WARM_STEPS = 16
 MAX_EVERY = 1024
 _WINDOW = 9
+PROBES = 3  # unrecorded steps timed before the first price
+REPROBE = 64  # a model priced at every step skips one step in this many, to time it
 clock = time.thread_time  # this thread's CPU time: other jobs on the machine do not count
 
 
 class Pace:
     """The timing state of one watched model."""
 
-    def __init__(self, every: int | None, budget: float, probe: bool = False) -> None:
+    def __init__(self, every: int | None, budget: float) -> None:
         self.fixed = every
         self.budget = budget
-        # no recording work of its own to time (trace arming): alternate until unrecorded
-        # steps have been priced
-        self.probe = probe
         self.cost = 0.0  # recording work of the current recorded step (seconds)
         self._last: float | None = None  # clock at the end of step ``_last_step``
         self._last_step = -1
+        self._plain_step = 0  # the last step timed unrecorded
         self._recorded: deque[float] = deque(maxlen=_WINDOW)  # durations of recorded steps
         self._plain: deque[float] = deque(maxlen=_WINDOW)  # ... and of unrecorded ones
         self._work: deque[float] = deque(maxlen=_WINDOW)  # recording work per recorded step
@@ -59,6 +62,8 @@ class Pace:
         now = clock()
         if self._last is not None and self._last_step == steps - 1:
             (self._recorded if recorded else self._plain).append(now - self._last)
+            if not recorded:
+                self._plain_step = steps
         self._last, self._last_step = now, steps
         if not recorded:
             return every
@@ -68,14 +73,13 @@ class Pace:
             return self.fixed
         if anomaly or steps < WARM_STEPS or not self._recorded:
             return 1
-        work = statistics.median(self._work)
-        if self.probe and len(self._plain) < 3:
+        if len(self._plain) < PROBES:  # price against timed unrecorded steps, not a guess
             return 2
-        if len(self._plain) >= 3:
-            plain = statistics.median(self._plain)
-            extra = max(work, statistics.median(self._recorded) - plain)
-        else:
-            plain, extra = statistics.median(self._recorded) - work, work
+        plain = statistics.median(self._plain)
+        extra = max(statistics.median(self._work), statistics.median(self._recorded) - plain)
         if plain <= 0:
             return every
-        return min(MAX_EVERY, max(1, math.ceil(extra / (self.budget * plain))))
+        every = min(MAX_EVERY, max(1, math.ceil(extra / (self.budget * plain))))
+        if every == 1 and steps - self._plain_step >= REPROBE:
+            return 2  # time one unrecorded step now and then
+        return every

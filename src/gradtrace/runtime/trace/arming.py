@@ -44,7 +44,7 @@ class Arming:
         self.mode = mode
         self.hooks = hooks
         self.state = state
-        self.pace = Pace(every, budget, probe=True)
+        self.pace = Pace(every, budget)
         self.always = every == 1
         self.every = 1
         self.steps = 0

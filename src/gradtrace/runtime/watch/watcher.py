@@ -91,7 +91,7 @@ class Watcher:
     """Live handle of a watch: a context manager; ``report`` is the captured result."""
 
     def __init__(self, every: int | None = None, history: int = 256, track_updates: bool = True,
-                 budget: float = 0.03) -> None:
+                 budget: float = 0.02) -> None:
         if every is not None and (not isinstance(every, int) or every < 1):
             raise ValueError(f"every must be a positive int or None (auto), got {every!r}")
         if not isinstance(history, int) or history < 2:
@@ -357,7 +357,7 @@ class Watcher:
 
 
 def watch(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
-          every: int | None = None, *, budget: float = 0.03, history: int = 256,
+          every: int | None = None, *, budget: float = 0.02, history: int = 256,
           track_updates: bool = True) -> Watcher:
     """Watch the gradient flow of ``model`` per parameter and per module over training.
 
@@ -423,7 +423,7 @@ def _discover(w: Watcher, optimizer: torch.optim.Optimizer) -> list[_Bound]:
     return out
 
 
-def watch_all(every: int | None = None, *, budget: float = 0.03, history: int = 256,
+def watch_all(every: int | None = None, *, budget: float = 0.02, history: int = 256,
               track_updates: bool = True) -> Watcher:
     """Watch every model trained in this process, found through the optimizers that step.
 
