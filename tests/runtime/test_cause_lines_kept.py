@@ -585,3 +585,29 @@ def test_optimizer_with_empty_groups(tmp_path, extra, found):
         runpy.run_path(str(path))
     got = [(f.code, f.line) for f in tr.findings]
     assert got == ([("GT821", line)] if found else []), tr.findings
+
+
+def test_optimizer_stepped_through_a_scaler_is_named_where_built(tmp_path):
+    """`scaler.step(opt)`: the optimizer is the argument, not the scaler (nanoGPT's loop)."""
+    import runpy
+
+    import gradtrace
+
+    src = (HEAD + """
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+kept = [p for p in model.parameters() if not p.requires_grad]
+opt = torch.optim.AdamW([{"params": kept}], lr=1e-3)  # C
+scaler = torch.amp.GradScaler("cpu", enabled=False)
+for it in range(3):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+""").lstrip("\n")
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith("# C"))
+    path = tmp_path / "train.py"
+    path.write_text(src, encoding="utf-8")
+    with gradtrace.trace(static=False) as tr:
+        runpy.run_path(str(path))
+    assert [(f.code, f.line) for f in tr.findings] == [("GT821", line)], tr.findings

@@ -167,9 +167,10 @@ def built_at(step: Site | None) -> Site | None:
                 node.lineno <= step.line <= (node.end_lineno or node.lineno) and \
                 (scope is tree or node.lineno > getattr(scope, "lineno", 0)):
             scope = node
-    receiver = next((ast.unparse(n.func.value) for n in ast.walk(scope) if isinstance(n, ast.Call)
-                     and n.lineno == step.line and isinstance(n.func, ast.Attribute)
-                     and n.func.attr == "step"), None)
+    # `opt.step()`; for `scaler.step(opt)` (a GradScaler, an accelerator) the argument
+    receiver = next((ast.unparse(n.args[0] if n.args else n.func.value) for n in ast.walk(scope)
+                     if isinstance(n, ast.Call) and n.lineno == step.line
+                     and isinstance(n.func, ast.Attribute) and n.func.attr == "step"), None)
     if receiver is None:
         return None
     best = None
