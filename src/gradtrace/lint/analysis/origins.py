@@ -19,6 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     self_assignments, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
+from gradtrace.lint.analysis.objects import number_callable_field
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
@@ -354,6 +355,10 @@ class Tracer:
         off = bool(e.args) and isinstance(e.args[0], ast.Constant) and e.args[0].value is False
         if m == "requires_grad_" and not off and detached_copy(func.value):
             return LIVE  # `x.detach().requires_grad_()`: a new input leaf, on purpose
+        if isinstance(func.value, ast.Name) and func.value.id == "self":
+            cls = self.ctx.analysis.class_of(self.scope.node)
+            if cls is not None and number_callable_field(cls, m, self.ctx):
+                return DEAD  # `self.get_reward(s)`: the caller gave a callable returning a number
         recv = self.trace(func.value, use, line)
         if m == "requires_grad_" and not recv.live and not recv.cuts and not off:
             return LIVE  # a new trainable leaf; on a cut value it stays cut (a band-aid)

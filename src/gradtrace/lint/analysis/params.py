@@ -12,6 +12,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import NOT_MODULES
+from gradtrace.lint.analysis.objects import field_source
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, NOT_MODEL_RE, PRETRAINED_MODEL_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -163,6 +164,28 @@ def module_ctor(node: ast.AST, ctx: Context) -> bool:
     return q.startswith(MODEL_FACTORIES) and last[:1].islower()
 
 
+def builds_module(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
+    """Whether every ``return`` of the file's function ``fn`` hands back a module it has just
+    built (``return nn.Sequential(...)``, ``net = Net(); ...; return net.to(dev)``)."""
+    def make() -> bool:
+        from gradtrace.lint.analysis.objects import strip_same
+        scope = ctx.scope(fn)
+        rets = [s for s in scope.stmts if isinstance(s, ast.Return)]
+        if not rets:
+            return False
+        for r in rets:
+            v = strip_same(r.value) if r.value is not None else None
+            if isinstance(v, ast.Name):
+                bs = scope.bindings.get(v.id, ())
+                if len(bs) != 1 or bs[0].value is None or bs[0].line > r.lineno:
+                    return False
+                v = strip_same(bs[0].value)
+            if v is None or not module_ctor(v, ctx):
+                return False
+        return True
+    return ctx.memo("analysis-builds-module", fn, make)
+
+
 PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
@@ -223,6 +246,22 @@ def replaced_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) ->
     return ctx.memo("gt4-replaced-params", fn, make)
 
 
+def replaced_fields(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
+                    ) -> tuple[str, ...]:
+    """Attributes ``x`` of ``self`` whose submodules the method ``fn`` replaces with new
+    modules (``self.model.fc1 = nn.Linear(...)``: ``model``), in source order."""
+    def make() -> tuple[str, ...]:
+        out: list[str] = []
+        for n in walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                    and isinstance(n.targets[0], ast.Attribute) and module_ctor(n.value, ctx):
+                parts = (dotted(n.targets[0]) or "").split(".")
+                if len(parts) >= 3 and parts[0] == "self" and parts[1] not in out:
+                    out.append(parts[1])
+        return tuple(out)
+    return ctx.memo("analysis-replaced-fields", fn, make)
+
+
 def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | None:
     """The dotted argument of ``call`` whose submodules the called function replaces."""
     fn = called_function(call, scope, line)
@@ -234,6 +273,12 @@ def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | Non
     for p, v in scope.ctx.analysis.arguments(fn, call).items():
         if p in got and dotted(v):
             return dotted(v)
+    if "self" in got and isinstance(call.func, ast.Attribute) and dotted(call.func.value) \
+            and dotted(call.func.value) != "self":
+        for attr in replaced_fields(fn, scope.ctx):  # `Pruner(model).prune()` replaces
+            src = field_source(call.func.value, attr, scope, line)  # `self.model.fc`
+            if src is not None and dotted(src):
+                return dotted(src)
     if "self" in got and isinstance(call.func, ast.Attribute) and dotted(call.func.value) \
             and dotted(call.func.value) != "self" and fn.args.args \
             and fn.args.args[0].arg == "self":

@@ -257,6 +257,11 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
         return (f"nothing of `{name}` is left on the graph; since `requires_grad` is forced at "
                 f"line {forced}, `backward()` (line {line}) runs and no parameter gets a "
                 f"gradient")
+    if all(c.kind == "number" for _, cuts in v.cut_terms for c in cuts) and \
+            lp.scope.kind(sink.value) != "graph":  # the loss may itself be a Python number
+        return (f"nothing of `{name}` is left on the graph: `backward()` (line {line}) raises "
+                f"`AttributeError: 'float' object has no attribute 'backward'` when it is a "
+                f"Python number, {ELEMENT0} when it is a tensor")
     return (f"nothing of `{name}` is left on the graph, so `backward()` (line {line}) raises "
             f"{ELEMENT0}")
 

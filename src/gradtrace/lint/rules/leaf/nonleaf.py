@@ -12,8 +12,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf.flags import freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, derived_from_grad_leaf, is_optimizer_call, made_non_leaf, non_leaf_origin,
-    optimizer_param_exprs, scope_mentions, single_assign_of,
+    COMPOUND, derived_from_grad_leaf, grad_factory, grad_leaf_binding, is_optimizer_call,
+    is_parameter_call, is_true, made_non_leaf, non_leaf_origin, optimizer_param_exprs,
+    scope_mentions, single_assign_of,
 )
 from gradtrace.lint.nodes import walk
 
@@ -41,6 +42,52 @@ def _rebound_after(scope: Scope, name: str, line: int) -> int:
     return 1 << 30
 
 
+DTYPES = {"torch.float": "torch.float32", "torch.float32": "torch.float32",
+          "torch.double": "torch.float64", "torch.float64": "torch.float64",
+          "torch.half": "torch.float16", "torch.float16": "torch.float16",
+          "torch.bfloat16": "torch.bfloat16"}
+CASTS = {"double": "torch.float64", "float": "torch.float32", "half": "torch.float16",
+         "bfloat16": "torch.bfloat16"}
+FLOAT_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch.ones",
+                             "torch.empty"})
+
+
+def _dtype_made(value: ast.AST, ctx: Context) -> str | None:
+    """The floating dtype a factory call makes: its ``dtype=`` or float32 by default."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr == "requires_grad_":
+        value = value.func.value
+    if not isinstance(value, ast.Call):
+        return None
+    for k in value.keywords:
+        if k.arg == "dtype":
+            return DTYPES.get(ctx.qualified_name(k.value) or "")
+    return "torch.float32" if ctx.call_name(value) in FLOAT_FACTORIES else None
+
+
+def _cast_of_leaf(value: ast.AST, scope: Scope, line: int) -> tuple[object, str, str] | None:
+    """``(leaf binding, leaf, how)`` for ``w.type(torch.float)`` / ``w.double()`` of a leaf
+    ``w`` that requires grad, when the cast really changes its dtype (a cast to the same
+    dtype returns the leaf itself)."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name)):
+        return None
+    ctx = scope.ctx
+    m = value.func.attr
+    target = CASTS.get(m) if not value.args and not value.keywords else None
+    if m in ("type", "to") and len(value.args) == 1 and not value.keywords:
+        target = DTYPES.get(ctx.qualified_name(value.args[0]) or "")
+    if target is None:
+        return None
+    b = grad_leaf_binding(scope, value.func.value.id, line)
+    if b is None or b.value is None:
+        return None
+    made = _dtype_made(b.value, ctx)
+    if made is None or made == target:
+        return None
+    return b, value.func.value.id, f".{m}()"
+
+
 class WeightMadeNonLeaf(Rule):
     """A weight made with `requires_grad=True` and then moved, cast or scaled is a non-leaf.
 
@@ -63,7 +110,9 @@ class WeightMadeNonLeaf(Rule):
                "not the leaf itself: it is a non-leaf whose `.grad` is never populated")
     fix_title = "Ask for grad after moving/casting: `(...).requires_grad_()`"
     fix_safety = "unsafe"
-    triggers = ("requires_grad",)
+    # a named leaf cast later (`w1 = w.type(torch.float)`): the cast's line has no
+    # `requires_grad`
+    triggers = ("requires_grad", ".type(", ".double(", ".half(", ".bfloat16(")
     examples = [
         Bad("""
             import torch
@@ -113,6 +162,13 @@ class WeightMadeNonLeaf(Rule):
             return
         got = made_non_leaf(node.value, ctx)
         if got is None:
+            cast = _cast_of_leaf(node.value, ctx.scope(), node.lineno)
+            use = _weight_use(ctx.scope(), name, node.lineno) if cast is not None else None
+            if cast is not None and use is not None:  # `w1 = w.type(torch.float)`
+                yield self.report(node, ctx, related=[
+                    Related(ctx.path, cast[0].line, f"`{cast[1]}` is the leaf",
+                            ctx.column(cast[0].stmt)), Related(ctx.path, use[0], use[1])],
+                    name=name, how=f"`{cast[2]}`")
             return
         factory, how = got
         use = _weight_use(ctx.scope(), name, node.lineno)
@@ -188,6 +244,16 @@ class NonLeafGivenToOptimizer(Rule):
         if not node.args and not node.keywords or not is_optimizer_call(node, ctx):
             return
         for e in optimizer_param_exprs(node, ctx.scope()):
+            made = _sliced_attr(e, ctx)
+            if made is not None:  # `self.x = self.emb[:, 1:3]` in another method
+                seen: set[int] = ctx.memo("gt306-sliced", ctx.tree, set)
+                if id(made[0]) not in seen:
+                    seen.add(id(made[0]))
+                    yield self.report(made[0], ctx, related=[Related(
+                        ctx.path, node.lineno, "given to the optimizer here",
+                        ctx.column(node))], expr=ctx.source(e),
+                        why=f"a slice of `{made[1]}`, which requires grad")
+                continue
             if made_non_leaf(e, ctx) is not None:
                 yield self.report(e, ctx, expr=ctx.source(e), why="made from a leaf")
                 continue
@@ -206,6 +272,33 @@ class NonLeafGivenToOptimizer(Rule):
                 src = derived_from_grad_leaf(scope, e, node.lineno)
                 if src is not None:
                     yield self.report(e, ctx, expr=ctx.source(e), why=f"computed from `{src}`")
+
+
+def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
+    """``(assignment, "self.y")`` when ``e`` is ``self.x`` and the class sets ``self.x =
+    self.y[...]`` (once) where ``self.y`` requires grad: made with ``requires_grad=True``, an
+    ``nn.Parameter``, or switched on with ``self.y.requires_grad_()`` earlier in that method."""
+    if not (isinstance(e, ast.Attribute) and dotted(e.value) == "self"):
+        return None
+    cls = ctx.analysis.class_of(ctx.function)
+    info = cls.attrs.get(e.attr) if cls is not None else None
+    if info is None or info.later or not isinstance(info.value, ast.Subscript):
+        return None
+    base = info.value.value
+    if not (isinstance(base, ast.Attribute) and dotted(base.value) == "self"):
+        return None
+    src = cls.attrs.get(base.attr)  # type: ignore[union-attr]
+    if src is None or src.value is None:
+        return None
+    if grad_factory(src.value, ctx) is not None or is_parameter_call(src.value, ctx):
+        return info.stmt, f"self.{base.attr}"
+    for st in ast.walk(info.method):
+        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                and st.lineno < info.stmt.lineno and src.method is info.method \
+                and dotted(st.value.func) == f"self.{base.attr}.requires_grad_" \
+                and (not st.value.args or is_true(st.value.args[0])):
+            return info.stmt, f"self.{base.attr}"
+    return None
 
 
 class GradOfNonLeaf(Rule):

@@ -263,6 +263,8 @@ class ModulesInPlainContainer(Rule):
                ) -> Iterator[Finding]:
         value = stmt.value
         related: list[Related] = []
+        nested: ast.stmt | None = None
+        inner_kind = ""
         got = _elements(value) if _is_empty(value) is None else None
         local = _local_list(value, init, ctx) if got is None and init else None
         passed = passed_in(value, init, cls, ctx) if got is None and local is None and init \
@@ -285,6 +287,9 @@ class ModulesInPlainContainer(Rule):
             elts = []
             for s, v in fills:
                 inner = _elements(v)
+                if inner is not None and nested is None and any(  # parameters: the inner
+                        _learnable(e, ctx) == "parameter" for e in inner[1]):  # line decides
+                    nested, inner_kind = s, inner[0]  # `self.w[k] = {'w': nn.Parameter(..)}`
                 elts.extend(inner[1] if inner else [v])
                 outside = passed_in(v, init, cls, ctx, element=True) if init else None
                 if outside is not None:
@@ -308,6 +313,13 @@ class ModulesInPlainContainer(Rule):
                 value, (ast.Tuple, ast.GeneratorExp)) and src.startswith("(") else src)
             fix = self.fix(ctx.edit(value, f"{nn}.{cls}({inner})"))
         shown = "tuple" if isinstance(value, ast.Tuple) else kind  # `(nn.Embedding(...),)`
+        if nested is not None:  # the inner plain container is the line to change: a
+            # `ModuleDict` cannot hold it; the parameters belong in an `nn.ParameterDict`
+            yield self.report(nested, ctx, related=[Related(
+                ctx.path, stmt.lineno, f"`self.{attr}` is made here", ctx.column(stmt))],
+                attr=f"{attr}[...]", kind=inner_kind, what=what,
+                cls=("Module" if what == "layers" else "Parameter") + inner_kind.capitalize())
+            return
         yield self.report(stmt, ctx, related=related[:1], fix=fix, attr=attr, kind=shown,
                           what=what, cls=cls)
 

@@ -6,7 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.params import replaces_submodules_of
+from gradtrace.lint.analysis.params import builds_module, called_function, replaces_submodules_of
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, Scope
 from gradtrace.lint.names import dotted
@@ -158,6 +158,11 @@ class ModelRecreatedAfterOptimizer(Rule):
         if "." in target and is_parameter_call(value, ctx):
             return True
         if module_ctor(_strip(value), ctx):
+            return True
+        inner = _strip(value)
+        fn = called_function(inner, ctx.scope(), value.lineno) \
+            if isinstance(inner, ast.Call) else None
+        if fn is not None and builds_module(fn, ctx):  # `model = build()`
             return True
         if q == "torch.load" and "." not in target:
             b = ctx.scope().binding_before(target, value.lineno)

@@ -1,0 +1,151 @@
+"""GT443: `model.train()` in the training loop undoes a frozen submodule's eval mode."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.params import called_function
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+
+STEP_CALLS = ("backward", "step")
+
+
+def _freezes_with_eval(fn: ast.AST, ctx: Context) -> bool:
+    """Whether the method ``fn``, with the methods it calls through ``self`` (two levels
+    deep), switches something other than ``self`` to eval mode and sets ``requires_grad``: a
+    freeze that also fixes normalisation statistics."""
+    return ctx.memo("gt443-freezes-eval", fn, lambda: _closure_freezes(fn, ctx))
+
+
+def _closure_freezes(fn: ast.AST, ctx: Context) -> bool:
+    cls = ctx.analysis.class_of(fn)
+    evals = flags = False
+    todo, seen = [(fn, 0)], set()
+    while todo:
+        m, depth = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        for n in walk(m):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                recv = dotted(n.func.value)
+                if n.func.attr == "eval" and not n.args and recv != "self":
+                    evals = True
+                elif n.func.attr == "requires_grad_":
+                    flags = True
+                elif recv == "self" and cls is not None and n.func.attr in cls.methods \
+                        and depth < 2:
+                    todo.append((cls.methods[n.func.attr], depth + 1))
+            elif isinstance(n, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                    for t in n.targets):
+                flags = True
+    return evals and flags
+
+
+class FrozenEvalUndoneByTrain(Rule):
+    """`model.train()` in the training loop puts a frozen submodule back in training mode.
+
+    Why: `Module.train()` sets `training=True` on every submodule. A freeze that also put a
+    part of the model in eval mode before the loop (`model.freeze()` setting the encoder's
+    BatchNorm to `eval()`, `model.encoder.eval()`) is undone by the `model.train()` at the top
+    of each epoch: BatchNorm updates its running statistics (and Dropout drops) in the frozen
+    part during fine-tuning, silently (pgniewko/gt-pyg#112). Re-apply the eval mode after
+    `model.train()` (or override `train()` to keep the frozen part in eval).
+    Known limits: the eval must be set before the loop in the same function, directly on a
+    submodule together with a freeze, or by a method of the model's class (two calls deep)
+    that both sets `requires_grad` and calls `.eval()` on a submodule.
+    """
+
+    code = "GT443"
+    name = "frozen-eval-undone-by-train"
+    message = ("`{model}.train()` puts every submodule back in training mode, undoing the eval "
+               "mode `{freeze}` (line {line}) set on the frozen part: its BatchNorm statistics "
+               "keep updating; re-apply it after `{model}.train()`")
+    triggers = ("train(",)
+    examples = [
+        Bad("""
+            import torch
+            def finetune(model, loader, opt):
+                model.backbone.eval()
+                for p in model.backbone.parameters():
+                    p.requires_grad = False
+                for epoch in range(3):
+                    model.train()
+                    for x, y in loader:
+                        opt.zero_grad()
+                        model(x).sum().backward()
+                        opt.step()
+            """, at=(7, 8)),
+        Good("""
+            import torch
+            def finetune(model, loader, opt):
+                for p in model.backbone.parameters():
+                    p.requires_grad = False
+                for epoch in range(3):
+                    model.train()
+                    model.backbone.eval()
+                    for x, y in loader:
+                        opt.zero_grad()
+                        model(x).sum().backward()
+                        opt.step()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr == "train" and not node.keywords
+                and (not node.args or isinstance(node.args[0], ast.Constant)
+                     and node.args[0].value is True)):
+            return
+        model = dotted(f.value)
+        scope = ctx.scope()
+        loops = scope.loops_of(node)
+        if model is None or model == "self" or not loops:
+            return
+        outer = loops[0]
+        end = outer.end_lineno or outer.lineno
+        if not any(outer.lineno <= m.stmt.lineno <= end for name in STEP_CALLS
+                   for m in scope.calls_to(name)):
+            return
+        before = [s for s in scope.stmts if s.lineno < outer.lineno]
+        freeze = self._eval_freeze(before, model, scope, ctx)
+        if freeze is None:
+            return
+        inside = [s for s in scope.stmts if outer.lineno <= s.lineno <= end
+                  and s.lineno > node.lineno]
+        if self._eval_freeze(inside, model, scope, ctx, reapply=True) is not None:
+            return
+        yield self.report(node, ctx, related=[Related(
+            ctx.path, freeze.lineno, "the frozen part is put in eval mode here",
+            ctx.column(freeze))], model=model, freeze=ctx.source(freeze), line=freeze.lineno)
+
+    @staticmethod
+    def _eval_freeze(stmts: list[ast.stmt], model: str, scope: Scope, ctx: Context,
+                     reapply: bool = False) -> ast.AST | None:
+        """The call in ``stmts`` putting part of ``model`` in eval mode as part of a freeze."""
+        froze = reapply
+        found: ast.Call | None = None
+        for s in stmts:
+            for n in walk(s):
+                if isinstance(n, ast.Assign) and any(
+                        isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                        for t in n.targets) or isinstance(n, ast.Call) \
+                        and isinstance(n.func, ast.Attribute) \
+                        and n.func.attr == "requires_grad_":
+                    froze = True
+                if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                    continue
+                recv = dotted(n.func.value) or ""
+                if n.func.attr == "eval" and not n.args and recv.startswith(model + "."):
+                    found = found or n
+                elif recv == model and n.func.attr not in ("train", "eval"):
+                    fn = called_function(n, scope, n.lineno)
+                    if fn is not None and _freezes_with_eval(fn, ctx):
+                        return n
+        return found if found is not None and froze else None
