@@ -75,6 +75,61 @@ agent = Reinforce(nn.Linear(4, 3), lambda s: float(s.sum() % 3))
 out = agent.update([torch.randn(1, 4) for _ in range(2)])
 """
 
+SYNTH = """
+class Synth:
+    def __init__(self, n):
+        self.target = torch.randn(n)
+        self.x = torch.rand(n).requires_grad_()
+        self.opt = None
+    def run(self, steps):
+        if self.opt is None:
+            self.opt = torch.optim.Adam([self.x], lr=0.1)
+        for _ in range(steps):
+            self.opt.zero_grad()
+            ((self.x - self.target) ** 2).mean().backward()
+            self.opt.step()
+    def to(self, dtype):
+        self.target = self.target.to(dtype)
+        self.x = self.x.detach().to(dtype).requires_grad_()
+        RESET
+        return self
+s = Synth(4)
+s.run(2)
+s.to(torch.float64)
+before = s.x.detach().clone()
+s.run(2)
+"""
+
+GO = """def go():
+    synth = Synth(4)
+    synth.run(2)
+    synth.to(torch.float64)
+    before = synth.x.detach().clone()
+    synth.run(2)
+    return torch.equal(before, synth.x)
+ok = go()
+"""
+
+ORBIT = """
+class Elements:
+    def __init__(self, drag, mean_motion):
+        self.drag = drag
+        self.mean_motion = mean_motion
+def propagate(el, t):
+    return torch.stack([(1.0 - el.drag * t) * torch.cos(el.mean_motion * t)], dim=-1)
+mlp = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.Adam(mlp.parameters(), lr=1e-3)
+t = torch.linspace(0, 1, 5)
+target = propagate(Elements(1e-3, 0.06), t)
+for _ in range(2):
+    opt.zero_grad()
+    correction = mlp(torch.randn(1, 3))
+    el = Elements(drag=FIELD, mean_motion=0.06)
+    loss = ((propagate(el, t) - target) ** 2).mean()
+    loss.backward()
+    opt.step()
+"""
+
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
     # a helper object given the model in its constructor replaces the model's layers
     "field-from-constructor": (Shape(NET + """
@@ -421,6 +476,61 @@ m = finetune(BNNet(), 2)
                                     Shape(AGENT.replace("TERM", "log_probs[0, a].item()")
                                           .replace("lambda s: float(s.sum() % 3)", "score"),
                                           "GT102", 15, raises=(AttributeError, "backward"))]),
+    # a helper of the file rebuilds the sequence of requires-grad tensors its caller passes
+    "passed-tensors-rebuilt": (Shape("""
+def as_tensor(data, dtype=None):
+    if isinstance(data, torch.Tensor):
+        return data
+    if isinstance(data, (list, tuple)):
+        return torch.stack(list(data))
+    return torch.as_tensor(data, dtype=dtype)
+C1 = torch.tensor(1.0, requires_grad=True)
+C2 = torch.tensor(0.5, requires_grad=True)
+for _ in range(2):
+    c = as_tensor((C1, C2))
+    (c ** 2).sum().backward()
+""", "GT111", holds="C1.grad is not None"), [Shape("""
+def as_tensor(data, dtype=None):
+    if isinstance(data, torch.Tensor):
+        return data if dtype is None else data.to(dtype)
+    return torch.as_tensor(data, dtype=dtype)
+C1 = torch.tensor(1.0, requires_grad=True)
+C2 = torch.tensor(0.5, requires_grad=True)
+x = torch.randn(4, requires_grad=True)
+for _ in range(2):
+    c = as_tensor((C1, C2))
+    (x * c[0] + c[1]).sum().backward()
+""", "GT111", 4, holds="C1.grad is None"), Shape("""
+def pack(values):
+    return torch.tensor(values)
+def step(w1, w2, x):
+    loss = (pack([w1, w2]) * x).sum()
+    loss.backward()
+w = nn.Parameter(torch.tensor(1.0))
+def fit():
+    a = nn.Parameter(torch.tensor(1.0))
+    b = nn.Parameter(torch.tensor(2.0))
+    x = torch.randn(2, requires_grad=True)
+    loss = (pack([a, b]) * x).sum()
+    loss.backward()
+    return a
+a = fit()
+""", "GT111", 2, holds="a.grad is None")]),
+    # an optimizer built once, lazily, over a tensor another method re-creates between runs
+    "lazy-optimizer-stale-tensor": (Shape(SYNTH.replace("RESET", "self.opt = None"), "GT404",
+                                          holds="not torch.equal(before, s.x)"),
+                                    [Shape(SYNTH.replace("RESET", "pass"), "GT404", 15,
+                                           holds="torch.equal(before, s.x)"),
+                                     Shape(SYNTH.replace("RESET", "pass").split("s = ")[0]
+                                           + GO, "GT404", 15, holds="ok")]),
+    # a plain record class holds what it is built from: `.item()` in its field is a cut
+    "number-in-record-field": (Shape(ORBIT.replace("FIELD", "correction.squeeze()"), "GT102",
+                                     holds="mlp[0].weight.grad is not None"),
+                               [Shape(ORBIT.replace("FIELD", "correction.squeeze().item()"),
+                                      "GT102", 14, raises=(RuntimeError, "does not require grad")),
+                                Shape(ORBIT.replace("FIELD", "float(correction)"),
+                                      "GT102", 14, raises=(RuntimeError, "does not require grad"))
+                                ]),
 }
 
 

@@ -160,6 +160,30 @@ def number_callable_field(cls: object, attr: str, ctx: Context) -> bool:
     return ctx.memo("analysis-number-field-" + attr, cls.node, make)  # type: ignore
 
 
+def is_record_class(ctx: Context, name: str) -> bool:
+    """A plain class of the file (no bases, not a module) whose ``__init__`` only stores its
+    arguments in fields (``self.bstar = bstar``) and that has no ``__call__``: its objects hold
+    what they were built from (NOTE [fields])."""
+    def make() -> bool:
+        cls = ctx.analysis.classes.get(name)
+        if cls is None or cls.is_module or cls.node.bases or "__call__" in cls.methods:
+            return False
+        init = cls.methods.get("__init__")
+        if init is None:
+            return False
+        params = set(_params(init))
+        for s in init.body:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+                continue  # docstring
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and isinstance(s.targets[0], ast.Attribute)
+                    and dotted(s.targets[0].value) == "self"
+                    and isinstance(s.value, ast.Name) and s.value.id in params):
+                return False
+        return True
+    return ctx.memo("analysis-record-class-" + name, ctx.tree, make)
+
+
 def _params(fn: ast.AST) -> list[str]:
     a = getattr(fn, "args", None)
     if a is None or not isinstance(fn, DEFS):

@@ -19,7 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     self_assignments, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
-from gradtrace.lint.analysis.objects import number_callable_field
+from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
@@ -331,6 +331,8 @@ class Tracer:
         through = self._through_helper(e, use, line)
         if through is not None:
             return through
+        if isinstance(e.func, ast.Name) and is_record_class(self.ctx, e.func.id):
+            return self.args_trace(e, use, line)  # `TLE(bstar=x.item())`: holds its arguments
         if self._pure_loss(e.func) or (isinstance(e.func, ast.Name) and
                                        helper_is_pure(self.ctx, e.func.id)):
             return self.args_trace(e, use, line)

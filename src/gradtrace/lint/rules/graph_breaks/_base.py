@@ -258,12 +258,20 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
                 f"line {forced}, `backward()` (line {line}) runs and no parameter gets a "
                 f"gradient")
     if all(c.kind == "number" for _, cuts in v.cut_terms for c in cuts) and \
-            lp.scope.kind(sink.value) != "graph":  # the loss may itself be a Python number
+            _starts_as_number(sink.value, lp):  # `loss = 0` then `loss -= x.item() * r`
         return (f"nothing of `{name}` is left on the graph: `backward()` (line {line}) raises "
                 f"`AttributeError: 'float' object has no attribute 'backward'` when it is a "
                 f"Python number, {ELEMENT0} when it is a tensor")
     return (f"nothing of `{name}` is left on the graph, so `backward()` (line {line}) raises "
             f"{ELEMENT0}")
+
+
+def _starts_as_number(value: ast.AST, lp: LossPaths) -> bool:
+    """The loss is a name first bound to a Python number (then accumulated)."""
+    name = value.id if isinstance(value, ast.Name) else None
+    bs = lp.scope.bindings.get(name or "", ())
+    return bool(bs) and isinstance(bs[0].value, ast.Constant) and \
+        isinstance(bs[0].value.value, (int, float))
 
 
 def related_for(c: Cut, v: Verdict, ctx: Context) -> tuple[Related, ...]:

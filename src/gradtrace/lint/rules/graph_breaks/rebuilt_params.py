@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from gradtrace.findings import Finding
+from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import PARAMETER, PARAMS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -76,6 +76,102 @@ class ParameterRebuiltInForward(Rule):
         param = _own_parameter(node.args[0], cls, ctx)
         if param is not None:
             yield self.report(node, ctx, call=_clip(ctx.source(node)), param=param)
+
+
+class PassedTensorsRebuilt(Rule):
+    """A function of the file rebuilds, with `torch.as_tensor(...)`/`torch.tensor(...)`, the
+    list or tuple of tensors that require grad its caller passes.
+
+    Why: `torch.as_tensor((a, b))` and `torch.tensor([a, b])` read the values of the tensors in
+    the sequence and build a new leaf without history; only a tensor passed on its own is
+    returned as is. A backend helper (`def as_tensor(data): if isinstance(data, Tensor):
+    return data; return torch.as_tensor(data)`) given `(C1, C2)` cuts the coefficients off:
+    they never get a gradient and never train, silently (lululxvi/deepxde#1318, checked on
+    torch 2.13). Combine them with `torch.stack(...)` (in the helper, for sequences).
+    Known limits: the helper must be a top-level function of the file and every call of it in
+    the file passes a list/tuple literal for that parameter, one element of which is known to
+    require grad (made with `requires_grad=True`, or an `nn.Parameter`), from a function (or
+    script) that calls `backward()`.
+    """
+
+    code = "GT111"
+    name = "passed-tensors-rebuilt"
+    message = ("`{call}` copies the tensors the caller passes as `{param}` (`{passed}`, line "
+               "{line}) into a new tensor without history: `{elt}` never gets a gradient "
+               "through it; use `torch.stack(...)` for a sequence of tensors")
+    triggers = ("tensor(", "Tensor(", "as_tensor(")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+            def to_tensor(data):
+                if isinstance(data, torch.Tensor):
+                    return data
+                return torch.as_tensor(data)
+            a = torch.tensor(1.0, requires_grad=True)
+            b = torch.tensor(2.0, requires_grad=True)
+            (to_tensor((a, b)) ** 2).sum().backward()
+            """, at=(5, 11)),
+        Good("""
+            import torch
+            def to_tensor(data):
+                if isinstance(data, torch.Tensor):
+                    return data
+                return torch.stack(data) if isinstance(data, (list, tuple)) else torch.as_tensor(data)
+            a = torch.tensor(1.0, requires_grad=True)
+            b = torch.tensor(2.0, requires_grad=True)
+            (to_tensor((a, b)) ** 2).sum().backward()
+            (to_tensor(a) * to_tensor([1.0, 2.0])).sum().backward()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if ctx.qualified_name(node.func) not in REBUILDERS or not node.args \
+                or not isinstance(node.args[0], ast.Name):
+            return
+        fn = ctx.function
+        an = ctx.analysis
+        param = node.args[0].id
+        if fn is None or an.functions.get(getattr(fn, "name", "")) is not fn \
+                or param not in [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)] \
+                or ctx.scope().binding_before(param, node.lineno) is not None \
+                or _sequence_branch(fn, param, node.lineno):
+            return
+        vals = an.argument_values(fn, param)
+        if not vals or not all(isinstance(v, (ast.List, ast.Tuple)) for v, _ in vals):
+            return
+        for v, where in vals:
+            for e in v.elts:  # type: ignore[attr-defined]
+                k = an.kind_in(e, where, v.lineno)
+                if k is None or not (k.what == PARAMETER or k.requires_grad):
+                    continue
+                if not _runs_backward(where, ctx):
+                    continue
+                yield self.report(node, ctx, related=[Related(
+                    ctx.path, v.lineno, f"`{ctx.source(e)}` requires grad and is passed here",
+                    ctx.column(v))], call=_clip(ctx.source(node)), param=param,
+                    passed=_clip(ctx.source(v)), line=v.lineno, elt=ctx.source(e))
+                return
+
+
+def _runs_backward(node: ast.AST, ctx: Context) -> bool:
+    """Whether the function (or module) ``node`` calls ``.backward()`` on anything."""
+    return ctx.memo("gt111-backward", node, lambda: any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "backward" for n in ast.walk(node)))
+
+
+def _sequence_branch(fn: ast.AST, param: str, line: int) -> bool:
+    """Whether an earlier ``if isinstance(param, (list, tuple, ...))`` handles sequences."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id == "isinstance" and n.lineno <= line and len(n.args) == 2 \
+                and dotted(n.args[0]) == param:
+            kinds = {dotted(x) for x in ast.walk(n.args[1]) if isinstance(x, (ast.Name,
+                                                                              ast.Attribute))}
+            if kinds & {"list", "tuple", "collections.abc.Sequence", "Sequence", "abc.Sequence"}:
+                return True
+    return False
 
 
 def _forward_methods(ctx: Context, cls: object) -> frozenset[str]:

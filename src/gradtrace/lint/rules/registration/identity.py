@@ -14,6 +14,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
+from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
@@ -210,6 +211,24 @@ class ModelRecreatedAfterOptimizer(Rule):
                     if target.startswith("self.") and self._new_object(st.value, target, ctx) \
                             and ctx.call_name(st.value) != "copy.deepcopy":  # restoring a best copy
                         yield from self._across_methods(st, m, target, ctx)
+                    elif target.startswith("self.") and new_leaf(st.value, ctx):
+                        yield from self._lazy(st, m, target, ctx)
+
+    def _lazy(self, node: ast.Assign, fn: ast.AST, target: str, ctx: Context
+              ) -> Iterator[Finding]:
+        """``self.x = x.detach().to(...).requires_grad_()`` in a method the script runs between
+        two runs of a method that built the optimizer over ``self.x`` once, lazily."""
+        got = stale_lazy_optimizer(ctx, fn, target)
+        if got is None:
+            return
+        build, changed, reused = got
+        opt = dotted(build.targets[0]) or "optimizer"  # type: ignore[attr-defined]
+        yield self.report(node, ctx, related=[Related(ctx.path, n.lineno, what, ctx.column(n))
+                                              for n, what in (
+            (build, f"`{opt}` is built here once, over `{target}`"),
+            (changed, f"`{ctx.source(changed)}` re-creates it here"),
+            (reused, f"`{ctx.source(reused)}` then steps the old tensor"))],
+            target=target, opt=opt, opt_line=build.lineno)
 
     def _across_methods(self, node: ast.Assign, fn: ast.AST, target: str, ctx: Context
                         ) -> Iterator[Finding]:
