@@ -130,6 +130,27 @@ for _ in range(2):
     opt.step()
 """
 
+STEPPER = """
+class LossCompute:
+    def __init__(self, criterion, opt=None):
+        self.criterion = criterion
+        self.opt = opt
+    def __call__(self, y, logits):
+        loss = self.criterion(logits, y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad()
+        return loss.item()
+model = nn.Linear(4, 8)
+head = nn.Linear(8, 2)
+opt = torch.optim.SGD(OPT, lr=0.1)
+loss_fct = LossCompute(nn.CrossEntropyLoss(), opt)
+before = head.weight.detach().clone()
+for _ in range(2):
+    x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+    loss_fct(y, head(model(x)))
+"""
+
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
     # a helper object given the model in its constructor replaces the model's layers
     "field-from-constructor": (Shape(NET + """
@@ -531,6 +552,44 @@ a = fit()
                                 Shape(ORBIT.replace("FIELD", "float(correction)"),
                                       "GT102", 14, raises=(RuntimeError, "does not require grad"))
                                 ]),
+    # a helper writes in place into the Parameter its caller passes (grad enabled there)
+    "inplace-into-passed-parameter": (Shape("""
+def fixed_init(w, value):
+    w.fill_(value)
+    w.requires_grad_(False)
+emb = nn.Embedding(10, 4)
+with torch.no_grad():
+    fixed_init(emb.weight, 0.5)
+""", "GT302", holds="not emb.weight.requires_grad"), [Shape("""
+def sinusoid(n, dim, E):
+    E[:, 0::2] = torch.ones(n, dim // 2)
+    E.requires_grad = False
+class Emb(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Embedding(10, 4)
+        sinusoid(n=10, dim=4, E=self.pos.weight)
+Emb()
+""", "GT302", 2, raises=(RuntimeError, "leaf Variable")), Shape("""
+def fixed_init(w, value):
+    w.fill_(value)
+    w.requires_grad_(False)
+def build():
+    scale = nn.Parameter(torch.ones(3))
+    fixed_init(scale, 0.5)
+    return scale
+build()
+""", "GT302", 2, raises=(RuntimeError, "leaf Variable"))]),
+    # the loop trains through an object given the optimizer (its method runs backward and
+    # steps it): a module built beside the model runs in the loop but is in no optimizer
+    "module-outside-optimizer-via-object": (Shape(STEPPER.replace(
+        "OPT", "list(model.parameters()) + list(head.parameters())"), "GT438",
+        holds="not torch.equal(before, head.weight)"), [Shape(STEPPER.replace(
+            "OPT", "model.parameters()"), "GT438", 13, holds="torch.equal(before, head.weight)"),
+        Shape(STEPPER.replace("OPT", "model.parameters()").replace(
+            "def __call__(self, y, logits)", "def update(self, y, logits)").replace(
+            "loss_fct(y, head(model(x)))", "loss_fct.update(y, head(model(x)))"),
+            "GT438", 13, holds="torch.equal(before, head.weight)")]),
 }
 
 

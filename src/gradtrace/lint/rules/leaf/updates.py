@@ -11,6 +11,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
+from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, leaf_helpers, node_mentions, reads_grad_of,
     torch_alias,
@@ -408,6 +409,11 @@ class InplaceUpdateOfLeaf(Rule):
             loop = _param_loop_var(scope, name, line)
             if loop is not None and (_calls_backward(scope) or isinstance(loop.iter, ast.Name)):
                 return loop
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and "." not in name \
+                and name not in ctx.scope(fn).bindings:
+            passed = passed_parameter(fn, name, ctx)
+            if passed is not None:  # `init_(E=self.emb.weight)`: the caller passes a Parameter
+                return passed
         if not isinstance(fn, ast.Module) and "." not in name \
                 and _maybe_leaf_text(ctx, fn, name, True):
             if name not in ctx.scope(fn).bindings:  # a global weight updated in a function

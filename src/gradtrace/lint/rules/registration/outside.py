@@ -8,6 +8,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import calls_of
+from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -202,14 +203,43 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             loop = loops[-1]
             start, end = loop.lineno, loop.end_lineno or loop.lineno
-            if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                       and n.func.attr == "backward" for n in walk(loop)):
+            through = _object_steps(scope, loop)  # `loss_fct(y, logits)`: its `__call__`
+            if not through and not any(  # runs backward() and steps the optimizer it was given
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "backward" for n in walk(loop)):
                 continue
-            stepped = [o for o in opts if any(start <= ln <= end
-                                              for ln in step_lines(scope, o.name))]
+            stepped = [o for o in opts if o.name in through or any(
+                start <= ln <= end for ln in step_lines(scope, o.name))]
             if len(stepped) == 1 and stepped[0].stmt.lineno < start:
                 return c, stepped[0]
         return None
+
+
+def _object_steps(scope: Scope, loop: ast.stmt) -> frozenset[str]:
+    """Optimizers the caller gave an object of a class of the file (``LossCompute(crit,
+    opt)``) whose method, called in ``loop``, runs ``backward()`` and ``self.<opt>.step()``
+    (NOTE [fields])."""
+    ctx = scope.ctx
+    out: set[str] = set()
+    for n in walk(loop):
+        if not isinstance(n, ast.Call):
+            continue
+        recv, meth = (n.func, "__call__") if isinstance(n.func, ast.Name) else (
+            (n.func.value, n.func.attr) if isinstance(n.func, ast.Attribute) else (None, ""))
+        call = constructor_call(recv, scope, n.lineno) if isinstance(recv, ast.Name) else None
+        cls = ctx.analysis.classes.get(call.func.id) if call is not None else None  # type: ignore
+        fn = cls.methods.get(meth) if cls is not None else None
+        if fn is None or not any(isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute)
+                                 and x.func.attr == "backward" for x in walk(fn)):
+            continue
+        for x in walk(fn):
+            if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) \
+                    and x.func.attr == "step" and isinstance(x.func.value, ast.Attribute) \
+                    and dotted(x.func.value.value) == "self":
+                src = field_source(recv, x.func.value.attr, scope, n.lineno)
+                if src is not None and dotted(src):
+                    out.add(dotted(src))  # type: ignore[arg-type]
+    return frozenset(out)
 
 
 class TrainedModuleSwapped(Rule):
