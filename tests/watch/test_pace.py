@@ -113,3 +113,18 @@ def test_budget_is_checked() -> None:
     m, _ = _small()
     with pytest.raises(ValueError, match="budget"):
         gradtrace.watch(m, budget=0)
+
+
+def test_a_new_price_counts_from_the_step_priced() -> None:
+    """Re-pricing to N at step s records step s - 1 + N next, not the next multiple of N (a
+    price that moves from 49 to 51 would otherwise record two steps apart)."""
+    p = Pace(None, budget=0.02)
+    p._recorded.extend([0.003] * 9)
+    p._plain.extend([0.002] * 9)
+    p._plain_step = 1000
+    p._last, p._last_step = time.thread_time(), 1003
+    every = p.step_end(1004, 2, True)  # the step of index 1003 was recorded
+    assert every == 25 and p.anchor == 1003  # ceil(1 ms / (0.02 * 2 ms))
+    due = [i for i in range(1004, 1200) if p.due(i, every)]
+    assert due[:3] == [1028, 1053, 1078]  # not 1025, the next multiple of 25
+    assert Pace(4, 0.02).due(8, 4) and not Pace(4, 0.02).due(9, 4)  # fixed every: from 0

@@ -9,8 +9,9 @@ records the first ``WARM_STEPS`` steps, where most gradient bugs show, and then 
 from the clock at the end of every step: ``extra`` is how much longer a recorded step takes
 than an unrecorded one (the medians of the last ``_WINDOW`` of each, never less than the time
 spent inside the recording work), ``plain`` the median unrecorded step. It then records one
-step in ``ceil(extra / (budget * plain))``, so the average cost stays near ``budget`` of a
-step (2% for a watch, 3% for ``trace()``), re-priced at every recorded step. The price is
+step in ``ceil(extra / (budget * plain))``, counted from the step just priced (not from
+step 0: a price moving from 49 to 51 must not record again two steps later), so the
+average cost stays near ``budget`` of a step (2% for a watch, 3% for ``trace()``), re-priced at every recorded step. The price is
 measured, not assumed: after the warm-up, steps alternate (one in 2 recorded) until
 ``PROBES`` unrecorded steps have been timed, and a model priced at every step still skips
 one step in ``REPROBE`` to keep the unrecorded median current. The whole-step difference,
@@ -48,6 +49,7 @@ class Pace:
         self._last: float | None = None  # clock at the end of step ``_last_step``
         self._last_step = -1
         self._plain_step = 0  # the last step timed unrecorded
+        self.anchor = 0  # the last priced recorded step: the next is ``anchor + every``
         self._recorded: deque[float] = deque(maxlen=_WINDOW)  # durations of recorded steps
         self._plain: deque[float] = deque(maxlen=_WINDOW)  # ... and of unrecorded ones
         self._work: deque[float] = deque(maxlen=_WINDOW)  # recording work per recorded step
@@ -57,7 +59,8 @@ class Pace:
 
         The clock is read only around the steps it prices: the unrecorded step just before a
         recorded one, and the recorded one; the other steps cost a modulo."""
-        if not recorded and every > 2 and (steps + 1) % every and steps % every:
+        if not recorded and every > 2 and (steps + 1 - self.anchor) % every \
+                and (steps - self.anchor) % every:
             return every
         now = clock()
         if self._last is not None and self._last_step == steps - 1:
@@ -71,6 +74,7 @@ class Pace:
         self.cost = 0.0
         if self.fixed is not None:
             return self.fixed
+        self.anchor = steps - 1  # a new price counts from this step, not from step 0
         if anomaly or steps < WARM_STEPS or not self._recorded:
             return 1
         if len(self._plain) < PROBES:  # price against timed unrecorded steps, not a guess
@@ -83,3 +87,7 @@ class Pace:
         if every == 1 and steps - self._plain_step >= REPROBE:
             return 2  # time one unrecorded step now and then
         return every
+
+    def due(self, step: int, every: int) -> bool:
+        """Whether step ``step`` (0-based) is one to record."""
+        return (step - self.anchor) % every == 0

@@ -79,7 +79,7 @@ class Arming:
         if self.always or steps < self.warm_until:
             every = 1
         self.every = every
-        want = steps % every == 0
+        want = self.pace.due(steps, every)
         if want != armed:
             self._switch(want)
 

@@ -58,6 +58,7 @@ class Collector:
         self.infos = [info for info, _ in named]
         self.refs = [weakref.ref(p) for _, p in named]
         self.every = every
+        self.anchor = 0  # steps are recorded at anchor + k * every (NOTE [watch pace])
         self.has_optimizer = has_optimizer
         self.history = History(capacity)
         self.total_steps = 0
@@ -95,7 +96,7 @@ class Collector:
     # ------------------------------------------------------------------ step protocol
     def recording(self) -> bool:
         """True if the current step is one to record (every ``every``-th step)."""
-        return self.total_steps % self.every == 0
+        return (self.total_steps - self.anchor) % self.every == 0
 
     def _grad_values(self, reached: Sequence[bool] | None
                      ) -> tuple[list[int], list[int], list[torch.Tensor]]:

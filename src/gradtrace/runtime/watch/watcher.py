@@ -261,18 +261,18 @@ class Watcher:
     def _on_pre(self, b: _Bound, closure: bool = False) -> None:
         """Optimizer pre-step hook: an unrecorded step costs one modulo here."""
         col = b.collector
-        if col.total_steps % col.every == 0:
+        if col.recording():
             self._guard(b, lambda: self._pre_step(b, closure))
 
     def _on_post(self, b: _Bound, closure: bool = False) -> None:
         """Optimizer post-step hook: an unrecorded step only counts (NOTE [watch pace])."""
         col = b.collector
-        if col.total_steps % col.every == 0 or not b.enabled:
+        if col.recording() or not b.enabled:
             self._guard(b, lambda: self._post_step(b, closure))
             return
         col.end_step()
         b.pace.step_end(col.total_steps, col.every, False)
-        if col.total_steps % col.every == 0:
+        if col.recording():
             self._hook_forward()  # the next step is recorded: see its forward
 
     def _pre_step(self, b: _Bound, closure: bool = False) -> None:
@@ -303,6 +303,7 @@ class Watcher:
         col = b.collector
         col.end_step()
         col.every = b.pace.step_end(col.total_steps, col.every, True, b.anomaly)
+        col.anchor = b.pace.anchor
 
     def _measure(self, b: _Bound, reached: list[bool] | None) -> None:
         col = b.collector
