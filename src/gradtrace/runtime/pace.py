@@ -13,8 +13,9 @@ step in ``ceil(extra / (budget * plain))``, counted from the step just priced (n
 step 0: a price moving from 49 to 51 must not record again two steps later), so the
 average cost stays near ``budget`` of a step (2% for a watch, 3% for ``trace()``),
 re-priced at every recorded step. The price is measured, not assumed: after the warm-up,
-steps alternate (one in 2 recorded) until ``PROBES`` unrecorded steps have been timed, and a model priced at every step still skips
-one step in ``REPROBE`` to keep the unrecorded median current. The whole-step difference,
+steps alternate (one in 2 recorded) until ``PROBES`` unrecorded steps have been timed,
+and a model priced at every step still skips one step in ``REPROBE`` to keep the
+unrecorded median current. The whole-step difference,
 not the time inside the hooks, is what counts: a recorded step also slows its forward (the
 forward hook) and the next step (caches). Times are the CPU time of the training thread
 (``time.thread_time``), so other jobs on a shared machine do not enter the price, and
