@@ -210,6 +210,208 @@ SHAPES = {
             loss = nn.functional.mse_loss(out.data, torch.zeros(3, 1))
             loss.backward()
         """, "GT105", 4, "does not require grad")),
+    # first-order MAML: `torch.autograd.grad` without create_graph returns tensors without
+    # history; the adapted weights start a new graph (MAML-Pytorch meta.py)
+    "fast-weights-from-plain-grads": (Shape("""
+        net, x = nn.Linear(4, 2), torch.randn(3, 4)
+        loss = ce(net(x), labels)
+        grad = torch.autograd.grad(loss, net.parameters())
+        fast = [p - 0.1 * g for g, p in zip(grad, net.parameters())]
+        loss = ce(nn.functional.linear(x, fast[0], fast[1]), labels)
+        loss.backward()
+        """, "GT509", holds="net.weight.grad is not None"), Shape("""
+        net, x = nn.Linear(4, 2), torch.randn(3, 4)
+        logits = net(x)
+        grad = torch.autograd.grad(ce(logits, labels), net.parameters())
+        fast = [p - 0.1 * g for g, p in zip(grad, net.parameters())]
+        loss = ce(logits * 2, labels)
+        loss.backward()
+        """, "GT509", 3, SECOND_TIME)),
+    # the generator steps every few critic passes, with its own backward under that `if`:
+    # the every-pass backward is the critic's (PyTorch-GAN wgan.py, cluster_gan)
+    "generator-every-n-critic-steps": (Shape("""
+        G, D = nn.Linear(2, 4), nn.Linear(4, 1)
+        opt_g, opt_d = torch.optim.SGD(G.parameters(), 0.1), torch.optim.SGD(D.parameters(), 0.1)
+        for i in range(4):
+            opt_d.zero_grad()
+            opt_g.zero_grad()
+            z = torch.randn(3, 2)
+            d_loss = D(G(z).detach()).mean() - D(torch.randn(3, 4)).mean()
+            d_loss.backward()
+            opt_d.step()
+            if i % 2 == 0:
+                g_loss = -D(G(z)).mean()
+                g_loss.backward()
+                opt_g.step()
+        """, "GT512"), Shape("""
+        net, accum = nn.Linear(4, 2), 2
+        opt = torch.optim.SGD(net.parameters(), 0.1)
+        for i, x in enumerate([torch.randn(3, 4), torch.randn(3, 4)]):
+            opt.zero_grad()
+            loss = ce(net(x), labels) / accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                last = torch.autograd.grad(ce(net(x), labels) / accum, net.weight)[0]
+                g_step = net.weight.grad.clone()
+                opt.step()
+        """, "GT512", 4, holds="torch.allclose(g_step, last)")),
+    "critic-every-pass-generator-periodic-unscaled": (Shape("""
+        G, D, n_critic = nn.Linear(2, 4), nn.Linear(4, 1), 2
+        opt_g, opt_d = torch.optim.SGD(G.parameters(), 0.1), torch.optim.SGD(D.parameters(), 0.1)
+        for i in range(4):
+            opt_d.zero_grad()
+            z = torch.randn(3, 2)
+            loss_d = D(G(z).detach()).mean() - D(torch.randn(3, 4)).mean()
+            loss_d.backward()
+            opt_d.step()
+            if i % n_critic == 0:
+                opt_g.zero_grad()
+                loss_g = -D(G(z)).mean()
+                loss_g.backward()
+                opt_g.step()
+        """, "GT513", holds="G.weight.grad is not None"), Shape("""
+        net, x, accum = nn.Linear(4, 2), torch.randn(3, 4), 2
+        opt = torch.optim.SGD(net.parameters(), 0.1)
+        one = torch.autograd.grad(ce(net(x), labels), net.weight)[0]
+        for i in range(2):
+            loss = ce(net(x), labels)
+            loss.backward()
+            if (i + 1) % accum == 0:
+                g_step = net.weight.grad.clone()
+                opt.step()
+                opt.zero_grad()
+        """, "GT513", 6, holds="torch.allclose(g_step, 2 * one)")),
+    # a same-file metric helper that computes under no_grad returns no graph (SimCLR's
+    # `accuracy`), so a running total of it holds none
+    "metric-helper-under-no-grad": (Shape("""
+        def score(output, target):
+            with torch.no_grad():
+                return (output.softmax(1).max(1)[0] * (target >= 0)).mean()
+        net, total, loader = nn.Linear(4, 2), 0, [torch.randn(3, 4), torch.randn(3, 4)]
+        for x in loader:
+            logits = net(x)
+            total += score(logits, labels)
+        """, "GT505", holds="not total.requires_grad"), Shape("""
+        def score(output, target):
+            return (output.softmax(1).max(1)[0] * (target >= 0)).mean()
+        net, total, loader = nn.Linear(4, 2), 0, [torch.randn(3, 4), torch.randn(3, 4)]
+        for x in loader:
+            logits = net(x)
+            total += score(logits, labels)
+        """, "GT505", 6, holds="total.requires_grad")),
+    # `.data` in what forward returns: a region-proposal input next to a loss that trains the
+    # same layer (Faster R-CNN's RPN), only its type read (SSD), or a value then detached
+    "data-beside-a-live-use-of-the-layer": (Shape("""
+        class RPN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv, self.bbox = nn.Linear(4, 4), nn.Linear(4, 4)
+            def forward(self, x, target):
+                pred = self.bbox(self.conv(x))
+                rois = pred.data.round().type(type(x.data))
+                loss = (pred - target).pow(2).mean()
+                return rois, loss
+        rpn = RPN()
+        rpn(torch.randn(3, 4), torch.zeros(3, 4))[1].backward()
+        """, "GT105", holds="rpn.bbox.weight.grad is not None"), Shape("""
+        class RPN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv, self.bbox = nn.Linear(4, 4), nn.Linear(4, 4)
+            def forward(self, x, target):
+                pred = self.bbox(self.conv(x))
+                rois = pred.data.round().type(type(x.data))
+                loss = (rois - target).pow(2).mean()
+                return rois, loss
+        rpn = RPN()
+        rpn(torch.randn(3, 4), torch.zeros(3, 4))[1].backward()
+        """, "GT105", 7, "does not require grad")),
+    "data-then-detached-anyway": (Shape("""
+        class Crop(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.base, self.loc, self.head = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+            def forward(self, x):
+                feat = self.base(x)
+                grid = self.loc(feat)
+                flipped = torch.stack([grid.data[:, 1], grid.data[:, 0]], 1)
+                return self.head(feat * flipped.detach().sum())
+        m = Crop()
+        m(torch.randn(3, 4)).sum().backward()
+        """, "GT105", holds="m.base.weight.grad is not None and m.loc.weight.grad is None"), Shape("""
+        class Crop(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.base, self.loc, self.head = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+            def forward(self, x):
+                feat = self.base(x)
+                grid = self.loc(feat)
+                flipped = torch.stack([grid.data[:, 1], grid.data[:, 0]], 1)
+                return self.head(feat * flipped.sum())
+        m = Crop()
+        m(torch.randn(3, 4)).sum().backward()
+        """, "GT105", 8, holds="m.loc.weight.grad is None")),
+    # a plain dict of candidate backbones, one picked and stored on self (SimCLR)
+    "dict-of-choices-one-registered": (Shape("""
+        class Encoder(nn.Module):
+            def __init__(self, arch):
+                super().__init__()
+                self.arch_dict = {"small": nn.Linear(4, 2), "large": nn.Linear(4, 8)}
+                self.backbone = self._pick(arch)
+            def _pick(self, name):
+                model = self.arch_dict[name]
+                return model
+        enc = Encoder("small")
+        """, "GT401", holds="len(list(enc.parameters())) == 2"), Shape("""
+        class Encoder(nn.Module):
+            def __init__(self, arch):
+                super().__init__()
+                self.arch_dict = {"small": nn.Linear(4, 2), "large": nn.Linear(4, 8)}
+                self.arch = arch
+            def forward(self, x):
+                return self.arch_dict[self.arch](x)
+        enc = Encoder("small")
+        """, "GT401", 4, holds="len(list(enc.parameters())) == 0")),
+    # actor and critic read different entries of one output, each stepped by its own
+    # optimizer (DeepRL's PPO without a shared body)
+    "actor-critic-entries-own-optimizers": (Shape("""
+        class AC(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.actor, self.critic = nn.Linear(4, 2), nn.Linear(4, 1)
+            def forward(self, obs):
+                return {"logp": self.actor(obs).log_softmax(-1), "v": self.critic(obs)}
+        network = AC()
+        actor_opt = torch.optim.SGD(network.actor.parameters(), 0.1)
+        critic_opt = torch.optim.SGD(network.critic.parameters(), 0.1)
+        prediction = network(torch.randn(3, 4))
+        policy_loss = -prediction["logp"].mean()
+        value_loss = prediction["v"].pow(2).mean()
+        actor_opt.zero_grad()
+        policy_loss.backward()
+        actor_opt.step()
+        critic_opt.zero_grad()
+        value_loss.backward()
+        critic_opt.step()
+        """, "GT509", holds="network.critic.weight.grad is not None"), Shape("""
+        class AC(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.actor, self.critic = nn.Linear(4, 2), nn.Linear(4, 1)
+            def forward(self, obs):
+                h = torch.tanh(self.body(obs))
+                return {"logp": self.actor(h).log_softmax(-1), "v": self.critic(h)}
+        network = AC()
+        opt = torch.optim.SGD(network.parameters(), 0.1)
+        prediction = network(torch.randn(3, 4))
+        policy_loss = -prediction["logp"].mean()
+        value_loss = prediction["v"].pow(2).mean()
+        opt.zero_grad()
+        policy_loss.backward()
+        value_loss.backward()
+        opt.step()
+        """, "GT509", 15, SECOND_TIME)),
 }
 
 

@@ -122,6 +122,37 @@ SHAPES: dict[str, Shape] = {
         for it in range(3):
             model(torch.randn(2, 4)).sum().backward()
         """, "GT452", holds="model.module.backbone.weight.grad is None"),
+    # a teacher frozen whole after wrapping (DINO): no backward reaches its reducer
+    "teacher-frozen-whole-after-wrap-ok": Shape("""
+        def main():
+            student = DDP(nn.Linear(4, 2))
+            teacher = DDP(nn.Linear(4, 2))
+            for p in teacher.parameters():
+                p.requires_grad = False
+            for _ in range(3):
+                x = torch.randn(2, 4)
+                (student(x) - teacher(x)).pow(2).mean().backward()
+            return teacher
+        teacher = main()
+        """, "GT452", holds="teacher.module.weight.grad is None"),
+    "teacher-frozen-whole-then-head-unfrozen": Shape("""
+        class Teacher(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.body(x))
+        def main():
+            student = DDP(nn.Linear(4, 2))
+            teacher = DDP(Teacher())
+            for p in teacher.parameters():
+                p.requires_grad = False
+            teacher.module.head.requires_grad_(True)
+            for _ in range(3):
+                x = torch.randn(2, 4)
+                (student(x) - teacher(x)).pow(2).mean().backward()
+        main()
+        """, "GT452", 11, REDUCTION),
     "forward-through-module-alias": Shape("""
         def train(policy):
             model = DistributedDataParallel(policy)

@@ -15,7 +15,7 @@ from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, holds_wrapper, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
-from gradtrace.lint.rules.registration._modules import grad_flags, owns_params
+from gradtrace.lint.rules.registration._modules import GradFlag, grad_flags, owns_params
 
 REDUCTION_ERROR = ("'Expected to have finished reduction in the prior iteration before starting "
                    "a new one'")
@@ -279,6 +279,8 @@ class FrozenAfterDdpWrap(Rule):
     have finished reduction in the prior iteration before starting a new one` (verified on
     torch 2.13). Freeze before wrapping (and wrap again if the set changes), or pass
     `find_unused_parameters=True`.
+    Freezing every parameter of the wrapped model (a teacher that is never trained) is fine:
+    no backward reaches the reducer.
     Known limits: the freeze must reach the wrapper through a name bound to
     `DistributedDataParallel(...)` in the same function, or through a parameter of a helper
     that the file calls with such a name.
@@ -332,7 +334,7 @@ class FrozenAfterDdpWrap(Rule):
                 continue
             root = flag.root.partition(".")[0]
             w = holds_wrapper(root, node, flag.stmt.lineno, ctx)
-            if w is None or w.finds_unused:
+            if w is None or w.finds_unused or _whole_model(flag, root, node, ctx):
                 continue
             at = _flag_statement(flag.stmt)
             yield self.report(at, ctx, related=(Related(
@@ -340,6 +342,16 @@ class FrozenAfterDdpWrap(Rule):
                 root=flag.root, line=w.line)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+
+def _whole_model(flag: GradFlag, root: str, fn: ast.AST, ctx: Context) -> bool:
+    """Every parameter of the wrapped model is frozen (``for p in teacher.parameters()``, a
+    DINO/BYOL teacher) and none is unfrozen later in the function: no backward reaches the
+    reducer, so it waits for nothing (checked on torch 2.13)."""
+    if flag.root not in (root, root + ".module"):
+        return False
+    return not any(g.value and g.stmt.lineno > flag.stmt.lineno and
+                   g.root.partition(".")[0] == root for g in grad_flags(ctx.scope(fn)))
 
 
 def _flag_statement(s: ast.stmt) -> ast.stmt:

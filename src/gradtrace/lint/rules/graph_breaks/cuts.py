@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, worth_reporting, band_aids, related_for, short,
 )
+from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
@@ -33,7 +34,8 @@ class DataInLoss(LossCutRule):
     `forward` next to live inputs is not reported (see "Not statically decidable"); in what
     `forward` returns, only a `.data` that cuts the output of one of the module's layers
     (`self.encoder(x).data`) is reported, not statistics or tables computed from the inputs
-    by functions (batch renormalization's `r`/`d`), nor `PackedSequence.data`.
+    by functions (batch renormalization's `r`/`d`), nor `PackedSequence.data`, nor a `.data`
+    the code shows is deliberate (NOTE [deliberate data]).
     """
 
     code = "GT105"
@@ -123,7 +125,8 @@ class DataInLoss(LossCutRule):
                 continue
             for n in walk(s.value):
                 layer = _layer_source(n.value, lp) if isinstance(n, ast.Attribute) \
-                    and n.attr == "data" and dotted(n.value) not in objects else None
+                    and n.attr == "data" and dotted(n.value) not in objects \
+                    and not deliberate_data(n, s, scope) else None
                 if layer is not None:
                     rel = (Related(ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` "
                                    f"holds the output of `{short(ctx.source(layer.func), 30)}` "

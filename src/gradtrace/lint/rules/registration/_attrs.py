@@ -96,3 +96,42 @@ def _registers_dynamically(cls: ast.ClassDef) -> bool:
 
 
 # classes imported from elsewhere, named like layers that own parameters
+
+
+def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
+    """``self.X`` of ``cls`` read only as ``self.X[key]`` whose entry is then stored on
+    ``self`` (``self.backbone = self.models[name]``, or through a method of the class that
+    returns it: ``self.backbone = self._get_model(name)``): a table of choices whose chosen
+    entry is registered by that assignment; the others are meant to stay out."""
+    methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef,
+                                                              ast.AsyncFunctionDef))}
+    stored: set[int] = set()   # ids of values assigned to `self.Y`
+    called: set[str] = set()   # methods whose result is assigned to `self.Y`
+    for n in walk(cls):
+        if isinstance(n, ast.Assign) and any(_self_attr(t) for t in n.targets):
+            stored.add(id(n.value))
+            if isinstance(n.value, ast.Call) and _self_attr(n.value.func):
+                called.add(n.value.func.attr)  # type: ignore[attr-defined]
+    returned: set[int] = set()  # ids of `self.X[k]` a called method returns
+    for name in called & set(methods):
+        m = methods[name]
+        rets = [r.value for r in walk(m) if isinstance(r, ast.Return) and r.value is not None]
+        names = {r.id for r in rets if isinstance(r, ast.Name)}
+        returned.update(id(r) for r in rets)
+        returned.update(id(a.value) for a in walk(m) if isinstance(a, ast.Assign)
+                        and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+                        and a.targets[0].id in names)
+    ok: dict[str, bool] = {}
+    parents = {id(c): p for p in walk(cls) for c in ast.iter_child_nodes(p)}
+    for n in walk(cls):
+        attr = _self_attr(n)
+        if attr is None or not isinstance(n.ctx, ast.Load):  # type: ignore[attr-defined]
+            continue
+        p = parents.get(id(n))
+        if isinstance(p, ast.Subscript) and p.value is n and isinstance(p.ctx, ast.Store):
+            continue  # a fill: `self.X[k] = layer`
+        pick = isinstance(p, ast.Subscript) and p.value is n and (
+            id(p) in stored or id(p) in returned)
+        ok[attr] = ok.get(attr, True) and pick
+    return frozenset(a for a, v in ok.items() if v)
+

@@ -21,6 +21,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
+    picked_attrs,
 )
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
@@ -255,7 +256,8 @@ class ModulesInPlainContainer(Rule):
             for st in stmts:
                 where = init if id(st) in in_init else None
                 for f in self._check(st, attr, filled, ctx, where, node.name):
-                    if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node):
+                    if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node) \
+                            and attr not in picked_attrs(node):
                         yield f
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],

@@ -17,6 +17,7 @@ from typing import Iterator
 from gradtrace.lint.analysis.cuts import FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
 from gradtrace.lint.context import Context
+from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
@@ -60,7 +61,7 @@ def loads(expr: ast.AST, cut: dict[str, frozenset[int]] | None = None
         n = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
-            if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS:
+            if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or _plain_grads(n):
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
             if cut and isinstance(f, ast.Name) and f.id in cut:
                 stack.extend(a for i, a in enumerate(n.args) if i not in cut[f.id])
@@ -95,6 +96,20 @@ LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variabl
                         "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
 
 
+GRAD_FUNCS = frozenset({"torch.autograd.grad", "autograd.grad"})
+
+
+def _plain_grads(call: ast.Call) -> bool:
+    """``torch.autograd.grad(loss, params)`` without ``create_graph``: the gradients it returns
+    are new tensors without history (first-order MAML's ``fast = p - lr * g`` does not run
+    through the graph of ``loss``)."""
+    if dotted(call.func) not in GRAD_FUNCS or len(call.args) > 4:
+        return False
+    return all(kw.arg is not None and (kw.arg != "create_graph" or (
+        isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)))
+        for kw in call.keywords)
+
+
 def cut_params(ctx: Context) -> dict[str, frozenset[int]]:
     """Functions of this file (by name) and the positions of their parameters whose every
     use in the body is inside a call that cuts the graph (``.detach()``, ``.item()``,
@@ -105,7 +120,7 @@ def cut_params(ctx: Context) -> dict[str, frozenset[int]]:
         for fn in ast.walk(ctx.tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                free = _uncut_loads(fn)
+                free = _uncut_loads(fn, ctx)
                 cut = frozenset(i for i, p in enumerate(params) if p not in free)
                 if cut:
                     out[fn.name] = cut if fn.name not in out else out[fn.name] & cut
@@ -113,12 +128,16 @@ def cut_params(ctx: Context) -> dict[str, frozenset[int]]:
     return ctx.memo("gt5-cut-params", ctx.tree, make)
 
 
-def _uncut_loads(fn: ast.AST) -> set[str]:
-    """Names read in ``fn`` outside any graph-cutting call or ``.data``."""
+def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
+    """Names read in ``fn`` outside any graph-cutting call or ``.data``; under ``no_grad`` (a
+    ``with`` block or the decorator) a name an operation reads (``output.topk(k)``, ``x * 2``,
+    ``torch.cat([x])``) is cut too: only the bare name (``return x``) keeps its graph."""
+    off = isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        grad_mode_of(d, ctx.imports) in ("off", "inference") for d in fn.decorator_list)
     out: set[str] = set()
-    stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
+    stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in ast.iter_child_nodes(fn)]
     while stack:
-        n = stack.pop()
+        n, parent, off = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
             if (isinstance(f, ast.Attribute) and f.attr in NO_HISTORY_METHODS) \
@@ -127,9 +146,26 @@ def _uncut_loads(fn: ast.AST) -> set[str]:
         elif isinstance(n, ast.Attribute) and n.attr == "data":
             continue
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            out.add(n.id)
-        stack.extend(ast.iter_child_nodes(n))
+            if not (off and _operand(n, parent)):
+                out.add(n.id)
+        elif isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                grad_mode_of(i.context_expr, ctx.imports) in ("off", "inference")
+                for i in n.items):
+            stack.extend((c, n, True) for c in n.body)
+            continue
+        stack.extend((c, n, off) for c in ast.iter_child_nodes(n))
     return out
+
+
+def _operand(n: ast.Name, parent: ast.AST) -> bool:
+    """``n`` is read by an operation (its result is new), not passed on as it is."""
+    if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
+        return True
+    if isinstance(parent, ast.Subscript) or (isinstance(parent, ast.Attribute)
+                                             and parent.attr not in ("append", "extend")):
+        return parent.value is n
+    return isinstance(parent, ast.Call) and n in parent.args and (
+        dotted(parent.func) or "").startswith(("torch.", "F."))
 
 
 def index_output(b: Binding) -> bool:

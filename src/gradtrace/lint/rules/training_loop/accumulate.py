@@ -211,7 +211,7 @@ class LossAccumulatedWithGraph(LoopRule):
                     d.name for d in g.deps(b.loss, b.stmt.lineno).bindings})
                 for b in f.backwards):
             return None  # the collected values are differentiated later: graphs are needed
-        graphy = [b for n, _ in loads(value) if (b := g._binding(n, s.lineno)) is not None
+        graphy = [b for n, _ in loads(value, g._cut) if (b := g._binding(n, s.lineno)) is not None
                   and f.inside(b.stmt, loop) and g.carries(b)]
         direct = any(g._module_like(c, s.lineno) for c, _ in _calls(value))
         if not graphy and not direct:

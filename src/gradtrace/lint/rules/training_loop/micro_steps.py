@@ -6,7 +6,8 @@ bound to such a test in the function) runs once every few passes: the passes in 
 add their micro-batch's gradient into ``.grad``. Two things then break the accumulation: a
 ``zero_grad()`` that still runs on every pass before the backward (each step applies the last
 micro-batch alone, GT512), and a loss that is not divided by the number of passes (each step
-applies the sum, that many times the mean gradient, GT513).
+applies the sum, that many times the mean gradient, GT513). A step whose own ``if`` also holds
+a backward before it applies that pass's gradient: nothing accumulates for it.
 """
 from __future__ import annotations
 
@@ -70,8 +71,16 @@ def _periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list
         if loop is None or fresh_each_pass(f, loop, s):
             continue
         guard = periodic_guard(f, s.stmt, loop)
-        if guard is not None:
+        if guard is not None and not _own_backward(f, guard[0], s):
             yield s, loop, guard[0], guard[1]
+
+
+def _own_backward(f: LoopFacts, guard: ast.If, s: Step) -> bool:
+    """A backward under the step's own ``if``, before the step: the step applies that pass's
+    gradient, not an accumulation (a GAN's generator trained every few critic steps, whose
+    every-pass backward is the critic's)."""
+    return any(b.accumulates and f.inside(b.stmt, guard) and f.before(b.stmt, s.stmt)
+               for b in f.backwards)
 
 
 def _every_pass(f: LoopFacts, loop: ast.stmt, guard: ast.If) -> list[Backward]:
@@ -90,7 +99,7 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     times smaller effective batch, and N - 1 micro-batches wasted). Clear right after the
     step, under the same `if`.
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
-    a name bound to such a test in the same function.
+    a name bound to such a test in the same function, and hold no backward of its own.
     """
 
     code = "GT512"

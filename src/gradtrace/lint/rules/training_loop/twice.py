@@ -8,7 +8,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._deps import Deps, graphs
+from gradtrace.lint.rules.training_loop._deps import Deps, graphs, value_of
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
@@ -33,10 +33,48 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             if ids2.isdisjoint(keys[id(b1.call)]):
                 continue  # nothing shared (the test below, without the per-binding work)
             shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
-                      and g.freed_by(b1, t)]
+                      and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break
+
+
+def _split_heads(f: LoopFacts, t: Binding, b1: Backward, b2: Backward, d1: Deps,
+                 d2: Deps) -> bool:
+    """Two losses that read different entries of one model output (``out['log_pi']`` and
+    ``out['v']``), each stepped by its own optimizer (one step between the backward passes,
+    another after the second): an actor and a critic on separate branches, whose graphs need
+    not meet; whether they share a trunk is decided by the model, not here."""
+    keys1, keys2 = _entries(f, t, b1, d1), _entries(f, t, b2, d2)
+    if not keys1 or not keys2 or None in keys1 | keys2 or keys1 & keys2:
+        return False
+    between = [s for s in f.steps if f.before(b1.stmt, s.stmt) and f.before(s.stmt, b2.stmt)]
+    after = [s for s in f.steps if f.before(b2.stmt, s.stmt)]
+    return bool(between) and any(a.optimizer not in {s.optimizer for s in between}
+                                 for a in after)
+
+
+def _entries(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[str | None]:
+    """The constant keys and attributes through which a loss reads ``t`` (None: read whole)."""
+    out: set[str | None] = set()
+    exprs = [(b.loss, b.stmt.lineno)] + [(value_of(x), x.line) for x in d.bindings]
+    for e, line in exprs:
+        if e is None:
+            continue
+        parents = {id(c): p for p in ast.walk(e) for c in ast.iter_child_nodes(p)}
+        for n in ast.walk(e):
+            if not (isinstance(n, ast.Name) and n.id == t.name
+                    and f.scope.binding_before(t.name, line) is t):
+                continue
+            p = parents.get(id(n))
+            if isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant):
+                out.add(repr(p.slice.value))
+            elif isinstance(p, ast.Attribute) and getattr(parents.get(id(p)), "func", None) \
+                    is not p:
+                out.add(p.attr)
+            else:
+                out.add(None)
+    return out
 
 
 def _graph_key(b: Binding) -> int:
@@ -154,7 +192,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     losses and call `backward()` once, or pass `retain_graph=True` to the first call.
     Known limits: only losses built from local names of one function are compared; values count
     as carrying a graph when they come from a call of something bound to an `nn.Module` in this
-    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`). Two losses reading
+    different entries of one output (`out['log_pi']`, `out['v']`), each stepped by its own
+    optimizer, are taken as separate branches (whether they share a trunk is the model's).
     """
 
     code = "GT509"

@@ -1,0 +1,108 @@
+"""When a `.data` in what `forward` returns cuts no layer from the module's output (GT105).
+
+# NOTE [deliberate data]
+``h = self.layer(x)`` then ``h.data`` in a value ``forward`` returns is a cut of every layer
+before it, unless the code shows the layer trains anyway or nothing is lost:
+- the `.data` only feeds metadata: ``type(x.data)``, ``x.data.size()``, ``x.data.shape``;
+- the same value ``h`` is also read with its history elsewhere in the function (Faster R-CNN's
+  RPN feeds ``rpn_bbox_pred.data`` to the proposal layer and ``rpn_bbox_pred`` to its loss):
+  the layer gets its gradient there, and the `.data` path is a stop-gradient on purpose;
+- what the statement computes from it is read only inside ``.detach()`` afterwards
+  (``Variable(grid).detach()``): the code cuts that path itself.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.cuts import FRESH_METHODS, NO_HISTORY_METHODS
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
+
+META_ATTRS = frozenset({"shape", "dtype", "device", "is_cuda", "ndim", "type", "new"}) | \
+    FRESH_METHODS
+META_FUNCS = frozenset({"type", "isinstance", "len", "id"})
+
+
+def deliberate_data(node: ast.Attribute, stmt: ast.Assign, scope: Scope) -> bool:
+    """Whether ``node`` (``x.data`` in ``stmt``) cuts no layer (NOTE [deliberate data])."""
+    parents = _parents(stmt)
+    if _meta(node, parents):
+        return True
+    op = node.value
+    if isinstance(op, ast.Name) and _read_live(op.id, scope, stmt, exclude=node):
+        return True
+    target = stmt.targets[0]
+    return isinstance(target, ast.Name) and _only_detached(target.id, scope, stmt)
+
+
+def _parents(root: ast.AST) -> dict[int, ast.AST]:
+    return {id(c): p for p in walk(root) for c in ast.iter_child_nodes(p)}
+
+
+def _meta(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    p = parents.get(id(n))
+    if isinstance(p, ast.Call) and n in p.args:
+        return dotted(p.func) in META_FUNCS
+    return isinstance(p, ast.Attribute) and p.attr in META_ATTRS
+
+
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+            ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _uses(name: str, scope: Scope, after: int = 0):
+    """(statement, Name node, parents) for each read of ``name`` in the function (a compound
+    statement: in its header only; its body's statements come on their own)."""
+    for s in scope.stmts:
+        if s.lineno < after:
+            continue
+        if isinstance(s, COMPOUND):
+            heads = [getattr(s, "test", None), getattr(s, "iter", None),
+                     *(i.context_expr for i in getattr(s, "items", ()))]
+        else:
+            heads = [s]
+        for h in heads:
+            if h is None:
+                continue
+            parents = _parents(h)
+            for n in walk(h):
+                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+                    yield s, n, parents
+
+
+def _under_cut(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """``n`` is read through ``.data``, inside a ``.detach()``/``.item()`` receiver, or for
+    metadata only."""
+    child, p = n, parents.get(id(n))
+    if _meta(n, parents) or (isinstance(p, ast.Attribute) and p.attr == "data"):
+        return True
+    while p is not None:
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Attribute) \
+                and p.func.attr in NO_HISTORY_METHODS and child is p.func:
+            return True
+        child, p = p, parents.get(id(p))
+    return False
+
+
+def _read_live(name: str, scope: Scope, stmt: ast.stmt, exclude: ast.AST) -> bool:
+    """``name`` (as bound when ``stmt`` runs) is read with its history somewhere else."""
+    b = scope.binding_before(name, stmt.lineno)
+    if b is None:
+        return False
+    for s, n, parents in _uses(name, scope):
+        if n is exclude.value or _under_cut(n, parents):  # type: ignore[attr-defined]
+            continue
+        if scope.binding_before(name, s.lineno) is b or (
+                s is not stmt and s.lineno == stmt.lineno):
+            return True
+    return False
+
+
+def _only_detached(name: str, scope: Scope, stmt: ast.stmt) -> bool:
+    """Every later read of ``name`` is inside a ``.detach()`` (and there is one)."""
+    uses = [(s, n, p) for s, n, p in _uses(name, scope, after=stmt.lineno + 1)]
+    return bool(uses) and all(_under_cut(n, p) and not _meta(n, p) for _, n, p in uses)
