@@ -6,7 +6,9 @@ before it, unless the code shows the layer trains anyway or nothing is lost:
 - the `.data` only feeds metadata: ``type(x.data)``, ``x.data.size()``, ``x.data.shape``;
 - the same value ``h`` is also read with its history elsewhere in the function (Faster R-CNN's
   RPN feeds ``rpn_bbox_pred.data`` to the proposal layer and ``rpn_bbox_pred`` to its loss):
-  the layer gets its gradient there, and the `.data` path is a stop-gradient on purpose;
+  the layer gets its gradient there, and the `.data` path is a stop-gradient on purpose (not
+  when the statement rebinds ``h`` itself, ``state = state.data``, or a loop around it does:
+  a recurrent state cut between steps);
 - what the statement computes from it is read only inside ``.detach()`` afterwards
   (``Variable(grid).detach()``): the code cuts that path itself.
 """
@@ -91,8 +93,12 @@ def _under_cut(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
 def _read_live(name: str, scope: Scope, stmt: ast.stmt, exclude: ast.AST) -> bool:
     """``name`` (as bound when ``stmt`` runs) is read with its history somewhere else."""
     b = scope.binding_before(name, stmt.lineno)
-    if b is None:
-        return False
+    if b is None or any(x.stmt is stmt for x in scope.bindings.get(name, ())):
+        return False  # `state = state.data.clone()`: the name holds the cut value from here
+    loops = {id(lp) for lp in scope.loops_of(stmt)}
+    if any(loops & {id(lp) for lp in scope.loops_of(x.stmt)}
+           for x in scope.bindings.get(name, ())):
+        return False  # rebound in the loop around: a read may see the cut value of a pass
     for s, n, parents in _uses(name, scope):
         if n is exclude.value or _under_cut(n, parents):  # type: ignore[attr-defined]
             continue
