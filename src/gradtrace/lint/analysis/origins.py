@@ -18,6 +18,7 @@ from gradtrace.lint.analysis.cuts import (
     constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
     self_assignments, top_defs, unpacks_indices,
 )
+from gradtrace.lint.analysis.batches import batch_unpackings
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.paths import statement_paths
@@ -265,6 +266,8 @@ class Tracer:
             return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)
         if b.value is not None:
             return self.trace(b.value, s, b.line)
+        if id(s) in batch_unpackings(self.scope, self.ctx):
+            return DEAD  # unpacked next to the model's input (NOTE [batch siblings])
         if isinstance(s, ast.Assign):  # tuple unpacking: the whole right-hand side
             if unpacks_indices(s, b.name, self.ctx):
                 return self._cut(NONDIFF, s.value, [pair_source(s.value)], s, b.line)
@@ -333,7 +336,8 @@ class Tracer:
             return through
         if isinstance(e.func, ast.Name) and is_record_class(self.ctx, e.func.id):
             return self.args_trace(e, use, line)  # `TLE(bstar=x.item())`: holds its arguments
-        if self._pure_loss(e.func) or (isinstance(e.func, ast.Name) and
+        if self._pure_loss(e.func) or (isinstance(e.func, ast.Call) and is_torch_loss(
+                self.ctx.qualified_name(e.func.func))) or (isinstance(e.func, ast.Name) and
                                        helper_is_pure(self.ctx, e.func.id)):
             return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
@@ -417,8 +421,8 @@ class Tracer:
                     not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
                 return False  # `self.value_function.compute_loss(x, y)`: the model's method
             return bool(LOSS_CALLABLE_RE.match(last))
-        return all(isinstance(v, ast.Call) and is_torch_loss(self.ctx.qualified_name(v.func))
-                   for v in values)
+        return all(isinstance(u := _unmoved(v), ast.Call)
+                   and is_torch_loss(self.ctx.qualified_name(u.func)) for v in values)
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:
@@ -463,3 +467,11 @@ def _returns_only_arguments(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctio
     returns = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
     return bool(returns) and all(
         s.value is not None and not t.trace(s.value, s, s.lineno).live for s in returns)
+
+
+def _unmoved(v: ast.expr | None) -> ast.expr | None:
+    """``nn.CrossEntropyLoss()`` for ``nn.CrossEntropyLoss().cuda(gpu)`` / ``.to(device)``."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in MOVES:
+        v = v.func.value
+    return v
+

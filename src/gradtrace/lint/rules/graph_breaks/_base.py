@@ -17,8 +17,10 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
-    LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths,
+    LOSS_FUNC_RE, Cut, LossPaths, Verdict, loss_paths, runs_layer,
 )
+from gradtrace.lint.analysis.vocabulary import is_model_name
+from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import is_loss_class
 from gradtrace.lint.analysis.helper_cuts import helper_band_aid
 from gradtrace.lint.nodes import walk
@@ -75,7 +77,8 @@ class LossCutRule(Rule):
             for _, cuts in v.cut_terms:  # one finding per term: its first cut of our kinds
                 mine = sorted((c for c in cuts if c.kind in self.cut_kinds
                                and not _weight_next_to_cut(c, cuts, lp)),
-                              key=lambda c: (c.node.lineno, c.node.col_offset))
+                              key=lambda c: (not _cuts_model_output(c, lp), c.node.lineno,
+                                             c.node.col_offset))
                 if mine and id(mine[0].node) not in seen:
                     seen.add(id(mine[0].node))
                     yield self.finding(mine[0], v, lp, ctx)
@@ -96,6 +99,20 @@ def _weight_next_to_cut(c: Cut, cuts: tuple[Cut, ...], lp: LossPaths) -> bool:
     return st is not None and any(
         isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div))
         and (n.left is c.node or n.right is c.node) for n in walk(st))
+
+
+def _cuts_model_output(c: Cut, lp: LossPaths) -> bool:
+    """The cut takes a model's output itself (``current_q.detach()`` with ``current_q =
+    self.critic(s, a)``): when a loss is cut in several places (a TD target detached on purpose,
+    and the prediction), that is the one to name."""
+    e: ast.AST = c.operand
+    if isinstance(e, ast.Name):
+        b = lp.scope.binding_before(e.id, c.node.lineno)  # type: ignore[attr-defined]
+        e = b.value if b is not None and b.value is not None else e
+    if not isinstance(e, ast.Call):
+        return False
+    callee = dotted(e.func) or ""
+    return is_model_name(callee) or runs_layer(e)
 
 
 _LINES: weakref.WeakKeyDictionary[Context, dict[str, list[int]]] = \

@@ -1,0 +1,93 @@
+"""Batches unpacked next to a model input: data, not values on the graph.
+
+# NOTE [batch siblings]
+``data, targets = get_batch(source, i)``, ``state, action, reward, not_done =
+buffer.sample(n)``, ``for inp, target in loader_like:``, ``for i, batch in enumerate(it):`` with
+``src = batch.src``: when one name of the unpacking is fed
+to the model (the first argument of a call of a model-like callee: ``model(data)``,
+``self.critic(state, action)``), the source hands out the model's *input*, upstream of every
+parameter; its other elements (targets, rewards, masks) come from the same place and carry no
+graph either. Not when the source is itself a model call (``feats, kl = self.encoder(x)``, or a
+``self.<layer>(...)``) or a name of the unpacking is made trainable.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.cuts import MOVES
+from gradtrace.lint.analysis.vocabulary import MODEL_CALLEE_RE
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+
+def batch_unpackings(scope: Scope, ctx: Context) -> frozenset[int]:
+    """Ids of the unpacking statements (assignments, ``for`` loops) of ``scope`` whose source
+    hands out a model input (NOTE [batch siblings]); cached per function."""
+    return ctx.memo("batch-unpackings", scope.node, lambda: _unpackings(scope))
+
+
+def _model_like(name: str) -> bool:
+    return any(MODEL_CALLEE_RE.search(p) for p in name.split("."))
+
+
+def _fed(scope: Scope) -> set[str]:
+    """Names read in the first argument of a model-like callee, what they are moved from
+    (``x = x.to(device)``) and the batch they are read from (``src = batch.src``)."""
+    fed: set[str] = set()
+    for node in walk(scope.node):
+        if isinstance(node, ast.Call) and node.args \
+                and MODEL_CALLEE_RE.search((dotted(node.func) or "").rpartition(".")[2]):
+            callees = {id(c.func) for c in walk(node.args[0]) if isinstance(c, ast.Call)}
+            fed.update(n.id for n in walk(node.args[0]) if isinstance(n, ast.Name)
+                       and id(n) not in callees)  # `critic(torch.cat([s, a], 1))`
+    todo = list(fed)
+    while todo:
+        for b in scope.bindings.get(todo.pop(), ()):
+            v = b.value
+            while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                    and v.func.attr in MOVES:
+                v = v.func.value
+            if isinstance(v, (ast.Attribute, ast.Subscript)) and not (
+                    isinstance(v, ast.Attribute) and v.attr in ("data", "grad")):
+                v = v.value  # `src = batch.src`, `x = batch["input"]`: the batch it came in
+            if isinstance(v, ast.Name) and v.id not in fed:
+                fed.add(v.id)
+                todo.append(v.id)
+    return fed
+
+
+def _unpackings(scope: Scope) -> frozenset[int]:
+    if not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return frozenset()
+    fed = _fed(scope)
+    if not fed:
+        return frozenset()
+    trainable = {mc.receiver for mc in scope.method_calls if mc.method == "requires_grad_"}
+    out: set[int] = set()
+    for s in scope.stmts:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1:
+            target, source = s.targets[0], s.value
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            target, source = s.target, s.iter
+        else:
+            continue
+        if not isinstance(target, (ast.Tuple, ast.List)):
+            continue
+        names = {n.id for n in walk(target) if isinstance(n, ast.Name)}
+        if not names & fed or names & trainable or any(
+                scope.bindings.get(n + ".requires_grad") for n in names):
+            continue
+        if isinstance(source, ast.Call):
+            callee = dotted(source.func) or ""
+            if not callee or _model_like(callee) or (
+                    callee.startswith("self.") and callee.count(".") == 1):
+                continue  # the outputs of a model (or of a layer of this module)
+        elif isinstance(s, ast.Assign) or not isinstance(source, (ast.Name, ast.Attribute)):
+            continue  # `enc_out, h = encoded`: whose outputs those are is not seen here
+        out.add(id(s))
+    return frozenset(out)
