@@ -125,6 +125,130 @@ SHAPES: dict[str, Shape] = {
         encoder, decoder = Encoder(), nn.Linear(4, 4)
         step(encoder, decoder, None, torch.randn(3, 4))
         """, "GT107", holds="encoder.fc.weight.grad is not None"),
+    # the loop hands the optimizer to a helper of this file that only sets the learning rate
+    "no-zero-grad-next-to-an-lr-helper": Shape("""
+        def adjust_learning_rate(optimizer, base_lr, gamma, step):
+            lr = base_lr * (gamma ** step)
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
+        def train(net, data):
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+            for it, (x, y) in enumerate(data):
+                adjust_learning_rate(optimizer, 0.0, 0.5, it)
+                loss = F.mse_loss(net(x), y)
+                loss.backward()
+                optimizer.step()
+        net, x = nn.Linear(2, 1), torch.ones(1, 2)
+        train(net, [(x, torch.zeros(1, 1))] * 2)
+        one = torch.autograd.grad(F.mse_loss(net(x), torch.zeros(1, 1)), net.weight)[0]
+        """, "GT501", 10, holds="torch.allclose(net.weight.grad, 2 * one)"),
+    # ... and through apex's `amp.scale_loss(loss, optimizer)`, which clears nothing
+    "no-zero-grad-under-apex-scale-loss": Shape("""
+        import contextlib
+        class amp:
+            @staticmethod
+            @contextlib.contextmanager
+            def scale_loss(loss, optimizer):
+                yield loss
+        def train(net, data):
+            opt = torch.optim.SGD(net.parameters(), lr=0.0)
+            for x, y in data:
+                loss = F.mse_loss(net(x), y)
+                with amp.scale_loss(loss, opt) as scaled:
+                    scaled.backward()
+                opt.step()
+        net, x = nn.Linear(2, 1), torch.ones(1, 2)
+        train(net, [(x, torch.zeros(1, 1))] * 2)
+        one = torch.autograd.grad(F.mse_loss(net(x), torch.zeros(1, 1)), net.weight)[0]
+        """, "GT501", 12, holds="torch.allclose(net.weight.grad, 2 * one)"),
+    # a helper of this file that passes the optimizer on may clear it: trusted
+    "optimizer-handed-on-by-a-helper": Shape("""
+        def finish(optimizer):
+            reset(optimizer)
+        def reset(optimizer):
+            optimizer.zero_grad()
+        def train(net, data):
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.0)
+            for x, y in data:
+                loss = F.mse_loss(net(x), y)
+                loss.backward()
+                optimizer.step()
+                finish(optimizer)
+        net, x = nn.Linear(2, 1), torch.ones(1, 2)
+        train(net, [(x, torch.zeros(1, 1))] * 2)
+        """, "GT501", holds="net.weight.grad is None"),
+    # a linear probe (DINO's eval_linear): the frozen backbone under no_grad is fine, the
+    # probe's own forward under no_grad is not
+    "probe-forward-under-no-grad-inline-loss": Shape("""
+        def train(model, linear_classifier, optimizer, pairs):
+            for (inp, target) in pairs:
+                with torch.no_grad():
+                    output = model(inp)
+                with torch.no_grad():
+                    output = linear_classifier(output)
+                loss = nn.CrossEntropyLoss()(output, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        model, head = nn.Linear(4, 4), nn.Linear(4, 3)
+        train(model, head, torch.optim.SGD(head.parameters(), 0.1),
+              [(torch.randn(3, 4), torch.tensor([0, 1, 2]))])
+        """, "GT201", 5, ELEMENT0),
+    "probe-on-a-frozen-backbone": Shape("""
+        def train(model, linear_classifier, optimizer, pairs):
+            for (inp, target) in pairs:
+                with torch.no_grad():
+                    output = model(inp)
+                output = linear_classifier(output)
+                loss = nn.CrossEntropyLoss()(output, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        model, head = nn.Linear(4, 4), nn.Linear(4, 3)
+        train(model, head, torch.optim.SGD(head.parameters(), 0.1),
+              [(torch.randn(3, 4), torch.tensor([0, 1, 2]))])
+        """, "GT201", holds="head.weight.grad is not None and model.weight.grad is None"),
+    # a module cleared between backward and step, its optimizer built in __init__ from it
+    "online-net-cleared-before-step": Shape("""
+        class Agent:
+            def __init__(self):
+                self.online_net, self.target_net = nn.Linear(4, 2), nn.Linear(4, 2)
+                self.optimiser = torch.optim.SGD(self.online_net.parameters(), lr=0.1)
+            def learn(self, x):
+                loss = self.online_net(x).pow(2).mean()
+                loss.backward()
+                self.online_net.zero_grad()
+                self.optimiser.step()
+        agent = Agent()
+        agent.learn(torch.randn(3, 4))
+        """, "GT503", 8, holds="agent.online_net.weight.grad is None"),
+    "target-net-cleared-before-step": Shape("""
+        class Agent:
+            def __init__(self):
+                self.online_net, self.target_net = nn.Linear(4, 2), nn.Linear(4, 2)
+                self.optimiser = torch.optim.SGD(self.online_net.parameters(), lr=0.1)
+            def learn(self, x):
+                loss = self.online_net(x).pow(2).mean()
+                loss.backward()
+                self.target_net.zero_grad()
+                self.optimiser.step()
+        agent = Agent()
+        agent.learn(torch.randn(3, 4))
+        """, "GT503", holds="agent.online_net.weight.grad is not None"),
+    # the optimizer's parameters gathered in a list first (image captioning)
+    "decoder-cleared-before-step": Shape("""
+        def main(encoder, decoder, data):
+            params = list(decoder.parameters()) + list(encoder.parameters())
+            optimizer = torch.optim.SGD(params, lr=0.1)
+            for x in data:
+                loss = decoder(encoder(x)).pow(2).mean()
+                encoder.zero_grad()
+                loss.backward()
+                decoder.zero_grad()
+                optimizer.step()
+        encoder, decoder = nn.Linear(4, 4), nn.Linear(4, 2)
+        main(encoder, decoder, [torch.randn(3, 4)])
+        """, "GT503", 8, holds="decoder.weight.grad is None"),
 }
 
 

@@ -21,7 +21,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
+from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS, is_torch_loss
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
@@ -76,6 +76,8 @@ class Deps:
 
 def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
     """``F.cross_entropy``, ``nn.MSELoss()(...)`` instances by name, ``criterion``/``*loss``."""
+    if isinstance(func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`: built and called at once
+        return is_torch_loss(ctx.qualified_name(func.func))
     qual = ctx.qualified_name(func) or ""
     last = qual.rpartition(".")[2]
     if qual.startswith("torch.nn.functional.") and ("loss" in last or last in (

@@ -16,6 +16,7 @@ from gradtrace.lint.rules.training_loop._base import (BACKWARD_CALLS, LoopRule,
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
+from gradtrace.lint.analysis.cuts import self_assignments
 from gradtrace.lint.nodes import walk
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
@@ -48,7 +49,7 @@ def fresh_each_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
 # calls that receive the optimizer but are known not to clear its gradients
 KEEPS_GRADS = frozenset({"step", "unscale_", "optimizer_step", "update", "clip_grad_norm_",
                          "clip_grad_value_", "get_lr", "state_dict", "len", "print",
-                         "get_last_lr", "scale"})
+                         "get_last_lr", "scale", "scale_loss"})  # apex `amp.scale_loss(loss, opt)`
 
 
 # ... and calls named like saving, logging or evaluating (`self.save_model(dir, optimizer)`)
@@ -83,9 +84,45 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
                 return True
             given = (*call.args, *(k.value for k in call.keywords))
             if last not in KEEPS_GRADS and not KEEPS_GRADS_RE.search(last) and \
-                    any(dotted(a) == s.optimizer for a in given):
+                    any(dotted(a) == s.optimizer for a in given) and \
+                    not _only_adjusts(f.ctx, call, last, s.optimizer):
                 return True
     return False
+
+
+def _only_adjusts(ctx: Context, call: ast.Call, name: str, optimizer: str) -> bool:
+    """``adjust_learning_rate(optimizer, epoch)`` calls a function of this file that clears
+    nothing and hands the optimizer it receives to no call (it sets ``param_groups``)."""
+    defs = _defs(ctx).get(name)
+    if not defs:
+        return False
+    for fn in defs:
+        if MANUAL_ZERO_RE.search(function_text(ctx, fn)):
+            return False
+        a = fn.args
+        params = [x.arg for x in (*a.posonlyargs, *a.args)]
+        if params[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+            params = params[1:]
+        got = {params[i] for i, x in enumerate(call.args) if i < len(params)
+               and dotted(x) == optimizer}
+        got |= {k.arg for k in call.keywords if k.arg and dotted(k.value) == optimizer}
+        if not got or a.vararg is not None or any(
+                isinstance(n, ast.Call) and any(isinstance(x, ast.Name) and x.id in got
+                                                for x in (*n.args, *(k.value for k in
+                                                                     n.keywords)))
+                for n in walk(fn)):
+            return False
+    return True
+
+
+def _defs(ctx: Context) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    def make() -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        out: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        for node in walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.setdefault(node.name, []).append(node)
+        return out
+    return ctx.memo("gt5-defs", ctx.tree, make)
 
 
 def _parameters(node: ast.AST) -> set[str]:
@@ -144,10 +181,24 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
     if len({st.optimizer for st in f.steps}) == 1 and len(modules) == 1 and \
             z.receiver.rpartition(".")[2] in ("model", "net", "module", "network"):
         return True  # one model, one optimizer
+    made = f"{z.receiver}.parameters("
     for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
         b = scope.binding_before(s.optimizer, s.stmt.lineno)
         if b is not None and b.value is not None:
-            return f"{z.receiver}.parameters(" in f.ctx.code_of(b.value)
+            return made in f.ctx.code_of(b.value) or _through_name(f, scope, b.value, made)
+    if s.optimizer.startswith("self."):  # `self.optimiser = Adam(self.online_net.parameters())`
+        values = self_assignments(f.ctx.class_def, s.optimizer, f.ctx)
+        return bool(values) and all(v is not None and made in f.ctx.code_of(v) for v in values)
+    return False
+
+
+def _through_name(f: LoopFacts, scope, value: ast.expr, made: str) -> bool:
+    """``Adam(params)`` with ``params = list(decoder.parameters()) + ...`` one name away."""
+    for n in walk(value):
+        if isinstance(n, ast.Name):
+            b = scope.binding_before(n.id, value.lineno)  # type: ignore[attr-defined]
+            if b is not None and b.value is not None and made in f.ctx.code_of(b.value):
+                return True
     return False
 
 
@@ -166,7 +217,8 @@ class MissingZeroGrad(LoopRule):
     helper whose name says so) is trusted; a helper with another name that clears them is not
     seen, and the rule stays silent when the loop builds a new optimizer or model or hands the
     optimizer to a call that might clear it (not one named like saving, logging or
-    evaluating: `self.save_model(dir, optimizer)` clears nothing). A step
+    evaluating: `self.save_model(dir, optimizer)` clears nothing, nor a function of this file
+    that clears nothing and passes the optimizer on to no call: `adjust_learning_rate`). A step
     function is trusted when it receives the optimizer or the loss as an argument, is named
     `test*`, or is called by a function of this file that clears gradients.
     """
