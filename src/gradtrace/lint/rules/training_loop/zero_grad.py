@@ -17,6 +17,7 @@ from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
 from gradtrace.lint.analysis.cuts import self_assignments
+from gradtrace.lint.rules.training_loop._clearing import only_adjusts, through_name
 from gradtrace.lint.nodes import walk
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
@@ -85,44 +86,9 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
             given = (*call.args, *(k.value for k in call.keywords))
             if last not in KEEPS_GRADS and not KEEPS_GRADS_RE.search(last) and \
                     any(dotted(a) == s.optimizer for a in given) and \
-                    not _only_adjusts(f.ctx, call, last, s.optimizer):
+                    not only_adjusts(f.ctx, call, last, s.optimizer):
                 return True
     return False
-
-
-def _only_adjusts(ctx: Context, call: ast.Call, name: str, optimizer: str) -> bool:
-    """``adjust_learning_rate(optimizer, epoch)`` calls a function of this file that clears
-    nothing and hands the optimizer it receives to no call (it sets ``param_groups``)."""
-    defs = _defs(ctx).get(name)
-    if not defs:
-        return False
-    for fn in defs:
-        if MANUAL_ZERO_RE.search(function_text(ctx, fn)):
-            return False
-        a = fn.args
-        params = [x.arg for x in (*a.posonlyargs, *a.args)]
-        if params[:1] == ["self"] and isinstance(call.func, ast.Attribute):
-            params = params[1:]
-        got = {params[i] for i, x in enumerate(call.args) if i < len(params)
-               and dotted(x) == optimizer}
-        got |= {k.arg for k in call.keywords if k.arg and dotted(k.value) == optimizer}
-        if not got or a.vararg is not None or any(
-                isinstance(n, ast.Call) and any(isinstance(x, ast.Name) and x.id in got
-                                                for x in (*n.args, *(k.value for k in
-                                                                     n.keywords)))
-                for n in walk(fn)):
-            return False
-    return True
-
-
-def _defs(ctx: Context) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
-    def make() -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
-        out: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
-        for node in walk(ctx.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.setdefault(node.name, []).append(node)
-        return out
-    return ctx.memo("gt5-defs", ctx.tree, make)
 
 
 def _parameters(node: ast.AST) -> set[str]:
@@ -185,20 +151,10 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
     for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
         b = scope.binding_before(s.optimizer, s.stmt.lineno)
         if b is not None and b.value is not None:
-            return made in f.ctx.code_of(b.value) or _through_name(f, scope, b.value, made)
+            return made in f.ctx.code_of(b.value) or through_name(f, scope, b.value, made)
     if s.optimizer.startswith("self."):  # `self.optimiser = Adam(self.online_net.parameters())`
         values = self_assignments(f.ctx.class_def, s.optimizer, f.ctx)
         return bool(values) and all(v is not None and made in f.ctx.code_of(v) for v in values)
-    return False
-
-
-def _through_name(f: LoopFacts, scope, value: ast.expr, made: str) -> bool:
-    """``Adam(params)`` with ``params = list(decoder.parameters()) + ...`` one name away."""
-    for n in walk(value):
-        if isinstance(n, ast.Name):
-            b = scope.binding_before(n.id, value.lineno)  # type: ignore[attr-defined]
-            if b is not None and b.value is not None and made in f.ctx.code_of(b.value):
-                return True
     return False
 
 

@@ -1,0 +1,56 @@
+"""Helpers of GT501/GT503: what a same-file helper does with the optimizer it is handed, and
+which module's parameters an optimizer was built from one name away."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.training_loop._base import function_text
+from gradtrace.lint.rules.training_loop._loop import MANUAL_ZERO_RE, LoopFacts
+
+
+def only_adjusts(ctx: Context, call: ast.Call, name: str, optimizer: str) -> bool:
+    """``adjust_learning_rate(optimizer, epoch)`` calls a function of this file that clears
+    nothing and hands the optimizer it receives to no call (it sets ``param_groups``)."""
+    defs = _defs(ctx).get(name)
+    if not defs:
+        return False
+    for fn in defs:
+        if MANUAL_ZERO_RE.search(function_text(ctx, fn)):
+            return False
+        a = fn.args
+        params = [x.arg for x in (*a.posonlyargs, *a.args)]
+        if params[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+            params = params[1:]
+        got = {params[i] for i, x in enumerate(call.args) if i < len(params)
+               and dotted(x) == optimizer}
+        got |= {k.arg for k in call.keywords if k.arg and dotted(k.value) == optimizer}
+        if not got or a.vararg is not None or any(
+                isinstance(n, ast.Call) and any(isinstance(x, ast.Name) and x.id in got
+                                                for x in (*n.args, *(k.value for k in
+                                                                     n.keywords)))
+                for n in walk(fn)):
+            return False
+    return True
+
+
+def _defs(ctx: Context) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    def make() -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        out: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        for node in walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.setdefault(node.name, []).append(node)
+        return out
+    return ctx.memo("gt5-defs", ctx.tree, make)
+
+
+def through_name(f: LoopFacts, scope, value: ast.expr, made: str) -> bool:
+    """``Adam(params)`` with ``params = list(decoder.parameters()) + ...`` one name away."""
+    for n in walk(value):
+        if isinstance(n, ast.Name):
+            b = scope.binding_before(n.id, value.lineno)  # type: ignore[attr-defined]
+            if b is not None and b.value is not None and made in f.ctx.code_of(b.value):
+                return True
+    return False
