@@ -32,7 +32,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
-from gradtrace.lint.nodes import child_fields, children
+from gradtrace.lint.nodes import child_fields
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.words import holds as _holds, word_lines as _word_lines
 
@@ -90,6 +90,11 @@ def _shape(t: type) -> _Shape:
         is_import=issubclass(t, (ast.Import, ast.ImportFrom)),
         bodies=tuple(f for f in fields if f in BODY_FIELDS),
         headers=tuple(f for f in fields if f not in BODY_FIELDS))
+
+
+@lru_cache(maxsize=None)
+def _reversed_fields(t: type) -> tuple[str, ...]:
+    return child_fields(t)[::-1]
 
 
 @lru_cache(maxsize=16)
@@ -397,9 +402,15 @@ class FileChecker:
             visitors = table.get(type(n))
             if visitors:
                 self._call(visitors, n)
-            kids = list(children(n))
-            for child in reversed(kids):
-                push((child, depth + 1))
+            depth += 1
+            for f in _reversed_fields(n.__class__):  # children last to first: pre-order
+                v = getattr(n, f, None)
+                if v.__class__ is list:
+                    for x in reversed(v):
+                        if isinstance(x, ast.AST):
+                            push((x, depth))
+                elif isinstance(v, ast.AST):
+                    push((v, depth))
         del exprs[base:]
 
 

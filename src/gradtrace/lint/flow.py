@@ -105,6 +105,7 @@ class Scope:
         self._stmt_of: dict[int, ast.stmt] | None = None      # id(expr) -> its statement
         self._loads: dict[str, list[ast.Name]] = {}
         self._method_calls: list[MethodCall] = []
+        self._calls: dict[int, list[ast.Call]] = {}           # id(stmt) -> its own calls
         self._lines: dict[str, list[int] | None] = {}        # name -> its bindings' lines
         modes: list[tuple[ast.AST, str]] = []
         if isinstance(node, FUNCTION_TYPES):
@@ -180,6 +181,15 @@ class Scope:
         self._index()
         return self._method_calls
 
+    def own_calls(self, s: ast.stmt) -> list[ast.Call] | None:
+        """The calls in the own expressions (not the body) of ``s``, a statement of this
+        scope other than a def or class, in the order of
+        :func:`gradtrace.lint.analysis.steps.calls_in` (None for other statements)."""
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)) or id(s) not in self.loops:
+            return None
+        self._index()
+        return self._calls.get(id(s), [])
+
     def _index(self) -> dict[int, ast.stmt]:
         """The expression index (``stmt_of``, ``loads``, ``method_calls``), built once."""
         if self._stmt_of is None:
@@ -190,6 +200,7 @@ class Scope:
         return self._stmt_of
 
     def _scan_exprs(self, s: ast.stmt, stmt_of: dict[int, ast.stmt]) -> None:
+        calls: list[ast.Call] = []
         for field, value in ast.iter_fields(s):
             if field in ("body", "orelse", "finalbody", "handlers", "cases"):
                 continue
@@ -200,10 +211,15 @@ class Scope:
                         stmt_of[id(n)] = s
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                             self._loads.setdefault(n.id, []).append(n)
-                        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                            recv = dotted(n.func.value)
-                            if recv is not None:
-                                self._method_calls.append(MethodCall(recv, n.func.attr, n, s))
+                        elif isinstance(n, ast.Call):
+                            calls.append(n)
+                            if isinstance(n.func, ast.Attribute):
+                                recv = dotted(n.func.value)
+                                if recv is not None:
+                                    self._method_calls.append(
+                                        MethodCall(recv, n.func.attr, n, s))
+        if calls:
+            self._calls[id(s)] = calls
 
     def _record_bindings(self, s: ast.stmt, no_grad: bool) -> None:
         if isinstance(s, ast.Assign):

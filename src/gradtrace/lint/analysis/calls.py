@@ -18,6 +18,7 @@ import bisect
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.context import LINE_END
 from gradtrace.lint.nodes import child_fields, children
@@ -78,7 +79,10 @@ def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
         return sorted({bisect.bisect_right(starts, p) for name in names
                        for p in index.get(name, ())})
     at = []
+    idents = ctx.identifiers  # NOTE [identifier prefilter]: absent names need no scan
     for name in names:
+        if not may_hold(idents, name):
+            continue
         n = len(name)
         pos = code.find(name)
         while pos != -1:

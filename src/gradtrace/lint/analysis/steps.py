@@ -191,7 +191,8 @@ class StepCalls:
         self.clips: list[Named] = []
         scope = ctx.scope(node)
         for s in scope.stmts:
-            for call in calls_in(s):
+            own = scope.own_calls(s)  # the scope's expression walk, shared
+            for call in calls_in(s) if own is None else own:
                 self._classify(call, s, scope, ctx)
 
     def _classify(self, call: ast.Call, s: ast.stmt, scope: Scope, ctx: Context) -> None:
