@@ -127,7 +127,7 @@ _REFUTABLE: dict[str, int] = {
     **dict.fromkeys(("GT101", "GT102", "GT104", "GT105", "GT107", "GT108", "GT201", "GT203",
                      "GT204", "GT205", "GT302", "GT506", "GT507", "GT508", "GT509",
                      "GT510", "GT511", "GT601", "GT602", "GT603", "GT701", "GT702"), 0),
-    **dict.fromkeys(("GT401", "GT402", "GT404", "GT410", "GT504", "GT413", "GT442"), 1),
+    **dict.fromkeys(("GT401", "GT402", "GT404", "GT410", "GT504", "GT442"), 1),
     **dict.fromkeys(("GT501", "GT502", "GT503", "GT505"), 2),
 }
 CONFIRMED = "confirmed at run time "
