@@ -344,6 +344,49 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         r = Runner()
         r.fit([torch.ones(1)] * 3)
         """, "GT517", 14, holds="float(r.w.grad) == 3.0")]),
+    # GT605: in-place write into the input a layer saved for its weight gradient
+    "inplace-write-to-saved-input": (Shape("""
+        lin = nn.Linear(4, 4)
+        h = torch.randn(2, 4)
+        y = lin(h)
+        h = h + 1
+        (y.sum() + h.sum()).backward()
+        """, "GT605", holds="lin.weight.grad is not None"), [Shape("""
+        lin = nn.Linear(4, 4)
+        h = torch.randn(2, 4)
+        y = lin(h)
+        h += 1
+        y.sum().backward()
+        """, "GT605", 4, "modified by an inplace operation"), Shape("""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(4)
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                h = self.fc(x)
+                z = self.norm(h)
+                h.mul_(2)
+                return z + h
+
+        Block()(torch.randn(2, 4)).sum().backward()
+        """, "GT605", 10, "modified by an inplace operation"), Shape("""
+        class Mixer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(4, 4) * 0.1)
+
+            def forward(self, a):
+                y = 0
+                b = a @ self.weight
+                for i in range(3):
+                    b[:, i] = b[:, i] * 2
+                    y = y + torch.matmul(b, self.weight)
+                return y
+
+        Mixer()(torch.randn(2, 4)).sum().backward()
+        """, "GT605", 10, "modified by an inplace operation")]),
 }
 
 

@@ -1,0 +1,208 @@
+"""GT605: an in-place write into a tensor a layer saved as its *input* for backward."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.context import LOOP_TYPES, Context
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.numerics._ops import in_training
+
+# layers whose backward needs their input (the weight gradient is input x grad): checked on
+# torch 2.13, `x += 1` after `y = layer(x)` makes `y`'s backward raise
+SAVING_MODULES = frozenset({
+    "torch.nn.Linear", "torch.nn.Bilinear", "torch.nn.Conv1d", "torch.nn.Conv2d",
+    "torch.nn.Conv3d", "torch.nn.ConvTranspose1d", "torch.nn.ConvTranspose2d",
+    "torch.nn.ConvTranspose3d", "torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d",
+    "torch.nn.BatchNorm3d", "torch.nn.LayerNorm", "torch.nn.GroupNorm"})
+SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
+                          "torch.nn.functional.linear", "torch.nn.functional.conv1d",
+                          "torch.nn.functional.conv2d", "torch.nn.functional.conv3d"})
+NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
+
+
+def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
+    k = ctx.analysis.kind(e, None, line)
+    return k is not None and k.what == PARAMETER
+
+
+def _saved_names(e: ast.AST, ctx: Context, line: int) -> Iterator[tuple[str, ast.AST]]:
+    """(name, saving op) for each bare name a saving op in ``e`` takes as its input."""
+    for n in walk(e):
+        if isinstance(n, ast.Call) and n.args:
+            f = n.func
+            q = ctx.qualified_name(f) or ""
+            if q in SAVING_FUNCS:
+                for a in n.args[:2]:
+                    if isinstance(a, ast.Name) and any(
+                            _is_param(o, ctx, line) for o in n.args[:2] if o is not a):
+                        yield a.id, n
+                continue
+            if isinstance(f, (ast.Name, ast.Attribute)) and isinstance(n.args[0], ast.Name):
+                k = ctx.analysis.kind(f, None, line)
+                if k is not None and k.what == MODULE and (k.cls or "") in SAVING_MODULES:
+                    yield n.args[0].id, n
+        elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
+            for a, b in ((n.left, n.right), (n.right, n.left)):
+                if isinstance(a, ast.Name) and _is_param(b, ctx, line):
+                    yield a.id, n
+
+
+def _written(s: ast.stmt) -> str | None:
+    """The name ``s`` writes into in place: ``x += ...``, ``x[i] = ...``, ``x.add_(...)``."""
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) \
+            and isinstance(s.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        return s.target.id
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+            and isinstance(s.targets[0], ast.Subscript) \
+            and isinstance(s.targets[0].value, ast.Name):
+        return s.targets[0].value.id
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+            and isinstance(s.value.func, ast.Attribute) \
+            and isinstance(s.value.func.value, ast.Name):
+        attr = s.value.func.attr
+        if attr.endswith("_") and not attr.startswith("_") and attr not in NOT_WRITES:
+            return s.value.func.value.id
+    return None
+
+
+def _binds(s: ast.stmt, name: str) -> bool:
+    targets: list[ast.expr] = []
+    if isinstance(s, ast.Assign):
+        targets = s.targets
+    elif isinstance(s, (ast.AnnAssign, *LOOP_TYPES[:2])):
+        targets = [s.target]  # type: ignore[list-item]
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+               for t in targets for n in walk(t))
+
+
+class InplaceWriteToSavedInput(Rule):
+    """`x += y` (or `x[i] = v`, `x.add_(...)`) after `x` was the input of a layer whose
+    backward needs it: a convolution, `nn.Linear`, a norm layer, `torch.mm(weight, x)`.
+
+    Why: to compute its weight gradient a layer saves its input; writing into that tensor in
+    place afterwards bumps its version, and backward raises `RuntimeError: one of the
+    variables needed for gradient computation has been modified by an inplace operation`
+    (checked on torch 2.13 for Linear, Conv2d, BatchNorm, LayerNorm, `mm`/`*` with a
+    Parameter). It happens when a side branch reads a tensor that the main branch then
+    updates (`x_p = self.branch(x); x += self.shortcut(inp)`), and in loops that write into
+    a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`). Use the
+    out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
+    Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
+    known in this file, and the saving call and the write must sit in the same block.
+    """
+
+    code = "GT605"
+    name = "inplace-write-to-saved-input"
+    message = ("`{write}` writes in place into `{name}`, which `{op}` (line {line}) saved as "
+               "its input for backward: backward raises `one of the variables needed for "
+               "gradient computation has been modified by an inplace operation`; {remedy}")
+    triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch.nn as nn
+
+            class TwoBranch(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+                    self.branch = nn.Conv2d(8, 8, 1)
+                    self.shortcut = nn.Conv2d(3, 8, 1)
+
+                def forward(self, inp):
+                    x = self.conv1(inp)
+                    x_p = self.branch(x)
+                    x += self.shortcut(inp)
+                    return x, x_p
+            """, at=(13, 8)),
+        Good("""
+            import torch.nn as nn
+
+            class TwoBranch(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+                    self.branch = nn.Conv2d(8, 8, 1)
+                    self.shortcut = nn.Conv2d(3, 8, 1)
+
+                def forward(self, inp):
+                    x = self.conv1(inp)
+                    x_p = self.branch(x)
+                    x = x + self.shortcut(inp)
+                    return x, x_p
+            """),
+        Good("""
+            import torch.nn as nn
+
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+                def forward(self, x):
+                    out = self.conv(x)
+                    out += x
+                    return out
+            """),
+    ]
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, s: ast.stmt, ctx: Context) -> Iterator[Finding]:
+        name = _written(s)
+        fn = ctx.function or ctx.tree
+        if name is None or ctx.grad_disabled is not None:
+            return
+        index = statement_paths(ctx, fn)
+        path = index.paths.get(id(s))
+        if not path:
+            return
+        pid, field, i = path[-1]
+        block = index.blocks.get((pid, field), [])
+        hit = None
+        for prev in reversed(block[:i]):  # straight line: saved earlier in the block
+            if _binds(prev, name):
+                break
+            hit = next((op for n, op in self._saves(prev, ctx) if n == name), None)
+            if hit is not None:
+                break
+        remedy = f"write `{name} = {name} + ...` (out of place) instead"
+        if hit is None:  # a loop: saved later in the body, written again on the next pass
+            loop = next((x for x in ctx.loops if id(x) == pid and field == "body"), None)
+            if loop is None or any(_binds(x, name) for x in walk(loop)
+                                   if isinstance(x, ast.stmt)):
+                return
+            for nxt in block[i + 1:]:
+                hit = next((op for n, op in self._saves(nxt, ctx) if n == name), None)
+                if hit is not None:
+                    remedy = (f"clone it first (`{name} = {name}.clone()` before the write) "
+                              "or build a new tensor each pass")
+                    break
+        if hit is None or not in_training(ctx, s):
+            return
+        yield self.report(s, ctx, related=(Related(
+            ctx.path, hit.lineno, f"`{name}` is saved for backward here",  # type: ignore[attr-defined]
+            ctx.column(hit)),), write=ctx.source(s).splitlines()[0][:60], name=name,
+            op=ctx.source(hit)[:50], line=hit.lineno, remedy=remedy)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _saves(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST]]:
+        if isinstance(s, (ast.If, *LOOP_TYPES, ast.With, ast.Try, ast.FunctionDef,
+                          ast.AsyncFunctionDef, ast.ClassDef)):
+            return []  # the op must sit in the block itself
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+                and not isinstance(s.value.func, ast.Attribute):
+            return []
+        return list(_saved_names(s, ctx, s.lineno))
