@@ -387,6 +387,57 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
 
         Mixer()(torch.randn(2, 4)).sum().backward()
         """, "GT605", 10, "modified by an inplace operation")]),
+    # GT706: autograd.grad over all parameters of a model whose forward skips a layer
+    "grad-over-unused-parameters": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.aux_head = nn.Linear(4, 3)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        def meta_step(net, x):
+            loss = net(x).pow(2).mean()
+            return torch.autograd.grad(loss, list(net.parameters()), allow_unused=True)
+
+        grads = meta_step(Net(), torch.randn(2, 4))
+        """, "GT706", holds="grads[2] is None and grads[0] is not None"), [Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.aux_head = nn.Linear(4, 3)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        def meta_step(net, x):
+            loss = net(x).pow(2).mean()
+            return torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+
+        meta_step(Net(), torch.randn(2, 4))
+        """, "GT706", 12, "appears to not have been used"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.scale = nn.Parameter(torch.ones(4))
+
+            def forward(self, x):
+                return self.body(x)
+
+        class Meta:
+            def __init__(self):
+                self.model = Net()
+
+            def inner(self, x):
+                loss = self.model(x).sum()
+                return torch.autograd.grad(loss, self.model.parameters())
+
+        Meta().inner(torch.randn(2, 4))
+        """, "GT706", 16, "appears to not have been used")]),
 }
 
 
