@@ -438,6 +438,45 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
 
         Meta().inner(torch.randn(2, 4))
         """, "GT706", 16, "appears to not have been used")]),
+    # GT210: a helper that runs a forward and differentiates it, called under no_grad
+    "gradient-helper-under-no-grad": (Shape("""
+        def penalty(model, x):
+            with torch.enable_grad():
+                x = x.clone().requires_grad_(True)
+                out = model(x)
+                g = torch.autograd.grad(out.sum(), x, create_graph=True)[0]
+            return g.norm()
+
+        model = nn.Linear(4, 1)
+        with torch.no_grad():
+            val = penalty(model, torch.randn(3, 4)).item()
+        """, "GT210", holds="val > 0"), [Shape("""
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(4, 1)
+
+            def compute_loss(self, x):
+                x = x.clone().requires_grad_(True)
+                out = self.model(x)
+                g, = torch.autograd.grad(out.sum(), x, create_graph=True)
+                return out.mean() + g.norm()
+
+            def evaluate(self, batches):
+                with torch.no_grad():
+                    return [self.compute_loss(b).item() for b in batches]
+
+        Trainer().evaluate([torch.randn(3, 4)])
+        """, "GT210", 12, "does not require grad"), Shape("""
+        def penalty(model, x):
+            x = x.clone().requires_grad_(True)
+            out = model(x)
+            g = torch.autograd.grad(out.sum(), x, create_graph=True)[0]
+            return g.norm()
+
+        model = nn.Linear(4, 1)
+        with torch.inference_mode():
+            vals = [penalty(model, torch.randn(3, 4)).item() for _ in range(2)]
+        """, "GT210", 8, "does not require grad")]),
 }
 
 

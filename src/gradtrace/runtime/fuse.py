@@ -46,7 +46,8 @@ LOG = logging.getLogger(__name__)
 EXPLAINS: dict[str, frozenset[str]] = {
     "graph-cut": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT106", "GT107",
                             "GT108", "GT109", "GT110", "GT201", "GT202", "GT203", "GT204", "GT205",
-                            "GT207", "GT407", "GT408", "GT431", "GT111", "GT208", "GT209"}),
+                            "GT207", "GT407", "GT408", "GT431", "GT111", "GT208", "GT209",
+                            "GT210"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442"}),
@@ -105,7 +106,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT753": ("non-finite",), "GT754": ("non-finite",), "GT755": ("non-finite",),
     "GT503": ("accumulate",), "GT406": ("not-optimized",), "GT515": ("schedule",),
     "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),
-    "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT517": ("accumulate",),
+    "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT210": ("graph-cut",), "GT517": ("accumulate",),
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the

@@ -1,0 +1,136 @@
+"""GT210: a helper that builds an output and differentiates it, called under no_grad."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.context import Context, grad_mode_of
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
+
+
+def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+    """A gradient call of ``fn`` (not under a grad-mode context or decorator of its own) on
+    an output ``fn`` computes itself from a call (``out = model(x)``)."""
+    def make() -> list[ast.Call]:
+        if any(grad_mode_of(d, ctx.imports) for d in fn.decorator_list):
+            return []
+        local: set[str] = set()
+        todo: list[ast.stmt] = list(fn.body)
+        calls: list[ast.Call] = []
+        while todo:
+            s = todo.pop(0)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(s, (ast.With, ast.AsyncWith)) and any(
+                    grad_mode_of(i.context_expr, ctx.imports) for i in s.items):
+                continue  # the helper chose its own grad mode there
+            if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
+                local.update(t.id for t in s.targets if isinstance(t, ast.Name))
+            for n in ast.walk(s) if not hasattr(s, "body") else ():
+                if isinstance(n, ast.Call):
+                    calls.append(n)
+            for field in ("body", "orelse", "finalbody"):
+                todo.extend(getattr(s, field, ()) or ())
+        for c in calls:
+            q = ctx.qualified_name(c.func) or ""
+            target = c.args[0] if q in GRADIENT_CALLS and c.args else (
+                c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+                else None)
+            root = target
+            while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name) and root.id in local:
+                return [c]
+        return []
+    got = ctx.memo("gt210-own-gradient", fn, make)
+    return got[0] if got else None
+
+
+class GradientHelperUnderNoGrad(Rule):
+    """A function that runs a model and differentiates its output (`autograd.grad`, a
+    Jacobian or gradient-norm penalty, `backward()`) is called inside `torch.no_grad()` or
+    `inference_mode()`.
+
+    Why: the helper's forward then records no graph: its output has no `grad_fn` and the
+    gradient call raises `RuntimeError: element 0 of tensors does not require grad and does
+    not have a grad_fn` (a validation loop under `no_grad` reusing the training loss that
+    holds a gradient penalty; checked on torch 2.13). Call it outside the block, or wrap the
+    gradient part of the helper in `torch.enable_grad()` (under `no_grad` only: it does not
+    undo `inference_mode`, see GT208).
+    Known limits: the helper must be a function or method of this file called directly in the
+    block, and compute the differentiated output itself.
+    """
+
+    code = "GT210"
+    name = "gradient-helper-under-no-grad"
+    message = ("`{mode}` covers `{call}`, which runs a forward and differentiates it "
+               "(`{grad}`, line {line}): with no graph recorded the gradient call raises "
+               "`element 0 of tensors does not require grad`; call it outside the block or "
+               "wrap its gradient part in `torch.enable_grad()`")
+    triggers = ("no_grad", "inference_mode")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+
+            def jacobian_loss(model, x, y):
+                x = x.clone().requires_grad_(True)
+                out = model(x)
+                jac = torch.autograd.grad(out.sum(), x, create_graph=True)[0]
+                return (out - y).pow(2).mean() + jac.norm()
+
+            def validate(model, loader):
+                with torch.no_grad():
+                    return sum(jacobian_loss(model, x, y).item() for x, y in loader)
+            """, at=(10, 4)),
+        Good("""
+            import torch
+
+            def jacobian_loss(model, x, y):
+                x = x.clone().requires_grad_(True)
+                out = model(x)
+                jac = torch.autograd.grad(out.sum(), x, create_graph=True)[0]
+                return (out - y).pow(2).mean() + jac.norm()
+
+            def validate(model, loader):
+                return sum(jacobian_loss(model, x, y).item() for x, y in loader)
+            """),
+        Good("""
+            import torch
+
+            def train_step(loss, opt):
+                loss.backward()
+                opt.step()
+
+            def run(model, x, opt):
+                loss = model(x).sum()
+                with torch.no_grad():
+                    train_step(loss, opt)
+            """),
+    ]
+
+    def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
+        mode = next((i.context_expr for i in node.items
+                     if grad_mode_of(i.context_expr, ctx.imports) in ("off", "inference")),
+                    None)
+        if mode is None:
+            return
+        where = ctx.function or ctx.tree
+        for s in node.body:
+            for n in ast.walk(s):
+                if not isinstance(n, ast.Call):
+                    continue
+                target = resolve(ctx, where, n)
+                grad = _own_gradient(ctx, target[0]) if target is not None else None
+                if grad is None:
+                    continue
+                yield self.report(node, ctx, related=(Related(
+                    ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad)),),
+                    mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
+                    grad=ctx.source(grad.func), line=grad.lineno)
+                return
+
+    visit_AsyncWith = visit_With
