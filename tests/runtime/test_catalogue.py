@@ -49,7 +49,9 @@ def expected_code(pat) -> str:
              "grad-unused-input": "grad-input-unused",
              "non-leaf-grad-warning": "non-leaf-grad",
              "requires-grad-dtype": "requires-grad-on-integer",
-             "requires-grad-non-leaf": "requires-grad-on-non-leaf"}
+             "requires-grad-non-leaf": "requires-grad-on-non-leaf",
+             "module-attribute": "module-attribute-rejected",
+             "param-two-groups": "parameter-in-two-groups"}
     return code_for(kinds[pat.key], pat.code)
 
 

@@ -1,6 +1,6 @@
 """GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
 
-GT800-GT815 name a PyTorch error the run raised; the error patterns that recognise the
+GT800-GT817 name a PyTorch error the run raised; the error patterns that recognise the
 message live in :mod:`gradtrace.runtime.catalogue` (each names its code) and
 :mod:`gradtrace.runtime.trace.diagnose` turns a match into a finding. GT820-GT829 never raise:
 :mod:`gradtrace.runtime.trace.silent` and the modules it calls report them when the trace
@@ -189,6 +189,24 @@ CODES = (
          "s = torch.sigmoid(x)\ns.retain_grad()",
          "Start a new leaf with `x.detach().requires_grad_()`, or `.retain_grad()` to read an "
          "intermediate's gradient.", _DIAGNOSE),
+    Code("GT816", "module-attribute-rejected",
+         "a plain tensor or object assigned where a module registers a Parameter or submodule",
+         "`nn.Module.__setattr__` and `register_parameter` accept only an `nn.Parameter` (or "
+         "None) under a parameter's name and only a module under a submodule's name, and "
+         "nothing before `super().__init__()`: `self.w = F.softmax(self.w, 0)` over a "
+         "Parameter, `register_parameter('w', torch.zeros(3))`.",
+         "self.w = F.softmax(self.w, dim=0)  # in forward, over a Parameter",
+         "w = F.softmax(self.w, dim=0)  # a local: the Parameter stays",
+         "Keep the Parameter and compute into a local (or wrap a new tensor in "
+         "`nn.Parameter` in `__init__`); call `super().__init__()` first.", _DIAGNOSE),
+    Code("GT817", "parameter-in-two-groups", "a parameter given to two parameter groups",
+         "An optimizer's parameter groups must not share a parameter: a group built from "
+         "`model.parameters()` next to a group of some of the same parameters.",
+         "SGD([{'params': model.parameters()}, {'params': model.head.parameters()}])",
+         "head = set(model.head.parameters())\n"
+         "rest = [p for p in model.parameters() if p not in head]\n"
+         "SGD([{'params': rest}, {'params': list(head), 'lr': 1e-2}])",
+         "Split the parameters into disjoint groups.", _DIAGNOSE),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "

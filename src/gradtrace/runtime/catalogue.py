@@ -321,6 +321,37 @@ mask.requires_grad = True  # <- cause
 s = torch.sigmoid(x)
 s.requires_grad = True  # <- cause
 """),
+    _p("module-attribute", r"cannot assign '[^']*' (as parameter|object to parameter|as child "
+       r"module) |cannot assign (module|parameters?) before Module\.__init__\(\) call", "GT816",
+       "a plain tensor or object assigned where the module registers a Parameter or submodule",
+       """nn.Module keeps Parameters and submodules in registries: under a Parameter's name it
+       accepts only an nn.Parameter (or None), under a submodule's name only a module, and
+       nothing before super().__init__() ran. Assigning a computed tensor over a Parameter
+       (self.w = F.softmax(self.w, 0) in forward) or registering a plain tensor fails.""",
+       """Compute into a local name and keep the Parameter (w = F.softmax(self.w, 0)); wrap a
+       new tensor in nn.Parameter in __init__; call super().__init__() before any assignment.""",
+       _HEAD + """class Mix(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, xs):
+        self.w = F.softmax(self.w, dim=0)  # <- cause
+        return (self.w * xs).sum()
+
+Mix()(torch.randn(3))
+"""),
+    _p("param-two-groups", r"some parameters appear in more than one parameter group", "GT817",
+       "a parameter given to two parameter groups of one optimizer",
+       """An optimizer's parameter groups must be disjoint. A group built from model.parameters()
+       next to a group of some of the same parameters (a head with its own learning rate, batch
+       norm without weight decay) repeats them.""",
+       """Split the parameters into disjoint sets: the special ones, then every other parameter
+       (compare by identity: p not in set(special)).""",
+       _HEAD + """model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 1))
+opt = torch.optim.SGD([{"params": model.parameters()},  # <- cause
+                       {"params": model[1].parameters(), "lr": 0.1}], lr=0.01)
+"""),
     _p("non-leaf-grad-warning", r"The \.grad attribute of a Tensor that is not a leaf Tensor is "
        r"being accessed", "GT822", ".grad read on a non-leaf tensor",
        """Only leaf tensors (created by you, e.g. parameters) get .grad filled by backward. This
