@@ -51,7 +51,9 @@ def expected_code(pat) -> str:
              "requires-grad-dtype": "requires-grad-on-integer",
              "requires-grad-non-leaf": "requires-grad-on-non-leaf",
              "module-attribute": "module-attribute-rejected",
-             "param-two-groups": "parameter-in-two-groups"}
+             "param-two-groups": "parameter-in-two-groups",
+             "out-requires-grad": "out-argument-requires-grad",
+             "legacy-function": "legacy-autograd-function"}
     return code_for(kinds[pat.key], pat.code)
 
 

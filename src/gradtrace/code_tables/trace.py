@@ -207,6 +207,26 @@ CODES = (
          "rest = [p for p in model.parameters() if p not in head]\n"
          "SGD([{'params': rest}, {'params': list(head), 'lr': 1e-2}])",
          "Split the parameters into disjoint groups.", _DIAGNOSE),
+    Code("GT818", "out-argument-error",
+         "an out= argument that requires grad (a Parameter filled by out=)",
+         "Functions called with `out=...` write into an existing tensor and record nothing for "
+         "autograd, so PyTorch refuses them when any argument (the `out` tensor included, e.g. "
+         "a Parameter being initialised) requires grad.",
+         "torch.arange(1, n + 1, out=self.freq)",
+         "with torch.no_grad():\n    self.freq.copy_(torch.arange(1, n + 1))",
+         "Initialise parameters under `torch.no_grad()` with `copy_`/in-place init, or drop "
+         "`out=` and assign the result.", _DIAGNOSE),
+    Code("GT819", "legacy-function-error",
+         "an autograd.Function with a non-static forward (legacy style)",
+         "Since PyTorch 1.5 a custom `torch.autograd.Function` must define `forward` and "
+         "`backward` as static methods taking `ctx`, and be applied with `Fn.apply(x)`; an "
+         "instance called like a module (`Fn()(x)`) with a method `forward(self, x)` raises.",
+         "class Rev(torch.autograd.Function):\n    def forward(self, x):\n        return x\n"
+         "y = Rev()(x)",
+         "class Rev(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+         "        return x.view_as(x)\ny = Rev.apply(x)",
+         "Make `forward`/`backward` static methods with a `ctx` first argument (keep "
+         "per-call settings on `ctx`) and call `Fn.apply(...)`.", _DIAGNOSE),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "

@@ -44,6 +44,9 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
     "requires-grad-attribute": ("GT407", "requires-grad-attribute-on-module"),
     "zero-grad-missing": ("GT501", "missing-zero-grad"),
+    "out-argument-requires-grad": ("GT604", "out-argument-requires-grad"),
+    "legacy-autograd-function": ("GT705", "legacy-autograd-function-called"),
+    "model-left-in-eval-mode": ("GT516", "model-left-in-eval-mode"),
     "zero-grad-before-step": ("GT503", "zero-grad-between-backward-and-step"),
     "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
     "scheduler-before-step": ("GT515", "scheduler-step-before-optimizer-step"),
@@ -92,6 +95,8 @@ _TWIN_OF = {"non-scalar": "non-scalar", "backward-twice": "backward-through-free
             "optimizer-non-leaf": "optimizer-non-leaf", "function-grad-count":
             "function-grad-count", "grad-unused-input": "grad-input-unused",
             "none-assigned": "none-result-assigned", "non-leaf-grad-warning": "non-leaf-grad",
+            "out-requires-grad": "out-argument-requires-grad",
+            "legacy-function": "legacy-autograd-function",
             "requires-grad-dtype": "requires-grad-on-integer",
             "requires-grad-non-leaf": "requires-grad-on-non-leaf"}
 
@@ -299,6 +304,32 @@ for step in range(2):
     optimizer.zero_grad()
     F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
     optimizer = optimizer.step()  # <- cause
+"""),
+    _p("out-requires-grad", r"functions with out=\.\.\. arguments don't support automatic "
+       r"differentiation", "GT818", "an out= argument that requires grad",
+       """A function called with out=... writes its result into an existing tensor and records
+       nothing for autograd, so it refuses to run when an argument (often the out tensor itself,
+       a Parameter being initialised) requires grad.""",
+       """Initialise the parameter under torch.no_grad() (self.freq.copy_(torch.arange(...))), or
+       drop out= and use the returned tensor.""",
+       _HEAD + """freq = nn.Parameter(torch.empty(4))
+torch.arange(1, 5, out=freq)  # <- cause
+"""),
+    _p("legacy-function", r"Legacy autograd function with non-static forward method is "
+       r"deprecated", "GT819", "an autograd.Function with a non-static forward",
+       """Custom autograd Functions must define forward/backward as static methods taking ctx
+       and be applied with Fn.apply(x); an instance called like a module (Fn()(x)) whose
+       forward is a plain method is the removed legacy style.""",
+       """Decorate forward and backward with @staticmethod, take ctx as first argument (store
+       per-call values on ctx) and call Fn.apply(x) instead of Fn()(x).""",
+       _HEAD + """class Reverse(torch.autograd.Function):
+    def forward(self, x):  # <- cause
+        return x * 1.0
+
+    def backward(self, g):
+        return -g
+
+y = Reverse()(torch.randn(3, requires_grad=True))
 """),
     _p("requires-grad-dtype", r"(?i)only Tensors of floating point (and complex )?dtype can "
        r"require gradients", "GT814", "requires_grad on an integer or bool tensor",

@@ -21,7 +21,7 @@ _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size"
                "data_ptr", "stride", "element_size", "get_device", "is_contiguous",
                "storage_offset",
                "untyped_storage", "_typed_storage", "__reduce_ex__", "__deepcopy__", "__setstate__",
-               "type", "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
+               "is_complex", "__array__", "numpy", "__array_wrap__", "is_inference"}
 
 
 # factories that read only the shape/dtype of a tensor argument: their result was never part

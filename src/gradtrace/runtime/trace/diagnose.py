@@ -137,7 +137,11 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
                      fix="unfreeze the parameters you want to train (requires_grad_(True))",
                      related=[(s, "also frozen here") for s in frozen[1:4]]
                      + [(site, "backward() failed here")])]
-    return []
+    from gradtrace.runtime.trace.items import item_finding  # a number left the graph
+
+    items = state.recent_items()
+    return [item_finding(items[0], "the tensor passed to backward() has no grad_fn", "GT800",
+                         site)] if items else []
 
 
 def _evaluation_block(site: Site | None, state: TraceState) -> bool:

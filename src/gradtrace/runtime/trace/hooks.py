@@ -15,6 +15,8 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
+from gradtrace.runtime.trace.replaced import note_replaced
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -32,6 +34,9 @@ class ModuleRecord:
     nograd_runs: int = 0
     nograd_site: Site | None = None
     in_checkpoint: bool = False
+    trained: bool = False  # ran with grad on in train mode (NOTE [eval-mode training])
+    off: Any = None  # user stack at its first eval-mode forward since then
+    mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
 
 
 @dataclass
@@ -71,6 +76,12 @@ class HookState:
     # id of an optimizer's first parameter -> (that parameter, parameter count, optimizers seen)
     lineage: dict[int, tuple[weakref.ref[Tensor], int, int]] = field(default_factory=dict)
     unobserved: bool = False  # some steps ran without the module hook (NOTE [trace arming])
+    step_stack: Any = None  # user frames of the first optimizer.step() call
+    replaced: dict[int, Any] = field(default_factory=dict)  # id(new) -> Replaced
+    # trained modules run in eval mode since the last step, and the models seen training in
+    # eval mode (NOTE [eval-mode training])
+    eval_pending: dict[int, ModuleRecord] = field(default_factory=dict)
+    eval_trained: list[Any] = field(default_factory=list)
 
 
 class Hooks:
@@ -92,8 +103,13 @@ class Hooks:
     def install(self) -> None:
         from torch.optim import optimizer as om
 
+        from torch.nn.modules import module as mm
+
         self.module_hook(True)
         self.handles.append(om.register_optimizer_step_pre_hook(_safe(self._step_pre)))
+        self.handles.append(mm.register_module_module_registration_hook(_safe(self._registered)))
+        self.handles.append(mm.register_module_parameter_registration_hook(
+            _safe(self._registered)))
         self.handles.append(om.register_optimizer_step_post_hook(_safe(self._step_post)))
 
     def module_hook(self, on: bool, final: bool = False) -> None:
@@ -125,7 +141,17 @@ class Hooks:
                 weakref.ref(module), None if raw is None else self.state.site(raw))
         if _grad_enabled():
             rec.grad_runs += 1
+            if module.training:  # NOTE [eval-mode training]
+                rec.trained = True
+                if rec.off is not None:
+                    rec.off = None
+            elif rec.trained and not rec.mode_verdict:
+                if rec.off is None:
+                    rec.off = _user_stack()
+                self.data.eval_pending[id(rec)] = rec
         else:
+            if rec.trained and rec.off is None and not module.training:
+                rec.off = _user_stack()
             rec.nograd_runs += 1
             if rec.nograd_runs == 1:
                 from gradtrace.runtime.frames import internal_names
@@ -133,6 +159,17 @@ class Hooks:
                 rec.nograd_site = self.state.grad_off
                 rec.in_checkpoint = any("checkpoint" in n.lower() or n == "CheckpointFunction"
                                         for n in internal_names(1, limit=40))
+
+    def _registered(self, module: torch.nn.Module, name: str, value: Any) -> None:
+        """``module.<name> = value`` (a submodule or a Parameter): when it replaces another
+        object, remember where (NOTE [replaced after the optimizer] in replaced.py)."""
+        if value is None or len(self.data.replaced) >= 4096:
+            return
+        table = module.__dict__.get("_parameters" if isinstance(value, torch.nn.Parameter)
+                                    else "_modules")
+        old = table.get(name) if table is not None else None
+        if old is not None and old is not value:
+            note_replaced(self.data, module, value)
 
     def _prune(self) -> None:
         """Forget modules that died (e.g. an nn.ReLU() built inside forward on every call)."""
@@ -148,10 +185,14 @@ class Hooks:
         site = None if raw is None else st.site(raw)
         if rec is None or rec.ref() is not opt:
             rec = d.optimizers[id(opt)] = OptimizerRecord(weakref.ref(opt), site)
+            if d.step_stack is None:
+                d.step_stack = _user_stack()
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
         rec.steps += 1
         st.in_step = True
+        if d.eval_pending:
+            check_eval(d, opt, d.steps, site)
         grads: list[Tensor] = []
         rep = None
         for group in opt.param_groups:

@@ -200,6 +200,13 @@ def _number_backward(pat: ErrorPattern, exc: BaseException, frame: types.FrameTy
                          f"({src(cut.site)}) turned the loss into a Python number",
                          fix="keep the tensor for backward(); call .item() only for logging",
                          related=[(site, "backward() was called on it here")])]
+        items = state.recent_items() if state is not None and ok and isinstance(
+            value, (float, int)) else []
+        if items:
+            from gradtrace.runtime.trace.items import item_finding
+
+            return [item_finding(items[0], f"`{ast.unparse(recv)}` is a {type(value).__name__}, "
+                                 "not a tensor", pat.code, site)]
         if isinstance(recv, ast.Name):
             where = _assignment_of(frame, recv.id, site)
             if where is not None and where.line != site.line:
@@ -376,6 +383,27 @@ def _module_constructed(lines: list[str], scope: dict[str, Any]) -> int | None:
     return None
 
 
+
+def _legacy_function(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, site: Site,
+                     state: Any) -> list[Finding]:
+    """``Fn()(x)`` of a Function whose ``forward`` is a plain method: name that ``def``."""
+    import torch
+
+    tree = _stmt(site)
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)) if tree else ():
+        ok, fn = _eval_chain(call.func, frame)
+        cls = fn if isinstance(fn, type) else type(fn)
+        forward = vars(cls).get("forward") if ok and issubclass(cls, torch.autograd.Function) \
+            else None
+        code = getattr(forward, "__code__", None)
+        if code is not None:
+            return [make(pat.finding_code, Site(code.co_filename, code.co_firstlineno, "forward"),
+                         f"`{cls.__name__}.forward` is a plain method (legacy autograd.Function "
+                         f"style), so calling an instance of it ({src(site)}) raises",
+                         fix=pat.fix, related=[(site, "the Function is applied here")])]
+    return []
+
+
 _POSTHOC_ONLY = frozenset({"grad-none-attr"})  # no generic finding without a .grad receiver
 _POSTHOC = {
     "grad-none-zero": _grad_none,
@@ -384,4 +412,5 @@ _POSTHOC = {
     "none-assigned": _none_assigned,
     "optimizer-empty": _optimizer_empty,
     "optimizer-non-leaf": _optimizer_args,
+    "legacy-function": _legacy_function,
 }

@@ -168,8 +168,9 @@ class ProvenanceMode(TorchFunctionMode):
     def _no_grad_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         src = first_grad_tensor(args)
         if src is not None:
-            if torch.is_grad_enabled():
-                if call_name(func) not in SHAPE_ONLY:
+            if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+                if call_name(func) not in SHAPE_ONLY:  # (enable_grad inside inference_mode
+                    # records nothing: an inference cut, below)
                     self._cut(out, src, call_name(func), "nondiff")
             else:
                 self._cut(out, src, call_name(func), "inference"
@@ -317,7 +318,9 @@ class ProvenanceMode(TorchFunctionMode):
             if isinstance(data, Tensor) and data.requires_grad:
                 self._cut(out, data, f"torch.{call_name(func)}(tensor)", "rewrap")
             elif inner is not None:  # torch.tensor([log_prob, ...]): each element's value only
-                self._cut(out, inner, f"torch.{call_name(func)}([tensor, ...])", "rewrap")
+                cut = self._cut(out, inner, f"torch.{call_name(func)}([tensor, ...])", "rewrap")
+                if cut is not None:
+                    self.state.widen_upstream(cut, data[:64])
             else:
                 origin = self.state.item_origin(data)
                 if origin is not None:

@@ -8,10 +8,13 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.wiring import (plain_object_parameters, requires_grad_attribute,
+                                            tensor_made_at)
 
 Tensor = torch.Tensor
 
@@ -23,11 +26,10 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     built them inside a function that returned) the last snapshot taken at an optimizer step
     is used instead.
     """
-    from gradtrace.runtime.trace.wiring import requires_grad_attribute
-
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
-    return out + requires_grad_attribute(data) + _optimizer_events(data, state) + \
+    return out + eval_findings(data) + requires_grad_attribute(data) + \
+        _optimizer_events(data, state) + \
         _events(state, any(r.steps for r in data.optimizers.values())) + \
         nonfinite_findings(state, data)
 
@@ -112,6 +114,9 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
         return (code_for("frozen-parameter", "GT820"), frozen, "it has requires_grad=False"
                 + (f", frozen here ({src(frozen)})" if frozen else ""),
                 "call requires_grad_(True) on it if it should train", ())
+    cut = _cut_reason(state, p, None) if rec is None else None  # a plain tensor trained
+    if cut is not None:                                         # by the optimizer, cut
+        return cut
     if (rec is None or rec.grad_runs + rec.nograd_runs == 0) and data.unobserved:
         return ("GT820", defined_at(data, p) or held_at(data, p), "no backward() reached it",
                 "", ())
@@ -132,25 +137,33 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                     f" (turned off here: {src(rec.nograd_site)})" if rec.nograd_site else ""),
                 "run the training forward pass outside torch.no_grad()",
                 ((rec.site, "the module was called here"),))
-    cuts = cuts_upstream_of(state, p, rec)
-    if cuts:
-        from gradtrace.runtime.trace.diagnose import (STORED_FIX, CUT_KIND, grad_off_line,
-                                                      stored_list)
-
-        c = cuts[0]
-        stored = stored_list(c)
-        if stored is not None:
-            return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), stored,
-                    f"this line stores plain numbers (from `{c.origin.op}()` at line "
-                    f"{c.origin.site.line}) in the list that line {c.site.line} turns into a "
-                    "tensor without a graph", STORED_FIX,
-                    ((rec.site, "its module was called here"),))
-        lead = grad_off_line(c)
-        return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
-                f"it is used in forward, but the graph was cut here: {c.describe()}",
-                "keep the path from this parameter to the loss attached (no .detach()/.item()/"
-                "no_grad on it)", ((rec.site, "its module was called here"),))
+    cut = _cut_reason(state, p, rec)
+    if cut is not None:
+        return cut
     return ("GT820", rec.site, "it is used in forward, but no backward() reached it", "", ())
+
+
+def _cut_reason(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> Reason | None:
+    """Why ``p`` got no gradient when a cut was seen with it upstream (else None)."""
+    cuts = cuts_upstream_of(state, p, rec)
+    if not cuts:
+        return None
+    related = ((rec.site, "its module was called here"),) if rec is not None else ()
+    from gradtrace.runtime.trace.diagnose import (STORED_FIX, CUT_KIND, grad_off_line,
+                                                  stored_list)
+
+    c = cuts[0]
+    stored = stored_list(c)
+    if stored is not None:
+        return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), stored,
+                f"this line stores plain numbers (from `{c.origin.op}()` at line "
+                f"{c.origin.site.line}) in the list that line {c.site.line} turns into a "
+                "tensor without a graph", STORED_FIX, related)
+    lead = grad_off_line(c)
+    return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
+            f"it is used, but the graph was cut here: {c.describe()}",
+            "keep the path from this parameter to the loss attached (no .detach()/.item()/"
+            "no_grad on it)", related)
 
 
 def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> list[Any]:
@@ -281,12 +294,15 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             if kind == "model-recreated-after-optimizer":
                 from gradtrace.runtime.trace.wiring import replaced_at
 
-                site = replaced_at(data, m, rec.site)
+                from gradtrace.runtime.trace.replaced import replacement_site
+
+                site = replacement_site(data, m) or replaced_at(data, m, rec.site)
             elif kind == "parameter-in-no-optimizer":
                 site = _single_optimizer_built_at(data)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
+    plain_object_parameters(data, in_opt, groups)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
     out = []
     for (kind, site, why, fix), names in groups.items():
@@ -344,7 +360,8 @@ def _plain_tensor_attributes(data: HookState, in_opt: set[int],
             if isinstance(value, Tensor) and not isinstance(value, torch.nn.Parameter) \
                     and value.is_leaf and value.requires_grad and value.grad is not None \
                     and id(value) not in in_opt:
-                key = ("learnable-tensor-attribute", attribute_site(type(m), attr) or rec.site,
+                site = tensor_made_at(type(m), attr) or attribute_site(type(m), attr)
+                key = ("learnable-tensor-attribute", site or rec.site,
                        "it is a plain tensor attribute, not an nn.Parameter, so "
                        "model.parameters() does not include it",
                        "wrap it in nn.Parameter(...) (or register_buffer if it is not learnable)")
@@ -449,6 +466,13 @@ _EVENT_TEXT = {
                       "backward() fills .grad of leaf tensors only",
                       "read .grad of the leaf you created, or call .retain_grad() before "
                       "backward()"),
+    "weight-made-non-leaf": ("GT305", "this dtype/device conversion of a leaf tensor that "
+                             "requires grad returns a copy on the graph (a non-leaf): the "
+                             "program goes on with the copy, whose .grad stays None, while "
+                             "backward() fills the .grad of the original",
+                             "create the tensor with the dtype/device it needs (torch.tensor(..."
+                             ", dtype=..., requires_grad=True)), or convert before setting "
+                             "requires_grad"),
     "clip-after-step": ("GT824", "gradient clipping runs after optimizer.step(), so it does "
                         "not affect the update it was meant to limit",
                         "clip between loss.backward() and optimizer.step()"),

@@ -36,6 +36,9 @@ class TraceState:
         self._upstream_seen: set[int] = set()
         self._prune_at = _PRUNE_AT
         self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
+        # .item()/float() of tensors that require grad since the last backward() (and before)
+        self.step_items: list[Cut] = []
+        self.items_before: list[Cut] = []
         self.grad_off: Site | None = None
         self.inference_blocks: dict[Site, None] = {}  # inference_mode with/decorator lines seen
         self.grad_off_how = ""
@@ -97,6 +100,15 @@ class TraceState:
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src)
 
+    def widen_upstream(self, cut: Cut, parts: Any) -> None:
+        """Once per cut: add the leaves of every tensor in ``parts`` (the elements of a list
+        rebuilt into a new tensor) to what ``cut`` cut off."""
+        if ("widened", id(cut)) in self._upstream_seen:
+            return
+        self._upstream_seen.add(("widened", id(cut)))  # type: ignore[arg-type]
+        leaves = [upstream_leaves(b) for b in parts if isinstance(b, Tensor) and b.requires_grad]
+        self.cut_upstream[cut] = self.cut_upstream.get(cut, frozenset()).union(*leaves)
+
     def _prune(self) -> None:
         self.cuts = {k: v for k, v in self.cuts.items() if v[0]() is not None}
         self._prune_at = max(_PRUNE_AT, 2 * len(self.cuts))
@@ -123,12 +135,20 @@ class TraceState:
     # -- .item() and friends ---------------------------------------------------------------------
     def on_item(self, raw: RawSite, op: str, value: Any, src: Tensor) -> None:
         cut = self.make_cut(raw, op, "item")
+        if len(self.step_items) < 8 and cut not in self.step_items:
+            self.step_items.append(cut)
         if cut not in self.cut_upstream:
             self.cut_upstream[cut] = upstream_leaves(src)
         if isinstance(value, (float, int, complex)):
             self.items[id(value)] = (value, cut)
             while len(self.items) > 256:
                 self.items.popitem(last=False)
+
+    def recent_items(self) -> list[Cut]:
+        """The ``.item()``-style cuts of tensors that require grad made since the last
+        backward() started (else those made before it): numbers that left the graph in the
+        step that is failing."""
+        return self.step_items or self.items_before
 
     def item_origin(self, data: Any) -> Cut | None:
         """The .item()/float() cut a Python number (or a list of them) came from."""
@@ -198,6 +218,10 @@ class TraceState:
 
     def on_nonleaf_grad(self, raw: RawSite, t: Tensor) -> None:
         made, _ = created_site(t.grad_fn)
+        if made is not None and _converted_leaf(t.grad_fn):  # w1 = w.type(torch.float)
+            self.note("weight-made-non-leaf", made, ".grad", "",
+                      ((self.site(raw), ".grad of the copy is read here (always None)"),))
+            return
         rel = ((made, f"it became a non-leaf here ({type(t.grad_fn).__name__})"),) if made else ()
         self.note("non-leaf-grad", self.site(raw), ".grad", "", rel)
 
@@ -239,6 +263,8 @@ class TraceState:
         self.in_backward = True
         self.in_step = False
         self.clear_wiped()
+        if self.step_items or self.items_before:
+            self.items_before, self.step_items = self.step_items, []
         if raw is not None:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
@@ -280,3 +306,14 @@ def upstream_leaves(t: Tensor, limit: int = 4000) -> frozenset[int]:
             continue
         stack.extend(n for n, _ in node.next_functions if n is not None)
     return frozenset(out)
+
+
+def _converted_leaf(grad_fn: Any) -> bool:
+    """Whether ``grad_fn`` is a dtype/device copy (``.to``/``.type``/``.float``/``.cuda``)
+    made straight from a leaf that requires grad: the copy is what the program goes on using,
+    and the leaf is what backward() fills."""
+    try:
+        return type(grad_fn).__name__.startswith("ToCopy") and any(
+            type(f).__name__ == "AccumulateGrad" for f, _ in grad_fn.next_functions if f)
+    except (AttributeError, RuntimeError):
+        return False

@@ -215,3 +215,65 @@ def _module_named(data: Any, ids: set[int]) -> str:
             if name and {id(p) for p in sub.parameters()} == ids:
                 return name.rsplit(".", 1)[-1]
     return ""
+
+
+def tensor_made_at(cls: type, attr: str) -> Site | None:
+    """The ``self.<attr> = <a value>`` line of ``cls`` (any method; ``__init__`` first) that
+    puts a value there, not the ``self.<attr> = None`` placeholder: where a plain tensor
+    attribute is made (a lazily built weight in ``init_hidden``)."""
+    path = _class_file(cls)
+    tree = tree_of(path) if path else None
+    if tree is None:
+        return None
+    best: tuple[int, int] | None = None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name == cls.__name__):
+            continue
+        for fn in node.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign) and not (isinstance(n.value, ast.Constant)
+                                                      and n.value.value is None) and any(
+                        isinstance(t, ast.Attribute) and t.attr == attr and
+                        isinstance(t.value, ast.Name) and t.value.id == "self"
+                        for t in n.targets):
+                    rank = (fn.name != "__init__", n.lineno)
+                    if best is None or rank < best:
+                        best = rank
+    return None if best is None else Site(path, best[1])
+
+
+def class_line(cls: type) -> Site | None:
+    """The ``class <Name>`` line of ``cls`` in the file that defines it."""
+    path = _class_file(cls)
+    tree = tree_of(path) if path else None
+    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+             and n.name == cls.__name__] if tree is not None else []
+    return Site(path, lines[0]) if len(lines) == 1 else None
+
+
+def plain_object_parameters(data: Any, in_opt: set[int],
+                            groups: dict[tuple[str, Site | None, str, str], list[str]]) -> None:
+    """nn.Parameters held by a plain object (a layer class that is not an nn.Module) kept as
+    an attribute of a module that ran: they get gradients, but parameters() never lists them."""
+    from gradtrace.runtime.fuse import is_user_file
+
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is None or rec.grad_runs == 0:
+            continue
+        for attr, value in vars(m).items():
+            cls = type(value)
+            if isinstance(value, (torch.nn.Module, torch.Tensor)) or not hasattr(value, "__dict__") \
+                    or not is_user_file(_class_file(cls)):
+                continue
+            hits = [k for k, v in vars(value).items() if isinstance(v, torch.nn.Parameter)
+                    and v.requires_grad and v.grad is not None and id(v) not in in_opt]
+            if hits:
+                key = ("unregistered-submodule", class_line(cls) or rec.site,
+                       f"they are held by `{type(m).__name__}.{attr}`, a `{cls.__name__}`: "
+                       "a plain class, not an nn.Module, so model.parameters() does not list "
+                       "its Parameters", f"make `{cls.__name__}` a subclass of nn.Module "
+                       "(calling super().__init__()) so its Parameters are registered")
+                groups.setdefault(key, []).extend(f"{type(m).__name__}.{attr}.{k}" for k in hits)
