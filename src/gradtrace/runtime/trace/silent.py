@@ -9,6 +9,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.modes import eval_findings
+from gradtrace.runtime.trace.replaced import replacement_site
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
@@ -28,10 +29,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     """
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
+    steps = any(r.steps for r in data.optimizers.values())
     return out + eval_findings(data) + requires_grad_attribute(data) + \
-        _optimizer_events(data, state) + \
-        _events(state, any(r.steps for r in data.optimizers.values())) + \
-        nonfinite_findings(state, data)
+        _optimizer_events(data, state) + _events(state, steps) + nonfinite_findings(state, data)
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
@@ -149,9 +149,7 @@ def _cut_reason(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> Reaso
     if not cuts:
         return None
     related = ((rec.site, "its module was called here"),) if rec is not None else ()
-    from gradtrace.runtime.trace.diagnose import (STORED_FIX, CUT_KIND, grad_off_line,
-                                                  stored_list)
-
+    from gradtrace.runtime.trace.diagnose import STORED_FIX, CUT_KIND, grad_off_line, stored_list
     c = cuts[0]
     stored = stored_list(c)
     if stored is not None:
@@ -293,8 +291,6 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             site = owner_site
             if kind == "model-recreated-after-optimizer":
                 from gradtrace.runtime.trace.wiring import replaced_at
-
-                from gradtrace.runtime.trace.replaced import replacement_site
 
                 site = replacement_site(data, m) or replaced_at(data, m, rec.site)
             elif kind == "parameter-in-no-optimizer":
