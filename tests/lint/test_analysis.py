@@ -163,3 +163,13 @@ def test_stepped_params() -> None:
     an = ctx.analysis
     assert an.stepped_params(an.functions["train"]) == {"opt", "sched", "scaler"}
     assert an.stepped_params(an.functions["inner"]) == {"o"}
+
+
+def test_binding_before_sees_bindings_recorded_after_an_early_lookup():
+    """A name bound many times (the binary-search path) whose lines were looked up while the
+    scope was still recording (kinds look at earlier bindings) still finds its later ones."""
+    text = "\n".join(f"x = {i}" for i in range(8)) + "\ny = x\nx = 99\nx = 100\n"
+    tree = ast.parse(text)
+    scope = Context("m.py", text, tree, Imports()).scope(tree)
+    assert scope.binding_before("x", 12).line == 11
+    assert [b.line for b in scope.bindings_before("x", 11)][-2:] == [8, 10]

@@ -106,7 +106,7 @@ class Scope:
         self._loads: dict[str, list[ast.Name]] = {}
         self._method_calls: list[MethodCall] = []
         self._calls: dict[int, list[ast.Call]] = {}           # id(stmt) -> its own calls
-        self._lines: dict[str, list[int] | None] = {}        # name -> its bindings' lines
+        self._lines: dict[str, tuple[int, list[int] | None]] = {}  # name -> (count, lines)
         modes: list[tuple[ast.AST, str]] = []
         if isinstance(node, FUNCTION_TYPES):
             modes = [(d, m) for d in node.decorator_list if (m := grad_mode_of(d, ctx.imports))]
@@ -300,11 +300,11 @@ class Scope:
         """
         if len(bs) < 8:
             return None
-        lines = self._lines.get(name, ())
-        if lines == ():
+        got = self._lines.get(name)
+        if got is None or got[0] != len(bs):  # (re)made once bindings were added meanwhile
             lines = [b.line for b in bs]
-            lines = self._lines[name] = lines if lines == sorted(lines) else None
-        return lines  # type: ignore[return-value]
+            got = self._lines[name] = (len(bs), lines if lines == sorted(lines) else None)
+        return got[1]
 
     def kind(self, expr: ast.AST | None, line: int | None = None,
              no_grad: bool | None = None) -> str | None:
