@@ -20,6 +20,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import statements
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 
 # results without a graph: detached, Python values, integer/bool results (the table in
@@ -52,8 +53,7 @@ def value_of(b: Binding) -> ast.expr | None:
     return None
 
 
-def loads(expr: ast.AST, cut: dict[str, frozenset[int]] | None = None
-          ) -> Iterator[tuple[str, ast.AST]]:
+def loads(expr: ast.AST, cut: CutParams | None = None) -> Iterator[tuple[str, ast.AST]]:
     """Dotted names whose values flow into ``expr`` (callees and detached parts excluded;
     with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts)."""
     stack = [expr]
@@ -63,8 +63,9 @@ def loads(expr: ast.AST, cut: dict[str, frozenset[int]] | None = None
             f = n.func
             if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or _plain_grads(n):
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
-            if cut and isinstance(f, ast.Name) and f.id in cut:
-                stack.extend(a for i, a in enumerate(n.args) if i not in cut[f.id])
+            if cut is not None and isinstance(f, ast.Name) \
+                    and (cuts := cut.get(f.id)) is not None:
+                stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
                 stack.extend(k.value for k in n.keywords)
                 continue
             if isinstance(f, ast.Attribute):
@@ -110,22 +111,43 @@ def _plain_grads(call: ast.Call) -> bool:
         for kw in call.keywords)
 
 
-def cut_params(ctx: Context) -> dict[str, frozenset[int]]:
+def cut_params(ctx: Context) -> CutParams:
+    """The (cached) :class:`CutParams` of the file."""
+    return ctx.memo("gt5-cut-params", ctx.tree, lambda: CutParams(ctx))
+
+
+class CutParams:
     """Functions of this file (by name) and the positions of their parameters whose every
     use in the body is inside a call that cuts the graph (``.detach()``, ``.item()``,
     ``Variable(...)``, ``torch.tensor(...)``, ``.data``): passing a graph there passes none
-    (a WGAN-GP penalty helper that wraps its inputs in ``Variable(..., requires_grad=True)``)."""
-    def make() -> dict[str, frozenset[int]]:
-        out: dict[str, frozenset[int]] = {}
-        for fn in ast.walk(ctx.tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    (a WGAN-GP penalty helper that wraps its inputs in ``Variable(..., requires_grad=True)``).
+
+    Computed per name on first ask: only the helpers a traced value calls are read (a dense
+    file has thousands of functions, and reading them all cost half a parse)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
+        self._cuts: dict[str, frozenset[int] | None] = {}
+
+    def get(self, name: str) -> frozenset[int] | None:
+        """The cut positions of the functions named ``name`` (their common ones when several
+        share the name; None: no function of the file by that name cuts any)."""
+        if name not in self._cuts:
+            if self._defs is None:
+                self._defs = {}
+                for s in statements(self._ctx.tree):
+                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self._defs.setdefault(s.name, []).append(s)
+            out: frozenset[int] | None = None
+            for fn in self._defs.get(name, ()):
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                free = _uncut_loads(fn, ctx)
+                free = _uncut_loads(fn, self._ctx)
                 cut = frozenset(i for i, p in enumerate(params) if p not in free)
                 if cut:
-                    out[fn.name] = cut if fn.name not in out else out[fn.name] & cut
-        return out
-    return ctx.memo("gt5-cut-params", ctx.tree, make)
+                    out = cut if out is None else out & cut
+            self._cuts[name] = out
+        return self._cuts[name]
 
 
 def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
