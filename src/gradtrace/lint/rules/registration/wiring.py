@@ -15,6 +15,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import says_all
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call, keyword
 from gradtrace.lint.rules.registration._modules import covers
 
@@ -341,6 +342,9 @@ def _stepped_anywhere(ctx: Context) -> set[str]:
     return ctx.memo("gt427-stepped", ctx.tree, make)
 
 
+STEP_WORDS = ("zero_grad", "backward", "step")  # the three calls GT437 looks for
+
+
 class StepOnOtherOptimizer(Rule):
     """After one optimizer's `zero_grad()` and a `backward()`, another optimizer is stepped.
 
@@ -387,10 +391,12 @@ class StepOnOtherOptimizer(Rule):
     ]
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(ctx.scope(node), ctx)
+        if says_all(ctx, node, STEP_WORDS):  # else no scope to build: it cannot match
+            yield from self._scan(ctx.scope(node), ctx)
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(ctx.scope(node), ctx)
+        if says_all(ctx, node, STEP_WORDS):
+            yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
         zeroed: ast.AST | None = None

@@ -1,0 +1,51 @@
+"""The word gates rules test before building a function's data flow (NOTE [word gates]):
+they may say yes too often, never no; comments and strings do not count."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import Imports
+from gradtrace.lint.rules._gates import says_all
+
+SRC = '''
+import torch
+
+def train(opt_g, opt_d, loss):
+    opt_g.zero_grad()
+    loss.backward()
+    opt_d.step()
+
+@torch.no_grad()
+def only_in_comments(opt):  # zero_grad, backward
+    "step"
+    opt.step()
+
+class T:
+    def fit(self, loss):
+        self.opt.zero_grad(); loss.backward(); self.opt.step()
+'''
+WORDS = ("zero_grad", "backward", "step")
+
+
+def _ctx(src: str) -> tuple[Context, dict[str, ast.AST]]:
+    text = textwrap.dedent(src)
+    tree = ast.parse(text)
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    return Context("m.py", text, tree, Imports()), defs
+
+
+def test_gate_reads_the_lines_of_the_function_in_code() -> None:
+    ctx, defs = _ctx(SRC)
+    assert says_all(ctx, defs["train"], WORDS)
+    assert says_all(ctx, defs["fit"], WORDS)
+    assert not says_all(ctx, defs["only_in_comments"], WORDS)  # words in a comment / string
+    assert says_all(ctx, defs["only_in_comments"], ("step", "no_grad"))  # decorator lines count
+    assert says_all(ctx, ctx.tree, WORDS)
+    assert not says_all(ctx, ctx.tree, ("zero_grad", "autograd"))
+
+
+def test_gate_says_yes_when_names_may_be_normalised() -> None:
+    ctx, defs = _ctx(SRC + "\nπ = 1\n")
+    assert says_all(ctx, defs["only_in_comments"], WORDS)
