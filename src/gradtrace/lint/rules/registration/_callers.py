@@ -82,17 +82,33 @@ def _param(init: ast.FunctionDef, name: str) -> bool:
     return name in [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)][1:]
 
 
-def _only_here(owner: ast.AST, name: str, call: ast.Call) -> bool:
+def _only_here(owner: ast.AST, name: str, call: ast.Call, ctx: Context) -> bool:
     """Whether ``name`` is read in ``owner`` only as an argument of ``call`` (the caller
     does not register the same layers another way, e.g. ``nn.ModuleList(layers)``)."""
+    reads = _names(owner, ctx)[0].get(name, ())
+    if not reads:
+        return True
     inside = {id(x) for x in walk(call)}
-    body = owner.body if isinstance(owner, (ast.Module, *FUNCTION_TYPES)) else [owner]
-    for s in body:
-        for x in walk(s):
-            if isinstance(x, ast.Name) and x.id == name and isinstance(x.ctx, ast.Load) \
-                    and id(x) not in inside:
-                return False
-    return True
+    return all(id(x) in inside for x in reads)
+
+
+def _names(owner: ast.AST, ctx: Context) -> tuple[dict[str, list[ast.Name]], set[str]]:
+    """(the names read, the names assigned) in ``owner``'s body (the module, or a function,
+    nested ones included), one walk per owner: a script calls a class many times, and walking
+    its body per call was quadratic."""
+    def make() -> tuple[dict[str, list[ast.Name]], set[str]]:
+        reads: dict[str, list[ast.Name]] = {}
+        stores: set[str] = set()
+        body = owner.body if isinstance(owner, (ast.Module, *FUNCTION_TYPES)) else [owner]
+        for s in body:
+            for x in walk(s):
+                if isinstance(x, ast.Name):
+                    if isinstance(x.ctx, ast.Load):
+                        reads.setdefault(x.id, []).append(x)
+                    else:
+                        stores.add(x.id)
+        return reads, stores
+    return ctx.memo("gt4-names", owner, make)
 
 
 def _arguments(init: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
@@ -108,6 +124,18 @@ def _arguments(init: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
     return out
 
 
+def _may_give(init: ast.FunctionDef, owner: ast.AST, call: ast.Call, param: str | None,
+              ctx: Context) -> bool:
+    """Whether ``call`` may pass :func:`passed_in` something: an argument (for ``param``: a
+    list or tuple, or a name assigned in the caller, which may be bound to one)."""
+    args = _arguments(init, call)
+    if param is None:
+        return bool(args)
+    arg = args.get(param)
+    return isinstance(arg, (ast.List, ast.Tuple)) or (
+        isinstance(arg, ast.Name) and arg.id in _names(owner, ctx)[1])
+
+
 def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
               element: bool = False) -> tuple[list[ast.AST], ast.AST] | None:
     """(the expressions the callers of ``cls`` pass, where they are made) for a value of
@@ -121,6 +149,10 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
     if not isinstance(value, ast.Name) or call_count(cls, ctx) < 2 \
             or not nn_rooted(cls, ctx) or (not element and not _param(init, value.id)):
         return None  # not a name, the class is never called here, or it is no nn.Module
+    calls = class_calls(ctx, cls)
+    if not any(_may_give(init, owner, call, None if element else value.id, ctx)
+               for owner, call in calls):
+        return None  # no call can pass it (known before building the scope of `__init__`)
     scope = ctx.scope(init)
     whole = not element
     param = value.id
@@ -133,12 +165,13 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
         return None
     elts: list[ast.AST] = []
     made: ast.AST | None = None
-    for owner, call in class_calls(ctx, cls):
+    for owner, call in calls:
         arg = _arguments(init, call).get(param)
         if arg is None:
             continue
         where: ast.AST = arg
-        if isinstance(arg, ast.Name) and _only_here(owner, arg.id, call):
+        if isinstance(arg, ast.Name) and arg.id in _names(owner, ctx)[1] \
+                and _only_here(owner, arg.id, call, ctx):  # (a name never assigned: no scope)
             ab = ctx.scope(owner).binding_before(arg.id, call.lineno)
             if ab is not None and ab.value is not None:
                 arg, where = ab.value, ab.stmt
