@@ -7,7 +7,7 @@ import textwrap
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import Imports
-from gradtrace.lint.rules._gates import says_all
+from gradtrace.lint.rules._gates import file_says, says_all
 
 SRC = '''
 import torch
@@ -44,8 +44,10 @@ def test_gate_reads_the_lines_of_the_function_in_code() -> None:
     assert says_all(ctx, defs["only_in_comments"], ("step", "no_grad"))  # decorator lines count
     assert says_all(ctx, ctx.tree, WORDS)
     assert not says_all(ctx, ctx.tree, ("zero_grad", "autograd"))
+    assert file_says(ctx, "zero_grad") and not file_says(ctx, "requires_grad")
 
 
 def test_gate_says_yes_when_names_may_be_normalised() -> None:
     ctx, defs = _ctx(SRC + "\nπ = 1\n")
     assert says_all(ctx, defs["only_in_comments"], WORDS)
+    assert file_says(ctx, "requires_grad")

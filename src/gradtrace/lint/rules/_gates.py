@@ -29,3 +29,8 @@ def says_all(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
         return all(w in at for w in words)
     first, last = span(node)
     return all(holds(at.get(w, []), first, last) for w in words)
+
+
+def file_says(ctx: Context, word: str) -> bool:
+    """Whether the file's code holds ``word`` (NOTE [word gates]; yes when not ASCII)."""
+    return not ascii_code(ctx) or ctx.mentions(word)

@@ -13,6 +13,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says, says_all
 from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword, node_mentions
 from gradtrace.lint.rules.registration._modules import grad_flags
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
@@ -341,6 +342,10 @@ class FreezeBeforeStep(Rule):
         yield from self._blocks(node, ctx)
 
     def _blocks(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        # every freeze `_freezes` knows sets `requires_grad` (here or in a helper of the
+        # file), and the step is in this function (NOTE [word gates])
+        if not file_says(ctx, FLAG) or not says_all(ctx, node, ("step",)):
+            return
         from gradtrace.lint.analysis.kinds import OPTIMIZER
         from gradtrace.lint.analysis.vocabulary import is_optimizer_name
         todo = [getattr(node, f, None) for f in BLOCKS]
