@@ -206,10 +206,7 @@ class LossAccumulatedWithGraph(LoopRule):
     def _why(self, f: LoopFacts, g: Graphs, s: ast.stmt, acc: str, value: ast.expr,
              loop: ast.stmt) -> str | None:
         """Why the accumulation keeps graphs (None: it does not, or we cannot tell)."""
-        if not self._outlives(f, acc, loop) or any(
-                b.loss is not None and (acc in {n for n, _ in loads(b.loss)} or acc in {
-                    d.name for d in g.deps(b.loss, b.stmt.lineno).bindings})
-                for b in f.backwards):
+        if not self._outlives(f, acc, loop) or acc in _differentiated(f, g):
             return None  # the collected values are differentiated later: graphs are needed
         graphy = [b for n, _ in loads(value, g._cut) if (b := g._binding(n, s.lineno)) is not None
                   and f.inside(b.stmt, loop) and g.carries(b)]
@@ -217,7 +214,7 @@ class LossAccumulatedWithGraph(LoopRule):
         if not graphy and not direct:
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
-            losses = {n for b in f.backwards if b.loss is not None for n, _ in loads(b.loss)}
+            losses = _differentiated(f, g, deps=False)
             if direct or not any(b.name in losses for b in graphy):
                 return None
             return ("the graph nodes of every step stay reachable, so memory grows with every "
@@ -285,6 +282,21 @@ class LossAccumulatedWithGraph(LoopRule):
             if not _only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
+
+
+def _differentiated(f: LoopFacts, g: Graphs, deps: bool = True) -> set[str]:
+    """The names the losses of the function's backward calls read (with ``deps``: and the
+    bindings they are computed from), once per function: a script with a hundred training
+    loops asked it for every accumulation and every backward, a square of the file's size."""
+    def make() -> set[str]:
+        out: set[str] = set()
+        for b in f.backwards:
+            if b.loss is not None:
+                out.update(n for n, _ in loads(b.loss))
+                if deps:
+                    out.update(d.name for d in g.deps(b.loss, b.stmt.lineno).bindings)
+        return out
+    return f.ctx.memo("gt505-differentiated" if deps else "gt505-losses", f.node, make)
 
 
 def ctx_names(stmt: ast.stmt) -> set[str]:
