@@ -204,6 +204,8 @@ class FixedParameterUnfrozen(Rule):
         if not fixed:
             return
         for where in [ctx.tree, *_all_defs(ctx)]:
+            if not says_all(ctx, where, (FLAG,)):
+                continue  # no unfreeze here: no scope to build (NOTE [word gates])
             scope = ctx.scope(where)
             for f in grad_flags(scope):
                 if not f.value or f.conditional:
