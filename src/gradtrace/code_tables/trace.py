@@ -1,6 +1,6 @@
 """GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
 
-GT800-GT817 name a PyTorch error the run raised; the error patterns that recognise the
+GT800-GT819 name a PyTorch error the run raised; the error patterns that recognise the
 message live in :mod:`gradtrace.runtime.catalogue` (each names its code) and
 :mod:`gradtrace.runtime.trace.diagnose` turns a match into a finding. GT820-GT829 never raise:
 :mod:`gradtrace.runtime.trace.silent` and the modules it calls report them when the trace
