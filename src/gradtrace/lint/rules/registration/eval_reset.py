@@ -131,21 +131,47 @@ class FrozenEvalUndoneByTrain(Rule):
         """The call in ``stmts`` putting part of ``model`` in eval mode as part of a freeze."""
         froze = reapply
         found: ast.Call | None = None
+        nodes = _marks(scope, ctx)
         for s in stmts:
+            for what, n, recv in nodes.get(id(s), ()):
+                if what == "flag":
+                    froze = True
+                    continue
+                if what == "eval" and recv.startswith(model + "."):
+                    found = found or n
+                elif what == "call" and recv == model:
+                    fn = called_function(n, scope, n.lineno)  # type: ignore[arg-type]
+                    if fn is not None and _freezes_with_eval(fn, ctx):
+                        return n
+        return found if found is not None and froze else None
+
+
+Mark = tuple[str, ast.AST, str]
+
+
+def _marks(scope: Scope, ctx: Context) -> dict[int, list[Mark]]:
+    """For each statement of ``scope``, in the order a walk of it meets them: the freezes
+    (``flag``), the ``x.eval()`` calls and the other method calls of a dotted receiver, once per
+    scope (each train() call of a script used to walk every earlier statement again)."""
+    def make() -> dict[int, list[Mark]]:
+        out: dict[int, list[Mark]] = {}
+        for s in scope.stmts:
+            got: list[Mark] = []
             for n in walk(s):
                 if isinstance(n, ast.Assign) and any(
                         isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                         for t in n.targets) or isinstance(n, ast.Call) \
                         and isinstance(n.func, ast.Attribute) \
                         and n.func.attr == "requires_grad_":
-                    froze = True
+                    got.append(("flag", n, ""))
                 if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
                     continue
                 recv = dotted(n.func.value) or ""
-                if n.func.attr == "eval" and not n.args and recv.startswith(model + "."):
-                    found = found or n
-                elif recv == model and n.func.attr not in ("train", "eval"):
-                    fn = called_function(n, scope, n.lineno)
-                    if fn is not None and _freezes_with_eval(fn, ctx):
-                        return n
-        return found if found is not None and froze else None
+                if n.func.attr == "eval" and not n.args:
+                    got.append(("eval", n, recv))
+                elif recv and n.func.attr not in ("train", "eval"):
+                    got.append(("call", n, recv))
+            if got:
+                out[id(s)] = got
+        return out
+    return ctx.memo("gt443-marks", scope.node, make)
