@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import called_function
@@ -113,65 +113,65 @@ class FrozenEvalUndoneByTrain(Rule):
         if not any(outer.lineno <= m.stmt.lineno <= end for name in STEP_CALLS
                    for m in scope.calls_to(name)):
             return
-        before = [s for s in scope.stmts if s.lineno < outer.lineno]
-        freeze = self._eval_freeze(before, model, scope, ctx)
+        freeze = self._eval_freeze(lambda ln: ln < outer.lineno, model, scope, ctx)
         if freeze is None:
             return
-        inside = [s for s in scope.stmts if outer.lineno <= s.lineno <= end
-                  and s.lineno > node.lineno]
-        if self._eval_freeze(inside, model, scope, ctx, reapply=True) is not None:
+        if self._eval_freeze(lambda ln: outer.lineno <= ln <= end and ln > node.lineno,
+                             model, scope, ctx, reapply=True) is not None:
             return
         yield self.report(node, ctx, related=[Related(
             ctx.path, freeze.lineno, "the frozen part is put in eval mode here",
             ctx.column(freeze))], model=model, freeze=ctx.source(freeze), line=freeze.lineno)
 
     @staticmethod
-    def _eval_freeze(stmts: list[ast.stmt], model: str, scope: Scope, ctx: Context,
+    def _eval_freeze(keep: Callable[[int], bool], model: str, scope: Scope, ctx: Context,
                      reapply: bool = False) -> ast.AST | None:
-        """The call in ``stmts`` putting part of ``model`` in eval mode as part of a freeze."""
-        froze = reapply
-        found: ast.Call | None = None
-        nodes = _marks(scope, ctx)
-        for s in stmts:
-            for what, n, recv in nodes.get(id(s), ()):
-                if what == "flag":
-                    froze = True
-                    continue
-                if what == "eval" and recv.startswith(model + "."):
-                    found = found or n
-                elif what == "call" and recv == model:
-                    fn = called_function(n, scope, n.lineno)  # type: ignore[arg-type]
-                    if fn is not None and _freezes_with_eval(fn, ctx):
-                        return n
+        """The call putting part of ``model`` in eval mode as part of a freeze, among the
+        statements of the scope whose line ``keep`` accepts: a method of the model that freezes
+        with eval (the first such call), else the first ``model.<part>.eval()`` when something
+        there sets ``requires_grad`` (or ``reapply``)."""
+        idx = _index(scope, ctx)
+        for line, n in idx.calls.get(model, ()):
+            if keep(line):
+                fn = called_function(n, scope, n.lineno)  # type: ignore[arg-type]
+                if fn is not None and _freezes_with_eval(fn, ctx):
+                    return n
+        found = next((n for line, n in idx.evals.get(model, ()) if keep(line)), None)
+        froze = reapply or any(keep(line) for line in idx.flags)
         return found if found is not None and froze else None
 
 
-Mark = tuple[str, ast.AST, str]
+class _Index:
+    """A scope's freezes, ``x.eval()`` calls (by every dotted prefix of ``x`` but ``x``) and
+    other method calls (by receiver), each with the line of the statement it is in, in the
+    order a walk of the scope's statements meets them; built once per scope (a train() call in
+    a loop of a long script used to walk every earlier statement again)."""
+
+    def __init__(self) -> None:
+        self.flags: list[int] = []
+        self.evals: dict[str, list[tuple[int, ast.AST]]] = {}
+        self.calls: dict[str, list[tuple[int, ast.AST]]] = {}
 
 
-def _marks(scope: Scope, ctx: Context) -> dict[int, list[Mark]]:
-    """For each statement of ``scope``, in the order a walk of it meets them: the freezes
-    (``flag``), the ``x.eval()`` calls and the other method calls of a dotted receiver, once per
-    scope (each train() call of a script used to walk every earlier statement again)."""
-    def make() -> dict[int, list[Mark]]:
-        out: dict[int, list[Mark]] = {}
+def _index(scope: Scope, ctx: Context) -> _Index:
+    def make() -> _Index:
+        idx = _Index()
         for s in scope.stmts:
-            got: list[Mark] = []
             for n in walk(s):
                 if isinstance(n, ast.Assign) and any(
                         isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                         for t in n.targets) or isinstance(n, ast.Call) \
                         and isinstance(n.func, ast.Attribute) \
                         and n.func.attr == "requires_grad_":
-                    got.append(("flag", n, ""))
+                    idx.flags.append(s.lineno)
                 if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
                     continue
                 recv = dotted(n.func.value) or ""
                 if n.func.attr == "eval" and not n.args:
-                    got.append(("eval", n, recv))
+                    parts = recv.split(".")
+                    for k in range(1, len(parts)):
+                        idx.evals.setdefault(".".join(parts[:k]), []).append((s.lineno, n))
                 elif recv and n.func.attr not in ("train", "eval"):
-                    got.append(("call", n, recv))
-            if got:
-                out[id(s)] = got
-        return out
-    return ctx.memo("gt443-marks", scope.node, make)
+                    idx.calls.setdefault(recv, []).append((s.lineno, n))
+        return idx
+    return ctx.memo("gt443-index", scope.node, make)
