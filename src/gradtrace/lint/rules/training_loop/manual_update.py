@@ -41,6 +41,16 @@ def manual_update(stmt: ast.stmt) -> ast.AST | None:
     return None
 
 
+def updated(update: ast.AST) -> ast.expr:
+    """The tensor an update found by :func:`manual_update` writes (``p.data`` of
+    ``p.data.add_(...)``, ``w`` of ``w -= ...``)."""
+    if isinstance(update, ast.Call):
+        return update.func.value  # type: ignore[attr-defined]
+    if isinstance(update, ast.AugAssign):
+        return update.target
+    return update.targets[0]  # type: ignore[attr-defined]
+
+
 class ManualUpdateWithoutClearing(LoopRule):
     """A loop runs `backward()` and updates the weights by hand from `.grad`, but never clears it.
 
@@ -116,8 +126,7 @@ class ManualUpdateWithoutClearing(LoopRule):
                            for u in [manual_update(s)] if u is not None), None)
             if update is None or self._fresh(f, loop, update):
                 continue
-            target = dotted(update.func.value if isinstance(update, ast.Call) else
-                            getattr(update, "target", None) or update.targets[0]) or "p"  # type: ignore[attr-defined]
+            target = dotted(updated(update)) or "p"
             base = target[:-5] if target.endswith(".data") else target
             found = self.report(b.call, ctx, related=(
                 related_at(ctx, update, "the update reads the summed gradient here"),
@@ -137,8 +146,7 @@ class ManualUpdateWithoutClearing(LoopRule):
     @staticmethod
     def _fresh(f: LoopFacts, loop: ast.stmt, update: ast.AST) -> bool:
         """The updated tensor is bound anew inside the loop (a fresh leaf every pass)."""
-        node = update.func.value if isinstance(update, ast.Call) else (
-            getattr(update, "target", None) or update.targets[0])  # type: ignore[attr-defined]
+        node = updated(update)
         while isinstance(node, ast.Attribute):
             node = node.value
         if not isinstance(node, ast.Name):
