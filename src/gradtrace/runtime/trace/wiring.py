@@ -265,12 +265,12 @@ def plain_object_parameters(data: Any, in_opt: set[int],
             continue
         for attr, value in vars(m).items():
             cls = type(value)
-            if isinstance(value, (torch.nn.Module, torch.Tensor)) or not hasattr(value, "__dict__") \
-                    or not is_user_file(_class_file(cls)):
+            if isinstance(value, (torch.nn.Module, torch.Tensor)) or not hasattr(value, "__dict__"):
                 continue
             hits = [k for k, v in vars(value).items() if isinstance(v, torch.nn.Parameter)
                     and v.requires_grad and v.grad is not None and id(v) not in in_opt]
-            if hits:
+            # (the file test reads sysconfig: only for an object that holds such Parameters)
+            if hits and is_user_file(_class_file(cls)):
                 key = ("unregistered-submodule", class_line(cls) or rec.site,
                        f"they are held by `{type(m).__name__}.{attr}`, a `{cls.__name__}`: "
                        "a plain class, not an nn.Module, so model.parameters() does not list "
