@@ -105,6 +105,7 @@ class Scope:
         self._stmt_of: dict[int, ast.stmt] | None = None      # id(expr) -> its statement
         self._loads: dict[str, list[ast.Name]] = {}
         self._method_calls: list[MethodCall] = []
+        self._by_method: dict[str, list[MethodCall]] | None = None
         self._calls: dict[int, list[ast.Call]] = {}           # id(stmt) -> its own calls
         self._lines: dict[str, tuple[int, list[int] | None]] = {}  # name -> (count, lines)
         modes: list[tuple[ast.AST, str]] = []
@@ -291,6 +292,17 @@ class Scope:
             return bs[:bisect.bisect_left(lines, line)]
         return [b for b in bs if b.line < line]
 
+    def bindings_within(self, name: str, first: int, last: int) -> list[Binding]:
+        """The bindings of ``name`` on lines ``first`` to ``last``, in order (those of the
+        statements nested in a loop: a binary search, not a scan of a long script's)."""
+        bs = self.bindings.get(name)
+        if not bs:
+            return []
+        lines = self._sorted_lines(name, bs)
+        if lines is not None:
+            return bs[bisect.bisect_left(lines, first):bisect.bisect_right(lines, last)]
+        return [b for b in bs if first <= b.line <= last]
+
     def _sorted_lines(self, name: str, bs: list[Binding]) -> list[int] | None:
         """The lines of ``name``'s bindings when there are many and they are in order.
 
@@ -415,8 +427,13 @@ class Scope:
         return None
 
     def calls_to(self, method: str) -> Iterator[MethodCall]:
-        """Method calls ``x.<method>(...)`` in source order."""
-        return (m for m in self.method_calls if m.method == method)
+        """Method calls ``x.<method>(...)`` in source order (indexed by method once: a
+        long script asks for each of its loops)."""
+        if self._by_method is None:
+            self._by_method = {}
+            for m in self.method_calls:
+                self._by_method.setdefault(m.method, []).append(m)
+        return iter(self._by_method.get(method, ()))
 
     def loops_of(self, node: ast.AST) -> tuple[ast.stmt, ...]:
         """Loops (outermost first) around the statement holding ``node``."""

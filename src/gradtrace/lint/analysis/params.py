@@ -193,6 +193,16 @@ def called_function(call: ast.Call, scope: Scope, line: int
                     ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The file's function a call runs: ``helper(...)``, ``self.method(...)``, or
     ``Class.method(...)`` (a static method of a class of the file)."""
+    memo: dict[tuple[int, int], tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]]
+    memo = scope.ctx.memo("analysis-called-function", scope.node, dict)
+    got = memo.get((id(call), line))  # a long script asks again for each later statement
+    if got is None or got[0] is not call:  # (the entry keeps ``call`` alive: ids stay unique)
+        got = memo[(id(call), line)] = (call, _called_function(call, scope, line))
+    return got[1]
+
+
+def _called_function(call: ast.Call, scope: Scope, line: int
+                     ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     an = scope.ctx.analysis
     fn = an.local_callee(call, scope, line)
     if fn is not None:

@@ -160,8 +160,9 @@ class LoopFacts:
     def loop_rebinds(self, loop: ast.stmt, names: set[str]) -> bool:
         """Whether ``loop`` (re)binds any of ``names`` (a fresh model/optimizer per pass);
         an inner ``for opt in optimizers:`` only walks existing ones and does not count."""
-        for n in names:
-            for b in self.scope.bindings.get(n, ()):
+        end = getattr(loop, "end_lineno", None) or loop.lineno
+        for n in names:  # a statement nested in the loop lies within the loop's lines
+            for b in self.scope.bindings_within(n, loop.lineno, end):
                 if b.stmt is not loop and self.inside(b.stmt, loop) and \
                         not isinstance(b.stmt, LOOP_TYPES):
                     return True

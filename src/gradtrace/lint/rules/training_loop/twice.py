@@ -22,16 +22,21 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
         return
     deps = {id(b.call): g.deps(b.loss, b.stmt.lineno) for b in bws}  # type: ignore[arg-type]
     keys = {k: {_graph_key(x) for x in d.bindings} for k, d in deps.items()}
+    sharing: dict[int, list[int]] = {}  # graph key -> the backward passes reading it, in order
+    for i, b in enumerate(bws):
+        for key in keys[id(b.call)]:
+            sharing.setdefault(key, []).append(i)
     for b1 in bws:
         if b1.retains:
             continue
-        for b2 in bws:
+        # only the passes that share a graph key with b1, in order (a script's module body
+        # holds hundreds of backward passes: every pair was quadratic)
+        for j in sorted({j for key in keys[id(b1.call)] for j in sharing[key]}):
+            b2 = bws[j]
             if b2 is b1 or not f.before(b1.stmt, b2.stmt):
                 continue
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
             ids2 = keys[id(b2.call)]
-            if ids2.isdisjoint(keys[id(b1.call)]):
-                continue  # nothing shared (the test below, without the per-binding work)
             shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
                       and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)]
             if shared:
