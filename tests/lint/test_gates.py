@@ -51,3 +51,21 @@ def test_gate_says_yes_when_names_may_be_normalised() -> None:
     ctx, defs = _ctx(SRC + "\nπ = 1\n")
     assert says_all(ctx, defs["only_in_comments"], WORDS)
     assert file_says(ctx, "requires_grad")
+
+
+def test_word_search_finds_every_word_on_its_lines_without_a_tiny_needle() -> None:
+    from gradtrace.lint.code_text import code_text, identifiers
+    from gradtrace.lint.registry import all_rules
+    from gradtrace.lint.words import search_plan, word_lines
+
+    words = frozenset(w for r in all_rules() for w in (*r.triggers, *r.statement_triggers))
+    assert "_(" in words  # GT's in-place trigger: its stem `_` must not become a needle
+    plan = search_plan(words | {"_("})
+    # NOTE [word search]: a needle shorter than 3 characters is only ever its own word
+    assert [n for n, members in plan if len(n) < 3 and [w for w, _ in members] != [n]] == []
+    code = code_text(textwrap.dedent(SRC) + "x.add_(1); p.requires_grad_(False)\nact_fn(y)\n")
+    naive = {w: {i for i, line in enumerate(code.split("\n"), 1) if w in line} for w in words}
+    naive = {w: ls for w, ls in naive.items() if ls}
+    for idents in (None, identifiers(code)):
+        assert word_lines(code, words, idents) == naive
+    assert naive["_("] == {17} and naive["zero_grad"] == {5, 16}
