@@ -53,7 +53,8 @@ def expected_code(pat) -> str:
              "module-attribute": "module-attribute-rejected",
              "param-two-groups": "parameter-in-two-groups",
              "out-requires-grad": "out-argument-requires-grad",
-             "legacy-function": "legacy-autograd-function"}
+             "legacy-function": "legacy-autograd-function",
+             "grad-shape": "backward-gradient-shape"}
     return code_for(kinds[pat.key], pat.code)
 
 

@@ -1,7 +1,7 @@
 """GT800-GT849: what ``gradtrace run`` / ``gradtrace.trace()`` report (the trace doctor).
 
-GT800-GT819 name a PyTorch error the run raised; the error patterns that recognise the
-message live in :mod:`gradtrace.runtime.catalogue` (each names its code) and
+GT800-GT819 and GT830-GT839 name a PyTorch error the run raised; the error patterns that
+recognise the message live in :mod:`gradtrace.runtime.catalogue` (each names its code) and
 :mod:`gradtrace.runtime.trace.diagnose` turns a match into a finding. GT820-GT829 never raise:
 :mod:`gradtrace.runtime.trace.silent` and the modules it calls report them when the trace
 ends. When a static rule describes the same bug, the finding carries the rule's code instead
@@ -227,6 +227,15 @@ CODES = (
          "        return x.view_as(x)\ny = Rev.apply(x)",
          "Make `forward`/`backward` static methods with a `ctx` first argument (keep "
          "per-call settings on `ctx`) and call `Fn.apply(...)`.", _DIAGNOSE),
+    Code("GT830", "backward-gradient-shape",
+         "the gradient given to backward() does not have its output's shape",
+         "`backward(gradient)`, `torch.autograd.backward(tensors, grad_tensors)` and "
+         "`autograd.grad(..., grad_outputs)` take one gradient per output in that output's "
+         "shape; the finding names the line that built the gradient.",
+         "q = q.squeeze()\nq.backward(err.unsqueeze(1))",
+         "q = q.squeeze()\nq.backward(err)",
+         "Build the gradient in the output's shape (`torch.ones_like(out)`), or reduce the "
+         "output to a scalar first.", _DIAGNOSE),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "
@@ -296,6 +305,28 @@ CODES = (
          "total += loss",
          "total += loss.item()",
          "Accumulate `loss.item()` or `loss.detach()`.", _SILENT, severity="warning"),
+    Code("GT827", "gradients-cleared-before-step",
+         "gradients cleared before any optimizer step used them",
+         "`zero_grad()` (or `p.grad = None`) cleared the gradients of a backward() that no "
+         "`optimizer.step()` had used yet, while the same backward() line reaches a step at "
+         "other passes: a step once per epoch outside the batch loop, `zero_grad()` every pass "
+         "with a step every N passes, or a `zero_grad()` at the start of an epoch that drops "
+         "an accumulated partial sum.",
+         """
+         for x, y in loader:
+             opt.zero_grad()
+             F.mse_loss(model(x), y).backward()
+         opt.step()
+         """,
+         """
+         for x, y in loader:
+             opt.zero_grad()
+             F.mse_loss(model(x), y).backward()
+             opt.step()
+         """,
+         "Step right after the backward() calls whose gradients it should apply, and clear "
+         "gradients only after that step.", "gradtrace.runtime.trace.loop_order",
+         severity="warning"),
     Code("GT828", "parameters-never-change", "optimizer.step() never changes the parameters",
          "Steps ran but every parameter stayed bit-identical: a learning rate of 0, gradients "
          "that are all zero, or an optimizer over other tensors than the model's.",

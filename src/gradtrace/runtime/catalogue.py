@@ -48,6 +48,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "legacy-autograd-function": ("GT705", "legacy-autograd-function-called"),
     "model-left-in-eval-mode": ("GT516", "model-left-in-eval-mode"),
     "zero-grad-before-step": ("GT503", "zero-grad-between-backward-and-step"),
+    "zero-grad-every-accumulation-step": ("GT512", "zero-grad-every-accumulation-step"),
     "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
     "scheduler-before-step": ("GT515", "scheduler-step-before-optimizer-step"),
     "clip-after-step": ("GT504", "clip-grad-after-step"),
@@ -160,6 +161,19 @@ for step in range(2):
 x, t = torch.randn(8, 4), torch.randn(8, 1)
 loss = F.mse_loss(m(x), t, reduction="none")  # <- cause
 loss.backward()
+"""),
+    _p("grad-shape", r"Mismatch in shape: grad_output\[\d+\] has a shape of", "GT830",
+       "the gradient passed to backward() does not have its output's shape",
+       """backward(gradient) / torch.autograd.backward(tensors, grad_tensors) /
+       autograd.grad(..., grad_outputs) take one gradient per output, each in that output's
+       shape: a gradient of shape [N, 1] for an output of shape [N] (after a squeeze), or
+       torch.ones(1) for a 0-dim loss, is refused before anything runs.""",
+       """Build each gradient in its output's shape (torch.ones_like(output)), or reduce the
+       outputs to scalars and call backward() without gradients.""",
+       _HEAD + """m = nn.Linear(4, 1)
+out = m(torch.randn(8, 4)).squeeze(1)
+grad = torch.ones(8, 1)  # <- cause
+out.backward(grad)
 """),
     _p("backward-twice", r"Trying to backward through the graph a second time", "GT803",
        "backward through a part of the graph that an earlier backward already freed",

@@ -74,6 +74,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
     "eval-mode": frozenset({"GT516"}),
+    "discard": frozenset({"GT512"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -109,7 +110,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),
     "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT210": ("graph-cut",), "GT517": ("accumulate",),
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
-    "GT516": ("eval-mode",),
+    "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

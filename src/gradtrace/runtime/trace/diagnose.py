@@ -50,7 +50,7 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
     related: list[tuple[Site | None, str]] = []
     if cut.origin is not None:
         related.append((cut.origin.site, f"the number came from `{cut.origin.op}()` here"))
-    lead = grad_off_line(cut)
+    lead = grad_off_line(cut, backward)
     if lead is not None:  # the `with torch.no_grad():` is what the user must change
         related.append((cut.site, f"`{cut.op}` ran here with grad mode off"))
     elif cut.grad_off is not None:
@@ -92,17 +92,18 @@ def stored_list(cut: Any) -> Site | None:
     return stored_at(cut.site)
 
 
-def grad_off_line(cut: Any) -> Site | None:
-    """The ``with torch.no_grad():`` / ``with torch.inference_mode():`` line around a cut made
-    with grad mode off (``None`` for other cuts, or when grad mode was turned off another way:
-    a decorator, a ``set_grad_enabled(False)`` call)."""
-    from gradtrace.runtime.trace.locate import enclosing_with
+def grad_off_line(cut: Any, backward: Site | None = None) -> Site | None:
+    """The ``with torch.no_grad():`` / ``inference_mode()`` line around a cut made with grad
+    mode off, or for a decorator :func:`locate.decorated_off` (else ``None``)."""
+    from gradtrace.runtime.trace.locate import decorated_off, enclosing_with
 
     if cut.reason == "inference":
         return cut.grad_off or enclosing_with(cut.site, ("inference_mode",))
     if cut.reason == "no_grad" and cut.grad_off is not None:
         text = cut.grad_off.source()
-        return cut.grad_off if text.startswith(("with ", "async with ")) else None
+        if text.startswith(("with ", "async with ")):
+            return cut.grad_off
+        return decorated_off(cut.grad_off, cut.site, backward)
     return None
 
 
@@ -258,6 +259,10 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
     related = [(freed_by, "an earlier backward() freed that part of the graph here"),
                (site, "this backward() needs it again")]
     if freed_by is not None and site is not None and freed_by == site:
+        from gradtrace.runtime.trace.diagnose_freed import freed_root
+        better = freed_root(roots, made, site, pat)
+        if better is not None:
+            return [better]
         if made is not None and _made_again(roots, made, state.last_backward_seq):
             kind, msg = "state-carried-across-steps", (
                 f"the value computed here ({src(made)}) in the previous iteration is carried into"
@@ -376,7 +381,8 @@ def _function_count(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
         if type(node).__name__ == m[1] and cls is not None:
             try:
                 lines, start = inspect.getsourcelines(cls.backward)
-                line = _return_line(lines, int(m[3])) or _def_offset(lines)
+                line = _return_line(lines, int(m[3])) or next(
+                    (i for i, t in enumerate(lines) if t.lstrip().startswith("def ")), 0)
                 where = Site(inspect.getsourcefile(cls.backward) or "", start + line, "backward")
             except (OSError, TypeError):
                 break
@@ -418,13 +424,6 @@ def _return_line(lines: list[str], got: int) -> int | None:
     return min(r.lineno for r in pick) - 1 if pick else None
 
 
-def _def_offset(lines: list[str]) -> int:
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("def "):
-            return i
-    return 0
-
-
 def _unused_input(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                   site: Site | None, state: TraceState) -> list[Finding]:
     m = re.search(r"at index (\d+)", str(exc))
@@ -443,7 +442,6 @@ def _unused_input(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
 
 def _first_tensor(args: tuple, kwargs: dict) -> Tensor | None:
     return next((a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
-
 
 def _requires_grad_dtype(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
                          kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
@@ -483,6 +481,7 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
 
 from gradtrace.runtime.trace.diagnose_inplace import inplace_leaf_finding, inplace_saved_finding  # noqa: E402
 from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
+from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
@@ -495,5 +494,5 @@ _ANALYZERS: dict[str, Analyzer] = {
     "function-grad-count": _function_count,
     "grad-unused-input": _unused_input,
     "requires-grad-dtype": _requires_grad_dtype,
-    "requires-grad-non-leaf": _requires_grad_non_leaf,
+    "requires-grad-non-leaf": _requires_grad_non_leaf, "grad-shape": gradient_shape_now,
 }

@@ -12,6 +12,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.records import created_site
 from gradtrace.runtime.trace.state import TraceState
@@ -35,7 +36,7 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
     candidates = [r for r in reversed(state.inplace) if r[3] == shape]
     best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
         or next((r for r in candidates if op and op in r[2]), None)
-    saver, consumer = _saver_site(_roots(args, kwargs), state.step_seq)
+    node, saver, consumer = _saver(_roots(args, kwargs), state.step_seq)
     if best is not None:
         where, inop, _, _, _, made = best
         related = [(made, "the tensor was created here")]
@@ -43,6 +44,15 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
             related = [(made, "the tensor was created and saved for backward here")]
         elif saver is not None:
             related.append((saver, "this op saved it for backward"))
+        alias = alias_site(where)
+        if alias is not None:  # `out = x` then `out[...] = ...`: the copy belongs there
+            return [make(code_for("inplace-on-saved-tensor", pat.code), alias[0],
+                         f"`{alias[1]}` is another name for `{alias[2]}` (the same tensor, not a "
+                         f"copy), so `{inop}` at {src(where)} changes `{alias[2]}` in place "
+                         f"(shape {list(shape)}), which an earlier op saved for backward",
+                         fix=f"make a copy here: {alias[1]} = {alias[2]}.clone()",
+                         related=[(where, "the in-place write is here"), *related,
+                                  (site, "backward() failed here")])]
         return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                      f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
                      "op saved for backward; backward() then found a newer version",
@@ -64,13 +74,13 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      "still needed the old values",
                      fix="call optimizer.step() only after every backward() of this graph",
                      related=[(site, "backward() failed here")])]
-    return []
+    return saved_view_or_saver(node, saver, shape, state, pat, site)
 
 
-def _saver_site(roots: list[Tensor], step_seq: int = -1,
-                limit: int = 5000) -> tuple[Site | None, Site | None]:
-    """The forward line of the op whose saved tensor was modified (its saved value fails to
-    unpack with the same version error), and, when that op ran before the optimizer step at
+def _saver(roots: list[Tensor], step_seq: int = -1,
+           limit: int = 5000) -> tuple[Any, Site | None, Site | None]:
+    """The node whose saved tensor was modified (its saved value fails to unpack with the same
+    version error), its forward line, and, when that op ran before the optimizer step at
     ``step_seq``, the line of the first traced op after the step that consumed its result."""
     queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
     seen: dict[int, Any] = {}
@@ -88,14 +98,14 @@ def _saver_site(roots: list[Tensor], step_seq: int = -1,
                 getattr(node, attr)
             except RuntimeError as e:
                 if "modified by an inplace operation" in str(e):
-                    return created_site(node)[0], _after(node, parent, step_seq)
+                    return node, created_site(node)[0], _after(node, parent, step_seq)
             except Exception:  # noqa: BLE001 - any other failure: not this attribute
                 continue
         try:
             queue.extend((n, node) for n, _ in node.next_functions if n is not None)
         except (AttributeError, RuntimeError):
             continue
-    return None, None
+    return None, None, None
 
 
 def _after(node: Any, parent: dict[int, Any], step_seq: int) -> Site | None:

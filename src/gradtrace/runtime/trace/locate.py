@@ -18,6 +18,8 @@ _TREES: dict[str, tuple[int, ast.Module | None]] = {}
 
 def tree_of(path: str) -> ast.Module | None:
     """The parsed file (``None`` if it cannot be read or parsed); cached per file version."""
+    if not path.startswith("<"):
+        linecache.checkcache(path)
     lines = linecache.getlines(path)
     key = hash(tuple(lines))
     hit = _TREES.get(path)
@@ -180,3 +182,33 @@ def stored_at(site: Site | None) -> Site | None:
                     and isinstance(n.func, ast.Attribute) and n.func.attr in _FILLERS
                     and _tail(n.func.value) in keys and n.lineno != site.line})
     return Site(site.path, lines[0]) if len(lines) == 1 else None
+
+
+_OFF_DECORATORS = ("no_grad", "inference_mode")
+
+
+def decorated_off(grad_off: Site, cut_site: Site, backward: Site | None = None) -> Site | None:
+    """Grad mode turned off by a decorator (``@torch.no_grad()`` on ``generate``): torch's
+    wrapper enters it, so the user line seen is the call of the decorated function. The
+    decorator line when the decorated function is a module's ``forward`` or holds the failing
+    ``backward`` (it must compute gradients itself); else the call, whose outputs were then
+    used for training (the function is meant to run without gradients)."""
+    tree = tree_of(cut_site.path)
+    stmt = tree_of(grad_off.path)
+    if tree is None or stmt is None:
+        return None
+    called = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)
+              for n in ast.walk(stmt) if isinstance(n, ast.Call)
+              and n.lineno <= grad_off.line <= (n.end_lineno or n.lineno)} | {cut_site.function}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name not in called:
+            continue
+        deco = next((d for d in fn.decorator_list if _calls(d, _OFF_DECORATORS)), None)
+        if deco is None:
+            continue
+        inside = backward is not None and backward.path == cut_site.path and \
+            fn.lineno <= backward.line <= (fn.end_lineno or fn.lineno)
+        if fn.name == "forward" or inside:
+            return Site(cut_site.path, deco.lineno, fn.name)
+        return grad_off
+    return None

@@ -414,3 +414,6 @@ _POSTHOC = {
     "optimizer-non-leaf": _optimizer_args,
     "legacy-function": _legacy_function,
 }
+from gradtrace.runtime.trace.diagnose_args import gradient_shape_after  # noqa: E402
+
+_POSTHOC["grad-shape"] = gradient_shape_after

@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.replaced import replacement_site
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
@@ -21,17 +22,16 @@ Tensor = torch.Tensor
 
 
 def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
-    """Every silent problem the session saw, most likely root cause first.
-
-    The parameter checks need the model and optimizer alive; when they are gone (the program
-    built them inside a function that returned) the last snapshot taken at an optimizer step
-    is used instead.
+    """Every silent problem the session saw, most likely root cause first. The parameter
+    checks need the model and optimizer alive; when they are gone (the program built them
+    inside a function that returned) the last snapshot taken at an optimizer step is used.
     """
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     steps = any(r.steps for r in data.optimizers.values())
     return out + eval_findings(data) + requires_grad_attribute(data) + \
-        _optimizer_events(data, state) + _events(state, steps) + nonfinite_findings(state, data)
+        _optimizer_events(data, state) + _events(state, steps) + discarded(state, data) + \
+        nonfinite_findings(state, data)
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:

@@ -57,6 +57,12 @@ class TraceState:
         self.fresh_grads = False  # a backward() ran since the last optimizer step
         self.wiped_at: Site | None = None  # gradients cleared after that backward(), here
         self.wiped_ids: set[int] = set()  # ids of the parameters/gradients cleared there
+        # gradients cleared before any step used them, seen when the next backward() starts:
+        # (clearing line, that backward's line, backward() calls since the last step, ids);
+        # and the backward() lines whose gradients a step did use (loop_order.py)
+        self.discards: list[tuple[Site, Site | None, int, set[int]]] = []
+        self.consumed_sites: dict[Site, int] = {}  # line -> most backward() calls one step used
+        self.fresh_count = 0  # backward() calls since the last optimizer step
         self.after_step: Site | None = None
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.in_step = False
@@ -262,6 +268,8 @@ class TraceState:
                     listen(roots[0])
         self.in_backward = True
         self.in_step = False
+        if self.backward_sites and (self.wiped_at is not None or not self.fresh_grads):
+            self._before_backward()
         self.clear_wiped()
         if self.step_items or self.items_before:
             self.items_before, self.step_items = self.step_items, []
@@ -269,8 +277,20 @@ class TraceState:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
 
+    def _before_backward(self) -> None:
+        """What happened to the previous backward()'s gradients: a step used them, or they
+        were cleared before any step (NOTE [discarded gradients] in loop_order.py)."""
+        last = self.backward_sites[-1]
+        if self.wiped_at is not None:
+            if len(self.discards) < 256:
+                self.discards.append((self.wiped_at, last, self.fresh_count, self.wiped_ids))
+            self.fresh_count = 0
+        elif len(self.consumed_sites) < 256 or last in self.consumed_sites:
+            self.consumed_sites[last] = max(self.consumed_sites.get(last, 0), self.fresh_count)
+
     def on_backward_done(self, raw: RawSite | None, seq: int) -> None:
         self.in_backward = False
+        self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
         self.last_backward_seq = seq
         self.after_step = None

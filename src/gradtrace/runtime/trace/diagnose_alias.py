@@ -1,0 +1,166 @@
+"""Where an in-place error's tensor got its second name: the alias or view the fix belongs to.
+
+A tensor saved for backward and then changed in place is reported on the write (see
+:mod:`gradtrace.runtime.trace.diagnose_inplace`), except when the write only reached the saved
+tensor through another name made for it:
+
+- ``out = x`` (no copy) then ``out[...] = ...`` in the same function: the alias line, where
+  ``x.clone()`` belongs;
+- the saved tensor is a *view* (``x[:, 0].reshape(...)``, ``.t()``, a slice) of a tensor later
+  written in place: the line that made the view (its saving op's input, a view node);
+- the write itself was not seen (it happened inside a library call, such as
+  ``nn.Embedding(max_norm=...)`` renormalising its weight on lookup): the op that saved the
+  tensor, the last user line that read it before the change.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.records import created_site, node_name
+
+VIEW_NODES = frozenset({"View", "ReshapeAlias", "UnsafeView", "Select", "Slice", "AsStrided",
+                        "Transpose", "Permute", "Expand", "Unsqueeze", "Squeeze", "T",
+                        "Diagonal", "Unfold", "Split", "SplitWithSizes", "Unbind", "Alias",
+                        "Narrow", "Unflatten", "ViewAs", "Chunk"})
+_VIEW_METHODS = frozenset({"view", "view_as", "reshape", "t", "transpose", "permute", "expand",
+                           "expand_as", "unsqueeze", "squeeze", "narrow", "select", "unflatten",
+                           "flatten", "diagonal", "unfold", "T", "mT", "detach"})
+
+
+def _root_name(e: ast.AST) -> str | None:
+    """``out`` of ``out``, ``out[...]``, ``out[...][...]``."""
+    while isinstance(e, ast.Subscript):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
+
+
+def _written_name(stmt: ast.stmt) -> str | None:
+    """The local name whose tensor the statement writes in place: ``out[...] = v``,
+    ``out += v``, ``out.add_(v)``, ``out[..].zero_()``."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Subscript):
+        return _root_name(stmt.targets[0])
+    if isinstance(stmt, ast.AugAssign):
+        return _root_name(stmt.target)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.startswith("_"):
+            return _root_name(f.value)
+    return None
+
+
+def _aliased(value: ast.AST) -> str | None:
+    """The name an assigned value shares memory with: ``x``, ``x[...]``, ``x.view(...)``,
+    ``x.t()`` (chains of those); None for anything that makes a new tensor."""
+    e = value
+    while True:
+        if isinstance(e, ast.Name):
+            return e.id
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in _VIEW_METHODS:
+            e = e.func.value
+        else:
+            return None
+
+
+def alias_site(where: Site) -> tuple[Site, str, str] | None:
+    """For an in-place write at ``where`` into a local that was bound, in the same function, to
+    another name's tensor without a copy: (the binding's line, the local, the other name)."""
+    from gradtrace.runtime.trace.diagnose_args import assignment_before
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(where.path)
+    if tree is None:
+        return None
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == where.line]
+    name = next((n for n in map(_written_name, stmts) if n), None)
+    if name is None:
+        return None
+    bound = assignment_before(where, name)
+    if not isinstance(bound, ast.Assign) or len(bound.targets) != 1 or \
+            not isinstance(bound.targets[0], ast.Name):
+        return None
+    other = _aliased(bound.value)
+    if other is None or other == name:
+        return None
+    return Site(where.path, bound.lineno, where.function), name, other
+
+
+def _changed_leaf(node: Any, shape: tuple[int, ...] | None = None) -> bool | None:
+    """For an AccumulateGrad node: whether its leaf was changed in place (and has ``shape``);
+    None for other nodes."""
+    leaf = getattr(node, "variable", None)
+    if leaf is None:
+        return None
+    return leaf._version > 0 and (shape is None or tuple(leaf.shape) == shape)
+
+
+def _view_input(node: Any, shape: tuple[int, ...]) -> tuple[Any, Any] | None:
+    """(the view node among ``node``'s inputs, the first non-view node below it); None when
+    the saved tensor is a leaf input changed in place (a parameter), not a view."""
+    try:
+        inputs = [n for n, _ in node.next_functions if n is not None]
+    except (AttributeError, RuntimeError):
+        return None
+    if any(_changed_leaf(n, shape) for n in inputs):
+        return None
+    for n in inputs:
+        if node_name(n) not in VIEW_NODES or created_site(n)[0] is None:
+            continue
+        base = n
+        for _ in range(64):
+            try:
+                below = [m for m, _ in base.next_functions if m is not None]
+            except (AttributeError, RuntimeError):
+                break
+            if not below or node_name(base) not in VIEW_NODES:
+                break
+            base = below[0]
+        if _changed_leaf(base) is False:  # a view of a leaf nothing changed (w.t())
+            continue
+        return n, base
+    return None
+
+
+def saved_view_or_saver(node: Any, saver: Site | None, shape: tuple[int, ...], state: Any,
+                        pat: Any, site: Site | None) -> list[Finding]:
+    """No seen write has the saved tensor's shape: a view the saving op took of a tensor
+    written later, else the saving op itself (see the module doc)."""
+    if node is None or saver is None:
+        return []
+    kind = code_for("inplace-on-saved-tensor", pat.code)
+    op = node_name(node)
+    hit = _view_input(node, shape)
+    if hit is not None:
+        view_at = created_site(hit[0])[0]
+        base_at = created_site(hit[1])[0]
+        write = next((r for r in reversed(state.inplace) if base_at is not None
+                      and r[5] == base_at), None)
+        related = [(saver, f"`{op}` saved the view for backward here")]
+        wrote = "was then written in place"
+        if write is not None:
+            related.append((write[0], f"`{write[1]}` wrote into the tensor it views here"))
+            wrote = f"was then written in place by `{write[1]}` at {src(write[0])}"
+        return [make(kind, view_at,
+                     f"this line makes a view (shape {list(shape)}, it shares memory with the "
+                     f"tensor it was taken from) that `{op}` saved for backward; the tensor "
+                     f"it views {wrote}, which changed the saved view too",
+                     fix="take a copy of the view here (.clone()), or build the new values "
+                         "out of place (torch.cat/torch.stack) instead of writing them back",
+                     related=[*related, (site, "backward() failed here")])]
+    return [make(kind, saver,
+                 f"`{op}` here saved a tensor (shape {list(shape)}) for backward that was "
+                 "changed in place afterwards by a call gradtrace did not see (inside a "
+                 "library call, e.g. nn.Embedding(max_norm=...) renormalising its weight on "
+                 "lookup)",
+                 fix="compute this after the call that changes the tensor, or use a copy "
+                     "(.clone()) of the tensor here",
+                 related=[(site, "backward() failed here")])]

@@ -1,0 +1,145 @@
+"""A second backward() at the same line through a graph the first one freed: where the graph was
+carried over, when the run can tell (called by ``diagnose._backward_twice``).
+
+- ``for loss in losses: loss.backward()`` over losses of one forward pass: the ``for`` line
+  (the losses share the graph; the first backward() frees it);
+- an object built once (``pi = Bernoulli(p)`` before the loop, a cache on ``self``) that keeps a
+  tensor of the freed graph, used again by the failing pass: the line that built the object
+  (read from the frame still on the stack when the error is raised).
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Any
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.records import META_FREED, created_site
+
+
+def _receiver(site: Site) -> tuple[Any, str | None]:
+    """(the tree, the name whose ``.backward()`` is called at ``site``)."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site.path)
+    for n in ast.walk(tree) if tree is not None else ():
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr == "backward" and n.lineno == site.line and \
+                isinstance(n.func.value, ast.Name):
+            return tree, n.func.value.id
+    return tree, None
+
+
+def _loop_over_losses(site: Site, made: Site | None, pat: Any) -> Finding | None:
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    _, name = _receiver(site)
+    loop = enclosing_loop(site)
+    if name is None or not isinstance(loop, ast.For) or not any(
+            isinstance(t, ast.Name) and t.id == name for t in ast.walk(loop.target)):
+        return None
+    at = Site(site.path, loop.lineno, site.function)
+    return make(code_for("backward-through-freed-graph", pat.code), at,
+                f"this loop calls backward() once per loss of `{ast.unparse(loop.iter)}`, and "
+                f"the losses share one graph (computed at {src(made)}): the first backward() "
+                "frees it, the next one needs it again",
+                fix="sum the losses and call backward() once (or retain_graph=True on all but "
+                    "the last)", related=[(made, "the shared graph was computed here"),
+                                          (site, "the second backward() fails here")])
+
+
+def _consumer(roots: list[Any], limit: int = 5000) -> Site | None:
+    """The traced line that used a freed node in the failing graph."""
+    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
+    seen: set[int] = set()
+    while queue and len(seen) < limit:
+        node, user = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            if META_FREED in node.metadata:
+                return user
+            user = created_site(node)[0] or user
+            queue.extend((n, user) for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def _stale(obj: Any) -> str | None:
+    """The attribute of ``obj`` holding a tensor whose graph a backward() freed."""
+    import torch
+
+    for key, value in list(getattr(obj, "__dict__", {}).items())[:64]:
+        gf = value.grad_fn if isinstance(value, torch.Tensor) else None
+        try:
+            if gf is not None and META_FREED in gf.metadata:
+                return key
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def _value(expr: ast.expr, frame: Any) -> Any:
+    """``name`` or ``name.attr...`` read from the frame and instance dicts (no property runs)."""
+    if isinstance(expr, ast.Name):
+        return frame.f_locals.get(expr.id, frame.f_globals.get(expr.id))
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, (ast.Name, ast.Attribute)):
+        base = _value(expr.value, frame)
+        d = getattr(base, "__dict__", None) if base is not None else None
+        if isinstance(d, dict):
+            return d.get(expr.attr, d.get("_modules", {}).get(expr.attr))
+    return None
+
+
+def _attr_assigned(tree: ast.AST, expr: ast.expr) -> int | None:
+    """The first line assigning ``self.attr`` (the last link of ``expr``) in the file."""
+    if not isinstance(expr, ast.Attribute):
+        return None
+    lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == expr.attr and
+        ast.unparse(t.value) == ast.unparse(expr.value) for t in n.targets)]
+    return min(lines) if lines else None
+
+
+def _object_built_once(roots: list[Any], site: Site, pat: Any) -> Finding | None:
+    from gradtrace.runtime.trace.diagnose_args import assigned_before
+    from gradtrace.runtime.trace.locate import tree_of
+
+    used = _consumer(roots)
+    tree = tree_of(used.path) if used is not None else None
+    if used is None or tree is None:
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_filename == used.path
+                                     and frame.f_code.co_name == used.function):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    recvs = {ast.unparse(n.value): n.value for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, (ast.Name, ast.Attribute)) and n.lineno == used.line}
+    for name, expr in sorted(recvs.items()):
+        value = _value(expr, frame)
+        attr = _stale(value) if value is not None else None
+        line = (assigned_before(used, name) if isinstance(expr, ast.Name) else
+                _attr_assigned(tree, expr)) if attr is not None else None
+        if line is None:
+            continue
+        at = Site(used.path, line, used.function if isinstance(expr, ast.Name) else "")
+        return make(code_for("graph-reused-across-steps", pat.code), at,
+                    f"`{name}` is built once here and keeps `{name}.{attr}`, a tensor computed "
+                    "with its graph; the first backward() freed that graph, and a later pass "
+                    f"uses it again ({src(used)})",
+                    fix=f"build `{name}` again on every pass (inside the loop), or from detached "
+                        "inputs if it needs no gradient",
+                    related=[(used, "the kept tensor is used again here"),
+                             (site, "this backward() needs the freed graph")])
+    return None
+
+
+def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any) -> Finding | None:
+    """A better lead than the value's line for a second backward() at the same line."""
+    return _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat)
