@@ -313,9 +313,18 @@ class Scope:
         if len(bs) < 8:
             return None
         got = self._lines.get(name)
-        if got is None or got[0] != len(bs):  # (re)made once bindings were added meanwhile
+        if got is None:
             lines = [b.line for b in bs]
             got = self._lines[name] = (len(bs), lines if lines == sorted(lines) else None)
+        elif got[0] != len(bs):  # bindings added meanwhile (while the scope's bindings are
+            lines = got[1]       # made): extended, not made again (quadratic on a script)
+            if lines is not None:
+                new = [b.line for b in bs[got[0]:]]
+                if new == sorted(new) and new[0] >= lines[-1]:
+                    lines.extend(new)
+                else:
+                    lines = None
+            got = self._lines[name] = (len(bs), lines)
         return got[1]
 
     def kind(self, expr: ast.AST | None, line: int | None = None,

@@ -49,7 +49,7 @@ def ascii_code(ctx: Context) -> bool:
 FIND_LIMIT = 32  # names searched one by one in a file before its words are indexed
 
 
-def _word_index(ctx: Context) -> dict[str, list[int]]:
+def word_index(ctx: Context) -> dict[str, list[int]]:
     """Every word of the code -> the offsets where it occurs (one pass, built on demand)."""
     def make() -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -73,7 +73,7 @@ def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
     searched: list[int] = ctx.memo("calls-searched", ctx.tree, lambda: [0])
     searched[0] += len(names)
     if searched[0] > FIND_LIMIT:
-        index = _word_index(ctx)
+        index = word_index(ctx)
         starts = ctx.memo("calls-line-starts", ctx.tree, lambda: [0] + [
             m.end() for m in LINE_END.finditer(code)])
         return sorted({bisect.bisect_right(starts, p) for name in names

@@ -407,9 +407,13 @@ class Tracer:
         loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
         learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
         values = [_bound_value(b, name) for b in self.scope.bindings.get(name, ())]
-        if not values:
-            values = [_bound_value(b, name)
-                      for b in self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
+        if not values:  # the module's, listed once per file (each function of a script asks)
+            module: dict[str, list[ast.expr | None]] = self.ctx.memo(
+                "origins-module-values", self.ctx.tree, dict)
+            values = module.get(name)  # type: ignore[assignment]
+            if values is None:
+                values = module[name] = [_bound_value(b, name) for b in
+                                         self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
         if not values and name.startswith("self.") and self.ctx.mentions(f"{name} ="):
             values = self_assignments(self.ctx.class_def, name, self.ctx)
         if not values:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from gradtrace.lint.analysis.calls import BODY_FIELDS, ascii_code, holding, word_lines
+from gradtrace.lint.analysis.calls import (
+    BODY_FIELDS, FIND_LIMIT, ascii_code, holding, word_index, word_lines,
+)
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import child_fields, children, walk
 
@@ -44,6 +46,12 @@ def call_count(name: str, ctx: Context) -> int:
     once per file: a ``str.count`` per attribute made the rule quadratic in the file's size."""
     counts: dict[str, int] = ctx.memo("gt4-call-counts", ctx.tree, dict)
     got = counts.get(name)
+    if got is None and len(counts) >= FIND_LIMIT and ascii_code(ctx):
+        # a script with hundreds of classes: each scan of the whole text was quadratic; the
+        # code's words, indexed once, give the same count (whole words followed by "(")
+        code, n = ctx.code, len(name)
+        got = counts[name] = sum(code.startswith("(", p + n)
+                                 for p in word_index(ctx).get(name, ()))
     if got is None:  # `name(` not preceded by a word character
         code, needle, got = ctx.code, name + "(", 0
         pos = code.find(needle)

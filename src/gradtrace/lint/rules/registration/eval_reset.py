@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import ast
-from typing import Callable, Iterator
+import bisect
+from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import called_function
@@ -110,35 +111,51 @@ class FrozenEvalUndoneByTrain(Rule):
             return
         outer = loops[0]
         end = outer.end_lineno or outer.lineno
-        if not any(outer.lineno <= m.stmt.lineno <= end for name in STEP_CALLS
-                   for m in scope.calls_to(name)):
+        idx = _index(scope, ctx)
+        if not _any_within(idx.step_lines(scope), outer.lineno, end):
             return
-        freeze = self._eval_freeze(lambda ln: ln < outer.lineno, model, scope, ctx)
+        freeze = self._eval_freeze(-1, outer.lineno - 1, model, scope, ctx)
         if freeze is None:
             return
-        if self._eval_freeze(lambda ln: outer.lineno <= ln <= end and ln > node.lineno,
-                             model, scope, ctx, reapply=True) is not None:
+        if self._eval_freeze(max(outer.lineno, node.lineno + 1), end, model, scope, ctx,
+                             reapply=True) is not None:
             return
         yield self.report(node, ctx, related=[Related(
             ctx.path, freeze.lineno, "the frozen part is put in eval mode here",
             ctx.column(freeze))], model=model, freeze=ctx.source(freeze), line=freeze.lineno)
 
     @staticmethod
-    def _eval_freeze(keep: Callable[[int], bool], model: str, scope: Scope, ctx: Context,
+    def _eval_freeze(lo: int, hi: int, model: str, scope: Scope, ctx: Context,
                      reapply: bool = False) -> ast.AST | None:
         """The call putting part of ``model`` in eval mode as part of a freeze, among the
-        statements of the scope whose line ``keep`` accepts: a method of the model that freezes
+        statements of the scope on lines ``lo`` to ``hi``: a method of the model that freezes
         with eval (the first such call), else the first ``model.<part>.eval()`` when something
         there sets ``requires_grad`` (or ``reapply``)."""
         idx = _index(scope, ctx)
-        for line, n in idx.calls.get(model, ()):
-            if keep(line):
+        for line, n in idx.freezing_calls(model, ctx):
+            if lo <= line <= hi:
                 fn = called_function(n, scope, n.lineno)  # type: ignore[arg-type]
                 if fn is not None and _freezes_with_eval(fn, ctx):
                     return n
-        found = next((n for line, n in idx.evals.get(model, ()) if keep(line)), None)
-        froze = reapply or any(keep(line) for line in idx.flags)
+        found = next((n for line, n in idx.evals.get(model, ()) if lo <= line <= hi), None)
+        froze = reapply or _any_within(idx.sorted_flags(), lo, hi)
         return found if found is not None and froze else None
+
+
+def _any_within(lines: list[int], lo: int, hi: int) -> bool:
+    """Whether the sorted ``lines`` hold one from ``lo`` to ``hi``."""
+    k = bisect.bisect_left(lines, lo)
+    return k < len(lines) and lines[k] <= hi
+
+
+def _freezing_method(name: str, ctx: Context) -> bool:
+    """Whether a method of a class of the file called ``name`` freezes with eval: the only
+    functions :func:`called_function` gives for ``x.name(...)`` are methods of that name."""
+    memo: dict[str, bool] = ctx.memo("gt443-freezing-names", ctx.tree, dict)
+    if name not in memo:
+        memo[name] = any(_freezes_with_eval(m, ctx) for c in ctx.analysis.classes.values()
+                         if (m := c.methods.get(name)) is not None)
+    return memo[name]
 
 
 class _Index:
@@ -151,6 +168,32 @@ class _Index:
         self.flags: list[int] = []
         self.evals: dict[str, list[tuple[int, ast.AST]]] = {}
         self.calls: dict[str, list[tuple[int, ast.AST]]] = {}
+        self._freezing: dict[str, list[tuple[int, ast.AST]]] = {}
+        self._sorted_flags: list[int] | None = None
+        self._steps: list[int] | None = None
+
+    def freezing_calls(self, model: str, ctx: Context) -> list[tuple[int, ast.AST]]:
+        """The calls on ``model`` of a method name that some class's freeze with eval has, in
+        order (a long script calls ``model.parameters()`` in every block: asking each call
+        for its function at every train() call was quadratic)."""
+        got = self._freezing.get(model)
+        if got is None:
+            got = self._freezing[model] = [
+                (line, n) for line, n in self.calls.get(model, ())
+                if _freezing_method(n.func.attr, ctx)]  # type: ignore[attr-defined]
+        return got
+
+    def sorted_flags(self) -> list[int]:
+        if self._sorted_flags is None:
+            self._sorted_flags = sorted(self.flags)
+        return self._sorted_flags
+
+    def step_lines(self, scope: Scope) -> list[int]:
+        """The sorted lines of the statements calling ``x.backward()`` or ``x.step()``."""
+        if self._steps is None:
+            self._steps = sorted(m.stmt.lineno for name in STEP_CALLS
+                                 for m in scope.calls_to(name))
+        return self._steps
 
 
 def _index(scope: Scope, ctx: Context) -> _Index:

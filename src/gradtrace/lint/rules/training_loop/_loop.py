@@ -16,8 +16,9 @@ blocks) can skip ``b``. Statements in the two branches of an ``if``, or in ``try
 from __future__ import annotations
 
 import ast
+import bisect
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
     Backward, Named, Step, calls_in, optimizer_like, step_calls,
@@ -30,6 +31,7 @@ from gradtrace.lint.names import dotted
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
+_T = TypeVar("_T", bound=Any)
 JUMPS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 # text meaning "gradients are cleared here" besides zero_grad()
 MANUAL_ZERO_RE = re.compile(
@@ -87,6 +89,29 @@ class LoopFacts:
                 got = stmts[k:end]
             memo[id(outer)] = got
         return got
+
+    def between(self, items: list[_T], first: int, last: int) -> list[_T]:
+        """The ``items`` (backward, step, zero_grad... calls of this function: anything with a
+        ``stmt``) whose statement starts on lines ``first`` to ``last``, in their order: the
+        calls inside one loop of a long script without a scan of all of them (indexed by line
+        once per list)."""
+        index = self.__dict__.setdefault("_between", {})
+        got = index.get(id(items))
+        if got is None or got[0] is not items:
+            order = sorted((x.stmt.lineno, i) for i, x in enumerate(items))
+            got = index[id(items)] = (items, [ln for ln, _ in order], [i for _, i in order])
+        _, lines, at = got
+        picked = at[bisect.bisect_left(lines, first):bisect.bisect_right(lines, last)]
+        return [items[i] for i in sorted(picked)]
+
+    def block_end(self, s: ast.stmt) -> int | None:
+        """The last line of the block (body list) holding ``s`` (None: not placed)."""
+        path = self.paths.get(id(s))
+        if not path:
+            return None
+        pid, field, _ = path[-1]
+        last = self.blocks[(pid, field)][-1]
+        return getattr(last, "end_lineno", None) or last.lineno
 
     def bindings_at(self, stmt: ast.stmt) -> list[Binding]:
         """The bindings made by ``stmt``, in the order of ``scope.bindings`` (indexed once)."""

@@ -31,8 +31,8 @@ ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
 def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
     """The innermost loop around ``s`` that also runs an accumulating backward."""
     for loop in reversed(f.loops_of(s.stmt)):
-        if any(b.accumulates and loop.lineno <= b.stmt.lineno <= (loop.end_lineno or 0)
-               and f.inside(b.stmt, loop) for b in f.backwards):
+        if any(b.accumulates and f.inside(b.stmt, loop)
+               for b in f.between(f.backwards, loop.lineno, loop.end_lineno or 0)):
             return loop
     return None
 
@@ -375,9 +375,10 @@ class ZeroGradOutsideStepLoop(LoopRule):
             loop = None if s.closure else step_loop(f, s)
             if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop):
                 continue
-            if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in f.zero_grads) or \
+            inner = f.between(f.zero_grads, loop.lineno, loop.end_lineno or loop.lineno)
+            if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in inner) or \
                     any(not optimizer_like(z.receiver) and f.inside(z.stmt, loop)
-                        for z in f.zero_grads) or OTHER_ZERO_RE.search(f.text(loop)):
+                        for z in inner) or OTHER_ZERO_RE.search(f.text(loop)):
                 continue
             before = [z for z in f.zero_grads if f.before(z.stmt, loop)]
             before.sort(key=lambda z: (not covers(f, z, s), -z.call.lineno))  # nearest first
@@ -390,7 +391,7 @@ class ZeroGradOutsideStepLoop(LoopRule):
 
 
 def _once_per_pass(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
-    for stmt in f.scope.stmts:
+    for stmt in f.within(loop):  # (not every statement of a long script, for each step)
         if isinstance(stmt, ast.If) and f.inside(s.stmt, stmt) and f.inside(stmt, loop):
             test = f.ctx.code_of(stmt.test)
             if ONCE_PER_PASS_RE.search(test) or ("==" in test and "%" not in test):
@@ -455,7 +456,8 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         acc = [b for b in f.backwards if b.accumulates]
         for z in f.zero_grads:
-            for s in f.steps:
+            end = f.block_end(z.stmt)  # a step it dominates lies after it in its block
+            for s in f.between(f.steps, z.stmt.lineno, end) if end is not None else ():
                 if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)):
                     continue
                 b = next((b for b in acc if f.before(b.stmt, z.stmt)), None)
