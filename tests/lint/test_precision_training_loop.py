@@ -15,6 +15,49 @@ def gt5(src: str) -> list[tuple[int, str]]:
 
 
 SILENT = {
+    # a loss module whose forward reads the shared value on one branch only, and the other
+    # branch detaches: the call made with the other flag does not run through its graph
+    "loss-module-branch-skips-the-shared-value": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+        class PairLoss(nn.Module):
+            def __init__(self, critic):
+                super().__init__()
+                self.critic = critic
+            def forward(self, real, fake, reg, which):
+                if which == "gen":
+                    return F.mse_loss(fake, real) + 0.1 * reg
+                return self.critic(real).mean() - self.critic(fake.detach()).mean()
+        class Pipeline(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+                self.pair = PairLoss(nn.Linear(4, 1))
+            def step(self, x, opt):
+                fake = self.net(x)
+                reg = fake.abs().mean()
+                gen_loss = self.pair(x, fake, reg, "gen")
+                gen_loss.backward()
+                critic_loss = self.pair(x, fake, reg, "critic")
+                critic_loss.backward()
+                opt.step()
+        """,
+    # the same with a helper function: `extra` is read on one branch only
+    "loss-helper-branch-skips-the-shared-value": """
+        import torch
+        def pair_loss(pred, target, extra, first):
+            if first:
+                return (pred - target).pow(2).mean() + extra
+            return (pred.detach() - target).abs().mean()
+        def train(model, loader, opt):
+            for x, y in loader:
+                opt.zero_grad()
+                out = model(x)
+                extra = out.norm()
+                pair_loss(out, y, extra, True).backward()
+                pair_loss(out, y, extra, False).backward()
+                opt.step()
+        """,
     # the loop hands the optimizer to a helper of another file that may clear it
     "optimizer-handed-to-an-unknown-helper": """
         import torch
@@ -334,6 +377,43 @@ SILENT = {
 }
 
 BUGGY = {
+    "loss-module-reads-the-shared-value-on-every-path": ("""
+        import torch.nn as nn
+        import torch.nn.functional as F
+        class PairLoss(nn.Module):
+            def forward(self, real, fake, reg, which):
+                if which == "gen":
+                    return F.mse_loss(fake, real) + 0.1 * reg
+                return F.l1_loss(fake, real) + reg
+        class Pipeline(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+                self.pair = PairLoss()
+            def step(self, x, opt):
+                fake = self.net(x)
+                reg = fake.abs().mean()
+                gen_loss = self.pair(x, fake, reg, "gen")
+                gen_loss.backward()
+                other = self.pair(x, fake, reg, "l1")
+                other.backward()
+                opt.step()
+        """, [(18, "GT509")]),
+    "loss-helper-reads-the-shared-value-on-every-path": ("""
+        import torch
+        def pair_loss(pred, target, extra, first):
+            if first:
+                return (pred - target).pow(2).mean() + extra
+            return (pred - target).abs().mean()
+        def train(model, loader, opt):
+            for x, y in loader:
+                opt.zero_grad()
+                out = model(x)
+                extra = out.norm()
+                pair_loss(out, y, extra, True).backward()
+                pair_loss(out, y, extra, False).backward()
+                opt.step()
+        """, [(12, "GT509")]),
     # the loop hands the optimizer to a checkpoint saver: saving clears nothing
     "optimizer-handed-to-a-saver-never-cleared": ("""
         import torch

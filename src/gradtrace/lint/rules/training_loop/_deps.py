@@ -68,6 +68,14 @@ def loads(expr: ast.AST, cut: CutParams | None = None) -> Iterator[tuple[str, as
                 stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
                 stack.extend(k.value for k in n.keywords)
                 continue
+            if cut is not None and isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
+                    and (unused := cut.forward_skips(f.attr)) is not None:
+                # `self.loss(...)`, a module of this file: only what its forward reads
+                names = cut.forward_params(f.attr)
+                stack.extend(a for i, a in enumerate(n.args)
+                             if i >= len(names) or names[i] not in unused)
+                stack.extend(k.value for k in n.keywords if k.arg not in unused)
+                continue
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS:
                     continue
@@ -142,12 +150,98 @@ class CutParams:
             out: frozenset[int] | None = None
             for fn in self._defs.get(name, ()):
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                free = _uncut_loads(fn, self._ctx)
+                free = _live_reads(fn, self._ctx)
                 cut = frozenset(i for i, p in enumerate(params) if p not in free)
                 if cut:
                     out = cut if out is None else out & cut
             self._cuts[name] = out
         return self._cuts[name]
+
+    def _forwards(self, attr: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The ``forward`` of every module class of this file that some class stores as
+        ``self.<attr> = Cls(...)`` (empty unless every such assignment is one)."""
+        classes = self._ctx.analysis.classes
+        out = []
+        for info in classes.values():
+            a = info.attrs.get(attr)
+            if a is None:
+                continue
+            v = a.value
+            target = classes.get(v.func.id) if isinstance(v, ast.Call) \
+                and isinstance(v.func, ast.Name) else None
+            fwd = target.methods.get("forward") if target is not None else None
+            if fwd is None:
+                return []
+            out.append(fwd)
+        return out
+
+    def forward_params(self, attr: str) -> list[str]:
+        fwd = self._forwards(attr)
+        return [a.arg for a in fwd[0].args.posonlyargs + fwd[0].args.args][1:] if fwd else []
+
+    def forward_skips(self, attr: str) -> frozenset[str] | None:
+        """The parameters of ``self.<attr>``'s forward (a module class of this file) that
+        some path through it leaves unread or reads only cut (``if idx == 0: return l1 + kl``
+        then ``return d(x.detach())``: neither ``kl`` nor ``x`` carries the call's graph on
+        every path); None when the forward is not known or reads every one of them."""
+        key = "self." + attr
+        if key not in self._cuts:
+            fwds = self._forwards(attr)
+            out: frozenset[str] | None = None
+            if fwds and len({id(f) for f in fwds}) == 1:
+                fn = fwds[0]
+                params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+                read = _live_reads(fn, self._ctx)
+                skip = frozenset(p for p in params if p not in read)
+                out = skip or None
+            self._cuts[key] = out  # type: ignore[assignment]
+        return self._cuts[key]  # type: ignore[return-value]
+
+
+def _live_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
+    """Names ``fn`` reads outside graph-cutting calls, on every path through it that returns
+    a value (an ``if`` splits the paths; loops, ``with`` and ``try`` blocks count as read
+    whole; a body that only falls off its end: every name read anywhere)."""
+    anywhere = _uncut_loads(fn, ctx)
+    must, returned = _paths(fn.body, ctx)
+    if not returned or must is None:
+        return anywhere
+    return anywhere & must
+
+
+def _reads(s: ast.stmt, ctx: Context) -> set[str]:
+    return _uncut_loads(ast.Module(body=[s], type_ignores=[]), ctx)
+
+
+_ALL = None  # the reads of a path that raises: it makes no value, so it constrains nothing
+
+
+def _paths(body: list[ast.stmt], ctx: Context) -> tuple[set[str] | None, bool]:
+    """(names read on every path through ``body`` that returns, whether every path returns or
+    raises); ``None`` for the names: every path raises."""
+    acc: set[str] = set()
+    for i, s in enumerate(body):
+        if isinstance(s, ast.Return):
+            return acc | _reads(s, ctx), True
+        if isinstance(s, ast.Raise):
+            return _ALL, True
+        if not isinstance(s, ast.If):
+            acc |= _reads(s, ctx)
+            continue
+        acc |= _reads(ast.Expr(s.test), ctx)
+        rest = body[i + 1:]
+        ways = []
+        for branch in (s.body, s.orelse):
+            m, done = _paths(branch, ctx)
+            if not done:  # the branch falls through to the statements after the `if`
+                r, done = _paths(rest, ctx)
+                m = _ALL if m is _ALL or r is _ALL else m | r
+            ways.append(m)
+        known = [w for w in ways if w is not _ALL]
+        if not known:
+            return _ALL, True
+        return acc | set.intersection(*known), True
+    return acc, False
 
 
 def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
