@@ -54,7 +54,8 @@ def expected_code(pat) -> str:
              "param-two-groups": "parameter-in-two-groups",
              "out-requires-grad": "out-argument-requires-grad",
              "legacy-function": "legacy-autograd-function",
-             "grad-shape": "backward-gradient-shape"}
+             "grad-shape": "backward-gradient-shape",
+             "optimizer-state-groups": "optimizer-state-mismatch"}
     return code_for(kinds[pat.key], pat.code)
 
 

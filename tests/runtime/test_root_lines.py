@@ -3,10 +3,13 @@ seen on held-out real-world bugs: a backward() gradient argument of the wrong sh
 was built); a tensor saved for backward and changed in place through another name (the alias
 or view line, or the saving op when the write happened inside a library call); gradients
 cleared before any optimizer step used them (the step outside the loop, zero_grad() every pass
-with a step every N, zero_grad() at an epoch start dropping a partial sum); grad mode turned off
+with a step every N, zero_grad() at an epoch start dropping a partial sum, a step that runs
+before a later backward() of the same pass); grad mode turned off
 by a decorator (the call of a no-grad helper whose outputs are trained on, the decorator of a
 forward); a second backward() at one line through a freed graph (the loop over losses of one
-forward, an object built once that keeps a tensor of the graph). Each bug is written in a spelling of its own (a method, a helper, a script) and
+forward, an object built once that keeps a tensor of the graph, a detach helper that hands a
+tuple back undetached); an optimizer state loaded before its groups match. A module left out of the
+optimizer on purpose (its parameters explicitly removed) is no GT821. Each bug is written in a spelling of its own (a method, a helper, a script) and
 has a look-alike that stays silent. Real torch, in-process runs."""
 from __future__ import annotations
 
@@ -177,9 +180,142 @@ agent = Agent()
 for _ in range(2):
     agent.update()
 """),
+    "aux_head_missing_while_encoder_excluded": ("GT821", """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.head, self.aux = nn.Linear(3, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x):
+        h = self.encoder(x)
+        return self.head(h) + self.aux(h)
+
+net = Net()
+skip = set(net.encoder.parameters())
+opt = torch.optim.SGD([p for p in net.head.parameters() if p not in skip], lr=0.1)  # C
+for _ in range(2):
+    opt.zero_grad()
+    net(torch.randn(2, 3)).pow(2).mean().backward()
+    opt.step()
+"""),
+    "adaptation_step_before_adversarial_backward": ("GT827", """
+class Adapt:
+    def __init__(self):
+        self.seg, self.disc = nn.Linear(3, 2), nn.Linear(2, 1)
+        self.opt = torch.optim.SGD(self.seg.parameters(), lr=0.1)
+        self.opt_d = torch.optim.SGD(self.disc.parameters(), lr=0.1)
+
+    def step(self, src, tgt):
+        self.opt.zero_grad()
+        self.opt_d.zero_grad()
+        F.mse_loss(self.seg(src), torch.zeros(4, 2)).backward()
+        self.opt.step()  # C
+        self.disc.requires_grad_(False)
+        self.disc(self.seg(tgt)).mean().backward()
+        self.disc.requires_grad_(True)
+        self.disc(self.seg(tgt).detach()).pow(2).mean().backward()
+        self.opt_d.step()
+
+adapt = Adapt()
+for _ in range(3):
+    adapt.step(torch.randn(4, 3), torch.randn(4, 3))
+"""),
+    "detach_helper_skips_lstm_state_tuple": ("GT506", """
+lstm = nn.LSTM(2, 3)
+opt = torch.optim.SGD(lstm.parameters(), lr=0.1)
+
+def keep(state):
+    if torch.is_tensor(state):
+        return state.detach()
+    return state  # C
+
+state = None
+for chunk in torch.randn(3, 4, 1, 2):
+    out, new_state = lstm(chunk, state)
+    opt.zero_grad()
+    out.pow(2).mean().backward()
+    opt.step()
+    state = keep(new_state)
+"""),
+    "optimizer_state_loaded_before_group_added": ("GT831", """
+class Trainer:
+    def __init__(self, model, resume=None):
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if resume is not None:
+            self.opt.load_state_dict(resume)  # C
+        self.scale = nn.Parameter(torch.ones(1))
+        self.opt.add_param_group({"params": [self.scale]})
+
+net = nn.Linear(2, 1)
+first = Trainer(net)
+Trainer(net, resume=first.opt.state_dict())
+"""),
 }
 
 LOOKALIKES = {
+    "detach_helper_handles_tuples": """
+lstm = nn.LSTM(2, 3)
+opt = torch.optim.SGD(lstm.parameters(), lr=0.1)
+
+def keep(state):
+    if torch.is_tensor(state):
+        return state.detach()
+    return tuple(s.detach() for s in state)
+
+state = None
+for chunk in torch.randn(3, 4, 1, 2):
+    out, new_state = lstm(chunk, state)
+    opt.zero_grad()
+    out.pow(2).mean().backward()
+    opt.step()
+    state = keep(new_state)
+""",
+    "adaptation_step_after_adversarial_backward": """
+class Adapt:
+    def __init__(self):
+        self.seg, self.disc = nn.Linear(3, 2), nn.Linear(2, 1)
+        self.opt = torch.optim.SGD(self.seg.parameters(), lr=0.1)
+        self.opt_d = torch.optim.SGD(self.disc.parameters(), lr=0.1)
+
+    def step(self, src, tgt):
+        self.opt.zero_grad()
+        self.opt_d.zero_grad()
+        F.mse_loss(self.seg(src), torch.zeros(4, 2)).backward()
+        self.disc.requires_grad_(False)
+        self.disc(self.seg(tgt)).mean().backward()
+        self.opt.step()
+        self.disc.requires_grad_(True)
+        self.disc(self.seg(tgt).detach()).pow(2).mean().backward()
+        self.opt_d.step()
+
+adapt = Adapt()
+for _ in range(3):
+    adapt.step(torch.randn(4, 3), torch.randn(4, 3))
+""",
+    "encoder_excluded_from_optimizer_on_purpose": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.head = nn.Linear(3, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+class Trainer:
+    def __init__(self, net):
+        self.net = net
+        frozen = set(net.encoder.parameters())
+        self.opt = torch.optim.SGD([p for p in net.parameters() if p not in frozen], lr=0.1)
+
+    def step(self, x):
+        self.opt.zero_grad()
+        self.net(x).pow(2).mean().backward()
+        self.opt.step()
+
+trainer = Trainer(Net())
+for _ in range(2):
+    trainer.step(torch.randn(2, 3))
+""",
     "backward_per_loss_of_separate_forwards": """
 net = nn.Linear(3, 1)
 opt = torch.optim.SGD(net.parameters(), lr=0.1)

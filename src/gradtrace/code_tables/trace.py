@@ -236,6 +236,16 @@ CODES = (
          "q = q.squeeze()\nq.backward(err)",
          "Build the gradient in the output's shape (`torch.ones_like(out)`), or reduce the "
          "output to a scalar first.", _DIAGNOSE),
+    Code("GT831", "optimizer-state-mismatch",
+         "an optimizer state loaded before its parameter groups match the checkpoint's",
+         "`optimizer.load_state_dict()` needs the parameter groups (and their sizes) of the "
+         "optimizer that saved the state: a group added later with `add_param_group`, or a "
+         "model changed since the save, makes it raise; the finding names the load in the "
+         "function that built the optimizer.",
+         "opt.load_state_dict(ckpt['optimizer'])\nopt.add_param_group({'params': loss_fn.parameters()})",
+         "opt.add_param_group({'params': loss_fn.parameters()})\nopt.load_state_dict(ckpt['optimizer'])",
+         "Load the state after every group is added, with the model the checkpoint came from.",
+         _DIAGNOSE),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "

@@ -175,6 +175,23 @@ out = m(torch.randn(8, 4)).squeeze(1)
 grad = torch.ones(8, 1)  # <- cause
 out.backward(grad)
 """),
+    _p("optimizer-state-groups", r"loaded state dict (has a different number of parameter "
+       r"groups|contains a parameter group that doesn't match the size of optimizer's group)",
+       "GT831", "the optimizer's parameter groups do not match the checkpoint's",
+       """optimizer.load_state_dict() needs the same parameter groups, of the same sizes, as the
+       optimizer that saved the state: a group added later with add_param_group (a loss with
+       learnable weights, a new head), or parameters added or removed since the save, make it
+       refuse the checkpoint.""",
+       """Load the optimizer's state after every parameter group is in place, with the model the
+       checkpoint was saved from.""",
+       _HEAD + """m, extra = nn.Linear(2, 1), nn.Parameter(torch.zeros(1))
+saver = torch.optim.SGD(m.parameters(), lr=0.1)
+saver.add_param_group({"params": [extra]})
+ckpt = saver.state_dict()
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+opt.load_state_dict(ckpt)  # <- cause
+opt.add_param_group({"params": [extra]})
+"""),
     _p("backward-twice", r"Trying to backward through the graph a second time", "GT803",
        "backward through a part of the graph that an earlier backward already freed",
        """backward() frees the saved tensors of the graph it ran through. A later backward that

@@ -260,7 +260,7 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
                (site, "this backward() needs it again")]
     if freed_by is not None and site is not None and freed_by == site:
         from gradtrace.runtime.trace.diagnose_freed import freed_root
-        better = freed_root(roots, made, site, pat)
+        better = freed_root(roots, made, site, pat, state)
         if better is not None:
             return [better]
         if made is not None and _made_again(roots, made, state.last_backward_seq):

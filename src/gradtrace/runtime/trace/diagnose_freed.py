@@ -5,7 +5,10 @@ carried over, when the run can tell (called by ``diagnose._backward_twice``).
   (the losses share the graph; the first backward() frees it);
 - an object built once (``pi = Bernoulli(p)`` before the loop, a cache on ``self``) that keeps a
   tensor of the freed graph, used again by the failing pass: the line that built the object
-  (read from the frame still on the stack when the error is raised).
+  (read from the frame still on the stack when the error is raised);
+- a local of the backward()'s function still holding a tensor (or tuple) of the freed graph,
+  rebound inside the loop: that rebinding, or the ``return arg`` of the helper it calls that
+  hands the value back undetached (a detach helper that skips an LSTM's ``(h, c)`` tuple).
 """
 from __future__ import annotations
 
@@ -140,6 +143,104 @@ def _object_built_once(roots: list[Any], site: Site, pat: Any) -> Finding | None
     return None
 
 
-def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any) -> Finding | None:
+def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any,
+               state: Any) -> Finding | None:
     """A better lead than the value's line for a second backward() at the same line."""
-    return _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat)
+    return _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat) or \
+        _carried_local(site, pat, state.last_backward_seq)
+
+
+def _reaches_freed(node: Any, limit: int = 256) -> bool:
+    stack, seen = [node], set()
+    while stack and len(seen) < limit:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        try:
+            if META_FREED in n.metadata:
+                return True
+            stack.extend(m for m, _ in n.next_functions if m is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return False
+
+
+def _stale_value(value: Any, since: int) -> bool:
+    """A tensor (or a tuple/list of them) computed before the backward() numbered ``since``
+    whose graph reaches a node a backward() freed: a value carried over from a past pass."""
+    import torch
+
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    for t in list(items)[:16]:
+        gf = t.grad_fn if isinstance(t, torch.Tensor) else None
+        made, seq = created_site(gf)
+        if gf is not None and made is not None and 0 <= seq < since and _reaches_freed(gf):
+            return True
+    return False
+
+
+def _returned_unchanged(fn: Any) -> int | None:
+    """The line of ``return <one of its parameters>`` in a user function (a helper meant to
+    detach that hands some values back as they are)."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    code = getattr(fn, "__code__", None)
+    tree = tree_of(code.co_filename) if code is not None else None
+    if tree is None:
+        return None
+    params = set(code.co_varnames[:code.co_argcount])
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name == code.co_name and node.lineno <= code.co_firstlineno + 2 and \
+                node.end_lineno is not None and node.end_lineno >= code.co_firstlineno:
+            for r in ast.walk(node):
+                if isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and \
+                        r.value.id in params:
+                    return r.lineno
+    return None
+
+
+def _carried_local(site: Site, pat: Any, since: int) -> Finding | None:
+    """A local of the failing backward()'s function that still holds a tensor (or a tuple of
+    them) of the freed graph, rebound inside the loop around the backward(): that rebinding
+    carries the graph into the next pass (or, when it calls a helper that returns its argument
+    as it is, that ``return``)."""
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    loop = enclosing_loop(site)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_filename == site.path
+                                     and frame.f_code.co_name == site.function):
+        frame = frame.f_back
+    if loop is None or frame is None:
+        return None
+    for name, value in list(frame.f_locals.items()):
+        if name == "self" or not _stale_value(value, since):
+            continue
+        binds = [n for n in ast.walk(loop) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for tg in n.targets for t in ast.walk(tg))]
+        if not binds:
+            continue
+        bind = max(binds, key=lambda n: n.lineno)
+        lead = Site(site.path, bind.lineno, site.function)
+        msg = (f"`{name}` is carried into the next pass here still attached to the graph that "
+               "pass's backward() frees")
+        call = bind.value if isinstance(bind.value, ast.Call) else None
+        fn = frame.f_globals.get(call.func.id) if call is not None and \
+            isinstance(call.func, ast.Name) else None
+        back = _returned_unchanged(fn) if fn is not None else None
+        if back is not None:
+            code = fn.__code__
+            lead = Site(code.co_filename, back, code.co_name)
+            msg = (f"`{code.co_name}` returns its argument as it is here, so `{name}` (a "
+                   f"{type(value).__name__}) is carried into the next pass "
+                   f"({src(Site(site.path, bind.lineno))}) still attached to the graph the "
+                   "previous backward() freed")
+        return make(code_for("state-carried-across-steps", pat.code), lead, msg,
+                    fix=f"detach every tensor carried across passes (for a tuple: "
+                        f"tuple(t.detach() for t in {name}))",
+                    related=[(Site(site.path, bind.lineno, site.function),
+                              f"`{name}` is rebound here for the next pass"),
+                             (site, "this backward() needs the freed graph")])
+    return None

@@ -62,7 +62,7 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
         used[last] = max(used.get(last, 0), state.fresh_count)
     events = [e for e in state.discards if e[1] is not None and e[1] in used]
     if not events:
-        return []
+        return step_too_early(state)
     zero, backward = Counter((e[0], e[1]) for e in events).most_common(1)[0][0]
     mine = [e for e in events if (e[0], e[1]) == (zero, backward)]
     lost = sum(e[2] for e in mine)
@@ -97,3 +97,115 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
                  fix="move optimizer.step() into the loop, right after backward()",
                  related=[(zero, "the gradients are cleared here, unused"),
                           (backward, "backward() runs here")], severity="warning")]
+
+
+# NOTE [step before backward]
+# Per optimizer that has stepped, one representative parameter (the first with a gradient at
+# its last step, ``OptimizerRecord.rep``) is looked at when each backward() starts and ends:
+# a gradient that changed during a backward() marks that backward() as *pending* for the
+# optimizer; the optimizer's next step marks its pending lines *used*; a gradient found
+# cleared (None, another tensor, or all zeros) at a later backward() start, with no step in
+# between, marks them *dropped*. A backward() line dropped for some optimizer and never used
+# by any (not even through another optimizer: a GAN's generator loss also reaches the
+# critic) lost all its gradients; when it runs after that optimizer's step() in the same
+# function, the step came too early (texture adaptation: step, then the adversarial
+# backward(), then zero_grad() at the top of the next pass). A few dict reads per optimizer
+# per backward(), at backward time only.
+class Order:
+    """Pending, used and dropped backward() lines, per optimizer record."""
+
+    def __init__(self) -> None:
+        self.params: dict[int, tuple[int, Any]] = {}  # id(rec) -> (param id, weakref)
+        self.before: dict[int, tuple[int, int] | None] = {}  # id(rec) -> grad at the start
+        self.pending: dict[int, tuple[int, tuple[int, int], set[Site]]] = {}
+        self.used: set[Site] = set()
+        self.dropped: dict[Site, Any] = {}  # backward() line -> optimizer record
+
+
+def _param(order: Order, rec: Any) -> Any:
+    import weakref
+
+    rep = rec.rep
+    hit = order.params.get(id(rec))
+    if hit is not None and hit[0] == rep[0]:
+        return hit[1]()
+    opt = rec.ref()
+    p = next((q for g in (opt.param_groups if opt is not None else ())
+              for q in g["params"] if id(q) == rep[0]), None)
+    order.params[id(rec)] = (rep[0], weakref.ref(p) if p is not None else lambda: None)
+    return p
+
+
+def _grad_key(p: Any) -> tuple[int, int] | None:
+    g = p.grad
+    return None if g is None else (id(g), g._version)
+
+
+def backward_starts(state: Any) -> None:
+    """Resolve pending lines, and note each optimizer's gradient before this backward()."""
+    data = state.hooks_data
+    recs = [r for r in list(data.optimizers.values()) if r.rep is not None] if data else []
+    if not recs or len(recs) > 8:
+        return
+    order = state.order = getattr(state, "order", None) or Order()
+    for rec in recs:
+        p = _param(order, rec)
+        if p is None:
+            continue
+        now = _grad_key(p)
+        pend = order.pending.get(id(rec))
+        if pend is not None:
+            steps, key, lines = pend
+            if rec.steps > steps:
+                order.used |= lines
+                del order.pending[id(rec)]
+            elif now is None or now[0] != key[0] or now[1] != key[1] and not bool(p.grad.any()):
+                for line in lines:
+                    order.dropped.setdefault(line, rec)
+                del order.pending[id(rec)]
+        order.before[id(rec)] = now
+
+
+def backward_ends(state: Any, site: Site | None) -> None:
+    """Mark this backward() pending for every optimizer whose gradient it changed."""
+    order = getattr(state, "order", None)
+    data = state.hooks_data
+    if order is None or site is None or data is None:
+        return
+    for rec in list(data.optimizers.values()):
+        if id(rec) not in order.before or rec.rep is None:
+            continue
+        p = _param(order, rec)
+        now = _grad_key(p) if p is not None else None
+        if now is None or now == order.before.pop(id(rec)):
+            continue
+        pend = order.pending.get(id(rec))
+        lines = pend[2] if pend is not None and pend[0] == rec.steps else set()
+        if len(lines) < 64:
+            lines.add(site)
+        order.pending[id(rec)] = (rec.steps, now, lines)
+
+
+def step_too_early(state: Any) -> list[Finding]:
+    """NOTE [step before backward]: the step of the optimizer whose gradients a later
+    backward() in the same function adds, and which are dropped before its next step."""
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    order = getattr(state, "order", None)
+    if order is None:
+        return []
+    for line, rec in order.dropped.items():
+        step = rec.site
+        if line in order.used or line in state.consumed_sites or step is None or \
+                step.path != line.path or step.function != line.function or \
+                step.line >= line.line or enclosing_loop(step) is not enclosing_loop(line):
+            continue
+        return [make(code_for(KIND, "GT827"), step,
+                     f"optimizer.step() here runs before the backward() at {src(line)} in the "
+                     "same pass: the gradients that backward() adds to this optimizer's "
+                     "parameters are cleared before its next step, so they never reach an "
+                     "update", fix="call optimizer.step() after every backward() whose "
+                     "gradients it should apply",
+                     related=[(line, "this backward()'s gradients are cleared unused")],
+                     severity="warning")]
+    return []

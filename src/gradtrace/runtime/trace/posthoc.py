@@ -415,5 +415,6 @@ _POSTHOC = {
     "legacy-function": _legacy_function,
 }
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_after  # noqa: E402
+from gradtrace.runtime.trace.posthoc_state import state_mismatch  # noqa: E402
 
-_POSTHOC["grad-shape"] = gradient_shape_after
+_POSTHOC.update({"grad-shape": gradient_shape_after, "optimizer-state-groups": state_mismatch})

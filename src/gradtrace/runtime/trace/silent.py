@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.replaced import replacement_site
@@ -24,8 +25,7 @@ Tensor = torch.Tensor
 def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     """Every silent problem the session saw, most likely root cause first. The parameter
     checks need the model and optimizer alive; when they are gone (the program built them
-    inside a function that returned) the last snapshot taken at an optimizer step is used.
-    """
+    inside a function that returned) the last snapshot taken at an optimizer step is used."""
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     steps = any(r.steps for r in data.optimizers.values())
@@ -269,9 +269,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                    for _, p in pairs if id(p) in owners)
     stale = [p for _, p in pairs
              if p.requires_grad and id(p) not in data.had_grad and p.grad is None]
-    # Every optimized tensor is a plain tensor, no Parameter of any module: what is trained is an
-    # input (adversarial examples, style transfer, dataset distillation) and the modules that
-    # grade it are fixed. (Parameters of a model re-created since do not count as inputs.)
+    # Every optimized tensor is a plain tensor, no Parameter of any module: an input is trained
+    # (adversarial examples, style transfer...), the modules are fixed (not a re-created model).
     inputs_trained = not any(isinstance(p, torch.nn.Parameter) or id(p) in owners
                              for _, p in pairs)
     groups: dict[tuple[str, Site | None, str, str], list[str]] = {}
@@ -282,8 +281,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
         missed = [p for p in m._parameters.values()
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
-        if missed and not m.training and training:
-            continue  # kept in eval mode while the optimized modules train: a fixed part
+        if missed and (not m.training and training or left_out_on_purpose(data, [
+                param_name(data, q) for q in missed])):
+            continue  # in eval mode while the optimized modules train, or left out on purpose
         if missed:
             owner, owner_site = unregistered_owner(data, m)
             kind, why, fix = _not_optimized_reason(owner, len(stale),

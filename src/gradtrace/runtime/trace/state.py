@@ -63,6 +63,7 @@ class TraceState:
         self.discards: list[tuple[Site, Site | None, int, set[int]]] = []
         self.consumed_sites: dict[Site, int] = {}  # line -> most backward() calls one step used
         self.fresh_count = 0  # backward() calls since the last optimizer step
+        self.order: Any = None  # loop_order.Order, once an optimizer has stepped
         self.after_step: Site | None = None
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.in_step = False
@@ -270,6 +271,9 @@ class TraceState:
         self.in_step = False
         if self.backward_sites and (self.wiped_at is not None or not self.fresh_grads):
             self._before_backward()
+        if self.hooks_data is not None and self.hooks_data.optimizers:
+            from gradtrace.runtime.trace.loop_order import backward_starts
+            backward_starts(self)  # NOTE [step before backward]
         self.clear_wiped()
         if self.step_items or self.items_before:
             self.items_before, self.step_items = self.step_items, []
@@ -290,6 +294,9 @@ class TraceState:
 
     def on_backward_done(self, raw: RawSite | None, seq: int) -> None:
         self.in_backward = False
+        if self.order is not None:
+            from gradtrace.runtime.trace.loop_order import backward_ends
+            backward_ends(self, self.backward_sites[-1] if raw is not None else None)
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
         self.last_backward_seq = seq
