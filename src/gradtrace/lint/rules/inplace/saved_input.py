@@ -30,26 +30,35 @@ def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
     return k is not None and k.what == PARAMETER
 
 
-def _saved_names(e: ast.AST, ctx: Context, line: int) -> Iterator[tuple[str, ast.AST]]:
-    """(name, saving op) for each bare name a saving op in ``e`` takes as its input."""
+def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
+    """(name, op, test) for each bare name an op in ``e`` may save as its input, in walk
+    order; the op saves it when :func:`_saves_it` passes ``test`` (kinds cost a data-flow
+    pass: asked only for the name a write touches)."""
+    out: list[tuple[str, ast.AST, tuple[str, list]]] = []
     for n in walk(e):
         if isinstance(n, ast.Call) and n.args:
             f = n.func
             q = ctx.qualified_name(f) or ""
             if q in SAVING_FUNCS:
                 for a in n.args[:2]:
-                    if isinstance(a, ast.Name) and any(
-                            _is_param(o, ctx, line) for o in n.args[:2] if o is not a):
-                        yield a.id, n
+                    if isinstance(a, ast.Name):
+                        out.append((a.id, n, ("param", [o for o in n.args[:2] if o is not a])))
                 continue
             if isinstance(f, (ast.Name, ast.Attribute)) and isinstance(n.args[0], ast.Name):
-                k = ctx.analysis.kind(f, None, line)
-                if k is not None and k.what == MODULE and (k.cls or "") in SAVING_MODULES:
-                    yield n.args[0].id, n
+                out.append((n.args[0].id, n, ("module", [f])))
         elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
             for a, b in ((n.left, n.right), (n.right, n.left)):
-                if isinstance(a, ast.Name) and _is_param(b, ctx, line):
-                    yield a.id, n
+                if isinstance(a, ast.Name):
+                    out.append((a.id, n, ("param", [b])))
+    return out
+
+
+def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
+    how, operands = test
+    if how == "param":  # another operand is a Parameter
+        return any(_is_param(o, ctx, line) for o in operands)
+    k = ctx.analysis.kind(operands[0], None, line)  # a saving layer
+    return k is not None and k.what == MODULE and (k.cls or "") in SAVING_MODULES
 
 
 def _written(s: ast.stmt) -> str | None:
@@ -70,14 +79,14 @@ def _written(s: ast.stmt) -> str | None:
     return None
 
 
-def _binds(s: ast.stmt, name: str) -> bool:
+def _bound(s: ast.stmt) -> frozenset[str]:
     targets: list[ast.expr] = []
     if isinstance(s, ast.Assign):
         targets = s.targets
     elif isinstance(s, (ast.AnnAssign, *LOOP_TYPES[:2])):
         targets = [s.target]  # type: ignore[list-item]
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-               for t in targets for n in walk(t))
+    return frozenset(n.id for t in targets for n in walk(t)
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
 class InplaceWriteToSavedInput(Rule):
@@ -173,19 +182,19 @@ class InplaceWriteToSavedInput(Rule):
         block = index.blocks.get((pid, field), [])
         hit = None
         for prev in reversed(block[:i]):  # straight line: saved earlier in the block
-            if _binds(prev, name):
+            if name in ctx.memo("gt605-bound", prev, lambda: _bound(prev)):
                 break
-            hit = next((op for n, op in self._saves(prev, ctx) if n == name), None)
+            hit = self._saved(prev, name, ctx)
             if hit is not None:
                 break
         remedy = f"write `{name} = {name} + ...` (out of place) instead"
         if hit is None:  # a loop: saved later in the body, written again on the next pass
             loop = next((x for x in ctx.loops if id(x) == pid and field == "body"), None)
-            if loop is None or any(_binds(x, name) for x in walk(loop)
-                                   if isinstance(x, ast.stmt)):
+            if loop is None or name in ctx.memo("gt605-loop-bound", loop, lambda: frozenset(
+                    ).union(*(_bound(x) for x in walk(loop) if isinstance(x, ast.stmt)))):
                 return
             for nxt in block[i + 1:]:
-                hit = next((op for n, op in self._saves(nxt, ctx) if n == name), None)
+                hit = self._saved(nxt, name, ctx)
                 if hit is not None:
                     remedy = (f"clone it first (`{name} = {name}.clone()` before the write) "
                               "or build a new tensor each pass")
@@ -198,11 +207,21 @@ class InplaceWriteToSavedInput(Rule):
             op=ctx.source(hit)[:50], line=hit.lineno, remedy=remedy)  # type: ignore[attr-defined]
 
     @staticmethod
-    def _saves(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST]]:
-        if isinstance(s, (ast.If, *LOOP_TYPES, ast.With, ast.Try, ast.FunctionDef,
-                          ast.AsyncFunctionDef, ast.ClassDef)):
-            return []  # the op must sit in the block itself
-        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
-                and not isinstance(s.value.func, ast.Attribute):
-            return []
-        return list(_saved_names(s, ctx, s.lineno))
+    def _saved(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
+        """The first op of ``s`` that saves ``name`` as its input (the candidates of each
+        statement are found once, the kinds asked only for ``name``)."""
+        for n, op, test in ctx.memo("gt605-candidates", s, lambda: _own_candidates(s, ctx)):
+            if n == name and _saves_it(test, ctx, s.lineno):
+                return op
+        return None
+
+
+def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
+    """:func:`_candidates` of a statement of the block itself (not of a nested block)."""
+    if isinstance(s, (ast.If, *LOOP_TYPES, ast.With, ast.Try, ast.FunctionDef,
+                      ast.AsyncFunctionDef, ast.ClassDef)):
+        return []  # the op must sit in the block itself
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+            and not isinstance(s.value.func, ast.Attribute):
+        return []
+    return _candidates(s, ctx)

@@ -258,7 +258,9 @@ class TrainedModuleSwapped(Rule):
     name = "trained-module-swapped"
     message = ("`{a}` and `{b}` are passed in each other's places: `{fn}()` takes `{b}` "
                "first; the module it trains is not the one `{opt}` holds")
-    triggers = ("def",)  # the function called lies in the file (NOTE [call sites])
+    # an optimizer of the caller is a `torch.optim` class, named in the code: without one
+    # nothing can be swapped, and most library files build none (NOTE [word gates])
+    triggers = ("optim",)
     examples = [
         Bad("""
             import copy, torch

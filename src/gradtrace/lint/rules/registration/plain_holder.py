@@ -38,6 +38,10 @@ class ParametersInPlainClass(Rule):
                "`parameters()`, the optimizer, `state_dict()` and `.to()` miss it; make `{cls}` "
                "an `nn.Module` subclass")
     triggers = ("Module",)
+    # every class statement's own lines say `class`: all classes are still visited, in walk
+    # order, and the engine may skip the statements that hold no class (NOTE [quiet subtrees])
+    gate_statements = True
+    statement_triggers = ("class",)
     examples = [
         Bad("""
             import torch

@@ -94,6 +94,10 @@ class StepWrapperNeverClears(LoopRule):
                "it nor clears them otherwise: every step applies the sum of all earlier "
                "batches' gradients; pass `{flag}=True`")
     triggers = ("zero_grad",)  # in the wrapper; the loop's function need not hold it
+    # every function's own lines say `def`: all are still visited, in walk order, and the
+    # engine may skip the statements that hold none (NOTE [quiet subtrees])
+    gate_statements = True
+    statement_triggers = ("def",)
     function_needs = ()
     examples = [
         Bad("""
