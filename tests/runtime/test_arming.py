@@ -180,3 +180,64 @@ def test_a_module_seen_only_on_unarmed_steps_is_not_said_never_to_run():
     msgs = [f.message for f in tr.findings if "never received a gradient" in f.message]
     assert msgs == ["tensor of shape [4, 4], tensor of shape [4] never received a gradient: "
                     "no backward() reached it"]
+
+
+def test_the_mode_is_off_the_stack_inside_optimizer_step_only():
+    """NOTE [trace arming]: the optimizer's own work skips the mode; a closure's step keeps it,
+    a step that raises gets it back at the end of the next step, the exit leaves nothing."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    inside: list[int] = []
+    fail = [False]
+
+    def probe(o, args, kwargs):
+        inside.append(torch._C._len_torch_function_stack())
+        if fail[0]:
+            raise RuntimeError("boom")
+
+    opt.register_step_pre_hook(probe)
+    x = torch.randn(3, 4)
+    before = _installed()
+    with gradtrace.trace(every=1):
+        model(x).sum().backward()
+        opt.step()
+        after = torch._C._len_torch_function_stack()
+
+        def closure():
+            opt.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        fail[0] = True
+        try:
+            opt.step()
+        except RuntimeError:
+            pass
+        fail[0] = False
+        popped = torch._C._len_torch_function_stack()
+        model(x)
+        opt.step()
+        again = torch._C._len_torch_function_stack()
+        fail[0] = True
+        try:
+            opt.step()  # raises with the mode off: the exit must not pop anything else
+        except RuntimeError:
+            pass
+    assert inside[:3] == [0, 1, 0] and (after, popped, again) == (1, 0, 1)
+    assert _installed() == before
+
+
+def test_a_dead_leaf_leaves_the_cut_upstream_sets():
+    """A leaf that died is no longer upstream of a cut: a later tensor that reuses its id
+    (a freshly built model's parameter) must not be taken for it."""
+    keep = torch.randn(3, requires_grad=True)
+    gone = torch.randn(3, requires_grad=True)
+    with gradtrace.trace(every=1) as tr:
+        (keep * gone).detach()
+    kid, gid = id(keep), id(gone)
+    assert [sorted(ids) for ids in tr.state.cut_upstream.values()] == [sorted((kid, gid))]
+    del gone
+    assert list(tr.state.cut_upstream.values()) == [frozenset((kid,))]

@@ -22,6 +22,14 @@ rank of a multi-process launch (its rank session counts backward passes per DDP 
 ``every=1``.
 When the grad mode changed while unarmed, the grad-off site recorded before is forgotten.
 
+Inside ``optimizer.step()`` (between the step pre- and post-hooks) the mode records nothing
+(the optimizer's internals are not the user's code), so an armed tracer takes its mode off the
+stack there too: the optimizer's and the hooks' own reads of ``p.grad`` (about six per
+parameter) no longer go through it. Not for ``step(closure)`` (the closure runs the user's
+forward), nor when another mode is above ours; the post-hook puts it back (a forward run
+inside the step, e.g. a watch's NaN replay, stays unrecorded as before). After a step that
+raised, the next step's post-hook or the tracer's exit does.
+
 A crash on an unarmed step still gets the diagnosis from the error's message and traceback,
 the static findings on the code that ran (NOTE [ranking]) and the hooks' facts; it does not get
 the line where a value was cut or modified in place during that step.
@@ -52,6 +60,7 @@ class Arming:
         self.armed = False
         self.thread = 0
         self._grad_at_disarm = True
+        self.popped = False  # the mode is off the stack for an optimizer step's own work
 
     # -- the tracer's block --------------------------------------------------------------------
     def enter(self) -> None:
@@ -60,15 +69,37 @@ class Arming:
         self.armed = True
 
     def exit(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.popped:  # a step raised: the mode is already off the stack
+            self.popped = False
+            _POPPED.clear()
+            self.armed = False
         if self.armed:
             self.armed = False
             self.mode.__exit__(exc_type, exc, tb)
+
+    # -- inside optimizer.step() ---------------------------------------------------------------
+    def step_start(self, closure: bool) -> None:
+        """Take the mode off the stack for the optimizer's own work (see the NOTE)."""
+        if self.armed and not closure and not _POPPED \
+                and threading.get_ident() == self.thread and _on_top(self.mode):
+            self.mode.__exit__(None, None, None)
+            self.popped = True
+            _POPPED.append(self.mode)
+
+    def resume(self) -> None:
+        """Put the mode back after a step's own work (the step ended, or raised)."""
+        if self.popped and threading.get_ident() == self.thread:
+            self.popped = False
+            _POPPED.clear()
+            self.mode.__enter__()
 
     # -- the optimizer's step post-hook -------------------------------------------------------
     def step_end(self, new_optimizer: bool = False, anomaly: bool = False) -> None:
         """Count one optimizer step and arm or disarm the next one."""
         if threading.get_ident() != self.thread:
             return
+        if self.popped:
+            self.resume()
         armed, steps = self.armed, self.steps
         self.steps = steps = steps + 1
         if anomaly:
@@ -96,12 +127,15 @@ class Arming:
             if torch.is_grad_enabled() != self._grad_at_disarm:
                 self.state.grad_off = None  # switched while unarmed: the old site is stale
             return
-        if not _on_top(self.mode):
+        if _POPPED or not _on_top(self.mode):  # (another tracer's mode is off the stack)
             return
         self.mode.__exit__(None, None, None)
         self.armed = False
         self.hooks.module_hook(False)
         self._grad_at_disarm = torch.is_grad_enabled()
+
+
+_POPPED: list[Any] = []  # the mode a tracer took off the stack for a step (at most one)
 
 
 def _on_top(mode: Any) -> bool:

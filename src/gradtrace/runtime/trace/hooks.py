@@ -179,16 +179,22 @@ class Hooks:
 
     # -- optimizers ----------------------------------------------------------------------------
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.arming is not None:  # NOTE [trace arming]: the mode is off during the step
+            self.arming.step_start((args[1] if len(args) > 1 else kwargs.get("closure"))
+                                   is not None)
         d, st = self.data, self.state
         rec = d.optimizers.get(id(opt))
-        raw = raw_site()
-        site = None if raw is None else st.site(raw)
-        if rec is None or rec.ref() is not opt:
+        new = rec is None or rec.ref() is not opt
+        # the step's line is read (a frame walk) only on the steps that may use it
+        site = self._site() if new or d.eval_pending or st.wiped_at is not None \
+            or _due(rec.steps + 1) else None  # type: ignore[union-attr]
+        if new:
             rec = d.optimizers[id(opt)] = OptimizerRecord(weakref.ref(opt), site)
             if d.step_stack is None:
                 d.step_stack = _user_stack()
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
+        assert rec is not None
         rec.steps += 1
         st.in_step = True
         if d.eval_pending:
@@ -226,12 +232,18 @@ class Hooks:
                 if self.mode is not None:
                     self.mode.busy = busy
 
+    def _site(self) -> Site | None:
+        """The user's line that called the hook running now."""
+        raw = raw_site()
+        return None if raw is None else self.state.site(raw)
+
     def _check_accumulate(self, rec: OptimizerRecord, rep: Any, site: Site | None) -> None:
         old, st = rec.rep, self.state
         if old is None or rep is None or rec.accumulate_site is not None or st.zero_seen:
             return
         if old[0] == rep[0] and old[1] == rep[1] and rep[3] > old[3] and rep[2] > old[2]:
             # the cause is where the stale .grad was added to (zero_grad belongs before it)
+            site = site or self._site()
             rec.accumulate_site = st.backward_sites[-1] if st.backward_sites else site
             rec.accumulate_step = site
 

@@ -34,6 +34,9 @@ class TraceState:
         self._cut_cache: dict[tuple[Any, ...], tuple[Any, Cut]] = {}
         self._site_cache: dict[tuple[int, Any], tuple[Any, Site]] = {}
         self._upstream_seen: set[int] = set()
+        # id -> weak reference of each leaf named in cut_upstream: a leaf that dies leaves the
+        # sets, so that a later tensor reusing its id is not taken for it
+        self._leaf_refs: dict[int, weakref.ref[Tensor]] = {}
         self._prune_at = _PRUNE_AT
         self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
         # .item()/float() of tensors that require grad since the last backward() (and before)
@@ -105,7 +108,7 @@ class TraceState:
         if src is not None and id(cut) not in self._upstream_seen:  # (cuts live in _cut_cache)
             self._upstream_seen.add(id(cut))
             if cut not in self.cut_upstream:
-                self.cut_upstream[cut] = upstream_leaves(src)
+                self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
 
     def widen_upstream(self, cut: Cut, parts: Any) -> None:
         """Once per cut: add the leaves of every tensor in ``parts`` (the elements of a list
@@ -113,8 +116,32 @@ class TraceState:
         if ("widened", id(cut)) in self._upstream_seen:
             return
         self._upstream_seen.add(("widened", id(cut)))  # type: ignore[arg-type]
-        leaves = [upstream_leaves(b) for b in parts if isinstance(b, Tensor) and b.requires_grad]
+        leaves = [upstream_leaves(b, self._track_leaf) for b in parts
+                  if isinstance(b, Tensor) and b.requires_grad]
         self.cut_upstream[cut] = self.cut_upstream.get(cut, frozenset()).union(*leaves)
+
+    def _track_leaf(self, t: Tensor) -> None:
+        key = id(t)
+        hit = self._leaf_refs.get(key)
+        if hit is not None and hit() is t:
+            return
+        me = weakref.ref(self)
+
+        def died(_: Any, key: int = key) -> None:
+            state = me()
+            if state is not None:
+                state._leaf_died(key)
+        try:
+            self._leaf_refs[key] = weakref.ref(t, died)
+        except TypeError:  # pragma: no cover - every torch.Tensor takes weak references
+            pass
+
+    def _leaf_died(self, key: int) -> None:
+        """A leaf named in ``cut_upstream`` died: its id may now be reused by another tensor."""
+        self._leaf_refs.pop(key, None)
+        for cut, ids in list(self.cut_upstream.items()):
+            if key in ids:
+                self.cut_upstream[cut] = ids - {key}
 
     def _prune(self) -> None:
         self.cuts = {k: v for k, v in self.cuts.items() if v[0]() is not None}
@@ -145,7 +172,7 @@ class TraceState:
         if len(self.step_items) < 8 and cut not in self.step_items:
             self.step_items.append(cut)
         if cut not in self.cut_upstream:
-            self.cut_upstream[cut] = upstream_leaves(src)
+            self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
         if isinstance(value, (float, int, complex)):
             self.items[id(value)] = (value, cut)
             while len(self.items) > 256:
@@ -314,11 +341,17 @@ class TraceState:
         self.crash_findings.extend(findings)
 
 
-def upstream_leaves(t: Tensor, limit: int = 4000) -> frozenset[int]:
-    """ids of the leaf tensors (parameters) that ``t`` was computed from."""
+def upstream_leaves(t: Tensor, keep: Callable[[Tensor], None] | None = None,
+                    limit: int = 4000) -> frozenset[int]:
+    """ids of the leaf tensors (parameters) that ``t`` was computed from (each passed to
+    ``keep`` when given)."""
     gf = t.grad_fn
     if gf is None:
-        return frozenset((id(t),)) if t.requires_grad else frozenset()
+        if t.requires_grad:
+            if keep is not None:
+                keep(t)
+            return frozenset((id(t),))
+        return frozenset()
     out: set[int] = set()
     seen: dict[int, Any] = {}
     stack = [gf]
@@ -330,6 +363,8 @@ def upstream_leaves(t: Tensor, limit: int = 4000) -> frozenset[int]:
         var = getattr(node, "variable", None)
         if var is not None:
             out.add(id(var))
+            if keep is not None:
+                keep(var)
             continue
         stack.extend(n for n, _ in node.next_functions if n is not None)
     return frozenset(out)
