@@ -1,0 +1,28 @@
+"""SparseLLM: the hand-written gradient step on the auxiliary variable s_batch runs under torch.no_grad().
+
+source: https://github.com/BaiTheBest/SparseLLM/issues/13
+kind: lookalike
+"""
+import torch
+import torch.nn.functional as F
+
+
+def update_s(s, W, target, s_learning_rate=0.1, s_steps=3, chunk_size=8):
+    for start in range(0, s.shape[1], chunk_size):
+        chunk = slice(start, start + chunk_size)
+        s_batch = s[:, chunk].float().requires_grad_(True)
+        for _ in range(s_steps):
+            loss_s = F.mse_loss(W @ F.relu(s_batch), target[:, chunk])
+            loss_s.backward()
+            with torch.no_grad():
+                s_batch -= s_learning_rate * s_batch.grad
+            s_batch.grad.zero_()
+        s[:, chunk] = s_batch.detach().to(dtype=torch.float16)
+    return s
+
+
+torch.manual_seed(0)
+s = torch.randn(16, 32, dtype=torch.float16)
+W = torch.randn(12, 16) / 4
+target = torch.randn(12, 32)
+s = update_s(s, W, target)
