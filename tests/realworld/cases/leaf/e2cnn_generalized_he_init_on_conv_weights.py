@@ -22,10 +22,10 @@ class R2Conv(nn.Module):
         super().__init__()
         self.basisexpansion = BasisExpansion(in_fields, basis_per_field)
         self.weights = nn.Parameter(torch.zeros(len(self.basisexpansion.attributes)))
-        self.filter_basis = torch.randn(len(self.basisexpansion.attributes), out_channels, in_fields, size, size)
+        self.register_buffer('sampled_basis', torch.randn(len(self.basisexpansion.attributes), out_channels, in_fields, size, size))
 
     def forward(self, x):
-        kernel = torch.einsum("b,boihw->oihw", self.weights, self.filter_basis)
+        kernel = torch.einsum("b,boihw->oihw", self.weights, self.sampled_basis)
         return F.conv2d(x, kernel, padding=1)
 
 
