@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 
 from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
     Backward, Named, Step, calls_in, optimizer_like, step_calls,
@@ -89,6 +89,12 @@ class LoopFacts:
                 got = stmts[k:end]
             memo[id(outer)] = got
         return got
+
+    def calls_of(self, stmt: ast.stmt) -> list[ast.Call] | Iterator[ast.Call]:
+        """:func:`calls_in` of a statement, from the scope's expression index when it has
+        it (one walk of each statement shared by the rules, not one per rule)."""
+        own = self.scope.own_calls(stmt)
+        return calls_in(stmt) if own is None else own
 
     def between(self, items: list[_T], first: int, last: int) -> list[_T]:
         """The ``items`` (backward, step, zero_grad... calls of this function: anything with a

@@ -12,7 +12,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._loop import LoopFacts, calls_in, facts
+from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.analysis.callees import passed_kind, resolve
 from gradtrace.lint.rules.training_loop._modes import covers, effects, mode_call
@@ -108,7 +108,7 @@ class ModelLeftInEvalMode(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for stmt in f.scope.stmts:
-            for call in calls_in(stmt):
+            for call in f.calls_of(stmt):
                 models = _starts_training(ctx, f, call)
                 loop = _next_loop(f, stmt) if models else None
                 if loop is None:
@@ -167,7 +167,7 @@ def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
     trained_at: list[ast.stmt] = []
     evals: list[tuple[ast.stmt, ast.Call]] = []
     for s in _statements(loop):
-        for call in calls_in(s) if s is not loop else ():
+        for call in f.calls_of(s) if s is not loop else ():
             eff = effects(ctx, f.node, call)
             if any("train" in ms and r and (covers(r, model) or covers(model, r))
                    for r, ms in eff.items()):

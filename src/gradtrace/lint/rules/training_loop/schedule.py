@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.vocabulary import is_scheduler_name
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._loop import LoopFacts, calls_in
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 
 
@@ -114,7 +114,7 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         steps: list[tuple[str, ast.stmt, ast.Call]] | None = None
         for stmt in f.scope.stmts:
-            for call in calls_in(stmt):
+            for call in f.calls_of(stmt):
                 func = call.func
                 if not (isinstance(func, ast.Attribute) and func.attr == "step"
                         and not call.args and not call.keywords and f.loops_of(stmt)):
@@ -145,7 +145,7 @@ def optimizer_steps(f: LoopFacts, ctx: Context) -> list[tuple[str, ast.stmt, ast
     out = [(s.optimizer, s.stmt, s.call) for s in f.steps]
     an = ctx.analysis
     for stmt in f.scope.stmts:
-        for call in calls_in(stmt):
+        for call in f.calls_of(stmt):
             fn = an.callee(call, f.node)
             if fn is None or fn is f.node:
                 continue
