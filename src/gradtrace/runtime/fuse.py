@@ -51,7 +51,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442"}),
-    "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601"}),
+    "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601", "GT521"}),
     "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
                                   "GT420", "GT421", "GT431"}),
     "accumulate": frozenset({"GT501", "GT502", "GT503", "GT517"}),
@@ -70,11 +70,12 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
     "ddp-desync": frozenset({"GT455"}),
-    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755"}),
+    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
     "eval-mode": frozenset({"GT516"}),
     "discard": frozenset({"GT512"}),
+    "rejected-assignment": frozenset({"GT415", "GT416"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -111,6 +112,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT210": ("graph-cut",), "GT517": ("accumulate",),
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
     "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
+    "GT816": ("rejected-assignment",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

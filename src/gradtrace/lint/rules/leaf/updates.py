@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -374,7 +375,7 @@ class InplaceUpdateOfLeaf(Rule):
         name = dotted(target)
         if name is None or name.endswith((".data", ".grad")):
             return
-        origin = self._origin(fn, name, stmt.lineno, ctx)
+        origin = self._origin(fn, name, stmt.lineno, ctx, target)
         if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None:
             return
         line = stmt.lineno
@@ -386,9 +387,17 @@ class InplaceUpdateOfLeaf(Rule):
         yield self.report(stmt, ctx, related=related, what=what, name=name, view=view)
 
     @staticmethod
-    def _origin(fn: ast.AST, name: str, line: int, ctx: Context) -> ast.stmt | None:
+    def _origin(fn: ast.AST, name: str, line: int, ctx: Context,
+                target: ast.expr | None = None) -> ast.stmt | None:
         """The statement making ``name`` a leaf that requires grad (None: not known to be)."""
         root, _, attr = name.rpartition(".")
+        if attr in ("weight", "bias") and "." in root and isinstance(target, ast.Attribute) \
+                and _mentions(ctx, fn, ".backward(", "nn."):
+            k = ctx.analysis.kind_in(target.value, fn, line)  # `self.emb.weight`: a layer's
+            if k is not None and k.what == MODULE and isinstance(k.node, ast.Call) and \
+                    (k.cls or "").startswith("torch.nn.") and owns_params(k.node, ctx) and \
+                    not _frozen_before(ctx.scope(fn), name, line):
+                return ctx.scope(fn).statement_of(k.node) or k.node  # type: ignore[return-value]
         if attr in ("weight", "bias") and "." not in root \
                 and _mentions(ctx, fn, ".backward(", "nn."):
             scope = ctx.scope(fn)
@@ -420,6 +429,20 @@ class InplaceUpdateOfLeaf(Rule):
                 b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
                 return b.stmt if b is not None else None
         return None
+
+
+def _frozen_before(scope: Scope, name: str, line: int) -> bool:
+    """``name.requires_grad = False`` (or ``name.requires_grad_(False)``) runs on every path
+    before ``line`` in the function's top-level body."""
+    for s in scope.node.body:  # type: ignore[attr-defined]
+        if s.lineno >= line:
+            return False
+        if isinstance(s, ast.Assign) and any(dotted(t) == name + ".requires_grad"
+                                             for t in s.targets) or \
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                dotted(s.value.func) == name + ".requires_grad_":
+            return True
+    return False
 
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:

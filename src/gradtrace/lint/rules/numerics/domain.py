@@ -290,7 +290,9 @@ class GuardOnSingularOutput(Rule):
     infinite, and `0 * inf` is NaN (keras-team/keras#23075, checked on torch 2.13). The guard
     belongs on the input: `torch.log(p.clamp(min=eps))`, `torch.rsqrt(s.clamp(min=eps))`.
     Known limits: the guard must be in the same expression or applied to the name the op's
-    result is bound to in the same function.
+    result is bound to in the same function; `nan_to_num` (which replaces the NaN any of its
+    operand's ops makes) also covers a log or reciprocal anywhere inside that expression
+    (`(p * torch.log(p / q)).nan_to_num(0)`).
     """
 
     code = "GT754"
@@ -348,6 +350,8 @@ class GuardOnSingularOutput(Rule):
             if isinstance(op_node, (ast.Name, ast.Attribute)):
                 op_node = strip(resolve(op_node, ctx, node.lineno))
             op = _singular_output(op_node, ctx)
+            if op is None and b[0] == "nan_to_num":
+                op_node, op = _singular_inside(op_node, ctx)
             if op is None:
                 continue
             lo, hi = b[1], b[2]
@@ -387,6 +391,17 @@ def _guard_name(node: ast.Call, ctx: Context) -> str:
     if q.startswith("torch."):
         return q + "(...)"
     return "." + getattr(node.func, "attr", "clamp") + "(...)"
+
+
+def _singular_inside(e: ast.AST, ctx: Context) -> tuple[ast.AST, str | None]:
+    """The first singular op anywhere in ``e`` (``nan_to_num`` replaces a NaN made by any of
+    its operands' ops: ``(p * torch.log(p / q)).nan_to_num(0)``)."""
+    for n in ast.walk(e):
+        if isinstance(n, (ast.Call, ast.BinOp)) and n is not e:
+            op = _singular_output(n, ctx)
+            if op is not None:
+                return n, op
+    return e, None
 
 
 def _singular_output(e: ast.AST, ctx: Context) -> str | None:

@@ -1,0 +1,206 @@
+"""GT521: a tensor computed once in `__init__` from the module's own parameters.
+
+# NOTE [graph built at construction]
+``self.scale = torch.exp(self.log_scale)`` in ``__init__`` runs once, with grad enabled: the
+attribute is a non-leaf whose graph reaches the Parameter. Every forward then reuses that one
+graph: the first ``backward()`` frees its saved tensors, so the second raises ``Trying to
+backward through the graph a second time``; and its value never follows the optimizer's
+updates of the Parameter. The same holds for a registered submodule called in ``__init__``
+(``self.table = self.embed(ids)``). Said only when the attribute is assigned nowhere else and
+read by another method, the value reaches the Parameter through operations that keep the
+graph (not ``.shape``, ``.detach()``, ``.item()``, ``.data``...), not through views only
+(a view of a Parameter shares its storage and saves nothing), and outside ``torch.no_grad()``.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.modules import ClassInfo
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._modules import owns_params
+
+# reading these from a tensor leaves the graph
+META_ATTRS = frozenset({"shape", "dtype", "device", "data", "requires_grad", "grad", "ndim",
+                        "is_cuda", "T_", "layout", "is_leaf", "names"})
+CUT_METHODS = frozenset({"size", "dim", "numel", "item", "tolist", "detach", "numpy",
+                         "nelement", "element_size", "stride", "type", "data_ptr",
+                         "get_device", "is_contiguous", "parameters", "named_parameters",
+                         "state_dict", "modules", "children", "train", "eval", "apply"})
+CUT_FUNCS = frozenset({"len", "isinstance", "getattr", "hasattr", "id", "str", "repr", "int",
+                       "float", "bool", "type", "print", "list", "tuple", "range",
+                       "torch.nn.Parameter", "copy.deepcopy", "deepcopy"})
+# operations that only view their input: no saved tensor, storage shared with the Parameter
+VIEW_METHODS = frozenset({"t", "view", "view_as", "reshape", "transpose", "permute", "expand",
+                          "expand_as", "unsqueeze", "squeeze", "narrow", "select", "flatten",
+                          "unflatten", "contiguous", "to", "cuda", "cpu", "float", "double",
+                          "half", "chunk", "split", "unbind"})
+GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"})
+
+
+def _sources(info: ClassInfo, init: ast.AST, ctx: Context) -> tuple[set[str], set[str]]:
+    """(parameters, submodules with parameters) ``__init__`` registers on ``self``."""
+    params: set[str] = set()
+    mods: set[str] = set()
+    for name, a in info.attrs.items():
+        if a.method is not init:
+            continue
+        k = info.attr_kind(name)
+        if k is not None and k.what == PARAMETER:
+            params.add(name)
+        elif k is not None and k.what == MODULE and a.value is not None and \
+                owns_params(a.value, ctx):
+            mods.add(name)
+    return params, mods
+
+
+def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool = True
+          ) -> tuple[str, bool] | None:
+    """(the attribute reached, whether only through views) when ``e`` reaches a parameter
+    or calls a submodule through graph-keeping operations."""
+    if isinstance(e, ast.Attribute):
+        if isinstance(e.value, ast.Name) and e.value.id == "self":
+            return (e.attr, view) if e.attr in params else None
+        if e.attr in META_ATTRS:
+            return None
+        return _live(e.value, params, mods, ctx, view)
+    if isinstance(e, ast.Call):
+        f = e.func
+        q = ctx.call_name(e) or dotted(f) or ""
+        if q in CUT_FUNCS or q in GRAD_OFF:
+            return None
+        if isinstance(f, ast.Attribute):
+            if isinstance(f.value, ast.Name) and f.value.id == "self":
+                if f.attr in mods:
+                    return f.attr, False
+                return None  # a method of the class: not followed
+            if f.attr in CUT_METHODS:
+                return None
+            got = _live(f.value, params, mods, ctx, view and f.attr in VIEW_METHODS)
+            if got is not None:
+                return got
+        for a in (*e.args, *(k.value for k in e.keywords)):
+            got = _live(a, params, mods, ctx, False)
+            if got is not None:
+                return got
+        return None
+    if isinstance(e, ast.Subscript):
+        return _live(e.value, params, mods, ctx, view)
+    if isinstance(e, (ast.BinOp, ast.UnaryOp)):
+        for x in ast.iter_child_nodes(e):
+            got = _live(x, params, mods, ctx, False)
+            if got is not None:
+                return got
+    return None
+
+
+def _read_elsewhere(info: ClassInfo, name: str, init: ast.AST) -> ast.AST | None:
+    """A read of ``self.<name>`` in a method other than ``__init__`` (None if it is also
+    assigned there, or never read)."""
+    read = None
+    for m in info.methods.values():
+        if m is init:
+            continue
+        for n in ast.walk(m):
+            if isinstance(n, ast.Attribute) and n.attr == name and \
+                    isinstance(n.value, ast.Name) and n.value.id == "self":
+                if not isinstance(n.ctx, ast.Load):
+                    return None
+                read = read or n
+    return read
+
+
+class GraphBuiltInInit(Rule):
+    """A tensor attribute is computed in `__init__` from the module's own parameters (or by
+    calling one of its layers), then used by `forward`.
+
+    Why: `__init__` runs once, so `self.scale = torch.exp(self.log_scale)` is one non-leaf
+    tensor whose graph every forward reuses: the first `backward()` frees that graph and the
+    second raises `RuntimeError: Trying to backward through the graph a second time`; and
+    the value never follows the optimizer's updates of the parameter (pytorch/pytorch#7485
+    style GP kernels). Compute it where it is used: in `forward`, or in a property.
+    Known limits: the attribute must be assigned only in `__init__` and read in another
+    method; values reaching the parameter only through views (`self.w.t()`) are left alone.
+    """
+
+    code = "GT521"
+    gate_statements = True
+    name = "graph-built-in-init"
+    message = ("`self.{attr}` is computed once, in `__init__`, from `self.{src}`: every "
+               "forward reuses this one value and graph, so it never follows the optimizer's "
+               "updates of `self.{src}`, and once the first `backward()` freed the graph the "
+               "next raises `Trying to backward through the graph a second time`; compute it "
+               "in `forward` (or a property)")
+    triggers = ("__init__",)
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Kernel(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.log_scale = nn.Parameter(torch.zeros(d))
+                    self.scale = torch.exp(self.log_scale)
+                def forward(self, x):
+                    return x / self.scale
+            """, at=(7, 8)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Kernel(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.log_scale = nn.Parameter(torch.zeros(d))
+                    self.d = self.log_scale.shape[0]
+                    self.w_t = self.log_scale.view(1, d)
+                    with torch.no_grad():
+                        self.init_scale = torch.exp(self.log_scale)
+                    self.scale = torch.exp(self.log_scale)
+                def forward(self, x):
+                    self.scale = torch.exp(self.log_scale)
+                    return x / self.scale * self.d + self.w_t.sum() + self.init_scale.sum()
+            """),
+    ]
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        info = ctx.analysis.classes.get(node.name)
+        if info is None or not info.is_module or info.node is not node:
+            return
+        init = info.methods.get("__init__")
+        if init is None:
+            return
+        params: set[str] | None = None
+        mods: set[str] = set()
+        for s in init.body:
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and isinstance(s.value, (ast.Call, ast.BinOp, ast.UnaryOp))):
+                continue
+            t = s.targets[0]
+            if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self"):
+                continue
+            if params is None:
+                params, mods = _sources(info, init, ctx)
+                if not params and not mods:
+                    return
+            if t.attr in params or t.attr in mods:
+                continue
+            got = _live(s.value, params, mods, ctx)
+            if got is None or got[1]:
+                continue
+            a = info.attrs.get(t.attr)
+            if a is None or a.stmt is not s or a.later:
+                continue
+            k = info.attr_kind(t.attr)
+            if k is not None and k.what in (PARAMETER, MODULE):
+                continue
+            read = _read_elsewhere(info, t.attr, init)
+            if read is None:  # (a `with torch.no_grad():` block is not a top statement)
+                continue
+            yield self.report(s, ctx, related=(Related(
+                ctx.path, read.lineno, "used here on every call", ctx.column(read)),),
+                attr=t.attr, src=got[0])
+

@@ -1,0 +1,226 @@
+"""GT518-GT519: the optimizer step sits at another loop level than the gradients it applies.
+
+# NOTE [step level]
+Two shapes say by their code alone which gradients a step applies. A ``zero_grad()`` that runs
+on every pass of a loop, before that pass's ``backward()``, with the step after that loop (one
+level up): every pass erases the previous pass's gradient, so the step applies the last
+batch's alone (GT518). A loss divided by ``N`` next to an ``if ... % N == 0:`` branch in the
+same loop marks a gradient accumulation over ``N`` passes; a step of that loop outside the
+branch (and under no other remainder test) runs on every pass, applying one ``1/N``-scaled
+micro-batch each time (GT519).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._deps import graphs
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
+from gradtrace.lint.rules.training_loop.micro_steps import (
+    _conditional, _remainders, periodic_guard,
+)
+from gradtrace.lint.rules.training_loop.zero_grad import covers, step_loop
+
+
+class StepOutsideBackwardLoop(LoopRule):
+    """`zero_grad()` and `backward()` run on every pass of a loop, but `step()` only after it.
+
+    Why: each pass clears the gradients, then adds its batch's; the step after the loop (at
+    the epoch level) applies whatever the last pass left: the last batch's gradient alone,
+    once per epoch, and every other batch is computed for nothing (a few steps instead of
+    one per batch). Step inside the loop, after `backward()`; to accumulate over the loop,
+    clear once before it.
+    Known limits: the clear must run unconditionally on every pass before the backward, and
+    the loop must hold no step of that optimizer.
+    """
+
+    code = "GT518"
+    gate_statements = True
+    name = "step-outside-backward-loop"
+    message = ("`{call}` runs once after the loop of line {loop_line}, whose every pass "
+               "clears the gradients (`{clear}`, line {clear_line}) before its "
+               "`backward()`: the step applies only the last batch's gradient; step inside "
+               "that loop, after `backward()`")
+    triggers = ("zero_grad",)
+    function_needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            def train(model, loader, optimizer, epochs):
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        loss = F.cross_entropy(model(x), y)
+                        loss.backward()
+                    optimizer.step()
+            """, at=(7, 8)),
+        Good("""
+            def train(model, loader, optimizer, epochs):
+                for epoch in range(epochs):
+                    optimizer.zero_grad()
+                    for x, y in loader:
+                        loss = F.cross_entropy(model(x), y) / len(loader)
+                        loss.backward()
+                    optimizer.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s in f.steps:
+            if s.closure:
+                continue
+            for z in f.zero_grads:
+                loop = f.innermost_loop(z.stmt)
+                if loop is None or f.inside(s.stmt, loop) or not covers(f, z, s) or \
+                        _conditional(f, z.stmt, loop) or not f.before(loop, s.stmt):
+                    continue
+                if not any(b.accumulates and f.inside(b.stmt, loop)
+                           and f.before(z.stmt, b.stmt) for b in f.backwards):
+                    continue
+                if any(s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
+                       for s2 in f.steps):
+                    continue
+                yield self.report(s.call, ctx, related=(
+                    related_at(ctx, z.call, "cleared on every pass of the loop here"),),
+                    call=ctx.source(s.call), loop_line=loop.lineno, clear=ctx.source(z.call),
+                    clear_line=z.call.lineno)
+                break
+
+
+def _divided_by(f: LoopFacts, b: Backward, loop: ast.stmt, divisor: str) -> bool:
+    """The loss of ``b``, or a binding of the loop it is computed from, is divided by
+    ``divisor`` (``loss / accum``, ``loss /= accum``, ``loss.div(accum)``)."""
+    def divides(node: ast.AST) -> bool:
+        for n in walk(node):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and \
+                    dotted(n.right) == divisor:
+                return True
+            if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and \
+                    dotted(n.value) == divisor:
+                return True
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    n.func.attr in ("div", "div_", "true_divide") and n.args and \
+                    dotted(n.args[0]) == divisor:
+                return True
+        return False
+    if b.loss is None:
+        return False
+    if divides(b.loss):
+        return True
+    name = dotted(b.loss)
+    if name and any(f.inside(x.stmt, loop) and divides(x.stmt)
+                    for x in f.scope.bindings.get(name, ())):
+        return True
+    deps = graphs(f).deps(b.loss, b.stmt.lineno)
+    return any(f.inside(d.stmt, loop) and isinstance(d.stmt, (ast.Assign, ast.AnnAssign,
+                                                              ast.AugAssign))
+               and divides(d.stmt) for d in deps.bindings)
+
+
+def _accumulation_branch(f: LoopFacts, s: Step, loop: ast.stmt
+                         ) -> tuple[ast.If, str, Backward] | None:
+    """An ``if ... % N`` branch of ``loop`` not around ``s``, with an every-pass backward
+    of the loop whose loss is divided by ``N``."""
+    for x in f.within(loop):
+        if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x):
+            continue
+        for m in _remainders(x.test):
+            n = dotted(m.right)
+            if n is None:
+                continue
+            for b in f.backwards:
+                if b.accumulates and f.inside(b.stmt, loop) and not f.inside(b.stmt, x) \
+                        and _divided_by(f, b, loop, n):
+                    return x, n, b
+    return None
+
+
+class StepOutsideAccumulationBranch(LoopRule):
+    """The loss is divided by `N` for gradient accumulation, but `step()` runs on every pass,
+    outside the `if ... % N == 0:` branch.
+
+    Why: dividing the loss by `N` and testing `% N` say that `N` micro-batches should add up
+    in `.grad` before one step; a step outside that branch (at the loop level, or under an
+    unrelated `if optimizer is not None:`) runs on every pass: `N` times more steps than
+    meant, each with one micro-batch's gradient scaled down by `N` (thuml/OpenPrompt-style
+    loops). Move the step (and its `zero_grad()`) under the `% N` branch.
+    Known limits: the branch must test a remainder by a name (`% accum`) and the loss of a
+    backward of the same loop must be divided by that same name.
+    """
+
+    code = "GT519"
+    gate_statements = True
+    name = "step-outside-accumulation-branch"
+    message = ("`{call}` runs on every pass, but the loss is divided by `{n}` (line "
+               "{loss_line}) and `if {test}:` (line {if_line}) marks every `{n}`-th pass: "
+               "each step applies one micro-batch's gradient scaled down by `{n}`; move the "
+               "step and its `zero_grad()` under that `if`")
+    triggers = (".step(",)
+    function_needs = ("backward", "step")
+    examples = [
+        Bad("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accum
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """, at=(6, 4)),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accum
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                if i % log_every == 0:
+                    print(loss.item())
+            """),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / batch_size
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if i % batch_size == 0:
+                    print(loss.item())
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s in f.steps:
+            loop = None if s.closure else step_loop(f, s)
+            if loop is None or periodic_guard(f, s.stmt, loop) is not None:
+                continue
+            got = _accumulation_branch(f, s, loop)
+            if got is None:
+                continue
+            guard, n, b = got
+            if not _marks_steps(f, guard, loop):
+                continue
+            yield self.report(s.call, ctx, related=(
+                related_at(ctx, guard, f"every `{n}`-th pass is marked here"),),
+                call=ctx.source(s.call), n=n, loss_line=b.call.lineno,
+                test=ctx.source(guard.test), if_line=guard.lineno)
+
+
+def _marks_steps(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
+    """The branch does training-step work (clips, counts a step, calls a scheduler or
+    clears) rather than only logging: it holds a clip, a zero_grad, an assignment or a
+    ``.step(`` call, and no ``print``/``log`` call only."""
+    if any(f.inside(c.stmt, guard) for c in f.clips) or \
+            any(f.inside(z.stmt, guard) for z in f.zero_grads):
+        return True
+    for x in f.within(guard):
+        if isinstance(x, (ast.AugAssign, ast.Assign)):
+            return True
+        if isinstance(x, ast.Expr) and isinstance(x.value, ast.Call) and \
+                isinstance(x.value.func, ast.Attribute) and x.value.func.attr == "step":
+            return True
+    return False
