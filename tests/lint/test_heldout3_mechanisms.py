@@ -348,6 +348,42 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         model.encoder.weight.copy_(torch.eye(4))
         model(torch.randn(2, 4)).sum().backward()
         """, "GT302", 10, "leaf Variable that requires grad")]),
+    # GT112: a sum of loss terms overwritten by one of its terms before anything reads it
+    "loss-sum-overwritten": (Shape("""
+        body, head_a, head_b = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+        warmup = False
+        h = body(torch.randn(3, 4))
+        loss_a, loss_b = head_a(h).pow(2).mean(), head_b(h).abs().mean()
+        loss = loss_a + 0.5 * loss_b
+        if warmup:
+            loss = loss_a
+        loss.backward()
+        """, "GT112", holds="head_b.weight.grad is not None"), [Shape("""
+        class LitModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc, self.dec = nn.Linear(4, 2), nn.Linear(2, 4)
+                self.prior = nn.Linear(2, 2)
+
+            def training_step(self, x):
+                z = self.enc(x)
+                rec = F.mse_loss(self.dec(z), x)
+                kl = self.prior(z).pow(2).mean()
+                loss = rec + kl * 0.1
+                loss = rec
+                return loss
+
+        m = LitModel()
+        m.training_step(torch.randn(3, 4)).backward()
+        """, "GT112", 12, holds="m.prior.weight.grad is None"), Shape("""
+        net, aux = nn.Linear(4, 2), nn.Linear(4, 2)
+        x, y = torch.randn(3, 4), torch.randn(3, 2)
+        main_loss = F.mse_loss(net(x), y)
+        aux_loss = F.mse_loss(aux(x), y)
+        total = main_loss + aux_loss - 0.0
+        total = main_loss
+        total.backward()
+        """, "GT112", 6, holds="aux.weight.grad is None")]),
 }
 
 

@@ -47,7 +47,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "graph-cut": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT106", "GT107",
                             "GT108", "GT109", "GT110", "GT201", "GT202", "GT203", "GT204", "GT205",
                             "GT207", "GT407", "GT408", "GT431", "GT111", "GT208", "GT209",
-                            "GT210"}),
+                            "GT210", "GT112"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442"}),

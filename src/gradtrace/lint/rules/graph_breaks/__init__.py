@@ -1,7 +1,7 @@
 """GT1xx: values that leave the autograd graph on their way to the loss.
 
 The rules live in :mod:`.numbers` (GT101-GT104), :mod:`.cuts` (GT105-GT108) and
-:mod:`.rebuilt_params` (GT110); the loss-path
+:mod:`.rebuilt_params` (GT110), :mod:`.overwritten` (GT112); the loss-path
 analysis they share is :mod:`._paths` (sinks, terms, verdicts; see NOTE [loss paths] there)
 built on :mod:`gradtrace.lint.analysis.origins` (what a value is built from).
 """
