@@ -384,6 +384,62 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         total = main_loss
         total.backward()
         """, "GT112", 6, holds="aux.weight.grad is None")]),
+    # GT522: step before a later backward of the pass that reaches the stepped model
+    "step-before-last-backward": (Shape("""
+        G, D = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
+        opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
+        for _ in range(2):
+            real, z = torch.randn(3, 4), torch.randn(3, 4)
+            opt_d.zero_grad()
+            loss_d = D(G(z).detach()).mean() - D(real).mean()
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            loss_g = -D(G(z)).mean()
+            loss_g.backward()
+            opt_g.step()
+        """, "GT522", holds="G.weight.grad is not None"), [Shape("""
+        def train(lam, steps=3):
+            torch.manual_seed(0)
+            model, critic = nn.Linear(4, 4), nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(steps):
+                x, y = torch.randn(3, 4), torch.randn(3, 4)
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+                aux = critic(model(torch.randn(3, 4))).mean() * lam
+                aux.backward()
+            return model.weight.detach().clone()
+        """, "GT522", 9, holds="torch.equal(train(1.0), train(0.0))"), Shape("""
+        class Trainer:
+            def __init__(self, lam):
+                torch.manual_seed(0)
+                self.net, self.disc, self.lam = nn.Linear(4, 4), nn.Linear(4, 1), lam
+                self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-2)
+                self.opt_disc = torch.optim.Adam(self.disc.parameters(), lr=1e-2)
+
+            def fit(self, batches):
+                for x, y in batches:
+                    self.opt.zero_grad()
+                    self.opt_disc.zero_grad()
+                    for p in self.disc.parameters():
+                        p.requires_grad = False
+                    F.mse_loss(self.net(x), y).backward()
+                    self.opt.step()
+                    adv = self.disc(self.net(x)).mean() * self.lam
+                    adv.backward()
+                    for p in self.disc.parameters():
+                        p.requires_grad = True
+                    loss_disc = self.disc(self.net(x).detach()).mean()
+                    loss_disc.backward()
+                    self.opt_disc.step()
+                return self.net.weight.detach().clone()
+
+        batches = [(torch.randn(3, 4), torch.randn(3, 4)) for _ in range(3)]
+        same = torch.equal(Trainer(1.0).fit(batches), Trainer(0.0).fit(batches))
+        """, "GT522", 15, holds="same")]),
 }
 
 
