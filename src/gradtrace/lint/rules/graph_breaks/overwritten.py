@@ -4,21 +4,24 @@
 ``total = a * wa + b * wb + c * wc`` then, in the same block with no read of ``total`` in
 between, ``total = a``: the sum is dead, and whatever reads ``total`` afterwards (a
 ``backward()``, a ``return``) sees ``a`` alone; ``b`` and ``c`` reach no gradient (a leftover of
-a debugging session; open-mmlab style detection losses). Said when the second value uses a
-strict subset of the names the first one combines (and not the name itself), and ``total`` is
-read after it.
+a debugging session). Said when the second value is a name that is a term of the sum (not
+the name itself), and ``total`` is read after it in the block. The file's code is scanned once
+for ``name = other_name`` lines; only their blocks are read.
 """
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
+from gradtrace.lint.analysis.calls import statements_on
 from gradtrace.lint.rule import Bad, Good, Rule
 
 BLOCKS = ("body", "orelse", "finalbody")
 ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+BARE_RE = re.compile(r"(?m)^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_]\w*)[ \t]*(?:#.*)?$")
 
 
 def _names(e: ast.AST) -> set[str] | None:
@@ -35,13 +38,6 @@ def _names(e: ast.AST) -> set[str] | None:
     return out
 
 
-def _terms(e: ast.AST) -> int:
-    """The number of terms of a sum (``a + b * w - c``: 3)."""
-    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-        return _terms(e.left) + _terms(e.right)
-    return 1
-
-
 def _target(s: ast.stmt) -> str | None:
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
         return s.targets[0].id
@@ -53,23 +49,6 @@ def _reads(stmts: list[ast.stmt], name: str) -> bool:
                for s in stmts for n in ast.walk(s))
 
 
-def _blocks(fn: ast.AST) -> Iterator[list[ast.stmt]]:
-    """The statement lists of a function (or module), nested defs and classes excluded."""
-    todo = [getattr(fn, "body", [])]
-    while todo:
-        body = todo.pop()
-        yield body
-        for s in body:
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for f in BLOCKS:
-                sub = getattr(s, f, None)
-                if sub:
-                    todo.append(sub)
-            for h in getattr(s, "handlers", ()):
-                todo.append(h.body)
-
-
 class LossSumOverwritten(Rule):
     """A sum of loss terms is overwritten by one of its terms before anything reads it.
 
@@ -78,8 +57,8 @@ class LossSumOverwritten(Rule):
     alone, and the heads behind the other terms never receive a gradient, with no error
     (tom-roddick/oft#7). Delete the second assignment, or add the terms it drops.
     Known limits: both assignments must be to the same plain name in the same block, the
-    first a sum of two or more terms, the second an expression of a strict subset of its
-    names; the name must be read afterwards.
+    first a sum of two or more terms, the second one of those terms alone (`total = a`, on
+    one line); the name must be read afterwards in that block.
     """
 
     code = "GT112"
@@ -88,7 +67,6 @@ class LossSumOverwritten(Rule):
                "what follows differentiates only {kept}, and {dropped} are dropped from the "
                "loss; delete this line or keep the other terms")
     triggers = ("loss", ".backward(")
-    gate_statements = "function"
     examples = [
         Bad("""
             import torch.nn.functional as F
@@ -113,44 +91,71 @@ class LossSumOverwritten(Rule):
             """),
     ]
 
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(node, ctx)
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef,
-                               ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(node, ctx)
-
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(node, ctx)
+        # NOTE [overwritten sum]: one scan of the file's code for `name = other_name` lines
+        # (rare), then the block of each is read; no walk of every function.
+        lines = []
+        code = ctx.code
+        pos, line = 0, 1
+        for m in BARE_RE.finditer(code):
+            if m.group(1) != m.group(2):
+                line += code.count("\n", pos, m.start())
+                pos = m.start()
+                lines.append(line)
+        if not lines:
+            return
+        for stmt, outer in statements_on(ctx, lines):
+            got = _overwrite(stmt, outer[-1] if outer else node)
+            if got is None:
+                continue
+            first, used, kept, dropped = got
+            yield self.report(stmt, ctx, related=(Related(
+                ctx.path, first.lineno, "the sum of the terms is assigned here",
+                ctx.column(first)),),
+                stmt=ctx.source(stmt).strip(), line=first.lineno,
+                kept=", ".join(f"`{x}`" for x in kept) or "part of it",
+                dropped=", ".join(f"`{x}`" for x in dropped[:4]))
 
-    def _scan(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
-        for body in _blocks(fn):
-            sums: dict[str, tuple[int, set[str], int, set[str]]] = {}
-            for i, s in enumerate(body):
-                name = _target(s)
-                if name is None:
-                    continue
-                value = s.value  # type: ignore[attr-defined]
-                got = sums.get(name)
-                used = _names(value)
-                if got is not None and used is not None and name not in used and used \
-                        and used < got[1] and not _reads(body[got[0] + 1:i], name) \
-                        and _reads(body[i + 1:], name) and \
-                        (isinstance(value, ast.Name) or _terms(value) < got[2]):
-                    first = body[got[0]]
-                    dropped = sorted(got[3] - used)
-                    yield self.report(s, ctx, related=(Related(
-                        ctx.path, first.lineno, "the sum of the terms is assigned here",
-                        ctx.column(first)),),
-                        stmt=ctx.source(s).strip(), line=first.lineno,
-                        kept=", ".join(f"`{x}`" for x in sorted(used & got[3])) or "part of it",
-                        dropped=", ".join(f"`{x}`" for x in dropped[:4]))
-                if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub)) \
-                        and _terms(value) >= 2 and used is not None and name not in used:
-                    terms = _term_names(value)
-                    sums[name] = (i, used, _terms(value), terms)
-                else:
-                    sums.pop(name, None)
+
+def _block_of(stmt: ast.AST, parent: ast.AST) -> list[ast.stmt] | None:
+    for f in BLOCKS:
+        body = getattr(parent, f, None)
+        if body and any(x is stmt for x in body):
+            return body
+    for h in getattr(parent, "handlers", ()):
+        if any(x is stmt for x in h.body):
+            return h.body
+    return None
+
+
+def _overwrite(stmt: ast.AST, parent: ast.AST
+               ) -> tuple[ast.stmt, set[str], list[str], list[str]] | None:
+    """(the sum, its names, the kept term names, the dropped ones) when ``stmt`` (``total =
+    a``) overwrites a sum assigned earlier in its block with no read in between."""
+    name = _target(stmt)  # type: ignore[arg-type]
+    value = getattr(stmt, "value", None)
+    if name is None or not isinstance(value, ast.Name):
+        return None
+    body = _block_of(stmt, parent)
+    if body is None:
+        return None
+    i = next(k for k, x in enumerate(body) if x is stmt)
+    for j in range(i - 1, -1, -1):
+        prev = body[j]
+        if _target(prev) == name:
+            v = prev.value  # type: ignore[attr-defined]
+            if not (isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Add, ast.Sub))):
+                return None
+            used = _names(v)
+            terms = _term_names(v)
+            if used is None or name in used or value.id not in terms or len(terms) < 2 \
+                    or not _reads(body[i + 1:], name):
+                return None
+            return prev, used, [value.id], sorted(terms - {value.id})
+        if _reads([prev], name) or isinstance(prev, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.ClassDef)):
+            return None
+    return None
 
 
 def _term_names(e: ast.AST) -> set[str]:

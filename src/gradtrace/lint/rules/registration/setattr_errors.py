@@ -15,6 +15,7 @@ Parameter itself and are never taken as plain.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -105,10 +106,9 @@ def _registered_params(info: ClassInfo) -> dict[str, ast.stmt]:
         return {}
     out: dict[str, ast.stmt] = {}
     for name, a in info.attrs.items():
-        if a.method is init:
-            k = info.attr_kind(name)
-            if k is not None and k.what == PARAMETER:
-                out[name] = a.stmt
+        if a.method is init and isinstance(a.value, ast.Call) and \
+                info._analysis.ctx.call_name(a.value) == "torch.nn.Parameter":
+            out[name] = a.stmt
     for s in init.body:
         c = s.value if isinstance(s, ast.Expr) else None
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
@@ -192,7 +192,12 @@ class PlainValueOverParameter(Rule):
         info = ctx.analysis.classes.get(node.name)
         if info is None or not info.is_module or info.node is not node:
             return
-        registered: dict[str, ast.stmt] | None = None
+        registered = _registered_params(info)
+        code = ctx.code_of(node)
+        if "register_parameter" not in code and not any(
+                len(re.findall(r"self\.%s\s*=[^=]" % re.escape(n), code)) > 1
+                for n in registered):
+            return  # no parameter assigned twice, nothing handed to register_parameter
         tampered: bool | None = None
         for m in info.methods.values():
             for s in ast.walk(m):
@@ -204,8 +209,6 @@ class PlainValueOverParameter(Rule):
                 t = s.targets[0]
                 if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self"):
                     continue
-                if registered is None:
-                    registered = _registered_params(info)
                 reg = registered.get(t.attr)
                 if reg is None or reg is s or (m.name == "__init__" and
                                                s.lineno <= reg.lineno):

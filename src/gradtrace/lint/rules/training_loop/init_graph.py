@@ -180,8 +180,9 @@ class GraphBuiltInInit(Rule):
                     and isinstance(s.value, (ast.Call, ast.BinOp, ast.UnaryOp))):
                 continue
             t = s.targets[0]
-            if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self"):
-                continue
+            if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self") or \
+                    "self." not in ctx.code_of(s.value):
+                continue  # (a value that reads no `self.` attribute: a new layer, a tensor)
             if params is None:
                 params, mods = _sources(info, init, ctx)
                 if not params and not mods:

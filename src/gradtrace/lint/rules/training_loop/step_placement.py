@@ -12,6 +12,7 @@ micro-batch each time (GT519).
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import Iterator
 
 from gradtrace.findings import Finding
@@ -74,25 +75,39 @@ class StepOutsideBackwardLoop(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        for s in f.steps:
-            if s.closure:
+        groups: dict[int, list[tuple[int, Step]]] | None = None
+        done: set[int] = set()
+        for z in f.zero_grads:
+            loops = f.loops_of(z.stmt)
+            if not loops:
                 continue
-            for z in f.zero_grads:
-                loop = f.innermost_loop(z.stmt)
-                if loop is None or f.inside(s.stmt, loop) or not covers(f, z, s) or \
-                        _conditional(f, z.stmt, loop) or not f.before(loop, s.stmt):
-                    continue
-                if not any(b.accumulates and f.inside(b.stmt, loop)
-                           and f.before(z.stmt, b.stmt) for b in f.backwards):
-                    continue
-                if any(s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
-                       for s2 in f.steps):
-                    continue
-                yield self.report(s.call, ctx, related=(
-                    related_at(ctx, z.call, "cleared on every pass of the loop here"),),
-                    call=ctx.source(s.call), loop_line=loop.lineno, clear=ctx.source(z.call),
-                    clear_line=z.call.lineno)
-                break
+            loop = loops[-1]
+            if groups is None:  # the steps by their innermost loop, once per function
+                groups = {}
+                for st in f.steps:
+                    inner = f.loops_of(st.stmt)
+                    groups.setdefault(id(inner[-1]) if inner else 0, []).append(
+                        (st.call.lineno, st))
+            # the first step after the loop, one loop level up (not a per-pair scan: a
+            # script's module body holds hundreds of loops)
+            level = groups.get(id(loops[-2]) if len(loops) > 1 else 0, [])
+            k = bisect.bisect_right(level, (loop.end_lineno or loop.lineno, 1 << 30),
+                                    key=lambda t: (t[0], 1 << 30))
+            if k == len(level):
+                continue
+            s = level[k][1]
+            if s.closure or id(s.call) in done or not f.before(loop, s.stmt) or \
+                    not covers(f, z, s) or _conditional(f, z.stmt, loop) or not any(
+                        b.accumulates and f.inside(b.stmt, loop) and f.before(z.stmt, b.stmt)
+                        for b in f.backwards) or any(
+                        s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
+                        for s2 in f.steps):
+                continue
+            done.add(id(s.call))
+            yield self.report(s.call, ctx, related=(
+                related_at(ctx, z.call, "cleared on every pass of the loop here"),),
+                call=ctx.source(s.call), loop_line=loop.lineno, clear=ctx.source(z.call),
+                clear_line=z.call.lineno)
 
 
 def _divided_by(f: LoopFacts, b: Backward, loop: ast.stmt, divisor: str) -> bool:
@@ -164,7 +179,7 @@ class StepOutsideAccumulationBranch(LoopRule):
                "each step applies one micro-batch's gradient scaled down by `{n}`; move the "
                "step and its `zero_grad()` under that `if`")
     triggers = (".step(",)
-    function_needs = ("backward", "step")
+    function_needs = ("backward", "step", "%")
     examples = [
         Bad("""
             for i, (x, y) in enumerate(loader):
@@ -323,6 +338,10 @@ class StepBeforeLastBackward(LoopRule):
             loop = None if s.closure else f.innermost_loop(s.stmt)
             if loop is None:
                 continue
+            late = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)
+                    and f.before(s.stmt, b.stmt)]
+            if not late:
+                continue  # the common case: the step ends the pass
             owners = _owners(f, _stepped_expr(s), s.call.lineno)
             z = next((z for z in f.zero_grads if covers(f, z, s)
                       and f.inside(z.stmt, loop) and f.before(z.stmt, s.stmt)
@@ -331,9 +350,7 @@ class StepBeforeLastBackward(LoopRule):
                     b.accumulates and f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
                     for b in f.backwards):
                 continue
-            for b in f.backwards:
-                if not (b.accumulates and f.inside(b.stmt, loop) and f.before(s.stmt, b.stmt)):
-                    continue
+            for b in late:
                 if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
                        for s2 in f.steps):
                     continue
