@@ -5,23 +5,20 @@
 between, ``total = a``: the sum is dead, and whatever reads ``total`` afterwards (a
 ``backward()``, a ``return``) sees ``a`` alone; ``b`` and ``c`` reach no gradient (a leftover of
 a debugging session). Said when the second value is a name that is a term of the sum (not
-the name itself), and ``total`` is read after it in the block. The file's code is scanned once
-for ``name = other_name`` lines; only their blocks are read.
+the name itself), and ``total`` is read after it in the block. Only a ``name = other_name`` statement that holds the
+word "loss" is looked at (a cost gate); its block is read then.
 """
 from __future__ import annotations
 
 import ast
-import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.analysis.calls import statements_on
 from gradtrace.lint.rule import Bad, Good, Rule
 
 BLOCKS = ("body", "orelse", "finalbody")
 ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div)
-BARE_RE = re.compile(r"(?m)^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*([A-Za-z_]\w*)[ \t]*(?:#.*)?$")
 
 
 def _names(e: ast.AST) -> set[str] | None:
@@ -66,7 +63,8 @@ class LossSumOverwritten(Rule):
     message = ("`{stmt}` replaces the sum assigned on line {line} before anything reads it: "
                "what follows differentiates only {kept}, and {dropped} are dropped from the "
                "loss; delete this line or keep the other terms")
-    triggers = ("loss", ".backward(")
+    triggers = ("loss",)
+    gate_statements = True
     examples = [
         Bad("""
             import torch.nn.functional as F
@@ -91,30 +89,24 @@ class LossSumOverwritten(Rule):
             """),
     ]
 
-    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        # NOTE [overwritten sum]: one scan of the file's code for `name = other_name` lines
-        # (rare), then the block of each is read; no walk of every function.
-        lines = []
-        code = ctx.code
-        pos, line = 0, 1
-        for m in BARE_RE.finditer(code):
-            if m.group(1) != m.group(2):
-                line += code.count("\n", pos, m.start())
-                pos = m.start()
-                lines.append(line)
-        if not lines:
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        # (gated on statements holding a trigger word; decided without a walk for all but
+        # `name = other_name`, which is rare)
+        if len(node.targets) != 1 or not isinstance(node.value, ast.Name) or \
+                not isinstance(node.targets[0], ast.Name) or \
+                node.targets[0].id == node.value.id:
             return
-        for stmt, outer in statements_on(ctx, lines):
-            got = _overwrite(stmt, outer[-1] if outer else node)
-            if got is None:
-                continue
-            first, used, kept, dropped = got
-            yield self.report(stmt, ctx, related=(Related(
-                ctx.path, first.lineno, "the sum of the terms is assigned here",
-                ctx.column(first)),),
-                stmt=ctx.source(stmt).strip(), line=first.lineno,
-                kept=", ".join(f"`{x}`" for x in kept) or "part of it",
-                dropped=", ".join(f"`{x}`" for x in dropped[:4]))
+        stmts = ctx.stmts
+        got = _overwrite(node, stmts[-2] if len(stmts) > 1 else ctx.tree)
+        if got is None:
+            return
+        first, used, kept, dropped = got
+        yield self.report(node, ctx, related=(Related(
+            ctx.path, first.lineno, "the sum of the terms is assigned here",
+            ctx.column(first)),),
+            stmt=ctx.source(node).strip(), line=first.lineno,
+            kept=", ".join(f"`{x}`" for x in kept) or "part of it",
+            dropped=", ".join(f"`{x}`" for x in dropped[:4]))
 
 
 def _block_of(stmt: ast.AST, parent: ast.AST) -> list[ast.stmt] | None:

@@ -273,6 +273,14 @@ def _surely_module(cls: ast.ClassDef, ctx: Context, depth: int) -> bool:
     return False
 
 
+def _on_self(s: ast.stmt) -> bool:
+    """``self.x = ...`` or ``self.register_*(...)``."""
+    if isinstance(s, ast.Assign):
+        return any(isinstance(t, ast.Attribute) and dotted(t.value) == "self" for t in s.targets)
+    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+        isinstance(s.value.func, ast.Attribute) and s.value.func.attr in REGISTRY_CALLS
+
+
 def _early_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     for s in body:
         if isinstance(s, (*DEFS, ast.ClassDef)):
@@ -348,8 +356,8 @@ class ModuleAttributeBeforeInit(Rule):
         if cls is None or cls.body is None:
             return
         k = next((i for i, s in enumerate(node.body) if _super_init(s, cls)), None)
-        if not k:
-            return
+        if not k or not any(_on_self(s) for s in _early_statements(node.body[:k])):
+            return  # (a docstring, plain locals: nothing `__setattr__` sees)
         info = ctx.analysis.classes.get(cls.name)
         if info is None or not info.is_module or info.node is not cls or \
                 "__setattr__" in info.methods or not _surely_module(cls, ctx, 0):

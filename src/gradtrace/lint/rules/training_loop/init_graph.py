@@ -17,7 +17,6 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -40,22 +39,6 @@ VIEW_METHODS = frozenset({"t", "view", "view_as", "reshape", "transpose", "permu
                           "unflatten", "contiguous", "to", "cuda", "cpu", "float", "double",
                           "half", "chunk", "split", "unbind"})
 GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"})
-
-
-def _sources(info: ClassInfo, init: ast.AST, ctx: Context) -> tuple[set[str], set[str]]:
-    """(parameters, submodules with parameters) ``__init__`` registers on ``self``."""
-    params: set[str] = set()
-    mods: set[str] = set()
-    for name, a in info.attrs.items():
-        if a.method is not init:
-            continue
-        k = info.attr_kind(name)
-        if k is not None and k.what == PARAMETER:
-            params.add(name)
-        elif k is not None and k.what == MODULE and a.value is not None and \
-                owns_params(a.value, ctx):
-            mods.add(name)
-    return params, mods
 
 
 def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool = True
@@ -167,41 +150,51 @@ class GraphBuiltInInit(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        info = ctx.analysis.classes.get(node.name)
-        if info is None or not info.is_module or info.node is not node:
-            return
-        init = info.methods.get("__init__")
+        init = next((m for m in node.body if isinstance(m, ast.FunctionDef)
+                     and m.name == "__init__"), None)
         if init is None:
             return
-        params: set[str] | None = None
-        mods: set[str] = set()
+        first: dict[str, ast.expr] = {}  # `self.a = value` of __init__'s top level, first ones
         for s in init.body:
-            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                    and isinstance(s.value, (ast.Call, ast.BinOp, ast.UnaryOp))):
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1):
                 continue
             t = s.targets[0]
-            if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self") or \
-                    "self." not in ctx.code_of(s.value):
-                continue  # (a value that reads no `self.` attribute: a new layer, a tensor)
-            if params is None:
-                params, mods = _sources(info, init, ctx)
-                if not params and not mods:
-                    return
-            if t.attr in params or t.attr in mods:
+            if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"):
                 continue
-            got = _live(s.value, params, mods, ctx)
-            if got is None or got[1]:
-                continue
-            a = info.attrs.get(t.attr)
-            if a is None or a.stmt is not s or a.later:
-                continue
-            k = info.attr_kind(t.attr)
-            if k is not None and k.what in (PARAMETER, MODULE):
-                continue
-            read = _read_elsewhere(info, t.attr, init)
-            if read is None:  # (a `with torch.no_grad():` block is not a top statement)
-                continue
-            yield self.report(s, ctx, related=(Related(
-                ctx.path, read.lineno, "used here on every call", ctx.column(read)),),
-                attr=t.attr, src=got[0])
+            v = s.value
+            if isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp)) and t.attr not in first \
+                    and first and "self." in ctx.code_of(v):
+                got = self._candidate(s, t.attr, first, ctx)
+                if got is not None:
+                    yield from self._confirm(node, init, s, t.attr, got, ctx)
+            first.setdefault(t.attr, v)
 
+    @staticmethod
+    def _candidate(s: ast.Assign, attr: str, first: dict[str, ast.expr], ctx: Context
+                   ) -> str | None:
+        """The parameter (or layer) of the class ``s``'s value reaches through operations
+        that keep the graph (not only views)."""
+        params = {a for a, v in first.items() if isinstance(v, ast.Call)
+                  and ctx.call_name(v) == "torch.nn.Parameter"}
+        mods = {a for a, v in first.items() if isinstance(v, ast.Call) and a not in params
+                and (ctx.call_name(v) or "").startswith("torch.nn.") and owns_params(v, ctx)}
+        if not params and not mods:
+            return None
+        got = _live(s.value, params, mods, ctx)
+        return got[0] if got is not None and not got[1] else None
+
+    def _confirm(self, cls: ast.ClassDef, init: ast.AST, s: ast.Assign, attr: str, src: str,
+                 ctx: Context) -> Iterator[Finding]:
+        info = ctx.analysis.classes.get(cls.name)
+        if info is None or not info.is_module or info.node is not cls:
+            return
+        a = info.attrs.get(attr)
+        if a is None or a.stmt is not s or a.later:
+            return
+        read = _read_elsewhere(info, attr, init)
+        if read is None:  # (a `with torch.no_grad():` block is not a top statement)
+            return
+        yield self.report(s, ctx, related=(Related(
+            ctx.path, read.lineno, "used here on every call", ctx.column(read)),),
+            attr=attr, src=src)
