@@ -21,7 +21,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import passed_kind
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR
-from gradtrace.lint.analysis.modules import DEFS, ClassInfo
+from gradtrace.lint.analysis.modules import DEFS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -99,30 +99,33 @@ def _registry_tampered(cls: ast.ClassDef) -> bool:
     return False
 
 
-def _registered_params(info: ClassInfo) -> dict[str, ast.stmt]:
-    """Attributes the class's ``__init__`` registers as parameters, with the statement."""
-    init = info.methods.get("__init__")
-    if init is None:
-        return {}
+def _registered_params(init: ast.FunctionDef | ast.AsyncFunctionDef | None, ctx: Context
+                       ) -> dict[str, ast.stmt]:
+    """Attributes ``__init__`` registers as parameters (``self.w = nn.Parameter(...)``,
+    ``self.register_parameter("w", nn.Parameter(...))``), with the first such statement."""
     out: dict[str, ast.stmt] = {}
-    for name, a in info.attrs.items():
-        if a.method is init and isinstance(a.value, ast.Call) and \
-                info._analysis.ctx.call_name(a.value) == "torch.nn.Parameter":
-            out[name] = a.stmt
-    for s in init.body:
-        c = s.value if isinstance(s, ast.Expr) else None
-        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
-                c.func.attr == "register_parameter" and dotted(c.func.value) == "self" and \
-                len(c.args) == 2 and isinstance(c.args[0], ast.Constant) and \
-                isinstance(c.args[0].value, str) and \
-                ctx_parameter_call(c.args[1], info):
-            out.setdefault(c.args[0].value, s)
+    if init is None:
+        return out
+    for s in _early_statements(init.body):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+                isinstance(s.value, ast.Call):
+            t = s.targets[0]
+            f = s.value.func
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                    t.value.id == "self" and \
+                    (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) \
+                    == "Parameter" and ctx.call_name(s.value) == "torch.nn.Parameter":
+                out.setdefault(t.attr, s)
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            c = s.value
+            if isinstance(c.func, ast.Attribute) and c.func.attr == "register_parameter" and \
+                    dotted(c.func.value) == "self" and len(c.args) == 2 and \
+                    isinstance(c.args[0], ast.Constant) and \
+                    isinstance(c.args[0].value, str):
+                k = ctx.analysis.kind_in(c.args[1], init, c.lineno)
+                if k is not None and k.what == PARAMETER:
+                    out.setdefault(c.args[0].value, s)
     return out
-
-
-def ctx_parameter_call(e: ast.AST, info: ClassInfo) -> bool:
-    k = info._analysis.kind_in(e, info.methods["__init__"], getattr(e, "lineno", 0))
-    return k is not None and k.what == PARAMETER
 
 
 class PlainValueOverParameter(Rule):
@@ -189,15 +192,18 @@ class PlainValueOverParameter(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        info = ctx.analysis.classes.get(node.name)
-        if info is None or not info.is_module or info.node is not node:
-            return
-        registered = _registered_params(info)
-        code = ctx.code_of(node)
+        code = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])  # (no re-tokenizing)
+        init = next((m for m in node.body if isinstance(m, DEFS) and m.name == "__init__"),
+                    None)
+        registered = _registered_params(init, ctx) if init is not None and \
+            "Parameter" in code else {}
         if "register_parameter" not in code and not any(
                 len(re.findall(r"self\.%s\s*=[^=]" % re.escape(n), code)) > 1
                 for n in registered):
             return  # no parameter assigned twice, nothing handed to register_parameter
+        info = ctx.analysis.classes.get(node.name)
+        if info is None or not info.is_module or info.node is not node:
+            return
         tampered: bool | None = None
         for m in info.methods.values():
             for s in ast.walk(m):

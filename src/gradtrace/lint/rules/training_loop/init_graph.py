@@ -21,7 +21,7 @@ from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.registration._modules import owns_params
+from gradtrace.lint.rules.registration._modules import PARAM_LAYER_RE
 
 # reading these from a tensor leaves the graph
 META_ATTRS = frozenset({"shape", "dtype", "device", "data", "requires_grad", "grad", "ndim",
@@ -154,35 +154,34 @@ class GraphBuiltInInit(Rule):
                      and m.name == "__init__"), None)
         if init is None:
             return
-        first: dict[str, ast.expr] = {}  # `self.a = value` of __init__'s top level, first ones
+        seen: set[str] = set()  # `self.a = ...` of __init__'s top level so far
+        params: set[str] = set()  # ... of them, the parameters and layers with weights
+        mods: set[str] = set()
         for s in init.body:
             if not (isinstance(s, ast.Assign) and len(s.targets) == 1):
                 continue
             t = s.targets[0]
             if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                    and t.value.id == "self"):
+                    and t.value.id == "self") or t.attr in seen:
                 continue
+            seen.add(t.attr)
             v = s.value
-            if isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp)) and t.attr not in first \
-                    and first and "self." in ctx.code_of(v):
-                got = self._candidate(s, t.attr, first, ctx)
-                if got is not None:
-                    yield from self._confirm(node, init, s, t.attr, got, ctx)
-            first.setdefault(t.attr, v)
-
-    @staticmethod
-    def _candidate(s: ast.Assign, attr: str, first: dict[str, ast.expr], ctx: Context
-                   ) -> str | None:
-        """The parameter (or layer) of the class ``s``'s value reaches through operations
-        that keep the graph (not only views)."""
-        params = {a for a, v in first.items() if isinstance(v, ast.Call)
-                  and ctx.call_name(v) == "torch.nn.Parameter"}
-        mods = {a for a, v in first.items() if isinstance(v, ast.Call) and a not in params
-                and (ctx.call_name(v) or "").startswith("torch.nn.") and owns_params(v, ctx)}
-        if not params and not mods:
-            return None
-        got = _live(s.value, params, mods, ctx)
-        return got[0] if got is not None and not got[1] else None
+            if not isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp)):
+                continue
+            if (params or mods) and "self." in "".join(
+                    ctx.code_lines[s.lineno - 1:s.end_lineno]):  # (reads an attribute)
+                got = _live(v, params, mods, ctx)
+                if got is not None and not got[1]:
+                    yield from self._confirm(node, init, s, t.attr, got[0], ctx)
+                    continue
+            f = v.func if isinstance(v, ast.Call) else None
+            last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if last == "Parameter" or PARAM_LAYER_RE.match(last):  # (before the costly names)
+                q = ctx.call_name(v) or ""
+                if q == "torch.nn.Parameter":
+                    params.add(t.attr)
+                elif q.startswith("torch.nn.") and q.count(".") == 2:
+                    mods.add(t.attr)  # a torch.nn layer with weights
 
     def _confirm(self, cls: ast.ClassDef, init: ast.AST, s: ast.Assign, attr: str, src: str,
                  ctx: Context) -> Iterator[Finding]:
