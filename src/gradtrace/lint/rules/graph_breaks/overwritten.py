@@ -90,8 +90,8 @@ class LossSumOverwritten(Rule):
     ]
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        # (gated on statements holding a trigger word; decided without a walk for all but
-        # `name = other_name`, which is rare)
+        # (NOTE [overwritten sum]) gated on statements holding a trigger word; decided
+        # without a walk for all but `name = other_name`, which is rare
         if len(node.targets) != 1 or not isinstance(node.value, ast.Name) or \
                 not isinstance(node.targets[0], ast.Name) or \
                 node.targets[0].id == node.value.id:

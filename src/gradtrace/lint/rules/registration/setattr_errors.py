@@ -50,8 +50,8 @@ ERRORS = {"module": "cannot assign module" + _BEFORE,
 
 def plain_value(e: ast.AST, ctx: Context, where: ast.AST, params: frozenset[str] = frozenset(),
                 depth: int = 0) -> bool:
-    """Whether ``e`` is surely not an ``nn.Parameter`` nor None (NOTE [rejected
-    assignments]); ``params``: the ``self`` attributes known to be tensors."""
+    """Whether ``e`` is surely not an ``nn.Parameter`` nor None; ``params``: the ``self``
+    attributes known to be tensors. See NOTE [rejected assignments]."""
     if isinstance(e, ast.Constant):
         return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
     if isinstance(e, ast.BinOp):

@@ -154,6 +154,7 @@ class GraphBuiltInInit(Rule):
                      and m.name == "__init__"), None)
         if init is None:
             return
+        # (NOTE [graph built at construction])
         seen: set[str] = set()  # `self.a = ...` of __init__'s top level so far
         params: set[str] = set()  # ... of them, the parameters and layers with weights
         mods: set[str] = set()

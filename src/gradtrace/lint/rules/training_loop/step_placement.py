@@ -75,6 +75,7 @@ class StepOutsideBackwardLoop(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        # (NOTE [step level]) the zero_grad's loop, and the first step after it one level up
         groups: dict[int, list[tuple[int, Step]]] | None = None
         done: set[int] = set()
         for z in f.zero_grads:
