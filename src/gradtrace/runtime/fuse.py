@@ -74,7 +74,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
     "eval-mode": frozenset({"GT516"}),
-    "discard": frozenset({"GT512"}),
+    "discard": frozenset({"GT512", "GT518", "GT522"}),
     "rejected-assignment": frozenset({"GT415", "GT416"}),
 }
 # runtime finding code -> the symptom families it reports
