@@ -146,7 +146,22 @@ _SETTINGS: dict[str, Any] = {}
 
 
 # -- which code ran ----------------------------------------------------------------------------
+_PREFIXES: dict[str | None, tuple[str, ...]] = {}
+
+
 def _library_prefixes() -> tuple[str, ...]:
+    """The folders of the standard library, site-packages, torch and gradtrace (read once per
+    process and torch location: ``sysconfig`` costs about half a millisecond a call, and the
+    hooks ask on training steps)."""
+    torch = sys.modules.get("torch")
+    key = getattr(torch, "__file__", None)
+    got = _PREFIXES.get(key)
+    if got is None:
+        got = _PREFIXES[key] = _read_prefixes()
+    return got
+
+
+def _read_prefixes() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     out = {os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
