@@ -54,6 +54,10 @@ SAME_KIND = frozenset({
     "sub", "div", "matmul", "softmax", "log_softmax", "sigmoid", "tanh", "relu", "norm",
     "clamp", "neg", "type_as", "squeeze_", "unsqueeze_", "chunk", "split",
 })
+# nn.Module methods that return the module itself (checked on torch 2.13)
+MODULE_SELF_RETURNING = frozenset({"train", "eval", "requires_grad_", "apply", "to", "cuda",
+                                   "cpu", "float", "double", "half", "bfloat16", "type",
+                                   "to_empty", "share_memory"})
 CASTS_TO_NUMBER = frozenset({"float", "int", "bool", "complex", "round", "math.sqrt",
                              "math.log", "math.exp", "math.fabs"})
 NUMPY_FUNCS = frozenset({"numpy.array", "numpy.asarray", "numpy.mean", "numpy.sum"})
@@ -383,8 +387,8 @@ class Scope:
                     GRAPH if recv == PARAMETER else recv)
             if method == "step" and recv == OPTIMIZER and not e.args and not e.keywords:
                 return NONE
-            if method in ("train", "eval", "requires_grad_", "apply") and recv == MODULE:
-                return MODULE
+            if method in MODULE_SELF_RETURNING and recv == MODULE:
+                return MODULE  # `Net().to(device)`: nn.Module.to/cuda/... return the module
             if recv == MODULE and method == "forward":
                 return DETACHED if no_grad else GRAPH
             return None

@@ -14,6 +14,10 @@ one function (see :class:`gradtrace.lint.flow.Scope`) and classifying every sour
 For a loss call (``F.cross_entropy(pred, target)``, ``criterion(pred, target)``), only the
 first argument is the prediction. A non-prediction argument that is unknown is data (targets);
 a live one means a stop-gradient by design (``mse(teacher_out, student_out)``): not a bug.
+An unknown that is the result of calling an object this function cannot type
+(``q_network = QNetwork(envs).to(device)``, ``net = build(cfg)``; ``old_q = q_network(obs)``)
+may be a model's output: DQN's ``mse_loss(td_target, old_q)`` puts the prediction second, so
+such an argument keeps the loss unknown (``Deps.called``).
 """
 from __future__ import annotations
 
@@ -64,13 +68,15 @@ class Deps:
     unknown: bool = False
     explicit_grad: bool = False   # requires_grad_()/requires_grad=True somewhere on the path
     consumers: list[tuple[ast.AST, Dead]] = field(default_factory=list)  # live op saving a dead
+    called: bool = False  # unknown because an untyped object was called: maybe a model run
 
     def merge(self, other: Deps, target: bool = False) -> None:
         self.dead.extend(other.dead)
         self.live |= other.live
         self.explicit_grad |= other.explicit_grad
         self.consumers.extend(other.consumers)
-        if not target:
+        self.called |= other.called
+        if not target or other.called:  # NOTE [prediction position]
             self.unknown |= other.unknown
 
 
@@ -245,8 +251,10 @@ class Tracer:
             args = self._args(e, line, depth)
             if any(self.scope.kind(a) == MODULE for a in e.args):
                 args.live = True
-            if not e.args and not e.keywords or self._local_object(func.id, line):
+            if not e.args and not e.keywords:
                 args.unknown = True
+            elif self._local_object(func.id, line):
+                args.unknown = args.called = True  # NOTE [prediction position]
             return args
         d.unknown = True
         return d
@@ -255,6 +263,9 @@ class Tracer:
         """``name`` holds an object this function got from a call it cannot type
         (``train_model, opt = accelerator.prepare(model, opt)``): calling it may run a model."""
         b = self.scope.binding_before(name, line)
+        if b is None and self.scope.node is not self.ctx.tree and name not in self.params:
+            # a global of the script
+            b = self.ctx.scope(self.ctx.tree).binding_before(name, 10**9)
         if b is None or b.kind is not None or isinstance(b.stmt, (ast.For, ast.AsyncFor)):
             return False
         value = b.value if b.value is not None else getattr(b.stmt, "value", None)

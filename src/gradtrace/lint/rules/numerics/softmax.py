@@ -6,6 +6,7 @@ import builtins
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.facts import SELF_RETURNING
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import walk
@@ -50,7 +51,8 @@ def _from_model(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
                     return True
                 if isinstance(f, ast.Attribute):
                     owner = ctx.analysis.kind(f.value, None, line)
-                    if owner is not None and owner.what == MODULE and f.attr != "softmax":
+                    if owner is not None and owner.what == MODULE and f.attr != "softmax" \
+                            and f.attr not in SELF_RETURNING:  # `.cuda()` moves, runs nothing
                         return True
                 elif k is None and not ctx.imports.is_imported(f.id) \
                         and f.id not in ctx.analysis.functions \

@@ -300,7 +300,7 @@ class ParameterWrapResetsRequiresGrad(Rule):
                 return
             for f in grad_flags(scope):
                 if f.stmt.lineno < stmt.lineno and not f.value and not f.conditional \
-                        and covers(f.root, target):
+                        and covers(f.root, target) and not _new_part(scope, f, target):
                     yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
                                       why=f"the freeze of `{f.root}`", line=f.stmt.lineno)
                     return
@@ -325,6 +325,14 @@ class ParameterWrapResetsRequiresGrad(Rule):
                 "requires_grad_")):
             return True
         return any(f.stmt.lineno > line and covers(f.root, target) for f in grad_flags(scope))
+
+
+def _new_part(scope: Scope, f: GradFlag, target: str) -> bool:
+    """``self.X = nn.Parameter(...)`` after a module froze all it had built so far, on an
+    attribute not set before that freeze: a new trainable part (adapter, prompt tuning), not a
+    frozen weight re-wrapped (the freeze never covered it)."""
+    return f.root == "self" and target.count(".") == 1 and not any(
+        b.line < f.stmt.lineno for b in scope.bindings.get(target, ()))
 
 
 def trainable_only_filter(call: ast.Call, scope: Scope) -> bool:

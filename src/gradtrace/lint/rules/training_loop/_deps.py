@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS
+from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
@@ -53,9 +54,11 @@ def value_of(b: Binding) -> ast.expr | None:
     return None
 
 
-def loads(expr: ast.AST, cut: CutParams | None = None) -> Iterator[tuple[str, ast.AST]]:
+def loads(expr: ast.AST, cut: CutParams | None = None,
+          opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
     """Dotted names whose values flow into ``expr`` (callees and detached parts excluded;
-    with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts)."""
+    with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts; with
+    ``opaque``, the arguments of the calls it accepts)."""
     stack = [expr]
     while stack:
         n = stack.pop()
@@ -77,7 +80,7 @@ def loads(expr: ast.AST, cut: CutParams | None = None) -> Iterator[tuple[str, as
                 stack.extend(k.value for k in n.keywords if k.arg not in unused)
                 continue
             if isinstance(f, ast.Attribute):
-                if f.attr in DETACHING_METHODS:
+                if f.attr in DETACHING_METHODS or opaque is not None and opaque(n):
                     continue
                 if f.attr in TENSOR_METHODS or f.attr in ("forward", "__call__"):
                     stack.append(f.value)  # a value's method; other receivers are objects
@@ -386,8 +389,8 @@ class Graphs:
         if id(b) not in self._direct:
             v = value_of(b)
             self._direct[id(b)] = not b.no_grad and v is not None and not index_output(b) and \
-                b.kind not in (MODULE, OPTIMIZER, PARAMS) and any(
-                self._module_like(callee, b.line) for callee, _ in model_calls(v))
+                b.kind not in (MODULE, OPTIMIZER, PARAMS) and not self.plain_result(b) and any(
+                self.runs_model(callee, b.line) for callee, _ in model_calls(v))
         return self._direct[id(b)]
 
     def carries(self, b: Binding) -> bool:
@@ -395,10 +398,77 @@ class Graphs:
         if id(b) not in self._carries:
             self._carries[id(b)] = False  # cycle guard
             v = value_of(b)
-            ok = self.direct(b) or (not b.no_grad and v is not None and not index_output(b) and any(
+            ok = self.direct(b) or (not b.no_grad and v is not None and not index_output(b)
+                                    and not self.plain_result(b) and any(
                 self.direct(d) for d in self.deps(v, b.line).bindings))
             self._carries[id(b)] = ok
         return self._carries[id(b)]
+
+    def known_reach(self, expr: ast.AST, line: int, target: Binding) -> bool:
+        """Whether ``expr`` reaches ``target`` other than through an argument of another
+        file's model method (NOTE [opaque methods])."""
+        seen: set[int] = set()
+        work: list[tuple[ast.AST, int]] = [(expr, line)]
+        while work:
+            e, ln = work.pop()
+            tops = _loss_terms(e)
+            for name, _node in loads(e, self._cut,
+                                     lambda c: id(c) in tops and self._opaque(c, ln)):
+                b = self._binding(name, ln)
+                if b is target:
+                    return True
+                if b is None or id(b) in seen:
+                    continue
+                seen.add(id(b))
+                v = value_of(b)
+                if not b.no_grad and v is not None and not index_output(b):
+                    work.append((v, b.line))
+        return False
+
+    def _opaque(self, call: ast.Call, line: int) -> bool:
+        """# NOTE [opaque methods]
+        ``loss = model.discriminator_loss(z)`` on a model whose class is not in this file: a
+        method that is not a forward (``encode``, ``forward``...) and whose result is the loss
+        itself (a term of it, not an input to a loss function, as ``model.cls_head(f)`` in
+        ``ce(model.cls_head(f), y)`` is) may detach what it is given (PyG's
+        ``ARGVA.discriminator_loss`` scores ``z.detach()``); a backward of its result is not
+        known to run through the graph of ``z``."""
+        f = call.func
+        if not isinstance(f, ast.Attribute) or f.attr in FORWARD_METHODS \
+                or f.attr in TENSOR_METHODS or f.attr == "__call__":
+            return False
+        owner = dotted(f.value)
+        if owner is None or owner == "self" or owner.startswith("self.") \
+                or (self.f.ctx.qualified_name(f) or "").startswith("torch."):
+            return False
+        k = self.f.ctx.analysis.kind(f.value, self.f.scope, line)
+        if k is not None and (k.cls or "") in self.f.ctx.analysis.classes:
+            return False  # a class of this file: its method is readable
+        return self._module_like(owner, line)
+
+    def runs_model(self, callee: str, line: int) -> bool:
+        """A module-like call, unless it builds an object of a class of this file
+        (``model = GAT(...)``: an acronym escapes ``CLASS_RE``)."""
+        return self._module_like(callee, line) and callee not in self.f.ctx.analysis.classes
+
+    def plain_result(self, b: Binding) -> bool:
+        """``out, _, ratio = model(data)``: the element ``b`` takes from what a function (or a
+        module's ``forward``) of this file returns is, in every ``return``, a value computed
+        from no tensor's history (``out.size(0) / x.size(0)``, a constant)."""
+        s, ctx = b.stmt, self.f.ctx
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+            return False
+        names = [dotted(e) for e in s.targets[0].elts]
+        if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
+            return False
+        fn = _forward_of(ctx, s.value, self.f.scope, b.line)
+        if fn is None:
+            return False
+        rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return)]
+        i = names.index(b.name)
+        return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
+                                  and _historyless(ctx, fn, r.elts[i]) for r in rets)
 
     def _module_like(self, callee: str, line: int) -> bool:
         if self.f.module_like(callee, line):
@@ -438,6 +508,43 @@ class Graphs:
             if self._module_like(callee, b.line):
                 return callee
         return None
+
+
+def _loss_terms(e: ast.AST) -> set[int]:
+    """The calls ``e`` adds up (``a(x) + 0.5 * b(y)``, ``-a(x)``, ``a(x)`` itself), by id."""
+    if isinstance(e, ast.Call):
+        return {id(e)}
+    if isinstance(e, ast.BinOp):
+        return _loss_terms(e.left) | _loss_terms(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return _loss_terms(e.operand)
+    return set()
+
+
+def _forward_of(ctx: Context, call: ast.Call, scope: object, line: int
+                ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function of this file ``call`` runs: a helper, or ``forward`` of a module of this
+    file called as ``model(x)``."""
+    fn = ctx.analysis.callee(call, scope.node)  # type: ignore[attr-defined]
+    if fn is not None:
+        return fn
+    k = ctx.analysis.kind(call.func, scope, line)  # type: ignore[arg-type]
+    cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE_KIND \
+        else None
+    return cls.methods.get("forward") if cls is not None else None
+
+
+def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:
+    """``e`` (or, for a name, each value ``fn`` binds it to) reads no tensor and calls
+    nothing that could run a model: sizes, shapes, constants, numbers."""
+    values: list[ast.expr | None] = [e]
+    if isinstance(e, ast.Name):
+        bs = ctx.scope(fn).bindings.get(e.id, ())
+        if not bs:
+            return False
+        values = [value_of(b) for b in bs]
+    return all(v is not None and not any(True for _ in loads(v))
+               and not any(True for _ in model_calls(v)) for v in values)
 
 
 def graphs(f: LoopFacts) -> Graphs:

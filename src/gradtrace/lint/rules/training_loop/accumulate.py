@@ -206,11 +206,13 @@ class LossAccumulatedWithGraph(LoopRule):
     def _why(self, f: LoopFacts, g: Graphs, s: ast.stmt, acc: str, value: ast.expr,
              loop: ast.stmt) -> str | None:
         """Why the accumulation keeps graphs (None: it does not, or we cannot tell)."""
+        if f.scope.grad_off_at(s) is not None:
+            return None  # added under no_grad: the sum records no graph
         if not self._outlives(f, acc, loop) or acc in _differentiated(f, g):
             return None  # the collected values are differentiated later: graphs are needed
         graphy = [b for n, _ in loads(value, g._cut) if (b := g._binding(n, s.lineno)) is not None
                   and f.inside(b.stmt, loop) and g.carries(b)]
-        direct = any(g._module_like(c, s.lineno) for c, _ in _calls(value))
+        direct = any(g.runs_model(c, s.lineno) for c, _ in _calls(value))
         if not graphy and not direct:
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):

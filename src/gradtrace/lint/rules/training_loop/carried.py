@@ -235,7 +235,8 @@ class GraphReusedAcrossSteps(LoopRule):
             leaf_reported = False
             for t in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
                 if id(t.stmt) in done or f.inside(t.stmt, loop) or t.line >= loop.lineno \
-                        or _is_recurrence(t) or not g.freed_by(b, t):
+                        or _is_recurrence(t) or not g.freed_by(b, t) \
+                        or not g.known_reach(b.loss, b.stmt.lineno, t):  # type: ignore[arg-type]
                     continue
                 module = (g.first_module_call(t) or "module") if g.direct(t) \
                     else _helper_graph(f, t)

@@ -38,7 +38,8 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
             ids2 = keys[id(b2.call)]
             shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
-                      and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)]
+                      and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
+                      and g.known_reach(b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break
