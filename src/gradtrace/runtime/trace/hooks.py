@@ -37,6 +37,26 @@ class ModuleRecord:
     trained: bool = False  # ran with grad on in train mode (NOTE [eval-mode training])
     off: Any = None  # user stack at its first eval-mode forward since then
     mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
+    start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
+
+    def copied_into(self, m: torch.nn.Module) -> bool:
+        """# NOTE [copied into]
+        Whether ``m``'s own parameters changed since its first forward with grad although no
+        optimizer holds them: the program writes them itself (a DQN target network refreshed
+        by ``load_state_dict(online.state_dict())``, a Polyak ``p_t.data.copy_(...)``, an EMA
+        teacher). Gradients that reach such a copy (its output was not detached) change
+        nothing that trains; a forgotten module's values never move."""
+        ps = _plain_params(m)
+        return self.start is not None and len(ps) == len(self.start) and any(
+            not torch.equal(p.detach().sum(dtype=torch.float64), s)
+            for p, s in zip(ps, self.start))
+
+
+def _plain_params(m: torch.nn.Module) -> list[Tensor]:
+    """``m``'s own floating-point parameters held as plain tensors (no DTensor or other
+    subclass, whose ``sum`` may communicate; nothing on the meta device)."""
+    return [p for p in m._parameters.values() if p is not None and p.is_floating_point()
+            and type(p.data) is Tensor and p.device.type != "meta"]
 
 
 @dataclass
@@ -141,6 +161,8 @@ class Hooks:
                 weakref.ref(module), None if raw is None else self.state.site(raw))
         if _grad_enabled():
             rec.grad_runs += 1
+            if rec.grad_runs == 1 and module._parameters:  # NOTE [copied into]
+                rec.start = [p.detach().sum(dtype=torch.float64) for p in _plain_params(module)]
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
                 if rec.off is not None:
