@@ -44,6 +44,24 @@ for step in range(6):
     if step % 2 == 1:
         target.load_state_dict(online.state_dict())
 """,
+    # inside a function (only the snapshots taken at steps remain): the target starts as a
+    # copy and is refreshed later than this short run goes
+    "dqn_target_copied_refreshed_rarely": """
+def main():
+    online = QNet()
+    target = copy.deepcopy(online)
+    opt = torch.optim.Adam(online.parameters(), lr=1e-3)
+    for step in range(5):
+        s, a, r, s2 = batch()
+        y = r + 0.99 * target(s2).max(1)[0].unsqueeze(1)
+        loss = F.smooth_l1_loss(online(s).gather(1, a), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 1000 == 999:
+            target.load_state_dict(online.state_dict())
+main()
+""",
     # a Polyak-averaged copy written through `.data`
     "polyak_target_copied_through_data": """
 critic = QNet()

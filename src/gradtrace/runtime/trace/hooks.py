@@ -39,17 +39,31 @@ class ModuleRecord:
     mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
     start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
 
-    def copied_into(self, m: torch.nn.Module) -> bool:
+    def copied_into(self, m: torch.nn.Module, data: HookState, in_opt: set[int]) -> bool:
         """# NOTE [copied into]
-        Whether ``m``'s own parameters changed since its first forward with grad although no
-        optimizer holds them: the program writes them itself (a DQN target network refreshed
-        by ``load_state_dict(online.state_dict())``, a Polyak ``p_t.data.copy_(...)``, an EMA
-        teacher). Gradients that reach such a copy (its output was not detached) change
-        nothing that trains; a forgotten module's values never move."""
+        Whether the program itself keeps ``m`` (which got gradients but is in no optimizer) as
+        a copy of a trained module: its own parameters changed since its first forward with
+        grad (a DQN target refreshed by ``load_state_dict(online.state_dict())``, a Polyak
+        ``p_t.data.copy_(...)``, an EMA teacher), or at that forward they equalled those of an
+        optimized module of its type at its own first one (made by ``copy.deepcopy`` or
+        ``load_state_dict`` before the first refresh). Gradients that reach such a copy (its
+        output was not detached) change nothing that trains. A module left out of the
+        optimizer (a second tower, a model re-created) starts from its own initialisation
+        and never moves."""
         ps = _plain_params(m)
-        return self.start is not None and len(ps) == len(self.start) and any(
-            not torch.equal(p.detach().sum(dtype=torch.float64), s)
-            for p, s in zip(ps, self.start))
+        if self.start is None or len(ps) != len(self.start):
+            return False
+        if any(not torch.equal(p.detach().sum(dtype=torch.float64), s)
+               for p, s in zip(ps, self.start)):
+            return True
+        for r in list(data.modules.values()):
+            o = r.ref()
+            if o is not None and o is not m and type(o) is type(m) and r.start is not None \
+                    and len(r.start) == len(self.start) \
+                    and all(id(q) in in_opt for q in _plain_params(o)) \
+                    and all(torch.equal(a, b) for a, b in zip(r.start, self.start)):
+                return True
+        return False
 
 
 def _plain_params(m: torch.nn.Module) -> list[Tensor]:
@@ -162,7 +176,15 @@ class Hooks:
         if _grad_enabled():
             rec.grad_runs += 1
             if rec.grad_runs == 1 and module._parameters:  # NOTE [copied into]
-                rec.start = [p.detach().sum(dtype=torch.float64) for p in _plain_params(module)]
+                busy = self.mode is not None and self.mode.busy
+                if self.mode is not None:
+                    self.mode.busy = True  # our reads are not the program's `.data`/detach
+                try:
+                    rec.start = [p.detach().sum(dtype=torch.float64)
+                                 for p in _plain_params(module)]
+                finally:
+                    if self.mode is not None:
+                        self.mode.busy = busy
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
                 if rec.off is not None:

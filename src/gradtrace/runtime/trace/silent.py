@@ -281,8 +281,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
         missed = [p for p in m._parameters.values()
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt]
-        if missed and (not m.training and training or rec.copied_into(m) or left_out_on_purpose(
-                data, [param_name(data, q) for q in missed])):
+        if missed and (not m.training and training or rec.copied_into(m, data, in_opt)
+                       or left_out_on_purpose(data, [param_name(data, q) for q in missed])):
             continue  # eval mode, a copy the program refreshes (target net), left out on purpose
         if missed:
             owner, owner_site = unregistered_owner(data, m)
