@@ -176,15 +176,9 @@ class Hooks:
         if _grad_enabled():
             rec.grad_runs += 1
             if rec.grad_runs == 1 and module._parameters:  # NOTE [copied into]
-                busy = self.mode is not None and self.mode.busy
-                if self.mode is not None:
-                    self.mode.busy = True  # our reads are not the program's `.data`/detach
-                try:
+                with torch._C.DisableTorchFunction():  # not the program's `.data`/detach
                     rec.start = [p.detach().sum(dtype=torch.float64)
                                  for p in _plain_params(module)]
-                finally:
-                    if self.mode is not None:
-                        self.mode.busy = busy
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
                 if rec.off is not None:
