@@ -404,48 +404,6 @@ class Graphs:
             self._carries[id(b)] = ok
         return self._carries[id(b)]
 
-    def known_reach(self, expr: ast.AST, line: int, target: Binding) -> bool:
-        """Whether ``expr`` reaches ``target`` other than through an argument of another
-        file's model method (NOTE [opaque methods])."""
-        seen: set[int] = set()
-        work: list[tuple[ast.AST, int]] = [(expr, line)]
-        while work:
-            e, ln = work.pop()
-            tops = _loss_terms(e)
-            for name, _node in loads(e, self._cut,
-                                     lambda c: id(c) in tops and self._opaque(c, ln)):
-                b = self._binding(name, ln)
-                if b is target:
-                    return True
-                if b is None or id(b) in seen:
-                    continue
-                seen.add(id(b))
-                v = value_of(b)
-                if not b.no_grad and v is not None and not index_output(b):
-                    work.append((v, b.line))
-        return False
-
-    def _opaque(self, call: ast.Call, line: int) -> bool:
-        """# NOTE [opaque methods]
-        ``loss = model.discriminator_loss(z)`` on a model whose class is not in this file: a
-        method that is not a forward (``encode``, ``forward``...) and whose result is the loss
-        itself (a term of it, not an input to a loss function, as ``model.cls_head(f)`` in
-        ``ce(model.cls_head(f), y)`` is) may detach what it is given (PyG's
-        ``ARGVA.discriminator_loss`` scores ``z.detach()``); a backward of its result is not
-        known to run through the graph of ``z``."""
-        f = call.func
-        if not isinstance(f, ast.Attribute) or f.attr in FORWARD_METHODS \
-                or f.attr in TENSOR_METHODS or f.attr == "__call__":
-            return False
-        owner = dotted(f.value)
-        if owner is None or owner == "self" or owner.startswith("self.") \
-                or (self.f.ctx.qualified_name(f) or "").startswith("torch."):
-            return False
-        k = self.f.ctx.analysis.kind(f.value, self.f.scope, line)
-        if k is not None and (k.cls or "") in self.f.ctx.analysis.classes:
-            return False  # a class of this file: its method is readable
-        return self._module_like(owner, line)
-
     def runs_model(self, callee: str, line: int) -> bool:
         """A module-like call, unless it builds an object of a class of this file
         (``model = GAT(...)``: an acronym escapes ``CLASS_RE``)."""
@@ -453,8 +411,8 @@ class Graphs:
 
     def plain_result(self, b: Binding) -> bool:
         """``out, _, ratio = model(data)``: the element ``b`` takes from what a function (or a
-        module's ``forward``) of this file returns is, in every ``return``, a value computed
-        from no tensor's history (``out.size(0) / x.size(0)``, a constant)."""
+        module's ``forward``) of this file returns is, in every ``return``, computed from no
+        tensor's history (``out.size(0) / x.size(0)``, a constant)."""
         s, ctx = b.stmt, self.f.ctx
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                 and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
@@ -463,9 +421,7 @@ class Graphs:
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
         fn = _forward_of(ctx, s.value, self.f.scope, b.line)
-        if fn is None:
-            return False
-        rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return)]
+        rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return)] if fn else []
         i = names.index(b.name)
         return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
                                   and _historyless(ctx, fn, r.elts[i]) for r in rets)
@@ -508,17 +464,6 @@ class Graphs:
             if self._module_like(callee, b.line):
                 return callee
         return None
-
-
-def _loss_terms(e: ast.AST) -> set[int]:
-    """The calls ``e`` adds up (``a(x) + 0.5 * b(y)``, ``-a(x)``, ``a(x)`` itself), by id."""
-    if isinstance(e, ast.Call):
-        return {id(e)}
-    if isinstance(e, ast.BinOp):
-        return _loss_terms(e.left) | _loss_terms(e.right)
-    if isinstance(e, ast.UnaryOp):
-        return _loss_terms(e.operand)
-    return set()
 
 
 def _forward_of(ctx: Context, call: ast.Call, scope: object, line: int

@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, model_calls, value_of
+from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
@@ -236,7 +237,7 @@ class GraphReusedAcrossSteps(LoopRule):
             for t in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
                 if id(t.stmt) in done or f.inside(t.stmt, loop) or t.line >= loop.lineno \
                         or _is_recurrence(t) or not g.freed_by(b, t) \
-                        or not g.known_reach(b.loss, b.stmt.lineno, t):  # type: ignore[arg-type]
+                        or not known_reach(g, b.loss, b.stmt.lineno, t):  # type: ignore[arg-type]
                     continue
                 module = (g.first_module_call(t) or "module") if g.direct(t) \
                     else _helper_graph(f, t)

@@ -9,6 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Deps, graphs, value_of
+from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
@@ -39,7 +40,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             ids2 = keys[id(b2.call)]
             shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
                       and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
-                      and g.known_reach(b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
+                      and known_reach(g, b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break

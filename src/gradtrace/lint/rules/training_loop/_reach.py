@@ -1,0 +1,65 @@
+"""What a loss reaches past calls whose effect one file cannot see (NOTE [opaque methods])."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.analysis.vocabulary import FORWARD_METHODS
+from gradtrace.lint.flow import Binding
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.training_loop._deps import (
+    TENSOR_METHODS, Graphs, index_output, loads, value_of)
+
+
+def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
+    """Whether ``expr`` reaches ``target`` other than through an argument of another
+    file's model method (NOTE [opaque methods])."""
+    seen: set[int] = set()
+    work: list[tuple[ast.AST, int]] = [(expr, line)]
+    while work:
+        e, ln = work.pop()
+        tops = _loss_terms(e)
+        for name, _node in loads(e, g._cut,
+                                 lambda c: id(c) in tops and _opaque(g, c, ln)):
+            b = g._binding(name, ln)
+            if b is target:
+                return True
+            if b is None or id(b) in seen:
+                continue
+            seen.add(id(b))
+            v = value_of(b)
+            if not b.no_grad and v is not None and not index_output(b):
+                work.append((v, b.line))
+    return False
+
+
+def _opaque(g: Graphs, call: ast.Call, line: int) -> bool:
+    """# NOTE [opaque methods]
+    ``loss = model.discriminator_loss(z)`` on a model whose class is not in this file: a
+    method that is not a forward (``encode``, ``forward``...) and whose result is the loss
+    itself (a term of it, not an input to a loss function, as ``model.cls_head(f)`` in
+    ``ce(model.cls_head(f), y)`` is) may detach what it is given (PyG's
+    ``ARGVA.discriminator_loss`` scores ``z.detach()``); a backward of its result is not
+    known to run through the graph of ``z``."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or f.attr in FORWARD_METHODS \
+            or f.attr in TENSOR_METHODS or f.attr == "__call__":
+        return False
+    owner = dotted(f.value)
+    if owner is None or owner == "self" or owner.startswith("self.") \
+            or (g.f.ctx.qualified_name(f) or "").startswith("torch."):
+        return False
+    k = g.f.ctx.analysis.kind(f.value, g.f.scope, line)
+    if k is not None and (k.cls or "") in g.f.ctx.analysis.classes:
+        return False  # a class of this file: its method is readable
+    return g._module_like(owner, line)
+
+
+def _loss_terms(e: ast.AST) -> set[int]:
+    """The calls ``e`` adds up (``a(x) + 0.5 * b(y)``, ``-a(x)``, ``a(x)`` itself), by id."""
+    if isinstance(e, ast.Call):
+        return {id(e)}
+    if isinstance(e, ast.BinOp):
+        return _loss_terms(e.left) | _loss_terms(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return _loss_terms(e.operand)
+    return set()
