@@ -253,6 +253,25 @@ Trainer(net, resume=first.opt.state_dict())
 }
 
 LOOKALIKES = {
+    # LBFGS re-evaluates its closure (zero_grad, forward, backward) several times inside one
+    # step(): those cleared gradients were used by the step that called them
+    "lbfgs_closure_clears_inside_the_step": """
+class Fitter:
+    def __init__(self):
+        self.model = nn.Linear(3, 1)
+        self.opt = torch.optim.LBFGS(self.model.parameters(), lr=0.5, max_iter=6)
+
+    def fit(self, batches):
+        for x, y in batches:
+            def closure():
+                self.opt.zero_grad()
+                loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+                return loss
+            self.opt.step(closure)
+
+Fitter().fit([(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)])
+""",
     "detach_helper_handles_tuples": """
 lstm = nn.LSTM(2, 3)
 opt = torch.optim.SGD(lstm.parameters(), lr=0.1)

@@ -217,10 +217,11 @@ class Hooks:
 
     # -- optimizers ----------------------------------------------------------------------------
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        closure = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
         if self.arming is not None:  # NOTE [trace arming]: the mode is off during the step
-            self.arming.step_start((args[1] if len(args) > 1 else kwargs.get("closure"))
-                                   is not None)
+            self.arming.step_start(closure)
         d, st = self.data, self.state
+        st.closure_steps = st.closure_steps or closure  # NOTE [discarded gradients]
         rec = d.optimizers.get(id(opt))
         new = rec is None or rec.ref() is not opt
         # the step's line is read (a frame walk) only on the steps that may use it

@@ -55,7 +55,10 @@ def _same_loop(a: Site, b: Site) -> bool:
 
 
 def discarded_findings(state: Any, data: Any) -> list[Finding]:
-    """NOTE [discarded gradients]."""
+    """NOTE [discarded gradients]. Not when an optimizer steps with a closure: LBFGS calls it
+    (zero_grad, forward, backward) several times inside one step(), and uses each."""
+    if state.closure_steps:
+        return []
     used = dict(state.consumed_sites)
     if state.backward_sites and not state.fresh_grads:
         last = state.backward_sites[-1]

@@ -70,6 +70,7 @@ class TraceState:
         self.after_step: Site | None = None
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.in_step = False
+        self.closure_steps = False  # an optimizer stepped with a closure (LBFGS)
         self.step_seq = -1
         self.crash_findings: list[Finding] = []
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
