@@ -253,6 +253,29 @@ Trainer(net, resume=first.opt.state_dict())
 }
 
 LOOKALIKES = {
+    # per-step totals of a MAML-like inner loop (autograd.grad), summed within one outer step
+    # and back-propagated once: no graph outlives the step
+    "inner_loop_totals_within_one_outer_step": """
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+def adapted_losses(x, y, steps=3):
+    totals = [0.0] * steps
+    for task in range(2):
+        fw, fb = net.weight, net.bias
+        for s in range(steps):
+            loss = F.mse_loss(F.linear(x[task], fw, fb), y[task])
+            gw, gb = torch.autograd.grad(loss, (fw, fb), create_graph=True)
+            fw, fb = fw - 0.1 * gw, fb - 0.1 * gb
+            totals[s] += F.mse_loss(F.linear(x[task], fw, fb), y[task])
+    return totals
+
+for _ in range(3):
+    opt.zero_grad()
+    totals = adapted_losses(torch.randn(2, 5, 4), torch.randn(2, 5, 2))
+    totals[-1].backward()
+    opt.step()
+""",
     # LBFGS re-evaluates its closure (zero_grad, forward, backward) several times inside one
     # step(): those cleared gradients were used by the step that called them
     "lbfgs_closure_clears_inside_the_step": """

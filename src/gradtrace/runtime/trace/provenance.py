@@ -379,7 +379,7 @@ class ProvenanceMode(TorchFunctionMode):
                 stamp_freed(roots, (raw[0], raw[1], self.seq))
             finally:
                 self.busy = False
-        self.state.on_backward_done(raw, self.seq)
+        self.state.on_backward_done(raw, self.seq, func is torch.autograd.grad)
         return out
 
     def _failed(self, exc: BaseException, func: Any, args: tuple[Any, ...],

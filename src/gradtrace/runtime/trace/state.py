@@ -51,6 +51,7 @@ class TraceState:
         self.backward_count = 0
         self.backward_sites: list[Site] = []
         self.last_backward_seq = -1
+        self.accumulating_seq = -1  # the last backward() into leaves (autograd.grad not counted)
         self.in_backward = False
         self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
         self.grad_none: dict[int, Site | None] = {}
@@ -286,7 +287,7 @@ class TraceState:
         if gf is None or self.backward_count == 0 or op not in ("add_", "__iadd__"):
             return
         made, seq = created_site(gf)
-        if made is not None and 0 <= seq < self.last_backward_seq:
+        if made is not None and 0 <= seq < self.accumulating_seq:
             self.note("graph-kept", self.site(raw), op, "",
                       ((made, "the running total was first built here"),))
 
@@ -320,7 +321,7 @@ class TraceState:
         elif len(self.consumed_sites) < 256 or last in self.consumed_sites:
             self.consumed_sites[last] = max(self.consumed_sites.get(last, 0), self.fresh_count)
 
-    def on_backward_done(self, raw: RawSite | None, seq: int) -> None:
+    def on_backward_done(self, raw: RawSite | None, seq: int, grad_call: bool = False) -> None:
         self.in_backward = False
         if self.order is not None:
             from gradtrace.runtime.trace.loop_order import backward_ends
@@ -328,6 +329,8 @@ class TraceState:
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
         self.last_backward_seq = seq
+        if not grad_call:  # autograd.grad: an inner step of MAML-like code, not a training step
+            self.accumulating_seq = seq
         self.after_step = None
         self.fresh_grads = True
         self.clear_wiped()
