@@ -16,6 +16,8 @@ The ``every=1`` rows price a recorded step. The ``auto`` rows price the default 
 all rounds (warmed past its first 16 recorded steps), a twin model trains without it, and the
 two alternate in blocks of ``--auto-steps``. ``small`` is the 6-layer 128-wide MLP of batch
 32 (about 0.5 ms a step on one thread) where a fixed per-step price shows most.
+``reinforce`` is runtime_overhead.py's REINFORCE episode (50 one-state forwards of a small
+policy per optimizer step). ``--auto-only reinforce`` measures one default-watch row alone.
 
 It then trains a small watched model for ``--memory-steps`` steps (10,000) and prints the
 Python heap (``tracemalloc``) and the process RSS at checkpoints: bounded memory shows as flat
@@ -195,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--memory-steps", type=int, default=10_000)
     ap.add_argument("--auto-steps", type=int, default=100)
+    ap.add_argument("--auto-only", metavar="CASES",
+                    help="only these default-watch rows (small,mlp,cnn,reinforce)")
     ap.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args(argv)
     goals = {"cnn": 1.03, "mlp": 1.10}
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{args.rounds} rounds x {args.steps} steps, interleaved")
-    for case in ("cnn", "mlp"):
+    for case in ("cnn", "mlp") if not args.auto_only else ():
         res = measure(case, args.rounds, args.steps)
         res["goal"] = goals[case]
         results[case] = res
@@ -212,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
               f" us, median thread CPU time); ratio {res['round_ratio']:.3f}x (median of "
               f"per-round ratios; pooled medians {res['ratio']:.3f}x, wall clock "
               f"{res['wall_ratio']:.3f}x) (goal <= {goals[case]:.2f}x) {ok}", flush=True)
-    auto_goals = {"small": 1.15, "mlp": 1.05, "cnn": 1.03}
+    auto_goals = {"small": 1.15, "mlp": 1.05, "cnn": 1.03, "reinforce": 1.15}
     for case, goal in auto_goals.items():
+        if args.auto_only and case not in args.auto_only.split(","):
+            continue
         steps = args.auto_steps // 5 if case == "cnn" else args.auto_steps  # 0.2 s steps
         res = measure_auto(case, args.rounds, steps)
         res["goal"] = goal
