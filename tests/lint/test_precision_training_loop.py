@@ -681,3 +681,33 @@ def test_zero_grad_with_set_to_none_false_is_described_as_zeros() -> None:
         optimizer.step()
         """, "GT503")
     assert "all-zero gradients" in f.message
+
+
+def test_loss_forward_with_many_sequential_ifs_is_read_in_linear_time() -> None:
+    """Every path of a forward is read once per `if`, not once per combination of branches
+    (40 sequential `if`s were 2**40 walks before; the value read on every path still counts)."""
+    n = 40
+    body = "\n".join(f"        if flag{i}:\n            x = x + {i}" for i in range(n))
+    ones, zeros = ", ".join("1" for _ in range(n)), ", ".join("0" for _ in range(n))
+    src = f"""
+import torch.nn as nn
+class L(nn.Module):
+    def forward(self, x, reg, {", ".join(f"flag{i}" for i in range(n))}):
+{body}
+        return x.mean() + reg
+class P(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(2, 2)
+        self.l = L()
+    def step(self, x, opt):
+        opt.zero_grad()
+        out = self.net(x)
+        reg = out.abs().mean()
+        a = self.l(out, reg, {ones})
+        a.backward()
+        b = self.l(out, reg, {zeros})
+        b.backward()
+        opt.step()
+"""
+    assert gt5(src) == [(2 * n + 16, "GT509")]

@@ -72,9 +72,9 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 stack.extend(k.value for k in n.keywords)
                 continue
             if cut is not None and isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
-                    and (unused := cut.forward_skips(f.attr)) is not None:
+                    and (skips := cut.forward_skips(f.attr)) is not None:
                 # `self.loss(...)`, a module of this file: only what its forward reads
-                names = cut.forward_params(f.attr)
+                names, unused = skips
                 stack.extend(a for i, a in enumerate(n.args)
                              if i >= len(names) or names[i] not in unused)
                 stack.extend(k.value for k in n.keywords if k.arg not in unused)
@@ -160,11 +160,22 @@ class CutParams:
             self._cuts[name] = out
         return self._cuts[name]
 
-    def _forwards(self, attr: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-        """The ``forward`` of every module class of this file that some class stores as
-        ``self.<attr> = Cls(...)`` (empty unless every such assignment is one)."""
+    def forward_skips(self, attr: str) -> tuple[list[str], frozenset[str]] | None:
+        """(parameters, skipped ones) of the ``forward`` that ``self.<attr>(...)`` runs, when
+        every class of the file that stores ``self.<attr>`` stores one ``Cls(...)`` of the same
+        module class of this file: the parameters some path through that forward leaves unread
+        or reads only cut (``if idx == 0: return l1 + kl`` then ``return d(x.detach())``:
+        neither ``kl`` nor ``x`` carries the call's graph on every path). None when the forward
+        is not known or reads every parameter."""
+        key = "self." + attr
+        if key not in self._cuts:
+            self._cuts[key] = self._forward_skips(attr)  # type: ignore[assignment]
+        return self._cuts[key]  # type: ignore[return-value]
+
+    def _forward_skips(self, attr: str) -> tuple[list[str], frozenset[str]] | None:
         classes = self._ctx.analysis.classes
-        out = []
+        fwds = set()
+        fn = None
         for info in classes.values():
             a = info.attrs.get(attr)
             if a is None:
@@ -172,33 +183,16 @@ class CutParams:
             v = a.value
             target = classes.get(v.func.id) if isinstance(v, ast.Call) \
                 and isinstance(v.func, ast.Name) else None
-            fwd = target.methods.get("forward") if target is not None else None
-            if fwd is None:
-                return []
-            out.append(fwd)
-        return out
-
-    def forward_params(self, attr: str) -> list[str]:
-        fwd = self._forwards(attr)
-        return [a.arg for a in fwd[0].args.posonlyargs + fwd[0].args.args][1:] if fwd else []
-
-    def forward_skips(self, attr: str) -> frozenset[str] | None:
-        """The parameters of ``self.<attr>``'s forward (a module class of this file) that
-        some path through it leaves unread or reads only cut (``if idx == 0: return l1 + kl``
-        then ``return d(x.detach())``: neither ``kl`` nor ``x`` carries the call's graph on
-        every path); None when the forward is not known or reads every one of them."""
-        key = "self." + attr
-        if key not in self._cuts:
-            fwds = self._forwards(attr)
-            out: frozenset[str] | None = None
-            if fwds and len({id(f) for f in fwds}) == 1:
-                fn = fwds[0]
-                params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
-                read = _live_reads(fn, self._ctx)
-                skip = frozenset(p for p in params if p not in read)
-                out = skip or None
-            self._cuts[key] = out  # type: ignore[assignment]
-        return self._cuts[key]  # type: ignore[return-value]
+            fn = target.methods.get("forward") if target is not None else None
+            if fn is None:
+                return None
+            fwds.add(id(fn))
+        if fn is None or len(fwds) != 1:
+            return None
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+        read = _live_reads(fn, self._ctx)
+        skip = frozenset(p for p in params if p not in read)
+        return (params, skip) if skip else None
 
 
 def _live_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
@@ -232,12 +226,13 @@ def _paths(body: list[ast.stmt], ctx: Context) -> tuple[set[str] | None, bool]:
             acc |= _reads(s, ctx)
             continue
         acc |= _reads(ast.Expr(s.test), ctx)
-        rest = body[i + 1:]
+        rest: tuple[set[str] | None, bool] | None = None  # read once: sequential `if`s stay linear
         ways = []
         for branch in (s.body, s.orelse):
             m, done = _paths(branch, ctx)
             if not done:  # the branch falls through to the statements after the `if`
-                r, done = _paths(rest, ctx)
+                rest = rest or _paths(body[i + 1:], ctx)
+                r = rest[0]
                 m = _ALL if m is _ALL or r is _ALL else m | r
             ways.append(m)
         known = [w for w in ways if w is not _ALL]
