@@ -160,9 +160,33 @@ def _zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
         return DISTANCE  # `dx ** 2 + dy ** 2`, `(y2 - y1).square() + (x2 - x1).square()`
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _num(e.left) == 1.0:
         c = _square_of(e.right, ctx)
-        if c is not None and _tensor_like(c, ctx):
+        if c is not None and _tensor_like(c, ctx) and not _kept_inside_unit(c, ctx):
             return SINE
     return None
+
+
+def _inside_unit(b: ast.AST | None) -> bool:
+    """A clamp bound strictly inside (-1, 1): ``0.999``, ``1 - 1e-7``, ``-1 + eps``."""
+    v = _num(b)
+    if v is not None:
+        return abs(v) < 1.0
+    if isinstance(b, ast.BinOp) and isinstance(b.op, (ast.Sub, ast.Add)):
+        lo, hi = _num(b.left), _num(b.right)
+        if lo is not None and hi is not None:
+            return abs(lo - hi if isinstance(b.op, ast.Sub) else lo + hi) < 1.0
+        return (lo == 1.0 and isinstance(b.op, ast.Sub)) or \
+            (lo == -1.0 and isinstance(b.op, ast.Add))  # `1 - eps`, `-1 + eps`
+    return False
+
+
+def _kept_inside_unit(c: ast.AST, ctx: Context) -> bool:
+    """``c`` is clamped to a range strictly inside (-1, 1), so ``1 - c**2`` never reaches 0
+    (``torch.clamp(cos, -1 + 1e-7, 1 - 1e-7)``, here or where ``c`` was bound)."""
+    for v in (strip(c), strip(resolve(strip(c), ctx, c.lineno))):  # type: ignore[attr-defined]
+        b = _bounds(v, ctx) if isinstance(v, ast.Call) else None
+        if b is not None and b[0] in CLAMPS and _inside_unit(b[1]) and _inside_unit(b[2]):
+            return True
+    return False
 
 
 def _squared_differences(e: ast.AST, ctx: Context) -> bool:

@@ -216,9 +216,9 @@ class PlainValueOverParameter(Rule):
                 if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self"):
                     continue
                 reg = registered.get(t.attr)
-                if reg is None or reg is s or (m.name == "__init__" and
-                                               s.lineno <= reg.lineno):
-                    continue
+                if reg is None or reg is s or (m.name == "__init__" and (
+                        s.lineno <= reg.lineno or ctx.scope(m).exclusive(reg, s))):
+                    continue  # (`if flag: self.w = nn.Parameter(...)` / `else: self.w = 1.0`)
                 if not plain_value(s.value, ctx, m, frozenset(registered)):
                     continue
                 if tampered is None:

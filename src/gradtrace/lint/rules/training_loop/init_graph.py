@@ -66,6 +66,8 @@ def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool
             got = _live(f.value, params, mods, ctx, view and f.attr in VIEW_METHODS)
             if got is not None:
                 return got
+        if _opaque(e, q, ctx):
+            return None
         for a in (*e.args, *(k.value for k in e.keywords)):
             got = _live(a, params, mods, ctx, False)
             if got is not None:
@@ -79,6 +81,20 @@ def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool
             if got is not None:
                 return got
     return None
+
+
+def _opaque(e: ast.Call, q: str, ctx: Context) -> bool:
+    """A call that may keep its arguments rather than compute from them: a class of the
+    file that is not a module (``GaussianPosterior(self.mu, self.rho)`` stores the Parameters
+    and samples from them later), or a name imported from outside torch (unknown)."""
+    f = e.func
+    if isinstance(f, ast.Name):
+        info = ctx.analysis.classes.get(f.id)
+        if info is not None:
+            return not info.is_module
+    imported = ctx.imports.qualified_name(f) if isinstance(f, (ast.Name, ast.Attribute)) \
+        else None
+    return bool(imported) and imported != dotted(f) and not imported.startswith("torch.")
 
 
 def _read_elsewhere(info: ClassInfo, name: str, init: ast.AST) -> ast.AST | None:

