@@ -61,13 +61,15 @@ MODULE_SELF_RETURNING = frozenset({"train", "eval", "requires_grad_", "apply", "
 CASTS_TO_NUMBER = frozenset({"float", "int", "bool", "complex", "round", "math.sqrt",
                              "math.log", "math.exp", "math.fabs"})
 NUMPY_FUNCS = frozenset({"numpy.array", "numpy.asarray", "numpy.mean", "numpy.sum"})
-NEW_TENSOR_FUNCS = frozenset({
-    "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
-    "torch.LongTensor", "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty",
-    "torch.full", "torch.arange", "torch.linspace", "torch.eye", "torch.randint",
-    "torch.zeros_like", "torch.ones_like", "torch.randn_like", "torch.rand_like",
-    "torch.empty_like", "torch.full_like",
-})
+# the tensor constructors (one table for every family): new tensors from sizes or a template,
+# with no history whatever the arguments; and copies of a data argument into a new leaf
+FACTORY_FUNCS = frozenset({"torch." + f for f in (
+    "zeros", "ones", "randn", "rand", "empty", "full", "arange", "linspace", "eye", "randint",
+    "randperm", "zeros_like", "ones_like", "randn_like", "rand_like", "empty_like", "full_like",
+    "randint_like")})
+COPY_FUNCS = frozenset({"torch." + f for f in (
+    "tensor", "Tensor", "FloatTensor", "LongTensor", "DoubleTensor", "from_numpy")})
+NEW_TENSOR_FUNCS = FACTORY_FUNCS | COPY_FUNCS | {"torch.as_tensor"}
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.ParameterList",
                          "torch.nn.ParameterDict"})
 

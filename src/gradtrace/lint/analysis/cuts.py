@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.tensor_api import TENSOR_ATTRS
@@ -52,17 +53,10 @@ CUT_FUNCS = {
     "torch.detach": DETACH,
 }
 # tensor constructors that copy their data argument into a new leaf
-REBUILD_FUNCS = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor",
-                           "torch.LongTensor", "torch.DoubleTensor", "torch.from_numpy",
-                           "torch.autograd.Variable", "torch.autograd.variable.Variable"})
+REBUILD_FUNCS = COPY_FUNCS | {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
 # results with no history whatever the arguments
-FRESH_FUNCS = frozenset({
-    "torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
-    "torch.arange", "torch.linspace", "torch.eye", "torch.randint", "torch.zeros_like",
-    "torch.ones_like", "torch.randn_like", "torch.rand_like", "torch.empty_like",
-    "torch.full_like", "torch.randint_like", "torch.randperm", "len", "range", "isinstance",
-    "torch.is_tensor", "torch.numel", "torch.nn.functional.one_hot",
-})
+FRESH_FUNCS = FACTORY_FUNCS | {"len", "range", "isinstance", "torch.is_tensor", "torch.numel",
+                               "torch.nn.functional.one_hot"}
 FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new_empty",
                            "new_full", "zero_", "nelement", "element_size", "data_ptr",
                            "get_device", "stride", "is_contiguous", "isnan", "isinf",

@@ -10,7 +10,7 @@ import itertools
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.context import LINE_END
-from gradtrace.lint.flow import GRAPH, NEW_TENSOR_FUNCS
+from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
@@ -19,8 +19,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.flow import Binding, Scope
 
 # factories that accept ``requires_grad=``
-GRAD_FACTORIES = NEW_TENSOR_FUNCS - {"torch.from_numpy", "torch.as_tensor", "torch.Tensor",
-                                     "torch.FloatTensor", "torch.LongTensor"}
+GRAD_FACTORIES = FACTORY_FUNCS | {"torch.tensor"}
 # methods that return a *new* tensor (a non-leaf when the receiver requires grad), unless they
 # are a no-op (same device/dtype): `.to()`, `.cuda()`, `.double()`, ...
 COPY_METHODS = frozenset({"to", "cuda", "double", "half", "bfloat16", "type"})

@@ -17,6 +17,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.cuts import FRESH_METHODS, INTEGER_METHODS, NO_HISTORY_METHODS
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -26,10 +27,11 @@ from gradtrace.lint.rules.registration._modules import PARAM_LAYER_RE
 # reading these from a tensor leaves the graph
 META_ATTRS = frozenset({"shape", "dtype", "device", "data", "requires_grad", "grad", "ndim",
                         "is_cuda", "T_", "layout", "is_leaf", "names"})
-CUT_METHODS = frozenset({"size", "dim", "numel", "item", "tolist", "detach", "numpy",
-                         "nelement", "element_size", "stride", "type", "data_ptr",
-                         "get_device", "is_contiguous", "parameters", "named_parameters",
-                         "state_dict", "modules", "children", "train", "eval", "apply"})
+# results without a graph: the shared tables (a Python value, a detached, integer or fresh
+# tensor, sizes) and a module's own bookkeeping
+CUT_METHODS = NO_HISTORY_METHODS | INTEGER_METHODS | FRESH_METHODS | frozenset({
+    "type", "parameters", "named_parameters", "state_dict", "modules", "children", "train",
+    "eval", "apply"})
 CUT_FUNCS = frozenset({"len", "isinstance", "getattr", "hasattr", "id", "str", "repr", "int",
                        "float", "bool", "type", "print", "list", "tuple", "range",
                        "torch.nn.Parameter", "copy.deepcopy", "deepcopy"})
