@@ -103,7 +103,9 @@ class HookState:
 
     modules: dict[int, ModuleRecord] = field(default_factory=dict)
     optimizers: dict[int, OptimizerRecord] = field(default_factory=dict)
-    had_grad: set[int] = field(default_factory=set)
+    # parameters seen with a gradient at a step, by id; the weak reference tells a reused id
+    # from the parameter itself (see :meth:`graded`)
+    had_grad: dict[int, weakref.ref[Tensor]] = field(default_factory=dict)
     snapshot: list[Any] = field(default_factory=list)
     steps: int = 0
     prune_at: int = 1024
@@ -116,6 +118,11 @@ class HookState:
     # eval mode (NOTE [eval-mode training])
     eval_pending: dict[int, ModuleRecord] = field(default_factory=dict)
     eval_trained: list[Any] = field(default_factory=list)
+
+    def graded(self, p: Tensor) -> bool:
+        """Whether this very parameter had a gradient at some step."""
+        r = self.had_grad.get(id(p))
+        return r is not None and r() is p
 
 
 class Hooks:
@@ -244,7 +251,9 @@ class Hooks:
             for p in group["params"]:
                 g = p.grad
                 if g is not None:
-                    d.had_grad.add(id(p))
+                    r = d.had_grad.get(id(p))
+                    if r is None or r() is not p:
+                        d.had_grad[id(p)] = weakref.ref(p)
                     grads.append(g)
                     if rep is None and not g.is_sparse:
                         rep = (id(p), id(g), g._version, st.backward_count)

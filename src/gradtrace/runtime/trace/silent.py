@@ -180,7 +180,7 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
 def why_no_grad(state: TraceState, data: HookState, p: Tensor,
                 owners: dict[int, ModuleRecord] | None = None) -> Finding | None:
     """Why parameter ``p`` never got a gradient (``None`` if it has one)."""
-    if p.grad is not None or id(p) in data.had_grad:
+    if p.grad is not None or data.graded(p):
         return None
     code, site, why, fix, related = unreached_reason(state, data, p, param_owners(data) if owners is None
                                             else owners)
@@ -222,7 +222,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     for rec, p in _optimizer_params(data):
         if rec.wiped is not None or id(rec) in explained:  # reported as such
             continue
-        if id(p) in seen or not p.requires_grad or p.grad is not None or id(p) in data.had_grad:
+        if id(p) in seen or not p.requires_grad or p.grad is not None or data.graded(p):
             continue
         seen.add(id(p))
         reason = unreached_reason(state, data, p, owners)
@@ -268,7 +268,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     training = any(owners[id(p)].ref() is not None and owners[id(p)].ref().training
                    for _, p in pairs if id(p) in owners)
     stale = [p for _, p in pairs
-             if p.requires_grad and id(p) not in data.had_grad and p.grad is None]
+             if p.requires_grad and not data.graded(p) and p.grad is None]
     # Every optimized tensor is a plain tensor, no Parameter of any module: an input is trained
     # (adversarial examples, style transfer...), the modules are fixed (not a re-created model).
     inputs_trained = not any(isinstance(p, torch.nn.Parameter) or id(p) in owners
