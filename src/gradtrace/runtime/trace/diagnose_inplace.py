@@ -14,6 +14,7 @@ from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
+from gradtrace.runtime.trace.inplace_layer import layer_built_inplace
 from gradtrace.runtime.trace.records import created_site
 from gradtrace.runtime.trace.state import TraceState
 
@@ -53,6 +54,15 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          fix=f"make a copy here: {alias[1]} = {alias[2]}.clone()",
                          related=[(where, "the in-place write is here"), *related,
                                   (site, "backward() failed here")])]
+        layer = layer_built_inplace(where, inop)
+        if layer is not None:  # NOTE [in-place layer]
+            return [make(code_for("inplace-on-saved-tensor", pat.code), layer,
+                         f"this layer is built with `inplace=True`: called at {src(where)}, its "
+                         f"`{inop}` changed a tensor in place (shape {list(shape)}) that an "
+                         "earlier op saved for backward; backward() then found a newer version",
+                         fix="build this layer with inplace=False",
+                         related=[(where, "the layer wrote in place when called here"),
+                                  *related, (site, "backward() failed here")])]
         return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                      f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
                      "op saved for backward; backward() then found a newer version",

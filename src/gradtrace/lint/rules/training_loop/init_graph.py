@@ -99,12 +99,13 @@ def _opaque(e: ast.Call, q: str, ctx: Context) -> bool:
     return bool(imported) and imported != dotted(f) and not imported.startswith("torch.")
 
 
-def _read_elsewhere(info: ClassInfo, name: str, init: ast.AST) -> ast.AST | None:
-    """A read of ``self.<name>`` in a method other than ``__init__`` (None if it is also
-    assigned there, or never read)."""
+def _read_elsewhere(info: ClassInfo, name: str, init: ast.AST,
+                    skip: ast.AST | None = None) -> ast.AST | None:
+    """A read of ``self.<name>`` in a method other than ``__init__`` (and ``skip``) (None if
+    it is also assigned there, or never read)."""
     read = None
     for m in info.methods.values():
-        if m is init:
+        if m is init or m is skip:
             continue
         for n in ast.walk(m):
             if isinstance(n, ast.Attribute) and n.attr == name and \
@@ -165,6 +166,42 @@ class GraphBuiltInInit(Rule):
                     self.scale = torch.exp(self.log_scale)
                     return x / self.scale * self.d + self.w_t.sum() + self.init_scale.sum()
             """),
+        Bad("""
+            import torch.nn as nn
+            class Tagger(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.proj = nn.Linear(n, n)
+                    self.setup_prior([self.proj.weight, self.proj.bias])
+                def setup_prior(self, tensors):
+                    total = 0.0
+                    for t in tensors:
+                        total = total + t.pow(2).sum()
+                    self.prior = 0.5 * total
+                def forward(self, x):
+                    return self.proj(x).sum() + self.prior
+            """, at=(6, 8)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Tagger(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.proj = nn.Linear(n, n)
+                    self.setup_prior(self.proj.weight)
+                    self.record(self.proj.weight)
+                    self.init_weights(self.proj)
+                def setup_prior(self, w):
+                    with torch.no_grad():
+                        self.prior = (w ** 2).sum() * 0.5
+                def record(self, w):
+                    self.n_out = w.shape[0]
+                    self.w0 = w.detach().norm()
+                def init_weights(self, m):
+                    nn.init.zeros_(m.bias)
+                def forward(self, x):
+                    return self.proj(x).sum() + self.prior + self.n_out + self.w0
+            """),
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
@@ -176,7 +213,10 @@ class GraphBuiltInInit(Rule):
         seen: set[str] = set()  # `self.a = ...` of __init__'s top level so far
         params: set[str] = set()  # ... of them, the parameters and layers with weights
         mods: set[str] = set()
+        nets: dict[str, ast.Call] = {}  # ... built by a class-like call
         for s in init.body:
+            if isinstance(s, ast.Expr) and nets:
+                yield from _helper_call(self, node, init, s.value, nets, ctx)
             if not (isinstance(s, ast.Assign) and len(s.targets) == 1):
                 continue
             t = s.targets[0]
@@ -195,6 +235,8 @@ class GraphBuiltInInit(Rule):
                     continue
             f = v.func if isinstance(v, ast.Call) else None
             last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if last[:1].isupper():
+                nets[t.attr] = v  # (a torch.nn class? asked only when a helper gets it)
             if last == "Parameter" or PARAM_LAYER_RE.match(last):  # (before the costly names)
                 q = ctx.call_name(v) or ""
                 if q == "torch.nn.Parameter":
@@ -216,3 +258,137 @@ class GraphBuiltInInit(Rule):
         yield self.report(s, ctx, related=(Related(
             ctx.path, read.lineno, "used here on every call", ctx.column(read)),),
             attr=attr, src=src)
+
+
+def _reaches_net(e: ast.AST, nets: set[str]) -> str | None:
+    """The module attribute an argument hands over with its graph: ``self.emb``,
+    ``self.emb.weight``, ``self.emb.parameters()`` (not ``.shape``, ``.detach()``...)."""
+    while True:
+        if isinstance(e, (ast.List, ast.Tuple)):
+            return next((x for x in (_reaches_net(y, nets) for y in e.elts) if x), None)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and \
+                e.func.id in ("list", "tuple") and len(e.args) == 1:
+            e = e.args[0]
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr in ("parameters", "values") and not e.args:
+            e = e.func.value
+        elif isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and \
+                e.value.id == "self":
+            return e.attr if e.attr in nets else None
+        elif isinstance(e, ast.Attribute) and e.attr not in META_ATTRS:
+            e = e.value
+        else:
+            return None
+
+
+def _tainted(m: ast.FunctionDef | ast.AsyncFunctionDef, start: set[str]) -> set[str]:
+    """Local names of ``m`` computed from ``start`` (loop variables over them, assignments
+    whose value reads them outside ``no_grad`` and cutting calls), to a fixed point."""
+    names = set(start)
+    stmts = [n for n in ast.walk(m) if isinstance(n, (ast.Assign, ast.AugAssign, ast.For))]
+    changed = True
+    while changed:
+        changed = False
+        for n in stmts:
+            src = n.iter if isinstance(n, ast.For) else n.value
+            tgts = [n.target] if isinstance(n, (ast.For, ast.AugAssign)) else n.targets
+            if not _reads(src, names):
+                continue
+            for t in tgts:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Name) and x.id not in names:
+                        names.add(x.id)
+                        changed = True
+    return names
+
+
+def _reads(e: ast.AST, names: set[str]) -> bool:
+    if isinstance(e, ast.Name):
+        return e.id in names
+    if isinstance(e, ast.Attribute) and e.attr in META_ATTRS:
+        return False
+    if isinstance(e, ast.Call):
+        f = e.func
+        if isinstance(f, ast.Attribute) and f.attr in CUT_METHODS - {"parameters"}:
+            return False
+        if isinstance(f, ast.Name) and f.id in CUT_FUNCS:
+            return False
+    return any(_reads(c, names) for c in ast.iter_child_nodes(e))
+
+
+def _grad_off(m: ast.AST, target: ast.AST, ctx: Context) -> bool:
+    for w in ast.walk(m):
+        if isinstance(w, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call)
+                and (ctx.call_name(i.context_expr) or "") in GRAD_OFF for i in w.items) and \
+                any(x is target for x in ast.walk(w)):
+            return True
+    return False
+
+
+def _helper_call(rule: GraphBuiltInInit, cls: ast.ClassDef, init: ast.AST, call: ast.AST,
+                 built: dict[str, ast.Call], ctx: Context) -> Iterator[Finding]:
+    """``self.add_penalty(self.emb.parameters())`` in ``__init__``: a method of the class that
+    stores, on ``self``, a tensor computed from the module's parameters it was handed
+    (NOTE [graph built at construction], one call deep)."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"):
+        return
+    info = ctx.analysis.classes.get(cls.name)
+    if info is None or not info.is_module or info.node is not cls:
+        return
+    m = info.methods.get(call.func.attr)
+    if m is None or m is init or m.decorator_list:
+        return
+    nets = {a for a, v in built.items()  # any torch.nn module, container or Parameter
+            if (ctx.call_name(v) or "").startswith("torch.nn.")}
+    formal = [a.arg for a in m.args.posonlyargs + m.args.args][1:]
+    start: dict[str, str] = {}
+    for name, a in zip(formal, call.args):
+        src = _reaches_net(a, nets)
+        if src is not None:
+            start[name] = src
+    for k in call.keywords:
+        src = _reaches_net(k.value, nets) if k.arg in formal else None
+        if src is not None:
+            start[k.arg] = src  # type: ignore[index]
+    if not start:
+        return
+    names = _tainted(m, set(start))
+    for s in ast.walk(m):
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1):
+            continue
+        t = s.targets[0]
+        if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                and t.value.id == "self") or not _reads(s.value, names):
+            continue
+        if _grad_off(m, s, ctx) or _assigned_beyond(info, t.attr, (init, m)):
+            continue
+        read = _read_elsewhere(info, t.attr, init, skip=m) or _read_outside(ctx, cls, t.attr)
+        if read is None:
+            continue
+        yield rule.report(call, ctx, related=(
+            Related(ctx.path, s.lineno, f"`self.{t.attr}` is built here from them",
+                    ctx.column(s)),
+            Related(ctx.path, read.lineno, "used here on every call", ctx.column(read))),
+            attr=t.attr, src=next(iter(start.values())))
+        return
+
+
+def _read_outside(ctx: Context, cls: ast.ClassDef, name: str) -> ast.AST | None:
+    """``<obj>.<name>`` read in the file outside the class (``model.penalty``)."""
+    inside = {id(n) for n in ast.walk(cls)}
+    return next((n for n in ast.walk(ctx.tree) if isinstance(n, ast.Attribute)
+                 and n.attr == name and isinstance(n.ctx, ast.Load) and id(n) not in inside),
+                None)
+
+
+def _assigned_beyond(info: ClassInfo, name: str, allowed: tuple[ast.AST, ...]) -> bool:
+    for m in info.methods.values():
+        if any(m is a for a in allowed):
+            continue
+        for n in ast.walk(m):
+            if isinstance(n, ast.Attribute) and n.attr == name and isinstance(
+                    n.value, ast.Name) and n.value.id == "self" and not isinstance(n.ctx, ast.Load):
+                return True
+    return False
