@@ -101,20 +101,32 @@ def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
     return any(grad_mode_of(d, ctx.imports) in ("off", "inference") for d in fn.decorator_list)
 
 
-class Tracer:
-    """Classifies the sources of expressions inside one function scope."""
+@dataclass
+class _Query:
+    """The state of one walk: the bindings already followed (a cycle guard) and, for a caller
+    that only wants sources that are *all* dead, whether a live one was met (then every later
+    part answers live at once: a script that rebinds ``loss`` in loop after loop otherwise
+    traces every earlier one)."""
 
-    def __init__(self, ctx: Context, scope: Scope, helpers: HelperIndex | None = None,
-                 stop_on_live: bool = False) -> None:
+    stop_on_live: bool = False
+    seen: set[tuple[str, int]] = field(default_factory=set)
+    live: bool = False
+
+
+class Tracer:
+    """Classifies the sources of expressions inside one function scope.
+
+    One per function (and helper index), cached on the context (:func:`grad_sources`) and
+    shared by the GT2 rules: it holds the function's facts (its arguments, the file's helpers,
+    the bindings that may reach a use) and the answers given so far; each query walks with its
+    own :class:`_Query`, so an answer never depends on what was asked before."""
+
+    def __init__(self, ctx: Context, scope: Scope, helpers: HelperIndex | None = None) -> None:
         self.ctx = ctx
         self.scope = scope
         self.helpers = helpers
-        self._seen: set[tuple[str, int]] = set()
-        # A caller that only wants sources that are *all* dead may stop at the first live one:
-        # every part of a trace merges into its result, so the answer is live either way.
-        # (A script that rebinds `loss` in loop after loop otherwise traces every earlier one.)
-        self.stop_on_live = stop_on_live
-        self._live = False
+        self._q = _Query()
+        self._answers: dict[tuple[int, int], Deps] = {}
         fn = scope.node
         self.params: set[str] = set()
         if isinstance(fn, FUNCTION_TYPES):
@@ -125,13 +137,30 @@ class Tracer:
                     self.params.add(extra.arg)
 
     # -- entry -------------------------------------------------------------------------------
+    def sources(self, e: ast.AST, line: int, stop_on_live: bool = False) -> Deps:
+        """Sources of ``e`` evaluated at ``line`` (1-based), read-only for the caller.
+        ``stop_on_live``: only whether they are all dead matters (a live answer may be partial).
+        Answered once per expression and line: a partial live answer is not kept, any other
+        answer is the whole one."""
+        key = (id(e), line)
+        hit = self._answers.get(key)
+        if hit is not None:
+            return hit
+        outer, self._q = self._q, _Query(stop_on_live)
+        try:
+            d = self.trace(e, line)
+        finally:
+            self._q = outer
+        if not (stop_on_live and d.live):
+            self._answers[key] = d
+        return d
+
     def trace(self, e: ast.AST, line: int, depth: int = 0) -> Deps:
-        """Sources of ``e`` evaluated at ``line`` (1-based)."""
-        if self._live:
+        if self._q.live:
             return Deps(live=True)
         d = self._trace(e, line, depth)
-        if d.live and self.stop_on_live:
-            self._live = True
+        if d.live and self._q.stop_on_live:
+            self._q.live = True
         return d
 
     def _trace(self, e: ast.AST, line: int, depth: int) -> Deps:
@@ -158,7 +187,7 @@ class Tracer:
         return Deps()
 
     def _t_Name(self, e: ast.AST, line: int, depth: int) -> Deps:
-        if self._live:
+        if self._q.live:
             return Deps(live=True)
         d = Deps()
         name = dotted(e)
@@ -179,16 +208,16 @@ class Tracer:
             return d
         for b in bs:  # if/else, a loop: each binding that may reach the use
             d.merge(self._binding(e, name, b, depth))
-            if self._live:
+            if self._q.live:
                 return d
         return d
 
     def _binding(self, e: ast.AST, name: str, b: Binding, depth: int) -> Deps:
         d = Deps()
         key = (name, b.line)
-        if key in self._seen:
+        if key in self._q.seen:
             return d
-        self._seen.add(key)
+        self._q.seen.add(key)
         if b.kind in (PARAMETER, PARAMS):
             d.live = True
             return d
@@ -430,10 +459,10 @@ class HelperIndex:
         if not returns or not all(_has_call(r.value) or isinstance(r.value, ast.Name)
                                   for r in returns):  # type: ignore[arg-type]
             return None
-        tracer = Tracer(self.ctx, scope)
+        tracer = grad_sources(self.ctx, fn, with_helpers=False)
         off = None
         for r in returns:
-            d = tracer.trace(r.value, r.lineno)  # type: ignore[arg-type]
+            d = tracer.sources(r.value, r.lineno)  # type: ignore[arg-type]
             if not d.dead or d.live or d.unknown or d.explicit_grad:
                 return None
             off = off or d.dead[0].off
@@ -447,3 +476,12 @@ def _has_call(e: ast.AST) -> bool:
 def helper_index(ctx: Context) -> HelperIndex:
     """The file's :class:`HelperIndex`, built once per file and shared by the GT2 rules."""
     return ctx.memo("gt2-helpers", ctx.tree, lambda: HelperIndex(ctx))
+
+
+def grad_sources(ctx: Context, node: ast.AST, with_helpers: bool = True) -> Tracer:
+    """The :class:`Tracer` of the function or module ``node`` (following the file's helpers,
+    or not), built once per file and shared by the GT2 rules."""
+    if not with_helpers:
+        return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))
+    return ctx.memo("gt2-sources", node,
+                    lambda: Tracer(ctx, ctx.scope(node), helper_index(ctx)))

@@ -11,7 +11,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import (
-    LIVE_MULT, SAVES_INPUT_FUNCS, Tracer, helper_index, is_inference_function, is_loss_callee)
+    LIVE_MULT, SAVES_INPUT_FUNCS, grad_sources, is_inference_function, is_loss_callee)
 
 TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_loss",
                             "loss", "step", "train_batch", "fit_batch"})
@@ -103,7 +103,8 @@ class InferenceTensorInTraining(Rule):
             return
         if backward_loss(node, ctx) is None or ctx.grad_disabled is not None:
             return
-        deps = Tracer(ctx, ctx.scope(), helper_index(ctx)).trace(backward_loss(node, ctx), node.lineno)  # type: ignore[arg-type]
+        deps = grad_sources(ctx, ctx.scope().node).sources(
+            backward_loss(node, ctx), node.lineno)  # type: ignore[arg-type]
         seen: set[int] = ctx.memo("gt2-reported-" + self.code, ctx.tree, set)
         for use, dead in deps.consumers:
             if id(dead.off) in seen:

@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
-from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, Tracer, helper_index
+from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, grad_sources
 
 GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`"
@@ -44,7 +44,7 @@ def _dead_loss(node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
     loss = backward_loss(node, ctx) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
     if loss is None:
         return None
-    deps = Tracer(ctx, ctx.scope(), helper_index(ctx), stop_on_live=True).trace(loss, node.lineno)
+    deps = grad_sources(ctx, ctx.scope().node).sources(loss, node.lineno, stop_on_live=True)
     if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
         return None
     return loss, deps
