@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE, MOVES,
-    NON_TENSOR_KWARGS, NONDIFF, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut, Trace, asks_grad,
+    NON_TENSOR_KWARGS, NONDIFF, NUMPY, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut, Trace, asks_grad,
     constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
     self_assignments, top_defs, unpacks_indices,
 )
@@ -329,6 +329,9 @@ class Tracer:
         if qual in ("torch.as_tensor", "sum", "max", "min", "abs") or (
                 qual.startswith("torch.") and qual.rpartition(".")[2][:1].islower()):
             return self.args_trace(e, use, line)
+        if qual.startswith("numpy.") and qual.count(".") == 1:
+            # `np.sum([l1, l2])`, `np.exp(t)`: NumPy reads each tensor through `.numpy()`
+            return self._cut(NUMPY, e, [peel(a) for a in e.args], use, line)
         if qual.startswith(("numpy.", "math.")):
             return self.args_trace(e, use, line)
         through = self._through_helper(e, use, line)

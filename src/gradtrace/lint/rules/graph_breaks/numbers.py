@@ -8,7 +8,9 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, short
+from gradtrace.lint.analysis.cuts import CUT_FUNCS
+from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, related_for, short
+from gradtrace.lint.rules.graph_breaks._paths import Cut, LossPaths, Verdict
 from gradtrace.lint.rules.graph_breaks._paths import NUMBER as CUT_NUMBER
 from gradtrace.lint.rules.graph_breaks._paths import NUMPY as CUT_NUMPY
 from gradtrace.lint.rules.graph_breaks._paths import REBUILD
@@ -217,6 +219,28 @@ class NumpyRoundTripInLoss(LossCutRule):
                 err.backward()
                 opt.step()
             """, at=(6, 10)),
+        Bad("""
+            import numpy
+            import torch.nn.functional as F
+
+            class Trainer:
+                def fit_batch(self, batch):
+                    preds = self.net(batch["x"])
+                    per_head = [F.l1_loss(p, batch["y"]) for p in preds]
+                    total = numpy.mean(per_head)
+                    total.backward()
+                    self.opt.step()
+            """, at=(8, 16)),
+        Good("""
+            import numpy as np
+            import torch
+
+            def train_step(model, opt, crit, x, ys, log):
+                losses = [crit(o, y) for o, y in zip(model(x), ys)]
+                torch.stack(losses).sum().backward()
+                opt.step()
+                log.append(np.mean([l.item() for l in losses]))
+            """),
         Good("""
             import numpy as np
             import torch.nn.functional as F
@@ -228,6 +252,22 @@ class NumpyRoundTripInLoss(LossCutRule):
                 history.append(np.abs(pred.detach().cpu().numpy() - y.numpy()).mean())
             """),
     ]
+
+
+    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding:
+        qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
+        if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS:
+            return super().finding(c, v, lp, ctx)
+        return self.report(c.node, ctx, related=related_for(c, v, ctx),
+                           expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
+                           consequence=NUMPY_CALL)
+
+
+# what `np.<function>` does with tensors that require grad (checked on torch 2.13)
+NUMPY_CALL = ("NumPy reads each tensor through `.numpy()`, which raises `RuntimeError: Can't "
+              "call numpy() on Tensor that requires grad` (a reduction of one tensor, "
+              "`np.sum(t)`, raises a TypeError instead); use the torch operation "
+              "(`torch.stack(losses).sum()`, `sum(losses)`, `torch.exp(t)`)")
 
 
 class TensorRebuiltFromGraph(LossCutRule):

@@ -12,9 +12,12 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
+from gradtrace.lint.rules.leaf._origin import (
+    calls_backward, flagged_leaf, frozen_before, parameter_loop_of, requires_grad_set,
+)
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, NOT_UPDATES, grad_leaf_binding, is_true, leaf_helpers, node_mentions, reads_grad_of,
+    COMPOUND, NOT_UPDATES, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
     torch_alias,
 )
 from gradtrace.lint.nodes import walk
@@ -165,34 +168,6 @@ class LeafReboundByUpdate(Rule):
         return self.fix(ctx.edit(node, f"with {torch}.no_grad():\n{indent}{update}"))
 
 
-def _param_loop_var(scope: Scope, name: str, line: int) -> ast.stmt | None:
-    """The ``for`` statement binding ``name`` from ``<m>.parameters()``, if any."""
-    b = scope.binding_before(name, line)
-    if b is None or not isinstance(b.stmt, (ast.For, ast.AsyncFor)):
-        return None
-    it = b.stmt.iter
-    target = b.stmt.target
-    if isinstance(it, ast.Name) and isinstance(target, ast.Name):
-        lb = scope.binding_before(it.id, b.line)
-        home = scope
-        if lb is None and not isinstance(scope.node, ast.Module) and it.id not in scope.bindings:
-            home = scope.ctx.scope(scope.ctx.tree)  # a global `params = [w, b]`
-            lb = home.binding_before(it.id, 1 << 30)
-        if lb is not None and isinstance(lb.value, (ast.List, ast.Tuple)) and any(
-                isinstance(e, ast.Name) and grad_leaf_binding(home, e.id, lb.line)
-                for e in lb.value.elts):
-            return b.stmt  # `for p in params:` over `params = [w, b]` (grad leaves)
-        return None
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)):
-        return None
-    if it.func.attr == "parameters" and isinstance(target, ast.Name):
-        return b.stmt
-    if it.func.attr == "named_parameters" and isinstance(target, ast.Tuple) \
-            and len(target.elts) == 2 and dotted(target.elts[1]) == name:
-        return b.stmt
-    return None
-
-
 LEAF_NAME_RE = re.compile(r"(?m)^[ \t]*([\w.]+)[ \t]*=[^\n]*(?:requires_grad|Parameter)"
                           r"|([\w.]+)\.requires_grad"
                           r"|\bfor[ \t]+(?:\w+[ \t]*,[ \t]*)?(\w+)[ \t]+in[ \t]")
@@ -240,27 +215,6 @@ def _bound_from_helpers(ctx: Context, body: list[ast.stmt]) -> frozenset[str]:
                      for t in s.targets if isinstance(t, ast.Name)) if helpers else frozenset()
 
 
-def _calls_backward(scope: Scope) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == "backward"
-               for s in scope.stmts for n in walk(s))
-
-
-def _requires_grad_set(scope: Scope, name: str, line: int) -> ast.stmt | None:
-    """A ``name.requires_grad_()`` / ``name.requires_grad = True`` before ``line`` and after
-    the binding of ``name`` that is in effect there (a flag set on an earlier tensor of the
-    same name, e.g. in the other branch of an ``if``, says nothing about this one)."""
-    b = scope.binding_before(name, line)
-    start = b.line if b is not None else 0
-    found = None
-    for m in scope.method_calls:
-        if m.receiver == name and m.method == "requires_grad_" and start < m.stmt.lineno < line:
-            found = m.stmt if (not m.call.args or is_true(m.call.args[0])) else None
-    for fb in scope.bindings.get(f"{name}.requires_grad", ()):
-        if start < fb.line < line:
-            found = fb.stmt if is_true(fb.value) else None
-    return found
-
-
 class InplaceUpdateOfLeaf(Rule):
     """An in-place update or slice assignment on a leaf that requires grad, with grad enabled.
 
@@ -271,7 +225,8 @@ class InplaceUpdateOfLeaf(Rule):
     operation.` (pytorch-facts.md#leaf-inplace). Wrap the update in `with torch.no_grad():` (or
     `@torch.no_grad()`), as `torch.optim` does.
     Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
-    `nn.Parameter(...)`, `.requires_grad_()`) or be the loop variable over `.parameters()` in a
+    `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
+    one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a
     function that also calls `.backward()`; a helper only ever called under `no_grad` is not
     followed across calls.
     """
@@ -337,6 +292,32 @@ class InplaceUpdateOfLeaf(Rule):
                     w -= 0.1 * w.grad
                 w.grad.zero_()
             """),
+        Bad("""
+            import torch.nn.functional as F
+            def refine(z0, decoder, target, steps=5):
+                z = z0.detach().clone().requires_grad_()
+                for _ in range(steps):
+                    F.mse_loss(decoder(z), target).backward()
+                    z.sub_(0.01 * z.grad)
+                    z.grad = None
+                return z
+            """, at=(6, 8)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+            def refine(z0, decoder, target, steps=5):
+                z = z0.detach().clone().requires_grad_()
+                for _ in range(steps):
+                    F.mse_loss(decoder(z), target).backward()
+                    with torch.no_grad():
+                        z.sub_(0.01 * z.grad)
+                    z.grad = None
+                return z
+            def features(model, x):
+                h = model(x).requires_grad_()
+                h += 1
+                return h
+            """),
         Good("""
             import torch
             @torch.no_grad()
@@ -396,7 +377,7 @@ class InplaceUpdateOfLeaf(Rule):
             k = ctx.analysis.kind_in(target.value, fn, line)  # `self.emb.weight`: a layer's
             if k is not None and k.what == MODULE and isinstance(k.node, ast.Call) and \
                     (k.cls or "").startswith("torch.nn.") and owns_params(k.node, ctx) and \
-                    not _frozen_before(ctx.scope(fn), name, line):
+                    not frozen_before(ctx.scope(fn), name, line):
                 return ctx.scope(fn).statement_of(k.node) or k.node  # type: ignore[return-value]
         if attr in ("weight", "bias") and "." not in root \
                 and _mentions(ctx, fn, ".backward(", "nn."):
@@ -412,11 +393,11 @@ class InplaceUpdateOfLeaf(Rule):
             b = grad_leaf_binding(scope, name, line)
             if b is not None:
                 return b.stmt
-            got = _requires_grad_set(scope, name, line)
+            got = requires_grad_set(scope, name, line) or flagged_leaf(scope, name, line)
             if got is not None:
                 return got
-            loop = _param_loop_var(scope, name, line)
-            if loop is not None and (_calls_backward(scope) or isinstance(loop.iter, ast.Name)):
+            loop = parameter_loop_of(scope, name, line)
+            if loop is not None and (calls_backward(scope) or isinstance(loop.iter, ast.Name)):
                 return loop
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and "." not in name \
                 and name not in ctx.scope(fn).bindings:
@@ -429,20 +410,6 @@ class InplaceUpdateOfLeaf(Rule):
                 b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
                 return b.stmt if b is not None else None
         return None
-
-
-def _frozen_before(scope: Scope, name: str, line: int) -> bool:
-    """``name.requires_grad = False`` (or ``name.requires_grad_(False)``) runs on every path
-    before ``line`` in the function's top-level body."""
-    for s in scope.node.body:  # type: ignore[attr-defined]
-        if s.lineno >= line:
-            return False
-        if isinstance(s, ast.Assign) and any(dotted(t) == name + ".requires_grad"
-                                             for t in s.targets) or \
-                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-                dotted(s.value.func) == name + ".requires_grad_":
-            return True
-    return False
 
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:

@@ -190,12 +190,14 @@ def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
             yield call, _enclosing_function(ctx, call, (*outer, s))
 
 
-def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
+def in_training(ctx: Context, node: ast.AST, forward: bool = True,
+                through_forward: bool = True) -> bool:
     """Whether a gradient can flow through ``node``: grad is on there and it runs before a
     ``backward()`` in its function or module body, in a module's ``forward`` (unless
     ``forward=False``), in a loss (a function or class named like one), or in a helper called
     (one level up; two when the outer caller runs ``backward()`` itself) from code that then
-    runs ``backward()``."""
+    runs ``backward()``. ``through_forward=False``: a helper called from a ``forward`` does
+    not count (it may only compute statistics of the input, which carry no gradient)."""
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
     from gradtrace.lint.rules.grad_mode._deps import is_inference_function
     if ctx.grad_disabled is not None:
@@ -216,19 +218,20 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True) -> bool:
         return forward
     if stmt is not None and _backward_after(fn, stmt.lineno, ctx):
         return True
-    return _caller_trains(ctx, fn, 2)
+    return _caller_trains(ctx, fn, 2, through_forward=through_forward)
 
 
-def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True) -> bool:
+def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
+                   through_forward: bool = True) -> bool:
     """A call of ``fn`` sits in a ``forward``, a loss, or before a ``backward()`` of its
     function; through one more same-file helper only before a ``backward()`` (a helper of a
     helper of ``forward`` mostly prepares conditioning data, which carries no gradient)."""
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
     for call, outer in _callers(ctx, fn):  # type: ignore[arg-type]
-        if outer is fn:
+        if outer is fn or _records_nothing(ctx, outer):
             continue
         if direct and isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                outer.name == "forward" or LOSS_NAME_RE.search(outer.name)):
+                outer.name == "forward" and through_forward or LOSS_NAME_RE.search(outer.name)):
             return True
         if _backward_after(outer, call.lineno, ctx):
             return True
@@ -236,6 +239,13 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True) -
                 and _caller_trains(ctx, outer, depth - 1, direct=False):
             return True
     return False
+
+
+def _records_nothing(ctx: Context, fn: ast.AST) -> bool:
+    """``fn`` is a method of an ``autograd.Function`` (its forward runs without recording)."""
+    info = ctx.analysis.class_of(fn)
+    return info is not None and any((ctx.qualified_name(b) or "").endswith("Function")
+                                    for b in info.node.bases)
 
 
 def _result_reaches_grad(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -9,47 +9,14 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
-    has_positive_shift, in_training, resolve, spelled, strip, torch_op)
+    has_positive_shift, in_training, resolve, strip, torch_op)
+from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, SINE, zero_at_coincidence
+from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 
 ARC = frozenset({"acos", "arccos", "asin", "arcsin"})
-CLAMPS = frozenset({"clamp", "clip", "clamp_", "clip_"})
 ROOTS = frozenset({"sqrt"})
 LOGS = frozenset({"log", "log2", "log10"})
 RECIPROCALS = frozenset({"rsqrt", "reciprocal"})
-DISTANCE = "a sum of squared differences, 0 when the two points coincide"
-SINE = "`1 - c**2`, 0 when `c` reaches +-1"
-
-
-def _num(e: ast.AST | None) -> float | None:
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        v = _num(e.operand)
-        return -v if v is not None else None
-    if isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) \
-            and not isinstance(e.value, bool):
-        return float(e.value)
-    return None
-
-
-def _bounds(call: ast.Call, ctx: Context) -> tuple[str, ast.AST | None, ast.AST | None] | None:
-    """(operand spelling, min, max) of ``clamp``/``clip``/``clamp_min``/``clamp_max``/
-    ``minimum``/``maximum`` calls (a bound that is not given is None)."""
-    got = torch_op(call, ctx)
-    if got is None:
-        return None
-    op, operand = got
-    rest = [a for a in call.args if a is not operand]
-    kw = {k.arg: k.value for k in call.keywords}
-    if op in CLAMPS:
-        lo = kw.get("min", rest[0] if rest else None)
-        hi = kw.get("max", rest[1] if len(rest) > 1 else None)
-        return op, lo, hi
-    if op in ("clamp_min", "clamp_min_", "maximum", "fmax"):
-        return op, (rest[0] if rest else kw.get("min")), None
-    if op in ("clamp_max", "clamp_max_", "minimum", "fmin"):
-        return op, None, (rest[0] if rest else kw.get("max"))
-    if op == "nan_to_num":
-        return op, kw.get("neginf", ast.Constant(0.0)), kw.get("posinf", ast.Constant(0.0))
-    return None
 
 
 def _clamped_to_one(e: ast.AST, ctx: Context) -> ast.Call | None:
@@ -57,10 +24,10 @@ def _clamped_to_one(e: ast.AST, ctx: Context) -> ast.Call | None:
     e = strip(e)
     if not isinstance(e, ast.Call):
         return None
-    b = _bounds(e, ctx)
+    b = bounds(e, ctx)
     if b is None or b[0] not in CLAMPS:
         return None
-    lo, hi = _num(b[1]), _num(b[2])
+    lo, hi = num(b[1]), num(b[2])
     return e if lo == -1.0 or hi == 1.0 else None
 
 
@@ -129,85 +96,6 @@ class ArcCosineAtClampBound(Rule):
                           line=clamp.lineno)
 
 
-def _square_of(e: ast.AST, ctx: Context) -> ast.AST | None:
-    """``t`` when ``e`` is ``t ** 2``, ``t.pow(2)``, ``torch.square(t)`` or ``t * t``."""
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and _num(e.right) == 2.0:
-        return e.left
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) \
-            and spelled(e.left) == spelled(e.right):
-        return e.left
-    if isinstance(e, ast.Call):
-        got = torch_op(e, ctx)
-        if got and got[0] == "square":
-            return got[1]
-        if got and got[0] == "pow" and _num(e.args[-1] if e.args else None) == 2.0:
-            return got[1]
-    return None
-
-
-def _zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
-    """What makes ``e`` reach exactly 0: a sum of squared differences (two equal points) or
-    ``1 - c**2`` (a cosine of +-1). None for anything else."""
-    e = strip(e)
-    if isinstance(e, ast.Call):
-        got = torch_op(e, ctx)
-        if got and got[0] in ("sum", "nansum"):
-            sq = _square_of(strip(got[1]), ctx)
-            if sq is not None and isinstance(strip(sq), ast.BinOp) \
-                    and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
-                return DISTANCE
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _squared_differences(e, ctx):
-        return DISTANCE  # `dx ** 2 + dy ** 2`, `(y2 - y1).square() + (x2 - x1).square()`
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _num(e.left) == 1.0:
-        c = _square_of(e.right, ctx)
-        if c is not None and _tensor_like(c, ctx) and not _kept_inside_unit(c, ctx):
-            return SINE
-    return None
-
-
-def _inside_unit(b: ast.AST | None) -> bool:
-    """A clamp bound strictly inside (-1, 1): ``0.999``, ``1 - 1e-7``, ``-1 + eps``."""
-    v = _num(b)
-    if v is not None:
-        return abs(v) < 1.0
-    if isinstance(b, ast.BinOp) and isinstance(b.op, (ast.Sub, ast.Add)):
-        lo, hi = _num(b.left), _num(b.right)
-        if lo is not None and hi is not None:
-            return abs(lo - hi if isinstance(b.op, ast.Sub) else lo + hi) < 1.0
-        return (lo == 1.0 and isinstance(b.op, ast.Sub)) or \
-            (lo == -1.0 and isinstance(b.op, ast.Add))  # `1 - eps`, `-1 + eps`
-    return False
-
-
-def _kept_inside_unit(c: ast.AST, ctx: Context) -> bool:
-    """``c`` is clamped to a range strictly inside (-1, 1), so ``1 - c**2`` never reaches 0
-    (``torch.clamp(cos, -1 + 1e-7, 1 - 1e-7)``, here or where ``c`` was bound)."""
-    for v in (strip(c), strip(resolve(strip(c), ctx, c.lineno))):  # type: ignore[attr-defined]
-        b = _bounds(v, ctx) if isinstance(v, ast.Call) else None
-        if b is not None and b[0] in CLAMPS and _inside_unit(b[1]) and _inside_unit(b[2]):
-            return True
-    return False
-
-
-def _squared_differences(e: ast.AST, ctx: Context) -> bool:
-    """``e`` is a sum whose every term is the square of a difference (no epsilon term)."""
-    e = strip(e)
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
-        return _squared_differences(e.left, ctx) and _squared_differences(e.right, ctx)
-    sq = _square_of(e, ctx)
-    return sq is not None and isinstance(strip(sq), ast.BinOp) \
-        and isinstance(strip(sq).op, ast.Sub)  # type: ignore[attr-defined]
-
-
-def _tensor_like(e: ast.AST, ctx: Context) -> bool:
-    """Computed by a call or an index (a cosine from a layer), or handed in: not arithmetic
-    on numbers and attributes (``beta = self.i ** -self.p``)."""
-    value = resolve(e, ctx, e.lineno)  # type: ignore[attr-defined]
-    if value is e:
-        return True
-    return any(isinstance(n, (ast.Call, ast.Subscript)) for n in ast.walk(value))
-
-
 class SqrtOfPossibleZero(Rule):
     """`torch.sqrt(((a - b) ** 2).sum(-1))` or `torch.sqrt(1 - c ** 2)` without an epsilon.
 
@@ -218,7 +106,15 @@ class SqrtOfPossibleZero(Rule):
     (akanazawa/cmr#11, ronghuaiyang/arcface-pytorch#68, checked on torch 2.13).
     `torch.linalg.norm(a - b, dim=-1)` / `torch.cdist` have a zero gradient at 0; otherwise add
     an epsilon inside the sqrt (`sqrt(d2 + 1e-8)`) or clamp it (`(1 - c**2).clamp(min=1e-7)`).
-    A sum of squared coordinate differences (`dx ** 2 + dy ** 2`) is a distance too.
+    A sum of squared coordinate differences (`dx ** 2 + dy ** 2`) is a distance too. So is a
+    value clamped at exactly 0 (`d2.clamp(0).sqrt()`, `torch.sqrt(torch.clamp(d2, min=0))`):
+    the clamp keeps negative round-off away, but its backward passes the gradient of a value
+    on its bound, so an exact 0 (a prediction equal to its target, open-mmlab/mmrotate#205)
+    still gets sqrt's infinite derivative; clamp at an epsilon (`clamp(min=1e-12)`) instead.
+    Only a clamped value that holds a difference is reported (a product or a sum of
+    non-negative terms reaches 0 only when a factor does), and only where it is differentiated
+    (before a `backward()`, in a loss, or in a `forward`; not in a helper of a `forward`,
+    which often computes statistics of the input).
     Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
     bound to the name it reads in the same function.
     """
@@ -256,6 +152,35 @@ class SqrtOfPossibleZero(Rule):
                 pairwise(model(x)).mean().backward()
                 opt.step()
             """, at=(5, 11)),
+        Bad("""
+            import torch
+
+            def pairwise_dist(a, b):
+                d2 = a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1) - 2 * a @ b.t()
+                return torch.sqrt(torch.clamp(d2, min=0.0))
+
+            def fit(net, opt, x, y):
+                pairwise_dist(net(x), net(y)).diagonal().mean().backward()
+                opt.step()
+            """, at=(5, 11)),
+        Good("""
+            import torch
+
+            def pairwise_dist(a, b):
+                d2 = a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(1) - 2 * a @ b.t()
+                return torch.sqrt(torch.clamp(d2, min=1e-12))
+
+            def fit(net, opt, x, y):
+                pairwise_dist(net(x), net(y)).diagonal().mean().backward()
+                opt.step()
+            """),
+        Good("""
+            import torch
+
+            def bures_term_loss(S1, S2):
+                root_det = (torch.det(S1) * torch.det(S2)).clamp(0).sqrt()
+                return (S1.diagonal(dim1=-2, dim2=-1).sum(-1) + root_det).mean()
+            """),
         Good("""
             import torch
 
@@ -281,22 +206,24 @@ class SqrtOfPossibleZero(Rule):
         if got is None:
             return
         op, operand = got
-        if op not in ROOTS and not (op == "pow" and _num(node.args[-1] if node.args else None)
+        if op not in ROOTS and not (op == "pow" and num(node.args[-1] if node.args else None)
                                     == 0.5):
             return
         yield from self._check(node, operand, ctx)
 
     def visit_BinOp(self, node: ast.BinOp, ctx: Context) -> Iterator[Finding]:
-        if isinstance(node.op, ast.Pow) and _num(node.right) == 0.5:
+        if isinstance(node.op, ast.Pow) and num(node.right) == 0.5:
             yield from self._check(node, node.left, ctx)
 
     def _check(self, node: ast.AST, operand: ast.AST, ctx: Context) -> Iterator[Finding]:
-        what = _zero_at_coincidence(operand, ctx) or _zero_at_coincidence(
+        what = zero_at_coincidence(operand, ctx) or zero_at_coincidence(
             resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
-        if what and in_training(ctx, node, forward=what != DISTANCE):
+        floor = bool(what) and what.startswith(FLOOR[:20])
+        if what and in_training(ctx, node, forward=what != DISTANCE, through_forward=not floor):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
-                "clamp it first: `(1 - c**2).clamp(min=1e-7)`"
+                "clamp it first: `(1 - c**2).clamp(min=1e-7)`" if what == SINE else \
+                "clamp at an epsilon instead: `.clamp(min=1e-12).sqrt()`"
             yield self.report(node, ctx, call=_clip(ctx.source(node)), what=what, remedy=remedy)
 
 
@@ -316,7 +243,7 @@ class GuardOnSingularOutput(Rule):
     Known limits: the guard must be in the same expression or applied to the name the op's
     result is bound to in the same function; `nan_to_num` (which replaces the NaN any of its
     operand's ops makes) also covers a log or reciprocal anywhere inside that expression
-    (`(p * torch.log(p / q)).nan_to_num(0)`).
+    (`(p * torch.log(p / q)).nan_tonum(0)`).
     """
 
     code = "GT754"
@@ -361,7 +288,7 @@ class GuardOnSingularOutput(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        b = _bounds(node, ctx)
+        b = bounds(node, ctx)
         if b is None or _made_discrete(ctx):
             return
         got = torch_op(node, ctx)
@@ -419,7 +346,7 @@ def _guard_name(node: ast.Call, ctx: Context) -> str:
 
 def _singular_inside(e: ast.AST, ctx: Context) -> tuple[ast.AST, str | None]:
     """The first singular op anywhere in ``e`` (``nan_to_num`` replaces a NaN made by any of
-    its operands' ops: ``(p * torch.log(p / q)).nan_to_num(0)``)."""
+    its operands' ops: ``(p * torch.log(p / q)).nan_tonum(0)``)."""
     for n in ast.walk(e):
         if isinstance(n, (ast.Call, ast.BinOp)) and n is not e:
             op = _singular_output(n, ctx)
@@ -431,7 +358,7 @@ def _singular_inside(e: ast.AST, ctx: Context) -> tuple[ast.AST, str | None]:
 def _singular_output(e: ast.AST, ctx: Context) -> str | None:
     """``log``/``rsqrt``/``reciprocal``/``1/x`` when ``e`` applies one to an input that is not
     kept off 0 (no ``+ eps``, clamp, where inside)."""
-    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and _num(e.left) is not None:
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and num(e.left) is not None:
         return None if has_positive_shift(e.right, ctx) else "1/x"
     if not isinstance(e, ast.Call):
         return None

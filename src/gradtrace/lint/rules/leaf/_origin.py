@@ -1,0 +1,92 @@
+"""Where a name updated in place became a leaf that requires grad (GT302's origins)."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.leaf._tensors import grad_leaf_binding, is_true, reads_grad_of
+
+
+def parameter_loop_of(scope: Scope, name: str, line: int) -> ast.stmt | None:
+    """The ``for`` statement binding ``name`` from ``<m>.parameters()``, if any."""
+    b = scope.binding_before(name, line)
+    if b is None or not isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+        return None
+    it = b.stmt.iter
+    target = b.stmt.target
+    if isinstance(it, ast.Name) and isinstance(target, ast.Name):
+        lb = scope.binding_before(it.id, b.line)
+        home = scope
+        if lb is None and not isinstance(scope.node, ast.Module) and it.id not in scope.bindings:
+            home = scope.ctx.scope(scope.ctx.tree)  # a global `params = [w, b]`
+            lb = home.binding_before(it.id, 1 << 30)
+        if lb is not None and isinstance(lb.value, (ast.List, ast.Tuple)) and any(
+                isinstance(e, ast.Name) and grad_leaf_binding(home, e.id, lb.line)
+                for e in lb.value.elts):
+            return b.stmt  # `for p in params:` over `params = [w, b]` (grad leaves)
+        return None
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)):
+        return None
+    if it.func.attr == "parameters" and isinstance(target, ast.Name):
+        return b.stmt
+    if it.func.attr == "named_parameters" and isinstance(target, ast.Tuple) \
+            and len(target.elts) == 2 and dotted(target.elts[1]) == name:
+        return b.stmt
+    return None
+
+
+def calls_backward(scope: Scope) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "backward"
+               for s in scope.stmts for n in walk(s))
+
+
+def requires_grad_set(scope: Scope, name: str, line: int) -> ast.stmt | None:
+    """A ``name.requires_grad_()`` / ``name.requires_grad = True`` before ``line`` and after
+    the binding of ``name`` that is in effect there (a flag set on an earlier tensor of the
+    same name, e.g. in the other branch of an ``if``, says nothing about this one)."""
+    b = scope.binding_before(name, line)
+    start = b.line if b is not None else 0
+    found = None
+    for m in scope.method_calls:
+        if m.receiver == name and m.method == "requires_grad_" and start < m.stmt.lineno < line:
+            found = m.stmt if (not m.call.args or is_true(m.call.args[0])) else None
+    for fb in scope.bindings.get(f"{name}.requires_grad", ()):
+        if start < fb.line < line:
+            found = fb.stmt if is_true(fb.value) else None
+    return found
+
+
+def flagged_leaf(scope: Scope, name: str, line: int) -> ast.stmt | None:
+    """``name = <t>.requires_grad_()`` in effect at ``line``, when ``<t>`` holds no graph:
+    ``requires_grad_`` returns its receiver, a leaf (a tensor without history is one) that now
+    requires grad. Known to hold no graph: a ``.detach()``/``.data`` on the receiver's chain,
+    or the update reads ``name.grad`` (only leaves get ``.grad``; were ``<t>`` on the graph,
+    ``name.grad`` would be None and the update would fail anyway)."""
+    b = scope.binding_before(name, line)
+    v = b.value if b is not None and not isinstance(b.stmt, ast.AugAssign) else None
+    if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+            and v.func.attr == "requires_grad_" and (not v.args or is_true(v.args[0]))):
+        return None
+    chain = v.func.value
+    while isinstance(chain, (ast.Call, ast.Attribute, ast.Subscript)):
+        if isinstance(chain, ast.Attribute) and chain.attr in ("detach", "data"):
+            return b.stmt  # type: ignore[union-attr]
+        chain = chain.func if isinstance(chain, ast.Call) else chain.value
+    use = next((s for s in scope.stmts if s.lineno == line), None)
+    return b.stmt if use is not None and reads_grad_of(use, name) else None  # type: ignore[union-attr]
+
+
+def frozen_before(scope: Scope, name: str, line: int) -> bool:
+    """``name.requires_grad = False`` (or ``name.requires_grad_(False)``) runs on every path
+    before ``line`` in the function's top-level body."""
+    for s in scope.node.body:  # type: ignore[attr-defined]
+        if s.lineno >= line:
+            return False
+        if isinstance(s, ast.Assign) and any(dotted(t) == name + ".requires_grad"
+                                             for t in s.targets) or \
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                dotted(s.value.func) == name + ".requires_grad_":
+            return True
+    return False
