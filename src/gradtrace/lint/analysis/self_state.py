@@ -1,0 +1,123 @@
+"""State a module carries on ``self`` from one call to the next.
+# NOTE [carried state]
+``out, self.hidden = self.lstm(x, self.hidden)`` in a method of an ``nn.Module``: the attribute
+is given the output of one of the module's own layers (a value on the graph of this call), and
+that layer read the attribute's previous value, i.e. the previous call's output. Across calls
+the graphs are chained. :func:`carried_state` lists such assignments, except where the file
+cuts the chain itself: another assignment of the attribute (a reset like
+``model.hidden = model.init_hidden()`` in the loop, or ``self.h = (h.detach(), c.detach())``)
+anywhere but ``__init__``, a ``.detach()``/``.detach_()``/``.data`` of the attribute anywhere,
+or a read of it that is detached or made under ``no_grad`` in the statement itself.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.modules import ClassInfo
+    from gradtrace.lint.context import Context
+
+CUTS = frozenset({"detach", "detach_", "data", "item", "clone_detach"})
+
+
+@dataclass(frozen=True)
+class Carry:
+    """``self.<attr>`` assigned, in ``method``, the output of ``layer`` that read it."""
+
+    attr: str
+    stmt: ast.Assign
+    layer: ast.Call
+    method: ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def carried_state(info: ClassInfo, ctx: Context) -> list[Carry]:
+    """The assignments of ``info``'s methods that carry a graph into the next call
+    (NOTE [carried state]); memoised per class."""
+    return ctx.memo("carried-state", info.node, lambda: list(_carried(info, ctx)))
+
+
+def _carried(info: ClassInfo, ctx: Context):  # type: ignore[no-untyped-def]
+    if not info.is_module:
+        return
+    for m in info.methods.values():
+        if m.name == "__init__":
+            continue
+        for s in walk(m):
+            if not isinstance(s, ast.Assign):
+                continue
+            for attr in _self_targets(s):
+                layer = _layer_reading(s.value, attr, info)
+                if layer is not None and ctx.scope(m).grad_off_at(s) is None \
+                        and not _cut_elsewhere(attr, s, info, ctx):
+                    yield Carry(attr, s, layer, m)
+
+
+def _self_targets(s: ast.Assign) -> list[str]:
+    out = []
+    for t in s.targets:
+        for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+            if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) \
+                    and e.value.id == "self":
+                out.append(e.attr)
+    return out
+
+
+def _layer_reading(value: ast.expr, attr: str, info: ClassInfo) -> ast.Call | None:
+    """The call of one of the module's layers (``self.<layer>(...)``) whose arguments read
+    ``self.<attr>`` as it is (not detached)."""
+    for n in walk(value):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"):
+            continue
+        k = info.attr_kind(n.func.attr)
+        if k is None or k.what != MODULE:
+            continue
+        for a in [*n.args, *(kw.value for kw in n.keywords)]:
+            if _reads_raw(a, attr):
+                return n
+    return None
+
+
+def _reads_raw(e: ast.expr, attr: str) -> bool:
+    """``e`` is ``self.<attr>`` (or a tuple/subscript of it), not ``self.<attr>.detach()``."""
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return any(_reads_raw(x, attr) for x in e.elts)
+    if isinstance(e, ast.Subscript):
+        return _reads_raw(e.value, attr)
+    return isinstance(e, ast.Attribute) and e.attr == attr and isinstance(e.value, ast.Name) \
+        and e.value.id == "self"
+
+
+def _cut_elsewhere(attr: str, s: ast.Assign, info: ClassInfo, ctx: Context) -> bool:
+    """The file resets or detaches ``<x>.<attr>`` somewhere (one walk of the file, cached)."""
+    init = info.methods.get("__init__")
+    in_init = {id(n) for n in walk(init)} if init is not None else set()
+    for n in _touches(ctx).get(attr, ()):
+        if n is s or id(n) in in_init:
+            continue
+        return True
+    return False
+
+
+def _touches(ctx: Context) -> dict[str, list[ast.AST]]:
+    """``{attr: [nodes]}``: assignments to ``<x>.<attr>`` (statements) and ``<x>.<attr>``
+    read through a cut (``.detach()``, ``.detach_()``, ``.data``) anywhere in the file."""
+    def make() -> dict[str, list[ast.AST]]:
+        out: dict[str, list[ast.AST]] = {}
+        for n in walk(ctx.tree):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for t in targets:
+                    for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                        if isinstance(e, ast.Attribute):
+                            out.setdefault(e.attr, []).append(n)
+            elif isinstance(n, ast.Attribute) and n.attr in CUTS \
+                    and isinstance(n.value, ast.Attribute):
+                out.setdefault(n.value.attr, []).append(n)
+        return out
+    return ctx.memo("attribute-touches", ctx.tree, make)

@@ -1,0 +1,109 @@
+"""GT528: a module keeps its recurrent state on `self` across calls without detaching it."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.self_state import carried_state
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good, Rule
+
+
+class StateCarriedOnSelf(Rule):
+    """A module method stores the output of one of its layers on `self` and feeds that
+    attribute back into the layer on the next call, without `.detach()`
+    (`out, self.hidden = self.lstm(x, self.hidden)`).
+
+    Why: the stored state is on the graph of the call that made it, so the next call's graph
+    runs through the previous one. The first `backward()` frees the earlier graph's saved
+    tensors; the next backward reaches them and raises `RuntimeError: Trying to backward
+    through the graph a second time` (pytorch-facts.md#backward-twice;
+    sgadgil6/cnslab_fmri#4). With `retain_graph=True` it runs instead, and every step
+    backpropagates through all earlier batches, ever slower. Detach the state where it is
+    stored (`self.hidden = tuple(h.detach() for h in hidden)`) or reset it every batch.
+    Known limits: the layer must be an attribute of the same module and read the attribute
+    itself (or a tuple or slice of it) in the same statement; any other assignment of the
+    attribute outside `__init__` (a reset in the loop, a detached copy) or any
+    `.detach()`/`.data` of it in the file is trusted; the file must run `backward()`.
+    """
+
+    code = "GT528"
+    name = "state-carried-on-self"
+    message = ("`self.{attr}` is given the output of `{layer}`, which read its previous value: "
+               "each call's graph runs into the previous call's, so the next `backward()` "
+               "reaches a freed graph and raises 'Trying to backward through the graph a "
+               "second time'; store it detached (`.detach()`) or reset it every batch")
+    triggers = ("backward",)
+    examples = [
+        Bad("""
+            import torch.nn as nn
+
+            class Tagger(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cell = nn.GRU(4, 8)
+                    self.out = nn.Linear(8, 2)
+                    self.state = None
+
+                def forward(self, x):
+                    y, self.state = self.cell(x, self.state)
+                    return self.out(y)
+
+            def train(model, batches, opt):
+                for x, t in batches:
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(model(x)[-1], t).backward()
+                    opt.step()
+            """, at=(11, 8)),
+        Good("""
+            import torch.nn as nn
+
+            class Tagger(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cell = nn.GRU(4, 8)
+                    self.out = nn.Linear(8, 2)
+                    self.state = None
+
+                def forward(self, x):
+                    y, state = self.cell(x, self.state)
+                    self.state = state.detach()
+                    return self.out(y)
+
+            def train(model, batches, opt):
+                for x, t in batches:
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(model(x)[-1], t).backward()
+                    opt.step()
+            """),
+        Good("""
+            import torch.nn as nn
+
+            class Tagger(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cell = nn.GRU(4, 8)
+                    self.state = None
+
+                def forward(self, x):
+                    y, self.state = self.cell(x, self.state)
+                    return y
+
+            def train(model, batches, opt):
+                for x, t in batches:
+                    model.state = None
+                    nn.functional.mse_loss(model(x), t).backward()
+                    opt.step()
+            """),
+    ]
+
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        info = ctx.analysis.classes.get(node.name)
+        if info is None or info.node is not node:
+            return
+        for c in carried_state(info, ctx):
+            related = [Related(ctx.path, c.layer.lineno, "the layer reads the stored state here",
+                               ctx.column(c.layer))] if c.layer.lineno != c.stmt.lineno else []
+            yield self.report(c.stmt, ctx, related=related, attr=c.attr,
+                              layer=ctx.source(c.layer.func) + "(...)")
