@@ -17,6 +17,7 @@ import torch.nn.functional as F
 torch.manual_seed(0)
 """
 SECOND_TIME = (RuntimeError, "Trying to backward through the graph a second time")
+ELEMENT0 = (RuntimeError, "does not require grad")
 
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # a learnable gate on one branch of the constructor, a plain number on the other: the two
@@ -81,6 +82,61 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             m(torch.randn(2, 3)).sum().backward()
         """, "GT521", 6, SECOND_TIME)),
 }
+
+# module constants read by a helper (NOTE [module constants]): the targets of a regression
+# script built by a helper from a module-level tensor carry no graph, so a detached prediction
+# is the loss's only way to the model (pytorch/examples' regression with a bug injected)
+RECALL: dict[str, tuple[Shape, Shape]] = {
+    "helper-reads-module-tensor": (Shape("""
+        SCALE = nn.Parameter(torch.ones(1, 1))
+        def batch(n=8):
+            x = torch.randn(n, 3)
+            return x, x.sum(1, keepdim=True) * SCALE
+        net = nn.Linear(3, 1)
+        for _ in range(2):
+            x, y = batch()
+            net.zero_grad()
+            loss = F.mse_loss(net(x).detach(), y)
+            loss.backward()
+        """, "GT107", holds="SCALE.grad is not None and net.weight.grad is None"), Shape("""
+        COEF = torch.randn(3, 1) * 2
+        BIAS = 0.5
+        def batch(n=8):
+            x = torch.randn(n, 3)
+            return x, x.mm(COEF) + BIAS
+        net = nn.Linear(3, 1)
+        for _ in range(2):
+            x, y = batch()
+            net.zero_grad()
+            loss = F.mse_loss(net(x).detach(), y)
+            loss.backward()
+        """, "GT107", 10, ELEMENT0)),
+    # a module-level name rebound at run time (`global`) is not followed
+    "module-name-rebound-global": (Shape("""
+        COEF = torch.randn(3, 1)
+        def learn_targets():
+            global COEF
+            COEF = nn.Parameter(COEF)
+        def batch(n=8):
+            x = torch.randn(n, 3)
+            return x, x.mm(COEF)
+        learn_targets()
+        net = nn.Linear(3, 1)
+        x, y = batch()
+        loss = F.mse_loss(net(x).detach(), y)
+        loss.backward()
+        """, "GT107", holds="COEF.grad is not None"), Shape("""
+        COEF = torch.randn(3, 1)
+        def batch(n=8):
+            x = torch.randn(n, 3)
+            return x, x.mm(COEF)
+        net = nn.Linear(3, 1)
+        x, y = batch()
+        loss = F.mse_loss(net(x).detach(), y)
+        loss.backward()
+        """, "GT107", 7, ELEMENT0)),
+}
+SHAPES.update(RECALL)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
