@@ -15,6 +15,7 @@ from gradtrace.lint.code_text import code_text, identifiers, may_hold
 from gradtrace.lint.grad_modes import (FUNCTION_TYPES, GRAD_CONTEXTS, LOOP_TYPES,  # noqa: F401
                                         disabling_node, grad_mode_of)
 from gradtrace.lint.names import Imports
+from gradtrace.lint.nodes import begin_file, end_file
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis import Analysis
@@ -56,6 +57,7 @@ class Context:
         self._raw_lines: list[bytes] | None = None
         self._memo: dict[tuple[str, int], object] = {}
         self._analysis: Analysis | None = None
+        begin_file(tree, len(text))  # NOTE [walk index]
 
     @property
     def lines(self) -> list[str]:
@@ -234,6 +236,7 @@ class Context:
         """Drop the per-file caches (they refer back to this context: see NOTE [gc])."""
         self._scopes.clear()
         self._memo.clear()
+        end_file(self.tree)
         if self._analysis is not None:
             self._analysis.release()
             self._analysis = None

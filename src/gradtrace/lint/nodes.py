@@ -6,6 +6,7 @@ close to the cost of ``ast.parse`` itself.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from typing import Iterator
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -21,22 +22,143 @@ def child_fields(t: type) -> tuple[str, ...]:
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:
-    """Every node under ``node`` (itself included), in no particular order."""
+    """Every node under ``node`` (itself included), in no particular order (the same order
+    every time: a stack walk that visits the last child first; NOTE [walk index])."""
+    state = _FILE[0]
+    if state is not None:
+        spans = state.spans
+        if spans is not None:
+            span = spans.get(id(node))
+            if span is not None:
+                order = state.order
+                if order[span[0]] is node:
+                    return iter(order[span[0]:span[1]])
+        elif state.budget <= 0:
+            state.build()
+            return walk(node)
+        else:
+            return _walk(node, state)
+    return _walk(node, None)
+
+
+def _walk(node: ast.AST, state: _FileIndex | None) -> Iterator[ast.AST]:
     stack = [node]
     pop, push = stack.pop, stack.append
-    while stack:
-        n = pop()
-        yield n
-        for f in child_fields(n.__class__):
-            v = getattr(n, f, None)
-            if v is None:
+    seen = 0
+    try:
+        while stack:
+            n = pop()
+            seen += 1
+            yield n
+            for f in child_fields(n.__class__):
+                v = getattr(n, f, None)
+                if v is None:
+                    continue
+                if v.__class__ is list:
+                    for x in v:
+                        if isinstance(x, _AST):
+                            push(x)
+                elif isinstance(v, _AST):
+                    push(v)
+    finally:
+        if state is not None:
+            state.budget -= seen
+
+
+# NOTE [walk index]
+# The rules and analyses of a file walk the same function bodies again and again (on dense
+# training code each node is walked ~4 times, a fifth of the checker's time). Every walk of a
+# subtree yields its nodes in one fixed order (a stack walk that pops the last child first),
+# and in that order each subtree is one contiguous run of the walk of the whole file. So once
+# a file's walks have visited about as many nodes as the file holds, the whole tree is walked
+# once more into one list, with each node's run (start, end), and every later walk of a node
+# of that tree is a slice of the list: the same nodes in the same order, without the per-node
+# work of the generator. Files whose rules look at a small part of the tree (library code:
+# most statements are quiet) never reach the budget and never pay for the index. The index
+# belongs to the file being checked (``begin_file``/``end_file``, called by the Context); a
+# node that is not in it (another tree, a synthesized node) is walked as before, and a slice
+# is only used when the list holds that very node at the run's start.
+WALK_BUDGET_CHARS = 4  # walk budget: one node per 4 characters of source, ~ the whole tree
+
+
+class _FileIndex:
+    __slots__ = ("tree", "budget", "order", "spans", "typed")
+
+    def __init__(self, tree: ast.AST, budget: int) -> None:
+        self.tree = tree
+        self.budget = budget
+        self.order: list[ast.AST] = []
+        self.spans: dict[int, tuple[int, int]] | None = None
+        # node types -> (positions in ``order`` of the nodes of those types, the nodes)
+        self.typed: dict[tuple[type, ...], tuple[list[int], list[ast.AST]]] = {}
+
+    def build(self) -> None:
+        """One walk of the whole tree in :func:`walk`'s order, with each node's run."""
+        order: list[ast.AST] = []
+        spans: dict[int, tuple[int, int]] = {}
+        stack: list = [self.tree]
+        pop, push, add = stack.pop, stack.append, order.append
+        while stack:
+            n = pop()
+            if n.__class__ is int:  # the end of the run that starts at n
+                spans[id(order[n])] = (n, len(order))
                 continue
-            if v.__class__ is list:
-                for x in v:
-                    if isinstance(x, _AST):
-                        push(x)
-            elif isinstance(v, _AST):
-                push(v)
+            i = len(order)
+            add(n)
+            mark = len(stack)
+            push(i)
+            for f in child_fields(n.__class__):
+                v = getattr(n, f, None)
+                if v is None:
+                    continue
+                if v.__class__ is list:
+                    for x in v:
+                        if isinstance(x, _AST):
+                            push(x)
+                elif isinstance(v, _AST):
+                    push(v)
+            if len(stack) == mark + 1:  # a leaf: its run is itself
+                pop()
+                spans[id(n)] = (i, i + 1)
+        self.order, self.spans = order, spans
+
+
+_FILE: list[_FileIndex | None] = [None]
+
+
+def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
+    """The nodes of ``walk(node)`` that are instances of ``types``, in that order.
+
+    With the file's walk index (NOTE [walk index]) this is a bisection into the positions of
+    the file's nodes of those types, found once: asking it for every statement of a function
+    costs the nodes found, not a walk of each statement (nested bodies walked again at every
+    level of nesting)."""
+    state = _FILE[0]
+    if state is not None and state.spans is None and state.budget <= 0:
+        state.build()
+    if state is not None and state.spans is not None:
+        span = state.spans.get(id(node))
+        order = state.order
+        if span is not None and order[span[0]] is node:
+            got = state.typed.get(types)
+            if got is None:
+                pos = [i for i, n in enumerate(order) if isinstance(n, types)]
+                got = state.typed[types] = (pos, [order[i] for i in pos])
+            pos, found = got
+            return found[bisect_left(pos, span[0]):bisect_left(pos, span[1])]
+    return [n for n in walk(node) if isinstance(n, types)]
+
+
+def begin_file(tree: ast.AST, size: int) -> None:
+    """Walks from now on are of ``tree``'s file, ``size`` characters long (NOTE [walk index])."""
+    _FILE[0] = _FileIndex(tree, size // WALK_BUDGET_CHARS)
+
+
+def end_file(tree: ast.AST) -> None:
+    """Drop the walk index of ``tree``'s file (nothing of a file outlives it: NOTE [gc])."""
+    state = _FILE[0]
+    if state is not None and state.tree is tree:
+        _FILE[0] = None
 
 
 def children(node: ast.AST) -> Iterator[ast.AST]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.cuts import MOVES
 from gradtrace.lint.analysis.vocabulary import MODEL_CALLEE_RE
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -39,12 +39,12 @@ def _fed(scope: Scope) -> set[str]:
     """Names read in the first argument of a model-like callee, what they are moved from
     (``x = x.to(device)``) and the batch they are read from (``src = batch.src``)."""
     fed: set[str] = set()
-    for node in walk(scope.node):
-        if isinstance(node, ast.Call) and node.args \
+    for node in of_types(scope.node, (ast.Call,)):
+        if node.args \
                 and MODEL_CALLEE_RE.search((dotted(node.func) or "").rpartition(".")[2]):
-            callees = {id(c.func) for c in walk(node.args[0]) if isinstance(c, ast.Call)}
-            fed.update(n.id for n in walk(node.args[0]) if isinstance(n, ast.Name)
-                       and id(n) not in callees)  # `critic(torch.cat([s, a], 1))`
+            callees = {id(c.func) for c in of_types(node.args[0], (ast.Call,))}
+            fed.update(n.id for n in of_types(node.args[0], (ast.Name,))
+                       if id(n) not in callees)  # `critic(torch.cat([s, a], 1))`
     todo = list(fed)
     while todo:
         for b in scope.bindings.get(todo.pop(), ()):

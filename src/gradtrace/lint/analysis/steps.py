@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -176,9 +176,7 @@ def calls_in(stmt: ast.stmt) -> Iterator[ast.Call]:
             continue
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, ast.AST):
-                for n in walk(v):
-                    if isinstance(n, ast.Call):
-                        yield n
+                yield from of_types(v, (ast.Call,))  # type: ignore[misc]
 
 
 class StepCalls:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.context import LINE_END
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -211,7 +211,7 @@ def leaf_helpers(ctx: Context) -> frozenset[str]:
         for fn in ctx.tree.body:
             if not isinstance(fn, ast.FunctionDef) or "requires_grad" not in ctx.code_of(fn):
                 continue
-            rets = [r.value for r in walk(fn) if isinstance(r, ast.Return)]
+            rets = [r.value for r in of_types(fn, (ast.Return,))]
             if rets and all(r is not None and grad_factory(r, ctx) is not None for r in rets):
                 out.add(fn.name)
         return frozenset(out)

@@ -8,7 +8,7 @@ from gradtrace.lint.analysis.calls import (
     BODY_FIELDS, FIND_LIMIT, ascii_code, holding, word_index, word_lines,
 )
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.nodes import child_fields, children, walk
+from gradtrace.lint.nodes import child_fields, children, of_types, walk
 
 
 def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
@@ -109,12 +109,11 @@ def _names(owner: ast.AST, ctx: Context) -> tuple[dict[str, list[ast.Name]], set
         stores: set[str] = set()
         body = owner.body if isinstance(owner, (ast.Module, *FUNCTION_TYPES)) else [owner]
         for s in body:
-            for x in walk(s):
-                if isinstance(x, ast.Name):
-                    if isinstance(x.ctx, ast.Load):
-                        reads.setdefault(x.id, []).append(x)
-                    else:
-                        stores.add(x.id)
+            for x in of_types(s, (ast.Name,)):
+                if isinstance(x.ctx, ast.Load):
+                    reads.setdefault(x.id, []).append(x)
+                else:
+                    stores.add(x.id)
         return reads, stores
     return ctx.memo("gt4-names", owner, make)
 

@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, TENSOR
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import child_fields, walk
+from gradtrace.lint.nodes import child_fields, of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 
@@ -155,8 +155,8 @@ BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def _calls_in(expr: ast.AST, owner: ast.AST, ctx: Context
               ) -> Iterator[tuple[ast.AST, ast.Call, str]]:
-    for n in walk(expr):
-        if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
+    for n in of_types(expr, (ast.Call,)):
+        if is_optimizer_call(n, ctx):
             st = ctx.scope(owner).statement_of(n)
             target = st.targets[0] if isinstance(st, ast.Assign) else None
             yield owner, n, (dotted(target) if target is not None else None) or \
@@ -169,8 +169,8 @@ def _made_trainable(ctx: Context, names: set[str]) -> set[str]:
     out: set[str] = set()
     if not ctx.mentions("requires_grad", "Parameter"):
         return out
-    for n in walk(ctx.tree):
-        if isinstance(n, ast.Attribute) and n.attr in ("requires_grad", "requires_grad_") \
+    for n in of_types(ctx.tree, (ast.Attribute,)):
+        if n.attr in ("requires_grad", "requires_grad_") \
                 and isinstance(n.value, ast.Attribute) and n.value.attr in names:
             out.add(n.value.attr)
         elif isinstance(n, ast.Call) and (ctx.call_name(n) or "").startswith("torch.nn.Param"):

@@ -10,7 +10,7 @@ from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.analysis.kinds import MODULE, REGISTERED
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import (
     SELF_RETURNING, module_classes, owns_params, pretrained_root, statements,
@@ -67,7 +67,7 @@ def _built_and_called(m: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
     called: set[str] = set()
     other: set[str] = set()
     callee_ids: set[int] = set()
-    for n in walk(m):
+    for n in of_types(m, (*FUNCTION_TYPES, ast.Lambda, ast.Call)):
         if isinstance(n, (*FUNCTION_TYPES, ast.Lambda)) and n is not m:
             return  # nested functions may keep the layer: too uncertain
         if isinstance(n, ast.Call):
@@ -76,11 +76,11 @@ def _built_and_called(m: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
             if isinstance(n.func, ast.Name) and n.func.id in locals_:
                 called.add(n.func.id)
                 callee_ids.add(id(n.func))
-    for n in walk(m):
-        if isinstance(n, ast.Name) and n.id in locals_ and isinstance(n.ctx, ast.Load) \
-                and id(n) not in callee_ids:
+    names = of_types(m, (ast.Name,))
+    for n in names:
+        if n.id in locals_ and isinstance(n.ctx, ast.Load) and id(n) not in callee_ids:
             other.add(n.id)
-    bound = [n for n in walk(m) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    bound = [n for n in names if isinstance(n.ctx, ast.Store)]
     twice = {n.id for n in bound if sum(b.id == n.id for b in bound) > 1}
     for name, ctor in locals_.items():
         if name in called and name not in other and name not in twice:

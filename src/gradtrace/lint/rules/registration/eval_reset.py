@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.params import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 STEP_CALLS = ("backward", "step")
@@ -199,8 +199,8 @@ class _Index:
 def _index(scope: Scope, ctx: Context) -> _Index:
     def make() -> _Index:
         idx = _Index()
-        for s in scope.stmts:
-            for n in walk(s):
+        for s in scope.stmts:  # a statement's calls, nested ones too (NOTE [walk index])
+            for n in of_types(s, (ast.Assign, ast.Call)):
                 if isinstance(n, ast.Assign) and any(
                         isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                         for t in n.targets) or isinstance(n, ast.Call) \

@@ -1,0 +1,92 @@
+"""The file's walk index (NOTE [walk index]): the same nodes in the same order as a plain walk."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint import nodes
+from gradtrace.lint.nodes import begin_file, end_file, of_types, walk
+
+SOURCE = '''
+import torch
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+    def forward(self, x, *, scale=2.0):
+        if x.sum() > 0 and scale != 1:
+            y = [self.fc(t) for t in x if t is not None]
+        else:
+            y = {k: v for k, v in enumerate(x)}
+        with torch.no_grad():
+            z = lambda a: a ** 2
+        match y:
+            case [first, *rest]:
+                return first
+        return y
+def train(model, loader, opt):
+    for x, t in loader:
+        opt.zero_grad()
+        try:
+            loss = (model(x) - t).pow(2).mean()
+        except ValueError as e:
+            raise RuntimeError(f"bad {e!r}") from e
+        finally:
+            pass
+        loss.backward()
+        opt.step()
+'''
+
+
+def _plain(node: ast.AST) -> list[ast.AST]:
+    return list(nodes._walk(node, None))
+
+
+def test_indexed_walks_give_every_subtree_in_the_plain_order():
+    tree = ast.parse(SOURCE)
+    everything = _plain(tree)
+    begin_file(tree, 0)  # no budget: the index is built on the first walk
+    try:
+        for n in everything:
+            assert list(walk(n)) == _plain(n)
+        assert nodes._FILE[0].spans is not None
+        for types in ((ast.Call,), (ast.Name, ast.Attribute), (ast.stmt,)):
+            for n in everything:
+                assert of_types(n, types) == [x for x in _plain(n) if isinstance(x, types)]
+    finally:
+        end_file(tree)
+    assert nodes._FILE[0] is None
+
+
+def test_nodes_of_another_tree_are_walked_plainly():
+    tree, other = ast.parse(SOURCE), ast.parse(SOURCE)
+    begin_file(tree, 0)
+    try:
+        list(walk(tree))
+        for n in _plain(other):
+            assert list(walk(n)) == _plain(n)
+            assert of_types(n, (ast.Call,)) == [x for x in _plain(n) if isinstance(x, ast.Call)]
+    finally:
+        end_file(tree)
+
+
+def test_the_index_waits_for_the_budget():
+    tree = ast.parse(SOURCE)
+    begin_file(tree, len(SOURCE))
+    try:
+        fn = tree.body[2]
+        list(walk(fn))
+        assert nodes._FILE[0].spans is None  # a walk of one function: no index yet
+        for _ in range(10):
+            list(walk(tree))
+        assert list(walk(fn)) == _plain(fn)
+        assert nodes._FILE[0].spans is not None
+    finally:
+        end_file(tree)
+
+
+def test_ending_another_file_keeps_the_current_index():
+    tree, other = ast.parse(SOURCE), ast.parse(SOURCE)
+    begin_file(tree, 0)
+    end_file(other)
+    assert nodes._FILE[0] is not None and nodes._FILE[0].tree is tree
+    end_file(tree)
