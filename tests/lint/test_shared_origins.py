@@ -58,6 +58,46 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
 
         Probe(nn.Linear(4, 2)).step(torch.randn(3, 4))
         """, "GT202", 6, "does not require grad")]),
+    # GT505: the GT5 dependency graph follows a value through its tensor methods, `.t()`
+    # included (it read `out.t()` as an object's method: the loss seemed to carry no graph)
+    "kept-graph-through-transpose": (Shape("""
+        model = nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        history = []
+        for x, y in [(torch.randn(3, 4), torch.randn(2, 3)) for _ in range(3)]:
+            opt.zero_grad()
+            out = model(x)
+            loss = F.mse_loss(out.t(), y)
+            loss.backward()
+            opt.step()
+            history.append(loss.item())
+        """, "GT505", holds="isinstance(history[-1], float)"), [Shape("""
+        model = nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        history = []
+        for x, y in [(torch.randn(3, 4), torch.randn(2, 3)) for _ in range(3)]:
+            opt.zero_grad()
+            out = model(x)
+            loss = F.mse_loss(out.t(), y)
+            loss.backward()
+            opt.step()
+            history.append(loss)
+        """, "GT505", 10, holds="history[0].grad_fn is not None"), Shape("""
+        def fit(net, batches, optim):
+            seen = []
+            for xb, yb in batches:
+                optim.zero_grad()
+                pred = net(xb)
+                err = (pred.t() - yb).pow(2).mean()
+                err.backward()
+                optim.step()
+                seen.append(err)
+            return seen
+
+        net = nn.Linear(4, 2)
+        seen = fit(net, [(torch.randn(3, 4), torch.randn(2, 3))] * 3,
+                   torch.optim.SGD(net.parameters(), lr=0.1))
+        """, "GT505", 9, holds="seen[0].grad_fn is not None")]),
 }
 
 

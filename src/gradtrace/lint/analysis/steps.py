@@ -147,6 +147,20 @@ def backward_loss(call: ast.Call, ctx: Context) -> ast.expr | None:
     return b.loss if b is not None and b.accumulates else None
 
 
+GRAD_FUNCS = frozenset({"torch.autograd.grad", "autograd.grad"})
+
+
+def plain_grads(call: ast.Call) -> bool:
+    """``torch.autograd.grad(loss, params)`` without ``create_graph``: the gradients it returns
+    are new tensors without history (first-order MAML's ``fast = p - lr * g`` does not run
+    through the graph of ``loss``)."""
+    if dotted(call.func) not in GRAD_FUNCS or len(call.args) > 4:
+        return False
+    return all(kw.arg is not None and (kw.arg != "create_graph" or (
+        isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)))
+        for kw in call.keywords)
+
+
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 

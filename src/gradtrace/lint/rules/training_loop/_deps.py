@@ -14,12 +14,14 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from gradtrace.lint.analysis.cuts import FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS
+from gradtrace.lint.analysis.cuts import (
+    FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS, PAIR_METHODS)
+from gradtrace.lint.analysis.steps import plain_grads
 from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
-from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
+from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, SAME_KIND, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
@@ -28,20 +30,15 @@ from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 # analysis.cuts), and sizes
 DETACHING_METHODS = NO_HISTORY_METHODS | INTEGER_METHODS | frozenset({
     "floor_divide", "numel", "size", "dim", "sign"})
-# tuple results whose later elements are indices (`_, pred = out.max(1)`)
-INDEX_RESULTS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
 NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
                           "repr", "format", "range", "print"})
 NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
-TENSOR_METHODS = frozenset({
-    "to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "view",
-    "reshape", "contiguous", "clone", "squeeze", "unsqueeze", "flatten", "permute", "transpose",
-    "expand", "repeat", "sum", "mean", "pow", "sqrt", "exp", "log", "abs", "mul", "add", "sub",
-    "div", "matmul", "softmax", "log_softmax", "sigmoid", "tanh", "relu", "norm", "clamp",
-    "neg", "type_as", "chunk", "split", "max", "min", "argmax", "gather", "index_select",
-    "masked_fill", "std", "var", "bmm", "mm", "view_as", "expand_as", "get", "items", "keys",
-    "values", "pop", "format", "join", "append", "extend", "update", "unsqueeze_", "squeeze_",
-})
+# a value's methods (the receiver flows into the result): the tensor methods that keep the
+# receiver's kind, and those of containers and strings
+TENSOR_METHODS = SAME_KIND | {
+    "max", "min", "argmax", "gather", "index_select", "masked_fill", "std", "var", "bmm", "mm",
+    "view_as", "expand_as", "get", "items", "keys", "values", "pop", "format", "join", "append",
+    "extend", "update"}
 
 
 def value_of(b: Binding) -> ast.expr | None:
@@ -64,7 +61,7 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
         n = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
-            if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or _plain_grads(n):
+            if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or plain_grads(n):
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
             if cut is not None and isinstance(f, ast.Name) \
                     and (cuts := cut.get(f.id)) is not None:
@@ -106,20 +103,6 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
 # the data and drops the history, as `.detach()` does)
 LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variable",
                         "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
-
-
-GRAD_FUNCS = frozenset({"torch.autograd.grad", "autograd.grad"})
-
-
-def _plain_grads(call: ast.Call) -> bool:
-    """``torch.autograd.grad(loss, params)`` without ``create_graph``: the gradients it returns
-    are new tensors without history (first-order MAML's ``fast = p - lr * g`` does not run
-    through the graph of ``loss``)."""
-    if dotted(call.func) not in GRAD_FUNCS or len(call.args) > 4:
-        return False
-    return all(kw.arg is not None and (kw.arg != "create_graph" or (
-        isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)))
-        for kw in call.keywords)
 
 
 def cut_params(ctx: Context) -> CutParams:
@@ -287,7 +270,7 @@ def index_output(b: Binding) -> bool:
     s = b.stmt
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1
             and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in INDEX_RESULTS):
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in PAIR_METHODS):
         return False
     elts = s.targets[0].elts
     return any(dotted(e) == b.name for e in elts[1:]) and dotted(elts[0]) != b.name
@@ -323,14 +306,23 @@ class Deps:
     consumers: list[tuple[str, str, ast.Call]] = field(default_factory=list)  # callee, arg, call
 
 
+Edges = tuple[list[tuple[str, str, ast.Call]], list[Binding]]  # (consumers, bindings read)
+
+
 class Graphs:
-    """Dependency and graph-carrying queries over one function's :class:`LoopFacts`."""
+    """Dependency and graph-carrying queries over one function's :class:`LoopFacts`.
+
+    # NOTE [dependency graph]
+    Read once, lazily: for each value (an expression at a line) the module calls it makes and
+    the bindings its names read (:meth:`_reads`: one :func:`loads` walk per value). A query
+    (:meth:`deps`) walks these edges with its own visited set: no value is walked twice."""
 
     def __init__(self, f: LoopFacts) -> None:
         self.f = f
         self._direct: dict[int, bool] = {}
         self._carries: dict[int, bool] = {}
         self._deps: dict[tuple[int, int], Deps] = {}
+        self._edges: dict[tuple[int, int], Edges] = {}
         self._cut = cut_params(f.ctx)
 
     def deps(self, expr: ast.AST, line: int) -> Deps:
@@ -348,10 +340,10 @@ class Graphs:
         work: list[tuple[ast.AST, int]] = [(expr, line)]
         while work:
             e, ln = work.pop()
-            self._consumers(e, out)
-            for name, _node in loads(e, self._cut):
-                b = self._binding(name, ln)
-                if b is None or id(b) in seen:
+            consumers, bound = self._reads(e, ln)
+            out.consumers.extend(consumers)
+            for b in bound:
+                if id(b) in seen:
                     continue
                 seen.add(id(b))
                 out.bindings.append(b)
@@ -363,6 +355,19 @@ class Graphs:
                     work.append((b.stmt.target, b.line))
         return out
 
+    def _reads(self, e: ast.AST, line: int) -> Edges:
+        """The module-like calls of ``e`` with each argument, and the bindings its names read
+        at ``line`` (NOTE [dependency graph])."""
+        key = (id(e), line)
+        hit = self._edges.get(key)
+        if hit is None:
+            consumers = [(callee, dotted(a) or "<expr>", call)
+                         for callee, call in model_calls(e) for a in call.args]
+            bound = [b for name, _ in loads(e, self._cut)
+                     if (b := self._binding(name, line)) is not None]
+            hit = self._edges[key] = (consumers, bound)
+        return hit
+
     def _binding(self, name: str, line: int) -> Binding | None:
         """The binding of ``name``, else of its longest bound prefix (``out.logits`` → ``out``)."""
         while True:
@@ -372,12 +377,6 @@ class Graphs:
             name = name.rpartition(".")[0]
             if name == "self":
                 return None
-
-    @staticmethod
-    def _consumers(e: ast.AST, out: Deps) -> None:
-        for callee, call in model_calls(e):
-            for a in call.args:
-                out.consumers.append((callee, dotted(a) or "<expr>", call))
 
     def direct(self, b: Binding) -> bool:
         """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
