@@ -11,17 +11,23 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 
 
-def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
+
+
+def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                  call: ast.Call | None = None) -> ast.Call | None:
     """A gradient call of ``fn`` (not under a grad-mode context or decorator of its own) on
-    an output ``fn`` computes itself from a call (``out = model(x)``)."""
-    def make() -> list[ast.Call]:
+    an output ``fn`` computes itself from a call (``out = model(x)``), and that ``call`` (the
+    call of ``fn`` under no_grad) does not switch off with a constant argument
+    (``run_epoch(train=False)`` and ``if train: loss.backward()``)."""
+    def make() -> list[tuple[ast.Call, tuple[Guard, ...]]]:
         if any(grad_mode_of(d, ctx.imports) for d in fn.decorator_list):
             return []
         local: set[str] = set()
-        todo: list[ast.stmt] = list(fn.body)
-        calls: list[ast.Call] = []
+        todo: list[tuple[ast.stmt, tuple[Guard, ...]]] = [(s, ()) for s in fn.body]
+        calls: list[tuple[ast.Call, tuple[Guard, ...]]] = []
         while todo:
-            s = todo.pop(0)
+            s, guards = todo.pop(0)
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(s, (ast.With, ast.AsyncWith)) and any(
@@ -31,10 +37,15 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> a
                 local.update(t.id for t in s.targets if isinstance(t, ast.Name))
             for n in ast.walk(s) if not hasattr(s, "body") else ():
                 if isinstance(n, ast.Call):
-                    calls.append(n)
+                    calls.append((n, guards))
+            if isinstance(s, ast.If):
+                todo.extend((b, (*guards, (s.test, True))) for b in s.body)
+                todo.extend((b, (*guards, (s.test, False))) for b in s.orelse)
+                continue
             for field in ("body", "orelse", "finalbody"):
-                todo.extend(getattr(s, field, ()) or ())
-        for c in calls:
+                todo.extend((b, guards) for b in getattr(s, field, ()) or ())
+        out = []
+        for c, guards in calls:
             q = ctx.qualified_name(c.func) or ""
             target = c.args[0] if q in GRADIENT_CALLS and c.args else (
                 c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
@@ -43,10 +54,54 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> a
             while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
                 root = root.func if isinstance(root, ast.Call) else root.value
             if isinstance(root, ast.Name) and root.id in local:
-                return [c]
-        return []
-    got = ctx.memo("gt210-own-gradient", fn, make)
-    return got[0] if got else None
+                out.append((c, guards))
+        return out
+    got = ctx.memo("gt210-own-gradients", fn, make)
+    return next((c for c, guards in got
+                 if call is None or not any(_switched_off(g, fn, call) for g in guards)), None)
+
+
+def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                  call: ast.Call) -> bool:
+    """The arm of ``guard`` never runs for ``call``: the test is a parameter of ``fn`` (or
+    its negation) and ``call`` passes it a constant (or leaves it to a constant default)
+    that picks the other arm."""
+    test, arm = guard
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, arm = test.operand, not arm
+    if not isinstance(test, ast.Name):
+        return False
+    value = _argument(fn, call, test.id)
+    return isinstance(value, ast.Constant) and bool(value.value) != arm
+
+
+def _argument(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+              name: str) -> ast.expr | None:
+    """The expression ``call`` binds to parameter ``name`` of ``fn`` (its default if left
+    out), or None when unknown (``*args``/``**kw`` at the call)."""
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+        if k.arg is None:
+            return None
+    a = fn.args
+    pos = [*a.posonlyargs, *a.args]
+    if pos and pos[0].arg in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        pos = pos[1:]
+    names = [p.arg for p in pos]
+    if name in names:
+        i = names.index(name)
+        if any(isinstance(x, ast.Starred) for x in call.args[:i + 1]):
+            return None
+        if i < len(call.args):
+            return call.args[i]
+        defaults = a.defaults
+        j = i - (len(names) - len(defaults))
+        return defaults[j] if 0 <= j < len(defaults) else None
+    kw = [x.arg for x in a.kwonlyargs]
+    if name in kw:
+        return a.kw_defaults[kw.index(name)]
+    return None
 
 
 class GradientHelperUnderNoGrad(Rule):
@@ -124,7 +179,7 @@ class GradientHelperUnderNoGrad(Rule):
                 if not isinstance(n, ast.Call):
                     continue
                 target = resolve(ctx, where, n)
-                grad = _own_gradient(ctx, target[0]) if target is not None else None
+                grad = _own_gradient(ctx, target[0], n) if target is not None else None
                 if grad is None:
                     continue
                 yield self.report(node, ctx, related=(Related(

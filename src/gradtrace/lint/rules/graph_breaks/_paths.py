@@ -176,11 +176,20 @@ class LossPaths(Tracer):
             and st.value is c.node and c.kind in (DETACH, NUMBER)
 
     def _value_replacement(self, traced: list[tuple[ast.expr, Trace]]) -> bool:
+        """A detached term that only re-values what live terms already train: the same
+        expression live elsewhere, or a whole additive term ``k(t, t).detach()`` whose every
+        input also reaches the loss through a live term (MMD's teacher-only term: a constant
+        offset on purpose; the inputs keep their gradient there)."""
         live_src = {self.ctx.source(t) for t, tr in traced if tr.live}
-        for _, tr in traced:
+        live_names = {n.id for t, tr in traced if tr.live for n in walk(t)
+                      if isinstance(n, ast.Name)}
+        for t, tr in traced:
             if not tr.live:
                 for c in tr.cuts:
                     if c.kind == DETACH and self.ctx.source(c.operand) in live_src:
+                        return True
+                    names = {n.id for n in walk(c.operand) if isinstance(n, ast.Name)} - {"self"}
+                    if c.kind == DETACH and c.node is t and names and names <= live_names:
                         return True
         return False
 

@@ -93,7 +93,12 @@ class OptimizerStepBetweenBackwards(Rule):
         if not retained:
             return
         loops = scope.loops_of(node)
+        k = ctx.analysis.kind(f.value, scope, node.lineno)
+        owners = k.over if k is not None and k.what == OPTIMIZER else frozenset()
         for later in sinks:
+            if owners and later.call.lineno > node.lineno and \
+                    not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
+                continue  # its graph holds none of the stepped parameters
             hit = self._second(later, node, retained, loops, scope)
             if hit is not None:
                 first, (at, stale) = hit if isinstance(hit, tuple) else (hit, (node, None))
@@ -136,6 +141,69 @@ class OptimizerStepBetweenBackwards(Rule):
                 if stale is not None:
                     return later, stale
         return None
+
+
+def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
+               ctx: Context) -> bool:
+    """Whether the graph of ``loss`` may hold parameters of ``owners`` (``self.Q_net1``):
+    a call of one of them (or of a method of this class that calls one, or a call handed
+    one) is among the bindings it is computed from, or it reads an argument of the function
+    (unknown). False for SAC's ``Q2_loss`` after ``Q1_optimizer.step()``: built from
+    ``self.Q_net2`` and a detached target only."""
+    if loss is None:
+        return True
+    todo, seen, exprs = [(loss, line)], set(), []
+    fn = scope.node
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
+                              *(x for x in (fn.args.vararg, fn.args.kwarg) if x))} - {"self"} \
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
+    while todo:
+        e, at = todo.pop()
+        exprs.append(e)
+        for n in _live_nodes(e):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                b = scope.binding_before(n.id, at)
+                if b is None and n.id in params:
+                    return True
+                if b is not None and b.value is not None and id(b) not in seen \
+                        and not b.no_grad and len(seen) < 200:
+                    seen.add(id(b))
+                    todo.append((b.value, b.line))
+    methods = {m.name: m for m in (ctx.class_def.body if ctx.class_def else ())
+               if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def hits(d: str) -> bool:
+        return any(d == o or d.startswith(o + ".") for o in owners)
+    for e in exprs:
+        for n in _live_nodes(e):
+            if not isinstance(n, ast.Call):
+                continue
+            d = dotted(n.func) or ""
+            if hits(d) or any(hits(dotted(a) or "") for a in n.args):
+                return True
+            if d.startswith("self.") and d.count(".") == 1 and d[5:] in methods:
+                for m in walk(methods[d[5:]]):
+                    if isinstance(m, ast.Call):
+                        md = dotted(m.func) or ""
+                        if hits(md) or md.startswith("self.") and md[5:] in methods:
+                            return True
+    return False
+
+
+def _live_nodes(e: ast.AST) -> list[ast.AST]:
+    """The nodes of ``e`` outside the receivers of ``.detach()``/``.item()``/``.data``."""
+    out, todo = [], [e]
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr in ("detach", "item", "tolist", "numpy"):
+            todo.extend(n.args)
+            continue
+        if isinstance(n, ast.Attribute) and n.attr == "data":
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _retains(call: ast.Call) -> bool:

@@ -144,26 +144,83 @@ def _loop_rebinding(scope: Scope, name: str, stmt: ast.stmt) -> ast.stmt | None:
     """A later statement of the loop around ``stmt`` (``name.requires_grad = ...``) that
     rebinds ``name`` to a value computed from ``name`` with grad on (``image = torch.clamp(
     image + r, 0, 1)``): from then on ``name`` holds a non-leaf, and the flag raises on the
-    next iteration. None when the loop makes it a leaf again (``.detach()``, a factory)."""
+    next iteration. None when the loop makes it a leaf again (``.detach()``, a factory), when
+    what the rebinding reads is no longer computed from the flagged tensor (``delta =
+    last + alpha * grad.sign()`` with ``grad`` from ``autograd.grad``: no history; then
+    ``delta = clamp(delta, ...)``), or when the loop body rebinds ``name`` afresh before
+    ``stmt`` on every pass (``x = pool[i]`` first: the rebound value never reaches it)."""
     loops = scope.loops_of(stmt)
     if not loops:
         return None
     loop = loops[-1]
     end = loop.end_lineno or loop.lineno
     later = [b for b in scope.bindings.get(name, ()) if stmt.lineno < b.line <= end]
-    if not later or any(_fresh_leaf(b.value, name) for b in later):
+    if not later or any(_fresh_leaf(b.value, name) for b in later) \
+            or _rebound_before(scope, name, loop, stmt):
         return None
-    for b in later:
+    derived = _derived_names(scope, name, stmt.lineno, end)
+    for b in sorted(later, key=lambda b: b.line):
         v = b.value
         if v is None or isinstance(b.stmt, ast.AugAssign) or b.no_grad \
                 or scope.grad_off_at(b.stmt) is not None:
             continue
         if scope.loops_of(b.stmt)[:len(loops)] != loops:
             continue
-        if any(isinstance(n, ast.Name) and n.id == name for n in walk(v)) and \
-                isinstance(v, (ast.Call, ast.BinOp)):
+        if not any(isinstance(n, ast.Name) and n.id in derived.get(b.line, {name})
+                   for n in walk(v)):
+            return None  # `name` now holds a value not computed from the flagged tensor
+        if isinstance(v, (ast.Call, ast.BinOp)) and any(
+                isinstance(n, ast.Name) and n.id == name for n in walk(v)):
             return b.stmt
     return None
+
+
+def _derived_names(scope: Scope, name: str, start: int, end: int) -> dict[int, set[str]]:
+    """For each line of ``start..end`` binding something, the names holding a value computed
+    from the tensor ``name`` held at ``start`` (with history) just before that line. The
+    result of ``torch.autograd.grad`` without ``create_graph=True`` has none."""
+    binds = sorted((b for bs in scope.bindings.values() for b in bs
+                    if start < b.line <= end and b.value is not None),
+                   key=lambda b: b.line)
+    live = {name}
+    out: dict[int, set[str]] = {}
+    for b in binds:
+        out.setdefault(b.line, set(live))
+        reads = {n.id for n in walk(b.value) if isinstance(n, ast.Name)}  # type: ignore[arg-type]
+        if reads & live and not _plain_gradient(b.value, scope):
+            live = live | {b.name}
+        else:
+            live = live - {b.name}
+    return out
+
+
+def _plain_gradient(v: ast.AST | None, scope: Scope) -> bool:
+    """``torch.autograd.grad(...)[0]`` without ``create_graph=True``: a tensor without history."""
+    while isinstance(v, ast.Subscript):
+        v = v.value
+    return isinstance(v, ast.Call) and scope.ctx.qualified_name(v.func) == \
+        "torch.autograd.grad" and not any(
+            k.arg == "create_graph" and not is_false(k.value) for k in v.keywords)
+
+
+def _rebound_before(scope: Scope, name: str, loop: ast.stmt, stmt: ast.stmt) -> bool:
+    """A statement of the loop body that runs on every pass before ``stmt`` (not under an
+    ``if`` that does not hold ``stmt``) binds ``name`` to a value not read from ``name``."""
+    body: list[ast.stmt] = list(getattr(loop, "body", ()))
+    while body:
+        nxt: list[ast.stmt] = []
+        for s in body:
+            if s is stmt or stmt in list(walk(s)):
+                arms = [getattr(s, f, None) or [] for f in ("body", "orelse", "finalbody")]
+                nxt = [] if s is stmt else next(
+                    (a for a in arms if any(x is stmt or stmt in list(walk(x)) for x in a)), [])
+                break
+            for b in scope.bindings.get(name, ()):
+                if b.stmt is s and b.value is not None and not any(
+                        isinstance(n, ast.Name) and n.id == name for n in walk(b.value)):
+                    return True
+        body = nxt
+    return False
 
 
 def _fresh_leaf(v: ast.expr | None, name: str) -> bool:

@@ -60,10 +60,13 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
 def _grad_switches(ctx: Context) -> frozenset[str]:
     """``self.X`` only ever read to make other tensors require grad, never trained: added and
     taken away again (``x + self.dummy - self.dummy``) or handed to a ``checkpoint`` call, the
-    trick that lets reentrant checkpointing see an input that requires grad."""
+    trick that lets reentrant checkpointing see an input that requires grad; or a probe the
+    code differentiates with respect to (``autograd.grad(loss, [self.scale])``, IRM's dummy
+    classifier scale): its gradient is read there, an optimizer must not move it."""
     def make() -> frozenset[str]:
         reads: dict[str, int] = {}
         switch: dict[str, int] = {}
+        probes: set[str] = set()  # `autograd.grad(loss, [self.scale])`: a gradient is measured
         for n in walk(ctx.tree):
             if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) \
                     and (attr := _self_attr(n)) is not None:
@@ -79,10 +82,20 @@ def _grad_switches(ctx: Context) -> frozenset[str]:
                 for a in n.args[1:]:
                     if (attr := _self_attr(a)) is not None:
                         switch[attr] = switch.get(attr, 0) + 1
-        return frozenset(a for a, k in switch.items() if k == reads.get(a))
+            elif isinstance(n, ast.Call) and ctx.call_name(n) == "torch.autograd.grad":
+                probes.update(_grad_inputs(n))
+        return frozenset(a for a, k in switch.items() if k == reads.get(a)) | probes
     if not ctx.mentions("requires_grad"):
         return frozenset()
     return ctx.memo("gt4-grad-switches", ctx.tree, make)
+
+
+def _grad_inputs(call: ast.Call) -> set[str]:
+    """The ``self.X`` among the inputs of an ``autograd.grad`` call."""
+    inputs = call.args[1] if len(call.args) > 1 else next(
+        (k.value for k in call.keywords if k.arg == "inputs"), None)
+    elts = inputs.elts if isinstance(inputs, (ast.List, ast.Tuple)) else [inputs]
+    return {a for e in elts if e is not None and (a := _self_attr(e)) is not None}
 
 
 def _registers_dynamically(cls: ast.ClassDef) -> bool:

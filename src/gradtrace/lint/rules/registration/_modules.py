@@ -95,7 +95,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context) -> bool:
     for fn in c.body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        maybe_module = _non_constant_args(fn)
+        maybe_module = _non_constant_args(fn) - _value_args(fn, ctx)
         for n in walk(fn):
             if isinstance(n, ast.Call):
                 f = n.func
@@ -137,6 +137,24 @@ def _owning_ctor(n: ast.Call, stateless: set[str], ctx: Context) -> bool:
         return True
     last = q.rpartition(".")[2]
     return bool(PARAM_LAYER_RE.match(last)) or last in ("Sequential", "ModuleList", "ModuleDict")
+
+
+def _value_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
+    """Arguments ``fn`` uses as numbers, so no module: an operand of arithmetic
+    (``(k - 1) // 2``) or an argument of a torch layer that takes sizes
+    (``nn.AvgPool1d(kernel_size=k)``; not a container, which takes modules)."""
+    out: set[str] = set()
+    for n in walk(fn):
+        if isinstance(n, ast.BinOp):
+            out.update(x.id for x in (n.left, n.right) if isinstance(x, ast.Name))
+        elif isinstance(n, ast.Call):
+            q = ctx.call_name(n) or ""
+            last = q.rpartition(".")[2]
+            if q == "torch.nn." + last and q not in CONTAINERS and last[:1].isupper() and \
+                    last not in ("Sequential", "ModuleList", "ModuleDict"):
+                out.update(x.id for x in (*n.args, *(k.value for k in n.keywords))
+                           if isinstance(x, ast.Name))
+    return out
 
 
 def _non_constant_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

@@ -72,8 +72,25 @@ def _in_module_class(ctx: Context, fn: ast.AST) -> bool:
 
 
 def _no_grad_callers(ctx: Context) -> set[str]:
-    """Names of functions called somewhere under ``no_grad``/``inference_mode`` in this file."""
+    """Names of functions called somewhere under ``no_grad``/``inference_mode`` in this file,
+    and of the functions such a function of the file calls in turn (a helper of a
+    ``@torch.no_grad()`` visualisation runs with grad off too), three levels deep."""
     def key() -> set[str]:
+        out = _direct()
+        defs = {n.name: n for n in walk(ctx.tree)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        plain = _own_calls(ctx.tree) if defs else set()
+        grown = {d for d in out if d in defs and d in plain}
+        for _ in range(3):
+            more = {name for d in grown for name in _own_calls(defs[d])
+                    if name in defs and name not in out}
+            if not more:
+                break
+            out |= more
+            grown = more
+        return out
+
+    def _direct() -> set[str]:
         out: set[str] = set()
         for node in walk(ctx.tree):
             off = False
@@ -91,6 +108,18 @@ def _no_grad_callers(ctx: Context) -> set[str]:
                             out.add(name.rpartition(".")[2])
         return out
     return ctx.memo("gt5-no-grad-callers", ctx.tree, key)
+
+
+def _own_calls(node: ast.AST) -> set[str]:
+    """Names of the calls in ``node`` of a function of the file: ``helper(...)``,
+    ``self.helper(...)`` (not a method of another object: ``model.train()``)."""
+    out: set[str] = set()
+    for sub in walk(node):
+        if isinstance(sub, ast.Call):
+            name = dotted(sub.func) or ""
+            if name.count(".") == 0 or name.count(".") == 1 and name.startswith("self."):
+                out.add(name.rpartition(".")[2])
+    return out
 
 
 class LossAccumulatedWithGraph(LoopRule):
