@@ -263,6 +263,29 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         a_loss.backward()
         opt_a.step()
         """, "GT601", 19, INPLACE)),
+    # transfer-learning pseudo-label loss: `forward(self, y, y_target)` where `y` is the
+    # prediction (the input of `F.cross_entropy`), the mask a thresholded confidence
+    "prediction-argument-named-like-a-target": (Shape("""
+        class GatedRegressionLoss(nn.Module):
+            def __init__(self, floor):
+                super().__init__()
+                self.floor = floor
+            def forward(self, labels, reference):
+                keep = (reference.detach().abs() > self.floor).float()
+                return (F.mse_loss(labels, reference.detach(), reduction="none") * keep).mean()
+        net = nn.Linear(3, 2)
+        GatedRegressionLoss(0.1)(net(torch.randn(4, 3)), torch.randn(4, 2)).backward()
+        """, "GT108", holds="net.weight.grad is not None"), Shape("""
+        class GatedRegressionLoss(nn.Module):
+            def __init__(self, floor):
+                super().__init__()
+                self.floor = floor
+            def forward(self, reference, labels):
+                keep = (reference.detach().abs() > self.floor).float()
+                return (F.mse_loss(reference.detach(), labels, reduction="none") * keep).mean()
+        net = nn.Linear(3, 2)
+        GatedRegressionLoss(0.1)(net(torch.randn(4, 3)), torch.randn(4, 2)).backward()
+        """, "GT108", 6, ELEMENT0)),
 }
 
 

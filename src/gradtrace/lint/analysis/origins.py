@@ -156,8 +156,8 @@ class Tracer:
             if name in self.settings or name in self._nonlocal_numbers():
                 return DEAD
             if name in self.params:
-                dead = TARGET_RE.match(name) or OBJECT_RE.match(name) or \
-                    name in self._model_inputs()
+                dead = TARGET_RE.match(name) and name not in self._predictions() or \
+                    OBJECT_RE.match(name) or name in self._model_inputs()
                 return DEAD if dead else LIVE
             return self._module_value(name)  # a global (or closure variable)
         out = DEAD
@@ -228,6 +228,25 @@ class Tracer:
                                                     ((name, mc.stmt.lineno),) + c.via)
                                                 for c in t.cuts))
         return out
+
+    def _predictions(self) -> frozenset[str]:
+        """Arguments the function hands to a torch loss function as its *input* (first
+        argument: ``F.cross_entropy(y, pseudo_labels)``): a prediction whatever its name, as a
+        target never goes there."""
+        hit = self.__dict__.get("_preds")
+        if hit is not None:
+            return hit
+        out = set()
+        for node in walk(self.scope.node):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+                q = self.ctx.qualified_name(node.func) or ""
+                last = q.rpartition(".")[2]
+                if q.startswith("torch.nn.functional.") and ("loss" in last or last in (
+                        "cross_entropy", "binary_cross_entropy",
+                        "binary_cross_entropy_with_logits", "kl_div")):
+                    out.add(node.args[0].id)
+        self._preds = frozenset(out)
+        return self._preds
 
     def _model_inputs(self) -> frozenset[str]:
         """Arguments named like input data (``x``, ``inputs``, ``obs``) that the function feeds
