@@ -286,6 +286,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = nn.Linear(3, 2)
         GatedRegressionLoss(0.1)(net(torch.randn(4, 3)), torch.randn(4, 2)).backward()
         """, "GT108", 6, ELEMENT0)),
+    # continual-learning tutorial: `train(model, dataset=train_datasets[context_id], ...)` in
+    # a loop over tasks, each call a whole training run with a fresh Adam (the protocol);
+    # here a loop over curriculum stages handed over as the loop's variable
+    "fresh-optimizer-per-phase-of-new-data": (Shape("""
+        def fit_stage(net, stage, steps=3):
+            opt = torch.optim.RMSprop(net.parameters(), lr=0.01)
+            for _ in range(steps):
+                for xb, yb in stage:
+                    opt.zero_grad()
+                    F.mse_loss(net(xb), yb).backward()
+                    opt.step()
+        net = nn.Linear(3, 1)
+        before = net.weight.detach().clone()
+        curriculum = [[(torch.randn(4, 3), torch.randn(4, 1))] for _ in range(3)]
+        for stage in curriculum:
+            fit_stage(net, stage)
+        """, "GT436", holds="not torch.equal(before, net.weight)"), Shape("""
+        def fit_stage(net, stage, steps=3):
+            opt = torch.optim.RMSprop(net.parameters(), lr=0.01)
+            for _ in range(steps):
+                for xb, yb in stage:
+                    opt.zero_grad()
+                    F.mse_loss(net(xb), yb).backward()
+                    opt.step()
+        net = nn.Linear(3, 1)
+        data = [(torch.randn(4, 3), torch.randn(4, 1))]
+        for epoch in range(3):
+            fit_stage(net, data, epoch + 1)
+        """, "GT436", 2, holds="net.weight.grad is not None")),
 }
 
 

@@ -251,9 +251,38 @@ def _called_in_loop(ctx: Context, fn: ast.FunctionDef, roots: set[str]) -> ast.C
                 exprs = [actuals.get(r) for r in roots if r != "self"]
                 if "self" in roots:
                     exprs.append(target if isinstance(target, ast.AST) else None)
-                if all(e is not None and _bound_outside(e, scope, loops[-1]) for e in exprs):
+                if all(e is not None and _bound_outside(e, scope, loops[-1]) for e in exprs) \
+                        and not (_steps_in_own_loop(ctx, fn) and _new_data_per_pass(n, loops[-1])):
                     return n
     return None
+
+
+def _steps_in_own_loop(ctx: Context, fn: ast.FunctionDef) -> bool:
+    """``fn`` runs a training loop of its own (a step inside a loop of ``fn``)."""
+    scope = ctx.scope(fn)
+    return any(scope.loops_of(m.stmt) for m in scope.calls_to("step"))
+
+
+def _new_data_per_pass(call: ast.Call, loop: ast.stmt) -> bool:
+    """The call hands over another element of a collection on each pass: ``datasets[t]`` with
+    ``t`` the loop's variable, or the variable of a loop over something other than
+    ``range(...)`` (``for task in tasks``). Training in phases on different data (continual
+    learning's tasks, curriculum stages), where a fresh optimizer per phase is the protocol,
+    not a lost state; the same loader every epoch is still reported."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+    it = loop.iter
+    while isinstance(it, ast.Call) and dotted(it.func) in ("enumerate", "zip", "tqdm", "tqdm.tqdm"):
+        it = it.args[0] if it.args else it
+    over_range = isinstance(it, ast.Call) and dotted(it.func) == "range"
+    for a in (*call.args, *(k.value for k in call.keywords)):
+        if isinstance(a, ast.Subscript) and any(
+                isinstance(n, ast.Name) and n.id in targets for n in walk(a.slice)):
+            return True
+        if isinstance(a, ast.Name) and a.id in targets and not over_range:
+            return True
+    return False
 
 
 def _own_calls(s: ast.stmt) -> Iterator[ast.Call]:
