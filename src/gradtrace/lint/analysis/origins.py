@@ -18,13 +18,14 @@ from gradtrace.lint.analysis.cuts import (
     constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
     self_assignments, top_defs, unpacks_indices,
 )
+from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.batches import batch_unpackings
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.toplevel import declared_global, module_level_functions
 from gradtrace.lint.analysis.vocabulary import (
-    DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, MODEL_CALLEE_RE, OBJECT_RE, TARGET_RE,
+    DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, OBJECT_RE, TARGET_RE,
 )
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -156,7 +157,7 @@ class Tracer:
             if name in self.settings or name in self._nonlocal_numbers():
                 return DEAD
             if name in self.params:
-                dead = TARGET_RE.match(name) and name not in self._predictions() or \
+                dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
                     OBJECT_RE.match(name) or name in self._model_inputs()
                 return DEAD if dead else LIVE
             return self._module_value(name)  # a global (or closure variable)
@@ -229,49 +230,14 @@ class Tracer:
                                                 for c in t.cuts))
         return out
 
-    def _predictions(self) -> frozenset[str]:
-        """Arguments the function hands to a torch loss function as its *input* (first
-        argument: ``F.cross_entropy(y, pseudo_labels)``): a prediction whatever its name, as a
-        target never goes there."""
-        hit = self.__dict__.get("_preds")
-        if hit is not None:
-            return hit
-        out = set()
-        for node in walk(self.scope.node):
-            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
-                q = self.ctx.qualified_name(node.func) or ""
-                last = q.rpartition(".")[2]
-                if q.startswith("torch.nn.functional.") and ("loss" in last or last in (
-                        "cross_entropy", "binary_cross_entropy",
-                        "binary_cross_entropy_with_logits", "kl_div")):
-                    out.add(node.args[0].id)
-        self._preds = frozenset(out)
-        return self._preds
-
     def _model_inputs(self) -> frozenset[str]:
         """Arguments named like input data (``x``, ``inputs``, ``obs``) that the function feeds
         to a callee named like a model (``self.model(x)``, ``net(inputs)``) and never makes
         trainable: the model's input, upstream of its parameters, so not a path from the
         model to the loss (``criterion(recon.detach(), x)`` keeps no path from the model)."""
         if self._inputs is None:
-            fed = set()
-            for node in walk(self.scope.node):
-                if isinstance(node, ast.Call) and node.args and \
-                        isinstance(node.args[0], ast.Name) and \
-                        MODEL_CALLEE_RE.search((dotted(node.func) or "").rpartition(".")[2]):
-                    fed.add(node.args[0].id)
-            todo = list(fed)  # back through `x = batch_data`, `x = x.to(device).float()`
-            while todo:
-                for b in self.scope.bindings.get(todo.pop(), ()):
-                    v = b.value
-                    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and \
-                            v.func.attr in MOVES:
-                        v = v.func.value
-                    if isinstance(v, ast.Name) and v.id not in fed:
-                        fed.add(v.id)
-                        todo.append(v.id)
-            self._inputs = frozenset(n for n in fed if n in self.params and INPUT_RE.match(n)
-                                     and not self._made_trainable(n))
+            self._inputs = frozenset(n for n in model_fed(self.scope) if n in self.params
+                                     and INPUT_RE.match(n) and not self._made_trainable(n))
         return self._inputs
 
     def _module_value(self, name: str) -> Trace:
