@@ -138,6 +138,84 @@ RECALL: dict[str, tuple[Shape, Shape]] = {
 }
 SHAPES.update(RECALL)
 
+# two losses returned by one helper of the file: they share a graph only if the helper built
+# them from a common graph-carrying value (GT509; garage's SAC critic objective)
+SHAPES["helper-returns-two-losses"] = (Shape("""
+    class Critics:
+        def __init__(self):
+            self.q1, self.q2, self.target = nn.Linear(3, 1), nn.Linear(3, 1), nn.Linear(3, 1)
+            self.opt1 = torch.optim.SGD(self.q1.parameters(), 0.1)
+            self.opt2 = torch.optim.SGD(self.q2.parameters(), 0.1)
+        def _critic_terms(self, s, r):
+            with torch.no_grad():
+                y = r + 0.9 * self.target(s)
+            first = F.mse_loss(self.q1(s), y)
+            second = F.mse_loss(self.q2(s), y)
+            return first, second
+        def update(self, s, r):
+            l1, l2 = self._critic_terms(s, r)
+            self.opt1.zero_grad()
+            l1.backward()
+            self.opt1.step()
+            self.opt2.zero_grad()
+            l2.backward()
+            self.opt2.step()
+    c = Critics()
+    c.update(torch.randn(4, 3), torch.randn(4, 1))
+    """, "GT509", holds="c.q2.weight.grad is not None"), Shape("""
+    class Critics:
+        def __init__(self):
+            self.body, self.q1, self.q2 = nn.Linear(3, 3), nn.Linear(3, 1), nn.Linear(3, 1)
+            self.opt1 = torch.optim.SGD(self.q1.parameters(), 0.1)
+            self.opt2 = torch.optim.SGD(self.q2.parameters(), 0.1)
+        def _critic_terms(self, s, r):
+            h = torch.tanh(self.body(s))
+            first = F.mse_loss(self.q1(h), r)
+            second = F.mse_loss(self.q2(h), r)
+            return first, second
+        def update(self, s, r):
+            l1, l2 = self._critic_terms(s, r)
+            self.opt1.zero_grad()
+            l1.backward()
+            self.opt1.step()
+            self.opt2.zero_grad()
+            l2.backward()
+            self.opt2.step()
+    c = Critics()
+    c.update(torch.randn(4, 3), torch.randn(4, 1))
+    """, "GT509", 14, SECOND_TIME))
+
+# the generators' optimizers held in a dict under computed keys: their step after the
+# generator's backward is a step GT522 cannot name, so it cannot say nothing takes that
+# gradient (pyod's MO-GAAL); with no step after it, the discriminator's gradient is erased
+SHAPES["unnamed-optimizer-steps-later-loss"] = (Shape("""
+    D = nn.Linear(3, 1)
+    gens = {f"g{i}": nn.Linear(2, 3) for i in range(2)}
+    opts = {f"opt_g{i}": torch.optim.SGD(gens[f"g{i}"].parameters(), 0.1) for i in range(2)}
+    opt_d = torch.optim.SGD(D.parameters(), 0.1)
+    for step in range(2):
+        D.zero_grad()
+        d_loss = F.softplus(-D(torch.randn(4, 3))).mean()
+        d_loss.backward()
+        opt_d.step()
+        for i in range(2):
+            opts["opt_g" + str(i)].zero_grad()
+            g_loss = F.softplus(-D(gens["g" + str(i)](torch.randn(4, 2)))).mean()
+            g_loss.backward()
+            opts["opt_g" + str(i)].step()
+    """, "GT522", holds="gens['g1'].weight.grad is not None"), Shape("""
+    D = nn.Linear(3, 1)
+    gen = nn.Linear(2, 3)
+    opt_d = torch.optim.SGD(D.parameters(), 0.1)
+    for step in range(2):
+        D.zero_grad()
+        d_loss = F.softplus(-D(torch.randn(4, 3))).mean()
+        d_loss.backward()
+        opt_d.step()
+        aux = F.softplus(-D(gen(torch.randn(4, 2)).detach())).mean()
+        aux.backward()
+    """, "GT522", 8, holds="D.weight.grad is not None"))
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 @pytest.mark.parametrize("which", ["look-alike", "twin"])

@@ -369,7 +369,15 @@ class StepBeforeLastBackward(LoopRule):
     @staticmethod
     def _taken(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
         """A later step of another optimizer takes the gradient of ``b``: its model is
-        reached by the loss and not frozen when ``b`` runs."""
+        reached by the loss and not frozen when ``b`` runs; or a ``.step()`` whose optimizer
+        cannot be named (``opts['g' + str(i)].step()``) follows ``b`` in the loop."""
+        known = {id(s2.call) for s2 in f.steps}
+        for st in f.within(loop):
+            if f.before(b.stmt, st) and any(
+                    isinstance(c.func, ast.Attribute) and c.func.attr == "step" and
+                    id(c) not in known and not isinstance(c.func.value, ast.Name)
+                    for c in f.calls_of(st)):
+                return True
         for s2 in f.steps:
             if s2.optimizer == s.optimizer or not f.before(b.stmt, s2.stmt):
                 continue

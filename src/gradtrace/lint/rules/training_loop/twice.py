@@ -10,7 +10,7 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._deps import Deps, graphs, value_of
 from gradtrace.lint.rules.training_loop._reach import known_reach
-from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 
 
@@ -22,7 +22,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
     if len(bws) < 2:
         return
     deps = {id(b.call): g.deps(b.loss, b.stmt.lineno) for b in bws}  # type: ignore[arg-type]
-    keys = {k: {_graph_key(x) for x in d.bindings} for k, d in deps.items()}
+    keys = {k: {_graph_key(x, f) for x in d.bindings} for k, d in deps.items()}
     sharing: dict[int, list[int]] = {}  # graph key -> the backward passes reading it, in order
     for i, b in enumerate(bws):
         for key in keys[id(b.call)]:
@@ -38,7 +38,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
                 continue
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
             ids2 = keys[id(b2.call)]
-            shared = [t for t in d1.bindings if _graph_key(t) in ids2 and g.carries(t)
+            shared = [t for t in d1.bindings if _graph_key(t, f) in ids2 and g.carries(t)
                       and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
                       and known_reach(g, b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
             if shared:
@@ -84,15 +84,47 @@ def _entries(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[str | None]:
     return out
 
 
-def _graph_key(b: Binding) -> int:
+def _graph_key(b: Binding, f: LoopFacts) -> int:
     """What identifies the graph a binding holds: the binding, or for the names unpacked from
     one call (``pred, feat = netD(x, True)``) that call's statement: its outputs share the
-    graph of the call."""
+    graph of the call, unless the call is a helper of the file whose returned items share no
+    graph (:func:`_separate_results`)."""
     s = b.stmt
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
             isinstance(s.targets[0], (ast.Tuple, ast.List)) and isinstance(s.value, ast.Call):
-        return id(s)
+        return id(b) if _separate_results(f, s.value) else id(s)
     return id(b)
+
+
+def _separate_results(f: LoopFacts, call: ast.Call) -> bool:
+    """``q1_loss, q2_loss = self.critic_losses(batch)``: a function or method of the file
+    whose every ``return`` is a tuple of names that depend on no common graph-carrying value
+    (two critics' losses against a target computed under ``no_grad``): each unpacked name
+    holds its own graph. False when unknown (a module's forward, a library call)."""
+    fn = f.ctx.analysis.callee(call, f.node)
+    if fn is None:
+        return False
+    memo: dict[int, bool] = f.ctx.memo("gt509-separate-results", f.ctx.tree, dict)
+    if id(fn) not in memo:
+        memo[id(fn)] = False  # (recursion guard)
+        inner = facts(f.ctx, fn)
+        g = graphs(inner)
+        rets = [r for r in inner.scope.stmts if isinstance(r, ast.Return)]
+        ok = bool(rets)
+        for r in rets:
+            if not (isinstance(r.value, ast.Tuple) and
+                    all(isinstance(e, ast.Name) for e in r.value.elts)):
+                ok = False
+                break
+            seen: set[int] = set()
+            for e in r.value.elts:
+                d = g.deps(e, r.lineno)
+                mine = {_graph_key(x, inner) for x in d.bindings if g.carries(x)}
+                if mine & seen:
+                    ok = False
+                seen |= mine
+        memo[id(fn)] = ok
+    return memo[id(fn)]
 
 
 def _step_mates(f: LoopFacts, b: Backward) -> list[Deps]:
