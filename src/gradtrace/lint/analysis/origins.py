@@ -23,7 +23,7 @@ from gradtrace.lint.analysis.batches import batch_unpackings
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.paths import statement_paths
-from gradtrace.lint.analysis.toplevel import declared_global, module_level_functions
+from gradtrace.lint.analysis.toplevel import module_level_functions, module_value
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, OBJECT_RE, TARGET_RE,
 )
@@ -160,7 +160,9 @@ class Tracer:
                 dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
                     OBJECT_RE.match(name) or name in self._model_inputs()
                 return DEAD if dead else LIVE
-            return self._module_value(name)  # a global (or closure variable)
+            if id(self.scope.node) not in module_level_functions(self.ctx):
+                return LIVE  # a closure variable: unknown
+            return module_value(origins(self.ctx, self.ctx.tree), name)  # a global
         out = DEAD
         for b in bs:
             if (name, b.line) in self._busy:
@@ -239,22 +241,6 @@ class Tracer:
             self._inputs = frozenset(n for n in model_fed(self.scope) if n in self.params
                                      and INPUT_RE.match(n) and not self._made_trainable(n))
         return self._inputs
-
-    def _module_value(self, name: str) -> Trace:
-        """A name of the module read in a function (NOTE [module constants]); LIVE when unknown."""
-        mod = self.ctx.tree
-        if id(self.scope.node) not in module_level_functions(self.ctx) or \
-                name in declared_global(self.ctx):
-            return LIVE
-        top = origins(self.ctx, mod)
-        bs = top.scope.bindings.get(name)
-        if not bs or not all(isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) and
-                             b.value is not None for b in bs):
-            return LIVE
-        if any(top._binding(b).live or top._binding(b).cuts for b in bs) or \
-                top._made_trainable(name):
-            return LIVE
-        return DEAD
 
     def _made_trainable(self, name: str) -> bool:
         """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import ast
 
+from typing import Any
+
+from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
 from gradtrace.lint.context import Context
 
 
@@ -34,3 +37,20 @@ def declared_global(ctx: Context) -> frozenset[str]:
         return frozenset(n for s in ast.walk(ctx.tree) if isinstance(s, (ast.Global, ast.Nonlocal))
                          for n in s.names)
     return ctx.memo("declared-global", ctx.tree, make)
+
+
+def module_value(top: Any, name: str) -> Trace:
+    """What the module's name ``name`` holds when a function reads it (``top``: the module's
+    origins tracer): DEAD when every module-level binding of it is a plain assignment of a
+    dead value and no function rebinds it; LIVE (unknown) otherwise."""
+    if name in declared_global(top.ctx):
+        return LIVE
+    bs = top.scope.bindings.get(name)
+    if not bs or not all(isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) and
+                         b.value is not None for b in bs):
+        return LIVE
+    for b in bs:
+        t = top._binding(b)
+        if t.live or t.cuts:
+            return LIVE
+    return LIVE if top._made_trainable(name) else DEAD
