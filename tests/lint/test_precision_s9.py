@@ -216,6 +216,33 @@ SHAPES["unnamed-optimizer-steps-later-loss"] = (Shape("""
         aux.backward()
     """, "GT522", 8, holds="D.weight.grad is not None"))
 
+# a "loss" helper that smooths a history it is given (NumPy in, NumPy out): what its argument
+# holds is unknown, so NumPy on it is no cut (neuralprophet's lr finder, GT103)
+SHAPES["numpy-helper-on-an-argument"] = (Shape("""
+    import numpy as np
+    def ema_loss(history, beta=0.9):
+        out = np.zeros_like(history)
+        out[0] = history[0]
+        for i in range(1, len(history)):
+            out[i] = out[i - 1] * beta + (1 - beta) * history[i]
+        return out
+    net = nn.Linear(3, 1)
+    seen = []
+    for _ in range(3):
+        loss = net(torch.randn(4, 3)).pow(2).mean()
+        loss.backward()
+        seen.append(loss.item())
+    curve = ema_loss(seen)
+    """, "GT103", holds="len(curve) == 3"), Shape("""
+    import numpy as np
+    def heads_loss(outs, y):
+        per_head = [F.mse_loss(o, y) for o in outs]
+        return np.mean(per_head)
+    net = nn.Linear(3, 1)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    heads_loss([net(x), net(x) * 2], y).backward()
+    """, "GT103", 4, (RuntimeError, "requires grad")))
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 @pytest.mark.parametrize("which", ["look-alike", "twin"])

@@ -81,10 +81,13 @@ class LossCutRule(Rule):
                                              c.node.col_offset))
                 if mine and id(mine[0].node) not in seen:
                     seen.add(id(mine[0].node))
-                    yield self.finding(mine[0], v, lp, ctx)
+                    found = self.finding(mine[0], v, lp, ctx)
+                    if found is not None:
+                        yield found
 
-    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding:
-        """The finding for cut ``c`` of verdict ``v`` (override for other message fields)."""
+    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
+        """The finding for cut ``c`` of verdict ``v`` (override for other message fields;
+        None: not said after all)."""
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=consequence(v, lp, ctx))

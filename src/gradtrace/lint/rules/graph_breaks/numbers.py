@@ -254,10 +254,13 @@ class NumpyRoundTripInLoss(LossCutRule):
     ]
 
 
-    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding:
+    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
         qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
         if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS:
             return super().finding(c, v, lp, ctx)
+        if v.sink.how == "return" and isinstance(c.operand, ast.Name) and \
+                c.operand.id in lp.params and not lp.scope.bindings.get(c.operand.id):
+            return None  # `np.zeros_like(history)` of an argument: what it holds is unknown
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=NUMPY_CALL)
