@@ -2,9 +2,9 @@
 
 GT800-GT819 and GT830-GT839 name a PyTorch error the run raised; the error patterns that
 recognise the message live in :mod:`gradtrace.runtime.catalogue` (each names its code) and
-:mod:`gradtrace.runtime.trace.diagnose` turns a match into a finding. GT820-GT829 never raise:
-:mod:`gradtrace.runtime.trace.silent` and the modules it calls report them when the trace
-ends. When a static rule describes the same bug, the finding carries the rule's code instead
+:mod:`gradtrace.runtime.trace.diagnose` turns a match into a finding. GT820-GT829 and
+GT840-GT849 never raise: :mod:`gradtrace.runtime.trace.silent` and the modules it calls report
+them when the trace ends. When a static rule describes the same bug, the finding carries the rule's code instead
 (``STATIC_TWINS`` in :mod:`gradtrace.runtime.catalogue`).
 """
 from __future__ import annotations
@@ -354,4 +354,28 @@ CODES = (
          "    ...",
          "Build the optimizer once, outside the loop or function, and pass it in.", _SILENT,
          severity="warning"),
+    Code("GT840", "optimizer-steps-without-gradients",
+         "optimizer.step() keeps running with no gradient to apply",
+         "The run looks like training but the optimizer never has a gradient: every parameter "
+         "it holds is frozen while backward() runs on a loss made to require grad by hand, no "
+         "backward() runs at all (an LBFGS closure that only returns the loss), or the "
+         "parameters get gradients on the first steps only because `requires_grad` is switched "
+         "on around `step()` and off right after it.",
+         """
+         def closure():
+             opt.zero_grad()
+             return F.mse_loss(model(x), y)
+         opt.step(closure)
+         """,
+         """
+         def closure():
+             opt.zero_grad()
+             loss = F.mse_loss(model(x), y)
+             loss.backward()
+             return loss
+         opt.step(closure)
+         """,
+         "Call backward() before each step (inside the closure), leave trainable what should "
+         "learn, and unfreeze before the forward pass, not around step().",
+         "gradtrace.runtime.trace.idle", severity="warning"),
 )

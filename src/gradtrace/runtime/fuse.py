@@ -76,6 +76,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "eval-mode": frozenset({"GT516"}),
     "discard": frozenset({"GT512", "GT518", "GT522"}),
     "rejected-assignment": frozenset({"GT415", "GT416"}),
+    "idle-step": frozenset({"GT707", "GT431", "GT441", "GT432"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -112,7 +113,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT210": ("graph-cut",), "GT517": ("accumulate",),
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
     "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
-    "GT816": ("rejected-assignment",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
+    "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

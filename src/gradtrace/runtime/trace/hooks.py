@@ -15,6 +15,8 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
+                                               _wiped)
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.replaced import note_replaced
 from gradtrace.runtime.trace.state import TraceState
@@ -95,6 +97,13 @@ class OptimizerRecord:
     empty_steps: int = 0  # steps that found no gradient on any of its parameters, and at
     # each (the first 64), ids of a few parameters it does not hold that had gradients then
     graded_elsewhere: list[frozenset[int]] = field(default_factory=list)
+    # the last step that found a gradient, the empty steps since, the steps at which none of
+    # its parameters required grad, the first closure given to step() (NOTE [idle steps])
+    last_graded: int = 0
+    trailing_empty: int = 0
+    frozen_steps: int = 0
+    closure: Any = None
+    pending: bool = False  # a step(closure) that found no gradient before the closure ran
 
 
 @dataclass
@@ -262,11 +271,18 @@ class Hooks:
                 and _all_zero(grads):
             rec.wiped = (st.wiped_at, st.backward_sites[-1] if st.backward_sites else None,
                          site)
-        if not grads and rec.wiped is None and any(
-                p.requires_grad for g in opt.param_groups for p in g["params"]):
-            rec.empty_steps += 1
-            if len(rec.graded_elsewhere) < 64:
-                rec.graded_elsewhere.append(_graded_other(d, opt))
+        if grads:
+            rec.last_graded, rec.trailing_empty = rec.steps, 0
+        elif rec.wiped is None:
+            if not any(p.requires_grad for g in opt.param_groups for p in g["params"]):
+                rec.frozen_steps += 1
+            elif closure:  # the closure's backward() runs inside step(): decided after it
+                rec.pending = True
+                if rec.closure is None:
+                    fn = args[1] if len(args) > 1 else kwargs.get("closure")
+                    rec.closure = getattr(fn, "__code__", None)
+            else:
+                self._empty(rec, opt)
         rec.rep = rep
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
@@ -279,6 +295,12 @@ class Hooks:
             finally:
                 if self.mode is not None:
                     self.mode.busy = busy
+
+    def _empty(self, rec: OptimizerRecord, opt: torch.optim.Optimizer) -> None:
+        rec.empty_steps += 1
+        rec.trailing_empty += 1
+        if len(rec.graded_elsewhere) < 64:
+            rec.graded_elsewhere.append(_graded_other(self.data, opt))
 
     def _site(self) -> Site | None:
         """The user's line that called the hook running now."""
@@ -314,6 +336,12 @@ class Hooks:
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         rec = self.data.optimizers.get(id(opt))
+        if rec is not None and rec.pending:
+            rec.pending = False
+            if any(p.grad is not None for g in opt.param_groups for p in g["params"]):
+                rec.last_graded, rec.trailing_empty = rec.steps, 0
+            else:
+                self._empty(rec, opt)
         if rec is not None and rec.steps == 1:
             rec.stateful = bool(opt.state)
         if rec is not None and rec.before is not None:
@@ -369,57 +397,6 @@ def _safe(hook: Any) -> Any:
         return None
 
     return wrapper
-
-
-def _lineage(d: HookState, opt: torch.optim.Optimizer) -> int:
-    """How many optimizers over the same parameters stepped before ``opt`` (its first step)."""
-    params = [p for g in opt.param_groups for p in g["params"]]
-    if not params:
-        return 0
-    first = params[0]
-    hit = d.lineage.get(id(first))
-    count = hit[2] if hit is not None and hit[0]() is first and hit[1] == len(params) else 0
-    d.lineage[id(first)] = (weakref.ref(first), len(params), count + 1)
-    return count
-
-
-def _graded_other(d: HookState, opt: torch.optim.Optimizer) -> frozenset[int]:
-    """ids of (up to 16) parameters of modules that ran, not held by ``opt``, that have a
-    gradient now."""
-    mine = {id(p) for g in opt.param_groups for p in g["params"]}
-    out: set[int] = set()
-    for mrec in list(d.modules.values()):
-        m = mrec.ref()
-        for p in m._parameters.values() if m is not None else ():
-            if p is not None and p.grad is not None and id(p) not in mine:
-                out.add(id(p))
-                if len(out) >= 16:
-                    return frozenset(out)
-    return frozenset(out)
-
-
-def _wiped(opt: torch.optim.Optimizer, ids: set[int]) -> bool:
-    """Whether a gradient of ``opt``'s parameters was among those cleared (``ids``)."""
-    return any(id(p) in ids or (p.grad is not None and id(p.grad) in ids)
-               for g in opt.param_groups for p in g["params"])
-
-
-def _all_zero(grads: list[Tensor]) -> bool:
-    """No gradient left, or only all-zero ones (``zero_grad(set_to_none=False)``)."""
-    with torch.no_grad():
-        return all(not g.is_sparse and not bool(g.any()) for g in grads)
-
-
-def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
-    """(sum, sum of squares) in float64 of each parameter that has a gradient."""
-    out = []
-    with torch.no_grad():
-        for group in opt.param_groups:
-            for p in group["params"]:
-                if p.grad is not None and p.is_floating_point():
-                    v = p.detach().double()
-                    out.append((float(v.sum()), float((v * v).sum())))
-    return out
 
 
 def _due(step: int) -> bool:

@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
@@ -16,8 +17,8 @@ from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_si
                                      unregistered_owner)
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
-from gradtrace.runtime.trace.wiring import (plain_object_parameters, requires_grad_attribute,
-                                            tensor_made_at)
+from gradtrace.runtime.trace.wiring import plain_object_parameters, requires_grad_attribute
+from gradtrace.runtime.trace.wiring import tensor_made_at
 
 Tensor = torch.Tensor
 
@@ -29,8 +30,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     steps = any(r.steps for r in data.optimizers.values())
-    return out + eval_findings(data) + requires_grad_attribute(data) + \
-        _optimizer_events(data, state) + _events(state, steps) + discarded(state, data) + \
+    return out + eval_findings(data) + requires_grad_attribute(data) + idle_findings(
+        state, data) + _optimizer_events(data, state) + _events(state, steps) + discarded(state, data) + \
         nonfinite_findings(state, data)
 
 
@@ -58,8 +59,7 @@ def _swapped(data: HookState) -> list[Finding]:
     pairs = _ungraded_steppers(data)
     if not pairs:
         return []
-    rec, other = pairs[0]
-    both = len(pairs) > 1
+    (rec, other), both = pairs[0], len(pairs) > 1
     return [make(code_for("optimizers-swapped", "GT821"), built_at(rec.site) or rec.site,
                  f"the optimizer built here found no gradient on any of its parameters at each "
                  f"of its {rec.steps} steps, while parameters of the optimizer stepped at "
@@ -226,7 +226,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
             continue
         seen.add(id(p))
         reason = unreached_reason(state, data, p, owners)
-        if reason[0] == code_for("unused-parameter", "GT820") and _parent_idle(data, p):
+        if reason[2].startswith("its module never ran") and _parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
         groups.setdefault(reason, []).append(param_name(data, p))
     # one finding per cause: the parameters of several modules cut at one line are one

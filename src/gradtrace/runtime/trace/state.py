@@ -204,6 +204,7 @@ class TraceState:
             self.grad_off = None
 
     def on_freeze(self, raw: RawSite, t: Tensor) -> None:
+        self.freeze.pop(id(t), None)  # the latest freeze last (NOTE [idle steps])
         self.freeze[id(t)] = (weakref.ref(t), self.site(raw))
 
     def frozen_at(self, t: Tensor) -> Site | None:

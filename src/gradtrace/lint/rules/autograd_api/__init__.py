@@ -3,7 +3,8 @@
 The rules live in :mod:`.functions` (GT701 gradient count of a custom Function),
 :mod:`.grad_inputs` (GT702 ``torch.autograd.grad`` over an input outside the graph),
 :mod:`.calls` (GT703 an unreduced loss returned by ``forward``, GT704 the log-probability of a
-reparameterised sample).
+reparameterised sample), :mod:`.closure` (GT707 a closure given to ``step()`` that never runs
+backward) and :mod:`.discarded` (GT708 the result of an out-of-place tensor op dropped).
 """
 from __future__ import annotations
 

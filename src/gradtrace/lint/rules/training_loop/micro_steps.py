@@ -75,6 +75,28 @@ def _periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list
             yield s, loop, guard[0], guard[1]
 
 
+def _pass_function_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.If]]:
+    """# NOTE [pass function]
+    A function with no loop around its step, whose step sits under an ``if`` taking a
+    remainder of one of the function's parameters (``def training_step(self, batch, i): ...
+    if (i + 1) % accum == 0: opt.step()``): each call is one pass of the caller's loop, so the
+    function's body is that loop's body (NOTE [periodic step])."""
+    node = f.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    params = {a.arg for a in node.args.args + node.args.kwonlyargs}
+    for s in f.steps:
+        if s.closure or f.loops_of(s.stmt):
+            continue
+        for x in f.scope.stmts:
+            if isinstance(x, ast.If) and f.inside(s.stmt, x) and any(
+                    isinstance(n, ast.Name) and n.id in params
+                    for m in _remainders(x.test) for n in walk(m.left)):
+                if not _own_backward(f, x, s):
+                    yield s, x
+                break
+
+
 def _own_backward(f: LoopFacts, guard: ast.If, s: Step) -> bool:
     """A backward under the step's own ``if``, before the step: the step applies that pass's
     gradient, not an accumulation (a GAN's generator trained every few critic steps, whose
@@ -145,6 +167,18 @@ class ZeroGradEveryAccumulationStep(LoopRule):
             for z in f.zero_grads:
                 if not covers(f, z, s) or not f.inside(z.stmt, loop) \
                         or f.inside(z.stmt, guard) or _conditional(f, z.stmt, loop):
+                    continue
+                b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
+                if b is not None:
+                    found.setdefault(id(guard), []).append((z, s, b, guard))
+                    break
+        for s, guard in _pass_function_steps(f):  # NOTE [pass function]
+            backs = [b for b in f.backwards if b.accumulates and not f.loops_of(b.stmt)
+                     and not f.inside(b.stmt, guard)]
+            for z in f.zero_grads:
+                if f.loops_of(z.stmt) or not covers(f, z, s) or any(
+                        isinstance(x, (ast.If, ast.Try)) and x is not z.stmt
+                        and f.inside(z.stmt, x) for x in f.scope.stmts):
                     continue
                 b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
                 if b is not None:

@@ -47,10 +47,9 @@ class StepOutsideBackwardLoop(LoopRule):
     code = "GT518"
     gate_statements = True
     name = "step-outside-backward-loop"
-    message = ("`{call}` runs once after the loop of line {loop_line}, whose every pass "
+    message = ("{lead} runs once after the loop of line {loop_line}, whose every pass "
                "clears the gradients (`{clear}`, line {clear_line}) before its "
-               "`backward()`: the step applies only the last batch's gradient; step inside "
-               "that loop, after `backward()`")
+               "`backward()`: the step applies only the last batch's gradient; {advice}")
     triggers = ("zero_grad",)
     function_needs = ("backward", "step", "zero_grad")
     examples = [
@@ -105,10 +104,36 @@ class StepOutsideBackwardLoop(LoopRule):
                         for s2 in f.steps):
                 continue
             done.add(id(s.call))
+            fields = dict(loop_line=loop.lineno, clear=ctx.source(z.call),
+                          clear_line=z.call.lineno)
+            n = _accumulated_over(f, loop)
+            if n is not None:  # the loss is divided by the loop's count: an accumulation
+                yield self.report(z.call, ctx, related=(related_at(
+                    ctx, s.call, "the step after the loop applies what is left"),), **fields,
+                    lead=f"this clear sits inside an accumulation over `{n}` passes (the loss "
+                         f"is divided by `{n}`); `{ctx.source(s.call)}`",
+                    advice="clear once before the loop (or after the step), not on every pass")
+                continue
             yield self.report(s.call, ctx, related=(
                 related_at(ctx, z.call, "cleared on every pass of the loop here"),),
-                call=ctx.source(s.call), loop_line=loop.lineno, clear=ctx.source(z.call),
-                clear_line=z.call.lineno)
+                lead=f"`{ctx.source(s.call)}`", **fields,
+                advice="step inside that loop, after `backward()`")
+
+
+def _accumulated_over(f: LoopFacts, loop: ast.stmt) -> str | None:
+    """A name that both counts the passes of ``loop`` (it appears in the loop's iterable:
+    ``range(accum)``, ``x.chunk(accum)``) and divides the loss of a backward inside it: the
+    gradients of the passes are meant to add up (NOTE [step level])."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return None
+    names = {d for n in walk(loop.iter) if (d := dotted(n)) and isinstance(n, (ast.Name,
+                                                                             ast.Attribute))}
+    for b in f.backwards:
+        if b.accumulates and f.inside(b.stmt, loop):
+            for n in sorted(names):
+                if _divided_by(f, b, loop, n):
+                    return n
+    return None
 
 
 def _divided_by(f: LoopFacts, b: Backward, loop: ast.stmt, divisor: str) -> bool:

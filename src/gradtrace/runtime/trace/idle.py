@@ -1,0 +1,128 @@
+"""Optimizer steps that had nothing to apply: the run looks like training, nothing trains.
+
+# NOTE [idle steps]
+The step pre-hook sees, at every ``optimizer.step()``, whether any parameter the optimizer
+holds has a ``.grad`` (for ``step(closure)`` it looks again after the step: the closure's
+backward() runs inside it) and whether any of them requires grad. Three patterns are reported,
+each only from what the run saw:
+
+- every step of every optimizer found all its parameters frozen (``requires_grad=False``) while
+  backward() did run: the loss was made to require grad by hand (``loss.requires_grad = True``)
+  or reaches nothing trainable; the finding names the freeze that ran last (the one that left
+  nothing to train);
+- optimizers stepped (at least twice) with parameters that require grad, no optimizer ever found
+  a gradient, and no backward() ran at all: the backward is missing (an LBFGS closure that only
+  returns the loss); the finding names the step, the closure as context;
+- an optimizer found gradients on its first steps, then none at two or more later steps in a
+  row although its parameters require grad at those steps, and they were frozen somewhere:
+  ``requires_grad`` is switched on around ``step()`` and off after it, so every later
+  backward() skips them. The finding names that freeze.
+
+A deliberate freeze after a warm-up leaves the parameters frozen at the steps (not reported);
+an optimizer over a frozen part while another one trains is left alone too.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import make, src
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.hooks import HookState, param_name
+from gradtrace.runtime.trace.state import TraceState
+
+CODE = "GT840"
+
+
+def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
+    """The findings of NOTE [idle steps]."""
+    stepped = [r for r in list(data.optimizers.values()) if r.steps]
+    live = [r for r in stepped if r.ref() is not None]
+    if not stepped:
+        return []
+    trained = any(r.last_graded for r in stepped)
+    out: list[Finding] = []
+    if not trained:
+        frozen = [r for r in stepped if r.frozen_steps == r.steps]
+        if state.backward_count and frozen and len(frozen) == len(stepped) == len(live):
+            out.append(_all_frozen(state, data, frozen))
+        empty = [r for r in stepped if r.steps >= 2 and r.empty_steps == r.steps]
+        if not state.backward_count and empty:
+            out.append(_no_backward(empty[0]))
+    for rec in live:
+        if rec.last_graded and rec.trailing_empty >= 2 \
+                and rec.trailing_empty == rec.steps - rec.last_graded:
+            found = _toggled(state, data, rec)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def _params(rec: Any) -> list[torch.Tensor]:
+    opt = rec.ref()
+    return [] if opt is None else [p for g in opt.param_groups for p in g["params"]]
+
+
+def _last_freeze(state: TraceState, params: list[torch.Tensor]) -> Site | None:
+    """Where the most recently frozen of ``params`` was frozen (state.freeze keeps the latest
+    freeze last)."""
+    ids = {id(p) for p in params}
+    last = None
+    for key, (ref, site) in list(state.freeze.items()):
+        if key in ids and ref() is not None:
+            last = site
+    return last
+
+
+def _all_frozen(state: TraceState, data: HookState, recs: list[Any]) -> Finding:
+    from gradtrace.runtime.trace.wiring import built_at
+
+    rec = recs[0]
+    params = [p for r in recs for p in _params(r)]
+    site = _last_freeze(state, params)
+    others = [s for s in state.frozen_sites() if s != site][:3]
+    return make(CODE, site or built_at(rec.site) or rec.site,
+                f"none of the {len(params)} parameters the optimizer holds requires grad at any "
+                f"of its {rec.steps} steps" + (f": the last of them was frozen here "
+                                                f"({src(site)}), leaving nothing to train" if site
+                                                else "") +
+                "; backward() still ran (the loss was made to require grad), so the run looks "
+                "like training while no weight changes",
+                fix="leave trainable the part that should learn (requires_grad_(True)); do not "
+                    "set requires_grad on the loss to silence the error",
+                related=[(s, "also frozen here") for s in others] +
+                [(rec.site, "the optimizer steps here with nothing to update")],
+                severity="warning")
+
+
+def _no_backward(rec: Any) -> Finding:
+    code = rec.closure
+    closure = Site(code.co_filename, code.co_firstlineno, code.co_name) if code else None
+    what = ("the closure given to step() never calls backward(), so the optimizer only sees "
+            "the loss value" if closure else "backward() is never called")
+    return make(CODE, rec.site,
+                f"optimizer.step() ran {rec.steps} times and never found a gradient on any of "
+                f"its parameters: no backward() ran in the whole run; {what}",
+                fix="compute the loss and call loss.backward() before each step (inside the "
+                    "closure for LBFGS-like optimizers: zero_grad, loss, backward, return loss)",
+                related=[(closure, "the closure is defined here")] if closure else [],
+                severity="warning")
+
+
+def _toggled(state: TraceState, data: HookState, rec: Any) -> Finding | None:
+    params = _params(rec)
+    site = _last_freeze(state, params)
+    if site is None:
+        return None
+    names = [param_name(data, p) for p in params[:3]]
+    return make(CODE, site,
+                f"{', '.join(names)}{' and more' if len(params) > 3 else ''} got gradients up "
+                f"to step {rec.last_graded} only: at the {rec.trailing_empty} steps since, they "
+                f"require grad when step() runs but have no gradient; they are frozen here "
+                "after the step and unfrozen only around it, so backward() never reaches them",
+                fix="unfreeze before the forward pass and backward() (or do not freeze them at "
+                    "all if this optimizer should train them)",
+                related=[(rec.site, "the optimizer steps here with no gradient")],
+                severity="warning")

@@ -1,0 +1,60 @@
+"""Facts about one optimizer's parameters read at its steps (helpers of the step hooks)."""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def _lineage(d: Any, opt: torch.optim.Optimizer) -> int:
+    """How many optimizers over the same parameters stepped before ``opt`` (its first step)."""
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if not params:
+        return 0
+    first = params[0]
+    hit = d.lineage.get(id(first))
+    count = hit[2] if hit is not None and hit[0]() is first and hit[1] == len(params) else 0
+    d.lineage[id(first)] = (weakref.ref(first), len(params), count + 1)
+    return count
+
+
+def _graded_other(d: Any, opt: torch.optim.Optimizer) -> frozenset[int]:
+    """ids of (up to 16) parameters of modules that ran, not held by ``opt``, that have a
+    gradient now."""
+    mine = {id(p) for g in opt.param_groups for p in g["params"]}
+    out: set[int] = set()
+    for mrec in list(d.modules.values()):
+        m = mrec.ref()
+        for p in m._parameters.values() if m is not None else ():
+            if p is not None and p.grad is not None and id(p) not in mine:
+                out.add(id(p))
+                if len(out) >= 16:
+                    return frozenset(out)
+    return frozenset(out)
+
+
+def _wiped(opt: torch.optim.Optimizer, ids: set[int]) -> bool:
+    """Whether a gradient of ``opt``'s parameters was among those cleared (``ids``)."""
+    return any(id(p) in ids or (p.grad is not None and id(p.grad) in ids)
+               for g in opt.param_groups for p in g["params"])
+
+
+def _all_zero(grads: list[Tensor]) -> bool:
+    """No gradient left, or only all-zero ones (``zero_grad(set_to_none=False)``)."""
+    with torch.no_grad():
+        return all(not g.is_sparse and not bool(g.any()) for g in grads)
+
+
+def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
+    """(sum, sum of squares) in float64 of each parameter that has a gradient."""
+    out = []
+    with torch.no_grad():
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.is_floating_point():
+                    v = p.detach().double()
+                    out.append((float(v.sum()), float((v * v).sum())))
+    return out
