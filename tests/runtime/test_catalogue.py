@@ -41,6 +41,7 @@ def expected_code(pat) -> str:
     kinds = {"element0": "detach", "grad-none-zero": "leaf-rebound-by-update",
              "non-scalar": "non-scalar", "backward-twice": "state-carried-across-steps",
              "inplace-saved": "inplace-on-saved-tensor", "inplace-leaf": "inplace-on-leaf",
+             "detached-saved": "inplace-on-saved-tensor",
              "number-backward": "item-then-backward", "numpy-grad": "numpy-on-grad-tensor",
              "inference-saved": "inference-tensor", "none-assigned": "none-result-assigned",
              "optimizer-empty": "parameters-generator-consumed",

@@ -220,6 +220,16 @@ y = torch.sigmoid(x)
 y.mul_(2)  # <- cause
 y.sum().backward()
 """),
+    _p("detached-saved", r"Trying to use a saved tensor that has been detached in-place",
+       "GT804", "a tensor saved for backward was detached in place with .detach_()",
+       """An op saved a tensor for its gradient and `.detach_()` then detached that tensor in
+       place; backward() raises without naming a line (gradtrace run names the detach_()).""",
+       """Use the out-of-place `x = x.detach()` (a new tensor), or detach after backward().""",
+       _HEAD + """y = torch.randn(3, requires_grad=True) * 2
+z = (y * y).sum()
+y.detach_()  # <- cause
+z.backward()
+"""),
     _p("inplace-leaf", r"a (view of a )?leaf Variable that requires grad is being used in an "
        r"in-place operation", "GT805",
        "in-place operation on a leaf tensor that requires grad",

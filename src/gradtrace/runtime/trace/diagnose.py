@@ -479,7 +479,8 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
                  fix=pat.fix, related=related)]
 
 
-from gradtrace.runtime.trace.diagnose_inplace import inplace_leaf_finding, inplace_saved_finding  # noqa: E402
+from gradtrace.runtime.trace.diagnose_inplace import (  # noqa: E402
+    detached_saved_finding, inplace_leaf_finding, inplace_saved_finding)
 from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
 
@@ -487,7 +488,7 @@ _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
     "non-scalar": _non_scalar,
     "backward-twice": _backward_twice,
-    "inplace-saved": inplace_saved_finding,
+    "inplace-saved": inplace_saved_finding, "detached-saved": detached_saved_finding,
     "inplace-leaf": inplace_leaf_finding,
     "numpy-grad": kept_numpy_finding,
     "inference-saved": _inference,

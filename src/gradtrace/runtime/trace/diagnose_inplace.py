@@ -140,3 +140,22 @@ def inplace_leaf_finding(pat: ErrorPattern, exc: BaseException, func: Any, args:
                  f"`{name}` modifies a leaf tensor that requires grad while grad mode is on "
                  f"({src(site)})",
                  fix="wrap manual updates/initialisation in `with torch.no_grad():`")]
+
+
+def detached_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
+                           kwargs: dict, site: Site | None, state: TraceState) -> list[Finding]:
+    """``x.detach_()`` on a tensor that was on the graph (it had a ``grad_fn``) and that an op
+    had saved for backward: the error names no line; the traced ``detach_`` calls do (the
+    earliest one on a graph tensor: the first that broke a saved value)."""
+    hit = next((r for r in state.inplace if r[1] == "detach_" and r[2]), None)
+    if hit is None:
+        return []
+    where, _, names, shape, _, made = hit
+    return [make(code_for("inplace-on-saved-tensor", pat.code), where,
+                 f"`detach_()` detached in place a tensor on the graph (shape {list(shape)}, "
+                 f"made by {names[0]}) that an earlier op saved for backward; backward() then "
+                 "cannot use the saved value",
+                 fix="use the out-of-place `x = x.detach()` (a new tensor), or detach only "
+                     "after backward()",
+                 related=[(made, "the tensor was created here"),
+                          (site, "backward() failed here")])]
