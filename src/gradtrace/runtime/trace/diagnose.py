@@ -18,6 +18,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
+from gradtrace.runtime.trace.root_sites import inplace_update_of_inference, kept_dim_site
 from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
 
@@ -186,7 +187,7 @@ def _non_scalar(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
                      fix="use the default reduction ('mean'), or reduce before backward()",
                      related=[(made, "the per-element loss is computed here"),
                               (site, "backward() was called here")])]
-    if made is not None:
+    if (made := kept_dim_site(root) or made) is not None:  # the reduction that kept a dim
         return [make(code_for("non-scalar", pat.code), made,
                      f"{msg}; it got this shape here ({src(made)})",
                      fix="reduce the loss with .mean() or .sum() (or pass gradient=...)",
@@ -491,7 +492,7 @@ _ANALYZERS: dict[str, Analyzer] = {
     "inplace-saved": inplace_saved_finding, "detached-saved": detached_saved_finding,
     "inplace-leaf": inplace_leaf_finding,
     "numpy-grad": kept_numpy_finding,
-    "inference-saved": _inference,
+    "inference-saved": lambda *a: inplace_update_of_inference(*a) or _inference(*a),
     "function-grad-count": _function_count,
     "grad-unused-input": _unused_input,
     "requires-grad-dtype": _requires_grad_dtype,

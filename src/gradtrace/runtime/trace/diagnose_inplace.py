@@ -14,7 +14,7 @@ from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
-from gradtrace.runtime.trace.inplace_layer import layer_built_inplace
+from gradtrace.runtime.trace.root_sites import caller_of_argument_write, layer_built_inplace
 from gradtrace.runtime.trace.records import created_site
 from gradtrace.runtime.trace.state import TraceState
 
@@ -136,6 +136,14 @@ def _after(node: Any, parent: dict[int, Any], step_seq: int) -> Site | None:
 def inplace_leaf_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                   site: Site | None, state: TraceState) -> list[Finding]:
     name = getattr(func, "__name__", "in-place op")
+    caller = caller_of_argument_write(exc, site)
+    if caller is not None:  # NOTE [in-place layer]: a helper writing into its argument
+        return [make(code_for("inplace-on-leaf", pat.code), caller,
+                     f"this call hands a leaf tensor that requires grad (a Parameter) to "
+                     f"`{site.function}`, whose `{name}` ({src(site)}) modifies it in place "
+                     "while grad mode is on",
+                     fix="run the call (or the write in the helper) under `with torch.no_grad():`",
+                     related=[(site, "the in-place write is here")])]
     return [make(code_for("inplace-on-leaf", pat.code), site,
                  f"`{name}` modifies a leaf tensor that requires grad while grad mode is on "
                  f"({src(site)})",

@@ -18,7 +18,7 @@ from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_si
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import plain_object_parameters, requires_grad_attribute
-from gradtrace.runtime.trace.wiring import tensor_made_at
+from gradtrace.runtime.trace.wiring import partial_optimizer_site, tensor_made_at
 
 Tensor = torch.Tensor
 
@@ -294,7 +294,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
 
                 site = replacement_site(data, m) or replaced_at(data, m, rec.site)
             elif kind == "parameter-in-no-optimizer":
-                site = _single_optimizer_built_at(data)
+                site = _single_optimizer_built_at(data) or partial_optimizer_site(data, m)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)

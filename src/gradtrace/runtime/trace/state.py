@@ -93,10 +93,11 @@ class TraceState:
                  block: Site | None = None, library: bool = False) -> Cut:
         """The (cached) cut record; ``block`` is the inference_mode ``with``/decorator line
         around an ``inference`` cut; ``library``: made inside library code the user called."""
-        key = (id(raw[0]), raw[1:], op, reason, origin, block, library)
+        # one record per no_grad block too: one op run under two blocks has two causes
+        grad_off = self.grad_off if reason == "no_grad" else block
+        key = (id(raw[0]), raw[1:], op, reason, origin, grad_off, library)
         hit = self._cut_cache.get(key)
         if hit is None or hit[0] is not raw[0]:
-            grad_off = self.grad_off if reason == "no_grad" else block
             hit = self._cut_cache[key] = (raw[0], Cut(self.site(raw), op, reason, grad_off,
                                                       origin, library))
             if block is not None:

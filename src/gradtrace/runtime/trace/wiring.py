@@ -277,3 +277,58 @@ def plain_object_parameters(data: Any, in_opt: set[int],
                        "its Parameters", f"make `{cls.__name__}` a subclass of nn.Module "
                        "(calling super().__init__()) so its Parameters are registered")
                 groups.setdefault(key, []).extend(f"{type(m).__name__}.{attr}.{k}" for k in hits)
+
+
+def partial_optimizer_site(data: Any, module: torch.nn.Module) -> Site | None:
+    """Where the optimizer was built that takes part of ``module``'s parent but not
+    ``module`` (``Adam(self.shared.encoder.parameters())`` while the loss also runs
+    ``shared.decoder``), when several optimizers stepped: the nearest ancestor of ``module``
+    whose parameters some optimizer holds, held by exactly one optimizer, and that optimizer's
+    constructor call naming the part it took (read in the files that ran). None otherwise."""
+    path = _path_of(data, module)
+    if not path:
+        return None
+    root, names = path
+    steppers = [r.ref() for r in list(data.optimizers.values()) if r.steps and r.ref()]
+    held = [{id(p) for g in o.param_groups for p in g["params"]} for o in steppers]
+    for cut in range(len(names) - 1, -1, -1):  # up to the outermost module that ran
+        parent = root.get_submodule(".".join(names[:cut]))
+        mine = {id(p) for p in parent.parameters()}
+        owners = [i for i, h in enumerate(held) if h & mine]
+        if not owners:
+            continue
+        if len(owners) != 1:
+            return None
+        taken = [n for n, child in parent.named_children()
+                 if {id(p) for p in child.parameters()} & held[owners[0]]]
+        spelled = [".".join(names[:cut] + [n]) for n in taken]
+        return _constructor_naming(data, type(steppers[owners[0]]).__name__, spelled)
+    return None
+
+
+def _path_of(data: Any, module: torch.nn.Module) -> tuple[torch.nn.Module, list[str]] | None:
+    """(the outermost module that ran holding ``module``, the attribute path to it)."""
+    best: tuple[torch.nn.Module, list[str]] | None = None
+    for rec in list(data.modules.values()):
+        root = rec.ref()
+        if root is None:
+            continue
+        for name, sub in root.named_modules():
+            if sub is module and name and (best is None or name.count(".") + 1 > len(best[1])):
+                best = (root, name.split("."))
+    return best
+
+
+def _constructor_naming(data: Any, cls_name: str, parts: list[str]) -> Site | None:
+    """The one ``<cls_name>(<...>.<part>.parameters(), ...)`` call of the files that ran."""
+    found: list[Site] = []
+    for path in _files(data):
+        for node in _walk(path):
+            if isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(
+                    node.func, "id", None)) == cls_name and node.args and any(
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in ("parameters", "named_parameters") and any(
+                        ("." + ast.unparse(n.func.value)).endswith("." + p) for p in parts)
+                    for n in ast.walk(node.args[0])):
+                found.append(Site(path, node.lineno, "", node.col_offset))
+    return found[0] if len(found) == 1 else None

@@ -1,0 +1,129 @@
+"""GT523: ``zero_grad()`` on one branch of an ``if`` whose other branch also runs ``backward()``.
+
+# NOTE [clearing on one path]
+``if bf16: ...; loss.backward() else: opt.zero_grad(); ...; loss.backward()`` followed by
+``opt.step()`` after the ``if``: on the path without the ``zero_grad()`` every step adds its
+gradients into the previous step's, and ``step()`` applies the running sum. Said when both
+branches run an accumulating ``backward()``, only one clears, a ``step()`` runs after the
+``if`` in the same pass, and nothing else in the function clears; when the function is not
+itself a loop, a loop of the file must call it without clearing around the call (a step
+function whose caller clears is fine).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
+
+
+def _branch(f: LoopFacts, s: ast.stmt, stmts: dict[int, ast.stmt]
+            ) -> tuple[ast.If, str] | None:
+    """The innermost ``if`` holding ``s`` in one of its branches, and that branch's field."""
+    path = f.paths.get(id(s))
+    for pid, field, _ in reversed(path or ()):
+        node = stmts.get(pid)
+        if isinstance(node, ast.If) and field in ("body", "orelse"):
+            return node, field
+    return None
+
+
+def _in(f: LoopFacts, s: ast.stmt, node: ast.If, field: str) -> bool:
+    ps, pn = f.paths.get(id(s)), f.paths.get(id(node))
+    return ps is not None and pn is not None and len(ps) > len(pn) and \
+        ps[:len(pn)] == pn and ps[len(pn)][:2] == (id(node), field)
+
+
+def _caller_clears(ctx: Context, name: str) -> bool:
+    """Whether every loop of the file calling ``name`` also clears gradients (True when no
+    loop of the file calls it: its callers are unknown)."""
+    loops = [n for n in ast.walk(ctx.tree) if isinstance(n, (ast.For, ast.While))]
+    calling = [lp for lp in loops if any(
+        isinstance(c, ast.Call) and (getattr(c.func, "id", None) == name
+                                     or getattr(c.func, "attr", None) == name)
+        for c in ast.walk(lp))]
+    return not calling or any("zero_grad" in ctx.source(lp) for lp in calling)
+
+
+class ZeroGradOnOneBranch(LoopRule):
+    """`zero_grad()` runs on one branch of an `if` whose other branch also runs `backward()`,
+    and `step()` runs after the `if` on both paths.
+
+    Why: on the path that does not clear, each `backward()` adds into the gradients of the
+    previous step, and `step()` applies the growing sum: training on that path (a bf16 or AMP
+    flag, a model type) silently diverges from the other (facebookresearch/nwm train loop).
+    Clear once, before the `if`.
+    Known limits: both branches must call `backward()` in the function itself; a step
+    function that a loop of the file calls with a `zero_grad()` around it is not reported.
+    """
+
+    code = "GT523"
+    gate_statements = True
+    name = "zero-grad-on-one-branch"
+    message = ("`{call}` runs only on this branch of the `if`: the other branch also calls "
+               "`backward()` and `step()` follows on both paths, so there gradients add up "
+               "across steps; clear them once, before the `if`")
+    triggers = ("zero_grad",)
+    function_needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            def fit(model, opt, batches, use_amp, scaler):
+                for x, y in batches:
+                    if use_amp:
+                        opt.zero_grad()
+                        scaler.scale(model(x, y)).backward()
+                    else:
+                        model(x, y).backward()
+                    opt.step()
+            """, at=(4, 12)),
+        Good("""
+            def fit(model, opt, batches, use_amp, scaler, accum):
+                for i, (x, y) in enumerate(batches):
+                    if use_amp:
+                        opt.zero_grad()
+                        scaler.scale(model(x, y)).backward()
+                    else:
+                        opt.zero_grad()
+                        model(x, y).backward()
+                    opt.step()
+                for i, (x, y) in enumerate(batches):
+                    if i % accum == 0:
+                        opt.zero_grad()
+                    model(x, y).backward()
+                    if (i + 1) % accum == 0:
+                        opt.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        # (NOTE [clearing on one path])
+        if len(f.zero_grads) > 2:
+            return
+        stmts = {id(s): s for s in f.scope.stmts}
+        stmts[id(f.node)] = f.node  # type: ignore[assignment]
+        for z in f.zero_grads:
+            got = _branch(f, z.stmt, stmts)
+            if got is None:
+                continue
+            node, field = got
+            other = "orelse" if field == "body" else "body"
+            if any(not _in(f, o.stmt, node, field) for o in f.zero_grads):
+                continue  # cleared elsewhere too
+            mine = [b for b in f.backwards if b.accumulates and _in(f, b.stmt, node, field)]
+            theirs = [b for b in f.backwards if b.accumulates and _in(f, b.stmt, node, other)]
+            step = next((s for s in f.steps if f.before(node, s.stmt)), None)
+            if not mine or not theirs or step is None:
+                continue
+            if not f.loops_of(node) and (not isinstance(
+                    f.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    or _caller_clears(ctx, f.node.name)):
+                continue
+            yield self.report(z.call, ctx, related=(
+                related_at(ctx, theirs[0].call, "this path runs backward() without clearing"),
+                related_at(ctx, step.call, "and steps here with the summed gradients")),
+                call=ctx.source(z.call))
+            return
