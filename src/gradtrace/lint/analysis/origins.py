@@ -162,7 +162,8 @@ class Tracer:
                 return DEAD if dead else LIVE
             if id(self.scope.node) not in module_level_functions(self.ctx):
                 return LIVE  # a closure variable: unknown
-            return module_value(origins(self.ctx, self.ctx.tree), name)  # a global
+            # a global: NOTE [module constants]
+            return module_value(origins(self.ctx, self.ctx.tree), name)
         out = DEAD
         for b in bs:
             if (name, b.line) in self._busy:
