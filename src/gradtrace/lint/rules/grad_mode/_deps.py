@@ -127,14 +127,9 @@ class Tracer:
         self.helpers = helpers
         self._q = _Query()
         self._answers: dict[tuple[int, int], Deps] = {}
-        fn = scope.node
-        self.params: set[str] = set()
-        if isinstance(fn, FUNCTION_TYPES):
-            a = fn.args
-            self.params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-            for extra in (a.vararg, a.kwarg):
-                if extra is not None:
-                    self.params.add(extra.arg)
+        a = scope.node.args if isinstance(scope.node, FUNCTION_TYPES) else None
+        self.params: set[str] = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg,
+                                                 a.kwarg) if x is not None} if a else set()
 
     # -- entry -------------------------------------------------------------------------------
     def sources(self, e: ast.AST, line: int, stop_on_live: bool = False) -> Deps:
@@ -456,8 +451,8 @@ class HelperIndex:
         scope = self.ctx.scope(fn)
         returns = [s for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
                    and not isinstance(s.value, ast.Constant)]
-        if not returns or not all(_has_call(r.value) or isinstance(r.value, ast.Name)
-                                  for r in returns):  # type: ignore[arg-type]
+        if not returns or not all(isinstance(r.value, ast.Name) or any(  # a name or a call
+                isinstance(n, ast.Call) for n in walk(r.value)) for r in returns):  # type: ignore
             return None
         tracer = grad_sources(self.ctx, fn, with_helpers=False)
         off = None
@@ -469,19 +464,10 @@ class HelperIndex:
         return off
 
 
-def _has_call(e: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) for n in walk(e))
-
-
-def helper_index(ctx: Context) -> HelperIndex:
-    """The file's :class:`HelperIndex`, built once per file and shared by the GT2 rules."""
-    return ctx.memo("gt2-helpers", ctx.tree, lambda: HelperIndex(ctx))
-
-
 def grad_sources(ctx: Context, node: ast.AST, with_helpers: bool = True) -> Tracer:
     """The :class:`Tracer` of the function or module ``node`` (following the file's helpers,
-    or not), built once per file and shared by the GT2 rules."""
+    indexed once per file, or not), built once per file and shared by the GT2 rules."""
     if not with_helpers:
         return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))
-    return ctx.memo("gt2-sources", node,
-                    lambda: Tracer(ctx, ctx.scope(node), helper_index(ctx)))
+    return ctx.memo("gt2-sources", node, lambda: Tracer(ctx, ctx.scope(node), ctx.memo(
+        "gt2-helpers", ctx.tree, lambda: HelperIndex(ctx))))
