@@ -106,9 +106,62 @@ for step in range(2):
     total.sum().backward()
     opt.step()
 """),
+    # the BatchNorm layers of a backbone frozen by requires_grad, trained in train mode: their
+    # running statistics keep moving (from chemprop_frozen_batchnorm_running_stats_*)
+    "frozen_batchnorm_layers_in_train_mode": ("GT841", """
+backbone = nn.Sequential(nn.Conv1d(2, 4, 3, padding=1), nn.BatchNorm1d(4), nn.ReLU(),
+                         nn.AdaptiveAvgPool1d(1), nn.Flatten())
+head = nn.Linear(4, 3)
+for m in backbone.modules():
+    if isinstance(m, nn.BatchNorm1d):
+        for p in m.parameters():
+            p.requires_grad = False  # C
+opt = torch.optim.SGD(list(backbone.parameters()) + list(head.parameters()), lr=0.1)
+for epoch in range(2):
+    backbone.train()
+    for _ in range(2):
+        x, y = torch.randn(5, 2, 6) * 3 + 1, torch.randint(0, 3, (5,))
+        opt.zero_grad()
+        F.cross_entropy(head(backbone(x)), y).backward()
+        opt.step()
+"""),
 }
 
 LOOKALIKES = {
+    # a whole stage frozen (conv and BatchNorm), trained in train mode: YOLO-style, the
+    # statistics are left to adapt on purpose
+    "frozen_stage_in_train_mode": """
+backbone = nn.Sequential(nn.Conv1d(2, 4, 3, padding=1), nn.BatchNorm1d(4), nn.ReLU(),
+                         nn.AdaptiveAvgPool1d(1), nn.Flatten())
+head = nn.Linear(4, 3)
+for p in backbone.parameters():
+    p.requires_grad = False
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+for epoch in range(2):
+    backbone.train()
+    for _ in range(2):
+        x, y = torch.randn(5, 2, 6) * 3 + 1, torch.randint(0, 3, (5,))
+        opt.zero_grad()
+        F.cross_entropy(head(backbone(x)), y).backward()
+        opt.step()
+""",
+    # the frozen backbone is also put in eval mode: its statistics stay fixed
+    "frozen_backbone_batchnorm_in_eval_mode": """
+backbone = nn.Sequential(nn.Conv1d(2, 4, 3, padding=1), nn.BatchNorm1d(4), nn.ReLU(),
+                         nn.AdaptiveAvgPool1d(1), nn.Flatten())
+head = nn.Linear(4, 3)
+for p in backbone.parameters():
+    p.requires_grad = False
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+for epoch in range(2):
+    head.train()
+    backbone.eval()
+    for _ in range(2):
+        x, y = torch.randn(5, 2, 6) * 3 + 1, torch.randint(0, 3, (5,))
+        opt.zero_grad()
+        F.cross_entropy(head(backbone(x)), y).backward()
+        opt.step()
+""",
     # LBFGS closure done right
     "lbfgs_closure_with_backward": """
 model = Net()

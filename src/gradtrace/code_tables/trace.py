@@ -378,4 +378,22 @@ CODES = (
          "Call backward() before each step (inside the closure), leave trainable what should "
          "learn, and unfreeze before the forward pass, not around step().",
          "gradtrace.runtime.trace.idle", severity="warning"),
+    Code("GT841", "frozen-norm-statistics-move",
+         "a normalisation layer frozen by requires_grad still updates its running statistics",
+         "`requires_grad=False` stops the affine weight and bias of a BatchNorm layer, not its "
+         "`running_mean`/`running_var`: in train mode every forward still moves them, so the "
+         "layer meant to stay fixed changes and its eval-mode output drifts.",
+         """
+         model.bn.requires_grad_(False)
+         model.train()
+         loss = F.mse_loss(model(x), y)
+         """,
+         """
+         model.bn.requires_grad_(False)
+         model.train()
+         model.bn.eval()
+         loss = F.mse_loss(model(x), y)
+         """,
+         "Put the frozen normalisation layers in eval() after every model.train().",
+         "gradtrace.runtime.trace.idle", severity="warning"),
 )

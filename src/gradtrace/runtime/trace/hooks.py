@@ -16,13 +16,14 @@ import torch
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
-                                               _wiped)
+                                               _wiped, frozen_stats)
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.replaced import note_replaced
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
+_NormBase = torch.nn.modules.batchnorm._NormBase
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
@@ -40,6 +41,7 @@ class ModuleRecord:
     off: Any = None  # user stack at its first eval-mode forward since then
     mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
     start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
+    stats_frozen: bool = False  # a norm layer with frozen affine ran in train mode with grad
 
     def copied_into(self, m: torch.nn.Module, data: HookState, in_opt: set[int]) -> bool:
         """# NOTE [copied into]
@@ -197,6 +199,8 @@ class Hooks:
                                  for p in _plain_params(module)]
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
+                if not rec.stats_frozen and isinstance(module, _NormBase):
+                    rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
                 if rec.off is not None:
                     rec.off = None
             elif rec.trained and not rec.mode_verdict:

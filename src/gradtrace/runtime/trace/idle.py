@@ -51,6 +51,8 @@ def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
         empty = [r for r in stepped if r.steps >= 2 and r.empty_steps == r.steps]
         if not state.backward_count and empty:
             out.append(_no_backward(empty[0]))
+    if trained:
+        out += moving_statistics(state, data)
     for rec in live:
         if rec.last_graded and rec.trailing_empty >= 2 \
                 and rec.trailing_empty == rec.steps - rec.last_graded:
@@ -126,3 +128,47 @@ def _toggled(state: TraceState, data: HookState, rec: Any) -> Finding | None:
                     "all if this optimizer should train them)",
                 related=[(rec.site, "the optimizer steps here with no gradient")],
                 severity="warning")
+
+
+def moving_statistics(state: TraceState, data: HookState) -> list[Finding]:
+    """# NOTE [moving statistics]
+    A norm layer (BatchNorm, InstanceNorm with running statistics) whose affine parameters the
+    program froze (``requires_grad=False``, the freeze seen) but that runs in train mode with
+    grad on while an optimizer trains something else: each of those forwards still updates its
+    ``running_mean``/``running_var``, so the layer meant to be fixed keeps changing (and so do
+    its eval-mode outputs). Freezing by ``requires_grad`` alone does not freeze statistics; the
+    layer has to be put in ``eval()`` (after every ``model.train()``). A layer frozen and put in
+    eval mode, or run under ``no_grad`` only, is not reported; nor is a freeze line that also
+    froze other layers' parameters (a stage or backbone frozen as a whole, whose statistics
+    are commonly left to adapt, as YOLO's ``freeze`` does): only a freeze aimed at the
+    normalisation layers themselves says they should not change. One finding per freeze
+    line."""
+    groups: dict[Site, list[str]] = {}
+    norm = {id(p) for r in list(data.modules.values()) if isinstance(r.ref(), _NormBase)
+            for p in r.ref()._parameters.values() if p is not None}  # type: ignore[union-attr]
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is None or not rec.stats_frozen:
+            continue
+        ps = [p for p in m._parameters.values() if p is not None]
+        sites = [state.frozen_at(p) for p in ps]
+        if ps and all(sites) and not any(p.requires_grad for p in ps) \
+                and _norm_only(state, sites[0], norm):  # type: ignore[arg-type]
+            groups.setdefault(sites[0], []).append(  # type: ignore[arg-type]
+                param_name(data, ps[0]).rpartition(".")[0] or type(m).__name__)
+    return [make("GT841", site, f"{', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
+                 f" {'is' if len(names) == 1 else 'are'} frozen here by requires_grad=False, but "
+                 "ran in train mode while the model trained: the running mean and variance "
+                 "still change at every forward, so the frozen normalisation keeps moving",
+                 fix="also put the frozen normalisation layers in eval() after every "
+                     "model.train() (or keep them out of the forward in train mode)",
+                 severity="warning") for site, names in groups.items()]
+
+
+def _norm_only(state: TraceState, site: Site, norm: set[int]) -> bool:
+    """Every live tensor frozen at ``site`` is a parameter of a normalisation layer."""
+    return all(key in norm for key, (ref, at) in list(state.freeze.items())
+               if at == site and ref() is not None)
+
+
+_NormBase = torch.nn.modules.batchnorm._NormBase

@@ -1,4 +1,4 @@
-"""Facts about one optimizer's parameters read at its steps (helpers of the step hooks)."""
+"""Facts read by the step and module hooks (an optimizer's parameters, a norm layer's state)."""
 from __future__ import annotations
 
 import weakref
@@ -58,3 +58,12 @@ def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
                     v = p.detach().double()
                     out.append((float(v.sum()), float((v * v).sum())))
     return out
+
+
+def frozen_stats(m: torch.nn.Module) -> bool:
+    """A norm layer that keeps running statistics and whose affine parameters all have
+    requires_grad=False (read at a forward in train mode with grad on).
+    See NOTE [moving statistics]."""
+    ps = [p for p in m._parameters.values() if p is not None]
+    return bool(ps) and bool(getattr(m, "track_running_stats", False)) and \
+        getattr(m, "running_mean", None) is not None and not any(p.requires_grad for p in ps)
