@@ -243,6 +243,39 @@ SHAPES["numpy-helper-on-an-argument"] = (Shape("""
     heads_loss([net(x), net(x) * 2], y).backward()
     """, "GT103", 4, (RuntimeError, "requires grad")))
 
+# an optimizer that differentiates the closure's loss itself (a Newton-CG step, deepxde's
+# NNCG) wants the loss without backward(); GT707 speaks only of torch.optim's closures
+SHAPES["closure-for-own-optimizer"] = (Shape("""
+    class GradientDescentOnLoss(torch.optim.Optimizer):
+        def __init__(self, params, lr):
+            super().__init__(params, {"lr": lr})
+        def step(self, closure):
+            loss = closure()
+            ps = [p for g in self.param_groups for p in g["params"]]
+            grads = torch.autograd.grad(loss, ps)
+            with torch.no_grad():
+                for p, g in zip(ps, grads):
+                    p -= self.defaults["lr"] * g
+            return loss
+    net = nn.Linear(3, 1)
+    before = net.weight.detach().clone()
+    opt = GradientDescentOnLoss(net.parameters(), 0.1)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    def closure():
+        opt.zero_grad()
+        return F.mse_loss(net(x), y)
+    opt.step(closure)
+    """, "GT707", holds="not torch.equal(before, net.weight)"), Shape("""
+    net = nn.Linear(3, 1)
+    before = net.weight.detach().clone()
+    opt = torch.optim.LBFGS(net.parameters(), lr=0.1)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    def closure():
+        opt.zero_grad()
+        return F.mse_loss(net(x), y)
+    opt.step(closure)
+    """, "GT707", 7, holds="torch.equal(before, net.weight)"))
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 @pytest.mark.parametrize("which", ["look-alike", "twin"])
@@ -290,3 +323,26 @@ class Margin(nn.Module):
 """
     assert [(f.code, f.line) for f in check_source(src, "m.py", select=["GT753"])] == \
         [("GT753", 12)]
+
+
+def test_closure_for_an_optimizer_of_another_library() -> None:
+    """An optimizer built by another library's factory: GT707 cannot say what its step reads
+    (the torch.optim one beside it is still reported)."""
+    src = """
+import torch
+from solvers import make_optimizer
+net = torch.nn.Linear(3, 1)
+newton = make_optimizer("nncg", net.parameters())
+lbfgs = torch.optim.LBFGS(net.parameters())
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+def own():
+    newton.zero_grad()
+    return ((net(x) - y) ** 2).mean()
+def theirs():
+    lbfgs.zero_grad()
+    return ((net(x) - y) ** 2).mean()
+newton.step(own)
+lbfgs.step(theirs)
+"""
+    assert [(f.code, f.line) for f in check_source(src, "m.py", select=["GT707"])] == \
+        [("GT707", 13)]

@@ -9,11 +9,45 @@ from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.steps import backward_of, step_of
 from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._deps import TENSOR_METHODS
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+def _torch_optimizer(recv: ast.expr, ctx: Context, where: ast.AST) -> bool:
+    """The stepped object is built by a ``torch.optim`` class, whose ``step(closure)`` reads
+    the gradients the closure's backward() leaves. Another optimizer (a Newton-CG that
+    differentiates the returned loss itself) may want the loss without them."""
+    k = ctx.analysis.kind_in(recv, where, recv.lineno)
+    made = k.node.func if k is not None and isinstance(k.node, ast.Call) else None
+    if k is None:  # `opt = optimizer(params)` with `optimizer=optim.LBFGS` as a default
+        b = ctx.scope(where).binding_before(recv.id, recv.lineno) \
+            if isinstance(recv, ast.Name) else None
+        made = b.value.func if b is not None and isinstance(b.value, ast.Call) else None
+        made = _default_of(made, where) if isinstance(made, ast.Name) else None
+        if made is None:
+            return False  # (`self.opt, sched = optimizers.get(name, ...)`: unknown)
+    q = ctx.qualified_name(made) if made is not None else None
+    if q is None or q.startswith("torch.optim."):
+        return True
+    if q in ctx.analysis.classes:
+        return False  # an optimizer of the file: its own protocol
+    return q == dotted(made)  # a class given as an argument (`optimizer=optim.LBFGS`), not
+    # one imported from another library
+
+
+def _default_of(name: ast.Name, fn: ast.AST) -> ast.expr | None:
+    """The default value of ``fn``'s argument ``name`` (None: not an argument with one)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = fn.args
+    pos = [*a.posonlyargs, *a.args]
+    pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
+             *zip(a.kwonlyargs, a.kw_defaults)]
+    return next((d for arg, d in pairs if arg.arg == name.id and d is not None), None)
 
 
 def _closure_arg(call: ast.Call) -> ast.expr | None:
@@ -184,7 +218,7 @@ class ClosureWithoutBackward(Rule):
             return
         scope = ctx.scope()
         st = step_of(node, scope, node.lineno)
-        if st is None or not st[1]:
+        if st is None or not st[1] or not _torch_optimizer(node.func.value, ctx, scope.node):
             return
         fn: Fn | None
         if isinstance(arg, ast.Lambda):
