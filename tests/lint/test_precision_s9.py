@@ -276,6 +276,39 @@ SHAPES["closure-for-own-optimizer"] = (Shape("""
     opt.step(closure)
     """, "GT707", 7, holds="torch.equal(before, net.weight)"))
 
+# a helper called without arguments that makes its batch from factories and module
+# constants hands the loss data, no graph: a forward under no_grad is then the loss's only
+# way to the model (GT201; pytorch/examples' regression with its forward under no_grad)
+SHAPES["no-argument-data-helper"] = (Shape("""
+    W = torch.randn(3, 1) * 2
+    def sample():
+        x = torch.randn(8, 3)
+        return x, x.mm(W)
+    net = nn.Linear(3, 1)
+    def pred_of_fresh_batch():
+        return net(torch.randn(8, 3))
+    for _ in range(2):
+        x, y = sample()
+        net.zero_grad()
+        with torch.no_grad():
+            baseline = net(x)
+        loss = F.mse_loss(net(x), y) + F.mse_loss(pred_of_fresh_batch(), baseline)
+        loss.backward()
+    """, "GT201", holds="net.weight.grad is not None"), Shape("""
+    W = torch.randn(3, 1) * 2
+    def sample():
+        x = torch.randn(8, 3)
+        return x, x.mm(W)
+    net = nn.Linear(3, 1)
+    for _ in range(2):
+        x, y = sample()
+        net.zero_grad()
+        with torch.no_grad():
+            pred = net(x)
+        loss = F.mse_loss(pred, y)
+        loss.backward()
+    """, "GT201", 9, ELEMENT0))
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 @pytest.mark.parametrize("which", ["look-alike", "twin"])

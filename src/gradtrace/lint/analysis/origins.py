@@ -471,3 +471,16 @@ def _unmoved(v: ast.expr | None) -> ast.expr | None:
         v = v.func.value
     return v
 
+
+
+def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function of the file (called without arguments) whose every return carries no graph
+    and no cut: data made from factories and module constants (``get_batch()``)."""
+    def make() -> bool:
+        if fn.decorator_list or len(fn.body) > 40:
+            return False
+        t = origins(ctx, fn, arguments_live=False)
+        rets = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
+        return bool(rets) and all(s.value is not None and not (tr := t.trace(
+            s.value, s, s.lineno)).live and not tr.cuts for s in rets)
+    return ctx.memo("origins-data-helper", fn, make)

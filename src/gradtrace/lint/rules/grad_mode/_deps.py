@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS, is_torch_loss
+from gradtrace.lint.analysis.origins import data_helper
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
@@ -374,8 +375,11 @@ class Tracer:
         if helper.off is not None:
             d.dead.append(Dead(e, helper.off, _mode(helper.off, self.ctx), helper.node))
             return d
-        d.live = True
         fn = helper.node
+        if not e.args and not e.keywords and isinstance(fn, FUNCTION_TYPES) and \
+                data_helper(self.ctx, fn):
+            return d  # `x, y = get_batch()`: data made from constants, no graph
+        d.live = True
         if isinstance(fn, FUNCTION_TYPES) and e.args:  # it may save an inference tensor
             saved = saved_params(self.ctx, fn)
             binds = self.ctx.analysis.arguments(fn, e) if saved else {}
