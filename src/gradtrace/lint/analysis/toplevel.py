@@ -10,11 +10,13 @@ at run time) and every module-level binding of it is a plain assignment.
 from __future__ import annotations
 
 import ast
-
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
 from gradtrace.lint.context import Context
+
+if TYPE_CHECKING:  # (origins imports this module)
+    from gradtrace.lint.analysis.origins import Tracer
 
 
 def module_level_functions(ctx: Context) -> frozenset[int]:
@@ -39,7 +41,7 @@ def declared_global(ctx: Context) -> frozenset[str]:
     return ctx.memo("declared-global", ctx.tree, make)
 
 
-def module_value(top: Any, name: str) -> Trace:
+def module_value(top: Tracer, name: str) -> Trace:
     """What the module's name ``name`` holds when a function reads it (``top``: the module's
     origins tracer): DEAD when every module-level binding of it is a plain assignment of a
     dead value and no function rebinds it; LIVE (unknown) otherwise."""
