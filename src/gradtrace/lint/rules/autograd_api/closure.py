@@ -77,8 +77,11 @@ def _runs_backward(fn: ast.AST, ctx: Context, where: ast.AST, depth: int = 0) ->
     """Whether ``fn`` may call backward: itself, through a function of this file (three calls
     deep), or, in the closure itself, through a call it cannot read (a callable it was given,
     another file's helper, a method of ``self`` not found): only torch calls, tensor and
-    optimizer methods, module calls and builtins are known not to."""
+    optimizer methods, module calls and builtins are known not to. A closure that assigns
+    ``.grad`` itself supplies the gradients the step reads, as backward() would."""
     for n in walk(fn):
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Store):
+            return True  # it hands the optimizer gradients computed another way (autograd.grad)
         if not isinstance(n, ast.Call):
             continue
         if backward_of(n, ctx) is not None:
@@ -208,6 +211,22 @@ class ClosureWithoutBackward(Rule):
                     return loss
                 opt.step(closure)
             """),
+        Good("""
+            import torch
+
+            def fit(x0, f, steps=10):
+                x = x0.clone().requires_grad_(True)
+                opt = torch.optim.Adam([x], lr=0.05)
+                for _ in range(steps):
+                    value = f(x).sum()
+                    g, = torch.autograd.grad(value, x)
+                    def set_grad():
+                        opt.zero_grad()
+                        x.grad = g
+                        return value
+                    opt.step(set_grad)
+                return x
+            """),
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
@@ -238,9 +257,11 @@ class ClosureWithoutBackward(Rule):
         outside = isinstance(returned[-1], ast.Name) and returned[-1].id not in _assigned(fn)
         why = (f"returns `{returned[-1].id}`, computed before it, and never calls backward()"
                if outside else "returns the loss without calling backward()")
+        clears = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                     and n.func.attr == "zero_grad" for n in walk(fn))
         effect = ("every evaluation gives the same loss and gradient (LBFGS stops after one "
-                  "iteration)" if outside else "no gradient is ever computed and no "
-                  "parameter changes")
+                  "iteration)" if outside and not clears else "no gradient is ever computed "
+                  "and no parameter changes")
         at = returned[-1]
         stmt = node if isinstance(fn, ast.Lambda) else next(
             n for n in walk(fn) if isinstance(n, ast.Return) and n.value is at)

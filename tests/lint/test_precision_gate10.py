@@ -1,0 +1,52 @@
+"""Shapes that fired wrongly on the gate corpora as rebuilt in session 10 (packages that had not
+downloaded in session 9: botorch's candidate generation), each in another spelling than the
+project's and next to a buggy twin that is still reported. Every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+"""
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # a closure that writes `.grad` itself (gradients from torch.autograd.grad taken before the
+    # step) hands the optimizer what backward() would: nothing is missing (GT707; botorch's
+    # gen_candidates_torch). The twin returns the same loss and writes no gradient.
+    "closure-assigning-grad": (Shape("""
+        w = torch.zeros(3, requires_grad=True)
+        target = torch.tensor([1.0, -2.0, 0.5])
+        opt = torch.optim.SGD([w], lr=0.5)
+        for _ in range(3):
+            err = ((w - target) ** 2).sum()
+            dw = torch.autograd.grad(err, [w])[0]
+            def supply():
+                opt.zero_grad()
+                w.grad = dw.clone()
+                return err
+            opt.step(supply)
+        """, "GT707", holds="bool((w - target).abs().sum() < 3.5)"), Shape("""
+        w = torch.zeros(3, requires_grad=True)
+        target = torch.tensor([1.0, -2.0, 0.5])
+        opt = torch.optim.SGD([w], lr=0.5)
+        for _ in range(3):
+            err = ((w - target) ** 2).sum()
+            def supply():
+                opt.zero_grad()
+                return err
+            opt.step(supply)
+        """, "GT707", 8, holds="bool((w == 0).all())")),
+}
+
+
+@pytest.mark.parametrize("which", ["look-alike", "twin"])
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shape(name: str, which: str) -> None:
+    judge(PRELUDE, SHAPES[name][0 if which == "look-alike" else 1])
