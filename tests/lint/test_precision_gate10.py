@@ -43,6 +43,27 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return err
             opt.step(supply)
         """, "GT707", 8, holds="bool((w == 0).all())")),
+    # two `def` of one name at the top of a file: a call made once the module has run finds the
+    # last one (GT202 reads the helper a call resolves to the same way Python does)
+    "redefined-helper": (Shape("""
+        @torch.no_grad()
+        def encode(m, x):
+            return m(x)
+        def encode(m, x):
+            return m(x)
+        net = nn.Linear(3, 1)
+        loss = encode(net, torch.randn(4, 3)).pow(2).mean()
+        loss.backward()
+        """, "GT202", holds="net.weight.grad is not None"), Shape("""
+        def encode(m, x):
+            return m(x)
+        @torch.no_grad()
+        def encode(m, x):
+            return m(x)
+        net = nn.Linear(3, 1)
+        loss = encode(net, torch.randn(4, 3)).pow(2).mean()
+        loss.backward()
+        """, "GT202", 3, (RuntimeError, "does not require grad"))),
 }
 
 

@@ -144,12 +144,13 @@ def objects_of(scope: Scope) -> frozenset[str]:
 
 
 def top_defs(ctx: Context) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    """The functions at the top of the file by name (the first of each name), built once."""
+    """The functions at the top of the file by name, built once. Of two ``def`` of one name the
+    last counts: it is the one a call finds once the module has run."""
     def make() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
         out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         for s in ctx.tree.body:
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.setdefault(s.name, s)
+                out[s.name] = s
         return out
     return ctx.memo("top-defs", ctx.tree, make)
 

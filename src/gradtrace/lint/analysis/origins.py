@@ -170,12 +170,12 @@ class Tracer:
                 continue
             self._busy.add((name, b.line))
             try:
-                t = self._binding(b)
+                t = self.binding_trace(b)
             finally:
                 self._busy.discard((name, b.line))
             out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
                                                 ((name, b.line),) + c.via) for c in t.cuts))
-            if not t.live and not t.cuts and self._made_trainable(name):
+            if not t.live and not t.cuts and self.made_trainable(name):
                 out = LIVE
             if isinstance(b.value, (ast.List, ast.Dict, ast.Set)) or (
                     isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
@@ -240,16 +240,17 @@ class Tracer:
         model to the loss (``criterion(recon.detach(), x)`` keeps no path from the model)."""
         if self._inputs is None:
             self._inputs = frozenset(n for n in model_fed(self.scope) if n in self.params
-                                     and INPUT_RE.match(n) and not self._made_trainable(n))
+                                     and INPUT_RE.match(n) and not self.made_trainable(n))
         return self._inputs
 
-    def _made_trainable(self, name: str) -> bool:
+    def made_trainable(self, name: str) -> bool:
         """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""
         return bool(self.scope.bindings.get(name + ".requires_grad")) or any(
             mc.receiver == name and mc.method == "requires_grad_"
             for mc in self.scope.method_calls)
 
-    def _binding(self, b: Binding) -> Trace:
+    def binding_trace(self, b: Binding) -> Trace:
+        """What the value bound by ``b`` carries (graph, cuts), read at its own line."""
         s = b.stmt
         if isinstance(s, ast.AugAssign):
             return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)

@@ -52,7 +52,7 @@ def module_value(top: Tracer, name: str) -> Trace:
                          b.value is not None for b in bs):
         return LIVE
     for b in bs:
-        t = top._binding(b)
+        t = top.binding_trace(b)
         if t.live or t.cuts:
             return LIVE
-    return LIVE if top._made_trainable(name) else DEAD
+    return LIVE if top.made_trainable(name) else DEAD

@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS, is_torch_loss
+from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS, is_torch_loss, top_defs
 from gradtrace.lint.analysis.origins import data_helper
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
@@ -430,12 +430,10 @@ class HelperIndex:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.by_name: dict[str, ast.AST] = {}
+        self.by_name: dict[str, ast.AST] = dict(top_defs(ctx))
         self._cache: dict[int, Helper] = {}
         for node in ctx.tree.body:
-            if isinstance(node, FUNCTION_TYPES):
-                self.by_name[node.name] = node
-            elif isinstance(node, ast.ClassDef):
+            if isinstance(node, ast.ClassDef):
                 for sub in node.body:
                     if isinstance(sub, FUNCTION_TYPES):
                         self.by_name.setdefault("self." + sub.name, sub)
