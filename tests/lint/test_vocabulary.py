@@ -109,3 +109,11 @@ def test_inference_function_names(name: str) -> None:
 @pytest.mark.parametrize("name", ["train_step", "forward", "training_step", "compute_loss"])
 def test_not_inference_function_names(name: str) -> None:
     assert not v.INFERENCE_NAME_RE.search(name)
+
+
+def test_epoch_count_names() -> None:
+    from gradtrace.lint.analysis.vocabulary import is_epoch_count_name
+    assert all(map(is_epoch_count_name, ("args.epochs", "num_epochs", "EPOCHS", "n_epoch",
+                                         "cfg.train.max_epochs", "lr_decay_epoch")))
+    assert not any(map(is_epoch_count_name, ("steps_per_epoch", "epoch_iters", "epoch",
+                                             "iters_per_epoch", "epochwise", "batches")))

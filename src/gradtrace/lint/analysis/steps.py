@@ -59,6 +59,7 @@ class Backward:
     retains: bool              # retain_graph/create_graph given (or not a constant False)
     accumulates: bool          # fills .grad (False for torch.autograd.grad)
     inputs: ast.expr | None = None  # `inputs=`: the pass stops there (NOTE [grad inputs])
+    scaler: str | None = None  # `scaler.scale(loss).backward()`: the scaler's spelling
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Step:
     stmt: ast.stmt
     optimizer: str
     closure: bool
+    scaler: str | None = None  # `scaler.step(opt)`: the scaler's spelling
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def backward_of(call: ast.Call, ctx: Context, stmt: ast.stmt | None = None) -> B
     if isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
             and recv.func.attr == "scale" and recv.args:
         return Backward(call, stmt, recv.args[0],  # type: ignore[arg-type]
-                        _retains(call, (1, 2)), True, inputs)
+                        _retains(call, (1, 2)), True, inputs, dotted(recv.func.value))
     if backward_owner(dotted(recv), ctx):
         return Backward(call, stmt, call.args[0] if call.args else None,  # type: ignore[arg-type]
                         _retains(call, ()), True)
@@ -201,6 +203,10 @@ class StepCalls:
         self.steps: list[Step] = []
         self.zero_grads: list[Named] = []
         self.clips: list[Named] = []
+        # the GradScaler protocol's other calls: `scaler.unscale_(opt)`, `scaler.update()`
+        # (any receiver: rules match them to the scaler of a backward or step)
+        self.unscales: list[Named] = []
+        self.updates: list[Named] = []
         scope = ctx.scope(node)
         for s in scope.stmts:
             own = scope.own_calls(s)  # the scope's expression walk, shared
@@ -215,7 +221,9 @@ class StepCalls:
             return
         st = step_of(call, scope, s.lineno)
         if st is not None:
-            self.steps.append(Step(call, s, st[0], st[1]))
+            scaler = dotted(func.value) if isinstance(func, ast.Attribute) \
+                and func.attr == "step" and st[0] != dotted(func.value) else None
+            self.steps.append(Step(call, s, st[0], st[1], scaler))
             return
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         recv = dotted(func.value) if isinstance(func, ast.Attribute) else ""
@@ -223,6 +231,10 @@ class StepCalls:
             self.zero_grads.append(Named(call, s, recv or ""))
         elif name in CLIP_FUNCS:
             self.clips.append(Named(call, s, recv or ""))
+        elif name == "unscale_" and recv:
+            self.unscales.append(Named(call, s, recv))
+        elif name == "update" and recv and not call.args and not call.keywords:
+            self.updates.append(Named(call, s, recv))
 
     def losses(self) -> list[Backward]:
         """The backward calls that fill ``.grad`` and name what they differentiate."""

@@ -90,6 +90,20 @@ def is_scheduler_name(name: str) -> bool:
     return bool(SCHEDULER_RE.search(name.rpartition(".")[2]))
 
 
+# a count of epochs (`args.epochs`, `num_epochs`, `lr_decay_epoch`, `EPOCHS`), not of
+# iterations (`steps_per_epoch`, `iters_per_epoch`, `epoch_iters`)
+EPOCH_COUNT_RE = re.compile(r"(^|_)epochs?($|_)", re.IGNORECASE)
+ITERATION_WORD_RE = re.compile(r"iter|step|batch|update|sample|len", re.IGNORECASE)
+
+
+def is_epoch_count_name(name: str) -> bool:
+    """``args.epochs``, ``num_epochs``, ``decay_epoch``: a number of epochs (last dotted
+    part); not ``steps_per_epoch`` nor ``epoch_iters``."""
+    last = name.rpartition(".")[2]
+    return bool(EPOCH_COUNT_RE.search(last)) and not ITERATION_WORD_RE.search(last) \
+        and last.lower() != "epoch"  # the loop's counter, not a count
+
+
 # -- losses and inference functions ----------------------------------------------------------------
 # a loss callee or a loss function (`criterion`, `my_loss`, `loss_fn`)
 LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNORECASE)

@@ -5,8 +5,9 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import BUFFER, PARAMETER, TENSOR
 from gradtrace.lint.context import Context
+from gradtrace.lint.flow import DETACHED, GRAPH, LEAF, MODULE, NONE, NUMBER, NUMPY, OPTIMIZER, \
+    PARAMETER, PARAMS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 
@@ -19,16 +20,35 @@ PURE_WITH_INPLACE = frozenset({
     "masked_fill", "index_fill", "index_add", "scatter", "scatter_add", "renorm", "lerp",
     "addcmul", "addcdiv", "nan_to_num", "fmod", "remainder", "reciprocal", "square",
     "true_divide", "multiply", "subtract", "divide", "fill_diagonal", "zero"})
+# ... of which these names are torch.Tensor's own (no NumPy array, container or common
+# library object has them): on a name whose value the scope cannot place, the call is still
+# a tensor's (flamingo's `attn.masked_fill(mask, 0.)` on an attention map built through a
+# generator the scope does not follow)
+TENSOR_ONLY = frozenset({
+    "masked_fill", "index_fill", "index_add", "scatter_add", "clamp_min", "clamp_max",
+    "renorm", "addcmul", "addcdiv", "nan_to_num", "fill_diagonal", "lerp"})
+# the scope's kinds of a tensor, and of values that are certainly not one
+TENSOR_KINDS = (GRAPH, DETACHED, LEAF, PARAMETER)
+NOT_TENSOR_KINDS = (MODULE, OPTIMIZER, NUMBER, NUMPY, PARAMS, NONE)
 
 
-def _tensor_receiver(expr: ast.AST, ctx: Context) -> bool:
-    """``p.grad``, ``p.grad.data``, ``w.data``, or a name whose binding is a tensor."""
+def _tensor_receiver(expr: ast.AST, method: str, ctx: Context) -> bool:
+    """``p.grad``, ``p.grad.data``, ``w.data``, a name whose binding is a tensor, or a name or
+    attribute of unknown value receiving a method only tensors have."""
     if isinstance(expr, ast.Attribute) and expr.attr in ("grad", "data"):
         return True
     try:
-        return ctx.scope().kind(expr) in (TENSOR, PARAMETER, BUFFER)
+        kind = ctx.scope().kind(expr)
     except Exception:  # pragma: no cover - an expression the scope cannot place
         return False
+    if kind in TENSOR_KINDS:
+        return True
+    root = expr
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return kind not in NOT_TENSOR_KINDS and method in TENSOR_ONLY \
+        and isinstance(root, ast.Name) and root.id not in ctx.imports.aliases and any(
+            v == "torch" or v.startswith("torch.") for v in ctx.imports.aliases.values())
 
 
 class TensorOpResultDiscarded(Rule):
@@ -66,6 +86,22 @@ class TensorOpResultDiscarded(Rule):
                 for w in weights:
                     torch.clamp(w.grad, min=-5.0, max=5.0)
             """, at=(5, 8)),
+        Bad("""
+            import torch
+
+            def attend(q, k, mask):
+                attn = (q @ k.transpose(-1, -2)).softmax(-1)
+                attn.masked_fill(mask, 0.0)
+                return attn
+            """, at=(5, 4)),
+        Good("""
+            import torch
+
+            def attend(q, k, mask):
+                attn = (q @ k.transpose(-1, -2)).softmax(-1)
+                attn = attn.masked_fill(mask, 0.0)
+                return attn
+            """),
         Good("""
             import torch
 
@@ -95,7 +131,7 @@ class TensorOpResultDiscarded(Rule):
             if not call.args:
                 return
             target = call.args[0]
-        elif not qual.startswith("torch.") and _tensor_receiver(call.func.value, ctx):
+        elif not qual.startswith("torch.") and _tensor_receiver(call.func.value, method, ctx):
             target = call.func.value
         else:
             return

@@ -22,6 +22,7 @@ SINGULAR = {
     "rsqrt": "an infinite derivative at 0",
     "log": "an infinite derivative at 0", "log2": "an infinite derivative at 0",
     "log10": "an infinite derivative at 0", "reciprocal": "an infinite derivative at 0",
+    "log1p": "an infinite derivative at -1",
     "acos": "an infinite derivative at +-1", "arccos": "an infinite derivative at +-1",
     "asin": "an infinite derivative at +-1", "arcsin": "an infinite derivative at +-1",
     "atanh": "an infinite derivative at +-1", "arctanh": "an infinite derivative at +-1",
@@ -215,7 +216,7 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
     if LOSS_NAME_RE.search(fn.name) or cls is not None and LOSS_NAME_RE.search(cls.name):
         return _result_reaches_grad(ctx, fn)
     if fn.name == "forward" and cls is not None:
-        return forward
+        return forward or _loss_module_trains(ctx, cls)
     if stmt is not None and _backward_after(fn, stmt.lineno, ctx):
         return True
     return _caller_trains(ctx, fn, 2, through_forward=through_forward)
@@ -238,6 +239,26 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
         if depth > 1 and isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and _caller_trains(ctx, outer, depth - 1, direct=False):
             return True
+    return False
+
+
+def _loss_module_trains(ctx: Context, cls: ast.ClassDef) -> bool:
+    """``cls`` holds no layer and no tensor (its ``self`` attributes are numbers and names:
+    a loss written as a module, Zero-DCE's ``L_color``) and an instance of it is called before
+    a ``backward()`` of the caller: its forward is part of the loss."""
+    info = ctx.analysis.classes.get(cls.name)
+    if info is None or not info.is_module or any(
+            not isinstance(a.value, (ast.Constant, ast.Name)) for a in info.attrs.values()):
+        return False
+    for ctor, s, outer in call_sites(ctx, cls.name):
+        if not (isinstance(s, ast.Assign) and s.value is ctor and len(s.targets) == 1):
+            continue
+        name = (dotted(s.targets[0]) or "").rpartition(".")[2]
+        if not name:
+            continue
+        for call, s2, outer2 in call_sites(ctx, name):
+            if _backward_after(_enclosing_function(ctx, call, (*outer2, s2)), call.lineno, ctx):
+                return True
     return False
 
 

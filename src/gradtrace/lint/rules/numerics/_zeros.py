@@ -106,14 +106,29 @@ def _floored_at_zero(e: ast.Call, ctx: Context) -> bool:
     return b is not None and b[0] in ("clamp", "clip", "clamp_min") and num(b[1]) == 0.0
 
 
-def _squared_differences(e: ast.AST, ctx: Context) -> bool:
-    """``e`` is a sum whose every term is the square of a difference (no epsilon term)."""
+def _squared_differences(e: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """``e`` is a sum whose every term is the square of a difference (no epsilon term), or
+    an even power of one: the square of a square, or of a name bound to a square or a
+    difference (``drg = (mr - mg) ** 2; drg ** 2 + ...``, ``dx = a - b; dx ** 2 + ...``), 0 at
+    the same point."""
     e = strip(e)
+    if depth > 4:
+        return False
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
-        return _squared_differences(e.left, ctx) and _squared_differences(e.right, ctx)
+        return _squared_differences(e.left, ctx, depth) and \
+            _squared_differences(e.right, ctx, depth)
     sq = _square_of(e, ctx)
-    return sq is not None and isinstance(strip(sq), ast.BinOp) \
-        and isinstance(strip(sq).op, ast.Sub)  # type: ignore[attr-defined]
+    if sq is None:
+        return False
+    inner = strip(sq)
+    if isinstance(inner, (ast.Name, ast.Attribute)):
+        bound = strip(resolve(inner, ctx, e.lineno))  # type: ignore[attr-defined]
+        if bound is inner:
+            return False
+        inner = bound
+    if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
+        return True
+    return _squared_differences(inner, ctx, depth + 1)
 
 
 def _tensor_like(e: ast.AST, ctx: Context) -> bool:

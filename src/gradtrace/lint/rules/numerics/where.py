@@ -9,7 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import DETACHED, NUMBER
 from gradtrace.lint.rules.numerics._ops import (
-    DIV, ROOT, has_positive_shift, resolve, singular_uses, spelled, torch_op)
+    DIV, ROOT, has_positive_shift, in_training, resolve, singular_uses, spelled, torch_op)
 
 FLIP = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Eq: ast.Eq,
         ast.NotEq: ast.NotEq}
@@ -49,6 +49,8 @@ def _reaches_singular(op: str, region: type, c: float | None) -> bool:
         return region is not ast.Eq or abs(c) >= 1
     if op in ("logit",):
         return _holds(region, 0.0, c) or _holds(region, 1.0, c)
+    if op == "log1p":  # singular at -1, NaN below
+        return _holds(region, -1.0, c) or region in (ast.Lt, ast.LtE) and c <= -1
     if op in ZERO_NAN_BELOW and region in (ast.Lt, ast.LtE, ast.NotEq):
         return True
     if op in ZERO_NAN_BELOW and region is ast.Eq and c < 0:
@@ -123,7 +125,8 @@ class SingularOpOutsideWhereGuard(Rule):
                "still differentiates it there ({why}) and 0 * inf makes those gradients NaN; "
                "guard the input (`{operand}` replaced by a safe value or clamped before "
                "`{op}`), then select")
-    triggers = ("where", "masked_fill")
+    triggers = ("where", "masked_fill", "log1p(", ".log(", "log2(", "log10(", "sqrt(",
+                "acos(", "asin(")  # (the op in an indexed expression: `torch.log1p(a)[a > -1]`)
     gate_statements = True
     examples = [
         Bad("""
@@ -166,10 +169,26 @@ class SingularOpOutsideWhereGuard(Rule):
             """),
     ]
 
+    def visit_Subscript(self, node: ast.Subscript, ctx: Context) -> Iterator[Finding]:
+        """``torch.log1p(a)[a > -1]``: a boolean index selects like ``where`` (its gradient is
+        0 at the elements left out); ``t[mask] = v`` keeps ``t`` where the mask is False."""
+        if ctx.grad_disabled is not None or not _mask_like(node.slice):
+            return
+        if isinstance(node.slice, ast.Name):
+            bound = resolve(node.slice, ctx, node.lineno)
+            if bound is node.slice or isinstance(bound, ast.Name) or not _mask_like(bound):
+                return
+        picked = (node.slice, [(node.value, isinstance(node.ctx, ast.Load))])
+        yield from self._judge(node, picked, ctx)
+
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         picked = _where_parts(node, ctx)
         if picked is None or ctx.grad_disabled is not None:
             return
+        yield from self._judge(node, picked, ctx)
+
+    def _judge(self, node: ast.AST, picked: tuple[ast.AST, list[tuple[ast.AST, bool]]],
+               ctx: Context) -> Iterator[Finding]:
         test, branches = picked
         test = resolve(test, ctx, node.lineno)
         for branch, selected_when in branches:
@@ -189,6 +208,17 @@ class SingularOpOutsideWhereGuard(Rule):
                     return
 
 
+def _mask_like(e: ast.AST) -> bool:
+    """A slice that is a boolean mask: a comparison, its negation or combination, a
+    comparison method (``x.gt(0)``) or a name (bound to one: judged by the comparisons)."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Invert, ast.Not)):
+        return _mask_like(e.operand)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.BitAnd, ast.BitOr)):
+        return _mask_like(e.left) or _mask_like(e.right)
+    return isinstance(e, (ast.Compare, ast.Name)) or isinstance(e, ast.Call) and isinstance(
+        e.func, ast.Attribute) and e.func.attr in METHOD_COMPARE
+
+
 def _tensor_operand(e: ast.AST, ctx: Context, line: int) -> bool:
     """Not a constant, a new tensor, a number or a value already kept off the singular point
     (``x = x.clamp(min=1)`` before the guard)."""
@@ -206,8 +236,10 @@ def _why(op: str, why: str) -> str:
     return f"`{op}` has {why}"
 
 
-def _short(node: ast.Call, ctx: Context) -> str:
-    f = node.func
+def _short(node: ast.AST, ctx: Context) -> str:
+    if isinstance(node, ast.Subscript):
+        return f"[{ctx.source(node.slice)[:30]}]"
+    f = node.func  # type: ignore[attr-defined]
     if (ctx.qualified_name(f) or "").startswith("torch.") or not isinstance(f, ast.Attribute):
         return f"{ctx.source(f)}(...)"
     return f".{f.attr}(...)"
@@ -225,3 +257,162 @@ def _where_parts(node: ast.Call, ctx: Context
     if got and got[0] == "masked_fill" and len(node.args) == 2:
         return node.args[0], [(got[1], False)]
     return None
+
+
+NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
+
+
+def _nan_tested(test: ast.AST, ctx: Context, line: int, depth: int = 0) -> set[str]:
+    """Spellings of the values ``test`` checks for NaN or inf (``torch.isnan(r)``,
+    ``~torch.isfinite(r)``, ``r != r``), also through names bound to such masks."""
+    out: set[str] = set()
+    if depth > 3:
+        return out
+    for n in ast.walk(test):
+        if isinstance(n, ast.Call):
+            got = torch_op(n, ctx)
+            if got and got[0] in NAN_TESTS:
+                out.add(spelled(got[1]))
+        elif isinstance(n, ast.Compare) and len(n.ops) == 1 \
+                and isinstance(n.ops[0], ast.NotEq) and spelled(n.left) == spelled(
+                    n.comparators[0]):
+            out.add(spelled(n.left))
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            v = resolve(n, ctx, line)
+            if v is not n:
+                out |= _nan_tested(v, ctx, getattr(v, "lineno", line), depth + 1)
+    return out
+
+
+class NanFilteredAfterSingularOp(Rule):
+    """The NaNs (or infs) a division, log or root makes are filtered out afterwards
+    (`r = num / den; r[~torch.isnan(r)].mean()`, `torch.where(torch.isnan(r), 0, r)`,
+    `r[torch.isinf(r)] = 0`): the value is clean, the gradient is not.
+
+    Why: the filter picks the elements autograd differentiates, but the op still ran on every
+    element; where it made the NaN (0/0, log(0), sqrt of 0) its derivative is infinite or
+    undefined, the filter passes a gradient of 0 to it, and `0 * inf` is NaN: the NaN reaches
+    the parameters (anomaly mode: "Function 'DivBackward0' returned nan values",
+    pytorch/pytorch#22820). Keep the singular inputs away *before* the op
+    (`den.clamp(min=eps)`, `torch.where(den == 0, 1, den)`), then filter.
+    Known limits: the filtered value must be the op's result, in the same expression or
+    bound to a name in the same function; the op must be differentiated (before a
+    `backward()`, in a loss or a `forward`).
+    """
+
+    code = "GT757"
+    name = "nan-filtered-after-singular-op"
+    message = ("`{op_src}` makes NaN/inf where {why_short}, and they are filtered out only "
+               "afterwards ({guard}, line {line}): the value is clean but autograd still "
+               "differentiates the op there and 0 * inf makes the gradient NaN; keep the "
+               "inputs off the singular point before `{op}`")
+    triggers = ("isnan", "isinf", "isfinite", "isposinf", "isneginf")
+    # statement visitors, on every statement of a file that tests for NaN: the filter
+    # (`r[~nan_mask]`) is often on another line than the test (`nan_mask = torch.isnan(r)`)
+    examples = [
+        Bad("""
+            import torch
+
+            def smape(pred, target):
+                ratio = torch.abs(pred - target) / (torch.abs(pred) + torch.abs(target))
+                return ratio[~torch.isnan(ratio)].mean()
+
+            def train_step(model, x, y, opt):
+                smape(model(x), y).backward()
+                opt.step()
+            """, at=(4, 12)),
+        Good("""
+            import torch
+
+            def smape(pred, target):
+                den = torch.abs(pred) + torch.abs(target)
+                ratio = torch.abs(pred - target) / torch.where(den == 0, 1.0, den)
+                return ratio[den > 0].mean()
+
+            def train_step(model, x, y, opt):
+                smape(model(x), y).backward()
+                opt.step()
+            """),
+    ]
+
+    def visit_Assign(self, node: ast.stmt, ctx: Context) -> Iterator[Finding]:
+        if ctx.grad_disabled is not None:
+            return
+        text = ctx.code_of(node)
+        if "[" not in text and "where" not in text and "masked_fill" not in text:
+            return
+        for n in ast.walk(node):
+            if isinstance(n, ast.Subscript) and not isinstance(n.slice, (ast.Constant,
+                                                                         ast.Slice)):
+                yield from self._judge(n, n.slice, [n.value], ctx)
+            elif isinstance(n, ast.Call):
+                picked = _where_parts(n, ctx)
+                if picked is not None:
+                    yield from self._judge(n, picked[0], [b for b, _ in picked[1]], ctx)
+
+    visit_Return = visit_Expr = visit_AugAssign = visit_AnnAssign = visit_Assign
+
+    def _judge(self, node: ast.AST, test: ast.AST, branches: list[ast.AST],
+               ctx: Context) -> Iterator[Finding]:
+        tested = _nan_tested(test, ctx, node.lineno)  # type: ignore[attr-defined]
+        if not tested:
+            return
+        for branch in branches:
+            if spelled(branch) not in tested:
+                continue
+            expr = resolve(branch, ctx, node.lineno)  # type: ignore[attr-defined]
+            for n, op, operand, why in singular_uses(expr, ctx):
+                # the filter says the author saw NaN/inf come out: a sum of tensors in the
+                # operand (`abs(a) + abs(b)`) did not keep it off the singular point; a
+                # constant shift or a clamp did (the filter then catches upstream NaNs); a
+                # constant over a value (`1.0 / count ** 2`) is a weight of the data
+                if op in OVERFLOW or _const(operand) is not None or op == "/" and _const(
+                        n.left) is not None \
+                        or ctx.scope().kind(operand) in (NUMBER, DETACHED) \
+                        or _guarded(operand, ctx, node.lineno):  # type: ignore[attr-defined]
+                    continue
+                if not in_training(ctx, node, through_forward=False):
+                    return
+                seen = ctx.memo("GT757-seen", ctx.tree, set)
+                if id(n) in seen:
+                    return
+                seen.add(id(n))
+                related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
+                    Related(ctx.path, node.lineno, "the NaNs are filtered here",  # type: ignore[attr-defined]
+                            ctx.column(node))]
+                yield self.report(n, ctx, related=related, op_src=ctx.source(n)[:50],
+                                  why_short=_singular_point(op), guard=_short(node, ctx),
+                                  line=node.lineno, op={"/": "/"}.get(op, op))  # type: ignore[attr-defined]
+                return
+
+
+GUARDS = frozenset({"clamp", "clip", "clamp_min", "clamp_", "clamp_min_", "maximum", "max",
+                    "where", "masked_fill", "nan_to_num", "softplus", "relu", "fmax"})
+
+
+def _guarded(e: ast.AST, ctx: Context, line: int) -> bool:
+    """``e`` is kept off the singular point before the op: clamped, maximum-ed or replaced
+    (``den.clamp(min=eps)``), also in the names it reads (``s = s.clamp_min(tiny); a / s``), or
+    shifted by a constant (``s + 1e-9``): a NaN filter after it only catches NaNs from
+    upstream."""
+    todo = [e, resolve(e, ctx, line)]
+    todo += [resolve(n, ctx, line) for n in ast.walk(e) if isinstance(n, ast.Name)]
+    for v in todo:
+        for n in ast.walk(v):
+            if isinstance(n, ast.Call):
+                got = torch_op(n, ctx)
+                name = got[0] if got else (ctx.qualified_name(n.func) or "").rpartition(".")[2]
+                if name in GUARDS:
+                    return True
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and any(
+                    (_const(x) or 0) > 0 for x in (n.left, n.right)):
+                return True
+    return False
+
+
+def _singular_point(op: str) -> str:
+    if op in ("/", "div", "true_divide", "divide"):
+        return "the denominator is 0"
+    if op in BOUNDED:
+        return "its input reaches +-1"
+    return "its input reaches 0"

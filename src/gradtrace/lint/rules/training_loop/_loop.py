@@ -55,6 +55,8 @@ class LoopFacts:
         self.steps: list[Step] = calls.steps
         self.zero_grads: list[Named] = calls.zero_grads
         self.clips: list[Named] = calls.clips
+        self.unscales: list[Named] = calls.unscales
+        self.updates: list[Named] = calls.updates
 
     # -- structure -------------------------------------------------------------------------
     def loops_of(self, s: ast.stmt) -> tuple[ast.stmt, ...]:

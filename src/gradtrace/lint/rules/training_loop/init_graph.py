@@ -6,7 +6,9 @@ attribute is a non-leaf whose graph reaches the Parameter. Every forward then re
 graph: the first ``backward()`` frees its saved tensors, so the second raises ``Trying to
 backward through the graph a second time``; and its value never follows the optimizer's
 updates of the Parameter. The same holds for a registered submodule called in ``__init__``
-(``self.table = self.embed(ids)``). Said only when the attribute is assigned nowhere else and
+(``self.table = self.embed(ids)``): a torch layer with weights, a module class of the file that
+holds layers, or a layer every caller of the class passes to the constructor
+(``self.embedding = embedding; self.mask_e = self.embedding(mask_id)``, SoftMaskedBert#16). Said only when the attribute is assigned nowhere else and
 read by another method, the value reaches the Parameter through operations that keep the
 graph (not ``.shape``, ``.detach()``, ``.item()``, ``.data``...), not through views only
 (a view of a Parameter shares its storage and saves nothing), and outside ``torch.no_grad()``.
@@ -97,6 +99,41 @@ def _opaque(e: ast.Call, q: str, ctx: Context) -> bool:
     imported = ctx.imports.qualified_name(f) if isinstance(f, (ast.Name, ast.Attribute)) \
         else None
     return bool(imported) and imported != dotted(f) and not imported.startswith("torch.")
+
+
+def _called_attrs(init: ast.FunctionDef, ctx: Context) -> frozenset[str]:
+    """The ``self.<x>(...)`` that ``__init__`` calls (computed once per ``__init__``): only
+    those attributes need to be known as layers."""
+    return ctx.memo("gt521-called", init, lambda: frozenset(
+        n.func.attr for n in ast.walk(init) if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "self"))
+
+
+def _module_argument(init: ast.FunctionDef, name: str, ctx: Context) -> bool:
+    """``name`` is a parameter of ``__init__`` to which every call of the class in the file
+    passes a module with weights (``SoftMaskedBert(embedding, ...)`` with ``embedding =
+    BertEmbeddings(...)``): calling it in ``__init__`` runs those weights."""
+    if name not in {a.arg for a in (*init.args.posonlyargs, *init.args.args,
+                                     *init.args.kwonlyargs)}:
+        return False
+    vals = ctx.analysis.argument_values(init, name)
+    if not vals:
+        return False
+    for v, where in vals:
+        k = ctx.analysis.kind_in(v, where, getattr(v, "lineno", 0) or 10 ** 9)
+        if k is None or k.what != "module":
+            return False
+    return True
+
+
+def _weighted_class(name: str, ctx: Context) -> bool:
+    """A module class of this file that registers a layer or a parameter."""
+    info = ctx.analysis.classes.get(name)
+    return info is not None and info.is_module and any(
+        info.registered(a) and (info.attr_kind(a) or None) is not None
+        and info.attr_kind(a).what in ("module", "parameter")  # type: ignore[union-attr]
+        for a in info.attrs)
 
 
 def _read_elsewhere(info: ClassInfo, name: str, init: ast.AST,
@@ -225,7 +262,7 @@ class GraphBuiltInInit(Rule):
                 continue
             seen.add(t.attr)
             v = s.value
-            if not isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp)):
+            if not isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Name)):
                 continue
             if (params or mods) and "self." in "".join(
                     ctx.code_lines[s.lineno - 1:s.end_lineno]):  # (reads an attribute)
@@ -233,10 +270,17 @@ class GraphBuiltInInit(Rule):
                 if got is not None and not got[1]:
                     yield from self._confirm(node, init, s, t.attr, got[0], ctx)
                     continue
+            if isinstance(v, ast.Name) and t.attr in _called_attrs(init, ctx) \
+                    and _module_argument(init, v.id, ctx):
+                mods.add(t.attr)  # `self.embedding = embedding`, given a layer by every caller
+                continue
             f = v.func if isinstance(v, ast.Call) else None
             last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             if last[:1].isupper():
                 nets[t.attr] = v  # (a torch.nn class? asked only when a helper gets it)
+                if isinstance(f, ast.Name) and t.attr in _called_attrs(init, ctx) \
+                        and _weighted_class(f.id, ctx):
+                    mods.add(t.attr)  # a module class of this file holding layers
             if last == "Parameter" or PARAM_LAYER_RE.match(last):  # (before the costly names)
                 q = ctx.call_name(v) or ""
                 if q == "torch.nn.Parameter":

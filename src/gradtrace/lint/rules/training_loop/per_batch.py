@@ -1,0 +1,162 @@
+"""GT526: a scheduler whose period is counted in epochs, stepped in the batch loop."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.kinds import SCHEDULER
+from gradtrace.lint.analysis.vocabulary import is_epoch_count_name
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
+from gradtrace.lint.rules.training_loop.schedule import optimizer_steps
+
+# schedulers whose period argument (position 1 or keyword) counts `step()` calls
+PERIODS = {"StepLR": "step_size", "MultiStepLR": "milestones", "CosineAnnealingLR": "T_max"}
+
+
+def _period(call: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
+    """(class, period argument) of a ``torch.optim.lr_scheduler`` constructor call."""
+    q = ctx.qualified_name(call.func) or ""
+    last = q.rpartition(".")[2]
+    if not q.startswith("torch.optim.lr_scheduler.") or last not in PERIODS:
+        return None
+    kw = next((k.value for k in call.keywords if k.arg == PERIODS[last]), None)
+    arg = kw if kw is not None else (call.args[1] if len(call.args) > 1 else None)
+    return (last, arg) if arg is not None else None
+
+
+def _names(e: ast.AST) -> set[str]:
+    return {d for n in ast.walk(e) if isinstance(n, (ast.Name, ast.Attribute))
+            and isinstance(n.ctx, ast.Load) for d in (dotted(n),) if d}
+
+
+def _per_iteration(e: ast.AST) -> bool:
+    """The expression counts iterations: ``len(...)`` or a product of two non-constants
+    (``epochs * len(loader)``, ``epochs * steps_per_epoch``)."""
+    for n in ast.walk(e):
+        if isinstance(n, ast.Call) and dotted(n.func) == "len":
+            return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and not (
+                isinstance(n.left, ast.Constant) or isinstance(n.right, ast.Constant)):
+            return True
+    return False
+
+
+def epoch_counted(period: ast.expr, outer: ast.stmt, f: LoopFacts) -> str | None:
+    """The name by which ``period`` counts epochs: the bound of the epoch loop ``outer``
+    (``for epoch in range(n_epochs)``, ``StepLR(opt, n_epochs // 3)``), else a name that reads
+    as a number of epochs (NOTE: vocabulary, the last resort). None: not seen to."""
+    if _per_iteration(period):
+        return None
+    names = _names(period)
+    local = f.scope.statement_of(period) is not None
+    for name in list(names):  # `step = args.epochs // 2; StepLR(opt, step)`
+        b = f.scope.binding_before(name, period.lineno) if local and "." not in name else None
+        if b is not None and b.value is not None and not isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+            if _per_iteration(b.value):
+                return None
+            names |= _names(b.value)
+    it = getattr(outer, "iter", None)
+    if isinstance(it, ast.Call) and dotted(it.func) == "range":
+        # `self.n_epochs` in the loop, `n_epochs` given to the scheduler in `__init__`
+        bound = {n.rpartition(".")[2] for a in it.args for n in _names(a)} - {"self"}
+        hit = sorted(n for n in names if n.rpartition(".")[2] in bound)
+        if hit:
+            return hit[0]
+    return next((n for n in sorted(names) if is_epoch_count_name(n)), None)
+
+
+class EpochSchedulerSteppedPerBatch(LoopRule):
+    """A `StepLR` / `MultiStepLR` / `CosineAnnealingLR` whose period is a number of epochs
+    is stepped inside the batch loop, on every optimizer step.
+
+    Why: these schedulers count calls of their `step()`, not epochs; built with
+    `step_size=epochs // 2` (or milestones at 50% and 75% of the epochs, or `T_max=epochs`)
+    and stepped every batch, the decay meant for the middle of training happens after a few
+    batches: the learning rate drops by `gamma` again and again in the first epoch and
+    training stalls (SRGAN-PyTorch#1). Nothing fails. Step the scheduler once per epoch,
+    after the batch loop, or give it a period in iterations (`epochs * len(loader)`).
+    Known limits: the epoch loop and the batch loop must be in one function; the period must
+    be read from the epoch loop's bound or from a name counting epochs (`num_epochs`,
+    `args.epochs`); a step under an `if` in the batch loop is not reported.
+    """
+
+    code = "GT526"
+    name = "epoch-scheduler-stepped-per-batch"
+    message = ("`{call}` runs on every pass of the batch loop, but `{cls}`'s period counts "
+               "epochs (`{period}`, line {line}): the schedule advances once per batch and "
+               "the learning rate decays after a few batches; step it once per epoch, after "
+               "the batch loop")
+    triggers = ("StepLR", "CosineAnnealingLR")
+    function_needs = ("step",)
+    examples = [
+        Bad("""
+            import torch
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=num_epochs // 3)
+            for epoch in range(num_epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                    scheduler.step()
+            """, at=(8, 8)),
+        Good("""
+            import torch
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=num_epochs // 3)
+            for epoch in range(num_epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                scheduler.step()
+            """),
+        Good("""
+            import torch
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+                optimizer, T_max=num_epochs * len(loader))
+            for epoch in range(num_epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                    scheduler.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        steps = None
+        for stmt in f.scope.stmts:
+            loops = f.loops_of(stmt)
+            if len(loops) < 2:
+                continue
+            for call in f.calls_of(stmt):
+                func = call.func
+                if not (isinstance(func, ast.Attribute) and func.attr == "step"
+                        and not call.args and not call.keywords):
+                    continue
+                k = ctx.analysis.kind(func.value, f.scope, call.lineno)
+                if k is None or k.what != SCHEDULER or not isinstance(k.node, ast.Call):
+                    continue
+                got = _period(k.node, ctx)
+                if got is None:
+                    continue
+                inner = loops[-1]
+                if any(isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
+                       and f.inside(s, inner) for s in f.within(inner)):
+                    continue  # stepped on some passes only (`if i == len(loader) - 1`)
+                if steps is None:
+                    steps = optimizer_steps(f, ctx)
+                if not any(f.loops_of(st)[-1:] == (inner,) for _, st, _ in steps):
+                    continue  # not the loop that steps the optimizer: not a batch loop
+                outer = loops[-2]
+                why = epoch_counted(got[1], outer, f)
+                if why is None:
+                    continue
+                yield self.report(call, ctx, related=(
+                    related_at(ctx, k.node, "its period is set here"),),
+                    call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
+                    line=k.node.lineno)
