@@ -7,9 +7,10 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import Scope
+from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._returns import call_non_leaf
 from gradtrace.lint.rules.leaf.flags import freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, derived_from_grad_leaf, grad_factory, grad_leaf_binding, is_optimizer_call,
@@ -301,6 +302,18 @@ def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
     return None
 
 
+def _helper_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] | None:
+    """``name = helper(...)`` / ``obj.method(...)`` whose return is a non-leaf (NOTE in
+    :mod:`._returns`)."""
+    b = scope.binding_before(name, line)
+    if b is None or b.no_grad or not isinstance(b.value, ast.Call) \
+            or isinstance(b.stmt, ast.AugAssign):
+        return None
+    fn = call_non_leaf(b.value, scope, b.line)
+    return (b, f"returned by `{fn}()`, computed there from a tensor that requires grad") \
+        if fn is not None else None
+
+
 class GradOfNonLeaf(Rule):
     """`.grad` is read from a non-leaf tensor (an intermediate or a model output).
 
@@ -311,7 +324,9 @@ class GradOfNonLeaf(Rule):
     input made with `requires_grad=True`), or call `.retain_grad()` on the intermediate
     before backward.
     Known limits: the tensor must be computed in the same function from a leaf that requires
-    grad or be a model output (left alone when the function freezes parameters).
+    grad or be a model output (left alone when the function freezes parameters), or be
+    returned by a function of this file (or a method of an object of a class of this file)
+    that computes it from one, or from an argument that is a non-leaf.
     """
 
     code = "GT307"
@@ -362,6 +377,8 @@ class GradOfNonLeaf(Rule):
             return
         scope = ctx.scope()
         got = non_leaf_origin(scope, name, node.lineno)
+        if got is None:
+            got = _helper_origin(scope, name, node.lineno)
         if got is None or got[1] in ("made-non-leaf", "rebound"):
             return
         if any(m.receiver == name for m in scope.calls_to("retain_grad")):

@@ -1,0 +1,121 @@
+"""GT446: one module object repeated into a list (`[layer] * n`, `[layer for _ in range(n)]`)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._modules import SELF_RETURNING, owns_params
+
+
+def _strip(e: ast.AST) -> ast.AST:
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr in SELF_RETURNING:
+        e = e.func.value
+    return e
+
+
+def _module_with_params(e: ast.AST, ctx: Context) -> bool:
+    """``e`` builds, or names, one module object that owns parameters."""
+    e = _strip(e)
+    if isinstance(e, ast.Call):
+        return owns_params(e, ctx)
+    if isinstance(e, (ast.Name, ast.Attribute)):
+        k = ctx.analysis.kind(e)
+        return k is not None and k.what == MODULE and k.node is not None \
+            and owns_params(_strip(k.node), ctx)
+    return False
+
+
+def _count(e: ast.expr) -> bool:
+    """A repeat count: an int constant above 1, a name, an attribute or arithmetic."""
+    if isinstance(e, ast.Constant):
+        return isinstance(e.value, int) and not isinstance(e.value, bool) and e.value > 1
+    return isinstance(e, (ast.Name, ast.Attribute, ast.BinOp, ast.Call))
+
+
+def _bound_by(comp: ast.ListComp | ast.GeneratorExp) -> set[str]:
+    return {n.id for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+
+
+class ModuleRepeatedInList(Rule):
+    """One module object is repeated into a list of layers: `[nn.Linear(d, d)] * n`,
+    `[block for _ in range(n)]`.
+
+    Why: multiplying a list copies references, not modules, and a comprehension whose
+    element is a name made before it yields that one object at every position. The model then
+    holds a single layer called `n` times: `parameters()` lists its weight once, every
+    "layer" shares it, and the network has a fraction of the capacity it was meant to have,
+    silently (tfjgeorge/nngeometry#60; checked on torch 2.13). Build each layer anew:
+    `[nn.Linear(d, d) for _ in range(n)]`, or `copy.deepcopy(block)` per position.
+    Known limits: a comprehension is read where the statement names `ModuleList` or
+    `Sequential`; the repeated element must be a module that owns parameters (a parameter-free
+    activation repeated is harmless and left alone): built inside the multiplied list
+    (`[shared] * n` of a name is an explicit choice to share, and left alone), or the element
+    of a comprehension, a name the analysis resolves to one module.
+    """
+
+    code = "GT446"
+    name = "module-repeated-in-list"
+    message = ("`{expr}` repeats one `{elt}` object {how}: every position shares its "
+               "parameters; build a new layer per position ({remedy})")
+    triggers = ("]*", "] *", "*[", "* [", "ModuleList", "Sequential")
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            layers = [nn.Linear(64, 64), nn.ReLU()] * 4
+            model = nn.Sequential(*layers)
+            """, at=(2, 9)),
+        Bad("""
+            import torch.nn as nn
+            block = nn.TransformerEncoderLayer(64, 4)
+            blocks = nn.ModuleList([block for _ in range(6)])
+            """, at=(3, 23)),
+        Good("""
+            import copy
+            import torch.nn as nn
+            block = nn.TransformerEncoderLayer(64, 4)
+            blocks = nn.ModuleList([copy.deepcopy(block) for _ in range(6)])
+            acts = nn.Sequential(*([nn.Linear(8, 8)] + [nn.ReLU()] * 3))
+            heads = nn.ModuleList([nn.Linear(8, 2) for _ in range(3)])
+            """),
+    ]
+
+    def visit_BinOp(self, node: ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        if not isinstance(node.op, ast.Mult):
+            return
+        for seq, n in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(seq, (ast.List, ast.Tuple)) and _count(n):
+                elt = next((e for e in seq.elts if isinstance(_strip(e), ast.Call)
+                            and _module_with_params(e, ctx)), None)
+                if elt is not None:
+                    yield self.report(node, ctx, expr=ctx.source(node),
+                                      elt=_name(_strip(elt), ctx), how="by list multiplication",
+                                      remedy="a comprehension that calls the constructor")
+                    return
+
+    def visit_ListComp(self, node: ast.ListComp, ctx: Context) -> Iterator[Finding]:
+        elt = node.elt
+        if not isinstance(elt, (ast.Name, ast.Attribute)):
+            return
+        root = elt
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in _bound_by(node):
+            return
+        if _module_with_params(elt, ctx):
+            yield self.report(node, ctx, expr=ctx.source(node), elt=dotted(elt) or "module",
+                              how="at every position of the comprehension",
+                              remedy="`copy.deepcopy(...)` or the constructor in the comprehension")
+
+    visit_GeneratorExp = visit_ListComp  # type: ignore[assignment]
+
+
+def _name(e: ast.AST, ctx: Context) -> str:
+    if isinstance(e, ast.Call):
+        return ctx.source(e.func) + "(...)"
+    return ctx.source(e)
