@@ -103,3 +103,16 @@ def test_rank_1_reports_where_a_stuck_rank_0_was(torchrun):
     assert "rank 1: 2 DDP forward, 2 backward" in f["message"]
     assert [(r["line"], r["message"]) for r in f["related"]] == [
         (marked("rank0_stuck.py", "stuck"), "rank 0 was here when last seen")]
+
+
+def test_several_forwards_with_find_unused_name_the_flag(torchrun):
+    """The DDP model itself runs twice before one backward() with find_unused_parameters=True:
+    the constructor's flag is the line to change (transformers#24970 in another spelling);
+    without the flag the same loop trains."""
+    res = torchrun("multi_view_find_unused.py")
+    assert res.code != 0
+    f = res.findings[0]
+    assert (f["code"], f["line"]) == ("GT882", marked("multi_view_find_unused.py", "flag")), res.out
+    assert f["related"][-1]["line"] == marked("multi_view_find_unused.py", "raised")
+    ok = torchrun("multi_view_correct.py")
+    assert ok.code == 0 and ok.findings == [], ok.out

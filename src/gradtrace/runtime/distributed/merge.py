@@ -218,6 +218,19 @@ def _twice_findings(by_rank: dict[int, Rec]) -> list[Finding]:
             groups.setdefault(p["name"], (p, facts, []))[2].append(rank)
     out = []
     for name, (p, facts, ranks) in groups.items():
+        built = _unused_flag_at(p.get("site")) if facts.get("find_unused") and not (
+            p.get("checkpoint") or (p.get("runs") or 0) > 1) else None
+        if built is not None:  # its module ran once: the model ran several forwards
+            out.append(make("GT882", built, f"DistributedDataParallel ({ranks_text(ranks)}): "
+                            f"parameter {name} was marked ready twice in one backward: the "
+                            "model is called several times before one backward(), and "
+                            "find_unused_parameters=True (set here) marks the parameters a "
+                            "call did not use as ready at once; a later call then uses them",
+                            "drop find_unused_parameters=True (every parameter is used by the "
+                            "summed loss), or run backward() after each call",
+                            [(p.get("site"), "its layer ran here, in one of those calls"),
+                             (facts.get("site"), "backward() failed here")]))
+            continue
         where = [s for s in [p.get("site"), *p.get("repeats", ())] if s]
         lines = ", ".join(str(s[1]) for s in where[:4])
         how = f"its module `{p.get('module') or 'the model'}` was called {p.get('runs', '?')} " \
@@ -468,3 +481,17 @@ def layout_findings(records: list[dict[str, Any]]) -> list[Any]:
                             [r for r in related if r[0] and r[0] != site]))
             break
     return out
+
+
+def _unused_flag_at(site: Any) -> list[Any] | None:
+    """The one ``DistributedDataParallel(..., find_unused_parameters=True)`` call of the file
+    of ``site`` ([path, line]), as [path, line]; None if there is not exactly one."""
+    import ast
+
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site[0]) if site else None
+    hits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and any(
+        k.arg == "find_unused_parameters" and isinstance(k.value, ast.Constant)
+        and k.value.value is True for k in n.keywords)] if tree is not None else []
+    return [site[0], hits[0]] if len(hits) == 1 else None

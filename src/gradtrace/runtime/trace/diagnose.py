@@ -1,10 +1,8 @@
 """Diagnose an autograd error at the moment torch raises it, while its inputs are still alive.
 
-:meth:`ProvenanceMode._failed` calls :func:`diagnose_failure` with the failing call; the result
-is attached to the exception as ``exc.__gradtrace__``. Errors raised outside torch calls (for
-example ``'float' object has no attribute 'backward'``) are handled by
-:mod:`gradtrace.runtime.trace.posthoc` from the traceback.
-"""
+:meth:`ProvenanceMode._failed` calls :func:`diagnose_failure`; the result is attached to the
+exception as ``exc.__gradtrace__``. Errors raised outside torch calls (``'float' object has no
+attribute 'backward'``) are handled by :mod:`gradtrace.runtime.trace.posthoc` (traceback)."""
 from __future__ import annotations
 
 import inspect
@@ -94,12 +92,13 @@ def stored_list(cut: Any) -> Site | None:
 
 
 def grad_off_line(cut: Any, backward: Site | None = None) -> Site | None:
-    """The ``with torch.no_grad():`` / ``inference_mode()`` line around a cut made with grad
-    mode off, or for a decorator :func:`locate.decorated_off` (else ``None``)."""
+    """The switch that turned grad mode off for a cut (NOTE [grad off on the stack]), else
+    the ``with``/``inference_mode()`` line or :func:`locate.decorated_off` (else ``None``)."""
     from gradtrace.runtime.trace.locate import decorated_off, enclosing_with
-
     if cut.reason == "inference":
         return cut.grad_off or enclosing_with(cut.site, ("inference_mode",))
+    if cut.reason == "no_grad" and cut.switch is not None:
+        return cut.switch
     if cut.reason == "no_grad" and cut.grad_off is not None:
         text = cut.grad_off.source()
         if text.startswith(("with ", "async with ")):
@@ -132,6 +131,9 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
                          "torch.set_grad_enabled(True) before training",
                      related=[(site, "backward() failed here")])]
     frozen = state.frozen_sites()
+    cut_off = state.trainable_cuts() if frozen else []  # the loss kept only frozen ones:
+    if cut_off:  # the trainable branch was cut off there
+        return [cut_finding(cut_off[0], "the tensor passed to backward()", site)]
     if frozen:
         return [make(code_for("all-parameters-frozen", "GT800"), frozen[0],
                      "every parameter the loss depends on has requires_grad=False; they were "
@@ -260,9 +262,7 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
     related = [(freed_by, "an earlier backward() freed that part of the graph here"),
                (site, "this backward() needs it again")]
     if freed_by is not None and site is not None and freed_by == site:
-        from gradtrace.runtime.trace.diagnose_freed import freed_root
-        better = freed_root(roots, made, site, pat, state)
-        if better is not None:
+        if (better := freed_root(roots, made, site, pat, state)) is not None:
             return [better]
         if made is not None and _made_again(roots, made, state.last_backward_seq):
             kind, msg = "state-carried-across-steps", (
@@ -276,7 +276,8 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
             fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
         stepped = state.after_step is not None or state.step_seq > freed_seq
-        return [_freed_earlier(pat, made, freed_by, node, site, stepped)]
+        return [added_to_old_loss(roots, site, pat) or _freed_earlier(pat, made, freed_by, node,
+                                                                       site, stepped)]
     return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
 
 
@@ -484,17 +485,16 @@ from gradtrace.runtime.trace.diagnose_inplace import (  # noqa: E402
     detached_saved_finding, inplace_leaf_finding, inplace_saved_finding)
 from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
+from gradtrace.runtime.trace.diagnose_freed import added_to_old_loss, freed_root  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
     "non-scalar": _non_scalar,
     "backward-twice": _backward_twice,
     "inplace-saved": inplace_saved_finding, "detached-saved": detached_saved_finding,
-    "inplace-leaf": inplace_leaf_finding,
-    "numpy-grad": kept_numpy_finding,
+    "inplace-leaf": inplace_leaf_finding, "numpy-grad": kept_numpy_finding,
     "inference-saved": lambda *a: inplace_update_of_inference(*a) or _inference(*a),
-    "function-grad-count": _function_count,
-    "grad-unused-input": _unused_input,
+    "function-grad-count": _function_count, "grad-unused-input": _unused_input,
     "requires-grad-dtype": _requires_grad_dtype,
     "requires-grad-non-leaf": _requires_grad_non_leaf, "grad-shape": gradient_shape_now,
 }

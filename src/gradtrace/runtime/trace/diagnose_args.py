@@ -89,12 +89,21 @@ def _call_at(site: Site) -> ast.Call | None:
     return min(calls, key=lambda c: (c.end_lineno or c.lineno) - c.lineno) if calls else None
 
 
-def gradient_shape_finding(pat: ErrorPattern, exc: BaseException, site: Site | None) -> list[Finding]:
+def gradient_shape_finding(pat: ErrorPattern, exc: BaseException, site: Site | None,
+                           roots: tuple = ()) -> list[Finding]:
     """The line that built a gradient argument of the wrong shape (see the module doc)."""
     m = _SHAPE_RE.search(str(exc))
     if m is None or site is None:
         return []
     index, got, want = int(m[1]), f"[{m[2]}]", f"[{m[3]}]"
+    reduced = _reduced_from(roots[index] if index < len(roots) else None)
+    if reduced is not None and reduced == [int(d) for d in m[2].replace(" ", "").split(",") if d]:
+        return [make(code_for("backward-gradient-shape", pat.code), site,
+                     f"backward() is called on a reduced output (shape {want}, a "
+                     f"`{reduced_name(roots[index])}` of a tensor of shape {got}) with a gradient "
+                     f"of shape {got}: that gradient belongs to the tensor before the reduction",
+                     fix="call backward(gradient=...) on the unreduced tensor, or call "
+                         "backward() on the reduced scalar without a gradient")]
     call = _call_at(site)
     arg = gradient_arg(call) if call is not None else None
     if isinstance(arg, (ast.List, ast.Tuple)) and index < len(arg.elts):
@@ -119,7 +128,24 @@ def gradient_shape_finding(pat: ErrorPattern, exc: BaseException, site: Site | N
 
 def gradient_shape_now(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
                        kwargs: dict, site: Site | None, state: Any) -> list[Finding]:
-    return gradient_shape_finding(pat, exc, site)
+    first = args[0] if args else kwargs.get("tensors")
+    roots = tuple(first) if isinstance(first, (list, tuple)) else (first,)
+    return gradient_shape_finding(pat, exc, site, roots)
+
+
+def _reduced_from(t: Any) -> list[int] | None:
+    """The input shape of the full reduction (``.sum()``, ``.mean()``) that made ``t``."""
+    gf = getattr(t, "grad_fn", None)
+    try:
+        sizes = getattr(gf, "_saved_self_sym_sizes", None) if gf is not None and \
+            type(gf).__name__ in ("SumBackward0", "MeanBackward0") else None
+        return [int(d) for d in sizes] if sizes is not None else None
+    except (RuntimeError, TypeError, ValueError):
+        return None
+
+
+def reduced_name(t: Any) -> str:
+    return ".sum()" if type(t.grad_fn).__name__.startswith("Sum") else ".mean()"
 
 
 def gradient_shape_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Site,

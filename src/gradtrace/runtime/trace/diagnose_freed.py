@@ -19,7 +19,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.records import META_FREED, created_site
+from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
 
 
 def _receiver(site: Site) -> tuple[Any, str | None]:
@@ -53,8 +53,9 @@ def _loop_over_losses(site: Site, made: Site | None, pat: Any) -> Finding | None
                                           (site, "the second backward() fails here")])
 
 
-def _consumer(roots: list[Any], limit: int = 5000) -> Site | None:
-    """The traced line that used a freed node in the failing graph."""
+def _consumer(roots: list[Any], limit: int = 5000, freer: list | None = None) -> Site | None:
+    """The traced line that used a freed node in the failing graph (the site of the backward()
+    that freed it is appended to ``freer``)."""
     queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
     seen: set[int] = set()
     while queue and len(seen) < limit:
@@ -64,6 +65,8 @@ def _consumer(roots: list[Any], limit: int = 5000) -> Site | None:
         seen.add(id(node))
         try:
             if META_FREED in node.metadata:
+                if freer is not None:
+                    freer.append(decode_meta(node.metadata[META_FREED])[0])
                 return user
             user = created_site(node)[0] or user
             queue.extend((n, user) for n, _ in node.next_functions if n is not None)
@@ -147,7 +150,53 @@ def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any,
                state: Any) -> Finding | None:
     """A better lead than the value's line for a second backward() at the same line."""
     return _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat) or \
-        _carried_local(site, pat, state.last_backward_seq)
+        _built_in_init(roots, site, pat) or _carried_local(site, pat, state.last_backward_seq)
+
+
+def added_to_old_loss(roots: list[Any], site: Site, pat: Any) -> Finding | None:
+    """``loss += loss_t`` (or ``loss = loss + ...``) where ``loss`` still holds the loss an
+    earlier ``loss.backward()`` at another line already went through (a second pass written
+    out after the first, SAM's): the new pass is added onto the freed
+    graph; that accumulation is the line to change (start from ``loss = 0``)."""
+    freer: list[Any] = []
+    used = _consumer(roots, freer=freer)
+    if used is None or not freer or freer[0] is None:
+        return None
+    tree, name = _receiver(freer[0])
+    stmt = next((n for n in ast.walk(tree) if isinstance(n, (ast.AugAssign, ast.Assign))
+                 and n.lineno <= used.line <= (n.end_lineno or n.lineno)), None) \
+        if tree is not None and used.path == freer[0].path and name else None
+    target = (stmt.target if isinstance(stmt, ast.AugAssign) else stmt.targets[0]) \
+        if stmt is not None else None
+    if not (isinstance(target, ast.Name) and target.id == name and (
+            isinstance(stmt, ast.AugAssign) or any(isinstance(n, ast.Name) and n.id == name
+                                                   for n in ast.walk(stmt.value)))):
+        return None
+    return make(code_for("graph-kept", pat.code), used,
+                f"`{name}` still holds the loss that backward() already went through "
+                f"({src(freer[0])}), and this line adds the new pass onto it: the next "
+                "backward() runs into the freed graph of the old one",
+                fix=f"start the new pass from a fresh `{name}` (`{name} = 0`) before "
+                    "accumulating into it", related=[(freer[0], "the old loss was "
+                                                      "backpropagated (and freed) here"),
+                                                     (site, "this backward() fails")])
+
+
+def _built_in_init(roots: list[Any], site: Site, pat: Any) -> Finding | None:
+    """``self.<attr>`` computed once in ``__init__`` (through the object's own layers) and used
+    by every pass: the first backward() frees its graph (root_sites.init_built_attribute)."""
+    from gradtrace.runtime.trace.root_sites import init_built_attribute
+
+    used = _consumer(roots)
+    built = init_built_attribute(used)
+    if built is None:
+        return None
+    return make(code_for("graph-reused-across-steps", pat.code), built,
+                "this value is computed once, when the object is built, with its graph; the "
+                f"first backward() freed that graph, and every later pass uses it again "
+                f"({src(used)})", fix="compute it in forward(), on every pass",
+                related=[(used, "the value is used again here"),
+                         (site, "this backward() needs the freed graph")])
 
 
 def _reaches_freed(node: Any, limit: int = 256) -> bool:

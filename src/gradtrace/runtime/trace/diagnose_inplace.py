@@ -14,7 +14,8 @@ from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
-from gradtrace.runtime.trace.root_sites import caller_of_argument_write, layer_built_inplace
+from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
+                                                layer_built_inplace)
 from gradtrace.runtime.trace.records import created_site
 from gradtrace.runtime.trace.state import TraceState
 
@@ -68,6 +69,15 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      "op saved for backward; backward() then found a newer version",
                      fix="use the out-of-place form or .clone() before changing it",
                      related=[*related, (site, "backward() failed here")])]
+    built = init_built_attribute(consumer) if state.after_step is not None else None
+    if built is not None:  # a graph built once in __init__, reused by every step
+        return [make(code_for("step-between-backwards", pat.code), built,
+                     f"this value is computed once, when the object is built, and every step "
+                     f"reuses its graph ({src(consumer)}); optimizer.step() changed the "
+                     f"parameters (shape {list(shape)}) that graph saved, so backward() "
+                     "through it fails", fix="compute it in forward(), on every pass",
+                     related=[(consumer, "the value is used again here"), (saver, "the "
+                              "graph saved the parameters here"), (site, "backward() failed here")])]
     if state.after_step is not None and consumer is not None:
         return [make(code_for("step-between-backwards", pat.code), consumer,
                      f"this line uses a value computed before optimizer.step() "

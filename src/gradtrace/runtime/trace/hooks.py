@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -18,7 +19,7 @@ from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
                                                _wiped, frozen_stats)
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
-from gradtrace.runtime.trace.replaced import note_replaced
+from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -214,20 +215,27 @@ class Hooks:
             if rec.nograd_runs == 1:
                 from gradtrace.runtime.frames import internal_names
 
-                rec.nograd_site = self.state.grad_off
+                from gradtrace.runtime.trace.offstack import off_switch
+
+                # the switch around this run (NOTE [grad off on the stack]), else the last one
+                rec.nograd_site = off_switch(sys._getframe(1)) or self.state.grad_off
                 rec.in_checkpoint = any("checkpoint" in n.lower() or n == "CheckpointFunction"
                                         for n in internal_names(1, limit=40))
 
     def _registered(self, module: torch.nn.Module, name: str, value: Any) -> None:
         """``module.<name> = value`` (a submodule or a Parameter): when it replaces another
         object, remember where (NOTE [replaced after the optimizer] in replaced.py)."""
-        if value is None or len(self.data.replaced) >= 4096:
+        d = self.data
+        if value is None or len(d.replaced) >= 4096 and not prune_replaced(d):
             return
-        table = module.__dict__.get("_parameters" if isinstance(value, torch.nn.Parameter)
-                                    else "_modules")
+        param = isinstance(value, torch.nn.Parameter)
+        table = module.__dict__.get("_parameters" if param else "_modules")
         old = table.get(name) if table is not None else None
-        if old is not None and old is not value:
-            note_replaced(self.data, module, value)
+        if old is not None and old is not value or old is None and d.optimizers:
+            # a replacement, or a new one after an optimizer exists (built in forward)
+            note_replaced(d, module, value)
+            if param and _grad_enabled():  # NOTE [rewrapped parameter]
+                note_rewrap(self.state, value)
 
     def _prune(self) -> None:
         """Forget modules that died (e.g. an nn.ReLU() built inside forward on every call)."""

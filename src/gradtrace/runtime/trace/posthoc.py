@@ -107,12 +107,37 @@ def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, si
     return []
 
 
+def _handed_over(made: Site | None, site: Site, name: str) -> Site | None:
+    """``adv = attack.perturb(x)`` then ``adv.grad``: the non-leaf was made inside a function
+    the reader called (a helper computing a result, not a leaf it meant to train: the line
+    making it creates no tensor that requires grad); the assignment in the reading function
+    that received it is the line to change. None otherwise."""
+    from gradtrace.runtime.trace.diagnose_args import assignment_before
+
+    if made is None or (made.path, made.function) == (site.path, site.function) \
+            or not name.isidentifier() or "requires_grad" in made.source():
+        return None
+    node = assignment_before(site, name)
+    if not isinstance(node, ast.Assign) or not any(isinstance(n, ast.Call)
+                                                   for n in ast.walk(node.value)):
+        return None
+    return Site(site.path, node.lineno, site.function, node.col_offset)
+
+
 def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) -> Finding:
     from gradtrace.runtime.trace.records import created_site
 
     rel = [(site, ".grad was used here")]
     if not t.is_leaf:
         made, _ = created_site(t.grad_fn)
+        handed = _handed_over(made, site, name)
+        if handed is not None:  # a helper computed it: the call that handed it over
+            return make(code_for("non-leaf-grad", pat.code), handed,
+                        f"`{name}` is the result this call returns, a non-leaf tensor "
+                        f"({type(t.grad_fn).__name__}, made at {src(made)}), so backward() "
+                        "never fills its .grad", related=[*rel, (made, "it was computed here")],
+                        fix=f"make it a leaf before the forward ({name} = {name}.detach()"
+                            ".requires_grad_()), or call .retain_grad() on it")
         return make(code_for(_non_leaf_kind(t, made, name), pat.code), made or site,
                     f"`{name}` is not a leaf tensor ({type(t.grad_fn).__name__}), so backward() "
                     f"never fills its .grad; it became a non-leaf here ({src(made)})",

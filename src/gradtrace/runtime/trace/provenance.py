@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 Tensor = torch.Tensor
+Parameter = torch.nn.Parameter
 _getframe = sys._getframe
 _grad_enabled = torch.is_grad_enabled
 _inference_enabled = torch.is_inference_mode_enabled
@@ -231,7 +232,11 @@ class ProvenanceMode(TorchFunctionMode):
         if self.state.after_step is not None and ("mul" in call_name(func) or "clamp" in call_name(func)):
             self._clip_after_step()
         if info is not None:
-            self.state.on_inplace(raw_site(), call_name(func), info, target.grad_fn)
+            raw = raw_site()
+            gf = target.grad_fn
+            self.state.on_inplace(raw, call_name(func), info, gf)
+            if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
+                gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and self.state.cuts and not target.requires_grad:
             self.state.propagate(args[1:], target)
         return out
@@ -352,10 +357,10 @@ class ProvenanceMode(TorchFunctionMode):
     def _rg_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         value = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-        if isinstance(args[0], Tensor) and not value:
+        if isinstance(args[0], Tensor) and (not value or isinstance(args[0], Parameter)):
             raw = raw_site()
-            if raw is not None:
-                self.state.on_freeze(raw, args[0])
+            if raw is not None:  # an unfreeze only of a Parameter (set up, not per step)
+                self.state.on_freeze(raw, args[0], bool(value))
         return out
 
     def _backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

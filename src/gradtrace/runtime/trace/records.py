@@ -31,11 +31,13 @@ class Cut:
     grad_off: Site | None = None
     origin: Cut | None = None  # for rewrap: the .item() that produced the number
     library: bool = False  # made by library code the user called (a distribution's check)
+    switch: Site | None = None  # the grad-off switch read from the stack (offstack.py)
 
     def describe(self) -> str:
         """One phrase: how the value left the graph."""
         if self.reason == "no_grad":
-            where = f" (grad mode turned off at line {self.grad_off.line})" if self.grad_off else ""
+            off = self.switch or self.grad_off
+            where = f" (grad mode turned off at line {off.line})" if off else ""
             return f"`{self.op}` ran with grad mode off{where}"
         if self.reason == "inference":
             return f"`{self.op}` ran inside torch.inference_mode()"

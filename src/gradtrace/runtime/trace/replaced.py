@@ -15,6 +15,19 @@ named is:
 - otherwise the line, in the frame that also runs the training steps, that called the code doing
   the replacement (``speedup(model)``, ``model = fix(model)``): the helper did what it is for,
   the call came after the optimizer was built.
+
+A Parameter registered where none was, once an optimizer exists, is noted the same way: a
+module that builds ``self.rel_h = nn.Parameter(torch.randn(...))`` in ``forward`` registers a new
+leaf at every call, which no optimizer holds (the line named is that assignment).
+
+# NOTE [rewrapped parameter]
+``self.conv.weight = nn.Parameter(W.squeeze(0))`` with ``W`` computed by another layer (a
+weight evolved by a GRU, a hypernetwork's output) makes a new leaf: ``Parameter`` aliases the
+data without its history (``_make_subclass`` does not pass through ``__torch_function__``), so
+the layers that computed ``W`` never get a gradient. When a Parameter is registered after an
+optimizer exists, the assignment's ``Parameter(...)`` argument is read from the source and the
+local names it uses are looked up in the frame: one that is a tensor with a ``grad_fn`` is the
+source, and a cut is recorded from it to the new parameter, at that line.
 """
 from __future__ import annotations
 
@@ -52,6 +65,56 @@ def note_replaced(data: Any, module: Any, value: Any) -> None:
     data.replaced[id(value)] = Replaced(weakref.ref(value), stack, own)
 
 
+def prune_replaced(data: Any) -> bool:
+    """Forget the replacements whose new object died; True if there is room again."""
+    data.replaced = {k: r for k, r in data.replaced.items() if r.ref() is not None}
+    return len(data.replaced) < 4096
+
+
+_ARGS: dict[tuple[int, int], tuple[Any, tuple[str, ...]]] = {}
+
+
+def _wrapped_names(code: Any, line: int) -> tuple[str, ...]:
+    """The names read by the argument of the ``Parameter(...)`` call(s) on ``line``."""
+    import ast
+
+    from gradtrace.runtime.trace.locate import tree_of
+
+    key = (id(code), line)
+    hit = _ARGS.get(key)
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    tree = tree_of(code.co_filename)
+    names: list[str] = []
+    for n in ast.walk(tree) if tree is not None else ():
+        if isinstance(n, ast.Call) and n.args and n.lineno <= line <= (n.end_lineno or n.lineno) \
+                and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) == "Parameter":
+            names.extend(m.id for m in ast.walk(n.args[0]) if isinstance(m, ast.Name))
+    if len(_ARGS) > 4096:
+        _ARGS.clear()
+    _ARGS[key] = (code, tuple(dict.fromkeys(names)))
+    return _ARGS[key][1]
+
+
+def note_rewrap(state: Any, value: Any) -> None:
+    """Record a cut when the Parameter ``value`` wraps a tensor with history (see NOTE)."""
+    import torch
+
+    from gradtrace.runtime.frames import user_frame
+
+    f = user_frame(2)
+    if f is None:
+        return
+    names = _wrapped_names(f.f_code, f.f_lineno)
+    local = f.f_locals if names else {}
+    src = next((t for t in (local.get(n) for n in names)
+                if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+    if src is not None:
+        cut = state.make_cut((f.f_code, f.f_lineno, f.f_lasti), "nn.Parameter", "detach")
+        state.add_cut(value, cut, src)
+    del f, local
+
+
 def _lookup(data: Any, obj: Any) -> Replaced | None:
     hit = data.replaced.get(id(obj))
     return hit if hit is not None and hit.ref() is obj else None
@@ -69,3 +132,22 @@ def replacement_site(data: Any, module: Any) -> Site | None:
     if hit.own:
         return inner
     return common_line(hit.stack, data.step_stack or ()) or inner
+
+
+def registered_after(data: Any, params: list[Any]) -> tuple[Site, str, str] | None:
+    """Where one of ``params`` (in no optimizer) was registered after an optimizer existed,
+    why that leaves it out and the fix (see NOTE), or None."""
+    hit = next((h for h in (_lookup(data, p) for p in params) if h is not None and h.stack),
+               None)
+    if hit is None:
+        return None
+    _, code, line = hit.stack[0]
+    if hit.own:
+        return (Site(code.co_filename, line, code.co_name), "the module creates them anew "
+                "here each time this method runs, after the optimizer was built, so no "
+                "optimizer ever holds them", "create the parameters once, in __init__, and only "
+                "use them here")
+    site = common_line(hit.stack, data.step_stack or ()) or Site(code.co_filename, line,
+                                                                   code.co_name)
+    return (site, "they were added to the model here, after the optimizer was built",
+            "build the optimizer after the model is complete (or add a param group)")

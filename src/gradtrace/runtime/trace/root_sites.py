@@ -258,3 +258,51 @@ def kept_dim_site(root: Any) -> Site | None:
             queue.extend(n for n, _ in node.next_functions)
     found.discard(None)
     return next(iter(found)) if len(found) == 1 else None
+
+
+def init_built_attribute(used: Site | None) -> Site | None:
+    """A graph built once in a constructor and reused by every step: the statement at
+    ``used`` (the first line after an optimizer step, or after a backward, that consumed a
+    stale value) reads ``self.<attr>``, and the file assigns ``self.<attr>`` exactly once, in
+    an ``__init__``, from a computation (``self.mask_e = self.embedding(ids)``; not a constant,
+    a class being built, or a ``Parameter``). That assignment, else None."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(used.path) if used is not None else None
+    stmt = _statement_at(tree, used.line) if tree is not None else None
+    if stmt is None:
+        return None
+    read = {n.attr for n in ast.walk(stmt) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+            and n.value.id == "self"}
+    found: dict[str, list[tuple[str, ast.Assign]]] = {}
+    for fn in ast.walk(tree) if read else ():
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                        if isinstance(t, ast.Attribute) and t.attr in read and \
+                                isinstance(t.value, ast.Name) and t.value.id == "self":
+                            found.setdefault(t.attr, []).append((fn.name, n))
+    hits = []
+    for attr, binds in found.items():
+        (fn_name, node), computed = binds[0], _computed(binds[0][1].value)
+        if len(binds) == 1 and fn_name == "__init__" and computed:
+            hits.append(Site(used.path, node.lineno, "__init__", node.col_offset))
+    return hits[0] if len(hits) == 1 else None
+
+
+def _computed(value: ast.AST | None) -> bool:
+    """A value computed from the object's own layers or tensors: a call of a ``self``
+    attribute (``self.embedding(ids)``, ``self.encode(x)``) or an operator on ``self``
+    attributes; not a constant, a class being built (``nn.Linear``, ``nn.Parameter``) or a
+    plain function of numbers (``math.sqrt(d)``)."""
+    if isinstance(value, ast.Call):
+        f = value.func
+        while isinstance(f, ast.Attribute):
+            f = f.value
+        return isinstance(value.func, ast.Attribute) and isinstance(f, ast.Name) \
+            and f.id == "self" and not value.func.attr[:1].isupper()
+    return isinstance(value, (ast.BinOp, ast.UnaryOp)) and any(
+        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+        for n in ast.walk(value))

@@ -12,13 +12,14 @@ from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
-from gradtrace.runtime.trace.replaced import replacement_site
+from gradtrace.runtime.trace.replaced import registered_after, replacement_site
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
-from gradtrace.runtime.trace.wiring import plain_object_parameters, requires_grad_attribute
-from gradtrace.runtime.trace.wiring import partial_optimizer_site, tensor_made_at
+from gradtrace.runtime.trace.wiring import (partial_optimizer_site, plain_object_parameters,
+                                            requires_grad_attribute, single_optimizer_built_at,
+                                            tensor_made_at)
 
 Tensor = torch.Tensor
 
@@ -30,9 +31,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     steps = any(r.steps for r in data.optimizers.values())
-    return out + eval_findings(data) + requires_grad_attribute(data) + idle_findings(
-        state, data) + _optimizer_events(data, state) + _events(state, steps) + discarded(state, data) + \
-        nonfinite_findings(state, data)
+    return out + eval_findings(data) + requires_grad_attribute(data) + idle_findings(state, data) \
+        + _optimizer_events(data, state) + _events(state, steps) + discarded(state, data) \
+        + nonfinite_findings(state, data)
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
@@ -182,8 +183,7 @@ def why_no_grad(state: TraceState, data: HookState, p: Tensor,
     """Why parameter ``p`` never got a gradient (``None`` if it has one)."""
     if p.grad is not None or data.graded(p):
         return None
-    code, site, why, fix, related = unreached_reason(state, data, p, param_owners(data) if owners is None
-                                            else owners)
+    code, site, why, fix, related = unreached_reason(state, data, p, owners or param_owners(data))
     return make(code, site, f"{param_name(data, p)} never received a gradient: {why}", fix=fix,
                 related=list(related), severity="warning")
 
@@ -278,9 +278,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
         m = rec.ref()
         if m is None or rec.grad_runs == 0 or inputs_trained:
             continue
-        missed = [p for p in m._parameters.values()
+        missed = [p for p in m._parameters.values()  # (not a rewrap: the cut says it)
                   if p is not None and p.requires_grad and p.grad is not None
-                  and id(p) not in in_opt]
+                  and id(p) not in in_opt and state.cut_of(p) is None]
         if missed and (not m.training and training or rec.copied_into(m, data, in_opt)
                        or left_out_on_purpose(data, [param_name(data, q) for q in missed])):
             continue  # eval mode, a copy the program refreshes (target net), left out on purpose
@@ -290,11 +290,16 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                                                    [state.frozen_at(q) for q in missed])
             site = owner_site
             if kind == "model-recreated-after-optimizer":
-                from gradtrace.runtime.trace.wiring import replaced_at
+                from gradtrace.runtime.trace.wiring import other_instance_at, replaced_at
 
-                site = replacement_site(data, m) or replaced_at(data, m, rec.site)
-            elif kind == "parameter-in-no-optimizer":
-                site = _single_optimizer_built_at(data) or partial_optimizer_site(data, m)
+                site = replacement_site(data, m)
+                site, why, fix = (None if site else other_instance_at(data, m, stale)) or (
+                    site or replaced_at(data, m, rec.site), why, fix)
+            elif kind == "unfrozen-after-optimizer":
+                site = state.unfrozen_at(missed) or site
+            elif kind == "parameter-in-no-optimizer":  # NOTE [replaced after the optimizer]
+                site, why, fix = registered_after(data, missed) or (single_optimizer_built_at(
+                    data) or partial_optimizer_site(data, m), why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
@@ -321,7 +326,7 @@ def _empty_optimizers(data: HookState) -> list[Finding]:
               for p in rec.ref()._parameters.values() if p is not None and p.grad is not None]
     if not graded:
         return []
-    site = _single_optimizer_built_at(data) or steppers[0].site
+    site = single_optimizer_built_at(data) or steppers[0].site
     shown = ", ".join(graded[:6]) + (f" and {len(graded) - 6} more" if len(graded) > 6 else "")
     return [make(code_for("parameter-in-no-optimizer", "GT821"), site,
                  f"{shown} receive gradients but no optimizer updates them: the optimizer built "
@@ -329,19 +334,6 @@ def _empty_optimizers(data: HookState) -> list[Finding]:
                  "nothing", fix="check the filter that builds the parameter groups: it kept "
                  "nothing", related=[(steppers[0].site, "optimizer.step() here")],
                  severity="warning")]
-
-
-def _single_optimizer_built_at(data: HookState) -> Site | None:
-    """Where the one optimizer that stepped was built (the list it was given leaves the
-    parameters out); None when several optimizers stepped (which one should hold them?)."""
-    from gradtrace.runtime.trace.wiring import built_at
-
-    from gradtrace.runtime.trace.wiring import groups_listed_at
-
-    steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
-    if len(steppers) != 1:
-        return None
-    return groups_listed_at(data, steppers[0].ref()) or built_at(steppers[0].site)
 
 
 def _plain_tensor_attributes(data: HookState, in_opt: set[int],

@@ -5,6 +5,7 @@ autograd nodes are annotated through ``grad_fn.metadata``, which dies with the g
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from collections import OrderedDict, deque
 from typing import Any, Callable
@@ -54,6 +55,7 @@ class TraceState:
         self.accumulating_seq = -1  # the last backward() into leaves (autograd.grad not counted)
         self.in_backward = False
         self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
+        self.unfreeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}  # Parameters only
         self.grad_none: dict[int, Site | None] = {}
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
@@ -98,8 +100,13 @@ class TraceState:
         key = (id(raw[0]), raw[1:], op, reason, origin, grad_off, library)
         hit = self._cut_cache.get(key)
         if hit is None or hit[0] is not raw[0]:
+            switch = None
+            if reason == "no_grad":  # NOTE [grad off on the stack]: once per new cut
+                from gradtrace.runtime.trace.offstack import off_switch
+
+                switch = off_switch(sys._getframe(1))
             hit = self._cut_cache[key] = (raw[0], Cut(self.site(raw), op, reason, grad_off,
-                                                      origin, library))
+                                                      origin, library, switch))
             if block is not None:
                 self.inference_blocks[block] = None
         return hit[1]
@@ -145,6 +152,14 @@ class TraceState:
         for cut, ids in list(self.cut_upstream.items()):
             if key in ids:
                 self.cut_upstream[cut] = ids - {key}
+
+    def trainable_cuts(self) -> list[Cut]:
+        """``.data``/``.detach()`` cuts with a leaf upstream that requires grad now: a
+        trainable branch cut off the loss (``.data`` ones first)."""
+        refs = self._leaf_refs
+        out = [c for c, ids in self.cut_upstream.items() if c.reason in ("data", "detach")
+               and any(getattr(refs[i](), "requires_grad", False) for i in ids if i in refs)]
+        return sorted(out, key=lambda c: c.reason != "data")
 
     def _prune(self) -> None:
         self.cuts = {k: v for k, v in self.cuts.items() if v[0]() is not None}
@@ -204,9 +219,18 @@ class TraceState:
         else:
             self.grad_off = None
 
-    def on_freeze(self, raw: RawSite, t: Tensor) -> None:
-        self.freeze.pop(id(t), None)  # the latest freeze last (NOTE [idle steps])
-        self.freeze[id(t)] = (weakref.ref(t), self.site(raw))
+    def on_freeze(self, raw: RawSite, t: Tensor, unfreeze: bool = False) -> None:
+        table = self.unfreeze if unfreeze else self.freeze
+        table.pop(id(t), None)  # the latest freeze last (NOTE [idle steps])
+        table[id(t)] = (weakref.ref(t), self.site(raw))
+
+    def unfrozen_at(self, params: list[Tensor]) -> Site | None:
+        """Where the first of ``params`` was last set to ``requires_grad=True``."""
+        for p in params:
+            hit = self.unfreeze.get(id(p))
+            if hit is not None and hit[0]() is p:
+                return hit[1]
+        return None
 
     def frozen_at(self, t: Tensor) -> Site | None:
         hit = self.freeze.get(id(t))

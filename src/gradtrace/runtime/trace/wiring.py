@@ -179,6 +179,10 @@ def built_at(step: Site | None) -> Site | None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(ast.unparse(t) == receiver for t in targets) and (best is None or node.lineno > best):
                 best = node.lineno
+    if best is None and receiver.startswith("self."):  # built in another method (__init__):
+        lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign)  # the one
+                 and any(ast.unparse(t) == receiver for t in n.targets)]  # assignment
+        return Site(step.path, lines[0]) if len(lines) == 1 else None
     return None if best is None else Site(step.path, best, step.function)
 
 
@@ -332,3 +336,61 @@ def _constructor_naming(data: Any, cls_name: str, parts: list[str]) -> Site | No
                     for n in ast.walk(node.args[0])):
                 found.append(Site(path, node.lineno, "", node.col_offset))
     return found[0] if len(found) == 1 else None
+
+
+def single_optimizer_built_at(data: Any) -> Site | None:
+    """Where the one optimizer that stepped was built (the list it was given leaves the
+    parameters out); None when several optimizers stepped (which one should hold them?)."""
+    steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
+    if len(steppers) != 1:
+        return None
+    return groups_listed_at(data, steppers[0].ref()) or built_at(steppers[0].site)
+
+
+def other_instance_at(data: Any, module: torch.nn.Module,
+                      stale: list[Any]) -> tuple[Site, str, str] | None:
+    """The optimizer holding ``stale`` parameters was built over another instance of the
+    model that trains: ``model = Net(); opt = SGD(net.parameters())`` (the trained model of
+    class ``Net`` is bound to another name, by a ``Net(...)`` call before the optimizer's line,
+    in the same function). That optimizer's line, why and the fix, else None (then the model
+    may have been re-created after it: :func:`replaced_at`)."""
+    held = {id(p) for p in stale[:64]}
+    opt = next((r for r in list(data.optimizers.values()) if r.ref() is not None and any(
+        id(p) in held for g in r.ref().param_groups for p in g["params"])), None)
+    at = built_at(opt.site) if opt is not None else None
+    tree = tree_of(at.path) if at is not None else None
+    if tree is None:
+        return None
+    ran = [r.ref() for r in list(data.modules.values()) if r.grad_runs and r.ref() is not None]
+    tops = {type(m).__name__ for m in ran if any(q is module for q in m.modules())
+            and not any(m is not o and any(c is m for c in o.modules()) for o in ran)}
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    line = next((n for n in stmts if n.lineno == at.line), None)
+    receivers = {ast.unparse(n.value) for n in ast.walk(line) if isinstance(n, ast.Attribute)
+                 and n.attr in ("parameters", "named_parameters")} if line is not None else set()
+    scope = _scope_of(tree, at.line)
+    for n in stmts:
+        if receivers and n.lineno < at.line and _scope_of(tree, n.lineno) is scope \
+                and isinstance(n.value, ast.Call) and _last(n.value.func) in tops \
+                and any(isinstance(t, (ast.Name, ast.Attribute))
+                        and ast.unparse(t) not in receivers for t in n.targets):
+            names = ", ".join(sorted(receivers))
+            return (at, f"the optimizer built here holds the parameters of `{names}` "
+                    f"({len(stale)} of them, never used), another `{_last(n.value.func)}` "
+                    "than the one that trains", "build the optimizer over the parameters of "
+                    "the model the loop trains")
+    return None
+
+
+def _last(f: ast.AST) -> str:
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+
+def _scope_of(tree: ast.AST, line: int) -> ast.AST:
+    best: ast.AST = tree
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                n.lineno <= line <= (n.end_lineno or n.lineno) and \
+                n.lineno > getattr(best, "lineno", 0):
+            best = n
+    return best

@@ -1,0 +1,164 @@
+"""Which switch on the user's stack turned grad mode off (issue 13 §2).
+
+# NOTE [grad off on the stack]
+The tracer remembers the last ``set_grad_enabled(False)`` it saw (``state.grad_off``), but that
+is the line that *called* the switch: for a decorator (``@torch.no_grad()`` on a ``forward``)
+torch's wrapper turns the mode off, so the line seen is the caller's, and inside an
+optimizer's ``step`` (``@torch.no_grad()`` on a hand-written ``step`` that runs the closure)
+switches are not recorded at all. When a module runs with grad mode off, or an op cuts the graph
+under ``no_grad``, the switch is nearly always still on the stack: a ``with torch.no_grad():``
+(``inference_mode()``, ``set_grad_enabled(<not True>)``) block around the running line of a
+user frame, or a grad-off decorator on a user function the stack passes through. The innermost
+one in user code is the cause:
+
+- a ``with`` block: its line;
+- a decorated ``forward`` (or ``__call__``), or a decorated function that itself calls
+  ``backward``/``autograd.grad`` (it must compute gradients): the decorator's line;
+- a decorated function whose running line calls a callable it was handed (``closure()``,
+  ``fn(*args)``: the optimizer step that runs the training closure): that call;
+- a decorated helper called by a ``forward`` (``self.embed(x)``): the decorator, it is part of
+  the model;
+- any other decorated function (``generate``, ``select_action``: meant to run without
+  gradients): the line that called it, whose result was then trained on.
+
+A ``with torch.enable_grad():`` (or its decorator) met first means the mode was turned off
+again below it by a call that has returned: None, and the caller keeps ``state.grad_off``.
+Read only on the rare path (the first grad-off run of a module, a new cut site under
+``no_grad``); the answer is cached per (code object, line), the function's node per code.
+"""
+from __future__ import annotations
+
+import ast
+from types import CodeType, FrameType
+
+from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.trace.locate import tree_of
+
+_OFF, _ON, _CALLER = "off", "on", "caller"
+_Hit = tuple[str, Site]
+_AT: dict[tuple[int, int], tuple[CodeType, _Hit | None]] = {}
+_NODE: dict[int, tuple[CodeType, ast.AST | None]] = {}
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _switch(expr: ast.AST) -> str | None:
+    """``_OFF``/``_ON`` for a grad-mode switch expression (a context manager or decorator)."""
+    call = expr if isinstance(expr, ast.Call) else None
+    f = call.func if call is not None else expr
+    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+    if name not in ("no_grad", "inference_mode", "enable_grad", "set_grad_enabled"):
+        return None
+    args = [*call.args, *(k.value for k in call.keywords if k.arg == "mode")] if call else []
+    flag = args[0].value if args and isinstance(args[0], ast.Constant) else None
+    if name == "enable_grad" or (name == "set_grad_enabled" and flag is True):
+        return _ON
+    if name == "inference_mode" and flag is False:
+        return None  # inference_mode(False): no switch
+    return _OFF  # set_grad_enabled(<flag>) while grad mode is off: it turned it off
+
+
+def _node(code: CodeType) -> ast.AST | None:
+    hit = _NODE.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    tree = tree_of(code.co_filename)
+    found: ast.AST | None = tree if code.co_name == "<module>" else None
+    for n in ast.walk(tree) if tree is not None and found is None else ():
+        if isinstance(n, _FUNCS) and n.name == code.co_name and min(
+                [n.lineno, *(d.lineno for d in n.decorator_list)]) == code.co_firstlineno:
+            found = n
+            break
+    if len(_NODE) > 4096:
+        _NODE.clear()
+    _NODE[id(code)] = (code, found)
+    return found
+
+
+def _own(node: ast.AST) -> list[ast.AST]:
+    """The nodes of ``node``'s own scope (nested functions, classes and lambdas left out)."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, _SCOPES):
+            out.extend(getattr(n, "decorator_list", ()))
+            continue
+        out.append(n)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _computes_gradients(own: list[ast.AST]) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
+               and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
+               in ("backward", "grad") for n in own)
+
+
+def _at(code: CodeType, line: int) -> _Hit | None:
+    node = _node(code)
+    if node is None:
+        return None
+    path, name = code.co_filename, code.co_name
+    own = _own(node)
+    best: ast.With | None = None
+    for n in own:
+        if isinstance(n, (ast.With, ast.AsyncWith)) and n.body \
+                and n.body[0].lineno <= line <= (n.end_lineno or n.lineno) \
+                and any(_switch(i.context_expr) for i in n.items) \
+                and (best is None or n.lineno > best.lineno):
+            best = n
+    if best is not None:
+        kinds = [k for i in best.items for k in [_switch(i.context_expr)] if k]
+        return (kinds[-1], Site(path, best.lineno, name, best.col_offset))
+    if not isinstance(node, _FUNCS):
+        return None
+    deco = next(((d, k) for d in node.decorator_list for k in [_switch(d)] if k), None)
+    if deco is None:
+        return None
+    here = Site(path, deco[0].lineno, name, deco[0].col_offset)
+    if deco[1] == _ON or name in ("forward", "__call__") or _computes_gradients(own):
+        return (deco[1], here)
+    params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                              node.args.vararg, node.args.kwarg) if a is not None} - {"self"}
+    called = [n for n in own if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+              and n.func.id in params and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if called:
+        return (_OFF, Site(path, called[0].lineno, name, called[0].col_offset))
+    return (_CALLER, here)
+
+
+def _user(frame: FrameType | None) -> FrameType | None:
+    while frame is not None and is_internal(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+def off_switch(frame: FrameType | None) -> Site | None:
+    """The line that turned grad mode off for the code running in ``frame`` (the innermost
+    user frame, usually), read from the stack (NOTE [grad off on the stack]); None if no
+    enclosing switch is found or the innermost is one that turns it on."""
+    frame = _user(frame)
+    while frame is not None:
+        code, line = frame.f_code, frame.f_lineno
+        key = (id(code), line)
+        hit = _AT.get(key)
+        if hit is None or hit[0] is not code:
+            if len(_AT) > 4096:
+                _AT.clear()
+            hit = _AT[key] = (code, _at(code, line))
+        if hit[1] is not None:
+            kind, site = hit[1]
+            if kind == _ON:
+                return None
+            if kind == _CALLER:
+                caller = _user(frame.f_back)
+                if caller is None or caller.f_code.co_name == "forward":
+                    return site  # a helper of a module's forward: part of the model
+                return Site(caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
+            return site
+        frame = _user(frame.f_back)
+    return None
+
+
+__all__ = ["off_switch"]
