@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import PARAMETER, PARAMS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import of_types
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # constructors that copy their data into a new leaf without history
@@ -186,8 +187,8 @@ def _forward_methods(ctx: Context, cls: object) -> frozenset[str]:
             if m is None or name in seen:
                 continue
             seen.add(name)
-            for n in ast.walk(m):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+            for n in of_types(m, (ast.Call,)):  # NOTE [walk index]; the result is a set
+                if isinstance(n.func, ast.Attribute) \
                         and dotted(n.func.value) == "self" and n.func.attr in methods:
                     todo.append(n.func.attr)
         return frozenset(seen)

@@ -336,7 +336,7 @@ def _line_starts(ctx: Context) -> list[int]:
         if "\r" in text:
             ends = [m.end() for m in LINE_END.finditer(text)]
         else:
-            ends = list(itertools.accumulate(len(p) + 1 for p in text.split("\n")[:-1]))
+            ends = list(itertools.accumulate(map((1).__add__, map(len, text.split("\n")[:-1]))))
         if text and text[-1] not in "\r\n":
             ends.append(len(text))  # the end of a last line without a line break
         return [0, 0, *ends]

@@ -22,7 +22,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import statements
+from gradtrace.lint.nodes import of_types, statements
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import owns_params
 
@@ -211,8 +211,8 @@ class LayersNeverBound(Rule):
                 and isinstance(s.targets[0], ast.Name) and _capitalised_call(s.value)]
         if not made:
             return
-        loaded = {n.id for n in ast.walk(init) if isinstance(n, ast.Name)
-                  and isinstance(n.ctx, ast.Load)}
+        loaded = {n.id for n in of_types(init, (ast.Name,))  # NOTE [walk index]
+                  if isinstance(n.ctx, ast.Load)}  # type: ignore[attr-defined]
         dead = [s for s in made if s.targets[0].id not in loaded  # type: ignore[attr-defined]
                 and owns_params(s.value, ctx)]
         if not dead:
