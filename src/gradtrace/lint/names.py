@@ -34,10 +34,11 @@ CANONICAL = {
 class Imports:
     """A file's import table: local name -> qualified dotted name."""
 
-    __slots__ = ("aliases",)
+    __slots__ = ("aliases", "package")
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
+        self.package: set[str] = set()  # names bound by relative imports (another file)
 
     def add(self, node: ast.Import | ast.ImportFrom) -> None:
         """Record what an import statement binds."""
@@ -50,7 +51,9 @@ class Imports:
                     self.aliases[top] = top
             return
         if node.level or not node.module:
-            return  # relative imports: the user's own package
+            # relative imports: the user's own package; the names stay unresolved
+            self.package.update(a.asname or a.name for a in node.names if a.name != "*")
+            return
         for a in node.names:
             if a.name != "*":
                 self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"

@@ -186,3 +186,14 @@ def statements(node: ast.AST) -> Iterator[ast.stmt]:
                 stack.extend(reversed(sub))
         if isinstance(n, ast.stmt):
             yield n
+
+
+def argument_default(name: str, fn: ast.AST) -> ast.expr | None:
+    """The default value of ``fn``'s argument ``name`` (None: not an argument with one)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = fn.args
+    pos = [*a.posonlyargs, *a.args]
+    pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
+             *zip(a.kwonlyargs, a.kw_defaults)]
+    return next((d for arg, d in pairs if arg.arg == name and d is not None), None)

@@ -27,7 +27,7 @@ from gradtrace.lint.analysis.modules import (
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import child_fields
+from gradtrace.lint.nodes import argument_default, child_fields
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -237,6 +237,9 @@ class Analysis:
                 owner = dotted(f.value)
                 return Kind(PARAMS, over=frozenset({owner}) if owner else frozenset(), node=e)
         q = self.ctx.qualified_name(f) or ""
+        if isinstance(f, ast.Name) and scope.binding_before(f.id, line) is None and \
+                (d := argument_default(f.id, scope.node)) is not None:
+            q = self.ctx.qualified_name(d) or q  # `optimizer_class=optim.Adam`, called
         last = q.rpartition(".")[2]
         if q.startswith("torch."):
             return self._torch_kind(q, last, e, scope, line, depth)

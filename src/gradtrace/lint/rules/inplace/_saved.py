@@ -57,8 +57,10 @@ class _LazyModules:
         self._inplace: set[str] = set()
 
     def inplace(self, name: str | None) -> bool:
-        """Whether ``self.<name>`` is an activation module built with ``inplace=True``."""
-        return bool(self.get(name)) and (name or "") in self._inplace
+        """Whether ``self.<name>`` writes its input in place: an activation module built with
+        ``inplace=True``, or a Sequential that starts with one."""
+        self.get(name)
+        return (name or "") in self._inplace
 
     def any(self) -> bool:
         if self._map is None:
@@ -90,14 +92,20 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
                     and _has_module_word(ctx.code_of(n)):
                 act = _last_layer(n.value, ctx)
                 op = SAVED_MODULES.get(ctx.qualified_name(act.func) or "")
-                flag = any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                           and k.value.value is True for k in act.keywords) or (
-                    act.args and isinstance(act.args[-1], ast.Constant)
-                    and act.args[-1].value is True)
+                # the module writes its *input* in place only when its first layer does: a
+                # Sequential ending in `nn.ReLU(inplace=True)` overwrites its conv's output
+                first = _first_layer(n.value, ctx)
+                flag = first is not None and bool(
+                    SAVED_MODULES.get(ctx.qualified_name(first.func) or "")) and (any(
+                        k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                        and k.value.value is True for k in first.keywords) or (
+                        first.args and isinstance(first.args[-1], ast.Constant)
+                        and first.args[-1].value is True))
                 for t in n.targets:
                     name = dotted(t)
-                    if op and name and name.startswith("self."):
-                        out[name] = op
+                    if name and name.startswith("self."):
+                        if op:
+                            out[name] = op
                         if flag:
                             inplace.add(name)
     return out
@@ -109,6 +117,17 @@ def _last_layer(call: ast.Call, ctx: Context) -> ast.Call:
     while ctx.qualified_name(call.func) == "torch.nn.Sequential" and call.args \
             and isinstance(call.args[-1], ast.Call) and not call.keywords:
         call = call.args[-1]
+    return call
+
+
+def _first_layer(call: ast.Call, ctx: Context) -> ast.Call | None:
+    """``nn.Sequential(nn.ReLU(inplace=True), conv)`` -> the ``nn.ReLU(...)`` call (what
+    first touches the Sequential's input); any other call is itself (None: not a call)."""
+    while ctx.qualified_name(call.func) == "torch.nn.Sequential" and call.args \
+            and not call.keywords:
+        if not isinstance(call.args[0], ast.Call):
+            return None
+        call = call.args[0]
     return call
 
 

@@ -10,8 +10,12 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
+
+
+CUT_CALLS = ("detach", "item", "tolist", "numpy")
 
 
 class OptimizerStepBetweenBackwards(Rule):
@@ -95,6 +99,8 @@ class OptimizerStepBetweenBackwards(Rule):
         loops = scope.loops_of(node)
         k = ctx.analysis.kind(f.value, scope, node.lineno)
         owners = k.over if k is not None and k.what == OPTIMIZER else frozenset()
+        if not owners and k is not None and k.what == OPTIMIZER:
+            owners = _listed_tensors(k.node)  # `Adam([self.log_alpha])`: the tensors
         for later in sinks:
             if owners and later.call.lineno > node.lineno and \
                     not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
@@ -148,27 +154,31 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     """Whether the graph of ``loss`` may hold parameters of ``owners`` (``self.Q_net1``):
     a call of one of them (or of a method of this class that calls one, or a call handed
     one) is among the bindings it is computed from, or it reads an argument of the function
-    (unknown). False for SAC's ``Q2_loss`` after ``Q1_optimizer.step()``: built from
+    that may carry a graph (unknown; a batch of data does not, by the shared tracer). False for SAC's ``Q2_loss`` after ``Q1_optimizer.step()``: built from
     ``self.Q_net2`` and a detached target only."""
     if loss is None:
         return True
-    todo, seen, exprs = [(loss, line)], set(), []
     fn = scope.node
+    tracer = origins(ctx, fn)
+    use = next((s for s in scope.stmts if isinstance(s, ast.Expr) and s.lineno == line), None)
+    todo, seen, exprs = [(loss, line, use)], set(), []
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
                               *(x for x in (fn.args.vararg, fn.args.kwarg) if x))} - {"self"} \
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
     while todo:
-        e, at = todo.pop()
+        e, at, where = todo.pop()
         exprs.append(e)
         for n in _live_nodes(e):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                b = scope.binding_before(n.id, at)
-                if b is None and n.id in params:
-                    return True
-                if b is not None and b.value is not None and id(b) not in seen \
-                        and not b.no_grad and len(seen) < 200:
-                    seen.add(id(b))
-                    todo.append((b.value, b.line))
+                # every binding that may reach the use (one under an `if` may not have run)
+                bs = tracer.bindings_at(n.id, where, at)
+                if not bs and n.id in params and tracer.trace(n, None, at).live:
+                    return True  # an argument that may carry a graph (not a batch of data)
+                for b in bs:
+                    if b.value is not None and id(b) not in seen and not b.no_grad \
+                            and len(seen) < 200:
+                        seen.add(id(b))
+                        todo.append((b.value, b.line, b.stmt))
     methods = {m.name: m for m in (ctx.class_def.body if ctx.class_def else ())
                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
@@ -176,8 +186,9 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
         return any(d == o or d.startswith(o + ".") for o in owners)
     for e in exprs:
         for n in _live_nodes(e):
-            if not isinstance(n, ast.Call):
-                continue
+            if not isinstance(n, ast.Call) or isinstance(n.func, ast.Attribute) and \
+                    n.func.attr in CUT_CALLS:
+                continue  # `log_alpha.detach()` reads no graph of `log_alpha`
             d = dotted(n.func) or ""
             if hits(d) or any(hits(dotted(a) or "") for a in n.args):
                 return True
@@ -190,6 +201,16 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     return False
 
 
+def _listed_tensors(made: ast.AST | None) -> frozenset[str]:
+    """The dotted names of an optimizer built over a list of tensors (``[self.log_alpha]``):
+    a loss reaches them only by reading them."""
+    if not isinstance(made, ast.Call) or not made.args or \
+            not isinstance(made.args[0], (ast.List, ast.Tuple)):
+        return frozenset()
+    names = [dotted(e) for e in made.args[0].elts]
+    return frozenset(n for n in names if n) if all(names) else frozenset()
+
+
 def _live_nodes(e: ast.AST) -> list[ast.AST]:
     """The nodes of ``e`` outside the receivers of ``.detach()``/``.item()``/``.data``."""
     out, todo = [], [e]
@@ -197,7 +218,7 @@ def _live_nodes(e: ast.AST) -> list[ast.AST]:
         n = todo.pop()
         out.append(n)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                n.func.attr in ("detach", "item", "tolist", "numpy"):
+                n.func.attr in CUT_CALLS:
             todo.extend(n.args)
             continue
         if isinstance(n, ast.Attribute) and n.attr == "data":

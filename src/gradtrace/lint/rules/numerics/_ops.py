@@ -191,6 +191,16 @@ def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
             yield call, _enclosing_function(ctx, call, (*outer, s))
 
 
+def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
+    """Whether ``operand`` (read at ``node``) may carry a graph, by the shared tracer: a value
+    built only from factories, constants and data (``torch.arange(n).type_as(x)``: the cast
+    keeps nothing of ``x``), or cut on the way, gets no gradient, so its op's derivative is
+    never evaluated."""
+    from gradtrace.lint.analysis.origins import origins
+    fn = ctx.function or ctx.tree
+    return origins(ctx, fn).trace(operand, ctx.statement, getattr(node, "lineno", 0)).live
+
+
 def in_training(ctx: Context, node: ast.AST, forward: bool = True,
                 through_forward: bool = True) -> bool:
     """Whether a gradient can flow through ``node``: grad is on there and it runs before a

@@ -9,7 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
-    has_positive_shift, in_training, resolve, strip, torch_op)
+    carries_graph, has_positive_shift, in_training, resolve, strip, torch_op)
 from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, SINE, zero_at_coincidence
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 
@@ -219,7 +219,8 @@ class SqrtOfPossibleZero(Rule):
         what = zero_at_coincidence(operand, ctx) or zero_at_coincidence(
             resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
         floor = bool(what) and what.startswith(FLOOR[:20])
-        if what and in_training(ctx, node, forward=what != DISTANCE, through_forward=not floor):
+        if what and in_training(ctx, node, forward=what != DISTANCE, through_forward=not floor) \
+                and carries_graph(ctx, operand, node):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "clamp it first: `(1 - c**2).clamp(min=1e-7)`" if what == SINE else \

@@ -250,7 +250,7 @@ class LossAccumulatedWithGraph(LoopRule):
                 return None
             return ("the graph nodes of every step stay reachable, so memory grows with every "
                     "step, without bound")
-        return self._eval_why(f, s, loop)
+        return self._eval_why(f, s, loop, acc)
 
     @staticmethod
     def _outlives(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
@@ -267,7 +267,7 @@ class LossAccumulatedWithGraph(LoopRule):
                 first = b
         return first is not None
 
-    def _eval_why(self, f: LoopFacts, s: ast.stmt, loop: ast.stmt) -> str | None:
+    def _eval_why(self, f: LoopFacts, s: ast.stmt, loop: ast.stmt, acc: str) -> str | None:
         ctx = f.ctx
         if any(f.inside(b.stmt, loop) for b in f.backwards) or f.scope.grad_off_at(s) is not None \
                 or not isinstance(loop, (ast.For, ast.AsyncFor)) or not _loader_like(loop.iter):
@@ -276,7 +276,7 @@ class LossAccumulatedWithGraph(LoopRule):
         if ctx.mentions("set_grad_enabled") or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
-                or _in_module_class(ctx, fn)):
+                or _in_module_class(ctx, fn)) or _read_as_numpy(f, acc, loop):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
                 "in memory, so memory grows with every batch until out-of-memory")
@@ -313,6 +313,27 @@ class LossAccumulatedWithGraph(LoopRule):
             if not _only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
+
+
+def _read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """After ``loop``, the collected values are turned into NumPy without a ``detach()``
+    (``torch.cat(reprs).cpu().numpy()``): ``Tensor.numpy()`` raises on a tensor that requires
+    grad, so the code itself says they carry no graph (computed under a ``no_grad`` the
+    model's own method holds, in another file)."""
+    end = loop.end_lineno or loop.lineno
+    for stmt in f.scope.stmts:
+        if stmt.lineno <= end:
+            continue
+        for n in walk(stmt):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "numpy" and not n.args):
+                continue
+            inner = list(walk(n.func.value))
+            if any(dotted(x) == acc for x in inner if isinstance(x, (ast.Name, ast.Attribute))) \
+                    and not any(isinstance(x, ast.Attribute) and x.attr in ("detach", "data")
+                                for x in inner) and f.scope.grad_off_at(stmt) is None:
+                return True
+    return False
 
 
 def _differentiated(f: LoopFacts, g: Graphs, deps: bool = True) -> set[str]:

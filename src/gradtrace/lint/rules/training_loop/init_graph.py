@@ -90,12 +90,18 @@ def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool
 def _opaque(e: ast.Call, q: str, ctx: Context) -> bool:
     """A call that may keep its arguments rather than compute from them: a class of the
     file that is not a module (``GaussianPosterior(self.mu, self.rho)`` stores the Parameters
-    and samples from them later), or a name imported from outside torch (unknown)."""
+    and samples from them later), or a name imported from outside torch or from another file
+    of the package (``from .sampler import Posterior``: unknown)."""
     f = e.func
     if isinstance(f, ast.Name):
         info = ctx.analysis.classes.get(f.id)
         if info is not None:
             return not info.is_module
+    root = f
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Name) and root.id in ctx.imports.package:
+        return True
     imported = ctx.imports.qualified_name(f) if isinstance(f, (ast.Name, ast.Attribute)) \
         else None
     return bool(imported) and imported != dotted(f) and not imported.startswith("torch.")

@@ -101,7 +101,7 @@ class StepOutsideBackwardLoop(LoopRule):
                         b.accumulates and f.inside(b.stmt, loop) and f.before(z.stmt, b.stmt)
                         for b in f.backwards) or any(
                         s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
-                        for s2 in f.steps):
+                        for s2 in f.steps) or _own_pass(f, loop, s):
                 continue
             done.add(id(s.call))
             fields = dict(loop_line=loop.lineno, clear=ctx.source(z.call),
@@ -118,6 +118,18 @@ class StepOutsideBackwardLoop(LoopRule):
                 related_at(ctx, z.call, "cleared on every pass of the loop here"),),
                 lead=f"`{ctx.source(s.call)}`", **fields,
                 advice="step inside that loop, after `backward()`")
+
+
+def _own_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
+    """Between ``loop`` and the step, a clear of that optimizer and then a backward: the step
+    applies that backward's gradient, and what the loop's passes left was wiped (the loop
+    took gradients for something else: an adversarial example, a probe) (fast_adversarial's
+    PGD loop before the training step)."""
+    return any(f.before(loop, z.stmt) and not f.inside(z.stmt, loop) and f.before(z.stmt, s.stmt)
+               and covers(f, z, s) and any(
+                   f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
+                   and not f.inside(b.stmt, loop) for b in f.backwards)
+               for z in f.zero_grads)
 
 
 def _accumulated_over(f: LoopFacts, loop: ast.stmt) -> str | None:
