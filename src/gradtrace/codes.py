@@ -9,7 +9,8 @@ discovered classes, NOTE [one catalogue]). ``gradtrace rules``, ``gradtrace expl
 Adding a code touches one place plus the generated docs:
 - a static rule: its class in ``gradtrace/lint/rules/`` (code, name, docstring, examples);
 - a runtime code: one :class:`Code` entry in the table of its product
-  (``code_tables/trace.py`` GT800-GT849, ``code_tables/watch.py`` GT850-GT879,
+  (``code_tables/trace.py`` GT800-GT841, ``code_tables/trace_silent.py`` GT843-GT849,
+  ``code_tables/watch.py`` GT850-GT879,
   ``code_tables/distributed.py`` GT880-GT899), naming the module that produces it;
 then ``gradtrace rules --markdown > docs/rules.md``. ``tests/test_catalogue_of_codes.py`` checks that codes
 and names are unique across all tables and that every entry is complete.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradtrace.code_tables import Code, distributed, engine, trace, watch
+from gradtrace.code_tables import Code, distributed, engine, trace, trace_silent, watch
 
 if TYPE_CHECKING:
     from gradtrace.lint.rule import Rule
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["Code", "TABLE", "all_codes", "lookup", "name_of", "static_entry"]
 
 # The engine and runtime codes (torch-free; no rule is imported), by code.
-TABLE: dict[str, Code] = {c.code: c for t in (engine.CODES, trace.CODES, watch.CODES,
-                                               distributed.CODES) for c in t}
+TABLE: dict[str, Code] = {c.code: c for t in (engine.CODES, trace.CODES, trace_silent.CODES,
+                                               watch.CODES, distributed.CODES) for c in t}
 
 
 def static_entry(rule: type[Rule]) -> Code:

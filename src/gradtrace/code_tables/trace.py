@@ -13,6 +13,7 @@ from gradtrace.code_tables import Code
 
 _DIAGNOSE = "gradtrace.runtime.trace.diagnose"
 _SILENT = "gradtrace.runtime.trace.silent"
+_EVENTS = "gradtrace.runtime.trace.events"
 
 CODES = (
     Code("GT800", "backward-without-graph", "backward() on a tensor that has no grad_fn",
@@ -279,7 +280,7 @@ CODES = (
          "y = x * 2\ny.sum().backward()\nprint(y.grad)",
          "y = x * 2\ny.retain_grad()\ny.sum().backward()\nprint(y.grad)",
          "Read `.grad` of the leaf you created, or call `.retain_grad()` before backward.",
-         _SILENT, severity="warning"),
+         _EVENTS, severity="warning"),
     Code("GT823", "gradients-accumulate-across-steps", "gradients never reset between optimizer steps",
          "backward() adds into `.grad`; without `zero_grad()` each step applies the sum of "
          "every gradient so far.",
@@ -300,7 +301,7 @@ CODES = (
          "`zero_grad()` will clear.",
          "loss.backward()\nopt.step()\nclip_grad_norm_(model.parameters(), 1.0)",
          "loss.backward()\nclip_grad_norm_(model.parameters(), 1.0)\nopt.step()",
-         "Clip between `backward()` and `step()`.", _SILENT, severity="warning"),
+         "Clip between `backward()` and `step()`.", _EVENTS, severity="warning"),
     Code("GT825", "non-finite-gradient", "NaN or Inf in a gradient",
          "A gradient reached the optimizer step with NaN or Inf, so the update writes NaN into "
          "the weights (a `torch.where` branch holding inf gives NaN gradients even where it is "
@@ -314,7 +315,7 @@ CODES = (
          "the total, so memory grows each step.",
          "total += loss",
          "total += loss.item()",
-         "Accumulate `loss.item()` or `loss.detach()`.", _SILENT, severity="warning"),
+         "Accumulate `loss.item()` or `loss.detach()`.", _EVENTS, severity="warning"),
     Code("GT827", "gradients-cleared-before-step",
          "gradients cleared before any optimizer step used them",
          "`zero_grad()` (or `p.grad = None`) cleared the gradients of a backward() that no "

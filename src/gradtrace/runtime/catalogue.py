@@ -2,11 +2,9 @@
 
 Torch-free on purpose: the CLI (``gradtrace explain "<error text>"``) imports it at startup.
 Patterns match on *stable prefixes* of the messages (they change across torch releases, see
-pytorch-facts.md#message-prefixes). Every :class:`ErrorPattern` carries a ``repro``: a tiny script
-that raises
-the error on the installed torch; the test-suite runs each one and checks that the regex matches
-the real message and that ``gradtrace run`` names the line marked ``# <- cause``.
-"""
+pytorch-facts.md#message-prefixes). Every :class:`ErrorPattern` carries a ``repro`` (a tiny script
+that raises the error on the installed torch): the test-suite runs each one, checks that the regex
+matches the real message and that ``gradtrace run`` names the line marked ``# <- cause``."""
 from __future__ import annotations
 
 import re
@@ -19,50 +17,52 @@ from gradtrace.findings import Finding
 # and name: runtime kind -> (static code, static rule name). tests/runtime/test_codes.py checks
 # every pair against src/gradtrace/lint/rules.
 STATIC_TWINS: dict[str, tuple[str, str]] = {
-    "item-then-backward": ("GT101", "backward-on-python-number"),
-    "item-rewrap": ("GT102", "python-number-in-loss"),
-    "data": ("GT105", "data-in-loss"),
-    "detach": ("GT107", "detached-loss-term"),
-    "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
-    "no-grad-forward": ("GT201", "loss-from-no-grad-output"),
-    "grad-mode-left-off": ("GT203", "set-grad-enabled-never-restored"),
-    "backward-under-no-grad": ("GT207", "backward-under-no-grad"),
-    "checkpoint-no-grad": ("GT205", "checkpoint-input-without-grad"),
-    "inference-tensor": ("GT204", "inference-tensor-in-training"),
-    "inference-mode-forward": ("GT204", "inference-tensor-in-training"),
-    "leaf-rebound-by-update": ("GT301", "leaf-rebound-by-update"),
-    "requires-grad-on-non-leaf": ("GT303", "requires-grad-on-non-leaf"),
-    "requires-grad-on-integer": ("GT304", "requires-grad-on-integer-tensor"),
-    "inplace-on-leaf": ("GT302", "inplace-update-of-leaf"),
-    "weight-made-non-leaf": ("GT305", "weight-made-non-leaf"),
-    "optimizer-non-leaf": ("GT306", "non-leaf-given-to-optimizer"),
+    "data": ("GT105", "data-in-loss"), "detach": ("GT107", "detached-loss-term"),
+    "clip-before-unscale": ("GT524", "clip-before-unscale"), "epoch-scheduler-stepped-per-batch":
+        ("GT526", "epoch-scheduler-stepped-per-batch"),
+    "leaf-rebound-by-update": ("GT301", "leaf-rebound-by-update"), "requires-grad-on-non-leaf":
+        ("GT303", "requires-grad-on-non-leaf"),
     "non-leaf-grad": ("GT307", "grad-of-non-leaf"),
+    "item-rewrap": ("GT102", "python-number-in-loss"),
+    "zero-grad-missing": ("GT501", "missing-zero-grad"),
+    "clip-after-step": ("GT504", "clip-grad-after-step"),
+    "inplace-on-leaf": ("GT302", "inplace-update-of-leaf"),
+    "graph-kept": ("GT505", "loss-accumulated-with-graph"),
+    "non-scalar": ("GT510", "backward-on-non-scalar-loss"),
+    "no-grad-forward": ("GT201", "loss-from-no-grad-output"),
+    "weight-made-non-leaf": ("GT305", "weight-made-non-leaf"),
+    "none-result-assigned": ("GT511", "assigned-none-result"),
+    "grad-input-unused": ("GT702", "grad-input-not-in-graph"),
+    "gan-fake-not-detached": ("GT508", "gan-fake-not-detached"),
+    "item-then-backward": ("GT101", "backward-on-python-number"),
+    "backward-under-no-grad": ("GT207", "backward-under-no-grad"),
+    "inference-tensor": ("GT204", "inference-tensor-in-training"),
+    "optimizer-non-leaf": ("GT306", "non-leaf-given-to-optimizer"),
+    "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
+    "model-left-in-eval-mode": ("GT516", "model-left-in-eval-mode"),
+    "checkpoint-no-grad": ("GT205", "checkpoint-input-without-grad"),
     "unregistered-submodule": ("GT401", "modules-in-plain-container"),
+    "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
+    "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
+    "grad-mode-left-off": ("GT203", "set-grad-enabled-never-restored"),
+    "inference-mode-forward": ("GT204", "inference-tensor-in-training"),
+    "graph-reused-across-steps": ("GT507", "graph-reused-across-steps"),
+    "state-carried-across-steps": ("GT506", "hidden-state-not-detached"),
+    "function-grad-count": ("GT701", "backward-gradient-count-mismatch"),
+    "tensor-op-result-discarded": ("GT708", "tensor-op-result-discarded"),
+    "out-argument-requires-grad": ("GT604", "out-argument-requires-grad"),
+    "inplace-on-saved-tensor": ("GT602", "inplace-write-to-saved-output"),
+    "step-between-backwards": ("GT601", "optimizer-step-between-backwards"),
+    "requires-grad-on-integer": ("GT304", "requires-grad-on-integer-tensor"),
+    "legacy-autograd-function": ("GT705", "legacy-autograd-function-called"),
+    "requires-grad-attribute": ("GT407", "requires-grad-attribute-on-module"),
+    "zero-grad-before-step": ("GT503", "zero-grad-between-backward-and-step"),
+    "scheduler-before-step": ("GT515", "scheduler-step-before-optimizer-step"),
+    "parameters-generator-consumed": ("GT405", "parameters-generator-consumed"),
     "learnable-tensor-attribute": ("GT402", "learnable-tensor-as-plain-attribute"),
     "model-recreated-after-optimizer": ("GT404", "model-recreated-after-optimizer"),
-    "parameters-generator-consumed": ("GT405", "parameters-generator-consumed"),
-    "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
-    "requires-grad-attribute": ("GT407", "requires-grad-attribute-on-module"),
-    "zero-grad-missing": ("GT501", "missing-zero-grad"),
-    "out-argument-requires-grad": ("GT604", "out-argument-requires-grad"),
-    "legacy-autograd-function": ("GT705", "legacy-autograd-function-called"),
-    "model-left-in-eval-mode": ("GT516", "model-left-in-eval-mode"),
-    "zero-grad-before-step": ("GT503", "zero-grad-between-backward-and-step"),
-    "zero-grad-every-accumulation-step": ("GT512", "zero-grad-every-accumulation-step"),
-    "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
-    "scheduler-before-step": ("GT515", "scheduler-step-before-optimizer-step"),
-    "clip-after-step": ("GT504", "clip-grad-after-step"),
-    "graph-kept": ("GT505", "loss-accumulated-with-graph"),
-    "state-carried-across-steps": ("GT506", "hidden-state-not-detached"),
-    "graph-reused-across-steps": ("GT507", "graph-reused-across-steps"),
-    "gan-fake-not-detached": ("GT508", "gan-fake-not-detached"),
     "backward-through-freed-graph": ("GT509", "backward-twice-without-retain-graph"),
-    "non-scalar": ("GT510", "backward-on-non-scalar-loss"),
-    "none-result-assigned": ("GT511", "assigned-none-result"),
-    "step-between-backwards": ("GT601", "optimizer-step-between-backwards"),
-    "inplace-on-saved-tensor": ("GT602", "inplace-write-to-saved-output"),
-    "function-grad-count": ("GT701", "backward-gradient-count-mismatch"),
-    "grad-input-unused": ("GT702", "grad-input-not-in-graph"),
+    "zero-grad-every-accumulation-step": ("GT512", "zero-grad-every-accumulation-step"),
 }
 
 

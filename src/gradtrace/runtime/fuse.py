@@ -79,6 +79,10 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "discard": frozenset({"GT512", "GT518", "GT522"}),
     "rejected-assignment": frozenset({"GT415", "GT416"}),
     "idle-step": frozenset({"GT707", "GT431", "GT441", "GT432"}),
+    "dropped-result": frozenset({"GT708"}),
+    "clip-scaled": frozenset({"GT524"}),
+    "schedule-unit": frozenset({"GT526"}),
+    "inplace-caller": frozenset({"GT607"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -116,12 +120,15 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
     "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
     "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
+    "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
+    "GT848": ("inplace-caller",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
 _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
                     "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
-                    "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509"})
+                    "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509", "GT708",
+                    "GT524", "GT526", "GT848"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).
 _SPECIFIC = frozenset({"freed-graph", "accumulate", "empty-optimizer", "not-optimized"})

@@ -6,14 +6,17 @@ from typing import Any
 
 import torch
 
+from gradtrace.runtime.trace.dropped import DROPPABLE
+
 Tensor = torch.Tensor
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
-    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP = range(17)
+    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP, DROPPABLE_OP, COMBINE, TO, IS_LEAF = range(21)
 WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 CALL_KIND: dict[Any, int] = {}
 INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
+DROP_FUNCS: set[Any] = set()  # those of them whose dropped result is a no-op (NOTE [dropped result])
 _ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
 _ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
 _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
@@ -45,7 +48,7 @@ def classify(func: Any) -> int:
     if name in ("__get__", "__set__") and owner is not None:
         attr = getattr(owner, "__name__", "")
         if name == "__get__":
-            return {"data": DATA_GET, "grad": GRAD_GET}.get(attr, PASS)
+            return {"data": DATA_GET, "grad": GRAD_GET, "is_leaf": IS_LEAF}.get(attr, PASS)
         return {"grad": GRAD_SET, "requires_grad": RG_SET}.get(attr, PASS)
     if func is torch._C._set_grad_enabled:
         return SETGRAD
@@ -72,11 +75,17 @@ def classify(func: Any) -> int:
     pos = _inplace_position(func)
     if pos >= 0:
         INPLACE_ARG[func] = pos
+        if name in DROPPABLE:
+            DROP_FUNCS.add(func)
         return MAYBE_INPLACE
     if (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
             or name == "__setitem__":
         return INPLACE
-    return PLAIN
+    if name == "to":
+        return TO  # NOTE [loaded state thrown away]
+    if name in ("add", "sub", "__add__", "__radd__", "__sub__", "__rsub__"):
+        return COMBINE  # `a + b` reaches the mode as Tensor.add (NOTE [dead loss term])
+    return DROPPABLE_OP if name in DROPPABLE else PLAIN
 
 
 def _inplace_position(func: Any) -> int:

@@ -20,6 +20,8 @@ from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_ot
                                                _wiped, frozen_stats)
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
+from gradtrace.runtime.trace.schedule import watch_lr
+from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -43,6 +45,7 @@ class ModuleRecord:
     mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
     start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
     stats_frozen: bool = False  # a norm layer with frozen affine ran in train mode with grad
+    eval_runs: int = 0  # forwards with grad on in eval mode (NOTE [eval is no freeze])
 
     def copied_into(self, m: torch.nn.Module, data: HookState, in_opt: set[int]) -> bool:
         """# NOTE [copied into]
@@ -107,6 +110,9 @@ class OptimizerRecord:
     frozen_steps: int = 0
     closure: Any = None
     pending: bool = False  # a step(closure) that found no gradient before the closure ran
+    last_lr: Any = None  # the first group's lr at the last step (NOTE [schedule collapsed])
+    lr_changes: int = 0
+    schedule_checked: bool = False
 
 
 @dataclass
@@ -130,6 +136,12 @@ class HookState:
     # eval mode (NOTE [eval-mode training])
     eval_pending: dict[int, ModuleRecord] = field(default_factory=dict)
     eval_trained: list[Any] = field(default_factory=list)
+    # (id(container), id(layer)) -> shared_layers.Shared (NOTE [one layer at several positions])
+    shared: dict[tuple[int, int], Any] = field(default_factory=dict)
+    schedules: list[Any] = field(default_factory=list)  # NOTE [schedule collapsed]
+    # id -> opt_state.OptEvent: optimizers loaded, built (NOTE [loaded state thrown away])
+    opt_loads: dict[int, Any] = field(default_factory=dict)
+    opt_built: dict[int, Any] = field(default_factory=dict)
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -204,10 +216,12 @@ class Hooks:
                     rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
                 if rec.off is not None:
                     rec.off = None
-            elif rec.trained and not rec.mode_verdict:
-                if rec.off is None:
-                    rec.off = _user_stack()
-                self.data.eval_pending[id(rec)] = rec
+            else:
+                rec.eval_runs += 1  # NOTE [eval is no freeze]
+                if rec.trained and not rec.mode_verdict:
+                    if rec.off is None:
+                        rec.off = _user_stack()
+                    self.data.eval_pending[id(rec)] = rec
         else:
             if rec.trained and rec.off is None and not module.training:
                 rec.off = _user_stack()
@@ -228,6 +242,8 @@ class Hooks:
         d = self.data
         if value is None or len(d.replaced) >= 4096 and not prune_replaced(d):
             return
+        if isinstance(value, torch.nn.Module):
+            note_shared(self.data.shared, module, name, value, self._site)
         param = isinstance(value, torch.nn.Parameter)
         table = module.__dict__.get("_parameters" if param else "_modules")
         old = table.get(name) if table is not None else None
@@ -263,6 +279,8 @@ class Hooks:
             self._new_optimizer = True
         assert rec is not None
         rec.steps += 1
+        if not rec.schedule_checked:
+            watch_lr(rec, opt, d)
         st.in_step = True
         if d.eval_pending:
             check_eval(d, opt, d.steps, site)
@@ -363,6 +381,7 @@ class Hooks:
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.fresh_grads = False
+        self.state.clip_at = None
         self.state.clear_wiped()
         self.state.in_step = False
         self.state.step_seq = self.mode.seq if self.mode is not None else 0

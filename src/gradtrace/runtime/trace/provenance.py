@@ -17,15 +17,18 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradtrace.env import strict
 from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_names, is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.classify import (
-    AGRAD, AMP, BACKWARD, CTOR, DATA_GET, DETACH, GRAD_GET, GRAD_SET, INPLACE, ITEM,
-    MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH, INPLACE_ARG, CALL_KIND,
-    SHAPE_ONLY, WHERE_CHECKS, first_grad_tensor, call_name, classify,
+    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS, DROPPABLE_OP, GRAD_GET,
+    GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
+    INPLACE_ARG, CALL_KIND, SHAPE_ONLY, first_grad_tensor, call_name, classify,
 )
-from gradtrace.runtime.trace.graph_walk import backward_roots, leaf_tensors, stamp_freed
+from gradtrace.runtime.trace.dead_terms import block_statement, check_combine, seen_in_backward
+from gradtrace.runtime.trace.dropped import DROP_AT, learn
+from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
+from gradtrace.runtime.trace.opt_state import PROCESS_CODE, on_built, on_state_loaded
+from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
@@ -40,7 +43,7 @@ _getframe = sys._getframe
 _grad_enabled = torch.is_grad_enabled
 _inference_enabled = torch.is_inference_mode_enabled
 
-class ProvenanceMode(TorchFunctionMode):
+class ProvenanceMode(ModeChecks, TorchFunctionMode):
     """Records graph cuts, grad-mode switches, in-place ops and backward calls into a state."""
 
     def __init__(self, state: TraceState) -> None:
@@ -60,10 +63,37 @@ class ProvenanceMode(TorchFunctionMode):
         kind = CALL_KIND.get(func)
         if kind is None:
             kind = CALL_KIND[func] = _safe_classify(func)
-        if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: a plain op
-            pos = INPLACE_ARG.get(func, -1)
-            if not kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False):
+        if kind != PLAIN:
+            if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: plain
+                pos = INPLACE_ARG.get(func, -1)
+                if not kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False):
+                    kind = PLAIN
+                    if func in DROP_FUNCS:
+                        self._dropped(func)
+            elif kind == DROPPABLE_OP or kind == COMBINE:  # NOTE [dropped result]
+                f = _getframe(1)
+                hit = DROP_AT.get(id(f.f_code))
+                if hit is None:
+                    hit = learn(f.f_code)
+                if hit and f.f_lasti in hit:
+                    self._dropped_at(func, f)
+                if kind == COMBINE and self.state.block_stmt:  # NOTE [dead loss term]
+                    try:
+                        dead = check_combine(self.state, args)
+                    except Exception as exc:
+                        _oops(exc)
+                        dead = None
+                    if dead is not None:
+                        return self._dead_sum(func, args, kwargs, dead)
                 kind = PLAIN
+            elif kind == TO:  # NOTE [loaded state thrown away]
+                if _getframe(1).f_code is PROCESS_CODE:
+                    self._opt_event(on_state_loaded)
+                kind = PLAIN
+            elif kind == IS_LEAF:
+                if _getframe(1).f_code.co_name == "add_param_group":
+                    self._opt_event(on_built)
+                kind = PASS
         if kind == PLAIN:
             try:
                 out = func(*args, **kwargs)
@@ -131,6 +161,8 @@ class ProvenanceMode(TorchFunctionMode):
                 self._failed(exc, func, args, kwargs)
                 raise
             self.seq += 1
+            if self.state.fresh_grads and self.state.clip_at is None:
+                self._clip_before_step(func)
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)
@@ -147,6 +179,8 @@ class ProvenanceMode(TorchFunctionMode):
         pos = INPLACE_ARG.get(func, -1)
         flag = kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False)
         if flag:
+            if args and isinstance(args[0], Tensor) and _grad_enabled():
+                self._caller_input(args[0])  # NOTE [in-place on the caller's input]
             return self._inplace(func, args, kwargs)
         out = self._call(func, args, kwargs)
         self.seq += 1
@@ -195,6 +229,9 @@ class ProvenanceMode(TorchFunctionMode):
         library = reason == "nondiff" and called_by_library()
         cut = self.state.make_cut(raw, op, reason, origin, block, library)
         self.state.add_cut(out, cut, src)
+        if reason == "no_grad" and src is not None and cut not in self.state.block_stmt \
+                and len(self.state.block_stmt) < 1024:  # NOTE [dead loss term]
+            self.state.block_stmt[cut] = block_statement(self.state.grad_off)
         return cut
 
     # -- special functions -----------------------------------------------------------------
@@ -237,52 +274,20 @@ class ProvenanceMode(TorchFunctionMode):
             self.state.on_inplace(raw, call_name(func), info, gf)
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
-        elif target is not None and self.state.cuts and not target.requires_grad:
-            self.state.propagate(args[1:], target)
+        elif target is not None and not target.requires_grad:
+            if self.state.cuts:
+                self.state.propagate(args[1:], target)
+        elif target is not None and call_name(func) in ("add_", "__iadd__"):
+            # a total that starts as a plain tensor (defaultdict(lambda: torch.tensor(0.)))
+            # takes its graph here: stamped like an op's output, for the running-total check
+            self._after(func, args, target)
         return out
-
-    def _clip_after_step(self) -> None:
-        names = internal_names(3)
-        if any(n.startswith(("clip_grad", "clip_grads")) for n in names):
-            raw = raw_site()
-            if raw is not None and self.state.after_step is not None:
-                self.state.note("clip-after-step", self.state.site(raw), "clip", "",
-                                ((self.state.after_step, "optimizer.step() ran here, before"),))
 
     def _detach(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.seq += 1
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], "detach", "detach")
-        return out
-
-    def _where(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """torch.where: on its first calls per line, note a branch holding inf/NaN, whose
-        gradient is NaN even where it is not selected (0 * inf)."""
-        out = self._call(func, args, kwargs)
-        self.seq += 1
-        if not isinstance(out, Tensor):
-            return out
-        self._after(func, args, out)
-        if not out.requires_grad:
-            return out
-        raw = raw_site()
-        checks = self.state.where_checks
-        if raw is None or checks.get(raw, 0) >= WHERE_CHECKS:
-            return out
-        checks[raw] = checks.get(raw, 0) + 1
-        branches = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)
-                    and a.requires_grad and a.is_floating_point()]
-        self.busy = True
-        try:
-            bad = [b for b in branches if not bool(torch.isfinite(b).all())]
-            if bad:
-                c = self.state.note("where-nonfinite", self.state.site(raw), "where")
-                leaves = c.extra.setdefault("leaves", [])
-                if len(leaves) < 64:
-                    leaves.extend(weakref.ref(t) for t in leaf_tensors(bad, 64))
-        finally:
-            self.busy = False
         return out
 
     def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -333,11 +338,6 @@ class ProvenanceMode(TorchFunctionMode):
                               origin)
         return out
 
-    def _amp(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A GradScaler unscales: it may skip steps (torch's scheduler-order warning lies)."""
-        self.state.grad_scaler = True
-        return self._call(func, args, kwargs)
-
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.state.zero_seen = True
@@ -368,6 +368,8 @@ class ProvenanceMode(TorchFunctionMode):
         try:
             raw = raw_site()
             roots, retain = backward_roots(func, args, kwargs)
+            if self.state.dead_pending:  # NOTE [dead loss term]
+                seen_in_backward(self.state, roots)
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
@@ -398,13 +400,6 @@ class ProvenanceMode(TorchFunctionMode):
             LOG.debug("gradtrace: diagnosis failed", exc_info=True)
         finally:
             self.busy = False
-
-
-def _oops(exc: BaseException) -> None:
-    """A bug of ours while recording: log it (raise under GRADTRACE_STRICT=1), never propagate."""
-    if strict():
-        raise exc
-    LOG.debug("gradtrace: recording failed", exc_info=exc)
 
 
 def _safe_classify(func: Any) -> int:

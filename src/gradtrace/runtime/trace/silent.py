@@ -8,11 +8,17 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.dead_terms import dead_term_findings
+from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
+from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
+from gradtrace.runtime.trace.opt_state import thrown_away_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
+from gradtrace.runtime.trace.schedule import schedule_findings
+from gradtrace.runtime.trace.shared_layers import shared_findings
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
@@ -31,9 +37,11 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     live = any(r.ref() is not None for r in data.optimizers.values())
     out = parameter_findings(state, data) if live else list(data.snapshot)
     steps = any(r.steps for r in data.optimizers.values())
-    return out + eval_findings(data) + requires_grad_attribute(data) + idle_findings(state, data) \
-        + _optimizer_events(data, state) + _events(state, steps) + discarded(state, data) \
-        + nonfinite_findings(state, data)
+    out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
+        schedule_findings(data) + eval_freeze_findings(data) + thrown_away_findings(data)
+    return out + eval_findings(data) + requires_grad_attribute(data) + idle_findings(
+        state, data) + _optimizer_events(data, state) + event_findings(state, steps) + \
+        discarded(state, data) + nonfinite_findings(state, data)
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
@@ -446,47 +454,4 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
             out.append(make("GT825", site, f"non-finite gradient (NaN/Inf) first seen in {name} "
                             f"at optimizer step {step}", fix="check the loss for NaN/Inf, lower "
                             "the learning rate, or clip gradients", severity="warning"))
-    return out
-
-
-_EVENT_TEXT = {
-    "non-leaf-grad": ("GT822", ".grad read on a non-leaf tensor: it is always None because "
-                      "backward() fills .grad of leaf tensors only",
-                      "read .grad of the leaf you created, or call .retain_grad() before "
-                      "backward()"),
-    "weight-made-non-leaf": ("GT305", "this dtype/device conversion of a leaf tensor that "
-                             "requires grad returns a copy on the graph (a non-leaf): the "
-                             "program goes on with the copy, whose .grad stays None, while "
-                             "backward() fills the .grad of the original",
-                             "create the tensor with the dtype/device it needs (torch.tensor(..."
-                             ", dtype=..., requires_grad=True)), or convert before setting "
-                             "requires_grad"),
-    "clip-after-step": ("GT824", "gradient clipping runs after optimizer.step(), so it does "
-                        "not affect the update it was meant to limit",
-                        "clip between loss.backward() and optimizer.step()"),
-    "scheduler-before-step": ("GT515", "the learning-rate scheduler steps here before its "
-                              "optimizer has stepped once, so PyTorch skips the first value of "
-                              "the schedule (it warns 'Detected call of `lr_scheduler.step()` "
-                              "before `optimizer.step()`')",
-                              "call scheduler.step() after optimizer.step() (at the end of the"
-                              " epoch or iteration)"),
-    "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
-                   "step's graph alive (memory grows each step)",
-                   "accumulate loss.item() (a float) or loss.detach() instead"),
-}
-
-
-def _events(state: TraceState, stepped: bool) -> list[Finding]:
-    """The events seen; a scheduler "before the optimizer" only when an optimizer did step
-    (with no optimizer step at all, the update itself is missing: a finding of its own)."""
-    out: list[Finding] = []
-    for (kind, site, _), counter in state.events.items():
-        text = _EVENT_TEXT.get(kind)
-        if text is None or (kind == "scheduler-before-step" and not stepped):
-            continue
-        code, msg, fix = text
-        rel: list[tuple[Site | None, str]] = list(counter.event.related)
-        out.append(make(code_for(kind, code), site, msg + (f" (seen {counter.count} times)"
-                                                           if counter.count > 1 else ""),
-                        fix=fix, related=rel, severity="warning"))
     return out

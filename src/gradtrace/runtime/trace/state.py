@@ -72,6 +72,10 @@ class TraceState:
         self.order: Any = None  # loop_order.Order, once an optimizer has stepped
         self.after_step: Site | None = None
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
+        self.clip_at: Site | None = None  # gradients clipped here since the last backward()
+        # no_grad cut of a live tensor -> the statement in the no_grad block that made it
+        self.block_stmt: dict[Cut, Site | None] = {}  # (NOTE [dead loss term])
+        self.dead_pending: list[Cut] = []  # sums holding a dead term, since the last backward
         self.in_step = False
         self.closure_steps = False  # an optimizer stepped with a closure (LBFGS)
         self.step_seq = -1
@@ -324,6 +328,7 @@ class TraceState:
                     listen(roots[0])
         self.in_backward = True
         self.in_step = False
+        self.clip_at = None
         if self.backward_sites and (self.wiped_at is not None or not self.fresh_grads):
             self._before_backward()
         if self.hooks_data is not None and self.hooks_data.optimizers:

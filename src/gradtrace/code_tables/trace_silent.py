@@ -1,0 +1,98 @@
+"""GT843-GT849: silent bugs whose run looks like ordinary training, reported by ``gradtrace
+run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
+:mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
+from __future__ import annotations
+
+from gradtrace.code_tables import Code
+
+_EVENTS = "gradtrace.runtime.trace.events"
+
+CODES = (
+    Code("GT843", "layer-shared-across-positions",
+         "one layer object registered at several positions of a Sequential or ModuleList",
+         "`[nn.Linear(d, d), nn.ReLU()] * n` or `[layer] * n` repeats one object: the n "
+         "layers the container seems to hold share one weight, and model.parameters() lists "
+         "it once. Nothing fails; the model is a fraction of the size it looks.",
+         """
+         layers = [nn.Linear(100, 100), nn.ReLU()] * 10
+         model = nn.Sequential(*layers)
+         """,
+         """
+         layers = [m for _ in range(10) for m in (nn.Linear(100, 100), nn.ReLU())]
+         model = nn.Sequential(*layers)
+         """,
+         "Construct a new layer for each position (or copy.deepcopy one).",
+         "gradtrace.runtime.trace.shared_layers", severity="warning"),
+    Code("GT844", "loss-term-without-gradient",
+         "a loss term computed under no_grad from the model's output is added to a live loss",
+         "A term computed from the trained model's output inside `torch.no_grad()` has no "
+         "graph. Added to a loss that has one, it changes the loss value (and the logs) but "
+         "never the gradient: the model trains on the other terms alone. Nothing fails.",
+         """
+         pred = model(x)
+         with torch.no_grad():
+             pred_mapped = ema_model(pred)
+         loss = F.mse_loss(pred_mapped, target) + F.mse_loss(pred, y)
+         """,
+         """
+         pred = model(x)
+         pred_mapped = ema_model(pred)  # ema_model frozen by requires_grad_(False)
+         loss = F.mse_loss(pred_mapped, target) + F.mse_loss(pred, y)
+         """,
+         "Compute the term with grad mode on (freeze the target network with "
+         "requires_grad_(False) instead of no_grad), or leave it out of the loss.",
+         "gradtrace.runtime.trace.dead_terms", severity="warning"),
+    Code("GT846", "eval-mode-is-no-freeze",
+         "a submodule put in eval mode to freeze it still trains",
+         "`module.eval()` switches dropout and normalisation statistics; it does not stop "
+         "gradients or updates. A part of the model set to eval mode (often inside a "
+         "`with torch.no_grad():` block that ends before the part is called) while the rest "
+         "trains, with nothing in it that eval mode changes, reads as a freeze: its parameters "
+         "still get gradients and the optimizer updates them.",
+         """
+         with torch.no_grad():
+             self.encoder.eval()
+         h = self.encoder(x)
+         """,
+         """
+         self.encoder.requires_grad_(False)
+         self.encoder.eval()
+         h = self.encoder(x)
+         """,
+         "Freeze with requires_grad_(False) (and leave it out of the optimizer), or make the "
+         "call itself under torch.no_grad().",
+         "gradtrace.runtime.trace.eval_freeze", severity="warning"),
+    Code("GT847", "loaded-optimizer-state-discarded",
+         "the optimizer state was loaded into an optimizer that is then replaced",
+         "`optimizer.load_state_dict(ckpt)` fills the optimizer it is called on. Building a "
+         "new optimizer over the same parameters afterwards (a helper that always constructs "
+         "one, a fit() that rebuilds it) leaves the loaded moments and step counts in an "
+         "object that never steps: the resumed run restarts its optimizer from zero.",
+         """
+         optimizer.load_state_dict(ckpt["optimizer"])
+         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+         """,
+         """
+         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+         optimizer.load_state_dict(ckpt["optimizer"])
+         """,
+         "Build the optimizer once and load the state into the one that steps.",
+         "gradtrace.runtime.trace.opt_state", severity="warning"),
+    Code("GT848", "inplace-activation-rewrites-caller-input",
+         "an in-place activation rewrites a tensor its caller still uses",
+         "`nn.ReLU(inplace=True)` first in a block writes into the block's input. When the "
+         "caller reads that tensor again after the call (a residual `out += x`), it reads the "
+         "activated values: the skip connection carries relu(x), not x. Nothing fails when no "
+         "op saved the tensor for backward.",
+         """
+         self.conv = nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(c, c, 3, padding=1))
+         out = self.conv(x)
+         out += x
+         """,
+         """
+         self.conv = nn.Sequential(nn.ReLU(), nn.Conv2d(c, c, 3, padding=1))
+         out = self.conv(x)
+         out += x
+         """,
+         "Build the leading activation with inplace=False.", _EVENTS, severity="warning"),
+)

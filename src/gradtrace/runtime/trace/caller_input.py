@@ -1,0 +1,92 @@
+"""An in-place activation inside a layer that rewrites a tensor its caller still uses.
+
+# NOTE [in-place on the caller's input]
+``self.conv = nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(...))`` and ``out = self.conv(x);
+out += x`` (vq-vae-2#60): the leading in-place ReLU rewrites ``x`` itself, so the skip
+connection carries ``relu(x)``; nothing fails when no op saved ``x`` for backward. On an
+``inplace=True`` activation (``F.relu(x, inplace=True)`` from a layer), the first user frame
+above the write is read: a local variable of that frame bound to the very tensor written, that
+its code reads again after the call running now (``LOAD_FAST`` of the name later in the
+bytecode) and that the call does not rebind (``x = self.block(x)`` stores the result back
+into ``x``: the later reads want the new value), is the caller's input rewritten under it. The
+line named is where the in-place layer is built in its owner's ``__init__`` (its position in the
+``nn.Sequential(...)`` there), else where the caller runs it. Each (code, instruction) pair is
+decided once.
+"""
+from __future__ import annotations
+
+import ast
+import dis
+import inspect
+import sys
+import textwrap
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.frames import Site, is_internal
+
+_DONE: dict[tuple[int, int], Any] = {}  # (id(code), lasti) -> decided (code kept alive)
+
+
+def check_caller_input(state: Any, target: Any) -> None:
+    """From an in-place activation on ``target``: note it when a caller still uses it."""
+    f: Any = sys._getframe(3)
+    layer = None
+    while f is not None and is_internal(f.f_code):
+        me = f.f_locals.get("self") if f.f_code.co_name == "forward" else None
+        if layer is None and isinstance(me, torch.nn.Module):
+            layer = me
+        f = f.f_back
+    if f is None or layer is None:
+        return
+    key = (id(f.f_code), f.f_lasti)
+    if key in _DONE or len(_DONE) > 4096:
+        return
+    _DONE[key] = f.f_code
+    names = [k for k, v in f.f_locals.items() if v is target and k != "self"]
+    if not names or not _read_later(f.f_code, f.f_lasti, names):
+        return
+    owner = f.f_locals.get("self")
+    site = _built_at(owner, layer) if isinstance(owner, torch.nn.Module) else None
+    call = Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+    state.note("inplace-on-caller-input", site or call, type(layer).__name__, "",
+               ((call, f"`{names[0]}` is passed in here and read again after the call"),))
+
+
+def _read_later(code: Any, lasti: int, names: list[str]) -> bool:
+    ins = list(dis.get_instructions(code))
+    after = [i for i in ins if i.offset > lasti]
+    if after and after[0].opname in ("STORE_FAST", "STORE_NAME") and after[0].argval in names:
+        return False  # x = self.block(x): the result is stored back
+    for i in after:
+        if i.opname in ("STORE_FAST", "STORE_NAME", "DELETE_FAST") and i.argval in names:
+            return False
+        if i.opname in ("LOAD_FAST", "LOAD_NAME") and i.argval in names:
+            return True
+    return False
+
+
+def _built_at(owner: torch.nn.Module, layer: torch.nn.Module) -> Site | None:
+    """The line of ``layer``'s constructor call in ``type(owner).__init__`` (as an argument of
+    the ``nn.Sequential(...)`` assigned to ``self.<attr>``), best effort."""
+    path = next((n for n, m in owner.named_modules() if m is layer), None)
+    if not path or "." not in path:
+        return None
+    attr, _, rest = path.partition(".")
+    if not rest.isdigit():
+        return None
+    try:
+        lines, start = inspect.getsourcelines(type(owner).__init__)
+        file = inspect.getsourcefile(type(owner).__init__) or ""
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(
+                isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets):
+            args = node.value.args
+            idx = int(rest)
+            if idx < len(args) and not any(isinstance(a, ast.Starred) for a in args[:idx + 1]):
+                return Site(file, start + args[idx].lineno - 1, "__init__")
+    return None

@@ -1,0 +1,119 @@
+"""A loss term computed under ``no_grad`` from the model's own output, added to a live loss.
+
+# NOTE [dead loss term]
+``with torch.no_grad(): pred = ema(pred)`` followed by ``loss = huber(pred, target) + dsm``:
+the first term has no graph, so it changes the loss *value* and never its gradient; the
+student trains on the second term alone, and the logged loss looks as if both were at work.
+Nothing fails. The tracer already records a cut where an op ran with grad mode off on a tensor
+that requires grad (with the parameters upstream of it). The check here runs on scalar
+additions and subtractions (``a + b``, ``sum(terms)``) only while such cuts exist: one operand
+requires grad, the other is a one-element tensor without grad that carries a ``no_grad`` cut;
+the sum is marked (``grad_fn.metadata``) and counted only when a backward() reaches it (a total
+built for the logs from the live loss and a metric is never back-propagated). The finding names the statement inside the ``no_grad`` block that consumed the live tensor (the
+frame that switched grad mode off, at the line it was running), and is made at the end only
+when parameters upstream of that cut were trained by an optimizer.
+
+A stop-gradient target inside one term (``mse(pred, target_from_no_grad)``) keeps the term
+live and is never seen here; a constant from a module no optimizer trains (a frozen teacher)
+is not the model's own output and is left alone.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import make
+from gradtrace.runtime.frames import Site
+
+Tensor = torch.Tensor
+META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
+
+
+def block_statement(grad_off: Site | None, start: int = 2, limit: int = 48) -> Site | None:
+    """The line the frame that switched grad mode off (at ``grad_off``) is running now."""
+    if grad_off is None:
+        return None
+    try:
+        f: Any = sys._getframe(start + 1)
+    except ValueError:
+        return None
+    while f is not None and limit > 0:
+        code = f.f_code
+        if code.co_name == grad_off.function and code.co_filename == grad_off.path \
+                and f.f_lineno > grad_off.line:
+            return Site(code.co_filename, f.f_lineno, code.co_name)
+        f, limit = f.f_back, limit - 1
+    return None
+
+
+def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
+    """``a + b`` / ``a - b``: the ``no_grad`` cut of the dead scalar when one operand is a
+    live scalar and the other a dead one, else None."""
+    live = dead = None
+    cuts = state.cuts
+    for a in args[:2]:
+        if isinstance(a, Tensor):
+            if a.requires_grad:
+                live = a
+            else:
+                hit = cuts.get(id(a))
+                if hit is not None and hit[0]() is a and hit[1].reason == "no_grad":
+                    dead = (a, hit[1])
+    if live is None or dead is None or dead[0].numel() != 1 or live.numel() != 1:
+        return None
+    return dead[1]
+
+
+def mark(state: Any, out: Any, cut: Any) -> None:
+    """The sum ``out`` holds the dead term of ``cut``: checked at the next backward()."""
+    gf = getattr(out, "grad_fn", None)
+    if gf is not None and len(state.dead_pending) < 16:
+        gf.metadata[META_DEAD] = cut
+        state.dead_pending.append(cut)
+
+
+def seen_in_backward(state: Any, roots: Any, limit: int = 512) -> None:
+    """A backward() starts while sums holding a dead term exist: the ones its graph reaches
+    (near the root: a walk of ``limit`` nodes) were back-propagated with the dead term."""
+    stack = [r.grad_fn for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        try:
+            cut = node.metadata.get(META_DEAD)
+            if cut is not None:
+                site = state.block_stmt.get(cut) or cut.site
+                state.note("dead-loss-term", site, "add").extra.setdefault("cut", cut)
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    state.dead_pending.clear()
+
+
+def dead_term_findings(state: Any, data: Any) -> list[Finding]:
+    """NOTE [dead loss term]: one finding per statement, when its parameters were trained."""
+    out: list[Finding] = []
+    if not state.backward_count:
+        return out
+    trained = {id(p) for rec in list(data.optimizers.values()) if rec.steps and rec.ref()
+               for g in rec.ref().param_groups for p in g["params"] if data.graded(p)}
+    for (kind, site, _), counter in list(state.events.items()):
+        cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
+        if cut is None or not state.cut_upstream.get(cut, frozenset()) & trained:
+            continue
+        out.append(make("GT844", site, "this statement runs under torch.no_grad() on a tensor "
+                        "computed from trained parameters; the loss term made from it has no "
+                        "graph and is added to a loss that has one, so it changes the loss "
+                        "value and never the gradient (those parameters train on the other "
+                        "terms alone)", fix="compute the term with grad mode on (keep no_grad "
+                        "for the target network's own inputs only), or leave it out of the loss",
+                        related=[(cut.grad_off, "grad mode is switched off here"),
+                                 (cut.site, f"`{cut.op}` runs on the live tensor without grad")],
+                        severity="warning"))
+    return out

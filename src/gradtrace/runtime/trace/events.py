@@ -1,0 +1,66 @@
+"""Findings from the events the tracer noted as they happened (``TraceState.note``): one
+finding per (kind, line), with how often it was seen."""
+from __future__ import annotations
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.state import TraceState
+
+_EVENT_TEXT = {
+    "non-leaf-grad": ("GT822", ".grad read on a non-leaf tensor: it is always None because "
+                      "backward() fills .grad of leaf tensors only",
+                      "read .grad of the leaf you created, or call .retain_grad() before "
+                      "backward()"),
+    "weight-made-non-leaf": ("GT305", "this dtype/device conversion of a leaf tensor that "
+                             "requires grad returns a copy on the graph (a non-leaf): the "
+                             "program goes on with the copy, whose .grad stays None, while "
+                             "backward() fills the .grad of the original",
+                             "create the tensor with the dtype/device it needs (torch.tensor(..."
+                             ", dtype=..., requires_grad=True)), or convert before setting "
+                             "requires_grad"),
+    "clip-after-step": ("GT824", "gradient clipping runs after optimizer.step(), so it does "
+                        "not affect the update it was meant to limit",
+                        "clip between loss.backward() and optimizer.step()"),
+    "scheduler-before-step": ("GT515", "the learning-rate scheduler steps here before its "
+                              "optimizer has stepped once, so PyTorch skips the first value of "
+                              "the schedule (it warns 'Detected call of `lr_scheduler.step()` "
+                              "before `optimizer.step()`')",
+                              "call scheduler.step() after optimizer.step() (at the end of the"
+                              " epoch or iteration)"),
+    "tensor-op-result-discarded": (
+        "GT708", "`{op}` returns a new tensor and leaves its input unchanged; this statement "
+        "throws the result away, so the op changes nothing",
+        "use the in-place `{op}_` or assign the result"),
+    "clip-before-unscale": (
+        "GT524", "the gradients are clipped here while still multiplied by the GradScaler's "
+        "scale (no `scaler.unscale_(optimizer)` before the clip): the norm measured is the "
+        "scaled one, so the clip cuts the real gradients to max_norm / scale",
+        "call scaler.unscale_(optimizer) after backward() and before clipping"),
+    "inplace-on-caller-input": (
+        "GT848", "this in-place `{op}` rewrites the tensor its caller passed in and reads again "
+        "after the call (a residual input): the caller goes on with the activated values, not "
+        "its own", "build the layer with inplace=False (or clone the input before the block)"),
+    "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
+                   "step's graph alive (memory grows each step)",
+                   "accumulate loss.item() (a float) or loss.detach() instead"),
+}
+
+
+def event_findings(state: TraceState, stepped: bool) -> list[Finding]:
+    """The events seen; a scheduler "before the optimizer" only when an optimizer did step
+    (with no optimizer step at all, the update itself is missing: a finding of its own)."""
+    out: list[Finding] = []
+    for (kind, site, _), counter in state.events.items():
+        text = _EVENT_TEXT.get(kind)
+        if text is None or (kind == "scheduler-before-step" and not stepped):
+            continue
+        code, msg, fix = text
+        if "{op}" in msg:
+            op = counter.event.op
+            msg, fix = msg.format(op=op), fix.format(op=op)
+        rel: list[tuple[Site | None, str]] = list(counter.event.related)
+        out.append(make(code_for(kind, code), site, msg + (f" (seen {counter.count} times)"
+                                                           if counter.count > 1 else ""),
+                        fix=fix, related=rel, severity="warning"))
+    return out

@@ -1,0 +1,155 @@
+"""Checks of :class:`~gradtrace.runtime.trace.provenance.ProvenanceMode` that run on a few
+kinds of torch call only (off the hot path of NOTE [hot path]): a dropped result
+(NOTE [dropped result]), a dead loss term (NOTE [dead loss term]), clipping around the step and
+the GradScaler, ``torch.where`` branches holding inf/NaN."""
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from typing import Any
+
+import torch
+
+from gradtrace.env import strict
+from gradtrace.runtime.frames import internal_names, raw_site
+from gradtrace.runtime.trace.classify import WHERE_CHECKS, call_name
+from gradtrace.runtime.trace.caller_input import check_caller_input
+from gradtrace.runtime.trace.dead_terms import mark
+from gradtrace.runtime.trace.dropped import result_dropped
+from gradtrace.runtime.trace.graph_walk import leaf_tensors
+
+LOG = logging.getLogger("gradtrace.runtime.trace.provenance")
+Tensor = torch.Tensor
+_getframe = sys._getframe
+
+
+class ModeChecks:
+    """Mixed into ProvenanceMode (which provides ``state``, ``seq``, ``busy``, ``_call``,
+    ``_after`` and ``_failed``)."""
+
+    state: Any
+    seq: int
+    busy: bool
+
+    def _dropped(self, func: Any) -> None:
+        """NOTE [dropped result] for ``F.relu(x)``-style calls (through handle_torch_function
+        and the functional's own frame)."""
+        try:
+            f = _getframe(2)
+            if f.f_code.co_name == "handle_torch_function":
+                f = f.f_back.f_back
+            if result_dropped(f):
+                self._dropped_at(func, f)
+        except Exception as exc:
+            _oops(exc)
+
+    def _opt_event(self, record: Any) -> None:
+        """An optimizer built or loaded (NOTE [loaded state thrown away])."""
+        data = self.state.hooks_data
+        if data is None:
+            return
+        busy, self.busy = self.busy, True
+        try:
+            record(data, self.seq)
+        except Exception as exc:
+            _oops(exc)
+        finally:
+            self.busy = busy
+
+    def _caller_input(self, target: Any) -> None:
+        busy, self.busy = self.busy, True
+        try:
+            check_caller_input(self.state, target)
+        except Exception as exc:
+            _oops(exc)
+        finally:
+            self.busy = busy
+
+    def _dropped_at(self, func: Any, f: Any) -> None:
+        """The user frame ``f`` throws the result of ``func`` away here."""
+        self.state.note("tensor-op-result-discarded",
+                        self.state.site((f.f_code, f.f_lineno, f.f_lasti)), call_name(func))
+
+    def _dead_sum(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  cut: Any) -> Any:
+        """A live scalar plus a dead one (NOTE [dead loss term]): mark the sum."""
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:
+            self._failed(exc, func, args, kwargs)
+            raise
+        self.seq += 1
+        try:
+            if isinstance(out, Tensor):
+                self._after(func, args, out)
+                mark(self.state, out, cut)
+        except Exception as exc:
+            _oops(exc)
+        return out
+
+    def _clip_after_step(self) -> None:
+        names = internal_names(3)
+        if any(n.startswith(("clip_grad", "clip_grads")) for n in names):
+            raw = raw_site()
+            if raw is not None and self.state.after_step is not None:
+                self.state.note("clip-after-step", self.state.site(raw), "clip", "",
+                                ((self.state.after_step, "optimizer.step() ran here, before"),))
+
+    def _where(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """torch.where: on its first calls per line, note a branch holding inf/NaN, whose
+        gradient is NaN even where it is not selected (0 * inf)."""
+        out = self._call(func, args, kwargs)
+        self.seq += 1
+        if not isinstance(out, Tensor):
+            return out
+        self._after(func, args, out)
+        if not out.requires_grad:
+            return out
+        raw = raw_site()
+        checks = self.state.where_checks
+        if raw is None or checks.get(raw, 0) >= WHERE_CHECKS:
+            return out
+        checks[raw] = checks.get(raw, 0) + 1
+        branches = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)
+                    and a.requires_grad and a.is_floating_point()]
+        self.busy = True
+        try:
+            bad = [b for b in branches if not bool(torch.isfinite(b).all())]
+            if bad:
+                c = self.state.note("where-nonfinite", self.state.site(raw), "where")
+                leaves = c.extra.setdefault("leaves", [])
+                if len(leaves) < 64:
+                    leaves.extend(weakref.ref(t) for t in leaf_tensors(bad, 64))
+        finally:
+            self.busy = False
+        return out
+
+    def _amp(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A GradScaler unscales: it may skip steps (torch's scheduler-order warning lies);
+        gradients clipped since the last backward() were clipped while still scaled."""
+        self.state.grad_scaler = True
+        clip = self.state.clip_at
+        if clip is not None:
+            self.state.clip_at = None
+            raw = raw_site()
+            self.state.note("clip-before-unscale", clip, "clip", "", (
+                (None if raw is None else self.state.site(raw),
+                 "the GradScaler unscales the gradients only here, after the clip"),))
+        return self._call(func, args, kwargs)
+
+    def _clip_before_step(self, func: Any) -> None:
+        """Gradients clipped between backward() and the step: where (for the GradScaler)."""
+        name = call_name(func)
+        if ("mul" in name or "clamp" in name) and any(
+                n.startswith(("clip_grad", "clip_grads")) for n in internal_names(2)):
+            raw = raw_site()
+            if raw is not None:
+                self.state.clip_at = self.state.site(raw)
+
+
+def _oops(exc: BaseException) -> None:
+    """A bug of ours while recording: log it (raise under GRADTRACE_STRICT=1), never propagate."""
+    if strict():
+        raise exc
+    LOG.debug("gradtrace: recording failed", exc_info=exc)
