@@ -211,6 +211,28 @@ for _ in range(3):
     loss.backward()
     opt.step()
 """),
+    "gru_state_on_self_made_in_init_and_rebound": ("GT506", """
+class Tracker(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(3, 4, batch_first=True)
+        self.h = self.initial_state()
+
+    def initial_state(self):
+        return torch.zeros(1, 2, 4)
+
+    def forward(self, x):
+        out, self.h = self.gru(x, self.h)  # C
+        return out[:, -1]
+
+model = Tracker()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    loss = model(torch.randn(2, 5, 3)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""),
     "saliency_input_normalized_by_helper": ("GT307", """
 MEAN, STD = torch.tensor([0.5, 0.4, 0.3]), torch.tensor([0.2, 0.2, 0.2])
 

@@ -280,7 +280,8 @@ def init_built_attribute(used: Site | None) -> Site | None:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for n in ast.walk(fn):
                 if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                    for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    for t in (e for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                              for e in ast.walk(tg)):  # (lstm_out, self.hidden) = ... too
                         if isinstance(t, ast.Attribute) and t.attr in read and \
                                 isinstance(t.value, ast.Name) and t.value.id == "self":
                             found.setdefault(t.attr, []).append((fn.name, n))
