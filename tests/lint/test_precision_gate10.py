@@ -64,6 +64,33 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss = encode(net, torch.randn(4, 3)).pow(2).mean()
         loss.backward()
         """, "GT202", 3, (RuntimeError, "does not require grad"))),
+    # a GradScaler built with `enabled=False` scales nothing: clipping before `step` without
+    # `unscale_` clips the true gradients (GT524 is about scaled ones). The twin's scaler is
+    # enabled by a flag.
+    "clip-with-disabled-scaler": (Shape("""
+        net = nn.Linear(4, 1)
+        before = net.weight.detach().clone()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        grad_scaler = torch.amp.GradScaler("cpu", enabled=False)
+        for x, y in [(torch.randn(8, 4), torch.randn(8, 1) * 10)]:
+            opt.zero_grad()
+            grad_scaler.scale(F.mse_loss(net(x), y)).backward()
+            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            grad_scaler.step(opt)
+            grad_scaler.update()
+        """, "GT524", holds="float((net.weight.detach() - before).norm()) > 1e-2"), Shape("""
+        use_amp = True
+        net = nn.Linear(4, 1)
+        before = net.weight.detach().clone()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        grad_scaler = torch.amp.GradScaler("cpu", enabled=use_amp)
+        for x, y in [(torch.randn(8, 4), torch.randn(8, 1) * 10)]:
+            opt.zero_grad()
+            grad_scaler.scale(F.mse_loss(net(x), y)).backward()
+            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            grad_scaler.step(opt)
+            grad_scaler.update()
+        """, "GT524", 9, holds="float((net.weight.detach() - before).norm()) < 1e-4")),
 }
 
 

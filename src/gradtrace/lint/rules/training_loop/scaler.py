@@ -22,6 +22,17 @@ def _scaled(f: LoopFacts) -> list[tuple[str, ast.stmt, ast.Call]]:
     return [(b.scaler, b.stmt, b.call) for b in f.backwards if b.scaler]
 
 
+def _disabled(ctx: Context, scaler: str) -> bool:
+    """Every binding of ``scaler`` in the file is ``GradScaler(..., enabled=False)``: its
+    ``scale`` returns the loss as it is and the gradients are not scaled."""
+    made = [n.value for n in ast.walk(ctx.tree) if isinstance(n, ast.Assign)
+            and any(dotted(t) == scaler for t in n.targets)]
+    return bool(made) and all(
+        isinstance(v, ast.Call) and any(k.arg == "enabled" and isinstance(k.value, ast.Constant)
+                                        and k.value.value is False for k in v.keywords)
+        for v in made)
+
+
 class ClipBeforeUnscale(LoopRule):
     """Gradients are clipped between `scaler.scale(loss).backward()` and `scaler.step(opt)`
     without `scaler.unscale_(opt)` first: the clip reads the *scaled* gradients.
@@ -83,7 +94,8 @@ class ClipBeforeUnscale(LoopRule):
                 continue
             for scaler, stmt, call in scaled:
                 if f.before(stmt, c.stmt) and any(
-                        s.scaler == scaler and f.before(c.stmt, s.stmt) for s in f.steps):
+                        s.scaler == scaler and f.before(c.stmt, s.stmt) for s in f.steps) \
+                        and not _disabled(ctx, scaler):
                     yield self.report(c.call, ctx, related=(
                         related_at(ctx, call, "the gradients are scaled here"),),
                         call=ctx.source(c.call.func), scaler=scaler, line=call.lineno)
