@@ -247,6 +247,45 @@ CODES = (
          "opt.add_param_group({'params': loss_fn.parameters()})\nopt.load_state_dict(ckpt['optimizer'])",
          "Load the state after every group is added, with the model the checkpoint came from.",
          _DIAGNOSE),
+    Code("GT832", "inplace-on-forbidden-view",
+         "an in-place write to a view that autograd cannot rewrite",
+         "Autograd can record an in-place change to a view only by rewriting the view's own "
+         "backward. It refuses for an output of a function that returns several views "
+         "(`unbind`, iterating a tensor, `chunk`, `split`, and views of those), for the "
+         "output of a custom `autograd.Function` (its backward would be overridden), for a "
+         "view made under `no_grad` changed with grad mode on, and for `detach_()` of a view. "
+         "The finding names the in-place write.",
+         "for row, m in zip(img, mean):\n    row.sub_(m)",
+         "img = (img - mean[:, None, None]) / std[:, None, None]",
+         "Write it out of place (`t = t - m`, `torch.where`, `torch.stack` of new rows) or "
+         "`.clone()` the view first; for `detach_()` use `t = t.detach()`.", _DIAGNOSE),
+    Code("GT833", "hook-on-tensor-without-grad",
+         "a gradient hook or retain_grad on a tensor that does not require grad",
+         "`t.register_hook(...)` and `t.retain_grad()` need a tensor that autograd tracks; a "
+         "tensor computed under `no_grad` (an evaluation pass running the same forward), "
+         "detached, or from frozen weights and plain inputs has no gradient to hook.",
+         "attn.register_hook(self.save_grad)",
+         "if attn.requires_grad:\n    attn.register_hook(self.save_grad)",
+         "Register the hook only when `t.requires_grad` (or `torch.is_grad_enabled()`), or run "
+         "that forward with grad enabled.", _DIAGNOSE),
+    Code("GT834", "grad-scaler-call-order",
+         "a GradScaler call out of its per-iteration order",
+         "`GradScaler` expects, per optimizer and iteration: `scale(loss).backward()`, at most "
+         "one `unscale_(opt)`, `step(opt)`, then `update()`. An `update()` that only runs on "
+         "one branch (skipped with the step when the gradients are not finite) leaves the "
+         "optimizer unscaled, and the next iteration's `unscale_()` raises; so do a second "
+         "`unscale_()` and an `unscale_()` after `step()`. The finding names the call to move.",
+         "if torch.isfinite(norm):\n    scaler.step(opt)\n    scaler.update()",
+         "scaler.step(opt)  # skips the update itself on inf/NaN\nscaler.update()",
+         "Call `scaler.update()` once every iteration, outside any branch; `scaler.step()` "
+         "already skips the optimizer step when the gradients hold inf/NaN.", _DIAGNOSE),
+    Code("GT835", "optimizer-given-non-tensor",
+         "an optimizer built from a module or a bare tensor instead of parameters",
+         "An optimizer takes an iterable of tensors (or of parameter-group dicts): a module in "
+         "the list (`Adam([layer])`) or a single tensor (`SGD(w)`) is refused.",
+         "opt = torch.optim.Adam([R], lr=0.1)",
+         "opt = torch.optim.Adam(R.parameters(), lr=0.1)",
+         "Pass `module.parameters()` (or `[w]` for one tensor).", _DIAGNOSE),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "

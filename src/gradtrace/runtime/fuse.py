@@ -83,6 +83,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "clip-scaled": frozenset({"GT524"}),
     "schedule-unit": frozenset({"GT526"}),
     "inplace-caller": frozenset({"GT607"}),
+    "view-inplace": frozenset({"GT606"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -121,7 +122,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
     "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
-    "GT848": ("inplace-caller",),
+    "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

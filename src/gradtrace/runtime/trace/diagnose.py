@@ -486,6 +486,7 @@ from gradtrace.runtime.trace.diagnose_inplace import (  # noqa: E402
 from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
 from gradtrace.runtime.trace.diagnose_freed import added_to_old_loss, freed_root  # noqa: E402
+from gradtrace.runtime.trace.diagnose_crash import TRACED  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
@@ -495,6 +496,5 @@ _ANALYZERS: dict[str, Analyzer] = {
     "inplace-leaf": inplace_leaf_finding, "numpy-grad": kept_numpy_finding,
     "inference-saved": lambda *a: inplace_update_of_inference(*a) or _inference(*a),
     "function-grad-count": _function_count, "grad-unused-input": _unused_input,
-    "requires-grad-dtype": _requires_grad_dtype,
-    "requires-grad-non-leaf": _requires_grad_non_leaf, "grad-shape": gradient_shape_now,
-}
+    "requires-grad-dtype": _requires_grad_dtype, "requires-grad-non-leaf": _requires_grad_non_leaf,
+    "grad-shape": gradient_shape_now, **TRACED}

@@ -11,6 +11,9 @@ that compares the gradients flowing in and out: the first node whose incoming gr
 finite and whose outgoing ones are not is the origin, and its creation site
 (``grad_fn.metadata``, written by the provenance mode) is the user's line. The hooks return
 None, so the gradients are untouched; they keep only the first origin found, as plain values.
+Under anomaly mode every backward is hunted (its own cost dwarfs the hooks'), and pre-hooks note
+the node the engine entered last: anomaly mode's NaN check raises before post-hooks run, so
+that node is the one its "returned nan values" names (diagnose_crash.anomaly_nan).
 """
 from __future__ import annotations
 
@@ -39,7 +42,9 @@ class Hunt:
 
     def __init__(self, roots: Any) -> None:
         self.origin: tuple[Site, str] | None = None
+        self.entered: Any = None  # under anomaly mode, the node the engine entered last
         self.handles: list[Any] = []
+        anomaly = torch.is_anomaly_enabled()
         self.leaves: list[weakref.ref[torch.Tensor]] = []
         seen: dict[int, Any] = {}  # keeps the node wrappers alive during the walk: ids unique
         stack = [getattr(r, "grad_fn", None) for r in roots]
@@ -55,6 +60,8 @@ class Hunt:
                 continue
             try:
                 self.handles.append(node.register_hook(self._hook_for(node)))
+                if anomaly:  # its NaN check raises before post-hooks run: see who ran last
+                    self.handles.append(node.register_prehook(self._enter_for(node)))
             except (RuntimeError, AttributeError, TypeError):
                 continue
             stack.extend(n for n, _ in node.next_functions if n is not None)
@@ -75,6 +82,13 @@ class Hunt:
 
         return hook
 
+    def _enter_for(self, node: Any) -> Any:
+        def prehook(grad_outputs: Any) -> None:
+            self.entered = node
+            return None
+
+        return prehook
+
     def bad_leaf(self) -> torch.Tensor | None:
         """A leaf of the hunted graph whose ``.grad`` holds NaN/Inf (the NaN reached it)."""
         for ref in self.leaves:
@@ -91,8 +105,8 @@ class Hunt:
 
 def start_hunt(state: Any, func: Any, roots: list[torch.Tensor]) -> Hunt | None:
     """Hooks for the backward about to run if NOTE [NaN origin] hunts it, else None."""
-    if func is torch.autograd.grad or state.nan_origin is not None or not roots \
-            or not (state.backward_count == 0 or state.nan_hunt_next):
+    if func is torch.autograd.grad or state.nan_origin is not None or not roots or not (
+            state.backward_count == 0 or state.nan_hunt_next or torch.is_anomaly_enabled()):
         return None
     state.nan_hunt_next = False
     try:

@@ -297,14 +297,32 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                          f"`{ast.unparse(call.args[0])}` is a generator that "
                          "was already consumed (a generator can be iterated only once)",
                          fix="pass model.parameters() directly, or make a list once")]
-        for t in value if isinstance(value, (list, tuple)) else ():
+        elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else []
+        for k, t in enumerate(value if isinstance(value, (list, tuple)) else ()):
             if hasattr(t, "is_leaf") and not t.is_leaf:
+                owner = _parametrized_owner(elts[k] if k < len(elts) else None, frame)
+                if owner is not None:  # `layer.weight` is recomputed by its parametrization
+                    return [make(code_for("optimizer-non-leaf", pat.code), site,
+                                 f"`{owner}` is computed by a parametrization on every access, "
+                                 "not a Parameter; the optimizer needs the module's parameters",
+                                 fix="pass the module's .parameters() (they hold "
+                                     "parametrizations.<name>.original)")]
                 made, _ = created_site(t.grad_fn)
                 return [make(code_for("optimizer-non-leaf", pat.code), made or site,
                              f"this tensor is not a leaf: it was made by "
                              f"an op ({type(t.grad_fn).__name__}) here ({src(made)})",
                              fix=pat.fix, related=[(site, "the optimizer was built here")])]
     return []
+
+
+def _parametrized_owner(expr: ast.AST | None, frame: types.FrameType) -> str | None:
+    """``layer.weight`` when ``layer`` is a module with a parametrization on ``weight``."""
+    from torch.nn.utils import parametrize
+
+    if not isinstance(expr, ast.Attribute):
+        return None
+    ok, mod = _eval_chain(expr.value, frame)
+    return ast.unparse(expr) if ok and parametrize.is_parametrized(mod, expr.attr) else None
 
 
 def _optimizer_empty(pat: ErrorPattern, exc: BaseException, frame: types.FrameType,
@@ -441,5 +459,7 @@ _POSTHOC = {
 }
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_after  # noqa: E402
 from gradtrace.runtime.trace.posthoc_state import state_mismatch  # noqa: E402
+from gradtrace.runtime.trace.diagnose_crash import POSTHOC  # noqa: E402
 
 _POSTHOC.update({"grad-shape": gradient_shape_after, "optimizer-state-groups": state_mismatch})
+_POSTHOC.update(POSTHOC)

@@ -373,10 +373,14 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
-        hunt = start_hunt(self.state, func, roots)  # None but on a few passes: NOTE [NaN origin]
+        hunt = self.state.hunt = start_hunt(self.state, func, roots)  # NOTE [NaN origin]
         try:
             out = self._call(func, args, kwargs)
+        except Exception as exc:  # diagnosed while the hunt still knows the node that raised
+            self._failed(exc, func, args, kwargs)
+            raise
         finally:
+            self.state.hunt = None
             if hunt is not None:
                 end_hunt(self.state, hunt)
         self.seq += 1

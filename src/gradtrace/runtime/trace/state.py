@@ -83,6 +83,7 @@ class TraceState:
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
+        self.hunt: Any = None  # the NaN hunt of the backward running now (diagnose_crash)
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
 
     # -- sites and cuts ----------------------------------------------------------------------
