@@ -84,6 +84,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "schedule-unit": frozenset({"GT526"}),
     "inplace-caller": frozenset({"GT607"}),
     "view-inplace": frozenset({"GT606"}),
+    "scaler-order": frozenset({"GT525"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -123,6 +124,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
+    "GT834": ("scaler-order",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
