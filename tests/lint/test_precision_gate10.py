@@ -98,3 +98,26 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_shape(name: str, which: str) -> None:
     judge(PRELUDE, SHAPES[name][0 if which == "look-alike" else 1])
+
+
+def test_leading_inplace_layer_behind_an_alias_is_still_read() -> None:
+    """GT607's prefilter (the file spells `inplace` or a layer called with a positional
+    `True`) also lets through an in-place layer imported under another name."""
+    from gradtrace.lint import check_source
+
+    src = """
+import torch.nn as nn
+from torch.nn import ReLU as Act
+
+class Res(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(Act(True), nn.Linear(4, 4))
+
+    def forward(self, x):
+        return x + self.body(x)
+"""
+    assert [(f.code, f.line) for f in check_source(src, "m.py", select=["GT607"])] == \
+        [("GT607", 8)]
+    plain = src.replace("Act(True)", "Act()")
+    assert check_source(plain, "m.py", select=["GT607"]) == []

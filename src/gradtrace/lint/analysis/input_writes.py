@@ -15,6 +15,7 @@ rules decide whether the input has another reader.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -180,11 +181,22 @@ def _headers(s: ast.stmt) -> list[ast.AST]:
     return out
 
 
+# an in-place layer spelt without the keyword: `nn.ReLU(True)`, `nn.LeakyReLU(0.2, True)`
+_POSITIONAL_INPLACE = re.compile(r"(?:ReLU6?|ELU|Hardtanh|Hardswish|Hardsigmoid|SiLU|Mish|Threshold"
+                                 r"|Dropout\w*)\s*\((?:[^()]|\([^()]*\))*\bTrue\s*\)")
+
+
 def input_writers(ctx: Context) -> dict[str, InputWrite]:
     """The module classes of the file whose forward writes its input in place, by class name
-    (NOTE [input written in place]); computed once per file."""
+    (NOTE [input written in place]); computed once per file. A file whose code spells neither
+    ``inplace`` nor a layer called with a positional ``True`` has none (no class is read)."""
     def make() -> dict[str, InputWrite]:
-        out = {}
+        out: dict[str, InputWrite] = {}
+        code = ctx.code
+        renamed = any(q in INPLACE_LAYERS and local != q.rpartition(".")[2]
+                      for local, q in ctx.imports.aliases.items())  # `ReLU as Act`
+        if "inplace" not in code and not renamed and not _POSITIONAL_INPLACE.search(code):
+            return out
         for name, cls in ctx.analysis.classes.items():
             w = _input_write(cls, ctx)
             if w is not None:

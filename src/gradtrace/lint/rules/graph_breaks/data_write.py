@@ -89,7 +89,7 @@ class WriteThroughDataInForward(Rule):
     message = ("`{target}` writes `{value}` through `.data`: autograd does not see the write, "
                "so what computed `{value}` (`{source}`) gets no gradient from this path; write "
                "into a `clone()` (or build the tensor with `torch.cat`) instead")
-    triggers = ("forward",)
+    triggers = (".data",)  # a class whose lines spell no `.data` writes nothing through it
     gate_statements = True
     examples = [
         Bad("""
@@ -139,8 +139,6 @@ class WriteThroughDataInForward(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions(".data"):
-            return
         cls = ctx.analysis.classes.get(node.name)
         if cls is None or cls.node is not node or not cls.is_module:
             return
