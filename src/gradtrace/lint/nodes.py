@@ -197,3 +197,26 @@ def argument_default(name: str, fn: ast.AST) -> ast.expr | None:
     pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
              *zip(a.kwonlyargs, a.kw_defaults)]
     return next((d for arg, d in pairs if arg.arg == name and d is not None), None)
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def scope_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``fn`` (a function or the module) outside nested functions, lambdas and
+    classes (in no set order)."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, _NESTED):
+            continue
+        yield n
+        todo.extend(ast.iter_child_nodes(n))
+
+
+def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
+    """The module, then every function of it (nested ones included)."""
+    yield tree
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield n

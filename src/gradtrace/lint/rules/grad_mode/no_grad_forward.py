@@ -8,29 +8,12 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import FLAG, PARAM_ITERS
-from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
+from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration.construction import _forward_methods
-
-
-def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of ``fn`` (a function or the module) outside nested functions and classes."""
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
-            continue
-        yield n
-        todo.extend(ast.iter_child_nodes(n))
-
-
-def _scopes(ctx: Context) -> Iterator[ast.AST]:
-    yield ctx.tree
-    for n in ast.walk(ctx.tree):
-        if isinstance(n, FUNCTION_TYPES):
-            yield n
 
 
 def _true(e: ast.expr | None) -> bool:
@@ -74,8 +57,8 @@ def _trained_at(info: ClassInfo, ctx: Context, subs: frozenset[str] | None
                 ) -> tuple[ast.AST, str] | None:
     """Where the file makes an instance of ``info``'s class trainable (or, with ``subs``,
     one of those submodules of an instance), and how."""
-    for fn in _scopes(ctx):
-        for n in _own_nodes(fn):
+    for fn in function_scopes(ctx.tree):
+        for n in scope_nodes(fn):
             m, how = _unfreezes(n), "makes its parameters trainable"
             if m is None:
                 m, how = _optimized(n, ctx), "hands its parameters to an optimizer"

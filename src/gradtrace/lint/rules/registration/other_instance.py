@@ -6,22 +6,13 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import (
     covers, optimizer_builds, rebound_between, step_lines,
 )
-
-
-def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
-            continue
-        yield n
-        todo.extend(ast.iter_child_nodes(n))
 
 
 class OptimizerOverOtherInstance(Rule):
@@ -121,10 +112,10 @@ class OptimizerOverOtherInstance(Rule):
         (``a.state_dict()``), or called."""
         inside = {id(n) for n in ast.walk(build)}
         attr_recv = set()
-        for n in _own_nodes(fn):
+        for n in scope_nodes(fn):
             if isinstance(n, ast.Attribute) and dotted(n.value) == a:
                 attr_recv.add(id(n.value))
-        for n in _own_nodes(fn):
+        for n in scope_nodes(fn):
             if id(n) in inside or getattr(n, "lineno", 0) < line:
                 continue
             if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == a \
@@ -135,7 +126,7 @@ class OptimizerOverOtherInstance(Rule):
     @staticmethod
     def _other_call(fn: ast.AST, a: str, cls: str, line: int, builds: list, ctx: Context
                     ) -> ast.Call | None:
-        for n in sorted((n for n in _own_nodes(fn) if isinstance(n, ast.Call)
+        for n in sorted((n for n in scope_nodes(fn) if isinstance(n, ast.Call)
                          and getattr(n, "lineno", 0) > line),
                         key=lambda c: (c.lineno, c.col_offset)):
             f = n.func

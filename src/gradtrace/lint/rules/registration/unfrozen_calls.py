@@ -6,31 +6,15 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, OPTIMIZER
-from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import (
     GradFlag, OptimizerBuild, covers, grad_flags, optimizer_builds, rebound_between, step_lines,
 )
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
-
-
-def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
-            continue
-        yield n
-        todo.extend(ast.iter_child_nodes(n))
-
-
-def _scopes(ctx: Context) -> Iterator[ast.AST]:
-    yield ctx.tree
-    for n in ast.walk(ctx.tree):
-        if isinstance(n, FUNCTION_TYPES):
-            yield n
 
 
 def _flag_statement(flag: GradFlag) -> ast.stmt:
@@ -184,8 +168,8 @@ class UnfrozenByCallAfterOptimizer(Rule):
                     yield call, fn, dotted(arg)  # type: ignore[misc]
             return
         cname = getattr(cls, "name", "")
-        for fn in _scopes(ctx):
-            for n in _own_nodes(fn):
+        for fn in function_scopes(ctx.tree):
+            for n in scope_nodes(fn):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                         and n.func.attr == fn_def.name and dotted(n.func.value):
                     k = an.kind_in(n.func.value, fn, n.lineno)
