@@ -8,7 +8,6 @@ from gradtrace.findings import Finding
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import MANUAL_ZERO_RE, LoopFacts, calls_in, facts

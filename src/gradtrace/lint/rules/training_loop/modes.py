@@ -10,7 +10,6 @@ from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
