@@ -140,3 +140,44 @@ def test_report_holds_the_printed_diagnosis(run_script, tmp_path):
     assert res.findings[0]["code"] == "GT107", res.err
     assert "GT107" in html and "never received a gradient" in html
     assert "GT850" not in html  # the watch card is replaced by the run's cut line
+
+
+# The run watches a kept graph only on an in-place running total (`total += loss`): a list of
+# outputs or `total = total + loss` shows no torch-level symptom, so a clean run refutes neither.
+KEPT_GRAPHS = """
+import torch
+import torch.nn as nn
+
+def fit(net, opt, batches):
+    {init}
+    for xb, yb in batches:
+        opt.zero_grad()
+        err = nn.functional.mse_loss(net(xb), yb)
+        err.backward()
+        opt.step()
+        {keep}
+    return {ret}
+
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+fit(net, opt, [(torch.randn(5, 3), torch.randn(5, 1)) for _ in range(4)])
+"""
+
+
+def test_kept_graph_in_a_list_is_not_refuted_by_a_clean_run(run_script):
+    res = run_script(KEPT_GRAPHS.format(init="history = []", keep="history.append(err)",
+                                        ret="history"))
+    assert [(f["code"], f["line"], f["source"]) for f in res.findings] == [
+        ("GT505", 11, "static")], res.err
+
+
+def test_kept_graph_in_a_rebound_sum_is_not_refuted(run_script):
+    res = run_script(KEPT_GRAPHS.format(init="running = 0", keep="running = running + err",
+                                        ret="running"))
+    assert [(f["code"], f["line"]) for f in res.findings] == [("GT505", 11)], res.err
+
+
+def test_detached_list_look_alike_stays_silent(run_script):
+    res = run_script(KEPT_GRAPHS.format(init="history = []", keep="history.append(err.detach())",
+                                        ret="history"))
+    assert res.findings == [], res.err

@@ -28,6 +28,7 @@ consumer of an undetached fake, the backward() that freed a shared graph...).
 """
 from __future__ import annotations
 
+import ast
 import linecache
 import logging
 import os
@@ -399,7 +400,25 @@ def refuted(s: Finding, backwards: int, steps: int) -> bool:
     """Whether a run that made ``backwards`` backward passes and ``steps`` optimizer steps
     would have shown the symptom of static finding ``s`` had it been real (see _REFUTABLE)."""
     need = _REFUTABLE.get(s.code)
-    return need is not None and backwards > 0 and steps >= need and _ONE_TERM not in s.message
+    if need is None or backwards == 0 or steps < need or _ONE_TERM in s.message:
+        return False
+    return s.code not in _WATCHED_FORM or _statement_is(s, _WATCHED_FORM[s.code])
+
+
+# Refutable rules whose symptom the runtime watches in one form of statement only: a running
+# total kept with the graph is seen on ``total += loss`` (an in-place add on a tensor), never
+# on ``history.append(out)`` or ``total = total + loss``, which no torch call reveals.
+_WATCHED_FORM: dict[str, type] = {"GT505": ast.AugAssign}
+
+
+def _statement_is(s: Finding, kind: type) -> bool:
+    """Whether the statement starting on the finding's line parses as one ``kind`` node."""
+    text = linecache.getline(_abs(s.path), s.line).strip()
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return False
+    return len(body) == 1 and isinstance(body[0], kind)
 
 
 def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
