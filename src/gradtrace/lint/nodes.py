@@ -220,3 +220,39 @@ def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
     for n in ast.walk(tree):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield n
+
+
+def exit_after(fn: ast.AST, stmt: ast.stmt) -> int | None:
+    """The line of a ``return`` or ``raise`` that ends every path from ``stmt`` through the
+    blocks of ``fn`` around it (``if flag: finetune(model); return``): the statements after
+    that block are never reached from ``stmt``. None when the flow may go on (no such exit,
+    or a ``try`` with a ``finally`` or handlers in between, whose code may still run)."""
+    def find(body: list[ast.stmt]) -> tuple[bool, int | None]:
+        for i, s in enumerate(body):
+            if s is stmt:
+                return True, _exit_in(body[i + 1:])
+            if isinstance(s, _NESTED):
+                continue
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for sub in _blocks(getattr(s, field, None) or ()):
+                    found, line = find(sub)
+                    if found:
+                        if isinstance(s, ast.Try) and (s.finalbody or s.handlers):
+                            return True, None  # a finally or handler may still run
+                        return True, line if line is not None else _exit_in(body[i + 1:])
+        return False, None
+    return find(getattr(fn, "body", []))[1]
+
+
+def _blocks(sub: list[ast.AST] | tuple[()]) -> Iterator[list[ast.stmt]]:
+    """The statement lists of a field: a body itself, or the bodies of handlers and cases."""
+    if sub and isinstance(sub[0], ast.stmt):
+        yield sub  # type: ignore[misc]
+    else:
+        for h in sub:
+            yield getattr(h, "body", [])
+
+
+def _exit_in(rest: list[ast.stmt]) -> int | None:
+    """The line of the first ``return``/``raise`` among ``rest`` at this level."""
+    return next((s.lineno for s in rest if isinstance(s, (ast.Return, ast.Raise))), None)

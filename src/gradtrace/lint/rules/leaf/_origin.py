@@ -80,13 +80,15 @@ def flagged_leaf(scope: Scope, name: str, line: int) -> ast.stmt | None:
 
 def frozen_before(scope: Scope, name: str, line: int) -> bool:
     """``name.requires_grad = False`` (or ``name.requires_grad_(False)``) runs on every path
-    before ``line`` in the function's top-level body."""
+    before ``line`` in the function's top-level body, and no later ``True`` undoes it."""
+    frozen = False
     for s in scope.node.body:  # type: ignore[attr-defined]
         if s.lineno >= line:
-            return False
+            break
         if isinstance(s, ast.Assign) and any(dotted(t) == name + ".requires_grad"
-                                             for t in s.targets) or \
-                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                                             for t in s.targets):
+            frozen = not is_true(s.value)
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                 dotted(s.value.func) == name + ".requires_grad_":
-            return True
-    return False
+            frozen = bool(s.value.args) and not is_true(s.value.args[0])
+    return frozen

@@ -385,7 +385,8 @@ class InplaceUpdateOfLeaf(Rule):
             b = scope.binding_before(root, line)
             if b is not None and b.value is not None and module_ctor(b.value, ctx) \
                     and owns_params(b.value, ctx) \
-                    and (ctx.call_name(b.value) or "").startswith("torch.nn."):
+                    and (ctx.call_name(b.value) or "").startswith("torch.nn.") \
+                    and not frozen_before(scope, name, line):
                 return b.stmt  # a torch.nn layer's weight/bias are Parameters (not buffers)
         if (_mentions(ctx, fn, "requires_grad", "Parameter", ".backward(")
                 or name in _helper_made(ctx, fn)) and _maybe_leaf_text(ctx, fn, name):

@@ -19,7 +19,7 @@ from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
 )
-from gradtrace.lint.nodes import statements, walk
+from gradtrace.lint.nodes import exit_after, statements, walk
 
 CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
                        "len", "enumerate", "zip", "map", "filter", "dict", "next"})
@@ -32,14 +32,18 @@ def _base(e: ast.AST) -> str | None:
     return dotted(e)
 
 
-def _stale_optimizer(scope: Scope, target: str, line: int) -> tuple[OptimizerBuild, int] | None:
-    """An optimizer built before ``line`` from ``target``'s parameters and stepped after it."""
+def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
+                     ) -> tuple[OptimizerBuild, int] | None:
+    """An optimizer built before ``node`` from ``target``'s parameters and stepped after it,
+    where the flow from ``node`` goes on (not past a ``return`` that ends ``node``'s branch)."""
+    line = node.lineno
+    end = exit_after(scope.node, node)
     for opt in optimizer_builds(scope):
         if opt.stmt.lineno >= line or not any(
                 covers(target, s) or covers(s, target) for s in opt.sources):
             continue
         for step in step_lines(scope, opt.name):
-            if step > line and not rebound_between(scope, opt.name, opt.stmt.lineno, step):
+            if step > line and (end is None or step < end) and not rebound_between(scope, opt.name, opt.stmt.lineno, step):
                 if not any(line < m.stmt.lineno < step for m in scope.calls_to("add_param_group")
                            if m.receiver == opt.name):
                     return opt, step
@@ -174,7 +178,7 @@ class ModelRecreatedAfterOptimizer(Rule):
                 inside: ast.stmt | None = None) -> Iterator[Finding]:
         if not scope_mentions(ctx, "optim") or not optimizer_builds(ctx.scope()):
             return
-        got = _stale_optimizer(ctx.scope(), target, node.lineno)
+        got = _stale_optimizer(ctx.scope(), target, node)
         if got is None:
             return
         opt, step = got

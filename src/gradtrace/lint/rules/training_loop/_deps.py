@@ -226,7 +226,8 @@ def _paths(body: list[ast.stmt], ctx: Context) -> tuple[set[str] | None, bool]:
 
 
 def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
-    """Names read in ``fn`` outside any graph-cutting call or ``.data``; under ``no_grad`` (a
+    """Names read in ``fn`` outside any graph-cutting call (sizes and integer results
+    included) or ``.data`` (``.shape``, ``.device``: no value of the tensor); under ``no_grad`` (a
     ``with`` block or the decorator) a name an operation reads (``output.topk(k)``, ``x * 2``,
     ``torch.cat([x])``) is cut too: only the bare name (``return x``) keeps its graph."""
     off = isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
@@ -237,11 +238,11 @@ def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
         n, parent, off = stack.pop()
         if isinstance(n, ast.Call):
             f = n.func
-            if (isinstance(f, ast.Attribute) and f.attr in NO_HISTORY_METHODS) \
+            if (isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS) \
                     or dotted(f) in LEAF_CALLS:
-                continue
-        elif isinstance(n, ast.Attribute) and n.attr == "data":
-            continue
+                continue  # `x.detach()`, `x.size()`, `x.argmax(1)`: a result with no history
+        elif isinstance(n, ast.Attribute) and n.attr in NON_VALUE_ATTRS:
+            continue  # `x.data`, `x.shape`, `x.device`
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             if not (off and _operand(n, parent)):
                 out.add(n.id)

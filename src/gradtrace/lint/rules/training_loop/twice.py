@@ -47,18 +47,40 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
 
 
 def _split_heads(f: LoopFacts, t: Binding, b1: Backward, b2: Backward, d1: Deps,
-                 d2: Deps) -> bool:
+                 d2: Deps, depth: int = 0) -> bool:
     """Two losses that read different entries of one model output (``out['log_pi']`` and
     ``out['v']``), each stepped by its own optimizer (one step between the backward passes,
     another after the second): an actor and a critic on separate branches, whose graphs need
-    not meet; whether they share a trunk is decided by the model, not here."""
+    not meet; whether they share a trunk is decided by the model, not here. A value the two
+    losses read only whole into a container whose entries they split (``outs`` in
+    ``named = dict(zip(keys, outs))``, then ``named['d_real']`` and ``named['g_adv']``) is split
+    the same way."""
     keys1, keys2 = _entries(f, t, b1, d1), _entries(f, t, b2, d2)
-    if not keys1 or not keys2 or None in keys1 | keys2 or keys1 & keys2:
+    if not keys1 or not keys2:
+        return False
+    if keys1 == keys2 == {None}:
+        carriers = _carriers(f, t, b1, d1) & _carriers(f, t, b2, d2) if depth < 3 else set()
+        common = [x for x in d1.bindings if id(x) in carriers]
+        return bool(common) and len(common) == len(carriers) \
+            and _carriers(f, t, b1, d1) == _carriers(f, t, b2, d2) == carriers \
+            and all(_split_heads(f, x, b1, b2, d1, d2, depth + 1) for x in common)
+    if None in keys1 | keys2 or keys1 & keys2:
         return False
     between = [s for s in f.steps if f.before(b1.stmt, s.stmt) and f.before(s.stmt, b2.stmt)]
     after = [s for s in f.steps if f.before(b2.stmt, s.stmt)]
     return bool(between) and any(a.optimizer not in {s.optimizer for s in between}
                                  for a in after)
+
+
+def _carriers(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[int]:
+    """ids of the bindings of ``d`` whose values read ``t``; -1 when the loss itself reads it."""
+    out: set[int] = set()
+    exprs = [(None, b.loss, b.stmt.lineno)] + [(x, value_of(x), x.line) for x in d.bindings]
+    for x, e, line in exprs:
+        if e is not None and any(isinstance(n, ast.Name) and n.id == t.name and
+                                 f.scope.binding_before(t.name, line) is t for n in ast.walk(e)):
+            out.add(-1 if x is None else id(x))
+    return out
 
 
 def _entries(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[str | None]:
@@ -76,12 +98,22 @@ def _entries(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[str | None]:
             p = parents.get(id(n))
             if isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant):
                 out.add(repr(p.slice.value))
+            elif _get_call(p, parents.get(id(p))) is not None:  # `out.get('v', 0)`: entry 'v'
+                out.add(repr(_get_call(p, parents.get(id(p)))))
             elif isinstance(p, ast.Attribute) and getattr(parents.get(id(p)), "func", None) \
                     is not p:
                 out.add(p.attr)
             else:
                 out.add(None)
     return out
+
+
+def _get_call(attr: ast.AST | None, call: ast.AST | None) -> object | None:
+    """The constant key of ``d.get('key', default)`` when ``attr`` is its ``d.get``."""
+    if isinstance(attr, ast.Attribute) and attr.attr == "get" and isinstance(call, ast.Call) \
+            and call.func is attr and call.args and isinstance(call.args[0], ast.Constant):
+        return call.args[0].value
+    return None
 
 
 def _graph_key(b: Binding, f: LoopFacts) -> int:
