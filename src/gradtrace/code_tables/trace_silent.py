@@ -95,4 +95,22 @@ CODES = (
          out += x
          """,
          "Build the leading activation with inplace=False.", _EVENTS, severity="warning"),
+    Code("GT849", "optimizer-holds-replaced-tensors",
+         "the optimizer's tensors stopped getting gradients while backward() still runs",
+         "An optimizer holds the tensor objects it was given. When the program later replaces "
+         "them (`self.w = self.w.detach().to(dtype).requires_grad_()`, a model re-created, a "
+         "parameter re-wrapped), the loss is computed from the new tensors: backward() fills "
+         "their `.grad`, no optimizer applies it, and `step()` finds nothing on the old ones. "
+         "The loss stops falling and nothing fails.",
+         """
+         opt = torch.optim.Adam([self.w], lr=0.01)
+         self.w = self.w.detach().double().requires_grad_()
+         """,
+         """
+         self.w = self.w.detach().double().requires_grad_()
+         opt = torch.optim.Adam([self.w], lr=0.01)
+         """,
+         "Build the optimizer after the last replacement, or re-create it (or "
+         "`add_param_group`) when the tensors are replaced.",
+         "gradtrace.runtime.trace.idle", severity="warning"),
 )

@@ -122,7 +122,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT210": ("graph-cut",), "GT517": ("accumulate",),
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
     "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
-    "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
+    "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT849": ("not-optimized",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
     "GT834": ("scaler-order",),

@@ -18,6 +18,7 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
                                                _wiped, frozen_stats)
+from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
 from gradtrace.runtime.trace.schedule import watch_lr
@@ -28,57 +29,6 @@ Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
 _NormBase = torch.nn.modules.batchnorm._NormBase
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-@dataclass
-class ModuleRecord:
-    """What happened to one module object while tracing."""
-
-    ref: weakref.ref[torch.nn.Module]
-    site: Site | None
-    grad_runs: int = 0
-    nograd_runs: int = 0
-    nograd_site: Site | None = None
-    in_checkpoint: bool = False
-    trained: bool = False  # ran with grad on in train mode (NOTE [eval-mode training])
-    off: Any = None  # user stack at its first eval-mode forward since then
-    mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
-    start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
-    stats_frozen: bool = False  # a norm layer with frozen affine ran in train mode with grad
-    eval_runs: int = 0  # forwards with grad on in eval mode (NOTE [eval is no freeze])
-
-    def copied_into(self, m: torch.nn.Module, data: HookState, in_opt: set[int]) -> bool:
-        """# NOTE [copied into]
-        Whether the program itself keeps ``m`` (which got gradients but is in no optimizer) as
-        a copy of a trained module: its own parameters changed since its first forward with
-        grad (a DQN target refreshed by ``load_state_dict(online.state_dict())``, a Polyak
-        ``p_t.data.copy_(...)``, an EMA teacher), or at that forward they equalled those of an
-        optimized module of its type at its own first one (made by ``copy.deepcopy`` or
-        ``load_state_dict`` before the first refresh). Gradients that reach such a copy (its
-        output was not detached) change nothing that trains. A module left out of the
-        optimizer (a second tower, a model re-created) starts from its own initialisation
-        and never moves."""
-        ps = _plain_params(m)
-        if self.start is None or len(ps) != len(self.start):
-            return False
-        if any(not torch.equal(p.detach().sum(dtype=torch.float64), s)
-               for p, s in zip(ps, self.start)):
-            return True
-        for r in list(data.modules.values()):
-            o = r.ref()
-            if o is not None and o is not m and type(o) is type(m) and r.start is not None \
-                    and len(r.start) == len(self.start) \
-                    and all(id(q) in in_opt for q in _plain_params(o)) \
-                    and all(torch.equal(a, b) for a, b in zip(r.start, self.start)):
-                return True
-        return False
-
-
-def _plain_params(m: torch.nn.Module) -> list[Tensor]:
-    """``m``'s own floating-point parameters held as plain tensors (no DTensor or other
-    subclass, whose ``sum`` may communicate; nothing on the meta device)."""
-    return [p for p in m._parameters.values() if p is not None and p.is_floating_point()
-            and type(p.data) is Tensor and p.device.type != "meta"]
 
 
 @dataclass
@@ -106,6 +56,7 @@ class OptimizerRecord:
     # the last step that found a gradient, the empty steps since, the steps at which none of
     # its parameters required grad, the first closure given to step() (NOTE [idle steps])
     last_graded: int = 0
+    graded_backwards: int = 0  # backward() calls made by then
     trailing_empty: int = 0
     frozen_steps: int = 0
     closure: Any = None
@@ -303,6 +254,7 @@ class Hooks:
                          site)
         if grads:
             rec.last_graded, rec.trailing_empty = rec.steps, 0
+            rec.graded_backwards = st.backward_count
         elif rec.wiped is None:
             if not any(p.requires_grad for g in opt.param_groups for p in g["params"]):
                 rec.frozen_steps += 1
@@ -370,6 +322,7 @@ class Hooks:
             rec.pending = False
             if any(p.grad is not None for g in opt.param_groups for p in g["params"]):
                 rec.last_graded, rec.trailing_empty = rec.steps, 0
+                rec.graded_backwards = self.state.backward_count
             else:
                 self._empty(rec, opt)
         if rec is not None and rec.steps == 1:

@@ -32,8 +32,10 @@ from gradtrace.runtime.build import make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.hooks import HookState, param_name
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.wiring import built_at
 
 CODE = "GT840"
+CODE_STALE = "GT849"
 
 
 def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
@@ -56,7 +58,7 @@ def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
     for rec in live:
         if rec.last_graded and rec.trailing_empty >= 2 \
                 and rec.trailing_empty == rec.steps - rec.last_graded:
-            found = _toggled(state, data, rec)
+            found = _toggled(state, data, rec) or _stale(state, data, rec)
             if found is not None:
                 out.append(found)
     return out
@@ -79,8 +81,6 @@ def _last_freeze(state: TraceState, params: list[torch.Tensor]) -> Site | None:
 
 
 def _all_frozen(state: TraceState, data: HookState, recs: list[Any]) -> Finding:
-    from gradtrace.runtime.trace.wiring import built_at
-
     rec = recs[0]
     params = [p for r in recs for p in _params(r)]
     site = _last_freeze(state, params)
@@ -128,6 +128,51 @@ def _toggled(state: TraceState, data: HookState, rec: Any) -> Finding | None:
                     "all if this optimizer should train them)",
                 related=[(rec.site, "the optimizer steps here with no gradient")],
                 severity="warning")
+
+
+def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
+    """# NOTE [replaced under the optimizer]
+    An optimizer found gradients up to some step, then none at the later steps although its
+    tensors still require grad, nothing froze them, and backward() ran at least once per step
+    since: the loss no longer reaches the tensors it holds. The program replaced them (a
+    tensor re-made with ``.detach().to(...).requires_grad_()``, a model re-created) after the
+    optimizer was built; backward() fills the new ones' ``.grad`` and nothing applies it. A
+    part trained in a phase and then left alone is not stepped, so it is not reported; one
+    stepped with its gradients still set is not empty. When the new tensors are parameters of
+    a module that ran, GT821 reports them with the line that added them (the session's
+    ``silent_findings`` then leaves this one out)."""
+    params = _params(rec)
+    since = state.backward_count - rec.graded_backwards
+    if not params or since < rec.trailing_empty or rec.trailing_empty < max(2, rec.steps // 4) \
+            or not all(p.requires_grad and p.grad is None for p in params):
+        return None
+    held = {id(p) for r in list(data.optimizers.values()) for p in _params(r)}
+    names = [param_name(data, p) for p in params[:3]]
+    new = _remade(state, held, {tuple(p.shape) for p in params})
+    return make(CODE_STALE, new or rec.site,
+                f"{', '.join(names)}{' and more' if len(params) > 3 else ''} got gradients up "
+                f"to step {rec.last_graded} only: {since} backward() calls since never reached "
+                "them although they still require grad, so the loss no longer uses the tensors "
+                "this optimizer holds; they were replaced (re-made, re-created) after the "
+                "optimizer was built, and the new ones' gradients are applied by nothing",
+                fix="build the optimizer after the last replacement, or re-create it (or "
+                    "add_param_group) whenever the tensors it holds are replaced",
+                related=[(s, w) for s, w in ((new and rec.site, "its step() finds nothing to "
+                                              "apply here"),
+                                             (built_at(rec.site), "the optimizer was built here"))
+                         if s],
+                severity="warning")
+
+
+def _remade(state: TraceState, held: set[int], shapes: set[tuple[int, ...]]) -> Site | None:
+    """Where a live leaf tensor of one of ``shapes``, held by no optimizer, that received a
+    gradient was set to require grad: the new tensor that replaced the held one."""
+    for ref, site in reversed(list(state.made_leaves.values())):
+        t = ref()
+        if t is not None and id(t) not in held and t.grad is not None \
+                and tuple(t.shape) in shapes:
+            return site
+    return None
 
 
 def moving_statistics(state: TraceState, data: HookState) -> list[Finding]:

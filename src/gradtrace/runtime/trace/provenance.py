@@ -361,6 +361,10 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             raw = raw_site()
             if raw is not None:  # an unfreeze only of a Parameter (set up, not per step)
                 self.state.on_freeze(raw, args[0], bool(value))
+        elif isinstance(args[0], Tensor) and args[0].is_leaf:  # a plain leaf made trainable
+            raw = raw_site()
+            if raw is not None:
+                self.state.on_made_leaf(raw, args[0])
         return out
 
     def _backward(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -39,8 +39,10 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
         schedule_findings(data) + eval_freeze_findings(data) + thrown_away_findings(data)
-    return out + eval_findings(data) + requires_grad_attribute(data) + idle_findings(
-        state, data) + _optimizer_events(data, state) + event_findings(state, steps) + \
+    added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
+    idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
+    return out + eval_findings(data) + requires_grad_attribute(data) + idle + \
+        _optimizer_events(data, state) + event_findings(state, steps) + \
         discarded(state, data) + nonfinite_findings(state, data)
 
 

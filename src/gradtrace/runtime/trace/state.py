@@ -56,6 +56,8 @@ class TraceState:
         self.in_backward = False
         self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
         self.unfreeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}  # Parameters only
+        # plain leaf tensors made trainable, the latest 32: NOTE [replaced under the optimizer]
+        self.made_leaves: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
         self.grad_none: dict[int, Site | None] = {}
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
@@ -228,6 +230,13 @@ class TraceState:
         table = self.unfreeze if unfreeze else self.freeze
         table.pop(id(t), None)  # the latest freeze last (NOTE [idle steps])
         table[id(t)] = (weakref.ref(t), self.site(raw))
+
+    def on_made_leaf(self, raw: RawSite, t: Tensor) -> None:
+        made = self.made_leaves
+        made.pop(id(t), None)
+        if len(made) >= 32:
+            made.pop(next(iter(made)))
+        made[id(t)] = (weakref.ref(t), self.site(raw))
 
     def unfrozen_at(self, params: list[Tensor]) -> Site | None:
         """Where the first of ``params`` was last set to ``requires_grad=True``."""
