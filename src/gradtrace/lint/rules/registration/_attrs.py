@@ -148,3 +148,39 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
         ok[attr] = ok.get(attr, True) and pick
     return frozenset(a for a, v in ok.items() if v)
 
+
+
+INPUT_COPIES = frozenset({"torch.autograd.Variable", "torch.tensor", "torch.as_tensor"})
+_SAME_DATA = frozenset({"to", "cuda", "cpu", "float", "double", "half", "long", "contiguous",
+                        "clone", "detach", "view", "reshape", "squeeze", "unsqueeze"})
+
+
+def per_call_input(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
+    """``self.var_x = Variable(self.input_x, requires_grad=True)`` in a method other than
+    ``__init__`` whose data comes from the method's own arguments (``self.input_x =
+    batch['x']``): an input of this call made to require grad (gradients with respect to the
+    input), rebuilt on every call, not a learnable tensor of the module."""
+    if getattr(fn, "name", "__init__") == "__init__" or ctx.call_name(call) not in INPUT_COPIES \
+            or not call.args:
+        return False
+    a = fn.args  # type: ignore[attr-defined]
+    params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
+    scope = ctx.scope(fn)
+
+    def source(e: ast.AST, line: int, depth: int) -> bool:
+        while True:
+            if isinstance(e, ast.Subscript):
+                e = e.value
+            elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                    and e.func.attr in _SAME_DATA:
+                e = e.func.value
+            else:
+                break
+        d = dotted(e)
+        if d is None or depth > 4:
+            return False
+        b = scope.binding_before(d, line)
+        if b is None:
+            return d.partition(".")[0] in params
+        return b.value is not None and source(b.value, b.line, depth + 1)
+    return source(call.args[0], call.lineno, 0)

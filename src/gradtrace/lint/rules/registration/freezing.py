@@ -130,6 +130,17 @@ def _head_assignments(scope: Scope, root: str, before: int) -> list[ast.Assign]:
     return out
 
 
+def _reloaded(scope: Scope, head: ast.Assign, freeze: ast.stmt) -> bool:
+    """A ``load_state_dict`` on the head or a module holding it runs between the head's
+    assignment and the freeze (``model.fc = nn.Linear(...)``, ``model.load_state_dict(sd)``):
+    the head holds trained weights, and freezing the whole loaded model is a fixed model (a
+    feature extractor, a scorer), not a new head frozen by mistake."""
+    part = dotted(head.targets[0]) or ""
+    return any(m.receiver and covers(m.receiver, part) and
+               head.lineno < m.stmt.lineno < freeze.lineno and
+               not scope.exclusive(m.stmt, freeze) for m in scope.calls_to("load_state_dict"))
+
+
 class FreezeUndoesTraining(Rule):
     """A freeze-everything loop also freezes the new head, or undoes an earlier unfreeze.
 
@@ -214,7 +225,7 @@ class FreezeUndoesTraining(Rule):
         if f.root == "self":
             return None  # a module freezing all it built so far (prefix/adapter tuning)
         heads = [h for h in _head_assignments(scope, f.root, f.stmt.lineno)
-                 if not scope.exclusive(f.stmt, h)]
+                 if not scope.exclusive(f.stmt, h) and not _reloaded(scope, h, f.stmt)]
         if heads:
             h = heads[-1]
             return h.lineno, "the new", dotted(h.targets[0]) or ""

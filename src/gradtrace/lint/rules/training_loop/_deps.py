@@ -24,6 +24,7 @@ from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, SAME_KIND, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements
+from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 
 # results without a graph: detached, Python values, integer/bool results (the table in
@@ -95,6 +96,8 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 yield d, n
             elif isinstance(n, ast.Attribute):
                 stack.append(n.value)
+        elif isinstance(n, COMPREHENSIONS):
+            yield from comprehension_loads(n, lambda e: loads(e, cut, opaque))
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(ast.iter_child_nodes(n))
 

@@ -47,29 +47,46 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
 
 
 def _split_heads(f: LoopFacts, t: Binding, b1: Backward, b2: Backward, d1: Deps,
-                 d2: Deps, depth: int = 0) -> bool:
+                 d2: Deps) -> bool:
     """Two losses that read different entries of one model output (``out['log_pi']`` and
-    ``out['v']``), each stepped by its own optimizer (one step between the backward passes,
-    another after the second): an actor and a critic on separate branches, whose graphs need
-    not meet; whether they share a trunk is decided by the model, not here. A value the two
-    losses read only whole into a container whose entries they split (``outs`` in
-    ``named = dict(zip(keys, outs))``, then ``named['d_real']`` and ``named['g_adv']``) is split
-    the same way."""
-    keys1, keys2 = _entries(f, t, b1, d1), _entries(f, t, b2, d2)
-    if not keys1 or not keys2:
-        return False
-    if keys1 == keys2 == {None}:
-        carriers = _carriers(f, t, b1, d1) & _carriers(f, t, b2, d2) if depth < 3 else set()
-        common = [x for x in d1.bindings if id(x) in carriers]
-        return bool(common) and len(common) == len(carriers) \
-            and _carriers(f, t, b1, d1) == _carriers(f, t, b2, d2) == carriers \
-            and all(_split_heads(f, x, b1, b2, d1, d2, depth + 1) for x in common)
-    if None in keys1 | keys2 or keys1 & keys2:
+    ``out['v']``, or ``loss_a`` and ``loss_b`` of ``loss_a, loss_b = pair_loss(ya, yb, t)``),
+    each stepped by its own optimizer (one step between the backward passes, another after
+    the second): an actor and a critic on separate branches, whose graphs need not meet;
+    whether they share a trunk is decided by the model, not here."""
+    if not _split_reads(f, t, d1, d2, b1, b2, 0):
         return False
     between = [s for s in f.steps if f.before(b1.stmt, s.stmt) and f.before(s.stmt, b2.stmt)]
     after = [s for s in f.steps if f.before(b2.stmt, s.stmt)]
     return bool(between) and any(a.optimizer not in {s.optimizer for s in between}
                                  for a in after)
+
+
+def _split_reads(f: LoopFacts, t: Binding, d1: Deps, d2: Deps, b1: Backward, b2: Backward,
+                 depth: int) -> bool:
+    """The two losses read disjoint entries of ``t``: other keys, other names unpacked from
+    one call; or they read ``t`` only whole into the same container whose entries they split
+    (``outs`` in ``named = dict(zip(keys, outs))``, then ``named['d_real']`` and
+    ``named['g_adv']``), or into the call whose unpacked names they split (``ya`` in
+    ``loss_a, loss_b = pair_loss(ya, yb, t)``)."""
+    if _graph_key(t, f) == id(t.stmt):  # a name unpacked from a call: which ones are read
+        n1 = {x.name for x in d1.bindings if x.stmt is t.stmt}
+        n2 = {x.name for x in d2.bindings if x.stmt is t.stmt}
+        if n1 and n2 and not n1 & n2:
+            return True
+    keys1, keys2 = _entries(f, t, b1, d1), _entries(f, t, b2, d2)
+    if not keys1 or not keys2:
+        return False
+    if keys1 == keys2 == {None}:
+        c1, c2 = _carriers(f, t, b1, d1), _carriers(f, t, b2, d2)
+        if depth >= 3 or not c1 or not c2 or -1 in c1 | c2:
+            return False
+        xs1 = [x for x in d1.bindings if id(x) in c1]
+        xs2 = [x for x in d2.bindings if id(x) in c2]
+        if c1 == c2:
+            return all(_split_reads(f, x, d1, d2, b1, b2, depth + 1) for x in xs1)
+        return len({id(x.stmt) for x in xs1 + xs2}) == 1 and \
+            _split_reads(f, xs1[0], d1, d2, b1, b2, depth + 1)
+    return None not in keys1 | keys2 and not keys1 & keys2
 
 
 def _carriers(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[int]:
