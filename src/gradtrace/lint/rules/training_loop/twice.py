@@ -8,7 +8,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._deps import Deps, graphs, value_of
+from gradtrace.lint.rules.training_loop._deps import Deps, _forward_of, graphs, value_of
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
@@ -67,8 +67,11 @@ def _split_reads(f: LoopFacts, t: Binding, d1: Deps, d2: Deps, b1: Backward, b2:
     one call; or they read ``t`` only whole into the same container whose entries they split
     (``outs`` in ``named = dict(zip(keys, outs))``, then ``named['d_real']`` and
     ``named['g_adv']``), or into the call whose unpacked names they split (``ya`` in
-    ``loss_a, loss_b = pair_loss(ya, yb, t)``)."""
-    if _graph_key(t, f) == id(t.stmt):  # a name unpacked from a call: which ones are read
+    ``loss_a, loss_b = pair_loss(ya, yb, t)``, a function from elsewhere: a helper or module of
+    this file is read by :func:`_separate_results` instead)."""
+    if _graph_key(t, f) == id(t.stmt) and \
+            _forward_of(f.ctx, t.stmt.value, f.scope, t.line) is None:  # type: ignore
+        # names unpacked from a call whose body is elsewhere: which of them each loss reads
         n1 = {x.name for x in d1.bindings if x.stmt is t.stmt}
         n2 = {x.name for x in d2.bindings if x.stmt is t.stmt}
         if n1 and n2 and not n1 & n2:
@@ -281,8 +284,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     Known limits: only losses built from local names of one function are compared; values count
     as carrying a graph when they come from a call of something bound to an `nn.Module` in this
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`). Two losses reading
-    different entries of one output (`out['log_pi']`, `out['v']`), each stepped by its own
-    optimizer, are taken as separate branches (whether they share a trunk is the model's).
+    different entries of one output (`out['log_pi']`, `out['v']`, `out.get('v', 0)`, or two
+    names unpacked from a call of another file), each stepped by its own optimizer, are taken
+    as separate branches (whether they share a trunk is the model's).
     """
 
     code = "GT509"
