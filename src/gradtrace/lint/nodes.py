@@ -65,6 +65,27 @@ def _walk(node: ast.AST, state: _FileIndex | None) -> Iterator[ast.AST]:
             state.budget -= seen
 
 
+
+def bfs_walk(node: ast.AST) -> Iterator[ast.AST]:
+    """:func:`ast.walk`: the same nodes (``ctx``/``op`` leaves included) in the same order
+    (breadth first), about twice as fast (no generator per node for its fields and children).
+    For the walks whose order or leaves matter; :func:`walk` is faster still."""
+    todo = [node]
+    add = todo.append
+    for n in todo:  # the list grows as it is read: a queue
+        for f in n._fields:
+            try:
+                v = getattr(n, f)
+            except AttributeError:
+                continue
+            if isinstance(v, _AST):
+                add(v)
+            elif isinstance(v, list):
+                for x in v:
+                    if isinstance(x, _AST):
+                        add(x)
+        yield n
+
 # NOTE [walk index]
 # The rules and analyses of a file walk the same function bodies again and again (on dense
 # training code each node is walked ~4 times, a fifth of the checker's time). Every walk of a
@@ -217,7 +238,7 @@ def scope_nodes(fn: ast.AST) -> Iterator[ast.AST]:
 def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
     """The module, then every function of it (nested ones included)."""
     yield tree
-    for n in ast.walk(tree):
+    for n in bfs_walk(tree):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield n
 

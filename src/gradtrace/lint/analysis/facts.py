@@ -27,7 +27,7 @@ from gradtrace.lint.analysis.modules import (
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default, child_fields
+from gradtrace.lint.nodes import argument_default, bfs_walk, child_fields
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -296,7 +296,7 @@ class Analysis:
         todo = [*e.args[:1], *(k.value for k in e.keywords if k.arg == "params")]
         seen: set[str] = set()
         while todo:
-            for n in ast.walk(todo.pop()):
+            for n in bfs_walk(todo.pop()):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                         and n.func.attr in ("parameters", "named_parameters"):
                     owner = dotted(n.func.value)
@@ -416,7 +416,7 @@ class Analysis:
         if key not in self._stepped:
             self._stepped[key] = frozenset()  # recursion guard
             out: set[str] = set()
-            for n in ast.walk(fn):
+            for n in bfs_walk(fn):
                 if not isinstance(n, ast.Call):
                     continue
                 f = n.func

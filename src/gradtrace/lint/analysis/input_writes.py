@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import bfs_walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -107,7 +108,7 @@ def _first_entry(name: str, method: ast.AST, line: int) -> ast.expr | None:
         if not started or isinstance(s, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
                                          ast.AsyncWith, ast.Try)):
             continue  # (a block's statements come next, in source order)
-        for c in ast.walk(s):
+        for c in bfs_walk(s):
             if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) \
                     and dotted(c.func.value) == name:
                 if c.func.attr in ("insert", "pop", "reverse", "sort", "clear", "remove"):
@@ -125,11 +126,11 @@ def _first_entry(name: str, method: ast.AST, line: int) -> ast.expr | None:
 def reads(stmt: ast.AST, name: str) -> list[ast.Name]:
     """Reads of ``name``'s values in ``stmt`` (not ``name.shape``, ``name.size()``...)."""
     parents: dict[int, ast.AST] = {}
-    for n in ast.walk(stmt):
+    for n in bfs_walk(stmt):
         for c in ast.iter_child_nodes(n):
             parents[id(c)] = n
     out = []
-    for n in ast.walk(stmt):
+    for n in bfs_walk(stmt):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             p = parents.get(id(n))
             if isinstance(p, ast.Attribute) and p.attr in METADATA:
@@ -155,7 +156,7 @@ def _input_write(cls: ClassInfo, ctx: Context) -> InputWrite | None:
             continue
         if not reads(s, p):
             continue
-        for n in ast.walk(s):
+        for n in bfs_walk(s):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and dotted(n.func.value) == "self" and n.args \
                     and isinstance(n.args[0], ast.Name) and n.args[0].id == p:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.kinds import BUFFER, REGISTERED, Kind
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import bfs_walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.facts import Analysis
@@ -136,7 +137,7 @@ class ClassInfo:
                 if m is None or m.name in seen:
                     continue
                 seen.add(m.name)
-                for n in ast.walk(m):
+                for n in bfs_walk(m):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
                             and n.value.id == "self":
                         if n.attr in self.methods:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import DEFS
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import bfs_walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -135,7 +136,7 @@ def returns_number(fn: ast.AST, ctx: Context) -> bool:
         return _number_expr(fn.body, ctx)
     if not isinstance(fn, DEFS):
         return False
-    rets = [s for s in ast.walk(fn) if isinstance(s, ast.Return)]
+    rets = [s for s in bfs_walk(fn) if isinstance(s, ast.Return)]
     return bool(rets) and all(_number_expr(r.value, ctx) for r in rets)
 
 

@@ -9,6 +9,7 @@ from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.autograd_api.functions import _is_function_class, _method
+from gradtrace.lint.nodes import bfs_walk
 
 
 def _static(fn: ast.FunctionDef, ctx: Context) -> bool:
@@ -82,7 +83,7 @@ class LegacyAutogradFunctionCalled(Rule):
                 continue
             parent_apply = any(
                 isinstance(a, ast.Attribute) and a.value is call and a.attr == "apply"
-                for a in ast.walk(_s))
+                for a in bfs_walk(_s))
             if parent_apply:
                 continue
             yield self.report(fwd, ctx, related=(Related(

@@ -9,6 +9,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
+from gradtrace.lint.nodes import bfs_walk
 
 SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
                      "torch.autograd.grad_mode.set_grad_enabled", "torch._C._set_grad_enabled"})
@@ -126,7 +127,7 @@ class SetGradEnabledNeverRestored(Rule):
 def _restored(owner: ast.AST, line: int, ctx: Context) -> bool:
     """A call after ``line`` in ``owner`` that can turn grad back on (True, a variable,
     enable_grad()); a ``finally`` counts wherever it is."""
-    for n in ast.walk(owner):
+    for n in bfs_walk(owner):
         if isinstance(n, ast.Call) and n.lineno > line:
             q = ctx.qualified_name(n.func)
             if q in SETTERS and not _is_false(_flag(n)) or q == "torch.enable_grad":
@@ -135,7 +136,7 @@ def _restored(owner: ast.AST, line: int, ctx: Context) -> bool:
 
 
 def _calls(body_owner: ast.AST) -> Iterator[ast.Call]:
-    for n in ast.walk(body_owner):
+    for n in bfs_walk(body_owner):
         if isinstance(n, ast.Call):
             yield n
 
@@ -160,7 +161,7 @@ def _local_training_sink(call: ast.Call, ctx: Context) -> ast.Call | None:
     name = name[5:] if name.startswith("self.") else name
     if not name or "." in name:
         return None
-    for fn in ast.walk(ctx.tree):
+    for fn in bfs_walk(ctx.tree):
         if isinstance(fn, FUNCTION_TYPES) and fn.name == name and not _restored(fn, 0, ctx):
             return _sink_after(fn, 0, ctx, follow=False)
     return None
@@ -169,7 +170,7 @@ def _local_training_sink(call: ast.Call, ctx: Context) -> ast.Call | None:
 def _sink_in_callers(fn: ast.AST, ctx: Context) -> ast.Call | None:
     """A backward call that follows a call of ``fn`` in another function of the file."""
     name = getattr(fn, "name", "")
-    for other in ast.walk(ctx.tree):
+    for other in bfs_walk(ctx.tree):
         if not isinstance(other, FUNCTION_TYPES) or other is fn:
             continue
         for c in _calls(other):
@@ -195,7 +196,7 @@ def _sink_in_script(name: str, ctx: Context) -> ast.Call | None:
 
 def _sink_in_loop_before(fn: ast.AST, call: ast.Call, ctx: Context) -> ast.Call | None:
     """A backward earlier in a loop that also contains ``call`` (runs again next iteration)."""
-    for loop in ast.walk(fn):
+    for loop in bfs_walk(fn):
         if isinstance(loop, (ast.For, ast.While, ast.AsyncFor)) and \
                 loop.lineno <= call.lineno <= (loop.end_lineno or 0):
             for c in _calls(loop):

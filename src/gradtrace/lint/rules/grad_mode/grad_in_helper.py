@@ -9,6 +9,7 @@ from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
+from gradtrace.lint.nodes import bfs_walk
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
@@ -35,7 +36,7 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                 continue  # the helper chose its own grad mode there
             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
                 local.update(t.id for t in s.targets if isinstance(t, ast.Name))
-            for n in ast.walk(s) if not hasattr(s, "body") else ():
+            for n in bfs_walk(s) if not hasattr(s, "body") else ():
                 if isinstance(n, ast.Call):
                     calls.append((n, guards))
             if isinstance(s, ast.If):
@@ -175,7 +176,7 @@ class GradientHelperUnderNoGrad(Rule):
             return
         where = ctx.function or ctx.tree
         for s in node.body:
-            for n in ast.walk(s):
+            for n in bfs_walk(s):
                 if not isinstance(n, ast.Call):
                     continue
                 target = resolve(ctx, where, n)

@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode._deps import (
     LIVE_MULT, SAVES_INPUT_FUNCS, grad_sources, is_inference_function, is_loss_callee)
+from gradtrace.lint.nodes import bfs_walk
 
 TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_loss",
                             "loss", "step", "train_batch", "fit_batch"})
@@ -237,7 +238,7 @@ def _makes_tensor(value: ast.expr) -> bool:
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
             and value.func.id in ("int", "float", "bool", "len", "str", "list", "dict", "tuple"):
         return False
-    return any(isinstance(n, (ast.Call, ast.BinOp)) for n in ast.walk(value))
+    return any(isinstance(n, (ast.Call, ast.BinOp)) for n in bfs_walk(value))
 
 
 def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
@@ -247,13 +248,13 @@ def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
         if not isinstance(fn, FUNCTION_TYPES) or fn is store_fn or is_inference_function(fn, ctx):
             continue
         if fn.name not in TRAINING_NAMES and not any(
-                isinstance(c, ast.Call) and backward_loss(c, ctx) is not None for c in ast.walk(fn)):
+                isinstance(c, ast.Call) and backward_loss(c, ctx) is not None for c in bfs_walk(fn)):
             continue
         if any(isinstance(st, ast.Assign) and any(dotted(t) == attr for t in st.targets)
                for st in fn.body):
             continue  # the training method rebuilds the value itself before using it
         names = {attr} | _aliases(fn, attr)
-        for n in ast.walk(fn):
+        for n in bfs_walk(fn):
             hit = _saves(n, names, ctx)
             if hit is not None:
                 return fn, hit
@@ -263,7 +264,7 @@ def _saving_use(cls: ast.ClassDef, attr: str, store_fn: ast.AST | None,
 def _aliases(fn: ast.AST, attr: str) -> set[str]:
     """Local names bound to ``self.<attr>`` (or a slice/view of it) in ``fn``."""
     out: set[str] = set()
-    for n in ast.walk(fn):
+    for n in bfs_walk(fn):
         if not isinstance(n, ast.Assign) or len(n.targets) != 1:
             continue
         t, v = n.targets[0], n.value

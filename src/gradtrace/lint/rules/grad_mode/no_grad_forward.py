@@ -11,7 +11,7 @@ from gradtrace.lint.analysis.params import FLAG, PARAM_ITERS
 from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import function_scopes, scope_nodes
+from gradtrace.lint.nodes import bfs_walk, function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration.construction import _forward_methods
 
@@ -174,7 +174,7 @@ class NoGradForwardOfTrainedModule(Rule):
         if node.name != "forward":
             if node not in _forward_methods(info):
                 return
-            subs = frozenset(n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call)
+            subs = frozenset(n.func.attr for n in bfs_walk(node) if isinstance(n, ast.Call)
                              and isinstance(n.func, ast.Attribute)
                              and dotted(n.func.value) == "self" and info.registered(n.func.attr))
             if not subs:

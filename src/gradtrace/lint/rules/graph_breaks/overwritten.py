@@ -16,6 +16,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.nodes import bfs_walk
 
 BLOCKS = ("body", "orelse", "finalbody")
 ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div)
@@ -25,7 +26,7 @@ def _names(e: ast.AST) -> set[str] | None:
     """The names an arithmetic expression of names, attributes, constants and calls on them
     combines (None: not such an expression)."""
     out: set[str] = set()
-    for n in ast.walk(e):
+    for n in bfs_walk(e):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.BinOp) and not isinstance(n.op, ARITH):
@@ -43,7 +44,7 @@ def _target(s: ast.stmt) -> str | None:
 
 def _reads(stmts: list[ast.stmt], name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               for s in stmts for n in ast.walk(s))
+               for s in stmts for n in bfs_walk(s))
 
 
 class LossSumOverwritten(Rule):

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import PARAMETER, PARAMS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import of_types
+from gradtrace.lint.nodes import bfs_walk, of_types
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # constructors that copy their data into a new leaf without history
@@ -159,16 +159,16 @@ def _runs_backward(node: ast.AST, ctx: Context) -> bool:
     """Whether the function (or module) ``node`` calls ``.backward()`` on anything."""
     return ctx.memo("gt111-backward", node, lambda: any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "backward" for n in ast.walk(node)))
+        and n.func.attr == "backward" for n in bfs_walk(node)))
 
 
 def _sequence_branch(fn: ast.AST, param: str, line: int) -> bool:
     """Whether an earlier ``if isinstance(param, (list, tuple, ...))`` handles sequences."""
-    for n in ast.walk(fn):
+    for n in bfs_walk(fn):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id == "isinstance" and n.lineno <= line and len(n.args) == 2 \
                 and dotted(n.args[0]) == param:
-            kinds = {dotted(x) for x in ast.walk(n.args[1]) if isinstance(x, (ast.Name,
+            kinds = {dotted(x) for x in bfs_walk(n.args[1]) if isinstance(x, (ast.Name,
                                                                               ast.Attribute))}
             if kinds & {"list", "tuple", "collections.abc.Sequence", "Sequence", "abc.Sequence"}:
                 return True
@@ -198,7 +198,7 @@ def _forward_methods(ctx: Context, cls: object) -> frozenset[str]:
 def _own_parameter(arg: ast.AST, cls: object, ctx: Context) -> str | None:
     """``self.<x>`` read by ``arg`` (directly, in a list/tuple, or iterated by a
     comprehension) that is a Parameter or a ParameterList/ParameterDict of the class."""
-    for n in ast.walk(arg):
+    for n in bfs_walk(arg):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
                 and n.value.id == "self":
             k = cls.attr_kind(n.attr)  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.nodes import bfs_walk
 
 SEQUENTIAL = frozenset({"torch.nn.Sequential"})
 
@@ -118,7 +119,7 @@ def _next_inplace(element: ast.expr, ctx: Context) -> ast.Call | None:
 
 
 def _sequential(name: str, at: ast.expr, ctx: Context) -> ast.Call | None:
-    found = [s.value for s in ast.walk(ctx.tree) if isinstance(s, ast.Assign)
+    found = [s.value for s in bfs_walk(ctx.tree) if isinstance(s, ast.Assign)
              and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
              and s.targets[0].id == name]
     if len(found) != 1 or not isinstance(found[0], ast.Call) or \

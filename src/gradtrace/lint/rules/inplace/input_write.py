@@ -11,7 +11,7 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import _own_statements
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -133,7 +133,7 @@ def _read_again_in_forward(w: InputWrite, ctx: Context) -> ast.Name | None:
 def _is_block_arg(r: ast.Name, s: ast.stmt, w: InputWrite) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                and n.func.attr == w.attr and dotted(n.func.value) == "self"
-               and n.args and n.args[0] is r for n in ast.walk(s))
+               and n.args and n.args[0] is r for n in bfs_walk(s))
 
 
 def _binds(s: ast.stmt, name: str) -> bool:
@@ -142,7 +142,7 @@ def _binds(s: ast.stmt, name: str) -> bool:
         targets = list(s.targets)
     elif isinstance(s, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
         targets = [s.target]
-    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
+    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in bfs_walk(t))
 
 
 def _callers_reading_again(fn: ast.AST, writers: dict[str, InputWrite], ctx: Context
@@ -151,7 +151,7 @@ def _callers_reading_again(fn: ast.AST, writers: dict[str, InputWrite], ctx: Con
     by another statement of ``fn``."""
     scope = ctx.scope(fn)
     for s in scope.stmts:
-        for call in (n for n in ast.walk(s) if isinstance(n, ast.Call)):
+        for call in (n for n in bfs_walk(s) if isinstance(n, ast.Call)):
             if not call.args or not isinstance(call.args[0], ast.Name) \
                     or not isinstance(call.func, (ast.Name, ast.Attribute)):
                 continue

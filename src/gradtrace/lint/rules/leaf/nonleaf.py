@@ -17,7 +17,7 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_parameter_call, is_true, made_non_leaf, non_leaf_origin, optimizer_param_exprs,
     scope_mentions, single_assign_of,
 )
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import bfs_walk, walk
 
 
 def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
@@ -293,7 +293,7 @@ def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
         return None
     if grad_factory(src.value, ctx) is not None or is_parameter_call(src.value, ctx):
         return info.stmt, f"self.{base.attr}"
-    for st in ast.walk(info.method):
+    for st in bfs_walk(info.method):
         if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                 and st.lineno < info.stmt.lineno and src.method is info.method \
                 and dotted(st.value.func) == f"self.{base.attr}.requires_grad_" \

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rules.numerics._ops import resolve, spelled, strip, torch_op
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 
@@ -137,4 +137,4 @@ def _tensor_like(e: ast.AST, ctx: Context) -> bool:
     value = resolve(e, ctx, e.lineno)  # type: ignore[attr-defined]
     if value is e:
         return True
-    return any(isinstance(n, (ast.Call, ast.Subscript)) for n in ast.walk(value))
+    return any(isinstance(n, (ast.Call, ast.Subscript)) for n in bfs_walk(value))

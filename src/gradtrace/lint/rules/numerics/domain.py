@@ -12,6 +12,7 @@ from gradtrace.lint.rules.numerics._ops import (
     carries_graph, has_positive_shift, in_training, resolve, strip, torch_op)
 from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, SINE, zero_at_coincidence
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
+from gradtrace.lint.nodes import bfs_walk
 
 ARC = frozenset({"acos", "arccos", "asin", "arcsin"})
 ROOTS = frozenset({"sqrt"})
@@ -348,7 +349,7 @@ def _guard_name(node: ast.Call, ctx: Context) -> str:
 def _singular_inside(e: ast.AST, ctx: Context) -> tuple[ast.AST, str | None]:
     """The first singular op anywhere in ``e`` (``nan_to_num`` replaces a NaN made by any of
     its operands' ops: ``(p * torch.log(p / q)).nan_tonum(0)``)."""
-    for n in ast.walk(e):
+    for n in bfs_walk(e):
         if isinstance(n, (ast.Call, ast.BinOp)) and n is not e:
             op = _singular_output(n, ctx)
             if op is not None:

@@ -10,6 +10,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import DETACHED, NUMBER
 from gradtrace.lint.rules.numerics._ops import (
     DIV, ROOT, has_positive_shift, in_training, resolve, singular_uses, spelled, torch_op)
+from gradtrace.lint.nodes import bfs_walk
 
 FLIP = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Eq: ast.Eq,
         ast.NotEq: ast.NotEq}
@@ -268,7 +269,7 @@ def _nan_tested(test: ast.AST, ctx: Context, line: int, depth: int = 0) -> set[s
     out: set[str] = set()
     if depth > 3:
         return out
-    for n in ast.walk(test):
+    for n in bfs_walk(test):
         if isinstance(n, ast.Call):
             got = torch_op(n, ctx)
             if got and got[0] in NAN_TESTS:
@@ -341,7 +342,7 @@ class NanFilteredAfterSingularOp(Rule):
         text = ctx.code_of(node)
         if "[" not in text and "where" not in text and "masked_fill" not in text:
             return
-        for n in ast.walk(node):
+        for n in bfs_walk(node):
             if isinstance(n, ast.Subscript) and not isinstance(n.slice, (ast.Constant,
                                                                          ast.Slice)):
                 yield from self._judge(n, n.slice, [n.value], ctx)
@@ -396,9 +397,9 @@ def _guarded(e: ast.AST, ctx: Context, line: int) -> bool:
     shifted by a constant (``s + 1e-9``): a NaN filter after it only catches NaNs from
     upstream."""
     todo = [e, resolve(e, ctx, line)]
-    todo += [resolve(n, ctx, line) for n in ast.walk(e) if isinstance(n, ast.Name)]
+    todo += [resolve(n, ctx, line) for n in bfs_walk(e) if isinstance(n, ast.Name)]
     for v in todo:
-        for n in ast.walk(v):
+        for n in bfs_walk(v):
             if isinstance(n, ast.Call):
                 got = torch_op(n, ctx)
                 name = got[0] if got else (ctx.qualified_name(n.func) or "").rpartition(".")[2]

@@ -11,12 +11,13 @@ from gradtrace.lint.analysis.params import PARAM_ITERS, WALKS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.nodes import bfs_walk
 
 
 def _sets_flag(body: list[ast.stmt]) -> bool:
     """Whether the statements set ``requires_grad`` on something."""
     for s in body:
-        for n in ast.walk(s):
+        for n in bfs_walk(s):
             if isinstance(n, ast.Assign) and any(
                     isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                     for t in n.targets):
@@ -126,7 +127,7 @@ def _only_returned(scope: object, p: str) -> bool:
 
 def _walked_global(it: ast.AST, globs: frozenset[str]) -> tuple[str, ast.Call] | None:
     """``(g, call)`` for ``g.named_modules()`` (also inside ``enumerate(...)``) of a global."""
-    for n in ast.walk(it):
+    for n in bfs_walk(it):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr in (*WALKS, *PARAM_ITERS):
             root = (dotted(n.func.value) or "").partition(".")[0]

@@ -9,6 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
+from gradtrace.lint.nodes import bfs_walk
 
 PARAM_CALLS = frozenset({"parameters", "named_parameters"})
 
@@ -17,7 +18,7 @@ def _params_entry(value: ast.AST) -> bool:
     """A ``'params'`` value that lists parameters (``m.parameters()``, a comprehension over
     ``named_parameters()``, a list of them)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in PARAM_CALLS for n in ast.walk(value))
+               and n.func.attr in PARAM_CALLS for n in bfs_walk(value))
 
 
 def _is_dict(value: ast.AST | None) -> bool:

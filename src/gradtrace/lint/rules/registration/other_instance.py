@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import bfs_walk, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import (
     covers, optimizer_builds, rebound_between, step_lines,
@@ -83,7 +83,7 @@ class OptimizerOverOtherInstance(Rule):
             if len(ob.sources) != 1:
                 continue
             a = next(iter(ob.sources))
-            src = next((n.func.value for n in ast.walk(ob.call) if isinstance(n, ast.Call)
+            src = next((n.func.value for n in bfs_walk(ob.call) if isinstance(n, ast.Call)
                         and isinstance(n.func, ast.Attribute)
                         and n.func.attr in ("parameters", "named_parameters")), None)
             ka = an.kind_in(src, fn, ob.stmt.lineno) if src is not None else None
@@ -110,7 +110,7 @@ class OptimizerOverOtherInstance(Rule):
     def _a_used(fn: ast.AST, a: str, build: ast.Call, line: int) -> bool:
         """``a`` is read after ``line`` other than as the receiver of a method or attribute
         (``a.state_dict()``), or called."""
-        inside = {id(n) for n in ast.walk(build)}
+        inside = {id(n) for n in bfs_walk(build)}
         attr_recv = set()
         for n in scope_nodes(fn):
             if isinstance(n, ast.Attribute) and dotted(n.value) == a:

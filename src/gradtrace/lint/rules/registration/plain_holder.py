@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import owns_params
+from gradtrace.lint.nodes import bfs_walk
 
 OWNING = frozenset({"register_parameter", "register_module", "add_module", "setattr",
                     "register_buffer"})
@@ -99,7 +100,7 @@ class ParametersInPlainClass(Rule):
             for field, info in owner.attrs.items():
                 if info.value is None or field not in owner.forward_uses or not any(
                         isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                        and n.func.id == node.name for n in ast.walk(info.value)):
+                        and n.func.id == node.name for n in bfs_walk(info.value)):
                     continue
                 if _handed_on(owner.node, field, ctx):
                     continue
@@ -127,12 +128,12 @@ def _handed_on(owner: ast.ClassDef, field: str, ctx: Context) -> bool:
     """Whether the file hands the held things on itself: ``register_parameter``/``setattr`` in
     the module class, ``x.<field>.<attr>`` stored on ``self``, passed to a call or listed."""
     def make() -> bool:
-        for n in ast.walk(owner):
+        for n in bfs_walk(owner):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr in OWNING or isinstance(n, ast.Call) \
                     and isinstance(n.func, ast.Name) and n.func.id == "setattr":
                 return True
-        for n in ast.walk(ctx.tree):
+        for n in bfs_walk(ctx.tree):
             vals: list[ast.AST] = []
             if isinstance(n, ast.Call):
                 vals = [*n.args, *(k.value for k in n.keywords)]

@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import SELF_RETURNING, owns_params
+from gradtrace.lint.nodes import bfs_walk
 
 
 def _strip(e: ast.AST) -> ast.AST:
@@ -39,7 +40,7 @@ def _count(e: ast.expr) -> bool:
 
 
 def _bound_by(comp: ast.ListComp | ast.GeneratorExp) -> set[str]:
-    return {n.id for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    return {n.id for g in comp.generators for n in bfs_walk(g.target) if isinstance(n, ast.Name)}
 
 
 class ModuleRepeatedInList(Rule):

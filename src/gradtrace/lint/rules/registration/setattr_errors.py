@@ -25,6 +25,7 @@ from gradtrace.lint.analysis.modules import DEFS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.nodes import bfs_walk
 
 # tensor methods that always return a new tensor object (never the Parameter itself)
 NEW_TENSOR_METHODS = frozenset({
@@ -70,7 +71,7 @@ def plain_value(e: ast.AST, ctx: Context, where: ast.AST, params: frozenset[str]
             return True
         fn = ctx.analysis.callee(e, where)
         if fn is not None and depth < 2:
-            rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return)]
+            rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)]
             if rets and all(r is not None and plain_value(r, ctx, fn, depth=depth + 1)
                             for r in rets):
                 return True  # a helper of the file whose every return is plain
@@ -89,7 +90,7 @@ def _tensorish(e: ast.AST, ctx: Context, where: ast.AST, params: frozenset[str])
 def _registry_tampered(cls: ast.ClassDef) -> bool:
     """The class edits its registries by hand, deletes attributes or defines
     ``__setattr__`` (weight-norm style re-parametrisations): assignments are its business."""
-    for n in ast.walk(cls):
+    for n in bfs_walk(cls):
         if isinstance(n, ast.Delete) or isinstance(n, DEFS) and n.name == "__setattr__":
             return True
         if isinstance(n, ast.Attribute) and n.attr in ("_parameters", "_modules"):
@@ -206,7 +207,7 @@ class PlainValueOverParameter(Rule):
             return
         tampered: bool | None = None
         for m in info.methods.values():
-            for s in ast.walk(m):
+            for s in bfs_walk(m):
                 if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
                     yield from self._register_call(s.value, m, ctx)
                     continue

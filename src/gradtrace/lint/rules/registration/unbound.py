@@ -22,7 +22,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import of_types, statements
+from gradtrace.lint.nodes import bfs_walk, of_types, statements
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import owns_params
 
@@ -59,8 +59,8 @@ def _stored(cls: ast.ClassDef) -> set[str] | None:
             out.add(s.name)
         elif isinstance(s, (ast.Assign, ast.AnnAssign)):
             for t in (s.targets if isinstance(s, ast.Assign) else [s.target]):
-                out.update(x.id for x in ast.walk(t) if isinstance(x, ast.Name))
-    for n in ast.walk(cls):
+                out.update(x.id for x in bfs_walk(t) if isinstance(x, ast.Name))
+    for n in bfs_walk(cls):
         a = _self_attr(n)
         if a is not None and not isinstance(n.ctx, ast.Load):  # type: ignore[attr-defined]
             out.add(a)
@@ -94,7 +94,7 @@ def _reads(cls: ast.ClassDef, skip: ast.AST | None) -> dict[str, ast.Attribute]:
     for m in cls.body:
         if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) or m is skip:
             continue
-        for n in ast.walk(m):
+        for n in bfs_walk(m):
             a = _self_attr(n)
             if a is not None and isinstance(n.ctx, ast.Load):  # type: ignore[attr-defined]
                 out.setdefault(a, n)  # type: ignore[arg-type]
@@ -222,7 +222,7 @@ class LayersNeverBound(Rule):
             stored |= MODULE_METHODS
         if stored is None or not _known_bases(node, ctx, stored):
             return
-        missing = sorted((n for n in ast.walk(node) if isinstance(n, ast.Call)
+        missing = sorted((n for n in bfs_walk(node) if isinstance(n, ast.Call)
                           and _self_attr(n.func) and _self_attr(n.func) not in stored),
                          key=lambda n: (n.lineno, n.col_offset))
         if not missing:
@@ -248,8 +248,8 @@ def _capitalised_call(e: ast.AST) -> bool:
 
 def _referenced(tree: ast.AST, m: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether anything outside ``m`` names it (a call, a callback, a string)."""
-    inside = {id(n) for n in ast.walk(m)}
-    for n in ast.walk(tree):
+    inside = {id(n) for n in bfs_walk(m)}
+    for n in bfs_walk(tree):
         if id(n) in inside:
             continue
         if isinstance(n, ast.Attribute) and n.attr == m.name or \

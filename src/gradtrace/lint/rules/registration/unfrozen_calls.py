@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.kinds import MODULE, OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import function_scopes, scope_nodes
+from gradtrace.lint.nodes import bfs_walk, function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import (
     GradFlag, OptimizerBuild, covers, grad_flags, optimizer_builds, rebound_between, step_lines,
@@ -40,7 +40,7 @@ def _filters_trainable(ob: OptimizerBuild, scope: Scope) -> bool:
     fn = scope.ctx.analysis.local_callee(ob.call, scope, ob.stmt.lineno)
     return fn is not None and any(
         isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-        and isinstance(n.ctx, ast.Load) for n in ast.walk(fn))
+        and isinstance(n.ctx, ast.Load) for n in bfs_walk(fn))
 
 
 def _helper_builds(scope: Scope) -> list[OptimizerBuild]:

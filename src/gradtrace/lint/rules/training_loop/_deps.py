@@ -23,7 +23,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, SAME_KIND, Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import statements
+from gradtrace.lint.nodes import bfs_walk, statements
 from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 
@@ -419,7 +419,7 @@ class Graphs:
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
         fn = _forward_of(ctx, s.value, self.f.scope, b.line)
-        rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return)] if fn else []
+        rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)] if fn else []
         i = names.index(b.name)
         return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
                                   and _historyless(ctx, fn, r.elts[i]) for r in rets)

@@ -19,6 +19,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
+from gradtrace.lint.nodes import bfs_walk
 
 
 def _branch(f: LoopFacts, s: ast.stmt, stmts: dict[int, ast.stmt]
@@ -41,11 +42,11 @@ def _in(f: LoopFacts, s: ast.stmt, node: ast.If, field: str) -> bool:
 def _caller_clears(ctx: Context, name: str) -> bool:
     """Whether every loop of the file calling ``name`` also clears gradients (True when no
     loop of the file calls it: its callers are unknown)."""
-    loops = [n for n in ast.walk(ctx.tree) if isinstance(n, (ast.For, ast.While))]
+    loops = [n for n in bfs_walk(ctx.tree) if isinstance(n, (ast.For, ast.While))]
     calling = [lp for lp in loops if any(
         isinstance(c, ast.Call) and (getattr(c.func, "id", None) == name
                                      or getattr(c.func, "attr", None) == name)
-        for c in ast.walk(lp))]
+        for c in bfs_walk(lp))]
     return not calling or any("zero_grad" in ctx.source(lp) for lp in calling)
 
 

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, mode
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
+from gradtrace.lint.nodes import bfs_walk
 
 DETACH_RE = re.compile(r"\.detach_?\(")
 FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
@@ -155,10 +156,10 @@ def _detaching_helper(value: ast.expr | None, ctx: Context) -> bool:
 def _detaching_defs(ctx: Context) -> frozenset[str]:
     """Functions of this file that return detached values (``return h.detach()``)."""
     def make() -> frozenset[str]:
-        return frozenset(n.name for n in ast.walk(ctx.tree)
+        return frozenset(n.name for n in bfs_walk(ctx.tree)
                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                          and any(isinstance(r, ast.Return) and r.value is not None
-                                 and DETACH_RE.search(ctx.code_of(r.value)) for r in ast.walk(n)))
+                                 and DETACH_RE.search(ctx.code_of(r.value)) for r in bfs_walk(n)))
     if not ctx.mentions("detach"):
         return frozenset()
     return ctx.memo("gt5-detaching-defs", ctx.tree, make)
@@ -260,9 +261,9 @@ class GraphReusedAcrossSteps(LoopRule):
 def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
     """Every read of ``name`` in the loop is ``next(name)``: an iterator (a generator of
     forward passes) that yields a fresh value, with a fresh graph, on each pass."""
-    reads = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name
+    reads = [n for n in bfs_walk(loop) if isinstance(n, ast.Name) and n.id == name
              and isinstance(n.ctx, ast.Load)]
-    nexts = [n for n in ast.walk(loop) if isinstance(n, ast.Call)
+    nexts = [n for n in bfs_walk(loop) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == "next" and n.args
              and isinstance(n.args[0], ast.Name) and n.args[0].id == name]
     return bool(reads) and len(reads) == len(nexts)
@@ -289,7 +290,7 @@ def _saving_ops(v: ast.AST) -> list[ast.AST]:
     ``torch.mm(a, b)``, ``a / b`` of two tensors); a slice, a sum or a scaling by a number
     saves nothing."""
     out: list[ast.AST] = []
-    for n in ast.walk(v):
+    for n in bfs_walk(v):
         if isinstance(n, ast.BinOp) and (isinstance(n.op, ast.MatMult) or isinstance(
                 n.op, (ast.Mult, ast.Div, ast.Pow)) and not isinstance(n.left, ast.Constant)
                 and not isinstance(n.right, ast.Constant)):
@@ -327,7 +328,7 @@ def _leaf_graph(g: Graphs, t: Binding) -> str | None:
         return None
     leaves = [d.name for d in g.deps(v, t.line).bindings
               if not d.no_grad and _requires_grad_leaf(value_of(d))]
-    operands = {n.id for op in ops for n in ast.walk(op) if isinstance(n, ast.Name)}
+    operands = {n.id for op in ops for n in bfs_walk(op) if isinstance(n, ast.Name)}
     return next((x for x in leaves if x in operands), leaves[0] if leaves else None)
 
 

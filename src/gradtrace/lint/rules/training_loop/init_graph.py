@@ -25,6 +25,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import PARAM_LAYER_RE
+from gradtrace.lint.nodes import bfs_walk
 
 # reading these from a tensor leaves the graph
 META_ATTRS = frozenset({"shape", "dtype", "device", "data", "requires_grad", "grad", "ndim",
@@ -111,7 +112,7 @@ def _called_attrs(init: ast.FunctionDef, ctx: Context) -> frozenset[str]:
     """The ``self.<x>(...)`` that ``__init__`` calls (computed once per ``__init__``): only
     those attributes need to be known as layers."""
     return ctx.memo("gt521-called", init, lambda: frozenset(
-        n.func.attr for n in ast.walk(init) if isinstance(n, ast.Call)
+        n.func.attr for n in bfs_walk(init) if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
         and n.func.value.id == "self"))
 
@@ -150,7 +151,7 @@ def _read_elsewhere(info: ClassInfo, name: str, init: ast.AST,
     for m in info.methods.values():
         if m is init or m is skip:
             continue
-        for n in ast.walk(m):
+        for n in bfs_walk(m):
             if isinstance(n, ast.Attribute) and n.attr == name and \
                     isinstance(n.value, ast.Name) and n.value.id == "self":
                 if not isinstance(n.ctx, ast.Load):
@@ -335,7 +336,7 @@ def _tainted(m: ast.FunctionDef | ast.AsyncFunctionDef, start: set[str]) -> set[
     """Local names of ``m`` computed from ``start`` (loop variables over them, assignments
     whose value reads them outside ``no_grad`` and cutting calls), to a fixed point."""
     names = set(start)
-    stmts = [n for n in ast.walk(m) if isinstance(n, (ast.Assign, ast.AugAssign, ast.For))]
+    stmts = [n for n in bfs_walk(m) if isinstance(n, (ast.Assign, ast.AugAssign, ast.For))]
     changed = True
     while changed:
         changed = False
@@ -345,7 +346,7 @@ def _tainted(m: ast.FunctionDef | ast.AsyncFunctionDef, start: set[str]) -> set[
             if not _reads(src, names):
                 continue
             for t in tgts:
-                for x in ast.walk(t):
+                for x in bfs_walk(t):
                     if isinstance(x, ast.Name) and x.id not in names:
                         names.add(x.id)
                         changed = True
@@ -367,11 +368,11 @@ def _reads(e: ast.AST, names: set[str]) -> bool:
 
 
 def _grad_off(m: ast.AST, target: ast.AST, ctx: Context) -> bool:
-    for w in ast.walk(m):
+    for w in bfs_walk(m):
         if isinstance(w, (ast.With, ast.AsyncWith)) and any(
                 isinstance(i.context_expr, ast.Call)
                 and (ctx.call_name(i.context_expr) or "") in GRAD_OFF for i in w.items) and \
-                any(x is target for x in ast.walk(w)):
+                any(x is target for x in bfs_walk(w)):
             return True
     return False
 
@@ -405,7 +406,7 @@ def _helper_call(rule: GraphBuiltInInit, cls: ast.ClassDef, init: ast.AST, call:
     if not start:
         return
     names = _tainted(m, set(start))
-    for s in ast.walk(m):
+    for s in bfs_walk(m):
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1):
             continue
         t = s.targets[0]
@@ -427,8 +428,8 @@ def _helper_call(rule: GraphBuiltInInit, cls: ast.ClassDef, init: ast.AST, call:
 
 def _read_outside(ctx: Context, cls: ast.ClassDef, name: str) -> ast.AST | None:
     """``<obj>.<name>`` read in the file outside the class (``model.penalty``)."""
-    inside = {id(n) for n in ast.walk(cls)}
-    return next((n for n in ast.walk(ctx.tree) if isinstance(n, ast.Attribute)
+    inside = {id(n) for n in bfs_walk(cls)}
+    return next((n for n in bfs_walk(ctx.tree) if isinstance(n, ast.Attribute)
                  and n.attr == name and isinstance(n.ctx, ast.Load) and id(n) not in inside),
                 None)
 
@@ -437,7 +438,7 @@ def _assigned_beyond(info: ClassInfo, name: str, allowed: tuple[ast.AST, ...]) -
     for m in info.methods.values():
         if any(m is a for a in allowed):
             continue
-        for n in ast.walk(m):
+        for n in bfs_walk(m):
             if isinstance(n, ast.Attribute) and n.attr == name and isinstance(
                     n.value, ast.Name) and n.value.id == "self" and not isinstance(n.ctx, ast.Load):
                 return True

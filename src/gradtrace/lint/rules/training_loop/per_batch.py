@@ -13,6 +13,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop.schedule import optimizer_steps
+from gradtrace.lint.nodes import bfs_walk
 
 # schedulers whose period argument (position 1 or keyword) counts `step()` calls
 PERIODS = {"StepLR": "step_size", "MultiStepLR": "milestones", "CosineAnnealingLR": "T_max"}
@@ -30,14 +31,14 @@ def _period(call: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
 
 
 def _names(e: ast.AST) -> set[str]:
-    return {d for n in ast.walk(e) if isinstance(n, (ast.Name, ast.Attribute))
+    return {d for n in bfs_walk(e) if isinstance(n, (ast.Name, ast.Attribute))
             and isinstance(n.ctx, ast.Load) for d in (dotted(n),) if d}
 
 
 def _per_iteration(e: ast.AST) -> bool:
     """The expression counts iterations: ``len(...)`` or a product of two non-constants
     (``epochs * len(loader)``, ``epochs * steps_per_epoch``)."""
-    for n in ast.walk(e):
+    for n in bfs_walk(e):
         if isinstance(n, ast.Call) and dotted(n.func) == "len":
             return True
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and not (

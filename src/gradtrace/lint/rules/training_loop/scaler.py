@@ -11,6 +11,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
+from gradtrace.lint.nodes import bfs_walk
 
 # clipping functions that read `.grad` as it is (the library's own clip helpers, Lightning's
 # `clip_gradients` and accelerate's `clip_grad_norm_`, unscale first)
@@ -25,7 +26,7 @@ def _scaled(f: LoopFacts) -> list[tuple[str, ast.stmt, ast.Call]]:
 def _disabled(ctx: Context, scaler: str) -> bool:
     """Every binding of ``scaler`` in the file is ``GradScaler(..., enabled=False)``: its
     ``scale`` returns the loss as it is and the gradients are not scaled."""
-    made = [n.value for n in ast.walk(ctx.tree) if isinstance(n, ast.Assign)
+    made = [n.value for n in bfs_walk(ctx.tree) if isinstance(n, ast.Assign)
             and any(dotted(t) == scaler for t in n.targets)]
     return bool(made) and all(
         isinstance(v, ast.Call) and any(k.arg == "enabled" and isinstance(k.value, ast.Constant)
@@ -192,7 +193,7 @@ class ScalerUpdateSkipped(LoopRule):
 def _varies(f: LoopFacts, i: ast.If, loop: ast.stmt) -> bool:
     """The test of ``i`` reads a name the loop binds (its target or an assignment in its body):
     a choice that can differ from pass to pass, not a setting (`if scaler is not None`)."""
-    for n in ast.walk(i.test):
+    for n in bfs_walk(i.test):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             b = f.scope.binding_before(n.id, i.lineno)
             if b is not None and (b.stmt is loop or f.inside(b.stmt, loop)):
@@ -202,7 +203,7 @@ def _varies(f: LoopFacts, i: ast.If, loop: ast.stmt) -> bool:
 
 def _updates_or_leaves(stmt: ast.stmt, scaler: str) -> bool:
     """``stmt`` calls ``scaler.update()`` or leaves the loop (break, return, raise)."""
-    for n in ast.walk(stmt):
+    for n in bfs_walk(stmt):
         if isinstance(n, (ast.Break, ast.Return, ast.Raise)):
             return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
