@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, child_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -127,7 +127,7 @@ def reads(stmt: ast.AST, name: str) -> list[ast.Name]:
     """Reads of ``name``'s values in ``stmt`` (not ``name.shape``, ``name.size()``...)."""
     parents: dict[int, ast.AST] = {}
     for n in bfs_walk(stmt):
-        for c in ast.iter_child_nodes(n):
+        for c in child_nodes(n):
             parents[id(c)] = n
     out = []
     for n in bfs_walk(stmt):

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
                             "torch.autograd.function.InplaceFunction",
@@ -34,10 +34,10 @@ def _returns(fn: ast.FunctionDef) -> Iterator[ast.Return]:
         elif isinstance(n, (*FUNCTION_TYPES, ast.ClassDef, ast.Lambda)):
             continue
         elif isinstance(n, ast.stmt):
-            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt)
+            stack.extend(c for c in child_nodes(n) if isinstance(c, ast.stmt)
                          or isinstance(c, ast.excepthandler) or isinstance(c, ast.match_case))
         else:
-            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt))
+            stack.extend(c for c in child_nodes(n) if isinstance(c, ast.stmt))
 
 
 def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | None:

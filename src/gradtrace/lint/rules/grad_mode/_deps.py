@@ -32,7 +32,7 @@ from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rules.grad_mode._helper_saves import saved_params
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class Tracer:
             return d
         method = getattr(self, "_t_" + type(e).__name__, None)
         if method is None:
-            for child in ast.iter_child_nodes(e):
+            for child in child_nodes(e):
                 if isinstance(child, ast.expr):
                     d.merge(self.trace(child, line, depth + 1))
             return d

@@ -11,7 +11,7 @@ from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
@@ -360,7 +360,7 @@ def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context) -> bool:
     """Whether ``inner`` reaches ``root`` only through arithmetic, reductions and norms."""
     parents: dict[int, ast.AST] = {}
     for p in walk(root):
-        for c in ast.iter_child_nodes(p):
+        for c in child_nodes(p):
             parents[id(c)] = p
     n = inner
     while n is not root:

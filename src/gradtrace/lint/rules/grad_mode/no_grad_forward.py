@@ -13,6 +13,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says
 from gradtrace.lint.rules.registration.construction import _forward_methods
 
 
@@ -57,22 +58,36 @@ def _trained_at(info: ClassInfo, ctx: Context, subs: frozenset[str] | None
                 ) -> tuple[ast.AST, str] | None:
     """Where the file makes an instance of ``info``'s class trainable (or, with ``subs``,
     one of those submodules of an instance), and how."""
-    for fn in function_scopes(ctx.tree):
-        for n in scope_nodes(fn):
-            m, how = _unfreezes(n), "makes its parameters trainable"
-            if m is None:
-                m, how = _optimized(n, ctx), "hands its parameters to an optimizer"
-            if m is None or not isinstance(m, (ast.Name, ast.Attribute)):
+    for fn, n, m, how in _trainings(ctx):
+        if subs is not None:
+            if not (isinstance(m, ast.Attribute) and m.attr in subs):
                 continue
-            if subs is not None:
-                if not (isinstance(m, ast.Attribute) and m.attr in subs):
-                    continue
-                m = m.value
-            k = ctx.analysis.kind_in(m, fn, n.lineno)
-            if k is not None and k.what == MODULE \
-                    and (k.cls or "").rpartition(".")[2] == info.name:
-                return n, how
+            m = m.value
+        k = ctx.analysis.kind_in(m, fn, n.lineno)
+        if k is not None and k.what == MODULE \
+                and (k.cls or "").rpartition(".")[2] == info.name:
+            return n, how
     return None
+
+
+def _trainings(ctx: Context) -> list[tuple[ast.AST, ast.AST, ast.expr, str]]:
+    """(scope, node, module, how) for every unfreeze of a module and every ``torch.optim``
+    constructor over a module's parameters in the file, in walk order (found once per file:
+    :func:`_trained_at` asks for each decorated method). Neither can be written without
+    ``requires_grad`` or ``optim`` in the code (NOTE [word gates])."""
+    def make() -> list[tuple[ast.AST, ast.AST, ast.expr, str]]:
+        out: list[tuple[ast.AST, ast.AST, ast.expr, str]] = []
+        if not (file_says(ctx, "requires_grad") or file_says(ctx, "optim")):
+            return out
+        for fn in function_scopes(ctx.tree):
+            for n in scope_nodes(fn):
+                m, how = _unfreezes(n), "makes its parameters trainable"
+                if m is None:
+                    m, how = _optimized(n, ctx), "hands its parameters to an optimizer"
+                if m is not None and isinstance(m, (ast.Name, ast.Attribute)):
+                    out.append((fn, n, m, how))
+        return out
+    return ctx.memo("gt214-trainings", ctx.tree, make)
 
 
 def _off_for(ret: ast.Return, scope: Scope) -> ast.AST | None:

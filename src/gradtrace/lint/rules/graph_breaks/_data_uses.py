@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import FRESH_METHODS, NO_HISTORY_METHODS
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
@@ -42,7 +42,7 @@ def deliberate_data(node: ast.Attribute, stmt: ast.Assign, scope: Scope) -> bool
 
 
 def _parents(root: ast.AST) -> dict[int, ast.AST]:
-    return {id(c): p for p in walk(root) for c in ast.iter_child_nodes(p)}
+    return {id(c): p for p in walk(root) for c in child_nodes(p)}
 
 
 def _meta(n: ast.AST, parents: dict[int, ast.AST]) -> bool:

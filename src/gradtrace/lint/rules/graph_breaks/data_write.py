@@ -12,6 +12,7 @@ from gradtrace.lint.flow import Scope
 
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration.construction import _forward_methods
+from gradtrace.lint.nodes import child_nodes
 
 COPIES = frozenset({"copy_", "index_copy_", "masked_scatter_", "scatter_", "index_put_"})
 CUTS = frozenset({"detach", "item", "numpy", "tolist"})
@@ -62,7 +63,7 @@ def _layer_value(e: ast.AST, cls: ClassInfo, scope: Scope, line: int, depth: int
                     _layer_value(b.value, cls, scope, b.line, depth + 1) is not None:
                 return n
             continue
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(child_nodes(n))
     return None
 
 

@@ -12,7 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.steps import step_calls
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 
 
 CUT_CALLS = ("detach", "item", "tolist", "numpy")
@@ -223,7 +223,7 @@ def _live_nodes(e: ast.AST) -> list[ast.AST]:
             continue
         if isinstance(n, ast.Attribute) and n.attr == "data":
             continue
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(child_nodes(n))
     return out
 
 

@@ -6,7 +6,7 @@ import ast
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.rules.registration._modules import CONTAINERS
 
@@ -135,7 +135,7 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
                         and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
                         and a.targets[0].id in names)
     ok: dict[str, bool] = {}
-    parents = {id(c): p for p in walk(cls) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in walk(cls) for c in child_nodes(p)}
     for n in walk(cls):
         attr = _self_attr(n)
         if attr is None or not isinstance(n.ctx, ast.Load):  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration.construction import _forward_methods
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, child_nodes
 
 # statements under which a construction is conditional (lazy initialisation on first call)
 GUARDS = (ast.If, ast.Try, ast.IfExp)
@@ -37,7 +37,7 @@ def _unguarded_ctors(m: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
                 and _grad_leaf(n.value, ctx):
             yield n.value  # type: ignore[misc]
             continue
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(child_nodes(n))
 
 
 def _grad_leaf(v: ast.expr, ctx: Context) -> bool:

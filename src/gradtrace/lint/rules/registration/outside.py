@@ -12,7 +12,7 @@ from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._modules import (
@@ -77,7 +77,7 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | No
         if isinstance(n, ast.Attribute) and (dotted(n) or "").partition(".")[0] == name:
             parts = (dotted(n) or "").split(".")[1:]
             return not (set(parts) & HANDLED) and isinstance(n.ctx, ast.Load)
-        return all(visit(c) for c in ast.iter_child_nodes(n))
+        return all(visit(c) for c in child_nodes(n))
 
     for s in scope.stmts:
         if s is bind or isinstance(s, DEFS):

@@ -23,7 +23,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, SAME_KIND, Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, statements
+from gradtrace.lint.nodes import bfs_walk, child_nodes, statements
 from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 
@@ -99,7 +99,7 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
         elif isinstance(n, COMPREHENSIONS):
             yield from comprehension_loads(n, lambda e: loads(e, cut, opaque))
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(child_nodes(n))
 
 
 # calls that make a new leaf from their argument (`Variable(t, requires_grad=True)` copies
@@ -236,7 +236,7 @@ def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
     off = isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
         grad_mode_of(d, ctx.imports) in ("off", "inference") for d in fn.decorator_list)
     out: set[str] = set()
-    stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in ast.iter_child_nodes(fn)]
+    stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in child_nodes(fn)]
     while stack:
         n, parent, off = stack.pop()
         if isinstance(n, ast.Call):
@@ -254,7 +254,7 @@ def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
                 for i in n.items):
             stack.extend((c, n, True) for c in n.body)
             continue
-        stack.extend((c, n, off) for c in ast.iter_child_nodes(n))
+        stack.extend((c, n, off) for c in child_nodes(n))
     return out
 
 
@@ -297,9 +297,9 @@ def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
             if callee and not CLASS_RE.match(last) and not method \
                     and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
                 yield callee, n
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(child_nodes(n))
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(child_nodes(n))
 
 
 @dataclass

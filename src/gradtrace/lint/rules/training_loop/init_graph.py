@@ -25,7 +25,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import PARAM_LAYER_RE
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, child_nodes
 
 # reading these from a tensor leaves the graph
 META_ATTRS = frozenset({"shape", "dtype", "device", "data", "requires_grad", "grad", "ndim",
@@ -81,7 +81,7 @@ def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool
     if isinstance(e, ast.Subscript):
         return _live(e.value, params, mods, ctx, view)
     if isinstance(e, (ast.BinOp, ast.UnaryOp)):
-        for x in ast.iter_child_nodes(e):
+        for x in child_nodes(e):
             got = _live(x, params, mods, ctx, False)
             if got is not None:
                 return got
@@ -364,7 +364,7 @@ def _reads(e: ast.AST, names: set[str]) -> bool:
             return False
         if isinstance(f, ast.Name) and f.id in CUT_FUNCS:
             return False
-    return any(_reads(c, names) for c in ast.iter_child_nodes(e))
+    return any(_reads(c, names) for c in child_nodes(e))
 
 
 def _grad_off(m: ast.AST, target: ast.AST, ctx: Context) -> bool:

@@ -12,7 +12,7 @@ from gradtrace.lint.rules.training_loop._deps import Deps, _forward_of, graphs, 
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, child_nodes
 
 
 def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
@@ -111,7 +111,7 @@ def _entries(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[str | None]:
     for e, line in exprs:
         if e is None:
             continue
-        parents = {id(c): p for p in bfs_walk(e) for c in ast.iter_child_nodes(p)}
+        parents = {id(c): p for p in bfs_walk(e) for c in child_nodes(p)}
         for n in bfs_walk(e):
             if not (isinstance(n, ast.Name) and n.id == t.name
                     and f.scope.binding_before(t.name, line) is t):
