@@ -25,7 +25,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import PARAM_LAYER_RE
-from gradtrace.lint.nodes import bfs_walk, child_nodes
+from gradtrace.lint.analysis.calls import ascii_code
+from gradtrace.lint.nodes import bfs_walk, child_nodes, of_types
 
 # reading these from a tensor leaves the graph
 META_ATTRS = frozenset({"shape", "dtype", "device", "data", "requires_grad", "grad", "ndim",
@@ -112,17 +113,50 @@ def _called_attrs(init: ast.FunctionDef, ctx: Context) -> frozenset[str]:
     """The ``self.<x>(...)`` that ``__init__`` calls (computed once per ``__init__``): only
     those attributes need to be known as layers."""
     return ctx.memo("gt521-called", init, lambda: frozenset(
-        n.func.attr for n in bfs_walk(init) if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        n.func.attr for n in of_types(init, (ast.Call,))
+        if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
         and n.func.value.id == "self"))
+
+
+def _called(init: ast.FunctionDef, attr: str, ctx: Context) -> bool:
+    """Whether ``__init__`` calls ``self.<attr>(...)``, for an ``attr`` it assigns: the call
+    and the assignment each write ``.attr`` in ``__init__``'s code, so where it is written
+    once, ``__init__`` need not be walked (NOTE [word gates])."""
+    if ascii_code(ctx):
+        code = ctx.memo("gt521-init-code", init, lambda: "\n".join(
+            ctx.code_lines[init.lineno - 1:init.end_lineno]))
+        if _dotted_count(code, attr) < 2:
+            return False
+    return attr in _called_attrs(init, ctx)
+
+
+def _dotted_count(code: str, attr: str) -> int:
+    """How often the whole word ``attr`` follows a ``.`` in ``code`` (up to 2; blanks, line
+    ends, continuations and emptied comments may lie between them)."""
+    n, size, found = len(code), len(attr), 0
+    pos = code.find(attr)
+    while pos != -1 and found < 2:
+        end = pos + size
+        j = pos - 1
+        while j >= 0 and code[j] in " \t\n\r\f\\#":
+            j -= 1
+        if j >= 0 and code[j] == "." and (
+                end == n or not (code[end].isalnum() or code[end] == "_")):
+            found += 1
+        pos = code.find(attr, end)
+    return found
+
+
+def _is_param(init: ast.FunctionDef, name: str) -> bool:
+    a = init.args
+    return any(x.arg == name for x in (*a.posonlyargs, *a.args, *a.kwonlyargs))
 
 
 def _module_argument(init: ast.FunctionDef, name: str, ctx: Context) -> bool:
     """``name`` is a parameter of ``__init__`` to which every call of the class in the file
     passes a module with weights (``SoftMaskedBert(embedding, ...)`` with ``embedding =
     BertEmbeddings(...)``): calling it in ``__init__`` runs those weights."""
-    if name not in {a.arg for a in (*init.args.posonlyargs, *init.args.args,
-                                     *init.args.kwonlyargs)}:
+    if not _is_param(init, name):
         return False
     vals = ctx.analysis.argument_values(init, name)
     if not vals:
@@ -277,16 +311,16 @@ class GraphBuiltInInit(Rule):
                 if got is not None and not got[1]:
                     yield from self._confirm(node, init, s, t.attr, got[0], ctx)
                     continue
-            if isinstance(v, ast.Name) and t.attr in _called_attrs(init, ctx) \
-                    and _module_argument(init, v.id, ctx):
+            if isinstance(v, ast.Name) and _is_param(init, v.id) \
+                    and _called(init, t.attr, ctx) and _module_argument(init, v.id, ctx):
                 mods.add(t.attr)  # `self.embedding = embedding`, given a layer by every caller
                 continue
             f = v.func if isinstance(v, ast.Call) else None
             last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
             if last[:1].isupper():
                 nets[t.attr] = v  # (a torch.nn class? asked only when a helper gets it)
-                if isinstance(f, ast.Name) and t.attr in _called_attrs(init, ctx) \
-                        and _weighted_class(f.id, ctx):
+                if isinstance(f, ast.Name) and f.id in ctx.analysis.classes \
+                        and _called(init, t.attr, ctx) and _weighted_class(f.id, ctx):
                     mods.add(t.attr)  # a module class of this file holding layers
             if last == "Parameter" or PARAM_LAYER_RE.match(last):  # (before the costly names)
                 q = ctx.call_name(v) or ""
