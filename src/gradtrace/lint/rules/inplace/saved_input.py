@@ -5,10 +5,11 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.context import LOOP_TYPES, Context
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
 
@@ -191,7 +192,7 @@ class InplaceWriteToSavedInput(Rule):
         if hit is None:  # a loop: saved later in the body, written again on the next pass
             loop = next((x for x in ctx.loops if id(x) == pid and field == "body"), None)
             if loop is None or name in ctx.memo("gt605-loop-bound", loop, lambda: frozenset(
-                    ).union(*(_bound(x) for x in walk(loop) if isinstance(x, ast.stmt)))):
+                    ).union(*(_bound(x) for x in statements(loop)))):
                 return
             for nxt in block[i + 1:]:
                 hit = self._saved(nxt, name, ctx)
@@ -209,7 +210,11 @@ class InplaceWriteToSavedInput(Rule):
     @staticmethod
     def _saved(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
         """The first op of ``s`` that saves ``name`` as its input (the candidates of each
-        statement are found once, the kinds asked only for ``name``)."""
+        statement are found once, the kinds asked only for ``name``; not at all when the
+        statement's code does not hold the name: NOTE [word gates])."""
+        if ascii_code(ctx) and name not in ctx.memo("gt605-code", s, lambda: "\n".join(
+                ctx.code_lines[s.lineno - 1:s.end_lineno])):
+            return None
         for n, op, test in ctx.memo("gt605-candidates", s, lambda: _own_candidates(s, ctx)):
             if n == name and _saves_it(test, ctx, s.lineno):
                 return op
