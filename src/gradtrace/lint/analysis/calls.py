@@ -235,3 +235,35 @@ def call_sites(ctx: Context, name: str
                         out.append((n, s, outer))
         return out
     return ctx.memo("calls-sites:" + name, ctx.tree, make)  # type: ignore[return-value]
+
+
+_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
+
+
+def named_calls(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]]:
+    """(call, enclosing function or module) for every call ``name(...)`` (a plain name as
+    the called function), in the order of a walk of the whole tree with a stack (each call
+    taken when its parent is: :func:`gradtrace.lint.analysis.facts._calls_by_name`), but
+    through the statements whose lines hold ``name`` only (NOTE [call sites]: the others
+    hold no such call, and leaving them out keeps the order of the rest). ASCII code only."""
+    lines = word_lines(ctx, (name,))
+    out: list[tuple[ast.Call, ast.AST]] = []
+    if not lines:
+        return out
+    stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, where = pop()
+        statement = isinstance(node, _STATEMENTS)
+        for f in child_fields(node.__class__):
+            v = getattr(node, f, None)
+            if statement and f in BODY_FIELDS:
+                v = holding(ctx, node, f, lines) if v else []
+            for child in (v if v.__class__ is list else (v,)):
+                if not isinstance(child, ast.AST):
+                    continue
+                if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) \
+                        and child.func.id == name:
+                    out.append((child, where))  # type: ignore[arg-type]
+                push((child, child if isinstance(child, FUNCTION_TYPES) else where))
+    return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.calls import ascii_code, named_calls
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
     TENSOR, Kind,
@@ -379,6 +380,9 @@ class Analysis:
         target = cls.node.name if cls is not None else fn.name
         if cls is None and self.functions.get(fn.name) is not fn:
             return []
+        if ascii_code(self.ctx):  # the statements naming it only (NOTE [call sites])
+            return list(self.ctx.memo("analysis-call-sites:" + target, self.ctx.tree,
+                                      lambda: named_calls(self.ctx, target)))
         memo: dict[str, list[tuple[ast.Call, ast.AST]]] = self.ctx.memo(
             "analysis-call-sites", self.ctx.tree, lambda: _calls_by_name(self.ctx.tree))
         return list(memo.get(target, ()))
