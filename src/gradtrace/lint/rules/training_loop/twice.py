@@ -99,7 +99,7 @@ def _carriers(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[int]:
     exprs = [(None, b.loss, b.stmt.lineno)] + [(x, value_of(x), x.line) for x in d.bindings]
     for x, e, line in exprs:
         if e is not None and any(isinstance(n, ast.Name) and n.id == t.name and
-                                 f.scope.binding_before(t.name, line) is t for n in ast.walk(e)):
+                                 f.scope.binding_before(t.name, line) is t for n in bfs_walk(e)):
             out.add(-1 if x is None else id(x))
     return out
 
