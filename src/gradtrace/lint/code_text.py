@@ -27,6 +27,7 @@ _LITERAL = re.compile(
     r"|'[^'\\\r\n]*(?:\\(?:\r\n|[\s\S])[^'\\\r\n]*)*'"
     r'|"[^"\\\r\n]*(?:\\(?:\r\n|[\s\S])[^"\\\r\n]*)*")')
 _LINE_END = re.compile(r"\r\n|\r|\n")
+LINE_END = re.compile(r"(\r\n|\r|\n)")  # a line end, as the tokenizer counts them
 _PREFIX = frozenset("rRbBuUfF")
 
 

@@ -7,11 +7,10 @@ optimizer, ...) is computed lazily on first request and cached: see :mod:`gradtr
 from __future__ import annotations
 
 import ast
-import re
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
-from gradtrace.lint.code_text import code_text, identifiers, may_hold
+from gradtrace.lint.code_text import LINE_END, code_text, identifiers, may_hold
 from gradtrace.lint.grad_modes import (FUNCTION_TYPES, GRAD_CONTEXTS, LOOP_TYPES,  # noqa: F401
                                         disabling_node, grad_mode_of)
 from gradtrace.lint.names import Imports
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
 def source_lines(text: str) -> list[str]:

@@ -6,8 +6,7 @@ import bisect
 import re
 from functools import lru_cache
 
-from gradtrace.lint.code_text import may_hold
-from gradtrace.lint.context import LINE_END
+from gradtrace.lint.code_text import LINE_END, may_hold
 
 _STEM_EDGES = re.compile(r"^\W+|\W+$")  # punctuation around a trigger word: `.backward(`
 MIN_STEM = 3  # shorter stems occur everywhere (NOTE [word search])

@@ -18,9 +18,8 @@ import bisect
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from gradtrace.lint.code_text import may_hold
+from gradtrace.lint.code_text import LINE_END, may_hold
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
-from gradtrace.lint.context import LINE_END
 from gradtrace.lint.nodes import child_fields, children
 from gradtrace.lint.words import holds as _holds
 
