@@ -4,6 +4,8 @@ from __future__ import annotations
 import ast
 from typing import Callable, Iterator
 
+from gradtrace.lint.nodes import bfs_walk
+
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
@@ -13,7 +15,7 @@ def comprehension_loads(n: ast.AST, loads: Callable[[ast.AST], Iterator[tuple[st
     the element reads a loop variable outside a detaching call (``loads`` walks one
     expression, cuts excluded); the loop variables are not names of the enclosing function."""
     gens = n.generators  # type: ignore[attr-defined]
-    own = {t.id for g in gens for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+    own = {t.id for g in gens for t in bfs_walk(g.target) if isinstance(t, ast.Name)}
     elts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]  # type: ignore[attr-defined]
     flows = False
     for e in elts:
