@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -25,8 +26,19 @@ RANDOM_LAYER_RE = re.compile(
     r"MultiheadAttention|Transformer\w*)$")
 
 
+_FORWARD: weakref.WeakKeyDictionary[ClassInfo, list] = weakref.WeakKeyDictionary()
+
+
 def _forward_methods(cls: ClassInfo) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """``forward`` and the methods it calls through ``self`` (transitively)."""
+    """``forward`` and the methods it calls through ``self`` (transitively; found once per
+    class, five rules ask)."""
+    got = _FORWARD.get(cls)
+    if got is None:
+        got = _FORWARD[cls] = _find_forward_methods(cls)
+    return list(got)
+
+
+def _find_forward_methods(cls: ClassInfo) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     out, todo, seen = [], ["forward"], set()
     while todo:
         m = cls.methods.get(todo.pop())

@@ -11,7 +11,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration.construction import _forward_methods
-from gradtrace.lint.nodes import bfs_walk, child_nodes
+from gradtrace.lint.nodes import child_nodes, of_types
 
 # statements under which a construction is conditional (lazy initialisation on first call)
 GUARDS = (ast.If, ast.Try, ast.IfExp)
@@ -159,8 +159,8 @@ class ParameterBuiltInForward(Rule):
         if cls is None or cls.node is not node or not cls.is_module:
             return
         methods = _forward_methods(cls)
-        if any(isinstance(n, ast.Call) and (ctx.call_name(n) or "").startswith("torch.optim.")
-               for m in methods for n in bfs_walk(m)):
+        if any((ctx.call_name(n) or "").startswith("torch.optim.")
+               for m in methods for n in of_types(m, (ast.Call,))):
             return  # the module trains itself in the call, its optimizer built after them
         for m in methods:
             ctors = sorted(_unguarded_ctors(m, ctx), key=lambda c: (c.lineno, c.col_offset))
