@@ -338,11 +338,14 @@ class FileChecker:
             for d in s.decorator_list:  # type: ignore[attr-defined]
                 first = min(first, d.lineno)
         out = []
+        rule_lines, line_gated = self._rule_lines, self._line_gated
         for i, fn in visitors:
-            lines = self._rule_lines[i]
-            k = bisect.bisect_left(lines, first)
-            if not self._line_gated[i] or (k < len(lines) and lines[k] <= last):
-                out.append((i, fn))
+            if line_gated[i]:
+                lines = rule_lines[i]
+                k = bisect.bisect_left(lines, first)
+                if k == len(lines) or lines[k] > last:
+                    continue
+            out.append((i, fn))
         return out
 
     def _walk_header(self, s: ast.AST, shape: _Shape) -> None:
