@@ -143,6 +143,15 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                 "use checkpoint(..., use_reentrant=False), or pass an input that requires grad",
                 ())
     if rec.grad_runs == 0:
+        kept = _frozen_beside(data, rec)
+        if kept is not None and rec.site is not None:  # NOTE [no_grad kept for a frozen module]
+            return (code_for("no-grad-forward", "GT820"), rec.site,
+                    "its module only ran with grad mode off: it is called inside the no-grad "
+                    f"block opened at {src(rec.nograd_site)}, which is there for the frozen "
+                    f"module called at {src(kept)}",
+                    "call this module after the no-grad block (only the frozen module needs it)",
+                    ((rec.nograd_site, "grad mode is turned off here"),
+                     (kept, "the frozen module the block is for is called here")))
         return (code_for("no-grad-forward", "GT820"), rec.nograd_site or rec.site,
                 "its module only ran with grad mode off" + (
                     f" (turned off here: {src(rec.nograd_site)})" if rec.nograd_site else ""),
@@ -152,6 +161,27 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
     if cut is not None:
         return cut
     return ("GT820", rec.site, "it is used in forward, but no backward() reached it", "", ())
+
+
+def _frozen_beside(data: HookState, rec: ModuleRecord) -> Site | None:
+    """# NOTE [no_grad kept for a frozen module]
+    Where a module whose own parameters are all frozen ran under the same no-grad switch as
+    ``rec`` (a trainable module that only ran with grad off), or None. Such a block is there on
+    purpose, for the frozen module (a frozen encoder, then a trainable head inside the same
+    ``with torch.no_grad():``): the statement to change is the trainable module's call, which
+    belongs after the block. A block with no frozen module in it is the mistake itself and
+    stays the finding's line."""
+    off = rec.nograd_site
+    if off is None:
+        return None
+    for r in list(data.modules.values()):
+        m = r.ref()
+        if r is rec or m is None or r.nograd_site != off or r.grad_runs or r.site is None:
+            continue
+        own = [p for p in m._parameters.values() if p is not None]
+        if own and not any(p.requires_grad for p in own):
+            return r.site
+    return None
 
 
 def _cut_reason(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> Reason | None:

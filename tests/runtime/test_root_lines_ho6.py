@@ -1,0 +1,129 @@
+"""`gradtrace run` leads with the statement the fix changes (issue 13 §2, held-out batch 6):
+a trainable module called inside a `no_grad` block that is there for a frozen module (the
+call, not the block's opener). Each bug in a spelling of its own from the real-world case that
+motivated it, with a look-alike that stays silent and the form whose line stays where it was.
+Real torch, in-process runs."""
+from __future__ import annotations
+
+import pytest
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+"""
+
+# name -> (code, body); the line the finding must lead with carries `# C`
+BUGS = {
+    # a function, not a method; the frozen part frozen with requires_grad_(False); the live
+    # branch keeps backward() running (silent)
+    "adapter_called_in_block_kept_for_frozen_encoder": ("GT201", """
+encoder = nn.Linear(5, 5).requires_grad_(False)
+adapter = nn.Linear(5, 3)
+vision = nn.Linear(4, 3)
+opt = torch.optim.SGD([*adapter.parameters(), *vision.parameters()], lr=0.1)
+
+def text_side(tokens):
+    with torch.no_grad():
+        feats = torch.tanh(encoder(tokens))
+        return adapter(feats)  # C
+
+for _ in range(3):
+    loss = (vision(torch.randn(6, 4)) * text_side(torch.randn(6, 5))).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""),
+    # a Lightning-style step method; the frozen teacher is a Sequential frozen by a loop
+    "student_head_inside_teacher_block_of_step": ("GT201", """
+class Distiller(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.teacher = nn.Sequential(nn.Linear(6, 6), nn.ReLU())
+        for p in self.teacher.parameters():
+            p.requires_grad = False
+        self.bridge = nn.Linear(6, 2)
+        self.student = nn.Linear(6, 2)
+
+    def training_step(self, batch):
+        with torch.no_grad():
+            target = self.teacher(batch)
+            target = self.bridge(target)  # C
+        return F.mse_loss(self.student(batch), target) + self.student(batch).pow(2).mean()
+
+model = Distiller()
+opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+for _ in range(3):
+    loss = model.training_step(torch.randn(8, 6))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""),
+    # no frozen module in the block: the block itself is the mistake, its opener leads
+    "whole_branch_under_no_grad_keeps_opener": ("GT201", """
+left = nn.Linear(3, 2)
+right = nn.Linear(3, 2)
+sgd = torch.optim.SGD([*left.parameters(), *right.parameters()], lr=0.1)
+for _ in range(3):
+    x = torch.randn(5, 3)
+    with torch.no_grad():  # C
+        r = right(x)
+    loss = (left(x) + r).pow(2).mean()
+    sgd.zero_grad()
+    loss.backward()
+    sgd.step()
+"""),
+}
+
+LOOKALIKES = {
+    # the frozen encoder alone under no_grad, the trainable adapter after the block
+    "adapter_called_after_block_of_frozen_encoder": """
+encoder = nn.Linear(5, 5).requires_grad_(False)
+adapter = nn.Linear(5, 3)
+vision = nn.Linear(4, 3)
+opt = torch.optim.SGD([*adapter.parameters(), *vision.parameters()], lr=0.1)
+
+def text_side(tokens):
+    with torch.no_grad():
+        feats = torch.tanh(encoder(tokens))
+    return adapter(feats)
+
+for _ in range(3):
+    loss = (vision(torch.randn(6, 4)) * text_side(torch.randn(6, 5))).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+
+def _findings(tmp_path, name: str, src: str) -> list:
+    import runpy
+
+    import gradtrace
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(src, encoding="utf-8")
+    tr = gradtrace.trace(static=False)
+    try:
+        with tr:
+            runpy.run_path(str(path))
+        return list(tr.findings)
+    except Exception as exc:  # noqa: BLE001 - the crash bugs raise
+        return list(tr.diagnose(exc))
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_fix_line_named_first(tmp_path, name):
+    code, body = BUGS[name]
+    src = (HEAD + body).lstrip("\n")
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith("# C"))
+    found = _findings(tmp_path, name, src)
+    assert found
+    assert (found[0].code, found[0].line) == (code, line), found
+
+
+@pytest.mark.parametrize("name", sorted(LOOKALIKES))
+def test_lookalike_silent(run_script, name):
+    res = run_script((HEAD + LOOKALIKES[name]).lstrip("\n"))
+    assert res.code == 0 and res.findings == [], res.err
