@@ -1,6 +1,8 @@
 """`gradtrace run` leads with the statement the fix changes (issue 13 §2, held-out batch 6):
 a trainable module called inside a `no_grad` block that is there for a frozen module (the
-call, not the block's opener). Each bug in a spelling of its own from the real-world case that
+call, not the block's opener); a layer built with `inplace=True` applied to a tensor that an
+earlier op of the same function read and saved (the application, not the constructor; a layer
+writing into the output its producer saved keeps the constructor: test_root_lines_cause). Each bug in a spelling of its own from the real-world case that
 motivated it, with a look-alike that stays silent and the form whose line stays where it was.
 Real torch, in-process runs."""
 from __future__ import annotations
@@ -73,9 +75,60 @@ for _ in range(3):
     loss.backward()
     sgd.step()
 """),
+    # the skip branch reads the input first, then the in-place activation overwrites it
+    "relu_inplace_applied_after_shortcut_read_input": ("GT602", """
+class Stem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.entry = nn.Linear(4, 4)
+        self.shortcut = nn.Linear(4, 4)
+        self.nonlin = nn.ReLU(inplace=True)
+        self.body = nn.Linear(4, 4)
+
+    def forward(self, h):
+        h = self.entry(h)
+        skip = self.shortcut(h)
+        h = self.nonlin(h)  # C
+        return self.body(h) + skip
+
+net = Stem()
+net(torch.randn(3, 4)).sum().backward()
+"""),
+    # plain functions and module-level layers; the reader is a matmul, the layer a ReLU6
+    "relu6_inplace_after_matmul_in_helper": ("GT602", """
+clip = nn.ReLU6(inplace=True)
+first = nn.Linear(5, 5)
+gate = torch.randn(5, 5, requires_grad=True)
+
+def mix(x):
+    z = first(x)
+    mixed = z @ gate
+    z = clip(z)  # C
+    return mixed + z
+
+mix(torch.randn(2, 5)).pow(2).mean().backward()
+"""),
 }
 
 LOOKALIKES = {
+    # the in-place activation first, the reader after it: nothing saved is overwritten
+    "relu_inplace_applied_before_shortcut_reads": """
+class Stem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.entry = nn.Linear(4, 4)
+        self.shortcut = nn.Linear(4, 4)
+        self.nonlin = nn.ReLU(inplace=True)
+        self.body = nn.Linear(4, 4)
+
+    def forward(self, h):
+        h = self.nonlin(self.entry(h))
+        skip = self.shortcut(h)
+        return self.body(h) + skip
+
+net = Stem()
+net(torch.randn(3, 4)).sum().backward()
+""",
     # the frozen encoder alone under no_grad, the trainable adapter after the block
     "adapter_called_after_block_of_frozen_encoder": """
 encoder = nn.Linear(5, 5).requires_grad_(False)

@@ -56,6 +56,18 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          related=[(where, "the in-place write is here"), *related,
                                   (site, "backward() failed here")])]
         layer = layer_built_inplace(where, inop)
+        if layer is not None and _sibling_saved(where, saver, made):  # NOTE [in-place layer]
+            return [make(code_for("inplace-on-saved-tensor", pat.code), where,
+                         f"this call of a layer built with `inplace=True` (at {src(layer)}) "
+                         f"overwrites its input (shape {list(shape)}), which an earlier op of "
+                         f"the same function saved for backward ({src(saver)}); backward() then "
+                         "found a newer version",
+                         fix="apply the in-place layer before that op reads the tensor, or "
+                             "call an out-of-place activation here",
+                         related=[(saver, "this op saved the tensor for backward"),
+                                  (layer, "the layer is built with inplace=True here"),
+                                  (made, "the tensor was created here"),
+                                  (site, "backward() failed here")])]
         if layer is not None:  # NOTE [in-place layer]
             return [make(code_for("inplace-on-saved-tensor", pat.code), layer,
                          f"this layer is built with `inplace=True`: called at {src(where)}, its "
@@ -95,6 +107,16 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      fix="call optimizer.step() only after every backward() of this graph",
                      related=[(site, "backward() failed here")])]
     return saved_view_or_saver(node, saver, shape, state, pat, site)
+
+
+def _sibling_saved(where: Site, saver: Site | None, made: Site | None) -> bool:
+    """Whether the tensor an in-place layer called at ``where`` overwrote was saved by another
+    op that read it earlier in the same function (``identity = self.skip(x)`` then
+    ``x = self.act(x)``), not by the op that made it (``sigmoid``, ``tanh``, which save their
+    output): the conflict is the order of the two calls, so the call is the line to change."""
+    return saver is not None and saver != made and saver.path == where.path \
+        and saver.function == where.function and bool(where.function) \
+        and saver.line < where.line
 
 
 def _saver(roots: list[Tensor], step_seq: int = -1,
