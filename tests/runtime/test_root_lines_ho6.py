@@ -2,7 +2,9 @@
 a trainable module called inside a `no_grad` block that is there for a frozen module (the
 call, not the block's opener); a layer built with `inplace=True` applied to a tensor that an
 earlier op of the same function read and saved (the application, not the constructor; a layer
-writing into the output its producer saved keeps the constructor: test_root_lines_cause). Each bug in a spelling of its own from the real-world case that
+writing into the output its producer saved keeps the constructor: test_root_lines_cause); the
+step of one optimizer while the parameters the loss trains are held by another that never
+steps (the step, not the construction). Each bug in a spelling of its own from the real-world case that
 motivated it, with a look-alike that stays silent and the form whose line stays where it was.
 Real torch, in-process runs."""
 from __future__ import annotations
@@ -108,9 +110,64 @@ def mix(x):
 
 mix(torch.randn(2, 5)).pow(2).mean().backward()
 """),
+    # a function; the critic's optimizer steps, the actor's (which the loss trains) never does
+    "critic_stepped_where_actor_optimizer_meant": ("GT821", """
+actor = nn.Linear(4, 2)
+critic = nn.Linear(2, 1).requires_grad_(False)
+actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-2)
+critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-2)
+
+def update(batch):
+    actor_opt.zero_grad()
+    score = critic(actor(batch)).mean()
+    (-score).backward()
+    critic_opt.step()  # C
+
+for _ in range(3):
+    update(torch.randn(5, 4))
+"""),
+    # a step method of a class; two optimizers on attributes
+    "second_optimizer_stepped_in_step_method": ("GT821", """
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(3, 3)
+        self.aux = nn.Linear(3, 1)
+        self.opt_body = torch.optim.SGD(self.body.parameters(), lr=0.1)
+        self.opt_aux = torch.optim.SGD(self.aux.parameters(), lr=0.1)
+
+    def training_step(self, x):
+        self.opt_body.zero_grad()
+        self.opt_aux.zero_grad()
+        loss = self.body(x).pow(2).mean() + self.aux(x).mean()
+        loss.backward()
+        self.opt_aux.step()  # C
+
+p = Pair()
+for _ in range(3):
+    p.training_step(torch.randn(4, 3))
+"""),
 }
 
 LOOKALIKES = {
+    # each optimizer steps what its own loss trains
+    "each_optimizer_steps_its_network": """
+actor = nn.Linear(4, 2)
+critic = nn.Linear(2, 1)
+actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-2)
+critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-2)
+
+def update(batch, target):
+    actor_opt.zero_grad()
+    critic_opt.zero_grad()
+    score = critic(actor(batch)).mean()
+    (score - target).pow(2).backward()
+    critic_opt.step()
+    actor_opt.step()
+
+for _ in range(3):
+    update(torch.randn(5, 4), 1.0)
+""",
     # the in-place activation first, the reader after it: nothing saved is overwritten
     "relu_inplace_applied_before_shortcut_reads": """
 class Stem(nn.Module):

@@ -114,6 +114,11 @@ def thrown_away_findings(data: Any) -> list[Finding]:
     return out
 
 
+def built_site(event: OptEvent) -> Site | None:
+    """The user line that built the optimizer of ``event``."""
+    return _site(event.stack)
+
+
 def _site(stack: Stack) -> Site | None:
     if not stack:
         return None

@@ -338,8 +338,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             elif kind == "unfrozen-after-optimizer":
                 site = state.unfrozen_at(missed) or site
             elif kind == "parameter-in-no-optimizer":  # NOTE [replaced after the optimizer]
-                site, why, fix = registered_after(data, missed) or (single_optimizer_built_at(
-                    data) or partial_optimizer_site(data, m), why, fix)
+                site, why, fix = registered_after(data, missed) or _other_stepped(
+                    data, missed) or (single_optimizer_built_at(data) or
+                                      partial_optimizer_site(data, m), why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
@@ -352,6 +353,34 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
     return out
+
+
+def _other_stepped(data: HookState, missed: list[Tensor]
+                   ) -> tuple[Site, str, str] | None:
+    """# NOTE [the other optimizer stepped]
+    (site, why, fix) when the parameters that got gradients are held by an optimizer the
+    program built and never stepped, while exactly one other optimizer steps: the step call
+    names the wrong optimizer (``optimizer2.step()`` where ``optimizer1`` holds what the loss
+    trains), and that call is the line to change. None otherwise."""
+    steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
+    if len(steppers) != 1 or steppers[0].site is None:
+        return None
+    ids = {id(p) for p in missed}
+    for built in list(data.opt_built.values()):
+        opt = built.ref()
+        rec = data.optimizers.get(id(opt)) if opt is not None else None
+        if opt is None or (rec is not None and rec.ref() is opt and rec.steps):
+            continue
+        held = {id(p) for g in opt.param_groups for p in g["params"]}
+        if ids <= held:
+            from gradtrace.runtime.trace.opt_state import built_site
+
+            made = built_site(built)
+            where = f" (built at line {made.line}: {src(made)})" if made else ""
+            return (steppers[0].site, f"the optimizer that holds them{where} is never "
+                    "stepped, and the step here is another optimizer's",
+                    "step the optimizer that holds these parameters here")
+    return None
 
 
 def _empty_optimizers(data: HookState) -> list[Finding]:

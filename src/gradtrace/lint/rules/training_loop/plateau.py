@@ -1,0 +1,227 @@
+"""GT527: a `ReduceLROnPlateau` built to maximise its metric, stepped with a loss."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.cuts import is_loss_class, is_torch_loss
+from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.training_loop._base import related_at
+
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# calls that keep the value of a loss: `.item()`, `float(...)`, a mean of collected losses
+KEEPS = frozenset({"item", "detach", "cpu", "mean", "sum", "numpy", "tolist", "float",
+                   "average", "fmean", "median"})
+# torch.nn.functional losses that do not end in `_loss`
+F_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy",
+                      "binary_cross_entropy_with_logits", "kl_div", "nll_loss"})
+
+
+def _mode(call: ast.Call) -> str | None:
+    """The ``mode`` a ``ReduceLROnPlateau(opt, mode, ...)`` call is built with ("min" when not
+    given; None when it is not a constant string)."""
+    m = next((k.value for k in call.keywords if k.arg == "mode"),
+             call.args[1] if len(call.args) > 1 else None)
+    if m is None:
+        return "min"
+    return m.value if isinstance(m, ast.Constant) and isinstance(m.value, str) else None
+
+
+def _enclosing(ctx: Context, node: ast.AST) -> dict[int, ast.AST]:
+    """id of every node -> its innermost enclosing function (or the module), one walk."""
+    def make() -> dict[int, ast.AST]:
+        out: dict[int, ast.AST] = {}
+
+        def visit(n: ast.AST, owner: ast.AST) -> None:
+            for child in ast.iter_child_nodes(n):
+                out[id(child)] = owner
+                visit(child, child if isinstance(child, FUNCS) else owner)
+        visit(node, node)
+        return out
+    return ctx.memo("gt527-owner", node, make)
+
+
+def _backwarded_callables(ctx: Context) -> frozenset[str]:
+    """Dotted names of the callables whose result the file backpropagates (``loss =
+    self.criterion(out, y)`` then ``loss.backward()``): they compute losses."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for fn in [ctx.tree, *(n for n in walk(ctx.tree) if isinstance(n, FUNCS))]:
+            scope = ctx.scope(fn)
+            for b in step_calls(ctx, fn).losses():
+                e: ast.expr | None = b.loss
+                if isinstance(e, ast.Name):
+                    bind = scope.binding_before(e.id, b.call.lineno + 1)
+                    e = bind.value if bind is not None else None
+                if isinstance(e, ast.Call) and dotted(e.func):
+                    out.add(dotted(e.func))  # type: ignore[arg-type]
+        return frozenset(out)
+    return ctx.memo("gt527-backwarded", ctx.tree, make)
+
+
+class _LossValue:
+    """Whether an expression holds the value of a loss (NOTE: through names, `.item()`,
+    averages and the file's own functions, three calls deep)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.seen: set[int] = set()
+
+    def expr(self, e: ast.AST | None, scope: Scope, line: int, depth: int = 0) -> bool:
+        if e is None or depth > 6 or id(e) in self.seen:
+            return False
+        self.seen.add(id(e))
+        if isinstance(e, ast.Name):
+            return any(self.expr(b.value, scope, b.line, depth + 1) or self._filled(
+                e.id, scope, b.line, depth) for b in scope.bindings_before(e.id, line + 1))
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Div, ast.Add)):
+            return self.expr(e.left, scope, line, depth + 1)
+        if isinstance(e, ast.Call):
+            return self.call(e, scope, line, depth)
+        if isinstance(e, (ast.GeneratorExp, ast.ListComp)):  # `sum(loss(b).item() for b in val)`
+            return self.expr(e.elt, scope, line, depth + 1)
+        return False
+
+    def _filled(self, name: str, scope: Scope, line: int, depth: int) -> bool:
+        """``losses = []`` then ``losses.append(loss.item())``."""
+        return any(self.expr(m.call.args[0], scope, m.stmt.lineno, depth + 1)
+                   for m in scope.calls_to("append") if m.receiver == name and m.call.args)
+
+    def call(self, e: ast.Call, scope: Scope, line: int, depth: int) -> bool:
+        ctx, f = self.ctx, e.func
+        q = ctx.qualified_name(f) or ""
+        last = q.rpartition(".")[2] or (f.attr if isinstance(f, ast.Attribute) else
+                                        getattr(f, "id", ""))
+        if q.startswith("torch.nn.functional."):
+            return last.endswith("_loss") or last in F_LOSSES
+        if last in KEEPS:
+            if isinstance(f, ast.Attribute) and not q:
+                return self.expr(f.value, scope, line, depth + 1)
+            return bool(e.args) and self.expr(e.args[0], scope, line, depth + 1)
+        name = dotted(f)
+        if name is not None and name in _backwarded_callables(ctx):
+            return True
+        k = ctx.analysis.kind(f, scope, line)
+        if k is not None and k.is_module and k.cls:
+            own = ctx.analysis.classes.get(k.cls)
+            if is_torch_loss(k.cls) or (own is not None and is_loss_class(own.node, ctx)):
+                return True
+        fn = ctx.analysis.local_callee(e, scope, line)
+        if fn is None or depth > 3:
+            return False
+        inner = ctx.scope(fn)
+        return any(isinstance(r, ast.Return) and self.expr(r.value, inner, r.lineno, depth + 1)
+                   for r in walk(fn) if _enclosing(ctx, ctx.tree).get(id(r)) is fn)
+
+
+class PlateauMaxModeOnLoss(Rule):
+    """`ReduceLROnPlateau(opt, mode="max")` is stepped with a loss.
+
+    Why: `ReduceLROnPlateau` counts the `step(metric)` calls at which the metric did not
+    improve, and `mode="max"` means improving is going up. Stepped with a validation loss,
+    every decrease of the loss counts as no improvement: after `patience` checks the learning
+    rate is cut while the model is still getting better, again and again (selene#115).
+    Nothing fails. Build it with `mode="min"` (the default) for a loss, or step it with the
+    metric that should grow (accuracy, AUROC).
+    Known limits: the value passed to `step()` must be a loss the file computes (a torch loss,
+    the callable whose result the file backpropagates, or a function of the file returning
+    one) through names, `.item()` and averages; a negated loss is a metric to maximise and
+    is not reported.
+    """
+
+    code = "GT527"
+    name = "plateau-max-mode-on-loss"
+    message = ("`{ctor}` is built with mode='max', but `{step}` (line {line}) gives it a loss: "
+               "every decrease of the loss counts as no improvement, so the learning rate is "
+               "cut while the model improves; use mode='min'")
+    triggers = ("ReduceLROnPlateau",)
+    examples = [
+        Bad("""
+            import torch.nn.functional as F
+            from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+            def fit(model, opt, train, val, epochs):
+                plateau = ReduceLROnPlateau(opt, mode="max", patience=3)
+                for _ in range(epochs):
+                    for x, y in train:
+                        opt.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        opt.step()
+                    val_loss = sum(F.cross_entropy(model(x), y).item() for x, y in val)
+                    plateau.step(val_loss / len(val))
+            """, at=(5, 14)),
+        Good("""
+            import torch.nn.functional as F
+            from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+            def fit(model, opt, train, val, epochs):
+                plateau = ReduceLROnPlateau(opt, mode="max", patience=3)
+                for _ in range(epochs):
+                    for x, y in train:
+                        opt.zero_grad()
+                        F.cross_entropy(model(x), y).backward()
+                        opt.step()
+                    acc = sum((model(x).argmax(1) == y).float().mean().item() for x, y in val)
+                    plateau.step(acc / len(val))
+            """),
+        Good("""
+            import torch.nn.functional as F
+            from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+            def fit(model, opt, val_x, val_y):
+                plateau = ReduceLROnPlateau(opt, "min")
+                loss = F.mse_loss(model(val_x), val_y).item()
+                plateau.step(loss)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        owner = _enclosing(ctx, node)
+        seen: set[int] = set()
+        for n in walk(node):
+            if not isinstance(n, ast.Call) or not (ctx.qualified_name(n.func) or "").endswith(
+                    "ReduceLROnPlateau") or _mode(n) != "max" or id(n) in seen:
+                continue
+            seen.add(id(n))
+            target = self._target(n, owner, ctx)
+            if target is None:
+                continue
+            for step, scope in self._steps(target, owner.get(id(n)), owner, ctx):
+                arg = step.args[0] if step.args else next(
+                    (k.value for k in step.keywords if k.arg == "metrics"), None)
+                if arg is not None and _LossValue(ctx).expr(arg, scope, step.lineno):
+                    yield self.report(n, ctx, related=(
+                        related_at(ctx, step, "it is stepped with a loss here"),),
+                        ctor=ctx.source(n.func), step=ctx.source(step)[:60], line=step.lineno)
+                    break
+
+    @staticmethod
+    def _target(call: ast.Call, owner: dict[int, ast.AST], ctx: Context) -> str | None:
+        """The dotted name the scheduler is bound to (``self.scheduler``, ``plateau``)."""
+        fn = owner.get(id(call))
+        scope = ctx.scope(fn)
+        st = scope.statement_of(call)
+        if isinstance(st, ast.Assign) and st.value is call and len(st.targets) == 1:
+            return dotted(st.targets[0])
+        return None
+
+    @staticmethod
+    def _steps(target: str, fn: ast.AST | None, owner: dict[int, ast.AST], ctx: Context
+               ) -> Iterator[tuple[ast.Call, Scope]]:
+        """``<target>.step(...)`` calls with an argument: in the scope that built it, or for
+        ``self.<x>``, in the methods of the same class."""
+        cls = ctx.analysis.class_of(fn) if target.startswith("self.") else None
+        for n in walk(ctx.tree):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "step" and (n.args or n.keywords)
+                    and dotted(n.func.value) == target):
+                continue
+            where = owner.get(id(n))
+            if where is fn or (cls is not None and ctx.analysis.class_of(where) is cls):
+                yield n, ctx.scope(where)
