@@ -10,6 +10,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
+from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
@@ -143,7 +144,7 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                 "use checkpoint(..., use_reentrant=False), or pass an input that requires grad",
                 ())
     if rec.grad_runs == 0:
-        kept = _frozen_beside(data, rec)
+        kept = frozen_beside(data, rec)
         if kept is not None and rec.site is not None:  # NOTE [no_grad kept for a frozen module]
             return (code_for("no-grad-forward", "GT820"), rec.site,
                     "its module only ran with grad mode off: it is called inside the no-grad "
@@ -161,27 +162,6 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
     if cut is not None:
         return cut
     return ("GT820", rec.site, "it is used in forward, but no backward() reached it", "", ())
-
-
-def _frozen_beside(data: HookState, rec: ModuleRecord) -> Site | None:
-    """# NOTE [no_grad kept for a frozen module]
-    Where a module whose own parameters are all frozen ran under the same no-grad switch as
-    ``rec`` (a trainable module that only ran with grad off), or None. Such a block is there on
-    purpose, for the frozen module (a frozen encoder, then a trainable head inside the same
-    ``with torch.no_grad():``): the statement to change is the trainable module's call, which
-    belongs after the block. A block with no frozen module in it is the mistake itself and
-    stays the finding's line."""
-    off = rec.nograd_site
-    if off is None:
-        return None
-    for r in list(data.modules.values()):
-        m = r.ref()
-        if r is rec or m is None or r.nograd_site != off or r.grad_runs or r.site is None:
-            continue
-        own = [p for p in m._parameters.values() if p is not None]
-        if own and not any(p.requires_grad for p in own):
-            return r.site
-    return None
 
 
 def _cut_reason(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> Reason | None:
@@ -337,8 +317,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                     site or replaced_at(data, m, rec.site), why, fix)
             elif kind == "unfrozen-after-optimizer":
                 site = state.unfrozen_at(missed) or site
-            elif kind == "parameter-in-no-optimizer":  # NOTE [replaced after the optimizer]
-                site, why, fix = registered_after(data, missed) or _other_stepped(
+            elif kind == "parameter-in-no-optimizer":  # NOTE [replaced after the optimizer],
+                # then NOTE [the other optimizer stepped]
+                site, why, fix = registered_after(data, missed) or other_stepped(
                     data, missed) or (single_optimizer_built_at(data) or
                                       partial_optimizer_site(data, m), why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
@@ -353,34 +334,6 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
     return out
-
-
-def _other_stepped(data: HookState, missed: list[Tensor]
-                   ) -> tuple[Site, str, str] | None:
-    """# NOTE [the other optimizer stepped]
-    (site, why, fix) when the parameters that got gradients are held by an optimizer the
-    program built and never stepped, while exactly one other optimizer steps: the step call
-    names the wrong optimizer (``optimizer2.step()`` where ``optimizer1`` holds what the loss
-    trains), and that call is the line to change. None otherwise."""
-    steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
-    if len(steppers) != 1 or steppers[0].site is None:
-        return None
-    ids = {id(p) for p in missed}
-    for built in list(data.opt_built.values()):
-        opt = built.ref()
-        rec = data.optimizers.get(id(opt)) if opt is not None else None
-        if opt is None or (rec is not None and rec.ref() is opt and rec.steps):
-            continue
-        held = {id(p) for g in opt.param_groups for p in g["params"]}
-        if ids <= held:
-            from gradtrace.runtime.trace.opt_state import built_site
-
-            made = built_site(built)
-            where = f" (built at line {made.line}: {src(made)})" if made else ""
-            return (steppers[0].site, f"the optimizer that holds them{where} is never "
-                    "stepped, and the step here is another optimizer's",
-                    "step the optimizer that holds these parameters here")
-    return None
 
 
 def _empty_optimizers(data: HookState) -> list[Finding]:
