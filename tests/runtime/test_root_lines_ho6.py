@@ -4,7 +4,8 @@ call, not the block's opener); a layer built with `inplace=True` applied to a te
 earlier op of the same function read and saved (the application, not the constructor; a layer
 writing into the output its producer saved keeps the constructor: test_root_lines_cause); the
 step of one optimizer while the parameters the loss trains are held by another that never
-steps (the step, not the construction). Each bug in a spelling of its own from the real-world case that
+steps (the step, not the construction); a parameter cut off the loss while the program keeps a
+`.detach().clone()` snapshot of it (the cut on the loss's path, not the snapshot). Each bug in a spelling of its own from the real-world case that
 motivated it, with a look-alike that stays silent and the form whose line stays where it was.
 Real torch, in-process runs."""
 from __future__ import annotations
@@ -147,9 +148,80 @@ p = Pair()
 for _ in range(3):
     p.training_step(torch.randn(4, 3))
 """),
+    # a dict of snapshots taken before a training function whose encoder output is detached
+    "encoder_detached_while_weights_snapshotted": ("GT107", """
+enc, head = nn.Linear(4, 4), nn.Linear(4, 1)
+opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+snap = {n: p.detach().clone() for n, p in enc.named_parameters()}
+
+def train(x, y):
+    z = enc(x).detach()  # C
+    loss = F.mse_loss(head(z), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+for _ in range(3):
+    train(torch.randn(6, 4), torch.randn(6, 1))
+"""),
+    # a step method; the snapshot is an attribute; the cut is an argmax of the logits
+    "argmax_cut_while_step_keeps_reference_copy": ("GT108", """
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scorer = nn.Linear(5, 3)
+        self.bias_head = nn.Linear(5, 1)
+        self.reference = self.scorer.weight.detach().clone()
+
+    def training_step(self, x, y):
+        picked = self.scorer(x).argmax(1).float()  # C
+        return ((picked - y) ** 2).mean() + self.bias_head(x).pow(2).mean()
+
+m = Tagger()
+opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+for _ in range(3):
+    loss = m.training_step(torch.randn(4, 5), torch.randn(4))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""),
+    # the detach of the weight itself in forward, no other cut: it still leads
+    "weight_detached_in_forward_alone": ("GT107", """
+class Frozenish(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 3))
+        self.out = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.out(F.linear(x, self.w.detach()))  # C
+
+net = Frozenish()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    net(torch.randn(2, 3)).sum().backward()
+    opt.step()
+"""),
 }
 
 LOOKALIKES = {
+    # the snapshot, and a loss that reaches every parameter
+    "weights_snapshotted_and_all_trained": """
+enc, head = nn.Linear(4, 4), nn.Linear(4, 1)
+opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+snap = {n: p.detach().clone() for n, p in enc.named_parameters()}
+
+def train(x, y):
+    loss = F.mse_loss(head(enc(x)), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+for _ in range(3):
+    train(torch.randn(6, 4), torch.randn(6, 1))
+assert not torch.equal(snap["weight"], enc.weight)
+""",
     # each optimizer steps what its own loss trains
     "each_optimizer_steps_its_network": """
 actor = nn.Linear(4, 2)

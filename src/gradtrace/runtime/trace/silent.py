@@ -191,10 +191,17 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
     A cut made by library code comes last, then (when ``p``'s module also ran with grad on)
     a cut made with grad mode off: that is an evaluation pass under ``no_grad`` (nanoGPT's
     ``estimate_loss()`` before the first step), not the training forward whose loss was
-    back-propagated. An ``.item()`` comes after other cuts (a logged number is common)."""
+    back-propagated. An ``.item()`` comes after other cuts (a logged number is common).
+
+    # NOTE [snapshot cuts]
+    A ``.detach()`` of the leaf itself (``before = [p.detach().clone() for p in
+    model.parameters()]``) is the program's own copy of the weights, made to compare them
+    later: it comes after every cut of a value computed from the leaf, which is where the
+    loss's path was cut. Alone, it still leads (``F.linear(x, self.w.detach())``)."""
     trained = rec is not None and rec.grad_runs > 0
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
-    cuts.sort(key=lambda c: (c.library, trained and c.reason == "no_grad", c.reason == "item"))
+    cuts.sort(key=lambda c: (c.library, c in state.leaf_cuts, trained and c.reason == "no_grad",
+                             c.reason == "item"))
     return cuts
 
 

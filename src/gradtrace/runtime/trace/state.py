@@ -38,6 +38,8 @@ class TraceState:
         # id -> weak reference of each leaf named in cut_upstream: a leaf that dies leaves the
         # sets, so that a later tensor reusing its id is not taken for it
         self._leaf_refs: dict[int, weakref.ref[Tensor]] = {}
+        # cuts taken of a leaf itself (`p.detach().clone()`): NOTE [snapshot cuts]
+        self.leaf_cuts: set[Cut] = set()
         self._prune_at = _PRUNE_AT
         self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
         # .item()/float() of tensors that require grad since the last backward() (and before)
@@ -124,6 +126,8 @@ class TraceState:
         self.cuts[id(out)] = (weakref.ref(out), cut)
         if src is not None and id(cut) not in self._upstream_seen:  # (cuts live in _cut_cache)
             self._upstream_seen.add(id(cut))
+            if src.grad_fn is None and cut.reason == "detach":
+                self.leaf_cuts.add(cut)
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
 
