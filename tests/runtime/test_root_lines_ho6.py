@@ -5,7 +5,9 @@ earlier op of the same function read and saved (the application, not the constru
 writing into the output its producer saved keeps the constructor: test_root_lines_cause); the
 step of one optimizer while the parameters the loss trains are held by another that never
 steps (the step, not the construction); a parameter cut off the loss while the program keeps a
-`.detach().clone()` snapshot of it (the cut on the loss's path, not the snapshot). Each bug in a spelling of its own from the real-world case that
+`.detach().clone()` snapshot of it (the cut on the loss's path, not the snapshot); steps that
+never change anything because the loss reaches the parameters through `round`/`floor`/`sign`
+(the op, not the step). Each bug in a spelling of its own from the real-world case that
 motivated it, with a look-alike that stays silent and the form whose line stays where it was.
 Real torch, in-process runs."""
 from __future__ import annotations
@@ -203,9 +205,59 @@ for _ in range(3):
     net(torch.randn(2, 3)).sum().backward()
     opt.step()
 """),
+    # a helper quantises the output with floor; Adam
+    "output_floored_in_predict_helper": ("GT828", """
+net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+adam = torch.optim.Adam(net.parameters(), lr=1e-2)
+
+def predict(x):
+    return torch.floor(net(x) * 4) / 4  # C
+
+x, y = torch.randn(16, 3), torch.randn(16, 1)
+for _ in range(20):
+    loss = F.l1_loss(predict(x), y)
+    adam.zero_grad()
+    loss.backward()
+    adam.step()
+"""),
+    # a step method; the sign of a score is compared with +-1 labels
+    "sign_of_score_in_step_method": ("GT828", """
+class Voter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.score = nn.Linear(5, 1)
+
+    def step_loss(self, x, y):
+        vote = self.score(x).sign()  # C
+        return (vote - y).pow(2).mean()
+
+v = Voter()
+sgd = torch.optim.SGD(v.parameters(), lr=0.1)
+x, y = torch.randn(12, 5), torch.randint(0, 2, (12, 1)).float() * 2 - 1
+for _ in range(20):
+    sgd.zero_grad()
+    v.step_loss(x, y).backward()
+    sgd.step()
+"""),
 }
 
 LOOKALIKES = {
+    # the straight-through estimator: rounded forward, identity gradient
+    "rounded_output_with_straight_through": """
+net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+adam = torch.optim.Adam(net.parameters(), lr=1e-2)
+
+def predict(x):
+    out = net(x) * 4
+    return (out + (torch.floor(out) - out).detach()) / 4
+
+x, y = torch.randn(16, 3), torch.randn(16, 1)
+for _ in range(20):
+    loss = F.l1_loss(predict(x), y)
+    adam.zero_grad()
+    loss.backward()
+    adam.step()
+""",
     # the snapshot, and a loss that reaches every parameter
     "weights_snapshotted_and_all_trained": """
 enc, head = nn.Linear(4, 4), nn.Linear(4, 1)

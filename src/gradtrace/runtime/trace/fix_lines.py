@@ -1,6 +1,7 @@
 """The statement to change, for silent findings whose symptom shows elsewhere (issue 13 §2):
 a trainable module called inside a no-grad block kept for a frozen one, the step of an
-optimizer other than the one holding what the loss trains."""
+optimizer other than the one holding what the loss trains, the op whose derivative is zero
+everywhere on the loss's path when no step changes anything."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -8,6 +9,12 @@ from typing import TYPE_CHECKING
 from gradtrace.runtime.build import src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.opt_state import built_site
+from gradtrace.runtime.trace.records import created_site, node_name
+
+# backward nodes of the ops whose derivative is zero wherever it is defined
+ZERO_DERIVATIVE = frozenset({"RoundBackward0", "RoundBackward1", "SignBackward0",
+                             "FloorBackward0", "CeilBackward0", "TruncBackward0",
+                             "SgnBackward0"})
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -60,3 +67,43 @@ def other_stepped(data: HookState, missed: list[Tensor]
                     "stepped, and the step here is another optimizer's",
                     "step the optimizer that holds these parameters here")
     return None
+
+
+def zero_derivative_ops(root: Tensor, found: list[tuple[Site, str]], limit: int = 4000) -> None:
+    """# NOTE [zero-derivative ops]
+    The user lines of the ``round``/``sign``/``floor``/``ceil``/``trunc`` ops in the graph of
+    a loss (read at the first three backward() calls, at most ``limit`` nodes each): their
+    gradient is zero everywhere, so when the loss reaches the parameters only through one,
+    every gradient is exactly 0 and the optimizer's steps change nothing (GT828 then leads
+    with the op, not the step)."""
+    todo = [getattr(root, "grad_fn", None)]
+    seen: set[int] = set()
+    while todo and len(seen) < limit and len(found) < 4:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ in ZERO_DERIVATIVE:
+            site = created_site(node)[0]
+            if site is not None and all(site != s for s, _ in found):
+                found.append((site, node_name(node).lower()))
+        try:
+            todo.extend(n for n, _ in node.next_functions)
+        except (AttributeError, RuntimeError):
+            continue
+
+
+def zero_gradient_op(zero_ops: list[tuple[Site, str]], opt: object
+                     ) -> tuple[Site, str] | None:
+    """The first zero-derivative op of the loss when every gradient the optimizer holds is
+    exactly zero and its learning rate is not (NOTE [zero-derivative ops]); else None."""
+    import torch
+
+    if not zero_ops or opt is None:
+        return None
+    groups = getattr(opt, "param_groups", [])
+    grads = [p.grad for g in groups for p in g["params"] if p.grad is not None]
+    if not grads or not all(g.get("lr", 1) for g in groups) or \
+            any(bool(torch.count_nonzero(g)) for g in grads):
+        return None
+    return zero_ops[0]

@@ -10,7 +10,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
-from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped
+from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
@@ -446,7 +446,17 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                                       "summed gradients")] if rec.accumulate_step not in (
                                           None, rec.accumulate_site) else [],
                             severity="warning"))
-        if rec.checks >= 3 and not rec.changed:
+        zero = zero_gradient_op(state.zero_ops, rec.ref()) if rec.checks >= 3 and \
+            not rec.changed else None
+        if zero is not None:
+            out.append(make("GT828", zero[0], f"optimizer.step() never changed any parameter "
+                            f"in {rec.checks} checked steps: every gradient is exactly 0, "
+                            f"because the loss reaches the parameters through `{zero[1]}` "
+                            "here, whose derivative is zero everywhere", fix="compute the loss "
+                            "from the unrounded value (or use a straight-through estimator: "
+                            "x + (x.round() - x).detach())", related=[(rec.site, "the "
+                            "optimizer steps here")], severity="warning"))
+        elif rec.checks >= 3 and not rec.changed:
             out.append(make("GT828", rec.site, f"optimizer.step() never changed any parameter "
                             f"in {rec.checks} checked steps: the learning rate is 0 or the "
                             "gradients are all zero", fix="check the learning rate (and its "

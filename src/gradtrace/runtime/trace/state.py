@@ -40,6 +40,7 @@ class TraceState:
         self._leaf_refs: dict[int, weakref.ref[Tensor]] = {}
         # cuts taken of a leaf itself (`p.detach().clone()`): NOTE [snapshot cuts]
         self.leaf_cuts: set[Cut] = set()
+        self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
         self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
         # .item()/float() of tensors that require grad since the last backward() (and before)
@@ -354,6 +355,9 @@ class TraceState:
         if raw is not None:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
+        if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops]
+            from gradtrace.runtime.trace.fix_lines import zero_derivative_ops
+            zero_derivative_ops(roots[0], self.zero_ops)
 
     def _before_backward(self) -> None:
         """What happened to the previous backward()'s gradients: a step used them, or they
