@@ -1,4 +1,4 @@
-"""GT404-GT406: the optimizer does not hold the parameters that are trained."""
+"""GT404 and GT406: the optimizer does not hold the parameters that are trained."""
 from __future__ import annotations
 
 import ast
@@ -20,9 +20,6 @@ from gradtrace.lint.rules.registration._modules import (
     stale_across_methods,
 )
 from gradtrace.lint.nodes import exit_after, statements, walk
-
-CONSUMERS = frozenset({"list", "tuple", "set", "sum", "sorted", "any", "all", "max", "min",
-                       "len", "enumerate", "zip", "map", "filter", "dict", "next"})
 
 
 def _base(e: ast.AST) -> str | None:
@@ -246,106 +243,6 @@ class ModelRecreatedAfterOptimizer(Rule):
                            "parameters", ctx.column(step))]
         yield self.report(node, ctx, related=related, target=target, opt=build.name,
                           opt_line=build.stmt.lineno)
-
-
-def _consumer(stmt: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
-    """The node in ``stmt`` that iterates over ``name`` (a for, comprehension, list(...), an
-    earlier optimizer)."""
-    for n in walk(stmt):
-        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
-                and n.args[0].id == name and is_optimizer_call(n, ctx):
-            return n
-        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) \
-                and isinstance(n.iter, ast.Name) and n.iter.id == name:
-            return n.iter
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CONSUMERS \
-                and any(isinstance(a, ast.Name) and a.id == name for a in n.args):
-            return n
-        if isinstance(n, ast.Starred) and isinstance(n.value, ast.Name) and n.value.id == name:
-            return n
-    return None
-
-
-class ParametersGeneratorConsumed(Rule):
-    """The `model.parameters()` generator is iterated before it reaches the optimizer.
-
-    Why: `parameters()` returns a one-shot generator. Counting or logging through it
-    (`sum(p.numel() for p in params)`, `list(params)`) exhausts it, so
-    `torch.optim.SGD(params)` gets nothing and raises `ValueError: optimizer got an empty
-    parameter list` (pytorch-facts.md#optimizer-identity), or silently fewer parameters when it
-    was only
-    partly consumed. Make a list once: `params = list(model.parameters())`.
-    Known limits: the generator, its consumer and the optimizer must be in one function; two
-    optimizers in different branches of one `if` never both receive it.
-    """
-
-    code = "GT405"
-    gate_statements = True
-    name = "parameters-generator-consumed"
-    message = ("`{name}` (a one-shot generator from `{src}`) is consumed here, before the "
-               "optimizer at line {opt_line} receives it: the optimizer gets an empty or "
-               "partial parameter list")
-    triggers = ("optim",)
-    examples = [
-        Bad("""
-            import torch
-            params = model.parameters()
-            print("parameters:", sum(p.numel() for p in params))
-            opt = torch.optim.SGD(params, lr=0.1)
-            """, at=(3, 0)),
-        Bad("""
-            import torch
-            params = model.parameters()
-            opt_main = torch.optim.SGD(params, lr=0.1)
-            opt_swa = torch.optim.SGD(params, lr=0.05)
-            """, at=(3, 0)),
-        Good("""
-            import torch
-            params = list(model.parameters())
-            print("parameters:", sum(p.numel() for p in params))
-            opt = torch.optim.SGD(params, lr=0.1)
-            """),
-        Good("""
-            import torch
-            params = model.parameters()
-            opt = torch.optim.SGD(params, lr=0.1)
-            print(sum(p.numel() for p in model.parameters()))
-            """),
-    ]
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if not node.args or not isinstance(node.args[0], ast.Name) \
-                or not is_optimizer_call(node, ctx):
-            return
-        name = node.args[0].id
-        scope = ctx.scope()
-        b = scope.binding_before(name, node.lineno)
-        if b is None or not self._generator(b.value, ctx):
-            return
-        opt_stmt = scope.statement_of(node)
-        for s in scope.stmts:
-            if b.line < s.lineno < node.lineno and not isinstance(
-                    s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
-                    and not (opt_stmt is not None and scope.exclusive(s, opt_stmt)):
-                c = _consumer(s, name, ctx)
-                if c is not None:
-                    related = [Related(ctx.path, node.lineno, "the optimizer receives the "
-                                       "exhausted generator here")]
-                    yield self.report(s, ctx, related=related, name=name,
-                                      src=ctx.source(b.value), opt_line=node.lineno)
-                    return
-
-    @staticmethod
-    def _generator(value: ast.AST | None, ctx: Context) -> bool:
-        if not isinstance(value, ast.Call):
-            return False
-        f = value.func
-        if isinstance(f, ast.Attribute) and f.attr in ("parameters", "named_parameters"):
-            return True
-        q = ctx.call_name(value) or ""
-        return q in ("filter", "map", "itertools.chain") and any(
-            isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
-            and a.func.attr in ("parameters", "named_parameters") for a in value.args)
 
 
 def _whole_params(call: ast.Call) -> bool:

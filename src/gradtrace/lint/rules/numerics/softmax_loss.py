@@ -1,0 +1,185 @@
+"""GT758: softmax probabilities given to `cross_entropy` / `nll_loss`, which want logits /
+log-probabilities."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import function_scopes, scope_nodes
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.numerics._ops import strip
+from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
+
+CE = "cross_entropy"
+NLL = "nll_loss"
+LOSS_FUNCS = {"torch.nn.functional.cross_entropy": CE, "torch.nn.functional.nll_loss": NLL}
+LOSS_MODULES = {"torch.nn.CrossEntropyLoss": CE, "torch.nn.modules.loss.CrossEntropyLoss": CE,
+                "torch.nn.NLLLoss": NLL, "torch.nn.modules.loss.NLLLoss": NLL}
+SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
+
+
+def _loss_kind(call: ast.Call, scope: Scope, ctx: Context) -> str | None:
+    """``cross_entropy`` / ``nll_loss`` when ``call`` computes one (the function, or a module
+    built from ``nn.CrossEntropyLoss`` / ``nn.NLLLoss`` and called)."""
+    q = ctx.qualified_name(call.func) or ""
+    if q in LOSS_FUNCS:
+        return LOSS_FUNCS[q]
+    if isinstance(call.func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`
+        return LOSS_MODULES.get(ctx.qualified_name(call.func.func) or "")
+    if isinstance(call.func, (ast.Name, ast.Attribute)):
+        k = ctx.analysis.kind(call.func, scope, call.lineno)
+        if k is not None and k.what == MODULE:
+            return LOSS_MODULES.get(k.cls or "")
+    return None
+
+
+def _bound(e: ast.AST, scope: Scope, line: int) -> ast.AST:
+    """A local name: the value of its last binding (an assignment) before ``line``, else
+    ``e``."""
+    if isinstance(e, ast.Name):
+        b = scope.binding_before(e.id, line)
+        if b is not None and b.value is not None and isinstance(b.stmt, ast.Assign) \
+                and len(b.stmt.targets) == 1:
+            return b.value
+    return e
+
+
+def _returns_softmax(fn: ast.AST, ctx: Context) -> ast.Call | None:
+    """The softmax every ``return`` of ``fn`` gives back (through one local name), or None."""
+    scope = ctx.scope(fn)
+    found: ast.Call | None = None
+    rets = [n for n in scope_nodes(fn) if isinstance(n, ast.Return)]
+    for r in rets:
+        if r.value is None:
+            return None
+        sm = _softmax(strip(_bound(strip(r.value), scope, r.lineno)), ctx)
+        if sm is None or (found is not None and found is not sm):
+            return None
+        found = sm
+    return found
+
+
+def _model_softmax(call: ast.Call, scope: Scope, ctx: Context) -> ast.AST | None:
+    """When ``call`` runs a module whose output is a softmax: that softmax (in the
+    ``forward`` of a class of the file, or the last layer of an ``nn.Sequential``)."""
+    if not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return None
+    k = ctx.analysis.kind(call.func, scope, call.lineno)
+    if k is None or k.what != MODULE or not k.cls:
+        return None
+    own = ctx.analysis.classes.get(k.cls)
+    if own is not None:
+        fwd = own.methods.get("forward")
+        return _returns_softmax(fwd, ctx) if fwd is not None else None
+    if k.cls in SEQUENTIAL and isinstance(k.node, ast.Call) and k.node.args \
+            and not k.node.keywords:
+        last = k.node.args[-1]
+        if isinstance(last, ast.Call) and (ctx.qualified_name(last.func) or "") in \
+                SOFTMAX_MODULES:
+            return last
+    return None
+
+
+class ProbabilitiesIntoCrossEntropy(Rule):
+    """Softmax probabilities are given to `cross_entropy` / `CrossEntropyLoss` (which wants
+    logits) or to `nll_loss` / `NLLLoss` (which wants log-probabilities).
+
+    Why: `cross_entropy` applies `log_softmax` itself, so a model whose output is already a
+    softmax is normalised twice: its inputs are squeezed into [0, 1], the loss of a perfect
+    prediction stays at `log(1 + (C - 1) / e)` (1.04 for 6 classes) instead of 0 and the
+    gradients shrink, so training stalls early (Deep-learning-activity-recognition#10).
+    `nll_loss` only picks `-input[target]`: fed probabilities, it minimises `-p`, not `-log p`.
+    Nothing fails. Return the logits from the model (and apply softmax only for
+    predictions), or use `log_softmax` with `nll_loss`.
+    Known limits: the softmax must be the loss's input directly, through one local name, or
+    what every `return` of the called model's `forward` (a class of the file) or the last
+    layer of an `nn.Sequential` gives back.
+    """
+
+    code = "GT758"
+    name = "probabilities-into-cross-entropy"
+    message = ("`{softmax}` gives probabilities, and `{loss}` (line {line}) {why}; give "
+               "the loss the {want}")
+    triggers = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 4)
+
+                def forward(self, x):
+                    return F.softmax(self.fc(x), dim=1)
+
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            loss = criterion(model(x), y)
+            loss.backward()
+            """, at=(10, 15)),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def step(model, x, y):
+                probs = torch.softmax(model(x), -1)
+                F.nll_loss(probs, y).backward()
+            """, at=(5, 12)),
+        Good("""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 4)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+            model = Net()
+            loss = nn.CrossEntropyLoss()(model(x), y)
+            loss.backward()
+            probs = F.softmax(model(x), dim=1)
+            """),
+        Good("""
+            import torch.nn.functional as F
+
+            def step(model, x, y):
+                F.nll_loss(F.log_softmax(model(x), -1), y).backward()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        seen: set[int] = set()
+        for fn in function_scopes(node):
+            scope: Scope | None = None
+            for call in scope_nodes(fn):
+                if not isinstance(call, ast.Call) or not call.args:
+                    continue
+                scope = scope or ctx.scope(fn)
+                loss = _loss_kind(call, scope, ctx)
+                if loss is None:
+                    continue
+                first = strip(_bound(strip(call.args[0]), scope, call.lineno))
+                sm = _softmax(first, ctx) if isinstance(first, ast.Call) else None
+                if sm is None and isinstance(first, ast.Call):
+                    sm = _model_softmax(first, scope, ctx)
+                if sm is None or id(sm) in seen:
+                    continue
+                seen.add(id(sm))
+                yield self.report(sm, ctx, related=[Related(
+                    ctx.path, call.lineno, "the loss is computed from it here",
+                    ctx.column(call))], softmax=ctx.source(sm)[:50],
+                    loss=dotted(call.func) or loss, line=call.lineno,
+                    why="applies log_softmax to its input again: the loss cannot reach 0 and "
+                    "its gradients shrink" if loss == CE else "wants log-probabilities: it "
+                    "minimises -p instead of -log p", want="logits" if loss == CE else
+                    "log_softmax of the logits")
