@@ -7,7 +7,8 @@ step of one optimizer while the parameters the loss trains are held by another t
 steps (the step, not the construction); a parameter cut off the loss while the program keeps a
 `.detach().clone()` snapshot of it (the cut on the loss's path, not the snapshot); steps that
 never change anything because the loss reaches the parameters through `round`/`floor`/`sign`
-(the op, not the step). Each bug in a spelling of its own from the real-world case that
+(the op, not the step); the same loss handed twice to a helper that runs backward() on it (the
+second call, not the helper's backward or the loss). Each bug in a spelling of its own from the real-world case that
 motivated it, with a look-alike that stays silent and the form whose line stays where it was.
 Real torch, in-process runs."""
 from __future__ import annotations
@@ -239,9 +240,83 @@ for _ in range(20):
     v.step_loss(x, y).backward()
     sgd.step()
 """),
+    # plain functions: the loss helper backpropagates inside, and the loop does it again
+    "loss_helper_backpropagates_then_loop_again": ("GT509", """
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+def apply_grads(value):
+    value.backward()
+
+def compute(x):
+    loss = net(x).pow(2).mean()
+    apply_grads(loss)
+    return loss
+
+for _ in range(2):
+    opt.zero_grad()
+    loss = compute(torch.randn(4, 3))
+    apply_grads(loss)  # C
+    opt.step()
+"""),
+    # an engine object whose backward method a step method calls, then the trainer again
+    "engine_backward_called_by_step_and_trainer": ("GT509", """
+class Engine:
+    def __init__(self, params):
+        self.opt = torch.optim.Adam(params, lr=1e-3)
+
+    def backward(self, loss):
+        loss.backward()
+
+class Module(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def training_step(self, engine, x):
+        out = self.fc(x).logsumexp(-1).mean()
+        engine.backward(out)
+        return out
+
+m = Module()
+engine = Engine(m.parameters())
+for _ in range(2):
+    out = m.training_step(engine, torch.randn(3, 4))
+    engine.backward(out)  # C
+    engine.opt.step()
+"""),
+    # the loss is made once in the function that backpropagates it: GT507 keeps its line
+    "loss_made_before_loop_in_function": ("GT507", """
+net = nn.Linear(3, 1)
+
+def train(x):
+    loss = net(x).pow(2).mean()  # C
+    for _ in range(2):
+        loss.backward()
+
+train(torch.randn(4, 3))
+"""),
 }
 
 LOOKALIKES = {
+    # the helper runs backward() once per loss
+    "loss_helper_backpropagates_once": """
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+def apply_grads(value):
+    value.backward()
+
+def compute(x):
+    loss = net(x).pow(2).mean()
+    apply_grads(loss)
+    return loss
+
+for _ in range(2):
+    opt.zero_grad()
+    loss = compute(torch.randn(4, 3))
+    opt.step()
+""",
     # the straight-through estimator: rounded forward, identity gradient
     "rounded_output_with_straight_through": """
 net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))

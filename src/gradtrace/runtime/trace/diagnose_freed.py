@@ -8,7 +8,9 @@ carried over, when the run can tell (called by ``diagnose._backward_twice``).
   (read from the frame still on the stack when the error is raised);
 - a local of the backward()'s function still holding a tensor (or tuple) of the freed graph,
   rebound inside the loop: that rebinding, or the ``return arg`` of the helper it calls that
-  hands the value back undetached (a detach helper that skips an LSTM's ``(h, c)`` tuple).
+  hands the value back undetached (a detach helper that skips an LSTM's ``(h, c)`` tuple);
+- the very loss already backpropagated, handed again to a helper that calls backward() on it
+  (NOTE [same loss backpropagated again]): the call of the helper that runs the second time.
 """
 from __future__ import annotations
 
@@ -149,8 +151,51 @@ def _object_built_once(roots: list[Any], site: Site, pat: Any) -> Finding | None
 def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any,
                state: Any) -> Finding | None:
     """A better lead than the value's line for a second backward() at the same line."""
-    return _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat) or \
+    return _same_loss_again(roots, site, pat) or _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat) or \
         _built_in_init(roots, site, pat) or _carried_local(site, pat, state.last_backward_seq)
+
+
+def _same_loss_again(roots: list[Any], site: Site, pat: Any) -> Finding | None:
+    """# NOTE [same loss backpropagated again]
+    The failing backward() differentiates a loss whose own node an earlier backward() already
+    went through (the same tensor, not a new loss sharing part of its graph), at the same line:
+    a helper that runs ``loss.backward()`` (``optimizer.backward(loss)`` in fairseq) is called
+    twice on one loss, by two callers (a criterion that backpropagates inside, then the task).
+    The line to change is the call that hands the helper the loss the second time: the first
+    user frame outside the helper, on the stack while the error is raised."""
+    gf = roots[0].grad_fn if len(roots) == 1 else None
+    try:
+        if gf is None or META_FREED not in gf.metadata:
+            return None
+    except (AttributeError, RuntimeError):
+        return None
+    from gradtrace.runtime.fuse import is_user_file
+
+    f, inner = sys._getframe(1), None
+    while f is not None:
+        code = f.f_code
+        if inner is None and code.co_filename == site.path and f.f_lineno == site.line:
+            if not _argument(f, roots[0]):
+                return None  # a loss the function made itself (GT507's case)
+            inner = code
+        elif inner is not None and code is not inner and is_user_file(code.co_filename):
+            caller = Site(code.co_filename, f.f_lineno, code.co_name)
+            return make(code_for("backward-through-freed-graph", pat.code), caller,
+                        f"this call runs backward() ({src(site)}) on a loss that was already "
+                        "backpropagated, which freed its graph: the loss is handed to "
+                        f"`{inner.co_name}` a second time",
+                        fix="call backward() once per loss: drop this call, or the one the "
+                            "callee made before",
+                        related=[(site, "backward() runs here, twice on the same loss")])
+        f = f.f_back
+    return None
+
+
+def _argument(frame: Any, value: Any) -> bool:
+    """Whether ``value`` is one of the arguments ``frame``'s function was called with."""
+    code = frame.f_code
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    return any(frame.f_locals.get(n) is value for n in names)
 
 
 def added_to_old_loss(roots: list[Any], site: Site, pat: Any) -> Finding | None:
