@@ -151,8 +151,9 @@ def _object_built_once(roots: list[Any], site: Site, pat: Any) -> Finding | None
 def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any,
                state: Any) -> Finding | None:
     """A better lead than the value's line for a second backward() at the same line."""
-    return _same_loss_again(roots, site, pat) or _loop_over_losses(site, made, pat) or _object_built_once(roots, site, pat) or \
-        _built_in_init(roots, site, pat) or _carried_local(site, pat, state.last_backward_seq)
+    return _same_loss_again(roots, site, pat) or _loop_over_losses(site, made, pat) or \
+        _object_built_once(roots, site, pat) or _built_in_init(roots, site, pat) or \
+        _carried_local(site, pat, state.last_backward_seq)
 
 
 def _same_loss_again(roots: list[Any], site: Site, pat: Any) -> Finding | None:

@@ -3,6 +3,7 @@ log-probabilities."""
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -10,7 +11,7 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import function_scopes, scope_nodes
+from gradtrace.lint.nodes import scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import strip
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
@@ -20,6 +21,8 @@ NLL = "nll_loss"
 LOSS_FUNCS = {"torch.nn.functional.cross_entropy": CE, "torch.nn.functional.nll_loss": NLL}
 LOSS_MODULES = {"torch.nn.CrossEntropyLoss": CE, "torch.nn.modules.loss.CrossEntropyLoss": CE,
                 "torch.nn.NLLLoss": NLL, "torch.nn.modules.loss.NLLLoss": NLL}
+LOSS_CLASSES = frozenset({"CrossEntropyLoss", "NLLLoss"})
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 
 
@@ -159,12 +162,11 @@ class ProbabilitiesIntoCrossEntropy(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         seen: set[int] = set()
-        for fn in function_scopes(node):
-            scope: Scope | None = None
+        for fn, lines in _candidate_lines(node, ctx).items():
+            scope = ctx.scope(fn)
             for call in scope_nodes(fn):
-                if not isinstance(call, ast.Call) or not call.args:
+                if not isinstance(call, ast.Call) or call.lineno not in lines or not call.args:
                     continue
-                scope = scope or ctx.scope(fn)
                 loss = _loss_kind(call, scope, ctx)
                 if loss is None:
                     continue
@@ -183,3 +185,46 @@ class ProbabilitiesIntoCrossEntropy(Rule):
                     "its gradients shrink" if loss == CE else "wants log-probabilities: it "
                     "minimises -p instead of -log p", want="logits" if loss == CE else
                     "log_softmax of the logits")
+
+
+# `criterion = nn.CrossEntropyLoss(...)`, `self.crit = NLLLoss()`: names that compute the loss
+HOLDER_RE = re.compile(
+    r"([A-Za-z_][\w.]*)\s*=\s*(?:[\w.]+\.)?(?:CrossEntropyLoss|NLLLoss)\s*\(")
+
+
+def _candidate_lines(tree: ast.Module, ctx: Context) -> dict[ast.AST, set[int]]:
+    """The lines that may call a cross-entropy / NLL loss (read from the code text: the
+    functions, the names the file binds to those loss modules, a module built in place), by
+    the innermost function holding them (the module for top-level code). The text is searched
+    first so that a file is walked only where a loss is called (NOTE [triggers])."""
+    text = ctx.code
+    words = ["cross_entropy(", "nll_loss(", "CrossEntropyLoss(", "NLLLoss("]
+    words += sorted({m.group(1) + "(" for m in HOLDER_RE.finditer(text)})
+    found = sorted(m.start() for w in words for m in re.finditer(re.escape(w), text))
+    lines: set[int] = set()
+    line, prev = 1, 0
+    for pos in found:
+        line += text.count("\n", prev, pos)
+        prev = pos
+        lines.add(line)
+    out: dict[ast.AST, set[int]] = {}
+    if not lines:
+        return out
+    defs = list(_defs(tree.body))
+    for line in lines:
+        inner = [f for f in defs if f.lineno <= line <= (f.end_lineno or 0)]
+        fn = max(inner, key=lambda f: f.lineno, default=tree)
+        out.setdefault(fn, set()).add(line)
+    return out
+
+
+def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of a body, nested ones too (statements only, no expressions walked)."""
+    for st in body:
+        if isinstance(st, FUNCS):
+            yield st
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list):
+                yield from _defs([x for x in sub if isinstance(x, (ast.stmt,
+                                                                    ast.ExceptHandler))])
