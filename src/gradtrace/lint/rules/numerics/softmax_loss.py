@@ -11,7 +11,7 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import strip
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
@@ -164,7 +164,9 @@ class ProbabilitiesIntoCrossEntropy(Rule):
         seen: set[int] = set()
         for fn, lines in _candidate_lines(node, ctx).items():
             scope = ctx.scope(fn)
-            for call in scope_nodes(fn):
+            stmts = [st for st in scope.stmts if not hasattr(st, "body")
+                     and any(st.lineno <= ln <= (st.end_lineno or st.lineno) for ln in lines)]
+            for call in (n for st in stmts for n in walk(st)):
                 if not isinstance(call, ast.Call) or call.lineno not in lines or not call.args:
                     continue
                 loss = _loss_kind(call, scope, ctx)
@@ -188,8 +190,7 @@ class ProbabilitiesIntoCrossEntropy(Rule):
 
 
 # `criterion = nn.CrossEntropyLoss(...)`, `self.crit = NLLLoss()`: names that compute the loss
-HOLDER_RE = re.compile(
-    r"([A-Za-z_][\w.]*)\s*=\s*(?:[\w.]+\.)?(?:CrossEntropyLoss|NLLLoss)\s*\(")
+HOLDER_RE = re.compile(r"([A-Za-z_][\w.]*)\s*=\s*(?:[\w.]+\.)?$")
 
 
 def _candidate_lines(tree: ast.Module, ctx: Context) -> dict[ast.AST, set[int]]:
@@ -199,7 +200,16 @@ def _candidate_lines(tree: ast.Module, ctx: Context) -> dict[ast.AST, set[int]]:
     first so that a file is walked only where a loss is called (NOTE [triggers])."""
     text = ctx.code
     words = ["cross_entropy(", "nll_loss(", "CrossEntropyLoss(", "NLLLoss("]
-    words += sorted({m.group(1) + "(" for m in HOLDER_RE.finditer(text)})
+    holders: set[str] = set()
+    for cls in ("CrossEntropyLoss", "NLLLoss"):
+        pos = text.find(cls)
+        while pos != -1:
+            start = text.rfind("\n", 0, pos) + 1
+            m = HOLDER_RE.search(text, start, pos)
+            if m is not None:
+                holders.add(m.group(1) + "(")
+            pos = text.find(cls, pos + 1)
+    words += sorted(holders)
     found = sorted(m.start() for w in words for m in re.finditer(re.escape(w), text))
     lines: set[int] = set()
     line, prev = 1, 0
