@@ -3,7 +3,7 @@
 source: https://github.com/pytorch/pytorch/issues/79171
 kind: bug
 symptom: crash
-verified: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one ... not compatible with static_graph set to True
+verified: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one
 """
 import os
 import torch

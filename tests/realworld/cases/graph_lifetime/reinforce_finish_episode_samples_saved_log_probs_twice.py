@@ -3,7 +3,7 @@
 source: https://github.com/pytorch/examples/issues/151
 kind: bug
 symptom: crash
-verified: RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation (the first call's optimizer.step() changed the weights the stored log-probs saved; torch 1.x raised "Trying to backward through the graph a second time")
+verified: RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation
 """
 import random
 import torch

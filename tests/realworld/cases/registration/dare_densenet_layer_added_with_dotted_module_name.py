@@ -3,7 +3,7 @@
 source: https://github.com/mileyan/DARENet/issues/2
 kind: bug
 symptom: crash
-verified: KeyError: 'module name can\'t contain ".", got: norm.1'
+verified: KeyError: 'module name can\\'t contain ".", got: norm.1'
 """
 import torch
 import torch.nn as nn
