@@ -159,3 +159,33 @@ def test_model_re_created_is_left_to_gt821(run_script):
     """)
     assert [f["code"] for f in res.findings].count("GT849") == 0, res.err
     assert res.findings[0]["line"] == 10, res.err
+
+
+def test_head_output_thrown_away_without_ddp_is_gt820(run_script):
+    # the twin of tests/distributed/scripts/spawn_declared_unused.py: no DDP, nothing declared
+    res = run_script("""
+        import torch
+        import torch.nn as nn
+
+        class TwoOutputs(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 8)
+                self.main_out = nn.Linear(8, 1)
+                self.aux_out = nn.Linear(8, 3)
+
+            def forward(self, x):
+                h = torch.tanh(self.body(x))
+                return self.main_out(h), self.aux_out(h)
+
+        model = TwoOutputs()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(3):
+            pred, _aux = model(torch.randn(8, 4))
+            loss = pred.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """)
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT820", 13)], res.err
+    assert "aux_out" in res.findings[0]["message"]

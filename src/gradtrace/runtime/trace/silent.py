@@ -246,6 +246,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
     explained = [id(r) for r, _ in _ungraded_steppers(data)]
+    declared = _declared_unused(data)
     for rec, p in _optimizer_params(data):
         if rec.wiped is not None or id(rec) in explained:  # reported as such
             continue
@@ -255,6 +256,9 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         reason = unreached_reason(state, data, p, owners)
         if reason[2].startswith("its module never ran") and _parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
+        if reason[0] == "GT820" and reason[2].startswith("it is used in forward") \
+                and id(p) in declared:
+            continue  # DDP(find_unused_parameters=True) was told some parameters go unused
         groups.setdefault(reason, []).append(param_name(data, p))
     # one finding per cause: the parameters of several modules cut at one line are one
     # problem (their modules' call sites are kept as related places, a few of them)
@@ -268,6 +272,19 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         out.append(make(code, site, f"{shown} never received a gradient: {why}", fix=fix,
                         related=related[:3], severity="warning"))
+    return out
+
+
+def _declared_unused(data: HookState) -> set[int]:
+    """ids of the parameters of models wrapped in ``DistributedDataParallel(...,
+    find_unused_parameters=True)``: the program declared that a forward may leave some of
+    them out of the loss (an output it does not use, a branch), which DDP then handles."""
+    out: set[int] = set()
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is not None and getattr(m, "find_unused_parameters", False) is True \
+                and isinstance(getattr(m, "module", None), torch.nn.Module):
+            out.update(id(q) for q in m.module.parameters())
     return out
 
 
