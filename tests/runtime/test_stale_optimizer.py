@@ -48,7 +48,7 @@ f.as_double().fit(xs.double(), ys.double(), 3)
 def test_tensor_remade_in_the_loop_is_named(run_script, make):
     res = run_script(REMADE_IN_SCRIPT.format(make=make))
     assert [(f["code"], f["line"]) for f in res.findings] == [("GT849", 9)], res.err
-    assert "replaced" in res.findings[0]["message"]
+    assert "made here, after the optimizer was built" in res.findings[0]["message"]
 
 
 def test_remade_in_a_method_names_the_method_line(run_script):

@@ -153,8 +153,11 @@ def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
                 f"{', '.join(names)}{' and more' if len(params) > 3 else ''} got gradients up "
                 f"to step {rec.last_graded} only: {since} backward() calls since never reached "
                 "them although they still require grad, so the loss no longer uses the tensors "
-                "this optimizer holds; they were replaced (re-made, re-created) after the "
-                "optimizer was built, and the new ones' gradients are applied by nothing",
+                "this optimizer holds; " + (
+                    "the tensor the loss uses now was made here, after the optimizer was built, "
+                    "and its gradients are applied by nothing" if new else
+                    "if they were replaced (re-made, re-created) after the optimizer was built, "
+                    "the new ones' gradients are applied by nothing"),
                 fix="build the optimizer after the last replacement, or re-create it (or "
                     "add_param_group) whenever the tensors it holds are replaced",
                 related=[(s, w) for s, w in ((new and rec.site, "its step() finds nothing to "
