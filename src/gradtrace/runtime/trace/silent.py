@@ -12,6 +12,7 @@ from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
+from gradtrace.runtime.trace.declared import declared_unused, parent_idle
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
@@ -246,7 +247,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
     explained = [id(r) for r, _ in _ungraded_steppers(data)]
-    declared = _declared_unused(data)
+    declared = declared_unused(data)
     for rec, p in _optimizer_params(data):
         if rec.wiped is not None or id(rec) in explained:  # reported as such
             continue
@@ -254,7 +255,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
             continue
         seen.add(id(p))
         reason = unreached_reason(state, data, p, owners)
-        if reason[2].startswith("its module never ran") and _parent_idle(data, p):
+        if reason[2].startswith("its module never ran") and parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
         if reason[0] == "GT820" and reason[2].startswith("it is used in forward") \
                 and id(p) in declared:
@@ -273,34 +274,6 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         out.append(make(code, site, f"{shown} never received a gradient: {why}", fix=fix,
                         related=related[:3], severity="warning"))
     return out
-
-
-def _declared_unused(data: HookState) -> set[int]:
-    """ids of the parameters of models wrapped in ``DistributedDataParallel(...,
-    find_unused_parameters=True)``: the program declared that a forward may leave some of
-    them out of the loss (an output it does not use, a branch), which DDP then handles."""
-    out: set[int] = set()
-    for rec in list(data.modules.values()):
-        m = rec.ref()
-        if m is not None and getattr(m, "find_unused_parameters", False) is True \
-                and isinstance(getattr(m, "module", None), torch.nn.Module):
-            out.update(id(q) for q in m.module.parameters())
-    return out
-
-
-def _parent_idle(data: HookState, p: Tensor) -> bool:
-    """Whether the module owning ``p`` sits in a parent module that never ran itself (the
-    program calls the parent's children one by one, e.g. a backbone's layers without its
-    original head): an unused child there was dropped on purpose, not forgotten in forward."""
-    ran = {id(r.ref()) for r in list(data.modules.values())
-           if r.ref() is not None and r.grad_runs + r.nograd_runs}
-    for rec in list(data.modules.values()):
-        root = rec.ref()
-        for parent in root.modules() if root is not None else ():
-            for child in parent.children():
-                if any(q is p for q in child.parameters(recurse=False)):
-                    return id(parent) not in ran
-    return False
 
 
 def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]:
