@@ -1,10 +1,10 @@
-"""GT758: softmax probabilities given to `cross_entropy` / `nll_loss`, which want logits /
-log-probabilities."""
+"""GT758: probabilities given to a loss that wants logits or log-probabilities: a softmax into
+`cross_entropy` / `nll_loss` / `kl_div`, a sigmoid into `binary_cross_entropy_with_logits`."""
 from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
@@ -14,14 +14,30 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import strip
+from gradtrace.lint.rules.numerics.sigmoid import SIGMOID_MODULES, _sigmoid
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
 
 CE = "cross_entropy"
 NLL = "nll_loss"
-LOSS_FUNCS = {"torch.nn.functional.cross_entropy": CE, "torch.nn.functional.nll_loss": NLL}
-LOSS_MODULES = {"torch.nn.CrossEntropyLoss": CE, "torch.nn.modules.loss.CrossEntropyLoss": CE,
-                "torch.nn.NLLLoss": NLL, "torch.nn.modules.loss.NLLLoss": NLL}
-LOSS_CLASSES = frozenset({"CrossEntropyLoss", "NLLLoss"})
+KL = "kl_div"
+BCEL = "binary_cross_entropy_with_logits"
+_F = "torch.nn.functional."
+_M = ("torch.nn.", "torch.nn.modules.loss.")
+LOSS_FUNCS = {_F + k: k for k in (CE, NLL, KL, BCEL)}
+LOSS_CLASSES = {"CrossEntropyLoss": CE, "NLLLoss": NLL, "KLDivLoss": KL, "BCEWithLogitsLoss": BCEL}
+LOSS_MODULES = {m + c: k for c, k in LOSS_CLASSES.items() for m in _M}
+# what each loss must not be given: (the call that makes it, the module classes that do)
+WRONG_INPUT = {CE: (_softmax, SOFTMAX_MODULES), NLL: (_softmax, SOFTMAX_MODULES),
+               KL: (_softmax, SOFTMAX_MODULES), BCEL: (_sigmoid, SIGMOID_MODULES)}
+WHY = {CE: "applies log_softmax to its input again: the loss cannot reach 0 and its gradients "
+           "shrink",
+       NLL: "wants log-probabilities: it minimises -p instead of -log p",
+       KL: "wants log-probabilities as its input: fed probabilities it computes "
+           "sum(t * (log t - p)), which goes negative and is not least at p = t",
+       BCEL: "applies the sigmoid itself: the probabilities are squeezed again into "
+             "[0.5, 0.73], the loss cannot reach 0 and its gradients shrink"}
+WANT = {CE: "logits", NLL: "log_softmax of the logits", KL: "log_softmax of the logits",
+        BCEL: "logits (drop the sigmoid, or use binary_cross_entropy on the probabilities)"}
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 
@@ -52,24 +68,27 @@ def _bound(e: ast.AST, scope: Scope, line: int) -> ast.AST:
     return e
 
 
-def _returns_softmax(fn: ast.AST, ctx: Context) -> ast.Call | None:
-    """The softmax every ``return`` of ``fn`` gives back (through one local name), or None."""
+def _returns_softmax(fn: ast.AST, ctx: Context, made: Any = _softmax) -> ast.Call | None:
+    """The softmax (the call ``made`` recognises) every ``return`` of ``fn`` gives back
+    (through one local name), or None."""
     scope = ctx.scope(fn)
     found: ast.Call | None = None
     rets = [n for n in scope_nodes(fn) if isinstance(n, ast.Return)]
     for r in rets:
         if r.value is None:
             return None
-        sm = _softmax(strip(_bound(strip(r.value), scope, r.lineno)), ctx)
+        sm = made(strip(_bound(strip(r.value), scope, r.lineno)), ctx)
         if sm is None or (found is not None and found is not sm):
             return None
         found = sm
     return found
 
 
-def _model_softmax(call: ast.Call, scope: Scope, ctx: Context) -> ast.AST | None:
-    """When ``call`` runs a module whose output is a softmax: that softmax (in the
-    ``forward`` of a class of the file, or the last layer of an ``nn.Sequential``)."""
+def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _softmax,
+                   classes: frozenset[str] = SOFTMAX_MODULES) -> ast.AST | None:
+    """When ``call`` runs a module whose output is a softmax (``made``, or a layer of
+    ``classes``): that softmax (in the ``forward`` of a class of the file, or the last layer
+    of an ``nn.Sequential``)."""
     if not isinstance(call.func, (ast.Name, ast.Attribute)):
         return None
     k = ctx.analysis.kind(call.func, scope, call.lineno)
@@ -78,27 +97,31 @@ def _model_softmax(call: ast.Call, scope: Scope, ctx: Context) -> ast.AST | None
     own = ctx.analysis.classes.get(k.cls)
     if own is not None:
         fwd = own.methods.get("forward")
-        return _returns_softmax(fwd, ctx) if fwd is not None else None
+        return _returns_softmax(fwd, ctx, made) if fwd is not None else None
     if k.cls in SEQUENTIAL and isinstance(k.node, ast.Call) and k.node.args \
             and not k.node.keywords:
         last = k.node.args[-1]
-        if isinstance(last, ast.Call) and (ctx.qualified_name(last.func) or "") in \
-                SOFTMAX_MODULES:
+        if isinstance(last, ast.Call) and (ctx.qualified_name(last.func) or "") in classes:
             return last
     return None
 
 
 class ProbabilitiesIntoCrossEntropy(Rule):
-    """Softmax probabilities are given to `cross_entropy` / `CrossEntropyLoss` (which wants
-    logits) or to `nll_loss` / `NLLLoss` (which wants log-probabilities).
+    """Probabilities are given to a loss that wants logits or log-probabilities: a softmax
+    into `cross_entropy` / `CrossEntropyLoss` (logits), `nll_loss` / `NLLLoss` or `kl_div` /
+    `KLDivLoss` (log-probabilities), a sigmoid into `binary_cross_entropy_with_logits` /
+    `BCEWithLogitsLoss` (logits).
 
     Why: `cross_entropy` applies `log_softmax` itself, so a model whose output is already a
     softmax is normalised twice: its inputs are squeezed into [0, 1], the loss of a perfect
     prediction stays at `log(1 + (C - 1) / e)` (1.04 for 6 classes) instead of 0 and the
     gradients shrink, so training stalls early (Deep-learning-activity-recognition#10).
     `nll_loss` only picks `-input[target]`: fed probabilities, it minimises `-p`, not `-log p`.
-    Nothing fails. Return the logits from the model (and apply softmax only for
-    predictions), or use `log_softmax` with `nll_loss`.
+    `kl_div(input, target)` computes `target * (log target - input)`: fed probabilities it
+    goes negative and pushes all the mass onto the target's largest class instead of matching
+    the target. A sigmoid into `BCEWithLogitsLoss` is applied twice: the predictions live in
+    [0.5, 0.73]. Nothing fails. Return the logits from the model (and apply softmax or
+    sigmoid only for predictions), or use `log_softmax` with `nll_loss` and `kl_div`.
     Known limits: the softmax must be the loss's input directly, through one local name, or
     what every `return` of the called model's `forward` (a class of the file) or the last
     layer of an `nn.Sequential` gives back.
@@ -108,7 +131,8 @@ class ProbabilitiesIntoCrossEntropy(Rule):
     name = "probabilities-into-cross-entropy"
     message = ("`{softmax}` gives probabilities, and `{loss}` (line {line}) {why}; give "
                "the loss the {want}")
-    triggers = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss")
+    triggers = ("cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss", "kl_div",
+                "KLDivLoss", "binary_cross_entropy_with_logits", "BCEWithLogitsLoss")
     examples = [
         Bad("""
             import torch.nn as nn
@@ -158,6 +182,39 @@ class ProbabilitiesIntoCrossEntropy(Rule):
             def step(model, x, y):
                 F.nll_loss(F.log_softmax(model(x), -1), y).backward()
             """),
+        Bad("""
+            import torch.nn as nn
+
+            head = nn.Sequential(nn.Linear(16, 8), nn.Softmax(dim=-1))
+            kl = nn.KLDivLoss(reduction="batchmean")
+            div = kl(head(feats), teacher_probs)
+            div.backward()
+            """, at=(3, 39)),
+        Good("""
+            import torch.nn.functional as F
+
+            def distill(student, teacher_logits, x, t=2.0):
+                log_p = F.log_softmax(student(x) / t, dim=1)
+                q = F.softmax(teacher_logits / t, dim=1)
+                return F.kl_div(log_p, q, reduction="batchmean")
+            """),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def disc_loss(d, real):
+                score = torch.sigmoid(d(real))
+                return F.binary_cross_entropy_with_logits(score, torch.ones_like(score))
+            """, at=(5, 12)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def disc_loss(d, real):
+                logit = d(real)
+                acc = (torch.sigmoid(logit) > 0.5).float().mean()
+                return F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit)), acc
+            """),
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
@@ -172,21 +229,19 @@ class ProbabilitiesIntoCrossEntropy(Rule):
                 loss = _loss_kind(call, scope, ctx)
                 if loss is None:
                     continue
+                made, classes = WRONG_INPUT[loss]
                 first = strip(_bound(strip(call.args[0]), scope, call.lineno))
-                sm = _softmax(first, ctx) if isinstance(first, ast.Call) else None
-                if sm is None and isinstance(first, ast.Call):
-                    sm = _model_softmax(first, scope, ctx)
+                sm = None
+                if isinstance(first, ast.Call):  # the layer that makes it, when a model does
+                    sm = _model_softmax(first, scope, ctx, made, classes) or made(first, ctx)
                 if sm is None or id(sm) in seen:
                     continue
                 seen.add(id(sm))
                 yield self.report(sm, ctx, related=[Related(
                     ctx.path, call.lineno, "the loss is computed from it here",
                     ctx.column(call))], softmax=ctx.source(sm)[:50],
-                    loss=dotted(call.func) or loss, line=call.lineno,
-                    why="applies log_softmax to its input again: the loss cannot reach 0 and "
-                    "its gradients shrink" if loss == CE else "wants log-probabilities: it "
-                    "minimises -p instead of -log p", want="logits" if loss == CE else
-                    "log_softmax of the logits")
+                    loss=dotted(call.func) or loss, line=call.lineno, why=WHY[loss],
+                    want=WANT[loss])
 
 
 # `criterion = nn.CrossEntropyLoss(...)`, `self.crit = NLLLoss()`: names that compute the loss
@@ -199,9 +254,9 @@ def _candidate_lines(tree: ast.Module, ctx: Context) -> dict[ast.AST, set[int]]:
     the innermost function holding them (the module for top-level code). The text is searched
     first so that a file is walked only where a loss is called (NOTE [triggers])."""
     text = ctx.code
-    words = ["cross_entropy(", "nll_loss(", "CrossEntropyLoss(", "NLLLoss("]
+    words = [*(f + "(" for f in (CE, NLL, KL, BCEL)), *(c + "(" for c in LOSS_CLASSES)]
     holders: set[str] = set()
-    for cls in ("CrossEntropyLoss", "NLLLoss"):
+    for cls in LOSS_CLASSES:
         pos = text.find(cls)
         while pos != -1:
             start = text.rfind("\n", 0, pos) + 1

@@ -1,0 +1,162 @@
+"""GT530: a LightningModule's `training_step` that never returns its loss under automatic
+optimization, so Lightning skips every batch."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.rule import Bad, Good, Rule
+
+LIGHTNING_MODULES = frozenset({
+    "lightning.LightningModule", "lightning.pytorch.LightningModule",
+    "lightning.pytorch.core.LightningModule", "lightning.pytorch.core.module.LightningModule",
+    "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
+    "pytorch_lightning.core.module.LightningModule",
+    "pytorch_lightning.core.lightning.LightningModule"})
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _lightning_classes(tree: ast.Module, ctx: Context) -> dict[str, ast.ClassDef]:
+    """The classes of the file that derive from a LightningModule (directly or through
+    another class of the file), by name."""
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    found: dict[str, ast.ClassDef] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, c in classes.items():
+            if name in found:
+                continue
+            for b in c.bases:
+                if (ctx.qualified_name(b) or "") in LIGHTNING_MODULES or \
+                        (isinstance(b, ast.Name) and b.id in found):
+                    found[name] = c
+                    changed = True
+                    break
+    return found
+
+
+def _manual(c: ast.ClassDef) -> bool:
+    """The class turns automatic optimization off (``self.automatic_optimization = False``, or
+    a class attribute, or a property)."""
+    for n in ast.walk(c):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None)
+                if name == "automatic_optimization":
+                    return True
+        elif isinstance(n, FUNCS) and n.name == "automatic_optimization":
+            return True
+    return False
+
+
+def _chain(c: ast.ClassDef, found: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    """``c`` and the classes of the file it derives from, and those deriving from it (a
+    subclass may turn automatic optimization off for the ``training_step`` it inherits)."""
+    out, todo = [], [c]
+    while todo:
+        k = todo.pop()
+        if k in out:
+            continue
+        out.append(k)
+        todo += [found[b.id] for b in k.bases if isinstance(b, ast.Name) and b.id in found]
+        todo += [o for o in found.values() if any(isinstance(b, ast.Name) and b.id == k.name
+                                                   for b in o.bases)]
+    return out
+
+
+def _abstract(fn: ast.AST) -> bool:
+    """Only a docstring, ``pass``, ``...`` or a ``raise``."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr)  # type: ignore[attr-defined]
+                                       and isinstance(s.value, ast.Constant))]
+    return not body or all(isinstance(s, (ast.Pass, ast.Raise)) for s in body)
+
+
+def _returns_value(fn: ast.AST) -> bool:
+    """Some ``return`` of ``fn`` itself gives back a value other than ``None``, or ``fn`` is a
+    generator."""
+    for n in scope_nodes(fn):
+        if isinstance(n, ast.Return) and n.value is not None and not (
+                isinstance(n.value, ast.Constant) and n.value.value is None):
+            return True
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return True
+    return False
+
+
+class TrainingStepReturnsNothing(Rule):
+    """A LightningModule's `training_step` never returns the loss, under automatic optimization.
+
+    Why: with automatic optimization (the default) Lightning calls `backward()` and the
+    optimizer's `step()` on the loss that `training_step` returns (a tensor, or a dict with a
+    `'loss'` key). When it returns `None`, Lightning skips the batch: no backward, no step. A
+    `training_step` that computes the loss and only logs it (`self.log("train_loss", loss)`)
+    runs every batch and the weights never change (MLOps-Basics#14). Nothing fails. Return the
+    loss, or set `self.automatic_optimization = False` and step the optimizers yourself.
+    Known limits: classes of the file that derive from `LightningModule` (directly or through
+    another class of the file); a `training_step` inherited from elsewhere is not read.
+    """
+
+    code = "GT530"
+    name = "training-step-returns-nothing"
+    severity = "warning"
+    message = ("`{cls}.training_step` ends here without returning its loss: under automatic "
+               "optimization Lightning runs backward and the optimizer step only on the loss "
+               "`training_step` returns and skips the batch when it returns None, so the model "
+               "never trains; return the loss (or a dict with a 'loss' key)")
+    triggers = ("training_step",)
+    examples = [
+        Bad("""
+            import torch.nn.functional as F
+            import pytorch_lightning as pl
+
+            class Classifier(pl.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self(x), y)
+                    self.log("train_loss", loss)
+            """, at=(8, 8)),
+        Good("""
+            import torch.nn.functional as F
+            import pytorch_lightning as pl
+
+            class Classifier(pl.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self(x), y)
+                    self.log("train_loss", loss)
+                    return loss
+            """),
+        Good("""
+            import lightning as L
+
+            class GAN(L.LightningModule):
+                def __init__(self):
+                    super().__init__()
+                    self.automatic_optimization = False
+
+                def training_step(self, batch, batch_idx):
+                    opt = self.optimizers()
+                    loss = self.loss_of(batch)
+                    opt.zero_grad()
+                    self.manual_backward(loss)
+                    opt.step()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        found = _lightning_classes(node, ctx)
+        for name, c in found.items():
+            step = next((s for s in c.body if isinstance(s, FUNCS)
+                         and s.name == "training_step"), None)
+            if step is None or _abstract(step) or _returns_value(step) or \
+                    any(_manual(k) for k in _chain(c, found)):
+                continue
+            last = step.body[-1]
+            yield self.report(last, ctx, cls=name, related=[Related(
+                ctx.path, step.lineno, "the training_step that returns nothing",
+                ctx.column(step))])
