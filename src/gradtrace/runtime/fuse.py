@@ -79,7 +79,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "eval-mode": frozenset({"GT516"}),
     "discard": frozenset({"GT512", "GT518", "GT522"}),
     "rejected-assignment": frozenset({"GT415", "GT416"}),
-    "idle-step": frozenset({"GT707", "GT431", "GT441", "GT432"}),
+    "idle-step": frozenset({"GT707", "GT431", "GT441", "GT432", "GT530"}),
     "dropped-result": frozenset({"GT708"}),
     "clip-scaled": frozenset({"GT524"}),
     "schedule-unit": frozenset({"GT526"}),
