@@ -73,7 +73,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
     "ddp-desync": frozenset({"GT455"}),
-    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756"}),
+    "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756", "GT759"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
     "eval-mode": frozenset({"GT516"}),
