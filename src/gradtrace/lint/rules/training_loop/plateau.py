@@ -212,16 +212,73 @@ class PlateauMaxModeOnLoss(Rule):
         return None
 
     @staticmethod
-    def _steps(target: str, fn: ast.AST | None, owner: dict[int, ast.AST], ctx: Context
-               ) -> Iterator[tuple[ast.Call, Scope]]:
-        """``<target>.step(...)`` calls with an argument: in the scope that built it, or for
-        ``self.<x>``, in the methods of the same class."""
+    def _steps(target: str, fn: ast.AST | None, owner: dict[int, ast.AST], ctx: Context,
+               given: bool = True) -> Iterator[tuple[ast.Call, Scope]]:
+        """``<target>.step(...)`` calls with an argument (without one when not ``given``): in
+        the scope that built it, or for ``self.<x>``, in the methods of the same class."""
         cls = ctx.analysis.class_of(fn) if target.startswith("self.") else None
         for n in walk(ctx.tree):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "step" and (n.args or n.keywords)
+                    and n.func.attr == "step" and bool(n.args or n.keywords) == given
                     and dotted(n.func.value) == target):
                 continue
             where = owner.get(id(n))
             if where is fn or (cls is not None and ctx.analysis.class_of(where) is cls):
                 yield n, ctx.scope(where)
+
+
+class PlateauStepWithoutMetric(Rule):
+    """`ReduceLROnPlateau.step()` is called without the metric it watches.
+
+    Why: unlike the other schedulers, `ReduceLROnPlateau` decides from a value:
+    `step(metrics)` takes the validation loss (or accuracy) and cuts the learning rate when
+    it stops improving. Called as `scheduler.step()`, like an epoch scheduler, it raises
+    `TypeError: ReduceLROnPlateau.step() missing 1 required positional argument: 'metrics'`
+    at the end of the first epoch, after the epoch's training is done (CycleGAN's `plateau`
+    policy). Pass the metric: `scheduler.step(val_loss)`.
+    Known limits: the scheduler must be built in the file and bound to a name (or a `self`
+    attribute) that the `step()` call uses, in the same function or class.
+    """
+
+    code = "GT531"
+    name = "plateau-step-without-metric"
+    message = ("`{step}` steps the `ReduceLROnPlateau` built at line {line} without the metric "
+               "it watches: it raises TypeError (missing 'metrics') at the first call; pass the "
+               "validation loss or accuracy")
+    triggers = ("ReduceLROnPlateau",)
+    examples = [
+        Bad("""
+            from torch.optim import lr_scheduler
+
+            class Trainer:
+                def __init__(self, opt):
+                    self.sched = lr_scheduler.ReduceLROnPlateau(opt, factor=0.2, patience=5)
+
+                def end_epoch(self):
+                    self.sched.step()
+            """, at=(8, 8)),
+        Good("""
+            from torch.optim import lr_scheduler
+
+            class Trainer:
+                def __init__(self, opt):
+                    self.sched = lr_scheduler.ReduceLROnPlateau(opt, factor=0.2, patience=5)
+
+                def end_epoch(self, val_loss):
+                    self.sched.step(val_loss)
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        owner = _enclosing(ctx, node)
+        for n in walk(node):
+            if not isinstance(n, ast.Call) or not (ctx.qualified_name(n.func) or "").endswith(
+                    "ReduceLROnPlateau"):
+                continue
+            target = PlateauMaxModeOnLoss._target(n, owner, ctx)
+            if target is None:
+                continue
+            for step, _ in PlateauMaxModeOnLoss._steps(target, owner.get(id(n)), owner, ctx,
+                                                       given=False):
+                yield self.report(step, ctx, step=ctx.source(step)[:60], line=n.lineno,
+                                  related=(related_at(ctx, n, "the scheduler is built here"),))
