@@ -1,7 +1,8 @@
-"""GT758 widened: probabilities into kl_div / KLDivLoss (wants log-probabilities) and a sigmoid into
-binary_cross_entropy_with_logits / BCEWithLogitsLoss (wants logits). Each look-alike stays silent
-and trains; each buggy twin (other spellings than the rule's examples) is reported on its line
-and shows the symptom on real torch.
+"""Loss inputs of the wrong kind: GT758 widened (probabilities into kl_div / KLDivLoss, which wants
+log-probabilities; a sigmoid into binary_cross_entropy_with_logits / BCEWithLogitsLoss, which wants
+logits) and GT760 (a model's raw Linear/Conv output into binary_cross_entropy / BCELoss, which
+wants probabilities). Each look-alike stays silent and trains; each buggy twin (other spellings
+than the rule's examples) is reported on its line and shows the symptom on real torch.
 
 Same harness as test_heldout_shapes.py.
 """
@@ -104,6 +105,45 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             loss.backward()
             opt.step()
         """, "GT758", 7, holds="loss.item() > 0.3")]),
+    # binary_cross_entropy wants probabilities: a model ending in a Linear/Conv gives logits
+    "logits-into-binary-cross-entropy": (Shape("""
+        class Seg(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Conv2d(3, 4, 3, padding=1)
+                self.score = nn.Conv2d(4, 2, 1)
+
+            def forward(self, x):
+                return self.score(torch.relu(self.body(x)))
+
+        seg = Seg()
+        crit = nn.BCELoss()
+        x, t = torch.randn(2, 3, 8, 8), torch.randint(0, 2, (2, 2, 8, 8)).float()
+        prob = torch.sigmoid(seg(x))
+        loss = crit(prob, t)
+        loss.backward()
+        logit_loss = nn.BCEWithLogitsLoss()(seg(x), t)
+        """, "GT760", holds="0 < loss.item() < 10"), [Shape("""
+        class Seg(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Conv2d(3, 4, 3, padding=1)
+                self.score = nn.Conv2d(4, 2, 1)
+
+            def forward(self, x):
+                h = torch.relu(self.body(x))
+                return self.score(h)
+
+        seg = Seg()
+        x, t = torch.randn(2, 3, 8, 8), torch.randint(0, 2, (2, 2, 8, 8)).float()
+        loss = F.binary_cross_entropy(seg(x), t)
+        """, "GT760", 13, "between 0 and 1"), Shape("""
+        clf = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        bce = nn.BCELoss()
+        x, y = torch.randn(16, 4) * 5, torch.randint(0, 2, (16, 1)).float()
+        pred = clf(x)
+        loss = bce(pred, y)
+        """, "GT760", 4, "between 0 and 1")]),
 }
 
 

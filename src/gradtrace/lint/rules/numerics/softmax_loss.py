@@ -248,15 +248,16 @@ class ProbabilitiesIntoCrossEntropy(Rule):
 HOLDER_RE = re.compile(r"([A-Za-z_][\w.]*)\s*=\s*(?:[\w.]+\.)?$")
 
 
-def _candidate_lines(tree: ast.Module, ctx: Context) -> dict[ast.AST, set[int]]:
+def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (CE, NLL, KL, BCEL),
+                     classes: Any = LOSS_CLASSES) -> dict[ast.AST, set[int]]:
     """The lines that may call a cross-entropy / NLL loss (read from the code text: the
     functions, the names the file binds to those loss modules, a module built in place), by
     the innermost function holding them (the module for top-level code). The text is searched
     first so that a file is walked only where a loss is called (NOTE [triggers])."""
     text = ctx.code
-    words = [*(f + "(" for f in (CE, NLL, KL, BCEL)), *(c + "(" for c in LOSS_CLASSES)]
+    words = [*(f + "(" for f in funcs), *(c + "(" for c in classes)]
     holders: set[str] = set()
-    for cls in LOSS_CLASSES:
+    for cls in classes:
         pos = text.find(cls)
         while pos != -1:
             start = text.rfind("\n", 0, pos) + 1
@@ -293,3 +294,106 @@ def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionD
             if isinstance(sub, list):
                 yield from _defs([x for x in sub if isinstance(x, (ast.stmt,
                                                                     ast.ExceptHandler))])
+
+
+BCE = "binary_cross_entropy"
+BCE_CALLS = {_F + BCE} | {m + "BCELoss" for m in _M}
+AFFINE = frozenset(m + c for m in ("torch.nn.", "torch.nn.modules.linear.",
+                                   "torch.nn.modules.conv.")
+                   for c in ("Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d",
+                             "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"))
+
+
+def _layer_class(e: ast.AST, ctx: Context) -> str | None:
+    """The class of the module ``e`` calls (``self.fc(h)`` read from the class's ``__init__``),
+    or None."""
+    if not isinstance(e, ast.Call) or not isinstance(e.func, (ast.Name, ast.Attribute)):
+        return None
+    f = e.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        own = next((c for c in ctx.analysis.classes.values() if c.node.lineno <= e.lineno
+                    <= (c.node.end_lineno or 0)), None)
+        k = own.attr_kind(f.attr) if own is not None else None
+    else:
+        k = ctx.analysis.kind(f, None, e.lineno)
+    return k.cls if k is not None and k.what == MODULE else None
+
+
+def _affine(e: ast.AST, ctx: Context) -> ast.Call | None:
+    """``e`` when it calls a Linear / Conv layer."""
+    return e if (_layer_class(e, ctx) or "") in AFFINE else None  # type: ignore[return-value]
+
+
+class LogitsIntoBinaryCrossEntropy(Rule):
+    """The raw output of a model that ends in a Linear or Conv layer is given to
+    `binary_cross_entropy` / `BCELoss`, which wants probabilities.
+
+    Why: `BCELoss` takes probabilities in [0, 1] and checks them: a score map straight out of
+    a `Conv2d` or `Linear` layer holds values outside that range, and the first batch raises
+    `RuntimeError: all elements of input should be between 0 and 1` (FCN's `BCELoss` on the
+    classifier's scores). Give the loss `torch.sigmoid(model(x))`, or better keep the logits
+    and use `BCEWithLogitsLoss`, which is also stable where the sigmoid saturates.
+    Known limits: the model is a class of the file whose `forward` returns a Linear/Conv
+    layer's output on every `return`, or an `nn.Sequential` whose last layer is one; the loss
+    takes it directly or through one local name.
+    """
+
+    code = "GT760"
+    name = "logits-into-binary-cross-entropy"
+    message = ("`{model}` gives the raw output of its last `{layer}` layer, and `{loss}` (line "
+               "{line}) wants probabilities in [0, 1]: it raises on the first batch whose "
+               "values leave that range; apply torch.sigmoid here, or keep the logits and use "
+               "BCEWithLogitsLoss")
+    triggers = ("binary_cross_entropy", "BCELoss")
+    examples = [
+        Bad("""
+            import torch.nn as nn
+
+            net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+            criterion = nn.BCELoss()
+            for x, y in loader:
+                out = net(x)
+                loss = criterion(out, y)
+                loss.backward()
+            """, at=(6, 10)),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+            criterion = nn.BCELoss()
+            for x, y in loader:
+                out = torch.sigmoid(net(x))
+                loss = criterion(out, y)
+                loss.backward()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        lines_by_fn = _candidate_lines(node, ctx, (BCE,), ("BCELoss",))
+        for fn, lines in lines_by_fn.items():
+            scope = ctx.scope(fn)
+            for call in (n for n in walk(fn) if isinstance(n, ast.Call) and n.lineno in lines
+                         and n.args):
+                q = ctx.qualified_name(call.func) or ""
+                loss = q in BCE_CALLS
+                if not loss and isinstance(call.func, ast.Call):
+                    loss = (ctx.qualified_name(call.func.func) or "") in BCE_CALLS
+                if not loss and isinstance(call.func, (ast.Name, ast.Attribute)):
+                    k = ctx.analysis.kind(call.func, scope, call.lineno)
+                    loss = k is not None and k.what == MODULE and (k.cls or "") in BCE_CALLS
+                if not loss:
+                    continue
+                first = strip(_bound(strip(call.args[0]), scope, call.lineno))
+                if not isinstance(first, ast.Call) or _sigmoid(first, ctx) is not None:
+                    continue
+                layer = _model_softmax(first, scope, ctx, _affine, AFFINE)
+                if layer is None:
+                    continue
+                cls = (_layer_class(layer, ctx) or ctx.qualified_name(
+                    getattr(layer, "func", layer)) or "Linear").rpartition(".")[2]
+                yield self.report(first, ctx, model=ctx.source(first)[:40], layer=cls,
+                                  loss=dotted(call.func) or BCE, line=call.lineno,
+                                  related=[Related(ctx.path, call.lineno,
+                                                   "the loss that wants probabilities",
+                                                   ctx.column(call))])
