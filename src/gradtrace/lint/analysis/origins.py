@@ -370,18 +370,25 @@ class Tracer:
         return self._all([*e.args, *kws], use, line)
 
     def _setting_attr(self, name: str) -> bool:
-        """``self.lam`` only ever assigned a constant or a constant-default argument."""
+        """``self.lam`` only ever assigned a constant, a constant-default argument or a
+        Python number (``float(rate)``); or ``self.p`` a buffer of the class
+        (``self.register_buffer('p', ...)``, never assigned): no gradient reaches it."""
         key = "attr:" + name
         hit = self._pure.get(key)
         if hit is None:
             hit = False
-            if self.ctx.mentions(f"{name} ="):
-                cls = self.ctx.class_def
-                values = self_assignments(cls, name, self.ctx)
+            cls = self.ctx.class_def
+            values = self_assignments(cls, name, self.ctx)  # `self.x   = ...` aligned too
+            if values:
                 settings = constant_default_args(cls)
                 hit = bool(values) and all(
                     (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
-                    (isinstance(v, ast.Name) and v.id in settings) for v in values)
+                    (isinstance(v, ast.Name) and v.id in settings) or
+                    (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                     and v.func.id in ("float", "int") and v.func.id not in self.scope.bindings)
+                    for v in values)
+            elif cls is not None and self.ctx.mentions("register_buffer"):
+                hit = _buffer_of(cls, name.partition(".")[2])
             self._pure[key] = hit
         return hit
 
@@ -485,3 +492,11 @@ def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
         return bool(rets) and all(s.value is not None and not (tr := t.trace(
             s.value, s, s.lineno)).live and not tr.cuts for s in rets)
     return ctx.memo("origins-data-helper", fn, make)
+
+
+def _buffer_of(cls: ast.ClassDef, attr: str) -> bool:
+    """``self.register_buffer('<attr>', ...)`` in a method of ``cls``."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "register_buffer" and dotted(n.func.value) == "self"
+               and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == attr
+               for n in ast.walk(cls))

@@ -366,14 +366,23 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     prod = _producer(node, ctx, modules)
     if prod is None:
         return out
+    scope = ctx.scope(fn)
     for s in _after(fn, stmt, memo):
-        if _written_name(s) == name:
+        if _written_name(s) == name and not _other_arm(scope, stmt, s):
             w = _write_target(s, ctx, modules)
             if w is not None and w[0] == name:
                 out.append((prod, s, w[1], w[2], fn))
         if _rebinds(s, name):
             break
     return out
+
+
+def _other_arm(scope: Any, made: ast.stmt, write: ast.stmt) -> bool:
+    """``if squash: y = sigmoid(y)`` / ``else: y += 0.5``: the write never runs on the
+    output (other arm of one ``if``, with no loop around both to run one after the other)."""
+    loops = {id(x) for x in scope.loops_of(made)}
+    return scope.exclusive(made, write) and not any(id(x) in loops
+                                                    for x in scope.loops_of(write))
 
 
 def _after(fn: ast.AST, stmt: ast.stmt, memo: dict[int, Any]) -> list[ast.stmt]:

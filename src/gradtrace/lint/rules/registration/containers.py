@@ -11,11 +11,8 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
     COPY_METHODS, VIEW_METHODS, is_true, grad_factory, is_parameter_call, made_non_leaf,
-    nn_alias, single_assign_of,
-)
-from gradtrace.lint.rules.registration._modules import (
-    module_classes, owns_params, statements,
-)
+    nn_alias, single_assign_of)
+from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
@@ -434,7 +431,7 @@ class ParameterMovedAfterWrapping(Rule):
     reshape the data first: `nn.Parameter(t.to(device))`.
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
     itself, so the bug only shows on the other device; the rule reports it anyway. A dummy
-    loss returned by a loss function (a baseline with nothing to train) is left alone.
+    loss returned by a loss function, or an operand of arithmetic, is left alone.
     """
 
     code = "GT403"
@@ -477,8 +474,9 @@ class ParameterMovedAfterWrapping(Rule):
                                                   f.attr in VIEW_METHODS)):
             return  # a view (`.squeeze()`) is a new non-leaf tensor too
         inner = f.value
-        if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args:
-            return
+        if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args \
+                or isinstance(ctx.parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
+            return  # `x + nn.Parameter(t).to(d)`: an operand used on the spot, never kept
         fn = ctx.function
         if isinstance(ctx.statement, ast.Return) and fn is not None \
                 and LOSS_FUNC_RE.match(fn.name.lower()):

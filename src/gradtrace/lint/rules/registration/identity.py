@@ -152,11 +152,13 @@ class ModelRecreatedAfterOptimizer(Rule):
         q = ctx.call_name(value) or ""
         if q == "copy.deepcopy":
             return True
-        if any(_base(a) in (root, target) for a in [*value.args, *(k.value for k in
-                                                                   value.keywords)]):
+        wrap = _strip(value)  # `DataParallel(model).cuda()`: moving keeps the parameters
+        wrap = wrap if isinstance(wrap, ast.Call) else value
+        if any(_base(a) in (root, target) for a in [*wrap.args, *(k.value for k in
+                                                                  wrap.keywords)]):
             # a wrapper of the same model (DataParallel, compile, DDP), unless a function of
             # the file swaps its submodules for new ones (`model = convert(model)`)
-            return replaces_submodules_of(value, ctx.scope(), value.lineno) == target
+            return replaces_submodules_of(wrap, ctx.scope(), value.lineno) == target
         if "." in target and is_parameter_call(value, ctx):
             return True
         if module_ctor(_strip(value), ctx):

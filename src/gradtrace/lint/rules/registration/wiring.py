@@ -80,14 +80,26 @@ class ParametersListedTwice(Rule):
         for i, (name, n) in enumerate(srcs):
             for first, m in srcs[:i]:
                 if covers(first, name) or covers(name, first):
-                    what = "" if first == name else \
-                        ": PyTorch raises when a parameter is in two groups"
+                    what = ": PyTorch raises when a parameter is in two groups" \
+                        if _group(ctx.tree, n) is not _group(ctx.tree, m) else \
+                        (": in one group PyTorch only warns and every step updates them twice")
                     if first == name:
                         what = ": an intended module is missing and never trains"
                     yield self.report(n, ctx, related=[Related(
                         ctx.path, m.lineno, "listed here first", ctx.column(m))],  # type: ignore[attr-defined]
                         again=name, first=first, line=m.lineno, what=what)  # type: ignore[attr-defined]
                     return
+
+
+def _group(arg: ast.AST, node: ast.AST) -> ast.AST | None:
+    """The ``{"params": ...}`` dict in ``arg`` that holds ``node`` (None: a list of parameters,
+    one group; asked only when reporting)."""
+    for d in walk(arg):
+        if isinstance(d, ast.Dict) and any(node is x for k, v in zip(d.keys, d.values)
+                                           if isinstance(k, ast.Constant) and k.value == "params"
+                                           for x in walk(v)):
+            return d
+    return None
 
 
 def function_defs_all(ctx: Context) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -3,6 +3,7 @@ which module's parameters an optimizer was built from one name away."""
 from __future__ import annotations
 
 import ast
+from typing import Callable
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -54,3 +55,37 @@ def through_name(f: LoopFacts, scope, value: ast.expr, made: str) -> bool:
             if b is not None and b.value is not None and made in f.ctx.code_of(b.value):
                 return True
     return False
+
+
+def self_method_may_clear(ctx: Context, call: ast.Call, optimizer: str,
+                          keeps: Callable[[str], bool]) -> bool:
+    """``self.standard_loss(x, y)`` in a class holding ``self.optimizer``: a method the class
+    inherits from a base of another file (its body, which can reach ``self.optimizer``, is not
+    here), or a method of this file that hands ``self.optimizer`` to a call that might clear it
+    (``trades_loss(self.model, x, y, self.optimizer)``; ``keeps``: calls known not to)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and dotted(f.value) == "self"
+            and optimizer.startswith("self.")):
+        return False
+    defs = _defs(ctx).get(f.attr)
+    if not defs:
+        return _foreign_base(ctx, call.lineno)
+    return any(isinstance(n, ast.Call) and not keeps((dotted(n.func) or "").rpartition(".")[2])
+               and any(dotted(a) == optimizer for a in (*n.args, *(k.value for k in n.keywords)))
+               for fn in defs for n in walk(fn))
+
+
+def _foreign_base(ctx: Context, line: int) -> bool:
+    """The class around ``line`` has a base that is neither torch's, ``object``, nor a class
+    of this file: its methods are defined elsewhere."""
+    for node in walk(ctx.tree):
+        if isinstance(node, ast.ClassDef) and node.lineno <= line <= (node.end_lineno or 0):
+            own = _classes(ctx)
+            return any((q := ctx.qualified_name(b)) is not None and q != "object"
+                       and not q.startswith("torch.") and q not in own for b in node.bases)
+    return False
+
+
+def _classes(ctx: Context) -> set[str]:
+    return ctx.memo("gt5-class-names", ctx.tree, lambda: {
+        n.name for n in walk(ctx.tree) if isinstance(n, ast.ClassDef)})

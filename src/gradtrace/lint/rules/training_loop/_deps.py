@@ -84,7 +84,8 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                     stack.append(f.value)  # a value's method; other receivers are objects
                 elif not isinstance(f.value, (ast.Name, ast.Attribute)):
                     stack.append(f.value)
-            elif isinstance(f, ast.Name) and f.id in NUMBER_FUNCS:
+            elif isinstance(f, ast.Name) and (f.id in NUMBER_FUNCS
+                                              or opaque is not None and opaque(n)):
                 continue
             stack.extend(n.args)
             stack.extend(k.value for k in n.keywords)

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Fix
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import LEAF
+from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
+from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
+from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.nodes import walk
@@ -239,8 +240,10 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # added under no_grad: the sum records no graph
         if not self._outlives(f, acc, loop) or acc in _differentiated(f, g):
             return None  # the collected values are differentiated later: graphs are needed
-        graphy = [b for n, _ in loads(value, g._cut) if (b := g._binding(n, s.lineno)) is not None
-                  and f.inside(b.stmt, loop) and g.carries(b)]
+        foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
+        graphy = [b for n, _ in loads(value, g._cut, foreign)
+                  if (b := g._binding(n, s.lineno)) is not None and f.inside(b.stmt, loop)
+                  and g.carries(b) and not _foreign_result(b, foreign)]
         direct = any(g.runs_model(c, s.lineno) for c, _ in _calls(value))
         if not graphy and not direct:
             return None
@@ -313,6 +316,13 @@ class LossAccumulatedWithGraph(LoopRule):
             if not _only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
+
+
+def _foreign_result(b: Binding, foreign: Callable[[ast.Call], bool]) -> bool:
+    """``hits = accuracy(y, out)``: the binding is the result of a function of another file
+    (NOTE [foreign functions]), whether it keeps a graph is not known here."""
+    v = value_of(b)
+    return isinstance(v, ast.Call) and foreign(v)
 
 
 def _read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:

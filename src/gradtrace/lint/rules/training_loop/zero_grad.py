@@ -17,7 +17,8 @@ from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
 from gradtrace.lint.analysis.cuts import self_assignments
-from gradtrace.lint.rules.training_loop._clearing import only_adjusts, through_name
+from gradtrace.lint.rules.training_loop._clearing import (
+    only_adjusts, self_method_may_clear, through_name)
 from gradtrace.lint.nodes import walk
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
@@ -58,6 +59,10 @@ KEEPS_GRADS_RE = re.compile(r"(^|_)(save|saving|checkpoint|ckpt|log|logging|repo
                             r"eval|evaluate|validate)(_|$)")
 
 
+def _keeps(name: str) -> bool:
+    return name in KEEPS_GRADS or bool(KEEPS_GRADS_RE.search(name))
+
+
 def clearing_functions(ctx: Context) -> set[str]:
     """Names of functions defined in this file whose body clears gradients."""
     def make() -> set[str]:
@@ -81,7 +86,7 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
         for call in calls_in(stmt):
             name = dotted(call.func) or ""
             last = name.rpartition(".")[2]
-            if last in clearing:
+            if last in clearing or self_method_may_clear(f.ctx, call, s.optimizer, _keeps):
                 return True
             given = (*call.args, *(k.value for k in call.keywords))
             if last not in KEEPS_GRADS and not KEEPS_GRADS_RE.search(last) and \

@@ -1,0 +1,52 @@
+"""Functions of another file: one file cannot see what they return.
+
+# NOTE [foreign functions]
+``acc += accuracy(y, out)`` with ``accuracy`` imported from the project's ``metrics.py`` (or
+reached through ``from evaluation import *``, or bound nowhere in the file): whether its result keeps the graph of ``out``
+is decided in that file (a metric returns ``(pred == y).float().mean().item()``, a Python
+number). A rule that claims a graph through such a call states what it cannot know; it
+stays silent unless the function is spelled like a loss (``compute_loss``, ``dice_loss``:
+the vocabulary's last resort) or like a model. Functions of torch (``F.mse_loss``,
+``torch.cat``), of this file, builtins, and attribute calls are not foreign.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Callable
+
+from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, model_spelling
+from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import statements, walk
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def foreign_call(ctx: Context) -> Callable[[ast.Call], bool]:
+    """The (cached per file) test: ``call`` runs a function imported from another file
+    (NOTE [foreign functions])."""
+    def make() -> Callable[[ast.Call], bool]:
+        own = {s.name for s in statements(ctx.tree)
+               if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        imports = ctx.imports
+        stored: set[str] = set()  # every name the file binds (a local callable is not foreign)
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                stored.add(n.id)
+            elif isinstance(n, ast.arguments):
+                stored.update(a.arg for a in n.posonlyargs + n.args + n.kwonlyargs)
+                stored.update(a.arg for a in (n.vararg, n.kwarg) if a is not None)
+
+        def test(call: ast.Call) -> bool:
+            f = call.func
+            if not isinstance(f, ast.Name) or f.id in own or f.id in _BUILTINS \
+                    or LOSS_CALLABLE_RE.match(f.id) or model_spelling(f.id):
+                return False
+            if f.id in imports.package:
+                return True
+            q = imports.aliases.get(f.id)
+            if q is not None:
+                return "." in q and not q.startswith(("torch.", "numpy.", "math."))
+            return f.id not in stored  # `from metrics import *`, or not bound at all
+        return test
+    return ctx.memo("gt5-foreign-calls", ctx.tree, make)
