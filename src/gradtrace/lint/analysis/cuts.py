@@ -255,3 +255,11 @@ def constant_default_args(cls: ast.ClassDef | None) -> set[str]:
             out.update(arg.arg for arg, d in pairs if isinstance(d, ast.Constant)
                        and isinstance(d.value, (int, float)) and not isinstance(d.value, bool))
     return out
+
+
+def registered_buffer(cls: ast.ClassDef, attr: str) -> bool:
+    """``self.register_buffer('<attr>', ...)`` in a method of ``cls``."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "register_buffer" and dotted(n.func.value) == "self"
+               and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == attr
+               for n in ast.walk(cls))

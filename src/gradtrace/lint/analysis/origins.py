@@ -16,7 +16,7 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE, MOVES,
     NON_TENSOR_KWARGS, NONDIFF, NUMPY, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut, Trace, asks_grad,
     constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
-    self_assignments, top_defs, unpacks_indices,
+    registered_buffer, self_assignments, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.batches import batch_unpackings
@@ -388,7 +388,7 @@ class Tracer:
                      and v.func.id in ("float", "int") and v.func.id not in self.scope.bindings)
                     for v in values)
             elif cls is not None and self.ctx.mentions("register_buffer"):
-                hit = _buffer_of(cls, name.partition(".")[2])
+                hit = registered_buffer(cls, name.partition(".")[2])
             self._pure[key] = hit
         return hit
 
@@ -492,11 +492,3 @@ def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
         return bool(rets) and all(s.value is not None and not (tr := t.trace(
             s.value, s, s.lineno)).live and not tr.cuts for s in rets)
     return ctx.memo("origins-data-helper", fn, make)
-
-
-def _buffer_of(cls: ast.ClassDef, attr: str) -> bool:
-    """``self.register_buffer('<attr>', ...)`` in a method of ``cls``."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr == "register_buffer" and dotted(n.func.value) == "self"
-               and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == attr
-               for n in ast.walk(cls))
