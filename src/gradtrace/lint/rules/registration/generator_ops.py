@@ -13,15 +13,9 @@ GENERATORS = frozenset({"parameters", "named_parameters", "buffers", "named_buff
                         "children", "named_children", "modules", "named_modules"})
 
 
-def _generator_call(e: ast.AST, ctx: Context, names: bool = True) -> ast.Call | None:
-    """``e`` when it is ``<module>.parameters()`` (or another of nn.Module's generator methods),
-    directly or through a local name bound to it once."""
-    if isinstance(e, ast.Name) and names:
-        b = ctx.scope().binding_before(e.id, getattr(e, "lineno", 0))
-        if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None \
-                or len(ctx.scope().bindings.get(e.id, ())) != 1:
-            return None
-        e = b.value
+def _generator_call(e: ast.AST, ctx: Context) -> ast.Call | None:
+    """``e`` when it is ``<module>.parameters()`` (or another of nn.Module's generator
+    methods)."""
     if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
             and e.func.attr in GENERATORS):
         return None
@@ -54,7 +48,8 @@ class ParametersGeneratorAsList(Rule):
     (hdr-nerf's warm-up optimizer). To join several modules' parameters use
     `itertools.chain(a.parameters(), b.parameters())` or
     `list(a.parameters()) + list(b.parameters())`; make a list before indexing.
-    Known limits: the generator call itself, or a local name bound to it once.
+    Known limits: the generator call itself, or a local name bound to it once and used on a
+    later statement of the same function.
     """
 
     code = "GT449"
@@ -62,6 +57,7 @@ class ParametersGeneratorAsList(Rule):
     message = ("`{src}` is a one-shot generator, not a list: {how} raises TypeError; "
                "{remedy}")
     triggers = ("parameters", "buffers", "children", "modules")
+    gate_statements = True
     examples = [
         Bad("""
             import torch
@@ -96,14 +92,14 @@ class ParametersGeneratorAsList(Rule):
                 return
 
     def visit_Subscript(self, node: ast.Subscript, ctx: Context) -> Iterator[Finding]:
-        if isinstance(node.ctx, ast.Load) and _generator_call(node.value, ctx, False) is not None:
+        if isinstance(node.ctx, ast.Load) and _generator_call(node.value, ctx) is not None:
             yield self.report(node, ctx, src=ctx.source(node.value)[:50],
                               how="indexing it", remedy="make a list first: "
                               f"list({ctx.source(node.value)[:40]})")
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1 \
-                and _generator_call(node.args[0], ctx, False) is not None:
+                and _generator_call(node.args[0], ctx) is not None:
             yield self.report(node, ctx, src=ctx.source(node.args[0])[:50],
                               how="`len()` of it", remedy="count with sum(1 for _ in ...) or "
                               "make a list first")
@@ -125,8 +121,12 @@ class ParametersGeneratorAsList(Rule):
                 use = n.value if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) \
                     else n.args[0] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                     and n.func.id == "len" and len(n.args) == 1 else None
+                how = "indexing it" if isinstance(n, ast.Subscript) else "`len()` of it"
+                if use is None and isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+                    use = next((x for x in (n.left, n.right) if isinstance(x, ast.Name)
+                                and x.id == name), None)
+                    how = "adding it with `+`"
                 if isinstance(use, ast.Name) and use.id == name:
-                    yield self.report(n, ctx, src=name, how="indexing it" if isinstance(
-                        n, ast.Subscript) else "`len()` of it", remedy="bind a list: "
-                        f"{name} = list({ctx.source(node.value)[:40]})")
+                    yield self.report(n, ctx, src=name, how=how, remedy="bind a list: "
+                                      f"{name} = list({ctx.source(node.value)[:40]})")
                     return
