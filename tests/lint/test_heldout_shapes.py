@@ -233,7 +233,7 @@ def _found(shape: Shape) -> list[tuple[int, str]]:
 def _run(shape: Shape) -> dict:
     env: dict = {}
     if shape.raises:
-        with pytest.raises((RuntimeError, TypeError, KeyError), match=shape.raises):
+        with pytest.raises((RuntimeError, TypeError, KeyError, IndexError), match=shape.raises):
             exec(compile(_source(shape), "shape.py", "exec"), env)
     else:
         exec(compile(_source(shape), "shape.py", "exec"), env)
