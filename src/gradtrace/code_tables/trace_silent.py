@@ -1,4 +1,4 @@
-"""GT843-GT849: silent bugs whose run looks like ordinary training, reported by ``gradtrace
+"""GT836-GT838, GT843-GT849: silent bugs whose run looks like ordinary training, reported by ``gradtrace
 run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
@@ -6,8 +6,57 @@ from __future__ import annotations
 from gradtrace.code_tables import Code
 
 _EVENTS = "gradtrace.runtime.trace.events"
+_LOSS_INPUT = "gradtrace.runtime.trace.loss_input"
+_SCAN = "gradtrace.runtime.trace.graph_scan"
 
 CODES = (
+    Code("GT836", "kl-div-input-not-log-probabilities",
+         "kl_div / KLDivLoss is fed probabilities (or other positive values), not log-probabilities",
+         "`F.kl_div(input, target)` and `nn.KLDivLoss` take `input` as log-probabilities. Fed a "
+         "softmax (the node that made the input is a softmax, through a model's last "
+         "`nn.Softmax` or a helper too) or values above 0 everywhere (log-probabilities never "
+         "are), the loss is not the KL divergence: it can go negative while the true KL grows, "
+         "and its gradient is not the KL's. Nothing fails. The static twin of the softmax into "
+         "cross_entropy / nll_loss is GT758.",
+         """
+         loss = F.kl_div(student_logits.softmax(-1), teacher_probs, reduction="batchmean")
+         """,
+         """
+         loss = F.kl_div(student_logits.log_softmax(-1), teacher_probs, reduction="batchmean")
+         """,
+         "Give the loss `log_softmax(...)` (the target stays probabilities unless "
+         "`log_target=True`).", _LOSS_INPUT, severity="warning"),
+    Code("GT837", "sigmoid-into-bce-with-logits",
+         "binary_cross_entropy_with_logits / BCEWithLogitsLoss is fed a sigmoid's output",
+         "`binary_cross_entropy_with_logits` applies the sigmoid itself. Fed the output of a "
+         "sigmoid (the node that made the input), it squashes the scores twice: its "
+         "probabilities lie in [0.5, 0.73], the loss never gets near 0 and the gradient is "
+         "small and wrong. Nothing fails.",
+         """
+         probs = torch.sigmoid(model(x))
+         loss = nn.BCEWithLogitsLoss()(probs, y)
+         """,
+         """
+         loss = nn.BCEWithLogitsLoss()(model(x), y)
+         """,
+         "Give the loss the raw scores; keep the sigmoid for predictions.", _LOSS_INPUT,
+         severity="warning"),
+    Code("GT838", "bce-input-not-probabilities",
+         "binary_cross_entropy / BCELoss is fed raw scores outside [0, 1]",
+         "`binary_cross_entropy` takes probabilities; on values outside [0, 1] torch raises "
+         "\"all elements of input should be between 0 and 1\" at the loss. The line to change "
+         "is the one (the layer) that made the input, which the run names from the input's "
+         "node: a model whose last layer is not a sigmoid.",
+         """
+         out = model(x)  # the last layer is a Conv2d: raw scores
+         loss = nn.BCELoss()(out, target)
+         """,
+         """
+         out = model(x)
+         loss = nn.BCEWithLogitsLoss()(out, target)
+         """,
+         "Use `binary_cross_entropy_with_logits` (`nn.BCEWithLogitsLoss`) on the raw scores, "
+         "or end the model with a sigmoid.", _LOSS_INPUT),
     Code("GT843", "layer-shared-across-positions",
          "one layer object registered at several positions of a Sequential or ModuleList",
          "`[nn.Linear(d, d), nn.ReLU()] * n` or `[layer] * n` repeats one object: the n "
@@ -24,10 +73,12 @@ CODES = (
          "Construct a new layer for each position (or copy.deepcopy one).",
          "gradtrace.runtime.trace.shared_layers", severity="warning"),
     Code("GT844", "loss-term-without-gradient",
-         "a loss term computed under no_grad from the model's output is added to a live loss",
-         "A term computed from the trained model's output inside `torch.no_grad()` has no "
-         "graph. Added to a loss that has one, it changes the loss value (and the logs) but "
-         "never the gradient: the model trains on the other terms alone. Nothing fails.",
+         "a loss term without a graph, made from the model's output, is added to a live loss",
+         "A term computed from the trained model's output inside `torch.no_grad()`, or "
+         "through an op whose result never requires grad (`torch.histc`, a comparison, an "
+         "integer cast), has no graph. Added to a loss that has one, it changes the loss value "
+         "(and the logs) but never the gradient: the model trains on the other terms alone. "
+         "Nothing fails.",
          """
          pred = model(x)
          with torch.no_grad():
@@ -42,6 +93,28 @@ CODES = (
          "Compute the term with grad mode on (freeze the target network with "
          "requires_grad_(False) instead of no_grad), or leave it out of the loss.",
          "gradtrace.runtime.trace.dead_terms", severity="warning"),
+    Code("GT845", "function-backward-returns-none",
+         "a custom autograd.Function's backward returns None for an input that requires grad",
+         "backward() of a `torch.autograd.Function` returns one gradient per input of forward. "
+         "None for an input that requires grad (a gradient recomputed inside backward, where "
+         "grad mode is off, so `autograd.grad(..., allow_unused=True)` gives None; a `return "
+         "grad, None` for a weight) means that input, and every leaf behind it, gets no "
+         "gradient from the Function. Nothing fails: `.grad` stays None or misses the term.",
+         """
+         @staticmethod
+         def backward(ctx, g):
+             x, w = ctx.saved_tensors
+             return g * w, None
+         """,
+         """
+         @staticmethod
+         def backward(ctx, g):
+             x, w = ctx.saved_tensors
+             return g * w, g * x
+         """,
+         "Return the gradient for every input that requires grad (compute it inside `with "
+         "torch.enable_grad():` when backward needs a graph, or write the derivative out).",
+         _SCAN),
     Code("GT846", "eval-mode-is-no-freeze",
          "a submodule put in eval mode to freeze it still trains",
          "`module.eval()` switches dropout and normalisation statistics; it does not stop "

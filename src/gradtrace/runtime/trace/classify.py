@@ -12,7 +12,8 @@ Tensor = torch.Tensor
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
-    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP, DROPPABLE_OP, COMBINE, TO, IS_LEAF = range(21)
+    ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP, DROPPABLE_OP, COMBINE, TO, IS_LEAF, \
+    LOSS = range(22)
 WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 CALL_KIND: dict[Any, int] = {}
 INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
@@ -32,6 +33,13 @@ _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size"
 SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like",
                "randint_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
 _NAMES: dict[Any, str] = {}
+_F = torch.nn.functional
+# the losses whose input is checked (NOTE [loss input] in :mod:`.loss_input`) -> short name
+LOSS_FUNCS: dict[Any, str] = {
+    _F.kl_div: "kl_div", torch.kl_div: "kl_div", _F.nll_loss: "nll_loss",
+    _F.cross_entropy: "cross_entropy", _F.binary_cross_entropy: "bce",
+    _F.binary_cross_entropy_with_logits: "bce_logits",
+    torch.binary_cross_entropy_with_logits: "bce_logits"}
 
 
 def call_name(func: Any) -> str:
@@ -58,6 +66,8 @@ def classify(func: Any) -> int:
         return AGRAD
     if name in _ITEM_NAMES:
         return ITEM
+    if func in LOSS_FUNCS:
+        return LOSS
     if func is torch.tensor or name == "as_tensor":
         return CTOR
     if func is torch.where or func is torch.Tensor.where:

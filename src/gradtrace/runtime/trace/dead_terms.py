@@ -29,6 +29,7 @@ from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
 
 Tensor = torch.Tensor
+_DEAD = ("no_grad", "nondiff")  # cuts whose scalar, added to a live loss, is a dead term
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
 
 
@@ -60,7 +61,7 @@ def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
                 live = a
             else:
                 hit = cuts.get(id(a))
-                if hit is not None and hit[0]() is a and hit[1].reason == "no_grad":
+                if hit is not None and hit[0]() is a and hit[1].reason in _DEAD:
                     dead = (a, hit[1])
     if live is None or dead is None or dead[0].numel() != 1 or live.numel() != 1:
         return None
@@ -107,6 +108,9 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
         cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
         if cut is None or not state.cut_upstream.get(cut, frozenset()) & trained:
             continue
+        if cut.reason == "nondiff":
+            out.append(_nondiff_term(cut))
+            continue
         out.append(make("GT844", site, "this statement runs under torch.no_grad() on a tensor "
                         "computed from trained parameters; the loss term made from it has no "
                         "graph and is added to a loss that has one, so it changes the loss "
@@ -117,3 +121,14 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
                                  (cut.site, f"`{cut.op}` runs on the live tensor without grad")],
                         severity="warning"))
     return out
+
+
+def _nondiff_term(cut: Any) -> Finding:
+    """A term made through an op whose result has no graph although its input has one."""
+    return make("GT844", cut.site, f"`{cut.op}` here takes a tensor computed from trained "
+                "parameters and returns one without a graph (grad mode is on: the op has no "
+                "derivative); the loss term made from it is added to a loss that has one, so "
+                "it changes the loss value and never the gradient (those parameters train on "
+                "the other terms alone)", fix="build the term from a differentiable op (a soft "
+                "histogram, a sigmoid instead of a threshold), or leave it out of the loss",
+                severity="warning")

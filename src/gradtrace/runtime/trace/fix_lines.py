@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from gradtrace.runtime.build import src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.opt_state import built_site
-from gradtrace.runtime.trace.records import created_site, node_name
 
 # backward nodes of the ops whose derivative is zero wherever it is defined
 ZERO_DERIVATIVE = frozenset({"RoundBackward0", "RoundBackward1", "SignBackward0",
@@ -67,30 +66,6 @@ def other_stepped(data: HookState, missed: list[Tensor]
                     "stepped, and the step here is another optimizer's",
                     "step the optimizer that holds these parameters here")
     return None
-
-
-def zero_derivative_ops(root: Tensor, found: list[tuple[Site, str]], limit: int = 4000) -> None:
-    """# NOTE [zero-derivative ops]
-    The user lines of the ``round``/``sign``/``floor``/``ceil``/``trunc`` ops in the graph of
-    a loss (read at the first three backward() calls, at most ``limit`` nodes each): their
-    gradient is zero everywhere, so when the loss reaches the parameters only through one,
-    every gradient is exactly 0 and the optimizer's steps change nothing (GT828 then leads
-    with the op, not the step)."""
-    todo = [getattr(root, "grad_fn", None)]
-    seen: set[int] = set()
-    while todo and len(seen) < limit and len(found) < 4:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if type(node).__name__ in ZERO_DERIVATIVE:
-            site = created_site(node)[0]
-            if site is not None and all(site != s for s, _ in found):
-                found.append((site, node_name(node).lower()))
-        try:
-            todo.extend(n for n, _ in node.next_functions)
-        except (AttributeError, RuntimeError):
-            continue
 
 
 def zero_gradient_op(zero_ops: list[tuple[Site, str]], opt: object

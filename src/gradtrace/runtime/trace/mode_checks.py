@@ -1,7 +1,8 @@
 """Checks of :class:`~gradtrace.runtime.trace.provenance.ProvenanceMode` that run on a few
 kinds of torch call only (off the hot path of NOTE [hot path]): a dropped result
 (NOTE [dropped result]), a dead loss term (NOTE [dead loss term]), clipping around the step and
-the GradScaler, ``torch.where`` branches holding inf/NaN."""
+the GradScaler, ``torch.where`` branches holding inf/NaN, what a loss was fed
+(NOTE [loss input])."""
 from __future__ import annotations
 
 import logging
@@ -13,11 +14,12 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import internal_names, raw_site
-from gradtrace.runtime.trace.classify import WHERE_CHECKS, call_name
+from gradtrace.runtime.trace.classify import LOSS_FUNCS, WHERE_CHECKS, call_name
 from gradtrace.runtime.trace.caller_input import check_caller_input
 from gradtrace.runtime.trace.dead_terms import mark
 from gradtrace.runtime.trace.dropped import result_dropped
 from gradtrace.runtime.trace.graph_walk import leaf_tensors
+from gradtrace.runtime.trace.loss_input import bce_failed, check_loss
 
 LOG = logging.getLogger("gradtrace.runtime.trace.provenance")
 Tensor = torch.Tensor
@@ -146,6 +148,33 @@ class ModeChecks:
             raw = raw_site()
             if raw is not None:
                 self.state.clip_at = self.state.site(raw)
+
+    def _loss(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A loss call: its input's kind is checked (NOTE [loss input])."""
+        name = LOSS_FUNCS[func]
+        try:
+            out = self._call(func, args, kwargs)
+        except Exception as exc:
+            if name == "bce" and getattr(exc, "__gradtrace__", None) is None:
+                self.busy = True
+                try:
+                    with torch._C.DisableTorchFunction():
+                        bce_failed(self.state, args, kwargs, exc)
+                except Exception as ours:
+                    _oops(ours)
+                finally:
+                    self.busy = False
+            raise
+        self.seq += 1
+        self.busy = True
+        try:
+            with torch._C.DisableTorchFunction():
+                check_loss(self.state, name, args, kwargs)
+        finally:
+            self.busy = False
+        if isinstance(out, Tensor):
+            self._after(func, args, out)
+        return out
 
 
 def _oops(exc: BaseException) -> None:

@@ -22,7 +22,7 @@ from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_n
 from gradtrace.runtime.trace.classify import (
     AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS, DROPPABLE_OP, GRAD_GET,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
-    INPLACE_ARG, CALL_KIND, SHAPE_ONLY, first_grad_tensor, call_name, classify,
+    INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, first_grad_tensor, call_name, classify,
 )
 from gradtrace.runtime.trace.dead_terms import block_statement, check_combine, seen_in_backward
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
@@ -116,6 +116,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                                     gf.metadata[META_CREATED] = (code, f.f_lineno, self.seq)
                                     break
                                 f = f.f_back
+                        else:  # a new leaf: rare (a factory with requires_grad=True)
+                            self._leaf_out(func, args, out)
                         return out
                     # An output without grad from inputs without grad (shape arithmetic, masks,
                     # a distribution's argument checks) is settled here (NOTE [hot path]): it
@@ -200,6 +202,14 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         if not self.state.in_step:
             self._no_grad_out(func, args, out)
 
+    def _leaf_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
+        """A leaf that requires grad made from a tensor that requires grad, with grad mode on,
+        copies the values without the graph (NOTE [copied leaf] in :mod:`.graph_scan`)."""
+        src = first_grad_tensor(args)
+        if src is not None and src is not out and _grad_enabled() \
+                and call_name(func) not in SHAPE_ONLY:
+            self._cut(out, src, call_name(func), "copy")
+
     def _no_grad_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         src = first_grad_tensor(args)
         if src is not None:
@@ -229,9 +239,10 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         library = reason == "nondiff" and called_by_library()
         cut = self.state.make_cut(raw, op, reason, origin, block, library)
         self.state.add_cut(out, cut, src)
-        if reason == "no_grad" and src is not None and cut not in self.state.block_stmt \
-                and len(self.state.block_stmt) < 1024:  # NOTE [dead loss term]
-            self.state.block_stmt[cut] = block_statement(self.state.grad_off)
+        if reason in ("no_grad", "nondiff") and src is not None and \
+                cut not in self.state.block_stmt and len(self.state.block_stmt) < 1024:
+            self.state.block_stmt[cut] = block_statement(self.state.grad_off) \
+                if reason == "no_grad" else None  # NOTE [dead loss term]
         return cut
 
     # -- special functions -----------------------------------------------------------------
@@ -321,7 +332,11 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
     def _ctor(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.seq += 1
-        if isinstance(out, Tensor) and not out.requires_grad and args:
+        if isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None and args \
+                and isinstance(args[0], Tensor) and args[0].requires_grad:
+            self._cut(out, args[0], f"torch.{call_name(func)}(tensor, requires_grad=True)",
+                      "copy")  # NOTE [copied leaf]
+        elif isinstance(out, Tensor) and not out.requires_grad and args:
             data = args[0]
             inner = next((b for b in data[:64] if isinstance(b, Tensor) and b.requires_grad),
                          None) if isinstance(data, (list, tuple)) else None
@@ -387,6 +402,9 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             self.state.hunt = None
             if hunt is not None:
                 end_hunt(self.state, hunt)
+            if self.state.fn_active:  # a custom backward that raised (graph_scan.py)
+                from gradtrace.runtime.trace.graph_scan import leave_backwards
+                leave_backwards(self.state)
         self.seq += 1
         if not retain and raw is not None:
             self.busy = True
@@ -444,6 +462,7 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     WHERE: ProvenanceMode._where,
     AGRAD: ProvenanceMode._backward,
     AMP: ProvenanceMode._amp,
+    LOSS: ProvenanceMode._loss,
 }
 
 __all__ = ["Cut", "Event", "ProvenanceMode", "RawSite", "classify", "site_of", "weakref"]

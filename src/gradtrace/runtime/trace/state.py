@@ -90,6 +90,14 @@ class TraceState:
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
         self.hunt: Any = None  # the NaN hunt of the backward running now (diagnose_crash)
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
+        self.loss_checks: dict[tuple[int, int], int] = {}  # NOTE [loss input]: per loss line
+        self.loss_findings: dict[tuple[Site, str], Finding] = {}
+        # NOTE [custom Function returning None] (graph_scan.py): nodes hooked; (class, backward
+        # code) -> [tensor inputs it returned None for, grad-off op line, autograd.grad line
+        # that returned None]; the watch of the custom backward running now
+        self.fn_watch: dict[int, None] = {}
+        self.fn_none: dict[tuple[Any, Any], list[Any]] = {}
+        self.fn_active: list[Any] = []
 
     # -- sites and cuts ----------------------------------------------------------------------
     def site(self, raw: RawSite) -> Site:
@@ -355,9 +363,9 @@ class TraceState:
         if raw is not None:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
-        if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops]
-            from gradtrace.runtime.trace.fix_lines import zero_derivative_ops
-            zero_derivative_ops(roots[0], self.zero_ops)
+        if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops],
+            from gradtrace.runtime.trace.graph_scan import scan_loss_graph  # [copied leaf]
+            scan_loss_graph(self, roots[0])
 
     def _before_backward(self) -> None:
         """What happened to the previous backward()'s gradients: a step used them, or they

@@ -1,0 +1,231 @@
+"""One walk of a loss's graph at the first backward() calls: what the graph itself shows.
+
+# NOTE [copied leaf]
+A torch call that, with grad mode on, takes a tensor that requires grad and returns a *leaf*
+that requires grad (``out.new_tensor(out, requires_grad=True)``, ``torch.tensor(t,
+requires_grad=True)``, whatever the op) copies the values into a new tensor with no graph:
+backward() stops at that leaf and fills its ``.grad``, and nothing reaches the parameters it
+was computed from. The tracer records such a call as a cut (reason ``copy``) when it happens;
+the walk here finds the copies the loss reaches (an ``AccumulateGrad`` node of such a leaf), and
+the finding is made at the end only when the copy is no Parameter an optimizer holds and a
+leaf that requires grad lies upstream of it.
+
+# NOTE [custom Function returning None]
+A ``torch.autograd.Function`` whose ``backward`` returns None for an input that requires grad
+(a gradient recomputed with grad mode off, so that ``autograd.grad(..., allow_unused=True)``
+gives None; a ``return grad, None`` for a weight) leaves that input, and every leaf behind it,
+without a gradient, silently. The walk puts a hook on the node of each Function whose backward
+is user code (no torch or library code); the hook sees what backward returned, next to which
+inputs need a gradient (``next_functions``). The tracer's own mode is off while backward()
+runs, so a pre-hook on the same node watches that one backward with a small mode of its own
+(:class:`_InBackward`, popped by the hook, or when the backward() ends if it raised). The
+finding names the op inside backward that took a tensor requiring grad and made one without
+grad, when an ``autograd.grad`` after it there returned None (a gradient recomputed with grad
+mode off); else the backward's (last) return line; the Function's forward is related.
+
+# NOTE [zero-derivative ops]
+The walk also collects the user lines of the ``round``/``sign``/``floor``/``ceil``/``trunc`` ops
+in the graph of a loss: their gradient is zero everywhere, so when the loss reaches the
+parameters only through one, every gradient is exactly 0 and the optimizer's steps change
+nothing (GT828 then leads with the op, not the step; :func:`.fix_lines.zero_gradient_op`).
+
+The walk runs at the first three backward() calls only, at most ``limit`` nodes each.
+"""
+from __future__ import annotations
+
+import dis
+import sys
+import weakref
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make
+from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.trace.classify import first_grad_tensor
+from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
+from gradtrace.runtime.trace.records import created_site, node_name
+
+Tensor = torch.Tensor
+_CFUNC = torch.autograd.function.BackwardCFunction
+
+
+def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
+    """Zero-derivative ops, copied leaves and user Functions in the graph of ``root``."""
+    todo = [getattr(root, "grad_fn", None)]
+    seen: set[int] = set()
+    found, cuts = state.zero_ops, state.cuts
+    while todo and len(seen) < limit:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        name = type(node).__name__
+        if name == "AccumulateGrad":
+            if cuts:
+                _copied_leaf(state, node.variable)
+            continue
+        if name in ZERO_DERIVATIVE and len(found) < 4:
+            site = created_site(node)[0]
+            if site is not None and all(site != s for s, _ in found):
+                found.append((site, node_name(node).lower()))
+        elif isinstance(node, _CFUNC):
+            _watch_function(state, node)
+        try:
+            todo.extend(n for n, _ in node.next_functions)
+        except (AttributeError, RuntimeError):
+            continue
+
+
+def _copied_leaf(state: Any, var: Tensor) -> None:
+    hit = state.cuts.get(id(var))
+    if hit is None or hit[0]() is not var or hit[1].reason != "copy" \
+            or isinstance(var, torch.nn.Parameter):
+        return
+    counter = state.note("copied-leaf-reached", hit[1].site, hit[1].op)
+    counter.extra["cut"] = hit[1]
+    counter.extra["leaf"] = hit[0]
+
+
+def _watch_function(state: Any, node: Any) -> None:
+    cls = getattr(node, "_forward_cls", None)
+    code = getattr(getattr(cls, "backward", None), "__code__", None)
+    if code is None or is_internal(code) or len(state.fn_watch) >= 64:
+        return
+    needs = tuple(n is not None for n, _ in node.next_functions)
+    if not any(needs) or id(node) in state.fn_watch:
+        return
+    state.fn_watch[id(node)] = None
+    me = weakref.ref(state)
+    inside = _InBackward(code)
+
+    def starts(_grad_outputs: tuple[Any, ...]) -> None:
+        st = me()
+        if st is not None and not st.fn_active:
+            inside.__enter__()
+            st.fn_active.append(inside)
+
+    def returned(grad_inputs: tuple[Any, ...], _grad_outputs: tuple[Any, ...]) -> None:
+        st = me()
+        if st is None:
+            return
+        leave_backwards(st)
+        missing = [i for i, g in enumerate(grad_inputs) if g is None and i < len(needs)
+                   and needs[i]]
+        if missing:
+            rec = st.fn_none.setdefault((cls, code), [set(), None, None])
+            rec[0].update(missing)
+            if rec[2] is None and inside.none is not None:
+                rec[1], rec[2] = inside.off, inside.none
+
+    try:
+        node.register_prehook(starts)
+        node.register_hook(returned)
+    except RuntimeError:  # pragma: no cover - a node that takes no hooks
+        pass
+
+
+def leave_backwards(state: Any) -> None:
+    """Pop the watch of a custom backward (also when that backward raised: called when the
+    backward() that ran it ends)."""
+    while state.fn_active:
+        try:
+            state.fn_active.pop().__exit__(None, None, None)
+        except Exception:  # pragma: no cover - a mode stack changed under us
+            pass
+
+
+class _InBackward(TorchFunctionMode):
+    """Watches one run of a user Function's backward, where grad mode is off and the tracer's
+    own mode is not active: the first op there that took a tensor requiring grad and made one
+    without grad, and the first ``autograd.grad`` there that returned None (lines of
+    ``code``)."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__()
+        self.code = code
+        self.off: int | None = None
+        self.none: int | None = None
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        try:
+            if func is torch.autograd.grad:
+                if self.none is None and isinstance(out, tuple) and None in out:
+                    self.none = self._line()
+            elif self.off is None and isinstance(out, Tensor) and not out.requires_grad \
+                    and not torch.is_grad_enabled() and first_grad_tensor(args) is not None:
+                self.off = self._line()
+        except Exception:  # pragma: no cover - never break the user's backward
+            pass
+        return out
+
+    def _line(self) -> int | None:
+        f: Any = sys._getframe(2)
+        while f is not None and f.f_code is not self.code:
+            f = f.f_back
+        return None if f is None else f.f_lineno
+
+
+def _return_line(code: Any) -> Site:
+    """The last ``return`` of ``code`` (its first line when none is found)."""
+    lines = [i.positions.lineno for i in dis.get_instructions(code)
+             if i.opname in ("RETURN_VALUE", "RETURN_CONST") and i.positions
+             and i.positions.lineno]
+    return Site(code.co_filename, max(lines) if lines else code.co_firstlineno, code.co_name)
+
+
+def function_findings(state: Any) -> list[Finding]:
+    """NOTE [custom Function returning None]: one finding per Function class."""
+    out: list[Finding] = []
+    for (cls, code), (missing, off, none) in list(state.fn_none.items()):
+        ret = _return_line(code)
+        fwd = getattr(getattr(cls, "forward", None), "__code__", None)
+        which = ", ".join(f"#{i + 1}" for i in sorted(missing))
+        site, related = ret, []
+        why = (f"`{cls.__name__}.backward` returns None here for tensor input {which}, which "
+               "requires grad")
+        if none is not None and off is not None and off <= none:
+            site = Site(code.co_filename, off, code.co_name)
+            related = [(Site(code.co_filename, none, code.co_name), "autograd.grad returns "
+                        "None here: the graph it differentiates was never built"),
+                       (ret, f"backward returns None for tensor input {which} here")]
+            why = (f"this recomputation inside `{cls.__name__}.backward` runs with grad mode "
+                   "off (backward() turns it off), so it builds no graph, autograd.grad over "
+                   f"it returns None, and backward returns None for tensor input {which}, "
+                   "which requires grad")
+        if fwd is not None:
+            related.append((Site(fwd.co_filename, fwd.co_firstlineno, fwd.co_name),
+                            f"`{cls.__name__}.forward`"))
+        out.append(make("GT845", site, f"{why}; that input, and every leaf behind it, gets no "
+                        "gradient from this Function, and nothing fails",
+                        fix="return the gradient for every input that requires grad (compute "
+                            "it inside `with torch.enable_grad():` when backward needs a graph, "
+                            "or write the derivative out)", related=related))
+    return out
+
+
+def copied_leaf_findings(state: Any, data: Any) -> list[Finding]:
+    """NOTE [copied leaf]: a copy the loss reached, cut off from a leaf that requires grad."""
+    out: list[Finding] = []
+    held = {id(p) for rec in list(data.optimizers.values()) if rec.ref() is not None
+            for g in rec.ref().param_groups for p in g["params"]}
+    refs = state._leaf_refs
+    for (kind, site, _), counter in list(state.events.items()):
+        if kind != "copied-leaf-reached":
+            continue
+        cut, leaf = counter.extra["cut"], counter.extra["leaf"]()
+        ups = state.cut_upstream.get(cut, frozenset())
+        if (leaf is not None and id(leaf) in held) or not any(
+                getattr(refs[i](), "requires_grad", False) for i in ups if i in refs):
+            continue
+        out.append(make(code_for("graph-copied-into-new-leaf", "GT104"), site, f"`{cut.op}` copies a tensor computed from trainable "
+                        "leaves into a new leaf that requires grad; the loss reaches the copy, "
+                        "so backward() stops there (it fills the copy's .grad) and the leaves "
+                        "it was computed from get no gradient through this term",
+                        fix="use the tensor itself (or `.clone()`, which keeps the graph)",
+                        severity="warning"))
+    return out
