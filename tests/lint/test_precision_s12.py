@@ -1,7 +1,8 @@
 """Shapes that fired wrongly on the projects of docs/triage/unseen12.md (session 12:
 Image_Segmentation, adversarial_robustness_pytorch, dreamerv3-torch, data-efficient-gans,
-Chinese-Text-Classification-Pytorch, ffjord), each in another spelling than the project's and
-next to a buggy twin that is still reported. Every snippet runs on real torch.
+Chinese-Text-Classification-Pytorch, ffjord; and s4 of the second batch), each in another
+spelling than the project's and next to a buggy twin that is still reported. Every snippet
+runs on real torch.
 
 Code "of another file" is a module the prelude puts in ``sys.modules`` from a string: the
 checker sees only its import, as it sees a project's ``from metrics import *``."""
@@ -224,6 +225,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         one = t.net.weight.grad.clone()
         t.fit([xy])
         """, "GT501", 8, holds="torch.allclose(t.net.weight.grad, 2 * one)")),
+    # s4's `train_speech_commands.py` (second batch): `if args.lr_scheduler == 'plateau':
+    # lr_scheduler = ReduceLROnPlateau(...)` / `else: ... StepLR(...)`, then `if
+    # args.lr_scheduler == 'step': lr_scheduler.step()`: the bare step only runs on the StepLR.
+    # Twin: the bare step is guarded by `!= 'step'`, which the plateau run passes (raises)
+    "plateau-and-epoch-scheduler-chosen-by-one-setting": (Shape("""
+        def fit(policy, epochs=3):
+            net = nn.Linear(2, 1)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            if policy == "plateau":
+                sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+            else:
+                sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+            for epoch in range(epochs):
+                opt.zero_grad()
+                loss = net(torch.randn(4, 2)).pow(2).mean()
+                loss.backward()
+                opt.step()
+                if policy == "step":
+                    sched.step()
+                if policy == "plateau":
+                    sched.step(loss.item())
+            return opt.param_groups[0]["lr"]
+        rates = [fit("plateau"), fit("step")]
+        """, "GT531", holds="rates[1] == 0.1 * 0.5 ** 3"), Shape("""
+        def fit(policy, epochs=3):
+            net = nn.Linear(2, 1)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            if policy == "plateau":
+                sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+            else:
+                sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+            for epoch in range(epochs):
+                opt.zero_grad()
+                loss = net(torch.randn(4, 2)).pow(2).mean()
+                loss.backward()
+                opt.step()
+                if policy != "step":
+                    sched.step()
+            return opt.param_groups[0]["lr"]
+        rates = [fit("plateau")]
+        """, "GT531", 14, raises=(TypeError, "metrics"))),
 }
 
 

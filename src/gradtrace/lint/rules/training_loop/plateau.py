@@ -237,7 +237,9 @@ class PlateauStepWithoutMetric(Rule):
     at the end of the first epoch, after the epoch's training is done (CycleGAN's `plateau`
     policy). Pass the metric: `scheduler.step(val_loss)`.
     Known limits: the scheduler must be built in the file and bound to a name (or a `self`
-    attribute) that the `step()` call uses, in the same function or class.
+    attribute) that the `step()` call uses, in the same function or class. A build and a
+    `step()` under `if` tests that compare one setting with different constants (`== 'plateau'`,
+    `== 'step'`) never meet in one run and are not paired.
     """
 
     code = "GT531"
@@ -280,5 +282,49 @@ class PlateauStepWithoutMetric(Rule):
                 continue
             for step, _ in PlateauMaxModeOnLoss._steps(target, owner.get(id(n)), owner, ctx,
                                                        given=False):
+                if _exclusive_settings(ctx, n, step):
+                    continue  # `if cfg.sched == 'plateau': s = Plateau(...)` / `== 'step'`
                 yield self.report(step, ctx, step=ctx.source(step)[:60], line=n.lineno,
                                   related=(related_at(ctx, n, "the scheduler is built here"),))
+
+
+Setting = tuple[str, object, bool]  # (dotted name, constant, equal?)
+
+
+def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` sit under ``if`` tests that compare one setting with constants that
+    cannot both hold (``if args.sched == 'plateau':`` builds, ``if args.sched == 'step':``
+    steps; or ``== c`` and the ``else`` of ``== c``): no run reaches both."""
+    guards = _guards(ctx)
+    ga, gb = guards.get(id(a), ()), guards.get(id(b), ())
+    return any(x == y and (ex and ey and c != d or ex != ey and c == d)
+               for x, c, ex in ga for y, d, ey in gb)
+
+
+def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
+    """id of every node -> the ``name == constant`` facts its enclosing ``if``s give (one walk
+    per file)."""
+    def make() -> dict[int, tuple[Setting, ...]]:
+        out: dict[int, tuple[Setting, ...]] = {}
+        stack: list[tuple[ast.AST, tuple[Setting, ...]]] = [(ctx.tree, ())]
+        while stack:
+            n, facts = stack.pop()
+            out[id(n)] = facts
+            if isinstance(n, ast.If) and (fact := _setting(n.test)) is not None:
+                name, const, eq = fact
+                stack.append((n.test, facts))
+                stack.extend((c, facts + ((name, const, eq),)) for c in n.body)
+                stack.extend((c, facts + ((name, const, not eq),)) for c in n.orelse)
+                continue
+            stack.extend((c, facts) for c in ast.iter_child_nodes(n))
+        return out
+    return ctx.memo("gt531-guards", ctx.tree, make)
+
+
+def _setting(test: ast.expr) -> Setting | None:
+    """``args.sched == 'step'`` -> ("args.sched", "step", True); ``!=`` gives False."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
+            and isinstance(test.comparators[0], ast.Constant) and dotted(test.left):
+        return dotted(test.left) or "", test.comparators[0].value, isinstance(test.ops[0], ast.Eq)
+    return None
