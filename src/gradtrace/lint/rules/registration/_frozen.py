@@ -98,3 +98,51 @@ def _own_touches(s: ast.stmt, root: str) -> bool:
                 *[i.context_expr for i in getattr(s, "items", ())]]
         return any(h is not None and _touches(ast.Expr(value=h), root) for h in head)
     return _touches(s, root)
+
+
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def _frozen_declaration(cls: ast.ClassDef, ctx) -> ast.Call | None:  # type: ignore[no-untyped-def]
+    """The first ``nn.Parameter(..., requires_grad=False)`` the class makes."""
+    for n in walk(cls):
+        if isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "") in PARAMETER_CLASSES \
+                and any(k.arg == FLAG and isinstance(k.value, ast.Constant)
+                        and k.value.value is False for k in n.keywords):
+            return n
+    return None
+
+
+def declares_frozen(ctx) -> bool:  # type: ignore[no-untyped-def]
+    """Some class of the file declares a frozen ``nn.Parameter``."""
+    return ctx.memo("gt433-declares", ctx.tree, lambda: any(
+        _frozen_declaration(c.node, ctx) is not None for c in ctx.analysis.classes.values()))
+
+
+def declared_frozen(owner: str, scope: Scope, line: int, ctx) -> ast.Call | None:  # type: ignore[no-untyped-def]
+    """The ``nn.Parameter(..., requires_grad=False)`` declared by a class of the file when the
+    module ``owner`` is an instance of it, holds one (an ``nn.Sequential(...)`` built with
+    it), or is a class of the file that builds one in its methods."""
+    try:
+        expr = ast.parse(owner, mode="eval").body
+    except SyntaxError:
+        return None
+    k = ctx.analysis.kind(expr, scope, line)
+    if k is None or not k.is_module:
+        return None
+    classes = ctx.analysis.classes
+    names = [k.cls] if k.cls in classes else []
+    if isinstance(k.node, ast.Call):
+        names += [a.func.id for a in k.node.args if isinstance(a, ast.Call)
+                  and isinstance(a.func, ast.Name) and a.func.id in classes]
+    for name in names:
+        got = _frozen_declaration(classes[name].node, ctx)
+        if got is not None:
+            return got
+        for sub in walk(classes[name].node):  # one level down: parts built from the file's classes
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) \
+                    and sub.func.id in classes and sub.func.id != name:
+                got = _frozen_declaration(classes[sub.func.id].node, ctx)
+                if got is not None:
+                    return got
+    return None

@@ -23,8 +23,8 @@ from gradtrace.lint.rules.registration._modules import (
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 
 from gradtrace.lint.rules.registration._frozen import (
-    FLAG, HARMLESS, _inner_flag_stmt, _loop_of_var, _own_touches, misspells_flag,
-    param_loop_var,
+    FLAG, HARMLESS, _inner_flag_stmt, _loop_of_var, _own_touches, declared_frozen,
+    declares_frozen, misspells_flag, param_loop_var,
 )
 
 
@@ -349,13 +349,14 @@ class FrozenGradRead(Rule):
         yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if node_mentions(ctx, node, FLAG):
+        if node_mentions(ctx, node, FLAG) or declares_frozen(ctx):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
         flags = grad_flags(scope)
         freezes = [f for f in flags if not f.value]
-        if not freezes:
+        declared = declares_frozen(ctx)
+        if not freezes and not declared:
             return
         for s in scope.stmts:
             got = param_loop_var(s)
@@ -364,6 +365,15 @@ class FrozenGradRead(Rule):
             var, owner = got
             f = next((f for f in reversed(freezes) if f.stmt.lineno < s.lineno
                       and covers(owner, f.root) and not scope.exclusive(f.stmt, s)), None)
+            if f is None and declared and not any(g.value for g in flags
+                                                   if g.stmt.lineno < s.lineno):
+                decl = declared_frozen(owner, scope, s.lineno, ctx)
+                use = _unguarded_grad_use(s, var) if decl is not None else None
+                if use is not None:
+                    yield self.report(use, ctx, related=[Related(
+                        ctx.path, decl.lineno, "a Parameter declared with "
+                        "requires_grad=False")], var=var, part=owner, line=decl.lineno)
+                continue
             if f is None or any(g.value and g.stmt.lineno > f.stmt.lineno
                                 and (covers(g.root, f.root)) for g in flags
                                 if g.stmt.lineno < s.lineno):
@@ -410,6 +420,10 @@ def _derefs_grad(s: ast.stmt, var: str) -> bool:
             isinstance(x, ast.Attribute) and x.attr == "grad" for x in walk(n)) for n in nodes):
         return False  # `p.grad is not None and ...` inline
     for n in nodes:
+        if isinstance(n, ast.BinOp) and any(  # `lr * p.grad`: arithmetic on None
+                isinstance(x, ast.Attribute) and x.attr == "grad" and dotted(x.value) == var
+                for x in (n.left, n.right)):
+            return True
         if isinstance(n, (ast.Attribute, ast.Subscript)) and not (
                 isinstance(n, ast.Attribute) and n.attr == "grad"):
             v = n.value
