@@ -318,3 +318,42 @@ def test_lookalike_silent(run_script, name):
     res = run_script((HEAD + LOOKALIKES[name]).lstrip("\n"))
     ran = [f for f in res.findings if f["source"] != "static"]  # (GT104 reads the copy)
     assert res.code == 0 and ran == [], (res.err, res.findings)
+
+
+def test_nested_custom_functions_leave_no_mode_behind(run_script):
+    """A user Function whose backward runs autograd.grad through another user Function: the
+    inner one's hooks never pop the outer one's watch."""
+    res = run_script((HEAD + """
+import sys
+from torch.overrides import _get_current_function_mode_stack as modes
+class Inner(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 3
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+class Outer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clone()
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            y = Inner.apply(x).sum()
+        d, = torch.autograd.grad(y, x)
+        return g * d
+lin = nn.Linear(2, 2)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+before = [type(m).__name__ for m in modes()]
+for _ in range(3):
+    loss = Outer.apply(lin(torch.randn(3, 2))).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+print("modes", before == [type(m).__name__ for m in modes()], before, file=sys.stderr)
+""").lstrip("\n"))
+    assert res.code == 0 and "modes True ['ProvenanceMode']" in res.err, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.findings

@@ -39,7 +39,7 @@ import weakref
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
@@ -111,7 +111,8 @@ def _watch_function(state: Any, node: Any) -> None:
         st = me()
         if st is None:
             return
-        leave_backwards(st)
+        if st.fn_active and st.fn_active[-1] is inside:  # (a nested one was never pushed)
+            leave_backwards(st)
         missing = [i for i, g in enumerate(grad_inputs) if g is None and i < len(needs)
                    and needs[i]]
         if missing:
@@ -131,8 +132,11 @@ def leave_backwards(state: Any) -> None:
     """Pop the watch of a custom backward (also when that backward raised: called when the
     backward() that ran it ends)."""
     while state.fn_active:
+        mode = state.fn_active.pop()
         try:
-            state.fn_active.pop().__exit__(None, None, None)
+            stack = _get_current_function_mode_stack()
+            if stack and stack[-1] is mode:  # (never another mode: a backward that raised
+                mode.__exit__(None, None, None)  # on another thread left it there)
         except Exception:  # pragma: no cover - a mode stack changed under us
             pass
 
