@@ -90,6 +90,15 @@ for _ in range(3):
     loss = F.mse_loss(z, torch.zeros(4, 3)) + feat.pow(2).mean()
     opt.zero_grad(); loss.backward(); opt.step()
 """),
+    "new_leaf_copy_is_the_only_path": ("GT820", """
+enc = nn.Linear(5, 3)
+opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+for _ in range(3):
+    z = enc(torch.randn(4, 5))
+    feat = z.new_tensor(z, requires_grad=True)  # C
+    loss = F.mse_loss(feat, torch.zeros(4, 3))
+    opt.zero_grad(); loss.backward(); opt.step()
+"""),
     "histc_term_in_module_loss": ("GT844", """
 class Loss(nn.Module):
     def forward(self, pred, ref):
@@ -218,6 +227,18 @@ extra = z.new_tensor(z, requires_grad=True)
 opt = torch.optim.SGD([*enc.parameters(), extra], lr=0.1)
 for _ in range(3):
     loss = F.mse_loss(enc(torch.randn(4, 5)), torch.zeros(4, 3)) + extra.pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+""",
+    "adversarial_input_rebuilt_as_a_new_leaf_each_round": """
+model = nn.Linear(5, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    x, y = torch.randn(4, 5), torch.randint(0, 3, (4,))
+    x_adv = x.clone().requires_grad_()
+    for _ in range(3):
+        g, = torch.autograd.grad(F.cross_entropy(model(x_adv), y), x_adv)
+        x_adv = x_adv.new_tensor(x_adv + 0.01 * g.sign(), requires_grad=True)
+    loss = F.cross_entropy(model(x_adv), y)
     opt.zero_grad(); loss.backward(); opt.step()
 """,
     "function_returns_none_for_input_without_grad": """

@@ -213,23 +213,26 @@ def function_findings(state: Any) -> list[Finding]:
 
 
 def copied_leaf_findings(state: Any, data: Any) -> list[Finding]:
-    """NOTE [copied leaf]: a copy the loss reached, cut off from a leaf that requires grad."""
+    """NOTE [copied leaf]: a copy the loss reached, cut off from parameters an optimizer steps
+    (a copy cut off from other leaves only, an adversarial input rebuilt each round, is
+    deliberate)."""
     out: list[Finding] = []
-    held = {id(p) for rec in list(data.optimizers.values()) if rec.ref() is not None
-            for g in rec.ref().param_groups for p in g["params"]}
-    refs = state._leaf_refs
+    live = [rec.ref() for rec in list(data.optimizers.values()) if rec.ref() is not None]
+    held = {id(p) for opt in live for g in opt.param_groups for p in g["params"]}
+    stepped = {id(p) for rec in list(data.optimizers.values()) if rec.steps and rec.ref()
+               for g in rec.ref().param_groups for p in g["params"]}
     for (kind, site, _), counter in list(state.events.items()):
         if kind != "copied-leaf-reached":
             continue
         cut, leaf = counter.extra["cut"], counter.extra["leaf"]()
-        ups = state.cut_upstream.get(cut, frozenset())
-        if (leaf is not None and id(leaf) in held) or not any(
-                getattr(refs[i](), "requires_grad", False) for i in ups if i in refs):
+        if (leaf is not None and id(leaf) in held) or \
+                not state.cut_upstream.get(cut, frozenset()) & stepped:
             continue
-        out.append(make(code_for("graph-copied-into-new-leaf", "GT104"), site, f"`{cut.op}` copies a tensor computed from trainable "
-                        "leaves into a new leaf that requires grad; the loss reaches the copy, "
-                        "so backward() stops there (it fills the copy's .grad) and the leaves "
-                        "it was computed from get no gradient through this term",
+        out.append(make(code_for("graph-copied-into-new-leaf", "GT104"), site,
+                        f"`{cut.op}` copies a tensor computed from trained parameters into a "
+                        "new leaf that requires grad; the loss reaches the copy, so backward() "
+                        "stops there (it fills the copy's .grad) and those parameters get no "
+                        "gradient through this term",
                         fix="use the tensor itself (or `.clone()`, which keeps the graph)",
                         severity="warning"))
     return out

@@ -20,8 +20,8 @@ class Cut:
     """A place where a value left the autograd graph.
 
     ``reason`` is one of: ``detach``, ``data``, ``item`` (also float/int/tolist), ``rewrap``
-    (torch.tensor(x) of a tensor or of an .item() value), ``nondiff`` (argmax, comparison,
-    integer cast...), ``no_grad`` (op run with grad mode off), ``inference`` (made under
+    (torch.tensor(x) of a tensor or of an .item() value), ``copy`` (a new leaf that requires
+    grad made from a tensor in the graph), ``nondiff`` (argmax, comparison, integer cast...), ``no_grad`` (op run with grad mode off), ``inference`` (made under
     inference_mode).
     """
 
@@ -43,6 +43,8 @@ class Cut:
             return f"`{self.op}` ran inside torch.inference_mode()"
         if self.reason == "nondiff":
             return f"`{self.op}` is not differentiable (its result never requires grad)"
+        if self.reason == "copy":
+            return f"`{self.op}` copied the values into a new leaf, without the graph"
         if self.reason == "rewrap":
             return f"`{self.op}` built a new tensor from plain values, without a graph"
         return f"`{self.op}` returned a value without a grad_fn"
