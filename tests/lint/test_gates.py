@@ -69,3 +69,26 @@ def test_word_search_finds_every_word_on_its_lines_without_a_tiny_needle() -> No
     for idents in (None, identifiers(code)):
         assert word_lines(code, words, idents) == naive
     assert naive["_("] == {17} and naive["zero_grad"] == {5, 16}
+
+
+def test_token_lines_are_the_scans_lines() -> None:
+    """NOTE [token lines]: the same lines as the scans (substring meaning: `add` in
+    `padding`, `out =` only where written so, `+=` scanned), the file's identifiers with
+    them, and no answer for code the index would misread (a lone \\r, non-ASCII)."""
+    from gradtrace.lint.code_text import code_text, identifiers
+    from gradtrace.lint.registry import all_rules
+    from gradtrace.lint.words import token_word_lines, word_lines
+
+    words = frozenset(w for r in all_rules() for w in (*r.triggers, *r.statement_triggers))
+    words |= {"import", "add", "out =", "+=", "] =", ".backward(", "_("}
+    code = code_text(textwrap.dedent(SRC) + (
+        "x = self.padding(h)  # add\ny = addr.add_(1); out = f(out=out)\nw += 1; b[0] = z\n"
+        "z = pad_add\n"))
+    naive = {w: {i for i, line in enumerate(code.split("\n"), 1) if w in line} for w in words}
+    naive = {w: ls for w, ls in naive.items() if ls}
+    got, idents = token_word_lines(code, words)  # type: ignore[misc]
+    assert got == naive == word_lines(code, words, identifiers(code))
+    assert naive["add"] == {17, 18, 20} and naive["out ="] == {18} and naive["+="] == {19}
+    assert sorted(idents.split()) == sorted(identifiers(code).split())  # type: ignore[union-attr]
+    assert token_word_lines("x = 1\r\ny.add(2)\r", words) is None
+    assert token_word_lines("π = 1\n", words) is None

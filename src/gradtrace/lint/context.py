@@ -83,6 +83,12 @@ class Context:
             self._idents = identifiers(self.code)
         return self._idents  # type: ignore[return-value]
 
+    def know_identifiers(self, idents: str) -> None:
+        """Take :attr:`identifiers` from the engine's word search, which builds them anyway
+        (NOTE [token lines] in :mod:`gradtrace.lint.words`; their order does not matter)."""
+        if self._idents is False:
+            self._idents = idents
+
     def mentions(self, *words: str) -> bool:
         """Whether the code (NOTE [code text]) holds any of ``words``, cached per word.
 

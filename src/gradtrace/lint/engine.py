@@ -34,7 +34,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
 from gradtrace.lint.nodes import child_fields
 from gradtrace.lint.rule import Rule
-from gradtrace.lint.words import holds as _holds, word_lines as _word_lines
+from gradtrace.lint.words import holds as _holds, token_word_lines, word_lines as _word_lines
 
 LOG = logging.getLogger(__name__)
 
@@ -159,8 +159,14 @@ class FileChecker:
                     aliases[local] = inside
         line_words, other_words = _split_words(types)
         code = self.ctx.code
-        idents = self.ctx.identifiers
-        word_lines = _word_lines(code, line_words.union(aliases, ("import",)), idents)
+        searched = line_words.union(aliases, ("import",))
+        got = token_word_lines(code, searched)  # NOTE [token lines]
+        if got is None:
+            idents = self.ctx.identifiers
+            word_lines = _word_lines(code, searched, idents)
+        else:
+            word_lines, idents = got
+            self.ctx.know_identifiers(idents)
         for w in other_words:  # words of visit_Module-only rules: whether, not where
             if may_hold(idents, w) and w in code:
                 word_lines[w] = set()

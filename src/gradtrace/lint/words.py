@@ -79,6 +79,100 @@ def word_lines(text: str, words: frozenset[str],
     return word_lines
 
 
+# NOTE [token lines]
+# The scans above read the whole code once per needle (~35 needles a file pass the identifier
+# prefilter). In ASCII code with plain line ends, one pass over the code's lines instead
+# indexes each identifier-character run (``padding``, ``zero_grad``, ``0``) with the lines it
+# is on. A word made of identifier characters occurs on a line exactly when one of that
+# line's runs holds it (``add`` in ``padding``: the same substring meaning as the scans), so
+# its lines are the lines of the runs that hold it, found in the distinct runs joined by
+# spaces (the file's identifiers, NOTE [identifier prefilter], which come with the index). A
+# word with punctuation (``.backward(``, ``out =``) lies on one line, with its longest run
+# inside one of that line's runs: its lines are those of the runs holding that run whose
+# text holds the word. Words whose runs are all shorter than three characters (``+=``, ``_(``,
+# ``** 0.5``) would hold most lines: they are scanned for as before. About an eighth cheaper
+# than the scans with the identifiers they need; code with other characters or line ends is
+# searched by :func:`word_lines`.
+_TOKEN_BYTES = bytes.maketrans(bytes(range(128)), bytes(
+    c if chr(c).isalnum() or c in (95, 10) else 32 for c in range(128)))
+_RUN = re.compile(r"[A-Za-z0-9_]+")
+MIN_RUN = 3
+
+
+@lru_cache(maxsize=64)
+def _token_plan(words: frozenset[str]
+                ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], frozenset[str]]:
+    """(the words that are one run, (word, its longest run) for the other words with a run of
+    :data:`MIN_RUN` characters, the words left to scan) (NOTE [token lines])."""
+    whole: list[str] = []
+    via: list[tuple[str, str]] = []
+    scan: list[str] = []
+    for w in sorted(words):
+        runs = _RUN.findall(w)
+        if runs == [w]:
+            whole.append(w)
+        else:
+            best = max(runs, key=len, default="")
+            if len(best) >= MIN_RUN:
+                via.append((w, best))
+            else:
+                scan.append(w)
+    return tuple(whole), tuple(via), frozenset(scan)
+
+
+def token_word_lines(text: str, words: frozenset[str]
+                     ) -> tuple[dict[str, set[int]], str] | None:
+    """:func:`word_lines` of ``text`` and its :func:`~gradtrace.lint.code_text.identifiers`
+    (in another order), from one index of its runs (NOTE [token lines]); None for text that
+    is not ASCII or has another line end than ``\\n``."""
+    if "\r" in text or not text.isascii():
+        return None
+    whole, via, scan = _token_plan(words)
+    index: dict[bytes, list[int]] = {}
+    get = index.get
+    for no, line in enumerate(text.encode("ascii").translate(_TOKEN_BYTES).split(b"\n"), 1):
+        for run in line.split():
+            at = get(run)
+            if at is None:
+                index[run] = [no]
+            elif at[-1] != no:
+                at.append(no)
+    runs = list(index.values())
+    joined = b" ".join(index).decode("ascii")
+    starts: list[int] = []
+    pos = 0
+    for k in index:
+        starts.append(pos)
+        pos += len(k) + 1
+    seen: dict[str, set[int]] = {}
+
+    def lines_of(w: str) -> set[int]:
+        got = seen.get(w)
+        if got is None:
+            got = seen[w] = set()
+            p = joined.find(w)
+            while p != -1:
+                i = bisect.bisect_right(starts, p) - 1
+                got.update(runs[i])
+                p = joined.find(w, starts[i + 1] if i + 1 < len(starts) else len(joined))
+        return got
+
+    out: dict[str, set[int]] = {}
+    for w in whole:
+        got = lines_of(w)
+        if got:
+            out[w] = got
+    if via:
+        lines = text.split("\n")
+        for w, run in via:
+            got = {no for no in lines_of(run) if w in lines[no - 1]}
+            if got:
+                out[w] = got
+    if scan:
+        out.update(word_lines(text, scan))
+    return out, joined
+
+
 def holds(lines: list[int], first: int, last: int) -> bool:
     """Whether the sorted ``lines`` hold a line from ``first`` to ``last``."""
     k = bisect.bisect_left(lines, first)
