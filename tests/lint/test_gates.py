@@ -92,3 +92,20 @@ def test_token_lines_are_the_scans_lines() -> None:
     assert sorted(idents.split()) == sorted(identifiers(code).split())  # type: ignore[union-attr]
     assert token_word_lines("x = 1\r\ny.add(2)\r", words) is None
     assert token_word_lines("π = 1\n", words) is None
+
+
+def test_one_pass_finds_every_short_word_where_the_scans_do() -> None:
+    """NOTE [token lines]: words that start inside a match (`*=` in `] *=`), are a prefix of
+    it or repeat inside it are found too: the lines of a scan for each word."""
+    import random
+
+    from gradtrace.lint.words import _scan_lines, word_lines
+
+    words = frozenset({"* [", "** 0.5", "**0.5", "*=", "*[", "+=", "-=", "/=", "] *", "] =",
+                       "]*", "]=", "_(", "*", "**", "a", "aa", "a_("})
+    assert _scan_lines("y[i] *= 2\n", words) == word_lines("y[i] *= 2\n", words) == {
+        "] *": {1}, "*=": {1}, "*": {1}}
+    rng = random.Random(12)
+    for _ in range(3000):
+        text = "".join(rng.choice("*[]= _(0.5a+-/\n") for _ in range(rng.randint(0, 30)))
+        assert _scan_lines(text, words) == word_lines(text, words), text
