@@ -312,6 +312,43 @@ def test_no_grad_saves_activations():
     assert _saved_bytes(True) > 0 and _saved_bytes(False) == 0
 
 
+def test_duplicate_parameters_step_twice():
+    for foreach in (False, True):
+        w = nn.Parameter(torch.zeros(1))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            opt = torch.optim.SGD([w, w], lr=1.0, foreach=foreach)
+        assert any("duplicate parameters" in str(x.message) for x in seen)
+        w.grad = torch.ones(1)
+        opt.step()
+        assert w.item() == -2.0
+    w = nn.Parameter(torch.zeros(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = torch.optim.Adam([w, w], lr=0.1)
+    w.grad = torch.ones(1)
+    opt.step()
+    assert int(opt.state[w]["step"]) == 2
+
+
+def test_non_full_backward_hook_grads():
+    lin = nn.Linear(4, 3)
+    got: list = []
+    lin.register_backward_hook(lambda m, gi, go: got.append([g.shape for g in gi]))
+    x = torch.randn(2, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lin(x).sum().backward()
+    assert any("non-full backward hook" in str(w.message) and "missing some grad_input"
+               in str(w.message) for w in seen)
+    assert got == [[torch.Size([3]), torch.Size([2, 4]), torch.Size([4, 3])]]
+    full: list = []
+    lin2 = nn.Linear(4, 3)
+    lin2.register_full_backward_hook(lambda m, gi, go: full.append(gi[0].shape))
+    lin2(torch.randn(2, 4, requires_grad=True)).sum().backward()
+    assert full == [torch.Size([2, 4])]
+
+
 def test_message_prefixes():
     from gradtrace.runtime.catalogue import match_message
 

@@ -286,6 +286,23 @@ CODES = (
          "opt = torch.optim.Adam([R], lr=0.1)",
          "opt = torch.optim.Adam(R.parameters(), lr=0.1)",
          "Pass `module.parameters()` (or `[w]` for one tensor).", _DIAGNOSE),
+    Code("GT839", "torch-rejected-call",
+         "the program crashed on a torch call or value that no specific diagnosis explains",
+         "The run ended in an exception that torch raised (or that names a value torch made: a "
+         "`.grad` that is None, the generator `parameters()` returns) and no entry of "
+         "gradtrace's catalogue explains it. The finding is the error itself, torch's message "
+         "shortened, at the innermost line of your code in the traceback (not inside torch), "
+         "with what to change at that call when the message says it. It ranks after every "
+         "specific finding of the run. Errors of your own code that torch has no part in (a "
+         "missing file, a KeyError in your dict, your own `raise`) get no finding.",
+         """
+         params = encoder.parameters() + decoder.parameters()
+         """,
+         """
+         params = [*encoder.parameters(), *decoder.parameters()]
+         """,
+         "Change the argument or value at that call as torch's message says.",
+         "gradtrace.runtime.trace.crash_general"),
     Code("GT820", "parameter-without-gradient", "a trained parameter never received a gradient",
          "A parameter of the optimizer had `grad is None` after every backward: it is frozen, "
          "its module never ran, or the graph was cut before it. It never trains; the finding "

@@ -1,4 +1,4 @@
-"""GT836-GT838, GT843-GT849: silent bugs whose run looks like ordinary training, reported by ``gradtrace
+"""GT836-GT838, GT842-GT849 and GT857: silent bugs whose run looks like ordinary training, reported by ``gradtrace
 run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
@@ -57,6 +57,38 @@ CODES = (
          """,
          "Use `binary_cross_entropy_with_logits` (`nn.BCEWithLogitsLoss`) on the raw scores, "
          "or end the model with a sigmoid.", _LOSS_INPUT),
+    Code("GT842", "loss-target-broadcast",
+         "a regression loss given an input and a target of different shapes",
+         "`mse_loss`, `l1_loss`, `smooth_l1_loss` and `huber_loss` broadcast the input against "
+         "the target: predictions of shape (B, 1) against targets of shape (B,) (or the reverse) "
+         "give a (B, B) difference, every prediction compared with every target. The loss is "
+         "finite and training runs, towards the batch mean. Torch warns (\"Using a target size "
+         "... that is different to the input size\"); the run reports the loss call.",
+         """
+         pred = model(x)            # (B, 1)
+         loss = F.mse_loss(pred, y)  # y: (B,)
+         """,
+         """
+         pred = model(x).squeeze(-1)  # (B,)
+         loss = F.mse_loss(pred, y)
+         """,
+         "Give the input and the target the same shape before the loss.", _EVENTS,
+         severity="warning"),
+    Code("GT857", "non-full-backward-hook",
+         "`register_backward_hook` on a module whose forward runs several autograd ops",
+         "The old module backward hook is attached to the last autograd node of the module's "
+         "forward: for a module with more than one op (a block, a residual, a Sequential) its "
+         "`grad_input` is that node's input gradient, not the module's. A hook that reads or "
+         "rescales it works on the wrong tensors, silently. Torch warns (\"Using a non-full "
+         "backward hook when the forward contains multiple autograd Nodes\"); the run reports "
+         "the line that registered the hook.",
+         """
+         block.register_backward_hook(save_grad)
+         """,
+         """
+         block.register_full_backward_hook(save_grad)
+         """,
+         "Use `register_full_backward_hook`.", _EVENTS, severity="warning"),
     Code("GT843", "layer-shared-across-positions",
          "one layer object registered at several positions of a Sequential or ModuleList",
          "`[nn.Linear(d, d), nn.ReLU()] * n` or `[layer] * n` repeats one object: the n "

@@ -272,7 +272,8 @@ class Session:
             if exc is not None and self.ranks is not None:
                 self.crash = list(self.ranks.diagnose(exc))  # DDP errors, per rank
             if exc is not None and self.tracer is not None:
-                self.crash += [f for f in self.tracer.diagnose(exc) if f not in self.crash]
+                self.crash += [f for f in self.tracer.diagnose(exc, general=not self.crash)
+                               if f not in self.crash]
             if self.tracer is not None and self.steps and self.enabled:
                 self._explain()  # also after a crash: e.g. the cause of a DDP error
         finally:

@@ -58,6 +58,8 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "model-recreated-after-optimizer": ("GT404", "model-recreated-after-optimizer"),
     "backward-through-freed-graph": ("GT509", "backward-twice-without-retain-graph"),
     "zero-grad-every-accumulation-step": ("GT512", "zero-grad-every-accumulation-step"),
+    "parameters-listed-twice": ("GT435", "parameters-listed-twice"),
+    "clip-of-consumed-generator": ("GT405", "parameters-generator-consumed"),
 }
 
 

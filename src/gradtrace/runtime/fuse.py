@@ -86,6 +86,8 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "inplace-caller": frozenset({"GT607"}),
     "view-inplace": frozenset({"GT606"}),
     "scaler-order": frozenset({"GT525"}),
+    "checkpoint": frozenset({"GT205"}),
+    "listed-twice": frozenset({"GT435"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -125,7 +127,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT849": ("not-optimized",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
-    "GT834": ("scaler-order",),
+    "GT834": ("scaler-order",), "GT205": ("checkpoint",), "GT435": ("listed-twice",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
@@ -152,6 +154,9 @@ _REFUTABLE: dict[str, int] = {
     **dict.fromkeys(("GT401", "GT402", "GT404", "GT410", "GT504", "GT442"), 1),
     **dict.fromkeys(("GT501", "GT502", "GT503", "GT505"), 2),
 }
+# Runtime codes two mechanisms report for one bug at one line (the parameters a reentrant
+# checkpoint left without gradients, and torch's warning at the checkpoint): shown once.
+_SEEN_TWICE = frozenset({"GT205"})
 CONFIRMED = "confirmed at run time "
 STATIC_ALSO = "also found by reading the code: "
 
@@ -299,6 +304,9 @@ def _families(f: Finding) -> tuple[str, ...]:
 def _candidates(r: Finding, static: list[Finding], used: set[int],
                 crash_line: tuple[str, int] | None) -> tuple[int, bool] | None:
     """(index of the static finding that accounts for ``r``, whether it leads), or None."""
+    if r.code == GENERAL_CRASH:  # a static rule on the crashing line is its specific diagnosis
+        return next(((i, True) for i, s in enumerate(static) if i not in used and s.severity
+                     != "info" and (_abs(s.path), s.line) == (_abs(r.path), r.line)), None)
     fams = _families(r)
     if not fams:
         return None
@@ -371,7 +379,9 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     for r in runtime:
         hit = _candidates(r, static, used, crash_line)
         if hit is None:
-            out.append(r)
+            if r.code not in _SEEN_TWICE or not any(
+                    (f.code, f.path, f.line) == (r.code, r.path, r.line) for f in out):
+                out.append(r)
             continue
         i, lead = hit
         used.add(i)
@@ -447,6 +457,11 @@ def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
         return list(runtime)
 
 
-def rank_key(f: Finding) -> tuple[int, int]:
-    """Sort key keeping NOTE [ranking]: runtime-seen findings first, errors before warnings."""
-    return (f.source == "static", {"error": 0, "warning": 1, "info": 2}.get(f.severity, 3))
+def rank_key(f: Finding) -> tuple[int, int, int]:
+    """Sort key keeping NOTE [ranking]: runtime-seen findings first, errors before warnings;
+    the general crash finding (NOTE [general crash]) after every other runtime finding."""
+    return (f.source == "static", f.code == GENERAL_CRASH,
+            {"error": 0, "warning": 1, "info": 2}.get(f.severity, 3))
+
+
+GENERAL_CRASH = "GT839"  # gradtrace.runtime.trace.crash_general.CODE

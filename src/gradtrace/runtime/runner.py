@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
 
 def _run(opts: RunOptions) -> int:
     from gradtrace.runtime.distributed.ranks import rank_session
-    from gradtrace.runtime.trace.tracer import diagnose, trace
+    from gradtrace.runtime.trace.tracer import diagnose, diagnose_general, trace
 
     code, crash, keep = 0, None, None
     # `keep` holds the program's globals (or its exception and so its frames) until tracing
@@ -138,8 +138,9 @@ def _run(opts: RunOptions) -> int:
             return 130  # what a shell shows for a Python program stopped by Ctrl-C
         except BaseException as e:  # the program crashed: Python's exit code is 1
             code, crash, keep = 1, e, e
-            diagnose(e, tracer)
-            ranks.diagnose(e)
+            found = diagnose(e, tracer, general=False)
+            if not ranks.diagnose(e) and not found:
+                diagnose_general(e, tracer)  # NOTE [general crash]
     del keep
     if crash is not None:
         _print_traceback(crash)
@@ -320,6 +321,7 @@ def _sections(ordered: list[Finding], crash: BaseException | None,
               diagnosis: list[Finding]) -> str:
     """The printed report: the diagnosis of the crash (only findings that explain it), the
     problems the run saw, then what only the code shows (NOTE [ranking] in runtime.fuse)."""
+    from gradtrace.runtime.fuse import GENERAL_CRASH
     from gradtrace.runtime.render import render_text
 
     explains = {(f.code, f.path, f.line) for f in diagnosis}
@@ -327,8 +329,13 @@ def _sections(ordered: list[Finding], crash: BaseException | None,
     seen = [f for f in ordered if f not in diag and f.source != "static"]
     static = [f for f in ordered if f not in diag and f.source == "static"]
     out = []
+    general = bool(diag) and all(f.code == GENERAL_CRASH for f in diag)
+    if general and seen:  # NOTE [general crash]: what the run saw leads the error itself
+        out.append(render_text(seen, title=f"\ngradtrace: problems seen ({len(seen)})"))
+        seen = []
     if diag:
-        out.append(render_text(diag, title=f"\ngradtrace: diagnosis ({len(diag)})"))
+        out.append(render_text(diag, title=f"\ngradtrace: diagnosis ({len(diag)})" + (
+            ": the error itself, no specific diagnosis applies" if general else "")))
     if seen:
         title = "problems seen" if crash is None else \
             "also seen" if diag else "problems seen, separate from the error above"

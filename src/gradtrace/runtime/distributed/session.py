@@ -313,7 +313,7 @@ def traced_child(fn: Any, folder: str, nprocs: int, index: int, *args: Any) -> A
 
     from gradtrace.env import DDP_DIR
     from gradtrace.runtime.distributed.info import check_sync_every
-    from gradtrace.runtime.trace.tracer import diagnose, trace
+    from gradtrace.runtime.trace.tracer import diagnose, diagnose_general, trace
 
     stack = contextlib.ExitStack()
     try:
@@ -332,8 +332,9 @@ def traced_child(fn: Any, folder: str, nprocs: int, index: int, *args: Any) -> A
                 return fn(index, *args)
             except Exception as e:  # SystemExit and Ctrl-C are no crash to diagnose
                 crash = e
-                diagnose(e, tracer)
-                sess.diagnose(e)
+                found = diagnose(e, tracer, general=False)
+                if not sess.diagnose(e) and not found:
+                    diagnose_general(e, tracer)  # NOTE [general crash]
                 raise
     finally:
         _report(sess, tracer, crash)

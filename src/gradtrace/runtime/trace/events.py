@@ -41,6 +41,33 @@ _EVENT_TEXT = {
         "GT848", "this in-place `{op}` rewrites the tensor its caller passed in and reads again "
         "after the call (a residual input): the caller goes on with the activated values, not "
         "its own", "build the layer with inplace=False (or clone the input before the block)"),
+    # NOTE [revealing warnings] (gradtrace.runtime.trace.warned): torch warned about these
+    "loss-target-broadcast": (
+        "GT842", "the loss compares an input of {op}: the two broadcast against each other, so "
+        "each prediction is compared with every target of the batch and the loss and its "
+        "gradient are wrong (torch warns 'Using a target size ... that is different to the input "
+        "size')", "give the input and the target the same shape (squeeze/unsqueeze/view the one "
+        "that differs) before the loss"),
+    "non-full-backward-hook": (
+        "GT857", "this `register_backward_hook` is on a module whose forward runs more than one "
+        "autograd op: the hook receives the gradients of the module's last op only, not of its "
+        "inputs, so what it reads or changes is not the module's grad_input (torch warns 'Using "
+        "a non-full backward hook ...')", "use module.register_full_backward_hook(hook)"),
+    "checkpoint-no-grad": (
+        "GT205", "none of the inputs of this reentrant checkpoint requires grad: backward() "
+        "never re-runs the segment, so the parameters inside it get no gradient (torch warns "
+        "'None of the inputs have requires_grad=True')",
+        "use checkpoint(..., use_reentrant=False), or pass an input that requires grad"),
+    "parameters-listed-twice": (
+        "GT435", "a parameter group of this optimizer lists the same tensor more than once: "
+        "each step updates it once per listing (torch warns 'optimizer contains a parameter "
+        "group with duplicate parameters')",
+        "give each parameter once (build the list from model.parameters() once)"),
+    "clip-of-consumed-generator": (
+        "GT405", "gradient clipping got a parameter generator that was already used up: it "
+        "clipped nothing (torch warns '`parameters` is an empty generator')",
+        "pass model.parameters() anew at the clip (or keep a list: params = "
+        "list(model.parameters()))"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),

@@ -18,7 +18,7 @@ API for tools built on top (pytest plugin, ``gradtrace.testing``)::
         ...
     tr.findings                    # list[Finding]: crash diagnoses first, then silent problems,
                                    # then static findings on the code that ran (NOTE [ranking]
-                                   # in gradtrace.runtime.fuse)
+                                   # in gradtrace.runtime.fuse), the general crash finding last
     tr.diagnosis                   # list[Finding]: only the findings that explain the crash
     tr.why_no_grad(param)          # Finding | None: not used in forward / cut at file:line /
                                    # frozen at file:line / only ran under no_grad
@@ -113,9 +113,11 @@ class Tracer:
             from gradtrace.runtime.frames import hide_own_frames
 
             hide_own_frames(exc)
-            if unarmed and isinstance(exc, Exception):  # NOTE [trace arming]: diagnose it now
-                try:
-                    diagnose(exc, self)
+            # an unarmed crash is diagnosed now (NOTE [trace arming]); an armed one that no
+            # traced torch call diagnosed too (post-hoc, else NOTE [general crash])
+            if isinstance(exc, Exception) and (unarmed or not getattr(exc, "__gradtrace__", None)):
+                try:  # a rank session's diagnosis, already made, leaves no room for GT839
+                    diagnose(exc, self, general=not self.state.crash_findings)
                 except Exception:
                     LOG.debug("gradtrace: diagnosis failed", exc_info=True)
         try:
@@ -135,12 +137,16 @@ class Tracer:
         for f in [*self.state.crash_findings, *silent]:
             if f not in out:
                 out.append(f)
-        return self._fuse(out)
+        from gradtrace.runtime.fuse import GENERAL_CRASH
+
+        return sorted(self._fuse(out), key=lambda f: 2 if f.source == "static"  # NOTE [ranking]
+                      else int(f.code == GENERAL_CRASH))
 
     @property
     def diagnosis(self) -> list[Finding]:
-        """The findings that explain the crash (``[]`` if the program did not crash or the crash
-        is unrelated to gradients); each fused with the static finding that accounts for it."""
+        """The findings that explain the crash (``[]`` if the program did not crash or torch
+        has no part in the error; GT839, the error itself, when no specific diagnosis applies:
+        NOTE [general crash]); each fused with the static finding that accounts for it."""
         crash = [f for f in self.state.crash_findings if f not in self._caught]
         return self._fuse(crash, unconfirmed=False)
 
@@ -178,9 +184,10 @@ class Tracer:
 
         return why_no_grad(self.state, self.hooks.data, param)
 
-    def diagnose(self, exc: BaseException) -> list[Finding]:
-        """The diagnosis of an exception raised while (or after) this session traced."""
-        return diagnose(exc, self)
+    def diagnose(self, exc: BaseException, *, general: bool = True) -> list[Finding]:
+        """The diagnosis of an exception raised while (or after) this session traced
+        (``general=False``: without the general crash finding, NOTE [general crash])."""
+        return diagnose(exc, self, general=general)
 
 
 _ACTIVE: list[Tracer] = []
@@ -224,26 +231,24 @@ def _relocate_warnings(on: bool) -> None:
         _RELOCATE.clear()
 
 
-# torch's own check in LRScheduler.step(): the scheduler stepped before its optimizer ever did
-_SCHEDULER_FIRST = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
-
-
 def _note_warning(text: str, filename: str, lineno: int) -> None:
-    """Record a torch warning that reveals a problem (at the user line it points to)."""
-    if not text.startswith(_SCHEDULER_FIRST):
-        return
+    """Record a torch warning that reveals a problem, at the user line it points to
+    (NOTE [revealing warnings] in :mod:`gradtrace.runtime.trace.warned`)."""
     tracer = active_tracer()
-    if tracer is None or tracer.state.grad_scaler:  # a skipped step (inf grads) warns too
+    if tracer is None:
         return
     try:
         from gradtrace.runtime.frames import Site, user_frame
+        from gradtrace.runtime.trace.warned import note_warning
 
+        f = user_frame(2)
         site = Site(filename, lineno)
         if filename.startswith("<frozen") or filename.startswith(_PKG_DIR) or _internal(filename):
-            f = user_frame(2)
             site = Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f else None
+        elif f is not None and (f.f_code.co_filename, f.f_lineno) != (filename, lineno):
+            f = None  # the warning names a line of its own (stacklevel): no frame to read
         if site is not None:
-            tracer.state.note("scheduler-before-step", site, "lr_scheduler.step")
+            note_warning(text, site, f, tracer)
     except Exception:
         if strict():
             raise
@@ -278,8 +283,12 @@ def trace(*, static: bool = True, every: int | None = None, budget: float = 0.03
     return Tracer(static=static, every=every, budget=budget)
 
 
-def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
-    """Findings for an exception: the diagnosis made when torch raised it, or one made now.
+def diagnose(exc: BaseException, tracer: Tracer | None = None, *,
+             general: bool = True) -> list[Finding]:
+    """Findings for an exception: the diagnosis made when torch raised it, or one made now;
+    when none applies and torch is part of the error, the error itself at the user's line
+    (NOTE [general crash]; ``general=False`` leaves that to :func:`diagnose_general`, for a
+    caller with another diagnoser to ask first).
 
     Works without a tracer too (from the message and the traceback alone), with less detail.
     """
@@ -288,6 +297,8 @@ def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
     found = list(getattr(exc, "__gradtrace__", None) or ())
     if not found:
         found = diagnose_traceback(exc, tracer.state if tracer is not None else None)
+    if not found and general:
+        found = _general(exc)
     if tracer is None:
         return found
     hit = user_tb_frame(exc)
@@ -296,3 +307,26 @@ def diagnose(exc: BaseException, tracer: Tracer | None = None) -> list[Finding]:
     tracer._caught = [f for f in tracer.state.crash_findings if f not in found]
     tracer.state.crash_findings.extend(f for f in found if f not in tracer.state.crash_findings)
     return tracer._fuse(found, unconfirmed=False) if found else found
+
+
+def diagnose_general(exc: BaseException, tracer: Tracer) -> list[Finding]:
+    """The general crash finding for ``exc`` (NOTE [general crash]) added to ``tracer``'s
+    diagnosis; for a caller whose diagnosers all found nothing."""
+    found = _general(exc)
+    tracer.state.crash_findings.extend(f for f in found if f not in tracer.state.crash_findings)
+    return found
+
+
+def _general(exc: BaseException) -> list[Finding]:
+    from gradtrace.runtime.trace.crash_general import general_finding
+    from gradtrace.runtime.trace.posthoc import user_tb_frame
+
+    try:
+        hit = user_tb_frame(exc)
+        f = general_finding(exc, hit[1], hit[0]) if hit is not None else None
+    except Exception:  # diagnosis must never hide the user's own error
+        if strict():
+            raise
+        LOG.debug("gradtrace: general crash finding failed", exc_info=True)
+        return []
+    return [f] if f is not None else []
