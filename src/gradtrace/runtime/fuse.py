@@ -154,9 +154,11 @@ _REFUTABLE: dict[str, int] = {
     **dict.fromkeys(("GT401", "GT402", "GT404", "GT410", "GT504", "GT442"), 1),
     **dict.fromkeys(("GT501", "GT502", "GT503", "GT505"), 2),
 }
-# Runtime codes two mechanisms report for one bug at one line (the parameters a reentrant
-# checkpoint left without gradients, and torch's warning at the checkpoint): shown once.
-_SEEN_TWICE = frozenset({"GT205"})
+# Runtime codes two mechanisms report for one bug (the parameters a reentrant checkpoint left
+# without gradients and torch's warning at the checkpoint, on one line; torch's warning about a
+# group listing a tensor twice and the static GT435 another finding confirmed, in one file):
+# shown once.
+_SEEN_TWICE = {"GT205": "line", "GT435": "file"}
 CONFIRMED = "confirmed at run time "
 STATIC_ALSO = "also found by reading the code: "
 
@@ -379,8 +381,9 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     for r in runtime:
         hit = _candidates(r, static, used, crash_line)
         if hit is None:
-            if r.code not in _SEEN_TWICE or not any(
-                    (f.code, f.path, f.line) == (r.code, r.path, r.line) for f in out):
+            same = _SEEN_TWICE.get(r.code)
+            if same is None or not any((f.code, f.path) == (r.code, r.path) and (
+                    same == "file" or f.line == r.line) for f in out):
                 out.append(r)
             continue
         i, lead = hit
