@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from gradtrace.lint.analysis.facts import Analysis
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# bases of custom autograd operations: a `forward` there is no module's
+AUTOGRAD_FUNCTION_BASES = frozenset({
+    "torch.autograd.Function", "torch.autograd.function.Function",
+    "torch.autograd.function.InplaceFunction", "torch.autograd.InplaceFunction"})
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.ParameterList",
                          "torch.nn.ParameterDict"})
 
@@ -193,9 +197,12 @@ def function_defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncF
 
 def is_module_class(c: ast.ClassDef, known: set[str], qualified) -> bool:  # type: ignore[no-untyped-def]
     """An ``nn.Module`` subclass: a base is ``torch.nn.<Layer>``, named ``*Module``, or a module
-    class of the file; or the class has bases and defines ``forward``."""
-    for b in c.bases:
-        q = qualified(b) or ""
+    class of the file; or the class has bases and defines ``forward``, unless a base is
+    ``torch.autograd.Function`` (its ``forward`` is an operation's, it holds no parameters)."""
+    quals = [qualified(b) or "" for b in c.bases]
+    if any(q in AUTOGRAD_FUNCTION_BASES for q in quals):
+        return False
+    for q in quals:
         last = q.rpartition(".")[2]
         if (q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES) \
                 or last.endswith("Module") or last in known:
