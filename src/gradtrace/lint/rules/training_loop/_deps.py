@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
-    FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS, PAIR_METHODS)
+    FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS)
 from gradtrace.lint.analysis.steps import plain_grads
 from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
@@ -26,6 +26,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, child_nodes, statements
 from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+from gradtrace.lint.rules.training_loop._no_grad_calls import index_output, no_grad_result
 
 # results without a graph: detached, Python values, integer/bool results (the table in
 # analysis.cuts), and sizes
@@ -270,17 +271,6 @@ def _operand(n: ast.Name, parent: ast.AST) -> bool:
         dotted(parent.func) or "").startswith(("torch.", "F."))
 
 
-def index_output(b: Binding) -> bool:
-    """``pred`` in ``_, pred = out.max(1)``: an index tensor, without a graph."""
-    s = b.stmt
-    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in PAIR_METHODS):
-        return False
-    elts = s.targets[0].elts
-    return any(dotted(e) == b.name for e in elts[1:]) and dotted(elts[0]) != b.name
-
-
 def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
     """Calls in ``expr`` (outside detached parts) whose callee looks like a module."""
     stack = [expr]
@@ -411,17 +401,22 @@ class Graphs:
     def plain_result(self, b: Binding) -> bool:
         """``out, _, ratio = model(data)``: the element ``b`` takes from what a function (or a
         module's ``forward``) of this file returns is, in every ``return``, computed from no
-        tensor's history (``out.size(0) / x.size(0)``, a constant)."""
+        tensor's history (``out.size(0) / x.size(0)``, a constant), or made by a function run
+        with grad off (NOTE [no-grad helpers]; then also ``p = stats(x, p)``)."""
         s, ctx = b.stmt, self.f.ctx
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+                and isinstance(s.value, ast.Call)):
             return False
+        fn = _forward_of(ctx, s.value, self.f.scope, b.line)
+        if not isinstance(s.targets[0], ast.Tuple):  # NOTE [no-grad helpers]
+            return dotted(s.targets[0]) == b.name and no_grad_result(ctx, fn, None, None)
         names = [dotted(e) for e in s.targets[0].elts]
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
-        fn = _forward_of(ctx, s.value, self.f.scope, b.line)
-        rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)] if fn else []
         i = names.index(b.name)
+        if no_grad_result(ctx, fn, names, i):
+            return True
+        rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)] if fn else []
         return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
                                   and _historyless(ctx, fn, r.elts[i]) for r in rets)
 

@@ -1,0 +1,124 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen13.md (session 13:
+TorchSSL, graph_nets, pytorch-YOLOv4, pytorch_image_classification), each in another
+spelling than the project's and next to a buggy twin that is still reported. Every snippet
+runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", DeprecationWarning)
+'''
+TWICE = (RuntimeError, "backward through the graph a second time")
+LEGACY = (RuntimeError, "Legacy autograd function")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # TorchSSL's FreeMatch: `time_p, p_model, label_hist = self.cal_time_p_and_p_model(
+    # logits_w, time_p, p_model, label_hist)`, a method decorated `@torch.no_grad()`: what it
+    # returns has no history, so carrying it into the next pass carries no graph. Twin: the
+    # same helper without the decorator; the second backward reaches the first pass's graph
+    "running-statistic-made-under-no-grad": (Shape("""
+        from torch import no_grad
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        @no_grad()
+        def track(out, prior):
+            if prior is None:
+                prior = out.softmax(-1).mean(0)
+            else:
+                prior = prior * 0.9 + out.softmax(-1).mean(0) * 0.1
+            return prior
+        prior = None
+        for _ in range(3):
+            out = net(torch.randn(5, 4))
+            prior = track(out, prior)
+            loss = -(out.log_softmax(-1) * prior).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT506", holds="prior.grad_fn is None"), Shape("""
+        from torch import no_grad
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def track(out, prior):
+            if prior is None:
+                prior = out.softmax(-1).mean(0)
+            else:
+                prior = prior * 0.9 + out.softmax(-1).mean(0) * 0.1
+            return prior
+        prior = None
+        for _ in range(3):
+            out = net(torch.randn(5, 4))
+            prior = track(out, prior)
+            loss = -(out.log_softmax(-1) * prior).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT506", 13, raises=TWICE)),
+    # the same in FreeMatch's spelling of the call: a method returning a tuple, each element
+    # rebound in it on every path. Twin: the method without the decorator
+    "tuple-of-a-no-grad-method": (Shape("""
+        class Learner:
+            def __init__(self):
+                self.net = nn.Linear(4, 3)
+                self.opt = torch.optim.Adam(self.net.parameters())
+            @torch.no_grad()
+            def stats(self, logits, level, hist):
+                probs = logits.softmax(1)
+                level = probs.max(1)[0].mean() if level is None else 0.99 * level + 0.01 * probs.max(1)[0].mean()
+                hist = probs.mean(0) if hist is None else 0.99 * hist + 0.01 * probs.mean(0)
+                return level, hist
+            def fit(self, batches):
+                level, hist = None, None
+                for x in batches:
+                    logits = self.net(x)
+                    level, hist = self.stats(logits, level, hist)
+                    loss = (logits.softmax(1) * hist).sum(1).mean() * level
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return hist
+        hist = Learner().fit([torch.randn(6, 4) for _ in range(3)])
+        """, "GT506", holds="hist.grad_fn is None"), Shape("""
+        class Learner:
+            def __init__(self):
+                self.net = nn.Linear(4, 3)
+                self.opt = torch.optim.Adam(self.net.parameters())
+            def stats(self, logits, level, hist):
+                probs = logits.softmax(1)
+                level = probs.max(1)[0].mean() if level is None else 0.99 * level + 0.01 * probs.max(1)[0].mean()
+                hist = probs.mean(0) if hist is None else 0.99 * hist + 0.01 * probs.mean(0)
+                return level, hist
+            def fit(self, batches):
+                level, hist = None, None
+                for x in batches:
+                    logits = self.net(x)
+                    level, hist = self.stats(logits, level, hist)
+                    loss = (logits.softmax(1) * hist).sum(1).mean() * level
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return hist
+        hist = Learner().fit([torch.randn(6, 4) for _ in range(3)])
+        """, "GT506", 14, raises=TWICE)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
