@@ -29,42 +29,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # same helper without the decorator; the second backward reaches the first pass's graph
     "running-statistic-made-under-no-grad": (Shape("""
         from torch import no_grad
-        net = nn.Linear(4, 3)
-        opt = torch.optim.SGD(net.parameters(), lr=0.1)
-        @no_grad()
-        def track(out, prior):
-            if prior is None:
-                prior = out.softmax(-1).mean(0)
-            else:
-                prior = prior * 0.9 + out.softmax(-1).mean(0) * 0.1
-            return prior
-        prior = None
-        for _ in range(3):
-            out = net(torch.randn(5, 4))
-            prior = track(out, prior)
-            loss = -(out.log_softmax(-1) * prior).sum(-1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        class Tracker:
+            def __init__(self, net):
+                self.net, self.opt = net, torch.optim.SGD(net.parameters(), lr=0.1)
+            @no_grad()
+            def update(self, out, prior):
+                if prior is None:
+                    prior = out.softmax(-1).mean(0)
+                else:
+                    prior = prior * 0.9 + out.softmax(-1).mean(0) * 0.1
+                return prior
+            def fit(self, steps):
+                prior = None
+                for _ in range(steps):
+                    out = self.net(torch.randn(5, 4))
+                    prior = self.update(out, prior)
+                    loss = -(out.log_softmax(-1) * prior).sum(-1).mean()
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return prior
+        prior = Tracker(nn.Linear(4, 3)).fit(3)
         """, "GT506", holds="prior.grad_fn is None"), Shape("""
         from torch import no_grad
-        net = nn.Linear(4, 3)
-        opt = torch.optim.SGD(net.parameters(), lr=0.1)
-        def track(out, prior):
-            if prior is None:
-                prior = out.softmax(-1).mean(0)
-            else:
-                prior = prior * 0.9 + out.softmax(-1).mean(0) * 0.1
-            return prior
-        prior = None
-        for _ in range(3):
-            out = net(torch.randn(5, 4))
-            prior = track(out, prior)
-            loss = -(out.log_softmax(-1) * prior).sum(-1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        """, "GT506", 13, raises=TWICE)),
+        class Tracker:
+            def __init__(self, net):
+                self.net, self.opt = net, torch.optim.SGD(net.parameters(), lr=0.1)
+            def update(self, out, prior):
+                if prior is None:
+                    prior = out.softmax(-1).mean(0)
+                else:
+                    prior = prior * 0.9 + out.softmax(-1).mean(0) * 0.1
+                return prior
+            def fit(self, steps):
+                prior = None
+                for _ in range(steps):
+                    out = self.net(torch.randn(5, 4))
+                    prior = self.update(out, prior)
+                    loss = -(out.log_softmax(-1) * prior).sum(-1).mean()
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return prior
+        prior = Tracker(nn.Linear(4, 3)).fit(3)
+        """, "GT506", 15, raises=TWICE)),
     # the same in FreeMatch's spelling of the call: a method returning a tuple, each element
     # rebound in it on every path. Twin: the method without the decorator
     "tuple-of-a-no-grad-method": (Shape("""
@@ -111,6 +119,49 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return hist
         hist = Learner().fit([torch.randn(6, 4) for _ in range(3)])
         """, "GT506", 14, raises=TWICE)),
+    # graph_nets' ChebNet notebook: `my_sparse_mm()(L, x0)` in `graph_conv_cheby`, an old-style
+    # `torch.autograd.Function` (it defines `forward`, and holds no weight): a legacy call that
+    # GT705 reports, not a layer with random weights. Twin: a module of the file with a
+    # Linear is built in the helper `forward` calls; `parameters()` never holds it
+    "legacy-function-built-in-a-helper": (Shape("""
+        from torch.autograd import Function as AF
+        class SparseProduct(AF):
+            def forward(self, a, b):
+                self.save_for_backward(a, b)
+                return a @ b
+            def backward(self, g):
+                a, b = self.saved_tensors
+                return g @ b.t(), a.t() @ g
+        class Propagate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+            def hop(self, adj, h):
+                return SparseProduct()(adj, h)
+            def forward(self, adj, h):
+                return self.lin(self.hop(adj, h))
+        model = Propagate()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.eye(3), torch.randn(3, 4)).sum().backward()
+        """, "GT420", raises=LEGACY), Shape("""
+        class Mix(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Linear(4, 4)
+            def forward(self, adj, h):
+                return adj @ self.w(h)
+        class Propagate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+            def hop(self, adj, h):
+                return Mix()(adj, h)
+            def forward(self, adj, h):
+                return self.lin(self.hop(adj, h))
+        model = Propagate()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.eye(3), torch.randn(3, 4)).sum().backward()
+        """, "GT420", 12, holds="len(list(model.parameters())) == 2")),
 }
 
 
