@@ -162,6 +162,41 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         model(torch.eye(3), torch.randn(3, 4)).sum().backward()
         """, "GT420", 12, holds="len(list(model.parameters())) == 2")),
+    # pytorch-YOLOv4's `Darknet.forward`: in the loop over the blocks, `x = x1 + x2`, then
+    # `if activation == 'leaky': x = F.leaky_relu(x, 0.1, inplace=True)` / `elif ...:
+    # x = F.relu(x, inplace=True)`: each pass binds `x` anew before either arm, so the write
+    # never reaches a previous pass's output. Twin: the new binding is only in the first arm;
+    # the next pass clamps the tanh's output in place and backward raises
+    "inplace-arm-after-a-fresh-binding-in-a-loop": (Shape("""
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.kinds = ["tanh", "relu", "tanh"]
+                self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in self.kinds)
+            def forward(self, h):
+                for kind, layer in zip(self.kinds, self.layers):
+                    h = layer(h) + h
+                    if kind == "tanh":
+                        h = torch.tanh(h)
+                    else:
+                        h.clamp_(min=0)
+                return h
+        Stack()(torch.randn(2, 4)).sum().backward()
+        """, "GT602"), Shape("""
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.kinds = ["tanh", "relu", "tanh"]
+                self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in self.kinds)
+            def forward(self, h):
+                for kind, layer in zip(self.kinds, self.layers):
+                    if kind == "tanh":
+                        h = torch.tanh(layer(h) + h)
+                    else:
+                        h.clamp_(min=0)
+                return h
+        Stack()(torch.randn(2, 4)).sum().backward()
+        """, "GT602", 11, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 

@@ -368,7 +368,7 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
         return out
     scope = ctx.scope(fn)
     for s in _after(fn, stmt, memo):
-        if _written_name(s) == name and not _other_arm(scope, stmt, s):
+        if _written_name(s) == name and not _other_arm(scope, stmt, s, name):
             w = _write_target(s, ctx, modules)
             if w is not None and w[0] == name:
                 out.append((prod, s, w[1], w[2], fn))
@@ -377,12 +377,22 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     return out
 
 
-def _other_arm(scope: Any, made: ast.stmt, write: ast.stmt) -> bool:
+def _other_arm(scope: Any, made: ast.stmt, write: ast.stmt, name: str) -> bool:
     """``if squash: y = sigmoid(y)`` / ``else: y += 0.5``: the write never runs on the
-    output (other arm of one ``if``, with no loop around both to run one after the other)."""
+    output (other arm of one ``if``). With a loop around both, one pass may make the output and
+    the next write it, unless every path of the loop's body to the write binds ``name`` anew
+    first (``x = a + b`` / ``if leaky: x = leaky_relu(x, inplace=True)`` / ``elif relu:
+    F.relu(x, inplace=True)``): then the write sees only that binding."""
+    if not scope.exclusive(made, write):
+        return False
     loops = {id(x) for x in scope.loops_of(made)}
-    return scope.exclusive(made, write) and not any(id(x) in loops
-                                                    for x in scope.loops_of(write))
+    common = [x for x in scope.loops_of(write) if id(x) in loops]
+    if not common:
+        return True
+    path = set(scope.branches.get(id(write), ()))
+    return any(b.line < write.lineno and set(scope.branches.get(id(b.stmt), ())) <= path
+               and any(x is common[-1] for x in scope.loops_of(b.stmt))
+               and _rebinds(b.stmt, name) for b in scope.bindings.get(name, ()))
 
 
 def _after(fn: ast.AST, stmt: ast.stmt, memo: dict[int, Any]) -> list[ast.stmt]:
