@@ -197,6 +197,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return h
         Stack()(torch.randn(2, 4)).sum().backward()
         """, "GT602", 11, raises=(RuntimeError, "modified by an inplace operation"))),
+    # pytorch_image_classification's `train.py`: `losses = []` for each batch, then one
+    # `loss.backward()` per sub-batch with `losses.append(loss)`, `optimizer.step()` after the
+    # sub-batch loop and `sum(losses).item()` logged: the list holds one update's nodes and
+    # is dropped at the next batch. Twin: the list is made once, before the batch loop; it
+    # keeps every update's graph nodes for the whole run
+    "micro-batch-losses-of-one-update": (Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        batches = [torch.randn(6, 4) for _ in range(3)]
+        for x in batches:
+            parts = []
+            for piece in x.chunk(3):
+                part = model(piece).pow(2).mean() / 3
+                part.backward()
+                parts.append(part)
+            opt.step()
+            opt.zero_grad()
+            logged = torch.stack(parts).sum().item()
+        """, "GT505", holds="len(parts) == 3"), Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        batches = [torch.randn(6, 4) for _ in range(3)]
+        parts = []
+        for x in batches:
+            for piece in x.chunk(3):
+                part = model(piece).pow(2).mean() / 3
+                part.backward()
+                parts.append(part)
+            opt.step()
+            opt.zero_grad()
+            logged = torch.stack(parts).sum().item()
+        """, "GT505", 9, holds="len(parts) == 9 and parts[0].grad_fn is not None")),
 }
 
 

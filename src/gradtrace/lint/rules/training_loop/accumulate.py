@@ -136,7 +136,8 @@ class LossAccumulatedWithGraph(LoopRule):
     marked safe only when the accumulator starts as a tensor or is later only printed or logged;
     otherwise (e.g. it is returned, or `.item()` is called on it) it is unsafe.
     Known limits: an accumulator that is reset inside the loop (e.g. every 100 steps) is not
-    reported: what it keeps is bounded. An evaluation function that its callers run under
+    reported: what it keeps is bounded; nor is one made anew for each optimizer step that
+    collects that step's micro-batches (the step follows the inner loop). An evaluation function that its callers run under
     `no_grad` in another file is reported; one called under `no_grad` in the same file, or a
     Lightning validation/test hook, is not; values count as carrying a graph when they come from
     a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
@@ -249,7 +250,7 @@ class LossAccumulatedWithGraph(LoopRule):
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
             losses = _differentiated(f, g, deps=False)
-            if direct or not any(b.name in losses for b in graphy):
+            if direct or not any(b.name in losses for b in graphy) or _one_update(f, acc, loop):
                 return None
             return ("the graph nodes of every step stay reachable, so memory grows with every "
                     "step, without bound")
@@ -316,6 +317,21 @@ class LossAccumulatedWithGraph(LoopRule):
             if not _only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
+
+
+def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """``acc`` is made anew on each pass of a loop around ``loop``, and that pass steps an
+    optimizer after ``loop`` and none inside it (the micro-batches of one update, backwarded
+    one by one): it holds one update's graph nodes, freed at the next pass."""
+    outer = f.loops_of(loop)
+    if not outer:
+        return False
+    around = outer[-1]
+    made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
+               and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
+    steps = [s for s in f.steps if f.inside(s.stmt, around)]
+    return made and bool(steps) and all(
+        not f.inside(s.stmt, loop) and s.stmt.lineno > loop.lineno for s in steps)
 
 
 def _foreign_result(b: Binding, foreign: Callable[[ast.Call], bool]) -> bool:
