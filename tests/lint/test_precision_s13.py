@@ -1,7 +1,7 @@
 """Shapes that fired wrongly on the projects of docs/triage/unseen13.md (session 13:
 TorchSSL, graph_nets, pytorch-YOLOv4, pytorch_image_classification), each in another
 spelling than the project's and next to a buggy twin that is still reported. Every snippet
-runs on real torch."""
+runs on real torch. Code "of another file" is a module the prelude puts in ``sys.modules``."""
 from __future__ import annotations
 
 import pytest
@@ -12,12 +12,23 @@ from tests.lint.shape_runner import Shape, judge
 torch = pytest.importorskip("torch")
 
 PRELUDE = '''
+import sys
+import types
 import warnings
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 torch.manual_seed(0)
 warnings.simplefilter("ignore", DeprecationWarning)
+_elsewhere = types.ModuleType("elsewhere13")
+exec("""
+import torch.nn.functional as F
+def alignment_loss(strong, weak, prior):
+    probs = weak.detach().softmax(-1)
+    prior = probs.mean(0) if prior is None else 0.9 * prior + 0.1 * probs.mean(0)
+    return -(strong.log_softmax(-1) * probs / prior).sum(-1).mean(), prior
+""", _elsewhere.__dict__)
+sys.modules["elsewhere13"] = _elsewhere
 '''
 TWICE = (RuntimeError, "backward through the graph a second time")
 LEGACY = (RuntimeError, "Legacy autograd function")
@@ -229,6 +240,37 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.zero_grad()
             logged = torch.stack(parts).sum().item()
         """, "GT505", 9, holds="len(parts) == 9 and parts[0].grad_fn is not None")),
+    # TorchSSL's FlexMatch: `unsup_loss, mask, select, pseudo_lb, p_model =
+    # consistency_loss(..., p_model, ...)` from `.flexmatch_utils`, which computes `p_model`
+    # from `logits_w.detach()`: a loss of another file; its name speaks of its first result,
+    # the by-products are that file's business (NOTE [foreign functions]). Twin: the same
+    # function in this file, without the detach; the second backward reaches the first graph
+    "by-product-of-a-loss-of-another-file": (Shape("""
+        from elsewhere13 import alignment_loss
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        prior = None
+        for _ in range(3):
+            out = net(torch.randn(5, 4))
+            loss, prior = alignment_loss(out, out, prior)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT506", holds="prior.grad_fn is None"), Shape("""
+        def alignment_loss(strong, weak, prior):
+            probs = weak.softmax(-1)
+            prior = probs.mean(0) if prior is None else 0.9 * prior + 0.1 * probs.mean(0)
+            return -(strong.log_softmax(-1) * probs / prior).sum(-1).mean(), prior
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        prior = None
+        for _ in range(3):
+            out = net(torch.randn(5, 4))
+            loss, prior = alignment_loss(out, out, prior)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT506", 10, raises=TWICE)),
 }
 
 

@@ -6,7 +6,9 @@ reached through ``from evaluation import *``, or bound nowhere in the file): whe
 is decided in that file (a metric returns ``(pred == y).float().mean().item()``, a Python
 number). A rule that claims a graph through such a call states what it cannot know; it
 stays silent unless the function is spelled like a loss (``compute_loss``, ``dice_loss``:
-the vocabulary's last resort) or like a model. Functions of torch (``F.mse_loss``,
+the vocabulary's last resort) or like a model; and then only for what the spelling speaks
+of: of a result unpacked into several names (``loss, mask, stats = consistency_loss(...)``),
+the first is the loss, the others are by-products the file cannot see. Functions of torch (``F.mse_loss``,
 ``torch.cat``), of this file, builtins, and attribute calls are not foreign.
 """
 from __future__ import annotations
@@ -22,9 +24,9 @@ from gradtrace.lint.nodes import statements, walk
 _BUILTINS = frozenset(dir(builtins))
 
 
-def foreign_call(ctx: Context) -> Callable[[ast.Call], bool]:
+def foreign_call(ctx: Context, spelled: bool = False) -> Callable[[ast.Call], bool]:
     """The (cached per file) test: ``call`` runs a function imported from another file
-    (NOTE [foreign functions])."""
+    (NOTE [foreign functions]); with ``spelled``, also one spelled like a loss or a model."""
     def make() -> Callable[[ast.Call], bool]:
         own = {s.name for s in statements(ctx.tree)
                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -39,8 +41,8 @@ def foreign_call(ctx: Context) -> Callable[[ast.Call], bool]:
 
         def test(call: ast.Call) -> bool:
             f = call.func
-            if not isinstance(f, ast.Name) or f.id in own or f.id in _BUILTINS \
-                    or LOSS_CALLABLE_RE.match(f.id) or model_spelling(f.id):
+            if not isinstance(f, ast.Name) or f.id in own or f.id in _BUILTINS or not spelled \
+                    and (LOSS_CALLABLE_RE.match(f.id) or model_spelling(f.id)):
                 return False
             if f.id in imports.package:
                 return True
@@ -49,4 +51,5 @@ def foreign_call(ctx: Context) -> Callable[[ast.Call], bool]:
                 return "." in q and not q.startswith(("torch.", "numpy.", "math."))
             return f.id not in stored  # `from metrics import *`, or not bound at all
         return test
-    return ctx.memo("gt5-foreign-calls", ctx.tree, make)
+    return ctx.memo("gt5-foreign-calls-spelled" if spelled else "gt5-foreign-calls", ctx.tree,
+                    make)

@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, model_calls, value_of
+from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
@@ -126,6 +127,8 @@ class HiddenStateNotDetached(LoopRule):
     def _carried(f: LoopFacts, g: Graphs, r: Binding, loop: ast.stmt) -> bool:
         if _outside_binding(f, r.name, loop) is None and not r.name.startswith("self."):
             return False  # (object state lives on from before the loop)
+        if _foreign_by_product(f, r):
+            return False
         for other in f.scope.bindings.get(r.name, ()):
             if other.stmt is loop or not f.inside(other.stmt, loop):
                 continue
@@ -138,6 +141,21 @@ class HiddenStateNotDetached(LoopRule):
                     and f.inside(m.stmt, loop):
                 return False
         return g.carries(r)
+
+
+def _foreign_by_product(f: LoopFacts, r: Binding) -> bool:
+    """``r`` comes from a call of a function of another file (NOTE [foreign functions]):
+    its whole result, or, when the function is spelled like a loss or a model, an element
+    after the first of the result unpacked (``loss, mask, p_model = consistency_loss(...)``)."""
+    v = value_of(r)
+    if not isinstance(v, ast.Call):
+        return False
+    if foreign_call(f.ctx)(v):
+        return True
+    t = r.stmt.targets[0] if isinstance(r.stmt, ast.Assign) and len(r.stmt.targets) == 1 \
+        else None
+    return isinstance(t, ast.Tuple) and bool(t.elts) and dotted(t.elts[0]) != r.name \
+        and any(dotted(e) == r.name for e in t.elts) and foreign_call(f.ctx, spelled=True)(v)
 
 
 def _detaching_helper(value: ast.expr | None, ctx: Context) -> bool:
