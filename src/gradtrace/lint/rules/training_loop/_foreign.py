@@ -26,7 +26,7 @@ _BUILTINS = frozenset(dir(builtins))
 
 def foreign_call(ctx: Context, spelled: bool = False) -> Callable[[ast.Call], bool]:
     """The (cached per file) test: ``call`` runs a function imported from another file
-    (NOTE [foreign functions]); with ``spelled``, also one spelled like a loss or a model."""
+    (NOTE [foreign functions]); with ``spelled``, also one spelled like a loss."""
     def make() -> Callable[[ast.Call], bool]:
         own = {s.name for s in statements(ctx.tree)
                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -41,8 +41,8 @@ def foreign_call(ctx: Context, spelled: bool = False) -> Callable[[ast.Call], bo
 
         def test(call: ast.Call) -> bool:
             f = call.func
-            if not isinstance(f, ast.Name) or f.id in own or f.id in _BUILTINS or not spelled \
-                    and (LOSS_CALLABLE_RE.match(f.id) or model_spelling(f.id)):
+            if not isinstance(f, ast.Name) or f.id in own or f.id in _BUILTINS \
+                    or not spelled and LOSS_CALLABLE_RE.match(f.id) or model_spelling(f.id):
                 return False
             if f.id in imports.package:
                 return True

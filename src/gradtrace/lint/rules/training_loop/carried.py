@@ -145,8 +145,8 @@ class HiddenStateNotDetached(LoopRule):
 
 def _foreign_by_product(f: LoopFacts, r: Binding) -> bool:
     """``r`` comes from a call of a function of another file (NOTE [foreign functions]):
-    its whole result, or, when the function is spelled like a loss or a model, an element
-    after the first of the result unpacked (``loss, mask, p_model = consistency_loss(...)``)."""
+    its whole result, or, when the function is spelled like a loss, an element after the
+    first of the result unpacked (``loss, mask, p_model = consistency_loss(...)``)."""
     v = value_of(r)
     if not isinstance(v, ast.Call):
         return False
