@@ -82,6 +82,21 @@ x = torch.randn(2, 4)
 out = checkpoint_sequential(net, 2, x, use_reentrant=True)  # <- cause
 out.sum().backward()
 """),
+    # the twin: `scheduler.step()` without the epoch, before the first optimizer step: the
+    # schedule runs one epoch ahead
+    "scheduler_stepped_without_an_epoch_first": ("GT515", """
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=1.0)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+seen = []
+for epoch in range(4):
+    sched.step()  # <- cause
+    seen.append(opt.param_groups[0]["lr"])
+    opt.zero_grad()
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+assert [round(v, 6) for v in seen] == [1.0, 0.1, 0.1, 0.01]
+"""),
     # one group lists the head's weight twice (a list and one extra tensor)
     "duplicate_tensor_in_a_group_dict": ("GT435", """
 model = nn.Linear(4, 2)
@@ -179,6 +194,23 @@ out.sum().backward()
     "distinct_groups": """
 model = nn.Linear(4, 2)
 opt = torch.optim.Adam([{"params": [model.weight]}, {"params": [model.bias], "lr": 1e-2}])
+""",
+    # pytorch-made's run.py: `scheduler.step(epoch)` at the top of each epoch sets the
+    # schedule to that epoch: torch warns on the order, yet no value is skipped
+    "scheduler_stepped_to_an_explicit_epoch": """
+import warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=1.0)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+seen = []
+for epoch in range(4):
+    sched.step(epoch)
+    seen.append(opt.param_groups[0]["lr"])
+    opt.zero_grad()
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+assert [round(v, 6) for v in seen] == [1.0, 1.0, 0.1, 0.1]
 """,
     "clip_with_a_fresh_generator": """
 model = nn.Linear(4, 1)

@@ -33,9 +33,21 @@ def _plain(kind: str) -> Check:
 
 
 def _scheduler(m: re.Match[str], site: Site, frame: types.FrameType | None, tracer: Any) -> Any:
-    if tracer.state.grad_scaler:  # a step GradScaler skipped (inf gradients) warns too
+    if tracer.state.grad_scaler or _explicit_epoch():  # a step GradScaler skipped warns too
         return None
     return "scheduler-before-step", site, "", ()
+
+
+def _explicit_epoch() -> bool:
+    """The warning comes from ``scheduler.step(epoch)``: the scheduler is set to that epoch
+    (``last_epoch = epoch``, the closed form where there is one), so no value of the schedule
+    is skipped; torch warns on the order all the same."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "step" and f.f_code.co_filename.endswith("lr_scheduler.py"):
+            return f.f_locals.get("epoch") is not None
+        f = f.f_back
+    return False
 
 
 def _target_size(m: re.Match[str], site: Site, frame: types.FrameType | None,
