@@ -28,6 +28,12 @@ heads = nn.ModuleDict()
 for name in ["cls", "train"]:
     heads[name] = nn.Linear(4, 2)  # <- cause
 """,
+    # a learning rate torch's optimizer rejects, given through a name
+    "negative_learning_rate_given_to_adam": """
+model = nn.Linear(4, 1)
+rate = -1e-3
+opt = torch.optim.Adam(model.parameters(), lr=rate)  # <- cause
+""",
     # two parameter generators kept in names, then added
     "parameter_generators_added_by_name": """
 enc, dec = nn.Linear(4, 4), nn.Linear(4, 2)
@@ -279,3 +285,22 @@ def test_trace_api_reports_the_general_crash():
     got = [(f.code, f.line) for f in tr.findings]
     assert got == [("GT839", line)], got
     assert [f.code for f in tr.diagnosis] == ["GT839"]
+
+
+def test_torch_failing_while_importing_its_own_module_is_not_the_users_argument(tmp_path):
+    """A stand-in left in ``sys.modules`` breaks a module torch imports lazily inside the
+    optimizer's constructor: no argument of the user's line is at fault, so no GT839 (in a
+    fresh process: the lazy import happens once per process)."""
+    import subprocess
+    import sys
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(HEAD + (
+        "import sys\nimport types\n\n"
+        "sys.modules['pandas'] = types.SimpleNamespace()\n"
+        "model = nn.Linear(4, 1)\n"
+        "opt = torch.optim.Adam(model.parameters(), lr=1e-3)\n"), encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "gradtrace", "run", str(prog)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode != 0 and "pandas" in res.stderr, res.stderr[-2000:]
+    assert "GT839" not in res.stderr, res.stderr[-2000:]

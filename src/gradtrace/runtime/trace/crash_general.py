@@ -21,7 +21,8 @@ It applies only when torch is part of the error:
 
 Never for the user's own ``raise``/``assert``, OSError (a missing file), MemoryError,
 ImportError, StopIteration, an error the user's code raised in a DataLoader worker or a spawned
-process and torch re-raised, nor for BaseExceptions that are not errors (KeyboardInterrupt,
+process and torch re-raised, an error raised while torch or a library imports one of its
+modules (a stand-in left in ``sys.modules`` breaking a lazy import: no argument is at fault), nor for BaseExceptions that are not errors (KeyboardInterrupt,
 SystemExit). The finding ranks after every other finding the run saw (``rank_key`` in
 :mod:`gradtrace.runtime.fuse`), before the static findings no symptom confirmed: it never
 displaces a specific diagnosis or a problem the run saw, and leads when alone. ``gradtrace run``
@@ -131,6 +132,8 @@ def applies(exc: BaseException, site: Site, frame: types.FrameType | None) -> bo
 
     own = INTERNAL_PREFIXES[0] if INTERNAL_PREFIXES else "\0"
     deeper = [f for f in _frames_below(exc, site) if not f.f_code.co_filename.startswith(own)]
+    if any(_importing(f) for f in deeper):
+        return False  # torch (or a library) failed while importing its own modules
     tdir = torch_dir()
     if tdir and deeper:
         files = [f.f_code.co_filename for f in deeper]
@@ -146,6 +149,12 @@ def applies(exc: BaseException, site: Site, frame: types.FrameType | None) -> bo
     if isinstance(exc, _AT_LINE):
         return not _PYTHON_WORDS.search(str(exc)) and _hands_torch(stmt, frame)
     return False
+
+
+def _importing(frame: types.FrameType) -> bool:
+    """A frame of the import machinery or of a module body being executed (an import)."""
+    return frame.f_code.co_name == "<module>" or \
+        frame.f_code.co_filename.startswith("<frozen importlib")
 
 
 def _frames_below(exc: BaseException, site: Site) -> Iterator[types.FrameType]:
