@@ -23,7 +23,8 @@ Never for the user's own ``raise``/``assert``, OSError (a missing file), MemoryE
 ImportError, StopIteration, an error the user's code raised in a DataLoader worker or a spawned
 process and torch re-raised, an error raised while torch or a library imports one of its
 modules (a stand-in left in ``sys.modules`` breaking a lazy import: no argument is at fault),
-nor for BaseExceptions that are not errors (KeyboardInterrupt, SystemExit). The finding ranks after every other finding the run saw (``rank_key`` in
+nor for BaseExceptions that are not errors (KeyboardInterrupt, SystemExit). The finding ranks
+after every other finding the run saw (``rank_key`` in
 :mod:`gradtrace.runtime.fuse`), before the static findings no symptom confirmed: it never
 displaces a specific diagnosis or a problem the run saw, and leads when alone. ``gradtrace run``
 prints the problems seen before it.
