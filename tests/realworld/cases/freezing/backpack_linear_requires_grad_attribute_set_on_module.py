@@ -3,7 +3,7 @@
 source: https://github.com/f-dangel/backpack/issues/233
 kind: bug
 symptom: silent
-verified: after 3 SGD steps l1.weight moved by 0.0068 (max abs) and l1.weight.grad is not None; 0.0 with l1.requires_grad_(False)
+verified: after 3 SGD steps l1.weight moved by 0.0095 (max abs) and l1.weight.grad is not None; 0.0 with l1.requires_grad_(False)
 """
 import torch
 from torch.nn import CrossEntropyLoss, Flatten, Linear, Sequential

@@ -3,7 +3,7 @@
 source: https://github.com/illiterate/BertClassifier/issues/2
 kind: bug
 symptom: silent
-verified: after 60 Adam steps the training loss is still 1.78 (it cannot go below about 1.34 on 4 classes); 0.01 without the softmax layer
+verified: after 60 Adam steps the training loss is 0.755, against a floor of log(1 + 3/e) = 0.741 for softmax probabilities fed as logits over 4 classes; 0.018 without the softmax layer
 """
 import torch
 import torch.nn as nn
