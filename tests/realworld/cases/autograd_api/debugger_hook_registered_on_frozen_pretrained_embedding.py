@@ -1,0 +1,45 @@
+"""Training debugger hook registers a gradient hook on every parameter, including a frozen pretrained embedding.
+
+source: https://github.com/awslabs/sagemaker-debugger/pull/193
+kind: bug
+symptom: crash
+verified: RuntimeError: cannot register a hook on a tensor that doesn't require gradient
+"""
+import torch
+import torch.nn as nn
+
+
+class GradientHook:
+    def __init__(self):
+        self.grad_norms = {}
+
+    def register_module(self, module):
+        for name, param in module.named_parameters():
+            param.register_hook(self._make_hook(name))  # ROOT
+
+    def _make_hook(self, name):
+        def back_hook(grad):
+            self.grad_norms[name] = grad.norm().item()
+        return back_hook
+
+
+class TestModel(nn.Module):
+    def __init__(self, embedding_matrix):
+        super().__init__()
+        self.embedding = nn.Embedding.from_pretrained(embedding_matrix, freeze=True)
+        self.fc = nn.Linear(embedding_matrix.size(1), 2)
+
+    def forward(self, x):
+        return self.fc(self.embedding(x).mean(1))
+
+
+torch.manual_seed(0)
+model = TestModel(torch.randn(100, 16))
+hook = GradientHook()
+hook.register_module(model)
+optimizer = torch.optim.SGD(filter(lambda p: p.requires_grad, model.parameters()), lr=0.1)
+x, y = torch.randint(0, 100, (8, 5)), torch.randint(0, 2, (8,))
+loss = nn.functional.cross_entropy(model(x), y)
+loss.backward()
+optimizer.step()
+print(hook.grad_norms)
