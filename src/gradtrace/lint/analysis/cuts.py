@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS
+from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.tensor_api import TENSOR_ATTRS
@@ -77,6 +77,31 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
                                "device", "label_smoothing", "p", "eps", "reduce",
                                "size_average", "beta", "delta", "margin", "log_target",
                                "non_blocking", "axis", "num_classes"})
+# The GT5 dependency walk (training_loop._deps.loads): results without a graph (detached,
+# Python values, integer/bool results, sizes), calls of Python functions that give numbers,
+# attributes that are no value of the tensor, a value's methods (the receiver flows into the
+# result: the tensor methods that keep the receiver's kind, those of containers and strings),
+# and calls spelled to make a new leaf from their argument (``Variable(t, requires_grad=True)``
+# copies the data and drops the history, as ``.detach()`` does).
+DETACHING_METHODS = NO_HISTORY_METHODS | INTEGER_METHODS | frozenset({
+    "floor_divide", "numel", "size", "dim", "sign"})
+NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
+                          "repr", "format", "range", "print"})
+NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
+TENSOR_METHODS = SAME_KIND | {
+    "max", "min", "argmax", "gather", "index_select", "masked_fill", "std", "var", "bmm", "mm",
+    "view_as", "expand_as", "get", "items", "keys", "values", "pop", "format", "join", "append",
+    "extend", "update"}
+LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variable",
+                        "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
+# The GT2 sources (grad_mode._deps): methods that ask for a gradient, methods that return the
+# same tensor or a view of it (an inference tensor stays one), ops that save their inputs.
+RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
+VIEW_OR_SAME = frozenset({"view", "view_as", "reshape", "squeeze", "unsqueeze", "permute",
+                          "transpose", "t", "flatten", "expand", "narrow",
+                          "contiguous", "detach", "select", "unflatten"})
+SAVES_INPUT_FUNCS = frozenset({"matmul", "mm", "bmm", "einsum", "mul", "linear", "conv1d",
+                               "conv2d", "conv3d", "baddbmm", "addmm"})
 # name guesses (TARGET_RE, OBJECT_RE, INPUT_RE, MODEL_CALLEE_RE...): see analysis.vocabulary.
 # An argument named like input data fed to a callee named like a model is the model's input,
 # upstream of the model.

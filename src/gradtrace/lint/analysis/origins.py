@@ -22,7 +22,7 @@ from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.batches import batch_unpackings
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
-from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import module_level_functions, module_value
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, OBJECT_RE, TARGET_RE,
@@ -60,7 +60,6 @@ class Tracer:
                     self.settings.add(arg.arg)
                 else:
                     self.params.add(arg.arg)
-        self.paths = statement_paths(ctx, node)
         self._memo: dict[tuple[int, int], Trace] = {}
         self._busy: set[tuple[str, int]] = set()
         self._pure: dict[str, bool] = {}
@@ -71,7 +70,7 @@ class Tracer:
 
     def bindings_at(self, name: str, use: ast.stmt | None, line: int) -> list[Binding]:
         """Bindings of ``name`` that may reach ``use``: the last dominating one and later ones."""
-        return self.paths.reaching(self.scope.bindings_before(name, line), use)
+        return reaching(self.ctx, self.scope, name, use, line)
 
     # -- tracing -----------------------------------------------------------------------------
     def trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:

@@ -12,7 +12,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.training_loop._deps import TENSOR_METHODS
+from gradtrace.lint.analysis.cuts import TENSOR_METHODS
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 

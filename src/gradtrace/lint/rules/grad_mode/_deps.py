@@ -25,11 +25,13 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS, is_torch_loss, top_defs
+from gradtrace.lint.analysis.cuts import (
+    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_torch_loss)
 from gradtrace.lint.analysis.origins import data_helper
-from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.analysis.reach import (
+    decorated_off, helper_defs, off_mode, reaching, value_of)
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
-from gradtrace.lint.context import FUNCTION_TYPES, grad_mode_of
+from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
@@ -39,15 +41,8 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
-RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
 LIVE_MULT = (ast.Mult, ast.MatMult, ast.Div)
 COMPUTED = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)
-# methods that return the same tensor or a view of it (an inference tensor stays one)
-VIEW_OR_SAME = frozenset({"view", "view_as", "reshape", "squeeze", "unsqueeze", "permute",
-                          "transpose", "t", "flatten", "expand", "narrow",
-                          "contiguous", "detach", "select", "unflatten"})
-SAVES_INPUT_FUNCS = frozenset({"matmul", "mm", "bmm", "einsum", "mul", "linear", "conv1d",
-                               "conv2d", "conv3d", "baddbmm", "addmm"})
 
 
 @dataclass(frozen=True)
@@ -99,7 +94,7 @@ def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
         return False
     if INFERENCE_NAME_RE.search(fn.name):
         return True
-    return any(grad_mode_of(d, ctx.imports) in ("off", "inference") for d in fn.decorator_list)
+    return decorated_off(fn, ctx)
 
 
 @dataclass
@@ -167,7 +162,7 @@ class Tracer:
         s = self.scope.statement_of(e)
         off = self.scope.grad_off_at(s) if s is not None else None
         if off is not None and isinstance(e, COMPUTED) and not _is_factory(self.ctx, e):
-            mode = _mode(off, self.ctx)
+            mode = off_mode(off, self.ctx)
             d.dead.append(Dead(e, off, mode))
             return d
         method = getattr(self, "_t_" + type(e).__name__, None)
@@ -190,8 +185,7 @@ class Tracer:
         if name is None:
             d.unknown = True
             return d
-        bs = statement_paths(self.ctx, self.scope.node).reaching(
-            self.scope.bindings_before(name, line), self.scope.statement_of(e))
+        bs = reaching(self.ctx, self.scope, name, self.scope.statement_of(e), line)
         if not bs:
             if isinstance(e, ast.Attribute):
                 if e.attr == "data":
@@ -220,9 +214,7 @@ class Tracer:
         stmt = b.stmt
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             return d  # a batch from a loader: data
-        value = b.value
-        if value is None and isinstance(stmt, ast.Assign):
-            value = stmt.value  # tuple unpacking: the whole right-hand side
+        value = value_of(b)  # tuple unpacking: the whole right-hand side
         if value is None:
             d.unknown = True
             return d
@@ -293,7 +285,7 @@ class Tracer:
             b = self.ctx.scope(self.ctx.tree).binding_before(name, 10**9)
         if b is None or b.kind is not None or isinstance(b.stmt, (ast.For, ast.AsyncFor)):
             return False
-        value = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        value = value_of(b)
         return isinstance(value, ast.Call)
 
     def _bound_module(self, name: str, line: int) -> bool:
@@ -330,7 +322,7 @@ class Tracer:
             depth += 1
         if isinstance(a, ast.Call) and self.helpers is not None:
             h = self.helpers.lookup(a.func, self.ctx)
-            if h is not None and h.off is not None and _mode(h.off, self.ctx) == "inference":
+            if h is not None and h.off is not None and off_mode(h.off, self.ctx) == "inference":
                 return Dead(a, h.off, "inference", h.node)
             return None
         name = dotted(a) if isinstance(a, (ast.Name, ast.Attribute)) else None
@@ -338,8 +330,8 @@ class Tracer:
         if b is None or depth >= 8:
             return None
         off = self.scope.grad_off_at(b.stmt)
-        value = b.value if b.value is not None else getattr(b.stmt, "value", None)
-        if off is not None and _mode(off, self.ctx) == "inference" \
+        value = value_of(b)
+        if off is not None and off_mode(off, self.ctx) == "inference" \
                 and isinstance(value, COMPUTED) and not _is_factory(self.ctx, value):
             return Dead(value, off, "inference")
         if off is None and isinstance(value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
@@ -373,7 +365,7 @@ class Tracer:
     def _helper_call(self, e: ast.Call, helper: Helper, line: int, depth: int) -> Deps:
         d = Deps()
         if helper.off is not None:
-            d.dead.append(Dead(e, helper.off, _mode(helper.off, self.ctx), helper.node))
+            d.dead.append(Dead(e, helper.off, off_mode(helper.off, self.ctx), helper.node))
             return d
         fn = helper.node
         if not e.args and not e.keywords and isinstance(fn, FUNCTION_TYPES) and \
@@ -409,13 +401,6 @@ def _is_factory(ctx: Context, e: ast.AST) -> bool:
     return isinstance(e, ast.Call) and (ctx.qualified_name(e.func) or "") in NEW_TENSOR_FUNCS
 
 
-def _mode(off: ast.AST, ctx: Context) -> str:
-    if isinstance(off, (ast.With, ast.AsyncWith)):
-        modes = [grad_mode_of(i.context_expr, ctx.imports) for i in off.items]
-        return "inference" if "inference" in modes else "off"
-    return "inference" if grad_mode_of(off, ctx.imports) == "inference" else "off"  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True)
 class Helper:
     """A function of this file; ``off`` is set when every value it returns is made under
@@ -430,13 +415,8 @@ class HelperIndex:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.by_name: dict[str, ast.AST] = dict(top_defs(ctx))
+        self.by_name = helper_defs(ctx)
         self._cache: dict[int, Helper] = {}
-        for node in ctx.tree.body:
-            if isinstance(node, ast.ClassDef):
-                for sub in node.body:
-                    if isinstance(sub, FUNCTION_TYPES):
-                        self.by_name.setdefault("self." + sub.name, sub)
 
     def lookup(self, func: ast.expr, ctx: Context) -> Helper | None:
         """The helper a call's callee names (``f`` or ``self.f``), or None."""

@@ -15,43 +15,19 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
-    FRESH_FUNCS, INTEGER_METHODS, NO_HISTORY_METHODS)
+    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS)
+from gradtrace.lint.analysis.reach import (
+    decorated_off, defs_by_name, disables_grad, last_binding, value_of)
 from gradtrace.lint.analysis.steps import plain_grads
 from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
 from gradtrace.lint.context import Context
-from gradtrace.lint.grad_modes import grad_mode_of
-from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, SAME_KIND, Binding
+from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, child_nodes, statements
+from gradtrace.lint.nodes import bfs_walk, child_nodes
 from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
 from gradtrace.lint.rules.training_loop._no_grad_calls import index_output, no_grad_result
-
-# results without a graph: detached, Python values, integer/bool results (the table in
-# analysis.cuts), and sizes
-DETACHING_METHODS = NO_HISTORY_METHODS | INTEGER_METHODS | frozenset({
-    "floor_divide", "numel", "size", "dim", "sign"})
-NUMBER_FUNCS = frozenset({"float", "int", "bool", "len", "str", "round", "isinstance", "type",
-                          "repr", "format", "range", "print"})
-NON_VALUE_ATTRS = frozenset({"data", "grad", "shape", "dtype", "device", "ndim", "is_cuda"})
-# a value's methods (the receiver flows into the result): the tensor methods that keep the
-# receiver's kind, and those of containers and strings
-TENSOR_METHODS = SAME_KIND | {
-    "max", "min", "argmax", "gather", "index_select", "masked_fill", "std", "var", "bmm", "mm",
-    "view_as", "expand_as", "get", "items", "keys", "values", "pop", "format", "join", "append",
-    "extend", "update"}
-
-
-def value_of(b: Binding) -> ast.expr | None:
-    """The expression a binding takes its value from (tuple unpacking: the whole right side)."""
-    if b.value is not None:
-        return b.value
-    s = b.stmt
-    if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        return s.value
-    return None
-
 
 def loads(expr: ast.AST, cut: CutParams | None = None,
           opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
@@ -104,12 +80,6 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             stack.extend(child_nodes(n))
 
 
-# calls that make a new leaf from their argument (`Variable(t, requires_grad=True)` copies
-# the data and drops the history, as `.detach()` does)
-LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variable",
-                        "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
-
-
 def cut_params(ctx: Context) -> CutParams:
     """The (cached) :class:`CutParams` of the file."""
     return ctx.memo("gt5-cut-params", ctx.tree, lambda: CutParams(ctx))
@@ -126,20 +96,14 @@ class CutParams:
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self._defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         self._cuts: dict[str, frozenset[int] | None] = {}
 
     def get(self, name: str) -> frozenset[int] | None:
         """The cut positions of the functions named ``name`` (their common ones when several
         share the name; None: no function of the file by that name cuts any)."""
         if name not in self._cuts:
-            if self._defs is None:
-                self._defs = {}
-                for s in statements(self._ctx.tree):
-                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self._defs.setdefault(s.name, []).append(s)
             out: frozenset[int] | None = None
-            for fn in self._defs.get(name, ()):
+            for fn in defs_by_name(self._ctx).get(name, ()):
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
                 free = _live_reads(fn, self._ctx)
                 cut = frozenset(i for i, p in enumerate(params) if p not in free)
@@ -235,8 +199,7 @@ def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
     included) or ``.data`` (``.shape``, ``.device``: no value of the tensor); under ``no_grad`` (a
     ``with`` block or the decorator) a name an operation reads (``output.topk(k)``, ``x * 2``,
     ``torch.cat([x])``) is cut too: only the bare name (``return x``) keeps its graph."""
-    off = isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-        grad_mode_of(d, ctx.imports) in ("off", "inference") for d in fn.decorator_list)
+    off = decorated_off(fn, ctx)
     out: set[str] = set()
     stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in child_nodes(fn)]
     while stack:
@@ -252,8 +215,7 @@ def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
             if not (off and _operand(n, parent)):
                 out.add(n.id)
         elif isinstance(n, (ast.With, ast.AsyncWith)) and any(
-                grad_mode_of(i.context_expr, ctx.imports) in ("off", "inference")
-                for i in n.items):
+                disables_grad(i.context_expr, ctx) for i in n.items):
             stack.extend((c, n, True) for c in n.body)
             continue
         stack.extend((c, n, off) for c in child_nodes(n))
@@ -359,19 +321,9 @@ class Graphs:
             consumers = [(callee, dotted(a) or "<expr>", call)
                          for callee, call in model_calls(e) for a in call.args]
             bound = [b for name, _ in loads(e, self._cut)
-                     if (b := self._binding(name, line)) is not None]
+                     if (b := last_binding(self.f.scope, name, line)) is not None]
             hit = self._edges[key] = (consumers, bound)
         return hit
-
-    def _binding(self, name: str, line: int) -> Binding | None:
-        """The binding of ``name``, else of its longest bound prefix (``out.logits`` → ``out``)."""
-        while True:
-            b = self.f.scope.binding_before(name, line)
-            if b is not None or "." not in name:
-                return b
-            name = name.rpartition(".")[0]
-            if name == "self":
-                return None
 
     def direct(self, b: Binding) -> bool:
         """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
@@ -445,8 +397,8 @@ class Graphs:
         if not all(isinstance(n, ast.Name) for n in names):
             return True
         line = bw.stmt.lineno if bw.stmt is not None else bw.call.lineno
-        inputs = {id(x) for x in (self._binding(n.id, line) for n in names)  # type: ignore
-                  if x is not None}
+        inputs = {id(x) for n in names  # type: ignore[attr-defined]
+                  if (x := last_binding(self.f.scope, n.id, line)) is not None}
         v = value_of(b)
         return id(b) not in inputs and v is not None and any(
             id(d) in inputs for d in self.deps(v, b.line).bindings)

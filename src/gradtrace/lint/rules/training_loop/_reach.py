@@ -6,8 +6,9 @@ import ast
 from gradtrace.lint.analysis.vocabulary import FORWARD_METHODS
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.training_loop._deps import (
-    TENSOR_METHODS, Graphs, index_output, loads, value_of)
+from gradtrace.lint.analysis.cuts import TENSOR_METHODS
+from gradtrace.lint.analysis.reach import last_binding, value_of
+from gradtrace.lint.rules.training_loop._deps import Graphs, index_output, loads
 
 
 def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
@@ -20,7 +21,7 @@ def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
         tops = _loss_terms(e)
         for name, _node in loads(e, g._cut,
                                  lambda c: id(c) in tops and _opaque(g, c, ln)):
-            b = g._binding(name, ln)
+            b = last_binding(g.f.scope, name, ln)
             if b is target:
                 return True
             if b is None or id(b) in seen:

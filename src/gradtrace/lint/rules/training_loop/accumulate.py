@@ -10,7 +10,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, value_of
+from gradtrace.lint.analysis.reach import last_binding, value_of
+from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -243,7 +244,7 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # the collected values are differentiated later: graphs are needed
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
-                  if (b := g._binding(n, s.lineno)) is not None and f.inside(b.stmt, loop)
+                  if (b := last_binding(g.f.scope, n, s.lineno)) is not None and f.inside(b.stmt, loop)
                   and g.carries(b) and not _foreign_result(b, foreign)]
         direct = any(g.runs_model(c, s.lineno) for c, _ in _calls(value))
         if not graphy and not direct:

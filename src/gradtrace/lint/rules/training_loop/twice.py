@@ -8,7 +8,8 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.rules.training_loop._deps import Deps, _forward_of, graphs, value_of
+from gradtrace.lint.analysis.reach import value_of
+from gradtrace.lint.rules.training_loop._deps import Deps, _forward_of, graphs
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at

@@ -1,0 +1,111 @@
+"""Which bindings of a name reach a use, and what they hold: one resolution for every tracer.
+
+The three tracers of where a value comes from (GT1 :mod:`.origins`, the GT2 grad-mode sources,
+the GT5 graph-carrying bindings) read a function through its :class:`~gradtrace.lint.flow.Scope`
+and ask the same three things of it, answered here once:
+
+* which earlier bindings of a name may reach a use (:func:`reaching`: the last one whose block
+  encloses the use and every later one, NOTE [statement order]), or only the last one before
+  a line, through the longest bound prefix of an attribute chain (:func:`last_binding`);
+* what value a binding takes (:func:`value_of`: the paired element, else the whole right side
+  of an unpacking; nothing for a loop or ``with`` target);
+* where grad is off: the ``with`` / decorator ``Scope.no_grad`` records for a statement
+  (``Binding.no_grad`` for a binding), and the mode it sets (:func:`off_mode`).
+
+The file's own functions a call may run, by the callee's spelling, are listed once here too
+(:func:`helper_defs`, :func:`defs_by_name`). What cuts the graph is the one table in
+:mod:`.cuts`.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.cuts import top_defs
+from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
+from gradtrace.lint.nodes import statements
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Binding, Scope
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def value_of(b: Binding) -> ast.expr | None:
+    """The expression a binding takes its value from (tuple unpacking: the whole right side;
+    a loop or ``with`` target: None)."""
+    if b.value is not None:
+        return b.value
+    s = b.stmt
+    if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return s.value
+    return None
+
+
+def reaching(ctx: Context, scope: Scope, name: str, use: ast.stmt | None,
+             line: int) -> list[Binding]:
+    """The bindings of ``name`` before ``line`` that may reach ``use``: the last one that
+    dominates it and every later one (each may have run last), latest first."""
+    return statement_paths(ctx, scope.node).reaching(scope.bindings_before(name, line), use)
+
+
+def last_binding(scope: Scope, name: str, line: int) -> Binding | None:
+    """The last binding of ``name`` before ``line``, else of its longest bound prefix
+    (``out.logits`` → ``out``; ``self`` itself is never a binding)."""
+    while True:
+        b = scope.binding_before(name, line)
+        if b is not None or "." not in name:
+            return b
+        name = name.rpartition(".")[0]
+        if name == "self":
+            return None
+
+
+def off_mode(off: ast.AST, ctx: Context) -> str:
+    """``"inference"`` or ``"off"``: what the disabling node ``Scope.no_grad`` recorded (a
+    ``with`` statement or a decorator) turns grad into."""
+    if isinstance(off, (ast.With, ast.AsyncWith)):
+        modes = [grad_mode_of(i.context_expr, ctx.imports) for i in off.items]
+        return "inference" if "inference" in modes else "off"
+    return "inference" if grad_mode_of(off, ctx.imports) == "inference" else "off"  # type: ignore[arg-type]
+
+
+def disables_grad(expr: ast.expr, ctx: Context) -> bool:
+    """``no_grad()``, ``inference_mode()``, ``set_grad_enabled(False)`` as a context
+    expression or a decorator."""
+    return grad_mode_of(expr, ctx.imports) in ("off", "inference")
+
+
+def decorated_off(fn: ast.AST, ctx: Context) -> bool:
+    """A function decorated to run with grad off (``@torch.no_grad()``)."""
+    return isinstance(fn, FUNCTION_TYPES) and any(disables_grad(d, ctx)
+                                                  for d in fn.decorator_list)
+
+
+def helper_defs(ctx: Context) -> dict[str, ast.AST]:
+    """The file's functions by the spelling of a call that runs them: ``f`` for a function at
+    the top of the file (the last ``def`` wins), ``self.f`` for a method of a class at the top
+    (the first class defining it wins); built once per file."""
+    def make() -> dict[str, ast.AST]:
+        out: dict[str, ast.AST] = dict(top_defs(ctx))
+        for node in ctx.tree.body:
+            if isinstance(node, ast.ClassDef):
+                for sub in node.body:
+                    if isinstance(sub, FUNCTION_TYPES):
+                        out.setdefault("self." + sub.name, sub)
+        return out
+    return ctx.memo("helper-defs", ctx.tree, make)
+
+
+def defs_by_name(ctx: Context) -> dict[str, list[Def]]:
+    """Every function and method of the file (nested ones too) by its name, in source order;
+    built once per file, on first ask."""
+    def make() -> dict[str, list[Def]]:
+        out: dict[str, list[Def]] = {}
+        for s in statements(ctx.tree):
+            if isinstance(s, FUNCTION_TYPES):
+                out.setdefault(s.name, []).append(s)
+        return out
+    return ctx.memo("defs-by-name", ctx.tree, make)
