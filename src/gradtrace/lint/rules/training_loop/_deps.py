@@ -16,8 +16,8 @@ from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS)
-from gradtrace.lint.analysis.reach import (
-    decorated_off, defs_by_name, disables_grad, last_binding, value_of)
+from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
+from gradtrace.lint.analysis.reach import last_binding, value_of
 from gradtrace.lint.analysis.steps import plain_grads
 from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
@@ -80,157 +80,15 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             stack.extend(child_nodes(n))
 
 
-def cut_params(ctx: Context) -> CutParams:
-    """The (cached) :class:`CutParams` of the file."""
-    return ctx.memo("gt5-cut-params", ctx.tree, lambda: CutParams(ctx))
-
-
-class CutParams:
-    """Functions of this file (by name) and the positions of their parameters whose every
-    use in the body is inside a call that cuts the graph (``.detach()``, ``.item()``,
-    ``Variable(...)``, ``torch.tensor(...)``, ``.data``): passing a graph there passes none
-    (a WGAN-GP penalty helper that wraps its inputs in ``Variable(..., requires_grad=True)``).
-
-    Computed per name on first ask: only the helpers a traced value calls are read (a dense
-    file has thousands of functions, and reading them all cost half a parse)."""
-
-    def __init__(self, ctx: Context) -> None:
-        self._ctx = ctx
-        self._cuts: dict[str, frozenset[int] | None] = {}
-
-    def get(self, name: str) -> frozenset[int] | None:
-        """The cut positions of the functions named ``name`` (their common ones when several
-        share the name; None: no function of the file by that name cuts any)."""
-        if name not in self._cuts:
-            out: frozenset[int] | None = None
-            for fn in defs_by_name(self._ctx).get(name, ()):
-                params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                free = _live_reads(fn, self._ctx)
-                cut = frozenset(i for i, p in enumerate(params) if p not in free)
-                if cut:
-                    out = cut if out is None else out & cut
-            self._cuts[name] = out
-        return self._cuts[name]
-
-    def forward_skips(self, attr: str) -> tuple[list[str], frozenset[str]] | None:
-        """(parameters, skipped ones) of the ``forward`` that ``self.<attr>(...)`` runs, when
-        every class of the file that stores ``self.<attr>`` stores one ``Cls(...)`` of the same
-        module class of this file: the parameters some path through that forward leaves unread
-        or reads only cut (``if idx == 0: return l1 + kl`` then ``return d(x.detach())``:
-        neither ``kl`` nor ``x`` carries the call's graph on every path). None when the forward
-        is not known or reads every parameter."""
-        key = "self." + attr
-        if key not in self._cuts:
-            self._cuts[key] = self._forward_skips(attr)  # type: ignore[assignment]
-        return self._cuts[key]  # type: ignore[return-value]
-
-    def _forward_skips(self, attr: str) -> tuple[list[str], frozenset[str]] | None:
-        classes = self._ctx.analysis.classes
-        fwds = set()
-        fn = None
-        for info in classes.values():
-            a = info.attrs.get(attr)
-            if a is None:
-                continue
-            v = a.value
-            target = classes.get(v.func.id) if isinstance(v, ast.Call) \
-                and isinstance(v.func, ast.Name) else None
-            fn = target.methods.get("forward") if target is not None else None
-            if fn is None:
-                return None
-            fwds.add(id(fn))
-        if fn is None or len(fwds) != 1:
-            return None
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
-        read = _live_reads(fn, self._ctx)
-        skip = frozenset(p for p in params if p not in read)
-        return (params, skip) if skip else None
-
-
-def _live_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
-    """Names ``fn`` reads outside graph-cutting calls, on every path through it that returns
-    a value (an ``if`` splits the paths; loops, ``with`` and ``try`` blocks count as read
-    whole; a body that only falls off its end: every name read anywhere)."""
-    anywhere = _uncut_loads(fn, ctx)
-    must, returned = _paths(fn.body, ctx)
-    if not returned or must is None:
-        return anywhere
-    return anywhere & must
-
-
-def _reads(s: ast.stmt, ctx: Context) -> set[str]:
-    return _uncut_loads(ast.Module(body=[s], type_ignores=[]), ctx)
-
-
-_ALL = None  # the reads of a path that raises: it makes no value, so it constrains nothing
-
-
-def _paths(body: list[ast.stmt], ctx: Context) -> tuple[set[str] | None, bool]:
-    """(names read on every path through ``body`` that returns, whether every path returns or
-    raises); ``None`` for the names: every path raises."""
-    acc: set[str] = set()
-    for i, s in enumerate(body):
-        if isinstance(s, ast.Return):
-            return acc | _reads(s, ctx), True
-        if isinstance(s, ast.Raise):
-            return _ALL, True
-        if not isinstance(s, ast.If):
-            acc |= _reads(s, ctx)
-            continue
-        acc |= _reads(ast.Expr(s.test), ctx)
-        rest: tuple[set[str] | None, bool] | None = None  # read once: sequential `if`s stay linear
-        ways = []
-        for branch in (s.body, s.orelse):
-            m, done = _paths(branch, ctx)
-            if not done:  # the branch falls through to the statements after the `if`
-                rest = rest or _paths(body[i + 1:], ctx)
-                r = rest[0]
-                m = _ALL if m is _ALL or r is _ALL else m | r
-            ways.append(m)
-        known = [w for w in ways if w is not _ALL]
-        if not known:
-            return _ALL, True
-        return acc | set.intersection(*known), True
-    return acc, False
-
-
-def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
-    """Names read in ``fn`` outside any graph-cutting call (sizes and integer results
-    included) or ``.data`` (``.shape``, ``.device``: no value of the tensor); under ``no_grad`` (a
-    ``with`` block or the decorator) a name an operation reads (``output.topk(k)``, ``x * 2``,
-    ``torch.cat([x])``) is cut too: only the bare name (``return x``) keeps its graph."""
-    off = decorated_off(fn, ctx)
-    out: set[str] = set()
-    stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in child_nodes(fn)]
-    while stack:
-        n, parent, off = stack.pop()
-        if isinstance(n, ast.Call):
-            f = n.func
-            if (isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS) \
-                    or dotted(f) in LEAF_CALLS:
-                continue  # `x.detach()`, `x.size()`, `x.argmax(1)`: a result with no history
-        elif isinstance(n, ast.Attribute) and n.attr in NON_VALUE_ATTRS:
-            continue  # `x.data`, `x.shape`, `x.device`
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            if not (off and _operand(n, parent)):
-                out.add(n.id)
-        elif isinstance(n, (ast.With, ast.AsyncWith)) and any(
-                disables_grad(i.context_expr, ctx) for i in n.items):
-            stack.extend((c, n, True) for c in n.body)
-            continue
-        stack.extend((c, n, off) for c in child_nodes(n))
-    return out
-
-
-def _operand(n: ast.Name, parent: ast.AST) -> bool:
-    """``n`` is read by an operation (its result is new), not passed on as it is."""
-    if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
-        return True
-    if isinstance(parent, ast.Subscript) or (isinstance(parent, ast.Attribute)
-                                             and parent.attr not in ("append", "extend")):
-        return parent.value is n
-    return isinstance(parent, ast.Call) and n in parent.args and (
-        dotted(parent.func) or "").startswith(("torch.", "F."))
+def index_output(b: Binding) -> bool:
+    """``pred`` in ``_, pred = out.max(1)``: an index tensor, without a graph."""
+    s = b.stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in PAIR_METHODS):
+        return False
+    elts = s.targets[0].elts
+    return any(dotted(e) == b.name for e in elts[1:]) and dotted(elts[0]) != b.name
 
 
 def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
