@@ -12,8 +12,9 @@ and ask the same three things of it, answered here once:
 * where grad is off: the ``with`` / decorator ``Scope.no_grad`` records for a statement
   (``Binding.no_grad`` for a binding), and the mode it sets (:func:`off_mode`).
 
-The file's own functions a call may run, by the callee's spelling, are listed once here too
-(:func:`helper_defs`, :func:`defs_by_name`). What cuts the graph is the one table in
+Which function of the file a call runs is the analysis layer's answer
+(:meth:`~gradtrace.lint.analysis.facts.Analysis.local_callee`); every function of the file by
+its name is listed once here (:func:`defs_by_name`). What cuts the graph is the one table in
 :mod:`.cuts`.
 """
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import top_defs
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.nodes import statements
@@ -82,21 +82,6 @@ def decorated_off(fn: ast.AST, ctx: Context) -> bool:
     """A function decorated to run with grad off (``@torch.no_grad()``)."""
     return isinstance(fn, FUNCTION_TYPES) and any(disables_grad(d, ctx)
                                                   for d in fn.decorator_list)
-
-
-def helper_defs(ctx: Context) -> dict[str, ast.AST]:
-    """The file's functions by the spelling of a call that runs them: ``f`` for a function at
-    the top of the file (the last ``def`` wins), ``self.f`` for a method of a class at the top
-    (the first class defining it wins); built once per file."""
-    def make() -> dict[str, ast.AST]:
-        out: dict[str, ast.AST] = dict(top_defs(ctx))
-        for node in ctx.tree.body:
-            if isinstance(node, ast.ClassDef):
-                for sub in node.body:
-                    if isinstance(sub, FUNCTION_TYPES):
-                        out.setdefault("self." + sub.name, sub)
-        return out
-    return ctx.memo("helper-defs", ctx.tree, make)
 
 
 def defs_by_name(ctx: Context) -> dict[str, list[Def]]:

@@ -29,7 +29,7 @@ from gradtrace.lint.analysis.cuts import (
     NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_torch_loss)
 from gradtrace.lint.analysis.origins import data_helper
 from gradtrace.lint.analysis.reach import (
-    decorated_off, helper_defs, off_mode, reaching, value_of)
+    decorated_off, off_mode, reaching, value_of)
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
@@ -112,12 +112,14 @@ class _Query:
 class Tracer:
     """Classifies the sources of expressions inside one function scope.
 
-    One per function (and helper index), cached on the context (:func:`grad_sources`) and
-    shared by the GT2 rules: it holds the function's facts (its arguments, the file's helpers,
-    the bindings that may reach a use) and the answers given so far; each query walks with its
-    own :class:`_Query`, so an answer never depends on what was asked before."""
+    One per function (following the file's helpers or not), cached on the context
+    (:func:`grad_sources`) and shared by the GT2 rules: it holds the function's facts (its
+    arguments, the bindings that may reach a use) and the answers given so far; each query
+    walks with its own :class:`_Query`, so an answer never depends on what was asked before.
+    A call runs a helper of the file when the analysis layer says so
+    (:meth:`~gradtrace.lint.analysis.facts.Analysis.local_callee`, as for GT1)."""
 
-    def __init__(self, ctx: Context, scope: Scope, helpers: HelperIndex | None = None) -> None:
+    def __init__(self, ctx: Context, scope: Scope, helpers: bool = False) -> None:
         self.ctx = ctx
         self.scope = scope
         self.helpers = helpers
@@ -246,7 +248,7 @@ class Tracer:
                 return d
         if is_loss_callee(ctx, func):
             return self._loss_call(e, line, depth)
-        helper = self.helpers.lookup(func, ctx) if self.helpers else None
+        helper = self._helper(e, line)
         if helper is not None:
             return self._helper_call(e, helper, line, depth)
         if qual.startswith("torch.") and not qual.startswith("torch.nn.") \
@@ -275,6 +277,17 @@ class Tracer:
             return args
         d.unknown = True
         return d
+
+    def _helper(self, call: ast.Call, line: int) -> Helper | None:
+        """The function of this file ``call`` runs, with whether it returns under grad-off."""
+        fn = self.ctx.analysis.local_callee(call, self.scope, line) if self.helpers else None
+        if fn is None:
+            return None
+        known: dict[int, Helper] = self.ctx.memo("gt2-helpers", self.ctx.tree, dict)
+        h = known.get(id(fn))
+        if h is None:
+            h = known[id(fn)] = Helper(fn, _returns_off(self.ctx, fn))
+        return h
 
     def _local_object(self, name: str, line: int) -> bool:
         """``name`` holds an object this function got from a call it cannot type
@@ -320,8 +333,8 @@ class Tracer:
             else:
                 break
             depth += 1
-        if isinstance(a, ast.Call) and self.helpers is not None:
-            h = self.helpers.lookup(a.func, self.ctx)
+        if isinstance(a, ast.Call) and self.helpers:
+            h = self._helper(a, line)
             if h is not None and h.off is not None and off_mode(h.off, self.ctx) == "inference":
                 return Dead(a, h.off, "inference", h.node)
             return None
@@ -410,46 +423,27 @@ class Helper:
     off: ast.AST | None
 
 
-class HelperIndex:
-    """Functions and methods defined in one file, by name (methods keyed ``self.<name>``)."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.by_name = helper_defs(ctx)
-        self._cache: dict[int, Helper] = {}
-
-    def lookup(self, func: ast.expr, ctx: Context) -> Helper | None:
-        """The helper a call's callee names (``f`` or ``self.f``), or None."""
-        name = dotted(func)
-        node = self.by_name.get(name or "")
-        if node is None:
+def _returns_off(ctx: Context, fn: ast.AST) -> ast.AST | None:
+    """The grad-off node every value ``fn`` returns is made under, or None."""
+    scope = ctx.scope(fn)
+    returns = [s for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
+               and not isinstance(s.value, ast.Constant)]
+    if not returns or not all(isinstance(r.value, ast.Name) or any(  # a name or a call
+            isinstance(n, ast.Call) for n in walk(r.value)) for r in returns):  # type: ignore
+        return None
+    tracer = grad_sources(ctx, fn, with_helpers=False)
+    off = None
+    for r in returns:
+        d = tracer.sources(r.value, r.lineno)  # type: ignore[arg-type]
+        if not d.dead or d.live or d.unknown or d.explicit_grad:
             return None
-        h = self._cache.get(id(node))
-        if h is None:
-            h = self._cache[id(node)] = Helper(node, self._returns_off(node))
-        return h
-
-    def _returns_off(self, fn: ast.AST) -> ast.AST | None:
-        scope = self.ctx.scope(fn)
-        returns = [s for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
-                   and not isinstance(s.value, ast.Constant)]
-        if not returns or not all(isinstance(r.value, ast.Name) or any(  # a name or a call
-                isinstance(n, ast.Call) for n in walk(r.value)) for r in returns):  # type: ignore
-            return None
-        tracer = grad_sources(self.ctx, fn, with_helpers=False)
-        off = None
-        for r in returns:
-            d = tracer.sources(r.value, r.lineno)  # type: ignore[arg-type]
-            if not d.dead or d.live or d.unknown or d.explicit_grad:
-                return None
-            off = off or d.dead[0].off
-        return off
+        off = off or d.dead[0].off
+    return off
 
 
 def grad_sources(ctx: Context, node: ast.AST, with_helpers: bool = True) -> Tracer:
-    """The :class:`Tracer` of the function or module ``node`` (following the file's helpers,
-    indexed once per file, or not), built once per file and shared by the GT2 rules."""
+    """The :class:`Tracer` of the function or module ``node`` (following the file's helpers
+    or not), built once per file and shared by the GT2 rules."""
     if not with_helpers:
         return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))
-    return ctx.memo("gt2-sources", node, lambda: Tracer(ctx, ctx.scope(node), ctx.memo(
-        "gt2-helpers", ctx.tree, lambda: HelperIndex(ctx))))
+    return ctx.memo("gt2-sources", node, lambda: Tracer(ctx, ctx.scope(node), True))
