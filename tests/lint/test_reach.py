@@ -1,0 +1,194 @@
+"""The shared binding resolution (``analysis.reach``) and the helpers the GT2 sources follow.
+
+The three tracers (GT1 origins, GT2 sources, GT5 graph-carrying bindings) read bindings,
+binding values, grad-off modes and the file's functions through one module. The GT2 sources
+find the function a call runs as GT1 does (the analysis layer's ``local_callee``): a method
+called as ``self.f(...)`` is the one of the caller's own class, and a helper defined under a
+top-level ``try``/``if`` is followed. Same harness as test_heldout_shapes.py: a look-alike that
+stays silent and runs, buggy twins in other spellings reported on the given line that really
+fail on torch.
+"""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+from test_heldout_shapes import Shape, _found, _run
+
+from gradtrace.lint.analysis.reach import (
+    decorated_off, defs_by_name, disables_grad, last_binding, off_mode, reaching, value_of)
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import Imports
+
+torch = pytest.importorskip("torch")
+
+
+def _ctx(src: str) -> Context:
+    src = textwrap.dedent(src)
+    tree = ast.parse(src)
+    imports = Imports()
+    for s in tree.body:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            imports.add(s)
+    return Context("r.py", src, tree, imports)
+
+
+SRC = '''
+import torch
+
+def train(model, x, flag):
+    out = model(x)
+    if flag:
+        out = out * 2
+    a, b = out, x
+    c, d = pair(x)
+    with torch.inference_mode():
+        e = model(x)
+    return out.sum() + a + c + e
+
+
+def pair(x):
+    return x, x
+
+
+try:
+    from fast import pair
+except ImportError:
+    def pair(x):
+        return x, -x
+
+
+@torch.no_grad()
+def frozen(x):
+    return x
+'''
+
+
+def test_reaching_and_last_binding() -> None:
+    ctx = _ctx(SRC)
+    fn = ctx.tree.body[1]
+    scope = ctx.scope(fn)
+    ret = fn.body[-1]
+    # the `if` may not run: both bindings of `out` reach the return, the latest first
+    assert [b.line for b in reaching(ctx, scope, "out", ret, ret.lineno)] == [7, 5]
+    assert last_binding(scope, "out", ret.lineno).line == 7
+    # an attribute chain resolves through its longest bound prefix; `self` is never one
+    assert last_binding(scope, "out.logits", ret.lineno).line == 7
+    assert last_binding(scope, "self.x", ret.lineno) is None
+
+
+def test_value_of_a_binding() -> None:
+    ctx = _ctx(SRC)
+    scope = ctx.scope(ctx.tree.body[1])
+    paired = scope.bindings["a"][0]
+    assert ast.unparse(value_of(paired)) == "out"  # the paired element
+    unpacked = scope.bindings["c"][0]
+    assert ast.unparse(value_of(unpacked)) == "pair(x)"  # the whole right side
+
+
+def test_grad_off_mode_and_decorators() -> None:
+    ctx = _ctx(SRC)
+    fn = ctx.tree.body[1]
+    scope = ctx.scope(fn)
+    e = scope.bindings["e"][0]
+    assert e.no_grad and off_mode(scope.grad_off_at(e.stmt), ctx) == "inference"
+    frozen = ctx.tree.body[-1]
+    assert decorated_off(frozen, ctx) and not decorated_off(fn, ctx)
+    assert disables_grad(frozen.decorator_list[0], ctx)
+    assert off_mode(frozen.decorator_list[0], ctx) == "off"
+
+
+def test_every_function_by_name() -> None:
+    ctx = _ctx(SRC)
+    assert [f.lineno for f in defs_by_name(ctx)["pair"]] == [15, 22]
+
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    # GT202: `self.features(x)` runs the caller's own class's method, trainable here; another
+    # class of the file has a no_grad method of the same name (the GT2 sources took the first
+    # class's method for any `self.features`, and reported a loss that trains)
+    "self-method-of-the-callers-class": (Shape("""
+        class Frozen:
+            def __init__(self, net):
+                self.net = net
+
+            @torch.no_grad()
+            def features(self, x):
+                return self.net(x)
+
+
+        class Tuned:
+            def __init__(self, net):
+                self.net = net
+
+            def features(self, x):
+                return self.net(x)
+
+            def step(self, x, y):
+                loss = F.mse_loss(self.features(x), y)
+                loss.backward()
+
+        Tuned(nn.Linear(4, 2)).step(torch.randn(3, 4), torch.randn(3, 2))
+        """, "GT202"), [Shape("""
+        class Tuned:
+            def __init__(self, net):
+                self.net = net
+
+            def features(self, x):
+                return self.net(x)
+
+
+        class Frozen:
+            def __init__(self, net):
+                self.net = net
+
+            @torch.no_grad()
+            def features(self, x):
+                return self.net(x)
+
+            def step(self, x, y):
+                loss = F.mse_loss(self.features(x), y)
+                loss.backward()
+
+        Frozen(nn.Linear(4, 2)).step(torch.randn(3, 4), torch.randn(3, 2))
+        """, "GT202", 13, "does not require grad")]),
+    # GT202: a fallback helper defined under a top-level `try` is the function the call runs
+    "helper-defined-under-try": (Shape("""
+        try:
+            from fastfeatures import features
+        except ImportError:
+            def features(net, x):
+                return net(x)
+
+        net = nn.Linear(4, 2)
+        x, y = torch.randn(3, 4), torch.randn(3, 2)
+        F.mse_loss(features(net, x), y).backward()
+        """, "GT202"), [Shape("""
+        try:
+            from fastfeatures import features
+        except ImportError:
+            def features(net, x):
+                with torch.no_grad():
+                    return net(x)
+
+        net = nn.Linear(4, 2)
+        x, y = torch.randn(3, 4), torch.randn(3, 2)
+        F.mse_loss(features(net, x), y).backward()
+        """, "GT202", 5, "does not require grad")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    good, _ = SHAPES[name]
+    assert _found(good) == []
+    _run(good)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twins_are_reported_and_fail(name: str) -> None:
+    _, bads = SHAPES[name]
+    for bad in bads:
+        assert _found(bad) == [(bad.line, bad.code)], bad.src
+        _run(bad)
