@@ -176,6 +176,42 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         x, y = torch.randn(3, 4), torch.randn(3, 2)
         F.mse_loss(features(net, x), y).backward()
         """, "GT202", 5, "does not require grad")]),
+    # GT107: one spelling of a model for every tracer (``vocabulary.model_spelling``): the
+    # input GT1 sees fed to `self.classifier` is the model's input, upstream of its
+    # parameters, so `mse(out.detach(), x)` keeps no path from the model (GT1 spelled models
+    # with a narrower pattern of its own, without `classifier` or `head`, and missed it)
+    "input-fed-to-a-model-spelled-classifier": (Shape("""
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.classifier = nn.Linear(4, 4)
+
+            def step(self, x):
+                out = self.classifier(x)
+                loss = F.mse_loss(out, x.detach())
+                loss.backward()
+
+        Probe().step(torch.randn(3, 4))
+        """, "GT107"), [Shape("""
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.classifier = nn.Linear(4, 4)
+
+            def step(self, x):
+                out = self.classifier(x)
+                loss = F.mse_loss(out.detach(), x)
+                loss.backward()
+
+        Probe().step(torch.randn(3, 4))
+        """, "GT107", 8, "does not require grad"), Shape("""
+        def fit(head, inputs):
+            logits = head(inputs)
+            err = (logits.detach() - inputs).pow(2).mean()
+            err.backward()
+
+        fit(nn.Linear(4, 4), torch.randn(3, 4))
+        """, "GT107", 3, "does not require grad")]),
 }
 
 

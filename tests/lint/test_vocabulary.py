@@ -63,7 +63,7 @@ def test_rules_use_the_one_vocabulary() -> None:
     from gradtrace.lint.analysis import origins as _trace
     from gradtrace.lint.analysis import params
     from gradtrace.lint.rules.registration import _modules
-    assert _trace.TARGET_RE is v.TARGET_RE and arg_roles.MODEL_CALLEE_RE is v.MODEL_CALLEE_RE
+    assert _trace.TARGET_RE is v.TARGET_RE and arg_roles.is_model_name is v.is_model_name
     assert _modules.PARAM_LIKE_RE is v.PARAM_LIKE_RE
     assert params.PRETRAINED_MODEL_RE is v.PRETRAINED_MODEL_RE
 

@@ -7,7 +7,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import MOVES
-from gradtrace.lint.analysis.vocabulary import MODEL_CALLEE_RE
+from gradtrace.lint.analysis.vocabulary import is_model_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
@@ -43,7 +43,7 @@ def model_fed(scope: Scope) -> set[str]:
     fed = set()
     for node in walk(scope.node):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and \
-                MODEL_CALLEE_RE.search((dotted(node.func) or "").rpartition(".")[2]):
+                is_model_name(dotted(node.func) or ""):
             fed.add(node.args[0].id)
     todo = list(fed)
     while todo:

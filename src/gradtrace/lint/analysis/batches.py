@@ -16,7 +16,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import MOVES
-from gradtrace.lint.analysis.vocabulary import MODEL_CALLEE_RE
+from gradtrace.lint.analysis.vocabulary import is_model_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import of_types, walk
 
@@ -32,7 +32,7 @@ def batch_unpackings(scope: Scope, ctx: Context) -> frozenset[int]:
 
 
 def _model_like(name: str) -> bool:
-    return any(MODEL_CALLEE_RE.search(p) for p in name.split("."))
+    return any(is_model_name(p) for p in name.split("."))
 
 
 def _fed(scope: Scope) -> set[str]:
@@ -41,7 +41,7 @@ def _fed(scope: Scope) -> set[str]:
     fed: set[str] = set()
     for node in of_types(scope.node, (ast.Call,)):
         if node.args \
-                and MODEL_CALLEE_RE.search((dotted(node.func) or "").rpartition(".")[2]):
+                and is_model_name(dotted(node.func) or ""):
             callees = {id(c.func) for c in of_types(node.args[0], (ast.Call,))}
             fed.update(n.id for n in of_types(node.args[0], (ast.Name,))
                        if id(n) not in callees)  # `critic(torch.cat([s, a], 1))`

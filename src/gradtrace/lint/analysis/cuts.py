@@ -102,7 +102,7 @@ VIEW_OR_SAME = frozenset({"view", "view_as", "reshape", "squeeze", "unsqueeze", 
                           "contiguous", "detach", "select", "unflatten"})
 SAVES_INPUT_FUNCS = frozenset({"matmul", "mm", "bmm", "einsum", "mul", "linear", "conv1d",
                                "conv2d", "conv3d", "baddbmm", "addmm"})
-# name guesses (TARGET_RE, OBJECT_RE, INPUT_RE, MODEL_CALLEE_RE...): see analysis.vocabulary.
+# name guesses (TARGET_RE, OBJECT_RE, INPUT_RE, model_spelling...): see analysis.vocabulary.
 # An argument named like input data fed to a callee named like a model is the model's input,
 # upstream of the model.
 MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "contiguous",

@@ -26,10 +26,6 @@ INPUT_RE = re.compile(r"^(x|xs|inputs?|images?|imgs?|obs|observations?|states?|"
 DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
 
 # -- what a callee probably is -----------------------------------------------------------------
-# a model
-MODEL_CALLEE_RE = re.compile(r"(^|_)(model|net|network|module|encoder|decoder|autoencoder|"
-                             r"backbone|policy|actor|critic|qnet|q_net|ae|vae)$",
-                             re.IGNORECASE)
 # a loss function object (`criterion`, `loss_fn`)
 LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
                               re.IGNORECASE)
@@ -58,8 +54,9 @@ def is_object_name(name: str) -> bool:
 
 
 def is_model_name(name: str) -> bool:
-    """``model``, ``self.encoder``, ``q_net``: named like a model (last dotted part)."""
-    return bool(MODEL_CALLEE_RE.search(name.rpartition(".")[2]))
+    """``model``, ``self.encoder``, ``q_net``, ``self.classifier``: named like a model (the
+    last dotted part, by :func:`model_spelling`: one spelling for every tracer)."""
+    return model_spelling(name.rpartition(".")[2])
 
 
 def is_pretrained_model_class(name: str) -> bool:
