@@ -20,7 +20,7 @@ from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import last_binding, value_of
 from gradtrace.lint.analysis.steps import plain_grads
 from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
-from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
+from gradtrace.lint.analysis.model_calls import model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
 from gradtrace.lint.names import dotted
@@ -76,39 +76,6 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 stack.append(n.value)
         elif isinstance(n, COMPREHENSIONS):
             yield from comprehension_loads(n, lambda e: loads(e, cut, opaque))
-        elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
-            stack.extend(child_nodes(n))
-
-
-def index_output(b: Binding) -> bool:
-    """``pred`` in ``_, pred = out.max(1)``: an index tensor, without a graph."""
-    s = b.stmt
-    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in PAIR_METHODS):
-        return False
-    elts = s.targets[0].elts
-    return any(dotted(e) == b.name for e in elts[1:]) and dotted(elts[0]) != b.name
-
-
-def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
-    """Calls in ``expr`` (outside detached parts) whose callee looks like a module."""
-    stack = [expr]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Call):
-            f = n.func
-            if isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS:
-                continue
-            if isinstance(f, ast.Name) and f.id in NUMBER_FUNCS:
-                continue
-            callee = dotted(f)
-            last = callee.rpartition(".")[2] if callee else ""
-            method = isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS
-            if callee and not CLASS_RE.match(last) and not method \
-                    and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
-                yield callee, n
-            stack.extend(child_nodes(n))
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(child_nodes(n))
 
@@ -189,7 +156,7 @@ class Graphs:
             v = value_of(b)
             self._direct[id(b)] = not b.no_grad and v is not None and not index_output(b) and \
                 b.kind not in (MODULE, OPTIMIZER, PARAMS) and not self.plain_result(b) and any(
-                self.runs_model(callee, b.line) for callee, _ in model_calls(v))
+                runs_model(self.f.ctx, self.f.scope, callee, b.line) for callee, _ in model_calls(v))
         return self._direct[id(b)]
 
     def carries(self, b: Binding) -> bool:
@@ -202,11 +169,6 @@ class Graphs:
                 self.direct(d) for d in self.deps(v, b.line).bindings))
             self._carries[id(b)] = ok
         return self._carries[id(b)]
-
-    def runs_model(self, callee: str, line: int) -> bool:
-        """A module-like call, unless it builds an object of a class of this file
-        (``model = GAT(...)``: an acronym escapes ``CLASS_RE``)."""
-        return self._module_like(callee, line) and callee not in self.f.ctx.analysis.classes
 
     def plain_result(self, b: Binding) -> bool:
         """``out, _, ratio = model(data)``: the element ``b`` takes from what a function (or a
@@ -229,14 +191,6 @@ class Graphs:
         rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)] if fn else []
         return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
                                   and _historyless(ctx, fn, r.elts[i]) for r in rets)
-
-    def _module_like(self, callee: str, line: int) -> bool:
-        if self.f.module_like(callee, line):
-            return True
-        owner, _, last = callee.rpartition(".")
-        if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
-            return self.f.module_like(owner, line) or model_spelling(owner.rpartition(".")[2])
-        return model_spelling(last)
 
     def freed_by(self, bw: Backward, b: Binding) -> bool:
         """Whether the backward ``bw`` frees the graph that binding ``b`` holds.
@@ -265,7 +219,7 @@ class Graphs:
         """The callee of the first module-like call in the binding's value."""
         v = value_of(b)
         for callee, _ in model_calls(v) if v is not None else ():
-            if self._module_like(callee, b.line):
+            if module_like(self.f.ctx, self.f.scope, callee, b.line):
                 return callee
         return None
 

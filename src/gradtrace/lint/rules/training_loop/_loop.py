@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
     Backward, Named, Step, calls_in, optimizer_like, step_calls,
 )
+from gradtrace.lint.analysis.model_calls import bound_module
 from gradtrace.lint.analysis.paths import Path, statement_paths
 from gradtrace.lint.context import LOOP_TYPES
-from gradtrace.lint.flow import MODULE, OPTIMIZER, Binding
+from gradtrace.lint.flow import OPTIMIZER, Binding
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -203,13 +204,7 @@ class LoopFacts:
 
     def module_like(self, name: str | None, line: int) -> bool:
         """Whether ``name`` is bound to an ``nn.Module`` here or at module level."""
-        if not name:
-            return False
-        for scope in (self.scope, self.ctx.scope(self.ctx.tree)):
-            b = scope.binding_before(name, line)
-            if b is not None:
-                return b.kind == MODULE
-        return False
+        return bound_module(self.ctx, self.scope, name, line)
 
 
 def _owners(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:

@@ -7,6 +7,7 @@ from gradtrace.lint.analysis.vocabulary import FORWARD_METHODS
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import TENSOR_METHODS
+from gradtrace.lint.analysis.model_calls import module_like
 from gradtrace.lint.analysis.reach import last_binding, value_of
 from gradtrace.lint.rules.training_loop._deps import Graphs, index_output, loads
 
@@ -52,7 +53,7 @@ def _opaque(g: Graphs, call: ast.Call, line: int) -> bool:
     k = g.f.ctx.analysis.kind(f.value, g.f.scope, line)
     if k is not None and (k.cls or "") in g.f.ctx.analysis.classes:
         return False  # a class of this file: its method is readable
-    return g._module_like(owner, line)
+    return module_like(g.f.ctx, g.f.scope, owner, line)
 
 
 def _loss_terms(e: ast.AST) -> set[int]:

@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.reach import last_binding, value_of
 from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
@@ -244,9 +245,9 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # the collected values are differentiated later: graphs are needed
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
-                  if (b := last_binding(g.f.scope, n, s.lineno)) is not None and f.inside(b.stmt, loop)
+                  if (b := last_binding(f.scope, n, s.lineno)) is not None and f.inside(b.stmt, loop)
                   and g.carries(b) and not _foreign_result(b, foreign)]
-        direct = any(g.runs_model(c, s.lineno) for c, _ in _calls(value))
+        direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct:
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
@@ -405,8 +406,3 @@ def _only_formatted(stmt: ast.stmt, acc: str) -> bool:
                 and dotted(n.func.value) == acc:
             return False  # a method of the accumulator: acc.item(), acc.cpu()
     return True
-
-
-def _calls(value: ast.expr) -> Iterator[tuple[str, ast.Call]]:
-    from gradtrace.lint.rules.training_loop._deps import model_calls
-    return model_calls(value)

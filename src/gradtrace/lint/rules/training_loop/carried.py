@@ -12,7 +12,8 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.analysis.reach import value_of
-from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads, model_calls
+from gradtrace.lint.analysis.model_calls import model_calls
+from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts

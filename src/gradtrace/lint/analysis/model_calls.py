@@ -1,0 +1,75 @@
+"""The one recogniser of a model call: which calls run a module's forward (and so may put a
+graph on their result).
+
+A callee runs a model when its name is bound to an ``nn.Module`` here or at module level
+(:func:`bound_module`, from the kinds of :mod:`gradtrace.lint.flow`), when it is a forward
+method of such an object (``vae.encode(x)``), or, as the fallback, when it is spelled like a
+module (:func:`~gradtrace.lint.analysis.vocabulary.model_spelling`: ``netG``, ``self.encoder``);
+never when it builds an object of a class of the file (:func:`runs_model`). :func:`model_calls`
+lists the calls of an expression that could be one, outside detached parts (NOTE
+[graph-carrying bindings] in the GT5 dependency walk).
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.analysis.cuts import DETACHING_METHODS, NUMBER_FUNCS, TENSOR_METHODS
+from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
+from gradtrace.lint.flow import MODULE
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import child_nodes
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+
+def bound_module(ctx: Context, scope: Scope, name: str | None, line: int) -> bool:
+    """Whether ``name`` is bound to an ``nn.Module`` in ``scope`` before ``line``, or else at
+    module level."""
+    if not name:
+        return False
+    for sc in (scope, ctx.scope(ctx.tree)):
+        b = sc.binding_before(name, line)
+        if b is not None:
+            return b.kind == MODULE
+    return False
+
+
+def module_like(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
+    """A callee bound to a module, a forward method of one, or spelled like one."""
+    if bound_module(ctx, scope, callee, line):
+        return True
+    owner, _, last = callee.rpartition(".")
+    if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
+        return bound_module(ctx, scope, owner, line) or model_spelling(owner.rpartition(".")[2])
+    return model_spelling(last)
+
+
+def runs_model(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
+    """A module-like call, unless it builds an object of a class of this file
+    (``model = GAT(...)``: an acronym escapes ``CLASS_RE``)."""
+    return module_like(ctx, scope, callee, line) and callee not in ctx.analysis.classes
+
+
+def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
+    """Calls in ``expr`` (outside detached parts) whose callee looks like a module."""
+    stack = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS:
+                continue
+            if isinstance(f, ast.Name) and f.id in NUMBER_FUNCS:
+                continue
+            callee = dotted(f)
+            last = callee.rpartition(".")[2] if callee else ""
+            method = isinstance(f, ast.Attribute) and f.attr in TENSOR_METHODS
+            if callee and not CLASS_RE.match(last) and not method \
+                    and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
+                yield callee, n
+            stack.extend(child_nodes(n))
+        elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
+            stack.extend(child_nodes(n))
