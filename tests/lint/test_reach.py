@@ -212,6 +212,55 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
 
         fit(nn.Linear(4, 4), torch.randn(3, 4))
         """, "GT107", 3, "does not require grad")]),
+    # GT204: the GT2 sources recognise a model call as GT5 does (``analysis.model_calls``):
+    # `encoder(feats)` with `encoder` a script global built by a helper runs a module that
+    # saves its input, an inference tensor (the GT2 sources only knew modules by their bound
+    # kind, and read this call as an unknown function of its arguments)
+    "inference-tensor-into-a-model-from-a-builder": (Shape("""
+        def build_encoder():
+            return nn.Linear(4, 2)
+
+        encoder = build_encoder()
+
+        def step(x, y):
+            with torch.inference_mode():
+                feats = x * 2
+            feats = feats.clone()
+            loss = F.mse_loss(encoder(feats), y)
+            loss.backward()
+
+        step(torch.randn(3, 4), torch.randn(3, 2))
+        """, "GT204"), [Shape("""
+        def build_encoder():
+            return nn.Linear(4, 2)
+
+        encoder = build_encoder()
+
+        def step(x, y):
+            with torch.inference_mode():
+                feats = x * 2
+            loss = F.mse_loss(encoder(feats), y)
+            loss.backward()
+
+        step(torch.randn(3, 4), torch.randn(3, 2))
+        """, "GT204", 7, "Inference tensors cannot be saved"), Shape("""
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def encode(self, x):
+                return self.fc(x)
+
+        def load_vae():
+            return VAE()
+
+        vae = load_vae()
+        with torch.inference_mode():
+            cached = torch.randn(3, 4) + 1
+        z = vae.encode(cached)
+        z.pow(2).mean().backward()
+        """, "GT204", 13, "Inference tensors cannot be saved")]),
 }
 
 

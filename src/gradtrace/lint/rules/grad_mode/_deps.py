@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import (
     NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_torch_loss)
+from gradtrace.lint.analysis.model_calls import runs_model
 from gradtrace.lint.analysis.origins import data_helper
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
@@ -257,7 +258,8 @@ class Tracer:
         if isinstance(func, ast.Attribute):
             recv_kind = self.scope.kind(func.value)
             callee = dotted(func)
-            if recv_kind == MODULE or (callee or "").startswith("self.") and callee.count(".") == 1:
+            if recv_kind == MODULE or (callee or "").startswith("self.") and callee.count(".") == 1 \
+                    or callee is not None and runs_model(ctx, self.scope, callee, line):
                 return self._module_call(e, line, depth)
             # a tensor method: receiver + args
             d.merge(self.trace(func.value, line, depth + 1))
@@ -265,7 +267,8 @@ class Tracer:
             return d
         if isinstance(func, ast.Name):
             kind = self.scope.kind(func)
-            if kind == MODULE or func.id in self.params or self._bound_module(func.id, line):
+            if kind == MODULE or func.id in self.params or self._bound_module(func.id, line) \
+                    or runs_model(ctx, self.scope, func.id, line):
                 return self._module_call(e, line, depth)
             args = self._args(e, line, depth)
             if any(self.scope.kind(a) == MODULE for a in e.args):
