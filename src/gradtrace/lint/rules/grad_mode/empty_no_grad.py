@@ -6,10 +6,10 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.reach import disables_grad
 
 # module methods that change a flag and compute nothing
 SETUP_METHODS = frozenset({"eval", "train", "requires_grad_", "zero_grad"})
@@ -19,15 +19,14 @@ FOLLOWING = 4  # statements after the block that may hold the calls meant to be 
 def _off(expr: ast.expr, fn: ast.AST, ctx: Context) -> bool:
     """``expr`` turns gradients off: ``torch.no_grad()``, or a name bound in ``fn`` to one
     (also one arm of ``torch.no_grad() if freeze else nullcontext()``)."""
-    if grad_mode_of(expr, ctx.imports) in ("off", "inference"):
+    if disables_grad(expr, ctx):
         return True
     if isinstance(expr, ast.Name):
         b = ctx.scope(fn).binding_before(expr.id, expr.lineno)
         v = b.value if b is not None else None
         if isinstance(v, ast.IfExp):
-            return any(grad_mode_of(a, ctx.imports) in ("off", "inference")
-                       for a in (v.body, v.orelse))
-        return v is not None and grad_mode_of(v, ctx.imports) in ("off", "inference")
+            return any(disables_grad(a, ctx) for a in (v.body, v.orelse))
+        return v is not None and disables_grad(v, ctx)
     return False
 
 

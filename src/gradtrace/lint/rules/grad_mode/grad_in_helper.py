@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.analysis.reach import disables_grad
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
@@ -169,8 +170,7 @@ class GradientHelperUnderNoGrad(Rule):
     ]
 
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
-        mode = next((i.context_expr for i in node.items
-                     if grad_mode_of(i.context_expr, ctx.imports) in ("off", "inference")),
+        mode = next((i.context_expr for i in node.items if disables_grad(i.context_expr, ctx)),
                     None)
         if mode is None:
             return

@@ -11,6 +11,7 @@ from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.reach import decorated_off
 
 HOOKS = frozenset({"register_forward_pre_hook", "register_forward_hook"})
 
@@ -164,8 +165,7 @@ def _runs(call: ast.Call, info: ClassInfo, fn: ast.AST, ctx: Context) -> bool:
 def _trains_at(fn: ast.AST, call: ast.Call, hooked: bool, ctx: Context) -> bool:
     if isinstance(fn, ast.Lambda):
         return hooked
-    if any(grad_mode_of(d, ctx.imports) in ("off", "inference")
-           for d in getattr(fn, "decorator_list", ())):
+    if decorated_off(fn, ctx):
         return False
     scope = ctx.scope(fn)
     stmt = scope.statement_of(call)

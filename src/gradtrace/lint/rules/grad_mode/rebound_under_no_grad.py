@@ -5,10 +5,11 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
+from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.reach import disables_grad
 
 # calls that make a result carry no graph anyway (a metric, a label)
 NUMBER_METHODS = frozenset({"item", "tolist", "numpy", "argmax", "argmin", "detach", "cpu"})
@@ -88,8 +89,8 @@ class LiveOutputReboundUnderNoGrad(Rule):
 
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
         fn = ctx.function
-        if fn is None or len(node.items) != 1 or grad_mode_of(
-                node.items[0].context_expr, ctx.imports) not in ("off", "inference"):
+        if fn is None or len(node.items) != 1 or not disables_grad(
+                node.items[0].context_expr, ctx):
             return
         if not any(isinstance(s, ast.Assign) and len(s.targets) == 1
                    and isinstance(s.targets[0], ast.Name)

@@ -20,6 +20,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import objects_of
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.reach import value_of
 
 
 class DataInLoss(LossCutRule):
@@ -437,7 +438,7 @@ def _packed(name: str, lp: LossPaths, depth: int) -> bool:
             for s in lp.scope.stmts for n in walk(s)):
         return True
     for b in lp.scope.bindings.get(name, ()):
-        v = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        v = value_of(b)
         while isinstance(v, ast.Subscript):
             v = v.value
         if not isinstance(v, ast.Call):
@@ -455,7 +456,7 @@ def _values_of(name: str, lp: LossPaths) -> Iterator[ast.AST]:
     """Every value bound to ``name`` in the function, and every value written into a slice of
     it (``name[...] = v``)."""
     for b in lp.scope.bindings.get(name, ()):
-        v = b.value if b.value is not None else getattr(b.stmt, "value", None)
+        v = value_of(b)
         if v is not None:
             yield v
     for st in lp.scope.stmts:
@@ -474,7 +475,7 @@ def _layer_call(v: ast.AST, lp: LossPaths | None = None) -> ast.Call | None:
         for n in walk(v):
             if isinstance(n, ast.Name):
                 for b in lp.scope.bindings.get(n.id, ()):
-                    bv = b.value if b.value is not None else getattr(b.stmt, "value", None)
+                    bv = value_of(b)
                     c = _layer_call(bv) if bv is not None else None
                     if c is not None:
                         return c
