@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
     Backward, Named, Step, calls_in, optimizer_like, step_calls,
 )
-from gradtrace.lint.analysis.model_calls import bound_module
 from gradtrace.lint.analysis.paths import Path, statement_paths
 from gradtrace.lint.context import LOOP_TYPES
 from gradtrace.lint.flow import OPTIMIZER, Binding
@@ -201,10 +200,6 @@ class LoopFacts:
                         not isinstance(b.stmt, LOOP_TYPES):
                     return True
         return False
-
-    def module_like(self, name: str | None, line: int) -> bool:
-        """Whether ``name`` is bound to an ``nn.Module`` here or at module level."""
-        return bound_module(self.ctx, self.scope, name, line)
 
 
 def _owners(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:
