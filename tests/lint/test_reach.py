@@ -261,6 +261,27 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         z = vae.encode(cached)
         z.pow(2).mean().backward()
         """, "GT204", 13, "Inference tensors cannot be saved")]),
+    # GT108: one recogniser of the indices of a (values, indices) pair for GT1 and GT5
+    # (``cuts.unpacks_indices``): `sort()` returns the pair without a `dim` too (GT1 asked for
+    # an argument, GT5 did not)
+    "indices-of-a-sort-without-dim": (Shape("""
+        model = nn.Linear(4, 3)
+        out = model(torch.randn(5, 4))
+        vals, order = out.sort()
+        loss = (vals * 0.1).mean()
+        loss.backward()
+        """, "GT108"), [Shape("""
+        model = nn.Linear(4, 3)
+        out = model(torch.randn(5, 4))
+        vals, order = out.sort()
+        loss = (order.float() * 0.1).mean()
+        loss.backward()
+        """, "GT108", 3, "does not require grad"), Shape("""
+        net = nn.Linear(4, 3)
+        scores = net(torch.randn(5, 4))
+        _, ranks = torch.sort(scores)
+        ranks.float().sum().backward()
+        """, "GT108", 3, "does not require grad")]),
 }
 
 

@@ -193,22 +193,20 @@ def asks_grad(e: ast.Call) -> bool:
                                                  and k.value.value is False) for k in e.keywords)
 
 
-def unpacks_indices(s: ast.Assign, name: str, ctx: Context) -> bool:
-    """``_, preds = torch.max(out, 1)`` / ``v, idx = out.topk(k)``: ``name`` is the indices."""
-    v = s.value
-    if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or \
-            len(s.targets[0].elts) != 2 or not isinstance(v, ast.Call):
+def unpacks_indices(s: ast.stmt, name: str, ctx: Context) -> bool:
+    """``_, preds = torch.max(out, 1)``, ``v, idx = out.topk(k)``, ``v, idx = x.sort()``:
+    ``name`` takes the indices of a (values, indices) pair, an integer tensor without history
+    (a call that returns one tensor cannot be unpacked into two)."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call)
+            and isinstance(s.targets[0], ast.Tuple) and len(s.targets[0].elts) == 2):
         return False
-    second = s.targets[0].elts[1]
-    if not (isinstance(second, ast.Name) and second.id == name):
+    first, second = s.targets[0].elts
+    if dotted(second) != name or dotted(first) == name:
         return False
-    f = v.func
+    f = s.value.func
     qual = ctx.qualified_name(f) or ""
-    if qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS:
-        return len(v.args) >= 2 or any(k.arg == "dim" for k in v.keywords)
-    if isinstance(f, ast.Attribute) and f.attr in PAIR_METHODS and not qual.startswith("torch."):
-        return bool(v.args) or any(k.arg in ("dim", "k") for k in v.keywords)
-    return False
+    return isinstance(f, ast.Attribute) and f.attr in PAIR_METHODS or \
+        qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS
 
 
 def pair_source(v: ast.expr) -> ast.expr:

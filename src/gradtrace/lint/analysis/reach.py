@@ -69,7 +69,8 @@ def off_mode(off: ast.AST, ctx: Context) -> str:
     if isinstance(off, (ast.With, ast.AsyncWith)):
         modes = [grad_mode_of(i.context_expr, ctx.imports) for i in off.items]
         return "inference" if "inference" in modes else "off"
-    return "inference" if grad_mode_of(off, ctx.imports) == "inference" else "off"  # type: ignore[arg-type]
+    mode = grad_mode_of(off, ctx.imports)  # type: ignore[arg-type]
+    return "inference" if mode == "inference" else "off"
 
 
 def disables_grad(expr: ast.expr, ctx: Context) -> bool:

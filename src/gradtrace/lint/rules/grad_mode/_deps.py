@@ -258,8 +258,9 @@ class Tracer:
         if isinstance(func, ast.Attribute):
             recv_kind = self.scope.kind(func.value)
             callee = dotted(func)
-            if recv_kind == MODULE or (callee or "").startswith("self.") and callee.count(".") == 1 \
-                    or callee is not None and runs_model(ctx, self.scope, callee, line):
+            if recv_kind == MODULE or callee is not None and (
+                    callee.startswith("self.") and callee.count(".") == 1
+                    or runs_model(ctx, self.scope, callee, line)):
                 return self._module_call(e, line, depth)
             # a tensor method: receiver + args
             d.merge(self.trace(func.value, line, depth + 1))

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
-    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS)
+    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
+    unpacks_indices)
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import last_binding, value_of
 from gradtrace.lint.analysis.steps import plain_grads
@@ -27,7 +28,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, child_nodes
 from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
-from gradtrace.lint.rules.training_loop._no_grad_calls import index_output, no_grad_result
+from gradtrace.lint.rules.training_loop._no_grad_calls import no_grad_result
 
 def loads(expr: ast.AST, cut: CutParams | None = None,
           opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
@@ -80,6 +81,12 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             stack.extend(child_nodes(n))
 
 
+def followed_value(b: Binding, ctx: Context) -> ast.expr | None:
+    """The value a graph may reach ``b`` from: none under grad-off, none for the indices of a
+    (values, indices) pair (``_, pred = out.max(1)``: an index tensor, without a graph)."""
+    return None if b.no_grad or unpacks_indices(b.stmt, b.name, ctx) else value_of(b)
+
+
 @dataclass
 class Deps:
     """The bindings a value depends on, and the module calls that consumed a name."""
@@ -129,8 +136,8 @@ class Graphs:
                     continue
                 seen.add(id(b))
                 out.bindings.append(b)
-                v = value_of(b)
-                if b.no_grad or v is None or index_output(b):
+                v = followed_value(b, self.f.ctx)
+                if v is None:
                     continue
                 work.append((v, b.line))
                 if isinstance(b.stmt, ast.AugAssign):
@@ -153,19 +160,18 @@ class Graphs:
     def direct(self, b: Binding) -> bool:
         """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
         if id(b) not in self._direct:
-            v = value_of(b)
-            self._direct[id(b)] = not b.no_grad and v is not None and not index_output(b) and \
-                b.kind not in (MODULE, OPTIMIZER, PARAMS) and not self.plain_result(b) and any(
-                runs_model(self.f.ctx, self.f.scope, callee, b.line) for callee, _ in model_calls(v))
+            v = followed_value(b, self.f.ctx)
+            self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
+                and not self.plain_result(b) and any(runs_model(self.f.ctx, self.f.scope, c, b.line)
+                                                     for c, _ in model_calls(v))
         return self._direct[id(b)]
 
     def carries(self, b: Binding) -> bool:
         """The binding holds a graph: it calls a module, or is computed from what does."""
         if id(b) not in self._carries:
             self._carries[id(b)] = False  # cycle guard
-            v = value_of(b)
-            ok = self.direct(b) or (not b.no_grad and v is not None and not index_output(b)
-                                    and not self.plain_result(b) and any(
+            v = followed_value(b, self.f.ctx)
+            ok = self.direct(b) or (v is not None and not self.plain_result(b) and any(
                 self.direct(d) for d in self.deps(v, b.line).bindings))
             self._carries[id(b)] = ok
         return self._carries[id(b)]

@@ -1,4 +1,5 @@
-"""Results that carry no graph: of a function of this file run with grad off, index outputs.
+"""Results that carry no graph: of a function of this file run with grad off (the indices of
+a (values, indices) pair: ``analysis.cuts.unpacks_indices``).
 
 # NOTE [no-grad helpers]
 ``p_model = self.update_stats(logits, p_model)`` where ``update_stats`` is decorated with
@@ -15,9 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from gradtrace.lint.analysis.cuts import PAIR_METHODS
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import Binding
 from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
@@ -51,17 +50,6 @@ def no_grad_result(ctx: Context, fn: ast.AST | None, names: list[str | None] | N
         if not _fresh(fn, e, params):  # type: ignore[arg-type]
             return False
     return True
-
-
-def index_output(b: Binding) -> bool:
-    """``pred`` in ``_, pred = out.max(1)``: an index tensor, without a graph."""
-    s = b.stmt
-    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in PAIR_METHODS):
-        return False
-    elts = s.targets[0].elts
-    return any(dotted(e) == b.name for e in elts[1:]) and dotted(elts[0]) != b.name
 
 
 def _returns(fn: ast.AST) -> list[ast.Return]:

@@ -8,8 +8,8 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import module_like
-from gradtrace.lint.analysis.reach import last_binding, value_of
-from gradtrace.lint.rules.training_loop._deps import Graphs, index_output, loads
+from gradtrace.lint.analysis.reach import last_binding
+from gradtrace.lint.rules.training_loop._deps import Graphs, followed_value, loads
 
 
 def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
@@ -28,8 +28,8 @@ def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
             if b is None or id(b) in seen:
                 continue
             seen.add(id(b))
-            v = value_of(b)
-            if not b.no_grad and v is not None and not index_output(b):
+            v = followed_value(b, g.f.ctx)
+            if v is not None:
                 work.append((v, b.line))
     return False
 

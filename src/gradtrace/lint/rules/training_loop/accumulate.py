@@ -245,7 +245,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # the collected values are differentiated later: graphs are needed
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
-                  if (b := last_binding(f.scope, n, s.lineno)) is not None and f.inside(b.stmt, loop)
+                  if (b := last_binding(f.scope, n, s.lineno)) is not None
+                  and f.inside(b.stmt, loop)
                   and g.carries(b) and not _foreign_result(b, foreign)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct:
