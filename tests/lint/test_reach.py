@@ -282,6 +282,35 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         _, ranks = torch.sort(scores)
         ranks.float().sum().backward()
         """, "GT108", 3, "does not require grad")]),
+    # GT201: one table of torch.nn.functional losses (``cuts.is_functional_loss``) for GT1, GT2
+    # and GT5: `binary_cross_entropy_with_logits` takes the prediction first, so an unknown
+    # target does not hide a prediction made under no_grad (GT2 read it as any torch op)
+    "bce-with-logits-prediction-first": (Shape("""
+        def step(model, teacher, x):
+            with torch.no_grad():
+                target = torch.sigmoid(teacher(x))
+            loss = F.binary_cross_entropy_with_logits(model(x), target)
+            loss.backward()
+
+        step(nn.Linear(4, 1), nn.Linear(4, 1), torch.randn(3, 4))
+        """, "GT201"), [Shape("""
+        def step(model, x, target):
+            with torch.no_grad():
+                logits = model(x)
+            loss = F.binary_cross_entropy_with_logits(logits, target)
+            loss.backward()
+
+        step(nn.Linear(4, 1), torch.randn(3, 4), torch.rand(3, 1))
+        """, "GT201", 2, "does not require grad"), Shape("""
+        from torch.nn.functional import binary_cross_entropy_with_logits as bce_logits
+
+        def fit(net, inputs, labels):
+            with torch.set_grad_enabled(False):
+                scores = net(inputs)
+            bce_logits(scores, labels).backward()
+
+        fit(nn.Linear(4, 1), torch.randn(3, 4), torch.rand(3, 1))
+        """, "GT201", 4, "does not require grad")]),
 }
 
 

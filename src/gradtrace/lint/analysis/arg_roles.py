@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import MOVES
+from gradtrace.lint.analysis.cuts import MOVES, is_functional_loss
 from gradtrace.lint.analysis.vocabulary import is_model_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -15,9 +15,6 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
-# torch.nn.functional losses whose first argument is the prediction ("input") besides `*loss*`
-LOSS_FUNCS = frozenset({"cross_entropy", "binary_cross_entropy",
-                        "binary_cross_entropy_with_logits", "kl_div"})
 
 
 def loss_inputs(scope: Scope, ctx: Context) -> frozenset[str]:
@@ -27,11 +24,9 @@ def loss_inputs(scope: Scope, ctx: Context) -> frozenset[str]:
     def make() -> frozenset[str]:
         out = set()
         for node in walk(scope.node):
-            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
-                q = ctx.qualified_name(node.func) or ""
-                last = q.rpartition(".")[2]
-                if q.startswith("torch.nn.functional.") and ("loss" in last or last in LOSS_FUNCS):
-                    out.add(node.args[0].id)
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                    and is_functional_loss(ctx.qualified_name(node.func) or ""):
+                out.add(node.args[0].id)
         return frozenset(out)
     return ctx.memo("arg-roles-loss-inputs", scope.node, make)
 

@@ -230,6 +230,18 @@ def peel(e: ast.expr) -> ast.expr:
             return e
 
 
+# torch.nn.functional losses that do not end in `_loss`
+F_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy",
+                      "binary_cross_entropy_with_logits", "kl_div", "nll_loss"})
+
+
+def is_functional_loss(qual: str) -> bool:
+    """``torch.nn.functional.mse_loss``, ``...cross_entropy``: its first argument is the
+    prediction."""
+    last = qual.rpartition(".")[2]
+    return qual.startswith("torch.nn.functional.") and ("loss" in last or last in F_LOSSES)
+
+
 def is_torch_loss(qual: str | None) -> bool:
     """``torch.nn.<Something>Loss``."""
     return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore

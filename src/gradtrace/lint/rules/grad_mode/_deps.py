@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import (
-    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_torch_loss)
+    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_functional_loss,
+    is_torch_loss)
 from gradtrace.lint.analysis.model_calls import runs_model
 from gradtrace.lint.analysis.origins import data_helper
 from gradtrace.lint.analysis.reach import (
@@ -83,8 +84,7 @@ def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
         return is_torch_loss(ctx.qualified_name(func.func))
     qual = ctx.qualified_name(func) or ""
     last = qual.rpartition(".")[2]
-    if qual.startswith("torch.nn.functional.") and ("loss" in last or last in (
-            "cross_entropy", "nll_loss", "binary_cross_entropy", "kl_div", "cosine_similarity")):
+    if is_functional_loss(qual) or qual == "torch.nn.functional.cosine_similarity":
         return True
     return bool(last) and bool(LOSS_NAME_RE.search(last))
 

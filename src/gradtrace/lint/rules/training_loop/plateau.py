@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.cuts import is_loss_class, is_torch_loss
+from gradtrace.lint.analysis.cuts import is_functional_loss, is_loss_class, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -18,9 +18,6 @@ FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # calls that keep the value of a loss: `.item()`, `float(...)`, a mean of collected losses
 KEEPS = frozenset({"item", "detach", "cpu", "mean", "sum", "numpy", "tolist", "float",
                    "average", "fmean", "median"})
-# torch.nn.functional losses that do not end in `_loss`
-F_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy",
-                      "binary_cross_entropy_with_logits", "kl_div", "nll_loss"})
 
 
 def _mode(call: ast.Call) -> str | None:
@@ -99,7 +96,7 @@ class _LossValue:
         last = q.rpartition(".")[2] or (f.attr if isinstance(f, ast.Attribute) else
                                         getattr(f, "id", ""))
         if q.startswith("torch.nn.functional."):
-            return last.endswith("_loss") or last in F_LOSSES
+            return is_functional_loss(q)
         if last in KEEPS:
             if isinstance(f, ast.Attribute) and not q:
                 return self.expr(f.value, scope, line, depth + 1)
