@@ -6,8 +6,8 @@ A callee runs a model when its name is bound to an ``nn.Module`` here or at modu
 method of such an object (``vae.encode(x)``), or, as the fallback, when it is spelled like a
 module (:func:`~gradtrace.lint.analysis.vocabulary.model_spelling`: ``netG``, ``self.encoder``);
 never when it builds an object of a class of the file (:func:`runs_model`). :func:`model_calls`
-lists the calls of an expression that could be one, outside detached parts (NOTE
-[graph-carrying bindings] in the GT5 dependency walk).
+lists the calls of an expression that could be one, outside detached parts (in the GT5
+dependency walk: NOTE [graph-carrying bindings]).
 """
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ from gradtrace.lint.rules.training_loop._no_grad_calls import no_grad_result
 def loads(expr: ast.AST, cut: CutParams | None = None,
           opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
     """Dotted names whose values flow into ``expr`` (callees and detached parts excluded;
-    with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts; with
-    ``opaque``, the arguments of the calls it accepts)."""
+    with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts
+    (NOTE [parameter cuts]); with ``opaque``, the arguments of the calls it accepts)."""
     stack = [expr]
     while stack:
         n = stack.pop()
