@@ -9,7 +9,10 @@ with a live argument, is a cut at the helper's own line (the root cause), reache
 call (the GT1 loss paths' ``_through_helper``). Helpers that return a Python number or a
 NumPy value (their result has no ``.backward()``: GT101's business), that run ``backward()``
 themselves (a training step returning its loss to log it), or that are decorated, are left
-out. One call away only: a helper's own tracer does not follow further helpers.
+out. A helper's own tracer follows the helpers it calls in turn (``compute_loss`` returning
+``_as_leaf(F.mse_loss(out, y))``, where ``_as_leaf`` rebuilds with ``requires_grad=True``): the
+cut is the innermost helper's line, reached through every call on the way (the memo doubles as
+the guard against recursion).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
-from gradtrace.lint.analysis.origins import Tracer, origins
+from gradtrace.lint.analysis.origins import Tracer
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -47,7 +50,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
            for s in returns if s.value is not None):
         return None
-    t = origins(ctx, fn)
+    t = ctx.memo("gt1-helper-tracer", fn, lambda: _HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
     for s in returns:
         tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
@@ -59,6 +62,14 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if forced is not None:
         ctx.memo("gt1-helper-bandaids", ctx.tree, dict)[fn.name] = forced
     return memo[key]
+
+
+class _HelperTracer(Tracer):
+    """A helper's tracer that follows the file's helpers it calls (NOTE [helper cuts])."""
+
+    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
+        fn = self.ctx.analysis.local_callee(e, self.scope, line)
+        return None if fn is None else cut_through(self, e, fn, use, line)
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:
