@@ -2,7 +2,9 @@
 
 - a helper that cuts what it returns, reached through another helper (NOTE [helper cuts]);
 - a method the training loop calls on the model at every step, as `forward` is
-  (NOTE [per-step methods]).
+  (NOTE [per-step methods]);
+- a Parameter `__init__` registers, written in place by `forward`
+  (NOTE [trained parameter attributes]).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in two or more
 spellings reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -131,6 +133,46 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         train(net, opt, [torch.randn(3, 4) for _ in range(2)])
         """, "GT445", 9,
         holds="all(p is not net.scale for g in opt.param_groups for p in g['params'])")]),
+    # GT302 on `self.<param>` registered in __init__ and written in place by forward
+    "inplace-write-to-init-parameter-in-forward": (Shape("""
+        class NormedLinear(nn.Module):
+            def __init__(self, d_in, d_out):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(d_out, d_in))
+            def forward(self, x):
+                with torch.no_grad():
+                    self.weight /= self.weight.norm(dim=1, keepdim=True)
+                return x @ self.weight.t()
+        model = NormedLinear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = model(torch.randn(3, 4)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        """, "GT302", holds="model.weight.grad is not None"), [Shape("""
+        class Gate(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+                self.scale = nn.Parameter(torch.ones(d))
+            def _bounded(self):
+                self.scale.clamp_(min=0.0)
+                return self.scale
+            def forward(self, x):
+                return self.fc(x) * self._bounded()
+        gate = Gate(4)
+        gate(torch.randn(2, 4)).sum().backward()
+        """, "GT302", 7, (RuntimeError, "leaf Variable that requires grad")), Shape("""
+        class Memory(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.slots = nn.Parameter(torch.zeros(n, d))
+            def forward(self, x):
+                self.slots[0] = x.mean(0)
+                return x @ self.slots.t()
+        mem = Memory(3, 4)
+        opt = torch.optim.Adam(mem.parameters(), lr=0.01)
+        mem(torch.randn(2, 4)).sum().backward()
+        """, "GT302", 6, (RuntimeError, "view of a leaf Variable"))]),
 }
 
 

@@ -7,6 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.param_attrs import forward_methods, trained_parameter
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -224,6 +225,8 @@ class InplaceUpdateOfLeaf(Rule):
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
     operation.` (pytorch-facts.md#leaf-inplace). Wrap the update in `with torch.no_grad():` (or
     `@torch.no_grad()`), as `torch.optim` does.
+    A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /=
+    self.weight.norm(...)`: NOTE [trained parameter attributes]).
     Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
     `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
     one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a
@@ -341,6 +344,36 @@ class InplaceUpdateOfLeaf(Rule):
                                ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
 
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        """In-place writes in ``forward`` to a Parameter ``__init__`` registered (NOTE [trained
+        parameter attributes])."""
+        cls = ctx.analysis.classes.get(node.name)
+        if cls is None or cls.node is not node or not cls.is_module:
+            return
+        for m in forward_methods(ctx, cls):
+            for stmt in _own_statements(m.body):
+                for target, what in _updates(stmt):
+                    t = target.value if isinstance(target, ast.Subscript) else target
+                    if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self") or \
+                            ctx.scope(m).grad_off_at(stmt) is not None:
+                        continue
+                    origin = trained_parameter(ctx, cls, t.attr)
+                    if origin is not None and self._first(stmt, ctx):
+                        view = "view of a " if t is not target else ""
+                        rel = [Related(ctx.path, origin.lineno, f"`self.{t.attr}` is made a "
+                                       "Parameter that requires grad here", ctx.column(origin))]
+                        yield self.report(stmt, ctx, related=rel, what=what,
+                                          name=f"self.{t.attr}", view=view)
+
+    @staticmethod
+    def _first(stmt: ast.stmt, ctx: Context) -> bool:
+        """Whether ``stmt`` is not reported yet (both visits may reach it)."""
+        seen: set[int] = ctx.memo("gt302-reported", ctx.tree, set)
+        if id(stmt) in seen:
+            return False
+        seen.add(id(stmt))
+        return True
+
     def _scan(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         """Check the update statements of one function (or the module body), nested defs
         excluded (the engine visits each function whose text holds a trigger word)."""
@@ -357,7 +390,8 @@ class InplaceUpdateOfLeaf(Rule):
         if name is None or name.endswith((".data", ".grad")):
             return
         origin = self._origin(fn, name, stmt.lineno, ctx, target)
-        if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None:
+        if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None \
+                or not self._first(stmt, ctx):
             return
         line = stmt.lineno
         note = f"`{name}` iterates over leaves that require grad here" \
