@@ -4,7 +4,9 @@
 - a method the training loop calls on the model at every step, as `forward` is
   (NOTE [per-step methods]);
 - a Parameter `__init__` registers, written in place by `forward`
-  (NOTE [trained parameter attributes]).
+  (NOTE [trained parameter attributes]);
+- the kind of a loop variable over a list of modules, and a helper writing in place into the
+  Parameter its caller passes (e2cnn's `generalized_he_init(conv.weights, ...)`).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in two or more
 spellings reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -173,6 +175,50 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         opt = torch.optim.Adam(mem.parameters(), lr=0.01)
         mem(torch.randn(2, 4)).sum().backward()
         """, "GT302", 6, (RuntimeError, "view of a leaf Variable"))]),
+    # GT302 in a helper given a Parameter, through a loop over a list of modules
+    "helper-writes-passed-parameter": (Shape("""
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.kernel = nn.Parameter(torch.zeros(d, d))
+            def forward(self, x):
+                return x @ self.kernel
+        def fill_identity(t):
+            t.copy_(torch.eye(t.shape[0]))
+        blocks = [Block(3), Block(3)]
+        with torch.no_grad():
+            for b in blocks:
+                fill_identity(b.kernel)
+        model = nn.Sequential(*blocks)
+        model(torch.randn(2, 3)).sum().backward()
+        """, "GT302", holds="torch.equal(blocks[0].kernel, torch.eye(3))"), [Shape("""
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.kernel = nn.Parameter(torch.zeros(d, d))
+            def forward(self, x):
+                return x @ self.kernel
+        def fill_identity(t):
+            t.copy_(torch.eye(t.shape[0]))
+        blocks = (Block(3), Block(3))
+        for b in blocks:
+            fill_identity(b.kernel)
+        model = nn.Sequential(*blocks)
+        model(torch.randn(2, 3)).sum().backward()
+        """, "GT302", 8, (RuntimeError, "leaf Variable that requires grad")), Shape("""
+        class Gain(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.g = nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                return x * self.g
+        def halve(v, k):
+            v[:k] = 0.5
+        model = Gain()
+        halve(model.g, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        """, "GT302", 8, (RuntimeError, "view of a leaf Variable"))]),
 }
 
 
