@@ -6,7 +6,8 @@
 - a Parameter `__init__` registers, written in place by `forward`
   (NOTE [trained parameter attributes]);
 - the kind of a loop variable over a list of modules, and a helper writing in place into the
-  Parameter its caller passes (e2cnn's `generalized_he_init(conv.weights, ...)`).
+  Parameter its caller passes (e2cnn's `generalized_he_init(conv.weights, ...)`);
+- `self.x` read in one method and stored cut by another (NOTE [attribute origins]).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in two or more
 spellings reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -219,6 +220,57 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         model(torch.randn(2, 4)).sum().backward()
         """, "GT302", 8, (RuntimeError, "view of a leaf Variable"))]),
+    # GT107 through `self.<attr>` that another method stores detached
+    "attribute-stored-cut-by-another-method": (Shape("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 4)
+                self.feat = None
+            def forward(self, x):
+                h = self.enc(x)
+                if self.training:
+                    self.feat = h
+                else:
+                    self.feat = h.detach()
+                return h
+            def aux_loss(self):
+                return self.feat.pow(2).mean()
+        model = Model()
+        model(torch.randn(2, 4))
+        model.aux_loss().backward()
+        """, "GT107", holds="model.enc.weight.grad is not None"), [Shape("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 4)
+                self.feat = None
+            def forward(self, x):
+                h = self.enc(x)
+                self.feat = h.detach()
+                return h
+            def aux_loss(self):
+                return self.feat.pow(2).mean()
+        model = Model()
+        model(torch.randn(2, 4))
+        model.aux_loss().backward()
+        """, "GT107", 8, (RuntimeError, "does not require grad")), Shape("""
+        class Extractor(nn.Module):
+            def __init__(self, body):
+                super().__init__()
+                self.body = body
+                self.latents = None
+                body[0].register_forward_hook(self._keep)
+            def _keep(self, module, inputs, output):
+                self.latents = output.clone().detach()
+            def forward(self, x):
+                return self.body(x)
+            def latent_loss(self, target):
+                return F.mse_loss(self.latents, target)
+        ext = Extractor(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+        ext(torch.randn(2, 4))
+        ext.latent_loss(torch.zeros(2, 4)).backward()
+        """, "GT107", 8, (RuntimeError, "does not require grad"))]),
 }
 
 
