@@ -7,7 +7,9 @@
   (NOTE [trained parameter attributes]);
 - the kind of a loop variable over a list of modules, and a helper writing in place into the
   Parameter its caller passes (e2cnn's `generalized_he_init(conv.weights, ...)`);
-- `self.x` read in one method and stored cut by another (NOTE [attribute origins]).
+- `self.x` read in one method and stored cut by another (NOTE [attribute origins]);
+- a function is a loss function when a caller backpropagates what it returns
+  (NOTE [backpropagated returns]), whatever its name.
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in two or more
 spellings reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -271,6 +273,56 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         ext(torch.randn(2, 4))
         ext.latent_loss(torch.zeros(2, 4)).backward()
         """, "GT107", 8, (RuntimeError, "does not require grad"))]),
+    # GT104/GT107 in a method whose result the caller backpropagates (distiller#234)
+    "backpropagated-return-judged-as-loss": (Shape("""
+        class Distill:
+            def __init__(self, student, teacher, w_hard=0.5, w_soft=0.5):
+                self.student, self.teacher = student, teacher
+                self.w_hard, self.w_soft = w_hard, w_soft
+            def run(self, x):
+                with torch.no_grad():
+                    self.soft_t = F.softmax(self.teacher(x), dim=1)
+                self.logits = self.student(x)
+                return self.logits
+            def combine(self, hard_loss):
+                soft = F.kl_div(F.log_softmax(self.logits, dim=1), self.soft_t.detach(),
+                                reduction="batchmean")
+                return self.w_hard * hard_loss + self.w_soft * soft
+        student, teacher = nn.Linear(4, 3), nn.Linear(4, 3)
+        kd = Distill(student, teacher)
+        x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+        total = kd.combine(F.cross_entropy(kd.run(x), y))
+        total.backward()
+        """, "GT10", holds="student.weight.grad is not None"), [Shape("""
+        class Distill:
+            def __init__(self, student, teacher, w_hard=0.5, w_soft=0.5):
+                self.student, self.teacher = student, teacher
+                self.w_hard, self.w_soft = w_hard, w_soft
+            def run(self, x):
+                self.soft_t = F.softmax(self.teacher(x), dim=1).detach()
+                out = self.student(x)
+                self.logits = out.new_tensor(out, requires_grad=True)
+                return out
+            def combine(self, hard_loss):
+                soft = F.kl_div(F.log_softmax(self.logits, dim=1), self.soft_t,
+                                reduction="batchmean")
+                return self.w_hard * hard_loss + self.w_soft * soft
+        student, teacher = nn.Linear(4, 3), nn.Linear(4, 3)
+        kd = Distill(student, teacher)
+        x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+        total = kd.combine(F.cross_entropy(kd.run(x), y))
+        total.backward()
+        """, "GT104", 8, holds="kd.logits.grad is not None"), Shape("""
+        class Fit:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+            def objective(self, x, y):
+                pred = self.net(x).detach()
+                loss = ((pred - y) ** 2).mean()
+                return loss
+        fit = Fit()
+        fit.objective(torch.randn(4, 3), torch.randn(4, 1)).backward()
+        """, "GT107", 5, (RuntimeError, "does not require grad"))]),
 }
 
 

@@ -68,11 +68,15 @@ def _stores(ctx: Context) -> dict[str, list[tuple[ast.ClassDef | None, Store | N
                 method = node if method is None and cls is not None else method
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                t = targets[0]
-                if len(targets) == 1 and _self_attr(t) and method is not None:
-                    plain.add(id(t))
-                    out.setdefault(t.attr, []).append(  # type: ignore[attr-defined]
-                        (cls, (node.value, node, method)))
+                t, v = targets[0], node.value
+                pairs = list(zip(t.elts, v.elts)) if len(targets) == 1 and isinstance(
+                    t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(
+                    v.elts) else [(t, v)] if len(targets) == 1 else []
+                for tt, vv in pairs:  # `self.a, self.b = a, b` pairs them up
+                    if _self_attr(tt) and method is not None:
+                        plain.add(id(tt))
+                        out.setdefault(tt.attr, []).append(  # type: ignore[attr-defined]
+                            (cls, (vv, node, method)))
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
                     and id(node) not in plain:
                 owner = cls if _self_attr(node) and method is not None else None
