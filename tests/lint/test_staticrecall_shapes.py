@@ -9,7 +9,9 @@
   Parameter its caller passes (e2cnn's `generalized_he_init(conv.weights, ...)`);
 - `self.x` read in one method and stored cut by another (NOTE [attribute origins]);
 - a function is a loss function when a caller backpropagates what it returns
-  (NOTE [backpropagated returns]), whatever its name.
+  (NOTE [backpropagated returns]), whatever its name;
+- a module of the file called through an instance runs its `forward`, which may cut what every
+  caller gets (`return torch.round(out)`; NOTE [helper cuts]).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in two or more
 spellings reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -323,12 +325,97 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         fit = Fit()
         fit.objective(torch.randn(4, 3), torch.randn(4, 1)).backward()
         """, "GT107", 5, (RuntimeError, "does not require grad"))]),
+    # GT108 through a module call whose forward rounds its output
+    "module-forward-cuts-its-output": (Shape("""
+        class CountNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 1)
+            def forward(self, x):
+                return self.fc(x)
+            def predict(self, x):
+                return torch.round(self.forward(x))
+        model = CountNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(8, 6), torch.randint(0, 5, (8, 1)).float()
+        for _ in range(2):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        counts = model.predict(x)
+        """, "GT10", holds="model.fc.weight.grad.abs().sum() > 0"), [Shape("""
+        class CountNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 1)
+            def forward(self, x):
+                return self.fc(x).round()
+        model = CountNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(8, 6), torch.randint(0, 5, (8, 1)).float()
+        for _ in range(2):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT108", 6, holds="model.fc.weight.grad.abs().sum() == 0"), Shape("""
+        class SignHead(nn.Module):
+            def forward(self, z):
+                return torch.sign(z)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 2)
+                self.head = SignHead()
+            def forward(self, x):
+                return self.head(self.body(x))
+        net = Net()
+        opt = torch.optim.Adam(net.parameters(), lr=0.01)
+        loss = F.l1_loss(net(torch.randn(5, 4)), torch.ones(5, 2))
+        loss.backward()
+        opt.step()
+        """, "GT108", 3, holds="net.body.weight.grad.abs().sum() == 0")]),
+}
+
+
+# more silent look-alikes, found on unseen code (precision gate)
+LOOK_ALIKES: dict[str, Shape] = {
+    # stable-baselines3 SAC: a learnable log-alpha made from a number parsed from a config
+    # string, stored on self and read by the training method (not a cut of the graph)
+    "sac-log-alpha-from-config-string": Shape("""
+        class SAC:
+            def __init__(self, ent_coef="auto_0.1"):
+                self.ent_coef = ent_coef
+                self.actor = nn.Linear(3, 2)
+                self.log_ent_coef = None
+                self._setup_model()
+            def _setup_model(self):
+                init_value = 1.0
+                if "_" in self.ent_coef:
+                    init_value = float(self.ent_coef.split("_")[1])
+                self.log_ent_coef = torch.log(torch.ones(1) * init_value).requires_grad_(True)
+                self.opt = torch.optim.Adam([self.log_ent_coef], lr=1e-3)
+            def train(self, obs):
+                log_prob = F.log_softmax(self.actor(obs), dim=-1)[:, 0]
+                ent_coef_loss = -(self.log_ent_coef * (log_prob - 1.0).detach()).mean()
+                self.opt.zero_grad()
+                ent_coef_loss.backward()
+                self.opt.step()
+        agent = SAC()
+        agent.train(torch.randn(4, 3))
+        """, "GT10", holds="agent.log_ent_coef.grad is not None"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_look_alike_is_silent(name: str) -> None:
     judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_ALIKES))
+def test_more_look_alikes_are_silent(name: str) -> None:
+    judge(PRELUDE, LOOK_ALIKES[name])
 
 
 @pytest.mark.parametrize("name,i", [(n, i) for n in sorted(SHAPES)

@@ -9,14 +9,16 @@ another method is that cut: the loss a method builds from it has no path to the 
 other store (``self.x += v``, ``self.x[i] = v``, ``self.x.append(v)``, tuple targets,
 ``setattr``, a store of ``.x`` outside the class's own methods, including a subclass or the
 script) leaves ``self.x`` live. Only the cut is new information: an attribute whose values are
-all dead stays what it was.
+all dead stays what it was. A leaf made to require grad from Python numbers only (SAC's
+``self.log_ent_coef = torch.log(torch.ones(1) * float(cfg)).requires_grad_(True)``) is a
+trainable scalar of its own, not a cut.
 """
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import Trace
+from gradtrace.lint.analysis.cuts import NUMBER, Trace
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 
 if TYPE_CHECKING:
@@ -46,8 +48,8 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str) -> Trace | None:
         if isinstance(value, ast.Constant) and value.value is None:
             continue
         t = origins(ctx, method).trace(value, stmt, stmt.lineno)
-        if t.live or not t.cuts:
-            return None
+        if t.live or not t.cuts or (_new_leaf(value) and all(c.kind == NUMBER for c in t.cuts)):
+            return None  # `log_alpha = torch.log(ones * float(cfg)).requires_grad_()`
         cuts.extend(t.cuts)
     memo[key] = Trace(False, tuple(cuts)) if cuts else None
     return memo[key]
@@ -96,6 +98,20 @@ def _stores(ctx: Context) -> dict[str, list[tuple[ast.ClassDef | None, Store | N
             return {k: v + [(None, None)] for k, v in out.items()}
         return out
     return ctx.memo("attr-stores", ctx.tree, make)
+
+
+def _new_leaf(v: ast.expr) -> bool:
+    """``x.requires_grad_()``, ``torch.tensor(..., requires_grad=True)``, ``nn.Parameter(...)``:
+    a leaf made to require grad (from a number, a trainable scalar such as SAC's log-alpha)."""
+    if not isinstance(v, ast.Call):
+        return False
+    f = v.func
+    if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+        return not (v.args and isinstance(v.args[0], ast.Constant) and v.args[0].value is False)
+    return (isinstance(f, (ast.Name, ast.Attribute)) and
+            (f.id if isinstance(f, ast.Name) else f.attr) == "Parameter") or any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in v.keywords)
 
 
 def _self_attr(t: ast.AST) -> bool:

@@ -12,7 +12,8 @@ themselves (a training step returning its loss to log it), or that are decorated
 out. A helper's own tracer follows the helpers it calls in turn (``compute_loss`` returning
 ``_as_leaf(F.mse_loss(out, y))``, where ``_as_leaf`` rebuilds with ``requires_grad=True``): the
 cut is the innermost helper's line, reached through every call on the way (the memo doubles as
-the guard against recursion).
+the guard against recursion). A module of the file called through an instance (``model(x)``)
+runs its ``forward``: ``return torch.round(out)`` there cuts what every caller gets.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.origins import Tracer
 
 if TYPE_CHECKING:
@@ -68,8 +70,24 @@ class _HelperTracer(Tracer):
     """A helper's tracer that follows the file's helpers it calls (NOTE [helper cuts])."""
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        fn = self.ctx.analysis.local_callee(e, self.scope, line)
+        fn = called_function(self.ctx, e, self.scope, line)
         return None if fn is None else cut_through(self, e, fn, use, line)
+
+
+def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
+                    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function of this file the call ``e`` runs: a helper, ``self.method(...)``, or the
+    ``forward`` of a module class of this file called through an instance (``model(x)``,
+    ``self.head(h)``, the instance's kind read by the analysis layer: NOTE [kinds])."""
+    a = ctx.analysis
+    fn = a.local_callee(e, scope, line)
+    if fn is not None or not isinstance(e.func, (ast.Name, ast.Attribute)):
+        return fn
+    if isinstance(e.func, ast.Name) and e.func.id in a.classes:
+        return None  # constructing an instance
+    k = a.kind(e.func, scope, line)
+    cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
+    return cls.methods.get("forward") if cls is not None and cls.is_module else None
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:
@@ -113,7 +131,8 @@ def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionD
     cut = helper_cut(t.ctx, fn)
     if cut is None:
         return None
-    if not t.args_trace(e, use, line).live:
+    cls = t.ctx.analysis.class_of(fn) if fn.name == "forward" else None
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
         return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
     # the helper's own cut, reached through this call
     return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
