@@ -11,7 +11,9 @@
 - a function is a loss function when a caller backpropagates what it returns
   (NOTE [backpropagated returns]), whatever its name;
 - a module of the file called through an instance runs its `forward`, which may cut what every
-  caller gets (`return torch.round(out)`; NOTE [helper cuts]).
+  caller gets (`return torch.round(out)`; NOTE [helper cuts]);
+- the kind of `self.x` kept from a constructor argument is what every `Cls(...)` passes (GT114:
+  NumPy given a Parameter that requires grad).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in two or more
 spellings reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -25,6 +27,7 @@ from tests.lint.shape_runner import Shape, judge
 torch = pytest.importorskip("torch")
 
 PRELUDE = """
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -376,6 +379,51 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         loss.backward()
         opt.step()
         """, "GT108", 3, holds="net.body.weight.grad.abs().sum() == 0")]),
+    # GT114: NumPy reads a Parameter that requires grad (EdgeML Bonsai)
+    "numpy-of-trainable-parameter": (Shape("""
+        class Bonsai(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.W = nn.Parameter(torch.randn(3, 4))
+                self.mask = nn.Parameter(torch.ones(3, 4), requires_grad=False)
+            def forward(self, x):
+                return x @ (self.W * self.mask).t()
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+            def prune(self):
+                keep = np.abs(self.model.W.detach().numpy()) > 0.5
+                self.model.mask.data = torch.from_numpy(np.copy(self.model.mask) * keep)
+        trainer = Trainer(Bonsai())
+        trainer.prune()
+        trainer.model(torch.randn(2, 4)).sum().backward()
+        """, "GT114", holds="trainer.model.W.grad is not None"), [Shape("""
+        class Bonsai(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.W = nn.Parameter(torch.randn(3, 4))
+            def forward(self, x):
+                return x @ self.W.t()
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+            def prune(self):
+                w = np.copy(self.model.W)
+                w[np.abs(w) < 0.5] = 0.0
+                self.model.W.data = torch.from_numpy(w)
+        trainer = Trainer(Bonsai())
+        trainer.prune()
+        """, "GT114", 11, (RuntimeError, "requires grad")), Shape("""
+        class Codebook(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.embed = nn.Parameter(torch.randn(n, d))
+            def forward(self, i):
+                return self.embed[i]
+        books = [Codebook(4, 2), Codebook(4, 2)]
+        for book in books:
+            print(book.embed.numpy().mean())
+        """, "GT114", 9, (RuntimeError, "requires grad"))]),
 }
 
 

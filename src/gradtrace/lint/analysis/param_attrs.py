@@ -53,20 +53,20 @@ def trained_parameter(ctx: Context, cls: ClassInfo, attr: str) -> ast.stmt | Non
     if info is None or info.later or info.buffer or info.method.name != "__init__":
         return None
     k = cls.attr_kind(attr)
-    if k is None or k.what != PARAMETER or _no_grad_kw(info.value):
+    if k is None or k.what != PARAMETER or asks_no_grad(info.value):
         return None
-    if _freezes(ctx) or not call_sites(ctx, "backward"):
+    if file_freezes(ctx) or not call_sites(ctx, "backward"):
         return None
     return info.stmt
 
 
-def _no_grad_kw(v: ast.expr | None) -> bool:
+def asks_no_grad(v: ast.expr | None) -> bool:
     return isinstance(v, ast.Call) and any(
         k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant)
                                           and k.value.value is True) for k in v.keywords)
 
 
-def _freezes(ctx: Context) -> bool:
+def file_freezes(ctx: Context) -> bool:
     """The file sets ``requires_grad`` to anything but True somewhere (a freeze)."""
     def make() -> bool:
         for n in walk(ctx.tree):
