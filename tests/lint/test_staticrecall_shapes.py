@@ -474,3 +474,57 @@ def test_buggy_twin_is_reported(name: str, i: int) -> None:
 
 def test_every_shape_has_two_twins() -> None:
     assert all(len(bads) >= 2 for _, bads in SHAPES.values())
+
+
+KINDS_SRC = """
+import torch
+import torch.nn as nn
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(2))
+
+class Holder:
+    def __init__(self, model, scale=2.0):
+        self.model = model
+        self.scale = scale
+
+blocks = [Block(), Block()]
+for b in blocks:
+    b.w
+mixed = [Block(), nn.Linear(2, 2)]
+for m in mixed:
+    m.weight
+h = Holder(Block())
+h.model.w
+"""
+
+
+def _kinds_at() -> dict[str, object]:
+    import ast
+
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.names import Imports
+
+    tree = ast.parse(KINDS_SRC)
+    imports = Imports()
+    for s in tree.body:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            imports.add(s)
+    ctx = Context("m.py", KINDS_SRC, tree, imports)
+    out = {}
+    for s in ast.walk(tree):
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Attribute):
+            out[ast.unparse(s.value)] = ctx.analysis.kind_in(s.value, tree, s.lineno)
+            out[ast.unparse(s.value.value)] = ctx.analysis.kind_in(s.value.value, tree, s.lineno)
+    return out
+
+
+def test_kind_of_loop_variable_and_constructor_field() -> None:
+    k = _kinds_at()
+    assert (k["b"].what, k["b"].cls) == ("module", "Block")  # type: ignore[union-attr]
+    assert k["b.w"].what == "parameter"  # type: ignore[union-attr]
+    assert k["m"] is None  # elements of two kinds: unknown
+    assert (k["h.model"].what, k["h.model"].cls) == ("module", "Block")  # type: ignore[union-attr]
+    assert k["h.model.w"].what == "parameter"  # type: ignore[union-attr]
