@@ -16,21 +16,24 @@ trainable scalar of its own, not a cut.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.cuts import NUMBER, Trace
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.origins import Tracer
     from gradtrace.lint.context import Context
 
 Store = tuple[ast.expr, ast.stmt, ast.AST]  # value, statement, method
 MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"})
 
 
-def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str) -> Trace | None:
+def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
+                  tracer_of: Callable[[Context, ast.AST], Tracer]) -> Trace | None:
     """The cuts of ``self.<attr>`` of ``cls`` when every value stored there is cut (NOTE
-    [attribute origins]); None: not known to be cut."""
+    [attribute origins]); None: not known to be cut. ``tracer_of(ctx, method)`` is the
+    tracer of a method (:func:`.origins.origins`, handed down: no import cycle)."""
     memo: dict[tuple[int, str], Trace | None] = ctx.memo("attr-origins", ctx.tree, dict)
     key = (id(cls), attr)
     if key in memo:
@@ -39,7 +42,6 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str) -> Trace | None:
     stores = _stores(ctx).get(attr)
     if not stores or any(owner is not cls for owner, _ in stores):
         return None
-    from gradtrace.lint.analysis.origins import origins
     cuts = []
     for _, store in stores:
         if store is None:
@@ -47,7 +49,7 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str) -> Trace | None:
         value, stmt, method = store
         if isinstance(value, ast.Constant) and value.value is None:
             continue
-        t = origins(ctx, method).trace(value, stmt, stmt.lineno)
+        t = tracer_of(ctx, method).trace(value, stmt, stmt.lineno)
         if t.live or not t.cuts or (_new_leaf(value) and all(c.kind == NUMBER for c in t.cuts)):
             return None  # `log_alpha = torch.log(ones * float(cfg)).requires_grad_()`
         cuts.extend(t.cuts)

@@ -285,7 +285,7 @@ class Tracer:
             if name is not None and self._setting_attr(name):
                 return DEAD
             cls = self.ctx.analysis.class_of(self.scope.node)  # NOTE [attribute origins]
-            cut = cut_attribute(self.ctx, cls.node, e.attr) if cls is not None else None
+            cut = cut_attribute(self.ctx, cls.node, e.attr, origins) if cls else None
             return LIVE if cut is None else cut
         if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
             return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
