@@ -424,6 +424,35 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         for book in books:
             print(book.embed.numpy().mean())
         """, "GT114", 9, (RuntimeError, "requires grad"))]),
+    # GT419: a module handed to an optimizer instead of its parameters (geotorch#7)
+    "module-given-to-optimizer": (Shape("""
+        class Trainer:
+            def __init__(self, model, scale):
+                self.model = model
+                self.opt = torch.optim.Adam([{"params": self.model.parameters()},
+                                             {"params": [scale]}], lr=0.1)
+        scale = torch.ones(1, requires_grad=True)
+        trainer = Trainer(nn.Linear(4, 4), scale)
+        """, "GT419", holds="len(trainer.opt.param_groups) == 2"), [Shape("""
+        class Trainer:
+            def __init__(self, model, scale):
+                self.model = model
+                self.scale = scale
+            def configure(self):
+                return torch.optim.Adam([{"params": [self.model]},
+                                         {"params": [self.scale]}], lr=0.1)
+        scale = torch.ones(1, requires_grad=True)
+        opt = Trainer(nn.Linear(4, 4), scale).configure()
+        """, "GT419", 6, (TypeError, "can only optimize Tensors")), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+            def forward(self, x):
+                return self.fc(x)
+        net = Net()
+        optimizer = torch.optim.SGD(net, lr=0.01)
+        """, "GT419", 8, (TypeError, "not iterable"))]),
 }
 
 
