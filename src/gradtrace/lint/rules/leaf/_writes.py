@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator, NamedTuple
 
+from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.param_attrs import forward_methods, trained_parameter
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -24,6 +25,8 @@ def forward_parameter_writes(ctx: Context, node: ast.ClassDef) -> Iterator[Write
     """In-place writes, with grad enabled, by ``forward`` (and the methods it calls) of the
     module class ``node`` into ``self.<p>``, a Parameter ``__init__`` made that requires grad
     for good (NOTE [trained parameter attributes])."""
+    if not call_sites(ctx, "backward"):
+        return  # a file that never trains (cheap: its identifier index)
     cls = ctx.analysis.classes.get(node.name)
     if cls is None or cls.node is not node or not cls.is_module:
         return
@@ -46,7 +49,10 @@ DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 def passed_parameter_writes(ctx: Context) -> Iterator[Write]:
     """In-place writes, with grad enabled, by a top-level function of the file into one of its
     arguments that every caller passes a Parameter for, with grad enabled (``init(conv.weights)``
-    where ``init`` does ``tensor[:] = ...``; the caller's kinds: NOTE [kinds])."""
+    where ``init`` does ``tensor[:] = ...``; the caller's kinds: NOTE [kinds]), in a file that
+    trains (calls ``backward()``)."""
+    if not call_sites(ctx, "backward"):
+        return
     for fn in ctx.analysis.functions.values():
         a = fn.args
         params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
