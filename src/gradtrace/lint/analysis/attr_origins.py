@@ -31,8 +31,8 @@ MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add
 
 def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
                   tracer_of: Callable[[Context, ast.AST], Tracer]) -> Trace | None:
-    """The cuts of ``self.<attr>`` of ``cls`` when every value stored there is cut (NOTE
-    [attribute origins]); None: not known to be cut. ``tracer_of(ctx, method)`` is the
+    """The cuts of ``self.<attr>`` of ``cls`` when every value stored there is cut
+    (NOTE [attribute origins]); None: not known to be cut. ``tracer_of(ctx, method)`` is the
     tracer of a method (:func:`.origins.origins`, handed down: no import cycle)."""
     memo: dict[tuple[int, str], Trace | None] = ctx.memo("attr-origins", ctx.tree, dict)
     key = (id(cls), attr)

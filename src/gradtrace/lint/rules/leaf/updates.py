@@ -353,8 +353,8 @@ class InplaceUpdateOfLeaf(Rule):
         yield from self._scan(node, ctx)
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        """In-place writes in ``forward`` to a Parameter ``__init__`` registered (NOTE [trained
-        parameter attributes])."""
+        """In-place writes in ``forward`` to a Parameter ``__init__`` registered
+        (NOTE [trained parameter attributes])."""
         for w in forward_parameter_writes(ctx, node):
             if self._first(w.stmt, ctx):
                 rel = [Related(ctx.path, w.origin.lineno, f"`{w.name}` is made a Parameter "
