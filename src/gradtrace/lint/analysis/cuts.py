@@ -271,10 +271,12 @@ def _attribute_assignments(cls: ast.ClassDef) -> dict[str, tuple[ast.expr, ...]]
     for n in statements(cls):
         if isinstance(n, ast.Assign):
             for t in n.targets:
-                if isinstance(t, ast.Attribute):
-                    name = dotted(t)
+                pairs = zip(t.elts, n.value.elts) if isinstance(t, ast.Tuple) and isinstance(
+                    n.value, ast.Tuple) and len(t.elts) == len(n.value.elts) else [(t, n.value)]
+                for tt, v in pairs:  # `self.a, self.b = a, b` pairs them up
+                    name = dotted(tt) if isinstance(tt, ast.Attribute) else None
                     if name is not None:
-                        out.setdefault(name, []).append(n.value)
+                        out.setdefault(name, []).append(v)
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -19,6 +19,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.calls import ascii_code, named_calls
+from gradtrace.lint.analysis.elements import loop_kind
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
     TENSOR, Kind,
@@ -187,7 +188,7 @@ class Analysis:
         b = scope.binding_before(name, line)
         if b is not None:
             if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
-                return self._loop_kind(b.stmt, name)
+                return loop_kind(self._kind, b.stmt, name, scope, depth)
             value = unpacked_value(b, name)
             if isinstance(b.stmt, ast.AugAssign) or value is None:
                 return None
@@ -216,16 +217,6 @@ class Analysis:
         names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
                  if x is not None]
         return name in names
-
-    def _loop_kind(self, loop: ast.For | ast.AsyncFor, name: str) -> Kind | None:
-        it = loop.iter
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
-                and dotted(loop.target) == name and it.func.attr in ("modules", "children"):
-            return Kind(MODULE)
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
-                and dotted(loop.target) == name and it.func.attr == "parameters":
-            return Kind(PARAMETER)
-        return None
 
     def _call_kind(self, e: ast.Call, scope: Scope, line: int, depth: int) -> Kind | None:
         f = e.func

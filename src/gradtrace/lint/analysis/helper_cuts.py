@@ -9,7 +9,11 @@ with a live argument, is a cut at the helper's own line (the root cause), reache
 call (the GT1 loss paths' ``_through_helper``). Helpers that return a Python number or a
 NumPy value (their result has no ``.backward()``: GT101's business), that run ``backward()``
 themselves (a training step returning its loss to log it), or that are decorated, are left
-out. One call away only: a helper's own tracer does not follow further helpers.
+out. A helper's own tracer follows the helpers it calls in turn (``compute_loss`` returning
+``_as_leaf(F.mse_loss(out, y))``, where ``_as_leaf`` rebuilds with ``requires_grad=True``): the
+cut is the innermost helper's line, reached through every call on the way (the memo doubles as
+the guard against recursion). A module of the file called through an instance (``model(x)``)
+runs its ``forward``: ``return torch.round(out)`` there cuts what every caller gets.
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
-from gradtrace.lint.analysis.origins import Tracer, origins
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.origins import Tracer
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -47,7 +52,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
            for s in returns if s.value is not None):
         return None
-    t = origins(ctx, fn)
+    t = ctx.memo("gt1-helper-tracer", fn, lambda: _HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
     for s in returns:
         tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
@@ -59,6 +64,30 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if forced is not None:
         ctx.memo("gt1-helper-bandaids", ctx.tree, dict)[fn.name] = forced
     return memo[key]
+
+
+class _HelperTracer(Tracer):
+    """A helper's tracer that follows the file's helpers it calls (NOTE [helper cuts])."""
+
+    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
+        fn = called_function(self.ctx, e, self.scope, line)
+        return None if fn is None else cut_through(self, e, fn, use, line)
+
+
+def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
+                    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function of this file the call ``e`` runs: a helper, ``self.method(...)``, or the
+    ``forward`` of a module class of this file called through an instance (``model(x)``,
+    ``self.head(h)``, the instance's kind read by the analysis layer: NOTE [kinds])."""
+    a = ctx.analysis
+    fn = a.local_callee(e, scope, line)
+    if fn is not None or not isinstance(e.func, (ast.Name, ast.Attribute)):
+        return fn
+    if isinstance(e.func, ast.Name) and e.func.id in a.classes:
+        return None  # constructing an instance
+    k = a.kind(e.func, scope, line)
+    cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
+    return cls.methods.get("forward") if cls is not None and cls.is_module else None
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:
@@ -102,7 +131,8 @@ def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionD
     cut = helper_cut(t.ctx, fn)
     if cut is None:
         return None
-    if not t.args_trace(e, use, line).live:
+    cls = t.ctx.analysis.class_of(fn) if fn.name == "forward" else None
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
         return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
     # the helper's own cut, reached through this call
     return Trace(False, (Cut(cut.kind, cut.node, cut.operand,

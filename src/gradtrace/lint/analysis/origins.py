@@ -19,6 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     registered_buffer, self_assignments, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
+from gradtrace.lint.analysis.attr_origins import cut_attribute
 from gradtrace.lint.analysis.batches import batch_unpackings
 from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
@@ -280,7 +281,11 @@ class Tracer:
             if bs:
                 return self._name(name, use, line)
         if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
-            return DEAD if name is not None and self._setting_attr(name) else LIVE
+            if name is not None and self._setting_attr(name):
+                return DEAD
+            cls = self.ctx.analysis.class_of(self.scope.node)  # NOTE [attribute origins]
+            cut = cut_attribute(self.ctx, cls.node, e.attr, origins) if cls else None
+            return LIVE if cut is None else cut
         if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
             return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
         return self.trace(e.value, use, line)

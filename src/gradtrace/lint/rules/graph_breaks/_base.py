@@ -22,6 +22,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
 from gradtrace.lint.analysis.vocabulary import is_model_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import is_loss_class
+from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.helper_cuts import helper_band_aid
 from gradtrace.lint.nodes import walk
 
@@ -190,7 +191,8 @@ def _worth_uncached(node: ast.AST, ctx: Context) -> bool:
     start, end = body[0].lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
     if name == "forward" and _has_line(ctx, ".data", start, end):
         return True
-    return _has_line(ctx, "backward(", start, end)
+    return _has_line(ctx, "backward(", start, end) or (
+        bool(_lines_with(ctx, "backward(")) and id(node) in backpropagated(ctx))
 
 
 def bandaid_line(v: Verdict, lp: LossPaths) -> int | None:

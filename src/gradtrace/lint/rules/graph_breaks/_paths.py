@@ -37,7 +37,8 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     CUT_METHODS, DATA, DETACH, FRESH_METHODS, NO_HISTORY_METHODS, NONDIFF, NUMBER, NUMPY,
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
-from gradtrace.lint.analysis.helper_cuts import cut_through
+from gradtrace.lint.analysis.backpropagated import backpropagated
+from gradtrace.lint.analysis.helper_cuts import called_function, cut_through
 from gradtrace.lint.analysis.origins import Tracer
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
@@ -89,7 +90,7 @@ class LossPaths(Tracer):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or out:
             return out  # a function that runs backward itself returns its loss only to log it
         only: frozenset[str] | None = None
-        if not self._is_loss_func(node):
+        if not self._is_loss_func(node) and id(node) not in backpropagated(self.ctx):
             if node.name != "forward" or not self._in_module_class():
                 return out
             only = frozenset({DATA})  # a module's output read through `.data`
@@ -110,7 +111,7 @@ class LossPaths(Tracer):
         return False
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        fn = self.ctx.analysis.local_callee(e, self.scope, line)
+        fn = called_function(self.ctx, e, self.scope, line)
         return None if fn is None else cut_through(self, e, fn, use, line)
 
     def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -16,8 +16,11 @@ from gradtrace.lint.rules.leaf._origin import (
     calls_backward, flagged_leaf, frozen_before, parameter_loop_of, requires_grad_set,
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
+from gradtrace.lint.rules.leaf._writes import (
+    forward_parameter_writes, in_place_writes, own_statements, passed_parameter_writes,
+)
 from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, NOT_UPDATES, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
+    COMPOUND, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
     torch_alias,
 )
 from gradtrace.lint.nodes import walk
@@ -209,7 +212,7 @@ def _helper_made(ctx: Context, fn: ast.AST | None = None) -> frozenset[str]:
 
 def _bound_from_helpers(ctx: Context, body: list[ast.stmt]) -> frozenset[str]:
     helpers = leaf_helpers(ctx)
-    return frozenset(t.id for s in _own_statements(body) if isinstance(s, ast.Assign)
+    return frozenset(t.id for s in own_statements(body) if isinstance(s, ast.Assign)
                      and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
                      and s.value.func.id in helpers
                      for t in s.targets if isinstance(t, ast.Name)) if helpers else frozenset()
@@ -224,6 +227,8 @@ class InplaceUpdateOfLeaf(Rule):
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
     operation.` (pytorch-facts.md#leaf-inplace). Wrap the update in `with torch.no_grad():` (or
     `@torch.no_grad()`), as `torch.optim` does.
+    A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /=
+    self.weight.norm(...)`: NOTE [trained parameter attributes]).
     Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
     `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
     one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a
@@ -333,6 +338,12 @@ class InplaceUpdateOfLeaf(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
+        for w in passed_parameter_writes(ctx):  # helpers whose own lines hold no trigger
+            if self._first(w.stmt, ctx):
+                rel = [Related(ctx.path, w.origin.lineno, f"a Parameter is passed for `{w.name}` "
+                               "here", ctx.column(w.origin))]
+                yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
+                                  view=w.view)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
@@ -341,11 +352,30 @@ class InplaceUpdateOfLeaf(Rule):
                                ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
 
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        """In-place writes in ``forward`` to a Parameter ``__init__`` registered
+        (NOTE [trained parameter attributes])."""
+        for w in forward_parameter_writes(ctx, node):
+            if self._first(w.stmt, ctx):
+                rel = [Related(ctx.path, w.origin.lineno, f"`{w.name}` is made a Parameter "
+                               "that requires grad here", ctx.column(w.origin))]
+                yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
+                                  view=w.view)
+
+    @staticmethod
+    def _first(stmt: ast.stmt, ctx: Context) -> bool:
+        """Whether ``stmt`` is not reported yet (both visits may reach it)."""
+        seen: set[int] = ctx.memo("gt302-reported", ctx.tree, set)
+        if id(stmt) in seen:
+            return False
+        seen.add(id(stmt))
+        return True
+
     def _scan(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         """Check the update statements of one function (or the module body), nested defs
         excluded (the engine visits each function whose text holds a trigger word)."""
-        for stmt in _own_statements(fn.body):  # type: ignore[attr-defined]
-            for target, what in _updates(stmt):
+        for stmt in own_statements(fn.body):  # type: ignore[attr-defined]
+            for target, what in in_place_writes(stmt):
                 yield from self._check(fn, stmt, target, what, ctx)
 
     def _check(self, fn: ast.AST, stmt: ast.stmt, target: ast.expr, what: str,
@@ -357,7 +387,8 @@ class InplaceUpdateOfLeaf(Rule):
         if name is None or name.endswith((".data", ".grad")):
             return
         origin = self._origin(fn, name, stmt.lineno, ctx, target)
-        if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None:
+        if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None \
+                or not self._first(stmt, ctx):
             return
         line = stmt.lineno
         note = f"`{name}` iterates over leaves that require grad here" \
@@ -417,47 +448,3 @@ def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
     if isinstance(fn, ast.Module):
         return ctx.mentions(*words)
     return node_mentions(ctx, fn, *words)
-
-
-DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements of a body and its nested blocks (any order), not entering defs or classes."""
-    stack = list(body)
-    while stack:
-        s = stack.pop()
-        if isinstance(s, DEFS):
-            continue
-        yield s
-        if isinstance(s, (ast.Expr, ast.Assign, ast.AugAssign, ast.Return, ast.AnnAssign)):
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            sub = getattr(s, field, None)
-            if sub:
-                stack.extend(sub)
-        for h in getattr(s, "handlers", ()):
-            stack.extend(h.body)
-        for c in getattr(s, "cases", ()):
-            stack.extend(c.body)
-
-
-def _updates(stmt: ast.stmt) -> Iterator[tuple[ast.expr, str]]:
-    """(updated tensor expression, what) for an in-place statement."""
-    if isinstance(stmt, ast.AugAssign):
-        yield stmt.target, "update"
-    elif isinstance(stmt, ast.Assign):
-        for t in stmt.targets:
-            if isinstance(t, ast.Subscript):
-                yield t, "slice assignment"
-    elif isinstance(stmt, ast.Expr):
-        call = stmt.value
-        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-            method = call.func.attr
-            recv = call.func.value
-            if method.endswith("_") and not method.startswith("_") and method not in NOT_UPDATES:
-                if not (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute)
-                        and recv.func.attr.endswith("_")):
-                    yield recv, f"`.{method}()`"
-                    return
-            call = recv

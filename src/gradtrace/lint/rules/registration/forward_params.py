@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.facts import TENSOR_FACTORIES
 from gradtrace.lint.analysis.params import PARAMETER_CTORS
+from gradtrace.lint.analysis.step_methods import per_step_methods
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -72,6 +73,8 @@ class ParameterBuiltInForward(Rule):
     (pytorch_geometric_temporal#80; checked on torch 2.13). Create parameters once in
     `__init__` and only read them in `forward`; a computed weight stays a plain tensor
     (`F.linear(x, w)`) or goes through `torch.func.functional_call`.
+    A method the training loop calls on the model at every step (`model.set_weights()` next
+    to `backward()`: NOTE [per-step methods]) is the same as `forward`.
     A tensor made there with `requires_grad=True` and stored on `self` (`self.h0 =
     torch.zeros(n, requires_grad=True)`) is the same: a new leaf no optimizer holds.
     Known limits: the class must be of this file and the file must train (build an optimizer
@@ -159,6 +162,7 @@ class ParameterBuiltInForward(Rule):
         if cls is None or cls.node is not node or not cls.is_module:
             return
         methods = _forward_methods(cls)
+        methods += [m for m in per_step_methods(ctx, cls) if m not in methods]
         if any((ctx.call_name(n) or "").startswith("torch.optim.")
                for m in methods for n in of_types(m, (ast.Call,))):
             return  # the module trains itself in the call, its optimizer built after them

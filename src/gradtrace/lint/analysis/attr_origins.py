@@ -1,0 +1,121 @@
+"""Where ``self.x`` comes from when one method reads what others stored.
+
+# NOTE [attribute origins]
+The tracer (:mod:`.origins`) takes ``self.x`` as live: it may hold a layer's output. When the
+class stores ``self.x`` only by plain assignments (``self.x = v`` as the only target; ``None``
+aside) and every stored value is cut where it is stored (``self.feats = out.detach()`` in a
+forward hook, ``self.logits = out.new_tensor(out)`` in ``forward``), a read of ``self.x`` in
+another method is that cut: the loss a method builds from it has no path to the model. Any
+other store (``self.x += v``, ``self.x[i] = v``, ``self.x.append(v)``, tuple targets,
+``setattr``, a store of ``.x`` outside the class's own methods, including a subclass or the
+script) leaves ``self.x`` live. Only the cut is new information: an attribute whose values are
+all dead stays what it was. A leaf made to require grad from Python numbers only (SAC's
+``self.log_ent_coef = torch.log(torch.ones(1) * float(cfg)).requires_grad_(True)``) is a
+trainable scalar of its own, not a cut.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Callable
+
+from gradtrace.lint.analysis.cuts import NUMBER, Trace
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.origins import Tracer
+    from gradtrace.lint.context import Context
+
+Store = tuple[ast.expr, ast.stmt, ast.AST]  # value, statement, method
+MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__"})
+
+
+def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
+                  tracer_of: Callable[[Context, ast.AST], Tracer]) -> Trace | None:
+    """The cuts of ``self.<attr>`` of ``cls`` when every value stored there is cut
+    (NOTE [attribute origins]); None: not known to be cut. ``tracer_of(ctx, method)`` is the
+    tracer of a method (:func:`.origins.origins`, handed down: no import cycle)."""
+    memo: dict[tuple[int, str], Trace | None] = ctx.memo("attr-origins", ctx.tree, dict)
+    key = (id(cls), attr)
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # recursion guard: a value read back from the attribute itself
+    stores = _stores(ctx).get(attr)
+    if not stores or any(owner is not cls for owner, _ in stores):
+        return None
+    cuts = []
+    for _, store in stores:
+        if store is None:
+            return None
+        value, stmt, method = store
+        if isinstance(value, ast.Constant) and value.value is None:
+            continue
+        t = tracer_of(ctx, method).trace(value, stmt, stmt.lineno)
+        if t.live or not t.cuts or (_new_leaf(value) and all(c.kind == NUMBER for c in t.cuts)):
+            return None  # `log_alpha = torch.log(ones * float(cfg)).requires_grad_()`
+        cuts.extend(t.cuts)
+    memo[key] = Trace(False, tuple(cuts)) if cuts else None
+    return memo[key]
+
+
+def _stores(ctx: Context) -> dict[str, list[tuple[ast.ClassDef | None, Store | None]]]:
+    """``attr -> [(class whose method stores it through self, or None), (value, statement,
+    method) for a plain assignment, else None)]`` over the whole file (one walk)."""
+    def make() -> dict[str, list[tuple[ast.ClassDef | None, Store | None]]]:
+        out: dict[str, list[tuple[ast.ClassDef | None, Store | None]]] = {}
+        plain: set[int] = set()
+        todo: list[tuple[ast.AST, ast.ClassDef | None, ast.AST | None]] = [(ctx.tree, None, None)]
+        while todo:
+            node, cls, method = todo.pop()
+            if isinstance(node, ast.ClassDef):
+                cls, method = node, None
+            elif isinstance(node, FUNCTION_TYPES):
+                method = node if method is None and cls is not None else method
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                t, v = targets[0], node.value
+                pairs = list(zip(t.elts, v.elts)) if len(targets) == 1 and isinstance(
+                    t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(
+                    v.elts) else [(t, v)] if len(targets) == 1 else []
+                for tt, vv in pairs:  # `self.a, self.b = a, b` pairs them up
+                    if _self_attr(tt) and method is not None:
+                        plain.add(id(tt))
+                        out.setdefault(tt.attr, []).append(  # type: ignore[attr-defined]
+                            (cls, (vv, node, method)))
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and id(node) not in plain:
+                owner = cls if _self_attr(node) and method is not None else None
+                out.setdefault(node.attr, []).append((owner, None))
+            elif isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and (
+                        f.attr in MUTATORS or f.attr.endswith("_")):
+                    out.setdefault(f.value.attr, []).append((None, None))
+                elif isinstance(f, ast.Name) and f.id == "setattr":
+                    out.setdefault("*", []).append((None, None))
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Attribute):
+                out.setdefault(node.value.attr, []).append((None, None))
+            todo.extend((c, cls, method) for c in ast.iter_child_nodes(node))
+        if "*" in out:
+            return {k: v + [(None, None)] for k, v in out.items()}
+        return out
+    return ctx.memo("attr-stores", ctx.tree, make)
+
+
+def _new_leaf(v: ast.expr) -> bool:
+    """``x.requires_grad_()``, ``torch.tensor(..., requires_grad=True)``, ``nn.Parameter(...)``:
+    a leaf made to require grad (from a number, a trainable scalar such as SAC's log-alpha)."""
+    if not isinstance(v, ast.Call):
+        return False
+    f = v.func
+    if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+        return not (v.args and isinstance(v.args[0], ast.Constant) and v.args[0].value is False)
+    return (isinstance(f, (ast.Name, ast.Attribute)) and
+            (f.id if isinstance(f, ast.Name) else f.attr) == "Parameter") or any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in v.keywords)
+
+
+def _self_attr(t: ast.AST) -> bool:
+    return isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+

@@ -1,0 +1,113 @@
+"""In-place writes: the statements that change a tensor in place, and those of ``forward``
+that write into a Parameter its module's ``__init__`` registered (GT302)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator, NamedTuple
+
+from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.analysis.param_attrs import forward_methods, trained_parameter
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.leaf._passed import passed_parameter
+from gradtrace.lint.rules.leaf._tensors import NOT_UPDATES
+
+
+class Write(NamedTuple):
+    stmt: ast.stmt
+    what: str          # "update", "slice assignment", "`.clamp_()`"
+    name: str          # ``self.weight``
+    view: str          # "view of a " for a slice assignment
+    origin: ast.stmt   # where the Parameter is made
+
+
+def forward_parameter_writes(ctx: Context, node: ast.ClassDef) -> Iterator[Write]:
+    """In-place writes, with grad enabled, by ``forward`` (and the methods it calls) of the
+    module class ``node`` into ``self.<p>``, a Parameter ``__init__`` made that requires grad
+    for good (NOTE [trained parameter attributes])."""
+    if not call_sites(ctx, "backward"):
+        return  # a file that never trains (cheap: its identifier index)
+    cls = ctx.analysis.classes.get(node.name)
+    if cls is None or cls.node is not node or not cls.is_module:
+        return
+    for m in forward_methods(ctx, cls):
+        for stmt in own_statements(m.body):
+            for target, what in in_place_writes(stmt):
+                t = target.value if isinstance(target, ast.Subscript) else target
+                if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self") or \
+                        ctx.scope(m).grad_off_at(stmt) is not None:
+                    continue
+                origin = trained_parameter(ctx, cls, t.attr)
+                if origin is not None:
+                    yield Write(stmt, what, f"self.{t.attr}",
+                                "view of a " if t is not target else "", origin)
+
+
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def passed_parameter_writes(ctx: Context) -> Iterator[Write]:
+    """In-place writes, with grad enabled, by a top-level function of the file into one of its
+    arguments that every caller passes a Parameter for, with grad enabled (``init(conv.weights)``
+    where ``init`` does ``tensor[:] = ...``; the caller's kinds: NOTE [kinds]), in a file that
+    trains (calls ``backward()``)."""
+    if not call_sites(ctx, "backward"):
+        return
+    for fn in ctx.analysis.functions.values():
+        a = fn.args
+        params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        bound = None
+        for stmt in own_statements(fn.body):
+            for target, what in in_place_writes(stmt):
+                t = target.value if isinstance(target, ast.Subscript) else target
+                if not isinstance(t, ast.Name) or t.id not in params:
+                    continue
+                scope = ctx.scope(fn)
+                bound = scope.bindings if bound is None else bound
+                if t.id in bound or scope.grad_off_at(stmt) is not None:
+                    continue
+                origin = passed_parameter(fn, t.id, ctx)
+                if origin is not None:
+                    yield Write(stmt, what, t.id, "view of a " if t is not target else "",
+                                origin)
+
+
+def own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements of a body and its nested blocks (any order), not entering defs or classes."""
+    stack = list(body)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, DEFS):
+            continue
+        yield s
+        if isinstance(s, (ast.Expr, ast.Assign, ast.AugAssign, ast.Return, ast.AnnAssign)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if sub:
+                stack.extend(sub)
+        for h in getattr(s, "handlers", ()):
+            stack.extend(h.body)
+        for c in getattr(s, "cases", ()):
+            stack.extend(c.body)
+
+
+def in_place_writes(stmt: ast.stmt) -> Iterator[tuple[ast.expr, str]]:
+    """(updated tensor expression, what) for an in-place statement."""
+    if isinstance(stmt, ast.AugAssign):
+        yield stmt.target, "update"
+    elif isinstance(stmt, ast.Assign):
+        for t in stmt.targets:
+            if isinstance(t, ast.Subscript):
+                yield t, "slice assignment"
+    elif isinstance(stmt, ast.Expr):
+        call = stmt.value
+        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            method = call.func.attr
+            recv = call.func.value
+            if method.endswith("_") and not method.startswith("_") and method not in NOT_UPDATES:
+                if not (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute)
+                        and recv.func.attr.endswith("_")):
+                    yield recv, f"`.{method}()`"
+                    return
+            call = recv
