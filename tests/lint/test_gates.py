@@ -105,7 +105,8 @@ def test_remembered_runs_give_the_lines_of_a_fresh_search() -> None:
     words = frozenset({"add", "out =", ".backward(", "loss", "+=", "pad"})
     rng = random.Random(3)
     W._held(words).clear()
-    limit = W.HELD_LIMIT
+    limit, least = W.HELD_LIMIT, W.HELD_MIN
+    W.HELD_MIN = 1  # six words: remembered too (a narrow selection searches the runs)
     try:
         for k in range(200):
             if k == 100:
@@ -116,8 +117,12 @@ def test_remembered_runs_give_the_lines_of_a_fresh_search() -> None:
                               for _ in range(rng.randint(1, 6))) + "\n"
             got, _ = W.token_word_lines(code, words)  # type: ignore[misc]
             assert got == W.word_lines(code, words), code
+            W.HELD_MIN = 10**6  # and searched in the joined runs, as for a narrow selection
+            assert W.token_word_lines(code, words) == (got, _), code
+            W.HELD_MIN = 1
+        assert W._held(words)  # the remembered runs were used
     finally:
-        W.HELD_LIMIT = limit
+        W.HELD_LIMIT, W.HELD_MIN = limit, least
         W._held(words).clear()
     assert W._held(words) == {}
 

@@ -140,20 +140,10 @@ def token_word_lines(text: str, words: frozenset[str]
                 index[run] = [no]
             elif at[-1] != no:
                 at.append(no)
-    held = _held(words)
-    if len(held) > HELD_LIMIT:
-        held.clear()
-    new = [run for run in index if run not in held]
-    if new:
-        _learn(held, new, _needles(words))
-    lines_of: dict[str, set[int]] = {}  # needle -> the lines of the runs holding it
-    for run, at in index.items():
-        for w in held[run]:
-            got = lines_of.get(w)
-            if got is None:
-                lines_of[w] = set(at)
-            else:
-                got.update(at)
+    joined = b" ".join(index).decode("ascii")
+    needles = _needles(words)
+    lines_of = _held_lines(index, words, needles) if len(needles) >= HELD_MIN else \
+        _searched_lines(index, joined, needles)
     out: dict[str, set[int]] = {}
     for w in whole:
         got = lines_of.get(w)
@@ -167,7 +157,64 @@ def token_word_lines(text: str, words: frozenset[str]
                 out[w] = got
     if scan:
         out.update(_scan_lines(text, scan))
-    return out, b" ".join(index).decode("ascii")
+    return out, joined
+
+
+def _held_lines(index: dict[bytes, list[int]], words: frozenset[str],
+                needles: tuple[str, ...]) -> dict[str, set[int]]:
+    """Needle -> the lines of the runs of ``index`` holding it, from the needles each run is
+    remembered to hold (NOTE [held needles])."""
+    held = _held(words)
+    if len(held) > HELD_LIMIT:
+        held.clear()
+    hget = held.get
+    lines_of: dict[str, set[int]] = {}
+    new: list[bytes] = []
+    for run, at in index.items():
+        ws = hget(run)
+        if ws is None:
+            new.append(run)
+            continue
+        for w in ws:
+            got = lines_of.get(w)
+            if got is None:
+                lines_of[w] = set(at)
+            else:
+                got.update(at)
+    if new:
+        _learn(held, new, needles)
+        for run in new:
+            for w in held[run]:
+                got = lines_of.get(w)
+                if got is None:
+                    lines_of[w] = set(index[run])
+                else:
+                    got.update(index[run])
+    return lines_of
+
+
+def _searched_lines(index: dict[bytes, list[int]], joined: str, needles: tuple[str, ...]
+                    ) -> dict[str, set[int]]:
+    """Needle -> the lines of the runs of ``index`` holding it, one search of the joined runs
+    per needle (NOTE [token lines]): cheaper than the remembered runs for a few needles."""
+    runs = list(index.values())
+    starts: list[int] = []
+    pos = 0
+    for k in index:
+        starts.append(pos)
+        pos += len(k) + 1
+    starts.append(len(joined) + 1)
+    lines_of: dict[str, set[int]] = {}
+    for w in needles:
+        got: set[int] = set()
+        p = joined.find(w)
+        while p != -1:
+            i = bisect.bisect_right(starts, p) - 1
+            got.update(runs[i])
+            p = joined.find(w, starts[i + 1])
+        if got:
+            lines_of[w] = got
+    return lines_of
 
 
 # NOTE [held needles]
@@ -180,6 +227,7 @@ def token_word_lines(text: str, words: frozenset[str]
 # transformers about a fifth of the word search. The table is dropped past
 # :data:`HELD_LIMIT` runs.
 HELD_LIMIT = 100_000
+HELD_MIN = 64  # fewer needles (a narrow --select): searched in the joined runs as before
 
 
 @lru_cache(maxsize=16)
