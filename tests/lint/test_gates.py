@@ -94,6 +94,39 @@ def test_token_lines_are_the_scans_lines() -> None:
     assert token_word_lines("π = 1\n", words) is None
 
 
+def test_remembered_runs_give_the_lines_of_a_fresh_search() -> None:
+    """NOTE [held needles]: runs met in an earlier file are not searched again; their
+    remembered needles give the same lines as the scans, also after the table is dropped."""
+    import random
+
+    from gradtrace.lint import words as W
+
+    vocab = ["add", "padding", "pad_add", "out", "outer", "backward", "x", "self", "loss_fn"]
+    words = frozenset({"add", "out =", ".backward(", "loss", "+=", "pad"})
+    rng = random.Random(3)
+    W._held(words).clear()
+    limit, least = W.HELD_LIMIT, W.HELD_MIN
+    W.HELD_MIN = 1  # six words: remembered too (a narrow selection searches the runs)
+    try:
+        for k in range(200):
+            if k == 100:
+                W.HELD_LIMIT = 5  # the table is dropped and rebuilt
+            code = "\n".join(" ".join(rng.choice(vocab) + rng.choice(["", " =", ".backward(",
+                                                                        " += 1", "()"])
+                                       for _ in range(rng.randint(0, 4)))
+                              for _ in range(rng.randint(1, 6))) + "\n"
+            got, _ = W.token_word_lines(code, words)  # type: ignore[misc]
+            assert got == W.word_lines(code, words), code
+            W.HELD_MIN = 10**6  # and searched in the joined runs, as for a narrow selection
+            assert W.token_word_lines(code, words) == (got, _), code
+            W.HELD_MIN = 1
+        assert W._held(words)  # the remembered runs were used
+    finally:
+        W.HELD_LIMIT, W.HELD_MIN = limit, least
+        W._held(words).clear()
+    assert W._held(words) == {}
+
+
 def test_one_pass_finds_every_short_word_where_the_scans_do() -> None:
     """NOTE [token lines]: words that start inside a match (`*=` in `] *=`), are a prefix of
     it or repeat inside it are found too: the lines of a scan for each word."""

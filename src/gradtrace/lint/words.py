@@ -140,40 +140,127 @@ def token_word_lines(text: str, words: frozenset[str]
                 index[run] = [no]
             elif at[-1] != no:
                 at.append(no)
-    runs = list(index.values())
     joined = b" ".join(index).decode("ascii")
-    starts: list[int] = []
-    pos = 0
-    for k in index:
-        starts.append(pos)
-        pos += len(k) + 1
-    seen: dict[str, set[int]] = {}
-
-    def lines_of(w: str) -> set[int]:
-        got = seen.get(w)
-        if got is None:
-            got = seen[w] = set()
-            p = joined.find(w)
-            while p != -1:
-                i = bisect.bisect_right(starts, p) - 1
-                got.update(runs[i])
-                p = joined.find(w, starts[i + 1] if i + 1 < len(starts) else len(joined))
-        return got
-
+    needles = _needles(words)
+    lines_of = _held_lines(index, words, needles) if len(needles) >= HELD_MIN else \
+        _searched_lines(index, joined, needles)
     out: dict[str, set[int]] = {}
     for w in whole:
-        got = lines_of(w)
+        got = lines_of.get(w)
         if got:
             out[w] = got
     if via:
         lines = text.split("\n")
         for w, run in via:
-            got = {no for no in lines_of(run) if w in lines[no - 1]}
+            got = {no for no in lines_of.get(run, ()) if w in lines[no - 1]}
             if got:
                 out[w] = got
     if scan:
         out.update(_scan_lines(text, scan))
     return out, joined
+
+
+def _held_lines(index: dict[bytes, list[int]], words: frozenset[str],
+                needles: tuple[str, ...]) -> dict[str, set[int]]:
+    """Needle -> the lines of the runs of ``index`` holding it, from the needles each run is
+    remembered to hold (NOTE [held needles])."""
+    held = _held(words)
+    if len(held) > HELD_LIMIT:
+        held.clear()
+    hget = held.get
+    lines_of: dict[str, set[int]] = {}
+    new: list[bytes] = []
+    for run, at in index.items():
+        ws = hget(run)
+        if ws is None:
+            new.append(run)
+            continue
+        for w in ws:
+            got = lines_of.get(w)
+            if got is None:
+                lines_of[w] = set(at)
+            else:
+                got.update(at)
+    if new:
+        _learn(held, new, needles)
+        for run in new:
+            for w in held[run]:
+                got = lines_of.get(w)
+                if got is None:
+                    lines_of[w] = set(index[run])
+                else:
+                    got.update(index[run])
+    return lines_of
+
+
+def _searched_lines(index: dict[bytes, list[int]], joined: str, needles: tuple[str, ...]
+                    ) -> dict[str, set[int]]:
+    """Needle -> the lines of the runs of ``index`` holding it, one search of the joined runs
+    per needle (NOTE [token lines]): cheaper than the remembered runs for a few needles."""
+    runs = list(index.values())
+    starts: list[int] = []
+    pos = 0
+    for k in index:
+        starts.append(pos)
+        pos += len(k) + 1
+    starts.append(len(joined) + 1)
+    lines_of: dict[str, set[int]] = {}
+    for w in needles:
+        got: set[int] = set()
+        p = joined.find(w)
+        while p != -1:
+            i = bisect.bisect_right(starts, p) - 1
+            got.update(runs[i])
+            p = joined.find(w, starts[i + 1])
+        if got:
+            lines_of[w] = got
+    return lines_of
+
+
+# NOTE [held needles]
+# Which needles (the identifier words, and the longest runs of the words with punctuation)
+# a run holds depends on the run alone, and the runs of a project's files are mostly the same
+# names (``self``, ``forward``, ``hidden_states``): each distinct run is searched once per
+# process and word set, remembered as the needles it holds, and a file's lines of a needle are
+# the lines of its runs that hold it. Only the runs never seen before are searched, joined by
+# spaces as the file's identifiers were (a needle has no space, so a hit lies in one run); on
+# transformers about a fifth of the word search. The table is dropped past
+# :data:`HELD_LIMIT` runs.
+HELD_LIMIT = 100_000
+HELD_MIN = 64  # fewer needles (a narrow --select): searched in the joined runs as before
+
+
+@lru_cache(maxsize=16)
+def _held(words: frozenset[str]) -> dict[bytes, tuple[str, ...]]:
+    """Run -> the needles it holds, for one word set (NOTE [held needles])."""
+    return {}
+
+
+@lru_cache(maxsize=16)
+def _needles(words: frozenset[str]) -> tuple[str, ...]:
+    whole, via, _ = _token_plan(words)
+    return tuple(sorted({*whole, *(run for _, run in via)}))
+
+
+def _learn(held: dict[bytes, tuple[str, ...]], new: list[bytes], needles: tuple[str, ...]
+           ) -> None:
+    """Record the needles each of the ``new`` runs holds (NOTE [held needles])."""
+    found: list[list[str]] = [[] for _ in new]
+    joined = b" ".join(new).decode("ascii")
+    starts: list[int] = []
+    pos = 0
+    for k in new:
+        starts.append(pos)
+        pos += len(k) + 1
+    starts.append(len(joined) + 1)
+    for w in needles:
+        p = joined.find(w)
+        while p != -1:
+            i = bisect.bisect_right(starts, p) - 1
+            found[i].append(w)
+            p = joined.find(w, starts[i + 1])
+    for run, ws in zip(new, found):
+        held[run] = tuple(ws)
 
 
 @lru_cache(maxsize=16)

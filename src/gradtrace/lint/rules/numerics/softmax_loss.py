@@ -13,6 +13,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.words import holds
 from gradtrace.lint.rules.numerics._ops import strip
 from gradtrace.lint.rules.numerics.sigmoid import SIGMOID_MODULES, _sigmoid
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
@@ -276,7 +277,7 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
     out: dict[ast.AST, set[int]] = {}
     if not lines:
         return out
-    defs = list(_defs(tree.body))
+    defs = list(_defs(tree.body, sorted(lines)))
     for line in lines:
         inner = [f for f in defs if f.lineno <= line <= (f.end_lineno or 0)]
         fn = max(inner, key=lambda f: f.lineno, default=tree)
@@ -284,16 +285,21 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
     return out
 
 
-def _defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """Every function of a body, nested ones too (statements only, no expressions walked)."""
+def _defs(body: list[ast.stmt], lines: list[int]
+          ) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of a body, nested ones too, that holds one of the sorted ``lines``
+    (statements only, no expressions walked; a statement that holds none of the lines holds
+    no function that does, and is not entered)."""
     for st in body:
+        if not holds(lines, st.lineno, st.end_lineno or st.lineno):
+            continue
         if isinstance(st, FUNCS):
             yield st
         for field in ("body", "orelse", "finalbody", "handlers"):
             sub = getattr(st, field, None)
             if isinstance(sub, list):
                 yield from _defs([x for x in sub if isinstance(x, (ast.stmt,
-                                                                    ast.ExceptHandler))])
+                                                                    ast.ExceptHandler))], lines)
 
 
 BCE = "binary_cross_entropy"

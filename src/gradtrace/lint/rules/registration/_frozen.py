@@ -3,7 +3,9 @@ statement that sets the flag, and what may change which parameters a module has.
 from __future__ import annotations
 
 import ast
+import bisect
 
+from gradtrace.lint.analysis.calls import ascii_code, span, word_lines
 from gradtrace.lint.analysis.params import FLAG, param_loop_var
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -104,7 +106,17 @@ PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Paramet
 
 
 def _frozen_declaration(cls: ast.ClassDef, ctx) -> ast.Call | None:  # type: ignore[no-untyped-def]
-    """The first ``nn.Parameter(..., requires_grad=False)`` the class makes."""
+    """The first ``nn.Parameter(..., requires_grad=False)`` the class makes.
+
+    The keyword is written in the class's code: a class whose lines (decorators included) do
+    not hold the word ``requires_grad`` makes none, and is not walked (NOTE [call sites])."""
+    lines = ctx.memo("gt433-flag-lines", ctx.tree,
+                     lambda: word_lines(ctx, (FLAG,)) if ascii_code(ctx) else None)
+    if lines is not None:
+        first, last = span(cls)
+        i = bisect.bisect_left(lines, first)
+        if i == len(lines) or lines[i] > last:
+            return None
     for n in walk(cls):
         if isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "") in PARAMETER_CLASSES \
                 and any(k.arg == FLAG and isinstance(k.value, ast.Constant)
