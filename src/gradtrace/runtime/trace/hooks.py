@@ -16,6 +16,7 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
                                                _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
@@ -64,6 +65,7 @@ class OptimizerRecord:
     last_lr: Any = None  # the first group's lr at the last step (NOTE [schedule collapsed])
     lr_changes: int = 0
     schedule_checked: bool = False
+    audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
 
 
 @dataclass
@@ -93,6 +95,7 @@ class HookState:
     # id -> opt_state.OptEvent: optimizers loaded, built (NOTE [loaded state thrown away])
     opt_loads: dict[int, Any] = field(default_factory=dict)
     opt_built: dict[int, Any] = field(default_factory=dict)
+    twice: Any = None  # applied.Twice: NOTE [one gradient, two steps]
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -268,12 +271,14 @@ class Hooks:
         rec.rep = rep
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
-        if rec.nonfinite is None and _due(rec.steps) and grads:
+        if _due(rec.steps) and grads:
             busy = self.mode is not None and self.mode.busy
             if self.mode is not None:
                 self.mode.busy = True
             try:
-                self._check_finite(opt, rec, grads, site)
+                before_step(d, st, rec, opt)  # NOTE [one gradient, two steps]
+                if rec.nonfinite is None:
+                    self._check_finite(opt, rec, grads, site)
             finally:
                 if self.mode is not None:
                     self.mode.busy = busy
@@ -331,6 +336,8 @@ class Hooks:
             rec.checks += 1
             rec.changed = _checksums(opt) != rec.before
             rec.before = None
+        if rec is not None and rec.audit is not None:
+            after_step(rec)  # NOTE [decay without a gradient]
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.fresh_grads = False
