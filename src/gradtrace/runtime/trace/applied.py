@@ -54,7 +54,8 @@ class StepAudit:
     # id(p) -> (its gradient, the gradient's version) at the last checked step
     grads: dict[int, tuple[weakref.ref[torch.Tensor], int]] = field(default_factory=dict)
     done: bool = False  # that step returned
-    zero: dict[int, list[Any]] = field(default_factory=dict)  # id(p) -> [ref, checks, moved]
+    # id(p) -> [ref, checks, moved, name (read when it first moved: the model may die)]
+    zero: dict[int, list[Any]] = field(default_factory=dict)
     nonzero: set[int] = field(default_factory=set)  # ids seen with a non-zero gradient
     pending: list[tuple[torch.Tensor, tuple[float, float]]] = field(default_factory=list)
     built: Site | None = None  # where the optimizer was built (else where it steps)
@@ -68,8 +69,9 @@ class Twice:
 
     first: Any
     second: Any
-    shared: list[weakref.ref[torch.Tensor]]
+    names: list[str]  # of the parameters both stepped
     backward: Site | None
+    count: int  # parameters both stepped
 
 
 def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> None:
@@ -98,13 +100,13 @@ def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> 
             continue
         entry = audit.zero.get(id(p))
         if entry is None or entry[0]() is not p:
-            entry = audit.zero[id(p)] = [weakref.ref(p), 0, False]
+            entry = audit.zero[id(p)] = [weakref.ref(p), 0, False, ""]
         entry[1] += 1
         if len(audit.pending) < _PENDING and _decay_of(opt, p):
             audit.pending.append((p, _checksum(p)))
 
 
-def after_step(rec: Any) -> None:
+def after_step(data: Any, rec: Any) -> None:
     """From the step post-hook: which zero-gradient parameters the step moved."""
     audit, opt = rec.audit, rec.ref()
     if audit is None:
@@ -114,7 +116,10 @@ def after_step(rec: Any) -> None:
         if _checksum(p) != before:
             entry = audit.zero.get(id(p))
             if entry is not None and entry[0]() is p:
-                entry[2] = True
+                if not entry[2]:
+                    from gradtrace.runtime.trace.hooks import param_name
+
+                    entry[2], entry[3] = True, param_name(data, p)
                 audit.decay = _decay_of(opt, p) if opt is not None else audit.decay
     audit.pending = []
 
@@ -136,10 +141,13 @@ def _compare(data: Any, state: Any, rec: Any, pairs: list[tuple[Any, Any]]) -> N
         audit = other.audit
         if other is rec or audit is None or not audit.done or other.ref() is None:
             continue
-        shared = [weakref.ref(p) for p, g in pairs if _same(audit.grads.get(id(p)), g)]
+        shared = [p for p, g in pairs if _same(audit.grads.get(id(p)), g)]
         if shared:
+            from gradtrace.runtime.trace.hooks import param_name
+
             back = state.backward_sites[-1] if state.backward_sites else None
-            data.twice = Twice(other, rec, shared, back)
+            data.twice = Twice(other, rec, [param_name(data, p) for p in shared[:7]], back,
+                               len(shared))
             return
 
 
@@ -186,20 +194,16 @@ def _built(data: Any, rec: Any) -> Site | None:
 
 
 def _twice_finding(data: Any) -> list[Finding]:
-    from gradtrace.runtime.trace.hooks import param_name
-
     t = data.twice
-    shared = [p for p in (r() for r in t.shared) if p is not None] if t is not None else []
-    if not shared:
+    if t is None:
         return []
     first, second = t.first.audit, t.second.audit
-    blamed, other = (first, second) if len(shared) / max(1, first.held) < \
-        len(shared) / max(1, second.held) else (second, first)
-    names = [param_name(data, p) for p in shared]
-    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    blamed, other = (first, second) if t.count / max(1, first.held) < \
+        t.count / max(1, second.held) else (second, first)
+    shown = ", ".join(t.names[:6]) + (f" and {t.count - 6} more" if t.count > 6 else "")
     here, there = blamed.built, other.built
     return [make(code_for("parameters-stepped-twice", "GT406"), here,
-                 f"{shown} {'is' if len(names) == 1 else 'are'} held by the optimizer built here "
+                 f"{shown} {'is' if t.count == 1 else 'are'} held by the optimizer built here "
                  f"and by the one built at {src(there)}, and both step after one backward()"
                  f"{' (' + src(t.backward) + ')' if t.backward else ''}: the same gradient is "
                  "applied twice, so these parameters take two updates per batch (and two sets of "
@@ -213,23 +217,20 @@ def _twice_finding(data: Any) -> list[Finding]:
 
 
 def _decay_findings(data: Any) -> list[Finding]:
-    from gradtrace.runtime.trace.hooks import param_name
-
     out = []
     for rec in list(data.optimizers.values()):
         audit = rec.audit
         if audit is None:
             continue
-        moved = [(e[0](), e[1]) for k, e in audit.zero.items()
-                 if e[2] and k not in audit.nonzero and e[0]() is not None]
-        if not moved or not (audit.nonzero == set() or any(n >= 2 for _, n in moved)):
+        moved = [(e[3], e[1], e[0]()) for k, e in audit.zero.items()
+                 if e[2] and k not in audit.nonzero]
+        if not moved or not (audit.nonzero == set() or any(n >= 2 for _, n, _ in moved)):
             continue
-        params = [p for p, _ in moved]
-        checks = max(n for _, n in moved)
-        names = [param_name(data, p) for p in params]
+        checks = max(n for _, n, _ in moved)
+        names = [name for name, _, _ in moved]
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         related: list[tuple[Site | None, str]] = [(rec.site, "the optimizer steps here")]
-        hook = _zeroing_hook(params)
+        hook = _zeroing_hook([p for _, _, p in moved if p is not None])
         if hook is not None:
             related.append(hook)
         out.append(make("GT870", audit.built,

@@ -337,7 +337,7 @@ class Hooks:
             rec.changed = _checksums(opt) != rec.before
             rec.before = None
         if rec is not None and rec.audit is not None:
-            after_step(rec)  # NOTE [decay without a gradient]
+            after_step(self.data, rec)  # NOTE [decay without a gradient]
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.fresh_grads = False
