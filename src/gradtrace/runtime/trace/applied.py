@@ -4,18 +4,21 @@
 A parameter held by two optimizers that both step after one ``backward()`` (CURL's encoder in
 ``encoder_optimizer`` and in ``cpc_optimizer``, built from the whole module's ``parameters()``)
 takes two updates from one gradient: twice the step, two sets of Adam moments. Nothing fails.
-The run sees it directly: on a checked step (``hooks._due``) each optimizer notes, per
-parameter with a gradient, the gradient tensor (weakly) and its version. When another
-optimizer then steps and finds the very same gradient tensor, unchanged, on a parameter the
-first one stepped (no ``backward()`` wrote into it, no ``zero_grad`` replaced or zeroed it:
-either changes the tensor or bumps its version), the gradient was applied twice. A step run from inside another optimizer's step (a
-wrapper such as Lookahead or ZeroRedundancyOptimizer stepping the optimizer it wraps) is one
-update, not two: it is neither noted nor compared. Two optimizers over the same parameters that
-step after different backward passes (phases, alternating losses) have new gradients each time
-and are never reported. The line named is where the optimizer was built (seen when its
-constructor ran): of the two, the one for which the shared parameters are the smaller part of
-what it holds (it took a whole module's ``parameters()`` that another optimizer is dedicated
-to); on a tie, the one that stepped second.
+The run sees it directly: on a checked step (``hooks._due``) each optimizer notes, per parameter
+with a gradient, the gradient tensor (weakly) and its version. When another optimizer then steps
+and finds the very same gradient tensor, unchanged, on a parameter the first one stepped (no
+``backward()`` wrote into it, no ``zero_grad`` replaced or zeroed it: either changes the tensor
+or bumps its version), the gradient was applied twice. A step run from inside another
+optimizer's step (a wrapper such as Lookahead or ZeroRedundancyOptimizer stepping the optimizer
+it wraps) is one update, not two: it is neither noted nor compared. Two optimizers over the same
+parameters that step after different backward passes (phases, alternating losses) have new
+gradients each time and are never reported. When every checked step of the second optimizer
+re-applied the first's gradient the finding leads; when it happened on some steps only (an
+optimizer whose parameters later stop getting gradients) it comes after every other silent
+finding. The line named is where the optimizer was built (seen when its constructor ran): of the
+two, the one for which the shared parameters are the smaller part of what it holds (it took a
+whole module's ``parameters()`` that another optimizer is dedicated to); on a tie, the one that
+stepped second.
 
 # NOTE [decay without a gradient]
 A parameter "frozen" by making its gradient zero (a hook returning zeros, ``p.grad.zero_()``
@@ -72,6 +75,7 @@ class Twice:
     names: list[str]  # of the parameters both stepped
     backward: Site | None
     count: int  # parameters both stepped
+    hits: int = 1  # checked steps of the second that re-applied the first's gradient
 
 
 def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> None:
@@ -86,8 +90,7 @@ def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> 
     if audit is None:
         audit = rec.audit = StepAudit(built=_built(data, rec),
                                       held=sum(len(g["params"]) for g in opt.param_groups))
-    if data.twice is None:
-        _compare(data, state, rec, pairs)
+    _compare(data, state, rec, pairs)
     audit.grads = {id(p): (weakref.ref(g), g._version) for p, g in pairs}
     audit.done = False
     with torch.no_grad():
@@ -137,12 +140,16 @@ def _nested(opt: torch.optim.Optimizer) -> bool:
 
 
 def _compare(data: Any, state: Any, rec: Any, pairs: list[tuple[Any, Any]]) -> None:
+    t = data.twice
     for other in list(data.optimizers.values()):
         audit = other.audit
-        if other is rec or audit is None or not audit.done or other.ref() is None:
+        if other is rec or audit is None or not audit.done or other.ref() is None \
+                or t is not None and (t.first, t.second) != (other, rec):
             continue
         shared = [p for p, g in pairs if _same(audit.grads.get(id(p)), g)]
-        if shared:
+        if shared and t is not None:
+            t.hits += 1
+        elif shared:
             from gradtrace.runtime.trace.hooks import param_name
 
             back = state.backward_sites[-1] if state.backward_sites else None
@@ -174,9 +181,22 @@ def _checksum(p: torch.Tensor) -> tuple[float, float]:
 
 
 # -- findings ----------------------------------------------------------------------------------
-def applied_findings(data: Any) -> list[Finding]:
-    """NOTE [one gradient, two steps], then NOTE [decay without a gradient]."""
-    return _twice_finding(data) + _decay_findings(data)
+def applied_findings(data: Any) -> tuple[list[Finding], list[Finding]]:
+    """(findings that lead, findings that come after every other silent finding): NOTE [one
+    gradient, two steps] leads when every checked step of the second optimizer re-applied the
+    first's gradient, else it comes last (it happened on some steps only: a side effect of
+    another problem more often than the problem); then NOTE [decay without a gradient]."""
+    twice = _twice_finding(data)
+    t = data.twice
+    systematic = t is not None and t.hits >= sum(1 for s in range(1, t.second.steps + 1)
+                                                 if _checked(s))
+    return (twice if systematic else []) + _decay_findings(data), [] if systematic else twice
+
+
+def _checked(step: int) -> bool:
+    from gradtrace.runtime.trace.hooks import _due
+
+    return _due(step)
 
 
 def _built(data: Any, rec: Any) -> Site | None:
@@ -236,8 +256,8 @@ def _decay_findings(data: Any) -> list[Finding]:
         out.append(make("GT870", audit.built,
                         f"{shown} got an all-zero gradient at every checked step ({checks}), yet "
                         f"step() changed {'it' if len(names) == 1 else 'them'}: this optimizer "
-                        f"applies weight decay ({audit.decay}) to every parameter that has a gradient, zero "
-                        "or not, so a parameter frozen by zeroing its gradient still shrinks",
+                        f"applies weight decay ({audit.decay}) to every parameter that has a "
+                        "gradient, zero or not, so a parameter frozen by zeroing its gradient still shrinks",
                         fix="freeze with requires_grad_(False) (the optimizer then skips the "
                             "parameter), leave it out of the optimizer, or put it in a parameter "
                             "group with weight_decay=0", related=related, severity="warning"))

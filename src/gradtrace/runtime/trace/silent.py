@@ -39,8 +39,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     checks need the model and optimizer alive; when they are gone (the program built them
     inside a function that returned) the last snapshot taken at an optimizer step is used."""
     live = any(r.ref() is not None for r in data.optimizers.values())
-    out = applied_findings(data) + (parameter_findings(state, data) if live
-                                    else list(data.snapshot))
+    lead, last = applied_findings(data)
+    out = lead + (parameter_findings(state, data) if live else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
         loss_input_findings(state, data) + \
@@ -49,7 +49,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + requires_grad_attribute(data) + idle + \
         _optimizer_events(data, state) + event_findings(state, steps) + \
-        discarded(state, data) + nonfinite_findings(state, data)
+        discarded(state, data) + nonfinite_findings(state, data) + last
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
