@@ -1,7 +1,8 @@
-"""What a step applies against the gradient it finds (issue #13, held-out misses CURL#28 and
-pytorch#38581): one gradient applied by two optimizers (GT406 at run time, NOTE [one gradient,
-two steps]) and weight decay moving a parameter whose gradient is always zero (GT870, NOTE
-[decay without a gradient]). Buggy twins in spellings other than the real-world cases, and
+"""What a step applies against the gradient it finds (issue #13, held-out misses CURL#28,
+pytorch#38581, PENet): one gradient applied by two optimizers (GT406 at run time, NOTE [one gradient,
+two steps]), weight decay moving a parameter whose gradient is always zero (GT870, NOTE
+[decay without a gradient]) and per-group learning rates overwritten by one value before the
+first step (GT871, NOTE [group learning rates erased]; PENet). Buggy twins in spellings other than the real-world cases, and
 correct look-alikes that must stay silent. Real torch, in-process.
 """
 from __future__ import annotations
@@ -85,9 +86,70 @@ for x, y in batches(6):
     F.cross_entropy(head(torch.relu(backbone(x))), y).backward()
     opt.step()
 """),
+    # a warm-up in a trainer method writes one rate into every group before the first step
+    "warmup_method_overwrites_group_rates": ("GT871", """
+class Trainer:
+    def __init__(self):
+        self.enc, self.dec = nn.Linear(6, 8), nn.Linear(8, 3)
+        self.opt = torch.optim.SGD([{"params": self.enc.parameters(), "lr": 1e-3},
+                                    {"params": self.dec.parameters(), "lr": 1e-2}], lr=1e-2)
+
+    def warmup(self, it, total=10):
+        new_lr = 1e-2 * (it + 1) / total
+        for group in self.opt.param_groups:
+            group["lr"] = new_lr  # <- cause
+
+    def fit(self):
+        for it, (x, y) in enumerate(batches()):
+            self.warmup(it)
+            self.opt.zero_grad()
+            F.cross_entropy(self.dec(torch.relu(self.enc(x))), y).backward()
+            self.opt.step()
+
+Trainer().fit()
+"""),
+    # the rate written with dict.update (no `['lr'] =` store to point at): the optimizer's line
+    "update_call_overwrites_group_rates": ("GT871", """
+backbone, head = nn.Linear(6, 8), nn.Linear(8, 3)
+opt = torch.optim.AdamW([{"params": backbone.parameters(), "lr": 1e-4},  # <- cause
+                         {"params": head.parameters(), "lr": 1e-3}])
+for pg in opt.param_groups:
+    pg.update(lr=5e-4)
+for x, y in batches():
+    opt.zero_grad()
+    F.cross_entropy(head(torch.relu(backbone(x))), y).backward()
+    opt.step()
+"""),
 }
 
 LOOKALIKES = {
+    # per-group rates scaled each by its own base; a scheduler over per-group rates; groups
+    # that differ only in weight decay set to one rate
+    "group_rates_kept": """
+backbone, head = nn.Linear(6, 8), nn.Linear(8, 3)
+opt = torch.optim.SGD([{"params": backbone.parameters(), "lr": 1e-3},
+                       {"params": head.parameters(), "lr": 1e-2}], lr=1e-2)
+bases = [g["lr"] for g in opt.param_groups]
+for g, base in zip(opt.param_groups, bases):
+    g["lr"] = base * 0.5
+other = nn.Linear(6, 3)
+opt2 = torch.optim.SGD([{"params": [other.weight], "lr": 1e-3},
+                        {"params": [other.bias], "lr": 1e-2}], lr=1e-2)
+sched = torch.optim.lr_scheduler.LambdaLR(opt2, lambda s: 0.9 ** s)
+wd = nn.Linear(6, 3)
+opt3 = torch.optim.AdamW([{"params": [wd.weight], "weight_decay": 0.01},
+                          {"params": [wd.bias], "weight_decay": 0.0}], lr=1e-3)
+for g in opt3.param_groups:
+    g["lr"] = 5e-4
+for x, y in batches():
+    for o in (opt, opt2, opt3):
+        o.zero_grad()
+    (F.cross_entropy(head(torch.relu(backbone(x))), y) + F.cross_entropy(other(x), y)
+     + F.cross_entropy(wd(x), y)).backward()
+    for o in (opt, opt2, opt3):
+        o.step()
+    sched.step()
+""",
     # two optimizers over one model, stepped in two phases (each after its own backward)
     "phases": """
 model = nn.Linear(6, 3)
@@ -179,7 +241,7 @@ for x, y in batches(6):
 """,
 }
 
-WATCHED = {"GT406", "GT870"}
+WATCHED = {"GT406", "GT870", "GT871"}
 
 
 @pytest.mark.parametrize("name", sorted(BUGS))

@@ -237,4 +237,23 @@ CODES = (
          "Freeze with `requires_grad_(False)` (optimizers skip parameters without a gradient), "
          "leave the parameter out of the optimizer, or give it a group with `weight_decay=0`.",
          "gradtrace.runtime.trace.applied", severity="warning"),
+    Code("GT871", "group-learning-rates-erased",
+         "the per-group learning rates the optimizer was built with are overwritten by one value",
+         "An optimizer built with a learning rate per parameter group (a backbone at lr/10, a "
+         "head at lr) trains each group at its own rate. A helper that writes one value into "
+         "every group (`for g in opt.param_groups: g['lr'] = lr`) erases the ratio: the "
+         "backbone trains as fast as the head. Nothing fails. The run compares the rates asked "
+         "for at construction with those at the first step.",
+         """
+         opt = torch.optim.Adam([{"params": backbone, "lr": lr / 10}, {"params": head}], lr=lr)
+         for g in opt.param_groups:
+             g["lr"] = lr
+         """,
+         """
+         opt = torch.optim.Adam([{"params": backbone, "lr": lr / 10}, {"params": head}], lr=lr)
+         for g, base in zip(opt.param_groups, (lr / 10, lr)):
+             g["lr"] = base
+         """,
+         "Scale each group's own rate (keep a base rate per group), or use a scheduler.",
+         "gradtrace.runtime.trace.lr_groups", severity="warning"),
 )

@@ -88,7 +88,7 @@ def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> 
         return
     audit = rec.audit
     if audit is None:
-        audit = rec.audit = StepAudit(built=_built(data, rec),
+        audit = rec.audit = StepAudit(built=built_line(data, rec),
                                       held=sum(len(g["params"]) for g in opt.param_groups))
     _compare(data, state, rec, pairs)
     audit.grads = {id(p): (weakref.ref(g), g._version) for p, g in pairs}
@@ -199,7 +199,7 @@ def _checked(step: int) -> bool:
     return _due(step)
 
 
-def _built(data: Any, rec: Any) -> Site | None:
+def built_line(data: Any, rec: Any) -> Site | None:
     """Where the optimizer of ``rec`` was built, else where it steps."""
     from gradtrace.runtime.trace.opt_state import built_site
     from gradtrace.runtime.trace.wiring import built_at

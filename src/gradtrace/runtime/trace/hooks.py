@@ -17,6 +17,7 @@ import torch
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
+from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
                                                _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
@@ -96,6 +97,10 @@ class HookState:
     opt_loads: dict[int, Any] = field(default_factory=dict)
     opt_built: dict[int, Any] = field(default_factory=dict)
     twice: Any = None  # applied.Twice: NOTE [one gradient, two steps]
+    # id(optimizer) -> per-group lr asked; (record, asked, lr now): NOTE [group learning rates
+    # erased]
+    lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    lr_erased: list[Any] = field(default_factory=list)
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -231,6 +236,8 @@ class Hooks:
                 d.step_stack = _user_stack()
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
+            if d.lr_asked:
+                check_first_step(d, rec, opt)  # NOTE [group learning rates erased]
         assert rec is not None
         rec.steps += 1
         if not rec.schedule_checked:

@@ -82,6 +82,9 @@ def on_built(data: Any, seq: int) -> None:
     if hit is not None and hit.ref() is opt:
         return
     data.opt_built[id(opt)] = OptEvent(weakref.ref(opt), type(opt), seq, (), user_stack())
+    from gradtrace.runtime.trace.lr_groups import note_asked
+
+    note_asked(data, opt)  # NOTE [group learning rates erased]
 
 
 def thrown_away_findings(data: Any) -> list[Finding]:

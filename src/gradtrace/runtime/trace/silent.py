@@ -16,6 +16,7 @@ from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
+from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
@@ -44,7 +45,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
         loss_input_findings(state, data) + \
-        schedule_findings(data) + eval_freeze_findings(data) + thrown_away_findings(data)
+        schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
+        thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + requires_grad_attribute(data) + idle + \
