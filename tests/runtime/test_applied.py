@@ -1,9 +1,10 @@
 """What a step applies against the gradient it finds (issue #13, held-out misses CURL#28,
-pytorch#38581, PENet): one gradient applied by two optimizers (GT406 at run time, NOTE [one gradient,
-two steps]), weight decay moving a parameter whose gradient is always zero (GT870, NOTE
-[decay without a gradient]) and per-group learning rates overwritten by one value before the
-first step (GT871, NOTE [group learning rates erased]; PENet). Buggy twins in spellings other than the real-world cases, and
-correct look-alikes that must stay silent. Real torch, in-process.
+pytorch#38581, PENet): one gradient applied by two optimizers (GT406 at run time, NOTE [one
+gradient, two steps]), weight decay moving a parameter whose gradient is always zero (GT870,
+NOTE [decay without a gradient]) and per-group learning rates overwritten by one value before
+the first step (GT871, NOTE [group learning rates erased]; PENet). Buggy twins in spellings
+other than the real-world cases, and correct look-alikes that must stay silent. Real torch,
+in-process.
 """
 from __future__ import annotations
 
