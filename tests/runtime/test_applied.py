@@ -220,6 +220,17 @@ for x, y in batches(6):
     opt.step()
     opt2.step()
 """,
+    # the DDP idiom for an unused head: its parameters kept in the loss as 0 * sum, decayed
+    "unused_head_kept_in_loss_times_zero": """
+body, head, spare = nn.Linear(6, 8), nn.Linear(8, 3), nn.Linear(8, 3)
+params = [*body.parameters(), *head.parameters(), *spare.parameters()]
+opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1)
+for x, y in batches(6):
+    opt.zero_grad()
+    loss = F.cross_entropy(head(torch.relu(body(x))), y)
+    (loss + 0.0 * sum(p.sum() for p in spare.parameters())).backward()
+    opt.step()
+""",
     # LoRA: B starts at zero, so A's gradient is zero at the first step only
     "lora_zero_init_b": """
 class LoRA(nn.Module):

@@ -30,7 +30,8 @@ every checked step and the step changed it, and either it was checked at least t
 parameter of that optimizer had a non-zero gradient at any checked step (a layer behind a
 zero-initialised one, LoRA's ``A`` under ``B = 0``, has a zero gradient at the first step only).
 A parameter frozen with ``requires_grad=False`` has no gradient at all, and torch's optimizers
-skip it. The line named is where the optimizer was built; a gradient hook on the parameter is
+skip it; a parameter whose module never ran a forward with grad on (kept in the loss as
+``0 * p.sum()``, the DDP idiom for unused parameters) is not reported. The line named is where the optimizer was built; a gradient hook on the parameter is
 named as related.
 """
 from __future__ import annotations
@@ -119,12 +120,23 @@ def after_step(data: Any, rec: Any) -> None:
         if _checksum(p) != before:
             entry = audit.zero.get(id(p))
             if entry is not None and entry[0]() is p:
-                if not entry[2]:
+                if not entry[2] and _ran(data, p):
                     from gradtrace.runtime.trace.hooks import param_name
 
                     entry[2], entry[3] = True, param_name(data, p)
                 audit.decay = _decay_of(opt, p) if opt is not None else audit.decay
     audit.pending = []
+
+
+def _ran(data: Any, p: torch.Tensor) -> bool:
+    """Whether the module owning ``p`` ran a forward with grad on (a parameter only kept in
+    the loss as ``0 * p.sum()``, the DDP unused-parameter idiom, is not frozen by a zero
+    gradient: it is not used)."""
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is not None and rec.grad_runs and any(q is p for q in m._parameters.values()):
+            return True
+    return False
 
 
 def _nested(opt: torch.optim.Optimizer) -> bool:
