@@ -39,13 +39,15 @@ from __future__ import annotations
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.opt_facts import _due
+from gradtrace.runtime.trace.opt_state import built_line
 
 _PENDING = 64  # parameters whose movement one step checks, at most
 
@@ -74,13 +76,14 @@ class Twice:
     first: Any
     second: Any
     names: list[str]  # of the parameters both stepped
-    backward: Site | None
     count: int  # parameters both stepped
     hits: int = 1  # checked steps of the second that re-applied the first's gradient
 
 
-def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> None:
-    """From the step pre-hook, on a checked step of ``opt`` that found gradients."""
+def before_step(data: Any, rec: Any, opt: torch.optim.Optimizer,
+                name_of: Callable[[Any, torch.Tensor], str]) -> None:
+    """From the step pre-hook, on a checked step of ``opt`` that found gradients
+    (``name_of(data, p)`` names a parameter: ``hooks.param_name``)."""
     if _nested(opt):
         return
     pairs = [(p, p.grad) for g in opt.param_groups for p in g["params"]
@@ -91,7 +94,7 @@ def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> 
     if audit is None:
         audit = rec.audit = StepAudit(built=built_line(data, rec),
                                       held=sum(len(g["params"]) for g in opt.param_groups))
-    _compare(data, state, rec, pairs)
+    _compare(data, rec, pairs, name_of)
     audit.grads = {id(p): (weakref.ref(g), g._version) for p, g in pairs}
     audit.done = False
     with torch.no_grad():
@@ -110,7 +113,7 @@ def before_step(data: Any, state: Any, rec: Any, opt: torch.optim.Optimizer) -> 
             audit.pending.append((p, _checksum(p)))
 
 
-def after_step(data: Any, rec: Any) -> None:
+def after_step(data: Any, rec: Any, name_of: Callable[[Any, torch.Tensor], str]) -> None:
     """From the step post-hook: which zero-gradient parameters the step moved."""
     audit, opt = rec.audit, rec.ref()
     if audit is None:
@@ -121,9 +124,7 @@ def after_step(data: Any, rec: Any) -> None:
             entry = audit.zero.get(id(p))
             if entry is not None and entry[0]() is p:
                 if not entry[2] and _ran(data, p):
-                    from gradtrace.runtime.trace.hooks import param_name
-
-                    entry[2], entry[3] = True, param_name(data, p)
+                    entry[2], entry[3] = True, name_of(data, p)
                 audit.decay = _decay_of(opt, p) if opt is not None else audit.decay
     audit.pending = []
 
@@ -151,7 +152,8 @@ def _nested(opt: torch.optim.Optimizer) -> bool:
     return False
 
 
-def _compare(data: Any, state: Any, rec: Any, pairs: list[tuple[Any, Any]]) -> None:
+def _compare(data: Any, rec: Any, pairs: list[tuple[Any, Any]],
+             name_of: Callable[[Any, torch.Tensor], str]) -> None:
     t = data.twice
     for other in list(data.optimizers.values()):
         audit = other.audit
@@ -162,11 +164,7 @@ def _compare(data: Any, state: Any, rec: Any, pairs: list[tuple[Any, Any]]) -> N
         if shared and t is not None:
             t.hits += 1
         elif shared:
-            from gradtrace.runtime.trace.hooks import param_name
-
-            back = state.backward_sites[-1] if state.backward_sites else None
-            data.twice = Twice(other, rec, [param_name(data, p) for p in shared[:7]], back,
-                               len(shared))
+            data.twice = Twice(other, rec, [name_of(data, p) for p in shared[:7]], len(shared))
             return
 
 
@@ -206,23 +204,7 @@ def applied_findings(data: Any) -> tuple[list[Finding], list[Finding]]:
 
 
 def _checked(step: int) -> bool:
-    from gradtrace.runtime.trace.hooks import _due
-
     return _due(step)
-
-
-def built_line(data: Any, rec: Any) -> Site | None:
-    """Where the optimizer of ``rec`` was built, else where it steps."""
-    from gradtrace.runtime.trace.opt_state import built_site
-    from gradtrace.runtime.trace.wiring import built_at
-
-    opt = rec.ref()
-    event = data.opt_built.get(id(opt)) if opt is not None else None
-    if event is not None and event.ref() is opt:
-        site = built_site(event)
-        if site is not None:
-            return site
-    return built_at(rec.site) or rec.site
 
 
 def _twice_finding(data: Any) -> list[Finding]:
@@ -236,8 +218,8 @@ def _twice_finding(data: Any) -> list[Finding]:
     here, there = blamed.built, other.built
     return [make(code_for("parameters-stepped-twice", "GT406"), here,
                  f"{shown} {'is' if t.count == 1 else 'are'} held by the optimizer built here "
-                 f"and by the one built at {src(there)}, and both step after one backward()"
-                 f"{' (' + src(t.backward) + ')' if t.backward else ''}: the same gradient is "
+                 f"and by the one built at {src(there)}, and both step the gradient of one "
+                 "backward(): the same gradient is "
                  "applied twice, so these parameters take two updates per batch (and two sets of "
                  "optimizer state)",
                  fix="give each parameter to one optimizer (leave the shared module's parameters "

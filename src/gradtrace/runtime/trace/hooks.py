@@ -18,8 +18,8 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.lr_groups import check_first_step
-from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
-                                               _wiped, frozen_stats)
+from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
+                                               _lineage, _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
@@ -283,7 +283,7 @@ class Hooks:
             if self.mode is not None:
                 self.mode.busy = True
             try:
-                before_step(d, st, rec, opt)  # NOTE [one gradient, two steps]
+                before_step(d, rec, opt, param_name)  # NOTE [one gradient, two steps]
                 if rec.nonfinite is None:
                     self._check_finite(opt, rec, grads, site)
             finally:
@@ -344,7 +344,7 @@ class Hooks:
             rec.changed = _checksums(opt) != rec.before
             rec.before = None
         if rec is not None and rec.audit is not None:
-            after_step(self.data, rec)  # NOTE [decay without a gradient]
+            after_step(self.data, rec, param_name)  # NOTE [decay without a gradient]
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.fresh_grads = False
@@ -395,11 +395,6 @@ def _safe(hook: Any) -> Any:
         return None
 
     return wrapper
-
-
-def _due(step: int) -> bool:
-    """Check gradients on steps 1-4, then on every power of two and every 64th step."""
-    return step <= 4 or (step & (step - 1)) == 0 or step % 64 == 0
 
 
 def param_name(data: HookState, p: Tensor) -> str:

@@ -26,19 +26,26 @@ from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
 
 
-def note_asked(data: Any, opt: Any) -> None:
-    """From ``on_built``: the learning rates the constructor was given, per group."""
-    f, limit = sys._getframe(2), 12
+def note_asked(data: Any, seq: int) -> None:
+    """``param.is_leaf`` read by ``add_param_group`` (the caller checked): the learning rates
+    the optimizer's constructor was given, per group."""
+    import torch
+
+    f, limit = sys._getframe(2), 16
     while f is not None and limit > 0:
-        if f.f_code.co_name == "__init__" and f.f_locals.get("self") is opt:
+        opt = f.f_locals.get("self") if f.f_code.co_name == "__init__" else None
+        if isinstance(opt, torch.optim.Optimizer) and "param_groups" in f.f_locals:
+            if id(opt) in data.lr_asked or len(data.lr_asked) >= 256:
+                return  # read at its first parameter already (None: nothing asked)
             groups = f.f_locals.get("param_groups")
+            asked = None
             if isinstance(groups, list) and len(groups) > 1 and all(
                     isinstance(g, dict) for g in groups):
                 default = opt.defaults.get("lr")
                 asked = tuple(g.get("lr", default) for g in groups)
-                if all(isinstance(a, (int, float)) for a in asked) and len(set(asked)) > 1 \
-                        and len(data.lr_asked) < 256:
-                    data.lr_asked[id(opt)] = asked
+                if not all(isinstance(a, (int, float)) for a in asked) or len(set(asked)) < 2:
+                    asked = None
+            data.lr_asked[id(opt)] = asked
             return
         f, limit = f.f_back, limit - 1
 
@@ -57,7 +64,7 @@ def check_first_step(data: Any, rec: Any, opt: Any) -> None:
 def erased_findings(data: Any) -> list[Finding]:
     """NOTE [group learning rates erased]."""
     from gradtrace.runtime.frames import INTERNAL_FILES
-    from gradtrace.runtime.trace.applied import built_line
+    from gradtrace.runtime.trace.opt_state import built_line
 
     out = []
     for rec, asked, now in data.lr_erased[:2]:

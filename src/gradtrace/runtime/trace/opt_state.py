@@ -82,9 +82,6 @@ def on_built(data: Any, seq: int) -> None:
     if hit is not None and hit.ref() is opt:
         return
     data.opt_built[id(opt)] = OptEvent(weakref.ref(opt), type(opt), seq, (), user_stack())
-    from gradtrace.runtime.trace.lr_groups import note_asked
-
-    note_asked(data, opt)  # NOTE [group learning rates erased]
 
 
 def thrown_away_findings(data: Any) -> list[Finding]:
@@ -120,6 +117,20 @@ def thrown_away_findings(data: Any) -> list[Finding]:
 def built_site(event: OptEvent) -> Site | None:
     """The user line that built the optimizer of ``event``."""
     return _site(event.stack)
+
+
+def built_line(data: Any, rec: Any) -> Site | None:
+    """Where the optimizer of step record ``rec`` was built (seen when its constructor ran),
+    else the assignment before its ``step()`` line, else that line."""
+    from gradtrace.runtime.trace.wiring import built_at
+
+    opt = rec.ref()
+    event = data.opt_built.get(id(opt)) if opt is not None else None
+    if event is not None and event.ref() is opt:
+        site = built_site(event)
+        if site is not None:
+            return site
+    return built_at(rec.site) or rec.site
 
 
 def _site(stack: Stack) -> Site | None:
