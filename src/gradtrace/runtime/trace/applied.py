@@ -192,8 +192,8 @@ def _checksum(p: torch.Tensor) -> tuple[float, float]:
 
 # -- findings ----------------------------------------------------------------------------------
 def applied_findings(data: Any) -> tuple[list[Finding], list[Finding]]:
-    """(findings that lead, findings that come after every other silent finding): NOTE [one
-    gradient, two steps] leads when every checked step of the second optimizer re-applied the
+    """(findings that lead, findings that come after every other silent finding):
+    NOTE [one gradient, two steps] leads when every checked step of the second optimizer re-applied the
     first's gradient, else it comes last (it happened on some steps only: a side effect of
     another problem more often than the problem); then NOTE [decay without a gradient]."""
     twice = _twice_finding(data)
