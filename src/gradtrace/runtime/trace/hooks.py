@@ -97,8 +97,8 @@ class HookState:
     opt_loads: dict[int, Any] = field(default_factory=dict)
     opt_built: dict[int, Any] = field(default_factory=dict)
     twice: Any = None  # applied.Twice: NOTE [one gradient, two steps]
-    # id(optimizer) -> per-group lr asked; (record, asked, lr now):
-    # NOTE [group learning rates erased]
+    # id(optimizer) -> per-group lr asked; (record, asked, lr now): see lr_groups.py,
+    # the NOTE [group learning rates erased]
     lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     lr_erased: list[Any] = field(default_factory=list)
 
