@@ -66,12 +66,34 @@ def test_static_only_finding_comes_after_runtime(run_script):
         for _ in range(3):
             model(torch.randn(8, 4)).pow(2).mean().backward()
             opt.step()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
             opt2.step()
     """)
+    # each optimizer steps after its own backward(): the run sees no gradient applied twice
+    # (NOTE [one gradient, two steps]), so GT406 stays a static-only finding
     assert [(f["code"], f["source"]) for f in res.findings] == [
-        ("GT501", "static+runtime"), ("GT501", "runtime"), ("GT406", "static")]
+        ("GT501", "static+runtime"), ("GT501", "runtime"), ("GT406", "static")], res.findings
     assert res.err.index("problems seen (2)") < res.err.index(
         "found by reading the code that ran (1)")
+
+
+def test_static_finding_confirmed_by_gradient_applied_twice(run_script):
+    # both optimizers step the gradient of one backward(): the run confirms the static GT406
+    res = run_script("""
+        import torch
+        import torch.nn as nn
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt2 = torch.optim.Adam(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            opt2.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+            opt2.step()
+    """)
+    assert [(f["code"], f["source"], f["line"]) for f in res.findings][:1] == [
+        ("GT406", "static+runtime", 5)], res.findings
 
 
 def test_refuted_static_finding_is_left_out(run_script):

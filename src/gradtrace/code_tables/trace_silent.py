@@ -1,4 +1,4 @@
-"""GT836-GT838, GT842-GT849 and GT857: silent bugs whose run looks like ordinary training, reported by ``gradtrace
+"""GT836-GT838, GT842-GT849, GT857 and GT870-GT879: silent bugs whose run looks like ordinary training, reported by ``gradtrace
 run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
@@ -218,4 +218,42 @@ CODES = (
          "Build the optimizer after the last replacement, or re-create it (or "
          "`add_param_group`) when the tensors are replaced.",
          "gradtrace.runtime.trace.idle", severity="warning"),
+    Code("GT870", "decayed-without-gradient",
+         "weight decay moves a parameter whose gradient is always zero",
+         "An optimizer steps every parameter that has a `.grad`, and weight decay shrinks it "
+         "whatever the gradient holds. A parameter 'frozen' by zeroing its gradient (a hook "
+         "returning zeros, `p.grad.zero_()`, `p.grad = torch.zeros_like(p)`) still decays "
+         "towards 0 at every step: it is neither frozen nor trained. The run sees a gradient "
+         "that is exactly 0 at every checked step and a step that changed the parameter "
+         "anyway, and names where the optimizer was built.",
+         """
+         p.register_hook(lambda g: torch.zeros_like(g))
+         opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-4)
+         """,
+         """
+         p.requires_grad_(False)
+         opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=1e-4)
+         """,
+         "Freeze with `requires_grad_(False)` (optimizers skip parameters without a gradient), "
+         "leave the parameter out of the optimizer, or give it a group with `weight_decay=0`.",
+         "gradtrace.runtime.trace.applied", severity="warning"),
+    Code("GT871", "group-learning-rates-erased",
+         "the per-group learning rates the optimizer was built with are overwritten by one value",
+         "An optimizer built with a learning rate per parameter group (a backbone at lr/10, a "
+         "head at lr) trains each group at its own rate. A helper that writes one value into "
+         "every group (`for g in opt.param_groups: g['lr'] = lr`) erases the ratio: the "
+         "backbone trains as fast as the head. Nothing fails. The run compares the rates asked "
+         "for at construction with those at the first step.",
+         """
+         opt = torch.optim.Adam([{"params": backbone, "lr": lr / 10}, {"params": head}], lr=lr)
+         for g in opt.param_groups:
+             g["lr"] = lr
+         """,
+         """
+         opt = torch.optim.Adam([{"params": backbone, "lr": lr / 10}, {"params": head}], lr=lr)
+         for g, base in zip(opt.param_groups, (lr / 10, lr)):
+             g["lr"] = base
+         """,
+         "Scale each group's own rate (keep a base rate per group), or use a scheduler.",
+         "gradtrace.runtime.trace.lr_groups", severity="warning"),
 )

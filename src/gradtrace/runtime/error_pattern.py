@@ -32,6 +32,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "inference-tensor": ("GT204", "inference-tensor-in-training"),
     "optimizer-non-leaf": ("GT306", "non-leaf-given-to-optimizer"),
     "optimizers-swapped": ("GT406", "optimizers-share-parameters"),
+    "parameters-stepped-twice": ("GT406", "optimizers-share-parameters"),
     "model-left-in-eval-mode": ("GT516", "model-left-in-eval-mode"),
     "checkpoint-no-grad": ("GT205", "checkpoint-input-without-grad"),
     "unregistered-submodule": ("GT401", "modules-in-plain-container"),

@@ -16,8 +16,10 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
-from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _graded_other, _lineage,
-                                               _wiped, frozen_stats)
+from gradtrace.runtime.trace.applied import after_step, before_step
+from gradtrace.runtime.trace.lr_groups import check_first_step
+from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
+                                               _lineage, _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
@@ -64,6 +66,7 @@ class OptimizerRecord:
     last_lr: Any = None  # the first group's lr at the last step (NOTE [schedule collapsed])
     lr_changes: int = 0
     schedule_checked: bool = False
+    audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
 
 
 @dataclass
@@ -93,6 +96,11 @@ class HookState:
     # id -> opt_state.OptEvent: optimizers loaded, built (NOTE [loaded state thrown away])
     opt_loads: dict[int, Any] = field(default_factory=dict)
     opt_built: dict[int, Any] = field(default_factory=dict)
+    twice: Any = None  # applied.Twice: NOTE [one gradient, two steps]
+    # id(optimizer) -> per-group lr asked; (record, asked, lr now): see lr_groups.py,
+    # the NOTE [group learning rates erased]
+    lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    lr_erased: list[Any] = field(default_factory=list)
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -228,6 +236,8 @@ class Hooks:
                 d.step_stack = _user_stack()
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
+            if d.lr_asked:
+                check_first_step(d, rec, opt)  # NOTE [group learning rates erased]
         assert rec is not None
         rec.steps += 1
         if not rec.schedule_checked:
@@ -268,12 +278,14 @@ class Hooks:
         rec.rep = rep
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
-        if rec.nonfinite is None and _due(rec.steps) and grads:
+        if _due(rec.steps) and grads:
             busy = self.mode is not None and self.mode.busy
             if self.mode is not None:
                 self.mode.busy = True
             try:
-                self._check_finite(opt, rec, grads, site)
+                before_step(d, rec, opt, param_name)  # NOTE [one gradient, two steps]
+                if rec.nonfinite is None:
+                    self._check_finite(opt, rec, grads, site)
             finally:
                 if self.mode is not None:
                     self.mode.busy = busy
@@ -331,6 +343,8 @@ class Hooks:
             rec.checks += 1
             rec.changed = _checksums(opt) != rec.before
             rec.before = None
+        if rec is not None and rec.audit is not None:
+            after_step(self.data, rec, param_name)  # NOTE [decay without a gradient]
         self.state.after_step = rec.site if rec is not None else None
         self.state.zero_seen = False
         self.state.fresh_grads = False
@@ -381,11 +395,6 @@ def _safe(hook: Any) -> Any:
         return None
 
     return wrapper
-
-
-def _due(step: int) -> bool:
-    """Check gradients on steps 1-4, then on every power of two and every 64th step."""
-    return step <= 4 or (step & (step - 1)) == 0 or step % 64 == 0
 
 
 def param_name(data: HookState, p: Tensor) -> str:

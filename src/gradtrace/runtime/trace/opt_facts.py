@@ -67,3 +67,8 @@ def frozen_stats(m: torch.nn.Module) -> bool:
     ps = [p for p in m._parameters.values() if p is not None]
     return bool(ps) and bool(getattr(m, "track_running_stats", False)) and \
         getattr(m, "running_mean", None) is not None and not any(p.requires_grad for p in ps)
+
+
+def _due(step: int) -> bool:
+    """Check gradients on steps 1-4, then on every power of two and every 64th step."""
+    return step <= 4 or (step & (step - 1)) == 0 or step % 64 == 0

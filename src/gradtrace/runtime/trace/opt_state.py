@@ -119,6 +119,20 @@ def built_site(event: OptEvent) -> Site | None:
     return _site(event.stack)
 
 
+def built_line(data: Any, rec: Any) -> Site | None:
+    """Where the optimizer of step record ``rec`` was built (seen when its constructor ran),
+    else the assignment before its ``step()`` line, else that line."""
+    from gradtrace.runtime.trace.wiring import built_at
+
+    opt = rec.ref()
+    event = data.opt_built.get(id(opt)) if opt is not None else None
+    if event is not None and event.ref() is opt:
+        site = built_site(event)
+        if site is not None:
+            return site
+    return built_at(rec.site) or rec.site
+
+
 def _site(stack: Stack) -> Site | None:
     if not stack:
         return None

@@ -27,6 +27,7 @@ from gradtrace.runtime.trace.classify import (
 from gradtrace.runtime.trace.dead_terms import block_statement, check_combine, seen_in_backward
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
+from gradtrace.runtime.trace.lr_groups import note_asked
 from gradtrace.runtime.trace.opt_state import PROCESS_CODE, on_built, on_state_loaded
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
@@ -93,6 +94,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             elif kind == IS_LEAF:
                 if _getframe(1).f_code.co_name == "add_param_group":
                     self._opt_event(on_built)
+                    self._opt_event(note_asked)  # NOTE [group learning rates erased]
                 kind = PASS
         if kind == PLAIN:
             try:

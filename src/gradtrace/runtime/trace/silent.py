@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
@@ -15,6 +16,7 @@ from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
+from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.modes import eval_findings
@@ -38,16 +40,18 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     checks need the model and optimizer alive; when they are gone (the program built them
     inside a function that returned) the last snapshot taken at an optimizer step is used."""
     live = any(r.ref() is not None for r in data.optimizers.values())
-    out = parameter_findings(state, data) if live else list(data.snapshot)
+    lead, last = applied_findings(data)
+    out = lead + (parameter_findings(state, data) if live else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
         loss_input_findings(state, data) + \
-        schedule_findings(data) + eval_freeze_findings(data) + thrown_away_findings(data)
+        schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
+        thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + requires_grad_attribute(data) + idle + \
         _optimizer_events(data, state) + event_findings(state, steps) + \
-        discarded(state, data) + nonfinite_findings(state, data)
+        discarded(state, data) + nonfinite_findings(state, data) + last
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
