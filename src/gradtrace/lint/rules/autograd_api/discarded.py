@@ -67,7 +67,8 @@ class TensorOpResultDiscarded(Rule):
     name = "tensor-op-result-discarded"
     message = ("`{call}` returns a new tensor and leaves `{target}` unchanged; as a statement of "
                "its own its result is thrown away, so the {what} never happens: use the "
-               "in-place `{method}_` or assign the result")
+               "in-place `{method}_` or assign the result (or delete the line if no "
+               "{what} is meant)")
     triggers = tuple(sorted(PURE_WITH_INPLACE))
     gate_statements = True
     examples = [
