@@ -109,6 +109,17 @@ for i in range(6):
     if (i + 1) % 3 == 0:
         opt.step()
 """),
+    # the accumulation branch written as a skip: the step is left out on 3 passes of 4
+    "step_skipped_unless_accumulated_three_passes": ("GT512", """
+model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(8):
+    optimizer.zero_grad(set_to_none=True)  # C
+    F.mse_loss(model(torch.randn(4, 3)), torch.randn(4, 1)).backward()
+    if it % 4 != 3:
+        continue
+    optimizer.step()
+"""),
     "epoch_start_clear_drops_partial_sum": ("GT827", """
 def fit(model, opt, data, accumulate=3, epochs=2):
     seen = 0
@@ -253,6 +264,20 @@ Trainer(net, resume=first.opt.state_dict())
 }
 
 LOOKALIKES = {
+    # a guard skips the step of one pass whose gradient norm spiked and drops its gradient on
+    # purpose; every other pass steps
+    "step_skipped_on_a_gradient_norm_spike": """
+model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for it in range(6):
+    scale = 50.0 if it == 2 else 1.0
+    optimizer.zero_grad()
+    F.mse_loss(model(torch.randn(4, 3) * scale), torch.randn(4, 1)).backward()
+    norm = nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+    if norm > 20:
+        continue
+    optimizer.step()
+""",
     # per-step totals of a MAML-like inner loop (autograd.grad), summed within one outer step
     # and back-propagated once: no graph outlives the step
     "inner_loop_totals_within_one_outer_step": """

@@ -16,7 +16,9 @@ an evaluation pass) is never used by one and stays silent; so does true gradient
   elsewhere that drops a partial sum (at the start of an epoch): that ``zero_grad()``;
 - one backward() per step, ``zero_grad()`` every pass and ``step()`` inside the same loop but
   only on some passes (an accumulation branch): the ``zero_grad()``, which belongs after the
-  step;
+  step. Only when the passes that skip the step are at least as many as the steps: an
+  accumulation branch skips k-1 passes per step, while a guard that skips the step of a rare
+  pass (a gradient-norm spike, a bad batch) drops that batch on purpose;
 - one backward() per step and ``step()`` outside the loop where ``zero_grad()`` and backward()
   run (once per epoch): the ``step()``.
 """
@@ -85,6 +87,8 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
                      "used them (or step on the partial sum first)", related=related,
                      severity="warning")]
     if _same_loop(step, zero):
+        if len(mine) < rec.steps:
+            return []  # a guard that skips a rare step (a spike, a bad batch): on purpose
         return [make(code_for("zero-grad-every-accumulation-step", "GT827"), zero,
                      f"zero_grad() here runs on every pass while optimizer.step() "
                      f"({src(step)}) runs only on some: it cleared the gradients of {lost} "
