@@ -264,6 +264,37 @@ Trainer(net, resume=first.opt.state_dict())
 }
 
 LOOKALIKES = {
+    # a second-order optimizer reads the gradients of a sampled-label backward through a method
+    # of its own (Sophia's update_hessian), after the step of the training loss
+    "curvature_backward_read_by_an_optimizer_method": """
+class Curvature(torch.optim.SGD):
+    @torch.no_grad()
+    def accumulate_curvature(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = self.state[p]
+                st["h"] = st.get("h", torch.zeros_like(p)) * 0.9 + 0.1 * p.grad * p.grad
+
+
+class Loop:
+    def __init__(self):
+        self.net = nn.Linear(3, 2)
+        self.optim = Curvature(self.net.parameters(), lr=0.1)
+
+    def run(self, n):
+        for i in range(n):
+            x = torch.randn(4, 3)
+            F.mse_loss(self.net(x), torch.zeros(4, 2)).backward()
+            self.optim.step()
+            self.optim.zero_grad()
+            out = self.net(x)
+            F.cross_entropy(out, out.argmax(1)).backward()
+            self.optim.accumulate_curvature()
+            self.optim.zero_grad()
+
+
+Loop().run(3)
+""",
     # a guard skips the step of one pass whose gradient norm spiked and drops its gradient on
     # purpose; every other pass steps
     "step_skipped_on_a_gradient_norm_spike": """

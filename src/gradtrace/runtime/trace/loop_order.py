@@ -24,6 +24,7 @@ an evaluation pass) is never used by one and stays silent; so does true gradient
 """
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from typing import Any
 
@@ -193,6 +194,44 @@ def backward_ends(state: Any, site: Site | None) -> None:
         order.pending[id(rec)] = (rec.steps, now, lines)
 
 
+def _block_after(tree: ast.AST, line: int) -> list[ast.stmt]:
+    """The statements after the innermost statement holding ``line``, in its block."""
+    best: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, st in enumerate(block):
+                if isinstance(st, ast.stmt) and st.lineno <= line <= (st.end_lineno or st.lineno):
+                    if not best or st.lineno >= best[0].lineno:
+                        best = [st, *block[i + 1:]]
+    return best[1:]
+
+
+def _used_otherwise(step: Site, line: Site) -> bool:
+    """NOTE [step before backward]: after the backward() at ``line`` and before gradients are
+    cleared, its block hands them to the stepping optimizer another way (a method other than
+    ``step``/``zero_grad``: Sophia's ``update_hessian()``): they are used."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(line.path)
+    if tree is None:
+        return False
+    owners = {ast.unparse(n.func.value) for n in ast.walk(tree)
+              if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr == "step" and n.lineno <= step.line <= (n.end_lineno or n.lineno)}
+    for st in _block_after(tree, line.line):
+        for n in ast.walk(st):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    ast.unparse(n.func.value) in owners:
+                if n.func.attr == "zero_grad":
+                    return False
+                if n.func.attr != "step":
+                    return True
+    return False
+
+
 def step_too_early(state: Any) -> list[Finding]:
     """NOTE [step before backward]: the step of the optimizer whose gradients a later
     backward() in the same function adds, and which are dropped before its next step."""
@@ -205,7 +244,8 @@ def step_too_early(state: Any) -> list[Finding]:
         step = rec.site
         if line in order.used or line in state.consumed_sites or step is None or \
                 step.path != line.path or step.function != line.function or \
-                step.line >= line.line or enclosing_loop(step) is not enclosing_loop(line):
+                step.line >= line.line or enclosing_loop(step) is not enclosing_loop(line) or \
+                _used_otherwise(step, line):
             continue
         return [make(code_for(KIND, "GT827"), step,
                      f"optimizer.step() here runs before the backward() at {src(line)} in the "
