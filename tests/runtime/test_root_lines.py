@@ -209,6 +209,19 @@ for _ in range(2):
     net(torch.randn(2, 3)).pow(2).mean().backward()
     opt.step()
 """),
+    # the scaler steps the optimizer before a second backward and updates after it: the
+    # scaler's update() reads no gradient, the second backward's are dropped
+    "scaler_step_before_a_second_backward_then_update": ("GT827", """
+seg = nn.Linear(3, 2)
+opt = torch.optim.SGD(seg.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu")
+for _ in range(3):
+    opt.zero_grad()
+    scaler.scale(F.mse_loss(seg(torch.randn(4, 3)), torch.zeros(4, 2))).backward()
+    scaler.step(opt)  # C
+    scaler.scale(seg(torch.randn(4, 3)).pow(2).mean()).backward()
+    scaler.update()
+"""),
     "adaptation_step_before_adversarial_backward": ("GT827", """
 class Adapt:
     def __init__(self):

@@ -218,7 +218,8 @@ def _used_otherwise(step: Site, line: Site) -> bool:
     tree = tree_of(line.path)
     if tree is None:
         return False
-    owners = {ast.unparse(n.func.value) for n in ast.walk(tree)
+    # the optimizer: the receiver of ``opt.step()``, the argument of ``scaler.step(opt)``
+    owners = {ast.unparse(n.args[0] if n.args else n.func.value) for n in ast.walk(tree)
               if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and n.func.attr == "step" and n.lineno <= step.line <= (n.end_lineno or n.lineno)}
     for st in _block_after(tree, line.line):
@@ -227,9 +228,14 @@ def _used_otherwise(step: Site, line: Site) -> bool:
                     ast.unparse(n.func.value) in owners:
                 if n.func.attr == "zero_grad":
                     return False
-                if n.func.attr != "step":
+                if n.func.attr not in _NO_GRADIENT_READ:
                     return True
     return False
+
+
+# optimizer methods that read no gradient
+_NO_GRADIENT_READ = frozenset({"step", "add_param_group", "state_dict", "load_state_dict",
+                               "register_step_pre_hook", "register_step_post_hook"})
 
 
 def step_too_early(state: Any) -> list[Finding]:
