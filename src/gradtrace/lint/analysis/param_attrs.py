@@ -14,24 +14,29 @@ writes. Grad-mode blocks and decorators inside the method are the rule's to chec
 from __future__ import annotations
 
 import ast
+import weakref
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.kinds import PARAMETER
+from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
-    from gradtrace.lint.analysis.modules import ClassInfo
     from gradtrace.lint.context import Context
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def forward_methods(ctx: Context, cls: ClassInfo) -> list[Fn]:
+_FORWARD: weakref.WeakKeyDictionary[ClassInfo, list[Fn]] = weakref.WeakKeyDictionary()
+
+
+def forward_methods(cls: ClassInfo) -> list[Fn]:
     """``forward`` and the methods it calls through ``self``, transitively (not
-    ``__init__``)."""
-    def make() -> list[Fn]:
+    ``__init__``); found once per class, several rules ask."""
+    got = _FORWARD.get(cls)
+    if got is None:
         out: list[Fn] = []
         todo, seen = ["forward"], set()
         while todo:
@@ -42,8 +47,8 @@ def forward_methods(ctx: Context, cls: ClassInfo) -> list[Fn]:
             out.append(m)
             todo.extend(n.func.attr for n in walk(m) if isinstance(n, ast.Call)
                         and isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self")
-        return out
-    return ctx.memo("forward-methods", cls.node, make)
+        got = _FORWARD[cls] = out
+    return list(got)
 
 
 def trained_parameter(ctx: Context, cls: ClassInfo, attr: str) -> ast.stmt | None:

@@ -30,7 +30,7 @@ def forward_parameter_writes(ctx: Context, node: ast.ClassDef) -> Iterator[Write
     cls = ctx.analysis.classes.get(node.name)
     if cls is None or cls.node is not node or not cls.is_module:
         return
-    for m in forward_methods(ctx, cls):
+    for m in forward_methods(cls):
         for stmt in own_statements(m.body):
             for target, what in in_place_writes(stmt):
                 t = target.value if isinstance(target, ast.Subscript) else target

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import ast
 import re
-import weakref
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.analysis.kinds import MODULE, REGISTERED
+from gradtrace.lint.analysis.param_attrs import forward_methods as _forward_methods
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import (
@@ -24,33 +23,6 @@ from gradtrace.lint.rules.registration.attributes import (
 RANDOM_LAYER_RE = re.compile(
     r"^(Lazy)?(Linear|Bilinear|Conv\w*|Embedding\w*|RNN|LSTM|GRU|RNNCell|LSTMCell|GRUCell|"
     r"MultiheadAttention|Transformer\w*)$")
-
-
-_FORWARD: weakref.WeakKeyDictionary[ClassInfo, list] = weakref.WeakKeyDictionary()
-
-
-def _forward_methods(cls: ClassInfo) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """``forward`` and the methods it calls through ``self`` (transitively; found once per
-    class, five rules ask)."""
-    got = _FORWARD.get(cls)
-    if got is None:
-        got = _FORWARD[cls] = _find_forward_methods(cls)
-    return list(got)
-
-
-def _find_forward_methods(cls: ClassInfo) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    out, todo, seen = [], ["forward"], set()
-    while todo:
-        m = cls.methods.get(todo.pop())
-        if m is None or m.name in seen or m.name == "__init__":
-            continue
-        seen.add(m.name)
-        out.append(m)
-        for n in walk(m):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                    and dotted(n.func.value) == "self" and n.func.attr in cls.methods:
-                todo.append(n.func.attr)
-    return out
 
 
 def _random_layer(e: ast.AST, ctx: Context) -> bool:
