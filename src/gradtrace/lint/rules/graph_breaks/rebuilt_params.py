@@ -6,9 +6,10 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import PARAMETER, PARAMS
+from gradtrace.lint.analysis.param_attrs import forward_methods
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, of_types
+from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # constructors that copy their data into a new leaf without history
@@ -72,7 +73,7 @@ class ParameterRebuiltInForward(Rule):
             return
         cls = ctx.analysis.class_of(ctx.function)
         if cls is None or not cls.is_module or ctx.grad_disabled is not None \
-                or ctx.function.name not in _forward_methods(ctx, cls):  # type: ignore[union-attr]
+                or ctx.function not in forward_methods(cls):  # type: ignore[arg-type]
             return
         param = _own_parameter(node.args[0], cls, ctx)
         if param is not None:
@@ -173,26 +174,6 @@ def _sequence_branch(fn: ast.AST, param: str, line: int) -> bool:
             if kinds & {"list", "tuple", "collections.abc.Sequence", "Sequence", "abc.Sequence"}:
                 return True
     return False
-
-
-def _forward_methods(ctx: Context, cls: object) -> frozenset[str]:
-    """``forward`` and the methods of the class it calls through ``self`` (transitively)."""
-    def make() -> frozenset[str]:
-        methods = cls.methods  # type: ignore[attr-defined]
-        seen: set[str] = set()
-        todo = ["forward"]
-        while todo:
-            name = todo.pop()
-            m = methods.get(name)
-            if m is None or name in seen:
-                continue
-            seen.add(name)
-            for n in of_types(m, (ast.Call,)):  # NOTE [walk index]; the result is a set
-                if isinstance(n.func, ast.Attribute) \
-                        and dotted(n.func.value) == "self" and n.func.attr in methods:
-                    todo.append(n.func.attr)
-        return frozenset(seen)
-    return ctx.memo("gt110-forward", cls.node, make)  # type: ignore[attr-defined]
 
 
 def _own_parameter(arg: ast.AST, cls: object, ctx: Context) -> str | None:
