@@ -99,6 +99,30 @@ def is_parameter_call(node: ast.AST, ctx: Context) -> bool:
     return isinstance(node, ast.Call) and ctx.call_name(node) == "torch.nn.Parameter"
 
 
+def asks_what_it_has(move: ast.Call, data: ast.AST, ctx: Context) -> bool:
+    """``move`` (``.to(d)``, ``.cuda()``, ``.double()``, ...) applied to a tensor made from
+    ``data`` asks for what it already has, so it returns that tensor itself (torch returns
+    ``self`` when device and dtype already match): ``data`` is the same move with the same
+    arguments (``t.to(d)``), or a factory whose ``device=`` / ``dtype=`` give every argument
+    of a ``.to(...)`` (``torch.zeros(3, device=d)``)."""
+    f = move.func
+    if not isinstance(f, ast.Attribute) or f.attr not in COPY_METHODS:
+        return False
+    sig = [ast.dump(a) for a in move.args] + sorted(ast.dump(k) for k in move.keywords)
+    if isinstance(data, ast.Call) and isinstance(data.func, ast.Attribute) \
+            and data.func.attr == f.attr and sig == [ast.dump(a) for a in data.args] + \
+            sorted(ast.dump(k) for k in data.keywords):
+        return True
+    if f.attr != "to" or not sig or not isinstance(data, ast.Call) \
+            or (ctx.call_name(data) or "") not in NEW_TENSOR_FUNCS:
+        return False
+    given = {ast.dump(k.value) for k in data.keywords if k.arg in ("device", "dtype")}
+    wanted = list(move.args) + [k.value for k in move.keywords
+                                       if k.arg in ("device", "dtype")]
+    return len(wanted) == len(move.args) + len(move.keywords) and \
+        all(ast.dump(a) in given for a in wanted)
+
+
 def single_assign_of(call: ast.Call, ctx: Context) -> ast.Assign | None:
     """The statement ``target = value`` (one target) whose value is ``call`` or has ``call``
     as an operand of a binary operation (``torch.randn(3) * 0.1``), else None."""

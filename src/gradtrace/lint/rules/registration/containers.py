@@ -10,8 +10,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
-    COPY_METHODS, VIEW_METHODS, is_true, grad_factory, is_parameter_call, made_non_leaf,
-    nn_alias, single_assign_of)
+    COPY_METHODS, VIEW_METHODS, asks_what_it_has, is_true, grad_factory, is_parameter_call,
+    made_non_leaf, nn_alias, single_assign_of)
 from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -430,7 +430,8 @@ class ParameterMovedAfterWrapping(Rule):
     (`.squeeze()`, `.reshape()`, `.view()`, `.t()`) is always such a new tensor. Move or
     reshape the data first: `nn.Parameter(t.to(device))`.
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
-    itself, so the bug only shows on the other device; the rule reports it anyway. A dummy
+    itself; the rule sees that only when the data was moved or made the same way in the call
+    (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy
     loss returned by a loss function, or an operand of arithmetic, is left alone.
     """
 
@@ -482,8 +483,8 @@ class ParameterMovedAfterWrapping(Rule):
                 and LOSS_FUNC_RE.match(fn.name.lower()):
             return  # a dummy loss for a model with nothing to train: backwarded, not registered
         data = inner.args[0]
-        if isinstance(data, ast.Starred):
-            return
+        if isinstance(data, ast.Starred) or asks_what_it_has(node, data, ctx):
+            return  # `nn.Parameter(t.to(d)).to(d)`: the second move returns the Parameter
         dsrc = ctx.source(data)
         if not isinstance(data, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             dsrc = f"({dsrc})"

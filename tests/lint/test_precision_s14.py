@@ -1,0 +1,63 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen14.md (session 14:
+Graph-WaveNet, tabular-dl-revisiting-models, ppnp, deep_gcns_torch,
+neural-combinatorial-rl-pytorch), each in another spelling than the project's and next to
+a buggy twin that is still reported. Every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # Graph-WaveNet: `nn.Parameter(torch.randn(n, 10).to(device), requires_grad=True)
+    # .to(device)`: the data already has what the second move asks, so `.to()` returns the
+    # Parameter itself (registered). Here the data is made with the dtype the move asks.
+    # Twin: the data made in float32, the move to float64 is a real copy, not registered
+    "move-to-what-the-data-already-has": (Shape("""
+        class Graph(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.emb = nn.Parameter(torch.randn(n, 3, dtype=torch.float64)).to(torch.float64)
+        g = Graph(5)
+        """, "GT403", holds="len(list(g.parameters())) == 1"), Shape("""
+        class Graph(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.emb = nn.Parameter(torch.randn(n, 3)).to(torch.float64)
+        g = Graph(5)
+        """, "GT403", 4, holds="len(list(g.parameters())) == 0")),
+    "second-identical-cast": (Shape("""
+        class Graph(nn.Module):
+            def __init__(self, n, kind):
+                super().__init__()
+                self.emb = nn.Parameter(torch.randn(n, 3).to(dtype=kind)).to(dtype=kind)
+        g = Graph(5, torch.float64)
+        """, "GT403", holds="len(list(g.parameters())) == 1"), Shape("""
+        class Graph(nn.Module):
+            def __init__(self, n, kind):
+                super().__init__()
+                self.emb = nn.Parameter(torch.randn(n, 3).to(dtype=torch.float32)).to(dtype=kind)
+        g = Graph(5, torch.float64)
+        """, "GT403", 4, holds="len(list(g.parameters())) == 0")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
