@@ -50,6 +50,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.emb = nn.Parameter(torch.randn(n, 3).to(dtype=torch.float32)).to(dtype=kind)
         g = Graph(5, torch.float64)
         """, "GT403", 4, holds="len(list(g.parameters())) == 0")),
+    # tabular-dl-revisiting-models: `while chunk_size != 0: try: optimizer.zero_grad(); ...
+    # backward() ... except RuntimeError (out of memory): chunk_size //= 2; else: break`, then
+    # `optimizer.step()`: the loop repeats only after a pass that raised, so the step applies
+    # the one pass that finished. Here the `break` ends the `try` body. Twin: the same loop
+    # over chunks without the break; the step applies the last chunk's gradient alone
+    "retry-loop-that-breaks-after-its-backward": (Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def update(batch):
+            tries = 0
+            while True:
+                try:
+                    opt.zero_grad()
+                    tries += 1
+                    if tries == 1:
+                        raise MemoryError("simulated")
+                    loss = model(batch).pow(2).mean()
+                    loss.backward()
+                    break
+                except MemoryError:
+                    continue
+            full = model.weight.grad.clone()
+            opt.step()
+            return tries, full
+        x = torch.randn(8, 4)
+        tries, full = update(x)
+        """, "GT518", holds="tries == 2"), Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def update(batch):
+            for chunk in batch.split(4):
+                try:
+                    opt.zero_grad()
+                    loss = model(chunk).pow(2).mean()
+                    loss.backward()
+                except MemoryError:
+                    continue
+            applied = model.weight.grad.clone()
+            opt.step()
+            return applied
+        x = torch.randn(8, 4)
+        last = torch.autograd.grad(model(x[4:]).pow(2).mean(), model.weight)[0]
+        applied = update(x)
+        """, "GT518", 12, holds="torch.allclose(applied, last)")),
 }
 
 

@@ -101,7 +101,7 @@ class StepOutsideBackwardLoop(LoopRule):
                         b.accumulates and f.inside(b.stmt, loop) and f.before(z.stmt, b.stmt)
                         for b in f.backwards) or any(
                         s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
-                        for s2 in f.steps) or _own_pass(f, loop, s):
+                        for s2 in f.steps) or _own_pass(f, loop, s) or _retried(f, loop):
                 continue
             done.add(id(s.call))
             fields = dict(loop_line=loop.lineno, clear=ctx.source(z.call),
@@ -118,6 +118,42 @@ class StepOutsideBackwardLoop(LoopRule):
                 related_at(ctx, z.call, "cleared on every pass of the loop here"),),
                 lead=f"`{ctx.source(s.call)}`", **fields,
                 advice="step inside that loop, after `backward()`")
+
+
+def _retried(f: LoopFacts, loop: ast.stmt) -> bool:
+    """Every backward of ``loop`` is followed, in its pass, by a ``break`` of the loop (in
+    the same block or an enclosing one, or in the ``else:`` of the ``try`` it sits in): a
+    pass that gets past its backward ends the loop, so the loop repeats only after a pass
+    that raised (caught inside) and the step applies the one pass that finished: a retry
+    (tabular-dl-revisiting-models halves the chunk size on an out-of-memory error)."""
+    inner = [b for b in f.backwards if f.inside(b.stmt, loop)]
+    return bool(inner) and all(_breaks_after(loop.body, b.stmt) for b in inner)
+
+
+def _breaks_after(block: list[ast.stmt], target: ast.stmt) -> bool:
+    for i, st in enumerate(block):
+        if st is target:
+            return _breaks(block[i + 1:])
+        if isinstance(st, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                           ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue  # a `break` there ends that inner loop, not this one
+        subs = [getattr(st, k) for k in ("body", "orelse", "finalbody")
+                if isinstance(getattr(st, k, None), list)]
+        subs += [h.body for h in getattr(st, "handlers", ())]
+        subs += [c.body for c in getattr(st, "cases", ())]
+        for sub in subs:
+            if not any(n is target for n in walk(ast.Module(body=sub, type_ignores=[]))):
+                continue
+            if _breaks_after(sub, target):
+                return True
+            if isinstance(st, ast.Try) and sub is st.body and _breaks(st.orelse):
+                return True
+            return _breaks(block[i + 1:])
+    return False
+
+
+def _breaks(rest: list[ast.stmt]) -> bool:
+    return any(isinstance(st, ast.Break) for st in rest)
 
 
 def _own_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
