@@ -94,6 +94,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         last = torch.autograd.grad(model(x[4:]).pow(2).mean(), model.weight)[0]
         applied = update(x)
         """, "GT518", 12, holds="torch.allclose(applied, last)")),
+    # ppnp: `model = model_class(nfeatures, nclasses, **args).to(device)` before the loop,
+    # the loss reading `model.reg_params` in it: the value is a model (it is called,
+    # `model(attr, idx)`), not a tensor with a graph of its own. Here the class comes from
+    # a builder function's argument and the loss reads the weight. Twin: the model's output
+    # computed once before the loop; the second backward raises
+    "model-built-from-a-class-argument": (Shape("""
+        class Probe(nn.Linear):
+            @property
+            def decayed(self):
+                return [self.weight]
+        def fit(encoder_type, x, y, steps=3):
+            encoder = encoder_type(4, 2)
+            opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
+            for _ in range(steps):
+                opt.zero_grad()
+                penalty = sum(torch.sum(w ** 2) for w in encoder.decayed)
+                loss = F.cross_entropy(encoder(x), y) + 1e-3 * penalty
+                loss.backward()
+                opt.step()
+            return encoder
+        encoder = fit(Probe, torch.randn(6, 4), torch.randint(0, 2, (6,)))
+        """, "GT507", holds="encoder.weight.grad is not None"), Shape("""
+        class Probe(nn.Linear):
+            @property
+            def decayed(self):
+                return [self.weight]
+        def fit(encoder_type, x, y, steps=3):
+            encoder = encoder_type(4, 2)
+            opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
+            out = encoder(x)
+            for _ in range(steps):
+                opt.zero_grad()
+                penalty = sum(torch.sum(w ** 2) for w in encoder.decayed)
+                loss = F.cross_entropy(out, y) + 1e-3 * penalty
+                loss.backward()
+                opt.step()
+            return encoder
+        encoder = fit(Probe, torch.randn(6, 4), torch.randint(0, 2, (6,)))
+        """, "GT507", 8, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 

@@ -267,7 +267,8 @@ class GraphReusedAcrossSteps(LoopRule):
                     continue
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
-                if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop):
+                if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop) \
+                        or _called(f, t.name):
                     continue
                 done.add(id(t.stmt))
                 leaf_reported = leaf_reported or leaf is not None
@@ -287,6 +288,15 @@ def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
              and isinstance(n.func, ast.Name) and n.func.id == "next" and n.args
              and isinstance(n.args[0], ast.Name) and n.args[0].id == name]
     return bool(reads) and len(reads) == len(nexts)
+
+
+def _called(f: LoopFacts, name: str) -> bool:
+    """``name`` is called in the function (``model(data)``): a callable, so the value it
+    holds is no tensor with a graph of its own, but a model (ppnp's ``model =
+    model_class(nfeatures, nclasses).to(device)``, whose ``model.reg_params`` the loss reads)."""
+    return f.ctx.memo("gt507-called", f.node, lambda: {
+        n.func.id for n in bfs_walk(f.node) if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)}).__contains__(name)
 
 
 def _discriminator_steps(f: LoopFacts, g: Graphs, t: Binding, loop: ast.stmt) -> bool:
