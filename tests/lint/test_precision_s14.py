@@ -133,6 +133,40 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return encoder
         encoder = fit(Probe, torch.randn(6, 4), torch.randint(0, 2, (6,)))
         """, "GT507", 8, raises=(RuntimeError, "backward through the graph a second time"))),
+    # deep_gcns_torch (ppi): `scheduler = ReduceLROnPlateau(...)` then `opt.scheduler =
+    # 'ReduceLROnPlateau'`, and `if opt.scheduler == 'ReduceLROnPlateau': scheduler.step(loss)
+    # else: scheduler.step()`: the setting made with the build sends every run to the first
+    # arm. Here a trainer's attribute, set in `__init__`, read in another method. Twin: the
+    # setting names another kind; the `else` arm runs and raises
+    "plateau-stepped-in-the-arm-its-setting-excludes": (Shape("""
+        class Trainer:
+            def __init__(self, net):
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(self.opt, patience=0)
+                self.kind = "plateau"
+            def end_epoch(self, val_loss):
+                if self.kind == "plateau":
+                    self.sched.step(val_loss)
+                else:
+                    self.sched.step()
+        t = Trainer(nn.Linear(2, 1))
+        for v in (1.0, 2.0, 3.0):
+            t.end_epoch(v)
+        """, "GT531", holds="t.opt.param_groups[0]['lr'] < 0.1"), Shape("""
+        class Trainer:
+            def __init__(self, net):
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(self.opt, patience=0)
+                self.kind = "cosine"
+            def end_epoch(self, val_loss):
+                if self.kind == "plateau":
+                    self.sched.step(val_loss)
+                else:
+                    self.sched.step()
+        t = Trainer(nn.Linear(2, 1))
+        for v in (1.0, 2.0, 3.0):
+            t.end_epoch(v)
+        """, "GT531", 10, raises=(TypeError, "metrics"))),
 }
 
 

@@ -293,9 +293,41 @@ def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST) -> bool:
     cannot both hold (``if args.sched == 'plateau':`` builds, ``if args.sched == 'step':``
     steps; or ``== c`` and the ``else`` of ``== c``): no run reaches both."""
     guards = _guards(ctx)
-    ga, gb = guards.get(id(a), ()), guards.get(id(b), ())
+    ga, gb = guards.get(id(a), ()) + _set_with(ctx, a), guards.get(id(b), ())
     return any(x == y and (ex and ey and c != d or ex != ey and c == d)
                for x, c, ex in ga for y, d, ey in gb)
+
+
+def _set_with(ctx: Context, a: ast.AST) -> tuple[Setting, ...]:
+    """The settings the statements after ``a``'s, in its block, give one constant each
+    (``scheduler = ReduceLROnPlateau(...)`` then ``opt.scheduler = 'ReduceLROnPlateau'``),
+    when the file sets that name nowhere else: every run that builds ``a`` holds them
+    (deep_gcns_torch's ppi ``main.py`` then steps with the metric under ``if opt.scheduler ==
+    'ReduceLROnPlateau':`` and without it in the ``else``)."""
+    owner = _enclosing(ctx, ctx.tree).get(id(a), ctx.tree)
+    for n in walk(owner):
+        for block in (getattr(n, k, None) for k in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list):
+                continue
+            at = next((i for i, st in enumerate(block) if isinstance(
+                st, (ast.Assign, ast.AnnAssign, ast.Expr)) and any(x is a for x in walk(st))),
+                None)
+            if at is None:
+                continue
+            out = []
+            for st in block[at + 1:]:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(
+                        st.value, ast.Constant) and (name := dotted(st.targets[0])) \
+                        and _set_once(ctx, name):
+                    out.append((name, st.value.value, True))
+            return tuple(out)
+    return ()
+
+
+def _set_once(ctx: Context, name: str) -> bool:
+    return [dotted(t) for n in walk(ctx.tree) if isinstance(n, (ast.Assign, ast.AugAssign,
+            ast.AnnAssign)) for t in walk(ast.Tuple(elts=n.targets if isinstance(
+                n, ast.Assign) else [n.target]))].count(name) == 1
 
 
 def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
