@@ -167,6 +167,62 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for v in (1.0, 2.0, 3.0):
             t.end_epoch(v)
         """, "GT531", 10, raises=(TypeError, "metrics"))),
+    # neural-combinatorial-rl-pytorch: `MultiStepLR(opt, range(int(args['actor_lr_decay_step']),
+    # ...))` stepped on every batch of `for i in range(epoch, epoch + int(args['n_epochs']))`:
+    # the milestones count steps; the two only share the mapping `args` and the callee `int`.
+    # Twins: the period read from the epoch count itself; the rate decays within the first epoch
+    "period-sharing-only-a-callee-with-the-epoch-loop": (Shape("""
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        def train(n_epochs, decay_iters, batches):
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=int(decay_iters), gamma=0.5)
+            for epoch in range(int(n_epochs)):
+                for x in batches:
+                    opt.zero_grad()
+                    net(x).sum().backward()
+                    opt.step()
+                    sched.step()
+        train(2, 8, [torch.randn(3, 2) for _ in range(4)])
+        """, "GT526", holds="opt.param_groups[0]['lr'] == 0.5"), Shape("""
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        def train(n_epochs, decay_iters, batches):
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=int(n_epochs) // 2, gamma=0.5)
+            for epoch in range(int(n_epochs)):
+                for x in batches:
+                    opt.zero_grad()
+                    net(x).sum().backward()
+                    opt.step()
+                    sched.step()
+        train(2, 8, [torch.randn(3, 2) for _ in range(4)])
+        """, "GT526", 10, holds="opt.param_groups[0]['lr'] == 0.5 ** 8")),
+    "period-from-another-key-of-the-config": (Shape("""
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        cfg = {"epochs": 2, "decay_every": 8}
+        lrs = []
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[cfg["decay_every"]])
+        for epoch in range(cfg["epochs"]):
+            for x in [torch.randn(3, 2) for _ in range(4)]:
+                opt.zero_grad()
+                net(x).sum().backward()
+                opt.step()
+                sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        """, "GT526", holds="lrs == [1.0, 0.1]"), Shape("""
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        cfg = {"epochs": 2, "decay_every": 8}
+        lrs = []
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[cfg["epochs"] // 2])
+        for epoch in range(cfg["epochs"]):
+            for x in [torch.randn(3, 2) for _ in range(4)]:
+                opt.zero_grad()
+                net(x).sum().backward()
+                opt.step()
+                sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        """, "GT526", 11, holds="lrs == [0.1, 0.1]")),
 }
 
 

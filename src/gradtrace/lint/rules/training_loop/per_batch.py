@@ -31,8 +31,22 @@ def _period(call: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
 
 
 def _names(e: ast.AST) -> set[str]:
-    return {d for n in bfs_walk(e) if isinstance(n, (ast.Name, ast.Attribute))
-            and isinstance(n.ctx, ast.Load) for d in (dotted(n),) if d}
+    """The values ``e`` reads: names and attributes, an entry of a mapping under a constant
+    key as ``args.key`` (``args['decay_step']`` is not ``args['n_epochs']``); not the
+    callees (``int``, ``range``), nor the mapping itself."""
+    out: set[str] = set()
+    skip: set[int] = set()
+    for n in bfs_walk(e):
+        if isinstance(n, ast.Call):
+            skip.add(id(n.func))
+        elif isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) \
+                and isinstance(n.slice.value, str) and (d := dotted(n.value)):
+            skip.add(id(n.value))
+            out.add(f"{d}.{n.slice.value}")
+        elif isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) \
+                and id(n) not in skip and (d := dotted(n)):
+            out.add(d)
+    return out
 
 
 def _per_iteration(e: ast.AST) -> bool:
