@@ -203,3 +203,54 @@ def test_detached_list_look_alike_stays_silent(run_script):
     res = run_script(KEPT_GRAPHS.format(init="history = []", keep="history.append(err.detach())",
                                         ret="history"))
     assert res.findings == [], res.err
+
+
+# Graph-WaveNet (docs/triage/unseen14.md): `self.nodevec1 = nn.Parameter(initemb1).to(device)`
+# (GT403, static) sat in the file where the run found the last block's BatchNorm never graded
+# (GT820, its output unused): the fallback "same file" fused them. What GT403 reports is a copy
+# that is never a registered parameter, so it is never among the parameters GT820 names.
+UNGRADED_TAIL = """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1)).to(torch.float32)
+        self.head = nn.Linear(4, 1)
+        self.tail = nn.Linear(4, 4)
+    def forward(self, x):
+        skip = self.head(x) * self.scale
+        x = self.tail(x)
+        return skip
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def test_moved_parameter_does_not_account_for_ungraded_layers(run_script):
+    res = run_script(UNGRADED_TAIL)
+    got = [(f["code"], f["source"]) for f in res.findings]
+    assert ("GT820", "runtime") in got and ("GT403", "static") in got, res.findings
+    assert "confirmed at run time (GT820)" not in res.err
+    assert "scale" in dict(_net_params(UNGRADED_TAIL))  # registered
+
+
+def test_moved_parameter_copy_is_still_reported_beside_ungraded_layers(run_script):
+    # twin: the move is a real cast (float64), so `scale` is an unregistered copy: GT403 is
+    # still reported, and GT820 stands on its own
+    res = run_script(UNGRADED_TAIL.replace(
+        ".to(torch.float32)", ".to(torch.float64)"))
+    got = [(f["code"], f["source"]) for f in res.findings]
+    assert ("GT820", "runtime") in got and ("GT403", "static") in got, res.findings
+    assert "scale" not in dict(_net_params(UNGRADED_TAIL.replace(
+        ".to(torch.float32)", ".to(torch.float64)")))
+
+
+def _net_params(src: str) -> list[tuple[str, object]]:
+    env: dict = {}
+    exec(src.split("model = Net()")[0], env)
+    return list(env["Net"]().named_parameters())

@@ -137,6 +137,10 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
                     "GT524", "GT526", "GT848"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).
+# runtime code -> static rules whose object is never among what it names: GT820 lists registered
+# parameters never graded, and GT403's moved copy is never a registered parameter (a move that
+# returns the Parameter itself is harmless) (Graph-WaveNet, docs/triage/unseen14.md)
+_NEVER_NAMED: dict[str, frozenset[str]] = {"GT820": frozenset({"GT403"})}
 _SPECIFIC = frozenset({"freed-graph", "accumulate", "empty-optimizer", "not-optimized"})
 # Families where the runtime sees which of two lines both faces name is the cause (the backward()
 # that added into a stale .grad, not the step() that applied the sum): its line leads.
@@ -312,7 +316,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
     fams = _families(r)
     if not fams:
         return None
-    allowed = frozenset().union(*(EXPLAINS[f] for f in fams))
+    allowed = frozenset().union(*(EXPLAINS[f] for f in fams)) - _NEVER_NAMED.get(r.code, set())
     r_path = _abs(r.path)
     cause_lines = {(_abs(x.path), x.line) for x in r.related} - ({crash_line} if crash_line
                                                                    else set())
