@@ -8,7 +8,7 @@ into the result. :class:`CutParams` gives, by the function's name, the positions
 parameters, and for ``self.<attr>(...)`` running a module of the file the ``forward``
 parameters some path leaves unread. The counterpart of :mod:`.helper_cuts` (functions that
 cut what they *return*); the GT5 dependency walk reads both through
-:func:`gradtrace.lint.rules.training_loop._deps.loads`.
+:func:`gradtrace.lint.analysis.graph_deps.loads`.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, LEAF_CALLS, NON_VALUE_ATTRS
-from gradtrace.lint.analysis.reach import decorated_off, defs_by_name, disables_grad
+from gradtrace.lint.analysis.reach import decorated_off, defs_by_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
 
@@ -96,38 +96,38 @@ def _live_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set
     a value (an ``if`` splits the paths; loops, ``with`` and ``try`` blocks count as read
     whole; a body that only falls off its end: every name read anywhere)."""
     anywhere = _uncut_loads(fn, ctx)
-    must, returned = _paths(fn.body, ctx)
+    must, returned = _paths(fn.body, ctx, fn)
     if not returned or must is None:
         return anywhere
     return anywhere & must
 
 
-def _reads(s: ast.stmt, ctx: Context) -> set[str]:
-    return _uncut_loads(ast.Module(body=[s], type_ignores=[]), ctx)
+def _reads(s: ast.stmt, ctx: Context, fn: ast.AST) -> set[str]:
+    return _uncut_loads(fn, ctx, [s])
 
 
 _ALL = None  # the reads of a path that raises: it makes no value, so it constrains nothing
 
 
-def _paths(body: list[ast.stmt], ctx: Context) -> tuple[set[str] | None, bool]:
+def _paths(body: list[ast.stmt], ctx: Context, fn: ast.AST) -> tuple[set[str] | None, bool]:
     """(names read on every path through ``body`` that returns, whether every path returns or
     raises); ``None`` for the names: every path raises."""
     acc: set[str] = set()
     for i, s in enumerate(body):
         if isinstance(s, ast.Return):
-            return acc | _reads(s, ctx), True
+            return acc | _reads(s, ctx, fn), True
         if isinstance(s, ast.Raise):
             return _ALL, True
         if not isinstance(s, ast.If):
-            acc |= _reads(s, ctx)
+            acc |= _reads(s, ctx, fn)
             continue
-        acc |= _reads(ast.Expr(s.test), ctx)
+        acc |= _reads(ast.Expr(s.test), ctx, fn)
         rest: tuple[set[str] | None, bool] | None = None  # read once: sequential `if`s stay linear
         ways = []
         for branch in (s.body, s.orelse):
-            m, done = _paths(branch, ctx)
+            m, done = _paths(branch, ctx, fn)
             if not done:  # the branch falls through to the statements after the `if`
-                rest = rest or _paths(body[i + 1:], ctx)
+                rest = rest or _paths(body[i + 1:], ctx, fn)
                 r = rest[0]
                 m = _ALL if m is _ALL or r is _ALL else m | r
             ways.append(m)
@@ -138,16 +138,22 @@ def _paths(body: list[ast.stmt], ctx: Context) -> tuple[set[str] | None, bool]:
     return acc, False
 
 
-def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
-    """Names read in ``fn`` outside any graph-cutting call (sizes and integer results
-    included) or ``.data`` (``.shape``, ``.device``: no value of the tensor); under ``no_grad`` (a
-    ``with`` block or the decorator) a name an operation reads (``output.topk(k)``, ``x * 2``,
-    ``torch.cat([x])``) is cut too: only the bare name (``return x``) keeps its graph."""
+def _uncut_loads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context,
+                 within: list[ast.AST] | None = None) -> set[str]:
+    """Names read in ``fn`` (or in the part ``within`` of it) outside any graph-cutting call
+    (sizes and integer results included) or ``.data`` (``.shape``, ``.device``: no value of
+    the tensor); where grad is off (the function's :class:`~gradtrace.lint.flow.Scope` says
+    so: the decorator, a ``with`` block, ``enable_grad`` inside them) a name an operation reads
+    (``output.topk(k)``, ``x * 2``, ``torch.cat([x])``) is cut too: only the bare name
+    (``return x``) keeps its graph."""
+    scope = ctx.scope(fn)
     off = decorated_off(fn, ctx)
     out: set[str] = set()
-    stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in child_nodes(fn)]
+    stack: list[tuple[ast.AST, ast.AST, bool]] = [(c, fn, off) for c in within or child_nodes(fn)]
     while stack:
         n, parent, off = stack.pop()
+        if isinstance(n, ast.stmt) and id(n) in scope.loops:  # a statement of fn itself
+            off = id(n) in scope.no_grad
         if isinstance(n, ast.Call):
             f = n.func
             if (isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS) \
@@ -158,10 +164,6 @@ def _uncut_loads(fn: ast.AST, ctx: Context) -> set[str]:
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             if not (off and _operand(n, parent)):
                 out.add(n.id)
-        elif isinstance(n, (ast.With, ast.AsyncWith)) and any(
-                disables_grad(i.context_expr, ctx) for i in n.items):
-            stack.extend((c, n, True) for c in n.body)
-            continue
         stack.extend((c, n, off) for c in child_nodes(n))
     return out
 
