@@ -17,7 +17,7 @@ import pytest
 from test_heldout_shapes import Shape, _found, _run
 
 from gradtrace.lint.analysis.reach import (
-    decorated_off, defs_by_name, disables_grad, last_binding, off_mode, reaching, value_of)
+    decorated_off, defs_by_name, disables_grad, off_mode, reaching, value_of)
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import Imports
 
@@ -65,17 +65,20 @@ def frozen(x):
 '''
 
 
-def test_reaching_and_last_binding() -> None:
+def test_reaching_with_and_without_a_use() -> None:
     ctx = _ctx(SRC)
     fn = ctx.tree.body[1]
     scope = ctx.scope(fn)
     ret = fn.body[-1]
     # the `if` may not run: both bindings of `out` reach the return, the latest first
-    assert [b.line for b in reaching(ctx, scope, "out", ret, ret.lineno)] == [7, 5]
-    assert last_binding(scope, "out", ret.lineno).line == 7
-    # an attribute chain resolves through its longest bound prefix; `self` is never one
-    assert last_binding(scope, "out.logits", ret.lineno).line == 7
-    assert last_binding(scope, "self.x", ret.lineno) is None
+    assert [b.line for b in reaching(scope, "out", ret.lineno, ret)] == [7, 5]
+    # without a use: the straight-line reading, the last binding only (NOTE [binding policy])
+    assert [b.line for b in reaching(scope, "out", ret.lineno)] == [7]
+    # an attribute chain resolves through its longest bound prefix when asked; `self` is
+    # never one
+    assert [b.line for b in reaching(scope, "out.logits", ret.lineno, prefix=True)] == [7]
+    assert reaching(scope, "out.logits", ret.lineno) == []
+    assert reaching(scope, "self.x", ret.lineno, prefix=True) == []
 
 
 def test_value_of_a_binding() -> None:

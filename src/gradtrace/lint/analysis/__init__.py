@@ -5,9 +5,12 @@ names, attribute chains and call results (NOTE [kinds]), the file's classes with
 register (NOTE [registration]), and what the file's own functions return. Name guesses, the
 fallback, live in :mod:`gradtrace.lint.analysis.vocabulary`. Beside it: where a value comes
 from and where it leaves the graph (:mod:`.origins`, over the one table of graph-cutting calls
-in :mod:`.cuts`, and the file's helpers that cut what they return, :mod:`.helper_cuts`), the
-training step's backward/step/zero_grad/clip calls (:mod:`.steps`), and what happens to a
-module's parameters (:mod:`.params`).
+in :mod:`.cuts`, and the file's helpers that cut what they return, :mod:`.helper_cuts`), which
+sources of a value are made under grad-off (:mod:`.grad_sources`, with the one answer to "a
+helper's result is made under grad-off"), which bindings a value is computed from and which
+hold a graph (:mod:`.graph_deps`), all reading bindings through :mod:`.reach`; the training
+step's backward/step/zero_grad/clip calls (:mod:`.steps`), and what happens to a module's
+parameters (:mod:`.params`).
 """
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "d
                                "device", "label_smoothing", "p", "eps", "reduce",
                                "size_average", "beta", "delta", "margin", "log_target",
                                "non_blocking", "axis", "num_classes"})
-# The GT5 dependency walk (training_loop._deps.loads): results without a graph (detached,
+# The GT5 dependency walk (analysis.graph_deps.loads): results without a graph (detached,
 # Python values, integer/bool results, sizes), calls of Python functions that give numbers,
 # attributes that are no value of the tensor, a value's methods (the receiver flows into the
 # result: the tensor methods that keep the receiver's kind, those of containers and strings),
@@ -94,7 +94,7 @@ TENSOR_METHODS = SAME_KIND | {
     "extend", "update"}
 LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variable",
                         "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
-# The GT2 sources (grad_mode._deps): methods that ask for a gradient, methods that return the
+# The GT2 sources (analysis.grad_sources): methods that ask for a gradient, methods that return the
 # same tensor or a view of it (an inference tensor stays one), ops that save their inputs.
 RG_METHODS = frozenset({"requires_grad_", "retain_grad"})
 VIEW_OR_SAME = frozenset({"view", "view_as", "reshape", "squeeze", "unsqueeze", "permute",

@@ -10,6 +10,9 @@ one function (see :class:`gradtrace.lint.flow.Scope`) and classifying every sour
 * ``unknown``: a function argument, an attribute, an unresolved call;
 * ``data``: a loop target over a loader, a constant, a new tensor from a factory.
 
+Whether a helper's result is made under grad-off is answered here once (:func:`returns_off`,
+NOTE [no-grad helpers]) for GT2 and for the GT5 graph-carrying bindings.
+
 # NOTE [prediction position]
 For a loss call (``F.cross_entropy(pred, target)``, ``criterion(pred, target)``), only the
 first argument is the prediction. A non-prediction argument that is unknown is data (targets);
@@ -29,7 +32,7 @@ from gradtrace.lint.analysis.cuts import (
     NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_functional_loss,
     is_torch_loss)
 from gradtrace.lint.analysis.model_calls import runs_model
-from gradtrace.lint.analysis.origins import data_helper
+from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
@@ -37,7 +40,7 @@ from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
-from gradtrace.lint.rules.grad_mode._helper_saves import saved_params
+from gradtrace.lint.analysis.helper_saves import saved_params
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -188,7 +191,7 @@ class Tracer:
         if name is None:
             d.unknown = True
             return d
-        bs = reaching(self.ctx, self.scope, name, self.scope.statement_of(e), line)
+        bs = reaching(self.scope, name, line, self.scope.statement_of(e))
         if not bs:
             if isinstance(e, ast.Attribute):
                 if e.attr == "data":
@@ -249,9 +252,9 @@ class Tracer:
                 return d
         if is_loss_callee(ctx, func):
             return self._loss_call(e, line, depth)
-        helper = self._helper(e, line)
-        if helper is not None:
-            return self._helper_call(e, helper, line, depth)
+        fn = self._helper(e, line)
+        if fn is not None:
+            return self._helper_call(e, fn, line, depth)
         if qual.startswith("torch.") and not qual.startswith("torch.nn.") \
                 or qual.startswith("torch.nn.functional."):
             return self._args(e, line, depth, saves=qual.rpartition(".")[2] in SAVES_INPUT_FUNCS)
@@ -282,16 +285,9 @@ class Tracer:
         d.unknown = True
         return d
 
-    def _helper(self, call: ast.Call, line: int) -> Helper | None:
-        """The function of this file ``call`` runs, with whether it returns under grad-off."""
-        fn = self.ctx.analysis.local_callee(call, self.scope, line) if self.helpers else None
-        if fn is None:
-            return None
-        known: dict[int, Helper] = self.ctx.memo("gt2-helpers", self.ctx.tree, dict)
-        h = known.get(id(fn))
-        if h is None:
-            h = known[id(fn)] = Helper(fn, _returns_off(self.ctx, fn))
-        return h
+    def _helper(self, call: ast.Call, line: int) -> ast.AST | None:
+        """The function of this file ``call`` runs (when this tracer follows helpers)."""
+        return self.ctx.analysis.local_callee(call, self.scope, line) if self.helpers else None
 
     def _local_object(self, name: str, line: int) -> bool:
         """``name`` holds an object this function got from a call it cannot type
@@ -338,9 +334,10 @@ class Tracer:
                 break
             depth += 1
         if isinstance(a, ast.Call) and self.helpers:
-            h = self._helper(a, line)
-            if h is not None and h.off is not None and off_mode(h.off, self.ctx) == "inference":
-                return Dead(a, h.off, "inference", h.node)
+            fn = self._helper(a, line)
+            off = returns_off(self.ctx, fn)
+            if off is not None and off_mode(off, self.ctx) == "inference":
+                return Dead(a, off, "inference", fn)
             return None
         name = dotted(a) if isinstance(a, (ast.Name, ast.Attribute)) else None
         b = self.scope.binding_before(name, line) if name else None
@@ -379,12 +376,12 @@ class Tracer:
             self._consume(e, args + rest, line, d)
         return d
 
-    def _helper_call(self, e: ast.Call, helper: Helper, line: int, depth: int) -> Deps:
+    def _helper_call(self, e: ast.Call, fn: ast.AST, line: int, depth: int) -> Deps:
         d = Deps()
-        if helper.off is not None:
-            d.dead.append(Dead(e, helper.off, off_mode(helper.off, self.ctx), helper.node))
+        off = returns_off(self.ctx, fn)
+        if off is not None:
+            d.dead.append(Dead(e, off, off_mode(off, self.ctx), fn))
             return d
-        fn = helper.node
         if not e.args and not e.keywords and isinstance(fn, FUNCTION_TYPES) and \
                 data_helper(self.ctx, fn):
             return d  # `x, y = get_batch()`: data made from constants, no graph
@@ -408,6 +405,12 @@ class Tracer:
                     self._consume(e, [a], line, d)
         return d
 
+    def _t_IfExp(self, e: ast.IfExp, line: int, depth: int) -> Deps:
+        d = Deps()  # the test picks an arm: none of its tensors flows into the value
+        d.merge(self.trace(e.body, line, depth + 1))
+        d.merge(self.trace(e.orelse, line, depth + 1))
+        return d
+
     def _t_Lambda(self, e: ast.AST, line: int, depth: int) -> Deps:
         return Deps(unknown=True)
 
@@ -418,31 +421,64 @@ def _is_factory(ctx: Context, e: ast.AST) -> bool:
     return isinstance(e, ast.Call) and (ctx.qualified_name(e.func) or "") in NEW_TENSOR_FUNCS
 
 
-@dataclass(frozen=True)
-class Helper:
-    """A function of this file; ``off`` is set when every value it returns is made under
-    grad-off (a no_grad decorator, or each ``return`` inside a no_grad block)."""
+def returns_off(ctx: Context, fn: ast.AST | None, element: int | None = None,
+                arity: int | None = None) -> ast.AST | None:
+    """The grad-off node (``@torch.no_grad()``, a ``with`` block) under which every value the
+    function ``fn`` returns is made, or None; with ``element``, only that element of each
+    returned tuple of ``arity`` values (``p_model, n = self.update_stats(logits, p_model)``).
 
-    node: ast.AST
-    off: ast.AST | None
-
-
-def _returns_off(ctx: Context, fn: ast.AST) -> ast.AST | None:
-    """The grad-off node every value ``fn`` returns is made under, or None."""
-    scope = ctx.scope(fn)
-    returns = [s for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
-               and not isinstance(s.value, ast.Constant)]
-    if not returns or not all(isinstance(r.value, ast.Name) or any(  # a name or a call
-            isinstance(n, ast.Call) for n in walk(r.value)) for r in returns):  # type: ignore
+    # NOTE [no-grad helpers]
+    PyTorch records nothing while grad is off, so an operation or call made there has no
+    ``grad_fn`` however its inputs were computed: such a result carries no graph into the
+    caller. Each returned value (constants aside, at least one) is traced in ``fn`` alone
+    (:class:`Tracer` without helpers): it must be a name or hold a call, and come only from
+    values made under grad-off (a name handed back as it was, an argument, keeps its
+    history; ``enable_grad`` inside the block turns grad back on). Asked by GT2 (a helper's
+    result in a loss) and GT5 (a binding that carries no graph)."""
+    if not isinstance(fn, FUNCTION_TYPES):
         return None
+    return ctx.memo(f"returns-off:{element}:{arity}", fn,
+                    lambda: _returns_off(ctx, fn, element, arity))
+
+
+def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | None
+                 ) -> ast.AST | None:
+    values = []
+    for r in ctx.scope(fn).stmts:
+        if not isinstance(r, ast.Return) or r.value is None:
+            continue
+        v = r.value
+        if element is not None:
+            if not isinstance(v, ast.Tuple) or len(v.elts) != arity:
+                return None
+            v = v.elts[element]
+        if isinstance(v, ast.Constant):
+            continue
+        if not isinstance(v, ast.Name) and not any(isinstance(n, ast.Call) for n in walk(v)):
+            return None
+        values.append((v, r.lineno))
     tracer = grad_sources(ctx, fn, with_helpers=False)
     off = None
-    for r in returns:
-        d = tracer.sources(r.value, r.lineno)  # type: ignore[arg-type]
+    for v, line in values:
+        d = tracer.sources(v, line)
         if not d.dead or d.live or d.unknown or d.explicit_grad:
             return None
         off = off or d.dead[0].off
     return off
+
+
+def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function of the file (called without arguments) whose every return carries no graph
+    and no cut by the GT1 tracer (:func:`.origins.origins`, its arguments dead): data made
+    from factories and module constants (``x, y = get_batch()``)."""
+    def make() -> bool:
+        if fn.decorator_list or len(fn.body) > 40:
+            return False
+        t = origins(ctx, fn, arguments_live=False)
+        rets = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
+        return bool(rets) and all(s.value is not None and not (tr := t.trace(
+            s.value, s, s.lineno)).live and not tr.cuts for s in rets)
+    return ctx.memo("origins-data-helper", fn, make)
 
 
 def grad_sources(ctx: Context, node: ast.AST, with_helpers: bool = True) -> Tracer:

@@ -14,21 +14,19 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from gradtrace.lint.analysis.grad_sources import returns_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
     unpacks_indices)
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
-from gradtrace.lint.analysis.reach import last_binding, value_of
-from gradtrace.lint.analysis.steps import plain_grads
+from gradtrace.lint.analysis.reach import reaching, value_of
+from gradtrace.lint.analysis.steps import Backward, plain_grads
 from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.model_calls import model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding
+from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, child_nodes
-from gradtrace.lint.rules.training_loop._comprehensions import COMPREHENSIONS, comprehension_loads
-from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
-from gradtrace.lint.rules.training_loop._no_grad_calls import no_grad_result
 
 def loads(expr: ast.AST, cut: CutParams | None = None,
           opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
@@ -99,20 +97,21 @@ Edges = tuple[list[tuple[str, str, ast.Call]], list[Binding]]  # (consumers, bin
 
 
 class Graphs:
-    """Dependency and graph-carrying queries over one function's :class:`LoopFacts`.
+    """Dependency and graph-carrying queries over one function's :class:`Scope`.
 
     # NOTE [dependency graph]
     Read once, lazily: for each value (an expression at a line) the module calls it makes and
     the bindings its names read (:meth:`_reads`: one :func:`loads` walk per value). A query
     (:meth:`deps`) walks these edges with its own visited set: no value is walked twice."""
 
-    def __init__(self, f: LoopFacts) -> None:
-        self.f = f
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.ctx = scope.ctx
         self._direct: dict[int, bool] = {}
         self._carries: dict[int, bool] = {}
         self._deps: dict[tuple[int, int], Deps] = {}
         self._edges: dict[tuple[int, int], Edges] = {}
-        self._cut = cut_params(f.ctx)
+        self._cut = cut_params(scope.ctx)
 
     def deps(self, expr: ast.AST, line: int) -> Deps:
         """Bindings reached from ``expr`` (evaluated at ``line``), transitively (cached: the
@@ -136,7 +135,7 @@ class Graphs:
                     continue
                 seen.add(id(b))
                 out.bindings.append(b)
-                v = followed_value(b, self.f.ctx)
+                v = followed_value(b, self.ctx)
                 if v is None:
                     continue
                 work.append((v, b.line))
@@ -153,16 +152,16 @@ class Graphs:
             consumers = [(callee, dotted(a) or "<expr>", call)
                          for callee, call in model_calls(e) for a in call.args]
             bound = [b for name, _ in loads(e, self._cut)
-                     if (b := last_binding(self.f.scope, name, line)) is not None]
+                     for b in reaching(self.scope, name, line, prefix=True)]
             hit = self._edges[key] = (consumers, bound)
         return hit
 
     def direct(self, b: Binding) -> bool:
         """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
         if id(b) not in self._direct:
-            v = followed_value(b, self.f.ctx)
+            v = followed_value(b, self.ctx)
             self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
-                and not self.plain_result(b) and any(runs_model(self.f.ctx, self.f.scope, c, b.line)
+                and not self.plain_result(b) and any(runs_model(self.ctx, self.scope, c, b.line)
                                                      for c, _ in model_calls(v))
         return self._direct[id(b)]
 
@@ -170,7 +169,7 @@ class Graphs:
         """The binding holds a graph: it calls a module, or is computed from what does."""
         if id(b) not in self._carries:
             self._carries[id(b)] = False  # cycle guard
-            v = followed_value(b, self.f.ctx)
+            v = followed_value(b, self.ctx)
             ok = self.direct(b) or (v is not None and not self.plain_result(b) and any(
                 self.direct(d) for d in self.deps(v, b.line).bindings))
             self._carries[id(b)] = ok
@@ -181,18 +180,18 @@ class Graphs:
         module's ``forward``) of this file returns is, in every ``return``, computed from no
         tensor's history (``out.size(0) / x.size(0)``, a constant), or made by a function run
         with grad off (NOTE [no-grad helpers]; then also ``p = stats(x, p)``)."""
-        s, ctx = b.stmt, self.f.ctx
+        s, ctx = b.stmt, self.ctx
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                 and isinstance(s.value, ast.Call)):
             return False
-        fn = _forward_of(ctx, s.value, self.f.scope, b.line)
+        fn = forward_of(ctx, s.value, self.scope, b.line)
         if not isinstance(s.targets[0], ast.Tuple):  # NOTE [no-grad helpers]
-            return dotted(s.targets[0]) == b.name and no_grad_result(ctx, fn, None, None)
+            return dotted(s.targets[0]) == b.name and returns_off(ctx, fn) is not None
         names = [dotted(e) for e in s.targets[0].elts]
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
         i = names.index(b.name)
-        if no_grad_result(ctx, fn, names, i):
+        if returns_off(ctx, fn, i, len(names)) is not None:
             return True
         rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)] if fn else []
         return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
@@ -216,7 +215,7 @@ class Graphs:
             return True
         line = bw.stmt.lineno if bw.stmt is not None else bw.call.lineno
         inputs = {id(x) for n in names  # type: ignore[attr-defined]
-                  if (x := last_binding(self.f.scope, n.id, line)) is not None}
+                  for x in reaching(self.scope, n.id, line, prefix=True)}
         v = value_of(b)
         return id(b) not in inputs and v is not None and any(
             id(d) in inputs for d in self.deps(v, b.line).bindings)
@@ -225,12 +224,12 @@ class Graphs:
         """The callee of the first module-like call in the binding's value."""
         v = value_of(b)
         for callee, _ in model_calls(v) if v is not None else ():
-            if module_like(self.f.ctx, self.f.scope, callee, b.line):
+            if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
 
 
-def _forward_of(ctx: Context, call: ast.Call, scope: object, line: int
+def forward_of(ctx: Context, call: ast.Call, scope: object, line: int
                 ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function of this file ``call`` runs: a helper, or ``forward`` of a module of this
     file called as ``model(x)``."""
@@ -256,6 +255,29 @@ def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:
                and not any(True for _ in model_calls(v)) for v in values)
 
 
-def graphs(f: LoopFacts) -> Graphs:
-    """The (cached) :class:`Graphs` view of a function's facts."""
-    return f.ctx.memo("gt5-graphs", f.node, lambda: Graphs(f))
+def graphs(scope: Scope) -> Graphs:
+    """The (cached) :class:`Graphs` of a function's scope."""
+    return scope.ctx.memo("gt5-graphs", scope.node, lambda: Graphs(scope))
+
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def comprehension_loads(n: ast.AST, loads: Callable[[ast.AST], Iterator[tuple[str, ast.AST]]]
+                        ) -> Iterator[tuple[str, ast.AST]]:
+    """``tuple(x.detach() for x in parts)``: what is iterated flows into the result only when
+    the element reads a loop variable outside a detaching call (``loads`` walks one
+    expression, cuts excluded); the loop variables are not names of the enclosing function."""
+    gens = n.generators  # type: ignore[attr-defined]
+    own = {t.id for g in gens for t in bfs_walk(g.target) if isinstance(t, ast.Name)}
+    elts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]  # type: ignore[attr-defined]
+    flows = False
+    for e in elts:
+        for d, node in loads(e):
+            if d.partition(".")[0] in own:
+                flows = True
+            else:
+                yield d, node
+    if flows:
+        for g in gens:
+            yield from ((d, node) for d, node in loads(g.iter) if d.partition(".")[0] not in own)

@@ -71,7 +71,7 @@ class Tracer:
 
     def bindings_at(self, name: str, use: ast.stmt | None, line: int) -> list[Binding]:
         """Bindings of ``name`` that may reach ``use``: the last dominating one and later ones."""
-        return reaching(self.ctx, self.scope, name, use, line)
+        return reaching(self.scope, name, line, use)
 
     # -- tracing -----------------------------------------------------------------------------
     def trace(self, e: ast.expr, use: ast.stmt | None, line: int) -> Trace:
@@ -482,17 +482,3 @@ def _unmoved(v: ast.expr | None) -> ast.expr | None:
     while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in MOVES:
         v = v.func.value
     return v
-
-
-
-def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A function of the file (called without arguments) whose every return carries no graph
-    and no cut: data made from factories and module constants (``get_batch()``)."""
-    def make() -> bool:
-        if fn.decorator_list or len(fn.body) > 40:
-            return False
-        t = origins(ctx, fn, arguments_live=False)
-        rets = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
-        return bool(rets) and all(s.value is not None and not (tr := t.trace(
-            s.value, s, s.lineno)).live and not tr.cuts for s in rets)
-    return ctx.memo("origins-data-helper", fn, make)

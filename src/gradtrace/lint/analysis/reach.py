@@ -5,8 +5,8 @@ the GT5 graph-carrying bindings) read a function through its :class:`~gradtrace.
 and ask the same three things of it, answered here once:
 
 * which earlier bindings of a name may reach a use (:func:`reaching`: the last one whose block
-  encloses the use and every later one, NOTE [statement order]), or only the last one before
-  a line, through the longest bound prefix of an attribute chain (:func:`last_binding`);
+  encloses the use and every later one, or, without a use, only the last one before a line,
+  through the longest bound prefix of an attribute chain when asked: NOTE [binding policy]);
 * what value a binding takes (:func:`value_of`: the paired element, else the whole right side
   of an unpacking; nothing for a loop or ``with`` target);
 * where grad is off: the ``with`` / decorator ``Scope.no_grad`` records for a statement
@@ -44,23 +44,37 @@ def value_of(b: Binding) -> ast.expr | None:
     return None
 
 
-def reaching(ctx: Context, scope: Scope, name: str, use: ast.stmt | None,
-             line: int) -> list[Binding]:
-    """The bindings of ``name`` before ``line`` that may reach ``use``: the last one that
-    dominates it and every later one (each may have run last), latest first."""
-    return statement_paths(ctx, scope.node).reaching(scope.bindings_before(name, line), use)
+def reaching(scope: Scope, name: str, line: int, use: ast.stmt | None = None,
+             prefix: bool = False) -> list[Binding]:
+    """The bindings of ``name`` before ``line`` that may reach the statement ``use``, latest
+    first (NOTE [binding policy]); with ``prefix``, when ``name`` has none, those of its
+    longest bound prefix (``out.logits`` → ``out``; ``self`` itself is never a binding).
 
+    # NOTE [binding policy]
+    One resolution, two readings chosen by ``use``:
 
-def last_binding(scope: Scope, name: str, line: int) -> Binding | None:
-    """The last binding of ``name`` before ``line``, else of its longest bound prefix
-    (``out.logits`` → ``out``; ``self`` itself is never a binding)."""
+    * ``use`` given: the last binding whose block encloses ``use`` and every later one, since
+      each may have run last (NOTE [statement order]). The GT1 and GT2 tracers take it: they
+      report when *every* source is cut or made under grad-off, so a source that only one
+      ``if`` arm binds must be seen, or an alarm fires on a path that keeps the graph.
+    * ``use=None``: the last binding in source order, the straight-line reading. The GT5
+      dependency walk takes it: its findings claim that a value *holds* a graph (kept across
+      iterations, freed by a backward), which every binding that may reach would widen into
+      alarms on paths that hold none (``if warmup: x = model(a)`` then ``else: x =
+      a.detach()``); its precision was measured with this reading.
+    """
     while True:
-        b = scope.binding_before(name, line)
-        if b is not None or "." not in name:
-            return b
+        if use is None:
+            last = scope.binding_before(name, line)
+            bs = [last] if last is not None else []
+        else:
+            bs = statement_paths(scope.ctx, scope.node).reaching(
+                scope.bindings_before(name, line), use)
+        if bs or not prefix or "." not in name:
+            return bs
         name = name.rpartition(".")[0]
         if name == "self":
-            return None
+            return []
 
 
 def off_mode(off: ast.AST, ctx: Context) -> str:

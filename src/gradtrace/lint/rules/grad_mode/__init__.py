@@ -2,7 +2,7 @@
 
 One module per theme: :mod:`.no_grad_loss` (a loss made under no-grad: GT201, GT202, GT207),
 :mod:`.global_state` (GT203), :mod:`.inference` (GT204), :mod:`.autograd_calls` (GT205, GT206);
-the shared loss-source tracer is :mod:`._deps`.
+the shared loss-source tracer is :mod:`gradtrace.lint.analysis.grad_sources`.
 """
 from __future__ import annotations
 

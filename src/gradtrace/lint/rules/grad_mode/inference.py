@@ -11,7 +11,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import SAVES_INPUT_FUNCS
-from gradtrace.lint.rules.grad_mode._deps import (
+from gradtrace.lint.analysis.grad_sources import (
     LIVE_MULT, grad_sources, is_inference_function, is_loss_callee)
 from gradtrace.lint.nodes import bfs_walk
 

@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
-from gradtrace.lint.rules.grad_mode._deps import Dead, Deps, grad_sources
+from gradtrace.lint.analysis.grad_sources import Dead, Deps, grad_sources
 
 GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`"

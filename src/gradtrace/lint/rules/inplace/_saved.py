@@ -16,7 +16,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
-from gradtrace.lint.rules.grad_mode._deps import is_inference_function
+from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
 
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)

@@ -210,7 +210,7 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
     runs ``backward()``. ``through_forward=False``: a helper called from a ``forward`` does
     not count (it may only compute statistics of the input, which carry no gradient)."""
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
-    from gradtrace.lint.rules.grad_mode._deps import is_inference_function
+    from gradtrace.lint.analysis.grad_sources import is_inference_function
     if ctx.grad_disabled is not None:
         return False
     fn = ctx.function

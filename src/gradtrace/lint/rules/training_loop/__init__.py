@@ -2,7 +2,8 @@
 
 Rules: zero_grad placement and clipping order (:mod:`.zero_grad`), graphs kept alive or
 backwarded twice (:mod:`.graph_lifetime`), and misused return values / non-scalar losses
-(:mod:`.api_misuse`). Shared loop facts live in :mod:`._loop`.
+(:mod:`.api_misuse`). Shared loop facts live in :mod:`._loop`; which bindings a value is
+computed from and which hold a graph, in :mod:`gradtrace.lint.analysis.graph_deps`.
 """
 from __future__ import annotations
 

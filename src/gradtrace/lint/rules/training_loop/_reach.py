@@ -8,8 +8,8 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import module_like
-from gradtrace.lint.analysis.reach import last_binding
-from gradtrace.lint.rules.training_loop._deps import Graphs, followed_value, loads
+from gradtrace.lint.analysis.reach import reaching
+from gradtrace.lint.analysis.graph_deps import Graphs, followed_value, loads
 
 
 def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
@@ -22,15 +22,14 @@ def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
         tops = _loss_terms(e)
         for name, _node in loads(e, g._cut,
                                  lambda c: id(c) in tops and _opaque(g, c, ln)):
-            b = last_binding(g.f.scope, name, ln)
-            if b is target:
-                return True
-            if b is None or id(b) in seen:
-                continue
-            seen.add(id(b))
-            v = followed_value(b, g.f.ctx)
-            if v is not None:
-                work.append((v, b.line))
+            for b in reaching(g.scope, name, ln, prefix=True):
+                if b is target:
+                    return True
+                if id(b) not in seen:
+                    seen.add(id(b))
+                    v = followed_value(b, g.ctx)
+                    if v is not None:
+                        work.append((v, b.line))
     return False
 
 
@@ -48,12 +47,12 @@ def _opaque(g: Graphs, call: ast.Call, line: int) -> bool:
         return False
     owner = dotted(f.value)
     if owner is None or owner == "self" or owner.startswith("self.") \
-            or (g.f.ctx.qualified_name(f) or "").startswith("torch."):
+            or (g.ctx.qualified_name(f) or "").startswith("torch."):
         return False
-    k = g.f.ctx.analysis.kind(f.value, g.f.scope, line)
-    if k is not None and (k.cls or "") in g.f.ctx.analysis.classes:
+    k = g.ctx.analysis.kind(f.value, g.scope, line)
+    if k is not None and (k.cls or "") in g.ctx.analysis.classes:
         return False  # a class of this file: its method is readable
-    return module_like(g.f.ctx, g.f.scope, owner, line)
+    return module_like(g.ctx, g.scope, owner, line)
 
 
 def _loss_terms(e: ast.AST) -> set[int]:

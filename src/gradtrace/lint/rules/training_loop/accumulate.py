@@ -11,8 +11,8 @@ from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
-from gradtrace.lint.analysis.reach import last_binding, value_of
-from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
+from gradtrace.lint.analysis.reach import reaching, value_of
+from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -225,7 +225,7 @@ class LossAccumulatedWithGraph(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        g = graphs(f)
+        g = graphs(f.scope)
         for s, acc, value in _accumulations(f):
             loops = f.loops_of(s)
             if not loops:
@@ -245,8 +245,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # the collected values are differentiated later: graphs are needed
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
-                  if (b := last_binding(f.scope, n, s.lineno)) is not None
-                  and f.inside(b.stmt, loop)
+                  for b in reaching(f.scope, n, s.lineno, prefix=True)
+                  if f.inside(b.stmt, loop)
                   and g.carries(b) and not _foreign_result(b, foreign)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct:

@@ -13,7 +13,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.model_calls import model_calls
-from gradtrace.lint.rules.training_loop._deps import Graphs, graphs, loads
+from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
@@ -109,7 +109,7 @@ class HiddenStateNotDetached(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        g = graphs(f)
+        g = graphs(f.scope)
         done: set[int] = set()
         for b, loop in loop_backwards(f):
             for d in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
@@ -251,7 +251,7 @@ class GraphReusedAcrossSteps(LoopRule):
         if not any(f.loops_of(b.stmt) for b in f.backwards) or ctx.memo(
                 "gt5-freeze", ctx.tree, lambda: FREEZE_RE.search(ctx.code) is not None):
             return
-        g = graphs(f)
+        g = graphs(f.scope)
         done: set[int] = set()
         for b, loop in loop_backwards(f):
             leaf_reported = False

@@ -11,7 +11,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
-from gradtrace.lint.rules.training_loop._deps import graphs
+from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, calls_in, facts
 
 
@@ -202,7 +202,7 @@ def _caller_backward(f: LoopFacts, ctx: Context) -> tuple[str, tuple[Related, ..
         for b in cf.backwards:
             if result and b.accumulates and b.loss is not None and cf.before(stmt, b.stmt) \
                     and any(d.stmt is stmt
-                            for d in graphs(cf).deps(b.loss, b.stmt.lineno).bindings):
+                            for d in graphs(cf.scope).deps(b.loss, b.stmt.lineno).bindings):
                 return (f"line {b.call.lineno}, after `{name}` returned `{result}`",
                         (related_at(ctx, call, f"`{name}` is called here"),
                          related_at(ctx, b.call, "the gradients the step applies are made here")))

@@ -20,7 +20,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
-from gradtrace.lint.rules.training_loop._deps import graphs
+from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
 
@@ -293,7 +293,7 @@ def _scaled_loss(f: LoopFacts, b: Backward, loop: ast.stmt) -> bool:
     if name and any(isinstance(x.stmt, ast.AugAssign) and isinstance(x.stmt.op, SCALING_OPS)
                     for x in f.scope.bindings.get(name, ())):
         return True
-    deps = graphs(f).deps(b.loss, b.stmt.lineno)  # type: ignore[arg-type]
+    deps = graphs(f.scope).deps(b.loss, b.stmt.lineno)  # type: ignore[arg-type]
     return any(f.inside(d.stmt, loop) and isinstance(d.stmt, (ast.Assign, ast.AnnAssign,
                                                               ast.AugAssign))
                and _scales(d.stmt) for d in deps.bindings)

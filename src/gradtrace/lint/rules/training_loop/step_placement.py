@@ -21,7 +21,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
-from gradtrace.lint.rules.training_loop._deps import graphs
+from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Step, _owners, _stepped_expr,
@@ -208,7 +208,7 @@ def _divided_by(f: LoopFacts, b: Backward, loop: ast.stmt, divisor: str) -> bool
     if name and any(f.inside(x.stmt, loop) and divides(x.stmt)
                     for x in f.scope.bindings.get(name, ())):
         return True
-    deps = graphs(f).deps(b.loss, b.stmt.lineno)
+    deps = graphs(f.scope).deps(b.loss, b.stmt.lineno)
     return any(f.inside(d.stmt, loop) and isinstance(d.stmt, (ast.Assign, ast.AnnAssign,
                                                               ast.AugAssign))
                and divides(d.stmt) for d in deps.bindings)
@@ -324,7 +324,7 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str]) -> set[str]:
     if b.loss is None:
         return set()
     values: list[ast.AST] = [b.loss]
-    values += [d.value for d in graphs(f).deps(b.loss, b.stmt.lineno).bindings
+    values += [d.value for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings
                if d.value is not None]
     out: set[str] = set()
     for v in values:

@@ -9,7 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.reach import value_of
-from gradtrace.lint.rules.training_loop._deps import Deps, _forward_of, graphs
+from gradtrace.lint.analysis.graph_deps import Deps, forward_of, graphs
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
@@ -19,7 +19,7 @@ from gradtrace.lint.nodes import bfs_walk, child_nodes
 def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
     """(first, second, shared binding, deps of first, deps of second) for backward passes
     that run one after the other through a graph-carrying value, the first freeing it."""
-    g = graphs(f)
+    g = graphs(f.scope)
     bws = [b for b in f.backwards if b.loss is not None]
     if len(bws) < 2:
         return
@@ -72,7 +72,7 @@ def _split_reads(f: LoopFacts, t: Binding, d1: Deps, d2: Deps, b1: Backward, b2:
     ``loss_a, loss_b = pair_loss(ya, yb, t)``, a function from elsewhere: a helper or module of
     this file is read by :func:`_separate_results` instead)."""
     if _graph_key(t, f) == id(t.stmt) and \
-            _forward_of(f.ctx, t.stmt.value, f.scope, t.line) is None:  # type: ignore
+            forward_of(f.ctx, t.stmt.value, f.scope, t.line) is None:  # type: ignore
         # names unpacked from a call whose body is elsewhere: which of them each loss reads
         n1 = {x.name for x in d1.bindings if x.stmt is t.stmt}
         n2 = {x.name for x in d2.bindings if x.stmt is t.stmt}
@@ -162,7 +162,7 @@ def _separate_results(f: LoopFacts, call: ast.Call) -> bool:
     if id(fn) not in memo:
         memo[id(fn)] = False  # (recursion guard)
         inner = facts(f.ctx, fn)
-        g = graphs(inner)
+        g = graphs(inner.scope)
         rets = [r for r in inner.scope.stmts if isinstance(r, ast.Return)]
         ok = bool(rets)
         for r in rets:
@@ -185,7 +185,7 @@ def _step_mates(f: LoopFacts, b: Backward) -> list[Deps]:
     """The deps of the other backward passes of ``b``'s optimizer step: those that run before
     ``b`` with no optimizer step in between (``errD_real.backward()`` before
     ``errD_fake.backward()``, then ``optimizerD.step()``)."""
-    g = graphs(f)
+    g = graphs(f.scope)
     return [g.deps(b0.loss, b0.stmt.lineno) for b0 in f.backwards  # type: ignore[arg-type]
             if b0 is not b and b0.loss is not None and f.before(b0.stmt, b.stmt)
             and not any(f.before(b0.stmt, s.stmt) and f.before(s.stmt, b.stmt)
