@@ -108,6 +108,48 @@ def test_every_function_by_name() -> None:
 
 
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    # GT506: a helper whose `return` sits in a `with torch.no_grad():` block hands back a
+    # tuple without history (the one `returns_off`, which GT5 read only from a decorator and
+    # alarmed on); the twin computes the same statistics with grad on, and the carried
+    # value's graph is freed by the first backward
+    "tuple-returned-inside-a-no-grad-block": (Shape("""
+        class Learner:
+            def __init__(self):
+                self.net = nn.Linear(4, 3)
+                self.opt = torch.optim.Adam(self.net.parameters())
+            def stats(self, logits, level, hist):
+                with torch.no_grad():
+                    probs = logits.softmax(1)
+                    level = probs.max(1)[0].mean() if level is None else 0.99 * level + 0.01 * probs.max(1)[0].mean()
+                    hist = probs.mean(0) if hist is None else 0.99 * hist + 0.01 * probs.mean(0)
+                    return level, hist
+            def fit(self, batches):
+                level, hist = None, None
+                for x in batches:
+                    logits = self.net(x)
+                    level, hist = self.stats(logits, level, hist)
+                    loss = (logits.softmax(1) * hist).sum(1).mean() * level
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return hist
+        hist = Learner().fit([torch.randn(6, 4) for _ in range(3)])
+        """, "GT506", holds="hist.grad_fn is None"), [Shape("""
+        def stats(logits, level):
+            probs = logits.softmax(1)
+            level = probs.max(1)[0].mean() if level is None else 0.9 * level + 0.1 * probs.max(1)[0].mean()
+            return level, probs.mean(0)
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        level = None
+        for x in [torch.randn(6, 4) for _ in range(3)]:
+            logits = net(x)
+            level, hist = stats(logits, level)
+            loss = (logits.softmax(1) * hist).sum(1).mean() * level
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT506", 10, "backward through the graph a second time")]),
     # GT202: `self.features(x)` runs the caller's own class's method, trainable here; another
     # class of the file has a no_grad method of the same name (the GT2 sources took the first
     # class's method for any `self.features`, and reported a loss that trains)
@@ -330,3 +372,22 @@ def test_buggy_twins_are_reported_and_fail(name: str) -> None:
     for bad in bads:
         assert _found(bad) == [(bad.line, bad.code)], bad.src
         _run(bad)
+
+
+def test_no_grad_conditional_names_the_forward() -> None:
+    """GT201 on `out = model(x) if not flip else model(x.flip(0))` under no_grad names a
+    forward, not the condition (the test of an `if` expression only picks an arm)."""
+    from gradtrace.lint import check_source
+    src = textwrap.dedent("""
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, x, y, flip):
+            with torch.no_grad():
+                out = model(x) if not flip else model(x.flip(0))
+            loss = F.mse_loss(out, y)
+            loss.backward()
+        """)
+    found = check_source(src, "t.py", select=["GT201"])
+    assert [(f.line, f.code) for f in found] == [(6, "GT201")]
+    assert "`model(x)` is computed under" in found[0].message
