@@ -87,9 +87,12 @@ def off_mode(off: ast.AST, ctx: Context) -> str:
     return "inference" if mode == "inference" else "off"
 
 
-def disables_grad(expr: ast.expr, ctx: Context) -> bool:
+def disables_grad(expr: ast.expr, ctx: Context, maybe: bool = False) -> bool:
     """``no_grad()``, ``inference_mode()``, ``set_grad_enabled(False)`` as a context
-    expression or a decorator."""
+    expression or a decorator; with ``maybe``, also one arm of ``torch.no_grad() if freeze
+    else nullcontext()`` (grad may be off: enough to stay silent, never to report)."""
+    if maybe and isinstance(expr, ast.IfExp):
+        return disables_grad(expr.body, ctx) or disables_grad(expr.orelse, ctx)
     return grad_mode_of(expr, ctx.imports) in ("off", "inference")
 
 

@@ -24,9 +24,7 @@ def _off(expr: ast.expr, fn: ast.AST, ctx: Context) -> bool:
     if isinstance(expr, ast.Name):
         b = ctx.scope(fn).binding_before(expr.id, expr.lineno)
         v = b.value if b is not None else None
-        if isinstance(v, ast.IfExp):
-            return any(disables_grad(a, ctx) for a in (v.body, v.orelse))
-        return v is not None and disables_grad(v, ctx)
+        return v is not None and disables_grad(v, ctx, maybe=True)
     return False
 
 

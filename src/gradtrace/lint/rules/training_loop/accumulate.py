@@ -11,7 +11,7 @@ from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
-from gradtrace.lint.analysis.reach import reaching, value_of
+from gradtrace.lint.analysis.reach import decorated_off, disables_grad, reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
@@ -98,11 +98,9 @@ def _no_grad_callers(ctx: Context) -> set[str]:
         for node in walk(ctx.tree):
             off = False
             if isinstance(node, (ast.With, ast.AsyncWith)):
-                off = any(re.search(r"no_grad|inference_mode|set_grad_enabled\(False",
-                                    ctx.code_of(it.context_expr)) for it in node.items)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                off = any(re.search(r"no_grad|inference_mode", ctx.code_of(d))
-                          for d in node.decorator_list)
+                off = any(disables_grad(it.context_expr, ctx, maybe=True) for it in node.items)
+            else:
+                off = decorated_off(node, ctx)
             if off:
                 for sub in walk(node):
                     if isinstance(sub, ast.Call):

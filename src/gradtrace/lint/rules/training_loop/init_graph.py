@@ -401,16 +401,6 @@ def _reads(e: ast.AST, names: set[str]) -> bool:
     return any(_reads(c, names) for c in child_nodes(e))
 
 
-def _grad_off(m: ast.AST, target: ast.AST, ctx: Context) -> bool:
-    for w in bfs_walk(m):
-        if isinstance(w, (ast.With, ast.AsyncWith)) and any(
-                isinstance(i.context_expr, ast.Call)
-                and (ctx.call_name(i.context_expr) or "") in GRAD_OFF for i in w.items) and \
-                any(x is target for x in bfs_walk(w)):
-            return True
-    return False
-
-
 def _helper_call(rule: GraphBuiltInInit, cls: ast.ClassDef, init: ast.AST, call: ast.AST,
                  built: dict[str, ast.Call], ctx: Context) -> Iterator[Finding]:
     """``self.add_penalty(self.emb.parameters())`` in ``__init__``: a method of the class that
@@ -447,7 +437,7 @@ def _helper_call(rule: GraphBuiltInInit, cls: ast.ClassDef, init: ast.AST, call:
         if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                 and t.value.id == "self") or not _reads(s.value, names):
             continue
-        if _grad_off(m, s, ctx) or _assigned_beyond(info, t.attr, (init, m)):
+        if ctx.scope(m).grad_off_at(s) is not None or _assigned_beyond(info, t.attr, (init, m)):
             continue
         read = _read_elsewhere(info, t.attr, init, skip=m) or _read_outside(ctx, cls, t.attr)
         if read is None:
