@@ -108,6 +108,35 @@ def test_every_function_by_name() -> None:
 
 
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    # GT505: an evaluation function counts as run with grad off where its caller turns grad
+    # off by meaning (`reach.disables_grad`, one arm of a conditional context too), not where
+    # the caller's code merely spells `inference_mode`: `inference_mode(False)` leaves grad on,
+    # and the collected losses keep their graphs
+    "evaluation-called-under-a-grad-mode": (Shape("""
+        import contextlib
+        def evaluate(model, val_loader):
+            model.eval()
+            losses = []
+            for x, y in val_loader:
+                losses.append(F.mse_loss(model(x), y))
+            return sum(losses) / len(losses)
+        model = nn.Linear(4, 2)
+        val_loader = [(torch.randn(3, 4), torch.randn(3, 2)) for _ in range(3)]
+        train = False
+        with torch.no_grad() if not train else contextlib.nullcontext():
+            val = evaluate(model, val_loader)
+        """, "GT505", holds="val.grad_fn is None"), [Shape("""
+        def evaluate(model, val_loader):
+            model.eval()
+            losses = []
+            for x, y in val_loader:
+                losses.append(F.mse_loss(model(x), y))
+            return sum(losses) / len(losses)
+        model = nn.Linear(4, 2)
+        val_loader = [(torch.randn(3, 4), torch.randn(3, 2)) for _ in range(3)]
+        with torch.inference_mode(False):
+            val = evaluate(model, val_loader)
+        """, "GT505", 5, holds="val.grad_fn is not None")]),
     # GT506: a helper whose `return` sits in a `with torch.no_grad():` block hands back a
     # tuple without history (the one `returns_off`, which GT5 read only from a decorator and
     # alarmed on); the twin computes the same statistics with grad on, and the carried
