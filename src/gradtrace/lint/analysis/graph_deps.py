@@ -14,10 +14,10 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from gradtrace.lint.analysis.grad_sources import returns_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
     unpacks_indices)
+from gradtrace.lint.analysis.grad_sources import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads
@@ -27,6 +27,9 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, child_nodes
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
 
 def loads(expr: ast.AST, cut: CutParams | None = None,
           opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
@@ -258,9 +261,6 @@ def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:
 def graphs(scope: Scope) -> Graphs:
     """The (cached) :class:`Graphs` of a function's scope."""
     return scope.ctx.memo("gt5-graphs", scope.node, lambda: Graphs(scope))
-
-
-COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def comprehension_loads(n: ast.AST, loads: Callable[[ast.AST], Iterator[tuple[str, ast.AST]]]
