@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from realworld import child_env  # PYTHONPATH made absolute: the scripts run in copies
+
 # (name, file, old text, new text, text of the root line in the edited file)
 MNIST = [
     ("item into the loss", "main.py", "        loss = F.nll_loss(output, target)\n",
@@ -202,12 +204,14 @@ def measure(suite: str, tree: str, argv: list[str], m: tuple, extra: list) -> di
     path = m[1]
     try:
         st = subprocess.run([sys.executable, "-m", "gradtrace", "check", "--format", "json",
-                             "--no-cache", path], cwd=dst, capture_output=True, text=True)
+                             "--no-cache", path], cwd=dst, capture_output=True, text=True,
+                            env=child_env())
         static = [(f["code"], f["line"]) for f in json.loads(st.stdout)["findings"]
                   if os.path.basename(f["path"]) == os.path.basename(path)]
         out = os.path.join(dst, "findings.json")
         subprocess.run([sys.executable, "-m", "gradtrace", "run", "--quiet", "--json-out", out,
-                        *argv], cwd=dst, capture_output=True, text=True, timeout=900)
+                        *argv], cwd=dst, capture_output=True, text=True, timeout=900,
+                       env=child_env())
         found = json.load(open(out))["findings"] if os.path.exists(out) else []
         first = [(f["code"], os.path.basename(f["path"] or ""), f["line"]) for f in found[:1]]
     finally:

@@ -164,6 +164,17 @@ def _first_finding(case: Case, findings: list) -> dict:
             "hit": bool(where and case.root is not None and where[1] == case.root)}
 
 
+def child_env() -> dict[str, str]:
+    """This environment with ``PYTHONPATH`` made absolute: the cases run in a temporary
+    directory, where ``PYTHONPATH=src`` would name nothing and the children would import
+    another tree's gradtrace (the installed one) than the one being measured."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else p
+                                            for p in env["PYTHONPATH"].split(os.pathsep))
+    return env
+
+
 def launcher(case: Case, tmp: str) -> tuple[list[str], dict[str, str]]:
     """The command prefix and environment a case's ``launch:`` header asks for: ``launch:
     torchrun --nproc-per-node=2`` runs it under ``python -m torch.distributed.run`` (loopback,
@@ -173,13 +184,13 @@ def launcher(case: Case, tmp: str) -> tuple[list[str], dict[str, str]]:
 
     words = shlex.split(case.header.get("launch", ""))
     if not words or words[0] != "torchrun":
-        return [sys.executable], dict(os.environ)
+        return [sys.executable], child_env()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     args = ["--master-addr=127.0.0.1", f"--master-port={port}", *words[1:]]
     return [sys.executable, "-m", "torch.distributed.run", *args], {
-        **os.environ, "GRADTRACE_DDP_DIR": tmp, "OMP_NUM_THREADS": "1"}
+        **child_env(), "GRADTRACE_DDP_DIR": tmp, "OMP_NUM_THREADS": "1"}
 
 
 def runtime_result(case: Case, timeout: float = 120) -> dict:
@@ -234,7 +245,7 @@ def runtime_batch(cases: list[Case], size: int = 12, timeout: float = 900) -> di
             print(f"[{i + len(chunk)}/{len(rest)}] batch", file=sys.stderr, flush=True)
             try:
                 subprocess.run([sys.executable, "-c", BATCH_DRIVER, *args], cwd=tmp,
-                               capture_output=True, text=True, timeout=timeout)
+                               capture_output=True, text=True, timeout=timeout, env=child_env())
             except subprocess.TimeoutExpired:
                 pass
             for n, c in enumerate(chunk):
