@@ -117,7 +117,7 @@ MNIST_FF = [
      "return self.forward(x_pos), self.forward(x_neg)", ("raises", "a second time")),
     ("zero_grad removed in the layer loop", "main.py", "            self.opt.zero_grad()\n", "",
      "            loss.backward()", ("differs", "")),
-    ("loss.item() rebuilt into a tensor for the log", "main.py",
+    ("loss.item() rebuilt into a tensor", "main.py",
      "            ).mean()\n            self.opt.zero_grad()\n",
      "            ).mean()\n            loss = torch.tensor(loss.item(), requires_grad=True)\n"
      "            self.opt.zero_grad()\n", "loss = torch.tensor(loss.item()", ("still", "Layer")),
@@ -126,7 +126,7 @@ GCN = [
     ("weight kept as a plain tensor, not nn.Parameter", "main.py",
      "        self.kernel = nn.Parameter(torch.Tensor(input_dim, output_dim))\n",
      "        self.kernel = torch.Tensor(input_dim, output_dim)\n", "self.kernel = torch.Tensor(",
-     ("differs", "")),
+     ("raises", "empty parameter list")),
     ("model.train() missing after evaluation", "main.py",
      "    model.train()\n    optimizer.zero_grad()\n", "    optimizer.zero_grad()\n",
      "    output = model(*input)", ("differs", "")),
