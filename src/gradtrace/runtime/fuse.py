@@ -32,14 +32,14 @@ import ast
 import linecache
 import logging
 import os
-import sys
-import sysconfig
 from dataclasses import replace
 from types import CodeType
 from typing import Any, Iterable
 
 from gradtrace.env import strict
 from gradtrace.findings import Finding, Related
+from gradtrace.runtime.ran import (code_spans, is_user_file, library_prefixes,  # noqa: F401
+                                   ran_codes)
 
 LOG = logging.getLogger(__name__)
 
@@ -164,85 +164,6 @@ STATIC_ALSO = "also found by reading the code: "
 
 _CACHE: dict[str, tuple[Any, list[Finding]]] = {}
 _SETTINGS: dict[str, Any] = {}
-
-
-# -- which code ran ----------------------------------------------------------------------------
-_PREFIXES: dict[str | None, tuple[str, ...]] = {}
-
-
-def _library_prefixes() -> tuple[str, ...]:
-    """The folders of the standard library, site-packages, torch and gradtrace (read once per
-    process and torch location: ``sysconfig`` costs about half a millisecond a call, and the
-    hooks ask on training steps)."""
-    torch = sys.modules.get("torch")
-    key = getattr(torch, "__file__", None)
-    got = _PREFIXES.get(key)
-    if got is None:
-        got = _PREFIXES[key] = _read_prefixes()
-    return got
-
-
-def _read_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    out = {os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        p = paths.get(key)
-        if p:
-            out.add(os.path.abspath(p) + os.sep)
-    torch = sys.modules.get("torch")
-    if getattr(torch, "__file__", None):
-        out.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)  # type: ignore
-    return tuple(sorted(out))
-
-
-def is_user_file(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
-    """A file of the user's own code (an IPython cell counts; libraries and torch do not)."""
-    if not path:
-        return False
-    if path.startswith("<"):
-        return path.startswith("<ipython-input-")
-    full = os.path.abspath(path)
-    parts = full.split(os.sep)
-    if "site-packages" in parts or "dist-packages" in parts:
-        return False
-    return not full.startswith(prefixes if prefixes is not None else _library_prefixes())
-
-
-def _code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
-    """path -> line spans of the user code objects that ran. A function counts from its first
-    line to its last; module-level code only on its own lines (not the functions it defines)."""
-    prefixes = _library_prefixes()
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for code in codes:
-        path = code.co_filename
-        if not is_user_file(path, prefixes):
-            continue
-        key = path if path.startswith("<") else os.path.abspath(path)
-        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-        if not lines:
-            continue
-        if code.co_name == "<module>":
-            spans.setdefault(key, []).extend((ln, ln) for ln in set(lines))
-        else:
-            spans.setdefault(key, []).append((code.co_firstlineno, max(lines)))
-    return spans
-
-
-def ran_codes(hooks_data: Any, seen: Iterable[CodeType]) -> list[CodeType]:
-    """The user code objects that ran: every frame the tracer walked to, plus the methods of
-    the module classes that ran (their ``__init__`` ran before any hook could see it)."""
-    out = list(seen)
-    classes: set[type] = set()
-    for rec in list(getattr(hooks_data, "modules", {}).values()):
-        m = rec.ref()
-        if m is not None:
-            classes.add(type(m))
-    for cls in classes:
-        for value in vars(cls).values():
-            code = getattr(value, "__code__", None)
-            if isinstance(code, CodeType):
-                out.append(code)
-    return out
 
 
 # -- static findings, cached per file ---------------------------------------------------------
@@ -441,8 +362,8 @@ def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
     runtime findings' files. Never raises: on a failure the runtime findings come back as
     they are."""
     try:
-        ran = _code_spans(codes)
-        prefixes = _library_prefixes()
+        ran = code_spans(codes)
+        prefixes = library_prefixes()
         files = dict.fromkeys(ran)
         for r in runtime:
             if is_user_file(r.path, prefixes) and not r.path.startswith("<"):

@@ -33,6 +33,10 @@ raised, the next step's post-hook or the tracer's exit does.
 A crash on an unarmed step still gets the diagnosis from the error's message and traceback,
 the static findings on the code that ran (NOTE [ranking]) and the hooks' facts; it does not get
 the line where a value was cut or modified in place during that step.
+
+While armed (and outside the optimizer's own work) the tracer also records which functions
+start, for the fuse (NOTE [code that ran] in :mod:`gradtrace.runtime.ran`); its cost is part
+of the armed step's price.
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.pace import WARM_STEPS, Pace
+from gradtrace.runtime.ran import RanRecorder
 
 
 class Arming:
@@ -61,14 +66,18 @@ class Arming:
         self.thread = 0
         self._grad_at_disarm = True
         self.popped = False  # the mode is off the stack for an optimizer step's own work
+        self.ran = RanRecorder()  # the functions that start while armed (NOTE [code that ran])
 
     # -- the tracer's block --------------------------------------------------------------------
     def enter(self) -> None:
         self.thread = threading.get_ident()
+        self.ran.thread = self.thread
         self.mode.__enter__()
         self.armed = True
+        self.ran.start()
 
     def exit(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.ran.close()
         if self.popped:  # a step raised: the mode is already off the stack
             self.popped = False
             _POPPED.clear()
@@ -85,6 +94,7 @@ class Arming:
             self.mode.__exit__(None, None, None)
             self.popped = True
             _POPPED.append(self.mode)
+            self.ran.stop()
 
     def resume(self) -> None:
         """Put the mode back after a step's own work (the step ended, or raised)."""
@@ -92,6 +102,7 @@ class Arming:
             self.popped = False
             _POPPED.clear()
             self.mode.__enter__()
+            self.ran.start()
 
     # -- the optimizer's step post-hook -------------------------------------------------------
     def step_end(self, new_optimizer: bool = False, anomaly: bool = False) -> None:
@@ -124,6 +135,7 @@ class Arming:
             self.mode.__enter__()
             self.armed = True
             self.hooks.module_hook(True)
+            self.ran.start()
             if torch.is_grad_enabled() != self._grad_at_disarm:
                 self.state.grad_off = None  # switched while unarmed: the old site is stale
             return
@@ -132,6 +144,7 @@ class Arming:
         self.mode.__exit__(None, None, None)
         self.armed = False
         self.hooks.module_hook(False)
+        self.ran.stop()
         self._grad_at_disarm = torch.is_grad_enabled()
 
 
