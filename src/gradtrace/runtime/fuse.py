@@ -8,9 +8,13 @@ not torch or gradtrace) is checked statically, once per file version (cached by 
 mtime). Then, most likely root cause first:
 
 1. the diagnosis of the crash, if there was one;
-2. the problems the runtime saw (errors before warnings, in the order the runtime found them);
-3. static findings on code that ran (a function that executed, or a module-level line that is
-   part of code that executed) that no runtime symptom confirmed (``source="static"``).
+2. the problems the runtime saw (errors before warnings, in the order the runtime found them,
+   except that when the program did not crash, of two findings of one symptom family and one
+   severity, the one a static finding confirms comes first: two cuts on the paths of the same
+   parameters, the one both faces see);
+3. static findings on code that ran (NOTE [code that ran] in :mod:`gradtrace.runtime.ran`: a
+   function that executed, or a module-level line that is part of code that executed) that no
+   runtime symptom confirmed (``source="static"``), minus those the run refutes.
 
 A static finding *accounts for* a runtime finding when its rule can cause that symptom
 (:data:`EXPLAINS`: a never-graded parameter by a cut, freeze or grad-mode finding; "backward
@@ -88,6 +92,10 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "scaler-order": frozenset({"GT525"}),
     "checkpoint": frozenset({"GT205"}),
     "listed-twice": frozenset({"GT435"}),
+    "dead-term": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT107", "GT108",
+                            "GT111", "GT201", "GT202", "GT216"}),
+    "bce-input": frozenset({"GT760"}),
+    "loss-input": frozenset({"GT758"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -128,6 +136,8 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
     "GT834": ("scaler-order",), "GT205": ("checkpoint",), "GT435": ("listed-twice",),
+    "GT844": ("dead-term",), "GT838": ("bce-input",), "GT836": ("loss-input",),
+    "GT837": ("loss-input",), "GT856": ("not-optimized",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
@@ -299,6 +309,7 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     See NOTE [ranking]."""
     used: set[int] = set()
     out: list[Finding] = []
+    fams: list[tuple[str, ...]] = []  # the symptom families of each runtime finding in out
     for r in runtime:
         hit = _candidates(r, static, used, crash_line)
         if hit is None:
@@ -306,12 +317,16 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
             if same is None or not any((f.code, f.path) == (r.code, r.path) and (
                     same == "file" or f.line == r.line) for f in out):
                 out.append(r)
+                fams.append(_families(r))
             continue
         i, lead = hit
         used.add(i)
         fused = confirm(static[i], r, lead)
         if fused not in out:
             out.append(fused)
+            fams.append(_families(r))
+    if crash_line is None:
+        out = _confirmed_first(out, fams)
     shown = {(f.path, f.line) for f in out} | {(x.path, x.line) for f in out for x in f.related}
     for i, s in enumerate(static if unconfirmed else ()):
         if i in used or s.severity == "info":
@@ -324,17 +339,41 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     return out
 
 
+def _confirmed_first(out: list[Finding], fams: list[tuple[str, ...]]) -> list[Finding]:
+    """Of two things the run saw of one symptom family with one severity (two cuts on the
+    paths of the same parameters), the one the code also shows first (NOTE [ranking], 2)."""
+    order = list(range(len(out)))
+    for j, f in enumerate(out):
+        if f.source != "static+runtime" or not fams[j]:
+            continue
+        for pos, i in enumerate(order):
+            if i == j:
+                break
+            g = out[i]
+            if g.source == "runtime" and g.severity == f.severity and set(fams[i]) & set(
+                    fams[j]):
+                order.remove(j)
+                order.insert(pos, j)
+                break
+    return [out[i] for i in order]
+
+
 # The graph-break rules' words for a cut in one term of a sum (``loss = a + b.detach()``): the
 # other terms keep the loss on the graph, so backward() runs and parameters get gradients; a
 # run shows no symptom of such a cut, hence cannot refute it.
 _ONE_TERM = "this term of the loss"
+# Refutable rules in a form whose symptom the run does not watch: the run finds layers held in
+# a plain container (the module hooks see them run), not Parameters held in one (a plain dict
+# of ``nn.Parameter`` used in forward gets gradients and no step, and the run says nothing).
+_UNWATCHED = {"GT401": "of parameters"}
 
 
 def refuted(s: Finding, backwards: int, steps: int) -> bool:
     """Whether a run that made ``backwards`` backward passes and ``steps`` optimizer steps
     would have shown the symptom of static finding ``s`` had it been real (see _REFUTABLE)."""
     need = _REFUTABLE.get(s.code)
-    if need is None or backwards == 0 or steps < need or _ONE_TERM in s.message:
+    if need is None or backwards == 0 or steps < need or _ONE_TERM in s.message \
+            or s.code in _UNWATCHED and _UNWATCHED[s.code] in s.message:
         return False
     return s.code not in _WATCHED_FORM or _statement_is(s, _WATCHED_FORM[s.code])
 

@@ -13,12 +13,15 @@ that ran. Three sources say which user functions ran:
    freezing helper that only sets ``requires_grad``. On Python 3.12+ it is a
    ``sys.monitoring`` ``PY_START`` callback that disables itself per code object after the
    first call, on for the whole session (a later session in the same process calls
-   ``restart_events()``, which also re-enables other tools' disabled events once). Before 3.12 it is a ``sys.settrace`` function that sees
-   'call' events only (no line events): the interpreter then runs every Python frame on its
-   slow path (about +16% of a small MLP's step, measured), so it is on only while the tracer is
-   armed (NOTE [trace arming]: the first optimizer steps, then one step in N, priced into N)
-   and off during the optimizer's own work in ``step()``. A function that first runs in an
-   unarmed stretch (an evaluation after epoch 5) is seen only if it also calls torch.
+   ``restart_events()``, which also re-enables other tools' disabled events once). Before 3.12
+   it is a ``sys.settrace`` function that sees 'call' events only (no line events): the
+   interpreter then runs every Python frame on its slow path, gradtrace's own recording
+   included (measured: +16% of a plain small-MLP step, +40% of an armed one; on whole armed
+   stretches `run` on REINFORCE went from 1.09x to 1.19x). So it is on from the tracer's entry
+   to the end of the first ``RAN_STEPS`` optimizer steps (the setup, and one whole loop
+   iteration with what runs after its step), off during the optimizer's own work in
+   ``step()``, and then off for good. A function that first runs later (an evaluation after
+   epoch 1, an unfreeze at epoch 5) is seen only if it calls torch itself.
    A trace or profile function of someone else's (a debugger, coverage.py under pytest-cov)
    is never replaced: the recorder then stays off and only sources 1 and 2 count.
 """
@@ -112,6 +115,7 @@ def ran_codes(hooks_data: Any, seen: Iterable[CodeType]) -> list[CodeType]:
 
 # -- the function-entry recorder ---------------------------------------------------------------
 _MONITORING = hasattr(sys, "monitoring")
+RAN_STEPS = 2  # before 3.12: optimizer steps recorded (see the NOTE)
 _SINKS: list[dict[int, CodeType]] = []  # the recorders that are on (nested tracers: several)
 _TOOL: list[int] = []  # the sys.monitoring tool id gradtrace holds (3.12+), while any is on
 _STARTS = [0]  # sys.monitoring recordings started in this process
@@ -172,6 +176,11 @@ class RanRecorder:
         if _MONITORING:
             return  # on for the whole session: see close()
         self._detach()
+
+    def first_steps_done(self) -> None:
+        """The first ``RAN_STEPS`` optimizer steps ended: stop unless it costs nothing."""
+        if not _MONITORING:
+            self.close()
 
     def close(self) -> None:
         """Stop for good (the tracer's exit)."""

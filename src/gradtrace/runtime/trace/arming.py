@@ -34,9 +34,9 @@ A crash on an unarmed step still gets the diagnosis from the error's message and
 the static findings on the code that ran (NOTE [ranking]) and the hooks' facts; it does not get
 the line where a value was cut or modified in place during that step.
 
-While armed (and outside the optimizer's own work) the tracer also records which functions
-start, for the fuse (NOTE [code that ran] in :mod:`gradtrace.runtime.ran`); its cost is part
-of the armed step's price.
+From its entry to the end of the first ``RAN_STEPS`` optimizer steps (outside the optimizer's
+own work) the tracer also records which functions start, for the fuse (NOTE [code that ran] in
+:mod:`gradtrace.runtime.ran`; with ``sys.monitoring``, 3.12+, for the whole session).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.pace import WARM_STEPS, Pace
-from gradtrace.runtime.ran import RanRecorder
+from gradtrace.runtime.ran import RAN_STEPS, RanRecorder
 
 
 class Arming:
@@ -66,7 +66,7 @@ class Arming:
         self.thread = 0
         self._grad_at_disarm = True
         self.popped = False  # the mode is off the stack for an optimizer step's own work
-        self.ran = RanRecorder()  # the functions that start while armed (NOTE [code that ran])
+        self.ran = RanRecorder()  # the functions that start (NOTE [code that ran])
 
     # -- the tracer's block --------------------------------------------------------------------
     def enter(self) -> None:
@@ -102,7 +102,8 @@ class Arming:
             self.popped = False
             _POPPED.clear()
             self.mode.__enter__()
-            self.ran.start()
+            if self.steps < RAN_STEPS:
+                self.ran.start()
 
     # -- the optimizer's step post-hook -------------------------------------------------------
     def step_end(self, new_optimizer: bool = False, anomaly: bool = False) -> None:
@@ -113,6 +114,8 @@ class Arming:
             self.resume()
         armed, steps = self.armed, self.steps
         self.steps = steps = steps + 1
+        if steps == RAN_STEPS:
+            self.ran.first_steps_done()
         if anomaly:
             self.warm_until = max(self.warm_until, steps + WARM_STEPS)
         elif new_optimizer:  # its first step counts as one of its warm-up steps
@@ -135,7 +138,6 @@ class Arming:
             self.mode.__enter__()
             self.armed = True
             self.hooks.module_hook(True)
-            self.ran.start()
             if torch.is_grad_enabled() != self._grad_at_disarm:
                 self.state.grad_off = None  # switched while unarmed: the old site is stale
             return
@@ -144,7 +146,6 @@ class Arming:
         self.mode.__exit__(None, None, None)
         self.armed = False
         self.hooks.module_hook(False)
-        self.ran.stop()
         self._grad_at_disarm = torch.is_grad_enabled()
 
 
