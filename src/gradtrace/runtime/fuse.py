@@ -8,9 +8,13 @@ not torch or gradtrace) is checked statically, once per file version (cached by 
 mtime). Then, most likely root cause first:
 
 1. the diagnosis of the crash, if there was one;
-2. the problems the runtime saw (errors before warnings, in the order the runtime found them);
-3. static findings on code that ran (a function that executed, or a module-level line that is
-   part of code that executed) that no runtime symptom confirmed (``source="static"``).
+2. the problems the runtime saw (errors before warnings, in the order the runtime found them,
+   except that when the program did not crash, of two findings of one symptom family and one
+   severity, the one a static finding confirms comes first: two cuts on the paths of the same
+   parameters, the one both faces see);
+3. static findings on code that ran (NOTE [code that ran] in :mod:`gradtrace.runtime.ran`: a
+   function that executed, or a module-level line that is part of code that executed) that no
+   runtime symptom confirmed (``source="static"``), minus those the run refutes.
 
 A static finding *accounts for* a runtime finding when its rule can cause that symptom
 (:data:`EXPLAINS`: a never-graded parameter by a cut, freeze or grad-mode finding; "backward
@@ -32,14 +36,14 @@ import ast
 import linecache
 import logging
 import os
-import sys
-import sysconfig
 from dataclasses import replace
 from types import CodeType
 from typing import Any, Iterable
 
 from gradtrace.env import strict
 from gradtrace.findings import Finding, Related
+from gradtrace.runtime.ran import (code_spans, is_user_file, library_prefixes,  # noqa: F401
+                                   ran_codes)
 
 LOG = logging.getLogger(__name__)
 
@@ -88,6 +92,9 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "scaler-order": frozenset({"GT525"}),
     "checkpoint": frozenset({"GT205"}),
     "listed-twice": frozenset({"GT435"}),
+    "dead-term": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT107", "GT108",
+                            "GT111", "GT201", "GT202", "GT216"}),
+    "bce-input": frozenset({"GT760"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -128,6 +135,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
     "GT834": ("scaler-order",), "GT205": ("checkpoint",), "GT435": ("listed-twice",),
+    "GT844": ("dead-term",), "GT838": ("bce-input",), "GT856": ("not-optimized",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
@@ -168,85 +176,6 @@ STATIC_ALSO = "also found by reading the code: "
 
 _CACHE: dict[str, tuple[Any, list[Finding]]] = {}
 _SETTINGS: dict[str, Any] = {}
-
-
-# -- which code ran ----------------------------------------------------------------------------
-_PREFIXES: dict[str | None, tuple[str, ...]] = {}
-
-
-def _library_prefixes() -> tuple[str, ...]:
-    """The folders of the standard library, site-packages, torch and gradtrace (read once per
-    process and torch location: ``sysconfig`` costs about half a millisecond a call, and the
-    hooks ask on training steps)."""
-    torch = sys.modules.get("torch")
-    key = getattr(torch, "__file__", None)
-    got = _PREFIXES.get(key)
-    if got is None:
-        got = _PREFIXES[key] = _read_prefixes()
-    return got
-
-
-def _read_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    out = {os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        p = paths.get(key)
-        if p:
-            out.add(os.path.abspath(p) + os.sep)
-    torch = sys.modules.get("torch")
-    if getattr(torch, "__file__", None):
-        out.add(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)  # type: ignore
-    return tuple(sorted(out))
-
-
-def is_user_file(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
-    """A file of the user's own code (an IPython cell counts; libraries and torch do not)."""
-    if not path:
-        return False
-    if path.startswith("<"):
-        return path.startswith("<ipython-input-")
-    full = os.path.abspath(path)
-    parts = full.split(os.sep)
-    if "site-packages" in parts or "dist-packages" in parts:
-        return False
-    return not full.startswith(prefixes if prefixes is not None else _library_prefixes())
-
-
-def _code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
-    """path -> line spans of the user code objects that ran. A function counts from its first
-    line to its last; module-level code only on its own lines (not the functions it defines)."""
-    prefixes = _library_prefixes()
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for code in codes:
-        path = code.co_filename
-        if not is_user_file(path, prefixes):
-            continue
-        key = path if path.startswith("<") else os.path.abspath(path)
-        lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-        if not lines:
-            continue
-        if code.co_name == "<module>":
-            spans.setdefault(key, []).extend((ln, ln) for ln in set(lines))
-        else:
-            spans.setdefault(key, []).append((code.co_firstlineno, max(lines)))
-    return spans
-
-
-def ran_codes(hooks_data: Any, seen: Iterable[CodeType]) -> list[CodeType]:
-    """The user code objects that ran: every frame the tracer walked to, plus the methods of
-    the module classes that ran (their ``__init__`` ran before any hook could see it)."""
-    out = list(seen)
-    classes: set[type] = set()
-    for rec in list(getattr(hooks_data, "modules", {}).values()):
-        m = rec.ref()
-        if m is not None:
-            classes.add(type(m))
-    for cls in classes:
-        for value in vars(cls).values():
-            code = getattr(value, "__code__", None)
-            if isinstance(code, CodeType):
-                out.append(code)
-    return out
 
 
 # -- static findings, cached per file ---------------------------------------------------------
@@ -382,6 +311,7 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     See NOTE [ranking]."""
     used: set[int] = set()
     out: list[Finding] = []
+    fams: list[tuple[str, ...]] = []  # the symptom families of each runtime finding in out
     for r in runtime:
         hit = _candidates(r, static, used, crash_line)
         if hit is None:
@@ -389,12 +319,16 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
             if same is None or not any((f.code, f.path) == (r.code, r.path) and (
                     same == "file" or f.line == r.line) for f in out):
                 out.append(r)
+                fams.append(_families(r))
             continue
         i, lead = hit
         used.add(i)
         fused = confirm(static[i], r, lead)
         if fused not in out:
             out.append(fused)
+            fams.append(_families(r))
+    if crash_line is None:
+        out = _confirmed_first(out, fams)
     shown = {(f.path, f.line) for f in out} | {(x.path, x.line) for f in out for x in f.related}
     for i, s in enumerate(static if unconfirmed else ()):
         if i in used or s.severity == "info":
@@ -407,17 +341,41 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     return out
 
 
+def _confirmed_first(out: list[Finding], fams: list[tuple[str, ...]]) -> list[Finding]:
+    """Of two things the run saw of one symptom family with one severity (two cuts on the
+    paths of the same parameters), the one the code also shows first (NOTE [ranking], 2)."""
+    order = list(range(len(out)))
+    for j, f in enumerate(out):
+        if f.source != "static+runtime" or not fams[j]:
+            continue
+        for pos, i in enumerate(order):
+            if i == j:
+                break
+            g = out[i]
+            if g.source == "runtime" and g.severity == f.severity and set(fams[i]) & set(
+                    fams[j]):
+                order.remove(j)
+                order.insert(pos, j)
+                break
+    return [out[i] for i in order]
+
+
 # The graph-break rules' words for a cut in one term of a sum (``loss = a + b.detach()``): the
 # other terms keep the loss on the graph, so backward() runs and parameters get gradients; a
 # run shows no symptom of such a cut, hence cannot refute it.
 _ONE_TERM = "this term of the loss"
+# Refutable rules in a form whose symptom the run does not watch: the run finds layers held in
+# a plain container (the module hooks see them run), not Parameters held in one (a plain dict
+# of ``nn.Parameter`` used in forward gets gradients and no step, and the run says nothing).
+_UNWATCHED = {"GT401": "of parameters"}
 
 
 def refuted(s: Finding, backwards: int, steps: int) -> bool:
     """Whether a run that made ``backwards`` backward passes and ``steps`` optimizer steps
     would have shown the symptom of static finding ``s`` had it been real (see _REFUTABLE)."""
     need = _REFUTABLE.get(s.code)
-    if need is None or backwards == 0 or steps < need or _ONE_TERM in s.message:
+    if need is None or backwards == 0 or steps < need or _ONE_TERM in s.message \
+            or s.code in _UNWATCHED and _UNWATCHED[s.code] in s.message:
         return False
     return s.code not in _WATCHED_FORM or _statement_is(s, _WATCHED_FORM[s.code])
 
@@ -445,8 +403,8 @@ def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
     runtime findings' files. Never raises: on a failure the runtime findings come back as
     they are."""
     try:
-        ran = _code_spans(codes)
-        prefixes = _library_prefixes()
+        ran = code_spans(codes)
+        prefixes = library_prefixes()
         files = dict.fromkeys(ran)
         for r in runtime:
             if is_user_file(r.path, prefixes) and not r.path.startswith("<"):

@@ -33,6 +33,10 @@ raised, the next step's post-hook or the tracer's exit does.
 A crash on an unarmed step still gets the diagnosis from the error's message and traceback,
 the static findings on the code that ran (NOTE [ranking]) and the hooks' facts; it does not get
 the line where a value was cut or modified in place during that step.
+
+From its entry to the end of the first ``RAN_STEPS`` optimizer steps (outside the optimizer's
+own work) the tracer also records which functions start, for the fuse (NOTE [code that ran] in
+:mod:`gradtrace.runtime.ran`; with ``sys.monitoring``, 3.12+, for the whole session).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.pace import WARM_STEPS, Pace
+from gradtrace.runtime.ran import RAN_STEPS, RanRecorder
 
 
 class Arming:
@@ -61,14 +66,18 @@ class Arming:
         self.thread = 0
         self._grad_at_disarm = True
         self.popped = False  # the mode is off the stack for an optimizer step's own work
+        self.ran = RanRecorder()  # the functions that start (NOTE [code that ran])
 
     # -- the tracer's block --------------------------------------------------------------------
     def enter(self) -> None:
         self.thread = threading.get_ident()
+        self.ran.thread = self.thread
         self.mode.__enter__()
         self.armed = True
+        self.ran.start()
 
     def exit(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.ran.close()
         if self.popped:  # a step raised: the mode is already off the stack
             self.popped = False
             _POPPED.clear()
@@ -85,6 +94,7 @@ class Arming:
             self.mode.__exit__(None, None, None)
             self.popped = True
             _POPPED.append(self.mode)
+            self.ran.stop()
 
     def resume(self) -> None:
         """Put the mode back after a step's own work (the step ended, or raised)."""
@@ -92,6 +102,8 @@ class Arming:
             self.popped = False
             _POPPED.clear()
             self.mode.__enter__()
+            if self.steps < RAN_STEPS:
+                self.ran.start()
 
     # -- the optimizer's step post-hook -------------------------------------------------------
     def step_end(self, new_optimizer: bool = False, anomaly: bool = False) -> None:
@@ -102,6 +114,8 @@ class Arming:
             self.resume()
         armed, steps = self.armed, self.steps
         self.steps = steps = steps + 1
+        if steps == RAN_STEPS:
+            self.ran.first_steps_done()
         if anomaly:
             self.warm_until = max(self.warm_until, steps + WARM_STEPS)
         elif new_optimizer:  # its first step counts as one of its warm-up steps

@@ -64,6 +64,7 @@ class Tracer:
         self.hooks = Hooks(self.state, self.mode, parameter_findings)
         self.arming = self.hooks.arming = Arming(self.mode, self.state, self.hooks,
                                                        every, budget)
+        self.arming.ran.enabled = static  # NOTE [code that ran]: only the fuse reads it
         self.state.hooks_data = self.hooks.data
         self.active = False
         self.reentrant = reentrant
@@ -168,7 +169,8 @@ class Tracer:
         from gradtrace.runtime.frames import INTERNAL_FILES
 
         seen = [c for c, internal in list(INTERNAL_FILES.items()) if not internal]
-        return list(dict.fromkeys([*self._codes, *seen]))
+        started = self.arming.ran.user_codes()  # NOTE [code that ran]
+        return list(dict.fromkeys([*self._codes, *seen, *started]))
 
     def _silent_findings(self) -> list[Finding]:
         from gradtrace.runtime.trace.silent import silent_findings
