@@ -90,6 +90,13 @@ def test_helper_that_never_ran_stays_out(run_script, tmp_path):
     assert res.code == 0 and res.findings == [], res.err
 
 
+def test_method_of_a_class_that_ran_but_never_called_stays_out(run_script):
+    # the class statement ran (and the object was built), but update() never did: a class
+    # body's code object spans its methods' def lines, which must not count as their bodies
+    res = run_script(WARMUP_METHOD.replace("    warmup.update(step)\n", ""))
+    assert res.code == 0 and res.findings == [], res.err
+
+
 def test_someone_elses_trace_function_is_left_alone():
     prev = sys.gettrace()
     events: list[str] = []

@@ -34,6 +34,8 @@ import threading
 from types import CodeType, FrameType
 from typing import Any, Iterable
 
+_CO_NEWLOCALS = 0x2  # inspect.CO_NEWLOCALS: set on functions, not on module or class bodies
+
 # -- user files ------------------------------------------------------------------------------
 _PREFIXES: dict[str | None, tuple[str, ...]] = {}
 
@@ -78,7 +80,8 @@ def is_user_file(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
 
 def code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
     """path -> line spans of the user code objects that ran. A function counts from its first
-    line to its last; module-level code only on its own lines (not the functions it defines)."""
+    line to its last; module-level code and class bodies only on their own lines (not the
+    functions they define: a class statement that ran says nothing of its methods)."""
     prefixes = library_prefixes()
     spans: dict[str, list[tuple[int, int]]] = {}
     for code in codes:
@@ -89,7 +92,7 @@ def code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
         lines = [ln for _, _, ln in code.co_lines() if ln is not None]
         if not lines:
             continue
-        if code.co_name == "<module>":
+        if not code.co_flags & _CO_NEWLOCALS:  # a module's or a class's body: its own lines
             spans.setdefault(key, []).extend((ln, ln) for ln in set(lines))
         else:
             spans.setdefault(key, []).append((code.co_firstlineno, max(lines)))
