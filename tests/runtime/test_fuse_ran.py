@@ -93,7 +93,11 @@ def test_helper_that_never_ran_stays_out(run_script, tmp_path):
 def test_method_of_a_class_that_ran_but_never_called_stays_out(run_script):
     # the class statement ran (and the object was built), but update() never did: a class
     # body's code object spans its methods' def lines, which must not count as their bodies
-    res = run_script(WARMUP_METHOD.replace("    warmup.update(step)\n", ""))
+    later = '        self.optimizer.state_dict()["param_groups"][0]["lr"] = 0.1 * min(1.0, step / self.steps)\n'
+    src = WARMUP_METHOD.replace("    warmup.update(step)\n", "").replace(
+        later, later + "\n    def lr(self):\n        return self.optimizer.param_groups[0]['lr']\n")
+    assert "def lr" in src
+    res = run_script(src)
     assert res.code == 0 and res.findings == [], res.err
 
 
