@@ -298,6 +298,8 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                          "was already consumed (a generator can be iterated only once)",
                          fix="pass model.parameters() directly, or make a list once")]
         elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else []
+        if isinstance(value, (list, tuple)) and any(isinstance(g, dict) for g in value):
+            value, elts = _group_tensors(value), []  # parameter groups: their 'params'
         for k, t in enumerate(value if isinstance(value, (list, tuple)) else ()):
             if hasattr(t, "is_leaf") and not t.is_leaf:
                 owner = _parametrized_owner(elts[k] if k < len(elts) else None, frame)
@@ -313,6 +315,17 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                              f"an op ({type(t.grad_fn).__name__}) here ({src(made)})",
                              fix=pat.fix, related=[(site, "the optimizer was built here")])]
     return []
+
+
+def _group_tensors(groups: list | tuple) -> list:
+    """The tensors of parameter groups (``[{'params': t, 'lr': ...}, ...]``): a group's
+    ``'params'`` is one tensor or a list of them, as ``add_param_group`` reads it."""
+    out: list = []
+    for g in groups:
+        ps = g.get("params", ()) if isinstance(g, dict) else g
+        out.extend([ps] if hasattr(ps, "is_leaf") else
+                   ps if isinstance(ps, (list, tuple)) else ())
+    return out
 
 
 def _parametrized_owner(expr: ast.AST | None, frame: types.FrameType) -> str | None:
