@@ -286,7 +286,7 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
     for call in calls:
         arg = call.args[0]
         if isinstance(arg, (ast.List, ast.Tuple)):
-            pairs = [_eval_chain(e, frame) for e in arg.elts]
+            pairs = [_eval_chain(_group_params(e), frame) for e in arg.elts]
             ok, value = all(p[0] for p in pairs), [p[1] for p in pairs]
         else:
             ok, value = _eval_chain(arg, frame)
@@ -298,7 +298,7 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                          "was already consumed (a generator can be iterated only once)",
                          fix="pass model.parameters() directly, or make a list once")]
         elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else []
-        if isinstance(value, (list, tuple)) and any(isinstance(g, dict) for g in value):
+        if isinstance(value, (list, tuple)) and any(isinstance(g, (dict, list, tuple)) for g in value):
             value, elts = _group_tensors(value), []  # parameter groups: their 'params'
         for k, t in enumerate(value if isinstance(value, (list, tuple)) else ()):
             if hasattr(t, "is_leaf") and not t.is_leaf:
@@ -315,6 +315,12 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                              f"an op ({type(t.grad_fn).__name__}) here ({src(made)})",
                              fix=pat.fix, related=[(site, "the optimizer was built here")])]
     return []
+
+
+def _group_params(e: ast.expr) -> ast.expr:
+    """The ``'params'`` value of a literal group ``{'params': ..., 'lr': ...}``, else ``e``."""
+    return next((v for k, v in zip(e.keys, e.values) if isinstance(k, ast.Constant)
+                 and k.value == "params"), e) if isinstance(e, ast.Dict) else e
 
 
 def _group_tensors(groups: list | tuple) -> list:
