@@ -33,7 +33,9 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
     if m is None:
         return []
     shape = tuple(int(s) for s in m["shape"].replace(" ", "").split(",") if s)
-    op = re.sub(r"Backward\d*$", "", (m["op"] or "").split("::")[-1])
+    # "output 0 of LeakyRelu1": an in-place activation's node (LeakyReluBackward1) is named
+    # without "Backward" but keeps its overload digit; the recorded names have neither
+    op = re.sub(r"(Backward)?\d*$", "", (m["op"] or "").split("::")[-1])
     expected = int(m["expected"])
     candidates = [r for r in reversed(state.inplace) if r[3] == shape]
     best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
