@@ -408,7 +408,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 from gradtrace.runtime.trace.graph_scan import leave_backwards
                 leave_backwards(self.state)
         self.seq += 1
-        # NOTE [retained graph]: a graph kept for a later backward() is stamped too (not for
+        # a graph kept for a later backward() is stamped too, NOTE [retained graph] (not for
         # autograd.grad, whose create_graph penalties are retained on every step)
         if raw is not None and (not retain or func is not torch.autograd.grad):
             self.busy = True
