@@ -256,27 +256,4 @@ CODES = (
          """,
          "Scale each group's own rate (keep a base rate per group), or use a scheduler.",
          "gradtrace.runtime.trace.lr_groups", severity="warning"),
-    Code("GT872", "scheduler-steps-instead-of-optimizer",
-         "a learning-rate scheduler steps while no optimizer ever does",
-         "`scheduler.step()` changes the learning rate in the optimizer's groups; it applies no "
-         "gradient. A loop that calls it where `optimizer.step()` belongs (an `if scheduler:` "
-         "branch that replaced the update) runs backward() on every batch and never changes a "
-         "weight: the loss stays where it started. The run sees backward() calls, a scheduler "
-         "step (torch warns 'Detected call of `lr_scheduler.step()` before "
-         "`optimizer.step()`') and no optimizer step at all, and names the scheduler's step.",
-         """
-         loss.backward()
-         if scheduler:
-             scheduler.step()
-         else:
-             optimizer.step()
-         """,
-         """
-         loss.backward()
-         optimizer.step()
-         if scheduler:
-             scheduler.step()
-         """,
-         "Call `optimizer.step()` after every backward() (then `scheduler.step()`).",
-         "gradtrace.runtime.trace.events", severity="warning"),
 )

@@ -80,15 +80,7 @@ def event_findings(state: TraceState, stepped: bool) -> list[Finding]:
     out: list[Finding] = []
     for (kind, site, _), counter in state.events.items():
         text = _EVENT_TEXT.get(kind)
-        if kind == "scheduler-before-step" and not stepped:
-            if state.backward_count >= 2:  # the update itself is missing: the scheduler's
-                out.append(make("GT872", site, (  # step stands where the optimizer's belongs
-                    "the learning-rate scheduler steps here, but no optimizer.step() ran while "
-                    f"backward() ran {state.backward_count} times: scheduler.step() changes "
-                    "the learning rate only, so no weight ever changes"), severity="warning",
-                    fix="call optimizer.step() after backward() (and scheduler.step() after it)"))
-            continue
-        if text is None:
+        if text is None or (kind == "scheduler-before-step" and not stepped):
             continue
         code, msg, fix = text
         if "{op}" in msg:
