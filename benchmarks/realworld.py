@@ -36,6 +36,11 @@ import tokenize
 from dataclasses import dataclass, field
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the cases run in subprocesses whose cwd is a temporary folder: a relative PYTHONPATH
+# (`PYTHONPATH=src`) would not find this tree there and measure the installed gradtrace instead
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p)
 CASES = os.path.join(ROOT_DIR, "tests", "realworld", "cases")
 BASELINE = os.path.join(ROOT_DIR, "tests", "realworld", "baseline.json")
 FAMILIES = ("graph_breaks", "grad_mode", "leaf", "registration", "freezing", "optimizer_wiring",

@@ -41,6 +41,11 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the cases run in subprocesses whose cwd is a temporary folder: a relative PYTHONPATH
+# (`PYTHONPATH=src`) would not find this tree there and measure the installed gradtrace instead
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p)
 from models import MODELS  # noqa: E402
 
 from gradtrace.runtime.pace import WARM_STEPS  # noqa: E402

@@ -32,7 +32,7 @@ def group():
     dist.destroy_process_group()
 
 
-def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3, after_wrap=None):
+def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3, after_wrap=None, **ddp_kw):
     import gradtrace
     from gradtrace.runtime.distributed.info import RankInfo
     from gradtrace.runtime.distributed.ranks import rank_session
@@ -40,7 +40,7 @@ def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3, after_wrap=None):
 
     monkeypatch.setenv("GRADTRACE_DDP_DIR", str(tmp_path))
     torch.manual_seed(0)
-    model = DDP(model_cls())
+    model = DDP(model_cls(), **ddp_kw)  # <- wrapped
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with gradtrace.trace() as tr, rank_session(tr, info=RankInfo(0, 2, 0)) as rs:
         try:
@@ -55,9 +55,16 @@ def diagnose(model_cls, monkeypatch, tmp_path, steps: int = 3, after_wrap=None):
     return None
 
 
+def wrapped_line() -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if "# <- wrapped" in text)
+
+
 @pytest.mark.parametrize("cls, names, marker, words", [
     (rm.Detached, "body.weight, body.bias", "cut", "graph was cut here: `detach`"),
-    (rm.TwoOutputs, "aux.weight, aux.bias", "aux call", "output did not reach the loss"),
+    # a module that ran but is not on the loss's path (every iteration, or in some only): the
+    # wrapper that assumes every parameter is used leads, the module's line is related
+    (rm.TwoOutputs, "aux.weight, aux.bias", None, "output did not reach the loss"),
     (rm.StepBranch, "aux.weight, aux.bias", None, "did not run in that iteration"),
     (rm.NoGradAux, "aux.weight, aux.bias", "no grad", "only ran with grad mode off"),
 ])
@@ -68,13 +75,25 @@ def test_reason(group, monkeypatch, tmp_path, cls, names, marker, words):
     assert names in f.message and words in f.message, f.message
     if marker:
         assert f.line == line_of(marker)
+    else:
+        assert (Path(f.path).name, f.line) == (Path(__file__).name, wrapped_line()), f
+        assert "without find_unused_parameters=True" in f.message
+    if cls is rm.TwoOutputs:
+        assert f.related[0].line == line_of("aux call")
     if cls is rm.StepBranch:
         assert "iteration 2" in f.message
-        assert f.related[0].line == line_of("step branch")
+        assert [r.line for r in f.related[:2]] == [rm.StepBranch.__init__.__code__.co_firstlineno
+                                                   + 2, line_of("step branch")]
 
 
 def test_used_model_raises_nothing(group, monkeypatch, tmp_path):
     assert diagnose(rm.Used, monkeypatch, tmp_path) is None
+
+
+@pytest.mark.parametrize("cls", [rm.TwoOutputs, rm.StepBranch])
+def test_unused_by_design_with_find_unused_trains_silently(group, monkeypatch, tmp_path, cls):
+    # the same models wrapped as they need: no error, so no GT880
+    assert diagnose(cls, monkeypatch, tmp_path, find_unused_parameters=True) is None
 
 
 def test_frozen_after_wrapping_names_the_frozen_layer(group, monkeypatch, tmp_path):

@@ -141,6 +141,24 @@ layer = nn.Linear(3, 3)
 parametrize.register_parametrization(layer, "weight", Symmetric())
 opt = torch.optim.SGD([layer.weight, layer.bias], lr=0.1)  # C
 """),
+    # parameter groups (differentiable-mpc#5 in other spellings): the non-leaf is named where
+    # the op made it, through the group's 'params' (one tensor, or a list)
+    "group_params_scaled_after_requires_grad": ("GT306", """
+class Fit:
+    def __init__(self):
+        self.theta = torch.ones(3).requires_grad_() * 1.5  # C
+
+    def optimizer(self):
+        return torch.optim.RMSprop([{"params": self.theta, "lr": 1e-2}])
+
+opt = Fit().optimizer()
+"""),
+    "second_group_cast_after_requires_grad": ("GT306", """
+scale = torch.ones(4, requires_grad=True)
+shift = torch.zeros(4, requires_grad=True).double()  # C
+groups = [{"params": [scale]}, {"params": [shift], "lr": 0.01}]
+opt = torch.optim.SGD(groups, lr=0.1)
+"""),
 }
 
 LOOKALIKES = {
@@ -261,6 +279,15 @@ opt = torch.optim.AdamW(itertools.chain(net.encoder.parameters(), net.head.param
 for _ in range(2):
     opt.zero_grad()
     net.head(net.encoder(torch.randn(2, 4))).pow(2).mean().backward()
+    opt.step()
+""",
+    "group_params_scaled_then_marked": """
+theta = (torch.ones(3) * 1.5).requires_grad_()
+shift = torch.zeros(4, dtype=torch.float64, requires_grad=True)
+opt = torch.optim.RMSprop([{"params": theta, "lr": 1e-2}, {"params": [shift]}])
+for _ in range(2):
+    opt.zero_grad()
+    ((theta - 2) ** 2).sum().add(shift.pow(2).sum().float()).backward()
     opt.step()
 """,
     "optimizer_given_parametrized_module_parameters": """

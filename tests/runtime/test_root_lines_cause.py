@@ -43,6 +43,28 @@ head = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.ReLU(inplace=True))  # C
 out = head(torch.randn(5, 3))
 out.mean().backward()
 """, False),
+    # an in-place layer that rewrites the output of another in-place activation, whose node
+    # torch names with its overload digit ("output 0 of LeakyRelu1", held-out 8's pix2pix
+    # discriminator): the second layer's constructor
+    "elu_inplace_then_dropout_inplace_in_sequential": ("GT602", """
+block = nn.Sequential(nn.Conv1d(2, 4, 3), nn.ELU(inplace=True),
+                      nn.Dropout(0.3, inplace=True),  # C
+                      nn.Flatten(), nn.Linear(4 * 6, 1))
+block(torch.randn(3, 2, 8)).sum().backward()
+""", False),
+    "leaky_inplace_then_dropout_inplace_attributes": ("GT602", """
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+        self.act = nn.LeakyReLU(0.2, inplace=True)
+        self.drop = nn.Dropout(0.5, inplace=True)  # C
+
+    def forward(self, x):
+        return self.drop(self.act(self.fc(x)))
+
+Head()(torch.randn(4, 5)).pow(2).sum().backward()
+""", False),
     "constructor_misspelt_double_underscore": ("GT444", """
 class Scorer(nn.Module):
     def __int__(self):  # C
@@ -190,6 +212,15 @@ for _ in range(2):
 }
 
 LOOKALIKES = {
+    "elu_inplace_then_dropout_out_of_place": """
+block = nn.Sequential(nn.Conv1d(2, 4, 3), nn.ELU(inplace=True), nn.Dropout(0.3),
+                      nn.Flatten(), nn.Linear(4 * 6, 1))
+opt = torch.optim.SGD(block.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    block(torch.randn(3, 2, 8)).sum().backward()
+    opt.step()
+""",
     "inplace_relu_after_linear": """
 head = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True), nn.Linear(3, 1))
 act = nn.LeakyReLU(0.1, inplace=True)

@@ -15,6 +15,7 @@ The facts are plain JSON values so that rank 0 can merge them (:mod:`gradtrace.r
 """
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -66,6 +67,7 @@ def facts_for_error(session: Any, exc: BaseException) -> dict[str, Any]:
         facts["params"] = [_why_unused(session, ddp, n, p, runs) for n, p in
                            _unused_params(ddp, text, session.tracer.state)]
         facts["used"] = _used_sites(session, ddp, runs)
+        facts["built"] = _site_list(_built_at(exc, ddp))
     elif kind == "ready-twice" and ddp is not None:
         facts["params"] = _twice_params(session, ddp, text)
     elif kind in ("timeout", "peer-closed") and ddp is not None:
@@ -93,6 +95,26 @@ def _find_ddp(session: Any, exc: BaseException) -> Any:
         if isinstance(m, DDP):
             return m
     return None
+
+
+def _built_at(exc: BaseException, ddp: Any) -> Site | None:
+    """Where ``ddp`` was built: the assignment, before the failing line, of the name that holds
+    it in a user frame of the traceback (``model = DDP(Net())``)."""
+    from gradtrace.runtime.frames import is_internal
+    from gradtrace.runtime.trace.diagnose_args import assignment_before
+
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        frame, code = tb.tb_frame, tb.tb_frame.f_code
+        if not is_internal(code) and not code.co_filename.startswith("<"):
+            for name, value in list(frame.f_locals.items()):
+                if value is ddp and name != "self":
+                    node = assignment_before(Site(code.co_filename, tb.tb_lineno,
+                                                  code.co_name), name)
+                    if node is not None and isinstance(node.value, ast.Call):
+                        found = Site(code.co_filename, node.lineno, code.co_name)
+        tb = tb.tb_next
+    return found
 
 
 def reducer_params(ddp: Any, state: Any = None) -> list[tuple[str, Any]]:
@@ -247,3 +269,15 @@ def _site_list(site: Any) -> list[Any] | None:
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:300]
+
+
+def unused_flag_at(site: Any) -> list[Any] | None:
+    """The one ``DistributedDataParallel(..., find_unused_parameters=True)`` call of the file
+    of ``site`` ([path, line]), as [path, line]; None if there is not exactly one."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site[0]) if site else None
+    hits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and any(
+        k.arg == "find_unused_parameters" and isinstance(k.value, ast.Constant)
+        and k.value.value is True for k in n.keywords)] if tree is not None else []
+    return [site[0], hits[0]] if len(hits) == 1 else None

@@ -33,6 +33,7 @@ WHY_TEXT = {
     "frozen-after-wrap": "it was frozen (requires_grad=False) here after DistributedDataParallel "
                          "was built, and DDP still waits for its gradient",
 }
+_USED_ELSEWHERE = ("not-run-this-iteration", "output-unused", "param-unused")
 FIX_FROZEN = ("freeze parameters before wrapping the model in DistributedDataParallel (DDP "
               "leaves out parameters that do not require grad when it is built), or wrap it "
               "again after freezing")
@@ -183,7 +184,14 @@ def _all_unused_finding(group: list[str], per_rank: dict[int, Rec],
         if p["why"] == "not-run-this-iteration" else []
     related.append((facts.get("site"), f"DDP raised the error here on rank {rank}"))
     fix = FIX_FROZEN if p["why"] == "frozen-after-wrap" else FIX_UNUSED
-    return make("GT880", p.get("site") or facts.get("site"), msg, fix, related)
+    lead = p.get("site") or facts.get("site")
+    if p["why"] in _USED_ELSEWHERE and facts.get("built") and not facts.get("find_unused"):
+        # the module does the model's work (it ran, now or in other iterations), only not on
+        # the loss's path every time: change the wrapper that assumes every parameter is used
+        related.insert(0, (lead, f"`{p.get('module') or 'the model'}` is defined/ran here"))
+        msg += "; DistributedDataParallel was built here without find_unused_parameters=True"
+        lead = facts["built"]
+    return make("GT880", lead, msg, fix, related)
 
 
 def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[int, ...],
@@ -212,13 +220,15 @@ def _branch_finding(group: list[str], per_rank: dict[int, Rec], used_on: tuple[i
 
 
 def _twice_findings(by_rank: dict[int, Rec]) -> list[Finding]:
+    from gradtrace.runtime.distributed.diagnose import unused_flag_at
+
     groups: dict[str, tuple[Rec, Rec, list[int]]] = {}
     for rank, facts in sorted(by_rank.items()):
         for p in facts.get("params", ()):
             groups.setdefault(p["name"], (p, facts, []))[2].append(rank)
     out = []
     for name, (p, facts, ranks) in groups.items():
-        built = _unused_flag_at(p.get("site")) if facts.get("find_unused") and not (
+        built = unused_flag_at(p.get("site")) if facts.get("find_unused") and not (
             p.get("checkpoint") or (p.get("runs") or 0) > 1) else None
         if built is not None:  # its module ran once: the model ran several forwards
             out.append(make("GT882", built, f"DistributedDataParallel ({ranks_text(ranks)}): "
@@ -481,17 +491,3 @@ def layout_findings(records: list[dict[str, Any]]) -> list[Any]:
                             [r for r in related if r[0] and r[0] != site]))
             break
     return out
-
-
-def _unused_flag_at(site: Any) -> list[Any] | None:
-    """The one ``DistributedDataParallel(..., find_unused_parameters=True)`` call of the file
-    of ``site`` ([path, line]), as [path, line]; None if there is not exactly one."""
-    import ast
-
-    from gradtrace.runtime.trace.locate import tree_of
-
-    tree = tree_of(site[0]) if site else None
-    hits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and any(
-        k.arg == "find_unused_parameters" and isinstance(k.value, ast.Constant)
-        and k.value.value is True for k in n.keywords)] if tree is not None else []
-    return [site[0], hits[0]] if len(hits) == 1 else None

@@ -16,7 +16,7 @@ from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_sav
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
                                                 layer_built_inplace)
-from gradtrace.runtime.trace.records import created_site
+from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -33,7 +33,9 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
     if m is None:
         return []
     shape = tuple(int(s) for s in m["shape"].replace(" ", "").split(",") if s)
-    op = re.sub(r"Backward\d*$", "", (m["op"] or "").split("::")[-1])
+    # "output 0 of LeakyRelu1": an in-place activation's node (LeakyReluBackward1) is named
+    # without "Backward" but keeps its overload digit; the recorded names have neither
+    op = re.sub(r"(Backward)?\d*$", "", (m["op"] or "").split("::")[-1])
     expected = int(m["expected"])
     candidates = [r for r in reversed(state.inplace) if r[3] == shape]
     best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
@@ -99,6 +101,10 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      related=[(saver, "the value was computed here, before the step"),
                               (state.after_step, "optimizer.step() changed its parameters here"),
                               (site, "backward() failed here")])]
+    retained = _through_retained(_roots(args, kwargs), site, pat, state) \
+        if state.after_step is not None else None
+    if retained is not None:
+        return [retained]
     if state.after_step is not None:
         return [make(code_for("step-between-backwards", pat.code), state.after_step,
                      f"optimizer.step() here updated the parameters in place (shape "
@@ -107,6 +113,114 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      fix="call optimizer.step() only after every backward() of this graph",
                      related=[(site, "backward() failed here")])]
     return saved_view_or_saver(node, saver, shape, state, pat, site)
+
+
+def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
+                      state: TraceState, limit: int = 5000) -> Finding | None:
+    """# NOTE [retained graph]
+    A saved tensor changed by ``optimizer.step()``, and the failing backward() runs into nodes
+    an earlier ``backward(retain_graph=True)`` already went through: the two backward() calls
+    share a graph the step changed under them. At the same backward() line, an earlier pass:
+    a value rebound in the loop carries that pass's graph over (an RNN state not detached,
+    kept alive by retain_graph=True): that rebinding. At another line (a generator step with
+    retain_graph=True before the discriminator's loss on the same output): the line of the
+    failing loss's graph that took in the shared value, where it needs ``.detach()``."""
+    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    kept, own = None, []  # the first kept node (and its user); leaves reached around it
+    while queue and len(seen) < limit:
+        node, user = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        try:
+            if META_RETAINED in node.metadata:
+                kept = kept or (node, user)
+                continue
+            var = getattr(node, "variable", None)
+            if isinstance(var, Tensor):
+                own.append(var)
+            user = created_site(node)[0] or user
+            queue.extend((n, user) for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    if kept is None or site is None:
+        return None
+    by, _ = decode_meta(kept[0].metadata[META_RETAINED])
+    if by == site:
+        return _fed_back(site, pat)
+    stepped = {id(p) for r in list(getattr(state.hooks_data, "optimizers", {}).values())
+               if r.site == state.after_step and r.ref() is not None
+               for g in r.ref().param_groups for p in g["params"]}
+    user = kept[1]
+    # the failing loss trains parameters of its own, which the step that broke it does not
+    # hold (a discriminator's): that loss took the other model's output without detaching it
+    if by is None or user is None or not own or all(id(p) in stepped for p in own):
+        return None
+    return make(code_for("gan-fake-not-detached", pat.code), user,
+                f"this line takes in a value whose graph the backward() at {src(by)} already "
+                "went through and kept (retain_graph=True); optimizer.step() "
+                f"({src(state.after_step)}) then changed the parameters that graph saved, so "
+                "this backward() through it fails",
+                fix="detach the shared value here if this loss needs no gradient through it "
+                    "(D(fake.detach())), or compute this loss after the step",
+                related=[(by, "this backward() went through the shared graph first"),
+                         (state.after_step, "optimizer.step() changed its parameters here"),
+                         (site, "backward() failed here")])
+
+
+def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:
+    """``h = f(x, h)`` in the loop around the failing backward(): a name both read and rebound
+    by one statement (state fed back into the next pass) whose value's graph reaches the graph
+    an earlier pass's backward() kept: that statement."""
+    import ast
+    import sys
+
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    loop = enclosing_loop(site)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_filename == site.path
+                                     and frame.f_code.co_name == site.function):
+        frame = frame.f_back
+    if loop is None or frame is None:
+        return None
+    for stmt in sorted((n for n in ast.walk(loop) if isinstance(n, ast.Assign)),
+                       key=lambda n: n.lineno):
+        bound = {t.id for tg in stmt.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+        read = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+        for name in sorted(bound & read):
+            value = frame.f_locals.get(name)
+            items = value if isinstance(value, (tuple, list)) else (value,)
+            if not any(isinstance(t, Tensor) and t.grad_fn is not None and
+                       _reaches_kept(t.grad_fn) for t in list(items)[:16]):
+                continue
+            at = Site(site.path, stmt.lineno, site.function)
+            return make(code_for("state-carried-across-steps", pat.code), at,
+                        f"`{name}` is fed back into the next pass here still attached to the "
+                        "graph of the pass before, which backward(retain_graph=True) kept; "
+                        "optimizer.step() has changed the parameters that graph saved, so "
+                        "this backward() through it fails",
+                        fix=f"detach `{name}` before it is fed back (h = h.detach(); for a "
+                            f"tuple: tuple(t.detach() for t in {name})), and drop "
+                            "retain_graph=True", related=[(site, "backward() failed here")])
+    return None
+
+
+def _reaches_kept(node: Any, limit: int = 256) -> bool:
+    stack, seen = [node], set()
+    while stack and len(seen) < limit:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        try:
+            if META_RETAINED in n.metadata:
+                return True
+            stack.extend(m for m, _ in n.next_functions if m is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return False
 
 
 def _sibling_saved(where: Site, saver: Site | None, made: Site | None) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.trace.records import META_CREATED, META_FREED, META_FREED_VIA
+from gradtrace.runtime.trace.records import META_CREATED, META_FREED, META_FREED_VIA, META_RETAINED
 
 Tensor = torch.Tensor
 
@@ -34,9 +34,12 @@ def backward_roots(func: Any, args: tuple[Any, ...],
     return roots, bool(create if retain is None else retain)
 
 
-def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000) -> None:
+def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5000,
+                retained: bool = False) -> None:
     """Mark every node of the graph a backward just freed (walk bounded by ``limit``), with
-    the creating line of the traced node that consumed it in that graph (META_FREED_VIA)."""
+    the creating line of the traced node that consumed it in that graph (META_FREED_VIA);
+    ``retained``: the backward kept the graph (retain_graph=True), META_RETAINED on the nodes
+    no backward went through before."""
     stack: list[tuple[Any, Any]] = [(r.grad_fn, None) for r in roots
                                      if isinstance(r, Tensor) and r.grad_fn is not None]
     seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
@@ -49,7 +52,10 @@ def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5
             continue
         try:
             meta = node.metadata
-            if META_FREED not in meta:
+            if retained:
+                if META_FREED not in meta and META_RETAINED not in meta:
+                    meta[META_RETAINED] = stamp
+            elif META_FREED not in meta:
                 meta[META_FREED] = stamp
                 if via is not None:
                     meta[META_FREED_VIA] = via

@@ -286,7 +286,7 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
     for call in calls:
         arg = call.args[0]
         if isinstance(arg, (ast.List, ast.Tuple)):
-            pairs = [_eval_chain(e, frame) for e in arg.elts]
+            pairs = [_eval_chain(_group_params(e), frame) for e in arg.elts]
             ok, value = all(p[0] for p in pairs), [p[1] for p in pairs]
         else:
             ok, value = _eval_chain(arg, frame)
@@ -298,6 +298,8 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                          "was already consumed (a generator can be iterated only once)",
                          fix="pass model.parameters() directly, or make a list once")]
         elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else []
+        if isinstance(value, (list, tuple)) and any(isinstance(g, (dict, list, tuple)) for g in value):
+            value, elts = _group_tensors(value), []  # parameter groups: their 'params'
         for k, t in enumerate(value if isinstance(value, (list, tuple)) else ()):
             if hasattr(t, "is_leaf") and not t.is_leaf:
                 owner = _parametrized_owner(elts[k] if k < len(elts) else None, frame)
@@ -313,6 +315,23 @@ def _optimizer_args(pat: ErrorPattern, exc: BaseException, frame: types.FrameTyp
                              f"an op ({type(t.grad_fn).__name__}) here ({src(made)})",
                              fix=pat.fix, related=[(site, "the optimizer was built here")])]
     return []
+
+
+def _group_params(e: ast.expr) -> ast.expr:
+    """The ``'params'`` value of a literal group ``{'params': ..., 'lr': ...}``, else ``e``."""
+    return next((v for k, v in zip(e.keys, e.values) if isinstance(k, ast.Constant)
+                 and k.value == "params"), e) if isinstance(e, ast.Dict) else e
+
+
+def _group_tensors(groups: list | tuple) -> list:
+    """The tensors of parameter groups (``[{'params': t, 'lr': ...}, ...]``): a group's
+    ``'params'`` is one tensor or a list of them, as ``add_param_group`` reads it."""
+    out: list = []
+    for g in groups:
+        ps = g.get("params", ()) if isinstance(g, dict) else g
+        out.extend([ps] if hasattr(ps, "is_leaf") else
+                   ps if isinstance(ps, (list, tuple)) else ())
+    return out
 
 
 def _parametrized_owner(expr: ast.AST | None, frame: types.FrameType) -> str | None:

@@ -408,10 +408,12 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 from gradtrace.runtime.trace.graph_scan import leave_backwards
                 leave_backwards(self.state)
         self.seq += 1
-        if not retain and raw is not None:
+        # a graph kept for a later backward() is stamped too, NOTE [retained graph] (not for
+        # autograd.grad, whose create_graph penalties are retained on every step)
+        if raw is not None and (not retain or func is not torch.autograd.grad):
             self.busy = True
             try:
-                stamp_freed(roots, (raw[0], raw[1], self.seq))
+                stamp_freed(roots, (raw[0], raw[1], self.seq), retained=retain)
             finally:
                 self.busy = False
         self.state.on_backward_done(raw, self.seq, func is torch.autograd.grad)

@@ -13,6 +13,7 @@ RawSite = tuple[CodeType, int, int]  # code, line, lasti (the column comes from 
 META_CREATED = "gradtrace.created"   # -> (code, lineno, seq)
 META_FREED = "gradtrace.freed_by"    # -> (code, lineno, seq) of the backward that freed it
 META_FREED_VIA = "gradtrace.freed_via"  # -> META_CREATED of the node that consumed it there
+META_RETAINED = "gradtrace.retained_by"  # -> (code, lineno, seq) of a backward(retain_graph=True)
 
 
 @dataclass(frozen=True)
