@@ -1,0 +1,113 @@
+"""Facts that carry across a call (session 14, helper "staticho"; docs/triage/staticho.md).
+
+- what a module call gives back is what every `return` of its class's `forward` makes, read
+  in `forward` (`self.softmax` is the `nn.Softmax` `__init__` assigned; NOTE [module outputs]):
+  GT758 (a softmax into cross_entropy) and GT756 (the log of a sigmoid) at the caller's loss.
+
+Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
+reported on the given line; all run on real torch (tests/lint/shape_runner.py).
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+"""
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    # GT758: the softmax is a module attribute applied at the end of forward
+    "softmax-attribute-ends-forward": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 3)
+                self.act = nn.LogSoftmax(dim=1)
+            def forward(self, x):
+                return self.act(self.fc(x))
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = F.nll_loss(model(torch.randn(4, 6)), torch.tensor([0, 1, 2, 0]))
+        loss.backward()
+        opt.step()
+        """, "GT758"), [Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 3)
+                self.act = nn.Softmax(dim=1)
+            def forward(self, x):
+                probs = self.act(self.fc(x))
+                return probs
+        model = Net()
+        criterion = nn.CrossEntropyLoss()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        out = model(x=torch.randn(4, 6))
+        loss = criterion(out, torch.tensor([0, 1, 2, 0]))
+        loss.backward()
+        opt.step()
+        """, "GT758", 7), Shape("""
+        class Student(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 3)
+                self.out_act = nn.Softmax(dim=-1)
+            def forward(self, x):
+                h = self.fc(x)
+                return self.out_act(h)
+        student = Student()
+        kl = nn.KLDivLoss(reduction="batchmean")
+        target = F.softmax(torch.randn(4, 3), dim=-1)
+        div = kl(student(torch.randn(4, 6)), target)
+        div.backward()
+        """, "GT758", 8)]),
+    # GT756: the log of what a model ending in a sigmoid gives back
+    "sigmoid-ends-forward": (Shape("""
+        class Gate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 1)
+            def forward(self, x):
+                return self.fc(x).squeeze(-1)
+        model = Gate()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        y = torch.tensor([0.0, 1.0, 1.0, 0.0])
+        z = model(torch.randn(4, 6))
+        loss = -(y * F.logsigmoid(z) + (1 - y) * F.logsigmoid(-z)).mean()
+        loss.backward()
+        opt.step()
+        """, "GT756"), [Shape("""
+        class Gate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 1)
+                self.squash = nn.Sigmoid()
+            def forward(self, x):
+                return self.squash(self.fc(x)).squeeze(-1)
+        model = Gate()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        y = torch.tensor([0.0, 1.0, 1.0, 0.0])
+        p = model(torch.randn(4, 6))
+        loss = -(y * torch.log(p + 1e-8) + (1 - y) * torch.log(1 - p)).mean()
+        loss.backward()
+        opt.step()
+        """, "GT756", 12)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name,i", [(n, i) for n, (_, twins) in sorted(SHAPES.items())
+                                    for i in range(len(twins))])
+def test_buggy_twin_is_reported(name: str, i: int) -> None:
+    judge(PRELUDE, SHAPES[name][1][i])
