@@ -3,6 +3,10 @@
 - what a module call gives back is what every `return` of its class's `forward` makes, read
   in `forward` (`self.softmax` is the `nn.Softmax` `__init__` assigned; NOTE [module outputs]):
   GT758 (a softmax into cross_entropy) and GT756 (the log of a sigmoid) at the caller's loss.
+- loop protocol (NOTE [first pass], NOTE [stepped through self]): GT515 when the guard of a
+  scheduler step is already true on the loop's first pass, when the optimizer steps in a
+  method called through `self`, and when the scheduler steps in place of the optimizer (the
+  other arm of an `if` no pass changes).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
 reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -99,6 +103,83 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         loss.backward()
         opt.step()
         """, "GT756", 12)]),
+
+    # GT515: a guard the first pass already passes; the optimizer steps in a method of self
+    "scheduler-guard-and-self-method": (Shape("""
+        class cfg:
+            START = 0
+        class Trainer:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+                self.sched = torch.optim.lr_scheduler.StepLR(self.opt, step_size=1)
+            def fit(self):
+                for epoch in range(3):
+                    if epoch > cfg.START:
+                        self.sched.step()
+                    self.one_epoch()
+            def one_epoch(self):
+                self.opt.zero_grad()
+                self.net(torch.randn(2, 3)).sum().backward()
+                self.opt.step()
+        Trainer().fit()
+        """, "GT515"), [Shape("""
+        class cfg:
+            START = -1
+        class Trainer:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+                self.sched = torch.optim.lr_scheduler.StepLR(self.opt, step_size=1)
+            def fit(self):
+                for epoch in range(3):
+                    if epoch > cfg.START:
+                        self.sched.step()
+                    self.one_epoch()
+            def one_epoch(self):
+                self.opt.zero_grad()
+                self.net(torch.randn(2, 3)).sum().backward()
+                self.opt.step()
+        Trainer().fit()
+        """, "GT515", 11), Shape("""
+        WARMUP = 0
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+        for i, x in enumerate([torch.randn(2, 3)] * 3):
+            if i >= WARMUP:
+                sched.step()
+            opt.zero_grad()
+            net(x).sum().backward()
+            opt.step()
+        """, "GT515", 7)]),
+    # GT515: the scheduler steps in the arm of an `if` whose other arm steps the optimizer
+    "scheduler-in-place-of-optimizer": (Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2) if net.in_features else None
+        for i in range(4):
+            opt.zero_grad()
+            net(torch.randn(2, 3)).sum().backward()
+            if i % 2 == 0:
+                opt.step()
+            else:
+                opt.step()
+                sched.step()
+        """, "GT515"), [Shape("""
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        use_schedule = True
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2) if use_schedule else None
+        for i in range(4):
+            opt.zero_grad()
+            net(torch.randn(2, 3)).sum().backward()
+            if use_schedule:
+                sched.step()
+            else:
+                opt.step()
+        """, "GT515", 10, holds="bool((net.weight == w0).all())")]),
 }
 
 
