@@ -7,6 +7,9 @@
   scheduler step is already true on the loop's first pass, when the optimizer steps in a
   method called through `self`, and when the scheduler steps in place of the optimizer (the
   other arm of an `if` no pass changes).
+- a helper whose every result is computed under `no_grad` cuts it for every caller
+  (NOTE [grad-off returns]), also as a method of an instance of a class of the file: GT202
+  when one term of the loss is built only from it.
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
 reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -180,6 +183,63 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             else:
                 opt.step()
         """, "GT515", 10, holds="bool((net.weight == w0).all())")]),
+    # GT202: one term of the loss is built only from a helper's no_grad result
+    "no-grad-helper-term": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc, self.head, self.aux = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+            def aux_logits(self, h):
+                z = self.aux(h)
+                with torch.no_grad():
+                    self.last_norm = z.norm()
+                return z
+        class Teacher:
+            def __init__(self):
+                self.net = nn.Linear(4, 2)
+            @torch.no_grad()
+            def soft_targets(self, x):
+                return F.softmax(self.net(x), dim=-1)
+        model, teacher = Net(), Teacher()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(3, 4), torch.tensor([0, 1, 1])
+        h = model.enc(x)
+        kd = F.kl_div(F.log_softmax(model.head(h), -1), teacher.soft_targets(x), reduction="batchmean")
+        loss = F.cross_entropy(model.head(h), y) + F.cross_entropy(model.aux_logits(h), y) + kd
+        loss.backward()
+        opt.step()
+        """, "GT202", holds="model.aux.weight.grad is not None"), [Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc, self.head, self.aux = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+            def aux_logits(self, h):
+                with torch.no_grad():
+                    z = self.aux(h)
+                return z
+        class Trainer:
+            def __init__(self):
+                self.model = Net()
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def step(self, x, y):
+                h = self.model.enc(x)
+                aux = self.model.aux_logits(h)
+                loss = F.cross_entropy(self.model.head(h), y) + 0.5 * F.cross_entropy(aux, y)
+                loss.backward()
+                self.opt.step()
+        t = Trainer()
+        t.step(torch.randn(3, 4), torch.tensor([0, 1, 1]))
+        """, "GT202", 6, holds="t.model.aux.weight.grad is None"), Shape("""
+        @torch.no_grad()
+        def project(layer, h):
+            return layer(h).tanh()
+        enc, proj = nn.Linear(4, 4), nn.Linear(4, 4)
+        opt = torch.optim.SGD([*enc.parameters(), *proj.parameters()], lr=0.1)
+        h = enc(torch.randn(3, 4))
+        loss = h.pow(2).mean() + F.mse_loss(project(proj, h), torch.zeros(3, 4))
+        loss.backward()
+        opt.step()
+        """, "GT202", 1, holds="proj.weight.grad is None")]),
 }
 
 
