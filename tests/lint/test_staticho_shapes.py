@@ -252,3 +252,56 @@ def test_look_alike_is_silent(name: str) -> None:
                                     for i in range(len(twins))])
 def test_buggy_twin_is_reported(name: str, i: int) -> None:
     judge(PRELUDE, SHAPES[name][1][i])
+
+
+# GT451 (checker only: DDP needs a process group): an `is None` branch in `forward` counts
+# when the training code passes None on some passes only
+DDP_MODEL = """
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Planner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.agents = nn.Linear(6, 8)
+        self.route = nn.Linear(4, 8)
+    def forward(self, agents, route=None):
+        h = self.agents(agents)
+        if route is not None:
+            h = h + self.route(route)
+        return h
+"""
+
+
+@pytest.mark.parametrize("loop,line", [
+    ("""
+def main(batches):
+    model = DDP(Planner())
+    for step, (a, r) in enumerate(batches):
+        model(a, r if step % 2 else None).sum().backward()
+""", 18),
+    ("""
+def main(batches):
+    net = DDP(Planner(), device_ids=None)
+    for a, r, has_route in batches:
+        lanes = r if has_route else None
+        net(agents=a, route=lanes).sum().backward()
+""", 18),
+    ("""
+def main(batches):
+    model = DDP(Planner())
+    for a, r in batches:
+        model(a, r).sum().backward()
+""", None),
+    ("""
+def main(batches):
+    model = DDP(Planner())
+    for a, r in batches:
+        model(a).sum().backward()
+""", None),
+])
+def test_ddp_branch_on_argument_sometimes_none(loop: str, line: int | None) -> None:
+    from gradtrace.lint import check_source
+    found = check_source(DDP_MODEL + loop, "ddp.py", select=["GT451"])
+    assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT451")])
