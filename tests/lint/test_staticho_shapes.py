@@ -10,6 +10,8 @@
 - a helper whose every result is computed under `no_grad` cuts it for every caller
   (NOTE [grad-off returns]), also as a method of an instance of a class of the file: GT202
   when one term of the loss is built only from it.
+- a state carried across the passes of a loop that backwards with `retain_graph=True` and
+  steps an optimizer: GT506 (the kept graph's saved weights were changed in place).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
 reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -240,6 +242,30 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         loss.backward()
         opt.step()
         """, "GT202", 1, holds="proj.weight.grad is None")]),
+    # GT506: the hidden state is carried, retain_graph=True hides the first error
+    "carried-state-retained-graph": (Shape("""
+        rnn, head = nn.GRU(3, 5, batch_first=True), nn.Linear(5, 1)
+        opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.1)
+        h = torch.zeros(1, 2, 5)
+        for x in [torch.randn(2, 4, 3) for _ in range(3)]:
+            h = h.detach()
+            out, h = rnn(x, h)
+            main = out.pow(2).mean()
+            aux = head(out).mean()
+            opt.zero_grad()
+            main.backward(retain_graph=True)
+            aux.backward()
+            opt.step()
+        """, "GT506"), [Shape("""
+        rnn, head = nn.GRU(3, 5, batch_first=True), nn.Linear(5, 1)
+        opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.1)
+        state = torch.zeros(1, 2, 5)
+        for x in [torch.randn(2, 4, 3) for _ in range(3)]:
+            opt.zero_grad()
+            out, state = rnn(x, state)
+            head(out).mean().backward(retain_graph=True)
+            opt.step()
+        """, "GT506", 6, raises=(RuntimeError, "modified by an inplace operation"))]),
 }
 
 
