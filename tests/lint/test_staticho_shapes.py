@@ -331,3 +331,32 @@ def test_ddp_branch_on_argument_sometimes_none(loop: str, line: int | None) -> N
     from gradtrace.lint import check_source
     found = check_source(DDP_MODEL + loop, "ddp.py", select=["GT451"])
     assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT451")])
+
+
+def test_no_grad_target_handed_to_a_method_that_runs_layers_is_silent() -> None:
+    """d3rlpy's FQE (gate corpus c2): the target is computed under `no_grad` by one method and
+    handed to another method of the file, whose body runs the Q-function: not the whole
+    loss (NOTE [grad-off returns])."""
+    from gradtrace.lint import check_source
+    src = '''
+import torch
+
+class Impl:
+    def __init__(self, q, targ_q, opt):
+        self._q, self._targ, self._opt = q, targ_q, opt
+
+    def compute_loss(self, batch, q_tpn):
+        return self._q.compute_error(batch, target=q_tpn)
+
+    def compute_target(self, batch):
+        with torch.no_grad():
+            return self._targ.compute_target(batch)
+
+    def inner_update(self, batch):
+        q_tpn = self.compute_target(batch)
+        loss = self.compute_loss(batch, q_tpn)
+        self._opt.zero_grad()
+        loss.backward()
+        self._opt.step()
+'''
+    assert [f.code for f in check_source(src, "fqe.py")] == []

@@ -82,7 +82,20 @@ class _HelperTracer(Tracer):
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(self.ctx, e, self.scope, line)
-        return None if fn is None else cut_through(self, e, fn, use, line)
+        return None if fn is None else through_file_function(self, e, fn, use, line)
+
+
+def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                          use: ast.stmt | None, line: int) -> Trace | None:
+    """:func:`cut_through`, and for a function of the file that does not cut: live when an
+    argument was cut by a grad-off region. The caller's tracer reads such a call as handing
+    its arguments through, but the function's own body (``self.forwarder.compute_error(...,
+    target=q_next)``) may run layers: a target computed under ``no_grad`` handed to it is
+    not the whole loss (NOTE [grad-off returns])."""
+    got = cut_through(t, e, fn, use, line)
+    if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
+        return Trace(True)
+    return got
 
 
 def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
