@@ -10,6 +10,9 @@
 - a helper whose every result is computed under `no_grad` cuts it for every caller
   (NOTE [grad-off returns]), also as a method of an instance of a class of the file: GT202
   when one term of the loss is built only from it.
+- `F.relu(x, inplace=True)` (and the other functional ops with `inplace=`) writes `x` in
+  place; a cast copy of a new tensor (`torch.from_numpy(a).float()`) made to require grad is
+  a leaf: GT302.
 - a state carried across the passes of a loop that backwards with `retain_graph=True` and
   steps an optimizer: GT506 (the kept graph's saved weights were changed in place).
 
@@ -266,6 +269,23 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             head(out).mean().backward(retain_graph=True)
             opt.step()
         """, "GT506", 6, raises=(RuntimeError, "modified by an inplace operation"))]),
+    # GT302: a functional op's inplace=True writes a leaf that requires grad
+    "inplace-keyword-on-leaf": (Shape("""
+        w = torch.randn(4, 3, requires_grad=True)
+        h = w * 2
+        h = F.relu(h, inplace=True)
+        x = torch.randn(4, 3)
+        x = F.dropout(x, p=0.1, inplace=True)
+        (h + x).sum().backward()
+        """, "GT302"), [Shape("""
+        import numpy as np
+        x = torch.from_numpy(np.random.randn(4, 3)).float().requires_grad_(True)
+        x = F.relu(x, inplace=True)
+        x.sum().backward()
+        """, "GT302", 3, raises=(RuntimeError, "leaf Variable that requires grad")), Shape("""
+        w = torch.zeros(4, 3).requires_grad_()
+        F.leaky_relu(w, 0.2, inplace=True)
+        """, "GT302", 2, raises=(RuntimeError, "leaf Variable that requires grad"))]),
 }
 
 
