@@ -13,6 +13,8 @@
 - `F.relu(x, inplace=True)` (and the other functional ops with `inplace=`) writes `x` in
   place; a cast copy of a new tensor (`torch.from_numpy(a).float()`) made to require grad is
   a leaf: GT302.
+- GT751 judges a guard on `x` protecting an op on arithmetic of `x` (`sqrt(1 - x ** 2)`) by
+  the values of that arithmetic beyond the guard's bound.
 - a state carried across the passes of a loop that backwards with `retain_graph=True` and
   steps an optimizer: GT506 (the kept graph's saved weights were changed in place).
 
@@ -286,6 +288,25 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         w = torch.zeros(4, 3).requires_grad_()
         F.leaky_relu(w, 0.2, inplace=True)
         """, "GT302", 2, raises=(RuntimeError, "leaf Variable that requires grad"))]),
+    # GT751: the guard tests x, the singular op consumes arithmetic of x
+    "where-guard-on-arithmetic": (Shape("""
+        p = nn.Parameter(torch.linspace(-3.0, 3.0, 16))
+        r = p * 1.0
+        y = torch.where(r > 2, torch.sqrt(2 ** r), r / 3)
+        y.sum().backward()
+        """, "GT751", holds="bool(torch.isfinite(p.grad).all())"), [Shape("""
+        p = nn.Parameter(torch.linspace(0.0, 3.0, 16))
+        r = p * 1.0
+        y = torch.where(r > 1, torch.sqrt(r * r - 1), torch.zeros_like(r))
+        y.sum().backward()
+        """, "GT751", 3, holds="bool(torch.isnan(p.grad).any())"), Shape("""
+        def f(x):
+            inner = torch.log(1 - x / 2)
+            outer = x - 2
+            return torch.where(x < 2, inner, outer)
+        x = torch.linspace(0.5, 3.0, 6, requires_grad=True)
+        f(x).sum().backward()
+        """, "GT751", 4, holds="not bool(torch.isfinite(x.grad).all())")]),
 }
 
 
