@@ -15,6 +15,8 @@
   a leaf: GT302.
 - GT751 judges a guard on `x` protecting an op on arithmetic of `x` (`sqrt(1 - x ** 2)`) by
   the values of that arithmetic beyond the guard's bound.
+- a class whose `__init__` puts a submodule in eval mode, then `model.train()` before a
+  step: GT443 (DeepLab's `freeze_bn()` called from the constructor).
 - a state carried across the passes of a loop that backwards with `retain_graph=True` and
   steps an optimizer: GT506 (the kept graph's saved weights were changed in place).
 
@@ -307,6 +309,63 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         x = torch.linspace(0.5, 3.0, 6, requires_grad=True)
         f(x).sum().backward()
         """, "GT751", 4, holds="not bool(torch.isfinite(x.grad).all())")]),
+    # GT443: the eval mode set while the model was built is undone by model.train()
+    "eval-at-construction-undone": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+                self.head = nn.Linear(4, 2)
+                self.encoder.eval()
+            def forward(self, x):
+                return self.head(self.encoder(x))
+        net = Net()
+        opt = torch.optim.SGD(net.head.parameters(), lr=0.1)
+        before = net.encoder[1].running_mean.clone()
+        for epoch in range(2):
+            net.train()
+            net.encoder.eval()
+            opt.zero_grad()
+            net(torch.randn(8, 4) + 3).sum().backward()
+            opt.step()
+        """, "GT443", holds="torch.equal(net.encoder[1].running_mean, before)"), [Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+                self.head = nn.Linear(4, 2)
+                self.encoder.eval()
+            def forward(self, x):
+                return self.head(self.encoder(x))
+        net = Net()
+        opt = torch.optim.SGD(net.head.parameters(), lr=0.1)
+        before = net.encoder[1].running_mean.clone()
+        for epoch in range(2):
+            net.train()
+            opt.zero_grad()
+            net(torch.randn(8, 4) + 3).sum().backward()
+            opt.step()
+        """, "GT443", 13, holds="not torch.equal(net.encoder[1].running_mean, before)"), Shape("""
+        class Seg(nn.Module):
+            def __init__(self, freeze_bn=True):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+                if freeze_bn:
+                    self._freeze()
+            def _freeze(self):
+                for m in self.modules():
+                    if isinstance(m, nn.BatchNorm2d):
+                        m.eval()
+            def forward(self, x):
+                return self.body(x)
+        def train_epoch(model, opt):
+            model.train()
+            opt.zero_grad()
+            model(torch.rand(2, 3, 8, 8)).mean().backward()
+            opt.step()
+        seg = Seg()
+        train_epoch(seg, torch.optim.SGD(seg.parameters(), lr=0.1))
+        """, "GT443", 14, holds="seg.body[1].training")]),
 }
 
 
