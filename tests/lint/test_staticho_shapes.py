@@ -17,6 +17,8 @@
   the values of that arithmetic beyond the guard's bound.
 - a class whose `__init__` puts a submodule in eval mode, then `model.train()` before a
   step: GT443 (DeepLab's `freeze_bn()` called from the constructor).
+- a gradient clip on every pass of an accumulation loop whose step runs every few passes:
+  GT532.
 - a state carried across the passes of a loop that backwards with `retain_graph=True` and
   steps an optimizer: GT506 (the kept graph's saved weights were changed in place).
 
@@ -366,6 +368,30 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         seg = Seg()
         train_epoch(seg, torch.optim.SGD(seg.parameters(), lr=0.1))
         """, "GT443", 14, holds="seg.body[1].training")]),
+    # GT532: the clip runs on every pass, the step every few passes
+    "clip-every-accumulation-pass": (Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i, x in enumerate([torch.randn(2, 4) for _ in range(4)]):
+            (model(x).pow(2).mean() / 2).backward()
+            if (i + 1) % 2 == 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+                opt.step()
+                opt.zero_grad()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        """, "GT532"), [Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        accum = 2
+        for step, x in enumerate([torch.randn(2, 4) for _ in range(4)]):
+            loss = model(x).pow(2).mean() / accum
+            loss.backward()
+            torch.nn.utils.clip_grad_value_(model.parameters(), 0.1)
+            do_step = (step + 1) % accum == 0
+            if do_step:
+                opt.step()
+                opt.zero_grad()
+        """, "GT532", 7)]),
 }
 
 
@@ -460,3 +486,28 @@ class Impl:
         self._opt.step()
 '''
     assert [f.code for f in check_source(src, "fqe.py")] == []
+
+
+@pytest.mark.parametrize("src", [
+    # kornia (gate corpus c2): a sample count rounded up; the log1p carries no gradient
+    """
+import torch
+def samples_needed(support, m, confidence, budget):
+    probability = torch.ones_like(support)
+    needed = torch.ceil(torch.log1p(-confidence) / torch.log1p(-probability))
+    bounded = (confidence < 1) & (needed < budget)
+    return torch.where(bounded, needed, budget)
+""",
+    # kornia's Charbonnier loss: the root's input is kept off 0 by `+ 1.0`
+    """
+import torch
+def charbonnier(a, b):
+    squared = (a - b) ** 2
+    small = squared < 1.0
+    small_squared = torch.where(small, squared, 0.0)
+    return torch.where(small, small_squared / ((small_squared + 1.0).sqrt() + 1.0),
+                       (squared + 1.0).sqrt() - 1.0)
+"""])
+def test_where_guard_on_arithmetic_look_alikes_are_silent(src: str) -> None:
+    from gradtrace.lint import check_source
+    assert [f.code for f in check_source(src, "k.py", select=["GT751"])] == []

@@ -89,7 +89,7 @@ def _comparisons(test: ast.AST, ctx: Context, negated: bool = False
 
 
 def _unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: bool,
-               ctx: Context) -> bool:
+               ctx: Context, derived: bool = True) -> bool:
     """Whether the elements where the branch holding ``op(operand)`` is *not* selected can
     hold ``op``'s singular points, judged from the comparisons of ``operand`` in ``test``."""
     want = spelled(operand)
@@ -105,7 +105,7 @@ def _unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: bool,
         region = NEGATE[cmp] if taken_when_true else cmp
         if _reaches_singular(op, region, c):
             return True
-    return _derived_unguarded(op, operand, test, selected_when, ctx)
+    return derived and _derived_unguarded(op, operand, test, selected_when, ctx)
 
 
 def _derived_unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: bool,
@@ -114,8 +114,8 @@ def _derived_unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: 
     tested name alone; where the branch is not selected, some value of the name (the bound
     itself and points beyond it) puts the operand on the op's singular points."""
     names = {n.id for n in bfs_walk(operand) if isinstance(n, ast.Name)}
-    if len(names) != 1:
-        return False
+    if len(names) != 1 or has_positive_shift(operand, ctx):
+        return False  # (`squared + 1.0`: kept off 0 as far as the code says)
     name = next(iter(names))
     for left, cmp, right, negated in _comparisons(test, ctx):
         if isinstance(left, ast.Name) and left.id == name:
@@ -232,7 +232,8 @@ class SingularOpOutsideWhereGuard(Rule):
                 if op in ("/", "div", "true_divide", "divide") or not _tensor_operand(
                         operand, ctx, node.lineno):
                     continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
-                if _unguarded(op, operand, test, selected_when, ctx):
+                if _unguarded(op, operand, test, selected_when, ctx,
+                              not _rounded(n, expr, ctx)):
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
                         Related(ctx.path, n.lineno, f"`{ctx.source(n)}` is computed here",
@@ -241,6 +242,20 @@ class SingularOpOutsideWhereGuard(Rule):
                                       operand=ctx.source(operand), op=shown,
                                       why=_why(op, why), cond=ctx.source(test))
                     return
+
+
+ROUNDING = frozenset({"ceil", "floor", "round", "trunc", "sign", "long", "int", "argmax"})
+
+
+def _rounded(n: ast.AST, expr: ast.AST, ctx: Context) -> bool:
+    """The singular op ``n`` sits inside a rounding of ``expr`` (``torch.ceil(log1p(-c) /
+    ...)``, a sample count): what it selects carries no gradient to judge."""
+    for c in bfs_walk(expr):
+        if isinstance(c, ast.Call) and c is not n and any(x is n for x in bfs_walk(c)):
+            got = torch_op(c, ctx)
+            if got is not None and got[0] in ROUNDING:
+                return True
+    return False
 
 
 def _mask_like(e: ast.AST) -> bool:
