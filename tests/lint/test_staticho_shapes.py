@@ -19,6 +19,8 @@
   step: GT443 (DeepLab's `freeze_bn()` called from the constructor).
 - a gradient clip on every pass of an accumulation loop whose step runs every few passes:
   GT532.
+- what `forward` is given is what every call of an instance of its class passes (NOTE
+  [instance calls]): GT205 on a reentrant checkpoint of the raw input.
 - a state carried across the passes of a loop that backwards with `retain_graph=True` and
   steps an optimizer: GT506 (the kept graph's saved weights were changed in place).
 
@@ -392,6 +394,36 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
                 opt.step()
                 opt.zero_grad()
         """, "GT532", 7)]),
+    # GT205: forward checkpoints its own input, which every call site passes as raw data
+    "checkpoint-of-forward-input": (Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+            def forward(self, h):
+                return self.head(checkpoint(self.stem, h, use_reentrant=True))
+        emb = nn.Linear(3, 4)
+        model = Net()
+        x = torch.randn(2, 3)
+        model(emb(x)).sum().backward()
+        """, "GT205", holds="model.stem.weight.grad is not None"), [Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+            def forward(self, x):
+                out = checkpoint(self.stem, x, use_reentrant=True)
+                return self.head(out)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = [(torch.randn(2, 4), torch.tensor([0, 1]))]
+        for images, labels in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(images), labels).backward()
+            opt.step()
+        """, "GT205", 7, holds="model.stem.weight.grad is None")]),
 }
 
 
