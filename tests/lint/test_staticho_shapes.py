@@ -543,3 +543,36 @@ def charbonnier(a, b):
 def test_where_guard_on_arithmetic_look_alikes_are_silent(src: str) -> None:
     from gradtrace.lint import check_source
     assert [f.code for f in check_source(src, "k.py", select=["GT751"])] == []
+
+
+# GT456 (checker only: DDP needs a process group): a module whose class freezes every
+# parameter it has when it is built (NOTE [frozen at construction]), wrapped in DDP
+FROZEN_CLS = """
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+class Critic(nn.Module):
+    def __init__(self, trainable_head=False):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+        self.head = nn.Linear(4, 1)
+        self.body.requires_grad_(False)
+        {head}
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+"""
+
+
+@pytest.mark.parametrize("head,wrap,line", [
+    ("self.head.requires_grad_(False)", "crit = DistributedDataParallel(Critic())", 15),
+    ("for p in self.head.parameters(): p.requires_grad = False",
+     "def main():\n    c = Critic()\n    return DistributedDataParallel(c, device_ids=None)", 17),
+    ("pass", "crit = DistributedDataParallel(Critic())", None),
+    ("if not trainable_head: self.head.requires_grad_(False)",
+     "crit = DistributedDataParallel(Critic(True))", None),
+])
+def test_ddp_wraps_module_frozen_at_construction(head: str, wrap: str, line: int | None) -> None:
+    from gradtrace.lint import check_source
+    src = FROZEN_CLS.replace("{head}", head) + "\n" + wrap + "\n"
+    found = check_source(src, "ddp.py", select=["GT456"])
+    assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT456")])
