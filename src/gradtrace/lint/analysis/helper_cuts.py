@@ -15,8 +15,8 @@ cut is the innermost helper's line, reached through every call on the way (the m
 the guard against recursion). A module of the file called through an instance (``model(x)``)
 runs its ``forward``: ``return torch.round(out)`` there cuts what every caller gets; a method
 called through an instance of a class of the file (``self.model.refine(h)``) runs that method.
-A helper computing everything it returns under ``no_grad`` cuts too (NOTE [grad-off
-returns]), and may be decorated (``@torch.no_grad()``) for that.
+A helper computing everything it returns under ``no_grad`` cuts too
+(NOTE [grad-off returns]), and may be decorated (``@torch.no_grad()``) for that.
 """
 from __future__ import annotations
 

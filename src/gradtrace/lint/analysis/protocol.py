@@ -108,8 +108,8 @@ def _counter(loop: ast.For | ast.AsyncFor, ctx: Context) -> tuple[str, float] | 
 
 
 def first_pass_truth(test: ast.expr, loop: ast.stmt, ctx: Context) -> bool | None:
-    """The value ``test`` has on the first pass of ``loop`` when the code fixes it (NOTE
-    [first pass]); None: unknown."""
+    """The value ``test`` has on the first pass of ``loop`` when the code fixes it
+    (NOTE [first pass]); None: unknown."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(test, ast.Compare) \
             or len(test.ops) != 1 or type(test.ops[0]) not in OPS:
         return None
