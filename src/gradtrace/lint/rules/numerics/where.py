@@ -150,8 +150,10 @@ class SingularOpOutsideWhereGuard(Rule):
     `torch.sqrt(torch.where(x > 0, x, 1.0))`, `torch.log(x.clamp(min=eps))`,
     `torch.exp(x.clamp(max=th))`, then select.
     Known limits: the condition must test the very value the op consumes (directly, or a mask
-    bound to that comparison in the same function); a condition on another tensor is not
-    judged.
+    bound to that comparison in the same function), or a name the op consumes arithmetic of
+    (`torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)`, judged at the bound and just beyond,
+    not when the arithmetic adds a constant or the op sits under a rounding); a condition on
+    another tensor is not judged.
     """
 
     code = "GT751"
