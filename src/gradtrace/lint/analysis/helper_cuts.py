@@ -13,7 +13,10 @@ out. A helper's own tracer follows the helpers it calls in turn (``compute_loss`
 ``_as_leaf(F.mse_loss(out, y))``, where ``_as_leaf`` rebuilds with ``requires_grad=True``): the
 cut is the innermost helper's line, reached through every call on the way (the memo doubles as
 the guard against recursion). A module of the file called through an instance (``model(x)``)
-runs its ``forward``: ``return torch.round(out)`` there cuts what every caller gets.
+runs its ``forward``: ``return torch.round(out)`` there cuts what every caller gets; a method
+called through an instance of a class of the file (``self.model.refine(h)``) runs that method.
+A helper computing everything it returns under ``no_grad`` cuts too
+(NOTE [grad-off returns]), and may be decorated (``@torch.no_grad()``) for that.
 """
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
-from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, OFF_MODES, grad_off_cut
+from gradtrace.lint.analysis.kinds import MODULE, OBJECT
+from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.analysis.origins import Tracer
 
 if TYPE_CHECKING:
@@ -42,7 +47,9 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if key in memo:
         return memo[key]
     memo[key] = None  # recursion guard
-    if fn.decorator_list or len(fn.body) > 60:
+    off_deco = bool(fn.decorator_list) and all(
+        grad_mode_of(d, ctx.imports) in OFF_MODES for d in fn.decorator_list)
+    if fn.decorator_list and not off_deco or len(fn.body) > 60:
         return None
     scope = ctx.scope(fn)
     returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
@@ -52,6 +59,10 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
            for s in returns if s.value is not None):
         return None
+    off = grad_off_cut(ctx, fn)  # NOTE [grad-off returns]
+    if off is not None or off_deco:
+        memo[key] = off
+        return off
     t = ctx.memo("gt1-helper-tracer", fn, lambda: _HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
     for s in returns:
@@ -71,7 +82,20 @@ class _HelperTracer(Tracer):
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(self.ctx, e, self.scope, line)
-        return None if fn is None else cut_through(self, e, fn, use, line)
+        return None if fn is None else through_file_function(self, e, fn, use, line)
+
+
+def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                          use: ast.stmt | None, line: int) -> Trace | None:
+    """:func:`cut_through`, and for a function of the file that does not cut: live when an
+    argument was cut by a grad-off region. The caller's tracer reads such a call as handing
+    its arguments through, but the function's own body (``self.forwarder.compute_error(...,
+    target=q_next)``) may run layers: a target computed under ``no_grad`` handed to it is
+    not the whole loss (NOTE [grad-off returns])."""
+    got = cut_through(t, e, fn, use, line)
+    if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
+        return Trace(True)
+    return got
 
 
 def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
@@ -87,6 +111,11 @@ def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
         return None  # constructing an instance
     k = a.kind(e.func, scope, line)
     cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
+    if cls is None and isinstance(e.func, ast.Attribute):  # `self.model.refine(h)`
+        own = a.kind(e.func.value, scope, line)
+        cls = a.classes.get(own.cls or "") if own is not None and own.what in (
+            MODULE, OBJECT) else None
+        return cls.methods.get(e.func.attr) if cls is not None else None
     return cls.methods.get("forward") if cls is not None and cls.is_module else None
 
 
@@ -131,7 +160,8 @@ def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionD
     cut = helper_cut(t.ctx, fn)
     if cut is None:
         return None
-    cls = t.ctx.analysis.class_of(fn) if fn.name == "forward" else None
+    cls = t.ctx.analysis.class_of(fn) if fn.name == "forward" or cut.kind == GRAD_OFF \
+        else None  # a module's method under no_grad cuts its own layers' outputs too
     if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
         return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
     # the helper's own cut, reached through this call

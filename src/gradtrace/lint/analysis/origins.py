@@ -16,7 +16,7 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE, MOVES,
     NON_TENSOR_KWARGS, NONDIFF, NUMPY, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut, Trace, asks_grad,
     constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
-    registered_buffer, self_assignments, top_defs, unpacks_indices,
+    registered_buffer, self_assignments, top_defs, unpacks_indices, PAIR_METHODS,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute
@@ -293,10 +293,9 @@ class Tracer:
     def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
         v = e.value
         if isinstance(e.slice, ast.Constant) and e.slice.value == 1 and isinstance(v, ast.Call) \
-                and isinstance(v.func, ast.Attribute) and v.func.attr in ("max", "min", "topk",
-                                                                          "sort") and \
-                (v.args or v.keywords):
-            return self._cut(NONDIFF, e, [v.func.value], use, line)
+                and isinstance(v.func, ast.Attribute) and v.func.attr in PAIR_METHODS and len(
+                    v.args) + len(v.keywords) > (dotted(v.func.value) == "torch"):  # indices
+            return self._cut(NONDIFF, e, [pair_source(v)], use, line)
         return self.trace(v, use, line)
 
     def _cut(self, kind: str, node: ast.expr, operands: list[ast.expr],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
@@ -12,10 +12,13 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import (
-    TRIGGERS, holds_wrapper, wrapped_class, wraps,
+    TRIGGERS, Wrap, holds_wrapper, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._modules import GradFlag, grad_flags, owns_params
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 REDUCTION_ERROR = ("'Expected to have finished reduction in the prior iteration before starting "
                    "a new one'")
@@ -108,18 +111,22 @@ class DdpUnusedSubmodule(Rule):
                     attr=name, cls=cls.name, line=w.line)
 
 
-def _data_test(test: ast.expr, params: set[str], fn: ast.AST, ctx: Context) -> bool:
+def _data_test(test: ast.expr, params: set[str], fn: ast.AST, ctx: Context,
+               optional: frozenset[str] = frozenset()) -> bool:
     """Whether an ``if`` test depends on the data ``forward`` is given (a parameter, or a local
-    made from one), not on ``self.training``, ``is None`` or ``isinstance`` alone."""
+    made from one), not on ``self.training``, ``is None`` or ``isinstance`` alone; ``is None``
+    counts on a parameter in ``optional`` (the training loop passes None on some passes)."""
     if isinstance(test, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot))
                                              for o in test.ops):
-        return False
+        return isinstance(test.left, ast.Name) and test.left.id in optional
+    if isinstance(test, ast.UnaryOp) and isinstance(test.operand, ast.Compare):
+        return _data_test(test.operand, params, fn, ctx, optional)
     if isinstance(test, ast.Call) and dotted(test.func) in ("isinstance", "hasattr"):
         return False
     if isinstance(test, ast.UnaryOp):
         return _data_test(test.operand, params, fn, ctx)
     if isinstance(test, ast.BoolOp):
-        return all(_data_test(v, params, fn, ctx) for v in test.values)
+        return all(_data_test(v, params, fn, ctx, optional) for v in test.values)
     names = {n.id for n in walk(test) if isinstance(n, ast.Name)}
     if "self" in names:
         return False
@@ -142,19 +149,49 @@ def _called_attrs(nodes: list[ast.stmt] | ast.AST) -> dict[str, int]:
     return out
 
 
-def _conditional_layers(cls: ClassInfo, ctx: Context) -> Iterator[tuple[str, ast.If]]:
+def _sometimes_none(v: ast.expr | None, scope: Scope, line: int) -> bool:
+    """``x if c else None`` (or a name bound to one): None on some passes only."""
+    if isinstance(v, ast.Name):
+        b = scope.binding_before(v.id, line)
+        v = b.value if b is not None and isinstance(b.stmt, ast.Assign) else None
+    return isinstance(v, ast.IfExp) and sum(
+        isinstance(a, ast.Constant) and a.value is None for a in (v.body, v.orelse)) == 1
+
+
+def _optional_params(w: Wrap, fwd: ast.FunctionDef | ast.AsyncFunctionDef,
+                     ctx: Context) -> frozenset[str]:
+    """Parameters of the wrapped model's ``forward`` that a call of the wrapper (bound to
+    ``w.target`` in the function that wraps) passes None on some passes and a value on
+    others (``model(agents, route if step == 0 else None)``)."""
+    if not w.target:
+        return frozenset()
+    scope = ctx.scope(w.owner)
+    names = [x.arg for x in (*fwd.args.posonlyargs, *fwd.args.args)][1:]
+    out: set[str] = set()
+    for n in walk(w.owner):
+        if isinstance(n, ast.Call) and dotted(n.func) == w.target and n.lineno > w.line:
+            binds = dict(zip(names, n.args))
+            binds.update((k.arg, k.value) for k in n.keywords if k.arg)
+            out.update(p for p, v in binds.items() if _sometimes_none(v, scope, n.lineno))
+    return frozenset(out)
+
+
+def _conditional_layers(cls: ClassInfo, ctx: Context, w: Wrap | None = None
+                        ) -> Iterator[tuple[str, ast.If]]:
     """(attribute, if) for each layer ``forward`` calls only on one side of a data-dependent
-    ``if`` (or only after an ``if`` whose body returns early)."""
+    ``if`` (or only after an ``if`` whose body returns early); an ``is None`` test counts on
+    an argument the training loop passes as None on some passes only."""
     fwd = cls.methods.get("forward")
     if fwd is None:
         return
+    optional = _optional_params(w, fwd, ctx) if w is not None else frozenset()
     a = fwd.args
     params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self"}
     total = _called_attrs(fwd)
     layers = {n for n in total if n in cls.attrs and _learnable_attr(cls, n, ctx)}
     done: set[str] = set()
     for s in statements(fwd):
-        if not isinstance(s, ast.If) or not _data_test(s.test, params, fwd, ctx):
+        if not isinstance(s, ast.If) or not _data_test(s.test, params, fwd, ctx, optional):
             continue
         sides = [_called_attrs(s.body), _called_attrs(s.orelse)]
         if s.body and isinstance(s.body[-1], ast.Return) and not s.orelse:
@@ -190,8 +227,10 @@ class DdpBranchLeavesLayerUnused(Rule):
     `find_unused_parameters=True` to the wrapper, or make every branch use the layer (a
     zero-weighted loss term).
     Known limits: only a class of the same file, wrapped there; the branch must test an
-    argument of `forward` (or a local made from one); `is None` and `isinstance` tests, and
-    tests on `self` (`self.training`, configuration), are left alone.
+    argument of `forward` (or a local made from one); `isinstance` tests, tests on `self`
+    (`self.training`, configuration), and `is None` tests are left alone, unless the training
+    code calls the wrapper with that argument None on some passes only (`route if step == 0
+    else None`, or a name bound to such a choice).
     """
 
     code = "GT451"
@@ -261,7 +300,7 @@ class DdpBranchLeavesLayerUnused(Rule):
             cls = wrapped_class(w, ctx) if not w.finds_unused else None
             if cls is None:
                 continue
-            for attr, branch in _conditional_layers(cls, ctx):
+            for attr, branch in _conditional_layers(cls, ctx, w):
                 yield self.report(w.call, ctx, related=(Related(
                     ctx.path, branch.lineno, f"`self.{attr}` runs only on one side of this "
                     "branch", ctx.column(branch)),), cls=cls.name, attr=attr,

@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.instance_calls import passed_values
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.nodes import child_nodes, walk
 
@@ -160,7 +161,8 @@ class CheckpointInputWithoutGrad(Rule):
                           fn=fn)
 
 
-def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
+def _no_grad_reason(a: ast.expr, ctx: Context, scope: Scope | None = None,
+                    depth: int = 0) -> str | None:
     if isinstance(a, ast.Constant):
         return "a constant"
     if isinstance(a, ast.Subscript):
@@ -168,12 +170,13 @@ def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
         if isinstance(key, ast.Constant) and isinstance(key.value, str) \
                 and INT_NAME_RE.search(key.value):
             return f"`{ctx.source(a)}` holds integers"
-        base = _no_grad_reason(a.value, ctx) if isinstance(a.value, ast.Name) else None
+        base = _no_grad_reason(a.value, ctx, scope, depth) if isinstance(a.value, ast.Name) \
+            else None
         return base if base is not None and "batch" in base else None
     name = dotted(a)
     if name is not None and INT_NAME_RE.search(name.rpartition(".")[2]):
         return f"`{name}` holds integers"
-    scope = ctx.scope()
+    scope = scope or ctx.scope()
     kind = scope.kind(a)
     if kind == LEAF and not _has_requires_grad(a, scope, name):
         return f"`{ctx.source(a)}` is a new tensor"
@@ -199,7 +202,23 @@ def _no_grad_reason(a: ast.expr, ctx: Context) -> str | None:
             src = dotted(it) or ""
             if LOADER_RE.search(src.rpartition(".")[2]):
                 return f"`{name}` is a batch from `{src}`"
+    if isinstance(a, ast.Name) and depth == 0 and isinstance(scope.node, ast.FunctionDef) \
+            and scope.binding_before(a.id, a.lineno) is None:
+        return _given_data(a.id, scope.node, ctx)
     return None
+
+
+def _given_data(name: str, fn: ast.FunctionDef, ctx: Context) -> str | None:
+    """``forward``'s parameter ``name`` when every call of an instance of its class passes a
+    value that cannot require grad there (NOTE [instance calls])."""
+    got = passed_values(ctx, fn, name)
+    if not got:
+        return None
+    whys = [_no_grad_reason(v, ctx, ctx.scope(w), 1) for v, w in got]
+    if any(w is None for w in whys):
+        return None
+    first = got[0][0]
+    return f"`{name}` is what the model is given, {whys[0]} (line {first.lineno})"
 
 
 def _frozen_output(a: ast.Name, scope: Scope, ctx: Context) -> str | None:
@@ -224,7 +243,7 @@ def _frozen_output(a: ast.Name, scope: Scope, ctx: Context) -> str | None:
     if not frozen:
         return None
     for x in v.args:
-        if _no_grad_reason(x, ctx) is None:
+        if _no_grad_reason(x, ctx, scope, 1) is None:
             return None
     return f"`{a.id}` comes from the frozen `{mod}` (line {mb.line}) on inputs that need no grad"  # type: ignore[union-attr]
 

@@ -10,6 +10,10 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.analysis.grad_sources import Dead, Deps, grad_sources
+from gradtrace.lint.analysis.cuts import Cut
+from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
+from gradtrace.lint.rules.graph_breaks._base import LossCutRule, related_for, short
+from gradtrace.lint.rules.graph_breaks._paths import LossPaths, Verdict
 
 GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 ELEMENT0 = "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`"
@@ -192,17 +196,20 @@ class LossFromNoGradOutput(_LossTraceRule):
                           line=node.lineno)
 
 
-class NoGradInTrainingHelper(_LossTraceRule):
+class NoGradInTrainingHelper(_LossTraceRule, LossCutRule):
     """A helper called by the training step returns values computed under `no_grad`.
 
     Why: grad mode is global state, so `with torch.no_grad():` (or `@torch.no_grad()`) inside
     a helper also cuts the graph of the training step that calls it. When the loss is built
     only from what the helper returns, `loss.backward()` raises
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
-    (pytorch-facts.md#no-graph-loss). Move the no-grad block to the evaluation code, or return the
-    values
-    with a graph.
-    Known limits: helpers defined in the same file, called by name or as `self.<name>`.
+    (pytorch-facts.md#no-graph-loss). When only one term of the loss is built from it, backward
+    runs and that term adds nothing to any gradient: the layers the helper runs (a refinement
+    decoder, a projection head) never train (pytorch-facts.md#partly-cut-graph). Move the
+    no-grad block to the evaluation code, or return the values with a graph.
+    Known limits: helpers defined in the same file, called by name, as `self.<name>`, or as a
+    method of an instance of a class of the file (`self.model.refine(h)`); every `return` of
+    the helper must give a value computed in one grad-off region (NOTE [grad-off returns]).
     """
 
     code = "GT202"
@@ -210,6 +217,12 @@ class NoGradInTrainingHelper(_LossTraceRule):
     name = "no-grad-in-training-helper"
     message = ("`{helper}` computes its result under `{mode}`, and the training step uses it "
                "as the only input of the loss that {sink} (line {line}) differentiates")
+    message_term = ("`{helper}` computes its result under `{mode}`, and the term `{term}` of "
+                    "the loss that `backward()` (line {line}) differentiates is built only "
+                    "from it: backward runs, the term adds nothing to any gradient, and the "
+                    "layers `{helper}` runs get no gradient from it")
+    cut_kinds = frozenset({GRAD_OFF})
+    file_needs = GRAD_WORDS
     examples = [
         Bad("""
             import torch
@@ -256,12 +269,43 @@ class NoGradInTrainingHelper(_LossTraceRule):
         if not helpers or not self._first_time(helpers[0].off, ctx):
             return
         dead = helpers[0]
+        if not _first_line(ctx, dead.off.lineno):  # type: ignore[attr-defined]
+            return
         name = getattr(dead.helper, "name", "helper")
         related = (_value_related(dead, ctx, f"the training step calls `{name}` here"),
                    _backward_related(node, ctx))
         yield self.report(dead.off, ctx, related=related, helper=name,
                           mode=_with_text(dead.off, ctx), sink=_sink_text(node, ctx),
                           line=node.lineno)
+
+
+    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
+        """A term (or the whole loss) cut by a helper's grad-off region, found by the GT1
+        loss paths (NOTE [grad-off returns])."""
+        if v.sink.how != "backward" or not _first_line(ctx, c.node.lineno):
+            return None
+        helper = next((n[:-2] for n, _ in reversed(c.via) if n.endswith("()")), "helper")
+        line = v.sink.node.lineno  # type: ignore[attr-defined]
+        mode = ctx.source(c.node)
+        if ctx.line_text(c.node.lineno).lstrip().startswith("@"):
+            mode = "@" + mode
+        f = self.report(c.node, ctx, related=related_for(c, v, ctx), helper=helper, mode=mode,
+                        sink=f"`{short(ctx.source(v.sink.node), 40)}`", line=line)
+        if v.full:
+            return f
+        term = next((t for t, cuts in v.cut_terms if c in cuts), v.sink.value)
+        return replace(f, message=self.message_term.format(
+            helper=helper, mode=mode, term=short(ctx.source(term), 40), line=line))
+
+
+def _first_line(ctx: Context, line: int) -> bool:
+    """Whether GT202 reports on ``line`` for the first time in this file (its two paths, the
+    grad-source trace and the loss paths, may find one region twice)."""
+    seen: set[int] = ctx.memo("gt202-lines", ctx.tree, set)
+    if line in seen:
+        return False
+    seen.add(line)
+    return True
 
 
 class BackwardUnderNoGrad(_LossTraceRule):

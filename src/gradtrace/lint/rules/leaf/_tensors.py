@@ -73,6 +73,9 @@ def nn_alias(ctx: Context) -> str | None:
     return f"{t}.nn" if t else None
 
 
+DATA_CASTS = frozenset({"float", "double", "half", "to", "cpu", "cuda", "clone", "contiguous"})
+
+
 def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
     """``torch.randn(..., requires_grad=True)`` (also ``torch.zeros(..).requires_grad_()``)."""
     if not isinstance(node, ast.Call):
@@ -83,8 +86,12 @@ def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
             return None
         inner = func.value
         while isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Mult, ast.Div, ast.Add,
-                                                                      ast.Sub)):
-            inner = inner.left  # `(torch.randn(n) * std).requires_grad_()`: still a new leaf
+                                                                      ast.Sub)) or \
+                isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
+                inner.func.attr in DATA_CASTS:
+            # `(torch.randn(n) * std).requires_grad_()`, `torch.from_numpy(a).float()
+            # .requires_grad_()`: a new tensor's copies and casts are still new leaves
+            inner = inner.left if isinstance(inner, ast.BinOp) else inner.func.value  # type: ignore[union-attr]
         if isinstance(inner, ast.Call) and ctx.call_name(inner) in NEW_TENSOR_FUNCS:
             return node
         return None

@@ -92,8 +92,30 @@ def own_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             stack.extend(c.body)
 
 
+# functional ops that write their first argument when given ``inplace=True``
+INPLACE_FUNCTIONS = frozenset({
+    "relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "threshold", "rrelu",
+    "hardswish", "hardsigmoid", "silu", "mish", "dropout", "dropout1d", "dropout2d",
+    "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
+
+
+def _inplace_call(value: ast.expr | None) -> ast.expr | None:
+    """``F.relu(x, inplace=True)``, ``F.dropout(x, p, inplace=True)``: ``x``, written in
+    place."""
+    if isinstance(value, ast.Call) and value.args and \
+            (dotted(value.func) or "").rpartition(".")[2] in INPLACE_FUNCTIONS and any(
+                k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in value.keywords):
+        return value.args[0]
+    return None
+
+
 def in_place_writes(stmt: ast.stmt) -> Iterator[tuple[ast.expr, str]]:
     """(updated tensor expression, what) for an in-place statement."""
+    if isinstance(stmt, (ast.Assign, ast.Expr)):
+        written = _inplace_call(stmt.value)
+        if written is not None:
+            yield written, "`inplace=True` call"
     if isinstance(stmt, ast.AugAssign):
         yield stmt.target, "update"
     elif isinstance(stmt, ast.Assign):

@@ -26,6 +26,8 @@ SINGULAR = {
     "acos": "an infinite derivative at +-1", "arccos": "an infinite derivative at +-1",
     "asin": "an infinite derivative at +-1", "arcsin": "an infinite derivative at +-1",
     "atanh": "an infinite derivative at +-1", "arctanh": "an infinite derivative at +-1",
+    "acosh": "an infinite derivative at 1 (NaN below)",
+    "arccosh": "an infinite derivative at 1 (NaN below)",
     "logit": "an infinite derivative at 0 and 1",
     "exp": "an overflowing value and derivative for large inputs",
     "expm1": "an overflowing value and derivative for large inputs",

@@ -6,7 +6,9 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.module_outputs import output_made_by
 from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import has_positive_shift, in_training, resolve, strip, \
@@ -18,10 +20,11 @@ LOGS = ("log", "log2", "log10")
 GUARDS = frozenset({"clamp", "clip", "clamp_", "clamp_min", "clamp_max", "tanh", "hardtanh"})
 
 
-def _sigmoid(e: ast.AST, ctx: Context) -> ast.Call | None:
+def _sigmoid(e: ast.AST, ctx: Context, scope: Scope | None = None) -> ast.Call | None:
     """The sigmoid call ``e`` is: ``torch.sigmoid(x)``, ``F.sigmoid``, ``x.sigmoid()``, an
     ``nn.Sigmoid`` module called (a name, a ``self`` attribute, or built in place), an
-    ``nn.Sequential`` whose last layer is one."""
+    ``nn.Sequential`` whose last layer is one; names are read in ``scope`` (default: the
+    function being visited)."""
     if not isinstance(e, ast.Call):
         return None
     got = torch_op(e, ctx)
@@ -31,7 +34,7 @@ def _sigmoid(e: ast.AST, ctx: Context) -> ast.Call | None:
     if isinstance(f, ast.Call) and (ctx.qualified_name(f.func) or "") in SIGMOID_MODULES:
         return e
     if isinstance(f, (ast.Name, ast.Attribute)):
-        k = ctx.analysis.kind(f, None, e.lineno)
+        k = ctx.analysis.kind(f, scope, e.lineno)
         if k is not None and k.what == MODULE and (k.cls or "") in SIGMOID_MODULES:
             return e
         if k is not None and k.what == MODULE and k.cls == "torch.nn.Sequential" and \
@@ -50,19 +53,25 @@ def _one_minus(e: ast.AST) -> ast.AST | None:
     return None
 
 
-def _find(operand: ast.AST, ctx: Context, line: int) -> tuple[ast.Call, bool] | None:
-    """(the sigmoid, whether the log takes ``1 - sigmoid``) for a log's operand, also through
-    names bound once in the function."""
+def _find(operand: ast.AST, ctx: Context, line: int) -> tuple[ast.Call, bool, bool] | None:
+    """(the sigmoid, whether the log takes ``1 - sigmoid``, whether it is what a module call
+    gives back) for a log's operand, also through names bound once in the function and the
+    ``forward`` of a module called (NOTE [module outputs])."""
     for e in (operand, _one_minus(operand)):
         if e is None:
             continue
         e = strip(e)
         s = _sigmoid(e, ctx)
+        inner = e
         if s is None and isinstance(e, (ast.Name, ast.Attribute)):
             inner = strip(resolve(e, ctx, line))
             s = _sigmoid(inner, ctx) if inner is not e else None
+        via_model = False
+        if s is None and isinstance(inner, ast.Call):  # a model whose forward ends in one
+            s = output_made_by(inner, ctx.scope(), ctx, strip, _sigmoid)  # type: ignore[assignment]
+            via_model = s is not None
         if s is not None:
-            return s, e is not operand
+            return s, e is not operand, via_model
     return None
 
 
@@ -106,9 +115,10 @@ class LogOfSigmoid(Rule):
     (kuangliu/pytorch-retinanet#52, checked on torch 2.13). `F.logsigmoid(x)` (and
     `F.logsigmoid(-x)` for `log(1 - sigmoid(x))`) computes the same value stably; a
     `binary_cross_entropy_with_logits` replaces the whole pair.
-    Known limits: the sigmoid must be in the log's expression or bound to the name the log
-    reads in the same function, its input must come from a module call or from a tensor
-    the function is given, and not be clamped; `+ eps` inside the log silences it.
+    Known limits: the sigmoid must be in the log's expression, bound to the name the log
+    reads in the same function, or what every `return` of the `forward` of the module called
+    there gives back; its input must come from a module call or from a tensor the function
+    is given, and not be clamped; `+ eps` inside the log silences it.
     """
 
     code = "GT756"
@@ -174,10 +184,10 @@ class LogOfSigmoid(Rule):
         found = _find(operand, ctx, node.lineno)
         if found is None:
             return
-        sig, minus = found
+        sig, minus, via_model = found
         if _guarded_input(sig, ctx) or not (
-                _from_model(sig, ctx, node.lineno) or _from_argument(sig, ctx, node.lineno)) \
-                or not in_training(ctx, node):
+                via_model or _from_model(sig, ctx, node.lineno)
+                or _from_argument(sig, ctx, node.lineno)) or not in_training(ctx, node):
             return
         related = [] if sig.lineno == node.lineno else [
             Related(ctx.path, sig.lineno, "the sigmoid is computed here", ctx.column(sig))]
@@ -185,6 +195,8 @@ class LogOfSigmoid(Rule):
         inner = ctx.source(sig.args[0]) if sig.args else "x"
         if not sig.args and isinstance(sig.func, ast.Attribute):
             inner = ctx.source(sig.func.value)
+        if via_model:  # the sigmoid ends the model's forward: its input is not read here
+            inner = "the logits the model returns without the sigmoid"
         yield self.report(node, ctx, related=related,
                           src=src if len(src) <= 60 else src[:57] + "...",
                           what="one minus a sigmoid" if minus else "a sigmoid",

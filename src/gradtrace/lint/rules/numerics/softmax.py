@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.facts import SELF_RETURNING
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
@@ -18,9 +19,10 @@ BUILTINS = frozenset(dir(builtins))
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
 
 
-def _softmax(e: ast.AST, ctx: Context) -> ast.Call | None:
+def _softmax(e: ast.AST, ctx: Context, scope: Scope | None = None) -> ast.Call | None:
     """The softmax call ``e`` is: ``torch.softmax(x, d)``, ``F.softmax``, ``x.softmax(d)``, an
-    ``nn.Softmax`` module called (a name, a ``self`` attribute, or built in place)."""
+    ``nn.Softmax`` module called (a name, a ``self`` attribute, or built in place); names are
+    read in ``scope`` (default: the function being visited)."""
     if not isinstance(e, ast.Call):
         return None
     got = torch_op(e, ctx)
@@ -30,7 +32,7 @@ def _softmax(e: ast.AST, ctx: Context) -> ast.Call | None:
     if isinstance(f, ast.Call) and (ctx.qualified_name(f.func) or "") in SOFTMAX_MODULES:
         return e
     if isinstance(f, (ast.Name, ast.Attribute)):
-        k = ctx.analysis.kind(f, None, e.lineno)
+        k = ctx.analysis.kind(f, scope, e.lineno)
         if k is not None and k.what == MODULE and (k.cls or "") in SOFTMAX_MODULES:
             return e
     return None

@@ -8,10 +8,11 @@ from typing import Any, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.module_outputs import module_output
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.words import holds
 from gradtrace.lint.rules.numerics._ops import strip
@@ -40,7 +41,6 @@ WHY = {CE: "applies log_softmax to its input again: the loss cannot reach 0 and 
 WANT = {CE: "logits", NLL: "log_softmax of the logits", KL: "log_softmax of the logits",
         BCEL: "logits (drop the sigmoid, or use binary_cross_entropy on the probabilities)"}
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 
 
 def _loss_kind(call: ast.Call, scope: Scope, ctx: Context) -> str | None:
@@ -69,42 +69,26 @@ def _bound(e: ast.AST, scope: Scope, line: int) -> ast.AST:
     return e
 
 
-def _returns_softmax(fn: ast.AST, ctx: Context, made: Any = _softmax) -> ast.Call | None:
-    """The softmax (the call ``made`` recognises) every ``return`` of ``fn`` gives back
-    (through one local name), or None."""
-    scope = ctx.scope(fn)
-    found: ast.Call | None = None
-    rets = [n for n in scope_nodes(fn) if isinstance(n, ast.Return)]
-    for r in rets:
-        if r.value is None:
-            return None
-        sm = made(strip(_bound(strip(r.value), scope, r.lineno)), ctx)
-        if sm is None or (found is not None and found is not sm):
-            return None
-        found = sm
-    return found
-
-
 def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _softmax,
                    classes: frozenset[str] = SOFTMAX_MODULES) -> ast.AST | None:
     """When ``call`` runs a module whose output is a softmax (``made``, or a layer of
-    ``classes``): that softmax (in the ``forward`` of a class of the file, or the last layer
-    of an ``nn.Sequential``)."""
-    if not isinstance(call.func, (ast.Name, ast.Attribute)):
+    ``classes``): that softmax (in the ``forward`` of a class of the file, read there, or the
+    last layer of an ``nn.Sequential``; NOTE [module outputs])."""
+    got = module_output(call, scope, ctx, strip)
+    if got is None:
         return None
-    k = ctx.analysis.kind(call.func, scope, call.lineno)
-    if k is None or k.what != MODULE or not k.cls:
-        return None
-    own = ctx.analysis.classes.get(k.cls)
-    if own is not None:
-        fwd = own.methods.get("forward")
-        return _returns_softmax(fwd, ctx, made) if fwd is not None else None
-    if k.cls in SEQUENTIAL and isinstance(k.node, ast.Call) and k.node.args \
-            and not k.node.keywords:
-        last = k.node.args[-1]
-        if isinstance(last, ast.Call) and (ctx.qualified_name(last.func) or "") in classes:
-            return last
-    return None
+    fscope, values = got
+    if fscope is None:  # the last layer of an nn.Sequential
+        last = values[0]
+        return last if (ctx.qualified_name(getattr(last, "func", last)) or "") in classes \
+            else None
+    found: ast.AST | None = None
+    for v in values:
+        m = made(v, ctx, fscope)
+        if m is None or (found is not None and found is not m):
+            return None
+        found = m
+    return found
 
 
 class ProbabilitiesIntoCrossEntropy(Rule):
@@ -325,7 +309,7 @@ def _layer_class(e: ast.AST, ctx: Context) -> str | None:
     return k.cls if k is not None and k.what == MODULE else None
 
 
-def _affine(e: ast.AST, ctx: Context) -> ast.Call | None:
+def _affine(e: ast.AST, ctx: Context, scope: Scope | None = None) -> ast.Call | None:
     """``e`` when it calls a Linear / Conv layer."""
     return e if (_layer_class(e, ctx) or "") in AFFINE else None  # type: ignore[return-value]
 

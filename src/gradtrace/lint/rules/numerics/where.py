@@ -11,6 +11,7 @@ from gradtrace.lint.flow import DETACHED, NUMBER
 from gradtrace.lint.rules.numerics._ops import (
     DIV, ROOT, has_positive_shift, in_training, resolve, singular_uses, spelled, torch_op)
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.rules.numerics._values import OFFSETS, singular_value, value_of
 
 FLIP = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Eq: ast.Eq,
         ast.NotEq: ast.NotEq}
@@ -48,6 +49,9 @@ def _reaches_singular(op: str, region: type, c: float | None) -> bool:
         return True
     if op in BOUNDED:
         return region is not ast.Eq or abs(c) >= 1
+    if op in ("acosh", "arccosh"):  # singular at 1, NaN below
+        return _holds(region, 1.0, c) or region in (ast.Lt, ast.LtE, ast.NotEq) or \
+            region is ast.Eq and c < 1
     if op in ("logit",):
         return _holds(region, 0.0, c) or _holds(region, 1.0, c)
     if op == "log1p":  # singular at -1, NaN below
@@ -85,7 +89,7 @@ def _comparisons(test: ast.AST, ctx: Context, negated: bool = False
 
 
 def _unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: bool,
-               ctx: Context) -> bool:
+               ctx: Context, derived: bool = True) -> bool:
     """Whether the elements where the branch holding ``op(operand)`` is *not* selected can
     hold ``op``'s singular points, judged from the comparisons of ``operand`` in ``test``."""
     want = spelled(operand)
@@ -101,6 +105,36 @@ def _unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: bool,
         region = NEGATE[cmp] if taken_when_true else cmp
         if _reaches_singular(op, region, c):
             return True
+    return derived and _derived_unguarded(op, operand, test, selected_when, ctx)
+
+
+def _derived_unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: bool,
+                       ctx: Context) -> bool:
+    """``torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)``: the op consumes arithmetic of the
+    tested name alone; where the branch is not selected, some value of the name (the bound
+    itself and points beyond it) puts the operand on the op's singular points."""
+    names = {n.id for n in bfs_walk(operand) if isinstance(n, ast.Name)}
+    if len(names) != 1 or has_positive_shift(operand, ctx):
+        return False  # (`squared + 1.0`: kept off 0 as far as the code says)
+    name = next(iter(names))
+    for left, cmp, right, negated in _comparisons(test, ctx):
+        if isinstance(left, ast.Name) and left.id == name:
+            c = _const(resolve(right, ctx, right.lineno))  # type: ignore[attr-defined]
+        elif isinstance(right, ast.Name) and right.id == name and _const(left) is not None:
+            cmp, c = FLIP[cmp], _const(left)
+        else:
+            continue
+        if c is None:
+            continue
+        region = NEGATE[cmp] if selected_when != negated else cmp
+        up = region in (ast.Gt, ast.GtE, ast.NotEq)
+        down = region in (ast.Lt, ast.LtE, ast.NotEq)
+        xs = [c] if region in (ast.Eq, ast.GtE, ast.LtE) else []
+        xs += [c + d for d in OFFSETS[1:] if up] + [c - d for d in OFFSETS[1:] if down]
+        for x in xs:
+            v = value_of(operand, name, x)
+            if v is not None and singular_value(op, v):
+                return True
     return False
 
 
@@ -116,8 +150,10 @@ class SingularOpOutsideWhereGuard(Rule):
     `torch.sqrt(torch.where(x > 0, x, 1.0))`, `torch.log(x.clamp(min=eps))`,
     `torch.exp(x.clamp(max=th))`, then select.
     Known limits: the condition must test the very value the op consumes (directly, or a mask
-    bound to that comparison in the same function); a condition on another tensor is not
-    judged.
+    bound to that comparison in the same function), or a name the op consumes arithmetic of
+    (`torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)`, judged at the bound and just beyond,
+    not when the arithmetic adds a constant or the op sits under a rounding); a condition on
+    another tensor is not judged.
     """
 
     code = "GT751"
@@ -198,7 +234,8 @@ class SingularOpOutsideWhereGuard(Rule):
                 if op in ("/", "div", "true_divide", "divide") or not _tensor_operand(
                         operand, ctx, node.lineno):
                     continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
-                if _unguarded(op, operand, test, selected_when, ctx):
+                if _unguarded(op, operand, test, selected_when, ctx,
+                              not _rounded(n, expr, ctx)):
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
                         Related(ctx.path, n.lineno, f"`{ctx.source(n)}` is computed here",
@@ -207,6 +244,20 @@ class SingularOpOutsideWhereGuard(Rule):
                                       operand=ctx.source(operand), op=shown,
                                       why=_why(op, why), cond=ctx.source(test))
                     return
+
+
+ROUNDING = frozenset({"ceil", "floor", "round", "trunc", "sign", "long", "int", "argmax"})
+
+
+def _rounded(n: ast.AST, expr: ast.AST, ctx: Context) -> bool:
+    """The singular op ``n`` sits inside a rounding of ``expr`` (``torch.ceil(log1p(-c) /
+    ...)``, a sample count): what it selects carries no gradient to judge."""
+    for c in bfs_walk(expr):
+        if isinstance(c, ast.Call) and c is not n and any(x is n for x in bfs_walk(c)):
+            got = torch_op(c, ctx)
+            if got is not None and got[0] in ROUNDING:
+                return True
+    return False
 
 
 def _mask_like(e: ast.AST) -> bool:

@@ -6,6 +6,8 @@ import bisect
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callees import passed_kind
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.params import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -58,9 +60,12 @@ class FrozenEvalUndoneByTrain(Rule):
     of each epoch: BatchNorm updates its running statistics (and Dropout drops) in the frozen
     part during fine-tuning, silently (pgniewko/gt-pyg#112). Re-apply the eval mode after
     `model.train()` (or override `train()` to keep the frozen part in eval).
+    A class whose `__init__` puts a submodule in eval mode (DeepLab's `freeze_bn()` called
+    from the constructor) is undone the same way by the first `model.train()` before a step.
     Known limits: the eval must be set before the loop in the same function, directly on a
     submodule together with a freeze, or by a method of the model's class (two calls deep)
-    that both sets `requires_grad` and calls `.eval()` on a submodule.
+    that both sets `requires_grad` and calls `.eval()` on a submodule; or by the `__init__`
+    of the model's class (a class of the file), two calls deep.
     """
 
     code = "GT443"
@@ -107,6 +112,8 @@ class FrozenEvalUndoneByTrain(Rule):
         model = dotted(f.value)
         scope = ctx.scope()
         loops = scope.loops_of(node)
+        if model is not None and model != "self":
+            yield from self._constructed(node, f.value, model, scope, ctx)
         if model is None or model == "self" or not loops:
             return
         outer = loops[0]
@@ -124,6 +131,34 @@ class FrozenEvalUndoneByTrain(Rule):
             ctx.path, freeze.lineno, "the frozen part is put in eval mode here",
             ctx.column(freeze))], model=model, freeze=ctx.source(freeze), line=freeze.lineno)
 
+    def _constructed(self, node: ast.Call, recv: ast.expr, model: str, scope: Scope,
+                     ctx: Context) -> Iterator[Finding]:
+        """``model.train()`` on an instance whose class put a submodule in eval mode while it
+        was built (``__init__`` calling ``self.freeze_bn()``), before a step of the same
+        function, and nothing re-applies the eval between them."""
+        k = ctx.analysis.kind(recv, scope, node.lineno)
+        if k is None and isinstance(recv, ast.Name) and ctx.function is not None:
+            k = passed_kind(ctx, ctx.function, recv.id)  # `train_epoch(seg, opt)`
+        cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE \
+            else None
+        init = cls.methods.get("__init__") if cls is not None else None
+        ev = _eval_in(init, ctx) if init is not None else None
+        if ev is None:
+            return
+        idx = _index(scope, ctx)
+        steps = [ln for ln in idx.step_lines(scope) if ln > node.lineno]
+        if not steps:
+            return
+        hi = steps[0]
+        if any(node.lineno <= line <= hi for line, _ in idx.evals.get(model, ())) or any(
+                node.lineno < line <= hi and _eval_in(called_function(
+                    n, scope, n.lineno), ctx) is not None  # type: ignore[arg-type]
+                for line, n in idx.calls.get(model, ())):
+            return
+        yield self.report(node, ctx, related=[Related(
+            ctx.path, ev.lineno, f"`{cls.name}` puts this part in eval mode when it is built",
+            ctx.column(ev))], model=model, freeze=ctx.source(ev), line=ev.lineno)
+
     @staticmethod
     def _eval_freeze(lo: int, hi: int, model: str, scope: Scope, ctx: Context,
                      reapply: bool = False) -> ast.AST | None:
@@ -140,6 +175,29 @@ class FrozenEvalUndoneByTrain(Rule):
         found = next((n for line, n in idx.evals.get(model, ()) if lo <= line <= hi), None)
         froze = reapply or _any_within(idx.sorted_flags(), lo, hi)
         return found if found is not None and froze else None
+
+
+def _eval_in(fn: ast.AST | None, ctx: Context) -> ast.Call | None:
+    """The first ``x.eval()`` (``x`` not ``self``) that the method ``fn`` runs, itself or
+    through the methods it calls on ``self`` (two calls deep)."""
+    if fn is None:
+        return None
+    cls = ctx.analysis.class_of(fn)
+    todo, seen = [(fn, 0)], set()
+    while todo:
+        m, depth = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        for n in walk(m):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                recv = dotted(n.func.value)
+                if n.func.attr == "eval" and not n.args and recv != "self":
+                    return n
+                if recv == "self" and cls is not None and n.func.attr in cls.methods \
+                        and depth < 2:
+                    todo.append((cls.methods[n.func.attr], depth + 1))
+    return None
 
 
 def _any_within(lines: list[int], lo: int, hi: int) -> bool:

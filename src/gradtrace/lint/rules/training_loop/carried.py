@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding
@@ -25,12 +26,20 @@ FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|free
                        re.IGNORECASE)
 
 
-def loop_backwards(f: LoopFacts) -> Iterator[tuple[Backward, ast.stmt]]:
-    """Backward calls that run inside a loop and free their graph, with that loop."""
+def loop_backwards(f: LoopFacts, stepped: bool = False) -> Iterator[tuple[Backward, ast.stmt]]:
+    """Backward calls that run inside a loop and free their graph, with that loop;
+    ``stepped``: also those that keep it (``retain_graph=True``) in a loop that steps an
+    optimizer, whose in-place update breaks the kept graph instead."""
     for b in f.backwards:
         loops = f.loops_of(b.stmt)
-        if loops and not b.retains and b.loss is not None:
+        if loops and b.loss is not None and (not b.retains or stepped and _step_in(
+                f, loops[-1])):
             yield b, loops[-1]
+
+
+def _step_in(f: LoopFacts, loop: ast.stmt) -> ast.Call | None:
+    """An ``opt.step()`` of the loop (it updates the weights in place on every pass)."""
+    return next((s.call for s in f.steps if f.inside(s.stmt, loop)), None)
 
 
 def _is_recurrence(b: Binding) -> bool:
@@ -56,8 +65,10 @@ class HiddenStateNotDetached(LoopRule):
     `total.backward()`) links every pass's graph to the previous one. The first `backward()`
     frees the saved tensors of the old graph; the next pass backpropagates into it again and
     raises `RuntimeError: Trying to backward through the graph a second time`
-    (pytorch-facts.md#backward-twice). Truncated BPTT detaches the state once per batch:
-    `hidden = hidden.detach()` (or a `repackage_hidden` helper).
+    (pytorch-facts.md#backward-twice). `backward(retain_graph=True)`, the usual band-aid,
+    keeps the old graphs, but the optimizer's in-place step changes the weights they saved,
+    and the next backward raises 'modified by an inplace operation'. Truncated BPTT detaches
+    the state once per batch: `hidden = hidden.detach()` (or a `repackage_hidden` helper).
     Known limits: only names of one function are followed; a reset or detach anywhere in the
     loop (even conditional) is trusted, as is a helper named for it (`repackage_hidden`) or
     one of this file that returns `.detach()`; values count as carrying a graph when they come
@@ -72,6 +83,14 @@ class HiddenStateNotDetached(LoopRule):
                "`.detach()`, so `backward()` (line {backward_line}) reaches the previous "
                "pass's freed graph and raises 'Trying to backward through the graph a second "
                "time'; detach it once per pass: `{name} = {name}.detach()`")
+    message_retained = (
+        "`{name}` is carried from one pass of the loop into the next without `.detach()`: "
+        "`retain_graph=True` on `backward()` (line {backward_line}) keeps every earlier "
+        "pass's graph alive, but `optimizer.step()` (line {step}) has since changed in place "
+        "the weights that graph saved, so the next backward raises 'one of the variables "
+        "needed for gradient computation has been modified by an inplace operation' (and "
+        "each pass backpropagates through all earlier ones); detach it once per pass: "
+        "`{name} = {name}.detach()`, and drop retain_graph")
     triggers = BACKWARD_CALLS
     function_needs = ("backward",)
     examples = [
@@ -111,7 +130,7 @@ class HiddenStateNotDetached(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         g = graphs(f.scope)
         done: set[int] = set()
-        for b, loop in loop_backwards(f):
+        for b, loop in loop_backwards(f, stepped=True):
             for d in g.deps(b.loss, b.stmt.lineno).bindings:  # type: ignore[arg-type]
                 if id(d.stmt) in done or not f.inside(d.stmt, loop):
                     continue
@@ -122,8 +141,13 @@ class HiddenStateNotDetached(LoopRule):
                     rel = [related_at(ctx, b.call, "backward runs here on every pass")]
                     if start is not None:
                         rel.append(related_at(ctx, start.stmt, f"`{r.name}` starts here"))
-                    yield self.report(r.stmt, ctx, related=rel, name=r.name,
-                                      backward_line=b.call.lineno)
+                    f_ = self.report(r.stmt, ctx, related=rel, name=r.name,
+                                     backward_line=b.call.lineno)
+                    step = _step_in(f, loop) if b.retains else None
+                    if step is not None:  # the band-aid: the old graph is kept, then broken
+                        f_ = replace(f_, message=self.message_retained.format(
+                            name=r.name, backward_line=b.call.lineno, step=step.lineno))
+                    yield f_
 
     @staticmethod
     def _carried(f: LoopFacts, g: Graphs, r: Binding, loop: ast.stmt) -> bool:

@@ -314,3 +314,62 @@ def _scaled_by(f: LoopFacts, divisors: set[str | None]) -> bool:
         if any(dotted(x) in divisors for p in parts for x in walk(p)):
             return True
     return False
+
+
+class ClipEveryAccumulationPass(LoopRule):
+    """Gradients are clipped on every pass of a gradient-accumulation loop, while `step()`
+    runs only every few passes.
+
+    Why: between two steps `.grad` holds the running sum of the micro-batches' gradients.
+    A `clip_grad_norm_` on every pass rescales that partial sum each time it exceeds the
+    bound: the earlier micro-batches are shrunk again and again, the later ones less, and
+    the step applies neither the clipped full gradient nor the plain sum (the norm it clips
+    is that of a partial sum; huggingface/transformers#1563). Clip once, inside the
+    accumulation branch, right before `optimizer.step()` (NOTE [periodic step]).
+    Known limits: the step must sit under an `if` that takes a remainder (or a name bound to
+    one) in the same loop as the clip; a clip with an infinite bound (measuring the norm) is
+    not reported.
+    """
+
+    code = "GT532"
+    gate_statements = True
+    name = "clip-every-accumulation-pass"
+    message = ("`{call}` runs on every pass, but `{opt}.step()` (line {step_line}) only under "
+               "`if {guard}`: each clip rescales the partial sum of the micro-batch "
+               "gradients accumulated so far; clip once, inside that branch, before the step")
+    triggers = ("clip_grad",)
+    function_needs = ("step", "clip_grad")
+    examples = [
+        Bad("""
+            import torch
+            for i, (x, y) in enumerate(loader):
+                (criterion(model(x), y) / 4).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % 4 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """, at=(4, 4)),
+        Good("""
+            import torch
+            for i, (x, y) in enumerate(loader):
+                (criterion(model(x), y) / 4).backward()
+                if (i + 1) % 4 == 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s, loop, guard, _ in _periodic_steps(f):
+            for c in f.clips:
+                src = ctx.source(c.call)
+                if not f.inside(c.stmt, loop) or f.inside(c.stmt, guard) or "inf" in src \
+                        or _conditional(f, c.stmt, loop) or not any(
+                            f.before(b.stmt, c.stmt) for b in _every_pass(f, loop, guard)):
+                    continue
+                yield self.report(c.call, ctx, related=(
+                    related_at(ctx, s.call, "the optimizer steps here, every few passes"),),
+                    call=ctx.source(c.call.func), opt=s.optimizer, step_line=s.call.lineno,
+                    guard=ctx.source(guard.test))
+                return

@@ -6,9 +6,11 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import SCHEDULER
+from gradtrace.lint.analysis.protocol import first_pass_truth, stepped_through_self
 from gradtrace.lint.analysis.vocabulary import is_scheduler_name
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -28,6 +30,8 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
         if b is None:
             continue
         v = b.value
+        if isinstance(v, ast.IfExp):  # `StepLR(opt, ...) if args.scheduler else None`
+            v = next((a for a in (v.body, v.orelse) if isinstance(a, ast.Call)), v)
         if not isinstance(v, ast.Call):
             return False, None
         k = f.ctx.analysis.kind(v, scope, b.line)
@@ -37,7 +41,23 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
         opt = v.args[0] if v.args else next(
             (kw.value for kw in v.keywords if kw.arg == "optimizer"), None)
         return True, dotted(opt) if opt is not None else None
+    own = f.ctx.analysis.class_of(f.node) if name.startswith("self.") else None
+    info = own.attrs.get(name[5:]) if own is not None else None
+    if info is not None and isinstance(info.value, ast.Call):  # `self.sched = StepLR(...)`
+        k = own.attr_kind(name[5:])  # type: ignore[union-attr]
+        if k is not None and k.what == SCHEDULER:
+            v = info.value
+            opt = v.args[0] if v.args else None
+            return True, dotted(opt) if opt is not None else None
     return is_scheduler_name(name), None
+
+
+BEFORE = ("runs before `{opt}.step()` ({where}) has ever run: the first value of the "
+          "learning-rate schedule is skipped (PyTorch warns 'Detected call of "
+          "`lr_scheduler.step()` before `optimizer.step()`')")
+INSTEAD = ("runs in place of `{opt}.step()` ({where}), in the other arm of the same `if`, "
+           "whose test no pass changes: while the scheduler steps, the optimizer never does "
+           "and the weights never move")
 
 
 class SchedulerStepBeforeOptimizerStep(LoopRule):
@@ -48,9 +68,14 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
     each iteration, its first call comes before any `optimizer.step()`, so the first value of
     the schedule is never used (the first epoch trains at the second epoch's rate). PyTorch
     warns "Detected call of `lr_scheduler.step()` before `optimizer.step()`". Step the
-    scheduler after the optimizer (at the end of the epoch or iteration).
+    scheduler after the optimizer (at the end of the epoch or iteration). A guard on the
+    epoch (`if epoch > cfg.START:`) that the first pass already passes does not delay it
+    (NOTE [first pass]). Stepping the scheduler in one arm of an `if` whose other arm steps the
+    optimizer (`if scheduler: scheduler.step() else: optimizer.step()`) is worse: the test
+    is the same on every pass, so while the scheduler steps the weights never move.
     Known limits: the optimizer's steps must be in the same function, or in a function of this
-    file called there with the optimizer as an argument (or reading it as a global); a
+    file called there with the optimizer as an argument (or reading it as a global), or in a
+    method called through `self` that steps `self.<optimizer>` (NOTE [stepped through self]); a
     scheduler stepped with an argument (`step(epoch)`, `step(val_loss)`) is not reported;
     a scheduler stepped in an event handler (`@trainer.on(...)`) is not seen.
     """
@@ -58,10 +83,7 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
     code = "GT515"
     gate_statements = True
     name = "scheduler-step-before-optimizer-step"
-    message = ("`{call}` runs before `{opt}.step()` ({where}) has ever run: the first value "
-               "of the learning-rate schedule is skipped (PyTorch warns 'Detected call of "
-               "`lr_scheduler.step()` before `optimizer.step()`'); step the scheduler after "
-               "the optimizer")
+    message = "`{call}` {what}; step the scheduler after the optimizer"
     triggers = ("sched",)
     function_needs = ("step", "sched")
     examples = [
@@ -128,6 +150,9 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
                 if opt is None and len({x[0] for x in mine}) != 1:
                     continue
                 first = _first_after(f, stmt, mine)
+                what = BEFORE
+                if first is None:
+                    first, what = in_place_of(f, stmt, mine), INSTEAD
                 if first is not None:
                     o, _, st_call = first
                     inline = any(s.call is st_call for s in f.steps)
@@ -135,7 +160,7 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
                         f"in `{ctx.source(st_call.func)}`, line {st_call.lineno}"
                     yield self.report(call, ctx, related=(
                         related_at(ctx, st_call, f"`{o}` steps here, after the scheduler"),),
-                        call=ctx.source(call), opt=o, where=where)
+                        call=ctx.source(call), what=what.format(opt=o, where=where))
 
 
 def optimizer_steps(f: LoopFacts, ctx: Context) -> list[tuple[str, ast.stmt, ast.Call]]:
@@ -155,22 +180,55 @@ def optimizer_steps(f: LoopFacts, ctx: Context) -> list[tuple[str, ast.stmt, ast
                 if name:
                     out.append((name, stmt, call))
             out.extend((g, stmt, call) for g in an.stepped_globals(fn))
+            out.extend((a, stmt, call) for a in stepped_through_self(fn, ctx))
     return out
 
 
 def _first_after(f: LoopFacts, stmt: ast.stmt, steps: list[tuple[str, ast.stmt, ast.Call]]
                  ) -> tuple[str, ast.stmt, ast.Call] | None:
     """The optimizer step that runs first after ``stmt`` when every step of that optimizer
-    in the function runs after ``stmt`` in the same loop (and the same ``if`` branch)."""
+    in the function runs after ``stmt`` in the same loop (and the same ``if`` branch, unless
+    the first pass of the loop takes that branch: NOTE [first pass])."""
     loops = f.loops_of(stmt)
     if not steps or not loops:
         return None
     loop = loops[-1]
-    branch = next((s for s in reversed(f.scope.stmts) if isinstance(s, ast.If)
-                   and s is not stmt and f.inside(stmt, s) and f.inside(s, loop)), None)
+    branch = _branch(f, stmt, loop)
+    if branch is not None and first_pass_truth(branch.test, loop, f.ctx) is True:
+        branch = None
     for _, st, _ in steps:
         if not (f.inside(st, loop) and f.before(stmt, st)):
             return None
         if branch is not None and not f.inside(st, branch):
             return None
+    return min(steps, key=lambda x: (x[2].lineno, x[2].col_offset))
+
+
+def _branch(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> ast.If | None:
+    """The innermost ``if`` of ``loop`` that holds ``stmt``."""
+    return next((s for s in reversed(f.scope.stmts) if isinstance(s, ast.If)  # type: ignore[misc]
+                 and s is not stmt and f.inside(stmt, s) and f.inside(s, loop)), None)
+
+
+def in_place_of(f: LoopFacts, stmt: ast.stmt, steps: list[tuple[str, ast.stmt, ast.Call]]
+                ) -> tuple[str, ast.stmt, ast.Call] | None:
+    """The optimizer step in the other arm of the ``if`` whose arm steps the scheduler
+    (``if scheduler: scheduler.step() else: optimizer.step()``), when every step of that
+    optimizer is there and the test reads nothing the loop changes: every pass takes the same
+    arm, so while the scheduler steps the optimizer never does."""
+    loops = f.loops_of(stmt)
+    if not steps or not loops:
+        return None
+    branch = _branch(f, stmt, loops[-1])
+    if branch is None or not branch.orelse or any(stmt is s or f.inside(stmt, s)
+                                                    for s in branch.orelse):
+        return None
+    for _, st, _ in steps:
+        if not any(st is s or f.inside(st, s) for s in branch.orelse):
+            return None
+    read = {n.id for n in walk(branch.test) if isinstance(n, ast.Name)}
+    bound = {n.id for lp in loops for n in walk(lp) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)}
+    if not read or read & bound or any(isinstance(n, ast.Call) for n in walk(branch.test)):
+        return None
     return min(steps, key=lambda x: (x[2].lineno, x[2].col_offset))

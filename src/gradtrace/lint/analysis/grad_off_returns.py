@@ -1,0 +1,84 @@
+"""Functions of the file whose every result is computed with grad disabled.
+
+# NOTE [grad-off returns]
+``def refine(self, enc): with torch.no_grad(): return self.decoder(enc)`` gives back a tensor
+with no history whoever calls it: grad mode is global state, and an op run under ``no_grad``
+(or ``inference_mode``, or in a function decorated with either) records nothing. That is a
+cut (kind ``grad_off``) at the ``with`` (or the decorator) for every caller, reached through
+the call as the other helper cuts are (NOTE [helper cuts]). A ``return`` counts when its value
+is an operation run inside the grad-off region, or a name bound there to one; returning a
+name bound before the region, or a bare attribute, hands out the value unchanged, graph and
+all, and does not count. Every ``return`` must count, and a function that returns a Python
+number or NumPy value, or that runs ``backward()`` itself, is left out by the helper-cut
+rules around it.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.cuts import Cut
+from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+GRAD_OFF = "grad_off"
+OFF_MODES = ("off", "inference")
+ALIASES = (ast.Name, ast.Attribute, ast.Constant)
+
+
+def _switch(off: ast.AST, ctx: Context) -> ast.expr | None:
+    """The expression that turns grad off at ``off`` (a ``with`` item or a decorator)."""
+    if isinstance(off, FUNCTION_TYPES):
+        items = list(off.decorator_list)
+    elif isinstance(off, (ast.With, ast.AsyncWith)):
+        items = [i.context_expr for i in off.items]
+    elif isinstance(off, ast.expr):  # a decorator, as the scope records it
+        items = [off]
+    else:
+        return None
+    return next((e for e in items if grad_mode_of(e, ctx.imports) in OFF_MODES), None)
+
+
+def _made_off(value: ast.expr, at: ast.stmt, scope: Scope, depth: int = 0
+              ) -> ast.AST | None:
+    """The grad-off region (with or def) that made ``value``, returned at ``at``."""
+    if depth > 4:
+        return None
+    if isinstance(value, ast.Tuple) and value.elts:
+        offs = [_made_off(e, at, scope, depth + 1) for e in value.elts]
+        return offs[0] if all(o is not None and o is offs[0] for o in offs) else None
+    if isinstance(value, ast.Name):
+        b = scope.binding_before(value.id, at.lineno)
+        if b is None or not b.no_grad or b.value is None or isinstance(b.stmt, ast.AugAssign):
+            return None
+        if isinstance(b.value, ast.Name):
+            return _made_off(b.value, b.stmt, scope, depth + 1)
+        if isinstance(b.value, ALIASES) or not isinstance(b.stmt, ast.Assign):
+            return None
+        return scope.grad_off_at(b.stmt)
+    if isinstance(value, ALIASES) or isinstance(value, (ast.Lambda, ast.Dict, ast.List)):
+        return None
+    return scope.grad_off_at(at)
+
+
+def grad_off_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut | None:
+    """The cut ``fn`` makes on everything it returns by computing it with grad disabled
+    (NOTE [grad-off returns]), or None."""
+    scope = ctx.scope(fn)
+    returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
+    if not returns or any(r.value is None for r in returns):
+        return None
+    first: Cut | None = None
+    for r in returns:
+        off = _made_off(r.value, r, scope)  # type: ignore[arg-type]
+        switch = _switch(off, ctx) if off is not None else None
+        if switch is None:
+            return None
+        if first is None:
+            first = Cut(GRAD_OFF, switch, r.value)  # type: ignore[arg-type]
+        elif first.node is not switch:
+            return None  # several regions: no one line to name
+    return first
