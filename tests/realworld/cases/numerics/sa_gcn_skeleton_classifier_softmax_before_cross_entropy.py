@@ -3,7 +3,7 @@
 source: https://github.com/PingYu-iris/SA-GCN/pull/4
 kind: bug
 symptom: silent
-verified: after 200 Adam steps on one batch the loss is 2.016 (floor 1.46 for 10 classes); returning the fc logits it reaches 0.0092
+verified: after 30 Adam steps on one batch the loss is 1.866 (the floor with softmax outputs is 1.46 for 10 classes); returning the fc logits it reaches 0.020
 """
 import torch
 import torch.nn as nn
@@ -28,9 +28,9 @@ class SA_GCN(nn.Module):
 torch.manual_seed(0)
 model = SA_GCN()
 loss_function = nn.CrossEntropyLoss()
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-data, label = torch.randn(16, 20, 18, 3), torch.randint(0, 10, (16,))
-for epoch in range(200):
+optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+data, label = torch.randn(8, 10, 18, 3), torch.randint(0, 10, (8,))
+for epoch in range(30):
     output = model(data)
     loss = loss_function(output, label)
     optimizer.zero_grad()
