@@ -394,6 +394,42 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
                 opt.step()
                 opt.zero_grad()
         """, "GT532", 7)]),
+    # GT532 look-alike (held-out 8, pytorch-transformers-classification run with one
+    # accumulation step): the period is the constant 1, so the step runs on every pass and
+    # each clip sees the whole gradient. Twins: the same dict asking for 2, and a 1 written
+    # over by key later (the period is then not known to be 1)
+    "clip-every-pass-period-one": (Shape("""
+        args = {'max_grad_norm': 1.0, 'gradient_accumulation_steps': 1}
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            model(torch.randn(2, 4)).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args['max_grad_norm'])
+            if (step + 1) % args['gradient_accumulation_steps'] == 0:
+                opt.step()
+                model.zero_grad()
+        """, "GT532"), [Shape("""
+        args = {'max_grad_norm': 1.0, 'gradient_accumulation_steps': 2}
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(4):
+            model(torch.randn(2, 4)).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args['max_grad_norm'])
+            if (step + 1) % args['gradient_accumulation_steps'] == 0:
+                opt.step()
+                model.zero_grad()
+        """, "GT532", 6), Shape("""
+        cfg = {'accum': 1}
+        cfg['accum'] = 4
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(8):
+            model(torch.randn(2, 4)).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if (step + 1) % cfg['accum'] == 0:
+                opt.step()
+                model.zero_grad()
+        """, "GT532", 7)]),
     # GT205: forward checkpoints its own input, which every call site passes as raw data
     "checkpoint-of-forward-input": (Shape("""
         from torch.utils.checkpoint import checkpoint

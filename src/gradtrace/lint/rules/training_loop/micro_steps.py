@@ -48,9 +48,35 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
                 b = f.scope.binding_before(n.id, s.lineno)
                 if b is not None and b.value is not None and f.inside(b.stmt, loop):
                     mods = _remainders(b.value)
-        if mods:
+        if mods and not all(_period_one(f, m) for m in mods):
             return s, mods
     return None
+
+
+def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
+    """The divisor is the constant 1 (``% 1``, a name bound once to 1, or the entry under a
+    constant key of a dict literal bound once and never written by key): the guard holds on
+    every pass, so the step is not periodic."""
+    d, key = mod.right, None
+    if isinstance(d, ast.Subscript) and isinstance(d.slice, ast.Constant):
+        d, key = d.value, d.slice.value
+    if isinstance(d, ast.Name):
+        bound = f.scope.bindings.get(d.id, [])
+        if len(bound) != 1 or bound[0].value is None:
+            return False
+        d = bound[0].value
+        if key is not None:
+            name = mod.right.value.id  # type: ignore[attr-defined]
+            if not isinstance(d, ast.Dict) or any(
+                    isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+                    and isinstance(n.value, ast.Name) and n.value.id == name
+                    for n in walk(f.scope.node)):
+                return False
+            d = next((v for k, v in zip(d.keys, d.values)
+                      if isinstance(k, ast.Constant) and k.value == key), None)
+    elif key is not None:
+        return False
+    return isinstance(d, ast.Constant) and type(d.value) is int and d.value == 1
 
 
 def _conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
