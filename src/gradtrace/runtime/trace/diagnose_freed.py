@@ -245,32 +245,19 @@ def _built_in_init(roots: list[Any], site: Site, pat: Any) -> Finding | None:
                          (site, "this backward() needs the freed graph")])
 
 
-def _reaches_freed(node: Any, limit: int = 256) -> bool:
-    stack, seen = [node], set()
-    while stack and len(seen) < limit:
-        n = stack.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        try:
-            if META_FREED in n.metadata:
-                return True
-            stack.extend(m for m, _ in n.next_functions if m is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return False
-
-
 def _stale_value(value: Any, since: int) -> bool:
     """A tensor (or a tuple/list of them) computed before the backward() numbered ``since``
     whose graph reaches a node a backward() freed: a value carried over from a past pass."""
     import torch
 
+    from gradtrace.runtime.trace.graph_walk import reaches_marked
+
     items = value if isinstance(value, (tuple, list)) else (value,)
     for t in list(items)[:16]:
         gf = t.grad_fn if isinstance(t, torch.Tensor) else None
         made, seq = created_site(gf)
-        if gf is not None and made is not None and 0 <= seq < since and _reaches_freed(gf):
+        if gf is not None and made is not None and 0 <= seq < since \
+                and reaches_marked(gf, META_FREED):
             return True
     return False
 

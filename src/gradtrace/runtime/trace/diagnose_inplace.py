@@ -13,7 +13,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
-from gradtrace.runtime.trace.graph_walk import roots_of as _roots
+from gradtrace.runtime.trace.graph_walk import reaches_marked, roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
                                                 layer_built_inplace)
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
@@ -193,7 +193,7 @@ def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:
             value = frame.f_locals.get(name)
             items = value if isinstance(value, (tuple, list)) else (value,)
             if not any(isinstance(t, Tensor) and t.grad_fn is not None and
-                       _reaches_kept(t.grad_fn) for t in list(items)[:16]):
+                       reaches_marked(t.grad_fn, META_RETAINED) for t in list(items)[:16]):
                 continue
             at = Site(site.path, stmt.lineno, site.function)
             return make(code_for("state-carried-across-steps", pat.code), at,
@@ -205,22 +205,6 @@ def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:
                             f"tuple: tuple(t.detach() for t in {name})), and drop "
                             "retain_graph=True", related=[(site, "backward() failed here")])
     return None
-
-
-def _reaches_kept(node: Any, limit: int = 256) -> bool:
-    stack, seen = [node], set()
-    while stack and len(seen) < limit:
-        n = stack.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        try:
-            if META_RETAINED in n.metadata:
-                return True
-            stack.extend(m for m, _ in n.next_functions if m is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return False
 
 
 def _sibling_saved(where: Site, saver: Site | None, made: Site | None) -> bool:

@@ -92,3 +92,21 @@ def _accumulate_types() -> frozenset[type]:
 
 
 _ACCUMULATE = _accumulate_types()
+
+
+def reaches_marked(node: Any, key: str, limit: int = 256) -> bool:
+    """Whether the graph from ``node`` reaches, within ``limit`` nodes, a node whose metadata
+    holds ``key`` (NOTE [retained graph], a freed graph's stamp)."""
+    stack, seen = [node], set()
+    while stack and len(seen) < limit:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        try:
+            if key in n.metadata:
+                return True
+            stack.extend(m for m, _ in n.next_functions if m is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return False

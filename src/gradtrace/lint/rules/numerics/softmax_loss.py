@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.module_outputs import module_output
+from gradtrace.lint.analysis.module_outputs import bound_value, module_output
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -56,17 +56,6 @@ def _loss_kind(call: ast.Call, scope: Scope, ctx: Context) -> str | None:
         if k is not None and k.what == MODULE:
             return LOSS_MODULES.get(k.cls or "")
     return None
-
-
-def _bound(e: ast.AST, scope: Scope, line: int) -> ast.AST:
-    """A local name: the value of its last binding (an assignment) before ``line``, else
-    ``e``."""
-    if isinstance(e, ast.Name):
-        b = scope.binding_before(e.id, line)
-        if b is not None and b.value is not None and isinstance(b.stmt, ast.Assign) \
-                and len(b.stmt.targets) == 1:
-            return b.value
-    return e
 
 
 def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _softmax,
@@ -215,7 +204,7 @@ class ProbabilitiesIntoCrossEntropy(Rule):
                 if loss is None:
                     continue
                 made, classes = WRONG_INPUT[loss]
-                first = strip(_bound(strip(call.args[0]), scope, call.lineno))
+                first = strip(bound_value(strip(call.args[0]), scope, call.lineno))
                 sm = None
                 if isinstance(first, ast.Call):  # the layer that makes it, when a model does
                     sm = _model_softmax(first, scope, ctx, made, classes) or made(first, ctx)
@@ -374,7 +363,7 @@ class LogitsIntoBinaryCrossEntropy(Rule):
                     loss = k is not None and k.what == MODULE and (k.cls or "") in BCE_CALLS
                 if not loss:
                     continue
-                first = strip(_bound(strip(call.args[0]), scope, call.lineno))
+                first = strip(bound_value(strip(call.args[0]), scope, call.lineno))
                 if not isinstance(first, ast.Call) or _sigmoid(first, ctx) is not None:
                     continue
                 layer = _model_softmax(first, scope, ctx, _affine, AFFINE)
