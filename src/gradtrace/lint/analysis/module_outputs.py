@@ -74,9 +74,13 @@ def output_made_by(call: ast.AST, scope: Scope, ctx: Context, strip: Strip,
     """The one node ``made`` recognises in what every return of the module ``call`` runs
     gives back (the same node on every return), or None."""
     got = module_output(call, scope, ctx, strip)
-    if got is None:
-        return None
-    fscope, values = got
+    return None if got is None else same_made(got[1], made, ctx, got[0])
+
+
+def same_made(values: list[ast.AST], made: Callable[[ast.AST, Context, Scope | None],
+                                                    ast.AST | None],
+              ctx: Context, fscope: Scope | None) -> ast.AST | None:
+    """The one node ``made`` recognises in every value (the same node for all), or None."""
     found: ast.AST | None = None
     for v in values:
         m = made(v, ctx, fscope)

@@ -288,15 +288,12 @@ def _carried_local(site: Site, pat: Any, since: int) -> Finding | None:
     them) of the freed graph, rebound inside the loop around the backward(): that rebinding
     carries the graph into the next pass (or, when it calls a helper that returns its argument
     as it is, that ``return``)."""
-    from gradtrace.runtime.trace.locate import enclosing_loop
+    from gradtrace.runtime.trace.locate import loop_and_frame
 
-    loop = enclosing_loop(site)
-    frame = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_filename == site.path
-                                     and frame.f_code.co_name == site.function):
-        frame = frame.f_back
-    if loop is None or frame is None:
+    got = loop_and_frame(site)
+    if got is None:
         return None
+    loop, frame = got
     for name, value in list(frame.f_locals.items()):
         if name == "self" or not _stale_value(value, since):
             continue

@@ -174,17 +174,13 @@ def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:
     by one statement (state fed back into the next pass) whose value's graph reaches the graph
     an earlier pass's backward() kept: that statement."""
     import ast
-    import sys
 
-    from gradtrace.runtime.trace.locate import enclosing_loop
+    from gradtrace.runtime.trace.locate import loop_and_frame
 
-    loop = enclosing_loop(site)
-    frame = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_filename == site.path
-                                     and frame.f_code.co_name == site.function):
-        frame = frame.f_back
-    if loop is None or frame is None:
+    got = loop_and_frame(site)
+    if got is None:
         return None
+    loop, frame = got
     for stmt in sorted((n for n in ast.walk(loop) if isinstance(n, ast.Assign)),
                        key=lambda n: n.lineno):
         bound = {t.id for tg in stmt.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}

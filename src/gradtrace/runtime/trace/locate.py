@@ -74,6 +74,19 @@ def enclosing_loop(site: Site | None) -> ast.For | ast.While | None:
     return best
 
 
+def loop_and_frame(site: Site) -> tuple[ast.For | ast.While, FrameType] | None:
+    """The loop around ``site`` and the newest live frame of its function (the one that
+    called into gradtrace), or None when either is missing."""
+    import sys
+
+    loop = enclosing_loop(site)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_filename == site.path
+                                     and frame.f_code.co_name == site.function):
+        frame = frame.f_back
+    return None if loop is None or frame is None else (loop, frame)
+
+
 def find_line(site: Site, first: int, last: int, test: Callable[[str], bool]) -> Site | None:
     """The first line in ``first..last`` of ``site``'s file whose text passes ``test``."""
     for line in range(first, last + 1):

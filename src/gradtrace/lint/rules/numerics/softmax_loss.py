@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.module_outputs import bound_value, module_output
+from gradtrace.lint.analysis.module_outputs import bound_value, module_output, same_made
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -71,13 +71,7 @@ def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _soft
         last = values[0]
         return last if (ctx.qualified_name(getattr(last, "func", last)) or "") in classes \
             else None
-    found: ast.AST | None = None
-    for v in values:
-        m = made(v, ctx, fscope)
-        if m is None or (found is not None and found is not m):
-            return None
-        found = m
-    return found
+    return same_made(values, made, ctx, fscope)
 
 
 class ProbabilitiesIntoCrossEntropy(Rule):

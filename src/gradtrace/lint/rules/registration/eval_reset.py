@@ -25,25 +25,37 @@ def _freezes_with_eval(fn: ast.AST, ctx: Context) -> bool:
     return ctx.memo("gt443-freezes-eval", fn, lambda: _closure_freezes(fn, ctx))
 
 
-def _closure_freezes(fn: ast.AST, ctx: Context) -> bool:
+def _run_through_self(fn: ast.AST, ctx: Context) -> Iterator[ast.AST]:
+    """``fn`` and the methods of its class it calls on ``self`` (two calls deep), each once."""
     cls = ctx.analysis.class_of(fn)
-    evals = flags = False
     todo, seen = [(fn, 0)], set()
     while todo:
         m, depth = todo.pop()
         if id(m) in seen:
             continue
         seen.add(id(m))
+        yield m
+        if cls is not None and depth < 2:
+            todo.extend((cls.methods[n.func.attr], depth + 1) for n in walk(m)
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and dotted(n.func.value) == "self" and n.func.attr in cls.methods)
+
+
+def _eval_call(n: ast.AST) -> bool:
+    """``x.eval()`` on something other than ``self``."""
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+        and n.func.attr == "eval" and not n.args and dotted(n.func.value) != "self"
+
+
+def _closure_freezes(fn: ast.AST, ctx: Context) -> bool:
+    evals = flags = False
+    for m in _run_through_self(fn, ctx):
         for n in walk(m):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                recv = dotted(n.func.value)
-                if n.func.attr == "eval" and not n.args and recv != "self":
-                    evals = True
-                elif n.func.attr == "requires_grad_":
-                    flags = True
-                elif recv == "self" and cls is not None and n.func.attr in cls.methods \
-                        and depth < 2:
-                    todo.append((cls.methods[n.func.attr], depth + 1))
+            if _eval_call(n):
+                evals = True
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "requires_grad_":
+                flags = True
             elif isinstance(n, ast.Assign) and any(
                     isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                     for t in n.targets):
@@ -182,22 +194,8 @@ def _eval_in(fn: ast.AST | None, ctx: Context) -> ast.Call | None:
     through the methods it calls on ``self`` (two calls deep)."""
     if fn is None:
         return None
-    cls = ctx.analysis.class_of(fn)
-    todo, seen = [(fn, 0)], set()
-    while todo:
-        m, depth = todo.pop()
-        if id(m) in seen:
-            continue
-        seen.add(id(m))
-        for n in walk(m):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                recv = dotted(n.func.value)
-                if n.func.attr == "eval" and not n.args and recv != "self":
-                    return n
-                if recv == "self" and cls is not None and n.func.attr in cls.methods \
-                        and depth < 2:
-                    todo.append((cls.methods[n.func.attr], depth + 1))
-    return None
+    return next((n for m in _run_through_self(fn, ctx) for n in walk(m)  # type: ignore[misc]
+                 if _eval_call(n)), None)
 
 
 def _any_within(lines: list[int], lo: int, hi: int) -> bool:
