@@ -109,6 +109,8 @@ def global_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> fr
     return ctx.memo("analysis-global-reads", fn, make)
 
 
+# tensor methods that hand back a Python number (``tolist``: a list of them)
+NUMBER_METHODS = frozenset({"item", "tolist", "numel", "dim", "ndimension", "nelement"})
 NUMBER_FUNCS = frozenset({"float", "int", "len", "round", "bool", "math.sqrt", "math.log",
                           "math.exp", "math.fabs", "abs"})
 
@@ -122,7 +124,7 @@ def _number_expr(e: ast.AST | None, ctx: Context) -> bool:
     if isinstance(e, ast.UnaryOp):
         return _number_expr(e.operand, ctx)
     if isinstance(e, ast.Call):
-        if isinstance(e.func, ast.Attribute) and e.func.attr in ("item", "tolist"):
+        if isinstance(e.func, ast.Attribute) and e.func.attr in NUMBER_METHODS:
             return True
         q = ctx.qualified_name(e.func) or ""
         return q in NUMBER_FUNCS and not (q == "abs" and not _number_expr(
@@ -138,6 +140,49 @@ def returns_number(fn: ast.AST, ctx: Context) -> bool:
         return False
     rets = [s for s in bfs_walk(fn) if isinstance(s, ast.Return)]
     return bool(rets) and all(_number_expr(r.value, ctx) for r in rets)
+
+
+def number_call(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
+    """``call`` gives a Python number: it runs a function of the file whose every ``return``
+    is one, or it calls an object of a class of the file (bound here, or passed for a
+    parameter by every caller) whose ``__call__`` returns one, reading the parameters as this
+    call's arguments (``loss_compute(out, y, y.numel())`` with ``SimpleLossCompute.__call__``
+    ending in ``return loss.item() * norm``)."""
+    from gradtrace.lint.analysis.kinds import OBJECT
+    a = ctx.analysis
+    fn = a.callee(call, where)
+    if fn is not None:
+        return returns_number(fn, ctx)
+
+    def numbers(k: object) -> bool:
+        cls = a.classes.get(k.cls or "") \
+            if k is not None and k.what == OBJECT else None  # type: ignore[attr-defined]
+        method = cls.methods.get("__call__") if cls is not None else None
+        if method is None:
+            return False
+        names = _params(method)[1:]
+        binds = {**dict(zip(names, call.args)),
+                 **{k.arg: k.value for k in call.keywords if k.arg is not None}}
+        rets = [r for r in bfs_walk(method) if isinstance(r, ast.Return)]
+        return bool(rets) and all(_bound_number(r.value, binds, ctx) for r in rets)
+
+    k = a.kind_in(call.func, where, call.lineno)
+    if k is not None or not isinstance(call.func, ast.Name) \
+            or not isinstance(where, DEFS) or not a._is_param(where, call.func.id):
+        return numbers(k)
+    vals = a.argument_values(where, call.func.id)  # type: ignore[arg-type]
+    return bool(vals) and all(numbers(a.kind_in(v, w, v.lineno)) for v, w in vals)
+
+
+def _bound_number(e: ast.AST | None, binds: dict[str, ast.expr], ctx: Context) -> bool:
+    """:func:`_number_expr`, a parameter standing for the argument the call gave it."""
+    if isinstance(e, ast.Name) and e.id in binds:
+        return _number_expr(binds[e.id], ctx)
+    if isinstance(e, ast.BinOp):
+        return _bound_number(e.left, binds, ctx) and _bound_number(e.right, binds, ctx)
+    if isinstance(e, ast.UnaryOp):
+        return _bound_number(e.operand, binds, ctx)
+    return _number_expr(e, ctx)
 
 
 def number_callable_field(cls: object, attr: str, ctx: Context) -> bool:

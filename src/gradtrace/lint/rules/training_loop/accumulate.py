@@ -11,6 +11,7 @@ from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
+from gradtrace.lint.analysis.objects import number_call
 from gradtrace.lint.analysis.reach import decorated_off, disables_grad, reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
@@ -241,6 +242,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # added under no_grad: the sum records no graph
         if not self._outlives(f, acc, loop) or acc in _differentiated(f, g):
             return None  # the collected values are differentiated later: graphs are needed
+        if isinstance(value, ast.Call) and number_call(f.ctx, f.node, value):
+            return None  # the call hands back a Python number: no graph is collected
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
