@@ -234,8 +234,9 @@ class GraphReusedAcrossSteps(LoopRule):
     whose `return` makes such a call, or from a tensor made with `requires_grad=True` through an
     operation that saves tensors for backward (`@`, `torch.mm`, `exp`, `log`...; reported once
     per backward, on the value nearest to it); a method other than the forward of an object
-    whose class is not in this file (`model.embed(x)`), when no step of the loop trains that
-    object, is trusted to return what a probe can train on (its code is out of sight).
+    whose class is not in this file (`model.embed(x)`), when the loop steps optimizers and
+    none of them trains that object, is trusted to return what a probe can train on (its
+    code is out of sight).
     """
 
     code = "GT507"
@@ -329,7 +330,7 @@ def _unseen_method(f: LoopFacts, callee: str | None, line: int, loop: ast.stmt) 
     """``callee`` is a method other than the forward (``model.embed(...)``) of an object
     whose class this file does not define, and no step of the loop trains that object: the
     method's code is out of sight, and an evaluation helper of this kind commonly returns
-    detached values (DGI's ``embed`` returns ``h.detach()``) for a probe trained on them; a
+    detached values (DGI's ``embed`` returns ``h.detach()``) for a probe the loop steps; a
     method of this file that returns ``.detach()`` is read the same way."""
     owner, _, method = (callee or "").rpartition(".")
     if not owner or "." in owner or owner == "self" or method == "forward":
@@ -346,8 +347,9 @@ def _unseen_method(f: LoopFacts, callee: str | None, line: int, loop: ast.stmt) 
             break
     trained = [_owners(f, _stepped_expr(s), s.call.lineno) for s in f.steps
                if f.inside(s.stmt, loop)]
-    return all(over and not any(o == owner or o.startswith(owner + ".") for o in over)
-               for over in trained)  # an optimizer of unknown parameters may train it
+    return bool(trained) and all(  # the loop trains something, and only other objects
+        over and not any(o == owner or o.startswith(owner + ".") for o in over)
+        for over in trained)  # (an optimizer of unknown parameters may train it)
 
 
 def _discriminator_steps(f: LoopFacts, g: Graphs, t: Binding, loop: ast.stmt) -> bool:
