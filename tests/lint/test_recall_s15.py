@@ -1,5 +1,6 @@
-"""Real bugs of docs/triage/unseen15.md that the checker missed at first contact (NRI), each
-in another spelling than the project's, next to a correct look-alike that stays silent.
+"""Real bugs of docs/triage/unseen15.md that the checker missed at first contact (NRI,
+FactorVAE), each in another spelling than the project's, next to a correct look-alike that
+stays silent.
 Every snippet runs on real torch."""
 from __future__ import annotations
 
@@ -55,6 +56,48 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for epoch in range(2):
             one_epoch([(torch.randn(4, 3), torch.randn(4, 1))])
         """, "GT515", 6, holds="rates == [0.5, 0.25]")),
+    # FactorVAE (solver.py): `x_recon, mu, logvar, z = self.VAE(x)`, `D_z = self.D(z)`,
+    # `vae_loss` (from `D_z`) backwarded with `retain_graph=True`, `optim_VAE.step()`, then
+    # `D_tc_loss = cross_entropy(D_z, zeros)` backwarded: its graph runs back through the
+    # stepped VAE, whose weights the step changed in place; torch raises. Here an encoder
+    # output chunked in two and a critic, the kept value read through an indexing. Look-alike:
+    # the critic scores the code again after the step, detached from the encoder
+    "critic-loss-after-the-encoder-step-reads-the-kept-graph": (Shape("""
+        enc = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 6))
+        critic = nn.Linear(3, 2)
+        opt_e = torch.optim.Adam(enc.parameters(), lr=0.01)
+        opt_c = torch.optim.Adam(critic.parameters(), lr=0.01)
+        for step in range(2):
+            x, y = torch.randn(8, 4), torch.zeros(8, dtype=torch.long)
+            code, spread = enc(x).chunk(2, dim=1)
+            judged = critic(code)
+            loss_e = spread.pow(2).mean() + judged[:, 0].mean()
+            opt_e.zero_grad()
+            loss_e.backward(retain_graph=True)
+            opt_e.step()
+            judged_again = critic(code.detach())
+            loss_c = F.cross_entropy(judged_again, y)
+            opt_c.zero_grad()
+            loss_c.backward()
+            opt_c.step()
+        """, "GT601"), Shape("""
+        enc = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 6))
+        critic = nn.Linear(3, 2)
+        opt_e = torch.optim.Adam(enc.parameters(), lr=0.01)
+        opt_c = torch.optim.Adam(critic.parameters(), lr=0.01)
+        for step in range(2):
+            x, y = torch.randn(8, 4), torch.zeros(8, dtype=torch.long)
+            code, spread = enc(x).chunk(2, dim=1)
+            judged = critic(code)
+            loss_e = spread.pow(2).mean() + judged[:, 0].mean()
+            opt_e.zero_grad()
+            loss_e.backward(retain_graph=True)
+            opt_e.step()
+            loss_c = F.cross_entropy(judged[:, :2], y)
+            opt_c.zero_grad()
+            loss_c.backward()
+            opt_c.step()
+        """, "GT601", 12, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
