@@ -282,6 +282,15 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     return out
 
 
+def _cut_first_pass(state: TraceState, data: HookState) -> bool:
+    """The program crashed before any optimizer stepped twice: an optimizer built and not
+    yet stepped may have its step later in the pass the crash cut (FactorVAE: `optim_VAE
+    .step()`, then the discriminator's backward raises before `optim_D.step()`), so 'never
+    stepped' says nothing of the program."""
+    return bool(state.crash_findings) and all(
+        r.steps < 2 for r in list(data.optimizers.values()) if r.steps)
+
+
 def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]:
     pairs = _optimizer_params(data)
     if not pairs:
@@ -322,9 +331,12 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 site = state.unfrozen_at(missed) or site
             elif kind == "parameter-in-no-optimizer":  # NOTE [replaced after the optimizer],
                 # then NOTE [the other optimizer stepped]
-                site, why, fix = registered_after(data, missed) or other_stepped(
-                    data, missed) or (single_optimizer_built_at(data) or
-                                      partial_optimizer_site(data, m), why, fix)
+                late = registered_after(data, missed)
+                other = None if late else other_stepped(data, missed)
+                if other is not None and _cut_first_pass(state, data):
+                    continue
+                site, why, fix = late or other or (single_optimizer_built_at(data) or
+                                                   partial_optimizer_site(data, m), why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)

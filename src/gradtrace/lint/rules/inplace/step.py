@@ -11,6 +11,7 @@ from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.origins import origins
+from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import child_nodes, walk
 
@@ -30,8 +31,10 @@ class OptimizerStepBetweenBackwards(Rule):
     Do all backward passes first, then step (or sum the losses); in a GAN recompute
     `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
     backward is fine.
+    A loss built after the step from a value the kept graph holds (FactorVAE's `D_z`, whose
+    graph runs through the stepped VAE) is the same second pass.
     Known limits: the second loss must be built before the step in the same function (or
-    before the loop whose body steps). Backward only raises when the old graph saved a stepped
+    before the loop whose body steps), or read such a value. Backward only raises when the old graph saved a stepped
     parameter: true of any model with two layers, not of a single `nn.Linear` on raw input
     (checked on torch 2.13); the runtime (`gradtrace run`) sees which case it is.
     """
@@ -106,9 +109,14 @@ class OptimizerStepBetweenBackwards(Rule):
                     not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
                 continue  # its graph holds none of the stepped parameters
             hit = self._second(later, node, retained, loops, scope)
+            kept = _kept_part(later, node, retained[-1], owners, scope, ctx) if hit is None \
+                and owners and later.call.lineno > node.lineno else None
+            hit = kept or hit
             if hit is not None:
                 first, (at, stale) = hit if isinstance(hit, tuple) else (hit, (node, None))
                 lead = "" if stale is None else (
+                    f"`{stale}`, part of the graph kept by `{ctx.source(first.call)}`, is read "
+                    "again after the step: ") if kept else (
                     f"`{stale}` was computed before the loop, so this reuses its graph every "
                     "pass while ")
                 rel = () if at is node else (Related(ctx.path, node.lineno, "`" + ctx.source(
@@ -174,11 +182,11 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                 bs = tracer.bindings_at(n.id, where, at)
                 if not bs and n.id in params and tracer.trace(n, None, at).live:
                     return True  # an argument that may carry a graph (not a batch of data)
-                for b in bs:
-                    if b.value is not None and id(b) not in seen and not b.no_grad \
+                for b in bs:  # (a tuple unpacked: its whole right side)
+                    if value_of(b) is not None and id(b) not in seen and not b.no_grad \
                             and len(seen) < 200:
                         seen.add(id(b))
-                        todo.append((b.value, b.line, b.stmt))
+                        todo.append((value_of(b), b.line, b.stmt))
     methods = {m.name: m for m in (ctx.class_def.body if ctx.class_def else ())
                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
@@ -199,6 +207,48 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if hits(md) or md.startswith("self.") and md[5:] in methods:
                             return True
     return False
+
+
+def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
+               ctx: Context):
+    """(first, (step, name)) when the loss of ``later``, built after the step, reads a value
+    bound before it that the retained loss of ``first`` was computed from and whose graph
+    holds stepped parameters (FactorVAE: ``D_z = self.D(z)`` with ``z`` from ``self.VAE``,
+    ``vae_loss`` from ``D_z`` backwarded with ``retain_graph=True``, ``optim_VAE.step()``,
+    then ``D_tc_loss = cross_entropy(D_z, zeros)`` backwarded). A GAN's ``fake = G(z)``
+    read after the discriminator's step holds none of its parameters."""
+    kept = _bindings_of(first.loss, first.call.lineno, scope, lambda b: True)
+    name = dotted(later.loss)
+    b = scope.binding_before(name, later.call.lineno) if name else None
+    if b is None or b.line < step.lineno or value_of(b) is None:
+        return None
+    after = _bindings_of(value_of(b), b.line, scope, lambda x: x.line > step.lineno)
+    for x in [b, *after.values()]:
+        for n in _live_nodes(value_of(x)):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                old = scope.binding_before(n.id, x.line)
+                if old is not None and old.line < step.lineno and id(old) in kept and \
+                        not old.no_grad and _may_reach(value_of(old), old.line, owners,
+                                                       scope, ctx):
+                    return first, (step, n.id)
+    return None
+
+
+def _bindings_of(e: ast.AST | None, line: int, scope, keep) -> dict:  # type: ignore[no-untyped-def]
+    """The bindings (by id) ``e`` is computed from, through the function, those ``keep``
+    accepts (a few levels)."""
+    out: dict = {}
+    todo = [(e, line, 0)]
+    while todo:
+        v, at, depth = todo.pop()
+        for n in _live_nodes(v) if v is not None else ():
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                b = scope.binding_before(n.id, at)
+                if b is not None and id(b) not in out and keep(b) and b.line < at:
+                    out[id(b)] = b
+                    if depth < 4 and value_of(b) is not None:
+                        todo.append((value_of(b), b.line, depth + 1))
+    return out
 
 
 def _listed_tensors(made: ast.AST | None) -> frozenset[str]:

@@ -17,7 +17,7 @@ from gradtrace.lint.analysis.model_calls import model_calls
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
-from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, _owners, _stepped_expr
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk
 
@@ -233,7 +233,10 @@ class GraphReusedAcrossSteps(LoopRule):
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), of a same-file helper
     whose `return` makes such a call, or from a tensor made with `requires_grad=True` through an
     operation that saves tensors for backward (`@`, `torch.mm`, `exp`, `log`...; reported once
-    per backward, on the value nearest to it).
+    per backward, on the value nearest to it); a method other than the forward of an object
+    whose class is not in this file (`model.embed(x)`), when the loop steps optimizers and
+    none of them trains that object, is trusted to return what a probe can train on (its
+    code is out of sight).
     """
 
     code = "GT507"
@@ -292,7 +295,7 @@ class GraphReusedAcrossSteps(LoopRule):
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
                 if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop) \
-                        or _called(f, t.name):
+                        or _called(f, t.name) or _unseen_method(f, module, t.line, loop):
                     continue
                 done.add(id(t.stmt))
                 leaf_reported = leaf_reported or leaf is not None
@@ -321,6 +324,32 @@ def _called(f: LoopFacts, name: str) -> bool:
     return f.ctx.memo("gt507-called", f.node, lambda: {
         n.func.id for n in bfs_walk(f.node) if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Name)}).__contains__(name)
+
+
+def _unseen_method(f: LoopFacts, callee: str | None, line: int, loop: ast.stmt) -> bool:
+    """``callee`` is a method other than the forward (``model.embed(...)``) of an object
+    whose class this file does not define, and no step of the loop trains that object: the
+    method's code is out of sight, and an evaluation helper of this kind commonly returns
+    detached values (DGI's ``embed`` returns ``h.detach()``) for a probe the loop steps; a
+    method of this file that returns ``.detach()`` is read the same way."""
+    owner, _, method = (callee or "").rpartition(".")
+    if not owner or "." in owner or owner == "self" or method == "forward":
+        return False
+    if method in _detaching_defs(f.ctx):
+        return True
+    for sc in (f.scope, f.ctx.scope(f.ctx.tree)):
+        b = sc.binding_before(owner, line)
+        if b is not None:
+            v = value_of(b)
+            made = dotted(v.func) if isinstance(v, ast.Call) else None
+            if made is not None and made.rpartition(".")[2] in f.ctx.analysis.classes:
+                return False  # a class of this file: its method is in sight
+            break
+    trained = [_owners(f, _stepped_expr(s), s.call.lineno) for s in f.steps
+               if f.inside(s.stmt, loop)]
+    return bool(trained) and all(  # the loop trains something, and only other objects
+        over and not any(o == owner or o.startswith(owner + ".") for o in over)
+        for over in trained)  # (an optimizer of unknown parameters may train it)
 
 
 def _discriminator_steps(f: LoopFacts, g: Graphs, t: Binding, loop: ast.stmt) -> bool:

@@ -73,6 +73,8 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
     (NOTE [first pass]). Stepping the scheduler in one arm of an `if` whose other arm steps the
     optimizer (`if scheduler: scheduler.step() else: optimizer.step()`) is worse: the test
     is the same on every pass, so while the scheduler steps the weights never move.
+    An epoch function that steps the scheduler on entry, before its batch loop steps the
+    optimizer, is the same order (NOTE [stepped on entry]).
     Known limits: the optimizer's steps must be in the same function, or in a function of this
     file called there with the optimizer as an argument (or reading it as a global), or in a
     method called through `self` that steps `self.<optimizer>` (NOTE [stepped through self]); a
@@ -139,7 +141,8 @@ class SchedulerStepBeforeOptimizerStep(LoopRule):
             for call in f.calls_of(stmt):
                 func = call.func
                 if not (isinstance(func, ast.Attribute) and func.attr == "step"
-                        and not call.args and not call.keywords and f.loops_of(stmt)):
+                        and not call.args and not call.keywords
+                        and (f.loops_of(stmt) or _opens_function(f, stmt))):
                     continue
                 is_sched, opt = scheduler_optimizer(f, func.value, call.lineno)
                 if not is_sched:
@@ -190,6 +193,11 @@ def _first_after(f: LoopFacts, stmt: ast.stmt, steps: list[tuple[str, ast.stmt, 
     in the function runs after ``stmt`` in the same loop (and the same ``if`` branch, unless
     the first pass of the loop takes that branch: NOTE [first pass])."""
     loops = f.loops_of(stmt)
+    if steps and not loops and _opens_function(f, stmt):
+        # (NOTE [stepped on entry]) every step of the function runs after it, in a loop
+        if all(f.before(stmt, st) and f.loops_of(st) for _, st, _ in steps):
+            return min(steps, key=lambda x: (x[2].lineno, x[2].col_offset))
+        return None
     if not steps or not loops:
         return None
     loop = loops[-1]
@@ -202,6 +210,20 @@ def _first_after(f: LoopFacts, stmt: ast.stmt, steps: list[tuple[str, ast.stmt, 
         if branch is not None and not f.inside(st, branch):
             return None
     return min(steps, key=lambda x: (x[2].lineno, x[2].col_offset))
+
+
+def _opens_function(f: LoopFacts, stmt: ast.stmt) -> bool:
+    """``stmt`` is an unconditional statement of a function's own body (not of a loop or an
+    ``if``): NRI's ``def train(epoch): ...; scheduler.step(); for batch in loader: ...
+    optimizer.step()``, whose every call steps the scheduler before the optimizer.
+
+    # NOTE [stepped on entry]
+    An epoch function that steps the scheduler on entry, before its batch loop steps the
+    optimizer, does on its first call what an epoch loop stepping the scheduler first does:
+    the first value of the schedule is skipped, and PyTorch warns. Said only when every step
+    of that optimizer in the function runs after it, inside a loop."""
+    return isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        stmt is s for s in f.node.body)
 
 
 def _branch(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> ast.If | None:

@@ -318,9 +318,12 @@ def _marks_steps(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
     return False
 
 
-def _reached(f: LoopFacts, b: Backward, owners: frozenset[str]) -> set[str]:
+def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = False
+             ) -> set[str]:
     """The owners (``model``, ``self.net``) whose call the loss of ``b`` is computed from,
-    through the bindings of the function."""
+    through the bindings of the function; ``inner``: also an owner that is a submodule of a
+    called module (``G(x)`` runs ``G.features``, an optimizer built over
+    ``G.features.parameters()``)."""
     if b.loss is None:
         return set()
     values: list[ast.AST] = [b.loss]
@@ -331,7 +334,8 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str]) -> set[str]:
         for n in walk(v):
             if isinstance(n, ast.Call):
                 d = dotted(n.func) or ""
-                out.update(o for o in owners if d == o or d.startswith(o + "."))
+                out.update(o for o in owners if d == o or d.startswith(o + ".")
+                           or inner and d and o.startswith(d + "."))
     return out
 
 
@@ -364,8 +368,9 @@ class StepBeforeLastBackward(LoopRule):
     giving the same weights). Step after the last backward that reaches the model.
     Known limits: the optimizer's parameters must be known (`Adam(model.parameters())`),
     and the later loss must be computed from a call of that model; a later step of another
-    optimizer whose model the loss also reaches (a GAN's generator step) takes the gradient
-    as its own, unless that model's parameters were frozen in a loop just before.
+    optimizer whose model the loss also reaches (a GAN's generator step; an optimizer over a
+    submodule, `G.features`, of a model the loss calls) takes the gradient as its own, unless
+    that model's parameters were frozen in a loop just before.
     """
 
     code = "GT522"
@@ -457,6 +462,6 @@ class StepBeforeLastBackward(LoopRule):
             other = _owners(f, _stepped_expr(s2), s2.call.lineno)
             if not other:
                 return True  # unknown parameters: maybe the same model
-            if any(not _frozen_at(f, o, b, loop) for o in _reached(f, b, other)):
+            if any(not _frozen_at(f, o, b, loop) for o in _reached(f, b, other, inner=True)):
                 return True
         return False
