@@ -1,0 +1,164 @@
+"""GT217: `retain_grad()` or `register_hook` on a value computed with grad off, here or
+through the calls that lead to it."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.grad_off_calls import (
+    computed, grad_off_functions, made_names, off_nodes,
+)
+from gradtrace.lint.context import Context
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+
+ERRORS = {"retain_grad": "can't retain_grad on Tensor that has requires_grad=False",
+          "register_hook": "cannot register a hook on a tensor that doesn't require gradient"}
+# what a guard reads when it lets the operation run only where there is a graph
+GUARD_ATTRS = frozenset({"requires_grad", "is_grad_enabled", "grad_fn", "training"})
+
+
+def _guarded(ctx: Context) -> bool:
+    """The statement sits under an ``if`` (or ``try``) that may keep it from raising."""
+    for s in reversed(ctx.stmts[:-1]):
+        if isinstance(s, FUNCTION_TYPES):
+            return False
+        if isinstance(s, ast.Try) and s.handlers:
+            return True
+        if isinstance(s, (ast.If, ast.While)) and any(
+                (isinstance(n, ast.Attribute) and n.attr in GUARD_ATTRS)
+                or (isinstance(n, ast.Name) and n.id in GUARD_ATTRS) for n in walk(s.test)):
+            return True
+    return False
+
+
+class GraphOpUnderNoGrad(Rule):
+    """`retain_grad()` or `register_hook(...)` on a value computed with grad off: inside
+    `torch.no_grad()`/`inference_mode()`, or in a function (a helper, a method, a module's
+    `forward`) that such a block calls, directly or through other calls of the file.
+
+    Why: with grad off, a module output, a torch op or arithmetic records no graph, so the
+    result does not require grad, and `retain_grad()` raises `can't retain_grad on Tensor that
+    has requires_grad=False`, `register_hook` `cannot register a hook on a tensor that doesn't
+    require gradient` (checked on torch 2.13). The usual shape: a forward or a shared
+    forward-and-loss helper keeps an activation's gradient for logging or Grad-CAM, and the
+    validation or prediction code runs the same path under `no_grad` (torch-em#57, ALF#1089,
+    CLIPasso). Guard it (`if t.requires_grad:`), or keep the gradient bookkeeping out of the
+    path the evaluation runs.
+    Known limits: the calls must be of this file (helpers, `self.method()`, methods of an
+    instance of a class of the file, module classes of the file and the containers built from
+    them); a leaf (`nn.Parameter`, `requires_grad=True`) keeps its flag and is not reported.
+    """
+
+    code = "GT217"
+    name = "graph-op-under-no-grad"
+    message = ("`{call}` runs with grad off ({how}): `{value}` is computed there without a "
+               "graph, so this raises `{error}`; guard it with `if {value}.requires_grad:` or "
+               "keep it out of the code the no-grad block runs")
+    triggers = ("retain_grad", "register_hook")
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            def keep_grad(t):
+                t.retain_grad()
+                return t
+
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+                def forward(self, x):
+                    return keep_grad(self.fc(x))
+
+            head = Head()
+
+            @torch.inference_mode()
+            def evaluate(batch):
+                return head(batch).argmax(1)
+            """, at=(5, 4)),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            def keep_grad(t):
+                if t.requires_grad:
+                    t.retain_grad()
+                return t
+
+            class Head(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+                def forward(self, x):
+                    return keep_grad(self.fc(x))
+
+            head = Head()
+
+            @torch.inference_mode()
+            def evaluate(batch):
+                return head(batch).argmax(1)
+            """),
+        Good("""
+            import torch
+
+            def probe(model, x):
+                with torch.enable_grad():
+                    x = x.clone().requires_grad_()
+                    out = model(x)
+                    out.register_hook(print)
+                    out.sum().backward()
+                return x.grad
+
+            def validate(model, x):
+                with torch.no_grad():
+                    return probe(model, x)
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr in ERRORS):
+            return
+        fn = ctx.function
+        where: ast.AST = fn if fn is not None else ctx.tree
+        region = ctx.grad_disabled
+        how = None
+        made: set[str] = set()
+        related: list[Related] = []
+        if region is not None:
+            is_with = isinstance(region, (ast.With, ast.AsyncWith))
+            body = region.body if is_with else fn.body if fn is not None else []
+            nodes = list(off_nodes(body, ctx))
+            if node not in nodes:
+                return
+            made = made_names(nodes, where, ctx)
+            how = "under `{}`".format(ctx.source(
+                region.items[0].context_expr if is_with else region))  # type: ignore[union-attr]
+        elif fn is not None:
+            entry = grad_off_functions(ctx).get(id(fn))
+            if entry is None:
+                return
+            nodes = list(off_nodes(fn.body, ctx))
+            if node not in nodes:
+                return
+            made = made_names(nodes, fn, ctx, entry.made)
+            r = entry.region
+            mode = "`{}`".format(ctx.source(r.items[0].context_expr)) if isinstance(
+                r, (ast.With, ast.AsyncWith)) else "the grad-off decorator of `{}`".format(
+                    r.name)  # type: ignore[attr-defined]
+            how = f"`{fn.name}` is reached from {mode} at line {r.lineno}"  # type: ignore[attr-defined]
+            related.append(Related(ctx.path, r.lineno, "grad is turned off here",
+                                   ctx.column(r)))
+            if entry.call is not None and entry.call.lineno != r.lineno:
+                related.append(Related(ctx.path, entry.call.lineno, "the call that leads there",
+                                       ctx.column(entry.call)))
+        if how is None or not computed(f.value, made, where, ctx) or _guarded(ctx):
+            return
+        yield self.report(node, ctx, related=related, call=ctx.source(node),
+                          how=how, value=ctx.source(f.value), error=ERRORS[f.attr])
