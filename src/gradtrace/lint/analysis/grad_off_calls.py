@@ -20,11 +20,11 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.callees import resolve
-from gradtrace.lint.analysis.kinds import MODULE, OBJECT
+from gradtrace.lint.analysis.callees import passed_kind, resolve
+from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
-from gradtrace.lint.nodes import child_nodes
+from gradtrace.lint.nodes import child_nodes, function_scopes, scope_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -142,8 +142,51 @@ def computed(e: ast.expr, made: set[str], where: ast.AST, ctx: Context) -> bool:
                    for a in (*e.args, *(k.value for k in e.keywords)))
     if isinstance(f, ast.Attribute) and computed(f.value, made, where, ctx):
         return True
-    k = ctx.analysis.kind_in(f, where, e.lineno)
+    k = called_kind(f, where, ctx)
     return k is not None and k.what == MODULE
+
+
+def called_kind(f: ast.expr, where: ast.AST, ctx: Context) -> Kind | None:
+    """What the called ``f`` is: read where it is called, or, for a parameter of the
+    function, what every call of that function passes."""
+    a = ctx.analysis
+    k = a.kind_in(f, where, getattr(f, "lineno", 0))
+    if k is None and isinstance(f, ast.Name):
+        k = passed_kind(ctx, where, f.id)
+        if k is None and isinstance(where, FUNCTION_TYPES) and a.class_of(where) is not None \
+                and where.name != "__init__":  # a method's parameter: what its calls pass
+            kinds = []
+            for call, w in calls_of(ctx, where):
+                v = a.arguments(where, call).get(f.id)
+                kinds.append(a.kind_in(v, w, call.lineno) if v is not None else None)
+            k = kinds[0] if kinds and all(x == kinds[0] for x in kinds) else None
+    return k
+
+
+def calls_of(ctx: Context, fn: Def) -> list[tuple[ast.Call, ast.AST]]:
+    """Every call of ``fn`` in the file (by name, ``self.m()``, ``obj.m()`` on an instance of
+    its class), with the function (or module) making it; built once per file."""
+    def make() -> dict[str, list[tuple[ast.Call, ast.AST]]]:
+        out: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+        for where in function_scopes(ctx.tree):
+            for n in scope_nodes(where):
+                if isinstance(n, ast.Call):
+                    f = n.func
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                        f, ast.Attribute) else None
+                    if name is not None:
+                        out.setdefault(name, []).append((n, where))
+        return out
+    a = ctx.analysis
+    got = []
+    for n, where in ctx.memo("calls-by-last-name", ctx.tree, make).get(fn.name, ()):
+        callee = a.callee(n, where)
+        if callee is None:
+            r = resolve(ctx, where, n)
+            callee = r[0] if r is not None else None
+        if callee is fn:
+            got.append((n, where))
+    return got
 
 
 def _targets(call: ast.Call, where: ast.AST, ctx: Context) -> list[tuple[Def, dict[str, ast.expr]]]:
@@ -155,7 +198,7 @@ def _targets(call: ast.Call, where: ast.AST, ctx: Context) -> list[tuple[Def, di
     got = resolve(ctx, where, call)
     if got is not None:
         return [(got[0], a.arguments(got[0], call))]
-    k = a.kind_in(call.func, where, call.lineno)
+    k = called_kind(call.func, where, ctx)
     if k is None or k.cls is None:
         return []
     cls = a.classes.get(k.cls)

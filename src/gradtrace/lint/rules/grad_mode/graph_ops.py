@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.grad_off_calls import (
     computed, grad_off_functions, made_names, off_nodes,
 )
+from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import walk
@@ -149,12 +150,13 @@ class GraphOpUnderNoGrad(Rule):
                 return
             made = made_names(nodes, fn, ctx, entry.made)
             r = entry.region
+            at = next((d for d in getattr(r, "decorator_list", ()) if disables_grad(d, ctx)), r)
             mode = "`{}`".format(ctx.source(r.items[0].context_expr)) if isinstance(
                 r, (ast.With, ast.AsyncWith)) else "the grad-off decorator of `{}`".format(
                     r.name)  # type: ignore[attr-defined]
-            how = f"`{fn.name}` is reached from {mode} at line {r.lineno}"  # type: ignore[attr-defined]
-            related.append(Related(ctx.path, r.lineno, "grad is turned off here",
-                                   ctx.column(r)))
+            how = f"`{fn.name}` is reached from {mode} at line {at.lineno}"  # type: ignore[attr-defined]
+            related.append(Related(ctx.path, at.lineno, "grad is turned off here",
+                                   ctx.column(at)))
             if entry.call is not None and entry.call.lineno != r.lineno:
                 related.append(Related(ctx.path, entry.call.lineno, "the call that leads there",
                                        ctx.column(entry.call)))

@@ -1,0 +1,193 @@
+"""GT540: an evaluation function runs a model with dropout or batch norm in train mode."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.analysis.grad_off_calls import called_kind, calls_of, off_nodes
+from gradtrace.lint.analysis.kinds import MODULE, Kind
+from gradtrace.lint.analysis.reach import disables_grad
+from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.training_loop._modes import effects, function_effects
+from gradtrace.lint.rules.training_loop.modes import _kind_has_mode_layers
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+# calls that make a function a training step, not an evaluation
+TRAINING_ATTRS = frozenset({"backward", "step", "zero_grad"})
+
+
+def _trains(fn: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in TRAINING_ATTRS for n in ast.walk(fn))
+
+
+def _mode_switch(n: ast.AST) -> bool:
+    """``x.eval()``, or ``x.train(...)`` given anything but a literal True (``train(False)``,
+    ``train(mode=is_training)``): the code chooses modes itself."""
+    if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+        return False
+    if n.func.attr == "eval":
+        return not n.args and not n.keywords
+    args = [*n.args, *(k.value for k in n.keywords)]
+    return n.func.attr == "train" and bool(args) and not (
+        len(args) == 1 and isinstance(args[0], ast.Constant) and args[0].value is True)
+
+
+def _sets_eval(ctx: Context, fn: Def) -> bool:
+    """``fn`` or a function it calls puts something in eval mode (``x.eval()``,
+    ``x.train(False)``): the evaluation takes care of modes."""
+    return any(_mode_switch(n) for n in ast.walk(fn)) or any(
+        "eval" in ms for ms in function_effects(ctx, fn, 0).values())
+
+
+def _eval_before(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
+    """Something is put in eval mode in ``where`` before ``call`` (or anywhere, at module
+    level and in loops, where order does not settle it)."""
+    for n in scope_nodes(where):
+        if isinstance(n, ast.Call) and n is not call and (_mode_switch(n) or any(
+                "eval" in ms for ms in effects(ctx, where, n).values())):
+            return True
+    return False
+
+
+def _runs_mode_model(ctx: Context, call: ast.Call, where: ast.AST, depth: int = 0
+                     ) -> Kind | None:
+    """The model with train/eval-dependent layers that ``call`` runs: a module call, or a
+    function of the file (two calls down) that makes one."""
+    k = called_kind(call.func, where, ctx)
+    if k is not None and k.what == MODULE:
+        return k if _kind_has_mode_layers(ctx, k) else None
+    if depth >= 2:
+        return None
+    target = resolve(ctx, where, call)
+    fn = target[0] if target is not None else None
+    if fn is None or _trains(fn):
+        return None
+    for n in scope_nodes(fn):
+        if isinstance(n, ast.Call):
+            got = _runs_mode_model(ctx, n, fn, depth + 1)
+            if got is not None:
+                return got
+    return None
+
+
+class EvaluationInTrainMode(Rule):
+    """An evaluation function runs a model that has dropout or batch norm under
+    `torch.no_grad()` without putting it in eval mode, and neither it nor its callers call
+    `.eval()` first, while the file trains.
+
+    Why: `no_grad` only stops recording the graph; train/eval mode is separate state. In train
+    mode dropout still drops activations and batch norm normalises with the evaluation batch's
+    own statistics and moves its running statistics toward the evaluation data, so the
+    reported metrics are noisy and the next training steps start from statistics of data they
+    never trained on (3D U-Net `UNet3DTrainer.validate`, VAAL `Solver.test`; checked on torch
+    2.13). Call `model.eval()` before the evaluation loop, and `model.train()` after it.
+    Known limits: the evaluation must be a function of this file that loops, makes no
+    backward or optimizer step, and is called from this file; the model's class or
+    constructor must show a dropout or batch-norm layer (or be a torchvision/timm model).
+    """
+
+    code = "GT540"
+    name = "evaluation-in-train-mode"
+    message = ("`{call}` runs `{model}` under `{mode}` in `{fn}`, an evaluation that never "
+               "puts it in eval mode (nor do its callers): dropout and batch norm act as in "
+               "training and the running statistics move toward the evaluation data; call "
+               "`.eval()` before the evaluation and `.train()` after it")
+    triggers = ("no_grad", "inference_mode", "set_grad_enabled")
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            net = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def score(batches):
+                hits = 0
+                for x, y in batches:
+                    with torch.no_grad():
+                        hits += (net(x).argmax(1) == y).sum().item()
+                return hits
+
+            for x, y in data:
+                opt.zero_grad()
+                nn.functional.cross_entropy(net(x), y).backward()
+                opt.step()
+            print(score(val))
+            """, at=(11, 29)),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            net = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def score(batches):
+                hits = 0
+                for x, y in batches:
+                    with torch.no_grad():
+                        hits += (net(x).argmax(1) == y).sum().item()
+                return hits
+
+            for x, y in data:
+                opt.zero_grad()
+                nn.functional.cross_entropy(net(x), y).backward()
+                opt.step()
+            net.eval()
+            print(score(val))
+            """),
+    ]
+
+    def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
+        mode = next((i.context_expr for i in node.items if disables_grad(i.context_expr, ctx)),
+                    None)
+        fn = ctx.function
+        if mode is None or fn is None or _trains(fn) or not any(
+                isinstance(n, (ast.For, ast.AsyncFor)) for n in ast.walk(fn)):
+            return
+        if not _file_trains(ctx) or _sets_eval(ctx, fn):
+            return
+        for n in off_nodes(node.body, ctx):
+            if not isinstance(n, ast.Call):
+                continue
+            k = _runs_mode_model(ctx, n, fn)
+            if k is None:
+                continue
+            sites = calls_of(ctx, fn)
+            if not sites or any(_eval_before(ctx, c, w) for c, w in sites):
+                return
+            c, w = sites[0]
+            yield self.report(n, ctx, related=(Related(
+                ctx.path, c.lineno, f"`{fn.name}` is called here, with no `.eval()` before",
+                ctx.column(c)),), call=ctx.source(n), model=_name(ctx, n, k),
+                mode=ctx.source(mode), fn=fn.name)
+            return
+
+    visit_AsyncWith = visit_With  # type: ignore[assignment]
+
+
+def _name(ctx: Context, call: ast.Call, k: Kind) -> str:
+    f = call.func
+    got = called_kind(f, ctx.function or ctx.tree, ctx) if isinstance(
+        f, (ast.Name, ast.Attribute)) else None
+    if got is not None and got.what == MODULE:
+        return ctx.source(f)
+    return k.cls.rpartition(".")[2] if k.cls else "the model"
+
+
+def _file_trains(ctx: Context) -> bool:
+    """The file runs a backward and an optimizer step somewhere."""
+    def make() -> bool:
+        seen = set()
+        for n in ast.walk(ctx.tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr in ("backward", "step"):
+                seen.add(n.func.attr)
+        return seen == {"backward", "step"}
+    return ctx.memo("gt540-file-trains", ctx.tree, make)
+

@@ -1,0 +1,161 @@
+"""Facts that carry across calls (session 15, helper "staticgen"; docs/triage/staticgen.md).
+
+- the grad-off extent (NOTE [grad-off extent]): a function that a `no_grad`/`inference_mode`
+  block (or a decorated function) runs, directly or through helpers, `self`/instance methods,
+  module forwards and containers of the file's module classes, runs with grad off; a value it
+  computes has no graph: GT217 at `retain_grad()`/`register_hook` on it.
+
+Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
+reported on the given line; all run on real torch (tests/lint/shape_runner.py).
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+"""
+HOOK = (RuntimeError, "register a hook on a tensor that doesn't require gradient")
+RETAIN = (RuntimeError, "can't retain_grad on Tensor that has requires_grad=False")
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    # GT217: the hook or retain_grad sits in code that an evaluation runs with grad off
+    "graph-op-in-no-grad-extent": (Shape("""
+        class Tap(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.saved = None
+            def keep(self, g):
+                self.saved = g
+            def forward(self, x):
+                h = self.fc(x)
+                if h.requires_grad:
+                    h.register_hook(self.keep)
+                self.fc.weight.register_hook(self.keep)
+                return h
+        net = Tap()
+        with torch.no_grad():
+            net(torch.randn(2, 4))
+        """, "GT217"), [
+        # a trainer's shared step, run by `evaluate` under set_grad_enabled(False)
+        Shape("""
+            class Backbone(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv1d(2, 3, 1)
+                def forward(self, x):
+                    return self.conv(x).relu()
+            class Runner:
+                def __init__(self, backbone):
+                    self.backbone = backbone
+                    self.grads = []
+                def shared_step(self, batch):
+                    feats = self.backbone(batch)
+                    feats.register_hook(self.grads.append)
+                    return feats.mean()
+                def evaluate(self, batches):
+                    with torch.set_grad_enabled(False):
+                        return [self.shared_step(b) for b in batches]
+            Runner(Backbone()).evaluate([torch.randn(1, 2, 5)])
+            """, "GT217", 13, raises=HOOK),
+        # a method of a plain object called in the block, given the model
+        Shape("""
+            class Probe:
+                def record(self, net, x):
+                    act = net(x) * 2
+                    act.retain_grad()
+                    return act
+            probe = Probe()
+            model = nn.Linear(3, 3)
+            with torch.no_grad():
+                probe.record(model, torch.randn(2, 3))
+            """, "GT217", 4, raises=RETAIN),
+        # two calls down: forward -> self.attend -> a module-level tap
+        Shape("""
+            def tap(t, store):
+                t.register_hook(store.append)
+                return t
+            class Attn(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.qk = nn.Linear(4, 4)
+                    self.store = []
+                def attend(self, x):
+                    w = torch.softmax(self.qk(x) @ x.t(), dim=-1)
+                    return tap(w, self.store) @ x
+                def forward(self, x):
+                    return self.attend(x)
+            attn = Attn()
+            with torch.inference_mode():
+                out = attn(torch.randn(3, 4))
+            """, "GT217", 2, raises=HOOK),
+        # the blocks of a Sequential built from a module class of the file
+        Shape("""
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(4, 4)
+                def forward(self, x):
+                    y = self.lin(x).tanh()
+                    y.retain_grad()
+                    return y
+            class Stack(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.blocks = nn.Sequential(*[Block() for _ in range(2)])
+                def forward(self, x):
+                    return self.blocks(x)
+            @torch.no_grad()
+            def predict(m, x):
+                return m(x).argmax(-1)
+            predict(Stack(), torch.randn(2, 4))
+            """, "GT217", 7, raises=RETAIN),
+    ]),
+    # GT217 look-alike: a probe that turns grad back on and makes its own leaf
+    "graph-op-under-enable-grad": (Shape("""
+        def saliency(model, x):
+            with torch.enable_grad():
+                x = x.detach().requires_grad_()
+                out = model(x)
+                out.retain_grad()
+                out.sum().backward()
+            return x.grad.abs()
+        model = nn.Linear(3, 2)
+        with torch.no_grad():
+            s = saliency(model, torch.randn(2, 3))
+        """, "GT217"), []),
+    # GT217 look-alike: only the training path runs the method with the hook
+    "graph-op-only-on-training-path": (Shape("""
+        class Trainer:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+            def train_step(self, x):
+                out = self.net(x)
+                out.register_hook(lambda g: g.clamp(-1, 1))
+                self.opt.zero_grad()
+                out.pow(2).mean().backward()
+                self.opt.step()
+            def eval_step(self, x):
+                with torch.no_grad():
+                    return self.net(x).mean()
+        t = Trainer()
+        t.train_step(torch.randn(4, 3))
+        t.eval_step(torch.randn(4, 3))
+        """, "GT217"), []),
+}
+
+
+@pytest.mark.parametrize("key,which", [(k, i) for k, (_, twins) in SHAPES.items()
+                                       for i in range(-1, len(twins))])
+def test_shape(key: str, which: int) -> None:
+    good, twins = SHAPES[key]
+    judge(PRELUDE, good if which < 0 else twins[which])
