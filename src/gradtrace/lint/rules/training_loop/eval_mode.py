@@ -25,10 +25,13 @@ def _trains(fn: ast.AST) -> bool:
                and n.func.attr in TRAINING_ATTRS for n in ast.walk(fn))
 
 
-def _mode_switch(n: ast.AST) -> bool:
+def _mode_switch(n: ast.AST, ctx: Context, where: ast.AST) -> bool:
     """``x.eval()``, or ``x.train(...)`` given anything but a literal True (``train(False)``,
-    ``train(mode=is_training)``): the code chooses modes itself."""
-    if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+    ``train(mode=is_training)``), not a method of the file by that name: the code chooses
+    modes itself."""
+    if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)) \
+            or n.func.attr not in ("eval", "train") or resolve(ctx, where, n) is not None \
+            or ctx.analysis.callee(n, where) is not None:
         return False
     if n.func.attr == "eval":
         return not n.args and not n.keywords
@@ -40,7 +43,7 @@ def _mode_switch(n: ast.AST) -> bool:
 def _sets_eval(ctx: Context, fn: Def) -> bool:
     """``fn`` or a function it calls puts something in eval mode (``x.eval()``,
     ``x.train(False)``): the evaluation takes care of modes."""
-    return any(_mode_switch(n) for n in ast.walk(fn)) or any(
+    return any(_mode_switch(n, ctx, fn) for n in ast.walk(fn)) or any(
         "eval" in ms for ms in function_effects(ctx, fn, 0).values())
 
 
@@ -48,7 +51,7 @@ def _eval_before(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
     """Something is put in eval mode in ``where`` before ``call`` (or anywhere, at module
     level and in loops, where order does not settle it)."""
     for n in scope_nodes(where):
-        if isinstance(n, ast.Call) and n is not call and (_mode_switch(n) or any(
+        if isinstance(n, ast.Call) and n is not call and (_mode_switch(n, ctx, where) or any(
                 "eval" in ms for ms in effects(ctx, where, n).values())):
             return True
     return False
