@@ -5,6 +5,10 @@
   module forwards and containers of the file's module classes, runs with grad off; a value it
   computes has no graph: GT217 at `retain_grad()`/`register_hook` on it.
 
+- which mode a model is in when an evaluation runs it: a function of the file that loops,
+  trains nothing and runs a model with dropout or batch norm with grad off, where neither it
+  nor any of its callers switches modes: GT540 at the call that runs the model.
+
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
 reported on the given line; all run on real torch (tests/lint/shape_runner.py).
 """
@@ -151,6 +155,101 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         t.train_step(torch.randn(4, 3))
         t.eval_step(torch.randn(4, 3))
         """, "GT217"), []),
+    # GT540: the evaluation runs the model in train mode
+    "evaluation-after-eval": (Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        @torch.no_grad()
+        def evaluate(model, batches):
+            return sum(model(x).argmax(1).eq(y).sum().item() for x, y in batches)
+        data = [(torch.randn(6, 4), torch.randint(0, 2, (6,))) for _ in range(2)]
+        for x, y in data:
+            opt.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+        net.eval()
+        acc = evaluate(net, data)
+        mean = net[1].running_mean.clone()
+        evaluate(net, data)
+        """, "GT540", holds="torch.equal(mean, net[1].running_mean)"), [
+        # a decorated evaluation given the model by its one caller
+        Shape("""
+            net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            @torch.no_grad()
+            def evaluate(model, batches):
+                return sum(model(x).argmax(1).eq(y).sum().item() for x, y in batches)
+            data = [(torch.randn(6, 4), torch.randint(0, 2, (6,))) for _ in range(2)]
+            for x, y in data:
+                opt.zero_grad()
+                F.cross_entropy(net(x), y).backward()
+                opt.step()
+            mean = net[1].running_mean.clone()
+            acc = evaluate(net, data)
+            """, "GT540", 5, holds="not torch.equal(mean, net[1].running_mean)"),
+        # an evaluator object holding a module class of the file with dropout
+        Shape("""
+            class Clf(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 16)
+                    self.drop = nn.Dropout(0.5)
+                    self.out = nn.Linear(16, 3)
+                def forward(self, x):
+                    return self.out(self.drop(self.body(x).relu()))
+            class Evaluator:
+                def __init__(self, clf, batches):
+                    self.clf, self.batches = clf, batches
+                def run(self):
+                    outs = []
+                    for xb in self.batches:
+                        with torch.inference_mode():
+                            outs.append(self.clf(xb))
+                    return outs
+            clf = Clf()
+            opt = torch.optim.Adam(clf.parameters())
+            loss = clf(torch.randn(5, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            a, b = Evaluator(clf, [torch.ones(2, 4)]).run(), Evaluator(clf, [torch.ones(2, 4)]).run()
+            """, "GT540", 16, holds="not torch.equal(a[0], b[0])"),
+    ]),
+    # GT540 look-alike: a GAN-style step runs the generator under no_grad while it trains
+    "no-grad-generator-in-training-step": (Shape("""
+        G = nn.Sequential(nn.Linear(2, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+        D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
+        def d_step(batches):
+            for real in batches:
+                with torch.no_grad():
+                    fake = G(torch.randn(4, 2))
+                opt_d.zero_grad()
+                (D(fake).mean() - D(real).mean()).backward()
+                opt_d.step()
+        d_step([torch.randn(4, 2)])
+        """, "GT540"), []),
+    # GT540 look-alike: the evaluation switches modes through a flag
+    "evaluation-switches-with-flag": (Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def run_epoch(batches, training):
+            net.train(mode=training)
+            with torch.set_grad_enabled(training):
+                return [net(x) for x in batches]
+        def validate(batches):
+            out = []
+            with torch.no_grad():
+                for x in batches:
+                    out.append(net(x))
+            return out
+        def fit(batches):
+            run_epoch(batches, False)
+            validate(batches)
+        x = torch.randn(3, 4)
+        net(x).sum().backward()
+        opt.step()
+        fit([x])
+        """, "GT540"), []),
 }
 
 

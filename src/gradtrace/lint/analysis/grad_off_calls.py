@@ -184,6 +184,11 @@ def calls_of(ctx: Context, fn: Def) -> list[tuple[ast.Call, ast.AST]]:
         if callee is None:
             r = resolve(ctx, where, n)
             callee = r[0] if r is not None else None
+        if callee is None and isinstance(n.func, ast.Attribute) \
+                and isinstance(n.func.value, ast.Call):  # `Evaluator(model).run()`
+            k = a.kind_in(n.func.value, where, n.lineno)
+            cls = a.classes.get(k.cls or "") if k is not None else None
+            callee = cls.methods.get(fn.name) if cls is not None else None
         if callee is fn:
             got.append((n, where))
     return got

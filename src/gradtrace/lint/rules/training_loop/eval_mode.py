@@ -47,12 +47,18 @@ def _sets_eval(ctx: Context, fn: Def) -> bool:
         "eval" in ms for ms in function_effects(ctx, fn, 0).values())
 
 
-def _eval_before(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
-    """Something is put in eval mode in ``where`` before ``call`` (or anywhere, at module
-    level and in loops, where order does not settle it)."""
+def _eval_before(ctx: Context, call: ast.Call, where: ast.AST, fn: Def) -> bool:
+    """Something is put in eval mode in ``where`` (anywhere in it: loops and module level do
+    not settle the order), directly or by a function of the file it calls."""
     for n in scope_nodes(where):
-        if isinstance(n, ast.Call) and n is not call and (_mode_switch(n, ctx, where) or any(
-                "eval" in ms for ms in effects(ctx, where, n).values())):
+        if not isinstance(n, ast.Call) or n is call:
+            continue
+        if _mode_switch(n, ctx, where) or any(
+                "eval" in ms for ms in effects(ctx, where, n).values()):
+            return True
+        target = ctx.analysis.callee(n, where) or (resolve(ctx, where, n) or (None,))[0]
+        if target is not None and target is not fn and target is not where and any(
+                _mode_switch(m, ctx, target) for m in ast.walk(target)):
             return True
     return False
 
@@ -149,34 +155,44 @@ class EvaluationInTrainMode(Rule):
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
         mode = next((i.context_expr for i in node.items if disables_grad(i.context_expr, ctx)),
                     None)
-        fn = ctx.function
-        if mode is None or fn is None or _trains(fn) or not any(
-                isinstance(n, (ast.For, ast.AsyncFor)) for n in ast.walk(fn)):
+        if mode is not None and ctx.function is not None:
+            yield from self._check(node.body, ctx.function, mode, ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        mode = next((d for d in node.decorator_list if disables_grad(d, ctx)), None)
+        if mode is not None:
+            yield from self._check(node.body, node, mode, ctx)
+
+    def _check(self, body: list[ast.stmt], fn: Def, mode: ast.expr, ctx: Context
+               ) -> Iterator[Finding]:
+        if _trains(fn) or not any(isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
+                                  for n in ast.walk(fn)):
             return
         if not _file_trains(ctx) or _sets_eval(ctx, fn):
             return
-        for n in off_nodes(node.body, ctx):
+        for n in off_nodes(body, ctx):
             if not isinstance(n, ast.Call):
                 continue
             k = _runs_mode_model(ctx, n, fn)
             if k is None:
                 continue
             sites = calls_of(ctx, fn)
-            if not sites or any(_eval_before(ctx, c, w) for c, w in sites):
+            if not sites or any(_eval_before(ctx, c, w, fn) for c, w in sites):
                 return
             c, w = sites[0]
             yield self.report(n, ctx, related=(Related(
                 ctx.path, c.lineno, f"`{fn.name}` is called here, with no `.eval()` before",
-                ctx.column(c)),), call=ctx.source(n), model=_name(ctx, n, k),
+                ctx.column(c)),), call=ctx.source(n), model=_name(ctx, n, k, fn),
                 mode=ctx.source(mode), fn=fn.name)
             return
 
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
     visit_AsyncWith = visit_With  # type: ignore[assignment]
 
 
-def _name(ctx: Context, call: ast.Call, k: Kind) -> str:
+def _name(ctx: Context, call: ast.Call, k: Kind, fn: Def) -> str:
     f = call.func
-    got = called_kind(f, ctx.function or ctx.tree, ctx) if isinstance(
+    got = called_kind(f, fn, ctx) if isinstance(
         f, (ast.Name, ast.Attribute)) else None
     if got is not None and got.what == MODULE:
         return ctx.source(f)
