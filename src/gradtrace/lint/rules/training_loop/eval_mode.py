@@ -128,7 +128,7 @@ class EvaluationInTrainMode(Rule):
                 nn.functional.cross_entropy(net(x), y).backward()
                 opt.step()
             print(score(val))
-            """, at=(11, 29)),
+            """, at=(11, 21)),
         Good("""
             import torch
             import torch.nn as nn
