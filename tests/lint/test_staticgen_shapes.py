@@ -9,6 +9,10 @@
   trains nothing and runs a model with dropout or batch norm with grad off, where neither it
   nor any of its callers switches modes: GT540 at the call that runs the model.
 
+- which submodules reach what `forward` returns only through a cut (NOTE [forward cuts]):
+  `.detach()`, `.data`, `argmax`/comparisons/`.long()`, a value computed under `no_grad`
+  inside `forward`: GT115 at the cut when nothing else in the file uses the submodule.
+
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
 reported on the given line; all run on real torch (tests/lint/shape_runner.py).
 """
@@ -250,6 +254,102 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         opt.step()
         fit([x])
         """, "GT540"), []),
+    # GT115: the only path from a submodule to the outputs is cut inside forward
+    "forward-keeps-submodule-live": (Shape("""
+        class VQ(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 3)
+                self.codebook = nn.Embedding(5, 3)
+            def forward(self, x):
+                z = self.enc(x)
+                idx = torch.cdist(z, self.codebook.weight).argmin(-1)
+                q = self.codebook(idx)
+                out = z + (q - z).detach()
+                return out, (q - z.detach()).pow(2).mean()
+        m = VQ()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        out, vq_loss = m(torch.randn(6, 4))
+        (out.pow(2).mean() + vq_loss).backward()
+        """, "GT115", holds="m.codebook.weight.grad is not None"), [
+        # a context encoder run under no_grad inside forward
+        Shape("""
+            class Fuse(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.ctx_enc = nn.Linear(4, 4)
+                    self.head = nn.Linear(8, 1)
+                def forward(self, x):
+                    with torch.no_grad():
+                        c = self.ctx_enc(x).tanh()
+                    return self.head(torch.cat([x, c], dim=-1))
+            net = Fuse()
+            opt = torch.optim.Adam(net.parameters())
+            net(torch.randn(3, 4)).sum().backward()
+            """, "GT115", 7, holds="net.ctx_enc.weight.grad is None"),
+        # an index picked by argmax of a scorer
+        Shape("""
+            class Router(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scorer = nn.Linear(4, 6)
+                    self.table = nn.Embedding(6, 2)
+                def forward(self, h):
+                    choice = self.scorer(h).argmax(dim=-1)
+                    return self.table(choice)
+            r = Router()
+            opt = torch.optim.SGD(r.parameters(), lr=0.1)
+            r(torch.randn(5, 4)).sum().backward()
+            """, "GT115", 7, holds="r.scorer.weight.grad is None"),
+        # `.data` of a projection, collected in a list
+        Shape("""
+            class Mix(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(3, 3)
+                    self.out = nn.Linear(3, 3)
+                def forward(self, xs):
+                    parts = []
+                    for x in xs:
+                        parts.append(self.proj(x).data)
+                    return self.out(torch.stack(parts).sum(0))
+            mix = Mix()
+            opt = torch.optim.SGD(mix.parameters(), lr=0.1)
+            mix([torch.randn(2, 3), torch.randn(2, 3)]).sum().backward()
+            """, "GT115", 9, holds="mix.proj.weight.grad is None"),
+    ]),
+    # GT115 look-alike: the detached submodule is frozen on purpose in __init__
+    "forward-cut-of-frozen-submodule": (Shape("""
+        class Student(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.teacher = nn.Linear(4, 4)
+                self.teacher.requires_grad_(False)
+                self.student = nn.Linear(4, 4)
+            def forward(self, x):
+                t = self.teacher(x).detach()
+                return (self.student(x) - t).pow(2).mean()
+        s = Student()
+        opt = torch.optim.SGD(s.parameters(), lr=0.1)
+        s(torch.randn(2, 4)).backward()
+        """, "GT115"), []),
+    # GT115 look-alike: another method trains the submodule the forward detaches
+    "forward-cut-trained-elsewhere": (Shape("""
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.value = nn.Linear(4, 1)
+                self.policy = nn.Linear(4, 2)
+            def forward(self, s):
+                baseline = self.value(s).detach()
+                return self.policy(s).log_softmax(-1)[:, 0] * (1.0 - baseline.squeeze(-1))
+            def value_loss(self, s, ret):
+                return (self.value(s).squeeze(-1) - ret).pow(2).mean()
+        c = Critic()
+        opt = torch.optim.Adam(c.parameters())
+        s = torch.randn(3, 4)
+        (c(s).mean() + c.value_loss(s, torch.zeros(3))).backward()
+        """, "GT115", holds="c.value.weight.grad is not None"), []),
 }
 
 

@@ -1,0 +1,166 @@
+"""GT115: a submodule reaches what `forward` returns only through a cut, so it never trains."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.forward_cuts import forward_cuts
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import child_nodes, function_scopes, scope_nodes
+from gradtrace.lint.rule import Bad, Good, Rule
+
+PARAM_CALLS = ("parameters", "named_parameters")
+
+
+def _trained_classes(ctx: Context) -> frozenset[str]:
+    """Module classes of the file an optimizer is built over (``opt(model.parameters())``),
+    and the module classes their constructors make (three levels down)."""
+    def make() -> frozenset[str]:
+        a = ctx.analysis
+        out: set[str] = set()
+        for where in function_scopes(ctx.tree):
+            for n in scope_nodes(where):
+                if not (isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "")
+                        .startswith("torch.optim.") and "lr_scheduler" not in
+                        (ctx.qualified_name(n.func) or "")):
+                    continue
+                for m in ast.walk(n):
+                    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) \
+                            and m.func.attr in PARAM_CALLS:
+                        k = a.kind_in(m.func.value, where, n.lineno)
+                        if k is not None and k.what == MODULE and k.cls in a.classes:
+                            out.add(k.cls)
+        todo = list(out)
+        for _ in range(3):
+            nxt = []
+            for c in todo:
+                init = a.classes[c].methods.get("__init__")
+                for m in ast.walk(init) if init is not None else ():
+                    if isinstance(m, ast.Call) and isinstance(m.func, ast.Name) \
+                            and m.func.id in a.classes and a.classes[m.func.id].is_module \
+                            and m.func.id not in out:
+                        out.add(m.func.id)
+                        nxt.append(m.func.id)
+            todo = nxt
+        return frozenset(out)
+    return ctx.memo("gt115-trained", ctx.tree, make)
+
+
+def _used_elsewhere(ctx: Context, attr: str, fwd: ast.AST, init: ast.AST | None) -> bool:
+    """``.attr`` appears in the file outside ``forward`` and outside its assignments in
+    ``__init__`` (frozen, given to an optimizer, trained by another method, updated by EMA)."""
+    lo, hi = fwd.lineno, fwd.end_lineno or fwd.lineno  # type: ignore[attr-defined]
+    uses: dict[str, list[ast.Attribute]] = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
+    for n in uses.get(attr, ()):
+        if lo <= n.lineno <= hi:
+            continue
+        if init is not None and isinstance(n.ctx, ast.Store) and \
+                init.lineno <= n.lineno <= (init.end_lineno or 0):  # type: ignore[attr-defined]
+            continue
+        return True
+    return False
+
+
+def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
+    """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)``,
+    or read down to a ``.grad`` (inspection, not training)."""
+    out: dict[str, list[ast.Attribute]] = {}
+    stack: list[tuple[ast.AST, bool]] = [(ctx.tree, False)]
+    while stack:
+        n, shown = stack.pop()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print":
+            shown = True
+        if isinstance(n, ast.Attribute) and n.attr == "grad":
+            shown = True
+        if isinstance(n, ast.Attribute) and not shown:
+            out.setdefault(n.attr, []).append(n)
+        stack.extend((c, shown) for c in child_nodes(n))
+    return out
+
+
+class SubmoduleCutInForward(Rule):
+    """A submodule's output reaches what `forward` returns only through a cut (`.detach()`,
+    `.data`, `argmax`, a comparison, a value computed under `torch.no_grad()`), and nothing
+    else in the file uses it: it never gets a gradient.
+
+    Why: the loss on the model's outputs cannot flow back past the cut, so every parameter of
+    that submodule keeps `.grad is None` and the optimizer built over `model.parameters()`
+    never moves it, silently (A-GCN's adjacency detached from `W_theta`/`W_phi`, DenseTNT's
+    `goals_2D_mlps` output detached before scoring; checked on torch 2.13). Remove the cut,
+    or, if the submodule is meant to stay fixed, freeze it explicitly.
+    Known limits: the class and its `forward` must be in this file, an optimizer of the file
+    must be built over an instance (or its owner); a submodule named anywhere else in the
+    file (frozen, trained by another method, given to an optimizer, updated as an EMA) is
+    left alone; a call of another method of the class counts as keeping every submodule
+    that method touches.
+    """
+
+    code = "GT115"
+    name = "submodule-cut-in-forward"
+    message = ("`{cut}` cuts the only path from `self.{sub}` to what `{cls}.forward` returns: "
+               "no loss on the outputs reaches it, so its parameters get no gradient and "
+               "never train; remove the cut, or freeze it on purpose")
+    triggers = ("detach", "no_grad", "inference_mode", "argmax", "argmin", ".data", ".long(",
+                ".item(", "round")
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class Gated(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.gate = nn.Linear(8, 8)
+                    self.body = nn.Linear(8, 8)
+
+                def forward(self, x):
+                    g = torch.sigmoid(self.gate(x)).detach()
+                    return self.body(x) * g
+
+            model = Gated()
+            opt = torch.optim.Adam(model.parameters())
+            """, at=(11, 12)),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            class Gated(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.gate = nn.Linear(8, 8)
+                    self.body = nn.Linear(8, 8)
+
+                def forward(self, x):
+                    g = torch.sigmoid(self.gate(x))
+                    return self.body(x) * g, g.detach()
+
+            model = Gated()
+            opt = torch.optim.Adam(model.parameters())
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        a = ctx.analysis
+        trained = _trained_classes(ctx)
+        for name in sorted(trained):
+            cls = a.classes[name]
+            got = forward_cuts(ctx, cls)
+            if got is None:
+                continue
+            fwd = cls.methods["forward"]
+            init = cls.methods.get("__init__")
+            by_cut: dict[int, tuple[ast.AST, list[str]]] = {}
+            for sub, at in got.cut.items():
+                if sub in got.called and not _used_elsewhere(ctx, sub, fwd, init):
+                    by_cut.setdefault(id(at), (at, []))[1].append(sub)
+            for at, subs in sorted(by_cut.values(), key=lambda v: v[0].lineno):  # type: ignore[attr-defined]
+                shown = at.items[0].context_expr if isinstance(at, (ast.With, ast.AsyncWith)) \
+                    else at
+                subs.sort()
+                info = cls.attrs.get(subs[0])
+                related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
+                                   ctx.column(info.stmt)),) if info is not None else ()
+                yield self.report(shown, ctx, related=related, cut=ctx.source(shown),
+                                  sub="`, `self.".join(subs), cls=name)
