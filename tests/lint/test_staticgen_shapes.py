@@ -11,7 +11,9 @@
 
 - which submodules reach what `forward` returns only through a cut (NOTE [forward cuts]):
   `.detach()`, `.data`, `argmax`/comparisons/`.long()`, a value computed under `no_grad`
-  inside `forward`: GT115 at the cut when nothing else in the file uses the submodule.
+  inside `forward` or a method it runs: GT115 at the cut (under `no_grad`: at the first call
+  of a submodule that loses its graph there, or at the block for a value entering it) when
+  nothing else in the file uses the submodule or parameter.
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
 reported on the given line; all run on real torch (tests/lint/shape_runner.py).
@@ -286,7 +288,7 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             net = Fuse()
             opt = torch.optim.Adam(net.parameters())
             net(torch.randn(3, 4)).sum().backward()
-            """, "GT115", 7, holds="net.ctx_enc.weight.grad is None"),
+            """, "GT115", 8, holds="net.ctx_enc.weight.grad is None"),
         # an index picked by argmax of a scorer
         Shape("""
             class Router(nn.Module):

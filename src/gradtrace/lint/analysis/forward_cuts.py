@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
-from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.nodes import child_nodes
 
@@ -54,11 +54,14 @@ class Flow:
 
 @dataclass
 class ForwardCuts:
-    """``cut``: submodule -> the node that cuts its only paths to ``forward``'s outputs;
-    ``called``: the submodules ``forward`` calls."""
+    """``cut``: submodule (or parameter) -> the node that cuts its only paths to
+    ``forward``'s outputs; ``called``: those ``forward`` runs or reads; ``groups``: id of a
+    cut node -> the ``no_grad`` block it sits in (one cause for several calls)."""
 
     cut: dict[str, ast.AST]
     called: set[str]
+    groups: dict[int, ast.AST]
+    walked: list[ast.AST]  # forward and the methods it runs, as walked
 
 
 def forward_cuts(ctx: Context, cls: ClassInfo) -> ForwardCuts | None:
@@ -66,26 +69,39 @@ def forward_cuts(ctx: Context, cls: ClassInfo) -> ForwardCuts | None:
     fwd = cls.methods.get("forward")
     if fwd is None or not cls.is_module:
         return None
-    return ctx.memo("forward-cuts", fwd, lambda: _Walk(ctx, cls).run(fwd))
+    def make() -> ForwardCuts:
+        walked: list[ast.AST] = [fwd]
+        w = _Walk(ctx, cls, set(), {}, (fwd,), walked)
+        w.block(fwd.body)
+        out = w.ret
+        out.merge(w.kept)
+        cut = {k: v for k, v in out.cut.items() if k not in out.live}
+        return ForwardCuts(cut, w.called, w.groups, walked)
+    return ctx.memo("forward-cuts", fwd, make)
 
 
 class _Walk:
-    def __init__(self, ctx: Context, cls: ClassInfo) -> None:
+    def __init__(self, ctx: Context, cls: ClassInfo, called: set[str],
+                 groups: dict[int, ast.AST], stack: tuple[ast.AST, ...],
+                 walked: list[ast.AST]) -> None:
         self.ctx = ctx
         self.cls = cls
         self.env: dict[str, Flow] = {}
-        self.out = Flow()
-        self.called: set[str] = set()
+        self.ret = Flow()   # what the function returns
+        self.kept = Flow()  # what it stores on ``self``
+        self.called = called
+        self.groups = groups
+        self.stack = stack
+        self.walked = walked
         self.off: list[ast.AST] = []
 
     def submodule(self, attr: str) -> bool:
         k = self.cls.attr_kind(attr)
+        if k is not None and k.what == PARAMETER:
+            info = self.cls.attrs.get(attr)
+            return not (info is not None and isinstance(info.value, ast.Call) and any(
+                kw.arg == "requires_grad" for kw in info.value.keywords))
         return k is not None and k.what == MODULE
-
-    def run(self, fwd: ast.FunctionDef | ast.AsyncFunctionDef) -> ForwardCuts:
-        self.block(fwd.body)
-        cut = {k: v for k, v in self.out.cut.items() if k not in self.out.live}
-        return ForwardCuts(cut, self.called)
 
     # -- statements -------------------------------------------------------------------------
     def block(self, body: list[ast.stmt]) -> None:
@@ -105,7 +121,7 @@ class _Walk:
             self.bind(s.target, v)
         elif isinstance(s, ast.Return):
             if s.value is not None:
-                self.out.merge(self.value(s.value))
+                self.ret.merge(self.value(s.value))
         elif isinstance(s, ast.Expr):
             v = self.value(s.value)
             c = s.value
@@ -155,7 +171,7 @@ class _Walk:
             self.bind(t.value, v, merge=True)
         elif isinstance(t, ast.Attribute):
             if isinstance(t.value, ast.Name) and t.value.id == "self":
-                self.out.merge(v)  # kept on the module: read elsewhere
+                self.kept.merge(v)  # kept on the module: read elsewhere
             else:
                 self.bind(t.value, v, merge=True)
 
@@ -166,7 +182,10 @@ class _Walk:
             return Flow(set(got.live), dict(got.cut)) if got is not None else Flow()
         if isinstance(e, ast.Attribute):
             if isinstance(e.value, ast.Name) and e.value.id == "self":
-                return Flow({e.attr}) if self.submodule(e.attr) else Flow()
+                if not self.submodule(e.attr):
+                    return Flow()
+                self.called.add(e.attr)
+                return self.live_or_cut(e.attr, e)
             inner = self.value(e.value)
             return inner.severed(e) if e.attr == "data" else inner
         if isinstance(e, ast.Compare):
@@ -178,6 +197,31 @@ class _Walk:
         if isinstance(e, ast.Call):
             return self.call(e)
         return self.children(e)
+
+    def live_or_cut(self, attr: str, e: ast.AST) -> Flow:
+        """A submodule run (or a parameter read) here: cut at once under ``no_grad``."""
+        if not self.off:
+            return Flow({attr})
+        self.groups[id(e)] = self.off[-1]
+        return Flow(set(), {attr: e})
+
+    def inline(self, m: ast.FunctionDef | ast.AsyncFunctionDef, e: ast.Call) -> Flow:
+        """``self.m(args)``: ``m`` walked with its parameters bound to the arguments' flows."""
+        w = _Walk(self.ctx, self.cls, self.called, self.groups, (*self.stack, m), self.walked)
+        if m not in self.walked:
+            self.walked.append(m)
+        names = [a.arg for a in (*m.args.posonlyargs, *m.args.args)][1:]
+        for n, a in zip(names, e.args):
+            if isinstance(a, ast.Starred):
+                break
+            w.env[n] = self.value(a)
+        for k in e.keywords:
+            if k.arg is not None:
+                w.env[k.arg] = self.value(k.value)
+        w.block(m.body)
+        self.kept.merge(w.kept)
+        out = w.ret
+        return out.severed(self.off[-1]) if self.off else out
 
     def children(self, e: ast.AST) -> Flow:
         v = Flow()
@@ -202,10 +246,14 @@ class _Walk:
                 and f.value.id == "self":
             if self.submodule(f.attr):
                 self.called.add(f.attr)
-                args.live.add(f.attr)
+                args.merge(self.live_or_cut(f.attr, e))
                 return args
             m = self.cls.methods.get(f.attr)
+            if m is not None and m not in self.stack and len(self.stack) < 4:
+                return self.inline(m, e)
             if m is not None:  # another method: every submodule it touches may flow
+                if m not in self.walked:
+                    self.walked.append(m)
                 for n in ast.walk(m):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
                             and n.value.id == "self" and self.submodule(n.attr):

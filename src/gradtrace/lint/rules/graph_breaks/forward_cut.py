@@ -48,13 +48,15 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
     return ctx.memo("gt115-trained", ctx.tree, make)
 
 
-def _used_elsewhere(ctx: Context, attr: str, fwd: ast.AST, init: ast.AST | None) -> bool:
-    """``.attr`` appears in the file outside ``forward`` and outside its assignments in
-    ``__init__`` (frozen, given to an optimizer, trained by another method, updated by EMA)."""
-    lo, hi = fwd.lineno, fwd.end_lineno or fwd.lineno  # type: ignore[attr-defined]
+def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None
+                    ) -> bool:
+    """``.attr`` appears in the file outside ``forward`` (and the methods it runs) and
+    outside its assignments in ``__init__`` (frozen, given to an optimizer, trained by
+    another method, updated by EMA)."""
+    spans = [(f.lineno, f.end_lineno or f.lineno) for f in walked]  # type: ignore[attr-defined]
     uses: dict[str, list[ast.Attribute]] = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
     for n in uses.get(attr, ()):
-        if lo <= n.lineno <= hi:
+        if any(lo <= n.lineno <= hi for lo, hi in spans):
             continue
         if init is not None and isinstance(n.ctx, ast.Store) and \
                 init.lineno <= n.lineno <= (init.end_lineno or 0):  # type: ignore[attr-defined]
@@ -63,20 +65,35 @@ def _used_elsewhere(ctx: Context, attr: str, fwd: ast.AST, init: ast.AST | None)
     return False
 
 
+# reads that only look at a module's weights (a snapshot, a norm, a printout)
+LOOKS = frozenset({"grad", "shape", "dtype", "device", "detach", "clone", "norm", "abs", "cpu",
+                   "tolist", "item", "numpy", "sum", "mean"})
+
+
 def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
     """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)``,
-    or read down to a ``.grad`` (inspection, not training)."""
+    or read through ``.weight``/``.bias`` down to a ``.grad``, a ``.detach()``, a
+    ``.clone()`` (inspection, not training)."""
     out: dict[str, list[ast.Attribute]] = {}
+    parent: dict[int, ast.AST] = {}
     stack: list[tuple[ast.AST, bool]] = [(ctx.tree, False)]
+    found: list[ast.Attribute] = []
     while stack:
         n, shown = stack.pop()
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print":
             shown = True
-        if isinstance(n, ast.Attribute) and n.attr == "grad":
-            shown = True
         if isinstance(n, ast.Attribute) and not shown:
-            out.setdefault(n.attr, []).append(n)
-        stack.extend((c, shown) for c in child_nodes(n))
+            found.append(n)
+        for c in child_nodes(n):
+            parent[id(c)] = n
+            stack.append((c, shown))
+    for n in found:
+        p = parent.get(id(n))
+        if isinstance(p, ast.Attribute) and p.attr in ("weight", "bias"):
+            p = parent.get(id(p))
+        if isinstance(p, ast.Attribute) and p.attr in LOOKS and isinstance(p.ctx, ast.Load):
+            continue
+        out.setdefault(n.attr, []).append(n)
     return out
 
 
@@ -99,7 +116,7 @@ class SubmoduleCutInForward(Rule):
 
     code = "GT115"
     name = "submodule-cut-in-forward"
-    message = ("`{cut}` cuts the only path from `self.{sub}` to what `{cls}.forward` returns: "
+    message = ("{cut} cuts the only path from `self.{sub}` to what `{cls}.forward` returns: "
                "no loss on the outputs reaches it, so its parameters get no gradient and "
                "never train; remove the cut, or freeze it on purpose")
     triggers = ("detach", "no_grad", "inference_mode", "argmax", "argmin", ".data", ".long(",
@@ -149,12 +166,15 @@ class SubmoduleCutInForward(Rule):
             got = forward_cuts(ctx, cls)
             if got is None:
                 continue
-            fwd = cls.methods["forward"]
             init = cls.methods.get("__init__")
             by_cut: dict[int, tuple[ast.AST, list[str]]] = {}
             for sub, at in got.cut.items():
-                if sub in got.called and not _used_elsewhere(ctx, sub, fwd, init):
-                    by_cut.setdefault(id(at), (at, []))[1].append(sub)
+                if sub in got.called and not _used_elsewhere(ctx, sub, got.walked, init):
+                    group = got.groups.get(id(at), at)
+                    first, subs = by_cut.setdefault(id(group), (at, []))
+                    if at.lineno < first.lineno:  # type: ignore[attr-defined]
+                        by_cut[id(group)] = (at, subs)
+                    subs.append(sub)
             for at, subs in sorted(by_cut.values(), key=lambda v: v[0].lineno):  # type: ignore[attr-defined]
                 shown = at.items[0].context_expr if isinstance(at, (ast.With, ast.AsyncWith)) \
                     else at
@@ -162,5 +182,14 @@ class SubmoduleCutInForward(Rule):
                 info = cls.attrs.get(subs[0])
                 related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
                                    ctx.column(info.stmt)),) if info is not None else ()
-                yield self.report(shown, ctx, related=related, cut=ctx.source(shown),
+                yield self.report(shown, ctx, related=related, cut=_what(ctx, shown, got, at),
                                   sub="`, `self.".join(subs), cls=name)
+
+
+def _what(ctx: Context, shown: ast.AST, got, at: ast.AST) -> str:  # type: ignore[no-untyped-def]
+    """The cut as the message names it: the call, or the no-grad block a call runs in."""
+    group = got.groups.get(id(at))
+    if group is not None:
+        return "`{}` (line {}) around `{}`".format(
+            ctx.source(group.items[0].context_expr), group.lineno, ctx.source(shown))
+    return f"`{ctx.source(shown)}`"
