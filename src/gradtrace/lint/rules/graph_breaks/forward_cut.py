@@ -70,6 +70,21 @@ LOOKS = frozenset({"grad", "shape", "dtype", "device", "detach", "clone", "norm"
                    "tolist", "item", "numpy", "sum", "mean"})
 
 
+def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
+    """The attribute is made with random weights in the class: a ``torch.nn`` layer, a
+    Parameter or a module class of the file (not a module handed in, loaded or pretrained),
+    and assigned once."""
+    if info is None or info.later or not isinstance(info.value, ast.Call):
+        return False
+    v = info.value
+    q = ctx.qualified_name(v.func) or ""
+    if not (q.startswith("torch.nn.") or (isinstance(v.func, ast.Name)
+                                         and v.func.id in ctx.analysis.classes)):
+        return False
+    return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr in ("from_pretrained", "load_state_dict") for n in ast.walk(v))
+
+
 def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
     """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)``,
     or read through ``.weight``/``.bias`` down to a ``.grad``, a ``.detach()``, a
@@ -169,7 +184,8 @@ class SubmoduleCutInForward(Rule):
             init = cls.methods.get("__init__")
             by_cut: dict[int, tuple[ast.AST, list[str]]] = {}
             for sub, at in got.cut.items():
-                if sub in got.called and not _used_elsewhere(ctx, sub, got.walked, init):
+                if sub in got.called and _made_fresh(ctx, cls.attrs.get(sub)) and \
+                        not _used_elsewhere(ctx, sub, got.walked, init):
                     group = got.groups.get(id(at), at)
                     first, subs = by_cut.setdefault(id(group), (at, []))
                     if at.lineno < first.lineno:  # type: ignore[attr-defined]
