@@ -234,6 +234,31 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
                 opt_d.step()
         d_step([torch.randn(4, 2)])
         """, "GT540"), []),
+    # GT540 look-alike: a caller two levels up puts the model in eval mode
+    "evaluation-eval-two-callers-up": (Shape("""
+        class Runner:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, x):
+                self.model(x).sum().backward()
+                self.opt.step()
+            def eval_step(self, xs):
+                out = []
+                for x in xs:
+                    with torch.no_grad():
+                        out.append(self.model(x))
+                return out
+            def evaluate(self, xs):
+                return self.eval_step(xs)
+            def run(self, xs):
+                self.fit(xs[0])
+                self.model.eval()
+                return self.evaluate(xs)
+        r = Runner()
+        a = r.run([torch.ones(2, 4)])
+        b = r.run([torch.ones(2, 4)])
+        """, "GT540", holds="torch.equal(a[0], b[0])"), []),
     # GT540 look-alike: the evaluation switches modes through a flag
     "evaluation-switches-with-flag": (Shape("""
         net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))

@@ -63,6 +63,17 @@ def _eval_before(ctx: Context, call: ast.Call, where: ast.AST, fn: Def) -> bool:
     return False
 
 
+def _eval_up(ctx: Context, fn: Def, depth: int) -> bool:
+    """A caller of ``fn``, or a caller of a caller (three levels up), switches modes."""
+    for c, w in calls_of(ctx, fn):
+        if _eval_before(ctx, c, w, fn):
+            return True
+        if depth < 3 and isinstance(w, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and w is not fn and _eval_up(ctx, w, depth + 1):
+            return True
+    return False
+
+
 def _runs_mode_model(ctx: Context, call: ast.Call, where: ast.AST, depth: int = 0
                      ) -> Kind | None:
     """The model with train/eval-dependent layers that ``call`` runs: a module call, or a
@@ -177,7 +188,7 @@ class EvaluationInTrainMode(Rule):
             if k is None:
                 continue
             sites = calls_of(ctx, fn)
-            if not sites or any(_eval_before(ctx, c, w, fn) for c, w in sites):
+            if not sites or _eval_up(ctx, fn, 0):
                 return
             c, w = sites[0]
             yield self.report(n, ctx, related=(Related(
