@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.forward_cuts import forward_cuts
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import child_nodes, function_scopes, scope_nodes
+from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 PARAM_CALLS = ("parameters", "named_parameters")
@@ -20,18 +20,24 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
     def make() -> frozenset[str]:
         a = ctx.analysis
         out: set[str] = set()
-        for where in function_scopes(ctx.tree):
-            for n in scope_nodes(where):
-                if not (isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "")
-                        .startswith("torch.optim.") and "lr_scheduler" not in
-                        (ctx.qualified_name(n.func) or "")):
-                    continue
-                for m in ast.walk(n):
-                    if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) \
-                            and m.func.attr in PARAM_CALLS:
-                        k = a.kind_in(m.func.value, where, n.lineno)
-                        if k is not None and k.what == MODULE and k.cls in a.classes:
-                            out.add(k.cls)
+        lines = {i for i, text in enumerate(ctx.code_lines, 1) if "optim" in text}
+        calls, defs = [], []
+        for n in walk(ctx.tree) if lines else ():
+            if isinstance(n, ast.Call) and n.lineno in lines:
+                q = ctx.qualified_name(n.func) or ""
+                if q.startswith("torch.optim.") and "lr_scheduler" not in q:
+                    calls.append(n)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs.append(n)
+        for n in calls:
+            where: ast.AST = min((d for d in defs if d.lineno <= n.lineno <= (d.end_lineno or 0)),
+                                 key=lambda d: (d.end_lineno or 0) - d.lineno, default=ctx.tree)
+            for m in ast.walk(n):
+                if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) \
+                        and m.func.attr in PARAM_CALLS:
+                    k = a.kind_in(m.func.value, where, n.lineno)
+                    if k is not None and k.what == MODULE and k.cls in a.classes:
+                        out.add(k.cls)
         todo = list(out)
         for _ in range(3):
             nxt = []
@@ -174,7 +180,12 @@ class SubmoduleCutInForward(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        if not ctx.mentions("optim") or not ctx.mentions("forward") or not (
+                "optim." in ctx.code or "torch.optim" in ctx.code):
+            return  # no optimizer or no forward of the file: nothing it could say
         a = ctx.analysis
+        if not a.module_classes:
+            return
         trained = _trained_classes(ctx)
         for name in sorted(trained):
             cls = a.classes[name]

@@ -176,10 +176,10 @@ class EvaluationInTrainMode(Rule):
 
     def _check(self, body: list[ast.stmt], fn: Def, mode: ast.expr, ctx: Context
                ) -> Iterator[Finding]:
-        if _trains(fn) or not any(isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
-                                  for n in ast.walk(fn)):
+        if not ctx.mentions("backward") or not _file_trains(ctx) or _trains(fn) or not any(
+                isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) for n in ast.walk(fn)):
             return
-        if not _file_trains(ctx) or _sets_eval(ctx, fn):
+        if _sets_eval(ctx, fn):
             return
         for n in off_nodes(body, ctx):
             if not isinstance(n, ast.Call):
