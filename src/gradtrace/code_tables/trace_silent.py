@@ -256,4 +256,26 @@ CODES = (
          """,
          "Scale each group's own rate (keep a base rate per group), or use a scheduler.",
          "gradtrace.runtime.trace.lr_groups", severity="warning"),
+    Code("GT874", "evaluated-in-train-mode",
+         "a trained model is evaluated under no_grad while still in train mode",
+         "A validation or test loop run with grad off over a model that was never put in "
+         "`eval()` normalises every batch with its own statistics and writes them into the "
+         "BatchNorm running mean and variance: the figures depend on the batch, and the "
+         "evaluated data changes the statistics the model keeps (and trains on next). "
+         "`no_grad` only stops gradients; it does not switch the mode. The run sees a trained "
+         "norm layer run in train mode with grad off, over several batches, with no backward() "
+         "in between, and names the line that evaluates the model inside the grad-off block.",
+         """
+         def validate(model, loader):
+             with torch.no_grad():
+                 return [loss_fn(model(x), y).item() for x, y in loader]
+         """,
+         """
+         def validate(model, loader):
+             model.eval()
+             with torch.no_grad():
+                 return [loss_fn(model(x), y).item() for x, y in loader]
+         """,
+         "Call `model.eval()` before evaluating and `model.train()` before training again.",
+         "gradtrace.runtime.trace.eval_in_train", severity="warning"),
 )

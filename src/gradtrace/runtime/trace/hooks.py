@@ -17,6 +17,7 @@ import torch
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
+from gradtrace.runtime.trace.eval_in_train import note_train_eval, settle
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
@@ -101,6 +102,10 @@ class HookState:
     # the NOTE [group learning rates erased]
     lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     lr_erased: list[Any] = field(default_factory=list)
+    # id(norm layer) -> eval_in_train.TrainEval; reported line -> (candidate, layer class names)
+    # (NOTE [evaluated in train mode])
+    train_evals: dict[int, Any] = field(default_factory=dict)
+    train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -175,6 +180,8 @@ class Hooks:
                     rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
                 if rec.off is not None:
                     rec.off = None
+                if self.data.train_evals and id(module) in self.data.train_evals:
+                    settle(self.data, self.state, id(module))  # NOTE [evaluated in train mode]
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
                 if rec.trained and not rec.mode_verdict:
@@ -184,6 +191,8 @@ class Hooks:
         else:
             if rec.trained and rec.off is None and not module.training:
                 rec.off = _user_stack()
+            elif rec.trained and module.training and isinstance(module, _NormBase):
+                note_train_eval(self.data, self.state, module, sys._getframe(1))
             rec.nograd_runs += 1
             if rec.nograd_runs == 1:
                 from gradtrace.runtime.frames import internal_names
@@ -245,6 +254,8 @@ class Hooks:
         st.in_step = True
         if d.eval_pending:
             check_eval(d, opt, d.steps, site)
+        if d.train_evals:
+            settle(d, st)  # NOTE [evaluated in train mode]
         grads: list[Tensor] = []
         rep = None
         for group in opt.param_groups:

@@ -140,15 +140,9 @@ def off_switch(frame: FrameType | None) -> Site | None:
     enclosing switch is found or the innermost is one that turns it on."""
     frame = _user(frame)
     while frame is not None:
-        code, line = frame.f_code, frame.f_lineno
-        key = (id(code), line)
-        hit = _AT.get(key)
-        if hit is None or hit[0] is not code:
-            if len(_AT) > 4096:
-                _AT.clear()
-            hit = _AT[key] = (code, _at(code, line))
-        if hit[1] is not None:
-            kind, site = hit[1]
+        found = _hit(frame)
+        if found is not None:
+            kind, site = found
             if kind == _ON:
                 return None
             if kind == _CALLER:
@@ -161,4 +155,29 @@ def off_switch(frame: FrameType | None) -> Site | None:
     return None
 
 
-__all__ = ["off_switch"]
+def switch_frame(frame: FrameType | None) -> tuple[FrameType, Site] | None:
+    """The innermost user frame (from ``frame`` outwards) running inside a grad-off switch of
+    its own (a ``with`` block around its running line, or a decorator on its function), and
+    that switch; None if none is found or the innermost switch turns grad mode on."""
+    frame = _user(frame)
+    while frame is not None:
+        found = _hit(frame)
+        if found is not None:
+            return None if found[0] == _ON else (frame, found[1])
+        frame = _user(frame.f_back)
+    return None
+
+
+def _hit(frame: FrameType) -> _Hit | None:
+    """The switch around ``frame``'s running line (cached per code object and line)."""
+    code, line = frame.f_code, frame.f_lineno
+    key = (id(code), line)
+    hit = _AT.get(key)
+    if hit is None or hit[0] is not code:
+        if len(_AT) > 4096:
+            _AT.clear()
+        hit = _AT[key] = (code, _at(code, line))
+    return hit[1]
+
+
+__all__ = ["off_switch", "switch_frame"]

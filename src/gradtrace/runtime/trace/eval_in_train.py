@@ -1,0 +1,116 @@
+"""An evaluation pass run in train mode: batch-norm statistics learn from the evaluated data.
+
+# NOTE [evaluated in train mode]
+A validation or test loop (``with torch.no_grad(): out = model(x)``) over a model that trained
+and was never put in ``eval()``: every normalisation layer still normalises with the batch's
+own statistics and writes them into ``running_mean``/``running_var``, so the figures depend on
+the batch and the evaluated data moves the statistics used later (VAAL's ``test``, the 3D U-Net
+trainer's ``validate``). The global forward pre-hook (armed steps, NOTE [trace arming]) sees a
+norm layer that keeps running statistics run in train mode with grad off. It is a candidate when
+
+- the layer trained: it ran with grad on in train mode before and one of its parameters had a
+  gradient at an optimizer step (a teacher or an EMA copy that only ever runs under no_grad is
+  not evaluated, it is used);
+- its statistics are live: ``momentum`` is set (a cumulative re-estimation, ``momentum=None`` as
+  ``swa_utils.update_bn`` sets it, is on purpose) and ``num_batches_tracked`` is not 0 (statistics
+  reset for a re-estimation, AdaBN-style, are on purpose too);
+- a grad-off switch of user code is on the stack (``off_switch``'s walk): the line reported is
+  the running line of the frame holding that switch, the call that evaluates the model.
+
+A candidate is settled at the layer's next forward with grad on, at the next optimizer step, or
+at the end. It is reported when it ran at least twice (a loop over batches: one grad-off forward
+per step is a pseudo-label, a GAN's sample or a target computed with the training model) and no
+``backward()`` ran in between (the outputs fed no training). One finding per reported line.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.frames import Site
+
+_NormBase = torch.nn.modules.batchnorm._NormBase
+_LIMIT = 8  # open candidates and reported lines kept at most
+
+
+@dataclass
+class TrainEval:
+    """Grad-off forwards in train mode of one trained norm layer since ``backwards``."""
+
+    ref: weakref.ref[torch.nn.Module]
+    site: Site  # the running line of the frame holding the grad-off switch
+    switch: Site  # that switch
+    backwards: int  # state.backward_count when the first of them ran
+    runs: int = 1
+
+
+def note_train_eval(data: Any, state: Any, module: torch.nn.Module, frame: Any) -> None:
+    """``module`` (a norm layer in train mode) runs with grad off: open or count a candidate."""
+    open_ = data.train_evals
+    c = open_.get(id(module))
+    if c is not None and c.ref() is module:
+        if c.backwards == state.backward_count:
+            c.runs += 1
+            return
+        del open_[id(module)]  # a backward() ran since: the earlier runs fed training
+    if len(open_) >= _LIMIT or len(data.train_evals_seen) >= _LIMIT or not _live(module) \
+            or not any(data.graded(p) for p in module._parameters.values() if p is not None):
+        return
+    from gradtrace.runtime.trace.offstack import switch_frame
+
+    found = switch_frame(frame)
+    if found is None:
+        return
+    f, switch = found
+    open_[id(module)] = TrainEval(weakref.ref(module),
+                                  Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name),
+                                  switch, state.backward_count)
+
+
+def settle(data: Any, state: Any, key: int | None = None) -> None:
+    """Decide the candidate of the layer ``key`` (all of them when None)."""
+    for k in [key] if key is not None else list(data.train_evals):
+        c = data.train_evals.pop(k, None)
+        if c is not None and c.runs >= 2 and c.backwards == state.backward_count:
+            m = c.ref()
+            if m is not None:
+                data.train_evals_seen.setdefault(c.site, (c, []))[1].append(type(m).__name__)
+
+
+def _live(m: torch.nn.Module) -> bool:
+    """Running statistics updated with a momentum, not freshly reset."""
+    n = getattr(m, "num_batches_tracked", None)
+    if n is not None:
+        with torch._C.DisableTorchFunction():
+            n = int(n)
+    return bool(getattr(m, "track_running_stats", False)) and m.momentum is not None \
+        and getattr(m, "running_mean", None) is not None \
+        and (n is None or n > 0)
+
+
+def train_eval_findings(data: Any, state: Any) -> list[Finding]:
+    """GT874 for every line that evaluated a trained model in train mode."""
+    from gradtrace.runtime.build import make
+
+    settle(data, state)
+    out = []
+    for site, (c, layers) in data.train_evals_seen.items():
+        names = ", ".join(dict.fromkeys(layers))
+        out.append(make("GT874", site,
+                        f"the model runs here with grad off and its {names} in train mode, "
+                        "after it trained, with no backward() following: an evaluation in train "
+                        "mode. Each batch is normalised with its own statistics and written "
+                        "into running_mean/running_var, so the results depend on the batch and "
+                        "the evaluated data changes the statistics the model keeps",
+                        fix="call model.eval() before evaluating (and model.train() before "
+                            "training again)",
+                        related=[(c.switch, "grad mode is turned off here")],
+                        severity="warning"))
+    return out
+
+
+__all__ = ["TrainEval", "note_train_eval", "settle", "train_eval_findings"]
