@@ -17,10 +17,17 @@ norm layer that keeps running statistics run in train mode with grad off. It is 
 - a grad-off switch of user code is on the stack (``off_switch``'s walk): the line reported is
   the running line of the frame holding that switch, the call that evaluates the model.
 
+- at least two optimizer steps ran since the layer's previous grad-off pass (or the start): an
+  evaluation comes between stretches of training (an epoch, the end), while grad-off passes at
+  every step collect data (an RL rollout) or compute targets.
+
 A candidate is settled at the layer's next forward with grad on, at the next optimizer step, or
 at the end. It is reported when it ran at least twice (a loop over batches: one grad-off forward
 per step is a pseudo-label, a GAN's sample or a target computed with the training model) and no
 ``backward()`` ran in between (the outputs fed no training). One finding per reported line.
+A policy whose rollouts come once per several optimizer steps (PPO's epochs over one rollout)
+and that keeps BatchNorm in train mode while acting is reported too: it acts on batch
+statistics of the rollout batch, which is the same mistake.
 """
 from __future__ import annotations
 
@@ -57,6 +64,10 @@ def note_train_eval(data: Any, state: Any, module: torch.nn.Module, frame: Any) 
             c.runs += 1
             return
         del open_[id(module)]  # a backward() ran since: the earlier runs fed training
+    last = data.train_eval_step.get(id(module), 0)
+    data.train_eval_step[id(module)] = data.steps
+    if data.steps - last < 2:
+        return  # grad-off passes at every step: data collection or targets, not evaluation
     if len(open_) >= _LIMIT or len(data.train_evals_seen) >= _LIMIT or not _live(module) \
             or not any(data.graded(p) for p in module._parameters.values() if p is not None):
         return

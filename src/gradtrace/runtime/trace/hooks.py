@@ -106,6 +106,7 @@ class HookState:
     # (NOTE [evaluated in train mode])
     train_evals: dict[int, Any] = field(default_factory=dict)
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
+    train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
