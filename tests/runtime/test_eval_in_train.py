@@ -175,7 +175,9 @@ def test_training_bits_unchanged(tmp_path):
     src = (HEAD + BUGS["inference_mode_each_epoch"]).lstrip("\n")
     path = tmp_path / "prog.py"
     path.write_text(src, encoding="utf-8")
+    torch.manual_seed(0)
     plain = runpy.run_path(str(path))["model"].state_dict()
+    torch.manual_seed(0)
     with trace():
         traced = runpy.run_path(str(path))["model"].state_dict()
     assert all(torch.equal(plain[k], traced[k]) for k in plain)
