@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _gra
                                                _lineage, _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
+from gradtrace.runtime.trace.probe_stats import train_call
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
 from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
@@ -179,6 +180,8 @@ class Hooks:
                 rec.trained = True
                 if not rec.stats_frozen and isinstance(module, _NormBase):
                     rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
+                    if rec.stats_frozen:  # NOTE [probe statistics]
+                        rec.train_site = train_call(sys._getframe(1), module)
                 if rec.off is not None:
                     rec.off = None
                 if self.data.train_evals and id(module) in self.data.train_evals:

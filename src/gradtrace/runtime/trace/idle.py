@@ -31,6 +31,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.hooks import HookState, param_name
+from gradtrace.runtime.trace.probe_stats import probe_findings
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import built_at
 
@@ -54,7 +55,7 @@ def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
         if not state.backward_count and empty:
             out.append(_no_backward(empty[0]))
     if trained:
-        out += moving_statistics(state, data)
+        out += moving_statistics(state, data) or probe_findings(state, data)
     for rec in live:
         if rec.last_graded and rec.trailing_empty >= 2 \
                 and rec.trailing_empty == rec.steps - rec.last_graded:

@@ -30,6 +30,7 @@ class ModuleRecord:
     mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
     start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
     stats_frozen: bool = False  # a norm layer with frozen affine ran in train mode with grad
+    train_site: Site | None = None  # the .train() that switched it on (NOTE [probe statistics])
     eval_runs: int = 0  # forwards with grad on in eval mode (NOTE [eval is no freeze])
 
     def copied_into(self, m: torch.nn.Module, data: HookState, in_opt: set[int]) -> bool:

@@ -1,0 +1,141 @@
+"""A frozen feature extractor whose normalisation statistics still move under a trained head.
+
+# NOTE [probe statistics]
+Linear evaluation and "ConvNet as fixed feature extractor" fine-tuning freeze every parameter of
+a backbone with ``requires_grad=False`` and train a linear classifier on its features. The
+backbone stays in train mode (``model.train()`` at the top of the loop switches every
+submodule), so each forward writes the batch statistics into its BatchNorm ``running_mean`` and
+``running_var``: the features the head learns from drift, and the eval-mode model is not the
+one that was probed. NOTE [moving statistics] reports freezes aimed at the normalisation layers;
+a backbone frozen as a whole is reported here when the run shows a probe:
+
+- every parameter that had a gradient at an optimizer step belongs to an ``nn.Linear``, and no
+  normalisation layer that keeps running statistics had one (the head is linear, the whole
+  normalised part is frozen; a detector that freezes its first stage and trains convolutions
+  after it, YOLO's ``freeze``, is left alone);
+- a norm layer with all its parameters frozen (the freeze seen) ran in train mode with grad on
+  while that training went on.
+
+The line named is the ``.train()`` call that put the frozen layer in train mode: at the layer's
+first such forward, the user frames on the stack are searched, innermost first, for a
+``<expr>.train()`` (or ``.train(True)``) statement of their own scope whose receiver, read from
+the frame (names and attributes only, nothing is called), is a module holding the layer; the last
+one before the frame's running line, else the last one in it. Without one, the freeze is named.
+"""
+from __future__ import annotations
+
+import ast
+from types import FrameType
+from typing import Any
+
+import torch
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.frames import Site, is_internal
+
+_NormBase = torch.nn.modules.batchnorm._NormBase
+
+
+def train_call(frame: FrameType | None, layer: torch.nn.Module) -> Site | None:
+    """The ``.train()`` statement that switched ``layer`` on (see the NOTE), or None."""
+    from gradtrace.runtime.trace.offstack import _node, _own
+
+    depth = 0
+    while frame is not None and depth < 12:
+        if not is_internal(frame.f_code):
+            depth += 1
+            node = _node(frame.f_code)
+            if node is not None:
+                calls = [n for n in _own(node) if _is_train(n)]
+                held = [n for n in calls if _holds(_read(n.func.value, frame), layer)]
+                if held:
+                    line = frame.f_lineno
+                    before = [n for n in held if n.lineno <= line]
+                    n = max(before or held, key=lambda c: c.lineno)
+                    return Site(frame.f_code.co_filename, n.lineno, frame.f_code.co_name,
+                                n.col_offset)
+        frame = frame.f_back
+    return None
+
+
+def _is_train(n: ast.AST) -> bool:
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+        and n.func.attr == "train" and not n.keywords and (
+            not n.args or len(n.args) == 1 and isinstance(n.args[0], ast.Constant)
+            and n.args[0].value is True)
+
+
+_MISSING = object()
+
+
+def _read(expr: ast.AST, frame: FrameType) -> Any:
+    """The value of a name or attribute chain in ``frame``, without calling anything user-made
+    (instance ``__dict__`` and module ``_modules`` only)."""
+    if isinstance(expr, ast.Name):
+        for scope in (frame.f_locals, frame.f_globals):
+            if expr.id in scope:
+                return scope[expr.id]
+        return _MISSING
+    if isinstance(expr, ast.Attribute):
+        base = _read(expr.value, frame)
+        if base is _MISSING:
+            return _MISSING
+        d = getattr(base, "__dict__", None)
+        if not isinstance(d, dict):
+            return _MISSING
+        if expr.attr in d:
+            return d[expr.attr]
+        mods = d.get("_modules")
+        return mods.get(expr.attr, _MISSING) if isinstance(mods, dict) else _MISSING
+    return _MISSING
+
+
+def _holds(value: Any, layer: torch.nn.Module) -> bool:
+    return isinstance(value, torch.nn.Module) and any(m is layer for m in value.modules())
+
+
+def probe_findings(state: Any, data: Any) -> list[Finding]:
+    """GT841 for a frozen, normalised feature extractor under a trained linear head."""
+    from gradtrace.runtime.build import make
+    from gradtrace.runtime.trace.hooks import param_name
+
+    owners: list[torch.nn.Module] = []
+    frozen: list[Any] = []
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is None:
+            continue
+        ps = [p for p in m._parameters.values() if p is not None]
+        if any(data.graded(p) for p in ps):
+            owners.append(m)
+        elif rec.stats_frozen and ps and all(state.frozen_at(p) for p in ps) \
+                and not any(p.requires_grad for p in ps):
+            frozen.append(rec)
+    if not owners or not frozen or not all(isinstance(m, torch.nn.Linear) for m in owners):
+        return []
+    groups: dict[Site, tuple[list[str], Site | None]] = {}
+    for rec in frozen:
+        m = rec.ref()
+        p = next(q for q in m._parameters.values() if q is not None)
+        freeze = state.frozen_at(p)
+        site = rec.train_site or freeze
+        groups.setdefault(site, ([], freeze))[0].append(
+            param_name(data, p).rpartition(".")[0] or type(m).__name__)
+    out = []
+    for site, (names, freeze) in groups.items():
+        shown = f"{', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
+        out.append(make(
+            "GT841", site,
+            f"{shown} {'is' if len(names) == 1 else 'are'} frozen by requires_grad=False "
+            "while only a linear head trains, but ran in train mode"
+            f"{' (switched on here)' if site != freeze else ''}: the running mean and variance "
+            "still change at every forward, so the frozen feature extractor keeps moving under "
+            "the head",
+            fix="put the frozen backbone in eval() after every model.train() (or call train() "
+                "on the head only)",
+            related=[(freeze, "its parameters are frozen here")] if site != freeze else [],
+            severity="warning"))
+    return out
+
+
+__all__ = ["probe_findings", "train_call"]
