@@ -214,10 +214,11 @@ def added_to_old_loss(roots: list[Any], site: Site, pat: Any) -> Finding | None:
         if tree is not None and used.path == freer[0].path and name else None
     target = (stmt.target if isinstance(stmt, ast.AugAssign) else stmt.targets[0]) \
         if stmt is not None else None
-    if not (isinstance(target, ast.Name) and target.id == name and (
-            isinstance(stmt, ast.AugAssign) or any(isinstance(n, ast.Name) and n.id == name
-                                                   for n in ast.walk(stmt.value)))):
+    if not isinstance(target, ast.Name) or not (isinstance(stmt, ast.AugAssign) or any(
+            isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(stmt.value))):
         return None
+    if target.id != name:
+        return _total_of_losses(stmt, target.id, name, used, freer[0], site, pat)
     return make(code_for("graph-kept", pat.code), used,
                 f"`{name}` still holds the loss that backward() already went through "
                 f"({src(freer[0])}), and this line adds the new pass onto it: the next "
@@ -226,6 +227,29 @@ def added_to_old_loss(roots: list[Any], site: Site, pat: Any) -> Finding | None:
                     "accumulating into it", related=[(freer[0], "the old loss was "
                                                       "backpropagated (and freed) here"),
                                                      (site, "this backward() fails")])
+
+
+def _total_of_losses(stmt: ast.AST, total: str, loss: str, used: Site, freer: Site,
+                     site: Site, pat: Any) -> Finding | None:
+    """# NOTE [total of backpropagated losses]
+    ``running_loss += loss`` after ``loss.backward()``, then ``running_loss.backward()``: the
+    running total (the receiver of the failing backward()) adds up losses whose graphs their own
+    backward() already freed. The accumulation is the line to change (add ``loss.item()`` or
+    ``loss.detach()``, or sum first and call backward() once). Only when the failing backward()
+    is called on the total itself and the added term names the loss backpropagated before."""
+    _, failing = _receiver(site)
+    value = stmt.value  # type: ignore[attr-defined]
+    if failing != total or not any(isinstance(n, ast.Name) and n.id == loss
+                                   for n in ast.walk(value)):
+        return None
+    return make(code_for("graph-kept", pat.code), used,
+                f"`{total}` adds up `{loss}` after its backward() ({src(freer)}) already went "
+                f"through it and freed its graph: `{total}.backward()` then runs into those freed "
+                "graphs",
+                fix=f"add `{loss}.item()` (or `{loss}.detach()`) to the running total, or sum the "
+                    "losses first and call backward() once",
+                related=[(freer, "each loss was backpropagated (and freed) here"),
+                         (site, "this backward() fails")])
 
 
 def _built_in_init(roots: list[Any], site: Site, pat: Any) -> Finding | None:
