@@ -25,6 +25,17 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     made = created_site(t.grad_fn)[0] if t is not None else None
     code = code_for("numpy-on-grad-tensor", pat.code)
     stored = stored_at(site) if t is not None else None
+    if stored is not None and site is not None and site.function == "forward":
+        # NOTE [numpy inside forward]: a list of this pass's tensors (layer outputs) reduced
+        # with numpy inside a module's forward: the conversion is the model's own computation
+        # cut out of the graph (torch.stack(...).sum(0) was meant), not a history kept for
+        # plotting; the conversion leads, the list is context
+        return [make(code, site, "numpy conversion of tensors that require grad inside "
+                     "forward: the list of intermediate results is reduced with numpy, which "
+                     "leaves the autograd graph (and fails while they require grad)",
+                     fix="reduce the tensors with torch (torch.stack(values).sum(0))",
+                     related=[(stored, "the tensors are collected in the list here"),
+                              (made, "the tensor was computed here")])]
     if stored is not None:  # np.array(history): the tensors were kept in that list
         return [make(code, stored, "numpy conversion of a tensor that requires grad: this line "
                      "keeps the tensor in a list with its autograd graph, and "
@@ -59,7 +70,9 @@ def _left_function(t: Tensor, site: Site | None, limit: int = 256) -> Site | Non
         seen.add(id(node))
         made, _ = created_site(node)
         if made is not None and made.path == site.path and made.line != site.line \
-                and made.function != site.function:
+                and made.function != site.function \
+                and made.function not in ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>"):
+            # (a comprehension is part of the function that holds it, not one it left)
             return None if made.function in ("forward", "<module>") else made
         try:
             queue.extend(n for n, _ in node.next_functions if n is not None)
