@@ -100,6 +100,19 @@ for x, y in batches(3):
     F.cross_entropy(model(x), y).backward()
     opt.step()
 """,
+    # train() called on the frozen part itself: its statistics are asked to adapt
+    "train_called_on_the_frozen_part": """
+feats, head = backbone(), nn.Linear(8, 4)
+for p in feats.parameters():
+    p.requires_grad_(False)
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+for x, y in batches(3):
+    feats.train()
+    head.train()
+    opt.zero_grad()
+    F.cross_entropy(head(feats(x)), y).backward()
+    opt.step()
+""",
     # a frozen backbone without running statistics: nothing moves
     "backbone_without_running_statistics": """
 feats = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8, track_running_stats=False),

@@ -16,11 +16,13 @@ a backbone frozen as a whole is reported here when the run shows a probe:
 - a norm layer with all its parameters frozen (the freeze seen) ran in train mode with grad on
   while that training went on.
 
-The line named is the ``.train()`` call that put the frozen layer in train mode: at the layer's
-first such forward, the user frames on the stack are searched, innermost first, for a
-``<expr>.train()`` (or ``.train(True)``) statement of their own scope whose receiver, read from
-the frame (names and attributes only, nothing is called), is a module holding the layer; the last
-one before the frame's running line, else the last one in it. Without one, the freeze is named.
+- a ``.train()`` call switched the frozen layer on as part of a model that trains: at the
+  layer's first such forward, the user frames on the stack are searched, innermost first, for a
+  ``<expr>.train()`` (or ``.train(True)``) statement of their own scope whose receiver, read from
+  the frame (names and attributes only, nothing is called), is a module holding the layer *and*
+  a parameter that requires grad; the last one before the frame's running line, else the last
+  one in it. That call is the line named. ``backbone.train()`` on the frozen part itself asks
+  for its statistics to adapt (left alone), and so does a model never switched explicitly.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def train_call(frame: FrameType | None, layer: torch.nn.Module) -> Site | None:
             node = _node(frame.f_code)
             if node is not None:
                 calls = [n for n in _own(node) if _is_train(n)]
-                held = [n for n in calls if _holds(_read(n.func.value, frame), layer)]
+                held = [n for n in calls if _switches(_read(n.func.value, frame), layer)]
                 if held:
                     line = frame.f_lineno
                     before = [n for n in held if n.lineno <= line]
@@ -90,8 +92,11 @@ def _read(expr: ast.AST, frame: FrameType) -> Any:
     return _MISSING
 
 
-def _holds(value: Any, layer: torch.nn.Module) -> bool:
-    return isinstance(value, torch.nn.Module) and any(m is layer for m in value.modules())
+def _switches(value: Any, layer: torch.nn.Module) -> bool:
+    """``value`` is a module holding ``layer`` and something that trains (a parameter that
+    requires grad): the switch aims at the model, the frozen part is switched on with it."""
+    return isinstance(value, torch.nn.Module) and any(m is layer for m in value.modules()) \
+        and any(p.requires_grad for p in value.parameters())
 
 
 def probe_findings(state: Any, data: Any) -> list[Finding]:
@@ -118,7 +123,9 @@ def probe_findings(state: Any, data: Any) -> list[Finding]:
         m = rec.ref()
         p = next(q for q in m._parameters.values() if q is not None)
         freeze = state.frozen_at(p)
-        site = rec.train_site or freeze
+        site = rec.train_site
+        if site is None:
+            continue
         groups.setdefault(site, ([], freeze))[0].append(
             param_name(data, p).rpartition(".")[0] or type(m).__name__)
     out = []
