@@ -133,7 +133,16 @@ def grad_input_no_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: t
         if isinstance(t, torch.Tensor) and not t.requires_grad:
             lead, related = _why_no_grad(state, t)
             if lead is None:
-                continue
+                born = _registered_frozen(state, t)
+                if born is None:
+                    continue
+                return [make(code_for(pat.twin, pat.code), born,
+                             f"input {i} of torch.autograd.grad ({src(site)}) is a Parameter "
+                             "registered here with requires_grad=False: autograd does not "
+                             "track it, so no gradient can be taken with respect to it",
+                             fix="leave the frozen parameter out of the inputs (filter on "
+                                 "p.requires_grad), or make it trainable here",
+                             related=[(site, "autograd.grad was asked for it here")])]
             return [make(code_for(pat.twin, pat.code), lead,
                          f"input {i} of torch.autograd.grad ({src(site)}) does not require "
                          f"grad: it left the graph here ({src(lead)})",
@@ -141,6 +150,18 @@ def grad_input_no_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                              "(remove the .detach()/no_grad here), or do not ask for it",
                          related=[*related, (site, "autograd.grad was asked for it here")])]
     return []
+
+
+def _registered_frozen(state: Any, t: Any) -> Site | None:
+    """# NOTE [registered frozen]
+    Where ``t`` was registered on a module as a Parameter that did not require grad
+    (``nn.Parameter(x, requires_grad=False)``), seen by the parameter registration hook, if it
+    still does not and was not frozen later by a recorded freeze."""
+    data = getattr(state, "hooks_data", None)
+    hit = data.born_frozen.get(id(t)) if data is not None else None
+    if hit is None or hit[0]() is not t or state.frozen_at(t) is not None:
+        return None
+    return hit[1]
 
 
 def anomaly_nan(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,

@@ -108,6 +108,7 @@ class HookState:
     train_evals: dict[int, Any] = field(default_factory=dict)
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
+    born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -217,6 +218,9 @@ class Hooks:
         if isinstance(value, torch.nn.Module):
             note_shared(self.data.shared, module, name, value, self._site)
         param = isinstance(value, torch.nn.Parameter)
+        if param and not value.requires_grad and len(d.born_frozen) < 256:
+            # NOTE [registered frozen]: a Parameter made with requires_grad=False
+            d.born_frozen[id(value)] = (weakref.ref(value), self._site())
         table = module.__dict__.get("_parameters" if param else "_modules")
         old = table.get(name) if table is not None else None
         if old is not None and old is not value or old is None and d.optimizers:
