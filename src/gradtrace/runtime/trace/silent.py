@@ -12,6 +12,7 @@ from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.eval_in_train import train_eval_findings
+from gradtrace.runtime.trace.kept_losses import kept_loss_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle
@@ -51,6 +52,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + train_eval_findings(data, state) + \
+        kept_loss_findings(state) + \
         requires_grad_attribute(data) + idle + \
         _optimizer_events(data, state) + event_findings(state, steps) + \
         discarded(state, data) + nonfinite_findings(state, data) + last

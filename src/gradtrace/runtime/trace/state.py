@@ -54,6 +54,7 @@ class TraceState:
             deque(maxlen=512)
         self.backward_count = 0
         self.backward_sites: list[Site] = []
+        self.kept_roots: list[tuple[Any, Site]] = []  # the first 8 losses backpropagated
         self.last_backward_seq = -1
         self.accumulating_seq = -1  # the last backward() into leaves (autograd.grad not counted)
         self.in_backward = False
@@ -363,6 +364,8 @@ class TraceState:
         if raw is not None:
             self.backward_sites.append(self.site(raw))
             del self.backward_sites[:-64]
+            if len(self.kept_roots) < 8 and len(roots) == 1:  # NOTE [losses kept alive]
+                self.kept_roots.append((weakref.ref(roots[0]), self.backward_sites[-1]))
         if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops],
             from gradtrace.runtime.trace.graph_scan import scan_loss_graph  # [copied leaf]
             scan_loss_graph(self, roots[0])
