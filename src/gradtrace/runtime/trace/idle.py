@@ -55,7 +55,7 @@ def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
         if not state.backward_count and empty:
             out.append(_no_backward(empty[0]))
     if trained:
-        out += moving_statistics(state, data) or probe_findings(state, data)
+        out += moving_statistics(state, data) or probe_findings(state, data, param_name)
     for rec in live:
         if rec.last_graded and rec.trailing_empty >= 2 \
                 and rec.trailing_empty == rec.steps - rec.last_graded:

@@ -99,10 +99,10 @@ def _switches(value: Any, layer: torch.nn.Module) -> bool:
         and any(p.requires_grad for p in value.parameters())
 
 
-def probe_findings(state: Any, data: Any) -> list[Finding]:
-    """GT841 for a frozen, normalised feature extractor under a trained linear head."""
+def probe_findings(state: Any, data: Any, param_name: Any) -> list[Finding]:
+    """GT841 for a frozen, normalised feature extractor under a trained linear head
+    (``param_name``: hooks.param_name, passed in: hooks imports this module)."""
     from gradtrace.runtime.build import make
-    from gradtrace.runtime.trace.hooks import param_name
 
     owners: list[torch.nn.Module] = []
     frozen: list[Any] = []
