@@ -18,6 +18,7 @@ from gradtrace.runtime.trace.classify import LOSS_FUNCS, WHERE_CHECKS, call_name
 from gradtrace.runtime.trace.caller_input import check_caller_input
 from gradtrace.runtime.trace.dead_terms import mark
 from gradtrace.runtime.trace.dropped import result_dropped
+from gradtrace.runtime.trace.fwd_nan import check_output
 from gradtrace.runtime.trace.graph_walk import leaf_tensors
 from gradtrace.runtime.trace.loss_input import bce_failed, check_loss
 
@@ -45,6 +46,17 @@ class ModeChecks:
                 self._dropped_at(func, f)
         except Exception as exc:
             _oops(exc)
+
+    def _fwd_nan(self, func: Any, args: tuple[Any, ...], out: Any) -> None:
+        """NOTE [forward NaN origin] (fwd_nan.py), on the first forward pass only."""
+        busy, self.busy = self.busy, True
+        try:
+            with torch._C.DisableTorchFunction():
+                check_output(self.state, func, args, out)
+        except Exception as exc:
+            _oops(exc)
+        finally:
+            self.busy = busy
 
     def _opt_event(self, record: Any) -> None:
         """An optimizer built or loaded (NOTE [loaded state thrown away])."""

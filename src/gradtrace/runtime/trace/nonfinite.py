@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.build import make
+from gradtrace.runtime.build import make, src
+from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.hooks import HookState, param_name
 from gradtrace.runtime.trace.state import TraceState
 
@@ -33,6 +34,23 @@ def _nan_origin(state: TraceState, data: HookState) -> list[Finding]:
     site, op, name = state.nan_origin
     return [make("GT825", site, f"{name} got a non-finite gradient (NaN/Inf): " + nan_text(op),
                  fix=NAN_FIX, severity="warning")]
+
+
+def forward_origin(state: TraceState, name: str, step: int, site: Site | None) -> Finding | None:
+    """GT825 at the forward op that made the loss NaN (NOTE [forward NaN origin]), if the first
+    backward()'s loss was non-finite and the first forward showed where."""
+    if state.fwd_nan is None or not state.loss_nonfinite:
+        return None
+    at, op, own = state.fwd_nan
+    return make("GT825", at, f"non-finite gradient (NaN/Inf) first seen in {name} at optimizer "
+                f"step {step}: the loss was already NaN, made in the forward pass by `{op}`" + (
+                    f" ({src(own)}) from the inf made here" if own != at
+                    else " here, from finite inputs"),
+                fix="keep the op's inputs in its domain (an eps in std/norm divisions, masks "
+                    "applied before softmax, not after)",
+                related=[(own if own != at else None, "the NaN appears here"),
+                         (site, "the NaN gradient reached optimizer.step() here")],
+                severity="warning")
 
 
 def _where_nan(state: TraceState, data: HookState) -> list[Finding]:

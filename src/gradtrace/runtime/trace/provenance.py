@@ -104,6 +104,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 raise
             self.seq += 1
             try:  # recording must never break the user's program (zero-cost when no error)
+                if self.state.fwd_hunt:  # NOTE [forward NaN origin]: first forward only
+                    self._fwd_nan(func, args, out)
                 if type(out) is Tensor or isinstance(out, Tensor):
                     if out.requires_grad:
                         gf = out.grad_fn

@@ -28,7 +28,8 @@ from gradtrace.runtime.trace.schedule import schedule_findings
 from gradtrace.runtime.trace.shared_layers import shared_findings
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
-from gradtrace.runtime.trace.nonfinite import NAN_FIX, nan_text, nonfinite_findings
+from gradtrace.runtime.trace.nonfinite import (NAN_FIX, forward_origin, nan_text,
+                                               nonfinite_findings)
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import (partial_optimizer_site, plain_object_parameters,
                                             requires_grad_attribute, single_optimizer_built_at,
@@ -486,6 +487,10 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                                 "torch.where(x > 0, x, 1.0) inside sqrt/log)",
                                 related=[(site, "the NaN gradient reached optimizer.step() "
                                           "here")], severity="warning"))
+                continue
+            fwd = forward_origin(state, name, step, site)  # NOTE [forward NaN origin]
+            if fwd is not None:
+                out.append(fwd)
                 continue
             if state.nan_origin is not None:
                 out.append(make("GT825", state.nan_origin[0], f"non-finite gradient (NaN/Inf) "

@@ -89,6 +89,12 @@ class TraceState:
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
+        # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
+        # from finite inputs, the first NaN (line named, op, its own line), the loss non-finite
+        self.fwd_hunt = True
+        self.fwd_inf: dict[int, Any] = {}
+        self.fwd_nan: tuple[Site | None, str, Site | None] | None = None
+        self.loss_nonfinite = False
         self.hunt: Any = None  # the NaN hunt of the backward running now (diagnose_crash)
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
         self.loss_checks: dict[tuple[int, int], int] = {}  # NOTE [loss input]: per loss line
@@ -353,6 +359,9 @@ class TraceState:
         self.in_backward = True
         self.in_step = False
         self.clip_at = None
+        if self.backward_count == 0 and (self.fwd_hunt or self.fwd_nan is not None):
+            from gradtrace.runtime.trace.fwd_nan import loss_checked
+            loss_checked(self, roots)
         if self.backward_sites and (self.wiped_at is not None or not self.fresh_grads):
             self._before_backward()
         if self.hooks_data is not None and self.hooks_data.optimizers:

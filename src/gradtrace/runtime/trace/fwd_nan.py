@@ -1,0 +1,88 @@
+"""Where a NaN is born in the forward pass, for a loss that came out non-finite.
+
+# NOTE [forward NaN origin]
+NOTE [NaN origin] finds the op whose *backward* turns finite gradients into NaN. A NaN made in
+the forward (the ``std`` of one frame, ``(x - mean) / std`` of constant advantages, an
+attention map filled with ``-inf`` after its softmax and multiplied on) makes the loss NaN and
+every gradient with it; the hunt then names nothing useful and GT825 fell back to the step.
+From the tracer's entry until the first backward() starts (the first forward pass only, so the
+cost is one step's worth of ``isfinite`` reductions), every floating-point output of a recorded
+call is checked:
+
+- an output holding inf (no NaN) from finite inputs: where that inf was made is remembered
+  (weakly, 64 at most): a ``masked_fill(..., -inf)``, ``torch.full(-inf)``, ``log(0)``;
+- the first output holding NaN from inputs without NaN is the origin: its line, or, when one of
+  its inputs is itself a remembered inf (the filled tensor multiplied on directly), the line
+  that made that inf. An inf that went through another op first (a ``log_softmax`` of masked
+  logits) is the intended mask, and the op that met it is named.
+
+The origin is used only when the first backward()'s loss is non-finite (a NaN made in a branch
+that is masked out later changes nothing) and a non-finite gradient then reached a step.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.frames import raw_site
+from gradtrace.runtime.trace.classify import call_name
+
+Tensor = torch.Tensor
+_isfinite, _isnan = torch.isfinite, torch.isnan
+
+
+def _floats(args: Any) -> list[Tensor]:
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.is_floating_point() and a.numel():
+                out.append(a)
+        elif isinstance(a, (list, tuple)) and len(a) < 16:
+            out.extend(t for t in a if isinstance(t, Tensor) and t.is_floating_point()
+                       and t.numel())
+    return out
+
+
+def check_output(state: Any, func: Any, args: Any, out: Any) -> None:
+    """Check one recorded call's output (see the NOTE); DisableTorchFunction is on."""
+    if not isinstance(out, Tensor) or not out.is_floating_point() or not out.numel() \
+            or out.is_sparse or out.device.type == "meta" or bool(_isfinite(out).all()):
+        return
+    floats = _floats(args)
+    name = call_name(func)
+    if not floats and "empty" in name:
+        return  # uninitialised memory, not a computation
+    bad = [a for a in floats if not bool(_isfinite(a).all())]
+    nan = bool(_isnan(out).any())
+    if nan and not floats:
+        return  # a factory: only a computation from inputs is an origin
+    raw = raw_site()
+    site = state.site(raw) if raw is not None else None
+    if not bad:
+        if not nan:
+            if len(state.fwd_inf) < 64:
+                state.fwd_inf[id(out)] = (weakref.ref(out), site)
+            return
+    elif not nan or any(bool(_isnan(a).any()) for a in bad):
+        return
+    made = None
+    for a in bad:
+        hit = state.fwd_inf.get(id(a))
+        if hit is not None and hit[0]() is a:
+            made = hit[1]
+            break
+    state.fwd_nan = (made or site, name, site)
+    state.fwd_hunt = False
+    state.fwd_inf.clear()
+
+
+def loss_checked(state: Any, roots: Any) -> None:
+    """At the first backward(): stop hunting; note whether its loss is non-finite."""
+    state.fwd_hunt = False
+    state.fwd_inf.clear()
+    if state.fwd_nan is None or len(roots) != 1 or not isinstance(roots[0], Tensor):
+        return
+    with torch._C.DisableTorchFunction():
+        state.loss_nonfinite = not bool(_isfinite(roots[0].detach()).all())
