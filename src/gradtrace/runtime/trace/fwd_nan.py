@@ -31,48 +31,62 @@ from gradtrace.runtime.trace.classify import call_name
 
 Tensor = torch.Tensor
 _isfinite, _isnan = torch.isfinite, torch.isnan
+_PLAIN = (Tensor, torch.nn.Parameter)
 
 
 def _floats(args: Any) -> list[Tensor]:
     out = []
     for a in args:
         if isinstance(a, Tensor):
-            if a.is_floating_point() and a.numel():
+            if type(a) in _PLAIN and a.is_floating_point() and a.numel():
                 out.append(a)
         elif isinstance(a, (list, tuple)) and len(a) < 16:
-            out.extend(t for t in a if isinstance(t, Tensor) and t.is_floating_point()
+            out.extend(t for t in a if type(t) in _PLAIN and t.is_floating_point()
                        and t.numel())
     return out
 
 
+def _finite(t: Tensor) -> bool:
+    return bool(_isfinite(t.detach()).all())
+
+
+def _has_nan(t: Tensor) -> bool:
+    return bool(_isnan(t.detach()).any())
+
+
 def check_output(state: Any, func: Any, args: Any, out: Any) -> None:
-    """Check one recorded call's output (see the NOTE); DisableTorchFunction is on."""
-    if not isinstance(out, Tensor) or not out.is_floating_point() or not out.numel() \
-            or out.is_sparse or out.device.type == "meta" or bool(_isfinite(out).all()):
-        return
-    floats = _floats(args)
-    name = call_name(func)
-    if not floats and "empty" in name:
-        return  # uninitialised memory, not a computation
-    bad = [a for a in floats if not bool(_isfinite(a).all())]
-    nan = bool(_isnan(out).any())
-    if nan and not floats:
-        return  # a factory: only a computation from inputs is an origin
-    raw = raw_site()
-    site = state.site(raw) if raw is not None else None
-    if not bad:
-        if not nan:
-            if len(state.fwd_inf) < 64:
-                state.fwd_inf[id(out)] = (weakref.ref(out), site)
+    """Check one recorded call's output (see the NOTE); DisableTorchFunction is on. The checks
+    run under no_grad on detached tensors: nothing is recorded into the user's graph, nor saved
+    (a non-reentrant checkpoint counts the tensors its forward saves)."""
+    if type(out) is not Tensor or not out.is_floating_point() or not out.numel() \
+            or out.is_sparse or out.device.type == "meta":
+        return  # (a subclass such as DTensor may communicate in a reduction: left alone)
+    with torch.no_grad():
+        if _finite(out):
             return
-    elif not nan or any(bool(_isnan(a).any()) for a in bad):
-        return
-    made = None
-    for a in bad:
-        hit = state.fwd_inf.get(id(a))
-        if hit is not None and hit[0]() is a:
-            made = hit[1]
-            break
+        floats = _floats(args)
+        name = call_name(func)
+        if not floats and "empty" in name:
+            return  # uninitialised memory, not a computation
+        bad = [a for a in floats if not _finite(a)]
+        nan = _has_nan(out)
+        if nan and not floats:
+            return  # a factory: only a computation from inputs is an origin
+        raw = raw_site()
+        site = state.site(raw) if raw is not None else None
+        if not bad:
+            if not nan:
+                if len(state.fwd_inf) < 64:
+                    state.fwd_inf[id(out)] = (weakref.ref(out), site)
+                return
+        elif not nan or any(_has_nan(a) for a in bad):
+            return
+        made = None
+        for a in bad:
+            hit = state.fwd_inf.get(id(a))
+            if hit is not None and hit[0]() is a:
+                made = hit[1]
+                break
     state.fwd_nan = (made or site, name, site)
     state.fwd_hunt = False
     state.fwd_inf.clear()
@@ -85,4 +99,5 @@ def loss_checked(state: Any, roots: Any) -> None:
     if state.fwd_nan is None or len(roots) != 1 or not isinstance(roots[0], Tensor):
         return
     with torch._C.DisableTorchFunction():
-        state.loss_nonfinite = not bool(_isfinite(roots[0].detach()).all())
+        with torch.no_grad():
+            state.loss_nonfinite = not _finite(roots[0])
