@@ -219,7 +219,7 @@ class Hooks:
             note_shared(self.data.shared, module, name, value, self._site)
         param = isinstance(value, torch.nn.Parameter)
         if param and not value.requires_grad and len(d.born_frozen) < 256:
-            # NOTE [registered frozen]: a Parameter made with requires_grad=False
+            # a Parameter made with requires_grad=False (NOTE [registered frozen])
             d.born_frozen[id(value)] = (weakref.ref(value), self._site())
         table = module.__dict__.get("_parameters" if param else "_modules")
         old = table.get(name) if table is not None else None
