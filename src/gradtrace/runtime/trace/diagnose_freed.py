@@ -217,7 +217,7 @@ def added_to_old_loss(roots: list[Any], site: Site, pat: Any) -> Finding | None:
     if not isinstance(target, ast.Name) or not (isinstance(stmt, ast.AugAssign) or any(
             isinstance(n, ast.Name) and n.id == target.id for n in ast.walk(stmt.value))):
         return None
-    if target.id != name:
+    if target.id != name:  # NOTE [total of backpropagated losses]
         return _total_of_losses(stmt, target.id, name, used, freer[0], site, pat)
     return make(code_for("graph-kept", pat.code), used,
                 f"`{name}` still holds the loss that backward() already went through "

@@ -1,6 +1,7 @@
 """Analyzers for values kept with their graph where a plain number was meant: a tensor that
 requires grad converted to numpy (kept in a history list, or returned from an evaluation
-helper). Called through :data:`gradtrace.runtime.trace.diagnose._ANALYZERS`."""
+helper, or reduced with numpy inside a forward: NOTE [numpy inside forward]). Called through
+:data:`gradtrace.runtime.trace.diagnose._ANALYZERS`."""
 from __future__ import annotations
 
 from typing import Any
