@@ -11,8 +11,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
-from gradtrace.runtime.trace.eval_in_train import train_eval_findings
-from gradtrace.runtime.trace.kept_losses import kept_loss_findings
+from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle
@@ -28,8 +27,7 @@ from gradtrace.runtime.trace.schedule import schedule_findings
 from gradtrace.runtime.trace.shared_layers import shared_findings
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
-from gradtrace.runtime.trace.nonfinite import (NAN_FIX, forward_origin, nan_text,
-                                               nonfinite_findings)
+from gradtrace.runtime.trace.nonfinite import NAN_FIX, forward_origin, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import (partial_optimizer_site, plain_object_parameters,
                                             requires_grad_attribute, single_optimizer_built_at,
@@ -52,11 +50,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
         thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
-    return out + eval_findings(data) + train_eval_findings(data, state) + \
-        kept_loss_findings(state) + \
-        requires_grad_attribute(data) + idle + \
-        _optimizer_events(data, state) + event_findings(state, steps) + \
-        discarded(state, data) + nonfinite_findings(state, data) + last
+    return out + eval_findings(data) + late_findings(state, data) + \
+        requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
+        event_findings(state, steps) + discarded(state, data) + nonfinite_findings(state, data) + last
 
 
 def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
@@ -488,9 +484,8 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                                 related=[(site, "the NaN gradient reached optimizer.step() "
                                           "here")], severity="warning"))
                 continue
-            fwd = forward_origin(state, name, step, site)  # NOTE [forward NaN origin]
-            if fwd is not None:
-                out.append(fwd)
+            if (fwd := forward_origin(state, name, step, site)) is not None:
+                out.append(fwd)  # NOTE [forward NaN origin]
                 continue
             if state.nan_origin is not None:
                 out.append(make("GT825", state.nan_origin[0], f"non-finite gradient (NaN/Inf) "
