@@ -138,8 +138,10 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT844": ("dead-term",), "GT838": ("bce-input",), "GT856": ("not-optimized",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
-# in-place write...): a static finding elsewhere in the file is another bug, not this one.
-_EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
+# in-place write...): a static finding elsewhere in the file is another bug, not this one. GT827
+# names the step or zero_grad() of one optimizer: a loop-order finding on another optimizer's
+# line (a GAN's discriminator step) is not its confirmation (NOTE [two optimizers]).
+_EXACT = frozenset({"GT827", "GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
                     "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
                     "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509", "GT708",
                     "GT524", "GT526", "GT848"})

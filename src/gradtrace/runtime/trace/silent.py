@@ -72,10 +72,12 @@ def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
     return out
 
 
-def _swapped(data: HookState) -> list[Finding]:
+def _swapped(state: TraceState, data: HookState) -> list[Finding]:
+    from gradtrace.runtime.trace.loop_order import stepped_early
     from gradtrace.runtime.trace.wiring import built_at
 
-    pairs = _ungraded_steppers(data)
+    early = stepped_early(state)  # its own backward() comes after its step: not misassigned
+    pairs = [(r, o) for r, o in _ungraded_steppers(data) if r is not early]
     if not pairs:
         return []
     (rec, other), both = pairs[0], len(pairs) > 1
@@ -92,7 +94,7 @@ def _swapped(data: HookState) -> list[Finding]:
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     """Parameters that get no gradient, or get one that no optimizer uses."""
-    out: list[Finding] = _swapped(data) + _params_in_no_optimizer(state, data)
+    out: list[Finding] = _swapped(state, data) + _params_in_no_optimizer(state, data)
     missing = _params_without_grad(state, data)
     if any(f.code == code_for("model-recreated-after-optimizer", "GT821") and "re-created" in
            f.message for f in out):  # the stale parameters are explained by that finding
