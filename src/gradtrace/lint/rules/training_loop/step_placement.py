@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import bisect
-from typing import Iterator
+from typing import Any, Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
@@ -21,6 +21,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._reach import _reached
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
@@ -318,27 +319,6 @@ def _marks_steps(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
     return False
 
 
-def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = False
-             ) -> set[str]:
-    """The owners (``model``, ``self.net``) whose call the loss of ``b`` is computed from,
-    through the bindings of the function; ``inner``: also an owner that is a submodule of a
-    called module (``G(x)`` runs ``G.features``, an optimizer built over
-    ``G.features.parameters()``)."""
-    if b.loss is None:
-        return set()
-    values: list[ast.AST] = [b.loss]
-    values += [d.value for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings
-               if d.value is not None]
-    out: set[str] = set()
-    for v in values:
-        for n in walk(v):
-            if isinstance(n, ast.Call):
-                d = dotted(n.func) or ""
-                out.update(o for o in owners if d == o or d.startswith(o + ".")
-                           or inner and d and o.startswith(d + "."))
-    return out
-
-
 def _frozen_at(f: LoopFacts, owner: str, b: Backward, loop: ast.stmt) -> bool:
     """``for p in owner.parameters(): p.requires_grad = False`` runs in ``loop`` before
     ``b``, and no such loop setting it back to True runs between."""
@@ -355,6 +335,37 @@ def _frozen_at(f: LoopFacts, owner: str, b: Backward, loop: ast.stmt) -> bool:
                     isinstance(s.value, ast.Constant) and isinstance(s.value.value, bool):
                 state = s.value.value
     return state is False
+
+
+def _clear_before(f: LoopFacts, s: Step, loop: ast.stmt) -> Any:
+    """The unconditional ``zero_grad()`` of the pass that clears what ``s`` steps, before it."""
+    return next((z for z in f.zero_grads if covers(f, z, s) and f.inside(z.stmt, loop)
+                 and f.before(z.stmt, s.stmt) and not _conditional(f, z.stmt, loop)), None)
+
+
+def _fed(f: LoopFacts, z: Any, s: Step) -> bool:
+    """A backward() runs between the clear ``z`` and the step ``s``."""
+    return any(b.accumulates and f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
+               for b in f.backwards)
+
+
+def _starved_other(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
+    """# NOTE [two optimizers]
+    A backward() reaches the optimizers holding parameters its loss is computed from; the step
+    it needs belongs to those. When none of them steps after it, the step that came too early
+    is the one with no backward() of its own between its clear and itself (a GAN's generator
+    stepped before ``errG.backward()``: it always steps on cleared gradients), not the other
+    optimizer (the discriminator) whose gradients that loss also touches and which the next
+    pass clears on purpose."""
+    for s2 in f.steps:
+        if s2.optimizer == s.optimizer or not f.before(s2.stmt, b.stmt) or \
+                not f.inside(s2.stmt, loop):
+            continue
+        other = _owners(f, _stepped_expr(s2), s2.call.lineno)
+        z2 = _clear_before(f, s2, loop)
+        if other and z2 is not None and not _fed(f, z2, s2) and _reached(f, b, other):
+            return True
+    return False
 
 
 class StepBeforeLastBackward(LoopRule):
@@ -378,7 +389,7 @@ class StepBeforeLastBackward(LoopRule):
     name = "step-before-last-backward"
     message = ("`{call}` runs before `{late}` (line {late_line}), whose loss is computed from "
                "`{owner}`: no step of `{opt}` follows it in the pass, and `{clear}` (line "
-               "{clear_line}) erases that gradient at the start of the next one: that loss "
+               "{clear_line}) erases that gradient {when}: that loss "
                "never trains `{owner}`; step after the last backward that reaches it")
     triggers = ("zero_grad",)
     function_needs = ("backward", "step", "zero_grad")
@@ -422,26 +433,26 @@ class StepBeforeLastBackward(LoopRule):
             if not late:
                 continue  # the common case: the step ends the pass
             owners = _owners(f, _stepped_expr(s), s.call.lineno)
-            z = next((z for z in f.zero_grads if covers(f, z, s)
-                      and f.inside(z.stmt, loop) and f.before(z.stmt, s.stmt)
-                      and not _conditional(f, z.stmt, loop)), None)
-            if not owners or z is None or not any(
-                    b.accumulates and f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
-                    for b in f.backwards):
+            z = _clear_before(f, s, loop)
+            if not owners or z is None:
                 continue
+            fed = _fed(f, z, s)
             for b in late:
                 if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
                        for s2 in f.steps):
                     continue
                 hit = _reached(f, b, owners)
-                if not hit or self._taken(f, b, s, loop):
+                if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(
+                        f, b, s, loop)):
                     continue
                 yield self.report(s.call, ctx, related=(
                     related_at(ctx, b.call, "this gradient is erased unused"),
                     related_at(ctx, z.call, "cleared here, before any step")),
                     call=ctx.source(s.call), late=ctx.source(b.call),
                     late_line=b.call.lineno, owner=sorted(hit)[0], opt=s.optimizer,
-                    clear=ctx.source(z.call), clear_line=z.call.lineno)
+                    clear=ctx.source(z.call), clear_line=z.call.lineno,
+                    when="at the start of the next one" if fed else
+                    "before the step of the next one, which so finds no gradient")
                 break
 
     @staticmethod
