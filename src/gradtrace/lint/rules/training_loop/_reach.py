@@ -1,5 +1,5 @@
 """What a loss reaches past calls whose effect one file cannot see (NOTE [opaque methods]), and
-which optimizers' models a backward() reaches (NOTE [two optimizers] in step_placement.py)."""
+which optimizers' models a backward() reaches (NOTE [two optimizers] in step_early.py)."""
 from __future__ import annotations
 
 import ast
