@@ -286,14 +286,31 @@ def step_too_early(state: Any) -> list[Finding]:
     """NOTE [step before backward]: the step of the optimizer whose gradients a later
     backward() in the same function adds, and which are dropped before its next step."""
     got = _early(state)
-    if got is None:
-        return []
-    line, rec = got
-    return [make(code_for(KIND, "GT827"), rec.site,
+    if got is None or got[1].wiped is not None and wiped_step_early(got[1]):
+        return []  # reported from the wiped record (silent.py)
+    return step_early_finding(got[1].site, got[0])
+
+
+def wiped_step_early(rec: Any) -> bool:
+    """A step that found every gradient cleared (``rec.wiped``: cleared, backward, step) sits
+    before that backward() in the same function and loop: the clear is where it belongs
+    (before the backward), the step is what came too early (NOTE [two optimizers])."""
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    zero, line, step = rec.wiped
+    return line is not None and step is not None and step.path == line.path and \
+        step.function == line.function and step.line < line.line and \
+        (zero is None or zero.path != step.path or zero.line < step.line) and \
+        enclosing_loop(step) is enclosing_loop(line)
+
+
+def step_early_finding(step: Site, line: Site, zero: Site | None = None) -> list[Finding]:
+    related = [(line, "this backward()'s gradients are cleared unused")]
+    if zero is not None:
+        related.append((zero, "cleared here, before the step"))
+    return [make(code_for(KIND, "GT827"), step,
                  f"optimizer.step() here runs before the backward() at {src(line)} in the "
                  "same pass: the gradients that backward() adds to this optimizer's "
                  "parameters are cleared before its next step, so they never reach an "
                  "update", fix="call optimizer.step() after every backward() whose "
-                 "gradients it should apply",
-                 related=[(line, "this backward()'s gradients are cleared unused")],
-                 severity="warning")]
+                 "gradients it should apply", related=related, severity="warning")]

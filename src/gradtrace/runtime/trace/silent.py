@@ -19,6 +19,7 @@ from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
+from gradtrace.runtime.trace.loop_order import step_early_finding, wiped_step_early
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
@@ -435,7 +436,9 @@ def _rebuilt(data: HookState) -> list[Finding]:
 def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
     out: list[Finding] = _rebuilt(data)
     for rec in list(data.optimizers.values()):
-        if rec.wiped is not None:
+        if rec.wiped is not None and wiped_step_early(rec):  # NOTE [two optimizers]
+            out += step_early_finding(rec.wiped[2], rec.wiped[1], rec.wiped[0])
+        elif rec.wiped is not None:
             wiped, backward, step = rec.wiped
             out.append(make(code_for("zero-grad-before-step", "GT823"), wiped,
                             "the gradients are cleared here after backward() computed them "
