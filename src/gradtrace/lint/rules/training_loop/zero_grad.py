@@ -293,7 +293,8 @@ class MissingZeroGrad(LoopRule):
                 continue
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
-            b = next((b for b in own if f.before(b.stmt, s.stmt)), own[0])
+            b = next((b for b in own if f.before(b.stmt, s.stmt) and (only is None or not
+                      for_another(f, b, s))), own[0])  # NOTE [two optimizers]
             yield self._at_comment(f, s, loop, self.report(b.call, ctx, related=(
                 related_at(ctx, s.call, "the step applies the summed gradients here"),
                 related_at(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
