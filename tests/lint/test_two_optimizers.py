@@ -110,6 +110,48 @@ BUGGY = [
         """, "GT503", 13, holds="torch.equal(netG.weight, g0)"),
 ]
 
+# GT501 (NOTE [one optimizer never cleared]): a GAN clearing its discriminator through the
+# module (``netD.zero_grad()``) and never its generator
+BUGGY += [
+    Shape("""
+        netG, netD = nn.Linear(4, 6), nn.Linear(6, 1)
+        optimizerD = torch.optim.SGD(netD.parameters(), lr=0.1)
+        optimizerG = torch.optim.SGD(netG.parameters(), lr=0.1)
+        for _ in range(3):
+            netD.zero_grad()
+            errD_real = F.softplus(-netD(torch.randn(5, 6))).mean()
+            errD_real.backward()
+            fake = netG(torch.randn(5, 4))
+            errD_fake = F.softplus(netD(fake.detach())).mean()
+            errD_fake.backward()
+            optimizerD.step()
+            errG = F.softplus(-netD(fake)).mean()
+            errG.backward()
+            optimizerG.step()
+        """, "GT501", 13, holds="netG.weight.grad.abs().sum() > 0"),
+    Shape("""
+        class Adversarial:
+            def __init__(self):
+                self.encoder, self.critic = nn.Linear(4, 4), nn.Linear(4, 1)
+                self.opt_enc = torch.optim.Adam(self.encoder.parameters(), lr=1e-3)
+                self.opt_critic = torch.optim.Adam(self.critic.parameters(), lr=1e-3)
+
+            def train_epoch(self, batches):
+                for x in batches:
+                    self.critic.zero_grad()
+                    z = self.encoder(x)
+                    critic_loss = self.critic(z.detach()).mean()
+                    critic_loss.backward()
+                    self.opt_critic.step()
+                    enc_loss = (x - z).pow(2).mean() - self.critic(z).mean()
+                    enc_loss.backward()
+                    self.opt_enc.step()
+
+        a = Adversarial()
+        a.train_epoch([torch.randn(3, 4) for _ in range(3)])
+        """, "GT501", 15, holds="a.encoder.weight.grad is not None"),
+]
+
 LOOKALIKES = [
     # a correct GAN, generator first, then the discriminator on the detached fake
     Shape("""
@@ -204,6 +246,41 @@ LOOKALIKES = [
         for _ in range(3):
             finish_episode(torch.randn(5, 4), [0, 1, 2, 1, 0], torch.randn(5))
         """, "", holds="not torch.equal(policy.weight, p0)"),
+    # both networks cleared through their modules
+    Shape("""
+        netG, netD = nn.Linear(4, 6), nn.Linear(6, 1)
+        optimizerD = torch.optim.SGD(netD.parameters(), lr=0.1)
+        optimizerG = torch.optim.SGD(netG.parameters(), lr=0.1)
+        for _ in range(3):
+            netD.zero_grad()
+            fake = netG(torch.randn(5, 4))
+            errD = netD(fake.detach()).mean() - netD(torch.randn(5, 6)).mean()
+            errD.backward()
+            optimizerD.step()
+            netG.zero_grad()
+            errG = -netD(fake).mean()
+            errG.backward()
+            optimizerG.step()
+        """, "", holds="netG.weight.grad is not None"),
+    # one model cleared through a wrapper of it: not known to leave the optimizer uncleared
+    Shape("""
+        class Wrap(nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.module = m
+
+            def forward(self, x):
+                return self.module(x)
+
+        model = nn.Linear(4, 1)
+        wrapped = Wrap(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            wrapped.zero_grad()
+            loss = wrapped(torch.randn(5, 4)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+        """, "", holds="model.weight.grad is not None"),
 ]
 
 

@@ -4,7 +4,9 @@ gradient is followed too, a step that finds none drops the backward() lines pend
 of the optimizers a backward() reached the one that never applied a backward() is named (a
 GAN's generator stepped before ``errG.backward()``), not the discriminator whose gradients that
 loss also touches, nor "an optimizer over parameters its loss does not reach" at its
-construction. The fuse matches GT827 to a static finding on the same line only. Real torch,
+construction. The fuse matches GT827 to a static finding on the same line only. A generator
+whose gradients are never cleared is seen although a label is refilled between the two steps
+(a non-zero ``fill_`` clears nothing). Real torch,
 in-process runs; each bug in two spellings, each look-alike correct code that stays silent."""
 from __future__ import annotations
 
@@ -98,7 +100,74 @@ for _ in range(4):
 """),
 }
 
+# GT501 at run time: a generator never cleared, a non-zero fill (the GAN's label) between the
+# two steps is no clear (NOTE [two optimizers]); the cause is the generator's backward()
+ACCUMULATE = {
+    "gan_generator_zero_grad_removed_label_refilled": """
+netG, netD = nn.Linear(4, 6), nn.Linear(6, 1)
+optimizerD = torch.optim.SGD(netD.parameters(), lr=0.1)
+optimizerG = torch.optim.SGD(netG.parameters(), lr=0.1)
+label = torch.empty(5, 1)
+for _ in range(4):
+    netD.zero_grad()
+    label.fill_(1.0)
+    errD_real = F.binary_cross_entropy_with_logits(netD(torch.randn(5, 6)), label)
+    errD_real.backward()
+    fake = netG(torch.randn(5, 4))
+    label.fill_(0.0)
+    errD_fake = F.binary_cross_entropy_with_logits(netD(fake.detach()), label)
+    errD_fake.backward()
+    optimizerD.step()
+    label.fill_(1.0)
+    errG = F.binary_cross_entropy_with_logits(netD(fake), label)
+    errG.backward()  # C
+    optimizerG.step()
+""",
+    "encoder_critic_method_encoder_never_cleared": """
+class Adversarial:
+    def __init__(self):
+        self.encoder, self.critic = nn.Linear(4, 4), nn.Linear(4, 1)
+        self.opt_enc = torch.optim.Adam(self.encoder.parameters(), lr=1e-3)
+        self.opt_critic = torch.optim.Adam(self.critic.parameters(), lr=1e-3)
+        self.target = torch.zeros(3, 1)
+
+    def train_epoch(self, batches):
+        for x in batches:
+            self.opt_critic.zero_grad()
+            z = self.encoder(x)
+            F.mse_loss(self.critic(z.detach()), self.target).backward()
+            self.opt_critic.step()
+            self.target.fill_(2.0)
+            enc_loss = (x - z).pow(2).mean() - self.critic(z).mean()
+            enc_loss.backward()  # C
+            self.opt_enc.step()
+
+Adversarial().train_epoch([torch.randn(3, 4) for _ in range(4)])
+""",
+}
+
 LOOKALIKES = {
+    "gan_labels_refilled_both_cleared": """
+netG, netD = nn.Linear(4, 6), nn.Linear(6, 1)
+optimizerD = torch.optim.SGD(netD.parameters(), lr=0.1)
+optimizerG = torch.optim.SGD(netG.parameters(), lr=0.1)
+label = torch.empty(5, 1)
+for _ in range(4):
+    netD.zero_grad()
+    label.fill_(1.0)
+    errD_real = F.binary_cross_entropy_with_logits(netD(torch.randn(5, 6)), label)
+    errD_real.backward()
+    fake = netG(torch.randn(5, 4))
+    label.fill_(0.0)
+    errD_fake = F.binary_cross_entropy_with_logits(netD(fake.detach()), label)
+    errD_fake.backward()
+    optimizerD.step()
+    netG.zero_grad()
+    label.fill_(1.0)
+    errG = F.binary_cross_entropy_with_logits(netD(fake), label)
+    errG.backward()
+    optimizerG.step()
+""",
     "gan_generator_first_then_discriminator": """
 G, D = nn.Linear(4, 6), nn.Linear(6, 1)
 opt_g = torch.optim.Adam(G.parameters(), lr=1e-2)
@@ -217,6 +286,12 @@ def test_fused_on_the_same_optimizer_line(tmp_path, name):
     found, line = _traced(tmp_path, name, body, static=True)
     assert found[0].line == line, found
     assert [f.line for f in found] == [line], found
+
+
+@pytest.mark.parametrize("name", sorted(ACCUMULATE))
+def test_generator_left_uncleared_seen(tmp_path, name):
+    found, line = _traced(tmp_path, name, ACCUMULATE[name], static=False)
+    assert found and (found[0].code, found[0].line) == ("GT501", line), found
 
 
 @pytest.mark.parametrize("name", sorted(LOOKALIKES))
