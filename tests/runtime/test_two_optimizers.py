@@ -294,6 +294,56 @@ def test_generator_left_uncleared_seen(tmp_path, name):
     assert found and (found[0].code, found[0].line) == ("GT501", line), found
 
 
+# the generator's model cut off from every loss (a fake detached once and reused for its loss):
+# the cut leads, not "the optimizer holds parameters the loss before its step does not reach"
+CUT = {
+    "gan_fake_detached_once_script": """
+netG, netD = nn.Linear(4, 6), nn.Linear(6, 1)
+optimizerD = torch.optim.Adam(netD.parameters(), lr=1e-2)
+optimizerG = torch.optim.Adam(netG.parameters(), lr=1e-2)
+for _ in range(4):
+    netD.zero_grad()
+    errD_real = F.softplus(-netD(torch.randn(5, 6))).mean()
+    errD_real.backward()
+    fake = netG(torch.randn(5, 4)).detach()  # C
+    errD_fake = F.softplus(netD(fake)).mean()
+    errD_fake.backward()
+    optimizerD.step()
+    netG.zero_grad()
+    errG = F.softplus(-netD(fake)).mean()
+    errG.backward()
+    optimizerG.step()
+""",
+    "gan_trainer_samples_under_no_grad": """
+class Trainer:
+    def __init__(self):
+        self.gen = nn.Sequential(nn.Linear(4, 6), nn.Tanh())
+        self.disc = nn.Linear(6, 1)
+        self.opt_g = torch.optim.SGD(self.gen.parameters(), lr=0.1)
+        self.opt_d = torch.optim.SGD(self.disc.parameters(), lr=0.1)
+
+    def fit(self, steps):
+        for _ in range(steps):
+            with torch.no_grad():  # C
+                fake = self.gen(torch.randn(5, 4))
+            self.opt_d.zero_grad()
+            (self.disc(fake).mean() - self.disc(torch.randn(5, 6)).mean()).backward()
+            self.opt_d.step()
+            self.opt_g.zero_grad()
+            (-self.disc(fake).mean()).backward()
+            self.opt_g.step()
+
+Trainer().fit(4)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUT))
+def test_generator_cut_off_named_at_the_cut(tmp_path, name):
+    found, line = _traced(tmp_path, name, CUT[name], static=False)
+    assert found and found[0].line == line and found[0].code != "GT406", found
+
+
 @pytest.mark.parametrize("name", sorted(LOOKALIKES))
 def test_correct_loop_silent(run_script, name):
     res = run_script((HEAD + LOOKALIKES[name]).lstrip("\n"))

@@ -134,6 +134,7 @@ class Order:
         self.used: set[Site] = set()
         self.dropped: dict[Site, list[Any]] = {}  # backward() line -> optimizer records
         self.used_by: dict[int, int] = {}  # id(rec) -> steps that used a pending backward()
+        self.graded: set[int] = set()  # id(rec) of optimizers some backward() graded
 
 
 def _param(order: Order, rec: Any) -> Any:
@@ -208,6 +209,7 @@ def backward_ends(state: Any, site: Site | None) -> None:
         if len(lines) < 64:
             lines.add(site)
         order.pending[id(rec)] = (rec.steps, now, lines)
+        order.graded.add(id(rec))
 
 
 def _block_after(tree: ast.AST, line: int) -> list[ast.stmt]:
@@ -280,6 +282,14 @@ def stepped_early(state: Any) -> Any:
     backward]), or None: its idle steps are explained, its parameters are not misassigned."""
     got = _early(state)
     return None if got is None else got[1]
+
+
+def never_graded(state: Any, rec: Any) -> bool:
+    """No backward() ever changed the gradient of the parameter followed for ``rec`` (NOTE
+    [step before backward]): its model is cut off from every loss, it does not hold another
+    loss's parameters (a GAN's generator fed a fake detached once)."""
+    order = getattr(state, "order", None)
+    return order is not None and id(rec) in order.before and id(rec) not in order.graded
 
 
 def step_too_early(state: Any) -> list[Finding]:

@@ -19,7 +19,8 @@ from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
-from gradtrace.runtime.trace.loop_order import step_early_finding, wiped_step_early
+from gradtrace.runtime.trace.loop_order import (never_graded, step_early_finding,
+                                                wiped_step_early)
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
@@ -78,7 +79,8 @@ def _swapped(state: TraceState, data: HookState) -> list[Finding]:
     from gradtrace.runtime.trace.wiring import built_at
 
     early = stepped_early(state)  # its own backward() comes after its step: not misassigned
-    pairs = [(r, o) for r, o in _ungraded_steppers(data) if r is not early]
+    pairs = [(r, o) for r, o in _ungraded_steppers(data) if r is not early and not
+             never_graded(state, r)]  # nor when no backward() reaches its model: a cut
     if not pairs:
         return []
     (rec, other), both = pairs[0], len(pairs) > 1
@@ -255,7 +257,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     owners = param_owners(data)
     groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
-    explained = [id(r) for r, _ in _ungraded_steppers(data)]
+    explained = [id(r) for r, _ in _ungraded_steppers(data) if not never_graded(state, r)]
     declared = declared_unused(data)
     for rec, p in _optimizer_params(data):
         if rec.wiped is not None or id(rec) in explained:  # reported as such
