@@ -1,5 +1,5 @@
-"""Loop order at run time, per optimizer (NOTE [step before backward] and NOTE [two
-optimizers] in ``gradtrace/runtime/trace/loop_order.py``): an optimizer whose steps never find a
+"""Loop order at run time, per optimizer (NOTE [step before backward] in
+``gradtrace/runtime/trace/loop_order.py``): an optimizer whose steps never find a
 gradient is followed too, a step that finds none drops the backward() lines pending for it, and
 of the optimizers a backward() reached the one that never applied a backward() is named (a
 GAN's generator stepped before ``errG.backward()``), not the discriminator whose gradients that
@@ -101,7 +101,7 @@ for _ in range(4):
 }
 
 # GT501 at run time: a generator never cleared, a non-zero fill (the GAN's label) between the
-# two steps is no clear (NOTE [two optimizers]); the cause is the generator's backward()
+# two steps is no clear (NOTE [step before backward]); the cause is the generator's backward()
 ACCUMULATE = {
     "gan_generator_zero_grad_removed_label_refilled": """
 netG, netD = nn.Linear(4, 6), nn.Linear(6, 1)

@@ -146,7 +146,7 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's
-# discriminator step; NOTE [two optimizers] in runtime/trace/loop_order.py).
+# discriminator step; NOTE [step before backward] in runtime/trace/loop_order.py).
 _LINES_ONLY = frozenset({"GT827"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).

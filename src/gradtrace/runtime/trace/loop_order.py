@@ -119,8 +119,8 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
 # optimizer: a GAN's generator loss also reaches the critic) lost all its gradients; when it
 # runs after that optimizer's step() in the same function, the step came too early (texture
 # adaptation: step, then the adversarial backward(), then zero_grad() at the top of the next
-# pass). Judged per optimizer (NOTE [two optimizers]): a backward() reaches the optimizers
-# whose parameters it grades, and of those that stepped before it in the pass, the one whose
+# pass). Judged per optimizer, as GT522 is (NOTE [two optimizers]): a backward() reaches
+# the optimizers whose parameters it grades, and of those that stepped before it in the pass, the one whose
 # steps never used any backward() (a GAN's generator stepped before its loss's backward(), so
 # that it steps on cleared gradients) is named, not the other one whose gradients that loss
 # also touches. A few dict reads per optimizer per backward(), at backward time only.
@@ -270,7 +270,7 @@ def _early(state: Any) -> tuple[Site, Any] | None:
                 step.path == line.path and step.function == line.function and
                 step.line < line.line and enclosing_loop(step) is enclosing_loop(line) and
                 not _used_otherwise(step, line)]
-        # NOTE [two optimizers]: the optimizer that never applied a backward() first
+        # the optimizer that never applied a backward() first (NOTE [step before backward])
         fits.sort(key=lambda rec: order.used_by.get(id(rec), 0) > 0)
         if fits:
             return line, fits[0]
@@ -278,16 +278,16 @@ def _early(state: Any) -> tuple[Site, Any] | None:
 
 
 def stepped_early(state: Any) -> Any:
-    """The optimizer record whose step runs before its backward() (NOTE [step before
-    backward]), or None: its idle steps are explained, its parameters are not misassigned."""
+    """The optimizer record whose step runs before its backward(), or None: its idle steps
+    are explained, its parameters are not misassigned (NOTE [step before backward])."""
     got = _early(state)
     return None if got is None else got[1]
 
 
 def never_graded(state: Any, rec: Any) -> bool:
-    """No backward() ever changed the gradient of the parameter followed for ``rec`` (NOTE
-    [step before backward]): its model is cut off from every loss, it does not hold another
-    loss's parameters (a GAN's generator fed a fake detached once)."""
+    """No backward() ever changed the gradient of the parameter followed for ``rec``: its
+    model is cut off from every loss, it does not hold another loss's parameters (a GAN's
+    generator fed a fake detached once; NOTE [step before backward])."""
     order = getattr(state, "order", None)
     return order is not None and id(rec) in order.before and id(rec) not in order.graded
 
@@ -304,7 +304,7 @@ def step_too_early(state: Any) -> list[Finding]:
 def wiped_step_early(rec: Any) -> bool:
     """A step that found every gradient cleared (``rec.wiped``: cleared, backward, step) sits
     before that backward() in the same function and loop: the clear is where it belongs
-    (before the backward), the step is what came too early (NOTE [two optimizers])."""
+    (before the backward), the step is what came too early (NOTE [step before backward])."""
     from gradtrace.runtime.trace.locate import enclosing_loop
 
     zero, line, step = rec.wiped

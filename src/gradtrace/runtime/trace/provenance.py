@@ -366,8 +366,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
 
     def _zeroish(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # a fill with a number other than 0 (a GAN's `label.fill_(real_label)` between the
-        # two steps) clears no gradient: it must not hide a missing zero_grad (NOTE [two
-        # optimizers] in loop_order.py)
+        # two steps) clears no gradient: it must not hide a missing zero_grad
+        # (NOTE [step before backward] in loop_order.py)
         value = args[1] if len(args) > 1 else kwargs.get("value", 0)
         if not (isinstance(value, (int, float)) and value != 0):
             self.state.zero_seen = True

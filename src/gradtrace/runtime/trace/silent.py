@@ -438,7 +438,7 @@ def _rebuilt(data: HookState) -> list[Finding]:
 def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
     out: list[Finding] = _rebuilt(data)
     for rec in list(data.optimizers.values()):
-        if rec.wiped is not None and wiped_step_early(rec):  # NOTE [two optimizers]
+        if rec.wiped is not None and wiped_step_early(rec):  # NOTE [step before backward]
             out += step_early_finding(rec.wiped[2], rec.wiped[1], rec.wiped[0])
         elif rec.wiped is not None:
             wiped, backward, step = rec.wiped

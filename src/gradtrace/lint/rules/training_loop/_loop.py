@@ -255,8 +255,8 @@ def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
 
 
 def _module_owner(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:
-    """``{"netD"}`` for ``netD.zero_grad()`` on a module the analysis knows (NOTE [one
-    optimizer never cleared]: a GAN's ``netD.zero_grad()`` clears the discriminator only),
+    """``{"netD"}`` for ``netD.zero_grad()`` on a module the analysis knows: a GAN's
+    ``netD.zero_grad()`` clears the discriminator only (NOTE [one optimizer never cleared]),
     when it is the very model some optimizer stepped here was built over (a wrapper or an
     alias of it, ``DDP(model).zero_grad()``, is not known to hold other parameters)."""
     name = dotted(expr) if expr is not None else None
