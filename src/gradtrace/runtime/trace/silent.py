@@ -21,6 +21,7 @@ from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.loop_order import (never_graded, step_early_finding,
                                                 wiped_step_early)
+from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
@@ -54,45 +55,6 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     return out + eval_findings(data) + requires_grad_attribute(data) + idle + \
         _optimizer_events(data, state) + event_findings(state, steps) + \
         discarded(state, data) + nonfinite_findings(state, data) + last
-
-
-def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
-    """(optimizer, other optimizer): the first found no gradient at any of its (>= 2) steps
-    while parameters the other holds had gradients every time: it steps what the other's
-    loss trains."""
-    live = [r for r in list(data.optimizers.values()) if r.ref() is not None and r.steps]
-    held = {id(r): {id(p) for g in r.ref().param_groups for p in g["params"]} for r in live}
-    out = []
-    for rec in live:
-        seen = rec.graded_elsewhere
-        if rec.steps < 2 or rec.empty_steps != rec.steps or not seen:
-            continue
-        other = next((o for o in live if o is not rec and all(s & held[id(o)] for s in seen)),
-                     None)
-        if other is not None:
-            out.append((rec, other))
-    return out
-
-
-def _swapped(state: TraceState, data: HookState) -> list[Finding]:
-    from gradtrace.runtime.trace.loop_order import stepped_early
-    from gradtrace.runtime.trace.wiring import built_at
-
-    early = stepped_early(state)  # its own backward() comes after its step: not misassigned
-    pairs = [(r, o) for r, o in _ungraded_steppers(data) if r is not early and not
-             never_graded(state, r)]  # nor when no backward() reaches its model: a cut
-    if not pairs:
-        return []
-    (rec, other), both = pairs[0], len(pairs) > 1
-    return [make(code_for("optimizers-swapped", "GT821"), built_at(rec.site) or rec.site,
-                 f"the optimizer built here found no gradient on any of its parameters at each "
-                 f"of its {rec.steps} steps, while parameters of the optimizer stepped at "
-                 f"{src(other.site)} had gradients then: " + (
-                     "the two optimizers were given each other's parameters" if both else
-                     "it holds parameters the loss before its step does not reach"),
-                 fix="give each optimizer the parameters of the network its loss trains",
-                 related=[(rec.site, "it steps here"), (other.site, "the other optimizer "
-                                                        "steps here")], severity="warning")]
 
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
