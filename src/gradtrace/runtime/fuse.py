@@ -143,6 +143,11 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
                     "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
                     "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509", "GT708",
                     "GT524", "GT526", "GT848"})
+# Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
+# optimizer, with its backward() as context): a static finding confirms it on those lines only,
+# never a loop-order finding about another optimizer elsewhere in the file (a GAN's
+# discriminator step; NOTE [step before backward] in runtime/trace/loop_order.py).
+_LINES_ONLY = frozenset({"GT827"})
 # Families specific enough that the only candidate in the files that ran explains the symptom
 # even in another file (the model's file vs the training script).
 # runtime code -> static rules whose object is never among what it names: GT820 lists registered
@@ -259,7 +264,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
             score, lead = 100, s.code == r.code  # happened, unless both name the same bug
         elif where in cause_lines:  # an exact runtime line keeps the lead over its context
             score, lead = 80, r.code not in _EXACT
-        elif r.code in _EXACT:
+        elif r.code in _EXACT or r.code in _LINES_ONLY:
             continue
         elif where[0] in files:
             score, lead = 40 + 20 * (s.code == r.code), True

@@ -109,16 +109,21 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
 
 # NOTE [step before backward]
 # Per optimizer that has stepped, one representative parameter (the first with a gradient at
-# its last step, ``OptimizerRecord.rep``) is looked at when each backward() starts and ends:
+# its last step, ``OptimizerRecord.rep``; for an optimizer whose steps found no gradient, its
+# first parameter that requires grad) is looked at when each backward() starts and ends:
 # a gradient that changed during a backward() marks that backward() as *pending* for the
-# optimizer; the optimizer's next step marks its pending lines *used*; a gradient found
-# cleared (None, another tensor, or all zeros) at a later backward() start, with no step in
-# between, marks them *dropped*. A backward() line dropped for some optimizer and never used
-# by any (not even through another optimizer: a GAN's generator loss also reaches the
-# critic) lost all its gradients; when it runs after that optimizer's step() in the same
-# function, the step came too early (texture adaptation: step, then the adversarial
-# backward(), then zero_grad() at the top of the next pass). A few dict reads per optimizer
-# per backward(), at backward time only.
+# optimizer; the optimizer's next step marks its pending lines *used* when that step found
+# gradients; a step that found none, or a gradient found cleared (None, another tensor, or all
+# zeros) at a later backward() start with no step in between, marks them *dropped*. A
+# backward() line dropped for some optimizer and never used by any (not even through another
+# optimizer: a GAN's generator loss also reaches the critic) lost all its gradients; when it
+# runs after that optimizer's step() in the same function, the step came too early (texture
+# adaptation: step, then the adversarial backward(), then zero_grad() at the top of the next
+# pass). Judged per optimizer, as GT522 is (NOTE [two optimizers]): a backward() reaches
+# the optimizers whose parameters it grades, and of those that stepped before it in the pass, the one whose
+# steps never used any backward() (a GAN's generator stepped before its loss's backward(), so
+# that it steps on cleared gradients) is named, not the other one whose gradients that loss
+# also touches. A few dict reads per optimizer per backward(), at backward time only.
 class Order:
     """Pending, used and dropped backward() lines, per optimizer record."""
 
@@ -127,7 +132,9 @@ class Order:
         self.before: dict[int, tuple[int, int] | None] = {}  # id(rec) -> grad at the start
         self.pending: dict[int, tuple[int, tuple[int, int], set[Site]]] = {}
         self.used: set[Site] = set()
-        self.dropped: dict[Site, Any] = {}  # backward() line -> optimizer record
+        self.dropped: dict[Site, list[Any]] = {}  # backward() line -> optimizer records
+        self.used_by: dict[int, int] = {}  # id(rec) -> steps that used a pending backward()
+        self.graded: set[int] = set()  # id(rec) of optimizers some backward() graded
 
 
 def _param(order: Order, rec: Any) -> Any:
@@ -135,12 +142,18 @@ def _param(order: Order, rec: Any) -> Any:
 
     rep = rec.rep
     hit = order.params.get(id(rec))
-    if hit is not None and hit[0] == rep[0]:
-        return hit[1]()
+    if hit is not None and (rep is None or hit[0] == rep[0]):
+        p = hit[1]()
+        if p is not None or rep is None:
+            return p
     opt = rec.ref()
-    p = next((q for g in (opt.param_groups if opt is not None else ())
-              for q in g["params"] if id(q) == rep[0]), None)
-    order.params[id(rec)] = (rep[0], weakref.ref(p) if p is not None else lambda: None)
+    params = [q for g in (opt.param_groups if opt is not None else ()) for q in g["params"]]
+    if rep is not None:  # the parameter its last step found a gradient on
+        p = next((q for q in params if id(q) == rep[0]), None)
+    else:  # its steps found none: the first that can get one (NOTE [step before backward])
+        p = next((q for q in params if getattr(q, "requires_grad", False)), None)
+    order.params[id(rec)] = (id(p) if rep is None else rep[0],
+                             weakref.ref(p) if p is not None else lambda: None)
     return p
 
 
@@ -152,7 +165,7 @@ def _grad_key(p: Any) -> tuple[int, int] | None:
 def backward_starts(state: Any) -> None:
     """Resolve pending lines, and note each optimizer's gradient before this backward()."""
     data = state.hooks_data
-    recs = [r for r in list(data.optimizers.values()) if r.rep is not None] if data else []
+    recs = [r for r in list(data.optimizers.values()) if r.steps] if data else []
     if not recs or len(recs) > 8:
         return
     order = state.order = getattr(state, "order", None) or Order()
@@ -164,12 +177,16 @@ def backward_starts(state: Any) -> None:
         pend = order.pending.get(id(rec))
         if pend is not None:
             steps, key, lines = pend
-            if rec.steps > steps:
+            if rec.steps > steps and rec.last_graded > steps:
                 order.used |= lines
+                order.used_by[id(rec)] = order.used_by.get(id(rec), 0) + 1
                 del order.pending[id(rec)]
-            elif now is None or now[0] != key[0] or now[1] != key[1] and not bool(p.grad.any()):
-                for line in lines:
-                    order.dropped.setdefault(line, rec)
+            elif rec.steps > steps or now is None or now[0] != key[0] or \
+                    now[1] != key[1] and not bool(p.grad.any()):
+                for line in lines:  # cleared, or stepped without finding a gradient
+                    have = order.dropped.setdefault(line, [])
+                    if rec not in have:
+                        have.append(rec)
                 del order.pending[id(rec)]
         order.before[id(rec)] = now
 
@@ -181,7 +198,7 @@ def backward_ends(state: Any, site: Site | None) -> None:
     if order is None or site is None or data is None:
         return
     for rec in list(data.optimizers.values()):
-        if id(rec) not in order.before or rec.rep is None:
+        if id(rec) not in order.before:
             continue
         p = _param(order, rec)
         now = _grad_key(p) if p is not None else None
@@ -192,6 +209,7 @@ def backward_ends(state: Any, site: Site | None) -> None:
         if len(lines) < 64:
             lines.add(site)
         order.pending[id(rec)] = (rec.steps, now, lines)
+        order.graded.add(id(rec))
 
 
 def _block_after(tree: ast.AST, line: int) -> list[ast.stmt]:
@@ -238,27 +256,71 @@ _NO_GRADIENT_READ = frozenset({"step", "add_param_group", "state_dict", "load_st
                                "register_step_pre_hook", "register_step_post_hook"})
 
 
-def step_too_early(state: Any) -> list[Finding]:
-    """NOTE [step before backward]: the step of the optimizer whose gradients a later
-    backward() in the same function adds, and which are dropped before its next step."""
+def _early(state: Any) -> tuple[Site, Any] | None:
+    """(the backward() line, the optimizer record) of NOTE [step before backward]."""
     from gradtrace.runtime.trace.locate import enclosing_loop
 
     order = getattr(state, "order", None)
     if order is None:
-        return []
-    for line, rec in order.dropped.items():
-        step = rec.site
-        if line in order.used or line in state.consumed_sites or step is None or \
-                step.path != line.path or step.function != line.function or \
-                step.line >= line.line or enclosing_loop(step) is not enclosing_loop(line) or \
-                _used_otherwise(step, line):
+        return None
+    for line, recs in order.dropped.items():
+        if line in order.used or line in state.consumed_sites:
             continue
-        return [make(code_for(KIND, "GT827"), step,
-                     f"optimizer.step() here runs before the backward() at {src(line)} in the "
-                     "same pass: the gradients that backward() adds to this optimizer's "
-                     "parameters are cleared before its next step, so they never reach an "
-                     "update", fix="call optimizer.step() after every backward() whose "
-                     "gradients it should apply",
-                     related=[(line, "this backward()'s gradients are cleared unused")],
-                     severity="warning")]
-    return []
+        fits = [rec for rec in recs if (step := rec.site) is not None and
+                step.path == line.path and step.function == line.function and
+                step.line < line.line and enclosing_loop(step) is enclosing_loop(line) and
+                not _used_otherwise(step, line)]
+        # the optimizer that never applied a backward() first (NOTE [step before backward])
+        fits.sort(key=lambda rec: order.used_by.get(id(rec), 0) > 0)
+        if fits:
+            return line, fits[0]
+    return None
+
+
+def stepped_early(state: Any) -> Any:
+    """The optimizer record whose step runs before its backward(), or None: its idle steps
+    are explained, its parameters are not misassigned (NOTE [step before backward])."""
+    got = _early(state)
+    return None if got is None else got[1]
+
+
+def never_graded(state: Any, rec: Any) -> bool:
+    """No backward() ever changed the gradient of the parameter followed for ``rec``: its
+    model is cut off from every loss, it does not hold another loss's parameters (a GAN's
+    generator fed a fake detached once; NOTE [step before backward])."""
+    order = getattr(state, "order", None)
+    return order is not None and id(rec) in order.before and id(rec) not in order.graded
+
+
+def step_too_early(state: Any) -> list[Finding]:
+    """NOTE [step before backward]: the step of the optimizer whose gradients a later
+    backward() in the same function adds, and which are dropped before its next step."""
+    got = _early(state)
+    if got is None or got[1].wiped is not None and wiped_step_early(got[1]):
+        return []  # reported from the wiped record (silent.py)
+    return step_early_finding(got[1].site, got[0])
+
+
+def wiped_step_early(rec: Any) -> bool:
+    """A step that found every gradient cleared (``rec.wiped``: cleared, backward, step) sits
+    before that backward() in the same function and loop: the clear is where it belongs
+    (before the backward), the step is what came too early (NOTE [step before backward])."""
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    zero, line, step = rec.wiped
+    return line is not None and step is not None and step.path == line.path and \
+        step.function == line.function and step.line < line.line and \
+        (zero is None or zero.path != step.path or zero.line < step.line) and \
+        enclosing_loop(step) is enclosing_loop(line)
+
+
+def step_early_finding(step: Site, line: Site, zero: Site | None = None) -> list[Finding]:
+    related = [(line, "this backward()'s gradients are cleared unused")]
+    if zero is not None:
+        related.append((zero, "cleared here, before the step"))
+    return [make(code_for(KIND, "GT827"), step,
+                 f"optimizer.step() here runs before the backward() at {src(line)} in the "
+                 "same pass: the gradients that backward() adds to this optimizer's "
+                 "parameters are cleared before its next step, so they never reach an "
+                 "update", fix="call optimizer.step() after every backward() whose "
+                 "gradients it should apply", related=related, severity="warning")]

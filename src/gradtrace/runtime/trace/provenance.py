@@ -367,7 +367,12 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         return out
 
     def _zeroish(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.state.zero_seen = True
+        # a fill with a number other than 0 (a GAN's `label.fill_(real_label)` between the
+        # two steps) clears no gradient: it must not hide a missing zero_grad
+        # (NOTE [step before backward] in loop_order.py)
+        value = args[1] if len(args) > 1 else kwargs.get("value", 0)
+        if not (isinstance(value, (int, float)) and value != 0):
+            self.state.zero_seen = True
         if self.state.fresh_grads and args and call_name(func) in ("zero_", "_foreach_zero_"):
             for t in args[0] if isinstance(args[0], (list, tuple)) else args[:1]:
                 self.state.on_zero(t)

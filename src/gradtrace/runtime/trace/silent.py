@@ -20,6 +20,9 @@ from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
+from gradtrace.runtime.trace.loop_order import (never_graded, step_early_finding,
+                                                wiped_step_early)
+from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
@@ -55,45 +58,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
         event_findings(state, steps) + discarded(state, data) + nonfinite_findings(state, data) + last
 
 
-def _ungraded_steppers(data: HookState) -> list[tuple[Any, Any]]:
-    """(optimizer, other optimizer): the first found no gradient at any of its (>= 2) steps
-    while parameters the other holds had gradients every time: it steps what the other's
-    loss trains."""
-    live = [r for r in list(data.optimizers.values()) if r.ref() is not None and r.steps]
-    held = {id(r): {id(p) for g in r.ref().param_groups for p in g["params"]} for r in live}
-    out = []
-    for rec in live:
-        seen = rec.graded_elsewhere
-        if rec.steps < 2 or rec.empty_steps != rec.steps or not seen:
-            continue
-        other = next((o for o in live if o is not rec and all(s & held[id(o)] for s in seen)),
-                     None)
-        if other is not None:
-            out.append((rec, other))
-    return out
-
-
-def _swapped(data: HookState) -> list[Finding]:
-    from gradtrace.runtime.trace.wiring import built_at
-
-    pairs = _ungraded_steppers(data)
-    if not pairs:
-        return []
-    (rec, other), both = pairs[0], len(pairs) > 1
-    return [make(code_for("optimizers-swapped", "GT821"), built_at(rec.site) or rec.site,
-                 f"the optimizer built here found no gradient on any of its parameters at each "
-                 f"of its {rec.steps} steps, while parameters of the optimizer stepped at "
-                 f"{src(other.site)} had gradients then: " + (
-                     "the two optimizers were given each other's parameters" if both else
-                     "it holds parameters the loss before its step does not reach"),
-                 fix="give each optimizer the parameters of the network its loss trains",
-                 related=[(rec.site, "it steps here"), (other.site, "the other optimizer "
-                                                        "steps here")], severity="warning")]
-
-
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     """Parameters that get no gradient, or get one that no optimizer uses."""
-    out: list[Finding] = _swapped(data) + _params_in_no_optimizer(state, data)
+    out: list[Finding] = _swapped(state, data) + _params_in_no_optimizer(state, data)
     missing = _params_without_grad(state, data)
     if any(f.code == code_for("model-recreated-after-optimizer", "GT821") and "re-created" in
            f.message for f in out):  # the stale parameters are explained by that finding
@@ -253,7 +220,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
     owners = param_owners(data)
     groups: dict[Reason, list[str]] = {}
     seen: set[int] = set()
-    explained = [id(r) for r, _ in _ungraded_steppers(data)]
+    explained = [id(r) for r, _ in _ungraded_steppers(data) if not never_graded(state, r)]
     declared = declared_unused(data)
     for rec, p in _optimizer_params(data):
         if rec.wiped is not None or id(rec) in explained:  # reported as such
@@ -434,7 +401,9 @@ def _rebuilt(data: HookState) -> list[Finding]:
 def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
     out: list[Finding] = _rebuilt(data)
     for rec in list(data.optimizers.values()):
-        if rec.wiped is not None:
+        if rec.wiped is not None and wiped_step_early(rec):  # NOTE [step before backward]
+            out += step_early_finding(rec.wiped[2], rec.wiped[1], rec.wiped[0])
+        elif rec.wiped is not None:
             wiped, backward, step = rec.wiped
             out.append(make(code_for("zero-grad-before-step", "GT823"), wiped,
                             "the gradients are cleared here after backward() computed them "

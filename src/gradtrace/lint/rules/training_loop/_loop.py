@@ -26,6 +26,7 @@ from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the G
 from gradtrace.lint.analysis.paths import Path, statement_paths
 from gradtrace.lint.context import LOOP_TYPES
 from gradtrace.lint.flow import OPTIMIZER, Binding
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -240,8 +241,8 @@ def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
     cleared: list[frozenset[str]] = []
     for z in f.zero_grads:
         func = z.call.func
-        over = _owners(f, func.value if isinstance(func, ast.Attribute) else None,
-                       z.call.lineno)
+        recv = func.value if isinstance(func, ast.Attribute) else None
+        over = _owners(f, recv, z.call.lineno) or _module_owner(f, recv, z.call.lineno)
         if not over:
             return set()
         cleared.append(over)
@@ -251,6 +252,19 @@ def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
         if over and all(_disjoint(over, c) for c in cleared):
             out.add(s.optimizer)
     return out
+
+
+def _module_owner(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[str]:
+    """``{"netD"}`` for ``netD.zero_grad()`` on a module the analysis knows: a GAN's
+    ``netD.zero_grad()`` clears the discriminator only (NOTE [one optimizer never cleared]),
+    when it is the very model some optimizer stepped here was built over (a wrapper or an
+    alias of it, ``DDP(model).zero_grad()``, is not known to hold other parameters)."""
+    name = dotted(expr) if expr is not None else None
+    k = f.ctx.analysis.kind(expr, f.scope, line) if name else None
+    if k is None or k.what != MODULE or not any(
+            name in _owners(f, _stepped_expr(s), s.call.lineno) for s in f.steps):
+        return frozenset()
+    return frozenset({name})  # type: ignore[arg-type]
 
 
 def facts(ctx: Context, node: ast.AST) -> LoopFacts:

@@ -1,15 +1,21 @@
-"""What a loss reaches past calls whose effect one file cannot see (NOTE [opaque methods])."""
+"""What a loss reaches past calls whose effect one file cannot see (NOTE [opaque methods]), and
+which optimizers' models a backward() reaches (NOTE [two optimizers] in step_early.py)."""
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.vocabulary import FORWARD_METHODS
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import module_like
 from gradtrace.lint.analysis.reach import reaching
-from gradtrace.lint.analysis.graph_deps import Graphs, followed_value, loads
+from gradtrace.lint.analysis.graph_deps import Graphs, followed_value, graphs, loads
+
+if TYPE_CHECKING:
+    from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 
 
 def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
@@ -64,3 +70,38 @@ def _loss_terms(e: ast.AST) -> set[int]:
     if isinstance(e, ast.UnaryOp):
         return _loss_terms(e.operand)
     return set()
+
+
+def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = False
+             ) -> set[str]:
+    """The owners (``model``, ``self.net``) whose call the loss of ``b`` is computed from,
+    through the bindings of the function; ``inner``: also an owner that is a submodule of a
+    called module (``G(x)`` runs ``G.features``, an optimizer built over
+    ``G.features.parameters()``)."""
+    if b.loss is None:
+        return set()
+    values: list[ast.AST] = [b.loss]
+    values += [d.value for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings
+               if d.value is not None]
+    out: set[str] = set()
+    for v in values:
+        for n in walk(v):
+            if isinstance(n, ast.Call):
+                d = dotted(n.func) or ""
+                out.update(o for o in owners if d == o or d.startswith(o + ".")
+                           or inner and d and o.startswith(d + "."))
+    return out
+
+
+def for_another(f: LoopFacts, b: Backward, s: Step) -> bool:
+    """NOTE [two optimizers]: the loss of ``b`` is computed from the models of other
+    optimizers stepped in the function and from none of ``s``'s (both known)."""
+    from gradtrace.lint.rules.training_loop._loop import _owners, _stepped_expr
+
+    mine = _owners(f, _stepped_expr(s), s.call.lineno)
+    if not mine or _reached(f, b, mine):
+        return False
+    others: frozenset[str] = frozenset().union(*(
+        _owners(f, _stepped_expr(s2), s2.call.lineno) for s2 in f.steps
+        if s2.optimizer != s.optimizer))
+    return bool(others) and bool(_reached(f, b, others))

@@ -1,4 +1,4 @@
-"""GT518-GT519, GT522: the optimizer step sits where it misses the gradients it should apply.
+"""GT518-GT519 (GT522 in :mod:`.step_early`): the optimizer step sits where it misses the gradients it should apply.
 
 # NOTE [step level]
 Two shapes say by their code alone which gradients a step applies. A ``zero_grad()`` that runs
@@ -22,9 +22,8 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.analysis.graph_deps import graphs
-from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
-    Backward, LoopFacts, Step, _owners, _stepped_expr,
+    Backward, LoopFacts, Step,
 )
 from gradtrace.lint.rules.training_loop.micro_steps import (
     _conditional, _remainders, periodic_guard,
@@ -316,152 +315,3 @@ def _marks_steps(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
                 isinstance(x.value.func, ast.Attribute) and x.value.func.attr == "step":
             return True
     return False
-
-
-def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = False
-             ) -> set[str]:
-    """The owners (``model``, ``self.net``) whose call the loss of ``b`` is computed from,
-    through the bindings of the function; ``inner``: also an owner that is a submodule of a
-    called module (``G(x)`` runs ``G.features``, an optimizer built over
-    ``G.features.parameters()``)."""
-    if b.loss is None:
-        return set()
-    values: list[ast.AST] = [b.loss]
-    values += [d.value for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings
-               if d.value is not None]
-    out: set[str] = set()
-    for v in values:
-        for n in walk(v):
-            if isinstance(n, ast.Call):
-                d = dotted(n.func) or ""
-                out.update(o for o in owners if d == o or d.startswith(o + ".")
-                           or inner and d and o.startswith(d + "."))
-    return out
-
-
-def _frozen_at(f: LoopFacts, owner: str, b: Backward, loop: ast.stmt) -> bool:
-    """``for p in owner.parameters(): p.requires_grad = False`` runs in ``loop`` before
-    ``b``, and no such loop setting it back to True runs between."""
-    state = None
-    for x in f.within(loop):
-        if x.lineno >= b.stmt.lineno:
-            break
-        got = param_loop_var(x)
-        if got is None or got[1] != owner:
-            continue
-        for s in x.body:  # type: ignore[attr-defined]
-            if isinstance(s, ast.Assign) and any(dotted(t) == got[0] + ".requires_grad"
-                                                 for t in s.targets) and \
-                    isinstance(s.value, ast.Constant) and isinstance(s.value.value, bool):
-                state = s.value.value
-    return state is False
-
-
-class StepBeforeLastBackward(LoopRule):
-    """`step()` runs before a later `backward()` of the same pass whose loss reaches the
-    stepped model, and `zero_grad()` clears that gradient at the start of the next pass.
-
-    Why: the loop body clears, backwards a first loss, steps, then backwards another loss
-    through the same model (an adversarial or auxiliary term); nothing steps that model after
-    it, so the next pass's `zero_grad()` erases the second gradient unused: the term trains
-    nothing, whatever its weight (a domain-adaptation loop, check-ups of `lambda_adv = 0`
-    giving the same weights). Step after the last backward that reaches the model.
-    Known limits: the optimizer's parameters must be known (`Adam(model.parameters())`),
-    and the later loss must be computed from a call of that model; a later step of another
-    optimizer whose model the loss also reaches (a GAN's generator step; an optimizer over a
-    submodule, `G.features`, of a model the loss calls) takes the gradient as its own, unless
-    that model's parameters were frozen in a loop just before.
-    """
-
-    code = "GT522"
-    gate_statements = True
-    name = "step-before-last-backward"
-    message = ("`{call}` runs before `{late}` (line {late_line}), whose loss is computed from "
-               "`{owner}`: no step of `{opt}` follows it in the pass, and `{clear}` (line "
-               "{clear_line}) erases that gradient at the start of the next one: that loss "
-               "never trains `{owner}`; step after the last backward that reaches it")
-    triggers = ("zero_grad",)
-    function_needs = ("backward", "step", "zero_grad")
-    examples = [
-        Bad("""
-            import torch
-            model, critic = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for x, y in loader:
-                opt.zero_grad()
-                loss = F.mse_loss(model(x), y)
-                loss.backward()
-                opt.step()
-                loss_adv = critic(model(x)).mean()
-                loss_adv.backward()
-            """, at=(8, 4)),
-        Good("""
-            import torch
-            G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
-            opt_g = torch.optim.Adam(G.parameters())
-            opt_d = torch.optim.Adam(D.parameters())
-            for real, z in loader:
-                opt_d.zero_grad()
-                loss_d = D(G(z).detach()).mean() - D(real).mean()
-                loss_d.backward()
-                opt_d.step()
-                opt_g.zero_grad()
-                loss_g = -D(G(z)).mean()
-                loss_g.backward()
-                opt_g.step()
-            """),
-    ]
-
-    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        for s in f.steps:
-            loop = None if s.closure else f.innermost_loop(s.stmt)
-            if loop is None:
-                continue
-            late = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)
-                    and f.before(s.stmt, b.stmt)]
-            if not late:
-                continue  # the common case: the step ends the pass
-            owners = _owners(f, _stepped_expr(s), s.call.lineno)
-            z = next((z for z in f.zero_grads if covers(f, z, s)
-                      and f.inside(z.stmt, loop) and f.before(z.stmt, s.stmt)
-                      and not _conditional(f, z.stmt, loop)), None)
-            if not owners or z is None or not any(
-                    b.accumulates and f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
-                    for b in f.backwards):
-                continue
-            for b in late:
-                if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
-                       for s2 in f.steps):
-                    continue
-                hit = _reached(f, b, owners)
-                if not hit or self._taken(f, b, s, loop):
-                    continue
-                yield self.report(s.call, ctx, related=(
-                    related_at(ctx, b.call, "this gradient is erased unused"),
-                    related_at(ctx, z.call, "cleared here, before any step")),
-                    call=ctx.source(s.call), late=ctx.source(b.call),
-                    late_line=b.call.lineno, owner=sorted(hit)[0], opt=s.optimizer,
-                    clear=ctx.source(z.call), clear_line=z.call.lineno)
-                break
-
-    @staticmethod
-    def _taken(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
-        """A later step of another optimizer takes the gradient of ``b``: its model is
-        reached by the loss and not frozen when ``b`` runs; or a ``.step()`` whose optimizer
-        cannot be named (``opts['g' + str(i)].step()``) follows ``b`` in the loop."""
-        known = {id(s2.call) for s2 in f.steps}
-        for st in f.within(loop):
-            if f.before(b.stmt, st) and any(
-                    isinstance(c.func, ast.Attribute) and c.func.attr == "step" and
-                    id(c) not in known and not isinstance(c.func.value, ast.Name)
-                    for c in f.calls_of(st)):
-                return True
-        for s2 in f.steps:
-            if s2.optimizer == s.optimizer or not f.before(b.stmt, s2.stmt):
-                continue
-            other = _owners(f, _stepped_expr(s2), s2.call.lineno)
-            if not other:
-                return True  # unknown parameters: maybe the same model
-            if any(not _frozen_at(f, o, b, loop) for o in _reached(f, b, other, inner=True)):
-                return True
-        return False

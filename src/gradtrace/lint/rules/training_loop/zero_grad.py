@@ -17,6 +17,7 @@ from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
 from gradtrace.lint.analysis.cuts import self_assignments
+from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clearing import (
     only_adjusts, self_method_may_clear, through_name)
 from gradtrace.lint.nodes import walk
@@ -292,7 +293,8 @@ class MissingZeroGrad(LoopRule):
                 continue
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
-            b = next((b for b in own if f.before(b.stmt, s.stmt)), own[0])
+            b = next((b for b in own if f.before(b.stmt, s.stmt) and (only is None or not
+                      for_another(f, b, s))), own[0])  # NOTE [two optimizers]
             yield self._at_comment(f, s, loop, self.report(b.call, ctx, related=(
                 related_at(ctx, s.call, "the step applies the summed gradients here"),
                 related_at(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
@@ -465,7 +467,8 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
             for s in f.between(f.steps, z.stmt.lineno, end) if end is not None else ():
                 if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)):
                     continue
-                b = next((b for b in acc if f.before(b.stmt, z.stmt)), None)
+                b = next((b for b in acc if f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
+                          and not for_another(f, b, s)), None)
                 if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
                                     for b2 in acc):
                     continue

@@ -1,0 +1,210 @@
+"""GT522: the optimizer step runs before a backward() whose gradients it should apply,
+judged per optimizer (NOTE [two optimizers])."""
+from __future__ import annotations
+
+import ast
+from typing import Any, Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._reach import _reached, for_another
+from gradtrace.lint.analysis.params import param_loop_var
+from gradtrace.lint.rules.training_loop._loop import (
+    Backward, LoopFacts, Step, _owners, _stepped_expr,
+)
+from gradtrace.lint.rules.training_loop.micro_steps import _conditional
+from gradtrace.lint.rules.training_loop.zero_grad import covers
+
+
+def _frozen_at(f: LoopFacts, owner: str, b: Backward, loop: ast.stmt) -> bool:
+    """``for p in owner.parameters(): p.requires_grad = False`` runs in ``loop`` before
+    ``b``, and no such loop setting it back to True runs between."""
+    state = None
+    for x in f.within(loop):
+        if x.lineno >= b.stmt.lineno:
+            break
+        got = param_loop_var(x)
+        if got is None or got[1] != owner:
+            continue
+        for s in x.body:  # type: ignore[attr-defined]
+            if isinstance(s, ast.Assign) and any(dotted(t) == got[0] + ".requires_grad"
+                                                 for t in s.targets) and \
+                    isinstance(s.value, ast.Constant) and isinstance(s.value.value, bool):
+                state = s.value.value
+    return state is False
+
+
+def _clear_before(f: LoopFacts, s: Step, loop: ast.stmt) -> Any:
+    """The unconditional ``zero_grad()`` of the pass that clears what ``s`` steps, before it."""
+    return next((z for z in f.zero_grads if covers(f, z, s) and f.inside(z.stmt, loop)
+                 and f.before(z.stmt, s.stmt) and not _conditional(f, z.stmt, loop)), None)
+
+
+def _fed(f: LoopFacts, z: Any, s: Step) -> bool:
+    """A backward() runs between the clear ``z`` and the step ``s``."""
+    return any(b.accumulates and f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
+               for b in f.backwards)
+
+
+def _unfed_reach(f: LoopFacts, b: Backward, s: Step, owners: frozenset[str]) -> set[str]:
+    """The owners a backward() after a step that never finds a gradient (cleared, then
+    stepped, no backward() between) is taken to train: those its loss is computed from, or,
+    when the file does not show it (a loss summed from lists), the step's own, unless the
+    loss is known to reach only other optimizers' models."""
+    return _reached(f, b, owners) or (set() if for_another(f, b, s) else set(owners))
+
+
+def _starved_other(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
+    """# NOTE [two optimizers]
+    A backward() reaches the optimizers holding parameters its loss is computed from; the step
+    it needs belongs to those. When none of them steps after it, the step that came too early
+    is the one with no backward() of its own between its clear and itself (a GAN's generator
+    stepped before ``errG.backward()``: it always steps on cleared gradients), not the other
+    optimizer (the discriminator) whose gradients that loss also touches and which the next
+    pass clears on purpose."""
+    for s2 in f.steps:
+        if s2.optimizer == s.optimizer or not f.before(s2.stmt, b.stmt) or \
+                not f.inside(s2.stmt, loop):
+            continue
+        other = _owners(f, _stepped_expr(s2), s2.call.lineno)
+        z2 = _clear_before(f, s2, loop)
+        if other and z2 is not None and not _fed(f, z2, s2) and _reached(f, b, other):
+            return True
+    return False
+
+
+class StepBeforeLastBackward(LoopRule):
+    """`step()` runs before a later `backward()` of the same pass whose loss reaches the
+    stepped model, and `zero_grad()` clears that gradient at the start of the next pass.
+
+    Why: the loop body clears, backwards a first loss, steps, then backwards another loss
+    through the same model (an adversarial or auxiliary term); nothing steps that model after
+    it, so the next pass's `zero_grad()` erases the second gradient unused: the term trains
+    nothing, whatever its weight (a domain-adaptation loop, check-ups of `lambda_adv = 0`
+    giving the same weights). Step after the last backward that reaches the model.
+    Known limits: the optimizer's parameters must be known (`Adam(model.parameters())`),
+    and the later loss must be computed from a call of that model; a later step of another
+    optimizer whose model the loss also reaches (a GAN's generator step; an optimizer over a
+    submodule, `G.features`, of a model the loss calls) takes the gradient as its own, unless
+    that model's parameters were frozen in a loop just before.
+    """
+
+    code = "GT522"
+    gate_statements = True
+    name = "step-before-last-backward"
+    message = ("`{call}` runs before `{late}` (line {late_line}), whose loss is computed from "
+               "`{owner}`: no step of `{opt}` follows it in the pass, and `{clear}` (line "
+               "{clear_line}) erases that gradient {when}: that loss "
+               "never trains `{owner}`; step after the last backward that reaches it")
+    triggers = ("zero_grad",)
+    function_needs = ("backward", "step", "zero_grad")
+    examples = [
+        Bad("""
+            import torch
+            model, critic = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                loss_adv = critic(model(x)).mean()
+                loss_adv.backward()
+            """, at=(8, 4)),
+        Good("""
+            import torch
+            G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+            opt_g = torch.optim.Adam(G.parameters())
+            opt_d = torch.optim.Adam(D.parameters())
+            for real, z in loader:
+                opt_d.zero_grad()
+                loss_d = D(G(z).detach()).mean() - D(real).mean()
+                loss_d.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = -D(G(z)).mean()
+                loss_g.backward()
+                opt_g.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s in f.steps:
+            loop = None if s.closure else f.innermost_loop(s.stmt)
+            if loop is None:
+                if not s.closure and isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield from self._per_call(f, s, ctx)
+                continue
+            late = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)
+                    and f.before(s.stmt, b.stmt)]
+            if not late:
+                continue  # the common case: the step ends the pass
+            owners = _owners(f, _stepped_expr(s), s.call.lineno)
+            z = _clear_before(f, s, loop)
+            if not owners or z is None:
+                continue
+            fed = _fed(f, z, s)
+            for b in late:
+                if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
+                       for s2 in f.steps):
+                    continue
+                hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners)
+                if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(
+                        f, b, s, loop)):
+                    continue
+                yield self.report(s.call, ctx, related=(
+                    related_at(ctx, b.call, "this gradient is erased unused"),
+                    related_at(ctx, z.call, "cleared here, before any step")),
+                    call=ctx.source(s.call), late=ctx.source(b.call),
+                    late_line=b.call.lineno, owner=sorted(hit)[0], opt=s.optimizer,
+                    clear=ctx.source(z.call), clear_line=z.call.lineno,
+                    when="at the start of the next one" if fed else
+                    "before the step of the next one, which so finds no gradient")
+                break
+
+    def _per_call(self, f: LoopFacts, s: Step, ctx: Context) -> Iterator[Finding]:
+        """A step function (each call one pass, no loop in it) that clears, steps, then
+        backwards a loss reaching the stepped model: its step never finds a gradient."""
+        owners = _owners(f, _stepped_expr(s), s.call.lineno)
+        z = next((z for z in f.zero_grads if covers(f, z, s) and not f.loops_of(z.stmt)
+                  and f.dominates(z.stmt, s.stmt)), None)
+        if not owners or z is None or _fed(f, z, s) or any(
+                f.before(s.stmt, s2.stmt) for s2 in f.steps if s2.optimizer == s.optimizer):
+            return
+        for b in f.backwards:
+            hit = b.accumulates and not f.loops_of(b.stmt) and f.before(s.stmt, b.stmt) \
+                and _unfed_reach(f, b, s, owners)
+            if hit:
+                yield self.report(s.call, ctx, related=(
+                    related_at(ctx, b.call, "this gradient is erased unused"),
+                    related_at(ctx, z.call, "cleared here, before any step")),
+                    call=ctx.source(s.call), late=ctx.source(b.call),
+                    late_line=b.call.lineno, owner=sorted(hit)[0], opt=s.optimizer,
+                    clear=ctx.source(z.call), clear_line=z.call.lineno,
+                    when="before the step of the next call, which so finds no gradient")
+                return
+
+    @staticmethod
+    def _taken(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
+        """A later step of another optimizer takes the gradient of ``b``: its model is
+        reached by the loss and not frozen when ``b`` runs; or a ``.step()`` whose optimizer
+        cannot be named (``opts['g' + str(i)].step()``) follows ``b`` in the loop."""
+        known = {id(s2.call) for s2 in f.steps}
+        for st in f.within(loop):
+            if f.before(b.stmt, st) and any(
+                    isinstance(c.func, ast.Attribute) and c.func.attr == "step" and
+                    id(c) not in known and not isinstance(c.func.value, ast.Name)
+                    for c in f.calls_of(st)):
+                return True
+        for s2 in f.steps:
+            if s2.optimizer == s.optimizer or not f.before(b.stmt, s2.stmt):
+                continue
+            other = _owners(f, _stepped_expr(s2), s2.call.lineno)
+            if not other:
+                return True  # unknown parameters: maybe the same model
+            if any(not _frozen_at(f, o, b, loop) for o in _reached(f, b, other, inner=True)):
+                return True
+        return False
