@@ -102,8 +102,10 @@ def bfs_walk(node: ast.AST) -> Iterator[ast.AST]:
     For the walks whose order or leaves matter; :func:`walk` is faster still."""
     todo = [node]
     add = todo.append
+    fields = _ALL_FIELDS.get
     for n in todo:  # the list grows as it is read: a queue
-        for f in n._fields:
+        fs = fields(n.__class__)
+        for f in _all_fields(n.__class__) if fs is None else fs:
             try:
                 v = getattr(n, f)
             except AttributeError:
@@ -117,12 +119,25 @@ def bfs_walk(node: ast.AST) -> Iterator[ast.AST]:
         yield n
 
 
+_ALL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _all_fields(t: type) -> tuple[str, ...]:
+    """The fields of ``t`` that can hold nodes, ``ctx``/``op`` included (NOTE [leaf fields])."""
+    fs = _ALL_FIELDS.get(t)
+    if fs is None:
+        leaves = _leaf_fields(t)
+        fs = _ALL_FIELDS[t] = tuple(f for f in t._fields if f not in leaves)  # type: ignore[attr-defined]
+    return fs
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """:func:`ast.iter_child_nodes` as a list: the same nodes (``ctx``/``op`` included) in
     the same order, without its two generators."""
     out = []
     add = out.append
-    for f in node._fields:
+    fs = _ALL_FIELDS.get(node.__class__)
+    for f in _all_fields(node.__class__) if fs is None else fs:
         try:
             v = getattr(node, f)
         except AttributeError:
