@@ -116,7 +116,7 @@ def outer():
             pass
     try:
         pass
-    except* ValueError as eg:
+    except ValueError as eg:
         pass
     del x
     assert x, "msg"
