@@ -202,8 +202,9 @@ class FileChecker:
             if _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
                 hit_lines |= gate
                 hit_lines.update(*(word_lines[w] for w in found))
-            self._rule_lines.append(sorted(gate))
-            self._line_gated.append(rule.gate_statements is True)
+            gated = rule.gate_statements is True
+            self._rule_lines.append(sorted(gate) if gated else [])  # read by _gated only
+            self._line_gated.append(gated)
             exprs: dict[type, Visitor] = {}
             for t, attr, is_stmt in _visitor_names(type(rule)):
                 if is_stmt and t is not ast.Module and rule.gate_statements is not True:
