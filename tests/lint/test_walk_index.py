@@ -90,3 +90,56 @@ def test_ending_another_file_keeps_the_current_index():
     end_file(other)
     assert nodes._FILE[0] is not None and nodes._FILE[0].tree is tree
     end_file(tree)
+
+
+LEAF_SOURCE = SOURCE + '''
+from . import models as m, data
+global_count: int = 0
+def outer():
+    global global_count
+    x = 1
+    def inner():
+        nonlocal x
+        x += 1
+    print(f"{x!r:>{global_count}}", x if x else -x, not x, x < 2 <= 3)
+    async def co():
+        async for a in b:
+            async with c as d:
+                await d
+        return [y async for y in b]
+    match x:
+        case None | True:
+            pass
+        case {"k": 1, **rest}:
+            pass
+        case Point(x=0, y=yy) as p:
+            pass
+    try:
+        pass
+    except ValueError as eg:
+        pass
+    del x
+    assert x, "msg"
+    yield from (i for i in range(3))
+'''
+
+
+def test_leaf_fields_hide_no_node():
+    """NOTE [leaf fields]: leaving out the fields typed as names, numbers and constants
+    changes no walk: the nodes of ``ast.walk`` (``ctx``/``op`` leaves aside), in each
+    walk's own order."""
+    tree = ast.parse(LEAF_SOURCE)
+    everything = list(ast.walk(tree))
+    ops = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop)
+    assert {id(n) for n in _plain(tree)} == {id(n) for n in everything
+                                             if not isinstance(n, ops)}
+    assert [id(n) for n in nodes.bfs_walk(tree)] == [id(n) for n in everything]
+    for n in everything:
+        assert nodes.child_nodes(n) == list(ast.iter_child_nodes(n))
+    assert nodes.child_fields(ast.Name) == () and nodes.child_fields(ast.Constant) == ()
+    assert nodes.child_fields(ast.Attribute) == ("value",)
+    # statements(): every statement, in the order of a walk of the bodies alone
+    want = [n for n in everything if isinstance(n, ast.stmt)]
+    assert sorted(map(id, nodes.statements(tree))) == sorted(map(id, want))
+    assert [type(s).__name__ for s in nodes.statements(tree)][:3] == [
+        "Import", "ClassDef", "FunctionDef"]

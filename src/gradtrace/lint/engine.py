@@ -103,6 +103,10 @@ def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     return frozenset(w for r in rules for w in (*r.triggers, *r.statement_triggers))
 
 
+# the leaves of expressions (no child node: NOTE [leaf fields] in gradtrace.lint.nodes)
+_LEAVES = frozenset({ast.Name, ast.Constant})
+
+
 def _is_stmt_type(t: type) -> bool:
     return issubclass(t, (ast.stmt, ast.Module, ast.excepthandler, ast.match_case))
 
@@ -122,8 +126,10 @@ class FileChecker:
         self.findings: list[Finding] = []
         self._dead: set[int] = set()
         self._stmt_visitors: dict[type, list[tuple[int, Visitor]]] = {}
+        self._gated_types: set[type] = set()  # statement types with a line-gated visitor
         self._expr_visitors: list[dict[type, Visitor]] = []
-        self._combined: dict[frozenset[int], dict[type, list[tuple[int, Visitor]]]] = {}
+        self._combined: dict[frozenset[int], tuple[dict[type, list[tuple[int, Visitor]]],
+                                                   frozenset[type]]] = {}
         self.rules: list[Rule] = []
         self._line_rules: dict[int, frozenset[int]] = {}
         self._rule_lines: list[list[int]] = []  # per active rule: sorted trigger lines
@@ -196,8 +202,9 @@ class FileChecker:
             if _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
                 hit_lines |= gate
                 hit_lines.update(*(word_lines[w] for w in found))
-            self._rule_lines.append(sorted(gate))
-            self._line_gated.append(rule.gate_statements is True)
+            gated = rule.gate_statements is True
+            self._rule_lines.append(sorted(gate) if gated else [])  # read by _gated only
+            self._line_gated.append(gated)
             exprs: dict[type, Visitor] = {}
             for t, attr, is_stmt in _visitor_names(type(rule)):
                 if is_stmt and t is not ast.Module and rule.gate_statements is not True:
@@ -208,6 +215,8 @@ class FileChecker:
                         self._skip_quiet = False
                 if is_stmt:
                     self._stmt_visitors.setdefault(t, []).append((i, getattr(rule, attr)))
+                    if rule.gate_statements is True:
+                        self._gated_types.add(t)
                 else:
                     exprs[t] = getattr(rule, attr)
             self._expr_visitors.append(exprs)
@@ -287,7 +296,8 @@ class FileChecker:
                 self.imports.add(s)  # type: ignore[arg-type]
             visitors = self._stmt_visitors.get(type(s))
             if visitors:
-                self._call(self._gated(visitors, s, shape), s)
+                self._call(self._gated(visitors, s, shape) if type(s) in self._gated_types
+                           else visitors, s)
             if self._line_rules:
                 self._walk_header(s, shape)
             if shape.is_def:
@@ -378,13 +388,14 @@ class FileChecker:
         if not hit:
             return
         key = frozenset(hit)
-        table = self._combined.get(key)
-        if table is None:
-            table = {}
+        got = self._combined.get(key)
+        if got is None:
+            table: dict[type, list[tuple[int, Visitor]]] = {}
             for i in sorted(key):
                 for t, fn in self._expr_visitors[i].items():
                     table.setdefault(t, []).append((i, fn))
-            self._combined[key] = table
+            got = self._combined[key] = (table, _LEAVES.difference(table))
+        table, skip = got
         for field in shape.headers:
             value = getattr(s, field, None)
             if value is None:
@@ -392,14 +403,17 @@ class FileChecker:
             if value.__class__ is list:
                 for v in value:
                     if isinstance(v, ast.AST):
-                        self._walk_expr(v, table)
+                        self._walk_expr(v, table, skip)
             elif isinstance(value, ast.AST):
-                self._walk_expr(value, table)
+                self._walk_expr(value, table, skip)
 
-    def _walk_expr(self, node: ast.AST, table: dict[type, list[tuple[int, Visitor]]]) -> None:
+    def _walk_expr(self, node: ast.AST, table: dict[type, list[tuple[int, Visitor]]],
+                   skip: frozenset[type] = frozenset()) -> None:
         """Visit an expression tree in pre-order, keeping ``ctx.exprs`` (the enclosing
         expressions) up to date. Iterative: a chain of 1,000 calls nests 2,000 deep, past
-        Python's recursion limit (NOTE [internal errors])."""
+        Python's recursion limit (NOTE [internal errors]). Children of the ``skip`` types
+        (leaves no visitor of ``table`` looks at: a third of the nodes) are not visited: a
+        leaf is nobody's enclosing expression, so no visit sees a difference."""
         exprs = self.ctx.exprs
         base = len(exprs)
         stack: list[tuple[ast.AST, int]] = [(node, base)]
@@ -416,9 +430,9 @@ class FileChecker:
                 v = getattr(n, f, None)
                 if v.__class__ is list:
                     for x in reversed(v):
-                        if isinstance(x, ast.AST):
+                        if isinstance(x, ast.AST) and x.__class__ not in skip:
                             push((x, depth))
-                elif isinstance(v, ast.AST):
+                elif isinstance(v, ast.AST) and v.__class__ not in skip:
                     push((v, depth))
         del exprs[base:]
 

@@ -64,6 +64,9 @@ class Imports:
         Returns None for anything that is not a (resolvable) name or attribute chain.
         Unresolved local names are returned as written (``model.zero_grad``).
         """
+        if node.__class__ is ast.Name:  # the most asked: one name, nothing to join
+            base = self.aliases.get(node.id, node.id)  # type: ignore[attr-defined]
+            return CANONICAL.get(base, base)
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)

@@ -14,11 +14,39 @@ _AST = ast.AST
 
 
 def child_fields(t: type) -> tuple[str, ...]:
-    """The fields of node type ``t`` that can hold child nodes (``ctx``/``op`` excluded)."""
+    """The fields of node type ``t`` that can hold child nodes (``ctx``/``op`` excluded, and
+    the fields its grammar types as names, numbers or constants: NOTE [leaf fields])."""
     fs = _FIELDS.get(t)
     if fs is None:
-        fs = _FIELDS[t] = tuple(f for f in t._fields if f not in ("ctx", "op"))  # type: ignore[attr-defined]
+        leaves = _leaf_fields(t)
+        fs = _FIELDS[t] = tuple(f for f in t._fields  # type: ignore[attr-defined]
+                                if f not in ("ctx", "op") and f not in leaves)
     return fs
+
+
+# NOTE [leaf fields]
+# Every walk of the checker asks each node for each of its fields and tests what it gets; a
+# third of the nodes of real code are ``Name`` and ``Constant`` leaves, whose fields (``id``;
+# ``value``, ``kind``) never hold a node. The grammar says so: ``ast`` documents each node
+# type by its ASDL signature (``Name(identifier id, expr_context ctx)``), and a field typed
+# ``identifier``, ``int``, ``string`` or ``constant`` (optional or a sequence alike) holds no
+# node. Those fields are left out of :func:`child_fields`: the walks yield the same nodes in
+# the same order, with fewer lookups (a type without such a signature keeps all its fields).
+_LEAF_TYPES = frozenset({"identifier", "int", "string", "constant"})
+
+
+def _leaf_fields(t: type) -> frozenset[str]:
+    """The fields of ``t`` its ASDL signature types as non-nodes (NOTE [leaf fields])."""
+    doc = (t.__doc__ or "").partition("\n")[0]
+    name = getattr(t, "__name__", "")
+    if not (doc.startswith(name + "(") and doc.endswith(")")) or t.__module__ != "ast":
+        return frozenset()
+    out = set()
+    for part in doc[len(name) + 1:-1].split(","):
+        typ, _, field = part.strip().rpartition(" ")
+        if typ.rstrip("?*") in _LEAF_TYPES:
+            out.add(field)
+    return frozenset(out)
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:
@@ -45,12 +73,14 @@ def _walk(node: ast.AST, state: _FileIndex | None) -> Iterator[ast.AST]:
     stack = [node]
     pop, push = stack.pop, stack.append
     seen = 0
+    fields = _FIELDS.get
     try:
         while stack:
             n = pop()
             seen += 1
             yield n
-            for f in child_fields(n.__class__):
+            fs = fields(n.__class__)
+            for f in child_fields(n.__class__) if fs is None else fs:
                 v = getattr(n, f, None)
                 if v is None:
                     continue
@@ -72,8 +102,10 @@ def bfs_walk(node: ast.AST) -> Iterator[ast.AST]:
     For the walks whose order or leaves matter; :func:`walk` is faster still."""
     todo = [node]
     add = todo.append
+    fields = _ALL_FIELDS.get
     for n in todo:  # the list grows as it is read: a queue
-        for f in n._fields:
+        fs = fields(n.__class__)
+        for f in _all_fields(n.__class__) if fs is None else fs:
             try:
                 v = getattr(n, f)
             except AttributeError:
@@ -87,12 +119,25 @@ def bfs_walk(node: ast.AST) -> Iterator[ast.AST]:
         yield n
 
 
+_ALL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _all_fields(t: type) -> tuple[str, ...]:
+    """The fields of ``t`` that can hold nodes, ``ctx``/``op`` included (NOTE [leaf fields])."""
+    fs = _ALL_FIELDS.get(t)
+    if fs is None:
+        leaves = _leaf_fields(t)
+        fs = _ALL_FIELDS[t] = tuple(f for f in t._fields if f not in leaves)  # type: ignore[attr-defined]
+    return fs
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """:func:`ast.iter_child_nodes` as a list: the same nodes (``ctx``/``op`` included) in
     the same order, without its two generators."""
     out = []
     add = out.append
-    for f in node._fields:
+    fs = _ALL_FIELDS.get(node.__class__)
+    for f in _all_fields(node.__class__) if fs is None else fs:
         try:
             v = getattr(node, f)
         except AttributeError:
@@ -186,7 +231,39 @@ def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
                 got = state.typed[types] = (pos, [order[i] for i in pos])
             pos, found = got
             return found[bisect_left(pos, span[0]):bisect_left(pos, span[1])]
-    return [n for n in walk(node) if isinstance(n, types)]
+    if state is not None and state.spans is not None:
+        return [n for n in walk(node) if isinstance(n, types)]  # a node of another tree
+    return _collect(node, types, state)
+
+
+def _collect(node: ast.AST, types: tuple[type, ...], state: _FileIndex | None
+             ) -> list[ast.AST]:
+    """``[n for n in _walk(node, state) if isinstance(n, types)]`` without the generator."""
+    out: list[ast.AST] = []
+    add = out.append
+    stack = [node]
+    pop, push = stack.pop, stack.append
+    fields = _FIELDS.get
+    seen = 0
+    while stack:
+        n = pop()
+        seen += 1
+        if isinstance(n, types):
+            add(n)
+        fs = fields(n.__class__)
+        for f in child_fields(n.__class__) if fs is None else fs:
+            v = getattr(n, f, None)
+            if v is None:
+                continue
+            if v.__class__ is list:
+                for x in v:
+                    if isinstance(x, _AST):
+                        push(x)
+            elif isinstance(v, _AST):
+                push(v)
+    if state is not None:
+        state.budget -= seen
+    return out
 
 
 def begin_file(tree: ast.AST, size: int) -> None:
@@ -218,14 +295,33 @@ def children(node: ast.AST) -> Iterator[ast.AST]:
 def statements(node: ast.AST) -> Iterator[ast.stmt]:
     """Every statement nested in ``node`` (bodies only, no expressions: cheaper than ast.walk)."""
     stack = [node]
+    pop, extend, bodies = stack.pop, stack.extend, _BODIES.get
     while stack:
-        n = stack.pop()
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        n = pop()
+        fs = bodies(n.__class__)
+        if fs is None:
+            fs = _body_fields(n.__class__)
+        for field in fs:
             sub = getattr(n, field, None)
             if sub:
-                stack.extend(reversed(sub))
+                extend(reversed(sub))
         if isinstance(n, ast.stmt):
             yield n
+
+
+_BODY_NAMES = ("body", "orelse", "finalbody", "handlers", "cases")
+_BODIES: dict[type, tuple[str, ...]] = {}
+
+
+def _body_fields(t: type) -> tuple[str, ...]:
+    """The statement-list fields of node type ``t``, in :func:`statements`' order (a type
+    that is no ``ast`` node, or a synthesized one, is asked for all of them)."""
+    fs = _BODIES.get(t)
+    if fs is None:
+        own = getattr(t, "_fields", None)
+        fs = _BODIES[t] = _BODY_NAMES if own is None or t.__module__ != "ast" else tuple(
+            f for f in _BODY_NAMES if f in own)
+    return fs
 
 
 def argument_default(name: str, fn: ast.AST) -> ast.expr | None:
