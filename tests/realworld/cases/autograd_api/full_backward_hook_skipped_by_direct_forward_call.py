@@ -3,7 +3,7 @@
 source: https://github.com/pytorch/pytorch/issues/117925
 kind: bug
 symptom: silent
-verified: after 3 backward passes the hook has been called 0 times while model.some_param.grad is 15.0; calling model(x) the hook is called 3 times with grad_output (tensor(1.),)
+verified: after 3 backward passes the hook has been called 0 times while model.some_param.grad is 15.0; calling model(x) the hook is called 3 times
 """
 import torch
 import torch.nn as nn
