@@ -1,4 +1,4 @@
-"""Batched matrix product written as Python loops that accumulate into `res_torch = torch.zeros(..., requires_grad=True)` element by element: res_torch is a leaf that requires grad, and writing into it in place makes autograd refuse it (the report, on an older torch, saw "leaf variable has been moved into the graph interior" at backward; torch 2.13 refuses the first write).
+"""Batched matrix product written as Python loops that accumulate into `res_torch = torch.zeros(..., requires_grad=True)` element by element: res_torch is a leaf that requires grad, and writing into it in place makes autograd refuse it (the report, on an older torch, got "leaf variable has been moved into the graph interior"; torch 2.13 refuses the first write).
 
 source: https://github.com/pytorch/pytorch/issues/53348
 kind: bug
