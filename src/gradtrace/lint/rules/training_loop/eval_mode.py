@@ -166,8 +166,20 @@ class EvaluationInTrainMode(Rule):
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
         mode = next((i.context_expr for i in node.items if disables_grad(i.context_expr, ctx)),
                     None)
-        if mode is not None and ctx.function is not None:
+        if mode is None:
+            return
+        if ctx.function is not None:
             yield from self._check(node.body, ctx.function, mode, ctx)
+        where = ctx.function or ctx.tree
+        seen: set[int] = set()
+        for n in off_nodes(node.body, ctx):
+            # `with torch.no_grad(): acc = test(model, loader)`: the whole of `test` runs
+            # with grad off, so it is the evaluation when it loops (its own decorators aside)
+            fn = ctx.analysis.callee(n, where) if isinstance(n, ast.Call) else None
+            if fn is not None and fn is not ctx.function and id(fn) not in seen \
+                    and not fn.decorator_list:
+                seen.add(id(fn))
+                yield from self._check(fn.body, fn, mode, ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         mode = next((d for d in node.decorator_list if disables_grad(d, ctx)), None)
