@@ -102,7 +102,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT101": ("number", "graph-cut"), "GT102": ("graph-cut",),
     "GT104": ("graph-cut",), "GT105": ("graph-cut",), "GT107": ("graph-cut",),
     "GT108": ("graph-cut",), "GT201": ("graph-cut",), "GT202": ("graph-cut",),
-    "GT203": ("graph-cut",), "GT204": ("inference",), "GT205": ("graph-cut",),
+    "GT203": ("graph-cut",), "GT204": ("inference",),
     "GT821": ("not-optimized",), "GT401": ("not-optimized", "empty-optimizer"),
     "GT402": ("not-optimized",), "GT407": ("graph-cut",), "GT404": ("not-optimized",), "GT410": ("not-optimized",),
     "GT803": ("freed-graph",), "GT506": ("freed-graph",), "GT507": ("freed-graph",),

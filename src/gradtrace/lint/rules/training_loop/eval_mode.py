@@ -97,8 +97,9 @@ def _runs_mode_model(ctx: Context, call: ast.Call, where: ast.AST, depth: int = 
 
 class EvaluationInTrainMode(Rule):
     """An evaluation function runs a model that has dropout or batch norm under
-    `torch.no_grad()` without putting it in eval mode, and neither it nor its callers call
-    `.eval()` first, while the file trains.
+    `torch.no_grad()` (its own block or decorator, or the caller's block around the call)
+    without putting it in eval mode, and neither it nor its callers call `.eval()` first,
+    while the file trains.
 
     Why: `no_grad` only stops recording the graph; train/eval mode is separate state. In train
     mode dropout still drops activations and batch norm normalises with the evaluation batch's
