@@ -65,3 +65,60 @@ def test_evaluation_switching_modes_itself_is_silent() -> None:
         "    hits = 0\n", "    net.eval()\n    hits = 0\n", 1)
     assert _run(src)[1] == 0
     assert [f.code for f in check_source(src) if f.code == "GT540"] == []
+
+
+SCRIPT = '''
+import torch
+import torch.nn as nn
+
+
+def evaluate(net, batches):
+    hits = 0
+    with torch.no_grad():
+        for x, y in batches:
+            hits += (net(x).argmax(1) == y).sum().item()
+    return hits
+
+
+net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Linear(8, 3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+batches = [(torch.randn(8, 6), torch.randint(0, 3, (8,))) for _ in range(3)]
+moved = []
+for epoch in range(2):
+    net.train()
+    for x, y in batches:
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    before = net[1].running_mean.clone()
+    {before_eval}score = evaluate(net, batches)
+    moved.append((net[1].running_mean - before).abs().max().item())
+    {in_loop}
+net.eval()
+result = moved
+'''
+
+
+def _moved(src: str) -> list[float]:
+    ns: dict[str, object] = {}
+    exec(compile(src, "<snippet>", "exec"), ns)
+    return ns["result"]  # type: ignore[return-value]
+
+
+def test_module_eval_after_the_last_evaluation_does_not_excuse_it() -> None:
+    src = SCRIPT.format(before_eval="", in_loop="")
+    assert _moved(src)[0] > 0
+    assert ("GT540", 10) in [(f.code, f.line) for f in check_source(src)]
+
+
+def test_module_eval_before_the_evaluation_is_silent() -> None:
+    src = SCRIPT.format(before_eval="net.eval()\n    ", in_loop="")
+    assert max(_moved(src)) == 0
+    assert [f.code for f in check_source(src) if f.code == "GT540"] == []
+
+
+def test_eval_later_in_the_same_loop_counts_for_the_next_pass() -> None:
+    # the switch after the call runs before the next pass's evaluation too; the first pass
+    # evaluates in train mode, but the order inside a loop is not read: silent, as before
+    src = SCRIPT.format(before_eval="", in_loop="net.eval()")
+    assert [f.code for f in check_source(src) if f.code == "GT540"] == []

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import resolve
@@ -48,10 +48,13 @@ def _sets_eval(ctx: Context, fn: Def) -> bool:
 
 
 def _eval_before(ctx: Context, call: ast.Call, where: ast.AST, fn: Def) -> bool:
-    """Something is put in eval mode in ``where`` (anywhere in it: loops and module level do
-    not settle the order), directly or by a function of the file it calls."""
+    """Something is put in eval mode in ``where`` (anywhere in a function: its callers and
+    loops do not settle the order), directly or by a function of the file it calls. Module
+    code runs once, top to bottom: there a switch after the call counts only when a loop
+    holds both."""
+    later = _runs_later(where, call) if where is ctx.tree else None
     for n in scope_nodes(where):
-        if not isinstance(n, ast.Call) or n is call:
+        if not isinstance(n, ast.Call) or n is call or later is not None and later(n):
             continue
         if _mode_switch(n, ctx, where) or any(
                 "eval" in ms for ms in effects(ctx, where, n).values()):
@@ -61,6 +64,18 @@ def _eval_before(ctx: Context, call: ast.Call, where: ast.AST, fn: Def) -> bool:
                 _mode_switch(m, ctx, target) for m in ast.walk(target)):
             return True
     return False
+
+
+def _runs_later(tree: ast.AST, call: ast.Call) -> Callable[[ast.AST], bool]:
+    """A test: a node comes after ``call`` in module code and no loop holds both."""
+    loops = [(x.lineno, x.end_lineno or x.lineno) for x in scope_nodes(tree)
+             if isinstance(x, (ast.For, ast.AsyncFor, ast.While))]
+
+    def later(n: ast.AST) -> bool:
+        line = getattr(n, "lineno", 0)
+        return line > call.lineno and not any(
+            a <= line <= b and a <= call.lineno <= b for a, b in loops)
+    return later
 
 
 def _eval_up(ctx: Context, fn: Def, depth: int) -> bool:
