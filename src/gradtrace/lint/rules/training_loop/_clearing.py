@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from gradtrace.lint.analysis.kinds import OPTIMIZER, SCHEDULER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -89,3 +90,38 @@ def _foreign_base(ctx: Context, line: int) -> bool:
 def _classes(ctx: Context) -> set[str]:
     return ctx.memo("gt5-class-names", ctx.tree, lambda: {
         n.name for n in walk(ctx.tree) if isinstance(n, ast.ClassDef)})
+
+
+def called_by_clearing_function(ctx: Context, name: str) -> bool:
+    """A function of this file that clears gradients calls ``name`` (``self.name(...)``)."""
+    def calls(ctx: Context = ctx) -> set[str]:
+        clearing, out = clearing_functions(ctx), set()
+        for node in walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    node.name in clearing:
+                out.update((dotted(c.func) or "").rpartition(".")[2] for c in walk(node)
+                           if isinstance(c, ast.Call) and not _optimizer_method(ctx, c, node))
+        return out
+    return name in ctx.memo("gt5-called-by-clearing", ctx.tree, calls)
+
+
+def _optimizer_method(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
+    """``self.optimizerD.step()``: a method of an optimizer the analysis knows, not a call of
+    a function of this file that happens to share its name."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    k = ctx.analysis.kind_in(func.value, where, call.lineno)
+    return k is not None and k.what in (OPTIMIZER, SCHEDULER)
+
+
+def clearing_functions(ctx: Context) -> set[str]:
+    """Names of functions defined in this file whose body clears gradients."""
+    def make() -> set[str]:
+        out: set[str] = set()
+        for node in walk(ctx.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    MANUAL_ZERO_RE.search(function_text(ctx, node)):
+                out.add(node.name)
+        return out
+    return ctx.memo("gt5-clearing", ctx.tree, make)

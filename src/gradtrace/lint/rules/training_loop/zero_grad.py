@@ -11,16 +11,15 @@ from gradtrace.lint.code_text import block_end, commented_out_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.training_loop._base import (BACKWARD_CALLS, LoopRule,
-                                                     function_text, related_at)
+from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
 from gradtrace.lint.analysis.cuts import self_assignments
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clearing import (
-    only_adjusts, self_method_may_clear, through_name)
-from gradtrace.lint.nodes import walk
+    called_by_clearing_function, clearing_functions, only_adjusts, self_method_may_clear,
+    through_name)
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
 OTHER_ZERO_RE = re.compile(
@@ -64,27 +63,18 @@ def _keeps(name: str) -> bool:
     return name in KEEPS_GRADS or bool(KEEPS_GRADS_RE.search(name))
 
 
-def clearing_functions(ctx: Context) -> set[str]:
-    """Names of functions defined in this file whose body clears gradients."""
-    def make() -> set[str]:
-        out: set[str] = set()
-        for node in walk(ctx.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                    MANUAL_ZERO_RE.search(function_text(ctx, node)):
-                out.add(node.name)
-        return out
-    return ctx.memo("gt5-clearing", ctx.tree, make)
-
-
 def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
     """The loop (None: the whole function) calls a helper of this file that clears
     gradients, or hands the optimizer (or a model) to a call that might
     (``trainer.finish_step(optimizer)``)."""
     clearing = clearing_functions(f.ctx) if f.ctx.mentions("zero_grad", ".grad") else set()
+    steps = {id(st.call) for st in f.steps}  # `opt.step()` runs no function of the file
     for stmt in f.scope.stmts:
         if loop is not None and not f.inside(stmt, loop):
             continue
         for call in calls_in(stmt):
+            if id(call) in steps:
+                continue
             name = dotted(call.func) or ""
             last = name.rpartition(".")[2]
             if last in clearing or self_method_may_clear(f.ctx, call, s.optimizer, _keeps):
@@ -101,19 +91,6 @@ def _parameters(node: ast.AST) -> set[str]:
     a = node.args  # type: ignore[attr-defined]
     names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
     return names | {x.arg for x in (a.vararg, a.kwarg) if x is not None}
-
-
-def called_by_clearing_function(ctx: Context, name: str) -> bool:
-    """A function of this file that clears gradients calls ``name`` (``self.name(...)``)."""
-    def calls(ctx: Context = ctx) -> set[str]:
-        clearing, out = clearing_functions(ctx), set()
-        for node in walk(ctx.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                    node.name in clearing:
-                out.update((dotted(c.func) or "").rpartition(".")[2] for c in walk(node)
-                           if isinstance(c, ast.Call))
-        return out
-    return name in ctx.memo("gt5-called-by-clearing", ctx.tree, calls)
 
 
 def per_call_step(f: LoopFacts, s: Step) -> Backward | None:
@@ -278,7 +255,7 @@ class MissingZeroGrad(LoopRule):
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
                 # a per-call step (NOTE [step functions])
-                b = None if seen or only is not None else per_call_step(f, s)
+                b = None if seen else per_call_step(f, s)
                 if b is not None:
                     seen.add(id(f.node))
                     name = f.node.name  # type: ignore[attr-defined]
