@@ -5,6 +5,7 @@ from typing import Iterator
 
 import ast
 
+from gradtrace.lint.analysis.callees import resolve
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -82,7 +83,8 @@ class ClipGradBeforeBackward(LoopRule):
     writes fresh, unclipped gradients and `step()` applies them, so training runs exactly as
     without clipping. The same holds for a clip inside a function that computes and returns
     the loss (a `training_step`), when its caller runs `backward()` on that loss afterwards,
-    and inside a LightningModule's `training_step`, which Lightning runs before `backward()`.
+    and inside a LightningModule's `training_step`, which Lightning runs before `backward()`,
+    and in a helper that clips and then backwards when its caller steps right after the call.
     Clip between `backward()` and `step()` (with Lightning: the Trainer's
     `gradient_clip_val`, or `on_before_optimizer_step`).
     Known limits: the caller must be in the same file and call the function by its name
@@ -155,10 +157,15 @@ class ClipGradBeforeBackward(LoopRule):
                 b = next((b for b in acc if f.before(c.stmt, b.stmt) and not any(
                     f.before(c.stmt, s.stmt) and f.before(s.stmt, b.stmt) for s in f.steps)
                     and any(f.before(b.stmt, s.stmt) for s in f.steps)), None)
+                rel: tuple[Related, ...] = ()
+                if b is None and not f.steps:  # the caller steps (NOTE [stepping caller])
+                    b = next((b for b in acc if f.before(c.stmt, b.stmt)), None)
+                    rel = _caller_step(f, ctx) if b is not None else ()
+                    b = b if rel else None
                 if b is not None and not any(f.before(b.stmt, c2.stmt) for c2 in f.clips):
                     yield self.report(c.call, ctx, related=(
-                        related_at(ctx, b.call, "the gradients the step applies are made here"),),
-                        call=ctx.source(c.call.func), where=f"line {b.call.lineno}")
+                        related_at(ctx, b.call, "the gradients the step applies are made here"),
+                        *rel), call=ctx.source(c.call.func), where=f"line {b.call.lineno}")
                 continue
             if f.steps or not _returns_value(f.node) or f.ctx.mentions("manual_backward"):
                 continue
@@ -207,6 +214,26 @@ def _caller_backward(f: LoopFacts, ctx: Context) -> tuple[str, tuple[Related, ..
                         (related_at(ctx, call, f"`{name}` is called here"),
                          related_at(ctx, b.call, "the gradients the step applies are made here")))
     return None
+
+
+def _caller_step(f: LoopFacts, ctx: Context) -> tuple[Related, ...]:
+    """# NOTE [stepping caller]
+    A function that clips and then backwards but steps nothing itself (FAMO's
+    ``backward(losses, shared_parameters)``): a caller of this file that calls it and then
+    steps an optimizer, with no clip between the call and the step, applies the gradients the
+    function's backward made, unclipped. The related places: that call and that step."""
+    name = getattr(f.node, "name", None)
+    for fn, stmt, call in _callers(ctx).get(name or "", ()) if name else ():
+        got = resolve(ctx, fn, call)  # the call runs this very function
+        if fn is f.node or got is None or got[0] is not f.node:
+            continue
+        cf = facts(ctx, fn)
+        step = next((s for s in cf.steps if cf.before(stmt, s.stmt)), None)
+        if step is not None and not any(cf.before(stmt, c.stmt) and cf.before(c.stmt, step.stmt)
+                                        for c in cf.clips):
+            return (related_at(ctx, call, f"`{name}` is called here"),
+                    related_at(ctx, step.call, "and the step applies its gradients here"))
+    return ()
 
 
 def _lightning_step(f: LoopFacts, ctx: Context) -> tuple[str, tuple[Related, ...]] | None:
