@@ -122,3 +122,12 @@ def test_eval_later_in_the_same_loop_counts_for_the_next_pass() -> None:
     # evaluates in train mode, but the order inside a loop is not read: silent, as before
     src = SCRIPT.format(before_eval="", in_loop="net.eval()")
     assert [f.code for f in check_source(src) if f.code == "GT540"] == []
+
+
+def test_evaluation_reached_through_two_grad_off_blocks_is_reported_once() -> None:
+    src = SRC.format(switch="pass", mode="no_grad").replace(
+        "        score = evaluate(net, batches)\n",
+        "        score = evaluate(net, batches)\n    with torch.no_grad():\n"
+        "        score = evaluate(net, batches)\n", 1)
+    _run(src)
+    assert [(f.code, f.line) for f in check_source(src) if f.code == "GT540"] == [("GT540", 9)]

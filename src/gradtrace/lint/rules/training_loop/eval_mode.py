@@ -218,6 +218,10 @@ class EvaluationInTrainMode(Rule):
             sites = calls_of(ctx, fn)
             if not sites or _eval_up(ctx, fn, 0):
                 return
+            said: set[int] = ctx.memo("gt540-said", ctx.tree, set)
+            if id(n) in said:  # the same evaluation reached through another grad-off block
+                return
+            said.add(id(n))
             c, w = sites[0]
             yield self.report(n, ctx, related=(Related(
                 ctx.path, c.lineno, f"`{fn.name}` is called here, with no `.eval()` before",
