@@ -13,7 +13,7 @@ from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._reach import _reached, for_another
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
-    Backward, LoopFacts, Step, _owners, _stepped_expr,
+    Backward, LoopFacts, Named, Step, _owners, _stepped_expr,
 )
 from gradtrace.lint.rules.training_loop.micro_steps import _conditional
 from gradtrace.lint.rules.training_loop.zero_grad import covers
@@ -155,14 +155,9 @@ class StepBeforeLastBackward(LoopRule):
                 if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(
                         f, b, s, loop)):
                     continue
-                yield self.report(s.call, ctx, related=(
-                    related_at(ctx, b.call, "this gradient is erased unused"),
-                    related_at(ctx, z.call, "cleared here, before any step")),
-                    call=ctx.source(s.call), late=ctx.source(b.call),
-                    late_line=b.call.lineno, owner=sorted(hit)[0], opt=s.optimizer,
-                    clear=ctx.source(z.call), clear_line=z.call.lineno,
-                    when="at the start of the next one" if fed else
-                    "before the step of the next one, which so finds no gradient")
+                yield self._early(ctx, s, b, z, hit, "at the start of the next one" if fed
+                                  else "before the step of the next one, which so finds no "
+                                  "gradient")
                 break
 
     def _per_call(self, f: LoopFacts, s: Step, ctx: Context) -> Iterator[Finding]:
@@ -178,14 +173,20 @@ class StepBeforeLastBackward(LoopRule):
             hit = b.accumulates and not f.loops_of(b.stmt) and f.before(s.stmt, b.stmt) \
                 and _unfed_reach(f, b, s, owners)
             if hit:
-                yield self.report(s.call, ctx, related=(
-                    related_at(ctx, b.call, "this gradient is erased unused"),
-                    related_at(ctx, z.call, "cleared here, before any step")),
-                    call=ctx.source(s.call), late=ctx.source(b.call),
-                    late_line=b.call.lineno, owner=sorted(hit)[0], opt=s.optimizer,
-                    clear=ctx.source(z.call), clear_line=z.call.lineno,
-                    when="before the step of the next call, which so finds no gradient")
+                yield self._early(ctx, s, b, z, hit,
+                                  "before the step of the next call, which so finds no gradient")
                 return
+
+    def _early(self, ctx: Context, s: Step, b: Backward, z: Named, hit: set[str],
+               when: str) -> Finding:
+        """The step ``s`` named as too early: the backward ``b`` after it reaches ``hit``, and
+        ``z`` clears that gradient ``when``."""
+        return self.report(s.call, ctx, related=(
+            related_at(ctx, b.call, "this gradient is erased unused"),
+            related_at(ctx, z.call, "cleared here, before any step")),
+            call=ctx.source(s.call), late=ctx.source(b.call), late_line=b.call.lineno,
+            owner=sorted(hit)[0], opt=s.optimizer, clear=ctx.source(z.call),
+            clear_line=z.call.lineno, when=when)
 
     @staticmethod
     def _taken(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
