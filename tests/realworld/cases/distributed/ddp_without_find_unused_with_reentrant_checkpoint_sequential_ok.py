@@ -1,0 +1,49 @@
+"""The same checkpointed model under DDP without find_unused_parameters (every parameter is used in each step), the combination that works, as the thread reports: each checkpointed parameter is marked ready once, in the recomputed backward.
+
+source: https://github.com/pytorch/pytorch/issues/24005
+kind: lookalike
+"""
+import os
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint_sequential
+
+
+class Model(nn.Module):
+    def __init__(self, hps):
+        super().__init__()
+        self.hps = hps
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(hps['width'], hps['width']), nn.Tanh())
+                                      for _ in range(hps['depth'])])
+        self.head = nn.Linear(hps['width'], 1)
+
+    def forward(self, x):
+        if self.hps['checkpoint']:
+            x = checkpoint_sequential(self.blocks, self.hps['segments'], x, use_reentrant=True)
+        else:
+            x = self.blocks(x)
+        return self.head(x)
+
+
+def train(rank, world_size, hps):
+    os.environ['MASTER_ADDR'] = '127.0.0.1'
+    os.environ['MASTER_PORT'] = '29672'
+    dist.init_process_group('gloo', rank=rank, world_size=world_size)
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(Model(hps))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(2):
+        x = torch.randn(8, hps['width'], requires_grad=True)
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+
+
+if __name__ == '__main__':
+    hps = {'width': 16, 'depth': 4, 'segments': 2, 'checkpoint': True}
+    mp.spawn(train, args=(2, hps), nprocs=2, join=True)
