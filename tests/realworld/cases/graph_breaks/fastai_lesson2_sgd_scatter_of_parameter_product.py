@@ -1,0 +1,45 @@
+"""fastai course-v3 lesson2-sgd: after the SGD loop, plt.scatter(x[:,0], x@a) plots a product with the nn.Parameter a, a tensor that requires grad, and matplotlib converts it with numpy.
+
+source: https://github.com/fastai/course-v3/issues/455
+kind: bug
+symptom: crash
+verified: Can't call numpy() on Tensor that requires grad
+"""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
+from torch import nn, tensor
+
+torch.manual_seed(42)
+n = 100
+x = torch.ones(n, 2)
+x[:, 0].uniform_(-1., 1)
+a = tensor([3., 2])
+y = x @ a + torch.rand(n)
+
+
+def mse(y_hat, y): return ((y_hat - y) ** 2).mean()
+
+
+a = tensor([-1., 1])
+a = nn.Parameter(a)
+
+
+def update():
+    y_hat = x @ a
+    loss = mse(y, y_hat)
+    if t % 10 == 0: print(loss)
+    loss.backward()
+    with torch.no_grad():
+        a.sub_(lr * a.grad)
+        a.grad.zero_()
+
+
+lr = 1e-1
+for t in range(100): update()
+
+plt.scatter(x[:, 0], y)
+plt.scatter(x[:, 0], x @ a)  # ROOT
+plt.savefig("sgd.png")
