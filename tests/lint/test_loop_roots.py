@@ -248,6 +248,80 @@ CASES = {
                         self.opt.zero_grad()
         Trainer(nn.Linear(4, 1), 2).train_epoch([(torch.randn(3, 4), torch.randn(3, 1))] * 4)
         """, [(11, "GT513")]),
+    "accumulation-loss-divided-in-a-method-ok": Case("""
+        class Trainer:
+            def __init__(self, model, accum_steps):
+                self.model, self.accum_steps = model, accum_steps
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def compute_loss(self, batch):
+                x, y = batch
+                return nn.functional.mse_loss(self.model(x), y) / self.accum_steps
+
+            def step_all(self, loader):
+                for i, batch in enumerate(loader, 1):
+                    self.compute_loss(batch).backward()
+                    if i % self.accum_steps == 0:
+                        self.opt.step()
+                        self.opt.zero_grad(set_to_none=True)
+        Trainer(nn.Linear(4, 1), 2).step_all([(torch.randn(3, 4), torch.randn(3, 1))] * 4)
+        """, []),
+    "accumulation-loss-divided-by-another-attribute": Case("""
+        class Trainer:
+            def __init__(self, model, accum_steps):
+                self.model, self.accum_steps, self.tau = model, accum_steps, 2.0
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+            def compute_loss(self, batch):
+                x, y = batch
+                return nn.functional.mse_loss(self.model(x), y) / self.tau
+
+            def step_all(self, loader):
+                for i, batch in enumerate(loader, 1):
+                    loss = self.compute_loss(batch)
+                    loss.backward()
+                    if i % self.accum_steps == 0:
+                        self.opt.step()
+                        self.opt.zero_grad(set_to_none=True)
+        Trainer(nn.Linear(4, 1), 2).step_all([(torch.randn(3, 4), torch.randn(3, 1))] * 4)
+        """, [(13, "GT513")]),
+    "state-carried-one-backward-per-episode-ok": Case("""
+        class Bot(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(4, 8)
+                self.head = nn.Linear(8, 1)
+                self.state = None
+
+            def observe(self, x):
+                self.state = self.cell(x, self.state)
+        bot = Bot()
+        opt = torch.optim.SGD(bot.parameters(), lr=0.1)
+        loss = 0
+        for _ in range(3):
+            bot.observe(torch.randn(2, 4))
+            loss = loss + bot.head(bot.state).pow(2).mean()
+        loss.backward()
+        opt.step()
+        """, [], holds="bot.cell.weight_hh.grad is not None"),
+    "state-carried-backward-every-round": Case("""
+        class Bot(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(4, 8)
+                self.head = nn.Linear(8, 1)
+                self.state = None
+
+            def observe(self, x):
+                self.state = self.cell(x, self.state)
+        bot = Bot()
+        opt = torch.optim.SGD(bot.parameters(), lr=0.1)
+        for _ in range(3):
+            bot.observe(torch.randn(2, 4))
+            opt.zero_grad()
+            bot.head(bot.state).pow(2).mean().backward()
+            opt.step()
+        """, [(9, "GT528")], raises=SECOND_TIME),
     "accumulation-loss-divided-in-place-ok": Case("""
         model = nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

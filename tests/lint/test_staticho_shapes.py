@@ -370,6 +370,55 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         seg = Seg()
         train_epoch(seg, torch.optim.SGD(seg.parameters(), lr=0.1))
         """, "GT443", 14, holds="seg.body[1].training")]),
+    # GT443: the class's own method re-applies the eval right after `net.train()`, the model
+    # being the function's parameter (held-out 10's IndexNet fix)
+    "eval-at-construction-reapplied-by-method": (Shape("""
+        class Seg(nn.Module):
+            def __init__(self, freeze_bn=True):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+                if freeze_bn:
+                    self.freeze_bn()
+            def freeze_bn(self):
+                for m in self.modules():
+                    if isinstance(m, nn.BatchNorm2d):
+                        m.eval()
+            def describe(self):
+                return sum(p.numel() for p in self.parameters())
+            def forward(self, x):
+                return self.body(x)
+        def train_epoch(net, opt):
+            net.train()
+            net.freeze_bn()
+            opt.zero_grad()
+            net(torch.rand(2, 3, 8, 8)).mean().backward()
+            opt.step()
+        seg = Seg()
+        train_epoch(seg, torch.optim.SGD(seg.parameters(), lr=0.1))
+        """, "GT443", holds="not seg.body[1].training"), [Shape("""
+        class Seg(nn.Module):
+            def __init__(self, freeze_bn=True):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+                if freeze_bn:
+                    self.freeze_bn()
+            def freeze_bn(self):
+                for m in self.modules():
+                    if isinstance(m, nn.BatchNorm2d):
+                        m.eval()
+            def describe(self):
+                return sum(p.numel() for p in self.parameters())
+            def forward(self, x):
+                return self.body(x)
+        def train_epoch(net, opt):
+            net.train()
+            net.describe()
+            opt.zero_grad()
+            net(torch.rand(2, 3, 8, 8)).mean().backward()
+            opt.step()
+        seg = Seg()
+        train_epoch(seg, torch.optim.SGD(seg.parameters(), lr=0.1))
+        """, "GT443", 16, holds="seg.body[1].training")]),
     # GT532: the clip runs on every pass, the step every few passes
     "clip-every-accumulation-pass": (Shape("""
         model = nn.Linear(4, 1)

@@ -163,8 +163,9 @@ class FrozenEvalUndoneByTrain(Rule):
             return
         hi = steps[0]
         if any(node.lineno <= line <= hi for line, _ in idx.evals.get(model, ())) or any(
-                node.lineno < line <= hi and _eval_in(called_function(
-                    n, scope, n.lineno), ctx) is not None  # type: ignore[arg-type]
+                node.lineno < line <= hi and _eval_in(  # the class's own method (`freeze_bn`)
+                    cls.methods.get(n.func.attr)  # type: ignore[attr-defined]
+                    or called_function(n, scope, n.lineno), ctx) is not None  # type: ignore
                 for line, n in idx.calls.get(model, ())):
             return
         yield self.report(node, ctx, related=[Related(

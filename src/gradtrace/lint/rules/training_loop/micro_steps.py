@@ -233,7 +233,7 @@ class AccumulatedLossNotScaled(LoopRule):
     too, the backward is `loss.backward()` (or through a `GradScaler`; `accelerator.backward`
     and engines scale the loss themselves), and neither the loss nor anything it is computed
     from in the loop is divided or multiplied, nor is the remainder's divisor used in any
-    division, multiplication or call of the function.
+    division, multiplication or call of the function (of the class, for a `self.` divisor).
     """
 
     code = "GT513"
@@ -263,6 +263,25 @@ class AccumulatedLossNotScaled(LoopRule):
                     optimizer.zero_grad()
             """),
         Good("""
+            import torch
+
+            class Trainer:
+                def __init__(self, model, accum):
+                    self.model, self.accum = model, accum
+                    self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+                def loss_of(self, batch):
+                    return self.model(batch).mean() / self.accum
+
+                def epoch(self, loader):
+                    for i, batch in enumerate(loader):
+                        loss = self.loss_of(batch)
+                        loss.backward()
+                        if (i + 1) % self.accum == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+            """),
+        Good("""
             for i, batch in enumerate(loader):
                 loss = model(batch).loss
                 accelerator.backward(loss)
@@ -279,7 +298,7 @@ class AccumulatedLossNotScaled(LoopRule):
                     for z in f.zero_grads):
                 continue  # no clear, or one on every pass (GT501 / GT512 say it)
             divisors = {dotted(m.right) for m in mods}
-            if None in divisors or len(divisors) != 1 or _scaled_by(f, divisors):
+            if None in divisors or len(divisors) != 1 or _scaled_by(f, divisors, ctx):
                 continue
             for b in _every_pass(f, loop, guard):
                 if _plain_backward(b) and not _scaled_loss(f, b, loop):
@@ -325,10 +344,15 @@ def _scaled_loss(f: LoopFacts, b: Backward, loop: ast.stmt) -> bool:
                and _scales(d.stmt) for d in deps.bindings)
 
 
-def _scaled_by(f: LoopFacts, divisors: set[str | None]) -> bool:
+def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context) -> bool:
     """The remainder's divisor is used in a division, multiplication or call of the function
-    (``loss / accum``, ``model(x, accum_steps=accum)``)."""
-    for n in walk(f.node):
+    (``loss / accum``, ``model(x, accum_steps=accum)``); a ``self.<attr>`` divisor anywhere in
+    the class (``compute_loss`` returning ``loss / self.accum_steps``)."""
+    where: ast.AST = f.node
+    if any(d and d.startswith("self.") for d in divisors):
+        info = ctx.analysis.class_of(f.node)
+        where = info.node if info is not None else where
+    for n in walk(where):
         if isinstance(n, ast.BinOp) and isinstance(n.op, SCALING_OPS):
             parts = (n.left, n.right)
         elif isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):

@@ -6,7 +6,9 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.self_state import carried_state
+from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import function_scopes
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -25,7 +27,9 @@ class StateCarriedOnSelf(Rule):
     Known limits: the layer must be an attribute of the same module and read the attribute
     itself (or a tuple or slice of it) in the same statement; any other assignment of the
     attribute outside `__init__` (a reset in the loop, a detached copy) or any
-    `.detach()`/`.data` of it in the file is trusted; the file must run `backward()`.
+    `.detach()`/`.data` of it in the file is trusted; the file must run `backward()` where it
+    can run twice: in a function or in a loop (one backward at the end of a script-level episode
+    that carried the state through all its steps is one backward through one graph).
     """
 
     code = "GT528"
@@ -96,14 +100,54 @@ class StateCarriedOnSelf(Rule):
                     nn.functional.mse_loss(model(x), t).backward()
                     opt.step()
             """),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            class Bot(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cell = nn.GRUCell(4, 8)
+                    self.head = nn.Linear(8, 1)
+                    self.state = None
+
+                def observe(self, x):
+                    self.state = self.cell(x, self.state)
+
+            bot = Bot()
+            opt = torch.optim.SGD(bot.parameters(), lr=0.1)
+            loss = 0
+            for _ in range(3):
+                bot.observe(torch.randn(2, 4))
+                loss = loss + bot.head(bot.state).pow(2).mean()
+            loss.backward()
+            opt.step()
+            """),
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         info = ctx.analysis.classes.get(node.name)
         if info is None or info.node is not node:
             return
-        for c in carried_state(info, ctx):
+        carries = carried_state(info, ctx)
+        if not carries or not _backward_may_repeat(ctx):
+            return
+        for c in carries:
             related = [Related(ctx.path, c.layer.lineno, "the layer reads the stored state here",
                                ctx.column(c.layer))] if c.layer.lineno != c.stmt.lineno else []
             yield self.report(c.stmt, ctx, related=related, attr=c.attr,
                               layer=ctx.source(c.layer.func) + "(...)")
+
+
+def _backward_may_repeat(ctx: Context) -> bool:
+    """Whether some backward of the file can run more than once: one in a function, or one in
+    a loop of the module body."""
+    def find() -> bool:
+        scopes = iter(function_scopes(ctx.tree))
+        module = next(scopes)
+        if any(step_calls(ctx, fn).backwards for fn in scopes):
+            return True
+        body = ctx.scope(module)
+        return any(body.loops_of(b.stmt) for b in step_calls(ctx, module).backwards
+                   if b.stmt is not None)
+    return ctx.memo("backward-may-repeat", ctx.tree, find)
