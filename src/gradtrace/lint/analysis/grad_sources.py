@@ -32,7 +32,7 @@ from gradtrace.lint.analysis.cuts import (
     NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_functional_loss,
     is_torch_loss)
 from gradtrace.lint.analysis.model_calls import runs_model
-from gradtrace.lint.analysis.origins import origins
+from gradtrace.lint.analysis.origins import data_helper
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
 from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
@@ -465,20 +465,6 @@ def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | No
             return None
         off = off or d.dead[0].off
     return off
-
-
-def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A function of the file (called without arguments) whose every return carries no graph
-    and no cut by the GT1 tracer (:func:`.origins.origins`, its arguments dead): data made
-    from factories and module constants (``x, y = get_batch()``)."""
-    def make() -> bool:
-        if fn.decorator_list or len(fn.body) > 40:
-            return False
-        t = origins(ctx, fn, arguments_live=False)
-        rets = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
-        return bool(rets) and all(s.value is not None and not (tr := t.trace(
-            s.value, s, s.lineno)).live and not tr.cuts for s in rets)
-    return ctx.memo("origins-data-helper", fn, make)
 
 
 def grad_sources(ctx: Context, node: ast.AST, with_helpers: bool = True) -> Tracer:
