@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
     unpacks_indices)
-from gradtrace.lint.analysis.grad_sources import returns_off
+from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads

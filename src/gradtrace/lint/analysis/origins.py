@@ -304,8 +304,8 @@ class Tracer:
         if isinstance(e.func, ast.Name) and is_record_class(self.ctx, e.func.id):
             return self.args_trace(e, use, line)  # `TLE(bstar=x.item())`: holds its arguments
         if pure_loss(self, e.func) or (isinstance(e.func, ast.Call) and is_torch_loss(
-                self.ctx.qualified_name(e.func.func))) or (isinstance(e.func, ast.Name) and
-                                       helper_is_pure(self.ctx, e.func.id)):
+                self.ctx.qualified_name(e.func.func))) or (
+                isinstance(e.func, ast.Name) and helper_is_pure(self.ctx, e.func.id)):
             return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
