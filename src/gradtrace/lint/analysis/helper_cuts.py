@@ -30,9 +30,9 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, OFF_MODES, grad_off_cut
-from gradtrace.lint.analysis.kinds import MODULE, OBJECT
 from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.reach import called_function
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -81,7 +81,7 @@ class _HelperTracer(Tracer):
     """A helper's tracer that follows the file's helpers it calls (NOTE [helper cuts])."""
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        fn = called_function(self.ctx, e, self.scope, line)
+        fn = called_function(e, self.scope, line)
         return None if fn is None else through_file_function(self, e, fn, use, line)
 
 
@@ -96,27 +96,6 @@ def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.Asyn
     if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
         return Trace(True)
     return got
-
-
-def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
-                    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function of this file the call ``e`` runs: a helper, ``self.method(...)``, or the
-    ``forward`` of a module class of this file called through an instance (``model(x)``,
-    ``self.head(h)``, the instance's kind read by the analysis layer: NOTE [kinds])."""
-    a = ctx.analysis
-    fn = a.local_callee(e, scope, line)
-    if fn is not None or not isinstance(e.func, (ast.Name, ast.Attribute)):
-        return fn
-    if isinstance(e.func, ast.Name) and e.func.id in a.classes:
-        return None  # constructing an instance
-    k = a.kind(e.func, scope, line)
-    cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
-    if cls is None and isinstance(e.func, ast.Attribute):  # `self.model.refine(h)`
-        own = a.kind(e.func.value, scope, line)
-        cls = a.classes.get(own.cls or "") if own is not None and own.what in (
-            MODULE, OBJECT) else None
-        return cls.methods.get(e.func.attr) if cls is not None else None
-    return cls.methods.get("forward") if cls is not None and cls.is_module else None
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:

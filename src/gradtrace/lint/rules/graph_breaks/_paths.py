@@ -38,8 +38,9 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
 from gradtrace.lint.analysis.backpropagated import backpropagated
-from gradtrace.lint.analysis.helper_cuts import called_function, through_file_function
+from gradtrace.lint.analysis.helper_cuts import through_file_function
 from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
@@ -111,7 +112,7 @@ class LossPaths(Tracer):
         return False
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        fn = called_function(self.ctx, e, self.scope, line)
+        fn = called_function(e, self.scope, line)
         return None if fn is None else through_file_function(self, e, fn, use, line)
 
     def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
