@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_sources import local_sources
-from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
+from gradtrace.lint.analysis.reach import disables_grad
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 
 GRAD_OFF = "grad_off"
-OFF_MODES = ("off", "inference")
 ALIASES = (ast.Name, ast.Attribute, ast.Constant)
 
 
@@ -52,7 +52,7 @@ def _switch(off: ast.AST, ctx: Context) -> ast.expr | None:
         items = [off]
     else:
         return None
-    return next((e for e in items if grad_mode_of(e, ctx.imports) in OFF_MODES), None)
+    return next((e for e in items if disables_grad(e, ctx)), None)
 
 
 def _made_off(value: ast.expr, at: ast.stmt, scope: Scope, depth: int = 0

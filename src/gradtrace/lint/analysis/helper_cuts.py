@@ -29,10 +29,9 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
-from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, OFF_MODES, grad_off_cut
-from gradtrace.lint.grad_modes import grad_mode_of
+from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut
 from gradtrace.lint.analysis.origins import Tracer
-from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.analysis.reach import called_function, disables_grad
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -47,8 +46,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if key in memo:
         return memo[key]
     memo[key] = None  # recursion guard
-    off_deco = bool(fn.decorator_list) and all(
-        grad_mode_of(d, ctx.imports) in OFF_MODES for d in fn.decorator_list)
+    off_deco = bool(fn.decorator_list) and all(disables_grad(d, ctx) for d in fn.decorator_list)
     if fn.decorator_list and not off_deco or len(fn.body) > 60:
         return None
     scope = ctx.scope(fn)
