@@ -29,12 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import (
-    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_functional_loss,
-    is_torch_loss)
+    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_loss_callee)
 from gradtrace.lint.analysis.model_calls import runs_model
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
-from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
+from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
@@ -77,17 +76,6 @@ class Deps:
         self.called |= other.called
         if not target or other.called:  # NOTE [prediction position]
             self.unknown |= other.unknown
-
-
-def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
-    """``F.cross_entropy``, ``nn.MSELoss()(...)`` instances by name, ``criterion``/``*loss``."""
-    if isinstance(func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`: built and called at once
-        return is_torch_loss(ctx.qualified_name(func.func))
-    qual = ctx.qualified_name(func) or ""
-    last = qual.rpartition(".")[2]
-    if is_functional_loss(qual) or qual == "torch.nn.functional.cosine_similarity":
-        return True
-    return bool(last) and bool(LOSS_NAME_RE.search(last))
 
 
 def is_inference_function(fn: ast.AST, ctx: Context) -> bool:

@@ -61,7 +61,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if off is not None or off_deco:
         memo[key] = off
         return off
-    t = ctx.memo("gt1-helper-tracer", fn, lambda: _HelperTracer(ctx.scope(fn), ctx))
+    t = ctx.memo("gt1-helper-tracer", fn, lambda: HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
     for s in returns:
         tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
@@ -75,8 +75,10 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     return memo[key]
 
 
-class _HelperTracer(Tracer):
-    """A helper's tracer that follows the file's helpers it calls (NOTE [helper cuts])."""
+class HelperTracer(Tracer):
+    """The tracer that follows the file's functions a call runs (NOTE [helper cuts]): a
+    helper's own, and the GT1 loss paths' (:class:`~gradtrace.lint.rules.graph_breaks._paths.
+    LossPaths`)."""
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(e, self.scope, line)

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Iterable
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE,
     NON_TENSOR_KWARGS, NONDIFF, NUMPY, PAIR_METHODS, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut,
-    Trace, asks_grad, detached_copy, is_torch_loss, objects_of, pair_source, peel, top_defs,
-    unpacks_indices,
+    Trace, asks_grad, detached_copy, is_torch_loss, objects_of, pair_source, peel, pure_loss,
+    top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
-from gradtrace.lint.analysis.attr_origins import cut_attribute
+from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_unpackings
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
-from gradtrace.lint.analysis.plain_values import nonlocal_numbers, pure_loss, setting_attr
 from gradtrace.lint.analysis.reach import reaching
-from gradtrace.lint.analysis.toplevel import module_level_functions, module_value
+from gradtrace.lint.analysis.toplevel import (
+    module_level_functions, module_value, nonlocal_numbers)
 from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE,
 )
@@ -63,9 +63,9 @@ class Tracer:
                     self.params.add(arg.arg)
         self._memo: dict[tuple[int, int], Trace] = {}
         self._busy: set[tuple[str, int]] = set()
-        self._pure: dict[str, bool] = {}  # NOTE: plain_values' answers for this tracer
+        self._pure: dict[str, bool] = {}  # answers of pure_loss, setting_attr
         self._env: dict[str, Trace] = {}  # comprehension variables in scope
-        self._nonlocals: frozenset[str] | None = None  # see plain_values.nonlocal_numbers
+        self._nonlocals: frozenset[str] | None = None  # see toplevel.nonlocal_numbers
         self._inputs: frozenset[str] | None = None  # see _model_inputs
         self._depth = 0
 
