@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable
 
-from gradtrace.lint.analysis.cuts import NUMBER, Trace
+from gradtrace.lint.analysis.cuts import (
+    NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 
 if TYPE_CHECKING:
@@ -119,3 +120,26 @@ def _new_leaf(v: ast.expr) -> bool:
 def _self_attr(t: ast.AST) -> bool:
     return isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
 
+
+def setting_attr(t: Tracer, name: str) -> bool:
+    """``self.lam`` only ever assigned a constant, a constant-default argument or a
+    Python number (``float(rate)``); or ``self.p`` a buffer of the class
+    (``self.register_buffer('p', ...)``, never assigned): no gradient reaches it."""
+    key = "attr:" + name
+    hit = t._pure.get(key)
+    if hit is None:
+        hit = False
+        cls = t.ctx.class_def
+        values = self_assignments(cls, name, t.ctx)  # `self.x   = ...` aligned too
+        if values:
+            settings = constant_default_args(cls)
+            hit = bool(values) and all(
+                (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
+                (isinstance(v, ast.Name) and v.id in settings) or
+                (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                 and v.func.id in ("float", "int") and v.func.id not in t.scope.bindings)
+                for v in values)
+        elif cls is not None and t.ctx.mentions("register_buffer"):
+            hit = registered_buffer(cls, name.partition(".")[2])
+        t._pure[key] = hit
+    return hit

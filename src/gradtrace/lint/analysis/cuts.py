@@ -7,6 +7,11 @@ NumPy, ``.detach()``, a non-differentiable op); :data:`NO_HISTORY_METHODS` are t
 result has no history at all, :data:`INTEGER_METHODS` those whose result is an integer or bool
 tensor (no ``grad_fn`` either); :data:`REBUILD_FUNCS` copy their data into a new leaf and
 :data:`FRESH_FUNCS` make tensors with no history whatever their arguments. No tracing here.
+
+Loss callees are read here too, two questions: :func:`is_loss_callee` (GT2: a loss call, its
+first argument the prediction, NOTE [prediction position]) and :func:`pure_loss` (GT1: bound
+to a torch loss, so holding no weights of its own: a call is as live as its arguments; a user
+loss class may hold weights). The words behind both are in :mod:`.vocabulary`.
 """
 from __future__ import annotations
 
@@ -14,12 +19,15 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.tensor_api import TENSOR_ATTRS
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.origins import Tracer
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
@@ -245,6 +253,63 @@ def is_functional_loss(qual: str) -> bool:
 def is_torch_loss(qual: str | None) -> bool:
     """``torch.nn.<Something>Loss``."""
     return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
+
+
+def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
+    """``F.cross_entropy``, ``nn.MSELoss()(...)`` instances by name, ``criterion``/``*loss``."""
+    if isinstance(func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`: built and called at once
+        return is_torch_loss(ctx.qualified_name(func.func))
+    qual = ctx.qualified_name(func) or ""
+    last = qual.rpartition(".")[2]
+    if is_functional_loss(qual) or qual == "torch.nn.functional.cosine_similarity":
+        return True
+    return bool(last) and bool(LOSS_NAME_RE.search(last))
+
+
+def pure_loss(t: Tracer, func: ast.expr) -> bool:
+    """``criterion`` bound to a ``torch.nn.*Loss()`` (or named like a loss function)."""
+    name = dotted(func)
+    if name is None:
+        return False
+    hit = t._pure.get(name)
+    if hit is None:
+        hit = t._pure[name] = _pure_loss_name(t, name)
+    return hit
+
+
+def _pure_loss_name(t: Tracer, name: str) -> bool:
+    """Bound to ``torch.nn.*Loss()``; or, when nothing in the file binds it, named like a
+    loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
+    learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
+    ctx = t.ctx
+    values = [unpacked_value(b, name) for b in t.scope.bindings.get(name, ())]
+    if not values:  # the module's, listed once per file (each function of a script asks)
+        module: dict[str, list[ast.expr | None]] = ctx.memo(
+            "origins-module-values", ctx.tree, dict)
+        values = module.get(name)  # type: ignore[assignment]
+        if values is None:
+            values = module[name] = [unpacked_value(b, name) for b in
+                                     ctx.scope(ctx.tree).bindings.get(name, ())]
+    if not values and name.startswith("self.") and ctx.mentions(f"{name} ="):
+        values = self_assignments(ctx.class_def, name, ctx)
+    if not values:
+        recv, _, last = name.rpartition(".")
+        if last[:1].isupper() and any(ch.islower() for ch in last):
+            return False  # `EntropyLoss(after_softmax=...)` builds a loss object
+        if recv and recv not in ("self", "cls") and \
+                recv.partition(".")[0] not in ctx.imports.aliases and \
+                not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
+            return False  # `self.value_function.compute_loss(x, y)`: the model's method
+        return bool(LOSS_CALLABLE_RE.match(last))
+    return all(isinstance(u := _unmoved(v), ast.Call)
+               and is_torch_loss(ctx.qualified_name(u.func)) for v in values)
+
+
+def _unmoved(v: ast.expr | None) -> ast.expr | None:
+    """``nn.CrossEntropyLoss()`` for ``nn.CrossEntropyLoss().cuda(gpu)`` / ``.to(device)``."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in MOVES:
+        v = v.func.value
+    return v
 
 
 def is_loss_class(cls: ast.ClassDef | None, ctx: Context) -> bool:

@@ -10,8 +10,8 @@ one function (see :class:`gradtrace.lint.flow.Scope`) and classifying every sour
 * ``unknown``: a function argument, an attribute, an unresolved call;
 * ``data``: a loop target over a loader, a constant, a new tensor from a factory.
 
-Whether a helper's result is made under grad-off is answered here once (:func:`returns_off`,
-NOTE [no-grad helpers]) for GT2 and for the GT5 graph-carrying bindings.
+A call of a helper of the file is followed by the subclass in :mod:`.helper_sources`; whether
+the helper's result is made under grad-off is :func:`.grad_off_returns.returns_off`.
 
 # NOTE [prediction position]
 For a loss call (``F.cross_entropy(pred, target)``, ``criterion(pred, target)``), only the
@@ -29,18 +29,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import (
-    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_functional_loss,
-    is_torch_loss)
+    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_loss_callee)
 from gradtrace.lint.analysis.model_calls import runs_model
-from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
-from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE, LOSS_NAME_RE
+from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import child_nodes, walk
-from gradtrace.lint.analysis.helper_saves import saved_params
+from gradtrace.lint.nodes import child_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -81,17 +78,6 @@ class Deps:
             self.unknown |= other.unknown
 
 
-def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
-    """``F.cross_entropy``, ``nn.MSELoss()(...)`` instances by name, ``criterion``/``*loss``."""
-    if isinstance(func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`: built and called at once
-        return is_torch_loss(ctx.qualified_name(func.func))
-    qual = ctx.qualified_name(func) or ""
-    last = qual.rpartition(".")[2]
-    if is_functional_loss(qual) or qual == "torch.nn.functional.cosine_similarity":
-        return True
-    return bool(last) and bool(LOSS_NAME_RE.search(last))
-
-
 def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
     """Named like inference (predict/evaluate/...) or decorated to disable grad."""
     if not isinstance(fn, FUNCTION_TYPES):
@@ -116,17 +102,15 @@ class _Query:
 class Tracer:
     """Classifies the sources of expressions inside one function scope.
 
-    One per function (following the file's helpers or not), cached on the context
-    (:func:`grad_sources`) and shared by the GT2 rules: it holds the function's facts (its
-    arguments, the bindings that may reach a use) and the answers given so far; each query
-    walks with its own :class:`_Query`, so an answer never depends on what was asked before.
-    A call runs a helper of the file when the analysis layer says so
-    (:meth:`~gradtrace.lint.analysis.facts.Analysis.local_callee`, as for GT1)."""
+    One per function (:func:`local_sources`; following the file's helpers:
+    :func:`.helper_sources.grad_sources`), cached on the context and shared by the GT2 rules:
+    it holds the function's facts (its arguments, the bindings that may reach a use) and the
+    answers given so far; each query walks with its own :class:`_Query`, so an answer never
+    depends on what was asked before."""
 
-    def __init__(self, ctx: Context, scope: Scope, helpers: bool = False) -> None:
+    def __init__(self, ctx: Context, scope: Scope) -> None:
         self.ctx = ctx
         self.scope = scope
-        self.helpers = helpers
         self._q = _Query()
         self._answers: dict[tuple[int, int], Deps] = {}
         a = scope.node.args if isinstance(scope.node, FUNCTION_TYPES) else None
@@ -252,9 +236,9 @@ class Tracer:
                 return d
         if is_loss_callee(ctx, func):
             return self._loss_call(e, line, depth)
-        fn = self._helper(e, line)
-        if fn is not None:
-            return self._helper_call(e, fn, line, depth)
+        through = self._through_helper(e, line, depth)
+        if through is not None:
+            return through
         if qual.startswith("torch.") and not qual.startswith("torch.nn.") \
                 or qual.startswith("torch.nn.functional."):
             return self._args(e, line, depth, saves=qual.rpartition(".")[2] in SAVES_INPUT_FUNCS)
@@ -285,9 +269,14 @@ class Tracer:
         d.unknown = True
         return d
 
-    def _helper(self, call: ast.Call, line: int) -> ast.AST | None:
-        """The function of this file ``call`` runs (when this tracer follows helpers)."""
-        return self.ctx.analysis.local_callee(call, self.scope, line) if self.helpers else None
+    def _through_helper(self, e: ast.Call, line: int, depth: int) -> Deps | None:
+        """What a call of one of the file's functions gives, when the subclass follows them
+        (:class:`.helper_sources.HelperSources`); None: not followed."""
+        return None
+
+    def _helper_inference(self, call: ast.Call, line: int) -> Dead | None:
+        """The inference tensor a followed helper's call returns (see :meth:`_through_helper`)."""
+        return None
 
     def _local_object(self, name: str, line: int) -> bool:
         """``name`` holds an object this function got from a call it cannot type
@@ -333,12 +322,8 @@ class Tracer:
             else:
                 break
             depth += 1
-        if isinstance(a, ast.Call) and self.helpers:
-            fn = self._helper(a, line)
-            off = returns_off(self.ctx, fn)
-            if off is not None and off_mode(off, self.ctx) == "inference":
-                return Dead(a, off, "inference", fn)
-            return None
+        if isinstance(a, ast.Call):
+            return self._helper_inference(a, line)
         name = dotted(a) if isinstance(a, (ast.Name, ast.Attribute)) else None
         b = self.scope.binding_before(name, line) if name else None
         if b is None or depth >= 8:
@@ -376,22 +361,6 @@ class Tracer:
             self._consume(e, args + rest, line, d)
         return d
 
-    def _helper_call(self, e: ast.Call, fn: ast.AST, line: int, depth: int) -> Deps:
-        d = Deps()
-        off = returns_off(self.ctx, fn)
-        if off is not None:
-            d.dead.append(Dead(e, off, off_mode(off, self.ctx), fn))
-            return d
-        if not e.args and not e.keywords and isinstance(fn, FUNCTION_TYPES) and \
-                data_helper(self.ctx, fn):
-            return d  # `x, y = get_batch()`: data made from constants, no graph
-        d.live = True
-        if isinstance(fn, FUNCTION_TYPES) and e.args:  # it may save an inference tensor
-            saved = saved_params(self.ctx, fn)
-            binds = self.ctx.analysis.arguments(fn, e) if saved else {}
-            self._consume(e, [v for p, v in binds.items() if p in saved], line, d)
-        return d
-
     # -- operators ---------------------------------------------------------------------------
     def _t_BinOp(self, e: ast.BinOp, line: int, depth: int) -> Deps:
         left = self.trace(e.left, line, depth + 1)
@@ -421,69 +390,7 @@ def _is_factory(ctx: Context, e: ast.AST) -> bool:
     return isinstance(e, ast.Call) and (ctx.qualified_name(e.func) or "") in NEW_TENSOR_FUNCS
 
 
-def returns_off(ctx: Context, fn: ast.AST | None, element: int | None = None,
-                arity: int | None = None) -> ast.AST | None:
-    """The grad-off node (``@torch.no_grad()``, a ``with`` block) under which every value the
-    function ``fn`` returns is made, or None; with ``element``, only that element of each
-    returned tuple of ``arity`` values (``p_model, n = self.update_stats(logits, p_model)``).
-
-    # NOTE [no-grad helpers]
-    PyTorch records nothing while grad is off, so an operation or call made there has no
-    ``grad_fn`` however its inputs were computed: such a result carries no graph into the
-    caller. Each returned value (constants aside, at least one) is traced in ``fn`` alone
-    (:class:`Tracer` without helpers): it must be a name or hold a call, and come only from
-    values made under grad-off (a name handed back as it was, an argument, keeps its
-    history; ``enable_grad`` inside the block turns grad back on). Asked by GT2 (a helper's
-    result in a loss) and GT5 (a binding that carries no graph)."""
-    if not isinstance(fn, FUNCTION_TYPES):
-        return None
-    return ctx.memo(f"returns-off:{element}:{arity}", fn,
-                    lambda: _returns_off(ctx, fn, element, arity))
-
-
-def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | None
-                 ) -> ast.AST | None:
-    values = []
-    for r in ctx.scope(fn).stmts:
-        if not isinstance(r, ast.Return) or r.value is None:
-            continue
-        v = r.value
-        if element is not None:
-            if not isinstance(v, ast.Tuple) or len(v.elts) != arity:
-                return None
-            v = v.elts[element]
-        if isinstance(v, ast.Constant):
-            continue
-        if not isinstance(v, ast.Name) and not any(isinstance(n, ast.Call) for n in walk(v)):
-            return None
-        values.append((v, r.lineno))
-    tracer = grad_sources(ctx, fn, with_helpers=False)
-    off = None
-    for v, line in values:
-        d = tracer.sources(v, line)
-        if not d.dead or d.live or d.unknown or d.explicit_grad:
-            return None
-        off = off or d.dead[0].off
-    return off
-
-
-def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A function of the file (called without arguments) whose every return carries no graph
-    and no cut by the GT1 tracer (:func:`.origins.origins`, its arguments dead): data made
-    from factories and module constants (``x, y = get_batch()``)."""
-    def make() -> bool:
-        if fn.decorator_list or len(fn.body) > 40:
-            return False
-        t = origins(ctx, fn, arguments_live=False)
-        rets = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
-        return bool(rets) and all(s.value is not None and not (tr := t.trace(
-            s.value, s, s.lineno)).live and not tr.cuts for s in rets)
-    return ctx.memo("origins-data-helper", fn, make)
-
-
-def grad_sources(ctx: Context, node: ast.AST, with_helpers: bool = True) -> Tracer:
-    """The :class:`Tracer` of the function or module ``node`` (following the file's helpers
-    or not), built once per file and shared by the GT2 rules."""
-    if not with_helpers:
-        return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))
-    return ctx.memo("gt2-sources", node, lambda: Tracer(ctx, ctx.scope(node), True))
+def local_sources(ctx: Context, node: ast.AST) -> Tracer:
+    """The :class:`Tracer` of the function or module ``node`` alone (calls of the file's
+    helpers unknown), built once per file: :func:`.grad_off_returns.returns_off` reads it."""
+    return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))

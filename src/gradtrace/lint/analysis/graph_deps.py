@@ -17,11 +17,10 @@ from typing import Callable, Iterator
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
     unpacks_indices)
-from gradtrace.lint.analysis.grad_sources import returns_off
+from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
-from gradtrace.lint.analysis.reach import reaching, value_of
+from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads
-from gradtrace.lint.analysis.kinds import MODULE as MODULE_KIND
 from gradtrace.lint.analysis.model_calls import model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
@@ -187,7 +186,7 @@ class Graphs:
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                 and isinstance(s.value, ast.Call)):
             return False
-        fn = forward_of(ctx, s.value, self.scope, b.line)
+        fn = called_function(s.value, self.scope, b.line)
         if not isinstance(s.targets[0], ast.Tuple):  # NOTE [no-grad helpers]
             return dotted(s.targets[0]) == b.name and returns_off(ctx, fn) is not None
         names = [dotted(e) for e in s.targets[0].elts]
@@ -230,19 +229,6 @@ class Graphs:
             if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
-
-
-def forward_of(ctx: Context, call: ast.Call, scope: object, line: int
-                ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function of this file ``call`` runs: a helper, or ``forward`` of a module of this
-    file called as ``model(x)``."""
-    fn = ctx.analysis.callee(call, scope.node)  # type: ignore[attr-defined]
-    if fn is not None:
-        return fn
-    k = ctx.analysis.kind(call.func, scope, line)  # type: ignore[arg-type]
-    cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE_KIND \
-        else None
-    return cls.methods.get("forward") if cls is not None else None
 
 
 def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:

@@ -29,10 +29,9 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
-from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, OFF_MODES, grad_off_cut
-from gradtrace.lint.analysis.kinds import MODULE, OBJECT
-from gradtrace.lint.grad_modes import grad_mode_of
+from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut
 from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.reach import called_function, disables_grad
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -47,8 +46,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if key in memo:
         return memo[key]
     memo[key] = None  # recursion guard
-    off_deco = bool(fn.decorator_list) and all(
-        grad_mode_of(d, ctx.imports) in OFF_MODES for d in fn.decorator_list)
+    off_deco = bool(fn.decorator_list) and all(disables_grad(d, ctx) for d in fn.decorator_list)
     if fn.decorator_list and not off_deco or len(fn.body) > 60:
         return None
     scope = ctx.scope(fn)
@@ -63,7 +61,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if off is not None or off_deco:
         memo[key] = off
         return off
-    t = ctx.memo("gt1-helper-tracer", fn, lambda: _HelperTracer(ctx.scope(fn), ctx))
+    t = ctx.memo("gt1-helper-tracer", fn, lambda: HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
     for s in returns:
         tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
@@ -77,11 +75,13 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     return memo[key]
 
 
-class _HelperTracer(Tracer):
-    """A helper's tracer that follows the file's helpers it calls (NOTE [helper cuts])."""
+class HelperTracer(Tracer):
+    """The tracer that follows the file's functions a call runs (NOTE [helper cuts]): a
+    helper's own, and the GT1 loss paths' (:class:`~gradtrace.lint.rules.graph_breaks._paths.
+    LossPaths`)."""
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        fn = called_function(self.ctx, e, self.scope, line)
+        fn = called_function(e, self.scope, line)
         return None if fn is None else through_file_function(self, e, fn, use, line)
 
 
@@ -96,27 +96,6 @@ def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.Asyn
     if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
         return Trace(True)
     return got
-
-
-def called_function(ctx: Context, e: ast.Call, scope: Scope, line: int
-                    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function of this file the call ``e`` runs: a helper, ``self.method(...)``, or the
-    ``forward`` of a module class of this file called through an instance (``model(x)``,
-    ``self.head(h)``, the instance's kind read by the analysis layer: NOTE [kinds])."""
-    a = ctx.analysis
-    fn = a.local_callee(e, scope, line)
-    if fn is not None or not isinstance(e.func, (ast.Name, ast.Attribute)):
-        return fn
-    if isinstance(e.func, ast.Name) and e.func.id in a.classes:
-        return None  # constructing an instance
-    k = a.kind(e.func, scope, line)
-    cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
-    if cls is None and isinstance(e.func, ast.Attribute):  # `self.model.refine(h)`
-        own = a.kind(e.func.value, scope, line)
-        cls = a.classes.get(own.cls or "") if own is not None and own.what in (
-            MODULE, OBJECT) else None
-        return cls.methods.get(e.func.attr) if cls is not None else None
-    return cls.methods.get("forward") if cls is not None and cls.is_module else None
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:

@@ -10,23 +10,23 @@ target-like arguments, constants, hyper-parameters, tokenizer and config objects
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.analysis.cuts import (
-    CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE, MOVES,
-    NON_TENSOR_KWARGS, NONDIFF, NUMPY, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut, Trace, asks_grad,
-    constant_default_args, detached_copy, is_torch_loss, objects_of, pair_source, peel,
-    registered_buffer, self_assignments, top_defs, unpacks_indices, PAIR_METHODS,
+    CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE,
+    NON_TENSOR_KWARGS, NONDIFF, NUMPY, PAIR_METHODS, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut,
+    Trace, asks_grad, detached_copy, is_torch_loss, objects_of, pair_source, peel, pure_loss,
+    top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
-from gradtrace.lint.analysis.attr_origins import cut_attribute
+from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_unpackings
-from gradtrace.lint.analysis.facts import unpacked_value as _bound_value
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.reach import reaching
-from gradtrace.lint.analysis.toplevel import module_level_functions, module_value
+from gradtrace.lint.analysis.toplevel import (
+    module_level_functions, module_value, nonlocal_numbers)
 from gradtrace.lint.analysis.vocabulary import (
-    DATA_ITER_RE, INPUT_RE, LOSS_CALLABLE_RE, OBJECT_RE, TARGET_RE,
+    DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE,
 )
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -63,9 +63,9 @@ class Tracer:
                     self.params.add(arg.arg)
         self._memo: dict[tuple[int, int], Trace] = {}
         self._busy: set[tuple[str, int]] = set()
-        self._pure: dict[str, bool] = {}
+        self._pure: dict[str, bool] = {}  # answers of pure_loss, setting_attr
         self._env: dict[str, Trace] = {}  # comprehension variables in scope
-        self._nonlocals: frozenset[str] | None = None  # see _nonlocal_numbers
+        self._nonlocals: frozenset[str] | None = None  # see toplevel.nonlocal_numbers
         self._inputs: frozenset[str] | None = None  # see _model_inputs
         self._depth = 0
 
@@ -154,7 +154,7 @@ class Tracer:
         if not bs:
             if name in self.ctx.imports.aliases:
                 return DEAD  # an imported constant or module
-            if name in self.settings or name in self._nonlocal_numbers():
+            if name in self.settings or name in nonlocal_numbers(self):
                 return DEAD
             if name in self.params:
                 dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
@@ -182,35 +182,6 @@ class Tracer:
                     and b.value.func.id in ("list", "dict", "set")):
                 out = out | self._filled(name, line)
         return out
-
-    def _nonlocal_numbers(self) -> frozenset[str]:
-        """``nonlocal n`` names the enclosing function binds only to Python numbers (``n = 0``,
-        ``n += 1``): a call counter of a stub loss in a test, never a tensor on the graph."""
-        hit = self._nonlocals
-        if hit is None:
-            hit = self._nonlocals = frozenset(self._nonlocal_numbers_uncached())
-        return hit
-
-    def _nonlocal_numbers_uncached(self) -> Iterator[str]:
-        node = self.scope.node
-        names = {n for s in getattr(node, "body", ()) for x in walk(s)
-                 if isinstance(x, ast.Nonlocal) for n in x.names}
-        if not names:
-            return
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef)
-        outer = next((s for s in reversed(self.ctx.stmts) if isinstance(s, defs)
-                      and any(b is node for b in s.body)), None)
-        if outer is None:
-            outer = next((f for f in walk(self.ctx.tree) if isinstance(f, defs)
-                          and any(b is node for b in f.body)), None)
-        if outer is None:
-            return
-        bindings = self.ctx.scope(outer).bindings
-        for n in names:
-            values = [b.value for b in bindings.get(n, ())]
-            if values and all(isinstance(v, ast.Constant) and type(v.value) in (int, float)
-                              for v in values):
-                yield n
 
     def _filled(self, name: str, line: int) -> Trace:
         """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
@@ -281,7 +252,7 @@ class Tracer:
             if bs:
                 return self._name(name, use, line)
         if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
-            if name is not None and self._setting_attr(name):
+            if name is not None and setting_attr(self, name):
                 return DEAD
             cls = self.ctx.analysis.class_of(self.scope.node)  # NOTE [attribute origins]
             cut = cut_attribute(self.ctx, cls.node, e.attr, origins) if cls else None
@@ -332,9 +303,9 @@ class Tracer:
             return through
         if isinstance(e.func, ast.Name) and is_record_class(self.ctx, e.func.id):
             return self.args_trace(e, use, line)  # `TLE(bstar=x.item())`: holds its arguments
-        if self._pure_loss(e.func) or (isinstance(e.func, ast.Call) and is_torch_loss(
-                self.ctx.qualified_name(e.func.func))) or (isinstance(e.func, ast.Name) and
-                                       helper_is_pure(self.ctx, e.func.id)):
+        if pure_loss(self, e.func) or (isinstance(e.func, ast.Call) and is_torch_loss(
+                self.ctx.qualified_name(e.func.func))) or (
+                isinstance(e.func, ast.Name) and helper_is_pure(self.ctx, e.func.id)):
             return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
@@ -372,65 +343,6 @@ class Tracer:
         kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
         return self._all([*e.args, *kws], use, line)
 
-    def _setting_attr(self, name: str) -> bool:
-        """``self.lam`` only ever assigned a constant, a constant-default argument or a
-        Python number (``float(rate)``); or ``self.p`` a buffer of the class
-        (``self.register_buffer('p', ...)``, never assigned): no gradient reaches it."""
-        key = "attr:" + name
-        hit = self._pure.get(key)
-        if hit is None:
-            hit = False
-            cls = self.ctx.class_def
-            values = self_assignments(cls, name, self.ctx)  # `self.x   = ...` aligned too
-            if values:
-                settings = constant_default_args(cls)
-                hit = bool(values) and all(
-                    (isinstance(v, ast.Constant) and isinstance(v.value, (int, float))) or
-                    (isinstance(v, ast.Name) and v.id in settings) or
-                    (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
-                     and v.func.id in ("float", "int") and v.func.id not in self.scope.bindings)
-                    for v in values)
-            elif cls is not None and self.ctx.mentions("register_buffer"):
-                hit = registered_buffer(cls, name.partition(".")[2])
-            self._pure[key] = hit
-        return hit
-
-    def _pure_loss(self, func: ast.expr) -> bool:
-        """``criterion`` bound to a ``torch.nn.*Loss()`` (or named like a loss function)."""
-        name = dotted(func)
-        if name is None:
-            return False
-        hit = self._pure.get(name)
-        if hit is None:
-            hit = self._pure[name] = self._pure_loss_name(name)
-        return hit
-
-    def _pure_loss_name(self, name: str) -> bool:
-        """Bound to ``torch.nn.*Loss()``; or, when nothing in the file binds it, named like a
-        loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
-        learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
-        values = [_bound_value(b, name) for b in self.scope.bindings.get(name, ())]
-        if not values:  # the module's, listed once per file (each function of a script asks)
-            module: dict[str, list[ast.expr | None]] = self.ctx.memo(
-                "origins-module-values", self.ctx.tree, dict)
-            values = module.get(name)  # type: ignore[assignment]
-            if values is None:
-                values = module[name] = [_bound_value(b, name) for b in
-                                         self.ctx.scope(self.ctx.tree).bindings.get(name, ())]
-        if not values and name.startswith("self.") and self.ctx.mentions(f"{name} ="):
-            values = self_assignments(self.ctx.class_def, name, self.ctx)
-        if not values:
-            recv, _, last = name.rpartition(".")
-            if last[:1].isupper() and any(ch.islower() for ch in last):
-                return False  # `EntropyLoss(after_softmax=...)` builds a loss object
-            if recv and recv not in ("self", "cls") and \
-                    recv.partition(".")[0] not in self.ctx.imports.aliases and \
-                    not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
-                return False  # `self.value_function.compute_loss(x, y)`: the model's method
-            return bool(LOSS_CALLABLE_RE.match(last))
-        return all(isinstance(u := _unmoved(v), ast.Call)
-                   and is_torch_loss(self.ctx.qualified_name(u.func)) for v in values)
-
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:
             return LIVE if asks_grad(e) else DEAD
@@ -454,30 +366,45 @@ def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:
     return ctx.memo("origins" if arguments_live else "origins-args-dead", node, make)
 
 
-def helper_is_pure(ctx: Context, name: str) -> bool:
-    """Whether ``name`` is a function defined at the top of this file whose results come from
-    its arguments only (no model, global or ``self`` of its own): then a call to it is as live
-    as its arguments (``kl_divergence(mu.detach(), logvar.detach())`` is cut)."""
-    per_file: dict[str, bool] = ctx.memo("origins-pure-helpers", ctx.tree, dict)
-    hit = per_file.get(name)
-    if hit is None:
-        per_file[name] = False  # while analysing (recursion): not pure
-        fn = top_defs(ctx).get(name)
-        hit = per_file[name] = fn is not None and _returns_only_arguments(ctx, fn)
-    return hit
+def argument_returns(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Trace | None:
+    """What the function ``fn`` of this file returns when its arguments carry nothing (its
+    tracer with the arguments dead): the union of its returns' traces; None when a return may
+    carry a graph of the function's own (a model, a global, ``self``), or ``fn`` is decorated,
+    longer than 40 statements or returns nothing. One answer per function, for GT1 (a call
+    is as live as its arguments: ``kl_divergence(mu.detach(), logvar.detach())`` is cut) and
+    GT2 (called without arguments, nothing cut: data made from constants, ``x, y =
+    get_batch()``)."""
+    memo: dict[int, Trace | None] = ctx.memo("origins-argument-returns", ctx.tree, dict)
+    key = id(fn)
+    if key not in memo:
+        memo[key] = None  # while analysing (recursion): may carry a graph
+        memo[key] = _argument_returns(ctx, fn)
+    return memo[key]
 
 
-def _returns_only_arguments(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _argument_returns(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
+                      ) -> Trace | None:
     if fn.decorator_list or len(fn.body) > 40:
-        return False
+        return None
     t = origins(ctx, fn, arguments_live=False)
-    returns = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
-    return bool(returns) and all(
-        s.value is not None and not t.trace(s.value, s, s.lineno).live for s in returns)
+    out = None
+    for s in t.scope.stmts:
+        if isinstance(s, ast.Return):
+            if s.value is None or (tr := t.trace(s.value, s, s.lineno)).live:
+                return None
+            out = tr if out is None else out | tr
+    return out
 
 
-def _unmoved(v: ast.expr | None) -> ast.expr | None:
-    """``nn.CrossEntropyLoss()`` for ``nn.CrossEntropyLoss().cuda(gpu)`` / ``.to(device)``."""
-    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in MOVES:
-        v = v.func.value
-    return v
+def helper_is_pure(ctx: Context, name: str) -> bool:
+    """``name`` is a function at the top of this file whose results come from its arguments
+    only (:func:`argument_returns`)."""
+    fn = top_defs(ctx).get(name)
+    return fn is not None and argument_returns(ctx, fn) is not None
+
+
+def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function of the file whose every return carries no graph and no cut, its arguments
+    dead (:func:`argument_returns`): data made from factories and module constants."""
+    got = argument_returns(ctx, fn)
+    return got is not None and not got.cuts

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import NOT_MODULES
 from gradtrace.lint.analysis.objects import field_source
+from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, NOT_MODEL_RE, PRETRAINED_MODEL_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -187,40 +188,6 @@ def builds_module(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> b
 
 
 PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
-
-
-def called_function(call: ast.Call, scope: Scope, line: int
-                    ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The file's function a call runs: ``helper(...)``, ``self.method(...)``, or
-    ``Class.method(...)`` (a static method of a class of the file)."""
-    memo: dict[tuple[int, int], tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef | None]]
-    memo = scope.ctx.memo("analysis-called-function", scope.node, dict)
-    got = memo.get((id(call), line))  # a long script asks again for each later statement
-    if got is None or got[0] is not call:  # (the entry keeps ``call`` alive: ids stay unique)
-        got = memo[(id(call), line)] = (call, _called_function(call, scope, line))
-    return got[1]
-
-
-def _called_function(call: ast.Call, scope: Scope, line: int
-                     ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    an = scope.ctx.analysis
-    fn = an.local_callee(call, scope, line)
-    if fn is not None:
-        return fn
-    f = call.func
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-        cls = an.classes.get(f.value.id)
-        b = scope.binding_before(f.value.id, line)
-        if cls is not None and (b is None or isinstance(b.stmt, ast.ClassDef)):
-            m = cls.methods.get(f.attr)
-            if m is not None and any(dotted(d) == "staticmethod" for d in m.decorator_list):
-                return m
-    if isinstance(f, ast.Attribute):  # `model.quantizer.init_range(...)`: a method of a class
-        k = an.kind(f.value, scope, line)  # of the file, through the receiver's kind
-        cls = an.classes.get(k.cls or "") if k is not None else None
-        if cls is not None:
-            return cls.methods.get(f.attr)
-    return None
 
 
 def replaced_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> frozenset[str]:

@@ -12,18 +12,20 @@ and ask the same three things of it, answered here once:
 * where grad is off: the ``with`` / decorator ``Scope.no_grad`` records for a statement
   (``Binding.no_grad`` for a binding), and the mode it sets (:func:`off_mode`).
 
-Which function of the file a call runs is the analysis layer's answer
-(:meth:`~gradtrace.lint.analysis.facts.Analysis.local_callee`); every function of the file by
-its name is listed once here (:func:`defs_by_name`). What cuts the graph is the one table in
-:mod:`.cuts`.
+Which function of the file a call runs is answered once here (:func:`called_function`, over
+the analysis layer's :meth:`~gradtrace.lint.analysis.facts.Analysis.local_callee` and kinds);
+every function of the file by its name is listed once here (:func:`defs_by_name`). What cuts
+the graph is the one table in :mod:`.cuts`.
 """
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.kinds import MODULE, OBJECT
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements
 
 if TYPE_CHECKING:
@@ -112,3 +114,45 @@ def defs_by_name(ctx: Context) -> dict[str, list[Def]]:
                 out.setdefault(s.name, []).append(s)
         return out
     return ctx.memo("defs-by-name", ctx.tree, make)
+
+
+def called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
+    """The function of this file that ``call`` (read at ``line`` in ``scope``) runs, or None:
+    a helper or ``self.method(...)`` (the analysis layer's ``local_callee``: not when the name
+    is rebound first), a static method (``Class.method(...)``), the ``forward`` of a module
+    class of the file called through an instance (``model(x)``, ``self.head(h)``; ``Net()``
+    constructs one), or a method called through an instance of a class of the file
+    (``self.model.refine(h)``, ``env.step(a)``), the instance's kind read by the analysis
+    layer (NOTE [kinds]). One answer for GT1's helper cuts, GT5's graph-carrying bindings
+    and the registration rules; GT2 follows ``local_callee`` only."""
+    memo: dict[tuple[int, int], tuple[ast.Call, Def | None]]
+    memo = scope.ctx.memo("called-function", scope.node, dict)
+    got = memo.get((id(call), line))  # a long script asks again for each later statement
+    if got is None or got[0] is not call:  # (the entry keeps ``call`` alive: ids stay unique)
+        got = memo[(id(call), line)] = (call, _called_function(call, scope, line))
+    return got[1]
+
+
+def _called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
+    a = scope.ctx.analysis
+    fn = a.local_callee(call, scope, line)
+    f = call.func
+    if fn is not None or not isinstance(f, (ast.Name, ast.Attribute)):
+        return fn
+    if isinstance(f, ast.Name) and f.id in a.classes:
+        return None  # constructing an instance
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        cls = a.classes.get(f.value.id)
+        b = scope.binding_before(f.value.id, line)
+        if cls is not None and (b is None or isinstance(b.stmt, ast.ClassDef)):
+            m = cls.methods.get(f.attr)
+            if m is not None and any(dotted(d) == "staticmethod" for d in m.decorator_list):
+                return m
+    k = a.kind(f, scope, line)
+    cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
+    if cls is None and isinstance(f, ast.Attribute):  # `self.model.refine(h)`
+        own = a.kind(f.value, scope, line)
+        cls = a.classes.get(own.cls or "") if own is not None and own.what in (
+            MODULE, OBJECT) else None
+        return cls.methods.get(f.attr) if cls is not None else None
+    return cls.methods.get("forward") if cls is not None and cls.is_module else None

@@ -1,4 +1,5 @@
-"""Module-level names read by the file's functions.
+"""Names a function reads but does not bind: the module's (NOTE [module constants]) and the
+``nonlocal`` counters of its enclosing function (:func:`nonlocal_numbers`).
 
 # NOTE [module constants]
 A function that reads a name it does not bind reads the module's binding of it (when the
@@ -10,11 +11,11 @@ at run time) and every module-level binding of it is a plain assignment.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import of_types
+from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:  # (origins imports this module)
     from gradtrace.lint.analysis.origins import Tracer
@@ -61,3 +62,34 @@ def module_value(top: Tracer, name: str) -> Trace:
         if t.live or t.cuts:
             return LIVE
     return LIVE if top.made_trainable(name) else DEAD
+
+
+def nonlocal_numbers(t: Tracer) -> frozenset[str]:
+    """``nonlocal n`` names the enclosing function binds only to Python numbers (``n = 0``,
+    ``n += 1``): a call counter of a stub loss in a test, never a tensor on the graph."""
+    hit = t._nonlocals
+    if hit is None:
+        hit = t._nonlocals = frozenset(_nonlocal_numbers(t))
+    return hit
+
+
+def _nonlocal_numbers(t: Tracer) -> Iterator[str]:
+    node = t.scope.node
+    names = {n for s in getattr(node, "body", ()) for x in walk(s)
+             if isinstance(x, ast.Nonlocal) for n in x.names}
+    if not names:
+        return
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    outer = next((s for s in reversed(t.ctx.stmts) if isinstance(s, defs)
+                  and any(b is node for b in s.body)), None)
+    if outer is None:
+        outer = next((f for f in walk(t.ctx.tree) if isinstance(f, defs)
+                      and any(b is node for b in f.body)), None)
+    if outer is None:
+        return
+    bindings = t.ctx.scope(outer).bindings
+    for n in names:
+        values = [b.value for b in bindings.get(n, ())]
+        if values and all(isinstance(v, ast.Constant) and type(v.value) in (int, float)
+                          for v in values):
+            yield n

@@ -10,9 +10,9 @@ from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.analysis.cuts import SAVES_INPUT_FUNCS
-from gradtrace.lint.analysis.grad_sources import (
-    LIVE_MULT, grad_sources, is_inference_function, is_loss_callee)
+from gradtrace.lint.analysis.cuts import SAVES_INPUT_FUNCS, is_loss_callee
+from gradtrace.lint.analysis.grad_sources import LIVE_MULT, is_inference_function
+from gradtrace.lint.analysis.helper_sources import grad_sources
 from gradtrace.lint.nodes import bfs_walk
 
 TRAINING_NAMES = frozenset({"forward", "training_step", "train_step", "compute_loss",

@@ -9,7 +9,8 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
-from gradtrace.lint.analysis.grad_sources import Dead, Deps, grad_sources
+from gradtrace.lint.analysis.grad_sources import Dead, Deps
+from gradtrace.lint.analysis.helper_sources import grad_sources
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
 from gradtrace.lint.rules.graph_breaks._base import LossCutRule, related_for, short

@@ -38,8 +38,7 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
 from gradtrace.lint.analysis.backpropagated import backpropagated
-from gradtrace.lint.analysis.helper_cuts import called_function, through_file_function
-from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.helper_cuts import HelperTracer
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
@@ -73,7 +72,7 @@ class Verdict:
     cut_terms: list[tuple[ast.expr, tuple[Cut, ...]]] = field(default_factory=list)
 
 
-class LossPaths(Tracer):
+class LossPaths(HelperTracer):
     """The loss-path analysis of one function scope (cached; see :func:`loss_paths`)."""
 
     def __init__(self, scope: Scope, ctx: Context) -> None:
@@ -109,10 +108,6 @@ class LossPaths(Tracer):
             if q in ("torch.nn.Module", "nn.Module") or q.endswith("Module"):
                 return True
         return False
-
-    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        fn = called_function(self.ctx, e, self.scope, line)
-        return None if fn is None else through_file_function(self, e, fn, use, line)
 
     def _is_loss_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         name = node.name.lower()

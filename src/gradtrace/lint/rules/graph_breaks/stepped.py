@@ -30,7 +30,6 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._base import worth_reporting, short
 from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
-from gradtrace.lint.analysis.helper_cuts import cut_through
 from gradtrace.lint.analysis.origins import Tracer
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, loss_paths
 
@@ -220,25 +219,6 @@ class FocusTracer(LossPaths):
         if name is not None and self._other_module(e.func, name, line):
             return self.args_trace(e, use, line)
         return super()._call(e, use, line)
-
-    def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
-        got = super()._through_helper(e, use, line)
-        if got is not None:
-            return got
-        fn = self._method_of_object(e, line)
-        return None if fn is None else cut_through(self, e, fn, use, line)
-
-    def _method_of_object(self, e: ast.Call, line: int
-                          ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-        """``env.get_logprobs(...)`` with ``env`` an instance of a plain class of this file."""
-        f = e.func
-        if not isinstance(f, ast.Attribute) or not isinstance(f.value, ast.Name) \
-                or f.value.id == "self":
-            return None
-        k = self.ctx.analysis.kind(f.value, self.scope, line)
-        if k is None or k.what == MODULE or k.cls not in self.ctx.analysis.classes:
-            return None
-        return self.ctx.analysis.classes[k.cls].methods.get(f.attr)
 
     def _other_module(self, func: ast.expr, name: str, line: int) -> bool:
         """``name`` is a module bound to its own constructor, not the stepped model, not a part

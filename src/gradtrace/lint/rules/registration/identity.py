@@ -6,7 +6,8 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.params import builds_module, called_function, replaces_submodules_of
+from gradtrace.lint.analysis.params import builds_module, replaces_submodules_of
+from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, Scope
 from gradtrace.lint.names import dotted
@@ -380,7 +381,6 @@ def _stepped_together(scope: Scope, a: str, b: str) -> bool:
 def _own_replacement(call: ast.Call, target: str, ctx: Context) -> ast.stmt | None:
     """The ``self.<x> = nn.Parameter(...)`` (or a new module) in the method ``call`` runs on
     ``target``'s object: the statement to change (copy into the parameter instead)."""
-    from gradtrace.lint.analysis.params import called_function
     if not isinstance(call.func, ast.Attribute) or dotted(call.func.value) != target:
         return None
     fn = called_function(call, ctx.scope(), call.lineno)

@@ -9,7 +9,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.reach import value_of
-from gradtrace.lint.analysis.graph_deps import Deps, forward_of, graphs
+from gradtrace.lint.analysis.graph_deps import Deps, graphs
+from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
@@ -72,7 +73,7 @@ def _split_reads(f: LoopFacts, t: Binding, d1: Deps, d2: Deps, b1: Backward, b2:
     ``loss_a, loss_b = pair_loss(ya, yb, t)``, a function from elsewhere: a helper or module of
     this file is read by :func:`_separate_results` instead)."""
     if _graph_key(t, f) == id(t.stmt) and \
-            forward_of(f.ctx, t.stmt.value, f.scope, t.line) is None:  # type: ignore
+            called_function(t.stmt.value, f.scope, t.line) is None:  # type: ignore
         # names unpacked from a call whose body is elsewhere: which of them each loss reads
         n1 = {x.name for x in d1.bindings if x.stmt is t.stmt}
         n2 = {x.name for x in d2.bindings if x.stmt is t.stmt}
