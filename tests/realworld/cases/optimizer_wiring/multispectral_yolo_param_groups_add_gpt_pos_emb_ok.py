@@ -59,6 +59,9 @@ for k, v in model.named_modules():
         pg1.append(v.weight)  # apply decay
     if isinstance(v, GPT):
         pg1.append(v.pos_emb)  # positional embedding
+    if isinstance(v, nn.MultiheadAttention):
+        pg1.append(v.in_proj_weight)  # attention input projection (not a `.weight`)
+        pg2.append(v.in_proj_bias)
 optimizer = optim.SGD(pg0, lr=hyp['lr0'], momentum=hyp['momentum'], nesterov=True)
 optimizer.add_param_group({'params': pg1, 'weight_decay': hyp['weight_decay']})
 optimizer.add_param_group({'params': pg2})
