@@ -39,7 +39,7 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
         recv = dotted(f.value)
         if recv is None or recv == "self":
             return None
-        k = a.kind_in(f.value, where, call.lineno) or passed_kind(ctx, where, recv)
+        k = a.kind_in(f.value, where, call.lineno)
         cls = a.classes.get(k.cls or "") if k is not None and k.what in (MODULE, OBJECT) \
             else None
         fn = cls.methods.get(f.attr) if cls is not None else None
@@ -57,22 +57,6 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
     return fn, mapping
 
 
-def passed_kind(ctx: Context, fn: ast.AST, name: str, depth: int = 0) -> Kind | None:
-    """The kind every call of the function ``fn`` in this file passes for its parameter
-    ``name`` (followed through the callers' own parameters, two calls up)."""
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in name \
-            or depth > MAX_HOPS:
-        return None
-    a = ctx.analysis
-    kinds = []
-    for v, w in a.argument_values(fn, name):
-        k = a.kind_in(v, w, 10 ** 9)
-        if k is None and isinstance(v, ast.Name):
-            k = passed_kind(ctx, w, v.id, depth + 1)
-        kinds.append(k)
-    return kinds[0] if kinds and all(x == kinds[0] for x in kinds) else None
-
-
 # NOTE [parameter kinds]
 # A parameter's kind is what every call of its function in this file passes for it (one
 # caller, or all agreeing): ``def train(model, opt)`` called as ``train(Net(), SGD(...))``,
@@ -84,7 +68,7 @@ def passed_kind(ctx: Context, fn: ast.AST, name: str, depth: int = 0) -> Kind | 
 # unchanged is no caller. Each (function, parameter) is computed once per file; chains of
 # parameters through callers stop after MAX_PARAM_HOPS functions.
 MAX_PARAM_HOPS = 4
-_TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type"})
+_TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type", "super"})  # no escape
 
 
 def param_kind(a: Analysis, fn: ast.AST, name: str) -> Kind | None:
