@@ -11,7 +11,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.calls import (
-    _every_statement, ascii_code, own_expressions, statements_on, word_lines,
+    _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
@@ -191,7 +191,8 @@ def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
                         for c in a.classes.values()):
             return None  # a subclass calls it through `super().__init__(...)`
         return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)]
-    if fn.name.startswith("__") or cls.methods.get(fn.name) is not fn:
+    if fn.name.startswith("__") or fn.name == "forward" and cls.is_module \
+            or cls.methods.get(fn.name) is not fn:
         return None  # `forward` runs through `__call__`; a method defined twice
     calls, _, self_refs = _uses(a.ctx, fn.name)
     if self_refs:
@@ -223,20 +224,23 @@ def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool
         for s, outer in found:
             where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
                          ctx.tree)
-            for n, parent in own_expressions(s):
-                if isinstance(n, ast.Call):
-                    f = n.func
-                    if (isinstance(f, ast.Name) and f.id == name) or (
-                            isinstance(f, ast.Attribute) and f.attr == name):
-                        calls.append((n, where))
-                    continue
-                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
-                    if not (isinstance(parent, ast.Call) and (
-                            parent.func is n or dotted(parent.func) in _TYPE_CHECKS)):
+            plain: set[int] = set()  # called names, and the arguments of type checks
+            for n in own_nodes(s):  # pre-order: a call comes before its parts
+                cls = n.__class__
+                if cls is ast.Call:
+                    f = n.func  # type: ignore[attr-defined]
+                    if (f.__class__ is ast.Name and f.id == name) or (
+                            f.__class__ is ast.Attribute and f.attr == name):
+                        calls.append((n, where))  # type: ignore[arg-type]
+                    plain.add(id(f))
+                    if f.__class__ is ast.Name and f.id in _TYPE_CHECKS:
+                        plain.update(id(x) for x in n.args)  # type: ignore[attr-defined]
+                elif cls is ast.Name:
+                    if n.id == name and n.ctx.__class__ is ast.Load \
+                            and id(n) not in plain:  # type: ignore[attr-defined]
                         named = True
-                elif isinstance(n, ast.Attribute) and n.attr == name and \
-                        isinstance(n.value, ast.Name) and n.value.id == "self" and \
-                        not (isinstance(parent, ast.Call) and parent.func is n):
+                elif cls is ast.Attribute and n.attr == name and id(n) not in plain and \
+                        dotted(n.value) == "self":  # type: ignore[attr-defined]
                     self_ref = True
         return calls, named, self_ref
     return ctx.memo("param-kinds-uses:" + name, ctx.tree, make)

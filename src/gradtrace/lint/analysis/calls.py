@@ -236,21 +236,6 @@ def call_sites(ctx: Context, name: str
     return ctx.memo("calls-sites:" + name, ctx.tree, make)  # type: ignore[return-value]
 
 
-def own_expressions(s: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
-    """(node, its parent) for the nodes of a statement's own expressions (not its body
-    statements), in pre-order; the roots' parent is the statement."""
-    for f in _fields(type(s))[1]:
-        v = getattr(s, f, None)
-        for root in (v if v.__class__ is list else (v,)):
-            if not isinstance(root, ast.AST):
-                continue
-            stack = [(root, s)]
-            while stack:
-                n, parent = stack.pop()
-                yield n, parent
-                stack.extend((c, n) for c in reversed(list(children(n))))
-
-
 _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
 
 
