@@ -113,7 +113,8 @@ def _param_kind(a: Analysis, fn: Fn, name: str) -> Kind | None:
             continue  # `f(model, n - 1)` inside `f`: the parameter passed on
         else:
             k = a.kind_in(v, where, call.lineno)
-            k = k and _translated(k, fn, call, binds, where is ctx.tree)
+            local = where is ctx.tree and set(ctx.scope(fn).bindings)
+            k = k and _translated(k, fn, binds, local)
         if k is None:
             return None
         kinds.append(k)
@@ -133,11 +134,12 @@ def agreed(kinds: list[Kind]) -> Kind | None:
     return k
 
 
-def _translated(k: Kind, fn: Fn, call: ast.Call, binds: dict[str, ast.expr],
-                global_caller: bool) -> Kind | None:
+def _translated(k: Kind, fn: Fn, binds: dict[str, ast.expr],
+                local: set[str] | bool) -> Kind | None:
     """``k`` (read at the caller) with its parameter owners renamed to ``fn``'s parameters
     (``train(net, SGD(net.parameters()))``: over ``model`` inside ``def train(model, opt)``);
-    owners ``fn`` cannot see leave them unknown."""
+    owners ``fn`` cannot see leave them unknown (``local``: the names ``fn`` binds, when the
+    caller is the module, whose globals ``fn`` sees; False otherwise)."""
     if not k.over:
         return k
     names = {d: p for p, v in binds.items() if (d := dotted(v))}
@@ -148,7 +150,8 @@ def _translated(k: Kind, fn: Fn, call: ast.Call, binds: dict[str, ast.expr],
             over.add(names[o])
         elif root in names:
             over.add(names[root] + dot + rest)
-        elif global_caller and root != "self" and root not in _own_names(fn):
+        elif local is not False and root != "self" and root not in _own_names(fn) \
+                and root not in local:
             over.add(o)  # a global of the module, visible in `fn` too
         else:
             return Kind(k.what, k.cls, k.requires_grad, frozenset(), k.node)
