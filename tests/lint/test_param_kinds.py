@@ -236,3 +236,22 @@ def test_gt515_helper_returning_another_stepped_object_is_silent() -> None:
     src = SCHED.format(second="Counter()", first="sched.step()", then="opt.step()")
     src = "\nclass Counter:\n    def step(self):\n        pass\n" + src
     assert [c for c in _codes(src) if c[0] == "GT515"] == []
+
+
+def test_owners_the_function_cannot_see_are_left_unknown() -> None:
+    src = '''
+def train(opt):
+    pass
+
+def main():
+    net = Net()
+    train(torch.optim.SGD(net.parameters(), lr=0.1))
+
+def shadow(opt):
+    net = Net()
+
+net = Net()
+shadow(torch.optim.SGD(net.parameters(), lr=0.1))
+'''
+    assert _kind(src, "train", "opt") == ("optimizer", None, ())  # `net` is main's own
+    assert _kind(src, "shadow", "opt") == ("optimizer", None, ())  # another `net` there
