@@ -255,3 +255,21 @@ shadow(torch.optim.SGD(net.parameters(), lr=0.1))
 '''
     assert _kind(src, "train", "opt") == ("optimizer", None, ())  # `net` is main's own
     assert _kind(src, "shadow", "opt") == ("optimizer", None, ())  # another `net` there
+
+
+def test_gt407_a_modules_own_requires_grad_setting_is_silent() -> None:
+    # a module keeping a flag its own code reads (allennlp's Elmo, speechbrain, PyG's AGNNConv)
+    src = '''
+class Scaled(nn.Module):
+    def __init__(self, requires_grad=False):
+        super().__init__()
+        self.requires_grad = requires_grad
+        self.beta = nn.Parameter(torch.ones(1), requires_grad=requires_grad)
+
+    def forward(self, x):
+        return x * self.beta
+
+
+Scaled(True)(torch.randn(2)).sum().backward()
+'''
+    assert [c for c in _codes(src) if c[0] == "GT407"] == []
