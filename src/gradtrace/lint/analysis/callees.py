@@ -72,8 +72,8 @@ _TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type", "super"})  # no es
 
 
 def param_kind(a: Analysis, fn: ast.AST, name: str) -> Kind | None:
-    """The kind of parameter ``name`` of ``fn`` from the file's calls (NOTE [parameter
-    kinds])."""
+    """The kind of parameter ``name`` of ``fn`` from the file's calls
+    (NOTE [parameter kinds])."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     ctx = a.ctx
