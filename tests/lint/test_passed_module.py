@@ -1,5 +1,5 @@
 """A model handed to a function as a parameter is the module every caller passes
-(``analysis.module_outputs.passed_module``): GT758 reads the softmax at the end of its
+(NOTE [parameter kinds], in the core kind lookup): GT758 reads the softmax at the end of its
 ``forward`` through ``def fit(net, ...)``. Twin and look-alikes run on real torch."""
 from __future__ import annotations
 

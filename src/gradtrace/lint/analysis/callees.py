@@ -10,11 +10,18 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.calls import (
+    _every_statement, ascii_code, own_nodes, statements_on, word_lines,
+)
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import argument_default
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.facts import Analysis
     from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_HOPS = 2
@@ -32,7 +39,7 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
         recv = dotted(f.value)
         if recv is None or recv == "self":
             return None
-        k = a.kind_in(f.value, where, call.lineno) or passed_kind(ctx, where, recv)
+        k = a.kind_in(f.value, where, call.lineno)
         cls = a.classes.get(k.cls or "") if k is not None and k.what in (MODULE, OBJECT) \
             else None
         fn = cls.methods.get(f.attr) if cls is not None else None
@@ -50,17 +57,246 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
     return fn, mapping
 
 
-def passed_kind(ctx: Context, fn: ast.AST, name: str, depth: int = 0) -> Kind | None:
-    """The kind every call of the function ``fn`` in this file passes for its parameter
-    ``name`` (followed through the callers' own parameters, two calls up)."""
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in name \
-            or depth > MAX_HOPS:
+# NOTE [parameter kinds]
+# A parameter's kind is what every call of its function in this file passes for it (one
+# caller, or all agreeing): ``def train(model, opt)`` called as ``train(Net(), SGD(...))``,
+# ``self.step(batch)`` from a method of the same class, ``obj.step(b)`` on an instance of it,
+# ``Cls(model)`` for ``__init__``; a call that passes nothing for it gives the default value's
+# kind. Unknown (None) when a caller passes an unknown kind or another kind, when the function
+# is also used without being called here (a hook, a callback, ``partial(fn, ...)``, a base of
+# another class): its other callers are not seen. A recursive call passing the parameter on
+# unchanged is no caller. Each (function, parameter) is computed once per file; chains of
+# parameters through callers stop after MAX_PARAM_HOPS functions.
+MAX_PARAM_HOPS = 4
+_TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type", "super"})  # no escape
+
+
+def param_kind(a: Analysis, fn: ast.AST, name: str) -> Kind | None:
+    """The kind of parameter ``name`` of ``fn`` from the file's calls
+    (NOTE [parameter kinds])."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    a = ctx.analysis
-    kinds = []
-    for v, w in a.argument_values(fn, name):
-        k = a.kind_in(v, w, 10 ** 9)
-        if k is None and isinstance(v, ast.Name):
-            k = passed_kind(ctx, w, v.id, depth + 1)
+    ctx = a.ctx
+    memo: dict[tuple[int, str], Kind | None] = ctx.memo("param-kinds", ctx.tree, dict)
+    key = (id(fn), name)
+    if key in memo:
+        return memo[key]
+    hops: list[int] = ctx.memo("param-kinds-hops", ctx.tree, lambda: [0])
+    if hops[0] >= MAX_PARAM_HOPS:
+        return None
+    memo[key] = None  # recursion guard
+    hops[0] += 1
+    try:
+        memo[key] = k = _param_kind(a, fn, name)
+    finally:
+        hops[0] -= 1
+    return k
+
+
+def _param_kind(a: Analysis, fn: Fn, name: str) -> Kind | None:
+    sites = _sites(a, fn)
+    if not sites:
+        return None
+    ctx = a.ctx
+    kinds: list[Kind] = []
+    for call, where in sites:
+        binds = _binds(a, fn, call)
+        if binds is None:
+            return None
+        v = binds.get(name)
+        if v is None:
+            d = argument_default(name, fn)
+            if d is None:
+                return None
+            k = a.kind_in(d, ctx.tree, fn.lineno)
+        elif where is fn and isinstance(v, ast.Name) and v.id == name:
+            continue  # `f(model, n - 1)` inside `f`: the parameter passed on
+        else:
+            k = a.kind_in(v, where, call.lineno)
+            local = where is ctx.tree and set(ctx.scope(fn).bindings)
+            k = k and _translated(k, fn, binds, local)
+        if k is None:
+            return None
         kinds.append(k)
-    return kinds[0] if kinds and all(x == kinds[0] for x in kinds) else None
+    return agreed(kinds)
+
+
+def agreed(kinds: list[Kind]) -> Kind | None:
+    """The kind all of ``kinds`` are (the node kept when they share it), or None."""
+    if not kinds:
+        return None
+    k = kinds[0]
+    if any((x.what, x.cls, x.requires_grad, x.over) != (k.what, k.cls, k.requires_grad, k.over)
+           for x in kinds):
+        return None
+    if any(x.node is not k.node for x in kinds):
+        k = Kind(k.what, k.cls, k.requires_grad, k.over)
+    return k
+
+
+def _translated(k: Kind, fn: Fn, binds: dict[str, ast.expr],
+                local: set[str] | bool) -> Kind | None:
+    """``k`` (read at the caller) with its parameter owners renamed to ``fn``'s parameters
+    (``train(net, SGD(net.parameters()))``: over ``model`` inside ``def train(model, opt)``);
+    owners ``fn`` cannot see leave them unknown (``local``: the names ``fn`` binds, when the
+    caller is the module, whose globals ``fn`` sees; False otherwise)."""
+    if not k.over:
+        return k
+    names = {d: p for p, v in binds.items() if (d := dotted(v))}
+    over = set()
+    for o in k.over:
+        root, dot, rest = o.partition(".")
+        if o in names:
+            over.add(names[o])
+        elif root in names:
+            over.add(names[root] + dot + rest)
+        elif local is not False and root != "self" and root not in _own_names(fn) \
+                and root not in local:
+            over.add(o)  # a global of the module, visible in `fn` too
+        else:
+            return Kind(k.what, k.cls, k.requires_grad, frozenset(), k.node)
+    return Kind(k.what, k.cls, k.requires_grad, frozenset(over), k.node)
+
+
+def _own_names(fn: Fn) -> set[str]:
+    a = fn.args
+    return {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+            if x is not None}
+
+
+def _binds(a: Analysis, fn: Fn, call: ast.Call) -> dict[str, ast.expr] | None:
+    """Parameter -> argument of ``call`` (``Cls(...)`` binds ``__init__``'s parameters after
+    ``self``); None when a ``*args``/``**kw`` hides which argument goes where."""
+    if any(isinstance(x, ast.Starred) for x in call.args) or \
+            any(k.arg is None for k in call.keywords):
+        return None
+    if fn.name == "__init__" and isinstance(call.func, ast.Name):
+        names = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)][1:]
+        return {**dict(zip(names, call.args)),
+                **{k.arg: k.value for k in call.keywords if k.arg is not None}}
+    return a.arguments(fn, call)
+
+
+def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
+    """Every call of ``fn`` in the file with the function (or module) making it; None when
+    ``fn`` is also used without a call we can see (NOTE [parameter kinds])."""
+    cls = a.class_of(fn)
+    if cls is None:
+        if a.functions.get(fn.name) is not fn:
+            return None  # a nested function, or one defined twice
+        calls, named, _ = _uses(a.ctx, fn.name)
+        if named:
+            return None
+        return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)]
+    if fn.name == "__init__":
+        calls, named, _ = _uses(a.ctx, cls.name)
+        if named or any(cls.name in {dotted(b) for b in c.node.bases}
+                        for c in a.classes.values()):
+            return None  # a subclass calls it through `super().__init__(...)`
+        return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)]
+    if fn.name.startswith("__") or fn.name == "forward" and cls.is_module \
+            or cls.methods.get(fn.name) is not fn:
+        return None  # `forward` runs through `__call__`; a method defined twice
+    calls, _, self_refs = _uses(a.ctx, fn.name)
+    if self_refs:
+        return None  # `self.register_forward_hook(self.hook)`
+    out = []
+    for c, w in calls:
+        f = c.func
+        if not isinstance(f, ast.Attribute):
+            continue
+        if isinstance(f.value, ast.Name) and f.value.id == "self":
+            if a.class_of(w) is cls:
+                out.append((c, w))
+            continue
+        k = a.kind_in(f.value, w, c.lineno)
+        if k is not None and k.cls == cls.name:
+            out.append((c, w))
+    return out
+
+
+def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool, bool]:
+    """(calls ``name(...)`` and ``x.name(...)`` with the function or module making each,
+    whether the plain name is also used as a value, whether ``self.name`` is), one pass over
+    the statements naming it (NOTE [call sites]), cached per file and name."""
+    def make() -> tuple[list[tuple[ast.Call, ast.AST]], bool, bool]:
+        found = statements_on(ctx, word_lines(ctx, (name,))) if ascii_code(ctx) \
+            else _every_statement(ctx)
+        calls: list[tuple[ast.Call, ast.AST]] = []
+        named = self_ref = False
+        for s, outer in found:
+            where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
+                         ctx.tree)
+            plain: set[int] = set()  # called names, and the arguments of type checks
+            for n in own_nodes(s):  # pre-order: a call comes before its parts
+                cls = n.__class__
+                if cls is ast.Call:
+                    f = n.func  # type: ignore[attr-defined]
+                    if (f.__class__ is ast.Name and f.id == name) or (
+                            f.__class__ is ast.Attribute and f.attr == name):
+                        calls.append((n, where))  # type: ignore[arg-type]
+                    plain.add(id(f))
+                    if f.__class__ is ast.Name and f.id in _TYPE_CHECKS:
+                        plain.update(id(x) for x in n.args)  # type: ignore[attr-defined]
+                elif cls is ast.Name:
+                    if n.id == name and n.ctx.__class__ is ast.Load \
+                            and id(n) not in plain:  # type: ignore[attr-defined]
+                        named = True
+                elif cls is ast.Attribute and n.attr == name and id(n) not in plain and \
+                        dotted(n.value) == "self":  # type: ignore[attr-defined]
+                    self_ref = True
+        return calls, named, self_ref
+    return ctx.memo("param-kinds-uses:" + name, ctx.tree, make)
+
+
+def unpacked_return(a: Analysis, stmt: ast.Assign, name: str, scope: Scope, line: int
+                    ) -> Kind | None:
+    """``model, opt = setup()``: the kind of the element paired with ``name`` in what every
+    ``return`` of the file's function gives back (a tuple of as many values), with the
+    owners of an optimizer's parameters renamed to the caller's names."""
+    t, call = stmt.targets[0] if len(stmt.targets) == 1 else None, stmt.value
+    if not isinstance(t, (ast.Tuple, ast.List)) or not isinstance(call, ast.Call) \
+            or any(isinstance(x, ast.Starred) for x in t.elts):
+        return None
+    j = next((i for i, x in enumerate(t.elts) if dotted(x) == name), None)
+    fn = a.local_callee(call, scope, line) if j is not None else None
+    if fn is None or j is None:
+        return None
+    memo: dict[tuple[int, int], Kind | None] = a.ctx.memo("unpacked-returns", a.ctx.tree, dict)
+    key = (id(stmt), j)
+    if key not in memo:
+        memo[key] = None  # recursion guard
+        kinds = []
+        for r in a.ctx.scope(fn).stmts:
+            if not isinstance(r, ast.Return):
+                continue
+            v = r.value
+            if not isinstance(v, (ast.Tuple, ast.List)) or len(v.elts) != len(t.elts) \
+                    or any(isinstance(x, ast.Starred) for x in v.elts):
+                return None
+            k = a.kind_in(v.elts[j], fn, r.lineno + 1)
+            if k is None:
+                return None
+            kinds.append(_caller_owners(a, k, fn, call, dict(zip(
+                [dotted(x) for x in v.elts], [dotted(x) for x in t.elts]))))
+        memo[key] = agreed(kinds)
+    return memo[key]
+
+
+def _caller_owners(a: Analysis, k: Kind, fn: Fn, call: ast.Call,
+                   returned: dict[str | None, str | None]) -> Kind:
+    """``k`` read inside ``fn`` with its owners renamed to the caller's: a parameter to the
+    argument, a local returned alongside to the caller's target for it, a global kept."""
+    if not k.over:
+        return k
+    binds = {p: dotted(v) for p, v in a.arguments(fn, call).items()}
+    local = a.ctx.scope(fn).bindings
+    over = set()
+    for o in k.over:
+        root, dot, rest = o.partition(".")
+        new = binds.get(root) if root in binds else returned.get(root) if root in local \
+            else None if root in _own_names(fn) or root == "self" else root
+        if new is None:
+            return Kind(k.what, k.cls, k.requires_grad, frozenset(), k.node)
+        over.add(new + dot + rest)
+    return Kind(k.what, k.cls, k.requires_grad, frozenset(over), k.node)

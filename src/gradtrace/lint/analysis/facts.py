@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.calls import ascii_code, named_calls
 from gradtrace.lint.analysis.elements import loop_kind
 from gradtrace.lint.analysis.kinds import (
@@ -190,6 +191,8 @@ class Analysis:
             if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
                 return loop_kind(self._kind, b.stmt, name, scope, depth)
             value = unpacked_value(b, name)
+            if value is None and isinstance(b.stmt, ast.Assign):  # `model, opt = setup()`
+                return unpacked_return(self, b.stmt, name, scope, b.line)
             if isinstance(b.stmt, ast.AugAssign) or value is None:
                 return None
             if isinstance(b.stmt, DEFS) or isinstance(b.stmt, ast.ClassDef):
@@ -203,6 +206,8 @@ class Analysis:
             elif scope.node is not self.ctx.tree and not self._is_param(scope.node, e.id):
                 # a global of the module, read inside a function
                 return self._kind(e, self.ctx.scope(self.ctx.tree), 10**9, depth + 1)
+            elif scope.node is not self.ctx.tree:  # what the callers pass (NOTE [parameter kinds])
+                return param_kind(self, scope.node, e.id)
             return None
         owner = self._kind(e.value, scope, line, depth + 1)
         if owner is not None and owner.what in (MODULE, OBJECT) and owner.cls in self.classes:

@@ -20,7 +20,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.callees import passed_kind, resolve
+from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
@@ -149,18 +149,7 @@ def computed(e: ast.expr, made: set[str], where: ast.AST, ctx: Context) -> bool:
 def called_kind(f: ast.expr, where: ast.AST, ctx: Context) -> Kind | None:
     """What the called ``f`` is: read where it is called, or, for a parameter of the
     function, what every call of that function passes."""
-    a = ctx.analysis
-    k = a.kind_in(f, where, getattr(f, "lineno", 0))
-    if k is None and isinstance(f, ast.Name):
-        k = passed_kind(ctx, where, f.id)
-        if k is None and isinstance(where, FUNCTION_TYPES) and a.class_of(where) is not None \
-                and where.name != "__init__":  # a method's parameter: what its calls pass
-            kinds = []
-            for call, w in calls_of(ctx, where):
-                v = a.arguments(where, call).get(f.id)
-                kinds.append(a.kind_in(v, w, call.lineno) if v is not None else None)
-            k = kinds[0] if kinds and all(x == kinds[0] for x in kinds) else None
-    return k
+    return ctx.analysis.kind_in(f, where, getattr(f, "lineno", 0))  # NOTE [parameter kinds]
 
 
 def calls_of(ctx: Context, fn: Def) -> list[tuple[ast.Call, ast.AST]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable
 
-from gradtrace.lint.analysis.kinds import MODULE, Kind
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.nodes import scope_nodes
 
 if TYPE_CHECKING:
@@ -54,9 +54,7 @@ def module_output(call: ast.AST, scope: Scope, ctx: Context,
     place from layers; None when not known (NOTE [module outputs])."""
     if not isinstance(call, ast.Call) or not isinstance(call.func, (ast.Name, ast.Attribute)):
         return None
-    k = ctx.analysis.kind(call.func, scope, call.lineno)
-    if k is None and isinstance(call.func, ast.Name):
-        k = passed_module(ctx, scope, call.func.id, call.lineno)
+    k = ctx.analysis.kind(call.func, scope, call.lineno)  # `def train(model): model(x)` too
     if k is None or k.what != MODULE or not k.cls:
         return None
     own = ctx.analysis.classes.get(k.cls)
@@ -68,26 +66,6 @@ def module_output(call: ast.AST, scope: Scope, ctx: Context,
             and not k.node.keywords and isinstance(k.node.args[-1], ast.Call):
         return None, [k.node.args[-1]]
     return None
-
-
-def passed_module(ctx: Context, scope: Scope, name: str, line: int) -> Kind | None:
-    """``model`` read in ``def train(model, loader): ... model(x)``, a parameter not rebound
-    before ``line``: the module every call of the function in this file passes for it, when
-    they all pass an instance of the same class (``train(PenguinNet(), ...)``, or a name bound
-    to one); the kind of the one call's value when there is only one."""
-    fn = scope.node
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-            or scope.binding_before(name, line) is not None \
-            or name not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args,
-                                            *fn.args.kwonlyargs)}:
-        return None
-    a = ctx.analysis
-    kinds = [a.kind_in(v, w, getattr(v, "lineno", 0) or 10 ** 9)
-             for v, w in a.argument_values(fn, name)]
-    if not kinds or any(k is None or k.what != MODULE or k.cls != kinds[0].cls  # type: ignore
-                        for k in kinds):
-        return None
-    return kinds[0] if len(kinds) == 1 else Kind(MODULE, cls=kinds[0].cls)  # type: ignore
 
 
 def output_made_by(call: ast.AST, scope: Scope, ctx: Context, strip: Strip,

@@ -118,14 +118,8 @@ class ClassInfo:
                 if info.buffer:
                     k = Kind(BUFFER, node=info.value)
                 elif info.value is not None:
+                    # `self.model = model`: what the method's callers pass (`Cls(...)`)
                     k = self._analysis.kind_in(info.value, info.method, info.stmt.lineno + 1)
-                    if k is None and isinstance(info.value, ast.Name) \
-                            and info.method.name == "__init__" and self._analysis.ctx.scope(
-                                info.method).binding_before(info.value.id,
-                                                            info.stmt.lineno) is None:
-                        # `self.model = model`: what every `Cls(...)` of the file passes
-                        from gradtrace.lint.analysis.callees import passed_kind
-                        k = passed_kind(self._analysis.ctx, info.method, info.value.id)
             self._kinds[name] = k
         return self._kinds[name]
 

@@ -6,7 +6,7 @@ does: ``model.set_weights()`` called in the loop that runs ``backward()`` runs t
 every step, as ``forward`` does. A method is *per step* when a call ``<recv>.<method>(...)``
 sits in a ``for``/``while`` loop whose body (same function) also calls ``backward()``, and the
 receiver is an instance of the class: its kind read where the call is (:mod:`.facts`), or passed
-by every caller of the enclosing function (:func:`.callees.passed_kind`). A loop that also
+by every caller of the enclosing function (NOTE [parameter kinds]). A loop that also
 builds an optimizer re-collects the parameters at each step, so its calls are left out. The
 methods those methods call through ``self`` are per step too. Found once per class.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.callees import passed_kind
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
@@ -71,8 +70,6 @@ def _per_step(ctx: Context, cls: ClassInfo, call: ast.Call, outer: tuple[ast.AST
         return False
     where = fn if fn is not None else ctx.tree
     k = ctx.analysis.kind_in(f.value, where, call.lineno)
-    if k is None and isinstance(f.value, ast.Name):
-        k = passed_kind(ctx, where, f.value.id)
     return k is not None and k.what == MODULE and k.cls == cls.name
 
 

@@ -5,7 +5,6 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.callees import passed_kind
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -96,8 +95,6 @@ class GradOverUnusedParameters(Rule):
         if owner is None:
             return
         k = ctx.analysis.kind(owner, None, node.lineno)
-        if k is None and isinstance(owner, ast.Name) and ctx.function is not None:
-            k = passed_kind(ctx, ctx.function, owner.id)
         info = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE \
             else None
         if info is None or not info.is_module or "forward" not in info.methods:

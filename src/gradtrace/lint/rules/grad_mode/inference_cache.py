@@ -5,7 +5,6 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.callees import passed_kind
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
@@ -128,8 +127,6 @@ class CacheFilledUnderInferenceMode(Rule):
                     continue
                 k = ctx.analysis.kind_in(n.func, fn, n.lineno) if fn is not None else \
                     ctx.analysis.kind(n.func, None, n.lineno)
-                if k is None and fn is not None and isinstance(n.func, ast.Name):
-                    k = passed_kind(ctx, fn, n.func.id)  # `evaluate(net, x)`: the callers' net
                 info = ctx.analysis.classes.get((k.cls or "").rpartition(".")[2]) \
                     if k is not None and k.what == MODULE else None
                 for guard, attr in _caches(info, ctx) if info is not None else ():

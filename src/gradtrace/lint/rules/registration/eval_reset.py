@@ -6,7 +6,6 @@ import bisect
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.callees import passed_kind
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -148,9 +147,7 @@ class FrozenEvalUndoneByTrain(Rule):
         """``model.train()`` on an instance whose class put a submodule in eval mode while it
         was built (``__init__`` calling ``self.freeze_bn()``), before a step of the same
         function, and nothing re-applies the eval between them."""
-        k = ctx.analysis.kind(recv, scope, node.lineno)
-        if k is None and isinstance(recv, ast.Name) and ctx.function is not None:
-            k = passed_kind(ctx, ctx.function, recv.id)  # `train_epoch(seg, opt)`
+        k = ctx.analysis.kind(recv, scope, node.lineno)  # `train_epoch(seg, opt)`: the callers'
         cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE \
             else None
         init = cls.methods.get("__init__") if cls is not None else None

@@ -109,7 +109,9 @@ class RequiresGradAttributeOnModule(Rule):
         is_mod = is_module_expr(ctx.scope(), recv, node.lineno) or (
             name.startswith("self.") and name.count(".") == 1
             and _class_module_attr(ctx, name[5:])) or (
-            "." in name and ctx.analysis.is_module(recv, line=node.lineno))
+            name != "self" and ctx.analysis.is_module(recv, line=node.lineno))
+        # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
+        # setting its code reads)
         if not is_mod:
             return
         fix = self.fix(ctx.edit(node, f"{name}.requires_grad_({ctx.source(node.value)})"))

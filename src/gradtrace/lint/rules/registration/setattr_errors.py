@@ -19,7 +19,6 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.callees import passed_kind
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR
 from gradtrace.lint.analysis.modules import DEFS
 from gradtrace.lint.context import Context
@@ -392,11 +391,7 @@ class ModuleAttributeBeforeInit(Rule):
         if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self"):
             return None
         v = s.value
-        k = ctx.analysis.kind_in(v, fn, s.lineno)
-        if k is None and isinstance(v, ast.Name) and \
-                v.id in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args,
-                                         *fn.args.kwonlyargs)}:
-            k = passed_kind(ctx, fn, v.id)
+        k = ctx.analysis.kind_in(v, fn, s.lineno)  # a parameter: NOTE [parameter kinds]
         if k is None:
             return None
         return ERRORS["module"] if k.what == MODULE else (

@@ -6,14 +6,14 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
+from gradtrace.lint.analysis.kinds import MODULE, Kind
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
-from gradtrace.lint.analysis.callees import passed_kind, resolve
+from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.rules.training_loop._modes import covers, effects, mode_call
 
 # layers that behave differently in train and eval mode
@@ -221,33 +221,7 @@ def _has_mode_layers(f: LoopFacts, ctx: Context, model: str, line: int) -> bool:
             and "." not in model:
         kinds = [ctx.analysis.kind_in(v, where, 10 ** 9)
                  for v, where in ctx.analysis.argument_values(f.node, model)]
-    if kinds == [None] and "." in model:
-        kinds = [_chain_kind(f, ctx, model)]
     return bool(kinds) and all(k is not None and _kind_has_mode_layers(ctx, k) for k in kinds)
-
-
-def _chain_kind(f: LoopFacts, ctx: Context, model: str) -> Kind | None:
-    """The kind of ``a.b.c`` followed attribute by attribute through the file's classes, when
-    ``a`` is ``self`` or a parameter given one kind by every caller, and an attribute set in
-    ``__init__`` from one of its parameters takes the kind the constructor calls pass."""
-    head, *attrs = model.split(".")
-    a = ctx.analysis
-    if head == "self":
-        cls = a.class_of(f.node)
-        k = Kind(MODULE if cls.is_module else OBJECT, cls=cls.name) if cls is not None else None
-    else:
-        k = passed_kind(ctx, f.node, head)
-    for attr in attrs:
-        info = a.classes.get(k.cls or "") if k is not None and k.what in (MODULE, OBJECT) \
-            else None
-        if info is None:
-            return None
-        k = info.attr_kind(attr)
-        got = info.attrs.get(attr)
-        if k is None and got is not None and isinstance(got.value, ast.Name) \
-                and got.method.name == "__init__":
-            k = passed_kind(ctx, got.method, got.value.id)
-    return k
 
 
 def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:

@@ -32,8 +32,9 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
         v = b.value
         if isinstance(v, ast.IfExp):  # `StepLR(opt, ...) if args.scheduler else None`
             v = next((a for a in (v.body, v.orelse) if isinstance(a, ast.Call)), v)
-        if not isinstance(v, ast.Call):
-            return False, None
+        if not isinstance(v, ast.Call):  # `opt, sched = make_optim(model)`: its kind
+            k = f.ctx.analysis.kind(recv, scope, line if scope is f.scope else 10 ** 9)
+            return k is not None and k.what == SCHEDULER, None
         k = f.ctx.analysis.kind(v, scope, b.line)
         built = (dotted(v.func) or "").rpartition(".")[2]
         if (k is None or k.what != SCHEDULER) and not is_scheduler_name(built):
