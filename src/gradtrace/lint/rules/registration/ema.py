@@ -143,6 +143,7 @@ class WeightCopyReadsOnlyItself(Rule):
     message = ("`{write}` writes the tensors of `{dst}` from themselves: the loop never reads "
                "`{other}` (the tensors of `{src}`), so `{dst}` keeps its own weights; {hint}")
     triggers = ("zip",)
+    gate_statements = True
     examples = [
         Bad("""
             import torch
@@ -212,7 +213,7 @@ class LoopVariableRebound(Rule):
     name = "loop-variable-rebound"
     message = ("`{stmt}` rebinds the loop variable `{var}`, it copies nothing into the tensors "
                "of `{owner}`; copy in place: `{var}.data.copy_({value}.data)`")
-    triggers = ("for",)
+    triggers = ("parameters", "state_dict", "buffers")
     examples = [
         Bad("""
             def init_teacher(student, teacher):
