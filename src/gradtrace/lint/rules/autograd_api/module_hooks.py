@@ -5,6 +5,8 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callees import passed_kind
+from gradtrace.lint.analysis.kinds import Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -54,7 +56,8 @@ def _multi_node_class(ctx: Context, call: ast.Call, where: ast.AST | None) -> st
         info = ctx.analysis.class_of(where)
         cls_name = info.name if info is not None and info.is_module else None
     else:
-        k = ctx.analysis.kind_in(recv, where or ctx.tree, call.lineno)
+        k = ctx.analysis.kind_in(recv, where or ctx.tree, call.lineno) or _passed(
+            ctx, recv, where)
         if k is not None and k.is_module:
             cls_name = k.cls
     if cls_name in CONTAINERS:
@@ -62,6 +65,22 @@ def _multi_node_class(ctx: Context, call: ast.Call, where: ast.AST | None) -> st
     info = ctx.analysis.classes.get(cls_name or "")
     fwd = info.methods.get("forward") if info is not None and info.is_module else None
     return cls_name if fwd is not None and _ops(fwd) >= 2 else None
+
+
+def _passed(ctx: Context, recv: ast.AST, where: ast.AST | None) -> Kind | None:
+    """The kind of ``net.body`` when ``net`` is a parameter every caller passes a module of
+    this file for: through the class's attribute kinds."""
+    chain: list[str] = []
+    while isinstance(recv, ast.Attribute):
+        chain.insert(0, recv.attr)
+        recv = recv.value
+    if not isinstance(recv, ast.Name) or where is None:
+        return None
+    k = passed_kind(ctx, where, recv.id)
+    for attr in chain:
+        info = ctx.analysis.classes.get(k.cls or "") if k is not None and k.is_module else None
+        k = info.attr_kind(attr) if info is not None else None
+    return k
 
 
 class LegacyBackwardHookGradInput(Rule):
@@ -146,6 +165,14 @@ class LegacyBackwardHookGradInput(Rule):
                               param=gin)
 
 
+def _key(e: ast.AST) -> str | None:
+    """``model``, ``self.enc``, ``net[0]``: the spelling of a module a hook and a call share."""
+    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant):
+        base = dotted(e.value)
+        return f"{base}[{e.slice.value!r}]" if base else None
+    return dotted(e)
+
+
 class ForwardCallSkipsHooks(Rule):
     """A module with a hook registered on it is run as `module.forward(x)`.
 
@@ -190,7 +217,7 @@ class ForwardCallSkipsHooks(Rule):
         for n in walk(node):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
                 continue
-            name = dotted(n.func.value)
+            name = _key(n.func.value)
             if name is None or name == "self":
                 continue
             if n.func.attr in MODULE_HOOKS:
