@@ -211,8 +211,8 @@ class LoopVariableRebound(Rule):
 
     code = "GT458"
     name = "loop-variable-rebound"
-    message = ("`{stmt}` rebinds the loop variable `{var}`, it copies nothing into the tensors "
-               "of `{owner}`; copy in place: `{var}.data.copy_({value}.data)`")
+    message = ("`{stmt}` rebinds the loop variable `{var}`: it copies nothing into the tensors "
+               "of `{owner}`, which keep their values; copy in place: `{var}.data.copy_(...)`")
     triggers = ("parameters", "state_dict", "buffers")
     examples = [
         Bad("""
@@ -250,8 +250,7 @@ class LoopVariableRebound(Rule):
                 if var in _loads(node.body[i + 1:]) or self._read_in(s, n, var):
                     continue
                 yield self.report(n, ctx, stmt=ctx.source(n)[:60], var=var,
-                                  owner=owners[var] or "the module",
-                                  value=ctx.source(n.value)[:30])
+                                  owner=owners[var] or "the module")
 
     @staticmethod
     def _read_in(s: ast.stmt, n: ast.Assign, var: str) -> bool:
