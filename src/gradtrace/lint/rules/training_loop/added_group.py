@@ -10,7 +10,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import related_at
-from gradtrace.lint.rules.training_loop.plateau import _enclosing
+from gradtrace.lint.rules.training_loop.plateau import PlateauMaxModeOnLoss, _enclosing
 
 # NOTE [schedulers and added groups]
 # What the next `step()` of a scheduler does with a group added by `add_param_group` after the
@@ -142,10 +142,21 @@ class ParamGroupAddedAfterScheduler(Rule):
                 if any(o == opt and owner.get(id(b)) is where and b.lineno > add.lineno
                        for b, _c, o in builds):
                     continue  # the scheduler is built again after the group is added
+                related = [related_at(ctx, build, "the scheduler is built here")]
+                related += self._steps(ctx, owner, build, cls)
                 yield self.report(add, ctx, add=ctx.source(add.func), sched=cls, opt=opt,
-                                  line=build.lineno, effect=EFFECT[cls],
-                                  related=(related_at(ctx, build, "the scheduler is built here"),))
+                                  line=build.lineno, effect=EFFECT[cls], related=related)
                 break
+
+    @staticmethod
+    def _steps(ctx: Context, owner: dict[int, ast.AST], build: ast.Call, cls: str) -> list:
+        """Where the scheduler's ``step()`` raises (the schedulers of EFFECT that raise): the
+        runtime's crash on that line is this finding's symptom (NOTE [crash in related])."""
+        target = PlateauMaxModeOnLoss._target(build, owner, ctx)
+        if target is None or not EFFECT[cls].startswith("raises"):
+            return []
+        return [related_at(ctx, step, "its step() raises here") for step, _ in
+                PlateauMaxModeOnLoss._steps(target, owner.get(id(build)), owner, ctx, False)]
 
     @staticmethod
     def _after(ctx: Context, owner: dict[int, ast.AST], build: ast.Call, add: ast.Call,
