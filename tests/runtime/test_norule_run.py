@@ -101,3 +101,12 @@ def test_general_crash_is_not_matched_to_an_unrelated_related_line():
     runtime = [Finding(fuse.GENERAL_CRASH, "crash", "r", "/x/t.py", 19, 1)]
     out = fuse.fuse(runtime, static, {"/x/t.py": [(1, 40)]}, crash_line=("/x/t.py", 19))
     assert out[0].code == fuse.GENERAL_CRASH
+
+
+def test_ddp_ready_twice_is_explained_by_the_reentrant_checkpoint():
+    """GT882 (a parameter marked ready twice) in the file that holds GT460: the checkpoint's line
+    leads, confirmed."""
+    static = [Finding("GT460", "reentrant-checkpoint-under-ddp", "m", "/x/net.py", 37, 21)]
+    runtime = [Finding("GT882", "ddp-parameter-ready-twice", "r", "/x/net.py", 62, 5)]
+    out = fuse.fuse(runtime, static, {"/x/net.py": [(1, 80)]})
+    assert (out[0].code, out[0].line, out[0].source) == ("GT460", 37, "static+runtime")
