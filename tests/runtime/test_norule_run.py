@@ -110,3 +110,30 @@ def test_ddp_ready_twice_is_explained_by_the_reentrant_checkpoint():
     runtime = [Finding("GT882", "ddp-parameter-ready-twice", "r", "/x/net.py", 62, 5)]
     out = fuse.fuse(runtime, static, {"/x/net.py": [(1, 80)]})
     assert (out[0].code, out[0].line, out[0].source) == ("GT460", 37, "static+runtime")
+
+
+HOOK_BYPASSED = """
+import torch
+import torch.nn as nn
+
+net = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+norms = []
+net.register_full_backward_hook(lambda m, gi, go: norms.append(go[0].norm()))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    net.forward(torch.randn(2, 3)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def test_hooked_module_run_through_forward_is_reported_by_run(run_script):
+    res = run_script(HOOK_BYPASSED)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT711", 10)]
+
+
+def test_hooked_module_called_runs_clean(run_script):
+    res = run_script(HOOK_BYPASSED.replace("net.forward(", "net("))
+    assert res.code == 0, res.err
+    assert res.codes() == []
