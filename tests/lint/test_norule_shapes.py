@@ -204,7 +204,20 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
                 enc.forward(x)
             return calls
         calls = encode(nn.Linear(3, 2), torch.randn(1, 3))
-        """, "GT711", 5, holds="calls == []")]),
+        """, "GT711", 5, holds="calls == []"), Shape("""
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(3, 4)
+                self.feats = []
+                self.enc.register_forward_hook(lambda m, i, o: self.feats.append(o))
+
+            def forward(self, x):
+                return self.enc.forward(x).sum(1)
+
+        tagger = Tagger()
+        tagger(torch.randn(2, 3))
+        """, "GT711", 9, holds="tagger.feats == []")]),
 }
 
 

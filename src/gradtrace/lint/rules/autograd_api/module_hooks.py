@@ -181,7 +181,8 @@ class ForwardCallSkipsHooks(Rule):
     flows. The hook's record stays empty, or its gradient clipping or feature capture never
     happens, and nothing fails (pytorch#117925). Call the module: `module(x)`.
     Known limits: the hook and the `.forward(...)` call must name the module the same way
-    (`model`, `self.encoder`) in one function or at module level.
+    (`model`, `self.encoder`) in one function or at module level, or (`self.<attr>`) in two
+    methods of one class.
     """
 
     code = "GT711"
@@ -222,10 +223,14 @@ class ForwardCallSkipsHooks(Rule):
                 continue
             if n.func.attr in MODULE_HOOKS:
                 hooks.setdefault((id(owner.get(id(n))), name), n)
+                if name.startswith("self.") and (c := self._class(ctx, owner, n)) is not None:
+                    hooks.setdefault((id(c), name), n)  # any method of the class
             elif n.func.attr == "forward":
                 forwards.append((n, name))
         for call, name in forwards:
-            hook = hooks.get((id(owner.get(id(call))), name)) or hooks.get((id(node), name))
+            cls = self._class(ctx, owner, call) if name.startswith("self.") else None
+            hook = hooks.get((id(owner.get(id(call))), name)) or hooks.get((id(node), name)) \
+                or (hooks.get((id(cls), name)) if cls is not None else None)
             if hook is None or (owner.get(id(hook)) is owner.get(id(call))
                                 and hook.lineno > call.lineno):
                 continue
@@ -233,3 +238,8 @@ class ForwardCallSkipsHooks(Rule):
                               line=hook.lineno, related=(Related(
                                   ctx.path, hook.lineno, "the hook is registered here",
                                   ctx.column(hook)),))
+
+    @staticmethod
+    def _class(ctx: Context, owner: dict[int, ast.AST], n: ast.AST) -> ast.ClassDef | None:
+        info = ctx.analysis.class_of(owner.get(id(n)))
+        return info.node if info is not None else None
