@@ -11,7 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.training_loop.plateau import _enclosing
+from gradtrace.lint.rules._owners import owners
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MODULE_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook",
@@ -142,7 +142,7 @@ class LegacyBackwardHookGradInput(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        owner = _enclosing(ctx, node)
+        owner = owners(ctx)
         for n in walk(node):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                     and n.func.attr == "register_backward_hook" and n.args):
@@ -212,7 +212,7 @@ class ForwardCallSkipsHooks(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        owner = _enclosing(ctx, node)
+        owner = owners(ctx)
         hooks: dict[tuple[int, str], ast.Call] = {}
         forwards: list[tuple[ast.Call, str]] = []
         for n in walk(node):

@@ -13,7 +13,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.training_loop.plateau import _enclosing
+from gradtrace.lint.rules._owners import owners
 
 # the methods of nn.Module that yield its tensors (`named_*` as (name, tensor) pairs)
 TENSOR_LISTS = frozenset({"parameters", "buffers", "named_parameters", "named_buffers"})
@@ -29,7 +29,7 @@ class Tensors:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.owner = _enclosing(ctx, ctx.tree)
+        self.owner = owners(ctx)
 
     def of(self, e: ast.AST, where: ast.AST, line: int, depth: int = 0) -> str | None:
         """The dotted owner (``""`` when it is not a plain name), or None: not module tensors."""

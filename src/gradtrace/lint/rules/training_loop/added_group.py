@@ -10,7 +10,8 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import related_at
-from gradtrace.lint.rules.training_loop.plateau import PlateauMaxModeOnLoss, _enclosing
+from gradtrace.lint.rules._owners import owners
+from gradtrace.lint.rules.training_loop.plateau import PlateauMaxModeOnLoss
 
 # NOTE [schedulers and added groups]
 # What the next `step()` of a scheduler does with a group added by `add_param_group` after the
@@ -63,7 +64,7 @@ class ParamGroupAddedAfterScheduler(Rule):
     OneCycleLR raises `KeyError: 'initial_lr'`, and LinearLR keeps running but raises the new
     group's lr past the value it was added with (pytorch#79888, transformers#20029). Add every
     group first (a frozen one can be given to the optimizer while its `requires_grad` is off),
-    or build the scheduler again after `add_param_group`.
+    or build the scheduler again after `add_param_group` (NOTE [schedulers and added groups]).
     Known limits: the scheduler and the `add_param_group` call must name the optimizer the same
     way (`opt`, `self.optimizer`) in one function, or in the methods of one class; StepLR,
     ExponentialLR, CosineAnnealingLR and the other schedulers that scale each group's current
@@ -122,7 +123,7 @@ class ParamGroupAddedAfterScheduler(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        owner = _enclosing(ctx, node)
+        owner = owners(ctx)
         builds: list[tuple[ast.Call, str, str]] = []
         adds: list[tuple[ast.Call, str]] = []
         for n in walk(node):
