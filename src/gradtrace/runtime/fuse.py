@@ -74,9 +74,10 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "unused-input": frozenset({"GT702", "GT706"}),
     "none-result": frozenset({"GT511"}),
     "non-scalar": frozenset({"GT510", "GT703"}),
-    "ddp-unused": frozenset({"GT450", "GT451", "GT452"}),
+    "ddp-unused": frozenset({"GT450", "GT451", "GT452", "GT459"}),
     "ddp-unsynced": frozenset({"GT453", "GT454"}),
     "ddp-desync": frozenset({"GT455"}),
+    "ddp-ready-twice": frozenset({"GT460"}),
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756", "GT759"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
@@ -119,7 +120,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT802": ("non-scalar",), "GT510": ("non-scalar",),
     "GT420": ("not-optimized", "empty-optimizer"), "GT421": ("not-optimized", "empty-optimizer"),
     "GT880": ("ddp-unused",), "GT881": ("ddp-unused",), "GT884": ("ddp-unsynced",),
-    "GT883": ("ddp-desync",), "GT885": ("ddp-desync",), "GT455": ("ddp-desync",),
+    "GT882": ("ddp-ready-twice",), "GT883": ("ddp-desync",), "GT885": ("ddp-desync",), "GT455": ("ddp-desync",),
     "GT450": ("ddp-unused",), "GT451": ("ddp-unused",), "GT452": ("ddp-unused",),
     "GT453": ("ddp-unsynced",), "GT454": ("ddp-unsynced",), "GT887": ("ddp-unsynced",),
     "GT703": ("non-scalar",),
@@ -177,6 +178,11 @@ _REFUTABLE: dict[str, int] = {
 # shown once.
 _SEEN_TWICE = {"GT205": "line", "GT435": "file"}
 CONFIRMED = "confirmed at run time "
+# NOTE [crash in related]
+# A static finding whose cause and symptom are on different lines (a param group added after
+# the scheduler, GT533) names the line that will raise in a related entry worded
+# "... raises here"; a general crash on that line is then its symptom, and its line leads.
+RAISES_HERE = "raises here"
 STATIC_ALSO = "also found by reading the code: "
 
 _CACHE: dict[str, tuple[Any, list[Finding]]] = {}
@@ -245,8 +251,12 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
                 crash_line: tuple[str, int] | None) -> tuple[int, bool] | None:
     """(index of the static finding that accounts for ``r``, whether it leads), or None."""
     if r.code == GENERAL_CRASH:  # a static rule on the crashing line is its specific diagnosis
+        at = (_abs(r.path), r.line)
         return next(((i, True) for i, s in enumerate(static) if i not in used and s.severity
-                     != "info" and (_abs(s.path), s.line) == (_abs(r.path), r.line)), None)
+                     != "info" and (_abs(s.path), s.line) == at), None) or next((
+            (i, True) for i, s in enumerate(static) if i not in used and s.severity != "info"
+            and any((_abs(x.path), x.line) == at and x.message.endswith(RAISES_HERE)
+                    for x in s.related)), None)  # NOTE [crash in related]
     fams = _families(r)
     if not fams:
         return None

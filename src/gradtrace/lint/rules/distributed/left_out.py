@@ -1,0 +1,171 @@
+"""GT459: an output of a DistributedDataParallel model that no loss reads, made by layers that
+no other output uses."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis import ClassInfo
+from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.distributed._ddp import TRIGGERS, holds_wrapper, wrapped_class
+from gradtrace.lint.rules.distributed.reducer import REDUCTION_ERROR, _learnable_attr
+
+
+def _returns(fwd: ast.AST, n: int) -> list[ast.Tuple] | None:
+    """The ``return a, b`` tuples of ``forward`` (own returns), when every one has ``n``
+    elements."""
+    rets = [r for r in walk(fwd) if isinstance(r, ast.Return)
+            and not any(r in walk(f) for f in walk(fwd) if isinstance(f, FUNCTION_TYPES)
+                        and f is not fwd)]
+    if not rets or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) == n
+                           and not any(isinstance(e, ast.Starred) for e in r.value.elts)
+                           for r in rets):
+        return None
+    return [r.value for r in rets]  # type: ignore[misc]
+
+
+def _layers(e: ast.AST, fwd: ast.AST, line: int, cls: ClassInfo, ctx: Context,
+            seen: set[int] | None = None) -> set[str]:
+    """The learnable ``self.<attr>`` an expression of ``forward`` is made from, through the
+    forward's local names (every binding before ``line``: an over-approximation)."""
+    seen = set() if seen is None else seen
+    out: set[str] = set()
+    scope = ctx.scope(fwd)
+    for n in walk(e):
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                and n.value.id == "self" and n.attr in cls.attrs:
+            out.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            for b in scope.bindings_before(n.id, line + 1):
+                if b.value is not None and id(b.value) not in seen:
+                    out |= _layers(b.value, fwd, b.line, cls, ctx, seen)
+    return {a for a in out if _learnable_attr(cls, a, ctx)}
+
+
+class DdpOutputLeftOutOfLoss(Rule):
+    """A `DistributedDataParallel` model returns several outputs, one is never read after the
+    call, and the layers that make it feed no other output.
+
+    Why: DDP's reducer waits, every iteration, for a gradient of every parameter. The
+    parameters of a layer whose only output is dropped (a target-domain head whose prediction
+    the loss leaves out) never get one: the next forward raises `RuntimeError: Expected to
+    have finished reduction in the prior iteration before starting a new one` (pytorch#22436).
+    With `find_unused_parameters=True` it runs, and the layer silently never trains. Put the
+    output in the loss, or stop returning (and computing) it.
+    Known limits: the model must be an instance of a class of the file wrapped there without
+    `find_unused_parameters`/`static_graph`; its `forward` must return tuples of one length,
+    unpacked into names; a name starting with `_` is a discard on purpose and is not reported.
+    """
+
+    code = "GT459"
+    name = "ddp-output-left-out-of-loss"
+    message = ("the loss leaves out `{out}` (line {line}), the output of `{cls}` made by "
+               "`self.{attr}` alone: under DDP (wrapped at line {wrap}) its parameters never get "
+               "a gradient and the next forward raises " + REDUCTION_ERROR + "; put `{out}` in "
+               "the loss or stop returning it")
+    triggers = TRIGGERS
+    examples = [
+        Bad("""
+            import torch.nn as nn
+            import torch.nn.functional as F
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            class TwoHeads(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(8, 8)
+                    self.cls = nn.Linear(8, 4)
+                    self.aux = nn.Linear(8, 1)
+
+                def forward(self, x):
+                    h = self.body(x)
+                    return self.cls(h), self.aux(h)
+
+            def train(loader):
+                model = DDP(TwoHeads())
+                for x, y in loader:
+                    logits, aux = model(x)
+                    loss = F.cross_entropy(logits, y)
+                    loss.backward()
+            """, at=(20, 8)),
+        Good("""
+            import torch.nn as nn
+            import torch.nn.functional as F
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            class TwoHeads(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(8, 8)
+                    self.cls = nn.Linear(8, 4)
+
+                def forward(self, x):
+                    h = self.body(x)
+                    return self.cls(h), h
+
+            def train(loader):
+                model = DDP(TwoHeads())
+                for x, y in loader:
+                    logits, feats = model(x)
+                    loss = F.cross_entropy(logits, y)
+                    loss.backward()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        for fn in [node, *(n for n in walk(node) if isinstance(n, FUNCTION_TYPES))]:
+            yield from self._in(fn, ctx)
+
+    def _in(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
+        scope = ctx.scope(fn)
+        for st in scope.stmts:
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+                    and isinstance(st.targets[0], ast.Tuple) and isinstance(st.value, ast.Call)
+                    and isinstance(st.value.func, ast.Name)
+                    and all(isinstance(t, ast.Name) for t in st.targets[0].elts)):
+                continue
+            w = holds_wrapper(st.value.func.id, fn, st.lineno, ctx)
+            if w is None or w.finds_unused or w.static_graph:
+                continue
+            cls = wrapped_class(w, ctx)
+            fwd = cls.methods.get("forward") if cls is not None else None
+            names = [t.id for t in st.targets[0].elts]  # type: ignore[attr-defined]
+            rets = _returns(fwd, len(names)) if fwd is not None else None
+            if cls is None or rets is None:
+                continue
+            loads = {n.id for s in scope.stmts for n in walk(s) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Load)}
+            for i, name in enumerate(names):
+                if name.startswith("_") or name in loads:
+                    continue
+                own = set.union(*(_layers(r.elts[i], fwd, r.lineno, cls, ctx) for r in rets))
+                others = set().union(*(_layers(e, fwd, r.lineno, cls, ctx)
+                                       for r in rets for j, e in enumerate(r.elts) if j != i))
+                alone = sorted(own - others)
+                if not alone:
+                    continue
+                at = self._loss_stmt(fn, st, ctx) or st
+                yield self.report(at, ctx, out=name, line=st.lineno, cls=cls.name,
+                                  attr=alone[0], wrap=w.line, related=(Related(
+                                      ctx.path, st.lineno, f"`{name}` is dropped here",
+                                      ctx.column(st)),))
+                break
+
+    @staticmethod
+    def _loss_stmt(fn: ast.AST, st: ast.stmt, ctx: Context) -> ast.stmt | None:
+        """The statement that builds the loss backpropagated after ``st`` in ``fn``."""
+        scope = ctx.scope(fn)
+        for b in step_calls(ctx, fn).losses():
+            if b.call.lineno <= st.lineno or not isinstance(b.loss, ast.Name):
+                continue
+            bind = scope.binding_before(b.loss.id, b.call.lineno)
+            if bind is not None and bind.line > st.lineno:
+                return bind.stmt
+        return None
