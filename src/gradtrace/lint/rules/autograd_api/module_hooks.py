@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.callees import passed_kind
+from gradtrace.lint.analysis.callees import param_kind
 from gradtrace.lint.analysis.kinds import Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -76,7 +76,7 @@ def _passed(ctx: Context, recv: ast.AST, where: ast.AST | None) -> Kind | None:
         recv = recv.value
     if not isinstance(recv, ast.Name) or where is None:
         return None
-    k = passed_kind(ctx, where, recv.id)
+    k = param_kind(ctx.analysis, where, recv.id)
     for attr in chain:
         info = ctx.analysis.classes.get(k.cls or "") if k is not None and k.is_module else None
         k = info.attr_kind(attr) if info is not None else None
