@@ -79,7 +79,10 @@ def test_parameter_marked_ready_twice(torchrun):
     assert "reentrant" in f["message"] and "use_reentrant=False" in f["fix"]["title"]
     assert f["line"] == marked("ready_twice.py", "first")
     assert [r["line"] for r in f["related"]] == [marked("ready_twice.py", "again"),
-                                                 marked("ready_twice.py", "raised")]
+                                                 marked("ready_twice.py", "raised"),
+                                                 marked("ready_twice.py", "first")]
+    # the checker reads the same cause (GT460, NOTE [crash in related]'s fuse family)
+    assert "(GT460)" in f["related"][-1]["message"]
 
 
 def test_rank_skipping_a_step_times_out_and_is_named(torchrun):
