@@ -1,0 +1,64 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen16.md (session 16), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # graph-generation (data.py): `np.fill_diagonal(adj_raw, 0)` with `np` from a star
+    # import: NumPy's fill_diagonal works in place and returns None, and torch has no
+    # out-of-place `fill_diagonal` at all. Here the module is bound by `__import__`. Twin: a
+    # method only tensors have (`index_fill`) on a value of unknown source: dropped
+    "numpy-fill-diagonal-through-an-unresolved-module-name": (Shape("""
+        linalg = __import__("numpy")
+        adj = linalg.ones((3, 3))
+        linalg.fill_diagonal(adj, 0.0)
+        t = torch.tensor(adj)
+        cleared = float(adj.trace()) == 0.0
+        """, "GT708", holds="cleared"), Shape("""
+        def load():
+            return torch.ones(3, 3)
+        adj = load()
+        adj.index_fill(0, torch.tensor([0]), 0.0)
+        unchanged = bool((adj == 1).all())
+        """, "GT708", line=4, holds="unchanged")),
+    # rasbt's fc-to-conv notebook: `torch.relu(fc(inputs.view(-1, 4)))` as a cell's last
+    # line, which displays it: the operand is a fresh value nobody holds, so no update of it
+    # can be meant. Here a sigmoid of a sum. Twin: the operand is a view of a gradient,
+    # which the in-place op would have clipped
+    "op-on-a-fresh-value-dropped": (Shape("""
+        head = nn.Linear(4, 2)
+        feats = torch.randn(3, 4)
+        torch.sigmoid(head(feats) + 1.0)
+        out = head(feats)
+        """, "GT708", holds="out.shape == (3, 2)"), Shape("""
+        w = nn.Parameter(torch.randn(4, 4))
+        (w * 10).sum().backward()
+        torch.clamp(w.grad.view(-1), -1.0, 1.0)
+        unclipped = bool(w.grad.abs().max() > 1.0)
+        """, "GT708", line=3, holds="unclipped")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
