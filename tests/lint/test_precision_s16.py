@@ -51,6 +51,62 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         torch.clamp(w.grad.view(-1), -1.0, 1.0)
         unclipped = bool(w.grad.abs().max() > 1.0)
         """, "GT708", line=3, holds="unclipped")),
+    # improved-wgan-pytorch (congan_train.py): the generator steps, then the critic's passes
+    # backward a loss read from `fake_data = aG(noisev).detach()`, bound in its own
+    # statement: that loss does not reach the generator, whose step needs nothing from it.
+    # Here the critic returns a pair, and the detach follows a `.view`. Twin: the bound
+    # value keeps its history (`.relu()`), the auxiliary loss after the step reaches the
+    # generator and its gradient is erased by the next pass's `zero_grad()`: it trains nothing
+    "critic-loss-read-from-a-detached-binding-after-the-generator-step": (Shape("""
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 3)
+            def forward(self, x):
+                h = self.body(x)
+                return h[:, :1], h[:, 1:]
+        gen, critic = nn.Linear(4, 4), Critic()
+        opt_gen = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_critic = torch.optim.SGD(critic.parameters(), lr=0.1)
+        def fit(steps):
+            for _ in range(steps):
+                for _ in range(2):
+                    gen.zero_grad()
+                    z = torch.randn(8, 4)
+                    score, _ = critic(gen(z))
+                    g_loss = -score.mean()
+                    g_loss.backward()
+                opt_gen.step()
+                for _ in range(3):
+                    critic.zero_grad()
+                    z, real = torch.randn(8, 4), torch.randn(8, 4)
+                    fake = gen(z).view(8, 4).detach()
+                    score_fake, _ = critic(fake)
+                    score_real, _ = critic(real)
+                    c_loss = score_fake.mean() - score_real.mean()
+                    c_loss.backward()
+                    opt_critic.step()
+        w0 = gen.weight.detach().clone()
+        fit(3)
+        moved = not torch.equal(w0, gen.weight)
+        """, "GT522", holds="moved"), Shape("""
+        finals = []
+        for weight in (1.0, 0.0):
+            torch.manual_seed(0)
+            gen, critic = nn.Linear(4, 4), nn.Linear(4, 1)
+            opt_gen = torch.optim.SGD(gen.parameters(), lr=0.1)
+            for _ in range(3):
+                z = torch.randn(8, 4)
+                gen.zero_grad()
+                g_loss = F.mse_loss(gen(z), z)
+                g_loss.backward()
+                opt_gen.step()
+                h = gen(z).relu()
+                aux = weight * critic(h).mean()
+                aux.backward()
+            finals.append(gen.weight.detach().clone())
+        trains_nothing = torch.equal(finals[0], finals[1])
+        """, "GT522", line=11, holds="trains_nothing")),
 }
 
 
