@@ -107,6 +107,52 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             finals.append(gen.weight.detach().clone())
         trains_nothing = torch.equal(finals[0], finals[1])
         """, "GT522", line=11, holds="trains_nothing")),
+    # FNO (scripts/train_burgers_pino.py): the plateau is built under `if cfg == "plateau"`,
+    # and stepped under `if isinstance(scheduler, ReduceLROnPlateau): step(metric)`, `else:
+    # step()`: the bare step never meets the plateau. Here the test is `not isinstance`, on the
+    # class imported by name. Twin: the test names another class, so the plateau reaches the
+    # bare step and torch raises
+    "bare-step-in-the-branch-where-the-scheduler-is-not-a-plateau": (Shape("""
+        from torch.optim.lr_scheduler import ReduceLROnPlateau, StepLR
+        def fit(kind):
+            net = nn.Linear(2, 1)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            if kind == "plateau":
+                sched = ReduceLROnPlateau(opt, patience=0)
+            else:
+                sched = StepLR(opt, step_size=1)
+            for _ in range(2):
+                loss = net(torch.randn(4, 2)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if not isinstance(sched, ReduceLROnPlateau):
+                    sched.step()
+                else:
+                    sched.step(loss.item())
+            return opt.param_groups[0]["lr"]
+        rates = (fit("plateau"), fit("step"))
+        """, "GT531", holds="rates[1] < 0.1"), Shape("""
+        from torch.optim.lr_scheduler import ReduceLROnPlateau, StepLR
+        def fit(kind):
+            net = nn.Linear(2, 1)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            if kind == "plateau":
+                sched = ReduceLROnPlateau(opt, patience=0)
+            else:
+                sched = StepLR(opt, step_size=1)
+            for _ in range(2):
+                loss = net(torch.randn(4, 2)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if isinstance(sched, StepLR):
+                    sched.step(loss.item())
+                else:
+                    sched.step()
+            return opt.param_groups[0]["lr"]
+        rates = (fit("plateau"), fit("step"))
+        """, "GT531", line=17, raises=(TypeError, "metrics"))),
 }
 
 
