@@ -153,6 +153,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return opt.param_groups[0]["lr"]
         rates = (fit("plateau"), fit("step"))
         """, "GT531", line=17, raises=(TypeError, "metrics"))),
+    # FNO (scripts/train_uqno_darcy.py): `out, sample = data_processor.postprocess(out,
+    # sample)` in an evaluation loop with grad on, then `x_list.append(sample["x"])`: the
+    # processor hands each argument back, and `sample` came from the loader. Here a scaler
+    # object's `undo(pred, batch)`. Twin: the element collected is the one whose argument is
+    # the model's output: each step's graph stays alive
+    "collecting-the-data-element-a-processor-hands-back": (Shape("""
+        class Scaler:
+            def undo(self, pred, batch):
+                return pred * 2.0, {k: v * 2.0 for k, v in batch.items()}
+        def collect(net, loader, scaler):
+            kept = []
+            for batch in loader:
+                pred = net(batch["x"])
+                pred, batch = scaler.undo(pred, batch)
+                kept.append(batch["x"])
+            return kept
+        kept = collect(nn.Linear(3, 1), [{"x": torch.randn(2, 3)} for _ in range(3)], Scaler())
+        """, "GT505", holds="not any(t.requires_grad for t in kept)"), Shape("""
+        class Scaler:
+            def undo(self, pred, batch):
+                return pred * 2.0, {k: v * 2.0 for k, v in batch.items()}
+        def collect(net, loader, scaler):
+            kept = []
+            for batch in loader:
+                pred = net(batch["x"])
+                pred, batch = scaler.undo(pred, batch)
+                kept.append(pred)
+            return kept
+        kept = collect(nn.Linear(3, 1), [{"x": torch.randn(2, 3)} for _ in range(3)], Scaler())
+        """, "GT505", line=9, holds="all(t.requires_grad for t in kept)")),
 }
 
 
