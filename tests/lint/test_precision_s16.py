@@ -183,6 +183,58 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return kept
         kept = collect(nn.Linear(3, 1), [{"x": torch.randn(2, 3)} for _ in range(3)], Scaler())
         """, "GT505", line=9, holds="all(t.requires_grad for t in kept)")),
+    # code-of-learn-deep-learning (fine-tune notebook): a first experiment sets `net.fc` up to
+    # train; then `net = models.resnet50(...)` anew, every parameter of the new net frozen, a
+    # new `net.fc`: the freeze never reaches the first head. Here a backbone class of the file
+    # and `requires_grad_(False)`. Twin: the name is rebound by `.to()`, which returns the same
+    # module: the head is frozen with the rest and backward raises
+    "freeze-of-a-model-bound-anew-after-the-head-of-the-old-one": (Shape("""
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(torch.relu(self.body(x)))
+        def fit(net, params):
+            opt = torch.optim.SGD(params, lr=0.1)
+            loss = net(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        def experiments():
+            enc = Backbone()
+            enc.head = nn.Linear(4, 2)
+            fit(enc, enc.parameters())
+            enc = Backbone()
+            enc.requires_grad_(False)
+            enc.head = nn.Linear(4, 2)
+            w0 = enc.head.weight.detach().clone()
+            fit(enc, enc.head.parameters())
+            return not torch.equal(w0, enc.head.weight)
+        moved = experiments()
+        """, "GT408", holds="moved"), Shape("""
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(torch.relu(self.body(x)))
+        def fit(net, params):
+            opt = torch.optim.SGD(params, lr=0.1)
+            loss = net(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        def experiments():
+            enc = Backbone()
+            enc.head = nn.Linear(4, 2)
+            enc = enc.to("cpu")
+            enc.requires_grad_(False)
+            fit(enc, enc.head.parameters())
+        experiments()
+        """, "GT408", line=18, raises=(RuntimeError, "does not require grad"))),
 }
 
 
