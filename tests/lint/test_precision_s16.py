@@ -235,6 +235,41 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             fit(enc, enc.head.parameters())
         experiments()
         """, "GT408", line=18, raises=(RuntimeError, "does not require grad"))),
+    # rasbt's cnn-vgg16-cats-dogs: `compute_accuracy_and_loss` returns `correct.float() / n *
+    # 100, cross_entropy / n`, the accuracy first, the cross-entropy (summed with `.item()`)
+    # second: the first element is a metric, not a loss. Here `accuracy_and_nll_loss` over a
+    # model returning (logits, log-probabilities), summing `nll_loss`. Twin: a loss function whose first element is itself a loss
+    # built from argmax indices (its other element, from a loss call too): backward raises
+    "accuracy-returned-before-the-loss": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+            def forward(self, x):
+                logits = self.fc(x)
+                return logits, F.log_softmax(logits, dim=1)
+        def accuracy_and_nll_loss(net, batches):
+            hits, total = 0, 0
+            nll = 0.
+            for i, (x, y) in enumerate(batches):
+                logits, logp = net(x)
+                nll += F.nll_loss(logp, y, reduction="sum").item()
+                _, pred = torch.max(logp, 1)
+                total += y.size(0)
+                hits += (pred == y).sum()
+            return hits.float() / total * 100, nll / total
+        net = Net()
+        with torch.no_grad():
+            acc, nll = accuracy_and_nll_loss(net, [(torch.randn(5, 4), torch.randint(0, 3, (5,)))])
+        ok = 0.0 <= float(acc) <= 100.0 and isinstance(nll, float)
+        """, "GT108", holds="ok"), Shape("""
+        def hard_loss(net, x, y):
+            pred = net(x).argmax(dim=1)
+            return F.mse_loss(pred.float(), y.float()), F.cross_entropy(net(x), y).detach()
+        net = nn.Linear(4, 3)
+        loss, ce = hard_loss(net, torch.randn(5, 4), torch.randint(0, 3, (5,)))
+        loss.backward()
+        """, "GT108", line=2, raises=(RuntimeError, "does not require grad"))),
 }
 
 
