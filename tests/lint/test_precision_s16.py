@@ -270,6 +270,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss, ce = hard_loss(net, torch.randn(5, 4), torch.randint(0, 3, (5,)))
         loss.backward()
         """, "GT108", line=2, raises=(RuntimeError, "does not require grad"))),
+    # Atcold's autograd notebook: `with torch.no_grad(): z = w @ x`, then `try: z.backward()
+    # except RuntimeError as e: print(e)`: the notebook shows the error on purpose. Here a
+    # product and `except Exception`, the error kept in a list. Twin: the handler lets every error but an
+    # out-of-memory one out again, so the no-grad loss still raises
+    "backward-expected-to-fail-in-a-try": (Shape("""
+        w = torch.ones(3, requires_grad=True)
+        x = torch.arange(1.0, 4.0)
+        shown = []
+        with torch.no_grad():
+            y = (w * x).sum()
+        try:
+            y.backward()
+        except Exception as err:
+            shown.append(type(err).__name__)
+        """, "GT201", holds="shown == ['RuntimeError']"), Shape("""
+        net = nn.Linear(3, 1)
+        with torch.no_grad():
+            out = net(torch.randn(2, 3)).sum()
+        try:
+            out.backward()
+        except RuntimeError as err:
+            if "out of memory" not in str(err):
+                raise
+        """, "GT201", line=2, raises=(RuntimeError, "does not require grad"))),
 }
 
 
