@@ -238,8 +238,9 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # rasbt's cnn-vgg16-cats-dogs: `compute_accuracy_and_loss` returns `correct.float() / n *
     # 100, cross_entropy / n`, the accuracy first, the cross-entropy (summed with `.item()`)
     # second: the first element is a metric, not a loss. Here `accuracy_and_nll_loss` over a
-    # model returning (logits, log-probabilities), summing `nll_loss`. Twin: a loss function whose first element is itself a loss
-    # built from argmax indices (its other element, from a loss call too): backward raises
+    # model returning (logits, log-probabilities), summing `nll_loss`. Twin: a loss function
+    # whose first element is itself a loss built from argmax indices (its other element, from a
+    # loss call too): backward raises
     "accuracy-returned-before-the-loss": (Shape("""
         class Net(nn.Module):
             def __init__(self):
@@ -272,8 +273,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         """, "GT108", line=2, raises=(RuntimeError, "does not require grad"))),
     # Atcold's autograd notebook: `with torch.no_grad(): z = w @ x`, then `try: z.backward()
     # except RuntimeError as e: print(e)`: the notebook shows the error on purpose. Here a
-    # product and `except Exception`, the error kept in a list. Twin: the handler lets every error but an
-    # out-of-memory one out again, so the no-grad loss still raises
+    # product and `except Exception`, the error kept in a list. Twin: the handler lets every
+    # error but an out-of-memory one out again, so the no-grad loss still raises
     "backward-expected-to-fail-in-a-try": (Shape("""
         w = torch.ones(3, requires_grad=True)
         x = torch.arange(1.0, 4.0)
@@ -305,3 +306,22 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+def test_a_catch_all_around_the_whole_loop_is_no_probe_of_its_backward() -> None:
+    """Twin of `backward-expected-to-fail-in-a-try` in another shape: the `try` holds the whole
+    training loop, its handler prints the error: the no-grad loss still breaks the training."""
+    judge(PRELUDE, Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        failed = []
+        try:
+            for _ in range(2):
+                with torch.no_grad():
+                    out = net(torch.randn(2, 3)).sum()
+                opt.zero_grad()
+                out.backward()
+                opt.step()
+        except Exception as err:
+            failed.append(str(err))
+        """, "GT201", line=6, holds="failed and 'does not require grad' in failed[0]"))

@@ -15,8 +15,8 @@ when parameters upstream of that cut were trained by an optimizer.
 
 A stop-gradient target inside one term (``mse(pred, target_from_no_grad)``) keeps the term
 live and is never seen here; a sum made in a library's code (a solver's time plus its no-grad
-step size) is not a term of the user's loss; a constant from a module no optimizer trains (a frozen teacher)
-is not the model's own output and is left alone.
+step size) is not a term of the user's loss; a constant from a module no optimizer trains (a
+frozen teacher) is not the model's own output and is left alone.
 """
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -62,20 +61,18 @@ CAUGHT = frozenset({"RuntimeError", "Exception", "BaseException"})
 
 
 def _error_expected(ctx: Context) -> bool:
-    """The backward sits in the body of a ``try`` whose handler takes the error it would raise
-    (``RuntimeError``, ``Exception``, or every error) and goes on without raising again: the
-    program expects it to fail (a tutorial showing the error, Atcold's autograd notebook).
-    A handler that raises again (``if "out of memory" not in str(e): raise``) lets it out."""
+    """The backward's own statement is in the body of a ``try`` whose handler takes the error
+    it would raise (``RuntimeError``, ``Exception``, or every error) and goes on without
+    raising again: the program expects that call to fail (a tutorial showing the error,
+    Atcold's autograd notebook). A handler that raises again (``if "out of memory" not in
+    str(e): raise``) lets it out, and a ``try`` around a whole loop or step that holds the
+    backward is no probe of it."""
     stack = ctx.stmts
-    for i in range(len(stack) - 2, -1, -1):
-        s = stack[i]
-        if isinstance(s, FUNCTION_TYPES):
-            return False
-        if isinstance(s, ast.Try) and any(stack[i + 1] is b for b in s.body) and any(
-                _takes(h) and not any(isinstance(n, ast.Raise) for n in walk(h))
-                for h in s.handlers):
-            return True
-    return False
+    if len(stack) < 2:
+        return False
+    s, stmt = stack[-2], stack[-1]
+    return isinstance(s, ast.Try) and any(stmt is b for b in s.body) and any(
+        _takes(h) and not any(isinstance(n, ast.Raise) for n in walk(h)) for h in s.handlers)
 
 
 def _takes(h: ast.ExceptHandler) -> bool:
