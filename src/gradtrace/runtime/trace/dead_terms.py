@@ -14,8 +14,9 @@ frame that switched grad mode off, at the line it was running), and is made at t
 when parameters upstream of that cut were trained by an optimizer.
 
 A stop-gradient target inside one term (``mse(pred, target_from_no_grad)``) keeps the term
-live and is never seen here; a constant from a module no optimizer trains (a frozen teacher)
-is not the model's own output and is left alone.
+live and is never seen here; a sum made in a library's code (a solver's time plus its no-grad
+step size) is not a term of the user's loss; a constant from a module no optimizer trains (a
+frozen teacher) is not the model's own output and is left alone.
 """
 from __future__ import annotations
 
@@ -66,6 +67,17 @@ def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
     if live is None or dead is None or dead[0].numel() != 1 or live.numel() != 1:
         return None
     return dead[1]
+
+
+def summed_by_user(frame: Any) -> bool:
+    """The sum is made by the user's own code (NOTE [dead loss term]). A library that adds a
+    step size it computed under ``no_grad`` to its own running time (torchdiffeq's adaptive
+    solvers: ``t1 = t0 + dt`` with ``dt`` from ``@torch.no_grad() _optimal_step_size``) builds
+    no loss term: the user's loss never adds that scalar, and the library chose not to
+    differentiate its step control."""
+    from gradtrace.runtime.ran import is_user_file
+
+    return frame is not None and is_user_file(frame.f_code.co_filename)
 
 
 def mark(state: Any, out: Any, cut: Any) -> None:

@@ -24,7 +24,8 @@ from gradtrace.runtime.trace.classify import (
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, first_grad_tensor, call_name, classify,
 )
-from gradtrace.runtime.trace.dead_terms import block_statement, check_combine, seen_in_backward
+from gradtrace.runtime.trace.dead_terms import (block_statement, check_combine, seen_in_backward,
+                                                summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
 from gradtrace.runtime.trace.lr_groups import note_asked
@@ -84,7 +85,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                     except Exception as exc:
                         _oops(exc)
                         dead = None
-                    if dead is not None:
+                    if dead is not None and summed_by_user(f):
                         return self._dead_sum(func, args, kwargs, dead)
                 kind = PLAIN
             elif kind == TO:  # NOTE [loaded state thrown away]

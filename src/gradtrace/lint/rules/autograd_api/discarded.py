@@ -13,20 +13,28 @@ from gradtrace.lint.rule import Bad, Good, Rule
 
 # Tensor operations that return a new tensor and have an in-place twin spelled with a trailing
 # underscore (``clamp`` / ``clamp_``): called as a statement of its own, the new tensor is
-# dropped and the receiver is left as it was.
+# dropped and the receiver is left as it was. Not ``fill_diagonal`` nor ``zero``: torch has
+# only their in-place spelling (``Tensor.fill_diagonal`` is an AttributeError), and
+# ``np.fill_diagonal(a, 0)`` is NumPy's in-place function (graph-generation's data.py).
 PURE_WITH_INPLACE = frozenset({
     "clamp", "clip", "clamp_min", "clamp_max", "add", "sub", "mul", "div", "neg", "abs",
     "sqrt", "exp", "log", "pow", "sign", "sigmoid", "tanh", "relu", "floor", "ceil", "round",
     "masked_fill", "index_fill", "index_add", "scatter", "scatter_add", "renorm", "lerp",
     "addcmul", "addcdiv", "nan_to_num", "fmod", "remainder", "reciprocal", "square",
-    "true_divide", "multiply", "subtract", "divide", "fill_diagonal", "zero"})
+    "true_divide", "multiply", "subtract", "divide"})
 # ... of which these names are torch.Tensor's own (no NumPy array, container or common
 # library object has them): on a name whose value the scope cannot place, the call is still
 # a tensor's (flamingo's `attn.masked_fill(mask, 0.)` on an attention map built through a
 # generator the scope does not follow)
 TENSOR_ONLY = frozenset({
     "masked_fill", "index_fill", "index_add", "scatter_add", "clamp_min", "clamp_max",
-    "renorm", "addcmul", "addcdiv", "nan_to_num", "fill_diagonal", "lerp"})
+    "renorm", "addcmul", "addcdiv", "nan_to_num", "lerp"})
+# tensor methods whose result shares the receiver's storage: an in-place op on it changes the
+# receiver (``p.grad.view(-1).clamp_(-1, 1)``)
+ALIASING = frozenset({
+    "view", "view_as", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t",
+    "permute", "narrow", "select", "expand", "expand_as", "detach", "diagonal", "movedim",
+    "unflatten", "as_strided", "contiguous"})
 # the scope's kinds of a tensor, and of values that are certainly not one
 TENSOR_KINDS = (GRAPH, DETACHED, LEAF, PARAMETER)
 NOT_TENSOR_KINDS = (MODULE, OPTIMIZER, NUMBER, NUMPY, PARAMS, NONE)
@@ -49,6 +57,17 @@ def _tensor_receiver(expr: ast.AST, method: str, ctx: Context) -> bool:
     return kind not in NOT_TENSOR_KINDS and method in TENSOR_ONLY \
         and isinstance(root, ast.Name) and root.id not in ctx.imports.aliases and any(
             v == "torch" or v.startswith("torch.") for v in ctx.imports.aliases.values())
+
+
+def _held(expr: ast.AST) -> bool:
+    """A value something else still holds (a name, an attribute, an item, or a view of one):
+    only then can a dropped result mean an update that never happened. A fresh value
+    (``torch.relu(fc(x))``, ``torch.sigmoid(a + b)``) is held by nobody: the line computes and
+    drops it, as a notebook's last line does to display it (rasbt's fc-to-conv)."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in ALIASING:
+        expr = expr.func.value
+    return isinstance(expr, (ast.Name, ast.Attribute, ast.Subscript))
 
 
 class TensorOpResultDiscarded(Rule):
@@ -135,6 +154,8 @@ class TensorOpResultDiscarded(Rule):
         elif not qual.startswith("torch.") and _tensor_receiver(call.func.value, method, ctx):
             target = call.func.value
         else:
+            return
+        if not _held(target):
             return
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
             "update"

@@ -7,6 +7,8 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.analysis.grad_sources import Dead, Deps
@@ -47,12 +49,35 @@ class _LossTraceRule(Rule):
 
 def _dead_loss(node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
     loss = backward_loss(node, ctx) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
-    if loss is None:
+    if loss is None or _error_expected(ctx):
         return None
     deps = grad_sources(ctx, ctx.scope().node).sources(loss, node.lineno, stop_on_live=True)
     if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
         return None
     return loss, deps
+
+
+CAUGHT = frozenset({"RuntimeError", "Exception", "BaseException"})
+
+
+def _error_expected(ctx: Context) -> bool:
+    """The backward's own statement is in the body of a ``try`` whose handler takes the error
+    it would raise (``RuntimeError``, ``Exception``, or every error) and goes on without
+    raising again: the program expects that call to fail (a tutorial showing the error,
+    Atcold's autograd notebook). A handler that raises again (``if "out of memory" not in
+    str(e): raise``) lets it out, and a ``try`` around a whole loop or step that holds the
+    backward is no probe of it."""
+    stack = ctx.stmts
+    if len(stack) < 2:
+        return False
+    s, stmt = stack[-2], stack[-1]
+    return isinstance(s, ast.Try) and any(stmt is b for b in s.body) and any(
+        _takes(h) and not any(isinstance(n, ast.Raise) for n in walk(h)) for h in s.handlers)
+
+
+def _takes(h: ast.ExceptHandler) -> bool:
+    types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+    return h.type is None or any(dotted(t) in CAUGHT for t in types if t is not None)
 
 
 def _sink_text(node: ast.AST, ctx: Context) -> str:

@@ -38,6 +38,7 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
 from gradtrace.lint.analysis.backpropagated import backpropagated
+from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
@@ -95,9 +96,28 @@ class LossPaths(HelperTracer):
             only = frozenset({DATA})  # a module's output read through `.data`
         for s in self.scope.stmts:
             if isinstance(s, ast.Return) and s.value is not None:
+                if isinstance(s.value, ast.Tuple) and s.value.elts and not self._from_loss_call(
+                        s.value.elts[0], s.lineno) and any(
+                        self._from_loss_call(e, s.lineno) for e in s.value.elts[1:]):
+                    continue  # `return accuracy, loss`: the first element is not the loss
                 others = tuple(s.value.elts[1:]) if isinstance(s.value, ast.Tuple) else ()
                 out.extend(Sink(s, v, "return", only, others) for v in _returned_losses(s.value))
         return out
+
+    def _from_loss_call(self, e: ast.expr, line: int, depth: int = 0) -> bool:
+        """``e`` is computed (through the function's bindings) from a torch loss function
+        (``F.cross_entropy(...)``): a later element of the returned tuple is the loss, so the
+        first one is something else (rasbt's ``compute_accuracy_and_loss`` returns the
+        accuracy first)."""
+        for n in walk(e):
+            if isinstance(n, ast.Call) and is_functional_loss(
+                    self.ctx.qualified_name(n.func) or ""):
+                return True
+            if depth < 3 and isinstance(n, ast.Name) and any(
+                    b.value is not None and self._from_loss_call(b.value, b.line, depth + 1)
+                    for b in self.scope.bindings_before(n.id, line)):
+                return True
+        return False
 
     def _in_module_class(self) -> bool:
         cls = self.ctx.class_def

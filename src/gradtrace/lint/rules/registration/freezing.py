@@ -143,6 +143,16 @@ def _reloaded(scope: Scope, head: ast.Assign, freeze: ast.stmt) -> bool:
                not scope.exclusive(m.stmt, freeze) for m in scope.calls_to("load_state_dict"))
 
 
+def _rebound(scope: Scope, root: str, first: int, freeze: ast.stmt) -> bool:
+    """``root`` is bound anew between line ``first`` and the freeze, to a value computed
+    without the old object (``net = models.resnet50(...)`` again, the course notebook's second
+    experiment): the freeze reaches the new object, not what was set up on the old one.
+    ``net = net.to(device)`` or ``net = nn.DataParallel(net)`` keep the old object's parameters."""
+    return any(b.value is not None and not scope.exclusive(b.stmt, freeze) and not any(
+        isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == root for n in walk(b.value))
+        for b in scope.bindings_within(root, first + 1, freeze.lineno - 1))
+
+
 class FreezeUndoesTraining(Rule):
     """A freeze-everything loop also freezes the new head, or undoes an earlier unfreeze.
 
@@ -222,12 +232,14 @@ class FreezeUndoesTraining(Rule):
     def _victim(scope: Scope, f: GradFlag, before: list[GradFlag]) -> tuple[int, str, str] | None:
         for g in reversed(before):
             if g.value and not g.conditional and g.root != f.root and covers(f.root, g.root) \
-                    and not scope.exclusive(f.stmt, g.stmt):
+                    and not scope.exclusive(f.stmt, g.stmt) \
+                    and not _rebound(scope, f.root, g.stmt.lineno, f.stmt):
                 return g.stmt.lineno, "the part unfrozen at", g.root
         if f.root == "self":
             return None  # a module freezing all it built so far (prefix/adapter tuning)
         heads = [h for h in _head_assignments(scope, f.root, f.stmt.lineno)
-                 if not scope.exclusive(f.stmt, h) and not _reloaded(scope, h, f.stmt)]
+                 if not scope.exclusive(f.stmt, h) and not _reloaded(scope, h, f.stmt)
+                 and not _rebound(scope, f.root, h.lineno, f.stmt)]
         if heads:
             h = heads[-1]
             return h.lineno, "the new", dotted(h.targets[0]) or ""

@@ -3,13 +3,12 @@ which optimizers' models a backward() reaches (NOTE [two optimizers] in step_ear
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.vocabulary import FORWARD_METHODS
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
-from gradtrace.lint.analysis.cuts import TENSOR_METHODS
+from gradtrace.lint.analysis.cuts import DETACHING_METHODS, TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import module_like
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.graph_deps import Graphs, followed_value, graphs, loads
@@ -85,12 +84,29 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = Fa
                if d.value is not None]
     out: set[str] = set()
     for v in values:
-        for n in walk(v):
-            if isinstance(n, ast.Call):
-                d = dotted(n.func) or ""
-                out.update(o for o in owners if d == o or d.startswith(o + ".")
-                           or inner and d and o.startswith(d + "."))
+        for n in _live_calls(v):
+            d = dotted(n.func) or ""
+            out.update(o for o in owners if d == o or d.startswith(o + ".")
+                       or inner and d and o.startswith(d + "."))
     return out
+
+
+def _live_calls(v: ast.AST) -> Iterator[ast.Call]:
+    """The calls of ``v`` whose result keeps its history in ``v``: not those under a detaching
+    method (``fake = aG(z).detach()``, improved-wgan-pytorch's critic pass: the critic's loss
+    read from ``fake`` does not reach ``aG``) nor under ``.data``."""
+    stack = [v]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Attribute) and n.attr == "data":
+            continue
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr in DETACHING_METHODS:
+                stack.extend(n.args)
+                stack.extend(k.value for k in n.keywords)
+                continue
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
 
 
 def for_another(f: LoopFacts, b: Backward, s: Step) -> bool:

@@ -248,7 +248,8 @@ class LossAccumulatedWithGraph(LoopRule):
         graphy = [b for n, _ in loads(value, g._cut, foreign)
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
                   if f.inside(b.stmt, loop)
-                  and g.carries(b) and not _foreign_result(b, foreign)]
+                  and g.carries(b) and not _foreign_result(b, foreign)
+                  and not _passed_through_clean(f, g, b)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct:
             return None
@@ -343,6 +344,25 @@ def _foreign_result(b: Binding, foreign: Callable[[ast.Call], bool]) -> bool:
     (NOTE [foreign functions]), whether it keeps a graph is not known here."""
     v = value_of(b)
     return isinstance(v, ast.Call) and foreign(v)
+
+
+def _passed_through_clean(f: LoopFacts, g: Graphs, b: Binding) -> bool:
+    """``out, sample = processor.postprocess(out, sample)``: a call that runs no model, whose
+    positional arguments are the unpacked names in order, hands each argument back
+    transformed (to a device, unnormalised): ``sample`` holds a graph only if what was passed
+    as ``sample`` did, whatever ``out`` holds (the FNO repository's residual loop collects
+    ``sample["x"]``)."""
+    s = b.stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+        return False
+    call, names = s.value, [dotted(e) for e in s.targets[0].elts]
+    if call.keywords or len(names) < 2 or [dotted(a) if isinstance(a, ast.Name) else None
+                                           for a in call.args] != names \
+            or any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(call)):
+        return False
+    return not any(g.carries(d) for d in reaching(f.scope, b.name, s.lineno, prefix=True)
+                   if d is not b)
 
 
 def _read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:

@@ -279,7 +279,7 @@ class PlateauStepWithoutMetric(Rule):
                 continue
             for step, _ in PlateauMaxModeOnLoss._steps(target, owner.get(id(n)), owner, ctx,
                                                        given=False):
-                if _exclusive_settings(ctx, n, step):
+                if _exclusive_settings(ctx, n, step, built=target):
                     continue  # `if cfg.sched == 'plateau': s = Plateau(...)` / `== 'step'`
                 yield self.report(step, ctx, step=ctx.source(step)[:60], line=n.lineno,
                                   related=(related_at(ctx, n, "the scheduler is built here"),))
@@ -288,12 +288,18 @@ class PlateauStepWithoutMetric(Rule):
 Setting = tuple[str, object, bool]  # (dotted name, constant, equal?)
 
 
-def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST) -> bool:
+def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST, built: str | None = None
+                        ) -> bool:
     """``a`` and ``b`` sit under ``if`` tests that compare one setting with constants that
     cannot both hold (``if args.sched == 'plateau':`` builds, ``if args.sched == 'step':``
-    steps; or ``== c`` and the ``else`` of ``== c``): no run reaches both."""
+    steps; or ``== c`` and the ``else`` of ``== c``): no run reaches both. ``built``: the name
+    the plateau ``a`` is bound to, which is then a plateau, so the ``else`` of ``if
+    isinstance(built, ReduceLROnPlateau):`` (or the body of ``if not isinstance(...)``) holds
+    another scheduler (the FNO repository's ``train_burgers_pino.py``)."""
     guards = _guards(ctx)
     ga, gb = guards.get(id(a), ()) + _set_with(ctx, a), guards.get(id(b), ())
+    if built is not None:
+        ga += ((ISA + built, PLATEAU, True),)
     return any(x == y and (ex and ey and c != d or ex != ey and c == d)
                for x, c, ex in ga for y, d, ey in gb)
 
@@ -339,7 +345,7 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
         while stack:
             n, facts = stack.pop()
             out[id(n)] = facts
-            if isinstance(n, ast.If) and (fact := _setting(n.test)) is not None:
+            if isinstance(n, ast.If) and (fact := _setting(n.test, ctx)) is not None:
                 name, const, eq = fact
                 stack.append((n.test, facts))
                 stack.extend((c, facts + ((name, const, eq),)) for c in n.body)
@@ -350,8 +356,21 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
     return ctx.memo("gt531-guards", ctx.tree, make)
 
 
-def _setting(test: ast.expr) -> Setting | None:
-    """``args.sched == 'step'`` -> ("args.sched", "step", True); ``!=`` gives False."""
+ISA, PLATEAU = "isinstance ", "ReduceLROnPlateau"
+
+
+def _setting(test: ast.expr, ctx: Context) -> Setting | None:
+    """``args.sched == 'step'`` -> ("args.sched", "step", True); ``!=`` gives False.
+    ``isinstance(sched, ReduceLROnPlateau)`` -> ("isinstance sched", PLATEAU, True); ``not``
+    turns it over."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _setting(test.operand, ctx)
+        return None if inner is None or not inner[0].startswith(ISA) else \
+            (inner[0], inner[1], not inner[2])
+    if isinstance(test, ast.Call) and dotted(test.func) == "isinstance" \
+            and len(test.args) == 2 and (name := dotted(test.args[0])):
+        kind = ctx.qualified_name(test.args[1]) or dotted(test.args[1]) or ""
+        return (ISA + name, PLATEAU, True) if kind.rpartition(".")[2] == PLATEAU else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 \
             and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
             and isinstance(test.comparators[0], ast.Constant) and dotted(test.left):
