@@ -360,7 +360,11 @@ class NanFilteredAfterSingularOp(Rule):
                "inputs off the singular point before `{op}`")
     triggers = ("isnan", "isinf", "isfinite", "isposinf", "isneginf")
     # statement visitors, on every statement of a file that tests for NaN: the filter
-    # (`r[~nan_mask]`) is often on another line than the test (`nan_mask = torch.isnan(r)`)
+    # (`r[~nan_mask]`) is often on another line than the test (`nan_mask = torch.isnan(r)`),
+    # but in the same function (a name is resolved in its own function only), so a function
+    # whose code holds no test (a NaN test call, or `r != r`) is skipped
+    gate_statements = "function"
+    statement_triggers = (*triggers, "!=")
     examples = [
         Bad("""
             import torch
