@@ -12,9 +12,11 @@ from gradtrace.runtime.frames import Site
 
 # NOTE [never graded by design]
 # Why a parameter got no gradient when no forward used it toward a loss: its module never ran,
-# or ran (grad on, no cut seen) and its output was left out (BERT's pooler unpacked into `_`, a
-# layer a DDP(find_unused_parameters=True) model skips). That is no cut: correct programs do it
-# on purpose. `fuse` shows such a finding only when a static finding on the code accounts for it.
+# or ran (grad on, no cut seen) and its output was left out (BERT's pooler unpacked into `_`).
+# That is no cut: correct programs do it on purpose. `fuse` shows the second only when a static
+# finding on the code accounts for it; both are left out when DDP was built with
+# find_unused_parameters=True (declared). The first is still reported on its own (a layer defined
+# and optimized, never called: examples/runtime/unused_layer.py).
 NEVER_RAN = "its module never ran in a forward pass"
 OUTPUT_UNUSED = "it is used in forward, but no backward() reached it"
 
