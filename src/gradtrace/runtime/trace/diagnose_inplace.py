@@ -13,7 +13,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
-from gradtrace.runtime.trace.graph_walk import caller_between, reaches_marked, roots_of as _roots
+from gradtrace.runtime.trace.graph_walk import reaches_marked, roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
                                                 layer_built_inplace)
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
@@ -128,7 +128,6 @@ def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
     queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
     seen: dict[int, Any] = {}
     kept, own = None, []  # the first kept node (and its user); leaves reached around it
-    frontier: list[tuple[Any, Site | None]] = []  # every kept node met, with its user
     while queue and len(seen) < limit:
         node, user = queue.pop(0)
         if node is None or id(node) in seen:
@@ -137,7 +136,6 @@ def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
         try:
             if META_RETAINED in node.metadata:
                 kept = kept or (node, user)
-                frontier.append((node, user))
                 continue
             var = getattr(node, "variable", None)
             if isinstance(var, Tensor):
@@ -155,11 +153,9 @@ def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
                if r.site == state.after_step and r.ref() is not None
                for g in r.ref().param_groups for p in g["params"]}
     user = kept[1]
-    if by is not None and (not own or all(id(p) in stepped for p in own)):
-        kept, user = _stale_input(frontier, stepped, site, by) or (kept, None)
     # the failing loss trains parameters of its own, which the step that broke it does not
     # hold (a discriminator's): that loss took the other model's output without detaching it
-    if by is None or user is None:
+    if by is None or user is None or not own or all(id(p) in stepped for p in own):
         return None
     return make(code_for("gan-fake-not-detached", pat.code), user,
                 f"this line takes in a value whose graph the backward() at {src(by)} already "
@@ -171,25 +167,6 @@ def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
                 related=[(by, "this backward() went through the shared graph first"),
                          (state.after_step, "optimizer.step() changed its parameters here"),
                          (site, "backward() failed here")])
-
-
-def _stale_input(frontier: list[tuple[Any, Site | None]], stepped: set[int], site: Site,
-                 by: Site) -> tuple[Any, Site | None] | None:
-    """Every parameter of the failing loss sits under kept nodes (SRGAN: the generator's loss
-    takes both its image and the discriminator's score of it, ``fake_out``, computed before
-    the discriminator's step): when some of them are not the stepped optimizer's (the
-    generator's), the kept node over stepped parameters is the stale value, named where the
-    failing loss took it in (its module call, NOTE [module input stamp])."""
-    from gradtrace.runtime.trace.graph_walk import node_leaves
-
-    under = [(node, user, {id(p) for p in node_leaves(node)}) for node, user in frontier[:16]]
-    if not under or all(ids <= stepped for _, _, ids in under):
-        return None
-    stale = next(((n, u) for n, u, ids in under if ids & stepped and u is not None), None)
-    if stale is None:
-        return None
-    called = caller_between(stale[0], stale[1], site, by)
-    return stale[0], called or stale[1]
 
 
 def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:

@@ -95,11 +95,10 @@ def note_called_with(args: tuple) -> None:
             continue
 
 
-def caller_between(node: Any, used: Site | None, site: Site,
-                   after: Site | None = None) -> Site | None:
+def caller_between(node: Any, used: Site | None, site: Site) -> Site | None:
     """The module call of ``site``'s function that handed ``node``'s value in (META_CALLED),
     when the value was used inside a function that call ran (``used``), and the call stands
-    before ``site`` (and after ``after``) in that function. NOTE [module input stamp]."""
+    before ``site`` in that function. NOTE [module input stamp]."""
     try:
         called, _ = decode_meta(node.metadata.get(META_CALLED))
     except (AttributeError, RuntimeError):
@@ -107,29 +106,9 @@ def caller_between(node: Any, used: Site | None, site: Site,
     if called is None or used is None or used.function == site.function or \
             (called.path, called.function) != (site.path, site.function):
         return None
-    if called.line > site.line or after is not None and (after.path, after.function) == (
-            site.path, site.function) and called.line <= after.line:
+    if called.line > site.line:
         return None
     return called
-
-
-def node_leaves(node: Any, limit: int = 2000) -> list[Tensor]:
-    """The leaf tensors under graph node ``node`` (at most ``limit`` nodes walked)."""
-    out: list[Tensor] = []
-    stack, seen = [node], set()
-    while stack and len(seen) < limit:
-        n = stack.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        var = getattr(n, "variable", None)
-        if isinstance(var, Tensor):
-            out.append(var)
-        try:
-            stack.extend(m for m, _ in n.next_functions if m is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return out
 
 
 def leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:
