@@ -1,5 +1,5 @@
 """`gradtrace run` on a `.grad` read of a name whose leaf was lost where the name was bound
-(NOTE [leaf rebound by its own statement] in `runtime/trace/grad_none.py`; issue 13 §2,
+(NOTE [leaf rebound by its own statement] in `runtime/trace/rebound_leaf.py`; issue 13 §2,
 held-out 9's pytorch#32708): GT305 at that statement, not GT307 at the read.
 
 Bugs: `lhs_pos = lhs_pos.view(...)` (a name rebound to its own view), and the same loss in

@@ -313,7 +313,7 @@ class TraceState:
         return self.grad_none.get(id(t))
 
     def on_nonleaf_grad(self, raw: RawSite, t: Tensor) -> None:
-        from gradtrace.runtime.trace.grad_none import rebound_leaf
+        from gradtrace.runtime.trace.rebound_leaf import rebound_leaf
 
         made, _ = created_site(t.grad_fn)
         if made is not None and (_converted_leaf(t.grad_fn) or rebound_leaf(  # w1 = w.float()
