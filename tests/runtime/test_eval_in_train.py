@@ -56,6 +56,50 @@ for epoch in range(2):
             total += F.cross_entropy(model(x), y).item()  # C
     print(epoch, total)
 """,
+    # held-out 9's GACNet: the caller opens no_grad around a test() helper that loops over
+    # batches: the model's call in the helper (NOTE [evaluated in train mode])
+    "test_helper_inside_callers_no_grad": """
+def test(model, loader):
+    correct = 0
+    for x, y in loader:
+        pred = model(x)  # C
+        correct += int(pred.argmax(1).eq(y).sum())
+    return correct
+
+model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for epoch in range(2):
+    model.train()
+    fit(model, opt, batches(2))
+    with torch.no_grad():
+        print(test(model, batches(2, shift=1.0)), test(model, batches(2, shift=1.0)))
+""",
+    # the same with a model class of its own, an inference_mode block and a method helper
+    "method_helper_inside_callers_inference_mode": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.bn, self.out = nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.fc(x))))
+
+class Runner:
+    def __init__(self, net):
+        self.net = net
+
+    def accuracy(self, data):
+        hits = [self.net(x).argmax(1).eq(y).float().mean() for x, y in data]  # C
+        return float(sum(hits)) / len(hits)
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+runner = Runner(net)
+for epoch in range(2):
+    fit(net, opt, batches(3))
+    with torch.inference_mode():
+        print(runner.accuracy(batches(3, shift=1.0)))
+""",
 }
 
 LOOKALIKES = {

@@ -40,10 +40,10 @@ p.grad.zero_()  # C
     'b4': ('GT801', """\
 class M(nn.Module):
     def __init__(self):
-        super().__init__(); self.used = nn.Linear(3, 1); self.unused = nn.Linear(3, 1)  # C
+        super().__init__(); self.used = nn.Linear(3, 1); self.unused = nn.Linear(3, 1)
     def forward(self, x): return self.used(x)
 mm = M(); mm(torch.randn(2, 3)).sum().backward()
-for p in mm.parameters(): p.grad.zero_()
+for p in mm.parameters(): p.grad.zero_()  # C
 """),
     'b5': ('GT801', """\
 opt = torch.optim.SGD(m.parameters(), lr=0.1)

@@ -161,8 +161,10 @@ def test_model_re_created_is_left_to_gt821(run_script):
     assert res.findings[0]["line"] == 10, res.err
 
 
-def test_head_output_thrown_away_without_ddp_is_gt820(run_script):
-    # the twin of tests/distributed/scripts/spawn_declared_unused.py: no DDP, nothing declared
+def test_head_output_thrown_away_without_ddp_is_silent(run_script):
+    # the twin of tests/distributed/scripts/spawn_declared_unused.py: no DDP, nothing declared;
+    # a head that ran and whose output the program drops (BERT's pooler unpacked into `_`) is
+    # never graded by design, no cut (NOTE [never graded by design] in runtime/build.py)
     res = run_script("""
         import torch
         import torch.nn as nn
@@ -187,5 +189,4 @@ def test_head_output_thrown_away_without_ddp_is_gt820(run_script):
             loss.backward()
             opt.step()
     """)
-    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT820", 13)], res.err
-    assert "aux_out" in res.findings[0]["message"]
+    assert res.code == 0 and res.findings == [], res.err

@@ -10,6 +10,17 @@ from gradtrace.runtime.catalogue import STATIC_TWINS
 from gradtrace.runtime.frames import Site
 
 
+# NOTE [never graded by design]
+# Why a parameter got no gradient when no forward used it toward a loss: its module never ran,
+# or ran (grad on, no cut seen) and its output was left out (BERT's pooler unpacked into `_`).
+# That is no cut: correct programs do it on purpose. `fuse` shows the second only when a static
+# finding on the code accounts for it; both are left out when DDP was built with
+# find_unused_parameters=True (declared). The first is still reported on its own (a layer defined
+# and optimized, never called: examples/runtime/unused_layer.py).
+NEVER_RAN = "its module never ran in a forward pass"
+OUTPUT_UNUSED = "it is used in forward, but no backward() reached it"
+
+
 def display_path(path: str) -> str:
     """``path`` relative to the working directory when it lies below it."""
     if not path or path.startswith("<"):

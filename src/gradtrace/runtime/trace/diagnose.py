@@ -17,7 +17,7 @@ from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.root_sites import inplace_update_of_inference, kept_dim_site
-from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
+from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -276,34 +276,9 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
             fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
         stepped = state.after_step is not None or state.step_seq > freed_seq
-        return [added_to_old_loss(roots, site, pat) or _freed_earlier(pat, made, freed_by, node,
+        return [added_to_old_loss(roots, site, pat) or freed_earlier(pat, made, freed_by, node,
                                                                        site, stepped)]
     return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
-
-
-def _freed_earlier(pat: ErrorPattern, made: Site | None, freed_by: Site | None, node: Any,
-                   site: Site | None, stepped: bool) -> Finding:
-    """A graph freed by another backward() line. With an optimizer step in between (a GAN's
-    discriminator step), the line where that step's graph consumed the value leads (where it
-    needed ``.detach()``); otherwise the first backward(), which freed what the second needs."""
-    via, _ = decode_meta(node.metadata.get(META_FREED_VIA))
-    made_rel = (made, f"the shared value was computed here ({src(made)})")
-    if stepped:
-        lead = via or made or site
-        msg = (f"the value computed at {src(made)} is used here without .detach(), so the "
-               f"backward() at {src(freed_by)} went through its graph and freed it; a later "
-               "backward() needs that graph again")
-        related = [made_rel, (freed_by, "this backward() freed it"),
-                   (site, "this backward() needs it again")]
-        return make(code_for("gan-fake-not-detached", pat.code), lead, msg, related=related,
-                    fix="detach it where this step needs no gradient through it "
-                        "(D(fake.detach()))")
-    msg = (f"this backward() frees the graph of the value computed at {src(made)}, and a "
-           f"later backward() ({src(site)}) needs it again")
-    return make(code_for("backward-through-freed-graph", pat.code), freed_by or made or site,
-                msg, related=[made_rel, (site, "this backward() needs it again")],
-                fix="sum the losses and call backward() once, pass retain_graph=True here, or "
-                    "detach the shared value where the second loss needs no gradient through it")
 
 
 def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) -> bool:
@@ -485,7 +460,8 @@ from gradtrace.runtime.trace.diagnose_inplace import (  # noqa: E402
     detached_saved_finding, inplace_leaf_finding, inplace_saved_finding)
 from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
-from gradtrace.runtime.trace.diagnose_freed import added_to_old_loss, freed_root  # noqa: E402
+from gradtrace.runtime.trace.diagnose_freed import (added_to_old_loss, freed_earlier,  # noqa: E402
+                                                    freed_root)
 from gradtrace.runtime.trace.diagnose_crash import TRACED  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {

@@ -21,7 +21,8 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
+from gradtrace.runtime.trace.graph_walk import caller_between
+from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 
 
 def _receiver(site: Site) -> tuple[Any, str | None]:
@@ -347,3 +348,28 @@ def _carried_local(site: Site, pat: Any, since: int) -> Finding | None:
                               f"`{name}` is rebound here for the next pass"),
                              (site, "this backward() needs the freed graph")])
     return None
+
+
+def freed_earlier(pat: Any, made: Site | None, freed_by: Site | None, node: Any,
+                   site: Site | None, stepped: bool) -> Finding:
+    """A graph freed by another backward() line. With an optimizer step in between (a GAN's
+    discriminator step), the line where that step's graph consumed the value leads (where it
+    needed ``.detach()``); otherwise the first backward(), which freed what the second needs."""
+    via, _ = decode_meta(node.metadata.get(META_FREED_VIA))
+    made_rel = (made, f"the shared value was computed here ({src(made)})")
+    if stepped:
+        lead = (caller_between(node, via, freed_by) if freed_by else None) or via or made or site
+        msg = (f"the value computed at {src(made)} is used here without .detach(), so the "
+               f"backward() at {src(freed_by)} went through its graph and freed it; a later "
+               "backward() needs that graph again")
+        related = [made_rel, (freed_by, "this backward() freed it"),
+                   (site, "this backward() needs it again")]
+        return make(code_for("gan-fake-not-detached", pat.code), lead, msg, related=related,
+                    fix="detach it where this step needs no gradient through it "
+                        "(D(fake.detach()))")
+    msg = (f"this backward() frees the graph of the value computed at {src(made)}, and a "
+           f"later backward() ({src(site)}) needs it again")
+    return make(code_for("backward-through-freed-graph", pat.code), freed_by or made or site,
+                msg, related=[made_rel, (site, "this backward() needs it again")],
+                fix="sum the losses and call backward() once, pass retain_graph=True here, or "
+                    "detach the shared value where the second loss needs no gradient through it")

@@ -15,7 +15,10 @@ norm layer that keeps running statistics run in train mode with grad off. It is 
   ``swa_utils.update_bn`` sets it, is on purpose) and ``num_batches_tracked`` is not 0 (statistics
   reset for a re-estimation, AdaBN-style, are on purpose too);
 - a grad-off switch of user code is on the stack (``off_switch``'s walk): the line reported is
-  the running line of the frame holding that switch, the call that evaluates the model.
+  the running line of the frame holding that switch, the call that evaluates the model; or,
+  when the model is called by an evaluation helper that the caller runs inside its switch
+  (``with torch.no_grad(): test(model)``), the model's call in that helper (a helper the
+  model also trained through, a shared ``_forward_pass``, is skipped).
 
 - at least two optimizer steps ran since the layer's previous grad-off pass (or the start): an
   evaluation comes between stretches of training (an epoch, the end), while grad-off passes at
@@ -77,9 +80,42 @@ def note_train_eval(data: Any, state: Any, module: torch.nn.Module, frame: Any) 
     if found is None:
         return
     f, switch = found
-    open_[id(module)] = TrainEval(weakref.ref(module),
-                                  Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name),
-                                  switch, state.backward_count)
+    site = _evaluating_line(data, frame, f) or Site(f.f_code.co_filename, f.f_lineno,
+                                                    f.f_code.co_name)
+    open_[id(module)] = TrainEval(weakref.ref(module), site, switch, state.backward_count)
+
+
+def _evaluating_line(data: Any, frame: Any, switch_frame: Any) -> Site | None:
+    """Between the layer's call and the frame holding the switch: the model's call in the
+    innermost user function that runs it in a loop over batches and is not the function the
+    model trained from (an evaluation helper called inside the caller's ``no_grad``: GACNet's
+    ``test()``); None when that is the switch's own frame (a loop-free ``_forward_pass``, or a
+    helper the model also trained through, is skipped: U-Net 3D's ``validate``). The model's
+    own ``forward`` frames are skipped; its record's first call site says where it trained
+    from."""
+    from gradtrace.runtime.frames import is_internal
+    from gradtrace.runtime.trace.locate import enclosing_loop
+
+    top, g = None, frame
+    while g is not None and g is not switch_frame:
+        code = g.f_code
+        slf = g.f_locals.get("self") if code.co_name in _CALLS else None
+        if isinstance(slf, torch.nn.Module):
+            top = slf
+        elif not is_internal(code) and top is not None:
+            rec = data.modules.get(id(top))
+            trained = rec.site if rec is not None and rec.ref() is top else None
+            here = Site(code.co_filename, g.f_lineno, code.co_name)
+            if (trained is None or (trained.path, trained.function) != (
+                    code.co_filename, code.co_name)) and (
+                    code.co_name.startswith("<") and code.co_name != "<module>"
+                    or enclosing_loop(here) is not None):
+                return here
+        g = g.f_back
+    return None
+
+
+_CALLS = frozenset({"forward", "_call_impl", "_wrapped_call_impl"})
 
 
 def settle(data: Any, state: Any, key: int | None = None) -> None:

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.trace.records import META_CREATED, META_FREED, META_FREED_VIA, META_RETAINED
+from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.records import (META_CALLED, META_CREATED, META_FREED,
+                                             META_FREED_VIA, META_RETAINED, decode_meta)
 
 Tensor = torch.Tensor
 
@@ -66,6 +68,47 @@ def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5
         for n, _ in nexts:
             if n is not None:
                 stack.append((n, via))
+
+
+def note_called_with(args: tuple) -> None:
+    """Stamp each tensor argument's ``grad_fn`` (a value carrying a graph) with the user line of
+    the first module call given it (META_CALLED), from the global forward pre-hook.
+
+    # NOTE [module input stamp]
+    A graph freed through a model's ``forward`` is consumed at a line inside it
+    (``self.main(input)``), while the line to change is the call that handed the value in
+    (``netD(fake)`` without ``.detach()``): the freed node keeps that call. The outer call
+    comes first, so the first stamp is the caller's; the inner layers' calls find it there."""
+    raw = None
+    for a in args:
+        gf = a.grad_fn if isinstance(a, Tensor) else None
+        if gf is None:
+            continue
+        try:
+            meta = gf.metadata
+            if META_CALLED not in meta:
+                raw = raw or raw_site(2)
+                if raw is None:
+                    return
+                meta[META_CALLED] = (raw[0], raw[1], 0)
+        except (AttributeError, RuntimeError):
+            continue
+
+
+def caller_between(node: Any, used: Site | None, site: Site) -> Site | None:
+    """The module call of ``site``'s function that handed ``node``'s value in (META_CALLED),
+    when the value was used inside a function that call ran (``used``), and the call stands
+    before ``site`` in that function. NOTE [module input stamp]."""
+    try:
+        called, _ = decode_meta(node.metadata.get(META_CALLED))
+    except (AttributeError, RuntimeError):
+        return None
+    if called is None or used is None or used.function == site.function or \
+            (called.path, called.function) != (site.path, site.function):
+        return None
+    if called.line > site.line:
+        return None
+    return called
 
 
 def leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:

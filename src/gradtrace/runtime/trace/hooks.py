@@ -18,6 +18,7 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.eval_in_train import note_train_eval, settle
+from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
@@ -172,6 +173,7 @@ class Hooks:
             rec = self.data.modules[id(module)] = ModuleRecord(
                 weakref.ref(module), None if raw is None else self.state.site(raw))
         if _grad_enabled():
+            note_called_with(args)  # NOTE [module input stamp]
             rec.grad_runs += 1
             if rec.grad_runs == 1 and module._parameters:  # NOTE [copied into]
                 with torch._C.DisableTorchFunction():  # not the program's `.data`/detach

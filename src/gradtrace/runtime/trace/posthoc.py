@@ -62,7 +62,12 @@ def _stmt(site: Site) -> ast.AST | None:
             return ast.parse(cand)
         except SyntaxError:
             continue
-    return None
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site.path)  # a line of a statement written over several lines
+    spans = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and not hasattr(n, "body")
+             and n.lineno <= site.line <= (n.end_lineno or n.lineno)] if tree else []
+    return min(spans, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
 
 
 def _eval_chain(node: ast.AST, frame: types.FrameType) -> tuple[bool, Any]:
@@ -103,98 +108,10 @@ def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, si
             continue
         ok, t = _eval_chain(recv.value, frame)
         if ok and hasattr(t, "is_leaf"):
-            return [_why_grad_none(pat, t, site, state, ast.unparse(recv.value))]
+            from gradtrace.runtime.trace.grad_none import why_grad_none
+
+            return [why_grad_none(pat, t, site, state, ast.unparse(recv.value))]
     return []
-
-
-def _handed_over(made: Site | None, site: Site, name: str) -> Site | None:
-    """``adv = attack.perturb(x)`` then ``adv.grad``: the non-leaf was made inside a function
-    the reader called (a helper computing a result, not a leaf it meant to train: the line
-    making it creates no tensor that requires grad); the assignment in the reading function
-    that received it is the line to change. None otherwise."""
-    from gradtrace.runtime.trace.diagnose_args import assignment_before
-
-    if made is None or (made.path, made.function) == (site.path, site.function) \
-            or not name.isidentifier() or "requires_grad" in made.source():
-        return None
-    node = assignment_before(site, name)
-    if not isinstance(node, ast.Assign) or not any(isinstance(n, ast.Call)
-                                                   for n in ast.walk(node.value)):
-        return None
-    return Site(site.path, node.lineno, site.function, node.col_offset)
-
-
-def _why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) -> Finding:
-    from gradtrace.runtime.trace.records import created_site
-
-    rel = [(site, ".grad was used here")]
-    if not t.is_leaf:
-        made, _ = created_site(t.grad_fn)
-        handed = _handed_over(made, site, name)
-        if handed is not None:  # a helper computed it: the call that handed it over
-            return make(code_for("non-leaf-grad", pat.code), handed,
-                        f"`{name}` is the result this call returns, a non-leaf tensor "
-                        f"({type(t.grad_fn).__name__}, made at {src(made)}), so backward() "
-                        "never fills its .grad", related=[*rel, (made, "it was computed here")],
-                        fix=f"make it a leaf before the forward ({name} = {name}.detach()"
-                            ".requires_grad_()), or call .retain_grad() on it")
-        return make(code_for(_non_leaf_kind(t, made, name), pat.code), made or site,
-                    f"`{name}` is not a leaf tensor ({type(t.grad_fn).__name__}), so backward() "
-                    f"never fills its .grad; it became a non-leaf here ({src(made)})",
-                    fix="update leaves in place under torch.no_grad() (w -= lr * w.grad), or "
-                        "create the tensor with its final dtype/device", related=rel)
-    if not t.requires_grad:
-        frozen = state.frozen_at(t) if state is not None else None
-        # a loop over every parameter that forgets the frozen ones: the loop's line; one
-        # tensor named on purpose: its freeze
-        lead = site if _loop_variable(site, name) or frozen is None else frozen
-        return make(code_for("frozen-parameter", pat.code), lead,
-                    f"`{name}` has requires_grad=False, so it never gets a .grad"
-                    + (f"; it was frozen here ({src(frozen)})" if frozen else ""),
-                    related=[(frozen, "it was frozen here")] if lead == site else rel,
-                    fix="guard with `if p.grad is not None`, or skip frozen parameters")
-    reset = state.grad_set_none_at(t) if state is not None else None
-    if reset is not None:
-        return make(pat.code, reset, f"`{name}.grad` was set to None here ({src(reset)}): "
-                    "zero_grad() defaults to set_to_none=True", related=rel,
-                    fix="drop the manual .grad.zero_() (zero_grad() already resets), or guard "
-                        "with `if p.grad is not None`")
-    if state is not None and state.backward_count == 0:
-        return make(pat.code, site, f"`{name}.grad` is None because no backward() has run yet",
-                    fix="call loss.backward() first, or guard with `if p.grad is not None`")
-    data = getattr(state, "hooks_data", None)
-    if data is not None and data.modules:
-        from gradtrace.runtime.trace.silent import param_owners, unreached_reason
-
-        _, where, why, fix, related = unreached_reason(state, data, t, param_owners(data))
-        used = (site, ".grad was used here")
-        return make(pat.code, where or site, f"`{name}.grad` is None because backward() never "
-                    f"reached it: {why}", fix=fix, related=[*related, used])
-    return make(pat.code, site, f"`{name}.grad` is None: backward() never reached this tensor "
-                "(not used in the forward pass, or the graph was cut before it)",
-                fix="guard with `if p.grad is not None`; use gradtrace.explain(loss) to see the "
-                    "graph")
-
-
-def _loop_variable(site: Site, name: str) -> bool:
-    """Whether ``name`` is the target of a ``for`` loop around ``site``."""
-    from gradtrace.runtime.trace.locate import enclosing_loop
-
-    loop = enclosing_loop(site)
-    return isinstance(loop, ast.For) and any(
-        isinstance(n, ast.Name) and n.id == name for n in ast.walk(loop.target))
-
-
-def _non_leaf_kind(t: Any, made: Site | None, name: str) -> str:
-    """leaf-rebound-by-update (w = w - lr * w.grad), weight-made-non-leaf (.to/.double after
-    requires_grad=True) or the general grad-of-non-leaf."""
-    node = type(t.grad_fn).__name__
-    if node.startswith("ToCopy"):
-        return "weight-made-non-leaf"
-    text = made.source() if made is not None else ""
-    if "=" in text and ".grad" in text and text.split("=", 1)[0].strip() == name:
-        return "leaf-rebound-by-update"
-    return "non-leaf-grad"
 
 
 def _assignment_of(frame: types.FrameType, name: str, site: Site) -> Site | None:

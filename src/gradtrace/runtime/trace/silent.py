@@ -6,7 +6,7 @@ from typing import Any
 import torch
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.build import NEVER_RAN, OUTPUT_UNUSED, code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
@@ -109,9 +109,8 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                 "", ())
     if rec is None or rec.grad_runs + rec.nograd_runs == 0:
         site = defined_at(data, p) or held_at(data, p)
-        return (code_for("unused-parameter", "GT820"), site, "its module never ran in a forward "
-                "pass (not used in forward?)", "use it in forward(), or leave it out of the "
-                "optimizer", ())
+        return (code_for("unused-parameter", "GT820"), site, NEVER_RAN + " (not used in "
+                "forward?)", "use it in forward(), or leave it out of the optimizer", ())
     if rec.grad_runs == 0 and rec.in_checkpoint:
         return (code_for("checkpoint-no-grad", "GT820"), rec.site,
                 "its module runs inside torch.utils.checkpoint (reentrant) and no input of the "
@@ -136,7 +135,7 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
     cut = _cut_reason(state, p, rec)
     if cut is not None:
         return cut
-    return ("GT820", rec.site, "it is used in forward, but no backward() reached it", "", ())
+    return ("GT820", rec.site, OUTPUT_UNUSED, "", ())
 
 
 def _cut_reason(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> Reason | None:
@@ -229,9 +228,9 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
             continue
         seen.add(id(p))
         reason = unreached_reason(state, data, p, owners)
-        if reason[2].startswith("its module never ran") and parent_idle(data, p):
+        if reason[2].startswith(NEVER_RAN) and parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
-        if reason[0] == "GT820" and reason[2].startswith("it is used in forward") \
+        if reason[0] == "GT820" and reason[2].startswith((OUTPUT_UNUSED, NEVER_RAN)) \
                 and id(p) in declared:
             continue  # DDP(find_unused_parameters=True) was told some parameters go unused
         groups.setdefault(reason, []).append(param_name(data, p))

@@ -313,8 +313,11 @@ class TraceState:
         return self.grad_none.get(id(t))
 
     def on_nonleaf_grad(self, raw: RawSite, t: Tensor) -> None:
+        from gradtrace.runtime.trace.rebound_leaf import rebound_leaf
+
         made, _ = created_site(t.grad_fn)
-        if made is not None and _converted_leaf(t.grad_fn):  # w1 = w.type(torch.float)
+        if made is not None and (_converted_leaf(t.grad_fn) or rebound_leaf(  # w1 = w.float()
+                t.grad_fn, made, self.site(raw))):  # NOTE [leaf rebound by its own statement]
             self.note("weight-made-non-leaf", made, ".grad", "",
                       ((self.site(raw), ".grad of the copy is read here (always None)"),))
             return
