@@ -419,6 +419,45 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         seg = Seg()
         train_epoch(seg, torch.optim.SGD(seg.parameters(), lr=0.1))
         """, "GT443", 16, holds="seg.body[1].training")]),
+    # GT603: the write's target is the output of a module class of the file whose forward
+    # returns a ReLU's output (held-out 10's CDC ResnetBlock)
+    "inplace-on-output-of-file-block": (Shape("""
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(d, d), nn.ReLU())
+            def forward(self, x):
+                return self.body(x)
+        class Res(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.block = Block(d)
+                self.skip = nn.Sequential(nn.Linear(d, d), nn.Dropout(0.0))
+            def forward(self, x):
+                h = self.block(x)
+                h = h + self.skip(x)
+                return h
+        net = Res(4)
+        net(torch.randn(3, 4)).sum().backward()
+        """, "GT603", holds="net.skip[0].weight.grad is not None"), [Shape("""
+        class Block(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(d, d), nn.ReLU())
+            def forward(self, x):
+                return self.body(x)
+        class Res(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.block = Block(d)
+                self.skip = nn.Sequential(nn.Linear(d, d), nn.Dropout(0.0))
+            def forward(self, x):
+                h = self.block(x)
+                h += self.skip(x)
+                return h
+        net = Res(4)
+        net(torch.randn(3, 4)).sum().backward()
+        """, "GT603", 14, raises=(RuntimeError, "modified by an inplace operation"))]),
     # GT532: the clip runs on every pass, the step every few passes
     "clip-every-accumulation-pass": (Shape("""
         model = nn.Linear(4, 1)

@@ -89,6 +89,13 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
             continue
         for n in _statements(fn.body):
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+                    and isinstance(n.value.func, ast.Name):
+                op = _class_output(n.value.func.id, ctx)  # `self.block1 = Block(dim)`
+                for t in n.targets:
+                    name = dotted(t)
+                    if op and name and name.startswith("self."):
+                        out[name] = op
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
                     and _has_module_word(ctx.code_of(n)):
                 act = _last_layer(n.value, ctx)
                 op = SAVED_MODULES.get(ctx.qualified_name(act.func) or "")
@@ -109,6 +116,27 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> 
                         if flag:
                             inplace.add(name)
     return out
+
+
+def _class_output(name: str, ctx: Context) -> str | None:
+    """The saved-output op whose result every ``return`` of the ``forward`` of ``name`` (a
+    module class of the file) gives back: ``return self.block(x)`` with ``self.block`` a
+    Sequential ending in ``nn.ReLU()``; the op saved the very tensor the caller receives."""
+    info = ctx.analysis.classes.get(name)
+    if info is None or not info.is_module:
+        return None
+    memo: dict[int, str | None] = ctx.memo("gt6-class-output", ctx.tree, dict)
+    key = id(info.node)
+    if key not in memo:
+        memo[key] = None  # a class that builds itself (or a cycle) saves nothing
+        fwd = info.methods.get("forward")
+        rets = [s for s in _statements(fwd.body) if isinstance(s, ast.Return)] \
+            if fwd is not None else []
+        if rets and all(isinstance(r.value, ast.Call) for r in rets):
+            mods = _LazyModules(info.node, ctx, True)
+            ops = {_op_of_call(r.value, ctx, mods) for r in rets}  # type: ignore[arg-type]
+            memo[key] = ops.pop() if len(ops) == 1 and None not in ops else None
+    return memo[key]
 
 
 def _last_layer(call: ast.Call, ctx: Context) -> ast.Call:
@@ -430,8 +458,10 @@ def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
     """(producer, write, target) in a module's ``forward``: ``out = self.<attr>(...)`` where
     ``self.<attr>`` is an activation module (or a Sequential ending in one) built in
     ``__init__``, then an in-place write of the given kind into ``out`` before it is rebound."""
-    if not _has_module_word(ctx.code_of(cls)):
-        return
+    if not _has_module_word(ctx.code_of(cls)) and not any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id in ctx.analysis.classes for n in walk(cls)):
+        return  # no activation module, nor a block of the file that may end in one
     modules = _LazyModules(cls, ctx, True)
     if not modules.any():
         return

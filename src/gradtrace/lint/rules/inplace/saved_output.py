@@ -257,8 +257,9 @@ class InplaceAddToReluOutput(InplaceRule):
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         """``out = self.block(x)`` where ``self.block`` ends in a ReLU (an ``nn.Sequential``
-        whose last layer is one), then ``out += x`` in ``forward``: the call's line need not
-        name the activation."""
+        whose last layer is one, or a module class of the file whose ``forward`` returns a
+        ReLU's output), then ``out += x`` in ``forward``: the call's line need not name the
+        activation, but the class must name one of the trigger words somewhere."""
         seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         for prod, stmt, target in class_writes(node, ctx, ("relu",), ("aug", "arith")):
             if id(stmt) not in seen:
