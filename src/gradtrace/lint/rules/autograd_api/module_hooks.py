@@ -212,21 +212,24 @@ class ForwardCallSkipsHooks(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        owner = owners(ctx)
-        hooks: dict[tuple[int, str], ast.Call] = {}
+        hooked: list[tuple[ast.Call, str]] = []
         forwards: list[tuple[ast.Call, str]] = []
         for n in walk(node):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and (n.func.attr in MODULE_HOOKS or n.func.attr == "forward")):
                 continue
             name = _key(n.func.value)
             if name is None or name == "self":
                 continue
-            if n.func.attr in MODULE_HOOKS:
-                hooks.setdefault((id(owner.get(id(n))), name), n)
-                if name.startswith("self.") and (c := self._class(ctx, owner, n)) is not None:
-                    hooks.setdefault((id(c), name), n)  # any method of the class
-            elif n.func.attr == "forward":
-                forwards.append((n, name))
+            (forwards if n.func.attr == "forward" else hooked).append((n, name))
+        if not hooked or not forwards:
+            return  # the owners map is built only for a file with both
+        owner = owners(ctx)
+        hooks: dict[tuple[int, str], ast.Call] = {}
+        for n, name in hooked:
+            hooks.setdefault((id(owner.get(id(n))), name), n)
+            if name.startswith("self.") and (c := self._class(ctx, owner, n)) is not None:
+                hooks.setdefault((id(c), name), n)  # any method of the class
         for call, name in forwards:
             cls = self._class(ctx, owner, call) if name.startswith("self.") else None
             hook = hooks.get((id(owner.get(id(call))), name)) or hooks.get((id(node), name)) \

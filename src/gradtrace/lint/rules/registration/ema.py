@@ -118,6 +118,11 @@ def _writes(body: list[ast.stmt]) -> Iterator[tuple[ast.AST, str]]:
                     yield n, r
 
 
+def _target_names(t: ast.AST) -> set[str]:
+    """The names a ``for`` target binds (``p``, ``(name, p)``, ``(a, b)``)."""
+    return {n.id for n in walk(t) if isinstance(n, ast.Name)}
+
+
 def _loads(body: list[ast.stmt]) -> set[str]:
     return {n.id for s in body for n in walk(s) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
@@ -174,6 +179,9 @@ class WeightCopyReadsOnlyItself(Rule):
     ]
 
     def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
+        targets = _target_names(node.target)
+        if len(targets) < 2 or not any(var in targets for _, var in _writes(node.body)):
+            return  # no write into a loop variable: nothing to ask about the streams
         t = ctx.memo("gt457-tensors", ctx.tree, lambda: Tensors(ctx))
         streams = t.loop(node)
         if streams is None or len(streams) != 2:
@@ -236,19 +244,21 @@ class LoopVariableRebound(Rule):
     ]
 
     def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
-        t = ctx.memo("gt457-tensors", ctx.tree, lambda: Tensors(ctx))
-        streams = t.loop(node)
-        if not streams:
-            return
-        owners = dict(streams)
+        targets = _target_names(node.target)
+        found = []  # loop variables assigned and not read again: syntax first, streams after
         for i, s in enumerate(node.body):
             for n in walk(s):
-                if not (isinstance(n, ast.Assign) and len(n.targets) == 1
-                        and isinstance(n.targets[0], ast.Name) and n.targets[0].id in owners):
-                    continue
-                var = n.targets[0].id
-                if var in _loads(node.body[i + 1:]) or self._read_in(s, n, var):
-                    continue
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                        and isinstance(n.targets[0], ast.Name) and n.targets[0].id in targets:
+                    var = n.targets[0].id
+                    if var not in _loads(node.body[i + 1:]) and not self._read_in(s, n, var):
+                        found.append((n, var))
+        if not found:
+            return
+        t = ctx.memo("gt457-tensors", ctx.tree, lambda: Tensors(ctx))
+        owners = dict(t.loop(node) or ())
+        for n, var in found:
+            if var in owners:
                 yield self.report(n, ctx, stmt=ctx.source(n)[:60], var=var,
                                   owner=owners[var] or "the module")
 
