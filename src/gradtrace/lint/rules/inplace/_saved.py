@@ -139,6 +139,16 @@ def _class_output(name: str, ctx: Context) -> str | None:
     return memo[key]
 
 
+def _builds_saving_block(cls: ast.ClassDef, ctx: Context) -> bool:
+    """Whether ``__init__`` builds a module class of the file whose output a saved-output op
+    made (:func:`_class_output`)."""
+    classes = ctx.analysis.classes
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id in classes and _class_output(n.func.id, ctx) is not None
+               for fn in cls.body if isinstance(fn, FUNCTION_TYPES) and fn.name == "__init__"
+               for n in walk(fn))
+
+
 def _last_layer(call: ast.Call, ctx: Context) -> ast.Call:
     """``nn.Sequential(conv, nn.ReLU())`` -> the ``nn.ReLU()`` call (its output is the
     Sequential's); any other call is itself."""
@@ -458,10 +468,8 @@ def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
     """(producer, write, target) in a module's ``forward``: ``out = self.<attr>(...)`` where
     ``self.<attr>`` is an activation module (or a Sequential ending in one) built in
     ``__init__``, then an in-place write of the given kind into ``out`` before it is rebound."""
-    if not _has_module_word(ctx.code_of(cls)) and not any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-            and n.func.id in ctx.analysis.classes for n in walk(cls)):
-        return  # no activation module, nor a block of the file that may end in one
+    if not _has_module_word(ctx.code_of(cls)) and not _builds_saving_block(cls, ctx):
+        return  # no activation module, nor a block of the file that ends in one
     modules = _LazyModules(cls, ctx, True)
     if not modules.any():
         return
