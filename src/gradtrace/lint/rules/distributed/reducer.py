@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import re
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding, Related
@@ -16,15 +15,13 @@ from gradtrace.lint.rules.distributed._ddp import (
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._modules import GradFlag, grad_flags, owns_params
+from gradtrace.lint.rules.registration._unused import unused_layers
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 
 REDUCTION_ERROR = ("'Expected to have finished reduction in the prior iteration before starting "
                    "a new one'")
-# a class that reaches its submodules without naming them
-DYNAMIC_RE = re.compile(r"\b(children|modules|named_children|named_modules|_modules|getattr|"
-                        r"__dict__|parameters|named_parameters)\b")
 
 
 def _learnable_attr(cls: ClassInfo, name: str, ctx: Context) -> bool:
@@ -96,16 +93,7 @@ class DdpUnusedSubmodule(Rule):
             if cls is None or cls.name in seen:
                 continue
             seen.add(cls.name)
-            text = "\n".join(ctx.code_lines[cls.node.lineno - 1:cls.node.end_lineno])
-            if DYNAMIC_RE.search(text):
-                continue
-            for name, info in cls.attrs.items():
-                if info.later or info.method.name != "__init__" or \
-                        not _learnable_attr(cls, name, ctx):
-                    continue
-                if len(re.findall(rf"\b{re.escape(name)}\b", ctx.code)) != 1 or \
-                        f"'{name}'" in ctx.text or f'"{name}"' in ctx.text:
-                    continue
+            for name, info in unused_layers(cls, ctx):
                 yield self.report(info.stmt, ctx, related=(Related(
                     ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
                     attr=name, cls=cls.name, line=w.line)

@@ -158,3 +158,51 @@ def declared_frozen(owner: str, scope: Scope, line: int, ctx) -> ast.Call | None
                 if got is not None:
                     return got
     return None
+
+
+def unguarded_grad_use(loop: ast.stmt, var: str,
+                       guards: tuple[str, ...] = ("grad", FLAG)) -> ast.stmt | None:
+    """The first statement of ``loop`` that dereferences ``var.grad`` (``var.grad.data``,
+    ``var.grad /= n``, ``var.grad.mul_()``) with no test of ``grad``/``requires_grad`` on the
+    way (a test naming one of ``guards`` guards what follows)."""
+    def visit(body: list[ast.stmt]) -> ast.stmt | None:
+        for s in body:
+            if isinstance(s, (ast.If, ast.While, ast.Try, ast.With)):
+                test = getattr(s, "test", None)
+                if test is not None and any(isinstance(n, ast.Attribute) and n.attr in guards
+                        for n in walk(test)):
+                    return None  # guarded (and anything after it may rely on the guard)
+                if isinstance(s, ast.Try):
+                    continue
+                got = visit(s.body)
+                if got is not None:
+                    return got
+                continue
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                              ast.For, ast.AsyncFor)):
+                continue
+            if _derefs_grad(s, var):
+                return s
+        return None
+    return visit(loop.body)  # type: ignore[attr-defined]
+
+
+def _derefs_grad(s: ast.stmt, var: str) -> bool:
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Attribute) \
+            and s.target.attr == "grad" and dotted(s.target.value) == var:
+        return True
+    nodes = list(walk(s))
+    if any(isinstance(n, (ast.BoolOp, ast.IfExp, ast.Compare)) and any(
+            isinstance(x, ast.Attribute) and x.attr == "grad" for x in walk(n)) for n in nodes):
+        return False  # `p.grad is not None and ...` inline
+    for n in nodes:
+        if isinstance(n, ast.BinOp) and any(  # `lr * p.grad`: arithmetic on None
+                isinstance(x, ast.Attribute) and x.attr == "grad" and dotted(x.value) == var
+                for x in (n.left, n.right)):
+            return True
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and not (
+                isinstance(n, ast.Attribute) and n.attr == "grad"):
+            v = n.value
+            if isinstance(v, ast.Attribute) and v.attr == "grad" and dotted(v.value) == var:
+                return True
+    return False

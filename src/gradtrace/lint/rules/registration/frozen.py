@@ -24,7 +24,7 @@ from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 
 from gradtrace.lint.rules.registration._frozen import (
     FLAG, HARMLESS, _inner_flag_stmt, _loop_of_var, _own_touches, declared_frozen,
-    declares_frozen, misspells_flag, param_loop_var,
+    declares_frozen, misspells_flag, param_loop_var, unguarded_grad_use,
 )
 
 
@@ -368,7 +368,7 @@ class FrozenGradRead(Rule):
             if f is None and declared and not any(g.value for g in flags
                                                    if g.stmt.lineno < s.lineno):
                 decl = declared_frozen(owner, scope, s.lineno, ctx)
-                use = _unguarded_grad_use(s, var) if decl is not None else None
+                use = unguarded_grad_use(s, var) if decl is not None else None
                 if use is not None:
                     yield self.report(use, ctx, related=[Related(
                         ctx.path, decl.lineno, "a Parameter declared with "
@@ -378,55 +378,8 @@ class FrozenGradRead(Rule):
                                 and (covers(g.root, f.root)) for g in flags
                                 if g.stmt.lineno < s.lineno):
                 continue
-            use = _unguarded_grad_use(s, var)
+            use = unguarded_grad_use(s, var)
             if use is not None:
                 yield self.report(use, ctx, related=[Related(
                     ctx.path, _inner_flag_stmt(f).lineno, f"`{f.root}` is frozen here")],
                     var=var, part=f.root, line=_inner_flag_stmt(f).lineno)
-
-
-def _unguarded_grad_use(loop: ast.stmt, var: str) -> ast.stmt | None:
-    """The first statement of ``loop`` that dereferences ``var.grad`` (``var.grad.data``,
-    ``var.grad /= n``, ``var.grad.mul_()``) with no test of ``grad``/``requires_grad`` on the
-    way."""
-    def visit(body: list[ast.stmt]) -> ast.stmt | None:
-        for s in body:
-            if isinstance(s, (ast.If, ast.While, ast.Try, ast.With)):
-                test = getattr(s, "test", None)
-                if test is not None and any(isinstance(n, ast.Attribute) and n.attr in (
-                        "grad", FLAG) for n in walk(test)):
-                    return None  # guarded (and anything after it may rely on the guard)
-                if isinstance(s, ast.Try):
-                    continue
-                got = visit(s.body)
-                if got is not None:
-                    return got
-                continue
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                              ast.For, ast.AsyncFor)):
-                continue
-            if _derefs_grad(s, var):
-                return s
-        return None
-    return visit(loop.body)  # type: ignore[attr-defined]
-
-
-def _derefs_grad(s: ast.stmt, var: str) -> bool:
-    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Attribute) \
-            and s.target.attr == "grad" and dotted(s.target.value) == var:
-        return True
-    nodes = list(walk(s))
-    if any(isinstance(n, (ast.BoolOp, ast.IfExp, ast.Compare)) and any(
-            isinstance(x, ast.Attribute) and x.attr == "grad" for x in walk(n)) for n in nodes):
-        return False  # `p.grad is not None and ...` inline
-    for n in nodes:
-        if isinstance(n, ast.BinOp) and any(  # `lr * p.grad`: arithmetic on None
-                isinstance(x, ast.Attribute) and x.attr == "grad" and dotted(x.value) == var
-                for x in (n.left, n.right)):
-            return True
-        if isinstance(n, (ast.Attribute, ast.Subscript)) and not (
-                isinstance(n, ast.Attribute) and n.attr == "grad"):
-            v = n.value
-            if isinstance(v, ast.Attribute) and v.attr == "grad" and dotted(v.value) == var:
-                return True
-    return False

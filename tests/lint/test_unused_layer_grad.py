@@ -1,0 +1,95 @@
+"""GT422: a loop over every parameter reads `.grad` of a layer `forward` never runs (grokfast's
+gradient filter). Look-alikes stay silent and run; buggy twins in other spellings are reported on
+their line and really raise on torch."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """\
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(6, 6)
+        self.spare = nn.Sequential(nn.Linear(6, 3), nn.ReLU())
+        self.out = nn.Linear(6, 2)
+    def forward(self, x):
+        return self.out(torch.tanh(self.encoder(x)))
+net = Tagger()
+net(torch.randn(4, 6)).pow(2).mean().backward()
+"""
+SPARE_LINE = 8
+
+LOOK_ALIKES = [
+    # guarded on the grad itself
+    """
+    norms = [p.grad.norm() for p in net.parameters() if p.grad is not None]
+    for name, p in net.named_parameters():
+        if p.grad is None:
+            continue
+        p.grad.mul_(0.5)
+    """,
+    # a requires_grad test guards nothing here, but the read is of a layer that ran
+    """
+    for p in net.out.parameters():
+        p.grad.data.clamp_(-1, 1)
+    """,
+    # the value of `.grad`, not a dereference
+    """
+    missing = [n for n, p in net.named_parameters() if p.grad is None]
+    """,
+]
+
+TWINS = [
+    ("""
+    def clip_all(model, bound):
+        for p in model.parameters():
+            if p.requires_grad:
+                p.grad.data.clamp_(-bound, bound)
+    clip_all(net, 1.0)
+    """, 4, AttributeError),
+    ("""
+    total = sum(p.grad.pow(2).sum() for p in net.parameters())
+    """, 1, AttributeError),
+    ("""
+    for _, w in net.named_parameters():
+        w.grad /= 2
+    """, 2, TypeError),
+]
+
+
+def _found(body: str) -> list[tuple[int, str]]:
+    src = PRELUDE + textwrap.dedent(body).lstrip("\n")
+    offset = PRELUDE.count("\n")
+    return [(f.line - offset, f.code) for f in check_source(src, "shape.py", select=["GT422"])]
+
+
+def _run(body: str) -> None:
+    exec(compile(PRELUDE + textwrap.dedent(body).lstrip("\n"), "shape.py", "exec"), {})
+
+
+@pytest.mark.parametrize("body", LOOK_ALIKES)
+def test_look_alike_is_silent_and_runs(body: str) -> None:
+    assert _found(body) == []
+    _run(body)
+
+
+@pytest.mark.parametrize("body,line,error", TWINS)
+def test_twin_is_reported_and_raises(body: str, line: int, error: type) -> None:
+    assert _found(body) == [(line, "GT422")]
+    with pytest.raises(error):
+        _run(body)
+
+
+def test_related_names_the_unused_layer() -> None:
+    src = PRELUDE + textwrap.dedent(TWINS[0][0]).lstrip("\n")
+    (f,) = check_source(src, "shape.py", select=["GT422"])
+    assert [r.line for r in f.related] == [SPARE_LINE]
