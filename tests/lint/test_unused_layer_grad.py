@@ -93,3 +93,77 @@ def test_related_names_the_unused_layer() -> None:
     src = PRELUDE + textwrap.dedent(TWINS[0][0]).lstrip("\n")
     (f,) = check_source(src, "shape.py", select=["GT422"])
     assert [r.line for r in f.related] == [SPARE_LINE]
+
+
+HEADS = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Linear(5, 8)
+        self.cls_head = nn.Linear(8, 3)
+        self.box_head = nn.Linear(8, 4)
+    def forward(self, x):
+        f = torch.relu(self.trunk(x))
+        return self.cls_head(f), self.box_head(f)
+"""
+
+DROPPED_LOOK_ALIKES = [
+    # both outputs reach the loss
+    """
+    def train(net, x, y, boxes):
+        logits, box = net(x)
+        (F.cross_entropy(logits, y) + F.l1_loss(box, boxes)).backward()
+        for p in net.parameters():
+            p.grad.mul_(0.5)
+    train(TwoHeads(), torch.randn(6, 5), torch.randint(0, 3, (6,)), torch.randn(6, 4))
+    """,
+    # the dropped head's parameters are skipped by a test of the grad
+    """
+    net = TwoHeads()
+    logits, box = net(torch.randn(6, 5))
+    F.cross_entropy(logits, torch.randint(0, 3, (6,))).backward()
+    for p in net.parameters():
+        if p.grad is not None:
+            p.grad.mul_(0.5)
+    """,
+]
+
+DROPPED_TWINS = [
+    ("""
+    def train(net, x, y):
+        logits, box = net(x)
+        F.cross_entropy(logits, y).backward()
+        for name, p in net.named_parameters():
+            p.grad.data.mul_(0.5)
+    train(TwoHeads(), torch.randn(6, 5), torch.randint(0, 3, (6,)))
+    """, 5, AttributeError),
+    ("""
+    net = TwoHeads()
+    logits, box = net(torch.randn(6, 5))
+    F.cross_entropy(logits, torch.randint(0, 3, (6,))).backward()
+    norm = sum(float(p.grad.norm()) for p in net.parameters())
+    """, 4, AttributeError),
+]
+
+
+def _found_heads(body: str) -> list[tuple[int, str]]:
+    src = HEADS + textwrap.dedent(body).lstrip("\n")
+    offset = HEADS.count("\n")
+    return [(f.line - offset, f.code) for f in check_source(src, "heads.py", select=["GT422"])]
+
+
+@pytest.mark.parametrize("body", DROPPED_LOOK_ALIKES)
+def test_dropped_output_look_alike_is_silent_and_runs(body: str) -> None:
+    assert _found_heads(body) == []
+    exec(compile(HEADS + textwrap.dedent(body).lstrip("\n"), "heads.py", "exec"), {})
+
+
+@pytest.mark.parametrize("body,line,error", DROPPED_TWINS)
+def test_dropped_output_twin_is_reported_and_raises(body: str, line: int, error: type) -> None:
+    assert _found_heads(body) == [(line, "GT422")]
+    with pytest.raises(error):
+        exec(compile(HEADS + textwrap.dedent(body).lstrip("\n"), "heads.py", "exec"), {})

@@ -6,47 +6,13 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import TRIGGERS, holds_wrapper, wrapped_class
-from gradtrace.lint.rules.distributed.reducer import REDUCTION_ERROR, _learnable_attr
-
-
-def _returns(fwd: ast.AST, n: int) -> list[ast.Tuple] | None:
-    """The ``return a, b`` tuples of ``forward`` (own returns), when every one has ``n``
-    elements."""
-    rets = [r for r in walk(fwd) if isinstance(r, ast.Return)
-            and not any(r in walk(f) for f in walk(fwd) if isinstance(f, FUNCTION_TYPES)
-                        and f is not fwd)]
-    if not rets or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) == n
-                           and not any(isinstance(e, ast.Starred) for e in r.value.elts)
-                           for r in rets):
-        return None
-    return [r.value for r in rets]  # type: ignore[misc]
-
-
-def _layers(e: ast.AST, fwd: ast.AST, line: int, cls: ClassInfo, ctx: Context,
-            seen: set[int] | None = None) -> set[str]:
-    """The learnable ``self.<attr>`` an expression of ``forward`` is made from, through the
-    forward's local names (every binding before ``line``: an over-approximation)."""
-    seen = set() if seen is None else seen
-    out: set[str] = set()
-    scope = ctx.scope(fwd)
-    for n in walk(e):
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
-                and n.value.id == "self" and n.attr in cls.attrs:
-            out.add(n.attr)
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            for b in scope.bindings_before(n.id, line + 1):
-                if b.value is not None and id(b.value) not in seen:
-                    out |= _layers(b.value, fwd, b.line, cls, ctx, seen)
-    return {a for a in out if _learnable_attr(cls, a, ctx)}
+from gradtrace.lint.rules.distributed.reducer import REDUCTION_ERROR
+from gradtrace.lint.rules.registration._unused import dropped_output, tuple_call
 
 
 class DdpOutputLeftOutOfLoss(Rule):
@@ -126,37 +92,20 @@ class DdpOutputLeftOutOfLoss(Rule):
     def _in(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         scope = ctx.scope(fn)
         for st in scope.stmts:
-            if not (isinstance(st, ast.Assign) and len(st.targets) == 1
-                    and isinstance(st.targets[0], ast.Tuple) and isinstance(st.value, ast.Call)
-                    and isinstance(st.value.func, ast.Name)
-                    and all(isinstance(t, ast.Name) for t in st.targets[0].elts)):
+            if not (tuple_call(st) and isinstance(st.value.func, ast.Name)):  # type: ignore[attr-defined]
                 continue
-            w = holds_wrapper(st.value.func.id, fn, st.lineno, ctx)
+            w = holds_wrapper(st.value.func.id, fn, st.lineno, ctx)  # type: ignore[attr-defined]
             if w is None or w.finds_unused or w.static_graph:
                 continue
             cls = wrapped_class(w, ctx)
-            fwd = cls.methods.get("forward") if cls is not None else None
-            names = [t.id for t in st.targets[0].elts]  # type: ignore[attr-defined]
-            rets = _returns(fwd, len(names)) if fwd is not None else None
-            if cls is None or rets is None:
-                continue
-            loads = {n.id for s in scope.stmts for n in walk(s) if isinstance(n, ast.Name)
-                     and isinstance(n.ctx, ast.Load)}
-            for i, name in enumerate(names):
-                if name.startswith("_") or name in loads:
-                    continue
-                own = set.union(*(_layers(r.elts[i], fwd, r.lineno, cls, ctx) for r in rets))
-                others = set().union(*(_layers(e, fwd, r.lineno, cls, ctx)
-                                       for r in rets for j, e in enumerate(r.elts) if j != i))
-                alone = sorted(own - others)
-                if not alone:
-                    continue
+            got = dropped_output(st, fn, cls, ctx) if cls is not None else None  # type: ignore[arg-type]
+            if got is not None:
+                name, attr = got
                 at = self._loss_stmt(fn, st, ctx) or st
-                yield self.report(at, ctx, out=name, line=st.lineno, cls=cls.name,
-                                  attr=alone[0], wrap=w.line, related=(Related(
+                yield self.report(at, ctx, out=name, line=st.lineno, cls=cls.name,  # type: ignore[union-attr]
+                                  attr=attr, wrap=w.line, related=(Related(
                                       ctx.path, st.lineno, f"`{name}` is dropped here",
                                       ctx.column(st)),))
-                break
 
     @staticmethod
     def _loss_stmt(fn: ast.AST, st: ast.stmt, ctx: Context) -> ast.stmt | None:

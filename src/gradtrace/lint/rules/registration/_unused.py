@@ -17,7 +17,8 @@ from collections import Counter
 
 from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.analysis.modules import AttrInfo
-from gradtrace.lint.context import Context
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._modules import owns_params
 
@@ -51,3 +52,68 @@ def unused_layers(cls: ClassInfo, ctx: Context) -> list[tuple[str, AttrInfo]]:
             out.append((name, info))
         return out
     return ctx.memo("unused-layers", cls.node, make)
+
+
+def forward_returns(fwd: ast.AST, n: int) -> list[ast.Tuple] | None:
+    """The ``return a, b`` tuples of ``forward`` (own returns), when every one has ``n``
+    elements."""
+    rets = [r for r in walk(fwd) if isinstance(r, ast.Return)
+            and not any(r in walk(f) for f in walk(fwd) if isinstance(f, FUNCTION_TYPES)
+                        and f is not fwd)]
+    if not rets or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) == n
+                           and not any(isinstance(e, ast.Starred) for e in r.value.elts)
+                           for r in rets):
+        return None
+    return [r.value for r in rets]  # type: ignore[misc]
+
+
+def output_layers(e: ast.AST, fwd: ast.AST, line: int, cls: ClassInfo, ctx: Context,
+            seen: set[int] | None = None) -> set[str]:
+    """The learnable ``self.<attr>`` an expression of ``forward`` is made from, through the
+    forward's local names (every binding before ``line``: an over-approximation)."""
+    seen = set() if seen is None else seen
+    out: set[str] = set()
+    scope = ctx.scope(fwd)
+    for n in walk(e):
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                and n.value.id == "self" and n.attr in cls.attrs:
+            out.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            for b in scope.bindings_before(n.id, line + 1):
+                if b.value is not None and id(b.value) not in seen:
+                    out |= output_layers(b.value, fwd, b.line, cls, ctx, seen)
+    return {a for a in out if _learnable(cls.attrs[a].value, ctx)}
+
+
+def dropped_output(st: ast.Assign, fn: ast.AST, cls: ClassInfo, ctx: Context
+                   ) -> tuple[str, str] | None:
+    """``(name, attr)`` when ``a, b = model(x)`` (``st`` in ``fn``, ``model`` an instance of
+    ``cls``) binds an output ``name`` that nothing in ``fn`` reads, made by the learnable layer
+    ``self.<attr>`` that no other output uses: its parameters never get a gradient."""
+    fwd = cls.methods.get("forward")
+    names = [t.id for t in st.targets[0].elts]  # type: ignore[attr-defined]
+    rets = forward_returns(fwd, len(names)) if fwd is not None else None
+    if rets is None:
+        return None
+    loads = {n.id for s in ctx.scope(fn).stmts for n in walk(s) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load)}
+    for i, name in enumerate(names):
+        if name.startswith("_") or name in loads:
+            continue
+        own = set.union(*(output_layers(r.elts[i], fwd, r.lineno, cls, ctx) for r in rets))
+        others = set().union(*(output_layers(e, fwd, r.lineno, cls, ctx)
+                               for r in rets for j, e in enumerate(r.elts) if j != i))
+        alone = sorted(own - others)
+        if alone:
+            return name, alone[0]
+    return None
+
+
+def tuple_call(st: ast.stmt) -> bool:
+    """``a, b, c = f(x)``: one tuple of plain names bound from a call."""
+    return isinstance(st, ast.Assign) and len(st.targets) == 1 \
+        and isinstance(st.targets[0], ast.Tuple) and isinstance(st.value, ast.Call) \
+        and all(isinstance(t, ast.Name) for t in st.targets[0].elts)

@@ -11,7 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._frozen import _derefs_grad, unguarded_grad_use
-from gradtrace.lint.rules.registration._unused import unused_layers
+from gradtrace.lint.rules.registration._unused import dropped_output, tuple_call, unused_layers
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -42,25 +42,27 @@ def _comp_loop(node: ast.AST) -> tuple[str, ast.expr, ast.expr] | None:
 
 
 class GradReadOfUnusedLayer(Rule):
-    """A loop over all parameters reads `p.grad` of a layer that `forward` never runs: it is
-    None there.
+    """A loop over all parameters reads `p.grad` of a layer that `forward` never runs, or whose
+    output the loss drops: it is None there.
 
     Why: a layer built in `__init__` is registered, so `model.parameters()` yields its
-    parameters, but if `forward` never calls it no gradient reaches them and `p.grad` stays
-    None after `backward()` (`requires_grad` is still True, so testing it does not help).
+    parameters, but if `forward` never calls it, or the caller drops the only output it makes
+    (`yaw, pitch, roll = model(x)` and a loss of `yaw` alone), no gradient reaches them and
+    `p.grad` stays None after `backward()` (`requires_grad` is still True, so testing it does
+    not help).
     Reading `p.grad.data`, `p.grad * k` or `p.grad /= n` then raises `AttributeError` or
     `TypeError` on those parameters (verified on torch 2.13). Skip parameters whose `.grad` is
     None, or remove the layer.
     Known limits: the loop's model must be known to be an instance of a module class of the
-    same file, and the layer must be named nowhere else in the file (NOTE [unused layers]).
+    same file; the layer must be named nowhere else in the file (NOTE [unused layers]), or its
+    output be dropped in the function of the loop (`a, b = model(x)`, `b` never read).
     """
 
     code = "GT422"
     gate_statements = True
     name = "grad-read-of-unused-layer"
-    message = ("`{var}.grad` is None for the parameters of `self.{attr}`, which `{cls}` builds "
-               "but never uses (line {line}): this raises on them; skip parameters whose "
-               "`.grad` is None, or remove the layer")
+    message = ("`{var}.grad` is None for the parameters of `self.{attr}` of `{cls}`, {why}: "
+               "this raises on them; skip parameters whose `.grad` is None, or {remedy}")
     triggers = ("grad",)
     examples = [
         Bad("""
@@ -94,6 +96,23 @@ class GradReadOfUnusedLayer(Rule):
             model(x).sum().backward()
             grads = snapshot(model)
             """, at=(10, 15)),
+        Bad("""
+            import torch.nn as nn
+            class Heads(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                    self.yaw, self.pitch = nn.Linear(4, 1), nn.Linear(4, 1)
+                def forward(self, x):
+                    h = self.body(x)
+                    return self.yaw(h), self.pitch(h)
+            model = Heads()
+            for x, y in batches:
+                yaw, pitch = model(x)
+                loss_fn(yaw, y).backward()
+                for p in model.parameters():
+                    p.grad *= 0.5
+            """, at=(15, 8)),
         Good("""
             import torch.nn as nn
             class Net(nn.Module):
@@ -154,9 +173,24 @@ class GradReadOfUnusedLayer(Rule):
         if cls is None or not cls.is_module:
             return
         unused = unused_layers(cls, ctx)
-        if not unused:
+        if unused:
+            name, info = unused[0]
+            yield self.report(use, ctx, related=[Related(
+                ctx.path, info.stmt.lineno, f"`self.{name}` is built here and `forward` never "
+                "uses it")], var=var, attr=name, cls=cls.name, remedy="remove the layer",
+                why=f"which it builds but never uses (line {info.stmt.lineno})")
             return
-        name, info = unused[0]
-        yield self.report(use, ctx, related=[Related(
-            ctx.path, info.stmt.lineno, f"`self.{name}` is built here and `forward` never "
-            "uses it")], var=var, attr=name, cls=cls.name, line=info.stmt.lineno)
+        owner_name = dotted(owner)
+        for st in ctx.scope(fn).stmts:
+            if st.lineno >= loop.lineno:  # type: ignore[attr-defined]
+                break
+            if not tuple_call(st) or dotted(st.value.func) != owner_name:  # type: ignore[attr-defined]
+                continue
+            got = dropped_output(st, fn, cls, ctx)  # type: ignore[arg-type]
+            if got is not None:
+                out, attr = got
+                yield self.report(use, ctx, related=[Related(
+                    ctx.path, st.lineno, f"`{out}` is dropped here", ctx.column(st))],
+                    var=var, attr=attr, cls=cls.name, remedy="put the output in the loss",
+                    why=f"whose only output `{out}` is never read (line {st.lineno})")
+                return
