@@ -397,8 +397,30 @@ def _differentiated(f: LoopFacts, g: Graphs, deps: bool = True) -> set[str]:
                 out.update(n for n, _ in loads(b.loss))
                 if deps:
                     out.update(d.name for d in g.deps(b.loss, b.stmt.lineno).bindings)
+                elif isinstance(b.loss, ast.Name):
+                    out.update(_scaled_from(f, b.loss.id, b.stmt.lineno))
         return out
     return f.ctx.memo("gt505-differentiated" if deps else "gt505-losses", f.node, make)
+
+
+def _scaled_from(f: LoopFacts, name: str, line: int) -> list[str]:
+    """The names the loss ``name`` is that same loss scaled from: ``loss = batch_loss /
+    n_token`` (or ``* w``, ``/ accum``), a step or two back: summing ``batch_loss`` keeps the
+    same graph as summing ``loss``."""
+    out: list[str] = []
+    for _ in range(2):
+        b = f.scope.binding_before(name, line)
+        v = b.value if b is not None else None
+        if not (isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Div, ast.Mult))):
+            break
+        names = [e.id for e in (v.left, v.right) if isinstance(e, ast.Name)]
+        if isinstance(v.op, ast.Div):
+            names = names[:1] if isinstance(v.left, ast.Name) else []
+        if len(names) != 1 or names[0] == name:
+            break
+        name, line = names[0], b.line  # type: ignore[union-attr]
+        out.append(name)
+    return out
 
 
 def ctx_names(stmt: ast.stmt) -> set[str]:
