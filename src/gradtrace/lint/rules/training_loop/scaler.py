@@ -34,6 +34,15 @@ def _disabled(ctx: Context, scaler: str) -> bool:
         for v in made)
 
 
+def _unscales(f: LoopFacts) -> list[ast.stmt] | None:
+    """The simple statements of the function that call ``.unscale_(...)``; None when the
+    function names ``unscale`` otherwise (a helper, a flag): where it unscales is unknown."""
+    out = [s for s in f.scope.stmts if isinstance(s, (ast.Expr, ast.Assign)) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "unscale_" for n in ast.walk(s))]
+    return out or None
+
+
 class ClipBeforeUnscale(LoopRule):
     """Gradients are clipped between `scaler.scale(loss).backward()` and `scaler.step(opt)`
     without `scaler.unscale_(opt)` first: the clip reads the *scaled* gradients.
@@ -46,7 +55,8 @@ class ClipBeforeUnscale(LoopRule):
     right before the clip (PyTorch's AMP examples, "gradient clipping").
     Known limits: the backward, the clip and the step must be in one function; a clip helper
     of another library (Lightning's `clip_gradients`, accelerate's `clip_grad_norm_`) unscales
-    itself and is not reported; any `unscale` call in the function silences the rule.
+    itself and is not reported; an `unscale_` that does not surely run after the clip in the
+    same pass (before it, on another branch, in a helper) silences the rule.
     """
 
     code = "GT524"
@@ -71,6 +81,17 @@ class ClipBeforeUnscale(LoopRule):
                 scaler.step(optimizer)
                 scaler.update()
             """, at=(8, 4)),
+        Bad("""
+            import torch
+            scaler = torch.amp.GradScaler()
+            for x, y in loader:
+                optimizer.zero_grad()
+                scaler.scale(criterion(model(x), y)).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.unscale_(optimizer)
+                scaler.step(optimizer)
+                scaler.update()
+            """, at=(6, 4)),
         Good("""
             import torch
             scaler = torch.amp.GradScaler()
@@ -88,10 +109,14 @@ class ClipBeforeUnscale(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         scaled = _scaled(f)
-        if not scaled or "unscale" in function_text(ctx, f.node):
+        if not scaled:
+            return
+        unscales = _unscales(f) if "unscale" in function_text(ctx, f.node) else []
+        if unscales is None:
             return
         for c in f.clips:
-            if not (ctx.qualified_name(c.call.func) or "").startswith(TORCH_CLIPS):
+            if not (ctx.qualified_name(c.call.func) or "").startswith(TORCH_CLIPS) \
+                    or not all(f.before(c.stmt, u) for u in unscales):
                 continue
             for scaler, stmt, call in scaled:
                 if f.before(stmt, c.stmt) and any(
