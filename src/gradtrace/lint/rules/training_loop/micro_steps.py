@@ -143,9 +143,9 @@ class ZeroGradEveryAccumulationStep(LoopRule):
 
     Why: the step runs every N passes (`if (i + 1) % N == 0: optimizer.step()`) so that the N
     micro-batches' gradients add up in `.grad`; a `zero_grad()` on every pass before the
-    backward erases them, and each step applies the last micro-batch's gradient alone (an N
-    times smaller effective batch, and N - 1 micro-batches wasted). Clear right after the
-    step, under the same `if`.
+    backward (or after the step's `if`, on the passes that skip it) erases them, and each step
+    applies the last micro-batch's gradient alone (an N times smaller effective batch, and
+    N - 1 micro-batches wasted). Clear right after the step, under the same `if`.
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
     a name bound to such a test in the same function, and hold no backward of its own.
     """
@@ -195,6 +195,8 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                         or f.inside(z.stmt, guard) or _conditional(f, z.stmt, loop):
                     continue
                 b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
+                if b is None and f.before(guard, z.stmt):  # cleared after the step's `if`
+                    b = next((b for b in backs if f.before(b.stmt, guard)), None)
                 if b is not None:
                     found.setdefault(id(guard), []).append((z, s, b, guard))
                     break

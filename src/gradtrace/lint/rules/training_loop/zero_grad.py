@@ -137,7 +137,13 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
             return made in f.ctx.code_of(b.value) or through_name(f, scope, b.value, made)
     if s.optimizer.startswith("self."):  # `self.optimiser = Adam(self.online_net.parameters())`
         values = self_assignments(f.ctx.class_def, s.optimizer, f.ctx)
-        return bool(values) and all(v is not None and made in f.ctx.code_of(v) for v in values)
+        mades = {made}
+        if z.receiver.startswith("self."):  # `self.policy = policy`; `Adam(policy.parameters())`
+            held = self_assignments(f.ctx.class_def, z.receiver, f.ctx)
+            if len(held) == 1 and isinstance(held[0], ast.Name):
+                mades.add(f"{held[0].id}.parameters(")
+        return bool(values) and all(v is not None and any(m in f.ctx.code_of(v) for m in mades)
+                                    for v in values)
     return False
 
 
