@@ -2,7 +2,7 @@
 
 source: https://github.com/ueoo/AGIS-Net/issues/8
 kind: lookalike
-verified: both backward calls run without error and the shared encoder receives the gradient of both losses (max abs 0.012)
+verified: both backward calls run without error; the shared encoder then holds a gradient of 0.012 (max abs)
 """
 import torch
 import torch.nn as nn
