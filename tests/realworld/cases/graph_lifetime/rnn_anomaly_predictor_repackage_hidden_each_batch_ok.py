@@ -2,7 +2,7 @@
 
 source: https://github.com/chickenbestlover/RNN-Time-series-Anomaly-Detection/issues/42
 kind: lookalike
-verified: 6 batches train without error and after each step the carried hidden state has no grad_fn
+verified: 6 batches train without error; repackage_hidden returns the carried state without a grad_fn (None)
 """
 import torch
 import torch.nn as nn
