@@ -3,14 +3,16 @@
 # NOTE [softmax over a singleton dim]
 ``softmax``/``log_softmax``/``softmin`` (the functional, the method, an ``nn.Softmax`` module,
 which calls the functional) reach the function mode as their own kind (``SOFTMAX`` in
-:mod:`.classify`); before the call runs, only the input's shape and ``dim`` are read. When the
-input requires grad, grad is on, and ``dim`` has size 1, the user's line is remembered (16 lines
-at most). Every weight of such a softmax is exactly 1.0 and the gradient into its input exactly
-0, whatever the scores: the scorer that made them never trains. A line is reported only when
-every call of it seen was over a size-one dim: a sequence that happens to have one element
-(the last, short batch; one token at a decoding step) is data, not the bug, and the same line
-then also runs over more than one entry. The non-singleton calls are looked up only while some
-line is remembered, so the usual cost is one ``dim()`` and one ``shape[d]`` per softmax call.
+:mod:`.classify`); before the call runs, only the input's shape and ``dim`` are read. For an
+input that requires grad with grad on, the user's line is looked up (the frame walk the mode
+makes anyway for an output that requires grad) and counted: calls over a size-one ``dim`` and
+whether any call was over more (256 lines at most). Every weight of a softmax over a size-one
+dim is exactly 1.0 (log_softmax: 0.0) and the gradient into its input exactly 0, whatever the
+scores: the scorer that made them never trains. A line is reported only when every call of it
+seen was over a size-one dim: a sequence that happens to have one element (a short last batch,
+one token at a decoding step) is data, not the bug, and the same line then also runs over more
+entries. When an ``nn.Softmax``-like module made the call, the line that built it (where its
+``dim`` was chosen) is named, the call as related.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from gradtrace.runtime.frames import Site, is_internal, raw_site
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
-MAX_LINES = 16
+MAX_LINES = 256  # softmax lines followed (a model has a few)
 _F = torch.nn.functional
 _LAYERS = (torch.nn.Softmax, torch.nn.LogSoftmax, torch.nn.Softmin)
 SOFTMAX_FUNCS = frozenset({_F.softmax, _F.log_softmax, _F.softmin, torch.softmax,
@@ -54,20 +56,20 @@ def check_softmax(state: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str
     if not isinstance(d, int) or isinstance(d, bool) or nd == 0 or not -nd <= d < nd:
         return
     seen = state.softmax_ones
-    one = x.shape[d] == 1
-    if not one and not seen:
-        return
     raw = raw_site()
     if raw is None:
         return
     key = (raw[0], raw[1])
     rec = seen.get(key)
+    one = x.shape[d] == 1
     if rec is None:
-        if not one or len(seen) >= MAX_LINES:
+        if len(seen) >= MAX_LINES:
             return
         rec = seen[key] = [0, False, raw, tuple(x.shape), d,
-                           getattr(func, "__name__", "softmax"), _module_caller()]
+                           getattr(func, "__name__", "softmax"), None]
     if one:
+        if not rec[0]:
+            rec[2], rec[3], rec[6] = raw, tuple(x.shape), _module_caller()
         rec[0] += 1
     else:
         rec[1] = True

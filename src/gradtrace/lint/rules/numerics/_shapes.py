@@ -331,13 +331,19 @@ class ShapeReader:
                 return None
             base = self.dims(f.value, scope, line, depth + 1) or Dims()
             low = max(a + 1 if a >= 0 else -a, b + 1 if b >= 0 else -b)
-            swap = {a: b, b: a}
-            if base.rank is None and (a < 0) != (b < 0):
+            if base.rank is not None:
+                na, nb = base.norm(a), base.norm(b)
+                if na is None or nb is None:
+                    return None
+                pos = {base.norm(i) for i in base.ones} - {None}
+                swap = {na: nb, nb: na}
+                return Dims(base.rank, base.rank, frozenset(
+                    swap.get(i, i) for i in pos)).with_rank(base.rank)  # type: ignore[arg-type]
+            if (a < 0) != (b < 0):
                 return Dims(None, max(base.min_rank, low))
-            return Dims(base.rank, max(base.min_rank, low),
-                        frozenset(swap.get(i, i) for i in base.ones
-                                  if (i < 0) == (a < 0) or base.rank is not None)
-                        ).with_rank(base.rank)
+            swap = {a: b, b: a}  # same-sign indices only: the others may be a or b
+            return Dims(None, max(base.min_rank, low),
+                        frozenset(swap.get(i, i) for i in base.ones if (i < 0) == (a < 0)))
         if m == "permute":
             perm = [int_value(x) for x in (_sizes(e) or [])]
             if not perm or any(p is None for p in perm):
@@ -376,9 +382,9 @@ class ShapeReader:
             return base
         if q in LINEAR:
             out = int_value(arg(ctor, 1, "out_features"))
-            b = (base or Dims()).with_rank(base.rank if base else None)
-            keep = {i for i in b.ones if b.norm(i) is not None and b.norm(i) != (
-                b.rank - 1 if b.rank else -1) and i != -1}
+            b = base or Dims()
+            last = (b.rank if b.rank is not None else b.min_rank) - 1
+            keep = {i for i in b.ones if i < -1 or 0 <= i < last}  # not the features dim
             ones = keep | ({-1} if out == 1 else set())
             return Dims(b.rank, max(b.min_rank, 1), frozenset(ones)).with_rank(b.rank)
         n = CONV.get(q)

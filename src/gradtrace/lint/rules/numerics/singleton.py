@@ -4,7 +4,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from gradtrace.findings import Finding
+from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -24,19 +24,19 @@ def _short(ctx: Context, node: ast.AST) -> str:
 
 
 def softmax_call(node: ast.Call, ctx: Context, scope: Scope
-                 ) -> tuple[ast.expr, ast.expr | None] | None:
-    """(input, dim) when ``node`` is a softmax/log_softmax: ``torch.softmax(x, d)``,
-    ``F.log_softmax(x, dim=d)``, ``x.softmax(d)``, an ``nn.Softmax(dim=d)`` module called (a
-    name, a ``self`` attribute, or built in place)."""
+                 ) -> tuple[ast.expr, ast.expr | None, ast.Call | None] | None:
+    """(input, dim, the module's constructor) when ``node`` is a softmax/log_softmax:
+    ``torch.softmax(x, d)``, ``F.log_softmax(x, dim=d)``, ``x.softmax(d)`` (no constructor),
+    an ``nn.Softmax(dim=d)`` module called (a name, a ``self`` attribute, or built in place)."""
     got = torch_op(node, ctx)
     if got is not None and got[0] in SOFTMAX_OPS:
         if (ctx.qualified_name(node.func) or "").startswith("torch."):
-            return (node.args[0], arg(node, 1, "dim")) if node.args else None
-        return got[1], arg(node, 0, "dim")
+            return (node.args[0], arg(node, 1, "dim"), None) if node.args else None
+        return got[1], arg(node, 0, "dim"), None
     ctor = module_ctor(node, ctx, scope, SOFTMAX_MODULES)
     if ctor is None or len(node.args) != 1:
         return None
-    return node.args[0], arg(ctor, 0, "dim")
+    return node.args[0], arg(ctor, 0, "dim"), ctor
 
 
 def module_ctor(node: ast.Call, ctx: Context, scope: Scope,
@@ -194,20 +194,30 @@ class SoftmaxOverSingletonDim(Rule):
         yield from self._check(node, ctx, ctx.scope())
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        done: set[int] = set()
         for call, scope in named_calls(ctx, SOFTMAX_MODULES):
-            yield from self._check(call, ctx, scope)
+            for f in self._check(call, ctx, scope):
+                if f.line not in done:  # one finding per constructor
+                    done.add(f.line)
+                    yield f
 
     def _check(self, node: ast.Call, ctx: Context, scope: Scope) -> Iterator[Finding]:
         got = softmax_call(node, ctx, scope)
         if got is None:
             return
-        x, dim_e = got
+        x, dim_e, ctor = got
         d = int_value(dim_e)
         if d is None:
             return
         dims = ShapeReader(ctx).dims(x, scope, node.lineno)
-        if dims is not None and dims.has_one(d):
+        if dims is None or not dims.has_one(d):
+            return
+        if ctor is None or ctor is node.func:
             yield self.report(node, ctx, src=_short(ctx, node), dim=d)
+        else:  # the module's dim was chosen where it was built
+            yield self.report(ctor, ctx, src=_short(ctx, ctor), dim=d, related=[Related(
+                ctx.path, node.lineno, "it is called here on an input whose dimension "
+                f"{d} has size 1", ctx.column(node))])
 
     def _sequential(self, seq: ast.Call, ctx: Context) -> Iterator[Finding]:
         """``nn.Sequential(nn.Linear(d, 1), nn.Softmax(dim=-1))``: the softmax layer; a
