@@ -265,3 +265,14 @@ opt.step()
     with trace():
         traced = runpy.run_path(str(path))["attn"].state_dict()
     assert all(torch.equal(plain[k], traced[k]) for k in plain)
+
+
+def test_cross_entropy_over_one_logit_is_zero_on_torch():
+    """GT763's oracle: cross-entropy over a class dim of size 1 is 0 with a zero gradient."""
+    import torch
+    import torch.nn.functional as F
+
+    head = torch.nn.Linear(32, 1)
+    loss = F.cross_entropy(head(torch.randn(8, 32)), torch.zeros(8, dtype=torch.long))
+    loss.backward()
+    assert loss.item() == 0.0 and torch.count_nonzero(head.weight.grad) == 0

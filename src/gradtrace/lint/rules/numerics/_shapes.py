@@ -176,9 +176,9 @@ class ShapeReader:
         """What ``e`` (read at ``line`` in ``scope``) is shown to be, or None."""
         if depth > MAX_DEPTH:
             return None
-        if isinstance(e, ast.Name):
+        if isinstance(e, ast.Name) and scope.bindings.get(e.id):
             return self._name(e, scope, line, depth)
-        if isinstance(e, ast.Attribute):
+        if isinstance(e, (ast.Name, ast.Attribute)):  # a global, an attribute: its maker
             k = self.ctx.analysis.kind(e, scope, line)
             if k is not None and k.what in (PARAMETER, BUFFER, TENSOR) \
                     and isinstance(k.node, ast.Call):
