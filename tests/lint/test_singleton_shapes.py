@@ -87,6 +87,13 @@ SOFTMAX_LOOKALIKES = {
         def pool(h, bias):
             return (score(h) + bias).softmax(-1)
         """,
+    # the method form of a product with a tensor broadcasts too
+    "method_mul_by_a_tensor": """
+        score = nn.Linear(8, 1)
+
+        def pool(h, mask):
+            return score(h).mul(mask).softmax(dim=-1)
+        """,
     # unsqueeze(1) on an unknown tensor then a Linear: dim 1 may be the features dim
     "unsqueeze_then_linear": """
         proj = nn.Linear(1, 4)

@@ -47,8 +47,11 @@ ELEMENTWISE = frozenset({
     "float", "double", "half", "bfloat16", "contiguous", "clone", "to", "cuda", "cpu",
     "type_as", "abs", "neg", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "silu", "elu",
     "leaky_relu", "softplus", "sqrt", "rsqrt", "sin", "cos", "pow", "mul", "div", "add", "sub",
-    "clamp", "clip", "masked_fill", "dropout", "softmax", "log_softmax", "logsigmoid",
+    "clamp", "clip", "dropout", "softmax", "log_softmax", "logsigmoid",
     "hardtanh", "square", "sign", "mish", "selu", "celu", "relu6", "detach"})
+# of those, the ones whose other arguments may be tensors that broadcast: kept only when the
+# other positional arguments are Python numbers
+BINARY = frozenset({"pow", "mul", "div", "add", "sub", "clamp", "clip"})
 KEEPDIM_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "logsumexp", "norm", "prod",
                                 "std", "var", "nansum", "nanmean", "median"})
 FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full"})
@@ -286,7 +289,7 @@ class ShapeReader:
             return None
         if name in ("unsqueeze",) and e.args:
             return self._unsqueeze(e.args[0], arg(e, 1, "dim"), scope, line, depth)
-        if name in ELEMENTWISE and e.args:
+        if name in ELEMENTWISE and e.args and self._numbers_only(e, e.args[1:], scope, line, name):
             return self.dims(e.args[0], scope, line, depth + 1)
         if name in ("matmul", "mm", "bmm") and len(e.args) == 2:
             return self._binop(ast.BinOp(e.args[0], ast.MatMult(), e.args[1]), scope, line,
@@ -294,6 +297,15 @@ class ShapeReader:
         if name == "normalize" and e.args:
             return self.dims(e.args[0], scope, line, depth + 1)
         return None
+
+    def _numbers_only(self, call: ast.Call, rest: list[ast.expr], scope: Scope, line: int,
+                      name: str) -> bool:
+        """``x.add(1.0)``, not ``x.add(y)`` (``y`` may broadcast the size-one dim away)."""
+        if name not in BINARY:
+            return True
+        vals = [*rest, *(k.value for k in call.keywords if k.arg not in ("alpha", "out"))]
+        return all(self.is_number(v, scope, line) or isinstance(v, ast.Constant)
+                   and v.value is None for v in vals)
 
     def _unsqueeze(self, base_e: ast.AST, d_e: ast.AST | None, scope: Scope, line: int,
                    depth: int) -> Dims | None:
@@ -352,7 +364,7 @@ class ShapeReader:
             base = (self.dims(f.value, scope, line, depth + 1) or Dims()).with_rank(n)
             return Dims(n, n, frozenset(i for i, p in enumerate(perm)
                                         if base.has_one(p))).with_rank(n)  # type: ignore[arg-type]
-        if m in ELEMENTWISE:
+        if m in ELEMENTWISE and self._numbers_only(e, e.args, scope, line, m):
             return self.dims(f.value, scope, line, depth + 1)
         return None
 
