@@ -1,4 +1,4 @@
-"""GT836-GT838, GT842-GT849, GT857 and GT870-GT879: silent bugs whose run looks like ordinary training, reported by ``gradtrace
+"""GT836-GT838, GT842-GT849, GT857 and GT870-GT879 (GT877: singleton.py): silent bugs whose run looks like ordinary training, reported by ``gradtrace
 run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
@@ -278,4 +278,23 @@ CODES = (
          """,
          "Call `model.eval()` before evaluating and `model.train()` before training again.",
          "gradtrace.runtime.trace.eval_in_train", severity="warning"),
+    Code("GT877", "softmax-over-singleton-dim-at-run-time",
+         "a softmax runs over a dimension of size one on every call: its weights are all 1.0",
+         "A softmax (or log_softmax) over a dimension of size 1 gives exactly 1.0 (0.0) for "
+         "every entry whatever the scores, and its gradient into the scores is exactly 0: the "
+         "layer that makes them (an attention scorer `nn.Linear(d, 1)`, a `Conv1d(c, 1, 1)`) "
+         "never trains, and nothing fails. The run reads the shape of each softmax input that "
+         "requires grad and names the line whose every call was over a size-one dim (a line "
+         "also seen over more entries, such as a one-element last batch, is data). The static "
+         "twin is GT762.",
+         """
+         scores = self.score(h)              # [B, T, 1]
+         weights = scores.softmax(dim=-1)    # all 1.0
+         """,
+         """
+         scores = self.score(h)              # [B, T, 1]
+         weights = scores.softmax(dim=1)     # over the T positions
+         """,
+         "Normalise over the positions' dimension, or use a sigmoid for one independent "
+         "score per entry.", "gradtrace.runtime.trace.singleton", severity="warning"),
 )

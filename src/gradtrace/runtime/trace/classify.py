@@ -7,13 +7,14 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.trace.dropped import DROPPABLE
+from gradtrace.runtime.trace.singleton import SOFTMAX_FUNCS
 
 Tensor = torch.Tensor
 
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
     ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP, DROPPABLE_OP, COMBINE, TO, IS_LEAF, \
-    LOSS = range(22)
+    LOSS, SOFTMAX = range(23)
 WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 CALL_KIND: dict[Any, int] = {}
 INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
@@ -68,6 +69,8 @@ def classify(func: Any) -> int:
         return ITEM
     if func in LOSS_FUNCS:
         return LOSS
+    if func in SOFTMAX_FUNCS:  # NOTE [softmax over a singleton dim]
+        return SOFTMAX
     if func is torch.tensor or name == "as_tensor":
         return CTOR
     if func is torch.where or func is torch.Tensor.where:

@@ -21,6 +21,7 @@ from gradtrace.runtime.trace.dropped import result_dropped
 from gradtrace.runtime.trace.fwd_nan import check_output
 from gradtrace.runtime.trace.graph_walk import leaf_tensors
 from gradtrace.runtime.trace.loss_input import bce_failed, check_loss
+from gradtrace.runtime.trace.singleton import check_softmax
 
 LOG = logging.getLogger("gradtrace.runtime.trace.provenance")
 Tensor = torch.Tensor
@@ -53,6 +54,16 @@ class ModeChecks:
         try:
             with torch._C.DisableTorchFunction():
                 check_output(self.state, func, args, out)
+        except Exception as exc:
+            _oops(exc)
+        finally:
+            self.busy = busy
+
+    def _softmax(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """NOTE [softmax over a singleton dim] (singleton.py), before the call."""
+        busy, self.busy = self.busy, True
+        try:
+            check_softmax(self.state, func, args, kwargs)
         except Exception as exc:
             _oops(exc)
         finally:

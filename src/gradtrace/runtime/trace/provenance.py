@@ -22,7 +22,7 @@ from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_n
 from gradtrace.runtime.trace.classify import (
     AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS, DROPPABLE_OP, GRAD_GET,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
-    INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, first_grad_tensor, call_name, classify,
+    INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
 from gradtrace.runtime.trace.dead_terms import (block_statement, check_combine, seen_in_backward,
                                                 summed_by_user)
@@ -66,6 +66,9 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         if kind is None:
             kind = CALL_KIND[func] = _safe_classify(func)
         if kind != PLAIN:
+            if kind == SOFTMAX:  # NOTE [softmax over a singleton dim]: the shape only
+                self._softmax(func, args, kwargs)
+                kind = PLAIN
             if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: plain
                 pos = INPLACE_ARG.get(func, -1)
                 if not kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False):

@@ -14,6 +14,7 @@ from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
+from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
@@ -55,7 +56,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
-        event_findings(state, steps) + discarded(state, data) + nonfinite_findings(state, data) + last
+        event_findings(state, steps) + discarded(state, data) + nonfinite_findings(state, data) + \
+        singleton_findings(state) + last
 
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:

@@ -87,6 +87,7 @@ class TraceState:
         self.step_seq = -1
         self.crash_findings: list[Finding] = []
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
+        self.softmax_ones: dict[Any, list[Any]] = {}  # NOTE [softmax over a singleton dim]
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
