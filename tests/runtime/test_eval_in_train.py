@@ -25,6 +25,17 @@ def fit(model, opt, data):
 """
 
 BUGS = {
+    # the same pass, but its outputs are kept: an evaluation in train mode
+    "outputs_kept_under_no_grad": """
+net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+fit(net, opt, batches(3))
+outs = []
+with torch.no_grad():
+    for x, _ in batches(4):
+        outs.append(net(x))  # C
+print(torch.cat(outs).argmax(1).tolist())
+""",
     # a decorated evaluation function, the model called through a helper of a trainer class
     "decorated_evaluate_through_helper": """
 class Trainer:
@@ -103,6 +114,27 @@ for epoch in range(2):
 }
 
 LOOKALIKES = {
+    # schedule-free's recipe: training batches run under no_grad in train mode only to refresh
+    # the BatchNorm statistics (the outputs are dropped), then the model is put in eval mode
+    "statistics_refresh_outputs_dropped": """
+class Runner:
+    def __init__(self, net):
+        self.net = net
+
+    def refresh(self, data):
+        self.net.train()
+        with torch.no_grad():
+            for x, _ in data:
+                self.net(x)
+        self.net.eval()
+
+net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+fit(net, opt, batches(3))
+Runner(net).refresh(batches(4))
+with torch.no_grad():
+    print([float(net(x).sum()) for x, _ in batches(2)])
+""",
     # the evaluation puts the model in eval mode first
     "eval_before_evaluating": """
 model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))

@@ -24,6 +24,10 @@ norm layer that keeps running statistics run in train mode with grad off. It is 
   evaluation comes between stretches of training (an epoch, the end), while grad-off passes at
   every step collect data (an RL rollout) or compute targets.
 
+- the switch's line is not the model's call alone, its output dropped (``model(x)`` as a
+  statement): a pass that only refreshes the running statistics (schedule-free's recipe runs
+  training batches under ``no_grad`` in train mode before validating) reads no output.
+
 A candidate is settled at the layer's next forward with grad on, at the next optimizer step, or
 at the end. It is reported when it ran at least twice (a loop over batches: one grad-off forward
 per step is a pseudo-label, a GAN's sample or a target computed with the training model) and no
@@ -34,6 +38,7 @@ statistics of the rollout batch, which is the same mistake.
 """
 from __future__ import annotations
 
+import ast
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -80,8 +85,11 @@ def note_train_eval(data: Any, state: Any, module: torch.nn.Module, frame: Any) 
     if found is None:
         return
     f, switch = found
-    site = _evaluating_line(data, frame, f) or Site(f.f_code.co_filename, f.f_lineno,
-                                                    f.f_code.co_name)
+    site = _evaluating_line(data, frame, f)
+    if site is None:
+        site = Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+        if _refresh(site, f):
+            return
     open_[id(module)] = TrainEval(weakref.ref(module), site, switch, state.backward_count)
 
 
@@ -116,6 +124,27 @@ def _evaluating_line(data: Any, frame: Any, switch_frame: Any) -> Site | None:
 
 
 _CALLS = frozenset({"forward", "_call_impl", "_wrapped_call_impl"})
+
+
+def _refresh(site: Site, frame: Any) -> bool:
+    """The switch's line calls the model and drops what it returns (``model(x)`` alone under
+    ``no_grad``, after an explicit ``model.train()``): a pass that only refreshes the running
+    statistics (schedule-free's recipe before validation, a BN re-estimation), not an
+    evaluation, which reads its outputs."""
+    from gradtrace.runtime.trace.locate import bare_call
+
+    call = bare_call(site)
+    chain, e = [], call.func if call is not None else None
+    while isinstance(e, ast.Attribute):
+        chain.append(e.attr)
+        e = e.value
+    if not isinstance(e, ast.Name):
+        return False
+    ns = frame.f_locals
+    obj = ns[e.id] if e.id in ns else frame.f_globals.get(e.id)
+    for a in reversed(chain):
+        obj = getattr(obj, a, None)
+    return isinstance(obj, torch.nn.Module)
 
 
 def settle(data: Any, state: Any, key: int | None = None) -> None:

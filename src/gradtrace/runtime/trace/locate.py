@@ -60,6 +60,17 @@ def enclosing_with(site: Site | None, managers: tuple[str, ...]) -> Site | None:
     return None if best is None else Site(site.path, best.lineno, site.function)
 
 
+def bare_call(site: Site) -> ast.Call | None:
+    """The call of the statement at ``site`` when that statement is only the call, its result
+    dropped (``model(x)`` on a line of its own)."""
+    tree = tree_of(site.path)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Expr) and node.lineno == site.line \
+                and isinstance(node.value, ast.Call):
+            return node.value
+    return None
+
+
 def enclosing_loop(site: Site | None) -> ast.For | ast.While | None:
     """The innermost ``for``/``while`` loop whose body holds ``site``."""
     if site is None:
