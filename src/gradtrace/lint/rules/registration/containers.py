@@ -213,9 +213,10 @@ class ModulesInPlainContainer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        if node.name not in module_classes(ctx):
+            return
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
-        if node.name not in module_classes(ctx) or not (
-                CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
+        if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
                     PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)):
             return
         assigns: dict[str, list[ast.Assign]] = {}
