@@ -71,10 +71,43 @@ def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
     test, arm = guard
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, arm = test.operand, not arm
+    if isinstance(test, ast.Compare):
+        taken = _compared(test, fn, call)
+        return taken is not None and taken != arm
     if not isinstance(test, ast.Name):
         return False
     value = _argument(fn, call, test.id)
     return isinstance(value, ast.Constant) and bool(value.value) != arm
+
+
+def _literals(e: ast.expr) -> list[object] | None:
+    """The constants ``e`` spells: one constant, or a list/tuple/set of constants."""
+    if isinstance(e, ast.Constant):
+        return [e.value]
+    if isinstance(e, (ast.List, ast.Tuple, ast.Set)) and all(
+            isinstance(x, ast.Constant) for x in e.elts):
+        return [x.value for x in e.elts]  # type: ignore[attr-defined]
+    return None
+
+
+def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+              call: ast.Call) -> bool | None:
+    """The value of ``param == "train"`` / ``param in ["train"]`` (and ``!=``, ``not in``)
+    for ``call``, when it passes ``param`` a constant (or leaves it to a constant default);
+    None when not known."""
+    if len(test.ops) != 1 or not isinstance(test.left, ast.Name):
+        return None
+    op, right = test.ops[0], _literals(test.comparators[0])
+    value = _argument(fn, call, test.left.id)
+    if right is None or not isinstance(value, ast.Constant):
+        return None
+    v = value.value
+    if isinstance(op, (ast.Eq, ast.NotEq)) and len(right) == 1 \
+            and isinstance(test.comparators[0], ast.Constant):
+        return (v == right[0]) == isinstance(op, ast.Eq)
+    if isinstance(op, (ast.In, ast.NotIn)) and not isinstance(test.comparators[0], ast.Constant):
+        return (v in right) == isinstance(op, ast.In)
+    return None
 
 
 def _argument(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,

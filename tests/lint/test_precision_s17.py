@@ -1,0 +1,70 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen17.md (session 17), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # kaggle-rsna-intracranial-hemorrhage (src/cnn/main.py): `run_nn(cfg, 'valid', ...)`
+    # under no_grad, whose backward sits under `if mode in ['train']:`: the constant mode
+    # picks the other arm. Here `stage == "fit"` with the stage given by keyword. Twin: the
+    # same helper called with the stage that trains, under no_grad: backward raises
+    "helper-backward-behind-a-mode-string-the-call-rules-out": (Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def epoch(stage, xs):
+            total = 0.0
+            for x in xs:
+                out = net(x).sum()
+                if stage == "fit":
+                    opt.zero_grad()
+                    out.backward()
+                    opt.step()
+                total += out.item()
+            return total
+        xs = [torch.randn(2, 3) for _ in range(2)]
+        epoch("fit", xs)
+        with torch.no_grad():
+            score = epoch(stage="score", xs=xs)
+        """, "GT210", holds="isinstance(score, float)"), Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def epoch(stage, xs):
+            total = 0.0
+            for x in xs:
+                out = net(x).sum()
+                if stage not in ("score", "predict"):
+                    opt.zero_grad()
+                    out.backward()
+                    opt.step()
+                total += out.item()
+            return total
+        xs = [torch.randn(2, 3) for _ in range(2)]
+        with torch.no_grad():
+            score = epoch(stage="fit", xs=xs)
+        """, "GT210", line=14, raises=(RuntimeError, "does not require grad"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
