@@ -57,6 +57,37 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         with torch.no_grad():
             score = epoch(stage="fit", xs=xs)
         """, "GT210", line=14, raises=(RuntimeError, "does not require grad"))),
+    # 02456-deep-learning-with-PyTorch (5_1 transformers notebook): `forward(ids,
+    # retain_ws=False)` keeps `ws.retain_grad()` under `if retain_ws:`, and the sampler run
+    # under no_grad calls `self.forward(ids)`, leaving the flag to its default. Here a
+    # helper with `if not quiet:` and the flag passed by keyword. Twin: the no-grad call
+    # turns the flag on: retain_grad raises
+    "retain-grad-behind-a-flag-the-no-grad-call-leaves-off": (Shape("""
+        lin = nn.Linear(3, 3)
+        def embed(x, quiet=True):
+            h = lin(x)
+            if not quiet:
+                h.retain_grad()
+            return h
+        h = embed(torch.randn(2, 3), quiet=False)
+        h.sum().backward()
+        seen = h.grad is not None
+        @torch.no_grad()
+        def predict(x):
+            return embed(x, quiet=True).argmax(1)
+        pred = predict(torch.randn(2, 3))
+        """, "GT217", holds="seen and pred.shape == (2,)"), Shape("""
+        lin = nn.Linear(3, 3)
+        def embed(x, quiet=True):
+            h = lin(x)
+            if not quiet:
+                h.retain_grad()
+            return h
+        def predict(x):
+            with torch.no_grad():
+                return embed(x, quiet=False).argmax(1)
+        pred = predict(torch.randn(2, 3))
+        """, "GT217", line=5, raises=(RuntimeError, "can't retain_grad"))),
 }
 
 

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.grad_off_calls import (
-    computed, grad_off_functions, made_names, off_nodes,
+    _targets, computed, grad_off_functions, made_names, off_nodes, region_statements,
 )
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
@@ -33,6 +33,50 @@ def _guarded(ctx: Context) -> bool:
                 or (isinstance(n, ast.Name) and n.id in GUARD_ATTRS) for n in walk(s.test)):
             return True
     return False
+
+
+def _flag_guards(ctx: Context, fn: ast.AST) -> list[tuple[str, bool]]:
+    """The ``if flag:`` / ``if not flag:`` tests (``flag`` a parameter of ``fn``) that the
+    statement sits under, each with the value of ``flag`` that lets it run."""
+    params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}  # type: ignore[attr-defined]
+    out = []
+    stmts = ctx.stmts
+    for s, inner in zip(stmts, stmts[1:]):
+        if not isinstance(s, ast.If):
+            continue
+        test, want = s.test, inner in s.body
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, want = test.operand, not want
+        if isinstance(test, ast.Name) and test.id in params:
+            out.append((test.id, want))
+    return out
+
+
+def _off_calls_pass_other(ctx: Context, fn: ast.AST, guards: list[tuple[str, bool]]) -> bool:
+    """Every call that runs ``fn`` with grad off gives one of ``guards``' flags a constant
+    (or leaves it to a constant default) that keeps the statement from running."""
+    a = fn.args  # type: ignore[attr-defined]
+    pos = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in pos][len(pos) - len(a.defaults):], a.defaults))
+    defaults.update((p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
+    starts = [(list(off_nodes(w.body, ctx)), where) for w, where in region_statements(ctx)]
+    starts += [(list(off_nodes(e.fn.body, ctx)), e.fn) for e in grad_off_functions(ctx).values()]
+    seen = 0
+    for nodes, where in starts:
+        for n in nodes:
+            if not isinstance(n, ast.Call):
+                continue
+            for target, binds in _targets(n, where, ctx):
+                if target is not fn:
+                    continue
+                if any(isinstance(x, ast.Starred) for x in n.args) or any(
+                        k.arg is None for k in n.keywords):
+                    return False
+                seen += 1
+                if not any(isinstance(v := binds.get(g, defaults.get(g)), ast.Constant)
+                           and bool(v.value) != want for g, want in guards):
+                    return False
+    return seen > 0
 
 
 class GraphOpUnderNoGrad(Rule):
@@ -162,5 +206,9 @@ class GraphOpUnderNoGrad(Rule):
                                        ctx.column(entry.call)))
         if how is None or not computed(f.value, made, where, ctx) or _guarded(ctx):
             return
+        if region is None and fn is not None:
+            guards = _flag_guards(ctx, fn)
+            if guards and _off_calls_pass_other(ctx, fn, guards):
+                return
         yield self.report(node, ctx, related=related, call=ctx.source(node),
                           how=how, value=ctx.source(f.value), error=ERRORS[f.attr])
