@@ -88,6 +88,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return embed(x, quiet=False).argmax(1)
         pred = predict(torch.randn(2, 3))
         """, "GT217", line=5, raises=(RuntimeError, "can't retain_grad"))),
+    # d2l-pytorch and Dive-into-DL (conv-layer notebooks): `Y = corr2d(X, K)` before the
+    # loop that fits a conv layer to it: `corr2d` is a function of the file, spelled like a
+    # layer, computing from two fresh constant tensors: Y has no graph to free. Here a 1-d
+    # cross-correlation. Twin: its kernel requires grad: the target keeps a graph, and the
+    # second pass raises
+    "target-from-a-layer-spelled-helper-of-constants": (Shape("""
+        def conv1d_ref(sig, taps):
+            out = torch.zeros(sig.shape[0] - 1)
+            for i in range(out.shape[0]):
+                out[i] = (sig[i:i + 2] * taps).sum()
+            return out
+        sig = torch.arange(6.0)
+        taps = torch.tensor([0.5, -0.5])
+        target = conv1d_ref(sig, taps)
+        layer = nn.Conv1d(1, 1, 2, bias=False)
+        opt = torch.optim.SGD(layer.parameters(), lr=0.01)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = ((layer(sig.view(1, 1, -1)).view(-1) - target) ** 2).sum()
+            loss.backward()
+            opt.step()
+        """, "GT507", holds="loss.item() >= 0"), Shape("""
+        def conv1d_ref(sig, taps):
+            out = torch.zeros(sig.shape[0] - 1)
+            for i in range(out.shape[0]):
+                out[i] = (sig[i:i + 2] * taps).sum()
+            return out
+        sig = torch.arange(6.0)
+        taps = torch.tensor([0.5, -0.5], requires_grad=True)
+        target = conv1d_ref(sig, taps)
+        layer = nn.Conv1d(1, 1, 2, bias=False)
+        opt = torch.optim.SGD(layer.parameters(), lr=0.01)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = ((layer(sig.view(1, 1, -1)).view(-1) - target) ** 2).sum()
+            loss.backward()
+            opt.step()
+        """, "GT507", line=8, raises=(RuntimeError, "second time"))),
 }
 
 

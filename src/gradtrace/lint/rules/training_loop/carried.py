@@ -13,7 +13,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration.identity import role
 from gradtrace.lint.analysis.reach import value_of
-from gradtrace.lint.analysis.model_calls import model_calls
+from gradtrace.lint.analysis.model_calls import model_calls, module_like
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
@@ -290,7 +290,7 @@ class GraphReusedAcrossSteps(LoopRule):
                 module = (g.first_module_call(t) or "module") if g.direct(t) \
                     else _helper_graph(f, t)
                 leaf = None if module or leaf_reported else _leaf_graph(g, t)
-                if module is None and leaf is None:
+                if module is None and leaf is None or module and _plain_helper(f, g, t, module):
                     continue
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
@@ -304,6 +304,33 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _plain_helper(f: LoopFacts, g: Graphs, t: Binding, callee: str) -> bool:
+    """``callee`` is a function of this file (``corr2d(X, K)``, spelled like a layer) whose
+    body calls nothing module-like and whose arguments here are constants or names bound to a
+    torch constructor's fresh tensor (``torch.ones(6, 8)``, no ``requires_grad``): its result
+    has no history, however it is spelled."""
+    fn = f.ctx.analysis.functions.get(callee)
+    v = value_of(t)
+    call = next((c for name, c in model_calls(v) if name == callee), None) if v else None
+    if fn is None or call is None or call.keywords:
+        return False
+    inner = f.ctx.scope(fn)
+    if any(module_like(f.ctx, inner, c, n.lineno) for s in fn.body
+           for c, n in model_calls(s)):
+        return False
+    for a in call.args:
+        if not isinstance(a, (ast.Name, ast.Constant)):
+            return False
+        if isinstance(a, ast.Name):
+            b = f.scope.binding_before(a.id, t.line)
+            v = value_of(b) if b is not None else None
+            made = dotted(v.func) or "" if isinstance(v, ast.Call) else ""
+            if not made.startswith("torch.") or _requires_grad_leaf(v) or g.carries(b) \
+                    or any(k.arg == "requires_grad" for k in v.keywords):  # type: ignore[union-attr]
+                return False
+    return True
 
 
 def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
