@@ -126,6 +126,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT507", line=8, raises=(RuntimeError, "second time"))),
+    # PhyCRNet (PhyCRNet_burgers.py): `loss_func = loss_generator(dt, dx)` before the epoch
+    # loop, handed to `compute_loss(output, loss_func)` next to a retained backward: building
+    # a loss module of the file runs nothing, so it holds no graph across the step. Here a
+    # plain smoothness loss class. Twin: the features handed to the loss are a model output made
+    # before the loop: the second epoch's backward raises
+    "loss-object-built-before-the-loop-next-to-a-retained-backward": (Shape("""
+        class smoothness:
+            def __init__(self, w):
+                self.w = w
+            def __call__(self, y):
+                return self.w * (y[1:] - y[:-1]).pow(2).mean()
+        def total(out, crit):
+            return crit(out) + out.pow(2).mean()
+        net = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 3))
+        opt = torch.optim.Adam(net.parameters(), lr=0.01)
+        crit = smoothness(0.1)
+        for epoch in range(3):
+            opt.zero_grad()
+            for k in range(2):
+                out = net(torch.randn(4, 3))
+                loss = total(out, crit)
+                loss.backward(retain_graph=True)
+            opt.step()
+        """, "GT601", holds="loss.item() >= 0"), Shape("""
+        class smoothness:
+            def __init__(self, w):
+                self.w = w
+            def __call__(self, y):
+                return self.w * (y[1:] - y[:-1]).pow(2).mean()
+        def total(out, crit):
+            return crit(out) + out.pow(2).mean()
+        net = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 3))
+        opt = torch.optim.Adam(net.parameters(), lr=0.01)
+        crit = smoothness(0.1)
+        feats = net(torch.randn(4, 3))
+        for epoch in range(3):
+            opt.zero_grad()
+            loss = total(feats, crit)
+            loss.backward(retain_graph=True)
+            opt.step()
+        """, "GT601", line=14, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 

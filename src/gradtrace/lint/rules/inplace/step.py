@@ -304,10 +304,13 @@ def _stale_graph_input(b, loop: ast.stmt, scope, depth: int = 0):  # type: ignor
 
 def _model_call(e: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-def]
     """``encoder(x)`` / ``self.backbone(x)``: a call of something that may hold parameters
-    (not a torch/NumPy function, a builtin or a method of a tensor)."""
+    (not a torch/NumPy function, a builtin, a method of a tensor, or the constructor of a
+    class of this file)."""
     if not isinstance(e, ast.Call):
         return False
     q = scope.ctx.qualified_name(e.func) or ""
     if q.startswith(("torch.", "numpy.", "np.", "math.")) or q in dir(builtins):
         return False
+    if isinstance(e.func, ast.Name) and e.func.id in scope.ctx.analysis.classes:
+        return False  # `loss_fn = PhysicsLoss(dx)`: builds an object of this file, runs nothing
     return isinstance(e.func, ast.Name) or q.startswith("self.") and q.count(".") == 1
