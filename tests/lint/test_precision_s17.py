@@ -167,6 +167,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward(retain_graph=True)
             opt.step()
         """, "GT601", line=14, raises=(RuntimeError, "modified by an inplace operation"))),
+    # segan_pytorch (generator.py): `self.skip_k = nn.Parameter(...)` then
+    # `self.skip_k.requires_grad = False` in the arm where the skip is a constant; another
+    # arm makes `self.skip_k` a Conv1d. The flag is set on a Parameter, which it freezes.
+    # Here the Parameter arm is the `else`. Twin: the flag set right after the conv arm:
+    # a plain attribute, the conv keeps training
+    "requires-grad-set-on-the-parameter-arm-of-an-attribute": (Shape("""
+        class Skip(nn.Module):
+            def __init__(self, learnable):
+                super().__init__()
+                if learnable:
+                    self.gain = nn.Conv1d(2, 2, 1)
+                else:
+                    self.gain = nn.Parameter(torch.ones(1, 2, 1))
+                    self.gain.requires_grad = False
+        fixed = Skip(False)
+        frozen = not fixed.gain.requires_grad
+        """, "GT407", holds="frozen"), Shape("""
+        class Skip(nn.Module):
+            def __init__(self, learnable):
+                super().__init__()
+                if learnable:
+                    self.gain = nn.Parameter(torch.ones(1, 2, 1))
+                else:
+                    self.gain = nn.Conv1d(2, 2, 1)
+                    self.gain.requires_grad = False
+        fixed = Skip(False)
+        training = fixed.gain.weight.requires_grad
+        """, "GT407", line=8, holds="training")),
 }
 
 

@@ -31,6 +31,28 @@ def _class_module_attr(ctx: Context, attr: str) -> bool:
     return False
 
 
+def _set_to_tensor_before(ctx: Context, name: str, node: ast.stmt) -> bool:
+    """The last statement of ``node``'s own block that binds ``name`` before it binds a
+    tensor (``self.skip = nn.Parameter(alpha)`` then ``self.skip.requires_grad = False``, in
+    the arm where the attribute is no module, another arm building a layer)."""
+    parent = ctx.stmts[-2] if len(ctx.stmts) > 1 else ctx.tree
+    block = next((b for f in ("body", "orelse", "finalbody")
+                  if node in (b := getattr(parent, f, None) or [])), None)
+    if block is None:
+        return False
+    for s in reversed(block[:block.index(node)]):
+        if not any(isinstance(n, (ast.Attribute, ast.Name)) and isinstance(n.ctx, ast.Store)
+                   and dotted(n) == name for n in walk(s)):
+            continue
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and dotted(s.targets[0]) == name and isinstance(s.value, ast.Call)):
+            return False
+        made = dotted(s.value.func) or ""
+        return made.rpartition(".")[2] == "Parameter" or made.startswith("torch.") \
+            and not module_ctor(s.value, ctx)
+    return False
+
+
 class RequiresGradAttributeOnModule(Rule):
     """`module.requires_grad = False` sets a plain attribute and freezes nothing.
 
@@ -112,7 +134,7 @@ class RequiresGradAttributeOnModule(Rule):
             name != "self" and ctx.analysis.is_module(recv, line=node.lineno))
         # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
         # setting its code reads)
-        if not is_mod:
+        if not is_mod or _set_to_tensor_before(ctx, name, node):
             return
         fix = self.fix(ctx.edit(node, f"{name}.requires_grad_({ctx.source(node.value)})"))
         verb = "unfrozen" if is_true(node.value) else \
