@@ -195,6 +195,27 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         fixed = Skip(False)
         training = fixed.gain.weight.requires_grad
         """, "GT407", line=8, holds="training")),
+    # PyTorch-FastCampus, d2l-pytorch (tensor-basics notebooks): `torch.exp(x1)` as a cell's
+    # last line, which displays it; the next cell makes a new `x1 = torch.FloatTensor(3, 4)`
+    # without reading the old one: no update could have been seen. Here a method call in a
+    # function, the name rebound by the next statement. Twin: the value is read (summed)
+    # before it is rebound: the sum is of the unsquashed scores
+    "op-shown-then-its-name-rebound-unread": (Shape("""
+        def demo():
+            scores = torch.randn(4)
+            scores.sigmoid()
+            scores = torch.zeros(4)
+            return scores
+        out = demo()
+        """, "GT708", holds="out.sum().item() == 0.0"), Shape("""
+        def demo():
+            scores = torch.full((4,), 5.0)
+            scores.sigmoid()
+            total = scores.sum()
+            scores = torch.zeros(4)
+            return total
+        total = demo()
+        """, "GT708", line=3, holds="total.item() == 20.0")),
 }
 
 

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.flow import DETACHED, GRAPH, LEAF, MODULE, NONE, NUMBER, NUMPY, OPTIMIZER, \
     PARAMETER, PARAMS
 from gradtrace.lint.names import dotted
@@ -68,6 +69,34 @@ def _held(expr: ast.AST) -> bool:
             and expr.func.attr in ALIASING:
         expr = expr.func.value
     return isinstance(expr, (ast.Name, ast.Attribute, ast.Subscript))
+
+
+def _rebound_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
+    """The name ``target`` is bound again later in ``node``'s own block (``x1 =
+    torch.FloatTensor(3, 4)``) with no read of it, nor a jump, in between: nothing could
+    see the update, so none is lost (a notebook cell showing ``torch.exp(x1)``, the next
+    cell making a new ``x1``)."""
+    if not isinstance(target, ast.Name):
+        return False
+    parent = ctx.stmts[-2] if len(ctx.stmts) > 1 else ctx.tree
+    block = next((b for f in ("body", "orelse", "finalbody")
+                  if node in (b := getattr(parent, f, None) or [])), None)
+    if block is None:
+        return False
+    name = target.id
+    for s in block[block.index(node) + 1:]:
+        nodes = list(ast.walk(s))
+        if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Store)
+               or isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Yield,
+                                 ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in nodes):
+            return False
+        if isinstance(s, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in s.targets):
+            return True
+        if any(isinstance(n, ast.Name) and n.id == name for n in nodes) or any(
+                isinstance(n, FUNCTION_TYPES + (ast.ClassDef,)) for n in nodes):
+            return False
+    return False
 
 
 class TensorOpResultDiscarded(Rule):
@@ -155,7 +184,7 @@ class TensorOpResultDiscarded(Rule):
             target = call.func.value
         else:
             return
-        if not _held(target):
+        if not _held(target) or _rebound_unread(node, target, ctx):
             return
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
             "update"
