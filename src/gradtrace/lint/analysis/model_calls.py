@@ -38,9 +38,15 @@ def bound_module(ctx: Context, scope: Scope, name: str | None, line: int) -> boo
 
 
 def module_like(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
-    """A callee bound to a module, a forward method of one, or spelled like one."""
+    """A callee bound to a module, a forward method of one, or spelled like one; in a method
+    of an ``nn.Module`` class of the file, ``self(x)`` and ``self.forward(x)`` too (MetaRec's
+    ``train_one_epoch`` method)."""
     if bound_module(ctx, scope, callee, line):
         return True
+    if callee in ("self", "self.forward"):
+        return id(scope.node) in ctx.memo("module-methods", ctx.tree, lambda: {
+            id(m) for c in ctx.analysis.classes.values() if c.is_module
+            for m in c.methods.values()})
     owner, _, last = callee.rpartition(".")
     if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
         return bound_module(ctx, scope, owner, line) or model_spelling(owner.rpartition(".")[2])
