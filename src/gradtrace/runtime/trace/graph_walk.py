@@ -45,16 +45,17 @@ def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5
     the creating line of the traced node that consumed it in that graph (META_FREED_VIA);
     ``retained``: the backward kept the graph (retain_graph=True), META_RETAINED on the nodes
     no backward went through before."""
+    acc = _ACCUMULATE  # AccumulateGrad saves nothing, and is shared across graphs
     stack: list[tuple[Any, Any]] = [(r.grad_fn, None) for r in roots
                                      if isinstance(r, Tensor) and r.grad_fn is not None]
     seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
+    pop, push = stack.pop, stack.append
     while stack and len(seen) < limit:
-        node, via = stack.pop()
-        if node is None or id(node) in seen:
+        node, via = pop()
+        key = id(node)
+        if key in seen:
             continue
-        seen[id(node)] = node
-        if type(node) in _ACCUMULATE:  # saves nothing, and is shared across graphs
-            continue
+        seen[key] = node
         try:
             meta = node.metadata
             if retained:
@@ -69,8 +70,8 @@ def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5
         except (AttributeError, RuntimeError):
             continue
         for n, _ in nexts:
-            if n is not None:
-                stack.append((n, via))
+            if n is not None and type(n) not in acc:
+                push((n, via))
 
 
 def note_called_with(args: tuple) -> None:
