@@ -90,8 +90,9 @@ def note_called_with(args: tuple) -> None:
     user line above them lies in the function that consumed the value, which
     :func:`caller_between` rejects anyway. So a layer inside a library container costs a
     short walk of the call machinery (about six cached frames), not a walk to the user's
-    frame, and writes nothing. The hook runs on armed (recorded) steps only (NOTE [trace
-    arming]); a node is stamped once, with a ``(code, line, 0)`` tuple (no frame is held).
+    frame, and writes nothing. The hook runs on armed (recorded) steps only
+    (NOTE [trace arming]); a node is stamped once, with a ``(code, line, 0)`` tuple (no frame
+    is held).
     Left: a module whose first call is made by a library helper (a ``checkpoint(netD,
     fake)``) gets no stamp, and the freed-graph finding leads at the consumer as before the
     stamp existed."""
