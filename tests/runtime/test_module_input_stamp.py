@@ -112,3 +112,52 @@ def test_detached_fake_trains_silent(run_script, name):
     body, value = CASES[name]
     res = run_script((HEAD + body.replace("FAKE", value + ".detach()")).lstrip("\n"))
     assert res.code == 0 and res.findings == [], (res.findings, res.err)
+
+
+def _stamp_of(t):
+    from gradtrace.runtime.trace.records import META_CALLED
+
+    got = t.grad_fn.metadata.get(META_CALLED)
+    return None if got is None else (got[0].co_name, got[1])
+
+
+def test_stamp_written_only_for_a_call_in_user_code():
+    """The stamp's cost (NOTE [module input stamp]): a layer a library ``Sequential`` calls
+    with the value its previous layer made is not stamped; the same hand-over written in user
+    code (a loop over a ModuleList) is, with that line; the model's own input keeps the line
+    of the user's call."""
+    import sys
+
+    import torch
+    import torch.nn as nn
+
+    import gradtrace
+
+    seen = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append(x)
+            return x * 1
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.library = nn.Sequential(nn.Linear(3, 3), Probe())
+            self.own = nn.ModuleList([nn.Linear(3, 3), Probe()])
+
+        def forward(self, x):
+            y = self.library(x)
+            for layer in self.own:
+                y = layer(y)
+            return y
+
+    net, z = Net(), torch.randn(2, 3, requires_grad=True)
+    with gradtrace.trace(every=1):
+        h = z * 2
+        line = sys._getframe().f_lineno + 1
+        net(h)
+    loop = Net.forward.__code__.co_firstlineno + 3
+    assert _stamp_of(h) == (sys._getframe().f_code.co_name, line)
+    assert _stamp_of(seen[0]) is None  # handed over by nn.Sequential.forward
+    assert _stamp_of(seen[1]) == ("forward", loop)  # handed over by the user's loop

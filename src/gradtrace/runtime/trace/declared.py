@@ -2,7 +2,8 @@
 ``find_unused_parameters=True``) or calls a parent's children one by one."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import weakref
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,3 +39,35 @@ def parent_idle(data: HookState, p: Tensor) -> bool:
                 if any(q is p for q in child.parameters(recurse=False)):
                     return id(parent) not in ran
     return False
+
+
+# NOTE [read as None by the program]
+# A layer defined, handed to the optimizer and never called is a known bug (forgotten in
+# forward: examples/runtime/unused_layer.py, GT820 "never ran"), and a deliberate one in
+# correct code (an auxiliary head kept for checkpoints, a gradient filter over every parameter:
+# grokfast's gradfilter_ema guarded by `p.grad is not None`). What a run sees that separates them:
+# the program's own code read that parameter's `.grad` after a backward() (other parameters had
+# gradients then), got None, and went on to an optimizer step. Then the author met the missing
+# gradient and let it pass; GT820 "never ran" is left out for it. A read before the backward (a
+# hand-written zero_grad testing `p.grad is not None`: every gradient is None then) says
+# nothing; a read by library code (clip_grad_norm_, the optimizer) is not the program's; a read
+# that crashed (`p.grad.data` of None) never reaches a step and keeps GT820 next to the crash.
+
+
+def note_none_read(state: Any, t: Tensor) -> None:
+    """``t.grad`` read as None (``t`` a leaf that requires grad): remember the first such read
+    of ``t`` by user code after a backward(), with the optimizer steps ended by then."""
+    from gradtrace.runtime.frames import called_by_library
+
+    reads = state.none_reads
+    r = reads.get(id(t))
+    if not state.fresh_grads or r is not None and r[0]() is t or len(reads) >= 4096 \
+            or called_by_library(2):
+        return
+    reads[id(t)] = (weakref.ref(t), state.steps_ended)
+
+
+def read_as_none(state: Any, p: Tensor) -> bool:
+    """Whether user code read ``p.grad`` as None before a later optimizer step."""
+    r = state.none_reads.get(id(p))
+    return r is not None and r[0]() is p and state.steps_ended > r[1]

@@ -2,11 +2,14 @@
 (stamped so a second backward through them is named), the leaves under a tensor."""
 from __future__ import annotations
 
+import sys
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
 
-from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime import frames
+from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.records import (META_CALLED, META_CREATED, META_FREED,
                                              META_FREED_VIA, META_RETAINED, decode_meta)
 
@@ -42,16 +45,17 @@ def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5
     the creating line of the traced node that consumed it in that graph (META_FREED_VIA);
     ``retained``: the backward kept the graph (retain_graph=True), META_RETAINED on the nodes
     no backward went through before."""
+    acc = _ACCUMULATE  # AccumulateGrad saves nothing, and is shared across graphs
     stack: list[tuple[Any, Any]] = [(r.grad_fn, None) for r in roots
                                      if isinstance(r, Tensor) and r.grad_fn is not None]
     seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
+    pop, push = stack.pop, stack.append
     while stack and len(seen) < limit:
-        node, via = stack.pop()
-        if node is None or id(node) in seen:
+        node, via = pop()
+        key = id(node)
+        if key in seen:
             continue
-        seen[id(node)] = node
-        if type(node) in _ACCUMULATE:  # saves nothing, and is shared across graphs
-            continue
+        seen[key] = node
         try:
             meta = node.metadata
             if retained:
@@ -66,8 +70,8 @@ def stamp_freed(roots: list[Tensor], stamp: tuple[Any, int, int], limit: int = 5
         except (AttributeError, RuntimeError):
             continue
         for n, _ in nexts:
-            if n is not None:
-                stack.append((n, via))
+            if n is not None and type(n) not in acc:
+                push((n, via))
 
 
 def note_called_with(args: tuple) -> None:
@@ -78,7 +82,20 @@ def note_called_with(args: tuple) -> None:
     A graph freed through a model's ``forward`` is consumed at a line inside it
     (``self.main(input)``), while the line to change is the call that handed the value in
     (``netD(fake)`` without ``.detach()``): the freed node keeps that call. The outer call
-    comes first, so the first stamp is the caller's; the inner layers' calls find it there."""
+    comes first, so the first stamp is the caller's; the inner layers' calls find it there.
+
+    Only a call written in user code stamps (the frame under torch's ``Module.__call__``
+    machinery is the user's): a library container's calls of its layers (``Sequential``,
+    ``DistributedDataParallel.forward``) hand in values the container made itself, and the
+    user line above them lies in the function that consumed the value, which
+    :func:`caller_between` rejects anyway. So a layer inside a library container costs a
+    short walk of the call machinery (about six cached frames), not a walk to the user's
+    frame, and writes nothing. The hook runs on armed (recorded) steps only
+    (NOTE [trace arming]); a node is stamped once, with a ``(code, line, 0)`` tuple (no frame
+    is held).
+    Left: a module whose first call is made by a library helper (a ``checkpoint(netD,
+    fake)``) gets no stamp, and the freed-graph finding leads at the consumer as before the
+    stamp existed."""
     raw = None
     for a in args:
         gf = a.grad_fn if isinstance(a, Tensor) else None
@@ -87,12 +104,37 @@ def note_called_with(args: tuple) -> None:
         try:
             meta = gf.metadata
             if META_CALLED not in meta:
-                raw = raw or raw_site(2)
                 if raw is None:
-                    return
-                meta[META_CALLED] = (raw[0], raw[1], 0)
+                    raw = _user_call(sys._getframe(1))
+                    if raw is None:
+                        return
+                meta[META_CALLED] = raw
         except (AttributeError, RuntimeError):
             continue
+
+
+def _user_call(f: FrameType | None) -> tuple[CodeType, int, int] | None:
+    """``(code, line, 0)`` of the frame that called the module whose pre-hook is running
+    (``f`` is a frame of the hook), past torch's ``Module.__call__`` frames and gradtrace's;
+    None when that frame is not user code (a library container's call of its layers)."""
+    glue = _GLUE
+    while f is not None:
+        code = f.f_code
+        hit = glue.get(id(code))
+        if hit is None:
+            fn = code.co_filename
+            hit = fn == _MODULE_FILE or fn.startswith(frames.INTERNAL_PREFIXES[0])
+            glue[id(code)] = hit
+            _GLUE_KEEP.append(code)  # keeps the id from being reused while cached
+        if not hit:
+            return None if is_internal(code) else (code, f.f_lineno, 0)
+        f = f.f_back
+    return None
+
+
+_MODULE_FILE = torch.nn.modules.module.__file__
+_GLUE: dict[int, bool] = {}  # id(code) -> a frame of Module.__call__ or of gradtrace
+_GLUE_KEEP: list[CodeType] = []
 
 
 def caller_between(node: Any, used: Site | None, site: Site) -> Site | None:

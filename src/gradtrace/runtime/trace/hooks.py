@@ -373,6 +373,7 @@ class Hooks:
         self.state.clear_wiped()
         self.state.in_step = False
         self.state.step_seq = self.mode.seq if self.mode is not None else 0
+        self.state.steps_ended += 1
         self.data.steps += 1
         if _due(self.data.steps):
             self._snapshot()

@@ -24,6 +24,7 @@ from gradtrace.runtime.trace.classify import (
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
+from gradtrace.runtime.trace.declared import note_none_read
 from gradtrace.runtime.trace.dead_terms import (block_statement, check_combine, seen_in_backward,
                                                 summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
@@ -180,6 +181,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 t = args[0]
                 if not t.is_leaf and not t.retains_grad:
                     self._nonleaf_grad(t)
+                elif out is None and t.requires_grad:  # NOTE [read as None by the program]
+                    note_none_read(self.state, t)
             except Exception as exc:
                 _oops(exc)
             return out

@@ -15,7 +15,7 @@ from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
-from gradtrace.runtime.trace.declared import declared_unused, parent_idle
+from gradtrace.runtime.trace.declared import declared_unused, parent_idle, read_as_none
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
@@ -232,6 +232,8 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         reason = unreached_reason(state, data, p, owners)
         if reason[2].startswith(NEVER_RAN) and parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
+        if reason[2].startswith(NEVER_RAN) and read_as_none(state, p):
+            continue  # NOTE [read as None by the program]
         if reason[0] == "GT820" and reason[2].startswith((OUTPUT_UNUSED, NEVER_RAN)) \
                 and id(p) in declared:
             continue  # DDP(find_unused_parameters=True) was told some parameters go unused

@@ -63,6 +63,9 @@ class TraceState:
         # plain leaf tensors made trainable, the latest 32: NOTE [replaced under the optimizer]
         self.made_leaves: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
         self.grad_none: dict[int, Site | None] = {}
+        # leaves whose .grad user code read as None: NOTE [read as None by the program]
+        self.none_reads: dict[int, tuple[weakref.ref[Tensor], int]] = {}
+        self.steps_ended = 0  # optimizer steps whose post-hook ran
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
         self.zero_seen = False
