@@ -26,7 +26,8 @@ class InplaceRule(Rule):
     def _modules(ctx: Context) -> _LazyModules:
         """The activation modules of the enclosing class, once per class and file."""
         cls = ctx.class_def
-        ok = ctx.memo("gt6-module-words", ctx.tree, lambda: _has_module_word(ctx.code))
+        ok = ctx.memo("gt6-module-words", ctx.tree, lambda: _has_module_word(ctx.code) or any(
+            c.is_module for c in ctx.analysis.classes.values()))  # blocks of the file
         return ctx.memo("gt6-modules", cls or ctx.tree, lambda: _LazyModules(cls, ctx, ok))
 
     def _writes(self, node: ast.Call, ctx: Context, families: tuple[str, ...],

@@ -18,25 +18,16 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - re-exported to the rules
+    MODULE_WORDS, SAVED_MODULES, SAVED_OUT, VIEW_METHODS, _has_module_word, _LazyModules,
+    _op_of_call, _statements, module_call_op,
+)
 
-SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
-    "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
-    "log_softmax": "sig", "sqrt": "sig", "rsqrt": "sig", "reciprocal": "sig", "expit": "sig",
-    "sigmoid_": "sig", "tanh_": "sig", "exp_": "sig", "sqrt_": "sig",
-    "relu": "relu", "relu_": "relu", "leaky_relu": "relu", "leaky_relu_": "relu",
-    "elu": "relu", "elu_": "relu",
-}
-SAVED_MODULES = {"torch.nn.Sigmoid": "sigmoid", "torch.nn.Tanh": "tanh",
-                 "torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax",
-                 "torch.nn.ReLU": "relu", "torch.nn.LeakyReLU": "leaky_relu",
-                 "torch.nn.ELU": "elu"}
-VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose",
-                          "t", "flatten", "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
 ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
 OP_WORDS = re.compile(r"sigmoid|softmax|tanh|\bexp(m1)?\b|relu|\belu|sqrt|reciprocal|expit")
-MODULE_WORDS = ("ReLU", "Sigmoid", "Tanh", "Softmax", "ELU")
 TRAINING_FUNCS = frozenset({"forward"})
+CALL_FUNCS = frozenset({"forward", "__call__"})  # a module class that defines `__call__`
 
 
 @dataclass(frozen=True)
@@ -48,167 +39,19 @@ class Producer:
     family: str
 
 
-class _LazyModules:
-    """``self.<attr>`` -> op of activation modules in a class, computed on first lookup."""
-
-    def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
-        self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
-        self._map: dict[str, str] | None = None
-        self._inplace: set[str] = set()
-
-    def inplace(self, name: str | None) -> bool:
-        """Whether ``self.<name>`` writes its input in place: an activation module built with
-        ``inplace=True``, or a Sequential that starts with one."""
-        self.get(name)
-        return (name or "") in self._inplace
-
-    def any(self) -> bool:
-        if self._map is None:
-            self._map = _module_attrs(self.cls, self.ctx, self._inplace) if self.file_ok else {}
-        return bool(self._map)
-
-    def get(self, name: str | None) -> str | None:
-        if not name or not name.startswith("self."):
-            return None
-        if self._map is None:
-            self._map = _module_attrs(self.cls, self.ctx, self._inplace) if self.file_ok else {}
-        return self._map.get(name)
-
-
-def _has_module_word(text: str) -> bool:
-    return any(w in text for w in MODULE_WORDS)
-
-
-def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str]) -> dict[str, str]:
-    """``self.<attr>`` -> saved-output op for activation modules assigned in the class."""
-    out: dict[str, str] = {}
-    if cls is None:
-        return out
-    for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
-            continue
-        for n in _statements(fn.body):
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                    and isinstance(n.value.func, ast.Name):
-                op = _class_output(n.value.func.id, ctx)  # `self.block1 = Block(dim)`
-                for t in n.targets:
-                    name = dotted(t)
-                    if op and name and name.startswith("self."):
-                        out[name] = op
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                    and _has_module_word(ctx.code_of(n)):
-                act = _last_layer(n.value, ctx)
-                op = SAVED_MODULES.get(ctx.qualified_name(act.func) or "")
-                # the module writes its *input* in place only when its first layer does: a
-                # Sequential ending in `nn.ReLU(inplace=True)` overwrites its conv's output
-                first = _first_layer(n.value, ctx)
-                flag = first is not None and bool(
-                    SAVED_MODULES.get(ctx.qualified_name(first.func) or "")) and (any(
-                        k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                        and k.value.value is True for k in first.keywords) or (
-                        first.args and isinstance(first.args[-1], ast.Constant)
-                        and first.args[-1].value is True))
-                for t in n.targets:
-                    name = dotted(t)
-                    if name and name.startswith("self."):
-                        if op:
-                            out[name] = op
-                        if flag:
-                            inplace.add(name)
-    return out
-
-
-def _class_output(name: str, ctx: Context) -> str | None:
-    """The saved-output op whose result every ``return`` of the ``forward`` of ``name`` (a
-    module class of the file) gives back: ``return self.block(x)`` with ``self.block`` a
-    Sequential ending in ``nn.ReLU()``; the op saved the very tensor the caller receives."""
-    info = ctx.analysis.classes.get(name)
-    if info is None or not info.is_module:
-        return None
-    memo: dict[int, str | None] = ctx.memo("gt6-class-output", ctx.tree, dict)
-    key = id(info.node)
-    if key not in memo:
-        memo[key] = None  # a class that builds itself (or a cycle) saves nothing
-        fwd = info.methods.get("forward")
-        rets = [s for s in _statements(fwd.body) if isinstance(s, ast.Return)] \
-            if fwd is not None else []
-        if rets and all(isinstance(r.value, ast.Call) for r in rets):
-            mods = _LazyModules(info.node, ctx, True)
-            ops = {_op_of_call(r.value, ctx, mods) for r in rets}  # type: ignore[arg-type]
-            memo[key] = ops.pop() if len(ops) == 1 and None not in ops else None
-    return memo[key]
-
-
 def _builds_saving_block(cls: ast.ClassDef, ctx: Context) -> bool:
-    """Whether ``__init__`` builds a module class of the file whose output a saved-output op
-    made (:func:`_class_output`)."""
-    classes = ctx.analysis.classes
+    """Whether ``__init__`` builds a module through a class or function of the file (whose
+    result may be a saved output: NOTE [module results])."""
+    a = ctx.analysis
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id in classes and _class_output(n.func.id, ctx) is not None
+               and (n.func.id in a.classes or n.func.id in a.functions)
                for fn in cls.body if isinstance(fn, FUNCTION_TYPES) and fn.name == "__init__"
                for n in walk(fn))
 
 
-def _last_layer(call: ast.Call, ctx: Context) -> ast.Call:
-    """``nn.Sequential(conv, nn.ReLU())`` -> the ``nn.ReLU()`` call (its output is the
-    Sequential's); any other call is itself."""
-    while ctx.qualified_name(call.func) == "torch.nn.Sequential" and call.args \
-            and isinstance(call.args[-1], ast.Call) and not call.keywords:
-        call = call.args[-1]
-    return call
-
-
-def _first_layer(call: ast.Call, ctx: Context) -> ast.Call | None:
-    """``nn.Sequential(nn.ReLU(inplace=True), conv)`` -> the ``nn.ReLU(...)`` call (what
-    first touches the Sequential's input); any other call is itself (None: not a call)."""
-    while ctx.qualified_name(call.func) == "torch.nn.Sequential" and call.args \
-            and not call.keywords:
-        if not isinstance(call.args[0], ast.Call):
-            return None
-        call = call.args[0]
-    return call
-
-
-def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Every statement of a body, nested blocks included, nested defs excluded."""
-    for s in body:
-        yield s
-        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
-            continue
-        for f in ("body", "orelse", "finalbody"):
-            sub = getattr(s, f, None)
-            if sub:
-                yield from _statements(sub)
-        for h in getattr(s, "handlers", ()):
-            yield from _statements(h.body)
-
-
-def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules) -> str | None:
-    """The saved-output op a call applies (through views), or None."""
-    while isinstance(call, (ast.Call, ast.Subscript)):
-        if isinstance(call, ast.Subscript):
-            call = call.value
-            continue
-        f = call.func
-        q = ctx.qualified_name(f) or ""
-        last = q.rpartition(".")[2]
-        if (q.startswith(("torch.", "torch.nn.functional.", "torch.special."))
-                and last in SAVED_OUT):
-            return last
-        if isinstance(f, ast.Attribute):
-            if f.attr in SAVED_OUT and not q.startswith("torch.") and \
-                    not (dotted(f) or "").startswith("self."):
-                return f.attr  # tensor method: x.sigmoid()
-            if f.attr in VIEW_METHODS:
-                call = f.value
-                continue
-        return modules.get(dotted(f))
-    return None
-
-
 def _producer(call: ast.Call, ctx: Context, modules: _LazyModules) -> Producer | None:
     """The saved-output op ``call`` applies (None when grad is off there)."""
-    op = _op_of_call(call, ctx, modules)
+    op = _op_of_call(call, ctx, modules, ctx.scope())
     if op is None or ctx.grad_disabled is not None:
         return None
     return Producer(call, op.rstrip("_"), SAVED_OUT.get(op, "relu"))
@@ -323,11 +166,20 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     name = getattr(fn, "name", "")
     if cls is None and LOSS_NAME_RE.search(name):
         return not _eval_branch(_path_to(fn.body, stmt))  # a loss function: always trained
-    if name in TRAINING_FUNCS and cls is not None \
+    if cls is not None and _runs_as_forward(cls, name, ctx) \
             and not _eval_branch(_path_to(fn.body, stmt)) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
         return True
     return False
+
+
+def _runs_as_forward(cls: ast.ClassDef, name: str, ctx: Context) -> bool:
+    """``forward``, or ``__call__`` of a module class (RK-Net's ``USAM``: a module call runs
+    it instead of ``forward``)."""
+    if name in TRAINING_FUNCS:
+        return True
+    info = ctx.analysis.classes.get(cls.name)
+    return name in CALL_FUNCS and info is not None and info.is_module
 
 
 def _path_to(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt]:
@@ -466,15 +318,17 @@ def _rebinds(s: ast.stmt, name: str) -> bool:
 def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
                  kinds: tuple[str, ...]) -> Iterator[tuple[Producer, ast.stmt, ast.AST]]:
     """(producer, write, target) in a module's ``forward``: ``out = self.<attr>(...)`` where
-    ``self.<attr>`` is an activation module (or a Sequential ending in one) built in
-    ``__init__``, then an in-place write of the given kind into ``out`` before it is rebound."""
+    ``self.<attr>`` is a module built in ``__init__`` whose result an op that saves it makes
+    (NOTE [module results]: an activation, a Sequential or a block of the file ending in one,
+    a block of a ModuleList by index or in a loop), then an in-place write of the given kind
+    into ``out`` before it is rebound."""
     if not _has_module_word(ctx.code_of(cls)) and not _builds_saving_block(cls, ctx):
         return  # no activation module, nor a block of the file that ends in one
-    modules = _LazyModules(cls, ctx, True)
+    modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
     if not modules.any():
         return
     for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES) or fn.name not in TRAINING_FUNCS \
+        if not isinstance(fn, FUNCTION_TYPES) or not _runs_as_forward(cls, fn.name, ctx) \
                 or _is_autograd_function(cls, fn, ctx):
             continue
         scope = ctx.scope(fn)
@@ -483,7 +337,7 @@ def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.value, ast.Call)):
                 continue
-            op = modules.get(dotted(stmt.value.func))
+            op = module_call_op(stmt.value, ctx, modules, scope)
             name = dotted(stmt.targets[0])
             if op is None or name is None or SAVED_OUT.get(op, "relu") not in families \
                     or scope.grad_off_at(stmt) is not None:

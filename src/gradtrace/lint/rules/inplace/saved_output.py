@@ -255,16 +255,20 @@ class InplaceAddToReluOutput(InplaceRule):
         for prod, stmt, kind, target, training in writes:
             yield self._emit(prod, stmt, target, training, ctx)
 
-    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        """``out = self.block(x)`` where ``self.block`` ends in a ReLU (an ``nn.Sequential``
-        whose last layer is one, or a module class of the file whose ``forward`` returns a
-        ReLU's output), then ``out += x`` in ``forward``: the call's line need not name the
-        activation, but the class must name one of the trigger words somewhere."""
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        """``out = self.block(x)`` where ``self.block``'s result is a ReLU's output (NOTE
+        [module results]: an ``nn.Sequential`` whose last layer is one, a module class or a
+        helper of the file whose ``forward`` returns one, a block of an ``nn.ModuleList``),
+        then ``out += x`` in ``forward``: neither the call's line nor the class need name the
+        activation (once per file: the class lines may hold no trigger word)."""
         seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
-        for prod, stmt, target in class_writes(node, ctx, ("relu",), ("aug", "arith")):
-            if id(stmt) not in seen:
-                seen.add(id(stmt))
-                yield self._emit(prod, stmt, target, True, ctx)
+        for info in list(ctx.analysis.classes.values()):
+            if not info.is_module:
+                continue
+            for prod, stmt, target in class_writes(info.node, ctx, ("relu",), ("aug", "arith")):
+                if id(stmt) not in seen:
+                    seen.add(id(stmt))
+                    yield self._emit(prod, stmt, target, True, ctx)
 
     def _emit(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
               training: ast.Call | bool, ctx: Context) -> Finding:

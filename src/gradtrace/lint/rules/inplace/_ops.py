@@ -1,0 +1,199 @@
+"""Which ops and modules save their output for backward, and what a module call of a class
+returns (through :func:`gradtrace.lint.analysis.module_outputs.built`, NOTE [module results]).
+
+Shared by :mod:`._saved` (GT602/GT603); see the package docstring for the op table.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.lint.analysis.module_outputs import EXPR, INPUT, LIB, Built, built
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+
+SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
+    "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
+    "log_softmax": "sig", "sqrt": "sig", "rsqrt": "sig", "reciprocal": "sig", "expit": "sig",
+    "sigmoid_": "sig", "tanh_": "sig", "exp_": "sig", "sqrt_": "sig",
+    "relu": "relu", "relu_": "relu", "leaky_relu": "relu", "leaky_relu_": "relu",
+    "elu": "relu", "elu_": "relu",
+}
+# library layers whose backward reads their output (checked on torch 2.13 with an in-place
+# write into the output, then backward: "... which is output 0 of <Op>Backward0"; see
+# docs/triage/modret.md): nn.GELU, nn.SiLU, nn.ReLU6/Hardtanh, nn.Softplus save their input
+SAVED_MODULES = {"torch.nn.Sigmoid": "sigmoid", "torch.nn.Tanh": "tanh",
+                 "torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax",
+                 "torch.nn.ReLU": "relu", "torch.nn.LeakyReLU": "leaky_relu",
+                 "torch.nn.ELU": "elu"}
+VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose",
+                          "t", "flatten", "unflatten", "narrow", "select", "expand"})
+MODULE_WORDS = ("ReLU", "Sigmoid", "Tanh", "Softmax", "ELU")
+PASS = "=input"  # a module that gives back its input (or a view of it): the argument decides
+
+
+class _LazyModules:
+    """``self.<attr>`` -> op of activation modules in a class, computed on first lookup;
+    ``elem(...)`` for the blocks of an ``nn.ModuleList``/``ModuleDict`` attribute."""
+
+    def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
+        self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
+        self._map: dict[str, str] | None = None
+        self._elems: dict[str, str] = {}
+        self._inplace: set[str] = set()
+
+    def _load(self) -> dict[str, str]:
+        if self._map is None:
+            self._map = {}  # a class that builds itself (or a cycle) saves nothing
+            if self.file_ok:
+                self._map = _module_attrs(self.cls, self.ctx, self._inplace, self._elems)
+        return self._map
+
+    def inplace(self, name: str | None) -> bool:
+        """Whether ``self.<name>`` writes its input in place: an activation module built with
+        ``inplace=True``, or a Sequential that starts with one."""
+        self.get(name)
+        return (name or "") in self._inplace
+
+    def any(self) -> bool:
+        return bool(self._load()) or bool(self._elems)
+
+    def get(self, name: str | None) -> str | None:
+        if not name or not name.startswith("self."):
+            return None
+        return self._load().get(name)
+
+    def elem(self, name: str | None) -> str | None:
+        """The op each block of the container ``self.<name>`` ends in."""
+        if not name or not name.startswith("self."):
+            return None
+        self._load()
+        return self._elems.get(name)
+
+
+def _has_module_word(text: str) -> bool:
+    return any(w in text for w in MODULE_WORDS)
+
+
+def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str],
+                  elems: dict[str, str]) -> dict[str, str]:
+    """``self.<attr>`` -> saved-output op for the modules ``__init__`` assigns whose result an
+    op that saves it makes (NOTE [module results]); containers go to ``elems``."""
+    out: dict[str, str] = {}
+    if cls is None:
+        return out
+    for fn in cls.body:
+        if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
+            continue
+        for n in _statements(fn.body):
+            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
+                continue
+            names = [d for d in map(dotted, n.targets) if d and d.startswith("self.")]
+            if not names:
+                continue
+            got = built(n.value, ctx, fn)
+            op = built_op(got, ctx) if got is not None else None
+            # the module writes its *input* in place only when its first layer does: a
+            # Sequential ending in `nn.ReLU(inplace=True)` overwrites its conv's output
+            first = _first_layer(n.value, ctx)
+            flag = first is not None and bool(
+                SAVED_MODULES.get(ctx.qualified_name(first.func) or "")) and (any(
+                    k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                    and k.value.value is True for k in first.keywords) or (
+                    first.args and isinstance(first.args[-1], ast.Constant)
+                    and first.args[-1].value is True))
+            for name in names:
+                if op:
+                    (elems if got.container else out)[name] = op  # type: ignore[union-attr]
+                if flag:
+                    inplace.add(name)
+    return out
+
+
+def built_op(got: Built, ctx: Context) -> str | None:
+    """The saved-output op that makes every possible result of a module (the same op on every
+    ``return`` the constructor leaves possible), :data:`PASS` when every one is the module's
+    input, else None."""
+    ops: set[str | None] = set()
+    for m in got.makes:
+        if m.how == LIB:
+            ops.add(SAVED_MODULES.get(m.qname))
+        elif m.how == INPUT:
+            ops.add(PASS)
+        elif m.how == EXPR:
+            info = ctx.analysis.class_of(m.fn)
+            mods = ctx.memo("gt6-modules-all", info.node, lambda: _LazyModules(
+                info.node, ctx, True)) if info is not None else _LazyModules(None, ctx, False)
+            ops.add(_op_of_call(m.node, ctx, mods))
+        if None in ops or len(ops) > 1:
+            return None
+    return ops.pop() if ops else None
+
+
+def _first_layer(call: ast.Call, ctx: Context) -> ast.Call | None:
+    """``nn.Sequential(nn.ReLU(inplace=True), conv)`` -> the ``nn.ReLU(...)`` call (what
+    first touches the Sequential's input); any other call is itself (None: not a call)."""
+    while ctx.qualified_name(call.func) == "torch.nn.Sequential" and call.args \
+            and not call.keywords:
+        if not isinstance(call.args[0], ast.Call):
+            return None
+        call = call.args[0]
+    return call
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of a body, nested blocks included, nested defs excluded."""
+    for s in body:
+        yield s
+        if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            sub = getattr(s, f, None)
+            if sub:
+                yield from _statements(sub)
+        for h in getattr(s, "handlers", ()):
+            yield from _statements(h.body)
+
+
+def module_call_op(call: ast.Call, ctx: Context, modules: _LazyModules,
+                   scope: object = None) -> str | None:
+    """The op whose output a module call gives back: ``self.act(x)``, ``self.blocks[i](x)``,
+    ``blk(x)`` with ``for blk in self.blocks`` (``scope``: the function's data flow); through a
+    module that returns its input, the argument's op."""
+    f = call.func
+    if isinstance(f, ast.Subscript):
+        op = modules.elem(dotted(f.value))
+    elif isinstance(f, ast.Name) and scope is not None:
+        b = scope.binding_before(f.id, call.lineno + 1)  # type: ignore[attr-defined]
+        it = getattr(b.stmt, "iter", None) if b is not None and isinstance(
+            b.stmt, (ast.For, ast.AsyncFor)) and isinstance(b.stmt.target, ast.Name) else None
+        op = modules.elem(dotted(it)) if it is not None else None
+    else:
+        op = modules.get(dotted(f))
+    if op == PASS:
+        return _op_of_call(call.args[0], ctx, modules, scope) if len(call.args) == 1 else None
+    return op
+
+
+def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules,
+                scope: object = None) -> str | None:
+    """The saved-output op a call applies (through views), or None."""
+    while isinstance(call, (ast.Call, ast.Subscript)):
+        if isinstance(call, ast.Subscript):
+            call = call.value
+            continue
+        f = call.func
+        q = ctx.qualified_name(f) or ""
+        last = q.rpartition(".")[2]
+        if (q.startswith(("torch.", "torch.nn.functional.", "torch.special."))
+                and last in SAVED_OUT):
+            return last
+        if isinstance(f, ast.Attribute):
+            if f.attr in SAVED_OUT and not q.startswith("torch.") and \
+                    not (dotted(f) or "").startswith("self."):
+                return f.attr  # tensor method: x.sigmoid()
+            if f.attr in VIEW_METHODS:
+                call = f.value
+                continue
+        return module_call_op(call, ctx, modules, scope)
+    return None
