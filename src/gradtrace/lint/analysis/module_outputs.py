@@ -115,9 +115,8 @@ LIB, EXPR, INPUT = "lib", "expr", "input"
 CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict",
                         "torch.nn.modules.container.ModuleList",
                         "torch.nn.modules.container.ModuleDict"})
-VIEWS = frozenset({"view", "view_as", "reshape", "squeeze", "unsqueeze", "permute",
-                   "transpose", "t", "flatten", "unflatten", "narrow", "select", "expand",
-                   "contiguous"})
+VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
+                   "unflatten", "narrow", "select", "expand"})
 MAX_DEPTH = 6
 
 
@@ -381,9 +380,18 @@ def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int) -> B
     return Built(tuple(makes))
 
 
+def basic_index(s: ast.AST) -> bool:
+    """``x[:, 0]``, ``x[..., :-1]``, ``x[None]``: basic indexing gives a view of ``x`` (a mask or
+    a list of indices copies)."""
+    parts = s.elts if isinstance(s, ast.Tuple) else [s]
+    return all(isinstance(p, ast.Slice) or isinstance(p, ast.Constant) and (
+        p.value is None or p.value is Ellipsis or isinstance(p.value, int))
+        or isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant) for p in parts)
+
+
 def _unview(e: ast.AST) -> ast.AST:
     while True:
-        if isinstance(e, ast.Subscript):
+        if isinstance(e, ast.Subscript) and basic_index(e.slice):
             e = e.value
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
                 and e.func.attr in VIEWS:
@@ -408,3 +416,39 @@ def _attr_built(v: ast.AST, info: ClassInfo, ctx: Context, depth: int) -> Built 
         return None
     got = built(attr.value, ctx, attr.method, depth + 1)
     return got if got is not None and got.container == elem else None
+
+
+def first_layer(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int = 0) -> str | None:
+    """The library layer (its qualified name) that first reads the input of the module built
+    by ``e``: an ``nn.Sequential``'s first layer (nested, through a local name or a helper of
+    the file with one return), else the layer itself; None when not known."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(e, ast.Name):
+        v = _local_value(e, ctx, where)
+        return first_layer(v, ctx, where, depth + 1) if v is not None else None
+    if not isinstance(e, ast.Call):
+        return None
+    q = ctx.qualified_name(e.func) or ""
+    if q in SEQUENTIAL:
+        head = e.args[0] if e.args and not e.keywords else None
+        return None if head is None or isinstance(head, ast.Starred) \
+            else first_layer(head, ctx, where, depth + 1)
+    if isinstance(e.func, ast.Name) and e.func.id not in ctx.analysis.classes:
+        helper = ctx.analysis.functions.get(e.func.id)
+        rets = _returns(helper) if helper is not None else []
+        return first_layer(rets[0].value, ctx, helper, depth + 1) if len(rets) == 1 else None
+    return q if q.startswith("torch.nn.") else None
+
+
+def attr_module(f: ast.AST, ctx: Context, fn: ast.AST | None) -> tuple[ast.AST, ast.AST] | None:
+    """``self.<attr>`` read in the method ``fn``: (the expression ``__init__`` built it with, the
+    method that did), when it is assigned once."""
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "self"):
+        return None
+    info = ctx.analysis.class_of(fn)
+    attr = info.attrs.get(f.attr) if info is not None else None
+    if attr is None or attr.later or attr.value is None:
+        return None
+    return attr.value, attr.method

@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.inplace._saved import (
     Producer, _candidate_writes, _has_module_word, _in_training, _input_has_no_grad,
-    _LazyModules,
+    _LazyModules, class_writes,
 )
 
 Write = tuple  # (Producer, write statement, kind, target node, backward call or True)
@@ -43,6 +43,20 @@ class InplaceRule(Rule):
             if training:
                 seen.add(id(s))
                 yield prod, s, kind, target, training
+
+    def _block_writes(self, ctx: Context, *specs: tuple[tuple[str, ...], tuple[str, ...]]
+                      ) -> Iterator[tuple[Producer, ast.stmt, ast.AST]]:
+        """:func:`._saved.class_writes` of every module class of the file, for each (families,
+        kinds) of ``specs``, each write once per rule."""
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
+        for info in list(ctx.analysis.classes.values()):
+            if not info.is_module:
+                continue
+            for families, kinds in specs:
+                for prod, stmt, target in class_writes(info.node, ctx, families, kinds):
+                    if id(stmt) not in seen:
+                        seen.add(id(stmt))
+                        yield prod, stmt, target
 
     def _related(self, prod: Producer, training: ast.Call | bool, ctx: Context) -> list[Related]:
         rel = [Related(ctx.path, prod.call.lineno,  # type: ignore[attr-defined]

@@ -19,13 +19,16 @@ SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=,
     "relu": "relu", "relu_": "relu", "leaky_relu": "relu", "leaky_relu_": "relu",
     "elu": "relu", "elu_": "relu",
 }
-# library layers whose backward reads their output (checked on torch 2.13 with an in-place
-# write into the output, then backward: "... which is output 0 of <Op>Backward0"; see
-# docs/triage/modret.md): nn.GELU, nn.SiLU, nn.ReLU6/Hardtanh, nn.Softplus save their input
+# library layers whose backward reads their output (checked on torch 2.13 with `y = m(h);
+# y += 1; y.sum().backward()`, which raises "... which is output 0 of <Op>"; see
+# docs/triage/modret.md). LeakyReLU and ELU save their output only when in place
+# (`inplace=True`, `F.leaky_relu_`): out of place they save their input, like GELU, SiLU,
+# ReLU6/Hardtanh, Softplus, SELU, CELU, Mish, PReLU, LogSigmoid, Hardsigmoid, GLU.
 SAVED_MODULES = {"torch.nn.Sigmoid": "sigmoid", "torch.nn.Tanh": "tanh",
                  "torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax",
-                 "torch.nn.ReLU": "relu", "torch.nn.LeakyReLU": "leaky_relu",
-                 "torch.nn.ELU": "elu"}
+                 "torch.nn.Softmin": "softmax", "torch.nn.ReLU": "relu",
+                 "torch.nn.LeakyReLU": "leaky_relu", "torch.nn.ELU": "elu"}
+ONLY_INPLACE = frozenset({"leaky_relu", "elu"})  # functional or module: saved when in place
 VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose",
                           "t", "flatten", "unflatten", "narrow", "select", "expand"})
 MODULE_WORDS = ("ReLU", "Sigmoid", "Tanh", "Softmax", "ELU")
@@ -80,33 +83,25 @@ def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str],
     """``self.<attr>`` -> saved-output op for the modules ``__init__`` assigns whose result an
     op that saves it makes (NOTE [module results]); containers go to ``elems``."""
     out: dict[str, str] = {}
-    if cls is None:
+    info = ctx.analysis.classes.get(cls.name) if cls is not None else None
+    init = info.methods.get("__init__") if info is not None else None
+    if info is None or init is None or info.node is not cls:
         return out
-    for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
+    for attr in info.attrs.values():  # `self.fc, self.act = nn.Linear(c, c), nn.ReLU()` too
+        v = attr.value
+        if attr.method is not init or not isinstance(v, ast.Call) or attr.later:
             continue
-        for n in _statements(fn.body):
-            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
-                continue
-            names = [d for d in map(dotted, n.targets) if d and d.startswith("self.")]
-            if not names:
-                continue
-            got = built(n.value, ctx, fn)
-            op = built_op(got, ctx) if got is not None else None
-            # the module writes its *input* in place only when its first layer does: a
-            # Sequential ending in `nn.ReLU(inplace=True)` overwrites its conv's output
-            first = _first_layer(n.value, ctx)
-            flag = first is not None and bool(
-                SAVED_MODULES.get(ctx.qualified_name(first.func) or "")) and (any(
-                    k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                    and k.value.value is True for k in first.keywords) or (
-                    first.args and isinstance(first.args[-1], ast.Constant)
-                    and first.args[-1].value is True))
-            for name in names:
-                if op:
-                    (elems if got.container else out)[name] = op  # type: ignore[union-attr]
-                if flag:
-                    inplace.add(name)
+        name = "self." + attr.name
+        got = built(v, ctx, init)
+        op = built_op(got, ctx) if got is not None else None
+        if op:
+            (elems if got.container else out)[name] = op  # type: ignore[union-attr]
+        # the module writes its *input* in place only when its first layer does: a
+        # Sequential ending in `nn.ReLU(inplace=True)` overwrites its conv's output
+        first = _first_layer(v, ctx)
+        if first is not None and SAVED_MODULES.get(ctx.qualified_name(first.func) or "") \
+                and _inplace_flag(first, len(first.args) - 1 if first.args else 0):
+            inplace.add(name)
     return out
 
 
@@ -117,7 +112,8 @@ def built_op(got: Built, ctx: Context) -> str | None:
     ops: set[str | None] = set()
     for m in got.makes:
         if m.how == LIB:
-            ops.add(SAVED_MODULES.get(m.qname))
+            op = SAVED_MODULES.get(m.qname)
+            ops.add(None if op in ONLY_INPLACE and not _inplace_flag(m.node, 1) else op)
         elif m.how == INPUT:
             ops.add(PASS)
         elif m.how == EXPR:
@@ -128,6 +124,17 @@ def built_op(got: Built, ctx: Context) -> str | None:
         if None in ops or len(ops) > 1:
             return None
     return ops.pop() if ops else None
+
+
+def _inplace_flag(call: ast.AST, pos: int) -> bool:
+    """``inplace=True`` given to ``call`` (or ``True`` as its ``pos``-th positional argument)."""
+    if not isinstance(call, ast.Call):
+        return False
+    for k in call.keywords:
+        if k.arg == "inplace":
+            return isinstance(k.value, ast.Constant) and k.value.value is True
+    return len(call.args) > pos and isinstance(call.args[pos], ast.Constant) \
+        and call.args[pos].value is True
 
 
 def _first_layer(call: ast.Call, ctx: Context) -> ast.Call | None:
@@ -187,11 +194,11 @@ def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules,
         last = q.rpartition(".")[2]
         if (q.startswith(("torch.", "torch.nn.functional.", "torch.special."))
                 and last in SAVED_OUT):
-            return last
+            return None if last in ONLY_INPLACE and not _inplace_flag(call, 2) else last
         if isinstance(f, ast.Attribute):
             if f.attr in SAVED_OUT and not q.startswith("torch.") and \
                     not (dotted(f) or "").startswith("self."):
-                return f.attr  # tensor method: x.sigmoid()
+                return None if f.attr in ONLY_INPLACE else f.attr  # tensor method: x.sigmoid()
             if f.attr in VIEW_METHODS:
                 call = f.value
                 continue

@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.module_outputs import attr_module, basic_index, first_layer
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.nodes import statements, walk
@@ -23,6 +24,8 @@ SAVING_MODULES = frozenset({
 SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
                           "torch.nn.functional.linear", "torch.nn.functional.conv1d",
                           "torch.nn.functional.conv2d", "torch.nn.functional.conv3d"})
+VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
+                   "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
 
 
@@ -45,8 +48,9 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
                     if isinstance(a, ast.Name):
                         out.append((a.id, n, ("param", [o for o in n.args[:2] if o is not a])))
                 continue
-            if isinstance(f, (ast.Name, ast.Attribute)) and isinstance(n.args[0], ast.Name):
-                out.append((n.args[0].id, n, ("module", [f])))
+            a = _unview(n.args[0])  # `self.pos_conv(x.transpose(1, 2))` saves a view of x
+            if isinstance(f, (ast.Name, ast.Attribute)) and isinstance(a, ast.Name):
+                out.append((a.id, n, ("module", [f])))
         elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
             for a, b in ((n.left, n.right), (n.right, n.left)):
                 if isinstance(a, ast.Name):
@@ -59,7 +63,26 @@ def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     if how == "param":  # another operand is a Parameter
         return any(_is_param(o, ctx, line) for o in operands)
     k = ctx.analysis.kind(operands[0], None, line)  # a saving layer
-    return k is not None and k.what == MODULE and (k.cls or "") in SAVING_MODULES
+    if k is None or k.what != MODULE:
+        return False
+    if (k.cls or "") in SAVING_MODULES:
+        return True
+    # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results])
+    got = attr_module(operands[0], ctx, ctx.function)
+    return got is not None and first_layer(got[0], ctx, got[1]) in SAVING_MODULES
+
+
+def _unview(e: ast.expr) -> ast.expr:
+    """``x.transpose(1, 2)`` / ``x[:, 0]`` -> ``x``: a view shares ``x``'s version counter, so
+    a later in-place write into ``x`` changes what the layer saved."""
+    while True:
+        if isinstance(e, ast.Subscript) and basic_index(e.slice):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in VIEWS and not e.keywords:
+            e = e.func.value
+        else:
+            return e
 
 
 def _written(s: ast.stmt) -> str | None:

@@ -8,7 +8,10 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
-from gradtrace.lint.rules.inplace._saved import Producer, class_writes
+from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
+from gradtrace.lint.rules.inplace._saved import Producer
+
+ALL_WRITES = ("index", "aug", "arith", "method")
 
 
 class InplaceWriteToSavedOutput(InplaceRule):
@@ -116,26 +119,45 @@ class InplaceWriteToSavedOutput(InplaceRule):
         writes = [*self._writes(node, ctx, ("sig",)),
                   *self._writes(node, ctx, ("relu",), ("index", "method"))]
         for prod, stmt, kind, target, training in writes:
-            name = ctx.source(target.value if isinstance(target, ast.Subscript) else target)
-            if isinstance(target, ast.Call):
-                name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
-                                  or not target.func.attr.endswith("_") else target.func.value)
-            yield self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
-                              op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
+            yield self._emit602(prod, stmt, target, training, ctx)
+
+    triggers = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        """``p = self.gate(x)`` where ``self.gate``'s result is a sigmoid/softmax/... output
+        (NOTE [module results]), then ``p[m] = 0`` in ``forward``, the line naming no op."""
+        for prod, stmt, target in self._block_writes(
+                ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
+            yield self._emit602(prod, stmt, target, True, ctx)
+
+    def _emit602(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
+                 training: ast.Call | bool, ctx: Context) -> Finding:
+        name = ctx.source(target.value if isinstance(target, ast.Subscript) else target)
+        if isinstance(target, ast.Call):
+            name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
+                              or not target.func.attr.endswith("_") else target.func.value)
+        return self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
+                           op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
 class InplaceAddToReluOutput(InplaceRule):
     """`out += identity` right after `out = relu(out)`: backward needs the ReLU's output.
 
-    Why: ReLU (in-place or not), LeakyReLU and ELU compute their gradient from their *output*,
-    so they save it. `out += identity` writes into that saved output and backward raises
+    Why: ReLU (in-place or not), and LeakyReLU and ELU in place, compute their gradient from
+    their *output*, so they save it (out of place, LeakyReLU and ELU save their input). `out += identity` writes into that saved output and backward raises
     `RuntimeError: one of the variables needed for gradient computation has been modified by an
     inplace operation: [...], which is output 0 of Relu, ...`
     (pytorch-facts.md#saved-tensor-inplace,
     checked on torch 2.13). A residual block adds the identity *before* the ReLU
     (`out = self.bn2(out); out += identity; out = self.relu(out)`), or uses `out = out +
     identity`. ReLU6/Hardtanh, SiLU and Hardswish do not save their output and are not reported.
-    Known limits: `self.relu` must be assigned an activation module in the same class.
+    The module may be any block whose result a ReLU makes (NOTE [module results]): an
+    `nn.Sequential` ending in one (nested, or built from a list), a module class or helper of
+    the file whose `forward`/`__call__` returns one (on the branch its constructor's flag
+    picks), a block of an `nn.ModuleList` called by index or in a loop.
+    Known limits: the module must be assigned once, in `__init__` of the same class; when its
+    `forward` returns different things on branches no constructor argument decides, nothing is
+    reported.
     """
 
     code = "GT603"
@@ -261,14 +283,8 @@ class InplaceAddToReluOutput(InplaceRule):
         helper of the file whose ``forward`` returns one, a block of an ``nn.ModuleList``),
         then ``out += x`` in ``forward``: neither the call's line nor the class need name the
         activation (once per file: the class lines may hold no trigger word)."""
-        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
-        for info in list(ctx.analysis.classes.values()):
-            if not info.is_module:
-                continue
-            for prod, stmt, target in class_writes(info.node, ctx, ("relu",), ("aug", "arith")):
-                if id(stmt) not in seen:
-                    seen.add(id(stmt))
-                    yield self._emit(prod, stmt, target, True, ctx)
+        for prod, stmt, target in self._block_writes(ctx, (("relu",), ("aug", "arith"))):
+            yield self._emit(prod, stmt, target, True, ctx)
 
     def _emit(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
               training: ast.Call | bool, ctx: Context) -> Finding:
