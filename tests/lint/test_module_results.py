@@ -549,3 +549,124 @@ def test_module_result_spelling(name: str) -> None:
     else:
         with pytest.raises(RuntimeError, match=MODIFIED):
             exec(compile(src, "snippet.py", "exec"), scope)  # noqa: S102
+
+
+# GT758 through the same fact: a constructor flag picks the softmax return; a class whose
+# `__call__` returns one. Run on torch, the twin's loss is not the cross-entropy of the logits.
+NUMERICS = {
+    "flag-picks-softmax": ("GT758", """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Classifier(nn.Module):
+    def __init__(self, d, k, probs=False):
+        super().__init__()
+        self.probs = probs
+        self.fc = nn.Linear(d, k)
+
+    def forward(self, x):
+        z = self.fc(x)
+        if self.probs:
+            return F.softmax(z, dim=-1)  # BUG
+        return z
+
+
+model = Classifier(4, 3, probs=True)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+loss = F.cross_entropy(model(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""),
+    "flag-picks-logits-ok": (None, """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Classifier(nn.Module):
+    def __init__(self, d, k, probs=False):
+        super().__init__()
+        self.probs = probs
+        self.fc = nn.Linear(d, k)
+
+    def forward(self, x):
+        z = self.fc(x)
+        if self.probs:
+            return F.softmax(z, dim=-1)
+        return z
+
+
+model = Classifier(4, 3, probs=False)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+loss = F.cross_entropy(model(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""),
+    "dunder-call-softmax": ("GT758", """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Classifier(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+
+    def __call__(self, x):
+        return torch.softmax(self.fc(x), dim=-1)  # BUG
+
+
+model = Classifier(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+loss = F.cross_entropy(model(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""),
+    "dunder-call-logits-ok": (None, """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Classifier(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.fc = nn.Linear(d, k)
+
+    def __call__(self, x):
+        return self.fc(x)
+
+
+model = Classifier(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+loss = F.cross_entropy(model(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMERICS))
+def test_module_result_numerics(name: str) -> None:
+    code, src = NUMERICS[name]
+    want = [(code, i + 1) for i, s in enumerate(src.splitlines()) if s.endswith("# BUG")]
+    got = [(f.code, f.line) for f in check_source(src, "snippet.py") if f.code == "GT758"]
+    assert got == want
+    scope: dict[str, object] = {"__name__": "snippet"}
+    exec(compile(src, "snippet.py", "exec"), scope)  # noqa: S102 - the snippet is the test
+    model, x, y = scope["model"], scope["x"], scope["y"]
+    ce = torch.nn.functional.cross_entropy
+    with torch.no_grad():
+        same = torch.isclose(ce(model(x), y), ce(model.fc(x), y)).item()  # type: ignore
+    assert same is (code is None)

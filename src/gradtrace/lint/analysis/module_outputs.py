@@ -51,6 +51,18 @@ def returned(fn: ast.AST, ctx: Context, strip: Strip) -> list[ast.AST] | None:
             for r in rets]
 
 
+def _returned(fn: ast.AST, ctx: Context, strip: Strip,
+              flags: dict[str, object]) -> list[ast.AST] | None:
+    """:func:`returned`, without the returns on the arms of an ``if`` the constructor's
+    ``flags`` decide against (NOTE [module results])."""
+    if not flags:
+        return returned(fn, ctx, strip)
+    scope = ctx.scope(fn)
+    rets = _returns(fn, flags)
+    return [strip(bound_value(strip(r.value), scope, r.lineno))  # type: ignore[arg-type]
+            for r in rets] or None
+
+
 def module_output(call: ast.AST, scope: Scope, ctx: Context,
                   strip: Strip) -> tuple[Scope | None, list[ast.AST]] | None:
     """When ``call`` runs a module: (the scope of its class's ``forward``, what each of its
@@ -62,13 +74,17 @@ def module_output(call: ast.AST, scope: Scope, ctx: Context,
     if k is None or k.what != MODULE or not k.cls:
         return None
     own = ctx.analysis.classes.get(k.cls)
-    if own is not None:
-        fwd = own.methods.get("forward")
-        got = returned(fwd, ctx, strip) if fwd is not None else None
+    if own is not None:  # the returns its constructor leaves possible (NOTE [module results])
+        fwd = forward_of(own)
+        flags = _flags(own, k.node) if isinstance(k.node, ast.Call) else {}
+        got = _returned(fwd, ctx, strip, flags) if fwd is not None else None
         return (ctx.scope(fwd), got) if got else None
-    if k.cls in SEQUENTIAL and isinstance(k.node, ast.Call) and k.node.args \
-            and not k.node.keywords and isinstance(k.node.args[-1], ast.Call):
-        return None, [k.node.args[-1]]
+    if k.cls in SEQUENTIAL and isinstance(k.node, ast.Call):
+        last = k.node
+        while isinstance(last, ast.Call) and (ctx.qualified_name(last.func) or "") in SEQUENTIAL:
+            last = _sequential_last(last, ctx, None) if not any(  # type: ignore[assignment]
+                isinstance(a, ast.Starred) for a in last.args) else None
+        return (None, [last]) if isinstance(last, ast.Call) else None
     return None
 
 
