@@ -496,6 +496,27 @@ class Mixer(nn.Module):
 
 Mixer(4)(torch.randn(3, 4, 4)).sum().backward()
 """),
+    "saved-input-list-element-ok": (None, """
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_s0 = nn.Conv2d(4, 4, 1)
+        self.conv_s1 = nn.Conv2d(4, 4, 1)
+
+    def forward(self, feats):
+        feature_maps = list(feats)
+        feature_maps[0] = self.conv_s0(feature_maps[0])
+        feature_maps[1] = self.conv_s1(feature_maps[1])
+        return feature_maps[0].sum() + feature_maps[1].sum()
+
+
+feats = (torch.randn(1, 4, 3, 3, requires_grad=True), torch.randn(1, 4, 3, 3, requires_grad=True))
+Head()(feats).backward()
+"""),
     "leaky-elu-out-of-place-ok": (None, """
 import torch
 from torch import nn

@@ -397,9 +397,14 @@ def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int) -> B
 
 
 def basic_index(s: ast.AST) -> bool:
-    """``x[:, 0]``, ``x[..., :-1]``, ``x[None]``: basic indexing gives a view of ``x`` (a mask or
-    a list of indices copies)."""
+    """``x[:, 0]``, ``x[..., :-1]``, ``x[None]``: basic indexing of a tensor gives a view of it
+    (a mask or a list of indices copies). One plain index (``xs[0]``, ``xs[1:]``) may as well
+    take an element or a copy of a Python list, so only a tuple of them, an ``...`` or a
+    ``None`` counts."""
     parts = s.elts if isinstance(s, ast.Tuple) else [s]
+    if not isinstance(s, ast.Tuple) and not (
+            isinstance(s, ast.Constant) and (s.value is None or s.value is Ellipsis)):
+        return False
     return all(isinstance(p, ast.Slice) or isinstance(p, ast.Constant) and (
         p.value is None or p.value is Ellipsis or isinstance(p.value, int))
         or isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant) for p in parts)
