@@ -691,3 +691,67 @@ def test_module_result_numerics(name: str) -> None:
     with torch.no_grad():
         same = torch.isclose(ce(model(x), y), ce(model.fc(x), y)).item()  # type: ignore
     assert same is (code is None)
+
+
+# GT115 through the same `forward_of`: a class whose `__call__` (not `forward`) cuts a submodule.
+CUTS = {
+    "dunder-call-cut": ("GT115", """
+import torch
+import torch.nn as nn
+
+
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 2)
+
+    def __call__(self, x):
+        h = self.enc(x).detach()  # BUG
+        return self.head(h)
+
+
+model = Probe()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(4, 8), torch.randn(4, 2)
+loss = ((model(x) - y) ** 2).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""),
+    "dunder-call-no-cut-ok": (None, """
+import torch
+import torch.nn as nn
+
+
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 2)
+
+    def __call__(self, x):
+        h = self.enc(x)
+        return self.head(h)
+
+
+model = Probe()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(4, 8), torch.randn(4, 2)
+loss = ((model(x) - y) ** 2).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUTS))
+def test_module_result_cut(name: str) -> None:
+    code, src = CUTS[name]
+    want = [(code, i + 1) for i, s in enumerate(src.splitlines()) if s.endswith("# BUG")]
+    got = [(f.code, f.line) for f in check_source(src, "snippet.py") if f.code == "GT115"]
+    assert got == want
+    scope: dict[str, object] = {"__name__": "snippet"}
+    exec(compile(src, "snippet.py", "exec"), scope)  # noqa: S102 - the snippet is the test
+    assert (scope["model"].enc.weight.grad is None) is (code is not None)  # type: ignore

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.module_outputs import forward_of
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.nodes import child_nodes
 
@@ -65,8 +66,9 @@ class ForwardCuts:
 
 
 def forward_cuts(ctx: Context, cls: ClassInfo) -> ForwardCuts | None:
-    """NOTE [forward cuts] for the module class ``cls`` (None: no ``forward``)."""
-    fwd = cls.methods.get("forward")
+    """NOTE [forward cuts] for the module class ``cls`` (None: no ``forward``, nor a
+    ``__call__`` defined instead: NOTE [module results])."""
+    fwd = forward_of(cls)
     if fwd is None or not cls.is_module:
         return None
     def make() -> ForwardCuts:

@@ -137,7 +137,7 @@ class SubmoduleCutInForward(Rule):
 
     code = "GT115"
     name = "submodule-cut-in-forward"
-    message = ("{cut} cuts the only path from `self.{sub}` to what `{cls}.forward` returns: "
+    message = ("{cut} cuts the only path from `self.{sub}` to what `{cls}.{method}` returns: "
                "no loss on the outputs reaches it, so its parameters get no gradient and "
                "never train; remove the cut, or freeze it on purpose")
     triggers = ("detach", "no_grad", "inference_mode", "argmax", "argmin", ".data", ".long(",
@@ -180,7 +180,8 @@ class SubmoduleCutInForward(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions("optim") or not ctx.mentions("forward") or not (
+        if not ctx.mentions("optim") or not (
+                ctx.mentions("forward") or ctx.mentions("__call__")) or not (
                 "optim." in ctx.code or "torch.optim" in ctx.code):
             return  # no optimizer or no forward of the file: nothing it could say
         a = ctx.analysis
@@ -210,7 +211,8 @@ class SubmoduleCutInForward(Rule):
                 related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
                                    ctx.column(info.stmt)),) if info is not None else ()
                 yield self.report(shown, ctx, related=related, cut=_what(ctx, shown, got, at),
-                                  sub="`, `self.".join(subs), cls=name)
+                                  sub="`, `self.".join(subs), cls=name,
+                                  method=getattr(got.walked[0], "name", "forward"))
 
 
 def _what(ctx: Context, shown: ast.AST, got, at: ast.AST) -> str:  # type: ignore[no-untyped-def]
