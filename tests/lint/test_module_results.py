@@ -517,6 +517,22 @@ class Head(nn.Module):
 feats = (torch.randn(1, 4, 3, 3, requires_grad=True), torch.randn(1, 4, 3, 3, requires_grad=True))
 Head()(feats).backward()
 """),
+    "modulelist-mixed-blocks-ok": (None, """
+import torch
+from torch import nn
+
+class Mixed(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(c, c), nn.Sequential(nn.Linear(c, c), nn.ReLU())])
+
+    def forward(self, x):
+        h = self.blocks[0](x)
+        h += x
+        return self.blocks[1](h)
+
+Mixed(4)(torch.randn(3, 4)).sum().backward()
+"""),
     "leaky-elu-out-of-place-ok": (None, """
 import torch
 from torch import nn

@@ -185,8 +185,8 @@ def _built(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int) -> Built
         last = _sequential_last(e, ctx, where)
         return built(last, ctx, where, depth + 1) if last is not None else None
     if q in CONTAINERS:
-        elt = _container_element(e, ctx, where)
-        got = built(elt, ctx, where, depth + 1) if elt is not None else None
+        elts = _container_elements(e, ctx, where)  # every block: each may be the one called
+        got = _union([built(x, ctx, where, depth + 1) for x in elts]) if elts else None
         return Built(got.makes, True) if got is not None and not got.container else None
     if isinstance(e.func, ast.Name):
         info = ctx.analysis.classes.get(e.func.id)
@@ -252,15 +252,38 @@ def _sequential_last(e: ast.Call, ctx: Context, where: ast.AST | None) -> ast.AS
     return last
 
 
-def _container_element(e: ast.Call, ctx: Context, where: ast.AST | None) -> ast.AST | None:
+def _container_elements(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]:
+    """Every block a ``ModuleList``/``ModuleDict`` holds (a literal's elements, a
+    comprehension's element, a local list's literal and ``append`` calls); [] when not known."""
     if len(e.args) != 1 or e.keywords:
-        return None
+        return []
     a = e.args[0]
     if isinstance(a, ast.Dict):
-        return a.values[-1] if a.values else None
-    if isinstance(a, ast.DictComp):
-        return a.value
-    return _list_last(a, ctx, where, e.lineno)
+        return list(a.values) if None not in a.keys else []  # type: ignore[arg-type]
+    if isinstance(a, (ast.DictComp, ast.ListComp, ast.GeneratorExp)):
+        return [a.value if isinstance(a, ast.DictComp) else a.elt]
+    if isinstance(a, ast.Name):
+        v = _local_value(a, ctx, where)
+        if v is None:
+            return []
+        out = [] if isinstance(v, ast.List) and not v.elts else _container_elements(
+            ast.Call(func=e.func, args=[v], keywords=[]), ctx, where)
+        if not out and not (isinstance(v, ast.List) and not v.elts):
+            return []
+        for n in walk(where or ctx.tree):
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) \
+                    and n.target.id == a.id:
+                return []
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and isinstance(n.func.value, ast.Name) and n.func.value.id == a.id \
+                    and n.lineno < e.lineno:
+                if n.func.attr != "append" or len(n.args) != 1:
+                    return []  # extend/insert/+=: not followed
+                out.append(n.args[0])
+        return out
+    if isinstance(a, ast.List) and not any(isinstance(x, ast.Starred) for x in a.elts):
+        return list(a.elts)
+    return []
 
 
 def _returns(fn: ast.AST, flags: dict[str, object] | None = None) -> list[ast.Return]:
