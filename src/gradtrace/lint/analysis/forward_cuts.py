@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
-from gradtrace.lint.analysis.module_outputs import forward_of
+from gradtrace.lint.analysis.module_results import forward_of
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.nodes import child_nodes
 

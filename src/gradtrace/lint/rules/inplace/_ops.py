@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from gradtrace.lint.analysis.module_outputs import EXPR, INPUT, LIB, Built, built
+from gradtrace.lint.analysis.module_results import EXPR, INPUT, LIB, Built, built
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 

@@ -18,9 +18,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - re-exported to the rules
-    MODULE_WORDS, SAVED_MODULES, SAVED_OUT, VIEW_METHODS, _has_module_word, _LazyModules,
-    _op_of_call, _statements, module_call_op,
+from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
+    SAVED_OUT, VIEW_METHODS, _has_module_word, _LazyModules, _op_of_call, _statements,
+    module_call_op,
 )
 
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})

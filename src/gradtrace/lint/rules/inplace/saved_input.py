@@ -7,7 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
-from gradtrace.lint.analysis.module_outputs import attr_module, basic_index, first_layer
+from gradtrace.lint.analysis.module_results import attr_module, basic_index, first_layer
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.nodes import statements, walk
