@@ -114,16 +114,20 @@ def _built(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int) -> Built
             return _class_built(info, e, ctx, depth) if info.is_module else None
         helper = ctx.analysis.functions.get(e.func.id)
         if helper is not None:
-            return _union([built(r.value, ctx, helper, depth + 1) for r in reachable_returns(helper)])
+            return _union([built(r.value, ctx, helper, depth + 1)
+                           for r in reachable_returns(helper)])
     if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
         return Built((Made(LIB, e, q),))
     return None
 
 
 def _union(got: list[Built | None]) -> Built | None:
-    if not got or any(g is None for g in got) or len({g.container for g in got}) > 1:  # type: ignore[union-attr]
+    """Every possible result of several builders (None: one is unknown, or they mix a container
+    and a module)."""
+    known = [g for g in got if g is not None]
+    if not got or len(known) < len(got) or len({g.container for g in known}) > 1:
         return None
-    return Built(tuple(m for g in got for m in g.makes), got[0].container)  # type: ignore[union-attr]
+    return Built(tuple(m for g in known for m in g.makes), known[0].container)
 
 
 def _local_value(e: ast.Name, ctx: Context, where: ast.AST | None) -> ast.AST | None:

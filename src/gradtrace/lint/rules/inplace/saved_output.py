@@ -144,7 +144,8 @@ class InplaceAddToReluOutput(InplaceRule):
     """`out += identity` right after `out = relu(out)`: backward needs the ReLU's output.
 
     Why: ReLU (in-place or not), and LeakyReLU and ELU in place, compute their gradient from
-    their *output*, so they save it (out of place, LeakyReLU and ELU save their input). `out += identity` writes into that saved output and backward raises
+    their *output*, so they save it (out of place, LeakyReLU and ELU save their input).
+    `out += identity` writes into that saved output and backward raises
     `RuntimeError: one of the variables needed for gradient computation has been modified by an
     inplace operation: [...], which is output 0 of Relu, ...`
     (pytorch-facts.md#saved-tensor-inplace,
