@@ -36,73 +36,75 @@ PASS = "=input"  # a module that gives back its input (or a view of it): the arg
 
 
 class _LazyModules:
-    """``self.<attr>`` -> op of activation modules in a class, computed on first lookup;
-    ``elem(...)`` for the blocks of an ``nn.ModuleList``/``ModuleDict`` attribute."""
+    """``self.<attr>`` -> op of activation modules in a class, each attribute read on its first
+    lookup (NOTE [module results]); ``elem(...)`` for the blocks of an ``nn.ModuleList``/
+    ``ModuleDict`` attribute."""
 
     def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
         self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
-        self._map: dict[str, str] | None = None
-        self._elems: dict[str, str] = {}
-        self._inplace: set[str] = set()
+        self._entries: dict[str, tuple[str | None, bool]] = {}
+        self._inplace: dict[str, bool] = {}
 
-    def _load(self) -> dict[str, str]:
-        if self._map is None:
-            self._map = {}  # a class that builds itself (or a cycle) saves nothing
-            if self.file_ok:
-                self._map = _module_attrs(self.cls, self.ctx, self._inplace, self._elems)
-        return self._map
+    def _entry(self, name: str | None) -> tuple[str | None, bool]:
+        """(op, a container) of ``self.<name>``."""
+        if not name or not name.startswith("self.") or not self.file_ok:
+            return None, False
+        got = self._entries.get(name)
+        if got is None:
+            self._entries[name] = (None, False)  # a class that builds itself saves nothing
+            got = self._entries[name] = _module_attr(self.cls, name[5:], self.ctx)
+        return got
 
     def inplace(self, name: str | None) -> bool:
         """Whether ``self.<name>`` writes its input in place: an activation module built with
         ``inplace=True``, or a Sequential that starts with one."""
-        self.get(name)
-        return (name or "") in self._inplace
-
-    def any(self) -> bool:
-        return bool(self._load()) or bool(self._elems)
+        if not name or not name.startswith("self.") or not self.file_ok:
+            return False
+        got = self._inplace.get(name)
+        if got is None:
+            v = _init_value(self.cls, name[5:], self.ctx)
+            first = _first_layer(v, self.ctx) if v is not None else None
+            got = self._inplace[name] = first is not None and bool(SAVED_MODULES.get(
+                self.ctx.qualified_name(first.func) or "")) and _inplace_flag(
+                first, len(first.args) - 1 if first.args else 0)
+        return got
 
     def get(self, name: str | None) -> str | None:
-        if not name or not name.startswith("self."):
-            return None
-        return self._load().get(name)
+        op, container = self._entry(name)
+        return None if container else op
 
     def elem(self, name: str | None) -> str | None:
         """The op each block of the container ``self.<name>`` ends in."""
-        if not name or not name.startswith("self."):
-            return None
-        self._load()
-        return self._elems.get(name)
+        op, container = self._entry(name)
+        return op if container else None
 
 
 def _has_module_word(text: str) -> bool:
     return any(w in text for w in MODULE_WORDS)
 
 
-def _module_attrs(cls: ast.ClassDef | None, ctx: Context, inplace: set[str],
-                  elems: dict[str, str]) -> dict[str, str]:
-    """``self.<attr>`` -> saved-output op for the modules ``__init__`` assigns whose result an
-    op that saves it makes (NOTE [module results]); containers go to ``elems``."""
-    out: dict[str, str] = {}
+def _init_value(cls: ast.ClassDef | None, attr_name: str, ctx: Context) -> ast.Call | None:
+    """The call ``__init__`` assigns once to ``self.<attr_name>`` (``self.fc, self.act =
+    nn.Linear(c, c), nn.ReLU()`` too), else None."""
     info = ctx.analysis.classes.get(cls.name) if cls is not None else None
     init = info.methods.get("__init__") if info is not None else None
-    if info is None or init is None or info.node is not cls:
-        return out
-    for attr in info.attrs.values():  # `self.fc, self.act = nn.Linear(c, c), nn.ReLU()` too
-        v = attr.value
-        if attr.method is not init or not isinstance(v, ast.Call) or attr.later:
-            continue
-        name = "self." + attr.name
-        got = built(v, ctx, init)
-        op = built_op(got, ctx) if got is not None else None
-        if op:
-            (elems if got.container else out)[name] = op  # type: ignore[union-attr]
-        # the module writes its *input* in place only when its first layer does: a
-        # Sequential ending in `nn.ReLU(inplace=True)` overwrites its conv's output
-        first = _first_layer(v, ctx)
-        if first is not None and SAVED_MODULES.get(ctx.qualified_name(first.func) or "") \
-                and _inplace_flag(first, len(first.args) - 1 if first.args else 0):
-            inplace.add(name)
-    return out
+    attr = info.attrs.get(attr_name) if info is not None and info.node is cls else None
+    if attr is None or init is None or attr.method is not init or attr.later \
+            or not isinstance(attr.value, ast.Call):
+        return None
+    return attr.value
+
+
+def _module_attr(cls: ast.ClassDef | None, attr_name: str,
+                 ctx: Context) -> tuple[str | None, bool]:
+    """(saved-output op, container) for the module of ``self.<attr_name>``
+    (:func:`_init_value`), whose result an op that saves it makes (NOTE [module results])."""
+    v = _init_value(cls, attr_name, ctx)
+    if v is None:
+        return None, False
+    got = built(v, ctx, ctx.analysis.classes[cls.name].methods["__init__"])  # type: ignore
+    op = built_op(got, ctx) if got is not None else None
+    return op, bool(got is not None and got.container)
 
 
 def built_op(got: Built, ctx: Context) -> str | None:

@@ -39,16 +39,6 @@ class Producer:
     family: str
 
 
-def _builds_saving_block(cls: ast.ClassDef, ctx: Context) -> bool:
-    """Whether ``__init__`` builds a module through a class or function of the file (whose
-    result may be a saved output: NOTE [module results])."""
-    a = ctx.analysis
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and (n.func.id in a.classes or n.func.id in a.functions)
-               for fn in cls.body if isinstance(fn, FUNCTION_TYPES) and fn.name == "__init__"
-               for n in walk(fn))
-
-
 def _producer(call: ast.Call, ctx: Context, modules: _LazyModules) -> Producer | None:
     """The saved-output op ``call`` applies (None when grad is off there)."""
     op = _op_of_call(call, ctx, modules, ctx.scope())
@@ -321,33 +311,48 @@ def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
     ``self.<attr>`` is a module built in ``__init__`` whose result an op that saves it makes
     (NOTE [module results]: an activation, a Sequential or a block of the file ending in one,
     a block of a ModuleList by index or in a loop), then an in-place write of the given kind
-    into ``out`` before it is rebound."""
-    if not _has_module_word(ctx.code_of(cls)) and not _builds_saving_block(cls, ctx):
-        return  # no activation module, nor a block of the file that ends in one
-    modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
-    if not modules.any():
+    into ``out`` before it is rebound. The writes are found first (once per class); the
+    module's op is read only for a call whose result is written."""
+    pairs = ctx.memo("gt6-class-writes", cls, lambda: _class_pairs(cls, ctx))
+    if not pairs:
         return
+    modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
+    for stmt, s, w, scope in pairs:
+        if w[1] not in kinds:
+            continue
+        op = module_call_op(stmt.value, ctx, modules, scope)
+        if op is None or SAVED_OUT.get(op, "relu") not in families:
+            continue
+        yield Producer(stmt.value, op, SAVED_OUT.get(op, "relu")), s, w[2]
+
+
+def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, tuple, Any]]:
+    """(``out = <module call>``, a later in-place write into ``out``, its target, the scope) in
+    the ``forward`` (or ``__call__``) of ``cls``, outside eval-only branches and grad-off."""
+    out: list[tuple[Any, ast.stmt, tuple, Any]] = []
+    modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
     for fn in cls.body:
         if not isinstance(fn, FUNCTION_TYPES) or not _runs_as_forward(cls, fn.name, ctx) \
                 or _is_autograd_function(cls, fn, ctx):
             continue
-        scope = ctx.scope(fn)
+        scope = None
         stmts = list(_statements(fn.body))
         for i, stmt in enumerate(stmts):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                    and isinstance(stmt.value, ast.Call)):
+                    and isinstance(stmt.value, ast.Call)
+                    and isinstance(stmt.value.func, (ast.Attribute, ast.Subscript, ast.Name))):
                 continue
-            op = module_call_op(stmt.value, ctx, modules, scope)
             name = dotted(stmt.targets[0])
-            if op is None or name is None or SAVED_OUT.get(op, "relu") not in families \
-                    or scope.grad_off_at(stmt) is not None:
+            if name is None:
                 continue
-            prod = Producer(stmt.value, op, SAVED_OUT.get(op, "relu"))
             for s in stmts[i + 1:]:
                 if _written_name(s) == name:
                     w = _write_target(s, ctx, modules)
-                    if w is not None and w[0] == name and w[1] in kinds \
+                    if w is not None and w[0] == name \
                             and not _eval_branch(_path_to(fn.body, s)):
-                        yield prod, s, w[2]
+                        scope = scope or ctx.scope(fn)
+                        if scope.grad_off_at(stmt) is None:
+                            out.append((stmt, s, w, scope))
                 if _rebinds(s, name):
                     break
+    return out
