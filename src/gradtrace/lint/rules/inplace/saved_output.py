@@ -279,10 +279,10 @@ class InplaceAddToReluOutput(InplaceRule):
             yield self._emit(prod, stmt, target, training, ctx)
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        """``out = self.block(x)`` where ``self.block``'s result is a ReLU's output (NOTE
-        [module results]: an ``nn.Sequential`` whose last layer is one, a module class or a
-        helper of the file whose ``forward`` returns one, a block of an ``nn.ModuleList``),
-        then ``out += x`` in ``forward``: neither the call's line nor the class need name the
+        """``out = self.block(x)`` where ``self.block``'s result is a ReLU's output
+        (NOTE [module results]: an ``nn.Sequential`` whose last layer is one, a module class
+        or a helper of the file whose ``forward`` returns one, a block of an
+        ``nn.ModuleList``), then ``out += x`` in ``forward``: neither the call's line nor the class need name the
         activation (once per file: the class lines may hold no trigger word)."""
         for prod, stmt, target in self._block_writes(ctx, (("relu",), ("aug", "arith"))):
             yield self._emit(prod, stmt, target, True, ctx)
