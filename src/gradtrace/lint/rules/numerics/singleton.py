@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
-from gradtrace.lint.nodes import function_scopes, scope_nodes, walk
+from gradtrace.lint.nodes import scope_nodes, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import torch_op
 from gradtrace.lint.rules.numerics._shapes import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
@@ -59,8 +60,10 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
     file binds to a constructor of ``classes`` (``self.criterion = nn.CrossEntropyLoss()``
     ... ``self.criterion(out, y)``): the statements of such calls need not spell a trigger
     word (NOTE [triggers])."""
+    if not any(c.rpartition(".")[2] in ctx.code for c in classes):
+        return  # no constructor of them is spelled (an alias keeps the class's name)
     names = set()
-    for n in walk(ctx.tree):
+    for n in statements(ctx.tree):
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
                 and (ctx.qualified_name(n.value.func) or "") in classes:
             for t in n.targets:
@@ -70,10 +73,17 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
                     names.add(t.attr)
     if not names:
         return
-    for fn in function_scopes(ctx.tree):
+    called = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(names))))
+    lines = {i for i, ln in enumerate(ctx.code_lines, 1) if called.search(ln)}
+    fns = [ctx.tree, *(s for s in statements(ctx.tree)
+                       if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for fn in fns:
+        if fn is not ctx.tree and not any(
+                fn.lineno <= i <= (fn.end_lineno or fn.lineno) for i in lines):  # type: ignore[attr-defined]
+            continue
         scope = None
         for n in scope_nodes(fn):
-            if isinstance(n, ast.Call) and not isinstance(n.func, ast.Call) and (
+            if isinstance(n, ast.Call) and n.lineno in lines and not isinstance(n.func, ast.Call) and (
                     isinstance(n.func, ast.Name) and n.func.id in names
                     or isinstance(n.func, ast.Attribute) and n.func.attr in names):
                 scope = scope or ctx.scope(fn)
