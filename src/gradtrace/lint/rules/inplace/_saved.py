@@ -337,16 +337,24 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             continue
         scope = None
         stmts = list(_statements(fn.body))
+        written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
+        for j, s in enumerate(stmts):      # rare, a scan of the rest per call is quadratic
+            got = _written_name(s)
+            if got is not None:
+                written.setdefault(got, []).append(j)
+        if not written:
+            continue
         for i, stmt in enumerate(stmts):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.value, ast.Call)
                     and isinstance(stmt.value.func, (ast.Attribute, ast.Subscript, ast.Name))):
                 continue
             name = dotted(stmt.targets[0])
-            if name is None:
+            if name is None or not any(j > i for j in written.get(name, ())):
                 continue
-            for s in stmts[i + 1:]:
-                if _written_name(s) == name:
+            for k in range(i + 1, len(stmts)):
+                s = stmts[k]
+                if k in written[name]:
                     w = _write_target(s, ctx, modules)
                     if w is not None and w[0] == name \
                             and not _eval_branch(_path_to(fn.body, s)):
