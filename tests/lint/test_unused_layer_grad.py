@@ -167,3 +167,22 @@ def test_dropped_output_twin_is_reported_and_raises(body: str, line: int, error:
     assert _found_heads(body) == [(line, "GT422")]
     with pytest.raises(error):
         exec(compile(HEADS + textwrap.dedent(body).lstrip("\n"), "heads.py", "exec"), {})
+
+
+def test_a_base_of_another_file_may_run_the_layer() -> None:
+    """`class Net(BaseModel)`: the base's `forward`, in another file, may read `self.head`."""
+    src = textwrap.dedent('''
+        import torch.nn as nn
+        from mylib.models import BaseModel
+        class Net(BaseModel):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 2)
+        model = Net()
+        model(x).sum().backward()
+        for p in model.parameters():
+            p.grad.data.mul_(0.5)
+        ''')
+    assert check_source(src, "s.py", select=["GT422"]) == []
+    assert len(check_source(src.replace("(BaseModel)", "(nn.Module)").replace(
+        "from mylib.models import BaseModel\n", ""), "s.py", select=["GT422"])) == 1

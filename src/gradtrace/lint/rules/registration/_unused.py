@@ -2,7 +2,8 @@
 
 # NOTE [unused layers]
 A learnable attribute (a layer with parameters, an ``nn.Parameter``) assigned in ``__init__``
-whose name the file's code spells nowhere else, in a class that does not reach its children
+whose name the file's code spells nowhere else, in a class whose bases are ``nn.Module`` or
+classes of the file (a base of another file may run it), that does not reach its children
 without naming them (``children()``, ``getattr``, ``parameters()``...), and not named in a
 string (``getattr(self, 'head')``): ``forward`` never runs it, so its parameters are in
 ``model.parameters()`` but never get a ``.grad`` (verified on torch 2.13: ``p.grad`` stays None
@@ -36,11 +37,28 @@ def _words(ctx: Context) -> Counter[str]:
     return ctx.memo("unused-layers-words", ctx.tree, lambda: Counter(WORD_RE.findall(ctx.code)))
 
 
+def _bases_seen(node: ast.ClassDef, ctx: Context, seen: set[str]) -> bool:
+    """Every base of the class is ``nn.Module`` or a class of this file whose bases are too: no
+    ``forward`` of another file can read the attribute (``class Net(BaseModel)``)."""
+    for b in node.bases:
+        q = ctx.qualified_name(b) or ""
+        if q in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+            continue
+        name = b.id if isinstance(b, ast.Name) else None
+        base = ctx.analysis.classes.get(name) if name else None
+        if base is None or name in seen:
+            return False
+        seen.add(name)  # type: ignore[arg-type]
+        if not _bases_seen(base.node, ctx, seen):
+            return False
+    return True
+
+
 def unused_layers(cls: ClassInfo, ctx: Context) -> list[tuple[str, AttrInfo]]:
     """The learnable attributes of ``cls`` that ``forward`` never runs (NOTE [unused layers])."""
     def make() -> list[tuple[str, AttrInfo]]:
         text = "\n".join(ctx.code_lines[cls.node.lineno - 1:cls.node.end_lineno])
-        if DYNAMIC_RE.search(text):
+        if DYNAMIC_RE.search(text) or not _bases_seen(cls.node, ctx, set()):
             return []
         words = _words(ctx)
         out = []
