@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._unused import _bases_seen
 from gradtrace.lint.rules.registration.attributes import TENSOR_MOVES, _made_trainable
 
 ZEROS = frozenset({"torch.zeros", "torch.zeros_like"})
@@ -41,7 +42,7 @@ class ZeroFactorAsPlainAttribute(Rule):
     Verified on torch 2.13: after Adam steps the tensor is still all zeros. Wrap it,
     `nn.Parameter(torch.zeros(n))`.
     Known limits: every assignment of the attribute is `torch.zeros(...)` in `__init__` of an
-    `nn.Module` class of the file; the file never writes into an attribute of that name
+    `nn.Module` class of the file whose bases are `nn.Module` or classes of the file; the file never writes into an attribute of that name
     (assigned, indexed, in place, `.data`), never makes it require grad nor names it in a
     string, and the class multiplies by it (`self.a * x`, `x * self.a`); the file runs
     `backward()`.
@@ -94,8 +95,8 @@ class ZeroFactorAsPlainAttribute(Rule):
             return
         for cls in ctx.analysis.classes.values():
             init = cls.methods.get("__init__")
-            if not cls.is_module or init is None:
-                continue
+            if not cls.is_module or init is None or not _bases_seen(cls.node, ctx, set()):
+                continue  # a base of another file may register or write it
             zeros = {name: info for name, info in cls.attrs.items()
                      if info.method is init and not info.buffer and _zeros(info.value, ctx)
                      and all(s in set(walk(init)) and _zeros(getattr(s, "value", None), ctx)
