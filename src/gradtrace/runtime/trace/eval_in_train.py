@@ -143,8 +143,20 @@ def _refresh(site: Site, frame: Any) -> bool:
     ns = frame.f_locals
     obj = ns[e.id] if e.id in ns else frame.f_globals.get(e.id)
     for a in reversed(chain):
-        obj = getattr(obj, a, None)
+        obj = _stored(obj, a)
     return isinstance(obj, torch.nn.Module)
+
+
+def _stored(obj: Any, name: str) -> Any:
+    """``obj.<name>`` read from the instance's own dict or its registered modules, running no
+    user code (a property's getter could have side effects)."""
+    d = getattr(obj, "__dict__", None)
+    if not isinstance(d, dict):
+        return None
+    if name in d:
+        return d[name]
+    mods = d.get("_modules")
+    return mods.get(name) if isinstance(mods, dict) else None
 
 
 def settle(data: Any, state: Any, key: int | None = None) -> None:
