@@ -87,12 +87,16 @@ def param_loop_var(loop: ast.AST) -> tuple[str, str] | None:
     model.named_parameters()``."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return None
-    it = loop.iter
+    return param_iter_var(loop.target, loop.iter)
+
+
+def param_iter_var(t: ast.expr, it: ast.expr) -> tuple[str, str] | None:
+    """``(p, model)`` for a ``for`` target and iterable (a loop's, or a comprehension's
+    clause) that walk ``model.parameters()`` / ``model.named_parameters()``."""
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
             and it.func.attr in PARAM_ITERS):
         return None
     owner = dotted(it.func.value)
-    t = loop.target
     if it.func.attr == "named_parameters":
         if not (isinstance(t, ast.Tuple) and len(t.elts) == 2):
             return None

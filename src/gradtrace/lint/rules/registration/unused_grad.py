@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.params import PARAM_ITERS, param_loop_var
+from gradtrace.lint.analysis.params import param_iter_var, param_loop_var
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -23,22 +23,16 @@ def _comp_loop(node: ast.AST) -> tuple[str, ast.expr, ast.expr] | None:
     if not isinstance(node, COMPREHENSIONS) or len(node.generators) != 1:
         return None
     gen = node.generators[0]
-    it = gen.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
-            and it.func.attr in PARAM_ITERS and not it.args):
+    got = param_iter_var(gen.target, gen.iter)
+    if got is None:
         return None
-    t = gen.target
-    if it.func.attr == "named_parameters":
-        if not (isinstance(t, ast.Tuple) and len(t.elts) == 2):
-            return None
-        t = t.elts[1]
-    var = dotted(t)
-    if not var or any(isinstance(n, ast.Attribute) and n.attr == "grad"
-                      for c in gen.ifs for n in ast.walk(c)):
+    var = got[0]
+    if any(isinstance(n, ast.Attribute) and n.attr == "grad"
+           for c in gen.ifs for n in ast.walk(c)):
         return None
     results = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
     use = next((r for r in results if _derefs_grad(ast.Expr(r), var)), None)
-    return (var, it.func.value, use) if use is not None else None
+    return (var, gen.iter.func.value, use) if use is not None else None  # type: ignore[attr-defined]
 
 
 class GradReadOfUnusedLayer(Rule):

@@ -97,9 +97,10 @@ class ZeroFactorAsPlainAttribute(Rule):
             init = cls.methods.get("__init__")
             if not cls.is_module or init is None or not _bases_seen(cls.node, ctx, set()):
                 continue  # a base of another file may register or write it
+            in_init = {id(s) for s in walk(init)}
             zeros = {name: info for name, info in cls.attrs.items()
                      if info.method is init and not info.buffer and _zeros(info.value, ctx)
-                     and all(s in set(walk(init)) and _zeros(getattr(s, "value", None), ctx)
+                     and all(id(s) in in_init and _zeros(getattr(s, "value", None), ctx)
                              for s in info.later)}
             if zeros:
                 yield from self._factors(cls, zeros, ctx)
