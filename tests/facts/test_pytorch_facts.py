@@ -349,6 +349,26 @@ def test_non_full_backward_hook_grads():
     assert full == [torch.Size([2, 4])]
 
 
+def test_frozen_norm_statistics():
+    x = torch.randn(4, 3, 5) + 2
+    for layer, moves in [(nn.BatchNorm1d(3), True), (nn.InstanceNorm1d(3), False),
+                         (nn.InstanceNorm1d(3, track_running_stats=True), True),
+                         (nn.GroupNorm(1, 3), False)]:
+        model = nn.Sequential(nn.Conv1d(3, 3, 1), layer)
+        model[1].requires_grad_(False)
+        before = [b.clone() for b in model.buffers() if b.is_floating_point()]
+        model.train()
+        model(x)
+        after = [b for b in model.buffers() if b.is_floating_point()]
+        assert any(not torch.equal(a, b) for a, b in zip(before, after)) is moves, layer
+    model[1] = nn.BatchNorm1d(3).requires_grad_(False)
+    model.train()
+    model[1].eval()
+    before = model[1].running_mean.clone()
+    model(x)
+    assert torch.equal(model[1].running_mean, before)
+
+
 def test_message_prefixes():
     from gradtrace.runtime.catalogue import match_message
 

@@ -98,6 +98,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
                             "GT111", "GT201", "GT202", "GT216"}),
     "bce-input": frozenset({"GT760"}),
     "softmax-singleton": frozenset({"GT762"}),
+    "frozen-stats": frozenset({"GT461", "GT443"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -139,7 +140,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
     "GT834": ("scaler-order",), "GT205": ("checkpoint",), "GT435": ("listed-twice",),
     "GT844": ("dead-term",), "GT838": ("bce-input",), "GT856": ("not-optimized",),
-    "GT877": ("softmax-singleton",),
+    "GT877": ("softmax-singleton",), "GT841": ("frozen-stats",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
