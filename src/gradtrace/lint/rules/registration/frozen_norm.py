@@ -210,10 +210,12 @@ class FrozenNormInTrainMode(Rule):
     requires_grad_(False)`, a loop picking `isinstance(m, nn.BatchNorm2d)`) is reported on the
     freeze; a backbone frozen as a whole on the `model.train()` that switches it on.
     Known limits: the BatchNorm must be visible in the file (a torch layer, a Sequential of
-    them, a class of the file: NOTE [running statistics]); the freeze, the `train()` call and the training steps after it
-    are in one function; `backbone.train()` on the frozen part alone (asking its statistics to
+    them, a class of the file: NOTE [running statistics]); the freeze, the `train()` call and
+    the training steps after it are in one function; `backbone.train()` on the frozen part alone (asking its statistics to
     adapt), a class of the file overriding `train()`, and any `.eval()`, `.apply()` or helper
-    calling `.eval()` after the `train()` leave it alone. The runtime twin is GT841.
+    calling `.eval()` after the `train()` leave it alone, and so does a file whose module
+    classes switch their parts' modes themselves (`self.bn.train(flag)` in `forward`). The
+    runtime twin is GT841.
     """
 
     code = "GT461"
@@ -311,7 +313,21 @@ class FrozenNormInTrainMode(Rule):
 
     @staticmethod
     def _overrides_train(ctx: Context) -> bool:
-        return any(c.is_module and "train" in c.methods for c in ctx.analysis.classes.values())
+        """Whether a module class of the file manages the modes itself: it defines ``train``,
+        or a method switches a part (``self.bn.train(flag)``, ``self.bn.eval()``)."""
+        def make() -> bool:
+            for c in ctx.analysis.classes.values():
+                if not c.is_module:
+                    continue
+                if "train" in c.methods or any(
+                        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr in ("train", "eval")
+                        and isinstance(n.func.value, ast.Attribute)
+                        and dotted(n.func.value.value) == "self"
+                        for m in c.methods.values() for n in walk(m)):
+                    return True
+            return False
+        return ctx.memo("gt461-modes-in-class", ctx.tree, make)
 
 
 __all__ = ["FrozenNormInTrainMode", "is_running_norm_call"]

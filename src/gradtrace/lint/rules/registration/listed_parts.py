@@ -1,0 +1,238 @@
+"""GT462: parameter groups listed submodule by submodule leave out a submodule the model runs."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.modules import ClassInfo
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._modules import owns_params
+
+PARAM_ITERS = ("parameters", "named_parameters")
+# whole-model reads: the function sees every parameter, not only the listed parts
+WHOLE = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children",
+                   "named_children", "state_dict"})
+# what, done to a submodule anywhere in the file, says it is handled on purpose
+HANDLED = frozenset({"parameters", "named_parameters", "requires_grad_", "eval", "state_dict",
+                     "load_state_dict", "apply", "modules", "named_modules", "children"})
+
+
+def _part(e: ast.AST) -> tuple[str, str] | None:
+    """``(receiver, attr)`` for ``receiver.attr.parameters()``."""
+    if isinstance(e, ast.Starred):
+        e = e.value
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "list" \
+            and len(e.args) == 1:
+        e = e.args[0]
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+            and e.func.attr in PARAM_ITERS and isinstance(e.func.value, ast.Attribute)):
+        return None
+    recv = dotted(e.func.value.value)
+    return (recv, e.func.value.attr) if recv else None
+
+
+def _prefix(name: str | None, recv: str) -> bool:
+    return name is not None and (recv == name or recv.startswith(name + "."))
+
+
+def _group_part(e: ast.expr) -> tuple[str, str] | None:
+    if isinstance(e, ast.Dict):
+        for k, v in zip(e.keys, e.values):
+            if isinstance(k, ast.Constant) and k.value == "params":
+                return _part(v)
+        return None
+    return _part(e)
+
+
+def _bases(cls: ClassInfo, ctx: Context) -> Iterator[ClassInfo]:
+    """``cls`` and its bases of the file, nearest first."""
+    seen: set[str] = set()
+    todo = [cls]
+    while todo:
+        c = todo.pop(0)
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        yield c
+        todo.extend(ctx.analysis.classes[b.id] for b in c.node.bases
+                    if isinstance(b, ast.Name) and b.id in ctx.analysis.classes)
+
+
+def _trainable_attrs(cls: ClassInfo, ctx: Context) -> dict[str, ast.stmt]:
+    """The attributes of ``cls`` (its file bases included) that hold a layer with parameters or
+    an ``nn.Parameter``, with the statement that set them."""
+    out: dict[str, ast.stmt] = {}
+    for c in _bases(cls, ctx):
+        for name, info in c.attrs.items():
+            if name in out or info.later or info.method.name != "__init__":
+                continue
+            k = c.attr_kind(name)
+            if k is not None and (k.what == PARAMETER and not _made_frozen(info.value)
+                                  or k.what == MODULE and isinstance(k.node, ast.Call)
+                                  and owns_params(k.node, ctx)):
+                out[name] = info.stmt
+    return out
+
+
+def _made_frozen(value: ast.expr | None) -> bool:
+    """``nn.Parameter(t, requires_grad=False)``: fixed on purpose."""
+    return isinstance(value, ast.Call) and any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is False
+        for k in value.keywords)
+
+
+def _used(cls: ClassInfo, name: str, skip: ast.AST, ctx: Context) -> bool:
+    """Whether a method of ``cls`` or its file bases other than ``__init__`` and ``skip``
+    reads ``self.<name>``."""
+    for c in _bases(cls, ctx):
+        for m in c.methods.values():
+            if m.name == "__init__" or m is skip:
+                continue
+            if any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(
+                    n.value, ast.Name) and n.value.id == "self" for n in walk(m)):
+                return True
+    return False
+
+
+def _handled_attrs(ctx: Context) -> frozenset[str]:
+    """Attributes ``x.<attr>`` on which the file calls ``parameters()``, ``requires_grad_``,
+    ``eval()``... or sets ``requires_grad``, outside the groups being checked (they are
+    counted in by the caller)."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr in HANDLED and isinstance(n.func.value, ast.Attribute):
+                out.add(n.func.value.attr)
+            elif isinstance(n, ast.Attribute) and n.attr == "requires_grad" \
+                    and isinstance(n.value, ast.Attribute):
+                out.add(n.value.attr)
+        return frozenset(out)
+    return ctx.memo("gt462-handled", ctx.tree, make)
+
+
+class SubmoduleMissingFromParamGroups(Rule):
+    """Parameter groups listed submodule by submodule leave out a submodule that the model
+    runs: its parameters get gradients and never change.
+
+    Why: `SGD([{'params': model.encoder.parameters()}, {'params': model.head.parameters()}])`
+    holds the listed parts only. A layer added to the class (`self.kshot_rw`, a subclass's
+    `self.extra_fc`) and run in `forward` but missing from the hand-made list is never updated,
+    silently (HDMNet#21, MACE's `get_params_options`, MMF's `get_optimizer_parameters`).
+    Add the part to the groups, or build them from `model.named_parameters()`.
+    Known limits: the groups must name at least two submodules of one receiver in one list
+    (dicts with `'params'`, or the `parameters()` calls themselves); the receiver's class must be
+    a class of the file (`self`, a subclass that inherits the method, the kind of the receiver,
+    or the only instantiated class of the file that has every listed part); the missing part is
+    built in `__init__` with parameters, read by another method, and nothing in the file
+    calls `parameters()`, `requires_grad_`, `eval()` or `apply()` on it or sets its
+    `requires_grad` (another optimizer, a freeze). A function that also reads the whole model's
+    parameters is left alone.
+    """
+
+    code = "GT462"
+    name = "submodule-missing-from-param-groups"
+    message = ("these parameter groups list {listed} of `{cls}` but not `{missing}`, which "
+               "`{cls}` runs (built on line {line}): its parameters get gradients and never "
+               "change; add it to the groups")
+    triggers = ("parameters(",)
+    examples = [
+        Bad("""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(8, 8)
+                    self.gate = nn.Linear(8, 8)
+                    self.head = nn.Linear(8, 2)
+                def forward(self, x):
+                    return self.head(self.encoder(x) * self.gate(x).sigmoid())
+            model = Net()
+            opt = torch.optim.SGD([{"params": model.encoder.parameters()},
+                                   {"params": model.head.parameters(), "lr": 0.1}], lr=0.01)
+            """, at=(12, 0)),
+        Good("""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.Linear(8, 8)
+                    self.gate = nn.Linear(8, 8)
+                    self.head = nn.Linear(8, 2)
+                def forward(self, x):
+                    return self.head(self.encoder(x) * self.gate(x).sigmoid())
+            model = Net()
+            opt = torch.optim.SGD([{"params": model.encoder.parameters()},
+                                   {"params": model.gate.parameters()},
+                                   {"params": model.head.parameters(), "lr": 0.1}], lr=0.01)
+            """),
+    ]
+
+    def visit_List(self, node: ast.List, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Tuple(self, node: ast.Tuple, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, node: ast.List | ast.Tuple, ctx: Context) -> Iterator[Finding]:
+        parts = [_group_part(e) for e in node.elts]
+        recvs = {p[0] for p in parts if p is not None}
+        if len(recvs) != 1 or sum(p is not None for p in parts) < 2:
+            return
+        recv = recvs.pop()
+        scope = ctx.scope()
+        fn = scope.node
+        listed: set[str] = set()
+        for n in walk(fn):
+            if isinstance(n, ast.Attribute) and dotted(n.value) == recv:
+                listed.add(n.attr)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr in WHOLE and _prefix(dotted(n.func.value), recv):
+                return  # `model.parameters()` for groups over `model.module.<part>`
+        handled = _handled_attrs(ctx) - {a for p in parts if p is not None for a in p[1:]}
+        for cls in self._classes(recv, node, listed, ctx):
+            attrs = _trainable_attrs(cls, ctx)
+            if not {p[1] for p in parts if p is not None} <= set(attrs):
+                continue
+            missing = [a for a in attrs if a not in listed and a not in handled
+                       and _used(cls, a, fn, ctx)]
+            if missing:
+                stmt = scope.statement_of(node) or node
+                where = attrs[missing[0]]
+                names = sorted({p[1] for p in parts if p is not None})
+                yield self.report(stmt, ctx, related=[Related(
+                    ctx.path, where.lineno, f"`{missing[0]}` is built here", ctx.column(where))],
+                    listed=", ".join(f"`{n}`" for n in names), cls=cls.name,
+                    missing=missing[0], line=where.lineno)
+                return
+
+    @staticmethod
+    def _classes(recv: str, node: ast.AST, listed: set[str], ctx: Context
+                 ) -> list[ClassInfo]:
+        """The module classes the receiver may be (NOTE in the docstring's limits)."""
+        classes = ctx.analysis.classes
+        if recv == "self":
+            own = ctx.analysis.class_of(ctx.scope().node)
+            if own is None or not own.is_module:
+                return []
+            method = ctx.scope().node.name  # type: ignore[attr-defined]
+            subs = [c for c in classes.values() if c is not own and own in _bases(c, ctx)
+                    and not any(method in b.methods for b in _bases(c, ctx)
+                                if b is not own and own in _bases(b, ctx))]
+            return [own, *subs]
+        k = ctx.analysis.kind(ast.Name(id=recv), ctx.scope(), node.lineno) \
+            if "." not in recv else None
+        if k is not None and k.what == MODULE and k.cls in classes:
+            return [classes[k.cls]]  # type: ignore[index]
+        made = {n.func.id for n in walk(ctx.tree) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name) and n.func.id in classes}
+        fits = [c for c in classes.values() if c.is_module and c.name in made
+                and listed & set(_trainable_attrs(c, ctx))]
+        return fits if len(fits) == 1 else []
