@@ -32,6 +32,7 @@ class _Freeze:
     whole: str         # its dotted owner (``net``, ``model.bn``, ``model`` for a loop over it)
     partial: bool      # only some of ``whole`` (a slice, a name filter, some children)
     norm_aimed: bool   # the freeze picks normalisation layers (``isinstance(m, nn.BatchNorm2d)``)
+    flag: ast.stmt     # the statement that sets the flag (inside a loop: the assignment)
 
 
 def _false_flag(s: ast.AST, var: str) -> bool:
@@ -98,8 +99,7 @@ def _freeze_of(s: ast.stmt, scope: Scope, ctx: Context) -> _Freeze | None:
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
                 and it.func.attr in PARAM_ITERS):
             return None
-        t = s.target
-        var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
+        var = _loop_var(s)
         if var is None:
             return None
         direct = any(_false_flag(b, var) for b in s.body)
@@ -133,7 +133,17 @@ def _freeze_of(s: ast.stmt, scope: Scope, ctx: Context) -> _Freeze | None:
     norm_aimed = False
     if "." not in whole and (own := _owner(whole, s, scope, ctx)) is not None:
         whole, partial, norm_aimed = own[0], True, own[2]
-    return _Freeze(s, part, whole, partial, norm_aimed)
+    flag = s
+    if isinstance(s, (ast.For, ast.AsyncFor)):
+        var = _loop_var(s)
+        flag = next((b for b in walk(s) if isinstance(b, ast.stmt) and b is not s
+                     and var is not None and _false_flag(b, var)), s)
+    return _Freeze(s, part, whole, partial, norm_aimed, flag)
+
+
+def _loop_var(loop: ast.For | ast.AsyncFor) -> str | None:
+    t = loop.target
+    return dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
 
 
 def _lambda_freezes(fn: ast.Lambda) -> bool:
@@ -280,7 +290,7 @@ class FrozenNormInTrainMode(Rule):
             line = z.stmt.lineno
             if z.norm_aimed or is_running_norm(z.part, scope, line, ctx):
                 if self._first_train(node, z, model, scope):
-                    yield self.report(z.stmt, ctx, related=[Related(
+                    yield self.report(z.flag, ctx, related=[Related(
                         ctx.path, node.lineno, f"`{model}.train()` switches it on here",
                         ctx.column(node))], what=_what(z, ctx), line=line, model=model)
             elif holds_running_norm(z.part, scope, line, ctx):
