@@ -297,4 +297,24 @@ CODES = (
          """,
          "Normalise over the positions' dimension, or use a sigmoid for one independent "
          "score per entry.", "gradtrace.runtime.trace.singleton", severity="warning"),
+    Code("GT878", "soft-target-not-detached",
+         "the softmax target of a soft-label loss is not detached, so the loss trains its network",
+         "A distillation or soft-label loss (`-(p * log_softmax(s)).sum(-1)`, `kl_div`, "
+         "`cross_entropy` with probabilities as target) treats the teacher's probabilities as "
+         "a target. When they are not detached, backward() also sends the loss's gradient "
+         "into the network that made them, and its optimizer steps it towards the student: "
+         "the target moves, and a teacher trained on its own loss gets a wrong gradient. "
+         "Nothing fails. The run walks the first loss graphs and reports a softmax multiplied "
+         "by log-probabilities when it reaches trained tensors the log-probabilities do not "
+         "(an entropy term over one set of logits is left alone).",
+         """
+         teacher_probs = F.softmax(teacher_logits, dim=-1)
+         kd = -(teacher_probs * F.log_softmax(student_logits, -1)).sum(-1).mean()
+         """,
+         """
+         teacher_probs = F.softmax(teacher_logits, dim=-1).detach()
+         kd = -(teacher_probs * F.log_softmax(student_logits, -1)).sum(-1).mean()
+         """,
+         "Detach the target (`.detach()`, or compute it under `torch.no_grad()`).",
+         "gradtrace.runtime.trace.soft_target", severity="warning"),
 )

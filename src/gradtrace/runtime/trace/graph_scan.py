@@ -47,6 +47,7 @@ from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.classify import first_grad_tensor
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
 from gradtrace.runtime.trace.records import created_site, node_name
+from gradtrace.runtime.trace.soft_target import check_product
 
 Tensor = torch.Tensor
 _CFUNC = torch.autograd.function.BackwardCFunction
@@ -73,6 +74,8 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
                 found.append((site, node_name(node).lower()))
         elif isinstance(node, _CFUNC):
             _watch_function(state, node)
+        elif name == "MulBackward0":
+            check_product(state, node)  # NOTE [soft target not detached]
         try:
             todo.extend(n for n, _ in node.next_functions)
         except (AttributeError, RuntimeError):

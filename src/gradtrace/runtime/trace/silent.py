@@ -15,6 +15,7 @@ from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
+from gradtrace.runtime.trace.soft_target import soft_target_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle, read_as_none
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
@@ -49,7 +50,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     out = lead + (parameter_findings(state, data) if live else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
-        loss_input_findings(state, data) + \
+        loss_input_findings(state, data) + soft_target_findings(state, data) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
