@@ -29,6 +29,7 @@ from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_r
 from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.windows import note_window
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
@@ -70,6 +71,7 @@ class OptimizerRecord:
     lr_changes: int = 0
     schedule_checked: bool = False
     audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
+    windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
 
 
 @dataclass
@@ -259,6 +261,7 @@ class Hooks:
                 check_first_step(d, rec, opt)  # NOTE [group learning rates erased]
         assert rec is not None
         rec.steps += 1
+        note_window(st, rec)
         if not rec.schedule_checked:
             watch_lr(rec, opt, d)
         st.in_step = True

@@ -16,6 +16,7 @@ from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.soft_target import soft_target_findings
+from gradtrace.runtime.trace.windows import window_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle, read_as_none
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
@@ -57,7 +58,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
-        event_findings(state, steps) + discarded(state, data) + nonfinite_findings(state, data) + \
+        event_findings(state, steps) + discarded(state, data) + window_findings(state, data) + nonfinite_findings(state, data) + \
         singleton_findings(state) + last
 
 
