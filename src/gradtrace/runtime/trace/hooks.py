@@ -25,6 +25,7 @@ from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _gra
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.probe_stats import train_call
+from gradtrace.runtime.trace.row_decay import note_rows
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
 from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
@@ -112,6 +113,7 @@ class HookState:
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
+    rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -177,6 +179,8 @@ class Hooks:
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
             rec.grad_runs += 1
+            if isinstance(module, torch.nn.Embedding):
+                note_rows(self.data, module, args)  # NOTE [decayed rows]
             if rec.grad_runs == 1 and module._parameters:  # NOTE [copied into]
                 with torch._C.DisableTorchFunction():  # not the program's `.data`/detach
                     rec.start = [p.detach().sum(dtype=torch.float64)
