@@ -22,7 +22,7 @@ def batches(n=6, vocab=12):
              torch.randint(1, vocab, (4, 5), generator=g)) for _ in range(n)]
 """
 
-WATCHED = {"GT878", "GT879", "GT870"}
+WATCHED = {"GT878", "GT879", "GT870", "GT874"}
 
 BUGS = {
     # a teacher trained with the student, whose probabilities feed kl_div without detach
@@ -132,9 +132,72 @@ for _, y, ids in batches():
     opt.step()
     opt.zero_grad()
 """),
+    # a shared per-batch helper that puts the model in train mode for every phase, run for
+    # validation under the caller's no_grad
+    "phase_helper_always_train": ("GT874", """
+net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+def run_batch(model, x, y, phase):
+    model.train()  # <- cause
+    loss = F.cross_entropy(model(x), y)
+    if phase == "train":
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return loss.item()
+
+for epoch in range(2):
+    for x, y, _ in batches(3):
+        run_batch(net, x, y, "train")
+    with torch.no_grad():
+        val = [run_batch(net, x + 1, y, "valid") for x, y, _ in batches(3)]
+"""),
 }
 
 LOOKALIKES = {
+    # the helper switches the mode by phase
+    "phase_helper_switches_by_phase": """
+net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+def run_batch(model, x, y, phase):
+    model.train(phase == "train")
+    loss = F.cross_entropy(model(x), y)
+    if phase == "train":
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return loss.item()
+
+for epoch in range(2):
+    for x, y, _ in batches(3):
+        run_batch(net, x, y, "train")
+    with torch.no_grad():
+        val = [run_batch(net, x + 1, y, "valid") for x, y, _ in batches(3)]
+""",
+    # a helper that refreshes the BatchNorm statistics under no_grad (output dropped)
+    "bn_refresh_helper": """
+net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+def refresh_bn(model, data):
+    model.train()
+    for x, _, _ in data:
+        model(x)
+
+for epoch in range(2):
+    for x, y, _ in batches(3):
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        refresh_bn(net, batches(3))
+    net.eval()
+    with torch.no_grad():
+        val = [net(x).argmax(1) for x, _, _ in batches(2)]
+    net.train()
+""",
     # the teacher's probabilities detached
     "kl_div_teacher_detached": """
 teacher = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
