@@ -22,7 +22,7 @@ def batches(n=6, vocab=12):
              torch.randint(1, vocab, (4, 5), generator=g)) for _ in range(n)]
 """
 
-WATCHED = {"GT878", "GT879", "GT870", "GT874"}
+WATCHED = {"GT878", "GT879", "GT870", "GT874", "GT872"}
 
 BUGS = {
     # a teacher trained with the student, whose probabilities feed kl_div without detach
@@ -153,9 +153,60 @@ for epoch in range(2):
     with torch.no_grad():
         val = [run_batch(net, x + 1, y, "valid") for x, y, _ in batches(3)]
 """),
+    # a tie written through .data: two Parameters over one storage, Adam steps both
+    "tie_through_data_adam": ("GT872", """
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Embedding(12, 6)
+        self.dec = nn.Linear(6, 12, bias=False)
+        self.dec.weight.data = self.enc.weight.data
+
+    def forward(self, ids):
+        return self.dec(torch.tanh(self.enc(ids)))
+
+lm = LM()
+opt = torch.optim.Adam(lm.parameters(), lr=1e-2)  # <- cause
+for _, _, ids in batches():
+    loss = F.cross_entropy(lm(ids).flatten(0, 1), ids.roll(1, 1).flatten())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""),
 }
 
 LOOKALIKES = {
+    # the same tie by sharing the Parameter object
+    "tie_by_parameter_adam": """
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Embedding(12, 6)
+        self.dec = nn.Linear(6, 12, bias=False)
+        self.dec.weight = self.enc.weight
+
+    def forward(self, ids):
+        return self.dec(torch.tanh(self.enc(ids)))
+
+lm = LM()
+opt = torch.optim.Adam(lm.parameters(), lr=1e-2)
+for _, _, ids in batches():
+    loss = F.cross_entropy(lm(ids).flatten(0, 1), ids.roll(1, 1).flatten())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # the .data tie under plain SGD: two updates are the summed gradient's one
+    "tie_through_data_plain_sgd": """
+enc, dec = nn.Embedding(12, 6), nn.Linear(6, 12, bias=False)
+dec.weight.data = enc.weight.data
+opt = torch.optim.SGD([*enc.parameters(), *dec.parameters()], lr=0.1)
+for _, _, ids in batches():
+    loss = F.cross_entropy(dec(enc(ids)).flatten(0, 1), ids.flatten())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
     # the helper switches the mode by phase
     "phase_helper_switches_by_phase": """
 net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))

@@ -256,6 +256,25 @@ CODES = (
          """,
          "Scale each group's own rate (keep a base rate per group), or use a scheduler.",
          "gradtrace.runtime.trace.lr_groups", severity="warning"),
+    Code("GT872", "aliased-parameters-stepped-twice",
+         "two parameter objects over the same memory are both in one optimizer",
+         "An optimizer tells parameters apart by identity. Two distinct `Parameter` objects "
+         "that view the same memory (`load_state_dict(..., assign=True)` of a model with tied "
+         "weights, a tie written as `dec.weight.data = enc.weight.data`) are two entries: "
+         "each gets its own gradient and each step updates the shared values twice, with two "
+         "sets of optimizer state. Nothing fails. The run groups an optimizer's parameters "
+         "by memory at its first checked step; plain SGD without weight decay (where two "
+         "updates equal one with the summed gradient) is left alone.",
+         """
+         dec.weight.data = enc.weight.data
+         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+         """,
+         """
+         dec.weight = enc.weight
+         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+         """,
+         "Tie by sharing the Parameter object, load without `assign=True`, or re-tie after "
+         "loading.", "gradtrace.runtime.trace.aliased", severity="warning"),
     Code("GT874", "evaluated-in-train-mode",
          "a trained model is evaluated under no_grad while still in train mode",
          "A validation or test loop run with grad off over a model that was never put in "

@@ -47,6 +47,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.opt_facts import _due
+from gradtrace.runtime.trace.aliased import check_aliases
 from gradtrace.runtime.trace.opt_state import built_line
 from gradtrace.runtime.trace.row_decay import check_rows, row_findings
 
@@ -98,6 +99,7 @@ def before_step(data: Any, rec: Any, opt: torch.optim.Optimizer,
     if audit is None:
         audit = rec.audit = StepAudit(built=built_line(data, rec),
                                       held=sum(len(g["params"]) for g in opt.param_groups))
+        check_aliases(data, rec, opt, name_of)  # NOTE [aliased parameters]
     _compare(data, rec, pairs, name_of)
     audit.grads = {id(p): (weakref.ref(g), g._version) for p, g in pairs}
     audit.done = False

@@ -73,6 +73,7 @@ class OptimizerRecord:
     schedule_checked: bool = False
     audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
     windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
+    aliases: Any = None  # (name, name, site) of NOTE [aliased parameters]
 
 
 @dataclass

@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import NEVER_RAN, OUTPUT_UNUSED, code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
@@ -48,7 +49,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     inside a function that returned) the last snapshot taken at an optimizer step is used."""
     live = any(r.ref() is not None for r in data.optimizers.values())
     lead, last = applied_findings(data)
-    out = lead + (parameter_findings(state, data) if live else list(data.snapshot))
+    out = lead + alias_findings(data) + (parameter_findings(state, data) if live
+                                         else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
         loss_input_findings(state, data) + soft_target_findings(state, data) + \
