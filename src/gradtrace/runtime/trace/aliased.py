@@ -1,14 +1,14 @@
 """Two parameter objects over one storage in one optimizer: every step moves it twice.
 
 # NOTE [aliased parameters]
-An optimizer tells parameters apart by identity. Two distinct ``Parameter`` objects that view
-the same memory (``load_state_dict(src.state_dict(), assign=True)`` of a model whose two modules share
-one weight wraps each name's detached view of it in a Parameter of its own; a tie written as
-``dec.weight.data = enc.weight.data``) are two entries: each gets its own gradient, and each
-step updates the shared values twice, with two sets of optimizer state. Nothing fails; for
-plain SGD two updates are the sum of the gradients, which is what a real tie gets, so only an
-optimizer whose update is not linear in the gradient (Adam, RMSprop, ... or any weight decay)
-is reported. At the first checked step of each optimizer the run groups its parameters by
+An optimizer tells parameters apart by identity. Two distinct ``Parameter`` objects that
+view the same memory (``load_state_dict(src.state_dict(), assign=True)`` of a model whose
+two modules share one weight wraps each name's detached view of it in a Parameter of its
+own; a tie written as ``dec.weight.data = enc.weight.data``) are two entries: each gets its
+own gradient, and each step updates the shared values twice, with two sets of optimizer
+state. Nothing fails. For SGD without weight decay (momentum included) the two updates add up
+to the update of the summed gradient, which is what a real tie gets; only an optimizer whose
+update is not linear in the gradient (Adam, RMSprop, ...) or that decays is reported. At the first checked step of each optimizer the run groups its parameters by
 (data pointer, shape, strides, dtype); a group of two or more distinct tensors is an alias.
 The line named is where one of them was registered in place of an earlier parameter
 (NOTE [replaced after the optimizer] in replaced.py), else where the optimizer was built.

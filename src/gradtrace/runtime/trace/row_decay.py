@@ -10,12 +10,12 @@ every row at every step (diffusers#1009). Rows that no batch used also have a ze
 forward *used*: on the steps whose gradients are checked (``opt_facts._due``), the global
 module pre-hook notes the indices an ``nn.Embedding`` was called with (with grad on, since the
 last step; its ``padding_idx`` left out), and before the step the rows of the gradient at those
-indices are read. When at least half of them are exactly zero, their checksum is taken before
-and after the step. An embedding is reported when this held at every checked step (at least two)
-and those rows moved between the first checked step and a later one, under ``weight_decay > 0``
-(a program that copies the frozen rows back after each step keeps them where they were); a zero row of a token masked out of
-the loss (a pad token given no ``padding_idx``) is one row among many and stays silent. Named,
-as GT870 is, at the optimizer's construction.
+indices are read. When at least half of them are exactly zero, the checksum of those rows is
+kept. An embedding is reported when this held at every checked step (at least two) and the
+rows moved between the first checked step and a later one, under ``weight_decay > 0`` (a
+program that copies the frozen rows back after each step keeps them where they were); a zero
+row of a token masked out of the loss (a pad token given no ``padding_idx``) is one row among
+many and stays silent. Named, as GT870 is, at the optimizer's construction.
 """
 from __future__ import annotations
 
