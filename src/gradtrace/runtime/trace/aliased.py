@@ -8,8 +8,9 @@ own; a tie written as ``dec.weight.data = enc.weight.data``) are two entries: ea
 own gradient, and each step updates the shared values twice, with two sets of optimizer
 state. Nothing fails. For SGD without weight decay (momentum included) the two updates add up
 to the update of the summed gradient, which is what a real tie gets; only an optimizer whose
-update is not linear in the gradient (Adam, RMSprop, ...) or that decays is reported. At the first checked step of each optimizer the run groups its parameters by
-(data pointer, shape, strides, dtype); a group of two or more distinct tensors is an alias.
+update is not linear in the gradient (Adam, RMSprop, ...) or that decays is reported. At
+the first checked step of each optimizer the run groups its parameters by (data pointer,
+shape, strides, dtype); a group of two or more distinct tensors is an alias.
 The line named is where one of them was registered in place of an earlier parameter
 (NOTE [replaced after the optimizer] in replaced.py), else where the optimizer was built.
 """
