@@ -22,7 +22,7 @@ def batches(n=6, vocab=12):
              torch.randint(1, vocab, (4, 5), generator=g)) for _ in range(n)]
 """
 
-WATCHED = {"GT878", "GT879", "GT870", "GT874", "GT872"}
+WATCHED = {"GT878", "GT879", "GT870", "GT874", "GT872", "GT873"}
 
 BUGS = {
     # a teacher trained with the student, whose probabilities feed kl_div without detach
@@ -173,6 +173,26 @@ for _, _, ids in batches():
     loss.backward()
     opt.step()
 """),
+    # a validation that back-propagates to log a gradient norm; the training loop zeroes
+    # after its step, so the next step applies the validation gradients
+    "validation_backward_for_grad_norm": ("GT873", """
+model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.1), nn.Linear(8, 3))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+def val_grad_norm(data):
+    model.eval()
+    for x, y, _ in data:
+        F.cross_entropy(model(x), y).backward()  # <- cause
+    model.train()
+    return sum(p.grad.norm() for p in model.parameters()).item()
+
+for epoch in range(2):
+    for x, y, _ in batches(3):
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    val_grad_norm(batches(2))
+"""),
 }
 
 LOOKALIKES = {
@@ -206,6 +226,35 @@ for _, _, ids in batches():
     opt.zero_grad()
     loss.backward()
     opt.step()
+""",
+    # the same validation, the gradients zeroed before each training step
+    "validation_backward_then_zero_grad_first": """
+model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.1), nn.Linear(8, 3))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+def val_grad_norm(data):
+    model.eval()
+    for x, y, _ in data:
+        F.cross_entropy(model(x), y).backward()
+    model.train()
+    return sum(p.grad.norm() for p in model.parameters()).item()
+
+for epoch in range(2):
+    for x, y, _ in batches(3):
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    val_grad_norm(batches(2))
+""",
+    # a model trained in eval mode throughout (dropout off on purpose)
+    "trained_in_eval_mode_throughout": """
+model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.1), nn.Linear(8, 3))
+model.eval()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for x, y, _ in batches(6):
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.zero_grad()
 """,
     # the helper switches the mode by phase
     "phase_helper_switches_by_phase": """

@@ -275,6 +275,30 @@ CODES = (
          """,
          "Tie by sharing the Parameter object, load without `assign=True`, or re-tie after "
          "loading.", "gradtrace.runtime.trace.aliased", severity="warning"),
+    Code("GT873", "evaluation-gradients-applied",
+         "gradients of backward() calls made during an evaluation are applied by the next step",
+         "A loss helper that calls backward() itself and steps only when given an optimizer "
+         "(`SimpleLossCompute(generator, criterion, opt=None)` in validation) still runs "
+         "backward() on the validation batches. Nothing clears those gradients when the "
+         "training loop zeroes after its step, so the first training step of the next epoch "
+         "applies them: the model trains on the evaluation data. The run sees an optimizer "
+         "step that sums more backward() calls than its steps usually do, some of them after "
+         "forward passes in eval mode, and names that backward() line.",
+         """
+         loss.backward()
+         if self.opt is not None:
+             self.opt.step()
+             self.opt.zero_grad()
+         """,
+         """
+         if self.opt is not None:
+             loss.backward()
+             self.opt.step()
+             self.opt.zero_grad()
+         """,
+         "Call backward() only when training (compute evaluation losses under "
+         "`torch.no_grad()`), or zero the gradients before each training step.",
+         "gradtrace.runtime.trace.windows", severity="warning"),
     Code("GT874", "evaluated-in-train-mode",
          "a trained model is evaluated under no_grad while still in train mode",
          "A validation or test loop run with grad off over a model that was never put in "

@@ -74,6 +74,7 @@ class OptimizerRecord:
     audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
     windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
     aliases: Any = None  # (name, name, site) of NOTE [aliased parameters]
+    leak: Any = None  # (backward() line, its calls, window): NOTE [evaluation gradients applied]
 
 
 @dataclass
@@ -115,6 +116,7 @@ class HookState:
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
     rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
+    eval_calls: int = 0  # module calls in eval mode with grad on
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -198,6 +200,7 @@ class Hooks:
                     settle(self.data, self.state, id(module))  # NOTE [evaluated in train mode]
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
+                self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
                 if rec.trained and not rec.mode_verdict:
                     if rec.off is None:
                         rec.off = _user_stack()

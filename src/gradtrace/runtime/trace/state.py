@@ -112,6 +112,11 @@ class TraceState:
         # NOTE [soft target not detached] (soft_target.py): softmax line -> (ids of the leaves
         # only the target reaches, the product's line)
         self.soft_targets: dict[Site, tuple[set[int], Site | None]] = {}
+        # NOTE [evaluation gradients applied] (windows.py): eval-mode backward() calls in the
+        # window since the last step, the module calls in eval mode seen, the last such line
+        self.window_evals = 0
+        self.evals_seen = 0
+        self.eval_backward: Site | None = None
 
     # -- sites and cuts ----------------------------------------------------------------------
     def site(self, raw: RawSite) -> Site:
@@ -385,6 +390,9 @@ class TraceState:
             del self.backward_sites[:-64]
             if len(self.kept_roots) < 8 and len(roots) == 1:  # NOTE [losses kept alive]
                 self.kept_roots.append((weakref.ref(roots[0]), self.backward_sites[-1]))
+        if self.hooks_data is not None:
+            from gradtrace.runtime.trace.windows import note_backward
+            note_backward(self, self.hooks_data)  # NOTE [evaluation gradients applied]
         if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops],
             from gradtrace.runtime.trace.graph_scan import scan_loss_graph  # [copied leaf]
             scan_loss_graph(self, roots[0])

@@ -13,6 +13,18 @@ window as wide as the others (``(batch_idx + 1) % k == 0``), a last window narro
 (a partial window flushed at the end of an epoch) and a step after every backward() are silent.
 The line named is the ``if`` that guards the step, when the step sits in one inside its loop;
 else the step.
+
+# NOTE [evaluation gradients applied]
+A loss helper that calls backward() itself (the Annotated Transformer's ``SimpleLossCompute``)
+and steps only when it was given an optimizer also runs backward() in the validation pass,
+where it is given none: those gradients stay in ``.grad`` (the training step zeroes after its
+step, not before) and the first training step of the next epoch applies them. The run counts
+module calls in eval mode with grad on (the global pre-hook); a backward() that follows such
+calls is an evaluation backward. An optimizer step whose window mixes evaluation backward()
+calls with others, and sums more backward() calls than its steps usually do (at least two other
+steps agree on the usual count), is reported at the line of the evaluation backward(). A model
+trained in eval mode throughout (every backward() of the window after eval-mode calls) and
+gradients cleared before the step (a saliency map in eval mode, then ``zero_grad()``) are silent.
 """
 from __future__ import annotations
 
@@ -29,9 +41,25 @@ WINDOWS = 64  # steps per optimizer whose window is kept
 
 
 def note_window(state: Any, rec: Any) -> None:
-    """From the step pre-hook: the backward() calls this step sums."""
+    """From the step pre-hook: the backward() calls this step sums (and NOTE [evaluation
+    gradients applied]: how many of them ran after a forward in eval mode)."""
+    count = state.fresh_count if state.fresh_grads else 0
     if len(rec.windows) < WINDOWS:
-        rec.windows.append(state.fresh_count if state.fresh_grads else 0)
+        rec.windows.append(count)
+        if rec.leak is None and 0 < state.window_evals < count \
+                and state.eval_backward is not None:
+            rec.leak = (state.eval_backward, state.window_evals, len(rec.windows) - 1)
+
+
+def note_backward(state: Any, data: Any) -> None:
+    """At a backward() start: whether a module ran in eval mode (grad on) since the last."""
+    if not state.fresh_grads or state.fresh_count == 0:  # a new window
+        state.window_evals = 0
+    if data.eval_calls != state.evals_seen:
+        state.evals_seen = data.eval_calls
+        if state.backward_sites:
+            state.window_evals += 1
+            state.eval_backward = state.backward_sites[-1]
 
 
 def _early(windows: list[int]) -> int:
@@ -60,11 +88,12 @@ def _guard(step: Site) -> Site | None:
 
 
 def window_findings(state: Any, data: Any) -> list[Finding]:
-    """NOTE [accumulation window off by one]."""
+    """NOTE [accumulation window off by one], NOTE [evaluation gradients applied]."""
     if state.closure_steps:
         return []
     out: list[Finding] = []
     for rec in list(data.optimizers.values()):
+        out += _leak_finding(rec)
         k = _early(rec.windows)
         if not k or rec.site is None:
             continue
@@ -85,3 +114,21 @@ def window_findings(state: Any, data: Any) -> list[Finding]:
                             "and flush the last partial window after the loop",
                         related=related, severity="warning"))
     return out
+
+
+def _leak_finding(rec: Any) -> list[Finding]:
+    if rec.leak is None:
+        return []
+    line, evals, at = rec.leak
+    usual = Counter(w for i, w in enumerate(rec.windows) if i != at).most_common(1)
+    if not usual or usual[0][1] < 2 or rec.windows[at] <= usual[0][0]:
+        return []
+    return [make("GT873", line,
+                 f"this backward() also ran after forward passes in eval mode ({evals} "
+                 f"time{'s' if evals > 1 else ''}: an evaluation), and nothing cleared those "
+                 f"gradients: the next optimizer step summed {rec.windows[at]} backward() "
+                 f"calls where its steps usually sum {usual[0][0]}, so the evaluation data is "
+                 "trained on",
+                 fix="do not call backward() when evaluating (compute the loss under "
+                     "torch.no_grad()), or zero the gradients before the next training step",
+                 related=[(rec.site, "the optimizer applies them here")], severity="warning")]
