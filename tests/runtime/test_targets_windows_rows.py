@@ -193,6 +193,22 @@ for epoch in range(2):
         opt.zero_grad()
     val_grad_norm(batches(2))
 """),
+    # a focal weight taken from the sigmoid, the sigmoid also fed to the logits loss: the loss
+    # call is the line to change (NOTE [sigmoid kept as probabilities])
+    "focal_weight_and_logits_loss_share_sigmoid": ("GT837", """
+def focal(logits, y, gamma=2.0):
+    p = logits.sigmoid()
+    w = (1 - torch.where(y > 0, p, 1 - p)) ** gamma
+    return (w * F.binary_cross_entropy_with_logits(p, y, reduction="none")).mean()  # <- cause
+
+model = nn.Linear(6, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y, _ in batches():
+    loss = focal(model(x).squeeze(1), (y > 0).float())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""),
 }
 
 LOOKALIKES = {

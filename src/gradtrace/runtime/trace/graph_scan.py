@@ -58,6 +58,7 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     todo = [getattr(root, "grad_fn", None)]
     seen: set[int] = set()
     found, cuts = state.zero_ops, state.cuts
+    uses: dict[int, list[Any]] = {}  # NOTE [sigmoid kept as probabilities] (loss_input.py)
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
@@ -77,9 +78,17 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
         elif name == "MulBackward0":
             check_product(state, node)  # NOTE [soft target not detached]
         try:
-            todo.extend(n for n, _ in node.next_functions)
+            nxt = [n for n, _ in node.next_functions]
         except (AttributeError, RuntimeError):
             continue
+        todo.extend(nxt)
+        for n in nxt:
+            if n is not None and type(n).__name__ == "SigmoidBackward0":
+                uses.setdefault(id(n), [n, 0])[1] += 1
+    for n, count in uses.values():
+        site = created_site(n)[0]
+        if site is not None:
+            state.sigmoid_uses[site] = max(count, state.sigmoid_uses.get(site, 0))
 
 
 def _copied_leaf(state: Any, var: Tensor) -> None:
