@@ -179,7 +179,8 @@ def _kept_sigmoid(state: Any, key: tuple[Site, str], finding: Finding) -> Findin
     op = key[1]
     return make(finding.code, loss_site,
                 f"`{op}` is fed the output of `sigmoid` (line {key[0].line}), which the code "
-                f"also uses as probabilities; `{op}` wants raw scores (logits): {_WHY['bce_logits']}",
+                f"also uses as probabilities; `{op}` wants raw scores (logits): "
+                f"{_WHY['bce_logits']}",
                 fix=f"give `{op}` the sigmoid's input (the logits), or use binary_cross_entropy "
                     "on the probabilities", related=[(key[0], "the sigmoid is taken here")],
                 severity="warning")
