@@ -262,6 +262,20 @@ for epoch in range(2):
         opt.step()
     val_grad_norm(batches(2))
 """,
+    # a validation run with grad on but no backward(), between epochs of accumulation by 2
+    "validation_with_grad_on_no_backward": """
+model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.1), nn.Linear(8, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    model.train()
+    for i, (x, y, _) in enumerate(batches(4)):
+        (F.cross_entropy(model(x), y) / 2).backward()
+        if (i + 1) % 2 == 0:
+            opt.step()
+            opt.zero_grad()
+    model.eval()
+    val = [F.cross_entropy(model(x), y).item() for x, y, _ in batches(2)]
+""",
     # a model trained in eval mode throughout (dropout off on purpose)
     "trained_in_eval_mode_throughout": """
 model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.1), nn.Linear(8, 3))

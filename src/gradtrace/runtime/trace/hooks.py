@@ -116,7 +116,8 @@ class HookState:
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
     rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
-    eval_calls: int = 0  # module calls in eval mode with grad on
+    eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
+    train_calls: int = 0
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -190,6 +191,8 @@ class Hooks:
                                  for p in _plain_params(module)]
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
+                self.data.train_calls += bool(module._parameters)  # NOTE [evaluation
+                # gradients applied]: layers only (a loss module is never put in eval mode)
                 if not rec.stats_frozen and isinstance(module, _NormBase):
                     rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
                     if rec.stats_frozen:  # NOTE [probe statistics]

@@ -119,7 +119,7 @@ class TraceState:
         # NOTE [evaluation gradients applied] (windows.py): eval-mode backward() calls in the
         # window since the last step, the module calls in eval mode seen, the last such line
         self.window_evals = 0
-        self.evals_seen = 0
+        self.evals_seen = (0, 0)
         self.eval_backward: Site | None = None
 
     # -- sites and cuts ----------------------------------------------------------------------

@@ -19,8 +19,10 @@ A loss helper that calls backward() itself (the Annotated Transformer's ``Simple
 and steps only when it was given an optimizer also runs backward() in the validation pass,
 where it is given none: those gradients stay in ``.grad`` (the training step zeroes after its
 step, not before) and the first training step of the next epoch applies them. The run counts
-module calls in eval mode with grad on (the global pre-hook); a backward() that follows such
-calls is an evaluation backward. An optimizer step whose window mixes evaluation backward()
+module calls with grad on in eval mode and calls of layers with parameters in train mode (the
+global pre-hook; a loss module is never put in eval mode); a backward() after calls in eval
+mode only is an evaluation backward (a model whose frozen part stays in eval while the rest
+trains also makes calls in train mode). An optimizer step whose window mixes evaluation backward()
 calls with others, and sums more backward() calls than its steps usually do (at least two other
 steps agree on the usual count), is reported at the line of the evaluation backward(). A model
 trained in eval mode throughout (every backward() of the window after eval-mode calls) and
@@ -52,14 +54,16 @@ def note_window(state: Any, rec: Any) -> None:
 
 
 def note_backward(state: Any, data: Any) -> None:
-    """At a backward() start: whether a module ran in eval mode (grad on) since the last."""
+    """At a backward() start: whether the modules run since the last one (grad on) all ran in
+    eval mode."""
     if not state.fresh_grads or state.fresh_count == 0:  # a new window
         state.window_evals = 0
-    if data.eval_calls != state.evals_seen:
-        state.evals_seen = data.eval_calls
-        if state.backward_sites:
-            state.window_evals += 1
-            state.eval_backward = state.backward_sites[-1]
+    seen = (data.eval_calls, data.train_calls)
+    if seen[0] != state.evals_seen[0] and seen[1] == state.evals_seen[1] \
+            and state.backward_sites:
+        state.window_evals += 1
+        state.eval_backward = state.backward_sites[-1]
+    state.evals_seen = seen
 
 
 def _early(windows: list[int]) -> int:
