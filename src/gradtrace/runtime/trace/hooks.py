@@ -191,8 +191,8 @@ class Hooks:
                                  for p in _plain_params(module)]
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
-                self.data.train_calls += bool(module._parameters)  # NOTE [evaluation
-                # gradients applied]: layers only (a loss module is never put in eval mode)
+                # layers (a loss module stays in train): NOTE [evaluation gradients applied]
+                self.data.train_calls += bool(module._parameters)
                 if not rec.stats_frozen and isinstance(module, _NormBase):
                     rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
                     if rec.stats_frozen:  # NOTE [probe statistics]

@@ -103,8 +103,8 @@ class TraceState:
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
         self.loss_checks: dict[tuple[int, int], int] = {}  # NOTE [loss input]: per loss line
         self.loss_findings: dict[tuple[Site, str], Finding] = {}
-        # NOTE [sigmoid kept as probabilities]: sigmoid line -> most ops using one of its
-        # outputs in a loss graph; (sigmoid line, loss op) -> the loss line it was fed to
+        # sigmoid line -> most ops using one of its outputs in a loss graph; (sigmoid line,
+        # loss op) -> the loss line it was fed to (NOTE [sigmoid kept as probabilities])
         self.sigmoid_uses: dict[Site, int] = {}
         self.bce_on_sigmoid: dict[tuple[Site, str], Site] = {}
         # NOTE [custom Function returning None] (graph_scan.py): nodes hooked; (class, backward

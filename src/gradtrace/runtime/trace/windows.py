@@ -43,8 +43,8 @@ WINDOWS = 64  # steps per optimizer whose window is kept
 
 
 def note_window(state: Any, rec: Any) -> None:
-    """From the step pre-hook: the backward() calls this step sums (and NOTE [evaluation
-    gradients applied]: how many of them ran after a forward in eval mode)."""
+    """From the step pre-hook: the backward() calls this step sums (and how many of them ran
+    after forwards in eval mode: NOTE [evaluation gradients applied])."""
     count = state.fresh_count if state.fresh_grads else 0
     if len(rec.windows) < WINDOWS:
         rec.windows.append(count)
