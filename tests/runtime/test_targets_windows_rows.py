@@ -420,6 +420,19 @@ for _, y, ids in batches():
     loss.backward()
     opt.step()
 """,
+    # a classifier reading the last position only: the other positions' rows get a zero
+    # gradient from backward() itself, AdamW decays them (no program zeroed anything)
+    "last_token_classifier_adamw": """
+emb = nn.Embedding(12, 6)
+head = nn.Linear(6, 3)
+opt = torch.optim.AdamW([*emb.parameters(), *head.parameters()], lr=1e-3, weight_decay=0.1)
+for _, y, ids in batches():
+    ids[:, -1] = 11
+    loss = F.cross_entropy(head(emb(ids)[:, -1]), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
     # a padding_idx row (its gradient is always zero), weight decay on
     "padding_idx_row": """
 emb = nn.Embedding(12, 6, padding_idx=0)

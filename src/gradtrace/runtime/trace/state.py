@@ -419,6 +419,9 @@ class TraceState:
             backward_ends(self, self.backward_sites[-1] if raw is not None else None)
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
+        if self.hooks_data is not None and self.hooks_data.rows_used:
+            from gradtrace.runtime.trace.row_decay import rows_after_backward
+            rows_after_backward(self.hooks_data)  # NOTE [decayed rows]
         self.last_backward_seq = seq
         if not grad_call:  # autograd.grad: an inner step of MAML-like code, not a training step
             self.accumulating_seq = seq
