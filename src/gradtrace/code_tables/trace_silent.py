@@ -256,6 +256,49 @@ CODES = (
          """,
          "Scale each group's own rate (keep a base rate per group), or use a scheduler.",
          "gradtrace.runtime.trace.lr_groups", severity="warning"),
+    Code("GT872", "aliased-parameters-stepped-twice",
+         "two parameter objects over the same memory are both in one optimizer",
+         "An optimizer tells parameters apart by identity. Two distinct `Parameter` objects "
+         "that view the same memory (`load_state_dict(..., assign=True)` of a model with tied "
+         "weights, a tie written as `dec.weight.data = enc.weight.data`) are two entries: "
+         "each gets its own gradient and each step updates the shared values twice, with two "
+         "sets of optimizer state. Nothing fails. The run groups an optimizer's parameters "
+         "by memory at its first checked step; plain SGD without weight decay (where two "
+         "updates equal one with the summed gradient) is left alone.",
+         """
+         dec.weight.data = enc.weight.data
+         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+         """,
+         """
+         dec.weight = enc.weight
+         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+         """,
+         "Tie by sharing the Parameter object, load without `assign=True`, or re-tie after "
+         "loading.", "gradtrace.runtime.trace.aliased", severity="warning"),
+    Code("GT873", "evaluation-gradients-applied",
+         "gradients of backward() calls made during an evaluation are applied by the next step",
+         "A loss helper that calls backward() itself and steps only when given an optimizer "
+         "(`SimpleLossCompute(generator, criterion, opt=None)` in validation) still runs "
+         "backward() on the validation batches. Nothing clears those gradients when the "
+         "training loop zeroes after its step, so the first training step of the next epoch "
+         "applies them: the model trains on the evaluation data. The run sees an optimizer "
+         "step that sums more backward() calls than its steps usually do, some of them after "
+         "forward passes in eval mode, and names that backward() line.",
+         """
+         loss.backward()
+         if self.opt is not None:
+             self.opt.step()
+             self.opt.zero_grad()
+         """,
+         """
+         if self.opt is not None:
+             loss.backward()
+             self.opt.step()
+             self.opt.zero_grad()
+         """,
+         "Call backward() only when training (compute evaluation losses under "
+         "`torch.no_grad()`), or zero the gradients before each training step.",
+         "gradtrace.runtime.trace.windows", severity="warning"),
     Code("GT874", "evaluated-in-train-mode",
          "a trained model is evaluated under no_grad while still in train mode",
          "A validation or test loop run with grad off over a model that was never put in "
@@ -297,4 +340,24 @@ CODES = (
          """,
          "Normalise over the positions' dimension, or use a sigmoid for one independent "
          "score per entry.", "gradtrace.runtime.trace.singleton", severity="warning"),
+    Code("GT878", "soft-target-not-detached",
+         "the softmax target of a soft-label loss is not detached, so the loss trains its network",
+         "A distillation or soft-label loss (`-(p * log_softmax(s)).sum(-1)`, `kl_div`, "
+         "`cross_entropy` with probabilities as target) treats the teacher's probabilities as "
+         "a target. When they are not detached, backward() also sends the loss's gradient "
+         "into the network that made them, and its optimizer steps it towards the student: "
+         "the target moves, and a teacher trained on its own loss gets a wrong gradient. "
+         "Nothing fails. The run walks the first loss graphs and reports a softmax multiplied "
+         "by log-probabilities when it reaches trained tensors the log-probabilities do not "
+         "(an entropy term over one set of logits is left alone).",
+         """
+         teacher_probs = F.softmax(teacher_logits, dim=-1)
+         kd = -(teacher_probs * F.log_softmax(student_logits, -1)).sum(-1).mean()
+         """,
+         """
+         teacher_probs = F.softmax(teacher_logits, dim=-1).detach()
+         kd = -(teacher_probs * F.log_softmax(student_logits, -1)).sum(-1).mean()
+         """,
+         "Detach the target (`.detach()`, or compute it under `torch.no_grad()`).",
+         "gradtrace.runtime.trace.soft_target", severity="warning"),
 )

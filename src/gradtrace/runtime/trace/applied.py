@@ -47,7 +47,9 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.opt_facts import _due
+from gradtrace.runtime.trace.aliased import check_aliases
 from gradtrace.runtime.trace.opt_state import built_line
+from gradtrace.runtime.trace.row_decay import check_rows, row_findings
 
 _PENDING = 64  # parameters whose movement one step checks, at most
 
@@ -67,6 +69,9 @@ class StepAudit:
     built: Site | None = None  # where the optimizer was built (else where it steps)
     held: int = 0  # how many tensors it holds
     decay: Any = 0  # the weight decay of the last parameter seen moving without a gradient
+    # NOTE [decayed rows] (row_decay.py): id(p) -> [ref, checks, moved, name, rows, decay, sum]
+    rows: dict[int, list[Any]] = field(default_factory=dict)
+    rows_ok: set[int] = field(default_factory=set)  # a check where few used rows were zero
 
 
 @dataclass
@@ -94,6 +99,7 @@ def before_step(data: Any, rec: Any, opt: torch.optim.Optimizer,
     if audit is None:
         audit = rec.audit = StepAudit(built=built_line(data, rec),
                                       held=sum(len(g["params"]) for g in opt.param_groups))
+        check_aliases(data, rec, opt, name_of)  # NOTE [aliased parameters]
     _compare(data, rec, pairs, name_of)
     audit.grads = {id(p): (weakref.ref(g), g._version) for p, g in pairs}
     audit.done = False
@@ -101,9 +107,11 @@ def before_step(data: Any, rec: Any, opt: torch.optim.Optimizer,
         norms = torch._foreach_norm([g for _, g in pairs])
         zero = (torch.stack([n.float().cpu() for n in norms]) == 0).tolist()
     audit.pending = []
-    for (p, _), z in zip(pairs, zero):
+    for (p, g), z in zip(pairs, zero):
         if not z:
             audit.nonzero.add(id(p))
+            if id(p) in data.rows_used and _decay_of(opt, p):
+                check_rows(data, audit, p, g, _decay_of(opt, p), name_of)  # [decayed rows]
             continue
         entry = audit.zero.get(id(p))
         if entry is None or entry[0]() is not p:
@@ -236,6 +244,7 @@ def _decay_findings(data: Any) -> list[Finding]:
         audit = rec.audit
         if audit is None:
             continue
+        out += row_findings(data, rec)
         moved = [(e[3], e[1], e[0]()) for k, e in audit.zero.items()
                  if e[2] and k not in audit.nonzero]
         if not moved or not (audit.nonzero == set() or any(n >= 2 for _, n, _ in moved)):

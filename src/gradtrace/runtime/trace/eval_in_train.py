@@ -24,6 +24,11 @@ norm layer that keeps running statistics run in train mode with grad off. It is 
   evaluation comes between stretches of training (an epoch, the end), while grad-off passes at
   every step collect data (an RL rollout) or compute targets.
 
+- when a function run under the switch (a shared ``make_train(phase)`` helper) calls
+  ``<model>.train()`` before it runs the model (``probe_stats.train_call`` below the switch's
+  frame), that call is the line named: the helper puts the model back in train mode for every
+  phase.
+
 - the switch's line is not the model's call alone, its output dropped (``model(x)`` as a
   statement): a pass that only refreshes the running statistics (schedule-free's recipe runs
   training batches under ``no_grad`` in train mode before validating) reads no output.
@@ -61,6 +66,7 @@ class TrainEval:
     switch: Site  # that switch
     backwards: int  # state.backward_count when the first of them ran
     runs: int = 1
+    on: bool = False  # ``site`` is a ``.train()`` call that a helper run under the switch made
 
 
 def note_train_eval(data: Any, state: Any, module: torch.nn.Module, frame: Any) -> None:
@@ -85,12 +91,29 @@ def note_train_eval(data: Any, state: Any, module: torch.nn.Module, frame: Any) 
     if found is None:
         return
     f, switch = found
-    site = _evaluating_line(data, frame, f)
+    from gradtrace.runtime.trace.probe_stats import train_call
+
+    on = train_call(frame, module, stop=f)  # a helper run under the switch turns train on
+    if on is not None and _helper_refreshes(frame, f, on):
+        return
+    site = on or _evaluating_line(data, frame, f)
     if site is None:
         site = Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
         if _refresh(site, f):
             return
-    open_[id(module)] = TrainEval(weakref.ref(module), site, switch, state.backward_count)
+    open_[id(module)] = TrainEval(weakref.ref(module), site, switch, state.backward_count,
+                                  on=on is not None)
+
+
+def _helper_refreshes(frame: Any, stop: Any, on: Site) -> bool:
+    """The helper holding the ``.train()`` call ``on`` runs the model and drops its output (a
+    statistics refresh, see :func:`_refresh`)."""
+    g = frame
+    while g is not None and g is not stop:
+        if (g.f_code.co_filename, g.f_code.co_name) == (on.path, on.function):
+            return _refresh(Site(on.path, g.f_lineno, on.function), g)
+        g = g.f_back
+    return False
 
 
 def _evaluating_line(data: Any, frame: Any, switch_frame: Any) -> Site | None:
@@ -188,6 +211,18 @@ def train_eval_findings(data: Any, state: Any) -> list[Finding]:
     out = []
     for site, (c, layers) in data.train_evals_seen.items():
         names = ", ".join(dict.fromkeys(layers))
+        if c.on:
+            out.append(make("GT874", site,
+                            f"this `.train()` runs inside an evaluation (grad mode is off, and no "
+                            f"backward() follows): it puts the model's {names} in train mode, "
+                            "so each evaluated batch is normalised with its own statistics and "
+                            "written into running_mean/running_var, changing the statistics "
+                            "the model keeps",
+                            fix="switch the mode by phase (`model.train(phase == 'train')`), or "
+                                "call model.eval() after it when evaluating",
+                            related=[(c.switch, "grad mode is turned off here")],
+                            severity="warning"))
+            continue
         out.append(make("GT874", site,
                         f"the model runs here with grad off and its {names} in train mode, "
                         "after it trained, with no backward() following: an evaluation in train "

@@ -47,6 +47,7 @@ from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.classify import first_grad_tensor
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
 from gradtrace.runtime.trace.records import created_site, node_name
+from gradtrace.runtime.trace.soft_target import check_product
 
 Tensor = torch.Tensor
 _CFUNC = torch.autograd.function.BackwardCFunction
@@ -57,6 +58,7 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     todo = [getattr(root, "grad_fn", None)]
     seen: set[int] = set()
     found, cuts = state.zero_ops, state.cuts
+    uses: dict[int, list[Any]] = {}  # NOTE [sigmoid kept as probabilities] (loss_input.py)
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
@@ -73,10 +75,20 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
                 found.append((site, node_name(node).lower()))
         elif isinstance(node, _CFUNC):
             _watch_function(state, node)
+        elif name == "MulBackward0":
+            check_product(state, node)  # NOTE [soft target not detached]
         try:
-            todo.extend(n for n, _ in node.next_functions)
+            nxt = [n for n, _ in node.next_functions]
         except (AttributeError, RuntimeError):
             continue
+        todo.extend(nxt)
+        for n in nxt:
+            if n is not None and type(n).__name__ == "SigmoidBackward0":
+                uses.setdefault(id(n), [n, 0])[1] += 1
+    for n, count in uses.values():
+        site = created_site(n)[0]
+        if site is not None:
+            state.sigmoid_uses[site] = max(count, state.sigmoid_uses.get(site, 0))
 
 
 def _copied_leaf(state: Any, var: Tensor) -> None:

@@ -25,10 +25,12 @@ from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _gra
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.probe_stats import train_call
+from gradtrace.runtime.trace.row_decay import note_rows
 from gradtrace.runtime.trace.replaced import note_replaced, note_rewrap, prune_replaced
 from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.windows import note_window
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
@@ -70,6 +72,9 @@ class OptimizerRecord:
     lr_changes: int = 0
     schedule_checked: bool = False
     audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
+    windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
+    aliases: Any = None  # (name, name, site) of NOTE [aliased parameters]
+    leak: Any = None  # (backward() line, its calls, window): NOTE [evaluation gradients applied]
 
 
 @dataclass
@@ -110,6 +115,9 @@ class HookState:
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
+    rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
+    eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
+    train_calls: int = 0
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
@@ -175,12 +183,16 @@ class Hooks:
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
             rec.grad_runs += 1
+            if isinstance(module, torch.nn.Embedding):
+                note_rows(self.data, module, args)  # NOTE [decayed rows]
             if rec.grad_runs == 1 and module._parameters:  # NOTE [copied into]
                 with torch._C.DisableTorchFunction():  # not the program's `.data`/detach
                     rec.start = [p.detach().sum(dtype=torch.float64)
                                  for p in _plain_params(module)]
             if module.training:  # NOTE [eval-mode training]
                 rec.trained = True
+                # layers (a loss module stays in train): NOTE [evaluation gradients applied]
+                self.data.train_calls += bool(module._parameters)
                 if not rec.stats_frozen and isinstance(module, _NormBase):
                     rec.stats_frozen = frozen_stats(module)  # NOTE [moving statistics]
                     if rec.stats_frozen:  # NOTE [probe statistics]
@@ -191,6 +203,7 @@ class Hooks:
                     settle(self.data, self.state, id(module))  # NOTE [evaluated in train mode]
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
+                self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
                 if rec.trained and not rec.mode_verdict:
                     if rec.off is None:
                         rec.off = _user_stack()
@@ -259,6 +272,7 @@ class Hooks:
                 check_first_step(d, rec, opt)  # NOTE [group learning rates erased]
         assert rec is not None
         rec.steps += 1
+        note_window(st, rec)
         if not rec.schedule_checked:
             watch_lr(rec, opt, d)
         st.in_step = True

@@ -15,6 +15,13 @@ line (the layer) that made them. The checks run on the loss calls only (a handfu
 at most ``_CHECKS`` times per loss line. ``log_softmax`` into ``cross_entropy`` is not
 reported: ``log_softmax`` of log-probabilities returns them unchanged, so the loss and its
 gradient are the ones of the logits.
+
+# NOTE [sigmoid kept as probabilities]
+A sigmoid whose output feeds ``binary_cross_entropy_with_logits`` is named, unless the code
+also uses that output as probabilities (a focal loss takes ``p_t`` from it): then the sigmoid
+is wanted and the loss call is the line to change. The walk of the first loss graphs
+(:func:`.graph_scan.scan_loss_graph`) counts the ops that take each sigmoid's output; two or
+more name the loss call, the sigmoid related.
 """
 from __future__ import annotations
 
@@ -118,6 +125,8 @@ def check_loss(state: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
                 if not made else f"the input of `{op}` was made by `{made.lower()}`")
         site, related = loss_site, []
     kind, fallback = _CODE[name]
+    if name == "bce_logits" and made and site is not loss_site:
+        state.bce_on_sigmoid.setdefault((site, op), loss_site)
     state.loss_findings.setdefault((site, op), make(
         code_for(kind, fallback), site, f"{what}; `{op}` wants {_WANT[name]}: {_WHY[name]}",
         fix=_FIX[name], related=related, severity="warning"))
@@ -157,5 +166,21 @@ def loss_input_findings(state: Any, data: Any) -> list[Finding]:
     (NOTE [custom Function returning None]), both in :mod:`.graph_scan`."""
     from gradtrace.runtime.trace.graph_scan import copied_leaf_findings, function_findings
 
-    return list(state.loss_findings.values()) + copied_leaf_findings(state, data) + \
-        function_findings(state)
+    out = [_kept_sigmoid(state, key, f) for key, f in list(state.loss_findings.items())]
+    return out + copied_leaf_findings(state, data) + function_findings(state)
+
+
+def _kept_sigmoid(state: Any, key: tuple[Site, str], finding: Finding) -> Finding:
+    """NOTE [sigmoid kept as probabilities]: the loss call, when the sigmoid's output is also
+    used otherwise in the loss graph."""
+    loss_site = state.bce_on_sigmoid.get(key)
+    if loss_site is None or state.sigmoid_uses.get(key[0], 0) < 2:
+        return finding
+    op = key[1]
+    return make(finding.code, loss_site,
+                f"`{op}` is fed the output of `sigmoid` (line {key[0].line}), which the code "
+                f"also uses as probabilities; `{op}` wants raw scores (logits): "
+                f"{_WHY['bce_logits']}",
+                fix=f"give `{op}` the sigmoid's input (the logits), or use binary_cross_entropy "
+                    "on the probabilities", related=[(key[0], "the sigmoid is taken here")],
+                severity="warning")

@@ -38,12 +38,14 @@ from gradtrace.runtime.frames import Site, is_internal
 _NormBase = torch.nn.modules.batchnorm._NormBase
 
 
-def train_call(frame: FrameType | None, layer: torch.nn.Module) -> Site | None:
-    """The ``.train()`` statement that switched ``layer`` on (see the NOTE), or None."""
+def train_call(frame: FrameType | None, layer: torch.nn.Module,
+               stop: FrameType | None = None) -> Site | None:
+    """The ``.train()`` statement that switched ``layer`` on (see the NOTE), or None. With
+    ``stop``, only in the frames below it, and only a call before the frame's running line."""
     from gradtrace.runtime.trace.offstack import _node, _own
 
     depth = 0
-    while frame is not None and depth < 12:
+    while frame is not None and frame is not stop and depth < 12:
         if not is_internal(frame.f_code):
             depth += 1
             node = _node(frame.f_code)
@@ -53,6 +55,9 @@ def train_call(frame: FrameType | None, layer: torch.nn.Module) -> Site | None:
                 if held:
                     line = frame.f_lineno
                     before = [n for n in held if n.lineno <= line]
+                    if stop is not None and not before:
+                        frame = frame.f_back
+                        continue
                     n = max(before or held, key=lambda c: c.lineno)
                     return Site(frame.f_code.co_filename, n.lineno, frame.f_code.co_name,
                                 n.col_offset)

@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import NEVER_RAN, OUTPUT_UNUSED, code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
@@ -15,6 +16,8 @@ from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
+from gradtrace.runtime.trace.soft_target import soft_target_findings
+from gradtrace.runtime.trace.windows import window_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle, read_as_none
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
@@ -46,17 +49,18 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     inside a function that returned) the last snapshot taken at an optimizer step is used."""
     live = any(r.ref() is not None for r in data.optimizers.values())
     lead, last = applied_findings(data)
-    out = lead + (parameter_findings(state, data) if live else list(data.snapshot))
+    out = lead + alias_findings(data) + (parameter_findings(state, data) if live
+                                         else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
-        loss_input_findings(state, data) + \
+        loss_input_findings(state, data) + soft_target_findings(state, data) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
-        event_findings(state, steps) + discarded(state, data) + nonfinite_findings(state, data) + \
+        event_findings(state, steps) + discarded(state, data) + window_findings(state, data) + nonfinite_findings(state, data) + \
         singleton_findings(state) + last
 
 

@@ -103,12 +103,24 @@ class TraceState:
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
         self.loss_checks: dict[tuple[int, int], int] = {}  # NOTE [loss input]: per loss line
         self.loss_findings: dict[tuple[Site, str], Finding] = {}
+        # sigmoid line -> most ops using one of its outputs in a loss graph; (sigmoid line,
+        # loss op) -> the loss line it was fed to (NOTE [sigmoid kept as probabilities])
+        self.sigmoid_uses: dict[Site, int] = {}
+        self.bce_on_sigmoid: dict[tuple[Site, str], Site] = {}
         # NOTE [custom Function returning None] (graph_scan.py): nodes hooked; (class, backward
         # code) -> [tensor inputs it returned None for, grad-off op line, autograd.grad line
         # that returned None]; the watch of the custom backward running now
         self.fn_watch: dict[int, None] = {}
         self.fn_none: dict[tuple[Any, Any], list[Any]] = {}
         self.fn_active: list[Any] = []
+        # NOTE [soft target not detached] (soft_target.py): softmax line -> (ids of the leaves
+        # only the target reaches, the product's line)
+        self.soft_targets: dict[Site, tuple[set[int], Site | None]] = {}
+        # NOTE [evaluation gradients applied] (windows.py): eval-mode backward() calls in the
+        # window since the last step, the module calls in eval mode seen, the last such line
+        self.window_evals = 0
+        self.evals_seen = (0, 0)
+        self.eval_backward: Site | None = None
 
     # -- sites and cuts ----------------------------------------------------------------------
     def site(self, raw: RawSite) -> Site:
@@ -382,6 +394,9 @@ class TraceState:
             del self.backward_sites[:-64]
             if len(self.kept_roots) < 8 and len(roots) == 1:  # NOTE [losses kept alive]
                 self.kept_roots.append((weakref.ref(roots[0]), self.backward_sites[-1]))
+        if self.hooks_data is not None:
+            from gradtrace.runtime.trace.windows import note_backward
+            note_backward(self, self.hooks_data)  # NOTE [evaluation gradients applied]
         if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops],
             from gradtrace.runtime.trace.graph_scan import scan_loss_graph  # [copied leaf]
             scan_loss_graph(self, roots[0])
@@ -404,6 +419,9 @@ class TraceState:
             backward_ends(self, self.backward_sites[-1] if raw is not None else None)
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
+        if self.hooks_data is not None and self.hooks_data.rows_used:
+            from gradtrace.runtime.trace.row_decay import rows_after_backward
+            rows_after_backward(self.hooks_data)  # NOTE [decayed rows]
         self.last_backward_seq = seq
         if not grad_call:  # autograd.grad: an inner step of MAML-like code, not a training step
             self.accumulating_seq = seq
