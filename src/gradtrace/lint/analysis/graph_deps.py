@@ -162,10 +162,30 @@ class Graphs:
         """The binding's own value calls a module-like callee (NOTE [graph-carrying bindings])."""
         if id(b) not in self._direct:
             v = followed_value(b, self.ctx)
+            self._direct[id(b)] = False  # cycle guard (a helper that calls itself)
             self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
-                and not self.plain_result(b) and any(runs_model(self.ctx, self.scope, c, b.line)
-                                                     for c, _ in model_calls(v))
+                and not self.plain_result(b) and (any(
+                    runs_model(self.ctx, self.scope, c, b.line) for c, _ in model_calls(v))
+                    or self.helper_result(b))
         return self._direct[id(b)]
+
+    def helper_result(self, b: Binding) -> bool:
+        """``loss, l1, l2 = compute_loss(data)``: the element ``b`` takes from what a function
+        of this file returns carries a graph there (NOTE [helper results])."""
+        s = b.stmt
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.value, ast.Call)):
+            return False
+        fn = called_function(s.value, self.scope, b.line)
+        target = s.targets[0]
+        if fn is None or fn is self.scope.node:
+            return False
+        if isinstance(target, ast.Tuple):
+            names = [dotted(e) for e in target.elts]
+            if b.name not in names or any(isinstance(e, ast.Starred) for e in target.elts):
+                return False
+            return returns_graph(self.ctx, fn, names.index(b.name), len(names))
+        return dotted(target) == b.name and returns_graph(self.ctx, fn, None, 0)
 
     def carries(self, b: Binding) -> bool:
         """The binding holds a graph: it calls a module, or is computed from what does."""
@@ -229,6 +249,83 @@ class Graphs:
             if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
+
+
+def returns_graph(ctx: Context, fn: ast.AST, index: int | None, width: int) -> bool:
+    """Whether every ``return`` of the function ``fn`` of this file gives back a graph: its
+    value (with ``index``: element ``index`` of a tuple of ``width`` elements) carries one in
+    ``fn``'s own scope (NOTE [helper results]).
+
+    # NOTE [helper results]
+    A binding made by calling a function of the file (a helper, ``self.method(...)``, a static
+    method) carries a graph when what that function returns does, read in the function's own
+    scope by the same definition (NOTE [graph-carrying bindings]): ``loss_total, loss_chords
+    = compute_loss(data)`` where ``compute_loss`` runs the model and returns two of its losses.
+    Every ``return`` must give a graph-carrying value at that position (a bare ``return`` or
+    ``return None`` is skipped, one other return that is not a tuple of that width decides
+    no); a return under grad-off, detached, or a Python number (``.item()``, an accuracy
+    from ``argmax``/``==``) carries none. Helpers are followed through helpers; a cycle reads
+    as no graph."""
+    memo: dict[tuple[int, int | None, int], bool] = ctx.memo("helper-returns-graph",
+                                                              ctx.tree, dict)
+    key = (id(fn), index, width)
+    if key in memo:
+        return memo[key]
+    memo[key] = False  # cycle guard
+    scope = ctx.scope(fn)
+    g = graphs(scope)
+    found = False
+    for r in _returns(fn.body):  # type: ignore[attr-defined]
+        if r.value is None or (
+                isinstance(r.value, ast.Constant) and r.value.value is None):
+            continue
+        e: ast.expr | None = r.value
+        if index is not None:
+            e = r.value.elts[index] if isinstance(r.value, ast.Tuple) \
+                and len(r.value.elts) == width else None
+        if e is None or scope.grad_off_at(r) is not None or not (
+                any(runs_model(ctx, scope, c, r.lineno) for c, _ in model_calls(e))
+                or any(g.direct(d) for d in g.deps(e, r.lineno).bindings)):
+            memo[key] = False
+            return False
+        found = True
+    memo[key] = found
+    return found
+
+
+def returned_term(ctx: Context, fn: ast.AST, whole: int, part: int, width: int) -> bool:
+    """Whether, in every ``return`` of ``fn`` (a tuple of ``width`` elements), element ``part``
+    is a name that element ``whole`` is computed from: ``return loss_total, loss_chords`` with
+    ``loss_total = loss_chords + loss_kl`` (the caller keeping ``loss_chords`` keeps a term of
+    the loss it backpropagates; NOTE [helper results])."""
+    scope = ctx.scope(fn)
+    g = graphs(scope)
+    rets = [r for r in _returns(fn.body) if r.value is not None]  # type: ignore[attr-defined]
+    if not rets:
+        return False
+    for r in rets:
+        v = r.value
+        if not (isinstance(v, ast.Tuple) and len(v.elts) == width
+                and isinstance(v.elts[part], ast.Name)):
+            return False
+        name = v.elts[part].id  # type: ignore[attr-defined]
+        if not any(d.name == name for d in g.deps(v.elts[whole], r.lineno).bindings):
+            return False
+    return True
+
+
+def _returns(body: list[ast.stmt]) -> Iterator[ast.Return]:
+    """The ``return`` statements of a body, nested functions and classes excluded."""
+    for st in body:
+        if isinstance(st, ast.Return):
+            yield st
+        elif not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                yield from _returns(getattr(st, field, None) or [])
+            for h in getattr(st, "handlers", ()):
+                yield from _returns(h.body)
+            for c in getattr(st, "cases", ()):
+                yield from _returns(c.body)
 
 
 def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:

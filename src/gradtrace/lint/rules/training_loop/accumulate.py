@@ -12,8 +12,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
-from gradtrace.lint.analysis.reach import decorated_off, disables_grad, reaching, value_of
-from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
+from gradtrace.lint.analysis.reach import (
+    called_function, decorated_off, disables_grad, reaching, value_of)
+from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_term
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -255,7 +256,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
             losses = _differentiated(f, g, deps=False)
-            if direct or not any(b.name in losses for b in graphy) or _one_update(f, acc, loop):
+            if direct or not any(b.name in losses or _loss_term(f, b, losses) for b in graphy) \
+                    or _one_update(f, acc, loop):
                 return None
             return ("the graph nodes of every step stay reachable, so memory grows with every "
                     "step, without bound")
@@ -337,6 +339,22 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     steps = [s for s in f.steps if f.inside(s.stmt, around)]
     return made and bool(steps) and all(
         not f.inside(s.stmt, loop) and s.stmt.lineno > loop.lineno for s in steps)
+
+
+def _loss_term(f: LoopFacts, b: Binding, losses: set[str]) -> bool:
+    """``loss, loss_chords = compute_loss(data)`` then ``loss.backward()``: ``b`` is unpacked
+    from the same call of a function of this file as a backpropagated loss, and that function
+    computes the loss from it (a term of the loss; NOTE [helper results])."""
+    s = b.stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+        return False
+    names = [dotted(e) for e in s.targets[0].elts]
+    whole = next((i for i, n in enumerate(names) if n in losses and n != b.name), None)
+    if whole is None or b.name not in names:
+        return False
+    fn = called_function(s.value, f.scope, b.line)
+    return fn is not None and returned_term(f.ctx, fn, whole, names.index(b.name), len(names))
 
 
 def _foreign_result(b: Binding, foreign: Callable[[ast.Call], bool]) -> bool:
