@@ -266,8 +266,8 @@ def returns_graph(ctx: Context, fn: ast.AST, index: int | None, width: int) -> b
     no); a return under grad-off, detached, or a Python number (``.item()``, an accuracy
     from ``argmax``/``==``) carries none. Helpers are followed through helpers; a cycle reads
     as no graph."""
-    memo: dict[tuple[int, int | None, int], bool] = ctx.memo("helper-returns-graph",
-                                                              ctx.tree, dict)
+    memo: dict[tuple[int, int | None, int], bool]
+    memo = ctx.memo("helper-returns-graph", ctx.tree, dict)
     key = (id(fn), index, width)
     if key in memo:
         return memo[key]
@@ -320,8 +320,8 @@ def _returns(body: list[ast.stmt]) -> Iterator[ast.Return]:
         if isinstance(st, ast.Return):
             yield st
         elif not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for field in ("body", "orelse", "finalbody"):
-                yield from _returns(getattr(st, field, None) or [])
+            for part in ("body", "orelse", "finalbody"):
+                yield from _returns(getattr(st, part, None) or [])
             for h in getattr(st, "handlers", ()):
                 yield from _returns(h.body)
             for c in getattr(st, "cases", ()):

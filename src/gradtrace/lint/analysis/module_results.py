@@ -176,6 +176,24 @@ def sequential_last(e: ast.Call, ctx: Context, where: ast.AST | None) -> ast.AST
     return last
 
 
+def sequential_layers(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]:
+    """The layers an ``nn.Sequential`` call runs, in order: its positional arguments, or the
+    elements of a local list literal given as ``*layers`` ([] when not known, or when the
+    list is changed after its literal)."""
+    if e.keywords or not e.args:
+        return []
+    if len(e.args) == 1 and isinstance(e.args[0], ast.Starred):
+        v = e.args[0].value
+        lit = _local_value(v, ctx, where) if isinstance(v, ast.Name) else v
+        if not isinstance(lit, ast.List) or isinstance(v, ast.Name) and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == v.id
+                for n in walk(where or ctx.tree)):
+            return []
+        return [] if any(isinstance(x, ast.Starred) for x in lit.elts) else list(lit.elts)
+    return [] if any(isinstance(a, ast.Starred) for a in e.args) else list(e.args)
+
+
 def _container_elements(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]:
     """Every block a ``ModuleList``/``ModuleDict`` holds (a literal's elements, a
     comprehension's element, a local list's literal and ``append`` calls); [] when not known."""

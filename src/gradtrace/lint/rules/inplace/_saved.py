@@ -11,7 +11,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
+from gradtrace.lint.analysis.steps import backward_of, step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
@@ -19,8 +20,8 @@ from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
-    SAVED_OUT, VIEW_METHODS, _has_module_word, _LazyModules, _op_of_call, _statements,
-    module_call_op,
+    SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
+    _op_of_call, _statements, built_op, module_call_op,
 )
 
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
@@ -364,3 +365,69 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                 if _rebinds(s, name):
                     break
     return out
+
+
+# library layers that write their input in place when built with ``inplace=True`` (the
+# argument's position): on torch 2.13 each raises at backward when it follows a layer that
+# saved its output (ReLU, Sigmoid...), Dropout in training mode (AlphaDropout and
+# FeatureAlphaDropout do not write in place)
+INPLACE_LAYERS = {"torch.nn." + k: v for k, v in {
+    "ReLU": 0, "ReLU6": 0, "SiLU": 0, "Mish": 0, "SELU": 0, "Hardswish": 0, "Hardsigmoid": 0,
+    "LeakyReLU": 1, "ELU": 1, "CELU": 1, "Hardtanh": 2, "Threshold": 2, "RReLU": 2,
+    "Dropout": 1, "Dropout1d": 1, "Dropout2d": 1, "Dropout3d": 1}.items()}
+
+
+def _writes_input(layer: ast.AST, ctx: Context) -> bool:
+    """``layer`` builds a library layer that writes its input in place (``nn.Dropout(p,
+    inplace=True)`` with ``p`` not a literal 0, ``nn.ReLU(inplace=True)``...)."""
+    if not isinstance(layer, ast.Call):
+        return False
+    pos = INPLACE_LAYERS.get(ctx.qualified_name(layer.func) or "")
+    if pos is None or not _inplace_flag(layer, pos):
+        return False
+    p = next((k.value for k in layer.keywords if k.arg == "p"),
+             layer.args[0] if layer.args and pos == 1 else None)
+    return not ("Dropout" in (ctx.qualified_name(layer.func) or "")
+                and isinstance(p, ast.Constant) and not p.value)
+
+
+def sequential_writes(ctx: Context) -> Iterator[tuple[Producer, ast.AST]]:
+    """(producer, in-place layer) for each ``nn.Sequential(..., a, b, ...)`` of the file where
+    ``a``'s result is the output of an op that saves it (NOTE [module results]: an
+    activation, a Sequential or a block of the file ending in one) and ``b`` (or the first
+    layer of a Sequential ``b``) writes its input in place: the Sequential hands ``a``'s output
+    to ``b``, which overwrites what backward needs (the VQA classifier's
+    ``nn.ReLU(), nn.Dropout(p, inplace=True)``). Only in a file that runs a backward: a
+    model file that others train, or a Sequential only run forward, is left alone."""
+    if not ctx.mentions("inplace") or not _file_backwards(ctx):
+        return
+    for fn, call in _sequential_calls(ctx.tree, None):
+        if (ctx.qualified_name(call.func) or "") not in SEQUENTIAL:
+            continue
+        layers = sequential_layers(call, ctx, fn)
+        for prev, nxt in zip(layers, layers[1:]):
+            first = _first_layer(nxt, ctx) if isinstance(nxt, ast.Call) else None
+            if first is None or not _writes_input(first, ctx):
+                continue
+            got = built(prev, ctx, fn)
+            op = built_op(got, ctx) if got is not None and not got.container else None
+            if op is not None and op in SAVED_OUT:
+                yield Producer(prev, op, SAVED_OUT[op]), first
+
+
+def _sequential_calls(node: ast.AST, fn: ast.AST | None) -> Iterator[tuple[Any, ast.Call]]:
+    """(innermost function or None, call) for every call named ``Sequential`` in ``node``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, FUNCTION_TYPES):
+            yield from _sequential_calls(child, child)
+            continue
+        if isinstance(child, ast.Call) and (dotted(child.func) or "").endswith("Sequential"):
+            yield fn, child
+        yield from _sequential_calls(child, fn)
+
+
+def _file_backwards(ctx: Context) -> bool:
+    """The file calls ``backward()`` / ``torch.autograd.grad`` somewhere."""
+    return ctx.mentions("backward", "grad") and ctx.memo(
+        "gt6-file-backwards", ctx.tree, lambda: any(
+            isinstance(n, ast.Call) and backward_of(n, ctx) is not None for n in walk(ctx.tree)))

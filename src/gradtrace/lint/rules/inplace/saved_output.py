@@ -9,7 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
-from gradtrace.lint.rules.inplace._saved import Producer
+from gradtrace.lint.rules.inplace._saved import Producer, sequential_writes
 
 ALL_WRITES = ("index", "aug", "arith", "method")
 
@@ -129,6 +129,10 @@ class InplaceWriteToSavedOutput(InplaceRule):
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
+        for prod, layer in sequential_writes(ctx):  # `nn.ReLU(), nn.Dropout(p, inplace=True)`
+            yield self.report(layer, ctx, related=self._related(prod, True, ctx),
+                              name=f"{ctx.source(prod.call)[:40]}", op=prod.op,
+                              line=prod.call.lineno)
 
     def _emit602(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
                  training: ast.Call | bool, ctx: Context) -> Finding:
