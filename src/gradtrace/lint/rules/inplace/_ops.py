@@ -42,16 +42,16 @@ class _LazyModules:
 
     def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
         self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
-        self._entries: dict[str, tuple[str | None, bool]] = {}
+        self._entries: dict[str, tuple[str | None, bool, str | None]] = {}
         self._inplace: dict[str, bool] = {}
 
-    def _entry(self, name: str | None) -> tuple[str | None, bool]:
-        """(op, a container) of ``self.<name>``."""
+    def _entry(self, name: str | None) -> tuple[str | None, bool, str | None]:
+        """(op, a container, the op some block ends in) of ``self.<name>``."""
         if not name or not name.startswith("self.") or not self.file_ok:
-            return None, False
+            return None, False, None
         got = self._entries.get(name)
         if got is None:
-            self._entries[name] = (None, False)  # a class that builds itself saves nothing
+            self._entries[name] = (None, False, None)  # a class that builds itself saves nothing
             got = self._entries[name] = _module_attr(self.cls, name[5:], self.ctx)
         return got
 
@@ -70,12 +70,18 @@ class _LazyModules:
         return got
 
     def get(self, name: str | None) -> str | None:
-        op, container = self._entry(name)
+        op, container, _ = self._entry(name)
         return None if container else op
 
     def elem(self, name: str | None) -> str | None:
         """The op each block of the container ``self.<name>`` ends in."""
-        op, container = self._entry(name)
+        op, container, _ = self._entry(name)
+        return op if container else None
+
+    def some(self, name: str | None) -> str | None:
+        """The op one block of the container ``self.<name>`` ends in, when the others end in
+        no op that saves its output (a loop over every block runs that one too)."""
+        _, container, op = self._entry(name)
         return op if container else None
 
 
@@ -96,15 +102,26 @@ def _init_value(cls: ast.ClassDef | None, attr_name: str, ctx: Context) -> ast.C
 
 
 def _module_attr(cls: ast.ClassDef | None, attr_name: str,
-                 ctx: Context) -> tuple[str | None, bool]:
-    """(saved-output op, container) for the module of ``self.<attr_name>``
-    (:func:`_init_value`), whose result an op that saves it makes (NOTE [module results])."""
+                 ctx: Context) -> tuple[str | None, bool, str | None]:
+    """(saved-output op, container, the op of some block) for the module of
+    ``self.<attr_name>`` (:func:`_init_value`), whose result an op that saves it makes (NOTE
+    [module results])."""
     v = _init_value(cls, attr_name, ctx)
     if v is None:
-        return None, False
+        return None, False, None
     got = built(v, ctx, ctx.analysis.classes[cls.name].methods["__init__"])  # type: ignore
-    op = built_op(got, ctx) if got is not None else None
-    return op, bool(got is not None and got.container)
+    if got is None:
+        return None, False, None
+    op = built_op(got, ctx)
+    some = op if op is not None or not got.container else _some_op(got, ctx)
+    return op, got.container, some
+
+
+def _some_op(got: Built, ctx: Context) -> str | None:
+    """The one saved-output op that some of the possible results make, the others making
+    none (their op unknown, or not one that saves its output); None when two differ."""
+    ops = {built_op(Built((m,), False), ctx) for m in got.makes} - {None, PASS}
+    return ops.pop() if len(ops) == 1 else None
 
 
 def built_op(got: Built, ctx: Context) -> str | None:
@@ -165,23 +182,41 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 def module_call_op(call: ast.Call, ctx: Context, modules: _LazyModules,
-                   scope: object = None) -> str | None:
+                   scope: object = None, within: ast.stmt | None = None) -> str | None:
     """The op whose output a module call gives back: ``self.act(x)``, ``self.blocks[i](x)``,
-    ``blk(x)`` with ``for blk in self.blocks`` (``scope``: the function's data flow); through a
-    module that returns its input, the argument's op."""
+    ``blk(x)`` with ``for blk in self.blocks`` (or ``for i, blk in enumerate(self.blocks)``;
+    ``scope``: the function's data flow; with ``within``, a statement inside that loop, the op
+    of one block is enough: the loop runs every block); through a module that returns its
+    input, the argument's op."""
     f = call.func
     if isinstance(f, ast.Subscript):
         op = modules.elem(dotted(f.value))
     elif isinstance(f, ast.Name) and scope is not None:
         b = scope.binding_before(f.id, call.lineno + 1)  # type: ignore[attr-defined]
-        it = getattr(b.stmt, "iter", None) if b is not None and isinstance(
-            b.stmt, (ast.For, ast.AsyncFor)) and isinstance(b.stmt.target, ast.Name) else None
-        op = modules.elem(dotted(it)) if it is not None else None
+        loop = b.stmt if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)) else None
+        it = _blocks_iterated(loop, f.id) if loop is not None else None
+        every = within is not None and loop is not None \
+            and loop.lineno <= within.lineno <= (loop.end_lineno or 0)
+        op = None if it is None else modules.some(dotted(it)) if every \
+            else modules.elem(dotted(it))
     else:
         op = modules.get(dotted(f))
     if op == PASS:
         return _op_of_call(call.args[0], ctx, modules, scope) if len(call.args) == 1 else None
     return op
+
+
+def _blocks_iterated(loop: ast.For | ast.AsyncFor, name: str) -> ast.expr | None:
+    """What ``loop`` takes the block ``name`` from: ``for name in X`` or ``for i, name in
+    enumerate(X)`` give ``X``."""
+    t, it = loop.target, loop.iter
+    if isinstance(t, ast.Name):
+        return it if t.id == name else None
+    if isinstance(t, ast.Tuple) and len(t.elts) == 2 and isinstance(t.elts[1], ast.Name) \
+            and t.elts[1].id == name and isinstance(it, ast.Call) \
+            and dotted(it.func) == "enumerate" and len(it.args) == 1 and not it.keywords:
+        return it.args[0]
+    return None
 
 
 def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules,

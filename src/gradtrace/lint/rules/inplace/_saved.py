@@ -318,18 +318,19 @@ def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
     if not pairs:
         return
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
-    for stmt, s, w, scope in pairs:
+    for call, s, w, scope in pairs:
         if w[1] not in kinds:
             continue
-        op = module_call_op(stmt.value, ctx, modules, scope)
+        op = module_call_op(call, ctx, modules, scope, s)
         if op is None or SAVED_OUT.get(op, "relu") not in families:
             continue
-        yield Producer(stmt.value, op, SAVED_OUT.get(op, "relu")), s, w[2]
+        yield Producer(call, op, SAVED_OUT.get(op, "relu")), s, w[2]
 
 
 def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, tuple, Any]]:
-    """(``out = <module call>``, a later in-place write into ``out``, its target, the scope) in
-    the ``forward`` (or ``__call__``) of ``cls``, outside eval-only branches and grad-off."""
+    """(the module call of ``out = <module call>``, a later in-place write into ``out``, its
+    target, the scope) in the ``forward`` (or ``__call__``) of ``cls``, outside eval-only
+    branches and grad-off; also a write chained on the call (``conv(x).unsqueeze_(1)``)."""
     out: list[tuple[Any, ast.stmt, tuple, Any]] = []
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
     for fn in cls.body:
@@ -343,6 +344,11 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             got = _written_name(s)
             if got is not None:
                 written.setdefault(got, []).append(j)
+            chained = _chained_write(s)
+            if chained is not None and not _eval_branch(_path_to(fn.body, s)):
+                scope = scope or ctx.scope(fn)
+                if scope.grad_off_at(s) is None:
+                    out.append((chained[0], s, chained[1], scope))
         if not written:
             continue
         for i, stmt in enumerate(stmts):
@@ -361,7 +367,7 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                             and not _eval_branch(_path_to(fn.body, s)):
                         scope = scope or ctx.scope(fn)
                         if scope.grad_off_at(stmt) is None:
-                            out.append((stmt, s, w, scope))
+                            out.append((stmt.value, s, w, scope))
                 if _rebinds(s, name):
                     break
     return out
@@ -424,6 +430,26 @@ def _sequential_calls(node: ast.AST, fn: ast.AST | None) -> Iterator[tuple[Any, 
         if isinstance(child, ast.Call) and (dotted(child.func) or "").endswith("Sequential"):
             yield fn, child
         yield from _sequential_calls(child, fn)
+
+
+def _chained_write(s: ast.stmt) -> tuple[ast.Call, tuple] | None:
+    """(the module call, the write) for ``fea = conv(x).unsqueeze_(dim=1)`` or
+    ``self.act(x).mul_(2)``: an in-place method called straight on a call's result (through
+    views), the result never named."""
+    v = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+    if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)):
+        return None
+    m = v.func.attr
+    if not m.endswith("_") or m.startswith("_") or m in NOT_WRITES:
+        return None
+    recv = v.func.value
+    while isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
+            and recv.func.attr in VIEW_METHODS:
+        recv = recv.func.value
+    if not (isinstance(recv, ast.Call) and isinstance(recv.func, (ast.Name, ast.Attribute,
+                                                                  ast.Subscript))):
+        return None
+    return recv, ("<result>", "arith" if m in ARITH_WRITES else "method", v)
 
 
 def _file_backwards(ctx: Context) -> bool:
