@@ -12,12 +12,13 @@ is read in, so that ``self.softmax`` inside ``forward`` is read as the ``nn.Soft
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.module_results import (  # noqa: F401 - bound_value re-exported
     SEQUENTIAL, constructor_flags, reachable_returns, sequential_last, bound_value, forward_of,
 )
+from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.nodes import scope_nodes
 
 if TYPE_CHECKING:
@@ -95,3 +96,68 @@ def same_made(values: list[ast.AST], made: Callable[[ast.AST, Context, Scope | N
             return None
         found = m
     return found
+
+
+def unpacked_output(e: ast.AST, scope: Scope, ctx: Context, strip: Strip
+                    ) -> tuple[Scope | None, list[ast.AST]] | None:
+    """``edge_out, cs = net(x)`` then ``e`` = ``edge_out``: (the scope of the class's
+    ``forward``, element ``0`` of the tuple each of its ``return`` gives back, read there
+    through one local name); None when a return is not a tuple of that width (NOTE [module
+    outputs])."""
+    if not isinstance(e, ast.Name):
+        return None
+    b = scope.binding_before(e.id, getattr(e, "lineno", 0) + 1)
+    s = b.stmt if b is not None else None
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+        return None
+    names = [x.id if isinstance(x, ast.Name) else None for x in s.targets[0].elts]
+    if e.id not in names:
+        return None
+    got = module_output(s.value, scope, ctx, lambda x: x)
+    if got is None or got[0] is None:
+        return None
+    fscope, values = got
+    i, out = names.index(e.id), []
+    for v in values:
+        if not (isinstance(v, ast.Tuple) and len(v.elts) == len(names)):
+            return None
+        line = getattr(v, "lineno", 0)
+        out.append(strip(bound_value(strip(v.elts[i]), fscope, line)))
+    return fscope, out
+
+
+Accept = Callable[[ast.Call, "Scope"], Optional[str]]
+
+
+def argument_sink(fn: ast.AST, ctx: Context, strip: Strip, accept: Accept,
+                  depth: int = 0) -> str | None:
+    """What ``accept`` says of the call that ``fn`` (a function, or a method: after ``self``)
+    hands its first parameter to as first argument, unchanged but for ``strip``'s views,
+    directly or through a function or method of the file it passes it to the same way
+    (``JointEdgeSegLoss.forward(edgein, ...)`` -> ``self.bce2d(edgein, ...)`` ->
+    ``F.binary_cross_entropy_with_logits(edgein.view(1, -1), ...)``): the loss a loss class or
+    function of the file computes on its prediction. None when no such call is accepted."""
+    args = getattr(getattr(fn, "args", None), "args", None)
+    if not args or depth > 3:
+        return None
+    first = 1 if args[0].arg in ("self", "cls") else 0
+    if len(args) <= first:
+        return None
+    param = args[first].arg
+    scope = ctx.scope(fn)
+    for n in scope_nodes(fn):
+        if not isinstance(n, ast.Call) or not n.args:
+            continue
+        a0 = strip(bound_value(strip(n.args[0]), scope, n.lineno))
+        if not (isinstance(a0, ast.Name) and a0.id == param) \
+                or scope.binding_before(param, a0.lineno + 1) is not None:
+            continue  # not the parameter, or rebound first
+        got = accept(n, scope)
+        if got is None:
+            callee = called_function(n, scope, n.lineno)
+            if callee is not None and callee is not fn:
+                got = argument_sink(callee, ctx, strip, accept, depth + 1)
+        if got is not None:
+            return got
+    return None

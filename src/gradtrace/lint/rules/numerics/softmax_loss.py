@@ -8,7 +8,9 @@ from typing import Any, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.module_outputs import bound_value, module_output, same_made
+from gradtrace.lint.analysis.module_outputs import (
+    argument_sink, bound_value, forward_of, module_output, same_made, unpacked_output)
+from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -43,9 +45,10 @@ WANT = {CE: "logits", NLL: "log_softmax of the logits", KL: "log_softmax of the 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _loss_kind(call: ast.Call, scope: Scope, ctx: Context) -> str | None:
+def _loss_kind(call: ast.Call, scope: Scope, ctx: Context, wrapped: bool = False) -> str | None:
     """``cross_entropy`` / ``nll_loss`` when ``call`` computes one (the function, or a module
-    built from ``nn.CrossEntropyLoss`` / ``nn.NLLLoss`` and called)."""
+    built from ``nn.CrossEntropyLoss`` / ``nn.NLLLoss`` and called); with ``wrapped``, also a
+    loss class or function of the file that hands its prediction to one (:func:`_wrappers`)."""
     q = ctx.qualified_name(call.func) or ""
     if q in LOSS_FUNCS:
         return LOSS_FUNCS[q]
@@ -54,8 +57,43 @@ def _loss_kind(call: ast.Call, scope: Scope, ctx: Context) -> str | None:
     if isinstance(call.func, (ast.Name, ast.Attribute)):
         k = ctx.analysis.kind(call.func, scope, call.lineno)
         if k is not None and k.what == MODULE:
-            return LOSS_MODULES.get(k.cls or "")
+            got = LOSS_MODULES.get(k.cls or "")
+            return got if got is not None or not wrapped else _wrappers(ctx)[0].get(k.cls or "")
+        if wrapped and isinstance(call.func, ast.Name):
+            fn = called_function(call, scope, call.lineno)
+            return _wrappers(ctx)[1].get(call.func.id) if fn is not None else None
     return None
+
+
+def _wrappers(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
+    """(module classes, functions) of the file that hand their first argument, through views,
+    to one of these losses as its input (NOTE [module outputs]: GSCNN's ``JointEdgeSegLoss``
+    whose ``forward`` passes ``edgein`` to ``self.bce2d``, which gives it, reshaped, to
+    ``binary_cross_entropy_with_logits``), each with the loss it computes."""
+    def find() -> tuple[dict[str, str], dict[str, str]]:
+        def accept(call: ast.Call, scope: Scope) -> str | None:
+            return _loss_kind(call, scope, ctx)
+        classes = {name: k for name, info in ctx.analysis.classes.items() if info.is_module
+                   and (fwd := forward_of(info)) is not None
+                   and (k := argument_sink(fwd, ctx, layout, accept)) is not None}
+        funcs = {name: k for name, fn in ctx.analysis.functions.items()
+                 if (k := argument_sink(fn, ctx, layout, accept)) is not None}
+        return classes, funcs
+    return ctx.memo("gt758-wrappers", ctx.tree, find)  # type: ignore[no-any-return]
+
+
+LAYOUT = frozenset({"transpose", "permute", "t", "view_as"})
+
+
+def layout(e: ast.AST) -> ast.AST:
+    """:func:`strip`, also through transposes and permutes (the same values, laid out
+    otherwise)."""
+    while True:
+        e = strip(e)
+        if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                and e.func.attr in LAYOUT):
+            return e
+        e = e.func.value
 
 
 def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _softmax,
@@ -187,21 +225,28 @@ class ProbabilitiesIntoCrossEntropy(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         seen: set[int] = set()
-        for fn, lines in _candidate_lines(node, ctx).items():
+        found = _candidate_lines(node, ctx)
+        classes, funcs = _wrappers(ctx) if found else ({}, {})
+        if classes or funcs:  # the lines that call a loss class or function of the file
+            for fn, more in _candidate_lines(node, ctx, tuple(funcs), classes).items():
+                found.setdefault(fn, set()).update(more)
+        for fn, lines in found.items():
             scope = ctx.scope(fn)
             stmts = [st for st in scope.stmts if not hasattr(st, "body")
                      and any(st.lineno <= ln <= (st.end_lineno or st.lineno) for ln in lines)]
             for call in (n for st in stmts for n in walk(st)):
                 if not isinstance(call, ast.Call) or call.lineno not in lines or not call.args:
                     continue
-                loss = _loss_kind(call, scope, ctx)
+                loss = _loss_kind(call, scope, ctx, True)
                 if loss is None:
                     continue
-                made, classes = WRONG_INPUT[loss]
+                made, layers = WRONG_INPUT[loss]
                 first = strip(bound_value(strip(call.args[0]), scope, call.lineno))
                 sm = None
                 if isinstance(first, ast.Call):  # the layer that makes it, when a model does
-                    sm = _model_softmax(first, scope, ctx, made, classes) or made(first, ctx)
+                    sm = _model_softmax(first, scope, ctx, made, layers) or made(first, ctx)
+                elif (got := unpacked_output(first, scope, ctx, strip)) is not None:
+                    sm = same_made(got[1], made, ctx, got[0])  # `probs, feats = model(x)`
                 if sm is None or id(sm) in seen:
                     continue
                 seen.add(id(sm))
