@@ -356,3 +356,147 @@ def test_inplace_across_class(name: str) -> None:
     else:
         with pytest.raises(RuntimeError, match=MODIFIED):
             exec(compile(src, "snippet.py", "exec"), scope)  # noqa: S102
+
+
+# GT758 across classes (NOTE [module outputs]): the probabilities come out of a model's forward
+# as one element of a tuple, and reach the logits loss through a loss class or function of the
+# file. Each source leaves `loss` and `reference` (the same loss taken on the logits): the twin's
+# differ, the look-alike's are equal.
+PROBS = {
+    "tuple-element-into-loss-class-bug": ("GT758", """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class EdgeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fuse = nn.Conv2d(3, 1, 1)
+        self.sigmoid = nn.Sigmoid()
+
+    def forward(self, x):
+        cs = self.fuse(x)
+        edge_out = self.sigmoid(cs)  # BUG
+        return edge_out, cs
+
+
+class EdgeLoss(nn.Module):
+    def bce2d(self, input, target):
+        log_p = input.transpose(1, 2).contiguous().view(1, -1)
+        target_t = target.transpose(1, 2).contiguous().view(1, -1)
+        return F.binary_cross_entropy_with_logits(log_p, target_t)
+
+    def forward(self, edgein, edgemask):
+        return 20 * self.bce2d(edgein, edgemask)
+
+
+torch.manual_seed(0)
+net = EdgeNet()
+criterion = EdgeLoss()
+x, edge = torch.randn(2, 3, 8, 8), (torch.rand(2, 1, 8, 8) > 0.8).float()
+edge_out, cs = net(x)
+loss = criterion(edge_out, edge)
+reference = criterion(cs, edge)
+"""),
+    "probs-into-loss-function-bug": ("GT758", """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 1)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x)).squeeze(-1)  # BUG
+
+
+def edge_loss(pred, y):
+    return F.binary_cross_entropy_with_logits(pred.view(-1), y.view(-1))
+
+
+torch.manual_seed(0)
+model = Scorer()
+x, y = torch.randn(8, 6), torch.randint(0, 2, (8,)).float()
+loss = edge_loss(model(x), y)
+reference = edge_loss(model.fc(x).squeeze(-1), y)
+"""),
+    "logits-element-into-loss-class-ok": (None, """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class EdgeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fuse = nn.Conv2d(3, 1, 1)
+        self.sigmoid = nn.Sigmoid()
+
+    def forward(self, x):
+        cs = self.fuse(x)
+        edge_out = self.sigmoid(cs)
+        return cs, edge_out
+
+
+class EdgeLoss(nn.Module):
+    def bce2d(self, input, target):
+        log_p = input.transpose(1, 2).contiguous().view(1, -1)
+        target_t = target.transpose(1, 2).contiguous().view(1, -1)
+        return F.binary_cross_entropy_with_logits(log_p, target_t)
+
+    def forward(self, edgein, edgemask):
+        return 20 * self.bce2d(edgein, edgemask)
+
+
+torch.manual_seed(0)
+net = EdgeNet()
+criterion = EdgeLoss()
+x, edge = torch.randn(2, 3, 8, 8), (torch.rand(2, 1, 8, 8) > 0.8).float()
+cs, edge_out = net(x)
+loss = criterion(cs, edge)
+reference = criterion(net.fuse(x), edge)
+"""),
+    "loss-class-takes-logit-of-probs-ok": (None, """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 1)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x)).squeeze(-1)
+
+
+class ProbLoss(nn.Module):
+    def forward(self, probs, y):
+        probs = torch.logit(probs, eps=1e-6)
+        return F.binary_cross_entropy_with_logits(probs, y)
+
+
+torch.manual_seed(0)
+model, criterion = Scorer(), ProbLoss()
+x, y = torch.randn(8, 6), torch.randint(0, 2, (8,)).float()
+loss = criterion(model(x), y)
+reference = F.binary_cross_entropy_with_logits(model.fc(x).squeeze(-1), y)
+"""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROBS))
+def test_probabilities_across_class(name: str) -> None:
+    code, src = PROBS[name]
+    want = [(code, i + 1) for i, s in enumerate(src.splitlines()) if s.endswith("# BUG")]
+    got = [(f.code, f.line) for f in check_source(src, "snippet.py") if f.code == "GT758"]
+    assert got == want
+    scope: dict[str, object] = {"__name__": "snippet"}
+    exec(compile(src, "snippet.py", "exec"), scope)  # noqa: S102 - the snippet is the test
+    same = torch.isclose(scope["loss"], scope["reference"], atol=1e-4).item()  # type: ignore
+    assert same is (code is None)
