@@ -26,9 +26,15 @@ class InplaceWriteToSavedOutput(InplaceRule):
     under
     `no_grad`). Use the out-of-place form: `p = p.masked_fill(mask, 0)`, `p = p.clamp(...)`,
     or write into a `.clone()`.
+    In an `nn.Sequential`, an in-place layer (`nn.Dropout(p, inplace=True)` with `p` not 0,
+    `nn.ReLU(inplace=True)`, ...) right after a layer whose output is saved (an activation,
+    or a Sequential or a module class of the file ending in one) is the same write: the VQA
+    classifier's `nn.ReLU(), nn.Dropout(p, inplace=True)` raises at the first backward in
+    training mode. A write chained on a module call (`conv(x).unsqueeze_(1)`) counts; in a loop
+    over the blocks of an `nn.ModuleList`, one block ending in a saving op is enough.
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
-    (not in an eval-only branch) and in a loss function (`focal_loss`); writes through another
-    name (an alias) are not followed.
+    (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
+    in a file that runs a backward; writes through another name (an alias) are not followed.
     """
 
     code = "GT602"

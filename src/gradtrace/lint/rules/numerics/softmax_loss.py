@@ -130,7 +130,9 @@ class ProbabilitiesIntoCrossEntropy(Rule):
     sigmoid only for predictions), or use `log_softmax` with `nll_loss` and `kl_div`.
     Known limits: the softmax must be the loss's input directly, through one local name, or
     what every `return` of the called model's `forward` (a class of the file) or the last
-    layer of an `nn.Sequential` gives back.
+    layer of an `nn.Sequential` gives back (also one element of the tuple it returns:
+    `edge_out, cs = net(x)`). The loss may be a loss class or function of the file that hands
+    its first argument, reshaped or through its own methods, to one of these losses.
     """
 
     code = "GT758"

@@ -143,7 +143,11 @@ class LossAccumulatedWithGraph(LoopRule):
     `no_grad` in another file is reported; one called under `no_grad` in the same file, or a
     Lightning validation/test hook, is not; values count as carrying a graph when they come from
     a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
-    `encoder`, `netG`, `self.rnn`).
+    `encoder`, `netG`, `self.rnn`), or from a function of the file whose every `return` gives
+    one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the
+    backpropagated loss (or its scaled form) is reported, and a term of it that the same call
+    of a function of the file hands back with it (`loss_chords` when `compute_loss` returns
+    `loss_chords + loss_kl, loss_chords`).
     """
 
     code = "GT505"
