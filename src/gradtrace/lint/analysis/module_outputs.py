@@ -101,9 +101,9 @@ def same_made(values: list[ast.AST], made: Callable[[ast.AST, Context, Scope | N
 def unpacked_output(e: ast.AST, scope: Scope, ctx: Context, strip: Strip
                     ) -> tuple[Scope | None, list[ast.AST]] | None:
     """``edge_out, cs = net(x)`` then ``e`` = ``edge_out``: (the scope of the class's
-    ``forward``, element ``0`` of the tuple each of its ``return`` gives back, read there
-    through one local name); None when a return is not a tuple of that width (NOTE [module
-    outputs])."""
+    ``forward``, the element at ``e``'s place in the tuple each of its ``return`` gives back,
+    read there through one local name); None when a return is not a tuple of that width
+    (NOTE [module outputs])."""
     if not isinstance(e, ast.Name):
         return None
     b = scope.binding_before(e.id, getattr(e, "lineno", 0) + 1)

@@ -104,8 +104,8 @@ def _init_value(cls: ast.ClassDef | None, attr_name: str, ctx: Context) -> ast.C
 def _module_attr(cls: ast.ClassDef | None, attr_name: str,
                  ctx: Context) -> tuple[str | None, bool, str | None]:
     """(saved-output op, container, the op of some block) for the module of
-    ``self.<attr_name>`` (:func:`_init_value`), whose result an op that saves it makes (NOTE
-    [module results])."""
+    ``self.<attr_name>`` (:func:`_init_value`), whose result an op that saves it makes
+    (NOTE [module results])."""
     v = _init_value(cls, attr_name, ctx)
     if v is None:
         return None, False, None
