@@ -65,19 +65,26 @@ def _loss_kind(call: ast.Call, scope: Scope, ctx: Context, wrapped: bool = False
     return None
 
 
-def _wrappers(ctx: Context) -> tuple[dict[str, str], dict[str, str]]:
+def _wrappers(ctx: Context, lines: frozenset[int] = frozenset()
+              ) -> tuple[dict[str, str], dict[str, str]]:
     """(module classes, functions) of the file that hand their first argument, through views,
     to one of these losses as its input (NOTE [module outputs]: GSCNN's ``JointEdgeSegLoss``
     whose ``forward`` passes ``edgein`` to ``self.bce2d``, which gives it, reshaped, to
-    ``binary_cross_entropy_with_logits``), each with the loss it computes."""
+    ``binary_cross_entropy_with_logits``), each with the loss it computes. Only a class or
+    function that holds one of the loss ``lines`` is read (asked first with them, once per
+    file)."""
     def find() -> tuple[dict[str, str], dict[str, str]]:
         def accept(call: ast.Call, scope: Scope) -> str | None:
             return _loss_kind(call, scope, ctx)
+
+        def holds_loss(node: ast.AST) -> bool:
+            end = getattr(node, "end_lineno", None) or 0
+            return any(node.lineno <= ln <= end for ln in lines)  # type: ignore[attr-defined]
         classes = {name: k for name, info in ctx.analysis.classes.items() if info.is_module
-                   and (fwd := forward_of(info)) is not None
+                   and holds_loss(info.node) and (fwd := forward_of(info)) is not None
                    and (k := argument_sink(fwd, ctx, layout, accept)) is not None}
-        funcs = {name: k for name, fn in ctx.analysis.functions.items()
-                 if (k := argument_sink(fn, ctx, layout, accept)) is not None}
+        funcs = {name: k for name, fn in ctx.analysis.functions.items() if holds_loss(fn)
+                 and (k := argument_sink(fn, ctx, layout, accept)) is not None}
         return classes, funcs
     return ctx.memo("gt758-wrappers", ctx.tree, find)  # type: ignore[no-any-return]
 
@@ -228,7 +235,8 @@ class ProbabilitiesIntoCrossEntropy(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         seen: set[int] = set()
         found = _candidate_lines(node, ctx)
-        classes, funcs = _wrappers(ctx) if found else ({}, {})
+        classes, funcs = _wrappers(ctx, frozenset().union(*found.values())) if found \
+            else ({}, {})
         if classes or funcs:  # the lines that call a loss class or function of the file
             for fn, more in _candidate_lines(node, ctx, tuple(funcs), classes).items():
                 found.setdefault(fn, set()).update(more)
