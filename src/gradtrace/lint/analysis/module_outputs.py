@@ -12,6 +12,7 @@ is read in, so that ``self.softmax`` inside ``forward`` is read as the ``nn.Soft
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING, Callable, Optional
 
 from gradtrace.lint.analysis.kinds import MODULE
@@ -131,13 +132,15 @@ Accept = Callable[[ast.Call, "Scope"], Optional[str]]
 
 
 def argument_sink(fn: ast.AST, ctx: Context, strip: Strip, accept: Accept,
-                  depth: int = 0) -> str | None:
-    """What ``accept`` says of the call that ``fn`` (a function, or a method: after ``self``)
-    hands its first parameter to as first argument, unchanged but for ``strip``'s views,
-    directly or through a function or method of the file it passes it to the same way
-    (``JointEdgeSegLoss.forward(edgein, ...)`` -> ``self.bce2d(edgein, ...)`` ->
-    ``F.binary_cross_entropy_with_logits(edgein.view(1, -1), ...)``): the loss a loss class or
-    function of the file computes on its prediction. None when no such call is accepted."""
+                  lines: frozenset[int], depth: int = 0) -> str | None:
+    """What ``accept`` says of the call on one of ``lines`` that ``fn`` (a function, or a
+    method: after ``self``) hands its first parameter to as first argument, unchanged but for
+    ``strip``'s views, directly or through a function or method of the file holding one of
+    ``lines`` that it passes it to the same way (``JointEdgeSegLoss.forward(edgein, ...)`` ->
+    ``self.bce2d(edgein, ...)`` -> ``F.binary_cross_entropy_with_logits(edgein.view(1, -1),
+    ...)``): the loss a loss class or function of the file computes on its prediction. None
+    when no such call is accepted. The calls are sifted by their spelling first: a function
+    with none on those lines or to such a helper builds no scope."""
     args = getattr(getattr(fn, "args", None), "args", None)
     if not args or depth > 3:
         return None
@@ -145,19 +148,66 @@ def argument_sink(fn: ast.AST, ctx: Context, strip: Strip, accept: Accept,
     if len(args) <= first:
         return None
     param = args[first].arg
+    if not _may_hand_over(fn, param, ctx, lines):
+        return None
+    calls = [n for n in scope_nodes(fn) if isinstance(n, ast.Call) and n.args
+             and (n.lineno in lines or _helper_holding(n, fn, ctx, lines) is not None)]
+    if not calls:
+        return None
     scope = ctx.scope(fn)
-    for n in scope_nodes(fn):
-        if not isinstance(n, ast.Call) or not n.args:
-            continue
+    for n in calls:
         a0 = strip(bound_value(strip(n.args[0]), scope, n.lineno))
         if not (isinstance(a0, ast.Name) and a0.id == param) \
                 or scope.binding_before(param, a0.lineno + 1) is not None:
             continue  # not the parameter, or rebound first
-        got = accept(n, scope)
+        got = accept(n, scope) if n.lineno in lines else None
         if got is None:
             callee = called_function(n, scope, n.lineno)
-            if callee is not None and callee is not fn:
-                got = argument_sink(callee, ctx, strip, accept, depth + 1)
+            if callee is not None and callee is not fn \
+                    and callee is _helper_holding(n, fn, ctx, lines):
+                got = argument_sink(callee, ctx, strip, accept, lines, depth + 1)
         if got is not None:
             return got
     return None
+
+
+def _may_hand_over(fn: ast.AST, param: str, ctx: Context, lines: frozenset[int]) -> bool:
+    """From the code text alone (NOTE [code text]): ``param`` is spelled on one of ``lines``
+    inside ``fn``, or ``fn`` spells a call of a helper of the file (or a method of its class)
+    that holds one of them. Most functions of a model file that computes a loss are ruled out
+    here without walking them."""
+    start, end = fn.lineno, fn.end_lineno or fn.lineno  # type: ignore[attr-defined]
+    code = ctx.code_lines
+    word = re.compile(r"\b" + re.escape(param) + r"\b")
+    own = [code[ln - 1] for ln in lines if start <= ln <= end]
+    if any(word.search(t) for t in own):
+        return True
+    text = "\n".join(code[start - 1:end])
+    if own:  # `log_p = input.view(1, -1)` then the loss of `log_p`
+        said = set(re.findall(r"\w+", "\n".join(own)))
+        alias = re.compile(r"^[ \t]*(\w+)[ \t]*=[^=\n][^\n]*\b" + re.escape(param) + r"\b",
+                           re.MULTILINE)
+        if any(m.group(1) in said for m in alias.finditer(text)):
+            return True
+    info = ctx.analysis.class_of(fn)
+    spans = [("self." + n + "(", m) for n, m in (info.methods.items() if info else ())]
+    spans += [(n + "(", f) for n, f in ctx.analysis.functions.items()]
+    calls = [w for w, m in spans if m is not fn and any(
+        m.lineno <= ln <= (m.end_lineno or m.lineno) for ln in lines)]
+    return any(w in text for w in calls)
+
+
+def _helper_holding(call: ast.Call, fn: ast.AST, ctx: Context, lines: frozenset[int]
+                    ) -> ast.AST | None:
+    """The function of the file ``call`` names (``helper(...)``, ``self.method(...)`` of
+    ``fn``'s class), read from its spelling, when it holds one of ``lines``."""
+    f, target = call.func, None
+    if isinstance(f, ast.Name):
+        target = ctx.analysis.functions.get(f.id)
+    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        info = ctx.analysis.class_of(fn)
+        target = info.methods.get(f.attr) if info is not None else None
+    if target is None:
+        return None
+    end = target.end_lineno or target.lineno
+    return target if any(target.lineno <= ln <= end for ln in lines) else None

@@ -82,9 +82,9 @@ def _wrappers(ctx: Context, lines: frozenset[int] = frozenset()
             return any(node.lineno <= ln <= end for ln in lines)  # type: ignore[attr-defined]
         classes = {name: k for name, info in ctx.analysis.classes.items() if info.is_module
                    and holds_loss(info.node) and (fwd := forward_of(info)) is not None
-                   and (k := argument_sink(fwd, ctx, layout, accept)) is not None}
+                   and (k := argument_sink(fwd, ctx, layout, accept, lines)) is not None}
         funcs = {name: k for name, fn in ctx.analysis.functions.items() if holds_loss(fn)
-                 and (k := argument_sink(fn, ctx, layout, accept)) is not None}
+                 and (k := argument_sink(fn, ctx, layout, accept, lines)) is not None}
         return classes, funcs
     return ctx.memo("gt758-wrappers", ctx.tree, find)  # type: ignore[no-any-return]
 
