@@ -12,6 +12,7 @@ is read in, so that ``self.softmax`` inside ``forward`` is read as the ``nn.Soft
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -189,12 +190,28 @@ def _may_hand_over(fn: ast.AST, param: str, ctx: Context, lines: frozenset[int])
                            re.MULTILINE)
         if any(m.group(1) in said for m in alias.finditer(text)):
             return True
+    holders = _holders(ctx, lines)
     info = ctx.analysis.class_of(fn)
-    spans = [("self." + n + "(", m) for n, m in (info.methods.items() if info else ())]
-    spans += [(n + "(", f) for n, f in ctx.analysis.functions.items()]
-    calls = [w for w, m in spans if m is not fn and any(
-        m.lineno <= ln <= (m.end_lineno or m.lineno) for ln in lines)]
+    calls = [w for w, m in holders if m is not fn and (
+        not w.startswith("self.") or info is not None and ctx.analysis.class_of(m) is info)]
     return any(w in text for w in calls)
+
+
+def _holders(ctx: Context, lines: frozenset[int]) -> list[tuple[str, ast.AST]]:
+    """(the spelling of a call, the function) for each function and method of the file that
+    holds one of ``lines`` (``helper(``, ``self.method(``), once per file."""
+    def find() -> list[tuple[str, ast.AST]]:
+        ordered = sorted(lines)
+        out: list[tuple[str, ast.AST]] = []
+        fns = [("", n, f) for n, f in ctx.analysis.functions.items()]
+        fns += [("self.", n, m) for c in ctx.analysis.classes.values()
+                for n, m in c.methods.items()]
+        for prefix, name, f in fns:
+            i = bisect.bisect_left(ordered, f.lineno)
+            if i < len(ordered) and ordered[i] <= (f.end_lineno or f.lineno):
+                out.append((prefix + name + "(", f))
+        return out
+    return ctx.memo("loss-line-holders", ctx.tree, find)  # type: ignore[no-any-return]
 
 
 def _helper_holding(call: ast.Call, fn: ast.AST, ctx: Context, lines: frozenset[int]

@@ -397,39 +397,27 @@ def _writes_input(layer: ast.AST, ctx: Context) -> bool:
                 and isinstance(p, ast.Constant) and not p.value)
 
 
-def sequential_writes(ctx: Context) -> Iterator[tuple[Producer, ast.AST]]:
-    """(producer, in-place layer) for each ``nn.Sequential(..., a, b, ...)`` of the file where
-    ``a``'s result is the output of an op that saves it (NOTE [module results]: an
-    activation, a Sequential or a block of the file ending in one) and ``b`` (or the first
-    layer of a Sequential ``b``) writes its input in place: the Sequential hands ``a``'s output
-    to ``b``, which overwrites what backward needs (the VQA classifier's
-    ``nn.ReLU(), nn.Dropout(p, inplace=True)``). Only in a file that runs a backward: a
-    model file that others train, or a Sequential only run forward, is left alone."""
-    if not ctx.mentions("inplace") or not _file_backwards(ctx):
+def sequential_writes(call: ast.Call, ctx: Context) -> Iterator[tuple[Producer, ast.AST]]:
+    """(producer, in-place layer) for ``call`` = ``nn.Sequential(..., a, b, ...)`` where ``a``'s
+    result is the output of an op that saves it (NOTE [module results]: an activation, a
+    Sequential or a block of the file ending in one) and ``b`` (or the first layer of a
+    Sequential ``b``) writes its input in place: the Sequential hands ``a``'s output to ``b``,
+    which overwrites what backward needs (the VQA classifier's ``nn.ReLU(), nn.Dropout(p,
+    inplace=True)``). Only in a file that runs a backward: a model file that others train, or
+    a Sequential only run forward, is left alone."""
+    if not call.args or not ctx.mentions("inplace") \
+            or (ctx.qualified_name(call.func) or "") not in SEQUENTIAL:
         return
-    for fn, call in _sequential_calls(ctx.tree, None):
-        if (ctx.qualified_name(call.func) or "") not in SEQUENTIAL:
+    fn = ctx.function
+    layers = sequential_layers(call, ctx, fn)
+    for prev, nxt in zip(layers, layers[1:]):
+        first = _first_layer(nxt, ctx) if isinstance(nxt, ast.Call) else None
+        if first is None or not _writes_input(first, ctx):
             continue
-        layers = sequential_layers(call, ctx, fn)
-        for prev, nxt in zip(layers, layers[1:]):
-            first = _first_layer(nxt, ctx) if isinstance(nxt, ast.Call) else None
-            if first is None or not _writes_input(first, ctx):
-                continue
-            got = built(prev, ctx, fn)
-            op = built_op(got, ctx) if got is not None and not got.container else None
-            if op is not None and op in SAVED_OUT:
-                yield Producer(prev, op, SAVED_OUT[op]), first
-
-
-def _sequential_calls(node: ast.AST, fn: ast.AST | None) -> Iterator[tuple[Any, ast.Call]]:
-    """(innermost function or None, call) for every call named ``Sequential`` in ``node``."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, FUNCTION_TYPES):
-            yield from _sequential_calls(child, child)
-            continue
-        if isinstance(child, ast.Call) and (dotted(child.func) or "").endswith("Sequential"):
-            yield fn, child
-        yield from _sequential_calls(child, fn)
+        got = built(prev, ctx, fn)
+        op = built_op(got, ctx) if got is not None and not got.container else None
+        if op is not None and op in SAVED_OUT and _file_backwards(ctx):
+            yield Producer(prev, op, SAVED_OUT[op]), first
 
 
 def _chained_write(s: ast.stmt) -> tuple[ast.Call, tuple] | None:

@@ -126,6 +126,12 @@ class InplaceWriteToSavedOutput(InplaceRule):
                   *self._writes(node, ctx, ("relu",), ("index", "method"))]
         for prod, stmt, kind, target, training in writes:
             yield self._emit602(prod, stmt, target, training, ctx)
+        f = node.func
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "Sequential":
+            for prod, layer in sequential_writes(node, ctx):  # `nn.ReLU(), nn.Dropout(p, True)`
+                yield self.report(layer, ctx, related=self._related(prod, True, ctx),
+                                  name=ctx.source(prod.call)[:40], op=prod.op,
+                                  line=prod.call.lineno)
 
     triggers = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
 
@@ -135,10 +141,6 @@ class InplaceWriteToSavedOutput(InplaceRule):
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
-        for prod, layer in sequential_writes(ctx):  # `nn.ReLU(), nn.Dropout(p, inplace=True)`
-            yield self.report(layer, ctx, related=self._related(prod, True, ctx),
-                              name=f"{ctx.source(prod.call)[:40]}", op=prod.op,
-                              line=prod.call.lineno)
 
     def _emit602(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
                  training: ast.Call | bool, ctx: Context) -> Finding:
