@@ -12,7 +12,6 @@ is read in, so that ``self.softmax`` inside ``forward`` is read as the ``nn.Soft
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from typing import TYPE_CHECKING, Callable, Optional
 
@@ -130,18 +129,26 @@ def unpacked_output(e: ast.AST, scope: Scope, ctx: Context, strip: Strip
 
 
 Accept = Callable[[ast.Call, "Scope"], Optional[str]]
+Holders = dict[int, tuple[str, ast.AST]]  # id(function) -> (`helper(` / `self.method(`, it)
+
+
+def holders_of(fns: list[ast.AST], ctx: Context) -> Holders:
+    """The functions and methods among ``fns`` (those holding a loss line), each with the
+    spelling that calls it from the file (``helper(``) or from its class (``self.method(``)."""
+    return {id(f): (("self." if ctx.analysis.class_of(f) is not None else "")
+                    + getattr(f, "name", "") + "(", f) for f in fns}
 
 
 def argument_sink(fn: ast.AST, ctx: Context, strip: Strip, accept: Accept,
-                  lines: frozenset[int], depth: int = 0) -> str | None:
+                  lines: frozenset[int], holders: Holders, depth: int = 0) -> str | None:
     """What ``accept`` says of the call on one of ``lines`` that ``fn`` (a function, or a
     method: after ``self``) hands its first parameter to as first argument, unchanged but for
-    ``strip``'s views, directly or through a function or method of the file holding one of
-    ``lines`` that it passes it to the same way (``JointEdgeSegLoss.forward(edgein, ...)`` ->
+    ``strip``'s views, directly or through one of ``holders`` (the functions holding those
+    lines) that it passes it to the same way (``JointEdgeSegLoss.forward(edgein, ...)`` ->
     ``self.bce2d(edgein, ...)`` -> ``F.binary_cross_entropy_with_logits(edgein.view(1, -1),
     ...)``): the loss a loss class or function of the file computes on its prediction. None
-    when no such call is accepted. The calls are sifted by their spelling first: a function
-    with none on those lines or to such a helper builds no scope."""
+    when no such call is accepted. The code text sifts the functions first
+    (:func:`_may_hand_over`): most build no scope."""
     args = getattr(getattr(fn, "args", None), "args", None)
     if not args or depth > 3:
         return None
@@ -149,14 +156,12 @@ def argument_sink(fn: ast.AST, ctx: Context, strip: Strip, accept: Accept,
     if len(args) <= first:
         return None
     param = args[first].arg
-    if not _may_hand_over(fn, param, ctx, lines):
-        return None
-    calls = [n for n in scope_nodes(fn) if isinstance(n, ast.Call) and n.args
-             and (n.lineno in lines or _helper_holding(n, fn, ctx, lines) is not None)]
-    if not calls:
+    if not _may_hand_over(fn, param, ctx, lines, holders):
         return None
     scope = ctx.scope(fn)
-    for n in calls:
+    for n in scope_nodes(fn):
+        if not isinstance(n, ast.Call) or not n.args:
+            continue
         a0 = strip(bound_value(strip(n.args[0]), scope, n.lineno))
         if not (isinstance(a0, ast.Name) and a0.id == param) \
                 or scope.binding_before(param, a0.lineno + 1) is not None:
@@ -164,25 +169,30 @@ def argument_sink(fn: ast.AST, ctx: Context, strip: Strip, accept: Accept,
         got = accept(n, scope) if n.lineno in lines else None
         if got is None:
             callee = called_function(n, scope, n.lineno)
-            if callee is not None and callee is not fn \
-                    and callee is _helper_holding(n, fn, ctx, lines):
-                got = argument_sink(callee, ctx, strip, accept, lines, depth + 1)
+            if callee is not None and callee is not fn and id(callee) in holders:
+                got = argument_sink(callee, ctx, strip, accept, lines, holders, depth + 1)
         if got is not None:
             return got
     return None
 
 
-def _may_hand_over(fn: ast.AST, param: str, ctx: Context, lines: frozenset[int]) -> bool:
+def _may_hand_over(fn: ast.AST, param: str, ctx: Context, lines: frozenset[int],
+                   holders: Holders) -> bool:
     """From the code text alone (NOTE [code text]): ``param`` is spelled on one of ``lines``
-    inside ``fn``, or ``fn`` spells a call of a helper of the file (or a method of its class)
-    that holds one of them. Most functions of a model file that computes a loss are ruled out
-    here without walking them."""
+    inside ``fn`` (or a name assigned from it on one line is), or ``fn`` spells a call of one
+    of ``holders`` (a method: of its own class). Most functions of a model file that computes
+    a loss are ruled out here without walking them."""
     start, end = fn.lineno, fn.end_lineno or fn.lineno  # type: ignore[attr-defined]
     code = ctx.code_lines
     word = re.compile(r"\b" + re.escape(param) + r"\b")
     own = [code[ln - 1] for ln in lines if start <= ln <= end]
     if any(word.search(t) for t in own):
         return True
+    info = ctx.analysis.class_of(fn)
+    calls = [w for w, m in holders.values() if m is not fn and (
+        not w.startswith("self.") or info is not None and ctx.analysis.class_of(m) is info)]
+    if not own and not calls:
+        return False
     text = "\n".join(code[start - 1:end])
     if own:  # `log_p = input.view(1, -1)` then the loss of `log_p`
         said = set(re.findall(r"\w+", "\n".join(own)))
@@ -190,41 +200,4 @@ def _may_hand_over(fn: ast.AST, param: str, ctx: Context, lines: frozenset[int])
                            re.MULTILINE)
         if any(m.group(1) in said for m in alias.finditer(text)):
             return True
-    holders = _holders(ctx, lines)
-    info = ctx.analysis.class_of(fn)
-    calls = [w for w, m in holders if m is not fn and (
-        not w.startswith("self.") or info is not None and ctx.analysis.class_of(m) is info)]
     return any(w in text for w in calls)
-
-
-def _holders(ctx: Context, lines: frozenset[int]) -> list[tuple[str, ast.AST]]:
-    """(the spelling of a call, the function) for each function and method of the file that
-    holds one of ``lines`` (``helper(``, ``self.method(``), once per file."""
-    def find() -> list[tuple[str, ast.AST]]:
-        ordered = sorted(lines)
-        out: list[tuple[str, ast.AST]] = []
-        fns = [("", n, f) for n, f in ctx.analysis.functions.items()]
-        fns += [("self.", n, m) for c in ctx.analysis.classes.values()
-                for n, m in c.methods.items()]
-        for prefix, name, f in fns:
-            i = bisect.bisect_left(ordered, f.lineno)
-            if i < len(ordered) and ordered[i] <= (f.end_lineno or f.lineno):
-                out.append((prefix + name + "(", f))
-        return out
-    return ctx.memo("loss-line-holders", ctx.tree, find)  # type: ignore[no-any-return]
-
-
-def _helper_holding(call: ast.Call, fn: ast.AST, ctx: Context, lines: frozenset[int]
-                    ) -> ast.AST | None:
-    """The function of the file ``call`` names (``helper(...)``, ``self.method(...)`` of
-    ``fn``'s class), read from its spelling, when it holds one of ``lines``."""
-    f, target = call.func, None
-    if isinstance(f, ast.Name):
-        target = ctx.analysis.functions.get(f.id)
-    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-        info = ctx.analysis.class_of(fn)
-        target = info.methods.get(f.attr) if info is not None else None
-    if target is None:
-        return None
-    end = target.end_lineno or target.lineno
-    return target if any(target.lineno <= ln <= end for ln in lines) else None

@@ -9,7 +9,8 @@ from typing import Any, Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.module_outputs import (
-    argument_sink, bound_value, forward_of, module_output, same_made, unpacked_output)
+    argument_sink, bound_value, forward_of, holders_of, module_output, same_made,
+    unpacked_output)
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -65,26 +66,27 @@ def _loss_kind(call: ast.Call, scope: Scope, ctx: Context, wrapped: bool = False
     return None
 
 
-def _wrappers(ctx: Context, lines: frozenset[int] = frozenset()
+def _wrappers(ctx: Context, found: dict[ast.AST, set[int]] | None = None
               ) -> tuple[dict[str, str], dict[str, str]]:
     """(module classes, functions) of the file that hand their first argument, through views,
     to one of these losses as its input (NOTE [module outputs]: GSCNN's ``JointEdgeSegLoss``
     whose ``forward`` passes ``edgein`` to ``self.bce2d``, which gives it, reshaped, to
-    ``binary_cross_entropy_with_logits``), each with the loss it computes. Only a class or
-    function that holds one of the loss ``lines`` is read (asked first with them, once per
-    file)."""
+    ``binary_cross_entropy_with_logits``), each with the loss it computes. Read from the
+    functions that hold a loss line (``found``, by :func:`_candidate_lines`; asked first with
+    them, once per file): a module class with one of them as a method, one of them."""
     def find() -> tuple[dict[str, str], dict[str, str]]:
         def accept(call: ast.Call, scope: Scope) -> str | None:
             return _loss_kind(call, scope, ctx)
-
-        def holds_loss(node: ast.AST) -> bool:
-            end = getattr(node, "end_lineno", None) or 0
-            return any(node.lineno <= ln <= end for ln in lines)  # type: ignore[attr-defined]
-        classes = {name: k for name, info in ctx.analysis.classes.items() if info.is_module
-                   and holds_loss(info.node) and (fwd := forward_of(info)) is not None
-                   and (k := argument_sink(fwd, ctx, layout, accept, lines)) is not None}
-        funcs = {name: k for name, fn in ctx.analysis.functions.items() if holds_loss(fn)
-                 and (k := argument_sink(fn, ctx, layout, accept, lines)) is not None}
+        fns = [f for f in (found or {}) if isinstance(f, FUNCS)]
+        lines = frozenset().union(*(found or {}).values())
+        holders = holders_of(fns, ctx)
+        owners = {c.node.name: c for f in fns if (c := ctx.analysis.class_of(f)) is not None}
+        classes = {name: k for name, info in owners.items() if info.is_module
+                   and (fwd := forward_of(info)) is not None
+                   and (k := argument_sink(fwd, ctx, layout, accept, lines, holders))
+                   is not None}
+        funcs = {f.name: k for f in fns if ctx.analysis.functions.get(f.name) is f  # type: ignore
+                 and (k := argument_sink(f, ctx, layout, accept, lines, holders)) is not None}
         return classes, funcs
     return ctx.memo("gt758-wrappers", ctx.tree, find)  # type: ignore[no-any-return]
 
@@ -235,8 +237,7 @@ class ProbabilitiesIntoCrossEntropy(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         seen: set[int] = set()
         found = _candidate_lines(node, ctx)
-        classes, funcs = _wrappers(ctx, frozenset().union(*found.values())) if found \
-            else ({}, {})
+        classes, funcs = _wrappers(ctx, found) if found else ({}, {})
         if classes or funcs:  # the lines that call a loss class or function of the file
             for fn, more in _candidate_lines(node, ctx, tuple(funcs), classes).items():
                 found.setdefault(fn, set()).update(more)
