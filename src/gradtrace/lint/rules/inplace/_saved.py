@@ -344,7 +344,10 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             got = _written_name(s)
             if got is not None:
                 written.setdefault(got, []).append(j)
-            chained = _chained_write(s)
+                continue
+            v = getattr(s, "value", None)
+            chained = _chained_write(s) if isinstance(v, ast.Call) and isinstance(
+                v.func, ast.Attribute) and v.func.attr[-1:] == "_" else None
             if chained is not None and not _eval_branch(_path_to(fn.body, s)):
                 scope = scope or ctx.scope(fn)
                 if scope.grad_off_at(s) is None:
@@ -434,9 +437,10 @@ def _chained_write(s: ast.stmt) -> tuple[ast.Call, tuple] | None:
     while isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
             and recv.func.attr in VIEW_METHODS:
         recv = recv.func.value
-    if not (isinstance(recv, ast.Call) and isinstance(recv.func, (ast.Name, ast.Attribute,
-                                                                  ast.Subscript))):
-        return None
+    f = recv.func if isinstance(recv, ast.Call) else None
+    if not (isinstance(f, (ast.Name, ast.Subscript)) or isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name) and f.value.id == "self"):
+        return None  # a module: `conv(x)`, `self.act(x)`, `self.blocks[i](x)`
     return recv, ("<result>", "arith" if m in ARITH_WRITES else "method", v)
 
 

@@ -60,7 +60,7 @@ def _loss_kind(call: ast.Call, scope: Scope, ctx: Context, wrapped: bool = False
         if k is not None and k.what == MODULE:
             got = LOSS_MODULES.get(k.cls or "")
             return got if got is not None or not wrapped else _wrappers(ctx)[0].get(k.cls or "")
-        if wrapped and isinstance(call.func, ast.Name):
+        if wrapped and isinstance(call.func, ast.Name) and call.func.id in _wrappers(ctx)[1]:
             fn = called_function(call, scope, call.lineno)
             return _wrappers(ctx)[1].get(call.func.id) if fn is not None else None
     return None
