@@ -339,15 +339,15 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             continue
         scope = None
         stmts = list(_statements(fn.body))
+        maybe_chained = CHAINED_RE.search("\n".join(  # `conv(x).unsqueeze_(`, from the text
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
         for j, s in enumerate(stmts):      # rare, a scan of the rest per call is quadratic
             got = _written_name(s)
             if got is not None:
                 written.setdefault(got, []).append(j)
                 continue
-            v = getattr(s, "value", None)
-            chained = _chained_write(s) if isinstance(v, ast.Call) and isinstance(
-                v.func, ast.Attribute) and v.func.attr[-1:] == "_" else None
+            chained = _chained_write(s) if maybe_chained else None
             if chained is not None and not _eval_branch(_path_to(fn.body, s)):
                 scope = scope or ctx.scope(fn)
                 if scope.grad_off_at(s) is None:
@@ -421,6 +421,9 @@ def sequential_writes(call: ast.Call, ctx: Context) -> Iterator[tuple[Producer, 
         op = built_op(got, ctx) if got is not None and not got.container else None
         if op is not None and op in SAVED_OUT and _file_backwards(ctx):
             yield Producer(prev, op, SAVED_OUT[op]), first
+
+
+CHAINED_RE = re.compile(r"\)\s*\.\s*[a-z]\w*_\(")
 
 
 def _chained_write(s: ast.stmt) -> tuple[ast.Call, tuple] | None:
