@@ -295,11 +295,12 @@ def returns_graph(ctx: Context, fn: ast.AST, index: int | None, width: int) -> b
 
 def returned_term(ctx: Context, fn: ast.AST, whole: int, part: int, width: int) -> bool:
     """Whether, in every ``return`` of ``fn`` (a tuple of ``width`` elements), element ``part``
-    is a name that element ``whole`` is computed from: ``return loss_total, loss_chords`` with
-    ``loss_total = loss_chords + loss_kl`` (the caller keeping ``loss_chords`` keeps a term of
-    the loss it backpropagates; NOTE [helper results])."""
+    is a name that element ``whole`` sums (or scales): ``return loss_total, loss_chords`` with
+    ``loss_total = loss_chords + 0.01 * loss_kl`` (the caller keeping ``loss_chords`` keeps a
+    term of the loss it backpropagates; NOTE [helper results]). An input of the loss
+    (``return ce(logits, y), logits``) is not a term: kept by the caller it is a model output,
+    which GT505 does not report in a training loop either."""
     scope = ctx.scope(fn)
-    g = graphs(scope)
     rets = [r for r in _returns(fn.body) if r.value is not None]  # type: ignore[attr-defined]
     if not rets:
         return False
@@ -308,10 +309,26 @@ def returned_term(ctx: Context, fn: ast.AST, whole: int, part: int, width: int) 
         if not (isinstance(v, ast.Tuple) and len(v.elts) == width
                 and isinstance(v.elts[part], ast.Name)):
             return False
-        name = v.elts[part].id  # type: ignore[attr-defined]
-        if not any(d.name == name for d in g.deps(v.elts[whole], r.lineno).bindings):
+        if v.elts[part].id not in _terms(scope, v.elts[whole], r.lineno):  # type: ignore
             return False
     return True
+
+
+def _terms(scope: Scope, e: ast.expr, line: int, depth: int = 0) -> set[str]:
+    """The names ``e`` adds, subtracts or scales (``a + 0.5 * b - c`` -> a, b, c), through the
+    local names it is bound from (a few steps)."""
+    if depth > 4:
+        return set()
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        return _terms(scope, e.left, line, depth + 1) | _terms(scope, e.right, line, depth + 1)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _terms(scope, e.operand, line, depth + 1)
+    if not isinstance(e, ast.Name):
+        return set()
+    b = scope.binding_before(e.id, line)
+    v = b.value if b is not None and isinstance(b.stmt, ast.Assign) else None
+    return {e.id} | (_terms(scope, v, b.line, depth + 1) if v is not None and b is not None
+                     else set())
 
 
 def _returns(body: list[ast.stmt]) -> Iterator[ast.Return]:
