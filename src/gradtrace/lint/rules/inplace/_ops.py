@@ -42,10 +42,10 @@ class _LazyModules:
 
     def __init__(self, cls: ast.ClassDef | None, ctx: Context, file_ok: bool) -> None:
         self.cls, self.ctx, self.file_ok = cls, ctx, file_ok
-        self._entries: dict[str, tuple[str | None, bool, str | None]] = {}
+        self._entries: dict[str, tuple[str | None, bool, str | Built | None]] = {}
         self._inplace: dict[str, bool] = {}
 
-    def _entry(self, name: str | None) -> tuple[str | None, bool, str | None]:
+    def _entry(self, name: str | None) -> tuple[str | None, bool, str | Built | None]:
         """(op, a container, the op some block ends in) of ``self.<name>``."""
         if not name or not name.startswith("self.") or not self.file_ok:
             return None, False, None
@@ -82,7 +82,10 @@ class _LazyModules:
         """The op one block of the container ``self.<name>`` ends in, when the others end in
         no op that saves its output (a loop over every block runs that one too)."""
         _, container, op = self._entry(name)
-        return op if container else None
+        if isinstance(op, Built):  # read on first use: few containers are written in a loop
+            op = _some_op(op, self.ctx)
+            self._entries[name] = (*self._entries[name][:2], op)  # type: ignore[index]
+        return op if container else None  # type: ignore[return-value]
 
 
 def _has_module_word(text: str) -> bool:
@@ -102,8 +105,9 @@ def _init_value(cls: ast.ClassDef | None, attr_name: str, ctx: Context) -> ast.C
 
 
 def _module_attr(cls: ast.ClassDef | None, attr_name: str,
-                 ctx: Context) -> tuple[str | None, bool, str | None]:
-    """(saved-output op, container, the op of some block) for the module of
+                 ctx: Context) -> tuple[str | None, bool, str | Built | None]:
+    """(saved-output op, container, the op of some block, or what the blocks build when it is
+    still to be read) for the module of
     ``self.<attr_name>`` (:func:`_init_value`), whose result an op that saves it makes
     (NOTE [module results])."""
     v = _init_value(cls, attr_name, ctx)
@@ -113,8 +117,7 @@ def _module_attr(cls: ast.ClassDef | None, attr_name: str,
     if got is None:
         return None, False, None
     op = built_op(got, ctx)
-    some = op if op is not None or not got.container else _some_op(got, ctx)
-    return op, got.container, some
+    return op, got.container, op if op is not None or not got.container else got
 
 
 def _some_op(got: Built, ctx: Context) -> str | None:

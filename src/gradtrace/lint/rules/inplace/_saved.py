@@ -339,8 +339,8 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             continue
         scope = None
         stmts = list(_statements(fn.body))
-        maybe_chained = CHAINED_RE.search("\n".join(  # `conv(x).unsqueeze_(`, from the text
-            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None
+        maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
         for j, s in enumerate(stmts):      # rare, a scan of the rest per call is quadratic
             got = _written_name(s)
@@ -424,6 +424,11 @@ def sequential_writes(call: ast.Call, ctx: Context) -> Iterator[tuple[Producer, 
 
 
 CHAINED_RE = re.compile(r"\)\s*\.\s*[a-z]\w*_\(")
+
+
+def _file_chains(ctx: Context) -> bool:
+    """The file's code text holds an in-place method called on a call's result."""
+    return ctx.memo("gt6-chains", ctx.tree, lambda: CHAINED_RE.search(ctx.code) is not None)
 
 
 def _chained_write(s: ast.stmt) -> tuple[ast.Call, tuple] | None:

@@ -80,6 +80,11 @@ def _wrappers(ctx: Context, found: dict[ast.AST, set[int]] | None = None
         fns = [f for f in (found or {}) if isinstance(f, FUNCS)]
         lines = frozenset().union(*(found or {}).values())
         holders = holders_of(fns, ctx)
+        code = ctx.code
+        used = [f for f in fns if code.count(  # defined and called in the file
+            (ctx.analysis.class_of(f).node.name if ctx.analysis.class_of(f)  # type: ignore
+             else f.name) + "(") >= 2]  # type: ignore[attr-defined]
+        fns = used
         owners = {c.node.name: c for f in fns if (c := ctx.analysis.class_of(f)) is not None}
         classes = {name: k for name, info in owners.items() if info.is_module
                    and (fwd := forward_of(info)) is not None
