@@ -191,19 +191,30 @@ class FileChecker:
                 words = (*words, *(a for a, inside in aliases.items() if inside & ws))
             return [w for w in words if w in word_lines]
 
+        # rules of one family share their trigger words: each distinct set of found words is
+        # joined into lines (and sorted) once per file, and added to the hit lines once
+        gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
+        hit_words: set[tuple[str, ...]] = set()
         for rule in rules:
             found = found_in(rule.triggers)
             if not found:
                 continue
             i = len(self.rules)
             self.rules.append(rule)
-            gate = set().union(*(word_lines[w] for w in (
-                found_in(rule.statement_triggers) if rule.statement_triggers else found)))
+            key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
+            got = gates.get(key)
+            if got is None:
+                got = gates[key] = (set().union(*(word_lines[w] for w in key)), None)
+            gate = got[0]
             if _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
-                hit_lines |= gate
-                hit_lines.update(*(word_lines[w] for w in found))
+                for ws in (key, tuple(found)):
+                    if ws not in hit_words:
+                        hit_words.add(ws)
+                        hit_lines.update(*(word_lines[w] for w in ws))
             gated = rule.gate_statements is True
-            self._rule_lines.append(sorted(gate) if gated else [])  # read by _gated only
+            if gated and got[1] is None:
+                got = gates[key] = (gate, sorted(gate))
+            self._rule_lines.append(got[1] if gated else [])  # read by _gated only
             self._line_gated.append(gated)
             exprs: dict[type, Visitor] = {}
             for t, attr, is_stmt in _visitor_names(type(rule)):

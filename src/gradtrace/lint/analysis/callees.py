@@ -190,8 +190,7 @@ def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
         return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)]
     if fn.name == "__init__":
         calls, named, _ = _uses(a.ctx, cls.name)
-        if named or any(cls.name in {dotted(b) for b in c.node.bases}
-                        for c in a.classes.values()):
+        if named or cls.name in _base_names(a):
             return None  # a subclass calls it through `super().__init__(...)`
         return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)]
     if fn.name.startswith("__") or fn.name == "forward" and cls.is_module \
@@ -213,6 +212,14 @@ def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
         if k is not None and k.cls == cls.name:
             out.append((c, w))
     return out
+
+
+def _base_names(a: Analysis) -> set[str | None]:
+    """The bases of the file's classes as written (``nn.Module``, ``Block``), once per file:
+    asked for every ``__init__`` parameter, a scan of every class made a file of many
+    classes quadratic."""
+    return a.ctx.memo("class-base-names", a.ctx.tree, lambda: {
+        dotted(b) for c in a.classes.values() for b in c.node.bases})
 
 
 def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool, bool]:

@@ -216,9 +216,11 @@ class Tracer:
 
     def made_trainable(self, name: str) -> bool:
         """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""
-        return bool(self.scope.bindings.get(name + ".requires_grad")) or any(
-            mc.receiver == name and mc.method == "requires_grad_"
-            for mc in self.scope.method_calls)
+        if self.scope.bindings.get(name + ".requires_grad"):
+            return True
+        scope = self.scope  # the receivers, once per scope: asked for every name traced
+        return name in self.ctx.memo("requires-grad-receivers", scope.node, lambda: {
+            mc.receiver for mc in scope.method_calls if mc.method == "requires_grad_"})
 
     def binding_trace(self, b: Binding) -> Trace:
         """What the value bound by ``b`` carries (graph, cuts), read at its own line."""

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import param_kind
+from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -212,6 +213,8 @@ class ForwardCallSkipsHooks(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        if ascii_code(ctx) and not ctx.mentions(*MODULE_HOOKS):
+            return  # no module hook is registered (its name is spelled in ASCII code): no walk
         hooked: list[tuple[ast.Call, str]] = []
         forwards: list[tuple[ast.Call, str]] = []
         for n in walk(node):

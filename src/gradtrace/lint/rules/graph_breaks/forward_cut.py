@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+import bisect
+from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.forward_cuts import forward_cuts
@@ -29,9 +30,9 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
                     calls.append(n)
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 defs.append(n)
+        innermost = _innermost_def(defs)
         for n in calls:
-            where: ast.AST = min((d for d in defs if d.lineno <= n.lineno <= (d.end_lineno or 0)),
-                                 key=lambda d: (d.end_lineno or 0) - d.lineno, default=ctx.tree)
+            where: ast.AST = innermost(n.lineno) or ctx.tree
             for m in ast.walk(n):
                 if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) \
                         and m.func.attr in PARAM_CALLS:
@@ -52,6 +53,32 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
             todo = nxt
         return frozenset(out)
     return ctx.memo("gt115-trained", ctx.tree, make)
+
+
+def _innermost_def(defs: list[ast.AST]) -> Callable[[int], ast.AST | None]:
+    """line -> the def with the shortest span holding that line (None: no def holds it).
+
+    Two defs never start on one line and their spans nest or are apart, so the defs holding a
+    line are the one starting last at or before it and the defs around that one: found
+    through each def's nearest enclosing def, not by a scan of every def per line (a
+    script of many functions and optimizers made that quadratic)."""
+    order = sorted(defs, key=lambda d: d.lineno)  # type: ignore[attr-defined]
+    starts = [d.lineno for d in order]  # type: ignore[attr-defined]
+    ends = [d.end_lineno or 0 for d in order]  # type: ignore[attr-defined]
+    parent: list[int] = []
+    stack: list[int] = []
+    for i in range(len(order)):
+        while stack and ends[stack[-1]] < starts[i]:
+            stack.pop()
+        parent.append(stack[-1] if stack else -1)
+        stack.append(i)
+
+    def find(line: int) -> ast.AST | None:
+        i = bisect.bisect_right(starts, line) - 1
+        while i >= 0 and ends[i] < line:
+            i = parent[i]
+        return order[i] if i >= 0 else None
+    return find
 
 
 def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None
