@@ -32,7 +32,24 @@ def _marked(src: str) -> int:
     return next(i for i, line in enumerate(src.splitlines(), 1) if line.endswith("# HERE"))
 
 
+# a model of three parts, all run by forward
+NET = """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Linear(8, 8)
+            self.gate = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 2)
+        def forward(self, x):
+            return self.head(self.encoder(x) * torch.sigmoid(self.gate(x)))
+    model = Net()"""
+
 BUGS = [
+    # the twin of the look-alikes below: the gate left out
+    (NET + """
+    opt = torch.optim.SGD([{"params": model.encoder.parameters()},  # HERE
+                           {"params": model.head.parameters()}], lr=0.1)
+    """, "gate"),
     # a method builds the groups from the model it is given; the gate is built under an `if`
     ("""
     class Net(nn.Module):
@@ -88,62 +105,26 @@ BUGS = [
 
 LOOK_ALIKES = [
     # every part listed
-    """
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Linear(8, 8)
-            self.gate = nn.Linear(8, 8)
-            self.head = nn.Linear(8, 2)
-        def forward(self, x):
-            return self.head(self.encoder(x) * torch.sigmoid(self.gate(x)))
-    model = Net()
+    NET + """
     opt = torch.optim.SGD([{"params": model.encoder.parameters()},
                            {"params": model.gate.parameters(), "lr": 0.01},
                            {"params": model.head.parameters()}], lr=0.1)
     """,
     # the rest collected from the whole model's parameters
-    """
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Linear(8, 8)
-            self.gate = nn.Linear(8, 8)
-            self.head = nn.Linear(8, 2)
-        def forward(self, x):
-            return self.head(self.encoder(x) * torch.sigmoid(self.gate(x)))
-    model = Net()
+    NET + """
     listed = set(map(id, model.encoder.parameters())) | set(map(id, model.head.parameters()))
     rest = [p for p in model.parameters() if id(p) not in listed]
     opt = torch.optim.SGD([{"params": model.encoder.parameters()},
                            {"params": model.head.parameters()}, {"params": rest}], lr=0.1)
     """,
     # the left-out part is frozen on purpose
-    """
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Linear(8, 8)
-            self.gate = nn.Linear(8, 8)
-            self.head = nn.Linear(8, 2)
-        def forward(self, x):
-            return self.head(self.encoder(x) * torch.sigmoid(self.gate(x)))
-    model = Net()
+    NET + """
     model.gate.requires_grad_(False)
     opt = torch.optim.SGD([{"params": model.encoder.parameters()},
                            {"params": model.head.parameters()}], lr=0.1)
     """,
     # another optimizer trains it (a GAN-style split)
-    """
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Linear(8, 8)
-            self.gate = nn.Linear(8, 8)
-            self.head = nn.Linear(8, 2)
-        def forward(self, x):
-            return self.head(self.encoder(x) * torch.sigmoid(self.gate(x)))
-    model = Net()
+    NET + """
     opt = torch.optim.SGD([{"params": model.encoder.parameters()},
                            {"params": model.head.parameters()}], lr=0.1)
     opt_gate = torch.optim.Adam(model.gate.parameters(), lr=1e-3)

@@ -108,6 +108,20 @@ class ClassInfo:
             got.later.append(s)
         return got
 
+    def lineage(self) -> Iterator[ClassInfo]:
+        """This class and its bases that are classes of the file, nearest first (each once)."""
+        classes = self._analysis.classes
+        seen: set[str] = set()
+        todo: list[ClassInfo] = [self]
+        while todo:
+            c = todo.pop(0)
+            if c.name in seen:
+                continue
+            seen.add(c.name)
+            yield c
+            todo.extend(classes[b.id] for b in c.node.bases
+                        if isinstance(b, ast.Name) and b.id in classes)
+
     def attr_kind(self, name: str) -> Kind | None:
         """The kind of ``self.<name>`` as its first assignment makes it (None: unknown)."""
         if name not in self._kinds:

@@ -17,7 +17,6 @@ import re
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -90,4 +89,4 @@ def is_running_norm(expr: ast.expr, scope: Scope, line: int, ctx: Context) -> bo
     nn.BatchNorm1d(h)``)."""
     k = ctx.analysis.kind(expr, scope, line)
     return k is not None and k.what == MODULE and isinstance(k.node, ast.Call) \
-        and is_running_norm_call(k.node, ctx) and dotted(expr) is not None
+        and is_running_norm_call(k.node, ctx)

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.norm_layers import holds_running_norm, is_running_norm, \
-    is_running_norm_call
+from gradtrace.lint.analysis.norm_layers import holds_running_norm, is_running_norm
 from gradtrace.lint.analysis.objects import constructor_call
 from gradtrace.lint.analysis.params import FLAG, flag_call
 from gradtrace.lint.context import Context
@@ -339,5 +338,3 @@ class FrozenNormInTrainMode(Rule):
             return False
         return ctx.memo("gt461-modes-in-class", ctx.tree, make)
 
-
-__all__ = ["FrozenNormInTrainMode", "is_running_norm_call"]

@@ -49,25 +49,11 @@ def _group_part(e: ast.expr) -> tuple[str, str] | None:
     return _part(e)
 
 
-def _bases(cls: ClassInfo, ctx: Context) -> Iterator[ClassInfo]:
-    """``cls`` and its bases of the file, nearest first."""
-    seen: set[str] = set()
-    todo = [cls]
-    while todo:
-        c = todo.pop(0)
-        if c.name in seen:
-            continue
-        seen.add(c.name)
-        yield c
-        todo.extend(ctx.analysis.classes[b.id] for b in c.node.bases
-                    if isinstance(b, ast.Name) and b.id in ctx.analysis.classes)
-
-
 def _trainable_attrs(cls: ClassInfo, ctx: Context) -> dict[str, ast.stmt]:
     """The attributes of ``cls`` (its file bases included) that hold a layer with parameters or
     an ``nn.Parameter``, with the statement that set them."""
     out: dict[str, ast.stmt] = {}
-    for c in _bases(cls, ctx):
+    for c in cls.lineage():
         for name, info in c.attrs.items():
             if name in out or info.later or info.method.name != "__init__":
                 continue
@@ -89,7 +75,7 @@ def _made_frozen(value: ast.expr | None) -> bool:
 def _used(cls: ClassInfo, name: str, skip: ast.AST, ctx: Context) -> bool:
     """Whether a method of ``cls`` or its file bases other than ``__init__`` and ``skip``
     reads ``self.<name>``."""
-    for c in _bases(cls, ctx):
+    for c in cls.lineage():
         for m in c.methods.values():
             if m.name == "__init__" or m is skip:
                 continue
@@ -223,9 +209,9 @@ class SubmoduleMissingFromParamGroups(Rule):
             if own is None or not own.is_module:
                 return []
             method = ctx.scope().node.name  # type: ignore[attr-defined]
-            subs = [c for c in classes.values() if c is not own and own in _bases(c, ctx)
-                    and not any(method in b.methods for b in _bases(c, ctx)
-                                if b is not own and own in _bases(b, ctx))]
+            subs = [c for c in classes.values() if c is not own and own in c.lineage()
+                    and not any(method in b.methods for b in c.lineage()
+                                if b is not own and own in b.lineage())]
             return [own, *subs]
         k = ctx.analysis.kind(ast.Name(id=recv), ctx.scope(), node.lineno) \
             if "." not in recv else None
