@@ -1,12 +1,14 @@
-"""Run a script under `torchrun --nproc-per-node=2 -m gradtrace run` (gloo, loopback)."""
+"""Run a script under `torchrun --nproc-per-node=2 -m gradtrace run` (gloo, loopback), or
+under two ranks forked from a process that imported torch once (`fork_ranks.py`)."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -50,22 +52,45 @@ def torchrun(tmp_path: Path):
     return run
 
 
-@pytest.fixture
-def spawnrun(tmp_path: Path):
-    """``spawnrun(script)``: ``python -m gradtrace run`` on a script that starts its ranks
-    with torch.multiprocessing.spawn (MASTER_ADDR/MASTER_PORT in the environment)."""
+@pytest.fixture(scope="session")
+def _rank_server() -> Iterator[subprocess.Popen]:
+    """One `fork_ranks.py` server per test process, torch imported once."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("TORCH_DISTRIBUTED_DEBUG", None)
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fork_ranks.py")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None and json.loads(proc.stdout.readline()) == {"ready": True}
+    yield proc
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
 
-    def run(script: str, *args: str, timeout: float = 120) -> TorchrunResult:
+
+@pytest.fixture
+def forkrun(tmp_path: Path, _rank_server: subprocess.Popen):
+    """``forkrun(script, *gradtrace_args, world=2, env=..)`` -> :class:`TorchrunResult`:
+    ``gradtrace run`` in ``world`` ranks with torchrun's environment (world=1: a plain
+    ``gradtrace run``, as for scripts that spawn their own ranks), forked from the server."""
+
+    def run(script: str, *args: str, world: int = 2, timeout: float = 120,
+            env: dict[str, str] | None = None) -> TorchrunResult:
         out_json = tmp_path / "findings.json"
         out_json.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "gradtrace", "run", "--json-out", str(out_json), *args,
-               str(SCRIPTS / script)]
-        full = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(free_port())}
-        full.pop("TORCH_DISTRIBUTED_DEBUG", None)
-        proc = subprocess.run(cmd, cwd=SCRIPTS, env=full, capture_output=True, text=True,
-                              timeout=timeout)
+        out_txt = tmp_path / "output.txt"
+        out_txt.unlink(missing_ok=True)
+        extra = {"GRADTRACE_DDP_DIR": str(tmp_path), "GRADTRACE_GATHER_TIMEOUT": "20",
+                 **(env or {})}
+        if world == 1:
+            extra.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+        req = {"argv": ["run", "--json-out", str(out_json), *args, str(SCRIPTS / script)],
+               "cwd": str(SCRIPTS), "env": extra, "out": str(out_txt), "world": world,
+               "port": free_port(), "run_id": uuid.uuid4().hex, "timeout": timeout}
+        assert _rank_server.stdin is not None and _rank_server.stdout is not None
+        _rank_server.stdin.write(json.dumps(req) + "\n")
+        _rank_server.stdin.flush()
+        codes = json.loads(_rank_server.stdout.readline())["codes"]
         doc = json.loads(out_json.read_text()) if out_json.exists() else {}
-        return TorchrunResult(proc.returncode, proc.stdout + proc.stderr, doc)
+        out = out_txt.read_text() if out_txt.exists() else ""
+        return TorchrunResult(max(codes, key=abs), out, doc)
 
     return run

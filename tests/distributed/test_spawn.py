@@ -5,8 +5,8 @@ from __future__ import annotations
 from dist_helpers import marked
 
 
-def test_spawned_ranks_name_the_unused_layer(spawnrun):
-    res = spawnrun("spawn_unused.py")
+def test_spawned_ranks_name_the_unused_layer(forkrun):
+    res = forkrun("spawn_unused.py", world=1)
     assert res.code != 0
     assert res.codes() == ["GT880"], res.out
     f = res.findings[0]
@@ -18,18 +18,18 @@ def test_spawned_ranks_name_the_unused_layer(spawnrun):
     assert res.out.count("gradtrace: diagnosis") == 1  # the parent prints, the ranks do not
 
 
-def test_spawned_correct_training_gives_no_finding(spawnrun):
-    res = spawnrun("spawn_correct.py")
+def test_spawned_correct_training_gives_no_finding(forkrun):
+    res = forkrun("spawn_correct.py", world=1)
     assert res.code == 0, res.out
     assert "replicas equal: True" in res.out  # the program's own result, unchanged
     assert res.doc.get("tool") == "gradtrace" and res.findings == [], res.findings
     assert "gradtrace:" not in res.out
 
 
-def test_spawned_ranks_stepping_gradients_ddp_never_reduced(spawnrun):
+def test_spawned_ranks_stepping_gradients_ddp_never_reduced(forkrun):
     """The forward through `model.module` (picked by a helper): every step applies the rank's
     own gradients (GT887, NOTE [steps without all-reduce]); torch confirms the drift."""
-    res = spawnrun("spawn_bypass.py")
+    res = forkrun("spawn_bypass.py", world=1)
     assert res.code == 0, res.out
     assert "replicas equal: False" in res.out
     assert res.codes()[:1] == ["GT887"], res.out
@@ -40,10 +40,10 @@ def test_spawned_ranks_stepping_gradients_ddp_never_reduced(spawnrun):
     assert [r["line"] for r in f["related"]][:1] == [marked("spawn_bypass.py", "step")]
 
 
-def test_spawned_ranks_with_parameters_in_another_order(spawnrun):
+def test_spawned_ranks_with_parameters_in_another_order(forkrun):
     """Heads registered in another order on rank 1: same shapes, so DDP averages one head's
     gradient into the other's without an error (GT888, NOTE [parameter layout across ranks])."""
-    res = spawnrun("spawn_order.py")
+    res = forkrun("spawn_order.py", world=1)
     assert res.code == 0, res.out
     assert res.codes() == ["GT888"], res.out
     f = res.findings[0]
@@ -54,11 +54,11 @@ def test_spawned_ranks_with_parameters_in_another_order(spawnrun):
     assert [r["line"] for r in f["related"]] == [marked("spawn_order.py", "wrapped")]
 
 
-def test_output_left_out_under_find_unused_parameters_is_silent(spawnrun):
+def test_output_left_out_under_find_unused_parameters_is_silent(forkrun):
     """DDP(find_unused_parameters=True) declares that a forward may leave parameters out of
     the loss: the ignored auxiliary head is no finding (the same model without the flag is
     GT880; the single-process form is silent too, NOTE [never graded by design]:
     tests/runtime/test_stale_optimizer.py)."""
-    res = spawnrun("spawn_declared_unused.py")
+    res = forkrun("spawn_declared_unused.py", world=1)
     assert res.code == 0 and "done" in res.out, res.out
     assert res.findings == [], res.findings

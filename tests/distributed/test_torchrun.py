@@ -1,4 +1,6 @@
-"""`torchrun --nproc-per-node=2 -m gradtrace run` on real gloo process groups (loopback)."""
+"""`gradtrace run` in two ranks on real gloo process groups (loopback): the first tests under
+the real `torchrun --nproc-per-node=2`, the others in ranks forked with torchrun's environment
+(`forkrun`: torch imported once, conftest.py)."""
 from __future__ import annotations
 
 import re
@@ -20,8 +22,8 @@ def test_unused_head_names_parameters_and_why(torchrun):
     assert res.out.count("gradtrace: diagnosis") == 1  # rank 0 only
 
 
-def test_rank_dependent_branch(torchrun):
-    res = torchrun("branch.py")
+def test_rank_dependent_branch(forkrun):
+    res = forkrun("branch.py")
     assert res.code != 0
     # the static GT451 (the wrapper lacks find_unused_parameters=True) confirmed at run time
     # by one branch's GT881 leads (rank 0's merge fuses); the other branch's GT881 follows
@@ -39,8 +41,8 @@ def test_rank_dependent_branch(torchrun):
         f for f in res.findings if f["code"] == "GT881")["fix"]["title"]
 
 
-def test_check_sync_finds_gradients_never_averaged(torchrun):
-    res = torchrun("no_sync_mistake.py", "--check-sync", "2")
+def test_check_sync_finds_gradients_never_averaged(forkrun):
+    res = forkrun("no_sync_mistake.py", "--check-sync", "2")
     assert res.code == 0, res.out
     # the cause, seen without a collective (NOTE [steps without all-reduce]), then the check
     assert res.codes() == ["GT887", "GT884"], res.out  # GT884: steps 2 and 4, one finding
@@ -69,8 +71,8 @@ def test_correct_model_gives_no_finding(torchrun):
     assert len(set(re.findall(r"rank (\d) ok 6 digest", res.out))) == 2, res.out
 
 
-def test_parameter_marked_ready_twice(torchrun):
-    res = torchrun("ready_twice.py")
+def test_parameter_marked_ready_twice(forkrun):
+    res = forkrun("ready_twice.py")
     assert res.code != 0
     assert res.codes() == ["GT882"], res.out
     f = res.findings[0]
@@ -85,8 +87,8 @@ def test_parameter_marked_ready_twice(torchrun):
     assert "(GT460)" in f["related"][-1]["message"]
 
 
-def test_rank_skipping_a_step_times_out_and_is_named(torchrun):
-    res = torchrun("skip_step.py")
+def test_rank_skipping_a_step_times_out_and_is_named(forkrun):
+    res = forkrun("skip_step.py")
     assert res.code != 0
     assert "GT883" in res.codes(), res.out
     f = res.only("GT883")[0]
@@ -96,8 +98,8 @@ def test_rank_skipping_a_step_times_out_and_is_named(torchrun):
                marked("skip_step.py", "forward") for r in f["related"]), f["related"]
 
 
-def test_rank_1_reports_where_a_stuck_rank_0_was(torchrun):
-    res = torchrun("rank0_stuck.py", env={"GRADTRACE_GATHER_TIMEOUT": "2"})
+def test_rank_1_reports_where_a_stuck_rank_0_was(forkrun):
+    res = forkrun("rank0_stuck.py", env={"GRADTRACE_GATHER_TIMEOUT": "2"})
     assert res.code != 0
     assert "rank 0 did not report within 3.4 s; this is rank 1's own report" in res.out, res.out
     f = res.only("GT883")[0]
@@ -108,14 +110,14 @@ def test_rank_1_reports_where_a_stuck_rank_0_was(torchrun):
         (marked("rank0_stuck.py", "stuck"), "rank 0 was here when last seen")]
 
 
-def test_several_forwards_with_find_unused_name_the_flag(torchrun):
+def test_several_forwards_with_find_unused_name_the_flag(forkrun):
     """The DDP model itself runs twice before one backward() with find_unused_parameters=True:
     the constructor's flag is the line to change (transformers#24970 in another spelling);
     without the flag the same loop trains."""
-    res = torchrun("multi_view_find_unused.py")
+    res = forkrun("multi_view_find_unused.py")
     assert res.code != 0
     f = res.findings[0]
     assert (f["code"], f["line"]) == ("GT882", marked("multi_view_find_unused.py", "flag")), res.out
     assert f["related"][-1]["line"] == marked("multi_view_find_unused.py", "raised")
-    ok = torchrun("multi_view_correct.py")
+    ok = forkrun("multi_view_correct.py")
     assert ok.code == 0 and ok.findings == [], ok.out

@@ -1,0 +1,107 @@
+"""Ranks forked from a process that has already imported torch: a launcher for the tests.
+
+Each `torchrun` launch costs three imports of torch (the agent and two workers, about 2 s of
+CPU each on the CI machine), most of the distributed tests' time. This server imports torch and
+gradtrace once, then for each request forks one process per rank, gives it the environment
+torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR...), runs
+``gradtrace run ...`` in it and, like torchrun's agent, sends SIGTERM to the other ranks when one
+fails. The server itself never runs a torch operation, so forking it is safe.
+
+Protocol: one JSON request per line on stdin, ``{"argv", "cwd", "env", "out", "world",
+"timeout"}``; one JSON line back, ``{"codes": [exit code per rank]}``. A few tests keep launching
+the real `torchrun` (tests/distributed/test_torchrun.py), so the launcher itself stays covered.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import sys
+import time
+
+
+def _rank(rank: int, req: dict) -> None:
+    """In the forked child: become rank ``rank`` and run gradtrace; never returns."""
+    code = 1
+    try:
+        os.environ.update(req["env"])
+        world = req["world"]
+        if world > 1:
+            os.environ.update({
+                "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0",
+                "ROLE_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+                "ROLE_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(req["port"]), "TORCHELASTIC_RUN_ID": req["run_id"]})
+        fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.chdir(req["cwd"])
+        sys.argv = ["gradtrace", *req["argv"]]
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from gradtrace.cli import main
+        try:
+            code = main(req["argv"])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        atexit._run_exitfuncs()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code or 0)
+
+
+def _launch(req: dict) -> list[int]:
+    pids = []
+    for rank in range(req["world"]):
+        pid = os.fork()
+        if pid == 0:
+            _rank(rank, req)
+        pids.append(pid)
+    codes: dict[int, int] = {}
+    deadline = time.monotonic() + req["timeout"]
+    stopping = False
+    while len(codes) < len(pids):
+        for pid in pids:
+            if pid in codes:
+                continue
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[pid] = os.waitstatus_to_exitcode(status)
+        failed = any(c != 0 for c in codes.values())
+        if (failed or time.monotonic() > deadline) and not stopping:
+            stopping = True  # torchrun's agent: the first failure stops the others
+            for pid in pids:
+                if pid not in codes:
+                    os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+        elif stopping and time.monotonic() > deadline:
+            for pid in pids:
+                if pid not in codes:
+                    os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    return [codes[pid] for pid in pids]
+
+
+def serve() -> None:
+    import torch  # noqa: F401 - paid once, inherited by every fork
+    import torch._dynamo  # noqa: F401 - DDP's constructor imports it (2 s)
+    import torch.distributed  # noqa: F401
+    import torch.multiprocessing  # noqa: F401
+    import torch.nn.parallel  # noqa: F401
+
+    import gradtrace.cli  # noqa: F401
+    import gradtrace.runtime.runner  # noqa: F401
+    from gradtrace.lint.registry import all_rules
+
+    all_rules()  # the checker that `run` consults for the files that ran
+
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        print(json.dumps({"codes": _launch(req)}), flush=True)
+
+
+if __name__ == "__main__":
+    serve()
