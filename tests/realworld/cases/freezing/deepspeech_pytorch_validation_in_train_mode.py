@@ -3,7 +3,7 @@
 source: https://github.com/SeanNaren/deepspeech.pytorch/pull/22
 kind: bug
 symptom: silent
-verified: one validation pass over 3 shifted batches moves the conv BatchNorm running_mean by 0.12 (max abs), 0.0 with model.eval(); the same validation batch gives log-probabilities 1.78 apart (max abs) in train mode and in eval mode
+verified: one validation pass over 3 shifted batches moves the conv BatchNorm running_mean by 0.12 (max abs), 0.0 with model.eval(); the same validation batch gives outputs 1.78 apart (max abs) in train mode and in eval mode
 """
 import torch
 import torch.nn as nn
