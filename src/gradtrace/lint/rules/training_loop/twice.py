@@ -8,7 +8,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.analysis.reach import value_of
+from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.rules.training_loop._reach import known_reach
@@ -295,10 +295,8 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     code = "GT509"
     gate_statements = True
     name = "backward-twice-without-retain-graph"
-    message = ("this `backward()` frees the graph of `{shared}` (line {shared_line}) that "
-               "`{loss2}` also runs through: its `backward()` on line {second_line} then raises "
-               "'Trying to backward through the graph a second time'; sum the losses and call "
-               "`backward()` once, or pass `retain_graph=True` here")
+    message = ("{head} then raises 'Trying to backward through the graph a second time'; "
+               "{advice}")
     triggers = BACKWARD_CALLS
     function_needs = ("backward",)
     examples = [
@@ -327,8 +325,43 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
                 continue
-            yield self.report(b1.call, ctx, related=(
-                related_at(ctx, b2.call, "the second backward raises here"),
-                related_at(ctx, t.stmt, f"`{t.name}` is computed once here")),
-                loss2=ctx.source(b2.loss),  # type: ignore[arg-type]
-                shared=t.name, shared_line=t.line, second_line=b2.call.lineno)
+            related = [related_at(ctx, b2.call, "the second backward raises here"),
+                       related_at(ctx, t.stmt, f"`{t.name}` is computed once here")]
+            loss2 = ctx.source(b2.loss)  # type: ignore[arg-type]
+            again = _backpropagated_loss_reused(f, b1, d2)
+            if again is None:
+                yield self.report(b1.call, ctx, related=related, head=(
+                    f"this `backward()` frees the graph of `{t.name}` (line {t.line}) that "
+                    f"`{loss2}` also runs through: its `backward()` on line {b2.call.lineno}"),
+                    advice="sum the losses and call `backward()` once, or pass "
+                           "`retain_graph=True` here")
+                continue
+            loss1 = ctx.source(b1.loss)  # type: ignore[arg-type]
+            related.append(related_at(ctx, b1.call, f"`{loss1}` is backpropagated here"))
+            yield self.report(again, ctx, related=related, head=(
+                f"`{loss1}` was already backpropagated on line {b1.call.lineno}, which freed its "
+                f"graph, and is used again here in `{loss2}`: `backward()` on line "
+                f"{b2.call.lineno}"),
+                advice=f"use `{loss1}.item()` (or `{loss1}.detach()`) here, or start a new sum")
+
+
+def _backpropagated_loss_reused(f: LoopFacts, b1: Backward, d2: Deps) -> ast.stmt | None:
+    """``loss.backward()``, then ``running_loss += loss`` (or ``loss += loss_t`` on the second
+    pass of SAM): the statement after ``b1`` that computes a value of the second loss from the
+    very loss ``b1`` backpropagated, whose graph ``b1`` freed. The mistake is that reuse, not a
+    missing ``retain_graph`` (None: the second loss reads only what the first was made from)."""
+    if not isinstance(b1.loss, ast.Name):
+        return None
+    name = b1.loss.id
+    first = f.scope.binding_before(name, b1.stmt.lineno)
+    if first is None:
+        return None
+    for x in d2.bindings:
+        v = value_of(x)
+        if x is first or v is None or not f.before(b1.stmt, x.stmt):
+            continue
+        read = isinstance(x.stmt, ast.AugAssign) and x.name == name or any(
+            isinstance(n, ast.Name) and n.id == name for n in bfs_walk(v))
+        if read and any(r is first for r in reaching(f.scope, name, x.line)):
+            return x.stmt
+    return None
