@@ -126,6 +126,25 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss = F.l1_loss(counts / pred.numel(), torch.full((8,), 1 / 8))
         loss.backward()
         """, "GT108", 4, raises=(RuntimeError, "does not require grad"))),
+    # Composer (`for loss in ensure_tuple(losses): loss.backward()`): the items of one
+    # loss call share the model's graph; the first backward frees it. Look-alike: the items
+    # come from one forward pass each
+    "backward-on-each-item-of-one-loss-call": (Shape("""
+        net = nn.Linear(3, 2)
+        batches = [(torch.randn(4, 3), torch.randn(4, 2)) for _ in range(2)]
+        parts = [F.mse_loss(net(xb), yb) for xb, yb in batches]
+        for part in parts:
+            part.backward()
+        """, "GT509", holds="net.weight.grad is not None"), Shape("""
+        def both_losses(scores, target):
+            return F.mse_loss(scores, target), scores.abs().mean()
+        net = nn.Linear(3, 2)
+        x, y = torch.randn(4, 3), torch.randn(4, 2)
+        scores = net(x)
+        parts = both_losses(scores, y)
+        for part in parts:
+            part.backward()
+        """, "GT509", 7, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 

@@ -322,6 +322,14 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for b, loop, src in _items_of_one_graph(f):
+            yield self.report(loop, ctx, related=(
+                related_at(ctx, b.call, "each pass backpropagates one item here"),
+                related_at(ctx, src.stmt, f"`{src.name}` is computed once here")),
+                head=(f"this loop calls `backward()` on each item of `{src.name}` (line "
+                      f"{src.line}), whose items share one graph: the first pass frees it, "
+                      f"and `backward()` on line {b.call.lineno} on the next item"),
+                advice="sum the items and call `backward()` once, or pass `retain_graph=True`")
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
                 continue
@@ -365,3 +373,34 @@ def _backpropagated_loss_reused(f: LoopFacts, b1: Backward, d2: Deps) -> ast.stm
         if read and any(r is first for r in reaching(f.scope, name, x.line)):
             return x.stmt
     return None
+
+
+def _items_of_one_graph(f: LoopFacts) -> Iterator[tuple[Backward, ast.For, Binding]]:
+    """``losses = self.model.loss(outputs, batch)``, then ``for loss in losses:
+    loss.backward()``: a backward without ``retain_graph`` on the loop variable of a loop over
+    the items of one value, which a single call (not a list filled pass by pass, nor a
+    comprehension of forward passes) computed from one graph-carrying binding: every item
+    shares that graph, and the second pass runs into what the first freed."""
+    g = graphs(f.scope)
+    for b in f.backwards:
+        if b.retains or not isinstance(b.loss, ast.Name) or b.inputs is not None:
+            continue
+        loop = next((lp for lp in reversed(f.loops_of(b.stmt)) if isinstance(lp, ast.For)
+                     and isinstance(lp.target, ast.Name) and lp.target.id == b.loss.id), None)
+        if loop is None or any(x.stmt is not loop for x in f.scope.bindings.get(b.loss.id, ())
+                               if f.inside(x.stmt, loop)):
+            continue
+        it = loop.iter
+        while isinstance(it, ast.Call) and len(it.args) == 1 and not it.keywords \
+                and isinstance(it.func, ast.Name):
+            it = it.args[0]  # `ensure_tuple(losses)`, `list(losses)`
+        if not isinstance(it, ast.Name):
+            continue
+        src = f.scope.binding_before(it.id, loop.lineno)
+        if src is None or not isinstance(src.stmt, ast.Assign) or len(src.stmt.targets) != 1 \
+                or not isinstance(src.stmt.targets[0], ast.Name) \
+                or not isinstance(src.value, ast.Call) or f.inside(src.stmt, loop):
+            continue
+        outer = [x for x in g.deps(src.value, src.line).bindings if g.direct(x)]
+        if len(outer) == 1 and isinstance(value_of(outer[0]), ast.Call):
+            yield b, loop, src
