@@ -148,7 +148,9 @@ class LossAccumulatedWithGraph(LoopRule):
     one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the
     backpropagated loss (or its scaled form) is reported, and a term of it that the same call
     of a function of the file hands back with it (`loss_chords` when `compute_loss` returns
-    `loss_chords + loss_kl, loss_chords`).
+    `loss_chords + loss_kl, loss_chords`). Outside any loop, a method that runs `backward()`
+    and `step()` is taken as one training step: a list on `self` it appends the
+    backpropagated loss to is reported (DQN's `self.cost_his.append(loss)`).
     """
 
     code = "GT505"

@@ -289,7 +289,11 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`). Two losses reading
     different entries of one output (`out['log_pi']`, `out['v']`, `out.get('v', 0)`, or two
     names unpacked from a call of another file), each stepped by its own optimizer, are taken
-    as separate branches (whether they share a trunk is the model's).
+    as separate branches (whether they share a trunk is the model's). When the second loss
+    is built, after the first `backward()`, from that very loss (`running_loss += loss`), the
+    finding is on that reuse. A loop whose variable is backpropagated (`for loss in losses:
+    loss.backward()`) over the items of one call computed from one graph-carrying value is
+    reported on the loop.
     """
 
     code = "GT509"
