@@ -39,7 +39,7 @@ CUT_METHODS = {
     "argmax": NONDIFF, "argmin": NONDIFF, "argsort": NONDIFF, "round": NONDIFF,
     "sign": NONDIFF, "floor": NONDIFF, "ceil": NONDIFF, "trunc": NONDIFF, "eq": NONDIFF,
     "ne": NONDIFF, "gt": NONDIFF, "lt": NONDIFF, "ge": NONDIFF, "le": NONDIFF,
-    "bool": NONDIFF, "long": NONDIFF, "int": NONDIFF, "heaviside": NONDIFF,
+    "bool": NONDIFF, "long": NONDIFF, "int": NONDIFF, "heaviside": NONDIFF, "histc": NONDIFF,
 }
 # methods whose result has no autograd history at all (a Python value, a detached tensor)
 NO_HISTORY_METHODS = frozenset({m for m, k in CUT_METHODS.items() if k in (NUMBER, NUMPY, DETACH)}
@@ -58,6 +58,7 @@ CUT_FUNCS = {
     "torch.ceil": NONDIFF, "torch.trunc": NONDIFF, "torch.eq": NONDIFF, "torch.ne": NONDIFF,
     "torch.gt": NONDIFF, "torch.lt": NONDIFF, "torch.ge": NONDIFF, "torch.le": NONDIFF,
     "torch.heaviside": NONDIFF, "torch.nn.functional.one_hot": NONDIFF,
+    "torch.histc": NONDIFF, "torch.bucketize": NONDIFF, "torch.searchsorted": NONDIFF,
     "torch.detach": DETACH,
 }
 # tensor constructors that copy their data argument into a new leaf

@@ -20,13 +20,15 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
-from gradtrace.lint.analysis.steps import Backward, plain_grads
+from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
 from gradtrace.lint.analysis.model_calls import model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, child_nodes
 
+# the keywords of ``Tensor.backward``: a ``backward(...)`` method taking others is not its
+BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inputs"})
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
@@ -112,6 +114,7 @@ class Graphs:
         self._direct: dict[int, bool] = {}
         self._carries: dict[int, bool] = {}
         self._deps: dict[tuple[int, int], Deps] = {}
+        self._backpropagated: set[int] | None = None
         self._edges: dict[tuple[int, int], Edges] = {}
         self._cut = cut_params(scope.ctx)
 
@@ -166,8 +169,26 @@ class Graphs:
             self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
                 and not self.plain_result(b) and (any(
                     runs_model(self.ctx, self.scope, c, b.line) for c, _ in model_calls(v))
-                    or self.helper_result(b))
+                    or self.helper_result(b) or self.backpropagated(b))
         return self._direct[id(b)]
+
+    def backpropagated(self, b: Binding) -> bool:
+        """``loss = loss_function(); loss.backward()``: the binding is what a ``backward()`` of
+        this function differentiates, so it holds a graph whatever made it (a callable passed
+        in, a function of another file): ``backward()`` on a tensor without one raises."""
+        if self._backpropagated is None:
+            self._backpropagated = set()
+            for bw in step_calls(self.ctx, self.scope.node).losses():
+                f = bw.call.func
+                if isinstance(bw.loss, ast.Name) and isinstance(f, ast.Attribute) \
+                        and f.value is bw.loss and f.attr == "backward" \
+                        and len(bw.call.args) <= 1 \
+                        and all(k.arg in BACKWARD_KEYWORDS for k in bw.call.keywords):
+                    got = self.scope.binding_before(bw.loss.id, bw.stmt.lineno)
+                    if got is not None and isinstance(value_of(got), ast.Call) and \
+                            getattr(value_of(got).func, "attr", None) not in TENSOR_METHODS:
+                        self._backpropagated.add(id(got))
+        return id(b) in self._backpropagated
 
     def helper_result(self, b: Binding) -> bool:
         """``loss, l1, l2 = compute_loss(data)``: the element ``b`` takes from what a function

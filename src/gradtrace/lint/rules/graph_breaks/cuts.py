@@ -241,8 +241,8 @@ class NonDifferentiableLossPath(LossCutRule):
     """`argmax`, comparisons, `round`/`sign`/`floor`, `.long()` or an indicator `torch.where`
     is the only path from the model output to the loss.
 
-    Why: `argmax`, comparison masks, integer casts and `torch.where(cond, 1.0, 0.0)` give
-    tensors without history: a loss made only of them makes backward raise
+    Why: `argmax`, comparison masks, integer casts, `torch.where(cond, 1.0, 0.0)` and counts
+    (`torch.histc`, `torch.bucketize`, `torch.searchsorted`) give tensors without history: a loss made only of them makes backward raise
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`.
     `round`, `sign`, `floor` keep a `grad_fn` but their gradient is zero everywhere, so
     backward runs and nothing trains. Compute the loss from the logits/probabilities
@@ -258,7 +258,7 @@ class NonDifferentiableLossPath(LossCutRule):
     triggers = SINK_WORDS
     file_needs = ("argm", "round", "sign", "floor", "ceil", "trunc", "where", ">", "<", "==",
                   "!=", "long", "int", "bool", "one_hot", "max", "min", "topk", "sort",
-                  "heaviside")
+                  "heaviside", "histc", "bucketize", "searchsorted")
     cut_kinds = frozenset({NONDIFF})
     examples = [
         Bad("""

@@ -16,6 +16,7 @@ from gradtrace.lint.analysis.reach import (
     called_function, decorated_off, disables_grad, reaching, value_of)
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_term
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
+from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.nodes import walk
@@ -147,14 +148,16 @@ class LossAccumulatedWithGraph(LoopRule):
     one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the
     backpropagated loss (or its scaled form) is reported, and a term of it that the same call
     of a function of the file hands back with it (`loss_chords` when `compute_loss` returns
-    `loss_chords + loss_kl, loss_chords`).
+    `loss_chords + loss_kl, loss_chords`). Outside any loop, a method that runs `backward()`
+    and `step()` is taken as one training step: a list on `self` it appends the
+    backpropagated loss to is reported (DQN's `self.cost_his.append(loss)`).
     """
 
     code = "GT505"
     gate_statements = True
     name = "loss-accumulated-with-graph"
-    message = ("`{acc}` outlives the loop and collects `{expr}` with its autograd graph on "
-               "every pass: {why}; accumulate `{fixed}` instead")
+    message = ("`{acc}` outlives the {span} and collects `{expr}` with its autograd graph on "
+               "every {unit}: {why}; accumulate `{fixed}` instead")
     fix_title = "Accumulate a Python number (`.item()`) or a detached tensor"
     fix_safety = "unsafe"
     fix_safety_varies = True  # safe when provably so (see "Fix safety" above)
@@ -233,6 +236,11 @@ class LossAccumulatedWithGraph(LoopRule):
         for s, acc, value in _accumulations(f):
             loops = f.loops_of(s)
             if not loops:
+                if step_keeps(f, g, s, acc, value):
+                    yield self._finding(f, ctx, s, acc, value, (
+                        "this method is one training step (it runs `backward()` and `step()`), "
+                        "so every call adds a graph that nothing frees, and memory grows with "
+                        "every step"))
                 continue
             loop = loops[-1]
             why = self._why(f, g, s, acc, value, loop)
@@ -311,15 +319,18 @@ class LossAccumulatedWithGraph(LoopRule):
         b = f.scope.binding_before(name, s.lineno) if name else None
         if b is not None:
             related = [related_at(ctx, b.stmt, f"`{name}` is computed here, with its graph")]
-        first = f.scope.binding_before(acc, f.loops_of(s)[-1].lineno)
+        loops = f.loops_of(s)
+        first = f.scope.binding_before(acc, loops[-1].lineno) if loops else None
         if first is not None:
             related.append(related_at(ctx, first.stmt, f"`{acc}` is created here, outside the loop"))
         return self.report(s, ctx, fix=fix, expr=src, acc=acc, why=why, fixed=fixed,
-                           related=related)
+                           related=related, span="loop" if loops else "call",
+                           unit="pass" if loops else "call")
 
     @staticmethod
     def _item_safety(f: LoopFacts, acc: str, s: ast.stmt) -> str:
-        b = f.scope.binding_before(acc, f.loops_of(s)[0].lineno)
+        loops = f.loops_of(s)
+        b = f.scope.binding_before(acc, loops[0].lineno) if loops else None
         if b is not None and b.kind == LEAF:
             return "safe"  # a tensor accumulator stays a tensor
         for stmt in f.scope.stmts:

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.analysis.reach import value_of
+from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.rules.training_loop._reach import known_reach
@@ -289,16 +289,18 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`). Two losses reading
     different entries of one output (`out['log_pi']`, `out['v']`, `out.get('v', 0)`, or two
     names unpacked from a call of another file), each stepped by its own optimizer, are taken
-    as separate branches (whether they share a trunk is the model's).
+    as separate branches (whether they share a trunk is the model's). When the second loss
+    is built, after the first `backward()`, from that very loss (`running_loss += loss`), the
+    finding is on that reuse. A loop whose variable is backpropagated (`for loss in losses:
+    loss.backward()`) over the items of one call computed from one graph-carrying value is
+    reported on the loop.
     """
 
     code = "GT509"
     gate_statements = True
     name = "backward-twice-without-retain-graph"
-    message = ("this `backward()` frees the graph of `{shared}` (line {shared_line}) that "
-               "`{loss2}` also runs through: its `backward()` on line {second_line} then raises "
-               "'Trying to backward through the graph a second time'; sum the losses and call "
-               "`backward()` once, or pass `retain_graph=True` here")
+    message = ("{head} then raises 'Trying to backward through the graph a second time'; "
+               "{advice}")
     triggers = BACKWARD_CALLS
     function_needs = ("backward",)
     examples = [
@@ -324,11 +326,85 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for b, loop, src in _items_of_one_graph(f):
+            yield self.report(loop, ctx, related=(
+                related_at(ctx, b.call, "each pass backpropagates one item here"),
+                related_at(ctx, src.stmt, f"`{src.name}` is computed once here")),
+                head=(f"this loop calls `backward()` on each item of `{src.name}` (line "
+                      f"{src.line}), whose items share one graph: the first pass frees it, "
+                      f"and `backward()` on line {b.call.lineno} on the next item"),
+                advice="sum the items and call `backward()` once, or pass `retain_graph=True`")
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
                 continue
-            yield self.report(b1.call, ctx, related=(
-                related_at(ctx, b2.call, "the second backward raises here"),
-                related_at(ctx, t.stmt, f"`{t.name}` is computed once here")),
-                loss2=ctx.source(b2.loss),  # type: ignore[arg-type]
-                shared=t.name, shared_line=t.line, second_line=b2.call.lineno)
+            related = [related_at(ctx, b2.call, "the second backward raises here"),
+                       related_at(ctx, t.stmt, f"`{t.name}` is computed once here")]
+            loss2 = ctx.source(b2.loss)  # type: ignore[arg-type]
+            again = _backpropagated_loss_reused(f, b1, d2)
+            if again is None:
+                yield self.report(b1.call, ctx, related=related, head=(
+                    f"this `backward()` frees the graph of `{t.name}` (line {t.line}) that "
+                    f"`{loss2}` also runs through: its `backward()` on line {b2.call.lineno}"),
+                    advice="sum the losses and call `backward()` once, or pass "
+                           "`retain_graph=True` here")
+                continue
+            loss1 = ctx.source(b1.loss)  # type: ignore[arg-type]
+            related.append(related_at(ctx, b1.call, f"`{loss1}` is backpropagated here"))
+            yield self.report(again, ctx, related=related, head=(
+                f"`{loss1}` was already backpropagated on line {b1.call.lineno}, which freed its "
+                f"graph, and is used again here in `{loss2}`: `backward()` on line "
+                f"{b2.call.lineno}"),
+                advice=f"use `{loss1}.item()` (or `{loss1}.detach()`) here, or start a new sum")
+
+
+def _backpropagated_loss_reused(f: LoopFacts, b1: Backward, d2: Deps) -> ast.stmt | None:
+    """``loss.backward()``, then ``running_loss += loss`` (or ``loss += loss_t`` on the second
+    pass of SAM): the statement after ``b1`` that computes a value of the second loss from the
+    very loss ``b1`` backpropagated, whose graph ``b1`` freed. The mistake is that reuse, not a
+    missing ``retain_graph`` (None: the second loss reads only what the first was made from)."""
+    if not isinstance(b1.loss, ast.Name):
+        return None
+    name = b1.loss.id
+    first = f.scope.binding_before(name, b1.stmt.lineno)
+    if first is None:
+        return None
+    for x in d2.bindings:
+        v = value_of(x)
+        if x is first or v is None or not f.before(b1.stmt, x.stmt):
+            continue
+        read = isinstance(x.stmt, ast.AugAssign) and x.name == name or any(
+            isinstance(n, ast.Name) and n.id == name for n in bfs_walk(v))
+        if read and any(r is first for r in reaching(f.scope, name, x.line)):
+            return x.stmt
+    return None
+
+
+def _items_of_one_graph(f: LoopFacts) -> Iterator[tuple[Backward, ast.For, Binding]]:
+    """``losses = self.model.loss(outputs, batch)``, then ``for loss in losses:
+    loss.backward()``: a backward without ``retain_graph`` on the loop variable of a loop over
+    the items of one value, which a single call (not a list filled pass by pass, nor a
+    comprehension of forward passes) computed from one graph-carrying binding: every item
+    shares that graph, and the second pass runs into what the first freed."""
+    g = graphs(f.scope)
+    for b in f.backwards:
+        if b.retains or not isinstance(b.loss, ast.Name) or b.inputs is not None:
+            continue
+        loop = next((lp for lp in reversed(f.loops_of(b.stmt)) if isinstance(lp, ast.For)
+                     and isinstance(lp.target, ast.Name) and lp.target.id == b.loss.id), None)
+        if loop is None or any(x.stmt is not loop for x in f.scope.bindings.get(b.loss.id, ())
+                               if f.inside(x.stmt, loop)):
+            continue
+        it = loop.iter
+        while isinstance(it, ast.Call) and len(it.args) == 1 and not it.keywords \
+                and isinstance(it.func, ast.Name):
+            it = it.args[0]  # `ensure_tuple(losses)`, `list(losses)`
+        if not isinstance(it, ast.Name):
+            continue
+        src = f.scope.binding_before(it.id, loop.lineno)
+        if src is None or not isinstance(src.stmt, ast.Assign) or len(src.stmt.targets) != 1 \
+                or not isinstance(src.stmt.targets[0], ast.Name) \
+                or not isinstance(src.value, ast.Call) or f.inside(src.stmt, loop):
+            continue
+        outer = [x for x in g.deps(src.value, src.line).bindings if g.direct(x)]
+        if len(outer) == 1 and isinstance(value_of(outer[0]), ast.Call):
+            yield b, loop, src
