@@ -204,8 +204,8 @@ class InplaceWriteToSavedInput(Rule):
             return
         pid, field, i = path[-1]
         block = index.blocks.get((pid, field), [])
-        hit = None
-        for prev in reversed(block[:i]):  # straight line: saved earlier in the block
+        hit = _saved_by_own_value(s, name, ctx)  # `x += self.attn(self.ln_1(x))`
+        for prev in reversed(block[:i]) if hit is None else ():  # saved earlier in the block
             if name in ctx.memo("gt605-bound", prev, lambda: _bound(prev)):
                 break
             hit = self._saved(prev, name, ctx)
@@ -242,6 +242,20 @@ class InplaceWriteToSavedInput(Rule):
             if n == name and _saves_it(test, ctx, s.lineno):
                 return op
         return None
+
+
+def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
+    """The op of the written value that saves ``name`` itself: ``x += self.attn(self.ln_1(x))``
+    (LayerNorm saves ``x``, then the add writes it: nanoGPT#72), ``x[i] = self.fc(x)[i]``,
+    ``x.add_(self.fc(x))``. ``x = x + self.fc(x)`` is no write; ``x += self.drop(x)`` saves no
+    ``x`` (checked on torch 2.13)."""
+    value = s.value.args if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+        else [s.value] if isinstance(s, (ast.AugAssign, ast.Assign)) else []
+    for v in value:
+        for n, op, test in _candidates(v, ctx):
+            if n == name and _saves_it(test, ctx, s.lineno):
+                return op
+    return None
 
 
 def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
