@@ -123,8 +123,9 @@ class InplaceWriteToSavedInput(Rule):
     (checked on torch 2.13 for Linear, Conv2d, BatchNorm, LayerNorm, `mm`/`*` with a
     Parameter). It happens when a side branch reads a tensor that the main branch then
     updates (`x_p = self.branch(x); x += self.shortcut(inp)`), and in loops that write into
-    a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`). Use the
-    out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
+    a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`), and in
+    one statement: `x += self.attn(self.ln_1(x))` (the norm saved `x`, the add writes it).
+    Use the out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block.
     """
