@@ -8,7 +8,6 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.multi_views import MultiViews
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace.out_arg import _callers_all_grad_off
 
@@ -57,7 +56,8 @@ class InplaceWriteToMultiOutputView(Rule):
                "graph: this in-place write raises 'This view is the output of a function that "
                "returns multiple views ... do not allow the output views to be modified "
                "inplace'; write out of place (`x = x * c`, `x = x.clamp(...)`)")
-    triggers = ("split(", "chunk(", "unbind(", "split_with_sizes(", " in ")
+    # the write's words: a function without one holds no write (NOTE [triggers])
+    triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
     gate_statements = "function"
     examples = [
         Bad("""
@@ -121,24 +121,28 @@ class InplaceWriteToMultiOutputView(Rule):
             """),
     ]
 
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        views: MultiViews | None = None
-        for n in scope_nodes(node):
-            target = _written(n)
-            if target is None:
-                continue
-            views = views or MultiViews(node, ctx)
-            stmt = views.scope.statement_of(n)
-            line = stmt.lineno if stmt is not None else n.lineno  # type: ignore[attr-defined]
-            made = views.view_of_split(target, line)
-            if made is None or (stmt is not None and views.scope.grad_off_at(stmt) is not None):
-                continue
-            if ctx.memo("gt608-callers-off", node,
-                        lambda: _callers_all_grad_off(ctx, node)):
-                return
-            yield self._emit(n, target, made, ctx)
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, n: ast.AST, ctx: Context) -> Iterator[Finding]:
+        target = _written(n)
+        fn = ctx.function
+        if target is None or fn is None or ctx.grad_disabled is not None:
+            return
+        views = ctx.memo("gt608-views", fn, lambda: MultiViews(fn, ctx))
+        stmt = views.scope.statement_of(n)
+        line = stmt.lineno if stmt is not None else n.lineno  # type: ignore[attr-defined]
+        made = views.view_of_split(target, line)
+        if made is None or ctx.memo("gt608-callers-off", fn,
+                                    lambda: _callers_all_grad_off(ctx, fn)):
+            return
+        yield self._emit(n, target, made, ctx)
 
     def _emit(self, n: ast.AST, target: ast.AST, made: ast.AST, ctx: Context) -> Finding:
         how = "iterating a tensor" if isinstance(made, ast.For) else \
