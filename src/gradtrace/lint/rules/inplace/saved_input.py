@@ -123,8 +123,9 @@ class InplaceWriteToSavedInput(Rule):
     (checked on torch 2.13 for Linear, Conv2d, BatchNorm, LayerNorm, `mm`/`*` with a
     Parameter). It happens when a side branch reads a tensor that the main branch then
     updates (`x_p = self.branch(x); x += self.shortcut(inp)`), and in loops that write into
-    a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`). Use the
-    out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
+    a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`), and in
+    one statement: `x += self.attn(self.ln_1(x))` (the norm saved `x`, the add writes it).
+    Use the out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block.
     """
@@ -204,8 +205,8 @@ class InplaceWriteToSavedInput(Rule):
             return
         pid, field, i = path[-1]
         block = index.blocks.get((pid, field), [])
-        hit = None
-        for prev in reversed(block[:i]):  # straight line: saved earlier in the block
+        hit = _saved_by_own_value(s, name, ctx)  # `x += self.attn(self.ln_1(x))`
+        for prev in reversed(block[:i]) if hit is None else ():  # saved earlier in the block
             if name in ctx.memo("gt605-bound", prev, lambda: _bound(prev)):
                 break
             hit = self._saved(prev, name, ctx)
@@ -242,6 +243,20 @@ class InplaceWriteToSavedInput(Rule):
             if n == name and _saves_it(test, ctx, s.lineno):
                 return op
         return None
+
+
+def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
+    """The op of the written value that saves ``name`` itself: ``x += self.attn(self.ln_1(x))``
+    (LayerNorm saves ``x``, then the add writes it: nanoGPT#72), ``x[i] = self.fc(x)[i]``,
+    ``x.add_(self.fc(x))``. ``x = x + self.fc(x)`` is no write; ``x += self.drop(x)`` saves no
+    ``x`` (checked on torch 2.13)."""
+    value = s.value.args if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+        else [s.value] if isinstance(s, (ast.AugAssign, ast.Assign)) else []
+    for v in value:
+        for n, op, test in _candidates(v, ctx):
+            if n == name and _saves_it(test, ctx, s.lineno):
+                return op
+    return None
 
 
 def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:

@@ -1,0 +1,192 @@
+"""Views that autograd refuses to see written in place: the outputs of a function that returns
+several views of one tensor.
+
+# NOTE [multi-output views]
+``split``, ``chunk``, ``unbind`` and ``split_with_sizes`` (method or ``torch.<op>``), and
+iterating a tensor (``for row in t``: one ``unbind``), return views of their input. When that
+input carries a graph and grad is enabled, an in-place write into one of those views, or into
+a view of one (``q.view(...)``, ``q.permute(...)``, ``q[0]``), raises at the write:
+``RuntimeError: Output 0 of SplitBackward0 is a view and is being modified inplace. This view
+is the output of a function that returns multiple views. Such functions do not allow the
+output views to be modified inplace.`` Checked on torch 2.13 for each op of
+:data:`MULTI_VIEW_OPS` (also ``chunk(1)``, ``split`` into one piece, the elements of the
+tuple kept whole: ``parts = t.split(3); parts[0].mul_(2)``), and the look-alikes that do
+not raise: ``tensor_split``/``hsplit``/``unflatten`` (made of slices), the same writes under
+``no_grad``, a split of a tensor without history or of ``t.detach()``, a piece copied first
+(``.clone()``, ``.contiguous()``, an out-of-place ``q = q * c``), and a write into the split
+tensor itself. ``reshape``/``flatten`` may copy (a view only when the strides allow), so they
+are not followed.
+
+Which tensors carry a graph is read here without running anything: the result of a module
+call (an ``nn.Module`` the kinds know, NOTE [kinds]), a view or an op of a tensor method on
+such a result, through the names it is bound to in the same function; a function's
+parameters are unknown.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+MULTI_VIEW_OPS = frozenset({"split", "chunk", "unbind", "split_with_sizes"})
+# tensor methods whose result is always a view of the receiver (a write into it writes the
+# receiver); reshape/flatten/contiguous may copy and are not listed
+VIEW_OF = frozenset({"view", "view_as", "permute", "transpose", "t", "unsqueeze", "squeeze",
+                     "narrow", "select", "expand", "expand_as", "movedim", "swapaxes",
+                     "diagonal", "unfold", "T", "mT"})
+# tensor methods whose result carries the receiver's graph (a new tensor, or a view)
+SAME_GRAPH = VIEW_OF | {"reshape", "flatten", "contiguous", "clone", "float", "double", "half",
+                        "to", "type_as", "mul", "add", "sub", "div", "matmul", "softmax",
+                        "log_softmax", "sigmoid", "tanh", "relu", "exp", "sum", "mean"}
+MAX_DEPTH = 8
+GRAPH, TENSOR_GRAPH = 1, 2  # carries a graph; carries a graph and is surely one tensor
+
+
+def _basic_index(s: ast.Subscript, names: bool = True) -> bool:
+    """``t[i]``, ``t[:, -1]``, ``t[..., 0]``: an index made of numbers, slices (and, with
+    ``names``, names: a mask or an index tensor copies, an int gives a view)."""
+    parts = s.slice.elts if isinstance(s.slice, ast.Tuple) else [s.slice]
+    kinds = (ast.Slice, ast.Constant, ast.Name) if names else (ast.Slice, ast.Constant)
+    return all(isinstance(p, kinds) or (
+        isinstance(p, ast.UnaryOp) and isinstance(p.operand, ast.Constant)) for p in parts)
+
+
+def _sure_tensor_index(s: ast.Subscript) -> bool:
+    """An index a list or a tuple would refuse: several positions, or an Ellipsis/None."""
+    parts = s.slice.elts if isinstance(s.slice, ast.Tuple) else [s.slice]
+    return len(parts) > 1 or any(isinstance(p, ast.Constant) and p.value in (None, Ellipsis)
+                                 for p in parts)
+
+
+class MultiViews:
+    """What the names of one function hold, read lazily (NOTE [multi-output views])."""
+
+    def __init__(self, fn: ast.AST, ctx: Context) -> None:
+        self.fn, self.ctx = fn, ctx
+        self.scope: Scope = ctx.scope(fn)
+
+    # -- graphs ------------------------------------------------------------------------------
+    def graph(self, e: ast.AST, line: int, depth: int = 0) -> int:
+        """:data:`TENSOR_GRAPH`, :data:`GRAPH` or 0 (not known to carry a graph)."""
+        if depth > MAX_DEPTH:
+            return 0
+        if isinstance(e, ast.Name):
+            b = self.scope.binding_before(e.id, line)
+            if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None \
+                    or not isinstance(b.stmt.targets[0], ast.Name) or len(b.stmt.targets) > 1:
+                return 0
+            return self.graph(b.value, b.line, depth + 1)
+        if isinstance(e, ast.Subscript):
+            if not _basic_index(e):
+                return 0
+            g = self.graph(e.value, line, depth + 1)
+            return TENSOR_GRAPH if g == TENSOR_GRAPH or g and _sure_tensor_index(e) else 0
+        if not isinstance(e, ast.Call):
+            return 0
+        f = e.func
+        if isinstance(f, ast.Attribute) and f.attr in SAME_GRAPH \
+                and not (self.ctx.qualified_name(f) or "").startswith("torch."):
+            return TENSOR_GRAPH if self.graph(f.value, line, depth + 1) else 0
+        if isinstance(f, (ast.Name, ast.Attribute)) and self._module_call(e, line):
+            return GRAPH
+        return 0
+
+    def _module_call(self, call: ast.Call, line: int) -> bool:
+        """``self.proj(x)``, ``model(x)``: running an ``nn.Module`` instance (not building
+        one)."""
+        k = self.ctx.analysis.kind(call.func, self.scope, line)
+        if k is None or k.what != MODULE:
+            return False
+        name = dotted(call.func)
+        b = self.scope.binding_before(name, line) if name else None
+        return not (b is not None and isinstance(b.stmt, ast.ClassDef)) \
+            and (self.ctx.qualified_name(call.func) or "").partition(".")[0] != "torch"
+
+    # -- multi-output views ------------------------------------------------------------------
+    def split_of(self, e: ast.AST, line: int) -> ast.Call | None:
+        """The ``split``/``chunk``/``unbind`` call ``e`` is, when it splits a tensor that
+        carries a graph."""
+        if not isinstance(e, ast.Call):
+            return None
+        f = e.func
+        q = self.ctx.qualified_name(f) or ""
+        if q.startswith("torch.") and q[6:] in MULTI_VIEW_OPS and e.args:
+            src = e.args[0]
+        elif isinstance(f, ast.Attribute) and f.attr in MULTI_VIEW_OPS \
+                and not q.startswith("torch."):
+            src = f.value
+        else:
+            return None
+        return e if self.graph(src, line) else None
+
+    def view_of_split(self, e: ast.AST, line: int, depth: int = 0) -> ast.AST | None:
+        """Where the multi-output view ``e`` was made (a split call, or the ``for`` that
+        iterates a tensor), or None."""
+        if depth > MAX_DEPTH:
+            return None
+        while True:
+            if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                    and e.func.attr in VIEW_OF:
+                e = e.func.value
+            elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
+                e = e.value
+            elif isinstance(e, ast.Subscript) and _basic_index(e):
+                if self.split_of(e.value, line) is not None:
+                    return e.value  # `x.chunk(2)[0]`
+                whole = self._split_list(e.value, line) \
+                    if isinstance(e.value, ast.Name) else None
+                if whole is not None:
+                    return whole  # `parts = x.split(3)`, then `parts[i]`
+                if not _basic_index(e, names=False):
+                    return None  # `q[mask]` copies
+                e = e.value
+            else:
+                break
+        if not isinstance(e, ast.Name):
+            return None
+        b = self.scope.binding_before(e.id, line)
+        if b is None:
+            return None
+        s = b.stmt
+        if isinstance(s, ast.Assign) and len(s.targets) == 1:
+            t = s.targets[0]
+            if isinstance(t, ast.Name):
+                return self.view_of_split(s.value, b.line, depth + 1)
+            if isinstance(t, (ast.Tuple, ast.List)) and any(
+                    isinstance(x, ast.Name) and x.id == e.id for x in t.elts):
+                return self.split_of(s.value, b.line)
+            return None
+        if isinstance(s, ast.For) and self.scope.grad_off_at(s) is None:
+            return self._iterated(s, e.id)
+        return None
+
+    def _split_list(self, name: ast.Name, line: int) -> ast.Call | None:
+        """``parts`` bound whole to a split: ``parts = t.split(3)``."""
+        b = self.scope.binding_before(name.id, line)
+        if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None \
+                or not isinstance(b.stmt.targets[0], ast.Name):
+            return None
+        return self.split_of(b.value, b.line)
+
+    def _iterated(self, loop: ast.For, name: str) -> ast.AST | None:
+        """The loop, when ``name`` is a row of a tensor that carries a graph: ``for name in
+        t`` or ``for name, m in zip(t, ...)``."""
+        t, it = loop.target, loop.iter
+        if isinstance(t, ast.Name) and t.id == name:
+            src: ast.AST | None = it
+        elif isinstance(t, ast.Tuple) and isinstance(it, ast.Call) \
+                and dotted(it.func) == "zip" and len(it.args) == len(t.elts) \
+                and not it.keywords:
+            src = next((a for x, a in zip(t.elts, it.args)
+                        if isinstance(x, ast.Name) and x.id == name), None)
+        else:
+            src = None
+        if src is None or self.graph(src, loop.lineno) != TENSOR_GRAPH:
+            return None
+        return loop

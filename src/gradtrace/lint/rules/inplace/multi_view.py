@@ -1,0 +1,153 @@
+"""GT608: an in-place write into an output of split/chunk/unbind (or a row of a tensor being
+iterated) of a tensor that carries a graph."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.multi_views import MultiViews
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.inplace.out_arg import _callers_all_grad_off
+
+NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad"})
+
+
+def _written(n: ast.AST) -> ast.expr | None:
+    """The tensor an in-place statement or call writes: ``q *= c`` (``q``), ``q[m] = v``
+    (``q``), ``q.clamp_(...)`` (``q``)."""
+    if isinstance(n, ast.AugAssign) and isinstance(n.target, (ast.Name, ast.Subscript)):
+        return n.target
+    if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+            and isinstance(n.targets[0], ast.Subscript):
+        return n.targets[0].value
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+        a = n.func.attr
+        if a.endswith("_") and not a.startswith("_") and a not in NOT_WRITES:
+            return n.func.value
+    return None
+
+
+class InplaceWriteToMultiOutputView(Rule):
+    """An in-place write into a piece of `split`/`chunk`/`unbind` (or a row met by iterating
+    a tensor) of a tensor that carries a graph: `q, k, v = qkv.split(d, -1); q *= scale`,
+    `mean, log_std = self.net(s).chunk(2, -1); log_std.clamp_(-20, 2)`, `for row in logits:
+    row[unk] = -inf`.
+
+    Why: these functions return several views of one tensor, and autograd does not allow any
+    of them (nor a view of one: `q.view(...)`, `q.permute(...)`, `q[0]`) to be modified in
+    place while grad is enabled and the tensor requires grad: the write raises `RuntimeError:
+    Output 0 of SplitBackward0 is a view and is being modified inplace. This view is the output
+    of a function that returns multiple views. Such functions do not allow the output views to
+    be modified inplace.` (NOTE [multi-output views]; checked on torch 2.13, with the
+    look-alikes that pass: `tensor_split`, a piece `.clone()`d first, the same write under
+    `no_grad`). Write out of place: `q = q * scale`, `log_std = log_std.clamp(-20, 2)`,
+    `logits[:, unk] = -inf` on the whole tensor (when nothing saved it).
+    Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
+    `model(x)`) through the names and views of one function; a function's parameters are not
+    followed, nor views made by another function; `reshape`/`flatten` (which may copy) stop
+    the reading.
+    """
+
+    code = "GT608"
+    name = "inplace-write-to-multi-output-view"
+    message = ("`{name}` is a view made by `{how}` (line {line}) of a tensor that carries a "
+               "graph: this in-place write raises 'This view is the output of a function that "
+               "returns multiple views ... do not allow the output views to be modified "
+               "inplace'; write out of place (`x = x * c`, `x = x.clamp(...)`)")
+    # the write's words: a function without one holds no write (NOTE [triggers])
+    triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
+    gate_statements = "function"
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class Attention(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.qkv = nn.Linear(d, 3 * d)
+
+                def forward(self, x):
+                    q, k, v = self.qkv(x).chunk(3, dim=-1)
+                    q *= q.shape[-1] ** -0.5
+                    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+            """, at=(11, 8)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class Decoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.head = nn.Linear(8, 30)
+
+                def step(self, h, unk):
+                    logits = self.head(h)[:, -1, :]
+                    for row in logits:
+                        row[unk] = -float("inf")
+                    return logits.softmax(-1)
+            """, at=(12, 12)),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            class Attention(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.qkv = nn.Linear(d, 3 * d)
+
+                def forward(self, x):
+                    q, k, v = self.qkv(x).chunk(3, dim=-1)
+                    q = q * q.shape[-1] ** -0.5
+                    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+            """),
+        Good("""
+            import torch
+            import torch.nn as nn
+
+            class Decoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.head = nn.Linear(8, 30)
+
+                @torch.no_grad()
+                def step(self, h, unk):
+                    logits = self.head(h)[:, -1, :]
+                    for row in logits:
+                        row[unk] = -float("inf")
+                    return logits.softmax(-1)
+            """),
+    ]
+
+    def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, n: ast.AST, ctx: Context) -> Iterator[Finding]:
+        target = _written(n)
+        fn = ctx.function
+        if target is None or fn is None or ctx.grad_disabled is not None:
+            return
+        views = ctx.memo("gt608-views", fn, lambda: MultiViews(fn, ctx))
+        stmt = views.scope.statement_of(n)
+        line = stmt.lineno if stmt is not None else n.lineno  # type: ignore[attr-defined]
+        made = views.view_of_split(target, line)
+        if made is None or ctx.memo("gt608-callers-off", fn,
+                                    lambda: _callers_all_grad_off(ctx, fn)):
+            return
+        yield self._emit(n, target, made, ctx)
+
+    def _emit(self, n: ast.AST, target: ast.AST, made: ast.AST, ctx: Context) -> Finding:
+        how = "iterating a tensor" if isinstance(made, ast.For) else \
+            f"{ctx.source(made.func)}(...)" if isinstance(made, ast.Call) else "a split"
+        rel = [Related(ctx.path, made.lineno,  # type: ignore[attr-defined]
+                       "several views of one tensor are made here", ctx.column(made))]
+        return self.report(n, ctx, related=rel, name=ctx.source(target)[:40], how=how[:40],
+                           line=made.lineno)  # type: ignore[attr-defined]
