@@ -39,12 +39,18 @@ GOOD = [
     _block("x += self.drop(x)", "return x"),                    # dropout saves its mask only
     _block("x += self.fc(x.clone())", "return x"),              # the layer saved a copy
     _block("h = x.clone()", "x += self.fc(h)", "return x"),     # the layer saved another tensor
+    # the layer's output never reaches backward, so what it saved is never read
+    _block("y = self.ln(x)", "x += y.detach()", "return x"),
+    _block("x += self.ln(x).detach()", "return x"),
 ]
 
 BAD = [
     (_block("x += self.fc(self.ln(x))", "return x"), 10),
     (_block("x.add_(self.fc(x))", "return x"), 10),
     (_block("x[:, :2] = self.ln(x)[:, 2:]", "return x"), 10),
+    # twins of the detached look-alikes: the output is also used with its history
+    (_block("y = self.ln(x)", "x += y.detach()", "return x + y"), 11),
+    (_block("x += self.ln(x).detach() + self.ln(x)", "return x"), 10),
 ]
 
 

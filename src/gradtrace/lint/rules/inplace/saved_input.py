@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
+from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.module_results import attr_module, basic_index, first_layer
 from gradtrace.lint.analysis.paths import statement_paths
@@ -211,6 +212,8 @@ class InplaceWriteToSavedInput(Rule):
                 break
             hit = self._saved(prev, name, ctx)
             if hit is not None:
+                if _output_never_differentiated(prev, hit, fn):
+                    hit = None  # `y = self.ln(x)` read only as `y.detach()`: no backward
                 break
         remedy = f"write `{name} = {name} + ...` (out of place) instead"
         if hit is None:  # a loop: saved later in the body, written again on the next pass
@@ -253,10 +256,33 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     value = s.value.args if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
         else [s.value] if isinstance(s, (ast.AugAssign, ast.Assign)) else []
     for v in value:
+        receivers = [r for r in map(_cut_call, walk(v)) if r is not None]
+        cut = {id(n) for r in receivers for n in walk(r)}  # `self.ln(x).detach()`
         for n, op, test in _candidates(v, ctx):
-            if n == name and _saves_it(test, ctx, s.lineno):
+            if n == name and id(op) not in cut and _saves_it(test, ctx, s.lineno):
                 return op
     return None
+
+
+def _cut_call(n: ast.AST) -> ast.expr | None:
+    """The receiver of ``r.detach()`` / ``r.item()`` (a result without history), else None."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+            and n.func.attr in NO_HISTORY_METHODS:
+        return n.func.value
+    return None
+
+
+def _output_never_differentiated(s: ast.stmt, op: ast.AST, fn: ast.AST) -> bool:
+    """``y = self.ln(x)`` whose ``y`` the function reads only as ``y.detach()`` (or
+    ``.item()``...) or never: backward never runs the layer, so what it saved is never read
+    (checked on torch 2.13: ``x += y.detach()`` after ``y = self.ln(x)`` trains)."""
+    if not (isinstance(s, ast.Assign) and s.value is op and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)):
+        return False
+    target = s.targets[0].id
+    receivers = {id(_cut_call(n)) for n in walk(fn) if _cut_call(n) is not None}
+    return all(id(n) in receivers for n in walk(fn)
+               if isinstance(n, ast.Name) and n.id == target and isinstance(n.ctx, ast.Load))
 
 
 def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
