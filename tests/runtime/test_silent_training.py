@@ -296,6 +296,23 @@ second = Trainer(nn.Linear(6, 3))
 second.resume(ckpt)
 second.fit(batches(2))
 """),
+    # the branch taken reads the input again after the in-place activation
+    "inplace_activation_then_input_read_in_same_branch": ("GT848", """
+class ConvModule(nn.Module):
+    def __init__(self, d=6):
+        super().__init__()
+        self.activate = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.activate(x) + x if self.activate is not None else x  # C
+
+model = nn.Sequential(nn.Linear(6, 6), ConvModule(), nn.Linear(6, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in batches():
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+"""),
     # a pre-activation residual MLP block whose leading LeakyReLU is in place
     "preact_block_leaky_relu_inplace": ("GT848", """
 class PreAct(nn.Module):
@@ -338,6 +355,26 @@ class Block(nn.Module):
         return out
 
 model = nn.Sequential(nn.Linear(6, 6), Block(), nn.Linear(6, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in batches():
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+""",
+    # the input read again only on the branch not taken (mmdetection's ConvModule), and a
+    # buggy twin's shape where the branch taken does read it
+    "inplace_activation_other_branch_reads_input": """
+class ConvModule(nn.Module):
+    def __init__(self, d=6, act=True):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.activate = nn.ReLU(inplace=True) if act else None
+
+    def forward(self, x):
+        x = self.fc(x)
+        return self.activate(x) if self.activate is not None else x
+
+model = nn.Sequential(nn.Linear(6, 6), ConvModule(), nn.Linear(6, 3))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for x, y in batches():
     opt.zero_grad()

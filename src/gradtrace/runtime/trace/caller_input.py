@@ -54,16 +54,38 @@ def check_caller_input(state: Any, target: Any) -> None:
                ((call, f"`{names[0]}` is passed in here and read again after the call"),))
 
 
+_ENDS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
 def _read_later(code: Any, lasti: int, names: list[str]) -> bool:
+    """Whether the code after the call at ``lasti`` reads one of ``names`` before rebinding it,
+    on a path it can take forward from the call: ``return self.act(x) if self.act else x``
+    never reads the ``else`` branch's ``x`` after the call (mmdetection's ConvModule)."""
     ins = list(dis.get_instructions(code))
-    after = [i for i in ins if i.offset > lasti]
-    if after and after[0].opname in ("STORE_FAST", "STORE_NAME") and after[0].argval in names:
+    at = {i.offset: k for k, i in enumerate(ins)}
+    start = next((k for k, i in enumerate(ins) if i.offset > lasti), None)
+    if start is None:
+        return False
+    first = ins[start]
+    if first.opname in ("STORE_FAST", "STORE_NAME") and first.argval in names:
         return False  # x = self.block(x): the result is stored back
-    for i in after:
-        if i.opname in ("STORE_FAST", "STORE_NAME", "DELETE_FAST") and i.argval in names:
-            return False
-        if i.opname in ("LOAD_FAST", "LOAD_NAME") and i.argval in names:
-            return True
+    todo, seen = [start], set()
+    while todo:
+        k = todo.pop()
+        while k is not None and k < len(ins) and k not in seen:
+            seen.add(k)
+            i = ins[k]
+            if i.opname in ("STORE_FAST", "STORE_NAME", "DELETE_FAST") and i.argval in names:
+                break
+            if i.opname in ("LOAD_FAST", "LOAD_NAME") and i.argval in names:
+                return True
+            if i.opcode in _JUMPS and isinstance(i.argval, int) and i.argval > i.offset:
+                todo.append(at.get(i.argval, len(ins)))
+            if i.opname in _ENDS or "JUMP" in i.opname and "IF" not in i.opname \
+                    and "FOR_ITER" not in i.opname and i.opcode in _JUMPS:
+                break  # an unconditional jump (its forward target is queued) or the end
+            k += 1
     return False
 
 
