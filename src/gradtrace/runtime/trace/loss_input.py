@@ -32,6 +32,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.layer_sites import layer_called_at
 from gradtrace.runtime.trace.records import created_site, node_name
 
 Tensor = torch.Tensor
@@ -116,6 +117,8 @@ def check_loss(state: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
         return
     loss_site = counted[0]
     site = created_site(node)[0] if made else None
+    if made:  # a torch layer's op is charged to its caller (NOTE [layer built here])
+        site = layer_called_at(state, site, made) or site
     op = name.replace("bce_logits", "binary_cross_entropy_with_logits")
     if site is not None:
         what = f"`{made.lower()}` here makes the input of `{op}` (line {loss_site.line})"
