@@ -109,6 +109,7 @@ class HookState:
     # id(optimizer) -> per-group lr asked; (record, asked, lr now): see lr_groups.py
     lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     lr_erased: list[Any] = field(default_factory=list)
+    decay_inverted: list[Any] = field(default_factory=list)  # NOTE [decay groups inverted]
     # id(norm layer) -> eval_in_train.TrainEval; reported line -> (candidate, layer class names)
     # (NOTE [evaluated in train mode])
     train_evals: dict[int, Any] = field(default_factory=dict)
@@ -270,8 +271,7 @@ class Hooks:
                 d.step_stack = _user_stack()
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
-            if d.lr_asked:
-                check_first_step(d, rec, opt)  # NOTE [group learning rates erased]
+            check_first_step(d, rec, opt)  # lr_groups.py, decay_groups.py
         assert rec is not None
         rec.steps += 1
         note_window(st, rec)

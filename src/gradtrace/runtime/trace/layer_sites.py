@@ -12,10 +12,13 @@ was built. The global module-registration hook sees each torch layer registered 
 the user line then running, with the parent and the name. For a container's call the file's
 syntax tree maps the name (the index) to the argument's line: the call on that line whose
 positional arguments (or list literal) are as many as the container's layers, none starred.
-Which layer ran an op is read from the stack at the op (the innermost torch layer's
-``forward`` frame: in-place writes and the failing call of a crash only) or, for a graph node
-found later, from the layers first called on the node's line, when one only is of the node's
-kind (``Softmax`` for a ``SoftmaxBackward0``). Only torch's own layer classes are recorded: a
+Only a layer an ``nn.Sequential`` called is named so: a layer the user's line calls itself
+(``return self.softmax(x)``) is named by that line. Which layer ran an op is read from the
+stack at the op (the innermost torch layer's ``forward`` frame, under a Sequential's: in-place
+writes and the failing call of a crash only) or, for a graph node found later, from the layers
+of a Sequential first called on the node's line, when one only is of the node's kind
+(``Softmax`` for a ``SoftmaxBackward0``). A container call whose arguments cannot be counted
+(``nn.Sequential(*layers)``) names nothing. Only torch's own layer classes are recorded: a
 user module's ops are charged to its own ``forward`` lines already.
 """
 from __future__ import annotations
@@ -55,10 +58,9 @@ def built_site(built: dict[int, Any] | None, layer: Any) -> Site | None:
     if rec is None or rec[0]() is not layer:
         return None
     parent, name, at = rec[1](), rec[2], rec[3]
-    if isinstance(parent, _CONTAINERS) and name.isdigit():
+    if isinstance(parent, _CONTAINERS) and name.isdigit():  # a container's call: its argument
         line = _argument_line(at, len(parent), int(name), isinstance(parent, torch.nn.ModuleList))
-        if line is not None and line != at.line:
-            return Site(at.path, line, at.function)
+        return None if line is None else Site(at.path, line, at.function)
     return at
 
 
@@ -86,18 +88,21 @@ def _argument_line(at: Site, size: int, index: int, listed: bool) -> int | None:
     return None
 
 
-def running_layer(limit: int = 24) -> Any:
-    """The innermost torch layer whose ``forward`` is on the stack below the user's frame
-    (the layer running the caller's op), or None."""
-    f = sys._getframe(1)
+def running_layer(limit: int = 32) -> Any:
+    """The innermost torch layer whose ``forward`` is on the stack, called by an
+    ``nn.Sequential`` below the user's frame (the layer running the caller's op), or None: a
+    layer the user's own line calls is named by that line."""
+    f, layer = sys._getframe(1), None
     while f is not None and limit > 0:
         code = f.f_code
         if not is_internal(code):
             return None
         if code.co_name == "forward" and code.co_varnames[:1] == ("self",):
             me = f.f_locals.get("self")
-            if _torch_layer(me):
-                return me
+            if layer is None and _torch_layer(me):
+                layer = me
+            elif layer is not None and isinstance(me, torch.nn.Module):
+                return layer if isinstance(me, torch.nn.Sequential) else None
         f, limit = f.f_back, limit - 1
     return None
 
@@ -119,5 +124,10 @@ def layer_called_at(state: Any, site: Site | None, kind: str) -> Site | None:
         return None
     found = [m for r in list(data.modules.values()) if r.site == site
              for m in (r.ref(),) if m is not None and type(m).__name__ == kind
-             and id(m) in data.built]
+             and isinstance(_parent(data.built, m), torch.nn.Sequential)]
     return built_site(data.built, found[0]) if len(found) == 1 else None
+
+
+def _parent(built: dict[int, Any], layer: Any) -> Any:
+    rec = built.get(id(layer))
+    return rec[1]() if rec is not None and rec[0]() is layer else None
