@@ -8,7 +8,8 @@ input *is* is decided by the node that made it (``input.grad_fn``, seen through 
 copies), whatever the spelling: ``F.softmax(x)``, ``x.softmax(-1)``, an ``nn.Softmax`` as a
 model's last layer and a helper that returns a softmax all make a ``SoftmaxBackward0``. The
 tracer stamps that node with the user line that made it (``META_CREATED``), which the finding
-names, with the loss call as related. Without a telling node, ``kl_div``'s input is read by
+names, with the loss call as related (a layer an ``nn.Sequential`` ran: the line that built it,
+NOTE [layer built here]). Without a telling node, ``kl_div``'s input is read by
 value: log-probabilities are never above 0, so an input above 0 everywhere is something else.
 ``binary_cross_entropy`` on values outside [0, 1] raises in torch; the finding then names the
 line (the layer) that made them. The checks run on the loss calls only (a handful per step),
