@@ -42,7 +42,8 @@ class Net(nn.Module):
 net = Net()
 F.cross_entropy(net(x), y).backward()
 """),
-    # an in-place Hardtanh in a ModuleList, after a Tanh that saved its output
+    # an in-place Hardtanh in a ModuleList, after a Tanh that saved its output: the user's loop
+    # calls the layer (no Sequential), the constructor comes from the static reading still
     "inplace_hardtanh_in_module_list": ("GT602", """
 class Net(nn.Module):
     def __init__(self):
