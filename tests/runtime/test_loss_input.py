@@ -27,10 +27,10 @@ for _ in range(3):
     opt.zero_grad(); loss.backward(); opt.step()
 """),
     "kl_div_model_ends_in_softmax_module": ("GT836", """
-student = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4), nn.Softmax(dim=1))
+student = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4), nn.Softmax(dim=1))  # C
 optim = torch.optim.SGD(student.parameters(), lr=0.1)
 for _ in range(3):
-    probs = student(torch.randn(5, 6))  # C
+    probs = student(torch.randn(5, 6))
     target = F.softmax(torch.randn(5, 4), dim=1)
     d = F.kl_div(probs, target, reduction="batchmean")  # R
     optim.zero_grad(); d.backward(); optim.step()
@@ -70,11 +70,11 @@ for _ in range(2):
     adam.zero_grad(); loss.backward(); adam.step()
 """),
     "bce_with_logits_after_sigmoid_module": ("GT837", """
-disc = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+disc = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())  # C
 opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
 crit = nn.BCEWithLogitsLoss()
 for _ in range(3):
-    score = disc(torch.randn(6, 4))  # C
+    score = disc(torch.randn(6, 4))
     loss = crit(score, torch.ones(6, 1))
     opt_d.zero_grad(); loss.backward(); opt_d.step()
 """),

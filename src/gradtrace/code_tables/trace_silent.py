@@ -1,6 +1,7 @@
-"""GT836-GT838, GT842-GT849, GT857 and GT870-GT879 (GT877: singleton.py): silent bugs whose run looks like ordinary training, reported by ``gradtrace
-run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
-:mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
+"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py) and GT889: silent bugs
+whose run looks like ordinary training, reported by ``gradtrace run`` / ``gradtrace.trace()``
+when the trace ends (issue #13 §2; the GT8xx range of :mod:`gradtrace.code_tables.trace`, kept
+apart so that table stays small)."""
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
@@ -360,4 +361,27 @@ CODES = (
          """,
          "Detach the target (`.detach()`, or compute it under `torch.no_grad()`).",
          "gradtrace.runtime.trace.soft_target", severity="warning"),
+    Code("GT889", "decay-groups-inverted",
+         "the weight-decay groups are the wrong way round: 1-D tensors decayed, matrices not",
+         "A program that splits its parameters into a group with weight decay and one without "
+         "means to exempt the biases and norm weights (1-D) and to decay the weight matrices "
+         "and embeddings. When every trained tensor of the decayed groups is 1-D and every one "
+         "without decay has two dimensions or more, the split is inverted (the two branches of "
+         "a name test swapped): the norm scales shrink towards 0 and the matrices are never "
+         "regularised. Nothing fails. The run reads the groups of each optimizer that stepped.",
+         """
+         if any(nd in n for nd in ["bias", "LayerNorm.weight"]):
+             decay.append(p)
+         else:
+             no_decay.append(p)
+         """,
+         """
+         if any(nd in n for nd in ["bias", "LayerNorm.weight"]):
+             no_decay.append(p)
+         else:
+             decay.append(p)
+         """,
+         "Swap the groups: decay the tensors with two dimensions or more, give the biases and "
+         "norm weights `weight_decay=0`.", "gradtrace.runtime.trace.decay_groups",
+         severity="warning"),
 )

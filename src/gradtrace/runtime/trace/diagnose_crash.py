@@ -24,6 +24,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.error_pattern import ErrorPattern
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.layer_sites import layer_here
 from gradtrace.runtime.trace.records import created_site
 
 _MULTI = ("Unbind", "Split", "SplitWithSizes", "Chunk", "UnsafeSplit")
@@ -79,7 +80,11 @@ def view_inplace(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, 
             related.append((cut.site, f"the view was made here: {cut.describe()}"))
     else:
         what = "`detach_()` cannot change a view in place"
-    return [make(pat.code, site, f"{what}; autograd refuses to record it", fix=pat.fix,
+    layer = layer_here(state) if state is not None else None  # NOTE [layer built here]
+    if layer is not None and layer != site:
+        what = f"this layer, called at {src(site)}, writes in place: {what}"
+        related.append((site, "the layer wrote in place when called here"))
+    return [make(pat.code, layer or site, f"{what}; autograd refuses to record it", fix=pat.fix,
                  related=related)]
 
 

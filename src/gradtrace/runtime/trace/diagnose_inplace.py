@@ -42,7 +42,7 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
         or next((r for r in candidates if op and op in r[2]), None)
     node, saver, consumer = _saver(_roots(args, kwargs), state.step_seq)
     if best is not None:
-        where, inop, _, _, _, made = best
+        where, inop, _, _, _, made, built = best
         related = [(made, "the tensor was created here")]
         if saver is not None and saver == made:
             related = [(made, "the tensor was created and saved for backward here")]
@@ -57,7 +57,7 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          fix=f"make a copy here: {alias[1]} = {alias[2]}.clone()",
                          related=[(where, "the in-place write is here"), *related,
                                   (site, "backward() failed here")])]
-        layer = layer_built_inplace(where, inop)
+        layer = built or layer_built_inplace(where, inop)  # NOTE [layer built here]
         if layer is not None and _sibling_saved(where, saver, made):  # NOTE [in-place layer]
             return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                          f"this call of a layer built with `inplace=True` (at {src(layer)}) "
@@ -284,7 +284,7 @@ def detached_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, arg
     hit = next((r for r in state.inplace if r[1] == "detach_" and r[2]), None)
     if hit is None:
         return []
-    where, _, names, shape, _, made = hit
+    where, _, names, shape, _, made, _ = hit
     return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                  f"`detach_()` detached in place a tensor on the graph (shape {list(shape)}, "
                  f"made by {names[0]}) that an earlier op saved for backward; backward() then "

@@ -19,6 +19,7 @@ from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.eval_in_train import note_train_eval, settle
 from gradtrace.runtime.trace.graph_walk import note_called_with
+from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
@@ -105,10 +106,10 @@ class HookState:
     opt_loads: dict[int, Any] = field(default_factory=dict)
     opt_built: dict[int, Any] = field(default_factory=dict)
     twice: Any = None  # applied.Twice: NOTE [one gradient, two steps]
-    # id(optimizer) -> per-group lr asked; (record, asked, lr now): see lr_groups.py,
-    # the NOTE [group learning rates erased]
+    # id(optimizer) -> per-group lr asked; (record, asked, lr now): see lr_groups.py
     lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     lr_erased: list[Any] = field(default_factory=list)
+    decay_inverted: list[Any] = field(default_factory=list)  # NOTE [decay groups inverted]
     # id(norm layer) -> eval_in_train.TrainEval; reported line -> (candidate, layer class names)
     # (NOTE [evaluated in train mode])
     train_evals: dict[int, Any] = field(default_factory=dict)
@@ -116,6 +117,7 @@ class HookState:
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
     rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
+    built: dict[int, Any] = field(default_factory=dict)  # NOTE [layer built here]
     eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
     train_calls: int = 0
 
@@ -231,7 +233,8 @@ class Hooks:
         if value is None or len(d.replaced) >= 4096 and not prune_replaced(d):
             return
         if isinstance(value, torch.nn.Module):
-            note_shared(self.data.shared, module, name, value, self._site)
+            note_shared(d.shared, module, name, value, self._site)
+            note_built(d.built, module, name, value, self._site)  # NOTE [layer built here]
         param = isinstance(value, torch.nn.Parameter)
         if param and not value.requires_grad and len(d.born_frozen) < 256:
             # a Parameter made with requires_grad=False (NOTE [registered frozen])
@@ -268,8 +271,7 @@ class Hooks:
                 d.step_stack = _user_stack()
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
-            if d.lr_asked:
-                check_first_step(d, rec, opt)  # NOTE [group learning rates erased]
+            check_first_step(d, rec, opt)  # lr_groups.py, decay_groups.py
         assert rec is not None
         rec.steps += 1
         note_window(st, rec)

@@ -8,7 +8,8 @@ input *is* is decided by the node that made it (``input.grad_fn``, seen through 
 copies), whatever the spelling: ``F.softmax(x)``, ``x.softmax(-1)``, an ``nn.Softmax`` as a
 model's last layer and a helper that returns a softmax all make a ``SoftmaxBackward0``. The
 tracer stamps that node with the user line that made it (``META_CREATED``), which the finding
-names, with the loss call as related. Without a telling node, ``kl_div``'s input is read by
+names, with the loss call as related (a layer an ``nn.Sequential`` ran: the line that built it,
+NOTE [layer built here]). Without a telling node, ``kl_div``'s input is read by
 value: log-probabilities are never above 0, so an input above 0 everywhere is something else.
 ``binary_cross_entropy`` on values outside [0, 1] raises in torch; the finding then names the
 line (the layer) that made them. The checks run on the loss calls only (a handful per step),
@@ -32,6 +33,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.layer_sites import layer_called_at
 from gradtrace.runtime.trace.records import created_site, node_name
 
 Tensor = torch.Tensor
@@ -116,6 +118,8 @@ def check_loss(state: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
         return
     loss_site = counted[0]
     site = created_site(node)[0] if made else None
+    if made:  # a torch layer's op is charged to its caller (NOTE [layer built here])
+        site = layer_called_at(state, site, made) or site
     op = name.replace("bce_logits", "binary_cross_entropy_with_logits")
     if site is not None:
         what = f"`{made.lower()}` here makes the input of `{op}` (line {loss_site.line})"

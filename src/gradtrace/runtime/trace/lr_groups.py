@@ -51,7 +51,13 @@ def note_asked(data: Any, seq: int) -> None:
 
 
 def check_first_step(data: Any, rec: Any, opt: Any) -> None:
-    """From the first step pre-hook of ``opt``: were the asked per-group rates erased?"""
+    """From the first step pre-hook of ``opt``: were the asked per-group rates erased? Are
+    the weight-decay groups inverted (NOTE [decay groups inverted])?"""
+    from gradtrace.runtime.trace.decay_groups import note_inverted
+
+    note_inverted(data, rec, opt)
+    if not data.lr_asked:
+        return
     asked = data.lr_asked.pop(id(opt), None)
     groups = opt.param_groups
     if asked is None or len(groups) != len(asked) or any("initial_lr" in g for g in groups):

@@ -21,6 +21,7 @@ from gradtrace.runtime.trace.windows import window_findings
 from gradtrace.runtime.trace.declared import declared_unused, parent_idle, read_as_none
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
+from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
@@ -55,6 +56,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
         loss_input_findings(state, data) + soft_target_findings(state, data) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
+        inverted_decay_findings(data) + \
         thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]

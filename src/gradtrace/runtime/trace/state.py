@@ -15,11 +15,14 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
 from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
+from gradtrace.runtime.trace.layer_sites import layer_here
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
 Tensor = torch.Tensor
-# (site, op, grad_fn names before/after, shape, version before, line that made the tensor)
-InplaceRecord = tuple[Site, str, tuple[str, ...], tuple[int, ...], int, "Site | None"]
+# (site, op, grad_fn names before/after, shape, version before, line that made the tensor,
+# where the torch layer that wrote was built: NOTE [layer built here])
+InplaceRecord = tuple[Site, str, tuple[str, ...], tuple[int, ...], int, "Site | None",
+                      "Site | None"]
 _PRUNE_AT = 4096
 
 
@@ -358,7 +361,7 @@ class TraceState:
         gf, version, shape = info
         made = created_site(gf)[0] if gf is not None else None
         names = tuple(node_name(g) for g in (gf, after) if g is not None)
-        self.inplace.append((self.site(raw), op, names, shape, version, made))
+        self.inplace.append((self.site(raw), op, names, shape, version, made, layer_here(self)))
         self._check_accumulate(raw, op, gf)
 
     def _check_accumulate(self, raw: RawSite, op: str, gf: Any) -> None:
