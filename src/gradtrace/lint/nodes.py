@@ -309,7 +309,8 @@ def statements(node: ast.AST) -> Iterator[ast.stmt]:
             yield n
 
 
-_BODY_NAMES = ("body", "orelse", "finalbody", "handlers", "cases")
+BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")  # nested statements
+_BODY_NAMES = BODY_FIELDS
 _BODIES: dict[type, tuple[str, ...]] = {}
 
 
