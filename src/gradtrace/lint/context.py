@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 
 T = TypeVar("T")
+_MISSING = object()  # Context.memo: no entry yet (None is a value)
 
 
 
@@ -228,11 +229,10 @@ class Context:
 
         Computed once per function and cached.
         """
-        from gradtrace.lint.flow import Scope
-
         node = node or self.function or self.tree
         s = self._scopes.get(id(node))
-        if s is None:
+        if s is None:  # the import only here: asked thousands of times per file
+            from gradtrace.lint.flow import Scope
             s = self._scopes[id(node)] = Scope(node, self)
         return s
 
@@ -259,6 +259,7 @@ class Context:
         For per-function facts that several rules of one family share (not kept across files).
         """
         k = (key, id(node))
-        if k not in self._memo:
-            self._memo[k] = make()
-        return self._memo[k]  # type: ignore[return-value]
+        got = self._memo.get(k, _MISSING)  # one look-up: asked tens of thousands of times
+        if got is _MISSING:
+            got = self._memo[k] = make()
+        return got  # type: ignore[return-value]

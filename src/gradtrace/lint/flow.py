@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, LOOP_TYPES, disabling_node, grad_mode_of
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import BODY_FIELDS, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -208,23 +208,23 @@ class Scope:
 
     def _scan_exprs(self, s: ast.stmt, stmt_of: dict[int, ast.stmt]) -> None:
         calls: list[ast.Call] = []
-        for field, value in ast.iter_fields(s):
-            if field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                continue
-            values = value if isinstance(value, list) else [value]
-            for v in values:
+        loads, method_calls = self._loads, self._method_calls
+        for field in s._fields:  # ast.iter_fields without its generator
+            value = None if field in BODY_FIELDS else getattr(s, field, None)
+            for v in value if value.__class__ is list else (value,):
                 if isinstance(v, ast.AST):
                     for n in walk(v):
                         stmt_of[id(n)] = s
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                            self._loads.setdefault(n.id, []).append(n)
-                        elif isinstance(n, ast.Call):
-                            calls.append(n)
-                            if isinstance(n.func, ast.Attribute):
-                                recv = dotted(n.func.value)
+                        c = n.__class__  # the parser makes no subclasses of its node types
+                        if c is ast.Name and n.ctx.__class__ is ast.Load:  # type: ignore
+                            loads.setdefault(n.id, []).append(n)  # type: ignore[attr-defined]
+                        elif c is ast.Call:
+                            calls.append(n)  # type: ignore[arg-type]
+                            f = n.func  # type: ignore[attr-defined]
+                            if f.__class__ is ast.Attribute:
+                                recv = dotted(f.value)
                                 if recv is not None:
-                                    self._method_calls.append(
-                                        MethodCall(recv, n.func.attr, n, s))
+                                    method_calls.append(MethodCall(recv, f.attr, n, s))
         if calls:
             self._calls[id(s)] = calls
 

@@ -67,6 +67,10 @@ class Imports:
         if node.__class__ is ast.Name:  # the most asked: one name, nothing to join
             base = self.aliases.get(node.id, node.id)  # type: ignore[attr-defined]
             return CANONICAL.get(base, base)
+        if node.__class__ is ast.Attribute and node.value.__class__ is ast.Name:  # `F.relu`
+            v = node.value.id  # type: ignore[attr-defined]
+            name = self.aliases.get(v, v) + "." + node.attr  # type: ignore[attr-defined]
+            return CANONICAL.get(name, name)
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
@@ -84,6 +88,10 @@ class Imports:
 
 def dotted(node: ast.AST) -> str | None:
     """The dotted spelling of a Name/Attribute chain (``self.layers``), without resolution."""
+    if node.__class__ is ast.Name:  # the most asked shapes: nothing to join
+        return node.id  # type: ignore[attr-defined]
+    if node.__class__ is ast.Attribute and node.value.__class__ is ast.Name:
+        return node.value.id + "." + node.attr  # type: ignore[attr-defined]
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
+from itertools import compress
 from typing import Iterator
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -167,7 +168,7 @@ WALK_BUDGET_CHARS = 4  # walk budget: one node per 4 characters of source, ~ the
 
 
 class _FileIndex:
-    __slots__ = ("tree", "budget", "order", "spans", "typed")
+    __slots__ = ("tree", "budget", "order", "spans", "typed", "kinds")
 
     def __init__(self, tree: ast.AST, budget: int) -> None:
         self.tree = tree
@@ -176,23 +177,31 @@ class _FileIndex:
         self.spans: dict[int, tuple[int, int]] | None = None
         # node types -> (positions in ``order`` of the nodes of those types, the nodes)
         self.typed: dict[tuple[type, ...], tuple[list[int], list[ast.AST]]] = {}
+        self.kinds: list[type] | None = None  # the type of each node of ``order``
 
     def build(self) -> None:
         """One walk of the whole tree in :func:`walk`'s order, with each node's run."""
         order: list[ast.AST] = []
         spans: dict[int, tuple[int, int]] = {}
         stack: list = [self.tree]
-        pop, push, add = stack.pop, stack.append, order.append
+        pop, push, add, fields = stack.pop, stack.append, order.append, _FIELDS.get
         while stack:
             n = pop()
-            if n.__class__ is int:  # the end of the run that starts at n
+            c = n.__class__
+            if c is int:  # the end of the run that starts at n
                 spans[id(order[n])] = (n, len(order))
                 continue
             i = len(order)
             add(n)
+            fs = fields(c)
+            if fs is None:
+                fs = child_fields(c)
+            if not fs:  # `Name`, `Constant`: a third of the nodes, leaves by their type
+                spans[id(n)] = (i, i + 1)
+                continue
             mark = len(stack)
             push(i)
-            for f in child_fields(n.__class__):
+            for f in fs:
                 v = getattr(n, f, None)
                 if v is None:
                     continue
@@ -226,9 +235,13 @@ def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
         order = state.order
         if span is not None and order[span[0]] is node:
             got = state.typed.get(types)
-            if got is None:
-                pos = [i for i, n in enumerate(order) if isinstance(n, types)]
-                got = state.typed[types] = (pos, [order[i] for i in pos])
+            if got is None:  # the positions picked in C by each node's type (once per file)
+                kinds = state.kinds
+                if kinds is None:
+                    kinds = state.kinds = list(map(type, order))
+                match = {t for t in set(kinds) if issubclass(t, types)}.__contains__
+                pos = list(compress(range(len(order)), map(match, kinds)))
+                got = state.typed[types] = (pos, list(compress(order, map(match, kinds))))
             pos, found = got
             return found[bisect_left(pos, span[0]):bisect_left(pos, span[1])]
     if state is not None and state.spans is not None:
@@ -309,7 +322,8 @@ def statements(node: ast.AST) -> Iterator[ast.stmt]:
             yield n
 
 
-_BODY_NAMES = ("body", "orelse", "finalbody", "handlers", "cases")
+BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")  # nested statements
+_BODY_NAMES = BODY_FIELDS
 _BODIES: dict[type, tuple[str, ...]] = {}
 
 

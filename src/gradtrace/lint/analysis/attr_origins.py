@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from gradtrace.lint.analysis.cuts import (
     NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.nodes import child_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.origins import Tracer
@@ -96,7 +97,7 @@ def _stores(ctx: Context) -> dict[str, list[tuple[ast.ClassDef | None, Store | N
             elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
                     and isinstance(node.value, ast.Attribute):
                 out.setdefault(node.value.attr, []).append((None, None))
-            todo.extend((c, cls, method) for c in ast.iter_child_nodes(node))
+            todo.extend((c, cls, method) for c in child_nodes(node))
         if "*" in out:
             return {k: v + [(None, None)] for k, v in out.items()}
         return out

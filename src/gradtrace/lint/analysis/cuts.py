@@ -23,7 +23,7 @@ from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import statements, walk
+from gradtrace.lint.nodes import bfs_walk, statements, walk
 from gradtrace.lint.tensor_api import TENSOR_ATTRS
 
 if TYPE_CHECKING:
@@ -365,4 +365,4 @@ def registered_buffer(cls: ast.ClassDef, attr: str) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                and n.func.attr == "register_buffer" and dotted(n.func.value) == "self"
                and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == attr
-               for n in ast.walk(cls))
+               for n in bfs_walk(cls))

@@ -23,7 +23,7 @@ from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.module_results import forward_of
 from gradtrace.lint.analysis.reach import disables_grad
-from gradtrace.lint.nodes import child_nodes
+from gradtrace.lint.nodes import bfs_walk, child_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -256,7 +256,7 @@ class _Walk:
             if m is not None:  # another method: every submodule it touches may flow
                 if m not in self.walked:
                     self.walked.append(m)
-                for n in ast.walk(m):
+                for n in bfs_walk(m):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
                             and n.value.id == "self" and self.submodule(n.attr):
                         args.live.add(n.attr)

@@ -24,7 +24,7 @@ from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
-from gradtrace.lint.nodes import child_nodes, function_scopes, scope_nodes
+from gradtrace.lint.nodes import bfs_walk, child_nodes, function_scopes, scope_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -227,7 +227,7 @@ def _held_forwards(f: ast.expr, where: ast.AST, ctx: Context) -> list[Def]:
     if info is None or info.value is None:
         return []
     out = []
-    for n in ast.walk(info.value):
+    for n in bfs_walk(info.value):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             held = a.classes.get(n.func.id)
             fwd = held.methods.get("forward") if held is not None and held.is_module else None
@@ -260,7 +260,7 @@ def _build(ctx: Context) -> dict[int, OffEntry]:
 
     for w, where in region_statements(ctx):
         enter(list(off_nodes(w.body, ctx)), where, w, None, frozenset(), 0)
-    for fn in [n for n in ast.walk(ctx.tree) if isinstance(n, FUNCTION_TYPES)]:
+    for fn in [n for n in bfs_walk(ctx.tree) if isinstance(n, FUNCTION_TYPES)]:
         if any(disables_grad(d, ctx) for d in fn.decorator_list) and id(fn) not in out:
             e = OffEntry(fn, fn, None, frozenset())
             out[id(fn)] = e

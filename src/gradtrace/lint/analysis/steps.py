@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import of_types
+from gradtrace.lint.nodes import BODY_FIELDS, of_types
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -187,10 +187,9 @@ def step_of(call: ast.Call, scope: Scope, line: int) -> tuple[str, bool] | None:
 
 def calls_in(stmt: ast.stmt) -> Iterator[ast.Call]:
     """Calls in a statement's own expressions (not in its nested body statements)."""
-    for field, value in ast.iter_fields(stmt):
-        if field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            continue
-        for v in value if isinstance(value, list) else [value]:
+    for field in stmt._fields:  # ast.iter_fields without its generator
+        value = None if field in BODY_FIELDS else getattr(stmt, field, None)
+        for v in value if value.__class__ is list else (value,):
             if isinstance(v, ast.AST):
                 yield from of_types(v, (ast.Call,))  # type: ignore[misc]
 

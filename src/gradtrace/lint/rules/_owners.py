@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import child_nodes
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -17,7 +18,7 @@ def owners(ctx: Context) -> dict[int, ast.AST]:
         while stack:
             n, owner = stack.pop()
             inner = n if isinstance(n, FUNCS) else owner
-            for child in ast.iter_child_nodes(n):
+            for child in child_nodes(n):
                 out[id(child)] = inner
                 stack.append((child, inner))
         return out

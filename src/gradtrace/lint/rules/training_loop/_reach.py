@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.cuts import DETACHING_METHODS, TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import module_like
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.graph_deps import Graphs, followed_value, graphs, loads
+from gradtrace.lint.nodes import child_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
@@ -106,7 +107,7 @@ def _live_calls(v: ast.AST) -> Iterator[ast.Call]:
                 stack.extend(k.value for k in n.keywords)
                 continue
             yield n
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(child_nodes(n))
 
 
 def for_another(f: LoopFacts, b: Backward, s: Step) -> bool:

@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.grad_off_calls import called_kind, calls_of, off_no
 from gradtrace.lint.analysis.kinds import MODULE, Kind
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import bfs_walk, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._modes import effects, function_effects
 from gradtrace.lint.rules.training_loop.modes import _kind_has_mode_layers
@@ -22,7 +22,7 @@ TRAINING_ATTRS = frozenset({"backward", "step", "zero_grad"})
 
 def _trains(fn: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in TRAINING_ATTRS for n in ast.walk(fn))
+               and n.func.attr in TRAINING_ATTRS for n in bfs_walk(fn))
 
 
 def _mode_switch(n: ast.AST, ctx: Context, where: ast.AST) -> bool:
@@ -43,7 +43,7 @@ def _mode_switch(n: ast.AST, ctx: Context, where: ast.AST) -> bool:
 def _sets_eval(ctx: Context, fn: Def) -> bool:
     """``fn`` or a function it calls puts something in eval mode (``x.eval()``,
     ``x.train(False)``): the evaluation takes care of modes."""
-    return any(_mode_switch(n, ctx, fn) for n in ast.walk(fn)) or any(
+    return any(_mode_switch(n, ctx, fn) for n in bfs_walk(fn)) or any(
         "eval" in ms for ms in function_effects(ctx, fn, 0).values())
 
 
@@ -61,7 +61,7 @@ def _eval_before(ctx: Context, call: ast.Call, where: ast.AST, fn: Def) -> bool:
             return True
         target = ctx.analysis.callee(n, where) or (resolve(ctx, where, n) or (None,))[0]
         if target is not None and target is not fn and target is not where and any(
-                _mode_switch(m, ctx, target) for m in ast.walk(target)):
+                _mode_switch(m, ctx, target) for m in bfs_walk(target)):
             return True
     return False
 
@@ -205,7 +205,7 @@ class EvaluationInTrainMode(Rule):
     def _check(self, body: list[ast.stmt], fn: Def, mode: ast.expr, ctx: Context
                ) -> Iterator[Finding]:
         if not ctx.mentions("backward") or not _file_trains(ctx) or _trains(fn) or not any(
-                isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) for n in ast.walk(fn)):
+                isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) for n in bfs_walk(fn)):
             return
         if _sets_eval(ctx, fn):
             return

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import bfs_walk, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 
 LIGHTNING_MODULES = frozenset({
@@ -42,7 +42,7 @@ def _lightning_classes(tree: ast.Module, ctx: Context) -> dict[str, ast.ClassDef
 def _manual(c: ast.ClassDef) -> bool:
     """The class turns automatic optimization off (``self.automatic_optimization = False``, or
     a class attribute, or a property)."""
-    for n in ast.walk(c):
+    for n in bfs_walk(c):
         if isinstance(n, (ast.Assign, ast.AnnAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:

@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import related_at
 
@@ -36,7 +36,7 @@ def _enclosing(ctx: Context, node: ast.AST) -> dict[int, ast.AST]:
         out: dict[int, ast.AST] = {}
 
         def visit(n: ast.AST, owner: ast.AST) -> None:
-            for child in ast.iter_child_nodes(n):
+            for child in child_nodes(n):
                 out[id(child)] = owner
                 visit(child, child if isinstance(child, FUNCS) else owner)
         visit(node, node)
@@ -351,7 +351,7 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
                 stack.extend((c, facts + ((name, const, eq),)) for c in n.body)
                 stack.extend((c, facts + ((name, const, not eq),)) for c in n.orelse)
                 continue
-            stack.extend((c, facts) for c in ast.iter_child_nodes(n))
+            stack.extend((c, facts) for c in child_nodes(n))
         return out
     return ctx.memo("gt531-guards", ctx.tree, make)
 

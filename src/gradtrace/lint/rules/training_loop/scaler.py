@@ -39,7 +39,7 @@ def _unscales(f: LoopFacts) -> list[ast.stmt] | None:
     function names ``unscale`` otherwise (a helper, a flag): where it unscales is unknown."""
     out = [s for s in f.scope.stmts if isinstance(s, (ast.Expr, ast.Assign)) and any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "unscale_" for n in ast.walk(s))]
+        and n.func.attr == "unscale_" for n in bfs_walk(s))]
     return out or None
 
 
