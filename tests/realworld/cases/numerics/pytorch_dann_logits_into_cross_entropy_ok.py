@@ -54,7 +54,7 @@ centers = torch.randn(10, 20) * 2
 source_labels = torch.randint(0, 10, (256,))
 source_images = centers[source_labels] + torch.randn(256, 20)
 target_images = centers[torch.randint(0, 10, (256,))] + torch.randn(256, 20) + 0.5
-for epoch in range(30):
+for epoch in range(15):
     for i in range(0, 256, 64):
         src, lbl, tgt = source_images[i:i + 64], source_labels[i:i + 64], target_images[i:i + 64]
         combined_feature = encoder(torch.cat((src, tgt), 0))
