@@ -21,12 +21,12 @@ class PopArt(torch.nn.Module):
         self.tpdv = dict(dtype=torch.float32, device=device)
         self.input_shape = input_shape
         self.output_shape = output_shape
-        self.weight = nn.Parameter(torch.Tensor(output_shape, input_shape)).to(**self.tpdv)
-        self.bias = nn.Parameter(torch.Tensor(output_shape)).to(**self.tpdv)
-        self.stddev = nn.Parameter(torch.ones(output_shape), requires_grad=False).to(**self.tpdv)
-        self.mean = nn.Parameter(torch.zeros(output_shape), requires_grad=False).to(**self.tpdv)
-        self.mean_sq = nn.Parameter(torch.zeros(output_shape), requires_grad=False).to(**self.tpdv)
-        self.debiasing_term = nn.Parameter(torch.tensor(0.0), requires_grad=False).to(**self.tpdv)
+        self.weight = nn.Parameter(torch.Tensor(output_shape, input_shape).to(**self.tpdv))
+        self.bias = nn.Parameter(torch.Tensor(output_shape).to(**self.tpdv))
+        self.stddev = nn.Parameter(torch.ones(output_shape).to(**self.tpdv), requires_grad=False)
+        self.mean = nn.Parameter(torch.zeros(output_shape).to(**self.tpdv), requires_grad=False)
+        self.mean_sq = nn.Parameter(torch.zeros(output_shape).to(**self.tpdv), requires_grad=False)
+        self.debiasing_term = nn.Parameter(torch.tensor(0.0).to(**self.tpdv), requires_grad=False)
         self.reset_parameters()
 
     def reset_parameters(self):
