@@ -68,6 +68,12 @@ _EVENT_TEXT = {
         "clipped nothing (torch warns '`parameters` is an empty generator')",
         "pass model.parameters() anew at the clip (or keep a list: params = "
         "list(model.parameters()))"),
+    "functional-dropout-in-eval": (
+        "GT875", "`F.{op}` here is called without `training=`, so it keeps its default "
+        "training=True and drops activations at random although its module runs in eval "
+        "mode: every evaluation is noisy and two runs on the same input differ",
+        "pass the module's mode, `F.{op}(x, p, training=self.training)`, or use an "
+        "nn.Dropout layer"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),
