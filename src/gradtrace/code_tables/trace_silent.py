@@ -1,4 +1,4 @@
-"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py, GT875: eval_dropout.py) and GT889: silent bugs
+"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py, GT875: eval_dropout.py, GT876: clip_target.py) and GT889: silent bugs
 whose run looks like ordinary training, reported by ``gradtrace run`` / ``gradtrace.trace()``
 when the trace ends (issue #13 §2; the GT8xx range of :mod:`gradtrace.code_tables.trace`, kept
 apart so that table stays small)."""
@@ -340,6 +340,27 @@ CODES = (
              return F.dropout(self.fc(x), p=self.p, training=self.training)
          """,
          "Pass `training=self.training`, or use an `nn.Dropout` layer.",
+         "gradtrace.runtime.trace.events", severity="warning"),
+    Code("GT876", "clip-not-stepped",
+         "the gradients clipped are not those of the optimizer that steps next",
+         "`clip_grad_norm_(params, max_norm)` limits the gradients of `params` only. A "
+         "program with two models or heads (actor and critic, generator and discriminator) "
+         "that clips one head's parameters right before stepping the other's optimizer clips "
+         "nothing that update reads: the stepped gradients are never limited, and nothing "
+         "fails. The run notes which gradient tensors each clipping line changed between a "
+         "backward() and the next one, and names a line none of whose gradients any "
+         "optimizer step held while an optimizer did step.",
+         """
+         pi_loss.backward()
+         clip_grad_norm_(self.critic.parameters(), max_norm)
+         self.pi_optimizer.step()
+         """,
+         """
+         pi_loss.backward()
+         clip_grad_norm_(self.actor.parameters(), max_norm)
+         self.pi_optimizer.step()
+         """,
+         "Clip the parameters of the optimizer that steps.",
          "gradtrace.runtime.trace.events", severity="warning"),
     Code("GT877", "softmax-over-singleton-dim-at-run-time",
          "a softmax runs over a dimension of size one on every call: its weights are all 1.0",

@@ -174,8 +174,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 self._failed(exc, func, args, kwargs)
                 raise
             self.seq += 1
-            if self.state.fresh_grads and self.state.clip_at is None:
-                self._clip_before_step(func)
+            if self.state.fresh_grads:
+                self._clip_before_step(func, args)
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)
