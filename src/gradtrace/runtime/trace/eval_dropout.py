@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 NAMES = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout"})
 _DEFAULTED: dict[tuple[int, int], bool] = {}  # (id(code), lasti) -> the call leaves `training` out
 _CODES: list[CodeType] = []  # keeps the codes of _DEFAULTED alive (ids never reused)
-_TREES: dict[str, ast.Module | None] = {}
+_TREES: dict[str, tuple[str, ast.Module | None]] = {}  # path -> (its text, its tree)
 _MODULE_DEPTH = 8  # user frames searched for the module running the call
 
 
@@ -91,12 +91,17 @@ def _call_omits_training(code: CodeType, lasti: int) -> bool:
 
 
 def _tree(path: str) -> ast.Module | None:
-    if path not in _TREES:
+    """The syntax tree of ``path`` as it is now (a relative path may name another file later)."""
+    linecache.checkcache(path)
+    text = "".join(linecache.getlines(path))
+    hit = _TREES.get(path)
+    if hit is None or hit[0] != text:
         try:
-            _TREES[path] = ast.parse("".join(linecache.getlines(path)))
+            tree = ast.parse(text)
         except (SyntaxError, ValueError):
-            _TREES[path] = None
-    return _TREES[path]
+            tree = None
+        hit = _TREES[path] = (text, tree)
+    return hit[1]
 
 
 def _running_module(frame: FrameType | None) -> torch.nn.Module | None:

@@ -1,0 +1,288 @@
+"""Session-20 run-time readings on held-out 13's silent misses (docs/triage/runtime20.md):
+
+- GT875 (NOTE [functional dropout in eval]): ``F.dropout(x, p)`` without ``training=`` run by a
+  module in eval mode keeps dropping;
+- GT876 (NOTE [clip of parameters no step uses]): the gradients clipped are not those of the
+  optimizer that steps next.
+
+Buggy twins in spellings other than the real-world cases (DME, SciTSR, OpenSpiel), and
+look-alikes that stay silent. Real torch, in-process.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+DROP_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 4, (16,))
+"""
+
+DROP_BUGS = {
+    # the dropout in a helper function the forward calls, p positional
+    "helper_function_positional_p": """
+def regularise(h, rate):
+    return F.dropout(h, rate)  # <- cause
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 64, 4)
+
+    def forward(self, inp):
+        return self.fc(regularise(self.conv(inp).flatten(1), 0.3))
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    F.cross_entropy(net(x), y).backward()
+    opt.step()
+net.eval()
+scores = [net(x).argmax(1) for _ in range(2)]
+""",
+    # a channel dropout in a sub-block, inference with grad on (no no_grad), eval via the parent
+    "dropout2d_in_child_block": """
+class Block(nn.Module):
+    def __init__(self, rate):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.rate = rate
+
+    def forward(self, inp):
+        h = torch.relu(self.conv(inp))
+        return torch.nn.functional.dropout2d(h, p=self.rate, inplace=False)  # <- cause
+
+model = nn.Sequential(Block(0.2), nn.Flatten(), nn.Linear(6 * 64, 4))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for _ in range(2):
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+model.eval()
+a, b = model(x), model(x)
+""",
+}
+
+DROP_LOOKALIKES = {
+    # the module's mode passed, as a keyword and positionally
+    "training_follows_mode": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(192, 32), nn.Linear(32, 4)
+
+    def forward(self, inp):
+        h = F.dropout(self.fc1(inp.flatten(1)), 0.5, self.training)
+        return self.fc2(F.dropout(h, p=0.5, training=self.training))
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    F.cross_entropy(net(x), y).backward()
+    opt.step()
+net.eval()
+with torch.no_grad():
+    out = net(x)
+""",
+    # Monte-Carlo dropout: training=True written on purpose, and p=0 by default
+    "mc_dropout_and_zero_rate": """
+class Net(nn.Module):
+    def __init__(self, p=0.0):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(192, 32), nn.Linear(32, 4)
+        self.p = p
+
+    def forward(self, inp, mc=False):
+        h = F.dropout(self.fc1(inp.flatten(1)), p=self.p)
+        return self.fc2(F.dropout(h, p=0.3, training=mc or self.training))
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    F.cross_entropy(net(x), y).backward()
+    opt.step()
+net.eval()
+with torch.no_grad():
+    samples = torch.stack([net(x, mc=True).softmax(-1) for _ in range(4)])
+""",
+    # functional dropout without training=, but the model only ever runs in train mode;
+    # and nn.Dropout layers evaluated in eval mode
+    "train_mode_only_and_dropout_layers": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(192, 32), nn.Linear(32, 4)
+
+    def forward(self, inp):
+        return self.fc2(F.dropout(self.fc1(inp.flatten(1)), p=0.2))
+
+net = Net()
+head = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(192, 4))
+opt = torch.optim.SGD([*net.parameters(), *head.parameters()], lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    (F.cross_entropy(net(x), y) + F.cross_entropy(head(x), y)).backward()
+    opt.step()
+head.eval()
+with torch.no_grad():
+    out = head(x)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DROP_BUGS))
+def test_functional_dropout_in_eval_named(name, run_script):
+    src = DROP_HEAD + DROP_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    first = res.findings[0]
+    want = ("GT875", marked_line(src), "prog.py")
+    assert (first["code"], first["line"], first["path"]) == want, res.findings
+
+
+@pytest.mark.parametrize("name", sorted(DROP_LOOKALIKES))
+def test_functional_dropout_lookalikes_silent(name, run_script):
+    res = run_script(DROP_HEAD + DROP_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT875" not in res.codes(), res.findings
+
+
+CLIP_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils import clip_grad_norm_, clip_grad_value_
+
+torch.manual_seed(0)
+gen = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+disc = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
+real = torch.randn(32, 8)
+"""
+
+CLIP_BUGS = {
+    # a GAN whose generator update clips the discriminator (its gradients from the D step)
+    "gan_generator_clips_discriminator": """
+for it in range(4):
+    z = torch.randn(32, 4)
+    d_loss = F.softplus(disc(gen(z).detach())).mean() + F.softplus(-disc(real)).mean()
+    opt_d.zero_grad()
+    d_loss.backward()
+    clip_grad_norm_(disc.parameters(), 1.0)
+    opt_d.step()
+    g_loss = F.softplus(-disc(gen(z))).mean()
+    opt_g.zero_grad()
+    g_loss.backward()
+    clip_grad_norm_(disc.parameters(), 1.0)  # <- cause
+    opt_g.step()
+""",
+    # actor and critic with an optimizer each; the actor's value clip given the critic's groups
+    "value_clip_of_other_optimizer_groups": """
+class Agent:
+    def __init__(self):
+        self.actor, self.critic = nn.Linear(8, 3), nn.Linear(8, 1)
+        self.actor_opt = torch.optim.SGD(self.actor.parameters(), lr=0.1)
+        self.critic_opt = torch.optim.SGD(self.critic.parameters(), lr=0.1)
+
+    def critic_step(self, states):
+        loss = self.critic(states).pow(2).mean()
+        self.critic_opt.zero_grad()
+        loss.backward()
+        self.critic_opt.step()
+
+    def actor_step(self, states):
+        loss = -self.actor(states).log_softmax(-1)[:, 0].mean()
+        self.actor_opt.zero_grad()
+        loss.backward()
+        params = [p for g in self.critic_opt.param_groups for p in g["params"]]
+        clip_grad_value_(params, 0.1)  # <- cause
+        self.actor_opt.step()
+
+agent = Agent()
+for _ in range(3):
+    agent.critic_step(real)
+    agent.actor_step(real)
+""",
+}
+
+CLIP_LOOKALIKES = {
+    # each network clipped before its own optimizer steps
+    "each_clipped_before_its_step": """
+for it in range(4):
+    z = torch.randn(32, 4)
+    d_loss = F.softplus(disc(gen(z).detach())).mean() + F.softplus(-disc(real)).mean()
+    opt_d.zero_grad()
+    d_loss.backward()
+    clip_grad_norm_(disc.parameters(), 1.0)
+    opt_d.step()
+    g_loss = F.softplus(-disc(gen(z))).mean()
+    opt_g.zero_grad()
+    g_loss.backward()
+    clip_grad_norm_(gen.parameters(), 1.0)
+    opt_g.step()
+""",
+    # everything clipped at once, then both optimizers step (the clipped one second)
+    "all_clipped_then_both_step": """
+for it in range(3):
+    loss = F.softplus(-disc(gen(torch.randn(32, 4)))).mean() + disc(real).pow(2).mean()
+    opt_g.zero_grad()
+    opt_d.zero_grad()
+    loss.backward()
+    clip_grad_norm_([*gen.parameters(), *disc.parameters()], 0.5)
+    opt_g.step()
+    opt_d.step()
+    clip_grad_norm_(gen.parameters(), 0.5)
+""",
+    # one network clipped, the other optimizer steps first, then the clipped one's
+    "clipped_network_steps_second": """
+for it in range(3):
+    loss = F.softplus(-disc(gen(torch.randn(32, 4)))).mean()
+    opt_g.zero_grad()
+    opt_d.zero_grad()
+    loss.backward()
+    clip_grad_norm_(disc.parameters(), 0.5)
+    opt_g.step()
+    opt_d.step()
+""",
+    # the clipped parameters updated by hand (no optimizer step uses them)
+    "clipped_then_updated_by_hand": """
+for it in range(3):
+    loss = disc(gen(torch.randn(32, 4))).pow(2).mean()
+    gen.zero_grad()
+    disc.zero_grad()
+    loss.backward()
+    clip_grad_norm_(disc.parameters(), 0.5)
+    with torch.no_grad():
+        for p in disc.parameters():
+            p -= 0.01 * p.grad
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLIP_BUGS))
+def test_clip_not_stepped_named(name, run_script):
+    src = CLIP_HEAD + CLIP_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    first = res.findings[0]
+    want = ("GT876", marked_line(src), "prog.py")
+    assert (first["code"], first["line"], first["path"]) == want, res.findings
+
+
+@pytest.mark.parametrize("name", sorted(CLIP_LOOKALIKES))
+def test_clip_lookalikes_silent(name, run_script):
+    res = run_script(CLIP_HEAD + CLIP_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT876" not in res.codes(), res.findings
