@@ -205,7 +205,7 @@ class Hooks:
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
                 self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
-                if rec.trained and not rec.mode_verdict:
+                if not rec.mode_verdict:  # untrained: NOTE [left in eval beside a trained model]
                     if rec.off is None:
                         rec.off = _user_stack()
                     self.data.eval_pending[id(rec)] = rec
