@@ -286,3 +286,144 @@ def test_clip_lookalikes_silent(name, run_script):
     res = run_script(CLIP_HEAD + CLIP_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert "GT876" not in res.codes(), res.findings
+
+
+EVAL_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+class Encoder(nn.Module):
+    def __init__(self, p=0.2, norm=False):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.drop = nn.Dropout(p)
+        self.norm = nn.BatchNorm1d(16) if norm else nn.Identity()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, ids):
+        return self.proj(self.norm(self.drop(self.emb(ids).mean(1))))
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.1), nn.Linear(32, 4))
+
+    def forward(self, h):
+        return self.fc(h)
+
+def load_pretrained(**kw):
+    enc = Encoder(**kw)
+    enc.eval()
+    return enc
+
+ids, y = torch.randint(0, 50, (8, 5)), torch.randint(0, 4, (8,))
+"""
+
+EVAL_BUGS = {
+    # param groups, an epoch loop around a step loop, the decoder switched in the outer loop
+    "groups_outer_loop_switch": """
+encoder, decoder = load_pretrained(), Decoder()
+opt = torch.optim.AdamW([{"params": decoder.parameters()},
+                         {"params": encoder.parameters(), "lr": 1e-5}], lr=1e-3)
+for epoch in range(2):
+    decoder.train(True)  # <- cause
+    for step in range(3):
+        loss = F.cross_entropy(decoder(encoder(ids)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # a while loop in a function, the models held by an object
+    "while_loop_in_function": """
+class Pipeline:
+    def __init__(self):
+        self.text = load_pretrained(p=0.3)
+        self.head = Decoder()
+
+def fit(pipe, steps):
+    params = list(pipe.head.parameters()) + list(pipe.text.parameters())
+    opt = torch.optim.SGD(params, lr=0.1)
+    done = 0
+    while done < steps:
+        pipe.head.train()  # <- cause
+        out = pipe.head(pipe.text(ids))
+        F.cross_entropy(out, y).backward()
+        opt.step()
+        opt.zero_grad()
+        done += 1
+
+fit(Pipeline(), 3)
+""",
+}
+
+EVAL_LOOKALIKES = {
+    # both models switched to train mode
+    "both_switched": """
+encoder, decoder = load_pretrained(), Decoder()
+opt = torch.optim.AdamW([*decoder.parameters(), *encoder.parameters()], lr=1e-3)
+for epoch in range(2):
+    decoder.train()
+    encoder.train()
+    for step in range(3):
+        loss = F.cross_entropy(decoder(encoder(ids)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # the eval model frozen (no gradient), and one without dropout kept in eval for its
+    # batch-norm statistics while trained
+    "frozen_or_norm_only": """
+frozen, normed, decoder = load_pretrained(), load_pretrained(p=0.0, norm=True), Decoder()
+frozen.requires_grad_(False)
+opt = torch.optim.AdamW([*decoder.parameters(), *normed.parameters()], lr=1e-3)
+for epoch in range(2):
+    decoder.train()
+    for step in range(3):
+        loss = F.cross_entropy(decoder(frozen(ids) + normed(ids)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # the eval model is a part of a model in train mode (switched off on purpose inside it)
+    "eval_part_of_training_model": """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder, self.decoder = load_pretrained(), Decoder()
+
+    def forward(self, ids):
+        return self.decoder(self.encoder(ids))
+
+model = Model()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for epoch in range(2):
+    model.train()
+    model.encoder.eval()
+    for step in range(3):
+        loss = F.cross_entropy(model(ids), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVAL_BUGS))
+def test_left_in_eval_beside_trained_named(name, run_script):
+    src = EVAL_HEAD + EVAL_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    first = res.findings[0]
+    want = ("GT516", marked_line(src), "prog.py")
+    assert (first["code"], first["line"], first["path"]) == want, res.findings
+
+
+@pytest.mark.parametrize("name", sorted(EVAL_LOOKALIKES))
+def test_left_in_eval_lookalikes_silent(name, run_script):
+    res = run_script(EVAL_HEAD + EVAL_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT516" not in res.codes(), res.findings
