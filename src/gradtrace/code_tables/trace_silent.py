@@ -1,7 +1,7 @@
-"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py, GT875: eval_dropout.py, GT876: clip_target.py) and GT889: silent bugs
-whose run looks like ordinary training, reported by ``gradtrace run`` / ``gradtrace.trace()``
-when the trace ends (issue #13 §2; the GT8xx range of :mod:`gradtrace.code_tables.trace`, kept
-apart so that table stays small)."""
+"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py)
+and GT889: silent bugs whose run looks like ordinary training, reported by ``gradtrace run`` /
+``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
+:mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
 
 from gradtrace.code_tables import Code

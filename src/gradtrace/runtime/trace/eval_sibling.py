@@ -71,7 +71,8 @@ def _dropouts(top: torch.nn.Module) -> tuple[str, ...]:
 
     out: dict[str, None] = {}
     for m in top.modules():
-        if isinstance(m, _DropoutNd) and m.p > 0 or isinstance(m, torch.nn.RNNBase) and m.dropout > 0:
+        if isinstance(m, _DropoutNd) and m.p > 0 or \
+                isinstance(m, torch.nn.RNNBase) and m.dropout > 0:
             out.setdefault(type(m).__name__)
     return tuple(out)
 

@@ -20,7 +20,8 @@ from torch.overrides import TorchFunctionMode
 from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_names, is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.classify import (
-    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS, DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET,
+    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS,
+    DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
