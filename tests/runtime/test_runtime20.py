@@ -427,3 +427,94 @@ def test_left_in_eval_lookalikes_silent(name, run_script):
     res = run_script(EVAL_HEAD + EVAL_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert "GT516" not in res.codes(), res.findings
+
+
+CACHE_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils import parametrize
+from torch.nn.utils.parametrize import cached
+
+torch.manual_seed(0)
+
+class Bounded(nn.Module):
+    def forward(self, X):
+        return 2 * torch.tanh(X)
+
+layer = nn.Linear(6, 6)
+parametrize.register_parametrization(layer, "weight", Bounded())
+head = nn.Linear(6, 1)
+opt = torch.optim.Adam([*layer.parameters(), *head.parameters()], lr=1e-3)
+"""
+
+CACHE_BUGS = {
+    # the cache opened by a helper's caller around a whole epoch, `cached` imported by name
+    "epoch_inside_cache_in_function": """
+def epoch(batches):
+    for x, y in batches:
+        loss = F.mse_loss(head(torch.relu(layer(x))).squeeze(1), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+def fit():
+    batches = [(torch.randn(4, 6), torch.randn(4)) for _ in range(3)]
+    with cached():  # <- cause
+        epoch(batches)
+
+fit()
+""",
+}
+
+CACHE_LOOKALIKES = {
+    # the cache opened around each step's forward and backward
+    "cache_per_step": """
+for _ in range(3):
+    x, y = torch.randn(4, 6), torch.randn(4)
+    with parametrize.cached():
+        out = head(layer(x)) + head(layer(2 * x))
+        loss = F.mse_loss(out.squeeze(1), y)
+        opt.zero_grad()
+        loss.backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_BUGS))
+def test_cached_block_named(name, run_script):
+    src = CACHE_HEAD + CACHE_BUGS[name]
+    res = run_script(src)
+    assert res.code == 1, res.err
+    first = res.findings[0]
+    want = ("GT507", marked_line(src), "prog.py")
+    assert (first["code"], first["line"], first["path"]) == want, res.findings
+
+
+def test_cached_block_not_named_for_another_graph(run_script):
+    """A hidden state carried across steps inside a cache: the state's diagnosis, not the block."""
+    src = CACHE_HEAD + """
+rnn = nn.RNNCell(6, 6)
+opt2 = torch.optim.SGD(rnn.parameters(), lr=0.1)
+h = torch.zeros(4, 6)
+with parametrize.cached():
+    for _ in range(3):
+        h = rnn(torch.randn(4, 6), h)  # <- cause
+        loss = h.pow(2).mean()
+        opt2.zero_grad()
+        loss.backward()
+        opt2.step()
+"""
+    res = run_script(src)
+    assert res.code == 1, res.err
+    lines = {f["line"] for f in res.findings}
+    assert marked_line(src) - 4 not in lines, res.findings  # never the `with` line
+    assert res.findings[0]["line"] == marked_line(src), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_LOOKALIKES))
+def test_cached_block_lookalikes_silent(name, run_script):
+    res = run_script(CACHE_HEAD + CACHE_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
