@@ -30,11 +30,10 @@ import torch
 from gradtrace.runtime.frames import Site
 
 
-def check_fresh(data: Any, opt: torch.optim.Optimizer, fresh: list[Any], step_site: Site | None,
-                parents: dict[int, torch.nn.Module], steps: int) -> None:
-    """Decide the modules never seen in train mode that ran in eval mode with grad on."""
-    from gradtrace.runtime.trace.modes import EvalTrained, common_line, user_stack
-
+def fresh_roots(data: Any, opt: torch.optim.Optimizer, fresh: list[Any],
+                parents: dict[int, torch.nn.Module]) -> list[tuple[Any, ...]]:
+    """(root model, its record, its dropout layers, the other model) for each model never seen
+    in train mode that ran in eval mode with grad on and is reported."""
     graded = {id(p) for g in opt.param_groups for p in g["params"] if p.grad is not None}
     roots: dict[int, torch.nn.Module] = {}
     for rec in fresh:
@@ -46,6 +45,7 @@ def check_fresh(data: Any, opt: torch.optim.Optimizer, fresh: list[Any], step_si
             top, up = up, parents.get(id(up))
         if up is None:
             roots.setdefault(id(top), top)
+    out = []
     for top in roots.values():
         layers = _dropouts(top)
         if not layers or not any(id(p) in graded for p in top.parameters()):
@@ -55,11 +55,8 @@ def check_fresh(data: Any, opt: torch.optim.Optimizer, fresh: list[Any], step_si
             continue
         rec = next((r for r in fresh if r.ref() is top), None) or \
             next(r for r in fresh if r.ref() is not None and _inside(r.ref(), top))
-        off = rec.off or ()
-        call = common_line(off, user_stack())
-        cause = _train_call(off, user_stack(), call) or call
-        data.eval_trained.append(EvalTrained(type(top).__name__, cause, call or rec.site,
-                                             step_site, steps, layers, type(other).__name__))
+        out.append((top, rec, layers, other))
+    return out
 
 
 def _inside(m: torch.nn.Module, top: torch.nn.Module) -> bool:
@@ -92,7 +89,7 @@ def _trained_root(data: Any, parents: dict[int, torch.nn.Module], graded: set[in
     return None
 
 
-def _train_call(off: Any, now: Any, call: Site | None) -> Site | None:
+def train_call(off: Any, now: Any, call: Site | None) -> Site | None:
     """The one ``<x>.train()`` call of the innermost loop around ``call`` that holds one."""
     if call is None:
         return None

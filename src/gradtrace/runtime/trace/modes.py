@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frames import FRAME_BY_ID, Site, is_internal
-from gradtrace.runtime.trace.eval_sibling import check_fresh
+from gradtrace.runtime.trace.eval_sibling import fresh_roots, train_call
 
 Stack = tuple[tuple[int, Any, int], ...]  # (id(frame), code, line), innermost first
 
@@ -105,7 +105,12 @@ def check_eval(data: Any, opt: torch.optim.Optimizer, steps: int,
     if fresh:
         for r in fresh:
             r.mode_verdict = 3  # decided once
-        check_fresh(data, opt, fresh, step_site, parents, steps)
+        for top, rec, layers, other in fresh_roots(data, opt, fresh, parents):
+            now, off = user_stack(), rec.off or ()
+            call = common_line(off, now)
+            data.eval_trained.append(EvalTrained(
+                type(top).__name__, train_call(off, now, call) or call, call or rec.site,
+                step_site, steps, layers, type(other).__name__))
         pending = [r for r in pending if r.trained]
     tops: dict[int, tuple[torch.nn.Module, Any]] = {}
     for rec in pending:
