@@ -255,17 +255,20 @@ for it in range(3):
     opt_g.step()
     opt_d.step()
 """,
-    # the clipped parameters updated by hand (no optimizer step uses them)
+    # the clipped parameters updated by hand (no optimizer holds them), the other optimizer
+    # stepping its own unclipped
     "clipped_then_updated_by_hand": """
+fast = nn.Linear(8, 1)
 for it in range(3):
-    loss = disc(gen(torch.randn(32, 4))).pow(2).mean()
+    loss = fast(gen(torch.randn(32, 4))).pow(2).mean()
     gen.zero_grad()
-    disc.zero_grad()
+    fast.zero_grad()
     loss.backward()
-    clip_grad_norm_(disc.parameters(), 0.5)
+    clip_grad_norm_(fast.parameters(), 0.5)
     with torch.no_grad():
-        for p in disc.parameters():
+        for p in fast.parameters():
             p -= 0.01 * p.grad
+    opt_g.step()
 """,
 }
 

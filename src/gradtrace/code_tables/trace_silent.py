@@ -349,7 +349,7 @@ CODES = (
          "nothing that update reads: the stepped gradients are never limited, and nothing "
          "fails. The run notes which gradient tensors each clipping line changed between a "
          "backward() and the next one, and names a line none of whose gradients any "
-         "optimizer step held while an optimizer did step.",
+         "optimizer step held while another optimizer, seen stepping before, holds them.",
          """
          pi_loss.backward()
          clip_grad_norm_(self.critic.parameters(), max_norm)

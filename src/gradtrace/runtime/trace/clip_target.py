@@ -10,15 +10,17 @@ stepped gradients are never limited, and nothing fails.
 Between a backward() and the next step the tracer notes, per clipping line, which gradient
 tensors the clip multiplied (or clamped) in place: ids only, no tensor is kept. At each
 optimizer step it checks whether the optimizer holds a parameter whose gradient is one of
-them. When the next backward() starts (or the trace ends), a clipping line whose gradients no
-step used while some optimizer did step with gradients is reported, with that step as context.
-A clip of every parameter, a clip per optimizer before its step, and a clip followed by a
-hand-written update (no optimizer step) stay silent; a step with a closure is not judged.
+them, and, when it holds none, whether another optimizer seen stepping before does (the clip
+was meant for that one). When the next backward() starts (or the trace ends), a clipping line
+whose gradients no step used while another optimizer holds them is reported, with the step that
+did not use them as context. A clip of every parameter, a clip per optimizer before its step,
+and a clip of parameters no optimizer holds (a hand-written update) stay silent; a step with a
+closure is not judged.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 
@@ -37,6 +39,7 @@ class Clipped:
     grads: dict[Site, set[int]] = field(default_factory=dict)
     used: set[Site] = field(default_factory=set)  # lines whose gradients a step held
     other: Site | None = None  # a step whose optimizer held none of a line's gradients
+    owned: set[Site] = field(default_factory=set)  # lines whose gradients another one holds
     closure: bool = False
 
 
@@ -53,25 +56,33 @@ def note_clipped(state: TraceState, site: Site, target: Any) -> None:
 
 
 def on_step(state: TraceState, opt: torch.optim.Optimizer, closure: bool,
-            where: Callable[[], Site | None]) -> None:
-    """An optimizer steps: which clipped lines' gradients it holds."""
+            where: Callable[[], Site | None], records: Iterable[Any]) -> None:
+    """An optimizer steps: which clipped lines' gradients it holds; for those it does not,
+    whether another optimizer seen stepping (``records``: their weak references) holds them."""
     c = state.clipped
     if c is None:
         return
     if closure:
         c.closure = True
         return
-    held = {id(p.grad) for g in opt.param_groups for p in g["params"] if p.grad is not None}
+    held = _grads_of(opt)
     if not held:
         return
-    missed = False
     for site, ids in c.grads.items():
         if ids & held:
             c.used.add(site)
-        else:
-            missed = True
-    if missed and c.other is None:
-        c.other = where()
+        elif site not in c.owned:
+            for r in list(records):
+                other = r.ref()
+                if other is not None and other is not opt and ids & _grads_of(other):
+                    c.owned.add(site)
+                    if c.other is None:
+                        c.other = where()
+                    break
+
+
+def _grads_of(opt: torch.optim.Optimizer) -> set[int]:
+    return {id(p.grad) for g in opt.param_groups for p in g["params"] if p.grad is not None}
 
 
 def settle(state: TraceState) -> None:
@@ -80,7 +91,7 @@ def settle(state: TraceState) -> None:
     if c is None or c.other is None or c.closure:
         return
     for site, ids in c.grads.items():
-        if ids and site not in c.used:
+        if ids and site not in c.used and site in c.owned:
             state.note("clip-not-stepped", site, "clip", "",
                        ((c.other, "this optimizer.step() holds none of the clipped "
                                   "parameters"),))

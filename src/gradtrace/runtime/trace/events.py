@@ -76,8 +76,8 @@ _EVENT_TEXT = {
         "pass the module's mode, `F.{op}(x, p, training=self.training)`, or use an "
         "nn.Dropout layer"),
     "clip-not-stepped": (
-        "GT876", "the gradients clipped here belong to parameters that the optimizer stepping "
-        "next does not hold: the update it makes uses gradients that were never clipped",
+        "GT876", "the gradients clipped here belong to parameters of another optimizer, not "
+        "to the one stepping next: the update it makes uses gradients that were never clipped",
         "clip the parameters of the optimizer that steps (e.g. "
         "clip_grad_norm_([p for g in opt.param_groups for p in g['params']], max_norm))"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "

@@ -279,7 +279,7 @@ class Hooks:
         st.in_step = True
         if d.eval_pending:
             check_eval(d, opt, d.steps, site)
-        on_step(st, opt, closure, lambda: site or self._site())  # clip_target.py
+        on_step(st, opt, closure, lambda: site or self._site(), d.optimizers.values())
         if d.train_evals:
             settle(d, st)  # NOTE [evaluated in train mode]
         grads: list[Tensor] = []
