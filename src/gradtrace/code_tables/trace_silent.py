@@ -1,7 +1,7 @@
-"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py) and GT889: silent bugs
-whose run looks like ordinary training, reported by ``gradtrace run`` / ``gradtrace.trace()``
-when the trace ends (issue #13 §2; the GT8xx range of :mod:`gradtrace.code_tables.trace`, kept
-apart so that table stays small)."""
+"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py)
+and GT889: silent bugs whose run looks like ordinary training, reported by ``gradtrace run`` /
+``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
+:mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
@@ -322,6 +322,46 @@ CODES = (
          """,
          "Call `model.eval()` before evaluating and `model.train()` before training again.",
          "gradtrace.runtime.trace.eval_in_train", severity="warning"),
+    Code("GT875", "functional-dropout-in-eval",
+         "a functional dropout without `training=` keeps dropping after model.eval()",
+         "`F.dropout(x, p)` (and dropout1d/2d/3d, feature_alpha_dropout) defaults to "
+         "`training=True`: unlike `nn.Dropout` it does not read the module's mode, so a "
+         "forward that leaves `training` out drops activations at random in eval mode too, "
+         "and evaluation and inference are noisy. Nothing fails. The run sees the call drop "
+         "(p > 0) from the program's own line, with no `training` argument written at that "
+         "call, while the module whose forward runs it is in eval mode, and names the call. "
+         "An explicit `training=True` (Monte-Carlo dropout) stays silent.",
+         """
+         def forward(self, x):
+             return F.dropout(self.fc(x), p=self.p)
+         """,
+         """
+         def forward(self, x):
+             return F.dropout(self.fc(x), p=self.p, training=self.training)
+         """,
+         "Pass `training=self.training`, or use an `nn.Dropout` layer.",
+         "gradtrace.runtime.trace.events", severity="warning"),
+    Code("GT876", "clip-not-stepped",
+         "the gradients clipped are not those of the optimizer that steps next",
+         "`clip_grad_norm_(params, max_norm)` limits the gradients of `params` only. A "
+         "program with two models or heads (actor and critic, generator and discriminator) "
+         "that clips one head's parameters right before stepping the other's optimizer clips "
+         "nothing that update reads: the stepped gradients are never limited, and nothing "
+         "fails. The run notes which gradient tensors each clipping line changed between a "
+         "backward() and the next one, and names a line none of whose gradients any "
+         "optimizer step held while another optimizer, seen stepping before, holds them.",
+         """
+         pi_loss.backward()
+         clip_grad_norm_(self.critic.parameters(), max_norm)
+         self.pi_optimizer.step()
+         """,
+         """
+         pi_loss.backward()
+         clip_grad_norm_(self.actor.parameters(), max_norm)
+         self.pi_optimizer.step()
+         """,
+         "Clip the parameters of the optimizer that steps.",
+         "gradtrace.runtime.trace.events", severity="warning"),
     Code("GT877", "softmax-over-singleton-dim-at-run-time",
          "a softmax runs over a dimension of size one on every call: its weights are all 1.0",
          "A softmax (or log_softmax) over a dimension of size 1 gives exactly 1.0 (0.0) for "

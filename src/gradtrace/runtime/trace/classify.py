@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.trace.dropped import DROPPABLE
+from gradtrace.runtime.trace.eval_dropout import NAMES as DROPOUT_NAMES
 from gradtrace.runtime.trace.singleton import SOFTMAX_FUNCS
 
 Tensor = torch.Tensor
@@ -19,6 +20,7 @@ WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for in
 CALL_KIND: dict[Any, int] = {}
 INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
 DROP_FUNCS: set[Any] = set()  # those of them whose dropped result is a no-op (NOTE [dropped result])
+DROPOUT_FUNCS: set[Any] = set()  # the functional dropouts (NOTE [functional dropout in eval])
 _ITEM_NAMES = {"item", "__float__", "__int__", "tolist", "__index__", "__complex__"}
 _ZERO_NAMES = {"zero_", "_foreach_zero_", "fill_", "detach_"}
 _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size", "dim", "numel",
@@ -90,6 +92,8 @@ def classify(func: Any) -> int:
         INPLACE_ARG[func] = pos
         if name in DROPPABLE:
             DROP_FUNCS.add(func)
+        if name in DROPOUT_NAMES and getattr(func, "__module__", "") == "torch.nn.functional":
+            DROPOUT_FUNCS.add(func)
         return MAYBE_INPLACE
     if (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
             or name == "__setitem__":

@@ -15,6 +15,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.cached_params import cached_block
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.root_sites import inplace_update_of_inference, kept_dim_site
 from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
@@ -261,6 +262,8 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
     freed_by, freed_seq = decode_meta(node.metadata.get(META_FREED))
     related = [(freed_by, "an earlier backward() freed that part of the graph here"),
                (site, "this backward() needs it again")]
+    if (cached := cached_block(node, site, made, pat)) is not None:
+        return [cached]  # NOTE [parametrization cached across backwards]
     if freed_by is not None and site is not None and freed_by == site:
         if (better := freed_root(roots, made, site, pat, state)) is not None:
             return [better]

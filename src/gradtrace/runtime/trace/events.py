@@ -5,6 +5,7 @@ from __future__ import annotations
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.clip_target import settle
 from gradtrace.runtime.trace.state import TraceState
 
 _EVENT_TEXT = {
@@ -68,6 +69,17 @@ _EVENT_TEXT = {
         "clipped nothing (torch warns '`parameters` is an empty generator')",
         "pass model.parameters() anew at the clip (or keep a list: params = "
         "list(model.parameters()))"),
+    "functional-dropout-in-eval": (
+        "GT875", "`F.{op}` here is called without `training=`, so it keeps its default "
+        "training=True and drops activations at random although its module runs in eval "
+        "mode: every evaluation is noisy and two runs on the same input differ",
+        "pass the module's mode, `F.{op}(x, p, training=self.training)`, or use an "
+        "nn.Dropout layer"),
+    "clip-not-stepped": (
+        "GT876", "the gradients clipped here belong to parameters of another optimizer, not "
+        "to the one stepping next: the update it makes uses gradients that were never clipped",
+        "clip the parameters of the optimizer that steps (e.g. "
+        "clip_grad_norm_([p for g in opt.param_groups for p in g['params']], max_norm))"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),
@@ -78,6 +90,7 @@ def event_findings(state: TraceState, stepped: bool) -> list[Finding]:
     """The events seen; a scheduler "before the optimizer" only when an optimizer did step
     (with no optimizer step at all, the update itself is missing: a finding of its own)."""
     out: list[Finding] = []
+    settle(state)  # NOTE [clip of parameters no step uses]
     for (kind, site, _), counter in state.events.items():
         text = _EVENT_TEXT.get(kind)
         if text is None or (kind == "scheduler-before-step" and not stepped):

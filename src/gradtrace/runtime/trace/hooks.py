@@ -1,8 +1,6 @@
 """Global module and optimizer hooks: which modules ran, which optimizers stepped, and how.
-
-Installed with the public registration functions of torch (each returns a handle); removed on
-exit. Modules and optimizers are held weakly.
-"""
+Installed with torch's public registration functions (each returns a handle); removed on exit.
+Modules and optimizers are held weakly."""
 from __future__ import annotations
 
 import logging
@@ -17,6 +15,7 @@ import torch
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
+from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.eval_in_train import note_train_eval, settle
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
@@ -206,7 +205,7 @@ class Hooks:
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
                 self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
-                if rec.trained and not rec.mode_verdict:
+                if not rec.mode_verdict:  # untrained: NOTE [left in eval beside a trained model]
                     if rec.off is None:
                         rec.off = _user_stack()
                     self.data.eval_pending[id(rec)] = rec
@@ -280,6 +279,7 @@ class Hooks:
         st.in_step = True
         if d.eval_pending:
             check_eval(d, opt, d.steps, site)
+        on_step(st, opt, closure, lambda: site or self._site(), d.optimizers.values())
         if d.train_evals:
             settle(d, st)  # NOTE [evaluated in train mode]
         grads: list[Tensor] = []

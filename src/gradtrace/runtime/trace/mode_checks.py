@@ -16,8 +16,10 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import internal_names, raw_site
 from gradtrace.runtime.trace.classify import LOSS_FUNCS, WHERE_CHECKS, call_name
 from gradtrace.runtime.trace.caller_input import check_caller_input
+from gradtrace.runtime.trace.clip_target import note_clipped
 from gradtrace.runtime.trace.dead_terms import mark
 from gradtrace.runtime.trace.dropped import result_dropped
+from gradtrace.runtime.trace.eval_dropout import check_dropout
 from gradtrace.runtime.trace.fwd_nan import check_output
 from gradtrace.runtime.trace.graph_walk import leaf_tensors
 from gradtrace.runtime.trace.loss_input import bce_failed, check_loss
@@ -47,6 +49,19 @@ class ModeChecks:
                 self._dropped_at(func, f)
         except Exception as exc:
             _oops(exc)
+
+    def _eval_dropout(self, func: Any, kwargs: dict[str, Any]) -> None:
+        """NOTE [functional dropout in eval] for ``F.dropout(x, p)``-style calls (through
+        handle_torch_function and the functional's own frame)."""
+        busy, self.busy = self.busy, True
+        try:
+            f = _getframe(2)
+            if f.f_code.co_name == "handle_torch_function":
+                check_dropout(self.state, func.__name__, kwargs, f.f_back.f_back)
+        except Exception as exc:
+            _oops(exc)
+        finally:
+            self.busy = busy
 
     def _fwd_nan(self, func: Any, args: tuple[Any, ...], out: Any) -> None:
         """NOTE [forward NaN origin] (fwd_nan.py), on the first forward pass only."""
@@ -163,14 +178,19 @@ class ModeChecks:
                  "the GradScaler unscales the gradients only here, after the clip"),))
         return self._call(func, args, kwargs)
 
-    def _clip_before_step(self, func: Any) -> None:
-        """Gradients clipped between backward() and the step: where (for the GradScaler)."""
+    def _clip_before_step(self, func: Any, args: tuple[Any, ...]) -> None:
+        """Gradients clipped between backward() and the step: where (for the GradScaler),
+        and which (NOTE [clip of parameters no step uses])."""
         name = call_name(func)
         if ("mul" in name or "clamp" in name) and any(
                 n.startswith(("clip_grad", "clip_grads")) for n in internal_names(2)):
             raw = raw_site()
             if raw is not None:
-                self.state.clip_at = self.state.site(raw)
+                site = self.state.site(raw)
+                if self.state.clip_at is None:
+                    self.state.clip_at = site
+                if args:
+                    note_clipped(self.state, site, args[0])
 
     def _loss(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A loss call: its input's kind is checked (NOTE [loss input])."""

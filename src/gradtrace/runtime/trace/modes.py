@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frames import FRAME_BY_ID, Site, is_internal
+from gradtrace.runtime.trace.eval_sibling import fresh_roots, train_call
 
 Stack = tuple[tuple[int, Any, int], ...]  # (id(frame), code, line), innermost first
 
@@ -42,6 +43,7 @@ class EvalTrained:
     step: Site | None  # the optimizer.step() that applied its gradients
     steps: int  # optimizer steps made before
     layers: tuple[str, ...]  # its layers that act differently in eval mode
+    beside: str = ""  # never trained in train mode, next to this model that did
 
 
 def user_stack(limit: int = 48) -> Stack:
@@ -99,6 +101,17 @@ def check_eval(data: Any, opt: torch.optim.Optimizer, steps: int,
             recs[id(m)] = r
             for c in m.children():
                 parents[id(c)] = m
+    fresh = [r for r in pending if not r.trained]  # NOTE [left in eval beside a trained model]
+    if fresh:
+        for r in fresh:
+            r.mode_verdict = 3  # decided once
+        for top, rec, layers, other in fresh_roots(data, opt, fresh, parents):
+            now, off = user_stack(), rec.off or ()
+            call = common_line(off, now)
+            data.eval_trained.append(EvalTrained(
+                type(top).__name__, train_call(off, now, call) or call, call or rec.site,
+                step_site, steps, layers, type(other).__name__))
+        pending = [r for r in pending if r.trained]
     tops: dict[int, tuple[torch.nn.Module, Any]] = {}
     for rec in pending:
         m = rec.ref()
@@ -150,14 +163,20 @@ def eval_findings(data: Any) -> list[Any]:
                                    for n in layers)),
             ("batch-norm statistics are frozen", any("Norm" in n for n in layers))) if hit)
         e = es[0]
-        out.append(make(code_for("model-left-in-eval-mode", "GT516"), site,
-                        f"{names} trained in eval mode from optimizer step {steps + 1} on, "
-                        f"after training in train mode before: its {', '.join(layers[:3])} "
-                        f"act as at inference ({effects}). It was switched to eval here"
-                        f"{'' if e.cause else ' (or before this call)'} and nothing switched it "
-                        "back before the next training step",
-                        fix="call model.train() at the start of every training pass (after "
-                            "each evaluation)",
+        if e.beside:
+            msg = (f"{names} is trained in eval mode, never put in train mode, while `{e.beside}`"
+                   f", stepped by the same optimizer, is switched to train mode here: its "
+                   f"{', '.join(layers[:3])} act as at inference ({effects}) for the whole "
+                   "training")
+            fix = "put every model the optimizer trains in train mode (`.train()` each of them)"
+        else:
+            msg = (f"{names} trained in eval mode from optimizer step {steps + 1} on, "
+                   f"after training in train mode before: its {', '.join(layers[:3])} "
+                   f"act as at inference ({effects}). It was switched to eval here"
+                   f"{'' if e.cause else ' (or before this call)'} and nothing switched it "
+                   "back before the next training step")
+            fix = "call model.train() at the start of every training pass (after each evaluation)"
+        out.append(make(code_for("model-left-in-eval-mode", "GT516"), site, msg, fix=fix,
                         related=[(e.forward, "it runs its training forward in eval mode here"),
                                  (e.step, "the optimizer steps its gradients here")],
                         severity="warning"))

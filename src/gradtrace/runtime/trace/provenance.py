@@ -20,7 +20,8 @@ from torch.overrides import TorchFunctionMode
 from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_names, is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.classify import (
-    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS, DROPPABLE_OP, GRAD_GET,
+    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS,
+    DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
@@ -71,6 +72,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 self._softmax(func, args, kwargs)
                 kind = PLAIN
             if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: plain
+                if func in DROPOUT_FUNCS:  # NOTE [functional dropout in eval]
+                    self._eval_dropout(func, kwargs)
                 pos = INPLACE_ARG.get(func, -1)
                 if not kwargs.get("inplace", args[pos] if 0 <= pos < len(args) else False):
                     kind = PLAIN
@@ -172,8 +175,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 self._failed(exc, func, args, kwargs)
                 raise
             self.seq += 1
-            if self.state.fresh_grads and self.state.clip_at is None:
-                self._clip_before_step(func)
+            if self.state.fresh_grads:
+                self._clip_before_step(func, args)
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)

@@ -85,6 +85,7 @@ class TraceState:
         self.after_step: Site | None = None
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.clip_at: Site | None = None  # gradients clipped here since the last backward()
+        self.clipped: Any = None  # which (NOTE [clip of parameters no step uses])
         # no_grad cut of a live tensor -> the statement in the no_grad block that made it
         self.block_stmt: dict[Cut, Site | None] = {}  # (NOTE [dead loss term])
         self.dead_pending: list[Cut] = []  # sums holding a dead term, since the last backward
@@ -381,6 +382,9 @@ class TraceState:
         self.in_backward = True
         self.in_step = False
         self.clip_at = None
+        if self.clipped is not None:
+            from gradtrace.runtime.trace.clip_target import settle
+            settle(self)  # NOTE [clip of parameters no step uses]
         if self.backward_count == 0 and (self.fwd_hunt or self.fwd_nan is not None):
             from gradtrace.runtime.trace.fwd_nan import loss_checked
             loss_checked(self, roots)
