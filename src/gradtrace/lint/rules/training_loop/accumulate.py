@@ -17,6 +17,7 @@ from gradtrace.lint.analysis.reach import (
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_term
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
+from gradtrace.lint.rules.training_loop._unroll import unrolled
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.nodes import walk
@@ -269,7 +270,7 @@ class LossAccumulatedWithGraph(LoopRule):
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
             losses = _differentiated(f, g, deps=False)
             if direct or not any(b.name in losses or _loss_term(f, b, losses) for b in graphy) \
-                    or _one_update(f, acc, loop) or _unrolled(f, g, acc, loop):
+                    or _one_update(f, acc, loop) or unrolled(f, g, acc, loop):
                 return None
             return ("the graph nodes of every step stay reachable, so memory grows with every "
                     "step, without bound")
@@ -354,29 +355,6 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     steps = [s for s in f.steps if f.inside(s.stmt, around)]
     return made and bool(steps) and all(
         not f.inside(s.stmt, loop) and s.stmt.lineno > loop.lineno for s in steps)
-
-
-def _unrolled(f: LoopFacts, g: Graphs, acc: str, loop: ast.stmt) -> bool:
-    """An unrolled optimisation (learning to learn, truncated BPTT): a loss backpropagated in
-    ``loop`` is computed from a tensor the loop carries from one pass to the next as a function
-    of itself, never made anew inside it (``x = x + update``, ``h = cell(x, h)``). The
-    passes' graphs are then chained through that tensor whatever the accumulator keeps: the
-    sum of the losses is the unroll's objective, and a carried hidden state that should be
-    detached is GT506's finding, at the line that carries it."""
-    for b in f.backwards:
-        if b.loss is None or not f.inside(b.stmt, loop):
-            continue
-        for name in {d.name for d in g.deps(b.loss, b.stmt.lineno).bindings} - {acc}:
-            inside = [e for e in f.scope.bindings.get(name, ()) if f.inside(e.stmt, loop)]
-            if inside and all(_is_recurrence(e) for e in inside):
-                return True
-    return False
-
-
-def _is_recurrence(b: Binding) -> bool:
-    """``x = x + update`` / ``out, h = rnn(x, h)``: the value reads the name it binds."""
-    v = b.value if not isinstance(b.stmt, ast.AugAssign) else None
-    return v is not None and any(name == b.name for name, _ in loads(v))
 
 
 def _loss_term(f: LoopFacts, b: Binding, losses: set[str]) -> bool:
