@@ -27,6 +27,7 @@ class LPIPS(nn.Module):
             nn.Sequential(nn.Conv2d(3, chns[0], 3, padding=1), nn.ReLU()),
             nn.Sequential(nn.Conv2d(chns[0], chns[1], 3, padding=1), nn.ReLU())])
         self.lins = nn.ModuleList([nn.Conv2d(c, 1, 1, bias=False) for c in chns])
+        self.requires_grad_(False)  # lpips.LPIPS: a fixed, pretrained metric
 
     def forward(self, in0, in1):
         val = 0
