@@ -214,6 +214,26 @@ def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
     return out
 
 
+def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
+    """Every call of ``fn`` in the file with the function (or module) making it
+    (NOTE [parameter kinds]: None when ``fn`` is also used without a call we can see); a
+    ``classmethod``/``staticmethod`` is also called through its class (``SO2.from_matrix(m)``,
+    ``cls.is_valid(m)`` in a method of the class)."""
+    sites = _sites(a, fn)
+    cls = a.class_of(fn)
+    if sites is None or cls is None or not any(
+            dotted(d) in ("classmethod", "staticmethod") for d in fn.decorator_list):
+        return sites
+    seen = {id(c) for c, _ in sites}
+    for c, w in _uses(a.ctx, fn.name)[0]:
+        f = c.func
+        if id(c) not in seen and isinstance(f, ast.Attribute) \
+                and isinstance(f.value, ast.Name) and (
+                f.value.id == cls.name or f.value.id == "cls" and a.class_of(w) is cls):
+            sites.append((c, w))
+    return sites
+
+
 def _base_names(a: Analysis) -> set[str | None]:
     """The bases of the file's classes as written (``nn.Module``, ``Block``), once per file:
     asked for every ``__init__`` parameter, a scan of every class made a file of many

@@ -1,0 +1,220 @@
+"""Which tensors surely require grad where they are read, and which parameters reach NumPy.
+
+# NOTE [values that require grad]
+Stricter than the tracers of :mod:`.origins` and :mod:`.grad_sources` (where an unknown value
+counts as live): a value *requires grad* only when the code shows where its gradient comes
+from, every step made with grad enabled:
+- the call of a module of the file or of a ``torch.nn`` layer that holds weights (``net(x)``,
+  ``self.head(feat)``, ``nn.Linear(3, 2)(x)``: its class, read by the analysis layer, builds an
+  ``nn.Parameter`` or a weighted ``torch.nn`` layer);
+- a Parameter (``emb.weight`` of a weighted ``torch.nn`` layer, ``nn.Parameter(t)``,
+  ``self.W`` made with one) or a factory
+  given ``requires_grad=True``;
+- an op on one of those that keeps the graph: an arithmetic operator, a ``torch.*`` function,
+  a subscript or a tensor method of :data:`KEEPS` (``.cpu()``, ``.float()``, ``.view(...)``).
+A name is its last binding (a global read in a function, its module-level one); a binding made
+under grad-off, a loop target, an unpacked tuple, a helper's result: not known. A file that
+freezes anything (``requires_grad = False``, ``requires_grad_(False)``) is left alone: which
+weights still train is a run-time fact there.
+
+A parameter *reaches NumPy* when the function hands it (through :data:`KEEPS`) to a NumPy
+sink, or passes it on to a function of the file whose parameter does (two calls deep): the
+callers of that function then give the values (:func:`callers`).
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Iterator
+
+from gradtrace.lint.analysis.callees import function_sites
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
+from gradtrace.lint.context import FUNCTION_TYPES
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+MAX_DEPTH = 8
+MAX_HOPS = 2
+# tensor methods whose result carries the receiver's graph (checked on torch 2.13)
+KEEPS = frozenset({
+    "cpu", "cuda", "to", "float", "double", "half", "view", "view_as", "reshape", "contiguous",
+    "clone", "squeeze", "unsqueeze", "flatten", "permute", "transpose", "t", "expand",
+    "expand_as", "repeat", "sum", "mean", "pow", "sqrt", "exp", "log", "abs", "mul", "add",
+    "sub", "div", "matmul", "mm", "bmm", "softmax", "log_softmax", "sigmoid", "tanh", "relu",
+    "norm", "clamp", "neg", "narrow", "select", "type_as", "cumsum", "prod",
+})
+KEEP_ATTRS = frozenset({"T", "mT", "H", "real", "imag"})
+# torch.nn layers that hold weights (a module call of one makes a result that requires grad)
+WEIGHTED = frozenset({"torch.nn." + n for n in (
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "LSTM", "GRU", "RNN", "LSTMCell",
+    "GRUCell", "RNNCell", "MultiheadAttention", "Transformer", "TransformerEncoder",
+    "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU",
+    "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d")})
+CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
+GRAD_FACTORIES = frozenset({"torch." + f for f in (
+    "tensor", "zeros", "ones", "randn", "rand", "empty", "full", "arange", "linspace", "eye",
+    "zeros_like", "ones_like", "randn_like", "rand_like", "full_like", "as_tensor")})
+
+
+def requires_grad(ctx: Context, where: ast.AST, e: ast.AST, line: int,
+                  depth: int = 0) -> ast.AST | None:
+    """The node a value's gradient comes from (a module call, a Parameter) when ``e``, read
+    at ``line`` in the function (or module) ``where``, surely requires grad; else None
+    (NOTE [values that require grad])."""
+    if depth > MAX_DEPTH or file_freezes(ctx):
+        return None
+    if isinstance(e, ast.Subscript):
+        return requires_grad(ctx, where, e.value, line, depth + 1)
+    if isinstance(e, ast.BinOp):
+        return requires_grad(ctx, where, e.left, line, depth + 1) or requires_grad(
+            ctx, where, e.right, line, depth + 1)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return requires_grad(ctx, where, e.operand, line, depth + 1)
+    if isinstance(e, ast.Name):
+        return _name(ctx, where, e, line, depth)
+    if isinstance(e, ast.Attribute):
+        if e.attr in KEEP_ATTRS:
+            return requires_grad(ctx, where, e.value, line, depth + 1)
+        k = ctx.analysis.kind_in(e, where, line)
+        if k is not None and k.what == PARAMETER and isinstance(k.node, ast.Call) \
+                and not asks_no_grad(k.node):
+            return e
+        if e.attr == "weight" and k is None:  # `emb.weight` of `emb = nn.Embedding(...)`
+            owner = ctx.analysis.kind_in(e.value, where, line)
+            if owner is not None and owner.what == MODULE and owner.cls in WEIGHTED:
+                return e
+        return None
+    if isinstance(e, ast.Call):
+        return _call(ctx, where, e, line, depth)
+    return None
+
+
+def _name(ctx: Context, where: ast.AST, e: ast.Name, line: int, depth: int) -> ast.AST | None:
+    scope = ctx.scope(where)
+    b = scope.binding_before(e.id, line)
+    if b is None:
+        if where is ctx.tree or _is_param(where, e.id):
+            return None
+        top = ctx.scope(ctx.tree).bindings.get(e.id, ())
+        if len(top) != 1:
+            return None  # a global bound once at the module level
+        return _bound(ctx, ctx.tree, top[0], e.id, depth)
+    return _bound(ctx, where, b, e.id, depth)
+
+
+def _bound(ctx: Context, where: ast.AST, b: object, name: str, depth: int) -> ast.AST | None:
+    stmt = b.stmt  # type: ignore[attr-defined]
+    if b.no_grad or not isinstance(stmt, ast.Assign) or b.value is None \
+            or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return None  # type: ignore[attr-defined]
+    if ctx.scope(where).grad_off_at(stmt) is not None:
+        return None
+    return requires_grad(ctx, where, b.value, b.line, depth + 1)  # type: ignore[attr-defined]
+
+
+def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> ast.AST | None:
+    f = e.func
+    if ctx.scope(where).grad_off_at(e) is not None:
+        return None
+    if isinstance(f, ast.Attribute):
+        if f.attr in KEEPS:
+            got = requires_grad(ctx, where, f.value, line, depth + 1)
+            if got is not None or f.attr not in ("add", "sub", "mul", "div", "matmul", "mm"):
+                return got
+            return next((g for a in e.args if (g := requires_grad(ctx, where, a, line,
+                                                                   depth + 1))), None)
+    q = ctx.qualified_name(f) or ""
+    if q == "torch.nn.Parameter":
+        return e if not asks_no_grad(e) and not (
+            len(e.args) > 1 and isinstance(e.args[1], ast.Constant) and not e.args[1].value) \
+            else None
+    if q in GRAD_FACTORIES:
+        return e if any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                        and k.value.value is True for k in e.keywords) else None
+    if q.startswith("torch.") and q.rpartition(".")[2][:1].islower() \
+            and not q.startswith("torch.nn.init"):
+        return next((g for a in e.args if not isinstance(a, ast.Starred)
+                     and (g := requires_grad(ctx, where, a, line, depth + 1))), None)
+    if isinstance(f, (ast.Name, ast.Attribute)):
+        k = ctx.analysis.kind_in(f, where, line)
+        if k is not None and k.what == MODULE and weighted(ctx, k.cls, k.node):
+            return e
+    return None
+
+
+def weighted(ctx: Context, cls: str | None, node: ast.AST | None, depth: int = 0) -> bool:
+    """Whether a module of class ``cls`` (built by ``node``) holds a trainable weight: a
+    weighted ``torch.nn`` layer, a container built with one, a module class of the file that
+    builds an ``nn.Parameter`` or one of those."""
+    if cls is None or depth > 3:
+        return False
+    if cls in WEIGHTED:
+        return True
+    if cls in CONTAINERS:
+        return isinstance(node, ast.Call) and any(
+            isinstance(n, ast.Call) and _builds_weight(ctx, n, depth)
+            for a in (*node.args, *(k.value for k in node.keywords)) for n in walk(a))
+    info = ctx.analysis.classes.get(cls)
+    if info is None or not info.is_module:
+        return False
+    return ctx.memo("weighted-class", info.node, lambda: any(
+        isinstance(n, ast.Call) and _builds_weight(ctx, n, depth) for n in walk(info.node)))
+
+
+def _builds_weight(ctx: Context, n: ast.Call, depth: int) -> bool:
+    q = ctx.qualified_name(n.func) or ""
+    if q == "torch.nn.Parameter":
+        return not asks_no_grad(n)
+    if q in WEIGHTED:
+        return True
+    if isinstance(n.func, ast.Name) and n.func.id in ctx.analysis.classes:
+        return weighted(ctx, n.func.id, n, depth + 1)
+    return q in CONTAINERS and weighted(ctx, q, n, depth + 1)
+
+
+def _is_param(fn: ast.AST, name: str) -> bool:
+    a = getattr(fn, "args", None)
+    return a is not None and any(x.arg == name for x in (*a.posonlyargs, *a.args,
+                                                         *a.kwonlyargs))
+
+
+def passed_param(ctx: Context, where: ast.AST, e: ast.AST, line: int,
+                 depth: int = 0) -> str | None:
+    """The parameter of the function ``where`` that ``e`` (read at ``line``) is, through
+    :data:`KEEPS`, subscripts and rebindings of it (``mat = mat.unsqueeze(0)``); None when it
+    is anything else."""
+    if depth > MAX_DEPTH or not isinstance(where, FUNCTION_TYPES):
+        return None
+    while True:
+        if isinstance(e, ast.Subscript) or isinstance(e, ast.Attribute) and e.attr in KEEP_ATTRS:
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in KEEPS:
+            e = e.func.value
+        else:
+            break
+    if not isinstance(e, ast.Name):
+        return None
+    b = ctx.scope(where).binding_before(e.id, line)
+    if b is None:
+        return e.id if _is_param(where, e.id) else None
+    if b.no_grad or not isinstance(b.stmt, ast.Assign) or b.value is None:
+        return None
+    return passed_param(ctx, where, b.value, b.line, depth + 1)
+
+
+def callers(ctx: Context, fn: ast.AST, param: str
+            ) -> Iterator[tuple[ast.Call, ast.AST, ast.expr]]:
+    """(call, the function or module making it, the argument given for ``param``) for every
+    call of ``fn`` in the file (nothing when ``fn`` is also used without a call we see)."""
+    if not isinstance(fn, FUNCTION_TYPES):
+        return
+    for call, where in function_sites(ctx.analysis, fn) or ():
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        v = ctx.analysis.arguments(fn, call).get(param)
+        if v is not None:
+            yield call, where, v

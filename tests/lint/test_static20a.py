@@ -1,0 +1,262 @@
+"""Readings of docs/triage/static20a.md, each in spellings the real-world cases do not use (a
+method vs a script vs a helper, another nesting, the other API), as a buggy twin that real
+torch fails on and a correct look-alike that runs; the checker reports the first and stays
+silent on the second."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("matplotlib")
+
+PRELUDE = '''
+import warnings
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+NUMPY_ERR = (RuntimeError, "Can't call numpy\\(\\) on Tensor that requires grad")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT116, a method of a plain class given a model's output by an instance call (PIXIE's
+    # Visualizer): the method converts its argument's slice with NumPy. Look-alike: the
+    # caller detaches
+    "numpy-in-method-of-passed-output": (Shape("""
+        class Canvas:
+            def draw(self, heat):
+                img = heat[0].cpu().numpy()
+                return img.mean()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 1, 3, padding=1)
+            def forward(self, x):
+                return self.conv(x)
+        net = Net()
+        canvas = Canvas()
+        heatmap = net(torch.rand(1, 3, 8, 8))
+        value = canvas.draw(heatmap.detach())
+        """, "GT116", holds="isinstance(value, np.floating)"), Shape("""
+        class Canvas:
+            def draw(self, heat):
+                img = heat[0].cpu().numpy()
+                return img.mean()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 1, 3, padding=1)
+            def forward(self, x):
+                return self.conv(x)
+        net = Net()
+        canvas = Canvas()
+        heatmap = net(torch.rand(1, 3, 8, 8))
+        value = canvas.draw(heatmap)
+        """, "GT116", 3, raises=NUMPY_ERR)),
+    # GT116, two helpers deep (liegroups' `from_matrix` -> `is_valid_matrix`), the model
+    # call given straight as the argument, `np.asarray` instead of `.numpy()`. Look-alike:
+    # the outer call runs under no_grad, where `.numpy()` works
+    "numpy-two-helpers-below-model-call": (Shape("""
+        def to_array(t):
+            return np.asarray(t.float())
+        def spread(pred):
+            return float(to_array(pred).std())
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        with torch.no_grad():
+            s = spread(model(torch.randn(5, 4)))
+        """, "GT116", holds="s > 0"), Shape("""
+        def to_array(t):
+            return np.asarray(t.float())
+        def spread(pred):
+            return float(to_array(pred).std())
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        s = spread(model(torch.randn(5, 4)))
+        """, "GT116", 2, raises=NUMPY_ERR)),
+    # GT116, a staticmethod called through its class, inside a `main()` the script runs;
+    # `np.linalg` reads the tensor. Look-alike: the method is decorated with no_grad
+    "numpy-linalg-in-staticmethod-called-from-main": (Shape("""
+        class Check:
+            @staticmethod
+            @torch.no_grad()
+            def rank(m):
+                return np.linalg.matrix_rank(m.cpu().numpy())
+        def main():
+            proj = nn.Linear(3, 3)
+            out = proj(torch.eye(3))
+            return Check.rank(out)
+        r = main()
+        """, "GT116", holds="r == 3"), Shape("""
+        class Check:
+            @staticmethod
+            def rank(m):
+                return np.linalg.matrix_rank(m)
+        def main():
+            proj = nn.Linear(3, 3)
+            out = proj(torch.eye(3))
+            return Check.rank(out)
+        r = main()
+        """, "GT116", 4, raises=NUMPY_ERR)),
+    # GT116, a pyplot call given an expression of a Parameter (fastai's `plt.scatter(x[:, 0],
+    # x @ a)`), inside a function the script calls: `plt.plot` and `*` instead. Look-alike:
+    # the plotted value is detached
+    "plot-of-parameter-expression-in-function": (Shape("""
+        slope = nn.Parameter(torch.tensor(2.0))
+        def show(xs):
+            plt.plot(xs, (slope * xs).detach())
+            return len(plt.gca().lines)
+        n = show(torch.linspace(0, 1, 5))
+        """, "GT116", holds="n >= 1"), Shape("""
+        slope = nn.Parameter(torch.tensor(2.0))
+        def show(xs):
+            plt.plot(xs, slope * xs)
+            return len(plt.gca().lines)
+        n = show(torch.linspace(0, 1, 5))
+        """, "GT116", 3, raises=NUMPY_ERR)),
+    # GT116, an embedding's weight indexed and converted in a loop of a function (the
+    # embedding inspector), here `np.array` of a row of a global `nn.Embedding`.
+    # Look-alike: the rows are read under no_grad
+    "numpy-of-global-embedding-rows": (Shape("""
+        table = nn.Embedding(10, 4)
+        def rows(ids):
+            with torch.no_grad():
+                picked = table.weight[ids]
+            return [np.array(picked[i]) for i in range(len(ids))]
+        got = rows(torch.tensor([1, 2]))
+        """, "GT116", holds="len(got) == 2"), Shape("""
+        table = nn.Embedding(10, 4)
+        def rows(ids):
+            picked = table.weight[ids]
+            return [np.array(picked[i]) for i in range(len(ids))]
+        got = rows(torch.tensor([1, 2]))
+        """, "GT116", 4, raises=NUMPY_ERR)),
+    # GT116 left alone: the model is frozen, its output needs no grad (a file that freezes
+    # is not read); the twin is a plain script conversion of a trained head's output
+    "numpy-of-frozen-model-output": (Shape("""
+        backbone = nn.Linear(4, 4)
+        for p in backbone.parameters():
+            p.requires_grad = False
+        feats = backbone(torch.randn(2, 4))
+        arr = feats.numpy()
+        """, "GT116", holds="arr.shape == (2, 4)"), Shape("""
+        head = nn.Linear(4, 4)
+        feats = head(torch.randn(2, 4)).relu()
+        arr = feats.numpy()
+        """, "GT116", 3, raises=NUMPY_ERR)),
+    # GT603, an element of a list of block outputs written in place (the FPN top-down
+    # `laterals[i - 1] += F.interpolate(...)`): here a plain loop over the blocks with one
+    # input and `outs[0] += outs[1]`. Look-alike: the sum is made out of place
+    "iadd-into-listed-relu-block-output": (Shape("""
+        class Heads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+                                           for _ in range(2))
+            def forward(self, x):
+                outs = [head(x) for head in self.heads]
+                outs[0] = outs[0] + outs[1]
+                return outs[0]
+        m = Heads()
+        m(torch.randn(3, 4)).sum().backward()
+        """, "GT603", holds="m.heads[0][0].weight.grad is not None"), Shape("""
+        class Heads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+                                           for _ in range(2))
+            def forward(self, x):
+                outs = [head(x) for head in self.heads]
+                outs[0] += outs[1]
+                return outs[0]
+        m = Heads()
+        m(torch.randn(3, 4)).sum().backward()
+        """, "GT603", 8, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT603, the list built by index (`[self.stages[i](xs[i]) for i in range(n)]`) from a
+    # module class of the file ending in an in-place ELU, the write a `*=` in a loop.
+    # Look-alike: the stages end in SiLU, which saves its input, not its output
+    "imul-into-indexed-list-of-elu-stage-outputs": (Shape("""
+        class Stage(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv = nn.Conv1d(c, c, 1)
+                self.act = nn.SiLU(inplace=True)
+            def forward(self, x):
+                return self.act(self.conv(x))
+        class Neck(nn.Module):
+            def __init__(self, c=2, n=3):
+                super().__init__()
+                self.stages = nn.ModuleList([Stage(c) for _ in range(n)])
+            def forward(self, xs):
+                feats = [self.stages[i](xs[i]) for i in range(len(xs))]
+                for i in range(1, len(feats)):
+                    feats[i] *= 0.5
+                return torch.cat(feats, -1)
+        neck = Neck()
+        neck([torch.randn(1, 2, 4) for _ in range(3)]).sum().backward()
+        """, "GT603", holds="neck.stages[0].conv.weight.grad is not None"), Shape("""
+        class Stage(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv = nn.Conv1d(c, c, 1)
+                self.act = nn.ELU(inplace=True)
+            def forward(self, x):
+                return self.act(self.conv(x))
+        class Neck(nn.Module):
+            def __init__(self, c=2, n=3):
+                super().__init__()
+                self.stages = nn.ModuleList([Stage(c) for _ in range(n)])
+            def forward(self, xs):
+                feats = [self.stages[i](xs[i]) for i in range(len(xs))]
+                for i in range(1, len(feats)):
+                    feats[i] *= 0.5
+                return torch.cat(feats, -1)
+        neck = Neck()
+        neck([torch.randn(1, 2, 4) for _ in range(3)]).sum().backward()
+        """, "GT603", 15, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT603, `enumerate` over the blocks (mmocr's FPNF); look-alike: the element is replaced
+    # by a copy before the write
+    "iadd-into-enumerated-list-element": (Shape("""
+        class Pyramid(nn.Module):
+            def __init__(self, n=3):
+                super().__init__()
+                self.convs = nn.ModuleList([nn.Sequential(nn.Conv2d(2, 2, 1), nn.ReLU(True))
+                                            for _ in range(n)])
+            def forward(self, inputs):
+                lat = [conv(inputs[i]) for i, conv in enumerate(self.convs)]
+                lat[0] = lat[0].clone()
+                lat[0] += lat[1]
+                return lat[0]
+        p = Pyramid()
+        p([torch.randn(1, 2, 4, 4) for _ in range(3)]).sum().backward()
+        """, "GT603", holds="p.convs[0][0].weight.grad is not None"), Shape("""
+        class Pyramid(nn.Module):
+            def __init__(self, n=3):
+                super().__init__()
+                self.convs = nn.ModuleList([nn.Sequential(nn.Conv2d(2, 2, 1), nn.ReLU(True))
+                                            for _ in range(n)])
+            def forward(self, inputs):
+                lat = [conv(inputs[i]) for i, conv in enumerate(self.convs)]
+                for i in range(len(lat) - 1, 0, -1):
+                    lat[i - 1] += lat[i]
+                return lat[0]
+        p = Pyramid()
+        p([torch.randn(1, 2, 4, 4) for _ in range(3)]).sum().backward()
+        """, "GT603", 9, raises=(RuntimeError, "modified by an inplace operation"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
