@@ -249,6 +249,86 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         p = Pyramid()
         p([torch.randn(1, 2, 4, 4) for _ in range(3)]).sum().backward()
         """, "GT603", 9, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT515 through a scheduler class of the file (SSD's `WarmupMultiStepLR(LambdaLR)`): the
+    # analysis layer reads an instance of a subclass of a torch scheduler as a scheduler,
+    # here two classes deep, stepped at the start of a script's epoch loop. Look-alike:
+    # stepped after the optimizer
+    "own-scheduler-subclass-stepped-first-in-script": (Shape("""
+        class Halving(torch.optim.lr_scheduler.LambdaLR):
+            def __init__(self, optimizer):
+                super().__init__(optimizer, lambda it: 0.5 ** it)
+        class Warm(Halving):
+            pass
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = Warm(opt)
+        lrs = []
+        for epoch in range(2):
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.zero_grad()
+            net(torch.randn(4, 2)).pow(2).mean().backward()
+            opt.step()
+            sched.step()
+        """, "GT515", holds="lrs[0] == 0.1"), Shape("""
+        class Halving(torch.optim.lr_scheduler.LambdaLR):
+            def __init__(self, optimizer):
+                super().__init__(optimizer, lambda it: 0.5 ** it)
+        class Warm(Halving):
+            pass
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = Warm(opt)
+        lrs = []
+        for epoch in range(2):
+            sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.zero_grad()
+            net(torch.randn(4, 2)).pow(2).mean().backward()
+            opt.step()
+        """, "GT515", 11, holds="lrs[0] == 0.05")),
+    # GT515, the scheduler subclass built by a helper (`make_policy`, a name that says
+    # nothing) inside `main()`. Look-alike: stepped after the optimizer
+    "own-scheduler-subclass-from-helper-in-main": (Shape("""
+        from torch.optim.lr_scheduler import MultiplicativeLR
+        class Decay(MultiplicativeLR):
+            def __init__(self, optimizer, factor):
+                super().__init__(optimizer, lambda _: factor)
+        def make_policy(opt):
+            return Decay(opt, 0.5)
+        def main():
+            model = nn.Linear(2, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)
+            warm_sched = make_policy(opt)
+            seen = []
+            for x in [torch.randn(3, 2)] * 2:
+                seen.append(opt.param_groups[0]["lr"])
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                warm_sched.step()
+            return seen
+        seen = main()
+        """, "GT515", holds="seen[0] == 1.0"), Shape("""
+        from torch.optim.lr_scheduler import MultiplicativeLR
+        class Decay(MultiplicativeLR):
+            def __init__(self, optimizer, factor):
+                super().__init__(optimizer, lambda _: factor)
+        def make_policy(opt):
+            return Decay(opt, 0.5)
+        def main():
+            model = nn.Linear(2, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)
+            warm_sched = make_policy(opt)
+            seen = []
+            for x in [torch.randn(3, 2)] * 2:
+                warm_sched.step()
+                seen.append(opt.param_groups[0]["lr"])
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+            return seen
+        seen = main()
+        """, "GT515", 13, holds="seen[0] == 0.5")),
 }
 
 

@@ -124,8 +124,8 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
             got = requires_grad(ctx, where, f.value, line, depth + 1)
             if got is not None or f.attr not in ("add", "sub", "mul", "div", "matmul", "mm"):
                 return got
-            return next((g for a in e.args if (g := requires_grad(ctx, where, a, line,
-                                                                   depth + 1))), None)
+            found = (requires_grad(ctx, where, a, line, depth + 1) for a in e.args)
+            return next((g for g in found if g is not None), None)
     q = ctx.qualified_name(f) or ""
     if q == "torch.nn.Parameter":
         return e if not asks_no_grad(e) and not (

@@ -136,8 +136,8 @@ def _origin(ctx: Context, where: ast.AST, value: ast.expr, line: int,
     if src is not None:
         if not _runs_with_grad(ctx, where, 0):
             return None
-        return src, [Related(ctx.path, src.lineno, "it requires grad from here",  # type: ignore[attr-defined]
-                             ctx.column(src))]
+        line = src.lineno  # type: ignore[attr-defined]
+        return src, [Related(ctx.path, line, "it requires grad from here", ctx.column(src))]
     if hops >= MAX_HOPS:
         return None
     p = passed_param(ctx, where, value, line)
