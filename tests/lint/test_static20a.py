@@ -329,6 +329,86 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return seen
         seen = main()
         """, "GT515", 13, holds="seen[0] == 0.5")),
+    # GT603 through an activation chosen by a conditional expression on a constructor
+    # argument (YOLOv4's `nn.ReLU(inplace=True) if activate == "relu" else nn.Mish()`): the
+    # constructing call's constant picks the arm. Look-alike: the call picks the other arm
+    "iadd-after-activation-picked-by-constructor-argument": (Shape("""
+        class ConvAct(nn.Module):
+            def __init__(self, c, act="gelu"):
+                super().__init__()
+                self.conv = nn.Conv2d(c, c, 1)
+                self.act = nn.ReLU(inplace=True) if act == "relu" else nn.GELU()
+            def forward(self, x):
+                return self.act(self.conv(x))
+        class Res(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.body = ConvAct(c, act="gelu")
+            def forward(self, x):
+                y = self.body(x)
+                y += x
+                return y
+        r = Res(2)
+        r(torch.randn(1, 2, 3, 3)).sum().backward()
+        """, "GT603", holds="r.body.conv.weight.grad is not None"), Shape("""
+        class ConvAct(nn.Module):
+            def __init__(self, c, act="gelu"):
+                super().__init__()
+                self.conv = nn.Conv2d(c, c, 1)
+                self.act = nn.ReLU(inplace=True) if act == "relu" else nn.GELU()
+            def forward(self, x):
+                return self.act(self.conv(x))
+        class Res(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.body = ConvAct(c, act="relu")
+            def forward(self, x):
+                y = self.body(x)
+                y += x
+                return y
+        r = Res(2)
+        r(torch.randn(1, 2, 3, 3)).sum().backward()
+        """, "GT603", 14, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT603, the flag a keyword-only boolean passed on through an outer block's argument
+    # (its default decides) into blocks of an `nn.Sequential`, the write a `*=`.
+    # Look-alike: the outer default picks SiLU, which saves its input
+    "imul-after-flagged-relu-passed-through-sequential": (Shape("""
+        class Unit(nn.Module):
+            def __init__(self, c, *, relu=False):
+                super().__init__()
+                self.lin = nn.Linear(c, c)
+                self.act = nn.SiLU() if not relu else nn.ReLU()
+            def forward(self, x):
+                return self.act(self.lin(x))
+        class Tower(nn.Module):
+            def __init__(self, c=3, relu=False):
+                super().__init__()
+                self.units = nn.Sequential(Unit(c, relu=relu), Unit(c, relu=relu))
+            def forward(self, x):
+                h = self.units(x)
+                h *= 0.5
+                return h
+        t = Tower()
+        t(torch.randn(2, 3)).sum().backward()
+        """, "GT603", holds="t.units[0].lin.weight.grad is not None"), Shape("""
+        class Unit(nn.Module):
+            def __init__(self, c, *, relu=False):
+                super().__init__()
+                self.lin = nn.Linear(c, c)
+                self.act = nn.SiLU() if not relu else nn.ReLU()
+            def forward(self, x):
+                return self.act(self.lin(x))
+        class Tower(nn.Module):
+            def __init__(self, c=3, relu=True):
+                super().__init__()
+                self.units = nn.Sequential(Unit(c, relu=relu), Unit(c, relu=relu))
+            def forward(self, x):
+                h = self.units(x)
+                h *= 0.5
+                return h
+        t = Tower()
+        t(torch.randn(2, 3)).sum().backward()
+        """, "GT603", 14, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
