@@ -409,6 +409,112 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         t = Tower()
         t(torch.randn(2, 3)).sum().backward()
         """, "GT603", 14, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT205 through the hidden state a loop of reentrant checkpoints carries, made by an
+    # embedding that a `named_parameters` filter freezes (FastChat's LoRA LLaMA): no input of
+    # any checkpoint requires grad, the blocks get no gradient. Here the filter is
+    # `not n.startswith("tok")` and the flag test `self.ckpt`. Look-alike: non-reentrant
+    "checkpoint-loop-after-embedding-frozen-by-name-filter": (Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class TinyLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tok = nn.Embedding(11, 4)
+                self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                self.head = nn.Linear(4, 11)
+                self.ckpt = True
+            def forward(self, token_ids):
+                h = self.tok(token_ids)
+                for blk in self.blocks:
+                    if self.ckpt:
+                        h = checkpoint(blk, h, use_reentrant=False)
+                    else:
+                        h = blk(h)
+                return self.head(h)
+        lm = TinyLM()
+        for n, p in lm.named_parameters():
+            p.requires_grad = not n.startswith("tok")
+        lm(torch.randint(0, 11, (2, 3))).sum().backward()
+        """, "GT205", holds="lm.blocks[0].weight.grad is not None"), Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class TinyLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tok = nn.Embedding(11, 4)
+                self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                self.head = nn.Linear(4, 11)
+                self.ckpt = True
+            def forward(self, token_ids):
+                h = self.tok(token_ids)
+                for blk in self.blocks:
+                    if self.ckpt:
+                        h = checkpoint(blk, h, use_reentrant=True)
+                    else:
+                        h = blk(h)
+                return self.head(h)
+        lm = TinyLM()
+        for n, p in lm.named_parameters():
+            p.requires_grad = not n.startswith("tok")
+        lm(torch.randint(0, 11, (2, 3))).sum().backward()
+        """, "GT205", 13, holds="lm.blocks[0].weight.grad is None")),
+    # GT205, the whole model frozen with `requires_grad_(False)` and adapters attached after
+    # (diffusers' LoRA text encoder), the checkpoint's result an element of a tuple.
+    # Look-alike: only the blocks are frozen, the embedding still trains
+    "checkpoint-loop-after-model-frozen-then-adapted": (Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+                self.adapter = None
+            def forward(self, x):
+                y = self.lin(x)
+                return (y if self.adapter is None else y + self.adapter(x),)
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(9, 4)
+                self.layers = nn.ModuleList([Block(), Block()])
+            def forward(self, input_ids):
+                hidden = self.embed(input_ids)
+                for layer in self.layers:
+                    outs = checkpoint(layer, hidden, use_reentrant=True)
+                    hidden = outs[0]
+                return hidden
+        enc = Encoder()
+        for blk in enc.layers:
+            blk.lin.requires_grad_(False)
+        head = nn.Linear(4, 1)
+        for blk in enc.layers:
+            blk.adapter = nn.Linear(4, 4)
+        head(enc(torch.randint(0, 9, (2, 3)))).sum().backward()
+        """, "GT205", holds="enc.layers[0].adapter.weight.grad is not None"), Shape("""
+        from torch.utils.checkpoint import checkpoint
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+                self.adapter = None
+            def forward(self, x):
+                y = self.lin(x)
+                return (y if self.adapter is None else y + self.adapter(x),)
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(9, 4)
+                self.layers = nn.ModuleList([Block(), Block()])
+            def forward(self, input_ids):
+                hidden = self.embed(input_ids)
+                for layer in self.layers:
+                    outs = checkpoint(layer, hidden, use_reentrant=True)
+                    hidden = outs[0]
+                return hidden
+        enc = Encoder()
+        enc.requires_grad_(False)
+        head = nn.Linear(4, 1)
+        for blk in enc.layers:
+            blk.adapter = nn.Linear(4, 4)
+        head(enc(torch.randint(0, 9, (2, 3)))).sum().backward()
+        """, "GT205", 18, holds="enc.layers[0].adapter.weight.grad is None")),
 }
 
 
