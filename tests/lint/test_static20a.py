@@ -515,6 +515,52 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             blk.adapter = nn.Linear(4, 4)
         head(enc(torch.randint(0, 9, (2, 3)))).sum().backward()
         """, "GT205", 18, holds="enc.layers[0].adapter.weight.grad is None")),
+    # GT608 through a function's parameter (Score-CAM's `denormalize(tensor)`: its caller
+    # passes an input made with `requires_grad_()`): the rows met by iterating it are
+    # multi-output views. Here a Parameter-derived product given to a helper that scales its
+    # rows. Look-alike: the caller runs it under no_grad
+    "row-write-in-helper-given-grad-tensor": (Shape("""
+        def scale_rows(t, k):
+            for row, f in zip(t, k):
+                row.mul_(f)
+            return t
+        w = nn.Parameter(torch.randn(3, 2))
+        with torch.no_grad():
+            out = scale_rows(w * 1.0, [1.0, 2.0, 3.0])
+        """, "GT608", holds="not out.requires_grad"), Shape("""
+        def scale_rows(t, k):
+            for row, f in zip(t, k):
+                row.mul_(f)
+            return t
+        w = nn.Parameter(torch.randn(3, 2))
+        out = scale_rows(w * 1.0, [1.0, 2.0, 3.0])
+        """, "GT608", 3, raises=(RuntimeError, "returns multiple views"))),
+    # GT608, a method given a model's output through another function (two calls), the view
+    # a piece of `chunk`. Look-alike: the piece is cloned before the write
+    "chunk-write-in-method-two-calls-below-model": (Shape("""
+        class Jitter:
+            def apply(self, x):
+                a, b = x.chunk(2, dim=-1)
+                a = a.clone()
+                a.add_(0.1)
+                return torch.cat([a, b], -1)
+        net = nn.Linear(4, 4)
+        jit = Jitter()
+        def run(batch):
+            return jit.apply(net(batch))
+        y = run(torch.randn(2, 4))
+        """, "GT608", holds="y.requires_grad"), Shape("""
+        class Jitter:
+            def apply(self, x):
+                a, b = x.chunk(2, dim=-1)
+                a.add_(0.1)
+                return torch.cat([a, b], -1)
+        net = nn.Linear(4, 4)
+        jit = Jitter()
+        def run(batch):
+            return jit.apply(net(batch))
+        y = run(torch.randn(2, 4))
+        """, "GT608", 4, raises=(RuntimeError, "returns multiple views"))),
 }
 
 

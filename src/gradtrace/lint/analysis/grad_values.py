@@ -56,7 +56,8 @@ WEIGHTED = frozenset({"torch.nn." + n for n in (
 CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 GRAD_FACTORIES = frozenset({"torch." + f for f in (
     "tensor", "zeros", "ones", "randn", "rand", "empty", "full", "arange", "linspace", "eye",
-    "zeros_like", "ones_like", "randn_like", "rand_like", "full_like", "as_tensor")})
+    "zeros_like", "ones_like", "randn_like", "rand_like", "full_like", "as_tensor",
+    "autograd.Variable")})
 
 
 def requires_grad(ctx: Context, where: ast.AST, e: ast.AST, line: int,
@@ -120,6 +121,9 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
     if ctx.scope(where).grad_off_at(e) is not None:
         return None
     if isinstance(f, ast.Attribute):
+        if f.attr == "requires_grad_":  # `torch.randn(3).requires_grad_()`
+            return e if not e.args or isinstance(e.args[0], ast.Constant) \
+                and e.args[0].value is True else None
         if f.attr in KEEPS:
             got = requires_grad(ctx, where, f.value, line, depth + 1)
             if got is not None or f.attr not in ("add", "sub", "mul", "div", "matmul", "mm"):
@@ -218,3 +222,37 @@ def callers(ctx: Context, fn: ast.AST, param: str
         v = ctx.analysis.arguments(fn, call).get(param)
         if v is not None:
             yield call, where, v
+
+
+def passed_requiring(ctx: Context, fn: ast.AST, param: str, hops: int = 0
+                     ) -> tuple[ast.AST, list[ast.Call]] | None:
+    """(where the gradient comes from, the calls on the way) when a call of ``fn`` the file
+    makes with grad enabled passes, for ``param``, a value that surely requires grad (through
+    the callers' own parameters, :data:`MAX_HOPS` calls up), from a function the file runs
+    with grad enabled (:func:`runs_with_grad`)."""
+    for call, w, arg in callers(ctx, fn, param):
+        if ctx.scope(w).grad_off_at(call) is not None:
+            continue
+        src = requires_grad(ctx, w, arg, call.lineno)
+        if src is not None:
+            if runs_with_grad(ctx, w):
+                return src, [call]
+            continue
+        p = passed_param(ctx, w, arg, call.lineno) if hops < MAX_HOPS else None
+        got = passed_requiring(ctx, w, p, hops + 1) if p is not None else None
+        if got is not None:
+            return got[0], [*got[1], call]
+    return None
+
+
+def runs_with_grad(ctx: Context, fn: ast.AST, hops: int = 0) -> bool:
+    """The module body, or a function every call of which in the file (one at least) is made
+    with grad enabled, :data:`MAX_HOPS` calls up."""
+    if fn is ctx.tree:
+        return True
+    if not isinstance(fn, FUNCTION_TYPES) or hops > MAX_HOPS:
+        return False
+    sites = function_sites(ctx.analysis, fn)
+    return bool(sites) and all(
+        w is not fn and ctx.scope(w).grad_off_at(c) is None and runs_with_grad(ctx, w, hops + 1)
+        for c, w in sites)

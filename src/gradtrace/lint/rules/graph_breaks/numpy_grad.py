@@ -5,10 +5,11 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.kinds import PARAMETER
-from gradtrace.lint.analysis.grad_values import callers, passed_param, requires_grad
-from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.analysis.grad_values import (
+    passed_param, passed_requiring, requires_grad, runs_with_grad,
+)
+from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # NumPy functions that read a tensor through ``Tensor.__array__`` (``.numpy()``)
@@ -19,7 +20,6 @@ PLOTS = frozenset({"matplotlib.pyplot." + f for f in (
     "plot", "scatter", "imshow", "hist", "bar", "barh", "fill_between", "errorbar",
     "semilogx", "semilogy", "loglog", "step", "stem", "matshow", "pcolormesh", "contour",
     "contourf", "hist2d")})
-MAX_HOPS = 2
 
 
 class NumpyOfTensorRequiringGrad(Rule):
@@ -101,7 +101,7 @@ class NumpyOfTensorRequiringGrad(Rule):
                 k = ctx.analysis.kind(value)
                 if k is not None and k.what == PARAMETER and isinstance(k.node, ast.Call):
                     continue  # GT114's
-            found = _origin(ctx, ctx.function or ctx.tree, value, node.lineno, 0)
+            found = _origin(ctx, ctx.function or ctx.tree, value, node.lineno)
             if found is not None:
                 src, rel = found
                 yield self.report(node, ctx, related=rel, call=_short(ctx.source(node)),
@@ -126,51 +126,31 @@ def _sinks(node: ast.Call, ctx: Context) -> list[ast.expr]:
     return []
 
 
-def _origin(ctx: Context, where: ast.AST, value: ast.expr, line: int,
-            hops: int) -> tuple[ast.AST, list[Related]] | None:
+def _origin(ctx: Context, where: ast.AST, value: ast.expr, line: int
+            ) -> tuple[ast.AST, list[Related]] | None:
     """(where the gradient comes from, related notes) when ``value`` read at ``line`` in
     ``where`` surely requires grad there and grad is enabled; followed to the callers."""
-    if ctx.scope(where).grad_off_at(_stmt_at(ctx, where, value)) is not None:
+    s = ctx.scope(where).statement_of(value)
+    if ctx.scope(where).grad_off_at(s if s is not None else value) is not None:
         return None
     src = requires_grad(ctx, where, value, line)
+    calls: list[ast.Call] = []
     if src is not None:
-        if not _runs_with_grad(ctx, where, 0):
+        if not runs_with_grad(ctx, where):
             return None
-        line = src.lineno  # type: ignore[attr-defined]
-        return src, [Related(ctx.path, line, "it requires grad from here", ctx.column(src))]
-    if hops >= MAX_HOPS:
-        return None
-    p = passed_param(ctx, where, value, line)
-    if p is None:
-        return None
-    for call, w, arg in callers(ctx, where, p):
-        got = _origin(ctx, w, arg, call.lineno, hops + 1)
-        if got is not None:
-            return got[0], [*got[1], Related(ctx.path, call.lineno, "passed here",
-                                             ctx.column(call))]
-    return None
+    else:
+        p = passed_param(ctx, where, value, line)
+        got = passed_requiring(ctx, where, p) if p is not None else None
+        if got is None:
+            return None
+        src, calls = got
+    line = src.lineno  # type: ignore[attr-defined]
+    return src, [Related(ctx.path, line, "it requires grad from here", ctx.column(src)),
+                 *(Related(ctx.path, c.lineno, "passed here", ctx.column(c)) for c in calls)]
 
 
 def _short(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _stmt_at(ctx: Context, where: ast.AST, e: ast.AST) -> ast.AST:
-    s = ctx.scope(where).statement_of(e)
-    return s if s is not None else e
-
-
-def _runs_with_grad(ctx: Context, fn: ast.AST, hops: int) -> bool:
-    """The module body, or a function every call of which in the file (one at least) is made
-    with grad enabled, two calls up."""
-    if fn is ctx.tree:
-        return True
-    if not isinstance(fn, FUNCTION_TYPES) or hops > MAX_HOPS:
-        return False
-    sites = function_sites(ctx.analysis, fn)
-    return bool(sites) and all(
-        w is not fn and ctx.scope(w).grad_off_at(c) is None and _runs_with_grad(ctx, w, hops + 1)
-        for c, w in sites)
 
 
 def _why(src: ast.AST, ctx: Context) -> str:
