@@ -561,6 +561,40 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return jit.apply(net(batch))
         y = run(torch.randn(2, 4))
         """, "GT608", 4, raises=(RuntimeError, "returns multiple views"))),
+    # GT608 through a transform object's `__call__` (AdversarialDeepFakes' `Normalize`):
+    # the call of the instance passes a resized input made with `requires_grad=True`
+    # (through `F.interpolate`, in a helper). Look-alike: the transform clones first
+    "row-write-in-transform-call-on-resized-grad-input": (Shape("""
+        class Standardize:
+            def __init__(self, mean, std):
+                self.mean, self.std = mean, std
+            def __call__(self, img):
+                img = img.clone()
+                out = []
+                for ch, m, s in zip(img, self.mean, self.std):
+                    out.append((ch - m) / s)
+                return torch.stack(out)
+        norm = Standardize([0.5] * 3, [0.2] * 3)
+        def prep(x):
+            small = F.interpolate(x[None], size=(4, 4))[0]
+            return norm(small)
+        x = torch.rand(3, 8, 8, requires_grad=True)
+        y = prep(x)
+        """, "GT608", holds="y.requires_grad"), Shape("""
+        class Standardize:
+            def __init__(self, mean, std):
+                self.mean, self.std = mean, std
+            def __call__(self, img):
+                for ch, m, s in zip(img, self.mean, self.std):
+                    ch.sub_(m).div_(s)
+                return img
+        norm = Standardize([0.5] * 3, [0.2] * 3)
+        def prep(x):
+            small = F.interpolate(x[None], size=(4, 4))[0]
+            return norm(small)
+        x = torch.rand(3, 8, 8, requires_grad=True)
+        y = prep(x)
+        """, "GT608", 6, raises=(RuntimeError, "returns multiple views"))),
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.calls import (
     _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
+from gradtrace.lint.analysis.instance_calls import instance_calls
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
@@ -218,9 +219,13 @@ def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None
     """Every call of ``fn`` in the file with the function (or module) making it
     (NOTE [parameter kinds]: None when ``fn`` is also used without a call we can see); a
     ``classmethod``/``staticmethod`` is also called through its class (``SO2.from_matrix(m)``,
-    ``cls.is_valid(m)`` in a method of the class)."""
-    sites = _sites(a, fn)
+    ``cls.is_valid(m)`` in a method of the class); a plain class's ``__call__`` runs on a
+    call of an instance (NOTE [instance calls])."""
     cls = a.class_of(fn)
+    if cls is not None and fn.name == "__call__" and not cls.is_module \
+            and cls.methods.get("__call__") is fn:  # `norm(image)` on an instance
+        return [(c, w) for c, w in instance_calls(a.ctx, cls.name)]
+    sites = _sites(a, fn)
     if sites is None or cls is None or not any(
             dotted(d) in ("classmethod", "staticmethod") for d in fn.decorator_list):
         return sites

@@ -138,8 +138,7 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
     if q in GRAD_FACTORIES:
         return e if any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
                         and k.value.value is True for k in e.keywords) else None
-    if q.startswith("torch.") and q.rpartition(".")[2][:1].islower() \
-            and not q.startswith("torch.nn.init"):
+    if _torch_op(ctx, e):
         return next((g for a in e.args if not isinstance(a, ast.Starred)
                      and (g := requires_grad(ctx, where, a, line, depth + 1))), None)
     if isinstance(f, (ast.Name, ast.Attribute)):
@@ -179,6 +178,14 @@ def _builds_weight(ctx: Context, n: ast.Call, depth: int) -> bool:
     return q in CONTAINERS and weighted(ctx, q, n, depth + 1)
 
 
+def _torch_op(ctx: Context, e: ast.Call) -> bool:
+    """A ``torch.*`` function (not a class, not ``torch.nn.init``): its result carries the
+    graph of its tensor arguments."""
+    q = ctx.qualified_name(e.func) or ""
+    return q.startswith("torch.") and q.rpartition(".")[2][:1].islower() \
+        and not q.startswith("torch.nn.init")
+
+
 def _is_param(fn: ast.AST, name: str) -> bool:
     a = getattr(fn, "args", None)
     return a is not None and any(x.arg == name for x in (*a.posonlyargs, *a.args,
@@ -188,8 +195,9 @@ def _is_param(fn: ast.AST, name: str) -> bool:
 def passed_param(ctx: Context, where: ast.AST, e: ast.AST, line: int,
                  depth: int = 0) -> str | None:
     """The parameter of the function ``where`` that ``e`` (read at ``line``) is, through
-    :data:`KEEPS`, subscripts and rebindings of it (``mat = mat.unsqueeze(0)``); None when it
-    is anything else."""
+    :data:`KEEPS`, subscripts, the first argument of a ``torch.*`` function
+    (``F.interpolate(image, ...)``) and rebindings of it (``mat = mat.unsqueeze(0)``); None
+    when it is anything else."""
     if depth > MAX_DEPTH or not isinstance(where, FUNCTION_TYPES):
         return None
     while True:
@@ -198,6 +206,9 @@ def passed_param(ctx: Context, where: ast.AST, e: ast.AST, line: int,
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
                 and e.func.attr in KEEPS:
             e = e.func.value
+        elif isinstance(e, ast.Call) and e.args and not isinstance(e.args[0], ast.Starred) \
+                and _torch_op(ctx, e):  # `F.interpolate(image, size=...)`
+            e = e.args[0]
         else:
             break
     if not isinstance(e, ast.Name):
@@ -219,7 +230,13 @@ def callers(ctx: Context, fn: ast.AST, param: str
     for call, where in function_sites(ctx.analysis, fn) or ():
         if any(isinstance(a, ast.Starred) for a in call.args):
             continue
-        v = ctx.analysis.arguments(fn, call).get(param)
+        if fn.name == "__call__" and not (isinstance(call.func, ast.Attribute)
+                                          and call.func.attr == "__call__"):  # `norm(image)`
+            a = fn.args
+            names = [x.arg for x in (*a.posonlyargs, *a.args)][1:]
+            v = dict(zip(names, call.args)).get(param)
+        else:
+            v = ctx.analysis.arguments(fn, call).get(param)
         if v is not None:
             yield call, where, v
 
