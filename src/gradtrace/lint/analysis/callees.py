@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.calls import (
     _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
-from gradtrace.lint.analysis.instance_calls import instance_calls
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
@@ -224,7 +223,7 @@ def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None
     cls = a.class_of(fn)
     if cls is not None and fn.name == "__call__" and not cls.is_module \
             and cls.methods.get("__call__") is fn:  # `norm(image)` on an instance
-        return [(c, w) for c, w in instance_calls(a.ctx, cls.name)]
+        return _instance_sites(a, cls.name)
     sites = _sites(a, fn)
     if sites is None or cls is None or not any(
             dotted(d) in ("classmethod", "staticmethod") for d in fn.decorator_list):
@@ -237,6 +236,30 @@ def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None
                 f.value.id == cls.name or f.value.id == "cls" and a.class_of(w) is cls):
             sites.append((c, w))
     return sites
+
+
+def _instance_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+    """The calls of the names the file binds to an instance of the plain class ``cls``
+    (``norm = Normalize(...)``, ``self.norm = Normalize(...)``; then ``norm(x)``), found by
+    the names' words (NOTE [call sites]) and checked by their kind."""
+    def make() -> list[tuple[ast.Call, ast.AST]]:
+        out: list[tuple[ast.Call, ast.AST]] = []
+        made, _, _ = _uses(a.ctx, cls)
+        names = set()
+        for c, w in made:
+            s = a.ctx.scope(w).statement_of(c)
+            if isinstance(s, ast.Assign) and s.value is c and len(s.targets) == 1:
+                d = dotted(s.targets[0])
+                if d:
+                    names.add(d)
+        for d in sorted(names):
+            for c, w in _uses(a.ctx, d.rpartition(".")[2])[0]:
+                if dotted(c.func) == d:
+                    k = a.kind_in(c.func, w, c.lineno)
+                    if k is not None and k.what == OBJECT and k.cls == cls:
+                        out.append((c, w))
+        return out
+    return a.ctx.memo("instance-sites:" + cls, a.ctx.tree, make)
 
 
 def _base_names(a: Analysis) -> set[str | None]:

@@ -60,25 +60,30 @@ GRAD_FACTORIES = frozenset({"torch." + f for f in (
     "autograd.Variable")})
 
 
-def requires_grad(ctx: Context, where: ast.AST, e: ast.AST, line: int,
-                  depth: int = 0) -> ast.AST | None:
+def requires_grad(ctx: Context, where: ast.AST, e: ast.AST, line: int) -> ast.AST | None:
     """The node a value's gradient comes from (a module call, a Parameter) when ``e``, read
     at ``line`` in the function (or module) ``where``, surely requires grad; else None
     (NOTE [values that require grad])."""
-    if depth > MAX_DEPTH or file_freezes(ctx):
+    src = _requires(ctx, where, e, line, 0)
+    return None if src is None or file_freezes(ctx) else src
+
+
+def _requires(ctx: Context, where: ast.AST, e: ast.AST, line: int,
+              depth: int = 0) -> ast.AST | None:
+    if depth > MAX_DEPTH:
         return None
     if isinstance(e, ast.Subscript):
-        return requires_grad(ctx, where, e.value, line, depth + 1)
+        return _requires(ctx, where, e.value, line, depth + 1)
     if isinstance(e, ast.BinOp):
-        return requires_grad(ctx, where, e.left, line, depth + 1) or requires_grad(
+        return _requires(ctx, where, e.left, line, depth + 1) or requires_grad(
             ctx, where, e.right, line, depth + 1)
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        return requires_grad(ctx, where, e.operand, line, depth + 1)
+        return _requires(ctx, where, e.operand, line, depth + 1)
     if isinstance(e, ast.Name):
         return _name(ctx, where, e, line, depth)
     if isinstance(e, ast.Attribute):
         if e.attr in KEEP_ATTRS:
-            return requires_grad(ctx, where, e.value, line, depth + 1)
+            return _requires(ctx, where, e.value, line, depth + 1)
         k = ctx.analysis.kind_in(e, where, line)
         if k is not None and k.what == PARAMETER and isinstance(k.node, ast.Call) \
                 and not asks_no_grad(k.node):
@@ -113,7 +118,7 @@ def _bound(ctx: Context, where: ast.AST, b: object, name: str, depth: int) -> as
         return None  # type: ignore[attr-defined]
     if ctx.scope(where).grad_off_at(stmt) is not None:
         return None
-    return requires_grad(ctx, where, b.value, b.line, depth + 1)  # type: ignore[attr-defined]
+    return _requires(ctx, where, b.value, b.line, depth + 1)  # type: ignore[attr-defined]
 
 
 def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> ast.AST | None:
@@ -125,10 +130,10 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
             return e if not e.args or isinstance(e.args[0], ast.Constant) \
                 and e.args[0].value is True else None
         if f.attr in KEEPS:
-            got = requires_grad(ctx, where, f.value, line, depth + 1)
+            got = _requires(ctx, where, f.value, line, depth + 1)
             if got is not None or f.attr not in ("add", "sub", "mul", "div", "matmul", "mm"):
                 return got
-            found = (requires_grad(ctx, where, a, line, depth + 1) for a in e.args)
+            found = (_requires(ctx, where, a, line, depth + 1) for a in e.args)
             return next((g for g in found if g is not None), None)
     q = ctx.qualified_name(f) or ""
     if q == "torch.nn.Parameter":
@@ -140,7 +145,7 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
                         and k.value.value is True for k in e.keywords) else None
     if _torch_op(ctx, e):
         return next((g for a in e.args if not isinstance(a, ast.Starred)
-                     and (g := requires_grad(ctx, where, a, line, depth + 1))), None)
+                     and (g := _requires(ctx, where, a, line, depth + 1))), None)
     if isinstance(f, (ast.Name, ast.Attribute)):
         k = ctx.analysis.kind_in(f, where, line)
         if k is not None and k.what == MODULE and weighted(ctx, k.cls, k.node):
@@ -184,6 +189,11 @@ def _torch_op(ctx: Context, e: ast.Call) -> bool:
     q = ctx.qualified_name(e.func) or ""
     return q.startswith("torch.") and q.rpartition(".")[2][:1].islower() \
         and not q.startswith("torch.nn.init")
+
+
+def is_parameter(fn: ast.AST, name: str) -> bool:
+    """``name`` is a positional or keyword parameter of the function ``fn``."""
+    return _is_param(fn, name)
 
 
 def _is_param(fn: ast.AST, name: str) -> bool:
@@ -269,7 +279,13 @@ def runs_with_grad(ctx: Context, fn: ast.AST, hops: int = 0) -> bool:
         return True
     if not isinstance(fn, FUNCTION_TYPES) or hops > MAX_HOPS:
         return False
-    sites = function_sites(ctx.analysis, fn)
+    if hops == 0:
+        return ctx.memo("runs-with-grad", fn, lambda: _runs_with_grad(ctx, fn))
+    return _runs_with_grad(ctx, fn, hops)
+
+
+def _runs_with_grad(ctx: Context, fn: ast.AST, hops: int = 0) -> bool:
+    sites = function_sites(ctx.analysis, fn)  # type: ignore[arg-type]
     return bool(sites) and all(
         w is not fn and ctx.scope(w).grad_off_at(c) is None and runs_with_grad(ctx, w, hops + 1)
         for c, w in sites)

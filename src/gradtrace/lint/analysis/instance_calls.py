@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.kinds import MODULE, OBJECT
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.nodes import function_scopes, scope_nodes
 
 if TYPE_CHECKING:
@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 
 def instance_calls(ctx: Context, cls: str) -> list[tuple[ast.Call, ast.AST]]:
     """(call, the function or module holding it) for every call of an instance of the
-    module class ``cls`` of the file (``model(x)``, ``self.net(x)``), or of a plain class of
-    the file that defines ``__call__`` (``norm_transform(image)``), found once per file."""
+    module class ``cls`` of the file (``model(x)``, ``self.net(x)``), found once per file."""
     table: dict[str, list[tuple[ast.Call, ast.AST]]] = ctx.memo(
         "instance-calls", ctx.tree, lambda: _index(ctx))
     return table.get(cls, [])
@@ -30,7 +29,7 @@ def instance_calls(ctx: Context, cls: str) -> list[tuple[ast.Call, ast.AST]]:
 
 def _index(ctx: Context) -> dict[str, list[tuple[ast.Call, ast.AST]]]:
     a = ctx.analysis
-    own = {c.name for c in a.classes.values() if c.is_module or "__call__" in c.methods}
+    own = {c.name for c in a.classes.values() if c.is_module}
     out: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
     if not own:
         return out
@@ -39,7 +38,7 @@ def _index(ctx: Context) -> dict[str, list[tuple[ast.Call, ast.AST]]]:
             if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)) \
                     and not (isinstance(n.func, ast.Name) and n.func.id in own):
                 k = a.kind_in(n.func, fn, n.lineno)
-                if k is not None and k.what in (MODULE, OBJECT) and k.cls in own:
+                if k is not None and k.what == MODULE and k.cls in own:
                     out.setdefault(k.cls, []).append((n, fn))
     return out
 

@@ -32,7 +32,7 @@ def frozen_carried(a: ast.Name, scope: Scope, ctx: Context, int_names: re.Patter
         return None
     why = None
     for b in scope.bindings.get(a.id, ()):
-        if _flag_arms(scope.node, b.stmt, stmt):
+        if _flag_arms(scope.node, b.stmt, stmt, ctx):
             continue
         if not isinstance(b.stmt, ast.Assign) or b.value is None:
             return None
@@ -67,25 +67,38 @@ def _checkpointed(v: ast.AST, scope: Scope, ctx: Context, at: ast.stmt, depth: i
         return False
     bs = scope.bindings.get(v.id, ())
     return bool(bs) and all(
-        _flag_arms(scope.node, b.stmt, at) or isinstance(b.stmt, ast.Assign)
+        _flag_arms(scope.node, b.stmt, at, ctx) or isinstance(b.stmt, ast.Assign)
         and b.value is not None and _checkpointed(b.value, scope, ctx, at, depth + 1)
         for b in bs)
 
 
-def _flag_arms(fn: ast.AST, a: ast.stmt, b: ast.stmt) -> bool:
+def _flag_arms(fn: ast.AST, a: ast.stmt, b: ast.stmt, ctx: Context) -> bool:
     """``a`` and ``b`` sit in different arms of one ``if`` whose test reads only ``self``
     attributes and constants."""
-    for n in ast.walk(fn):
-        if isinstance(n, ast.If) and _self_only(n.test):
-            ina, inb = _within(n.body, a), _within(n.body, b)
-            outa, outb = _within(n.orelse, a), _within(n.orelse, b)
-            if (ina and outb) or (outa and inb):
-                return True
-    return False
+    arms = ctx.memo("gt205-flag-arms", fn, lambda: _arms(fn))
+    got_a, got_b = dict(arms.get(id(a), ())), dict(arms.get(id(b), ()))
+    return any(k in got_b and got_b[k] != v for k, v in got_a.items())
 
 
-def _within(body: list[ast.stmt], s: ast.stmt) -> bool:
-    return any(x is s for top in body for x in ast.walk(top))
+def _arms(fn: ast.AST) -> dict[int, tuple[tuple[int, bool], ...]]:
+    """id(statement) -> the (``if`` on self flags, in its body?) pairs around it, one walk."""
+    out: dict[int, tuple[tuple[int, bool], ...]] = {}
+
+    def visit(body: list[ast.stmt], path: tuple[tuple[int, bool], ...]) -> None:
+        for st in body:
+            out[id(st)] = path
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(st, ast.If) and _self_only(st.test):
+                visit(st.body, (*path, (id(st), True)))
+                visit(st.orelse, (*path, (id(st), False)))
+                continue
+            for f in ("body", "orelse", "finalbody"):
+                visit(getattr(st, f, None) or [], path)
+            for h in getattr(st, "handlers", ()):
+                visit(h.body, path)
+    visit(getattr(fn, "body", []), ())
+    return out
 
 
 def _self_only(e: ast.expr) -> bool:
