@@ -110,13 +110,13 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "plot-of-parameter-expression-in-function": (Shape("""
         slope = nn.Parameter(torch.tensor(2.0))
         def show(xs):
-            plt.plot(xs, (slope * xs).detach())
+            plt.plot(xs, (xs * slope).detach())
             return len(plt.gca().lines)
         n = show(torch.linspace(0, 1, 5))
         """, "GT116", holds="n >= 1"), Shape("""
         slope = nn.Parameter(torch.tensor(2.0))
         def show(xs):
-            plt.plot(xs, slope * xs)
+            plt.plot(xs, xs * slope)
             return len(plt.gca().lines)
         n = show(torch.linspace(0, 1, 5))
         """, "GT116", 3, raises=NUMPY_ERR)),

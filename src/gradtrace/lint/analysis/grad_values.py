@@ -75,7 +75,7 @@ def _requires(ctx: Context, where: ast.AST, e: ast.AST, line: int,
     if isinstance(e, ast.Subscript):
         return _requires(ctx, where, e.value, line, depth + 1)
     if isinstance(e, ast.BinOp):
-        return _requires(ctx, where, e.left, line, depth + 1) or requires_grad(
+        return _requires(ctx, where, e.left, line, depth + 1) or _requires(
             ctx, where, e.right, line, depth + 1)
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
         return _requires(ctx, where, e.operand, line, depth + 1)
