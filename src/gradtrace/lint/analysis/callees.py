@@ -214,6 +214,54 @@ def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
     return out
 
 
+def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
+    """Every call of ``fn`` in the file with the function (or module) making it
+    (NOTE [parameter kinds]: None when ``fn`` is also used without a call we can see); a
+    ``classmethod``/``staticmethod`` is also called through its class (``SO2.from_matrix(m)``,
+    ``cls.is_valid(m)`` in a method of the class); a plain class's ``__call__`` runs on a
+    call of an instance (NOTE [instance calls])."""
+    cls = a.class_of(fn)
+    if cls is not None and fn.name == "__call__" and not cls.is_module \
+            and cls.methods.get("__call__") is fn:  # `norm(image)` on an instance
+        return _instance_sites(a, cls.name)
+    sites = _sites(a, fn)
+    if sites is None or cls is None or not any(
+            dotted(d) in ("classmethod", "staticmethod") for d in fn.decorator_list):
+        return sites
+    seen = {id(c) for c, _ in sites}
+    for c, w in _uses(a.ctx, fn.name)[0]:
+        f = c.func
+        if id(c) not in seen and isinstance(f, ast.Attribute) \
+                and isinstance(f.value, ast.Name) and (
+                f.value.id == cls.name or f.value.id == "cls" and a.class_of(w) is cls):
+            sites.append((c, w))
+    return sites
+
+
+def _instance_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+    """The calls of the names the file binds to an instance of the plain class ``cls``
+    (``norm = Normalize(...)``, ``self.norm = Normalize(...)``; then ``norm(x)``), found by
+    the names' words (NOTE [call sites]) and checked by their kind."""
+    def make() -> list[tuple[ast.Call, ast.AST]]:
+        out: list[tuple[ast.Call, ast.AST]] = []
+        made, _, _ = _uses(a.ctx, cls)
+        names = set()
+        for c, w in made:
+            s = a.ctx.scope(w).statement_of(c)
+            if isinstance(s, ast.Assign) and s.value is c and len(s.targets) == 1:
+                d = dotted(s.targets[0])
+                if d:
+                    names.add(d)
+        for d in sorted(names):
+            for c, w in _uses(a.ctx, d.rpartition(".")[2])[0]:
+                if dotted(c.func) == d:
+                    k = a.kind_in(c.func, w, c.lineno)
+                    if k is not None and k.what == OBJECT and k.cls == cls:
+                        out.append((c, w))
+        return out
+    return a.ctx.memo("instance-sites:" + cls, a.ctx.tree, make)
+
+
 def _base_names(a: Analysis) -> set[str | None]:
     """The bases of the file's classes as written (``nn.Module``, ``Block``), once per file:
     asked for every ``__init__`` parameter, a scan of every class made a file of many

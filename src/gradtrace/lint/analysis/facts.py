@@ -26,7 +26,7 @@ from gradtrace.lint.analysis.kinds import (
     TENSOR, Kind,
 )
 from gradtrace.lint.analysis.modules import (
-    DEFS, NOT_MODULES, ClassInfo, class_defs, function_defs, is_module_class,
+    DEFS, NOT_MODULES, ClassInfo, class_defs, function_defs, is_module_class, torch_base,
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
@@ -246,6 +246,8 @@ class Analysis:
         if isinstance(f, ast.Name) and not local:
             cls = self.classes.get(f.id)
             if cls is not None:
+                if torch_base(self.ctx, self.classes, cls.node) == SCHEDULER:
+                    return Kind(SCHEDULER, node=e)  # `class WarmupLR(LambdaLR)`
                 return Kind(MODULE if cls.is_module else OBJECT, cls=cls.name, node=e)
         if q.startswith(MODEL_FACTORIES) and last[:1].islower():
             return Kind(MODULE, cls=q, node=e)

@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import argument_default, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -111,7 +111,7 @@ def _built(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int) -> Built
     if isinstance(e.func, ast.Name):
         info = ctx.analysis.classes.get(e.func.id)
         if info is not None:
-            return _class_built(info, e, ctx, depth) if info.is_module else None
+            return _class_built(info, e, ctx, depth, where) if info.is_module else None
         helper = ctx.analysis.functions.get(e.func.id)
         if helper is not None:
             return _union([built(r.value, ctx, helper, depth + 1)
@@ -310,6 +310,8 @@ def _flag(e: ast.expr, flags: dict[str, object]) -> object:
         return tuple(x.value for x in e.elts)  # type: ignore[attr-defined]
     if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
         return flags.get(e.attr, _UNKNOWN)
+    if isinstance(e, ast.Name):  # an argument of ``__init__`` (:func:`constructor_values`)
+        return flags.get("$" + e.id, _UNKNOWN)
     return _UNKNOWN
 
 
@@ -337,11 +339,36 @@ def constructor_flags(info: ClassInfo, call: ast.Call) -> dict[str, object]:
     return out
 
 
-def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int) -> Built | None:
+def constructor_values(info: ClassInfo, call: ast.Call, where: ast.AST | None
+                       ) -> dict[str, object]:
+    """``__init__``'s argument -> the constant the constructing ``call`` gives it (or its
+    default); an argument passed on from the enclosing function (``Conv(c, act=act)`` in
+    another ``__init__``) counts as that function's default for it."""
+    init = info.methods.get("__init__")
+    if init is None or any(isinstance(a, ast.Starred) for a in call.args) \
+            or any(k.arg is None for k in call.keywords):
+        return {}
+    a = init.args
+    params = [p.arg for p in (*a.posonlyargs, *a.args)][1:]
+    given: dict[str, ast.expr] = dict(zip(params, call.args))
+    given.update((k.arg, k.value) for k in call.keywords if k.arg)
+    out: dict[str, object] = {}
+    for p in (*params, *(x.arg for x in a.kwonlyargs)):
+        v = given.get(p) or argument_default(p, init)
+        if isinstance(v, ast.Name) and where is not None and p in given:
+            v = argument_default(v.id, where)
+        if isinstance(v, ast.Constant):
+            out[p] = v.value
+    return out
+
+
+def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int,
+                 where: ast.AST | None = None) -> Built | None:
     fwd = forward_of(info)
     if fwd is None:
         return None
     rets = reachable_returns(fwd, constructor_flags(info, call))
+    given = constructor_values(info, call, where)
     if not rets:
         return None
     scope = ctx.scope(fwd)
@@ -353,7 +380,7 @@ def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int) -> B
         if isinstance(v, ast.Name) and v.id in params:
             makes.append(Made(INPUT, v, fn=fwd))
             continue
-        sub = _attr_built(v, info, ctx, depth)
+        sub = _attr_built(v, info, ctx, depth, given)
         if sub is not None:
             makes.extend(sub.makes)
             continue
@@ -386,9 +413,12 @@ def _unview(e: ast.AST) -> ast.AST:
             return e
 
 
-def _attr_built(v: ast.AST, info: ClassInfo, ctx: Context, depth: int) -> Built | None:
+def _attr_built(v: ast.AST, info: ClassInfo, ctx: Context, depth: int,
+                given: dict[str, object] | None = None) -> Built | None:
     """``self.<attr>(...)`` (or ``self.<attr>[i](...)``) of a class: what that attribute's
-    module gives back."""
+    module gives back; an attribute built by a conditional expression on ``__init__``'s
+    arguments (``nn.ReLU(True) if act == 'relu' else nn.Mish()``) by the arm the constructing
+    call's arguments (``given``: :func:`constructor_values`) pick."""
     if not isinstance(v, ast.Call):
         return None
     f, elem = v.func, False
@@ -400,7 +430,13 @@ def _attr_built(v: ast.AST, info: ClassInfo, ctx: Context, depth: int) -> Built 
     attr = info.attrs.get(f.attr)
     if attr is None or attr.later or attr.value is None:
         return None
-    got = built(attr.value, ctx, attr.method, depth + 1)
+    value = attr.value
+    if isinstance(value, ast.IfExp):
+        t = _truth(value.test, {"$" + k: x for k, x in (given or {}).items()})
+        if t is None:
+            return None
+        value = value.body if t else value.orelse
+    got = built(value, ctx, attr.method, depth + 1)
     return got if got is not None and got.container == elem else None
 
 

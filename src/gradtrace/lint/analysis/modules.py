@@ -13,12 +13,13 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.kinds import BUFFER, REGISTERED, Kind
+from gradtrace.lint.analysis.kinds import BUFFER, REGISTERED, SCHEDULER, Kind
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.facts import Analysis
+    from gradtrace.lint.context import Context
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # bases of custom autograd operations: a `forward` there is no module's
@@ -224,3 +225,19 @@ def is_module_class(c: ast.ClassDef, known: set[str], qualified) -> bool:  # typ
             return True
     return bool(c.bases) and any(isinstance(s, ast.FunctionDef) and s.name == "forward"
                                  for s in c.body)
+
+
+def torch_base(ctx: Context, classes: dict[str, ClassInfo], node: ast.ClassDef,
+               depth: int = 0) -> str | None:
+    """SCHEDULER for a class of the file that subclasses a torch scheduler (``class
+    WarmupLR(lr_scheduler.LambdaLR)``), also through classes of the file; else None."""
+    for b in node.bases:
+        q = ctx.qualified_name(b) or ""
+        if q.startswith("torch.optim.lr_scheduler."):
+            return SCHEDULER
+        own = classes.get(b.id) if isinstance(b, ast.Name) else None
+        if own is not None and own.node is not node and depth < 3:
+            got = torch_base(ctx, classes, own.node, depth + 1)
+            if got is not None:
+                return got
+    return None

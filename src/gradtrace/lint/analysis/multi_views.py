@@ -19,14 +19,15 @@ are not followed.
 
 Which tensors carry a graph is read here without running anything: the result of a module
 call (an ``nn.Module`` the kinds know, NOTE [kinds]), a view or an op of a tensor method on
-such a result, through the names it is bound to in the same function; a function's
-parameters are unknown.
+such a result, through the names it is bound to in the same function; a function's parameter
+when a call of it passes a tensor that surely requires grad (NOTE [values that require grad]).
 """
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.grad_values import passed_requiring
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.names import dotted
 
@@ -78,6 +79,8 @@ class MultiViews:
             return 0
         if isinstance(e, ast.Name):
             b = self.scope.binding_before(e.id, line)
+            if b is None and self._passed_requiring(e.id):
+                return TENSOR_GRAPH
             if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None \
                     or not isinstance(b.stmt.targets[0], ast.Name) or len(b.stmt.targets) > 1:
                 return 0
@@ -96,6 +99,16 @@ class MultiViews:
         if isinstance(f, (ast.Name, ast.Attribute)) and self._module_call(e, line):
             return GRAPH
         return 0
+
+    def _passed_requiring(self, name: str) -> bool:
+        """``name`` is a parameter of the function that a call of it passes a tensor that
+        requires grad, with grad enabled (NOTE [values that require grad])."""
+        fn = self.fn
+        a = getattr(fn, "args", None)
+        if a is None or not any(x.arg == name for x in (*a.posonlyargs, *a.args)):
+            return False
+        return self.ctx.memo("multi-views-passed:" + name, fn,
+                             lambda: passed_requiring(self.ctx, fn, name) is not None)
 
     def _module_call(self, call: ast.Call, line: int) -> bool:
         """``self.proj(x)``, ``model(x)``: running an ``nn.Module`` instance (not building

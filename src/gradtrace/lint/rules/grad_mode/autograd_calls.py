@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.instance_calls import passed_values
 from gradtrace.lint.analysis.steps import backward_loss
+from gradtrace.lint.rules.grad_mode._carried import frozen_carried
 from gradtrace.lint.nodes import child_nodes, walk
 
 if TYPE_CHECKING:
@@ -205,6 +206,8 @@ def _no_grad_reason(a: ast.expr, ctx: Context, scope: Scope | None = None,
     if isinstance(a, ast.Name) and depth == 0 and isinstance(scope.node, ast.FunctionDef) \
             and scope.binding_before(a.id, a.lineno) is None:
         return _given_data(a.id, scope.node, ctx)
+    if isinstance(a, ast.Name) and depth == 0 and isinstance(scope.node, ast.FunctionDef):
+        return frozen_carried(a, scope, ctx, INT_NAME_RE)  # the LoRA checkpoint loop
     return None
 
 

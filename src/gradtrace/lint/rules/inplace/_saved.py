@@ -19,6 +19,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.inplace._listed import _element_set, _listed_call
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
     _op_of_call, _statements, built_op, module_call_op,
@@ -355,6 +356,20 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
         if not written:
             continue
         for i, stmt in enumerate(stmts):
+            listed = _listed_call(stmt)
+            if listed is not None:  # `outs = [blk(x) for blk, x in zip(self.blocks, xs)]`
+                name, call = listed
+                for k in written.get(name, ()):
+                    s = stmts[k]
+                    if k > i and isinstance(s, ast.AugAssign) \
+                            and isinstance(s.target, ast.Subscript) \
+                            and not _eval_branch(_path_to(fn.body, s)) \
+                            and not any(_rebinds(x, name) or _element_set(x, name)
+                                        for x in stmts[i + 1:k]):
+                        scope = scope or ctx.scope(fn)
+                        if scope.grad_off_at(stmt) is None:
+                            out.append((call, s, (name, "aug", s.target), scope))
+                continue
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.value, ast.Call)
                     and isinstance(stmt.value.func, (ast.Attribute, ast.Subscript, ast.Name))):

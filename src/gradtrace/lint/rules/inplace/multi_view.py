@@ -45,9 +45,11 @@ class InplaceWriteToMultiOutputView(Rule):
     `no_grad`). Write out of place: `q = q * scale`, `log_std = log_std.clamp(-20, 2)`,
     `logits[:, unk] = -inf` on the whole tensor (when nothing saved it).
     Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
-    `model(x)`) through the names and views of one function; a function's parameters are not
-    followed, nor views made by another function; `reshape`/`flatten` (which may copy) stop
-    the reading.
+    `model(x)`) through the names and views of one function, or be a function's parameter
+    that a call of it passes a tensor surely requiring grad (Score-CAM's `denormalize(input_)`
+    of an input made with `requires_grad_()`; NOTE [values that require grad]); views made by
+    another function are not followed; `reshape`/`flatten` (which may copy) stop the
+    reading.
     """
 
     code = "GT608"

@@ -167,7 +167,9 @@ class InplaceAddToReluOutput(InplaceRule):
     The module may be any block whose result a ReLU makes (NOTE [module results]): an
     `nn.Sequential` ending in one (nested, or built from a list), a module class or helper of
     the file whose `forward`/`__call__` returns one (on the branch its constructor's flag
-    picks), a block of an `nn.ModuleList` called by index or in a loop.
+    picks), a block of an `nn.ModuleList` called by index or in a loop; and an element of a
+    list of such outputs (`laterals = [conv(x) for conv, x in zip(self.lateral_convs, xs)]`,
+    then `laterals[i - 1] += up`: the FPN top-down path), unless an element is replaced first.
     Known limits: the module must be assigned once, in `__init__` of the same class; when its
     `forward` returns different things on branches no constructor argument decides, nothing is
     reported.

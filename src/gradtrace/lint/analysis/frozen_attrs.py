@@ -1,0 +1,157 @@
+"""Which submodules of a module class of the file every instance of it runs frozen.
+
+# NOTE [frozen submodules]
+``text_encoder.requires_grad_(False)`` (then LoRA layers attached), or ``for name, p in
+model.named_parameters(): p.requires_grad = 'lora_' in name``: the weights of
+``self.embeddings`` inside the class's ``forward`` then require no grad. :func:`frozen_attr`
+answers for ``self.<attr>`` of a class when the file builds instances of it and freezes every
+one of them (the freeze found by the instance's kind, read by the analysis layer):
+- ``inst.requires_grad_(False)``, or ``for p in inst.parameters(): p.requires_grad = False``
+  (``p.requires_grad_(False)``);
+- ``for n, p in inst.named_parameters(): p.requires_grad = <test of n>`` whose test is false
+  for the attribute's weight (``'<attr>.weight'``): a constant, ``'s' in n``, ``n.startswith``,
+  ``n.endswith``, ``not``, ``and``, ``or``.
+Nothing is known when the file also sets ``requires_grad`` to True anywhere but in that loop,
+or builds an instance it does not freeze.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.nodes import function_scopes, scope_nodes
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+
+def frozen_attr(ctx: Context, cls: str, attr: str) -> ast.stmt | None:
+    """The statement freezing ``self.<attr>`` of every instance of the module class ``cls``
+    the file builds (NOTE [frozen submodules]); None when not known."""
+    table = ctx.memo("frozen-instances", ctx.tree, lambda: _freezes(ctx))
+    got = table.get(cls)
+    if not got:
+        return None
+    built, freezes = got
+    if built != len(freezes):
+        return None
+    found = None
+    for stmt, test in freezes:
+        if test is not None and _truth(test[1], test[0], attr + ".weight") is not False:
+            return None
+        found = found or stmt
+    return found
+
+
+def _freezes(ctx: Context) -> dict[str, tuple[int, list[tuple[ast.stmt, tuple | None]]]]:
+    """class -> (instances the file builds, their freezes: (statement, (name var, test) of a
+    named_parameters loop, or None for a whole freeze)); {} when something is unfrozen."""
+    a = ctx.analysis
+    out: dict[str, tuple[int, list]] = {}
+    loop_sets: set[int] = set()
+    for fn in function_scopes(ctx.tree):
+        for n in scope_nodes(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                info = a.classes.get(n.func.id)
+                if info is not None and info.is_module:
+                    built, fr = out.get(info.name, (0, []))
+                    out[info.name] = (built + 1, fr)
+    if not out:
+        return {}
+    for fn in function_scopes(ctx.tree):
+        for n in scope_nodes(fn):
+            got = _freeze(n, fn, ctx, loop_sets)
+            if got is not None:
+                cls, stmt, test = got
+                if cls in out:
+                    out[cls][1].append((stmt, test))
+    for n in ast.walk(ctx.tree):  # anything set back to True outside those loops
+        if isinstance(n, ast.Assign) and id(n) not in loop_sets and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets) \
+                and not (isinstance(n.value, ast.Constant) and n.value.value is False):
+            return {}
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "requires_grad_" and not (
+                    n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False):
+            return {}
+    return out
+
+
+def _freeze(n: ast.AST, fn: ast.AST, ctx: Context, loop_sets: set[int]
+            ) -> tuple[str, ast.stmt, tuple | None] | None:
+    a = ctx.analysis
+    if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call):
+        c = n.value
+        if isinstance(c.func, ast.Attribute) and c.func.attr == "requires_grad_" and c.args \
+                and isinstance(c.args[0], ast.Constant) and c.args[0].value is False:
+            k = a.kind_in(c.func.value, fn, n.lineno)
+            if k is not None and k.what == MODULE and k.cls in a.classes:
+                return k.cls, n, None  # type: ignore[return-value]
+        return None
+    if not (isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
+            and isinstance(n.iter.func, ast.Attribute) and len(n.body) == 1):
+        return None
+    meth = n.iter.func.attr
+    k = a.kind_in(n.iter.func.value, fn, n.lineno)
+    if k is None or k.what != MODULE or k.cls not in a.classes:
+        return None
+    body = n.body[0]
+    if meth == "parameters" and isinstance(n.target, ast.Name):
+        p = n.target.id
+        if _sets_flag(body, p) is False:
+            return k.cls, n, None  # type: ignore[return-value]
+        return None
+    if meth == "named_parameters" and isinstance(n.target, ast.Tuple) \
+            and len(n.target.elts) == 2 and all(isinstance(x, ast.Name) for x in n.target.elts):
+        name, p = (x.id for x in n.target.elts)  # type: ignore[attr-defined]
+        if isinstance(body, ast.Assign) and len(body.targets) == 1 \
+                and isinstance(body.targets[0], ast.Attribute) \
+                and body.targets[0].attr == "requires_grad" \
+                and isinstance(body.targets[0].value, ast.Name) \
+                and body.targets[0].value.id == p:
+            loop_sets.add(id(body))
+            return k.cls, n, (name, body.value)  # type: ignore[return-value]
+    return None
+
+
+def _sets_flag(s: ast.stmt, p: str) -> bool | None:
+    """``p.requires_grad = <constant>`` / ``p.requires_grad_(<constant>)``: the constant."""
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+            and isinstance(s.targets[0], ast.Attribute) and s.targets[0].attr == "requires_grad" \
+            and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id == p \
+            and isinstance(s.value, ast.Constant):
+        return bool(s.value.value)
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "requires_grad_" \
+            and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == p \
+            and s.value.args and isinstance(s.value.args[0], ast.Constant):
+        return bool(s.value.args[0].value)
+    return None
+
+
+def _truth(e: ast.expr, var: str, value: str) -> bool | None:
+    """``e`` with the name ``var`` bound to the string ``value`` (None: not known)."""
+    if isinstance(e, ast.Constant):
+        return bool(e.value)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        t = _truth(e.operand, var, value)
+        return None if t is None else not t
+    if isinstance(e, ast.BoolOp):
+        vals = [_truth(v, var, value) for v in e.values]
+        want = isinstance(e.op, ast.Or)
+        if want in vals:
+            return want
+        return None if None in vals else not want
+    if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.left, ast.Constant) \
+            and isinstance(e.left.value, str) and isinstance(e.comparators[0], ast.Name) \
+            and e.comparators[0].id == var and isinstance(e.ops[0], (ast.In, ast.NotIn)):
+        inside = e.left.value in value
+        return inside if isinstance(e.ops[0], ast.In) else not inside
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and isinstance(e.func.value, ast.Name) and e.func.value.id == var \
+            and e.func.attr in ("startswith", "endswith") and len(e.args) == 1 \
+            and isinstance(e.args[0], ast.Constant) and isinstance(e.args[0].value, str):
+        s = e.args[0].value
+        return value.startswith(s) if e.func.attr == "startswith" else value.endswith(s)
+    return None

@@ -1,0 +1,51 @@
+"""Lists of block outputs written in place by index (GT602/GT603 through
+:func:`._saved.class_writes`): ``laterals = [conv(x) for conv, x in zip(self.convs, xs)]``
+then ``laterals[i - 1] += up`` writes into one block's output."""
+from __future__ import annotations
+
+import ast
+
+
+def _element_set(s: ast.stmt, name: str) -> bool:
+    """``name[j] = ...``: an element replaced (what a later write reaches is not known)."""
+    return isinstance(s, ast.Assign) and any(
+        isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+        for t in s.targets)
+
+
+def _listed_call(stmt: ast.stmt) -> tuple[str, ast.Call] | None:
+    """(the list's name, the module call) for ``outs = [<module call> for ... in ...]``: one
+    generator, the element a call of a block the generator takes from a container
+    (``for blk, x in zip(self.blocks, xs)``, ``for i, blk in enumerate(self.blocks)``) or of
+    ``self.blocks[i]``; the call is given as if made in the loop ``for blk in self.blocks``."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.ListComp)):
+        return None
+    comp = stmt.value
+    call = comp.elt
+    if len(comp.generators) != 1 or comp.generators[0].ifs or not isinstance(call, ast.Call):
+        return None
+    f = call.func
+    if isinstance(f, ast.Subscript) and isinstance(f.value, ast.Attribute):
+        return stmt.targets[0].id, call
+    if not isinstance(f, ast.Name):
+        return None
+    gen = comp.generators[0]
+    t, it = gen.target, gen.iter
+    src: ast.expr | None = None
+    if isinstance(t, ast.Name) and t.id == f.id:
+        src = it
+    elif isinstance(t, ast.Tuple) and isinstance(it, ast.Call) and not it.keywords \
+            and isinstance(it.func, ast.Name):
+        pos = next((j for j, x in enumerate(t.elts)
+                    if isinstance(x, ast.Name) and x.id == f.id), None)
+        if pos is not None and it.func.id == "zip" and pos < len(it.args):
+            src = it.args[pos]
+        elif pos == 1 and it.func.id == "enumerate" and len(it.args) == 1:
+            src = it.args[0]
+    if not (isinstance(src, ast.Attribute) and isinstance(src.value, ast.Name)
+            and src.value.id == "self"):
+        return None
+    elem = ast.Call(func=ast.Subscript(value=src, slice=ast.Constant(0), ctx=ast.Load()),
+                    args=call.args, keywords=call.keywords)
+    return stmt.targets[0].id, ast.copy_location(elem, call)
