@@ -1,0 +1,139 @@
+"""Readings of docs/triage/static20b.md (freezing, optimizer wiring, numerics...), each in
+spellings the real-world cases do not hold, next to correct look-alikes that stay silent.
+Every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+# (silent look-alike, buggy twin)
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT548 (DME, SciTSR: `F.dropout(out, p=...)` in forward): here in a helper function of
+    # the file that a module's forward calls, `dropout2d`, put in eval mode by
+    # `train(False)`. Look-alike: the helper is handed the flag positionally
+    "functional-dropout-in-helper": (Shape("""
+        def spatial_drop(h, rate, training):
+            return F.dropout2d(h, rate, training)
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+            def forward(self, x):
+                return spatial_drop(self.conv(x), 0.5, self.training)
+        net = Block()
+        net.train(False)
+        x = torch.randn(2, 3, 8, 8)
+        a, b = net(x), net(x)
+        """, "GT548", holds="torch.equal(a, b)"), Shape("""
+        def spatial_drop(h, rate):
+            return F.dropout2d(h, rate)
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+            def forward(self, x):
+                return spatial_drop(self.conv(x), 0.5)
+        net = Block()
+        net.train(False)
+        x = torch.randn(2, 3, 8, 8)
+        a, b = net(x), net(x)
+        """, "GT548", 2, holds="not torch.equal(a, b)")),
+    # GT548: in another method than forward, `nn.functional.dropout` with `p` positional,
+    # the evaluation in a function. Look-alike: the call sits under `if self.training:`
+    "functional-dropout-in-encode-method": (Shape("""
+        class Encoder(nn.Module):
+            def __init__(self, p=0.4):
+                super().__init__()
+                self.p = p
+                self.emb = nn.Embedding(50, 16)
+            def encode(self, ids):
+                h = self.emb(ids)
+                if self.training:
+                    h = nn.functional.dropout(h, self.p)
+                return h.mean(1)
+            def forward(self, ids):
+                return self.encode(ids)
+        def evaluate(model, ids):
+            model.eval()
+            with torch.no_grad():
+                return model(ids), model(ids)
+        a, b = evaluate(Encoder(), torch.randint(0, 50, (4, 7)))
+        """, "GT548", holds="torch.equal(a, b)"), Shape("""
+        class Encoder(nn.Module):
+            def __init__(self, p=0.4):
+                super().__init__()
+                self.p = p
+                self.emb = nn.Embedding(50, 16)
+            def encode(self, ids):
+                h = self.emb(ids)
+                h = nn.functional.dropout(h, self.p)
+                return h.mean(1)
+            def forward(self, ids):
+                return self.encode(ids)
+        def evaluate(model, ids):
+            model.eval()
+            with torch.no_grad():
+                return model(ids), model(ids)
+        a, b = evaluate(Encoder(), torch.randint(0, 50, (4, 7)))
+        """, "GT548", 8, holds="not torch.equal(a, b)")),
+    # GT548 look-alike: `training=self.training` spelled as a keyword; twin: a plain
+    # `torch.nn.functional.dropout` on the attention weights of a nested module
+    "functional-dropout-on-attention": (Shape("""
+        class Attn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qk = nn.Linear(8, 8)
+            def forward(self, x):
+                w = (self.qk(x) @ x.transpose(-2, -1)).softmax(-1)
+                return torch.nn.functional.dropout(w, p=0.3, training=self.training) @ x
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attn()
+            def forward(self, x):
+                return self.attn(x).sum(1)
+        net = Net().eval()
+        x = torch.randn(2, 5, 8)
+        a, b = net(x), net(x)
+        """, "GT548", holds="torch.equal(a, b)"), Shape("""
+        class Attn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qk = nn.Linear(8, 8)
+            def forward(self, x):
+                w = (self.qk(x) @ x.transpose(-2, -1)).softmax(-1)
+                return torch.nn.functional.dropout(w, p=0.3) @ x
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attn()
+            def forward(self, x):
+                return self.attn(x).sum(1)
+        net = Net()
+        net.eval()
+        x = torch.randn(2, 5, 8)
+        a, b = net(x), net(x)
+        """, "GT548", 7, holds="not torch.equal(a, b)")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
