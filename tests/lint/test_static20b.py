@@ -126,6 +126,67 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         x = torch.randn(2, 5, 8)
         a, b = net(x), net(x)
         """, "GT548", 7, holds="not torch.equal(a, b)")),
+    # GT438 (ColossalAI DreamBooth: `text_encoder.requires_grad_(True)`, then an optimizer
+    # over `unet` only): unfreezing a module or zeroing its gradients says it is meant to
+    # train; here in a function, `requires_grad_()` with no argument. Look-alike: the module
+    # is frozen with `requires_grad_(False)`
+    "unfrozen-module-left-out-of-optimizer": (Shape("""
+        def finetune(backbone, steps=3):
+            head = nn.Linear(4, 2)
+            head.requires_grad_(False)
+            opt = torch.optim.SGD(backbone.parameters(), lr=0.1)
+            before = head.weight.detach().clone()
+            for _ in range(steps):
+                loss = head(backbone(torch.randn(8, 4))).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            grad = None if head.weight.grad is None else head.weight.grad.abs().sum().item()
+            return not torch.equal(head.weight, before), grad
+        got = finetune(nn.Linear(4, 4))
+        """, "GT438", holds="got == (False, None)"), Shape("""
+        def finetune(backbone, steps=3):
+            head = nn.Linear(4, 2)
+            head.requires_grad_()
+            opt = torch.optim.SGD(backbone.parameters(), lr=0.1)
+            before = head.weight.detach().clone()
+            for _ in range(steps):
+                loss = head(backbone(torch.randn(8, 4))).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            grad = None if head.weight.grad is None else head.weight.grad.abs().sum().item()
+            return not torch.equal(head.weight, before), grad
+        got = finetune(nn.Linear(4, 4))
+        """, "GT438", 4, holds="got[0] is False and got[1] > 0")),
+    # GT438: a script whose loop zeroes the second module's gradients itself
+    # (`decoder.zero_grad()`) while the optimizer holds the encoder only. Look-alike: both
+    # are in the optimizer
+    "zeroed-module-left-out-of-optimizer": (Shape("""
+        encoder = nn.Linear(6, 3)
+        decoder = nn.Linear(3, 6)
+        opt = torch.optim.Adam(list(encoder.parameters()) + list(decoder.parameters()), lr=0.01)
+        before = decoder.weight.detach().clone()
+        for _ in range(3):
+            x = torch.randn(5, 6)
+            loss = F.mse_loss(decoder(encoder(x)), x)
+            opt.zero_grad()
+            decoder.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT438", holds="not torch.equal(decoder.weight, before)"), Shape("""
+        encoder = nn.Linear(6, 3)
+        decoder = nn.Linear(3, 6)
+        opt = torch.optim.Adam(encoder.parameters(), lr=0.01)
+        before = decoder.weight.detach().clone()
+        for _ in range(3):
+            x = torch.randn(5, 6)
+            loss = F.mse_loss(decoder(encoder(x)), x)
+            opt.zero_grad()
+            decoder.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT438", 3, holds="torch.equal(decoder.weight, before)")),
 }
 
 
