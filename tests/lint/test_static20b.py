@@ -187,6 +187,92 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT438", 3, holds="torch.equal(decoder.weight, before)")),
+    # GT549 (OpenSpiel `_pi_update`: the baseline head's gradients clipped before the
+    # policy optimizer steps): here a GAN script clipping the discriminator's gradients by
+    # value before the generator's step. Look-alike: it clips the generator's
+    "clip-of-other-model-in-gan": (Shape("""
+        G, D = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_g = torch.optim.SGD(G.parameters(), lr=0.1)
+        opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
+        for _ in range(2):
+            opt_g.zero_grad()
+            g_loss = -D(G(torch.randn(8, 4) * 100)).mean()
+            g_loss.backward()
+            torch.nn.utils.clip_grad_value_(G.parameters(), 0.01)
+            opt_g.step()
+        """, "GT549", holds="max(p.grad.abs().max().item() for p in G.parameters()) <= 0.01"),
+        Shape("""
+        G, D = nn.Linear(4, 4), nn.Linear(4, 1)
+        opt_g = torch.optim.SGD(G.parameters(), lr=0.1)
+        opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
+        for _ in range(2):
+            opt_g.zero_grad()
+            g_loss = -D(G(torch.randn(8, 4) * 100)).mean()
+            g_loss.backward()
+            torch.nn.utils.clip_grad_value_(D.parameters(), 0.01)
+            opt_g.step()
+        """, "GT549", 8, holds="max(p.grad.abs().max().item() for p in G.parameters()) > 0.01")),
+    # GT549: in a function, the optimizer over a list of two modules, the clip spelled with
+    # keywords over a third (an auxiliary head with its own optimizer). Look-alike: the clip
+    # is followed by both steps
+    "clip-keyword-of-aux-head-in-function": (Shape("""
+        def train_step(enc, dec, aux, x):
+            main_opt = torch.optim.SGD(list(enc.parameters()) + list(dec.parameters()), lr=0.1)
+            aux_opt = torch.optim.SGD(aux.parameters(), lr=0.1)
+            h = enc(x)
+            loss = F.mse_loss(dec(h), x * 50) + aux(h).pow(2).mean()
+            main_opt.zero_grad()
+            aux_opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters=aux.parameters(), max_norm=0.5)
+            main_opt.step()
+            aux_opt.step()
+            return torch.nn.utils.clip_grad_norm_(enc.parameters(), float("inf")).item()
+        norm = train_step(nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 1), torch.randn(4, 3))
+        """, "GT549", holds="norm > 0.5"), Shape("""
+        def train_step(enc, dec, aux, x):
+            main_opt = torch.optim.SGD(list(enc.parameters()) + list(dec.parameters()), lr=0.1)
+            aux_opt = torch.optim.SGD(aux.parameters(), lr=0.1)
+            h = enc(x)
+            loss = F.mse_loss(dec(h), x * 50) + aux(h).pow(2).mean()
+            main_opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters=aux.parameters(), max_norm=0.5)
+            main_opt.step()
+            return torch.nn.utils.clip_grad_norm_(enc.parameters(), float("inf")).item()
+        norm = train_step(nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 1), torch.randn(4, 3))
+        """, "GT549", 8, holds="norm > 0.5")),
+    # GT549 look-alike: a submodule of the stepped model is clipped (`net.body` of `net`); twin:
+    # an agent's method clips its target network before stepping the online one
+    "clip-of-target-network-in-method": (Shape("""
+        class Agent:
+            def __init__(self):
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+                self.target = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+                self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+            def learn(self, x):
+                loss = (self.net(x) * 30).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.net[0].parameters(), 1.0)
+                self.opt.step()
+                return self.net[0].weight.grad.norm().item()
+        g = Agent().learn(torch.randn(16, 4))
+        """, "GT549", holds="g <= 1.0 + 1e-4"), Shape("""
+        class Agent:
+            def __init__(self):
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+                self.target = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+                self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+            def learn(self, x):
+                loss = (self.net(x) * 30).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.target.parameters(), 1.0)
+                self.opt.step()
+                return self.net[0].weight.grad.norm().item()
+        g = Agent().learn(torch.randn(16, 4))
+        """, "GT549", 10, holds="g > 1.0")),
 }
 
 
