@@ -273,6 +273,72 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return self.net[0].weight.grad.norm().item()
         g = Agent().learn(torch.randn(16, 4))
         """, "GT549", 10, holds="g > 1.0")),
+    # GT764 (vision-transformer tutorial: `softmax(dim=-2)` then `@ v`): here `torch.bmm` on
+    # 3-d scores normalised with `F.softmax(..., dim=1)` (the query axis). Look-alike: dim=2
+    "softmax-over-queries-then-bmm": (Shape("""
+        def attend(q, k, v):
+            scores = torch.bmm(q, k.transpose(1, 2))
+            w = F.softmax(scores, dim=2)
+            return torch.bmm(w, v), w
+        out, w = attend(torch.randn(2, 5, 4), torch.randn(2, 7, 4), torch.randn(2, 7, 4))
+        """, "GT764", holds="torch.allclose(w.sum(-1), torch.ones(2, 5))"), Shape("""
+        def attend(q, k, v):
+            scores = torch.bmm(q, k.transpose(1, 2))
+            w = F.softmax(scores, dim=1)
+            return torch.bmm(w, v), w
+        out, w = attend(torch.randn(2, 5, 4), torch.randn(2, 7, 4), torch.randn(2, 7, 4))
+        """, "GT764", 3, holds="not torch.allclose(w.sum(-1), torch.ones(2, 5))")),
+    # GT764 (SKAttention: `nn.Softmax(dim=1)` in `__init__`, `(w * feats).sum(0)` in
+    # forward): here attention pooling over time normalised over the feature axis, reported
+    # at the constructor. Look-alike: the module normalises over time
+    "softmax-module-over-features-then-sum-over-time": (Shape("""
+        class Pool(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.score = nn.Linear(d, d)
+                self.norm = nn.Softmax(dim=1)
+            def forward(self, h):
+                a = self.norm(self.score(h))
+                return (a * h).sum(1), a
+        pooled, a = Pool(6)(torch.randn(3, 9, 6))
+        """, "GT764", holds="torch.allclose(a.sum(1), torch.ones(3, 6))"), Shape("""
+        class Pool(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.score = nn.Linear(d, d)
+                self.norm = nn.Softmax(dim=2)
+            def forward(self, h):
+                a = self.norm(self.score(h))
+                return (a * h).sum(1), a
+        pooled, a = Pool(6)(torch.randn(3, 9, 6))
+        """, "GT764", 5, holds="not torch.allclose(a.sum(1), torch.ones(3, 6))")),
+    # GT764: through an attention dropout module and `torch.matmul`, in a method. Look-alike:
+    # the usual last-axis softmax
+    "softmax-over-queries-through-dropout": (Shape("""
+        class SelfAttention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.qkv = nn.Linear(d, 3 * d)
+                self.drop = nn.Dropout(0.1)
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                probs = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+                probs = self.drop(probs)
+                return torch.matmul(probs, v), probs
+        out, probs = SelfAttention(4).eval()(torch.randn(2, 6, 4))
+        """, "GT764", holds="torch.allclose(probs.sum(-1), torch.ones(2, 6))"), Shape("""
+        class SelfAttention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.qkv = nn.Linear(d, 3 * d)
+                self.drop = nn.Dropout(0.1)
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                probs = torch.softmax(q @ k.transpose(-2, -1), dim=-2)
+                probs = self.drop(probs)
+                return torch.matmul(probs, v), probs
+        out, probs = SelfAttention(4).eval()(torch.randn(2, 6, 4))
+        """, "GT764", 8, holds="not torch.allclose(probs.sum(-1), torch.ones(2, 6))")),
 }
 
 

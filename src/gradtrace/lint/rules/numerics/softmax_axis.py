@@ -1,0 +1,181 @@
+"""GT764: softmax weights normalised over one axis and summed over another."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.numerics._ops import torch_op
+from gradtrace.lint.rules.numerics._shapes import arg, int_value
+from gradtrace.lint.rules.numerics.singleton import softmax_call
+
+WEIGHT_OPS = ("softmax", "softmin")  # (log_softmax gives log-weights, not weights)
+WEIGHT_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.Softmin",
+                            "torch.nn.modules.activation.Softmax",
+                            "torch.nn.modules.activation.Softmin"})
+DROPOUTS = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
+MATMULS = frozenset({"torch.matmul", "torch.bmm"})
+SUMS = ("sum", "mean")
+USES = ("@", "matmul", "bmm", "sum(", "mean(")  # what a function must spell to sum weights
+
+
+def _dropout(call: ast.Call, ctx: Context, scope: Scope) -> bool:
+    """``F.dropout(x, ...)`` or a call of an ``nn.Dropout`` module: ``x`` scaled at random."""
+    q = ctx.qualified_name(call.func) or ""
+    if q in ("torch.nn.functional.dropout", "torch.dropout"):
+        return True
+    if isinstance(call.func, (ast.Name, ast.Attribute)):
+        k = ctx.analysis.kind(call.func, scope, call.lineno)
+        return k is not None and k.what == MODULE and (k.cls or "") in DROPOUTS
+    return False
+
+
+def _weights(e: ast.AST, ctx: Context, scope: Scope, line: int
+             ) -> tuple[ast.Call, int, ast.AST] | None:
+    """(softmax call, its dim, where the dim is written) when ``e`` is a softmax output:
+    the call itself, or a name whose last binding before ``line`` is one."""
+    for _ in range(4):  # through names and dropout: `w = self.drop(w)`
+        if isinstance(e, ast.Name):
+            b = scope.binding_before(e.id, line)
+            if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1 \
+                    or not isinstance(b.stmt.targets[0], ast.Name) or b.value is None:
+                return None
+            e, line = b.value, b.line
+        elif isinstance(e, ast.Call) and e.args and _dropout(e, ctx, scope):
+            e = e.args[0]
+        else:
+            break
+    if not isinstance(e, ast.Call):
+        return None
+    got = softmax_call(e, ctx, scope)
+    if got is None:
+        return None
+    _, dim, ctor = got
+    if ctor is not None:
+        if (ctx.qualified_name(ctor.func) or "") not in WEIGHT_MODULES:
+            return None
+    else:
+        op = torch_op(e, ctx)
+        if op is None or op[0] not in WEIGHT_OPS:
+            return None
+    d = int_value(dim)
+    return None if d is None else (e, d, ctor if ctor is not None else e)
+
+
+def _convention(ctx: Context, scope: Scope, dim: int) -> bool:
+    """The function normalises two or more score tensors over the same axis ``dim``: a
+    convention of the code (LightSANs' decoupled attentions), not a slip in one place."""
+    def make() -> dict[int, int]:
+        out: dict[int, int] = {}
+        for n in scope_nodes(scope.node):
+            if isinstance(n, ast.Call):
+                w = _weights(n, ctx, scope, n.lineno)
+                if w is not None and w[0] is n:  # the softmax itself, not a use of it
+                    out[w[1]] = out.get(w[1], 0) + 1
+        return out
+    return ctx.memo("gt764-dims", scope.node, make).get(dim, 0) >= 2
+
+
+class SoftmaxAxisNotSummed(Rule):
+    """Softmax weights normalised over one axis are used to sum over another: the weights of
+    each sum do not add up to 1.
+
+    Why: `w = scores.softmax(dim=-2)` makes every *column* sum to 1, but `w @ v` sums over
+    the *last* axis of `w` (each row): every output mixes the values with weights that add up
+    to anything between 0 and the number of rows, and the scores get the gradient of that
+    other normalisation. The same holds for `(w * v).sum(0)` after `Softmax(dim=1)` (the
+    vision-transformer tutorial's attention over queries, External-Attention's SKAttention
+    across the batch; checked on torch 2.13). Nothing fails: the model trains on a
+    different function. Normalise over the axis that is summed (`dim=-1` for `w @ v`).
+    Known limits: the weights must be used directly (the softmax call or a name bound to it in
+    the same function, an `nn.Softmax(dim=...)` module the analysis knows); `w @ v`,
+    `torch.matmul`/`torch.bmm` (the last axis of the left operand), `(w * v).sum(d)` with
+    `d` and the softmax's dim literal ints of one sign are read (not `einsum`: class
+    probabilities summed over queries look the same). A function that normalises two score
+    tensors over the same axis is taken as following a convention.
+    """
+
+    code = "GT764"
+    name = "softmax-axis-not-summed"
+    message = ("`{src}` normalises over dimension {dim}, but {why}: the weights of each sum do "
+               "not add up to 1; normalise over the summed axis")
+    triggers = ("softmax", "Softmax", "softmin", "Softmin")
+    examples = [
+        Bad("""
+            def attend(q, k, v):
+                w = (q @ k.transpose(-2, -1)).softmax(dim=-2)
+                return w @ v
+            """, at=(2, 8)),
+        Good("""
+            def attend(q, k, v):
+                w = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+                return w @ v
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if not node_mentions(ctx, node, *USES):
+            return
+        scope = ctx.scope(node)
+        for n in scope_nodes(node):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                yield from self._matmul(n, n.left, False, ctx, scope)
+            elif isinstance(n, ast.Call):
+                yield from self._call(n, ctx, scope)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def _call(self, node: ast.Call, ctx: Context, scope: Scope) -> Iterator[Finding]:
+        q = ctx.qualified_name(node.func) or ""
+        if q in MATMULS and len(node.args) == 2:
+            yield from self._matmul(node, node.args[0], q == "torch.bmm", ctx, scope)
+            return
+        f = node.func
+        if q in ("torch.sum", "torch.mean") and node.args:
+            x, d = node.args[0], arg(node, 1, "dim")
+        elif isinstance(f, ast.Attribute) and f.attr in SUMS and not (
+                isinstance(f.value, ast.Name) and ctx.imports.is_imported(f.value.id)):
+            x, d = f.value, arg(node, 0, "dim")
+        else:
+            return
+        e = int_value(d)
+        if e is None or not (isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult)):
+            return
+        for op in (x.left, x.right):
+            w = _weights(op, ctx, scope, node.lineno)
+            if w is not None and w[1] != e and (w[1] < 0) == (e < 0):
+                yield from self._report(node, op, f"the product is summed over dimension {e}",
+                                        ctx, scope)
+                return
+
+    def _matmul(self, node: ast.AST, left: ast.AST, bmm: bool, ctx: Context, scope: Scope
+                ) -> Iterator[Finding]:
+        w = _weights(left, ctx, scope, node.lineno)  # type: ignore[attr-defined]
+        if w is None:
+            return
+        d = w[1]
+        if d < -1 or bmm and d in (0, 1):
+            yield from self._report(node, left, "the matrix product sums the weights' last "
+                                    "axis", ctx, scope)
+
+    def _report(self, node: ast.AST, op: ast.AST, why: str, ctx: Context, scope: Scope
+                ) -> Iterator[Finding]:
+        w = _weights(op, ctx, scope, node.lineno)  # type: ignore[attr-defined]
+        if w is None:
+            return
+        call, dim, where = w
+        if _convention(ctx, scope, dim):
+            return
+        said: set[int] = ctx.memo("gt764-said", ctx.tree, set)
+        if id(where) in said:
+            return
+        said.add(id(where))
+        yield self.report(where, ctx, related=(Related(
+            ctx.path, node.lineno, "the weights are summed here",  # type: ignore[attr-defined]
+            ctx.column(node)),), src=ctx.source(call), dim=dim, why=why)
