@@ -339,6 +339,85 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return torch.matmul(probs, v), probs
         out, probs = SelfAttention(4).eval()(torch.randn(2, 6, 4))
         """, "GT764", 8, holds="not torch.allclose(probs.sum(-1), torch.ones(2, 6))")),
+    # GT550 (deepspeech.pytorch: `model.train()` each epoch, then the validation loop with
+    # no `model.eval()`): here in a function, the validation loop inside the `no_grad`
+    # block. Look-alike: a helper of the file puts the model in eval mode first
+    "validation-after-train-in-function": (Shape("""
+        def set_eval(m):
+            m.eval()
+        def fit(net, train, val):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            net.train()
+            for x, y in train:
+                opt.zero_grad()
+                F.cross_entropy(net(x), y).backward()
+                opt.step()
+            bn = net[1].running_mean.clone()
+            set_eval(net)
+            with torch.no_grad():
+                for x, y in val:
+                    net(x)
+            return torch.equal(bn, net[1].running_mean)
+        net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+        data = [(torch.randn(6, 4), torch.randint(0, 2, (6,)))]
+        same = fit(net, data, [(torch.randn(6, 4) + 3, None)])
+        """, "GT550", holds="same"), Shape("""
+        def fit(net, train, val):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            net.train()
+            for x, y in train:
+                opt.zero_grad()
+                F.cross_entropy(net(x), y).backward()
+                opt.step()
+            bn = net[1].running_mean.clone()
+            with torch.no_grad():
+                for x, y in val:
+                    net(x)
+            return torch.equal(bn, net[1].running_mean)
+        net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+        data = [(torch.randn(6, 4), torch.randint(0, 2, (6,)))]
+        same = fit(net, data, [(torch.randn(6, 4) + 3, None)])
+        """, "GT550", 9, holds="not same")),
+    # GT550: a trainer's method, a dropout model on `self`, a `while` evaluation loop under
+    # `inference_mode`. Look-alike: `self.model.eval()` before the loop
+    "evaluation-while-loop-in-trainer-method": (Shape("""
+        class Runner:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.5), nn.Linear(16, 1))
+                self.opt = torch.optim.Adam(self.model.parameters())
+            def epoch(self, xs, x_val):
+                self.model.train()
+                for x in xs:
+                    self.opt.zero_grad()
+                    self.model(x).pow(2).mean().backward()
+                    self.opt.step()
+                self.model.eval()
+                outs, i = [], 0
+                while i < 2:
+                    with torch.inference_mode():
+                        outs.append(self.model(x_val))
+                    i += 1
+                return torch.equal(outs[0], outs[1])
+        same = Runner().epoch([torch.randn(3, 4)], torch.randn(5, 4))
+        """, "GT550", holds="same"), Shape("""
+        class Runner:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.5), nn.Linear(16, 1))
+                self.opt = torch.optim.Adam(self.model.parameters())
+            def epoch(self, xs, x_val):
+                self.model.train()
+                for x in xs:
+                    self.opt.zero_grad()
+                    self.model(x).pow(2).mean().backward()
+                    self.opt.step()
+                outs, i = [], 0
+                while i < 2:
+                    with torch.inference_mode():
+                        outs.append(self.model(x_val))
+                    i += 1
+                return torch.equal(outs[0], outs[1])
+        same = Runner().epoch([torch.randn(3, 4)], torch.randn(5, 4))
+        """, "GT550", 12, holds="not same")),
 }
 
 
