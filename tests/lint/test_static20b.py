@@ -418,6 +418,90 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return torch.equal(outs[0], outs[1])
         same = Runner().epoch([torch.randn(3, 4)], torch.randn(5, 4))
         """, "GT550", 12, holds="not same")),
+    # GT551 (diffusers DreamBooth: `unet.train()` each epoch, the text encoder loaded in eval
+    # mode by `from_pretrained` and trained too): here a function of the file returns the
+    # encoder evaluated, the loop is in a function. Look-alike: the evaluated encoder is
+    # frozen (in no optimizer), as such loaders mean it
+    "helper-loaded-encoder-trained-in-eval-mode": (Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.3))
+            def forward(self, x):
+                return self.net(x)
+        def load_encoder():
+            enc = Encoder()
+            enc.eval()
+            return enc
+        def train(head, data):
+            enc = load_encoder()
+            opt = torch.optim.SGD(head.parameters(), lr=0.1)
+            for epoch in range(2):
+                head.train()
+                for x in data:
+                    loss = head(enc(x)).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return enc
+        enc = train(nn.Sequential(nn.Dropout(0.1), nn.Linear(8, 1)), [torch.randn(5, 4)])
+        """, "GT551", holds="not enc.training"), Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.3))
+            def forward(self, x):
+                return self.net(x)
+        def load_encoder():
+            enc = Encoder()
+            enc.eval()
+            return enc
+        def train(head, data):
+            enc = load_encoder()
+            opt = torch.optim.SGD(list(head.parameters()) + list(enc.parameters()), lr=0.1)
+            for epoch in range(2):
+                head.train()
+                for x in data:
+                    loss = head(enc(x)).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return enc
+        enc = train(nn.Sequential(nn.Dropout(0.1), nn.Linear(8, 1)), [torch.randn(5, 4)])
+        """, "GT551", 15, holds="not enc.training and enc.net[0].weight.grad is not None")),
+    # GT551: a script that evaluates the critic first (`critic.eval()`), then trains actor
+    # and critic in one loop that puts only the actor in train mode. Look-alike: both are put
+    # in train mode
+    "evaluated-critic-trained-in-eval-mode": (Shape("""
+        actor = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.2), nn.Linear(8, 2))
+        critic = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+        critic.eval()
+        with torch.no_grad():
+            baseline = critic(torch.randn(4, 3)).mean()
+        opt = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=1e-3)
+        for epoch in range(2):
+            actor.train()
+            critic.train()
+            s = torch.randn(6, 3)
+            loss = actor(s).pow(2).mean() + (critic(s) - baseline).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT551", holds="critic.training"), Shape("""
+        actor = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.2), nn.Linear(8, 2))
+        critic = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+        critic.eval()
+        with torch.no_grad():
+            baseline = critic(torch.randn(4, 3)).mean()
+        opt = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=1e-3)
+        for epoch in range(2):
+            actor.train()
+            s = torch.randn(6, 3)
+            loss = actor(s).pow(2).mean() + (critic(s) - baseline).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT551", 8, holds="not critic.training")),
 }
 
 
