@@ -502,6 +502,85 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT551", 8, holds="not critic.training")),
+    # GT765 (bentrevett actor-critic: `-(returns * log_prob_actions).sum()` next to
+    # `smooth_l1_loss(returns, values)`): here an agent's method, `torch.mean`, a squared
+    # difference as the critic's loss. Look-alike: the actor weighs by `G - v.detach()`
+    "critic-fit-but-not-baseline-in-method": (Shape("""
+        import copy
+        class Agent:
+            def __init__(self):
+                self.pi = nn.Linear(3, 2)
+                self.v = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD([*self.pi.parameters(), *self.v.parameters()], lr=0.1)
+            def update(self, s, a, G):
+                logp = torch.log_softmax(self.pi(s), -1).gather(1, a[:, None]).squeeze(1)
+                v = self.v(s).squeeze(1)
+                actor_loss = -torch.mean(logp * (G - v.detach()))
+                critic_loss = (G - v).pow(2).mean()
+                self.opt.zero_grad()
+                (actor_loss + critic_loss).backward()
+                g = self.pi.weight.grad.clone()
+                self.opt.step()
+                return g
+        a1 = Agent()
+        a2 = copy.deepcopy(a1)
+        with torch.no_grad():
+            a2.v.bias += 10
+        s, a, G = torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(8)
+        same = torch.equal(a1.update(s, a, G), a2.update(s, a, G))
+        """ , "GT765", holds="not same"),
+        Shape("""
+        import copy
+        class Agent:
+            def __init__(self):
+                self.pi = nn.Linear(3, 2)
+                self.v = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD([*self.pi.parameters(), *self.v.parameters()], lr=0.1)
+            def update(self, s, a, G):
+                logp = torch.log_softmax(self.pi(s), -1).gather(1, a[:, None]).squeeze(1)
+                v = self.v(s).squeeze(1)
+                actor_loss = -torch.mean(logp * G)
+                critic_loss = (G - v).pow(2).mean()
+                self.opt.zero_grad()
+                (actor_loss + critic_loss).backward()
+                g = self.pi.weight.grad.clone()
+                self.opt.step()
+                return g
+        a1 = Agent()
+        a2 = copy.deepcopy(a1)
+        with torch.no_grad():
+            a2.v.bias += 10
+        s, a, G = torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(8)
+        same = torch.equal(a1.update(s, a, G), a2.update(s, a, G))
+        """, "GT765", 10, holds="same")),
+    # GT765: a function with an `nn.MSELoss` criterion and the policy term added in the same
+    # expression. Look-alike: the advantage is bound first, from the values
+    "critic-fit-by-criterion-in-one-expression": (Shape("""
+        def step(policy, critic, opt, s, a, targets):
+            crit = nn.MSELoss()
+            vals = critic(s).squeeze(1)
+            adv = targets - vals.detach()
+            logp = torch.distributions.Categorical(logits=policy(s)).log_prob(a)
+            loss = -(adv * logp).sum() + 0.5 * crit(vals, targets)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        policy, critic = nn.Linear(3, 2), nn.Linear(3, 1)
+        opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()])
+        step(policy, critic, opt, torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(8))
+        """, "GT765", holds="policy.weight.grad is not None"), Shape("""
+        def step(policy, critic, opt, s, a, targets):
+            crit = nn.MSELoss()
+            vals = critic(s).squeeze(1)
+            logp = torch.distributions.Categorical(logits=policy(s)).log_prob(a)
+            loss = -(targets * logp).sum() + 0.5 * crit(vals, targets)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        policy, critic = nn.Linear(3, 2), nn.Linear(3, 1)
+        opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()])
+        step(policy, critic, opt, torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(8))
+        """, "GT765", 5, holds="policy.weight.grad is not None")),
 }
 
 
