@@ -581,6 +581,58 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         opt = torch.optim.Adam([*policy.parameters(), *critic.parameters()])
         step(policy, critic, opt, torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(8))
         """, "GT765", 5, holds="policy.weight.grad is not None")),
+    # GT552 (diffusers textual inversion: the gradients of every embedding row but the new
+    # token's zeroed, under AdamW with weight decay): here new output neurons trained in a
+    # function, the old rows' gradients zeroed by a slice, SGD with weight_decay.
+    # Look-alike: the same without weight decay
+    "old-neurons-zeroed-under-sgd-decay": (Shape("""
+        def grow(layer, data, old=2):
+            before = layer.weight[:old].detach().clone()
+            opt = torch.optim.SGD(layer.parameters(), lr=0.5)
+            for x, y in data:
+                opt.zero_grad()
+                F.mse_loss(layer(x), y).backward()
+                layer.weight.grad[:old] = 0
+                opt.step()
+            return torch.equal(before, layer.weight[:old])
+        same = grow(nn.Linear(3, 4), [(torch.randn(5, 3), torch.randn(5, 4))] * 3)
+        """, "GT552", holds="same"), Shape("""
+        def grow(layer, data, old=2):
+            before = layer.weight[:old].detach().clone()
+            opt = torch.optim.SGD(layer.parameters(), lr=0.5, weight_decay=0.1)
+            for x, y in data:
+                opt.zero_grad()
+                F.mse_loss(layer(x), y).backward()
+                layer.weight.grad[:old] = 0
+                opt.step()
+            return torch.equal(before, layer.weight[:old])
+        same = grow(nn.Linear(3, 4), [(torch.randn(5, 3), torch.randn(5, 4))] * 3)
+        """, "GT552", 3, holds="not same")),
+    # GT552: a script, the gradient bound to a name first, `.zero_()` on a slice of it, AdamW
+    # with its default decay. Look-alike: the frozen rows are written back after each step
+    "embedding-rows-zeroed-under-adamw-default": (Shape("""
+        emb = nn.Embedding(6, 4)
+        orig = emb.weight.detach().clone()
+        opt = torch.optim.AdamW(emb.parameters(), lr=0.1)
+        for _ in range(3):
+            emb(torch.tensor([5, 1])).pow(2).sum().backward()
+            g = emb.weight.grad
+            g[:5].zero_()
+            opt.step()
+            opt.zero_grad()
+            with torch.no_grad():
+                emb.weight[:5] = orig[:5]
+        """, "GT552", holds="torch.equal(emb.weight[:5], orig[:5])"), Shape("""
+        emb = nn.Embedding(6, 4)
+        orig = emb.weight.detach().clone()
+        opt = torch.optim.AdamW(emb.parameters(), lr=0.1)
+        for _ in range(3):
+            emb(torch.tensor([5, 1])).pow(2).sum().backward()
+            g = emb.weight.grad
+            g[:5].zero_()
+            opt.step()
+            opt.zero_grad()
+        """, "GT552", 3, holds="not torch.equal(emb.weight[:5], orig[:5])")),
 }
 
 
