@@ -50,6 +50,16 @@ def _fits(n: ast.AST, ctx: Context, scope: Scope) -> tuple[str, str, ast.AST] | 
     return None
 
 
+def _maybe_fit(n: ast.AST) -> bool:
+    """``n`` may regress one name on another (by its shape only)."""
+    if isinstance(n, ast.Call) and len(n.args) >= 2:
+        return _name(n.args[0]) is not None and _name(n.args[1]) is not None
+    return isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and isinstance(
+        n.left, ast.BinOp) and isinstance(n.left.op, ast.Sub) or isinstance(n, ast.Call) \
+        and isinstance(n.func, ast.Attribute) and n.func.attr == "pow" \
+        and isinstance(n.func.value, ast.BinOp) and isinstance(n.func.value.op, ast.Sub)
+
+
 def _mentions(e: ast.AST, name: str) -> bool:
     return any(isinstance(x, (ast.Name, ast.Attribute)) and dotted(x) == name for x in walk(e))
 
@@ -75,7 +85,7 @@ class CriticNotUsedAsBaseline(Rule):
     message = ("`{term}` weighs by `{target}`, which `{fit}` fits `{values}` to, but `{values}` "
                "never enters this term: the critic does not act as a baseline; weigh by "
                "`{target} - {values}.detach()`")
-    triggers = ("backward", "loss")
+    triggers = ("backward",)
     examples = [
         Bad("""
             import torch.nn.functional as F
@@ -101,14 +111,17 @@ class CriticNotUsedAsBaseline(Rule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if not node_mentions(ctx, node, "backward") or not node_mentions(ctx, node, "*"):
             return
-        scope = ctx.scope(node)
         nodes = list(scope_nodes(node))
+        terms = [n for n in nodes if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)
+                 and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult)
+                         and (_name(m.left) or _name(m.right)) for m in walk(n.operand))]
+        if not terms or not any(_maybe_fit(n) for n in nodes):
+            return  # the cheap tests before any data flow
+        scope = ctx.scope(node)
         fits = [f for f in (_fits(n, ctx, scope) for n in nodes) if f is not None]
         if not fits:
             return
-        for n in nodes:
-            if not (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)):
-                continue
+        for n in terms:
             for m in walk(n.operand):
                 if not (isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult)):
                     continue

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -22,7 +23,32 @@ WEIGHT_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.Softmin",
 DROPOUTS = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
 MATMULS = frozenset({"torch.matmul", "torch.bmm"})
 SUMS = ("sum", "mean")
+MODULE_WORDS = ("Softmax(", "Softmin(")  # a softmax module built in the function or class
+MODULE_AXIS = re.compile(r"Soft(?:max|min)\(\s*(?:dim\s*=\s*)?(-?\d+)\s*\)")
 USES = ("@", "matmul", "bmm", "sum(", "mean(")  # what a function must spell to sum weights
+
+
+def _other_axis(n: ast.AST) -> bool:
+    """``n`` may be a functional softmax/softmin over a literal axis other than -1 (read by
+    spelling only: the cheap test before any data flow)."""
+    if not isinstance(n, ast.Call):
+        return False
+    f = n.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name not in WEIGHT_OPS:
+        return False
+    dims = [k.value for k in n.keywords if k.arg == "dim"] or n.args[:2]
+    return any(int_value(d) not in (None, -1) for d in dims)
+
+
+def _module_other_axis(ctx: Context, node: ast.AST) -> bool:
+    """The code of ``node`` builds an ``nn.Softmax``/``nn.Softmin`` over a literal axis
+    other than -1 (by spelling, once per node)."""
+    def make() -> bool:
+        if not node_mentions(ctx, node, *MODULE_WORDS):
+            return False
+        return any(int(m.group(1)) != -1 for m in MODULE_AXIS.finditer(ctx.code_of(node)))
+    return ctx.memo("gt764-module-axis", node, make)
 
 
 def _dropout(call: ast.Call, ctx: Context, scope: Scope) -> bool:
@@ -122,8 +148,13 @@ class SoftmaxAxisNotSummed(Rule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if not node_mentions(ctx, node, *USES):
             return
+        nodes = list(scope_nodes(node))
+        if not any(_other_axis(n) for n in nodes) and not (
+                _module_other_axis(ctx, node) or ctx.class_def is not None
+                and _module_other_axis(ctx, ctx.class_def)):
+            return  # no softmax over a literal axis but the last here: no data flow needed
         scope = ctx.scope(node)
-        for n in scope_nodes(node):
+        for n in nodes:
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
                 yield from self._matmul(n, n.left, False, ctx, scope)
             elif isinstance(n, ast.Call):

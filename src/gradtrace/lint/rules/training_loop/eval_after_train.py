@@ -73,8 +73,8 @@ class EvaluationLoopAfterTrainMode(LoopRule):
                "under `{mode}` without `.eval()`: dropout and batch norm act as in training "
                "and the running statistics move toward the evaluation data")
     gate_statements = "function"
-    triggers = ("train",)
-    function_needs = ("backward", "train")
+    triggers = (".train(",)
+    function_needs = ("backward", ".train(")
 
     def wants(self, text: str) -> bool:
         return super().wants(text) and any(

@@ -83,8 +83,8 @@ class OtherModelLeftInEvalMode(LoopRule):
                "loop, was made in eval mode (line {line}) and nothing puts it in train mode: "
                "it trains with dropout off; call `{other}.train()` too")
     gate_statements = "function"
-    triggers = ("train",)
-    function_needs = ("backward", "step", "train")
+    triggers = (".train(",)
+    function_needs = ("backward", "step", ".train(")
     examples = [
         Bad("""
             import torch
