@@ -190,7 +190,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT549 (OpenSpiel `_pi_update`: the baseline head's gradients clipped before the
     # policy optimizer steps): here a GAN script clipping the discriminator's gradients by
     # value before the generator's step. Look-alike: it clips the generator's
-    "clip-of-other-model-in-gan": (Shape("""
+    "clip-of-other-model-in-gan": (
+        Shape("""
         G, D = nn.Linear(4, 4), nn.Linear(4, 1)
         opt_g = torch.optim.SGD(G.parameters(), lr=0.1)
         opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
@@ -505,7 +506,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT765 (bentrevett actor-critic: `-(returns * log_prob_actions).sum()` next to
     # `smooth_l1_loss(returns, values)`): here an agent's method, `torch.mean`, a squared
     # difference as the critic's loss. Look-alike: the actor weighs by `G - v.detach()`
-    "critic-fit-but-not-baseline-in-method": (Shape("""
+    "critic-fit-but-not-baseline-in-method": (
+        Shape("""
         import copy
         class Agent:
             def __init__(self):
@@ -528,7 +530,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             a2.v.bias += 10
         s, a, G = torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(8)
         same = torch.equal(a1.update(s, a, G), a2.update(s, a, G))
-        """ , "GT765", holds="not same"),
+        """, "GT765", holds="not same"),
         Shape("""
         import copy
         class Agent:

@@ -136,10 +136,10 @@ class CriticNotUsedAsBaseline(Rule):
                         if _from(scope, target, values, m.lineno) \
                                 or _uses(scope, other, values, m.lineno):
                             continue
-                        yield self.report(m, ctx, related=(Related(
-                            ctx.path, fit.lineno, f"`{values}` is fit to `{target}` here",  # type: ignore[attr-defined]
-                            ctx.column(fit)),), term=ctx.source(m), target=target,
-                            values=values, fit=ctx.source(fit))
+                        where = Related(ctx.path, fit.lineno,  # type: ignore[attr-defined]
+                                        f"`{values}` is fit to `{target}` here", ctx.column(fit))
+                        yield self.report(m, ctx, related=(where,), term=ctx.source(m),
+                                          target=target, values=values, fit=ctx.source(fit))
                         return
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
@@ -154,9 +154,8 @@ def _from(scope: Scope, name: str, values: str, line: int, depth: int = 0) -> bo
         return False
     if _mentions(b.value, values):
         return True
-    return any(isinstance(x, ast.Name) and x.id != name and _from(scope, x.id, values, b.line,
-                                                                 depth + 1)
-               for x in walk(b.value))
+    return any(isinstance(x, ast.Name) and x.id != name
+               and _from(scope, x.id, values, b.line, depth + 1) for x in walk(b.value))
 
 
 def _uses(scope: Scope, e: ast.AST, values: str, line: int) -> bool:

@@ -148,10 +148,12 @@ class SoftmaxAxisNotSummed(Rule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if not node_mentions(ctx, node, *USES):
             return
+        modules = _module_other_axis(ctx, node) or ctx.class_def is not None \
+            and _module_other_axis(ctx, ctx.class_def)
+        if not modules and not node_mentions(ctx, node, "softmax", "softmin"):
+            return
         nodes = list(scope_nodes(node))
-        if not any(_other_axis(n) for n in nodes) and not (
-                _module_other_axis(ctx, node) or ctx.class_def is not None
-                and _module_other_axis(ctx, ctx.class_def)):
+        if not modules and not any(_other_axis(n) for n in nodes):
             return  # no softmax over a literal axis but the last here: no data flow needed
         scope = ctx.scope(node)
         for n in nodes:

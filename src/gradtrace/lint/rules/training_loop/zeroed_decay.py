@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding
@@ -13,8 +14,8 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, Step
 
-ZERO_CALLS = ("zero_", "fill_")
-RESTORES = ("copy_", "data")  # a write after the step that puts values back
+# an indexed gradient, or one bound to a name (`g = w.grad` ends its line): the file test
+GRAD_WRITE_RE = re.compile(r"\.grad(?:\.data)?\s*\[|\.grad(?:\.data)?[ \t]*$", re.MULTILINE)
 
 
 def _is_zero(e: ast.AST | None) -> bool:
@@ -106,8 +107,12 @@ class ZeroedGradientsStillDecayed(LoopRule):
     message = ("`{opt}` has {decay}: the entries whose gradient is zeroed at line {line} still "
                "shrink at every step; restore them after the step or use weight_decay=0")
     gate_statements = "function"
-    triggers = ("grad",)
-    function_needs = ("backward", "step", "grad")
+    triggers = (".grad",)
+    function_needs = ("backward", "step", ".grad")
+
+    def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if ctx.memo("gt552-file", ctx.tree, lambda: GRAD_WRITE_RE.search(ctx.code) is not None):
+            yield from super()._entry(node, ctx)
     examples = [
         Bad("""
             import torch
