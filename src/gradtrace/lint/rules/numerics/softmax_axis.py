@@ -23,32 +23,34 @@ WEIGHT_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.Softmin",
 DROPOUTS = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
 MATMULS = frozenset({"torch.matmul", "torch.bmm"})
 SUMS = ("sum", "mean")
-MODULE_WORDS = ("Softmax(", "Softmin(")  # a softmax module built in the function or class
-MODULE_AXIS = re.compile(r"Soft(?:max|min)\(\s*(?:dim\s*=\s*)?(-?\d+)\s*\)")
+SOFT_CALL = re.compile(r"(?i)\bsoft(?:max|min)\(")
+AXIS_ARG = re.compile(r"\s*(?:dim\s*=\s*)?(-?\d+)\s*$")
 USES = ("@", "matmul", "bmm", "sum(", "mean(")  # what a function must spell to sum weights
 
 
-def _other_axis(n: ast.AST) -> bool:
-    """``n`` may be a functional softmax/softmin over a literal axis other than -1 (read by
-    spelling only: the cheap test before any data flow)."""
-    if not isinstance(n, ast.Call):
-        return False
-    f = n.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-    if name not in WEIGHT_OPS:
-        return False
-    dims = [k.value for k in n.keywords if k.arg == "dim"] or n.args[:2]
-    return any(int_value(d) not in (None, -1) for d in dims)
-
-
-def _module_other_axis(ctx: Context, node: ast.AST) -> bool:
-    """The code of ``node`` builds an ``nn.Softmax``/``nn.Softmin`` over a literal axis
-    other than -1 (by spelling, once per node)."""
-    def make() -> bool:
-        if not node_mentions(ctx, node, *MODULE_WORDS):
-            return False
-        return any(int(m.group(1)) != -1 for m in MODULE_AXIS.finditer(ctx.code_of(node)))
-    return ctx.memo("gt764-module-axis", node, make)
+def _axis_lines(ctx: Context) -> frozenset[int]:
+    """Lines of the file's code that spell a softmax/softmin call or module over a literal
+    axis other than -1 (``softmax(x, dim=1)``, ``x.softmax(-2)``, ``nn.Softmax(dim=0)``): by
+    spelling only, one scan per file before any walk or data flow."""
+    def make() -> frozenset[int]:
+        code = ctx.code
+        out: set[int] = set()
+        for m in SOFT_CALL.finditer(code):
+            depth, i, args, start = 1, m.end(), [], m.end()
+            while depth and i < len(code) and i - m.end() < 400:
+                c = code[i]
+                if c in "([{":
+                    depth += 1
+                elif c in ")]}":
+                    depth -= 1
+                if depth == 0 or depth == 1 and c == ",":
+                    args.append(code[start:i])
+                    start = i + 1
+                i += 1
+            if any((v := AXIS_ARG.match(x)) is not None and int(v.group(1)) != -1 for x in args):
+                out.add(code.count("\n", 0, m.start()) + 1)
+        return frozenset(out)
+    return ctx.memo("gt764-lines", ctx.tree, make)
 
 
 def _dropout(call: ast.Call, ctx: Context, scope: Scope) -> bool:
@@ -146,15 +148,18 @@ class SoftmaxAxisNotSummed(Rule):
     ]
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        lines = _axis_lines(ctx)
+        if not lines:
+            return  # the file spells no softmax over a literal axis but the last
+        cls = ctx.class_def
+        end = node.end_lineno or node.lineno
+        if not any(node.lineno <= ln <= end for ln in lines) and not (
+                cls is not None and any(cls.lineno <= ln <= (cls.end_lineno or cls.lineno)
+                                        for ln in lines)):
+            return
         if not node_mentions(ctx, node, *USES):
             return
-        modules = _module_other_axis(ctx, node) or ctx.class_def is not None \
-            and _module_other_axis(ctx, ctx.class_def)
-        if not modules and not node_mentions(ctx, node, "softmax", "softmin"):
-            return
         nodes = list(scope_nodes(node))
-        if not modules and not any(_other_axis(n) for n in nodes):
-            return  # no softmax over a literal axis but the last here: no data flow needed
         scope = ctx.scope(node)
         for n in nodes:
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
