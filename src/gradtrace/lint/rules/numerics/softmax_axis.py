@@ -36,6 +36,8 @@ def _axis_lines(ctx: Context) -> frozenset[int]:
         code = ctx.code
         out: set[int] = set()
         for m in SOFT_CALL.finditer(code):
+            if not any(ch.isdigit() for ch in code[m.end():m.end() + 160].replace("-1", "")):
+                continue  # no literal axis but -1 near the call
             depth, i, args, start = 1, m.end(), [], m.end()
             while depth and i < len(code) and i - m.end() < 400:
                 c = code[i]
@@ -134,6 +136,7 @@ class SoftmaxAxisNotSummed(Rule):
     message = ("`{src}` normalises over dimension {dim}, but {why}: the weights of each sum do "
                "not add up to 1; normalise over the summed axis")
     triggers = ("softmax", "Softmax", "softmin", "Softmin")
+    gate_statements = True
     examples = [
         Bad("""
             def attend(q, k, v):
@@ -147,16 +150,26 @@ class SoftmaxAxisNotSummed(Rule):
             """),
     ]
 
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        lines = _axis_lines(ctx)
-        if not lines:
-            return  # the file spells no softmax over a literal axis but the last
-        cls = ctx.class_def
+    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         end = node.end_lineno or node.lineno
-        if not any(node.lineno <= ln <= end for ln in lines) and not (
-                cls is not None and any(cls.lineno <= ln <= (cls.end_lineno or cls.lineno)
-                                        for ln in lines)):
+        if not any(node.lineno <= ln <= end for ln in _axis_lines(ctx)):
             return
+        for m in node.body:  # its methods here: a softmax module of `__init__` reaches them
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from self._function(m, ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        cls = ctx.class_def
+        if cls is not None and any(m is node for m in cls.body):
+            return  # a method: read with its class
+        end = node.end_lineno or node.lineno
+        if any(node.lineno <= ln <= end for ln in _axis_lines(ctx)):
+            yield from self._function(node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
+                  ) -> Iterator[Finding]:
         if not node_mentions(ctx, node, *USES):
             return
         nodes = list(scope_nodes(node))
@@ -166,8 +179,6 @@ class SoftmaxAxisNotSummed(Rule):
                 yield from self._matmul(n, n.left, False, ctx, scope)
             elif isinstance(n, ast.Call):
                 yield from self._call(n, ctx, scope)
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def _call(self, node: ast.Call, ctx: Context, scope: Scope) -> Iterator[Finding]:
         q = ctx.qualified_name(node.func) or ""
