@@ -23,9 +23,38 @@ WEIGHT_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.Softmin",
 DROPOUTS = frozenset({"torch.nn.Dropout", "torch.nn.modules.dropout.Dropout"})
 MATMULS = frozenset({"torch.matmul", "torch.bmm"})
 SUMS = ("sum", "mean")
-SOFT_CALL = re.compile(r"(?i)\bsoft(?:max|min)\(")
+INT_LITERAL = re.compile(r"(?<![\w.\-])-?\d+(?![\w.])")
 AXIS_ARG = re.compile(r"\s*(?:dim\s*=\s*)?(-?\d+)\s*$")
 USES = ("@", "matmul", "bmm", "sum(", "mean(")  # what a function must spell to sum weights
+
+
+def _sink(n: ast.AST) -> bool:
+    """``n`` may sum weights (by its shape): ``a @ b``, ``matmul``/``bmm``, ``.sum(d)`` or
+    ``torch.sum``/``mean`` of a product."""
+    if isinstance(n, ast.BinOp):
+        return isinstance(n.op, ast.MatMult)
+    if not isinstance(n, ast.Call):
+        return False
+    f = n.func
+    name = f.attr if isinstance(f, ast.Attribute) else ""
+    if name in ("matmul", "bmm"):
+        return True
+    if name in SUMS:
+        x = n.args[0] if n.args and not isinstance(f.value, ast.BinOp) else f.value  # type: ignore
+        return isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult)
+    return False
+
+
+def _soft_calls(code: str) -> Iterator[int]:
+    """The offsets just after each ``softmax(`` / ``Softmax(`` / ``softmin(`` of the code (not
+    ``log_softmax(``): ``str.find`` scans, much faster here than a regular expression."""
+    for word in ("oftmax(", "oftmin("):
+        i = code.find(word)
+        while i != -1:
+            before = code[i - 2] if i >= 2 else " "
+            if i > 0 and code[i - 1] in "Ss" and not (before.isalnum() or before == "_"):
+                yield i + len(word)
+            i = code.find(word, i + 1)
 
 
 def _axis_lines(ctx: Context) -> frozenset[int]:
@@ -35,11 +64,11 @@ def _axis_lines(ctx: Context) -> frozenset[int]:
     def make() -> frozenset[int]:
         code = ctx.code
         out: set[int] = set()
-        for m in SOFT_CALL.finditer(code):
-            if not any(ch.isdigit() for ch in code[m.end():m.end() + 160].replace("-1", "")):
-                continue  # no literal axis but -1 near the call
-            depth, i, args, start = 1, m.end(), [], m.end()
-            while depth and i < len(code) and i - m.end() < 400:
+        for at in _soft_calls(code):
+            if not any(x.group() != "-1" for x in INT_LITERAL.finditer(code, at, at + 160)):
+                continue  # no literal int but -1 near the call
+            depth, i, args, start = 1, at, [], at
+            while depth and i < len(code) and i - at < 400:
                 c = code[i]
                 if c in "([{":
                     depth += 1
@@ -50,7 +79,7 @@ def _axis_lines(ctx: Context) -> frozenset[int]:
                     start = i + 1
                 i += 1
             if any((v := AXIS_ARG.match(x)) is not None and int(v.group(1)) != -1 for x in args):
-                out.add(code.count("\n", 0, m.start()) + 1)
+                out.add(code.count("\n", 0, at) + 1)
         return frozenset(out)
     return ctx.memo("gt764-lines", ctx.tree, make)
 
@@ -172,7 +201,9 @@ class SoftmaxAxisNotSummed(Rule):
                   ) -> Iterator[Finding]:
         if not node_mentions(ctx, node, *USES):
             return
-        nodes = list(scope_nodes(node))
+        nodes = [n for n in scope_nodes(node) if _sink(n)]
+        if not nodes:
+            return  # nothing sums weights here: no data flow needed
         scope = ctx.scope(node)
         for n in nodes:
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
