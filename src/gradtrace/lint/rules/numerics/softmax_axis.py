@@ -165,7 +165,6 @@ class SoftmaxAxisNotSummed(Rule):
     message = ("`{src}` normalises over dimension {dim}, but {why}: the weights of each sum do "
                "not add up to 1; normalise over the summed axis")
     triggers = ("softmax", "Softmax", "softmin", "Softmin")
-    gate_statements = True
     examples = [
         Bad("""
             def attend(q, k, v):
@@ -179,23 +178,31 @@ class SoftmaxAxisNotSummed(Rule):
             """),
     ]
 
-    def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        end = node.end_lineno or node.lineno
-        if not any(node.lineno <= ln <= end for ln in _axis_lines(ctx)):
-            return
-        for m in node.body:  # its methods here: a softmax module of `__init__` reaches them
-            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from self._function(m, ctx)
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        lines = _axis_lines(ctx)
+        if lines:  # else the file spells no softmax over a literal axis but the last
+            yield from self._body(node.body, lines, ctx)
 
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        cls = ctx.class_def
-        if cls is not None and any(m is node for m in cls.body):
-            return  # a method: read with its class
-        end = node.end_lineno or node.lineno
-        if any(node.lineno <= ln <= end for ln in _axis_lines(ctx)):
-            yield from self._function(node, ctx)
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    def _body(self, body: list[ast.stmt], lines: frozenset[int], ctx: Context
+              ) -> Iterator[Finding]:
+        """The functions of ``body`` (nested ones too) holding one of ``lines``; a class's
+        methods all, when the class holds one (a softmax module of `__init__` reaches them)."""
+        for s in body:
+            if not isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            end = s.end_lineno or s.lineno
+            if not any(s.lineno <= ln <= end for ln in lines):
+                continue
+            if isinstance(s, ast.ClassDef):
+                for m in s.body:
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        yield from self._function(m, ctx)
+                        yield from self._body(m.body, lines, ctx)
+                    elif isinstance(m, ast.ClassDef):
+                        yield from self._body([m], lines, ctx)
+            else:
+                yield from self._function(s, ctx)
+                yield from self._body(s.body, lines, ctx)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
                   ) -> Iterator[Finding]:

@@ -9,8 +9,8 @@ from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
-from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.nodes import function_scopes, walk
+from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, Step
 
@@ -85,7 +85,7 @@ def _restores(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
     return False
 
 
-class ZeroedGradientsStillDecayed(LoopRule):
+class ZeroedGradientsStillDecayed(Rule):
     """Part of a gradient is zeroed between `backward()` and `step()` to keep those entries
     fixed, but the optimizer has weight decay: the entries still move.
 
@@ -109,10 +109,19 @@ class ZeroedGradientsStillDecayed(LoopRule):
     gate_statements = "function"
     triggers = (".grad",)
     function_needs = ("backward", "step", ".grad")
+    _entry = LoopRule._entry
+    wants = LoopRule.wants
 
-    def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if ctx.memo("gt552-file", ctx.tree, lambda: GRAD_WRITE_RE.search(ctx.code) is not None):
-            yield from super()._entry(node, ctx)
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        """One visit per file: an indexed gradient spelled somewhere, then each function (and
+        the script's own statements) as the other training-loop rules read them."""
+        if GRAD_WRITE_RE.search(ctx.code) is None:
+            return
+        for fn in function_scopes(node):
+            yield from self._entry(fn, ctx)
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        yield from _check(self, f, ctx)
     examples = [
         Bad("""
             import torch
@@ -136,29 +145,30 @@ class ZeroedGradientsStillDecayed(LoopRule):
             """),
     ]
 
-    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        acc = [b for b in f.backwards if b.accumulates]
-        if not acc or not f.steps:
-            return
-        said: set[int] = set()
-        for s in f.steps:
-            loops = f.loops_of(s.stmt)
-            if not loops:
-                continue
-            z = next((t for t in f.within(loops[-1]) if _zeroes_grad(t, f) and f.before(
-                t, s.stmt) and any(f.before(b.stmt, t) for b in acc)), None)
-            if z is None or _restores(f, s, loops[-1]):
-                continue
-            recv = s.call.func.value if isinstance(s.call.func, ast.Attribute) \
-                and s.scaler is None else None
-            k = ctx.analysis.kind(recv, f.scope, s.stmt.lineno) if recv is not None else None
-            node = k.node if k is not None and k.what == OPTIMIZER else None
-            if not isinstance(node, ast.Call) or id(node) in said:
-                continue
-            decay = _decay(node, ctx)
-            if decay is None:
-                continue
-            said.add(id(node))
-            yield self.report(node, ctx, related=(
-                related_at(ctx, z, "the gradient is zeroed here"),),
-                opt=dotted(recv) or s.optimizer, decay=decay, line=z.lineno)
+
+def _check(rule: Rule, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+    acc = [b for b in f.backwards if b.accumulates]
+    if not acc or not f.steps:
+        return
+    said: set[int] = set()
+    for s in f.steps:
+        loops = f.loops_of(s.stmt)
+        if not loops:
+            continue
+        z = next((t for t in f.within(loops[-1]) if _zeroes_grad(t, f) and f.before(
+            t, s.stmt) and any(f.before(b.stmt, t) for b in acc)), None)
+        if z is None or _restores(f, s, loops[-1]):
+            continue
+        recv = s.call.func.value if isinstance(s.call.func, ast.Attribute) \
+            and s.scaler is None else None
+        k = ctx.analysis.kind(recv, f.scope, s.stmt.lineno) if recv is not None else None
+        node = k.node if k is not None and k.what == OPTIMIZER else None
+        if not isinstance(node, ast.Call) or id(node) in said:
+            continue
+        decay = _decay(node, ctx)
+        if decay is None:
+            continue
+        said.add(id(node))
+        yield rule.report(node, ctx, related=(
+            related_at(ctx, z, "the gradient is zeroed here"),),
+            opt=dotted(recv) or s.optimizer, decay=decay, line=z.lineno)
