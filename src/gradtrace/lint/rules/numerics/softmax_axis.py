@@ -45,6 +45,20 @@ def _sink(n: ast.AST) -> bool:
     return False
 
 
+def _module_fields(cls: ast.ClassDef, lines: frozenset[int]) -> list[str]:
+    """``X`` of each ``self.X = ...`` of the class's methods on one of ``lines`` (a softmax
+    module kept on ``self``: the other methods call it)."""
+    out = []
+    for m in cls.body:
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for st in m.body:
+                if isinstance(st, ast.Assign) and any(
+                        st.lineno <= ln <= (st.end_lineno or st.lineno) for ln in lines):
+                    out += [t.attr for t in st.targets if isinstance(t, ast.Attribute)
+                            and isinstance(t.value, ast.Name) and t.value.id == "self"]
+    return out
+
+
 def _soft_calls(code: str) -> Iterator[int]:
     """The offsets just after each ``softmax(`` / ``Softmax(`` / ``softmin(`` of the code (not
     ``log_softmax(``): ``str.find`` scans, much faster here than a regular expression."""
@@ -194,9 +208,13 @@ class SoftmaxAxisNotSummed(Rule):
             if not any(s.lineno <= ln <= end for ln in lines):
                 continue
             if isinstance(s, ast.ClassDef):
+                fields = tuple(f"self.{a}(" for a in _module_fields(s, lines))
                 for m in s.body:
                     if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        yield from self._function(m, ctx)
+                        e = m.end_lineno or m.lineno
+                        if any(m.lineno <= ln <= e for ln in lines) or fields \
+                                and node_mentions(ctx, m, *fields):
+                            yield from self._function(m, ctx)
                         yield from self._body(m.body, lines, ctx)
                     elif isinstance(m, ast.ClassDef):
                         yield from self._body([m], lines, ctx)
