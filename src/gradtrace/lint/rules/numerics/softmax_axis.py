@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.numerics._ops import torch_op
@@ -59,16 +59,56 @@ def _module_fields(cls: ast.ClassDef, lines: frozenset[int]) -> list[str]:
     return out
 
 
+def _softish(e: ast.AST) -> bool:
+    """``e`` holds a call spelled like a softmax, or of a ``self`` attribute (a module)."""
+    for n in walk(e):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in WEIGHT_OPS or isinstance(f, ast.Attribute) and isinstance(
+                    f.value, ast.Name) and f.value.id == "self":
+                return True
+    return False
+
+
+def _weight_names(nodes: list[ast.AST]) -> set[str]:
+    """Names bound (by spelling: two steps) from a softmax-like call, or from a call given
+    such a name (``w = self.drop(w)``)."""
+    assigns = [(t.id, n.value) for n in nodes if isinstance(n, ast.Assign)
+               for t in n.targets if isinstance(t, ast.Name)]
+    out = {name for name, v in assigns if _softish(v)}
+    for name, v in assigns:
+        if isinstance(v, ast.Call) and any(isinstance(a, ast.Name) and a.id in out
+                                           for a in v.args):
+            out.add(name)
+    return out
+
+
+def _operands(n: ast.AST) -> list[ast.AST]:
+    if isinstance(n, ast.BinOp):
+        return [n.left]
+    f = n.func  # type: ignore[attr-defined]
+    if f.attr in SUMS:
+        x = n.args[0] if n.args and not isinstance(f.value, ast.BinOp) else f.value  # type: ignore
+        return [x.left, x.right]
+    return n.args[:1]  # type: ignore[attr-defined]
+
+
+def _operand_may_weigh(o: ast.AST, names: set[str]) -> bool:
+    return isinstance(o, ast.Name) and o.id in names or isinstance(o, ast.Call) and _softish(o)
+
+
 def _soft_calls(code: str) -> Iterator[int]:
     """The offsets just after each ``softmax(`` / ``Softmax(`` / ``softmin(`` of the code (not
     ``log_softmax(``): ``str.find`` scans, much faster here than a regular expression."""
-    for word in ("oftmax(", "oftmin("):
-        i = code.find(word)
-        while i != -1:
-            before = code[i - 2] if i >= 2 else " "
-            if i > 0 and code[i - 1] in "Ss" and not (before.isalnum() or before == "_"):
-                yield i + len(word)
-            i = code.find(word, i + 1)
+    i = code.find("oftm")
+    while i != -1:
+        tail = code[i + 4:i + 7]
+        before = code[i - 2] if i >= 2 else " "
+        if tail in ("ax(", "in(") and i > 0 and code[i - 1] in "Ss" \
+                and not (before.isalnum() or before == "_"):
+            yield i + 7
+        i = code.find("oftm", i + 4)
 
 
 def _axis_lines(ctx: Context) -> frozenset[int]:
@@ -79,10 +119,10 @@ def _axis_lines(ctx: Context) -> frozenset[int]:
         code = ctx.code
         out: set[int] = set()
         for at in _soft_calls(code):
-            if not any(x.group() != "-1" for x in INT_LITERAL.finditer(code, at, at + 160)):
+            if not any(x.group() != "-1" for x in INT_LITERAL.finditer(code, at, at + 100)):
                 continue  # no literal int but -1 near the call
             depth, i, args, start = 1, at, [], at
-            while depth and i < len(code) and i - at < 400:
+            while depth and i < len(code) and i - at < 200:
                 c = code[i]
                 if c in "([{":
                     depth += 1
@@ -226,9 +266,13 @@ class SoftmaxAxisNotSummed(Rule):
                   ) -> Iterator[Finding]:
         if not node_mentions(ctx, node, *USES):
             return
-        nodes = [n for n in scope_nodes(node) if _sink(n)]
+        every = list(scope_nodes(node))
+        nodes = [n for n in every if _sink(n)]
         if not nodes:
             return  # nothing sums weights here: no data flow needed
+        names = _weight_names(every)
+        if not any(_operand_may_weigh(o, names) for n in nodes for o in _operands(n)):
+            return  # no sum reads a softmax or a name bound from one: no data flow needed
         scope = ctx.scope(node)
         for n in nodes:
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
