@@ -635,6 +635,85 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
             opt.zero_grad()
         """, "GT552", 3, holds="not torch.equal(emb.weight[:5], orig[:5])")),
+    # GT758 (PyTorch-DANN: `Classifier.forward` returns `self.classifier(x)`, a Sequential
+    # ending in `nn.Softmax`, and the criteria are built in one tuple assignment): here a
+    # head kept on `self` and `ce, mse = ...`. Look-alike: the Sequential ends in its Linear
+    "softmax-sequential-behind-forward": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+            def forward(self, x):
+                return self.head(x)
+        ce, mse = nn.CrossEntropyLoss(), nn.MSELoss()
+        net = Net()
+        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+        out = net(x)
+        loss = ce(out, y)
+        loss.backward()
+        """, "GT758", holds="not torch.allclose(out.sum(1), torch.ones(6))"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3),
+                                          nn.Softmax(dim=-1))
+            def forward(self, x):
+                return self.head(x)
+        ce, mse = nn.CrossEntropyLoss(), nn.MSELoss()
+        net = Net()
+        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+        out = net(x)
+        loss = ce(out, y)
+        loss.backward()
+        """, "GT758", 5, holds="torch.allclose(out.sum(1), torch.ones(6))")),
+    # GT758: two classes deep (`Model.forward` -> `Body.forward` -> a Sequential ending in
+    # `nn.Softmax(dim=1)`), `F.cross_entropy` in a training function. Look-alike: the body's
+    # Sequential ends in `nn.LogSoftmax` and the loss is `F.nll_loss`
+    "softmax-sequential-two-classes-deep": (Shape("""
+        class Body(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.seq = nn.Sequential(nn.Linear(5, 4), nn.LogSoftmax(dim=1))
+            def forward(self, x):
+                return self.seq(x)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = Body()
+            def forward(self, x):
+                return self.body(x)
+        def fit(model, x, y):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            out = model(x)
+            loss = F.nll_loss(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return out
+        out = fit(Model(), torch.randn(6, 5), torch.randint(0, 4, (6,)))
+        """, "GT758", holds="torch.allclose(out.exp().sum(1), torch.ones(6))"), Shape("""
+        class Body(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.seq = nn.Sequential(nn.Linear(5, 4), nn.Softmax(dim=1))
+            def forward(self, x):
+                return self.seq(x)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = Body()
+            def forward(self, x):
+                return self.body(x)
+        def fit(model, x, y):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return out
+        out = fit(Model(), torch.randn(6, 5), torch.randint(0, 4, (6,)))
+        """, "GT758", 4, holds="torch.allclose(out.sum(1), torch.ones(6))")),
 }
 
 
