@@ -111,10 +111,12 @@ def layout(e: ast.AST) -> ast.AST:
 
 
 def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _softmax,
-                   classes: frozenset[str] = SOFTMAX_MODULES) -> ast.AST | None:
+                   classes: frozenset[str] = SOFTMAX_MODULES, depth: int = 0) -> ast.AST | None:
     """When ``call`` runs a module whose output is a softmax (``made``, or a layer of
     ``classes``): that softmax (in the ``forward`` of a class of the file, read there, or the
-    last layer of an ``nn.Sequential``; NOTE [module outputs])."""
+    last layer of an ``nn.Sequential``; NOTE [module outputs]). A ``forward`` that returns
+    what one submodule gives back (``return self.classifier(x)``) is read through it (three
+    levels down)."""
     got = module_output(call, scope, ctx, strip)
     if got is None:
         return None
@@ -123,7 +125,10 @@ def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _soft
         last = values[0]
         return last if (ctx.qualified_name(getattr(last, "func", last)) or "") in classes \
             else None
-    return same_made(values, made, ctx, fscope)
+    found = same_made(values, made, ctx, fscope)
+    if found is None and depth < 3 and len(values) == 1 and isinstance(values[0], ast.Call):
+        return _model_softmax(values[0], fscope, ctx, made, classes, depth + 1)
+    return found
 
 
 class ProbabilitiesIntoCrossEntropy(Rule):
@@ -275,6 +280,7 @@ class ProbabilitiesIntoCrossEntropy(Rule):
 
 # `criterion = nn.CrossEntropyLoss(...)`, `self.crit = NLLLoss()`: names that compute the loss
 HOLDER_RE = re.compile(r"([A-Za-z_][\w.]*)\s*=\s*(?:[\w.]+\.)?$")
+TUPLE_HOLDERS_RE = re.compile(r"\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*=[^=]")
 
 
 def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (CE, NLL, KL, BCEL),
@@ -293,6 +299,9 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
             m = HOLDER_RE.search(text, start, pos)
             if m is not None:
                 holders.add(m.group(1) + "(")
+            m = TUPLE_HOLDERS_RE.match(text, start, pos)  # `ce, nll = CrossEntropyLoss(), ...`
+            if m is not None:
+                holders.update(n.strip() + "(" for n in m.group(1).split(","))
             pos = text.find(cls, pos + 1)
     words += sorted(holders)
     found = sorted(m.start() for w in words for m in re.finditer(re.escape(w), text))

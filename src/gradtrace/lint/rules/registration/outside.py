@@ -62,6 +62,20 @@ HANDLED = frozenset({"parameters", "named_parameters", "state_dict", "load_state
                      "children", "named_modules", "named_children", "zero_grad"})
 
 
+def _meant_to_train(call: ast.Call, name: str) -> bool:
+    """``name.requires_grad_()`` / ``requires_grad_(True)`` (unfrozen on purpose) or
+    ``name.zero_grad()`` (its gradients are cleared for the step): the module is meant to
+    train, nothing else handles it."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or dotted(f.value) != name:
+        return False
+    args = [*call.args, *(k.value for k in call.keywords)]
+    if f.attr == "zero_grad":
+        return True
+    return f.attr == "requires_grad_" and (not args or len(args) == 1 and isinstance(
+        args[0], ast.Constant) and args[0].value is True)
+
+
 def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | None:
     """The calls ``name(...)`` in the scope when every other read of ``name`` is an
     attribute read (``m.fc.weight``) or a ``.to()``/``.train()``-style call on it (None: it is
@@ -74,6 +88,8 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | No
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
             calls.append(n)
             return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
+        if isinstance(n, ast.Call) and _meant_to_train(n, name):
+            return True
         if isinstance(n, ast.Attribute) and (dotted(n) or "").partition(".")[0] == name:
             parts = (dotted(n) or "").split(".")[1:]
             return not (set(parts) & HANDLED) and isinstance(n.ctx, ast.Load)

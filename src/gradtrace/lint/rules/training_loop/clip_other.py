@@ -1,0 +1,124 @@
+"""GT549: the gradients clipped before a step belong to parameters the stepped optimizer does
+not hold."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.kinds import OPTIMIZER
+from gradtrace.lint.analysis.params import param_sources_of
+from gradtrace.lint.context import Context
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.registration._modules import covers
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._loop import LoopFacts, Named, Step
+
+
+def _holds(over: frozenset[str], srcs: list[str]) -> bool:
+    """Some parameters of ``srcs`` are among the optimizer's (either way of nesting)."""
+    return any(covers(o, s) or covers(s, o) for o in over for s in srcs)
+
+
+def _over(f: LoopFacts, s: Step, ctx: Context) -> frozenset[str]:
+    """The owners of the parameters of the optimizer ``s`` steps (empty: unknown)."""
+    recv = s.call.func.value if isinstance(s.call.func, ast.Attribute) and s.scaler is None \
+        else (s.call.args[0] if s.call.args else None)
+    if recv is None:
+        return frozenset()
+    k = ctx.analysis.kind(recv, f.scope, s.stmt.lineno)
+    if k is None or k.what != OPTIMIZER:
+        return frozenset()
+    # the owners are spelled where the optimizer was built: comparable with the clip's only
+    # when both are here (a local optimizer of this scope) or both are fields of `self`
+    if isinstance(recv, ast.Name):
+        here = f.scope.binding_before(recv.id, s.stmt.lineno) is not None
+        return k.over if here and not any(o.startswith("self.") for o in k.over) \
+            else frozenset()
+    return k.over if all(o.startswith("self.") for o in k.over) else frozenset()
+
+
+def _clipped(f: LoopFacts, c: Named) -> list[str] | None:
+    """The modules whose ``.parameters()`` the clip call lists (None: unknown)."""
+    a = c.call.args[0] if c.call.args else next(
+        (k.value for k in c.call.keywords if k.arg == "parameters"), None)
+    if a is None:
+        return None
+    got = param_sources_of(a, f.scope, c.stmt.lineno)
+    return [name for name, _ in got] if got else None
+
+
+class ClipOfOtherParameters(LoopRule):
+    """Between `backward()` and an optimizer's `step()`, the gradients clipped are those of
+    parameters that optimizer does not hold, and nothing clips the ones it steps.
+
+    Why: `clip_grad_norm_(self.critic.parameters(), max_norm)` copied from the critic's update
+    into the policy's leaves the policy's gradients unclipped: the step applies them at full
+    size, and the clipping the configuration asks for never happens (deepmind/open_spiel's
+    PyTorch `PolicyGradient._pi_update`; checked on torch 2.13). Clip the parameters of the
+    optimizer that steps next (`clip_grad_norm_(policy.parameters(), ...)`).
+    Known limits: the optimizer's parameters and the clipped ones must be spelled as
+    `.parameters()` of named modules (NOTE [fields] for an optimizer kept on `self`); a clip
+    followed by the step of an optimizer that holds them is left alone.
+    """
+
+    code = "GT549"
+    gate_statements = True
+    name = "clip-of-other-parameters"
+    message = ("`{call}` clips the gradients of {clipped}, but the optimizer stepped next, "
+               "`{opt}` (line {line}), holds {held}: its own gradients are applied unclipped")
+    triggers = ("clip_grad",)
+    function_needs = ("backward", "step", "clip_grad")
+    examples = [
+        Bad("""
+            import torch
+            opt_actor = torch.optim.Adam(actor.parameters())
+            opt_critic = torch.optim.Adam(critic.parameters())
+            for s, a, r in batches:
+                opt_actor.zero_grad()
+                actor_loss(actor, critic, s, a, r).backward()
+                torch.nn.utils.clip_grad_norm_(critic.parameters(), 0.5)
+                opt_actor.step()
+            """, at=(7, 4)),
+        Good("""
+            import torch
+            opt_actor = torch.optim.Adam(actor.parameters())
+            opt_critic = torch.optim.Adam(critic.parameters())
+            for s, a, r in batches:
+                opt_actor.zero_grad()
+                actor_loss(actor, critic, s, a, r).backward()
+                torch.nn.utils.clip_grad_norm_(actor.parameters(), 0.5)
+                opt_actor.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        acc = [b for b in f.backwards if b.accumulates]
+        for c in f.clips:
+            if not any(f.before(b.stmt, c.stmt) for b in acc):
+                continue
+            after = [s for s in f.steps if f.before(c.stmt, s.stmt)]
+            if not after:
+                continue
+            srcs = _clipped(f, c)
+            if not srcs or len({x.startswith("self.") for x in srcs}) > 1:
+                continue
+            overs = [_over(f, s, ctx) for s in after]
+            if any(not o or _holds(o, srcs) or srcs[0].startswith("self.") != next(
+                    iter(o)).startswith("self.") for o in overs):
+                continue  # a later step applies what was clipped, or one is unknown
+            s, over = min(zip(after, overs), key=lambda p: p[0].stmt.lineno)
+            if any(c2 is not c and _clips_held(f, c2, over, s) for c2 in f.clips):
+                continue  # another clip covers the stepped optimizer
+            yield self.report(c.call, ctx, related=(
+                related_at(ctx, s.call, "this step applies unclipped gradients"),),
+                call=ctx.source(c.call.func), opt=s.optimizer, line=s.call.lineno,
+                clipped=", ".join(f"`{x}`" for x in srcs),
+                held=", ".join(f"`{x}`" for x in sorted(over)))
+
+
+def _clips_held(f: LoopFacts, c2: Named, over: frozenset[str], s: Step) -> bool:
+    if not f.before(c2.stmt, s.stmt):
+        return False
+    srcs = _clipped(f, c2)
+    return srcs is None or _holds(over, srcs)
