@@ -30,6 +30,7 @@ from gradtrace.env import strict
 from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
 from gradtrace.lint.code_text import may_hold
+from gradtrace.lint import function_gate
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
 from gradtrace.lint.nodes import child_fields
@@ -165,11 +166,13 @@ class FileChecker:
                     aliases[local] = inside
         line_words, other_words = _split_words(types)
         code = self.ctx.code
-        searched = line_words.union(aliases, ("import",))
-        got = token_word_lines(code, searched)  # NOTE [token lines]
+        req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
+        function_gate.add_aliases(aliases, self.imports.aliases, req_words)
+        searched = line_words.union(aliases, ("import",), req_words)
+        got = token_word_lines(code, searched, req_keys - searched)  # NOTE [token lines]
         if got is None:
             idents = self.ctx.identifiers
-            word_lines = _word_lines(code, searched, idents)
+            word_lines = _word_lines(code, searched | req_keys, idents)
         else:
             word_lines, idents = got
             self.ctx.know_identifiers(idents)
@@ -197,11 +200,14 @@ class FileChecker:
         hit_words: set[tuple[str, ...]] = set()
         for rule in rules:
             found = found_in(rule.triggers)
+            key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
+            if found and rule.function_requires:  # NOTE [function requires]
+                found, key = function_gate.restricted(self.tree, rule, found, key, word_lines,
+                                                      found_in)
             if not found:
                 continue
             i = len(self.rules)
             self.rules.append(rule)
-            key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
             got = gates.get(key)
             if got is None:
                 got = gates[key] = (set().union(*(word_lines[w] for w in key)), None)

@@ -71,6 +71,8 @@ class InplaceWriteToMultiOutputView(Rule):
     # the write's words: a function without one holds no write (NOTE [triggers])
     triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
     gate_statements = "function"
+    # what makes the view: a split call or a `for` (NOTE [split gate], [function requires])
+    function_requires = (*SPLIT_WORDS, "for")
     examples = [
         Bad("""
             import torch
