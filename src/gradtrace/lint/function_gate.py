@@ -1,19 +1,19 @@
-"""Which functions a rule with ``function_requires`` may find something in (NOTE [function
-requires]).
+"""Which functions a rule with ``function_requires`` may find something in.
 
 # NOTE [function requires]
-A rule's trigger words say where it looks; most rules also need a second thing in the same
+A rule's trigger words say where it looks; many rules also need a second thing in the same
 function before they can fire (GT608: an in-place write, and a split/chunk/unbind call or a
 ``for`` statement that made the view it writes). ``Rule.function_requires`` lists the words
 of that second thing: the rule promises to find nothing outside a function, nor in a function
 (decorators included) whose code holds none of them. The engine then keeps of the rule's
 trigger lines only those inside an outermost function holding one (an outermost one: a nested
 function lies inside it, so the test may say yes too often, never no), and a rule left with no
-line is not active in the file: it is not visited, and its words open no subtree (NOTE [quiet
-subtrees]). The words are found with the trigger words (NOTE [token lines]), as substrings of
-the code, except that a Python keyword (``for``) is found as a whole word (``for`` is in every
-``def forward``); a local alias of an imported name holding one (``from torch import chunk as
-ck``) counts, as for the triggers (NOTE [triggers]: imports at the top of the file).
+line is not active in the file: it is not visited, and its words open no subtree
+(NOTE [quiet subtrees]). The words are found with the trigger words (NOTE [token lines]), as
+substrings of the code, except that a Python keyword (``for``) is found as a whole word
+(``for`` is in every ``def forward``); a local alias of an imported name holding one
+(``from torch import chunk as ck``) counts, as for the triggers (NOTE [triggers]: imports at
+the top of the file).
 """
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ class InplaceWriteToMultiOutputView(Rule):
     # the write's words: a function without one holds no write (NOTE [triggers])
     triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
     gate_statements = "function"
-    # what makes the view: a split call or a `for` (NOTE [split gate], [function requires])
+    # what makes the view: a split call or a `for` (NOTE [split gate]; NOTE [function requires])
     function_requires = (*SPLIT_WORDS, "for")
     examples = [
         Bad("""
