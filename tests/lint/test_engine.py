@@ -249,6 +249,23 @@ class C:
     assert [f.line for f in run(src, AssignSeen).findings] == [1, 5, 8]
 
 
+def test_function_gated_rules_are_not_shown_statements_of_other_functions():
+    """A statement walked for another rule (`other` is its word) inside a function without
+    the words of a gate_statements="function" rule is not shown to that rule."""
+    src = """\
+def quiet():
+    a = other()
+def loud():
+    b = other()
+    probe()
+"""
+    checker = run(src, AssignSeen, Probe)
+    assert [f.line for f in checker.findings if f.code == "GT992"] == [4]
+    other = type("OtherProbe", (Probe,), {"code": "GT994", "triggers": ("other",)})
+    checker = run(src, AssignSeen, other)
+    assert [f.line for f in checker.findings if f.code == "GT992"] == [4]
+
+
 class CallSeenWithSplit(Rule):
     """Reports every `probe` call in a function that also holds `chunk` or a `for`
     (a rule with function_requires)."""
