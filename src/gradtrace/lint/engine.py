@@ -139,7 +139,8 @@ class FileChecker:
         self._fn_lines: list[int] = []  # lines with words of gate_statements="function" rules
         self._fn_open: list[bool] = [False]  # per enclosing def: must its statements be seen
         self._fn_rules: list[tuple[int, list[int]]] = []  # "function" rules: sorted lines
-        self._fn_closed: list[frozenset[int]] = [frozenset()]  # per def: rules closed there
+        self._fn_closed: list[dict[type, list] | None] = [None]  # per def: visitors of the
+        self._closed_tables: dict[frozenset[int], dict[type, list]] = {}  # rules open there
         self._activate(rules)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -316,8 +317,12 @@ class FileChecker:
             if shape.is_import:
                 self.imports.add(s)  # type: ignore[arg-type]
             visitors = self._stmt_visitors.get(type(s))
-            if visitors and self._fn_closed[-1] and not shape.is_def:  # NOTE [triggers]:
-                visitors = [v for v in visitors if v[0] not in self._fn_closed[-1]]  # "function"
+            table = self._fn_closed[-1]  # NOTE [triggers]: gate_statements="function"
+            if visitors and table is not None and not shape.is_def:
+                got = table.get(type(s))
+                if got is None:  # the visitors of the rules open in this def, once per type
+                    got = table[type(s)] = [v for v in visitors if v[0] not in table[None]]
+                visitors = got
             if visitors:
                 self._call(self._gated(visitors, s, shape) if type(s) in self._gated_types
                            else visitors, s)
@@ -326,8 +331,10 @@ class FileChecker:
             if shape.is_def:
                 first, last = self._span(s, shape)
                 self._fn_open.append(_holds(self._fn_lines, first, last))
-                self._fn_closed.append(frozenset(
-                    i for i, lines in self._fn_rules if not _holds(lines, first, last)))
+                closed = frozenset(i for i, lines in self._fn_rules
+                                   if not _holds(lines, first, last))
+                self._fn_closed.append(self._closed_tables.setdefault(
+                    closed, {None: closed}) if closed else None)  # type: ignore[dict-item]
                 ctx.grad_frames.append(
                     [(d, m) for d in s.decorator_list  # type: ignore[attr-defined]
                      if (m := grad_mode_of(d, self.imports))])
