@@ -26,7 +26,7 @@ EXTRA = ("optimizer.zero_grad()", "opt.zero_grad(set_to_none=True)", "model.zero
          "deepcopy(", "load_state_dict(", "len(loader) last final end", "import torch",
          "nn.Parameter", "nn.Module", "total += loss", "losses.append(loss)", "float('inf')")
 WORDS = " ".join(sorted({w for r in all_rules()
-                         for w in (*r.triggers, *r.statement_triggers,
+                         for w in (*r.triggers, *r.statement_triggers, *r.function_requires,
                                    *getattr(r, "needs", ()))} | set(EXTRA)))
 
 

@@ -249,6 +249,72 @@ class C:
     assert [f.line for f in run(src, AssignSeen).findings] == [1, 5, 8]
 
 
+def test_function_gated_rules_are_not_shown_statements_of_other_functions():
+    """A statement walked for another rule (`other` is its word) inside a function without
+    the words of a gate_statements="function" rule is not shown to that rule."""
+    src = """\
+def quiet():
+    a = other()
+def loud():
+    b = other()
+    probe()
+"""
+    checker = run(src, AssignSeen, Probe)
+    assert [f.line for f in checker.findings if f.code == "GT992"] == [4]
+    other = type("OtherProbe", (Probe,), {"code": "GT994", "triggers": ("other",)})
+    checker = run(src, AssignSeen, other)
+    assert [f.line for f in checker.findings if f.code == "GT992"] == [4]
+
+
+class CallSeenWithSplit(Rule):
+    """Reports every `probe` call in a function that also holds `chunk` or a `for`
+    (a rule with function_requires)."""
+
+    code = "GT993"
+    name = "call-seen-with-split"
+    message = "seen"
+    triggers = ("probe",)
+    function_requires = ("chunk", "for")
+    examples = []
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node.func, ast.Name) and node.func.id == "probe":
+            yield self.report(node, ctx)
+
+
+def test_function_requires_keeps_the_functions_holding_a_required_word():
+    """NOTE [function requires]: a `probe` call is seen only in a function holding `chunk`
+    (as a substring: `rechunk`), a `for` keyword (`for(x)` too; not `forward` nor a `for`
+    in a comment or a string), or a local alias of an imported name holding `chunk`;
+    never outside functions."""
+    src = """\
+from torch import chunk as ck
+probe()
+def forward(x):  # for
+    probe("for x in y")
+def a(x):
+    probe(x.rechunk(2))
+def b(x):
+    for(y) in x:
+        pass
+    probe()
+def c(x):
+    probe(ck(x))
+class C:
+    probe()
+    def m(self):
+        def inner():
+            probe()
+        return [v for v in self]
+"""
+    assert [f.line for f in run(src, CallSeenWithSplit).findings] == [6, 10, 12, 17]
+    plain = src.replace("from torch import chunk as ck", "import torch")
+    assert [f.line for f in run(plain, CallSeenWithSplit).findings] == [6, 10, 17]
+    neg = plain.replace("x.rechunk(2)", "x").replace("for(y) in x:", "while x:").replace(
+        "[v for v in self]", "self")
+    assert run(neg, CallSeenWithSplit).findings == []
+
+
 def test_no_file_state_outlives_its_check():
     """Per-file caches must die with the file (NOTE [gc]): no Context stays reachable."""
     import gc

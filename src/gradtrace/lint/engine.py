@@ -22,16 +22,17 @@ import ast
 import bisect
 import logging
 import os
-import re
 from functools import lru_cache
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from gradtrace.env import strict
 from gradtrace.errors import RuleError
 from gradtrace.findings import Finding
 from gradtrace.lint.code_text import may_hold
+from gradtrace.lint import function_gate
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
+from gradtrace.lint.noqa import NOQA_RE, noqa_filter  # noqa: F401 - the engine's API
 from gradtrace.lint.nodes import child_fields
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.words import holds as _holds, token_word_lines, word_lines as _word_lines
@@ -40,8 +41,6 @@ LOG = logging.getLogger(__name__)
 
 Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-NOQA_RE = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]*(?:[,\s]+[A-Z]+[0-9]*)*))?",
-                     re.IGNORECASE)
 
 
 @lru_cache(maxsize=None)
@@ -139,6 +138,9 @@ class FileChecker:
         self._line_gated: list[bool] = []  # per active rule: gate_statements is True
         self._fn_lines: list[int] = []  # lines with words of gate_statements="function" rules
         self._fn_open: list[bool] = [False]  # per enclosing def: must its statements be seen
+        self._fn_rules: list[tuple[int, list[int]]] = []  # "function" rules: sorted lines
+        self._fn_closed: list[dict[type, list] | None] = [None]  # per def: visitors of the
+        self._closed_tables: dict[frozenset[int], dict[type, list]] = {}  # rules open there
         self._activate(rules)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -165,11 +167,13 @@ class FileChecker:
                     aliases[local] = inside
         line_words, other_words = _split_words(types)
         code = self.ctx.code
-        searched = line_words.union(aliases, ("import",))
-        got = token_word_lines(code, searched)  # NOTE [token lines]
+        req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
+        function_gate.add_aliases(aliases, self.imports.aliases, req_words)
+        searched = line_words.union(aliases, ("import",), req_words)
+        got = token_word_lines(code, searched, req_keys - searched)  # NOTE [token lines]
         if got is None:
             idents = self.ctx.identifiers
-            word_lines = _word_lines(code, searched, idents)
+            word_lines = _word_lines(code, searched | req_keys, idents)
         else:
             word_lines, idents = got
             self.ctx.know_identifiers(idents)
@@ -197,11 +201,14 @@ class FileChecker:
         hit_words: set[tuple[str, ...]] = set()
         for rule in rules:
             found = found_in(rule.triggers)
+            key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
+            if found and rule.function_requires:  # NOTE [function requires]
+                found, key = function_gate.restricted(self.tree, rule, found, key, word_lines,
+                                                      found_in)
             if not found:
                 continue
             i = len(self.rules)
             self.rules.append(rule)
-            key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
             got = gates.get(key)
             if got is None:
                 got = gates[key] = (set().union(*(word_lines[w] for w in key)), None)
@@ -222,6 +229,10 @@ class FileChecker:
                     if rule.gate_statements == "function":
                         fn_lines |= gate
                         self._fn_open[0] = True  # module level: see every statement
+                        if not self._fn_rules or self._fn_rules[-1][0] != i:
+                            if got[1] is None:
+                                got = gates[key] = (gate, sorted(gate))
+                            self._fn_rules.append((i, got[1]))
                     else:
                         self._skip_quiet = False
                 if is_stmt:
@@ -306,13 +317,24 @@ class FileChecker:
             if shape.is_import:
                 self.imports.add(s)  # type: ignore[arg-type]
             visitors = self._stmt_visitors.get(type(s))
+            table = self._fn_closed[-1]  # NOTE [triggers]: gate_statements="function"
+            if visitors and table is not None and not shape.is_def:
+                got = table.get(type(s))
+                if got is None:  # the visitors of the rules open in this def, once per type
+                    got = table[type(s)] = [v for v in visitors if v[0] not in table[None]]
+                visitors = got
             if visitors:
                 self._call(self._gated(visitors, s, shape) if type(s) in self._gated_types
                            else visitors, s)
             if self._line_rules:
                 self._walk_header(s, shape)
             if shape.is_def:
-                self._fn_open.append(_holds(self._fn_lines, *self._span(s, shape)))
+                first, last = self._span(s, shape)
+                self._fn_open.append(_holds(self._fn_lines, first, last))
+                closed = frozenset(i for i, lines in self._fn_rules
+                                   if not _holds(lines, first, last))
+                self._fn_closed.append(self._closed_tables.setdefault(
+                    closed, {None: closed}) if closed else None)  # type: ignore[dict-item]
                 ctx.grad_frames.append(
                     [(d, m) for d in s.decorator_list  # type: ignore[attr-defined]
                      if (m := grad_mode_of(d, self.imports))])
@@ -330,6 +352,7 @@ class FileChecker:
             if shape.is_def:
                 ctx.grad_frames.pop()
                 self._fn_open.pop()
+                self._fn_closed.pop()
             for _ in range(pushed):
                 ctx.grad_frames[-1].pop()
             ctx.stmts.pop()
@@ -474,21 +497,3 @@ def internal_error(code: str, path: str, exc: BaseException, line: int = 1,
                "(please report it)")
     return Finding(code="GT002", name="internal-error", message=message, path=path,
                    line=line, column=column)
-
-
-def noqa_filter(findings: list[Finding], lines: list[str]) -> Iterator[Finding]:
-    """Drop findings whose line carries ``# noqa`` or ``# noqa: CODE[,PREFIX...]``."""
-    cache: dict[int, tuple[str, ...] | None] = {}
-    for f in findings:
-        if f.line not in cache:
-            text = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
-            m = NOQA_RE.search(text) if "#" in text else None
-            if m is None:
-                cache[f.line] = None
-            else:
-                codes = m.group("codes")
-                cache[f.line] = tuple(c.upper() for c in re.split(r"[,\s]+", codes) if c) \
-                    if codes else ()
-        codes = cache[f.line]
-        if codes is None or (codes and not any(f.code.startswith(c) for c in codes)):
-            yield f

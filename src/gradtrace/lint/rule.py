@@ -86,6 +86,9 @@ class Rule:
     gate_statements: ClassVar[bool | Literal["function"]] = False
     # words gating the statement visitors instead of ``triggers`` (empty: the triggers)
     statement_triggers: ClassVar[tuple[str, ...]] = ()
+    # words one of which a function must hold for the rule to find something in it (nothing
+    # outside functions): NOTE [function requires] in gradtrace.lint.function_gate
+    function_requires: ClassVar[tuple[str, ...]] = ()
     examples: ClassVar[list[Bad | Good]] = []
 
     @classmethod

@@ -123,11 +123,12 @@ def _token_plan(words: frozenset[str]
     return tuple(whole), tuple(via), frozenset(scan)
 
 
-def token_word_lines(text: str, words: frozenset[str]
+def token_word_lines(text: str, words: frozenset[str], runs: frozenset[str] = frozenset()
                      ) -> tuple[dict[str, set[int]], str] | None:
     """:func:`word_lines` of ``text`` and its :func:`~gradtrace.lint.code_text.identifiers`
     (in another order), from one index of its runs (NOTE [token lines]); None for text that
-    is not ASCII or has another line end than ``\\n``."""
+    is not ASCII or has another line end than ``\\n``. Each of ``runs`` is looked for as a
+    whole run (``for``, not in ``forward``: NOTE [function requires])."""
     if "\r" in text or not text.isascii():
         return None
     whole, via, scan = _token_plan(words)
@@ -157,6 +158,10 @@ def token_word_lines(text: str, words: frozenset[str]
                 out[w] = got
     if scan:
         out.update(_scan_lines(text, scan))
+    for w in runs:
+        got = index.get(w.encode("ascii"))
+        if got:
+            out[w] = set(got)
     return out, joined
 
 

@@ -31,6 +31,19 @@ def says_all(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
     return all(holds(at.get(w, []), first, last) for w in words)
 
 
+def says_any(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
+    """Whether the code on ``node``'s lines (decorators included; the module: the whole file)
+    holds one of ``words`` (NOTE [word gates])."""
+    if not ascii_code(ctx):
+        return True
+    at = ctx.memo("gate-word-lines:" + ",".join(words), ctx.tree, lambda: {
+        w: sorted(ls) for w, ls in word_lines(ctx.code, frozenset(words)).items()})
+    if isinstance(node, ast.Module):
+        return any(w in at for w in words)
+    first, last = span(node)
+    return any(holds(at.get(w, []), first, last) for w in words)
+
+
 def file_says(ctx: Context, word: str) -> bool:
     """Whether the file's code holds ``word`` (NOTE [word gates]; yes when not ASCII)."""
     return not ascii_code(ctx) or ctx.mentions(word)

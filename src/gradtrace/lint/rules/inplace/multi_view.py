@@ -6,12 +6,22 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.multi_views import MultiViews
+from gradtrace.lint.analysis.multi_views import MULTI_VIEW_OPS, MultiViews
 from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import statements
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import says_any
 from gradtrace.lint.rules.inplace.out_arg import _callers_all_grad_off
 
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad"})
+SPLIT_WORDS = tuple(sorted(MULTI_VIEW_OPS))
+SPLIT_NAMES = frozenset("torch." + op for op in MULTI_VIEW_OPS)
+
+
+def _may_split(fn: ast.AST, ctx: Context) -> bool:
+    """Whether ``fn`` may make a multi-output view (NOTE [split gate])."""
+    return says_any(ctx, fn, SPLIT_WORDS) or any(
+        isinstance(s, ast.For) for s in statements(fn))
 
 
 def _written(n: ast.AST) -> ast.expr | None:
@@ -61,6 +71,8 @@ class InplaceWriteToMultiOutputView(Rule):
     # the write's words: a function without one holds no write (NOTE [triggers])
     triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
     gate_statements = "function"
+    # what makes the view: a split call or a `for` (NOTE [split gate]; NOTE [function requires])
+    function_requires = (*SPLIT_WORDS, "for")
     examples = [
         Bad("""
             import torch
@@ -136,6 +148,14 @@ class InplaceWriteToMultiOutputView(Rule):
         target = _written(n)
         fn = ctx.function
         if target is None or fn is None or ctx.grad_disabled is not None:
+            return
+        # NOTE [split gate]: a view is found only through a split call or a `for` statement
+        # of ``fn`` itself (its scope's bindings, or the written expression): a split call
+        # spells its op (`x.chunk(2)`, `torch.split(x, 3)`) unless an import renamed it
+        # (`from torch import chunk as ck`); without either, ``view_of_split`` is None and
+        # the scope need not be built
+        if not ctx.memo("gt608-may-split", fn, lambda: _may_split(fn, ctx)) \
+                and SPLIT_NAMES.isdisjoint(ctx.imports.aliases.values()):
             return
         views = ctx.memo("gt608-views", fn, lambda: MultiViews(fn, ctx))
         stmt = views.scope.statement_of(n)
