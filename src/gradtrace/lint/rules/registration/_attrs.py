@@ -184,3 +184,34 @@ def per_call_input(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
             return d.partition(".")[0] in params
         return b.value is not None and source(b.value, b.line, depth + 1)
     return source(call.args[0], call.lineno, 0)
+
+
+def input_sized(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
+    """``self.h = torch.zeros((B, 2 * d), requires_grad=True)`` in a method other than
+    ``__init__`` with ``B`` from an argument's shape (``B, _, d = x.shape``, ``x.size(0)``):
+    a state sized by this call's input (Comprehensive-Transformer-TTS's initial GRU
+    hidden state), made anew on every call, not a weight of the module."""
+    if getattr(fn, "name", "__init__") == "__init__":
+        return False
+    a = fn.args  # type: ignore[attr-defined]
+    params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
+    scope = ctx.scope(fn)
+
+    def of_input(e: ast.AST) -> bool:  # `x.shape`, `x.shape[0]`, `x.size(0)` of an argument
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "size":
+            e = e.func
+        return isinstance(e, ast.Attribute) and e.attr in ("shape", "size") \
+            and isinstance(e.value, ast.Name) and e.value.id in params
+
+    def sized(e: ast.AST) -> bool:
+        if of_input(e):
+            return True
+        if isinstance(e, ast.Name):
+            b = scope.binding_before(e.id, call.lineno)  # (`B, _, d = x.shape`: no value)
+            v = b.stmt.value if b is not None and isinstance(b.stmt, ast.Assign) else None
+            return v is not None and of_input(v)
+        return isinstance(e, (ast.Tuple, ast.List, ast.BinOp)) and any(
+            sized(x) for x in child_nodes(e) if isinstance(x, ast.expr))
+    return any(sized(x) for x in call.args)
