@@ -247,8 +247,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # Comprehensive-Transformer-TTS (model/modules.py): `self.gru_hidden = torch.zeros((B,
     # 2 * d_model), requires_grad=True)` in `init_state(x)`, with `B, _, d_model = x.shape`:
     # the initial hidden state of this call, sized by its batch, not a weight. Here
-    # `x.size(0)` inline. Twin: the tensor made in the same method is sized by the module's
-    # own width: a weight that `parameters()` misses
+    # `x.size(0)` inline. Twin: a weight made lazily in such a method from the input's
+    # feature size (`x.size(1)`): `parameters()` misses it
     "input-sized-state-made-on-each-call": (Shape("""
         class Decoder(nn.Module):
             def __init__(self, d):
@@ -266,22 +266,19 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         out = dec(torch.randn(2, 5, 3))
         """, "GT402", holds="out.shape == (2, 3) and len(list(dec.parameters())) == 4"),
         Shape("""
-        class Decoder(nn.Module):
-            def __init__(self, d):
+        class Lazy(nn.Module):
+            def __init__(self):
                 super().__init__()
-                self.d = d
-                self.cell = nn.GRUCell(d, d)
-            def init_state(self, x):
-                self.h0 = torch.zeros(self.d, requires_grad=True)
+                self.w = None
+            def build(self, x):
+                self.w = torch.randn(x.size(1), 2, requires_grad=True)
             def forward(self, x):
-                self.init_state(x)
-                h = self.h0.expand(x.size(0), self.d)
-                for t in range(x.shape[1]):
-                    h = self.cell(x[:, t], h)
-                return h
-        dec = Decoder(3)
-        out = dec(torch.randn(2, 5, 3))
-        """, "GT402", line=7, holds="len(list(dec.parameters())) == 4")),
+                if self.w is None:
+                    self.build(x)
+                return x @ self.w
+        m = Lazy()
+        out = m(torch.randn(4, 3))
+        """, "GT402", line=6, holds="out.shape == (4, 2) and len(list(m.parameters())) == 0")),
 }
 
 
