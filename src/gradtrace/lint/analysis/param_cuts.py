@@ -95,11 +95,60 @@ def _live_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set
     """Names ``fn`` reads outside graph-cutting calls, on every path through it that returns
     a value (an ``if`` splits the paths; loops, ``with`` and ``try`` blocks count as read
     whole; a body that only falls off its end: every name read anywhere)."""
-    anywhere = _uncut_loads(fn, ctx)
+    anywhere = _uncut_loads(fn, ctx) - _dead_params(fn, ctx)
     must, returned = _paths(fn.body, ctx, fn)
     if not returned or must is None:
         return anywhere
     return anywhere & must
+
+
+def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
+    """Parameters read, outside cuts, only on the way to local names that are themselves only
+    cut later (``x = mix(real, fake)``; ``x = x.to(device)``; ``x = Variable(x,
+    requires_grad=True)``: tab-ddpm's gradient penalty). Only assignments of the body's own
+    straight line pass a value on; every read in a nested block, a loop or any other
+    statement keeps what it reads (and all its earlier bindings)."""
+    scope = ctx.scope(fn)
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    top = {id(s) for s in fn.body}
+    edges: dict[object, list[object]] = {}  # a value's source -> the bindings it flows to
+    live: list[object] = []
+    by_stmt: dict[int, list[object]] = {}
+    for bs in scope.bindings.values():
+        for b in bs:
+            by_stmt.setdefault(id(b.stmt), []).append(id(b))
+
+    def sources(name: str, line: int) -> list[object]:
+        out: list[object] = []
+        for b in reversed(scope.bindings.get(name, ())):
+            if b.line < line:
+                out.append(id(b))
+                if id(b.stmt) in top:
+                    return out
+        return [*out, "p:" + name]
+    for s in fn.body:
+        if isinstance(s, ast.Assign) and all(isinstance(n, ast.Name) for t in s.targets
+                                             for n in (t.elts if isinstance(t, ast.Tuple)
+                                                       else [t])):
+            made = by_stmt.get(id(s), [])
+            for name in _uncut_loads(fn, ctx, [s.value]):
+                for src in sources(name, s.lineno):
+                    edges.setdefault(src, []).extend(made)
+            if made:
+                continue
+        end = (s.end_lineno or s.lineno) + 1
+        live.extend(src for name in _uncut_loads(fn, ctx, [s]) for src in sources(name, end))
+    seen = set(live)
+    back: dict[object, list[object]] = {}
+    for src, dsts in edges.items():
+        for d in dsts:
+            back.setdefault(d, []).append(src)
+    while live:
+        for src in back.get(live.pop(), ()):
+            if src not in seen:
+                seen.add(src)
+                live.append(src)
+    return {p for p in params if "p:" + p not in seen}
 
 
 def _reads(s: ast.stmt, ctx: Context, fn: ast.AST) -> set[str]:

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.nodes import child_nodes, walk
+from gradtrace.lint.nodes import walk
 
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
                             "torch.autograd.function.InplaceFunction",
@@ -25,19 +25,29 @@ def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
 
 
 def _returns(fn: ast.FunctionDef) -> Iterator[ast.Return]:
-    """Return statements of ``fn`` itself (not of nested functions or classes)."""
-    stack: list[ast.AST] = list(fn.body)
+    """Return statements of ``fn`` itself (not of nested functions or classes) that can run:
+    one after a ``raise`` or ``return`` of its own block is dead (BigVGAN's inference-only
+    ``backward`` opens with ``raise NotImplementedError``)."""
+    stack: list[ast.AST] = list(_live(fn.body))
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Return):
             yield n
         elif isinstance(n, (*FUNCTION_TYPES, ast.ClassDef, ast.Lambda)):
             continue
-        elif isinstance(n, ast.stmt):
-            stack.extend(c for c in child_nodes(n) if isinstance(c, ast.stmt)
-                         or isinstance(c, ast.excepthandler) or isinstance(c, ast.match_case))
-        else:
-            stack.extend(c for c in child_nodes(n) if isinstance(c, ast.stmt))
+        elif isinstance(n, (ast.stmt, ast.excepthandler, ast.match_case)):
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(n, field, None)
+                if isinstance(block, list):
+                    stack.extend(_live(block))
+
+
+def _live(block: list) -> list:
+    """``block`` up to its first ``raise`` or ``return``: what follows never runs."""
+    for i, s in enumerate(block):
+        if isinstance(s, (ast.Raise, ast.Return)):
+            return block[:i + 1]
+    return block
 
 
 def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | None:

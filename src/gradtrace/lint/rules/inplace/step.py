@@ -17,6 +17,7 @@ from gradtrace.lint.nodes import child_nodes, walk
 
 
 CUT_CALLS = ("detach", "item", "tolist", "numpy")
+MOVES = ("to", "cuda", "cpu", "float", "double", "half", "train", "eval")
 
 
 class OptimizerStepBetweenBackwards(Rule):
@@ -176,7 +177,10 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     while todo:
         e, at, where = todo.pop()
         exprs.append(e)
-        for n in _live_nodes(e):
+        nodes = _live_nodes(e)
+        called = {id(c.func.value if isinstance(c.func, ast.Attribute) else c.func)
+                  for c in nodes if isinstance(c, ast.Call)}  # `net(x)`, `sampler.draw(n)`
+        for n in nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 # every binding that may reach the use (one under an `if` may not have run)
                 bs = tracer.bindings_at(n.id, where, at)
@@ -186,6 +190,9 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                     if value_of(b) is not None and id(b) not in seen and not b.no_grad \
                             and len(seen) < 200:
                         seen.add(id(b))
+                        if id(n) in called and _built_here(value_of(b), ctx):
+                            exprs.append(value_of(b))  # its settings hold no graph
+                            continue
                         todo.append((value_of(b), b.line, b.stmt))
     methods = {m.name: m for m in (ctx.class_def.body if ctx.class_def else ())
                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -207,6 +214,18 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if hits(md) or md.startswith("self.") and md[5:] in methods:
                             return True
     return False
+
+
+def _built_here(v: ast.AST | None, ctx: Context) -> bool:
+    """``Classifier(dim, sizes, st_ed)``: an object of a class of this file, called or whose
+    method is called: its parameters are new ones (a stepped model handed to it is still
+    seen, as an argument of that call), and what it was built from (tab-ddpm's ``st_ed``
+    from a config argument, its ``Sampler(train_data, info)``) is settings, not a graph."""
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and \
+            v.func.attr in MOVES:  # `Classifier(...).to(device)`
+        v = v.func.value
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and \
+        v.func.id in ctx.analysis.classes
 
 
 def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
@@ -262,7 +281,8 @@ def _listed_tensors(made: ast.AST | None) -> frozenset[str]:
 
 
 def _live_nodes(e: ast.AST) -> list[ast.AST]:
-    """The nodes of ``e`` outside the receivers of ``.detach()``/``.item()``/``.data``."""
+    """The nodes of ``e`` outside the receivers of ``.detach()``/``.item()``/``.data`` and
+    the arguments of ``torch.from_numpy``."""
     out, todo = [], [e]
     while todo:
         n = todo.pop()
@@ -271,8 +291,9 @@ def _live_nodes(e: ast.AST) -> list[ast.AST]:
                 n.func.attr in CUT_CALLS:
             todo.extend(n.args)
             continue
-        if isinstance(n, ast.Attribute) and n.attr == "data":
-            continue
+        if isinstance(n, ast.Attribute) and n.attr == "data" or isinstance(n, ast.Call) and \
+                (dotted(n.func) or "").endswith("from_numpy"):
+            continue  # (a NumPy array holds no graph)
         todo.extend(child_nodes(n))
     return out
 

@@ -184,3 +184,49 @@ def per_call_input(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
             return d.partition(".")[0] in params
         return b.value is not None and source(b.value, b.line, depth + 1)
     return source(call.args[0], call.lineno, 0)
+
+
+def input_sized(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
+    """``self.h = torch.zeros((B, 2 * d), requires_grad=True)`` in a method other than
+    ``__init__`` with ``B`` the batch size of an argument (``B, _, d = x.shape``,
+    ``x.size(0)``, ``x.shape[0]``): a state of this call's batch (Comprehensive-Transformer-
+    TTS's initial GRU hidden state), made anew on every call, not a weight of the module (a
+    weight made lazily from the input's feature size, ``x.size(1)``, is still reported)."""
+    if getattr(fn, "name", "__init__") == "__init__":
+        return False
+    a = fn.args  # type: ignore[attr-defined]
+    params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
+    scope = ctx.scope(fn)
+
+    def shape_of_input(e: ast.AST) -> bool:  # `x.shape` / `x.size()` of an argument
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args:
+            e = e.func
+        return isinstance(e, ast.Attribute) and e.attr in ("shape", "size") \
+            and isinstance(e.value, ast.Name) and e.value.id in params
+
+    def batch_of_input(e: ast.AST) -> bool:  # `x.shape[0]`, `x.size(0)`
+        if isinstance(e, ast.Subscript):
+            return num_index(e.slice) == 0 and shape_of_input(e.value)
+        return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr == "size" and len(e.args) == 1 and num_index(e.args[0]) == 0 \
+            and isinstance(e.func.value, ast.Name) and e.func.value.id in params
+
+    def sized(e: ast.AST) -> bool:
+        if batch_of_input(e):
+            return True
+        if isinstance(e, ast.Name):
+            b = scope.binding_before(e.id, call.lineno)  # (`B, _, d = x.shape`: no value)
+            st = b.stmt if b is not None else None
+            if not isinstance(st, ast.Assign) or len(st.targets) != 1:
+                return False
+            t = st.targets[0]
+            if isinstance(t, ast.Tuple) and t.elts and isinstance(t.elts[0], ast.Name):
+                return t.elts[0].id == e.id and shape_of_input(st.value)
+            return isinstance(t, ast.Name) and batch_of_input(st.value)
+        return isinstance(e, (ast.Tuple, ast.List, ast.BinOp)) and any(
+            sized(x) for x in child_nodes(e) if isinstance(x, ast.expr))
+    return any(sized(x) for x in call.args)
+
+
+def num_index(e: ast.AST) -> int | None:
+    return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None

@@ -18,7 +18,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
-    per_call_input, picked_attrs,
+    input_sized, per_call_input, picked_attrs,
 )
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
@@ -392,7 +392,7 @@ class LearnableTensorAsPlainAttribute(Rule):
             return
         if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx) \
                 or attr in _optimized_attrs(ctx) or attr in _grad_switches(ctx) \
-                or per_call_input(call, ctx.function, ctx):
+                or per_call_input(call, ctx.function, ctx) or input_sized(call, ctx.function, ctx):
             return
         yield self.report(node, ctx, attr=attr)
 

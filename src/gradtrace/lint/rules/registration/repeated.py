@@ -57,7 +57,8 @@ class ModuleRepeatedInList(Rule):
     `Sequential`; the repeated element must be a module that owns parameters (a parameter-free
     activation repeated is harmless and left alone): built inside the multiplied list
     (`[shared] * n` of a name is an explicit choice to share, and left alone), or the element
-    of a comprehension, a name the analysis resolves to one module.
+    of a comprehension, a name the analysis resolves to one module (not when the same function
+    also deep-copies that module: sharing it elsewhere is then a choice).
     """
 
     code = "GT446"
@@ -108,12 +109,30 @@ class ModuleRepeatedInList(Rule):
             root = root.value
         if isinstance(root, ast.Name) and root.id in _bound_by(node):
             return
-        if _module_with_params(elt, ctx):
+        if _module_with_params(elt, ctx) and not _cloned_nearby(elt, ctx):
             yield self.report(node, ctx, expr=ctx.source(node), elt=dotted(elt) or "module",
                               how="at every position of the comprehension",
                               remedy="`copy.deepcopy(...)` or the constructor in the comprehension")
 
     visit_GeneratorExp = visit_ListComp  # type: ignore[assignment]
+
+
+def _cloned_nearby(elt: ast.expr, ctx: Context) -> bool:
+    """The same function also deep-copies ``elt`` (``copy.deepcopy(self.head)``, or a helper
+    of this file that does, Deformable-DETR's ``_get_clones(self.class_embed, n)`` in the
+    other arm of ``if with_box_refine:``): sharing it in the other arm is a choice."""
+    name = dotted(elt)
+    fns = ctx.analysis.functions
+    for c in bfs_walk(ctx.scope().node):
+        if not isinstance(c, ast.Call) or not any(dotted(a) == name for a in c.args):
+            continue
+        d = dotted(c.func) or ""
+        fn = fns.get(d)
+        if d.rpartition(".")[2] == "deepcopy" or fn is not None and any(
+                isinstance(n, ast.Call) and (dotted(n.func) or "").rpartition(".")[2]
+                == "deepcopy" for n in bfs_walk(fn)):
+            return True
+    return False
 
 
 def _name(e: ast.AST, ctx: Context) -> str:

@@ -295,7 +295,8 @@ class GraphReusedAcrossSteps(LoopRule):
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
                 if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop) \
-                        or _called(f, t.name) or _unseen_method(f, module, t.line, loop):
+                        or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
+                        or _makes_layers(f, t):
                     continue
                 done.add(id(t.stmt))
                 leaf_reported = leaf_reported or leaf is not None
@@ -331,6 +332,29 @@ def _plain_helper(f: LoopFacts, g: Graphs, t: Binding, callee: str) -> bool:
                     or any(k.arg == "requires_grad" for k in v.keywords):  # type: ignore[union-attr]
                 return False
     return True
+
+
+def _makes_layers(f: LoopFacts, t: Binding) -> bool:
+    """``t`` is bound to the result of a function of this file whose every ``return`` gives
+    back a list of new ``torch.nn`` layers (tab-ddpm's ``layers_D =
+    determine_layers_disc(...)``: ``layers_D = []``, ``layers_D += [Conv2d(...), ...]``,
+    ``return layers_D``), read later to build a model: layers hold no graph."""
+    v = value_of(t)
+    fn = f.ctx.analysis.functions.get(dotted(v.func) or "") if isinstance(v, ast.Call) else None
+    if fn is None:
+        return False
+    rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)]
+    made: dict[str, list[ast.expr]] = {}
+    for n in bfs_walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            made.setdefault(n.targets[0].id, []).append(n.value)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            made.setdefault(n.target.id, []).append(n.value)
+    lists = [x for r in rets for x in (made.get(r.id, [None]) if isinstance(r, ast.Name)
+                                       else [r])]
+    return bool(lists) and all(isinstance(x, ast.List) and all(
+        isinstance(e, ast.Call) and (f.ctx.qualified_name(e.func) or "").startswith(
+            "torch.nn.") for e in x.elts) for x in lists)
 
 
 def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
