@@ -47,7 +47,34 @@ for i, (x, y) in enumerate(data):
 """,
 }
 
+# A twin of the unrolled look-alikes below: the same running total over separate training
+# steps (weights stepped in place) keeps every step's graph.
+BUGS["running_total_over_separate_steps"] = """
+total = 0
+for x, y in data:
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    total += loss  # C
+print(float(total))
+"""
+
 LOOKALIKES = {
+    # learning to learn: the iterate is updated out of place and carried, so the steps are one
+    # graph; the losses (a list and a running total) are the unroll's objective
+    "unrolled_iterate_losses_kept": """
+theta = torch.zeros(4, requires_grad=True)
+meta, kept = 0, []
+for x, y in data:
+    loss = F.mse_loss(model(theta.expand_as(x) + x), y)
+    meta += loss
+    kept.append(loss)
+    loss.backward(retain_graph=True)
+    theta = theta - 0.1 * theta.grad.detach()
+    theta.retain_grad()
+print(float(meta), len(kept))
+""",
     "history_of_floats": """
 history = []
 for x, y in data:

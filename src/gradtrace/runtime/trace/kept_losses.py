@@ -11,6 +11,13 @@ that stores the backpropagated name into a container: ``X.append(loss)``, ``X.ex
 ``X.insert(i, loss)``, ``X[k] = loss``, ``X += [loss]``. Without such a statement nothing is
 reported (a loss kept by an object the run cannot read is left alone). A loop that keeps only
 the last loss (``loss`` itself, ``self.last_loss``) keeps one, not four.
+
+Nor is an unrolled computation (learning to learn, ``x = x + update`` carried across steps):
+the last loss's graph reaches a non-leaf node of an earlier loss's graph, so the steps are one
+graph that the carried tensor keeps anyway, and the kept losses are its objective. Separate
+training steps share only their leaves (``AccumulateGrad``). The same holds for a running total
+(``total += loss``, :func:`adds_chained`); the static GT505 reads it from the code
+(``rules/training_loop/_unroll.py``).
 """
 from __future__ import annotations
 
@@ -25,10 +32,12 @@ def kept_loss_findings(state: Any) -> list[Finding]:
     """GT505 at the statement that keeps the backpropagated losses (see the NOTE)."""
     if state.backward_count < 4 or len(state.kept_roots) < 4:
         return []
-    alive = [site for ref, site in state.kept_roots
-             if (t := ref()) is not None and t.grad_fn is not None]
-    if len(alive) < 4:
+    kept = [(t, site) for ref, site in state.kept_roots
+            if (t := ref()) is not None and t.grad_fn is not None]
+    if len(kept) < 4 or _chained([t.grad_fn for t, _ in kept]):
         return []
+    alive = [site for _, site in kept]
+    del kept
     site = alive[0]
     found = _store(site)
     if found is None:
@@ -43,6 +52,37 @@ def kept_loss_findings(state: Any) -> list[Finding]:
                  "stays referenced (memory grows with each step)",
                  fix=f"store `{name}.item()` (a float) or `{name}.detach()`",
                  related=[(site, "each loss is backpropagated here")], severity="warning")]
+
+
+def _nodes(fn: Any, cap: int = 5000) -> dict[int, Any]:
+    """The non-leaf nodes of ``fn``'s graph (held while the caller compares them, so that no
+    id is reused), at most ``cap``."""
+    seen: dict[int, Any] = {}
+    stack = [fn]
+    while stack and len(seen) < cap:
+        n = stack.pop()
+        if n is None or id(n) in seen or type(n).__name__ == "AccumulateGrad":
+            continue
+        seen[id(n)] = n
+        stack.extend(f for f, _ in n.next_functions)
+    return seen
+
+
+def _chained(roots: list[Any]) -> bool:
+    """The last root's graph shares a non-leaf node with an earlier root's (see the NOTE)."""
+    earlier: dict[int, Any] = {}
+    for fn in roots[:-1]:
+        earlier.update(_nodes(fn))
+    return not earlier.keys().isdisjoint(_nodes(roots[-1]))
+
+
+def adds_chained(total: Any, after: Any) -> bool:
+    """``total += term`` (``after`` the sum's node, ``total`` the old total's): the term's
+    graph shares a non-leaf node with the old total's: an unrolled computation."""
+    if after is None:
+        return False
+    terms = [f for f, _ in after.next_functions if f is not None and f is not total]
+    return len(terms) == 1 and _chained([total, terms[0]])
 
 
 def _store(site: Site) -> tuple[Site, str] | None:
@@ -91,4 +131,4 @@ def _stores(n: ast.AST, name: str) -> bool:
         and isinstance(n.value, (ast.List, ast.Tuple)) and any(_is(e, name) for e in n.value.elts)
 
 
-__all__ = ["kept_loss_findings"]
+__all__ = ["adds_chained", "kept_loss_findings"]

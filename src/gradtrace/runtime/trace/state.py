@@ -16,6 +16,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
 from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.layer_sites import layer_here
+from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
 Tensor = torch.Tensor
@@ -59,6 +60,7 @@ class TraceState:
         self.backward_sites: list[Site] = []
         self.kept_roots: list[tuple[Any, Site]] = []  # the first 8 losses backpropagated
         self.last_backward_seq = -1
+        self.unrolled: set[tuple[str, Site, str]] = set()  # running totals of an unroll
         self.accumulating_seq = -1  # the last backward() into leaves (autograd.grad not counted)
         self.in_backward = False
         self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
@@ -363,16 +365,22 @@ class TraceState:
         made = created_site(gf)[0] if gf is not None else None
         names = tuple(node_name(g) for g in (gf, after) if g is not None)
         self.inplace.append((self.site(raw), op, names, shape, version, made, layer_here(self)))
-        self._check_accumulate(raw, op, gf)
+        self._check_accumulate(raw, op, gf, after)
 
-    def _check_accumulate(self, raw: RawSite, op: str, gf: Any) -> None:
-        """``total += loss`` on a tensor built before the last backward keeps old graphs alive."""
+    def _check_accumulate(self, raw: RawSite, op: str, gf: Any, after: Any) -> None:
+        """``total += loss`` on a tensor built before the last backward keeps old graphs alive
+        (not in an unrolled computation: NOTE [losses kept alive])."""
         if gf is None or self.backward_count == 0 or op not in ("add_", "__iadd__"):
             return
         made, seq = created_site(gf)
         if made is not None and 0 <= seq < self.accumulating_seq:
-            self.note("graph-kept", self.site(raw), op, "",
-                      ((made, "the running total was first built here"),))
+            key = ("graph-kept", self.site(raw), op)
+            c = self.events.get(key)
+            if key in self.unrolled or (c is None or c.count < 8) and adds_chained(gf, after):
+                self.unrolled.add(key)
+                self.events.pop(key, None)
+                return
+            self.note(*key, "", ((made, "the running total was first built here"),))
 
     def on_backward_start(self, raw: RawSite | None, roots: Any = ()) -> None:
         if LOSS_LISTENERS and len(roots) == 1:  # a watch reads the loss (a functional one too)
