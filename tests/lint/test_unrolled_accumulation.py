@@ -50,6 +50,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return running
         total = train(torch.ones(3))
         """, "GT505", 11, holds="total.grad_fn is not None")),
+    # Truncated BPTT: the hidden state is carried but detached on every pass (here by a helper of
+    # the file), so the passes' graphs are separate and the running total keeps each of them.
+    # Look-alike: the total of `loss.item()`.
+    "carried-state-detached-each-pass": (Shape("""
+        cell = torch.nn.RNNCell(3, 5)
+        head = torch.nn.Linear(5, 1)
+        opt = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.1)
+        h, running = torch.zeros(2, 5), 0.0
+        for _ in range(4):
+            h = cell(torch.randn(2, 3), h)
+            loss = head(h).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            running += loss.item()
+            h = h.detach()
+        """, "GT505", holds="isinstance(running, float)"), Shape("""
+        def cut_history(state):
+            return state.detach()
+
+        cell = torch.nn.RNNCell(3, 5)
+        head = torch.nn.Linear(5, 1)
+        opt = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.1)
+        h, running = torch.zeros(2, 5), 0
+        for _ in range(4):
+            h = cell(torch.randn(2, 3), h)
+            loss = head(h).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            running += loss
+            h = cut_history(h)
+        """, "GT505", 14, holds="running.grad_fn is not None")),
     # A counter carried across passes (`scale = scale * 0.9`) that the loss does not read
     # changes nothing: the running total still keeps every pass's graph.
     "carried-number-the-loss-does-not-read": (Shape("""
