@@ -256,3 +256,33 @@ def _net_params(src: str) -> list[tuple[str, object]]:
     env: dict = {}
     exec(src.split("model = Net()")[0], env)
     return list(env["Net"]().named_parameters())
+
+
+FUNCTIONAL_DROPOUT_IN_EVAL = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x):
+        return F.dropout(self.fc(x), 0.5)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    net(torch.randn(8, 4)).sum().backward()
+    opt.step()
+net.eval()
+with torch.no_grad():
+    a, b = net(torch.ones(2, 4)), net(torch.ones(2, 4))
+print(bool((a != b).any()))
+"""
+
+
+def test_static_twin_of_a_silent_run_diagnosis_leads(run_script):
+    """GT875 (run) and GT548 (check) name the same call: one finding, from both faces."""
+    res = run_script(FUNCTIONAL_DROPOUT_IN_EVAL)
+    assert [(f["code"], f["line"], f["source"]) for f in res.findings] == [
+        ("GT875", 9, "static+runtime")], res.findings

@@ -82,7 +82,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756", "GT759"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
-    "eval-mode": frozenset({"GT516"}),
+    "eval-mode": frozenset({"GT516", "GT551"}),
     "discard": frozenset({"GT512", "GT518", "GT522"}),
     "rejected-assignment": frozenset({"GT415", "GT416"}),
     "idle-step": frozenset({"GT707", "GT431", "GT441", "GT432", "GT530"}),
@@ -99,6 +99,9 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "bce-input": frozenset({"GT760"}),
     "softmax-singleton": frozenset({"GT762"}),
     "frozen-stats": frozenset({"GT461", "GT443"}),
+    "functional-dropout": frozenset({"GT548"}),
+    "clip-other": frozenset({"GT549"}),
+    "eval-in-train": frozenset({"GT550"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -141,6 +144,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT834": ("scaler-order",), "GT205": ("checkpoint",), "GT435": ("listed-twice",),
     "GT844": ("dead-term",), "GT838": ("bce-input",), "GT856": ("not-optimized",),
     "GT877": ("softmax-singleton",), "GT841": ("frozen-stats",),
+    "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
