@@ -1,4 +1,4 @@
-"""joliGEN's CycleGAN semantic model as the reviewer of PR#20 wants it: pfB is computed on the live fake_B, so loss_sem in loss_G trains the generator.
+"""joliGEN's CycleGAN semantic model as the reviewer of PR#20 wants it: pfB is computed on the live fake_B, so loss_sem in loss_G trains the generator; as in joliGEN, netD_A and netf_s are frozen during the generator step and trained by their own optimizers.
 
 source: https://github.com/jolibrain/joliGEN/pull/20
 kind: lookalike
@@ -16,6 +16,14 @@ class CycleGANSemanticModel:
         self.criterionf_s = nn.CrossEntropyLoss()
         self.lambda_sem = lambda_sem
         self.optimizer_G = torch.optim.Adam(self.netG_A.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        self.optimizer_D = torch.optim.Adam(self.netD_A.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        self.optimizer_f_s = torch.optim.Adam(self.netf_s.parameters(), lr=2e-4, betas=(0.5, 0.999))
+
+    @staticmethod
+    def set_requires_grad(nets, requires_grad):
+        for net in nets:
+            for param in net.parameters():
+                param.requires_grad = requires_grad
 
     def forward(self, real_A, input_A_label):
         self.real_A, self.input_A_label = real_A, input_A_label
@@ -29,10 +37,28 @@ class CycleGANSemanticModel:
         self.loss_G = self.loss_G_A + self.loss_sem_AB
         self.loss_G.backward()
 
+    def backward_D(self):
+        pred_real = self.netD_A(self.real_A)
+        pred_fake = self.netD_A(self.fake_B.detach())
+        loss_D = self.criterionGAN(pred_real, torch.ones_like(pred_real)) + self.criterionGAN(pred_fake, torch.zeros_like(pred_fake))
+        loss_D.backward()
+
+    def backward_f_s(self):
+        loss_f_s = self.criterionf_s(self.netf_s(self.real_A), self.input_A_label)
+        loss_f_s.backward()
+
     def optimize_parameters(self):
+        self.set_requires_grad([self.netD_A, self.netf_s], False)
         self.optimizer_G.zero_grad()
         self.backward_G()
         self.optimizer_G.step()
+        self.set_requires_grad([self.netD_A, self.netf_s], True)
+        self.optimizer_D.zero_grad()
+        self.backward_D()
+        self.optimizer_D.step()
+        self.optimizer_f_s.zero_grad()
+        self.backward_f_s()
+        self.optimizer_f_s.step()
 
 
 torch.manual_seed(0)
