@@ -167,8 +167,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     the function that may carry a graph (unknown; a batch of data does not, by the shared
     tracer). A value read again after the step (``_kept_part``) must show the stepped model
     among its bindings: denoising-diffusion-gan's ``real_data = x.to(device)``, from a loader
-    built from the ``args`` of the function, holds none. False for SAC's ``Q2_loss`` after ``Q1_optimizer.step()``: built from
-    ``self.Q_net2`` and a detached target only."""
+    built from the ``args`` of the function, holds none. False for SAC's ``Q2_loss`` after
+    ``Q1_optimizer.step()``: built from ``self.Q_net2`` and a detached target only."""
     if loss is None:
         return True
     fn = scope.node
