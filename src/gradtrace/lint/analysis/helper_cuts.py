@@ -52,8 +52,9 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     scope = ctx.scope(fn)
     returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
     if not returns or any(s.value is None for s in returns) or any(
-            m.method in ("backward", "manual_backward") for m in scope.method_calls):
-        return None
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            and c.func.attr in ("backward", "manual_backward") for c in walk(fn)):
+        return None  # (any receiver: mammoth's ``(reg_loss - dp_loss).backward()``)
     if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
            for s in returns if s.value is not None):
         return None

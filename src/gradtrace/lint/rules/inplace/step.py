@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.cuts import NON_TENSOR_KWARGS
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.steps import step_calls
@@ -35,7 +36,9 @@ class OptimizerStepBetweenBackwards(Rule):
     A loss built after the step from a value the kept graph holds (FactorVAE's `D_z`, whose
     graph runs through the stepped VAE) is the same second pass.
     Known limits: the second loss must be built before the step in the same function (or
-    before the loop whose body steps), or read such a value. Backward only raises when the old graph saved a stepped
+    before the loop whose body steps), or read such a value; such a value must show a call of
+    the stepped model among its bindings in the function (one computed from an argument alone,
+    or the model itself called again, is not taken for the kept graph). Backward only raises when the old graph saved a stepped
     parameter: true of any model with two layers, not of a single `nn.Linear` on raw input
     (checked on torch 2.13); the runtime (`gradtrace run`) sees which case it is.
     """
@@ -159,12 +162,15 @@ class OptimizerStepBetweenBackwards(Rule):
 
 
 def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
-               ctx: Context) -> bool:
+               ctx: Context, args_may: bool = True) -> bool:
     """Whether the graph of ``loss`` may hold parameters of ``owners`` (``self.Q_net1``):
     a call of one of them (or of a method of this class that calls one, or a call handed
-    one) is among the bindings it is computed from, or it reads an argument of the function
-    that may carry a graph (unknown; a batch of data does not, by the shared tracer). False for SAC's ``Q2_loss`` after ``Q1_optimizer.step()``: built from
-    ``self.Q_net2`` and a detached target only."""
+    one) is among the bindings it is computed from, or (``args_may``) it reads an argument of
+    the function that may carry a graph (unknown; a batch of data does not, by the shared
+    tracer). A value read again after the step (``_kept_part``) must show the stepped model
+    among its bindings: denoising-diffusion-gan's ``real_data = x.to(device)``, from a loader
+    built from the ``args`` of the function, holds none. False for SAC's ``Q2_loss`` after
+    ``Q1_optimizer.step()``: built from ``self.Q_net2`` and a detached target only."""
     if loss is None:
         return True
     fn = scope.node
@@ -184,7 +190,7 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 # every binding that may reach the use (one under an `if` may not have run)
                 bs = tracer.bindings_at(n.id, where, at)
-                if not bs and n.id in params and tracer.trace(n, None, at).live:
+                if not bs and n.id in params and args_may and tracer.trace(n, None, at).live:
                     return True  # an argument that may carry a graph (not a batch of data)
                 for b in bs:  # (a tuple unpacked: its whole right side)
                     if value_of(b) is not None and id(b) not in seen and not b.no_grad \
@@ -243,12 +249,19 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
         return None
     after = _bindings_of(value_of(b), b.line, scope, lambda x: x.line > step.lineno)
     for x in [b, *after.values()]:
-        for n in _live_nodes(value_of(x)):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+        nodes = _live_nodes(value_of(x))
+        # not a value of the graph: the model itself, run again (``netD(x_pos, t)`` after the
+        # step builds a new graph: denoising-diffusion-gan's generator step), nor a setting
+        # handed by keyword (``torch.randint(..., device=device)``)
+        skip = {id(c.func) for c in nodes if isinstance(c, ast.Call)} | {
+            id(k.value) for c in nodes if isinstance(c, ast.Call) for k in c.keywords
+            if k.arg in NON_TENSOR_KWARGS}
+        for n in nodes:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
                 old = scope.binding_before(n.id, x.line)
                 if old is not None and old.line < step.lineno and id(old) in kept and \
                         not old.no_grad and _may_reach(value_of(old), old.line, owners,
-                                                       scope, ctx):
+                                                       scope, ctx, args_may=False):
                     return first, (step, n.id)
     return None
 

@@ -25,6 +25,7 @@ GRAD_FACTORIES = FACTORY_FUNCS | {"torch.tensor"}
 COPY_METHODS = frozenset({"to", "cuda", "double", "half", "bfloat16", "type"})
 VIEW_METHODS = frozenset({"view", "reshape", "t", "unsqueeze", "squeeze", "expand",
                           "permute", "transpose", "flatten", "clone"})
+MOVE_OR_VIEW = COPY_METHODS | VIEW_METHODS
 # differentiable operations: applied to a tensor that requires grad they return a non-leaf
 DIFF_OPS = frozenset({"sum", "mean", "exp", "log", "pow", "sigmoid", "tanh", "relu", "softmax",
                       "log_softmax", "sin", "cos", "sqrt", "abs", "matmul", "mm", "clamp",

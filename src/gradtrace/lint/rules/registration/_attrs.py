@@ -230,3 +230,27 @@ def input_sized(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
 
 def num_index(e: ast.AST) -> int | None:
     return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
+
+
+def regrad_leaf(move: ast.Call, ctx: Context) -> bool:
+    """``p = nn.Parameter(t).to(device)`` under ``torch.no_grad()``, bound to a local name
+    whose ``requires_grad`` the function then turns on (``p.requires_grad = True`` or
+    ``p.requires_grad_()``): made with grad off, the copy has no history, a leaf that the
+    optimizer takes (MSN's prototypes). Outside ``no_grad`` it is a non-leaf, and turning its
+    flag on raises."""
+    st, scope = ctx.statement, ctx.scope()
+    if not (isinstance(st, ast.Assign) and st.value is move and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name)) or scope.grad_off_at(move) is None:
+        return False
+    name = st.targets[0].id
+    for n in walk(scope.node):
+        if getattr(n, "lineno", 0) <= st.lineno:
+            continue
+        if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                and isinstance(t.value, ast.Name) and t.value.id == name for t in n.targets):
+            return isinstance(n.value, ast.Constant) and n.value.value is True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "requires_grad_" and dotted(n.func.value) == name:
+            return True
+    return False

@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
-    COPY_METHODS, VIEW_METHODS, asks_what_it_has, is_true, grad_factory, is_parameter_call,
+    MOVE_OR_VIEW, asks_what_it_has, is_true, grad_factory, is_parameter_call,
     made_non_leaf, nn_alias, single_assign_of)
 from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
 from gradtrace.lint.names import dotted
@@ -18,7 +18,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
-    input_sized, per_call_input, picked_attrs,
+    input_sized, per_call_input, picked_attrs, regrad_leaf,
 )
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
@@ -432,8 +432,9 @@ class ParameterMovedAfterWrapping(Rule):
     reshape the data first: `nn.Parameter(t.to(device))`.
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
     itself; the rule sees that only when the data was moved or made the same way in the call
-    (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy
-    loss returned by a loss function, or an operand of arithmetic, is left alone.
+    (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy loss returned by a loss
+    function, an operand of arithmetic, or a local copy made under `no_grad` (a leaf) whose
+    `requires_grad` the function then turns on, is left alone.
     """
 
     code = "GT403"
@@ -472,20 +473,19 @@ class ParameterMovedAfterWrapping(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         f = node.func
-        if not (isinstance(f, ast.Attribute) and (f.attr in COPY_METHODS or
-                                                  f.attr in VIEW_METHODS)):
+        if not (isinstance(f, ast.Attribute) and f.attr in MOVE_OR_VIEW):
             return  # a view (`.squeeze()`) is a new non-leaf tensor too
         inner = f.value
         if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args \
                 or isinstance(ctx.parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
             return  # `x + nn.Parameter(t).to(d)`: an operand used on the spot, never kept
-        fn = ctx.function
-        if isinstance(ctx.statement, ast.Return) and fn is not None \
+        if isinstance(ctx.statement, ast.Return) and (fn := ctx.function) is not None \
                 and LOSS_FUNC_RE.match(fn.name.lower()):
             return  # a dummy loss for a model with nothing to train: backwarded, not registered
         data = inner.args[0]
-        if isinstance(data, ast.Starred) or asks_what_it_has(node, data, ctx):
-            return  # `nn.Parameter(t.to(d)).to(d)`: the second move returns the Parameter
+        if isinstance(data, ast.Starred) or asks_what_it_has(node, data, ctx) or regrad_leaf(
+                node, ctx):  # `nn.Parameter(t.to(d)).to(d)`: the Parameter; a leaf (no_grad)
+            return
         dsrc = ctx.source(data)
         if not isinstance(data, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             dsrc = f"({dsrc})"

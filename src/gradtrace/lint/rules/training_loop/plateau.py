@@ -235,8 +235,8 @@ class PlateauStepWithoutMetric(Rule):
     policy). Pass the metric: `scheduler.step(val_loss)`.
     Known limits: the scheduler must be built in the file and bound to a name (or a `self`
     attribute) that the `step()` call uses, in the same function or class. A build and a
-    `step()` under `if` tests that compare one setting with different constants (`== 'plateau'`,
-    `== 'step'`) never meet in one run and are not paired.
+    `step()` under `if` tests that compare one setting (`args.sched`, `config['sched']`) with
+    different constants (`== 'plateau'`, `== 'step'`) never meet in one run and are not paired.
     """
 
     code = "GT531"
@@ -373,6 +373,16 @@ def _setting(test: ast.expr, ctx: Context) -> Setting | None:
         return (ISA + name, PLATEAU, True) if kind.rpartition(".")[2] == PLATEAU else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 \
             and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
-            and isinstance(test.comparators[0], ast.Constant) and dotted(test.left):
-        return dotted(test.left) or "", test.comparators[0].value, isinstance(test.ops[0], ast.Eq)
+            and isinstance(test.comparators[0], ast.Constant) and (name := _setting_name(
+                test.left)):
+        return name, test.comparators[0].value, isinstance(test.ops[0], ast.Eq)
     return None
+
+
+def _setting_name(e: ast.expr) -> str | None:
+    """``args.sched`` by its dotted name; ``config['scheduler']`` (a setting read from a dict
+    by a constant key, as nested-unet's ``train.py`` does) by its dotted name and key."""
+    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) \
+            and isinstance(e.slice.value, str) and (base := dotted(e.value)):
+        return f"{base}[{e.slice.value!r}]"
+    return dotted(e)
