@@ -53,8 +53,8 @@ model = nn.Sequential(
     BasicBlock(8, 8, end_block=True),
     nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
-x, y = torch.randn(16, 8, 8, 8), torch.randn(16, 1)
-for step in range(30):
+x, y = torch.randn(8, 8, 6, 6), torch.randn(8, 1)
+for step in range(15):
     loss = ((model(x) - y) ** 2).mean()
     opt.zero_grad()
     loss.backward()
