@@ -27,7 +27,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 9 (session 15)", "e5a57fc"), ("held-out 10 (session 16)", "4170f9e"),
            ("held-out 11 (session 17)", "f2ee1cd"), ("held-out 12 (session 18)", "921d1ab"),
            ("held-out 13 (session 19)", "531828d"),
-           ("held-out 14 (session 20)", "b9488bb"))
+           ("held-out 14 (session 20)", "b9488bb"),
+           ("held-out 15 (session 21)", "4ba28f3"))
 
 
 def _cases_at(rev: str) -> set[str]:
