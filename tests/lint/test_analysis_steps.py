@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.analysis.paths import place, statement_paths
 from gradtrace.lint.analysis.steps import backward_loss, step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import Imports
@@ -90,3 +90,65 @@ def test_bindings_that_may_reach_a_use() -> None:
     assert reaching(6) == [5, 3]       # the branch may not run: both reach
     assert reaching(9) == [8]          # in the branch that rebinds it: only that one
     assert reaching(12) == [11]        # a with body always runs
+
+
+def _chains(node: ast.AST, chain: list[ast.AST]):
+    """(statement, its enclosing statements as the engine stacks them: handlers and match
+    cases included, the statement last) for every statement under ``node``."""
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for s in getattr(node, field, None) or ():
+            here = [*chain, s]
+            if isinstance(s, ast.stmt):
+                yield s, here
+            yield from _chains(s, here)
+
+
+def test_place_is_the_last_step_of_the_indexed_path() -> None:
+    ctx = context("""
+        def f(x, ys):
+            if x:
+                a = 1
+            elif ys:
+                a = 2
+            else:
+                a = 3
+            for y in ys:
+                x += y
+            else:
+                x -= 1
+            try:
+                x[0] = 1
+            except ValueError:
+                x.add_(1)
+            else:
+                x *= 2
+            finally:
+                x /= 2
+            with ctx():
+                x += 1
+            match x:
+                case 1:
+                    x += 1
+                case _:
+                    x -= 1
+            class C:
+                z = 1
+            return x
+        """)
+    fn = ctx.tree.body[0]
+    index = statement_paths(ctx, fn)
+    seen = 0
+    for s, chain in _chains(fn, [fn]):
+        ctx.stmts[:] = chain
+        path = index.paths.get(id(s))
+        got = place(ctx, fn, s)
+        if path is None:
+            assert got is None, s.lineno  # inside the nested class
+        else:
+            assert got is not None and got[0] == path[-1], s.lineno
+            assert got[1] is index.blocks[path[-1][:2]]
+            seen += 1
+    assert seen == 20  # all but the class body's statement
+    ctx.stmts[:] = []
+    s = fn.body[1].body[0]  # not the visited statement: the index answers
+    assert place(ctx, fn, s) == (index.paths[id(s)][-1], fn.body[1].body)

@@ -101,3 +101,23 @@ normalize(torch.randn(2, 3))
 """
     assert _found(Shape(src, "GT608")) == []
     _run(Shape(src, "GT608"))
+
+
+@pytest.mark.parametrize("loop, rows", [
+    ("for row in logits: pass", True),
+    ("for row in self.head(h)[:, -1]: pass", True),
+    ("for row in h.float(): pass", True),
+    ("for a, b in zip(t, u): pass", True),
+    ("for i in range(n): pass", False),
+    ("for blk in self.blocks: pass", False),
+    ("for i, x in enumerate(t): pass", False),
+    ("for a, b in zip(range(3), self.blocks): pass", False),
+    ("for k, v in d.items(): pass", False),
+])
+def test_loops_that_may_iterate_rows(loop: str, rows: bool) -> None:
+    """NOTE [split gate]: only a loop of these shapes can be one ``MultiViews._iterated``
+    finds; a function with no other loop and no split word is not read for GT608."""
+    import ast
+
+    from gradtrace.lint.analysis.multi_views import may_iterate_rows
+    assert may_iterate_rows(ast.parse(loop).body[0]) is rows

@@ -203,3 +203,26 @@ class MultiViews:
         if src is None or self.graph(src, loop.lineno) != TENSOR_GRAPH:
             return None
         return loop
+
+
+def _rows_shape(e: ast.AST) -> bool:
+    """Whether :meth:`MultiViews.graph` may say :data:`TENSOR_GRAPH` of ``e`` by its shape
+    alone: a name, a subscript, or a tensor method of :data:`SAME_GRAPH` (a module call, a
+    ``range(...)``, an attribute ``self.layers`` is at most :data:`GRAPH`)."""
+    return isinstance(e, (ast.Name, ast.Subscript)) or isinstance(e, ast.Call) \
+        and isinstance(e.func, ast.Attribute) and e.func.attr in SAME_GRAPH
+
+
+def may_iterate_rows(loop: ast.AST) -> bool:
+    """Whether ``loop`` may be one :meth:`MultiViews._iterated` finds (a ``for`` over the rows
+    of a tensor that carries a graph), by its shape alone, before any data flow: ``for row
+    in t`` / ``for a, b in zip(t, u)`` with ``t`` of :func:`_rows_shape`; ``for i in
+    range(n)``, ``for layer in self.layers``, ``for i, x in enumerate(t)`` are not."""
+    if not isinstance(loop, ast.For):
+        return False
+    t, it = loop.target, loop.iter
+    if isinstance(t, ast.Name):
+        return _rows_shape(it)
+    return isinstance(t, ast.Tuple) and isinstance(it, ast.Call) \
+        and dotted(it.func) == "zip" and len(it.args) == len(t.elts) and not it.keywords \
+        and any(isinstance(x, ast.Name) and _rows_shape(a) for x, a in zip(t.elts, it.args))

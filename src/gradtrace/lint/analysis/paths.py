@@ -77,3 +77,41 @@ class StatementPaths:
 def statement_paths(ctx: Context, node: ast.AST) -> StatementPaths:
     """The (cached) :class:`StatementPaths` of the function or module ``node``."""
     return ctx.memo("statement-paths", node, lambda: StatementPaths(node))
+
+
+def place(ctx: Context, node: ast.AST, s: ast.stmt
+          ) -> tuple[tuple[int, str, int], list[ast.stmt]] | None:
+    """The last step of the path of ``s`` in :func:`statement_paths` of ``node`` (the
+    statement or ``node`` holding its block, the block's field, its index there) and that
+    block; None when ``s`` has no path there (a class body lies between). For the statement
+    being visited (``ctx.statement``) it is read from the visit's enclosing statements, without
+    indexing ``node``: most functions are asked about one or two statements."""
+    chain = ctx.stmts
+    if not chain or chain[-1] is not s:
+        index = statement_paths(ctx, node)
+        path = index.paths.get(id(s))
+        return (path[-1], index.blocks.get(path[-1][:2], [])) if path else None
+    start = 0
+    if node is not ctx.tree:
+        start = next((k + 1 for k in range(len(chain) - 2, -1, -1) if chain[k] is node), -1)
+        if start < 0:
+            return None  # (``node`` does not enclose ``s``: no path)
+    inner = chain[start:-1]
+    if any(isinstance(x, DEFS) for x in inner):
+        return None  # nested classes (and functions) are not entered
+    parent = inner[-1] if inner else node
+    if isinstance(parent, (ast.ExceptHandler, ast.match_case)):
+        holder = inner[-2] if len(inner) >= 2 else node
+        field = "handlers" if isinstance(parent, ast.ExceptHandler) else "cases"
+        j = next(j for j, h in enumerate(getattr(holder, field)) if h is parent)
+        block = parent.body
+        key = (id(holder), f"{field}{j}")
+    else:
+        fields = ("body",) if parent is node else ("body", "orelse", "finalbody")
+        got = next(((f, sub) for f in fields if (sub := getattr(parent, f, None))
+                    and isinstance(sub, list) and any(x is s for x in sub)), None)
+        if got is None:
+            return None
+        key, block = (id(parent), got[0]), got[1]
+    i = next(i for i, x in enumerate(block) if x is s)
+    return (key[0], key[1], i), block

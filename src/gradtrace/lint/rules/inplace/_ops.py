@@ -11,6 +11,7 @@ from typing import Iterator
 from gradtrace.lint.analysis.module_results import EXPR, INPUT, LIB, Built, built
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.leaf._tensors import node_mentions
 
 SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=, GT602 else)
     "sigmoid": "sig", "tanh": "sig", "exp": "sig", "expm1": "sig", "softmax": "sig",
@@ -61,6 +62,8 @@ class _LazyModules:
         if not name or not name.startswith("self.") or not self.file_ok:
             return False
         got = self._inplace.get(name)
+        if got is None and not self._init_says_true():
+            got = self._inplace[name] = False  # no `inplace=True` / `ReLU(True)` possible
         if got is None:
             v = _init_value(self.cls, name[5:], self.ctx)
             first = _first_layer(v, self.ctx) if v is not None else None
@@ -68,6 +71,15 @@ class _LazyModules:
                 self.ctx.qualified_name(first.func) or "")) and _inplace_flag(
                 first, len(first.args) - 1 if first.args else 0)
         return got
+
+    def _init_says_true(self) -> bool:
+        """Whether the class's ``__init__`` (where :func:`_init_value` finds every value)
+        spells ``True`` in its code: an in-place flag is a literal ``True`` there, so without
+        one no attribute is built in place, and the class's attributes need not be read."""
+        cls, ctx = self.cls, self.ctx
+        info = ctx.analysis.classes.get(cls.name) if cls is not None else None
+        init = info.methods.get("__init__") if info is not None else None
+        return init is not None and node_mentions(ctx, init, "True")
 
     def get(self, name: str | None) -> str | None:
         op, container, _ = self._entry(name)

@@ -6,7 +6,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.multi_views import MULTI_VIEW_OPS, MultiViews
+from gradtrace.lint.analysis.multi_views import MULTI_VIEW_OPS, MultiViews, may_iterate_rows
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import statements
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -21,7 +21,7 @@ SPLIT_NAMES = frozenset("torch." + op for op in MULTI_VIEW_OPS)
 def _may_split(fn: ast.AST, ctx: Context) -> bool:
     """Whether ``fn`` may make a multi-output view (NOTE [split gate])."""
     return says_any(ctx, fn, SPLIT_WORDS) or any(
-        isinstance(s, ast.For) for s in statements(fn))
+        may_iterate_rows(s) for s in statements(fn))
 
 
 def _written(n: ast.AST) -> ast.expr | None:
@@ -152,8 +152,9 @@ class InplaceWriteToMultiOutputView(Rule):
         # NOTE [split gate]: a view is found only through a split call or a `for` statement
         # of ``fn`` itself (its scope's bindings, or the written expression): a split call
         # spells its op (`x.chunk(2)`, `torch.split(x, 3)`) unless an import renamed it
-        # (`from torch import chunk as ck`); without either, ``view_of_split`` is None and
-        # the scope need not be built
+        # (`from torch import chunk as ck`), and a `for` over a tensor's rows has the shape
+        # of ``may_iterate_rows`` (not `for i in range(n)`, `for blk in self.blocks`);
+        # without either, ``view_of_split`` is None and the scope need not be built
         if not ctx.memo("gt608-may-split", fn, lambda: _may_split(fn, ctx)) \
                 and SPLIT_NAMES.isdisjoint(ctx.imports.aliases.values()):
             return

@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.module_results import attr_module, basic_index, first_layer
-from gradtrace.lint.analysis.paths import statement_paths
+from gradtrace.lint.analysis.paths import place
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -200,12 +200,10 @@ class InplaceWriteToSavedInput(Rule):
         fn = ctx.function or ctx.tree
         if name is None or ctx.grad_disabled is not None:
             return
-        index = statement_paths(ctx, fn)
-        path = index.paths.get(id(s))
-        if not path:
+        got = place(ctx, fn, s)  # (the path's last step, without indexing ``fn``)
+        if got is None:
             return
-        pid, field, i = path[-1]
-        block = index.blocks.get((pid, field), [])
+        (pid, field, i), block = got
         hit = _saved_by_own_value(s, name, ctx)  # `x += self.attn(self.ln_1(x))`
         for prev in reversed(block[:i]) if hit is None else ():  # saved earlier in the block
             if name in ctx.memo("gt605-bound", prev, lambda: _bound(prev)):

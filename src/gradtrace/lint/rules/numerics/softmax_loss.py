@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from typing import Any, Iterator
 
@@ -253,8 +254,9 @@ class ProbabilitiesIntoCrossEntropy(Rule):
                 found.setdefault(fn, set()).update(more)
         for fn, lines in found.items():
             scope = ctx.scope(fn)
+            ordered = sorted(lines)  # (bisected: a script holds thousands of statements)
             stmts = [st for st in scope.stmts if not hasattr(st, "body")
-                     and any(st.lineno <= ln <= (st.end_lineno or st.lineno) for ln in lines)]
+                     and holds(ordered, st.lineno, st.end_lineno or st.lineno)]
             for call in (n for st in stmts for n in walk(st)):
                 if not isinstance(call, ast.Call) or call.lineno not in lines or not call.args:
                     continue
@@ -314,11 +316,13 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
     out: dict[ast.AST, set[int]] = {}
     if not lines:
         return out
-    defs = list(_defs(tree.body, sorted(lines)))
-    for line in lines:
-        inner = [f for f in defs if f.lineno <= line <= (f.end_lineno or 0)]
-        fn = max(inner, key=lambda f: f.lineno, default=tree)
-        out.setdefault(fn, set()).add(line)
+    defs = sorted(_defs(tree.body, sorted(lines)), key=lambda f: f.lineno)
+    starts = [f.lineno for f in defs]
+    for line in lines:  # the innermost function holding it: the last one starting before it
+        k = bisect.bisect_right(starts, line) - 1  # that still runs there
+        while k >= 0 and line > (defs[k].end_lineno or 0):
+            k -= 1
+        out.setdefault(defs[k] if k >= 0 else tree, set()).add(line)
     return out
 
 

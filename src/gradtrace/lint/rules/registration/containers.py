@@ -240,9 +240,9 @@ class ModulesInPlainContainer(Rule):
                     fills.setdefault(sub, []).append((n, n.value.args[-1]))
         init = next((s for s in node.body if isinstance(s, ast.FunctionDef)
                      and s.name == "__init__"), None)
-        in_init = {id(n) for n in statements(init)} if init is not None else set()
+        lo, hi = (init.lineno, init.end_lineno or 0) if init is not None else (0, -1)  # its lines
         for attr, stmts in assigns.items():
-            if len(stmts) != 1 and not all(id(st) in in_init for st in stmts):
+            if len(stmts) != 1 and not all(lo <= st.lineno <= hi for st in stmts):
                 continue  # set again in another method: rebuilt or reset there
             # `self.x = None` then `self.x = []` under `if layers is not None:`: one container
             stmts = [st for st in stmts if not (isinstance(st.value, ast.Constant)
@@ -252,7 +252,7 @@ class ModulesInPlainContainer(Rule):
             # list with its layers in it (or a local list) is judged
             filled = fills.get(attr, []) if len(stmts) == 1 else []
             for st in stmts:
-                where = init if id(st) in in_init else None
+                where = init if lo <= st.lineno <= hi else None
                 for f in self._check(st, attr, filled, ctx, where, node.name):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node) \
                             and attr not in picked_attrs(node):
