@@ -152,6 +152,88 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         vq(enc(torch.randn(6, 4))).pow(2).mean().backward()
         opt.step()
         """, "GT117", 6, holds="vq.codebook.grad is None and torch.equal(before, vq.codebook)")),
+    # GT302, mechanism: an in-place write into a view of a torch.nn layer's Parameter (an
+    # alias, a slice, a chunk) with grad enabled. Twin: a top-level helper adds a prior into
+    # `head.bias.view(2, -1)`, the layer passed by the script. Look-alike: the call is made
+    # under no_grad
+    "prior-added-into-bias-view-in-helper": (Shape("""
+        def init_prior(head):
+            b = head.bias.view(2, -1)
+            b[:, 0] += 1.0
+        det = nn.Conv2d(8, 6, 1)
+        with torch.no_grad():
+            init_prior(det)
+        """, "GT302", holds="float(det.bias.view(2, -1)[0, 0]) > 0.5"), Shape("""
+        def init_prior(head):
+            b = head.bias.view(2, -1)
+            b[:, 0] += 1.0
+        det = nn.Conv2d(8, 6, 1)
+        init_prior(det)
+        """, "GT302", 3, raises=(RuntimeError, "a view of a leaf Variable"))),
+    # GT302, a loop over a ModuleList of layers in `__init__` zeroes a row of each weight.
+    # Look-alike: the row is written through `.data`
+    "row-zeroed-in-module-list-loop": (Shape("""
+        class Heads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+                for lin in self.heads:
+                    lin.weight.data[0].zero_()
+            def forward(self, x):
+                return sum(h(x) for h in self.heads)
+        m = Heads()
+        m(torch.randn(2, 4)).sum().backward()
+        """, "GT302", holds="float(m.heads[1].weight[0].abs().sum()) == 0.0"), Shape("""
+        class Heads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+                for lin in self.heads:
+                    lin.weight[0].zero_()
+            def forward(self, x):
+                return sum(h(x) for h in self.heads)
+        m = Heads()
+        m(torch.randn(2, 4)).sum().backward()
+        """, "GT302", 6, raises=(RuntimeError, "a view of a leaf Variable"))),
+    # GT302, a script sets one bias entry of the last layer of a Sequential by index.
+    # Look-alike: `nn.init.constant_` on the whole bias (it runs under no_grad)
+    "bias-entry-set-on-sequential-element": (Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        nn.init.constant_(net[2].bias, 3.0)
+        net(torch.randn(5, 4)).sum().backward()
+        """, "GT302", holds="float(net[2].bias[1]) == 3.0"), Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        net[2].bias[1] = 3.0
+        net(torch.randn(5, 4)).sum().backward()
+        """, "GT302", 2, raises=(RuntimeError, "a view of a leaf Variable"))),
+    # GT302, the LSTM forget-gate bias set through `.chunk(4)[1]` in a method of a class,
+    # through an attribute (not getattr). Look-alike: inside `torch.no_grad()`
+    "forget-gate-chunk-filled-in-method": (Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 3)
+                self.reset()
+            def reset(self):
+                with torch.no_grad():
+                    self.rnn.bias_ih_l0.chunk(4)[1].fill_(1.0)
+            def forward(self, x):
+                return self.rnn(x)[0]
+        enc = Encoder()
+        enc(torch.randn(5, 2, 4)).sum().backward()
+        """, "GT302", holds="float(enc.rnn.bias_ih_l0[3]) == 1.0"), Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 3)
+                self.reset()
+            def reset(self):
+                self.rnn.bias_ih_l0.chunk(4)[1].fill_(1.0)
+            def forward(self, x):
+                return self.rnn(x)[0]
+        enc = Encoder()
+        enc(torch.randn(5, 2, 4)).sum().backward()
+        """, "GT302", 7, raises=(RuntimeError, "Output 1 of Split is a view"))),
 }
 
 
