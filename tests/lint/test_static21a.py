@@ -234,6 +234,78 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         enc = Encoder()
         enc(torch.randn(5, 2, 4)).sum().backward()
         """, "GT302", 7, raises=(RuntimeError, "Output 1 of Split is a view"))),
+    # GT118, mechanism: `torch.tensor([...])` of a sequence holding Parameters copies their
+    # values into a leaf without history. Twin: a script's learned polynomial coefficients,
+    # `torch.tensor([a, 2 * b])` (the loss has no graph). Look-alike: `torch.stack`
+    "coefficients-copied-in-script": (Shape("""
+        a = nn.Parameter(torch.tensor(0.5))
+        b = nn.Parameter(torch.tensor(-1.0))
+        opt = torch.optim.SGD([a, b], lr=0.1)
+        x = torch.linspace(0, 1, 8)
+        coef = torch.stack([a, 2 * b])
+        loss = ((coef[0] + coef[1] * x - x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        """, "GT118", holds="a.grad is not None"), Shape("""
+        a = nn.Parameter(torch.tensor(0.5))
+        b = nn.Parameter(torch.tensor(-1.0))
+        opt = torch.optim.SGD([a, b], lr=0.1)
+        x = torch.linspace(0, 1, 8)
+        coef = torch.tensor([a, 2 * b])
+        loss = ((coef[0] + coef[1] * x - x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        """, "GT118", 5, raises=NO_GRAD_FN)),
+    # GT118, a helper one call away given two global Parameters, `x.new_tensor(...)` the
+    # spelling. Look-alike: the helper reads the values (`.item()`) for a log line
+    "scales-copied-by-new-tensor-in-helper": (Shape("""
+        def scales(p, q, like):
+            return like.new_tensor([p.item(), q.item()])
+        s1 = nn.Parameter(torch.ones(()))
+        s2 = nn.Parameter(torch.ones(()))
+        head = nn.Linear(3, 2)
+        out = head(torch.randn(4, 3)) * torch.stack([s1, s2])
+        logged = scales(s1, s2, out)
+        out.pow(2).mean().backward()
+        """, "GT118", holds="s1.grad is not None"), Shape("""
+        def scales(p, q, like):
+            return like.new_tensor([p, q])
+        s1 = nn.Parameter(torch.ones(()))
+        s2 = nn.Parameter(torch.ones(()))
+        head = nn.Linear(3, 2)
+        out = head(torch.randn(4, 3)) * scales(s1, s2, head.weight)
+        out.pow(2).mean().backward()
+        """, "GT118", 2, holds="s1.grad is None and head.weight.grad is not None")),
+    # GT118, a class ties its kernel to two Parameters a helper function returns, built in
+    # `__init__` with `torch.as_tensor` and wrapped as the layer's weight. Look-alike: the
+    # Parameters are registered and the kernel is built from them with `torch.stack` in
+    # forward
+    "tied-kernel-built-in-init-from-helper-parameters": (Shape("""
+        def make_pair():
+            return nn.Parameter(torch.zeros(())), nn.Parameter(torch.ones(()))
+        class Tied(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a, self.b = make_pair()
+            def forward(self, x):
+                k = torch.stack([self.a + self.b, self.a - self.b]).view(1, 1, 2)
+                return F.conv1d(x, k)
+        m = Tied()
+        m(torch.randn(2, 1, 5)).sum().backward()
+        """, "GT118", holds="m.a.grad is not None"), Shape("""
+        def make_pair():
+            return nn.Parameter(torch.zeros(())), nn.Parameter(torch.ones(()))
+        class Tied(nn.Module):
+            def __init__(self):
+                super().__init__()
+                a, b = make_pair()
+                self.conv = nn.Conv1d(1, 1, 2, bias=False)
+                self.conv.weight = nn.Parameter(torch.as_tensor([[[a + b, a - b]]]))
+            def forward(self, x):
+                return self.conv(x)
+        m = Tied()
+        m(torch.randn(2, 1, 5)).sum().backward()
+        """, "GT118", 8, holds="len(list(m.parameters())) == 1")),
 }
 
 
