@@ -306,6 +306,104 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Tied()
         m(torch.randn(2, 1, 5)).sum().backward()
         """, "GT118", 8, holds="len(list(m.parameters())) == 1")),
+    # GT534, mechanism: a scheduler stepped on every micro-batch while the optimizer steps
+    # every `accum` passes. Twin: a script's OneCycleLR sized in optimizer updates, stepped
+    # after the accumulation `if` (torch raises when it overruns). Look-alike: stepped under
+    # the same `if`
+    "one-cycle-stepped-every-micro-batch-in-script": (Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        accum, n_updates = 4, 3
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=n_updates)
+        loader = [(torch.randn(2, 4), torch.randn(2, 1)) for _ in range(accum * n_updates)]
+        for i, (x, y) in enumerate(loader):
+            (F.mse_loss(model(x), y) / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+                sched.step()
+        """, "GT534", holds="sched.last_epoch == 3"), Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        accum, n_updates = 4, 3
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=n_updates)
+        loader = [(torch.randn(2, 4), torch.randn(2, 1)) for _ in range(accum * n_updates)]
+        for i, (x, y) in enumerate(loader):
+            (F.mse_loss(model(x), y) / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+            sched.step()
+        """, "GT534", 11, raises=(ValueError, "Tried to step"))),
+    # GT534, a trainer class's method: `self.scheduler` (a StepLR of `__init__`) stepped on
+    # every micro-batch, the update every `self.accum` passes decided through a flag.
+    # Look-alike: the schedule counts micro-batches (`step_size=len(loader)`), stepping it
+    # every pass is its design
+    "steplr-stepped-every-micro-batch-in-trainer": (Shape("""
+        class Trainer:
+            def __init__(self, model, loader):
+                self.model, self.loader, self.accum = model, loader, 2
+                self.opt = torch.optim.SGD(model.parameters(), lr=1.0)
+                self.scheduler = torch.optim.lr_scheduler.StepLR(self.opt, step_size=len(loader), gamma=0.5)
+            def epoch(self):
+                for i, (x, y) in enumerate(self.loader):
+                    F.mse_loss(self.model(x), y).div(self.accum).backward()
+                    update = (i + 1) % self.accum == 0
+                    if update:
+                        self.opt.step()
+                        self.opt.zero_grad()
+                    self.scheduler.step()
+        t = Trainer(nn.Linear(3, 1), [(torch.randn(2, 3), torch.randn(2, 1))] * 4)
+        t.epoch()
+        """, "GT534", holds="t.opt.param_groups[0]['lr'] == 0.5"), Shape("""
+        class Trainer:
+            def __init__(self, model, loader):
+                self.model, self.loader, self.accum = model, loader, 2
+                self.opt = torch.optim.SGD(model.parameters(), lr=1.0)
+                self.scheduler = torch.optim.lr_scheduler.StepLR(self.opt, step_size=1, gamma=0.5)
+            def epoch(self):
+                for i, (x, y) in enumerate(self.loader):
+                    F.mse_loss(self.model(x), y).div(self.accum).backward()
+                    update = (i + 1) % self.accum == 0
+                    if update:
+                        self.opt.step()
+                        self.opt.zero_grad()
+                    self.scheduler.step()
+        t = Trainer(nn.Linear(3, 1), [(torch.randn(2, 3), torch.randn(2, 1))] * 4)
+        t.epoch()
+        """, "GT534", 13, holds="t.opt.param_groups[0]['lr'] == 0.5 ** 4")),
+    # GT534, a warmup LambdaLR a helper builds, stepped every micro-batch of a training
+    # function. Look-alike: a plateau scheduler stepped with the loss every pass (a metric:
+    # its own mechanism, counting no steps)
+    "warmup-lambda-from-helper-stepped-every-micro-batch": (Shape("""
+        def train(model, batches, accum):
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+            for step, (x, y) in enumerate(batches):
+                loss = F.mse_loss(model(x), y) / accum
+                loss.backward()
+                if step % accum == accum - 1:
+                    opt.step()
+                    opt.zero_grad()
+                plateau.step(loss.item())
+            return opt
+        o = train(nn.Linear(3, 1), [(torch.randn(2, 3), torch.randn(2, 1))] * 8, 4)
+        """, "GT534", holds="o.param_groups[0]['lr'] == 1e-3"), Shape("""
+        def warmup(opt, warm):
+            return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+        def train(model, batches, accum):
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            sched = warmup(opt, 2)
+            for step, (x, y) in enumerate(batches):
+                loss = F.mse_loss(model(x), y) / accum
+                loss.backward()
+                if step % accum == accum - 1:
+                    opt.step()
+                    opt.zero_grad()
+                sched.step()
+            return opt
+        o = train(nn.Linear(3, 1), [(torch.randn(2, 3), torch.randn(2, 1))] * 8, 4)
+        """, "GT534", 12, holds="o.param_groups[0]['lr'] == 1e-3")),
 }
 
 
