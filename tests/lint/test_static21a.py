@@ -404,6 +404,86 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return opt
         o = train(nn.Linear(3, 1), [(torch.randn(2, 3), torch.randn(2, 1))] * 8, 4)
         """, "GT534", 12, holds="o.param_groups[0]['lr'] == 1e-3")),
+    # GT712, mechanism: an argparse flag with `type=bool` (any non-empty string is True)
+    # decides how gradients are taken. Twin: a script's `create_graph=not args.first_order`,
+    # run with `--first-order False`: the inner gradient has no graph. Look-alike:
+    # `action="store_true"`
+    "first-order-flag-in-create-graph": (Shape("""
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--first-order", action="store_true")
+        args = parser.parse_args([])
+        w = torch.randn(3, requires_grad=True)
+        loss = (w ** 3).sum()
+        (g,) = torch.autograd.grad(loss, w, create_graph=not args.first_order)
+        """, "GT712", holds="g.requires_grad"), Shape("""
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--first-order", type=bool, default=False)
+        args = parser.parse_args(["--first-order", "False"])
+        w = torch.randn(3, requires_grad=True)
+        loss = (w ** 3).sum()
+        (g,) = torch.autograd.grad(loss, w, create_graph=not args.first_order)
+        """, "GT712", 3, holds="args.first_order is True and not g.requires_grad")),
+    # GT712, a trainer keeps the flag on `self` and freezes its backbone through
+    # `requires_grad_(not self.freeze)`. Look-alike: a `type=bool` flag that only decides
+    # what is printed
+    "freeze-flag-kept-on-self": (Shape("""
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--freeze-backbone", type=int, default=0)
+        parser.add_argument("--verbose", type=bool, default=False)
+        args = parser.parse_args(["--freeze-backbone", "0", "--verbose", "False"])
+        class Trainer:
+            def __init__(self, backbone, args):
+                self.freeze = bool(args.freeze_backbone)
+                self.loud = args.verbose
+                backbone.requires_grad_(not self.freeze)
+                if self.loud:
+                    print("backbone trainable")
+        net = nn.Linear(3, 2)
+        Trainer(net, args)
+        """, "GT712", holds="net.weight.requires_grad"), Shape("""
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--freeze-backbone", type=bool, default=False)
+        args = parser.parse_args(["--freeze-backbone", "False"])
+        class Trainer:
+            def __init__(self, backbone, args):
+                self.freeze = args.freeze_backbone
+                backbone.requires_grad_(not self.freeze)
+        net = nn.Linear(3, 2)
+        Trainer(net, args)
+        """, "GT712", 3, holds="not net.weight.requires_grad")),
+    # GT712, the flag copied into a config dict, read in a helper whose `if` detaches the
+    # target. Look-alike: the option converted by a function that reads "false"
+    "detach-flag-through-config-dict": (Shape("""
+        import argparse
+        def str2bool(s):
+            return s.lower() in ("1", "true", "yes")
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--stop-grad", type=str2bool, default=True)
+        args = parser.parse_args(["--stop-grad", "False"])
+        cfg = {"stop_grad": args.stop_grad}
+        def target_of(teacher_out):
+            if cfg["stop_grad"]:
+                teacher_out = teacher_out.detach()
+            return teacher_out
+        teacher = nn.Linear(3, 3)
+        t = target_of(teacher(torch.randn(2, 3)))
+        """, "GT712", holds="t.requires_grad"), Shape("""
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--stop-grad", type=bool, default=True)
+        args = parser.parse_args(["--stop-grad", "False"])
+        cfg = {"stop_grad": args.stop_grad}
+        def target_of(teacher_out):
+            if cfg["stop_grad"]:
+                teacher_out = teacher_out.detach()
+            return teacher_out
+        teacher = nn.Linear(3, 3)
+        t = target_of(teacher(torch.randn(2, 3)))
+        """, "GT712", 3, holds="not t.requires_grad")),
 }
 
 

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.param_attrs import only_cut_reads, read_kind, trained_parameter
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import parent_map, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -98,8 +98,7 @@ def _read_outside(ctx: Context, cls: ClassInfo, attr: str) -> bool:
     another class, not through ``.data``/``.detach()``/a shape read, not given to a
     ``torch.nn.init`` function nor written: initialisation)."""
     inside = {id(n) for n in walk(cls.node)}
-    parents: dict[int, ast.AST] = ctx.memo("gt117-parents", ctx.tree, lambda: {
-        id(c): n for n in walk(ctx.tree) for c in ast.iter_child_nodes(n)})
+    parents: dict[int, ast.AST] = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
     for n in walk(ctx.tree):
         if isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in inside \
                 and not (isinstance(n.value, ast.Name) and n.value.id == "self") \
