@@ -484,6 +484,120 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         teacher = nn.Linear(3, 3)
         t = target_of(teacher(torch.randn(2, 3)))
         """, "GT712", 3, holds="not t.requires_grad")),
+    # GT505, mechanism: an object kept across a training loop whose method adds its argument
+    # into the object's state (`self.sum += val * n`), given the loss with its graph on every
+    # pass. Twin: a script's AverageMeter. Look-alike: `meter.update(loss.item(), n)`
+    "average-meter-given-loss-in-script": (Shape("""
+        class AverageMeter:
+            def __init__(self):
+                self.sum, self.count = 0, 0
+            def update(self, val, n=1):
+                self.sum += val * n
+                self.count += n
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        meter = AverageMeter()
+        for x, y in [(torch.randn(2, 4), torch.randn(2, 1))] * 3:
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.update(loss.item(), x.size(0))
+        """, "GT505", holds="isinstance(meter.sum, float)"), Shape("""
+        class AverageMeter:
+            def __init__(self):
+                self.sum, self.count = 0, 0
+            def update(self, val, n=1):
+                self.sum += val * n
+                self.count += n
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        meter = AverageMeter()
+        for x, y in [(torch.randn(2, 4), torch.randn(2, 1))] * 3:
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.update(loss, x.size(0))
+        """, "GT505", 15, holds="meter.sum.grad_fn is not None")),
+    # GT505, a trainer class keeps a history object on `self` whose `add` appends; its epoch
+    # method passes the loss. Look-alike: the history's `add` stores `float(v)`
+    "history-appends-loss-in-trainer-method": (Shape("""
+        class History:
+            def __init__(self):
+                self.values = []
+            def add(self, v):
+                self.values.append(float(v))
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.history = History()
+            def epoch(self, batches):
+                for x, y in batches:
+                    self.opt.zero_grad()
+                    loss = F.mse_loss(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.history.add(loss)
+        t = Trainer(nn.Linear(3, 1))
+        t.epoch([(torch.randn(2, 3), torch.randn(2, 1))] * 3)
+        """, "GT505", holds="isinstance(t.history.values[0], float)"), Shape("""
+        class History:
+            def __init__(self):
+                self.values = []
+            def add(self, v):
+                self.values.append(v)
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.history = History()
+            def epoch(self, batches):
+                for x, y in batches:
+                    self.opt.zero_grad()
+                    loss = F.mse_loss(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.history.add(loss)
+        t = Trainer(nn.Linear(3, 1))
+        t.epoch([(torch.randn(2, 3), torch.randn(2, 1))] * 3)
+        """, "GT505", 17, holds="t.history.values[0].grad_fn is not None")),
+    # GT505, a training function given the meter by its caller. Look-alike: it passes
+    # `loss.detach()`
+    "meter-passed-to-training-function": (Shape("""
+        class Meter:
+            def __init__(self):
+                self.total = 0.0
+            def record(self, value):
+                self.total = self.total + value
+        def train(model, opt, batches, meter):
+            for x, y in batches:
+                loss = F.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                meter.record(loss.detach())
+        m = Meter()
+        net = nn.Linear(3, 1)
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1), [(torch.randn(2, 3), torch.randn(2, 1))] * 3, m)
+        """, "GT505", holds="m.total.grad_fn is None"), Shape("""
+        class Meter:
+            def __init__(self):
+                self.total = 0.0
+            def record(self, value):
+                self.total = self.total + value
+        def train(model, opt, batches, meter):
+            for x, y in batches:
+                loss = F.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                meter.record(loss)
+        m = Meter()
+        net = nn.Linear(3, 1)
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1), [(torch.randn(2, 3), torch.randn(2, 1))] * 3, m)
+        """, "GT505", 12, holds="m.total.grad_fn is not None")),
 }
 
 
