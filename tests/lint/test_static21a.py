@@ -598,6 +598,69 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = nn.Linear(3, 1)
         train(net, torch.optim.SGD(net.parameters(), lr=0.1), [(torch.randn(2, 3), torch.randn(2, 1))] * 3, m)
         """, "GT505", 12, holds="m.total.grad_fn is not None")),
+    # GT307, mechanism: a module keeps a layer's output on `self` (a non-leaf) and the
+    # caller reads that attribute's `.grad` after backward: None. Twin: a script reads
+    # `net.feat.grad`. Look-alike: the forward retains its gradient
+    "kept-feature-grad-read-in-script": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 3)
+                self.head = nn.Linear(3, 1)
+            def forward(self, x):
+                self.feat = self.enc(x)
+                self.feat.retain_grad()
+                return self.head(self.feat)
+        net = Net()
+        net(torch.randn(2, 4)).sum().backward()
+        g = net.feat.grad
+        """, "GT307", holds="g is not None"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 3)
+                self.head = nn.Linear(3, 1)
+            def forward(self, x):
+                self.feat = self.enc(x)
+                return self.head(self.feat)
+        net = Net()
+        net(torch.randn(2, 4)).sum().backward()
+        g = net.feat.grad
+        """, "GT307", 7, holds="g is None")),
+    # GT307, a saliency helper reads `model.logits.grad`, the logits kept by an `encode`
+    # method as a product. Look-alike: the helper reads a Parameter the module keeps
+    "kept-logits-grad-read-in-helper": (Shape("""
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.temp = nn.Parameter(torch.ones(()))
+            def encode(self, x):
+                return self.fc(x) * self.temp
+            def forward(self, x):
+                return self.encode(x).logsumexp(-1)
+        def sensitivity(model, x):
+            model(x).sum().backward()
+            return model.temp.grad
+        m = Scorer()
+        s = sensitivity(m, torch.randn(3, 4))
+        """, "GT307", holds="s is not None"), Shape("""
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.temp = nn.Parameter(torch.ones(()))
+            def encode(self, x):
+                self.logits = self.fc(x) * self.temp
+                return self.logits
+            def forward(self, x):
+                return self.encode(x).logsumexp(-1)
+        def sensitivity(model, x):
+            model(x).sum().backward()
+            return model.logits.grad
+        m = Scorer()
+        s = sensitivity(m, torch.randn(3, 4))
+        """, "GT307", 7, holds="s is None")),
 }
 
 
