@@ -22,6 +22,24 @@ warnings.simplefilter("ignore", UserWarning)
 
 NO_GRAD_FN = (RuntimeError, "does not require grad and does not have a grad_fn")
 
+# an optimizer whose step differentiates the gradients (Hutchinson's Hessian diagonal)
+HESSIAN_OPT = """
+        class HutchinsonSGD(torch.optim.Optimizer):
+            def __init__(self, params, lr=0.1):
+                super().__init__(params, dict(lr=lr))
+            def _diag(self, params):
+                grads = [p.grad for p in params]
+                zs = [torch.randint(0, 2, p.shape).float() * 2 - 1 for p in params]
+                with torch.enable_grad():
+                    hz = torch.autograd.grad(grads, params, grad_outputs=zs)
+                return [h * z for h, z in zip(hz, zs)]
+            @torch.no_grad()
+            def step(self):
+                params = [p for g in self.param_groups for p in g["params"]]
+                for p, d in zip(params, self._diag(params)):
+                    p.sub_(0.1 * p.grad / (d.abs() + 1.0))
+"""
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT117, mechanism: a module's own Parameter is read only through `.detach()`/`.data`,
     # so it is in no graph. Twin: `.detach()` in a helper method forward calls, the bias
@@ -661,6 +679,57 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Scorer()
         s = sensitivity(m, torch.randn(3, 4))
         """, "GT307", 7, holds="s is None")),
+    # GT713, mechanism: an optimizer of the file differentiates `.grad` in its step (a
+    # Hessian estimate), stepped after a backward without `create_graph=True`. Twin: a
+    # script loop. Look-alike: `backward(create_graph=True)`
+    "hessian-optimizer-stepped-in-script": (Shape(HESSIAN_OPT + """
+        model = nn.Linear(3, 1)
+        opt = HutchinsonSGD(model.parameters())
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(4, 3)).pow(2).mean().backward(create_graph=True)
+            opt.step()
+        """, "GT713"), Shape(HESSIAN_OPT + """
+        model = nn.Linear(3, 1)
+        opt = HutchinsonSGD(model.parameters())
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+        """, "GT713", 20, raises=NO_GRAD_FN)),
+    # GT713, a trainer's method; the look-alike's optimizer reads `.grad` only (no second
+    # differentiation), so a plain backward is right
+    "hessian-optimizer-stepped-in-trainer": (Shape("""
+        class SignSGD(torch.optim.Optimizer):
+            def __init__(self, params, lr=0.1):
+                super().__init__(params, dict(lr=lr))
+            @torch.no_grad()
+            def step(self):
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        p.sub_(g["lr"] * p.grad.sign())
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = SignSGD(model.parameters())
+            def fit(self, x):
+                self.opt.zero_grad()
+                loss = self.model(x).pow(2).mean()
+                loss.backward()
+                self.opt.step()
+        Trainer(nn.Linear(3, 1)).fit(torch.randn(4, 3))
+        """, "GT713"), Shape(HESSIAN_OPT + """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = HutchinsonSGD(model.parameters())
+            def fit(self, x):
+                self.opt.zero_grad()
+                loss = self.model(x).pow(2).mean()
+                loss.backward()
+                self.opt.step()
+        Trainer(nn.Linear(3, 1)).fit(torch.randn(4, 3))
+        """, "GT713", 23, raises=NO_GRAD_FN)),
 }
 
 
