@@ -33,8 +33,8 @@ VIEWS = frozenset({
 def layer_parameter(ctx: Context, fn: ast.AST, e: ast.AST, line: int,
                     depth: int = 0) -> ast.AST | None:
     """The call building the ``torch.nn`` layer whose Parameter ``e`` (read at ``line`` in
-    the function or module ``fn``) is or views; None: not known to be one (NOTE [layer
-    parameter views])."""
+    the function or module ``fn``) is or views; None: not known to be one
+    (NOTE [layer parameter views])."""
     while True:
         if isinstance(e, ast.Subscript):
             e = e.value

@@ -27,9 +27,10 @@ class ParametersCopiedIntoTensor(Rule):
     only trainable part (discuss.pytorch.org "trainable customized convolutional layer",
     checked on torch 2.13). Combine them with `torch.stack(...)` / `torch.cat(...)`.
     Known limits: an element must be known to be a Parameter (`nn.Parameter(...)`, a
-    registered `self.<p>`, a helper's or a caller's Parameter: NOTE [kinds], NOTE [parameter
-    kinds]), the call made with grad enabled, in a file that calls `backward()` and freezes
-    nothing. A module's own Parameters in `forward` are GT110's.
+    registered `self.<p>`, a helper's or a caller's Parameter:
+    NOTE [kinds], NOTE [parameter kinds]), the call made with grad enabled, in a file that
+    calls `backward()` and freezes nothing. A module's own Parameters in `forward` are
+    GT110's.
     """
 
     code = "GT118"
