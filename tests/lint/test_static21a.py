@@ -362,7 +362,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             def __init__(self, model, loader):
                 self.model, self.loader, self.accum = model, loader, 2
                 self.opt = torch.optim.SGD(model.parameters(), lr=1.0)
-                self.scheduler = torch.optim.lr_scheduler.StepLR(self.opt, step_size=len(loader), gamma=0.5)
+                self.scheduler = torch.optim.lr_scheduler.StepLR(self.opt, len(loader), 0.5)
             def epoch(self):
                 for i, (x, y) in enumerate(self.loader):
                     F.mse_loss(self.model(x), y).div(self.accum).backward()
@@ -378,7 +378,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             def __init__(self, model, loader):
                 self.model, self.loader, self.accum = model, loader, 2
                 self.opt = torch.optim.SGD(model.parameters(), lr=1.0)
-                self.scheduler = torch.optim.lr_scheduler.StepLR(self.opt, step_size=1, gamma=0.5)
+                self.scheduler = torch.optim.lr_scheduler.StepLR(self.opt, 1, 0.5)
             def epoch(self):
                 for i, (x, y) in enumerate(self.loader):
                     F.mse_loss(self.model(x), y).div(self.accum).backward()
@@ -598,7 +598,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 meter.record(loss.detach())
         m = Meter()
         net = nn.Linear(3, 1)
-        train(net, torch.optim.SGD(net.parameters(), lr=0.1), [(torch.randn(2, 3), torch.randn(2, 1))] * 3, m)
+        data = [(torch.randn(2, 3), torch.randn(2, 1))] * 3
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1), data, m)
         """, "GT505", holds="m.total.grad_fn is None"), Shape("""
         class Meter:
             def __init__(self):
@@ -614,7 +615,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 meter.record(loss)
         m = Meter()
         net = nn.Linear(3, 1)
-        train(net, torch.optim.SGD(net.parameters(), lr=0.1), [(torch.randn(2, 3), torch.randn(2, 1))] * 3, m)
+        data = [(torch.randn(2, 3), torch.randn(2, 1))] * 3
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1), data, m)
         """, "GT505", 12, holds="m.total.grad_fn is not None")),
     # GT307, mechanism: a module keeps a layer's output on `self` (a non-leaf) and the
     # caller reads that attribute's `.grad` after backward: None. Twin: a script reads
