@@ -64,7 +64,8 @@ class ParametersCopiedIntoTensor(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         f = node.func
-        if not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)) or not (
+        if not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)) \
+                or not ctx.mentions(".backward(") or not (
                 ctx.qualified_name(f) in REBUILDERS
                 or isinstance(f, ast.Attribute) and f.attr == "new_tensor"):
             return

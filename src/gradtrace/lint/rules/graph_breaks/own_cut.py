@@ -70,6 +70,8 @@ class ParameterReadOnlyCut(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        if not ctx.mentions(".backward("):
+            return  # a Parameter trains only in a file that runs backward (trained_parameter)
         cls = ctx.analysis.classes.get(node.name)
         if cls is None or cls.node is not node or not cls.is_module:
             return

@@ -247,7 +247,7 @@ class InplaceUpdateOfLeaf(Rule):
     # in-place spelling on `.weight` / `.bias`
     triggers = ("requires_grad", "Parameter", ".backward(", ".grad", ".weight.", ".bias.",
                 ".weight[", ".bias[", ".weight -=", ".weight +=", ".weight *=", ".bias -=",
-                ".bias +=", "getattr(", ".bias_", ".weight_")
+                ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh")
     gate_statements = True
     examples = [
         Bad("""
