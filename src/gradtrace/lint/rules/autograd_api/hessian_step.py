@@ -71,12 +71,17 @@ class HessianStepAfterPlainBackward(Rule):
         if not (isinstance(f, ast.Attribute) and f.attr == "backward") or any(
                 k.arg == "create_graph" for k in node.keywords) or len(node.args) > 2:
             return
-        where = ctx.function if ctx.function is not None else ctx.tree
         an = ctx.analysis
+        if not ctx.memo("gt713-any", ctx.tree, lambda: any(
+                differentiated_grads(ctx, c) is not None for c in an.classes.values())):
+            return  # no optimizer class of the file differentiates `.grad`
+        where = ctx.function if ctx.function is not None else ctx.tree
         scope = ctx.scope(where)
-        for n in walk(where):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "step" and n.lineno > node.lineno):
+        steps = ctx.memo("gt713-steps", where, lambda: [
+            n for n in walk(where) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute) and n.func.attr == "step"])
+        for n in steps:
+            if n.lineno <= node.lineno:
                 continue
             k = an.kind(n.func.value, scope, n.lineno)
             cls = an.classes.get(k.cls or "") if k is not None and k.what == OBJECT else None
