@@ -406,3 +406,8 @@ def _blocks(sub: list[ast.AST] | tuple[()]) -> Iterator[list[ast.stmt]]:
 def _exit_in(rest: list[ast.stmt]) -> int | None:
     """The line of the first ``return``/``raise`` among ``rest`` at this level."""
     return next((s.lineno for s in rest if isinstance(s, (ast.Return, ast.Raise))), None)
+
+
+def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
+    """``id(child) -> parent`` for every node under ``tree`` (memoise it per file)."""
+    return {id(c): n for n in walk(tree) for c in ast.iter_child_nodes(n)}

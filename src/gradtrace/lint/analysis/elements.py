@@ -5,6 +5,12 @@ model.parameters()`` (a parameter), or over a literal list or tuple of modules o
 ``conv`` is a module of class ``R2Conv``, so ``conv.weights`` is the Parameter its
 ``__init__`` registers (NOTE [kinds]). Every element must have the same kind and class;
 the kind is returned without its constructing node (the loop variable is each of them).
+
+The same holds for an element of a ``torch.nn.ModuleList`` / ``Sequential`` whose elements
+are all built by calls of one class (``nn.ModuleList(nn.Conv2d(c, k, 1) for c in ch)``,
+``nn.Sequential(Block(), Block())``): ``self.m[0]``, ``for mi in self.m``, ``for mi, s in
+zip(self.m, strides)`` and ``for i, mi in enumerate(self.m)`` are modules of that class; one
+comprehension's element call is kept as the node (every element is built by it).
 """
 from __future__ import annotations
 
@@ -30,7 +36,66 @@ def loop_kind(kind_of: KindOf, loop: ast.For | ast.AsyncFor, name: str, scope: S
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
             and dotted(loop.target) == name and it.func.attr == "parameters":
         return Kind(PARAMETER)
-    return element_kind(kind_of, loop, name, scope, depth)
+    got = element_kind(kind_of, loop, name, scope, depth)
+    if got is not None:
+        return got
+    it, target = _iterated(loop.iter, loop.target, name)
+    if it is None:
+        return None
+    k = kind_of(it, scope, loop.lineno, depth + 1)
+    return layer_element(kind_of, k, scope, loop.lineno, depth) if k is not None else None
+
+
+def _iterated(it: ast.expr, target: ast.expr, name: str) -> tuple[ast.expr | None, ast.expr]:
+    """(the iterable, the target) that binds ``name``, through ``zip(...)`` and
+    ``enumerate(...)`` of a tuple target."""
+    if isinstance(target, ast.Name):
+        return (it if target.id == name else None), target
+    if not (isinstance(target, ast.Tuple) and isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name) and not it.keywords):
+        return None, target
+    if it.func.id == "zip" and len(it.args) == len(target.elts):
+        for a, t in zip(it.args, target.elts):
+            if isinstance(t, ast.Name) and t.id == name:
+                return a, t
+    if it.func.id == "enumerate" and len(target.elts) == 2 and it.args \
+            and isinstance(target.elts[1], ast.Name) and target.elts[1].id == name:
+        return it.args[0], target.elts[1]
+    return None, target
+
+
+CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.Sequential"})
+
+
+def layer_element(kind_of: KindOf, k: Kind, scope: Scope, line: int, depth: int,
+                  index: ast.expr | None = None) -> Kind | None:
+    """The kind of every element of the module container ``k`` (see the module's
+    docstring), or of the one at the constant ``index`` of a ``Sequential``; or None."""
+    if k.what != MODULE or k.cls not in CONTAINERS or not isinstance(k.node, ast.Call):
+        return None
+    args = k.node.args
+    if k.cls == "torch.nn.Sequential" and isinstance(index, ast.Constant) \
+            and type(index.value) is int and -len(args) <= index.value < len(args) \
+            and not any(isinstance(a, ast.Starred) for a in args):
+        return kind_of(args[index.value], scope, line, depth + 1)
+    if k.cls == "torch.nn.ModuleList":
+        if len(args) != 1:
+            return None
+        args = args[0]
+        if isinstance(args, (ast.ListComp, ast.GeneratorExp)) and len(args.generators) == 1:
+            e = kind_of(args.elt, scope, line, depth + 1)
+            return Kind(e.what, cls=e.cls, node=args.elt) if e is not None \
+                and e.what == MODULE else None
+        if not isinstance(args, (ast.List, ast.Tuple)):
+            return None
+        args = args.elts
+    if not args or any(not isinstance(a, ast.Call) for a in args):
+        return None
+    kinds = {(x.what, x.cls) if x is not None else None
+             for x in (kind_of(a, scope, line, depth + 1) for a in args)}
+    if len(kinds) != 1 or None in kinds or next(iter(kinds))[0] != MODULE:  # type: ignore[index]
+        return None
+    return Kind(MODULE, cls=next(iter(kinds))[1])  # type: ignore[index]
 
 
 def element_kind(kind_of: KindOf, loop: ast.For | ast.AsyncFor, name: str, scope: Scope,

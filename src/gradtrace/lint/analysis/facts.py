@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.calls import ascii_code, named_calls
-from gradtrace.lint.analysis.elements import loop_kind
+from gradtrace.lint.analysis.elements import layer_element, loop_kind
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
     TENSOR, Kind,
@@ -170,6 +170,9 @@ class Analysis:
             return self._call_kind(e, scope, line, depth)
         if isinstance(e, (ast.Name, ast.Attribute)):
             return self._name_kind(e, scope, line, depth)
+        if isinstance(e, ast.Subscript) and not isinstance(e.slice, ast.Slice):  # `self.m[0]`
+            k = self._kind(e.value, scope, line, depth + 1)
+            return layer_element(self._kind, k, scope, line, depth, e.slice) if k else None
         if isinstance(e, ast.Constant):
             v = e.value
             return Kind(NUMBER) if isinstance(v, (int, float)) and not isinstance(v, bool) \
@@ -184,9 +187,7 @@ class Analysis:
     def _name_kind(self, e: ast.Name | ast.Attribute, scope: Scope, line: int,
                    depth: int) -> Kind | None:
         name = dotted(e)
-        if name is None:
-            return None
-        b = scope.binding_before(name, line)
+        b = scope.binding_before(name, line) if name is not None else None
         if b is not None:
             if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
                 return loop_kind(self._kind, b.stmt, name, scope, depth)

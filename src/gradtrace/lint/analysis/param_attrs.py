@@ -10,6 +10,14 @@ assigned once (in ``__init__``, its kind a Parameter through the analysis layer:
 not made with ``requires_grad=False``, and the file must freeze nothing (no
 ``x.requires_grad = False``, no ``requires_grad_(False)``): a frozen parameter takes in-place
 writes. Grad-mode blocks and decorators inside the method are the rule's to check.
+
+# NOTE [parameters read only cut]
+Such a Parameter that the class's methods read only through ``.data`` or ``.detach()``
+(``torch.matmul(X, self.weight.data)``) is in no graph: it never gets a gradient, and a loss
+built only from such modules has no ``grad_fn``. A class that also reads it live anywhere
+(``self.weight.data.norm()`` logged next to ``x @ self.weight``), or updates it by hand (an
+in-place op, a write through ``.data``, a rebinding: an EMA codebook), means the cut; reads of
+its shape, dtype or device read no values.
 """
 from __future__ import annotations
 
@@ -88,3 +96,69 @@ def file_freezes(ctx: Context) -> bool:
 
 def _true(e: ast.expr) -> bool:
     return isinstance(e, ast.Constant) and e.value is True
+
+
+# tensor attributes and methods that read no values (shape, dtype, device)
+_SHAPE_READS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "size", "dim",
+                          "numel", "requires_grad", "grad", "nelement", "is_leaf"})
+_CUT_CALLS = frozenset({"detach"})
+
+
+def only_cut_reads(ctx: Context, cls: ClassInfo, attr: str) -> ast.AST | None:
+    """The first read of ``self.<attr>`` in ``forward``'s methods when every read of it in
+    the class's methods (``__init__`` aside) cuts its history (``self.w.data``,
+    ``self.w.detach()``) and nothing updates it by hand (an in-place op, a write through
+    ``.data``, a rebinding: an EMA codebook, a weight kept by a schedule); None otherwise
+    (NOTE [parameters read only cut])."""
+    first: ast.AST | None = None
+    fwd = {id(m) for m in forward_methods(cls)}
+    for m in cls.methods.values():
+        if m.name == "__init__":
+            continue
+        parents: dict[int, ast.AST] = {}
+        for n in walk(m):
+            for c in ast.iter_child_nodes(n):
+                parents[id(c)] = n
+        for n in walk(m):
+            if not (isinstance(n, ast.Attribute) and n.attr == attr
+                    and isinstance(n.value, ast.Name) and n.value.id == "self"):
+                continue
+            how, cut = read_kind(n, parents)
+            if how == "live" or how == "kept":
+                return None
+            if how == "cut" and id(m) in fwd and (first is None or (
+                    cut.lineno, cut.col_offset) < (first.lineno, first.col_offset)):
+                first = cut
+    return first
+
+
+def read_kind(n: ast.Attribute, parents: dict[int, ast.AST]) -> tuple[str, ast.AST]:
+    """How one ``<obj>.<attr>`` node uses the tensor, and the expression doing it: "cut"
+    (a ``.data`` read, ``.detach()``), "shape" (no values), "kept" (written or updated in
+    place), "live" (anything else)."""
+    if not isinstance(n.ctx, ast.Load):
+        return "kept", n
+    p = parents.get(id(n))
+    if not (isinstance(p, ast.Attribute) and p.value is n):
+        return "live", n
+    g = parents.get(id(p))
+    if p.attr in _SHAPE_READS:
+        return "shape", p
+    if p.attr in _CUT_CALLS and isinstance(g, ast.Call) and g.func is p:
+        return "cut", g
+    if p.attr.endswith("_") and isinstance(g, ast.Call) and g.func is p:
+        return "kept", g
+    if p.attr != "data":
+        return "live", n
+    if not isinstance(p.ctx, ast.Load):
+        return "kept", p  # `self.w.data = ...`
+    cut, e = p, p
+    while isinstance(g, ast.Subscript) and g.value is e:  # `self.w.data[i] = ...`
+        if not isinstance(g.ctx, ast.Load):
+            return "kept", g
+        e, g = g, parents.get(id(g))
+    if isinstance(g, ast.Attribute) and g.value is e and g.attr.endswith("_"):
+        return "kept", g  # `self.w.data.mul_(...)`
+    if isinstance(g, ast.AugAssign) and g.target is e:
+        return "kept", g
+    return "cut", cut

@@ -4,7 +4,10 @@ The rules live in :mod:`.functions` (GT701 gradient count of a custom Function),
 :mod:`.grad_inputs` (GT702 ``torch.autograd.grad`` over an input outside the graph),
 :mod:`.calls` (GT703 an unreduced loss returned by ``forward``, GT704 the log-probability of a
 reparameterised sample), :mod:`.closure` (GT707 a closure given to ``step()`` that never runs
-backward) and :mod:`.discarded` (GT708 the result of an out-of-place tensor op dropped).
+backward), :mod:`.discarded` (GT708 the result of an out-of-place tensor op dropped),
+:mod:`.bool_flags` (GT712 an ``argparse`` ``type=bool`` flag deciding how gradients are taken)
+and :mod:`.hessian_step` (GT713 an optimizer differentiating ``.grad`` after a backward
+without ``create_graph``).
 """
 from __future__ import annotations
 

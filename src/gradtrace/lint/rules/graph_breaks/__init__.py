@@ -1,7 +1,8 @@
 """GT1xx: values that leave the autograd graph on their way to the loss.
 
 The rules live in :mod:`.numbers` (GT101-GT104), :mod:`.cuts` (GT105-GT108) and
-:mod:`.rebuilt_params` (GT110), :mod:`.overwritten` (GT112); the loss-path
+:mod:`.rebuilt_params` (GT110), :mod:`.overwritten` (GT112), :mod:`.own_cut` (GT117),
+:mod:`.copied_params` (GT118); the loss-path
 analysis they share is :mod:`._paths` (sinks, terms, verdicts; see NOTE [loss paths] there)
 built on :mod:`gradtrace.lint.analysis.origins` (what a value is built from).
 """
@@ -22,7 +23,8 @@ UNDECIDABLE: list[tuple[str, str]] = [
      "a scale that is meant to carry no gradient is a common, deliberate idiom; see runtime: "
      "gradtrace run"),
     ("A parameter read through `.data` inside `forward` next to live inputs "
-     "(`F.linear(x, self.weight.data)`)",
+     "(`F.linear(x, self.weight.data)`) when the class does not register it as a Parameter "
+     "read only that way (GT117), or updates it by hand",
      "which tensors are trainable parameters and which are buffers is known only at run time; "
      "see runtime: gradtrace run"),
 ]

@@ -75,7 +75,7 @@ class ParameterRebuiltInForward(Rule):
         if cls is None or not cls.is_module or ctx.grad_disabled is not None \
                 or ctx.function not in forward_methods(cls):  # type: ignore[arg-type]
             return
-        param = _own_parameter(node.args[0], cls, ctx)
+        param = own_parameter(node.args[0], cls, ctx)
         if param is not None:
             yield self.report(node, ctx, call=_clip(ctx.source(node)), param=param)
 
@@ -176,7 +176,7 @@ def _sequence_branch(fn: ast.AST, param: str, line: int) -> bool:
     return False
 
 
-def _own_parameter(arg: ast.AST, cls: object, ctx: Context) -> str | None:
+def own_parameter(arg: ast.AST, cls: object, ctx: Context) -> str | None:
     """``self.<x>`` read by ``arg`` (directly, in a list/tuple, or iterated by a
     comprehension) that is a Parameter or a ParameterList/ParameterDict of the class."""
     for n in bfs_walk(arg):

@@ -6,6 +6,9 @@ import copy
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.analysis.grad_values import requires_grad
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR, BUFFER, Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.names import dotted
@@ -369,6 +372,17 @@ class GradOfNonLeaf(Rule):
     ]
 
     def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        if node.attr == "grad" and isinstance(node.ctx, ast.Load) \
+                and isinstance(node.value, ast.Attribute):
+            got = _module_output_attr(node.value, ctx)  # `model.feat.grad`
+            seen: set[int] = ctx.memo("gt307-attr-reported", ctx.tree, set)
+            if got is not None and id(got) not in seen:
+                seen.add(id(got))  # reported where the output is kept: the fix goes there
+                yield self.report(got, ctx, related=[Related(
+                    ctx.path, node.lineno, "its `.grad` is read here", ctx.column(node))],
+                    name=ctx.source(node.value), why=f"`self.{node.value.attr}`, bound here "
+                    f"to a layer's output; read at line {node.lineno}")
+            return
         if node.attr != "grad" or not isinstance(node.ctx, ast.Load) \
                 or not isinstance(node.value, ast.Name):
             return
@@ -388,3 +402,37 @@ class GradOfNonLeaf(Rule):
             return
         yield self.report(node, ctx, related=[Related(ctx.path, b.line, f"`{name}` is computed "
                           "here", ctx.column(b.stmt))], name=name, why=why)
+
+
+LEAF_KINDS = frozenset({PARAMETER, TENSOR, BUFFER})
+
+
+def _module_output_attr(e: ast.Attribute, ctx: Context) -> ast.stmt | None:
+    """The statement of a file module class that binds ``self.<attr>`` to the output of one
+    of its weighted layers (NOTE [values that require grad]), when ``e`` is ``<obj>.<attr>``
+    of an instance of that class, every binding of the attribute is such an output, the
+    file calls ``backward()`` and retains no gradient of it."""
+    an = ctx.analysis
+    k = an.kind(e.value)
+    cls = an.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
+    if cls is None or not call_sites(ctx, "backward") or any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "retain_grad" and isinstance(n.func.value, ast.Attribute)
+            and n.func.value.attr == e.attr for n in walk(ctx.tree)):
+        return None
+    found: ast.stmt | None = None
+    for m in cls.methods.values():
+        for st in walk(m):
+            if not isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                continue
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if not any(isinstance(t, ast.Attribute) and t.attr == e.attr
+                       and dotted(t.value) == "self" for t in targets):
+                continue
+            if not isinstance(st, ast.Assign) or len(targets) != 1 or st.value is None \
+                    or requires_grad(ctx, m, st.value, st.lineno) is None \
+                    or not isinstance(st.value, (ast.Call, ast.BinOp)) \
+                    or (an.kind_in(st.value, m, st.lineno) or Kind("?")).what in LEAF_KINDS:
+                return None  # a Parameter or a factory's tensor is a leaf
+            found = found or st
+    return found

@@ -6,7 +6,10 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.grad_values import runs_with_grad
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.layer_params import layer_parameter
+from gradtrace.lint.analysis.param_attrs import file_freezes
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -239,13 +242,12 @@ class InplaceUpdateOfLeaf(Rule):
     code = "GT302"
     name = "inplace-update-of-leaf"
     message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
-               "raises `RuntimeError: a {view}leaf Variable that requires grad is being used in "
-               "an in-place operation.`")
+               "raises `RuntimeError: {view}")
     # leaf paths need one of the first four words in the function; the layer path an
     # in-place spelling on `.weight` / `.bias`
     triggers = ("requires_grad", "Parameter", ".backward(", ".grad", ".weight.", ".bias.",
                 ".weight[", ".bias[", ".weight -=", ".weight +=", ".weight *=", ".bias -=",
-                ".bias +=")
+                ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh")
     gate_statements = True
     examples = [
         Bad("""
@@ -343,7 +345,7 @@ class InplaceUpdateOfLeaf(Rule):
                 rel = [Related(ctx.path, w.origin.lineno, f"a Parameter is passed for `{w.name}` "
                                "here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
-                                  view=w.view)
+                                  view=_error(w.view))
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
@@ -360,7 +362,7 @@ class InplaceUpdateOfLeaf(Rule):
                 rel = [Related(ctx.path, w.origin.lineno, f"`{w.name}` is made a Parameter "
                                "that requires grad here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
-                                  view=w.view)
+                                  view=_error(w.view))
 
     @staticmethod
     def _first(stmt: ast.stmt, ctx: Context) -> bool:
@@ -384,9 +386,11 @@ class InplaceUpdateOfLeaf(Rule):
         if isinstance(target, ast.Subscript):
             target, view = target.value, "view of a "
         name = dotted(target)
-        if name is None or name.endswith((".data", ".grad")):
+        if name is not None and name.endswith((".data", ".grad")):
             return
-        origin = self._origin(fn, name, stmt.lineno, ctx, target)
+        origin = self._origin(fn, name, stmt.lineno, ctx, target) if name else None
+        if origin is None:  # a view of a layer's Parameter (NOTE [layer parameter views])
+            origin, name = _layer_view(fn, stmt, target, view, ctx), ctx.source(target)
         if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None \
                 or not self._first(stmt, ctx):
             return
@@ -396,7 +400,8 @@ class InplaceUpdateOfLeaf(Rule):
             else f"`{name}` is made a leaf that requires grad here"
         related = [Related(ctx.path, origin.lineno, note, ctx.column(origin))] \
             if origin.lineno != line else []
-        yield self.report(stmt, ctx, related=related, what=what, name=name, view=view)
+        yield self.report(stmt, ctx, related=related, what=what, name=name,
+                          view=_error(view, target))
 
     @staticmethod
     def _origin(fn: ast.AST, name: str, line: int, ctx: Context,
@@ -442,6 +447,34 @@ class InplaceUpdateOfLeaf(Rule):
                 b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
                 return b.stmt if b is not None else None
         return None
+
+
+MULTI_VIEWS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes"})
+
+
+def _error(view: str, target: ast.AST | None = None) -> str:
+    """What autograd raises for the write (a view made by ``chunk``/``split``/``unbind``
+    is one of several outputs, refused with its own message; checked on torch 2.13)."""
+    calls = [n.func.attr for n in walk(target) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr in MULTI_VIEWS] \
+        if target is not None else []
+    if calls:
+        op = "Unbind" if calls[0] == "unbind" else "Split"
+        return f"Output <i> of {op} is a view and is being modified inplace.`"
+    return f"a {view}leaf Variable that requires grad is being used in an in-place operation.`"
+
+
+def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,
+                ctx: Context) -> ast.AST | None:
+    """The statement building the ``torch.nn`` layer whose Parameter ``target`` views (or is,
+    through a call or a subscript chain), in a function the file runs with grad on and a
+    file that freezes nothing."""
+    if not view and isinstance(target, ast.Attribute) and dotted(target):
+        return None  # a plain `layer.weight` is `_origin`'s
+    got = layer_parameter(ctx, fn, target, stmt.lineno)
+    if got is None or file_freezes(ctx) or not runs_with_grad(ctx, fn):
+        return None
+    return got
 
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:

@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
 from gradtrace.lint.analysis.reach import (
@@ -18,8 +19,8 @@ from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_t
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
-from gradtrace.lint.rules.training_loop._loop import LoopFacts
-from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
+from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.nodes import walk
 
 LOADER_RE = re.compile(r"^(?:\w+_)?(?:loader|dataloader|dataset|ds)$|^batches$|loader$",
@@ -51,6 +52,9 @@ def _accumulations(f: LoopFacts) -> Iterator[tuple[ast.stmt, str, ast.expr]]:
             acc = _base(s.value.func.value)
             if acc:
                 yield s, acc, s.value.args[0]
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):  # `meter.update(loss)`
+            for acc, arg in accumulated_args(f.ctx, s.value, f.scope):
+                yield s, acc, arg
 
 
 def _base(target: ast.expr) -> str | None:
@@ -163,6 +167,11 @@ class LossAccumulatedWithGraph(LoopRule):
     fix_safety = "unsafe"
     fix_safety_varies = True  # safe when provably so (see "Fix safety" above)
     triggers = (".backward(", "manual_backward(", "loader", "dataset", "batches")
+
+    def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        text = function_text(ctx, node)
+        if self.wants(text) or ".backward(" in text and calls_accumulator(ctx, text):
+            yield from self.check(facts(ctx, node), ctx)
 
     def wants(self, text: str) -> bool:
         if not ("+=" in text or "append(" in text or " + " in text):
@@ -289,7 +298,8 @@ class LossAccumulatedWithGraph(LoopRule):
                     return False  # reset inside the loop: the graphs kept are bounded
             elif b.line < loop.lineno:
                 first = b
-        return first is not None
+        return first is not None or "." not in acc and not f.scope.bindings.get(acc) \
+            and acc in {a.arg for a in getattr(getattr(f.node, "args", None), "args", ())}
 
     def _eval_why(self, f: LoopFacts, s: ast.stmt, loop: ast.stmt, acc: str) -> str | None:
         ctx = f.ctx

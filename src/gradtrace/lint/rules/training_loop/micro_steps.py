@@ -79,7 +79,7 @@ def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
     return isinstance(d, ast.Constant) and type(d.value) is int and d.value == 1
 
 
-def _conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
+def conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
     """``stmt`` sits under an ``if`` (or an ``except``) inside ``loop``."""
     return any(isinstance(s, (ast.If, ast.Try)) and s is not stmt and f.inside(stmt, s)
                and f.inside(s, loop) and not (isinstance(s, ast.Try) and any(
@@ -91,7 +91,7 @@ def _within(outer: ast.stmt, stmt: ast.stmt) -> bool:
     return any(n is stmt for n in walk(outer))
 
 
-def _periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[ast.BinOp]]]:
+def periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[ast.BinOp]]]:
     for s in f.steps:
         loop = None if s.closure else step_loop(f, s)
         if loop is None or fresh_each_pass(f, loop, s):
@@ -188,11 +188,11 @@ class ZeroGradEveryAccumulationStep(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         found: dict[int, list] = {}  # one finding per step guard, the first clear leading
-        for s, loop, guard, _mods in _periodic_steps(f):
+        for s, loop, guard, _mods in periodic_steps(f):
             backs = _every_pass(f, loop, guard)
             for z in f.zero_grads:
                 if not covers(f, z, s) or not f.inside(z.stmt, loop) \
-                        or f.inside(z.stmt, guard) or _conditional(f, z.stmt, loop):
+                        or f.inside(z.stmt, guard) or conditional(f, z.stmt, loop):
                     continue
                 b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
                 if b is None and f.before(guard, z.stmt):  # cleared after the step's `if`
@@ -294,7 +294,7 @@ class AccumulatedLossNotScaled(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        for s, loop, guard, mods in _periodic_steps(f):
+        for s, loop, guard, mods in periodic_steps(f):
             if not any(covers(f, z, s) and f.inside(z.stmt, loop) and (
                     f.inside(z.stmt, guard) or periodic_guard(f, z.stmt, loop) is not None)
                     for z in f.zero_grads):
@@ -413,11 +413,11 @@ class ClipEveryAccumulationPass(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        for s, loop, guard, _ in _periodic_steps(f):
+        for s, loop, guard, _ in periodic_steps(f):
             for c in f.clips:
                 src = ctx.source(c.call)
                 if not f.inside(c.stmt, loop) or f.inside(c.stmt, guard) or "inf" in src \
-                        or _conditional(f, c.stmt, loop) or not any(
+                        or conditional(f, c.stmt, loop) or not any(
                             f.before(b.stmt, c.stmt) for b in _every_pass(f, loop, guard)):
                     continue
                 yield self.report(c.call, ctx, related=(

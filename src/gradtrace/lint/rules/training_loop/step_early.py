@@ -15,7 +15,7 @@ from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Named, Step, _owners, _stepped_expr,
 )
-from gradtrace.lint.rules.training_loop.micro_steps import _conditional
+from gradtrace.lint.rules.training_loop.micro_steps import conditional
 from gradtrace.lint.rules.training_loop.zero_grad import covers
 
 
@@ -40,7 +40,7 @@ def _frozen_at(f: LoopFacts, owner: str, b: Backward, loop: ast.stmt) -> bool:
 def _clear_before(f: LoopFacts, s: Step, loop: ast.stmt) -> Any:
     """The unconditional ``zero_grad()`` of the pass that clears what ``s`` steps, before it."""
     return next((z for z in f.zero_grads if covers(f, z, s) and f.inside(z.stmt, loop)
-                 and f.before(z.stmt, s.stmt) and not _conditional(f, z.stmt, loop)), None)
+                 and f.before(z.stmt, s.stmt) and not conditional(f, z.stmt, loop)), None)
 
 
 def _fed(f: LoopFacts, z: Any, s: Step) -> bool:

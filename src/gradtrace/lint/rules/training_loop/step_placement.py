@@ -26,7 +26,7 @@ from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Step,
 )
 from gradtrace.lint.rules.training_loop.micro_steps import (
-    _conditional, _remainders, periodic_guard,
+    conditional, _remainders, periodic_guard,
 )
 from gradtrace.lint.rules.training_loop.zero_grad import covers, step_loop
 
@@ -96,7 +96,7 @@ class StepOutsideBackwardLoop(LoopRule):
                 continue
             s = level[k][1]
             if s.closure or id(s.call) in done or not f.before(loop, s.stmt) or \
-                    not covers(f, z, s) or _conditional(f, z.stmt, loop) or not any(
+                    not covers(f, z, s) or conditional(f, z.stmt, loop) or not any(
                         b.accumulates and f.inside(b.stmt, loop) and f.before(z.stmt, b.stmt)
                         for b in f.backwards) or any(
                         s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
