@@ -177,6 +177,96 @@ class Trainer:
 
 Trainer().calibrate([1.0, 2.0, 3.0])
 """, "GT415", 7, "cannot assign")]),
+    # GT766: "the square root of a sum of squares is kept off zero by an epsilon added (or a
+    # clamp) after the root instead of inside it": where the sum is 0 the root's derivative
+    # is infinite and the gradient is NaN
+    "epsilon-after-root-of-squares": ([Shape("""
+def normalize_tensor(feat, eps=1e-10):
+    return feat / torch.sqrt(torch.sum(feat ** 2, dim=1, keepdim=True) + eps)
+
+lin = nn.Linear(3, 4, bias=False)
+x = torch.randn(4, 3)
+x[0] = 0.0
+with torch.autograd.detect_anomaly():
+    normalize_tensor(torch.relu(lin(x))).sum().backward()
+""", "GT766", holds="not torch.isnan(lin.weight.grad).any()"), Shape("""
+def normalize(feat, eps=1e-10):
+    return feat / (feat.norm(dim=1, keepdim=True) + eps)
+
+lin = nn.Linear(3, 4, bias=False)
+x = torch.randn(4, 3)
+x[0] = 0.0
+with torch.autograd.detect_anomaly():
+    normalize(torch.relu(lin(x))).sum().backward()
+""", "GT766", holds="not torch.isnan(lin.weight.grad).any()"), Shape("""
+def standardize(batch, eps=1e-6):
+    scale = torch.sqrt((batch ** 2).mean(0)) + eps
+    return batch / scale
+
+lin = nn.Linear(3, 2)
+x = standardize(torch.cat([torch.zeros(4, 1), torch.randn(4, 2)], 1))
+lin(x).sum().backward()
+""", "GT766", holds="not torch.isnan(lin.weight.grad).any()")], [Shape("""
+def normalize_tensor(feat, eps=1e-10):
+    norm = torch.sqrt(torch.sum(feat ** 2, dim=1, keepdim=True))
+    return feat / (norm + eps)
+
+class Perceptual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 4, bias=False)
+
+    def forward(self, a, b):
+        fa, fb = torch.relu(self.lin(a)), torch.relu(self.lin(b))
+        return (normalize_tensor(fa) - normalize_tensor(fb)).pow(2).sum()
+
+m = Perceptual()
+a, b = torch.randn(4, 3), torch.randn(4, 3)
+a[0] = 0.0
+with torch.autograd.detect_anomaly():
+    m(a, b).backward()
+""", "GT766", 2, "returned nan"), Shape("""
+class Embed(nn.Module):
+    def __init__(self, eps=1e-8):
+        super().__init__()
+        self.fc = nn.Linear(3, 4, bias=False)
+        self.eps = eps
+
+    def forward(self, x):
+        z = torch.relu(self.fc(x))
+        return z / (z.pow(2).sum(-1, keepdim=True).sqrt() + self.eps)
+
+e = Embed()
+x = torch.randn(4, 3)
+x[1] = 0.0
+with torch.autograd.detect_anomaly():
+    e(x).sum().backward()
+""", "GT766", 9, "returned nan"), Shape("""
+enc = nn.Linear(3, 4, bias=False)
+opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+x = torch.randn(4, 3)
+x[2] = 0.0
+z = torch.relu(enc(x))
+length = (z * z).sum(1, keepdim=True) ** 0.5
+loss = (z / (length + 1e-6)).sum()
+with torch.autograd.detect_anomaly():
+    loss.backward()
+""", "GT766", 6, "returned nan"), Shape("""
+class Trainer:
+    def __init__(self):
+        self.net = nn.Linear(3, 4, bias=False)
+
+    def loss(self, x):
+        h = torch.relu(self.net(x))
+        rms = torch.sqrt(torch.mean(h ** 2, -1, keepdim=True)).clamp(min=1e-6)
+        return (h / rms).sum()
+
+t = Trainer()
+x = torch.randn(4, 3)
+x[3] = 0.0
+with torch.autograd.detect_anomaly():
+    t.loss(x).backward()
+""", "GT766", 7, "returned nan")]),
 }
 
 
