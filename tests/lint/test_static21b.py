@@ -29,6 +29,22 @@ class Net(nn.Module):
         return self.proj(h), self.fc(h)
 """
 
+# a frozen-backbone classifier, with BatchNorm (statistics that move in train mode) or with
+# LayerNorm only (none), and the batches it trains on
+BN_NET = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU())
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+BATCHES = [(torch.randn(8, 4) * 3 + 2, torch.randint(0, 2, (8,))) for _ in range(3)]
+"""
+LN_NET = BN_NET.replace("nn.BatchNorm1d(8)", "nn.LayerNorm(8)")
+
 SHAPES: dict[str, tuple[list[Shape], list[Shape]]] = {
     # GT218: "the same model is run twice in a training step, once with grad for one loss term
     # and once under no_grad, and another whole loss term is built only from the no-grad run's
@@ -267,6 +283,111 @@ x[3] = 0.0
 with torch.autograd.detect_anomaly():
     t.loss(x).backward()
 """, "GT766", 7, "returned nan")]),
+    # GT461: "a trainer freezes part of a model with requires_grad=False when it is built, and
+    # its training method calls model.train() every epoch": the frozen part's BatchNorm
+    # running statistics keep moving with the new data
+    "part-frozen-in-constructor-then-train-mode-each-epoch": ([Shape(BN_NET + """
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.model.backbone.requires_grad_(False)
+        self.opt = torch.optim.SGD(self.model.head.parameters(), lr=0.1)
+
+    def fit(self, batches, epochs=2):
+        for epoch in range(epochs):
+            self.model.train()
+            self.model.backbone.eval()
+            for x, y in batches:
+                loss = F.cross_entropy(self.model(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+net = Net()
+before = net.backbone[1].running_mean.clone()
+Trainer(net).fit(BATCHES)
+""", "GT461", holds="torch.equal(net.backbone[1].running_mean, before)"), Shape(LN_NET + """
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.model.backbone.requires_grad_(False)
+        self.opt = torch.optim.SGD(self.model.head.parameters(), lr=0.1)
+
+    def fit(self, batches, epochs=2):
+        for epoch in range(epochs):
+            self.model.train()
+            for x, y in batches:
+                loss = F.cross_entropy(self.model(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+net = Net()
+Trainer(net).fit(BATCHES)
+""", "GT461", holds="net.head.weight.grad is not None")], [Shape(BN_NET + """
+class Trainer:
+    def __init__(self, model, freeze=("backbone.",)):
+        self.model = model
+        for name, p in self.model.named_parameters():
+            if any(name.startswith(f) for f in freeze):
+                p.requires_grad = False
+        self.opt = torch.optim.SGD([p for p in self.model.parameters() if p.requires_grad], lr=0.1)
+
+    def fit(self, batches, epochs=2):
+        for epoch in range(epochs):
+            self.model.train()
+            for x, y in batches:
+                loss = F.cross_entropy(self.model(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+net = Net()
+before = net.backbone[1].running_mean.clone()
+Trainer(net).fit(BATCHES)
+""", "GT461", 22, holds="not torch.equal(net.backbone[1].running_mean, before)"), Shape(BN_NET + """
+class Finetuner:
+    def __init__(self, model):
+        self.model = model
+        self.model.backbone.requires_grad_(False)
+        self.opt = torch.optim.Adam(self.model.head.parameters(), lr=1e-3)
+
+    def train_epoch(self, batches):
+        self.model.train()
+        for x, y in batches:
+            self.opt.zero_grad()
+            F.cross_entropy(self.model(x), y).backward()
+            self.opt.step()
+
+net = Net()
+before = net.backbone[1].running_mean.clone()
+tuner = Finetuner(net)
+for epoch in range(2):
+    tuner.train_epoch(BATCHES)
+""", "GT461", 19, holds="not torch.equal(net.backbone[1].running_mean, before)"), Shape(BN_NET + """
+class Probe:
+    def __init__(self, model):
+        self.model = model
+        self._freeze_backbone()
+        self.opt = torch.optim.SGD(self.model.head.parameters(), lr=0.1)
+
+    def _freeze_backbone(self):
+        for p in self.model.backbone.parameters():
+            p.requires_grad = False
+
+    def run(self, batches, epochs=2):
+        for epoch in range(epochs):
+            self.model.train()
+            for x, y in batches:
+                loss = F.cross_entropy(self.model(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+net = Net()
+before = net.backbone[1].running_mean.clone()
+Probe(net).run(BATCHES)
+""", "GT461", 24, holds="not torch.equal(net.backbone[1].running_mean, before)")]),
 }
 
 
