@@ -12,7 +12,12 @@ from __future__ import annotations
 import pytest
 from test_heldout_shapes import Shape, _found, _run
 
+from tests.lint import shape_runner
+from tests.lint.test_shapes_distributed import PRELUDE as DDP_PRELUDE
+from tests.lint.test_shapes_distributed import REDUCTION
+
 torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
 
 # the model the no-grad views come from, shared by the GT218 shapes: a backbone, a projection
 # head used only by the unsupervised term, and a classifier
@@ -407,3 +412,122 @@ def test_buggy_twins_are_reported_and_fail(name: str) -> None:
     for bad in bads:
         assert _found(bad) == [(bad.line, bad.code)], bad.src
         _run(bad)
+
+
+# GT451: "a model wrapped in DistributedDataParallel without find_unused_parameters runs, in
+# forward, one entry of a ModuleList/ModuleDict of layers chosen by an argument of forward":
+# the other entries get no gradient in that iteration and the next forward raises
+PER_TASK = """
+class PerTask(nn.Module):
+    def __init__(self, tasks=3):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.heads = nn.ModuleList([nn.Linear(4, 2) for _ in range(tasks)])
+
+    def forward(self, x, task_id):
+        return self.heads[task_id](torch.relu(self.body(x)))
+"""
+DDP_SHAPES: dict[str, tuple[list[shape_runner.Shape], list[shape_runner.Shape]]] = {
+    "entry-of-container-picked-by-forward-argument": ([shape_runner.Shape(PER_TASK + """
+model = DDP(PerTask(), find_unused_parameters=True)
+for step in range(3):
+    model(torch.randn(2, 4), step % 3).sum().backward()
+""", "GT451", holds="model.module.heads[2].weight.grad is not None"), shape_runner.Shape("""
+class AllHeads(nn.Module):
+    def __init__(self, tasks=3):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 2) for _ in range(tasks)])
+
+    def forward(self, x, task_id):
+        outs = [head(x) for head in self.heads]
+        return outs[task_id] + 0 * sum(o.sum() for o in outs)
+
+model = DDP(AllHeads())
+for step in range(3):
+    model(torch.randn(2, 4), step % 3).sum().backward()
+""", "GT451", holds="model.module.heads[1].weight.grad is not None"), shape_runner.Shape("""
+class Staged(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stages = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        for i in range(len(self.stages)):
+            x = self.stages[i](x)
+        return x
+
+model = DDP(Staged())
+for step in range(2):
+    model(torch.randn(2, 4)).sum().backward()
+""", "GT451")], [shape_runner.Shape(PER_TASK + """
+model = DDP(PerTask())
+for step in range(3):
+    model(torch.randn(2, 4), step % 3).sum().backward()
+""", "GT451", 10, REDUCTION), shape_runner.Shape("""
+VOXELS = {"s1": 5, "s2": 6}
+
+class CrossSubject(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.adapters = nn.ModuleDict({s: nn.Linear(v, 4) for s, v in VOXELS.items()})
+        self.shared = nn.Linear(4, 2)
+
+    def forward(self, voxels, subject):
+        key = f"{subject}"
+        return self.shared(F.gelu(self.adapters[key](voxels)))
+
+def train(net, batches):
+    model = DistributedDataParallel(net)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for subject, x in batches:
+        loss = model(x, subject).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train(CrossSubject(), [("s1", torch.randn(3, 5)), ("s2", torch.randn(3, 6))])
+""", "GT451", 14, REDUCTION), shape_runner.Shape("""
+class MultiDomain(nn.Module):
+    def __init__(self, domains=("photo", "sketch")):
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.norms = nn.ModuleDict({d: nn.Linear(4, 4) for d in domains})
+        self.cls = nn.Linear(4, 3)
+
+    def forward(self, x, domain):
+        h = self.stem(x)
+        h = self.norms[domain](h)
+        return self.cls(h)
+
+class Trainer:
+    def __init__(self):
+        self.model = DDP(MultiDomain())
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    def step(self, x, y, domain):
+        loss = F.cross_entropy(self.model(x, domain), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+t = Trainer()
+for domain in ("photo", "sketch"):
+    t.step(torch.randn(2, 4), torch.tensor([0, 1]), domain)
+""", "GT451", 15, REDUCTION)]),
+}
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    store = tmp_path_factory.mktemp("pg") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name", sorted(DDP_SHAPES))
+def test_ddp_look_alikes_silent_and_twins_reported_and_fail(name: str, group: None) -> None:
+    goods, bads = DDP_SHAPES[name]
+    assert goods and len(bads) >= 3
+    for shape in (*goods, *bads):
+        shape_runner.judge(DDP_PRELUDE, shape)
