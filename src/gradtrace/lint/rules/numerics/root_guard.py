@@ -6,7 +6,9 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import constant_default_args, self_assignments
-from gradtrace.lint.context import Context
+from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -153,7 +155,7 @@ class EpsilonAfterRootOfSquares(Rule):
                 or zero_at_coincidence(inner, ctx):
             return  # (a squared distance is GT753's, whatever is added after the root)
         got = self._guard(root, ctx)
-        if got is None or not in_training(ctx, root) \
+        if got is None or not _trains(ctx, root) \
                 or not carries_graph(ctx, operand, root):  # type: ignore[arg-type]
             return
         guard, text = got
@@ -191,6 +193,43 @@ class EpsilonAfterRootOfSquares(Rule):
                                                    n.lineno) is s.value:
                         return got
         return None
+
+
+def _trains(ctx: Context, root: ast.AST) -> bool:
+    """Whether a gradient flows through ``root``; in a helper that a ``forward`` calls, only
+    when a caller hands it a layer's output (``normalize(self.slice(x))``): a helper given the
+    model's raw input (audio normalised by its volume) computes statistics of data."""
+    if in_training(ctx, root, through_forward=False):
+        return True
+    fn = ctx.function
+    if fn is None or not in_training(ctx, root):
+        return False
+    for call, _, outer in call_sites(ctx, fn.name):
+        caller = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), None)
+        if caller is None or caller is fn:
+            continue
+        scope = ctx.scope(caller)
+        for a in call.args:
+            v: ast.AST | None = a
+            if isinstance(a, ast.Name):
+                b = scope.binding_before(a.id, call.lineno)
+                v = b.value if b is not None else None
+            if v is not None and _runs_layer(v, scope, call.lineno):
+                return True
+    return False
+
+
+def _runs_layer(e: ast.AST, scope: Scope, line: int) -> bool:
+    """``self.enc(x)``, ``block(x)`` (``block`` a local: a loop over layers), inside ``e``."""
+    for n in walk(e):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = dotted(f) or ""
+            if name.startswith("self.") and name.count(".") == 1:
+                return True
+            if isinstance(f, ast.Name) and scope.binding_before(f.id, line) is not None:
+                return True
+    return False
 
 
 def _operands(n: ast.AST, ctx: Context) -> list[ast.AST]:
