@@ -48,6 +48,21 @@ class Net(nn.Module):
 
 BATCHES = [(torch.randn(8, 4) * 3 + 2, torch.randint(0, 2, (8,))) for _ in range(3)]
 """
+# a head whose layer is built at the first forward, when the input size is known
+LAZY = """
+class LazyHead(nn.Module):
+    def __init__(self, n_out):
+        super().__init__()
+        self.n_out = n_out
+        self.pre = nn.Linear(4, 4)
+        self.proj = None
+
+    def forward(self, x):
+        x = self.pre(x)
+        if self.proj is None:
+            self.proj = nn.Linear(x.shape[-1], self.n_out)
+        return self.proj(x)
+"""
 LN_NET = BN_NET.replace("nn.BatchNorm1d(8)", "nn.LayerNorm(8)")
 
 SHAPES: dict[str, tuple[list[Shape], list[Shape]]] = {
@@ -393,6 +408,86 @@ net = Net()
 before = net.backbone[1].running_mean.clone()
 Probe(net).run(BATCHES)
 """, "GT461", 24, holds="not torch.equal(net.backbone[1].running_mean, before)")]),
+    # GT464: "an optimizer is built over a module's parameters before the module's first
+    # forward, and that forward creates a layer with weights lazily": the optimizer never
+    # holds the new layer, which keeps its initial weights
+    "optimizer-before-lazy-layer": ([Shape(LAZY + """
+net = LazyHead(2)
+net(torch.zeros(1, 4))
+opt = torch.optim.SGD(net.parameters(), lr=0.5)
+w0 = net.proj.weight.detach().clone()
+for _ in range(3):
+    opt.zero_grad()
+    net(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+""", "GT464", holds="not torch.equal(net.proj.weight, w0)"), Shape("""
+class LazyAct(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.act = None
+        self.opt = torch.optim.SGD(self.parameters(), lr=0.5)
+
+    def forward(self, x):
+        if self.act is None:
+            self.act = nn.Tanh()
+        return self.act(self.fc(x))
+
+m = LazyAct()
+w0 = m.fc.weight.detach().clone()
+m.opt.zero_grad()
+m(torch.randn(8, 4)).pow(2).mean().backward()
+m.opt.step()
+""", "GT464", holds="not torch.equal(m.fc.weight, w0)")], [Shape(LAZY + """
+net = LazyHead(2)
+opt = torch.optim.SGD(net.parameters(), lr=0.5)
+net(torch.zeros(1, 4))
+w0 = net.proj.weight.detach().clone()
+for _ in range(3):
+    opt.zero_grad()
+    net(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+""", "GT464", 15, holds="torch.equal(net.proj.weight, w0)"), Shape("""
+class Policy(nn.Module):
+    def __init__(self, n_actions, optimizer_class=torch.optim.Adam, lr=3e-3):
+        super().__init__()
+        self.body = None
+        self.head = nn.Linear(8, n_actions)
+        self.optimizer = optimizer_class(self.parameters(), lr=lr)
+
+    def _features(self, obs):
+        if self.body is None:
+            self.body = nn.Sequential(nn.Linear(obs.shape[-1], 8), nn.ReLU())
+        return self.body(obs)
+
+    def forward(self, obs):
+        return self.head(self._features(obs))
+
+pi = Policy(3)
+pi(torch.zeros(1, 5))
+w0 = pi.body[0].weight.detach().clone()
+for _ in range(3):
+    pi.optimizer.zero_grad()
+    F.cross_entropy(pi(torch.randn(8, 5)), torch.randint(0, 3, (8,))).backward()
+    pi.optimizer.step()
+""", "GT464", 6, holds="torch.equal(pi.body[0].weight, w0)"), Shape(LAZY + """
+class Trainer:
+    def __init__(self):
+        self.model = LazyHead(2)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-2)
+
+    def step(self, x):
+        self.opt.zero_grad()
+        loss = self.model(x).pow(2).mean()
+        loss.backward()
+        self.opt.step()
+
+t = Trainer()
+t.step(torch.zeros(1, 4))
+w0 = t.model.proj.weight.detach().clone()
+for _ in range(3):
+    t.step(torch.randn(8, 4))
+""", "GT464", 17, holds="torch.equal(t.model.proj.weight, w0)")]),
 }
 
 
