@@ -63,6 +63,18 @@ class LazyHead(nn.Module):
             self.proj = nn.Linear(x.shape[-1], self.n_out)
         return self.proj(x)
 """
+# a model whose forward raises on some inputs (a bad batch in evaluation)
+FLAKY = """
+class Flaky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        if x.abs().max() > 50:
+            raise ValueError("bad batch")
+        return self.fc(x)
+"""
 LN_NET = BN_NET.replace("nn.BatchNorm1d(8)", "nn.LayerNorm(8)")
 
 SHAPES: dict[str, tuple[list[Shape], list[Shape]]] = {
@@ -488,7 +500,115 @@ w0 = t.model.proj.weight.detach().clone()
 for _ in range(3):
     t.step(torch.randn(8, 4))
 """, "GT464", 17, holds="torch.equal(t.model.proj.weight, w0)")]),
+    # GT219: "grad mode is switched off by a plain call and switched back on later in the same
+    # function, not in a finally; a caller catches an error raised in between and goes on
+    # training": grad stays off and the next backward has no graph
+    "grad-left-off-after-caught-error": ([Shape(FLAKY + """
+def evaluate(model, batches):
+    torch.set_grad_enabled(False)
+    try:
+        return [model(x).sum().item() for x in batches]
+    finally:
+        torch.set_grad_enabled(True)
+
+model = Flaky()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    opt.zero_grad()
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    try:
+        evaluate(model, [torch.full((2, 4), 100.0)])
+    except ValueError:
+        pass
+""", "GT219", holds="torch.is_grad_enabled()"), Shape(FLAKY + """
+def evaluate(model, batches):
+    with torch.no_grad():
+        return [model(x).sum().item() for x in batches]
+
+model = Flaky()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    opt.zero_grad()
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    try:
+        evaluate(model, [torch.full((2, 4), 100.0)])
+    except ValueError:
+        pass
+""", "GT219", holds="torch.is_grad_enabled()")], [Shape(FLAKY + """
+def evaluate(model, batches):
+    torch.set_grad_enabled(False)
+    scores = [model(x).sum().item() for x in batches]
+    torch.set_grad_enabled(True)
+    return scores
+
+model = Flaky()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    opt.zero_grad()
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    try:
+        evaluate(model, [torch.full((2, 4), 100.0)])
+    except ValueError:
+        pass
+""", "GT219", 12, "does not require grad"), Shape(FLAKY + """
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def validate(self, batches):
+        self.model.eval()
+        torch.set_grad_enabled(False)
+        losses = [self.model(x).pow(2).mean() for x in batches]
+        torch.set_grad_enabled(True)
+        self.model.train()
+        return losses
+
+    def fit(self, train, val, epochs=2):
+        for epoch in range(epochs):
+            for x in train:
+                self.opt.zero_grad()
+                self.model(x).sum().backward()
+                self.opt.step()
+            try:
+                self.validate(val)
+            except Exception as e:
+                print("validation failed:", e)
+
+Trainer(Flaky()).fit([torch.randn(2, 4)], [torch.full((2, 4), 100.0)])
+""", "GT219", 18, "does not require grad"), Shape(FLAKY + """
+def sample(model, n):
+    prev = torch.is_grad_enabled()
+    torch.set_grad_enabled(False)
+    out = model(torch.full((n, 4), 100.0 if n > 1 else 0.0))
+    torch.set_grad_enabled(prev)
+    return out
+
+def train(model, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(steps):
+        loss = model(torch.randn(2, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        try:
+            sample(model, 2)
+        except ValueError:
+            continue
+
+train(Flaky(), 2)
+""", "GT219", 13, "does not require grad")]),
 }
+
+
+@pytest.fixture(autouse=True)
+def grad_mode_restored():
+    """The GT219 twins leave grad off in this process, as the bug does: switch it back."""
+    yield
+    torch.set_grad_enabled(True)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -506,7 +626,10 @@ def test_buggy_twins_are_reported_and_fail(name: str) -> None:
     assert len(bads) >= 3
     for bad in bads:
         assert _found(bad) == [(bad.line, bad.code)], bad.src
-        _run(bad)
+        try:
+            _run(bad)
+        finally:
+            torch.set_grad_enabled(True)
 
 
 # GT451: "a model wrapped in DistributedDataParallel without find_unused_parameters runs, in
