@@ -137,6 +137,8 @@ class OptimizerBeforeLazyLayer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        if not ctx.mentions("optim") or not ctx.mentions("is None"):
+            return  # no optimizer built in the file, or no lazy `if self.x is None:`
         cls = ctx.analysis.classes.get(node.name)
         if cls is None or cls.node is not node or not cls.is_module:
             return
