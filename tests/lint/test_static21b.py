@@ -601,6 +601,74 @@ def train(model, steps):
 
 train(Flaky(), 2)
 """, "GT219", 13, "does not require grad")]),
+    # GT401: "a module keeps in a plain attribute the layers its caller builds and passes in
+    # (a list comprehension, a list, or *args)": parameters() misses them, they never train
+    "layers-passed-in-kept-in-plain-attribute": ([Shape("""
+class Chain(nn.Module):
+    def __init__(self, blocks):
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+blocks = [nn.Linear(4, 4) for _ in range(3)]
+net = Chain(blocks)
+""", "GT401", holds="len(list(net.parameters())) == 6"), Shape("""
+class Compose(nn.Module):
+    def __init__(self, *fns):
+        super().__init__()
+        self.fns = list(fns)
+
+    def forward(self, x):
+        for f in self.fns:
+            x = f(x)
+        return x
+
+out = Compose(torch.relu, torch.tanh)(torch.randn(2, 3))
+""", "GT401", holds="out.shape == (2, 3)")], [Shape("""
+class Chain(nn.Module):
+    def __init__(self, blocks):
+        super().__init__()
+        self.blocks = blocks
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+blocks = [nn.Linear(4, 4) for _ in range(3)]
+net = Chain(blocks)
+""", "GT401", 4, holds="len(list(net.parameters())) == 0"), Shape("""
+class Stack(nn.Module):
+    def __init__(self, *layers):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.layers = list(layers)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x * self.scale
+
+net = Stack(nn.Linear(4, 4), nn.Linear(4, 2))
+""", "GT401", 5, holds="len(list(net.parameters())) == 1"), Shape("""
+class MultiHead(nn.Module):
+    def __init__(self, heads):
+        super().__init__()
+        self.heads = heads
+
+    def forward(self, x):
+        return [h(x) for h in self.heads]
+
+class Trainer:
+    def __init__(self, d, tasks):
+        self.net = MultiHead([nn.Linear(d, k) for k in tasks])
+
+net = Trainer(4, (1, 2)).net
+""", "GT401", 4, holds="len(list(net.parameters())) == 0")]),
 }
 
 
