@@ -307,9 +307,9 @@ class DdpBranchLeavesLayerUnused(Rule):
                 f = self.report(w.call, ctx, related=(Related(
                     ctx.path, call.lineno, f"one entry of `self.{attr}` runs here",
                     ctx.column(call)),), cls=cls.name, attr=attr, test="", line=call.lineno)
+                index = ctx.source(call.func.slice)  # type: ignore[attr-defined]
                 yield replace(f, message=self.message_selected.format(
-                    cls=cls.name, attr=attr, index=ctx.source(call.func.slice),  # type: ignore[attr-defined]
-                    line=call.lineno))
+                    cls=cls.name, attr=attr, index=index, line=call.lineno))
                 break
 
 

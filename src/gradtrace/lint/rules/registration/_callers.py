@@ -102,6 +102,7 @@ def _only_here(owner: ast.AST, name: str, call: ast.Call, ctx: Context) -> bool:
         return True
     # a function of ``owner`` whose parameter has that name reads its own variable
     # (`def __init__(self, p_dnns): self.p_dnns = p_dnns` in the script that passes `p_dnns`)
+
     def shadowed() -> set[int]:
         out: set[int] = set()
         for fn in walk(owner):

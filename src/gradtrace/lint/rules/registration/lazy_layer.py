@@ -185,8 +185,8 @@ class OptimizerBeforeLazyLayer(Rule):
                     if name in made:
                         called.add(name)
                     owner = _params_of(n)
-                    if owner in made and owner not in called \
-                            and _optimizer_like(n, fn, ctx.analysis.class_of(fn) and
-                                                ctx.analysis.class_of(fn).node, ctx):  # type: ignore[union-attr]
+                    info = ctx.analysis.class_of(fn)
+                    if owner in made and owner not in called and _optimizer_like(
+                            n, fn, info.node if info is not None else None, ctx):
                         yield n, owner
                         return

@@ -241,8 +241,9 @@ class PlainValueOverParameter(Rule):
                     return
                 rv = reg.value if isinstance(reg, ast.Assign) else None
                 moved = isinstance(rv, ast.Call) and unmoved(rv) is not rv
-                how = (f" (`.{rv.func.attr}(...)` at line {reg.lineno} returns the Parameter "  # type: ignore[union-attr]
-                       f"itself when it moves nothing: on CPU, in its own dtype)") if moved else ""
+                move = rv.func.attr if moved else ""  # type: ignore[union-attr]
+                how = (f" (`.{move}(...)` at line {reg.lineno} returns the Parameter itself "
+                       f"when it moves nothing: on CPU, in its own dtype)") if moved else ""
                 yield self.report(s, ctx, related=(Related(
                     ctx.path, reg.lineno, f"`self.{t.attr}` is registered as a parameter here",
                     ctx.column(reg)),),
