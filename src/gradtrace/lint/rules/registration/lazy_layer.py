@@ -94,8 +94,9 @@ class OptimizerBeforeLazyLayer(Rule):
                "which creates `self.{attr}` lazily (line {line}): the optimizer never holds that "
                "layer's parameters, so it never trains; build the optimizer after a first "
                "forward, or the layer in `__init__`")
-    triggers = ("forward",)
-    gate_statements = True
+    # no optimizer in the file: nothing built too early; every class of a file that has one
+    triggers = ("optim",)
+    gate_statements = False
     examples = [
         Bad("""
             import torch
@@ -137,8 +138,9 @@ class OptimizerBeforeLazyLayer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions("optim") or not ctx.mentions("is None"):
-            return  # no optimizer built in the file, or no lazy `if self.x is None:`
+        if not ctx.mentions("is None") or "is None" not in "\n".join(
+                ctx.code_lines[node.lineno - 1:node.end_lineno]):
+            return  # no lazy `if self.x is None:` in the class
         cls = ctx.analysis.classes.get(node.name)
         if cls is None or cls.node is not node or not cls.is_module:
             return
