@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding, Related
@@ -10,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.distributed._selected import selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, Wrap, holds_wrapper, wrapped_class, wraps,
 )
@@ -227,6 +229,11 @@ class DdpBranchLeavesLayerUnused(Rule):
                "{line}): in an iteration (or on a rank) where it is skipped its parameters get no "
                "gradient, and this DistributedDataParallel without `find_unused_parameters=True` "
                "raises " + REDUCTION_ERROR + " at the next forward")
+    message_selected = ("`{cls}.forward` runs only the entry of `self.{attr}` that `{index}` "
+                        "picks (line {line}): the other entries get no gradient in that "
+                        "iteration (or on that rank), and this DistributedDataParallel without "
+                        "`find_unused_parameters=True` raises " + REDUCTION_ERROR + " at the "
+                        "next forward")
     triggers = TRIGGERS
     examples = [
         Bad("""
@@ -288,12 +295,22 @@ class DdpBranchLeavesLayerUnused(Rule):
             cls = wrapped_class(w, ctx) if not w.finds_unused else None
             if cls is None:
                 continue
+            found = False
             for attr, branch in _conditional_layers(cls, ctx, w):
                 yield self.report(w.call, ctx, related=(Related(
                     ctx.path, branch.lineno, f"`self.{attr}` runs only on one side of this "
                     "branch", ctx.column(branch)),), cls=cls.name, attr=attr,
                     test=ctx.source(branch.test), line=branch.lineno)
+                found = True
                 break  # one finding per wrapper
+            for attr, call in [] if found else selected_entries(cls, ctx):
+                f = self.report(w.call, ctx, related=(Related(
+                    ctx.path, call.lineno, f"one entry of `self.{attr}` runs here",
+                    ctx.column(call)),), cls=cls.name, attr=attr, test="", line=call.lineno)
+                index = ctx.source(call.func.slice)  # type: ignore[attr-defined]
+                yield replace(f, message=self.message_selected.format(
+                    cls=cls.name, attr=attr, index=index, line=call.lineno))
+                break
 
 
 class FrozenAfterDdpWrap(Rule):

@@ -209,6 +209,11 @@ class LossPaths(HelperTracer):
                         return True
         return False
 
+    def terms(self, e: ast.expr, use: ast.stmt | None, line: int) -> list[ast.expr]:
+        """The additive terms of the loss ``e`` read at ``line`` (``a + 0.5 * b`` through
+        names bound once)."""
+        return list(self._terms(e, use, line, 0))
+
     def _terms(self, e: ast.expr, use: ast.stmt | None, line: int,
                depth: int) -> Iterable[ast.expr]:
         if depth > 8:

@@ -87,7 +87,8 @@ def _from_file_class(e: ast.AST, ctx: Context) -> bool:
 
 def _param(init: ast.FunctionDef, name: str) -> bool:
     a = init.args
-    return name in [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)][1:]
+    return name in [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)][1:] or (
+        a.vararg is not None and a.vararg.arg == name)
 
 
 def _only_here(owner: ast.AST, name: str, call: ast.Call, ctx: Context) -> bool:
@@ -97,7 +98,21 @@ def _only_here(owner: ast.AST, name: str, call: ast.Call, ctx: Context) -> bool:
     if not reads:
         return True
     inside = {id(x) for x in walk(call)}
-    return all(id(x) in inside for x in reads)
+    if all(id(x) in inside for x in reads):
+        return True
+    # a function of ``owner`` whose parameter has that name reads its own variable
+    # (`def __init__(self, p_dnns): self.p_dnns = p_dnns` in the script that passes `p_dnns`)
+
+    def shadowed() -> set[int]:
+        out: set[int] = set()
+        for fn in walk(owner):
+            if fn is not owner and isinstance(fn, FUNCTION_TYPES) and name in {
+                    x.arg for x in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
+                                    fn.args.vararg, fn.args.kwarg) if x is not None}:
+                out |= {id(x) for x in walk(fn)}
+        return out
+    own = ctx.memo("gt4-shadowed:" + name, owner, shadowed)
+    return all(id(x) in inside or id(x) in own for x in reads)
 
 
 def _names(owner: ast.AST, ctx: Context) -> tuple[dict[str, list[ast.Name]], set[str]]:
@@ -125,8 +140,13 @@ def _arguments(init: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
     out: dict[str, ast.expr] = {}
     for n, v in zip(names, call.args):
         if isinstance(v, ast.Starred):
-            break
+            return out
         out[n] = v
+    rest = call.args[len(names):]
+    if a.vararg is not None and rest and not any(isinstance(v, ast.Starred) for v in rest):
+        # `*parts` gathers the rest: the tuple the call makes (a node of its own, placed there)
+        out[a.vararg.arg] = ast.copy_location(ast.Tuple(elts=list(rest), ctx=ast.Load()),
+                                              rest[0])
     out.update((k.arg, k.value) for k in call.keywords if k.arg is not None)
     return out
 
@@ -139,7 +159,7 @@ def _may_give(init: ast.FunctionDef, owner: ast.AST, call: ast.Call, param: str 
     if param is None:
         return bool(args)
     arg = args.get(param)
-    return isinstance(arg, (ast.List, ast.Tuple)) or (
+    return isinstance(arg, (ast.List, ast.Tuple, ast.ListComp)) or (
         isinstance(arg, ast.Name) and arg.id in _names(owner, ctx)[1])
 
 
@@ -184,6 +204,8 @@ def passed_in(value: ast.AST, init: ast.FunctionDef, cls: str, ctx: Context,
                 arg, where = ab.value, ab.stmt
         if whole and isinstance(arg, (ast.List, ast.Tuple)):
             elts.extend(arg.elts)
+        elif whole and isinstance(arg, ast.ListComp):
+            elts.append(arg.elt)  # `[nn.Sequential(...) for _ in range(n)]`
         elif not whole:
             elts.append(arg)
         else:

@@ -140,6 +140,24 @@ def _freeze_of(s: ast.stmt, scope: Scope, ctx: Context) -> _Freeze | None:
     return _Freeze(s, part, whole, partial, norm_aimed, flag)
 
 
+def _constructor_freezes(model: str, ctx: Context) -> list[tuple[_Freeze, Scope]]:
+    """Freezes of part of ``self.<x>`` made in the constructor of the class being visited
+    (or in a method it calls as ``self.<method>()``): they hold for every other method."""
+    cls = ctx.analysis.class_of(ctx.function)
+    init = cls.methods.get("__init__") if cls is not None else None
+    if init is None or ctx.function is init:
+        return []
+    fns = [init] + [m for n in walk(init) if isinstance(n, ast.Call)
+                    and (m := ctx.analysis.callee(n, init)) is not None
+                    and m is not init and m is not ctx.function]
+    out: list[tuple[_Freeze, Scope]] = []
+    for fn in fns:
+        sc = ctx.scope(fn)
+        out.extend((z, sc) for z in _freezes(sc, ctx)
+                   if z.whole == model or z.whole.startswith(model + "."))
+    return out
+
+
 def _loop_var(loop: ast.For | ast.AsyncFor) -> str | None:
     t = loop.target
     return dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
@@ -276,17 +294,29 @@ class FrozenNormInTrainMode(Rule):
         if model is None or model == "self":
             return
         scope = ctx.scope()
-        freezes = [z for z in _freezes(scope, ctx) if z.stmt.lineno < node.lineno
+        freezes = [(z, scope) for z in _freezes(scope, ctx) if z.stmt.lineno < node.lineno
                    and not scope.exclusive(z.stmt, scope.statement_of(node) or z.stmt)]
+        if not freezes and model.startswith("self."):
+            freezes = _constructor_freezes(model, ctx)
         if not freezes:
             return
         region = self._region(node, scope)
         if region is None or _resets(region, model, ctx) or self._overrides_train(ctx):
             return
-        for z in freezes:
-            if not _holds(model, f.value, z, scope, node.lineno):
+        for z, zscope in freezes:
+            if zscope is scope and not _holds(model, f.value, z, scope, node.lineno) \
+                    or zscope is not scope and not (z.whole == model and z.partial
+                                                    or z.whole.startswith(model + ".")):
                 continue
             line = z.stmt.lineno
+            if zscope is not scope:  # frozen in the constructor: asked there
+                if holds_running_norm(z.part, zscope, line, ctx) \
+                        and not is_running_norm(z.part, zscope, line, ctx):
+                    yield self.report(node, ctx, related=[Related(
+                        ctx.path, line, "the part is frozen here", ctx.column(z.stmt))],
+                        what=_what(z, ctx), line=line, model=model)
+                    return
+                continue
             if z.norm_aimed or is_running_norm(z.part, scope, line, ctx):
                 if self._first_train(node, z, model, scope):
                     yield self.report(z.flag, ctx, related=[Related(

@@ -39,6 +39,8 @@ TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.linalg", "
                                "torch.fft"})
 MAY_RETURN_INPUT = frozenset({"flatten", "atleast_1d", "atleast_2d", "atleast_3d",
                               "ravel", "squeeze", "broadcast_to"})
+# moves that return the tensor itself when it is already there (a Parameter stays a Parameter)
+SAME_OBJECT_MOVES = frozenset({"to", "float", "type", "contiguous", "cpu", "requires_grad_"})
 REGISTRY_CALLS = frozenset({"register_buffer", "register_parameter", "add_module",
                             "register_module"})
 _BEFORE = " before Module.__init__() call"
@@ -99,6 +101,17 @@ def _registry_tampered(cls: ast.ClassDef) -> bool:
     return False
 
 
+def unmoved(value: ast.Call) -> ast.Call:
+    """``nn.Parameter(t)`` for ``nn.Parameter(t).to(**kw)`` / ``.float()`` / ``.cpu()``: a move
+    to where the tensor already is (CPU, its own dtype) returns the Parameter itself, which the
+    module then registers (NOTE [rejected assignments]); the value itself otherwise."""
+    e = value
+    while isinstance(e.func, ast.Attribute) and e.func.attr in SAME_OBJECT_MOVES \
+            and isinstance(e.func.value, ast.Call):
+        e = e.func.value
+    return e
+
+
 def _registered_params(init: ast.FunctionDef | ast.AsyncFunctionDef | None, ctx: Context
                        ) -> dict[str, ast.stmt]:
     """Attributes ``__init__`` registers as parameters (``self.w = nn.Parameter(...)``,
@@ -110,11 +123,12 @@ def _registered_params(init: ast.FunctionDef | ast.AsyncFunctionDef | None, ctx:
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
                 isinstance(s.value, ast.Call):
             t = s.targets[0]
-            f = s.value.func
+            call = unmoved(s.value)
+            f = call.func
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
                     t.value.id == "self" and \
                     (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) \
-                    == "Parameter" and ctx.call_name(s.value) == "torch.nn.Parameter":
+                    == "Parameter" and ctx.call_name(call) == "torch.nn.Parameter":
                 out.setdefault(t.attr, s)
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             c = s.value
@@ -225,10 +239,15 @@ class PlainValueOverParameter(Rule):
                     tampered = _registry_tampered(node)
                 if tampered:
                     return
+                rv = reg.value if isinstance(reg, ast.Assign) else None
+                moved = isinstance(rv, ast.Call) and unmoved(rv) is not rv
+                move = rv.func.attr if moved else ""  # type: ignore[union-attr]
+                how = (f" (`.{move}(...)` at line {reg.lineno} returns the Parameter itself "
+                       f"when it moves nothing: on CPU, in its own dtype)") if moved else ""
                 yield self.report(s, ctx, related=(Related(
                     ctx.path, reg.lineno, f"`self.{t.attr}` is registered as a parameter here",
                     ctx.column(reg)),),
-                    what=f"`self.{t.attr}` is a registered `nn.Parameter` and this assigns "
+                    what=f"`self.{t.attr}` is a registered `nn.Parameter`{how} and this assigns "
                          f"it a plain value",
                     why=f"cannot assign '...' as parameter '{t.attr}'",
                     remedy=f"keep the result in a local name (`{t.attr} = "

@@ -1,0 +1,191 @@
+"""GT218: one term of the loss is built only from a no-grad run of the model the step trains."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.grad_sources import Dead
+from gradtrace.lint.analysis.helper_sources import grad_sources
+from gradtrace.lint.analysis.steps import backward_loss
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.graph_breaks._base import short
+from gradtrace.lint.rules.graph_breaks._paths import loss_paths
+
+GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
+
+
+class NoGradRunOfTrainedModelAsLossTerm(Rule):
+    """A term of the loss is built only from outputs of a model run under `no_grad`, while the
+    same step also runs that model with grad for another term.
+
+    Why: inside `torch.no_grad()` (or `inference_mode()`) PyTorch records no graph, so every
+    value computed from that run is a constant. When a whole additive term of the loss
+    (`loss = ce + 0.5 * consistency(f_u1, f_u2)`) is made only from such values, `backward()`
+    runs without error (the other terms have a graph) and that term adds nothing to any
+    gradient: the layers only that term was meant to train (a projection head, the unlabeled
+    branch of a semi-supervised loss) never learn from it (pytorch-facts.md#partly-cut-graph;
+    Ada-CM#8). A no-grad *target* next to a prediction with a graph (`mse(student(x), t)`),
+    and a teacher that is never run with grad, are stop-gradients by design and are not
+    reported: here the term has no input with a graph at all, and the model it comes from is
+    the one the same step trains. Compute those outputs with grad (detach only what must be a
+    target, e.g. pseudo-labels from `logits.detach().argmax(1)`).
+    Known limits: the no-grad block, the live run and the `backward()` (or the loss a
+    Lightning `training_step` returns) are in one function; the term must be an additive part
+    of the loss (through names bound once); a term coming from a helper that runs under
+    `no_grad` is GT202's.
+    """
+
+    code = "GT218"
+    name = "no-grad-run-of-trained-model-as-loss-term"
+    gate_statements = "function"
+    message = ("`{value}` is computed under `{mode}` by `{model}`, which this step also runs "
+               "with grad (line {live}): the loss term `{term}` is built only from no-grad "
+               "values, so `{sink}` (line {line}) runs and that term trains nothing")
+    triggers = ("backward", "training_step")
+    examples = [
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, x_l, y_l, x_u, x_u2, opt):
+                logits = model(x_l)
+                with torch.no_grad():
+                    f1 = model(x_u)
+                    f2 = model(x_u2)
+                loss = F.cross_entropy(logits, y_l) + 0.5 * F.mse_loss(f1, f2)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(6, 4)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(model, x_l, y_l, x_u, x_u2, opt):
+                logits = model(x_l)
+                with torch.no_grad():
+                    target = model(x_u).softmax(-1)
+                loss = F.cross_entropy(logits, y_l) + F.mse_loss(model(x_u2).softmax(-1), target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def distill(student, teacher, x, y, opt):
+                with torch.no_grad():
+                    t1 = teacher(x)
+                    t2 = teacher(x.flip(0))
+                loss = F.cross_entropy(student(x), y) + F.mse_loss(t1, t2)
+                loss.backward()
+                opt.step()
+            """),
+    ]
+
+    def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
+        fn = ctx.function
+        if fn is not None and fn.name == "training_step" and node.value is not None:
+            v = node.value
+            if isinstance(v, ast.Dict):
+                v = next((val for k, val in zip(v.keys, v.values)
+                          if isinstance(k, ast.Constant) and k.value == "loss"), None)
+            if v is not None:
+                yield from self._check(node, v, ctx)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if not (isinstance(node.func, ast.Attribute) and "backward" in node.func.attr):
+            return
+        loss = backward_loss(node, ctx)
+        if loss is not None:
+            yield from self._check(node, loss, ctx)
+
+    def _check(self, sink: ast.AST, loss: ast.expr, ctx: Context) -> Iterator[Finding]:
+        if ctx.grad_disabled is not None or not ctx.mentions(*GRAD_WORDS):
+            return
+        scope = ctx.scope()
+        if not scope.no_grad:
+            return
+        use = scope.statement_of(sink)
+        line = sink.lineno  # type: ignore[attr-defined]
+        terms = list(loss_paths(ctx, scope.node).terms(loss, use, line))
+        if len(terms) < 2:
+            return
+        src = grad_sources(ctx, scope.node)
+        deps = [src.sources(t, line) for t in terms]
+        if not any(d.live for d in deps):
+            return  # all dead: GT201's; nothing live: not a training step we can read
+        for term, d in zip(terms, deps):
+            if d.live or d.unknown or d.explicit_grad or not d.dead \
+                    or any(x.helper is not None for x in d.dead):
+                continue
+            got = _trained_run(d.dead, scope, ctx)
+            if got is None:
+                continue
+            dead, model, live = got
+            seen: set[int] = ctx.memo("gt218-reported", ctx.tree, set)
+            if id(dead.off) in seen:
+                continue
+            seen.add(id(dead.off))
+            value = _bound_name(dead.expr, scope) or short(ctx.source(dead.expr), 40)
+            yield self.report(dead.off, ctx, related=(
+                Related(ctx.path, live.lineno, f"`{model}` runs with grad here",
+                        ctx.column(live)),
+                Related(ctx.path, line, "the loss is differentiated here",
+                        ctx.column(sink))),
+                value=value, mode=_mode_text(dead.off, ctx), model=model, live=live.lineno,
+                term=short(ctx.source(term), 40), sink=short(ctx.source(sink), 30), line=line)
+            return
+
+
+def _trained_run(dead: list[Dead], scope: Scope, ctx: Context
+                 ) -> tuple[Dead, str, ast.Call] | None:
+    """The first no-grad value that calls a model (``model(x)``, ``self.encoder(x)``) which the
+    function also calls outside every grad-off region: ``(dead, model, live call)``."""
+    live_calls: dict[str, ast.Call] = {}
+    for s in scope.stmts:
+        if scope.grad_off_at(s) is not None or hasattr(s, "body"):
+            continue
+        for n in walk(s):
+            if isinstance(n, ast.Call) and (name := _callee(n)) is not None:
+                live_calls.setdefault(name, n)
+    for d in dead:
+        for n in walk(d.expr):
+            if isinstance(n, ast.Call) and (name := _callee(n)) is not None \
+                    and name in live_calls:
+                return d, name, live_calls[name]
+    return None
+
+
+def _callee(call: ast.Call) -> str | None:
+    """``model`` for ``model(x)``, ``self.encoder`` for ``self.encoder(x)``: a called object,
+    ``self`` for ``self(x)`` in a module's method; not a function of a namespace or a tensor
+    method."""
+    f = call.func
+    name = dotted(f)
+    if name is None or name == "super":
+        return None
+    if isinstance(f, ast.Name):
+        return name
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        return name
+    return None
+
+
+def _bound_name(expr: ast.AST, scope: Scope) -> str | None:
+    s = scope.statement_of(expr)
+    if isinstance(s, ast.Assign) and s.value is expr and len(s.targets) == 1:
+        return dotted(s.targets[0]) or None
+    return None
+
+
+def _mode_text(off: ast.AST, ctx: Context) -> str:
+    if isinstance(off, (ast.With, ast.AsyncWith)):
+        return ctx.source(off.items[0].context_expr)
+    return "@" + ctx.source(off)
