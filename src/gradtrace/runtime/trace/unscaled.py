@@ -14,7 +14,10 @@ the root node of a mean reduction (``MeanBackward``, or a loss node whose saved 
 ``DivBackward`` the root, ``loss * w`` a ``MulBackward``). At every optimizer step the run
 notes whether the backward() calls it sums all came from one line, and how many. A backward
 line whose roots are unscaled means, whose steps each summed ``k >= 2`` of its calls, and that
-never made a step alone or shared a step with another backward line is reported there. A loss
+never made a step alone or shared a step with another backward line, and before each of whose
+calls a forward pass ran (a module was called with grad on since its previous call: the
+micro-batches are separate forwards, not the terms of one graph backpropagated one by one, as
+RA-CNN's rank losses over the scales of one forward) is reported there. A loss
 divided (or multiplied) before backward(), a step after every backward(), several losses
 backpropagated separately into one step (a GAN's real and fake terms), a sum-reduced loss and a
 closure step (LBFGS) are silent; so is a loss scaled by an enabled ``GradScaler`` (the scale
@@ -32,16 +35,27 @@ _LINES = 32  # backward lines followed
 
 
 def note_root(state: Any, roots: Any) -> None:
-    """From the backward() start: whether this line's loss is an unscaled mean."""
+    """From the backward() start: whether this line's loss is an unscaled mean, and whether a
+    forward pass (a module call with grad on) ran since this line's previous backward()."""
     if len(roots) != 1 or not state.backward_sites:
         return
     site = state.backward_sites[-1]
-    if site in state.mean_roots or len(state.mean_roots) >= _LINES:
+    data = state.hooks_data
+    calls = data.train_calls + data.eval_calls if data is not None else 0
+    entry = state.mean_roots.get(site)
+    if entry is not None:
+        if calls == entry[4]:  # terms of one forward pass, not micro-batches
+            entry[2] += 1
+        entry[4] = calls
+        return
+    if len(state.mean_roots) >= _LINES:
         return
     gf = getattr(roots[0], "grad_fn", None)
     mean = gf is not None and (type(gf).__name__ in _MEAN_NODES
                                or getattr(gf, "_saved_reduction", None) == 1)
-    state.mean_roots[site] = [mean, 0, 0, 0]  # unscaled mean, k >= 2 windows, others, k
+    # unscaled mean, steps summing k >= 2 of its calls alone, other steps or calls, k, the
+    # module calls counted at its last backward()
+    state.mean_roots[site] = [mean, 0, 0, 0, calls]
 
 
 def note_window(state: Any, count: int) -> None:
@@ -66,7 +80,7 @@ def unscaled_findings(state: Any) -> list[Finding]:
     if state.closure_steps:
         return []
     out = []
-    for site, (mean, multi, other, k) in list(state.mean_roots.items()):
+    for site, (mean, multi, other, k, _) in list(state.mean_roots.items()):
         if not mean or not multi or other:
             continue
         out.append(make(code_for("accumulated-loss-not-scaled", "GT513"), site,

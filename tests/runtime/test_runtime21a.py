@@ -1,0 +1,402 @@
+"""Session-21 run-time readings on silent misses of loop_order, optimizer_wiring and freezing
+(docs/triage/runtime21a.md):
+
+- GT526 (NOTE [schedule past its horizon]): a ``CosineAnnealingLR`` sized in epochs stepped once
+  per optimizer step passes its ``T_max`` and the rate climbs back up;
+- GT526 (NOTE [schedule collapsed], threshold now 1/10): an epoch-counted scheduler stepped once
+  per optimizer step lost 90% of its rate within 64 steps;
+- GT513 (NOTE [accumulated means not scaled]): k backward() calls of one line per step, each a
+  mean-reduced loss not divided by k;
+- GT841 (NOTE [probe statistics], widened): a frozen stage's BatchNorm switched back to train mode
+  by an explicit ``.train()`` of the model while the layers after it train.
+
+Buggy twins in spellings other than the real-world cases (auto-PyTorch, llama-recipes, nanoGPT,
+fastai, ultralytics) and look-alikes that stay silent. Real torch, in-process.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+batches = [(torch.randn(8, 6), torch.randint(0, 3, (8,))) for _ in range(6)]
+"""
+
+SCHEDULE_BUGS = {
+    # a trainer class: the cosine sized in epochs, stepped in the per-batch method
+    "trainer_class_cosine_per_batch": """
+class Trainer:
+    def __init__(self, model, epochs):
+        self.model = model
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=epochs)
+
+    def batch_step(self, x, y):
+        loss = F.cross_entropy(self.model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        self.sched.step()  # <- cause
+        return loss.item()
+
+    def fit(self, epochs):
+        for _ in range(epochs):
+            for x, y in batches:
+                self.batch_step(x, y)
+
+Trainer(nn.Linear(6, 3), 4).fit(4)
+""",
+    # a helper function with a while loop; eta_min given
+    "function_while_loop_cosine": """
+def fit(model, epochs):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs, eta_min=1e-4)
+    for epoch in range(epochs):
+        it = iter(batches)
+        while True:
+            try:
+                x, y = next(it)
+            except StopIteration:
+                break
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            sched.step()  # <- cause
+
+fit(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)), 3)
+""",
+    # an exponential decay meant per epoch, stepped per batch: 10% of the rate within 22 steps
+    "exponential_per_batch_in_method": """
+class Loop:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        self.decay = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, gamma=0.9)
+
+    def run(self, epochs):
+        for _ in range(epochs):
+            for x, y in batches:
+                self.optimizer.zero_grad()
+                F.cross_entropy(self.net(x), y).backward()
+                self.optimizer.step()
+                self.decay.step()  # <- cause
+
+Loop(nn.Linear(6, 3)).run(5)
+""",
+}
+
+SCHEDULE_LOOKALIKES = {
+    # the fix: once per epoch
+    "cosine_per_epoch": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+for _ in range(4):
+    for x, y in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    sched.step()
+""",
+    # per batch, sized in batches
+    "cosine_sized_in_batches": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4 * len(batches))
+for _ in range(4):
+    for x, y in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        sched.step()
+""",
+    # restarts on purpose
+    "warm_restarts_per_batch": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=4)
+for _ in range(4):
+    for x, y in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        sched.step()
+""",
+    # a slow per-iteration decay, and a per-epoch StepLR of step 1
+    "slow_exponential_and_per_epoch_steplr": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.99)
+other = nn.Linear(6, 3)
+opt2 = torch.optim.SGD(other.parameters(), lr=0.1)
+sched2 = torch.optim.lr_scheduler.StepLR(opt2, step_size=1, gamma=0.5)
+for _ in range(6):
+    for x, y in batches:
+        opt.zero_grad()
+        opt2.zero_grad()
+        (F.cross_entropy(model(x), y) + F.cross_entropy(other(x), y)).backward()
+        opt.step()
+        opt2.step()
+        sched.step()
+    sched2.step()
+""",
+}
+
+ACCUM_BUGS = {
+    # a trainer method: the count of micro-batches on the object, the step behind a counter
+    "trainer_counter": """
+class Trainer:
+    def __init__(self, model, accum):
+        self.model, self.accum, self.seen = model, accum, 0
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.crit = nn.CrossEntropyLoss()
+
+    def micro_step(self, x, y):
+        loss = self.crit(self.model(x), y)
+        loss.backward()  # <- cause
+        self.seen += 1
+        if self.seen == self.accum:
+            self.opt.step()
+            self.opt.zero_grad()
+            self.seen = 0
+
+t = Trainer(nn.Linear(6, 3), 3)
+for _ in range(2):
+    for x, y in batches:
+        t.micro_step(x, y)
+""",
+    # a `.mean()` loss, a while loop over chunks of one batch
+    "mean_loss_chunks": """
+model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+big_x, big_y = torch.randn(32, 6), torch.randn(32, 1)
+for epoch in range(3):
+    i = 0
+    while i < 32:
+        err = (model(big_x[i:i + 8]) - big_y[i:i + 8]).pow(2).mean()
+        err.backward()  # <- cause
+        i += 8
+    opt.step()
+    opt.zero_grad()
+""",
+}
+
+ACCUM_LOOKALIKES = {
+    # the fix
+    "divided_by_k": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+k = 3
+for i, (x, y) in enumerate(batches):
+    (F.cross_entropy(model(x), y) / k).backward()
+    if (i + 1) % k == 0:
+        opt.step()
+        opt.zero_grad()
+""",
+    # two losses backpropagated separately into one step (a discriminator's real and fake terms)
+    "two_backward_lines": """
+disc = nn.Linear(6, 1)
+opt = torch.optim.SGD(disc.parameters(), lr=0.1)
+for x, _ in batches:
+    opt.zero_grad()
+    F.binary_cross_entropy_with_logits(disc(x), torch.ones(8, 1)).backward()
+    F.binary_cross_entropy_with_logits(disc(torch.randn(8, 6)), torch.zeros(8, 1)).backward()
+    opt.step()
+""",
+    # a sum-reduced loss summed on purpose
+    "sum_reduction": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i, (x, y) in enumerate(batches):
+    F.cross_entropy(model(x), y, reduction="sum").backward()
+    if i % 2 == 1:
+        opt.step()
+        opt.zero_grad()
+""",
+    # the terms of one forward pass backpropagated one by one (retain_graph) into one step
+    "terms_of_one_forward": """
+heads = nn.ModuleList([nn.Linear(6, 3) for _ in range(3)])
+opt = torch.optim.SGD(heads.parameters(), lr=0.1)
+for x, y in batches:
+    opt.zero_grad()
+    outs = [h(x) for h in heads]
+    for j, out in enumerate(outs):
+        F.cross_entropy(out, y).backward(retain_graph=j < len(outs) - 1)
+    opt.step()
+""",
+    # a step after every backward
+    "step_every_batch": """
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in batches:
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+""",
+}
+
+BN_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+data = [(torch.rand(4, 3, 8, 8) * 2 + 1, torch.randint(0, 2, (4,))) for _ in range(3)]
+
+
+def stage(cin, cout):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
+                         nn.ReLU())
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = stage(3, 6)
+        self.body = stage(6, 6)
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.head(self.body(self.stem(x)).mean((2, 3)))
+"""
+
+BN_BUGS = {
+    # a trainer class freezing the stem by name, switching the model on every epoch
+    "trainer_freezes_stem_by_name": """
+class Runner:
+    def __init__(self, net):
+        self.net = net
+        for name, p in net.named_parameters():
+            if name.startswith("stem."):
+                p.requires_grad = False
+        self.opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.1)
+
+    def epoch(self):
+        self.net.train()  # <- cause
+        for x, y in data:
+            self.opt.zero_grad()
+            F.cross_entropy(self.net(x), y).backward()
+            self.opt.step()
+
+r = Runner(Net())
+for _ in range(2):
+    r.epoch()
+""",
+    # a function: the stage frozen with requires_grad_(False) on the module
+    "function_requires_grad_module": """
+def finetune(model, epochs):
+    model.stem.requires_grad_(False)
+    opt = torch.optim.Adam(model.body.parameters(), lr=1e-3)
+    opt.add_param_group({"params": model.head.parameters()})
+    for _ in range(epochs):
+        model.train(True)  # <- cause
+        for x, y in data:
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+net = Net()
+finetune(net, 2)
+""",
+}
+
+BN_LOOKALIKES = {
+    # the fix: the frozen stage put back in eval after every model.train()
+    "stem_back_in_eval": """
+model = Net()
+model.stem.requires_grad_(False)
+opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+for _ in range(2):
+    model.train()
+    model.stem.eval()
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+""",
+    # a frozen copy run under no_grad in train mode (a target network), the student trains
+    "frozen_target_under_no_grad": """
+student, target = Net(), Net()
+for p in target.parameters():
+    p.requires_grad = False
+opt = torch.optim.SGD(student.parameters(), lr=0.1)
+pair = nn.ModuleList([student, target])
+for _ in range(2):
+    pair.train()
+    for x, y in data:
+        with torch.no_grad():
+            t = target(x).softmax(-1)
+        loss = F.cross_entropy(student(x), t)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # the BatchNorm layers frozen both ways (eval and requires_grad) after train()
+    "bn_frozen_both_ways": """
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    model.train()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.eval()
+            m.weight.requires_grad_(False)
+            m.bias.requires_grad_(False)
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+""",
+}
+
+
+def _first(res):
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    f = res.findings[0]
+    return f["code"], f["line"], f["path"]
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_BUGS))
+def test_schedule_per_batch_named(name, run_script):
+    src = HEAD + SCHEDULE_BUGS[name]
+    assert _first(run_script(src)) == ("GT526", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_LOOKALIKES))
+def test_schedule_lookalikes_silent(name, run_script):
+    res = run_script(HEAD + SCHEDULE_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT526" not in res.codes(), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(ACCUM_BUGS))
+def test_unscaled_accumulation_named(name, run_script):
+    src = HEAD + ACCUM_BUGS[name]
+    assert _first(run_script(src)) == ("GT513", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(ACCUM_LOOKALIKES))
+def test_unscaled_accumulation_lookalikes_silent(name, run_script):
+    res = run_script(HEAD + ACCUM_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT513" not in res.codes(), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(BN_BUGS))
+def test_frozen_stage_statistics_named(name, run_script):
+    src = BN_HEAD + BN_BUGS[name]
+    assert _first(run_script(src)) == ("GT841", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(BN_LOOKALIKES))
+def test_frozen_stage_statistics_lookalikes_silent(name, run_script):
+    res = run_script(BN_HEAD + BN_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT841" not in res.codes(), res.findings
