@@ -7,6 +7,8 @@
   per optimizer step lost 90% of its rate within 64 steps;
 - GT513 (NOTE [accumulated means not scaled]): k backward() calls of one line per step, each a
   mean-reduced loss not divided by k;
+- GT890 (NOTE [EMA between steps]): a moving average of the weights updated more often than the
+  optimizer steps (once per micro-batch);
 - GT841 (NOTE [probe statistics], widened): a frozen stage's BatchNorm switched back to train mode
   by an explicit ``.train()`` of the model while the layers after it train.
 
@@ -356,6 +358,100 @@ for _ in range(2):
 }
 
 
+EMA_HEAD = HEAD + """
+import copy
+
+
+def ema_update(avg, model, decay):
+    with torch.no_grad():
+        for a, p in zip(avg.parameters(), model.parameters()):
+            a.lerp_(p, 1 - decay)
+"""
+
+EMA_BUGS = {
+    # a helper averaging with lerp_, called every iteration; the optimizer steps every second
+    "helper_lerp_every_iteration": """
+gen = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+avg = copy.deepcopy(gen)
+opt = torch.optim.Adam(gen.parameters(), lr=1e-3)
+for it, (x, y) in enumerate(batches * 2):
+    (F.cross_entropy(gen(x), y) / 2).backward()
+    if it % 2 == 1:
+        opt.step()
+        opt.zero_grad()
+    ema_update(avg, gen, 0.99)  # <- cause
+""",
+    # a trainer class with a hook method run after every micro-batch, add_ with alpha
+    "trainer_hook_after_every_batch": """
+class Shadow:
+    def __init__(self, model, decay=0.9):
+        self.model = copy.deepcopy(model)
+        self.decay = decay
+
+    @torch.no_grad()
+    def step(self, model):
+        for s, p in zip(self.model.parameters(), model.parameters()):
+            s.mul_(self.decay).add_(p, alpha=1 - self.decay)
+
+
+class Trainer:
+    def __init__(self, model, accum=3):
+        self.model, self.accum = model, accum
+        self.shadow = Shadow(model)
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def on_batch_end(self):
+        self.shadow.step(self.model)
+
+    def fit(self):
+        for i, (x, y) in enumerate(batches * 2):
+            (F.cross_entropy(self.model(x), y) / self.accum).backward()
+            if (i + 1) % self.accum == 0:
+                self.opt.step()
+                self.opt.zero_grad()
+            self.on_batch_end()  # <- cause
+
+Trainer(nn.Linear(6, 3)).fit()
+""",
+}
+
+EMA_LOOKALIKES = {
+    # the fix: after each step
+    "average_after_each_step": """
+gen = nn.Linear(6, 3)
+avg = copy.deepcopy(gen)
+opt = torch.optim.Adam(gen.parameters(), lr=1e-3)
+for it, (x, y) in enumerate(batches * 2):
+    (F.cross_entropy(gen(x), y) / 2).backward()
+    if it % 2 == 1:
+        opt.step()
+        opt.zero_grad()
+        ema_update(avg, gen, 0.99)
+""",
+    # a hard copy every micro-batch (idempotent), and an average with a step every batch
+    "hard_copy_and_average_every_step": """
+net = nn.Linear(6, 3)
+target, avg = copy.deepcopy(net), copy.deepcopy(net)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for it, (x, y) in enumerate(batches * 2):
+    (F.cross_entropy(net(x), y) / 2).backward()
+    if it % 2 == 1:
+        opt.step()
+        opt.zero_grad()
+    with torch.no_grad():
+        for t, p in zip(target.parameters(), net.parameters()):
+            t.copy_(p)
+net2 = nn.Linear(6, 3)
+opt2 = torch.optim.SGD(net2.parameters(), lr=0.1)
+for x, y in batches:
+    opt2.zero_grad()
+    F.cross_entropy(net2(x), y).backward()
+    opt2.step()
+    ema_update(avg, net2, 0.9)
+""",
+}
+
+
 def _first(res):
     assert res.code == 0, res.err
     assert res.findings, res.err
@@ -400,3 +496,16 @@ def test_frozen_stage_statistics_lookalikes_silent(name, run_script):
     res = run_script(BN_HEAD + BN_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert "GT841" not in res.codes(), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(EMA_BUGS))
+def test_average_between_steps_named(name, run_script):
+    src = EMA_HEAD + EMA_BUGS[name]
+    assert _first(run_script(src)) == ("GT890", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(EMA_LOOKALIKES))
+def test_average_between_steps_lookalikes_silent(name, run_script):
+    res = run_script(EMA_HEAD + EMA_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT890" not in res.codes(), res.findings

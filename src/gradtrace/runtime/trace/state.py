@@ -127,6 +127,7 @@ class TraceState:
         self.window_evals = 0
         self.evals_seen = (0, 0)
         self.mean_roots: dict[Site, list[Any]] = {}  # NOTE [accumulated means not scaled]
+        self.ema_reads: dict[int, list[Any]] = {}  # NOTE [EMA between steps]
         self.eval_backward: Site | None = None
 
     # -- sites and cuts ----------------------------------------------------------------------
