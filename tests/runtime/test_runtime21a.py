@@ -9,8 +9,9 @@
   mean-reduced loss not divided by k;
 - GT890 (NOTE [EMA between steps]): a moving average of the weights updated more often than the
   optimizer steps (once per micro-batch);
-- GT841 (NOTE [probe statistics], widened): a frozen stage's BatchNorm switched back to train mode
-  by an explicit ``.train()`` of the model while the layers after it train.
+- GT841 (NOTE [probe statistics], widened): a frozen stage's BatchNorm, whose statistics were
+  loaded (not at their initial values), switched back to train mode by an explicit ``.train()``
+  of the model while the layers after it train.
 
 Buggy twins in spellings other than the real-world cases (auto-PyTorch, llama-recipes, nanoGPT,
 fastai, ultralytics) and look-alikes that stay silent. Real torch, in-process.
@@ -265,6 +266,15 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(self.stem(x)).mean((2, 3)))
+
+
+def pretrained():  # a Net loaded from a checkpoint whose stem statistics were learnt elsewhere
+    state = Net().state_dict()
+    state["stem.1.running_mean"] = torch.full((6,), 0.8)
+    state["stem.1.running_var"] = torch.full((6,), 2.0)
+    net = Net()
+    net.load_state_dict(state)
+    return net
 """
 
 BN_BUGS = {
@@ -285,7 +295,7 @@ class Runner:
             F.cross_entropy(self.net(x), y).backward()
             self.opt.step()
 
-r = Runner(Net())
+r = Runner(pretrained())
 for _ in range(2):
     r.epoch()
 """,
@@ -304,14 +314,29 @@ def finetune(model, epochs):
             opt.step()
 
 net = Net()
+with torch.no_grad():  # statistics of a pretrained stem
+    net.stem[1].running_mean.normal_(0.0, 0.5)
+    net.stem[1].running_var.uniform_(0.5, 2.0)
 finetune(net, 2)
 """,
 }
 
 BN_LOOKALIKES = {
+    # fresh statistics (nothing loaded) under trained convolutions: left to adapt
+    "fresh_stem_statistics": """
+model = Net()
+model.stem.requires_grad_(False)
+opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+for _ in range(2):
+    model.train()
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+""",
     # the fix: the frozen stage put back in eval after every model.train()
     "stem_back_in_eval": """
-model = Net()
+model = pretrained()
 model.stem.requires_grad_(False)
 opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
 for _ in range(2):

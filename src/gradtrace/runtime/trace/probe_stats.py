@@ -9,11 +9,13 @@ submodule), so each forward writes the batch statistics into its BatchNorm ``run
 one that was probed. NOTE [moving statistics] reports freezes aimed at the normalisation layers;
 a backbone frozen as a whole is reported here when the run shows a probe:
 
-- an optimizer stepped gradients (every parameter that had one belongs to an ``nn.Linear``: a
-  linear probe; or other layers train after a frozen stage, YOLO's ``freeze``: session 21,
-  ultralytics' BaseTrainer switched its frozen layers back on with ``self.model.train()`` at
-  every epoch, fixed upstream by putting them back in eval; the same freeze without any
-  ``.train()`` call stays silent, see below);
+- an optimizer stepped gradients, and either every parameter that had one belongs to an
+  ``nn.Linear`` (a linear probe), or other layers train after the frozen stage (YOLO's
+  ``freeze``) and the frozen layer's running statistics were not at their initial values (mean
+  0, variance 1) at its first forward in train mode: statistics that were loaded or pretrained
+  are what the freeze keeps, while fresh ones under trained convolutions are commonly left to
+  adapt (session 21: ultralytics' BaseTrainer switched its frozen, pretrained layers back on
+  with ``self.model.train()`` every epoch, fixed upstream by putting them back in eval);
 - a norm layer with all its parameters frozen (the freeze seen) ran in train mode with grad on
   while that training went on.
 
@@ -125,6 +127,8 @@ def probe_findings(state: Any, data: Any, param_name: Any) -> list[Finding]:
     if not owners or not frozen:
         return []
     probe = all(isinstance(m, torch.nn.Linear) for m in owners)
+    if not probe:  # a frozen stage under trained layers: only statistics that were loaded
+        frozen = [r for r in frozen if r.stats_frozen == 2]
     groups: dict[Site, tuple[list[str], Site | None]] = {}
     for rec in frozen:
         m = rec.ref()
