@@ -63,8 +63,8 @@ def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
 def frozen_stats(m: torch.nn.Module) -> int:
     """A norm layer that keeps running statistics and whose affine parameters all have
     requires_grad=False (read at a forward in train mode with grad on): 0 if not, 2 when its
-    statistics were not at their initial values then (loaded, pretrained: NOTE [probe
-    statistics]), else 1. See NOTE [moving statistics]."""
+    statistics were not at their initial values then (loaded, pretrained: see
+    NOTE [probe statistics]), else 1. See NOTE [moving statistics]."""
     ps = [p for p in m._parameters.values() if p is not None]
     if not (ps and getattr(m, "track_running_stats", False)
             and getattr(m, "running_mean", None) is not None
