@@ -1,5 +1,5 @@
 """GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py)
-and GT889: silent bugs whose run looks like ordinary training, reported by ``gradtrace run`` /
+and GT889-GT890: silent bugs whose run looks like ordinary training, reported by ``gradtrace run`` /
 ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
@@ -424,4 +424,30 @@ CODES = (
          "Swap the groups: decay the tensors with two dimensions or more, give the biases and "
          "norm weights `weight_decay=0`.", "gradtrace.runtime.trace.decay_groups",
          severity="warning"),
+    Code("GT890", "average-updated-between-steps",
+         "a moving average of the weights is updated more often than the optimizer steps",
+         "An exponential moving average of the parameters (EMA model, mean teacher) is meant to "
+         "follow the trained weights once per optimizer step. Updated once per micro-batch of "
+         "a gradient accumulation, or at every iteration while the optimizer steps every few, "
+         "most updates average the same weights again: the average moves several times per "
+         "step, its decay per step is `d ** k` instead of `d`. Nothing fails. The run follows "
+         "the first parameters averaged in place (`add_`/`lerp_` towards an `nn.Parameter`) and "
+         "reports an average whose updates mostly find the weights unchanged since the previous "
+         "one, at the update's call in the function that steps the optimizer.",
+         """
+         loss.backward()
+         if (i + 1) % accum == 0:
+             optimizer.step()
+             optimizer.zero_grad()
+         ema.update(model)
+         """,
+         """
+         loss.backward()
+         if (i + 1) % accum == 0:
+             optimizer.step()
+             optimizer.zero_grad()
+             ema.update(model)
+         """,
+         "Update the average once per optimizer step, in the branch that steps.",
+         "gradtrace.runtime.trace.ema_reads", severity="warning"),
 )

@@ -13,6 +13,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "data": ("GT105", "data-in-loss"), "detach": ("GT107", "detached-loss-term"),
     "clip-before-unscale": ("GT524", "clip-before-unscale"), "epoch-scheduler-stepped-per-batch":
         ("GT526", "epoch-scheduler-stepped-per-batch"),
+    "accumulated-loss-not-scaled": ("GT513", "accumulated-loss-not-scaled"),
     "leaf-rebound-by-update": ("GT301", "leaf-rebound-by-update"), "requires-grad-on-non-leaf":
         ("GT303", "requires-grad-on-non-leaf"),
     "non-leaf-grad": ("GT307", "grad-of-non-leaf"),

@@ -29,7 +29,7 @@ class ModuleRecord:
     off: Any = None  # user stack at its first eval-mode forward since then
     mode_verdict: int = 0  # 1: reported as training in eval mode, 2: excused
     start: list[Tensor] | None = None  # sums of its own parameters at its first grad forward
-    stats_frozen: bool = False  # a norm layer with frozen affine ran in train mode with grad
+    stats_frozen: int = 0  # a frozen-affine norm layer ran in train mode with grad (2: pretrained)
     train_site: Site | None = None  # the .train() that switched it on (NOTE [probe statistics])
     eval_runs: int = 0  # forwards with grad on in eval mode (NOTE [eval is no freeze])
 

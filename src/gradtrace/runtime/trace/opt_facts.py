@@ -60,13 +60,20 @@ def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
     return out
 
 
-def frozen_stats(m: torch.nn.Module) -> bool:
+def frozen_stats(m: torch.nn.Module) -> int:
     """A norm layer that keeps running statistics and whose affine parameters all have
-    requires_grad=False (read at a forward in train mode with grad on).
-    See NOTE [moving statistics]."""
+    requires_grad=False (read at a forward in train mode with grad on): 0 if not, 2 when its
+    statistics were not at their initial values then (loaded, pretrained: see
+    NOTE [probe statistics]), else 1. See NOTE [moving statistics]."""
     ps = [p for p in m._parameters.values() if p is not None]
-    return bool(ps) and bool(getattr(m, "track_running_stats", False)) and \
-        getattr(m, "running_mean", None) is not None and not any(p.requires_grad for p in ps)
+    if not (ps and getattr(m, "track_running_stats", False)
+            and getattr(m, "running_mean", None) is not None
+            and not any(p.requires_grad for p in ps)):
+        return 0
+    with torch._C.DisableTorchFunction():  # not the program's ops
+        mean, var = m.running_mean, m.running_var
+        fresh = var is not None and not bool(mean.any()) and bool((var == 1).all())
+    return 1 if fresh else 2
 
 
 def _due(step: int) -> bool:

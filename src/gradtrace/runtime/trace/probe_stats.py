@@ -9,10 +9,13 @@ submodule), so each forward writes the batch statistics into its BatchNorm ``run
 one that was probed. NOTE [moving statistics] reports freezes aimed at the normalisation layers;
 a backbone frozen as a whole is reported here when the run shows a probe:
 
-- every parameter that had a gradient at an optimizer step belongs to an ``nn.Linear``, and no
-  normalisation layer that keeps running statistics had one (the head is linear, the whole
-  normalised part is frozen; a detector that freezes its first stage and trains convolutions
-  after it, YOLO's ``freeze``, is left alone);
+- an optimizer stepped gradients, and either every parameter that had one belongs to an
+  ``nn.Linear`` (a linear probe), or other layers train after the frozen stage (YOLO's
+  ``freeze``) and the frozen layer's running statistics were not at their initial values (mean
+  0, variance 1) at its first forward in train mode: statistics that were loaded or pretrained
+  are what the freeze keeps, while fresh ones under trained convolutions are commonly left to
+  adapt (session 21: ultralytics' BaseTrainer switched its frozen, pretrained layers back on
+  with ``self.model.train()`` every epoch, fixed upstream by putting them back in eval);
 - a norm layer with all its parameters frozen (the freeze seen) ran in train mode with grad on
   while that training went on.
 
@@ -121,8 +124,11 @@ def probe_findings(state: Any, data: Any, param_name: Any) -> list[Finding]:
         elif rec.stats_frozen and ps and all(state.frozen_at(p) for p in ps) \
                 and not any(p.requires_grad for p in ps):
             frozen.append(rec)
-    if not owners or not frozen or not all(isinstance(m, torch.nn.Linear) for m in owners):
+    if not owners or not frozen:
         return []
+    probe = all(isinstance(m, torch.nn.Linear) for m in owners)
+    if not probe:  # a frozen stage under trained layers: only statistics that were loaded
+        frozen = [r for r in frozen if r.stats_frozen == 2]
     groups: dict[Site, tuple[list[str], Site | None]] = {}
     for rec in frozen:
         m = rec.ref()
@@ -139,10 +145,11 @@ def probe_findings(state: Any, data: Any, param_name: Any) -> list[Finding]:
         out.append(make(
             "GT841", site,
             f"{shown} {'is' if len(names) == 1 else 'are'} frozen by requires_grad=False "
-            "while only a linear head trains, but ran in train mode"
+            f"while {'only a linear head' if probe else 'the rest of the model'} trains, but "
+            "ran in train mode"
             f"{' (switched on here)' if site != freeze else ''}: the running mean and variance "
-            "still change at every forward, so the frozen feature extractor keeps moving under "
-            "the head",
+            "still change at every forward, so the frozen layers keep moving under "
+            f"{'the head' if probe else 'the layers that train'}",
             fix="put the frozen backbone in eval() after every model.train() (or call train() "
                 "on the head only)",
             related=[(freeze, "its parameters are frozen here")] if site != freeze else [],

@@ -11,6 +11,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
+from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
@@ -63,7 +64,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
         event_findings(state, steps) + discarded(state, data) + window_findings(state, data) + nonfinite_findings(state, data) + \
-        singleton_findings(state) + last
+        singleton_findings(state) + ema_findings(state) + last
 
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:

@@ -126,6 +126,8 @@ class TraceState:
         # window since the last step, the module calls in eval mode seen, the last such line
         self.window_evals = 0
         self.evals_seen = (0, 0)
+        self.mean_roots: dict[Site, list[Any]] = {}  # NOTE [accumulated means not scaled]
+        self.ema_reads: dict[int, list[Any]] = {}  # NOTE [EMA between steps]
         self.eval_backward: Site | None = None
 
     # -- sites and cuts ----------------------------------------------------------------------
@@ -410,8 +412,11 @@ class TraceState:
             if len(self.kept_roots) < 8 and len(roots) == 1:  # NOTE [losses kept alive]
                 self.kept_roots.append((weakref.ref(roots[0]), self.backward_sites[-1]))
         if self.hooks_data is not None:
+            from gradtrace.runtime.trace.unscaled import note_root
             from gradtrace.runtime.trace.windows import note_backward
             note_backward(self, self.hooks_data)  # NOTE [evaluation gradients applied]
+            if len(roots) == 1 and self.backward_count < 256:
+                note_root(self, roots)  # NOTE [accumulated means not scaled]
         if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops],
             from gradtrace.runtime.trace.graph_scan import scan_loss_graph  # [copied leaf]
             scan_loss_graph(self, roots[0])

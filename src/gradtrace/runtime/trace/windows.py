@@ -38,6 +38,8 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.locate import enclosing_loop, tree_of
+from gradtrace.runtime.trace.unscaled import note_window as unscaled_window
+from gradtrace.runtime.trace.unscaled import unscaled_findings
 
 WINDOWS = 64  # steps per optimizer whose window is kept
 
@@ -48,6 +50,7 @@ def note_window(state: Any, rec: Any) -> None:
     count = state.fresh_count if state.fresh_grads else 0
     if len(rec.windows) < WINDOWS:
         rec.windows.append(count)
+        unscaled_window(state, count)  # NOTE [accumulated means not scaled]
         if rec.leak is None and 0 < state.window_evals < count \
                 and state.eval_backward is not None:
             rec.leak = (state.eval_backward, state.window_evals, len(rec.windows) - 1)
@@ -95,7 +98,7 @@ def window_findings(state: Any, data: Any) -> list[Finding]:
     """NOTE [accumulation window off by one], NOTE [evaluation gradients applied]."""
     if state.closure_steps:
         return []
-    out: list[Finding] = []
+    out: list[Finding] = unscaled_findings(state)
     for rec in list(data.optimizers.values()):
         out += _leak_finding(rec)
         k = _early(rec.windows)

@@ -344,7 +344,19 @@ def single_optimizer_built_at(data: Any) -> Site | None:
     steppers = [r for r in list(data.optimizers.values()) if r.steps and r.ref() is not None]
     if len(steppers) != 1:
         return None
-    return groups_listed_at(data, steppers[0].ref()) or built_at(steppers[0].site)
+    opt = steppers[0].ref()
+    return groups_listed_at(data, opt) or built_at(steppers[0].site) or _constructed_at(data, opt)
+
+
+def _constructed_at(data: Any, opt: Any) -> Site | None:
+    """The user line of the optimizer's constructor call, from the stack noted when it was
+    built (an optimizer built in another function than the one stepping it: a policy's
+    ``__init__``, ``configure_optimizers``)."""
+    ev = data.opt_built.get(id(opt))
+    if ev is None or ev.ref() is not opt or not ev.stack:
+        return None
+    _, code, line = ev.stack[0]
+    return Site(code.co_filename, line, code.co_name)
 
 
 def other_instance_at(data: Any, module: torch.nn.Module,
