@@ -1,0 +1,258 @@
+"""Session-21 crash causes read at run time (docs/triage/runtime21b.md):
+
+- GT807 (NOTE [numpy of a kept training value]): a tensor converted to numpy whose graph
+  backward() already ran through is a training value kept past its step; the line named is the
+  statement that keeps it (in the function of that backward), not the plot that converts it;
+- GT833 (NOTE [hook before any gradient]): a gradient hook registered under no_grad before any
+  backward() ran in the program: the no_grad block is what is wrong (the hook's code never ran
+  with gradients), not the registration.
+
+Buggy twins in spellings other than the real-world cases, and look-alikes. Real torch,
+in-process.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+NP_HEAD = """
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+"""
+
+KEPT_NUMPY_BUGS = {
+    # a trainer class keeps every loss in a dict of histories; a report converts them
+    "trainer_dict_history": """
+class Trainer:
+    def __init__(self):
+        self.net = nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        self.log = {"loss": []}
+
+    def fit(self, steps):
+        for _ in range(steps):
+            self.opt.zero_grad()
+            err = F.mse_loss(self.net(x), y)
+            err.backward()
+            self.opt.step()
+            self.log["loss"].append(err)  # <- cause
+
+    def report(self):
+        return np.asarray(self.log["loss"][-1]).mean()
+
+t = Trainer()
+t.fit(3)
+print(t.report())
+""",
+    # a helper returns the total and one term; the loop keeps the term, averages, then numpy
+    "helper_returns_term_kept": """
+net = nn.Linear(4, 2)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+
+def losses(inp, tgt):
+    out = net(inp)
+    fit = F.mse_loss(out[:, :1], tgt)
+    reg = out[:, 1:].pow(2).mean()
+    return fit + 0.1 * reg, fit
+
+terms = []
+for step in range(4):
+    total, part = losses(x, y)
+    terms.append(part)  # <- cause
+    opt.zero_grad()
+    total.backward()
+    opt.step()
+mean_fit = sum(terms) / len(terms)
+print(np.log(mean_fit))
+""",
+}
+
+KEPT_NUMPY_LOOKALIKES = {
+    # numbers are kept: nothing to report
+    "items_kept": """
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+hist = []
+for _ in range(4):
+    opt.zero_grad()
+    loss = F.mse_loss(net(x), y)
+    loss.backward()
+    opt.step()
+    hist.append(loss.item())
+print(np.asarray(hist).mean())
+""",
+    # detached losses are kept: nothing to report
+    "detached_kept": """
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+hist = []
+for _ in range(4):
+    opt.zero_grad()
+    loss = F.mse_loss(net(x), y)
+    loss.backward()
+    opt.step()
+    hist.append(loss.detach())
+print(np.log(torch.stack(hist)).mean())
+""",
+}
+
+# evaluation outputs (never backpropagated) converted to numpy: the crash is still reported,
+# but not at a list of losses (the fact "backward ran through it" is absent)
+EVAL_NUMPY = """
+net = nn.Linear(4, 1)
+outs = []
+for _ in range(2):
+    pred = net(x)
+    outs.append(pred)
+print(np.concatenate([o.numpy() for o in outs]))  # <- cause
+"""
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_NUMPY_BUGS))
+def test_numpy_of_kept_training_value_names_the_store(name, run_script):
+    src = NP_HEAD + KEPT_NUMPY_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"], first["path"]) == ("GT807", marked_line(src),
+                                                             "prog.py"), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_NUMPY_LOOKALIKES))
+def test_numpy_of_kept_training_value_lookalikes_silent(name, run_script):
+    res = run_script(NP_HEAD + KEPT_NUMPY_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
+
+
+def test_numpy_of_evaluation_output_stays_at_the_conversion(run_script):
+    src = NP_HEAD + EVAL_NUMPY
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT807", marked_line(src)), res.findings
+
+
+HOOK_HEAD = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+x = torch.randn(2, 6)
+"""
+
+HOOK_FIRST_BUGS = {
+    # a saliency helper class: hook in a forward hook, the whole pass under no_grad
+    "saliency_class_forward_hook": """
+class Saliency:
+    def __init__(self, layer):
+        self.grad = None
+        layer.register_forward_hook(self.keep)
+
+    def keep(self, module, inp, out):
+        out.register_hook(self.store)
+
+    def store(self, g):
+        self.grad = g
+
+    def explain(self, scores):
+        scores.max().backward()
+        return self.grad.abs().sum(1)
+
+sal = Saliency(net[1])
+with torch.no_grad():  # <- cause
+    scores = net(x)
+    print(sal.explain(scores))
+""",
+    # a function: retain_grad on an activation, the analysis decorated with no_grad
+    "script_retain_grad_in_function": """
+def attribution(inp):
+    h = net[0](inp)
+    h.retain_grad()
+    net[2](net[1](h)).sum().backward()
+    return h.grad
+
+with torch.no_grad():  # <- cause
+    print(attribution(x))
+""",
+}
+
+HOOK_LOOKALIKES = {
+    # hooks registered in training and again (guarded) in evaluation: nothing to report
+    "guarded_in_eval": """
+def fwd(inp):
+    h = net[0](inp)
+    if h.requires_grad:
+        h.register_hook(lambda g: None)
+    return net[2](net[1](h))
+
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+fwd(x).sum().backward()
+opt.step()
+with torch.no_grad():
+    print(fwd(x).shape)
+""",
+    # the analysis runs with grad on: nothing to report
+    "analysis_with_grad": """
+grads = []
+h = net[0](x)
+h.register_hook(grads.append)
+net[2](net[1](h)).sum().backward()
+print(grads[0].shape)
+""",
+}
+
+# the hook's code ran with gradients before (training), then evaluation under no_grad reaches
+# it: the registration is the line to guard (it stays named)
+HOOK_SHARED = """
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.g = None
+
+    def forward(self, inp):
+        h = self.fc(inp)
+        h.register_hook(self.put)  # <- cause
+        return h
+
+    def put(self, g):
+        self.g = g
+
+blk = Block()
+blk(x).sum().backward()
+with torch.no_grad():
+    blk(x)
+"""
+
+
+@pytest.mark.parametrize("name", sorted(HOOK_FIRST_BUGS))
+def test_hook_before_any_gradient_names_the_no_grad_block(name, run_script):
+    src = HOOK_HEAD + HOOK_FIRST_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT833", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(HOOK_LOOKALIKES))
+def test_hook_lookalikes_silent(name, run_script):
+    res = run_script(HOOK_HEAD + HOOK_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
+
+
+def test_hook_in_shared_code_stays_at_the_registration(run_script):
+    src = HOOK_HEAD + HOOK_SHARED
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT833", marked_line(src)), res.findings
