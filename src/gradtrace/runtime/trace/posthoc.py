@@ -399,3 +399,6 @@ from gradtrace.runtime.trace.diagnose_crash import POSTHOC  # noqa: E402
 
 _POSTHOC.update({"grad-shape": gradient_shape_after, "optimizer-state-groups": state_mismatch})
 _POSTHOC.update(POSTHOC)
+from gradtrace.runtime.trace.diagnose_kept import POSTHOC as _KEPT  # noqa: E402
+
+_POSTHOC.update(_KEPT)
