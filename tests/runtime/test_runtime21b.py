@@ -256,3 +256,131 @@ def test_hook_in_shared_code_stays_at_the_registration(run_script):
     assert res.code != 0
     first = res.findings[0]
     assert (first["code"], first["line"]) == ("GT833", marked_line(src)), res.findings
+
+
+OFF_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+net = nn.Linear(8, 4)
+batches = [(torch.randn(6, 8), torch.randint(0, 2, (6,))) for _ in range(2)]
+"""
+
+OFF_CALLER_BUGS = {
+    # a harness evaluates under no_grad; its per-batch method trains a probe
+    "harness_method_trains_probe": """
+class Probe:
+    def fit(self, feats, labels):
+        head = nn.Linear(feats.shape[1], 2)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(head(feats), labels)
+            loss.backward()
+            opt.step()
+        return (head(feats).argmax(1) == labels).float().mean().item()
+
+class Harness:
+    def validate(self):
+        scores = []
+        with torch.no_grad():
+            for b in batches:
+                scores.append(self.step(b))
+        return scores
+
+    def step(self, b):
+        feats = net(b[0])
+        acc = Probe().fit(feats.detach(), b[1])  # <- cause
+        return acc
+
+print(Harness().validate())
+""",
+    # helper functions: evaluate() -> metrics() -> finetune(), with a pass-through wrapper
+    "helper_chain_with_wrapper": """
+def finetune(feats, labels):
+    w = torch.zeros(feats.shape[1], 2, requires_grad=True)
+    loss = F.cross_entropy(feats @ w, labels)
+    loss.backward()
+    return w.grad.norm().item()
+
+def run_finetune(feats, labels):
+    return finetune(feats, labels)
+
+def metrics(b):
+    feats = torch.tanh(net(b[0]))
+    gnorm = run_finetune(feats, b[1])  # <- cause
+    return {"gnorm": gnorm}
+
+def evaluate():
+    with torch.no_grad():
+        return [metrics(b) for b in batches]
+
+print(evaluate())
+""",
+}
+
+OFF_CALLER_LOOKALIKES = {
+    # the per-batch method re-enables grad around the probe: nothing to report
+    "enable_grad_around_probe": """
+def fit(feats, labels):
+    w = torch.zeros(feats.shape[1], 2, requires_grad=True)
+    F.cross_entropy(feats @ w, labels).backward()
+    return w.grad.norm().item()
+
+def step(b):
+    feats = net(b[0])
+    with torch.enable_grad():
+        return fit(feats, b[1])
+
+with torch.no_grad():
+    print([step(b) for b in batches])
+""",
+    # evaluation under no_grad computes metrics only: nothing to report
+    "metrics_only": """
+def step(b):
+    logits = net(b[0])
+    return F.cross_entropy(logits, b[1]).item()
+
+with torch.no_grad():
+    print([step(b) for b in batches])
+""",
+}
+
+# the training code is called straight from the no_grad block: the block stays named
+OFF_DIRECT = """
+def attack(x, y):
+    x = x.clone().requires_grad_(True)
+    F.cross_entropy(net(x), y).backward()
+    return x.grad.sign()
+
+with torch.no_grad():  # <- cause
+    for b in batches:
+        print(attack(*b).sum())
+"""
+
+
+@pytest.mark.parametrize("name", sorted(OFF_CALLER_BUGS))
+def test_backward_under_callers_no_grad_names_the_call(name, run_script):
+    src = OFF_HEAD + OFF_CALLER_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT203", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(OFF_CALLER_LOOKALIKES))
+def test_backward_under_callers_no_grad_lookalikes_silent(name, run_script):
+    res = run_script(OFF_HEAD + OFF_CALLER_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
+
+
+def test_backward_called_straight_from_no_grad_block_names_the_block(run_script):
+    src = OFF_HEAD + OFF_DIRECT
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT203", marked_line(src)), res.findings
