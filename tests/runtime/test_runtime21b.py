@@ -384,3 +384,89 @@ def test_backward_called_straight_from_no_grad_block_names_the_block(run_script)
     assert res.code != 0
     first = res.findings[0]
     assert (first["code"], first["line"]) == ("GT203", marked_line(src)), res.findings
+
+
+HVP_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+x, y = torch.randn(10, 6), torch.randint(0, 2, (10,))
+"""
+
+HVP_BUGS = {
+    # a script loop: curvature probe from the .grad a plain backward() left
+    "script_curvature_probe": """
+params = list(model.parameters())
+for it in range(2):
+    model.zero_grad()
+    F.cross_entropy(model(x), y).backward()  # <- cause
+    vs = [torch.randn_like(p) for p in params]
+    hv = torch.autograd.grad([p.grad for p in params], params, grad_outputs=vs)
+    print(sum(h.abs().sum() for h in hv))
+""",
+    # an optimizer's step estimates the Hessian diagonal from the .grad of its parameters
+    "optimizer_step_hessian_diag": """
+class Curv(torch.optim.Optimizer):
+    def __init__(self, params):
+        super().__init__(params, dict(lr=0.1))
+
+    @torch.no_grad()
+    def step(self):
+        ps = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        vs = [torch.ones_like(p) for p in ps]
+        with torch.enable_grad():
+            hs = torch.autograd.grad([p.grad for p in ps], ps, grad_outputs=vs)
+        for p, h in zip(ps, hs):
+            p.sub_(0.1 * p.grad / (h.abs() + 1e-3))
+
+def train(steps):
+    opt = Curv(model.parameters())
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()  # <- cause
+        opt.step()
+
+train(2)
+""",
+}
+
+HVP_LOOKALIKES = {
+    # create_graph=True: the .grad carries a graph, the probe works
+    "create_graph_backward": """
+params = list(model.parameters())
+model.zero_grad()
+loss = F.cross_entropy(model(x), y)
+gs = torch.autograd.grad(loss, params, create_graph=True)
+hv = torch.autograd.grad(gs, params, grad_outputs=[torch.ones_like(g) for g in gs])
+print(sum(h.abs().sum() for h in hv))
+""",
+    # a plain training step: nothing to report
+    "plain_step": """
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HVP_BUGS))
+def test_gradient_of_grad_without_create_graph_names_the_backward(name, run_script):
+    src = HVP_HEAD + HVP_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT206", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(HVP_LOOKALIKES))
+def test_gradient_of_grad_lookalikes_silent(name, run_script):
+    res = run_script(HVP_HEAD + HVP_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings

@@ -402,3 +402,6 @@ _POSTHOC.update(POSTHOC)
 from gradtrace.runtime.trace.diagnose_kept import POSTHOC as _KEPT  # noqa: E402
 
 _POSTHOC.update(_KEPT)
+from gradtrace.runtime.trace.grad_of_grad import POSTHOC as _GRAD_OF_GRAD  # noqa: E402
+
+_POSTHOC.update(_GRAD_OF_GRAD)
