@@ -470,3 +470,82 @@ def test_gradient_of_grad_lookalikes_silent(name, run_script):
     res = run_script(HVP_HEAD + HVP_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+INFER_HEAD = """
+import numpy as np
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(5, 7), nn.ReLU())
+        self.head = nn.Linear(7, 3)
+
+    def forward(self, inp):
+        return self.head(self.body(inp))
+"""
+
+INFER_BUGS = {
+    # a predictor class runs the model with grad on; a post-processing helper converts
+    "predictor_class_postprocess": """
+def postprocess(scores):
+    probs = scores.softmax(-1)
+    return probs.numpy().argmax(-1)
+
+class Predictor:
+    def __init__(self):
+        self.model = Encoder().eval()
+
+    def predict(self, batch):
+        scores = self.model(batch)  # <- cause
+        return postprocess(scores)
+
+print(Predictor().predict(torch.randn(4, 5)))
+""",
+    # a script indexes a corpus: features kept in a list, stacked by numpy
+    "script_feature_index": """
+encoder = Encoder()
+store = []
+for _ in range(3):
+    batch = torch.randn(2, 5)
+    feats = encoder(batch)  # <- cause
+    store.append(feats)
+index = np.vstack(store)
+print(index.shape)
+""",
+}
+
+INFER_LOOKALIKES = {
+    "predictor_under_no_grad": """
+model = Encoder().eval()
+with torch.no_grad():
+    scores = model(torch.randn(4, 5))
+print(scores.softmax(-1).numpy().argmax(-1))
+""",
+    "features_detached": """
+encoder = Encoder()
+store = [encoder(torch.randn(2, 5)).detach() for _ in range(3)]
+print(np.vstack(store).shape)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(INFER_BUGS))
+def test_numpy_in_a_program_that_never_trains_names_the_model_call(name, run_script):
+    src = INFER_HEAD + INFER_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT807", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(INFER_LOOKALIKES))
+def test_numpy_in_a_program_that_never_trains_lookalikes_silent(name, run_script):
+    res = run_script(INFER_HEAD + INFER_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
