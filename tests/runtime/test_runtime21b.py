@@ -549,3 +549,86 @@ def test_numpy_in_a_program_that_never_trains_lookalikes_silent(name, run_script
     res = run_script(INFER_HEAD + INFER_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+DEAD_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+x, y = torch.randn(8, 6), torch.randn(8, 2)
+"""
+
+DEAD_NO_OPT_BUGS = {
+    # a module method: an auxiliary term from the model's own output under no_grad
+    "module_aux_term": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(6, 2)
+        self.judge = nn.Linear(2, 1).requires_grad_(False)
+
+    def losses(self, inp, tgt):
+        out = self.body(inp)
+        with torch.no_grad():
+            score = self.judge(torch.tanh(out)).mean()  # <- cause
+        return F.mse_loss(out, tgt), score
+
+net = Net()
+fit, aux = net.losses(x, y)
+total = fit + 0.5 * aux
+total.backward()
+print(net.body.weight.grad.norm())
+""",
+    # a script: a smoothness penalty computed without grad from the prediction
+    "script_penalty": """
+model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2))
+pred = model(x)
+with torch.no_grad():
+    smooth = (pred[1:] - pred[:-1]).abs().mean()  # <- cause
+loss = F.l1_loss(pred, y) + smooth
+loss.backward()
+print([p.grad.norm().item() for p in model.parameters()])
+""",
+}
+
+DEAD_NO_OPT_LOOKALIKES = {
+    # the no_grad term comes from a frozen network's own input: nothing upstream is graded
+    "frozen_teacher_target": """
+student, teacher = nn.Linear(6, 2), nn.Linear(6, 2).requires_grad_(False)
+with torch.no_grad():
+    soft = teacher(x).pow(2).mean()
+loss = F.mse_loss(student(x), y) + soft
+loss.backward()
+print(student.weight.grad.norm())
+""",
+    # the sum with the metric is only logged; backward runs on the live loss alone
+    "metric_only_logged": """
+model = nn.Linear(6, 2)
+pred = model(x)
+with torch.no_grad():
+    mae = (pred - y).abs().mean()
+loss = F.mse_loss(pred, y)
+log_total = loss + mae
+loss.backward()
+print(log_total.item(), model.weight.grad.norm().item())
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEAD_NO_OPT_BUGS))
+def test_dead_term_without_optimizer_named(name, run_script):
+    src = DEAD_HEAD + DEAD_NO_OPT_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT844", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(DEAD_NO_OPT_LOOKALIKES))
+def test_dead_term_without_optimizer_lookalikes_silent(name, run_script):
+    res = run_script(DEAD_HEAD + DEAD_NO_OPT_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
