@@ -459,6 +459,9 @@ def upstream_leaves(t: Tensor, keep: Callable[[Tensor], None] | None = None,
     """ids of the leaf tensors (parameters) that ``t`` was computed from (each passed to
     ``keep`` when given)."""
     gf = t.grad_fn
+    base = t._base if gf is None and t.requires_grad else None
+    if base is not None and base.grad_fn is not None:  # a view taken under no_grad
+        return upstream_leaves(base, keep, limit)
     if gf is None:
         if t.requires_grad:
             if keep is not None:
