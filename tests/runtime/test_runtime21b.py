@@ -632,3 +632,114 @@ def test_dead_term_without_optimizer_lookalikes_silent(name, run_script):
     res = run_script(DEAD_HEAD + DEAD_NO_OPT_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+METER_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+net = nn.Linear(5, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+data = [(torch.randn(4, 5), torch.randn(4, 1)) for _ in range(12)]
+"""
+
+METER_BUGS = {
+    # a running-mean class whose push() adds what it is given
+    "meter_class_push": """
+class RunningMean:
+    def __init__(self):
+        self.acc, self.n = torch.zeros(()), 0
+
+    def push(self, v):
+        self.acc += v
+        self.n += 1
+
+meter = RunningMean()
+for xb, yb in data:
+    opt.zero_grad()
+    loss = F.mse_loss(net(xb), yb)
+    loss.backward()
+    opt.step()
+    meter.push(loss)  # <- cause
+print(meter.acc / meter.n)
+""",
+    # a helper function adds into a dict of totals; a trainer method calls it
+    "helper_adds_into_dict": """
+def accumulate(logs, key, value):
+    logs[key] += value
+
+class Trainer:
+    def __init__(self):
+        self.logs = {"loss": torch.zeros(())}
+
+    def epoch(self):
+        for xb, yb in data:
+            opt.zero_grad()
+            loss = F.mse_loss(net(xb), yb)
+            loss.backward()
+            opt.step()
+            accumulate(self.logs, "loss", loss * len(xb))  # <- cause
+
+t = Trainer()
+t.epoch()
+print(t.logs)
+""",
+}
+
+METER_LOOKALIKES = {
+    "meter_given_item": """
+class RunningMean:
+    def __init__(self):
+        self.acc, self.n = 0.0, 0
+
+    def push(self, v):
+        self.acc += v
+        self.n += 1
+
+meter = RunningMean()
+for xb, yb in data:
+    opt.zero_grad()
+    loss = F.mse_loss(net(xb), yb)
+    loss.backward()
+    opt.step()
+    meter.push(loss.item())
+print(meter.acc / meter.n)
+""",
+    "meter_detaches": """
+class RunningMean:
+    def __init__(self):
+        self.acc, self.n = torch.zeros(()), 0
+
+    def push(self, v):
+        self.acc += v.detach()
+        self.n += 1
+
+meter = RunningMean()
+for xb, yb in data:
+    opt.zero_grad()
+    loss = F.mse_loss(net(xb), yb)
+    loss.backward()
+    opt.step()
+    meter.push(loss)
+print(meter.acc / meter.n)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(METER_BUGS))
+def test_running_total_in_a_helper_names_the_caller(name, run_script):
+    src = METER_HEAD + METER_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT505", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(METER_LOOKALIKES))
+def test_running_total_in_a_helper_lookalikes_silent(name, run_script):
+    res = run_script(METER_HEAD + METER_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
