@@ -16,6 +16,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
 from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.layer_sites import layer_here
+from gradtrace.runtime.trace.accum_caller import caller_of_argument
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
@@ -374,7 +375,8 @@ class TraceState:
             return
         made, seq = created_site(gf)
         if made is not None and 0 <= seq < self.accumulating_seq:
-            key = ("graph-kept", self.site(raw), op)
+            at = caller_of_argument(raw[0], after)  # NOTE [running total in a helper]
+            key = ("graph-kept", at or self.site(raw), op)
             c = self.events.get(key)
             if key in self.unrolled or (c is None or c.count < 8) and adds_chained(gf, after):
                 self.unrolled.add(key)
