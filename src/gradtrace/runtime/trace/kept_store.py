@@ -149,6 +149,7 @@ def kept_store(t: Any, frames: list[Any] | None = None) -> tuple[Site, Site] | N
     return Site(bwd.path, hit.lineno, bwd.function, hit.col_offset), bwd  # type: ignore
 
 
+
 def model_call(t: Any, state: Any, limit: int = 2048) -> Site | None:
     """NOTE [numpy in a program that never trains]: no backward() ran in the whole program, so
     the tensor converted to numpy is an inference result computed with grad on: the line is
