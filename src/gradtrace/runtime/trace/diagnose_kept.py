@@ -12,7 +12,6 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.kept_store import model_call
 from gradtrace.runtime.trace.records import created_site
 from gradtrace.runtime.trace.state import TraceState
 
@@ -41,15 +40,6 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     kept = _kept_finding(code, t, site) if t is not None else None
     if kept is not None:  # NOTE [numpy of a kept training value]
         return [kept]
-    call = model_call(t, state) if t is not None else None
-    if call is not None and site is not None and call.line != site.line:
-        return [make(code, call, "numpy conversion of a tensor that requires grad: this call "
-                     "runs the model with grad mode on in a program that never calls "
-                     f"backward(), so its outputs keep an autograd graph, and {src(site)} "
-                     "converts one to numpy", fix="run inference under torch.no_grad() (or "
-                     "torch.inference_mode()), or .detach() the outputs",
-                     related=[(site, "it is converted to numpy here"),
-                              (made, "the tensor was computed here")])]
     if stored is not None:  # np.array(history): the tensors were kept in that list
         return [make(code, stored, "numpy conversion of a tensor that requires grad: this line "
                      "keeps the tensor in a list with its autograd graph, and "

@@ -149,42 +149,4 @@ def kept_store(t: Any, frames: list[Any] | None = None) -> tuple[Site, Site] | N
     return Site(bwd.path, hit.lineno, bwd.function, hit.col_offset), bwd  # type: ignore
 
 
-
-def model_call(t: Any, state: Any, limit: int = 2048) -> Site | None:
-    """NOTE [numpy in a program that never trains]: no backward() ran in the whole program, so
-    the tensor converted to numpy is an inference result computed with grad on: the line is
-    the call of the model (the module whose parameters the tensor's graph reaches, called from
-    code that is not a ``forward``; the largest such module), where torch.no_grad() was
-    missing. ``None`` when a backward() ran, or no such call was recorded."""
-    data = getattr(state, "hooks_data", None)
-    if data is None or state.backward_count or getattr(t, "grad_fn", None) is None:
-        return None
-    leaves: dict[int, Any] = {}
-    queue, seen = [t.grad_fn], set()
-    keep = []  # the nodes walked stay alive during the walk, so that ids stay unique
-    while queue and len(seen) < limit:
-        node = queue.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        keep.append(node)
-        v = getattr(node, "variable", None)
-        if v is not None:
-            leaves[id(v)] = v
-            continue
-        try:
-            queue.extend(n for n, _ in node.next_functions if n is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    best, size = None, 0
-    for rec in list(data.modules.values()):
-        m = rec.ref()
-        if m is None or rec.site is None or not rec.grad_runs or rec.site.function == "forward":
-            continue
-        params = list(m.parameters())
-        if len(params) > size and any(id(p) in leaves for p in params):
-            best, size = rec.site, len(params)
-    return best
-
-
-__all__ = ["kept_store", "model_call"]
+__all__ = ["kept_store"]
