@@ -664,3 +664,27 @@ def test_running_total_in_a_helper_lookalikes_silent(name, run_script):
     res = run_script(METER_HEAD + METER_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+# a program with no backward() at all: the hook is the stray part, the registration stays named
+HOOK_NO_GRADIENTS = """
+class Recorder:
+    def __init__(self, layer):
+        self.grads = []
+        layer.register_forward_hook(self.on_forward)
+
+    def on_forward(self, module, inp, out):
+        out.register_hook(self.grads.append)  # <- cause
+
+rec = Recorder(net[0])
+with torch.no_grad():
+    print(net(x).shape)
+"""
+
+
+def test_hook_in_a_program_without_gradients_stays_at_the_registration(run_script):
+    src = HOOK_HEAD + HOOK_NO_GRADIENTS
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT833", marked_line(src)), res.findings

@@ -121,11 +121,12 @@ def hook_without_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tu
     if why is not None and why not in {s for s, _ in related}:
         related.insert(0, (why, "grad mode was off here"))
     if why is not None and why != site and not torch.is_grad_enabled() and state is not None \
-            and state.backward_count == 0:
+            and state.backward_count == 0 and _program_computes_gradients(why):
         # NOTE [hook before any gradient]: registered with grad mode off before any backward()
         # of the run: the hook's code never ran with gradients; the block turning grad off
         # around the pass meant to compute them is the line to change, not the registration
-        # (shared code that ran in training first keeps the registration: guard it there)
+        # (shared code that ran in training first keeps the registration: guard it there;
+        # so does a program with no backward()/autograd.grad at all: the hook is the stray part)
         return [make(pat.code, why, f"grad mode is off here around a pass that registers a "
                      f"gradient hook (`{call}` at {src(site)}) before any backward() of the "
                      "run: the tensor does not require grad, so the gradient it waits for "
@@ -140,6 +141,16 @@ def hook_without_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tu
     return [make(pat.code, site, f"`{call}` on a tensor that does not require grad{reason}"
                  "; a gradient hook needs a tensor autograd tracks", fix=pat.fix,
                  related=related)]
+
+
+def _program_computes_gradients(site: Site) -> bool:
+    """The file of ``site`` calls backward() or autograd.grad somewhere (NOTE [hook before any
+    gradient]: the pass under no_grad was meant to reach it)."""
+    from gradtrace.runtime.trace.locate import tree_of
+    from gradtrace.runtime.trace.offstack import _computes_gradients
+
+    tree = tree_of(site.path)
+    return tree is not None and _computes_gradients(list(ast.walk(tree)))
 
 
 def grad_input_no_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
