@@ -144,8 +144,8 @@ def hook_without_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tu
 
 
 def _program_computes_gradients(site: Site) -> bool:
-    """The file of ``site`` calls backward() or autograd.grad somewhere (NOTE [hook before any
-    gradient]: the pass under no_grad was meant to reach it)."""
+    """The file of ``site`` calls backward() or autograd.grad somewhere: the pass under no_grad
+    was meant to reach it (NOTE [hook before any gradient])."""
     from gradtrace.runtime.trace.locate import tree_of
     from gradtrace.runtime.trace.offstack import _computes_gradients
 
