@@ -62,6 +62,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "zero-grad-every-accumulation-step": ("GT512", "zero-grad-every-accumulation-step"),
     "parameters-listed-twice": ("GT435", "parameters-listed-twice"),
     "clip-of-consumed-generator": ("GT405", "parameters-generator-consumed"),
+    "grad-without-create-graph": ("GT206", "gradient-penalty-without-create-graph"),
 }
 
 

@@ -116,6 +116,8 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
         return out
     trained = {id(p) for rec in list(data.optimizers.values()) if rec.steps and rec.ref()
                for g in rec.ref().param_groups for p in g["params"] if data.graded(p)}
+    if not any(rec.steps for rec in list(data.optimizers.values())):
+        trained = _graded_leaves(state)  # NOTE [dead term without an optimizer]
     for (kind, site, _), counter in list(state.events.items()):
         cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
         if cut is None or not state.cut_upstream.get(cut, frozenset()) & trained:
@@ -132,6 +134,21 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
                         related=[(cut.grad_off, "grad mode is switched off here"),
                                  (cut.site, f"`{cut.op}` runs on the live tensor without grad")],
                         severity="warning"))
+    return out
+
+
+def _graded_leaves(state: Any) -> set[int]:
+    """# NOTE [dead term without an optimizer]
+    A script that backpropagates without ever stepping an optimizer (a gradient check, a
+    cut-down training step, a sampler's one update) trains nothing by the rule above; there the
+    parameters that count are the leaves the tracer follows (upstream of the cuts) that are
+    Parameters and hold a gradient at the end: the backward() did reach them. A frozen network's
+    weights (no gradient) still excuse the term."""
+    out: set[int] = set()
+    for key, ref in list(state._leaf_refs.items()):
+        t = ref()
+        if isinstance(t, torch.nn.Parameter) and t.requires_grad and t.grad is not None:
+            out.add(key)
     return out
 
 

@@ -111,6 +111,10 @@ def grad_off_line(cut: Any, backward: Site | None = None) -> Site | None:
 def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
               site: Site | None, state: TraceState) -> list[Finding]:
     roots = _roots(args, kwargs)
+    twice = grads_without_graph(roots, args[1] if len(args) > 1 else kwargs.get("inputs"),
+                                state, site)
+    if twice is not None:  # NOTE [gradient of a .grad without graph]
+        return [twice]
     root = next((r for r in roots if not r.requires_grad), roots[0] if roots else None)
     cut = state.cut_of(root)
     left_off = not torch.is_grad_enabled() and state.grad_off is not None
@@ -124,6 +128,15 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
                      fix="take backward() and the optimizer step out of the evaluation pass "
                          "(validation computes the loss only)",
                      related=[(state.grad_off, "grad mode was turned off here")])]
+    call = call_below_off(state.grad_off) if left_off else None
+    if call is not None:  # NOTE [grad off in a caller]
+        return [make(code_for("grad-mode-left-off", "GT800"), call,
+                     f"this call runs code that computes gradients (backward() at {src(site)}) "
+                     f"inside a caller's no_grad block ({src(state.grad_off)}), where nothing "
+                     "is recorded for autograd", fix="re-enable grad around this call (with "
+                     "torch.enable_grad():), or skip the gradient step when grad is off",
+                     related=[(state.grad_off, "grad mode was turned off here"),
+                              (site, "backward() failed here")])]
     if left_off:
         return [make(code_for("grad-mode-left-off", "GT800"), state.grad_off,
                      f"grad mode was turned off here ({src(state.grad_off)}) and is still off "
@@ -462,6 +475,8 @@ def _requires_grad_non_leaf(pat: ErrorPattern, exc: BaseException, func: Any, ar
 from gradtrace.runtime.trace.diagnose_inplace import (  # noqa: E402
     detached_saved_finding, inplace_leaf_finding, inplace_saved_finding)
 from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E402
+from gradtrace.runtime.trace.caller_off import call_below_off  # noqa: E402
+from gradtrace.runtime.trace.grad_of_grad import grads_without_graph  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
 from gradtrace.runtime.trace.diagnose_freed import (added_to_old_loss, freed_earlier,  # noqa: E402
                                                     freed_root)

@@ -109,7 +109,8 @@ def _why_no_grad(state: Any, t: Any) -> tuple[Site | None, list[tuple[Site | Non
 
 def hook_without_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
                       kwargs: dict, site: Site | None, state: Any) -> list[Finding]:
-    """GT833 at the registration; the reason (a no_grad block, a detach) as related."""
+    """GT833 at the registration; the reason (a no_grad block, a detach) as related; at the
+    no_grad block when no backward() ran yet (NOTE [hook before any gradient])."""
     t = _tensor_arg(args, kwargs)
     call = "retain_grad()" if "retain_grad" in str(exc) else "register_hook()"
     import torch
@@ -119,12 +120,37 @@ def hook_without_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tu
         why = state.grad_off  # made in this no_grad block (the cut was not kept)
     if why is not None and why not in {s for s, _ in related}:
         related.insert(0, (why, "grad mode was off here"))
+    if why is not None and why != site and not torch.is_grad_enabled() and state is not None \
+            and state.backward_count == 0 and _program_computes_gradients(why):
+        # NOTE [hook before any gradient]: registered with grad mode off before any backward()
+        # of the run: the hook's code never ran with gradients; the block turning grad off
+        # around the pass meant to compute them is the line to change, not the registration
+        # (shared code that ran in training first keeps the registration: guard it there;
+        # so does a program with no backward()/autograd.grad at all: the hook is the stray part)
+        return [make(pat.code, why, f"grad mode is off here around a pass that registers a "
+                     f"gradient hook (`{call}` at {src(site)}) before any backward() of the "
+                     "run: the tensor does not require grad, so the gradient it waits for "
+                     "cannot be computed", fix="run the pass that needs gradients with grad "
+                     "enabled (outside torch.no_grad()/inference_mode, or in "
+                     "torch.enable_grad())",
+                     related=[(site, f"`{call}` failed here"),
+                              *[r for r in related if r[0] != why]])]
     reason = f" (made without grad: {src(why)})" if why is not None else \
         " (grad mode is on: nothing it was computed from requires grad, e.g. frozen weights " \
         "and plain inputs)" if torch.is_grad_enabled() else " (grad mode is off)"
     return [make(pat.code, site, f"`{call}` on a tensor that does not require grad{reason}"
                  "; a gradient hook needs a tensor autograd tracks", fix=pat.fix,
                  related=related)]
+
+
+def _program_computes_gradients(site: Site) -> bool:
+    """The file of ``site`` calls backward() or autograd.grad somewhere: the pass under no_grad
+    was meant to reach it (NOTE [hook before any gradient])."""
+    from gradtrace.runtime.trace.locate import tree_of
+    from gradtrace.runtime.trace.offstack import _computes_gradients
+
+    tree = tree_of(site.path)
+    return tree is not None and _computes_gradients(list(ast.walk(tree)))
 
 
 def grad_input_no_grad(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,

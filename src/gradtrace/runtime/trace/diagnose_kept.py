@@ -37,6 +37,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                      fix="reduce the tensors with torch (torch.stack(values).sum(0))",
                      related=[(stored, "the tensors are collected in the list here"),
                               (made, "the tensor was computed here")])]
+    kept = _kept_finding(code, t, site) if t is not None else None
+    if kept is not None:  # NOTE [numpy of a kept training value]
+        return [kept]
     if stored is not None:  # np.array(history): the tensors were kept in that list
         return [make(code, stored, "numpy conversion of a tensor that requires grad: this line "
                      "keeps the tensor in a list with its autograd graph, and "
@@ -55,6 +58,40 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     return [make(code_for("numpy-on-grad-tensor", pat.code), site,
                  "numpy conversion of a tensor that requires grad", fix="use .detach().cpu()"
                  ".numpy()", related=[(made, "the tensor was computed here")])]
+
+
+def _kept_finding(code: str, t: Tensor, site: Site | None,
+                  frames: list[Any] | None = None) -> Finding | None:
+    from gradtrace.runtime.trace.kept_store import kept_store
+
+    kept = kept_store(t, frames)
+    if kept is None:
+        return None
+    at, bwd = kept
+    return make(code, at, "numpy conversion of a tensor that requires grad: this line keeps a "
+                "value of a training step with its autograd graph (backward() already ran "
+                f"through it at {src(bwd)}), and {src(site)} converts it to numpy",
+                fix="keep a number (loss.item()) or a detached tensor (loss.detach())",
+                related=[(bwd, "its step's backward() ran here"),
+                         (site, "it is converted to numpy here")])
+
+
+def kept_numpy_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Site,
+                     state: Any) -> list[Finding]:
+    """The same reading from the traceback, when numpy converted the tensor from C (its
+    ``__array__``) where the tracer does not see the call."""
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    t = next((s for f in reversed(frames) for s in [f.f_locals.get("self")]
+              if isinstance(s, Tensor) and s.requires_grad), None)
+    found = _kept_finding(code_for("numpy-on-grad-tensor", pat.code), t, site, frames) \
+        if t is not None else None
+    return [found] if found is not None else []
+
+
+POSTHOC = {"numpy-grad": kept_numpy_after}
 
 
 def _left_function(t: Tensor, site: Site | None, limit: int = 256) -> Site | None:

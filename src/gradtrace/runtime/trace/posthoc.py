@@ -399,3 +399,9 @@ from gradtrace.runtime.trace.diagnose_crash import POSTHOC  # noqa: E402
 
 _POSTHOC.update({"grad-shape": gradient_shape_after, "optimizer-state-groups": state_mismatch})
 _POSTHOC.update(POSTHOC)
+from gradtrace.runtime.trace.diagnose_kept import POSTHOC as _KEPT  # noqa: E402
+
+_POSTHOC.update(_KEPT)
+from gradtrace.runtime.trace.grad_of_grad import POSTHOC as _GRAD_OF_GRAD  # noqa: E402
+
+_POSTHOC.update(_GRAD_OF_GRAD)

@@ -16,6 +16,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
 from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.layer_sites import layer_here
+from gradtrace.runtime.trace.accum_caller import caller_of_argument
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
@@ -376,7 +377,8 @@ class TraceState:
             return
         made, seq = created_site(gf)
         if made is not None and 0 <= seq < self.accumulating_seq:
-            key = ("graph-kept", self.site(raw), op)
+            at = caller_of_argument(raw[0], after)  # NOTE [running total in a helper]
+            key = ("graph-kept", at or self.site(raw), op)
             c = self.events.get(key)
             if key in self.unrolled or (c is None or c.count < 8) and adds_chained(gf, after):
                 self.unrolled.add(key)
@@ -464,6 +466,9 @@ def upstream_leaves(t: Tensor, keep: Callable[[Tensor], None] | None = None,
     """ids of the leaf tensors (parameters) that ``t`` was computed from (each passed to
     ``keep`` when given)."""
     gf = t.grad_fn
+    base = t._base if gf is None and t.requires_grad else None
+    if base is not None and base.grad_fn is not None:  # a view taken under no_grad
+        return upstream_leaves(base, keep, limit)
     if gf is None:
         if t.requires_grad:
             if keep is not None:
