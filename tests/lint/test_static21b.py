@@ -745,10 +745,23 @@ class Staged(nn.Module):
 model = DDP(Staged())
 for step in range(2):
     model(torch.randn(2, 4)).sum().backward()
-""", "GT451")], [shape_runner.Shape(PER_TASK + """
+""", "GT451"), shape_runner.Shape(PER_TASK + """
+model = DDP(PerTask())
+for step in range(3):
+    x = torch.randn(2, 4)
+    outs = [model(x, t) for t in range(3)]
+    sum(o.sum() for o in outs).backward()
+""", "GT451", holds="model.module.heads[2].weight.grad is not None")], [
+    shape_runner.Shape(PER_TASK + """
 model = DDP(PerTask())
 for step in range(3):
     model(torch.randn(2, 4), step % 3).sum().backward()
+""", "GT451", 10, REDUCTION), shape_runner.Shape(PER_TASK + """
+model = DDP(PerTask())
+for step in range(2):
+    x = torch.randn(2, 4)
+    for t in range(3):
+        model(x, t).sum().backward()
 """, "GT451", 10, REDUCTION), shape_runner.Shape("""
 VOXELS = {"s1": 5, "s2": 6}
 

@@ -16,7 +16,7 @@ for step in range(4):
     opt.zero_grad()
     for micro in range(2):
         with model.no_sync():  # <- never synced
-            loss = model(torch.randn(8, 4, generator=gen)).pow(2).mean()
+            loss = model(torch.randn(8, 4, generator=gen)).pow(2).mean() / 2
             loss.backward()
     opt.step()  # <- step
 dist.destroy_process_group()

@@ -7,7 +7,9 @@ local made from one), leaves every other entry without a gradient in that call. 
 ``DistributedDataParallel`` without ``find_unused_parameters`` that is the branch of GT451
 spelled as an index. Not counted: an index that is a constant, a loop variable over the whole
 container or ``self.<x>`` (configuration), and a container that ``forward`` also runs whole
-(``for h in self.heads``, ``self.heads(...)`` as a ``Sequential``).
+(``for h in self.heads``, ``self.heads(...)`` as a ``Sequential``), nor a wrapper the file calls
+once per value of a loop before one backward (``[model(x, v) for v in range(2)]``): every entry
+may run in that iteration.
 """
 from __future__ import annotations
 
@@ -84,3 +86,28 @@ def selected_entries(cls: ClassInfo, ctx: Context) -> Iterator[tuple[str, ast.Ca
     for attr, call in sorted(picked.items(), key=lambda p: (p[1].lineno, p[1].col_offset)):
         if attr not in whole:
             yield attr, call
+
+
+def called_per_entry(target: str | None, ctx: Context) -> bool:
+    """Whether the file calls the wrapper ``target`` once per value of a loop before one
+    backward (``[model(x, v) for v in range(2)]``, a ``for`` without ``backward()`` in it):
+    every entry may run in one iteration."""
+    if target is None:
+        return False
+    for n in walk(ctx.tree):
+        if isinstance(n, (ast.For, ast.AsyncFor)):
+            if any(isinstance(c, ast.Attribute) and c.attr == "backward" for c in walk(n)):
+                continue  # the training loop itself: one entry per backward
+            loops, body = [n.target], n.body
+        elif isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            loops, body = [g.target for g in n.generators], [n]
+        else:
+            continue
+        names = {x.id for t in loops for x in walk(t) if isinstance(x, ast.Name)}
+        for stmt in body:
+            for c in walk(stmt):
+                if isinstance(c, ast.Call) and dotted(c.func) == target and any(
+                        isinstance(x, ast.Name) and x.id in names
+                        for a in (*c.args, *(k.value for k in c.keywords)) for x in walk(a)):
+                    return True
+    return False

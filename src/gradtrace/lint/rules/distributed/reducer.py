@@ -11,7 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.distributed._selected import selected_entries
+from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, Wrap, holds_wrapper, wrapped_class, wraps,
 )
@@ -303,7 +303,8 @@ class DdpBranchLeavesLayerUnused(Rule):
                     test=ctx.source(branch.test), line=branch.lineno)
                 found = True
                 break  # one finding per wrapper
-            for attr, call in [] if found else selected_entries(cls, ctx):
+            for attr, call in [] if found or called_per_entry(w.target, ctx) \
+                    else selected_entries(cls, ctx):
                 f = self.report(w.call, ctx, related=(Related(
                     ctx.path, call.lineno, f"one entry of `self.{attr}` runs here",
                     ctx.column(call)),), cls=cls.name, attr=attr, test="", line=call.lineno)

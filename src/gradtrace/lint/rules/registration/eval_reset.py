@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -76,7 +77,9 @@ class FrozenEvalUndoneByTrain(Rule):
     Known limits: the eval must be set before the loop in the same function, directly on a
     submodule together with a freeze, or by a method of the model's class (two calls deep)
     that both sets `requires_grad` and calls `.eval()` on a submodule; or by the `__init__`
-    of the model's class (a class of the file), two calls deep.
+    of the model's class (a class of the file), two calls deep. When that class overrides
+    `train()`, the override is the line named; it is silent when it runs the freezing method
+    again (or the same `x.eval()` outside any `if`).
     """
 
     code = "GT443"
@@ -84,6 +87,11 @@ class FrozenEvalUndoneByTrain(Rule):
     message = ("`{model}.train()` puts every submodule back in training mode, undoing the eval "
                "mode `{freeze}` (line {line}) set on the frozen part: its BatchNorm statistics "
                "keep updating; re-apply it after `{model}.train()`")
+    message_override = (
+        "`{cls}.train()` calls `nn.Module.train()`, which puts every submodule back in training "
+        "mode, and does not re-apply the eval mode `{freeze}` (line {line}) set on the frozen "
+        "part: its BatchNorm statistics keep updating from the first `{model}.train()`; "
+        "re-apply the freeze after this call")
     triggers = ("train(",)
     examples = [
         Bad("""
@@ -111,6 +119,48 @@ class FrozenEvalUndoneByTrain(Rule):
                         opt.zero_grad()
                         model(x).sum().backward()
                         opt.step()
+            """),
+        Bad("""
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self, norm_eval=False):
+                    super().__init__()
+                    self.stem = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+                    self.head = nn.Linear(4, 2)
+                    self.norm_eval = norm_eval
+                    self.freeze_stem()
+                def freeze_stem(self):
+                    self.stem.eval()
+                    for p in self.stem.parameters():
+                        p.requires_grad = False
+                def train(self, mode=True):
+                    super().train(mode)
+                    if mode and self.norm_eval:
+                        self.stem.eval()
+                    return self
+            net = Net()
+            net.train()
+            net(x).sum().backward()
+            """, at=(14, 8)),
+        Good("""
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.stem = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+                    self.head = nn.Linear(4, 2)
+                    self.freeze_stem()
+                def freeze_stem(self):
+                    self.stem.eval()
+                    for p in self.stem.parameters():
+                        p.requires_grad = False
+                def train(self, mode=True):
+                    super().train(mode)
+                    self.freeze_stem()
+                    return self
+            net = Net()
+            net.train()
+            net(x).sum().backward()
             """),
     ]
 
@@ -154,6 +204,22 @@ class FrozenEvalUndoneByTrain(Rule):
         ev = _eval_in(init, ctx) if init is not None else None
         if ev is None:
             return
+        own = cls.methods.get("train")  # type: ignore[union-attr]
+        if own is not None:  # the class keeps its own train(): the fix belongs there
+            if not _reapplies(own, init, ev, ctx):  # type: ignore[arg-type]
+                at = next((n for n in walk(own) if isinstance(n, ast.Call)
+                           and isinstance(n.func, ast.Attribute) and n.func.attr == "train"
+                           and isinstance(n.func.value, ast.Call)
+                           and dotted(n.func.value.func) == "super"), own)
+                f = self.report(at, ctx, related=[Related(
+                    ctx.path, ev.lineno, f"`{cls.name}` puts this part in eval mode when it is "
+                    "built", ctx.column(ev)), Related(
+                    ctx.path, node.lineno, "training mode is switched on here", ctx.column(node))],
+                    model=model, freeze=ctx.source(ev), line=ev.lineno)
+                yield replace(f, message=self.message_override.format(
+                    cls=cls.name, model=model, freeze=ctx.source(ev),  # type: ignore[union-attr]
+                    line=ev.lineno))
+            return
         idx = _index(scope, ctx)
         steps = [ln for ln in idx.step_lines(scope) if ln > node.lineno]
         if not steps:
@@ -194,6 +260,30 @@ def _eval_in(fn: ast.AST | None, ctx: Context) -> ast.Call | None:
         return None
     return next((n for m in _run_through_self(fn, ctx) for n in walk(m)  # type: ignore[misc]
                  if _eval_call(n)), None)
+
+
+def _reapplies(own: ast.AST, init: ast.AST, ev: ast.Call, ctx: Context) -> bool:
+    """Whether the ``train()`` override ``own`` runs again the method of ``__init__`` that
+    called ``ev`` (``self._freeze_stages()``), or calls the same ``x.eval()`` outside any
+    ``if`` (an eval under ``if self.norm_eval:`` is another switch)."""
+    maker = next((m for m in _run_through_self(init, ctx) if m is not init
+                  and any(n is ev for n in walk(m))), None)
+    ran = list(_run_through_self(own, ctx))
+    if maker is not None and any(m is maker for m in ran):
+        return True
+    recv = ctx.source(ev.func)
+    for m in ran:
+        todo = list(getattr(m, "body", ()))
+        while todo:
+            st = todo.pop()
+            if isinstance(st, (ast.If, ast.Try, ast.While)):
+                continue
+            if isinstance(st, (ast.For, ast.With)):
+                todo.extend(st.body)
+            elif any(_eval_call(n) and ctx.source(n.func) == recv  # type: ignore[attr-defined]
+                     for n in walk(st)):
+                return True
+    return False
 
 
 def _any_within(lines: list[int], lo: int, hi: int) -> bool:
