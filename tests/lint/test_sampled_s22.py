@@ -1,0 +1,119 @@
+"""GT720: a `sample()` draw fed to a network or used as a relaxed draw, where the loss needs the
+gradient through the sample (found by pytorch/examples' VAE mutated blind, `injected_blind.py`).
+Each twin is run on real torch: the parameters upstream of the draw get no gradient from the
+term that uses it (``holds``); each look-alike is silent and trains them.
+
+Same harness as test_heldout_shapes.py.
+"""
+from __future__ import annotations
+
+import pytest
+from test_heldout_shapes import Shape, _found, _run
+
+torch = pytest.importorskip("torch")
+
+NETS = """
+from torch.distributions import Normal, RelaxedOneHotCategorical, Independent
+enc, dec = nn.Linear(6, 4), nn.Linear(2, 6)
+actor, critic = nn.Linear(3, 4), nn.Linear(5, 1)
+x, s = torch.randn(8, 6), torch.randn(8, 3)
+"""
+
+LOOK_ALIKES = [
+    # SAC's actor loss with the reparameterised draw
+    Shape(NETS + """
+def actor_loss(s, alpha=0.2):
+    mu, log_std = actor(s).chunk(2, -1)
+    d = Normal(mu, log_std.exp())
+    a = d.rsample()
+    q = critic(torch.cat([s, a], -1))
+    return (alpha * d.log_prob(a).sum(-1) - q.squeeze(-1)).mean()
+actor_loss(s).backward()
+""", "GT720", holds="actor.weight.grad[:2].abs().sum() > 0"),
+    # REINFORCE: the action goes to the environment and log_prob; sample() is right
+    Shape(NETS + """
+def env_step(a):
+    return -(a ** 2).sum(-1)
+def policy_loss(s):
+    mu, log_std = actor(s).chunk(2, -1)
+    d = Normal(mu, log_std.exp())
+    a = d.sample()
+    r = env_step(a)
+    return -(d.log_prob(a).sum(-1) * r).mean()
+policy_loss(s).backward()
+""", "GT720", holds="actor.weight.grad.abs().sum() > 0"),
+    # the critic's target under no_grad, and a prior draw decoded for generation
+    Shape(NETS + """
+def target(s2):
+    with torch.no_grad():
+        mu, log_std = actor(s2).chunk(2, -1)
+        a2 = Normal(mu, log_std.exp()).sample()
+        return critic(torch.cat([s2, a2], -1))
+def generate(n):
+    z = Normal(torch.zeros(n, 2), torch.ones(n, 2)).sample()
+    return dec(z)
+loss = (critic(torch.cat([s, s[:, :2]], -1)) - target(s)).pow(2).mean() + generate(4).sum() * 0
+loss.backward()
+""", "GT720", holds="critic.weight.grad is not None"),
+    # a VAE's helper returning the reparameterised draw
+    Shape(NETS + """
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = enc, dec
+    def reparameterize(self, mu, logvar):
+        return Normal(mu, (0.5 * logvar).exp()).rsample()
+    def forward(self, x):
+        mu, logvar = self.enc(x).chunk(2, -1)
+        z = self.reparameterize(mu, logvar)
+        return self.dec(z)
+VAE()(x).pow(2).mean().backward()
+""", "GT720", holds="enc.weight.grad.abs().sum() > 0"),
+]
+
+TWINS = [
+    # a VAE's helper returning sample(): the decoder's term never reaches the encoder
+    Shape(NETS + """
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = enc, dec
+    def reparameterize(self, mu, logvar):
+        return Normal(mu, (0.5 * logvar).exp()).sample()
+    def forward(self, x):
+        mu, logvar = self.enc(x).chunk(2, -1)
+        z = self.reparameterize(mu, logvar)
+        return self.dec(z)
+VAE()(x).pow(2).mean().backward()
+""", "GT720", 11, holds="enc.weight.grad is None"),
+    # SAC's actor scored by the critic on a sample(): only the entropy term trains the mean
+    Shape(NETS + """
+mu, log_std = actor(s).chunk(2, -1)
+d = Independent(Normal(mu, log_std.exp()), 1)
+a = d.sample()
+q = critic(torch.cat([s, a], -1))
+loss = (0.0 * d.log_prob(a) - q.squeeze(-1)).mean()
+loss.backward()
+""", "GT720", 8, holds="actor.weight.grad.abs().sum() == 0"),
+    # a relaxed one-hot draw weighting values: the selection logits get no gradient
+    Shape(NETS + """
+def soft_select(logits, values, tau=0.5):
+    w = RelaxedOneHotCategorical(tau, logits=logits).sample()
+    return (w * values).sum(-1)
+out = soft_select(enc(x), torch.randn(8, 4, requires_grad=True))
+out.sum().backward()
+""", "GT720", 7, holds="enc.weight.grad is None"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(LOOK_ALIKES)))
+def test_look_alike_is_silent_and_trains(i: int) -> None:
+    assert _found(LOOK_ALIKES[i]) == []
+    _run(LOOK_ALIKES[i])
+
+
+@pytest.mark.parametrize("i", range(len(TWINS)))
+def test_twin_is_reported_and_loses_the_gradient(i: int) -> None:
+    bad = TWINS[i]
+    assert _found(bad) == [(bad.line, bad.code)], bad.src
+    _run(bad)
