@@ -5,8 +5,6 @@ kind: bug
 symptom: crash
 verified: element 0 of tensors does not require grad and does not have a grad_fn
 """
-import contextlib
-
 import torch
 import torch.nn as nn
 

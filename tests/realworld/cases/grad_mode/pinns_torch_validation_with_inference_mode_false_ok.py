@@ -3,8 +3,6 @@
 source: https://github.com/rezaakb/pinns-torch/issues/12
 kind: lookalike
 """
-import contextlib
-
 import torch
 import torch.nn as nn
 
