@@ -47,7 +47,7 @@ agent = A2C(n_features, n_actions, n_envs)
 states = torch.randn(n_steps, n_envs, n_features)
 rewards = torch.randn(n_steps, n_envs)
 masks = torch.ones(n_steps, n_envs)
-for update in range(60):
+for update in range(30):
     values, logits = agent(states)
     value_preds = values.squeeze(-1)
     dist = torch.distributions.Categorical(logits=logits)
