@@ -38,7 +38,7 @@ class IGA:
                 'penalty_requires_grad': penalty_value.requires_grad, 'grad': grad_snapshot}
 
 
-def run(penalty, steps=20):
+def run(penalty, steps=8):
     torch.manual_seed(0)
     algorithm = IGA(8, 3, {'penalty': penalty})
     data = torch.Generator().manual_seed(1)

@@ -3,7 +3,7 @@
 source: https://github.com/facebookresearch/DomainBed/issues/50
 kind: bug
 symptom: silent
-verified: on the first update penalty_value is 2.42 with requires_grad=False; the network's gradient with penalty 1000 equals the one with penalty 0 (0.0 apart) and so do the weights after 20 steps (0.0 apart); with create_graph=True (the issue's fix) the two gradients are 11940 apart (norm) and the weights end 0.168 apart
+verified: on the first update penalty_value is 2.42 with requires_grad=False; the network's gradient with penalty 1000 equals the one with penalty 0 (0.0 apart) and so do the weights after 8 steps (0.0 apart); with create_graph=True (the issue's fix) the two gradients are 11940 apart (norm) and the weights end 0.085 apart
 """
 import torch
 import torch.autograd as autograd
@@ -40,7 +40,7 @@ class IGA:
                 'penalty_requires_grad': penalty_value.requires_grad, 'grad': grad_snapshot}
 
 
-def run(penalty, steps=20):
+def run(penalty, steps=8):
     torch.manual_seed(0)
     algorithm = IGA(8, 3, {'penalty': penalty})
     data = torch.Generator().manual_seed(1)
