@@ -29,7 +29,7 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 13 (session 19)", "531828d"),
            ("held-out 14 (session 20)", "b9488bb"),
            ("held-out 15 (session 21)", "4ba28f3"),
-           ("held-out 16 (session 22)", "12999db"))
+           ("held-out 16 (session 22)", "917aaf0"))
 
 
 def _cases_at(rev: str) -> set[str]:
