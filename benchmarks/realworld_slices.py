@@ -28,7 +28,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 11 (session 17)", "f2ee1cd"), ("held-out 12 (session 18)", "921d1ab"),
            ("held-out 13 (session 19)", "531828d"),
            ("held-out 14 (session 20)", "b9488bb"),
-           ("held-out 15 (session 21)", "4ba28f3"))
+           ("held-out 15 (session 21)", "4ba28f3"),
+           ("held-out 16 (session 22)", "917aaf0"))
 
 
 def _cases_at(rev: str) -> set[str]:
