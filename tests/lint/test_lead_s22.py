@@ -10,6 +10,9 @@ GT767: an advantage made from the critic's values without a detach weighs the po
 actor-critic mutation, and the encode-attend-navigate case). Each twin is run next to its
 detached form: the critic's gradient differs (``holds``).
 
+GT230: a value of a forward under `no_grad` kept in a list attribute that another function
+backpropagates without running a model (the REINFORCE mutation). Each twin raises on real torch.
+
 Same harness as test_heldout_shapes.py.
 """
 from __future__ import annotations
@@ -216,5 +219,119 @@ def test_critic_look_alike_is_silent(i: int) -> None:
 @pytest.mark.parametrize("i", range(len(CRITIC_TWINS)))
 def test_critic_twin_is_reported_and_trains_the_critic_by_the_policy(i: int) -> None:
     bad = CRITIC_TWINS[i]
+    assert _found(bad) == [(bad.line, bad.code)], bad.src
+    _run(bad)
+
+
+POLICY = """
+from torch.distributions import Categorical
+policy = nn.Sequential(nn.Linear(4, 2), nn.Softmax(-1))
+critic = nn.Linear(4, 1)
+"""
+
+KEPT_LOOK_ALIKES = [
+    # the example as written: the action's forward with grad
+    Shape(POLICY + """
+policy.saved_log_probs = []
+def select_action(state):
+    m = Categorical(policy(state))
+    action = m.sample()
+    policy.saved_log_probs.append(m.log_prob(action))
+    return action.item()
+def finish_episode(returns):
+    loss = torch.stack([-lp * r for lp, r in zip(policy.saved_log_probs, returns)]).sum()
+    loss.backward()
+    del policy.saved_log_probs[:]
+for _ in range(3):
+    select_action(torch.randn(4))
+finish_episode([1.0, 0.5, 0.2])
+""", "GT230", holds="policy[0].weight.grad is not None"),
+    # values kept under no_grad for logging; the update recomputes them (PPO's evaluate)
+    Shape(POLICY + """
+class Agent:
+    def __init__(self):
+        self.states, self.values = [], []
+    def act(self, state):
+        with torch.no_grad():
+            v = critic(state)
+        self.states.append(state)
+        self.values.append(v)
+    def update(self, returns):
+        old = torch.stack(self.values).squeeze(-1)
+        new = critic(torch.stack(self.states)).squeeze(-1)
+        ((new - returns) ** 2 + 0 * old).mean().backward()
+a = Agent()
+for _ in range(3):
+    a.act(torch.randn(4))
+a.update(torch.randn(3))
+""", "GT230", holds="critic.weight.grad is not None"),
+]
+
+KEPT_TWINS = [
+    # REINFORCE with the action selected under no_grad
+    Shape(POLICY + """
+policy.saved_log_probs = []
+def select_action(state):
+    with torch.no_grad():
+        probs = policy(state)
+    m = Categorical(probs)
+    action = m.sample()
+    policy.saved_log_probs.append(m.log_prob(action))
+    return action.item()
+def finish_episode(returns):
+    loss = torch.stack([-lp * r for lp, r in zip(policy.saved_log_probs, returns)]).sum()
+    loss.backward()
+for _ in range(3):
+    select_action(torch.randn(4))
+finish_episode([1.0, 0.5, 0.2])
+""", "GT230", 7, "does not require grad"),
+    # a trainer keeping the critic's values from a no-grad rollout, fitted in update()
+    Shape(POLICY + """
+class Agent:
+    def __init__(self):
+        self.values = []
+    @torch.no_grad()
+    def act(self, state):
+        v = critic(state)
+        self.values.append(v)
+    def update(self, returns):
+        values = torch.stack(self.values).squeeze(-1)
+        ((values - returns) ** 2).mean().backward()
+a = Agent()
+for _ in range(3):
+    a.act(torch.randn(4))
+a.update(torch.randn(3))
+""", "GT230", 8, "does not require grad"),
+    # saved (log_prob, value) pairs of an actor-critic, the step under no_grad
+    Shape(POLICY + """
+from collections import namedtuple
+Saved = namedtuple("Saved", "log_prob value")
+critic.saved = []
+def step(state):
+    with torch.no_grad():
+        probs, value = policy(state), critic(state)
+    m = Categorical(probs)
+    a = m.sample()
+    critic.saved.append(Saved(m.log_prob(a), value))
+def finish(returns):
+    losses = [-s.log_prob * (r - s.value.item()) + (s.value - r).pow(2).sum()
+              for s, r in zip(critic.saved, returns)]
+    torch.stack(losses).sum().backward()
+for _ in range(3):
+    step(torch.randn(4))
+finish([1.0, 0.5, 0.2])
+""", "GT230", 9, "does not require grad"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(KEPT_LOOK_ALIKES)))
+def test_kept_look_alike_is_silent(i: int) -> None:
+    assert _found(KEPT_LOOK_ALIKES[i]) == []
+    _run(KEPT_LOOK_ALIKES[i])
+
+
+@pytest.mark.parametrize("i", range(len(KEPT_TWINS)))
+def test_kept_twin_is_reported_and_raises(i: int) -> None:
+    bad = KEPT_TWINS[i]
     assert _found(bad) == [(bad.line, bad.code)], bad.src
     _run(bad)
