@@ -10,6 +10,10 @@ GT767: an advantage made from the critic's values without a detach weighs the po
 actor-critic mutation, and the encode-attend-navigate case). Each twin is run next to its
 detached form: the critic's gradient differs (``holds``).
 
+GT721: an LBFGS closure that backpropagates without clearing the gradients (the
+time-sequence-prediction mutation). Each twin fits a least-squares problem next to its fixed
+form: the final loss is far higher (``holds``).
+
 GT230: a value of a forward under `no_grad` kept in a list attribute that another function
 backpropagates without running a model (the REINFORCE mutation). Each twin raises on real torch.
 
@@ -333,5 +337,88 @@ def test_kept_look_alike_is_silent(i: int) -> None:
 @pytest.mark.parametrize("i", range(len(KEPT_TWINS)))
 def test_kept_twin_is_reported_and_raises(i: int) -> None:
     bad = KEPT_TWINS[i]
+    assert _found(bad) == [(bad.line, bad.code)], bad.src
+    _run(bad)
+
+
+FIT = """
+w = nn.Parameter(torch.zeros(3))
+x = torch.randn(10, 3)
+y = x @ torch.tensor([1.0, 2.0, 3.0])
+def mse():
+    return ((x @ w - y) ** 2).mean()
+"""
+
+LBFGS_LOOK_ALIKES = [
+    Shape(FIT + """
+opt = torch.optim.LBFGS([w], lr=0.5)
+for i in range(5):
+    def closure():
+        opt.zero_grad()
+        loss = mse()
+        loss.backward()
+        return loss
+    opt.step(closure)
+""", "GT721", holds="mse().item() < 1e-4"),
+    Shape(FIT + """
+class Fitter:
+    def __init__(self):
+        self.opt = torch.optim.LBFGS([w], lr=0.5)
+        self.sgd = torch.optim.SGD([w], lr=0.01)
+    def fit(self):
+        for i in range(5):
+            def closure():
+                w.grad = None
+                loss = mse()
+                loss.backward()
+                return loss
+            self.opt.step(closure)
+        self.sgd.zero_grad()
+        def once():
+            loss = mse()
+            loss.backward()
+            return loss
+        self.sgd.step(once)
+Fitter().fit()
+""", "GT721", holds="mse().item() < 1e-3"),
+]
+
+LBFGS_TWINS = [
+    Shape(FIT + """
+opt = torch.optim.LBFGS([w], lr=0.5)
+for i in range(5):
+    opt.zero_grad()
+    def closure():
+        loss = mse()
+        loss.backward()
+        return loss
+    opt.step(closure)
+""", "GT721", 12, holds="mse().item() > 1.0"),
+    Shape(FIT + """
+class Fitter:
+    def __init__(self):
+        self.opt = torch.optim.LBFGS([w], lr=0.5, max_iter=10)
+    def fit(self):
+        for i in range(5):
+            self.opt.zero_grad()
+            def closure():
+                loss = mse()
+                loss.backward()
+                return loss
+            self.opt.step(closure)
+Fitter().fit()
+""", "GT721", 15, holds="mse().item() > 1.0"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(LBFGS_LOOK_ALIKES)))
+def test_lbfgs_look_alike_is_silent_and_fits(i: int) -> None:
+    assert _found(LBFGS_LOOK_ALIKES[i]) == []
+    _run(LBFGS_LOOK_ALIKES[i])
+
+
+@pytest.mark.parametrize("i", range(len(LBFGS_TWINS)))
+def test_lbfgs_twin_is_reported_and_diverges(i: int) -> None:
+    bad = LBFGS_TWINS[i]
     assert _found(bad) == [(bad.line, bad.code)], bad.src
     _run(bad)
