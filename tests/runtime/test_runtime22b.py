@@ -409,3 +409,120 @@ def test_leaf_written_without_graph_keeps_the_write(name, run_script):
     src = HEAD + LEAF_WRITE_STAYS[name]
     first = _first(run_script(src))
     assert (first["code"], first["line"]) == ("GT302", marked_line(src)), first
+
+
+# ---- GT807: a training value kept by a helper the training loop calls --------------------
+
+NP_HEAD = HEAD + """
+import numpy as np
+
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+"""
+
+KEPT_BY_HELPER_BUGS = {
+    # a meter object's method keeps every prediction it is given; its summary converts them
+    "meter_method": """
+class Meter:
+    def __init__(self):
+        self.scores = []
+
+    def update(self, scores):
+        self.scores.append(scores)  # <- cause
+
+    def summary(self):
+        return torch.cat(self.scores).numpy().mean()
+
+
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+meter = Meter()
+for _ in range(3):
+    pred = net(x)
+    loss = F.mse_loss(pred, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    meter.update(pred)
+print(meter.summary())
+""",
+    # a plain function given the history list keeps the loss term in it
+    "function_given_list": """
+def record(hist, value):
+    hist.append(value)  # <- cause
+
+
+net = nn.Linear(4, 2)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+history = []
+for _ in range(3):
+    out = net(x)
+    fit = F.mse_loss(out[:, :1], y)
+    loss = fit + out[:, 1:].pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    record(history, fit)
+print(np.array([h.numpy() for h in history]).mean())
+""",
+}
+
+KEPT_BY_HELPER_LOOKALIKES = {
+    # the fix: the meter keeps a detached copy
+    "meter_detaches": """
+class Meter:
+    def __init__(self):
+        self.scores = []
+
+    def update(self, scores):
+        self.scores.append(scores.detach())
+
+    def summary(self):
+        return torch.cat(self.scores).numpy().mean()
+
+
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+meter = Meter()
+for _ in range(3):
+    pred = net(x)
+    loss = F.mse_loss(pred, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    meter.update(pred)
+print(meter.summary())
+""",
+    # same shape, the helper is given a float
+    "function_given_float": """
+def record(hist, value):
+    hist.append(value)
+
+
+net = nn.Linear(4, 2)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+history = []
+for _ in range(3):
+    out = net(x)
+    fit = F.mse_loss(out[:, :1], y)
+    loss = fit + out[:, 1:].pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    record(history, fit.item())
+print(np.array(history).mean())
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_BY_HELPER_BUGS))
+def test_value_kept_by_helper_names_the_helper_store(name, run_script):
+    src = NP_HEAD + KEPT_BY_HELPER_BUGS[name]
+    first = _first(run_script(src))
+    assert (first["code"], first["line"]) == ("GT807", marked_line(src)), first
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_BY_HELPER_LOOKALIKES))
+def test_value_kept_by_helper_lookalikes_silent(name, run_script):
+    res = run_script(NP_HEAD + KEPT_BY_HELPER_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
