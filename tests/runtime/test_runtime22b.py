@@ -526,3 +526,151 @@ def test_value_kept_by_helper_lookalikes_silent(name, run_script):
     res = run_script(NP_HEAD + KEPT_BY_HELPER_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+# ---- GT506: state returned by a sub-module and kept on an attribute -----------------------
+
+CARRIED_ATTR_BUGS = {
+    # a module keeps the state its cell sub-module returns
+    "module_cell_state": """
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x, s):
+        return torch.tanh(self.lin(torch.cat([x, s], 1)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = Cell()
+        self.state = torch.zeros(3, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        self.state = self.cell(x, self.state)  # <- cause
+        return self.head(self.state)
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    loss = net(torch.randn(3, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # a trainer class keeps the memory a writer module returns, in a method
+    "trainer_memory": """
+class Writer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(5, 5)
+
+    def forward(self, mem, feats):
+        out = mem * 0.9 + torch.sigmoid(self.gate(feats))
+        return out
+
+
+class Trainer:
+    def __init__(self):
+        self.writer = Writer()
+        self.memory = torch.zeros(2, 5)
+        self.opt = torch.optim.Adam(self.writer.parameters(), lr=1e-3)
+
+    def step(self, feats):
+        self.memory = self.writer(self.memory, feats)  # <- cause
+        loss = self.memory.pow(2).sum()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+t = Trainer()
+for _ in range(3):
+    t.step(torch.randn(2, 5))
+""",
+}
+
+CARRIED_ATTR_LOOKALIKES = {
+    # the fix: the kept state is detached
+    "cell_state_detached": """
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x, s):
+        return torch.tanh(self.lin(torch.cat([x, s], 1)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = Cell()
+        self.state = torch.zeros(3, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        self.state = self.cell(x, self.state)
+        out = self.head(self.state)
+        self.state = self.state.detach()
+        return out
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    loss = net(torch.randn(3, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(loss.item())
+""",
+    # same shape, the memory is reset at every step
+    "memory_reset_each_step": """
+class Writer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(5, 5)
+
+    def forward(self, mem, feats):
+        return mem * 0.9 + torch.sigmoid(self.gate(feats))
+
+
+class Trainer:
+    def __init__(self):
+        self.writer = Writer()
+        self.opt = torch.optim.Adam(self.writer.parameters(), lr=1e-3)
+
+    def step(self, feats):
+        self.memory = torch.zeros(2, 5)
+        self.memory = self.writer(self.memory, feats)
+        loss = self.memory.pow(2).sum()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+t = Trainer()
+for _ in range(3):
+    t.step(torch.randn(2, 5))
+print(t.memory.shape)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED_ATTR_BUGS))
+def test_state_kept_on_attribute_names_the_store(name, run_script):
+    src = HEAD + CARRIED_ATTR_BUGS[name]
+    first = _first(run_script(src))
+    assert (first["code"], first["line"]) == ("GT506", marked_line(src)), first
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED_ATTR_LOOKALIKES))
+def test_state_kept_on_attribute_lookalikes_silent(name, run_script):
+    res = run_script(HEAD + CARRIED_ATTR_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
