@@ -18,6 +18,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.cached_params import cached_block
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.root_sites import inplace_update_of_inference, kept_dim_site
+from gradtrace.runtime.trace.carried_attr import kept_on_attribute
 from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
 
@@ -281,6 +282,7 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
         if (better := freed_root(roots, made, site, pat, state)) is not None:
             return [better]
         if made is not None and _made_again(roots, made, state.last_backward_seq):
+            made = kept_on_attribute(made) or made  # NOTE [state kept on an attribute]
             kind, msg = "state-carried-across-steps", (
                 f"the value computed here ({src(made)}) in the previous iteration is carried into"
                 " this one still attached to its graph, which the previous backward() freed")
