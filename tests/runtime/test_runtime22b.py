@@ -674,3 +674,98 @@ def test_state_kept_on_attribute_lookalikes_silent(name, run_script):
     res = run_script(HEAD + CARRIED_ATTR_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+# ---- GT506: detach() called on the carried state, its result dropped ---------------------
+
+DROPPED_DETACH_BUGS = {
+    # a script's recurrent loop "detaches" the hidden state without rebinding it
+    "script_rnn_loop": """
+rnn = nn.GRU(3, 5)
+opt = torch.optim.SGD(rnn.parameters(), lr=0.1)
+h = torch.zeros(1, 2, 5)
+for _ in range(3):
+    out, h = rnn(torch.randn(4, 2, 3), h)
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    h.detach()  # <- cause
+""",
+    # a memory object's reset method detaches each entry and drops the results
+    "memory_class_method": """
+class Memory:
+    def __init__(self):
+        self.slots = [torch.zeros(2, 4)]
+
+    def cut(self):
+        for s in self.slots:
+            s.detach()  # <- cause
+
+
+lin = nn.Linear(4, 4)
+opt = torch.optim.Adam(lin.parameters(), lr=1e-3)
+mem = Memory()
+for _ in range(3):
+    mem.slots = [torch.tanh(lin(mem.slots[0]) + 1)]
+    loss = mem.slots[0].sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    mem.cut()
+""",
+}
+
+DROPPED_DETACH_LOOKALIKES = {
+    # the fix: the detached state is rebound
+    "state_rebound": """
+rnn = nn.GRU(3, 5)
+opt = torch.optim.SGD(rnn.parameters(), lr=0.1)
+h = torch.zeros(1, 2, 5)
+for _ in range(3):
+    out, h = rnn(torch.randn(4, 2, 3), h)
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    h = h.detach()
+print(h.shape)
+""",
+    # same shape, detached in place
+    "detached_in_place": """
+class Memory:
+    def __init__(self):
+        self.slots = [torch.zeros(2, 4)]
+
+    def cut(self):
+        for s in self.slots:
+            s.detach_()
+
+
+lin = nn.Linear(4, 4)
+opt = torch.optim.Adam(lin.parameters(), lr=1e-3)
+mem = Memory()
+for _ in range(3):
+    mem.slots = [torch.tanh(lin(mem.slots[0]) + 1)]
+    loss = mem.slots[0].sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    mem.cut()
+print(mem.slots[0].shape)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DROPPED_DETACH_BUGS))
+def test_dropped_detach_of_carried_state_names_it(name, run_script):
+    src = HEAD + DROPPED_DETACH_BUGS[name]
+    first = _first(run_script(src))
+    assert (first["code"], first["line"]) == ("GT506", marked_line(src)), first
+
+
+@pytest.mark.parametrize("name", sorted(DROPPED_DETACH_LOOKALIKES))
+def test_dropped_detach_lookalikes_silent(name, run_script):
+    res = run_script(HEAD + DROPPED_DETACH_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
