@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.frames import Site, is_internal
-from gradtrace.runtime.trace.records import created_site
+from gradtrace.runtime.frames import Site, is_internal, raw_site
+from gradtrace.runtime.trace.records import (META_DETACHED, META_FREED, created_site,
+                                             decode_meta)
 
 
 def _objects() -> list[Any]:
@@ -89,4 +90,57 @@ def kept_on_attribute(made: Site | None) -> Site | None:
     return None
 
 
-__all__ = ["kept_on_attribute"]
+def stamp_detached(t: torch.Tensor) -> None:
+    """Mark ``t``'s node with the line that called ``detach()`` on it (NOTE [detach result
+    dropped]); the first call is kept."""
+    gf = t.grad_fn
+    if gf is not None and META_DETACHED not in gf.metadata:
+        raw = raw_site()
+        if raw is not None:
+            gf.metadata[META_DETACHED] = (raw[0], raw[1], 0)
+
+
+def dropped_detach(roots: list[torch.Tensor], limit: int = 5000) -> Site | None:
+    """# NOTE [detach result dropped]
+    ``detach()`` returns a new tensor and leaves its input attached. When a node of the graph a
+    second backward() fails on was freed by the previous backward() and the program had called
+    ``detach()`` on its tensor at a line whose statement is that bare call (``h.detach()``, the
+    result dropped), that line is where the carried state was meant to leave the graph."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while queue and len(seen) < limit:
+        node = queue.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        try:
+            meta = node.metadata
+            if META_FREED in meta and META_DETACHED in meta:
+                at = decode_meta(meta[META_DETACHED])[0]
+                tree = tree_of(at.path) if at is not None else None
+                if tree is not None and any(
+                        isinstance(n, ast.Expr) and n.lineno == at.line
+                        and isinstance(n.value, ast.Call)
+                        and isinstance(n.value.func, ast.Attribute)
+                        and n.value.func.attr == "detach" for n in ast.walk(tree)):
+                    return at
+            queue.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def carried_lead(roots: list[torch.Tensor], made: Site) -> tuple[Site, str]:
+    """The line to name for a state carried across iterations, and how the message calls it."""
+    dropped = dropped_detach(roots)
+    if dropped is not None:
+        return dropped, "detached here with its result dropped (`detach()` returns a copy)"
+    kept = kept_on_attribute(made)
+    if kept is not None:
+        return kept, f"computed at {made.path.rsplit('/', 1)[-1]}:{made.line} and kept here"
+    return made, "computed here"
+
+
+__all__ = ["carried_lead", "dropped_detach", "kept_on_attribute", "stamp_detached"]

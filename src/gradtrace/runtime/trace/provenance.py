@@ -25,6 +25,7 @@ from gradtrace.runtime.trace.classify import (
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
+from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.declared import note_none_read
 from gradtrace.runtime.trace.dead_terms import (block_statement, check_combine, seen_in_backward,
                                                 summed_by_user)
@@ -322,6 +323,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         self.seq += 1
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], "detach", "detach")
+            stamp_detached(args[0])  # NOTE [detach result dropped]
         return out
 
     def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
