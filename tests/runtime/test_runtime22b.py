@@ -4,9 +4,10 @@
   a view whose base carries no graph was made inside ``forward`` (which runs with grad off):
   the line to change is ``forward``'s return, not the caller's in-place write; an input
   returned as-is (a view of a tensor with a graph) keeps the write;
-- GT602 (NOTE [whole-tensor write through an alias]): ``acc = h`` then ``acc += v`` changes
-  the whole tensor, and that write has an out-of-place form on its own line: the write is
-  named; ``out = x`` then ``out[...] = v`` (partial writes) keeps the alias line;
+- GT602 (NOTE [whole-tensor write through an alias]): ``acc = h`` then ``acc += v`` on a
+  tensor made in the same function changes the whole tensor, and that write has an
+  out-of-place form on its own line: the write is named; ``out = x`` then ``out[...] = v``
+  (partial writes), or a tensor the function was given, keeps the alias line;
 - GT302 (NOTE [leaf made trainable too early]): a plain tensor written in place before it was
   made to require grad (its version counter moved) and written again after: the
   ``requires_grad_`` line; a constant factory made with ``requires_grad=True`` and filled with
@@ -206,9 +207,12 @@ opt.zero_grad()
 loss.backward()
 opt.step()
 """,
-    # a helper function starts from the first output of a list and adds the rest with add_
+    # a helper function computes its branch outputs, starts from the first and adds the rest
+    # with add_ (a list given by the caller is the caller's tensor: test_root_lines'
+    # alias_of_input_added_into_in_method keeps the alias then)
     "helper_list_add_": """
-def merge(outs):
+def merge(lins, x):
+    outs = [torch.tanh(m(x)) for m in lins]
     acc = outs[0]
     for o in outs[1:]:
         acc.add_(o)  # <- cause
@@ -216,9 +220,7 @@ def merge(outs):
 
 
 lins = [nn.Linear(3, 3) for _ in range(2)]
-x = torch.randn(6, 3)
-outs = [torch.tanh(m(x)) for m in lins]
-merge(outs).sum().backward()
+merge(lins, torch.randn(6, 3)).sum().backward()
 """,
 }
 

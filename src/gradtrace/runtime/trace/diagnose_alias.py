@@ -54,13 +54,25 @@ def _written_name(stmt: ast.stmt) -> str | None:
     return None
 
 
+def _made_inside(tree: ast.AST, where: Site, made: Site | None) -> bool:
+    """Was the written tensor created inside the function that holds the write?"""
+    if made is None or made.path != where.path:
+        return False
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+           and n.lineno <= where.line <= (n.end_lineno or n.lineno)]
+    fn = max(fns, key=lambda n: n.lineno, default=None)
+    return fn is not None and fn.lineno <= made.line <= (fn.end_lineno or fn.lineno)
+
+
 def _partial(stmt: ast.stmt) -> bool:
     """# NOTE [whole-tensor write through an alias]
     The write changes part of the tensor (``out[...] = v``, ``out[...] += v``,
     ``out[...].zero_()``): the rest keeps the aliased tensor's values, so the copy belongs at
-    the alias. A write of the whole tensor (``acc += v``, ``acc.add_(v)``: an accumulator
-    started from another name's tensor) has an out-of-place form on its own line
-    (``acc = acc + v``): that write is the line named."""
+    the alias. So does a write into a tensor the function was given (created by a caller:
+    ``acc = feats; acc += ...`` changes the caller's tensor). A write of the whole tensor made
+    in the same function (``acc += v``, ``acc.add_(v)``: an accumulator started from one of
+    its own values) has an out-of-place form on its own line (``acc = acc + v``): that write
+    is the line named."""
     if isinstance(stmt, ast.Assign):
         return True
     if isinstance(stmt, ast.AugAssign):
@@ -88,9 +100,11 @@ def _aliased(value: ast.AST) -> str | None:
             return None
 
 
-def alias_site(where: Site) -> tuple[Site, str, str] | None:
+def alias_site(where: Site, made: Site | None = None) -> tuple[Site, str, str] | None:
     """For an in-place write at ``where`` into a local that was bound, in the same function, to
-    another name's tensor without a copy: (the binding's line, the local, the other name)."""
+    another name's tensor without a copy: (the binding's line, the local, the other name).
+    A write of the whole tensor made in that same function (``made``) is not an alias's fault
+    (NOTE [whole-tensor write through an alias])."""
     from gradtrace.runtime.trace.diagnose_args import assignment_before
     from gradtrace.runtime.trace.locate import tree_of
 
@@ -99,8 +113,8 @@ def alias_site(where: Site) -> tuple[Site, str, str] | None:
         return None
     stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == where.line]
     written = next((s for s in stmts if _written_name(s)), None)
-    if written is None or not _partial(written):  # NOTE [whole-tensor write through an alias]
-        return None
+    if written is None or not _partial(written) and _made_inside(tree, where, made):
+        return None  # NOTE [whole-tensor write through an alias]
     name = _written_name(written)
     bound = assignment_before(where, name)
     if not isinstance(bound, ast.Assign) or len(bound.targets) != 1 or \

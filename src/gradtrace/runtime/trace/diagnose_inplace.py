@@ -48,7 +48,7 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
             related = [(made, "the tensor was created and saved for backward here")]
         elif saver is not None:
             related.append((saver, "this op saved it for backward"))
-        alias = alias_site(where)
+        alias = alias_site(where, made)
         if alias is not None:  # `out = x` then `out[...] = ...`: the copy belongs there
             return [make(code_for("inplace-on-saved-tensor", pat.code), alias[0],
                          f"`{alias[1]}` is another name for `{alias[2]}` (the same tensor, not a "
