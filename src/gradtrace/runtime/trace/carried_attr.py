@@ -91,8 +91,8 @@ def kept_on_attribute(made: Site | None) -> Site | None:
 
 
 def stamp_detached(t: torch.Tensor) -> None:
-    """Mark ``t``'s node with the line that called ``detach()`` on it (NOTE [detach result
-    dropped]); the first call is kept."""
+    """Mark ``t``'s node with the line that called ``detach()`` on it, the first call kept:
+    NOTE [detach result dropped]."""
     gf = t.grad_fn
     if gf is not None and META_DETACHED not in gf.metadata:
         raw = raw_site()

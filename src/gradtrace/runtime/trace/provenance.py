@@ -227,8 +227,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         if src is not None and src is not out and _grad_enabled() \
                 and call_name(func) not in SHAPE_ONLY:
             self._cut(out, src, call_name(func), "copy")
-        elif src is None and call_name(func) in CONST_FACTORIES:  # NOTE [leaf made trainable
-            raw = raw_site()  # too early]
+        elif src is None and call_name(func) in CONST_FACTORIES:
+            raw = raw_site()  # NOTE [leaf made trainable too early]
             if raw is not None:
                 self.state.on_made_leaf(raw, out, factory=True)
 
