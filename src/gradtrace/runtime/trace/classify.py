@@ -35,6 +35,9 @@ _PASS_NAMES = {"__get__", "__set__", "__repr__", "__format__", "__str__", "size"
 # of the graph, so it is no cut (randn_like(mu) in a reparameterisation)
 SHAPE_ONLY = {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like",
                "randint_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
+# factories whose values carry nothing (a buffer to fill): NOTE [leaf made trainable too early]
+CONST_FACTORIES = {"zeros", "ones", "empty", "full", "eye", "zeros_like", "ones_like",
+                   "empty_like", "full_like", "new_zeros", "new_ones", "new_empty", "new_full"}
 _NAMES: dict[Any, str] = {}
 _F = torch.nn.functional
 # the losses whose input is checked (NOTE [loss input] in :mod:`.loss_input`) -> short name

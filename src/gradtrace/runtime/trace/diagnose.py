@@ -18,6 +18,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.cached_params import cached_block
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.root_sites import inplace_update_of_inference, kept_dim_site
+from gradtrace.runtime.trace.carried_attr import carried_lead
 from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
 
@@ -281,8 +282,10 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
         if (better := freed_root(roots, made, site, pat, state)) is not None:
             return [better]
         if made is not None and _made_again(roots, made, state.last_backward_seq):
+            # NOTE [detach result dropped], NOTE [state kept on an attribute]
+            made, how = carried_lead(roots, made)
             kind, msg = "state-carried-across-steps", (
-                f"the value computed here ({src(made)}) in the previous iteration is carried into"
+                f"the value {how} ({src(made)}) in the previous iteration is carried into"
                 " this one still attached to its graph, which the previous backward() freed")
             fix = "detach what is carried across iterations (e.g. h = h.detach())"
         else:

@@ -5,7 +5,8 @@ A tensor saved for backward and then changed in place is reported on the write (
 tensor through another name made for it:
 
 - ``out = x`` (no copy) then ``out[...] = ...`` in the same function: the alias line, where
-  ``x.clone()`` belongs;
+  ``x.clone()`` belongs (a write of the whole tensor, ``acc += v``, stays on the write:
+  NOTE [whole-tensor write through an alias]);
 - the saved tensor is a *view* (``x[:, 0].reshape(...)``, ``.t()``, a slice) of a tensor later
   written in place: the line that made the view (its saving op's input, a view node);
 - the write itself was not seen (it happened inside a library call, such as
@@ -53,6 +54,34 @@ def _written_name(stmt: ast.stmt) -> str | None:
     return None
 
 
+def _made_inside(tree: ast.AST, where: Site, made: Site | None) -> bool:
+    """Was the written tensor created inside the function that holds the write?"""
+    if made is None or made.path != where.path:
+        return False
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+           and n.lineno <= where.line <= (n.end_lineno or n.lineno)]
+    fn = max(fns, key=lambda n: n.lineno, default=None)
+    return fn is not None and fn.lineno <= made.line <= (fn.end_lineno or fn.lineno)
+
+
+def _partial(stmt: ast.stmt) -> bool:
+    """# NOTE [whole-tensor write through an alias]
+    The write changes part of the tensor (``out[...] = v``, ``out[...] += v``,
+    ``out[...].zero_()``): the rest keeps the aliased tensor's values, so the copy belongs at
+    the alias. So does a write into a tensor the function was given (created by a caller:
+    ``acc = feats; acc += ...`` changes the caller's tensor). A write of the whole tensor made
+    in the same function (``acc += v``, ``acc.add_(v)``: an accumulator started from one of
+    its own values) has an out-of-place form on its own line (``acc = acc + v``): that write
+    is the line named."""
+    if isinstance(stmt, ast.Assign):
+        return True
+    if isinstance(stmt, ast.AugAssign):
+        return isinstance(stmt.target, ast.Subscript)
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+        isinstance(call.func.value, ast.Subscript)
+
+
 def _aliased(value: ast.AST) -> str | None:
     """The name an assigned value shares memory with: ``x``, ``x[...]``, ``x.view(...)``,
     ``x.t()`` (chains of those); None for anything that makes a new tensor."""
@@ -71,9 +100,11 @@ def _aliased(value: ast.AST) -> str | None:
             return None
 
 
-def alias_site(where: Site) -> tuple[Site, str, str] | None:
+def alias_site(where: Site, made: Site | None = None) -> tuple[Site, str, str] | None:
     """For an in-place write at ``where`` into a local that was bound, in the same function, to
-    another name's tensor without a copy: (the binding's line, the local, the other name)."""
+    another name's tensor without a copy: (the binding's line, the local, the other name).
+    A write of the whole tensor made in that same function (``made``) is not an alias's fault
+    (NOTE [whole-tensor write through an alias])."""
     from gradtrace.runtime.trace.diagnose_args import assignment_before
     from gradtrace.runtime.trace.locate import tree_of
 
@@ -81,9 +112,10 @@ def alias_site(where: Site) -> tuple[Site, str, str] | None:
     if tree is None:
         return None
     stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == where.line]
-    name = next((n for n in map(_written_name, stmts) if n), None)
-    if name is None:
-        return None
+    written = next((s for s in stmts if _written_name(s)), None)
+    if written is None or not _partial(written) and _made_inside(tree, where, made):
+        return None  # NOTE [whole-tensor write through an alias]
+    name = _written_name(written)
     bound = assignment_before(where, name)
     if not isinstance(bound, ast.Assign) or len(bound.targets) != 1 or \
             not isinstance(bound.targets[0], ast.Name):

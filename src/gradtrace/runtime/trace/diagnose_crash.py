@@ -73,6 +73,14 @@ def view_inplace(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, 
         what = (f"`{op}` changes in place the output of the custom autograd.Function `{name}`"
                 if name != "BackwardHookFunction" else
                 f"`{op}` changes in place the output of a module with a full backward hook")
+        made = _view_made_in_forward(t)
+        if made is not None:  # NOTE [view made inside a Function]
+            return [make(pat.code, made, f"`{name}.forward` returns here a view of a tensor it "
+                         f"made (its base has no graph: forward runs with grad off); `{op}` at "
+                         f"{src(site)} changes that output in place and autograd refuses to "
+                         "record it", fix="return a new tensor from forward (.clone() the view, "
+                         "or .contiguous() a reshape)",
+                         related=[(site, "the output is changed in place here")])]
     elif pat.key == "view-no-grad":
         cut = state.cut_of(t) if state is not None else None
         what = f"`{op}` changes in place, with grad mode on, a view made under no_grad"
@@ -86,6 +94,41 @@ def view_inplace(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, 
         related.append((site, "the layer wrote in place when called here"))
     return [make(pat.code, layer or site, f"{what}; autograd refuses to record it", fix=pat.fix,
                  related=related)]
+
+
+def _view_made_in_forward(t: Any) -> Site | None:
+    """# NOTE [view made inside a Function]
+    The output of a custom Function that is a view whose base has no graph was made inside
+    ``forward`` (which runs with grad off: a slice, a ``view``, ``F.linear`` of a 3-D input):
+    the line to change is ``forward``'s return (``.clone()`` there), named when ``forward`` has
+    one ``return``. An input returned as-is is a view of a tensor that has a graph (the input):
+    the caller's write stays the line."""
+    base = getattr(t, "_base", None)
+    if base is None or base.requires_grad or not t._is_view():
+        return None
+    cls = getattr(getattr(t, "grad_fn", None), "_forward_cls", None)
+    code = getattr(getattr(cls, "forward", None), "__code__", None)
+    if code is None:
+        return None
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(code.co_filename)
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+               and n.name == code.co_name and code.co_firstlineno in
+               (n.lineno, *(d.lineno for d in n.decorator_list))), None) if tree else None
+    if fn is None:
+        return None
+    returns, stack = [], list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                   ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    if len(returns) != 1:
+        return None
+    return Site(code.co_filename, returns[0].lineno, code.co_name)
 
 
 def _why_no_grad(state: Any, t: Any) -> tuple[Site | None, list[tuple[Site | None, str]]]:

@@ -48,7 +48,7 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
             related = [(made, "the tensor was created and saved for backward here")]
         elif saver is not None:
             related.append((saver, "this op saved it for backward"))
-        alias = alias_site(where)
+        alias = alias_site(where, made)
         if alias is not None:  # `out = x` then `out[...] = ...`: the copy belongs there
             return [make(code_for("inplace-on-saved-tensor", pat.code), alias[0],
                          f"`{alias[1]}` is another name for `{alias[2]}` (the same tensor, not a "
@@ -262,6 +262,15 @@ def _after(node: Any, parent: dict[int, Any], step_seq: int) -> Site | None:
 def inplace_leaf_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                   site: Site | None, state: TraceState) -> list[Finding]:
     name = getattr(func, "__name__", "in-place op")
+    early = _made_trainable_early(args, kwargs, state)
+    if early is not None:  # NOTE [leaf made trainable too early]
+        made, why = early
+        return [make(code_for("inplace-on-leaf", pat.code), made,
+                     f"this line makes the tensor a leaf that requires grad, {why}; `{name}` "
+                     f"at {src(site)} then writes into it and autograd refuses",
+                     fix="make it require grad only once it is filled (or leave it a plain "
+                         "tensor the graph flows through)",
+                     related=[(site, "the in-place write is here")])]
     caller = caller_of_argument_write(exc, site)
     if caller is not None:  # NOTE [in-place layer]: a helper writing into its argument
         return [make(code_for("inplace-on-leaf", pat.code), caller,
@@ -274,6 +283,34 @@ def inplace_leaf_finding(pat: ErrorPattern, exc: BaseException, func: Any, args:
                  f"`{name}` modifies a leaf tensor that requires grad while grad mode is on "
                  f"({src(site)})",
                  fix="wrap manual updates/initialisation in `with torch.no_grad():`")]
+
+
+def _made_trainable_early(args: tuple, kwargs: dict,
+                          state: TraceState) -> tuple[Site, str] | None:
+    """# NOTE [leaf made trainable too early]
+    The leaf an in-place write fails on was made to require grad by the program (a
+    ``requires_grad_()`` on a plain tensor, a constant factory called with
+    ``requires_grad=True``: ``TraceState.leaf_births``), and either
+    - it had been written in place before that line (its version counter had moved): the
+      program was filling it, and made it trainable before the filling ended; or
+    - it came from a constant factory (zeros, empty...) and the value written carries a graph:
+      a result buffer, whose rows autograd should flow through, made a leaf.
+    That line is named. A write of values without a graph (a manual update ``w -= lr * g``,
+    a constant) into a trainable tensor keeps the write."""
+    t = args[0] if args and isinstance(args[0], Tensor) else None
+    leaf = t if t is None or t._base is None else t._base
+    hit = state.leaf_births.get(id(leaf)) if leaf is not None else None
+    if hit is None or hit[0]() is not leaf:
+        return None
+    _, made, version, factory = hit
+    if not factory and version > 0:
+        return made, f"after {version} in-place write(s) filled it as a plain tensor"
+    graph = any(isinstance(a, Tensor) and a.grad_fn is not None
+                for a in (*args[1:], *kwargs.values()))
+    if factory and graph:
+        return made, ("a constant buffer that the program fills with values computed from "
+                      "tensors with a graph")
+    return None
 
 
 def detached_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,

@@ -140,13 +140,55 @@ def kept_store(t: Any, frames: list[Any] | None = None) -> tuple[Site, Site] | N
                  and n.lineno == bwd.line and isinstance(n.func.value, ast.Name)), None)
     ordered = sorted((n for n in own if hasattr(n, "lineno")), key=lambda x: x.lineno)
     hit = next((n for n in ordered if name is not None and _stores(n, name)), None)
+    where = None
     if hit is None:
         holders = _holders(freed, frames)
         hit = next((n for n in ordered if holders and _fills(n, holders)), None)
+        if hit is None and holders:
+            where = _filled_in_callee(ordered, holders, bwd.path)
     del freed
+    if where is not None:
+        return where, bwd
     if hit is None:
         return None
     return Site(bwd.path, hit.lineno, bwd.function, hit.col_offset), bwd  # type: ignore
+
+
+def _filled_in_callee(ordered: list[ast.AST], holders: set[str], path: str) -> Site | None:
+    """NOTE [numpy of a kept training value], 3: the statement filling a holder inside a
+    function of the file that the backward's scope calls (``meter.update(pred)`` whose body
+    appends to ``self.scores``; ``record(history, v)`` whose parameter ``hist`` is
+    ``history``): the helper keeps the value."""
+    from gradtrace.runtime.trace.locate import tree_of
+    from gradtrace.runtime.trace.offstack import _own
+
+    tree = tree_of(path)
+    if tree is None:
+        return None
+    defs: dict[str, list[ast.FunctionDef]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef):
+            defs.setdefault(n.name, []).append(n)
+    for call in ordered:
+        if not isinstance(call, ast.Call):
+            continue
+        f = call.func
+        callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+            else None
+        found = defs.get(callee or "", [])
+        if len(found) != 1:
+            continue
+        params = [a.arg for a in found[0].args.args]
+        if isinstance(f, ast.Attribute) and params[:1] == ["self"]:
+            params = params[1:]
+        names = holders | {p for p, a in zip(params, call.args)
+                           if isinstance(a, ast.Name) and a.id in holders}
+        inner = sorted((n for n in _own(found[0]) if hasattr(n, "lineno")),
+                       key=lambda x: x.lineno)
+        hit = next((n for n in inner if _fills(n, names)), None)
+        if hit is not None:
+            return Site(path, hit.lineno, found[0].name, hit.col_offset)  # type: ignore
+    return None
 
 
 __all__ = ["kept_store"]

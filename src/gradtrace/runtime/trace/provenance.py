@@ -21,10 +21,11 @@ from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, internal_n
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.trace.classify import (
     AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS,
-    DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET,
+    DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET, CONST_FACTORIES,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
+from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.declared import note_none_read
 from gradtrace.runtime.trace.dead_terms import (block_statement, check_combine, seen_in_backward,
                                                 summed_by_user)
@@ -226,6 +227,10 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         if src is not None and src is not out and _grad_enabled() \
                 and call_name(func) not in SHAPE_ONLY:
             self._cut(out, src, call_name(func), "copy")
+        elif src is None and call_name(func) in CONST_FACTORIES:
+            raw = raw_site()  # NOTE [leaf made trainable too early]
+            if raw is not None:
+                self.state.on_made_leaf(raw, out, factory=True)
 
     def _no_grad_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         src = first_grad_tensor(args)
@@ -318,6 +323,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         self.seq += 1
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], "detach", "detach")
+            stamp_detached(args[0])  # NOTE [detach result dropped]
         return out
 
     def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

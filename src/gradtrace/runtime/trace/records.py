@@ -14,6 +14,7 @@ META_CREATED = "gradtrace.created"   # -> (code, lineno, seq)
 META_FREED = "gradtrace.freed_by"    # -> (code, lineno, seq) of the backward that freed it
 META_FREED_VIA = "gradtrace.freed_via"  # -> META_CREATED of the node that consumed it there
 META_RETAINED = "gradtrace.retained_by"  # -> (code, lineno, seq) of a backward(retain_graph=True)
+META_DETACHED = "gradtrace.detached_at"  # -> (code, lineno, 0): a detach() called on it
 META_CALLED = "gradtrace.called_with"  # -> (code, lineno, 0): the first module call given it
 
 

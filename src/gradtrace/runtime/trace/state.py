@@ -70,6 +70,7 @@ class TraceState:
         self.unfreeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}  # Parameters only
         # plain leaf tensors made trainable, the latest 32: NOTE [replaced under the optimizer]
         self.made_leaves: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
+        self.leaf_births: dict[int, tuple[Any, ...]] = {}  # + version then, factory or not
         self.grad_none: dict[int, Site | None] = {}
         # leaves whose .grad user code read as None: NOTE [read as None by the program]
         self.none_reads: dict[int, tuple[weakref.ref[Tensor], int]] = {}
@@ -278,12 +279,16 @@ class TraceState:
         table.pop(id(t), None)  # the latest freeze last (NOTE [idle steps])
         table[id(t)] = (weakref.ref(t), self.site(raw))
 
-    def on_made_leaf(self, raw: RawSite, t: Tensor) -> None:
-        made = self.made_leaves
-        made.pop(id(t), None)
-        if len(made) >= 32:
-            made.pop(next(iter(made)))
-        made[id(t)] = (weakref.ref(t), self.site(raw))
+    def on_made_leaf(self, raw: RawSite, t: Tensor, factory: bool = False) -> None:
+        """``requires_grad_()`` on a plain leaf, or (``factory``) a constant factory called
+        with ``requires_grad=True``: NOTE [leaf made trainable too early] keeps both."""
+        for made, value in ((self.leaf_births, (t._version, factory)),
+                            (None if factory else self.made_leaves, ())):
+            if made is not None:
+                made.pop(id(t), None)
+                if len(made) >= 32:
+                    made.pop(next(iter(made)))
+                made[id(t)] = (weakref.ref(t), self.site(raw), *value)
 
     def unfrozen_at(self, params: list[Tensor]) -> Site | None:
         """Where the first of ``params`` was last set to ``requires_grad=True``."""

@@ -1,0 +1,146 @@
+"""Where a value carried across iterations is kept: the attribute store.
+
+# NOTE [state kept on an attribute]
+A second backward() fails on a graph freed by the previous one, and the freed value was made
+at a line again in this iteration (GT506, "state carried across steps"). When that line is
+inside another function (a sub-module's ``forward`` returning ``torch.mm(mask, h)``), the value
+is carried by whoever keeps the result, not by the line that computed it. At the failure, the
+live objects of the user frames (their ``self``, the modules of their locals and globals and
+those modules' sub-modules) are read: a plain tensor attribute whose ``grad_fn`` was created
+at that same line is the carrier (it holds this iteration's value, made the same way), and
+the one statement of the object's class that assigns ``self.<attribute>`` (outside
+``__init__``, which set it up once) is the line.
+A value computed on the storing line itself (``self.v = self.v + x``) names that line as
+before; an attribute assigned at several lines of the class leaves the computing line.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.frames import Site, is_internal, raw_site
+from gradtrace.runtime.trace.records import (META_DETACHED, META_FREED, created_site,
+                                             decode_meta)
+
+
+def _objects() -> list[Any]:
+    """The ``self`` objects of the live user frames, and the modules (with sub-modules) of
+    their locals and globals."""
+    out: dict[int, Any] = {}
+    f = sys._getframe(1)
+    while f is not None:
+        if not is_internal(f.f_code):
+            obj = f.f_locals.get("self")
+            if obj is not None and isinstance(getattr(obj, "__dict__", None), dict):
+                out.setdefault(id(obj), obj)
+            for space in (f.f_locals, f.f_globals):
+                for v in list(space.values()):
+                    if isinstance(v, torch.nn.Module):
+                        out.setdefault(id(v), v)
+        f = f.f_back
+    for obj in list(out.values()):
+        if isinstance(obj, torch.nn.Module):
+            for m in obj.modules():
+                out.setdefault(id(m), m)
+    return list(out.values())
+
+
+def _stores(cls: type, attr: str) -> list[Site]:
+    """The statements of ``cls``'s methods but ``__init__`` (which runs once, before any
+    iteration) that assign ``self.<attr>``."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    try:
+        path = inspect.getsourcefile(cls)
+        first = inspect.getsourcelines(cls)[1]
+    except (TypeError, OSError):
+        return []
+    tree = tree_of(path) if path else None
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+                 and n.name == cls.__name__ and n.lineno == first), None) if tree else None
+    sites = []
+    for fn in (n for n in ast.walk(node) if isinstance(n, ast.FunctionDef)
+               and n.name != "__init__") if node else ():
+        for st in ast.walk(fn):
+            targets = st.targets if isinstance(st, ast.Assign) else []
+            flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+            if any(isinstance(e, ast.Attribute) and e.attr == attr and isinstance(e.value, ast.Name)
+                   and e.value.id == "self" for e in flat):
+                sites.append(Site(path, st.lineno, fn.name, st.col_offset))  # type: ignore
+    return sites
+
+
+def kept_on_attribute(made: Site | None) -> Site | None:
+    """NOTE [state kept on an attribute]: the store of the attribute carrying a value made at
+    ``made`` (another line than the store), or None."""
+    if made is None:
+        return None
+    for obj in _objects():
+        for attr, v in list(vars(obj).items()):
+            if not isinstance(v, torch.Tensor) or v.grad_fn is None \
+                    or created_site(v.grad_fn)[0] != made:
+                continue
+            stores = _stores(type(obj), attr)
+            if len(stores) == 1 and stores[0] != made:
+                return stores[0]
+    return None
+
+
+def stamp_detached(t: torch.Tensor) -> None:
+    """Mark ``t``'s node with the line that called ``detach()`` on it, the first call kept:
+    NOTE [detach result dropped]."""
+    gf = t.grad_fn
+    if gf is not None and META_DETACHED not in gf.metadata:
+        raw = raw_site()
+        if raw is not None:
+            gf.metadata[META_DETACHED] = (raw[0], raw[1], 0)
+
+
+def dropped_detach(roots: list[torch.Tensor], limit: int = 5000) -> Site | None:
+    """# NOTE [detach result dropped]
+    ``detach()`` returns a new tensor and leaves its input attached. When a node of the graph a
+    second backward() fails on was freed by the previous backward() and the program had called
+    ``detach()`` on its tensor at a line whose statement is that bare call (``h.detach()``, the
+    result dropped), that line is where the carried state was meant to leave the graph."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}
+    while queue and len(seen) < limit:
+        node = queue.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        try:
+            meta = node.metadata
+            if META_FREED in meta and META_DETACHED in meta:
+                at = decode_meta(meta[META_DETACHED])[0]
+                tree = tree_of(at.path) if at is not None else None
+                if tree is not None and any(
+                        isinstance(n, ast.Expr) and n.lineno == at.line
+                        and isinstance(n.value, ast.Call)
+                        and isinstance(n.value.func, ast.Attribute)
+                        and n.value.func.attr == "detach" for n in ast.walk(tree)):
+                    return at
+            queue.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None
+
+
+def carried_lead(roots: list[torch.Tensor], made: Site) -> tuple[Site, str]:
+    """The line to name for a state carried across iterations, and how the message calls it."""
+    dropped = dropped_detach(roots)
+    if dropped is not None:
+        return dropped, "detached here with its result dropped (`detach()` returns a copy)"
+    kept = kept_on_attribute(made)
+    if kept is not None:
+        return kept, f"computed at {made.path.rsplit('/', 1)[-1]}:{made.line} and kept here"
+    return made, "computed here"
+
+
+__all__ = ["carried_lead", "dropped_detach", "kept_on_attribute", "stamp_detached"]
