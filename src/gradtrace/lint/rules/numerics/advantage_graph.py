@@ -85,7 +85,8 @@ class AdvantageKeepsCriticGraph(Rule):
                "by its own loss (line {fit}): the policy term `{term}` (line {line}) also "
                "backpropagates into the critic and fights its value loss; use "
                "`{values}.detach()` in the advantage")
-    triggers = ("-",)
+    triggers = ("mse_loss", "l1_loss", "huber_loss", "MSELoss", "L1Loss", "HuberLoss", "pow",
+                "square", "**")  # the value loss it needs
     examples = [
         Bad("""
             import torch.nn.functional as F
