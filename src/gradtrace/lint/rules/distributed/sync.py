@@ -97,7 +97,8 @@ class ForwardBypassesDdp(Rule):
                "all-reduces nothing, so every rank steps with its own gradients and the replicas "
                "drift apart; call the wrapper instead")
     triggers = (".module",)
-    gate_statements = "function"
+    gate_statements = False  # the bypass may sit in a function that never spells `.module`
+    # (`unwrap(model)(x)`, `self._get_model().compute_loss(b)`)
     examples = [
         Bad("""
             from torch.nn.parallel import DistributedDataParallel
