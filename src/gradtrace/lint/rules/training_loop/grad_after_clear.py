@@ -83,6 +83,18 @@ def _helper_write(ctx: Context, fn: ast.AST) -> ast.AST | None:
     return ctx.memo("gt553-helper", fn, make)
 
 
+def _calls_refill(ctx: Context, fn: ast.AST, s: ast.stmt) -> bool:
+    """``s`` calls a function of the file that gives some ``.grad`` a tensor (``p.grad =
+    ...``): what it fills is unknown, so the writes after it are trusted."""
+    for n in walk(s):
+        callee = ctx.analysis.callee(n, fn) if isinstance(n, ast.Call) else None
+        if callee is not None and callee is not fn and ctx.memo(
+                "gt553-refills", callee, lambda c=callee: any(
+                    _refills(x) for x in ctx.scope(c).stmts)):
+            return True
+    return False
+
+
 class GradWrittenAfterZeroGrad(LoopRule):
     """`optimizer.zero_grad()` and then `p.grad.add_(g)` (or `p.grad += g`,
     `p.grad.copy_(g)`) with no `backward()` in between: the `.grad` is None.
@@ -152,11 +164,13 @@ class GradWrittenAfterZeroGrad(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        clears = [z for z in f.zero_grads if _sets_none(z.call)]
-        if not clears:
+        clears = [z for z in f.zero_grads if _sets_none(z.call)
+                  and ctx.analysis.callee(z.call, f.node) is None]  # not a `zero_grad` of the
+        if not clears:  # file (DeepSpeed's clears its own fp16 copies)
             return
         refills = [b.stmt for b in f.backwards if b.accumulates] + [
-            s for s in f.scope.stmts if _refills(s)]
+            s for s in f.scope.stmts if _refills(s) or isinstance(s, SIMPLE)
+            and _calls_refill(ctx, f.node, s)]
         done: set[int] = set()
         backwards = [b.stmt for b in f.backwards if b.accumulates]
         for z in reversed(clears):  # the clear nearest before the write first
