@@ -353,6 +353,100 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         shared_step(net, opt, batch, "train")
         same = shared_step(net, opt, batch, "val") == shared_step(net, opt, batch, "val")
         """, "GT541", 3, holds="not same")),
+    # GT431 wider, mechanism: a freeze loop whose every branch sets requires_grad = False
+    # freezes every parameter; an optimizer over them trains nothing. A trainer's __init__
+    # under a config flag (look-alike: the else branch unfreezes)
+    "freeze-loop-both-branches-false-in-trainer": (Shape("""
+        class Trainer:
+            def __init__(self, fix_encoder):
+                self.model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+                if fix_encoder:
+                    for name, p in self.model.named_parameters():
+                        if name.startswith("0."):
+                            p.requires_grad = False
+                        else:
+                            p.requires_grad = True
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, x):
+                self.opt.zero_grad()
+                self.model(x).sum().backward()
+                self.opt.step()
+        Trainer(True).fit(torch.randn(3, 4))
+        """, "GT431"), Shape("""
+        class Trainer:
+            def __init__(self, fix_encoder):
+                self.model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+                if fix_encoder:
+                    for name, p in self.model.named_parameters():
+                        if name.startswith("0."):
+                            p.requires_grad = False
+                        else:
+                            p.requires_grad = False
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, x):
+                self.opt.zero_grad()
+                self.model(x).sum().backward()
+                self.opt.step()
+        Trainer(True).fit(torch.randn(3, 4))
+        """, "GT431", 9, raises=(RuntimeError, "does not require grad"))),
+    # GT431 wider, a script with an if/elif/else over names and the requires_grad_ spelling
+    # (look-alike: the last branch keeps the head trainable)
+    "freeze-loop-every-branch-in-script": (Shape("""
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        for n, p in model.named_parameters():
+            if n.startswith("0."):
+                p.requires_grad_(False)
+            elif n.endswith("bias"):
+                p.requires_grad_(False)
+            else:
+                p.requires_grad_(True)
+        opt = torch.optim.Adam(model.parameters())
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        """, "GT431"), Shape("""
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        for n, p in model.named_parameters():
+            if n.startswith("0."):
+                p.requires_grad_(False)
+            elif n.endswith("bias"):
+                p.requires_grad_(False)
+            else:
+                p.requires_grad_(False)
+        opt = torch.optim.Adam(model.parameters())
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        """, "GT431", 8, raises=(RuntimeError, "does not require grad"))),
+    # GT553 look-alike of another shape: a class's own `zero_grad` (DeepSpeed's clears its
+    # fp16 copies) before a write into another tensor's `.grad`; the twin clears the torch
+    # optimizer it holds
+    "own-zero-grad-method-before-grad-write": (Shape("""
+        class Engine:
+            def __init__(self, net):
+                self.net = net
+                self.flat = torch.zeros(3, requires_grad=True)
+                self.flat.grad = torch.zeros(3)
+                self.opt = torch.optim.SGD([self.flat], lr=0.1)
+            def zero_grad(self):
+                for p in self.net.parameters():
+                    p.grad = None
+            def step(self, scale):
+                self.zero_grad()
+                self.flat.grad.mul_(scale)
+                self.opt.step()
+        Engine(nn.Linear(2, 2)).step(0.5)
+        """, "GT553"), Shape("""
+        class Engine:
+            def __init__(self, net):
+                self.net = net
+                self.flat = torch.zeros(3, requires_grad=True)
+                self.flat.grad = torch.zeros(3)
+                self.opt = torch.optim.SGD([self.flat], lr=0.1)
+            def step(self, scale):
+                self.opt.zero_grad()
+                self.flat.grad.mul_(scale)
+                self.opt.step()
+        Engine(nn.Linear(2, 2)).step(0.5)
+        """, "GT553", 8, raises=NONE_GRAD)),
 }
 
 DIST_SHAPES: dict[str, tuple[Shape, Shape]] = {
@@ -506,6 +600,99 @@ DIST_SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.opt.step()
         Runner().run(torch.randn(3, 4), torch.randn(3, 2))
         """, "GT453", 18, holds="hooked == []")),
+    # GT466, mechanism: the backpropagated loss is all-reduced in place (unrecorded) and then
+    # scaled (recorded): backward sees only the scaling. One rank stands for two with a factor
+    # of 2; the proof: the gradient is half the local one. A trainer's `/=` (look-alike: a
+    # detached copy is reduced for logging)
+    "loss-reduced-then-divided-in-trainer": (Shape("""
+        class Trainer:
+            def __init__(self, model, ranks=2):
+                self.model, self.ranks = model, ranks
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            def step(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                logged = loss.detach().clone()
+                dist.all_reduce(logged)
+                logged /= self.ranks
+                self.opt.zero_grad()
+                loss.backward()
+                return logged.item()
+        net = nn.Linear(3, 1)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        Trainer(net).step(x, y)
+        ref = torch.autograd.grad(F.mse_loss(net(x), y), net.weight)[0]
+        """, "GT466", holds="torch.allclose(net.weight.grad, ref)"), Shape("""
+        class Trainer:
+            def __init__(self, model, ranks=2):
+                self.model, self.ranks = model, ranks
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            def step(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                dist.all_reduce(loss)
+                loss /= self.ranks
+                self.opt.zero_grad()
+                loss.backward()
+                return loss.item()
+        net = nn.Linear(3, 1)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        Trainer(net).step(x, y)
+        ref = torch.autograd.grad(F.mse_loss(net(x), y), net.weight)[0]
+        """, "GT466", 8, holds="torch.allclose(net.weight.grad, ref / 2)")),
+    # GT466, a training function with the rebinding spelling and `.div_` (look-alike: the
+    # reduction on `loss.item()` for logging)
+    "loss-reduced-then-rebound-in-loop": (Shape("""
+        def train(model, opt, batches, ranks=2):
+            for x, y in batches:
+                loss = model(x).sub(y).pow(2).mean()
+                total = torch.tensor(loss.item())
+                dist.all_reduce(total)
+                total.div_(ranks)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        net = nn.Linear(3, 1)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        ref = torch.autograd.grad(net(x).sub(y).pow(2).mean(), net.weight)[0]
+        train(net, torch.optim.SGD(net.parameters(), lr=0.0), [(x, y)])
+        """, "GT466", holds="torch.allclose(net.weight.grad, ref)"), Shape("""
+        def train(model, opt, batches, ranks=2):
+            for x, y in batches:
+                loss = model(x).sub(y).pow(2).mean()
+                dist.all_reduce(loss)
+                loss = loss / ranks
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        net = nn.Linear(3, 1)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        ref = torch.autograd.grad(net(x).sub(y).pow(2).mean(), net.weight)[0]
+        train(net, torch.optim.SGD(net.parameters(), lr=0.0), [(x, y)])
+        """, "GT466", 5, holds="torch.allclose(net.weight.grad, ref / 2)")),
+    # GT466, the DDP script of the report with `.div_` (look-alike: the scaled copy is a clone)
+    "ddp-loss-reduced-then-div-in-place": (Shape("""
+        def main(world_size=2):
+            model = DDP(nn.Linear(3, 1))
+            opt = torch.optim.SGD(model.parameters(), lr=0.0)
+            loss = model(torch.ones(2, 3)).sum()
+            shown = loss.detach().clone()
+            dist.all_reduce(shown, dist.ReduceOp.SUM)
+            shown.div_(world_size)
+            opt.zero_grad()
+            loss.backward()
+            return model.module.weight.grad
+        g = main()
+        """, "GT466", holds="torch.allclose(g, torch.full((1, 3), 2.0))"), Shape("""
+        def main(world_size=2):
+            model = DDP(nn.Linear(3, 1))
+            opt = torch.optim.SGD(model.parameters(), lr=0.0)
+            loss = model(torch.ones(2, 3)).sum()
+            dist.all_reduce(loss, dist.ReduceOp.SUM)
+            loss.div_(world_size)
+            opt.zero_grad()
+            loss.backward()
+            return model.module.weight.grad
+        g = main()
+        """, "GT466", 6, holds="torch.allclose(g, torch.full((1, 3), 1.0))")),
 }
 
 
