@@ -447,6 +447,55 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.opt.step()
         Engine(nn.Linear(2, 2)).step(0.5)
         """, "GT553", 8, raises=NONE_GRAD)),
+    # GT541 through a shared fact: a module class of the file built around the module it is
+    # given (a loss wrapper holding the network) has that module's batch norm. A step function
+    # nested in the builder, `.train()` at its top; look-alike: the given network has no mode
+    # layer
+    "wrapper-given-batchnorm-net-in-closure-step": (Shape("""
+        class Wrapper(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+            def forward(self, x, y):
+                return F.mse_loss(self.model(x), y)
+        def make_network():
+            backbone = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+            net = Wrapper(backbone)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            def make_step(x, y, phase):
+                model = net.train()
+                loss = model(x, y)
+                if phase == "train":
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                return loss.item()
+            return net, make_step
+        net, make_step = make_network()
+        make_step(torch.randn(6, 4), torch.randn(6, 1), "val")
+        """, "GT541"), Shape("""
+        class Wrapper(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+            def forward(self, x, y):
+                return F.mse_loss(self.model(x), y)
+        def make_network():
+            backbone = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+            net = Wrapper(backbone)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            def make_step(x, y, phase):
+                model = net.train()
+                loss = model(x, y)
+                if phase == "train":
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                return loss.item()
+            return net, make_step
+        net, make_step = make_network()
+        make_step(torch.randn(6, 4) + 3, torch.randn(6, 1), "val")
+        """, "GT541", 12, holds="int(net.model[1].num_batches_tracked) == 1")),
 }
 
 DIST_SHAPES: dict[str, tuple[Shape, Shape]] = {
