@@ -15,8 +15,8 @@ from gradtrace.lint.rule import Bad, Good, Rule
 OUT_OF_PLACE = frozenset({
     f"torch.distributed.nn.{f}" for f in ("all_reduce", "broadcast", "reduce", "all_gather")
 } | {
-    f"torch.distributed.nn.functional.{f}" for f in ("all_reduce", "broadcast", "reduce",
-                                                      "all_gather")
+    f"torch.distributed.nn.functional.{f}"
+    for f in ("all_reduce", "broadcast", "reduce", "all_gather")
 } | {
     f"torch.distributed._functional_collectives.{f}" for f in (
         "all_reduce", "broadcast", "all_gather_tensor", "reduce_scatter_tensor",

@@ -177,5 +177,7 @@ class PhaseSharedForwardInTrainMode(Rule):
 
 
 def _holds(outer: ast.AST, inner: ast.AST) -> bool:
-    return outer.lineno <= inner.lineno <= (outer.end_lineno or 0) and outer is not inner \
-        and (outer.lineno, outer.col_offset) != (inner.lineno, inner.col_offset)  # type: ignore[attr-defined]
+    """``inner`` sits in ``outer`` (by lines; not ``outer`` itself)."""
+    o, i = outer, inner
+    return o.lineno <= i.lineno <= (o.end_lineno or 0) and o is not i \
+        and (o.lineno, o.col_offset) != (i.lineno, i.col_offset)  # type: ignore[attr-defined]
