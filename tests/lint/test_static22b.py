@@ -496,6 +496,93 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net, make_step = make_network()
         make_step(torch.randn(6, 4) + 3, torch.randn(6, 1), "val")
         """, "GT541", 12, holds="int(net.model[1].num_batches_tracked) == 1")),
+    # GT554, mechanism: other weights (an EMA's shadow) are copied into the trained model's
+    # parameters inside the training loop and nothing copies the trained values back. A
+    # script, `p.copy_(s)` under no_grad; look-alike: the copy goes to a separate eval model
+    "shadow-applied-to-trained-net-in-script": (Shape("""
+        class Shadow:
+            def __init__(self, params):
+                self.shadow = [p.detach().clone() for p in params]
+            def apply_shadow(self, params):
+                for s, p in zip(self.shadow, params):
+                    p.copy_(s)
+        net, eval_net = nn.Linear(3, 1), nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sh = Shadow(net.parameters())
+        for i in range(3):
+            opt.zero_grad()
+            net(torch.randn(2, 3)).sum().backward()
+            opt.step()
+            with torch.no_grad():
+                sh.apply_shadow(eval_net.parameters())
+        """, "GT554", holds="not torch.equal(net.weight, sh.shadow[0])"), Shape("""
+        class Shadow:
+            def __init__(self, params):
+                self.shadow = [p.detach().clone() for p in params]
+            def apply_shadow(self, params):
+                for s, p in zip(self.shadow, params):
+                    p.copy_(s)
+        net, eval_net = nn.Linear(3, 1), nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sh = Shadow(net.parameters())
+        for i in range(3):
+            opt.zero_grad()
+            net(torch.randn(2, 3)).sum().backward()
+            opt.step()
+            with torch.no_grad():
+                sh.apply_shadow(net.parameters())
+        """, "GT554", 15, holds="torch.equal(net.weight, sh.shadow[0])")),
+    # GT554, a trainer's fit loop validating every few steps; look-alike: store, copy, restore
+    "ema-copied-for-validation-in-trainer": (Shape("""
+        class EMA:
+            def __init__(self, params):
+                self.shadow = [p.detach().clone() for p in params]
+            def copy_to(self, params):
+                for s, p in zip(self.shadow, params):
+                    p.data.copy_(s)
+            def store(self, params):
+                self.kept = [p.detach().clone() for p in params]
+            def restore(self, params):
+                for k, p in zip(self.kept, params):
+                    p.data.copy_(k)
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(3, 1)
+                self.ema = EMA(self.model.parameters())
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, steps):
+                for i in range(steps):
+                    self.opt.zero_grad()
+                    self.model(torch.randn(2, 3)).sum().backward()
+                    self.opt.step()
+                    if i % 2 == 1:
+                        self.ema.store(self.model.parameters())
+                        self.ema.copy_to(self.model.parameters())
+                        self.ema.restore(self.model.parameters())
+        t = Trainer()
+        t.fit(2)
+        """, "GT554", holds="not torch.equal(t.model.weight, t.ema.shadow[0])"), Shape("""
+        class EMA:
+            def __init__(self, params):
+                self.shadow = [p.detach().clone() for p in params]
+            def copy_to(self, params):
+                for s, p in zip(self.shadow, params):
+                    p.data.copy_(s)
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(3, 1)
+                self.ema = EMA(self.model.parameters())
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, steps):
+                for i in range(steps):
+                    self.opt.zero_grad()
+                    self.model(torch.randn(2, 3)).sum().backward()
+                    self.opt.step()
+                    if i % 2 == 1:
+                        self.ema.copy_to(self.model.parameters())
+        t = Trainer()
+        t.fit(2)
+        """, "GT554", 18, holds="torch.equal(t.model.weight, t.ema.shadow[0])")),
 }
 
 DIST_SHAPES: dict[str, tuple[Shape, Shape]] = {
