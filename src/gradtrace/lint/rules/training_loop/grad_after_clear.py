@@ -52,20 +52,6 @@ def _refills(s: ast.stmt) -> bool:
         for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))
 
 
-def _guarded(f: LoopFacts, s: ast.stmt) -> bool:
-    """``s`` sits under an ``if`` whose test reads a ``.grad`` or a name with ``grad`` in it
-    (``if p.grad is not None``)."""
-    return any(isinstance(o, ast.If) and "grad" in f.text(o.test) and f.inside(s, o)
-               for o in _ifs(f))
-
-
-def _ifs(f: LoopFacts) -> list[ast.If]:
-    got = f.__dict__.get("_gt553_ifs")
-    if got is None:
-        got = f.__dict__["_gt553_ifs"] = [s for s in f.scope.stmts if isinstance(s, ast.If)]
-    return got
-
-
 def _helper_write(ctx: Context, fn: ast.AST) -> ast.AST | None:
     """The first in-place ``.grad`` write of helper ``fn`` that no ``backward()``, no
     ``.grad =`` and no test of a grad precedes (by line)."""
@@ -200,17 +186,36 @@ class GradWrittenAfterZeroGrad(LoopRule):
     @staticmethod
     def _first_write(f: LoopFacts, ctx: Context, clear: ast.stmt,
                      refills: list[ast.stmt]) -> tuple[ast.AST, ast.stmt] | None:
+        """The first in-place ``.grad`` write that runs after ``clear`` with no refill between:
+        among the statements of the clear's innermost loop (also before it, on the next pass,
+        when the loop refills nothing), or, outside loops, the statements after it up to the
+        first refill (linear in the function: NOTE [statement order])."""
         loops = f.loops_of(clear)
-        for s in f.scope.stmts:
+        if loops:
+            cands = f.within(loops[-1])
+            ids = {id(c) for c in cands}
+            local = [r for r in refills if id(r) in ids]
+            carried = not local
+        else:
+            stops = {id(r) for r in refills}
+            cands = []
+            for c in f.scope.stmts:
+                if c.lineno > clear.lineno:
+                    if id(c) in stops:
+                        break
+                    cands.append(c)
+            local, carried = [], False
+        tests = [o for o in cands if isinstance(o, (ast.If, ast.While))
+                 and "grad" in f.text(o.test)]
+        for s in cands:
             if not isinstance(s, SIMPLE) or s is clear:
                 continue
             if f.before(clear, s):
-                if any(f.before(clear, r) and f.before(r, s) for r in refills):
+                if any(f.before(clear, r) and f.before(r, s) for r in local):
                     continue
-            elif not (loops and f.before(s, clear) and f.inside(s, loops[-1])
-                      and not any(f.inside(r, loops[-1]) for r in refills)):
+            elif not (carried and f.before(s, clear)):
                 continue
-            if _guarded(f, s):
+            if any(f.inside(s, o) for o in tests):
                 continue
             w = grad_write(s)
             if w is None:
