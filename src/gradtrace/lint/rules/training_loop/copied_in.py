@@ -94,14 +94,15 @@ class WeightsCopiedInNotRestored(LoopRule):
                     for s, p in zip(self.shadow, params):
                         p.data.copy_(s)
 
-            def train(model, opt, batches, shadow):
+            def train(model, opt, batches):
+                shadow = Shadow(model.parameters())
                 for i, (x, y) in enumerate(batches):
                     opt.zero_grad()
                     ((model(x) - y) ** 2).mean().backward()
                     opt.step()
                     if i % 100 == 0:
                         shadow.copy_to(model.parameters())
-            """, at=(15, 12)),
+            """, at=(17, 12)),
         Good("""
             import torch
 
@@ -117,7 +118,8 @@ class WeightsCopiedInNotRestored(LoopRule):
                     for k, p in zip(self.kept, params):
                         p.data.copy_(k)
 
-            def train(model, opt, batches, shadow):
+            def train(model, opt, batches):
+                shadow = Shadow(model.parameters())
                 for i, (x, y) in enumerate(batches):
                     opt.zero_grad()
                     ((model(x) - y) ** 2).mean().backward()

@@ -122,7 +122,7 @@ class GradWrittenAfterZeroGrad(LoopRule):
                     for p, g in zip(params, grads_of(params)):
                         p.grad.add_(g)
                     opt.step()
-            """, at=(7, 8)),
+            """, at=(8, 8)),
         Good("""
             import torch
 
