@@ -131,6 +131,10 @@ class WeightsCopiedInNotRestored(LoopRule):
             """),
     ]
 
+    def wants(self, text: str) -> bool:
+        """The copy is a call given ``<model>.parameters()`` in the function itself."""
+        return ".parameters())" in text and super().wants(text)
+
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         if not f.steps:
             return
