@@ -72,7 +72,8 @@ class WeightsCopiedInNotRestored(LoopRule):
     Known limits: the copy is a method of a class of this file that overwrites the elements of
     the list it is given (`param.data.copy_(shadow)` in a loop over it), called on
     `model.parameters()` in a loop that steps an optimizer; a second such call (or a
-    `load_state_dict`) on the same model in the same pass counts as the restore.
+    `load_state_dict`) on the same model in the same pass counts as the restore; the function
+    runs the `backward()` too.
     """
 
     code = "GT554"
@@ -82,7 +83,7 @@ class WeightsCopiedInNotRestored(LoopRule):
                "from the copied weights and the training since then is lost; restore them "
                "after the evaluation")
     triggers = ("copy_",)
-    function_needs = ("step",)
+    function_needs = ("backward", "step")
     examples = [
         Bad("""
             import torch
