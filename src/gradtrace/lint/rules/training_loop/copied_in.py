@@ -82,7 +82,7 @@ class WeightsCopiedInNotRestored(LoopRule):
                "later in the pass copies the trained values back: the next `step()` continues "
                "from the copied weights and the training since then is lost; restore them "
                "after the evaluation")
-    triggers = ("copy_",)
+    triggers = (".parameters())",)  # the call that hands the list to the copy
     function_needs = ("backward", "step")
     examples = [
         Bad("""
