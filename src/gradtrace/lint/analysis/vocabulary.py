@@ -103,6 +103,8 @@ def is_epoch_count_name(name: str) -> bool:
 
 # -- losses and inference functions ----------------------------------------------------------------
 # a loss callee or a loss function (`criterion`, `my_loss`, `loss_fn`)
+# the LightningModule method whose returned loss Lightning backpropagates
+STEP_METHOD = "training_step"
 LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNORECASE)
 INFERENCE_NAME_RE = re.compile(
     r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"

@@ -18,7 +18,7 @@ from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import children
+from gradtrace.lint.nodes import children, walk
 
 DDP_NAMES = frozenset({"torch.nn.parallel.DistributedDataParallel",
                        "torch.nn.parallel.distributed.DistributedDataParallel"})
@@ -120,3 +120,55 @@ def _calls_of(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.AST, ast.Call]]:
     for owner, call in ctx.memo("gt45-calls", ctx.tree, make):
         if ctx.analysis.callee(call, owner) is fn:
             yield owner, call
+
+
+def held_wrapper(e: ast.AST, fn: ast.AST, line: int, ctx: Context) -> Wrap | None:
+    """The wrap whose result ``e`` holds: a plain name (:func:`holds_wrapper`) or
+    ``self.<attr>`` bound to the call in a method of the class around ``fn``."""
+    if isinstance(e, ast.Name):
+        return holds_wrapper(e.id, fn, line, ctx)
+    t = dotted(e)
+    if t is None or not t.startswith("self.") or t.count(".") != 1:
+        return None
+    cls = ctx.analysis.class_of(fn)
+    if cls is None:
+        return None
+    return next((w for w in wraps(ctx) if w.target == t
+                 and ctx.analysis.class_of(w.owner) is cls), None)
+
+
+def unwrapped(e: ast.AST, fn: ast.AST, line: int, ctx: Context, depth: int = 0
+              ) -> Wrap | None:
+    """The wrap whose inner module ``e`` (read at ``line`` in ``fn``) is: ``w.module`` of a
+    wrapper ``w`` (a name, ``self.<attr>``), a local name bound to it (also as a branch of
+    ``a if isinstance(...) else b``), or what a helper, a method or a property of the file
+    returns (``self._get_model()``, ``unwrap(model)``, ``self.raw``) (NOTE [ddp facts])."""
+    if depth > 2:
+        return None
+    if isinstance(e, ast.IfExp):
+        return unwrapped(e.body, fn, line, ctx, depth) or \
+            unwrapped(e.orelse, fn, line, ctx, depth)
+    if isinstance(e, ast.Attribute) and e.attr == "module":
+        return held_wrapper(e.value, fn, line, ctx)
+    if isinstance(e, ast.Name):
+        b = ctx.scope(fn).binding_before(e.id, line)
+        if b is None or b.value is None:
+            return None
+        return unwrapped(b.value, fn, b.line, ctx, depth + 1)
+    helper = None
+    if isinstance(e, ast.Call):
+        helper = ctx.analysis.callee(e, fn)
+    elif isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) \
+            and e.value.id == "self":  # a property
+        cls = ctx.analysis.class_of(fn)
+        m = cls.methods.get(e.attr) if cls is not None else None
+        if m is not None and any(dotted(d) == "property" for d in m.decorator_list):
+            helper = m
+    if helper is None:
+        return None
+    for r in walk(helper):
+        if isinstance(r, ast.Return) and r.value is not None:
+            w = unwrapped(r.value, helper, r.lineno, ctx, depth + 1)
+            if w is not None:
+                return w
+    return None

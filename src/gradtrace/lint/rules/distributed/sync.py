@@ -9,7 +9,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, holds_wrapper, wraps
+from gradtrace.lint.rules.distributed._ddp import (
+    TRIGGERS, Wrap, held_wrapper, unwrapped, wraps)
 
 ALL_REDUCE = frozenset({"torch.distributed.all_reduce", "torch.distributed.all_reduce_coalesced"})
 
@@ -96,7 +97,8 @@ class ForwardBypassesDdp(Rule):
                "all-reduces nothing, so every rank steps with its own gradients and the replicas "
                "drift apart; call the wrapper instead")
     triggers = (".module",)
-    gate_statements = "function"
+    gate_statements = False  # the bypass may sit in a function that never spells `.module`
+    # (`unwrap(model)(x)`, `self._get_model().compute_loss(b)`)
     examples = [
         Bad("""
             from torch.nn.parallel import DistributedDataParallel
@@ -169,25 +171,27 @@ class ForwardBypassesDdp(Rule):
 
     @staticmethod
     def _bypassed(call: ast.Call, fn: ast.AST, ctx: Context) -> Wrap | None:
-        """The wrap whose ``.module`` ``call`` calls, directly or through a local alias."""
+        """The wrap whose inner module ``call`` runs: called itself (its ``forward``), or a
+        method of it (``inner.compute_loss(batch)``, which runs ``self(x)``) in a function that
+        never calls a wrapper; the inner module read through ``.module``, a local alias, a
+        helper or a property that returns it (:func:`unwrapped`)."""
         f = call.func
-        if isinstance(f, ast.Name):
-            b = ctx.scope(fn).binding_before(f.id, call.lineno)
-            v = b.value if b is not None else None
-            if isinstance(v, ast.IfExp):
-                cands = [v.body, v.orelse]
-            else:
-                cands = [v] if v is not None else []
-            line = b.line if b is not None else call.lineno
-        else:
-            cands, line = [f], call.lineno
-        for c in cands:
-            if isinstance(c, ast.Attribute) and c.attr == "module" \
-                    and isinstance(c.value, ast.Name):
-                w = holds_wrapper(c.value.id, fn, line, ctx)
-                if w is not None:
-                    return w
-        return None
+        w = unwrapped(f, fn, call.lineno, ctx)
+        if w is not None:
+            return w
+        if isinstance(f, ast.Attribute) and f.attr not in ("forward", "__call__") \
+                and not _calls_wrapper(fn, ctx):
+            return unwrapped(f.value, fn, call.lineno, ctx)
+        return unwrapped(f.value, fn, call.lineno, ctx) \
+            if isinstance(f, ast.Attribute) and f.attr == "forward" else None
+
+
+def _calls_wrapper(fn: ast.AST, ctx: Context) -> bool:
+    """``fn`` calls a DDP wrapper itself (``model(x)``, ``self.model(x)``): DDP's reducer is
+    armed, and the gradients of a method of the inner module in the same backward are
+    averaged with the rest."""
+    return any(isinstance(n, ast.Call) and held_wrapper(n.func, fn, n.lineno, ctx) is not None
+               for n in walk(fn))
 
 
 def _sum_reduce(call: ast.Call, ctx: Context) -> bool:

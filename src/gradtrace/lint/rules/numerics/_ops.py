@@ -243,8 +243,9 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
     for call, outer in _callers(ctx, fn):  # type: ignore[arg-type]
         if outer is fn or _records_nothing(ctx, outer):
             continue
-        if direct and isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                outer.name == "forward" and through_forward or LOSS_NAME_RE.search(outer.name)):
+        if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                direct and outer.name == "forward" and through_forward
+                or direct and LOSS_NAME_RE.search(outer.name) or _in_loss(ctx, outer)):
             return True
         if _backward_after(outer, call.lineno, ctx):
             return True
@@ -252,6 +253,17 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
                 and _caller_trains(ctx, outer, depth - 1, direct=False):
             return True
     return False
+
+
+def _in_loss(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``fn`` is a method of a class named like a loss (a triplet loss's distance method) or
+    a Lightning ``training_step`` (whose returned loss Lightning backpropagates): what it
+    computes, and what the helpers it calls compute, is differentiated."""
+    from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE, STEP_METHOD
+    if fn.name == STEP_METHOD:
+        return True
+    info = ctx.analysis.class_of(fn)
+    return info is not None and bool(LOSS_NAME_RE.search(info.node.name))
 
 
 def _loss_module_trains(ctx: Context, cls: ast.ClassDef) -> bool:

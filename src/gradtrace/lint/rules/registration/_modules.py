@@ -257,15 +257,28 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
     var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
     if root is None or var is None:
         return None
-    for s in loop.body:
-        got = _flag_value(s, var)
-        if got is not None:
-            return GradFlag(loop, root, got, False)
+    got = _every_path(loop.body, var)
+    if got is not None:
+        return GradFlag(loop, root, got, False)
     for s in walk(loop):
         if isinstance(s, ast.stmt) and s is not loop:
             got = _flag_value(s, var)
             if got is not None:
                 return GradFlag(loop, root, got, True)
+    return None
+
+
+def _every_path(body: list[ast.stmt], var: str) -> bool | None:
+    """The flag every pass through ``body`` sets on ``var``: a statement of it, or an ``if``
+    whose branches all set the same value (`if name in frozen: p.requires_grad = False` /
+    `else: p.requires_grad = False` freezes every parameter)."""
+    for s in body:
+        got = _flag_value(s, var)
+        if got is None and isinstance(s, ast.If) and s.orelse:
+            a, b = _every_path(s.body, var), _every_path(s.orelse, var)
+            got = a if a is not None and a == b else None
+        if got is not None:
+            return got
     return None
 
 

@@ -240,4 +240,30 @@ def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:
             if other is not cls and other.is_module and re.search(rf"\b{name}\(", text) and \
                     _kind_has_mode_layers(ctx, Kind(MODULE, cls=name), depth + 1):
                 return True
+    return _given_mode_layers(ctx, k, depth)
+
+
+def _given_mode_layers(ctx: Context, k: Kind, depth: int) -> bool:
+    """A module class of the file built around a module it is given (``Trainer(pose_net,
+    loss)`` keeping ``self.model = model``): the layers of that argument are its own."""
+    call = k.node
+    cls = ctx.analysis.classes.get(k.cls or "")
+    if not isinstance(call, ast.Call) or cls is None or not call.args:
+        return False
+    where = _function_at(ctx, call)
+    for a in call.args:
+        got = ctx.analysis.kind_in(a, where, call.lineno)
+        if got is not None and got.what == MODULE and got.node is not call \
+                and _kind_has_mode_layers(ctx, got, depth + 1):
+            return True
     return False
+
+
+def _function_at(ctx: Context, node: ast.AST) -> ast.AST:
+    """The innermost def holding ``node`` (the module when none does)."""
+    def make() -> list[ast.AST]:
+        return sorted((n for n in ast.walk(ctx.tree) if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef))), key=lambda n: -n.lineno)
+    line = getattr(node, "lineno", 0)
+    return next((fn for fn in ctx.memo("gt5-defs", ctx.tree, make)
+                 if fn.lineno <= line <= (fn.end_lineno or 0)), ctx.tree)
