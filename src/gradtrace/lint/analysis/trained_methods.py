@@ -5,7 +5,7 @@ A module's graph is built by whatever method computes the training output, and t
 always ``forward``: detection heads call ``head.forward_single(feat)`` once per level, a model
 exposes ``model.encode(x)`` / ``model.compute_loss(batch)`` that the training loop calls, and
 ``forward`` itself hands work to ``self._block(x)``. A method runs with the graph when it is
-``forward`` (or a module's ``__call__``), when such a method calls it through ``self`` or
+``forward`` (or a module's ``__call__``, a Lightning ``training_step``), when such a method calls it through ``self`` or
 hands it on (``multi_apply(self.forward_single, feats)``), transitively, or when the file
 calls it on an instance of the class (``head.m(x)``, ``self.head.m(x)``: the instance's kind
 read by the analysis layer, NOTE [kinds]) somewhere grad is not disabled around the call,
@@ -24,7 +24,7 @@ from gradtrace.lint.nodes import function_scopes, scope_nodes, walk
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
-SEEDS = ("forward", "__call__")
+SEEDS = ("forward", "__call__", "training_step")  # what torch / Lightning call with grad on
 SKIPPED = frozenset({"__init__", "extra_repr", "reset_parameters", "_init_weights",
                      "init_weights", "state_dict", "load_state_dict"})
 
@@ -32,7 +32,7 @@ SKIPPED = frozenset({"__init__", "extra_repr", "reset_parameters", "_init_weight
 def runs_with_graph(ctx: Context, cls: str, method: str) -> bool:
     """Whether ``method`` of the module class ``cls`` of the file runs with its graph
     (NOTE [trained methods])."""
-    if method in SEEDS:
+    if method in SEEDS[:2]:
         return True
     table: dict[str, frozenset[str]] = ctx.memo("trained-methods", ctx.tree,
                                                 lambda: _table(ctx))
