@@ -187,6 +187,148 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return sum(map(self.forward_single, feats))
         Head()([torch.randn(1, 4, 4, 4), torch.randn(1, 4, 2, 2)]).backward()
         """, "GT602", 7, raises=INPLACE)),
+    # GT607, mechanism B: an in-place activation is given the module's input while the same
+    # tensor, under an alias bound before (`identity = x`), is read after: the skip adds the
+    # activated input (silent). Script, pre-activation block. Look-alike: a norm layer makes a
+    # new tensor before the in-place ReLU
+    "preact-identity-alias-script": (Shape("""
+        class PreAct(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bn = nn.BatchNorm2d(4)
+                self.act = nn.ReLU(inplace=True)
+                self.conv = nn.Conv2d(4, 4, 3, padding=1)
+            def forward(self, x):
+                identity = x
+                out = self.act(self.bn(x))
+                out = self.conv(out)
+                return out + identity
+        x = torch.randn(2, 4, 5, 5)
+        x0 = x.clone()
+        PreAct()(x).mean().backward()
+        """, "GT607", holds="torch.equal(x, x0)"), Shape("""
+        class PreAct(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.ReLU(inplace=True)
+                self.conv = nn.Conv2d(4, 4, 3, padding=1)
+            def forward(self, x):
+                identity = x
+                out = self.act(x)
+                out = self.conv(out)
+                return out + identity
+        x = torch.randn(2, 4, 5, 5)
+        x0 = x.clone()
+        PreAct()(x).mean().backward()
+        """, "GT607", 4, holds="not torch.equal(x, x0) and torch.equal(x, F.relu(x0))")),
+    # GT607, the input's own name rebound to the activation's result, the alias kept for the
+    # skip, inside a block of a Sequential a trainer class trains. Look-alike: the alias is a
+    # clone
+    "rebound-input-alias-in-trainer": (Shape("""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.relu = nn.ReLU(inplace=True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                shortcut = x.clone()
+                x = self.relu(x)
+                x = self.fc(x)
+                return x + shortcut
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 4), Block(), nn.Linear(4, 1))
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def step(self, x):
+                self.opt.zero_grad()
+                self.model(x).pow(2).mean().backward()
+                self.opt.step()
+        Trainer().step(torch.randn(3, 4))
+        """, "GT607"), Shape("""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.relu = nn.ReLU(inplace=True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                shortcut = x
+                x = self.relu(x)
+                x = self.fc(x)
+                return x + shortcut
+        x = torch.randn(3, 4)
+        x0 = x.clone()
+        out = Block()(x)
+        """, "GT607", 4, holds="torch.equal(x, F.relu(x0)) and not torch.equal(x, x0)")),
+    # GT607, another spelling: `nn.Dropout(p, True)` (positional inplace) in a block whose
+    # input is read again by name after a branch; training mode zeroes the skip's entries.
+    # Look-alike: the branch that drops returns at once, the other arm adds the skip
+    "positional-dropout-branch": (Shape("""
+        class Mix(nn.Module):
+            def __init__(self, drop_first):
+                super().__init__()
+                self.drop_first = drop_first
+                self.drop = nn.Dropout(0.5, True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                if self.drop_first:
+                    return self.fc(self.drop(x))
+                return self.fc(x) + x
+        x = torch.randn(8, 4)
+        x0 = x.clone()
+        Mix(True)(x).sum().backward()
+        """, "GT607", holds="not torch.equal(x, x0)"), Shape("""
+        class Mix(nn.Module):
+            def __init__(self, drop_first):
+                super().__init__()
+                self.drop_first = drop_first
+                self.drop = nn.Dropout(0.5, True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                skip = x
+                if self.drop_first:
+                    h = self.fc(self.drop(x))
+                else:
+                    h = self.fc(x)
+                return h + skip
+        x = torch.randn(8, 4)
+        x0 = x.clone()
+        Mix(True)(x)
+        """, "GT607", 5, holds="(x == 0).any() and not torch.equal(x, x0)")),
+    # GT607, a Lightning module: forward keeps `skip = x`, applies an in-place LeakyReLU to x,
+    # training_step backpropagates. Look-alike: the LeakyReLU out of place
+    "lightning-leaky-relu-skip": (Shape("""
+        import lightning.pytorch as pl
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.LeakyReLU(0.2)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                skip = x
+                x = self.act(x)
+                return self.fc(x) + skip
+            def training_step(self, batch, batch_idx):
+                return self(batch).pow(2).mean()
+        x = torch.randn(3, 4)
+        x0 = x.clone()
+        Lit().training_step(x, 0).backward()
+        """, "GT607", holds="torch.equal(x, x0)"), Shape("""
+        import lightning.pytorch as pl
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.LeakyReLU(0.2, inplace=True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                skip = x
+                x = self.act(x)
+                return self.fc(x) + skip
+            def training_step(self, batch, batch_idx):
+                return self(batch).pow(2).mean()
+        x = torch.randn(3, 4)
+        x0 = x.clone()
+        Lit().training_step(x, 0).backward()
+        """, "GT607", 5, holds="not torch.equal(x, x0)")),
 }
 
 
