@@ -329,6 +329,107 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         x0 = x.clone()
         Lit().training_step(x, 0).backward()
         """, "GT607", 5, holds="not torch.equal(x, x0)")),
+    # GT605, mechanism C: an in-place layer (`inplace=True`) is given a tensor that an
+    # earlier layer call of the same block saved as its input (a linear/conv/norm needs it for
+    # its weight gradient): backward raises. Script; look-alike: the skip reads a Dropout of
+    # x, which saves its mask, not x
+    "inplace-relu-after-skip-linear-script": (Shape("""
+        class Unit(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.skip = nn.Dropout(0.1)
+                self.act = nn.ReLU(inplace=True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                s = self.skip(x)
+                x = self.act(x)
+                return self.fc(x) + s
+        Unit()(torch.randn(3, 4)).pow(2).mean().backward()
+        """, "GT605"), Shape("""
+        class Unit(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.skip = nn.Linear(4, 4)
+                self.act = nn.ReLU(inplace=True)
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                s = self.skip(x)
+                x = self.act(x)
+                return self.fc(x) + s
+        Unit()(torch.randn(3, 4)).pow(2).mean().backward()
+        """, "GT605", 9, raises=INPLACE)),
+    # GT605, a LayerNorm reads x, then an in-place Dropout (positional `True`) drops x itself,
+    # in a block a trainer class trains. Look-alike: the dropout comes first
+    "inplace-dropout-after-norm-trainer": (Shape("""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(4)
+                self.drop = nn.Dropout(0.5, True)
+            def forward(self, x):
+                x = self.drop(x)
+                h = self.norm(x)
+                return h + x
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 4), Block())
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def step(self, x):
+                self.opt.zero_grad()
+                self.model(x).pow(2).mean().backward()
+                self.opt.step()
+        Trainer().step(torch.randn(3, 4))
+        """, "GT605"), Shape("""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(4)
+                self.drop = nn.Dropout(0.5, True)
+            def forward(self, x):
+                h = self.norm(x)
+                x = self.drop(x)
+                return h + x
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Sequential(nn.Linear(4, 4), Block())
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def step(self, x):
+                self.opt.zero_grad()
+                self.model(x).pow(2).mean().backward()
+                self.opt.step()
+        Trainer().step(torch.randn(3, 4))
+        """, "GT605", 8, raises=INPLACE)),
+    # GT605, a Lightning module's per-level helper: a conv saves x, then a block that starts
+    # with an in-place ReLU is called on x. Look-alike: the block's ReLU out of place
+    "inplace-block-after-conv-lightning": (Shape("""
+        import lightning.pytorch as pl
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.side = nn.Conv2d(4, 4, 1)
+                self.pre = nn.Sequential(nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1))
+            def level(self, x):
+                side = self.side(x)
+                y = self.pre(x)
+                return (side + y).mean()
+            def training_step(self, batch, batch_idx):
+                return sum(self.level(f) for f in batch)
+        Lit().training_step([torch.randn(1, 4, 4, 4)], 0).backward()
+        """, "GT605"), Shape("""
+        import lightning.pytorch as pl
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.side = nn.Conv2d(4, 4, 1)
+                self.pre = nn.Sequential(nn.ReLU(inplace=True), nn.Conv2d(4, 4, 3, padding=1))
+            def level(self, x):
+                side = self.side(x)
+                y = self.pre(x)
+                return (side + y).mean()
+            def training_step(self, batch, batch_idx):
+                return sum(self.level(f) for f in batch)
+        Lit().training_step([torch.randn(1, 4, 4, 4)], 0).backward()
+        """, "GT605", 9, raises=INPLACE)),
 }
 
 
