@@ -430,6 +430,121 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return sum(self.level(f) for f in batch)
         Lit().training_step([torch.randn(1, 4, 4, 4)], 0).backward()
         """, "GT605", 9, raises=INPLACE)),
+    # GT602, mechanism D: a ModuleList built empty and filled with `append` in a loop holds
+    # blocks ending in a saving op; forward writes in place into a block's result. Script;
+    # look-alike: the blocks end in a Linear (nothing saves its output)
+    "modulelist-appended-sigmoid-gates-script": (Shape("""
+        class Gates(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.gates = nn.ModuleList()
+                for _ in range(n):
+                    self.gates.append(nn.Sequential(nn.Sigmoid(), nn.Linear(4, 4)))
+            def forward(self, x):
+                g = self.gates[0](x)
+                g[:, 0] = 1.0
+                return g
+        Gates(2)(torch.randn(3, 4, requires_grad=True)).sum().backward()
+        """, "GT602"), Shape("""
+        class Gates(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.gates = nn.ModuleList()
+                for _ in range(n):
+                    self.gates.append(nn.Sequential(nn.Linear(4, 4), nn.Sigmoid()))
+            def forward(self, x):
+                g = self.gates[0](x)
+                g[:, 0] = 1.0
+                return g
+        Gates(2)(torch.randn(3, 4)).sum().backward()
+        """, "GT602", 9, raises=INPLACE)),
+    # GT603, the blocks made by a helper of the file (conv + ReLU), appended to a ModuleList
+    # attribute, the first block's output summed into in place, in a trainer class's step.
+    # Look-alike: the helper's block ends in a BatchNorm (it saves its input, not its output)
+    "modulelist-appended-helper-blocks-trainer": (Shape("""
+        def conv_bn(c):
+            return nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(c))
+        class Levels(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.levels = nn.ModuleList()
+                for i in range(3):
+                    self.levels.append(conv_bn(4))
+            def forward(self, xs):
+                out = self.levels[0](xs[0])
+                for i in range(1, len(xs)):
+                    out += self.levels[i](xs[i])
+                return out
+        class Trainer:
+            def __init__(self):
+                self.model = Levels()
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def step(self, xs):
+                self.opt.zero_grad()
+                self.model(xs).mean().backward()
+                self.opt.step()
+        Trainer().step([torch.randn(2, 4, 4, 4) for _ in range(3)])
+        """, "GT603"), Shape("""
+        def conv_relu(c):
+            return nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU())
+        class Levels(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.levels = nn.ModuleList()
+                for i in range(3):
+                    self.levels.append(conv_relu(4))
+            def forward(self, xs):
+                out = self.levels[0](xs[0])
+                for i in range(1, len(xs)):
+                    out += self.levels[i](xs[i])
+                return out
+        class Trainer:
+            def __init__(self):
+                self.model = Levels()
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def step(self, xs):
+                self.opt.zero_grad()
+                self.model(xs).mean().backward()
+                self.opt.step()
+        Trainer().step([torch.randn(2, 4, 4, 4) for _ in range(3)])
+        """, "GT603", 12, raises=INPLACE)),
+    # GT603, a Lightning module whose tanh blocks are appended in __init__ and run in a loop
+    # with a residual add in place. Look-alike: the add out of place
+    "modulelist-appended-loop-lightning": (Shape("""
+        import lightning.pytorch as pl
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList()
+                for _ in range(2):
+                    self.blocks.append(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+            def forward(self, x):
+                for blk in self.blocks:
+                    h = blk(x)
+                    h = h + x
+                    x = h
+                return x
+            def training_step(self, batch, batch_idx):
+                return self(batch).pow(2).mean()
+        Lit().training_step(torch.randn(3, 4), 0).backward()
+        """, "GT603"), Shape("""
+        import lightning.pytorch as pl
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList()
+                for _ in range(2):
+                    self.blocks.append(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+            def forward(self, x):
+                for blk in self.blocks:
+                    h = blk(x)
+                    h += x
+                    x = h
+                return x
+            def training_step(self, batch, batch_idx):
+                return self(batch).pow(2).mean()
+        Lit().training_step(torch.randn(3, 4), 0).backward()
+        """, "GT603", 11, raises=INPLACE)),
 }
 
 
