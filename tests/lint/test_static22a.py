@@ -545,6 +545,118 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return self(batch).pow(2).mean()
         Lit().training_step(torch.randn(3, 4), 0).backward()
         """, "GT603", 11, raises=INPLACE)),
+    # GT528, mechanism E: a module stores on `self` a value computed from the attribute's
+    # previous value and a layer's output (the layer need not read the attribute itself, or
+    # the value passes through local names), undetached: the next call's graph runs into the
+    # previous one, and the next backward reaches a freed graph. Script loop; look-alike: the
+    # stored value is detached
+    "state-updated-around-layer-script": (Shape("""
+        class Leaky(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+                self.g = torch.zeros(4, 3)
+            def forward(self, x):
+                self.g = torch.tanh(self.fc(x) + self.g).detach()
+                return self.g + self.fc(x)
+        model = Leaky()
+        for _ in range(2):
+            model(torch.randn(4, 3)).sum().backward()
+        """, "GT528"), Shape("""
+        class Leaky(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+                self.g = torch.zeros(4, 3)
+            def forward(self, x):
+                self.g = torch.tanh(self.fc(x) + self.g)
+                return self.g
+        model = Leaky()
+        for _ in range(2):
+            model(torch.randn(4, 3)).sum().backward()
+        """, "GT528", 7, raises=(RuntimeError, "backward through the graph a second time"))),
+    # GT528, the state reaches the stored value through local names (gathered rows, a cell,
+    # a scaling), in a trainer class's loop. Look-alike: the trainer resets the state every
+    # batch
+    "state-through-locals-trainer": (Shape("""
+        class Prop(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(3, 3)
+                self.state = torch.zeros(5, 3)
+            def forward(self, x, idx):
+                h = torch.index_select(self.state, 0, idx)
+                h = self.cell(x, h)
+                self.state = h * 0.5
+                return self.state
+        class Trainer:
+            def __init__(self):
+                self.model = Prop()
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, n):
+                for _ in range(n):
+                    self.model.state = torch.zeros(5, 3)
+                    self.opt.zero_grad()
+                    self.model(torch.randn(5, 3), torch.arange(5)).sum().backward()
+                    self.opt.step()
+        Trainer().fit(2)
+        """, "GT528"), Shape("""
+        class Prop(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(3, 3)
+                self.state = torch.zeros(5, 3)
+            def forward(self, x, idx):
+                h = torch.index_select(self.state, 0, idx)
+                h = self.cell(x, h)
+                self.state = h * 0.5
+                return self.state
+        class Trainer:
+            def __init__(self):
+                self.model = Prop()
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def fit(self, n):
+                for _ in range(n):
+                    self.opt.zero_grad()
+                    self.model(torch.randn(5, 3), torch.arange(5)).sum().backward()
+                    self.opt.step()
+        Trainer().fit(2)
+        """, "GT528", 9, raises=(RuntimeError, "backward through the graph a second time"))),
+    # GT528, a Lightning module's membrane potential: `m = decay * self.mem + self.proj(x)`,
+    # stored back. Look-alike: stored detached
+    "membrane-potential-lightning": (Shape("""
+        import lightning.pytorch as pl
+        class Spiking(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(3, 3)
+                self.mem = torch.zeros(2, 3)
+            def forward(self, x):
+                m = 0.9 * self.mem + self.proj(x)
+                self.mem = m.detach()
+                return torch.sigmoid(m)
+            def training_step(self, batch, batch_idx):
+                return self(batch).mean()
+        lit = Spiking()
+        for i in range(2):
+            lit.training_step(torch.randn(2, 3), i).backward()
+        """, "GT528"), Shape("""
+        import lightning.pytorch as pl
+        class Spiking(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(3, 3)
+                self.mem = torch.zeros(2, 3)
+            def forward(self, x):
+                m = 0.9 * self.mem + self.proj(x)
+                self.mem = m
+                return torch.sigmoid(m)
+            def training_step(self, batch, batch_idx):
+                return self(batch).mean()
+        lit = Spiking()
+        for i in range(2):
+            lit.training_step(torch.randn(2, 3), i).backward()
+        """, "GT528", 9, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
