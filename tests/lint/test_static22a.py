@@ -657,6 +657,49 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for i in range(2):
             lit.training_step(torch.randn(2, 3), i).backward()
         """, "GT528", 9, raises=(RuntimeError, "backward through the graph a second time"))),
+    # GT528, the state's first value made lazily under `if self.h is None:` is no reset: the
+    # other arm feeds the state back into the cell, epoch after epoch. Look-alike: the
+    # training loop sets `model.h = None` before every batch
+    "lazy-first-state-is-no-reset": (Shape("""
+        class Evolving(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(3, 3)
+                self.init = nn.Parameter(torch.randn(2, 3))
+                self.h = None
+            def forward(self, x):
+                if self.h is None:
+                    self.h = self.cell(self.init, self.init)
+                else:
+                    self.h = self.cell(self.h, self.h)
+                return x @ self.h.t()
+        model = Evolving()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            model.h = None
+            opt.zero_grad()
+            model(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+        """, "GT528"), Shape("""
+        class Evolving(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(3, 3)
+                self.init = nn.Parameter(torch.randn(2, 3))
+                self.h = None
+            def forward(self, x):
+                if self.h is None:
+                    self.h = self.cell(self.init, self.init)
+                else:
+                    self.h = self.cell(self.h, self.h)
+                return x @ self.h.t()
+        model = Evolving()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+        """, "GT528", 11, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 

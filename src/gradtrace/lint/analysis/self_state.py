@@ -152,11 +152,28 @@ def _cut_elsewhere(attr: str, s: ast.Assign, info: ClassInfo, ctx: Context) -> b
     """The file resets or detaches ``<x>.<attr>`` somewhere (one walk of the file, cached)."""
     init = info.methods.get("__init__")
     in_init = {id(n) for n in walk(init)} if init is not None else set()
+    lazy = _lazy_inits(attr, info)
     for n in _touches(ctx).get(attr, ()):
-        if n is s or id(n) in in_init:
+        if n is s or id(n) in in_init or id(n) in lazy:
             continue
         return True
     return False
+
+
+def _lazy_inits(attr: str, info: ClassInfo) -> set[int]:
+    """The statements under ``if self.<attr> is None:`` in the class's methods: a first value
+    made once, not a reset (EvolveGCN's ``if self.weight is None: ... else: _, self.weight =
+    self.gru(self.weight, ...)``)."""
+    out: set[int] = set()
+    for m in info.methods.values():
+        for n in walk(m):
+            if isinstance(n, ast.If) and isinstance(n.test, ast.Compare) \
+                    and len(n.test.ops) == 1 and isinstance(n.test.ops[0], ast.Is) \
+                    and isinstance(n.test.comparators[0], ast.Constant) \
+                    and n.test.comparators[0].value is None \
+                    and _reads_raw(n.test.left, attr):
+                out.update(id(x) for b in n.body for x in walk(b))
+    return out
 
 
 def _touches(ctx: Context) -> dict[str, list[ast.AST]]:
