@@ -700,6 +700,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             model(torch.randn(4, 3)).pow(2).mean().backward()
             opt.step()
         """, "GT528", 11, raises=(RuntimeError, "backward through the graph a second time"))),
+    # GT603, a ModuleList appended in a loop with one kind of block (conv + ReLU), walked in
+    # forward with a masking write after each block. Look-alike: the list mixes convs and a
+    # ReLU and only a conv's output is masked (the gate corpus's subsampling stack)
+    "modulelist-appended-mixed-layers-masked": (Shape("""
+        class Sub(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList()
+                for _ in range(2):
+                    self.layers.append(nn.Conv2d(2, 2, 3, padding=1))
+                    self.layers.append(nn.ReLU())
+            def forward(self, x, mask):
+                for layer in self.layers:
+                    x = layer(x)
+                    if isinstance(layer, nn.Conv2d):
+                        x *= mask
+                return x
+        Sub()(torch.randn(1, 2, 4, 4), torch.ones(1, 1, 4, 1)).sum().backward()
+        """, "GT603"), Shape("""
+        class Sub(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList()
+                for _ in range(2):
+                    self.layers.append(nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.ReLU()))
+            def forward(self, x, mask):
+                for layer in self.layers:
+                    x = layer(x)
+                    x *= mask
+                return x
+        Sub()(torch.randn(1, 2, 4, 4), torch.ones(1, 1, 4, 1)).sum().backward()
+        """, "GT603", 10, raises=INPLACE)),
 }
 
 

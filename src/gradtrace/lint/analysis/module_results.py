@@ -235,7 +235,8 @@ def _container_elements(e: ast.Call, ctx: Context, where: ast.AST | None) -> lis
 
 def _appended(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]:
     """The ``append`` arguments on the name or ``self`` attribute the empty container ``e`` is
-    assigned to, in the same function; [] when it is changed any other way there."""
+    assigned to, in the same function, when they build one kind of block (the same
+    constructor or helper); [] when it is changed any other way there."""
     fn = where or ctx.tree
     target = next((dotted(n.targets[0]) for n in walk(fn) if isinstance(n, ast.Assign)
                    and n.value is e and len(n.targets) == 1), None)
@@ -252,7 +253,9 @@ def _appended(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]
             if n.func.attr != "append" or len(n.args) != 1:
                 return []  # extend/insert: not followed
             out.append(n.args[0])
-    return out
+    kinds = {dotted(a.func) if isinstance(a, ast.Call) else None for a in out}
+    return out if len(kinds) == 1 and None not in kinds else []  # one kind of block only:
+    # a list of mixed layers (convs, then a ReLU) is walked by code that tells them apart
 
 
 def reachable_returns(fn: ast.AST, flags: dict[str, object] | None = None) -> list[ast.Return]:
