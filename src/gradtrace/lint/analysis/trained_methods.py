@@ -15,6 +15,7 @@ and then the methods it reaches through ``self``. Found once per file; a rule as
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
 SEEDS = ("forward", "__call__", "training_step")  # what torch / Lightning call with grad on
+CALLED_RE = re.compile(r"\.\s*(\w+)\s*\(")
 SKIPPED = frozenset({"__init__", "extra_repr", "reset_parameters", "_init_weights",
                      "init_weights", "state_dict", "load_state_dict"})
 
@@ -42,19 +44,17 @@ def runs_with_graph(ctx: Context, cls: str, method: str) -> bool:
 def _table(ctx: Context) -> dict[str, frozenset[str]]:
     a = ctx.analysis
     out: dict[str, frozenset[str]] = {}
-    called = None
-    for name, info in a.classes.items():
-        if not info.is_module:
-            continue
+    mods = [info for info in a.classes.values() if info.is_module]
+    if not mods:
+        return out
+    spelt = set(CALLED_RE.findall(ctx.code))  # `.name(` anywhere in the code: one scan
+    wanted = {m for info in mods for m in info.methods
+              if m not in SEEDS and m not in SKIPPED and m in spelt}
+    called = _instance_method_calls(ctx, wanted) if wanted else set()
+    for info in mods:
         seeds = [m for m in SEEDS if m in info.methods]
-        others = [m for m in info.methods if m not in SEEDS and m not in SKIPPED]
-        if not others:
-            continue
-        if any(f".{m}(" in ctx.code for m in others):
-            if called is None:
-                called = _instance_method_calls(ctx)
-            seeds += [m for m in others if (name, m) in called]
-        out[name] = _closure(info.methods, seeds)
+        seeds += [m for m in info.methods if (info.name, m) in called]
+        out[info.name] = _closure(info.methods, seeds)
     return out
 
 
@@ -74,16 +74,17 @@ def _closure(methods: dict, seeds: list[str]) -> frozenset[str]:
     return frozenset(seen)
 
 
-def _instance_method_calls(ctx: Context) -> set[tuple[str, str]]:
+def _instance_method_calls(ctx: Context, wanted: set[str]) -> set[tuple[str, str]]:
     """(class, method) for every ``inst.method(...)`` of an instance of a module class of the
-    file, outside a grad-off block."""
+    file, ``method`` one of ``wanted``, outside a grad-off block."""
     a = ctx.analysis
     own = {c.name for c in a.classes.values() if c.is_module}
     out: set[tuple[str, str]] = set()
     for fn in function_scopes(ctx.tree):
         scope = None
         for n in scope_nodes(fn):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in wanted):
                 continue
             recv = n.func.value
             if isinstance(recv, ast.Name) and recv.id == "self":
