@@ -30,8 +30,11 @@ class InplaceFirstLayerOverwritesInput(Rule):
     backward raise "one of the variables needed for gradient computation has been modified by
     an inplace operation" (powerful-benchmarker#78). Build the first activation with
     `inplace=False` (in-place activations are safe after a layer that made a new tensor).
+    The input may also reach the in-place layer after other uses of it, on one branch, and be
+    read again under an alias kept for the skip (`identity = x` / `out = self.relu(x)` /
+    `out += identity`: the skip adds `relu(x)`); not when `forward` returns first.
     Known limits: the block must be an attribute of a class of this file called on `forward`'s
-    first argument as its first use of it; another reader in the caller is seen only in the
+    first argument; another reader in the caller is seen only in the
     same function as the call.
     """
 

@@ -132,6 +132,9 @@ class InplaceWriteToSavedInput(Rule):
     a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`), and in
     one statement: `x += self.attn(self.ln_1(x))` (the norm saved `x`, the add writes it).
     Use the out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
+    An in-place layer spells the write too: `x = self.act(x)` with `self.act =
+    nn.ReLU(inplace=True)` (or a block starting with one) after `self.conv(x)` in the same
+    block, in a method that runs with the module's graph (NOTE [trained methods]).
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block.
     """
