@@ -179,8 +179,8 @@ def aliased_rewrite(cls: ClassInfo, ctx: Context) -> tuple[InputWrite, ast.Name]
     (``identity = x``), to ``self.<attr>`` whose first layer writes it in place, anywhere in
     ``forward`` (not only as the first use, on any branch), and a name still bound to that
     tensor is read by a later statement that can run after the call: ``identity = x`` /
-    ``out = self.relu(x)`` / ``out += identity`` adds ``relu(x)``, not ``x`` (NOTE [input
-    written in place]). A name bound again first no longer holds the input."""
+    ``out = self.relu(x)`` / ``out += identity`` adds ``relu(x)``, not ``x``
+    (NOTE [input written in place]). A name bound again first no longer holds the input."""
     fwd = cls.methods.get("forward")
     if fwd is None or not cls.is_module:
         return None

@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.names import dotted
+from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.nodes import argument_default, walk
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def _container_elements(e: ast.Call, ctx: Context, where: ast.AST | None) -> lis
     calls on what an empty one is assigned to: ``self.levels = nn.ModuleList()`` then
     ``self.levels.append(block)`` in a loop); [] when not known."""
     if not e.args and not e.keywords:
-        return _appended(e, ctx, where)
+        return appended_blocks(e, ctx, where)
     if len(e.args) != 1 or e.keywords:
         return []
     a = e.args[0]
@@ -231,31 +231,6 @@ def _container_elements(e: ast.Call, ctx: Context, where: ast.AST | None) -> lis
     if isinstance(a, ast.List) and not any(isinstance(x, ast.Starred) for x in a.elts):
         return list(a.elts)
     return []
-
-
-def _appended(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]:
-    """The ``append`` arguments on the name or ``self`` attribute the empty container ``e`` is
-    assigned to, in the same function, when they build one kind of block (the same
-    constructor or helper); [] when it is changed any other way there."""
-    fn = where or ctx.tree
-    target = next((dotted(n.targets[0]) for n in walk(fn) if isinstance(n, ast.Assign)
-                   and n.value is e and len(n.targets) == 1), None)
-    if target is None:
-        return []
-    out: list[ast.AST] = []
-    for n in walk(fn):
-        if isinstance(n, (ast.AugAssign, ast.Assign)) and n.lineno > e.lineno and any(
-                dotted(t.value if isinstance(t, ast.Subscript) else t) == target
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
-            return []  # `self.levels += [...]`, `self.levels[0] = ...`, a new container
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and dotted(n.func.value) == target:
-            if n.func.attr != "append" or len(n.args) != 1:
-                return []  # extend/insert: not followed
-            out.append(n.args[0])
-    kinds = {dotted(a.func) if isinstance(a, ast.Call) else None for a in out}
-    return out if len(kinds) == 1 and None not in kinds else []  # one kind of block only:
-    # a list of mixed layers (convs, then a ReLU) is walked by code that tells them apart
 
 
 def reachable_returns(fn: ast.AST, flags: dict[str, object] | None = None) -> list[ast.Return]:

@@ -5,11 +5,12 @@ A module's graph is built by whatever method computes the training output, and t
 always ``forward``: detection heads call ``head.forward_single(feat)`` once per level, a model
 exposes ``model.encode(x)`` / ``model.compute_loss(batch)`` that the training loop calls, and
 ``forward`` itself hands work to ``self._block(x)``. A method runs with the graph when it is
-``forward`` (or a module's ``__call__``, a Lightning ``training_step``), when such a method calls it through ``self`` or
-hands it on (``multi_apply(self.forward_single, feats)``), transitively, or when the file
-calls it on an instance of the class (``head.m(x)``, ``self.head.m(x)``: the instance's kind
-read by the analysis layer, NOTE [kinds]) somewhere grad is not disabled around the call,
-and then the methods it reaches through ``self``. Found once per file; a rule asks :func:`runs_with_graph`. A method only called under
+``forward`` (or a module's ``__call__``, a Lightning ``training_step``), when such a method
+calls it through ``self`` or hands it on (``multi_apply(self.forward_single, feats)``),
+transitively, or when the file calls it on an instance of the class (``head.m(x)``,
+``self.head.m(x)``: the instance's kind read by the analysis layer, NOTE [kinds]) somewhere
+grad is not disabled around the call, and then the methods it reaches through ``self``.
+Found once per file; a rule asks :func:`runs_with_graph`. A method only called under
 ``torch.no_grad()`` (an ``evaluate``/``predict``) is not one.
 """
 from __future__ import annotations

@@ -244,8 +244,8 @@ class InplaceWriteToSavedInput(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """``x = self.act(x)`` with ``self.act`` an in-place layer (``nn.ReLU(inplace=True)``,
         a block starting with one: NOTE [input written in place]) after ``self.conv(x)``
-        saved ``x`` in the same block, in a method that runs with the module's graph (NOTE
-        [trained methods]): the write is spelt as a layer call, with no trigger word."""
+        saved ``x`` in the same block, in a method that runs with the module's graph
+        (NOTE [trained methods]): the write is spelt as a layer call, with no trigger word."""
         if not spells_inplace_layer(ctx):
             return
         for cls in ctx.analysis.classes.values():
