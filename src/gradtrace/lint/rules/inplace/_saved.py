@@ -342,11 +342,14 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
     out: list[tuple[Any, ast.stmt, tuple, Any]] = []
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
     for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES) or not _runs_as_forward(cls, fn.name, ctx, True) \
-                or _is_autograd_function(cls, fn, ctx):
+        if not isinstance(fn, FUNCTION_TYPES) or _is_autograd_function(cls, fn, ctx):
+            continue
+        stmts = list(_statements(fn.body))
+        if not _runs_as_forward(cls, fn.name, ctx) and (  # a write first: the cheap test
+                not any(_written_name(s) is not None for s in stmts) and not _file_chains(ctx)
+                or not _runs_as_forward(cls, fn.name, ctx, True)):
             continue
         scope = None
-        stmts = list(_statements(fn.body))
         maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
             ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
