@@ -182,7 +182,9 @@ def aliased_rewrite(cls: ClassInfo, ctx: Context) -> tuple[InputWrite, ast.Name]
     ``out = self.relu(x)`` / ``out += identity`` adds ``relu(x)``, not ``x``
     (NOTE [input written in place]). A name bound again first no longer holds the input."""
     fwd = cls.methods.get("forward")
-    if fwd is None or not cls.is_module:
+    if fwd is None or not cls.is_module or not any(
+            isinstance(i.value, ast.Call) and first_layer(i.value, i.method, ctx) is not None
+            for i in cls.attrs.values()):  # no in-place layer on `self`: nothing to read
         return None
     params = [a.arg for a in (*fwd.args.posonlyargs, *fwd.args.args)][1:]
     if not params:
