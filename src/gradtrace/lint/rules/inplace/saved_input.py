@@ -144,8 +144,7 @@ class InplaceWriteToSavedInput(Rule):
     message = ("`{write}` writes in place into `{name}`, which `{op}` (line {line}) saved as "
                "its input for backward: backward raises `one of the variables needed for "
                "gradient computation has been modified by an inplace operation`; {remedy}")
-    triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(", "inplace", "True")
-    statement_triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")
+    triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")  # `x = self.act(x)`: visit_Module
     gate_statements = True
     examples = [
         Bad("""
