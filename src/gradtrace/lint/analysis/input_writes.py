@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, child_nodes
+from gradtrace.lint.nodes import bfs_walk, child_nodes, exit_after
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -171,6 +171,82 @@ def _input_write(cls: ClassInfo, ctx: Context) -> InputWrite | None:
     return None
 
 
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
+
+
+def aliased_rewrite(cls: ClassInfo, ctx: Context) -> tuple[InputWrite, ast.Name] | None:
+    """(the write, a later read) when ``forward`` gives its input, under its name or an alias
+    (``identity = x``), to ``self.<attr>`` whose first layer writes it in place, anywhere in
+    ``forward`` (not only as the first use, on any branch), and a name still bound to that
+    tensor is read by a later statement that can run after the call: ``identity = x`` /
+    ``out = self.relu(x)`` / ``out += identity`` adds ``relu(x)``, not ``x``
+    (NOTE [input written in place]). A name bound again first no longer holds the input."""
+    fwd = cls.methods.get("forward")
+    if fwd is None or not cls.is_module or not any(
+            isinstance(i.value, ast.Call) and first_layer(i.value, i.method, ctx) is not None
+            for i in cls.attrs.values()):  # no in-place layer on `self`: nothing to read
+        return None
+    params = [a.arg for a in (*fwd.args.posonlyargs, *fwd.args.args)][1:]
+    if not params:
+        return None
+    p = params[0]
+    names = {p}
+    write: InputWrite | None = None
+    scope = None
+    end: int | None = None
+    for s in _own_statements(fwd):
+        if isinstance(s, COMPOUND) or isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.ClassDef)):
+            if write is None and isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
+                return None  # a loop: the call may run again on what it wrote
+            continue
+        if write is not None:
+            scope = scope or ctx.scope(fwd)
+            if end is not None and s.lineno > end:
+                return None  # `if self.preact: return self.conv(self.act(x))`
+            if not scope.exclusive(write.first, s):
+                for n in sorted(names):
+                    got = reads(s, n)
+                    if got:
+                        return write, got[0]
+            names = {n for n in names if not _binds_name(s, n)}
+            if not names:
+                return None
+            continue
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) \
+                and s.value.id in names and all(isinstance(t, ast.Name) for t in s.targets):
+            names.update(t.id for t in s.targets)  # type: ignore[attr-defined]
+            continue
+        for n in bfs_walk(s):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and dotted(n.func.value) == "self" and n.args \
+                    and isinstance(n.args[0], ast.Name) and n.args[0].id in names:
+                info = cls.attrs.get(n.func.attr)
+                layer = first_layer(info.value, info.method, ctx) if info else None
+                if layer is not None:
+                    write = InputWrite(cls.name, n.func.attr, n.args[0].id, layer, s)
+                    others = [r for nm in sorted(names) for r in reads(s, nm)
+                              if r is not n.args[0]]
+                    if others:
+                        return write, others[0]
+                    end = s.lineno if isinstance(s, (ast.Return, ast.Raise)) \
+                        else exit_after(fwd, s)
+                    break
+        names = {n for n in names if not _binds_name(s, n)}
+        if not names:
+            return None
+    return None
+
+
+def _binds_name(s: ast.stmt, name: str) -> bool:
+    targets: list[ast.AST] = []
+    if isinstance(s, ast.Assign):
+        targets = list(s.targets)
+    elif isinstance(s, ast.AnnAssign):
+        targets = [s.target]  # (`x += y` writes the same tensor: not a new binding)
+    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in bfs_walk(t))
+
+
 def _headers(s: ast.stmt) -> list[ast.AST]:
     """The expressions a compound statement evaluates before its body."""
     out: list[ast.AST] = []
@@ -193,10 +269,7 @@ def input_writers(ctx: Context) -> dict[str, InputWrite]:
     ``inplace`` nor a layer called with a positional ``True`` has none (no class is read)."""
     def make() -> dict[str, InputWrite]:
         out: dict[str, InputWrite] = {}
-        code = ctx.code
-        renamed = any(q in INPLACE_LAYERS and local != q.rpartition(".")[2]
-                      for local, q in ctx.imports.aliases.items())  # `ReLU as Act`
-        if "inplace" not in code and not renamed and not _POSITIONAL_INPLACE.search(code):
+        if not spells_inplace_layer(ctx):
             return out
         for name, cls in ctx.analysis.classes.items():
             w = _input_write(cls, ctx)
@@ -204,3 +277,14 @@ def input_writers(ctx: Context) -> dict[str, InputWrite]:
                 out[name] = w
         return out
     return ctx.memo("input-writers", ctx.tree, make)
+
+
+def spells_inplace_layer(ctx: Context) -> bool:
+    """The file's code may build an in-place layer: it spells ``inplace``, a layer called with
+    a positional ``True``, or imports one under another name (``ReLU as Act``)."""
+    def make() -> bool:
+        code = ctx.code
+        renamed = any(q in INPLACE_LAYERS and local != q.rpartition(".")[2]
+                      for local, q in ctx.imports.aliases.items())
+        return "inplace" in code or renamed or _POSITIONAL_INPLACE.search(code) is not None
+    return ctx.memo("spells-inplace-layer", ctx.tree, make)

@@ -25,6 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.nodes import argument_default, walk
 
 if TYPE_CHECKING:
@@ -196,7 +197,11 @@ def sequential_layers(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[
 
 def _container_elements(e: ast.Call, ctx: Context, where: ast.AST | None) -> list[ast.AST]:
     """Every block a ``ModuleList``/``ModuleDict`` holds (a literal's elements, a
-    comprehension's element, a local list's literal and ``append`` calls); [] when not known."""
+    comprehension's element, a local list's literal and ``append`` calls, or the ``append``
+    calls on what an empty one is assigned to: ``self.levels = nn.ModuleList()`` then
+    ``self.levels.append(block)`` in a loop); [] when not known."""
+    if not e.args and not e.keywords:
+        return appended_blocks(e, ctx, where)
     if len(e.args) != 1 or e.keywords:
         return []
     a = e.args[0]

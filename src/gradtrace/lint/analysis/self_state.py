@@ -3,8 +3,12 @@
 ``out, self.hidden = self.lstm(x, self.hidden)`` in a method of an ``nn.Module``: the attribute
 is given the output of one of the module's own layers (a value on the graph of this call), and
 that layer read the attribute's previous value, i.e. the previous call's output. Across calls
-the graphs are chained. :func:`carried_state` lists such assignments, except where the file
-cuts the chain itself: another assignment of the attribute (a reset like
+the graphs are chained. The same holds when the previous value reaches the stored one
+through the method's local names and a layer is on the way (``h = index_select(self.state,
+0, i)``; ``h = self.cell(x, h)``; ``self.state = self.aggr(h)``), or when the layer does not
+read the attribute itself (``self.h = torch.tanh(self.fc(x) + self.h)``).
+:func:`carried_state` lists such assignments, except where the file cuts the chain itself:
+another assignment of the attribute (a reset like
 ``model.hidden = model.init_hidden()`` in the loop, or ``self.h = (h.detach(), c.detach())``)
 anywhere but ``__init__``, a ``.detach()``/``.detach_()``/``.data`` of the attribute anywhere,
 or a read of it that is detached or made under ``no_grad`` in the statement itself.
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.modules import _own_statements
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -33,6 +38,7 @@ class Carry:
     stmt: ast.Assign
     layer: ast.Call
     method: ast.FunctionDef | ast.AsyncFunctionDef
+    direct: bool = True  # the layer reads the attribute itself (else through local names)
 
 
 def carried_state(info: ClassInfo, ctx: Context) -> list[Carry]:
@@ -52,9 +58,11 @@ def _carried(info: ClassInfo, ctx: Context):  # type: ignore[no-untyped-def]
                 continue
             for attr in _self_targets(s):
                 layer = _layer_reading(s.value, attr, info)
+                direct = layer is not None
+                layer = layer or _through_locals(m, s, attr, info)
                 if layer is not None and ctx.scope(m).grad_off_at(s) is None \
                         and not _cut_elsewhere(attr, s, info, ctx):
-                    yield Carry(attr, s, layer, m)
+                    yield Carry(attr, s, layer, m, direct)
 
 
 def _self_targets(s: ast.Assign) -> list[str]:
@@ -83,6 +91,53 @@ def _layer_reading(value: ast.expr, attr: str, info: ClassInfo) -> ast.Call | No
     return None
 
 
+def _through_locals(m: ast.AST, s: ast.Assign, attr: str, info: ClassInfo) -> ast.Call | None:
+    """A layer call of the module on the way from the previous ``self.<attr>`` to the value
+    ``s`` stores, through the method's local names: ``h = index_select(self.state, 0, i)``,
+    ``h = self.cell(x, h)``, ``self.state = self.aggr(h)``; or ``self.h = torch.tanh(
+    self.fc(x) + self.h)`` (the layer need not read the attribute itself). None when the
+    value does not depend on the previous one, or no layer of the module is on the way."""
+    derived: dict[str, ast.Call | None] = {}
+    for st in _own_statements(m):
+        if st is s:
+            break
+        if not isinstance(st, ast.Assign) or st.lineno >= s.lineno:
+            continue
+        names = [e.id for t in st.targets for e in walk(t) if isinstance(e, ast.Name)]
+        reads, layer = _depends(st.value, attr, derived, info)
+        for n in names:
+            if reads:
+                derived[n] = layer
+            else:
+                derived.pop(n, None)
+    reads, layer = _depends(s.value, attr, derived, info)
+    return layer if reads else None
+
+
+def _depends(value: ast.expr, attr: str, derived: dict[str, ast.Call | None],
+             info: ClassInfo) -> tuple[bool, ast.Call | None]:
+    """(whether ``value`` reads ``self.<attr>`` or a name derived from it, not through a cut;
+    a layer call of the module in ``value`` or on the way to a derived name it reads)."""
+    cut = {id(x) for n in walk(value) if isinstance(n, ast.Attribute) and n.attr in CUTS
+           for x in walk(n.value)}  # `(...).detach()`: nothing under it is read
+    reads, layer = False, None
+    for n in walk(value):
+        if id(n) in cut:
+            continue
+        if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) \
+                and n.value.id == "self" and isinstance(n.ctx, ast.Load):
+            reads = True
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in derived:
+            reads = True
+            layer = layer or derived[n.id]
+        elif layer is None and isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+            k = info.attr_kind(n.func.attr)
+            if k is not None and k.what == MODULE:
+                layer = n
+    return reads, layer
+
+
 def _reads_raw(e: ast.expr, attr: str) -> bool:
     """``e`` is ``self.<attr>`` (or a tuple/subscript of it), not ``self.<attr>.detach()``."""
     if isinstance(e, (ast.Tuple, ast.List)):
@@ -97,11 +152,28 @@ def _cut_elsewhere(attr: str, s: ast.Assign, info: ClassInfo, ctx: Context) -> b
     """The file resets or detaches ``<x>.<attr>`` somewhere (one walk of the file, cached)."""
     init = info.methods.get("__init__")
     in_init = {id(n) for n in walk(init)} if init is not None else set()
+    lazy = _lazy_inits(attr, info)
     for n in _touches(ctx).get(attr, ()):
-        if n is s or id(n) in in_init:
+        if n is s or id(n) in in_init or id(n) in lazy:
             continue
         return True
     return False
+
+
+def _lazy_inits(attr: str, info: ClassInfo) -> set[int]:
+    """The statements under ``if self.<attr> is None:`` in the class's methods: a first value
+    made once, not a reset (EvolveGCN's ``if self.weight is None: ... else: _, self.weight =
+    self.gru(self.weight, ...)``)."""
+    out: set[int] = set()
+    for m in info.methods.values():
+        for n in walk(m):
+            if isinstance(n, ast.If) and isinstance(n.test, ast.Compare) \
+                    and len(n.test.ops) == 1 and isinstance(n.test.ops[0], ast.Is) \
+                    and isinstance(n.test.comparators[0], ast.Constant) \
+                    and n.test.comparators[0].value is None \
+                    and _reads_raw(n.test.left, attr):
+                out.update(id(x) for b in n.body for x in walk(b))
+    return out
 
 
 def _touches(ctx: Context) -> dict[str, list[ast.AST]]:

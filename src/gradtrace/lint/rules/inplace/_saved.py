@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
 from gradtrace.lint.analysis.steps import backward_of, step_calls
+from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
@@ -29,7 +30,6 @@ NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "recor
 ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
 OP_WORDS = re.compile(r"sigmoid|softmax|tanh|\bexp(m1)?\b|relu|\belu|sqrt|reciprocal|expit")
 TRAINING_FUNCS = frozenset({"forward"})
-CALL_FUNCS = frozenset({"forward", "__call__"})  # a module class that defines `__call__`
 
 
 @dataclass(frozen=True)
@@ -165,13 +165,20 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     return False
 
 
-def _runs_as_forward(cls: ast.ClassDef, name: str, ctx: Context) -> bool:
+def _runs_as_forward(cls: ast.ClassDef, name: str, ctx: Context,
+                     widened: bool = False) -> bool:
     """``forward``, or ``__call__`` of a module class (RK-Net's ``USAM``: a module call runs
-    it instead of ``forward``)."""
+    it instead of ``forward``); with ``widened``, any method of a module class that runs with
+    its graph (NOTE [trained methods]: ``forward_single`` called per level, a method
+    ``forward`` calls through ``self``). Widened only for a write into a layer's result (the
+    layer's parameters make its graph): an op on a tensor made in the method (``torch.eye``,
+    ``torch.arange``) records nothing."""
     if name in TRAINING_FUNCS:
         return True
     info = ctx.analysis.classes.get(cls.name)
-    return name in CALL_FUNCS and info is not None and info.is_module
+    if info is None or not info.is_module:
+        return False
+    return name == "__call__" or widened and runs_with_graph(ctx, cls.name, name)
 
 
 def _path_to(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt]:
@@ -335,11 +342,14 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
     out: list[tuple[Any, ast.stmt, tuple, Any]] = []
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
     for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES) or not _runs_as_forward(cls, fn.name, ctx) \
-                or _is_autograd_function(cls, fn, ctx):
+        if not isinstance(fn, FUNCTION_TYPES) or _is_autograd_function(cls, fn, ctx):
+            continue
+        stmts = list(_statements(fn.body))
+        if not _runs_as_forward(cls, fn.name, ctx) and (  # a write first: the cheap test
+                not any(_written_name(s) is not None for s in stmts) and not _file_chains(ctx)
+                or not _runs_as_forward(cls, fn.name, ctx, True)):
             continue
         scope = None
-        stmts = list(_statements(fn.body))
         maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
             ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are

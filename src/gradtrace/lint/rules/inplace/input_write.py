@@ -6,12 +6,14 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.input_writes import InputWrite, input_writers, reads
+from gradtrace.lint.analysis.input_writes import (
+    InputWrite, aliased_rewrite, input_writers, reads, spells_inplace_layer,
+)
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import _own_statements
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, walk
+from gradtrace.lint.nodes import bfs_walk, exit_after, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -28,8 +30,11 @@ class InplaceFirstLayerOverwritesInput(Rule):
     backward raise "one of the variables needed for gradient computation has been modified by
     an inplace operation" (powerful-benchmarker#78). Build the first activation with
     `inplace=False` (in-place activations are safe after a layer that made a new tensor).
+    The input may also reach the in-place layer after other uses of it, on one branch, and be
+    read again under an alias kept for the skip (`identity = x` / `out = self.relu(x)` /
+    `out += identity`: the skip adds `relu(x)`); not when `forward` returns first.
     Known limits: the block must be an attribute of a class of this file called on `forward`'s
-    first argument as its first use of it; another reader in the caller is seen only in the
+    first argument; another reader in the caller is seen only in the
     same function as the call.
     """
 
@@ -74,7 +79,7 @@ class InplaceFirstLayerOverwritesInput(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         writers = input_writers(ctx)
-        if not writers:
+        if not writers and not spells_inplace_layer(ctx):
             return
         done: set[str] = set()
         for w in writers.values():
@@ -82,6 +87,13 @@ class InplaceFirstLayerOverwritesInput(Rule):
             if again is not None:
                 done.add(w.cls)
                 yield self._report(w, ctx, again, f"`{w.param}` of `{w.cls}.forward`")
+        for name, cls in ctx.analysis.classes.items():
+            got = aliased_rewrite(cls, ctx) if name not in done else None
+            if got is not None:
+                done.add(name)
+                w, again = got
+                alias = f", as `{again.id}`" if again.id != w.param else ""
+                yield self._report(w, ctx, again, f"`{w.param}` of `{w.cls}.forward`{alias}")
         for fn in walk(node):
             if not isinstance(fn, (ast.Module, *FUNCTION_TYPES)):
                 continue
@@ -107,10 +119,12 @@ class InplaceFirstLayerOverwritesInput(Rule):
 
 def _read_again_in_forward(w: InputWrite, ctx: Context) -> ast.Name | None:
     """A read of the input after the statement that gives it to the block (none when that
-    statement, or one before the read, binds the name again)."""
+    statement, or one before the read, binds the name again, or the flow leaves ``forward``
+    first)."""
     cls = ctx.analysis.classes[w.cls]
     fwd = cls.methods["forward"]
     after = False
+    end: int | None = None
     for s in _own_statements(fwd):
         if s is w.first:
             if _binds(s, w.param):
@@ -119,9 +133,12 @@ def _read_again_in_forward(w: InputWrite, ctx: Context) -> ast.Name | None:
             if others:
                 return others[0]
             after = True
+            end = s.lineno if isinstance(s, (ast.Return, ast.Raise)) else exit_after(fwd, s)
             continue
         if not after:
             continue
+        if end is not None and s.lineno > end:
+            return None  # `if self.pre: return self.fc(self.drop(x))`: never read after
         got = reads(s, w.param)
         if got:
             return got[0]

@@ -8,9 +8,14 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.input_writes import first_layer as inplace_first_layer
+from gradtrace.lint.analysis.input_writes import spells_inplace_layer
 from gradtrace.lint.analysis.module_results import attr_module, basic_index, first_layer
+from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
+from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place
 from gradtrace.lint.context import LOOP_TYPES, Context
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
@@ -127,6 +132,9 @@ class InplaceWriteToSavedInput(Rule):
     a tensor a previous pass multiplied (`b[i] = ...; y = y + torch.mm(W, b)`), and in
     one statement: `x += self.attn(self.ln_1(x))` (the norm saved `x`, the add writes it).
     Use the out-of-place form: `x = x + ...`, or `b = b.clone()` before the write.
+    An in-place layer spells the write too: `x = self.act(x)` with `self.act =
+    nn.ReLU(inplace=True)` (or a block starting with one) after `self.conv(x)` in the same
+    block, in a method that runs with the module's graph (NOTE [trained methods]).
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block.
     """
@@ -136,7 +144,7 @@ class InplaceWriteToSavedInput(Rule):
     message = ("`{write}` writes in place into `{name}`, which `{op}` (line {line}) saved as "
                "its input for backward: backward raises `one of the variables needed for "
                "gradient computation has been modified by an inplace operation`; {remedy}")
-    triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")
+    triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")  # `x = self.act(x)`: visit_Module
     gate_statements = True
     examples = [
         Bad("""
@@ -232,6 +240,30 @@ class InplaceWriteToSavedInput(Rule):
             ctx.column(hit)),), write=ctx.source(s).splitlines()[0][:60], name=name,
             op=ctx.source(hit)[:50], line=hit.lineno, remedy=remedy)  # type: ignore[attr-defined]
 
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        """``x = self.act(x)`` with ``self.act`` an in-place layer (``nn.ReLU(inplace=True)``,
+        a block starting with one: NOTE [input written in place]) after ``self.conv(x)``
+        saved ``x`` in the same block, in a method that runs with the module's graph
+        (NOTE [trained methods]): the write is spelt as a layer call, with no trigger word."""
+        if not spells_inplace_layer(ctx):
+            return
+        for cls in ctx.analysis.classes.values():
+            if not cls.is_module:
+                continue
+            for mname, fn in cls.methods.items():
+                writes = list(_layer_writes(fn, cls, ctx)) if mname != "__init__" else []
+                if not writes or not runs_with_graph(ctx, cls.name, mname):
+                    continue
+                for s, name in writes:
+                    hit = _saved_by_layer_before(ctx, fn, s, name, cls)
+                    if hit is None or ctx.scope(fn).grad_off_at(s) is not None:
+                        continue
+                    yield self.report(s, ctx, related=(Related(
+                        ctx.path, hit.lineno, f"`{name}` is saved for backward here",
+                        ctx.column(hit)),), write=ctx.source(s).splitlines()[0][:60],
+                        name=name, op=ctx.source(hit)[:50], line=hit.lineno,
+                        remedy="build the layer with `inplace=False`")
+
     @staticmethod
     def _saved(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
         """The first op of ``s`` that saves ``name`` as its input (the candidates of each
@@ -292,3 +324,43 @@ def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple
             and not isinstance(s.value.func, ast.Attribute):
         return []
     return _candidates(s, ctx)
+
+
+def _layer_writes(fn: ast.AST, cls: ClassInfo, ctx: Context) -> Iterator[tuple[ast.stmt, str]]:
+    """(statement, name) for ``x = self.act(x)`` / ``self.act(x)``: a layer of ``cls`` whose
+    first layer writes its input in place, given a bare name."""
+    for s in _own_statements(fn):
+        v = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+                and isinstance(v.func.value, ast.Name) and v.func.value.id == "self"
+                and v.args and isinstance(v.args[0], ast.Name)):
+            continue
+        info = cls.attrs.get(v.func.attr)
+        if info is not None and not info.later \
+                and inplace_first_layer(info.value, info.method, ctx) is not None:
+            yield s, v.args[0].id
+
+
+def _saved_by_layer_before(ctx: Context, fn: ast.AST, s: ast.stmt, name: str,
+                           cls: ClassInfo) -> ast.AST | None:
+    """A call ``self.<layer>(name)`` (a layer that saves its input) in a statement before
+    ``s`` in its block, ``name`` not bound again in between."""
+    got = place(ctx, fn, s)
+    if got is None:
+        return None
+    (_, _, i), block = got
+    for prev in reversed(block[:i]):
+        if name in _bound(prev):
+            return None
+        for n, op, test in _own_candidates(prev, ctx):
+            if n != name or test[0] != "module":
+                continue
+            info = cls.attrs.get(getattr(test[1][0], "attr", ""))
+            if info is None or info.later or dotted(getattr(test[1][0], "value", None)) != "self":
+                continue
+            q = ctx.qualified_name(info.value.func) if isinstance(info.value, ast.Call) else None
+            if q in SAVING_MODULES or first_layer(info.value, ctx, info.method) \
+                    in SAVING_MODULES:
+                if not _output_never_differentiated(prev, op, fn):
+                    return op
+    return None

@@ -32,6 +32,9 @@ class InplaceWriteToSavedOutput(InplaceRule):
     classifier's `nn.ReLU(), nn.Dropout(p, inplace=True)` raises at the first backward in
     training mode. A write chained on a module call (`conv(x).unsqueeze_(1)`) counts; in a loop
     over the blocks of an `nn.ModuleList`, one block ending in a saving op is enough.
+    A write into a layer's result counts in any method the training code runs, not only
+    `forward` (`head.forward_single(x)` called per level, a method `forward` calls through
+    `self`, a Lightning `training_step`'s helpers: NOTE [trained methods]).
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
     in a file that runs a backward; writes through another name (an alias) are not followed.

@@ -24,8 +24,11 @@ class StateCarriedOnSelf(Rule):
     sgadgil6/cnslab_fmri#4). With `retain_graph=True` it runs instead, and every step
     backpropagates through all earlier batches, ever slower. Detach the state where it is
     stored (`self.hidden = tuple(h.detach() for h in hidden)`) or reset it every batch.
-    Known limits: the layer must be an attribute of the same module and read the attribute
-    itself (or a tuple or slice of it) in the same statement; any other assignment of the
+    The previous value may reach the layer, or the stored value, through the method's local
+    names (`h = index_select(self.state, 0, idx)`, `h = self.cell(x, h)`, `self.state =
+    self.aggr(h)`), and the layer need not read it itself (`self.h = torch.tanh(self.fc(x) +
+    self.h)`).
+    Known limits: the layer must be an attribute of the same module; any other assignment of the
     attribute outside `__init__` (a reset in the loop, a detached copy) or any
     `.detach()`/`.data` of it in the file is trusted; the file must run `backward()` where it
     can run twice: in a function or in a loop (one backward at the end of a script-level episode
@@ -34,7 +37,7 @@ class StateCarriedOnSelf(Rule):
 
     code = "GT528"
     name = "state-carried-on-self"
-    message = ("`self.{attr}` is given the output of `{layer}`, which read its previous value: "
+    message = ("`self.{attr}` is given {how}: "
                "each call's graph runs into the previous call's, so the next `backward()` "
                "reaches a freed graph and raises 'Trying to backward through the graph a "
                "second time'; store it detached (`.detach()`) or reset it every batch")
@@ -135,8 +138,10 @@ class StateCarriedOnSelf(Rule):
         for c in carries:
             related = [Related(ctx.path, c.layer.lineno, "the layer reads the stored state here",
                                ctx.column(c.layer))] if c.layer.lineno != c.stmt.lineno else []
-            yield self.report(c.stmt, ctx, related=related, attr=c.attr,
-                              layer=ctx.source(c.layer.func) + "(...)")
+            layer = ctx.source(c.layer.func) + "(...)"
+            how = f"the output of `{layer}`, which read its previous value" if c.direct else \
+                f"a value computed from its previous value through `{layer}`"
+            yield self.report(c.stmt, ctx, related=related, attr=c.attr, how=how)
 
 
 def _backward_may_repeat(ctx: Context) -> bool:
