@@ -110,6 +110,11 @@ INFERENCE_NAME_RE = re.compile(
     r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
     r"visuali|score|metric|beam|search)", re.IGNORECASE)
 
+# roots of other array frameworks: what their functions, or methods of objects they made
+# (`tf.Session().run(...)`), hand back is never a torch tensor with a graph
+OTHER_FRAMEWORKS = frozenset({"tensorflow", "keras", "jax", "flax", "paddle", "mindspore",
+                              "mxnet"})
+
 
 # -- modules, by the words of a callee (NOTE [graph-carrying bindings]) ----------------------------
 MODEL_WORDS = frozenset({

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, model_spelling
+from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, OTHER_FRAMEWORKS, model_spelling
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import statements, walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -53,3 +56,22 @@ def foreign_call(ctx: Context, spelled: bool = False) -> Callable[[ast.Call], bo
         return test
     return ctx.memo("gt5-foreign-calls-spelled" if spelled else "gt5-foreign-calls", ctx.tree,
                     make)
+
+
+def other_framework(ctx: Context, scope: Scope, call: ast.Call) -> bool:
+    """``call`` runs a function of another array framework (``tf.reduce_mean(x)``) or a method
+    of an object one made (``with tf.Session() as sess: ... sess.run([train_op, loss_op])``):
+    it hands back that framework's values (``Session.run`` gives NumPy arrays), never a torch
+    tensor with a graph, whatever torch-looking names its arguments read."""
+    made: ast.AST | None = call
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        b = scope.binding_before(f.value.id, call.lineno)
+        made = b.value if b is not None else None
+        if b is not None and isinstance(b.stmt, (ast.With, ast.AsyncWith)):
+            made = next((it.context_expr for it in b.stmt.items
+                         if isinstance(it.optional_vars, ast.Name)
+                         and it.optional_vars.id == f.value.id), None)
+        if not isinstance(made, ast.Call):
+            made = call
+    return (ctx.call_name(made) or "").partition(".")[0] in OTHER_FRAMEWORKS

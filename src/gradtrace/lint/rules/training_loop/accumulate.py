@@ -16,7 +16,7 @@ from gradtrace.lint.analysis.objects import number_call
 from gradtrace.lint.analysis.reach import (
     called_function, decorated_off, disables_grad, reaching, value_of)
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_term
-from gradtrace.lint.rules.training_loop._foreign import foreign_call
+from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
@@ -272,6 +272,8 @@ class LossAccumulatedWithGraph(LoopRule):
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
                   if f.inside(b.stmt, loop)
                   and g.carries(b) and not _foreign_result(b, foreign)
+                  and not (isinstance(v := value_of(b), ast.Call)
+                           and other_framework(f.ctx, f.scope, v))
                   and not _passed_through_clean(f, g, b)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct:

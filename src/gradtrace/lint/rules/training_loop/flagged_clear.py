@@ -27,11 +27,15 @@ def _falsy(e: ast.expr | None) -> bool:
     return isinstance(e, ast.Constant) and e.value in (False, None, 0)
 
 
-def _flag_guard(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Guard | None:
+def _flag_guard(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Guard | None:
     """(flag, default, zero_grad call) when every gradient clear in ``fn`` sits under
-    ``if <flag>:`` for a parameter ``flag`` whose default is False/None/0."""
+    ``if <flag>:`` for a parameter ``flag`` whose default is False/None/0, and some step does
+    not: when the flag guards every step too (``if optimizer: optimizer.zero_grad();
+    loss.backward(); optimizer.step()``, an epoch function that trains only when given an
+    optimizer), a call without it steps nothing."""
     defaults = _defaults(fn)
     guards: list[tuple[str | None, ast.Call]] = []
+    flag_of: dict[int, str | None] = {}
 
     def visit(stmts: list[ast.stmt], flag: str | None) -> None:
         for s in stmts:
@@ -42,6 +46,7 @@ def _flag_guard(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Guard | None:
                 visit(s.orelse, flag)
                 continue
             for c in calls_in(s):
+                flag_of[id(c)] = flag
                 if isinstance(c.func, ast.Attribute) and c.func.attr == "zero_grad":
                     guards.append((flag, c))
             for field in ("body", "orelse", "finalbody"):
@@ -54,6 +59,8 @@ def _flag_guard(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Guard | None:
     if len(flags) != 1 or None in flags:
         return None
     flag = flags.pop()
+    if all(flag_of.get(id(st.call)) == flag for st in step_calls(ctx, fn).steps):
+        return None
     default = defaults[flag]  # type: ignore[index]
     return (flag, default, guards[0][1]) if _falsy(default) else None
 
@@ -67,7 +74,7 @@ def _wrappers(ctx: Context) -> dict[int, Guard]:
         for fn in defs:
             if "zero_grad" not in ctx.code_of(fn) or not step_calls(ctx, fn).steps:
                 continue
-            g = _flag_guard(fn)
+            g = _flag_guard(ctx, fn)
             if g is not None:
                 out[id(fn)] = g
         return out

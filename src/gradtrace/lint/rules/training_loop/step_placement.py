@@ -26,7 +26,7 @@ from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Step,
 )
 from gradtrace.lint.rules.training_loop.micro_steps import (
-    conditional, _remainders, periodic_guard,
+    conditional, _period_one, _remainders, periodic_guard,
 )
 from gradtrace.lint.rules.training_loop.zero_grad import covers, step_loop
 
@@ -287,7 +287,8 @@ class StepOutsideAccumulationBranch(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
-            if loop is None or periodic_guard(f, s.stmt, loop) is not None:
+            if loop is None or periodic_guard(f, s.stmt, loop) is not None \
+                    or _skipped_off_period(f, s, loop):
                 continue
             got = _accumulation_branch(f, s, loop)
             if got is None:
@@ -299,6 +300,25 @@ class StepOutsideAccumulationBranch(LoopRule):
                 related_at(ctx, guard, f"every `{n}`-th pass is marked here"),),
                 call=ctx.source(s.call), n=n, loss_line=b.call.lineno,
                 test=ctx.source(guard.test), if_line=guard.lineno)
+
+
+def _skipped_off_period(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
+    """Before the step, in its block or one around it inside ``loop``, an ``if`` testing a
+    remainder ends the pass with ``continue`` (``if step % accum != 0: continue``): the passes
+    that reach the step are the periodic ones, as under ``if step % accum == 0:``."""
+    ps = f.paths.get(id(s.stmt))
+    for x in f.within(loop):
+        px = f.paths.get(id(x))
+        if not isinstance(x, ast.If) or x is loop or px is None or ps is None \
+                or f.inside(s.stmt, x) or len(px) > len(ps) or px[:-1] != ps[:len(px) - 1] \
+                or px[-1][:2] != ps[len(px) - 1][:2] or px[-1][2] >= ps[len(px) - 1][2] \
+                or not f.inside(x, loop) or f.loops_of(x)[-1:] != (loop,):
+            continue
+        mods = _remainders(x.test)
+        if mods and not all(_period_one(f, m) for m in mods) \
+                and any(isinstance(st, ast.Continue) for st in x.body):
+            return True
+    return False
 
 
 def _marks_steps(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
