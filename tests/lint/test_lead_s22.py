@@ -205,7 +205,7 @@ class Trainer:
         self.actor, self.critic = actor, critic
     def step(self, states, returns):
         values = self.critic(states).squeeze(-1)
-        logp = torch.log(self.actor(states).softmax(-1)[:, 0])
+        logp = self.actor(states).log_softmax(-1)[:, 0]
         adv = returns - values
         loss = -(logp * adv).mean() + ((values - returns) ** 2).mean()
         loss.backward()

@@ -11,6 +11,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.numerics.critic_unused import REGRESSION_MODULES, REGRESSIONS
 
 # views and copies that keep the graph (`values.squeeze(-1)`)
@@ -58,6 +59,34 @@ def _params(fn: ast.AST) -> set[str]:
     return set() if a is None else {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
 
 
+def _defs(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every function of the statements ``body`` (methods and nested functions included),
+    walking statements only."""
+    todo = list(body)
+    while todo:
+        st = todo.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield st
+        for field in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(st, field, ()) or ())
+        for h in getattr(st, "handlers", ()) or ():
+            todo.extend(h.body)
+        for c in getattr(st, "cases", ()) or ():
+            todo.extend(c.body)
+
+
+def _may_fit(n: ast.AST, values: set[str]) -> bool:
+    """By shape only: ``n`` may regress one of ``values`` (a call given one of them, or a
+    power of a difference with one of them)."""
+    if isinstance(n, ast.Call) and len(n.args) >= 2:
+        return _plain(n.args[0]) in values or _plain(n.args[1]) in values
+    diff = n.left if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) else \
+        n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+        and n.func.attr in ("pow", "square") else None
+    return isinstance(diff, ast.BinOp) and isinstance(diff.op, ast.Sub) and (
+        _plain(diff.left) in values or _plain(diff.right) in values)
+
+
 def _names(e: ast.AST) -> set[str]:
     return {n.id for n in walk(e) if isinstance(n, ast.Name)}
 
@@ -76,7 +105,8 @@ class AdvantageKeepsCriticGraph(Rule):
     fits the same values by a regression loss (`F.mse_loss`, `smooth_l1_loss`, an
     `nn.MSELoss`, `(values - returns) ** 2`), and multiply a log-probability, a ratio, a
     model's output (a module, or a callable argument of the function) or a value unpacked
-    with the critic's values.
+    with the critic's values; the function must name a regression loss, `pow`, `log_prob` or
+    `log_softmax` (a `** 2` value loss next to `torch.log(probs)` is not read).
     """
 
     code = "GT767"
@@ -86,7 +116,7 @@ class AdvantageKeepsCriticGraph(Rule):
                "backpropagates into the critic and fights its value loss; use "
                "`{values}.detach()` in the advantage")
     triggers = ("mse_loss", "l1_loss", "huber_loss", "MSELoss", "L1Loss", "HuberLoss", "pow",
-                "square", "**")  # the value loss it needs
+                "log_prob", "log_softmax")  # the value loss or the policy term it needs
     examples = [
         Bad("""
             import torch.nn.functional as F
@@ -119,12 +149,10 @@ class AdvantageKeepsCriticGraph(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._scope(node, ctx)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        yield from self._scope(node, ctx)
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+        yield from self._scope(node, ctx)  # the script, then each function naming a word
+        for fn in _defs(node.body):
+            if node_mentions(ctx, fn, *self.triggers):
+                yield from self._scope(fn, ctx)
 
     def _scope(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         nodes = list(scope_nodes(node))
@@ -134,8 +162,13 @@ class AdvantageKeepsCriticGraph(Rule):
         if not subs or not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
                                for n in nodes):
             return  # the cheap tests before any data flow
+        values = {v for a in subs for v in (_plain(a.value.left),  # type: ignore[attr-defined]
+                                            _plain(a.value.right)) if v is not None}
+        maybe = [n for n in nodes if _may_fit(n, values)]
+        if not maybe:
+            return
         scope = ctx.scope(node)
-        fits = [f + (n,) for n in nodes if (f := _fitted(n, ctx, scope)) is not None]
+        fits = [f + (n,) for n in maybe if (f := _fitted(n, ctx, scope)) is not None]
         for assign in subs:
             found = self._advantage(assign, fits, nodes, scope, ctx)
             if found is not None:
