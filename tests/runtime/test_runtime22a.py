@@ -1,0 +1,252 @@
+"""Session-22 run-time readings on silent misses (docs/triage/runtime22a.md):
+
+- GT505 (NOTE [running total of a returned loss]): ``total += step(...)`` where the step function
+  backpropagated its loss and returned it with its graph: the ``return`` is named;
+- GT848 (NOTE [in-place on the caller's input], widened): an in-place activation held as
+  ``self.<attr> = nn.ReLU(inplace=True)`` and run by the caller on a tensor it reads again: the
+  constructor's line is named (it was only for a position in an ``nn.Sequential``).
+
+Buggy twins in spellings other than the real-world cases (transformers' Trainer, iResNet) and
+look-alikes that stay silent. Real torch, in-process.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+batches = [(torch.randn(8, 6), torch.randint(0, 3, (8,))) for _ in range(6)]
+"""
+
+RETURNED_BUGS = {
+    # a plain step function, the total a float that becomes a tensor
+    "function_step_returns_loss": """
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss  # <- cause
+
+model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+running = 0.0
+for epoch in range(2):
+    for x, y in batches:
+        running += train_step(model, opt, x, y)
+print(float(running))
+""",
+    # a trainer class whose batch method returns the loss and the logits, the total on self
+    "trainer_method_returns_tuple": """
+class Runner:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        self.epoch_loss = torch.zeros(())
+
+    def one_batch(self, x, y):
+        logits = self.net(x)
+        objective = F.cross_entropy(logits, y)
+        self.opt.zero_grad()
+        objective.backward()
+        self.opt.step()
+        return objective, logits  # <- cause
+
+    def run_epoch(self):
+        for x, y in batches:
+            value, _ = self.one_batch(x, y)
+            self.epoch_loss += value
+        return self.epoch_loss
+
+Runner(nn.Linear(6, 3)).run_epoch()
+""",
+}
+
+RETURNED_LOOKALIKES = {
+    # the fix: the step returns a detached loss
+    "returns_detached": """
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+running = torch.zeros(())
+for x, y in batches:
+    running += train_step(model, opt, x, y)
+""",
+    # same shape, a sum of losses computed by a helper and backpropagated once per epoch
+    "helper_terms_summed_then_one_backward": """
+def term(model, x, y):
+    return F.cross_entropy(model(x), y)
+
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    total = torch.zeros(())
+    for x, y in batches:
+        total += term(model, x, y)
+    opt.zero_grad()
+    total.backward()
+    opt.step()
+""",
+    # the step returns a float
+    "returns_item": """
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+model = nn.Linear(6, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+running = 0.0
+for x, y in batches:
+    running += train_step(model, opt, x, y)
+""",
+}
+
+INPLACE_HEAD = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+x, y = torch.randn(8, 4, 6, 6), torch.randn(8, 1)
+"""
+
+INPLACE_BUGS = {
+    # a pre-activation block: the shortcut reads x after the in-place activation rewrote it
+    "preact_block_attribute_activation": """
+class PreActBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)  # <- cause
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, inp):
+        h = self.act(inp)
+        h = self.conv(h)
+        return h + inp
+
+def train(model, steps=4):
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(steps):
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train(nn.Sequential(nn.Conv2d(4, 4, 1), PreActBlock(4), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                    nn.Linear(4, 1)))
+""",
+    # a leaky activation on a feature the module returns beside its projection
+    "leaky_activation_feature_kept": """
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(4, 4, 1)
+        self.nonlin = nn.LeakyReLU(0.2, inplace=True)  # <- cause
+        self.proj = nn.Linear(4 * 36, 1)
+
+    def forward(self, images):
+        feat = self.stem(images)
+        pred = self.proj(self.nonlin(feat).flatten(1))
+        return pred, feat.mean()
+
+net = Head()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for _ in range(4):
+    pred, reg = net(x)
+    loss = ((pred - y) ** 2).mean() + 0.1 * reg
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+INPLACE_LOOKALIKES = {
+    # the fix: not in place
+    "activation_not_in_place": """
+class PreActBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.act = nn.ReLU()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, inp):
+        h = self.act(inp)
+        return self.conv(h) + inp
+
+model = nn.Sequential(nn.Conv2d(4, 4, 1), PreActBlock(4), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for _ in range(3):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # in place, the result stored back into the name: the later reads want the new value
+    "in_place_rebound": """
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, inp):
+        inp = self.conv(inp)
+        inp = self.act(inp)
+        return inp + 1.0
+
+model = nn.Sequential(Block(4), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for _ in range(3):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+
+def _first(res):
+    assert res.code == 0, res.err
+    assert res.findings, res.err
+    f = res.findings[0]
+    return f["code"], f["line"], f["path"]
+
+
+@pytest.mark.parametrize("name", sorted(RETURNED_BUGS))
+def test_returned_loss_total_named(name, run_script):
+    src = HEAD + RETURNED_BUGS[name]
+    assert _first(run_script(src)) == ("GT505", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(RETURNED_LOOKALIKES))
+def test_returned_loss_lookalikes_silent(name, run_script):
+    res = run_script(HEAD + RETURNED_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT505" not in res.codes(), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_BUGS))
+def test_inplace_attribute_activation_named(name, run_script):
+    src = INPLACE_HEAD + INPLACE_BUGS[name]
+    assert _first(run_script(src)) == ("GT848", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_LOOKALIKES))
+def test_inplace_attribute_lookalikes_silent(name, run_script):
+    res = run_script(INPLACE_HEAD + INPLACE_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT848" not in res.codes(), res.findings
