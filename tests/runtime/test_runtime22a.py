@@ -2,11 +2,15 @@
 
 - GT505 (NOTE [running total of a returned loss]): ``total += step(...)`` where the step function
   backpropagated its loss and returned it with its graph: the ``return`` is named;
+- GT874 (NOTE [dropout left on in evaluation]): a trained model with active dropout run over
+  several batches whose outputs never reach a backward(), between optimizer steps (a
+  validation without ``model.eval()``, with grad on or off): the loop over those batches;
 - GT848 (NOTE [in-place on the caller's input], widened): an in-place activation held as
   ``self.<attr> = nn.ReLU(inplace=True)`` and run by the caller on a tensor it reads again: the
   constructor's line is named (it was only for a position in an ``nn.Sequential``).
 
-Buggy twins in spellings other than the real-world cases (transformers' Trainer, iResNet) and
+Buggy twins in spellings other than the real-world cases (transformers' Trainer, iResNet,
+ZOO-Attack's ``fit``) and
 look-alikes that stay silent. Real torch, in-process.
 """
 from __future__ import annotations
@@ -219,6 +223,122 @@ for _ in range(3):
 }
 
 
+DROP_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+train_set = [(torch.randn(16, 10), torch.randint(0, 3, (16,))) for _ in range(4)]
+val_set = [(torch.randn(16, 10), torch.randint(0, 3, (16,))) for _ in range(3)]
+
+def mlp():
+    return nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))
+"""
+
+DROP_BUGS = {
+    # a trainer class validating with grad on, the model never put in eval()
+    "trainer_validates_with_grad_on": """
+class Trainer:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+
+    def train_epoch(self):
+        self.net.train()
+        for xb, yb in train_set:
+            loss = F.cross_entropy(self.net(xb), yb)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+    def validate(self):
+        total = 0.0
+        for xb, yb in val_set:  # <- cause
+            total += F.cross_entropy(self.net(xb), yb).item()
+        return total / len(val_set)
+
+    def fit(self, epochs):
+        for _ in range(epochs):
+            self.train_epoch()
+            print(self.validate())
+
+Trainer(mlp()).fit(3)
+""",
+    # a script loop validating under no_grad, the model left in train mode
+    "script_validates_under_no_grad": """
+model = mlp()
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+for epoch in range(3):
+    for x, y in train_set:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    correct = 0
+    with torch.no_grad():
+        for x, y in val_set:  # <- cause
+            correct += (model(x).argmax(1) == y).sum().item()
+    print(epoch, correct)
+""",
+}
+
+DROP_LOOKALIKES = {
+    # the fix: eval() for the validation, train() back for training
+    "eval_before_validation": """
+model = mlp()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for epoch in range(3):
+    model.train()
+    for x, y in train_set:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    val = sum(F.cross_entropy(model(x), y).item() for x, y in val_set)
+""",
+    # two views per step, one backward over both: every forward feeds training
+    "two_views_one_backward": """
+model = mlp()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for epoch in range(3):
+    for x, y in train_set:
+        a = model(x + 0.1 * torch.randn_like(x))
+        b = model(x + 0.1 * torch.randn_like(x))
+        loss = F.cross_entropy(a, y) + F.mse_loss(a.softmax(1), b.softmax(1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # a target computed with the training model under no_grad once per step (DQN-style)
+    "one_no_grad_target_per_step": """
+model = mlp()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for epoch in range(3):
+    for x, y in train_set:
+        with torch.no_grad():
+            target = model(x + 1.0).max(1).values
+        q = model(x).gather(1, y[:, None]).squeeze(1)
+        loss = F.mse_loss(q, 0.5 * target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # Monte-Carlo dropout after training: no optimizer step follows the sampling
+    "mc_dropout_after_training": """
+model = mlp()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for x, y in train_set * 2:
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+with torch.no_grad():
+    samples = torch.stack([model(val_set[0][0]).softmax(1) for _ in range(8)])
+print(samples.std(0).mean().item())
+""",
+}
+
+
 def _first(res):
     assert res.code == 0, res.err
     assert res.findings, res.err
@@ -250,3 +370,16 @@ def test_inplace_attribute_lookalikes_silent(name, run_script):
     res = run_script(INPLACE_HEAD + INPLACE_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert "GT848" not in res.codes(), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(DROP_BUGS))
+def test_dropout_evaluation_named(name, run_script):
+    src = DROP_HEAD + DROP_BUGS[name]
+    assert _first(run_script(src)) == ("GT874", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(DROP_LOOKALIKES))
+def test_dropout_evaluation_lookalikes_silent(name, run_script):
+    res = run_script(DROP_HEAD + DROP_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT874" not in res.codes(), res.findings
