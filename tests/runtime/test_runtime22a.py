@@ -5,12 +5,15 @@
 - GT874 (NOTE [dropout left on in evaluation]): a trained model with active dropout run over
   several batches whose outputs never reach a backward(), between optimizer steps (a
   validation without ``model.eval()``, with grad on or off): the loop over those batches;
+- GT844 (NOTE [rewrapped loss term]): a loss term computed from ``torch.tensor([...])`` of
+  tensors that require grad, added to a live loss (the parameters still get gradients from
+  the other term, so GT820 has nothing to say): the copy is named;
 - GT848 (NOTE [in-place on the caller's input], widened): an in-place activation held as
   ``self.<attr> = nn.ReLU(inplace=True)`` and run by the caller on a tensor it reads again: the
   constructor's line is named (it was only for a position in an ``nn.Sequential``).
 
 Buggy twins in spellings other than the real-world cases (transformers' Trainer, iResNet,
-ZOO-Attack's ``fit``) and
+ZOO-Attack's ``fit``, pulseq-zero's ``split_gradient``) and
 look-alikes that stay silent. Real torch, in-process.
 """
 from __future__ import annotations
@@ -339,6 +342,92 @@ print(samples.std(0).mean().item())
 }
 
 
+REWRAP_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+x, y = torch.randn(32, 2), torch.randn(32, 1)
+"""
+
+REWRAP_BUGS = {
+    # a module's property copies its parameters into a fresh tensor; a penalty on it
+    "module_property_copied": """
+class Box(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(1.5))
+        self.h = nn.Parameter(torch.tensor(0.5))
+
+    def corners(self):
+        return torch.tensor([self.w * 2, self.h * 2])  # <- cause
+
+    def forward(self, inp):
+        return inp[:, :1] * self.w + inp[:, 1:] * self.h
+
+box = Box()
+opt = torch.optim.Adam(box.parameters(), lr=0.05)
+for step in range(20):
+    loss = F.mse_loss(box(x), y) + (box.corners().sum() - 2.0) ** 2
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # a trainer reading its trained scalars by name from a registry
+    "trainer_reads_scalars_by_name": """
+class Fitter:
+    names = ("offset", "gain")
+
+    def __init__(self):
+        self.net = nn.Linear(2, 1)
+        self.offset = nn.Parameter(torch.tensor(0.1))
+        self.gain = nn.Parameter(torch.tensor(0.8))
+        self.opt = torch.optim.SGD([*self.net.parameters(), self.offset, self.gain], lr=0.01)
+
+    def summary(self):
+        values = [getattr(self, n) for n in self.names]
+        return torch.tensor(values)  # <- cause
+
+    def fit(self, steps=15):
+        for _ in range(steps):
+            pred = self.net(x) * self.gain + self.offset
+            loss = F.mse_loss(pred, y) + 0.1 * (self.summary().sum() - 1.0) ** 2
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+Fitter().fit()
+""",
+}
+
+REWRAP_LOOKALIKES = {
+    # the fix: torch.stack keeps the graph
+    "stacked_instead": """
+w = nn.Parameter(torch.tensor(1.5))
+h = nn.Parameter(torch.tensor(0.5))
+opt = torch.optim.Adam([w, h], lr=0.05)
+for step in range(20):
+    corners = torch.stack([w * 2, h * 2])
+    loss = F.mse_loss(x[:, :1] * w + x[:, 1:] * h, y) + (corners.sum() - 2.0) ** 2
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # the copy only feeds a logged total that no backward() reaches
+    "copy_only_logged": """
+w = nn.Parameter(torch.tensor(1.5))
+opt = torch.optim.Adam([w], lr=0.05)
+for step in range(20):
+    loss = F.mse_loss(x[:, :1] * w, y)
+    logged = loss.detach() + (torch.tensor([w * 2]).sum() - 2.0) ** 2
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+
 def _first(res):
     assert res.code == 0, res.err
     assert res.findings, res.err
@@ -383,3 +472,16 @@ def test_dropout_evaluation_lookalikes_silent(name, run_script):
     res = run_script(DROP_HEAD + DROP_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert "GT874" not in res.codes(), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(REWRAP_BUGS))
+def test_rewrapped_term_named(name, run_script):
+    src = REWRAP_HEAD + REWRAP_BUGS[name]
+    assert _first(run_script(src)) == ("GT844", marked_line(src), "prog.py")
+
+
+@pytest.mark.parametrize("name", sorted(REWRAP_LOOKALIKES))
+def test_rewrapped_term_lookalikes_silent(name, run_script):
+    res = run_script(REWRAP_HEAD + REWRAP_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert "GT844" not in res.codes(), res.findings
