@@ -22,7 +22,6 @@ import weakref
 from typing import Any
 
 
-
 def outside_line(module: Any) -> tuple[str, int] | None:
     """``(file, line)`` of the first user frame that is not a method of ``module``."""
     import sys
