@@ -66,8 +66,8 @@ def caller_of_argument(code: Any, after: Any) -> Site | None:
 
 
 def returned_backpropagated(state: Any, at: Site, gf: Any, after: Any) -> Site | None:
-    """The ``return`` handing out the loss added at ``at`` (NOTE [running total of a returned
-    loss]), else None; ``gf`` is the old total's node, ``after`` the sum's."""
+    """The ``return`` handing out the loss added at ``at``, else None; ``gf`` is the old
+    total's node, ``after`` the sum's (NOTE [running total of a returned loss])."""
     memo = state.returned_at
     if at in memo:
         return memo[at]

@@ -171,9 +171,14 @@ def _first_copy(state: Any, cut: Any) -> Any:
     times=torch.tensor([0, t]))`` copies twice, and the statement's first copy leads)."""
     if cut.reason != "rewrap":
         return cut
-    from gradtrace.runtime.trace.crash_general import statement_at
+    import ast
 
-    stmt = statement_at(cut.site)
+    from gradtrace.runtime.trace.locate import tree_of
+
+    line, tree = cut.site.line, tree_of(cut.site.path)
+    stmt = min((n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.Expr, ast.Return))
+                and n.lineno <= line <= (n.end_lineno or 0)),
+               key=lambda n: (n.end_lineno or 0) - n.lineno, default=None) if tree else None
     if stmt is None or stmt.lineno == stmt.end_lineno:
         return cut
     same = [c for c in list(state.cut_upstream) if c.reason == "rewrap" and c.site.path ==
