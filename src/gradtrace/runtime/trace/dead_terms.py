@@ -113,8 +113,9 @@ def seen_in_backward(state: Any, roots: Any, limit: int = 512) -> None:
     state.dead_pending.clear()
 
 
-def dead_term_findings(state: Any, data: Any) -> list[Finding]:
-    """NOTE [dead loss term]: one finding per statement, when its parameters were trained."""
+def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[Finding]:
+    """NOTE [dead loss term]: one finding per statement, when its parameters were trained
+    (a copy already named by ``seen``, a parameter's finding about the same cut, is not)."""
     out: list[Finding] = []
     if not state.backward_count:
         return out
@@ -128,7 +129,10 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
                                or state.cut_upstream.get(cut, frozenset()) & trained):
             continue
         if cut.reason in ("nondiff", "rewrap"):
-            out.append(_nondiff_term(_first_copy(state, cut)))
+            f = _nondiff_term(_first_copy(state, cut))
+            if cut.reason == "nondiff" or not any((s.path, s.line) == (f.path, f.line)
+                                                   for s in seen):
+                out.append(f)
             continue
         out.append(make("GT844", site, "this statement runs under torch.no_grad() on a tensor "
                         "computed from trained parameters; the loss term made from it has no "
