@@ -36,11 +36,6 @@ ALIASING = frozenset({
     "view", "view_as", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t",
     "permute", "narrow", "select", "expand", "expand_as", "detach", "diagonal", "movedim",
     "unflatten", "as_strided", "contiguous"})
-# autograd-aware collectives: unlike ``torch.distributed.all_reduce`` (in place, returns a work
-# handle or None) they return the reduced tensor and leave their input as it was
-# (ltp-megatron-lm's ``torch.distributed.nn.all_reduce(routing_count)``: the count stays local)
-COLLECTIVES = frozenset(f"torch.distributed.nn.{m}{name}" for m in ("", "functional.")
-                        for name in ("all_reduce", "broadcast", "reduce"))
 # the scope's kinds of a tensor, and of values that are certainly not one
 TENSOR_KINDS = (GRAPH, DETACHED, LEAF, PARAMETER)
 NOT_TENSOR_KINDS = (MODULE, OPTIMIZER, NUMBER, NUMPY, PARAMS, NONE)
@@ -120,9 +115,9 @@ class TensorOpResultDiscarded(Rule):
     name = "tensor-op-result-discarded"
     message = ("`{call}` returns a new tensor and leaves `{target}` unchanged; as a statement of "
                "its own its result is thrown away, so the {what} never happens: use the "
-               "in-place `{inplace}` or assign the result (or delete the line if no "
+               "in-place `{method}_` or assign the result (or delete the line if no "
                "{what} is meant)")
-    triggers = tuple(sorted(PURE_WITH_INPLACE | {"all_reduce", "broadcast", "reduce"}))
+    triggers = tuple(sorted(PURE_WITH_INPLACE))
     gate_statements = True
     examples = [
         Bad("""
@@ -156,35 +151,6 @@ class TensorOpResultDiscarded(Rule):
                 attn = attn.masked_fill(mask, 0.0)
                 return attn
             """),
-        Bad("""
-            import torch.distributed.nn
-
-            def balance(probs, counts):
-                torch.distributed.nn.all_reduce(counts)
-                return (probs * counts / counts.sum()).sum()
-            """, at=(4, 4)),
-        Bad("""
-            from torch.distributed.nn.functional import all_reduce
-
-            class Stats:
-                def sync(self):
-                    all_reduce(self.total)
-                    return self.total / 2
-            """, at=(5, 8)),
-        Good("""
-            import torch.distributed.nn
-
-            def balance(probs, counts):
-                counts = torch.distributed.nn.all_reduce(counts)
-                return (probs * counts / counts.sum()).sum()
-            """),
-        Good("""
-            import torch.distributed as dist
-
-            def balance(probs, counts):
-                dist.all_reduce(counts)
-                return (probs * counts / counts.sum()).sum()
-            """),
         Good("""
             import torch
 
@@ -204,19 +170,12 @@ class TensorOpResultDiscarded(Rule):
 
     def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
         call = node.value
-        if not isinstance(call, ast.Call) or not isinstance(call.func, (ast.Attribute, ast.Name)):
-            return
-        qual = ctx.qualified_name(call.func) or ""
-        if qual in COLLECTIVES and call.args and _held(call.args[0]):
-            yield self.report(node, ctx, call=ctx.source(call)[:60], target=dotted(
-                call.args[0]) or ctx.source(call.args[0])[:40], what="reduction across ranks",
-                inplace=f"torch.distributed.{qual.rpartition('.')[2]}")
-            return
-        if not isinstance(call.func, ast.Attribute):
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
             return
         method = call.func.attr
         if method not in PURE_WITH_INPLACE or any(k.arg == "out" for k in call.keywords):
             return
+        qual = ctx.qualified_name(call.func) or ""
         if qual == f"torch.{method}":
             if not call.args:
                 return
@@ -230,4 +189,4 @@ class TensorOpResultDiscarded(Rule):
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
             "update"
         yield self.report(node, ctx, call=ctx.source(call)[:60], target=dotted(target) or
-                          ctx.source(target)[:40], what=what, inplace=f"{method}_")
+                          ctx.source(target)[:40], what=what, method=method)
