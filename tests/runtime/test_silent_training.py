@@ -296,15 +296,16 @@ second = Trainer(nn.Linear(6, 3))
 second.resume(ckpt)
 second.fit(batches(2))
 """),
-    # the branch taken reads the input again after the in-place activation
+    # the branch taken reads the input again after the in-place activation: the layer built
+    # with inplace=True is named (session 22: iResNet's fix is at the constructor)
     "inplace_activation_then_input_read_in_same_branch": ("GT848", """
 class ConvModule(nn.Module):
     def __init__(self, d=6):
         super().__init__()
-        self.activate = nn.ReLU(inplace=True)
+        self.activate = nn.ReLU(inplace=True)  # C
 
     def forward(self, x):
-        return self.activate(x) + x if self.activate is not None else x  # C
+        return self.activate(x) + x if self.activate is not None else x
 
 model = nn.Sequential(nn.Linear(6, 6), ConvModule(), nn.Linear(6, 3))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)

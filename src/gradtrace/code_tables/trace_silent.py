@@ -301,14 +301,18 @@ CODES = (
          "`torch.no_grad()`), or zero the gradients before each training step.",
          "gradtrace.runtime.trace.windows", severity="warning"),
     Code("GT874", "evaluated-in-train-mode",
-         "a trained model is evaluated under no_grad while still in train mode",
+         "a trained model is evaluated while still in train mode",
          "A validation or test loop run with grad off over a model that was never put in "
          "`eval()` normalises every batch with its own statistics and writes them into the "
          "BatchNorm running mean and variance: the figures depend on the batch, and the "
          "evaluated data changes the statistics the model keeps (and trains on next). "
          "`no_grad` only stops gradients; it does not switch the mode. The run sees a trained "
          "norm layer run in train mode with grad off, over several batches, with no backward() "
-         "in between, and names the line that evaluates the model inside the grad-off block.",
+         "in between, and names the line that evaluates the model inside the grad-off block. "
+         "A model with dropout evaluated in train mode (grad on or off) keeps dropping units "
+         "at random: the run sees a dropout layer that fed training run twice or more in a "
+         "row, between optimizer steps, with outputs no backward() reaches, and names the loop "
+         "over the evaluated batches.",
          """
          def validate(model, loader):
              with torch.no_grad():

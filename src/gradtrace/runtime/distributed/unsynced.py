@@ -10,12 +10,32 @@ own call of its module directly follows DDP's pre-hook). At an optimizer step th
 parameters of a wrapper, after a backward, with no synced forward through that wrapper since
 the last step but an unsynced or bypassing one, this rank applied its own gradients: the
 replicas drift apart. Facts are plain values (first occurrence, count); no collective is used.
+
+The line of a bypass is the call that entered the inner module from outside it: user frames
+that are methods of that very module (``self._get_model().compute_loss(batch)`` runs
+``self(batch['x'])`` inside ``compute_loss``, OpenTSLM's curriculum trainer) are skipped, so
+the caller that picked the unwrapped module is named, not the module's own ``self(...)``.
 """
 from __future__ import annotations
 
 import weakref
 from typing import Any
 
+
+def outside_line(module: Any) -> tuple[str, int] | None:
+    """``(file, line)`` of the first user frame that is not a method of ``module``."""
+    import sys
+
+    from gradtrace.runtime.frames import is_internal
+
+    f: Any = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if not is_internal(code) and not (code.co_argcount and code.co_varnames[0] == "self"
+                                          and f.f_locals.get("self") is module):
+            return code.co_filename, f.f_lineno
+        f = f.f_back
+    return None
 
 
 class SyncWindow:
@@ -50,8 +70,9 @@ class SyncWindow:
             return
         ref = self.inner.get(key)
         ddp = ref() if ref is not None else None
-        if ddp is not None and getattr(ddp, "module", None) is module:
-            self.unsynced.setdefault(id(ddp), ("bypass", site_of()))
+        if ddp is not None and getattr(ddp, "module", None) is module \
+                and id(ddp) not in self.unsynced:
+            self.unsynced[id(ddp)] = ("bypass", outside_line(module))
 
     def step(self, opt: Any, backwards: int, step: int, site_of: Any) -> None:
         """Before optimizer step number ``step``: record a step that applies unsynced grads."""

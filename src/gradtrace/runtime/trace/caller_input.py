@@ -10,7 +10,9 @@ its code reads again after the call running now (``LOAD_FAST`` of the name later
 bytecode) and that the call does not rebind (``x = self.block(x)`` stores the result back
 into ``x``: the later reads want the new value), is the caller's input rewritten under it. The
 line named is where the in-place layer is built in its owner's ``__init__`` (its position in the
-``nn.Sequential(...)`` there), else where the caller runs it. Each (code, instruction) pair is
+``nn.Sequential(...)`` there, or the ``self.relu = nn.ReLU(inplace=True)`` of a layer the
+caller runs by its attribute, as iResNet's block does with ``out = self.relu(x)``), else where
+the caller runs it: the ``inplace=True`` written at the constructor is what rewrites the input. Each (code, instruction) pair is
 decided once.
 """
 from __future__ import annotations
@@ -93,10 +95,10 @@ def _built_at(owner: torch.nn.Module, layer: torch.nn.Module) -> Site | None:
     """The line of ``layer``'s constructor call in ``type(owner).__init__`` (as an argument of
     the ``nn.Sequential(...)`` assigned to ``self.<attr>``), best effort."""
     path = next((n for n, m in owner.named_modules() if m is layer), None)
-    if not path or "." not in path:
+    if not path:
         return None
     attr, _, rest = path.partition(".")
-    if not rest.isdigit():
+    if rest and not rest.isdigit():
         return None
     try:
         lines, start = inspect.getsourcelines(type(owner).__init__)
@@ -108,6 +110,8 @@ def _built_at(owner: torch.nn.Module, layer: torch.nn.Module) -> Site | None:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(
                 isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets):
             args = node.value.args
+            if not rest:  # self.<attr> = nn.ReLU(inplace=True)
+                return Site(file, start + node.lineno - 1, "__init__")
             idx = int(rest)
             if idx < len(args) and not any(isinstance(a, ast.Starred) for a in args[:idx + 1]):
                 return Site(file, start + args[idx].lineno - 1, "__init__")

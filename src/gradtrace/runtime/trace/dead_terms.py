@@ -30,7 +30,8 @@ from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
 
 Tensor = torch.Tensor
-_DEAD = ("no_grad", "nondiff")  # cuts whose scalar, added to a live loss, is a dead term
+# cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
+DEAD = ("no_grad", "nondiff", "rewrap")
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
 
 
@@ -62,7 +63,7 @@ def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
                 live = a
             else:
                 hit = cuts.get(id(a))
-                if hit is not None and hit[0]() is a and hit[1].reason in _DEAD:
+                if hit is not None and hit[0]() is a and hit[1].reason in DEAD:
                     dead = (a, hit[1])
     if live is None or dead is None or dead[0].numel() != 1 or live.numel() != 1:
         return None
@@ -102,15 +103,19 @@ def seen_in_backward(state: Any, roots: Any, limit: int = 512) -> None:
             cut = node.metadata.get(META_DEAD)
             if cut is not None:
                 site = state.block_stmt.get(cut) or cut.site
-                state.note("dead-loss-term", site, "add").extra.setdefault("cut", cut)
+                c = state.note("dead-loss-term", site, "add")
+                c.extra.setdefault("cut", cut)
+                if not c.extra.get("trained"):  # read now: the model may die before the end
+                    c.extra["trained"] = _trained_now(state, cut)
             stack.extend(n for n, _ in node.next_functions if n is not None)
         except (AttributeError, RuntimeError):
             continue
     state.dead_pending.clear()
 
 
-def dead_term_findings(state: Any, data: Any) -> list[Finding]:
-    """NOTE [dead loss term]: one finding per statement, when its parameters were trained."""
+def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[Finding]:
+    """NOTE [dead loss term]: one finding per statement, when its parameters were trained
+    (a copy already named by ``seen``, a parameter's finding about the same cut, is not)."""
     out: list[Finding] = []
     if not state.backward_count:
         return out
@@ -120,10 +125,14 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
         trained = _graded_leaves(state)  # NOTE [dead term without an optimizer]
     for (kind, site, _), counter in list(state.events.items()):
         cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
-        if cut is None or not state.cut_upstream.get(cut, frozenset()) & trained:
+        if cut is None or not (counter.extra.get("trained")
+                               or state.cut_upstream.get(cut, frozenset()) & trained):
             continue
-        if cut.reason == "nondiff":
-            out.append(_nondiff_term(cut))
+        if cut.reason in ("nondiff", "rewrap"):
+            f = _nondiff_term(_first_copy(state, cut))
+            if cut.reason == "nondiff" or not any((s.path, s.line) == (f.path, f.line)
+                                                   for s in seen):
+                out.append(f)
             continue
         out.append(make("GT844", site, "this statement runs under torch.no_grad() on a tensor "
                         "computed from trained parameters; the loss term made from it has no "
@@ -135,6 +144,14 @@ def dead_term_findings(state: Any, data: Any) -> list[Finding]:
                                  (cut.site, f"`{cut.op}` runs on the live tensor without grad")],
                         severity="warning"))
     return out
+
+
+def _trained_now(state: Any, cut: Any) -> bool:
+    """A parameter upstream of ``cut`` had a gradient at an optimizer step already."""
+    data = state.hooks_data
+    had = data.had_grad if data is not None else {}
+    return any((r := had.get(i)) is not None and r() is not None
+               for i in state.cut_upstream.get(cut, ()))
 
 
 def _graded_leaves(state: Any) -> set[int]:
@@ -152,8 +169,45 @@ def _graded_leaves(state: Any) -> set[int]:
     return out
 
 
+def _first_copy(state: Any, cut: Any) -> Any:
+    """For a rewrap: the first copy of the statement that made ``cut`` (a term's value carries
+    the cut of its first input only; ``make(amplitudes=torch.tensor([0, a]),
+    times=torch.tensor([0, t]))`` copies twice, and the statement's first copy leads)."""
+    if cut.reason != "rewrap":
+        return cut
+    import ast
+
+    from gradtrace.runtime.trace.locate import tree_of
+
+    line, tree = cut.site.line, tree_of(cut.site.path)
+    stmt = min((n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.Expr, ast.Return))
+                and n.lineno <= line <= (n.end_lineno or 0)),
+               key=lambda n: (n.end_lineno or 0) - n.lineno, default=None) if tree else None
+    if stmt is None or stmt.lineno == stmt.end_lineno:
+        return cut
+    same = [c for c in list(state.cut_upstream) if c.reason == "rewrap" and c.site.path ==
+            cut.site.path and stmt.lineno <= c.site.line <= (stmt.end_lineno or 0)]
+    return min(same, key=lambda c: (c.site.line, c.site.column), default=cut)
+
+
 def _nondiff_term(cut: Any) -> Finding:
-    """A term made through an op whose result has no graph although its input has one."""
+    """A term made through an op whose result has no graph although its input has one.
+
+    # NOTE [rewrapped loss term]
+    ``torch.tensor([0, grad.amplitude])`` (pulseq-zero's ``split_gradient``) copies the values
+    of tensors that require grad into a new tensor without a graph; a loss term computed from
+    it and added to a live loss (``(gx.area - 3) ** 2 + (ramp_up.area - 0.6) ** 2``) changes the
+    value and never the gradient. When no parameter is left without a gradient (the other
+    term reaches them) GT820 has nothing to report; the dead term is the fact. The cut of
+    ``reason == "rewrap"`` is followed like a ``nondiff`` one (its taint goes to the values
+    computed from the copy, NOTE [hot path]) and named at the copy."""
+    if cut.reason == "rewrap":
+        return make("GT844", cut.site, f"`{cut.op}` here copies the values of tensors computed "
+                    "from trained parameters into a new tensor without a graph; the loss term "
+                    "made from it is added to a loss that has one, so it changes the loss value "
+                    "and never the gradient (those parameters train on the other terms alone)",
+                    fix="build the tensor with torch.stack/torch.cat of the tensors (they keep "
+                        "the graph), or leave the term out of the loss", severity="warning")
     return make("GT844", cut.site, f"`{cut.op}` here takes a tensor computed from trained "
                 "parameters and returns one without a graph (grad mode is on: the op has no "
                 "derivative); the loss term made from it is added to a loss that has one, so "

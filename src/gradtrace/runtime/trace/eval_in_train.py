@@ -52,6 +52,8 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.eval_dropped import DROPOUT, dropout_findings, note_dropout, \
+    settle_drops
 
 _NormBase = torch.nn.modules.batchnorm._NormBase
 _LIMIT = 8  # open candidates and reported lines kept at most
@@ -182,8 +184,20 @@ def _stored(obj: Any, name: str) -> Any:
     return mods.get(name) if isinstance(mods, dict) else None
 
 
-def settle(data: Any, state: Any, key: int | None = None) -> None:
-    """Decide the candidate of the layer ``key`` (all of them when None)."""
+def train_run(hooks: Any, module: torch.nn.Module) -> None:
+    """A train-mode call with grad on of a norm layer with a candidate, or of a dropout layer
+    (NOTE [dropout left on in evaluation])."""
+    if isinstance(module, DROPOUT):
+        note_dropout(hooks, module)
+    else:
+        settle(hooks.data, hooks.state, id(module))
+
+
+def settle(data: Any, state: Any, key: int | None = None, step: bool = False) -> None:
+    """Decide the candidate of the layer ``key`` (all of them when None); at an optimizer
+    ``step``, the dropout runs since the previous one too."""
+    if step and data.drops is not None:
+        settle_drops(data.drops)
     for k in [key] if key is not None else list(data.train_evals):
         c = data.train_evals.pop(k, None)
         if c is not None and c.runs >= 2 and c.backwards == state.backward_count:
@@ -233,7 +247,8 @@ def train_eval_findings(data: Any, state: Any) -> list[Finding]:
                             "training again)",
                         related=[(c.switch, "grad mode is turned off here")],
                         severity="warning"))
-    return out
+    return out + dropout_findings(data)
 
 
-__all__ = ["TrainEval", "note_train_eval", "settle", "train_eval_findings"]
+__all__ = ["DROPOUT", "TrainEval", "note_train_eval", "settle", "train_eval_findings",
+           "train_run"]

@@ -16,7 +16,7 @@ from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.clip_target import on_step
-from gradtrace.runtime.trace.eval_in_train import note_train_eval, settle
+from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.lr_groups import check_first_step
@@ -109,9 +109,9 @@ class HookState:
     lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     lr_erased: list[Any] = field(default_factory=list)
     decay_inverted: list[Any] = field(default_factory=list)  # NOTE [decay groups inverted]
-    # id(norm layer) -> eval_in_train.TrainEval; reported line -> (candidate, layer class names)
-    # (NOTE [evaluated in train mode])
+    # id(norm layer) -> TrainEval; line -> (candidate, layer names): NOTE [evaluated in train mode]
     train_evals: dict[int, Any] = field(default_factory=dict)
+    drops: Any = None  # eval_dropped.Drops: NOTE [dropout left on in evaluation]
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
@@ -200,8 +200,8 @@ class Hooks:
                         rec.train_site = train_call(sys._getframe(1), module)
                 if rec.off is not None:
                     rec.off = None
-                if self.data.train_evals and id(module) in self.data.train_evals:
-                    settle(self.data, self.state, id(module))  # NOTE [evaluated in train mode]
+                if id(module) in self.data.train_evals or isinstance(module, DROPOUT):
+                    train_run(self, module)  # NOTE [evaluated in train mode] (and dropout)
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
                 self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
@@ -280,8 +280,8 @@ class Hooks:
         if d.eval_pending:
             check_eval(d, opt, d.steps, site)
         on_step(st, opt, closure, lambda: site or self._site(), d.optimizers.values())
-        if d.train_evals:
-            settle(d, st)  # NOTE [evaluated in train mode]
+        if d.train_evals or d.drops:
+            settle(d, st, step=True)  # NOTE [evaluated in train mode] (and dropout)
         grads: list[Tensor] = []
         rep = None
         for group in opt.param_groups:

@@ -27,8 +27,8 @@ from gradtrace.runtime.trace.classify import (
 )
 from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.declared import note_none_read
-from gradtrace.runtime.trace.dead_terms import (block_statement, check_combine, seen_in_backward,
-                                                summed_by_user)
+from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_combine,
+                                                seen_in_backward, summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
@@ -261,7 +261,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         library = reason == "nondiff" and called_by_library()
         cut = self.state.make_cut(raw, op, reason, origin, block, library)
         self.state.add_cut(out, cut, src)
-        if reason in ("no_grad", "nondiff") and src is not None and \
+        if reason in DEAD and src is not None and \
                 cut not in self.state.block_stmt and len(self.state.block_stmt) < 1024:
             self.state.block_stmt[cut] = block_statement(self.state.grad_off) \
                 if reason == "no_grad" else None  # NOTE [dead loss term]

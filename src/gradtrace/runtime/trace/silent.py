@@ -54,7 +54,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     out = lead + alias_findings(data) + (parameter_findings(state, data) if live
                                          else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
-    out += shared_findings(data.shared, steps) + dead_term_findings(state, data) + \
+    out += shared_findings(data.shared, steps) + dead_term_findings(state, data, out) + \
         loss_input_findings(state, data) + soft_target_findings(state, data) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         inverted_decay_findings(data) + \

@@ -18,7 +18,7 @@ from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.layer_sites import layer_here
 from gradtrace.runtime.trace.leaves import converted_leaf as _converted_leaf
 from gradtrace.runtime.trace.leaves import upstream_leaves
-from gradtrace.runtime.trace.accum_caller import caller_of_argument
+from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_backpropagated
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 
@@ -62,6 +62,7 @@ class TraceState:
         self.backward_count = 0
         self.backward_sites: list[Site] = []
         self.kept_roots: list[tuple[Any, Site]] = []  # the first 8 losses backpropagated
+        self.returned_at: dict[Site, Site | None] = {}  # NOTE [running total of a returned loss]
         self.last_backward_seq = -1
         self.unrolled: set[tuple[str, Site, str]] = set()  # running totals of an unroll
         self.accumulating_seq = -1  # the last backward() into leaves (autograd.grad not counted)
@@ -385,6 +386,7 @@ class TraceState:
         made, seq = created_site(gf)
         if made is not None and 0 <= seq < self.accumulating_seq:
             at = caller_of_argument(raw[0], after)  # NOTE [running total in a helper]
+            at = at or returned_backpropagated(self, self.site(raw), gf, after)
             key = ("graph-kept", at or self.site(raw), op)
             c = self.events.get(key)
             if key in self.unrolled or (c is None or c.count < 8) and adds_chained(gf, after):
