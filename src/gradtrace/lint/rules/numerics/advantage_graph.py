@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes, walk
+from gradtrace.lint.nodes import scope_nodes, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.numerics.critic_unused import REGRESSION_MODULES, REGRESSIONS
@@ -57,22 +57,6 @@ def _fitted(n: ast.AST, ctx: Context, scope: Scope) -> tuple[str, ast.AST] | Non
 def _params(fn: ast.AST) -> set[str]:
     a = getattr(fn, "args", None)
     return set() if a is None else {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-
-
-def _defs(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every function of the statements ``body`` (methods and nested functions included),
-    walking statements only."""
-    todo = list(body)
-    while todo:
-        st = todo.pop()
-        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield st
-        for field in ("body", "orelse", "finalbody"):
-            todo.extend(getattr(st, field, ()) or ())
-        for h in getattr(st, "handlers", ()) or ():
-            todo.extend(h.body)
-        for c in getattr(st, "cases", ()) or ():
-            todo.extend(c.body)
 
 
 def _may_fit(n: ast.AST, values: set[str]) -> bool:
@@ -150,8 +134,9 @@ class AdvantageKeepsCriticGraph(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         yield from self._scope(node, ctx)  # the script, then each function naming a word
-        for fn in _defs(node.body):
-            if node_mentions(ctx, fn, *self.triggers):
+        for fn in statements(node):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and node_mentions(ctx, fn, *self.triggers):
                 yield from self._scope(fn, ctx)
 
     def _scope(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
