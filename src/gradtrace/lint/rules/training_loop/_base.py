@@ -33,7 +33,7 @@ class LoopRule(Rule):
         yield from self._entry(node, ctx)
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if any(isinstance(s, SCRIPT_TOP) for s in node.body) or (
+        if any(isinstance(s, SCRIPT_TOP) or _main_script(s) for s in node.body) or (
                 ctx.mentions(".backward(") and TOP_BACKWARD_RE.search(ctx.code)):
             yield from self._entry(node, ctx)  # script code at module level
 
@@ -51,6 +51,13 @@ class LoopRule(Rule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:  # pragma: no cover
         return iter(())
+
+
+def _main_script(s: ast.stmt) -> bool:
+    """``s`` is an ``if __name__ == "__main__":`` block running a loop at its top."""
+    t = s.test if isinstance(s, ast.If) else None
+    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) \
+        and t.left.id == "__name__" and any(isinstance(x, SCRIPT_TOP) for x in s.body)
 
 
 def function_text(ctx: Context, node: ast.AST) -> str:

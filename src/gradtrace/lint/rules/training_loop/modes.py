@@ -8,13 +8,13 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import MODULE, Kind
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES
-from gradtrace.lint.context import Context
+from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.analysis.callees import resolve
-from gradtrace.lint.rules.training_loop._modes import covers, effects, mode_call
+from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects, mode_call
 
 # layers that behave differently in train and eval mode
 MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|InstanceNorm\w*|"
@@ -60,13 +60,18 @@ class ModelLeftInEvalMode(LoopRule):
     code = "GT516"
     gate_statements = True
     name = "model-left-in-eval-mode"
-    message = ("`{call}` (line {train_line}) runs once, before the loop, but `{evaluate}` "
-               "(line {eval_line}) puts `{model}` in eval mode {where} the training loop and "
-               "nothing switches it back: every later step trains with dropout off and "
-               "batch-norm statistics frozen; {remedy}")
-    triggers = (".train(",)
-    statement_triggers = ("train",)
-    function_needs = ("train",)
+    message = "{detail}"
+    once = ("`{call}` (line {train_line}) runs once, before the loop, but `{evaluate}` "
+            "(line {eval_line}) puts `{model}` in eval mode {where} the training loop and "
+            "nothing switches it back: every later step trains with dropout off and "
+            "batch-norm statistics frozen; {remedy}")
+    never = ("`{evaluate}` (line {line}) puts `{model}` in eval mode on every pass of the loop "
+             "at line {loop} and nothing in the loop puts it back in train mode: from the "
+             "second pass on, `{fwd}` trains it with dropout off and batch-norm statistics "
+             "frozen; call {remedy}")
+    triggers = (".train(", ".eval(")
+    statement_triggers = ("train", ".eval(", ".step(")
+    function_needs = ()
     examples = [
         Bad("""
             import torch.nn as nn
@@ -106,6 +111,7 @@ class ModelLeftInEvalMode(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        done: set[int] = set()
         for stmt in f.scope.stmts:
             for call in f.calls_of(stmt):
                 models = _starts_training(ctx, f, call)
@@ -123,11 +129,96 @@ class ModelLeftInEvalMode(LoopRule):
                     remedy = again + (" right after it" if mid else " at the start of each pass")
                     related = (related_at(ctx, call, "train mode is set once, here"),) if mid \
                         else (related_at(ctx, ev, "the model is put in eval mode here"),)
-                    yield self.report(ev if mid else call, ctx, related=related,
-                                      call=ctx.source(call), evaluate=ctx.source(ev),
-                                      model=model, eval_line=ev.lineno, where=where,
-                                      train_line=call.lineno, remedy=remedy)
+                    done.add(id(loop))
+                    yield self.report(ev if mid else call, ctx, related=related, detail=(
+                        self.once.format(call=ctx.source(call), evaluate=ctx.source(ev),
+                                         model=model, eval_line=ev.lineno, where=where,
+                                         train_line=call.lineno, remedy=remedy)))
                     break
+        yield from self._never_set(f, ctx, done)
+
+    def _never_set(self, f: LoopFacts, ctx: Context, done: set[int]) -> Iterator[Finding]:
+        """Loops that train a model and evaluate it, with no ``train()`` before them: the
+        model starts in train mode (a new module does), so only the first pass trains it so."""
+        for loop in f.scope.stmts:
+            if not isinstance(loop, LOOP_TYPES) or id(loop) in done or f.loops_of(loop) \
+                    or not _mentions_eval(ctx, loop):
+                continue
+            for model in _evaluated(f, ctx, loop):
+                got = _leaves_eval(f, ctx, loop, model, after=True)
+                if got is None or not _has_mode_layers(f, ctx, model, loop.lineno):
+                    continue
+                ev = got[0]
+                fwd, remedy = _forward_site(f, ctx, loop, model) or (
+                    ev, f"`{model}.train()` at the start of each training pass")
+                yield self.report(fwd, ctx, related=(
+                    related_at(ctx, ev, "the model is put in eval mode here"),), detail=(
+                    self.never.format(model=model, evaluate=ctx.source(ev), line=ev.lineno,
+                                      loop=loop.lineno, fwd=ctx.source(fwd), remedy=remedy)))
+                break
+
+
+def _mentions_eval(ctx: Context, loop: ast.stmt) -> bool:
+    """The loop's text calls ``.eval()`` / ``.train(False)`` or a function of the file whose
+    text does (a cheap gate before resolving calls)."""
+    text = "\n".join(ctx.code_lines[loop.lineno - 1:loop.end_lineno])
+    return ".eval(" in text or ".train(False" in text or any(
+        re.search(rf"\b{n}\(", text) for n in _eval_wrappers(ctx))
+
+
+def _eval_wrappers(ctx: Context) -> frozenset[str]:
+    """Names of the file's functions and methods whose text puts something in eval mode."""
+    def make() -> frozenset[str]:
+        defs = list(ctx.analysis.functions.values()) + [
+            m for c in ctx.analysis.classes.values() for m in c.methods.values()]
+        texts = {d.name: ctx.code_of(d) for d in defs}
+        got = {n for n, t in texts.items() if ".eval(" in t or ".train(False" in t}
+        for _ in range(MAX_DEPTH - 1):  # and the functions calling those (effects' depth)
+            if got:
+                calls = re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, sorted(got))))
+                got |= {n for n, t in texts.items() if n not in got and calls.search(t)}
+        return frozenset(got)
+    return ctx.memo("gt516-eval-wrappers", ctx.tree, make)
+
+
+def _evaluated(f: LoopFacts, ctx: Context, loop: ast.stmt) -> list[str]:
+    """The receivers (in this function's names) that calls in ``loop`` put in eval mode."""
+    out: list[str] = []
+    for s in f.within(loop):
+        for call in f.calls_of(s) if s is not loop else ():
+            for r, ms in effects(ctx, f.node, call).items():
+                if r and "eval" in ms and r not in out:
+                    out.append(r)
+    return out
+
+
+def _forward_site(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
+                  ) -> tuple[ast.Call, str] | None:
+    """The call that runs ``model`` forward for training in ``loop`` and where ``train()``
+    belongs: inline, or in the training function of the file it calls (``train(model, ...)``
+    running ``model(x)``)."""
+    for s in f.within(loop):
+        for call in f.calls_of(s) if s is not loop else ():
+            if dotted(call.func) == model:
+                return call, f"`{model}.train()` at the start of each training pass"
+            target = resolve(ctx, f.node, call)
+            if target is None or not _trains(ctx, target[0]):
+                continue
+            node = _runs(target, model)
+            if node is not None:
+                return node, f"`{dotted(node.func)}.train()` at the start of " \
+                    f"`{target[0].name}()`"  # type: ignore[attr-defined]
+    return None
+
+
+def _runs(target: tuple[ast.AST, dict[str, str]], model: str) -> ast.Call | None:
+    """The first call in the function of ``target`` (a resolved call: function, parameter ->
+    the caller's name) that runs the caller's ``model`` forward."""
+    names = [p for p, v in target[1].items() if v == model]
+    for node in ast.walk(target[0]) if names else ():
+        if isinstance(node, ast.Call) and dotted(node.func) in names:
+            return node
+    return None
 
 
 def _next_loop(f: LoopFacts, stmt: ast.stmt) -> ast.stmt | None:
@@ -158,29 +249,34 @@ def _statements(loop: ast.stmt) -> Iterator[ast.stmt]:
             todo.extend(h.body)
 
 
-def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
+def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str, after: bool = False
                  ) -> tuple[ast.Call, bool] | None:
     """(the call in ``loop`` that puts ``model`` in eval mode while the loop trains it, whether
     it sits in the very loop that runs the training step), when nothing in the loop switches
-    it back to train mode."""
+    it back to train mode (a train-mode call on a part of unknown name counts). ``after``:
+    only an evaluation that follows the training in the pass."""
     trained_at: list[ast.stmt] = []
+    both: list[ast.Call] = []
     evals: list[tuple[ast.stmt, ast.Call]] = []
     for s in _statements(loop):
         for call in f.calls_of(s) if s is not loop else ():
             eff = effects(ctx, f.node, call)
-            if any("train" in ms and r and (covers(r, model) or covers(model, r))
+            if any("train" in ms and (not r or covers(r, model) or covers(model, r))
                    for r, ms in eff.items()):
                 return None  # back to train mode (also: a part of it, to be safe)
-            if any("eval" in ms and r and covers(r, model) for r, ms in eff.items()):
-                # the model itself or its owner: a submodule kept in eval on purpose
-                # (batch norm frozen in a training step) is not the whole model
+            evaluates = any("eval" in ms and r and covers(r, model) for r, ms in eff.items())
+            # the model itself or its owner: a submodule kept in eval on purpose (batch norm
+            # frozen in a training step) is not the whole model
+            if evaluates:
                 evals.append((s, call))
-                continue
-            target = resolve(ctx, f.node, call) if not eff else None
-            if target is not None:
-                cf = facts(ctx, target[0])
-                if cf.steps and any(b.accumulates for b in cf.backwards):
+            target = resolve(ctx, f.node, call) if not eff or evaluates else None
+            if target is not None and _trains(ctx, target[0]):
+                if not evaluates:
                     trained_at.append(s)
+                elif _runs(target, model) is not None:
+                    both.append(call)  # one call trains the model, then evaluates it
+    if both:
+        return both[0], False
     trained_at += [s.stmt for s in f.steps if f.inside(s.stmt, loop)]
     if not trained_at or not evals:
         return None
@@ -190,9 +286,15 @@ def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
                 (f.loops_of(t) or (None,))[-1] is inner for t in trained_at):
             return c, True  # a periodic validation in the middle of the loop that trains
     for s, c in evals:
-        if any(f.before(t, s) or f.before(s, t) for t in trained_at):
+        if any(f.before(t, s) or not after and f.before(s, t) for t in trained_at):
             return c, False
     return None
+
+
+def _trains(ctx: Context, fn: ast.AST) -> bool:
+    """``fn`` (a function of the file) runs a training step: a backward and a step."""
+    cf = facts(ctx, fn)
+    return bool(cf.steps) and any(b.accumulates for b in cf.backwards)
 
 
 def _conditional_in(loop: ast.stmt, s: ast.stmt) -> bool:

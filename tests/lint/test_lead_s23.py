@@ -1,0 +1,168 @@
+"""The lead's rules of session 23, from the misses of `benchmarks/injected_blind.py` (pytorch/examples
+mutated blind by someone who never read the rules).
+
+GT516, the training function that never sets train mode: a loop trains a model (inline or in a
+function of the file) and evaluates it (`model.eval()` directly or in an `evaluate(model)`
+helper), and nothing in the loop puts it back in train mode. A new module starts in train mode,
+so the first pass trains as meant and every later one trains with dropout off and batch-norm
+statistics frozen (the mnist_rnn and gcn mutations: `model.train()` removed from `train()`).
+Each twin records, with a forward pre-hook, the mode of every forward run under grad: the first
+is in train mode, the last in eval mode (``holds``); each look-alike trains in train mode only.
+
+Same harness as test_heldout_shapes.py.
+"""
+from __future__ import annotations
+
+import pytest
+from test_heldout_shapes import Shape, _found, _run
+
+torch = pytest.importorskip("torch")
+
+NET = """
+model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+seen = []
+model.register_forward_pre_hook(lambda m, a: seen.append(m.training) if torch.is_grad_enabled() else None)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [(torch.randn(6, 4), torch.randint(0, 2, (6,))) for _ in range(3)]
+def evaluate(model, data):
+    model.eval()
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).float().mean().item() for x, y in data)
+"""
+TRAINS_IN_EVAL = "seen[0] and not seen[-1]"
+TRAINS_IN_TRAIN = "seen and all(seen)"
+
+TWINS = [
+    # a train() helper without model.train(), an evaluate() helper after it in the epoch loop
+    Shape(NET + """
+def train(model, opt, data):
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+for epoch in range(3):
+    train(model, opt, data)
+    evaluate(model, data)
+""", "GT516", 14, holds=TRAINS_IN_EVAL),
+    # one function per epoch that trains, then evaluates at its end
+    Shape(NET + """
+def train_epoch(net, opt, data):
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+    return evaluate(net, data)
+for epoch in range(3):
+    acc = train_epoch(model, opt, data)
+""", "GT516", 14, holds=TRAINS_IN_EVAL),
+    # inline steps and a periodic validation inside the step loop
+    Shape(NET + """
+for step in range(9):
+    x, y = data[step % 3]
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    if step % 3 == 2:
+        acc = evaluate(model, data)
+""", "GT516", 14, holds=TRAINS_IN_EVAL),
+    # a trainer class: fit() steps inline and validates through a method
+    Shape(NET + """
+class Trainer:
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+    def validate(self, data):
+        self.model.eval()
+        with torch.no_grad():
+            return sum(self.model(x).sum().item() for x, _ in data)
+    def fit(self, data, epochs):
+        for epoch in range(epochs):
+            for x, y in data:
+                self.opt.zero_grad()
+                F.cross_entropy(self.model(x), y).backward()
+                self.opt.step()
+            self.validate(data)
+Trainer(model, opt).fit(data, 3)
+""", "GT516", 22, holds=TRAINS_IN_EVAL),
+]
+
+LOOK_ALIKES = [
+    # the fix: train() switches back first
+    Shape(NET + """
+def train(model, opt, data):
+    model.train()
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+for epoch in range(3):
+    train(model, opt, data)
+    evaluate(model, data)
+""", "GT516", holds=TRAINS_IN_TRAIN),
+    # the epoch loop switches back before training
+    Shape(NET + """
+for epoch in range(3):
+    model.train()
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    acc = evaluate(model, data)
+""", "GT516", holds=TRAINS_IN_TRAIN),
+    # evaluation once, after the training loop
+    Shape(NET + """
+for epoch in range(3):
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+acc = evaluate(model, data)
+""", "GT516", holds=TRAINS_IN_TRAIN),
+    # the loop evaluates another model (an averaged copy), never the trained one
+    Shape(NET + """
+import copy
+avg = copy.deepcopy(model)
+for epoch in range(3):
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    evaluate(avg, data)
+""", "GT516", holds=TRAINS_IN_TRAIN),
+    # co-training: each call trains one network and holds the other in eval mode
+    Shape(NET + """
+other = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+opt2 = torch.optim.SGD(other.parameters(), lr=0.1)
+def train(net, net2, opt, data):
+    net.train()
+    net2.eval()
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(net(x) + net2(x).detach(), y).backward()
+        opt.step()
+for epoch in range(3):
+    train(model, other, opt, data)
+    train(other, model, opt2, data)
+""", "GT516", holds="seen[0] and seen[1]"),
+    # no layer that acts differently in eval mode: nothing changes
+    Shape(NET.replace("nn.Dropout(0.5)", "nn.ReLU()") + """
+for epoch in range(3):
+    for x, y in data:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    evaluate(model, data)
+""", "GT516", holds="seen and not seen[-1]"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(LOOK_ALIKES)))
+def test_mode_look_alike_is_silent(i: int) -> None:
+    assert _found(LOOK_ALIKES[i]) == []
+    _run(LOOK_ALIKES[i])
+
+
+@pytest.mark.parametrize("i", range(len(TWINS)))
+def test_mode_twin_is_reported_and_trains_in_eval_mode(i: int) -> None:
+    bad = TWINS[i]
+    assert _found(bad) == [(bad.line, bad.code)], bad.src
+    _run(bad)
