@@ -166,3 +166,99 @@ def test_mode_twin_is_reported_and_trains_in_eval_mode(i: int) -> None:
     bad = TWINS[i]
     assert _found(bad) == [(bad.line, bad.code)], bad.src
     _run(bad)
+
+
+# GT570: a list attribute collects graph values for a backward that runs again and again, and
+# nothing empties it (the REINFORCE mutation: `del policy.saved_log_probs[:]` removed). Each
+# twin raises on real torch at the second update; each look-alike runs.
+AGENT = """
+from torch.distributions import Categorical
+class Agent:
+    def __init__(self):
+        self.actor, self.critic = nn.Linear(4, 2), nn.Linear(4, 1)
+        self.opt = torch.optim.SGD([*self.actor.parameters(), *self.critic.parameters()], lr=0.01)
+        self.log_probs, self.values, self.rewards = [], [], []
+    def act(self, s):
+        m = Categorical(logits=self.actor(s))
+        a = m.sample()
+        self.log_probs.append(m.log_prob(a))
+        self.values.append(self.critic(s))
+        return a.item()
+"""
+KEPT_TWINS = [
+    Shape(AGENT + """
+    def learn(self):
+        loss = -torch.stack(self.log_probs).sum() * sum(self.rewards)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        self.rewards = []
+agent = Agent()
+for episode in range(3):
+    for t in range(4):
+        agent.act(torch.randn(4))
+        agent.rewards.append(1.0)
+    agent.learn()
+""", "GT570", 17, raises="a second time"),
+    Shape(AGENT + """
+    def learn(self):
+        v = torch.cat(self.values).squeeze(-1)
+        loss = (v - sum(self.rewards)).pow(2).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        del self.rewards[:]
+        del self.log_probs[:]
+agent = Agent()
+for episode in range(3):
+    for t in range(4):
+        agent.act(torch.randn(4))
+        agent.rewards.append(1.0)
+    agent.learn()
+""", "GT570", 20, raises="a second time"),
+    Shape("""
+policy = nn.Sequential(nn.Linear(4, 2), nn.LogSoftmax(-1))
+policy.saved = []
+opt = torch.optim.Adam(policy.parameters(), lr=0.01)
+def select(state):
+    logp = policy(state)
+    a = int(torch.multinomial(logp.exp(), 1))
+    policy.saved.append(logp[a])
+    return a
+def update(returns):
+    loss = sum(-lp * g for lp, g in zip(policy.saved, returns))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+while True:
+    for t in range(3):
+        select(torch.randn(4))
+    update([1.0, 0.5, 0.2])
+""", "GT570", 12, raises="a second time"),
+]
+KEPT_LOOK_ALIKES = [
+    Shape(KEPT_TWINS[0].src.replace("        self.rewards = []\n",
+                                    "        self.rewards = []\n        self.log_probs.clear()\n"),
+          "GT570", holds="agent.log_probs == []"),
+    Shape(KEPT_TWINS[1].src.replace("        del self.log_probs[:]\n",
+                                    "        del self.log_probs[:]\n        self.values = []\n"),
+          "GT570", holds="agent.values == []"),
+    # one update after the episode loop: one backward through the kept graphs
+    Shape(KEPT_TWINS[2].src.replace("while True:\n    for t in range(3):\n        select(torch.randn(4))\n",
+                                    "for t in range(3):\n    select(torch.randn(4))\n"
+                                    ).replace("    update([1.0, 0.5, 0.2])", "update([1.0, 0.5, 0.2])"),
+          "GT570", holds="policy[0].weight.grad is not None"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(KEPT_LOOK_ALIKES)))
+def test_kept_list_look_alike_is_silent(i: int) -> None:
+    assert _found(KEPT_LOOK_ALIKES[i]) == []
+    _run(KEPT_LOOK_ALIKES[i])
+
+
+@pytest.mark.parametrize("i", range(len(KEPT_TWINS)))
+def test_kept_list_twin_is_reported_and_raises(i: int) -> None:
+    bad = KEPT_TWINS[i]
+    assert _found(bad) == [(bad.line, bad.code)], bad.src
+    _run(bad)
