@@ -262,3 +262,47 @@ def test_kept_list_twin_is_reported_and_raises(i: int) -> None:
     bad = KEPT_TWINS[i]
     assert _found(bad) == [(bad.line, bad.code)], bad.src
     _run(bad)
+
+
+# GT503 silent when the gradients a zero_grad() clears were already applied by a step of the
+# same optimizer (a first training loop, then a second whose backward runs in a helper it does
+# not see: a false alarm of session 22). The twin keeps the real bug in the second loop.
+TWO_LOOPS = """
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(4)]
+def train_step(model, x, y):
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    return loss.item()
+for x, y in data:
+    opt.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+before = model.weight.detach().clone()
+"""
+APPLIED_LOOK_ALIKE = Shape(TWO_LOOPS + """
+for epoch in range(2):
+    tr = 0.0
+    for x, y in data:
+        opt.zero_grad()
+        tr += train_step(model, x, y)
+        opt.step()
+""", "GT503", holds="not torch.equal(before, model.weight)")
+APPLIED_TWIN = Shape(TWO_LOOPS + """
+for epoch in range(2):
+    for x, y in data:
+        F.mse_loss(model(x), y).backward()
+        opt.zero_grad()
+        opt.step()
+""", "GT503", 17, holds="torch.equal(before, model.weight)")
+
+
+def test_applied_gradients_cleared_is_silent() -> None:
+    assert _found(APPLIED_LOOK_ALIKE) == []
+    _run(APPLIED_LOOK_ALIKE)
+
+
+def test_cleared_before_step_in_second_loop_is_reported() -> None:
+    assert _found(APPLIED_TWIN) == [(APPLIED_TWIN.line, "GT503")]
+    _run(APPLIED_TWIN)

@@ -451,7 +451,7 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                 if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)):
                     continue
                 b = next((b for b in acc if f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
-                          and not for_another(f, b, s)), None)
+                          and not for_another(f, b, s) and not _applied(f, b, z, s)), None)
                 if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
                                     for b2 in acc):
                     continue
@@ -461,6 +461,14 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                     call=ctx.source(z.call), opt=s.optimizer, backward_line=b.call.lineno,
                     step_line=s.call.lineno, effect=_effect(z.call))
                 break
+
+
+def _applied(f: LoopFacts, b: Backward, z: Named, s: Step) -> bool:
+    """A step of ``s``'s optimizer runs after ``b`` and before ``z``: the gradients ``z``
+    clears were already applied (a first training loop, then a second one whose backward runs
+    in a helper)."""
+    return any(t.optimizer == s.optimizer and f.before(b.stmt, t.stmt) and
+               f.before(t.stmt, z.stmt) for t in f.steps if t is not s)
 
 
 def _effect(call: ast.Call) -> str:
