@@ -15,8 +15,9 @@ def create_position_codes(n_pos, dim, out):
         for pos in range(n_pos)
     ])
 
-    out[:, 0::2] = torch.FloatTensor(np.sin(position_enc)).type_as(out)
-    out[:, 1::2] = torch.FloatTensor(np.cos(position_enc)).type_as(out)
+    with torch.no_grad():  # (lead: the fixed-codes branch written as the fix, see heldout18.md)
+        out[:, 0::2] = torch.FloatTensor(np.sin(position_enc)).type_as(out)
+        out[:, 1::2] = torch.FloatTensor(np.cos(position_enc)).type_as(out)
     out.detach_()
     out.requires_grad = False
 
