@@ -260,10 +260,19 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
                 old = scope.binding_before(n.id, x.line)
                 if old is not None and old.line < step.lineno and id(old) in kept and \
-                        not old.no_grad and _may_reach(value_of(old), old.line, owners,
+                        not old.no_grad and _may_reach(_made_of(old), old.line, owners,
                                                        scope, ctx, args_may=False):
                     return first, (step, n.id)
     return None
+
+
+def _made_of(b):  # type: ignore[no-untyped-def]
+    """What ``b``'s value is made of: its value, or for a name bound by a ``for`` loop
+    (``for epoch in range(self.epochs)``, no value of its own) the iterable it walks."""
+    v = value_of(b)
+    if v is None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
+        return b.stmt.iter
+    return v
 
 
 def _bindings_of(e: ast.AST | None, line: int, scope, keep) -> dict:  # type: ignore[no-untyped-def]

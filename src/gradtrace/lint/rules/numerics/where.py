@@ -234,6 +234,8 @@ class SingularOpOutsideWhereGuard(Rule):
                 if op in ("/", "div", "true_divide", "divide") or not _tensor_operand(
                         operand, ctx, node.lineno):
                     continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
+                if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
+                    continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
                               not _rounded(n, expr, ctx)):
                     shown = {"/": "/", "**": "**"}.get(op, op)
@@ -244,6 +246,20 @@ class SingularOpOutsideWhereGuard(Rule):
                                       operand=ctx.source(operand), op=shown,
                                       why=_why(op, why), cond=ctx.source(test))
                     return
+
+
+def _overflows_too(operand: ast.AST, branch: ast.AST, branches: list[tuple[ast.AST, bool]],
+                   ctx: Context, node: ast.AST) -> bool:
+    """The branch chosen where ``branch`` is not also applies an overflowing function to
+    ``operand`` (SEDD's ``where(sigma < 0.5, expm1(sigma), exp(sigma) - 1)``, two spellings
+    of ``e**x - 1`` for precision): at the inputs where ``branch``'s op overflows, the kept
+    value overflows as well, so the selection guards nothing and adds no NaN of its own."""
+    want = spelled(operand)
+    others = [resolve(b, ctx, node.lineno) for b, _ in branches if b is not branch]
+    if len(branches) < 2 or not others:
+        return False
+    return all(any(op in OVERFLOW and spelled(x) == want for _, op, x, _ in singular_uses(o, ctx))
+               for o in others)
 
 
 ROUNDING = frozenset({"ceil", "floor", "round", "trunc", "sign", "long", "int", "argmax"})

@@ -44,7 +44,8 @@ def _owner_of_names(var: str, stmt: ast.stmt, scope: Scope) -> ast.expr | None:
     gens = [g for n in walk(stmt) if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.SetComp,
                                                      ast.DictComp)) for g in n.generators]
     for t, it in [*((g.target, g.iter) for g in gens),
-                  *((lp.target, lp.iter) for lp in scope.loops_of(stmt))]:  # type: ignore
+                  *((lp.target, lp.iter) for lp in scope.loops_of(stmt)
+                    if isinstance(lp, (ast.For, ast.AsyncFor)))]:  # a `while` has no target
         if isinstance(t, ast.Tuple) and len(t.elts) == 2 and isinstance(t.elts[0], ast.Name) \
                 and t.elts[0].id == var and isinstance(it, ast.Call) \
                 and isinstance(it.func, ast.Attribute) and it.func.attr == "named_parameters":

@@ -22,6 +22,7 @@ from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, r
 from gradtrace.lint.nodes import bfs_walk
 
 DETACH_RE = re.compile(r"\.detach_?\(")
+MODULE_ONLY = frozenset({"parameters", "named_parameters", "train", "eval", "state_dict"})
 FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
                        re.IGNORECASE)
 
@@ -369,12 +370,15 @@ def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
 
 
 def _called(f: LoopFacts, name: str) -> bool:
-    """``name`` is called in the function (``model(data)``): a callable, so the value it
-    holds is no tensor with a graph of its own, but a model (ppnp's ``model =
-    model_class(nfeatures, nclasses).to(device)``, whose ``model.reg_params`` the loss reads)."""
-    return f.ctx.memo("gt507-called", f.node, lambda: {
-        n.func.id for n in bfs_walk(f.node) if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Name)}).__contains__(name)
+    """``name`` is called in the function (``model(data)``), or a method only an
+    ``nn.Module`` has (``model_con.parameters()``, tabsyn's CoDi) is: a model (ppnp's
+    ``model = model_class(...).to(device)``), no tensor with a graph of its own."""
+    def make() -> set[str]:
+        return {n.func.id if isinstance(n.func, ast.Name) else n.func.value.id  # type: ignore
+                for n in bfs_walk(f.node) if isinstance(n, ast.Call) and (
+                    isinstance(n.func, ast.Name) or isinstance(n.func, ast.Attribute)
+                    and n.func.attr in MODULE_ONLY and isinstance(n.func.value, ast.Name))}
+    return name in f.ctx.memo("gt507-called", f.node, make)
 
 
 def _unseen_method(f: LoopFacts, callee: str | None, line: int, loop: ast.stmt) -> bool:

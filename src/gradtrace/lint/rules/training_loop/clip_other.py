@@ -9,6 +9,8 @@ from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.analysis.params import param_sources_of
 from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.registration._modules import covers
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -18,6 +20,23 @@ from gradtrace.lint.rules.training_loop._loop import LoopFacts, Named, Step
 def _holds(over: frozenset[str], srcs: list[str]) -> bool:
     """Some parameters of ``srcs`` are among the optimizer's (either way of nesting)."""
     return any(covers(o, s) or covers(s, o) for o in over for s in srcs)
+
+
+def _wraps(f: LoopFacts, over: frozenset[str], srcs: list[str], line: int) -> bool:
+    """One side was built from the other (tabsyn's CoDi: ``trainer_dis =
+    MultinomialDiffusion(num_class, shape, model_dis, ...)`` clipped, ``optim_dis`` over
+    ``model_dis``): an object made with a module stores it, and its ``.parameters()``
+    commonly hold that module's (as an ``nn.Module`` wrapper's do)."""
+    for made, inner in [*((x, over) for x in srcs), *((x, frozenset(srcs)) for x in over)]:
+        b = f.scope.binding_before(made, line) if "." not in made else None
+        v = value_of(b) if b is not None else None
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                and v.func.attr in ("to", "cuda", "cpu"):
+            v = v.func.value
+        if isinstance(v, ast.Call) and any(
+                dotted(a) in inner for a in (*v.args, *(k.value for k in v.keywords))):
+            return True
+    return False
 
 
 def _over(f: LoopFacts, s: Step, ctx: Context) -> frozenset[str]:
@@ -59,7 +78,8 @@ class ClipOfOtherParameters(LoopRule):
     optimizer that steps next (`clip_grad_norm_(policy.parameters(), ...)`).
     Known limits: the optimizer's parameters and the clipped ones must be spelled as
     `.parameters()` of named modules (NOTE [fields] for an optimizer kept on `self`); a clip
-    followed by the step of an optimizer that holds them is left alone.
+    followed by the step of an optimizer that holds them is left alone, as is one of an object
+    built from the stepped module (a wrapper holds it) or the other way round.
     """
 
     code = "GT549"
@@ -105,7 +125,8 @@ class ClipOfOtherParameters(LoopRule):
                 continue
             overs = [_over(f, s, ctx) for s in after]
             if any(not o or _holds(o, srcs) or srcs[0].startswith("self.") != next(
-                    iter(o)).startswith("self.") for o in overs):
+                    iter(o)).startswith("self.") or _wraps(f, o, srcs, c.stmt.lineno)
+                    for o in overs):
                 continue  # a later step applies what was clipped, or one is unknown
             s, over = min(zip(after, overs), key=lambda p: p[0].stmt.lineno)
             if any(c2 is not c and _clips_held(f, c2, over, s) for c2 in f.clips):

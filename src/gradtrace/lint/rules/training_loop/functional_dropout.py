@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.grad_off_calls import calls_of
+from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, walk
@@ -42,6 +43,14 @@ def _evaluates(ctx: Context) -> ast.Call | None:
     return ctx.memo("gt548-evaluates", ctx.tree, make)
 
 
+def _inference_only(fn: Def, ctx: Context) -> bool:
+    """``fn`` is decorated to run with grad off (``@torch.no_grad()``, ``inference_mode``):
+    a sampling or inference routine (latent-diffusion's ``p_sample`` drops entries of its
+    fresh noise with ``noise_dropout``), which runs in eval mode by design: the dropout is
+    asked for there, and ``training=self.training`` would switch it off."""
+    return any(disables_grad(d, ctx) for d in fn.decorator_list)
+
+
 def _module_method(ctx: Context, fn: Def | None) -> bool:
     cls = ctx.class_def
     info = ctx.analysis.classes.get(cls.name) if cls is not None else None
@@ -73,7 +82,8 @@ class FunctionalDropoutIgnoresEval(Rule):
     Known limits: the call must be in a method of an `nn.Module` class of the file, or in a
     function of the file that such a method calls; the file must put a model in eval mode
     (`.eval()` or `.train(False)`); a call under a test of a `training` flag, or whose
-    arguments read one, is left alone.
+    arguments read one, or in a function decorated to run with grad off (a sampler), is left
+    alone.
     """
 
     code = "GT548"
@@ -122,7 +132,7 @@ class FunctionalDropoutIgnoresEval(Rule):
                 or any(isinstance(a, ast.Starred) for a in node.args):
             return
         fn = ctx.function
-        if fn is None or _reads_training(node):
+        if fn is None or _reads_training(node) or _inference_only(fn, ctx):
             return
         if not _module_method(ctx, fn) and (ctx.class_def is not None
                                             or not _called_from_module(ctx, fn)):
