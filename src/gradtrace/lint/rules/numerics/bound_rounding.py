@@ -16,7 +16,25 @@ from gradtrace.lint.rules.numerics._rounding import one_minus_is_one, small_sett
 
 # the half dtypes a file can put its tensors in, by the words that do it
 HALF_WORDS = {"bfloat16": ("bfloat16",), "float16": ("float16", ".half()")}
+CASTS = {"float": "float32", "double": "float64"}
+WIDTHS = {"float32": "float32", "float": "float32", "float64": "float64", "double": "float64"}
 WIDE_WORDS = ("float64", ".double()", "set_default_dtype")
+
+
+def _cast_to(e: ast.AST) -> str | None:
+    """The float dtype the operand is cast to on its way to the clamp (``p.float()``,
+    ``p.to(torch.float64)``), or None."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        attr = e.func.attr
+        if attr in CASTS:
+            return CASTS[attr]
+        if attr == "to":
+            for a in [*e.args, *(k.value for k in e.keywords)]:
+                name = a.attr if isinstance(a, ast.Attribute) else None
+                if name in WIDTHS:
+                    return WIDTHS[name]
+        e = e.func.value
+    return None
 
 
 def _one_minus(e: ast.AST | None) -> ast.expr | None:
@@ -113,7 +131,7 @@ class ClampBoundRoundsToOne(Rule):
         eps = small_setting_value(c, ctx) if c is not None else None
         if eps is None:
             return
-        dtype = self._dtype(eps, ctx)
+        dtype = self._dtype(eps, ctx, _cast_to(torch_op(node, ctx)[1]))
         if dtype is None:
             return
         stmt = ctx.statement
@@ -132,9 +150,13 @@ class ClampBoundRoundsToOne(Rule):
         yield self.report(log, ctx, related=related, eps=f"{eps:g}", dtype=dtype, p=p)
 
     @staticmethod
-    def _dtype(eps: float, ctx: Context) -> str | None:
+    def _dtype(eps: float, ctx: Context, cast: str | None) -> str | None:
+        if cast == "float64":
+            return None
         if one_minus_is_one(eps, "float32") and not any(file_says(ctx, w) for w in WIDE_WORDS):
             return "float32"
+        if cast == "float32":
+            return None
         for dtype, words in HALF_WORDS.items():
             if any(file_says(ctx, w) for w in words) and one_minus_is_one(eps, dtype):
                 return dtype
