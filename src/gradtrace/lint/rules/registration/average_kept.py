@@ -26,22 +26,27 @@ def _method_uses(uses: list[ast.AST], parents: dict[int, ast.AST]) -> list[tuple
     return out
 
 
-def _step_block(stmts: list[ast.stmt], obj: str, after: int) -> tuple[ast.stmt, ast.Call] | None:
+def _step_block(bodies: list[list[ast.stmt]], obj: str, after: int
+                ) -> tuple[ast.stmt, ast.Call] | None:
     """The last statement of the first block (after line ``after``) that calls
-    ``<optimizer>.step()`` on another object than ``obj``, and that call."""
-    for s in stmts:
-        if s.lineno <= after:
-            continue
-        for block in (getattr(s, "body", None), getattr(s, "orelse", None)):
-            if not isinstance(block, list) or not block or isinstance(s, (
-                    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    ``<optimizer>.step()`` on another object than ``obj``, and that call: ``bodies`` are the
+    function bodies to search, with the blocks nested in them."""
+    todo = list(bodies)
+    while todo:
+        block = todo.pop(0)
+        for t in block:
+            if t.lineno > after and isinstance(t, ast.Expr) and isinstance(t.value, ast.Call) \
+                    and isinstance(t.value.func, ast.Attribute) \
+                    and t.value.func.attr == STEP and not t.value.args \
+                    and dotted(t.value.func.value) not in (None, obj):
+                return block[-1], t.value
+        for t in block:
+            if isinstance(t, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            for t in block:
-                if isinstance(t, ast.Expr) and isinstance(t.value, ast.Call) \
-                        and isinstance(t.value.func, ast.Attribute) \
-                        and t.value.func.attr == STEP and not t.value.args \
-                        and dotted(t.value.func.value) not in (None, obj):
-                    return block[-1], t.value
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(t, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    todo.append(inner)
     return None
 
 
@@ -140,7 +145,7 @@ class AverageNeverUpdated(Rule):
                         and isinstance(n.ctx, ast.Load)]
                 everywhere = sum(1 for n in walk(ctx.tree) if isinstance(n, ast.Name)
                                  and n.id == obj and isinstance(n.ctx, ast.Load))
-                stmts, owner = scope.stmts, fn
+                bodies, owner = [fn.body], fn
             elif obj.startswith("self.") and obj.count(".") == 1 \
                     and (owner := self._class_of(fn, parents)) is not None:
                 attr = obj[5:]
@@ -148,8 +153,8 @@ class AverageNeverUpdated(Rule):
                         and isinstance(n.ctx, ast.Load) and dotted(n.value) == "self"]
                 everywhere = sum(1 for n in walk(ctx.tree) if isinstance(n, ast.Attribute)
                                  and n.attr == attr and isinstance(n.ctx, ast.Load))
-                stmts = [x for f in owner.body if isinstance(f, (ast.FunctionDef,
-                         ast.AsyncFunctionDef)) for x in ctx.scope(f).stmts]
+                bodies = [f.body for f in owner.body
+                          if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
             else:
                 continue
             if not uses or everywhere != len(uses):
@@ -159,7 +164,7 @@ class AverageNeverUpdated(Rule):
             if calls is None or any(m in fold for m, _ in calls) \
                     or not any(m in other for m, _ in calls):
                 continue
-            at = _step_block(stmts, obj, s.lineno if owner is fn else 0)
+            at = _step_block(bodies, obj, s.lineno if owner is fn else 0)
             if at is None:
                 continue
             used = next(m for m, _ in calls if m in other)
