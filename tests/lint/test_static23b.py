@@ -51,6 +51,17 @@ class Averager:
                 p.copy_(a)
 '''
 
+SCALED = '''
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.raw_scale = nn.Parameter(torch.zeros(1))
+        self.bias = nn.Parameter(torch.zeros(1))
+    @property
+    def scale(self):
+        return F.softplus(self.raw_scale)
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT469, mechanism: a freeze that sets `requires_grad` on a copy of the parameter (a
     # state_dict() value, `.data`, `.detach()`, a comprehension of those): the parameter
@@ -498,6 +509,53 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w0 = model.weight.detach().clone()
         fit(model, [torch.randn(8, 4) for _ in range(3)])
         """), "GT468", 20, holds="torch.equal(model.weight, w0)")),
+    # GT467, mechanism: a parameter is excluded (set difference, `is not`, `not in` a set)
+    # by identity against a tensor computed from it (a property, `.data`, `.detach()`):
+    # nothing is excluded. Script with a property; look-alike: the raw parameter excluded
+    "set-difference-with-property": (Shape(SCALED + dedent("""
+        k = Scaled()
+        opt = torch.optim.Adam(list(set(k.parameters()) - {k.raw_scale}), lr=0.1)
+        """), "GT467", holds="len(opt.param_groups[0]['params']) == 1"), Shape(SCALED + dedent("""
+        k = Scaled()
+        opt = torch.optim.Adam(list(set(k.parameters()) - {k.scale}), lr=0.1)
+        """), "GT467", 11, holds="len(opt.param_groups[0]['params']) == 2")),
+    # GT467, a trainer's comprehension with `is not` a property; look-alike: the raw one
+    "comprehension-is-not-property-in-trainer": (Shape(SCALED + dedent("""
+        class Trainer:
+            def __init__(self):
+                self.k = Scaled()
+                self.opt = torch.optim.SGD(
+                    [p for p in self.k.parameters() if p is not self.k.raw_scale], lr=0.1)
+        t = Trainer()
+        """), "GT467", holds="len(t.opt.param_groups[0]['params']) == 1"), Shape(SCALED + dedent("""
+        class Trainer:
+            def __init__(self):
+                self.k = Scaled()
+                self.opt = torch.optim.SGD(
+                    [p for p in self.k.parameters() if p is not self.k.scale], lr=0.1)
+        t = Trainer()
+        """), "GT467", 14, holds="len(t.opt.param_groups[0]['params']) == 2")),
+    # GT467, a helper one call away: `not in` a set of `.data` copies; look-alike: the
+    # parameters themselves in the set
+    "helper-not-in-set-of-data": (Shape("""
+        def trainable(m):
+            return [p for p in m.parameters() if p not in {m.weight}]
+        net = nn.Linear(4, 2)
+        params = trainable(net)
+        """, "GT467", holds="len(params) == 1"), Shape("""
+        def trainable(m):
+            return [p for p in m.parameters() if p not in {m.weight.data}]
+        net = nn.Linear(4, 2)
+        params = trainable(net)
+        """, "GT467", 2, holds="len(params) == 2")),
+    # GT467, another spelling: named_parameters and `.detach()`; look-alike: by name
+    "named-parameters-is-not-detached": (Shape("""
+        net = nn.Linear(4, 2)
+        fixed = [p for n, p in net.named_parameters() if n != "bias"]
+        """, "GT467", holds="len(fixed) == 1"), Shape("""
+        net = nn.Linear(4, 2)
+        fixed = [p for n, p in net.named_parameters() if p is not net.bias.detach()]
+        """, "GT467", 2, holds="len(fixed) == 2")),
 }
 
 
