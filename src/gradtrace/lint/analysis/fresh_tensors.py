@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.param_copies import copy_expr
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
-COPY_ATTR = "data"
-COPY_CALLS = frozenset({"detach", "clone"})
+CLONE = "clone"
 
 
 def _computed_return(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -42,13 +42,47 @@ def computed_properties(ctx: Context) -> frozenset[str]:
     return ctx.memo("s23b-computed-properties", ctx.tree, make)
 
 
+def property_sources(ctx: Context, name: str) -> frozenset[str]:
+    """The ``self.<attr>`` names the file's properties called ``name`` read."""
+    out: set[str] = set()
+    for n in walk(ctx.tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name \
+                and any(dotted(d) == "property" for d in n.decorator_list):
+            out.update(a.attr for a in walk(n) if isinstance(a, ast.Attribute)
+                       and isinstance(a.value, ast.Name) and a.value.id == "self")
+    return frozenset(out)
+
+
+def frozen_attrs(ctx: Context) -> frozenset[str]:
+    """Attribute names the file freezes: ``x.<attr>.requires_grad_(False)``,
+    ``x.<attr>.requires_grad = False``."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "requires_grad_" and n.args \
+                    and isinstance(n.args[0], ast.Constant) and n.args[0].value is False \
+                    and isinstance(n.func.value, ast.Attribute):
+                out.add(n.func.value.attr)
+            elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) \
+                    and n.value.value is False:
+                for t in n.targets:
+                    if isinstance(t, ast.Attribute) and t.attr == "requires_grad" \
+                            and isinstance(t.value, ast.Attribute):
+                        out.add(t.value.attr)
+        return frozenset(out)
+    return ctx.memo("s23b-frozen-attrs", ctx.tree, make)
+
+
 def fresh_tensor(e: ast.expr, ctx: Context) -> str | None:
     """How ``e`` is a new tensor (for the message), or None."""
-    if isinstance(e, ast.Attribute) and e.attr == COPY_ATTR:
-        return "`.data` makes a new tensor"
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-            and e.func.attr in COPY_CALLS:
-        return f"`.{e.func.attr}()` makes a new tensor"
+    how = copy_expr(e)
+    if how is not None:
+        return how
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == CLONE:
+        return f"a new tensor at each `.{CLONE}()`"
     if isinstance(e, ast.Attribute) and e.attr in computed_properties(ctx):
+        if property_sources(ctx, e.attr) & frozen_attrs(ctx):
+            return None   # what it is computed from is frozen: nothing trains it anyway
         return f"`{e.attr}` is a property that computes a new tensor"
     return None

@@ -44,7 +44,7 @@ def _state_dict(e: ast.expr, scope: Scope, line: int) -> bool:
     return state_dict_call(e)
 
 
-def _copy_expr(e: ast.expr) -> str | None:
+def copy_expr(e: ast.expr) -> str | None:
     """``x.data`` / ``x.detach()``: how the expression copies."""
     if isinstance(e, ast.Attribute) and e.attr == COPY_ATTR and isinstance(e.ctx, ast.Load):
         return f"a new tensor at each `.{COPY_ATTR}`"
@@ -72,7 +72,7 @@ def _element_copy(it: ast.expr, target: ast.expr, var: str, scope: Scope, line: 
         it = v
     if isinstance(it, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) \
             and isinstance(target, ast.Name) and target.id == var:
-        how = _copy_expr(it.elt)
+        how = copy_expr(it.elt)
         return f"an element of a list of copies ({how.rpartition(' ')[2]})" if how else None
     return None
 
@@ -81,7 +81,7 @@ def copy_of_param(e: ast.expr, scope: Scope, stmt: ast.stmt) -> str | None:
     """How ``e`` (the receiver of a flag) is a tensor other than the one it comes from:
     ``.data``, ``.detach()``, ``sd[k]`` / ``m.state_dict()[k]``, or a loop variable over
     ``sd.items()`` / ``sd.values()`` or over a list of ``.detach()`` / ``.data`` results."""
-    how = _copy_expr(e)
+    how = copy_expr(e)
     if how is not None:
         return how
     if isinstance(e, ast.Subscript) and _state_dict(e.value, scope, stmt.lineno):
