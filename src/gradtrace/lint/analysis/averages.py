@@ -5,10 +5,11 @@ store, restore). Found once per file (docs/triage/static23b.md)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -52,17 +53,27 @@ def _folds_in(fn: Fn) -> bool:
     return False
 
 
+HELD_ZIP = re.compile(r"zip\([^\n]*self\.")
+
+
 def averaging_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
     """``{class: (methods folding values in, other methods)}`` for the classes of the file
-    with at least one method of each kind (``__init__`` left out)."""
+    with at least one method of each kind (``__init__`` left out). Only methods holding a
+    line with ``zip(...self.`` are read."""
     def make() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-        out = {}
-        for c in walk(ctx.tree):
-            if not isinstance(c, ast.ClassDef):
+        code = ctx.code
+        lines = [code.count("\n", 0, m.start()) + 1 for m in HELD_ZIP.finditer(code)]
+        out: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        if not lines:
+            return out
+        for c in statements(ctx.tree):
+            if not isinstance(c, ast.ClassDef) or not any(
+                    c.lineno <= x <= (c.end_lineno or 0) for x in lines):
                 continue
             fns = [f for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                    and f.name != "__init__"]
-            fold = frozenset(f.name for f in fns if _folds_in(f))
+            fold = frozenset(f.name for f in fns if any(
+                f.lineno <= x <= (f.end_lineno or 0) for x in lines) and _folds_in(f))
             other = frozenset(f.name for f in fns) - fold
             if fold and other:
                 out[c.name] = (fold, other)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.flow import Scope
-from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
 COPY_ATTR = "data"
@@ -99,4 +98,3 @@ def copy_of_param(e: ast.expr, scope: Scope, stmt: ast.stmt) -> str | None:
             return None
         return _element_copy(loop.iter, loop.target, e.id, scope, stmt.lineno)
     return None
-

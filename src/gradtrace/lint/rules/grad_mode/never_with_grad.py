@@ -11,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import says_all, says_any
 
 OPTIMIZERS_HOOK = "configure_optimizers"
 
@@ -121,6 +122,9 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         if not ctx.mentions("optim") or ctx.mentions(".grad =", "._grad"):
             return   # gradients written by hand (a shared model fed by workers)
+        if not says_all(ctx, node, ("optim", "parameters()")) \
+                or not says_any(ctx, node, self.triggers):
+            return
         for attr, opt in _optimized_attrs(ctx, node).items():
             runs = self_module_runs(ctx, node, attr)
             if not runs or not all(r.off for r in runs):

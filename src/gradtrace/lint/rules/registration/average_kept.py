@@ -14,7 +14,8 @@ from gradtrace.lint.rule import Bad, Good, Rule
 STEP = "step"
 
 
-def _method_uses(uses: list[ast.AST], parents: dict[int, ast.AST]) -> list[tuple[str, ast.Call]] | None:
+def _method_uses(uses: list[ast.AST], parents: dict[int, ast.AST]
+                 ) -> list[tuple[str, ast.Call]] | None:
     """``(method, call)`` for each use, or None when a use is not ``<obj>.<method>(...)``."""
     out = []
     for n in uses:
@@ -122,57 +123,56 @@ class AverageNeverUpdated(Rule):
         if not classes:
             return
         parents = ctx.memo("s23b-parents", node, lambda: parent_map(node))
-        for fn in [node, *(f for f in walk(node)
-                          if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
-            yield from self._scope(fn, classes, parents, ctx)
+        for s in walk(node):
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                    and isinstance(s.value, ast.Call) and dotted(s.value.func) in classes:
+                fn = parents.get(id(s))
+                while fn is not None and not isinstance(
+                        fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                    fn = parents.get(id(fn))
+                if fn is not None:
+                    yield from self._built(s, fn, classes, parents, ctx)
 
-    def _scope(self, fn: ast.AST, classes: dict, parents: dict[int, ast.AST], ctx: Context
-               ) -> Iterator[Finding]:
-        scope = ctx.scope(fn)
-        for s in scope.stmts:
-            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                    and isinstance(s.value, ast.Call)):
-                continue
-            cls = dotted(s.value.func)
-            if cls not in classes:
-                continue
-            t = s.targets[0]
-            obj = dotted(t)
-            if obj is None or not self._from_weights(s.value):
-                continue
-            if isinstance(t, ast.Name):
-                uses = [n for n in scope_nodes(fn) if isinstance(n, ast.Name) and n.id == obj
-                        and isinstance(n.ctx, ast.Load)]
-                everywhere = sum(1 for n in walk(ctx.tree) if isinstance(n, ast.Name)
-                                 and n.id == obj and isinstance(n.ctx, ast.Load))
-                bodies, owner = [fn.body], fn
-            elif obj.startswith("self.") and obj.count(".") == 1 \
-                    and (owner := self._class_of(fn, parents)) is not None:
-                attr = obj[5:]
-                uses = [n for n in walk(owner) if isinstance(n, ast.Attribute) and n.attr == attr
-                        and isinstance(n.ctx, ast.Load) and dotted(n.value) == "self"]
-                everywhere = sum(1 for n in walk(ctx.tree) if isinstance(n, ast.Attribute)
-                                 and n.attr == attr and isinstance(n.ctx, ast.Load))
-                bodies = [f.body for f in owner.body
-                          if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            else:
-                continue
-            if not uses or everywhere != len(uses):
-                continue
-            calls = _method_uses(uses, parents)
-            fold, other = classes[cls]
-            if calls is None or any(m in fold for m, _ in calls) \
-                    or not any(m in other for m, _ in calls):
-                continue
-            at = _step_block(bodies, obj, s.lineno if owner is fn else 0)
-            if at is None:
-                continue
-            used = next(m for m, _ in calls if m in other)
-            yield self.report(at[0], ctx, related=[
-                Related(ctx.path, s.lineno, f"`{obj}` is built here", ctx.column(s)),
-                Related(ctx.path, at[1].lineno, "the optimizer steps here", ctx.column(at[1]))],
-                obj=obj, cls=cls, line=s.lineno, used=f"{obj}.{used}()",
-                fold=f"{obj}.{sorted(fold)[0]}()")
+    def _built(self, s: ast.Assign, fn: ast.AST, classes: dict, parents: dict[int, ast.AST],
+               ctx: Context) -> Iterator[Finding]:
+        cls = dotted(s.value.func)
+        t = s.targets[0]
+        obj = dotted(t)
+        if obj is None or not self._from_weights(s.value):
+            return
+        if isinstance(t, ast.Name):
+            uses = [n for n in scope_nodes(fn) if isinstance(n, ast.Name) and n.id == obj
+                    and isinstance(n.ctx, ast.Load)]
+            everywhere = sum(1 for n in walk(ctx.tree) if isinstance(n, ast.Name)
+                             and n.id == obj and isinstance(n.ctx, ast.Load))
+            bodies, owner = [fn.body], fn
+        elif obj.startswith("self.") and obj.count(".") == 1 \
+                and (owner := self._class_of(fn, parents)) is not None:
+            attr = obj[5:]
+            uses = [n for n in walk(owner) if isinstance(n, ast.Attribute) and n.attr == attr
+                    and isinstance(n.ctx, ast.Load) and dotted(n.value) == "self"]
+            everywhere = sum(1 for n in walk(ctx.tree) if isinstance(n, ast.Attribute)
+                             and n.attr == attr and isinstance(n.ctx, ast.Load))
+            bodies = [f.body for f in owner.body
+                      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        else:
+            return
+        if not uses or everywhere != len(uses):
+            return
+        calls = _method_uses(uses, parents)
+        fold, other = classes[cls]
+        if calls is None or any(m in fold for m, _ in calls) \
+                or not any(m in other for m, _ in calls):
+            return
+        at = _step_block(bodies, obj, s.lineno if owner is fn else 0)
+        if at is None:
+            return
+        used = next(m for m, _ in calls if m in other)
+        yield self.report(at[0], ctx, related=[
+            Related(ctx.path, s.lineno, f"`{obj}` is built here", ctx.column(s)),
+            Related(ctx.path, at[1].lineno, "the optimizer steps here", ctx.column(at[1]))],
+            obj=obj, cls=cls, line=s.lineno, used=f"{obj}.{used}()",
+            fold=f"{obj}.{sorted(fold)[0]}()")
 
     @staticmethod
     def _from_weights(call: ast.Call) -> bool:
