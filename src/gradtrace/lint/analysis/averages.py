@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
+from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -54,6 +55,9 @@ def _folds_in(fn: Fn) -> bool:
 
 
 HELD_ZIP = re.compile(r"zip\([^\n]*self\.")
+# the in-place writes an average folds values in with, and what it is built from
+IN_PLACE = ("sub_", "mul_", "add_", "copy_", "lerp_")
+SOURCES = ("parameters", "named_parameters", "state_dict")
 
 
 def averaging_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
@@ -61,6 +65,11 @@ def averaging_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset
     with at least one method of each kind (``__init__`` left out). Only methods holding a
     line with ``zip(...self.`` are read."""
     def make() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        idents = ctx.identifiers
+        if not all(may_hold(idents, w) for w in ("zip", "step")) \
+                or not any(may_hold(idents, w) for w in IN_PLACE) \
+                or not any(may_hold(idents, w) for w in SOURCES):
+            return {}
         code = ctx.code
         lines = [code.count("\n", 0, m.start()) + 1 for m in HELD_ZIP.finditer(code)]
         out: dict[str, tuple[frozenset[str], frozenset[str]]] = {}

@@ -7,9 +7,10 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.module_runs import self_module_runs
 from gradtrace.lint.analysis.params import PARAM_ITERS
+from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_all, says_any
 
@@ -20,17 +21,19 @@ def _optimized_attrs(ctx: Context, cls: ast.ClassDef) -> dict[str, ast.Call]:
     """``{attr: constructor}`` for each ``torch.optim`` constructor in ``cls`` given
     ``self.<attr>.parameters()`` and stepped (``self.<opt>.step()`` in the class, or built in
     Lightning's ``configure_optimizers``)."""
-    stepped = {dotted(n.func.value) for n in walk(cls) if isinstance(n, ast.Call)
-               and isinstance(n.func, ast.Attribute) and n.func.attr == "step"}
     out: dict[str, ast.Call] = {}
+    stepped: set[str | None] | None = None
     for fn in cls.body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        for s in walk(fn):
+        for s in statements(fn):
             if not isinstance(s, (ast.Assign, ast.Return)) or not isinstance(s.value, ast.Call):
                 continue
             c = s.value
-            if not (ctx.call_name(c) or "").startswith("torch.optim.") or not c.args:
+            last = c.func.attr if isinstance(c.func, ast.Attribute) else \
+                c.func.id if isinstance(c.func, ast.Name) else ""
+            if not last[:1].isupper() or not c.args \
+                    or not (ctx.call_name(c) or "").startswith("torch.optim."):
                 continue
             owners = {o[5:] for a in walk(c.args[0]) if isinstance(a, ast.Call)
                       and isinstance(a.func, ast.Attribute) and a.func.attr in PARAM_ITERS
@@ -39,8 +42,10 @@ def _optimized_attrs(ctx: Context, cls: ast.ClassDef) -> dict[str, ast.Call]:
             if not owners:
                 continue
             if isinstance(s, ast.Assign):
-                held = {dotted(t) for t in s.targets}
-                if not held & stepped:
+                if stepped is None:
+                    stepped = {dotted(n.func.value) for n in walk(cls) if isinstance(n, ast.Call)
+                               and isinstance(n.func, ast.Attribute) and n.func.attr == "step"}
+                if not {dotted(t) for t in s.targets} & stepped:
                     continue
             elif fn.name != OPTIMIZERS_HOOK:
                 continue
@@ -120,6 +125,10 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
+        idents = ctx.identifiers
+        if not (may_hold(idents, "parameters") and (may_hold(idents, "step") or may_hold(
+                idents, OPTIMIZERS_HOOK))):
+            return
         if not ctx.mentions("optim") or ctx.mentions(".grad =", "._grad"):
             return   # gradients written by hand (a shared model fed by workers)
         if not says_all(ctx, node, ("optim", "parameters()")) \
