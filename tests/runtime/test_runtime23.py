@@ -290,3 +290,128 @@ def test_gt820_silent_for_normalisation_left_out(run_script, name):
     res = run_script(HEAD + NEVER_RAN_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.codes() == [], res.err
+
+
+# ---- GT601: optimizer.step() inside a helper that was handed the optimizer ----------------
+
+HELPER_STEP_BUGS = {
+    # a GAN trainer class: one update helper for both players; the generator's loss went
+    # through the discriminator before the discriminator's update
+    "trainer_update_helper": """
+class GAN:
+    def __init__(self):
+        self.g = nn.Linear(2, 2)
+        self.d = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        self.opt_g = torch.optim.Adam(self.g.parameters(), lr=1e-3)
+        self.opt_d = torch.optim.Adam(self.d.parameters(), lr=1e-3)
+
+    def _apply(self, loss, opt):
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def train_step(self, real):
+        fake = self.g(torch.randn(8, 2))
+        g_loss = -self.d(fake).mean()
+        d_loss = self.d(fake.detach()).mean() - self.d(real).mean()
+        self._apply(d_loss, self.opt_d)  # <- cause
+        self._apply(g_loss, self.opt_g)
+
+
+gan = GAN()
+for _ in range(2):
+    gan.train_step(torch.randn(8, 2))
+""",
+    # a script: a module-level helper reached through a second helper that forwards the
+    # optimizer; the critic is stepped before the actor's loss (through the critic) backward
+    "script_nested_helpers": """
+actor = nn.Linear(3, 1)
+critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+a_opt = torch.optim.SGD(actor.parameters(), lr=0.1)
+c_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+
+
+def apply_grads(optim, loss):
+    optim.zero_grad()
+    loss.backward()
+    optim.step()
+
+
+def update(optim, loss):
+    apply_grads(optim, loss)
+
+
+for _ in range(2):
+    s = torch.randn(6, 3)
+    act = actor(s)
+    actor_loss = -critic(torch.cat([s, act], 1)).mean()
+    critic_loss = (critic(torch.cat([s, act.detach()], 1)) - 1).pow(2).mean()
+    update(c_opt, critic_loss)  # <- cause
+    update(a_opt, actor_loss)
+""",
+}
+
+HELPER_STEP_LOOKALIKES = {
+    # the fix: the generator's update first, then the discriminator's
+    "trainer_update_helper_fixed": """
+class GAN:
+    def __init__(self):
+        self.g = nn.Linear(2, 2)
+        self.d = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        self.opt_g = torch.optim.Adam(self.g.parameters(), lr=1e-3)
+        self.opt_d = torch.optim.Adam(self.d.parameters(), lr=1e-3)
+
+    def _apply(self, loss, opt):
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def train_step(self, real):
+        fake = self.g(torch.randn(8, 2))
+        g_loss = -self.d(fake).mean()
+        self._apply(g_loss, self.opt_g)
+        d_loss = self.d(fake.detach()).mean() - self.d(real).mean()
+        self._apply(d_loss, self.opt_d)
+
+
+gan = GAN()
+for _ in range(2):
+    gan.train_step(torch.randn(8, 2))
+""",
+    # same shape, the actor's loss computed after the critic's update
+    "script_helper_recomputed": """
+actor = nn.Linear(3, 1)
+critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+a_opt = torch.optim.SGD(actor.parameters(), lr=0.1)
+c_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+
+
+def update(optim, loss):
+    optim.zero_grad()
+    loss.backward()
+    optim.step()
+
+
+for _ in range(2):
+    s = torch.randn(6, 3)
+    act = actor(s)
+    update(c_opt, (critic(torch.cat([s, act.detach()], 1)) - 1).pow(2).mean())
+    update(a_opt, -critic(torch.cat([s, actor(s)], 1)).mean())
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELPER_STEP_BUGS))
+def test_gt601_names_the_helpers_caller(run_script, name):
+    src = HEAD + HELPER_STEP_BUGS[name]
+    res = run_script(src)
+    f = _first(res)
+    assert f["code"] == "GT601", res.err
+    assert f["line"] == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(HELPER_STEP_LOOKALIKES))
+def test_gt601_silent_when_helper_steps_in_order(run_script, name):
+    res = run_script(HEAD + HELPER_STEP_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert res.codes() == [], res.err
