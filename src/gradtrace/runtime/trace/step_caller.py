@@ -35,4 +35,3 @@ def step_caller(opt: Any, start: int = 1, limit: int = 8) -> Site | None:
         f, moved, limit = back, Site(back.f_code.co_filename, back.f_lineno,
                                      back.f_code.co_name), limit - 1
     return moved
-
