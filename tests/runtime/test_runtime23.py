@@ -415,3 +415,30 @@ def test_gt601_silent_when_helper_steps_in_order(run_script, name):
     res = run_script(HEAD + HELPER_STEP_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert res.codes() == [], res.err
+
+
+def test_gt601_training_function_handed_optimizers_keeps_its_step(run_script):
+    """A training function given the optimizers steps one, then backward() fails in the same
+    call: the step is the function's own line (the call handing the optimizers still runs)."""
+    src = HEAD + """
+enc, dec = nn.Linear(3, 3), nn.Linear(3, 3)
+
+
+def train(enc, dec, e_opt, d_opt, batches):
+    for x in batches:
+        h = dec(enc(x))
+        main_loss = h.pow(2).mean()
+        extra = (h - 1).abs().mean()
+        main_loss.backward(retain_graph=True)
+        d_opt.step()  # <- cause
+        extra.backward()
+        e_opt.step()
+
+
+train(enc, dec, torch.optim.SGD(enc.parameters(), lr=0.1), torch.optim.SGD(dec.parameters(), lr=0.1),
+      [torch.randn(4, 3) for _ in range(2)])
+"""
+    res = run_script(src)
+    f = _first(res)
+    assert f["code"] == "GT601", res.err
+    assert f["line"] == marked_line(src), res.err

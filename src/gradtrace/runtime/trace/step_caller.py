@@ -6,7 +6,9 @@ optimizer steps, and when, is the helper's call. Read when the step ends: walkin
 user frame that called ``step()``, while the frame's own arguments hold that optimizer, the
 caller's line is the one that chose it (SPiRL's critic updates before the policy loss's
 backward). A step in a function that holds the optimizer itself (an attribute, a local)
-keeps its line."""
+keeps its line; so does a step whose handing call is still running when backward() fails
+(a training function given the optimizers, which steps and then calls the failing backward
+itself: the step is that function's own line)."""
 from __future__ import annotations
 
 from typing import Any
@@ -35,3 +37,16 @@ def step_caller(opt: Any, start: int = 1, limit: int = 8) -> Site | None:
         f, moved, limit = back, Site(back.f_code.co_filename, back.f_lineno,
                                      back.f_code.co_name), limit - 1
     return moved
+
+
+def still_running(site: Site, limit: int = 64) -> bool:
+    """Whether a live frame is at ``site`` now (the call that handed the optimizer down has not
+    returned)."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None and limit > 0:
+        if f.f_lineno == site.line and f.f_code.co_filename == site.path:
+            return True
+        f, limit = f.f_back, limit - 1
+    return False
