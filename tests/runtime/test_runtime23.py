@@ -426,10 +426,9 @@ enc, dec = nn.Linear(3, 3), nn.Linear(3, 3)
 
 def train(enc, dec, e_opt, d_opt, batches):
     for x in batches:
-        h = dec(enc(x))
-        main_loss = h.pow(2).mean()
-        extra = (h - 1).abs().mean()
-        main_loss.backward(retain_graph=True)
+        main_loss = dec(enc(x)).pow(2).mean()
+        extra = (dec(enc(x)) - 1).abs().mean()
+        main_loss.backward()
         d_opt.step()  # <- cause
         extra.backward()
         e_opt.step()
