@@ -463,8 +463,8 @@ class TraceState:
         self.clear_wiped()
 
     def stepped(self, site: Site | None, opt: Any) -> None:
-        """An optimizer step ended (its line ``site``); NOTE [step in a helper handed the
-        optimizer] in step_caller.py."""
+        """An optimizer step ended (its line ``site``); see step_caller.py
+        (NOTE [step in a helper handed the optimizer])."""
         self.after_step = site
         self.step_caller = step_caller(opt) if site is not None else None
 
