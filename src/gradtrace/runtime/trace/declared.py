@@ -41,6 +41,28 @@ def parent_idle(data: HookState, p: Tensor) -> bool:
     return False
 
 
+# NOTE [normalisation left out]
+# A normalisation layer (BatchNorm, LayerNorm, GroupNorm, RMSNorm...) defined and never called
+# is switched off, not forgotten: leaving its call out of forward is how code turns it off and
+# keeps old checkpoints loadable (pytorch-ddpg-naf's bn1/bn2: batch norm off for RL). Without
+# it every other layer still trains with its own, correct gradient; its parameters getting no
+# gradient is the consequence of the choice, not a bug of the gradients. A forgotten Linear or
+# Conv keeps GT820 "never ran" (examples/runtime/unused_layer.py).
+NORM_LAYERS = tuple(t for t in (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm,
+                                torch.nn.GroupNorm, getattr(torch.nn, "RMSNorm", None))
+                    if t is not None)
+
+
+def norm_left_out(data: HookState, p: Tensor) -> bool:
+    """Whether ``p`` belongs to a normalisation layer (NOTE [normalisation left out])."""
+    for rec in list(data.modules.values()):
+        root = rec.ref()
+        for m in root.modules() if root is not None else ():
+            if isinstance(m, NORM_LAYERS) and any(q is p for q in m.parameters(recurse=False)):
+                return True
+    return False
+
+
 # NOTE [read as None by the program]
 # A layer defined, handed to the optimizer and never called is a known bug (forgotten in
 # forward: examples/runtime/unused_layer.py, GT820 "never ran"), and a deliberate one in

@@ -18,6 +18,7 @@ from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_b
                                                 layer_built_inplace)
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.step_caller import still_running
 
 Tensor = torch.Tensor
 
@@ -105,6 +106,15 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
         if state.after_step is not None else None
     if retained is not None:
         return [retained]
+    if state.after_step is not None and state.step_caller is not None \
+            and not still_running(state.step_caller):
+        return [make(code_for("step-between-backwards", pat.code), state.step_caller,
+                     f"this call stepped an optimizer ({src(state.after_step)}), which updated "
+                     f"the parameters in place (shape {list(shape)}) after the forward pass "
+                     "saved them, and a later backward() still needed the old values",
+                     fix="make this update after every backward() through those parameters",
+                     related=[(state.after_step, "optimizer.step() ran here"),
+                              (site, "backward() failed here")])]
     if state.after_step is not None:
         return [make(code_for("step-between-backwards", pat.code), state.after_step,
                      f"optimizer.step() here updated the parameters in place (shape "

@@ -2,7 +2,15 @@
 purpose. ``set(model.parameters()).difference(model.encoder.parameters())``,
 ``[p for p in model.parameters() if p not in set(model.encoder.parameters())]`` or
 ``set(all) - set(model.encoder.parameters())`` freeze ``encoder`` by omission: its parameters
-still get gradients, but no optimizer is meant to hold them (GT821 stays silent for them)."""
+still get gradients, but no optimizer is meant to hold them (GT821 stays silent for them).
+
+# NOTE [left out by name]
+A comprehension over ``X.named_parameters()`` whose condition tests the name for inequality
+with a constant (``n != 'base_kernel.raw_lengthscale'``, ``n not in {'shift', 'gain'}``, the
+set written inline or bound to a name in the file) leaves out the parameters of exactly those
+names, on purpose: GPyTorch fixes a lengthscale that way. A substring test (``'bias' not in
+n``, ``not any(nd in n for nd in no_decay)``) names a class of parameters, the first half of a
+weight-decay split whose other group may be forgotten: it counts for nothing here."""
 from __future__ import annotations
 
 import ast
@@ -45,14 +53,67 @@ def excluded_modules(tree: ast.AST) -> set[str]:
     return out
 
 
-def left_out_on_purpose(data: Any, names: list[str]) -> bool:
-    """Whether every parameter name (``Model.encoder.0.weight``) lies under a module the files
-    of the optimizers' steps exclude from the optimizer's parameters (see the module doc)."""
+def _strings(node: ast.AST | None, values: dict[str, list[ast.AST]]) -> set[str]:
+    """The string constants of ``node``: one, or a tuple/list/set of them (through a name)."""
+    parts = [node, *(values.get(node.id, []) if isinstance(node, ast.Name) else [])]
+    out = set()
+    for part in parts:
+        elts = part.elts if isinstance(part, (ast.Tuple, ast.List, ast.Set)) else [part]
+        out |= {e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return out
+
+
+def excluded_names(tree: ast.AST) -> set[str]:
+    """Parameter names a comprehension over ``named_parameters()`` leaves out by an exact
+    inequality on the name (NOTE [left out by name])."""
+    values: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    values.setdefault(t.id, []).append(n.value)
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.comprehension) or not isinstance(n.iter, ast.Call) or \
+                not isinstance(n.iter.func, ast.Attribute) or \
+                n.iter.func.attr != "named_parameters" or not isinstance(n.target, ast.Tuple) \
+                or not n.target.elts or not isinstance(n.target.elts[0], ast.Name):
+            continue
+        key = n.target.elts[0].id
+        for cond in n.ifs:
+            if not isinstance(cond, ast.Compare) or len(cond.ops) != 1:
+                continue
+            left, op, right = cond.left, cond.ops[0], cond.comparators[0]
+            if isinstance(op, ast.NotEq):
+                if isinstance(left, ast.Name) and left.id == key:
+                    out |= _strings(right, values)
+                elif isinstance(right, ast.Name) and right.id == key:
+                    out |= _strings(left, values)
+            elif isinstance(op, ast.NotIn) and isinstance(left, ast.Name) and left.id == key:
+                out |= _strings(right, values)
+    return out
+
+
+def _files(data: Any) -> list[ast.AST]:
     from gradtrace.runtime.trace.locate import tree_of
 
-    excluded: set[str] = set()
+    trees = []
     for path in {r.site.path for r in list(data.optimizers.values()) if r.site is not None}:
         tree = tree_of(path)
         if tree is not None:
-            excluded |= excluded_modules(tree)
-    return bool(excluded) and all(set(n.split(".")[1:-1]) & excluded for n in names)
+            trees.append(tree)
+    return trees
+
+
+def left_out_on_purpose(data: Any, names: list[str]) -> bool:
+    """Whether every parameter name (``Model.encoder.0.weight``) lies under a module the files
+    of the optimizers' steps exclude from the optimizer's parameters, or is one of the names
+    they leave out by name (see the module doc)."""
+    excluded: set[str] = set()
+    by_name: set[str] = set()
+    for tree in _files(data):
+        excluded |= excluded_modules(tree)
+        by_name |= excluded_names(tree)
+    return bool(excluded | by_name) and all(
+        set(n.split(".")[1:-1]) & excluded or
+        any(n.endswith("." + k) for k in by_name) for n in names)

@@ -19,7 +19,8 @@ from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.soft_target import soft_target_findings
 from gradtrace.runtime.trace.windows import window_findings
-from gradtrace.runtime.trace.declared import declared_unused, parent_idle, read_as_none
+from gradtrace.runtime.trace.declared import (declared_unused, norm_left_out, parent_idle,
+                                              read_as_none)
 from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
@@ -239,8 +240,8 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         reason = unreached_reason(state, data, p, owners)
         if reason[2].startswith(NEVER_RAN) and parent_idle(data, p):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
-        if reason[2].startswith(NEVER_RAN) and read_as_none(state, p):
-            continue  # NOTE [read as None by the program]
+        if reason[2].startswith(NEVER_RAN) and (read_as_none(state, p) or norm_left_out(data, p)):
+            continue  # NOTE [read as None by the program], NOTE [normalisation left out]
         if reason[0] == "GT820" and reason[2].startswith((OUTPUT_UNUSED, NEVER_RAN)) \
                 and id(p) in declared:
             continue  # DDP(find_unused_parameters=True) was told some parameters go unused

@@ -14,6 +14,7 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, site_of
+from gradtrace.runtime.trace.step_caller import step_caller
 from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.layer_sites import layer_here
 from gradtrace.runtime.trace.leaves import converted_leaf as _converted_leaf
@@ -90,6 +91,7 @@ class TraceState:
         self.fresh_count = 0  # backward() calls since the last optimizer step
         self.order: Any = None  # loop_order.Order, once an optimizer has stepped
         self.after_step: Site | None = None
+        self.step_caller: Site | None = None  # NOTE [step in a helper handed the optimizer]
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.clip_at: Site | None = None  # gradients clipped here since the last backward()
         self.clipped: Any = None  # which (NOTE [clip of parameters no step uses])
@@ -459,6 +461,12 @@ class TraceState:
         self.after_step = None
         self.fresh_grads = True
         self.clear_wiped()
+
+    def stepped(self, site: Site | None, opt: Any) -> None:
+        """An optimizer step ended (its line ``site``); see step_caller.py
+        (NOTE [step in a helper handed the optimizer])."""
+        self.after_step = site
+        self.step_caller = step_caller(opt) if site is not None else None
 
     def on_failure(self, exc: BaseException, func: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any], raw: RawSite | None) -> None:
