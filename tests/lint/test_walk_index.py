@@ -143,3 +143,24 @@ def test_leaf_fields_hide_no_node():
     assert sorted(map(id, nodes.statements(tree))) == sorted(map(id, want))
     assert [type(s).__name__ for s in nodes.statements(tree)][:3] == [
         "Import", "ClassDef", "FunctionDef"]
+
+
+def test_scope_nodes_on_lines_are_scope_nodes_of_those_lines_in_order():
+    """``scope_nodes_on`` leaves out only what lies off the lines: for every scope of the
+    source and several line sets (none, one, two, all, every other), the nodes with a position
+    on the lines are those of ``scope_nodes``, in the same order."""
+    tree = ast.parse(SOURCE)
+    n_lines = len(SOURCE.splitlines())
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+    line_sets = [[], [8], [9, 14], list(range(1, n_lines + 1)), list(range(1, n_lines + 1, 2))]
+
+    def on(found: list[ast.AST], lines: list[int]) -> list[int]:
+        return [id(n) for n in found if hasattr(n, "lineno")
+                and nodes.holds_line(lines, n.lineno, n.end_lineno or n.lineno)]
+    for fn in scopes:
+        for lines in line_sets:
+            got = list(nodes.scope_nodes_on(fn, lines))
+            assert on(got, lines) == on(list(nodes.scope_nodes(fn)), lines)
+            assert len(got) <= len(list(nodes.scope_nodes(fn)))
+    assert list(nodes.scope_nodes_on(tree, [])) == [] or all(
+        not isinstance(n, ast.stmt) for n in nodes.scope_nodes_on(tree, []))

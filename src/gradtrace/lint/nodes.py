@@ -364,6 +364,26 @@ def scope_nodes(fn: ast.AST) -> Iterator[ast.AST]:
         todo.extend(child_nodes(n))
 
 
+def holds_line(lines: list[int], first: int, last: int) -> bool:
+    """Whether the sorted ``lines`` hold one from ``first`` to ``last`` (a bisection)."""
+    i = bisect_left(lines, first)
+    return i < len(lines) and lines[i] <= last
+
+
+def scope_nodes_on(fn: ast.AST, lines: list[int]) -> Iterator[ast.AST]:
+    """:func:`scope_nodes` of ``fn`` leaving out every statement whose lines hold none of the
+    sorted ``lines`` (with all it holds): the same nodes on those lines, in the same order
+    (a node lies within the lines of its statement)."""
+    todo = list(child_nodes(fn))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, _NESTED) or isinstance(n, ast.stmt) and not holds_line(
+                lines, n.lineno, n.end_lineno or n.lineno):
+            continue
+        yield n
+        todo.extend(child_nodes(n))
+
+
 def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
     """The module, then every function of it (nested ones included)."""
     yield tree

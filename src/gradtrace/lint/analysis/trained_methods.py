@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.kinds import MODULE
@@ -36,29 +36,49 @@ SKIPPED = frozenset({"__init__", "extra_repr", "reset_parameters", "_init_weight
 
 def runs_with_graph(ctx: Context, cls: str, method: str) -> bool:
     """Whether ``method`` of the module class ``cls`` of the file runs with its graph
-    (NOTE [trained methods])."""
+    (NOTE [trained methods]). Asked lazily: the methods the seeds reach through ``self``
+    answer most questions; only when they do not are the file's instance calls read, and
+    only of the methods that reach ``method`` (each name searched once per file)."""
     if method in SEEDS[:2]:
         return True
     info = ctx.analysis.classes.get(cls)
     if info is None or not info.is_module:
         return False
+    seeded = ctx.memo("trained-methods-of", info.node, lambda: _closure(
+        info.methods, [m for m in SEEDS if m in info.methods], ctx))
+    if method in seeded:
+        return True
+    if method in SKIPPED or method not in info.methods:
+        return False
+    spelt: set[str] = ctx.memo("trained-methods-spelt", ctx.tree,
+                               lambda: set(CALLED_RE.findall(ctx.code)))  # one scan
+    return any(m not in SEEDS and m not in SKIPPED and m in spelt
+               and cls in ctx.memo("trained-methods-on:" + m, ctx.tree,
+                                   lambda m=m: _instance_method_calls(ctx, m))
+               for m in _reaching(info, method, ctx))
 
-    def closure() -> frozenset[str]:
-        called: set[tuple[str, str]] = ctx.memo("trained-methods", ctx.tree,
-                                                lambda: _called(ctx))
-        seeds = [m for m in SEEDS if m in info.methods]
-        seeds += [m for m in info.methods if (cls, m) in called]
-        return _closure(info.methods, seeds, ctx)
-    return method in ctx.memo("trained-methods-of", info.node, closure)
+
+def _reaching(info: Any, method: str, ctx: Context) -> list[str]:
+    """The methods of the class from which ``method`` is reached through ``self``
+    (:func:`_closure`'s steps backwards: a skipped method neither is reached nor passes
+    on), ``method`` included."""
+    calls: dict[str, set[str]] = ctx.memo("trained-methods-calls", info.node, lambda: {
+        m: set(SELF_ATTR_RE.findall(_text(fn, ctx))) & info.methods.keys()
+        for m, fn in info.methods.items() if m not in SKIPPED})
+    seen = {method}
+    todo = [method]
+    while todo:
+        m = todo.pop()
+        for c, callees in calls.items():
+            if m in callees and c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return sorted(seen)
 
 
-def _called(ctx: Context) -> set[tuple[str, str]]:
-    """(class, method) for the methods of the file's module classes called on an instance."""
-    mods = [info for info in ctx.analysis.classes.values() if info.is_module]
-    spelt = set(CALLED_RE.findall(ctx.code))  # `.name(` anywhere in the code: one scan
-    wanted = {m for info in mods for m in info.methods
-              if m not in SEEDS and m not in SKIPPED and m in spelt}
-    return _instance_method_calls(ctx, wanted) if wanted else set()
+def _text(fn: ast.AST, ctx: Context) -> str:
+    lines = ctx.code_lines
+    return "\n".join(lines[fn.lineno - 1:fn.end_lineno or fn.lineno])  # type: ignore[attr-defined]
 
 
 def _closure(methods: dict, seeds: list[str], ctx: Context) -> frozenset[str]:
@@ -79,27 +99,25 @@ def _closure(methods: dict, seeds: list[str], ctx: Context) -> frozenset[str]:
     return frozenset(seen)
 
 
-def _instance_method_calls(ctx: Context, wanted: set[str]) -> set[tuple[str, str]]:
-    """(class, method) for every ``inst.method(...)`` of an instance of a module class of the
-    file, ``method`` one of ``wanted``, outside a grad-off block (the calls found on the lines
-    that spell the name: :func:`~gradtrace.lint.analysis.calls.call_sites`)."""
+def _instance_method_calls(ctx: Context, name: str) -> set[str]:
+    """The module classes of the file on an instance of which ``name`` is called
+    (``inst.name(...)``, ``self.head.name(...)``) outside a grad-off block (the calls found
+    on the lines that spell the name: :func:`~gradtrace.lint.analysis.calls.call_sites`)."""
     a = ctx.analysis
     own = {c.name for c in a.classes.values() if c.is_module}
-    out: set[tuple[str, str]] = set()
-    for name in sorted(wanted):
-        for n, s, outer in call_sites(ctx, name):
-            recv = n.func.value if isinstance(n.func, ast.Attribute) else None
-            if recv is None or isinstance(recv, ast.Name) and recv.id == "self" \
-                    or not isinstance(recv, (ast.Name, ast.Attribute)):
-                continue
-            fn = next((o for o in reversed((*outer, s)) if isinstance(o, FUNCTION_TYPES)),
-                      ctx.tree)
-            if fn is s:
-                continue  # (a call in a decorator or default of the def itself)
-            k = a.kind_in(recv, fn, n.lineno)
-            if k is None or k.what != MODULE or k.cls not in own \
-                    or (k.cls, name) in out:
-                continue
-            if ctx.scope(fn).grad_off_at(n) is None:
-                out.add((k.cls, name))
+    out: set[str] = set()
+    for n, s, outer in call_sites(ctx, name):
+        recv = n.func.value if isinstance(n.func, ast.Attribute) else None
+        if recv is None or isinstance(recv, ast.Name) and recv.id == "self" \
+                or not isinstance(recv, (ast.Name, ast.Attribute)):
+            continue
+        fn = next((o for o in reversed((*outer, s)) if isinstance(o, FUNCTION_TYPES)),
+                  ctx.tree)
+        if fn is s:
+            continue  # (a call in a decorator or default of the def itself)
+        k = a.kind_in(recv, fn, n.lineno)
+        if k is None or k.what != MODULE or k.cls not in own or k.cls in out:
+            continue
+        if ctx.scope(fn).grad_off_at(n) is None:
+            out.add(k.cls)
     return out

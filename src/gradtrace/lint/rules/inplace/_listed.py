@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.names import dotted
+
 
 def _element_set(s: ast.stmt, name: str) -> bool:
     """``name[j] = ...``: an element replaced (what a later write reaches is not known)."""
@@ -49,3 +51,28 @@ def _listed_call(stmt: ast.stmt) -> tuple[str, ast.Call] | None:
     elem = ast.Call(func=ast.Subscript(value=src, slice=ast.Constant(0), ctx=ast.Load()),
                     args=call.args, keywords=call.keywords)
     return stmt.targets[0].id, ast.copy_location(elem, call)
+
+
+def _may_pair(stmts: list[ast.stmt], written: dict[str, list[int]]) -> bool:
+    """Whether a method's statements (in order; ``written``: the indices of the in-place
+    writes by name) may hold a pair ``_saved._class_pairs`` keeps: a list of block outputs
+    then an indexed ``+=`` into it, or ``out = <call>`` then a write into ``out``. Shape
+    alone (no scope, no module's op): the cheap test before asking whether the method runs
+    with the graph (NOTE [trained methods])."""
+    if not written:
+        return False
+    for i, stmt in enumerate(stmts):
+        listed = _listed_call(stmt)
+        if listed is not None:
+            if any(k > i and isinstance(stmts[k], ast.AugAssign)
+                   and isinstance(stmts[k].target, ast.Subscript)  # type: ignore[attr-defined]
+                   for k in written.get(listed[0], ())):
+                return True
+            continue
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                and isinstance(stmt.value, ast.Call) \
+                and isinstance(stmt.value.func, (ast.Attribute, ast.Subscript, ast.Name)):
+            name = dotted(stmt.targets[0])
+            if name is not None and any(j > i for j in written.get(name, ())):
+                return True
+    return False

@@ -20,7 +20,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.inplace._listed import _element_set, _listed_call
+from gradtrace.lint.rules.inplace._listed import _element_set, _listed_call, _may_pair
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
     _op_of_call, _statements, built_op, module_call_op,
@@ -345,21 +345,23 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
         if not isinstance(fn, FUNCTION_TYPES) or _is_autograd_function(cls, fn, ctx):
             continue
         stmts = list(_statements(fn.body))
-        if not _runs_as_forward(cls, fn.name, ctx) and (  # a write first: the cheap test
-                not any(_written_name(s) is not None for s in stmts) and not _file_chains(ctx)
-                or not _runs_as_forward(cls, fn.name, ctx, True)):
-            continue
-        scope = None
         maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
             ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
-        for j, s in enumerate(stmts):      # rare, a scan of the rest per call is quadratic
+        chains: list[tuple] = []            # rare, a scan of the rest per call is quadratic
+        for j, s in enumerate(stmts):
             got = _written_name(s)
             if got is not None:
                 written.setdefault(got, []).append(j)
-                continue
-            chained = _chained_write(s) if maybe_chained else None
-            if chained is not None and not _eval_branch(_path_to(fn.body, s)):
+            elif maybe_chained and (chained := _chained_write(s)) is not None:
+                chains.append((s, chained))
+        if not _runs_as_forward(cls, fn.name, ctx) and (  # a pair first: the cheap test
+                not chains and not _may_pair(stmts, written)
+                or not _runs_as_forward(cls, fn.name, ctx, True)):
+            continue
+        scope = None
+        for s, chained in chains:
+            if not _eval_branch(_path_to(fn.body, s)):
                 scope = scope or ctx.scope(fn)
                 if scope.grad_off_at(s) is None:
                     out.append((chained[0], s, chained[1], scope))

@@ -6,6 +6,7 @@ All helpers are pure functions of the tree and the file's imports (no mutable st
 from __future__ import annotations
 
 import ast
+import bisect
 import itertools
 from typing import TYPE_CHECKING, Iterator
 
@@ -388,6 +389,26 @@ def _node_mentions(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
     b = starts[min(end + 1, len(starts) - 1)]
     text = ctx.code
     return any(text.find(w, a, b) != -1 for w in words)
+
+
+def mention_lines(ctx: Context, *words: str) -> list[int]:
+    """The sorted lines of the code holding one of ``words`` (no word spans a line): a node
+    :func:`node_mentions` one of them exactly when its lines hold one of these (one scan of
+    the file per word instead of one per node: cached)."""
+    def make() -> list[int]:
+        starts, text = _line_starts(ctx), ctx.code
+        found = set()
+        for w in words:
+            p = text.find(w)
+            while p != -1:
+                line = bisect.bisect_right(starts, p) - 1
+                found.add(line)
+                nxt = starts[line + 1] if line + 1 < len(starts) else len(text)
+                if nxt <= p:
+                    break
+                p = text.find(w, nxt)  # (one hit a line is enough: on from the next line)
+        return sorted(found)
+    return ctx.memo("gt3-mention-lines:" + "|".join(words), ctx.tree, make)
 
 
 def scope_mentions(ctx: Context, *words: str) -> bool:

@@ -9,9 +9,9 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes, statements, walk
+from gradtrace.lint.nodes import holds_line, scope_nodes, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.leaf._tensors import mention_lines
 from gradtrace.lint.rules.numerics.critic_unused import REGRESSION_MODULES, REGRESSIONS
 
 # views and copies that keep the graph (`values.squeeze(-1)`)
@@ -134,9 +134,10 @@ class AdvantageKeepsCriticGraph(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         yield from self._scope(node, ctx)  # the script, then each function naming a word
-        for fn in statements(node):
+        lines = mention_lines(ctx, *self.triggers)  # (node_mentions, by bisection)
+        for fn in statements(node) if lines else ():
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and node_mentions(ctx, fn, *self.triggers):
+                    and holds_line(lines, fn.lineno, fn.end_lineno or fn.lineno):
                 yield from self._scope(fn, ctx)
 
     def _scope(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:

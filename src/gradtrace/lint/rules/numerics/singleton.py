@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
-from gradtrace.lint.nodes import scope_nodes, statements, walk
+from gradtrace.lint.nodes import holds_line, scope_nodes_on, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import torch_op
 from gradtrace.lint.rules.numerics._shapes import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
@@ -63,8 +63,11 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
     if not any(c.rpartition(".")[2] in ctx.code for c in classes):
         return  # no constructor of them is spelled (an alias keeps the class's name)
     names = set()
-    for n in statements(ctx.tree):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+    fns: list[ast.AST] = [ctx.tree]
+    for n in statements(ctx.tree):  # one pass: the bindings and the functions
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fns.append(n)
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
                 and (ctx.qualified_name(n.value.func) or "") in classes:
             for t in n.targets:
                 if isinstance(t, ast.Name):
@@ -74,18 +77,17 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
     if not names:
         return
     called = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(names))))
-    lines = {i for i, ln in enumerate(ctx.code_lines, 1) if called.search(ln)}
-    fns = [ctx.tree, *(s for s in statements(ctx.tree)
-                       if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    lines = [i for i, ln in enumerate(ctx.code_lines, 1) if called.search(ln)]
     for fn in fns:
-        if fn is not ctx.tree and not any(
-                fn.lineno <= i <= (fn.end_lineno or fn.lineno) for i in lines):  # type: ignore[attr-defined]
+        if fn is not ctx.tree and not holds_line(
+                lines, fn.lineno, fn.end_lineno or fn.lineno):  # type: ignore[attr-defined]
             continue
         scope = None
-        for n in scope_nodes(fn):
-            if isinstance(n, ast.Call) and n.lineno in lines and not isinstance(n.func, ast.Call) and (
+        for n in scope_nodes_on(fn, lines):  # (the statements on a call's line only)
+            if isinstance(n, ast.Call) and not isinstance(n.func, ast.Call) and (
                     isinstance(n.func, ast.Name) and n.func.id in names
-                    or isinstance(n.func, ast.Attribute) and n.func.attr in names):
+                    or isinstance(n.func, ast.Attribute) and n.func.attr in names) \
+                    and holds_line(lines, n.lineno, n.lineno):
                 scope = scope or ctx.scope(fn)
                 yield n, scope
 
