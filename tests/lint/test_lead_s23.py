@@ -43,7 +43,7 @@ def train(model, opt, data):
 for epoch in range(3):
     train(model, opt, data)
     evaluate(model, data)
-""", "GT516", 14, holds=TRAINS_IN_EVAL),
+""", "GT516", 18, holds=TRAINS_IN_EVAL),
     # one function per epoch that trains, then evaluates at its end
     Shape(NET + """
 def train_epoch(net, opt, data):
@@ -54,7 +54,7 @@ def train_epoch(net, opt, data):
     return evaluate(net, data)
 for epoch in range(3):
     acc = train_epoch(model, opt, data)
-""", "GT516", 14, holds=TRAINS_IN_EVAL),
+""", "GT516", 18, holds=TRAINS_IN_EVAL),
     # inline steps and a periodic validation inside the step loop
     Shape(NET + """
 for step in range(9):
@@ -64,7 +64,7 @@ for step in range(9):
     opt.step()
     if step % 3 == 2:
         acc = evaluate(model, data)
-""", "GT516", 14, holds=TRAINS_IN_EVAL),
+""", "GT516", 17, holds=TRAINS_IN_EVAL),
     # a trainer class: fit() steps inline and validates through a method
     Shape(NET + """
 class Trainer:
@@ -82,7 +82,7 @@ class Trainer:
                 self.opt.step()
             self.validate(data)
 Trainer(model, opt).fit(data, 3)
-""", "GT516", 22, holds=TRAINS_IN_EVAL),
+""", "GT516", 24, holds=TRAINS_IN_EVAL),
 ]
 
 LOOK_ALIKES = [

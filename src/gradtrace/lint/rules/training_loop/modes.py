@@ -151,8 +151,9 @@ class ModelLeftInEvalMode(LoopRule):
                 ev = got[0]
                 fwd, remedy = _forward_site(f, ctx, loop, model) or (
                     ev, f"`{model}.train()` at the start of each training pass")
-                yield self.report(fwd, ctx, related=(
-                    related_at(ctx, ev, "the model is put in eval mode here"),), detail=(
+                yield self.report(ev, ctx, related=(  # the switch leads, as GT516 at run time
+                    related_at(ctx, fwd, "from the second pass on it trains in eval mode "
+                               "here"),) if fwd is not ev else (), detail=(
                     self.never.format(model=model, evaluate=ctx.source(ev), line=ev.lineno,
                                       loop=loop.lineno, fwd=ctx.source(fwd), remedy=remedy)))
                 break
