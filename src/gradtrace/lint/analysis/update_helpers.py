@@ -36,6 +36,7 @@ class Event:
     optimizer: ast.expr | None = None
     loss: ast.expr | None = None
     via: Fn | None = None           # the update helper the call runs
+    retains: bool = False           # a backward given retain_graph/create_graph
 
 
 def update_helper(ctx: Context, fn: Fn) -> tuple[int, int] | None:
@@ -75,7 +76,8 @@ def update_events(ctx: Context, fn: Fn, cls: ast.ClassDef | None) -> list[Event]
     scope = ctx.scope(fn)
     out = [Event(s.call, s.stmt, s.call.lineno, optimizer=_opt_expr(s.call))
            for s in sc.steps if not s.closure]
-    out += [Event(b.call, b.stmt, b.call.lineno, loss=b.loss) for b in sc.losses()]
+    out += [Event(b.call, b.stmt, b.call.lineno, loss=b.loss, retains=b.retains)
+            for b in sc.losses()]
     helpers = {**_helpers(ctx, None), **(_helpers(ctx, cls) if cls is not None else {})}
     if helpers:
         for s in scope.stmts:

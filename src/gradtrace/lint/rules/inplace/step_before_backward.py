@@ -115,8 +115,9 @@ class StepBeforeBackward(Rule):
             return None
         if _exclusive(st.stmt, later.stmt, scope.node):
             return None
-        # backwarded before the step too: a second pass (GT601's), not this one
-        if any(e.loss is not None and e.line < st.line and dotted(e.loss) == name
+        # backwarded before the step too, or a graph kept by `retain_graph` before the step:
+        # a second pass through one graph (GT601's), not this one
+        if any(e.loss is not None and e.line < st.line and (dotted(e.loss) == name or e.retains)
                for e in events):
             return None
         if scope.loops_of(later.call) != scope.loops_of(b.stmt) and \
