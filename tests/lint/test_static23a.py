@@ -174,30 +174,56 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.pi_opt.step()
         Ensemble().update(torch.randn(8, 4), torch.randn(8, 2), torch.randn(8, 1))
         """, "GT609", 18, raises=INPLACE)),
-    # another spelling: `torch.autograd.backward(loss)`, an encoder shared by two heads, the
-    # first head's optimizer holding the encoder too. Look-alike: the step comes after both
+    # another spelling: `torch.autograd.backward(loss)`, an encoder shared by two heads on two
+    # batches, the first head's optimizer holding the encoder too. Look-alike: the step comes
+    # after both backward passes
     "autograd-backward-shared-encoder": (Shape(NETS + """
         enc, h1, h2 = mlp(4, 8), mlp(8, 1), mlp(8, 1)
         opt1 = torch.optim.SGD([*enc.parameters(), *h1.parameters()], lr=0.1)
-        x = torch.randn(8, 4)
-        feat = enc(x)
-        loss1, loss2 = h1(feat).pow(2).mean(), h2(feat).abs().mean()
-        torch.autograd.backward(loss1, retain_graph=True)
+        x1, x2 = torch.randn(8, 4), torch.randn(8, 4)
+        loss1 = h1(enc(x1)).pow(2).mean()
+        loss2 = h2(enc(x2)).abs().mean()
+        torch.autograd.backward(loss1)
         torch.autograd.backward(loss2)
         opt1.step()
         """, "GT609"), Shape(NETS + """
         enc, h1, h2 = mlp(4, 8), mlp(8, 1), mlp(8, 1)
         opt1 = torch.optim.SGD(enc.parameters(), lr=0.1)
-        x = torch.randn(8, 4)
-        feat = enc(x)
-        loss1, loss2 = h1(feat).pow(2).mean(), h2(feat).abs().mean()
-        torch.autograd.backward(loss1, retain_graph=True)
+        x1, x2 = torch.randn(8, 4), torch.randn(8, 4)
+        loss1 = h1(enc(x1)).pow(2).mean()
+        loss2 = h2(enc(x2)).abs().mean()
+        torch.autograd.backward(loss1)
         opt1.step()
         torch.autograd.backward(loss2)
         """, "GT609", 9, raises=INPLACE)),
-    # exclusive branches: the critic's step in one branch, the actor's backward in the other
-    # (no twin: the same code with the branches merged is "script-loop-actor-critic")
 }
+
+# look-alikes without a twin of their own: the critic's step in one branch and the actor's
+# backward in the other (the merged code is the twin "script-loop-actor-critic")
+SILENT = {
+    "exclusive-branches": Shape(NETS + """
+        actor, critic = mlp(4, 2), mlp(6, 1)
+        actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+        critic_opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+        for it in range(4):
+            s, a, y = torch.randn(8, 4), torch.randn(8, 2), torch.randn(8, 1)
+            actor_loss = -critic(torch.cat([s, actor(s)], 1)).mean()
+            critic_loss = F.mse_loss(critic(torch.cat([s, a], 1)), y)
+            if it % 2 == 0:
+                critic_opt.zero_grad()
+                critic_loss.backward()
+                critic_opt.step()
+            else:
+                actor_opt.zero_grad()
+                actor_loss.backward()
+                actor_opt.step()
+        """, "GT609"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_branch_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, SILENT[name])
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -208,3 +234,171 @@ def test_look_alike_is_silent_and_runs(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# GT535: "a function runs backward on a loss and returns it; its caller (or Lightning under
+# automatic optimization) runs backward on the returned loss again"
+TWICE = (RuntimeError, "backward through the graph a second time")
+
+RETURNED: dict[str, tuple[Shape, Shape]] = {
+    # a script loop calling a helper function. Look-alike: the caller only logs the loss
+    "script-helper-function": (Shape(NETS + """
+        def train_batch(model, x, y):
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+        model = mlp(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for it in range(2):
+            opt.zero_grad()
+            loss = train_batch(model, torch.randn(8, 4), torch.randn(8, 1))
+            print(loss.item())
+            opt.step()
+        """, "GT535"), Shape(NETS + """
+        def train_batch(model, x, y):
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+        model = mlp(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for it in range(2):
+            opt.zero_grad()
+            loss = train_batch(model, torch.randn(8, 4), torch.randn(8, 1))
+            loss.backward()
+            opt.step()
+        """, "GT535", 5, raises=TWICE)),
+    # a trainer class whose per-batch method backpropagates, its fit loop backpropagating the
+    # result again. Look-alike: the per-batch method only computes the loss
+    "trainer-method": (Shape(NETS + """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            def compute(self, batch):
+                x, y = batch
+                loss = F.mse_loss(self.model(x), y)
+                return loss
+            def fit(self, batches):
+                for batch in batches:
+                    self.opt.zero_grad()
+                    loss = self.compute(batch)
+                    loss.backward()
+                    self.opt.step()
+        Trainer(mlp(4, 1)).fit([(torch.randn(8, 4), torch.randn(8, 1))] * 2)
+        """, "GT535"), Shape(NETS + """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            def compute(self, batch):
+                x, y = batch
+                loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+                return loss
+            def fit(self, batches):
+                for batch in batches:
+                    self.opt.zero_grad()
+                    loss = self.compute(batch)
+                    loss.backward()
+                    self.opt.step()
+        Trainer(mlp(4, 1)).fit([(torch.randn(8, 4), torch.randn(8, 1))] * 2)
+        """, "GT535", 10, raises=TWICE)),
+    # a module's own `training_step`, called by a hand-written loop on an instance, that
+    # skips the first batch (returns None). Look-alike: the loop skips None and does not
+    # backpropagate again
+    "module-training-step-skips-batch": (Shape(NETS + """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = mlp(4, 1)
+                self.seen = 0
+            def training_step(self, x):
+                self.seen += 1
+                if self.seen > 1:
+                    loss = self.body(x).pow(2).mean()
+                    loss.backward()
+                else:
+                    loss = None
+                return loss
+        def fit(model, data):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in data:
+                opt.zero_grad()
+                loss = model.training_step(x)
+                if loss is None:
+                    continue
+                opt.step()
+        fit(Net(), [torch.randn(8, 4)] * 3)
+        """, "GT535"), Shape(NETS + """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = mlp(4, 1)
+                self.seen = 0
+            def training_step(self, x):
+                self.seen += 1
+                if self.seen > 1:
+                    loss = self.body(x).pow(2).mean()
+                    loss.backward()
+                else:
+                    loss = None
+                return loss
+        def fit(model, data):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in data:
+                opt.zero_grad()
+                loss = model.training_step(x)
+                if loss is None:
+                    continue
+                loss.backward()
+                opt.step()
+        fit(Net(), [torch.randn(8, 4)] * 3)
+        """, "GT535", 12, raises=TWICE)),
+    # Lightning under automatic optimization, the loss returned in a dict. Look-alike: the
+    # same backward under manual optimization (`self.manual_backward`), returning the loss
+    "lightning-training-step": (Shape(NETS + """
+        import lightning as L
+        class Lit(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.automatic_optimization = False
+                self.body = mlp(4, 1)
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                opt.zero_grad()
+                loss = self.body(batch).pow(2).mean()
+                self.manual_backward(loss)
+                opt.step()
+                return {"loss": loss}
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
+        L.Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False, accelerator="cpu").fit(
+            Lit(), torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4))
+        """, "GT535"), Shape(NETS + """
+        import lightning as L
+        class Lit(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.body = mlp(4, 1)
+            def training_step(self, batch, batch_idx):
+                loss = self.body(batch).pow(2).mean()
+                loss.backward()
+                return {"loss": loss}
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
+        L.Trainer(max_steps=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False, accelerator="cpu").fit(
+            Lit(), torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4))
+        """, "GT535", 10, raises=TWICE)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RETURNED))
+def test_returned_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, RETURNED[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(RETURNED))
+def test_returned_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, RETURNED[name][1])
