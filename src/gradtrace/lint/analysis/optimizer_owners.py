@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.update_helpers import node_code
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def aliases(owner: str, fn: ast.AST, cls: ast.ClassDef | None, ctx: Context) -> 
     out: set[str] = set()
     roots = [fn, *(cls.body if cls is not None else ())]
     for root in roots:
-        if owner.partition(".")[2].partition(".")[0] not in ctx.code_of(root):
+        if owner.partition(".")[2].partition(".")[0] not in node_code(ctx, root):
             continue
         for n in ast.walk(root):
             if isinstance(n, (ast.For, ast.comprehension)) and dotted(n.iter) == owner and \

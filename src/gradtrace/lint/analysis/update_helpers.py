@@ -52,7 +52,8 @@ def update_helper(ctx: Context, fn: Fn) -> tuple[int, int] | None:
         if len(losses) != 1 or len(steps) != 1 or \
                 losses[0].call.lineno > steps[0].call.lineno:
             return None
-        return names.index(losses[0].loss.id), names.index(steps[0].optimizer)  # type: ignore[union-attr]
+        loss = losses[0].loss
+        return names.index(loss.id), names.index(steps[0].optimizer)  # type: ignore[union-attr]
     return ctx.memo("update-helper", fn, make)
 
 
@@ -62,7 +63,8 @@ def _helpers(ctx: Context, cls: ast.ClassDef | None) -> dict[str, tuple[Fn, tupl
         out: dict[str, tuple[Fn, tuple[int, int]]] = {}
         body = cls.body if cls is not None else ctx.tree.body
         for m in body:
-            if isinstance(m, FUNCTION_TYPES) and "step" in ctx.code_of(m):
+            if isinstance(m, FUNCTION_TYPES) and "step" in (c := node_code(ctx, m)) and \
+                    "backward" in c:
                 got = update_helper(ctx, m)
                 if got is not None:
                     out[("self." if cls is not None else "") + m.name] = (m, got)
@@ -103,3 +105,8 @@ def update_names(ctx: Context, cls: ast.ClassDef | None) -> tuple[str, ...]:
     of the module when None): a function holding none of them runs no helper's step."""
     names = [*_helpers(ctx, None)] + ([*_helpers(ctx, cls)] if cls is not None else [])
     return tuple(n.rpartition(".")[2] + "(" for n in names)
+
+
+def node_code(ctx: Context, node: ast.AST) -> str:
+    """The code text of ``node``'s lines (comments and strings out; no re-tokenizing)."""
+    return "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.analysis.optimizer_owners import aliases, element_owners, stored_owners
 from gradtrace.lint.analysis.reach import value_of
-from gradtrace.lint.analysis.update_helpers import Event, update_events, update_names
+from gradtrace.lint.analysis.update_helpers import Event, node_code, update_events, update_names
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -71,9 +71,12 @@ class StepBeforeBackward(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         for fn, cls in _functions(node):
-            code = ctx.code_of(fn) if fn is not node else ctx.code
-            words = ("step", *update_names(ctx, cls))
-            if any(w in code for w in words):
+            code = node_code(ctx, fn) if fn is not node else ctx.code
+            if "step" not in code and "(" not in code:
+                continue
+            helpers = update_names(ctx, cls)
+            if any(w in code for w in ("step", *helpers)) and \
+                    any(w in code for w in ("backward", *helpers)):
                 yield from self._check(fn, cls, ctx)
 
     def _check(self, node: ast.AST, cls: ast.ClassDef | None, ctx: Context

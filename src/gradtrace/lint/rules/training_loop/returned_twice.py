@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.backwarded_returns import backwarded_return
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.analysis.update_helpers import node_code
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -71,6 +72,9 @@ class BackwardOfBackwardedReturn(Rule):
         for fn, cls in _functions(node):
             defs.setdefault(fn.name, []).append(fn)
         for name, fns in defs.items():
+            codes = [node_code(ctx, f) for f in fns]
+            if not all("backward" in c and "return" in c for c in codes):
+                continue  # (a scope per function of the file would cost more than the rule)
             got = [backwarded_return(ctx, f) for f in fns]  # type: ignore[arg-type]
             if not all(got):
                 continue
