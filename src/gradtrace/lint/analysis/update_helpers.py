@@ -109,4 +109,6 @@ def update_names(ctx: Context, cls: ast.ClassDef | None) -> tuple[str, ...]:
 
 def node_code(ctx: Context, node: ast.AST) -> str:
     """The code text of ``node``'s lines (comments and strings out; no re-tokenizing)."""
+    if not hasattr(node, "lineno"):
+        return ctx.code  # the module
     return "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])  # type: ignore[attr-defined]
