@@ -10,6 +10,7 @@ from gradtrace.lint.analysis.backwarded_returns import backwarded_return
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.update_helpers import node_code
+from gradtrace.lint.analysis.vocabulary import STEP_METHOD
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -80,7 +81,7 @@ class BackwardOfBackwardedReturn(Rule):
                 continue
             for fn, b in zip(fns, got):
                 cls = next((c for c in lightning.values() if fn in c.body), None)
-                if cls is not None and name == "training_step":
+                if cls is not None and name == STEP_METHOD:
                     yield self._report(b, fn, ctx, "Lightning (automatic optimization)",
                                        b.call.lineno)
                     continue
