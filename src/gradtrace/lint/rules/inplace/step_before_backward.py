@@ -15,7 +15,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace.step import _may_reach
 
 
-class StepBeforeBackward(Rule):
+class OptimizerStepBeforeBackward(Rule):
     """An optimizer steps after a loss was computed through its parameters and before that
     loss's backward.
 
