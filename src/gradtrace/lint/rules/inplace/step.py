@@ -162,7 +162,7 @@ class OptimizerStepBetweenBackwards(Rule):
 
 
 def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
-               ctx: Context, args_may: bool = True) -> bool:
+               ctx: Context, args_may: bool = True, cls: ast.ClassDef | None = None) -> bool:
     """Whether the graph of ``loss`` may hold parameters of ``owners`` (``self.Q_net1``):
     a call of one of them (or of a method of this class that calls one, or a call handed
     one) is among the bindings it is computed from, or (``args_may``) it reads an argument of
@@ -170,7 +170,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     tracer). A value read again after the step (``_kept_part``) must show the stepped model
     among its bindings: denoising-diffusion-gan's ``real_data = x.to(device)``, from a loader
     built from the ``args`` of the function, holds none. False for SAC's ``Q2_loss`` after
-    ``Q1_optimizer.step()``: built from ``self.Q_net2`` and a detached target only."""
+    ``Q1_optimizer.step()``: built from ``self.Q_net2`` and a detached target only. ``cls``:
+    the class whose methods ``self.<m>(...)`` calls run (default: the one being visited)."""
     if loss is None:
         return True
     fn = scope.node
@@ -200,7 +201,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                             exprs.append(value_of(b))  # its settings hold no graph
                             continue
                         todo.append((value_of(b), b.line, b.stmt))
-    methods = {m.name: m for m in (ctx.class_def.body if ctx.class_def else ())
+    cls = cls or ctx.class_def  # (GT609 reads every function from its visit_Module)
+    methods = {m.name: m for m in (cls.body if cls else ())
                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def hits(d: str) -> bool:

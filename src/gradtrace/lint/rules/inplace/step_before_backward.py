@@ -1,0 +1,168 @@
+"""GT609: an optimizer step between a loss's forward and its backward."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import OPTIMIZER
+from gradtrace.lint.analysis.optimizer_owners import aliases, element_owners, stored_owners
+from gradtrace.lint.analysis.reach import value_of
+from gradtrace.lint.analysis.update_helpers import Event, node_code, update_events, update_names
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.inplace.step import _may_reach
+
+
+class OptimizerStepBeforeBackward(Rule):
+    """An optimizer steps after a loss was computed through its parameters and before that
+    loss's backward.
+
+    Why: `step()` updates the parameters in place. The graph of a loss built before the step
+    saved them (a matmul saves its weight to compute the gradient of its input), so the
+    backward after the step finds them at a newer version and raises `RuntimeError: one of
+    the variables needed for gradient computation has been modified by an inplace operation`
+    (pytorch-facts.md#saved-tensor-inplace). The actor-critic shape: the actor's loss runs
+    through the critic (`-critic(s, actor(s))`), both losses are built first, then the critic
+    steps before the actor's backward. Compute the loss after the step (or step after every
+    backward). A step given as a helper that backwards and steps what it is handed
+    (`update(loss, opt)`) counts as the step.
+    Known limits: the optimizer's parameters must be known (built in the function or in the
+    class from `<model>.parameters()`, or an element of a list of such optimizers), and the
+    loss must show a call of that model among its bindings in the same function (or in a
+    method of the class it calls); the step and the backward sit in one function. A backward
+    only raises when the graph saved a stepped parameter: true of any model with two layers,
+    not of a single `nn.Linear` on raw input; the runtime (`gradtrace run`) sees which case it
+    is.
+    """
+
+    code = "GT609"
+    name = "optimizer-step-before-backward"
+    message = ("`{step}` updates in place the parameters of `{owner}` that the graph of `{loss}` "
+               "(built on line {built}) saved; its backward on line {back} raises")
+    triggers = ("backward",)
+    examples = [
+        Bad("""
+            def update(actor, critic, actor_opt, critic_opt, s, a, y):
+                actor_loss = -critic(s, actor(s)).mean()
+                critic_loss = (critic(s, a) - y).pow(2).mean()
+                critic_opt = torch.optim.Adam(critic.parameters())
+                critic_opt.zero_grad()
+                critic_loss.backward()
+                critic_opt.step()
+                actor_opt.zero_grad()
+                actor_loss.backward()
+                actor_opt.step()
+            """, at=(7, 4)),
+        Good("""
+            def update(actor, critic, actor_opt, critic_opt, s, a, y):
+                critic_loss = (critic(s, a) - y).pow(2).mean()
+                critic_opt = torch.optim.Adam(critic.parameters())
+                critic_opt.zero_grad()
+                critic_loss.backward()
+                critic_opt.step()
+                actor_loss = -critic(s, actor(s)).mean()
+                actor_opt.zero_grad()
+                actor_loss.backward()
+                actor_opt.step()
+            """),
+    ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        for fn, cls in _functions(node):
+            code = node_code(ctx, fn) if fn is not node else ctx.code
+            if "step" not in code and "(" not in code:
+                continue
+            helpers = update_names(ctx, cls)
+            if any(w in code for w in ("step", *helpers)) and \
+                    any(w in code for w in ("backward", *helpers)):
+                yield from self._check(fn, cls, ctx)
+
+    def _check(self, node: ast.AST, cls: ast.ClassDef | None, ctx: Context
+               ) -> Iterator[Finding]:
+        events = update_events(ctx, node, cls)
+        steps = [e for e in events if e.optimizer is not None]
+        if not steps or not any(e.loss is not None for e in events):
+            return
+        scope = ctx.scope(node)
+        for st in steps:
+            owners = _owners(st, scope, cls, ctx)
+            if not owners:
+                continue
+            for later in events:
+                if later.loss is None or later.line <= st.line or later.call is st.call:
+                    continue
+                got = self._built_before(later, st, events, owners, scope, cls, ctx)
+                if got is None:
+                    continue
+                built, owner = got
+                yield self.report(st.call, ctx, related=(
+                    Related(ctx.path, built, f"`{ctx.source(later.loss)}` is built here, "
+                            "before the step", 0),
+                    Related(ctx.path, later.call.lineno, "its backward raises '... modified "
+                            "by an inplace operation' here", ctx.column(later.call))),
+                    step=ctx.source(st.call), owner=owner, loss=ctx.source(later.loss),
+                    built=built, back=later.call.lineno)
+                break
+
+    @staticmethod
+    def _built_before(later: Event, st: Event, events: list[Event], owners: frozenset[str],
+                      scope, cls: ast.ClassDef | None, ctx: Context  # type: ignore[no-untyped-def]
+                      ) -> tuple[int, str] | None:
+        name = dotted(later.loss)
+        if name is None:
+            return None
+        b = scope.binding_before(name, later.call.lineno)
+        if b is None or b.line >= st.call.lineno or b.no_grad or value_of(b) is None:
+            return None
+        if _exclusive(st.stmt, later.stmt, scope.node):
+            return None
+        # backwarded before the step too, or a graph kept by `retain_graph` before the step:
+        # a second pass through one graph (GT601's), not this one
+        if any(e.loss is not None and e.line < st.line and (dotted(e.loss) == name or e.retains)
+               for e in events):
+            return None
+        if scope.loops_of(later.call) != scope.loops_of(b.stmt) and \
+                scope.loops_of(st.call) != scope.loops_of(b.stmt):
+            return None  # built once per outer pass, stepped in an inner loop: not read
+        for o in sorted(owners):
+            names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
+            if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls):
+                return b.line, o
+        return None
+
+
+def _owners(st: Event, scope, cls: ast.ClassDef | None,  # type: ignore[no-untyped-def]
+            ctx: Context) -> frozenset[str]:
+    """The models whose parameters the stepped optimizer holds (empty: unknown)."""
+    opt = st.optimizer
+    if opt is None:
+        return frozenset()
+    k = ctx.analysis.kind(opt, scope, st.call.lineno)
+    if k is not None and k.what == OPTIMIZER and k.over:
+        return stored_owners(k.over, cls)
+    return element_owners(opt, st.stmt, scope, cls)
+
+
+def _exclusive(a: ast.stmt, b: ast.stmt, fn: ast.AST) -> bool:
+    """Whether ``a`` and ``b`` sit in different branches of one ``if``."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.If):
+            in_body = [any(x is s for s in ast.walk(ast.Module(n.body, []))) for x in (a, b)]
+            in_else = [any(x is s for s in ast.walk(ast.Module(n.orelse, []))) for x in (a, b)]
+            if in_body[0] and in_else[1] or in_else[0] and in_body[1]:
+                return True
+    return False
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[ast.AST, ast.ClassDef | None]]:
+    """The module itself, its functions and the methods of its classes (one level)."""
+    yield tree, None
+    for s in tree.body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield s, None
+        elif isinstance(s, ast.ClassDef):
+            for m in s.body:
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield m, s
