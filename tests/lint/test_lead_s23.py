@@ -306,3 +306,53 @@ def test_applied_gradients_cleared_is_silent() -> None:
 def test_cleared_before_step_in_second_loop_is_reported() -> None:
     assert _found(APPLIED_TWIN) == [(APPLIED_TWIN.line, "GT503")]
     _run(APPLIED_TWIN)
+
+
+# GT609 silent when the loss backpropagated after another optimizer's step comes from a helper
+# of another module handed both models (tabsyn's CoDi: `training_with(x, trainer, trainer_dis)`
+# builds each loss from one model; found on an unseen project). The twin builds the second
+# loss through the stepped model in the file: its backward raises.
+TWO_MODELS = """
+import types
+con, dis = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4)), nn.Linear(4, 4)
+opt_con = torch.optim.Adam(con.parameters(), lr=0.01)
+opt_dis = torch.optim.Adam(dis.parameters(), lr=0.01)
+def _losses(x, con, dis):
+    return con(x).pow(2).mean(), dis(x).pow(2).mean()
+helpers = types.SimpleNamespace(losses=_losses)
+"""
+HANDED_LOOK_ALIKE = Shape(TWO_MODELS + """
+for step in range(3):
+    x = torch.randn(8, 4)
+    loss_con, loss_dis = helpers.losses(x, con, dis)
+    opt_con.zero_grad()
+    loss_con.backward()
+    opt_con.step()
+    opt_dis.zero_grad()
+    loss_dis.backward()
+    opt_dis.step()
+""", "GT609", holds="dis.weight.grad is not None")
+HANDED_TWIN = Shape(TWO_MODELS + """
+for step in range(3):
+    x = torch.randn(8, 4)
+    h = con(x).relu()
+    loss_con = h.pow(2).mean()
+    loss_dis = (dis(h) ** 2).mean()
+    opt_con.zero_grad()
+    loss_con.backward(retain_graph=True)
+    opt_con.step()
+    opt_dis.zero_grad()
+    loss_dis.backward()
+    opt_dis.step()
+""", "GT601", 16, raises="modified by an inplace operation")
+
+
+def test_losses_from_a_foreign_helper_handed_both_models_are_silent() -> None:
+    assert _found(HANDED_LOOK_ALIKE) == []
+    assert _found(HANDED_LOOK_ALIKE._replace(code="GT601")) == []
+    _run(HANDED_LOOK_ALIKE)
+
+
+def test_loss_through_the_stepped_model_is_reported() -> None:
+    assert _found(HANDED_TWIN) == [(16, "GT601")]  # the retaining backward: GT601's, not GT609's
+    _run(HANDED_TWIN)

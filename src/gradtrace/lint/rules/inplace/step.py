@@ -162,7 +162,8 @@ class OptimizerStepBetweenBackwards(Rule):
 
 
 def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
-               ctx: Context, args_may: bool = True, cls: ast.ClassDef | None = None) -> bool:
+               ctx: Context, args_may: bool = True, cls: ast.ClassDef | None = None,
+               handed_out: bool = True) -> bool:
     """Whether the graph of ``loss`` may hold parameters of ``owners`` (``self.Q_net1``):
     a call of one of them (or of a method of this class that calls one, or a call handed
     one) is among the bindings it is computed from, or (``args_may``) it reads an argument of
@@ -171,7 +172,9 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     among its bindings: denoising-diffusion-gan's ``real_data = x.to(device)``, from a loader
     built from the ``args`` of the function, holds none. False for SAC's ``Q2_loss`` after
     ``Q1_optimizer.step()``: built from ``self.Q_net2`` and a detached target only. ``cls``:
-    the class whose methods ``self.<m>(...)`` calls run (default: the one being visited)."""
+    the class whose methods ``self.<m>(...)`` calls run (default: the one being visited).
+    ``handed_out=False``: a call handed one counts only when it runs a function of this file
+    (a helper of another file given two models may build each loss from one of them)."""
     if loss is None:
         return True
     fn = scope.node
@@ -213,7 +216,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                     n.func.attr in CUT_CALLS:
                 continue  # `log_alpha.detach()` reads no graph of `log_alpha`
             d = dotted(n.func) or ""
-            if hits(d) or any(hits(dotted(a) or "") for a in n.args):
+            if hits(d) or any(hits(dotted(a) or "") for a in n.args) and (
+                    handed_out or ctx.analysis.callee(n, fn) is not None):
                 return True
             if d.startswith("self.") and d.count(".") == 1 and d[5:] in methods:
                 for m in walk(methods[d[5:]]):

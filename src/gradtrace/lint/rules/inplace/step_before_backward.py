@@ -128,7 +128,8 @@ class OptimizerStepBeforeBackward(Rule):
             return None  # built once per outer pass, stepped in an inner loop: not read
         for o in sorted(owners):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
-            if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls):
+            if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls,
+                          handed_out=False):
                 return b.line, o
         return None
 
