@@ -274,7 +274,7 @@ def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str, after: 
             if target is not None and _trains(ctx, target[0]):
                 if not evaluates:
                     trained_at.append(s)
-                elif _runs(target, model) is not None:
+                elif _evaluates_after(ctx, target, model):
                     both.append(call)  # one call trains the model, then evaluates it
     if both:
         return both[0], False
@@ -290,6 +290,18 @@ def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str, after: 
         if any(f.before(t, s) or not after and f.before(s, t) for t in trained_at):
             return c, False
     return None
+
+
+def _evaluates_after(ctx: Context, target: tuple[ast.AST, dict[str, str]], model: str) -> bool:
+    """The function of ``target`` runs the caller's ``model`` forward, then (on a later line)
+    puts it in eval mode: it trains the model, then evaluates it."""
+    fwd = _runs(target, model)
+    names = {p for p, v in target[1].items() if v == model}
+    return fwd is not None and any(
+        isinstance(c, ast.Call) and c.lineno > fwd.lineno and any(
+            "eval" in ms and r.partition(".")[0] in names
+            for r, ms in effects(ctx, target[0], c, 1).items())
+        for c in ast.walk(target[0]))
 
 
 def _trains(ctx: Context, fn: ast.AST) -> bool:
