@@ -157,11 +157,12 @@ def test_every_hook_is_gone_after_the_watch(net: Any) -> None:
 
 
 def test_run_report_survives_a_script_that_saves_the_model(cli: Callable[..., Any]) -> None:
-    """pytorch/examples' word_language_model saves the whole model each epoch."""
+    """pytorch/examples' word_language_model saves the whole model each epoch (with a dropout
+    layer: the run once hooked each one it watched, and pickling failed on that closure)."""
     cli.write("train.py", """
 import torch, torch.nn as nn
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 crit = nn.MSELoss()
 for epoch in range(2):

@@ -7,9 +7,9 @@ reported figures are those of a thinned network and the dropped features draw fr
 RNG. Nothing fails, with grad on or off. NOTE [evaluated in train mode] reads the norm layers
 under ``no_grad``; this reads the dropout layers, in either grad mode.
 
-Run-time facts, on armed steps only (NOTE [trace arming]): the global forward pre-hook puts a
-forward hook on each dropout layer (``p > 0``) it sees running in train mode (the handle is
-removed with the tracer's). Each of its train-mode calls is a run: with grad on, a pre-hook on
+Run-time facts, on armed steps only (NOTE [trace arming]): the global forward pre-hook notes
+each dropout layer (``p > 0``) it sees running in train mode, and one global forward hook
+(removed with the tracer's handles; nothing on the layer itself) watches the noted layers. Each of its train-mode calls is a run: with grad on, a pre-hook on
 the output's node marks the run *reached* when a backward() goes through it; with grad off it
 is never reached. At each optimizer step the runs made since the previous step are settled, in
 order: a layer reached by a backward() is trained; two or more runs in a row of a trained layer
@@ -56,20 +56,28 @@ class Drops:
 
 
 def note_dropout(hooks: Any, module: torch.nn.Module) -> None:
-    """From the global pre-hook: hook ``module`` (a dropout layer in train mode) once."""
+    """From the global pre-hook: watch ``module`` (a dropout layer in train mode) once.
+
+    The layers are watched by one *global* forward hook, never a hook on the layer itself:
+    ``torch.save(model)`` pickles a module's own hook dicts and fails on a closure there
+    (NOTE [nothing on the user's modules] in gradtrace.runtime.watch.watcher)."""
     if not module.p:
         return
     data = hooks.data
     if data.drops is None:
         data.drops = Drops()
+        hooks.handles.append(torch.nn.modules.module.register_module_forward_hook(
+            _after(hooks, data.drops)))
     d = data.drops
-    if id(module) in d.hooked or len(d.hooked) >= _LAYERS:
-        return
-    d.hooked.add(id(module))
+    if id(module) not in d.hooked and len(d.hooked) < _LAYERS:
+        d.hooked.add(id(module))
 
+
+def _after(hooks: Any, d: Drops) -> Any:
     def after(mod: torch.nn.Module, args: Any, out: Any) -> None:
-        if hooks._module_handle is None or not mod.training or len(d.runs) >= _RUNS:
-            return  # not armed, or an eval-mode call
+        if id(mod) not in d.hooked or hooks._module_handle is None or not mod.training \
+                or len(d.runs) >= _RUNS:
+            return  # not a watched layer, not armed, or an eval-mode call
         try:
             at, model = _caller()
             run = Run(id(mod), at, model)
@@ -78,8 +86,7 @@ def note_dropout(hooks: Any, module: torch.nn.Module) -> None:
             d.runs.append(run)
         except Exception:  # pragma: no cover - never break the user's forward
             pass
-
-    hooks.handles.append(module.register_forward_hook(after))
+    return after
 
 
 def _caller() -> tuple[Site | None, str]:
