@@ -95,6 +95,26 @@ def test_torch_save_and_load_of_the_whole_model(kind: str, net: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_torch_save_of_a_model_with_dropout(kind: str) -> None:
+    """Dropout layers seen in train mode are watched by the run (GT874) through a global hook,
+    never a hook on the layer: pickling failed on that closure."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with _watched(kind, model, opt):
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(5, 4)).pow(2).mean().backward()
+            opt.step()
+        assert _hooks_on(model) == 0
+        buf = io.BytesIO()
+        torch.save(model, buf)
+        copy.deepcopy(model)
+    buf.seek(0)
+    assert _hooks_on(torch.load(buf, weights_only=False)) == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_pickle_and_deepcopy_carry_nothing_of_ours(kind: str, net: Any) -> None:
     model, opt = net
     with _watched(kind, model, opt):
