@@ -356,3 +356,44 @@ def test_losses_from_a_foreign_helper_handed_both_models_are_silent() -> None:
 def test_loss_through_the_stepped_model_is_reported() -> None:
     assert _found(HANDED_TWIN) == [(16, "GT601")]  # the retaining backward: GT601's, not GT609's
     _run(HANDED_TWIN)
+
+
+# GT758 through an explicit `self.forward(x)` (daisyRec's NeuMF: `calc_loss` calls
+# `self.forward` and gives its sigmoid to a BCEWithLogitsLoss kept on self): a module's
+# `.forward(...)` runs that module (analysis/module_outputs.py). The twin's loss cannot go
+# under -log(sigmoid(1)) = 0.313 on all-positive labels; the look-alike's goes near 0.
+CALC_LOSS = """
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+        self.criterion = nn.BCEWithLogitsLoss()
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x).view(-1))
+    def calc_loss(self, x, y):
+        pred = self.forward(x)
+        return self.criterion(pred, y)
+model = Scorer()
+opt = torch.optim.Adam(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 4), torch.ones(32)
+for step in range(300):
+    opt.zero_grad()
+    loss = model.calc_loss(x, y)
+    loss.backward()
+    opt.step()
+"""
+FORWARD_TWIN = Shape(CALC_LOSS, "GT758", 7, holds="loss.item() > 0.31")
+FORWARD_LOOK_ALIKE = Shape(CALC_LOSS.replace(
+    "        return torch.sigmoid(self.fc(x).view(-1))\n",
+    "        return self.fc(x).view(-1)\n    def predict(self, x):\n"
+    "        return torch.sigmoid(self.forward(x))\n"), "GT758", holds="loss.item() < 0.05")
+
+
+def test_sigmoid_through_explicit_forward_is_reported() -> None:
+    assert _found(FORWARD_TWIN) == [(7, "GT758")]
+    _run(FORWARD_TWIN)
+
+
+def test_logits_through_explicit_forward_are_silent() -> None:
+    assert _found(FORWARD_LOOK_ALIKE) == []
+    _run(FORWARD_LOOK_ALIKE)

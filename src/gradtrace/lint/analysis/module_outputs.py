@@ -59,7 +59,9 @@ def module_output(call: ast.AST, scope: Scope, ctx: Context,
     place from layers; None when not known (NOTE [module outputs])."""
     if not isinstance(call, ast.Call) or not isinstance(call.func, (ast.Name, ast.Attribute)):
         return None
-    k = ctx.analysis.kind(call.func, scope, call.lineno)  # `def train(model): model(x)` too
+    runs = call.func.value if isinstance(call.func, ast.Attribute) and \
+        call.func.attr == "forward" else call.func  # `self.forward(x)`, `model.forward(x)`
+    k = ctx.analysis.kind(runs, scope, call.lineno)  # `def train(model): model(x)` too
     if k is None or k.what != MODULE or not k.cls:
         return None
     own = ctx.analysis.classes.get(k.cls)
