@@ -53,6 +53,16 @@ def module_like(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
     return model_spelling(last)
 
 
+def calls_module(c: ast.Call, scope: Scope, ctx: Context) -> bool:
+    """``c`` calls an object whose kind is a module, or a method of one (``policy(s)``,
+    ``self.critic(s)``, ``self.net.act(s)``): from the kinds alone, no spelling."""
+    for e in (c.func, c.func.value if isinstance(c.func, ast.Attribute) else None):
+        k = ctx.analysis.kind(e, scope, c.lineno) if e is not None else None
+        if k is not None and k.what == MODULE:
+            return True
+    return False
+
+
 def runs_model(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
     """A module-like call, unless it builds an object of a class of this file
     (``model = GAT(...)``: an acronym escapes ``CLASS_RE``)."""

@@ -5,23 +5,12 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.model_calls import calls_module
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-
-
-def _forward(c: ast.Call, scope: Scope, ctx: Context) -> bool:
-    """A call of a module, or of a method of one (``policy(s)``, ``self.net.act(s)``)."""
-    for e in (c.func, c.func.value if isinstance(c.func, ast.Attribute) else None):
-        if e is None:
-            continue
-        k = ctx.analysis.kind(e, scope, c.lineno)
-        if k is not None and k.what == MODULE:
-            return True
-    return False
 
 
 def _no_grad_forward(e: ast.AST, scope: Scope, ctx: Context, line: int,
@@ -37,7 +26,7 @@ def _no_grad_forward(e: ast.AST, scope: Scope, ctx: Context, line: int,
         value = b.value if b.value is not None else getattr(b.stmt, "value", None)
         if value is None:
             continue
-        if b.no_grad and any(isinstance(c, ast.Call) and _forward(c, scope, ctx)
+        if b.no_grad and any(isinstance(c, ast.Call) and calls_module(c, scope, ctx)
                              for c in walk(value)):
             return scope.grad_off_at(b.stmt)
         got = _no_grad_forward(value, scope, ctx, b.line, depth + 1)
@@ -127,7 +116,7 @@ class NoGradValueKeptForBackward(Rule):
             return
         g, back = update
         model = next((ctx.source(c.func) for s in [scope.statement_of(off)] if s is not None
-                      for c in walk(s) if isinstance(c, ast.Call) and _forward(c, scope, ctx)),
+                      for c in walk(s) if isinstance(c, ast.Call) and calls_module(c, scope, ctx)),
                      "the model")
         yield self.report(off, ctx, related=(
             Related(ctx.path, node.lineno, f"`{kept}` keeps it here", ctx.column(node)),
@@ -153,7 +142,7 @@ class NoGradValueKeptForBackward(Rule):
             if back is None:
                 continue
             gs = ctx.scope(g)
-            if any(isinstance(c, ast.Call) and _forward(c, gs, ctx) for c in walk(g)):
+            if any(isinstance(c, ast.Call) and calls_module(c, gs, ctx) for c in walk(g)):
                 return None  # the update runs the model again (PPO's evaluate)
             return g, back
         return None

@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.model_calls import calls_module
 from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -18,21 +18,12 @@ READS = frozenset({"zip", "enumerate", "len", "reversed", "list", "tuple", "sum"
 CUTS = (".detach(", ".item(", ".data", ".numpy(", ".tolist(", "no_grad")
 
 
-def _forward(c: ast.Call, scope: Scope, ctx: Context) -> bool:
-    """A call of a module, or of a method of one (``policy(s)``, ``self.critic(s)``)."""
-    for e in (c.func, c.func.value if isinstance(c.func, ast.Attribute) else None):
-        k = ctx.analysis.kind(e, scope, c.lineno) if e is not None else None
-        if k is not None and k.what == MODULE:
-            return True
-    return False
-
-
 def _graph_value(e: ast.AST, scope: Scope, ctx: Context, line: int, depth: int = 0) -> bool:
     """``e`` is computed, with grad on, from a module's output (through the bindings before
     ``line``, three steps back), and nothing on the way detaches it."""
     if depth > 3 or any(c in ctx.source(e) for c in CUTS):
         return False
-    if any(isinstance(c, ast.Call) and _forward(c, scope, ctx) for c in walk(e)):
+    if any(isinstance(c, ast.Call) and calls_module(c, scope, ctx) for c in walk(e)):
         return True
     for name in {n.id for n in walk(e) if isinstance(n, ast.Name)}:
         b = scope.binding_before(name, line)
