@@ -28,15 +28,21 @@ def _parameters_of(node: ast.AST) -> set[str]:
     return out
 
 
-def excluded_modules(tree: ast.AST) -> set[str]:
-    """Attribute names of modules whose parameters the file removes from a collection (the
-    removed collection written inline or through a name assigned in the file)."""
+def _assigned(tree: ast.AST) -> dict[str, list[ast.AST]]:
+    """Name -> the values the file assigns to it."""
     values: dict[str, list[ast.AST]] = {}
     for n in ast.walk(tree):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Name):
                     values.setdefault(t.id, []).append(n.value)
+    return values
+
+
+def excluded_modules(tree: ast.AST) -> set[str]:
+    """Attribute names of modules whose parameters the file removes from a collection (the
+    removed collection written inline or through a name assigned in the file)."""
+    values = _assigned(tree)
     removed: list[ast.AST] = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
@@ -66,12 +72,7 @@ def _strings(node: ast.AST | None, values: dict[str, list[ast.AST]]) -> set[str]
 def excluded_names(tree: ast.AST) -> set[str]:
     """Parameter names a comprehension over ``named_parameters()`` leaves out by an exact
     inequality on the name (NOTE [left out by name])."""
-    values: dict[str, list[ast.AST]] = {}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Assign):
-            for t in n.targets:
-                if isinstance(t, ast.Name):
-                    values.setdefault(t.id, []).append(n.value)
+    values = _assigned(tree)
     out: set[str] = set()
     for n in ast.walk(tree):
         if not isinstance(n, ast.comprehension) or not isinstance(n.iter, ast.Call) or \
