@@ -106,29 +106,23 @@ def dropped_detach(roots: list[torch.Tensor], limit: int = 5000) -> Site | None:
     second backward() fails on was freed by the previous backward() and the program had called
     ``detach()`` on its tensor at a line whose statement is that bare call (``h.detach()``, the
     result dropped), that line is where the carried state was meant to leave the graph."""
+    from gradtrace.runtime.trace.graph_walk import graph_nodes
     from gradtrace.runtime.trace.locate import tree_of
 
-    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
-    seen: dict[int, Any] = {}
-    while queue and len(seen) < limit:
-        node = queue.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
+    for node in graph_nodes(roots, limit):
         try:
             meta = node.metadata
-            if META_FREED in meta and META_DETACHED in meta:
-                at = decode_meta(meta[META_DETACHED])[0]
-                tree = tree_of(at.path) if at is not None else None
-                if tree is not None and any(
-                        isinstance(n, ast.Expr) and n.lineno == at.line
-                        and isinstance(n.value, ast.Call)
-                        and isinstance(n.value.func, ast.Attribute)
-                        and n.value.func.attr == "detach" for n in ast.walk(tree)):
-                    return at
-            queue.extend(n for n, _ in node.next_functions if n is not None)
         except (AttributeError, RuntimeError):
             continue
+        if META_FREED in meta and META_DETACHED in meta:
+            at = decode_meta(meta[META_DETACHED])[0]
+            tree = tree_of(at.path) if at is not None else None
+            if tree is not None and any(
+                    isinstance(n, ast.Expr) and n.lineno == at.line
+                    and isinstance(n.value, ast.Call)
+                    and isinstance(n.value.func, ast.Attribute)
+                    and n.value.func.attr == "detach" for n in ast.walk(tree)):
+                return at
     return None
 
 

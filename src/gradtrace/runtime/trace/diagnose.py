@@ -302,20 +302,11 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
 
 def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) -> bool:
     """Does the failing graph hold a node created at ``made`` after the last backward?"""
-    queue = [r.grad_fn for r in roots if r.grad_fn is not None]
-    seen: dict[int, Any] = {}
-    while queue and len(seen) < limit:
-        node = queue.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
+    from gradtrace.runtime.trace.graph_walk import graph_nodes
+    for node in graph_nodes(roots, limit):
         where, seq = created_site(node)
         if where == made and seq > since:
             return True
-        try:
-            queue.extend(n for n, _ in node.next_functions if n is not None)
-        except (AttributeError, RuntimeError):
-            continue
     return False
 
 
@@ -405,15 +396,8 @@ def _return_line(lines: list[str], got: int) -> int | None:
               None)
     if fn is None:
         return None
-    returns: list[ast.Return] = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Return):
-            returns.append(node)
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                   ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+    from gradtrace.runtime.trace.locate import own_returns
+    returns = own_returns(fn)
     count = [r for r in returns if r.value is not None and
              (len(r.value.elts) if isinstance(r.value, ast.Tuple) else 1) == got]
     pick = count if count else returns if len(returns) == 1 else []

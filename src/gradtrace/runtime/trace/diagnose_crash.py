@@ -110,7 +110,7 @@ def _view_made_in_forward(t: Any) -> Site | None:
     code = getattr(getattr(cls, "forward", None), "__code__", None)
     if code is None:
         return None
-    from gradtrace.runtime.trace.locate import tree_of
+    from gradtrace.runtime.trace.locate import own_returns, tree_of
 
     tree = tree_of(code.co_filename)
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
@@ -118,14 +118,7 @@ def _view_made_in_forward(t: Any) -> Site | None:
                (n.lineno, *(d.lineno for d in n.decorator_list))), None) if tree else None
     if fn is None:
         return None
-    returns, stack = [], list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Return):
-            returns.append(node)
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                   ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+    returns = own_returns(fn)
     if len(returns) != 1:
         return None
     return Site(code.co_filename, returns[0].lineno, code.co_name)

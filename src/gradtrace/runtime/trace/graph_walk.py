@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -151,6 +151,22 @@ def caller_between(node: Any, used: Site | None, site: Site) -> Site | None:
     if called.line > site.line:
         return None
     return called
+
+
+def graph_nodes(roots: list[Tensor], limit: int = 5000) -> Iterator[Any]:
+    """Each node of the graph behind ``roots`` once, depth first (at most ``limit``)."""
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        yield node
+        try:
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
 
 
 def leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:

@@ -236,3 +236,17 @@ def decorated_off(grad_off: Site, cut_site: Site, backward: Site | None = None) 
             return Site(cut_site.path, deco.lineno, fn.name)
         return grad_off
     return None
+
+
+def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The ``return`` statements of ``fn`` itself (not of functions or classes inside it)."""
+    returns: list[ast.Return] = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                   ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return returns
