@@ -179,13 +179,14 @@ class GraphListNeverCleared(Rule):
                 and isinstance(f.value, ast.Attribute)):
             return
         kept, fn = dotted(f.value), ctx.function
-        if kept is None or fn is None or fn.name == "__init__":
-            return
-        uses = _uses(ctx).get(f.value.attr, [])
-        if "made" not in uses or "other" in uses or "read" not in uses:
+        if kept is None or fn is None or fn.name == "__init__" or \
+                not ctx.mentions(".backward("):
             return
         scope = ctx.scope()
         if not _graph_value(node.args[0], scope, ctx, node.lineno):
+            return
+        uses = _uses(ctx).get(f.value.attr, [])  # (one walk of the file, then a lookup)
+        if "made" not in uses or "other" in uses or "read" not in uses:
             return
         update = self._update(kept, f.value.attr, fn, ctx)
         if update is None:

@@ -12,7 +12,7 @@ from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
-from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects, mode_call
 
@@ -110,6 +110,12 @@ class ModelLeftInEvalMode(LoopRule):
             """),
     ]
 
+    def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        """Only a function that switches a mode, itself or through a function of the file
+        (a scheduler's `.step(` alone builds no loop facts here)."""
+        if _switches(ctx, function_text(ctx, node)):
+            yield from self.check(facts(ctx, node), ctx)
+
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         done: set[int] = set()
         for stmt in f.scope.stmts:
@@ -157,6 +163,17 @@ class ModelLeftInEvalMode(LoopRule):
                     self.never.format(model=model, evaluate=ctx.source(ev), line=ev.lineno,
                                       loop=loop.lineno, fwd=ctx.source(fwd), remedy=remedy)))
                 break
+
+
+def _switches(ctx: Context, text: str) -> bool:
+    """``text`` calls ``.train(`` / ``.eval(`` or a function of the file that does."""
+    if ".train(" in text or ".eval(" in text:
+        return True
+    def make() -> re.Pattern[str] | None:
+        names = sorted(_train_wrappers(ctx) | _eval_wrappers(ctx))
+        return re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, names))) if names else None
+    calls = ctx.memo("gt516-switch-calls", ctx.tree, make)
+    return calls is not None and calls.search(text) is not None
 
 
 def _mentions_eval(ctx: Context, loop: ast.stmt) -> bool:
