@@ -6,13 +6,13 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.regressions import operands, regressed
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import holds_line, scope_nodes, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import mention_lines
-from gradtrace.lint.rules.numerics.critic_unused import REGRESSION_MODULES, REGRESSIONS
 
 # views and copies that keep the graph (`values.squeeze(-1)`)
 KEEPS = frozenset({"squeeze", "unsqueeze", "view", "flatten", "reshape", "float", "view_as"})
@@ -30,24 +30,10 @@ def _plain(e: ast.AST) -> str | None:
 
 
 def _fitted(n: ast.AST, ctx: Context, scope: Scope) -> tuple[str, ast.AST] | None:
-    """(values, target) when ``n`` regresses the name ``values`` on ``target``:
-    ``F.mse_loss(values, target)``, ``criterion(target, values)`` of an ``nn.MSELoss``,
-    ``(values - target).pow(2)`` / ``** 2`` (either order, the name first that is one)."""
-    args: list[ast.AST] = []
-    if isinstance(n, ast.Call) and len(n.args) >= 2:
-        q = ctx.qualified_name(n.func) or ""
-        ok = q.startswith("torch.nn.functional.") and q.rpartition(".")[2] in REGRESSIONS
-        if not ok and isinstance(n.func, (ast.Name, ast.Attribute)):
-            k = ctx.analysis.kind(n.func, scope, n.lineno)
-            ok = k is not None and k.what == MODULE and (k.cls or "") in REGRESSION_MODULES
-        args = list(n.args[:2]) if ok else []
-    else:
-        diff = n.left if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) else \
-            n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-            and n.func.attr in ("pow", "square") else None
-        if isinstance(diff, ast.BinOp) and isinstance(diff.op, ast.Sub):
-            args = [diff.left, diff.right]
-    for a, b in ((args[0], args[1]), (args[1], args[0])) if args else ():
+    """(values, target) when ``n`` regresses the name ``values`` on ``target``
+    (:func:`.regressions.regressed`; either order, the name first that is one)."""
+    got = regressed(n, ctx, scope)
+    for a, b in ((got[0], got[1]), (got[1], got[0])) if got is not None else ():
         name = _plain(a)
         if name is not None:
             return name, b
@@ -60,15 +46,9 @@ def _params(fn: ast.AST) -> set[str]:
 
 
 def _may_fit(n: ast.AST, values: set[str]) -> bool:
-    """By shape only: ``n`` may regress one of ``values`` (a call given one of them, or a
-    power of a difference with one of them)."""
-    if isinstance(n, ast.Call) and len(n.args) >= 2:
-        return _plain(n.args[0]) in values or _plain(n.args[1]) in values
-    diff = n.left if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) else \
-        n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-        and n.func.attr in ("pow", "square") else None
-    return isinstance(diff, ast.BinOp) and isinstance(diff.op, ast.Sub) and (
-        _plain(diff.left) in values or _plain(diff.right) in values)
+    """By shape only: ``n`` may regress one of ``values``."""
+    got = operands(n)
+    return got is not None and (_plain(got[0]) in values or _plain(got[1]) in values)
 
 
 def _names(e: ast.AST) -> set[str]:

@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.regressions import operands, regressed
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -13,10 +13,6 @@ from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 
-# regression losses: `loss(a, b)` fits one to the other
-REGRESSIONS = frozenset({"mse_loss", "smooth_l1_loss", "huber_loss", "l1_loss"})
-REGRESSION_MODULES = frozenset({"torch.nn.MSELoss", "torch.nn.SmoothL1Loss", "torch.nn.HuberLoss",
-                                "torch.nn.L1Loss"})
 DETACHES = ("detach", "squeeze", "view", "flatten", "reshape", "float")
 
 
@@ -29,35 +25,16 @@ def _name(e: ast.AST) -> str | None:
 
 
 def _fits(n: ast.AST, ctx: Context, scope: Scope) -> tuple[str, str, ast.AST] | None:
-    """(a, b, node) when ``n`` regresses one name on another: ``F.mse_loss(a, b)``,
-    ``criterion(a, b)`` of an ``nn.MSELoss``, ``(a - b).pow(2)`` / ``(a - b) ** 2``."""
-    if isinstance(n, ast.Call) and len(n.args) >= 2:
-        q = ctx.qualified_name(n.func) or ""
-        ok = q.startswith("torch.nn.functional.") and q.rpartition(".")[2] in REGRESSIONS
-        if not ok and isinstance(n.func, (ast.Name, ast.Attribute)):
-            k = ctx.analysis.kind(n.func, scope, n.lineno)
-            ok = k is not None and k.what == MODULE and (k.cls or "") in REGRESSION_MODULES
-        a, b = _name(n.args[0]), _name(n.args[1])
-        return (a, b, n) if ok and a and b and a != b else None
-    diff = None
-    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow):
-        diff = n.left
-    elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "pow":
-        diff = n.func.value
-    if isinstance(diff, ast.BinOp) and isinstance(diff.op, ast.Sub):
-        a, b = _name(diff.left), _name(diff.right)
-        return (a, b, n) if a and b and a != b else None
-    return None
+    """(a, b, node) when ``n`` regresses one name on another (:func:`.regressions.regressed`)."""
+    got = regressed(n, ctx, scope)
+    a, b = (_name(got[0]), _name(got[1])) if got is not None else (None, None)
+    return (a, b, n) if a and b and a != b else None
 
 
 def _maybe_fit(n: ast.AST) -> bool:
     """``n`` may regress one name on another (by its shape only)."""
-    if isinstance(n, ast.Call) and len(n.args) >= 2:
-        return _name(n.args[0]) is not None and _name(n.args[1]) is not None
-    return isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and isinstance(
-        n.left, ast.BinOp) and isinstance(n.left.op, ast.Sub) or isinstance(n, ast.Call) \
-        and isinstance(n.func, ast.Attribute) and n.func.attr == "pow" \
-        and isinstance(n.func.value, ast.BinOp) and isinstance(n.func.value.op, ast.Sub)
+    got = operands(n)
+    return got is not None and _name(got[0]) is not None and _name(got[1]) is not None
 
 
 def _mentions(e: ast.AST, name: str) -> bool:
