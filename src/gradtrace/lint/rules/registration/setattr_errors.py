@@ -113,10 +113,11 @@ def unmoved(value: ast.Call) -> ast.Call:
 
 
 def _registered_params(init: ast.FunctionDef | ast.AsyncFunctionDef | None, ctx: Context
-                       ) -> dict[str, ast.stmt]:
+                       ) -> dict[str, list[ast.stmt]]:
     """Attributes ``__init__`` registers as parameters (``self.w = nn.Parameter(...)``,
-    ``self.register_parameter("w", nn.Parameter(...))``), with the first such statement."""
-    out: dict[str, ast.stmt] = {}
+    ``self.register_parameter("w", nn.Parameter(...))``), with every such statement in order
+    (one per branch of an ``if``/``else`` that builds it differently)."""
+    out: dict[str, list[ast.stmt]] = {}
     if init is None:
         return out
     for s in _early_statements(init.body):
@@ -129,7 +130,7 @@ def _registered_params(init: ast.FunctionDef | ast.AsyncFunctionDef | None, ctx:
                     t.value.id == "self" and \
                     (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) \
                     == "Parameter" and ctx.call_name(call) == "torch.nn.Parameter":
-                out.setdefault(t.attr, s)
+                out.setdefault(t.attr, []).append(s)
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             c = s.value
             if isinstance(c.func, ast.Attribute) and c.func.attr == "register_parameter" and \
@@ -138,7 +139,7 @@ def _registered_params(init: ast.FunctionDef | ast.AsyncFunctionDef | None, ctx:
                     isinstance(c.args[0].value, str):
                 k = ctx.analysis.kind_in(c.args[1], init, c.lineno)
                 if k is not None and k.what == PARAMETER:
-                    out.setdefault(c.args[0].value, s)
+                    out.setdefault(c.args[0].value, []).append(s)
     return out
 
 
@@ -229,9 +230,10 @@ class PlainValueOverParameter(Rule):
                 t = s.targets[0]
                 if not (isinstance(t, ast.Attribute) and dotted(t.value) == "self"):
                     continue
-                reg = registered.get(t.attr)
-                if reg is None or reg is s or (m.name == "__init__" and (
-                        s.lineno <= reg.lineno or ctx.scope(m).exclusive(reg, s))):
+                reg = next((r for r in registered.get(t.attr, ()) if r is not s and not (
+                    m.name == "__init__" and (s.lineno <= r.lineno or ctx.scope(m).exclusive(
+                        r, s)))), None)  # a registration on the way to ``s``
+                if reg is None:
                     continue  # (`if flag: self.w = nn.Parameter(...)` / `else: self.w = 1.0`)
                 if not plain_value(s.value, ctx, m, frozenset(registered)):
                     continue
