@@ -8,6 +8,13 @@ nothing (dualprompt's `vision_transformer.py:428`, docs/triage/unseen23.md). Eac
 the TypeError on real torch; the look-alike (the replacement in the branch that builds nothing,
 or a local name) builds.
 
+GT780, a loss given the batch as its input and the model's output as its target
+(benchmarks/injected_blind.py's VAE mutation: `F.binary_cross_entropy(x.view(-1, 784),
+recon_x)` in the `loss_function` helper the loop calls). PyTorch differentiates BCE and KL
+divergence with respect to the target too, so it trains, towards the wrong optimum: each twin
+measures that the model's gradient differs from the one of the loss with its arguments in
+order (``holds``); each look-alike trains with the right one.
+
 Same harness as test_heldout_shapes.py.
 """
 from __future__ import annotations
@@ -63,3 +70,64 @@ def test_twin_is_reported_and_raises(i: int) -> None:
 def test_look_alike_is_silent_and_builds(i: int) -> None:
     assert _found(LOOK_ALIKES[i]) == []
     _run(LOOK_ALIKES[i])
+
+
+AE = """
+model = nn.Sequential(nn.Linear(4, 4), nn.Sigmoid())
+loader = torch.utils.data.DataLoader(torch.rand(8, 4), batch_size=4)
+def grad_of(loss):
+    model.zero_grad()
+    loss.backward(retain_graph=True)
+    return model[0].weight.grad.clone()
+"""
+SWAPPED_TWINS = [
+    Shape(AE + """
+def loss_function(recon_x, x):
+    return F.binary_cross_entropy(x.view(-1, 4), recon_x, reduction="sum")
+for data in loader:
+    recon = model(data)
+    loss = loss_function(recon, data)
+    got = grad_of(loss)
+    want = grad_of(F.binary_cross_entropy(recon, data, reduction="sum"))
+""", "GT780", 9, holds="not torch.allclose(got, want)"),
+    Shape(AE + """
+criterion = nn.BCELoss()
+for i, batch in enumerate(loader):
+    batch = batch.to("cpu")
+    out = model(batch)
+    loss = criterion(batch, out)
+    got = grad_of(loss)
+    want = grad_of(criterion(out, batch))
+""", "GT780", 12, holds="not torch.allclose(got, want)"),
+]
+SWAPPED_LOOK_ALIKES = [
+    Shape(AE + """
+def loss_function(recon_x, x):
+    return F.binary_cross_entropy(recon_x, x.view(-1, 4), reduction="sum")
+for data in loader:
+    recon = model(data)
+    loss = loss_function(recon, data)
+    got = grad_of(loss)
+""", "GT780", holds="got.abs().sum() > 0"),
+    # distillation: the teacher's output is the target, the student's the input
+    Shape(AE + """
+teacher = nn.Sequential(nn.Linear(4, 4), nn.Softmax(-1))
+for data in loader:
+    with torch.no_grad():
+        soft = teacher(data)
+    loss = F.kl_div(model(data).log(), soft, reduction="batchmean")
+    got = grad_of(loss)
+""", "GT780", holds="got.abs().sum() > 0"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(SWAPPED_TWINS)))
+def test_swapped_loss_twin_is_reported_and_trains_elsewhere(i: int) -> None:
+    assert _found(SWAPPED_TWINS[i]) == [(SWAPPED_TWINS[i].line, "GT780")]
+    _run(SWAPPED_TWINS[i])
+
+
+@pytest.mark.parametrize("i", range(len(SWAPPED_LOOK_ALIKES)))
+def test_swapped_loss_look_alike_is_silent(i: int) -> None:
+    assert _found(SWAPPED_LOOK_ALIKES[i]) == []
+    _run(SWAPPED_LOOK_ALIKES[i])
