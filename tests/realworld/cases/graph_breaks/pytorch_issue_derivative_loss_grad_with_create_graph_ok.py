@@ -21,13 +21,13 @@ class net(nn.Module):
 
 
 torch.manual_seed(0)
-x = torch.randn(1000, 3)
+x = torch.randn(200, 3)
 y = (5 * torch.sin(x) + 3 * torch.cos(x)).sum(dim=-1).unsqueeze(-1)
 z = (5 * torch.cos(x) - 3 * torch.sin(x)).sum(dim=-1).unsqueeze(-1)
 model = net()
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 
-for epoch in range(300):
+for epoch in range(60):
     model.train()
     x.requires_grad = True
     optimizer.zero_grad()
