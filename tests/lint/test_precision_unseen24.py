@@ -196,6 +196,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         x = torch.randn(6, 4)
         same = torch.allclose(net(x)[0], ref(x)[0])
         """, "GT607", line=4, holds="not same")),
+    # P-DARTS (train_search.py): a `CosineAnnealingLR(optimizer, float(args.epochs))` stepped in
+    # `for epoch in range(epochs)` (`epochs = args.epochs`) inside the loop of search stages:
+    # the stepping loop is the epoch loop, its bound the period. Twin: stepped in the batch loop
+    "epoch-loop-inside-a-stage-loop": (Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def run_epoch(batches):
+            for x in batches:
+                opt.zero_grad()
+                net(x).pow(2).mean().backward()
+                opt.step()
+        n_epochs = 4
+        firsts = []
+        for stage in range(2):
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, float(n_epochs))
+            epochs = n_epochs
+            for epoch in range(epochs):
+                run_epoch([torch.randn(2, 3) for _ in range(3)])
+                sched.step()
+                if epoch == 0:
+                    firsts.append(opt.param_groups[0]["lr"])
+        """, "GT526", holds="firsts[0] > 0.05"), Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        n_epochs = 4
+        firsts = []
+        for stage in range(2):
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, float(n_epochs))
+            for epoch in range(n_epochs):
+                for x in [torch.randn(2, 3) for _ in range(3)]:
+                    opt.zero_grad()
+                    net(x).pow(2).mean().backward()
+                    opt.step()
+                    sched.step()
+                if epoch == 0:
+                    firsts.append(opt.param_groups[0]["lr"])
+        """, "GT526", line=12, holds="firsts[0] < 0.05")),
 }
 
 
