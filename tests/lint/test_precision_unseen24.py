@@ -233,6 +233,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 if epoch == 0:
                     firsts.append(opt.param_groups[0]["lr"])
         """, "GT526", line=12, holds="firsts[0] < 0.05")),
+    # DUN (src/baselines/img_utils.py): `log_probs = img_resnet_predict(model, images).data`
+    # appended in a loop over the loader: `.data` on the helper's result keeps no graph.
+    # Twin: the result appended as it is, with its graph
+    "helper-result-taken-by-data": (Shape("""
+        def predict(net, x):
+            return F.log_softmax(net(x), 1)
+        def collect(net, batches):
+            outs = []
+            for x in batches:
+                lp = predict(net, x).data
+                outs.append(lp)
+            return torch.cat(outs)
+        got = collect(nn.Linear(3, 2), [torch.randn(2, 3) for _ in range(3)])
+        """, "GT505", holds="got.grad_fn is None"), Shape("""
+        def predict(net, x):
+            return F.log_softmax(net(x), 1)
+        def collect(net, batches):
+            outs = []
+            for x in batches:
+                lp = predict(net, x)
+                outs.append(lp)
+            return torch.cat(outs)
+        got = collect(nn.Linear(3, 2), [torch.randn(2, 3) for _ in range(3)])
+        """, "GT505", line=7, holds="got.grad_fn is not None")),
 }
 
 
