@@ -57,6 +57,12 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                              if i >= len(names) or names[i] not in unused)
                 stack.extend(k.value for k in n.keywords if k.arg not in unused)
                 continue
+            if cut is not None and isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
+                    and not any(isinstance(a, ast.Starred) for a in n.args) \
+                    and (cuts := cut.method_cuts(f.attr)) is not None:
+                stack.extend(a for i, a in enumerate(n.args) if i not in cuts)  # a method's
+                stack.extend(k.value for k in n.keywords)  # cut parameters (NOTE above)
+                continue
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS or opaque is not None and opaque(n):
                     continue

@@ -14,7 +14,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.cuts import DETACHING_METHODS, NUMBER_FUNCS, TENSOR_METHODS
+from gradtrace.lint.analysis.cuts import (
+    DETACHING_METHODS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS)
 from gradtrace.lint.analysis.vocabulary import CLASS_RE, FORWARD_METHODS, model_spelling
 from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
@@ -87,5 +88,7 @@ def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:
                     and not callee.startswith(("torch.", "F.", "nn.", "np.", "math.")):
                 yield callee, n
             stack.extend(child_nodes(n))
+        elif isinstance(n, ast.Attribute) and n.attr in NON_VALUE_ATTRS:
+            continue  # `predict(model, x).data`, `net(x).shape`: no graph of the call is kept
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(child_nodes(n))

@@ -68,6 +68,31 @@ class CutParams:
             self._cuts[key] = self._forward_skips(attr)  # type: ignore[assignment]
         return self._cuts[key]  # type: ignore[return-value]
 
+    def method_cuts(self, attr: str) -> frozenset[int] | None:
+        """The cut positions (among the call's arguments) of ``self.<attr>(...)`` running a
+        method of a class of this file (SAC's ``self._alpha_and_alpha_loss(obs, log_pi)``
+        reading ``log_pi`` only as ``(log_pi + target).detach()``); their common ones when
+        several classes define it; None when none is cut or ``<attr>`` is a stored value."""
+        key = "self()." + attr
+        if key not in self._cuts:
+            out: frozenset[int] | None = None
+            classes = self._ctx.analysis.classes.values()
+            if not any(attr in info.attrs for info in classes):
+                for info in classes:
+                    fn = info.methods.get(attr)
+                    if fn is None or any(dotted(d) in ("staticmethod", "classmethod")
+                                         for d in fn.decorator_list):
+                        continue
+                    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+                    free = _live_reads(fn, self._ctx)
+                    cut = frozenset(i for i, p in enumerate(params) if p not in free)
+                    if not cut:
+                        out = None
+                        break
+                    out = cut if out is None else out & cut
+            self._cuts[key] = out or None
+        return self._cuts[key]
+
     def _forward_skips(self, attr: str) -> tuple[list[str], frozenset[str]] | None:
         classes = self._ctx.analysis.classes
         fwds = set()

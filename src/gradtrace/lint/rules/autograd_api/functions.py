@@ -236,7 +236,7 @@ class BackwardGradientCountMismatch(Rule):
         if not node.bases or not _is_function_class(node, ctx):
             return
         fwd, bwd = _method(node, "forward"), _method(node, "backward")
-        if fwd is None or bwd is None:
+        if fwd is None or bwd is None or _never_differentiated(fwd):
             return
         pos = [*fwd.args.posonlyargs, *fwd.args.args]
         if _method(node, "setup_context") is None:
@@ -309,6 +309,26 @@ def _apply_arity(ctx: Context) -> dict[str, int]:
         return {k: next(iter(v)) for k, v in counts.items()
                 if len(v) == 1 and None not in v}  # type: ignore[misc]
     return ctx.memo("gt7-apply-arity", ctx.tree, make)
+
+
+def _never_differentiated(fwd: ast.FunctionDef) -> bool:
+    """Whether every value ``forward`` returns is one it passed to
+    ``ctx.mark_non_differentiable(...)``: no output requires grad, so autograd never calls
+    ``backward`` (an index kernel's ``return ()`` is never checked)."""
+    marked: set[str] = set()
+    for n in walk(fwd):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "mark_non_differentiable":
+            marked |= {a.id for a in n.args if isinstance(a, ast.Name)}
+    rets = [r for r in walk(fwd) if isinstance(r, ast.Return)]
+    if not marked or not rets:
+        return False
+    for r in rets:
+        v = r.value
+        items = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
+        if not items or not all(isinstance(x, ast.Name) and x.id in marked for x in items):
+            return False
+    return True
 
 
 def _computes(fn: ast.FunctionDef) -> bool:

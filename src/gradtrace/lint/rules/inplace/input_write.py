@@ -184,9 +184,24 @@ def _callers_reading_again(fn: ast.AST, writers: dict[str, InputWrite], ctx: Con
                                               *FUNCTION_TYPES, ast.ClassDef)):
                     continue
                 for r in reads(s2, v):
-                    if scope.binding_before(v, r.lineno) is mine:
+                    if r is not call.args[0] and scope.binding_before(v, r.lineno) is mine \
+                            and not _later_pass(scope, call, mine.stmt, r):
                         yield call, r
                         break
                 else:
                     continue
                 break
+
+
+def _later_pass(scope, call: ast.Call, bound: ast.stmt, r: ast.Name) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``r``, after a loop that binds the value and calls the block on it only under
+    an ``if`` (DARTS's auxiliary head, on one cell's output of the loop of cells), reads the
+    last pass's value, which the block may never have been given."""
+    inner = set(map(id, scope.loops_of(r)))
+    for loop in scope.loops_of(call):
+        if id(loop) in inner or loop not in scope.loops_of(bound):
+            continue
+        if any(isinstance(n, ast.If) and any(m is call for m in walk(n))
+               for n in walk(loop) if n is not loop):
+            return True
+    return False

@@ -45,7 +45,11 @@ def _wrapped_attrs(ctx: Context) -> frozenset[str]:
 
 def _optimized_attrs(ctx: Context) -> frozenset[str]:
     """Attribute names handed to a ``torch.optim`` optimizer directly anywhere in the file
-    (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``."""
+    (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``;
+    also those a method of their class returns in a list or tuple, directly or through an
+    attribute holding it (DARTS's ``def arch_parameters(self): return self._arch_parameters``
+    with ``self._arch_parameters = [self.alphas_normal, ...]``): a parameter group the module
+    hands out for the caller's own optimizer, kept out of ``parameters()`` on purpose."""
     def make() -> frozenset[str]:
         out: set[str] = set()
         if ctx.mentions("optim"):
@@ -53,8 +57,35 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
                 if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
                     for a in [*n.args, *(k.value for k in n.keywords)]:
                         out.update(x for x in map(_self_attr, walk(a)) if x)
+        out.update(_handed_out(ctx))
         return frozenset(out)
     return ctx.memo("gt4-optimized-attrs", ctx.tree, make)
+
+
+def _handed_out(ctx: Context) -> set[str]:
+    """``self.X`` listed in a list/tuple literal of ``self`` attributes only that a method
+    taking nothing but ``self`` (not ``forward``) returns, directly or through a
+    ``self.Y = [...]`` it returns (see ``_optimized_attrs``)."""
+    lists: dict[str, ast.expr] = {}
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.value, (ast.List, ast.Tuple)) \
+                and (held := _self_attr(n.targets[0])) is not None:
+            lists[held] = n.value
+    out: set[str] = set()
+    for fn in walk(ctx.tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "forward" \
+                or [a.arg for a in fn.args.args] != ["self"]:
+            continue  # an accessor takes nothing but self; forward's tuple is its output
+        for n in walk(fn):
+            if isinstance(n, ast.Return) and n.value is not None:
+                v = n.value
+                if (held := _self_attr(v)) is not None:
+                    v = lists.get(held, v)
+                if isinstance(v, (ast.List, ast.Tuple)) and v.elts \
+                        and all(_self_attr(x) for x in v.elts):
+                    out.update(x for x in map(_self_attr, v.elts) if x)
+    return out
 
 
 def _grad_switches(ctx: Context) -> frozenset[str]:

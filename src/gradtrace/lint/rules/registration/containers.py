@@ -334,7 +334,7 @@ class LearnableTensorAsPlainAttribute(Rule):
     `self.register_buffer(...)`.
     Known limits: only tensors made with `requires_grad=True` in a method of an `nn.Module`
     subclass of the same file; a tensor the code hands to an optimizer itself
-    (`RMSprop([self.lambda_op])`) is left alone.
+    (`RMSprop([self.lambda_op])`, or hands out by an accessor: `arch_parameters()`) is left alone.
     """
 
     code = "GT402"

@@ -61,10 +61,12 @@ def _per_iteration(e: ast.AST) -> bool:
     return False
 
 
-def epoch_counted(period: ast.expr, outer: ast.stmt, f: LoopFacts) -> str | None:
+def epoch_counted(period: ast.expr, outer: ast.stmt, f: LoopFacts,
+                  vocab: bool = True) -> str | None:
     """The name by which ``period`` counts epochs: the bound of the epoch loop ``outer``
-    (``for epoch in range(n_epochs)``, ``StepLR(opt, n_epochs // 3)``), else a name that reads
-    as a number of epochs (NOTE: vocabulary, the last resort). None: not seen to."""
+    (``for epoch in range(n_epochs)``, ``StepLR(opt, n_epochs // 3)``), else (``vocab``) a
+    name that reads as a number of epochs (NOTE: vocabulary, the last resort). None: not
+    seen to."""
     if _per_iteration(period):
         return None
     names = _names(period)
@@ -78,11 +80,16 @@ def epoch_counted(period: ast.expr, outer: ast.stmt, f: LoopFacts) -> str | None
     it = getattr(outer, "iter", None)
     if isinstance(it, ast.Call) and dotted(it.func) == "range":
         # `self.n_epochs` in the loop, `n_epochs` given to the scheduler in `__init__`
-        bound = {n.rpartition(".")[2] for a in it.args for n in _names(a)} - {"self"}
+        raw = {n for a in it.args for n in _names(a)}
+        for name in list(raw):  # `epochs = args.epochs; for epoch in range(epochs)`
+            b = f.scope.binding_before(name, it.lineno) if "." not in name else None
+            if b is not None and b.value is not None and not isinstance(b.stmt, ast.For):
+                raw |= _names(b.value)
+        bound = {n.rpartition(".")[2] for n in raw} - {"self"}
         hit = sorted(n for n in names if n.rpartition(".")[2] in bound)
         if hit:
             return hit[0]
-    return next((n for n in sorted(names) if is_epoch_count_name(n)), None)
+    return next((n for n in sorted(names) if vocab and is_epoch_count_name(n)), None)
 
 
 class EpochSchedulerSteppedPerBatch(LoopRule):
@@ -167,7 +174,9 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
                     steps = optimizer_steps(f, ctx)
                 if not any(f.loops_of(st)[-1:] == (inner,) for _, st, _ in steps):
                     continue  # not the loop that steps the optimizer: not a batch loop
-                outer = loops[-2]
+                if epoch_counted(got[1], inner, f, vocab=False) is not None:
+                    continue  # the stepping loop runs the period's bound: the epoch loop
+                outer = loops[-2]  # (P-DARTS: `for epoch in range(epochs)` in a stage loop)
                 why = epoch_counted(got[1], outer, f)
                 if why is None:
                     continue
