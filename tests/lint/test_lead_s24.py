@@ -131,3 +131,52 @@ def test_swapped_loss_twin_is_reported_and_trains_elsewhere(i: int) -> None:
 def test_swapped_loss_look_alike_is_silent(i: int) -> None:
     assert _found(SWAPPED_LOOK_ALIKES[i]) == []
     _run(SWAPPED_LOOK_ALIKES[i])
+
+
+# GT609 with SAC's temperature: `log_alpha` is a `Scalar` module whose forward returns its
+# parameter; the policy loss reads it as `self.log_alpha().exp()`. `exp` saves its output, not
+# the parameter, so stepping the temperature's optimizer between the policy loss's forward and
+# backward breaks nothing (CORL's cql.py, docs/triage/unseen24.md); a product with a factor that
+# takes a gradient saves it, and the backward raises.
+SAC = """
+class Scalar(nn.Module):
+    def __init__(self, v):
+        super().__init__()
+        self.constant = nn.Parameter(torch.tensor(v))
+    def forward(self):
+        return self.constant
+class Agent:
+    def __init__(self):
+        self.actor = nn.Linear(3, 1)
+        self.log_alpha = Scalar(0.0)
+        self.alpha_optimizer = torch.optim.Adam(self.log_alpha.parameters(), lr=0.1)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=0.1)
+    def train(self, obs):
+        log_pi = self.actor(obs).squeeze(-1)
+        alpha_loss = -(self.log_alpha() * (log_pi - 1.0).detach()).mean()
+        alpha = {alpha}
+        policy_loss = (alpha * log_pi).mean()
+        self.alpha_optimizer.zero_grad()
+        alpha_loss.backward()
+        self.alpha_optimizer.step()
+        self.actor_optimizer.zero_grad()
+        policy_loss.backward()
+        self.actor_optimizer.step()
+agent = Agent()
+agent.train(torch.randn(4, 3))
+"""
+SAC_LOOK_ALIKE = Shape(SAC.format(alpha="self.log_alpha().exp() * 1.0"), "GT609",
+                       holds="agent.actor.weight.grad is not None")
+SAC_TWIN = Shape(SAC.replace("policy_loss = (alpha * log_pi).mean()",
+                             "policy_loss = (self.log_alpha() * log_pi).mean()").format(
+                                 alpha="None"), "GT609", 20, "modified by an inplace operation")
+
+
+def test_sac_temperature_read_through_exp_is_silent() -> None:
+    assert _found(SAC_LOOK_ALIKE) == []
+    _run(SAC_LOOK_ALIKE)
+
+
+def test_sac_temperature_saved_by_a_product_is_reported() -> None:
+    assert _found(SAC_TWIN) == [(SAC_TWIN.line, "GT609")]
+    _run(SAC_TWIN)

@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import OPTIMIZER
+from gradtrace.lint.analysis.kinds import OPTIMIZER, PARAMETER
 from gradtrace.lint.analysis.optimizer_owners import aliases, element_owners, stored_owners
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.update_helpers import Event, node_code, update_events, update_names
@@ -128,10 +128,113 @@ class OptimizerStepBeforeBackward(Rule):
             return None  # built once per outer pass, stepped in an inner loop: not read
         for o in sorted(owners):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
+            if _never_saved(o, cls or scope.node, scope, st.call.lineno, ctx):
+                continue
             if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls,
                           handed_out=False):
                 return b.line, o
         return None
+
+
+# reads of a parameter after which no graph holds the parameter itself: an op that saves its
+# output (`exp`), or none of its inputs (`neg`, `+`), or reads that make no graph
+OUTPUT_SAVERS = frozenset({"exp", "sigmoid", "tanh"})
+NO_GRAPH_READS = frozenset({"parameters", "named_parameters", "item", "detach", "data", "grad",
+                            "state_dict", "requires_grad", "requires_grad_", "zero_grad"})
+VIEWS = frozenset({"view", "reshape", "squeeze", "unsqueeze", "t", "expand", "flatten"})
+
+
+def _never_saved(owner: str, where: ast.AST, scope, line: int,  # type: ignore[no-untyped-def]
+                 ctx: Context) -> bool:
+    """Whether no graph saves the parameter ``owner`` holds: ``owner`` is a parameter, or a
+    module of the file whose ``forward`` returns one of its parameters (SAC's ``Scalar``), and
+    every read of it in ``where`` (its class, or the function) is consumed by an op that does
+    not save it: ``log_alpha.exp()`` (exp saves its output), ``log_alpha * x.detach()`` (a
+    product saves a factor only to differentiate the other one), ``-log_alpha``, ``+``.
+    A step then updates it in place without invalidating any graph
+    (CORL's SAC, docs/triage/unseen24.md)."""
+    k = ctx.analysis.kind(ast.parse(owner, mode="eval").body, scope, line)
+    built = _built_as(owner, where, ctx) if k is None else None
+    called = k is not None and k.is_module or built is not None
+    if called and not _returns_own_parameter(k.cls if k is not None else built, ctx):
+        return False
+    if not called and not (k is not None and k.what == PARAMETER):
+        return False
+    parent = {c: n for n in ast.walk(where) for c in ast.iter_child_nodes(n)}
+    reads = 0
+    for n in parent:
+        if not isinstance(n, (ast.Name, ast.Attribute)) or not isinstance(n.ctx, ast.Load) \
+                or dotted(n) != owner:
+            continue
+        reads += 1
+        up = parent[n]
+        if called and isinstance(up, ast.Call) and up.func is n:  # `self.log_alpha()`
+            n, up = up, parent.get(up)
+        if not _harmless(n, up, parent, ctx):
+            return False
+    return reads > 0
+
+
+def _built_as(owner: str, cls: ast.AST, ctx: Context) -> str | None:
+    """The module class of the file every call assigned to ``owner`` in the class builds
+    (``self.log_alpha = Scalar(0.0)``; other values, ``None`` or a checkpoint's entry, left
+    aside), None when none or two."""
+    if not isinstance(cls, ast.ClassDef):
+        return None
+    made = {dotted(n.value.func) for n in ast.walk(cls) if isinstance(n, ast.Assign)
+            and len(n.targets) == 1 and dotted(n.targets[0]) == owner
+            and isinstance(n.value, ast.Call)}
+    return made.pop() if len(made) == 1 and next(iter(made)) in ctx.analysis.classes else None
+
+
+def _harmless(n: ast.AST, up: ast.AST | None, parent: dict, ctx: Context) -> bool:
+    """Whether the op reading ``n`` (its parent ``up``) keeps no reference to it for backward."""
+    while isinstance(up, ast.Attribute) and up.attr in VIEWS and isinstance(
+            parent.get(up), ast.Call):  # a view shares the parameter's version
+        n = parent[up]
+        up = parent.get(n)
+    if isinstance(up, ast.Attribute):
+        call = isinstance(parent.get(up), ast.Call)
+        return up.attr in NO_GRAPH_READS or (call and up.attr in OUTPUT_SAVERS)
+    if isinstance(up, ast.Call) and n in up.args:
+        q = ctx.qualified_name(up.func) or ""
+        return q.startswith("torch.optim.") or q.rpartition(".")[2] in OUTPUT_SAVERS \
+            and q.startswith("torch.")
+    if isinstance(up, ast.UnaryOp):
+        return isinstance(up.op, (ast.USub, ast.UAdd))
+    if isinstance(up, ast.BinOp):
+        other = up.right if up.left is n else up.left
+        return isinstance(up.op, (ast.Add, ast.Sub)) or isinstance(up.op, ast.Mult) and (
+            isinstance(other, ast.Constant) or _no_grad_value(other))
+    if isinstance(up, (ast.List, ast.Tuple)):
+        outer = parent.get(up)
+        return isinstance(outer, ast.Call) and (
+            ctx.qualified_name(outer.func) or "").startswith("torch.optim.")
+    return isinstance(up, ast.Dict)  # a checkpoint's entry
+
+
+def _no_grad_value(e: ast.AST) -> bool:
+    """``x.detach()``, ``x.item()``, a constant: a factor that takes no gradient."""
+    return isinstance(e, ast.Constant) or isinstance(e, ast.Call) and isinstance(
+        e.func, ast.Attribute) and e.func.attr in ("detach", "item") and not e.args
+
+
+def _returns_own_parameter(cls_name: str | None, ctx: Context) -> bool:
+    """The module class ``cls_name`` of the file returns ``self.<p>``, a parameter it
+    registers, on every ``return`` of its ``forward``."""
+    info = ctx.analysis.classes.get(cls_name or "")
+    fwd = info.methods.get("forward") if info is not None else None
+    if fwd is None:
+        return False
+    rets = [r for r in ast.walk(fwd) if isinstance(r, ast.Return)]
+    init = info.methods.get("__init__")
+    for r in rets:
+        if not (isinstance(r.value, ast.Attribute) and dotted(r.value.value) == "self"):
+            return False
+        k = ctx.analysis.kind_in(r.value, init, init.end_lineno or 0) if init else None
+        if k is None or k.what != PARAMETER:
+            return False
+    return bool(rets)
 
 
 def _owners(st: Event, scope, cls: ast.ClassDef | None,  # type: ignore[no-untyped-def]
