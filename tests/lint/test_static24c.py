@@ -47,6 +47,54 @@ SHAPES = {
         st = Carry(*rnn(torch.randn(2, 3)))
         st.detach()
         """, "GT708", 8, holds="st.h.grad_fn is not None")),
+    # GT302 widened: a result tensor flagged requires_grad before it is filled element by
+    # element is reported at the flag; the look-alike fills first and flags afterwards
+    "result-flagged-before-fill": (Shape("""
+        a = torch.randn(3, 4, requires_grad=True)
+        table = torch.zeros(3, 3)
+        for i in range(3):
+            for j in range(3):
+                table[i][j] = a[i].sum() * j
+        table.requires_grad_(True)
+        ok = table.sum()
+        """, "GT302", holds="ok.requires_grad"), Shape("""
+        a = torch.randn(3, 4, requires_grad=True)
+        table = torch.zeros(3, 3).requires_grad_(True)
+        for i in range(3):
+            for j in range(3):
+                table[i][j] = a[i].sum() * j
+        """, "GT302", 2, raises=(RuntimeError, "leaf Variable that requires grad"))),
+    # the flag set inside another assignment (a config object keeps the tensor); the
+    # look-alike is a weight the loop trains: its `.grad` is read, the write is reported
+    "flag-stored-on-config-then-filled": (Shape("""
+        from types import SimpleNamespace
+        def build(cfg, n):
+            m = torch.zeros(n, n)
+            for i in range(n - 1):
+                m[i, i + 1] = 1.0
+            cfg.adj = m.requires_grad_(True)
+        cfg = SimpleNamespace()
+        build(cfg, 4)
+        """, "GT302", holds="cfg.adj.requires_grad"), Shape("""
+        from types import SimpleNamespace
+        def build(cfg, n):
+            m = torch.zeros(n, n)
+            cfg.adj = m.requires_grad_(True)
+            for i in range(n - 1):
+                m[i, i + 1] = 1.0
+        cfg = SimpleNamespace()
+        build(cfg, 4)
+        """, "GT302", 4, raises=(RuntimeError, "leaf Variable that requires grad"))),
+    "trained-weight-written-in-place": (Shape("""
+        w = torch.zeros(4, requires_grad=True)
+        (w * 2).sum().backward()
+        with torch.no_grad():
+            w[0] = w[0] - 0.1 * w.grad[0]
+        """, "GT302", holds="w.is_leaf"), Shape("""
+        w = torch.zeros(4, requires_grad=True)
+        (w * 2).sum().backward()
+        w[0] = w[0] - 0.1 * w.grad[0]
+        """, "GT302", 3, raises=(RuntimeError, "leaf Variable that requires grad"))),
 }
 
 

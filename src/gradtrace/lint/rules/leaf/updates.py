@@ -231,7 +231,8 @@ class InplaceUpdateOfLeaf(Rule):
     `w -= lr * w.grad`, `w.add_(...)`, `p.copy_(...)` raise `RuntimeError: a leaf Variable that
     requires grad is being used in an in-place operation.` and `w[0] = 1.0` raises
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
-    operation.` (pytorch-facts.md#leaf-inplace). Wrap the update in `with torch.no_grad():` (or
+    operation.` (pytorch-facts.md#leaf-inplace). A result tensor flagged before it is filled
+    (`res = torch.zeros(n, requires_grad=True)`, then `res[i] = ...`) is reported at the flag. Wrap the update in `with torch.no_grad():` (or
     `@torch.no_grad()`), as `torch.optim` does.
     A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /=
     self.weight.norm(...)`: NOTE [trained parameter attributes]).
@@ -274,6 +275,12 @@ class InplaceUpdateOfLeaf(Rule):
             emb = torch.nn.Parameter(torch.randn(10, 4))
             emb[0] = 0.0
             """, at=(3, 0)),
+        Bad("""
+            import torch
+            res = torch.zeros(3, 3, requires_grad=True)
+            for i in range(3):
+                res[i] = res[i] + i
+            """, at=(2, 0)),
         Bad("""
             import torch
             layer = torch.nn.Linear(4, 4)
@@ -399,12 +406,10 @@ class InplaceUpdateOfLeaf(Rule):
             return
         line = stmt.lineno
         if what == "slice assignment" and filled_after_flag(origin, name, ctx):
-            if self._first(origin, ctx):  # type: ignore[arg-type]
-                yield self.report(origin, ctx, related=[Related(
-                    ctx.path, line, f"`{name}` is written in place here", ctx.column(stmt))],
-                    what=f"slice assignment (line {line}, after this line makes it require "
-                    "grad: set the flag once it is filled, or build it out of place)",
-                    name=name, view=_error(view, target))
+            yield from [self.report(origin, ctx, what=f"slice assignment (line {line}, after "
+                        "this line makes it require grad: set the flag once it is filled, or "
+                        "build it out of place)", name=name, view=_error(view, target))
+                        ] if self._first(origin, ctx) else []  # type: ignore[arg-type]
             return
         note = f"`{name}` iterates over leaves that require grad here" \
             if isinstance(origin, (ast.For, ast.AsyncFor)) \
