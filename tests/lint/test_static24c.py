@@ -95,6 +95,40 @@ SHAPES = {
         (w * 2).sum().backward()
         w[0] = w[0] - 0.1 * w.grad[0]
         """, "GT302", 3, raises=(RuntimeError, "leaf Variable that requires grad"))),
+    # GT119: a loss term re-made a leaf that requires grad, as an operand; the look-alike
+    # makes the leaf for an input-gradient probe and reads its gradient
+    "releafed-operand-in-loss": (Shape("""
+        enc = nn.Linear(4, 3)
+        x = torch.randn(5, 4)
+        h = enc(x)
+        probe = h[0].detach().clone().requires_grad_(True)
+        (probe * h[1]).sum().backward()
+        """, "GT119", holds="probe.grad is not None and enc.weight.grad is not None"), Shape("""
+        enc = nn.Linear(4, 3)
+        x = torch.randn(5, 4)
+        h = enc(x)
+        loss = 0
+        for i in range(4):
+            loss = loss - torch.dot(h[i], h[i + 1]).detach().clone().requires_grad_(True)
+        loss.backward()
+        """, "GT119", 6, holds="enc.weight.grad is None")),
+    # a helper's result: the look-alike's caller asks for the leaf's gradient
+    "releafed-helper-result": (Shape("""
+        def as_leaf(t):
+            return torch.tensor(t.detach().float(), requires_grad=True)
+        net = nn.Linear(4, 1)
+        inp = as_leaf(torch.randn(2, 4))
+        net(inp).sum().backward()
+        saliency = inp.grad.abs()
+        """, "GT119", holds="saliency.shape == (2, 4)"), Shape("""
+        def hard_mask(p, t):
+            return torch.tensor((p > t).float(), requires_grad=True)
+        def dice(p, y):
+            m = hard_mask(p, 0.5)
+            return 1 - 2 * (m * y).sum() / (m.sum() + y.sum() + 1)
+        net = nn.Linear(4, 1)
+        dice(torch.sigmoid(net(torch.randn(8, 4))), torch.ones(8, 1)).backward()
+        """, "GT119", 2, holds="net.weight.grad is None")),
 }
 
 
