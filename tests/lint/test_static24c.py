@@ -129,6 +129,25 @@ SHAPES = {
         net = nn.Linear(4, 1)
         dice(torch.sigmoid(net(torch.randn(8, 4))), torch.ones(8, 1)).backward()
         """, "GT119", 2, holds="net.weight.grad is None")),
+    # GT306 widened: an attribute set to arithmetic on a tensor flagged right there, given to
+    # an optimizer in another method; the look-alike scales before flagging
+    "scaled-attribute-given-to-optimizer": (Shape("""
+        class SysId:
+            def __init__(self):
+                self.true = torch.tensor([10.0, 1.0, 1.0])
+                self.guess = (self.true.clone() * 1.2).requires_grad_()
+            def optimizer(self):
+                return torch.optim.RMSprop([{"params": self.guess, "lr": 1e-2}])
+        opt = SysId().optimizer()
+        """, "GT306", holds="len(opt.param_groups) == 1"), Shape("""
+        class SysId:
+            def __init__(self):
+                self.true = torch.tensor([10.0, 1.0, 1.0])
+                self.guess = (self.true.clone().requires_grad_() * 1.2)
+            def optimizer(self):
+                return torch.optim.RMSprop([{"params": self.guess, "lr": 1e-2}])
+        opt = SysId().optimizer()
+        """, "GT306", 4, raises=(ValueError, "can't optimize a non-leaf Tensor"))),
 }
 
 
