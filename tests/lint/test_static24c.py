@@ -148,7 +148,52 @@ SHAPES = {
                 return torch.optim.RMSprop([{"params": self.guess, "lr": 1e-2}])
         opt = SysId().optimizer()
         """, "GT306", 4, raises=(ValueError, "can't optimize a non-leaf Tensor"))),
+    # GT203 widened: a module's forward turns grad on for an inner gradient and then off
+    # instead of restoring it; the script trains after running it. Look-alike: restores
+    "forward-leaves-grad-off": (Shape("""
+        class Den(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+            def energy_grad(self, x):
+                prev = torch.is_grad_enabled()
+                torch.set_grad_enabled(True)
+                x = x.requires_grad_()
+                g, = torch.autograd.grad(self.net(x).sum(), x)
+                torch.set_grad_enabled(prev)
+                return g
+            def forward(self, x):
+                return x - self.energy_grad(x)
+        den = Den()
+        clean = den(torch.randn(2, 4)).detach()
+        head = nn.Linear(4, 4)
+        head(clean).pow(2).mean().backward()
+        """, "GT203", holds="head.weight.grad is not None"), Shape("""
+        class Den(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+            def energy_grad(self, x):
+                torch.set_grad_enabled(True)
+                x = x.requires_grad_()
+                g, = torch.autograd.grad(self.net(x).sum(), x)
+                torch.set_grad_enabled(False)
+                return g
+            def forward(self, x):
+                return x - self.energy_grad(x)
+        den = Den()
+        clean = den(torch.randn(2, 4)).detach()
+        head = nn.Linear(4, 4)
+        head(clean).pow(2).mean().backward()
+        """, "GT203", 9, raises=(RuntimeError, "does not require grad"))),
 }
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode_restored():
+    """A twin that leaves grad off (GT203) must not leak into the next test."""
+    yield
+    torch.set_grad_enabled(True)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
