@@ -13,6 +13,8 @@ from gradtrace.lint.rule import Bad, Good, Rule
 
 # what takes the values of a tensor without its history
 CUTS = frozenset({"detach", "detach_", "data"})
+# conversions GT102 / GT103 report as the cut
+NUMBER_CUTS = frozenset({"item", "tolist", "numpy"})
 # what hands a tensor's gradient to the code: a read, a hook, a request, a trainer
 GRAD_USES = frozenset({"grad", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"})
 
@@ -41,6 +43,10 @@ def _fresh_leaf(node: ast.Call, ctx: Context) -> ast.AST | None:
             and k.value.value is True for k in node.keywords):
         return None
     data = node.args[0]
+    if any(isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr in
+           NUMBER_CUTS or isinstance(n.func, ast.Name) and n.func.id in ("float", "int"))
+           for n in walk(data)):
+        return None  # a Python number or NumPy array in between: GT102 / GT103 name the cut
     # a tensor expression: a comparison, a method or function call on a variable
     if any(isinstance(n, ast.Compare) or isinstance(n, ast.Call) and any(
             isinstance(m, ast.Name) for m in walk(n)) for n in walk(data)):
