@@ -22,7 +22,7 @@ PURE_WITH_INPLACE = frozenset({
     "sqrt", "exp", "log", "pow", "sign", "sigmoid", "tanh", "relu", "floor", "ceil", "round",
     "masked_fill", "index_fill", "index_add", "scatter", "scatter_add", "renorm", "lerp",
     "addcmul", "addcdiv", "nan_to_num", "fmod", "remainder", "reciprocal", "square",
-    "true_divide", "multiply", "subtract", "divide"})
+    "true_divide", "multiply", "subtract", "divide", "detach"})
 # ... of which these names are torch.Tensor's own (no NumPy array, container or common
 # library object has them): on a name whose value the scope cannot place, the call is still
 # a tensor's (flamingo's `attn.masked_fill(mask, 0.)` on an attention map built through a
@@ -58,6 +58,27 @@ def _tensor_receiver(expr: ast.AST, method: str, ctx: Context) -> bool:
     return kind not in NOT_TENSOR_KINDS and method in TENSOR_ONLY \
         and isinstance(root, ast.Name) and root.id not in ctx.imports.aliases and any(
             v == "torch" or v.startswith("torch.") for v in ctx.imports.aliases.values())
+
+
+def _member_detached(call: ast.Call, ctx: Context) -> bool:
+    """``for h in self._all: h.detach()``: the receiver is the target of a loop this
+    statement runs in, and no class of the file has a ``detach`` method that changes its
+    object in place (returns nothing) other than the one this loop is in, so the loop's items
+    are tensors (a state container's own ``detach()`` walking its tensors, OpenNMT's
+    DecoderState). ``weakref.finalize.detach()`` and stream ``detach()`` are held on an
+    attribute, never a loop target."""
+    recv = call.func.value  # type: ignore[attr-defined]
+    if not isinstance(recv, ast.Name) or not any(
+            isinstance(lp, (ast.For, ast.AsyncFor)) and any(
+                isinstance(n, ast.Name) and n.id == recv.id for n in ast.walk(lp.target))
+            for lp in ctx.loops):
+        return False
+    own = ctx.function
+    return not any(
+        isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "detach"
+        and f is not own and not any(isinstance(r, ast.Return) and r.value is not None
+                                     for r in ast.walk(f))
+        for c in ast.walk(ctx.tree) if isinstance(c, ast.ClassDef) for f in c.body)
 
 
 def _held(expr: ast.AST) -> bool:
@@ -105,7 +126,8 @@ class TensorOpResultDiscarded(Rule):
 
     Why: these operations return a new tensor and leave their input as it is; only the
     in-place twin with a trailing underscore (`clamp_`, `mul_`) or an assignment changes the
-    value. The DQN tutorial's `param.grad.data.clamp(-1, 1)` never clipped a gradient: the
+    value; `h.detach()` alone leaves `h` on its graph (OpenNMT's decoder state kept the last
+    batch's graph and the next backward failed). The DQN tutorial's `param.grad.data.clamp(-1, 1)` never clipped a gradient: the
     optimizer steps with the unclipped ones, and nothing fails. Use `clamp_` (or assign the
     result back). Known limits: the receiver must be seen to be a tensor (`.grad`, `.data`, a
     parameter, a tensor made in the file) or the call a `torch.` function.
@@ -166,6 +188,31 @@ class TensorOpResultDiscarded(Rule):
                 for w in weights:
                     w.grad = torch.clamp(w.grad, min=-5.0, max=5.0)
             """),
+        Bad("""
+            import torch
+
+            class State:
+                def __init__(self, h, c):
+                    self.hidden = (h, c)
+
+                def detach(self):
+                    for t in self.hidden:
+                        t.detach()
+            """, at=(9, 12)),
+        Good("""
+            import torch
+
+            class State:
+                def __init__(self, h, c):
+                    self.hidden = (h, c)
+
+                def detach(self):
+                    self.hidden = tuple(t.detach() for t in self.hidden)
+
+            def run(states):
+                for s in states:
+                    s.detach()
+            """),
     ]
 
     def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
@@ -180,13 +227,17 @@ class TensorOpResultDiscarded(Rule):
             if not call.args:
                 return
             target = call.args[0]
-        elif not qual.startswith("torch.") and _tensor_receiver(call.func.value, method, ctx):
+        elif not qual.startswith("torch.") and (
+                _tensor_receiver(call.func.value, method, ctx)
+                or method == "detach" and _member_detached(call, ctx)):
             target = call.func.value
         else:
+            return
+        if method == "detach" and (call.args or call.keywords):
             return
         if not _held(target) or _rebound_unread(node, target, ctx):
             return
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
-            "update"
+            "cut from the graph" if method == "detach" else "update"
         yield self.report(node, ctx, call=ctx.source(call)[:60], target=dotted(target) or
                           ctx.source(target)[:40], what=what, method=method)

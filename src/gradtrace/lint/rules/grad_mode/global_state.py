@@ -40,7 +40,8 @@ class SetGradEnabledNeverRestored(Rule):
     needs it, or restore the previous mode. A script that only runs inference, and a call that
     is undone later (`torch.set_grad_enabled(True)`, `set_grad_enabled(prev)`), are fine.
     Known limits: the training must be visible in the same file (a `backward()` after the call,
-    in a caller, or anywhere in the file for a module-level call).
+    in a caller, anywhere in the file for a module-level call, or in the script after it runs a
+    model whose `forward` makes the call, directly or through a method on `self`).
     """
 
     code = "GT203"
@@ -68,6 +69,27 @@ class SetGradEnabledNeverRestored(Rule):
                         opt.step()
                     evaluate(model, val)
             """, at=(5, 4)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class Denoiser(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    torch.set_grad_enabled(True)
+                    x = x.requires_grad_()
+                    g, = torch.autograd.grad(self.net(x).sum(), x)
+                    torch.set_grad_enabled(False)
+                    return x - g
+
+            den = Denoiser()
+            clean = den(torch.randn(2, 4)).detach()
+            head = nn.Linear(4, 4)
+            head(clean).pow(2).mean().backward()
+            """, at=(13, 8)),
         Good("""
             import torch
 
@@ -179,7 +201,31 @@ def _sink_in_callers(fn: ast.AST, ctx: Context) -> ast.Call | None:
                 sink = _sink_after(other, c.lineno, ctx) or _sink_in_loop_before(other, c, ctx)
                 if sink is not None:
                     return sink
-    return _sink_in_script(name, ctx)
+    return _sink_in_script(name, ctx) or _sink_after_model_run(fn, ctx)
+
+
+def _sink_after_model_run(fn: ast.AST, ctx: Context) -> ast.Call | None:
+    """``fn`` is a class's ``forward`` or a method its ``forward`` calls on ``self``, and the
+    script (module level, nothing there turning grad back on) calls an object it built and
+    then backward: the model run leaves grad off for the training that follows."""
+    cls = next((c for c in ctx.tree.body if isinstance(c, ast.ClassDef) and fn in c.body), None)
+    if cls is None:
+        return None
+    name = getattr(fn, "name", "")
+    if name != "forward" and not any(
+            isinstance(f, FUNCTION_TYPES) and f.name == "forward" and any(
+                dotted(c.func) == "self." + name for c in _calls(f)) for f in cls.body):
+        return None
+    top = [s for s in ctx.tree.body if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))]
+    if any(_restored(s, 0, ctx) for s in top):
+        return None
+    built = {t.id for s in top if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+             for t in s.targets if isinstance(t, ast.Name)}
+    run = next((c for s in top for c in _calls(s)
+                if isinstance(c.func, ast.Name) and c.func.id in built), None)
+    if run is None:
+        return None
+    return _sink_after(ast.Module(body=top, type_ignores=[]), run.lineno, ctx)
 
 
 def _sink_in_script(name: str, ctx: Context) -> ast.Call | None:

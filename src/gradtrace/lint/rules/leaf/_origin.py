@@ -6,7 +6,11 @@ import ast
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.leaf._tensors import grad_leaf_binding, is_true, reads_grad_of
+from gradtrace.lint.context import Context
+from gradtrace.lint.rules.leaf._tensors import (
+    grad_factory, grad_leaf_binding, is_optimizer_call, is_parameter_call, is_true,
+    reads_grad_of,
+)
 
 
 def parameter_loop_of(scope: Scope, name: str, line: int) -> ast.stmt | None:
@@ -92,3 +96,24 @@ def frozen_before(scope: Scope, name: str, line: int) -> bool:
                 dotted(s.value.func) == name + ".requires_grad_":
             frozen = bool(s.value.args) and not is_true(s.value.args[0])
     return frozen
+
+
+def filled_after_flag(origin: ast.AST, name: str, ctx: Context) -> bool:
+    """``res = torch.zeros(n, requires_grad=True)`` (or ``a.requires_grad_()``) and then
+    ``res[i] = ...``: a tensor flagged before it is filled, whose gradient nothing in the file
+    asks for (no ``name.grad``, no optimizer nor ``autograd.grad`` given it). The flag is the
+    mistake, not the fill: the tensor is a result being built, not a weight being trained."""
+    if not isinstance(origin, ast.stmt) or isinstance(origin, (ast.For, ast.AsyncFor)) or any(
+            is_parameter_call(n, ctx) for n in walk(origin)) or not any(
+            grad_factory(n, ctx) is not None or isinstance(n, ast.Attribute)
+            and n.attr in ("requires_grad_", "requires_grad") for n in walk(origin)):
+        return False
+    if reads_grad_of(ctx.tree, name):
+        return False
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Call) and (is_optimizer_call(n, ctx) or (
+                ctx.call_name(n) or "").startswith("torch.autograd.")) and any(
+                isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) == name
+                for arg in [*n.args, *(k.value for k in n.keywords)] for a in walk(arg)):
+            return False
+    return True

@@ -235,6 +235,14 @@ class NonLeafGivenToOptimizer(Rule):
             params = [w, scaled]
             opt = torch.optim.SGD(params, lr=0.1)
             """, at=(4, 13)),
+        Bad("""
+            import torch
+            class Fit:
+                def __init__(self, true):
+                    self.guess = true.clone().requires_grad_() * 1.2
+                def run(self):
+                    return torch.optim.RMSprop([{"params": self.guess}])
+            """, at=(4, 8)),
         Good("""
             import torch
             w = torch.randn(3, requires_grad=True)
@@ -256,7 +264,7 @@ class NonLeafGivenToOptimizer(Rule):
                     yield self.report(made[0], ctx, related=[Related(
                         ctx.path, node.lineno, "given to the optimizer here",
                         ctx.column(node))], expr=ctx.source(e),
-                        why=f"a slice of `{made[1]}`, which requires grad")
+                        why=made[1])
                 continue
             if made_non_leaf(e, ctx) is not None:
                 yield self.report(e, ctx, expr=ctx.source(e), why="made from a leaf")
@@ -286,7 +294,14 @@ def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
         return None
     cls = ctx.analysis.class_of(ctx.function)
     info = cls.attrs.get(e.attr) if cls is not None else None
-    if info is None or info.later or not isinstance(info.value, ast.Subscript):
+    if info is None or info.later:
+        return None
+    if isinstance(info.value, ast.BinOp):  # `self.w = (self.w0.clone().requires_grad_() * 1.2)`
+        side = next((e for e in (info.value.left, info.value.right) if _flagged(e, ctx)), None)
+        text = ctx.source(side) if side is not None else ""
+        return (info.stmt, "arithmetic on `" + (text if len(text) <= 40 else text[:37] + "...")
+                + "`, which requires grad") if side is not None else None
+    if not isinstance(info.value, ast.Subscript):
         return None
     base = info.value.value
     if not (isinstance(base, ast.Attribute) and dotted(base.value) == "self"):
@@ -295,14 +310,23 @@ def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
     if src is None or src.value is None:
         return None
     if grad_factory(src.value, ctx) is not None or is_parameter_call(src.value, ctx):
-        return info.stmt, f"self.{base.attr}"
+        return info.stmt, f"a slice of `self.{base.attr}`, which requires grad"
     for st in bfs_walk(info.method):
         if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                 and st.lineno < info.stmt.lineno and src.method is info.method \
                 and dotted(st.value.func) == f"self.{base.attr}.requires_grad_" \
                 and (not st.value.args or is_true(st.value.args[0])):
-            return info.stmt, f"self.{base.attr}"
+            return info.stmt, f"a slice of `self.{base.attr}`, which requires grad"
     return None
+
+
+def _flagged(e: ast.AST, ctx: Context) -> bool:
+    """A tensor made to require grad right there: a factory with ``requires_grad=True``, an
+    ``nn.Parameter``, or ``<t>.requires_grad_()`` (arithmetic on any of them is a non-leaf)."""
+    return grad_factory(e, ctx) is not None or is_parameter_call(e, ctx) or (
+        isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+        and e.func.attr == "requires_grad_" and not e.keywords
+        and (not e.args or is_true(e.args[0])))
 
 
 def _helper_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] | None:

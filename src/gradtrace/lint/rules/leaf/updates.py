@@ -16,7 +16,8 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._origin import (
-    calls_backward, flagged_leaf, frozen_before, parameter_loop_of, requires_grad_set,
+    calls_backward, filled_after_flag, flagged_leaf, frozen_before, parameter_loop_of,
+    requires_grad_set,
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._writes import (
@@ -177,6 +178,7 @@ class LeafReboundByUpdate(Rule):
 LEAF_NAME_RE = re.compile(r"(?m)^[ \t]*([\w.]+)[ \t]*=[^\n]*(?:requires_grad|Parameter)"
                           r"|([\w.]+)\.requires_grad"
                           r"|\bfor[ \t]+(?:\w+[ \t]*,[ \t]*)?(\w+)[ \t]+in[ \t]")
+FLAGGED_RE = re.compile(r"([\w.]+)\.requires_grad")
 GLOBAL_LEAF_RE = re.compile(r"(?m)^(\w+)[ \t]*=[^\n]*(?:requires_grad|Parameter)")
 
 
@@ -200,6 +202,7 @@ def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) 
             if "requires_grad" in ln or "Parameter" in ln or "for " in ln:
                 for m in LEAF_NAME_RE.findall(ln):
                     out.update(n for n in m if n)
+                out.update(FLAGGED_RE.findall(ln))  # `opt.w = a.requires_grad_()`: `a` too
         return frozenset(out) | _helper_made(ctx, fn)
     return name in ctx.memo("gt3-leaf-names", fn, make)
 
@@ -228,7 +231,8 @@ class InplaceUpdateOfLeaf(Rule):
     `w -= lr * w.grad`, `w.add_(...)`, `p.copy_(...)` raise `RuntimeError: a leaf Variable that
     requires grad is being used in an in-place operation.` and `w[0] = 1.0` raises
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
-    operation.` (pytorch-facts.md#leaf-inplace). Wrap the update in `with torch.no_grad():` (or
+    operation.` (pytorch-facts.md#leaf-inplace). A result tensor flagged before it is filled
+    (`res = torch.zeros(n, requires_grad=True)`, then `res[i] = ...`) is reported at the flag. Wrap the update in `with torch.no_grad():` (or
     `@torch.no_grad()`), as `torch.optim` does.
     A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /=
     self.weight.norm(...)`: NOTE [trained parameter attributes]).
@@ -271,6 +275,12 @@ class InplaceUpdateOfLeaf(Rule):
             emb = torch.nn.Parameter(torch.randn(10, 4))
             emb[0] = 0.0
             """, at=(3, 0)),
+        Bad("""
+            import torch
+            res = torch.zeros(3, 3, requires_grad=True)
+            for i in range(3):
+                res[i] = res[i] + i
+            """, at=(2, 0)),
         Bad("""
             import torch
             layer = torch.nn.Linear(4, 4)
@@ -383,7 +393,7 @@ class InplaceUpdateOfLeaf(Rule):
     def _check(self, fn: ast.AST, stmt: ast.stmt, target: ast.expr, what: str,
                ctx: Context) -> Iterator[Finding]:
         view = ""
-        if isinstance(target, ast.Subscript):
+        while isinstance(target, ast.Subscript):  # `res[b][c] = ...`: a view of a view
             target, view = target.value, "view of a "
         name = dotted(target)
         if name is not None and name.endswith((".data", ".grad")):
@@ -395,6 +405,12 @@ class InplaceUpdateOfLeaf(Rule):
                 or not self._first(stmt, ctx):
             return
         line = stmt.lineno
+        if what == "slice assignment" and filled_after_flag(origin, name, ctx):
+            yield from [self.report(origin, ctx, what=f"slice assignment (line {line}, after "
+                        "this line makes it require grad: set the flag once it is filled, or "
+                        "build it out of place)", name=name, view=_error(view, target))
+                        ] if self._first(origin, ctx) else []  # type: ignore[arg-type]
+            return
         note = f"`{name}` iterates over leaves that require grad here" \
             if isinstance(origin, (ast.For, ast.AsyncFor)) \
             else f"`{name}` is made a leaf that requires grad here"

@@ -1,0 +1,197 @@
+"""GT119: a computed value re-made into a new leaf that requires grad, whose gradient nobody can
+read (an operand of the loss, or a helper's result only computed with)."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.rule import Bad, Good, Rule
+
+# what takes the values of a tensor without its history
+CUTS = frozenset({"detach", "detach_", "data"})
+# conversions GT102 / GT103 report as the cut
+NUMBER_CUTS = frozenset({"item", "tolist", "numpy"})
+# what hands a tensor's gradient to the code: a read, a hook, a request, a trainer
+GRAD_USES = frozenset({"grad", "register_hook", "retain_grad", "register_post_accumulate_grad_hook"})
+
+
+def _parents(ctx: Context) -> dict[int, ast.AST]:
+    return ctx.memo("gt119-parents", ctx.tree, lambda: parent_map(ctx.tree))
+
+
+def _fresh_leaf(node: ast.Call, ctx: Context) -> ast.AST | None:
+    """The cut a call makes a new leaf that requires grad from, when its values come from a
+    computed tensor: ``t.detach()...requires_grad_(True)`` (the flag literally true) or
+    ``torch.tensor(<expression of variables>, requires_grad=True)``."""
+    f = node.func
+    if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+        if node.keywords or node.args and not (
+                isinstance(node.args[0], ast.Constant) and node.args[0].value is True):
+            return None
+        e: ast.AST = f.value
+        while isinstance(e, (ast.Call, ast.Attribute, ast.Subscript)):
+            if isinstance(e, ast.Attribute) and e.attr in CUTS:
+                return e
+            e = e.func if isinstance(e, ast.Call) else e.value  # type: ignore[union-attr]
+        return None
+    if (ctx.qualified_name(f) or "") != "torch.tensor" or not node.args or not any(
+            k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+            and k.value.value is True for k in node.keywords):
+        return None
+    data = node.args[0]
+    if any(isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr in
+           NUMBER_CUTS or isinstance(n.func, ast.Name) and n.func.id in ("float", "int"))
+           for n in walk(data)):
+        return None  # a Python number or NumPy array in between: GT102 / GT103 name the cut
+    # a tensor expression: a comparison, a method or function call on a variable
+    if any(isinstance(n, ast.Compare) or isinstance(n, ast.Call) and any(
+            isinstance(m, ast.Name) for m in walk(n)) for n in walk(data)):
+        return data
+    return None
+
+
+def _grad_wanted(name: str, ctx: Context) -> bool:
+    """Whether the file can ever see the gradient of what ``name`` holds: ``name.grad``, a
+    hook or ``retain_grad`` on it, or ``name`` given to ``torch.autograd.*`` or an optimizer."""
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Attribute) and n.attr in GRAD_USES and dotted(n.value) == name:
+            return True
+        if isinstance(n, ast.Call):
+            q = ctx.qualified_name(n.func) or ""
+            if (q.startswith("torch.autograd.") or q.startswith("torch.optim.")) and any(
+                    isinstance(a, (ast.Name, ast.Attribute)) and dotted(a) == name
+                    for arg in [*n.args, *(k.value for k in n.keywords)] for a in walk(arg)):
+                return True
+    return False
+
+
+def _unreadable_result(fn: ast.AST, ctx: Context) -> list[ast.Call] | None:
+    """The calls of the file's function ``fn`` when each one's result is computed with or
+    bound to a name whose gradient the file never asks for (None: not called, or one is
+    bound elsewhere: returned, stored on an object, given to another call)."""
+    name = getattr(fn, "name", None)
+    parents = _parents(ctx)
+    calls = []
+    for n in walk(ctx.tree):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if not (isinstance(f, ast.Name) and f.id == name or isinstance(f, ast.Attribute)
+                and f.attr == name and isinstance(f.value, ast.Name) and f.value.id == "self"):
+            continue
+        up = parents.get(id(n))
+        if isinstance(up, (ast.BinOp, ast.UnaryOp)):
+            calls.append(n)
+        elif isinstance(up, ast.Assign) and len(up.targets) == 1 \
+                and isinstance(up.targets[0], ast.Name) and not _grad_wanted(up.targets[0].id, ctx):
+            calls.append(n)
+        else:
+            return None
+    return calls or None
+
+
+class FreshLeafBandAid(Rule):
+    """A value computed from tensors is made a new leaf that requires grad
+    (`t.detach().clone().requires_grad_(True)`, `torch.tensor(x > 0.5, requires_grad=True)`)
+    where nothing can ever read that leaf's gradient: it is an operand of the loss, or the
+    result of a helper whose callers only compute with it.
+
+    Why: the new leaf has no history; the loss term built from it is a constant to autograd.
+    Its `requires_grad` only makes `backward()` stop raising `element 0 of tensors does not
+    require grad and does not have a grad_fn`; no gradient reaches the model through the term
+    and, when it is the whole loss, the model never trains (pyg-team/pytorch_geometric#3009,
+    segmentation_models.pytorch#611; checked on torch 2.13). Compute the term from the tensor
+    itself (without `.detach()`), or drop it if it cannot be differentiated. GT106 reports the
+    same band-aid on a loss inside the function that calls `backward()`.
+    Known limits: a leaf bound to a name in the same function is left to GT106; a helper is
+    followed only when the file calls it, by name or on `self`.
+    """
+
+    code = "GT119"
+    name = "fresh-leaf-band-aid"
+    message = ("`{expr}` makes a new leaf that requires grad from a copy of `{cut}`, and "
+               "nothing can read "
+               "its gradient{where}: the term it builds is a constant to autograd and the model "
+               "gets no gradient through it; compute it from the tensor itself")
+    triggers = ("requires_grad",)
+    gate_statements = True
+    examples = [
+        Bad("""
+            import torch
+
+            def edge_loss(h, pairs):
+                total = 0
+                for a, b in pairs:
+                    total = total - torch.dot(h[a], h[b]).detach().requires_grad_(True)
+                return total / len(pairs)
+
+            def step(model, x, pairs):
+                edge_loss(model(x), pairs).backward()
+            """, at=(6, 24)),
+        Bad("""
+            import torch
+
+            def hard(x, t):
+                return torch.tensor((x > t).float(), requires_grad=True)
+
+            def dice(pred, target):
+                p = hard(pred, 0.5)
+                return 1 - 2 * (p * target).sum() / (p.sum() + target.sum())
+
+            def step(model, x, y):
+                dice(model(x), y).backward()
+            """, at=(4, 11)),
+        Good("""
+            import torch
+
+            def perturb(model, x, y, loss_fn, eps):
+                x_adv = x.detach().clone().requires_grad_(True)
+                loss_fn(model(x_adv), y).backward()
+                return x + eps * x_adv.grad.sign()
+            """),
+        Good("""
+            import torch
+
+            def leaf_copy(x):
+                return x.detach().clone().requires_grad_(True)
+
+            def saliency(model, x, label):
+                inp = leaf_copy(x)
+                model(inp)[0, label].backward()
+                return inp.grad.abs()
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        cut = _fresh_leaf(node, ctx)
+        if cut is None or not ctx.mentions(".backward("):
+            return
+        parents = _parents(ctx)
+        up = parents.get(id(node))
+        while isinstance(up, ast.Attribute) and isinstance(parents.get(id(up)), ast.Call):
+            node = parents[id(up)]  # `.float()`, `.to(...)` after it: the same values
+            up = parents.get(id(node))
+        where = ""
+        related: list[Related] = []
+        if isinstance(up, (ast.BinOp, ast.UnaryOp)):
+            where = " (an operand of the expression)"
+        elif isinstance(up, ast.Return) and ctx.function is not None:
+            calls = _unreadable_result(ctx.function, ctx)
+            if calls is None:
+                return
+            where = f" (`{ctx.function.name}` returns it and its callers only compute with it)"
+            related = [Related(ctx.path, c.lineno, "its result is used here", ctx.column(c))
+                       for c in calls[:3]]
+        else:
+            return
+        yield self.report(node, ctx, related=related, expr=_short(ctx.source(node)),
+                          cut=_short(ctx.source(cut.value if isinstance(cut, ast.Attribute)
+                                                else cut)), where=where)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
