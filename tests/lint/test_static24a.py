@@ -108,6 +108,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 spread = spread + w * a.pow(2).sum()
         (total + 10.0 * spread).backward()
         """, "GT206", 7, holds="not spread.requires_grad")),
+    # GT753 widened: an RMSE as the square root of a hand-written mean of squared
+    # differences, zero when the model fits exactly. Look-alike: an epsilon inside the root
+    "root-of-mean-squared-error": (Shape("""
+        def rmse(pred, target):
+            return (((pred - target) ** 2).mean() + 1e-12).sqrt()
+        w = torch.zeros(2, requires_grad=True)
+        x = torch.randn(6, 2)
+        loss = rmse(x @ w, torch.zeros(6))
+        loss.backward()
+        """, "GT753", holds="torch.isfinite(w.grad).all()"), Shape("""
+        def rmse(pred, target):
+            return torch.sqrt(torch.mean((pred - target) ** 2))
+        w = torch.zeros(2, requires_grad=True)
+        x = torch.randn(6, 2)
+        loss = rmse(x @ w, torch.zeros(6))
+        loss.backward()
+        """, "GT753", 2, holds="torch.isnan(w.grad).all()")),
+    # GT753 widened: F.mse_loss under the root in a training loop. Look-alike: clamped at an
+    # epsilon
+    "root-of-functional-mse": (Shape("""
+        net = nn.Linear(3, 1)
+        nn.init.zeros_(net.weight); nn.init.zeros_(net.bias)
+        x, y = torch.randn(4, 3), torch.zeros(4, 1)
+        loss = F.mse_loss(net(x), y).clamp(min=1e-10).sqrt()
+        loss.backward()
+        """, "GT753", holds="torch.isfinite(net.weight.grad).all()"), Shape("""
+        net = nn.Linear(3, 1)
+        nn.init.zeros_(net.weight); nn.init.zeros_(net.bias)
+        x, y = torch.randn(4, 3), torch.zeros(4, 1)
+        loss = F.mse_loss(net(x), y).sqrt()
+        loss.backward()
+        """, "GT753", 4, holds="torch.isnan(net.weight.grad).all()")),
 }
 
 
