@@ -140,6 +140,49 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss = F.mse_loss(net(x), y).sqrt()
         loss.backward()
         """, "GT753", 4, holds="torch.isnan(net.weight.grad).all()")),
+    # GT770: scores masked in place with an epsilon written for a large negative, then an
+    # nn.Softmax module. Look-alike: a large negative
+    "mask-fill-with-tiny-negative": (Shape("""
+        class Pool(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.score = nn.Linear(4, 1)
+                self.norm = nn.Softmax(dim=1)
+            def forward(self, items, pad):
+                s = self.score(items).squeeze(-1)
+                s.masked_fill_(pad, -1e12)
+                return self.norm(s)
+        pad = torch.tensor([[False, False, True, True]])
+        w = Pool()(torch.randn(1, 4, 4), pad)
+        """, "GT770", holds="w[0, 2:].sum().item() == 0.0"), Shape("""
+        class Pool(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.score = nn.Linear(4, 1)
+                self.norm = nn.Softmax(dim=1)
+            def forward(self, items, pad):
+                s = self.score(items).squeeze(-1)
+                s.masked_fill_(pad, -1e-12)
+                return self.norm(s)
+        pad = torch.tensor([[False, False, True, True]])
+        w = Pool()(torch.randn(1, 4, 4), pad)
+        """, "GT770", 8, holds="w[0, 2:].sum().item() > 0.2")),
+    # GT770: the probabilities filled with -inf after F.softmax. Look-alike: zeroed and
+    # renormalised
+    "mask-fill-after-softmax": (Shape("""
+        def mix(scores, values, keep):
+            p = F.softmax(scores, dim=-1)
+            p = p.masked_fill(~keep, 0.0)
+            p = p / p.sum(-1, keepdim=True)
+            return p @ values
+        out = mix(torch.randn(2, 3), torch.randn(3, 5), torch.tensor([True, True, False]))
+        """, "GT770", holds="torch.isfinite(out).all()"), Shape("""
+        def mix(scores, values, keep):
+            p = F.softmax(scores, dim=-1)
+            p = p.masked_fill(~keep, -float("inf"))
+            return p @ values
+        out = mix(torch.randn(2, 3), torch.randn(3, 5), torch.tensor([True, True, False]))
+        """, "GT770", 3, holds="not torch.isfinite(out).any()")),
 }
 
 
