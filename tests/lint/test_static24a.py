@@ -183,6 +183,37 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return p @ values
         out = mix(torch.randn(2, 3), torch.randn(3, 5), torch.tensor([True, True, False]))
         """, "GT770", 3, holds="not torch.isfinite(out).any()")),
+    # GT714: a clipping hook on every parameter (enumerate over parameters()) of a model
+    # whose encoder is frozen with requires_grad_(False). Look-alike: the hook skips frozen ones
+    "hook-on-frozen-parameter": (Shape("""
+        class Clipper:
+            def __init__(self, limit):
+                self.limit = limit
+                self.handles = []
+            def attach(self, model):
+                for i, w in enumerate(model.parameters()):
+                    if w.requires_grad:
+                        self.handles.append(w.register_hook(lambda g: g.clamp(-self.limit, self.limit)))
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        net[0].requires_grad_(False)
+        clip = Clipper(0.1)
+        clip.attach(net)
+        net(torch.randn(3, 4)).sum().backward()
+        """, "GT714", holds="len(clip.handles) == 2"), Shape("""
+        class Clipper:
+            def __init__(self, limit):
+                self.limit = limit
+                self.handles = []
+            def attach(self, model):
+                for i, w in enumerate(model.parameters()):
+                    self.handles.append(w.register_hook(lambda g: g.clamp(-self.limit, self.limit)))
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        net[0].requires_grad_(False)
+        clip = Clipper(0.1)
+        clip.attach(net)
+        net(torch.randn(3, 4)).sum().backward()
+        """, "GT714", 7, raises=(RuntimeError, "cannot register a hook on a tensor that "
+                                             "doesn't require gradient"))),
 }
 
 

@@ -76,3 +76,32 @@ def _unfreezes(ctx: Context) -> bool:
                     n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False):
             return True
     return False
+
+
+def freeze_statement(ctx: Context) -> ast.AST | None:
+    """The first place the file freezes a weight (``p.requires_grad = False``,
+    ``requires_grad_(False)``, ``nn.Parameter(t, requires_grad=False)``,
+    ``nn.Embedding.from_pretrained(m)`` without ``freeze=False``); None when it freezes
+    nothing or may set ``requires_grad`` back on."""
+    def make() -> ast.AST | None:
+        if ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx)):
+            return None
+        found: list[ast.AST] = []
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
+                                                 and t.attr == "requires_grad"
+                                                 for t in n.targets):
+                found.append(n)  # a constant False: anything else unfreezes
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "requires_grad_":
+                found.append(n)
+            elif isinstance(n, ast.Call) and _false(n, "requires_grad") \
+                    and (ctx.qualified_name(n.func) or "").endswith("Parameter"):
+                found.append(n)
+            elif isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "").endswith(
+                    PRETRAINED) and not any(
+                        k.arg == "freeze" and not _true_kw(n, "freeze") for k in n.keywords) \
+                    and len(n.args) < 2:
+                found.append(n)
+        return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
+    return ctx.memo("file-freeze-statement", ctx.tree, make)
