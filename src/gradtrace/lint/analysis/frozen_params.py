@@ -65,8 +65,12 @@ def _true_kw(call: ast.Call, kw: str) -> bool:
 
 def _unfreezes(ctx: Context) -> bool:
     """The file may set ``requires_grad`` back on: an assignment of anything but a constant
-    False, a ``requires_grad_()`` with anything but False."""
+    False, a ``requires_grad_()`` with anything but False, a ``requires_grad=`` argument that
+    is not a constant (copied from another tensor: ``requires_grad=w.requires_grad``)."""
     for n in walk(ctx.tree):
+        if isinstance(n, ast.keyword) and n.arg == "requires_grad" \
+                and not isinstance(n.value, ast.Constant):
+            return True
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
                                              and t.attr == "requires_grad" for t in n.targets) \
                 and not (isinstance(n.value, ast.Constant) and n.value.value is False):
