@@ -423,7 +423,29 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
                 use = _use(s.value, t)
                 if use is not None and _penalty_path(use, s.value, ctx):
                     tainted |= _targets(s)
+        _carry(s, tainted)
     return None
+
+
+ITER_WRAPPERS = frozenset({"zip", "enumerate", "reversed", "list", "tuple"})
+
+
+def _carry(s: ast.stmt, tainted: set[str]) -> None:
+    """Gradients kept in a container and read back: ``grads.append(g)`` taints ``grads``;
+    ``for g in grads`` / ``for g, m in zip(grads, mean_grads)`` taints the loop names."""
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+            and isinstance(s.value.func, ast.Attribute) \
+            and s.value.func.attr in ("append", "extend") and len(s.value.args) == 1 \
+            and dotted(s.value.args[0]) in tainted:
+        owner = dotted(s.value.func.value)
+        if owner:
+            tainted.add(owner)
+    elif isinstance(s, ast.For):
+        it = s.iter
+        items = it.args if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+            and it.func.id in ITER_WRAPPERS else [it]
+        if any(dotted(a) in tainted for a in items):
+            tainted |= {n.id for n in walk(s.target) if isinstance(n, ast.Name)}
 
 
 def _penalty_return(scope: object, stmt: ast.stmt, tainted: set[str],

@@ -11,6 +11,9 @@ from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 
 DISTANCE = "a sum of squared differences, 0 when the two points coincide"
 SINE = "`1 - c**2`, 0 when `c` reaches +-1"
+MSE = "a mean squared error, 0 when the prediction equals its target"
+MSE_FUNCS = frozenset({"torch.nn.functional.mse_loss"})
+MSE_CLASSES = frozenset({"torch.nn.MSELoss", "torch.nn.modules.loss.MSELoss"})
 FLOOR = ("a value clamped at exactly 0 (line {line}): the clamp keeps negative values off "
          "the sqrt, but a value of exactly 0 (two terms that cancel: a prediction equal to "
          "its target) passes it with its gradient")
@@ -38,11 +41,13 @@ def zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
     e = strip(e)
     if isinstance(e, ast.Call):
         got = torch_op(e, ctx)
-        if got and got[0] in ("sum", "nansum"):
+        if got and got[0] in ("sum", "nansum", "mean"):
             sq = _square_of(strip(got[1]), ctx)
             if sq is not None and isinstance(strip(sq), ast.BinOp) \
                     and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
-                return DISTANCE
+                return DISTANCE if got[0] != "mean" else MSE
+        if _mean_squared_error(e, ctx):
+            return MSE
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _squared_differences(e, ctx):
         return DISTANCE  # `dx ** 2 + dy ** 2`, `(y2 - y1).square() + (x2 - x1).square()`
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and num(e.left) == 1.0:
@@ -138,3 +143,31 @@ def _tensor_like(e: ast.AST, ctx: Context) -> bool:
     if value is e:
         return True
     return any(isinstance(n, (ast.Call, ast.Subscript)) for n in bfs_walk(value))
+
+
+def _mean_squared_error(e: ast.Call, ctx: Context) -> bool:
+    """``F.mse_loss(a, b)`` (mean or sum reduction), or a call of an ``nn.MSELoss()`` bound to
+    a name of the function or to ``self.<attr>`` in ``__init__``: 0 when ``a`` equals ``b``
+    (an RMSE written ``sqrt(mse)``)."""
+    if any(k.arg in ("reduction", "reduce") for k in e.keywords):
+        none = any(isinstance(k.value, ast.Constant) and k.value.value in ("none", False)
+                   for k in e.keywords)
+        if none:
+            return False
+    q = ctx.qualified_name(e.func) or ""
+    if q in MSE_FUNCS:
+        return True
+    f = e.func
+    made = resolve(f, ctx, e.lineno)
+    if made is f and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+            and f.value.id == "self":
+        cls = ctx.analysis.class_of(ctx.function)
+        info = cls.attrs.get(f.attr) if cls is not None else None
+        if info is not None and not info.later:
+            made = info.value
+    if not isinstance(made, ast.Call) or made is e:
+        return False
+    if (ctx.qualified_name(made.func) or "") not in MSE_CLASSES:
+        return False
+    return not any(isinstance(k.value, ast.Constant) and k.value.value in ("none", False)
+                   and k.arg in ("reduction", "reduce") for k in made.keywords)

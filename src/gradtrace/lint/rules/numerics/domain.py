@@ -10,7 +10,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
     carries_graph, has_positive_shift, in_training, resolve, strip, torch_op)
-from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, SINE, zero_at_coincidence
+from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, MSE, SINE, zero_at_coincidence
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 from gradtrace.lint.nodes import bfs_walk
 
@@ -116,6 +116,11 @@ class SqrtOfPossibleZero(Rule):
     non-negative terms reaches 0 only when a factor does), and only where it is differentiated
     (before a `backward()`, in a loss, or in a `forward`; not in a helper of a `forward`,
     which often computes statistics of the input).
+    A mean squared error is a distance too: an RMSE written `torch.sqrt(F.mse_loss(p, y))`,
+    `torch.sqrt(criterion(p, y))` with an `nn.MSELoss()` criterion, or
+    `torch.sqrt(((p - y) ** 2).mean())` is exactly 0 when the prediction equals its target
+    (a perfect fit, zero-initialised outputs) and its gradient there is NaN (checked on torch
+    2.13); `torch.sqrt(mse + 1e-8)` keeps it finite.
     Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
     bound to the name it reads in the same function.
     """
@@ -164,6 +169,31 @@ class SqrtOfPossibleZero(Rule):
                 pairwise_dist(net(x), net(y)).diagonal().mean().backward()
                 opt.step()
             """, at=(5, 11)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            class RMSELoss(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.mse = nn.MSELoss()
+
+                def forward(self, pred, target):
+                    return torch.sqrt(self.mse(pred, target))
+            """, at=(10, 15)),
+        Good("""
+            import torch
+            from torch import nn
+
+            class RMSELoss(nn.Module):
+                def __init__(self, eps=1e-8):
+                    super().__init__()
+                    self.mse = nn.MSELoss()
+                    self.eps = eps
+
+                def forward(self, pred, target):
+                    return torch.sqrt(self.mse(pred, target) + self.eps)
+            """),
         Good("""
             import torch
 
@@ -220,10 +250,12 @@ class SqrtOfPossibleZero(Rule):
         what = zero_at_coincidence(operand, ctx) or zero_at_coincidence(
             resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
         floor = bool(what) and what.startswith(FLOOR[:20])
-        if what and in_training(ctx, node, forward=what != DISTANCE, through_forward=not floor) \
+        if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
+                                through_forward=not floor) \
                 and carries_graph(ctx, operand, node):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
+                "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \
                 "clamp it first: `(1 - c**2).clamp(min=1e-7)`" if what == SINE else \
                 "clamp at an epsilon instead: `.clamp(min=1e-12).sqrt()`"
             yield self.report(node, ctx, call=_clip(ctx.source(node)), what=what, remedy=remedy)

@@ -108,36 +108,37 @@ class PositiveInfinityIntoSoftmax(Rule):
         got = _fill(node, ctx)
         if got is None or _sign_of_inf(got[1], ctx) != 1:
             return
-        sm = self._softmax_of(node, strip(got[0]), ctx)
+        sm = softmax_reading(node, strip(got[0]), ctx)
         if sm is not None:
             yield self.report(node, ctx, fill=ctx.source(node)[:60], line=sm.lineno,
                               related=[Related(ctx.path, sm.lineno,
                                                "the softmax that reads the filled scores",
                                                ctx.column(sm))])
 
-    def _softmax_of(self, fill: ast.Call, filled: ast.AST, ctx: Context) -> ast.Call | None:
-        """The softmax whose input is ``fill``'s result, directly, through the name it is
-        bound to, or (in place) the tensor it fills, in the same function."""
-        fn = ctx.function or ctx.tree
-        stmt = ctx.statement
-        name = None
-        if fill.func.attr == "masked_fill_":  # type: ignore[union-attr]
-            name = filled.id if isinstance(filled, ast.Name) else None
-        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                isinstance(stmt.targets[0], ast.Name) and strip(stmt.value) is fill:
-            name = stmt.targets[0].id
-        scope = ctx.scope(fn)
-        here = scope.binding_before(name, fill.lineno + 1) if name else None
-        for n in walk(fn):
-            if not isinstance(n, ast.Call) or n.lineno < fill.lineno:
-                continue
-            op = _softmax_operand(n, ctx)
-            if op is None:
-                continue
-            op = strip(op)
-            if op is fill:
-                return n
-            if name is not None and isinstance(op, ast.Name) and op.id == name and \
-                    n.lineno > fill.lineno and scope.binding_before(name, n.lineno) is here:
-                return n
-        return None
+
+def softmax_reading(fill: ast.Call, filled: ast.AST, ctx: Context) -> ast.Call | None:
+    """The softmax whose input is ``fill``'s result, directly, through the name it is
+    bound to, or (in place) the tensor it fills, in the same function."""
+    fn = ctx.function or ctx.tree
+    stmt = ctx.statement
+    name = None
+    if fill.func.attr == "masked_fill_":  # type: ignore[union-attr]
+        name = filled.id if isinstance(filled, ast.Name) else None
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Name) and strip(stmt.value) is fill:
+        name = stmt.targets[0].id
+    scope = ctx.scope(fn)
+    here = scope.binding_before(name, fill.lineno + 1) if name else None
+    for n in walk(fn):
+        if not isinstance(n, ast.Call) or n.lineno < fill.lineno:
+            continue
+        op = _softmax_operand(n, ctx)
+        if op is None:
+            continue
+        op = strip(op)
+        if op is fill:
+            return n
+        if name is not None and isinstance(op, ast.Name) and op.id == name and \
+                n.lineno > fill.lineno and scope.binding_before(name, n.lineno) is here:
+            return n
+    return None

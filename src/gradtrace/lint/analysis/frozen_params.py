@@ -1,0 +1,111 @@
+"""Which attribute of a module class of the file holds a weight that never requires grad.
+
+# NOTE [frozen parameters of a class]
+``self.w = nn.Parameter(t, requires_grad=False)``, ``self.emb = nn.Embedding.from_pretrained(
+m)`` (``freeze=True`` is its default) in ``__init__``, or a submodule every instance of the
+class has frozen (:func:`frozen_attrs.frozen_attr`): ``model.parameters()`` then yields a
+tensor that does not require grad, and ``torch.autograd.grad(loss, model.parameters())``
+raises ``One of the differentiated Tensors does not require grad`` (checked on torch 2.13).
+Nothing is known when the file sets ``requires_grad`` to anything but a constant False, or
+calls ``requires_grad_()`` with anything but False (a later unfreeze).
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.frozen_attrs import frozen_attr
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.modules import ClassInfo
+    from gradtrace.lint.context import Context
+
+PRETRAINED = ("Embedding.from_pretrained", "EmbeddingBag.from_pretrained")
+
+
+def frozen_parameter(ctx: Context, cls: ClassInfo) -> tuple[str, ast.stmt, str] | None:
+    """(attribute, statement that freezes it, how) for the first attribute of ``cls`` whose
+    weight never requires grad (NOTE [frozen parameters of a class]); None when none is
+    known."""
+    if ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx)):
+        return None
+    for name, info in cls.attrs.items():
+        if info.later or info.buffer or info.method.name != "__init__":
+            continue
+        k = cls.attr_kind(name)
+        what = getattr(k, "what", None)
+        v = info.value
+        if what == PARAMETER and isinstance(v, ast.Call) and _false(v, "requires_grad"):
+            return name, info.stmt, "is built with `requires_grad=False`"
+        if isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "").endswith(PRETRAINED):
+            if not any(k.arg == "freeze" for k in v.keywords) and len(v.args) < 2:
+                return name, info.stmt, ("is built with `from_pretrained(...)`, whose default "
+                                         "`freeze=True` leaves its weight without requires_grad")
+            if _true_kw(v, "freeze"):
+                return name, info.stmt, "is built with `freeze=True`"
+        if what != MODULE:
+            continue
+        stmt = frozen_attr(ctx, cls.name, name)
+        if stmt is not None:
+            return name, stmt, f"is frozen on line {stmt.lineno}"
+    return None
+
+
+def _false(call: ast.Call, kw: str) -> bool:
+    return any(k.arg == kw and isinstance(k.value, ast.Constant) and k.value.value is False
+               for k in call.keywords)
+
+
+def _true_kw(call: ast.Call, kw: str) -> bool:
+    return any(k.arg == kw and isinstance(k.value, ast.Constant) and k.value.value is True
+               for k in call.keywords)
+
+
+def _unfreezes(ctx: Context) -> bool:
+    """The file may set ``requires_grad`` back on: an assignment of anything but a constant
+    False, a ``requires_grad_()`` with anything but False, a ``requires_grad=`` argument that
+    is not a constant (copied from another tensor: ``requires_grad=w.requires_grad``)."""
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.keyword) and n.arg == "requires_grad" \
+                and not isinstance(n.value, ast.Constant):
+            return True
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
+                                             and t.attr == "requires_grad" for t in n.targets) \
+                and not (isinstance(n.value, ast.Constant) and n.value.value is False):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "requires_grad_" and not (
+                    n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False):
+            return True
+    return False
+
+
+def freeze_statement(ctx: Context) -> ast.AST | None:
+    """The first place the file freezes a weight (``p.requires_grad = False``,
+    ``requires_grad_(False)``, ``nn.Parameter(t, requires_grad=False)``,
+    ``nn.Embedding.from_pretrained(m)`` without ``freeze=False``); None when it freezes
+    nothing or may set ``requires_grad`` back on."""
+    def make() -> ast.AST | None:
+        if ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx)):
+            return None
+        found: list[ast.AST] = []
+        for n in walk(ctx.tree):
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
+                                                 and t.attr == "requires_grad"
+                                                 for t in n.targets):
+                found.append(n)  # a constant False: anything else unfreezes
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "requires_grad_":
+                found.append(n)
+            elif isinstance(n, ast.Call) and _false(n, "requires_grad") \
+                    and (ctx.qualified_name(n.func) or "").endswith("Parameter"):
+                found.append(n)
+            elif isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "").endswith(
+                    PRETRAINED) and not any(
+                        k.arg == "freeze" and not _true_kw(n, "freeze") for k in n.keywords) \
+                    and len(n.args) < 2:
+                found.append(n)
+        return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
+    return ctx.memo("file-freeze-statement", ctx.tree, make)
