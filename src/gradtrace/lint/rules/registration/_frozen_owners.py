@@ -19,14 +19,16 @@ that unfreezes, a flag from a variable): which parameters are frozen when is the
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.nodes import function_scopes, scope_nodes
+from gradtrace.lint.analysis.params import FLAG, param_loop_var
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import function_scopes, scope_nodes, walk
 from gradtrace.lint.rules.leaf._tensors import is_false
 from gradtrace.lint.rules.registration._callers import call_count
-from gradtrace.lint.rules.registration._frozen import FLAG, _inner_flag_stmt
-from gradtrace.lint.rules.registration._modules import grad_flags
+from gradtrace.lint.rules.registration._modules import _flag_value
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -73,6 +75,39 @@ def _unfreezes(tree: ast.AST) -> bool:
     return False
 
 
+def _base(e: ast.AST) -> ast.Name | None:
+    """The name an attribute/subscript chain starts from (``model`` of ``model.layers[0]``)."""
+    while isinstance(e, (ast.Attribute, ast.Subscript)):
+        e = e.value
+    return e if isinstance(e, ast.Name) else None
+
+
+def _frozen_receivers(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.expr, ast.stmt]]:
+    """(module or parameter some of whose parameters the statement freezes, statement) for
+    the freezes of ``fn``'s own code: ``m.requires_grad_(False)``, ``p.requires_grad = False``,
+    a loop over ``m.parameters()`` setting False on some (NOTE [frozen instances])."""
+    for s in ctx.scope(fn).stmts:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            f = s.value.func
+            if isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and s.value.args \
+                    and is_false(s.value.args[0]):
+                yield f.value, s
+        elif isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Attribute) and s.targets[0].attr == FLAG \
+                and is_false(s.value):
+            if not any(param_loop_var(lp) and param_loop_var(lp)[0] == dotted(s.targets[0].value)
+                       for lp in ctx.scope(fn).loops_of(s)):
+                yield s.targets[0].value, s
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            got = param_loop_var(s)
+            if got is None:
+                continue
+            inner = next((x for x in walk(s) if isinstance(x, ast.stmt) and x is not s
+                          and _flag_value(x, got[0]) is False), None)
+            if inner is not None:
+                yield s.iter.func.value, inner  # type: ignore[attr-defined]
+
+
 def _table(ctx: Context) -> Table:
     by_node: dict[int, tuple[ast.stmt, ast.AST]] = {}
     by_cls: dict[str, tuple[ast.stmt, ast.AST]] = {}
@@ -81,23 +116,31 @@ def _table(ctx: Context) -> Table:
     a = ctx.analysis
     made_in: dict[int, ast.AST] | None = None
     for fn in function_scopes(ctx.tree):
-        for f in grad_flags(ctx.scope(fn)):
-            if f.value:
+        for recv, stmt in _frozen_receivers(fn, ctx):
+            base = _base(recv)
+            if base is None:
                 continue
-            base = f.root.partition(".")[0]
-            if base == "self":
-                cls = a.classes.get(getattr(a.class_of(fn), "name", ""))
+            if base.id == "self":
+                cls = a.class_of(fn)
                 if cls is not None and cls.is_module and getattr(fn, "name", "") == "__init__":
-                    by_cls.setdefault(cls.name, (_inner_flag_stmt(f), fn))
+                    by_cls.setdefault(cls.name, (stmt, fn))
                 continue
-            k = a.kind_in(ast.Name(id=base, ctx=ast.Load()), fn, f.stmt.lineno)
-            if k is None or k.what != MODULE or not isinstance(k.node, ast.Call):
-                continue
-            if made_in is None:
-                made_in = {id(n): g for g in function_scopes(ctx.tree) if g is not ctx.tree
-                           for n in scope_nodes(g) if isinstance(n, ast.Call)}
-            maker = made_in.get(id(k.node))
-            if maker is not None and call_count(getattr(maker, "name", "~"), ctx) > 2:
-                continue  # a factory called twice (its `def` line counts) builds two instances
-            by_node.setdefault(id(k.node), (_inner_flag_stmt(f), fn))
+            places: list[tuple[ast.expr, ast.AST, int]] = [(base, fn, stmt.lineno)]
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and base.id in {x.arg for x in (*fn.args.posonlyargs, *fn.args.args)}:
+                # a freezing helper: the instances its callers hand it (one call up)
+                sites = function_sites(a, fn) or []
+                places = [(b, w, c.lineno) for c, w in sites
+                          for b in [_base(a.arguments(fn, c).get(base.id))] if b is not None]
+            for name, where, line in places:
+                k = a.kind_in(name, where, line)
+                if k is None or k.what != MODULE or not isinstance(k.node, ast.Call):
+                    continue
+                if made_in is None:
+                    made_in = {id(n): g for g in function_scopes(ctx.tree) if g is not ctx.tree
+                               for n in scope_nodes(g) if isinstance(n, ast.Call)}
+                maker = made_in.get(id(k.node))
+                if maker is not None and call_count(getattr(maker, "name", "~"), ctx) > 2:
+                    continue  # a factory called twice (its `def` line counts): two instances
+                by_node.setdefault(id(k.node), (stmt, fn))
     return by_node, by_cls
