@@ -116,7 +116,63 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         trainer.model(torch.tensor([1, 2])).sum().backward()
         s = trainer.stats()
         """, "GT470", 14, raises=NONE_GRAD)),
+    # GT471, groups appended one by one in a builder function, a float factor under a key of
+    # the project's own (`decay_factor`). Look-alike: the builder reads the factor back into
+    # `lr` once the optimizer is made
+    "group-factor-appended-never-read": (Shape("""
+        def build(net, base_lr):
+            groups = []
+            for i, layer in enumerate(net):
+                factor = 0.5
+                if i == 0:
+                    factor = 1.0
+                groups.append({"params": layer.parameters(), "decay_factor": factor})
+            opt = torch.optim.SGD(groups, lr=base_lr)
+            for g in opt.param_groups:
+                g["lr"] = base_lr * g["decay_factor"]
+            return opt
+        net = nn.Sequential(nn.Linear(2, 1), nn.Linear(1, 1))
+        opt = build(net, 1.0)
+        before = net[1].bias.detach().clone()
+        net(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        moved = (before - net[1].bias).item()
+        """, "GT471", holds="abs(moved - 0.5) < 1e-6"), Shape("""
+        def build(net, base_lr):
+            groups = []
+            for i, layer in enumerate(net):
+                factor = 0.5
+                if i == 0:
+                    factor = 1.0
+                groups.append({"params": layer.parameters(), "decay_factor": factor})
+            opt = torch.optim.SGD(groups, lr=base_lr)
+            return opt
+        net = nn.Sequential(nn.Linear(2, 1), nn.Linear(1, 1))
+        opt = build(net, 1.0)
+        before = net[1].bias.detach().clone()
+        net(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        moved = (before - net[1].bias).item()
+        """, "GT471", 7, holds="abs(moved - 1.0) < 1e-6")),
 }
+
+
+def test_group_keys_cover_every_torch_optimizer() -> None:
+    """GT471's table holds every key a torch.optim optimizer puts in a param group."""
+    import inspect
+
+    from gradtrace.lint.rules.registration.group_keys import OPTIM_GROUP_KEYS
+    for name in dir(torch.optim):
+        cls = getattr(torch.optim, name)
+        if not (inspect.isclass(cls) and issubclass(cls, torch.optim.Optimizer)) \
+                or cls is torch.optim.Optimizer:
+            continue
+        shape = (2, 2)
+        try:
+            opt = cls([torch.nn.Parameter(torch.zeros(shape))], lr=0.1)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        assert set(opt.param_groups[0]) <= OPTIM_GROUP_KEYS, name
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

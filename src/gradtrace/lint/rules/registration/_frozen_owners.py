@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.params import FLAG, param_loop_var
+from gradtrace.lint.analysis.params import FLAG
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import function_scopes, scope_nodes, walk
 from gradtrace.lint.rules.leaf._tensors import is_false
@@ -95,17 +95,19 @@ def _frozen_receivers(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.expr, ast
         elif isinstance(s, ast.Assign) and len(s.targets) == 1 \
                 and isinstance(s.targets[0], ast.Attribute) and s.targets[0].attr == FLAG \
                 and is_false(s.value):
-            if not any(param_loop_var(lp) and param_loop_var(lp)[0] == dotted(s.targets[0].value)
+            if not any(isinstance(lp, (ast.For, ast.AsyncFor)) and any(
+                    dotted(t) == dotted(s.targets[0].value) for t in ast.walk(lp.target))
                        for lp in ctx.scope(fn).loops_of(s)):
                 yield s.targets[0].value, s
-        elif isinstance(s, (ast.For, ast.AsyncFor)):
-            got = param_loop_var(s)
-            if got is None:
-                continue
+        elif isinstance(s, (ast.For, ast.AsyncFor)) and isinstance(s.iter, ast.Call) \
+                and isinstance(s.iter.func, ast.Attribute) \
+                and s.iter.func.attr in ("parameters", "named_parameters"):
+            t = s.target
+            var = dotted(t.elts[-1] if isinstance(t, ast.Tuple) and t.elts else t)
             inner = next((x for x in walk(s) if isinstance(x, ast.stmt) and x is not s
-                          and _flag_value(x, got[0]) is False), None)
+                          and _flag_value(x, var) is False), None) if var else None
             if inner is not None:
-                yield s.iter.func.value, inner  # type: ignore[attr-defined]
+                yield s.iter.func.value, inner
 
 
 def _table(ctx: Context) -> Table:

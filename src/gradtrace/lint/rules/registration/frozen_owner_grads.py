@@ -104,23 +104,25 @@ class FrozenParamsGradElsewhere(Rule):
                 return sum(p.grad.norm() ** 2 for p in model.parameters()) ** 0.5
             agent = Agent()
             print(grad_norm(agent))
-            """, at=(10, 15)),
+            """, at=(10, 14)),
         Bad("""
             import torch
+            import torch.nn as nn
             def meta_grads(net, loss):
                 return torch.autograd.grad(loss, net.parameters(), retain_graph=True)
-            model = make_model()
-            for p in model.backbone.parameters():
+            model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+            for p in model[0].parameters():
                 p.requires_grad = False
             meta_grads(model, loss_fn(model(x), y))
-            """, at=(3, 11)),
+            """, at=(4, 11)),
         Good("""
             import torch
+            import torch.nn as nn
             def meta_grads(net, loss):
                 params = [p for p in net.parameters() if p.requires_grad]
                 return torch.autograd.grad(loss, params, retain_graph=True)
-            model = make_model()
-            for p in model.backbone.parameters():
+            model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+            for p in model[0].parameters():
                 p.requires_grad = False
             meta_grads(model, loss_fn(model(x), y))
             """),
