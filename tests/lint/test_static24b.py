@@ -154,6 +154,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         opt.step()
         moved = (before - net[1].bias).item()
         """, "GT471", 7, holds="abs(moved - 1.0) < 1e-6")),
+    # GT463, a no-decay name built as `mn + ".scale"` for the GroupNorm/LayerNorm modules
+    # found by `named_modules()` (torch names them `weight`/`bias`); the norm weight stays in
+    # the decayed group and AdamW shrinks it. Look-alike: the name ends in `.weight`
+    "no-decay-name-built-for-missing-norm-parameter": (Shape("""
+        def groups(model):
+            skip = []
+            for mn, m in model.named_modules():
+                if isinstance(m, (nn.LayerNorm, nn.GroupNorm)):
+                    skip.append(mn + ".weight")
+            decay = [p for n, p in model.named_parameters() if n not in skip]
+            rest = [p for n, p in model.named_parameters() if n in skip]
+            return [{"params": decay, "weight_decay": 0.5}, {"params": rest, "weight_decay": 0.0}]
+        model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+        opt = torch.optim.AdamW(groups(model), lr=0.1)
+        model(torch.randn(2, 4)).sum().mul(0).backward()
+        opt.step()
+        w = model[1].weight.detach().clone()
+        """, "GT463", holds="torch.equal(w, torch.ones(4))"), Shape("""
+        def groups(model):
+            skip = []
+            for mn, m in model.named_modules():
+                if isinstance(m, (nn.LayerNorm, nn.GroupNorm)):
+                    skip.append(mn + ".scale")
+            decay = [p for n, p in model.named_parameters() if n not in skip]
+            rest = [p for n, p in model.named_parameters() if n in skip]
+            return [{"params": decay, "weight_decay": 0.5}, {"params": rest, "weight_decay": 0.0}]
+        model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+        opt = torch.optim.AdamW(groups(model), lr=0.1)
+        model(torch.randn(2, 4)).sum().mul(0).backward()
+        opt.step()
+        w = model[1].weight.detach().clone()
+        """, "GT463", 5, holds="bool((w < 1).all())")),
 }
 
 
