@@ -133,7 +133,7 @@ def _escapes(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
     return False
 
 
-class GroupKeyNeverRead(Rule):
+class ParamGroupKeyNeverRead(Rule):
     """A param group holds a number under a key (`"lr_mul": 0.1`) that torch.optim ignores
     and nothing in the file reads: the intended per-group setting is never applied.
 
