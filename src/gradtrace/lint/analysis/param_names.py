@@ -37,6 +37,15 @@ def _flag(call: ast.Call, name: str) -> bool:
                for k in call.keywords)
 
 
+def own_names(qualified: str) -> frozenset[str] | None:
+    """Every name a torch layer class may give its own parameters (``weight``, ``bias``; none
+    for a parameter-free layer), whatever its arguments; None for another class."""
+    if _AFFINE.match(qualified):
+        return frozenset({"weight"}) if qualified.endswith(("Embedding", "PReLU")) \
+            else frozenset({"weight", "bias"})
+    return frozenset() if _FREE.match(qualified) else None
+
+
 def call_names(call: ast.Call, ctx: Context, depth: int = 0) -> Names | None:
     """The parameter names of the module ``call`` builds (NOTE [parameter names])."""
     if depth > 8:

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.param_names import Names, call_names, class_names
+from gradtrace.lint.analysis.param_names import Names, call_names, class_names, own_names
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -106,6 +106,11 @@ class NoDecayNamesMissNorms(Rule):
     `model.named_parameters()` whose parameters go to a group with `"weight_decay": 0` (in
     its dict, or through a name its `"params"` holds), and the model's every parameter name is known from the file;
     reported when an entry matches no parameter name and some norm weight matches no entry.
+    Also a name built for the parameter of a torch layer that the layer does not have
+    (`no_decay.append(f"{mn}.gamma")` for `isinstance(m, nn.LayerNorm)` in a loop over
+    `model.named_modules()`; torch layers name theirs `weight` and `bias`), appended to a list
+    the function tests names against (`n not in no_decay`): it matches nothing, and the norm
+    weights stay decayed.
     """
 
     code = "GT463"
@@ -134,6 +139,30 @@ class NoDecayNamesMissNorms(Rule):
                             if any(nd in n for nd in no_decay)], "weight_decay": 0.0}]
             opt = torch.optim.AdamW(groups, lr=1e-3)
             """, at=(11, 11)),
+        Bad("""
+            import torch
+            from torch import nn
+            def groups(model):
+                skip = []
+                for mn, m in model.named_modules():
+                    if isinstance(m, (nn.LayerNorm, nn.GroupNorm)):
+                        skip.append(mn + ".scale")
+                decay = [p for n, p in model.named_parameters() if n not in skip]
+                rest = [p for n, p in model.named_parameters() if n in skip]
+                return [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+            """, at=(7, 12)),
+        Good("""
+            import torch
+            from torch import nn
+            def groups(model):
+                skip = []
+                for mn, m in model.named_modules():
+                    if isinstance(m, (nn.LayerNorm, nn.GroupNorm)):
+                        skip.append(mn + ".weight")
+                decay = [p for n, p in model.named_parameters() if n not in skip]
+                rest = [p for n, p in model.named_parameters() if n in skip]
+                return [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+            """),
         Good("""
             import torch
             from torch import nn
@@ -188,6 +217,36 @@ class NoDecayNamesMissNorms(Rule):
             yield self.report(literal, ctx, dead=", ".join(f"`{e!r}`" for e in dead),
                               cls=cls, norm=unmatched[0])
 
+    def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
+        """``for mn, m in model.named_modules(): if isinstance(m, nn.LayerNorm):
+        no_decay.append(f"{mn}.gamma")``: a name built for a torch layer's parameter that the
+        layer does not have (it names ``weight``/``bias``), put in a list the function tests
+        names against."""
+        t, it = node.target, node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+                and it.func.attr == "named_modules" and isinstance(t, ast.Tuple)
+                and len(t.elts) == 2 and all(isinstance(x, ast.Name) for x in t.elts)):
+            return
+        mn, m = (x.id for x in t.elts)  # type: ignore[attr-defined]
+        scope = ctx.scope()
+        ifs = {id(s): s for s in scope.stmts if isinstance(s, ast.If)}
+        for s in walk(node):
+            got = _appended_name(s, mn)
+            if got is None:
+                continue
+            holder, attr = got
+            classes = [c for i, in_body in scope.branches.get(id(s), ()) if in_body
+                       and i in ifs for c in _isinstance_classes(ifs[i].test, m, s, scope, ctx)]
+            known = [own_names(c) for c in classes]
+            if not classes or any(k is None for k in known) \
+                    or any(attr in k for k in known):  # type: ignore[operator]
+                continue
+            if not _tested_against(holder, scope):
+                continue
+            cls = classes[0].rpartition(".")[2]
+            yield self.report(s, ctx, dead=f"`.{attr}`", cls=cls, norm=f"{{{mn}}}.weight")
+            return
+
     @staticmethod
     def _list(it: ast.expr, scope: Scope, line: int) -> ast.expr | None:
         """The string-list literal ``it`` is, names (assigned once before, or a default
@@ -205,3 +264,54 @@ class NoDecayNamesMissNorms(Rule):
                 and dotted(b.stmt.targets[0]) == it.id and _strings(v) is not None:
             return v
         return None
+
+
+def _appended_name(s: ast.AST, mn: str) -> tuple[str, str] | None:
+    """``(holder, attr)`` for ``holder.append(f"{mn}.attr")`` (or ``mn + ".attr"``)."""
+    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "append"
+            and len(s.value.args) == 1):
+        return None
+    holder, a = dotted(s.value.func.value), s.value.args[0]
+    suffix: object = None
+    if isinstance(a, ast.JoinedStr) and len(a.values) == 2 \
+            and isinstance(a.values[0], ast.FormattedValue) \
+            and isinstance(a.values[0].value, ast.Name) and a.values[0].value.id == mn \
+            and isinstance(a.values[1], ast.Constant):
+        suffix = a.values[1].value
+    elif isinstance(a, ast.BinOp) and isinstance(a.op, ast.Add) \
+            and isinstance(a.left, ast.Name) and a.left.id == mn \
+            and isinstance(a.right, ast.Constant):
+        suffix = a.right.value
+    if holder is None or not isinstance(suffix, str) or not suffix.startswith(".") \
+            or not suffix[1:].isidentifier():
+        return None
+    return holder, suffix[1:]
+
+
+def _isinstance_classes(test: ast.expr, m: str, s: ast.AST, scope: Scope,
+                        ctx: Context) -> list[str]:
+    """The qualified classes ``isinstance(m, C)`` tests (``C`` a class, a tuple of classes, or
+    the variable of a loop around ``s`` over a literal list of classes)."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name) and test.args[0].id == m):
+        return []
+    c = test.args[1]
+    if isinstance(c, ast.Name):
+        for lp in scope.loops_of(s):  # type: ignore[arg-type]
+            if isinstance(lp, ast.For) and isinstance(lp.target, ast.Name) \
+                    and lp.target.id == c.id and isinstance(lp.iter, (ast.List, ast.Tuple)):
+                c = lp.iter
+                break
+    elts = c.elts if isinstance(c, (ast.List, ast.Tuple)) else [c]
+    out = [ctx.qualified_name(e) for e in elts]
+    return [q for q in out if q] if all(out) else ["?"]
+
+
+def _tested_against(holder: str, scope: Scope) -> bool:
+    """Whether the function tests a name's membership in ``holder`` (``n in no_decay``)."""
+    return any(isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn))
+                                                  for o in n.ops)
+               and any(dotted(c) == holder for c in n.comparators)
+               for st in scope.stmts for n in walk(st))
