@@ -22,8 +22,9 @@ AUTOGRAD_ERR = (RuntimeError, "One of the differentiated Tensors does not requir
 NONE_GRAD = (AttributeError, "'NoneType' object has no attribute")
 
 SHAPES: dict[str, tuple[Shape, Shape]] = {
-    # GT470, a monitor object hooks every parameter of the model it is given; the script froze
-    # the encoder with `requires_grad_(False)` before. Look-alike: the monitor skips frozen ones
+    # GT714 (the hook form of GT470's mechanism: one code, GT714's, reports it), a monitor
+    # object hooks every parameter of the model it is given; the script froze the encoder
+    # with `requires_grad_(False)` before. Look-alike: the monitor skips frozen ones
     "hook-every-parameter-of-partly-frozen-model": (Shape("""
         class GradMonitor:
             def __init__(self):
@@ -38,7 +39,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         mon = GradMonitor()
         mon.attach(model)
         model(torch.randn(3, 4)).sum().backward()
-        """, "GT470", holds="len(mon.norms) == 2"), Shape("""
+        """, "GT714", holds="len(mon.norms) == 2"), Shape("""
         class GradMonitor:
             def __init__(self):
                 self.norms = {}
@@ -50,7 +51,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         mon = GradMonitor()
         mon.attach(model)
         model(torch.randn(3, 4)).sum().backward()
-        """, "GT470", 6, raises=HOOK_ERR)),
+        """, "GT714", 6, raises=HOOK_ERR)),
     # GT470, `torch.autograd.grad(..., inputs=list(m.parameters()))` in a helper; the freeze is
     # in another helper called once. Look-alike: the frozen model is the teacher, the
     # gradient is the student's

@@ -16,8 +16,6 @@ from gradtrace.lint.rules.registration._frozen_owners import frozen_owner
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 GUARDS = ("grad", FLAG)
 READ = "reads `{var}.grad` of", "their `.grad` stays None and this raises on them"
-HOOK = ("registers a hook on", "`register_hook` raises `RuntimeError` on a tensor that does not "
-        "require grad")
 AUTOGRAD = ("asks `torch.autograd.grad` for", "it raises `RuntimeError: One of the "
             "differentiated Tensors does not require grad`")
 
@@ -48,12 +46,6 @@ def _first(body: list[ast.stmt], hit: Callable[[ast.stmt], bool]) -> ast.stmt | 
     return None
 
 
-def _hooks(s: ast.stmt, var: str) -> bool:
-    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
-        and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "register_hook" \
-        and dotted(s.value.func.value) == var
-
-
 def _all_params(e: ast.expr | None) -> ast.expr | None:
     """``m`` for ``m.parameters()`` or ``list(m.parameters())`` (``tuple``)."""
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("list", "tuple") \
@@ -66,13 +58,11 @@ def _all_params(e: ast.expr | None) -> ast.expr | None:
 
 
 class FrozenParamsGradElsewhere(Rule):
-    """A helper reads `p.grad`, hooks `p`, or asks `torch.autograd.grad` for every parameter of
-    a module whose parameters are partly frozen elsewhere in the file.
+    """A helper reads `p.grad` or asks `torch.autograd.grad` for every parameter of a module
+    whose parameters are partly frozen elsewhere in the file.
 
     Why: a parameter with `requires_grad=False` gets no gradient. Its `.grad` stays None, so
-    `p.grad.data.norm()` raises `AttributeError`; `p.register_hook(fn)` raises `RuntimeError:
-    cannot register a hook on a tensor that doesn't require gradient`, and
-    `torch.autograd.grad(loss, model.parameters())` raises `RuntimeError: One of the
+    `p.grad.data.norm()` raises `AttributeError`, and `torch.autograd.grad(loss, model.parameters())` raises `RuntimeError: One of the
     differentiated Tensors does not require grad` (verified on torch 2.13). The freeze is in
     the script or a class's `__init__`, the gradient code in a training helper, so the helper
     looks right on its own. Take only the parameters that require grad:
@@ -81,7 +71,7 @@ class FrozenParamsGradElsewhere(Rule):
     analysis through names, returns and callers' arguments, or an instance of a class whose
     `__init__` freezes a part of it (NOTE [frozen instances]); nothing is said in a file that
     sets `requires_grad` to anything but False. A loop in the function of the freeze is
-    GT433's.
+    GT433's; a hook registered on each parameter is GT714's.
     """
 
     code = "GT470"
@@ -89,7 +79,7 @@ class FrozenParamsGradElsewhere(Rule):
     name = "frozen-params-grad-elsewhere"
     message = ("this {what} every parameter of `{owner}`, and some were frozen at line {line}: "
                "{effect}; take only the parameters that require grad")
-    triggers = ("grad", "register_hook")
+    triggers = ("grad",)
     examples = [
         Bad("""
             import torch.nn as nn
@@ -142,11 +132,9 @@ class FrozenParamsGradElsewhere(Rule):
             return
         var = got[0]
         grads = _first(node.body, lambda s: _derefs_grad(s, var))
-        hook = _first(node.body, lambda s: _hooks(s, var))
-        use, kind = (grads, READ) if grads is not None else (hook, HOOK)
-        if use is not None:
-            yield from self._check(node.iter.func.value, use, var, kind, ctx,  # type: ignore[attr-defined]
-                                   gt433=kind is READ)
+        if grads is not None:  # (a hook on each parameter: GT714's)
+            yield from self._check(node.iter.func.value, grads, var, READ, ctx,  # type: ignore[attr-defined]
+                                   gt433=True)
 
     def _comprehension(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         if len(node.generators) != 1:  # type: ignore[attr-defined]
