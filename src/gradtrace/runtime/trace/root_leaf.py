@@ -1,0 +1,74 @@
+"""backward() handed a leaf: the cut that made the tensor backward() starts from.
+
+# NOTE [backward of a leaf]
+``loss = torch.tensor(loss.item(), requires_grad=True)``, ``loss.detach().requires_grad_()``,
+``torch.tensor(loss, requires_grad=True)``, ``Variable(loss.data, requires_grad=True)``: the
+tensor handed to ``backward()`` is a new leaf (no ``grad_fn``) that requires grad, so the
+error "element 0 of tensors does not require grad" goes away, backward() fills that leaf's own
+``.grad`` only, and no parameter upstream of the value gets a gradient. Every parameter it was
+computed from is then reported as "never received a gradient" with a cut upstream of it; when
+the same parameters also reach other cuts (an ``argmax`` in a prediction function, a
+``.detach()`` of the layer's outputs handed to the next layer), the cut that made the
+backward's own root is the cause: nothing at all flows from that backward().
+
+Two facts, both recorded when they happen:
+
+- a tensor constructor (``torch.tensor``, ``as_tensor``...) called with ``requires_grad=True``
+  on a Python number that came from ``.item()``/``float()`` of a tensor that requires grad is a
+  ``copy`` cut (its origin is the ``.item()``), with that tensor's leaves upstream: the copy of
+  a tensor itself was already one (NOTE [copied leaf] in :mod:`.graph_scan`);
+- at each backward() (the first 256), a root with no ``grad_fn`` that requires grad, is no
+  Parameter, and is the output of a recorded cut, marks that cut (``state.root_cuts``).
+  :func:`gradtrace.runtime.trace.silent.cuts_upstream_of` puts such a cut first.
+
+A leaf the program trains on purpose (an adversarial input, a learnt temperature held by an
+optimizer) is no root of backward(): a loss computed from it has a ``grad_fn``. A parameter
+that already gets a gradient is never reported, whatever its cuts.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradtrace.runtime.trace.leaves import upstream_leaves
+from gradtrace.runtime.trace.records import Cut
+
+Tensor = torch.Tensor
+
+
+def forced_number_leaf(mode: Any, out: Any, data: Any, name: str) -> None:
+    """``torch.tensor(x.item(), requires_grad=True)``: a copy cut whose origin is the item."""
+    if not (isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None):
+        return
+    state = mode.state
+    origin = state.item_origin(data) if isinstance(data, (int, float, list, tuple)) else None
+    if origin is None:
+        return
+    cut = mode._cut(out, None, f"torch.{name}(x.{origin.op}(), requires_grad=True)", "copy",
+                    origin)
+    if cut is None:
+        return
+    ups = state.cut_upstream.get(cut, state.cut_upstream.get(origin, frozenset()))
+    hit = state.items.get(id(data))
+    src = hit[2]() if hit is not None and len(hit) > 2 else None
+    if src is not None and state.forced_walks < 64:  # each call's own tensor: one cut line
+        state.forced_walks += 1  # serves the layers trained one by one (forward-forward)
+        ups = ups | upstream_leaves(src, state._track_leaf)
+    state.cut_upstream[cut] = ups
+
+
+def mark_root_cut(state: Any, roots: Any) -> None:
+    """A root of backward() that is a leaf made by a recorded cut marks that cut."""
+    for root in roots[:4]:
+        if not isinstance(root, Tensor) or root.grad_fn is not None or not root.requires_grad \
+                or isinstance(root, torch.nn.Parameter):
+            continue
+        hit = state.cuts.get(id(root))
+        if hit is not None and hit[0]() is root and len(state.root_cuts) < 16:
+            state.root_cuts.add(hit[1])
+
+
+def root_cut_first(state: Any, cut: Cut) -> bool:
+    """Sort key: False for a cut that made a backward()'s root (it leads)."""
+    return cut not in state.root_cuts
