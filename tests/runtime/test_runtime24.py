@@ -232,3 +232,121 @@ loss.backward()
     res = run_script(src)
     assert "gradtrace: diagnosis (" in res.err, res.err
     assert _first(res)["line"] == marked_line(src), res.err
+
+
+# ---- gradients taken without a graph, made into a loss term --------------------------------
+
+GRAD_PENALTY_BUGS = {
+    # a WGAN-GP critic step: the penalty's gradient w.r.t. the interpolates has no graph
+    "critic_gradient_penalty": """
+critic = nn.Sequential(nn.Linear(4, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+
+
+def gradient_penalty(real, fake):
+    alpha = torch.rand(real.size(0), 1)
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    out = critic(mixed)
+    grad = torch.autograd.grad(out.sum(), mixed)[0]  # <- cause
+    return ((grad.norm(2, dim=1) - 1) ** 2).mean()
+
+
+for _ in range(3):
+    real, fake = torch.randn(8, 4) + 1, torch.randn(8, 4)
+    loss = critic(fake).mean() - critic(real).mean() + 10.0 * gradient_penalty(real, fake)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # a trainer adding a parameter-gradient norm penalty (sharpness-style) to its loss
+    "trainer_weight_gradient_norm": """
+class Trainer:
+    def __init__(self):
+        self.model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1))
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05)
+
+    def step(self, x, y):
+        loss = F.mse_loss(self.model(x), y)
+        grads = torch.autograd.grad(loss, list(self.model.parameters()),  # <- cause
+                                    retain_graph=True)
+        penalty = sum(g.pow(2).sum() for g in grads)
+        total = loss + 0.1 * penalty
+        self.opt.zero_grad()
+        total.backward()
+        self.opt.step()
+
+
+t = Trainer()
+for _ in range(3):
+    t.step(torch.randn(16, 5), torch.randn(16, 1))
+""",
+}
+
+GRAD_PENALTY_LOOKALIKES = {
+    # the same penalty with create_graph=True
+    "critic_gradient_penalty_with_graph": GRAD_PENALTY_BUGS["critic_gradient_penalty"].replace(
+        "torch.autograd.grad(out.sum(), mixed)[0]  # <- cause",
+        "torch.autograd.grad(out.sum(), mixed, create_graph=True)[0]"),
+    # first-order MAML: the inner step's gradient has no graph on purpose
+    "first_order_maml": """
+w = nn.Parameter(torch.randn(4, 1) * 0.1)
+opt = torch.optim.Adam([w], lr=1e-2)
+for _ in range(3):
+    xs, ys, xq, yq = torch.randn(8, 4), torch.randn(8, 1), torch.randn(8, 4), torch.randn(8, 1)
+    inner = F.mse_loss(xs @ w, ys)
+    (g,) = torch.autograd.grad(inner, [w])
+    fast = w - 0.1 * g
+    outer = F.mse_loss(xq @ fast, yq)
+    opt.zero_grad()
+    outer.backward()
+    opt.step()
+""",
+    # FGSM adversarial training, and a gradient norm kept for the logs only
+    "fgsm_and_logged_grad_norm": """
+model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+log = []
+for _ in range(3):
+    x, y = torch.randn(8, 6).requires_grad_(), torch.randint(0, 3, (8,))
+    clean = F.cross_entropy(model(x), y)
+    (gx,) = torch.autograd.grad(clean, x, retain_graph=True)
+    adv = F.cross_entropy(model((x + 0.1 * gx.sign()).detach()), y)
+    loss = clean + adv
+    log.append((loss + gx.norm()).item())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_PENALTY_BUGS))
+def test_gradient_penalty_without_graph_names_the_grad_call(run_script, name):
+    src = HEAD + GRAD_PENALTY_BUGS[name]
+    res = run_script(src)
+    f = _first(res)
+    assert (f["code"], f["line"]) == ("GT206", marked_line(src)), res.err
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_PENALTY_LOOKALIKES))
+def test_gradients_without_graph_used_otherwise_are_silent(run_script, name):
+    res = run_script(HEAD + GRAD_PENALTY_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_gradient_penalty_twin_on_real_torch():
+    """The fact the twin rests on: without create_graph the penalty's gradient is gone."""
+    import torch
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 1)
+    x = torch.randn(5, 3, requires_grad=True)
+    (g,) = torch.autograd.grad(lin(x).pow(2).sum(), x)
+    assert not g.requires_grad
+    penalty = g.pow(2).sum()
+    (lin(x).sum() + penalty).backward()
+    plain = lin.weight.grad.clone()
+    lin.weight.grad = None
+    lin(x).sum().backward()
+    assert torch.equal(plain, lin.weight.grad)

@@ -38,7 +38,7 @@ from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
-from gradtrace.runtime.trace.root_leaf import forced_number_leaf
+from gradtrace.runtime.trace.root_leaf import forced_number_leaf, graphless_grads
 
 if TYPE_CHECKING:
     from gradtrace.runtime.trace.state import TraceState
@@ -435,14 +435,15 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 from gradtrace.runtime.trace.graph_scan import leave_backwards
                 leave_backwards(self.state)
         self.seq += 1
-        # a graph kept for a later backward() is stamped too, NOTE [retained graph] (not for
-        # autograd.grad, whose create_graph penalties are retained on every step)
+        # NOTE [retained graph]: a kept graph is stamped too (not autograd.grad's: penalties)
         if raw is not None and (not retain or func is not torch.autograd.grad):
             self.busy = True
             try:
                 stamp_freed(roots, (raw[0], raw[1], self.seq), retained=retain)
             finally:
                 self.busy = False
+        if func is torch.autograd.grad:  # NOTE [gradients taken without a graph]
+            graphless_grads(self, args, kwargs, roots, out)
         self.state.on_backward_done(raw, self.seq, func is torch.autograd.grad)
         return out
 

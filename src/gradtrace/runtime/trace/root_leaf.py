@@ -21,6 +21,20 @@ Two facts, both recorded when they happen:
   Parameter, and is the output of a recorded cut, marks that cut (``state.root_cuts``).
   :func:`gradtrace.runtime.trace.silent.cuts_upstream_of` puts such a cut first.
 
+# NOTE [gradients taken without a graph]
+``torch.autograd.grad(loss, params)`` without ``create_graph=True`` returns gradients with no
+graph. A penalty built from them alone (DomainBed's IGA ``sum((g - mean_g) ** 2)``, a gradient
+penalty, an input-gradient norm) is a number: added to the loss, it changes the loss value and
+never the gradient. The gradients returned with grad mode on, while the loss requires grad and
+``create_graph`` is off, are recorded as one cut (reason ``grad``, the call's line, the loss's
+leaves upstream); the values computed from them alone inherit it (NOTE [hot path]), and the
+dead-term check (NOTE [dead loss term] in :mod:`.dead_terms`) finds the scalar made from them
+added to a live loss that a backward() reaches: GT206 at the call. A first-order update
+(``p - lr * g``), a perturbed input (``x + eps * g.sign()``) or a weight computed from gradient
+norms and multiplied into a live term keeps a live operand and is never a dead scalar; among
+the cuts upstream of a parameter without a gradient this one comes last (it cuts nothing the
+loss needs).
+
 A leaf the program trains on purpose (an adversarial input, a learnt temperature held by an
 optimizer) is no root of backward(): a loss computed from it has a ``grad_fn``. A parameter
 that already gets a gradient is never reported, whatever its cuts.
@@ -72,3 +86,19 @@ def mark_root_cut(state: Any, roots: Any) -> None:
 def root_cut_first(state: Any, cut: Cut) -> bool:
     """Sort key: False for a cut that made a backward()'s root (it leads)."""
     return cut not in state.root_cuts
+
+
+def graphless_grads(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any], roots: Any,
+                    out: Any) -> None:
+    """NOTE [gradients taken without a graph]: the gradients ``autograd.grad`` returned."""
+    create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+    if create or not torch.is_grad_enabled() or not isinstance(out, (tuple, list)):
+        return
+    src = next((r for r in roots if isinstance(r, Tensor) and r.requires_grad), None)
+    grads = [g for g in out if isinstance(g, Tensor) and not g.requires_grad]
+    if src is None or not grads:
+        return
+    cut = mode._cut(grads[0], src, "torch.autograd.grad", "grad")
+    if cut is not None:
+        for g in grads[1:64]:
+            mode.state.add_cut(g, cut, None)

@@ -188,7 +188,7 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
     trained = rec is not None and rec.grad_runs > 0
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
     cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad",
-                             c.reason == "item"))
+                             c.reason in ("item", "grad")))
     return cuts
 
 
