@@ -129,14 +129,13 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
                                or state.cut_upstream.get(cut, frozenset()) & trained):
             continue
         if cut.reason == "grad":  # NOTE [gradients taken without a graph]
-            out.append(make(code_for("gradient-penalty-without-create-graph", "GT206"), cut.site,
+            out.append(make(code_for("grad-without-create-graph", "GT206"), cut.site,
                             "the gradients `torch.autograd.grad` returns here have no graph "
                             "(create_graph is off); the loss term made from them is added to a "
                             "loss that has one, so it changes the loss value and never the "
                             "gradient (the penalty trains nothing)",
                             fix="pass create_graph=True to torch.autograd.grad",
-                            related=[(site, "the term is added to the loss here")]
-                            if site != cut.site else [], severity="warning"))
+                            severity="warning"))
             continue
         if cut.reason in ("nondiff", "rewrap"):
             f = _nondiff_term(_first_copy(state, cut))
