@@ -15,8 +15,10 @@ Two facts, both recorded when they happen:
 
 - a tensor constructor (``torch.tensor``, ``as_tensor``...) called with ``requires_grad=True``
   on a Python number that came from ``.item()``/``float()`` of a tensor that requires grad is a
-  ``copy`` cut (its origin is the ``.item()``), with that tensor's leaves upstream: the copy of
-  a tensor itself was already one (NOTE [copied leaf] in :mod:`.graph_scan`);
+  ``rewrap`` cut (its origin is the ``.item()``, GT102 as before) with that tensor's leaves
+  upstream, taken again at each call (at most 64 walks): the layers a forward-forward net
+  trains one by one at the same line are all cut there. The copy of a tensor itself was
+  already a ``copy`` cut (NOTE [copied leaf] in :mod:`.graph_scan`);
 - at each backward() (the first 256), a root with no ``grad_fn`` that requires grad, is no
   Parameter, and is the output of a recorded cut, marks that cut (``state.root_cuts``).
   :func:`gradtrace.runtime.trace.silent.cuts_upstream_of` puts such a cut first.
@@ -52,15 +54,15 @@ Tensor = torch.Tensor
 
 
 def forced_number_leaf(mode: Any, out: Any, data: Any, name: str) -> None:
-    """``torch.tensor(x.item(), requires_grad=True)``: a copy cut whose origin is the item."""
+    """``torch.tensor(x.item(), requires_grad=True)``: a rewrap cut whose origin is the item."""
     if not (isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None):
         return
     state = mode.state
     origin = state.item_origin(data) if isinstance(data, (int, float, list, tuple)) else None
     if origin is None:
         return
-    cut = mode._cut(out, None, f"torch.{name}(x.{origin.op}(), requires_grad=True)", "copy",
-                    origin)
+    number = f"{origin.op.strip('_')}(x)" if origin.op.startswith("__") else f"x.{origin.op}()"
+    cut = mode._cut(out, None, f"torch.{name}({number}, requires_grad=True)", "rewrap", origin)
     if cut is None:
         return
     ups = state.cut_upstream.get(cut, state.cut_upstream.get(origin, frozenset()))
