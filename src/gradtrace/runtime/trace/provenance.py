@@ -435,7 +435,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 from gradtrace.runtime.trace.graph_scan import leave_backwards
                 leave_backwards(self.state)
         self.seq += 1
-        # NOTE [retained graph]: a kept graph is stamped too (not autograd.grad's: penalties)
+        # a kept graph is stamped too, NOTE [retained graph] (not autograd.grad's: penalties)
         if raw is not None and (not retain or func is not torch.autograd.grad):
             self.busy = True
             try:
