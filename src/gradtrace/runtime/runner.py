@@ -330,12 +330,15 @@ def _sections(ordered: list[Finding], crash: BaseException | None,
     static = [f for f in ordered if f not in diag and f.source == "static"]
     out = []
     general = bool(diag) and all(f.code == GENERAL_CRASH for f in diag)
+    apart = ""
     if general and seen:  # NOTE [general crash]: what the run saw leads the error itself
         out.append(render_text(seen, title=f"\ngradtrace: problems seen ({len(seen)})"))
-        seen = []
-    if diag:
-        out.append(render_text(diag, title=f"\ngradtrace: diagnosis ({len(diag)})" + (
-            ": the error itself, no specific diagnosis applies" if general else "")))
+        seen, apart = [], ", separate from the problems above"
+    if general:  # no finding explains the error: it is not headed as a diagnosis
+        out.append(render_text(diag, title=f"\ngradtrace: the error itself{apart} ({len(diag)})"
+                               ": no specific diagnosis applies"))
+    elif diag:
+        out.append(render_text(diag, title=f"\ngradtrace: diagnosis ({len(diag)})"))
     if seen:
         title = "problems seen" if crash is None else \
             "also seen" if diag else "problems seen, separate from the error above"

@@ -26,12 +26,12 @@ from typing import Any
 import torch
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.build import make
+from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
 
 Tensor = torch.Tensor
 # cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
-DEAD = ("no_grad", "nondiff", "rewrap")
+DEAD = ("no_grad", "nondiff", "rewrap", "grad")  # (grad: root_leaf.py)
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
 
 
@@ -127,6 +127,15 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
         cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
         if cut is None or not (counter.extra.get("trained")
                                or state.cut_upstream.get(cut, frozenset()) & trained):
+            continue
+        if cut.reason == "grad":  # NOTE [gradients taken without a graph]
+            out.append(make(code_for("grad-without-create-graph", "GT206"), cut.site,
+                            "the gradients `torch.autograd.grad` returns here have no graph "
+                            "(create_graph is off); the loss term made from them is added to a "
+                            "loss that has one, so it changes the loss value and never the "
+                            "gradient (the penalty trains nothing)",
+                            fix="pass create_graph=True to torch.autograd.grad",
+                            severity="warning"))
             continue
         if cut.reason in ("nondiff", "rewrap"):
             f = _nondiff_term(_first_copy(state, cut))

@@ -38,6 +38,7 @@ from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
+from gradtrace.runtime.trace.root_leaf import forced_number_leaf, graphless_grads
 
 if TYPE_CHECKING:
     from gradtrace.runtime.trace.state import TraceState
@@ -56,8 +57,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         super().__init__()
         self.state = state
         self.seq = 0
-        self.busy = False
-        self._called = False
+        self.busy, self._called = False, False
         self._out: Any = None
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
@@ -133,11 +133,10 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                         else:  # a new leaf: rare (a factory with requires_grad=True)
                             self._leaf_out(func, args, out)
                         return out
-                    # An output without grad from inputs without grad (shape arithmetic, masks,
-                    # a distribution's argument checks) is settled here (NOTE [hot path]): it
-                    # inherits the cut of its first input that carries one, or, made under
-                    # inference_mode, is one; anything else (an input that requires grad, a
-                    # list argument) goes to _no_grad_out
+                    # An output without grad from inputs without grad (shape arithmetic, masks, a
+                    # distribution's argument checks) is settled here (NOTE [hot path]): it inherits
+                    # the cut of its first input that carries one, or, made under inference_mode, is
+                    # one; anything else (an input that requires grad, a list) goes to _no_grad_out
                     cuts = self.state.cuts
                     taint = None
                     for a in args:
@@ -371,11 +370,11 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 cut = self._cut(out, inner, f"torch.{call_name(func)}([tensor, ...])", "rewrap")
                 if cut is not None:
                     self.state.widen_upstream(cut, data[:64])
-            else:
-                origin = self.state.item_origin(data)
-                if origin is not None:
-                    self._cut(out, None, f"torch.{call_name(func)}(... {origin.op}() ...)", "rewrap",
-                              origin)
+            elif (origin := self.state.item_origin(data)) is not None:
+                self._cut(out, None, f"torch.{call_name(func)}(... {origin.op}() ...)", "rewrap",
+                          origin)
+        elif args and self.state.items:  # NOTE [backward of a leaf]
+            forced_number_leaf(self, out, args[0], call_name(func))
         return out
 
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -436,14 +435,15 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 from gradtrace.runtime.trace.graph_scan import leave_backwards
                 leave_backwards(self.state)
         self.seq += 1
-        # a graph kept for a later backward() is stamped too, NOTE [retained graph] (not for
-        # autograd.grad, whose create_graph penalties are retained on every step)
+        # a kept graph is stamped too, NOTE [retained graph] (not autograd.grad's: penalties)
         if raw is not None and (not retain or func is not torch.autograd.grad):
             self.busy = True
             try:
                 stamp_freed(roots, (raw[0], raw[1], self.seq), retained=retain)
             finally:
                 self.busy = False
+        if func is torch.autograd.grad:  # NOTE [gradients taken without a graph]
+            graphless_grads(self, args, kwargs, roots, out)
         self.state.on_backward_done(raw, self.seq, func is torch.autograd.grad)
         return out
 

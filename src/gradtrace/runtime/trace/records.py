@@ -25,7 +25,7 @@ class Cut:
     ``reason`` is one of: ``detach``, ``data``, ``item`` (also float/int/tolist), ``rewrap``
     (torch.tensor(x) of a tensor or of an .item() value), ``copy`` (a new leaf that requires
     grad made from a tensor in the graph), ``nondiff`` (argmax, comparison, integer cast...), ``no_grad`` (op run with grad mode off), ``inference`` (made under
-    inference_mode).
+    inference_mode), ``grad`` (gradients autograd.grad returned without a graph).
     """
 
     site: Site
@@ -48,6 +48,8 @@ class Cut:
             return f"`{self.op}` is not differentiable (its result never requires grad)"
         if self.reason == "copy":
             return f"`{self.op}` copied the values into a new leaf, without the graph"
+        if self.reason == "grad":
+            return f"`{self.op}` returned gradients without a graph (create_graph is off)"
         if self.reason == "rewrap":
             return f"`{self.op}` built a new tensor from plain values, without a graph"
         return f"`{self.op}` returned a value without a grad_fn"

@@ -181,11 +181,14 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
     A ``.detach()`` of the leaf itself (``before = [p.detach().clone() for p in
     model.parameters()]``) is the program's own copy of the weights, made to compare them
     later: it comes after every cut of a value computed from the leaf, which is where the
-    loss's path was cut. Alone, it still leads (``F.linear(x, self.w.detach())``)."""
+    loss's path was cut. Alone, it still leads (``F.linear(x, self.w.detach())``).
+
+    A cut that made the leaf a backward() started from leads them all
+    (NOTE [backward of a leaf] in :mod:`.root_leaf`): nothing flowed from that backward()."""
     trained = rec is not None and rec.grad_runs > 0
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
-    cuts.sort(key=lambda c: (c.library, c in state.leaf_cuts, trained and c.reason == "no_grad",
-                             c.reason == "item"))
+    cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad",
+                             c.reason in ("item", "grad")))
     return cuts
 
 

@@ -22,6 +22,7 @@ from gradtrace.runtime.trace.leaves import upstream_leaves
 from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_backpropagated
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
+from gradtrace.runtime.trace.root_leaf import mark_root_cut
 
 Tensor = torch.Tensor
 # (site, op, grad_fn names before/after, shape, version before, line that made the tensor,
@@ -48,9 +49,11 @@ class TraceState:
         self._leaf_refs: dict[int, weakref.ref[Tensor]] = {}
         # cuts taken of a leaf itself (`p.detach().clone()`): NOTE [snapshot cuts]
         self.leaf_cuts: set[Cut] = set()
+        self.root_cuts: set[Cut] = set()  # NOTE [backward of a leaf]
+        self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
-        self.items: OrderedDict[int, tuple[Any, Cut]] = OrderedDict()
+        self.items: OrderedDict[int, tuple[Any, Cut, Any]] = OrderedDict()
         # .item()/float() of tensors that require grad since the last backward() (and before)
         self.step_items: list[Cut] = []
         self.items_before: list[Cut] = []
@@ -250,7 +253,7 @@ class TraceState:
         if cut not in self.cut_upstream:
             self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
         if isinstance(value, (float, int, complex)):
-            self.items[id(value)] = (value, cut)
+            self.items[id(value)] = (value, cut, weakref.ref(src))  # (the tensor: root_leaf.py)
             while len(self.items) > 256:
                 self.items.popitem(last=False)
 
@@ -430,6 +433,8 @@ class TraceState:
             note_backward(self, self.hooks_data)  # NOTE [evaluation gradients applied]
             if len(roots) == 1 and self.backward_count < 256:
                 note_root(self, roots)  # NOTE [accumulated means not scaled]
+        if self.backward_count < 256 and self.cuts:
+            mark_root_cut(self, roots)  # NOTE [backward of a leaf]
         if self.backward_count < 3 and len(roots) == 1:  # NOTE [zero-derivative ops],
             from gradtrace.runtime.trace.graph_scan import scan_loss_graph  # [copied leaf]
             scan_loss_graph(self, roots[0])
