@@ -30,9 +30,9 @@ class MetaOptimizer(nn.Module):
         super(MetaOptimizer, self).__init__()
         self.hidden_size = hidden_size
         self.linear1 = nn.Linear(3, hidden_size)
-        self.lstms = []
+        self.lstms = []  # ROOT
         for i in range(num_layers):
-            self.lstms.append(LayerNormLSTMCell(hidden_size, hidden_size))  # ROOT
+            self.lstms.append(LayerNormLSTMCell(hidden_size, hidden_size))
         self.linear2 = nn.Linear(hidden_size, 1)
 
     def forward(self, x):

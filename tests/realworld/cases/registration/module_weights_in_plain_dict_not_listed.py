@@ -12,8 +12,8 @@ import torch.nn as nn
 class Module2(nn.Module):
     def __init__(self, input_size, hidden_size):
         super(Module2, self).__init__()
-        self.weights = {}
-        self.weights['w_i'] = nn.Parameter(torch.randn(input_size, hidden_size) * 0.1)  # ROOT
+        self.weights = {}  # ROOT
+        self.weights['w_i'] = nn.Parameter(torch.randn(input_size, hidden_size) * 0.1)
         self.out = nn.Linear(hidden_size, 2)
 
     def forward(self, x):

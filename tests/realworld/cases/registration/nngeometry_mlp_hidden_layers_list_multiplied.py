@@ -9,9 +9,9 @@ import torch
 import torch.nn as nn
 
 torch.manual_seed(0)
-layers = [nn.Flatten(), nn.Linear(28 * 28, 100), nn.ReLU()] + \
-         [nn.Linear(100, 100), nn.ReLU()] * 10 + \
-         [nn.Linear(100, 10)]  # ROOT
+layers = ([nn.Flatten(), nn.Linear(28 * 28, 100), nn.ReLU()] +
+          [nn.Linear(100, 100), nn.ReLU()] * 10 +  # ROOT
+          [nn.Linear(100, 10)])
 model = nn.Sequential(*layers)
 
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -12,8 +12,8 @@ import torch.nn as nn
 class model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.d = dict()
-        self.d['d'] = nn.Parameter(torch.randn(3, 3))  # ROOT
+        self.d = dict()  # ROOT
+        self.d['d'] = nn.Parameter(torch.randn(3, 3))
         self.p = nn.Parameter(torch.randn(3, 3))
 
     def forward(self, x):
