@@ -214,11 +214,33 @@ def module_call_op(call: ast.Call, ctx: Context, modules: _LazyModules,
             and loop.lineno <= within.lineno <= (loop.end_lineno or 0)
         op = None if it is None else modules.some(dotted(it)) if every \
             else modules.elem(dotted(it))
+        if loop is None:
+            op = local_module_op(local_module(f, call.lineno, scope), ctx, scope)
     else:
         op = modules.get(dotted(f))
     if op == PASS:
         return _op_of_call(call.args[0], ctx, modules, scope) if len(call.args) == 1 else None
     return op
+
+
+def local_module(f: ast.Name, line: int, scope: object) -> ast.Call | None:
+    """The call a local name is bound to before ``line`` (``relu1 = nn.ReLU(inplace=True)``,
+    ``net = Net()`` in a script or a function), when one plain assignment binds it there."""
+    b = scope.binding_before(f.id, line + 1)  # type: ignore[attr-defined]
+    if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1 \
+            or not isinstance(b.stmt.targets[0], ast.Name) or not isinstance(b.value, ast.Call):
+        return None
+    return b.value
+
+
+def local_module_op(v: ast.Call | None, ctx: Context, scope: object) -> str | None:
+    """The saved-output op whose output the module built by ``v`` gives back
+    (NOTE [module results]); None when not known or a container."""
+    if v is None:
+        return None
+    fn = scope.node  # type: ignore[attr-defined]
+    got = built(v, ctx, None if isinstance(fn, ast.Module) else fn)
+    return built_op(got, ctx) if got is not None and not got.container else None
 
 
 def _blocks_iterated(loop: ast.For | ast.AsyncFor, name: str) -> ast.expr | None:

@@ -23,7 +23,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._listed import _element_set, _listed_call, _may_pair
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
-    _op_of_call, _statements, built_op, module_call_op,
+    _op_of_call, _statements, built_op, local_module, module_call_op,
 )
 
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
@@ -83,11 +83,12 @@ def _innermost_call(e: ast.AST) -> ast.AST:
     return e
 
 
-def _write_target(stmt: ast.stmt, ctx: Context,
-                  modules: _LazyModules) -> tuple[str, str, ast.AST] | None:
+def _write_target(stmt: ast.stmt, ctx: Context, modules: _LazyModules,
+                  scope: Any = None) -> tuple[str, str, ast.AST] | None:
     """(name, kind of write, node) for an in-place write statement: ``p[m] = v`` ("index"),
     ``p += v`` ("aug"), ``p.mul_(v)`` ("arith"/"method"), ``F.relu(p, inplace=True)``,
-    ``torch.relu_(p)``, ``self.relu(p)`` with an in-place ReLU ("method")."""
+    ``torch.relu_(p)``, ``self.relu(p)`` with an in-place ReLU, and with the function's
+    ``scope``, ``relu2(p)`` with a local ``relu2 = nn.ReLU(inplace=True)`` ("method")."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
             and isinstance(stmt.targets[0], ast.Subscript):
         name = dotted(stmt.targets[0].value)
@@ -107,14 +108,24 @@ def _write_target(stmt: ast.stmt, ctx: Context,
             and not f.attr.startswith("_") and f.attr not in NOT_WRITES:
         name = dotted(f.value)
         return (name, "arith" if f.attr in ARITH_WRITES else "method", call) if name else None
-    if call.args and _inplace_call(call, ctx, modules):
+    if call.args and (_inplace_call(call, ctx, modules) or scope is not None and isinstance(
+            f, ast.Name) and inplace_local(f, call.lineno, ctx, scope) is not None):
         name = dotted(call.args[0])
         return (name, "method", call) if name else None
     return None
 
 
-def _written_name(stmt: ast.stmt) -> str | None:
-    """The name a statement may write in place, from its shape alone (cheap pre-check)."""
+def inplace_local(f: ast.Name, line: int, ctx: Context, scope: Any) -> ast.Call | None:
+    """The layer that writes its input in place (``nn.ReLU(inplace=True)``, ``nn.Dropout(p,
+    inplace=True)``, a Sequential starting with one) that the local name ``f`` is bound to."""
+    v = local_module(f, line, scope)
+    first = _first_layer(v, ctx) if v is not None else None
+    return first if first is not None and _writes_input(first, ctx) else None
+
+
+def _written_name(stmt: ast.stmt, local: bool = False) -> str | None:
+    """The name a statement may write in place, from its shape alone (cheap pre-check);
+    ``local``: also ``y = f(x)`` with ``f`` a plain name (a local module)."""
     if isinstance(stmt, ast.AugAssign):
         t = stmt.target
         return dotted(t.value if isinstance(t, ast.Subscript) else t)
@@ -131,8 +142,9 @@ def _written_name(stmt: ast.stmt) -> str | None:
     f = call.func
     if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_"):
         return dotted(f.value)
-    if call.args and (call.keywords or isinstance(f, ast.Attribute) and (
-            f.attr.endswith("_") or isinstance(f.value, ast.Name) and f.value.id == "self")):
+    if call.args and (call.keywords or local and isinstance(f, ast.Name) or isinstance(
+            f, ast.Attribute) and (f.attr.endswith("_") or isinstance(f.value, ast.Name)
+                                   and f.value.id == "self")):
         return dotted(call.args[0])
     return None
 
@@ -257,8 +269,8 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
         return out
     scope = ctx.scope(fn)
     for s in _after(fn, stmt, memo):
-        if _written_name(s) == name and not _other_arm(scope, stmt, s, name):
-            w = _write_target(s, ctx, modules)
+        if _written_name(s, True) == name and not _other_arm(scope, stmt, s, name):
+            w = _write_target(s, ctx, modules, scope)
             if w is not None and w[0] == name:
                 out.append((prod, s, w[1], w[2], fn))
         if _rebinds(s, name):

@@ -4,12 +4,12 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from gradtrace.findings import Finding
+from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
-from gradtrace.lint.rules.inplace._saved import Producer, sequential_writes
+from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
 
 ALL_WRITES = ("index", "aug", "arith", "method")
 
@@ -151,7 +151,14 @@ class InplaceWriteToSavedOutput(InplaceRule):
         if isinstance(target, ast.Call):
             name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
                               or not target.func.attr.endswith("_") else target.func.value)
-        return self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
+        related = self._related(prod, training, ctx)
+        layer = inplace_local(target.func, target.lineno, ctx, ctx.scope()) if isinstance(
+            target, ast.Call) and isinstance(target.func, ast.Name) else None
+        if layer is not None:  # `relu2 = nn.ReLU(inplace=True)`: the flag to change is there
+            related.insert(0, Related(ctx.path, target.lineno, f"`{ctx.source(target)}` "
+                                      f"overwrites `{name}` here", ctx.column(target)))
+            stmt = layer  # type: ignore[assignment]
+        return self.report(stmt, ctx, related=related, name=name,
                            op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
