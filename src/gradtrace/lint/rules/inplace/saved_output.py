@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
+from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
 from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
 
@@ -144,6 +146,11 @@ class InplaceWriteToSavedOutput(InplaceRule):
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
+        for h in helper_writes(ctx):  # `normalize_batch(y)` writes `batch.div_(255)`
+            if h.prod.family == "sig" or h.write.kind in ("index", "method"):
+                yield self.report(h.write.stmt, ctx, related=_helper_related(h, self, ctx),
+                                  name=ctx.source(h.call.args[h.write.index]),
+                                  op=h.prod.op, line=h.prod.call.lineno)
 
     def _emit602(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
                  training: ast.Call | bool, ctx: Context) -> Finding:
@@ -310,6 +317,10 @@ class InplaceAddToReluOutput(InplaceRule):
         activation (once per file: the class lines may hold no trigger word)."""
         for prod, stmt, target in self._block_writes(ctx, (("relu",), ("aug", "arith"))):
             yield self._emit(prod, stmt, target, True, ctx)
+        for h in helper_writes(ctx):
+            if h.prod.family == "relu" and h.write.kind in ("aug", "arith"):
+                f = self._emit(h.prod, h.write.stmt, h.write.target, h.backward, ctx)
+                yield dataclasses.replace(f, related=tuple(_helper_related(h, self, ctx)))
 
     def _emit(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
               training: ast.Call | bool, ctx: Context) -> Finding:
@@ -324,6 +335,13 @@ class InplaceAddToReluOutput(InplaceRule):
         return self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
                            stmt=ctx.source(stmt), name=name, op=prod.op,
                            line=prod.call.lineno)  # type: ignore[attr-defined]
+
+
+def _helper_related(h: HelperWrite, rule: InplaceRule, ctx: Context) -> list[Related]:
+    """The call that hands the saved output to the helper, then the op and the backward."""
+    return [Related(ctx.path, h.call.lineno, f"`{ctx.source(h.call)}` passes the output of "
+                    f"`{h.prod.op}` to `{h.write.fn.name}`, which writes it in place",
+                    ctx.column(h.call)), *rule._related(h.prod, h.backward, ctx)]
 
 
 def _paren(e: ast.expr, ctx: Context) -> str:
