@@ -1,0 +1,162 @@
+"""Readings of docs/triage/static24d.md (in-place writes into a saved output), each in
+spellings the real-world cases do not use, as a buggy twin that real torch fails on and a
+correct look-alike that runs; the checker reports the first and stays silent on the second."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+MODIFIED = (RuntimeError, "modified by an inplace operation")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT602, in a function: a sigmoid's output through a local in-place Dropout module
+    # (reported where the flag is set). Look-alike: the Dropout is not in place
+    "local-inplace-dropout-after-local-sigmoid": (Shape("""
+        def step(x):
+            lin = nn.Linear(4, 4)
+            drop = nn.Dropout(0.5)
+            h = torch.sigmoid(lin(x))
+            h = drop(h)
+            h.sum().backward()
+            return lin.weight.grad
+        g = step(torch.randn(8, 4))
+        """, "GT602", holds="g is not None"), Shape("""
+        def step(x):
+            lin = nn.Linear(4, 4)
+            drop = nn.Dropout(0.5, inplace=True)
+            h = torch.sigmoid(lin(x))
+            h = drop(h)
+            h.sum().backward()
+            return lin.weight.grad
+        g = step(torch.randn(8, 4))
+        """, "GT602", 3, raises=MODIFIED)),
+    # GT602, a script's local ReLU then a local in-place LeakyReLU on its output. Look-alike:
+    # GELU saves its input, not its output
+    "script-inplace-leaky-after-relu-module": (Shape("""
+        lin = nn.Linear(3, 3)
+        act = nn.GELU()
+        leaky = nn.LeakyReLU(0.1, inplace=True)
+        y = act(lin(torch.randn(2, 3)))
+        y = leaky(y)
+        y.sum().backward()
+        """, "GT602", holds="lin.weight.grad is not None"), Shape("""
+        lin = nn.Linear(3, 3)
+        act = nn.ReLU()
+        leaky = nn.LeakyReLU(0.1, inplace=True)
+        y = act(lin(torch.randn(2, 3)))
+        y = leaky(y)
+        y.sum().backward()
+        """, "GT602", 3, raises=MODIFIED)),
+    # GT602, a helper of the file clamps its parameter in place; the caller hands it a
+    # sigmoid's output. Look-alike: the helper clones first
+    "helper-clamps-sigmoid-output": (Shape("""
+        def to_unit(t):
+            t = t.clone()
+            t.clamp_(0.05, 0.95)
+            return t
+        def train(net, x):
+            probs = torch.sigmoid(net(x))
+            probs = to_unit(probs)
+            probs.log().sum().backward()
+        net = nn.Linear(4, 1)
+        train(net, torch.randn(5, 4))
+        """, "GT602", holds="net.weight.grad is not None"), Shape("""
+        def to_unit(t):
+            t.clamp_(0.05, 0.95)
+            return t
+        def train(net, x):
+            probs = torch.sigmoid(net(x))
+            probs = to_unit(probs)
+            probs.log().sum().backward()
+        net = nn.Linear(4, 1)
+        train(net, torch.randn(5, 4))
+        """, "GT602", 2, raises=MODIFIED)),
+    # GT603, a helper adds into its parameter; the caller passes a ReLU's output in a
+    # module's forward. Look-alike: the ReLU comes after the helper
+    "helper-adds-into-relu-output-in-forward": (Shape("""
+        def shift(h, b):
+            h += b
+            return h
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.b = nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                h = self.fc(x)
+                h = shift(h, self.b)
+                return F.relu(h)
+        net = Net()
+        net(torch.randn(3, 4)).sum().backward()
+        """, "GT603", holds="net.fc.weight.grad is not None"), Shape("""
+        def shift(h, b):
+            h += b
+            return h
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.b = nn.Parameter(torch.ones(4))
+            def forward(self, x):
+                h = F.relu(self.fc(x))
+                h = shift(h, self.b)
+                return h
+        net = Net()
+        net(torch.randn(3, 4)).sum().backward()
+        """, "GT603", 2, raises=MODIFIED)),
+    # GT602, a local model of the file whose forward ends in Tanh, its output handed to a
+    # helper that scales in place. Look-alike: the helper writes through `.data`'s copy
+    "helper-scales-local-model-tanh-output": (Shape("""
+        def rescale(img):
+            img = img * 127.5
+            img.add_(127.5)
+            return img
+        class Gen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.out = nn.Tanh()
+            def forward(self, z):
+                return self.out(self.fc(z))
+        gen = Gen()
+        fake = gen(torch.randn(2, 4))
+        fake = rescale(fake)
+        fake.mean().backward()
+        """, "GT602", holds="gen.fc.weight.grad is not None"), Shape("""
+        def rescale(img):
+            img.mul_(127.5)
+            img = img + 127.5
+            return img
+        class Gen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.out = nn.Tanh()
+            def forward(self, z):
+                return self.out(self.fc(z))
+        gen = Gen()
+        fake = gen(torch.randn(2, 4))
+        fake = rescale(fake)
+        fake.mean().backward()
+        """, "GT602", 2, raises=MODIFIED)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
