@@ -37,9 +37,15 @@ class InplaceWriteToSavedOutput(InplaceRule):
     A write into a layer's result counts in any method the training code runs, not only
     `forward` (`head.forward_single(x)` called per level, a method `forward` calls through
     `self`, a Lightning `training_step`'s helpers: NOTE [trained methods]).
+    A local name bound to an in-place layer (`drop = nn.Dropout(p, inplace=True)`, `relu2 =
+    nn.ReLU(inplace=True)` in a script) writes the output it is given: reported where the flag
+    is set. A helper of the file that writes its parameter in place (`def normalize_batch(b):
+    b = b.div_(255)`) writes the saved output its caller hands it: reported at the helper's
+    write (NOTE [parameter written in place]).
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
-    in a file that runs a backward; writes through another name (an alias) are not followed.
+    in a file that runs a backward; writes through another name (an alias) are not followed; a
+    local module's output is followed from a line that names an activation.
     """
 
     code = "GT602"
@@ -113,6 +119,33 @@ class InplaceWriteToSavedOutput(InplaceRule):
                 probs = probs.masked_fill(ignore, 0.0)
                 loss = F.binary_cross_entropy(probs, y)
                 loss.backward()
+                opt.step()
+            """),
+        Bad("""
+            import torch
+
+            def to_unit(t):
+                t.clamp_(0.05, 0.95)
+                return t
+
+            def train_step(model, x, opt):
+                p = torch.sigmoid(model(x))
+                p = to_unit(p)
+                p.log().sum().backward()
+                opt.step()
+            """, at=(4, 4)),
+        Good("""
+            import torch
+
+            def to_unit(t):
+                t = t.clone()
+                t.clamp_(0.05, 0.95)
+                return t
+
+            def train_step(model, x, opt):
+                p = torch.sigmoid(model(x))
+                p = to_unit(p)
+                p.log().sum().backward()
                 opt.step()
             """),
         Good("""
