@@ -149,6 +149,70 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         fake = rescale(fake)
         fake.mean().backward()
         """, "GT602", 2, raises=MODIFIED)),
+    # GT610, a plain function of the file: backward on every call, the step only with an
+    # optimizer; the evaluation call passes none and its gradient stays in `.grad` (torch
+    # 2.13's zero_grad sets it to None). Look-alike: the backward is under the same `if`
+    "loss-step-backward-without-optimizer": (Shape("""
+        def loss_step(model, x, y, opt=None):
+            loss = F.mse_loss(model(x), y)
+            if opt is not None:
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            return loss.item()
+        net = nn.Linear(3, 1)
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        loss_step(net, x, y, sgd)
+        net.eval()
+        val = loss_step(net, x, y)
+        """, "GT610", holds="net.weight.grad is None"), Shape("""
+        def loss_step(model, x, y, opt=None):
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            if opt is not None:
+                opt.step()
+                opt.zero_grad()
+            return loss.item()
+        net = nn.Linear(3, 1)
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        loss_step(net, x, y, sgd)
+        net.eval()
+        val = loss_step(net, x, y)
+        """, "GT610", 3, holds="net.weight.grad is not None and net.weight.grad.abs().sum() > 0")),
+    # GT610 look-alike twin: the calls without an optimizer alternate with the one that
+    # steps in the arms of one `if` (gradient accumulation, meant to sum)
+    "accumulation-calls-in-if-arms": (Shape("""
+        def loss_step(model, x, y, opt=None):
+            loss = F.mse_loss(model(x), y) / 2
+            loss.backward()
+            if opt is not None:
+                opt.step()
+                opt.zero_grad()
+        net = nn.Linear(3, 1)
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        for i in range(4):
+            x, y = torch.randn(4, 3), torch.randn(4, 1)
+            if i % 2 == 0:
+                loss_step(net, x, y)
+            else:
+                loss_step(net, x, y, sgd)
+        """, "GT610", holds="net.weight.grad is None"), Shape("""
+        def loss_step(model, x, y, opt=None):
+            loss = F.mse_loss(model(x), y) / 2
+            loss.backward()
+            if opt is not None:
+                opt.step()
+                opt.zero_grad()
+        net = nn.Linear(3, 1)
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        for i in range(4):
+            x, y = torch.randn(4, 3), torch.randn(4, 1)
+            loss_step(net, x, y, sgd)
+        with torch.enable_grad():
+            loss_step(net, x, y, None)
+        """, "GT610", 3, holds="net.weight.grad is not None")),
 }
 
 
