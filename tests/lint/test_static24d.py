@@ -213,6 +213,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         with torch.enable_grad():
             loss_step(net, x, y, None)
         """, "GT610", 3, holds="net.weight.grad is not None")),
+    # GT611, a criterion module gathers only the keys, the queries keep their graph: on real
+    # torch (gloo, one rank) the key encoder gets no gradient. Look-alike: the local slot is
+    # written back, the gradient flows through it
+    "all-gather-buffers-replace-keys": (Shape("""
+        import tempfile
+        import torch.distributed as dist
+        class KeyLoss(nn.Module):
+            def forward(self, q, k):
+                bufs = [torch.empty_like(k) for _ in range(dist.get_world_size())]
+                dist.all_gather(bufs, k)
+                bufs[dist.get_rank()] = k
+                k = torch.stack(bufs).flatten(0, 1)
+                return (q @ k.T).logsumexp(1).mean()
+        dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0,
+                                world_size=1)
+        try:
+            enc_q, enc_k = nn.Linear(4, 3), nn.Linear(4, 3)
+            x = torch.randn(6, 4)
+            KeyLoss()(enc_q(x), enc_k(x)).backward()
+        finally:
+            dist.destroy_process_group()
+        """, "GT611", holds="enc_k.weight.grad is not None"), Shape("""
+        import tempfile
+        import torch.distributed as dist
+        class KeyLoss(nn.Module):
+            def forward(self, q, k):
+                bufs = [torch.empty_like(k) for _ in range(dist.get_world_size())]
+                dist.all_gather(bufs, k)
+                k = torch.stack(bufs).flatten(0, 1)
+                return (q @ k.T).logsumexp(1).mean()
+        dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0,
+                                world_size=1)
+        try:
+            enc_q, enc_k = nn.Linear(4, 3), nn.Linear(4, 3)
+            x = torch.randn(6, 4)
+            KeyLoss()(enc_q(x), enc_k(x)).backward()
+        finally:
+            dist.destroy_process_group()
+        """, "GT611", 7, holds="enc_k.weight.grad is None and enc_q.weight.grad is not None")),
 }
 
 
