@@ -252,6 +252,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         finally:
             dist.destroy_process_group()
         """, "GT611", 7, holds="enc_k.weight.grad is None and enc_q.weight.grad is not None")),
+    # GT602, eigh saves both outputs; a helper of the file (no backward, no loss word)
+    # flips the eigenvectors' sign in place, and its caller backpropagates. Look-alike: the
+    # flip is out of place
+    "helper-writes-eigh-vectors": (Shape("""
+        def spectrum(m):
+            vals, vecs = torch.linalg.eigh(m)
+            vecs = vecs * -1.0
+            return vals, vecs
+        a = torch.randn(4, 4, requires_grad=True)
+        sym = a @ a.T + torch.eye(4)
+        vals, vecs = spectrum(sym)
+        (vals.sum() + vecs.abs().sum()).backward()
+        """, "GT602", holds="a.grad is not None"), Shape("""
+        def spectrum(m):
+            vals, vecs = torch.linalg.eigh(m)
+            vecs.mul_(-1.0)
+            return vals, vecs
+        a = torch.randn(4, 4, requires_grad=True)
+        sym = a @ a.T + torch.eye(4)
+        vals, vecs = spectrum(sym)
+        (vals.sum() + vecs.abs().sum()).backward()
+        """, "GT602", 3, raises=MODIFIED)),
+    # GT602, a helper called before a backward caps a sigmoid's output by index. Look-alike:
+    # the helper runs only under no_grad
+    "helper-caps-sigmoid-called-before-backward": (Shape("""
+        def squash(z):
+            p = torch.sigmoid(z)
+            p[p > 0.9] = 0.9
+            return p
+        lin = nn.Linear(3, 2)
+        x = torch.randn(5, 3)
+        with torch.no_grad():
+            shown = squash(lin(x))
+        F.mse_loss(lin(x), shown).backward()
+        """, "GT602", holds="lin.weight.grad is not None"), Shape("""
+        def squash(z):
+            p = torch.sigmoid(z)
+            p[p > 0.9] = 0.9
+            return p
+        lin = nn.Linear(3, 2)
+        x = torch.randn(5, 3) * 5
+        out = squash(lin(x))
+        out.sum().backward()
+        """, "GT602", 3, raises=MODIFIED)),
 }
 
 
