@@ -296,6 +296,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         out = squash(lin(x))
         out.sum().backward()
         """, "GT602", 3, raises=MODIFIED)),
+    # GT612, an nn.Parameter in a function, zeroed with `.zero_()` at the top of a while
+    # loop. Look-alike: the zeroing is guarded
+    "parameter-grad-zeroed-before-first-backward": (Shape("""
+        def fit(x, y, steps=3):
+            w = nn.Parameter(torch.zeros(3, 1))
+            i = 0
+            while i < steps:
+                if w.grad is not None:
+                    w.grad.zero_()
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+                i += 1
+            return w
+        w = fit(torch.randn(8, 3), torch.randn(8, 1))
+        """, "GT612", holds="w.grad is not None"), Shape("""
+        def fit(x, y, steps=3):
+            w = nn.Parameter(torch.zeros(3, 1))
+            i = 0
+            while i < steps:
+                w.grad.zero_()
+                loss = ((x @ w - y) ** 2).mean()
+                loss.backward()
+                with torch.no_grad():
+                    w -= 0.1 * w.grad
+                i += 1
+            return w
+        w = fit(torch.randn(8, 3), torch.randn(8, 1))
+        """, "GT612", 5, raises=(AttributeError, "'NoneType' object has no attribute 'zero_'"))),
 }
 
 
