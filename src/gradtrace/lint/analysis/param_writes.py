@@ -50,22 +50,46 @@ def _all(ctx: Context) -> dict[str, list[ParamWrite]]:
     for name, fn in ctx.analysis.functions.items():
         a = fn.args
         params = [p.arg for p in (*a.posonlyargs, *a.args)]
-        got = [w for i, p in enumerate(params) if (w := _first_write(fn, i, p)) is not None]
+        got = _first_writes(fn, params) if params else []
         if got:
             out[name] = got
     return out
 
 
-def _first_write(fn: ast.FunctionDef | ast.AsyncFunctionDef, index: int,
-                 p: str) -> ParamWrite | None:
-    """The first in-place write into ``p`` in ``fn``'s own body, in source order, before a
-    statement binds ``p`` to something else."""
+def _first_writes(fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                  params: list[str]) -> list[ParamWrite]:
+    """For each parameter, the first in-place write into it in ``fn``'s own body, in source
+    order, before a statement binds it to something else (one pass over the body)."""
+    open_ = set(params)
+    found: dict[str, ParamWrite] = {}
     for s in _own(fn.body):
-        w = _write(s, p)
-        if w is not None:
-            return ParamWrite(fn, index, s, *w)
-        if _binds(s, p):
-            return None
+        name = _written(s)
+        if name in open_:
+            w = _write(s, name)  # type: ignore[arg-type]
+            if w is not None:
+                found[name] = ParamWrite(fn, params.index(name), s, *w)  # type: ignore
+                open_.discard(name)  # type: ignore[arg-type]
+        for b in _bound(s):
+            open_.discard(b)
+        if not open_:
+            break
+    return [found[p] for p in params if p in found]
+
+
+def _written(s: ast.stmt) -> str | None:
+    """The name a statement may write in place, from its shape (cheap)."""
+    if isinstance(s, ast.AugAssign):
+        t = s.target
+        t = t.value if isinstance(t, ast.Subscript) else t
+        return t.id if isinstance(t, ast.Name) else None
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+            and isinstance(s.targets[0], ast.Subscript):
+        t = s.targets[0].value
+        return t.id if isinstance(t, ast.Name) else None
+    v = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+            and isinstance(v.func.value, ast.Name) and v.func.attr.endswith("_"):
+        return v.func.value.id
     return None
 
 
@@ -92,10 +116,11 @@ def _write(s: ast.stmt, p: str) -> tuple[str, ast.AST] | None:
     return None
 
 
-def _binds(s: ast.stmt, p: str) -> bool:
-    """``s`` binds ``p`` (an assignment, a loop or ``with`` target, a nested def)."""
+def _bound(s: ast.stmt) -> Iterator[str]:
+    """The names ``s`` binds (an assignment, a loop or ``with`` target, a nested def)."""
     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return s.name == p
+        yield s.name
+        return
     targets: list[ast.AST] = []
     if isinstance(s, ast.Assign):
         targets = list(s.targets)
@@ -103,8 +128,13 @@ def _binds(s: ast.stmt, p: str) -> bool:
         targets = [s.target]
     elif isinstance(s, (ast.With, ast.AsyncWith)):
         targets = [i.optional_vars for i in s.items if i.optional_vars is not None]
-    return any(isinstance(n, ast.Name) and n.id == p and isinstance(n.ctx, ast.Store)
-               for t in targets for n in ast.walk(t))
+    for t in targets:
+        if isinstance(t, ast.Name):
+            yield t.id
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    yield n.id
 
 
 def _own(body: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -25,31 +25,14 @@ def backward_after_call(ctx: Context, fn: ast.AST) -> ast.Call | None:
     name = getattr(fn, "name", None)
     if name is None or ctx.analysis.functions.get(name) is not fn:
         return None
-    return ctx.memo("backward-after-call", fn, lambda: _find(ctx, name))
+    return ctx.memo("backward-after-call", fn, lambda: _find(ctx, fn))
 
 
-def _find(ctx: Context, name: str) -> ast.Call | None:
-    for scope_node in [ctx.tree, *(n for n in ast.walk(ctx.tree) if isinstance(n, DEFS))]:
-        calls = [n for n in _own_nodes(scope_node)
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name]
-        if not calls:
+def _find(ctx: Context, fn: ast.AST) -> ast.Call | None:
+    for c, where in ctx.analysis.call_sites(fn):  # type: ignore[arg-type]
+        if ctx.scope(where).grad_off_at(c) is not None:
             continue
-        scope = ctx.scope(scope_node)
-        for c in calls:
-            if scope.grad_off_at(c) is not None:
-                continue
-            for b in step_calls(ctx, scope_node).losses():
-                if b.call.lineno > (c.end_lineno or c.lineno):
-                    return b.call
+        for b in step_calls(ctx, where).losses():
+            if b.call.lineno > (c.end_lineno or c.lineno):
+                return b.call
     return None
-
-
-def _own_nodes(node: ast.AST):
-    """The nodes of a function (or the module) outside its nested functions and classes."""
-    stack = list(ast.iter_child_nodes(node))
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (*DEFS, ast.ClassDef, ast.Lambda)):
-            continue
-        yield n
-        stack.extend(ast.iter_child_nodes(n))

@@ -13,9 +13,9 @@ from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.rules.inplace._ops import (
-    SAVED_MODULES, SAVED_OUT, _LazyModules, _op_of_call, _statements, local_module,
+    SAVED_MODULES, SAVED_OUT, _LazyModules, _op_of_call, local_module,
 )
-from gradtrace.lint.rules.inplace._saved import Producer, _runs_as_forward
+from gradtrace.lint.rules.inplace._saved import Producer, _file_backwards, _runs_as_forward
 
 
 @dataclass(frozen=True)
@@ -32,30 +32,24 @@ class HelperWrite:
 
 
 def helper_writes(ctx: Context) -> list[HelperWrite]:
-    """Every :class:`HelperWrite` of the file, once per file (both rules read it)."""
+    """Every :class:`HelperWrite` of the file, once per file (both rules read it); only in a
+    file that runs a backward (the scan of every function costs too much elsewhere)."""
+    if not ctx.mentions(".backward(", "autograd.grad(", "autograd.backward(") \
+            or not _file_backwards(ctx):
+        return []
     return ctx.memo("gt6-helper-writes", ctx.tree, lambda: list(_find(ctx)))
 
 
 def _find(ctx: Context) -> Iterator[HelperWrite]:
-    writers = param_writes(ctx)
-    if not writers:
-        return
-    scopes: list[ast.AST] = [ctx.tree, *(n for n in ast.walk(ctx.tree)
-                                         if isinstance(n, FUNCTION_TYPES))]
-    for fn in scopes:
-        body = fn.body  # type: ignore[attr-defined]
-        for s in _statements(body):
-            v = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
-            if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
-                    and v.func.id in writers):
-                continue
-            for w in writers[v.func.id]:
-                got = _passed_output(v, w, s, fn, ctx)
+    for name, writes in param_writes(ctx).items():
+        for call, fn in ctx.analysis.call_sites(writes[0].fn):  # NOTE [call sites]
+            for w in writes:
+                got = _passed_output(call, w, fn, ctx)
                 if got is not None:
                     yield got
 
 
-def _passed_output(call: ast.Call, w: ParamWrite, site: ast.stmt, fn: ast.AST,
+def _passed_output(call: ast.Call, w: ParamWrite, fn: ast.AST,
                    ctx: Context) -> HelperWrite | None:
     """The write when ``call``'s argument for ``w``'s parameter is a name bound to the output
     of an op that saves it, in code that trains (grad on, a backward after it or a forward)."""
@@ -64,6 +58,9 @@ def _passed_output(call: ast.Call, w: ParamWrite, site: ast.stmt, fn: ast.AST,
         return None
     arg = call.args[w.index]
     scope = ctx.scope(fn)
+    site = scope.statement_of(call)
+    if site is None:
+        return None
     b = scope.binding_before(arg.id, site.lineno)
     if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1 \
             or not isinstance(b.value, ast.Call) or b.stmt.lineno >= site.lineno:

@@ -88,7 +88,7 @@ class GradUsedBeforeFirstBackward(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, loop: ast.For | ast.While, ctx: Context) -> Iterator[Finding]:
-        if ctx.loops or _grad_assigned(ctx):
+        if not _grad_used(ctx) or ctx.loops or _grad_assigned(ctx):
             return  # the outermost loop only: an inner one may follow an earlier backward
         stmts = list(_statements(loop.body))
         first = next((s for s in stmts if any(
@@ -113,6 +113,12 @@ class GradUsedBeforeFirstBackward(Rule):
                     related_at(ctx, first, "the first backward runs here")),
                     use=ctx.source(use)[:50], line=first.lineno, leaf=leaf)
                 return
+
+
+def _grad_used(ctx: Context) -> bool:
+    """The code uses a ``.grad`` as a tensor somewhere (``.grad.``), once per file."""
+    return ctx.memo("gt612-grad-used", ctx.tree, lambda: ".grad." in ctx.code
+                    or ".grad ." in ctx.code)
 
 
 def _grad_assigned(ctx: Context) -> bool:
