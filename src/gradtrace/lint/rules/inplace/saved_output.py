@@ -41,7 +41,7 @@ class InplaceWriteToSavedOutput(InplaceRule):
     nn.ReLU(inplace=True)` in a script) writes the output it is given: reported where the flag
     is set. A helper of the file that writes its parameter in place (`def normalize_batch(b):
     b = b.div_(255)`) writes the saved output its caller hands it: reported at the helper's
-    write (NOTE [parameter written in place]). `torch.linalg.eigh` saves both its outputs
+    write, in a file that runs a backward (NOTE [parameter written in place]). `torch.linalg.eigh` saves both its outputs
     (`vals, vecs = torch.linalg.eigh(m)` then `vals = vals.clamp_min_(0)`: gpytorch's
     `_symeig`). A helper of the file that holds no backward counts as trained when a backward
     follows a call of it (NOTE [trained helpers]).
