@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.steps import backward_of, step_calls
-from gradtrace.lint.context import Context
+from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import _statements
 from gradtrace.lint.rules.training_loop._base import related_at
@@ -81,22 +81,23 @@ class GradUsedBeforeFirstBackward(Rule):
             """),
     ]
 
-    def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        """Once per file: the outermost loops of the module body and of every function."""
+        if not _grad_used(ctx) or _grad_assigned(ctx):
+            return
+        for where in [node, *(n for n in ast.walk(node) if isinstance(n, FUNCTION_TYPES))]:
+            for loop in _outer_loops(where.body):  # type: ignore[attr-defined]
+                yield from self._check(loop, ctx, where)
 
-    def visit_While(self, node: ast.While, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
-
-    def _check(self, loop: ast.For | ast.While, ctx: Context) -> Iterator[Finding]:
-        if not _grad_used(ctx) or ctx.loops or _grad_assigned(ctx):
-            return  # the outermost loop only: an inner one may follow an earlier backward
+    def _check(self, loop: ast.stmt, ctx: Context, where: ast.AST) -> Iterator[Finding]:
+        """``loop`` is outermost (an inner one may follow an earlier backward)."""
         stmts = list(_statements(loop.body))
         first = next((s for s in stmts if any(
             isinstance(c, ast.Call) and backward_of(c, ctx) is not None
             for c in ast.walk(s)) and not isinstance(s, (*LOOPS, ast.If, ast.With))), None)
         if first is None:
             return
-        scope = ctx.scope()
+        scope = ctx.scope(where)
         for s in stmts:
             if s is first or s.lineno >= first.lineno:
                 break
@@ -113,6 +114,18 @@ class GradUsedBeforeFirstBackward(Rule):
                     related_at(ctx, first, "the first backward runs here")),
                     use=ctx.source(use)[:50], line=first.lineno, leaf=leaf)
                 return
+
+
+def _outer_loops(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The loops of a body not inside another loop (nested defs excluded)."""
+    for s in body:
+        if isinstance(s, LOOPS):
+            yield s
+        elif not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef)):
+            for f in ("body", "orelse", "finalbody"):
+                yield from _outer_loops(getattr(s, f, None) or [])
+            for h in getattr(s, "handlers", ()):
+                yield from _outer_loops(h.body)
 
 
 def _grad_used(ctx: Context) -> bool:
