@@ -57,7 +57,7 @@ class GradUsedBeforeFirstBackward(Rule):
     message = ("`{use}` runs before the loop's first `backward()` (line {line}), when "
                "`{leaf}.grad` is still None: the first pass raises AttributeError; zero the "
                "gradient after the update, or guard it with `if {leaf}.grad is not None`")
-    triggers = ("requires_grad", "Parameter")
+    triggers = (".grad.",)  # the use; a visit_Module rule: the engine's word search decides
     examples = [
         Bad("""
             import torch
@@ -83,7 +83,7 @@ class GradUsedBeforeFirstBackward(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """Once per file: the outermost loops of the module body and of every function."""
-        if not _grad_used(ctx) or _grad_assigned(ctx):
+        if _grad_assigned(ctx):
             return
         for where in [node, *(n for n in ast.walk(node) if isinstance(n, FUNCTION_TYPES))]:
             for loop in _outer_loops(where.body):  # type: ignore[attr-defined]
@@ -126,12 +126,6 @@ def _outer_loops(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                 yield from _outer_loops(getattr(s, f, None) or [])
             for h in getattr(s, "handlers", ()):
                 yield from _outer_loops(h.body)
-
-
-def _grad_used(ctx: Context) -> bool:
-    """The code uses a ``.grad`` as a tensor somewhere (``.grad.``), once per file."""
-    return ctx.memo("gt612-grad-used", ctx.tree, lambda: ".grad." in ctx.code
-                    or ".grad ." in ctx.code)
 
 
 def _grad_assigned(ctx: Context) -> bool:
