@@ -6,7 +6,8 @@ backward runs; an in-place write in between makes backward raise
 inplace operation: [...], which is output 0 of <Op>, is at version N; expected version M
 instead.` (pytorch-facts.md#saved-tensor-inplace). Which ops save their *output* was checked op by
 op on torch 2.13:
-sigmoid, tanh, exp, expm1, softmax, log_softmax, sqrt, rsqrt, reciprocal and relu do; leaky_relu
+sigmoid, tanh, exp, expm1, softmax, log_softmax, sqrt, rsqrt, reciprocal and relu do, and
+`torch.linalg.eigh` both of its outputs (eigenvalues and eigenvectors); leaky_relu
 and elu only in place (`inplace=True`, `leaky_relu_`: out of place they save their input); log,
 gelu, sin, relu6/hardtanh, silu and hardswish (in-place or not) do not. What a module call gives
 back (a Sequential, a block of the file, a ModuleList block...) is NOTE [module results].

@@ -20,7 +20,7 @@ class InplaceRule(Rule):
     """Shared visitor: from each saved-output op bound to a name, find later in-place writes."""
 
     triggers = ("sigmoid", "softmax", "tanh", "exp(", "expm1", "relu", "elu(", "sqrt",
-                "reciprocal", "expit", "act(", "activation(", "act_fn(")
+                "reciprocal", "expit", "act(", "activation(", "act_fn(", "eigh(")
 
     @staticmethod
     def _modules(ctx: Context) -> _LazyModules:

@@ -6,7 +6,7 @@ Shared by :mod:`._saved` (GT602/GT603); see the package docstring for the op tab
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Any, Iterator
 
 from gradtrace.lint.analysis.module_results import EXPR, INPUT, LIB, Built, built
 from gradtrace.lint.context import FUNCTION_TYPES, Context
@@ -18,7 +18,7 @@ SAVED_OUT = {  # op -> family ("sig": GT602 for any write, "relu": GT603 for +=,
     "log_softmax": "sig", "sqrt": "sig", "rsqrt": "sig", "reciprocal": "sig", "expit": "sig",
     "sigmoid_": "sig", "tanh_": "sig", "exp_": "sig", "sqrt_": "sig",
     "relu": "relu", "relu_": "relu", "leaky_relu": "relu", "leaky_relu_": "relu",
-    "elu": "relu", "elu_": "relu",
+    "elu": "relu", "elu_": "relu", "eigh": "sig",
 }
 # library layers whose backward reads their output (checked on torch 2.13 with `y = m(h);
 # y += 1; y.sum().backward()`, which raises "... which is output 0 of <Op>"; see
@@ -214,11 +214,33 @@ def module_call_op(call: ast.Call, ctx: Context, modules: _LazyModules,
             and loop.lineno <= within.lineno <= (loop.end_lineno or 0)
         op = None if it is None else modules.some(dotted(it)) if every \
             else modules.elem(dotted(it))
+        if loop is None:
+            op = local_module_op(local_module(f, call.lineno, scope), ctx, scope)
     else:
         op = modules.get(dotted(f))
     if op == PASS:
         return _op_of_call(call.args[0], ctx, modules, scope) if len(call.args) == 1 else None
     return op
+
+
+def local_module(f: ast.Name, line: int, scope: object) -> ast.Call | None:
+    """The call a local name is bound to before ``line`` (``relu1 = nn.ReLU(inplace=True)``,
+    ``net = Net()`` in a script or a function), when one plain assignment binds it there."""
+    b = scope.binding_before(f.id, line + 1)  # type: ignore[attr-defined]
+    if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1 \
+            or not isinstance(b.stmt.targets[0], ast.Name) or not isinstance(b.value, ast.Call):
+        return None
+    return b.value
+
+
+def local_module_op(v: ast.Call | None, ctx: Context, scope: object) -> str | None:
+    """The saved-output op whose output the module built by ``v`` gives back
+    (NOTE [module results]); None when not known or a container."""
+    if v is None:
+        return None
+    fn = scope.node  # type: ignore[attr-defined]
+    got = built(v, ctx, None if isinstance(fn, ast.Module) else fn)
+    return built_op(got, ctx) if got is not None and not got.container else None
 
 
 def _blocks_iterated(loop: ast.For | ast.AsyncFor, name: str) -> ast.expr | None:
@@ -256,3 +278,35 @@ def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules,
                 continue
         return module_call_op(call, ctx, modules, scope)
     return None
+
+
+# library layers that write their input in place when built with ``inplace=True`` (the
+# argument's position): on torch 2.13 each raises at backward when it follows a layer that
+# saved its output (ReLU, Sigmoid...), Dropout in training mode (AlphaDropout and
+# FeatureAlphaDropout do not write in place)
+INPLACE_LAYERS = {"torch.nn." + k: v for k, v in {
+    "ReLU": 0, "ReLU6": 0, "SiLU": 0, "Mish": 0, "SELU": 0, "Hardswish": 0, "Hardsigmoid": 0,
+    "LeakyReLU": 1, "ELU": 1, "CELU": 1, "Hardtanh": 2, "Threshold": 2, "RReLU": 2,
+    "Dropout": 1, "Dropout1d": 1, "Dropout2d": 1, "Dropout3d": 1}.items()}
+
+
+def _writes_input(layer: ast.AST, ctx: Context) -> bool:
+    """``layer`` builds a library layer that writes its input in place (``nn.Dropout(p,
+    inplace=True)`` with ``p`` not a literal 0, ``nn.ReLU(inplace=True)``...)."""
+    if not isinstance(layer, ast.Call):
+        return False
+    pos = INPLACE_LAYERS.get(ctx.qualified_name(layer.func) or "")
+    if pos is None or not _inplace_flag(layer, pos):
+        return False
+    p = next((k.value for k in layer.keywords if k.arg == "p"),
+             layer.args[0] if layer.args and pos == 1 else None)
+    return not ("Dropout" in (ctx.qualified_name(layer.func) or "")
+                and isinstance(p, ast.Constant) and not p.value)
+
+
+def inplace_local(f: ast.Name, line: int, ctx: Context, scope: Any) -> ast.Call | None:
+    """The layer that writes its input in place (``nn.ReLU(inplace=True)``, ``nn.Dropout(p,
+    inplace=True)``, a Sequential starting with one) that the local name ``f`` is bound to."""
+    v = local_module(f, line, scope)
+    first = _first_layer(v, ctx) if v is not None else None
+    return first if first is not None and _writes_input(first, ctx) else None

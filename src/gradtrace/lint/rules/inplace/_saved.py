@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
 from gradtrace.lint.analysis.steps import backward_of, step_calls
+from gradtrace.lint.analysis.trained_helpers import backward_after_call
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
@@ -23,11 +24,12 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._listed import _element_set, _listed_call, _may_pair
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
-    _op_of_call, _statements, built_op, module_call_op,
+    _op_of_call, _statements, _writes_input, built_op, inplace_local, module_call_op,
 )
 
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
 ARITH_WRITES = frozenset({"add_", "sub_", "mul_", "div_"})
+MULTI_SAVED = frozenset({"eigh"})  # ops whose every output is saved for backward
 OP_WORDS = re.compile(r"sigmoid|softmax|tanh|\bexp(m1)?\b|relu|\belu|sqrt|reciprocal|expit")
 TRAINING_FUNCS = frozenset({"forward"})
 
@@ -83,11 +85,12 @@ def _innermost_call(e: ast.AST) -> ast.AST:
     return e
 
 
-def _write_target(stmt: ast.stmt, ctx: Context,
-                  modules: _LazyModules) -> tuple[str, str, ast.AST] | None:
+def _write_target(stmt: ast.stmt, ctx: Context, modules: _LazyModules,
+                  scope: Any = None) -> tuple[str, str, ast.AST] | None:
     """(name, kind of write, node) for an in-place write statement: ``p[m] = v`` ("index"),
     ``p += v`` ("aug"), ``p.mul_(v)`` ("arith"/"method"), ``F.relu(p, inplace=True)``,
-    ``torch.relu_(p)``, ``self.relu(p)`` with an in-place ReLU ("method")."""
+    ``torch.relu_(p)``, ``self.relu(p)`` with an in-place ReLU, and with the function's
+    ``scope``, ``relu2(p)`` with a local ``relu2 = nn.ReLU(inplace=True)`` ("method")."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
             and isinstance(stmt.targets[0], ast.Subscript):
         name = dotted(stmt.targets[0].value)
@@ -103,18 +106,22 @@ def _write_target(stmt: ast.stmt, ctx: Context,
     if not isinstance(call, ast.Call):
         return None
     f = call.func
-    if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_") \
+    if isinstance(f, ast.Attribute) and f.attr.endswith("_") and (
+            isinstance(stmt, ast.Expr) or _rebound_to_itself(stmt, dotted(stmt.targets[0]))) \
             and not f.attr.startswith("_") and f.attr not in NOT_WRITES:
         name = dotted(f.value)
         return (name, "arith" if f.attr in ARITH_WRITES else "method", call) if name else None
-    if call.args and _inplace_call(call, ctx, modules):
+    if call.args and (_inplace_call(call, ctx, modules) or scope is not None and isinstance(
+            f, ast.Name) and inplace_local(f, call.lineno, ctx, scope) is not None):
         name = dotted(call.args[0])
         return (name, "method", call) if name else None
     return None
 
 
-def _written_name(stmt: ast.stmt) -> str | None:
-    """The name a statement may write in place, from its shape alone (cheap pre-check)."""
+
+def _written_name(stmt: ast.stmt, local: bool = False) -> str | None:
+    """The name a statement may write in place, from its shape alone (cheap pre-check);
+    ``local``: also ``y = f(x)`` with ``f`` a plain name (a local module)."""
     if isinstance(stmt, ast.AugAssign):
         t = stmt.target
         return dotted(t.value if isinstance(t, ast.Subscript) else t)
@@ -129,10 +136,13 @@ def _written_name(stmt: ast.stmt) -> str | None:
     if not isinstance(call, ast.Call):
         return None
     f = call.func
-    if isinstance(stmt, ast.Expr) and isinstance(f, ast.Attribute) and f.attr.endswith("_"):
+    if isinstance(f, ast.Attribute) and f.attr.endswith("_") and (
+            isinstance(stmt, ast.Expr) or local and _rebound_to_itself(
+                stmt, dotted(stmt.targets[0]))):
         return dotted(f.value)
-    if call.args and (call.keywords or isinstance(f, ast.Attribute) and (
-            f.attr.endswith("_") or isinstance(f.value, ast.Name) and f.value.id == "self")):
+    if call.args and (call.keywords or local and isinstance(f, ast.Name) or isinstance(
+            f, ast.Attribute) and (f.attr.endswith("_") or isinstance(f.value, ast.Name)
+                                   and f.value.id == "self")):
         return dotted(call.args[0])
     return None
 
@@ -158,6 +168,9 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     name = getattr(fn, "name", "")
     if cls is None and LOSS_NAME_RE.search(name):
         return not _eval_branch(_path_to(fn.body, stmt))  # a loss function: always trained
+    after = backward_after_call(ctx, fn) if cls is None else None
+    if after is not None:  # a helper called before a backward (NOTE [trained helpers])
+        return after
     if cls is not None and _runs_as_forward(cls, name, ctx) \
             and not _eval_branch(_path_to(fn.body, stmt)) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
@@ -247,23 +260,33 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
         return memo[key]  # type: ignore[no-any-return]
     out: list[tuple] = []
     memo[key] = out
-    name = dotted(stmt.targets[0])
-    fn = (ctx.function or ctx.tree) if name else None  # a script's body counts too
+    t = stmt.targets[0]
+    names = [dotted(t)] if not isinstance(t, ast.Tuple) else [  # `evals, evecs = eigh(a)`
+        e.id for e in t.elts if isinstance(e, ast.Name)] if top is stmt.value else []
+    fn = (ctx.function or ctx.tree) if all(names) else None  # a script's body counts too
     if fn is None:
         return out
     modules = modules_of(ctx)
     prod = _producer(node, ctx, modules)
-    if prod is None:
+    if prod is None or len(names) > 1 and prod.op not in MULTI_SAVED:
         return out
     scope = ctx.scope(fn)
-    for s in _after(fn, stmt, memo):
-        if _written_name(s) == name and not _other_arm(scope, stmt, s, name):
-            w = _write_target(s, ctx, modules)
-            if w is not None and w[0] == name:
-                out.append((prod, s, w[1], w[2], fn))
-        if _rebinds(s, name):
-            break
+    for name in names:
+        for s in _after(fn, stmt, memo):
+            if _written_name(s, True) == name and not _other_arm(scope, stmt, s, name):
+                w = _write_target(s, ctx, modules, scope)
+                if w is not None and w[0] == name:
+                    out.append((prod, s, w[1], w[2], fn))
+            if _rebinds(s, name) and not _rebound_to_itself(s, name):
+                break
     return out
+
+
+def _rebound_to_itself(s: ast.stmt, name: str) -> bool:
+    """``x = x.clamp_min_(0)``: the name keeps the tensor it held, written in place."""
+    v = getattr(s, "value", None)
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+        and v.func.attr.endswith("_") and dotted(v.func.value) == name
 
 
 def _other_arm(scope: Any, made: ast.stmt, write: ast.stmt, name: str) -> bool:
@@ -401,30 +424,6 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                 if _rebinds(s, name):
                     break
     return out
-
-
-# library layers that write their input in place when built with ``inplace=True`` (the
-# argument's position): on torch 2.13 each raises at backward when it follows a layer that
-# saved its output (ReLU, Sigmoid...), Dropout in training mode (AlphaDropout and
-# FeatureAlphaDropout do not write in place)
-INPLACE_LAYERS = {"torch.nn." + k: v for k, v in {
-    "ReLU": 0, "ReLU6": 0, "SiLU": 0, "Mish": 0, "SELU": 0, "Hardswish": 0, "Hardsigmoid": 0,
-    "LeakyReLU": 1, "ELU": 1, "CELU": 1, "Hardtanh": 2, "Threshold": 2, "RReLU": 2,
-    "Dropout": 1, "Dropout1d": 1, "Dropout2d": 1, "Dropout3d": 1}.items()}
-
-
-def _writes_input(layer: ast.AST, ctx: Context) -> bool:
-    """``layer`` builds a library layer that writes its input in place (``nn.Dropout(p,
-    inplace=True)`` with ``p`` not a literal 0, ``nn.ReLU(inplace=True)``...)."""
-    if not isinstance(layer, ast.Call):
-        return False
-    pos = INPLACE_LAYERS.get(ctx.qualified_name(layer.func) or "")
-    if pos is None or not _inplace_flag(layer, pos):
-        return False
-    p = next((k.value for k in layer.keywords if k.arg == "p"),
-             layer.args[0] if layer.args and pos == 1 else None)
-    return not ("Dropout" in (ctx.qualified_name(layer.func) or "")
-                and isinstance(p, ast.Constant) and not p.value)
 
 
 def sequential_writes(call: ast.Call, ctx: Context) -> Iterator[tuple[Producer, ast.AST]]:

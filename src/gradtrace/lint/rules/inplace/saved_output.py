@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
-from gradtrace.findings import Finding
+from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
+from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
-from gradtrace.lint.rules.inplace._saved import Producer, sequential_writes
+from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
 
 ALL_WRITES = ("index", "aug", "arith", "method")
 
@@ -35,9 +37,18 @@ class InplaceWriteToSavedOutput(InplaceRule):
     A write into a layer's result counts in any method the training code runs, not only
     `forward` (`head.forward_single(x)` called per level, a method `forward` calls through
     `self`, a Lightning `training_step`'s helpers: NOTE [trained methods]).
+    A local name bound to an in-place layer (`drop = nn.Dropout(p, inplace=True)`, `relu2 =
+    nn.ReLU(inplace=True)` in a script) writes the output it is given: reported where the flag
+    is set. A helper of the file that writes its parameter in place (`def normalize_batch(b):
+    b = b.div_(255)`) writes the saved output its caller hands it: reported at the helper's
+    write, in a file that runs a backward (NOTE [parameter written in place]). `torch.linalg.eigh` saves both its outputs
+    (`vals, vecs = torch.linalg.eigh(m)` then `vals = vals.clamp_min_(0)`: gpytorch's
+    `_symeig`). A helper of the file that holds no backward counts as trained when a backward
+    follows a call of it (NOTE [trained helpers]).
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
-    in a file that runs a backward; writes through another name (an alias) are not followed.
+    in a file that runs a backward; writes through another name (an alias) are not followed; a
+    local module's output is followed from a line that names an activation.
     """
 
     code = "GT602"
@@ -113,6 +124,33 @@ class InplaceWriteToSavedOutput(InplaceRule):
                 loss.backward()
                 opt.step()
             """),
+        Bad("""
+            import torch
+
+            def to_unit(t):
+                t.clamp_(0.05, 0.95)
+                return t
+
+            def train_step(model, x, opt):
+                p = torch.sigmoid(model(x))
+                p = to_unit(p)
+                p.log().sum().backward()
+                opt.step()
+            """, at=(4, 4)),
+        Good("""
+            import torch
+
+            def to_unit(t):
+                t = t.clone()
+                t.clamp_(0.05, 0.95)
+                return t
+
+            def train_step(model, x, opt):
+                p = torch.sigmoid(model(x))
+                p = to_unit(p)
+                p.log().sum().backward()
+                opt.step()
+            """),
         Good("""
             import torch
 
@@ -144,6 +182,11 @@ class InplaceWriteToSavedOutput(InplaceRule):
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
+        for h in helper_writes(ctx):  # `normalize_batch(y)` writes `batch.div_(255)`
+            if h.prod.family == "sig" or h.write.kind in ("index", "method"):
+                yield self.report(h.write.stmt, ctx, related=_helper_related(h, self, ctx),
+                                  name=ctx.source(h.call.args[h.write.index]),
+                                  op=h.prod.op, line=h.prod.call.lineno)
 
     def _emit602(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
                  training: ast.Call | bool, ctx: Context) -> Finding:
@@ -151,7 +194,14 @@ class InplaceWriteToSavedOutput(InplaceRule):
         if isinstance(target, ast.Call):
             name = ctx.source(target.args[0] if not isinstance(target.func, ast.Attribute)
                               or not target.func.attr.endswith("_") else target.func.value)
-        return self.report(stmt, ctx, related=self._related(prod, training, ctx), name=name,
+        related = self._related(prod, training, ctx)
+        layer = inplace_local(target.func, target.lineno, ctx, ctx.scope()) if isinstance(
+            target, ast.Call) and isinstance(target.func, ast.Name) else None
+        if layer is not None:  # `relu2 = nn.ReLU(inplace=True)`: the flag to change is there
+            related.insert(0, Related(ctx.path, target.lineno, f"`{ctx.source(target)}` "
+                                      f"overwrites `{name}` here", ctx.column(target)))
+            stmt = layer  # type: ignore[assignment]
+        return self.report(stmt, ctx, related=related, name=name,
                            op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
 
@@ -303,6 +353,10 @@ class InplaceAddToReluOutput(InplaceRule):
         activation (once per file: the class lines may hold no trigger word)."""
         for prod, stmt, target in self._block_writes(ctx, (("relu",), ("aug", "arith"))):
             yield self._emit(prod, stmt, target, True, ctx)
+        for h in helper_writes(ctx):
+            if h.prod.family == "relu" and h.write.kind in ("aug", "arith"):
+                f = self._emit(h.prod, h.write.stmt, h.write.target, h.backward, ctx)
+                yield dataclasses.replace(f, related=tuple(_helper_related(h, self, ctx)))
 
     def _emit(self, prod: Producer, stmt: ast.stmt, target: ast.AST,
               training: ast.Call | bool, ctx: Context) -> Finding:
@@ -317,6 +371,13 @@ class InplaceAddToReluOutput(InplaceRule):
         return self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
                            stmt=ctx.source(stmt), name=name, op=prod.op,
                            line=prod.call.lineno)  # type: ignore[attr-defined]
+
+
+def _helper_related(h: HelperWrite, rule: InplaceRule, ctx: Context) -> list[Related]:
+    """The call that hands the saved output to the helper, then the op and the backward."""
+    return [Related(ctx.path, h.call.lineno, f"`{ctx.source(h.call)}` passes the output of "
+                    f"`{h.prod.op}` to `{h.write.fn.name}`, which writes it in place",
+                    ctx.column(h.call)), *rule._related(h.prod, h.backward, ctx)]
 
 
 def _paren(e: ast.expr, ctx: Context) -> str:

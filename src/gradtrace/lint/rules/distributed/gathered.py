@@ -1,0 +1,124 @@
+"""GT611: the buffers of `dist.all_gather` take the place of the tensor gathered."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.inplace._ops import _statements
+
+# the c10d collectives that fill buffers given to them: no autograd kernel, the buffers carry
+# no history of the tensor gathered (checked on torch 2.13, gloo, world size 1)
+GATHERS = frozenset({"torch.distributed.all_gather",
+                     "torch.distributed.distributed_c10d.all_gather"})
+
+
+def _reads(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               for n in ast.walk(node))
+
+
+class AllGatherDropsGraph(Rule):
+    """`dist.all_gather(buffers, t)` then the gathered buffers used in place of `t` (`t =
+    torch.cat(buffers)`, or returned from `forward`), `t` itself never read again.
+
+    Why: `torch.distributed.all_gather` copies every rank's tensor into the buffers it is
+    given and records nothing for autograd: the buffers have no `grad_fn`, not even this rank's
+    own slot. A loss built from them alone has no path back to the model: backward raises
+    "element 0 of tensors does not require grad" (SimCLR's NT-Xent), or the branch gathered
+    gets no gradient and DDP stops at the next iteration (a ToyModel whose forward returns the
+    gathered list). Put the local tensor back into its slot (`buffers[rank] = t`) or use the
+    differentiable `torch.distributed.nn.all_gather(t)`.
+    Known limits: in one function, where it trains (a module's `forward`, or before a
+    backward); any later read of `t` (the slot written back, a local term) is taken as the fix.
+    """
+
+    code = "GT611"
+    name = "all-gather-drops-graph"
+    message = ("`{buffers}` filled by `dist.all_gather` carries no autograd history (line "
+               "{line}) and takes the place of `{t}`, which is not read again: no gradient "
+               "reaches what made `{t}`; write `{buffers}[rank] = {t}` back or use "
+               "`torch.distributed.nn.all_gather`")
+    triggers = ("all_gather",)
+    examples = [
+        Bad("""
+            import torch
+            import torch.distributed as dist
+            from torch import nn
+
+            class Contrastive(nn.Module):
+                def forward(self, z):
+                    bufs = [torch.zeros_like(z) for _ in range(dist.get_world_size())]
+                    dist.all_gather(bufs, z)
+                    z = torch.cat(bufs)
+                    return (z @ z.T).logsumexp(1).mean()
+            """, at=(9, 8)),
+        Good("""
+            import torch
+            import torch.distributed as dist
+            from torch import nn
+
+            class Contrastive(nn.Module):
+                def forward(self, z):
+                    bufs = [torch.zeros_like(z) for _ in range(dist.get_world_size())]
+                    dist.all_gather(bufs, z)
+                    bufs[dist.get_rank()] = z
+                    z = torch.cat(bufs)
+                    return (z @ z.T).logsumexp(1).mean()
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef,
+                               ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+               ctx: Context) -> Iterator[Finding]:
+        stmts = list(_statements(fn.body))
+        for i, s in enumerate(stmts):
+            call = s.value if isinstance(s, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and len(call.args) >= 2
+                    and isinstance(call.args[0], ast.Name) and isinstance(call.args[1], ast.Name)
+                    and (ctx.qualified_name(call.func) or "") in GATHERS):
+                continue
+            bufs, t = call.args[0].id, call.args[1].id
+            found = _replaced(stmts[i + 1:], bufs, t)
+            if found is None or not _trains(fn, s, t, ctx):
+                continue
+            yield self.report(s if found is True else found, ctx, buffers=bufs, t=t,
+                              line=s.lineno)
+
+
+def _replaced(after: list[ast.stmt], bufs: str, t: str) -> ast.stmt | bool | None:
+    """How the buffers take ``t``'s place: the statement rebinding ``t`` from them, True when
+    a ``return`` gives them back; None when ``t`` is read again (or the buffers are not used)."""
+    for s in after:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Name) and s.targets[0].id == t:
+            return s if _reads(s.value, bufs) and not _reads(s.value, t) else None
+        if _reads(s, t):
+            return None
+        if isinstance(s, ast.Return) and s.value is not None and _reads(s.value, bufs):
+            return True
+    return None
+
+
+def _trains(fn: ast.FunctionDef | ast.AsyncFunctionDef, s: ast.stmt, t: str,
+            ctx: Context) -> bool:
+    """``t`` may carry a graph where ``s`` runs: grad on, ``t`` not a number, an array, a
+    detached tensor or a leaf, in a module's ``forward`` or before a backward of ``fn``."""
+    scope = ctx.scope(fn)
+    if scope.grad_off_at(s) is not None or scope.kind(ast.Name(t, ast.Load()), s.lineno) in (
+            NUMBER, NUMPY, DETACHED, LEAF):
+        return False
+    info = ctx.analysis.class_of(fn)
+    if info is not None and info.is_module and fn.name == "forward":
+        return True
+    return any(b.call.lineno > s.lineno for b in step_calls(ctx, fn).losses())
