@@ -454,8 +454,8 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                     continue
                 b = next((b for b in acc if b.stmt.lineno <= z.stmt.lineno  # (see _applied)
                           and f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
-                          and not for_another(f, b, s) and not _applied(f, b, z, s, by_line)),
-                         None)
+                          and not _applied(f, b, z, s, by_line) and not for_another(f, b, s)),
+                         None)  # (both pure: the cheaper first)
                 if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
                                     for b2 in acc):
                     continue
