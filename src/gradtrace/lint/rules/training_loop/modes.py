@@ -180,8 +180,13 @@ def _mentions_eval(ctx: Context, loop: ast.stmt) -> bool:
     """The loop's text calls ``.eval()`` / ``.train(False)`` or a function of the file whose
     text does (a cheap gate before resolving calls)."""
     text = "\n".join(ctx.code_lines[loop.lineno - 1:loop.end_lineno])
-    return ".eval(" in text or ".train(False" in text or any(
-        re.search(rf"\b{n}\(", text) for n in _eval_wrappers(ctx))
+    if ".eval(" in text or ".train(False" in text:
+        return True
+    def make() -> re.Pattern[str] | None:  # one search for all of them (names: no escapes)
+        names = sorted(_eval_wrappers(ctx))
+        return re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, names))) if names else None
+    calls = ctx.memo("gt516-eval-calls", ctx.tree, make)
+    return calls is not None and calls.search(text) is not None
 
 
 def _eval_wrappers(ctx: Context) -> frozenset[str]:

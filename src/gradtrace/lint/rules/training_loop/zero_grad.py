@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from dataclasses import replace
 from typing import Iterator
@@ -445,13 +446,17 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         acc = [b for b in f.backwards if b.accumulates]
+        by_line = sorted(f.steps, key=lambda t: t.stmt.lineno)  # for _applied
+        lines = [t.stmt.lineno for t in by_line]
         for z in f.zero_grads:
             end = f.block_end(z.stmt)  # a step it dominates lies after it in its block
             for s in f.between(f.steps, z.stmt.lineno, end) if end is not None else ():
                 if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)):
                     continue
-                b = next((b for b in acc if f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
-                          and not for_another(f, b, s) and not _applied(f, b, z, s)), None)
+                b = next((b for b in acc if b.stmt.lineno <= z.stmt.lineno  # (see _applied)
+                          and f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
+                          and not _applied(f, b, z, s, by_line, lines)  # (pure, cheaper:
+                          and not for_another(f, b, s)), None)  # asked first)
                 if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
                                     for b2 in acc):
                     continue
@@ -463,12 +468,20 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                 break
 
 
-def _applied(f: LoopFacts, b: Backward, z: Named, s: Step) -> bool:
+def _applied(f: LoopFacts, b: Backward, z: Named, s: Step, by_line: list[Step],
+             lines: list[int]) -> bool:
     """A step of ``s``'s optimizer runs after ``b`` and before ``z``: the gradients ``z``
     clears were already applied (a first training loop, then a second one whose backward runs
-    in a helper)."""
-    return any(t.optimizer == s.optimizer and f.before(b.stmt, t.stmt) and
-               f.before(t.stmt, z.stmt) for t in f.steps if t is not s)
+    in a helper). Only steps on ``b``'s to ``z``'s line are asked (``f.before(x, y)``: ``x``
+    starts on or before ``y``'s line): a scan of all steps per backward was cubic in a script's
+    loops."""
+    for i in range(bisect.bisect_left(lines, b.stmt.lineno),
+                   bisect.bisect_right(lines, z.stmt.lineno)):
+        t = by_line[i]  # (no slice: most backwards stop at the first step after them)
+        if t is not s and t.optimizer == s.optimizer and f.before(b.stmt, t.stmt) and \
+                f.before(t.stmt, z.stmt):
+            return True
+    return False
 
 
 def _effect(call: ast.Call) -> str:
