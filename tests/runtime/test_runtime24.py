@@ -107,7 +107,8 @@ for epoch in range(3):
     opt.step()
 print(accuracy())
 """,
-    # a trainer: float() of the loss, rewrapped with requires_grad=True in a helper's caller
+    # a trainer: float() of the loss, rewrapped with requires_grad=True on the next line: the
+    # float() made the number (GT102's line, static and run; the demo's convention)
     "trainer_float_rewrapped": """
 class Trainer:
     def __init__(self):
@@ -118,8 +119,8 @@ class Trainer:
         return (self.net(x).argmax(-1) == y).sum().item()
 
     def step(self, x, y):
-        value = float(F.cross_entropy(self.net(x), y))
-        loss = torch.tensor(value, requires_grad=True)  # <- cause
+        value = float(F.cross_entropy(self.net(x), y))  # <- cause
+        loss = torch.tensor(value, requires_grad=True)
         self.opt.zero_grad()
         loss.backward()
         self.opt.step()

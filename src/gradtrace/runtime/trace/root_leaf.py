@@ -82,7 +82,15 @@ def mark_root_cut(state: Any, roots: Any) -> None:
             continue
         hit = state.cuts.get(id(root))
         if hit is not None and hit[0]() is root and len(state.root_cuts) < 16:
-            state.root_cuts.add(hit[1])
+            cut = hit[1]
+            if cut.reason == "rewrap" and cut.origin is not None and cut.origin.reason == "item":
+                # `v = loss.item()` then `torch.tensor(v, requires_grad=True)`: the number was
+                # made at the `.item()` (GT102's line, the static one too); one line when inline
+                origin = cut.origin
+                state.cut_upstream[origin] = state.cut_upstream.get(origin, frozenset()) \
+                    | state.cut_upstream.get(cut, frozenset())
+                cut = origin
+            state.root_cuts.add(cut)
 
 
 def root_cut_first(state: Any, cut: Cut) -> bool:

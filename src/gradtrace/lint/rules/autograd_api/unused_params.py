@@ -39,8 +39,8 @@ class GradOverUnusedParameters(Rule):
     Known limits: the model must be an instance of an `nn.Module` class of this file whose
     `forward` (and the methods it calls) names its layers (`self.fc(...)`); a forward that
     reaches them indirectly (`self.children()`, `getattr`) is trusted.
-    A weight that never requires grad fails the same call (NOTE [frozen parameters of a
-    class]): `self.w = nn.Parameter(t, requires_grad=False)`, `nn.Embedding.from_pretrained(m)`
+    A weight that never requires grad fails the same call
+    (NOTE [frozen parameters of a class]): `self.w = nn.Parameter(t, requires_grad=False)`, `nn.Embedding.from_pretrained(m)`
     (frozen by default), or a submodule every instance is frozen on; `autograd.grad` then
     raises `One of the differentiated Tensors does not require grad`, also with
     `allow_unused=True` (checked on torch 2.13). The freeze is reported; a file that sets
