@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
-SCALAR, ONE, MANY = "scalar", "one", "many"
+SCALAR, ONE, MANY, ANY = "scalar", "one", "many", "any"  # ANY: rank read, count not
 MAX_DEPTH = 8
 REDUCTIONS = frozenset({"mean", "sum", "prod", "max", "min", "norm", "std", "var", "amax",
                         "amin", "logsumexp", "nansum", "nanmean", "median"})
@@ -70,7 +70,7 @@ CLASS_DIM = frozenset({"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss
 class Rank:
     """What :func:`rank` knows of a value (NOTE [ranks])."""
 
-    what: str                    # SCALAR, ONE or MANY
+    what: str                    # SCALAR, ONE, MANY or ANY
     lo: int = 0                  # at least this many dims
     hi: int | None = None        # at most (None: no bound); lo == hi: exactly
     origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
@@ -120,10 +120,11 @@ def combine(a: Rank | None, b: Rank | None) -> Rank | None:
         if MANY in (a.what, b.what):
             return Rank(MANY, max(a.lo, b.lo), None, a.origin if a.what == MANY else b.origin)
         hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
-        return Rank(SCALAR if hi == 0 else ONE, max(a.lo, b.lo), hi)
+        what = ANY if ANY in (a.what, b.what) else SCALAR if hi == 0 else ONE
+        return Rank(what, max(a.lo, b.lo), hi)
     known = a or b
-    if known is not None and known.what == MANY:
-        return known
+    if known is not None and known.what == MANY:  # the other may have more dims
+        return Rank(MANY, known.lo, None, known.origin)
     return None
 
 
@@ -258,7 +259,7 @@ def _sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
         return Rank(MANY, n, n, base.origin)
     if any((_int(s) or 0) > 1 for s in sizes):
         return Rank(MANY, n, n)
-    return None
+    return Rank(ANY, n, n)
 
 
 def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
@@ -267,7 +268,9 @@ def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | 
     short = q.rsplit(".", 1)[-1] if q else (f.attr if isinstance(f, ast.Attribute) else "")
     if q.startswith("torch.") and not q.startswith("torch.nn.modules"):
         return _torch_call(e, q, short, scope, ctx, line, d)
-    if isinstance(f, ast.Attribute) and not q:
+    root = dotted(f.value).split(".")[0] if isinstance(f, ast.Attribute) and dotted(
+        f.value) else None
+    if isinstance(f, ast.Attribute) and not (root and ctx.imports.is_imported(root)):
         got = _method(e, f.attr, scope, ctx, line, d)
         if got is not None:
             return got
@@ -306,7 +309,7 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
         base = rank(recv, scope, ctx, line, d)
         if sizes and base is not None and base.what == MANY:
             return Rank(MANY, len(sizes), len(sizes), base.origin)
-        return None
+        return Rank(ANY, len(sizes), len(sizes)) if sizes else None
     return None
 
 
