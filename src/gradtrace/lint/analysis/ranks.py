@@ -74,6 +74,7 @@ class Rank:
     lo: int = 0                  # at least this many dims
     hi: int | None = None        # at most (None: no bound); lo == hi: exactly
     origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
+    unreduced: bool = False      # MANY: a ``reduction='none'`` loss's output, unchanged
 
     @property
     def ndim(self) -> int | None:
@@ -202,7 +203,8 @@ def agree(got: list[Rank | None]) -> Rank | None:
     assert first is not None
     if first.what == ONE and len({(g.lo, g.hi) for g in got}) != 1:  # type: ignore[union-attr]
         return None
-    return Rank(first.what, min(g.lo for g in got), first.hi, first.origin)  # type: ignore
+    return Rank(first.what, min(g.lo for g in got), first.hi, first.origin,  # type: ignore
+                all(g.unreduced for g in got))  # type: ignore[union-attr]
 
 
 def _returns(fn: ast.AST | None) -> list[ast.Return]:
@@ -401,8 +403,8 @@ def _loss(reduction: ast.AST | None, reduce: ast.AST | None, short: str,
     if reduction.value != "none":
         return None
     if short in CLASS_DIM and pred is not None and pred.ndim is not None:
-        return Rank(MANY, max(1, pred.ndim - 1), max(1, pred.ndim - 1))
-    return Rank(MANY, max(1, pred.lo if pred else 1), None)
+        return Rank(MANY, max(1, pred.ndim - 1), max(1, pred.ndim - 1), unreduced=True)
+    return Rank(MANY, max(1, pred.lo if pred else 1), None, unreduced=True)
 
 
 def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx: Context,

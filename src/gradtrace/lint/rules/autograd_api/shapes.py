@@ -49,6 +49,19 @@ def _comprehension(e: ast.expr, ctx: Context, line: int) -> bool:
     return isinstance(e, ast.ListComp)
 
 
+def _left_to_loss_rules(r: Rank, ctx: Context) -> bool:
+    """A ``reduction='none'`` loss's output backpropagated unchanged: from a local binding
+    (GT510's), or returned by a module's ``forward`` (GT703's)."""
+    if r.origin is None:
+        return True
+    for fn in ctx.analysis.classes.values():
+        fwd = fn.methods.get("forward")
+        if fn.is_module and fwd is not None and fwd.lineno <= r.origin.lineno <= (
+                fwd.end_lineno or fwd.lineno):  # type: ignore[attr-defined]
+            return True
+    return False
+
+
 def _differ(out: Rank, grad: Rank) -> bool:
     """Whether the two ranks cannot be equal (a shape mismatch, whatever the sizes)."""
     return (out.hi is not None and out.hi < grad.lo) or (grad.hi is not None and grad.hi < out.lo)
@@ -66,7 +79,8 @@ class BackwardOnPerSampleValue(Rule):
     Known limits: the value must be read as many-valued through names, arithmetic, file
     functions and module classes (NOTE [ranks]); a batch of one runs, the code is still wrong
     for any other batch. The finding is on the `return` that hands the value out when it comes
-    from a function of the file, else on the call.
+    from a function of the file, else on the call. A `reduction='none'` loss's output
+    backpropagated unchanged (locally, or returned by `forward`) is GT510's and GT703's.
     """
 
     code = "GT715"
@@ -121,7 +135,7 @@ class BackwardOnPerSampleValue(Rule):
             return
         for item in _items(got[0], ctx, node.lineno):
             r = rank(item, ctx.scope(), ctx, node.lineno)
-            if r is None or r.what != MANY:
+            if r is None or r.what != MANY or r.unreduced and _left_to_loss_rules(r, ctx):
                 continue
             where = r.origin or node
             yield self.report(where, ctx, related=(Related(
