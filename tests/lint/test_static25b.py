@@ -58,6 +58,19 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         probs = F.softmax(nn.Linear(4, 5)(x), dim=1)
         g, = torch.autograd.grad(probs[:, 1], x)
         """, "GT715", 3, raises=IMPLICIT)),
+    # GT715: a one-step critic update on a single state: the output of `Linear(16, 1)` has
+    # one element, backward runs. Twin: a Q-head with one output per action
+    "single-state-critic-output": (Shape("""
+        critic = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+        value = critic(torch.randn(4))
+        critic_loss = (1.0 - value).pow(2)
+        critic_loss.backward()
+        """, "GT715", holds="critic[0].weight.grad is not None"), Shape("""
+        q_net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+        q = q_net(torch.randn(4))
+        td_loss = (1.0 - q).pow(2)
+        td_loss.backward()
+        """, "GT715", 4, raises=IMPLICIT)),
     # GT716: `backward(torch.tensor([1.0]))` on a 0-dim loss. Look-alike: the loss viewed as
     # one element first
     "one-element-gradient-for-0-dim-loss": (Shape("""

@@ -54,8 +54,12 @@ TUPLED = frozenset({"max", "min", "median"})  # over a ``dim``: (values, indices
 SOFTMAX = frozenset({"softmax", "log_softmax"})
 FACTORIES = frozenset({"ones", "zeros", "randn", "rand", "empty", "full"})
 LEGACY = frozenset({"Tensor", "FloatTensor", "DoubleTensor", "cuda.FloatTensor"})
-LAYERS = frozenset({"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-                    "ConvTranspose2d", "ConvTranspose3d", "Embedding", "LazyLinear"})
+# a layer's output: per feature when the size it is built with (this argument) is a constant
+# above 1; a convolution's holds a map per channel
+FEATURES = {"Linear": (1, "out_features"), "Bilinear": (2, "out_features"),
+            "Embedding": (1, "embedding_dim"), "LazyLinear": (0, "out_features")}
+CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                   "ConvTranspose3d"})
 ELEMENTWISE = frozenset({"ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "ELU",
                          "LeakyReLU", "GELU", "SiLU", "Identity", "Softplus", "PReLU"})
 LOSS_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss",
@@ -123,9 +127,9 @@ def combine(a: Rank | None, b: Rank | None) -> Rank | None:
         hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
         what = ANY if ANY in (a.what, b.what) else SCALAR if hi == 0 else ONE
         return Rank(what, max(a.lo, b.lo), hi)
-    known = a or b
-    if known is not None and known.what == MANY:  # the other may have more dims
-        return Rank(MANY, known.lo, None, known.origin)
+    known = a or b  # the other may have more dims
+    if known is not None and known.lo >= 1:
+        return Rank(MANY if known.what == MANY else ANY, known.lo, None, known.origin)
     return None
 
 
@@ -418,11 +422,10 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
             lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
             ls = lq.rsplit(".", 1)[-1]
             if not lq.startswith("torch.nn.") or ls not in ELEMENTWISE:
-                return Rank(MANY, 1, None) if lq.startswith("torch.nn.") and ls in LAYERS \
-                    else None
+                return _layer(ls, layer) if lq.startswith("torch.nn.") else None
         return None
-    if cls.startswith("torch.nn.") and short in LAYERS:
-        return Rank(MANY, 1, None)
+    if cls.startswith("torch.nn.") and (short in FEATURES or short in CONVS):
+        return _layer(short, node)
     info = ctx.analysis.classes.get(cls)
     if info is not None and info.is_module:
         return _returned(forward_of(info), ctx, d)
@@ -453,3 +456,17 @@ def elements(e: ast.AST, scope: Scope, ctx: Context, line: int) -> list[ast.AST]
     if isinstance(e, ast.ListComp):
         return [e.elt]
     return None
+
+
+def _layer(short: str, node: ast.AST | None) -> Rank | None:
+    """The output of a ``torch.nn`` layer built by ``node`` (NOTE [ranks]): many-valued when
+    it has a constant number of features above 1, or is a convolution; else at least 1-dim."""
+    if short in CONVS:
+        return Rank(MANY, 2, None)
+    if short not in FEATURES:
+        return None
+    i, kw = FEATURES[short]
+    size = None
+    if isinstance(node, ast.Call):
+        size = _int(node.args[i]) if len(node.args) > i else _int(_kw(node, kw))
+    return Rank(MANY, 1, None) if size is not None and size > 1 else Rank(ANY, 1, None)
