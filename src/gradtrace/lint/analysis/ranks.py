@@ -134,7 +134,7 @@ def combine(a: Rank | None, b: Rank | None) -> Rank | None:
 
 
 def _name(name: str, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
-    b = scope.binding_before(name, line)
+    b = scope.binding_before(name, line) if d <= MAX_DEPTH else None
     if b is None:
         return None
     s = b.stmt
@@ -151,9 +151,8 @@ def _subscript(e: ast.Subscript, scope: Scope, ctx: Context, line: int, d: int
                ) -> Rank | None:
     sl = e.slice
     if isinstance(sl, ast.Constant) and isinstance(sl.value, str):  # `out["loss"]`
-        got = [_rank_in(v, sc, ctx, d) for v, sc in _dict_values(e.value, sl.value, scope,
-                                                                   ctx, line, d)]
-        return agree(got)
+        held = _dict_values(e.value, sl.value, scope, ctx, line, d)
+        return agree([rank(v, sc, ctx, getattr(v, "lineno", 0), d) for v, sc in held])
     base = rank(e.value, scope, ctx, line, d)
     parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
     if base is not None and base.what == MANY and any(isinstance(p, ast.Slice) for p in parts) \
@@ -186,13 +185,9 @@ def _dict_values(e: ast.AST, key: str, scope: Scope, ctx: Context, line: int, d:
             got = _dict_values(r.value, key, fs, ctx, r.lineno, d + 1)  # type: ignore[arg-type]
             if not got:
                 return []
-            out += [(v, s) for v, s in got]
+            out += got
         return out
     return []
-
-
-def _rank_in(v: ast.AST, sc: Scope, ctx: Context, d: int) -> Rank | None:
-    return rank(v, sc, ctx, getattr(v, "lineno", 0), d)
 
 
 def agree(got: list[Rank | None]) -> Rank | None:
