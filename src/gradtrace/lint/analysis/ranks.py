@@ -1,0 +1,467 @@
+"""How many values an expression holds: a 0-dim scalar, one value in a size-1 shape, or one
+value per sample/element.
+
+# NOTE [ranks]
+``backward()`` without ``gradient`` needs a one-element output, and a ``gradient`` must have
+the output's shape (torch 2.13: ``grad can be implicitly created only for scalar outputs``;
+``Mismatch in shape: grad_output[0] has a shape of torch.Size([1]) and output[0] has a shape
+of torch.Size([])``). :func:`rank` reads an expression into a :class:`Rank`:
+
+- ``SCALAR`` (0-dim): a reduction without ``dim`` (``x.mean()``, ``torch.sum(x)``), a loss
+  function or ``nn.*Loss`` criterion with its default reduction, a Python number, ``.item()``;
+- ``ONE`` (one value in an explicit shape of known rank): ``torch.ones(1)``,
+  ``torch.FloatTensor([1])``, ``x.view(1)``, ``scalar.unsqueeze(0)``;
+- ``MANY`` (one value per sample or per element): a loss with ``reduction='none'``, the output
+  of a layer (``nn.Linear``, a convolution, an ``nn.Sequential`` of them, a module class of the
+  file whose every ``return`` is one), a softmax over a ``dim``, ``x[:, 0]`` of one, a reduction
+  over ``dim`` >= 1 of a value of 2 dims or more, ``x.unsqueeze(1)``;
+- ``None``: unknown (a parameter, an attribute, a ``squeeze()``...).
+
+Through local names (also ``+=``), arithmetic (scalar op scalar = scalar; anything op many =
+many), shape-keeping calls (``clamp``, ``gather``, ``.float()``), the returns of the file's
+functions and module classes (every return must agree), a dict they return (``out["loss"]``),
+and list elements (a literal, a comprehension, ``append``). ``Rank.origin`` is the ``return``
+of a file function the many-valued result came out of (the deepest one), for reporting.
+A batch of one makes a ``MANY`` value one-element at run time: the fact is about the code's
+intent (a per-sample loss), as GT510 reads ``reduction='none'``.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
+from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import scope_nodes, walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+SCALAR, ONE, MANY, ANY = "scalar", "one", "many", "any"  # ANY: rank read, count not
+MAX_DEPTH = 8
+REDUCTIONS = frozenset({"mean", "sum", "prod", "max", "min", "norm", "std", "var", "amax",
+                        "amin", "logsumexp", "nansum", "nanmean", "median"})
+KEEPS = frozenset({"clamp", "clip", "abs", "exp", "log", "sigmoid", "tanh", "relu", "float",
+                   "double", "half", "to", "cuda", "cpu", "clone", "contiguous", "detach",
+                   "neg", "pow", "sqrt", "gather", "masked_fill", "mul", "add", "sub", "div",
+                   "log1p", "expm1", "square", "type_as", "requires_grad_", "clamp_min",
+                   "clamp_max", "softplus", "elu", "leaky_relu", "gelu", "silu", "dropout"})
+TUPLED = frozenset({"max", "min", "median"})  # over a ``dim``: (values, indices)
+SOFTMAX = frozenset({"softmax", "log_softmax"})
+FACTORIES = frozenset({"ones", "zeros", "randn", "rand", "empty", "full"})
+LEGACY = frozenset({"Tensor", "FloatTensor", "DoubleTensor", "cuda.FloatTensor"})
+# a layer's output: per feature when the size it is built with (this argument) is a constant
+# above 1; a convolution's holds a map per channel
+FEATURES = {"Linear": (1, "out_features"), "Bilinear": (2, "out_features"),
+            "Embedding": (1, "embedding_dim"), "LazyLinear": (0, "out_features")}
+CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                   "ConvTranspose3d"})
+ELEMENTWISE = frozenset({"ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "ELU",
+                         "LeakyReLU", "GELU", "SiLU", "Identity", "Softplus", "PReLU"})
+LOSS_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss",
+                            "smooth_l1_loss", "binary_cross_entropy",
+                            "binary_cross_entropy_with_logits", "kl_div", "huber_loss",
+                            "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
+                            "cosine_embedding_loss", "poisson_nll_loss", "triplet_margin_loss"})
+CLASS_DIM = frozenset({"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"})
+
+
+@dataclass(frozen=True)
+class Rank:
+    """What :func:`rank` knows of a value (NOTE [ranks])."""
+
+    what: str                    # SCALAR, ONE, MANY or ANY
+    lo: int = 0                  # at least this many dims
+    hi: int | None = None        # at most (None: no bound); lo == hi: exactly
+    origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
+    unreduced: bool = False      # MANY: a ``reduction='none'`` loss's output, unchanged
+
+    @property
+    def ndim(self) -> int | None:
+        return self.lo if self.hi == self.lo else None
+
+
+SCALAR_RANK = Rank(SCALAR, 0, 0)
+
+
+def rank(e: ast.AST, scope: Scope, ctx: Context, line: int | None = None,
+         depth: int = 0) -> Rank | None:
+    """What ``e`` holds when read at ``line`` in ``scope`` (NOTE [ranks]); None: unknown."""
+    if depth > MAX_DEPTH:
+        return None
+    line = line if line is not None else getattr(e, "lineno", 0)
+    try:
+        return _rank(e, scope, ctx, line, depth + 1)
+    except RecursionError:  # pragma: no cover - very deep expressions
+        return None
+
+
+def _rank(e: ast.AST, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
+    if isinstance(e, ast.Constant):
+        return SCALAR_RANK if isinstance(e.value, (int, float)) and \
+            not isinstance(e.value, bool) else None
+    if isinstance(e, ast.Name):
+        return _name(e.id, scope, ctx, line, d)
+    if isinstance(e, ast.UnaryOp):
+        return rank(e.operand, scope, ctx, line, d)
+    if isinstance(e, ast.BinOp) and not isinstance(e.op, ast.MatMult):
+        return combine(rank(e.left, scope, ctx, line, d), rank(e.right, scope, ctx, line, d))
+    if isinstance(e, ast.Subscript):
+        return _subscript(e, scope, ctx, line, d)
+    if isinstance(e, ast.Attribute) and e.attr == "data":
+        return rank(e.value, scope, ctx, line, d)
+    if isinstance(e, ast.Call):
+        return _call(e, scope, ctx, line, d)
+    return None
+
+
+def combine(a: Rank | None, b: Rank | None) -> Rank | None:
+    """The rank of ``a <op> b`` under broadcasting."""
+    if a is not None and b is not None:
+        if MANY in (a.what, b.what):
+            return Rank(MANY, max(a.lo, b.lo), None, a.origin if a.what == MANY else b.origin)
+        hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
+        what = ANY if ANY in (a.what, b.what) else SCALAR if hi == 0 else ONE
+        return Rank(what, max(a.lo, b.lo), hi)
+    known = a or b  # the other may have more dims
+    if known is not None and known.lo >= 1:
+        return Rank(MANY if known.what == MANY else ANY, known.lo, None, known.origin)
+    return None
+
+
+def _name(name: str, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
+    b = scope.binding_before(name, line) if d <= MAX_DEPTH else None
+    if b is None:
+        return None
+    s = b.stmt
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
+        return combine(_name(name, scope, ctx, b.line, d + 1),
+                       rank(s.value, scope, ctx, b.line, d))
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+            and b.value is not None:
+        return rank(b.value, scope, ctx, b.line, d)
+    return None
+
+
+def _subscript(e: ast.Subscript, scope: Scope, ctx: Context, line: int, d: int
+               ) -> Rank | None:
+    sl = e.slice
+    if isinstance(sl, ast.Constant) and isinstance(sl.value, str):  # `out["loss"]`
+        held = _dict_values(e.value, sl.value, scope, ctx, line, d)
+        return agree([rank(v, sc, ctx, getattr(v, "lineno", 0), d) for v, sc in held])
+    base = rank(e.value, scope, ctx, line, d)
+    parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    if base is not None and base.what == MANY and any(isinstance(p, ast.Slice) for p in parts) \
+            and not any(isinstance(p, ast.Constant) and p.value is Ellipsis for p in parts):
+        return Rank(MANY, 1, None, base.origin)  # `x[:, 0]`: the sliced dims stay
+    return None
+
+
+def _dict_values(e: ast.AST, key: str, scope: Scope, ctx: Context, line: int, d: int
+                 ) -> list[tuple[ast.AST, Scope]]:
+    """What ``e[key]`` is, for ``e`` a dict literal, a name bound to one, or a call of a file
+    function (module) whose every return is one."""
+    if isinstance(e, ast.Name):
+        b = scope.binding_before(e.id, line)
+        if b is None or b.value is None or not isinstance(b.stmt, ast.Assign):
+            return []
+        return _dict_values(b.value, key, scope, ctx, b.line, d + 1)
+    if isinstance(e, ast.Dict):
+        vals = [v for k, v in zip(e.keys, e.values)
+                if isinstance(k, ast.Constant) and k.value == key]
+        return [(vals[-1], scope)] if vals else []
+    if isinstance(e, ast.Call) and d < MAX_DEPTH:
+        fn = called_function(e, scope, line)
+        rets = _returns(fn)
+        if not rets:
+            return []
+        fs = ctx.scope(fn)
+        out = []
+        for r in rets:
+            got = _dict_values(r.value, key, fs, ctx, r.lineno, d + 1)  # type: ignore[arg-type]
+            if not got:
+                return []
+            out += got
+        return out
+    return []
+
+
+def agree(got: list[Rank | None]) -> Rank | None:
+    """One rank for several values that may each be the result (the returns of a function):
+    all scalars, or all many-valued; None otherwise."""
+    if not got or any(g is None for g in got):
+        return None
+    whats = {g.what for g in got}  # type: ignore[union-attr]
+    if len(whats) != 1:
+        return None
+    first = got[0]
+    assert first is not None
+    if first.what == ONE and len({(g.lo, g.hi) for g in got}) != 1:  # type: ignore[union-attr]
+        return None
+    return Rank(first.what, min(g.lo for g in got), first.hi, first.origin,  # type: ignore
+                all(g.unreduced for g in got))  # type: ignore[union-attr]
+
+
+def _returns(fn: ast.AST | None) -> list[ast.Return]:
+    if fn is None:
+        return []
+    rets = [n for n in scope_nodes(fn) if isinstance(n, ast.Return)]
+    return [] if any(r.value is None for r in rets) else rets
+
+
+def _returned(fn: ast.AST | None, ctx: Context, d: int) -> Rank | None:
+    """What every ``return`` of a file function gives back (in its own scope)."""
+    rets = _returns(fn)
+    if not rets or d >= MAX_DEPTH:
+        return None
+    fs = ctx.scope(fn)
+    got = []
+    for r in rets:
+        g = rank(r.value, fs, ctx, r.lineno, d)  # type: ignore[arg-type]
+        if g is not None and g.what == MANY and g.origin is None:
+            g = replace(g, origin=r)
+        got.append(g)
+    return agree(got)
+
+
+def _int(e: ast.AST | None) -> int | None:
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        v = _int(e.operand)
+        return -v if v is not None else None
+    return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
+
+
+def _kw(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
+    """The sizes a factory or ``view`` is given (``(2, 3)`` or ``2, 3``); None: unknown."""
+    args = call.args[start:]
+    if any(isinstance(a, ast.Starred) for a in args) or call.keywords and not args:
+        return None
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        return list(args[0].elts)
+    if len(args) == 1 and _int(args[0]) is None and not isinstance(args[0], ast.Constant):
+        return None  # `view(shape)`, `ones(x.size())`: not read
+    return list(args)
+
+
+def _sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
+    """A shape spelled out (``view(1)``, ``torch.ones(2, 3)``), of a value of rank ``base``."""
+    n = len(sizes)
+    if all(_int(s) == 1 for s in sizes):
+        return Rank(SCALAR if n == 0 else ONE, n, n)
+    if base is not None and base.what == MANY:
+        return Rank(MANY, n, n, base.origin)
+    if any((_int(s) or 0) > 1 for s in sizes):
+        return Rank(MANY, n, n)
+    return Rank(ANY, n, n)
+
+
+def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
+    f = e.func
+    q = ctx.qualified_name(f) or ""
+    short = q.rsplit(".", 1)[-1] if q else (f.attr if isinstance(f, ast.Attribute) else "")
+    if q.startswith("torch.") and not q.startswith("torch.nn.modules"):
+        return _torch_call(e, q, short, scope, ctx, line, d)
+    root = dotted(f.value).split(".")[0] if isinstance(f, ast.Attribute) and dotted(
+        f.value) else None
+    if isinstance(f, ast.Attribute) and not (root and ctx.imports.is_imported(root)):
+        got = _method(e, f.attr, scope, ctx, line, d)
+        if got is not None:
+            return got
+    fn = called_function(e, scope, line)
+    if fn is not None:
+        return _returned(fn, ctx, d)
+    k = ctx.analysis.kind(f, scope, line)
+    if k is not None and k.what == MODULE and k.cls:
+        return _module_call(k.cls, k.node, e, scope, ctx, line, d)
+    return None
+
+
+def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
+            ) -> Rank | None:
+    recv = e.func.value  # type: ignore[attr-defined]
+    if m == "item":
+        return SCALAR_RANK
+    if m in REDUCTIONS:
+        dim = e.args[0] if e.args else _kw(e, "dim")
+        if dim is None:
+            return SCALAR_RANK if not e.keywords else None
+        if m in TUPLED:
+            return None
+        return _reduced(rank(recv, scope, ctx, line, d), dim, _kw(e, "keepdim"))
+    if m in KEEPS:
+        return rank(recv, scope, ctx, line, d)
+    if m in SOFTMAX:
+        return _softmax(rank(recv, scope, ctx, line, d), e.args[0] if e.args else _kw(e, "dim"))
+    if m == "unsqueeze" and e.args:
+        return _unsqueezed(rank(recv, scope, ctx, line, d), _int(e.args[0]))
+    if m in ("view", "reshape"):
+        sizes = _shape_args(e)
+        return _sized(sizes, rank(recv, scope, ctx, line, d)) if sizes is not None else None
+    if m == "permute":
+        sizes = _shape_args(e)
+        base = rank(recv, scope, ctx, line, d)
+        if sizes and base is not None and base.what == MANY:
+            return Rank(MANY, len(sizes), len(sizes), base.origin)
+        return Rank(ANY, len(sizes), len(sizes)) if sizes else None
+    return None
+
+
+def _reduced(base: Rank | None, dim: ast.AST, keepdim: ast.AST | None) -> Rank | None:
+    """A reduction over ``dim``: many-valued when the reduced value is, and keeps its first
+    (batch) dim: ``keepdim=True``, or ``dim`` >= 1 of a value of 2 dims or more."""
+    if base is None or base.what != MANY:
+        return None
+    if isinstance(keepdim, ast.Constant) and keepdim.value is True:
+        return base
+    i = _int(dim)
+    if i is not None and i >= 1 and base.lo >= 2:
+        return Rank(MANY, base.lo - 1, None if base.hi is None else base.hi - 1, base.origin)
+    return None
+
+
+def _softmax(base: Rank | None, dim: ast.AST | None) -> Rank | None:
+    i = _int(dim)
+    if i is None:
+        return None
+    lo = i + 1 if i >= 0 else -i
+    return Rank(MANY, max(lo, base.lo if base else 0), base.hi if base else None,
+                base.origin if base else None)
+
+
+def _unsqueezed(base: Rank | None, i: int | None) -> Rank | None:
+    if base is None or i is None:
+        return None
+    if base.what == SCALAR:
+        return Rank(ONE, 1, 1)
+    hi = None if base.hi is None else base.hi + 1
+    if base.what == ONE:
+        return Rank(ONE, base.lo + 1, hi)
+    return Rank(base.what, max(base.lo, i if i >= 0 else 0) + 1, hi, base.origin)
+
+
+def _torch_call(e: ast.Call, q: str, short: str, scope: Scope, ctx: Context, line: int,
+                d: int) -> Rank | None:
+    first = e.args[0] if e.args else None
+    if short in LOSS_FUNCTIONS and q.startswith("torch.nn.functional."):
+        return _loss(_kw(e, "reduction"), _kw(e, "reduce"), short,
+                     rank(first, scope, ctx, line, d) if first is not None else None)
+    if short in REDUCTIONS and first is not None and q.count(".") == 1:
+        dim = e.args[1] if len(e.args) > 1 else _kw(e, "dim")
+        if dim is None:
+            return SCALAR_RANK if not e.keywords else None
+        if short in TUPLED:
+            return None
+        return _reduced(rank(first, scope, ctx, line, d), dim, _kw(e, "keepdim"))
+    if short in SOFTMAX and first is not None:
+        return _softmax(rank(first, scope, ctx, line, d),
+                        e.args[1] if len(e.args) > 1 else _kw(e, "dim"))
+    if short in KEEPS and first is not None:
+        return rank(first, scope, ctx, line, d)
+    if short in FACTORIES and q.count(".") == 1:
+        sizes = _shape_args(e) if short != "full" else (
+            list(first.elts) if isinstance(first, (ast.Tuple, ast.List)) else None)
+        return _sized(sizes, None) if sizes is not None else None
+    if short.endswith("_like") and short[:-5] in FACTORIES and first is not None:
+        return rank(first, scope, ctx, line, d)
+    if q in ("torch.tensor", *(f"torch.{n}" for n in LEGACY)) and first is not None:
+        return _literal(first, legacy=q != "torch.tensor")
+    return None
+
+
+def _literal(a: ast.AST, legacy: bool) -> Rank | None:
+    """``torch.tensor(1.)`` (0-dim), ``torch.tensor([1.])`` / ``torch.FloatTensor([1])``
+    (one value in a 1-dim shape); a legacy constructor's int is a size."""
+    if isinstance(a, ast.Constant) and isinstance(a.value, (int, float)):
+        if legacy:
+            return Rank(ONE, 1, 1) if a.value == 1 else Rank(MANY, 1, 1)
+        return SCALAR_RANK
+    if isinstance(a, (ast.List, ast.Tuple)) and a.elts and all(
+            isinstance(x, (ast.Constant, ast.UnaryOp)) for x in a.elts):
+        return Rank(ONE, 1, 1) if len(a.elts) == 1 else Rank(MANY, 1, 1)
+    return None
+
+
+def _loss(reduction: ast.AST | None, reduce: ast.AST | None, short: str,
+          pred: Rank | None) -> Rank | None:
+    if isinstance(reduce, ast.Constant) and reduce.value is False:
+        reduction = ast.Constant("none")
+    if reduction is None:
+        return SCALAR_RANK
+    if not isinstance(reduction, ast.Constant):
+        return None
+    if reduction.value in ("mean", "sum", "batchmean"):
+        return SCALAR_RANK
+    if reduction.value != "none":
+        return None
+    if short in CLASS_DIM and pred is not None and pred.ndim is not None:
+        return Rank(MANY, max(1, pred.ndim - 1), max(1, pred.ndim - 1), unreduced=True)
+    return Rank(MANY, max(1, pred.lo if pred else 1), None, unreduced=True)
+
+
+def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx: Context,
+                 line: int, d: int) -> Rank | None:
+    short = cls.rsplit(".", 1)[-1]
+    if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
+        pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
+        return _loss(_kw(node, "reduction"), _kw(node, "reduce"), short, pred)
+    if cls in SEQUENTIAL and isinstance(node, ast.Call):
+        for layer in reversed(sequential_layers(node, ctx, None)):
+            lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
+            ls = lq.rsplit(".", 1)[-1]
+            if not lq.startswith("torch.nn.") or ls not in ELEMENTWISE:
+                return _layer(ls, layer) if lq.startswith("torch.nn.") else None
+        return None
+    if cls.startswith("torch.nn.") and (short in FEATURES or short in CONVS):
+        return _layer(short, node)
+    info = ctx.analysis.classes.get(cls)
+    if info is not None and info.is_module:
+        return _returned(forward_of(info), ctx, d)
+    return None
+
+
+def elements(e: ast.AST, scope: Scope, ctx: Context, line: int) -> list[ast.AST] | None:
+    """The values a list holds, for ``e`` a list/tuple literal, a comprehension, or a name
+    bound to one or to ``[]`` filled by ``append`` (read in ``scope``); None: unknown."""
+    if isinstance(e, ast.Name):
+        b = scope.binding_before(e.id, line)
+        if b is None or b.value is None or not isinstance(b.stmt, ast.Assign):
+            return None
+        v = b.value
+        if isinstance(v, ast.List) and not v.elts:
+            out: list[ast.AST] = []
+            for n in walk(scope.node):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and n.func.attr == "append" and dotted(n.func.value) == e.id \
+                        and len(n.args) == 1 and b.line < n.lineno < line:
+                    out.append(n.args[0])
+            return out or None
+        return elements(v, scope, ctx, b.line) if isinstance(
+            v, (ast.Name, ast.List, ast.Tuple, ast.ListComp)) else None
+    if isinstance(e, (ast.List, ast.Tuple)):
+        return list(e.elts) if e.elts and not any(
+            isinstance(x, ast.Starred) for x in e.elts) else None
+    if isinstance(e, ast.ListComp):
+        return [e.elt]
+    return None
+
+
+def _layer(short: str, node: ast.AST | None) -> Rank | None:
+    """The output of a ``torch.nn`` layer built by ``node`` (NOTE [ranks]): many-valued when
+    it has a constant number of features above 1, or is a convolution; else at least 1-dim."""
+    if short in CONVS:
+        return Rank(MANY, 2, None)
+    if short not in FEATURES:
+        return None
+    i, kw = FEATURES[short]
+    size = None
+    if isinstance(node, ast.Call):
+        size = _int(node.args[i]) if len(node.args) > i else _int(_kw(node, kw))
+    return Rank(MANY, 1, None) if size is not None and size > 1 else Rank(ANY, 1, None)
