@@ -88,12 +88,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # backward on it. Twin: the NumPy value is turned back into a tensor and returned as the
     # loss: backward raises
     "function-returns-numpy-scores": (Shape("""
-        def token_scores(model, x, y):
-            nll = F.cross_entropy(model(x), y, reduction="none")
-            nll = nll.detach().cpu().numpy()
-            return nll, y.numpy()
-        scores, labels = token_scores(nn.Linear(4, 3), torch.randn(6, 4), torch.randint(3, (6,)))
-        """, "GT103", holds="scores.shape == (6,)"), Shape("""
+        def sequence_loss(model, x, y):
+            logits, _ = model(x), None
+            loss = F.cross_entropy(logits, y, reduction="none")
+            loss = loss[0].cpu().detach().numpy()
+            return loss, y.numpy()
+        per_token, labels = sequence_loss(nn.Linear(4, 3), torch.randn(6, 4),
+                                          torch.randint(3, (6,)))
+        """, "GT103", holds="per_token.shape == ()"), Shape("""
         def token_loss(model, x, y):
             nll = F.cross_entropy(model(x), y, reduction="none")
             nll = nll.detach().cpu().numpy()
