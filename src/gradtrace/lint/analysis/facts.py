@@ -30,7 +30,7 @@ from gradtrace.lint.analysis.modules import (
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default, bfs_walk, child_fields
+from gradtrace.lint.nodes import argument_default, bfs_walk, child_fields, inside_own_value
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -188,7 +188,7 @@ class Analysis:
                    depth: int) -> Kind | None:
         name = dotted(e)
         b = scope.binding_before(name, line) if name is not None else None
-        if b is not None and _inside_own_value(e, b.stmt):
+        if b is not None and inside_own_value(e, b.stmt):
             b = scope.binding_before(name, b.line)  # `w = nn.Parameter(f(w))`: the old `w`
         if b is not None:
             if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
@@ -498,15 +498,3 @@ def _param_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 __all__ = ["Analysis", "BUFFER", "CONTAINER", "TENSOR", "PARAMETER"]
-
-
-def _inside_own_value(e: ast.AST, stmt: ast.stmt) -> bool:
-    """``e`` is read in the value of the assignment ``stmt`` that spans several lines and
-    binds it: Python evaluates the value first, so ``e`` is the binding before ``stmt``."""
-    value = getattr(stmt, "value", None)
-    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or value is None \
-            or (stmt.end_lineno or stmt.lineno) == stmt.lineno:
-        return False
-    pos = (getattr(e, "lineno", 0), getattr(e, "col_offset", 0))
-    return (value.lineno, value.col_offset) <= pos <= (
-        value.end_lineno or value.lineno, value.end_col_offset or 0)
