@@ -431,3 +431,15 @@ def _exit_in(rest: list[ast.stmt]) -> int | None:
 def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
     """``id(child) -> parent`` for every node under ``tree`` (memoise it per file)."""
     return {id(c): n for n in walk(tree) for c in ast.iter_child_nodes(n)}
+
+
+def inside_own_value(e: ast.AST, stmt: ast.stmt) -> bool:
+    """``e`` is read in the value of the assignment ``stmt`` that spans several lines and
+    binds it: Python evaluates the value first, so ``e`` is the binding before ``stmt``."""
+    value = getattr(stmt, "value", None)
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or value is None \
+            or (stmt.end_lineno or stmt.lineno) == stmt.lineno:
+        return False
+    pos = (getattr(e, "lineno", 0), getattr(e, "col_offset", 0))
+    return (value.lineno, value.col_offset) <= pos <= (
+        value.end_lineno or value.lineno, value.end_col_offset or 0)

@@ -30,7 +30,7 @@ from gradtrace.lint.analysis.modules import (
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default, bfs_walk, child_fields
+from gradtrace.lint.nodes import argument_default, bfs_walk, child_fields, inside_own_value
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -188,6 +188,8 @@ class Analysis:
                    depth: int) -> Kind | None:
         name = dotted(e)
         b = scope.binding_before(name, line) if name is not None else None
+        if b is not None and inside_own_value(e, b.stmt):
+            b = scope.binding_before(name, b.line)  # `w = nn.Parameter(f(w))`: the old `w`
         if b is not None:
             if isinstance(b.stmt, (ast.For, ast.AsyncFor)):
                 return loop_kind(self._kind, b.stmt, name, scope, depth)

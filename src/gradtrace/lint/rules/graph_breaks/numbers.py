@@ -255,6 +255,8 @@ class NumpyRoundTripInLoss(LossCutRule):
 
 
     def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
+        if _returns_the_array(c, v, lp):
+            return None
         qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
         if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS:
             return super().finding(c, v, lp, ctx)
@@ -264,6 +266,20 @@ class NumpyRoundTripInLoss(LossCutRule):
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=NUMPY_CALL)
+
+
+def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
+    """The function returns the NumPy value itself (``return t.detach().numpy()``, or a name
+    bound to it): nothing comes back into torch, the caller gets an array with no
+    ``backward`` (a score, a per-token loss for display), not a loss cut from its graph."""
+    if v.sink.how != "return" or not isinstance(c.node, ast.Call):
+        return False
+    e = v.sink.value
+    if isinstance(e, ast.Name):
+        b = lp.scope.binding_before(e.id, v.sink.node.lineno)  # type: ignore[attr-defined]
+        e = b.value if b is not None and b.value is not None else e
+    return e is c.node and isinstance(c.node.func, ast.Attribute) and \
+        c.node.func.attr in ("numpy", "tolist")
 
 
 # what `np.<function>` does with tensors that require grad (checked on torch 2.13)

@@ -216,6 +216,19 @@ def reads_grad_of(node: ast.AST, name: str) -> bool:
     return False
 
 
+HISTORYLESS = frozenset({"grad", "data", "detach", "detach_", "shape", "dtype", "device"})
+
+
+def reads_with_history(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` reads ``name`` other than through an attribute that carries no
+    history (``name.grad``, ``name.detach()``, ``name.data``, ``name.shape``): ``x.detach() -
+    lr * x.grad`` is made of tensors that require no grad, a new leaf."""
+    cut = {id(n.value) for n in walk(node)
+           if isinstance(n, ast.Attribute) and n.attr in HISTORYLESS}
+    return any(isinstance(n, ast.Name) and n.id == name and id(n) not in cut
+               for n in walk(node))
+
+
 def grad_leaf_binding(scope: Scope, name: str, line: int) -> Binding | None:
     """The binding making ``name`` a leaf that requires grad, if it still holds at ``line``."""
     ctx = scope.ctx
@@ -298,7 +311,7 @@ def non_leaf_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] |
     ctx = scope.ctx
     if made_non_leaf(b.value, ctx) is not None:
         return b, "made-non-leaf"
-    if reads_grad_of(b.value, name):
+    if reads_grad_of(b.value, name) and reads_with_history(b.value, name):
         return b, "rebound"
     src = derived_from_grad_leaf(scope, b.value, b.line)
     if src is not None:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 
 BOUNDED = frozenset({"acos", "arccos", "asin", "arcsin", "atanh", "arctanh"})
+# ops whose value lies in [-1, 1] whatever their input (a cosine of two vectors, a squashing
+# activation): nothing downstream of one of them sees a large magnitude
+UNIT_RANGE = frozenset({"cosine_similarity", "tanh", "hardtanh", "softsign", "sin", "cos",
+                        "erf", "sigmoid", "softmax"})
 
 
 ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,

@@ -13,6 +13,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import has_positive_shift, in_training, resolve, strip, \
     torch_op
+from gradtrace.lint.rules.numerics._values import UNIT_RANGE
 from gradtrace.lint.rules.numerics.softmax import _from_model
 
 SIGMOID_MODULES = frozenset({"torch.nn.Sigmoid", "torch.nn.modules.activation.Sigmoid"})
@@ -86,6 +87,22 @@ def _guarded_input(s: ast.Call, ctx: Context) -> bool:
     return False
 
 
+def _unit_input(s: ast.Call, ctx: Context, line: int) -> bool:
+    """The sigmoid's input is itself an op whose value lies in [-1, 1] (a cosine similarity,
+    a tanh...), directly or through a name bound once: the sigmoid stays within
+    [0.27, 0.74] and its log is finite with a finite derivative."""
+    x = s.args[0] if s.args else s.func.value if isinstance(s.func, ast.Attribute) else None
+    if x is None:
+        return False
+    x = strip(x)
+    if isinstance(x, (ast.Name, ast.Attribute)):
+        x = strip(resolve(x, ctx, line))
+    if not isinstance(x, ast.Call):
+        return False
+    got = torch_op(x, ctx)
+    return got is not None and got[0] in UNIT_RANGE
+
+
 def _from_argument(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
     """``e`` is computed from a tensor parameter of the enclosing function (logits a loss
     function or method is given), through names bound in the function (a few steps)."""
@@ -118,7 +135,8 @@ class LogOfSigmoid(Rule):
     Known limits: the sigmoid must be in the log's expression, bound to the name the log
     reads in the same function, or what every `return` of the `forward` of the module called
     there gives back; its input must come from a module call or from a tensor the function
-    is given, and not be clamped; `+ eps` inside the log silences it.
+    is given, and not be clamped nor an op whose value lies in [-1, 1] (a cosine
+    similarity); `+ eps` inside the log silences it.
     """
 
     code = "GT756"
@@ -185,7 +203,7 @@ class LogOfSigmoid(Rule):
         if found is None:
             return
         sig, minus, via_model = found
-        if _guarded_input(sig, ctx) or not (
+        if _guarded_input(sig, ctx) or _unit_input(sig, ctx, node.lineno) or not (
                 via_model or _from_model(sig, ctx, node.lineno)
                 or _from_argument(sig, ctx, node.lineno)) or not in_training(ctx, node):
             return

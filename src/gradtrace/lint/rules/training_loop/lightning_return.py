@@ -88,6 +88,16 @@ def _returns_value(fn: ast.AST) -> bool:
     return False
 
 
+def _no_optimizer(chain: list[ast.ClassDef]) -> bool:
+    """Every ``configure_optimizers`` of the classes returns nothing (and there is one):
+    Lightning fits without an optimizer, ``training_step`` only collects (a memory bank, a
+    statistics pass), there is nothing to step. A placeholder (``pass``, a ``raise``) says
+    nothing: a subclass elsewhere may configure one."""
+    fns = [s for k in chain for s in k.body if isinstance(s, FUNCS)
+           and s.name == "configure_optimizers"]
+    return bool(fns) and not any(_returns_value(f) or _abstract(f) for f in fns)
+
+
 class TrainingStepReturnsNothing(Rule):
     """A LightningModule's `training_step` never returns the loss, under automatic optimization.
 
@@ -98,7 +108,9 @@ class TrainingStepReturnsNothing(Rule):
     runs every batch and the weights never change (MLOps-Basics#14). Nothing fails. Return the
     loss, or set `self.automatic_optimization = False` and step the optimizers yourself.
     Known limits: classes of the file that derive from `LightningModule` (directly or through
-    another class of the file); a `training_step` inherited from elsewhere is not read.
+    another class of the file); a `training_step` inherited from elsewhere is not read; a
+    class whose `configure_optimizers` returns nothing (no optimizer: a feature-collecting
+    pass) is left alone.
     """
 
     code = "GT530"
@@ -154,7 +166,7 @@ class TrainingStepReturnsNothing(Rule):
             step = next((s for s in c.body if isinstance(s, FUNCS)
                          and s.name == "training_step"), None)
             if step is None or _abstract(step) or _returns_value(step) or \
-                    any(_manual(k) for k in _chain(c, found)):
+                    any(_manual(k) for k in _chain(c, found)) or _no_optimizer(_chain(c, found)):
                 continue
             last = step.body[-1]
             yield self.report(last, ctx, cls=name, related=[Related(
