@@ -48,6 +48,20 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
     return None
 
 
+def _same_module(scope: Scope, target: str, line: int) -> list[str]:
+    """``target`` and what its root name was bound to: ``model.module if hasattr(model,
+    "module") else model`` (the unwrapped model) stands for ``model.module`` and ``model``."""
+    out = [target]
+    root, dot, rest = target.partition(".")
+    b = scope.binding_before(root, line)
+    v = b.value if b is not None else None
+    for e in (v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,):
+        d = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+        if d and d != root:
+            out.append(d + dot + rest)
+    return out
+
+
 class ModelRecreatedAfterOptimizer(Rule):
     """The model (a submodule, a parameter) is replaced after the optimizer was built from it.
 
@@ -178,7 +192,8 @@ class ModelRecreatedAfterOptimizer(Rule):
                 inside: ast.stmt | None = None) -> Iterator[Finding]:
         if not scope_mentions(ctx, "optim") or not optimizer_builds(ctx.scope()):
             return
-        got = _stale_optimizer(ctx.scope(), target, node)
+        got = next((g for t in _same_module(ctx.scope(), target, node.lineno)
+                    if (g := _stale_optimizer(ctx.scope(), t, node)) is not None), None)
         if got is None:
             return
         opt, step = got
