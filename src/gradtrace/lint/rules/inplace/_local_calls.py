@@ -28,6 +28,8 @@ def local_module_writes(node: ast.Call, ctx: Context, modules: _LazyModules
     if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)):
         return
+    if not _builds_module(node, ctx):
+        return
     name = stmt.targets[0].id
     fn = ctx.function or ctx.tree
     scope = ctx.scope(fn)
@@ -69,3 +71,12 @@ def _own_calls(uses: list[ast.Name], scope: Any) -> list[tuple[ast.Call, ast.stm
                 and s.value.func is n:
             got.append((s.value, s))
     return got
+
+
+def _builds_module(call: ast.Call, ctx: Context) -> bool:
+    """``call`` constructs a module: a torch.nn class or a module class of the file."""
+    q = ctx.qualified_name(call.func) or ""
+    if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
+        return True
+    info = ctx.analysis.classes.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    return info is not None and info.is_module
