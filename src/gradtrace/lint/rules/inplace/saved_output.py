@@ -48,7 +48,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
     in a file that runs a backward; writes through another name (an alias) are not followed; a
-    local module's output is followed from a line that names an activation.
+    local module (`gate = nn.Sigmoid()`, then `h = gate(x)` on a line naming no op) is followed
+    from its binding, when that line names the op or the binding builds a torch.nn layer.
     """
 
     code = "GT602"

@@ -75,6 +75,10 @@ class ModelRecreatedAfterOptimizer(Rule):
     A method of a class of the file that re-creates its own `self.<x>` Parameter or layer, called
     on a submodule after the optimizer was built (`model.quant.init_range(...)`), is reported
     on that assignment: copy into the existing parameter under `torch.no_grad()` instead.
+    A method that builds a new layer into its own submodules (`new = nn.Embedding(...);
+    self.transformer.wte = new`, `for blk in self.blocks: blk.adapters[name] = Adapter()`:
+    `resize_token_embeddings`, `add_adapter`) is reported where it is called, also on the
+    unwrapped model (`m.module if hasattr(m, "module") else m`): build the optimizer after it.
     Known limits: the optimizer must be built and stepped in the same function (or built by a
     helper of the file, or stepped by one it is handed to); across the methods of a class, only
     an optimizer built once in `__init__` and a re-creation in a method `__init__` never calls.
