@@ -60,6 +60,29 @@ class Net(nn.Module):
         return x
 '''
 
+KNN = """
+class Graph:
+    @staticmethod
+    def neighbours(feats):
+        arr = feats.cpu().numpy()
+        return (arr @ arr.T).argsort(1)[:, :2].tolist()
+    @staticmethod
+    def build(feats):
+        return torch.tensor(Graph.neighbours(feats))
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 2)
+    def forward(self, x):
+        h = F.relu(self.embed(x))
+        nbrs = Graph.build(NEIGHBOURS)
+        return self.out(h[nbrs].mean(1))
+net = Net()
+net(torch.randn(6, 4)).sum().backward()
+"""
+
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT404 through a method of the file that builds a new layer into a local name and assigns
     # it into a submodule (`resize_token_embeddings`), called on the unwrapped model after the
@@ -163,8 +186,32 @@ moved = (net.stages[0].heads["ner"].weight - w0).abs().max().item()
         m[m < 0.5] = 0
         m.sum().backward()
         """, "GT602", 4, raises=MODIFIED)),
+    # GT116 two calls down from a module's forward (run by `net(x)`): a static helper turns
+    # its argument into NumPy; the forward passes a layer's output through `F.relu`.
+    # Look-alike: the forward passes it detached
+    "forward-hands-learned-features-to-numpy-helper": (
+        Shape(KNN.replace("NEIGHBOURS", "h.detach()"), "GT116"),
+        Shape(KNN.replace("NEIGHBOURS", "h"), "GT116", 4, raises=(RuntimeError, "requires grad"))),
+    # GT116 look-alike: a lambda's parameter shares its name with a script global that
+    # requires grad; the lambda is given detached values
+    "lambda-parameter-shadows-graph-global": (Shape("""
+        class Score:
+            def __init__(self):
+                self.fn = lambda pred: pred.numpy().mean()
+        net = nn.Linear(3, 1)
+        pred = net(torch.randn(4, 3))
+        score = Score()
+        print(score.fn(pred.detach()))
+        """, "GT116"), Shape("""
+        class Score:
+            def __init__(self):
+                self.fn = lambda out: pred.numpy().mean()
+        net = nn.Linear(3, 1)
+        pred = net(torch.randn(4, 3))
+        score = Score()
+        print(score.fn(pred.detach()))
+        """, "GT116", 3, raises=(RuntimeError, "requires grad"))),
 }
-
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_look_alike_is_silent_and_runs(name: str) -> None:
