@@ -45,7 +45,7 @@ class InplaceRule(Rule):
                 seen.add(id(s))
                 yield prod, s, kind, target, training
         # `gate = nn.Sigmoid()`: its calls (`h = gate(x)`) need not name an op
-        for prod, s, kind, target, training in local_module_writes(node, ctx, self._modules(ctx)):
+        for prod, s, kind, target, training in local_module_writes(node, ctx, self._modules):
             if prod.family in families and (kinds is None or kind in kinds) \
                     and id(s) not in seen:
                 seen.add(id(s))

@@ -18,19 +18,27 @@ from gradtrace.lint.rules.inplace._saved import (
 NO_GRAPH = (NUMBER, NUMPY, DETACHED, LEAF)
 
 
-def local_module_writes(node: ast.Call, ctx: Context, modules: _LazyModules
-                        ) -> Iterator[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+def local_module_writes(node: ast.Call, ctx: Context, modules_of: Any
+                        ) -> list[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
     """(producer, write, kind, target, backward) for ``node``, the constructor in ``name =
     <module>(...)`` (the statement being visited): each ``out = name(x)`` of the same function
     that reads this binding, then an in-place write into ``out`` before ``out`` is rebound and
-    a backward (or a training forward) follows."""
+    a backward (or a training forward) follows. Found once for GT602 and GT603."""
     stmt = ctx.statement
     if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)):
-        return
-    if not _builds_module(node, ctx):
-        return
-    name = stmt.targets[0].id
+            and isinstance(stmt.targets[0], ast.Name)) or not _builds_module(node, ctx):
+        return []
+    memo = _shared(ctx)
+    key = ("local", id(node))
+    got = memo.get(key)  # type: ignore[call-overload]
+    if got is None:
+        got = memo[key] = list(_writes(node, stmt, ctx, modules_of(ctx)))  # type: ignore[index]
+    return got  # type: ignore[no-any-return]
+
+
+def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModules
+            ) -> Iterator[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+    name = stmt.targets[0].id  # type: ignore[attr-defined]
     fn = ctx.function or ctx.tree
     scope = ctx.scope(fn)
     uses = [n for n in scope.loads.get(name, ()) if n.lineno > stmt.lineno]
