@@ -238,6 +238,11 @@ def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None
     return sites
 
 
+def object_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+    """The calls of the names the file binds to an instance of the plain class ``cls``."""
+    return _instance_sites(a, cls)
+
+
 def module_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
     """The calls of the names the file binds to an instance of the module class ``cls``
     (``net = Net()`` then ``net(x)``: each runs its ``forward``)."""
