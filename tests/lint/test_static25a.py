@@ -83,6 +83,23 @@ net(torch.randn(6, 4)).sum().backward()
 """
 
 
+TRANSFORM = """
+class Base:
+    def __call__(self, x):
+        return self.forward_map(x)
+class ToSimplex(Base):
+    def inverse(self, y):
+        return y.log()
+    def forward_map(self, x):
+        e = (x - x.max(-1, keepdim=True)[0]).exp()
+        NORMALIZE
+        return e
+logits = torch.zeros(3, requires_grad=True)
+to_simplex = ToSimplex()
+w = to_simplex(logits)
+(w * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+"""
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT404 through a method of the file that builds a new layer into a local name and assigns
     # it into a submodule (`resize_token_embeddings`), called on the unwrapped model after the
@@ -211,7 +228,15 @@ moved = (net.stages[0].heads["ner"].weight - w0).abs().max().item()
         score = Score()
         print(score.fn(pred.detach()))
         """, "GT116", 3, raises=(RuntimeError, "requires grad"))),
+    # GT602 in a method of a plain class that an inherited `__call__` runs, the instance
+    # called before a backward (a distributions-style transform normalizing exp in place).
+    # Look-alike: the normalization is out of place
+    "transform-method-divides-exp-in-place": (
+        Shape(TRANSFORM.replace("NORMALIZE", "e = e / e.sum(-1, keepdim=True)"), "GT602"),
+        Shape(TRANSFORM.replace("NORMALIZE", "e /= e.sum(-1, keepdim=True)"), "GT602", 9,
+              raises=MODIFIED)),
 }
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_look_alike_is_silent_and_runs(name: str) -> None:
