@@ -238,7 +238,19 @@ def function_sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None
     return sites
 
 
-def _instance_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+def object_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+    """The calls of the names the file binds to an instance of the plain class ``cls``."""
+    return _instance_sites(a, cls)
+
+
+def module_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+    """The calls of the names the file binds to an instance of the module class ``cls``
+    (``net = Net()`` then ``net(x)``: each runs its ``forward``)."""
+    return _instance_sites(a, cls, MODULE)
+
+
+def _instance_sites(a: Analysis, cls: str, what: str = OBJECT
+                    ) -> list[tuple[ast.Call, ast.AST]]:
     """The calls of the names the file binds to an instance of the plain class ``cls``
     (``norm = Normalize(...)``, ``self.norm = Normalize(...)``; then ``norm(x)``), found by
     the names' words (NOTE [call sites]) and checked by their kind."""
@@ -256,10 +268,10 @@ def _instance_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
             for c, w in _uses(a.ctx, d.rpartition(".")[2])[0]:
                 if dotted(c.func) == d:
                     k = a.kind_in(c.func, w, c.lineno)
-                    if k is not None and k.what == OBJECT and k.cls == cls:
+                    if k is not None and k.what == what and k.cls == cls:
                         out.append((c, w))
         return out
-    return a.ctx.memo("instance-sites:" + cls, a.ctx.tree, make)
+    return a.ctx.memo(f"instance-sites:{what}:{cls}", a.ctx.tree, make)
 
 
 def _base_names(a: Analysis) -> set[str | None]:

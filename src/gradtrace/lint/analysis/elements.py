@@ -113,3 +113,23 @@ def element_kind(kind_of: KindOf, loop: ast.For | ast.AsyncFor, name: str, scope
         return None
     what, cls = kinds.pop()  # type: ignore[misc]
     return Kind(what, cls=cls)
+
+
+def _unwraps(e: ast.IfExp) -> bool:
+    """``x.a if hasattr(x, "a") else x`` (either order): both branches are ``x`` itself or
+    what wraps it, so either answers what ``x`` is."""
+    t = e.test
+    if not (isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and t.func.id == "hasattr"
+            and len(t.args) == 2 and isinstance(t.args[1], ast.Constant)):
+        return False
+    x, attr = dotted(t.args[0]), t.args[1].value
+    sides = {dotted(e.body), dotted(e.orelse)}
+    return x is not None and sides == {x, f"{x}.{attr}"}
+
+
+def unwrapped_kind(kind: KindOf, e: ast.IfExp, scope: Scope, line: int,
+                   depth: int) -> Kind | None:
+    """The kind of ``m.module if hasattr(m, "module") else m``: what either branch is."""
+    if not _unwraps(e):
+        return None
+    return kind(e.body, scope, line, depth + 1) or kind(e.orelse, scope, line, depth + 1)

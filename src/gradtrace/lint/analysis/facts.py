@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.calls import ascii_code, named_calls
-from gradtrace.lint.analysis.elements import layer_element, loop_kind
+from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
     TENSOR, Kind,
@@ -173,6 +173,8 @@ class Analysis:
         if isinstance(e, ast.Subscript) and not isinstance(e.slice, ast.Slice):  # `self.m[0]`
             k = self._kind(e.value, scope, line, depth + 1)
             return layer_element(self._kind, k, scope, line, depth, e.slice) if k else None
+        if isinstance(e, ast.IfExp):  # `m.module if hasattr(m, "module") else m`
+            return unwrapped_kind(self._kind, e, scope, line, depth)
         if isinstance(e, ast.Constant):
             v = e.value
             return Kind(NUMBER) if isinstance(v, (int, float)) and not isinstance(v, bool) \

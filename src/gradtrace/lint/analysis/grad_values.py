@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.callees import function_sites
+from gradtrace.lint.analysis.callees import function_sites, module_sites
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
 from gradtrace.lint.context import FUNCTION_TYPES
@@ -102,13 +102,20 @@ def _name(ctx: Context, where: ast.AST, e: ast.Name, line: int, depth: int) -> a
     scope = ctx.scope(where)
     b = scope.binding_before(e.id, line)
     if b is None:
-        if where is ctx.tree or _is_param(where, e.id):
-            return None
+        if where is ctx.tree or _is_param(where, e.id) or e.id in _lambda_params(ctx, where):
+            return None  # a parameter (of a lambda in ``where`` too), not the global
         top = ctx.scope(ctx.tree).bindings.get(e.id, ())
         if len(top) != 1:
             return None  # a global bound once at the module level
         return _bound(ctx, ctx.tree, top[0], e.id, depth)
     return _bound(ctx, where, b, e.id, depth)
+
+
+def _lambda_params(ctx: Context, fn: ast.AST) -> frozenset[str]:
+    """The parameter names of the lambdas inside ``fn``."""
+    return ctx.memo("lambda-params", fn, lambda: frozenset(
+        x.arg for n in walk(fn) if isinstance(n, ast.Lambda)
+        for x in (*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs)))
 
 
 def _bound(ctx: Context, where: ast.AST, b: object, name: str, depth: int) -> ast.AST | None:
@@ -129,7 +136,7 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
         if f.attr == "requires_grad_":  # `torch.randn(3).requires_grad_()`
             return e if not e.args or isinstance(e.args[0], ast.Constant) \
                 and e.args[0].value is True else None
-        if f.attr in KEEPS:
+        if f.attr in KEEPS and not _torch_op(ctx, e):  # a method, not `F.relu(x)`
             got = _requires(ctx, where, f.value, line, depth + 1)
             if got is not None or f.attr not in ("add", "sub", "mul", "div", "matmul", "mm"):
                 return got
@@ -286,6 +293,9 @@ def runs_with_grad(ctx: Context, fn: ast.AST, hops: int = 0) -> bool:
 
 def _runs_with_grad(ctx: Context, fn: ast.AST, hops: int = 0) -> bool:
     sites = function_sites(ctx.analysis, fn)  # type: ignore[arg-type]
+    cls = ctx.analysis.class_of(fn)
+    if not sites and cls is not None and cls.is_module and cls.methods.get("forward") is fn:
+        sites = module_sites(ctx.analysis, cls.name)  # `net(x)` runs `Net.forward`
     return bool(sites) and all(
         w is not fn and ctx.scope(w).grad_off_at(c) is None and runs_with_grad(ctx, w, hops + 1)
         for c, w in sites)

@@ -209,6 +209,11 @@ def replaced_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) ->
                     for t in walk(n.target):
                         if isinstance(t, ast.Name):
                             alias[t.id] = owner
+            elif isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name) \
+                    and isinstance(n.iter, ast.Attribute) \
+                    and (dotted(n.iter) or "").partition(".")[0] == "self":
+                alias[n.target.id] = "self"  # `for layer in self.block:` walks own submodules
+        built = _built_locals(fn, ctx)
         out: set[str] = set()
         for n in walk(fn):
             target, value = None, None
@@ -218,13 +223,34 @@ def replaced_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) ->
             elif isinstance(n, ast.Assign) and len(n.targets) == 1 \
                     and isinstance(n.targets[0], ast.Attribute):
                 target, value = n.targets[0].value, n.value
+            elif isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                    and isinstance(n.targets[0], ast.Subscript) \
+                    and isinstance(n.targets[0].value, ast.Attribute):
+                target, value = n.targets[0].value, n.value  # `layer.adapters[k] = Adapter()`
             root = (dotted(target) or "").partition(".")[0] if target is not None else ""
             root = alias.get(root, root)
+            if isinstance(value, ast.Name) and value.id in built:
+                value = built[value.id]  # `new = nn.Embedding(...); self.m.wte = new`
             if root in params and value is not None and (module_ctor(value, ctx) or (
                     root == "self" and ctx.call_name(value) in PARAMETER_CTORS)):
                 out.add(root)  # `self.scale = nn.Parameter(...)` in a method: a new parameter
         return frozenset(out)
     return ctx.memo("gt4-replaced-params", fn, make)
+
+
+def _built_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
+                  ) -> dict[str, ast.expr]:
+    """Local names ``fn`` binds once, to a newly built module or Parameter."""
+    seen: dict[str, int] = {}
+    out: dict[str, ast.expr] = {}
+    for n in walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name):
+            name = n.targets[0].id
+            seen[name] = seen.get(name, 0) + 1
+            if module_ctor(n.value, ctx) or ctx.call_name(n.value) in PARAMETER_CTORS:
+                out[name] = n.value
+    return {k: v for k, v in out.items() if seen[k] == 1}
 
 
 def replaced_fields(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context

@@ -34,7 +34,7 @@ class NumpyOfTensorRequiringGrad(Rule):
     a)` after training `a`). Read `t.detach().cpu().numpy()`. The value is followed through
     its bindings (NOTE [values that require grad]): in the same function, or from the callers
     of the function whose parameter reaches NumPy, two calls up (a classmethod called through
-    its class counts).
+    its class counts; a module class's `forward` is called by its instances' calls).
     Known limits: a file that freezes anything, a value unpacked from a tuple, a loop target
     and a helper's result are not followed; a function is read as run with grad enabled only
     when every call of it the file makes is, up to the module's own code (a file that only

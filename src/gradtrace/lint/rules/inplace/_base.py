@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.rules.inplace._local_calls import local_module_writes
 from gradtrace.lint.rules.inplace._saved import (
     Producer, _candidate_writes, _has_module_word, _in_training, _input_has_no_grad,
     _LazyModules, class_writes,
@@ -41,6 +42,12 @@ class InplaceRule(Rule):
                 continue
             training = _in_training(ctx, fn, s)
             if training:
+                seen.add(id(s))
+                yield prod, s, kind, target, training
+        # `gate = nn.Sigmoid()`: its calls (`h = gate(x)`) need not name an op
+        for prod, s, kind, target, training in local_module_writes(node, ctx, self._modules):
+            if prod.family in families and (kinds is None or kind in kinds) \
+                    and id(s) not in seen:
                 seen.add(id(s))
                 yield prod, s, kind, target, training
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
 from gradtrace.lint.analysis.steps import backward_of, step_calls
-from gradtrace.lint.analysis.trained_helpers import backward_after_call
+from gradtrace.lint.analysis.trained_helpers import backward_after_call, backward_after_method
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
@@ -168,7 +168,7 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     name = getattr(fn, "name", "")
     if cls is None and LOSS_NAME_RE.search(name):
         return not _eval_branch(_path_to(fn.body, stmt))  # a loss function: always trained
-    after = backward_after_call(ctx, fn) if cls is None else None
+    after = backward_after_call(ctx, fn) if cls is None else backward_after_method(ctx, fn)
     if after is not None:  # a helper called before a backward (NOTE [trained helpers])
         return after
     if cls is not None and _runs_as_forward(cls, name, ctx) \

@@ -44,11 +44,14 @@ class InplaceWriteToSavedOutput(InplaceRule):
     write, in a file that runs a backward (NOTE [parameter written in place]). `torch.linalg.eigh` saves both its outputs
     (`vals, vecs = torch.linalg.eigh(m)` then `vals = vals.clamp_min_(0)`: gpytorch's
     `_symeig`). A helper of the file that holds no backward counts as trained when a backward
-    follows a call of it (NOTE [trained helpers]).
+    follows a call of it (NOTE [trained helpers]); so does a method of a plain class of the
+    file that its (inherited) `__call__` runs, an instance called before a backward (a
+    torch.distributions-style transform's `_call`).
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
     in a file that runs a backward; writes through another name (an alias) are not followed; a
-    local module's output is followed from a line that names an activation.
+    local module (`gate = nn.Sigmoid()`, then `h = gate(x)` on a line naming no op) is followed
+    from its binding, when that line names the op or the binding builds a torch.nn layer.
     """
 
     code = "GT602"

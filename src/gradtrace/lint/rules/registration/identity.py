@@ -48,6 +48,20 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
     return None
 
 
+def _same_module(scope: Scope, target: str, line: int) -> list[str]:
+    """``target`` and what its root name was bound to: ``model.module if hasattr(model,
+    "module") else model`` (the unwrapped model) stands for ``model.module`` and ``model``."""
+    out = [target]
+    root, dot, rest = target.partition(".")
+    b = scope.binding_before(root, line)
+    v = b.value if b is not None else None
+    for e in (v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,):
+        d = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+        if d and d != root:
+            out.append(d + dot + rest)
+    return out
+
+
 class ModelRecreatedAfterOptimizer(Rule):
     """The model (a submodule, a parameter) is replaced after the optimizer was built from it.
 
@@ -61,6 +75,10 @@ class ModelRecreatedAfterOptimizer(Rule):
     A method of a class of the file that re-creates its own `self.<x>` Parameter or layer, called
     on a submodule after the optimizer was built (`model.quant.init_range(...)`), is reported
     on that assignment: copy into the existing parameter under `torch.no_grad()` instead.
+    A method that builds a new layer into its own submodules (`new = nn.Embedding(...);
+    self.transformer.wte = new`, `for blk in self.blocks: blk.adapters[name] = Adapter()`:
+    `resize_token_embeddings`, `add_adapter`) is reported where it is called, also on the
+    unwrapped model (`m.module if hasattr(m, "module") else m`): build the optimizer after it.
     Known limits: the optimizer must be built and stepped in the same function (or built by a
     helper of the file, or stepped by one it is handed to); across the methods of a class, only
     an optimizer built once in `__init__` and a re-creation in a method `__init__` never calls.
@@ -178,7 +196,8 @@ class ModelRecreatedAfterOptimizer(Rule):
                 inside: ast.stmt | None = None) -> Iterator[Finding]:
         if not scope_mentions(ctx, "optim") or not optimizer_builds(ctx.scope()):
             return
-        got = _stale_optimizer(ctx.scope(), target, node)
+        got = next((g for t in _same_module(ctx.scope(), target, node.lineno)
+                    if (g := _stale_optimizer(ctx.scope(), t, node)) is not None), None)
         if got is None:
             return
         opt, step = got

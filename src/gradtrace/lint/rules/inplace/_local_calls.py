@@ -1,0 +1,90 @@
+"""The calls of a local module bound once in a function or script (``gate = nn.Sigmoid()``,
+``head = nn.Sequential(..., nn.Softmax(-1))``), followed from the binding: the module is known
+by what its constructor builds (NOTE [module results]), so the line calling it (``h =
+gate(x)``) need not name any op. Shared by GT602/GT603 (:mod:`.saved_output`)."""
+from __future__ import annotations
+
+import ast
+from typing import Any, Iterator
+
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
+from gradtrace.lint.rules.inplace._ops import SAVED_OUT, _LazyModules, local_module_op
+from gradtrace.lint.rules.inplace._saved import (
+    Producer, _after, _in_training, _other_arm, _rebinds, _rebound_to_itself, _shared,
+    _write_target, _written_name,
+)
+
+NO_GRAPH = (NUMBER, NUMPY, DETACHED, LEAF)
+
+
+def local_module_writes(node: ast.Call, ctx: Context, modules_of: Any
+                        ) -> list[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+    """(producer, write, kind, target, backward) for ``node``, the constructor in ``name =
+    <module>(...)`` (the statement being visited): each ``out = name(x)`` of the same function
+    that reads this binding, then an in-place write into ``out`` before ``out`` is rebound and
+    a backward (or a training forward) follows. Found once for GT602 and GT603."""
+    stmt = ctx.statement
+    if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)) or not _builds_module(node, ctx):
+        return []
+    memo = _shared(ctx)
+    key = ("local", id(node))
+    got = memo.get(key)  # type: ignore[call-overload]
+    if got is None:
+        got = memo[key] = list(_writes(node, stmt, ctx, modules_of(ctx)))  # type: ignore[index]
+    return got  # type: ignore[no-any-return]
+
+
+def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModules
+            ) -> Iterator[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+    name = stmt.targets[0].id  # type: ignore[attr-defined]
+    fn = ctx.function or ctx.tree
+    scope = ctx.scope(fn)
+    uses = [n for n in scope.loads.get(name, ()) if n.lineno > stmt.lineno]
+    if not uses:
+        return
+    calls = _own_calls(uses, scope)
+    if not calls:
+        return
+    op = local_module_op(node, ctx, scope)
+    if op is None:
+        return
+    memo = _shared(ctx)
+    for call, use in calls:
+        b = scope.binding_before(name, use.lineno)
+        if b is None or b.stmt is not stmt or scope.grad_off_at(call) is not None \
+                or (call.args and scope.kind(call.args[0], use.lineno) in NO_GRAPH):
+            continue
+        out = use.targets[0].id  # type: ignore[attr-defined]
+        prod = Producer(call, op.rstrip("_"), SAVED_OUT.get(op, "relu"))
+        for s in _after(fn, use, memo):
+            if _written_name(s, True) == out and not _other_arm(scope, use, s, out):
+                w = _write_target(s, ctx, modules, scope)
+                if w is not None and w[0] == out:
+                    training = _in_training(ctx, fn, s)
+                    if training:
+                        yield prod, s, w[1], w[2], training
+            if _rebinds(s, out) and not _rebound_to_itself(s, out):
+                break
+
+
+def _own_calls(uses: list[ast.Name], scope: Any) -> list[tuple[ast.Call, ast.stmt]]:
+    """(call, statement) for each use that is ``out = name(...)``."""
+    got = []
+    for n in uses:
+        s = scope.statement_of(n)
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call) \
+                and s.value.func is n:
+            got.append((s.value, s))
+    return got
+
+
+def _builds_module(call: ast.Call, ctx: Context) -> bool:
+    """``call`` constructs a module: a torch.nn class or a module class of the file."""
+    q = ctx.qualified_name(call.func) or ""
+    if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
+        return True
+    info = ctx.analysis.classes.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    return info is not None and info.is_module
