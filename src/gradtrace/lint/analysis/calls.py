@@ -242,7 +242,7 @@ _STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
 def named_calls(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]]:
     """(call, enclosing function or module) for every call ``name(...)`` (a plain name as
     the called function), in the order of a walk of the whole tree with a stack (each call
-    taken when its parent is: :func:`gradtrace.lint.analysis.facts._calls_by_name`), but
+    taken when its parent is: :func:`calls_by_name`), but
     through the statements whose lines hold ``name`` only (NOTE [call sites]: the others
     hold no such call, and leaving them out keeps the order of the rest). ASCII code only."""
     lines = word_lines(ctx, (name,))
@@ -264,5 +264,26 @@ def named_calls(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]]:
                 if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) \
                         and child.func.id == name:
                     out.append((child, where))  # type: ignore[arg-type]
+                push((child, child if isinstance(child, FUNCTION_TYPES) else where))
+    return out
+
+
+def calls_by_name(tree: ast.Module) -> dict[str, list[tuple[ast.Call, ast.AST]]]:
+    """``{name: [(call, enclosing function or module), ...]}`` for every call ``name(...)``.
+
+    The order is that of a walk with a stack of ``ast.iter_child_nodes`` (rules read the
+    first call sites first); the ``ctx``/``op`` leaves it skips hold no call (2x faster)."""
+    out: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
+    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, where = pop()
+        for f in child_fields(node.__class__):
+            v = getattr(node, f, None)
+            for child in (v if v.__class__ is list else (v,)):
+                if not isinstance(child, ast.AST):
+                    continue
+                if isinstance(child, ast.Call) and isinstance(child.func, ast.Name):
+                    out.setdefault(child.func.id, []).append((child, where))
                 push((child, child if isinstance(child, FUNCTION_TYPES) else where))
     return out

@@ -19,7 +19,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
-from gradtrace.lint.analysis.calls import ascii_code, named_calls
+from gradtrace.lint.analysis.calls import ascii_code, calls_by_name, named_calls
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
@@ -30,7 +30,7 @@ from gradtrace.lint.analysis.modules import (
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default, bfs_walk, child_fields, inside_own_value
+from gradtrace.lint.nodes import argument_default, bfs_walk, inside_own_value
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -387,7 +387,7 @@ class Analysis:
             return list(self.ctx.memo("analysis-call-sites:" + target, self.ctx.tree,
                                       lambda: named_calls(self.ctx, target)))
         memo: dict[str, list[tuple[ast.Call, ast.AST]]] = self.ctx.memo(
-            "analysis-call-sites", self.ctx.tree, lambda: _calls_by_name(self.ctx.tree))
+            "analysis-call-sites", self.ctx.tree, lambda: calls_by_name(self.ctx.tree))
         return list(memo.get(target, ()))
 
     def argument_values(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str
@@ -470,27 +470,6 @@ def unpacked_value(b: Binding, name: str) -> ast.expr | None:
             if dotted(t) == name:
                 return v
     return None
-
-
-def _calls_by_name(tree: ast.Module) -> dict[str, list[tuple[ast.Call, ast.AST]]]:
-    """``{name: [(call, enclosing function or module), ...]}`` for every call ``name(...)``.
-
-    The order is that of a walk with a stack of ``ast.iter_child_nodes`` (rules read the
-    first call sites first); the ``ctx``/``op`` leaves it skips hold no call (2x faster)."""
-    out: dict[str, list[tuple[ast.Call, ast.AST]]] = {}
-    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, where = pop()
-        for f in child_fields(node.__class__):
-            v = getattr(node, f, None)
-            for child in (v if v.__class__ is list else (v,)):
-                if not isinstance(child, ast.AST):
-                    continue
-                if isinstance(child, ast.Call) and isinstance(child.func, ast.Name):
-                    out.setdefault(child.func.id, []).append((child, where))
-                push((child, child if isinstance(child, DEFS) else where))
-    return out
 
 
 def _param_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
