@@ -41,6 +41,10 @@ class Cut:
         if self.reason == "no_grad":
             off = self.switch or self.grad_off
             where = f" (grad mode turned off at line {off.line})" if off else ""
+            if off is self.switch and self.grad_off is not None and off is not None \
+                    and self.grad_off.function != off.function:  # the switch's caller
+                where = f" (grad mode turned off at line {self.grad_off.line}, inside the " \
+                        f"call at line {off.line})"
             return f"`{self.op}` ran with grad mode off{where}"
         if self.reason == "inference":
             return f"`{self.op}` ran inside torch.inference_mode()"
