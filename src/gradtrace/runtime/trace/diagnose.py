@@ -56,6 +56,8 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
         related.append((cut.site, f"`{cut.op}` ran here with grad mode off"))
     elif cut.grad_off is not None:
         related.append((cut.grad_off, "grad mode was turned off here"))
+    if getattr(cut, "inner", None) is not None:  # NOTE [grad-free wrapper]
+        related.append((cut.inner, f"`{cut.inner.function}` detaches its input here"))
     stored = stored_list(cut) if lead is None else None
     if stored is not None:  # the numbers were put into the list there
         related.append((cut.site, f"`{cut.op}` built the tensor from the list here"))
@@ -75,9 +77,12 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
                     f"`{cut.origin.op}()` at line {cut.origin.site.line}) in the list that "
                     f"line {cut.site.line} turns into a tensor without a graph",
                     fix=STORED_FIX, related=related)
+    fix = fixes.get(kind, "") if getattr(cut, "inner", None) is None else \
+        "call the computation that keeps the graph (what the wrapper hands its detached " \
+        "inputs to), not the grad-free wrapper"
     return make(code_for(kind, "GT800"), lead or cut.site,
                 f"{what} has no grad_fn because the value left the autograd graph here: "
-                f"{cut.describe()}", fix=fixes.get(kind, ""), related=related)
+                f"{cut.describe()}", fix=fix, related=related)
 
 
 STORED_FIX = "store the tensor itself (not .item()) and build the loss with torch.stack(list)"

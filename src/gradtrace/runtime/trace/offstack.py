@@ -207,4 +207,6 @@ def _hit(frame: FrameType) -> _Hit | None:
     return hit[1]
 
 
-__all__ = ["off_switch", "switch_frame"]
+function_node = _node  # the function (or module) node of a code object, cached
+
+__all__ = ["function_node", "off_switch", "switch_frame"]
