@@ -1,0 +1,254 @@
+"""Session-24 run-time diagnoses, round 2 (docs/triage/runtime25.md):
+
+- NOTE [grad-free wrapper] (runtime/trace/detach_wrapper.py): a method that detaches every input
+  it is handed and returns ``self.<method>(...)`` (a metric's ``__call__``) is a grad-free entry
+  point by contract: the cut is named at the line that called it where a graph was needed;
+- NOTE [grad off on the stack] (runtime/trace/offstack.py), last case: a method whose body is a
+  ``with torch.no_grad():`` around the object's own forward (``self(x)``, ``self.forward(x)``)
+  then ``return`` (smp's ``predict``) names its caller, as a grad-off decorator does.
+
+Buggy twins (code + line asserted), twins whose own line stays the cause, and silent
+look-alikes. Real torch, in-process: every bug below crashes at backward() on real torch.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+METRIC = """
+class DiceMetric:
+    def __init__(self, eps=1e-6):
+        self.eps = eps
+
+    def __call__(self, pred, target=None):
+        t = target.detach() if isinstance(target, torch.Tensor) else None
+        return self.compute(pred.detach(), t)
+
+    def compute(self, p, t):
+        p = torch.sigmoid(p)
+        t = torch.ones_like(p) if t is None else t
+        return (2 * (p * t).sum() + self.eps) / (p.sum() + t.sum() + self.eps)
+"""
+
+PREDICTOR = """
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x):
+        return self.body(x)
+
+    def predict_proba(self, x):
+        self.eval()
+        with torch.no_grad():
+            logits = self(x)
+            probs = logits.softmax(-1)
+        return probs
+"""
+
+WRAPPER_BUGS = {
+    # a metric's grad-free __call__ used as the training loss (MONAI's SSIMLoss shape)
+    "metric_call_as_loss": METRIC + """
+net = nn.Conv2d(1, 1, 3, padding=1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+dice = DiceMetric()
+for _ in range(2):
+    x, y = torch.randn(2, 1, 8, 8), (torch.rand(2, 1, 8, 8) > 0.5).float()
+    loss = 1 - dice(net(x), y)  # <- cause
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # the same wrapper reached from a loss module's forward
+    "metric_call_inside_loss_module": METRIC + """
+class DiceLoss(nn.Module):
+    def forward(self, pred, target):
+        score = DiceMetric()(pred, target)  # <- cause
+        return 1 - score
+
+
+net = nn.Conv2d(1, 1, 3, padding=1)
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+crit = DiceLoss()
+x, y = torch.randn(2, 1, 8, 8), (torch.rand(2, 1, 8, 8) > 0.5).float()
+loss = crit(net(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    # a classifier's no-grad predict_proba trained on (smp predict / Captum wrapper shape)
+    "no_grad_predict_trained_on": PREDICTOR + """
+model = Classifier()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+model.train()
+probs = model.predict_proba(x)  # <- cause
+loss = F.nll_loss(probs.clamp_min(1e-6).log(), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    # the same method spelled with self.forward, called from a helper that builds the loss
+    "no_grad_infer_forward_in_helper": """
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def forward(self, s):
+        return self.net(s).log_softmax(-1)
+
+    def infer(self, s):
+        with torch.no_grad():
+            return self.forward(s)
+
+
+def policy_loss(policy, states, actions, returns):
+    logp = policy.infer(states)  # <- cause
+    return -(logp.gather(1, actions[:, None]).squeeze(1) * returns).mean()
+
+
+policy = Policy()
+opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+s, a, r = torch.randn(5, 4), torch.randint(0, 2, (5,)), torch.randn(5)
+loss = policy_loss(policy, s, a, r)
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+}
+
+# the helper's own line is the cause: it reads an input plainly (only one is detached), or its
+# no_grad block runs a submodule, not the object's own forward
+OWN_LINE_BUGS = {
+    "helper_detaches_one_input": """
+class Trainer:
+    def __init__(self, net):
+        self.net = net
+
+    def loss_of(self, pred, target):
+        return self.mse(pred.detach(), target)  # <- cause
+
+    def mse(self, a, b):
+        return ((a - b) ** 2).mean()
+
+
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+tr = Trainer(net)
+x, y = torch.randn(4, 3), torch.randn(4, 1)
+loss = tr.loss_of(net(x), y)
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    "no_grad_block_runs_a_submodule": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(x)
+
+    def encode(self, x):
+        with torch.no_grad():  # <- cause
+            return self.encoder(x)
+
+
+net = Net()
+opt = torch.optim.SGD(net.encoder.parameters(), lr=0.1)
+x = torch.randn(3, 4)
+loss = net.encode(x).pow(2).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+}
+
+LOOKALIKES = {
+    # the grad-free metric logged beside a real loss
+    "metric_logged_beside_loss": METRIC + """
+net = nn.Conv2d(1, 1, 3, padding=1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+dice = DiceMetric()
+for _ in range(2):
+    x, y = torch.randn(2, 1, 8, 8), (torch.rand(2, 1, 8, 8) > 0.5).float()
+    out = net(x)
+    loss = F.binary_cross_entropy_with_logits(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("dice", float(dice(out, y)))
+""",
+    # predict_proba used to evaluate, the loss from the forward pass
+    "predict_for_evaluation": PREDICTOR + """
+model = Classifier()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+for _ in range(2):
+    model.train()
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    acc = (model.predict_proba(x).argmax(-1) == y).float().mean()
+    print("acc", acc.item())
+""",
+}
+
+
+def _run_finding(res):
+    found = [f for f in res.findings if f["source"] != "static"]
+    assert found, res.err
+    return found[0]
+
+
+def _run_line(f):
+    """The line the run itself named: the finding's, or (fused into a static finding that
+    keeps its own line) the one of its "confirmed at run time" entry."""
+    return next((r["line"] for r in f["related"] if r["message"].startswith("confirmed at run")),
+                f["line"])
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPER_BUGS))
+def test_grad_free_wrapper_names_its_caller(run_script, name):
+    src = HEAD + WRAPPER_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err  # real torch: backward() of a tensor without grad_fn
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] in ("GT107", "GT201", "GT202"), res.err
+
+
+@pytest.mark.parametrize("name", sorted(OWN_LINE_BUGS))
+def test_helper_that_is_not_a_wrapper_keeps_its_own_line(run_script, name):
+    src = HEAD + OWN_LINE_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] in ("GT107", "GT201", "GT202"), res.err
+
+
+@pytest.mark.parametrize("name", sorted(LOOKALIKES))
+def test_grad_free_wrapper_used_for_its_purpose_is_silent(run_script, name):
+    res = run_script(HEAD + LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_wrapper_message_names_the_detach_inside(run_script):
+    res = run_script(HEAD + WRAPPER_BUGS["metric_call_as_loss"])
+    f = _run_finding(res)
+    assert "DiceMetric.__call__" in f["message"], f["message"]
