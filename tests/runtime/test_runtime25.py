@@ -3,9 +3,10 @@
 - NOTE [grad-free wrapper] (runtime/trace/detach_wrapper.py): a method that detaches every input
   it is handed and returns ``self.<method>(...)`` (a metric's ``__call__``) is a grad-free entry
   point by contract: the cut is named at the line that called it where a graph was needed;
-- NOTE [grad off on the stack] (runtime/trace/offstack.py), last case: a method whose body is a
-  ``with torch.no_grad():`` around the object's own forward (``self(x)``, ``self.forward(x)``)
-  then ``return`` (smp's ``predict``) names its caller, as a grad-off decorator does.
+- NOTE [grad off on the stack] (runtime/trace/offstack.py), last case: a method that calls
+  ``self.eval()`` and whose body is a ``with torch.no_grad():`` around the object's own forward
+  (``self(x)``, ``self.forward(x)``) then ``return`` (smp's ``predict``) names its caller, as a
+  grad-off decorator does.
 
 Buggy twins (code + line asserted), twins whose own line stays the cause, and silent
 look-alikes. Real torch, in-process: every bug below crashes at backward() on real torch.
@@ -108,6 +109,7 @@ class Policy(nn.Module):
         return self.net(s).log_softmax(-1)
 
     def infer(self, s):
+        self.train(False)
         with torch.no_grad():
             return self.forward(s)
 
@@ -150,6 +152,31 @@ loss = tr.loss_of(net(x), y)
 opt.zero_grad()
 loss.backward()
 opt.step()
+""",
+    # an RL select_action under no_grad without eval(): the fix keeps the graph in the method
+    "no_grad_select_action_without_eval": """
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, s):
+        return self.fc(s)
+
+    def act(self, s):
+        with torch.no_grad():  # <- cause
+            return torch.distributions.Categorical(logits=self(s))
+
+
+def step(policy, states):
+    dist = policy.act(states)
+    a = dist.sample()
+    return -dist.log_prob(a).mean()
+
+
+policy = Policy()
+loss = step(policy, torch.randn(5, 4))
+loss.backward()
 """,
     "no_grad_block_runs_a_submodule": """
 class Net(nn.Module):

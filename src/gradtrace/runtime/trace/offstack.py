@@ -20,10 +20,13 @@ one in user code is the cause:
   the model;
 - any other decorated function (``generate``, ``select_action``: meant to run without
   gradients): the line that called it, whose result was then trained on;
-- the same for a method (not ``forward``) whose body is a ``with`` block around the object's
-  own forward pass (``self.forward(x)``, ``self(x)``), then only ``return``: a no-grad variant
-  the class offers beside its forward (smp's ``predict``), so the root is the caller that
-  picked it where a graph was needed, and the fix calls the module (forward) instead.
+- the same for a method (not ``forward``) that calls ``self.eval()`` and whose body is a
+  ``with`` block around the object's own forward pass (``self.forward(x)``, ``self(x)``), then
+  only ``return``: an inference entry point the class offers beside its forward (smp's
+  ``predict``: eval mode and no graph), so the root is the caller that picked it where a graph
+  was needed, and the fix calls the module (forward) instead. Without the ``eval()`` (an RL
+  ``select_action`` under ``with torch.no_grad():``) the ``with`` line stays the cause: there
+  the fix is usually to keep the graph in the method (test_cause_lines).
 
 A ``with torch.enable_grad():`` (or its decorator) met first means the mode was turned off
 again below it by a call that has returned: None, and the caller keeps ``state.grad_off``.
@@ -99,11 +102,20 @@ def _computes_gradients(own: list[ast.AST]) -> bool:
                in ("backward", "grad") for n in own)
 
 
+def _evaluates_self(n: ast.AST) -> bool:
+    """``self.eval()`` or ``self.train(False)``."""
+    f = n.func if isinstance(n, ast.Call) else None
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+        and f.value.id == "self" and (f.attr == "eval" or (
+            f.attr == "train" and bool(n.args) and isinstance(n.args[0], ast.Constant)  # type: ignore[union-attr]
+            and n.args[0].value is False))  # type: ignore[union-attr]
+
+
 def _wraps_own_forward(node: ast.AST, block: ast.With | ast.AsyncWith) -> bool:
     """Whether ``block`` is a method's no-grad body around the object's own forward pass
     (NOTE [grad off on the stack], last case): a method other than ``forward``/``__call__``
-    whose top-level ``with`` calls ``self.forward(...)`` or ``self(...)``, followed by nothing
-    but ``return``, and that computes no gradients itself."""
+    that puts the module in eval mode and whose top-level ``with`` calls ``self.forward(...)``
+    or ``self(...)``, followed by nothing but ``return``, and computes no gradients itself."""
     if not isinstance(node, _FUNCS) or node.name in ("forward", "__call__") \
             or block not in node.body or not node.args.args or node.args.args[0].arg != "self":
         return False
@@ -111,7 +123,7 @@ def _wraps_own_forward(node: ast.AST, block: ast.With | ast.AsyncWith) -> bool:
     if not all(isinstance(s, ast.Return) for s in after):
         return False
     inner = [n for s in block.body for n in [s, *_own(s)]]
-    if _computes_gradients(inner):
+    if _computes_gradients(inner) or not any(_evaluates_self(n) for n in _own(node)):
         return False
     return any(isinstance(n, ast.Call) and (
         (isinstance(n.func, ast.Name) and n.func.id == "self")
