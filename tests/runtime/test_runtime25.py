@@ -279,3 +279,89 @@ def test_wrapper_message_names_the_detach_inside(run_script):
     res = run_script(HEAD + WRAPPER_BUGS["metric_call_as_loss"])
     f = _run_finding(res)
     assert "DiceMetric.__call__" in f["message"], f["message"]
+
+
+# ---- an adaptive optimizer whose eps is 0 in float16 (NOTE [eps below the dtype]) ----------
+
+EPS_MODEL = """
+class TextHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(40, 16)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, tokens):
+        return self.out(self.emb(tokens).mean(1))
+
+
+def train(model, opt, steps=6):
+    tokens, y = torch.randint(0, 10, (8, 5)), torch.randint(0, 4, (8,))
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(tokens).float(), y)
+        loss.backward()
+        opt.step()
+    print("loss", loss.item())
+"""
+
+EPS_BUGS = {
+    "adam_on_half_model": EPS_MODEL + """
+model = TextHead().half()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # <- cause
+train(model, opt)
+""",
+    "rmsprop_built_in_a_helper": EPS_MODEL + """
+def make_optimizer(model):
+    return torch.optim.RMSprop(model.parameters(), lr=1e-3)  # <- cause
+
+
+model = TextHead().to(torch.float16)
+optimizer = make_optimizer(model)
+train(model, optimizer)
+""",
+}
+
+EPS_LOOKALIKES = {
+    "adam_half_with_eps_it_can_hold": EPS_MODEL + """
+model = TextHead().half()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
+train(model, opt)
+""",
+    "adam_bfloat16_default_eps": EPS_MODEL + """
+model = TextHead().to(torch.bfloat16)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+train(model, opt)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EPS_BUGS))
+def test_eps_zero_in_float16_names_the_optimizer(run_script, name):
+    src = HEAD + EPS_BUGS[name]
+    res = run_script(src)
+    f = _run_finding(res)
+    assert (f["code"], f["line"]) == ("GT858", marked_line(src)), res.err
+
+
+@pytest.mark.parametrize("name", sorted(EPS_LOOKALIKES))
+def test_eps_the_dtype_holds_is_silent(run_script, name):
+    res = run_script(HEAD + EPS_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_eps_zero_in_float16_on_real_torch():
+    """The torch fact: 1e-8 is 0 in float16 (not in bfloat16), and one Adam step on float16
+    weights whose gradient has zeros (an unused embedding row) writes NaN; eps=1e-4 does not."""
+    import torch
+
+    assert float(torch.tensor(1e-8, dtype=torch.float16)) == 0.0
+    assert float(torch.tensor(1e-8, dtype=torch.bfloat16)) != 0.0
+    for eps, broken in ((1e-8, True), (1e-4, False)):
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(6, 3).half()
+        opt = torch.optim.Adam(emb.parameters(), lr=1e-3, eps=eps)
+        emb(torch.tensor([0, 1])).float().sum().backward()
+        assert bool(torch.isfinite(emb.weight.grad).all())
+        opt.step()
+        assert (not bool(torch.isfinite(emb.weight).all())) is broken
