@@ -365,3 +365,63 @@ def test_eps_zero_in_float16_on_real_torch():
         assert bool(torch.isfinite(emb.weight.grad).all())
         opt.step()
         assert (not bool(torch.isfinite(emb.weight).all())) is broken
+
+
+# ---- a second loss built after the step from a value whose graph is freed ------------------
+# (NOTE [second loss on a stepped graph], runtime/trace/stepped_reuse.py)
+
+STALE_BUG = """
+enc, head = nn.Linear(6, 8), nn.Linear(8, 1)
+opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+for it in range(3):
+    x = torch.randn(4, 6)
+    feats = enc(x)
+    loss = head(feats).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    if it == 1:
+        reg = feats.pow(2).mean() * 0.01  # <- cause
+        reg.backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+STALE_FIXED = STALE_BUG.replace("reg = feats.pow(2)", "reg = enc(x).pow(2)")
+
+GAN_BUG = """
+G, D = nn.Linear(3, 4), nn.Linear(4, 1)
+g_opt, d_opt = torch.optim.SGD(G.parameters(), lr=0.1), torch.optim.SGD(D.parameters(), lr=0.1)
+for _ in range(2):
+    fake = G(torch.randn(5, 3))
+    d_loss = D(fake).mean() - D(torch.randn(5, 4)).mean()  # <- cause
+    d_opt.zero_grad()
+    d_loss.backward()
+    d_opt.step()
+    g_loss = -D(fake).mean()
+    g_opt.zero_grad()
+    g_loss.backward()
+    g_opt.step()
+"""
+
+
+def test_second_loss_on_a_stepped_graph_names_the_stale_use(run_script):
+    src = HEAD + STALE_BUG
+    res = run_script(src)
+    assert res.code != 0 and "second time" in res.err, res.err  # real torch
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+
+
+def test_second_loss_on_a_fresh_forward_is_silent(run_script):
+    res = run_script(HEAD + STALE_FIXED)
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_gan_whose_other_optimizer_stepped_keeps_the_detach_lead(run_script):
+    """The step in between (D's) holds none of the freed graph's parameters (G's)."""
+    src = HEAD + GAN_BUG
+    res = run_script(src)
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err

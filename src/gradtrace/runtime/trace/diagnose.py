@@ -300,8 +300,9 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
             fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
         stepped = state.after_step is not None or state.step_seq > freed_seq
-        return [added_to_old_loss(roots, site, pat) or freed_earlier(pat, made, freed_by, node,
-                                                                       site, stepped)]
+        return [added_to_old_loss(roots, site, pat) or (stepped and stale_after_step(
+            roots, node, freed_seq, state, pat, made, freed_by, site)) or freed_earlier(
+                pat, made, freed_by, node, site, stepped)]
     return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
 
 
@@ -470,6 +471,7 @@ from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E4
 from gradtrace.runtime.trace.caller_off import call_below_off  # noqa: E402
 from gradtrace.runtime.trace.grad_of_grad import grads_without_graph  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
+from gradtrace.runtime.trace.stepped_reuse import stale_after_step  # noqa: E402
 from gradtrace.runtime.trace.diagnose_freed import (added_to_old_loss, freed_earlier,  # noqa: E402
                                                     freed_root)
 from gradtrace.runtime.trace.diagnose_crash import TRACED  # noqa: E402
