@@ -425,3 +425,37 @@ def test_gan_whose_other_optimizer_stepped_keeps_the_detach_lead(run_script):
     res = run_script(src)
     f = _run_finding(res)
     assert _run_line(f) == marked_line(src), res.err
+
+
+TWO_HOOKS = """
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+
+class StepHook:
+    def after_iter(self, out):
+        out["loss"].backward()
+        opt.step()
+        opt.zero_grad()
+
+
+class AccumulateHook:
+    def after_iter(self, out):
+        (out["loss"] / 2).backward()
+
+
+hooks = [StepHook(), AccumulateHook()]
+for _ in range(2):
+    out = {"loss": F.cross_entropy(net(torch.randn(3, 4)), torch.tensor([0, 1, 1]))}
+    for h in hooks:
+        h.after_iter(out)
+"""
+
+
+def test_the_loss_itself_backpropagated_again_is_not_a_stale_value(run_script):
+    """Two hooks each calling backward() on one loss (mmcv#1379's shape): the freed node is the
+    loss's own root, nothing consumed a value of its graph; the stale-value reading is wrong."""
+    res = run_script(HEAD + TWO_HOOKS)
+    assert res.code != 0 and "second time" in res.err, res.err
+    f = _run_finding(res)
+    assert "is stale" not in f["message"], res.err

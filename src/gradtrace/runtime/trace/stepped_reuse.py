@@ -10,7 +10,10 @@ holds them (Sophia's Hessian estimate from ``logits`` after ``optimizer.step()``
 backward() needed that graph and the step has since changed its parameters: the value is stale,
 and the cause is the line that built the second loss from it, after the backward() that freed
 it (a node of the failing graph created later than that backward(), consuming the freed node).
-The fix is a fresh forward pass there. Read only when such a crash is diagnosed.
+The fix is a fresh forward pass there. Not when the freed node is the root of the freeing
+backward() (no consumer stamped, META_FREED_VIA): that is the loss itself backpropagated again
+(two hooks each calling backward() on one loss, mmcv#1379), not a stale value. Read only when
+such a crash is diagnosed.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.records import META_FREED, created_site
+from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site
 
 
 def _leaves_under(node: Any, limit: int = 4000) -> set[int]:
@@ -66,7 +69,11 @@ def stale_after_step(roots: list[Any], node: Any, freed_seq: int, state: Any, pa
                      site: Site | None) -> Finding | None:
     """The finding of NOTE [second loss on a stepped graph], else None."""
     data, last = getattr(state, "hooks_data", None), getattr(state, "after_step", None)
-    if data is None or last is None or freed_seq is None:
+    try:  # the loss itself backpropagated again (no consumer in the freeing graph): not this
+        interior = META_FREED_VIA in node.metadata
+    except (AttributeError, RuntimeError):
+        interior = False
+    if data is None or last is None or freed_seq is None or not interior:
         return None
     opts = [r.ref() for r in list(data.optimizers.values()) if r.site == last]
     held = {id(p) for o in opts if o is not None for g in o.param_groups for p in g["params"]}
