@@ -1,6 +1,6 @@
-"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py)
-and GT889-GT890: silent bugs whose run looks like ordinary training, reported by ``gradtrace run`` /
-``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
+"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT870-GT879 (GT877: singleton.py;
+GT875, GT876: events.py) and GT889-GT890: silent bugs whose run looks like ordinary training,
+reported by ``gradtrace run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ CODES = (
          "Give the input and the target the same shape before the loss.", _EVENTS,
          severity="warning"),
     Code("GT858", "optimizer-eps-zero-in-dtype",
-         "an adaptive optimizer's eps is 0 in the dtype of its parameters, and a step wrote inf/NaN",
+         "an adaptive optimizer's eps is 0 in its parameters' dtype, and a step wrote inf/NaN",
          "Adam, AdamW, RMSprop and Adagrad divide each update by `sqrt(v) + eps` in the "
          "parameter's dtype. For float16 parameters the default `eps=1e-8` rounds to 0, so "
          "wherever a squared gradient underflows (or is 0) the update divides by zero and the "

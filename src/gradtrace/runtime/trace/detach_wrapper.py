@@ -31,8 +31,9 @@ _SEEN: dict[int, tuple[CodeType, bool]] = {}
 def _benign(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> str | None:
     """How a parameter read is used: "detach", "check" (isinstance / is None), else None."""
     up = parent.get(node)
+    call = parent.get(up) if up is not None else None
     if isinstance(up, ast.Attribute) and up.attr == "detach" \
-            and isinstance(parent.get(up), ast.Call) and parent[up].func is up:  # type: ignore[attr-defined]
+            and isinstance(call, ast.Call) and call.func is up:
         return "detach"
     if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "isinstance" \
             and up.args and up.args[0] is node:

@@ -104,11 +104,13 @@ def _computes_gradients(own: list[ast.AST]) -> bool:
 
 def _evaluates_self(n: ast.AST) -> bool:
     """``self.eval()`` or ``self.train(False)``."""
-    f = n.func if isinstance(n, ast.Call) else None
+    if not isinstance(n, ast.Call):
+        return False
+    f, args = n.func, n.args
     return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
         and f.value.id == "self" and (f.attr == "eval" or (
-            f.attr == "train" and bool(n.args) and isinstance(n.args[0], ast.Constant)  # type: ignore[union-attr]
-            and n.args[0].value is False))  # type: ignore[union-attr]
+            f.attr == "train" and bool(args) and isinstance(args[0], ast.Constant)
+            and args[0].value is False))
 
 
 def _wraps_own_forward(node: ast.AST, block: ast.With | ast.AsyncWith) -> bool:
