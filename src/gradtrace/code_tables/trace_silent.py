@@ -1,6 +1,6 @@
-"""GT836-GT838, GT842-GT849, GT857, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py)
-and GT889-GT890: silent bugs whose run looks like ordinary training, reported by ``gradtrace run`` /
-``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
+"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT870-GT879 (GT877: singleton.py;
+GT875, GT876: events.py) and GT889-GT890: silent bugs whose run looks like ordinary training,
+reported by ``gradtrace run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
 
@@ -75,6 +75,25 @@ CODES = (
          """,
          "Give the input and the target the same shape before the loss.", _EVENTS,
          severity="warning"),
+    Code("GT858", "optimizer-eps-zero-in-dtype",
+         "an adaptive optimizer's eps is 0 in its parameters' dtype, and a step wrote inf/NaN",
+         "Adam, AdamW, RMSprop and Adagrad divide each update by `sqrt(v) + eps` in the "
+         "parameter's dtype. For float16 parameters the default `eps=1e-8` rounds to 0, so "
+         "wherever a squared gradient underflows (or is 0) the update divides by zero and the "
+         "step writes inf/NaN into the weights, with finite gradients; every later loss and "
+         "gradient is NaN. The run reports the optimizer's line once the weights are non-finite "
+         "and the first non-finite gradient came after a step whose gradients were finite.",
+         """
+         model.half()
+         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+         """,
+         """
+         model.half()
+         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-4)
+         """,
+         "Give the optimizer an eps the dtype can hold (1e-4 for float16), or keep float32 "
+         "weights and train with torch.autocast and a GradScaler.",
+         "gradtrace.runtime.trace.eps_underflow", severity="warning"),
     Code("GT857", "non-full-backward-hook",
          "`register_backward_hook` on a module whose forward runs several autograd ops",
          "The old module backward hook is attached to the last autograd node of the module's "

@@ -1,4 +1,4 @@
-"""GT850-GT856 and GT858-GT869: what :func:`gradtrace.watch` reports over a training run.
+"""GT850-GT856 and GT859-GT869: what :func:`gradtrace.watch` reports over a training run.
 
 :mod:`gradtrace.runtime.watch.analysis` turns the statistics the watcher collected into these findings.
 """

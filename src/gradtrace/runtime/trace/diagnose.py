@@ -56,6 +56,8 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
         related.append((cut.site, f"`{cut.op}` ran here with grad mode off"))
     elif cut.grad_off is not None:
         related.append((cut.grad_off, "grad mode was turned off here"))
+    if getattr(cut, "inner", None) is not None:  # NOTE [grad-free wrapper]
+        related.append((cut.inner, f"`{cut.inner.function}` detaches its input here"))
     stored = stored_list(cut) if lead is None else None
     if stored is not None:  # the numbers were put into the list there
         related.append((cut.site, f"`{cut.op}` built the tensor from the list here"))
@@ -75,9 +77,12 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
                     f"`{cut.origin.op}()` at line {cut.origin.site.line}) in the list that "
                     f"line {cut.site.line} turns into a tensor without a graph",
                     fix=STORED_FIX, related=related)
+    fix = fixes.get(kind, "") if getattr(cut, "inner", None) is None else \
+        "call the computation that keeps the graph (what the wrapper hands its detached " \
+        "inputs to), not the grad-free wrapper"
     return make(code_for(kind, "GT800"), lead or cut.site,
                 f"{what} has no grad_fn because the value left the autograd graph here: "
-                f"{cut.describe()}", fix=fixes.get(kind, ""), related=related)
+                f"{cut.describe()}", fix=fix, related=related)
 
 
 STORED_FIX = "store the tensor itself (not .item()) and build the loss with torch.stack(list)"
@@ -295,8 +300,9 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
             fix = "compute it inside the loop, or detach it if it needs no gradient"
     else:
         stepped = state.after_step is not None or state.step_seq > freed_seq
-        return [added_to_old_loss(roots, site, pat) or freed_earlier(pat, made, freed_by, node,
-                                                                       site, stepped)]
+        return [added_to_old_loss(roots, site, pat) or (stepped and stale_after_step(
+            roots, node, freed_seq, state, pat, made, freed_by, site)) or freed_earlier(
+                pat, made, freed_by, node, site, stepped)]
     return [make(code_for(kind, pat.code), made or site, msg, fix=fix, related=related)]
 
 
@@ -465,6 +471,7 @@ from gradtrace.runtime.trace.diagnose_kept import kept_numpy_finding  # noqa: E4
 from gradtrace.runtime.trace.caller_off import call_below_off  # noqa: E402
 from gradtrace.runtime.trace.grad_of_grad import grads_without_graph  # noqa: E402
 from gradtrace.runtime.trace.diagnose_args import gradient_shape_now  # noqa: E402
+from gradtrace.runtime.trace.stepped_reuse import stale_after_step  # noqa: E402
 from gradtrace.runtime.trace.diagnose_freed import (added_to_old_loss, freed_earlier,  # noqa: E402
                                                     freed_root)
 from gradtrace.runtime.trace.diagnose_crash import TRACED  # noqa: E402

@@ -19,7 +19,14 @@ one in user code is the cause:
 - a decorated helper called by a ``forward`` (``self.embed(x)``): the decorator, it is part of
   the model;
 - any other decorated function (``generate``, ``select_action``: meant to run without
-  gradients): the line that called it, whose result was then trained on.
+  gradients): the line that called it, whose result was then trained on;
+- the same for a method (not ``forward``) that calls ``self.eval()`` and whose body is a
+  ``with`` block around the object's own forward pass (``self.forward(x)``, ``self(x)``), then
+  only ``return``: an inference entry point the class offers beside its forward (smp's
+  ``predict``: eval mode and no graph), so the root is the caller that picked it where a graph
+  was needed, and the fix calls the module (forward) instead. Without the ``eval()`` (an RL
+  ``select_action`` under ``with torch.no_grad():``) the ``with`` line stays the cause: there
+  the fix is usually to keep the graph in the method (test_cause_lines).
 
 A ``with torch.enable_grad():`` (or its decorator) met first means the mode was turned off
 again below it by a call that has returned: None, and the caller keeps ``state.grad_off``.
@@ -95,6 +102,38 @@ def _computes_gradients(own: list[ast.AST]) -> bool:
                in ("backward", "grad") for n in own)
 
 
+def _evaluates_self(n: ast.AST) -> bool:
+    """``self.eval()`` or ``self.train(False)``."""
+    if not isinstance(n, ast.Call):
+        return False
+    f, args = n.func, n.args
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+        and f.value.id == "self" and (f.attr == "eval" or (
+            f.attr == "train" and bool(args) and isinstance(args[0], ast.Constant)
+            and args[0].value is False))
+
+
+def _wraps_own_forward(node: ast.AST, block: ast.With | ast.AsyncWith) -> bool:
+    """Whether ``block`` is a method's no-grad body around the object's own forward pass
+    (NOTE [grad off on the stack], last case): a method other than ``forward``/``__call__``
+    that puts the module in eval mode and whose top-level ``with`` calls ``self.forward(...)``
+    or ``self(...)``, followed by nothing but ``return``, and computes no gradients itself."""
+    if not isinstance(node, _FUNCS) or node.name in ("forward", "__call__") \
+            or block not in node.body or not node.args.args or node.args.args[0].arg != "self":
+        return False
+    after = node.body[node.body.index(block) + 1:]
+    if not all(isinstance(s, ast.Return) for s in after):
+        return False
+    inner = [n for s in block.body for n in [s, *_own(s)]]
+    if _computes_gradients(inner) or not any(_evaluates_self(n) for n in _own(node)):
+        return False
+    return any(isinstance(n, ast.Call) and (
+        (isinstance(n.func, ast.Name) and n.func.id == "self")
+        or (isinstance(n.func, ast.Attribute) and n.func.attr == "forward"
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"))
+        for n in inner)
+
+
 def _at(code: CodeType, line: int) -> _Hit | None:
     node = _node(code)
     if node is None:
@@ -110,6 +149,8 @@ def _at(code: CodeType, line: int) -> _Hit | None:
             best = n
     if best is not None:
         kinds = [k for i in best.items for k in [_switch(i.context_expr)] if k]
+        if kinds[-1] == _OFF and _wraps_own_forward(node, best):
+            return (_CALLER, Site(path, best.lineno, name, best.col_offset))
         return (kinds[-1], Site(path, best.lineno, name, best.col_offset))
     if not isinstance(node, _FUNCS):
         return None
@@ -180,4 +221,6 @@ def _hit(frame: FrameType) -> _Hit | None:
     return hit[1]
 
 
-__all__ = ["off_switch", "switch_frame"]
+function_node = _node  # the function (or module) node of a code object, cached
+
+__all__ = ["function_node", "off_switch", "switch_frame"]

@@ -35,12 +35,17 @@ class Cut:
     origin: Cut | None = None  # for rewrap: the .item() that produced the number
     library: bool = False  # made by library code the user called (a distribution's check)
     switch: Site | None = None  # the grad-off switch read from the stack (offstack.py)
+    inner: Site | None = None  # the detach inside a grad-free wrapper (site: its caller)
 
     def describe(self) -> str:
         """One phrase: how the value left the graph."""
         if self.reason == "no_grad":
             off = self.switch or self.grad_off
             where = f" (grad mode turned off at line {off.line})" if off else ""
+            if off is self.switch and self.grad_off is not None and off is not None \
+                    and self.grad_off.function != off.function:  # the switch's caller
+                where = f" (grad mode turned off at line {self.grad_off.line}, inside the " \
+                        f"call at line {off.line})"
             return f"`{self.op}` ran with grad mode off{where}"
         if self.reason == "inference":
             return f"`{self.op}` ran inside torch.inference_mode()"
@@ -52,6 +57,10 @@ class Cut:
             return f"`{self.op}` returned gradients without a graph (create_graph is off)"
         if self.reason == "rewrap":
             return f"`{self.op}` built a new tensor from plain values, without a graph"
+        if self.inner is not None:  # NOTE [grad-free wrapper]
+            return (f"`{self.inner.function}` (called here) detaches every tensor it is "
+                    f"handed (`{self.op}` at line {self.inner.line}), so its result has no "
+                    f"grad_fn")
         return f"`{self.op}` returned a value without a grad_fn"
 
 

@@ -37,6 +37,7 @@ from gradtrace.runtime.trace.schedule import schedule_findings
 from gradtrace.runtime.trace.shared_layers import shared_findings
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
+from gradtrace.runtime.trace.eps_underflow import eps_underflow
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, forward_origin, nan_text, nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import (partial_optimizer_site, plain_object_parameters,
@@ -456,6 +457,9 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                             severity="warning"))
         if rec.nonfinite is not None:
             name, step, site = rec.nonfinite
+            if (eps := eps_underflow(data, rec, step, site, param_name)) is not None:
+                out.append(eps)  # NOTE [eps below the dtype]
+                continue
             where = next((k[1] for k in state.events if k[0] == "where-nonfinite"), None)
             if where is not None:
                 out.append(make("GT825", where, f"non-finite gradient (NaN/Inf) first seen in "

@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_ba
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
+from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
 
 Tensor = torch.Tensor
 # (site, op, grad_fn names before/after, shape, version before, line that made the tensor,
@@ -156,6 +157,9 @@ class TraceState:
         around an ``inference`` cut; ``library``: made inside library code the user called."""
         # one record per no_grad block too: one op run under two blocks has two causes
         grad_off = self.grad_off if reason == "no_grad" else block
+        inner = None
+        if reason == "detach" and (up := wrapper_caller(raw)) is not None:
+            inner, raw = wrapper_site(self.site(raw), raw[0]), up  # NOTE [grad-free wrapper]
         key = (id(raw[0]), raw[1:], op, reason, origin, grad_off, library)
         hit = self._cut_cache.get(key)
         if hit is None or hit[0] is not raw[0]:
@@ -165,7 +169,7 @@ class TraceState:
 
                 switch = off_switch(sys._getframe(1))
             hit = self._cut_cache[key] = (raw[0], Cut(self.site(raw), op, reason, grad_off,
-                                                      origin, library, switch))
+                                                      origin, library, switch, inner))
             if block is not None:
                 self.inference_blocks[block] = None
         return hit[1]

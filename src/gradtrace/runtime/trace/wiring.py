@@ -348,6 +348,12 @@ def single_optimizer_built_at(data: Any) -> Site | None:
     return groups_listed_at(data, opt) or built_at(steppers[0].site) or _constructed_at(data, opt)
 
 
+def optimizer_built_at(data: Any, rec: Any, opt: Any) -> Site | None:
+    """The line that built ``opt`` (its record ``rec``): the constructor call on the stack
+    noted then, else the last assignment of the stepped name before its ``step()``."""
+    return _constructed_at(data, opt) or built_at(rec.site)
+
+
 def _constructed_at(data: Any, opt: Any) -> Site | None:
     """The user line of the optimizer's constructor call, from the stack noted when it was
     built (an optimizer built in another function than the one stepping it: a policy's

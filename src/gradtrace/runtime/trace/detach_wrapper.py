@@ -1,0 +1,96 @@
+"""A method that detaches every input it is handed names its caller (issue 13).
+
+# NOTE [grad-free wrapper]
+Some classes offer a grad-free entry point beside the computation itself: a metric's
+``__call__`` detaches both inputs and hands them to ``self._compute_tensor`` (MONAI's
+``IterationMetric``), an evaluation helper detaches its argument and calls ``self.score``.
+The ``.detach()`` there is the contract of that entry point, not a slip: the bug is the caller
+that used it where the graph was needed (MONAI#5668's fix: ``SSIMLoss`` calls
+``_compute_tensor`` instead of the metric), so a detach cut made in such a method is recorded at
+the caller's line (``Cut.site``), the detach itself kept as ``Cut.inner``.
+
+The method is read from its source (cached per code object): a method (first parameter
+``self``, not ``forward``) with at least one other parameter, no ``*args``/``**kwargs``, whose
+parameters are only ever read as the receiver of ``.detach()`` or in an ``isinstance``/``is
+None`` check, at least one of them detached, and that returns ``self.<method>(...)``. A helper
+that detaches one input but reads another plainly (``self.criterion(pred.detach(), target)``)
+is not one: its own line stays the cause. Read only when a detach cut is recorded.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from types import CodeType
+
+from gradtrace.runtime.frames import Site, is_internal, user_frame
+from gradtrace.runtime.trace.offstack import function_node
+
+_SEEN: dict[int, tuple[CodeType, bool]] = {}
+
+
+def _benign(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> str | None:
+    """How a parameter read is used: "detach", "check" (isinstance / is None), else None."""
+    up = parent.get(node)
+    call = parent.get(up) if up is not None else None
+    if isinstance(up, ast.Attribute) and up.attr == "detach" \
+            and isinstance(call, ast.Call) and call.func is up:
+        return "detach"
+    if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "isinstance" \
+            and up.args and up.args[0] is node:
+        return "check"
+    if isinstance(up, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in up.ops) \
+            and all(isinstance(c, ast.Constant) and c.value is None
+                    for c in [up.left, *up.comparators] if c is not node):
+        return "check"
+    return None
+
+
+def _returns_own_method(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Call)
+               and isinstance(n.value.func, ast.Attribute)
+               and isinstance(n.value.func.value, ast.Name) and n.value.func.value.id == "self"
+               for n in ast.walk(fn))
+
+
+def _is_wrapper(code: CodeType) -> bool:
+    fn = function_node(code)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "forward":
+        return False
+    a = fn.args
+    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    if a.vararg or a.kwarg or len(names) < 2 or names[0] != "self":
+        return False
+    params = set(names[1:])
+    parent = {c: p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    uses = [_benign(n, parent) for n in ast.walk(fn)
+            if isinstance(n, ast.Name) and n.id in params and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and None not in uses and "detach" in uses and _returns_own_method(fn)
+
+
+def wrapper_caller(raw: tuple[CodeType, int, int]) -> tuple[CodeType, int, int] | None:
+    """For a detach made at ``raw`` inside a grad-free wrapper (NOTE [grad-free wrapper]):
+    the raw site of the user's line that called the wrapper; else None."""
+    code = raw[0]
+    hit = _SEEN.get(id(code))
+    if hit is None or hit[0] is not code:
+        if len(_SEEN) > 4096:
+            _SEEN.clear()
+        hit = _SEEN[id(code)] = (code, _is_wrapper(code))
+    if not hit[1]:
+        return None
+    frame = user_frame(2)
+    if frame is None or frame.f_code is not code:
+        return None
+    caller = frame.f_back
+    while caller is not None and is_internal(caller.f_code):
+        caller = caller.f_back
+    return None if caller is None else (caller.f_code, caller.f_lineno, caller.f_lasti)
+
+
+def wrapper_site(site: Site | None, code: CodeType) -> Site | None:
+    """``site`` (the detach) named by the wrapper's qualified name (``Metric.__call__``)."""
+    name = getattr(code, "co_qualname", code.co_name)
+    return None if site is None else replace(site, function=name)
+
+
+__all__ = ["wrapper_caller", "wrapper_site"]
