@@ -21,7 +21,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.graph_walk import caller_between
+from gradtrace.runtime.trace.graph_walk import caller_between, freed_user
 from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 
 
@@ -59,23 +59,10 @@ def _loop_over_losses(site: Site, made: Site | None, pat: Any) -> Finding | None
 def _consumer(roots: list[Any], limit: int = 5000, freer: list | None = None) -> Site | None:
     """The traced line that used a freed node in the failing graph (the site of the backward()
     that freed it is appended to ``freer``)."""
-    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
-    seen: set[int] = set()
-    while queue and len(seen) < limit:
-        node, user = queue.pop(0)
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        try:
-            if META_FREED in node.metadata:
-                if freer is not None:
-                    freer.append(decode_meta(node.metadata[META_FREED])[0])
-                return user
-            user = created_site(node)[0] or user
-            queue.extend((n, user) for n, _ in node.next_functions if n is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return None
+    user, node = freed_user(roots, limit)
+    if node is not None and freer is not None:
+        freer.append(decode_meta(node.metadata[META_FREED])[0])
+    return user[0] if user is not None else None
 
 
 def _stale(obj: Any) -> str | None:

@@ -11,7 +11,8 @@ import torch
 from gradtrace.runtime import frames
 from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.records import (META_CALLED, META_CREATED, META_FREED,
-                                             META_FREED_VIA, META_RETAINED, decode_meta)
+                                             META_FREED_VIA, META_RETAINED, created_site,
+                                             decode_meta)
 
 Tensor = torch.Tensor
 
@@ -211,3 +212,25 @@ def reaches_marked(node: Any, key: str, limit: int = 256) -> bool:
         except (AttributeError, RuntimeError):
             continue
     return False
+
+
+def freed_user(roots: list[Any], limit: int = 5000) -> tuple[tuple[Any, int] | None, Any]:
+    """Breadth-first from the roots of a failing backward(): the first node a backward()
+    freed, and the traced line (with its creation sequence) of the node that consumes it
+    (None when no traced node does)."""
+    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
+    seen: set[int] = set()
+    while queue and len(seen) < limit:
+        node, user = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            if META_FREED in node.metadata:
+                return user, node
+            where, seq = created_site(node)
+            mine = (where, seq) if where is not None else user
+            queue.extend((n, mine) for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
+    return None, None

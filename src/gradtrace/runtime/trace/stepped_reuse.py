@@ -22,7 +22,8 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site
+from gradtrace.runtime.trace.graph_walk import freed_user
+from gradtrace.runtime.trace.records import META_FREED_VIA
 
 
 def _leaves_under(node: Any, limit: int = 4000) -> set[int]:
@@ -46,22 +47,8 @@ def _leaves_under(node: Any, limit: int = 4000) -> set[int]:
 def _late_consumer(roots: list[Any], since: int, limit: int = 5000) -> Site | None:
     """The line of the node that consumes a freed node in the failing graph, if that node was
     created after the backward() numbered ``since`` (its sequence) freed it."""
-    queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
-    seen: set[int] = set()
-    while queue and len(seen) < limit:
-        node, user = queue.pop(0)
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        try:
-            if META_FREED in node.metadata:
-                return user[0] if user is not None and user[1] > since else None
-            where, seq = created_site(node)
-            mine = (where, seq) if where is not None else user
-            queue.extend((n, mine) for n, _ in node.next_functions if n is not None)
-        except (AttributeError, RuntimeError):
-            continue
-    return None
+    user, _ = freed_user(roots, limit)
+    return user[0] if user is not None and user[1] > since else None
 
 
 def stale_after_step(roots: list[Any], node: Any, freed_seq: int, state: Any, pat: Any,
