@@ -78,15 +78,7 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
                     names.add(t.attr)
     if not names:
         return
-    alts = "|".join(map(re.escape, sorted(names)))
-    called = re.compile(r"\b(?:%s)\s*\(" % alts)
-    # the lines with a call of one: a search per line only where a name starts a word (a
-    # line's match starts there: a name holds word characters only, and a line starts after
-    # a line break, so \b holds in both; one pass over the code, not a search per line)
-    starts, code_lines = _line_starts(ctx), ctx.code_lines
-    seen = sorted({bisect.bisect_right(starts, m.start()) - 1
-                   for m in re.finditer(r"\b(?:%s)" % alts, ctx.code)})
-    lines = [i for i in seen if called.search(code_lines[i - 1])]
+    lines = call_lines(ctx, names)
     for fn in fns:
         if fn is not ctx.tree and not holds_line(
                 lines, fn.lineno, fn.end_lineno or fn.lineno):  # type: ignore[attr-defined]
@@ -99,6 +91,20 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
                     and holds_line(lines, n.lineno, n.lineno):
                 scope = scope or ctx.scope(fn)
                 yield n, scope
+
+
+def call_lines(ctx: Context, names: set[str]) -> list[int]:
+    """The sorted lines holding a call of one of ``names`` (``name(`` / ``name (``, the name a
+    whole word). A line is searched only where a name starts a word: a line's match starts
+    there (a name holds word characters only, and a line starts after a line break, so
+    ``\\b`` holds in the line and in the code alike); one pass over the code, not a search
+    of every line."""
+    alts = "|".join(map(re.escape, sorted(names)))
+    called = re.compile(r"\b(?:%s)\s*\(" % alts)
+    starts, code_lines = _line_starts(ctx), ctx.code_lines
+    seen = sorted({bisect.bisect_right(starts, m.start()) - 1
+                   for m in re.finditer(r"\b(?:%s)" % alts, ctx.code)})
+    return [i for i in seen if called.search(code_lines[i - 1])]
 
 
 def _callers_input(ctx: Context, seq: ast.Call) -> Dims | None:
