@@ -64,22 +64,6 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
     return out
 
 
-def _may_save(fn: ast.AST) -> frozenset[str]:
-    """The names an op anywhere in ``fn`` may save as its input: every name :func:`_candidates`
-    can give for a statement or value of ``fn`` (a superset: the first two arguments of any
-    call, a call's first argument under its views, an operand of ``*`` or ``@``)."""
-    out: set[str] = set()
-    for n in walk(fn):
-        if isinstance(n, ast.Call) and n.args:
-            out.update(a.id for a in (n.args[:2]) if isinstance(a, ast.Name))
-            a = _unview(n.args[0])
-            if isinstance(a, ast.Name):
-                out.add(a.id)
-        elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
-            out.update(a.id for a in (n.left, n.right) if isinstance(a, ast.Name))
-    return frozenset(out)
-
-
 def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     how, operands = test
     if how == "param":  # another operand is a Parameter
@@ -224,9 +208,6 @@ class InplaceWriteToSavedInput(Rule):
         fn = ctx.function or ctx.tree
         if name is None or ctx.grad_disabled is not None:
             return
-        if fn is not ctx.tree and name not in ctx.memo("gt605-may-save", fn,
-                                                       lambda: _may_save(fn)):
-            return  # no op of the function can save it (the path below needs one that does)
         got = place(ctx, fn, s)  # (the path's last step, without indexing ``fn``)
         if got is None:
             return
