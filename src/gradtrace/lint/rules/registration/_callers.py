@@ -13,31 +13,18 @@ from gradtrace.lint.nodes import child_fields, children, of_types, walk
 
 def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
     """(enclosing function or module, call) for every ``cls(...)`` call of a class of the
-    file, in one walk order (all the classes' calls found in one walk per file)."""
-    if cls not in ctx.analysis.classes:
-        return []
-    return _class_calls(ctx).get(cls, [])
-
-
-def _class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
-    """Every class of the file -> its calls, in walk order. One walk, guided by the lines
-    naming any class (NOTE [call sites]): a walk per class went down the same statements once
-    per class. Pruning leaves the order of the nodes it keeps, and a class's calls lie on its
-    own lines, which the union holds, so each class gets the calls (and order) its own walk
-    found."""
-    def make() -> dict[str, list[tuple[ast.AST, ast.Call]]]:
-        out: dict[str, list[tuple[ast.AST, ast.Call]]] = {}
-        classes = ctx.analysis.classes
-        if not classes:
+    file, in one walk order (cached per class)."""
+    def make() -> list[tuple[ast.AST, ast.Call]]:
+        out: list[tuple[ast.AST, ast.Call]] = []
+        if cls not in ctx.analysis.classes:
             return out
-        # statements whose lines never name a class hold no such call (NOTE [call sites])
-        lines = word_lines(ctx, sorted(classes)) if ascii_code(ctx) else None
+        # statements whose lines never name the class hold no such call (NOTE [call sites])
+        lines = word_lines(ctx, (cls,)) if ascii_code(ctx) else None
         stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
         while stack:
             owner, n = stack.pop()
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
-                    and n.func.id in classes:
-                out.setdefault(n.func.id, []).append((owner, n))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls:
+                out.append((owner, n))
             inner = n if isinstance(n, FUNCTION_TYPES) else owner
             if lines is None or not isinstance(n, STATEMENTS):
                 stack.extend((inner, c) for c in children(n))
@@ -51,7 +38,7 @@ def _class_calls(ctx: Context) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
                 elif isinstance(v, ast.AST):
                     stack.append((inner, v))
         return out
-    return ctx.memo("gt4-class-calls", ctx.tree, make)
+    return ctx.memo("gt4-class-calls:" + cls, ctx.tree, make)
 
 
 def call_count(name: str, ctx: Context) -> int:
