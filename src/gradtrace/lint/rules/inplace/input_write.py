@@ -94,6 +94,8 @@ class InplaceFirstLayerOverwritesInput(Rule):
                 w, again = got
                 alias = f", as `{again.id}`" if again.id != w.param else ""
                 yield self._report(w, ctx, again, f"`{w.param}` of `{w.cls}.forward`{alias}")
+        if not writers:
+            return  # the callers' reads need a call of a writer class
         for fn in walk(node):
             if not isinstance(fn, (ast.Module, *FUNCTION_TYPES)):
                 continue

@@ -13,6 +13,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import holds_line, scope_nodes, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import mention_lines
+from gradtrace.lint.rules.leaf._writes import own_statements
 
 # views and copies that keep the graph (`values.squeeze(-1)`)
 KEEPS = frozenset({"squeeze", "unsqueeze", "view", "flatten", "reshape", "float", "view_as"})
@@ -121,10 +122,10 @@ class AdvantageKeepsCriticGraph(Rule):
                 yield from self._scope(fn, ctx)
 
     def _scope(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if not any(map(_is_sub, own_statements(node.body))):  # type: ignore[attr-defined]
+            return  # (the statements only: the same assignments `scope_nodes` holds)
         nodes = list(scope_nodes(node))
-        subs = [n for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.BinOp)
-                and isinstance(n.value.op, ast.Sub)]
+        subs = [n for n in nodes if _is_sub(n)]
         if not subs or not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
                                for n in nodes):
             return  # the cheap tests before any data flow
@@ -204,3 +205,10 @@ class AdvantageKeepsCriticGraph(Rule):
                 return True
         return any(self._policy(x, vb, scope, ctx, b.line, depth + 1)
                    for x in _names(value) if x != name)
+
+
+def _is_sub(n: ast.AST) -> bool:
+    """``adv = <a> - <b>``: the assignment the rule starts from."""
+    return isinstance(n, ast.Assign) and len(n.targets) == 1 \
+        and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.BinOp) \
+        and isinstance(n.value.op, ast.Sub)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from typing import Iterator
 
@@ -11,6 +12,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import holds_line, scope_nodes_on, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import _line_starts
 from gradtrace.lint.rules.numerics._ops import torch_op
 from gradtrace.lint.rules.numerics._shapes import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
                                                    ShapeReader, arg, int_value)
@@ -76,8 +78,7 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
                     names.add(t.attr)
     if not names:
         return
-    called = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, sorted(names))))
-    lines = [i for i, ln in enumerate(ctx.code_lines, 1) if called.search(ln)]
+    lines = call_lines(ctx, names)
     for fn in fns:
         if fn is not ctx.tree and not holds_line(
                 lines, fn.lineno, fn.end_lineno or fn.lineno):  # type: ignore[attr-defined]
@@ -90,6 +91,20 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
                     and holds_line(lines, n.lineno, n.lineno):
                 scope = scope or ctx.scope(fn)
                 yield n, scope
+
+
+def call_lines(ctx: Context, names: set[str]) -> list[int]:
+    """The sorted lines holding a call of one of ``names`` (``name(`` / ``name (``, the name a
+    whole word). A line is searched only where a name starts a word: a line's match starts
+    there (a name holds word characters only, and a line starts after a line break, so
+    ``\\b`` holds in the line and in the code alike); one pass over the code, not a search
+    of every line."""
+    alts = "|".join(map(re.escape, sorted(names)))
+    called = re.compile(r"\b(?:%s)\s*\(" % alts)
+    starts, code_lines = _line_starts(ctx), ctx.code_lines
+    seen = sorted({bisect.bisect_right(starts, m.start()) - 1
+                   for m in re.finditer(r"\b(?:%s)" % alts, ctx.code)})
+    return [i for i in seen if called.search(code_lines[i - 1])]
 
 
 def _callers_input(ctx: Context, seq: ast.Call) -> Dims | None:
