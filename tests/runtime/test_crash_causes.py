@@ -462,4 +462,7 @@ settings["schedule"].size
     assert res.code == 1
     assert "gradtrace: diagnosis" not in res.err, res.err
     assert "separate from the error above" in res.err, res.err
-    assert [f["code"] for f in res.findings] == ["GT510"], res.err
+    # the static GT715 (a backward on a per-sample value) accounts for the caught error and
+    # leads, the run's GT510 attached (`run` consults the checker for the files that ran)
+    assert [f["code"] for f in res.findings] == ["GT715"], res.err
+    assert "confirmed at run time (GT510)" in res.err, res.err
