@@ -17,8 +17,13 @@ trigger search scans less text and finds fewer lines) pays for most of it.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
 
 _LITERAL = re.compile(
     r"(#[^\r\n]*"
@@ -171,3 +176,18 @@ def block_end(lines: list[str], block: ast.AST) -> int:
             break
         last += 1
     return last
+
+
+def line_starts(ctx: Context) -> list[int]:
+    """Offset of the start of each line (index 1 = line 1), lines ending where the tokenizer
+    ends them (str.splitlines would also split at form feeds and the like); once per file."""
+    def make() -> list[int]:
+        text = ctx.code
+        if "\r" in text:
+            ends = [m.end() for m in LINE_END.finditer(text)]
+        else:
+            ends = list(itertools.accumulate(map((1).__add__, map(len, text.split("\n")[:-1]))))
+        if text and text[-1] not in "\r\n":
+            ends.append(len(text))  # the end of a last line without a line break
+        return [0, 0, *ends]
+    return ctx.memo("gt3-line-starts", ctx.tree, make)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import ast
 import bisect
-import itertools
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.context import LINE_END
+from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import of_types, walk
@@ -374,21 +373,6 @@ def stmt_lines(s: ast.stmt) -> range:
     return range(s.lineno, (s.end_lineno or s.lineno) + 1)
 
 
-def _line_starts(ctx: Context) -> list[int]:
-    """Offset of the start of each line (index 1 = line 1), lines ending where the tokenizer
-    ends them (str.splitlines would also split at form feeds and the like)."""
-    def make() -> list[int]:
-        text = ctx.code
-        if "\r" in text:
-            ends = [m.end() for m in LINE_END.finditer(text)]
-        else:
-            ends = list(itertools.accumulate(map((1).__add__, map(len, text.split("\n")[:-1]))))
-        if text and text[-1] not in "\r\n":
-            ends.append(len(text))  # the end of a last line without a line break
-        return [0, 0, *ends]
-    return ctx.memo("gt3-line-starts", ctx.tree, make)
-
-
 def node_mentions(ctx: Context, node: ast.AST, *words: str) -> bool:
     """Whether the source lines of ``node`` contain one of ``words`` (no copying; cached)."""
     return ctx.memo("gt3-mentions:" + "|".join(words), node,
@@ -396,7 +380,7 @@ def node_mentions(ctx: Context, node: ast.AST, *words: str) -> bool:
 
 
 def _node_mentions(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
-    starts = _line_starts(ctx)
+    starts = line_starts(ctx)
     a = starts[min(node.lineno, len(starts) - 1)]  # type: ignore[attr-defined]
     end = getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
     b = starts[min(end + 1, len(starts) - 1)]
@@ -409,7 +393,7 @@ def mention_lines(ctx: Context, *words: str) -> list[int]:
     :func:`node_mentions` one of them exactly when its lines hold one of these (one scan of
     the file per word instead of one per node: cached)."""
     def make() -> list[int]:
-        starts, text = _line_starts(ctx), ctx.code
+        starts, text = line_starts(ctx), ctx.code
         found = set()
         for w in words:
             p = text.find(w)

@@ -12,7 +12,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import holds_line, scope_nodes_on, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._tensors import _line_starts
+from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.rules.numerics._ops import torch_op
 from gradtrace.lint.rules.numerics._shapes import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
                                                    ShapeReader, arg, int_value)
@@ -101,7 +101,7 @@ def call_lines(ctx: Context, names: set[str]) -> list[int]:
     of every line."""
     alts = "|".join(map(re.escape, sorted(names)))
     called = re.compile(r"\b(?:%s)\s*\(" % alts)
-    starts, code_lines = _line_starts(ctx), ctx.code_lines
+    starts, code_lines = line_starts(ctx), ctx.code_lines
     seen = sorted({bisect.bisect_right(starts, m.start()) - 1
                    for m in re.finditer(r"\b(?:%s)" % alts, ctx.code)})
     return [i for i in seen if called.search(code_lines[i - 1])]
