@@ -16,10 +16,13 @@ from gradtrace.lint.rules.numerics._ops import strip
 
 # losses whose two arguments play different parts: (input, target); the target is data
 _F = "torch.nn.functional."
+# (not `kl_div`: a KL divergence with the model as its target is the reverse KL, which
+# distillation from stored teacher log-probabilities may want)
 LOSS_FUNCS = ("binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
-              "nll_loss", "kl_div")
-LOSS_CLASSES = ("BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss", "KLDivLoss")
-LOSS_MODULES = frozenset(m + c for c in LOSS_CLASSES for m in ("torch.nn.", "torch.nn.modules.loss."))
+              "nll_loss")
+LOSS_CLASSES = ("BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "NLLLoss")
+LOSS_MODULES = frozenset(m + c for c in LOSS_CLASSES
+                         for m in ("torch.nn.", "torch.nn.modules.loss."))
 DATA, OUTPUT = "data", "output"
 MAX_DEPTH = 3  # helpers followed to their call sites
 
@@ -38,15 +41,17 @@ def _holds(target: ast.AST, name: str) -> bool:
 
 class LossArgumentsSwapped(Rule):
     """A loss whose arguments play different parts (`binary_cross_entropy`, `cross_entropy`,
-    `nll_loss`, `kl_div`, their modules) is given a batch from the data loader as its input and
-    the model's output as its target.
+    `nll_loss`, their modules) is given a batch from the data loader as its input and the
+    model's output as its target.
 
     Why: these losses are not symmetric: the first argument is the prediction, the second the
-    data it is compared to. Swapped, the loss still runs (PyTorch differentiates BCE, soft-label
-    cross-entropy and KL divergence with respect to their target too, checked on torch 2.13)
+    data it is compared to. Swapped, the loss still runs (PyTorch differentiates BCE and
+    soft-label cross-entropy with respect to their target too, checked on torch 2.13)
     and still falls, but it trains the model towards another optimum: `F.binary_cross_entropy(x,
     recon_x)` pushes every reconstructed pixel to 0 or 1 instead of towards `x`. Nothing warns.
     Pass the model's output first: `F.binary_cross_entropy(recon_x, x)`.
+    `kl_div` is left out: with the model's output as its target it is the reverse KL, which
+    some distillation wants.
     Known limits: the input must be a value unpacked from iterating a `DataLoader` (or handed
     to a helper by every call of it as such), the target the result of a module call (through
     views and casts, or handed to the helper as one).
