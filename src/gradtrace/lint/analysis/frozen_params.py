@@ -29,7 +29,7 @@ def frozen_parameter(ctx: Context, cls: ClassInfo) -> tuple[str, ast.stmt, str] 
     """(attribute, statement that freezes it, how) for the first attribute of ``cls`` whose
     weight never requires grad (NOTE [frozen parameters of a class]); None when none is
     known."""
-    if ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx)):
+    if file_unfreezes(ctx):
         return None
     for name, info in cls.attrs.items():
         if info.later or info.buffer or info.method.name != "__init__":
@@ -63,21 +63,30 @@ def _true_kw(call: ast.Call, kw: str) -> bool:
                for k in call.keywords)
 
 
-def _unfreezes(ctx: Context) -> bool:
-    """The file may set ``requires_grad`` back on: an assignment of anything but a constant
-    False, a ``requires_grad_()`` with anything but False, a ``requires_grad=`` argument that
-    is not a constant (copied from another tensor: ``requires_grad=w.requires_grad``)."""
-    for n in walk(ctx.tree):
+def file_unfreezes(ctx: Context) -> bool:
+    """The file may set ``requires_grad`` back on (once per file): an assignment to
+    ``.requires_grad`` of anything but a constant False, a ``requires_grad_()`` with anything
+    but False, a ``requires_grad=`` argument that is not a constant (copied from another
+    tensor: ``requires_grad=w.requires_grad``). Which parameters are frozen when is then not
+    known (GT470, GT714, GT706)."""
+    return ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx.tree))
+
+
+def _unfreezes(tree: ast.AST) -> bool:
+    for n in walk(tree):
         if isinstance(n, ast.keyword) and n.arg == "requires_grad" \
                 and not isinstance(n.value, ast.Constant):
             return True
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
-                                             and t.attr == "requires_grad" for t in n.targets) \
-                and not (isinstance(n.value, ast.Constant) and n.value.value is False):
-            return True
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in targets) \
+                    and not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                             and n.value.value is False):
+                return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr == "requires_grad_" and not (
-                    n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False):
+                    n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False
+                    or _false(n, "requires_grad")):
             return True
     return False
 
@@ -88,7 +97,7 @@ def freeze_statement(ctx: Context) -> ast.AST | None:
     ``nn.Embedding.from_pretrained(m)`` without ``freeze=False``); None when it freezes
     nothing or may set ``requires_grad`` back on."""
     def make() -> ast.AST | None:
-        if ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx)):
+        if file_unfreezes(ctx):
             return None
         found: list[ast.AST] = []
         for n in walk(ctx.tree):

@@ -22,6 +22,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.callees import function_sites
+from gradtrace.lint.analysis.frozen_params import file_unfreezes
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.params import FLAG
 from gradtrace.lint.names import dotted
@@ -57,22 +58,6 @@ def frozen_owner(ctx: Context, owner: ast.expr, fn: ast.AST, line: int
             if c.name in by_cls:
                 return by_cls[c.name]
     return None
-
-
-def _unfreezes(tree: ast.AST) -> bool:
-    """Whether the file sets ``requires_grad`` to anything but the constant False."""
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            if any(isinstance(t, ast.Attribute) and t.attr == FLAG for t in targets) \
-                    and not (isinstance(n, ast.Assign) and is_false(n.value)):
-                return True
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr == "requires_grad_" \
-                and not (n.args and is_false(n.args[0])) \
-                and not any(k.arg == FLAG and is_false(k.value) for k in n.keywords):
-            return True
-    return False
 
 
 def _base(e: ast.AST) -> ast.Name | None:
@@ -113,7 +98,7 @@ def _frozen_receivers(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.expr, ast
 def _table(ctx: Context) -> Table:
     by_node: dict[int, tuple[ast.stmt, ast.AST]] = {}
     by_cls: dict[str, tuple[ast.stmt, ast.AST]] = {}
-    if _unfreezes(ctx.tree):
+    if file_unfreezes(ctx):
         return by_node, by_cls
     a = ctx.analysis
     made_in: dict[int, ast.AST] | None = None
