@@ -15,6 +15,7 @@ from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Named, Step, _owners, _stepped_expr,
 )
+from gradtrace.lint.rules.training_loop.detached_owner import detached_step
 from gradtrace.lint.rules.training_loop.micro_steps import conditional
 from gradtrace.lint.rules.training_loop.zero_grad import covers
 
@@ -35,6 +36,13 @@ def _frozen_at(f: LoopFacts, owner: str, b: Backward, loop: ast.stmt) -> bool:
                     isinstance(s.value, ast.Constant) and isinstance(s.value.value, bool):
                 state = s.value.value
     return state is False
+
+
+def _cut_for_later(f: LoopFacts, b: Backward) -> bool:
+    """A later step is starved of ``b``'s gradient by a detach where its model's output was
+    made (GT580 names that line: the step before ``b`` is not the mistake)."""
+    return any(f.before(b.stmt, s2.stmt) and (got := detached_step(f, s2)) is not None
+               and got[1] is b for s2 in f.steps)
 
 
 def _clear_before(f: LoopFacts, s: Step, loop: ast.stmt) -> Any:
@@ -149,7 +157,7 @@ class StepBeforeLastBackward(LoopRule):
             fed = _fed(f, z, s)
             for b in late:
                 if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
-                       for s2 in f.steps):
+                       for s2 in f.steps) or _cut_for_later(f, b):
                     continue
                 hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners)
                 if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(

@@ -1,0 +1,190 @@
+"""GT580: an optimizer steps a model whose every output in the pass was detached where it was
+made, so the backward before the step reaches it only through that detach."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding
+from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import child_nodes
+from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._loop import (
+    Backward, LoopFacts, Step, _owners, _stepped_expr,
+)
+from gradtrace.lint.rules.training_loop.zero_grad import covers
+
+# methods of a model that run no forward: a call of one is not a use of the model's output
+_HOUSEKEEPING = frozenset({
+    "zero_grad", "train", "eval", "parameters", "named_parameters", "requires_grad_", "to",
+    "cuda", "cpu", "state_dict", "modules", "children", "named_modules", "apply", "float",
+    "half", "double", "register_forward_hook"})
+
+
+def _owner_of(name: str | None, owners: frozenset[str]) -> bool:
+    return bool(name) and any(name == o or name.startswith(o + ".") for o in owners)
+
+
+def _cut_call(n: ast.Call, owners: frozenset[str]) -> ast.Call | None:
+    """``n`` is ``owner(...).detach()`` (or ``owner.sub(...).detach()``): the owner's call."""
+    f = n.func
+    if isinstance(f, ast.Attribute) and f.attr in ("detach", "detach_") and not n.args \
+            and isinstance(f.value, ast.Call) and _owner_of(dotted(f.value.func), owners):
+        return f.value
+    return None
+
+
+def _uses(stmts: list[ast.stmt], owners: frozenset[str]) -> tuple[list[ast.Call], bool]:
+    """The detached calls of the owners in ``stmts``, and whether the owners are used in any
+    other way there (a live call, passed to a helper, read as a value): then the model may
+    get a gradient this file does not show us, and nothing is said."""
+    cuts: list[ast.Call] = []
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return cuts, True
+        if isinstance(n, ast.Call):
+            inner = _cut_call(n, owners)
+            if inner is not None:
+                cuts.append(n)
+                stack.extend(inner.args)
+                stack.extend(k.value for k in inner.keywords)
+                continue
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr in _HOUSEKEEPING and \
+                    _owner_of(dotted(f.value), owners):
+                stack.extend(n.args)
+                stack.extend(k.value for k in n.keywords)
+                continue
+        if isinstance(n, (ast.Name, ast.Attribute)) and _owner_of(dotted(n), owners):
+            return cuts, True
+        stack.extend(child_nodes(n))
+    return cuts, False
+
+
+def detached_step(f: LoopFacts, s: Step) -> tuple[ast.Call, Backward, str] | None:
+    """The step ``s`` of a model whose outputs in the pass are all detached where made: the
+    detaching call, the backward before ``s`` that reads through it, and the name it was bound
+    to; None when the pass uses the model otherwise or the file does not show enough."""
+    if s.closure:
+        return None
+    loop = f.innermost_loop(s.stmt)
+    owners = _owners(f, _stepped_expr(s), s.call.lineno)
+    if not owners:
+        return None
+    z = next((z for z in f.zero_grads if covers(f, z, s) and f.before(z.stmt, s.stmt)
+              and (loop is None or f.inside(z.stmt, loop))), None)
+    if z is None:
+        return None
+    fed = [b for b in f.backwards if b.accumulates and f.before(z.stmt, b.stmt)
+           and f.before(b.stmt, s.stmt)]
+    if not fed:
+        return None
+    stmts = f.within(loop) if loop is not None else f.scope.stmts
+    region = [x for x in stmts if x.lineno < s.stmt.lineno and x is not loop
+              and not hasattr(x, "body")]  # compound statements: their bodies are listed
+    cuts, other = _uses(region, owners)
+    if other or not cuts:
+        return None
+    return _through(f, fed, cuts)
+
+
+def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call]
+             ) -> tuple[ast.Call, Backward, str] | None:
+    """A detach of ``cuts`` that a backward of ``fed`` reads through its loss's bindings, with
+    the name it was bound to (``fake``)."""
+    ids = {id(c) for c in cuts}
+    g = graphs(f.scope)
+    for b in reversed(fed):
+        if b.loss is None:
+            continue
+        values: list[tuple[ast.AST, str]] = [(b.loss, "output")]
+        values += [(d.value, d.name) for d in g.deps(b.loss, b.stmt.lineno).bindings
+                   if d.value is not None]
+        for v, name in values:
+            for n in ast.walk(v):
+                if id(n) in ids:
+                    return n, b, name  # type: ignore[return-value]
+    return None
+
+
+class StepOfDetachedModel(LoopRule):
+    """An optimizer steps a model whose output was detached where it was made (`fake =
+    G(z).detach()`), and no other use of that model's output comes between the clearing of
+    its gradients and the step: the backward before the step reaches the model only through
+    the detach, so the model gets no gradient at all.
+
+    Why: a GAN loop that detaches the generator's output once, for the discriminator's step,
+    and reuses the same `fake` for the generator's loss trains the discriminator twice and the
+    generator never: `errG.backward()` stops at the detach, `optimizerG.step()` finds no
+    gradient (None: Adam skips the parameter; zeros after `zero_grad(set_to_none=False)`).
+    Detach only the discriminator's input (`netD(fake.detach())`) and keep `fake` attached.
+    Known limits: the optimizer's parameters must be known (`Adam(netG.parameters())`) and the
+    model used in the pass only by calls the file shows (a model passed to a helper is not
+    judged).
+    """
+
+    code = "GT580"
+    gate_statements = True
+    name = "stepped-model-output-detached"
+    message = ("`{cut}` detaches every output of `{owner}` in this pass: `{late}` (line "
+               "{late_line}) reaches `{owner}` only through it, so `{step}` (line {step_line}) "
+               "finds no gradient; keep `{var}` attached and detach it only in the input "
+               "of a loss that must not train `{owner}` (a discriminator's: "
+               "`D({var}.detach())`)")
+    triggers = ("detach",)
+    function_needs = ("backward", "step", "zero_grad", "detach")
+    examples = [
+        Bad("""
+            import torch
+            G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+            opt_g = torch.optim.Adam(G.parameters())
+            opt_d = torch.optim.Adam(D.parameters())
+            for real, z in loader:
+                fake = G(z).detach()
+                opt_d.zero_grad()
+                loss_d = D(fake).mean() - D(real).mean()
+                loss_d.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = -D(fake).mean()
+                loss_g.backward()
+                opt_g.step()
+            """, at=(6, 11)),
+        Good("""
+            import torch
+            G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+            opt_g = torch.optim.Adam(G.parameters())
+            opt_d = torch.optim.Adam(D.parameters())
+            for real, z in loader:
+                fake = G(z)
+                opt_d.zero_grad()
+                loss_d = D(fake.detach()).mean() - D(real).mean()
+                loss_d.backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                loss_g = -D(fake).mean()
+                loss_g.backward()
+                opt_g.step()
+            """),
+    ]
+
+    def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s in f.steps:
+            found = detached_step(f, s)
+            if found is not None:
+                yield self._report(ctx, s, *found)
+
+    def _report(self, ctx: Context, s: Step, cut: ast.Call, b: Backward, var: str
+                ) -> Finding:
+        owner = dotted(cut.func.value.func) or "the model"  # type: ignore[attr-defined]
+        return self.report(cut, ctx, related=(
+            related_at(ctx, b.call, "this backward stops at the detach"),
+            related_at(ctx, s.call, "steps without a gradient")),
+            cut=ctx.source(cut), owner=owner, late=ctx.source(b.call),
+            late_line=b.call.lineno, step=ctx.source(s.call), step_line=s.call.lineno,
+            var=var)
