@@ -15,6 +15,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.locate import tree_of
+from gradtrace.runtime.trace.param_lists import listed_at
 
 
 def _files(data: Any) -> list[str]:
@@ -345,7 +346,11 @@ def single_optimizer_built_at(data: Any) -> Site | None:
     if len(steppers) != 1:
         return None
     opt = steppers[0].ref()
-    return groups_listed_at(data, opt) or built_at(steppers[0].site) or _constructed_at(data, opt)
+    site = groups_listed_at(data, opt)
+    if site is None:
+        site = built_at(steppers[0].site) or _constructed_at(data, opt)
+        site = listed_at(site) or site  # `Adam(params)`: where `params` was listed
+    return site
 
 
 def optimizer_built_at(data: Any, rec: Any, opt: Any) -> Site | None:

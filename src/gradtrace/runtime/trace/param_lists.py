@@ -1,0 +1,64 @@
+"""Where the list an optimizer was given was made: the line a missing model must be added to.
+
+``self.params = list(a.parameters()) + list(b.parameters())`` then ``RMSprop(self.params)``:
+a parameter left out of every optimizer is fixed on the first line, not on the constructor's.
+Read in the file that ran (the static side of the run), never guessed from names.
+"""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.locate import tree_of
+
+
+def _enclosing(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function holding ``line`` (the module when none does)."""
+    best: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno) and \
+                node.lineno > getattr(best, "lineno", 0):
+            best = node
+    return best
+
+
+def _lists_parameters(value: ast.expr) -> bool:
+    """``value`` enumerates modules' parameters itself (a ``.parameters()`` call inside a
+    list, a concatenation, ``itertools.chain``...), not a name passed along."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in ("parameters", "named_parameters") for n in ast.walk(value))
+
+
+def listed_at(site: Site | None) -> Site | None:
+    """For the optimizer constructor at ``site`` given a name (``Adam(params, lr=...)``,
+    ``RMSprop(self.eval_parameters)``), the one assignment of that name that lists the
+    parameters: in the constructor's function before it, or, for ``self.<attr>``, in the
+    class's methods. None when the call is not found, takes its list inline, or the name is
+    bound more than once there."""
+    if site is None:
+        return None
+    tree = tree_of(site.path)
+    if tree is None:
+        return None
+    scope = _enclosing(tree, site.line)
+    call = next((n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno == site.line
+                 and (n.args or any(k.arg == "params" for k in n.keywords))), None)
+    if call is None:
+        return None
+    arg = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "params")
+    if not isinstance(arg, (ast.Name, ast.Attribute)):
+        return None
+    spelled = ast.unparse(arg)
+    where: ast.AST = scope
+    if spelled.startswith("self.") and spelled.count(".") == 1:
+        where = next((c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                      and c.lineno <= site.line <= (c.end_lineno or c.lineno)), scope)
+    found = [n for n in ast.walk(where) if isinstance(n, (ast.Assign, ast.AnnAssign))
+             and n.value is not None and any(
+                 ast.unparse(t) == spelled
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+             and (where is not scope or n.lineno < site.line)]
+    if len(found) != 1 or not _lists_parameters(found[0].value):  # type: ignore[arg-type]
+        return None
+    return Site(site.path, found[0].lineno, site.function)
