@@ -141,3 +141,28 @@ def test_detached_generator_is_not_blamed_on_the_discriminator_step() -> None:
     found = check_source(PRELUDE + TWINS[0].src, "gan.py")
     assert "GT522" not in {f.code for f in found}
     assert "GT580" in {f.code for f in found}
+
+
+# GT716 with a seed scaled before use (held-out 20's WaveGAN case): `neg_one = one * -1` keeps
+# `one`'s shape, so the finding names `one`'s line, once for all the backward calls it feeds.
+SEED = """
+net = nn.Linear(4, 1)
+one = torch.FloatTensor([1]){fix}
+neg_one = one * -1
+real = net(torch.randn(8, 4)).mean()
+fake = net(torch.randn(8, 4)).mean()
+real.backward(neg_one)
+fake.backward(one)
+"""
+
+
+def test_scaled_seed_is_named_where_its_shape_is_made() -> None:
+    twin = Shape(SEED.format(fix=""), "GT716", 2, raises="Mismatch in shape")
+    assert _found(twin) == [(2, "GT716")]
+    _run(twin)
+
+
+def test_scalar_seed_scaled_is_silent() -> None:
+    good = Shape(SEED.format(fix=".squeeze()"), "GT716", holds="net.weight.grad is not None")
+    assert _found(good) == []
+    _run(good)

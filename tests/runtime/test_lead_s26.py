@@ -102,3 +102,58 @@ def test_optimizer_holding_every_model_is_silent(run_script, name):
     res = run_script(HEAD + LOOKALIKES[name])
     assert res.code == 0, res.err
     assert _run_findings(res) == [], res.err
+
+
+# ---- a backward seed of the wrong shape, scaled before use (held-out 20's WaveGAN case) ------
+# `neg_one = one * -1` keeps `one`'s shape: the fix changes `one`'s line.
+
+SEED_BUGS = {
+    "scaled_by_number": """
+net = nn.Linear(4, 1)
+one = torch.ones(1)  # <- cause
+neg_one = one * -1
+out = net(torch.randn(8, 4)).mean()
+out.backward(neg_one)
+""",
+    "negated_then_doubled": """
+net = nn.Linear(4, 1)
+def step(x):
+    seed = torch.FloatTensor([1])  # <- cause
+    minus = -seed
+    twice = 2.0 * minus
+    net(x).mean().backward(twice)
+step(torch.randn(8, 4))
+""",
+    # a seed computed from a tensor (not a number): its own line is where its shape is made
+    "computed_from_tensor": """
+net = nn.Linear(4, 1)
+scale = torch.ones(1)
+seed = scale * torch.ones(3)  # <- cause
+net(torch.randn(8, 4)).mean().backward(seed)
+""",
+}
+SEED_LOOKALIKES = {
+    "scalar_seeds": """
+net = nn.Linear(4, 1)
+one = torch.tensor(1.0)
+neg_one = one * -1
+out = net(torch.randn(8, 4)).mean()
+out.backward(neg_one)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEED_BUGS))
+def test_wrong_shape_seed_named_where_its_shape_is_made(run_script, name):
+    src = HEAD + SEED_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err  # real torch: Mismatch in shape
+    found = [f for f in _run_findings(res) if f["code"] == "GT830"]
+    assert found and found[0]["line"] == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(SEED_LOOKALIKES))
+def test_scalar_seed_is_silent(run_script, name):
+    res = run_script(HEAD + SEED_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert _run_findings(res) == [], res.err

@@ -100,3 +100,18 @@ def dotted(node: ast.AST) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def scaled_name(value: ast.AST | None) -> str | None:
+    """The name whose shape ``value`` keeps when it only scales it by a number: ``one * -1``,
+    ``-one``, ``2.0 * one`` (a name and one number literal)."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Name):
+        return value.operand.id
+    if isinstance(value, ast.BinOp):
+        sides = (value.left, value.right)
+        names = [x for x in sides if isinstance(x, ast.Name)]
+        nums = [x for x in sides if isinstance(x, ast.Constant) or isinstance(x, ast.UnaryOp)
+                and isinstance(x.operand, ast.Constant)]
+        if len(names) == 1 and len(nums) == 1:
+            return names[0].id
+    return None

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from gradtrace.findings import Finding
+from gradtrace.lint.names import scaled_name
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
@@ -78,6 +79,23 @@ def assigned_before(site: Site, name: str) -> int | None:
     return None if node is None else node.lineno
 
 
+def _shape_made_at(site: Site, name: str) -> tuple[int, str] | None:
+    """The line that gave ``name`` its shape: its assignment before ``site``, followed back
+    through a scaling by a number (``neg_one = one * -1`` keeps ``one``'s shape: the fix
+    changes ``one``'s line)."""
+    got = None
+    for _ in range(4):
+        node = assignment_before(site, name)
+        if node is None:
+            return got
+        got = node.lineno, name
+        nxt = scaled_name(getattr(node, "value", None))
+        if nxt is None or nxt == name:
+            return got
+        site, name = Site(site.path, node.lineno, site.function), nxt
+    return got
+
+
 def _call_at(site: Site) -> ast.Call | None:
     from gradtrace.runtime.trace.locate import tree_of
 
@@ -108,12 +126,13 @@ def gradient_shape_finding(pat: ErrorPattern, exc: BaseException, site: Site | N
     arg = gradient_arg(call) if call is not None else None
     if isinstance(arg, (ast.List, ast.Tuple)) and index < len(arg.elts):
         arg = arg.elts[index]
-    lead = site
+    lead, what = site, f"`{ast.unparse(arg)}`" if arg is not None else "the gradient argument"
     if isinstance(arg, ast.Name):
-        line = assigned_before(site, arg.id)
-        if line is not None:
-            lead = Site(site.path, line, site.function)
-    what = f"`{ast.unparse(arg)}`" if arg is not None else "the gradient argument"
+        made = _shape_made_at(site, arg.id)
+        if made is not None:
+            lead = Site(site.path, made[0], site.function)
+            if made[1] != arg.id:
+                what = f"`{made[1]}` (scaled into `{arg.id}`)"
     head = f"the gradient given here for output {index} ({what})" if lead == site else \
         f"{what}, built here, is the gradient given to backward() ({src(site)}) for output " \
         f"{index}: it"

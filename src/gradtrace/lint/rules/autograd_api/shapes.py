@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.ranks import MANY, ONE, SCALAR, Rank, elements, rank
 from gradtrace.lint.context import Context
+from gradtrace.lint.names import scaled_name
 from gradtrace.lint.rule import Bad, Good, Rule
 
 BACKWARD = "torch.autograd.backward"
@@ -162,7 +163,7 @@ class GradientRankMismatch(Rule):
 
     code = "GT716"
     name = "gradient-rank-mismatch"
-    message = ("the gradient `{grad}` has {grad_rank}, but `{out}` has {out_rank}: `{call}` "
+    message = ("the gradient {grad} has {grad_rank}, but `{out}` has {out_rank}: `{call}` "
                "(line {line}) raises 'Mismatch in shape'; give a gradient of the output's "
                "shape (none for a 0-dim loss)")
     triggers = ("backward(", "grad_outputs")
@@ -219,13 +220,25 @@ class GradientRankMismatch(Rule):
             if ro is None or rg is None or not _differ(ro, rg):
                 continue
             where: ast.AST = node
+            grad = f"`{ctx.source(g)}`"
             if rg.what in (ONE, SCALAR) and isinstance(grad_e, ast.Name):
                 b = scope.binding_before(grad_e.id, node.lineno)
                 where = b.stmt if b is not None else node
+                for _ in range(4):  # `neg_one = one * -1`: the shape is `one`'s, made there
+                    name = scaled_name(b.value) if b is not None else None
+                    b = scope.binding_before(name, b.line) if name else None
+                    if b is None:
+                        break
+                    where, grad = b.stmt, f"`{name}` (scaled into `{grad_e.id}`)"
+            said = ctx.memo("gt716-said", ctx.tree, set)  # one finding per line that made it
+            if where is not node:
+                if id(where) in said:
+                    return
+                said.add(id(where))
             yield self.report(where, ctx, related=(Related(
                 ctx.path, node.lineno, "the gradient is handed to autograd here",
                 ctx.column(node)),) if where is not node else (),
-                grad=ctx.source(g), grad_rank=_says(rg), out=ctx.source(o), out_rank=_says(ro),
+                grad=grad, grad_rank=_says(rg), out=ctx.source(o), out_rank=_says(ro),
                 call=ctx.source(f) + "(...)", line=node.lineno)
             return
 
