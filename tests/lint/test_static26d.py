@@ -95,6 +95,31 @@ class Head(nn.Module):
 Head()(torch.randn(2, 4)).sum().backward()
 '''
 
+# GT781: an intermediate kept on ctx, a gradient penalty through the Function in a helper
+PENALTY = '''
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.exp(x)
+        KEEP
+        return y
+    @staticmethod
+    def backward(ctx, g):
+        READ
+        return y * g
+def penalty(w, x):
+    out = Exp.apply(x * w).sum()
+    gx, = torch.autograd.grad(out, x, create_graph=True)
+    return gx.pow(2).sum()
+w = torch.tensor(0.5, requires_grad=True)
+x = torch.randn(4, requires_grad=True)
+penalty(w, x).backward()
+ref = w.detach().clone().requires_grad_()
+gx, = torch.autograd.grad(torch.exp(x * ref).sum(), x, create_graph=True)
+gx.pow(2).sum().backward()
+diff = (w.grad - ref.grad).abs().item()
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT702: every input made by `.view(-1)` in a comprehension of the call (a method)
     "grad-inputs-viewed-in-comprehension": (
@@ -173,6 +198,13 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "reversal-output-scaled-in-place": (
         Shape(REVERSE.replace("SCALE", "h = h * 0.5"), "GT719"),
         Shape(REVERSE.replace("SCALE", "h.mul_(0.5)"), "GT719", 14, raises=VIEW_WRITE)),
+    # GT781: the exp kept on ctx drops the second-order term of a gradient penalty;
+    # look-alike: the input is saved and the exp recomputed in backward
+    "exp-kept-on-ctx-under-gradient-penalty": (
+        Shape(PENALTY.replace("KEEP", "ctx.save_for_backward(x)").replace(
+            "READ", "y = torch.exp(ctx.saved_tensors[0])"), "GT781", holds="diff < 1e-5"),
+        Shape(PENALTY.replace("KEEP", "ctx.out = y").replace("READ", "y = ctx.out"),
+              "GT781", 5, holds="diff > 1e-3")),
 }
 
 
