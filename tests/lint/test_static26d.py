@@ -102,11 +102,11 @@ class Exp(torch.autograd.Function):
     def forward(ctx, x):
         y = torch.exp(x)
         KEEP
-        return y
+        return y * 2
     @staticmethod
     def backward(ctx, g):
         READ
-        return y * g
+        return 2 * y * g
 def penalty(w, x):
     out = Exp.apply(x * w).sum()
     gx, = torch.autograd.grad(out, x, create_graph=True)
@@ -115,7 +115,7 @@ w = torch.tensor(0.5, requires_grad=True)
 x = torch.randn(4, requires_grad=True)
 penalty(w, x).backward()
 ref = w.detach().clone().requires_grad_()
-gx, = torch.autograd.grad(torch.exp(x * ref).sum(), x, create_graph=True)
+gx, = torch.autograd.grad((2 * torch.exp(x * ref)).sum(), x, create_graph=True)
 gx.pow(2).sum().backward()
 diff = (w.grad - ref.grad).abs().item()
 '''
@@ -203,6 +203,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "exp-kept-on-ctx-under-gradient-penalty": (
         Shape(PENALTY.replace("KEEP", "ctx.save_for_backward(x)").replace(
             "READ", "y = torch.exp(ctx.saved_tensors[0])"), "GT781", holds="diff < 1e-5"),
+        Shape(PENALTY.replace("KEEP", "ctx.out = y").replace("READ", "y = ctx.out"),
+              "GT781", 5, holds="diff > 1e-3")),
+    # GT781: the output itself kept on ctx is given the Function's graph (right second order)
+    "output-kept-on-ctx-under-gradient-penalty": (
+        Shape(PENALTY.replace("return y * 2", "return y").replace("return 2 * y * g",
+              "return y * g").replace("(2 * torch.exp(x * ref))", "torch.exp(x * ref)").replace(
+              "KEEP", "ctx.out = y").replace("READ", "y = ctx.out"), "GT781",
+              holds="diff < 1e-5"),
         Shape(PENALTY.replace("KEEP", "ctx.out = y").replace("READ", "y = ctx.out"),
               "GT781", 5, holds="diff > 1e-3")),
 }

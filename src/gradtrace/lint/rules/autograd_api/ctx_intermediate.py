@@ -62,6 +62,20 @@ def _from_input(v: ast.expr, params: set[str], local: dict[str, ast.expr], depth
     return False
 
 
+def _returned(v: ast.expr, fwd: ast.FunctionDef) -> bool:
+    """Whether ``v`` (a local name) is what ``forward`` returns (alone or in a tuple): autograd
+    then gives that very tensor the Function's graph, and reading it in ``backward`` is how
+    outputs are meant to be kept (checked on torch 2.13: the second order is right)."""
+    if not isinstance(v, ast.Name):
+        return False
+    for r in walk(fwd):
+        if isinstance(r, ast.Return) and r.value is not None:
+            items = r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]
+            if any(isinstance(e, ast.Name) and e.id == v.id for e in items):
+                return True
+    return False
+
+
 class IntermediateOnCtxBreaksDoubleBackward(Rule):
     """A custom `autograd.Function` stores a tensor it computed from its input on `ctx`
     (`ctx.foo = inp * 2`), uses it in `backward`, and the file differentiates through the
@@ -74,6 +88,8 @@ class IntermediateOnCtxBreaksDoubleBackward(Rule):
     instead of 126). Save the input with `ctx.save_for_backward(inp)` and recompute the
     intermediate in `backward` (or return it as an output), or mark `backward`
     `@once_differentiable` so that a second differentiation raises.
+    An output of `forward` kept on `ctx` is fine: autograd gives that very tensor the
+    Function's graph.
     Known limits: the intermediate must be arithmetic or a torch op over a `forward` input
     (through local names); a mask, an index or an integer cast carries no derivative and is
     not reported. The file must hold `create_graph=True` or `gradgradcheck`.
@@ -156,7 +172,7 @@ class IntermediateOnCtxBreaksDoubleBackward(Rule):
                 continue
             if isinstance(st.value, ast.Name) and st.value.id in params:
                 continue  # the input itself: GT709's concern, not an intermediate
-            if not _from_input(st.value, params, local):
+            if not _from_input(st.value, params, local) or _returned(st.value, fwd):
                 continue
             yield self.report(st, ctx, related=[Related(
                 ctx.path, line, "differentiated twice here", 1)],
