@@ -198,6 +198,21 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "reversal-output-scaled-in-place": (
         Shape(REVERSE.replace("SCALE", "h = h * 0.5"), "GT719"),
         Shape(REVERSE.replace("SCALE", "h.mul_(0.5)"), "GT719", 14, raises=VIEW_WRITE)),
+    # GT770: scores multiplied by a length mask made in a helper, inside the softmax call;
+    # look-alike: the padded scores are filled with -inf
+    "length-mask-multiplied-into-softmax": (Shape("""
+        def pool(scores, lengths):
+            keep = torch.arange(scores.size(1))[None] < lengths[:, None]
+            w = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+            return w
+        w = pool(torch.randn(2, 5, requires_grad=True), torch.tensor([3, 5]))
+        """, "GT770", holds="w[0, 3:].sum().item() == 0.0"), Shape("""
+        def pool(scores, lengths):
+            keep = torch.arange(scores.size(1))[None] < lengths[:, None]
+            w = torch.softmax(scores * keep.float(), dim=-1)
+            return w
+        w = pool(torch.randn(2, 5, requires_grad=True), torch.tensor([3, 5]))
+        """, "GT770", 3, holds="w[0, 3:].sum().item() > 0.1")),
     # GT781: the exp kept on ctx drops the second-order term of a gradient penalty;
     # look-alike: the input is saved and the exp recomputed in backward
     "exp-kept-on-ctx-under-gradient-penalty": (
