@@ -79,7 +79,8 @@ class MaskFillMissesSoftmax(Rule):
     True/False literals) for.
     Known limits: `masked_fill` / `masked_fill_` with a constant (or a parameter's default),
     the softmax in the same function; a fill after `log_softmax` (log-probabilities) is
-    left alone. A multiplied mask must be a factor of the softmax's input or of the one
+    left alone. The softmax must be spelled so (`F.softmax`, `x.softmax`, `self.softmax`, an
+    `nn.Softmax(...)` built in place). A multiplied mask must be a factor of the softmax's input or of the one
     assignment that makes it in the same function.
     """
 
@@ -87,6 +88,7 @@ class MaskFillMissesSoftmax(Rule):
     name = "mask-fill-misses-softmax"
     message = "`{fill}` {what}"
     triggers = ("masked_fill", "softmax")
+    gate_statements = True
     TINY = ("fills the masked scores with {value}, about 0: after the softmax at line {line} "
             "every masked position keeps the weight of a score of 0, so it is attended and "
             "trained on; fill with float('-inf') or torch.finfo(x.dtype).min")
@@ -163,6 +165,11 @@ class MaskFillMissesSoftmax(Rule):
     def _multiplied(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         """A softmax whose input is scores times a 0/1 mask (directly, or by the assignment
         that makes the name it reads)."""
+        f = node.func
+        spelled = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(
+            f, ast.Name) else "softmax" if isinstance(f, ast.Call) else ""
+        if "softmax" not in spelled.lower():
+            return  # (cheap: a softmax spelled so, or a module built in place)
         op = torch_op(node, ctx)
         if op is not None and op[0] != "softmax":
             return
