@@ -35,8 +35,13 @@ class GradInputNotInGraph(Rule):
     `x_in = x.detach().requires_grad_()`) raises `RuntimeError: The differentiated Tensor at
     index 0 appears to not have been used in the graph. Set allow_unused=True if this is the
     desired behavior.`
-    Known limits: only inputs that are local names bound in the same function; a function
-    that mentions `requires_grad` after making the input is trusted.
+    An input copied or viewed in the call itself (`torch.autograd.grad(L, params[0].clone())`,
+    `[p.view(-1) for p in ps]`, `w.detach().requires_grad_()`) is a new tensor made after the
+    outputs: it took no part in their graph and the call raises one of the two errors (GradNorm
+    taking the gradient of a clone of the shared weight, checked on torch 2.13). So does a local
+    name bound to such a copy and never used before the call.
+    Known limits: only inputs that are local names bound in the same function, or made in the
+    call; a function that mentions `requires_grad` after making the input is trusted.
     """
 
     code = "GT702"
@@ -98,7 +103,16 @@ class GradInputNotInGraph(Rule):
         scope = ctx.scope()
         allow_unused = any(k.arg in ("allow_unused", "materialize_grads") and not (
             isinstance(k.value, ast.Constant) and k.value.value is False) for k in node.keywords)
+        if isinstance(inputs, (ast.ListComp, ast.GeneratorExp)):
+            names = [inputs.elt]
         for i, n in enumerate(names):
+            made = _made_here(n, ctx)
+            if made is not None and (not allow_unused or made == "detach"):
+                yield self.report(node, ctx, name=_clip(ctx.source(n)), line=node.lineno,
+                                  why=MADE_WHY, error=MADE_ERROR if made == "detach" else
+                                  f"The differentiated Tensor at index {i} appears to not have "
+                                  f"been used in the graph")
+                return
             if not isinstance(n, ast.Name):
                 continue
             b = scope.binding_before(n.id, node.lineno)
@@ -113,7 +127,8 @@ class GradInputNotInGraph(Rule):
             if why is not None:
                 yield self.report(b.stmt, ctx, related=rel, name=n.id, why=why, line=node.lineno,
                                   error="One of the differentiated Tensors does not require grad")
-            elif not allow_unused and _requires_grad_created(b.value) and \
+            elif not allow_unused and (_requires_grad_created(b.value) or
+                                       _made_here(b.value, ctx) is not None) and \
                     not _used_between(fn, n.id, b.stmt, inputs):
                 rel = (Related(ctx.path, b.line, f"`{n.id}` is made here and never used after",
                                ctx.column(b.stmt)),)
@@ -123,6 +138,44 @@ class GradInputNotInGraph(Rule):
                         f"the outputs",
                     error=f"The differentiated Tensor at index {i} appears to not have been used "
                           f"in the graph. Set allow_unused=True if this is the desired behavior.")
+
+
+# ops whose result is always a new tensor object (a copy, a view, a detached alias): one made
+# after the outputs were computed is not in their graph (`.to()`/`.float()`/`.contiguous()`
+# may return the tensor itself, and are not here)
+MADE = frozenset({"clone", "detach", "view", "reshape", "flatten", "unsqueeze", "squeeze",
+                  "permute", "transpose", "t", "expand", "repeat", "view_as", "expand_as",
+                  "reshape_as", "narrow", "select", "unflatten"})
+MADE_TORCH = frozenset({"torch.cat", "torch.stack", "torch.clone", "torch.flatten",
+                        "torch.reshape", "torch.squeeze", "torch.unsqueeze"})
+MADE_WHY = ("is made in the call itself, after the outputs were computed, so it is a new "
+            "tensor that took no part in their graph (ask for the gradient of the tensor it "
+            "copies, and copy the result)")
+MADE_ERROR = "One of the differentiated Tensors does not require grad"
+
+
+def _made_here(e: ast.expr, ctx: Context) -> str | None:
+    """The op (``clone``, ``detach``, ``view``...) when ``e`` computes a new tensor (through
+    ``requires_grad_()``, which returns its tensor), else None. Arithmetic is not read (``a +
+    b`` of two lists of parameters is a list of the same tensors), nor a subscript (an element
+    of a list, or a view of a tensor: which one cannot be told)."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+            e.func.attr == "requires_grad_":
+        e = e.func.value
+    if not isinstance(e, ast.Call):
+        return None
+    if isinstance(e.func, ast.Attribute) and e.func.attr in MADE and not (
+            isinstance(e.func.value, ast.Name) and e.func.value.id in ("torch", "F")):
+        if e.func.attr == "detach" and e.args:
+            return None
+        return e.func.attr
+    q = ctx.qualified_name(e.func) or ""
+    return q.rpartition(".")[2] if q in MADE_TORCH else None
+
+
+def _clip(src: str) -> str:
+    src = " ".join(src.split())
+    return src if len(src) <= 40 else src[:37] + "..."
 
 
 def _never_requires_grad(v: ast.expr, ctx: Context) -> str | None:

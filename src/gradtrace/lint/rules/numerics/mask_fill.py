@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.instance_calls import passed_values
 from gradtrace.lint.rules.numerics._ops import strip, torch_op
 from gradtrace.lint.rules.numerics.inf_fill import (
     _fill, _sign_of_inf, softmax_reading)
@@ -70,18 +71,31 @@ class MaskFillMissesSoftmax(Rule):
     `-inf`/NaN, and so are the loss and every gradient (timm EVA). Fill the scores before the
     softmax with `float('-inf')` or `torch.finfo(x.dtype).min`, or multiply the
     probabilities by the mask.
+    Scores multiplied by a 0/1 mask before the softmax (`a = a * mask; softmax(a)`) are
+    masked the same wrong way: a masked score becomes exactly 0, and `exp(0)` keeps its full
+    share of the weight (Attention-MIL pooling giving padded instances 0.44 of the attention,
+    checked on torch 2.13). The mask is read as 0/1 when it is a comparison, `.bool()`, `~m`,
+    a cast of one, or a `forward` parameter every call passes such a tensor (or a tensor of
+    True/False literals) for.
     Known limits: `masked_fill` / `masked_fill_` with a constant (or a parameter's default),
     the softmax in the same function; a fill after `log_softmax` (log-probabilities) is
-    left alone.
+    left alone. The softmax must be spelled so (`F.softmax`, `x.softmax`, `self.softmax`, an
+    `nn.Softmax(...)` built in place). A multiplied mask must be a factor of the softmax's input or of the one
+    assignment that makes it in the same function.
     """
 
     code = "GT770"
     name = "mask-fill-misses-softmax"
     message = "`{fill}` {what}"
-    triggers = ("masked_fill",)
+    triggers = ("masked_fill", "softmax")
+    gate_statements = True
     TINY = ("fills the masked scores with {value}, about 0: after the softmax at line {line} "
             "every masked position keeps the weight of a score of 0, so it is attended and "
             "trained on; fill with float('-inf') or torch.finfo(x.dtype).min")
+    TIMES = ("multiplies the scores by the 0/1 mask `{mask}` before the softmax at line {line}: "
+             "a masked score becomes 0, not minus infinity, and keeps the weight exp(0) of a "
+             "real one, so masked positions are attended and trained on; fill them instead: "
+             "`.masked_fill(~mask, float('-inf'))`")
     AFTER = ("fills the output of the softmax at line {line} (probabilities) with {value}: "
              "what reads them is -inf/NaN, and so are the loss and the gradients; fill the "
              "scores before the softmax, or multiply the probabilities by the mask")
@@ -124,6 +138,7 @@ class MaskFillMissesSoftmax(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         got = _fill(node, ctx)
         if got is None:
+            yield from self._multiplied(node, ctx)
             return
         filled, value = got
         v = _number(value, ctx)
@@ -146,3 +161,87 @@ class MaskFillMissesSoftmax(Rule):
                     value=shown, line=sm.lineno), related=[Related(
                         ctx.path, sm.lineno, "the softmax whose output is filled",
                         ctx.column(sm))])
+
+    def _multiplied(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        """A softmax whose input is scores times a 0/1 mask (directly, or by the assignment
+        that makes the name it reads)."""
+        f = node.func
+        spelled = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(
+            f, ast.Name) else "softmax" if isinstance(f, ast.Call) else ""
+        if "softmax" not in spelled.lower():
+            return  # (cheap: a softmax spelled so, or a module built in place)
+        op = torch_op(node, ctx)
+        if op is not None and op[0] != "softmax":
+            return
+        if op is None:
+            if _softmax(node, ctx) is None or not node.args or \
+                    "log" in ctx.source(node.func).lower():
+                return
+            op = ("softmax", node.args[0])
+        e, where = strip(op[1]), node
+        if isinstance(e, ast.Name):
+            b = ctx.scope().binding_before(e.id, node.lineno)
+            if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None:
+                return
+            e, where = strip(b.value), b.stmt
+        if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)):
+            return
+        for factor in (e.left, e.right):
+            if _zero_one(factor, ctx, where.lineno):
+                yield self.report(where, ctx, fill=" ".join(ctx.source(e).split())[:60],
+                                  what=self.TIMES.format(mask=ctx.source(factor)[:30],
+                                                         line=node.lineno),
+                                  related=[Related(ctx.path, node.lineno,
+                                                   "the softmax that reads the scores",
+                                                   ctx.column(node))])
+                return
+
+
+CASTS = frozenset({"float", "half", "double", "to", "type_as", "long", "int", "unsqueeze",
+                   "view", "expand_as", "view_as", "reshape"})
+
+
+def _zero_one(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
+    """Whether ``e`` is a 0/1 (boolean) tensor: a comparison, ``~m``, ``.bool()``, a cast or a
+    view of one, a local name bound to one, or a parameter of a module's ``forward`` that
+    every call of an instance passes one for (read in the caller)."""
+    if depth > 3:
+        return False
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in CASTS:
+        e = e.func.value
+    if isinstance(e, ast.Compare) or isinstance(e, ast.UnaryOp) and \
+            isinstance(e.op, ast.Invert):
+        return True
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "bool":
+        return True
+    if not isinstance(e, ast.Name):
+        return False
+    fn = ctx.function
+    b = ctx.scope().binding_before(e.id, line)
+    if b is not None:
+        return b.value is not None and isinstance(b.stmt, ast.Assign) and \
+            _zero_one(b.value, ctx, b.line, depth + 1)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    got = passed_values(ctx, fn, e.id)
+    return bool(got) and all(_bool_value(v, w, ctx) for v, w in got)  # type: ignore[union-attr]
+
+
+def _bool_value(v: ast.expr, where: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """Whether the value a caller passes is a boolean tensor: a comparison, ``.bool()``,
+    ``torch.tensor`` of True/False literals, or a name of the caller bound to one."""
+    if depth > 3:
+        return False
+    if isinstance(v, ast.Compare) or isinstance(v, ast.Call) and \
+            isinstance(v.func, ast.Attribute) and v.func.attr == "bool":
+        return True
+    if isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "") == "torch.tensor" \
+            and v.args:
+        consts = [x for n in ast.walk(v.args[0]) if isinstance(n, (ast.List, ast.Tuple))
+                  for x in n.elts if isinstance(x, ast.Constant)]  # (`[True] * 6`: 6 is no item)
+        return bool(consts) and all(isinstance(c.value, bool) for c in consts)
+    if isinstance(v, ast.Name):
+        b = ctx.scope(where).binding_before(v.id, v.lineno)  # type: ignore[arg-type]
+        return b is not None and b.value is not None and isinstance(b.stmt, ast.Assign) and \
+            _bool_value(b.value, where, ctx, depth + 1)
+    return False

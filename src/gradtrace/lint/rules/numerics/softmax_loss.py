@@ -265,19 +265,42 @@ class ProbabilitiesIntoCrossEntropy(Rule):
                     continue
                 made, layers = WRONG_INPUT[loss]
                 first = strip(bound_value(strip(call.args[0]), scope, call.lineno))
-                sm = None
+                sm, direct = None, False
                 if isinstance(first, ast.Call):  # the layer that makes it, when a model does
-                    sm = _model_softmax(first, scope, ctx, made, layers) or made(first, ctx)
+                    sm = _model_softmax(first, scope, ctx, made, layers)
+                    if sm is None:
+                        sm = made(first, ctx)
+                        direct = sm is not None
                 elif (got := unpacked_output(first, scope, ctx, strip)) is not None:
                     sm = same_made(got[1], made, ctx, got[0])  # `probs, feats = model(x)`
                 if sm is None or id(sm) in seen:
                     continue
                 seen.add(id(sm))
-                yield self.report(sm, ctx, related=[Related(
-                    ctx.path, call.lineno, "the loss is computed from it here",
-                    ctx.column(call))], softmax=ctx.source(sm)[:50],
+                arg = strip(call.args[0])
+                if direct and isinstance(arg, ast.Name) and _kept(arg, call, scope, fn):
+                    # the probabilities serve elsewhere too: the loss's input is what changes
+                    where, rel = call, Related(ctx.path, sm.lineno, "the probabilities are "
+                                               "made here", ctx.column(sm))
+                else:
+                    where, rel = sm, Related(ctx.path, call.lineno,
+                                             "the loss is computed from it here",
+                                             ctx.column(call))
+                yield self.report(where, ctx, related=[rel], softmax=ctx.source(sm)[:50],
                     loss=dotted(call.func) or loss, line=call.lineno, why=WHY[loss],
                     want=WANT[loss])
+
+
+def _kept(name: ast.Name, call: ast.Call, scope: Scope, fn: ast.AST) -> bool:
+    """Whether the value ``name`` holds at ``call`` is read elsewhere in ``fn`` too (the
+    probabilities also weight a focal term, or are returned as predictions): then the fix is
+    to give the loss the logits, not to drop the softmax."""
+    b = scope.binding_before(name.id, call.lineno)
+    if b is None:
+        return False
+    inside = {id(n) for n in walk(call)}
+    return any(isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Load)
+               and id(n) not in inside and scope.binding_before(n.id, n.lineno) is b
+               for n in walk(fn))
 
 
 # `criterion = nn.CrossEntropyLoss(...)`, `self.crit = NLLLoss()`: names that compute the loss
