@@ -248,10 +248,11 @@ class InplaceUpdateOfLeaf(Rule):
     message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
                "raises `RuntimeError: {view}")
     # leaf paths need one of the first four words in the function; the layer path an
-    # in-place spelling on `.weight` / `.bias`
+    # in-place spelling on `.weight` / `.bias`, or `getattr(` (a layer's Parameter named by a
+    # string, `getattr(self.rnn, f"bias_hh_l{i}")`: strings hold no trigger word)
     triggers = ("requires_grad", "Parameter", ".backward(", ".grad", ".weight.", ".bias.",
                 ".weight[", ".bias[", ".weight -=", ".weight +=", ".weight *=", ".bias -=",
-                ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh")
+                ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh", "getattr(")
     gate_statements = True
     examples = [
         Bad("""
