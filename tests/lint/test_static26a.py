@@ -38,6 +38,83 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         net(noisy).sum().backward()
         sal = noisy.grad
         """, "GT307", 11, holds="sal is None and base.grad is not None")]),
+    # GT116, mechanism: a NumPy ufunc (`np.log`, `np.exp`, `np.sqrt`) converts each tensor
+    # operand through `Tensor.__array__`, which refuses one that requires grad; the value is
+    # followed through a tuple unpacked from a module of the file, and to a helper's callers
+    "numpy-ufunc-of-tensor-requiring-grad": (Shape("""
+        import numpy as np
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mu, self.logvar = nn.Linear(4, 2), nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.mu(x), self.logvar(x)
+
+        def spread(logvar):
+            return np.exp(0.5 * logvar.detach()).mean()
+
+        head = Head()
+        mu, logvar = head(torch.randn(3, 4))
+        s = spread(logvar)
+        (mu.pow(2).mean() + logvar.exp().mean()).backward()
+        """, "GT116", holds="head.mu.weight.grad is not None"), [Shape("""
+        import numpy as np
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mu, self.logvar = nn.Linear(4, 2), nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.mu(x), self.logvar(x)
+
+        head = Head()
+        mu, logvar = head(torch.randn(3, 4))
+        std = np.exp(0.5 * logvar)
+        """, "GT116", 13, "Can't call numpy()"), Shape("""
+        import numpy as np
+
+        def gaussian_nll(x, mean, var):
+            return ((x - mean) ** 2 / var).sum() + np.sqrt(var).sum()
+
+        net = nn.Linear(4, 2)
+        out = net(torch.randn(3, 4))
+        mean, var = out, out.exp()
+        nll = gaussian_nll(torch.zeros(3, 2), mean, var)
+        """, "GT116", 4, "Can't call numpy()")]),
+    # GT302, mechanism: a recurrent layer's Parameter named by a string
+    # (`getattr(self.rnn, f"bias_hh_l{i}")`) written in place with grad enabled; the gate
+    # words were only in the string, so the function was never read
+    "inplace-write-into-getattr-named-rnn-parameter": (Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, num_layers=2)
+                with torch.no_grad():
+                    for i in range(2):
+                        getattr(self.rnn, f"bias_hh_l{i}").chunk(4)[1].fill_(1.0)
+
+        enc = Encoder()
+        enc.rnn(torch.randn(5, 1, 4))[0].sum().backward()
+        """, "GT302", holds="enc.rnn.bias_hh_l0.grad is not None"), [Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, num_layers=2)
+                self.reset()
+
+            def reset(self):
+                for i in range(self.rnn.num_layers):
+                    getattr(self.rnn, f"bias_hh_l{i}").chunk(4)[1].fill_(1.0)
+
+        enc = Encoder()
+        """, "GT302", 9, "is a view and is being modified inplace"), Shape("""
+        gru = nn.GRU(4, 8, num_layers=2)
+        for k in range(2):
+            getattr(gru, f"weight_hh_l{k}")[:8].zero_()
+        """, "GT302", 3, "leaf Variable that requires grad")]),
 }
 
 
