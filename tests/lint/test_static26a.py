@@ -115,6 +115,79 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         for k in range(2):
             getattr(gru, f"weight_hh_l{k}")[:8].zero_()
         """, "GT302", 3, "leaf Variable that requires grad")]),
+    # GT109, mechanism: the loss's backward is in one method (`backward_G`) and the optimizer
+    # step in the method that calls it (`optimize_parameters`), the pix2pix/CycleGAN layout;
+    # the loss's terms are followed through `self.loss_*` attributes of the same method
+    "stepped-model-cut-when-a-caller-steps": (Shape("""
+        class GAN:
+            def __init__(self):
+                self.netG, self.netD = nn.Linear(4, 4), nn.Linear(4, 1)
+                self.optimizer_G = torch.optim.Adam(self.netG.parameters(), lr=1e-3)
+                self.optimizer_D = torch.optim.Adam(self.netD.parameters(), lr=1e-3)
+
+            def backward_D(self, z, real):
+                fake = self.netG(z)
+                loss_D = F.softplus(self.netD(fake.detach())).mean() + F.softplus(-self.netD(real)).mean()
+                loss_D.backward()
+
+            def backward_G(self, z, real):
+                self.fake = self.netG(z)
+                self.loss_G = F.softplus(-self.netD(self.fake)).mean() + F.l1_loss(self.fake, real)
+                self.loss_G.backward()
+
+            def optimize_parameters(self, z, real):
+                self.optimizer_D.zero_grad()
+                self.backward_D(z, real)
+                self.optimizer_D.step()
+                self.optimizer_G.zero_grad()
+                self.backward_G(z, real)
+                self.optimizer_G.step()
+
+        gan = GAN()
+        gan.optimize_parameters(torch.randn(2, 4), torch.randn(2, 4))
+        """, "GT109", holds="gan.netG.weight.grad is not None"), [Shape("""
+        class Pix2Pix:
+            def __init__(self):
+                self.netG, self.netD = nn.Linear(4, 4), nn.Linear(4, 1)
+                self.optimizer_G = torch.optim.Adam(self.netG.parameters(), lr=1e-3)
+
+            def backward_G(self, z, real):
+                self.fake = self.netG(z)
+                self.loss_G_GAN = F.softplus(-self.netD(self.fake.detach())).mean()
+                self.loss_G_L1 = F.l1_loss(self.fake, real)
+                self.loss_G = self.loss_G_GAN + 10.0 * self.loss_G_L1
+                self.loss_G.backward()
+
+            def optimize_parameters(self, z, real):
+                self.optimizer_G.zero_grad()
+                self.backward_G(z, real)
+                self.optimizer_G.step()
+
+        model = Pix2Pix()
+        model.optimize_parameters(torch.randn(2, 4), torch.randn(2, 4))
+        """, "GT109", 8, holds="torch.autograd.grad(model.loss_G_GAN, model.netG.weight, "
+                               "allow_unused=True)[0] is None"), Shape("""
+        class Adapter:
+            def __init__(self):
+                self.encoder, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+                self.opt = torch.optim.SGD(self.encoder.parameters(), lr=0.1)
+
+            def compute(self, x, y):
+                feats = self.encoder(x)
+                self.ce = F.cross_entropy(self.head(feats.detach()), y)
+                loss = self.ce + feats.pow(2).mean()
+                loss.backward()
+                return loss
+
+            def train_step(self, x, y):
+                self.opt.zero_grad()
+                self.compute(x, y)
+                self.opt.step()
+
+        a = Adapter()
+        a.train_step(torch.randn(3, 4), torch.tensor([0, 1, 1]))
+        """, "GT109", 8, holds="torch.autograd.grad(a.ce, a.encoder.weight, "
+                               "allow_unused=True)[0] is None")]),
 }
 
 
