@@ -110,10 +110,12 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
                     getattr(self.rnn, f"bias_hh_l{i}").chunk(4)[1].fill_(1.0)
 
         enc = Encoder()
+        enc.rnn(torch.randn(5, 1, 4))[0].sum().backward()
         """, "GT302", 9, "is a view and is being modified inplace"), Shape("""
         gru = nn.GRU(4, 8, num_layers=2)
         for k in range(2):
             getattr(gru, f"weight_hh_l{k}")[:8].zero_()
+        gru(torch.randn(5, 1, 4))[0].sum().backward()
         """, "GT302", 3, "leaf Variable that requires grad")]),
     # GT109, mechanism: the loss's backward is in one method (`backward_G`) and the optimizer
     # step in the method that calls it (`optimize_parameters`), the pix2pix/CycleGAN layout;

@@ -240,7 +240,9 @@ class InplaceUpdateOfLeaf(Rule):
     `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
     one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a
     function that also calls `.backward()`; a helper only ever called under `no_grad` is not
-    followed across calls.
+    followed across calls; a layer's Parameter named by a string
+    (`getattr(self.rnn, f"bias_hh_l{i}")`) is read only in a file that also holds one of the
+    other trigger words (`.backward(`, `Parameter`, `requires_grad`...).
     """
 
     code = "GT302"
@@ -248,11 +250,13 @@ class InplaceUpdateOfLeaf(Rule):
     message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
                "raises `RuntimeError: {view}")
     # leaf paths need one of the first four words in the function; the layer path an
-    # in-place spelling on `.weight` / `.bias`, or `getattr(` (a layer's Parameter named by a
-    # string, `getattr(self.rnn, f"bias_hh_l{i}")`: strings hold no trigger word)
+    # in-place spelling on `.weight` / `.bias`, or, in a file the other words open,
+    # `getattr(` (a layer's Parameter named by a string, `getattr(self.rnn, f"bias_hh_l{i}")`:
+    # strings hold no trigger word)
     triggers = ("requires_grad", "Parameter", ".backward(", ".grad", ".weight.", ".bias.",
                 ".weight[", ".bias[", ".weight -=", ".weight +=", ".weight *=", ".bias -=",
-                ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh", "getattr(")
+                ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh")
+    statement_triggers = (*triggers, "getattr(")
     gate_statements = True
     examples = [
         Bad("""
@@ -393,6 +397,8 @@ class InplaceUpdateOfLeaf(Rule):
 
     def _check(self, fn: ast.AST, stmt: ast.stmt, target: ast.expr, what: str,
                ctx: Context) -> Iterator[Finding]:
+        if not _getattr_write(target) and not _mentions(ctx, fn, *self.triggers):
+            return  # opened by `getattr(` alone: only a write through it is this path's
         view = ""
         while isinstance(target, ast.Subscript):  # `res[b][c] = ...`: a view of a view
             target, view = target.value, "view of a "
@@ -492,6 +498,19 @@ def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,
     if got is None or file_freezes(ctx) or not runs_with_grad(ctx, fn):
         return None
     return got
+
+
+def _getattr_write(target: ast.expr) -> bool:
+    """The write goes into ``getattr(owner, name)`` or a view of it."""
+    e = target
+    while True:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            e = e.func.value
+        else:
+            break
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr"
 
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
