@@ -190,6 +190,66 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         a.train_step(torch.randn(3, 4), torch.tensor([0, 1, 1]))
         """, "GT109", 8, holds="torch.autograd.grad(a.ce, a.encoder.weight, "
                                "allow_unused=True)[0] is None")]),
+    # GT117, mechanism: a module's Parameter is read only as the argument of a call that
+    # computes everything it returns with grad off (a constraint submodule's `forward` under
+    # `torch.no_grad()`, a `@torch.no_grad()` method): it never gets a gradient
+    "parameter-read-only-through-grad-off-call": (Shape("""
+        class Bounded(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.log_scale = nn.Parameter(torch.zeros(4))
+                self.lin = nn.Linear(4, 4)
+
+            @torch.no_grad()
+            def project_(self):
+                self.log_scale.clamp_(-3.0, 3.0)
+
+            def forward(self, x):
+                return self.lin(x) * self.log_scale.clamp(-3.0, 3.0).exp()
+
+        net = Bounded()
+        net(torch.randn(2, 4)).sum().backward()
+        net.project_()
+        """, "GT117", holds="net.log_scale.grad is not None"), [Shape("""
+        class Limit(nn.Module):
+            def __init__(self, lo, hi):
+                super().__init__()
+                self.lo, self.hi = lo, hi
+
+            def forward(self, w):
+                with torch.no_grad():
+                    return torch.clamp(w, self.lo, self.hi)
+
+        class Filterbank(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.centers = nn.Parameter(torch.linspace(0.1, 2.0, 4))
+                self.limit = Limit(0.0, 3.0)
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.proj(x) * torch.cos(self.limit(self.centers))
+
+        fb = Filterbank()
+        fb(torch.randn(2, 4)).sum().backward()
+        """, "GT117", 7, holds="fb.centers.grad is None and fb.proj.weight.grad is not None"),
+        Shape("""
+        class Scaler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.log_scale = nn.Parameter(torch.zeros(4))
+                self.lin = nn.Linear(4, 4)
+
+            @torch.no_grad()
+            def bounded(self, v):
+                return v.clamp(-3.0, 3.0).exp()
+
+            def forward(self, x):
+                return self.lin(x) * self.bounded(self.log_scale)
+
+        net = Scaler()
+        net(torch.randn(2, 4)).sum().backward()
+        """, "GT117", 7, holds="net.log_scale.grad is None and net.lin.weight.grad is not None")]),
 }
 
 
