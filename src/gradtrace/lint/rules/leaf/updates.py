@@ -21,7 +21,8 @@ from gradtrace.lint.rules.leaf._origin import (
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._writes import (
-    forward_parameter_writes, in_place_writes, own_statements, passed_parameter_writes,
+    forward_parameter_writes, getattr_write, in_place_writes, own_statements,
+    passed_parameter_writes, write_error,
 )
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
@@ -360,7 +361,7 @@ class InplaceUpdateOfLeaf(Rule):
                 rel = [Related(ctx.path, w.origin.lineno, f"a Parameter is passed for `{w.name}` "
                                "here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
-                                  view=_error(w.view))
+                                  view=write_error(w.view))
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
@@ -377,7 +378,7 @@ class InplaceUpdateOfLeaf(Rule):
                 rel = [Related(ctx.path, w.origin.lineno, f"`{w.name}` is made a Parameter "
                                "that requires grad here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
-                                  view=_error(w.view))
+                                  view=write_error(w.view))
 
     @staticmethod
     def _first(stmt: ast.stmt, ctx: Context) -> bool:
@@ -397,7 +398,7 @@ class InplaceUpdateOfLeaf(Rule):
 
     def _check(self, fn: ast.AST, stmt: ast.stmt, target: ast.expr, what: str,
                ctx: Context) -> Iterator[Finding]:
-        if not _getattr_write(target) and not _mentions(ctx, fn, *self.triggers):
+        if not getattr_write(target) and not _mentions(ctx, fn, *self.triggers):
             return  # opened by `getattr(` alone: only a write through it is this path's
         view = ""
         while isinstance(target, ast.Subscript):  # `res[b][c] = ...`: a view of a view
@@ -415,7 +416,7 @@ class InplaceUpdateOfLeaf(Rule):
         if what == "slice assignment" and filled_after_flag(origin, name, ctx):
             yield from [self.report(origin, ctx, what=f"slice assignment (line {line}, after "
                         "this line makes it require grad: set the flag once it is filled, or "
-                        "build it out of place)", name=name, view=_error(view, target))
+                        "build it out of place)", name=name, view=write_error(view, target))
                         ] if self._first(origin, ctx) else []  # type: ignore[arg-type]
             return
         note = f"`{name}` iterates over leaves that require grad here" \
@@ -424,7 +425,7 @@ class InplaceUpdateOfLeaf(Rule):
         related = [Related(ctx.path, origin.lineno, note, ctx.column(origin))] \
             if origin.lineno != line else []
         yield self.report(stmt, ctx, related=related, what=what, name=name,
-                          view=_error(view, target))
+                          view=write_error(view, target))
 
     @staticmethod
     def _origin(fn: ast.AST, name: str, line: int, ctx: Context,
@@ -472,21 +473,6 @@ class InplaceUpdateOfLeaf(Rule):
         return None
 
 
-MULTI_VIEWS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes"})
-
-
-def _error(view: str, target: ast.AST | None = None) -> str:
-    """What autograd raises for the write (a view made by ``chunk``/``split``/``unbind``
-    is one of several outputs, refused with its own message; checked on torch 2.13)."""
-    calls = [n.func.attr for n in walk(target) if isinstance(n, ast.Call)
-             and isinstance(n.func, ast.Attribute) and n.func.attr in MULTI_VIEWS] \
-        if target is not None else []
-    if calls:
-        op = "Unbind" if calls[0] == "unbind" else "Split"
-        return f"Output <i> of {op} is a view and is being modified inplace.`"
-    return f"a {view}leaf Variable that requires grad is being used in an in-place operation.`"
-
-
 def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,
                 ctx: Context) -> ast.AST | None:
     """The statement building the ``torch.nn`` layer whose Parameter ``target`` views (or is,
@@ -498,19 +484,6 @@ def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,
     if got is None or file_freezes(ctx) or not runs_with_grad(ctx, fn):
         return None
     return got
-
-
-def _getattr_write(target: ast.expr) -> bool:
-    """The write goes into ``getattr(owner, name)`` or a view of it."""
-    e = target
-    while True:
-        if isinstance(e, ast.Subscript):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-            e = e.func.value
-        else:
-            break
-    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr"
 
 
 def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
