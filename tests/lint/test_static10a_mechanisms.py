@@ -499,7 +499,7 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         m(torch.randn(2, 4)).sum().backward()
         """, "GT215", 12, holds="m.encoder.weight.grad is not None")]),
     # GT307 across a helper: the caller reads `.grad` of a non-leaf the helper returns
-    # (advertorch FGSM `perturb`)
+    # (advertorch FGSM `perturb`); reported where the helper's result is bound (static26a)
     "grad-of-non-leaf-returned-by-helper": (Shape("""
         class Attack:
             def __init__(self, model, eps):
@@ -526,7 +526,7 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         x_adv = pgd_step(model, torch.rand(2, 4), y, 0.1)
         F.cross_entropy(model(x_adv), y).backward()
         saliency = x_adv.grad
-        """, "GT307", 10, holds="saliency is None"), Shape("""
+        """, "GT307", 8, holds="saliency is None"), Shape("""
         def scale(t, s):
             return torch.sigmoid(t * s)
 
@@ -534,7 +534,7 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         v = scale(w, 2.0)
         v.sum().backward()
         print(v.grad)
-        """, "GT307", 7, holds="v.grad is None and w.grad is not None")]),
+        """, "GT307", 5, holds="v.grad is None and w.grad is not None")]),
     # GT216: a live prediction rebound from itself under no_grad (consistency_policy)
     "live-output-rebound-under-no-grad": (Shape("""
         class Distiller(nn.Module):

@@ -12,8 +12,10 @@ from, every step made with grad enabled:
   given ``requires_grad=True``;
 - an op on one of those that keeps the graph: an arithmetic operator, a ``torch.*`` function,
   a subscript or a tensor method of :data:`KEEPS` (``.cpu()``, ``.float()``, ``.view(...)``).
-A name is its last binding (a global read in a function, its module-level one); a binding made
-under grad-off, a loop target, an unpacked tuple, a helper's result: not known. A file that
+A name is its last binding (a global read in a function, its module-level one); an element
+unpacked from a tuple literal, or from the call of a module class of the file whose every
+``forward`` return is a tuple of that length (``z, mu, var = encoder(x)``), is followed; a
+binding made under grad-off, a loop target, any other unpacking, a helper's result: not known. A file that
 freezes anything (``requires_grad = False``, ``requires_grad_(False)``) is left alone: which
 weights still train is a run-time fact there.
 
@@ -120,12 +122,50 @@ def _lambda_params(ctx: Context, fn: ast.AST) -> frozenset[str]:
 
 def _bound(ctx: Context, where: ast.AST, b: object, name: str, depth: int) -> ast.AST | None:
     stmt = b.stmt  # type: ignore[attr-defined]
-    if b.no_grad or not isinstance(stmt, ast.Assign) or b.value is None \
-            or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
-        return None  # type: ignore[attr-defined]
+    if b.no_grad or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
+            or not isinstance(stmt.targets[0], (ast.Name, ast.Tuple)):  # type: ignore[attr-defined]
+        return None
     if ctx.scope(where).grad_off_at(stmt) is not None:
         return None
+    if b.value is None:  # type: ignore[attr-defined]
+        return _unpacked_output(ctx, where, stmt, name, depth)
     return _requires(ctx, where, b.value, b.line, depth + 1)  # type: ignore[attr-defined]
+
+
+def _unpacked_output(ctx: Context, where: ast.AST, stmt: ast.Assign, name: str,
+                     depth: int) -> ast.AST | None:
+    """``z, mu, var = encoder(x)``: the element ``name`` takes of what a module class of the
+    file returns, when every ``return`` of its ``forward`` is a tuple of that length whose
+    element surely requires grad there (``a, b = X(), Y()`` is paired by the flow layer)."""
+    t = stmt.targets[0]
+    v = stmt.value
+    if not isinstance(t, ast.Tuple) or not isinstance(v, ast.Call) \
+            or any(isinstance(e, ast.Starred) for e in t.elts) \
+            or not isinstance(v.func, (ast.Name, ast.Attribute)):
+        return None
+    idx = next((i for i, e in enumerate(t.elts) if isinstance(e, ast.Name) and e.id == name),
+               None)
+    k = ctx.analysis.kind_in(v.func, where, stmt.lineno)
+    info = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE \
+        else None
+    fwd = info.methods.get("forward") if info is not None and info.is_module else None
+    if idx is None or fwd is None:
+        return None
+    rets = [n for n in walk(fwd) if isinstance(n, ast.Return)]
+    if not rets or any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                       and n is not fwd for n in walk(fwd)):
+        return None  # a nested function's returns are not forward's
+    found = None
+    for r in rets:
+        e = r.value
+        if not isinstance(e, ast.Tuple) or len(e.elts) != len(t.elts) \
+                or any(isinstance(x, ast.Starred) for x in e.elts):
+            return None
+        got = _requires(ctx, fwd, e.elts[idx], r.lineno, depth + 1)
+        if got is None:
+            return None
+        found = found or got
+    return found
 
 
 def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> ast.AST | None:

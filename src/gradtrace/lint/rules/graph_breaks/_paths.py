@@ -234,8 +234,9 @@ class LossPaths(HelperTracer):
             if isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Add, ast.Sub)):
                 yield from self._terms(inner, use, line, depth + 1)
                 return
-        if isinstance(e, ast.Name):
-            bs = self.bindings_at(e.id, use, line)
+        name = e.id if isinstance(e, ast.Name) else _self_attr(e)
+        if name is not None:  # `loss`, or `self.loss_G` bound in the same method
+            bs = self.bindings_at(name, use, line)
             if len(bs) == 1 and bs[0].value is not None:
                 b = bs[0]
                 if isinstance(b.stmt, ast.AugAssign):
@@ -248,6 +249,13 @@ class LossPaths(HelperTracer):
                     yield from self._terms(b.value, b.stmt, b.line, depth + 1)
                     return
         yield e
+
+
+def _self_attr(e: ast.expr) -> str | None:
+    """``self.<attr>`` spelled out, else None."""
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+        return "self." + e.attr
+    return None
 
 
 TENSOR_METHODS = RECV_ONLY | FRESH_METHODS | frozenset(CUT_METHODS) | {

@@ -15,11 +15,19 @@ from gradtrace.lint.rule import Bad, Good, Rule
 # NumPy functions that read a tensor through ``Tensor.__array__`` (``.numpy()``)
 NUMPY_READS = frozenset({"numpy." + f for f in (
     "array", "asarray", "asanyarray", "ascontiguousarray")})
+# NumPy ufuncs (and ufunc-backed functions) that convert every tensor operand with
+# ``Tensor.__array__`` (``np.log(t)``: checked on torch 2.13 and NumPy 2.4, each raises on a
+# tensor that requires grad, and returns a tensor for one that does not)
+UFUNCS = frozenset({"numpy." + f for f in (
+    "log", "exp", "sqrt", "log1p", "expm1", "log2", "log10", "exp2", "abs", "absolute",
+    "square", "sin", "cos", "tan", "tanh", "sinh", "cosh", "arctan", "arcsin", "arccos",
+    "sign", "floor", "ceil", "rint", "negative", "reciprocal", "clip", "maximum", "minimum",
+    "power", "dot", "matmul", "outer")})
 # pyplot functions that convert every positional argument with NumPy
 PLOTS = frozenset({"matplotlib.pyplot." + f for f in (
     "plot", "scatter", "imshow", "hist", "hist2d", "matshow")})
 LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.JoinedStr)
-LAST_WORDS = frozenset(q.rpartition(".")[2] for q in NUMPY_READS | PLOTS)
+LAST_WORDS = frozenset(q.rpartition(".")[2] for q in NUMPY_READS | PLOTS | UFUNCS)
 
 
 class NumpyOfTensorRequiringGrad(Rule):
@@ -125,7 +133,19 @@ def _sinks(node: ast.Call, ctx: Context) -> list[ast.expr]:
         return [node.args[0]] if not isinstance(node.args[0], ast.Starred) else []
     if q in PLOTS:
         return [a for a in node.args if not isinstance(a, (ast.Starred, ast.Constant))]
+    if q in UFUNCS:  # `np.log(2 * np.pi * var)`: each tensor operand is converted
+        return [o for a in node.args if not isinstance(a, ast.Starred) for o in _operands(a)]
     return []
+
+
+def _operands(e: ast.expr) -> list[ast.expr]:
+    """The non-constant operands of an arithmetic expression (``2 * np.pi * var`` ->
+    ``np.pi``, ``var``), or the expression itself."""
+    if isinstance(e, ast.BinOp):
+        return _operands(e.left) + _operands(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return _operands(e.operand)
+    return [] if isinstance(e, ast.Constant) else [e]
 
 
 def _origin(ctx: Context, where: ast.AST, value: ast.expr, line: int

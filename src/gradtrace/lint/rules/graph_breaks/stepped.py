@@ -22,6 +22,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.kinds import MODULE, OPTIMIZER, PARAMETER
 from gradtrace.lint.context import Context
@@ -32,6 +33,7 @@ from gradtrace.lint.rules.graph_breaks._base import worth_reporting, short
 from gradtrace.lint.analysis.cuts import DEAD, LIVE, Trace
 from gradtrace.lint.analysis.origins import Tracer
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, loss_paths
+from gradtrace.lint.rules.leaf._tensors import node_mentions
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
@@ -47,6 +49,9 @@ class SteppedModelCutFromLoss(Rule):
     (the discriminator step's detach copied over) trains the generator on the other terms
     only; a policy whose outputs are cloned with `.detach()` before the log-probabilities
     leaves only `logZ` training. Backward runs and no error is raised. Remove the cut.
+    The step may also follow, in another method of the same class, the `self.<method>()`
+    call of the method that runs the backward (`backward_G` called by `optimize_parameters`,
+    the pix2pix/CycleGAN layout), up to the next call of a method that runs a backward.
     Known limits: the optimizer must be built in the file over `model.parameters()`; the
     other network must be bound to its constructor in the file; a function argument or an
     unknown call counts as possibly carrying the stepped model.
@@ -58,6 +63,8 @@ class SteppedModelCutFromLoss(Rule):
                "(line {step}), reaches {what} only through this cut, so it gets no gradient "
                "from it")
     triggers = ("step",)
+    # a method that calls backward and whose caller steps (`backward_G`) holds no "step"
+    statement_triggers = ("step", ".backward(")
     gate_statements = True
     examples = [
         Bad("""
@@ -102,6 +109,9 @@ class SteppedModelCutFromLoss(Rule):
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         if not worth_reporting(node, ctx) or not ctx.mentions("backward"):
             return
+        if not isinstance(node, ast.Module) and not node_mentions(ctx, node, "step") \
+                and not _stepped_by_callers(ctx.scope(node), ctx):
+            return  # opened by ".backward(" alone: only a caller's step can matter
         lp = loss_paths(ctx, node)
         sinks = [s for s in lp.sinks() if s.how == "backward"]
         if not sinks:
@@ -114,7 +124,7 @@ class SteppedModelCutFromLoss(Rule):
                 continue  # the whole loss is cut: GT102-GT108 say so
             line = sink.node.lineno  # type: ignore[attr-defined]
             nxt = next((ln for ln in lines if ln > line), 1 << 30)
-            steps = _stepped(lp.scope, ctx, line, nxt)
+            steps = _stepped(lp.scope, ctx, line, nxt) or _stepped_by_callers(lp.scope, ctx)
             owners = frozenset().union(*(o for _, _, o in steps))
             if not owners:
                 continue
@@ -175,6 +185,45 @@ def _loose_params(step: ast.Call, scope: Scope) -> frozenset[str]:
                 if p is not None and p.what == PARAMETER:
                     out.add(n.id)
     return frozenset(out)
+
+
+def _stepped_by_callers(scope: Scope, ctx: Context
+                        ) -> list[tuple[ast.Call, str, frozenset[str]]]:
+    """The optimizer steps that follow, in another method of the same class, a
+    ``self.<method>()`` call of the method ``scope`` is (the loss's backward in
+    ``backward_G``, ``opt_G.step()`` after ``self.backward_G()`` in ``optimize_parameters``):
+    the owners read as ``self.<attr>`` mean the same objects in both methods
+    (NOTE [stepped focus]). The method must step nothing of its own."""
+    fn = scope.node
+    an = ctx.analysis
+    cls = an.class_of(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if cls is None or cls.methods.get(fn.name) is not fn:  # type: ignore[union-attr]
+        return []
+    out: list[tuple[ast.Call, str, frozenset[str]]] = []
+    for call, where in function_sites(an, fn) or ():  # type: ignore[arg-type]
+        f = call.func
+        if where is fn or an.class_of(where) is not cls or not (
+                isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                and f.value.id == "self"):
+            continue
+        caller = ctx.scope(where)
+        later = [m.call.lineno for m in caller.calls_to("backward")
+                 if m.call.lineno > call.lineno]
+        later += [n.lineno for n in walk(where) if isinstance(n, ast.Call)
+                  and n.lineno > call.lineno and _backward_method(n, cls, ctx)]
+        out.extend(_stepped(caller, ctx, call.lineno, min(later, default=1 << 30)))
+    return out
+
+
+def _backward_method(call: ast.Call, cls: object, ctx: Context) -> bool:
+    """``self.<m>(...)`` of a method of ``cls`` that calls ``backward()`` itself (the next
+    step's backward: ``self.backward_G()`` after ``self.backward_D(); opt_D.step()``)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "self"):
+        return False
+    m = cls.methods.get(f.attr)  # type: ignore[attr-defined]
+    return m is not None and node_mentions(ctx, m, ".backward(")
 
 
 def _stepped(scope: Scope, ctx: Context, start: int, end: int

@@ -9,6 +9,7 @@ from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.param_attrs import forward_methods, trained_parameter
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._tensors import NOT_UPDATES
 
@@ -133,3 +134,31 @@ def in_place_writes(stmt: ast.stmt) -> Iterator[tuple[ast.expr, str]]:
                     yield recv, f"`.{method}()`"
                     return
             call = recv
+
+
+MULTI_VIEWS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes"})
+
+
+def write_error(view: str, target: ast.AST | None = None) -> str:
+    """What autograd raises for the write (a view made by ``chunk``/``split``/``unbind``
+    is one of several outputs, refused with its own message; checked on torch 2.13)."""
+    calls = [n.func.attr for n in walk(target) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr in MULTI_VIEWS] \
+        if target is not None else []
+    if calls:
+        op = "Unbind" if calls[0] == "unbind" else "Split"
+        return f"Output <i> of {op} is a view and is being modified inplace.`"
+    return f"a {view}leaf Variable that requires grad is being used in an in-place operation.`"
+
+
+def getattr_write(target: ast.expr) -> bool:
+    """The write goes into ``getattr(owner, name)`` or a view of it."""
+    e = target
+    while True:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            e = e.func.value
+        else:
+            break
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "getattr"

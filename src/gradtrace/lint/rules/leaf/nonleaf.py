@@ -350,6 +350,10 @@ class GradOfNonLeaf(Rule):
     or the
     input made with `requires_grad=True`), or call `.retain_grad()` on the intermediate
     before backward.
+    Where the name's binding is what made it a non-leaf (a leaf's name rebound to a tensor
+    computed from it, `w = w.view(2, 2)`, or a name bound to a helper's result,
+    `x_adv = attack.perturb(x)`), the binding is reported: the fix (another name,
+    `.detach().requires_grad_()`) goes there.
     Known limits: the tensor must be computed in the same function from a leaf that requires
     grad or be a model output (left alone when the function freezes parameters), or be
     returned by a function of this file (or a method of an object of a class of this file)
@@ -370,6 +374,13 @@ class GradOfNonLeaf(Rule):
             y.sum().backward()
             print(y.grad)
             """, at=(5, 6)),
+        Bad("""
+            import torch
+            w = torch.linspace(0, 1, 8, requires_grad=True)
+            w = w.view(2, 4)
+            w.pow(2).sum().backward()
+            print(w.grad)
+            """, at=(3, 0)),
         Bad("""
             import torch
             model = torch.nn.Linear(4, 2)
@@ -424,8 +435,25 @@ class GradOfNonLeaf(Rule):
         b, why = got
         if why == "a model output" and freezes_flag(scope, b):
             return
+        if why.startswith("returned by") or why == f"computed from `{name}`":
+            # the name was a leaf's, or is a helper's result: the binding made it a non-leaf,
+            # and the fix (another name, `.detach().requires_grad_()`) goes there
+            seen: set[int] = ctx.memo("gt307-bindings-reported", ctx.tree, set)
+            if id(b.stmt) in seen:
+                return
+            seen.add(id(b.stmt))
+            yield self.report(b.stmt, ctx, related=[Related(
+                ctx.path, node.lineno, f"`{name}.grad` is read here", ctx.column(node))],
+                name=name, why=_rebound_why(why, name))
+            return
         yield self.report(node, ctx, related=[Related(ctx.path, b.line, f"`{name}` is computed "
                           "here", ctx.column(b.stmt))], name=name, why=why)
+
+
+def _rebound_why(why: str, name: str) -> str:
+    if why.startswith("returned by"):
+        return f"bound here to a value {why}"
+    return f"`{name}` held a leaf that requires grad and is rebound here to a tensor computed from it"
 
 
 LEAF_KINDS = frozenset({PARAMETER, TENSOR, BUFFER})

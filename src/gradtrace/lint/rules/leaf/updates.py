@@ -21,7 +21,8 @@ from gradtrace.lint.rules.leaf._origin import (
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._writes import (
-    forward_parameter_writes, in_place_writes, own_statements, passed_parameter_writes,
+    forward_parameter_writes, getattr_write, in_place_writes, own_statements,
+    passed_parameter_writes, write_error,
 )
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
@@ -240,7 +241,9 @@ class InplaceUpdateOfLeaf(Rule):
     `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
     one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a
     function that also calls `.backward()`; a helper only ever called under `no_grad` is not
-    followed across calls.
+    followed across calls; a layer's Parameter named by a string
+    (`getattr(self.rnn, f"bias_hh_l{i}")`) is read only in a file that also holds one of the
+    other trigger words (`.backward(`, `Parameter`, `requires_grad`...).
     """
 
     code = "GT302"
@@ -248,10 +251,13 @@ class InplaceUpdateOfLeaf(Rule):
     message = ("in-place {what} of `{name}`, a leaf that requires grad, while grad is enabled: "
                "raises `RuntimeError: {view}")
     # leaf paths need one of the first four words in the function; the layer path an
-    # in-place spelling on `.weight` / `.bias`
+    # in-place spelling on `.weight` / `.bias`, or, in a file the other words open,
+    # `getattr(` (a layer's Parameter named by a string, `getattr(self.rnn, f"bias_hh_l{i}")`:
+    # strings hold no trigger word)
     triggers = ("requires_grad", "Parameter", ".backward(", ".grad", ".weight.", ".bias.",
                 ".weight[", ".bias[", ".weight -=", ".weight +=", ".weight *=", ".bias -=",
                 ".bias +=", "bias_ih", "bias_hh", "weight_ih", "weight_hh")
+    statement_triggers = (*triggers, "getattr(")
     gate_statements = True
     examples = [
         Bad("""
@@ -355,7 +361,7 @@ class InplaceUpdateOfLeaf(Rule):
                 rel = [Related(ctx.path, w.origin.lineno, f"a Parameter is passed for `{w.name}` "
                                "here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
-                                  view=_error(w.view))
+                                  view=write_error(w.view))
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
@@ -372,7 +378,7 @@ class InplaceUpdateOfLeaf(Rule):
                 rel = [Related(ctx.path, w.origin.lineno, f"`{w.name}` is made a Parameter "
                                "that requires grad here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
-                                  view=_error(w.view))
+                                  view=write_error(w.view))
 
     @staticmethod
     def _first(stmt: ast.stmt, ctx: Context) -> bool:
@@ -392,6 +398,8 @@ class InplaceUpdateOfLeaf(Rule):
 
     def _check(self, fn: ast.AST, stmt: ast.stmt, target: ast.expr, what: str,
                ctx: Context) -> Iterator[Finding]:
+        if not getattr_write(target) and not _mentions(ctx, fn, *self.triggers):
+            return  # opened by `getattr(` alone: only a write through it is this path's
         view = ""
         while isinstance(target, ast.Subscript):  # `res[b][c] = ...`: a view of a view
             target, view = target.value, "view of a "
@@ -408,7 +416,7 @@ class InplaceUpdateOfLeaf(Rule):
         if what == "slice assignment" and filled_after_flag(origin, name, ctx):
             yield from [self.report(origin, ctx, what=f"slice assignment (line {line}, after "
                         "this line makes it require grad: set the flag once it is filled, or "
-                        "build it out of place)", name=name, view=_error(view, target))
+                        "build it out of place)", name=name, view=write_error(view, target))
                         ] if self._first(origin, ctx) else []  # type: ignore[arg-type]
             return
         note = f"`{name}` iterates over leaves that require grad here" \
@@ -417,7 +425,7 @@ class InplaceUpdateOfLeaf(Rule):
         related = [Related(ctx.path, origin.lineno, note, ctx.column(origin))] \
             if origin.lineno != line else []
         yield self.report(stmt, ctx, related=related, what=what, name=name,
-                          view=_error(view, target))
+                          view=write_error(view, target))
 
     @staticmethod
     def _origin(fn: ast.AST, name: str, line: int, ctx: Context,
@@ -463,21 +471,6 @@ class InplaceUpdateOfLeaf(Rule):
                 b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
                 return b.stmt if b is not None else None
         return None
-
-
-MULTI_VIEWS = frozenset({"chunk", "split", "unbind", "tensor_split", "split_with_sizes"})
-
-
-def _error(view: str, target: ast.AST | None = None) -> str:
-    """What autograd raises for the write (a view made by ``chunk``/``split``/``unbind``
-    is one of several outputs, refused with its own message; checked on torch 2.13)."""
-    calls = [n.func.attr for n in walk(target) if isinstance(n, ast.Call)
-             and isinstance(n.func, ast.Attribute) and n.func.attr in MULTI_VIEWS] \
-        if target is not None else []
-    if calls:
-        op = "Unbind" if calls[0] == "unbind" else "Split"
-        return f"Output <i> of {op} is a view and is being modified inplace.`"
-    return f"a {view}leaf Variable that requires grad is being used in an in-place operation.`"
 
 
 def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,
