@@ -50,7 +50,59 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
                     mods = _remainders(b.value)
         if mods and not all(_period_one(f, m) for m in mods):
             return s, mods
+        if not mods and _counted(f, s, loop):
+            return s, []
     return None
+
+
+def _targets(st: ast.stmt) -> list[str]:
+    """Dotted names a statement binds (``a, self.n = ...``, ``n += k``)."""
+    if isinstance(st, ast.Assign):
+        tops = st.targets
+    elif isinstance(st, (ast.AugAssign, ast.AnnAssign)):
+        tops = [st.target]
+    else:
+        return []
+    return [d for t in tops for n in walk(t) if (d := dotted(n)) and isinstance(
+        n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store)]
+
+
+def _counted(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
+    """# NOTE [counted step]
+    The guard's test compares a count with a bound (``if seen >= 128:``,
+    ``if ni - last_step >= accumulate:``) and its body resets the count (``seen = 0``,
+    ``last_step = ni``), while the count grows on every pass outside the guard (``seen +=
+    len(x)``) or is measured from a value bound anew each pass: the guard holds once every
+    few passes, a periodic step like a remainder's (NOTE [periodic step]). The bound must not
+    change inside the loop (``if loss < best: best = loss`` is a comparison with a value, not
+    a count)."""
+    t = guard.test
+    if not (isinstance(t, ast.Compare) and len(t.ops) == 1
+            and isinstance(t.ops[0], (ast.GtE, ast.Gt))):
+        return False
+    left = {d for n in walk(t.left) if isinstance(n, (ast.Name, ast.Attribute))
+            and (d := dotted(n))}
+    bound = {d for n in walk(t.comparators[0]) if isinstance(n, (ast.Name, ast.Attribute))
+             and (d := dotted(n))}
+    reset: set[str] = set()
+    grows: set[str] = set()
+    per_pass: set[str] = set()
+    for st in f.within(loop):
+        names = _targets(st)
+        if st is loop:
+            tgt = getattr(loop, "target", None)
+            per_pass |= {d for n in walk(tgt) if (d := dotted(n))} if tgt is not None else set()
+            continue
+        if bound & set(names):
+            return False
+        if f.inside(st, guard):
+            if isinstance(st, ast.Assign):
+                reset |= set(names) & left
+        elif isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add):
+            grows |= set(names) & left
+        elif isinstance(st, ast.Assign):
+            per_pass |= set(names) & left
+    return bool(reset) and bool(grows & reset or per_pass - reset)
 
 
 def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
@@ -146,8 +198,12 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     backward (or after the step's `if`, on the passes that skip it) erases them, and each step
     applies the last micro-batch's gradient alone (an N times smaller effective batch, and
     N - 1 micro-batches wasted). Clear right after the step, under the same `if`.
+    The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`, NOTE
+    [counted step]).
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
-    a name bound to such a test in the same function, and hold no backward of its own.
+    a name bound to such a test in the same function, or compare a count that the loop grows
+    (or measures from a value bound each pass) and the `if` resets; it holds no backward of
+    its own.
     """
 
     code = "GT512"
@@ -168,6 +224,26 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 if (i + 1) % accum == 0:
                     optimizer.step()
             """, at=(2, 4)),
+        Bad("""
+            seen = 0
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                seen += len(x)
+                if seen >= budget:
+                    optimizer.step()
+                    seen = 0
+            """, at=(3, 4)),
+        Good("""
+            seen = 0
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                seen += len(x)
+                if seen >= budget:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    seen = 0
+            """),
         Good("""
             for i, (x, y) in enumerate(loader):
                 loss = criterion(model(x), y) / accum

@@ -1,0 +1,150 @@
+"""Readings of docs/triage/static26b.md, each in spellings the real-world cases do not use, as a
+buggy twin that real torch fails on (or whose step applies what the bug says) and a correct
+look-alike; the checker reports the first and stays silent on the second."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.optim import lr_scheduler
+torch.manual_seed(0)
+'''
+
+# a counted accumulation in a method: the step every `budget` samples (NOTE [counted step]);
+# `stepped` records the gradient each step applies, `full` the gradient of all its samples
+COUNTED = '''
+class Fitter:
+    def __init__(self, budget):
+        self.net = nn.Linear(3, 1)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        self.budget, self.stepped = budget, []
+    def fit(self, batches):
+        self.seen = 0
+        for xb, yb in batches:
+            CLEAR_EVERY
+            F.mse_loss(self.net(xb), yb, reduction="sum").backward()
+            self.seen += len(xb)
+            if self.seen >= self.budget:
+                self.stepped.append(self.net.weight.grad.clone())
+                self.opt.step()
+                CLEAR_AFTER
+                self.seen = 0
+xs, ys = torch.randn(8, 3), torch.randn(8, 1)
+fitter = Fitter(budget=8)
+w0, b0 = fitter.net.weight.detach().clone(), fitter.net.bias.detach().clone()
+fitter.fit([(xs[i:i + 2], ys[i:i + 2]) for i in range(0, 8, 2)])
+ref = w0.clone().requires_grad_()
+F.mse_loss(xs @ ref.t() + b0, ys, reduction="sum").backward()
+same = torch.allclose(fitter.stepped[0], ref.grad, atol=1e-5)
+'''
+
+# the count measured from a step index bound anew each pass, reset to it under the guard
+SINCE = '''
+def run(model, opt, loader, every):
+    last, applied = -1, []
+    for epoch in range(2):
+        for i, (x, y) in enumerate(loader):
+            it = i + epoch * len(loader)
+            CLEAR_EVERY
+            model(x).sum().backward()
+            if it - last >= every:
+                applied.append(model.weight.grad.clone())
+                opt.step()
+                CLEAR_AFTER
+                last = it
+    return applied
+model = nn.Linear(2, 1, bias=False)
+opt = torch.optim.SGD(model.parameters(), lr=0.0)
+loader = [(torch.ones(1, 2) * (k + 1), torch.zeros(1, 1)) for k in range(4)]
+applied = run(model, opt, loader, 2)
+'''
+
+# a scheduler factory of the file; the plateau is one of its policies
+FACTORY = '''
+def make_schedule(optimizer, policy):
+    if policy == "cosine":
+        sched = lr_scheduler.CosineAnnealingLR(optimizer, T_max=10)
+    elif policy == "plateau":
+        sched = lr_scheduler.ReduceLROnPlateau(optimizer, patience=1)
+    return sched
+class Runner:
+    def __init__(self, policy):
+        self.policy = policy
+        self.nets = [nn.Linear(2, 2), nn.Linear(2, 2)]
+        self.opts = [torch.optim.SGD(n.parameters(), lr=0.1) for n in self.nets]
+        SCHEDULERS
+    def end_epoch(self, val):
+        STEP
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT512 with a sample counter that the step's `if` compares and resets (openWakeWord's
+    # shape in a method, a `self.` counter). Look-alike: the clear follows the step
+    "counted-accumulation-cleared-every-pass": (Shape(
+        COUNTED.replace("CLEAR_EVERY", "pass").replace(
+            "CLEAR_AFTER", "self.opt.zero_grad()"), "GT512", holds="same"), Shape(
+        COUNTED.replace("CLEAR_EVERY", "self.opt.zero_grad()").replace(
+            "CLEAR_AFTER", "pass"), "GT512", 9, holds="not same")),
+    # GT512 with a count measured since the last step (`it - last >= every`, `last = it`).
+    # Look-alike: the clear follows the step; the twin's steps apply one pass's gradient
+    "since-last-step-accumulation-cleared-every-pass": (Shape(
+        SINCE.replace("CLEAR_EVERY", "pass").replace("CLEAR_AFTER", "opt.zero_grad()"),
+        "GT512", holds="applied[1][0, 0].item() == 3 + 4"), Shape(
+        SINCE.replace("CLEAR_EVERY", "opt.zero_grad()").replace("CLEAR_AFTER", "pass"),
+        "GT512", 6, holds="applied[1][0, 0].item() == 4")),
+    # GT531 through a factory whose result is collected for each optimizer and stepped in a
+    # loop without the metric (CycleGAN's shape, other names). Look-alike: the loop passes
+    # the metric to the plateau policy
+    "factory-plateau-collected-stepped-bare": (Shape(FACTORY.replace(
+        "SCHEDULERS", "self.scheds = [make_schedule(o, policy) for o in self.opts]").replace(
+        "STEP", """for s in self.scheds:
+            if isinstance(s, lr_scheduler.ReduceLROnPlateau):
+                s.step(val)
+            else:
+                s.step()""") + "r = Runner('plateau')\nr.end_epoch(1.0)\n", "GT531"), Shape(
+        FACTORY.replace(
+            "SCHEDULERS", "self.scheds = [make_schedule(o, policy) for o in self.opts]"
+        ).replace("STEP", """for s in self.scheds:
+            s.step()""") + "r = Runner('plateau')\nr.end_epoch(1.0)\n", "GT531", 15,
+        raises=(TypeError, "metrics"))),
+    # GT531 variant: the factory's result bound to one attribute (`self.sched = make(...)`).
+    # Look-alike: an isinstance test sends the metric to the plateau
+    # GT531 look-alike: the caller's own setting, handed to the factory, picks the metric
+    "factory-plateau-setting-picks-metric": (Shape(FACTORY.replace(
+        "SCHEDULERS", "self.scheds = [make_schedule(o, policy) for o in self.opts]").replace(
+        "STEP", """for s in self.scheds:
+            if self.policy == "plateau":
+                s.step(val)
+            else:
+                s.step()""") + "r = Runner('plateau')\nr.end_epoch(1.0)\n", "GT531"), Shape(
+        FACTORY.replace("SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)"
+                        ).replace("STEP", "self.sched.step()") + "Runner('plateau').end_epoch(1.0)\n",
+        "GT531", 14, raises=(TypeError, "metrics"))),
+    "factory-plateau-bound-stepped-bare": (Shape(FACTORY.replace(
+        "SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
+        "STEP", """if isinstance(self.sched, lr_scheduler.ReduceLROnPlateau):
+            self.sched.step(val)
+        else:
+            self.sched.step()""") + "r = Runner('plateau')\nr.end_epoch(1.0)\n", "GT531"),
+        Shape(FACTORY.replace(
+            "SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
+            "STEP", "self.sched.step()") + "r = Runner('plateau')\nr.end_epoch(1.0)\n",
+            "GT531", 14, raises=(TypeError, "metrics"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
