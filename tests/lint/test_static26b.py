@@ -84,6 +84,46 @@ class Runner:
         STEP
 '''
 
+# a loop of micro-steps in a method, the step after it (NOTE [micro-step loop]); `grads`
+# records what each step applies, `mean` the mean gradient of the same micro-batches
+MICRO = '''
+class Trainer:
+    def __init__(self, model, n_micro):
+        self.model, self.n_micro = model, n_micro
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        self.grads = []
+    def draw(self):
+        return torch.ones(2, 3) * (len(self.grads) + 1), torch.zeros(2, 1)
+    def update(self):
+        for _ in range(self.n_micro):
+            x, y = self.draw()
+            loss = F.mse_loss(self.model(x), y)
+            LOSS.backward()
+        self.grads.append(self.model.weight.grad.clone())
+        self.opt.step()
+        self.opt.zero_grad()
+model = nn.Linear(3, 1)
+t = Trainer(model, 4)
+t.update()
+x0, y0 = t.draw()
+mean = torch.autograd.grad(F.mse_loss(model(torch.ones(2, 3)), y0), model.weight)[0]
+ratio = (t.grads[0] / mean).mean().item()
+'''
+
+# heads trained one per task in an inner loop: the sum over tasks is the objective
+TASKS = '''
+heads = nn.ModuleList([nn.Linear(3, 1) for _ in range(3)])
+opt = torch.optim.SGD(heads.parameters(), lr=0.1)
+n_tasks = len(heads)
+for epoch in range(2):
+    x = torch.randn(4, 3)
+    for k in range(n_tasks):
+        loss = heads[k](x).pow(2).mean()
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT512 with a sample counter that the step's `if` compares and resets (openWakeWord's
     # shape in a method, a `self.` counter). Look-alike: the clear follows the step
@@ -127,6 +167,16 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         FACTORY.replace("SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)"
                         ).replace("STEP", "self.sched.step()") + "Runner('plateau').end_epoch(1.0)\n",
         "GT531", 14, raises=(TypeError, "metrics"))),
+    # GT513 for a loop of micro-steps in a method (`for _ in range(self.n_micro)`), the step
+    # after it: the twin steps on 4x the mean gradient. Look-alike: the loss is divided
+    "micro-step-loop-loss-not-divided": (Shape(
+        MICRO.replace("LOSS.backward()", "(loss / self.n_micro).backward()"), "GT513",
+        holds="abs(ratio - 1.0) < 1e-4"), Shape(
+        MICRO.replace("LOSS.backward()", "loss.backward()"), "GT513", 12,
+        holds="abs(ratio - 4.0) < 1e-4")),
+    # GT513 look-alike: the inner loop trains a distinct head per pass (its variable is read)
+    "inner-loop-over-tasks-sums-losses": (Shape(TASKS, "GT513"), Shape(
+        TASKS.replace("heads[k](x)", "heads[0](x)"), "GT513", 8)),
     "factory-plateau-bound-stepped-bare": (Shape(FACTORY.replace(
         "SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
         "STEP", """if isinstance(self.sched, lr_scheduler.ReduceLROnPlateau):
