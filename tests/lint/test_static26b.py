@@ -124,6 +124,48 @@ for epoch in range(2):
     opt.zero_grad()
 '''
 
+# rows of an embedding kept by a masking gradient hook (NOTE [zeroing hook])
+MASKED = '''
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(6, 3)
+        self.out = nn.Linear(3, 2)
+    def forward(self, ids):
+        return self.out(self.emb(ids).mean(1))
+tagger = Tagger()
+keep = torch.zeros(6, 1, dtype=torch.bool)
+keep[:4] = True
+tagger.emb.weight.register_hook(lambda g: g.masked_fill(keep, 0))
+OPT
+old = tagger.emb.weight[:4].detach().clone()
+for _ in range(3):
+    F.cross_entropy(tagger(torch.randint(0, 6, (5, 2))), torch.randint(0, 2, (5,))).backward()
+    opt.step()
+    opt.zero_grad()
+moved = (tagger.emb.weight[:4] - old).abs().max().item()
+'''
+
+# a whole encoder frozen by a function hook put on each of its parameters
+FROZEN_BY_HOOK = '''
+def no_grad_hook(grad):
+    return torch.zeros_like(grad)
+def freeze(module):
+    for p in module.parameters():
+        p.register_hook(no_grad_hook)
+encoder, head = nn.Linear(3, 3), nn.Linear(3, 1)
+freeze(encoder)
+def fit(encoder, head):
+    OPT
+    w = encoder.weight.detach().clone()
+    for _ in range(3):
+        head(encoder(torch.randn(4, 3))).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return (encoder.weight - w).abs().max().item()
+moved = fit(encoder, head)
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT512 with a sample counter that the step's `if` compares and resets (openWakeWord's
     # shape in a method, a `self.` counter). Look-alike: the clear follows the step
@@ -177,6 +219,20 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT513 look-alike: the inner loop trains a distinct head per pass (its variable is read)
     "inner-loop-over-tasks-sums-losses": (Shape(TASKS, "GT513"), Shape(
         TASKS.replace("heads[k](x)", "heads[0](x)"), "GT513", 8)),
+    # GT552 for a masking gradient hook (a lambda on one weight) under AdamW's default decay.
+    # Look-alike: weight_decay=0.0 keeps the masked rows
+    "masking-hook-rows-decayed": (Shape(MASKED.replace(
+        "OPT", "opt = torch.optim.AdamW(tagger.parameters(), lr=0.1, weight_decay=0.0)"),
+        "GT552", holds="moved == 0"), Shape(MASKED.replace(
+            "OPT", "opt = torch.optim.AdamW(tagger.parameters(), lr=0.1)"), "GT552", 12,
+            holds="moved > 0")),
+    # GT552 variant: a function hook put on every parameter in a helper, the optimizer built
+    # in another function with L2 decay. Look-alike: the encoder is left out of the optimizer
+    "function-hook-frozen-encoder-decayed": (Shape(FROZEN_BY_HOOK.replace(
+        "OPT", "opt = torch.optim.Adam(head.parameters(), lr=0.1, weight_decay=0.1)"),
+        "GT552", holds="moved == 0"), Shape(FROZEN_BY_HOOK.replace(
+            "OPT", "opt = torch.optim.Adam(encoder.parameters(), lr=0.1, weight_decay=0.1)"),
+            "GT552", 9, holds="moved > 0")),
     "factory-plateau-bound-stepped-bare": (Shape(FACTORY.replace(
         "SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
         "STEP", """if isinstance(self.sched, lr_scheduler.ReduceLROnPlateau):
