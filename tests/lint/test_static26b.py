@@ -111,6 +111,25 @@ ratio = (t.grads[0] / mean).mean().item()
 '''
 
 # heads trained one per task in an inner loop: the sum over tasks is the objective
+# a critic trained for n steps per generator step, the generator's loss then stepped
+CRITIC = '''
+critic, gen = nn.Linear(2, 1), nn.Linear(2, 2)
+opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+n_critic = 3
+for it in range(2):
+    z = torch.randn(4, 2)
+    for _ in range(n_critic):
+        opt_c.zero_grad()
+        c_loss = critic(gen(z).detach()).mean() - critic(torch.randn(4, 2)).mean()
+        c_loss.backward()
+        opt_c.step()
+    opt_g.zero_grad()
+    g_loss = -critic(gen(z)).mean()
+    g_loss.backward()
+    opt_g.step()
+'''
+
 TASKS = '''
 heads = nn.ModuleList([nn.Linear(3, 1) for _ in range(3)])
 opt = torch.optim.SGD(heads.parameters(), lr=0.1)
@@ -206,8 +225,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 s.step(val)
             else:
                 s.step()""") + "r = Runner('plateau')\nr.end_epoch(1.0)\n", "GT531"), Shape(
-        FACTORY.replace("SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)"
-                        ).replace("STEP", "self.sched.step()") + "Runner('plateau').end_epoch(1.0)\n",
+        FACTORY.replace("SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
+            "STEP", "self.sched.step()") + "Runner('plateau').end_epoch(1.0)\n",
         "GT531", 14, raises=(TypeError, "metrics"))),
     # GT513 for a loop of micro-steps in a method (`for _ in range(self.n_micro)`), the step
     # after it: the twin steps on 4x the mean gradient. Look-alike: the loss is divided
@@ -233,6 +252,12 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         "GT552", holds="moved == 0"), Shape(FROZEN_BY_HOOK.replace(
             "OPT", "opt = torch.optim.Adam(encoder.parameters(), lr=0.1, weight_decay=0.1)"),
             "GT552", 9, holds="moved > 0")),
+    # GT513 look-alike: the inner loop runs whole critic updates (monai's GAN trainer shape);
+    # twin: the critic's clear and step moved out of the inner loop, after it
+    "inner-loop-of-critic-updates": (Shape(CRITIC, "GT513"), Shape(CRITIC.replace(
+        "        opt_c.zero_grad()\n", "").replace("        opt_c.step()\n", "").replace(
+        "    opt_g.zero_grad()\n",
+        "    opt_c.step()\n    opt_c.zero_grad()\n    opt_g.zero_grad()\n"), "GT513", 9)),
     "factory-plateau-bound-stepped-bare": (Shape(FACTORY.replace(
         "SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
         "STEP", """if isinstance(self.sched, lr_scheduler.ReduceLROnPlateau):

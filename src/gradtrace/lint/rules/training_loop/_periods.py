@@ -81,8 +81,10 @@ def micro_step_loops(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, str]]:
     the enclosing loop, by the step and a clear of what it steps (nanoGPT's ``for micro_step
     in range(gradient_accumulation_steps)``): each step applies the sum of ``n``
     micro-batches' gradients. Said only when the inner loop's body runs its backward on every
-    pass, its loss does not read the inner loop's variable (micro-batches drawn alike, not
-    ``n`` distinct tasks or views) and ``n`` is a name, not a constant or a length."""
+    pass and neither steps nor clears, its loss does not read the inner loop's variable
+    (micro-batches drawn alike, not ``n`` distinct tasks or views) and ``n`` is a name, not a
+    constant or a length."""
+    seen: set[int] = set()
     for s in f.steps:
         if s.closure:
             continue
@@ -98,6 +100,9 @@ def micro_step_loops(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, str]]:
                     and len(it.args) == 1 and isinstance(it.args[0], (ast.Name, ast.Attribute))
                     and (count := dotted(it.args[0]))):
                 continue
+            if id(inner) in seen or any(f.inside(x.stmt, inner)
+                                        for x in (*f.steps, *f.zero_grads)):
+                continue  # said; or it steps (clears) itself: whole updates, a GAN's critic
             backs = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, inner)]
             if not backs or any(conditional(f, b.stmt, inner) for b in backs):
                 continue
@@ -107,6 +112,7 @@ def micro_step_loops(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, str]]:
             if not any(covers(f, z, s) and f.loops_of(z.stmt) == loops
                        and not _guarded(f, z.stmt, outer) for z in f.zero_grads):
                 continue
+            seen.add(id(inner))
             yield s, inner, count
             break
 
