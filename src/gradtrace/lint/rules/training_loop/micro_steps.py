@@ -251,8 +251,8 @@ class AccumulatedLossNotScaled(LoopRule):
     the clear after it: NOTE [micro-step loop]) sums the same way.
     Known limits: said only when the step's `if` takes a remainder (or the step follows a
     loop of micro-steps `range(<name>)` whose loss does not read its variable), the clearing
-    is periodic too, the backward is `loss.backward()` (or through a `GradScaler`; `accelerator.backward`
-    and engines scale the loss themselves), and neither the loss nor anything it is computed
+    is periodic too, the backward is `loss.backward()` (or through a `GradScaler`;
+    `accelerator.backward` and engines scale the loss themselves), and neither the loss nor anything it is computed
     from in the loop is divided or multiplied, nor is the remainder's divisor used in any
     division, multiplication or call of the function (of the class, for a `self.` divisor).
     """
