@@ -185,6 +185,32 @@ def fit(encoder, head):
 moved = fit(encoder, head)
 '''
 
+# a file's weight average folded in by `fold`, in a training function with accumulation
+SHADOW = '''
+class Shadow:
+    def __init__(self, net, decay=0.9):
+        self.params = [p.detach().clone() for p in net.parameters()]
+        self.decay, self.updates = decay, 0
+    @torch.no_grad()
+    def fold(self, net):
+        self.updates += 1
+        for s, p in zip(self.params, net.parameters()):
+            s.mul_(self.decay).add_(p.detach(), alpha=1 - self.decay)
+def train(net, batches, every):
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    shadow = Shadow(net)
+    for k, (x, y) in enumerate(batches):
+        (F.mse_loss(net(x), y) / every).backward()
+        if k % every == every - 1:
+            opt.step()
+            opt.zero_grad()
+            GUARDED
+        EVERY
+    return shadow
+net = nn.Linear(2, 1)
+shadow = train(net, [(torch.randn(3, 2), torch.randn(3, 1)) for _ in range(8)], 4)
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT512 with a sample counter that the step's `if` compares and resets (openWakeWord's
     # shape in a method, a `self.` counter). Look-alike: the clear follows the step
@@ -258,6 +284,13 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         "        opt_c.zero_grad()\n", "").replace("        opt_c.step()\n", "").replace(
         "    opt_g.zero_grad()\n",
         "    opt_c.step()\n    opt_c.zero_grad()\n    opt_g.zero_grad()\n"), "GT513", 9)),
+    # GT572 for a file's average built in the training function, folded on every pass (a
+    # remainder guard written `k % every == every - 1`): 8 folds for 2 optimizer steps.
+    # Look-alike: folded under the step's `if`
+    "average-folded-every-micro-batch": (Shape(SHADOW.replace(
+        "GUARDED", "shadow.fold(net)").replace("EVERY", "pass"), "GT572",
+        holds="shadow.updates == 2"), Shape(SHADOW.replace("GUARDED", "pass").replace(
+            "EVERY", "shadow.fold(net)"), "GT572", 19, holds="shadow.updates == 8")),
     "factory-plateau-bound-stepped-bare": (Shape(FACTORY.replace(
         "SCHEDULERS", "self.sched = make_schedule(self.opts[0], policy)").replace(
         "STEP", """if isinstance(self.sched, lr_scheduler.ReduceLROnPlateau):
