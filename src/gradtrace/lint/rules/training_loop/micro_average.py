@@ -50,7 +50,7 @@ class AverageUpdatedEveryMicroBatch(LoopRule):
                "(line {step_line}) changes them only every few passes (`{test}`): the average "
                "moves several times per step and decays faster than configured; update it "
                "under the same `if`, after the optimizer")
-    triggers = ("update", "step(")
+    triggers = ("step(",)
     function_needs = ("backward", "step")
     examples = [
         Bad("""
