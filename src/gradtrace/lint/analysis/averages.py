@@ -64,6 +64,12 @@ def averaging_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset
     """``{class: (methods folding values in, other methods)}`` for the classes of the file
     with at least one method of each kind (``__init__`` left out). Only methods holding a
     line with ``zip(...self.`` are read."""
+    return {c: v for c, v in folding_classes(ctx).items() if v[1]}
+
+
+def folding_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """As :func:`averaging_classes`, also the classes whose only methods fold values in (an
+    ``EMA`` with ``update`` alone, GT572)."""
     def make() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
         idents = ctx.identifiers
         if not all(may_hold(idents, w) for w in ("zip", "step")) \
@@ -84,7 +90,7 @@ def averaging_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset
             fold = frozenset(f.name for f in fns if any(
                 f.lineno <= x <= (f.end_lineno or 0) for x in lines) and _folds_in(f))
             other = frozenset(f.name for f in fns) - fold
-            if fold and other:
+            if fold:
                 out[c.name] = (fold, other)
         return out
-    return ctx.memo("s23b-averaging-classes", ctx.tree, make)
+    return ctx.memo("s23b-folding-classes", ctx.tree, make)

@@ -23,6 +23,8 @@ from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, r
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
+from gradtrace.lint.rules.training_loop._periods import (  # noqa: F401 (conditional: re-exported)
+    conditional, counted, micro_step_loops)
 
 SCALING_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
 SCALING_METHODS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "divide",
@@ -50,6 +52,8 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
                     mods = _remainders(b.value)
         if mods and not all(_period_one(f, m) for m in mods):
             return s, mods
+        if not mods and counted(f, s, loop):
+            return s, []
     return None
 
 
@@ -77,18 +81,6 @@ def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
     elif key is not None:
         return False
     return isinstance(d, ast.Constant) and type(d.value) is int and d.value == 1
-
-
-def conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
-    """``stmt`` sits under an ``if`` (or an ``except``) inside ``loop``."""
-    return any(isinstance(s, (ast.If, ast.Try)) and s is not stmt and f.inside(stmt, s)
-               and f.inside(s, loop) and not (isinstance(s, ast.Try) and any(
-                   x is stmt or _within(x, stmt) for x in s.body))
-               for s in f.within(loop))
-
-
-def _within(outer: ast.stmt, stmt: ast.stmt) -> bool:
-    return any(n is stmt for n in walk(outer))
 
 
 def periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[ast.BinOp]]]:
@@ -146,8 +138,12 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     backward (or after the step's `if`, on the passes that skip it) erases them, and each step
     applies the last micro-batch's gradient alone (an N times smaller effective batch, and
     N - 1 micro-batches wasted). Clear right after the step, under the same `if`.
+    The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`, NOTE
+    [counted step]).
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
-    a name bound to such a test in the same function, and hold no backward of its own.
+    a name bound to such a test in the same function, or compare a count that the loop grows
+    (or measures from a value bound each pass) and the `if` resets; it holds no backward of
+    its own.
     """
 
     code = "GT512"
@@ -168,6 +164,26 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 if (i + 1) % accum == 0:
                     optimizer.step()
             """, at=(2, 4)),
+        Bad("""
+            seen = 0
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                seen += len(x)
+                if seen >= budget:
+                    optimizer.step()
+                    seen = 0
+            """, at=(3, 4)),
+        Good("""
+            seen = 0
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                seen += len(x)
+                if seen >= budget:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    seen = 0
+            """),
         Good("""
             for i, (x, y) in enumerate(loader):
                 loss = criterion(model(x), y) / accum
@@ -231,9 +247,12 @@ class AccumulatedLossNotScaled(LoopRule):
     passes applies their *sum*: N times the mean gradient, as if the learning rate were N
     times larger (SGD; adaptive optimizers hide part of it, but not weight decay or
     clipping thresholds). Divide the loss by N before `backward()`.
-    Known limits: said only when the step's `if` takes a remainder, the clearing is periodic
-    too, the backward is `loss.backward()` (or through a `GradScaler`; `accelerator.backward`
-    and engines scale the loss themselves), and neither the loss nor anything it is computed
+    A loop of micro-steps (`for _ in range(accum): ... loss.backward()`, then the step and
+    the clear after it: NOTE [micro-step loop]) sums the same way.
+    Known limits: said only when the step's `if` takes a remainder (or the step follows a
+    loop of micro-steps `range(<name>)` whose loss does not read its variable), the clearing
+    is periodic too, the backward is `loss.backward()` (or through a `GradScaler`;
+    `accelerator.backward` and engines scale the loss themselves), and neither the loss nor anything it is computed
     from in the loop is divided or multiplied, nor is the remainder's divisor used in any
     division, multiplication or call of the function (of the class, for a `self.` divisor).
     """
@@ -256,6 +275,24 @@ class AccumulatedLossNotScaled(LoopRule):
                     optimizer.step()
                     optimizer.zero_grad()
             """, at=(3, 4)),
+        Bad("""
+            for it in range(max_iters):
+                for micro in range(accum_steps):
+                    x, y = get_batch()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """, at=(5, 8)),
+        Good("""
+            for it in range(max_iters):
+                for micro in range(accum_steps):
+                    x, y = get_batch()
+                    loss = criterion(model(x), y) / accum_steps
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """),
         Good("""
             for i, (x, y) in enumerate(loader):
                 loss = criterion(model(x), y) / accum_steps
@@ -294,6 +331,21 @@ class AccumulatedLossNotScaled(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        for s, loop, guard, n in self._accumulations(f, ctx):
+            for b in _every_pass(f, loop, guard):
+                if _plain_backward(b) and not _scaled_loss(f, b, loop):
+                    yield self.report(b.call, ctx, related=(
+                        related_at(ctx, s.call, f"the step runs every `{n}` passes here"),),
+                        call=ctx.source(b.call), opt=s.optimizer, step_line=s.call.lineno,
+                        n=n, loss=ctx.source(b.loss))  # type: ignore[arg-type]
+                    break
+
+    @staticmethod
+    def _accumulations(f: LoopFacts, ctx: Context
+                       ) -> Iterator[tuple[Step, ast.stmt, ast.stmt, str]]:
+        """(step, loop of the micro-batches, the step's guard (the loop itself for a loop of
+        micro-steps), number of micro-batches) of each accumulation whose clear is periodic
+        and whose count scales nothing in the function."""
         for s, loop, guard, mods in periodic_steps(f):
             if not any(covers(f, z, s) and f.inside(z.stmt, loop) and (
                     f.inside(z.stmt, guard) or periodic_guard(f, z.stmt, loop) is not None)
@@ -302,14 +354,13 @@ class AccumulatedLossNotScaled(LoopRule):
             divisors = {dotted(m.right) for m in mods}
             if None in divisors or len(divisors) != 1 or _scaled_by(f, divisors, ctx):
                 continue
-            for b in _every_pass(f, loop, guard):
-                if _plain_backward(b) and not _scaled_loss(f, b, loop):
-                    n = divisors.pop()
-                    yield self.report(b.call, ctx, related=(
-                        related_at(ctx, s.call, f"the step runs every `{n}` passes here"),),
-                        call=ctx.source(b.call), opt=s.optimizer, step_line=s.call.lineno,
-                        n=n, loss=ctx.source(b.loss))  # type: ignore[arg-type]
-                    break
+            yield s, loop, guard, divisors.pop()  # type: ignore[misc]
+        for s, inner, count in micro_step_loops(f):
+            if not _scaled_by(f, {count}, ctx, inner.iter):  # type: ignore[attr-defined]
+                yield s, inner, _NO_GUARD, count
+
+
+_NO_GUARD = ast.Pass()  # no statement of a function is inside it
 
 
 def _plain_backward(b: Backward) -> bool:
@@ -346,7 +397,8 @@ def _scaled_loss(f: LoopFacts, b: Backward, loop: ast.stmt) -> bool:
                and _scales(d.stmt) for d in deps.bindings)
 
 
-def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context) -> bool:
+def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context,
+               counter: ast.AST | None = None) -> bool:
     """The remainder's divisor is used in a division, multiplication or call of the function
     (``loss / accum``, ``model(x, accum_steps=accum)``); a ``self.<attr>`` divisor anywhere in
     the class (``compute_loss`` returning ``loss / self.accum_steps``)."""
@@ -359,7 +411,7 @@ def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context) -> bool:
             parts = (n.left, n.right)
         elif isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):
             parts = (n.value,)
-        elif isinstance(n, ast.Call):
+        elif isinstance(n, ast.Call) and n is not counter:  # not the micro-step `range(n)`
             parts = (*n.args, *(k.value for k in n.keywords))
         else:
             continue

@@ -13,6 +13,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import related_at
+from gradtrace.lint.rules.training_loop._factories import bound_results, element_calls, factory_of
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # calls that keep the value of a loss: `.item()`, `float(...)`, a mean of collected losses
@@ -234,7 +235,9 @@ class PlateauStepWithoutMetric(Rule):
     at the end of the first epoch, after the epoch's training is done (CycleGAN's `plateau`
     policy). Pass the metric: `scheduler.step(val_loss)`.
     Known limits: the scheduler must be built in the file and bound to a name (or a `self`
-    attribute) that the `step()` call uses, in the same function or class. A build and a
+    attribute) that the `step()` call uses, in the same function or class, or returned by a
+    factory function of the file whose result is bound that way or collected in a list that
+    a `for` loop steps (NOTE [factory-built value]). A build and a
     `step()` under `if` tests that compare one setting (`args.sched`, `config['sched']`) with
     different constants (`== 'plateau'`, `== 'step'`) never meet in one run and are not paired.
     """
@@ -256,6 +259,22 @@ class PlateauStepWithoutMetric(Rule):
                 def end_epoch(self):
                     self.sched.step()
             """, at=(8, 8)),
+        Bad("""
+            from torch.optim import lr_scheduler
+
+            def get_scheduler(opt, policy):
+                if policy == 'step':
+                    return lr_scheduler.StepLR(opt, step_size=30)
+                return lr_scheduler.ReduceLROnPlateau(opt, patience=5)
+
+            class Model:
+                def setup(self, policy):
+                    self.schedulers = [get_scheduler(o, policy) for o in self.optimizers]
+
+                def update_learning_rate(self):
+                    for s in self.schedulers:
+                        s.step()
+            """, at=(14, 12)),
         Good("""
             from torch.optim import lr_scheduler
 
@@ -274,18 +293,55 @@ class PlateauStepWithoutMetric(Rule):
             if not isinstance(n, ast.Call) or not (ctx.qualified_name(n.func) or "").endswith(
                     "ReduceLROnPlateau"):
                 continue
-            target = PlateauMaxModeOnLoss._target(n, owner, ctx)
-            if target is None:
-                continue
-            for step, _ in PlateauMaxModeOnLoss._steps(target, owner.get(id(n)), owner, ctx,
-                                                       given=False):
-                if _exclusive_settings(ctx, n, step, built=target):
+            for step, built in self._bare_steps(n, owner, ctx):
+                if _exclusive_settings(ctx, n, step, built=built) \
+                        or _exclusive_through_parameter(ctx, n, step, owner):
                     continue  # `if cfg.sched == 'plateau': s = Plateau(...)` / `== 'step'`
                 yield self.report(step, ctx, step=ctx.source(step)[:60], line=n.lineno,
                                   related=(related_at(ctx, n, "the scheduler is built here"),))
 
+    @staticmethod
+    def _bare_steps(n: ast.Call, owner: dict[int, ast.AST], ctx: Context
+                    ) -> Iterator[tuple[ast.Call, str]]:
+        """(``step()`` call without a metric, the name it steps) for the plateau ``n``: bound
+        to a name in the function or class, or returned by a factory whose callers bind it or
+        collect it (NOTE [factory-built value])."""
+        target = PlateauMaxModeOnLoss._target(n, owner, ctx)
+        if target is not None:
+            for step, _ in PlateauMaxModeOnLoss._steps(target, owner.get(id(n)), owner, ctx,
+                                                       given=False):
+                yield step, target
+        fn = factory_of(n, owner)
+        if fn is None:
+            return
+        for bound, many, where in bound_results(fn, ctx, owner):
+            if many:
+                for step in element_calls(bound, "step", where, ctx, owner):
+                    yield step, dotted(step.func.value) or bound  # type: ignore[attr-defined]
+            else:
+                for step, _ in PlateauMaxModeOnLoss._steps(bound, where, owner, ctx,
+                                                           given=False):
+                    yield step, bound
+
 
 Setting = tuple[str, object, bool]  # (dotted name, constant, equal?)
+
+
+def _exclusive_through_parameter(ctx: Context, a: ast.AST, b: ast.AST,
+                                 owner: dict[int, ast.AST]) -> bool:
+    """``a`` is built in a factory under a test of one of its parameters (``def make(opt,
+    policy): ... elif policy == 'plateau':``), ``b`` runs under the opposite test of a
+    setting of that name at the caller (``if self.policy == 'plateau': ... else:``): the
+    caller hands its setting to the factory (NOTE [factory-built value])."""
+    fn = factory_of(a, owner) if isinstance(a, ast.Call) else None
+    if fn is None:
+        return False
+    params = {x.arg for x in fn.args.args + fn.args.kwonlyargs}  # type: ignore[attr-defined]
+    guards = _guards(ctx)
+    ga = [(x, c, e) for x, c, e in guards.get(id(a), ()) if x in params]
+    gb = [(y.rpartition(".")[2], d, e) for y, d, e in guards.get(id(b), ())]
+    return any(x == y and (ex and ey and c != d or ex != ey and c == d)
+               for x, c, ex in ga for y, d, ey in gb)
 
 
 def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST, built: str | None = None

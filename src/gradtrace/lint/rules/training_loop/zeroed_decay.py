@@ -13,6 +13,7 @@ from gradtrace.lint.nodes import function_scopes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, Step
+from gradtrace.lint.rules.training_loop._zero_hooks import decayed_optimizers, zeroing_hooks
 
 # an indexed gradient, or one bound to a name (`g = w.grad` ends its line): the file test
 GRAD_WRITE_RE = re.compile(r"\.grad(?:\.data)?\s*\[|\.grad(?:\.data)?[ \t]*$", re.MULTILINE)
@@ -96,10 +97,14 @@ class ZeroedGradientsStillDecayed(Rule):
     gradients of every embedding row but the new token's under AdamW; checked on torch 2.13).
     Restore the rows after each step (`w.data[rows] = orig[rows]`), give the optimizer
     `weight_decay=0`, or train a separate parameter.
+    A gradient hook that returns zeros (`p.register_hook(lambda g: torch.zeros_like(g))`, a
+    masking `g.masked_fill(m, 0)`) keeps the same entries fixed and is decayed the same way
+    (NOTE [zeroing hook]; pytorch#38581).
     Known limits: one function or script: the zeroing is a write of 0 into an indexed gradient
     (`g[idx] = 0`, `.fill_(0)`, `.zero_()`); the optimizer's construction must show the decay
     (a literal `weight_decay`, or AdamW without one); a subscripted write or `copy_` after the
-    step counts as restoring.
+    step counts as restoring. A hook is paired with an optimizer over `<model>.parameters()`
+    by the model's name (or the name a helper's caller hands it), not by flow.
     """
 
     code = "GT552"
@@ -107,7 +112,7 @@ class ZeroedGradientsStillDecayed(Rule):
     message = ("`{opt}` has {decay}: the entries whose gradient is zeroed at line {line} still "
                "shrink at every step; restore them after the step or use weight_decay=0")
     gate_statements = "function"
-    triggers = (".grad",)
+    triggers = (".grad", "register_hook")
     function_needs = ("backward", "step", ".grad")
     _entry = LoopRule._entry
     wants = LoopRule.wants
@@ -115,10 +120,25 @@ class ZeroedGradientsStillDecayed(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """One visit per file: an indexed gradient spelled somewhere, then each function (and
         the script's own statements) as the other training-loop rules read them."""
+        if ctx.mentions("register_hook"):
+            yield from self._hooked(ctx)
         if GRAD_WRITE_RE.search(ctx.code) is None:
             return
         for fn in function_scopes(node):
             yield from self._entry(fn, ctx)
+
+    def _hooked(self, ctx: Context) -> Iterator[Finding]:
+        """An optimizer with weight decay over a model whose parameters carry a zeroing
+        gradient hook (NOTE [zeroing hook])."""
+        hooks = zeroing_hooks(ctx)
+        if not hooks:
+            return
+        for opt, model, decay in decayed_optimizers(ctx, _decay):
+            h = next((c for c, m in hooks if m == model), None)
+            if h is not None:
+                yield self.report(opt, ctx, related=(
+                    related_at(ctx, h, "this hook zeroes the gradient"),),
+                    opt=ctx.source(opt.func), decay=decay, line=h.lineno)
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         yield from _check(self, f, ctx)
@@ -133,6 +153,18 @@ class ZeroedGradientsStillDecayed(Rule):
                 opt.step()
                 opt.zero_grad()
             """, at=(3, 6)),
+        Bad("""
+            import torch
+            for p in encoder.parameters():
+                p.register_hook(lambda g: torch.zeros_like(g))
+            opt = torch.optim.SGD(encoder.parameters(), lr=0.1, weight_decay=1e-4)
+            """, at=(4, 6)),
+        Good("""
+            import torch
+            for p in encoder.parameters():
+                p.register_hook(lambda g: torch.zeros_like(g))
+            opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
+            """),
         Good("""
             import torch
             emb = torch.nn.Embedding(10, 4)

@@ -1,0 +1,136 @@
+"""Shapes of gradient accumulation besides a remainder's ``if`` (NOTE [periodic step]): a
+counted step (NOTE [counted step]) and a loop of micro-steps (NOTE [micro-step loop]); and
+where a statement sits relative to a loop's ``if``s."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
+from gradtrace.lint.rules.training_loop.zero_grad import covers
+
+
+def conditional(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt) -> bool:
+    """``stmt`` sits under an ``if`` (or an ``except``) inside ``loop``."""
+    return any(isinstance(s, (ast.If, ast.Try)) and s is not stmt and f.inside(stmt, s)
+               and f.inside(s, loop) and not (isinstance(s, ast.Try) and any(
+                   x is stmt or _within(x, stmt) for x in s.body))
+               for s in f.within(loop))
+
+
+def _within(outer: ast.stmt, stmt: ast.stmt) -> bool:
+    return any(n is stmt for n in walk(outer))
+
+
+def _targets(st: ast.stmt) -> list[str]:
+    """Dotted names a statement binds (``a, self.n = ...``, ``n += k``)."""
+    if isinstance(st, ast.Assign):
+        tops = st.targets
+    elif isinstance(st, (ast.AugAssign, ast.AnnAssign)):
+        tops = [st.target]
+    else:
+        return []
+    return [d for t in tops for n in walk(t) if (d := dotted(n)) and isinstance(
+        n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store)]
+
+
+def counted(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
+    """# NOTE [counted step]
+    The guard's test compares a count with a bound (``if seen >= 128:``,
+    ``if ni - last_step >= accumulate:``) and its body resets the count (``seen = 0``,
+    ``last_step = ni``), while the count grows on every pass outside the guard (``seen +=
+    len(x)``) or is measured from a value bound anew each pass: the guard holds once every
+    few passes, a periodic step like a remainder's (NOTE [periodic step]). The bound must not
+    change inside the loop (``if loss < best: best = loss`` is a comparison with a value, not
+    a count)."""
+    t = guard.test
+    if not (isinstance(t, ast.Compare) and len(t.ops) == 1
+            and isinstance(t.ops[0], (ast.GtE, ast.Gt))):
+        return False
+    left = {d for n in walk(t.left) if isinstance(n, (ast.Name, ast.Attribute))
+            and (d := dotted(n))}
+    bound = {d for n in walk(t.comparators[0]) if isinstance(n, (ast.Name, ast.Attribute))
+             and (d := dotted(n))}
+    reset: set[str] = set()
+    grows: set[str] = set()
+    per_pass: set[str] = set()
+    for st in f.within(loop):
+        names = _targets(st)
+        if st is loop:
+            tgt = getattr(loop, "target", None)
+            per_pass |= {d for n in walk(tgt) if (d := dotted(n))} if tgt is not None else set()
+            continue
+        if bound & set(names):
+            return False
+        if f.inside(st, guard):
+            if isinstance(st, ast.Assign):
+                reset |= set(names) & left
+        elif isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add):
+            grows |= set(names) & left
+        elif isinstance(st, ast.Assign):
+            per_pass |= set(names) & left
+    return bool(reset) and bool(grows & reset or per_pass - reset)
+
+
+def micro_step_loops(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, str]]:
+    """# NOTE [micro-step loop]
+    (step, inner loop, its count) for ``for _ in range(n): ... loss.backward()`` followed, in
+    the enclosing loop, by the step and a clear of what it steps (nanoGPT's ``for micro_step
+    in range(gradient_accumulation_steps)``): each step applies the sum of ``n``
+    micro-batches' gradients. Said only when the inner loop's body runs its backward on every
+    pass and neither steps nor clears, its loss does not read the inner loop's variable
+    (micro-batches drawn alike, not ``n`` distinct tasks or views) and ``n`` is a name, not a
+    constant or a length."""
+    seen: set[int] = set()
+    for s in f.steps:
+        if s.closure:
+            continue
+        loops = f.loops_of(s.stmt)
+        # the step's loop, or the function (one pass of its caller's loop, NOTE [pass function])
+        outer = loops[-1] if loops else None
+        for inner in f.within(outer) if outer is not None else f.scope.stmts:
+            if not (isinstance(inner, ast.For) and inner is not outer
+                    and f.loops_of(inner) == loops and f.before(inner, s.stmt)):
+                continue
+            it = inner.iter
+            if not (isinstance(it, ast.Call) and dotted(it.func) == "range"
+                    and len(it.args) == 1 and isinstance(it.args[0], (ast.Name, ast.Attribute))
+                    and (count := dotted(it.args[0]))):
+                continue
+            if id(inner) in seen or any(f.inside(x.stmt, inner)
+                                        for x in (*f.steps, *f.zero_grads)):
+                continue  # said; or it steps (clears) itself: whole updates, a GAN's critic
+            backs = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, inner)]
+            if not backs or any(conditional(f, b.stmt, inner) for b in backs):
+                continue
+            var = {n.id for n in walk(inner.target) if isinstance(n, ast.Name)}
+            if any(b.loss is None or _reads(f, b, inner, var) for b in backs):
+                continue
+            if not any(covers(f, z, s) and f.loops_of(z.stmt) == loops
+                       and not _guarded(f, z.stmt, outer) for z in f.zero_grads):
+                continue
+            seen.add(id(inner))
+            yield s, inner, count
+            break
+
+
+def _guarded(f: LoopFacts, stmt: ast.stmt, outer: ast.stmt | None) -> bool:
+    """``stmt`` sits under an ``if`` (or ``try``) of ``outer`` (of the function: None)."""
+    if outer is not None:
+        return conditional(f, stmt, outer)
+    return any(isinstance(x, (ast.If, ast.Try)) and x is not stmt and f.inside(stmt, x)
+               for x in f.scope.stmts)
+
+
+def _reads(f: LoopFacts, b: Backward, loop: ast.stmt, names: set[str]) -> bool:
+    """The loss of ``b``, or a binding it is computed from inside ``loop``, reads ``names``."""
+    loss: ast.expr = b.loss  # type: ignore[assignment]
+    if any(isinstance(n, ast.Name) and n.id in names for n in walk(loss)):
+        return True
+    deps = graphs(f.scope).deps(loss, b.stmt.lineno)
+    return any(f.inside(d.stmt, loop) and any(
+        isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+        for n in walk(d.stmt)) for d in deps.bindings)
