@@ -1,0 +1,63 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen26.md (session 26), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # AgentFormer (model/dlow.py): the module keeps the batch in a dict attribute named
+    # `data` and stores a distribution built from its layers there (`self.data['q_z'] =
+    # Normal(mu=b, logvar=...)`): a dict entry, not a write through `Tensor.data`; the layers
+    # train. Twin: the layer's output is written into a tensor through its `.data`: the layer
+    # gets no gradient
+    "module-dict-attribute-named-data": (Shape("""
+        class Posterior(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 2)
+                self.data = {}
+            def forward(self, x):
+                mu = self.head(x)
+                self.data['q_z'] = (mu, mu.pow(2).log())
+                return self.data['q_z'][0].sum()
+        net = Posterior()
+        net(torch.randn(3, 4)).backward()
+        """, "GT113", holds="net.head.weight.grad is not None"), Shape("""
+        class Posterior(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 2)
+                self.out = nn.Linear(2, 1)
+            def forward(self, x):
+                h = torch.zeros(3, 2, requires_grad=True)
+                mu = self.head(x)
+                h.data[:, :] = mu
+                return self.out(h).sum()
+        net = Posterior()
+        net(torch.randn(3, 4)).backward()
+        """, "GT113", line=9, holds="net.head.weight.grad is None")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
