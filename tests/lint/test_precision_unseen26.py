@@ -50,6 +50,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = Posterior()
         net(torch.randn(3, 4)).backward()
         """, "GT113", line=9, holds="net.head.weight.grad is None")),
+    # FourCastNet (train.py): the constructor builds a ReduceLROnPlateau under `if
+    # params.scheduler == 'ReduceLROnPlateau'` and keeps `self.params = params`; `train`
+    # steps it without a metric only under `elif self.params.scheduler == 'CosineAnnealingLR'`:
+    # one setting, two constants, the two never meet. Twin: the metric-less step is under the
+    # plateau's own setting: TypeError
+    "constructor-setting-kept-on-self": (Shape("""
+        from types import SimpleNamespace
+        class Trainer:
+            def __init__(self, params, model):
+                self.params = params
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                if params.scheduler == 'plateau':
+                    self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(self.opt)
+                elif params.scheduler == 'cosine':
+                    self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, 5)
+            def end_epoch(self, val_loss):
+                self.opt.step()
+                if self.params.scheduler == 'plateau':
+                    self.sched.step(val_loss)
+                elif self.params.scheduler == 'cosine':
+                    self.sched.step()
+        for which in ('plateau', 'cosine'):
+            Trainer(SimpleNamespace(scheduler=which), nn.Linear(2, 1)).end_epoch(1.0)
+        """, "GT531"), Shape("""
+        from types import SimpleNamespace
+        class Trainer:
+            def __init__(self, params, model):
+                self.params = params
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                if params.scheduler == 'plateau':
+                    self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(self.opt)
+                elif params.scheduler == 'cosine':
+                    self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, 5)
+            def end_epoch(self, val_loss):
+                self.opt.step()
+                if self.params.scheduler == 'plateau':
+                    self.sched.step()
+        Trainer(SimpleNamespace(scheduler='plateau'), nn.Linear(2, 1)).end_epoch(1.0)
+        """, "GT531", line=13, raises=(TypeError, "metrics"))),
 }
 
 
