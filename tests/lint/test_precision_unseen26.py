@@ -89,6 +89,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                     self.sched.step()
         Trainer(SimpleNamespace(scheduler='plateau'), nn.Linear(2, 1)).end_epoch(1.0)
         """, "GT531", line=13, raises=(TypeError, "metrics"))),
+    # gmflow (main.py): `model = DataParallel(model)`, `model_without_ddp = model.module`, the
+    # optimizer over `model_without_ddp.parameters()`, the clip over `model.parameters()`: a
+    # wrapper's parameters are its module's, the stepped gradients are the clipped ones. Twin:
+    # the clip is over another model: the stepped gradients stay unclipped
+    "clip-through-the-wrapper-of-the-stepped-module": (Shape("""
+        net = nn.Linear(4, 1)
+        model = nn.DataParallel(net)
+        model_without_ddp = model.module
+        other = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model_without_ddp.parameters(), lr=0.1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            (model(torch.randn(8, 4)) * 100).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            norm = torch.cat([p.grad.flatten() for p in net.parameters()]).norm()
+            optimizer.step()
+        """, "GT549", holds="float(norm) <= 1.0 + 1e-4"), Shape("""
+        net = nn.Linear(4, 1)
+        model = nn.DataParallel(net)
+        model_without_ddp = model.module
+        other = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model_without_ddp.parameters(), lr=0.1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            (model(torch.randn(8, 4)) * 100).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(other.parameters(), 1.0)
+            norm = torch.cat([p.grad.flatten() for p in net.parameters()]).norm()
+            optimizer.step()
+        """, "GT549", line=9, holds="float(norm) > 1.0")),
 }
 
 
