@@ -118,6 +118,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             norm = torch.cat([p.grad.flatten() for p in net.parameters()]).norm()
             optimizer.step()
         """, "GT549", line=9, holds="float(norm) > 1.0")),
+    # MAAC (algorithms/attention_sac.py): `for a_i, nq, log_pi, (pq, regs) in zip(range(n),
+    # next_qs, log_pis, critic_rets)` then `mse(pq, target_q.detach())`: `pq` is drawn from the
+    # critic's outputs, not from the `range`; the loss keeps a live path through it. Twin: the
+    # critic's prediction in the same zipped loop is detached too: backward raises
+    "loop-target-zipped-with-a-range": (Shape("""
+        critic = nn.Linear(4, 1)
+        target_critic = nn.Linear(4, 1)
+        def update(obs, rews):
+            next_qs = [target_critic(o) for o in obs]
+            critic_rets = [(critic(o), []) for o in obs]
+            q_loss = 0
+            for a_i, nq, (pq, regs) in zip(range(len(obs)), next_qs, critic_rets):
+                target_q = rews[a_i] + 0.9 * nq
+                q_loss += F.mse_loss(pq, target_q.detach())
+            q_loss.backward()
+        update([torch.randn(5, 4) for _ in range(2)], [torch.randn(5, 1) for _ in range(2)])
+        """, "GT107", holds="critic.weight.grad is not None"), Shape("""
+        def update(critic, target_critic, opt, obs, rews):
+            next_qs = [target_critic(o) for o in obs]
+            q_loss = 0
+            for a_i, nq, o in zip(range(len(obs)), next_qs, obs):
+                target_q = rews[a_i] + 0.9 * nq
+                q_loss += F.mse_loss(critic(o).detach(), target_q.detach())
+            opt.zero_grad()
+            q_loss.backward()
+            opt.step()
+        critic, target = nn.Linear(4, 1), nn.Linear(4, 1)
+        update(critic, target, torch.optim.SGD(critic.parameters(), lr=0.1),
+               [torch.randn(5, 4) for _ in range(2)], [torch.randn(5, 1) for _ in range(2)])
+        """, "GT107", line=6, raises=(RuntimeError, "does not require grad"))),
 }
 
 
