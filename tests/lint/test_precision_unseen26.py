@@ -148,6 +148,26 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         update(critic, target, torch.optim.SGD(critic.parameters(), lr=0.1),
                [torch.randn(5, 4) for _ in range(2)], [torch.randn(5, 1) for _ in range(2)])
         """, "GT107", line=6, raises=(RuntimeError, "does not require grad"))),
+    # megablocks (layers/activation_fn.py): `def act_fn(x: stk.Matrix, ...)` then
+    # `x.data.requires_grad = True`: `data` is the sparse matrix's own field, the same tensor at
+    # each read, and the flag stays on it. Twin: the argument is a tensor: `x.data` is a new
+    # tensor, the flag leaves the parameter frozen
+    "data-field-of-an-annotated-non-tensor": (Shape("""
+        class Blocks:
+            def __init__(self, values):
+                self.data = values
+        def act_fn(x: Blocks, function):
+            x.data.requires_grad = True
+            return function(x.data)
+        m = Blocks(torch.randn(6))
+        act_fn(m, torch.relu).sum().backward()
+        """, "GT469", holds="m.data.grad is not None"), Shape("""
+        def act_fn(x: torch.Tensor, function):
+            x.data.requires_grad = True
+            return function(x.data)
+        w = nn.Parameter(torch.randn(6), requires_grad=False)
+        act_fn(w, torch.relu)
+        """, "GT469", line=2, holds="not w.requires_grad")),
 }
 
 
