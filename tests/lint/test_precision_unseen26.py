@@ -168,6 +168,40 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w = nn.Parameter(torch.randn(6), requires_grad=False)
         act_fn(w, torch.relu)
         """, "GT469", line=2, holds="not w.requires_grad")),
+    # GDSS (trainer.py, toy/toy_main.py): `loss_x, loss_adj = self.loss_fn(model_x, model_adj,
+    # x, adj)` (a loss function of another file), both backward passes, then each model's
+    # optimizer steps: two models, two graphs that meet nowhere. Twin: one optimizer steps
+    # both, and the second loss runs through the first's graph: backward raises
+    "two-losses-of-two-models-then-two-steps": (Shape("""
+        def fit(model1, model2, opt1, opt2, loss_fn, batches):
+            for x in batches:
+                opt1.zero_grad()
+                opt2.zero_grad()
+                loss1, loss2 = loss_fn(model1, model2, x)
+                loss1.backward()
+                loss2.backward()
+                opt1.step()
+                opt2.step()
+        def separate(m1, m2, x):
+            return m1(x).pow(2).mean(), m2(x).pow(2).mean()
+        a, b = nn.Linear(4, 4), nn.Linear(4, 4)
+        fit(a, b, torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1),
+            separate, [torch.randn(3, 4) for _ in range(2)])
+        """, "GT509", holds="a.weight.grad is not None and b.weight.grad is not None"), Shape("""
+        def fit(model1, model2, opt, loss_fn, batches):
+            for x in batches:
+                opt.zero_grad()
+                loss1, loss2 = loss_fn(model1, model2, x)
+                loss1.backward()
+                loss2.backward()
+                opt.step()
+        def shared(m1, m2, x):
+            h = m1(x).tanh()
+            return h.pow(2).mean(), m2(h).pow(2).mean()
+        a, b = nn.Linear(4, 4), nn.Linear(4, 4)
+        fit(a, b, torch.optim.SGD([*a.parameters(), *b.parameters()], lr=0.1), shared,
+            [torch.randn(3, 4) for _ in range(2)])
+        """, "GT509", line=5, raises=(RuntimeError, "second time"))),
 }
 
 
