@@ -202,6 +202,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         fit(a, b, torch.optim.SGD([*a.parameters(), *b.parameters()], lr=0.1), shared,
             [torch.randn(3, 4) for _ in range(2)])
         """, "GT509", line=5, raises=(RuntimeError, "second time"))),
+    # LaneGCN (lanegcn.py, `PredLoss`): the distance of each predicted mode's endpoint to the
+    # ground truth, `torch.sqrt(((reg - gt) ** 2).sum(1))`, only picks the closest mode
+    # (`dist.min(1)`) and builds masks (`min_dist < th`): no gradient reaches the root, a mode
+    # exactly on its target is harmless. Twin: the closest distance is the loss: NaN gradient
+    "distance-only-picks-the-closest-mode": (Shape("""
+        def pred_loss(reg, gt):
+            dist = []
+            for j in range(reg.shape[1]):
+                dist.append(torch.sqrt(((reg[:, j] - gt) ** 2).sum(1)))
+            dist = torch.cat([x.unsqueeze(1) for x in dist], 1)
+            min_dist, min_idcs = dist.min(1)
+            mask = (min_dist < 2.0) & (dist.max(1)[0] - min_dist > 0.0)
+            rows = torch.arange(len(min_idcs))
+            return F.smooth_l1_loss(reg[rows, min_idcs][mask], torch.zeros(4, 2)[mask])
+        reg = torch.zeros(4, 3, 2)
+        reg[:, 1] = 1.0
+        reg.requires_grad_()
+        pred_loss(reg, torch.zeros(4, 2)).backward()
+        """, "GT753", holds="bool(torch.isfinite(reg.grad).all())"), Shape("""
+        def pred_loss(reg, gt):
+            dist = []
+            for j in range(reg.shape[1]):
+                dist.append(torch.sqrt(((reg[:, j] - gt) ** 2).sum(1)))
+            dist = torch.cat([x.unsqueeze(1) for x in dist], 1)
+            min_dist, min_idcs = dist.min(1)
+            mask = (min_dist < 2.0) & (dist.max(1)[0] - min_dist > 0.0)
+            rows = torch.arange(len(min_idcs))
+            return min_dist.mean()
+        reg = torch.zeros(4, 3, 2)
+        reg[:, 1] = 1.0
+        reg.requires_grad_()
+        pred_loss(reg, torch.zeros(4, 2)).backward()
+        """, "GT753", line=4, holds="bool(torch.isnan(reg.grad).any())")),
 }
 
 
