@@ -235,6 +235,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         reg.requires_grad_()
         pred_loss(reg, torch.zeros(4, 2)).backward()
         """, "GT753", line=4, holds="bool(torch.isnan(reg.grad).any())")),
+    # BLiTZ (utils/variational_estimator.py, unseen24's leftover): `return np.array(y_hat),
+    # (likelihood_cost + complexity_cost) / n, ...`: the predictions collected through NumPy
+    # first, then the loss, built from `criterion(outputs, labels)` with a criterion passed in:
+    # the caller backpropagates the second element. Twin: the loss is computed from the NumPy
+    # copy too: it has no graph, backward raises
+    "numpy-predictions-returned-before-the-loss": (Shape("""
+        import numpy as np
+        def sample_loss(model, x, y, criterion, n):
+            cost = 0
+            preds = []
+            for _ in range(n):
+                outputs = model(x)
+                preds.append(outputs.detach().numpy())
+                cost += criterion(outputs, y)
+            return np.array(preds), cost / n
+        model = nn.Linear(3, 1)
+        _, loss = sample_loss(model, torch.randn(4, 3), torch.randn(4, 1), F.mse_loss, 2)
+        loss.backward()
+        """, "GT103", holds="model.weight.grad is not None"), Shape("""
+        import numpy as np
+        def sample_loss(model, x, y, criterion, n):
+            cost = 0
+            preds = []
+            for _ in range(n):
+                outputs = model(x)
+                arr = outputs.detach().numpy()
+                preds.append(arr)
+                cost += criterion(torch.from_numpy(arr), y)
+            return np.array(preds), cost / n
+        model = nn.Linear(3, 1)
+        _, loss = sample_loss(model, torch.randn(4, 3), torch.randn(4, 1), F.mse_loss, 2)
+        loss.backward()
+        """, "GT103", line=7, raises=(RuntimeError, "does not require grad"))),
 }
 
 
