@@ -268,6 +268,42 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         _, loss = sample_loss(model, torch.randn(4, 3), torch.randn(4, 1), F.mse_loss, 2)
         loss.backward()
         """, "GT103", line=7, raises=(RuntimeError, "does not require grad"))),
+    # epymarl (modules/critics/*_ns.py): per-agent critics in a plain list, but the class
+    # overrides `parameters()` (and `state_dict`, `cuda`) to list them by hand: the optimizer
+    # built on `critic.parameters()` holds and moves them. Twin: no override: `parameters()`
+    # is empty and the optimizer refuses it
+    "plain-list-listed-by-its-own-parameters": (Shape("""
+        class PerAgentCritic(nn.Module):
+            def __init__(self, n_agents):
+                super().__init__()
+                self.n_agents = n_agents
+                self.critics = [nn.Linear(4, 1) for _ in range(n_agents)]
+            def forward(self, obs):
+                return torch.cat([self.critics[i](obs[:, i]) for i in range(self.n_agents)], 1)
+            def parameters(self):
+                params = list(self.critics[0].parameters())
+                for i in range(1, self.n_agents):
+                    params += list(self.critics[i].parameters())
+                return params
+        critic = PerAgentCritic(3)
+        opt = torch.optim.Adam(critic.parameters(), lr=0.1)
+        before = critic.critics[2].weight.detach().clone()
+        critic(torch.randn(5, 3, 4)).pow(2).mean().backward()
+        opt.step()
+        """, "GT401", holds="not torch.equal(before, critic.critics[2].weight)"), Shape("""
+        class PerAgentCritic(nn.Module):
+            def __init__(self, n_agents):
+                super().__init__()
+                self.n_agents = n_agents
+                self.critics = [nn.Linear(4, 1) for _ in range(n_agents)]
+            def forward(self, obs):
+                return torch.cat([self.critics[i](obs[:, i]) for i in range(self.n_agents)], 1)
+        critic = PerAgentCritic(3)
+        opt = torch.optim.Adam(critic.parameters(), lr=0.1)
+        before = critic.critics[2].weight.detach().clone()
+        critic(torch.randn(5, 3, 4)).pow(2).mean().backward()
+        opt.step()
+        """, "GT401", line=5, raises=(ValueError, "empty parameter list"))),
 }
 
 
