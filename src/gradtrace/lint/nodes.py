@@ -443,3 +443,25 @@ def inside_own_value(e: ast.AST, stmt: ast.stmt) -> bool:
     pos = (getattr(e, "lineno", 0), getattr(e, "col_offset", 0))
     return (value.lineno, value.col_offset) <= pos <= (
         value.end_lineno or value.lineno, value.end_col_offset or 0)
+
+
+def drawn_from(loop: ast.For | ast.AsyncFor, name: str) -> ast.expr:
+    """The iterable a loop target ``name`` is drawn from: in ``for i, q, (p, r) in zip(range(n),
+    qs, rets)`` ``p`` comes from ``rets``; in ``for i, x in enumerate(xs)`` ``x`` from ``xs``.
+    The whole ``loop.iter`` when the target does not split so."""
+    it, target = loop.iter, loop.target
+    while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not any(
+            isinstance(a, ast.Starred) for a in it.args) and isinstance(target, ast.Tuple) \
+            and not any(isinstance(t, ast.Starred) for t in target.elts):
+        if it.func.id == "zip" and len(it.args) == len(target.elts) and len(it.args) > 1:
+            parts = list(zip(target.elts, it.args))
+        elif it.func.id == "enumerate" and len(it.args) == 1 and len(target.elts) == 2:
+            parts = [(target.elts[1], it.args[0])]
+        else:
+            break
+        hit = next(((t, a) for t, a in parts if any(
+            isinstance(n, ast.Name) and n.id == name for n in ast.walk(t))), None)
+        if hit is None:
+            break
+        target, it = hit
+    return it

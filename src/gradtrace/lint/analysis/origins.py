@@ -29,7 +29,7 @@ from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE,
 )
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import drawn_from, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -236,9 +236,10 @@ class Tracer:
                 return self._cut(NONDIFF, s.value, [pair_source(s.value)], s, b.line)
             return self.trace(s.value, s, b.line)
         if isinstance(s, (ast.For, ast.AsyncFor)):
-            if DATA_ITER_RE.search(self.ctx.code_of(s.iter)):
+            it = drawn_from(s, b.name)  # `zip(range(n), rets)`: the range is not `rets`
+            if DATA_ITER_RE.search(self.ctx.code_of(it)):
                 return DEAD
-            return self.trace(s.iter, s, b.line)
+            return self.trace(it, s, b.line)
         return LIVE
 
     def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:

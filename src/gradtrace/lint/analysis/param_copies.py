@@ -82,7 +82,7 @@ def copy_of_param(e: ast.expr, scope: Scope, stmt: ast.stmt) -> str | None:
     ``sd.items()`` / ``sd.values()`` or over a list of ``.detach()`` / ``.data`` results."""
     how = copy_expr(e)
     if how is not None:
-        return how
+        return None if _declared_other(e, scope) else how
     if isinstance(e, ast.Subscript) and _state_dict(e.value, scope, stmt.lineno):
         return "a `state_dict()` tensor"
     if not isinstance(e, ast.Name):
@@ -98,3 +98,23 @@ def copy_of_param(e: ast.expr, scope: Scope, stmt: ast.stmt) -> str | None:
             return None
         return _element_copy(loop.iter, loop.target, e.id, scope, stmt.lineno)
     return None
+
+
+TENSOR_TYPES = frozenset({"Tensor", "Parameter", "Any"})
+
+
+def _declared_other(e: ast.expr, scope: Scope) -> bool:
+    """``x.data`` where ``x`` is an argument of the function annotated with a type that is not
+    a tensor (``def act_fn(x: stk.Matrix)``): its ``data`` is that object's field (megablocks'
+    sparse matrix keeps its values there), the same tensor at each read."""
+    if not (isinstance(e, ast.Attribute) and e.attr == COPY_ATTR and isinstance(e.value, ast.Name)):
+        return False
+    a = getattr(scope.node, "args", None)
+    arg = next((x for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg == e.value.id),
+               None) if isinstance(a, ast.arguments) else None
+    if arg is None or arg.annotation is None or any(
+            isinstance(n, ast.Constant) for n in walk(arg.annotation)):
+        return False  # not annotated, or spelled in a string
+    named = [n.attr if isinstance(n, ast.Attribute) else n.id for n in walk(arg.annotation)
+             if isinstance(n, (ast.Name, ast.Attribute))]
+    return bool(named) and not TENSOR_TYPES.intersection(named)

@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.kinds import MODULE, OBJECT, PARAMETER
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -82,7 +82,8 @@ class WriteThroughDataInForward(Rule):
     Known limits: the write must be in `forward` (or a method it calls) of a module of this
     file, and the written value must come, within that method, from one of the module's
     layers or parameters without a `.detach()`; a write into a weight (`new.weight.data[:n] =
-    old.weight.data`, weight surgery) and a copy of a weight's `.data` are left alone.
+    old.weight.data`, weight surgery) and a copy of a weight's `.data` are left alone, as is
+    the `.data` attribute of a module or an object (`self.data[k] = v`: a dict it keeps).
     """
 
     code = "GT113"
@@ -150,8 +151,12 @@ class WriteThroughDataInForward(Rule):
                 if got is None:
                     continue
                 target, value = got
-                if _weight(_data_target(target).value, cls):  # type: ignore[union-attr]
+                owner = _data_target(target).value  # type: ignore[union-attr]
+                if _weight(owner, cls):
                     continue  # weight surgery (a resized embedding filled from the old one)
+                k = ctx.analysis.kind(owner, scope, s.lineno)
+                if k is not None and k.what in (MODULE, OBJECT):
+                    continue  # `self.data[k] = v`: a module's own attribute, not Tensor.data
                 src = _layer_value(value, cls, scope, s.lineno)
                 if src is None:
                     continue

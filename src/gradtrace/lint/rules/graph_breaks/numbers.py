@@ -271,15 +271,40 @@ class NumpyRoundTripInLoss(LossCutRule):
 def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
     """The function returns the NumPy value itself (``return t.detach().numpy()``, or a name
     bound to it): nothing comes back into torch, the caller gets an array with no
-    ``backward`` (a score, a per-token loss for display), not a loss cut from its graph."""
+    ``backward`` (a score, a per-token loss for display), not a loss cut from its graph. So
+    does ``return np.array(preds), loss`` where ``loss`` does not read the cut: the array of
+    predictions comes first, then the loss (BLiTZ's ``sample_elbo_detailed_loss``)."""
     if v.sink.how != "return" or not isinstance(c.node, ast.Call):
         return False
     e = v.sink.value
+    if v.sink.others and _numpy_made(e, lp) and not any(
+            _reads_cut(o, c, v, lp) for o in v.sink.others):
+        return True
     if isinstance(e, ast.Name):
         b = lp.scope.binding_before(e.id, v.sink.node.lineno)  # type: ignore[attr-defined]
         e = b.value if b is not None and b.value is not None else e
     return e is c.node and isinstance(c.node.func, ast.Attribute) and \
         c.node.func.attr in ("numpy", "tolist")
+
+
+def _numpy_made(e: ast.expr, lp: LossPaths) -> bool:
+    """``np.array(y_hat)``, ``t.numpy()``, ``t.tolist()``: a value no caller backpropagates."""
+    if not isinstance(e, ast.Call):
+        return False
+    if (lp.ctx.qualified_name(e.func) or "").startswith("numpy."):
+        return True
+    return isinstance(e.func, ast.Attribute) and e.func.attr in ("numpy", "tolist")
+
+
+def _reads_cut(o: ast.expr, c: Cut, v: Verdict, lp: LossPaths) -> bool:
+    """Whether the returned element ``o`` reads (through the function's bindings) the value
+    the cut ``c`` makes."""
+    from gradtrace.lint.analysis.graph_deps import graphs
+    st = lp.scope.statement_of(c.node)
+    if st is None or any(n is c.node for n in ast.walk(o)):
+        return True
+    deps = graphs(lp.scope).deps(o, v.sink.node.lineno)  # type: ignore[attr-defined]
+    return any(b.stmt is st for b in deps.bindings)
 
 
 # what `np.<function>` does with tensors that require grad (checked on torch 2.13)

@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -121,6 +122,8 @@ class SqrtOfPossibleZero(Rule):
     `torch.sqrt(((p - y) ** 2).mean())` is exactly 0 when the prediction equals its target
     (a perfect fit, zero-initialised outputs) and its gradient there is NaN (checked on torch
     2.13); `torch.sqrt(mse + 1e-8)` keeps it finite.
+    A root whose value is only compared or turned into indices (`dist.min(1)` to pick the
+    closest mode, then `min_dist < th`) is never differentiated and is not reported.
     Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
     bound to the name it reads in the same function.
     """
@@ -252,7 +255,7 @@ class SqrtOfPossibleZero(Rule):
         floor = bool(what) and what.startswith(FLOOR[:20])
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
                                 through_forward=not floor) \
-                and carries_graph(ctx, operand, node):
+                and carries_graph(ctx, operand, node) and not only_selects(ctx.scope(), node):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \

@@ -285,3 +285,15 @@ def regrad_leaf(move: ast.Call, ctx: Context) -> bool:
                 and n.func.attr == "requires_grad_" and dotted(n.func.value) == name:
             return True
     return False
+
+
+def hand_listed(cls: ast.ClassDef) -> frozenset[str]:
+    """``self.X`` that the class's own ``parameters()`` override reads (epymarl's per-agent
+    critics: ``def parameters(self): params = list(self.critics[0].parameters()) ...``): the
+    class lists that container's parameters by hand, so an optimizer built on ``parameters()``
+    holds them (its ``state_dict``/``cuda`` overrides are the author's to keep in step)."""
+    own = next((m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and m.name == "parameters"), None)
+    if own is None:
+        return frozenset()
+    return frozenset(a for n in walk(own) if (a := _self_attr(n)) is not None)

@@ -18,7 +18,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
-    input_sized, per_call_input, picked_attrs, regrad_leaf,
+    hand_listed, input_sized, per_call_input, picked_attrs, regrad_leaf,
 )
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
@@ -135,12 +135,12 @@ class ModulesInPlainContainer(Rule):
     they never train and are not saved. Use `nn.ModuleList` / `nn.ModuleDict` (or
     `nn.ParameterList` / `nn.ParameterDict`).
     Known limits: only containers filled with layers that own parameters (or with parameters)
-    in the same class; a list wrapped later in `nn.ModuleList(...)`/`nn.Sequential(*...)`, or a
-    class that registers with `add_module`/`setattr`, is left alone; so is a list of modules of
-    a class of this file that visibly owns no parameter or buffer (only parameter-free layers,
-    data transforms and plain values). A class of another file counts as a layer only when
-    named like one (`CrossLayer`, `Embedding`, `ResBlock`, `MLP`). An attribute set more than
-    once is checked only when every assignment is in `__init__` (branches of an `if`). A local
+    in the same class; a list wrapped later in `nn.ModuleList`/`nn.Sequential`, or in a class
+    that registers with `add_module`/`setattr` or lists it in its own `parameters()`, is left
+    alone; so is a list of modules of a class of this file that visibly owns no parameter or
+    buffer (parameter-free layers, data transforms, plain values). A class of another file
+    counts as a layer only when named like one (`CrossLayer`, `ResBlock`, `MLP`). An attribute
+    set more than once is checked only when every assignment is in `__init__` (`if` arms). A local
     list of `__init__` stored on `self` (`fns.append(...)`; `self.fns = fns`) counts unless the
     local is also handed to a call (`nn.Sequential(*layers)` registers the same layers).
     """
@@ -255,7 +255,7 @@ class ModulesInPlainContainer(Rule):
                 where = init if lo <= st.lineno <= hi else None
                 for f in self._check(st, attr, filled, ctx, where, node.name):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node) \
-                            and attr not in picked_attrs(node):
+                            and attr not in picked_attrs(node) | hand_listed(node):
                         yield f
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],

@@ -28,7 +28,9 @@ class FlagSetOnParameterCopy(Rule):
     (`for n, p in model.named_parameters()`, or `state_dict(keep_vars=True)`).
     Known limits: a freeze (`False`) on a state-dict tensor or on a loop variable over copies;
     an unfreeze (`True`) only where the copy is a temporary (`p.data.requires_grad = True`),
-    since a named copy made to require grad is a new leaf code may use.
+    since a named copy made to require grad is a new leaf code may use. The `.data` of an
+    argument annotated with a type that is not a tensor (`x: SparseMatrix`) is that object's
+    field, not a copy.
     """
 
     code = "GT469"

@@ -28,14 +28,19 @@ def _wraps(f: LoopFacts, over: frozenset[str], srcs: list[str], line: int) -> bo
     ``model_dis``): an object made with a module stores it, and its ``.parameters()``
     commonly hold that module's (as an ``nn.Module`` wrapper's do)."""
     for made, inner in [*((x, over) for x in srcs), *((x, frozenset(srcs)) for x in over)]:
-        b = f.scope.binding_before(made, line) if "." not in made else None
-        v = value_of(b) if b is not None else None
-        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
-                and v.func.attr in ("to", "cuda", "cpu"):
-            v = v.func.value
-        if isinstance(v, ast.Call) and any(
-                dotted(a) in inner for a in (*v.args, *(k.value for k in v.keywords))):
-            return True
+        for b in (f.scope.bindings_before(made, line) if "." not in made else ()):
+            v = value_of(b)
+            while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                    and v.func.attr in ("to", "cuda", "cpu"):
+                v = v.func.value
+            if isinstance(v, ast.Call) and any(
+                    dotted(a) in inner for a in (*v.args, *(k.value for k in v.keywords))):
+                return True
+            # `model_without_ddp = model.module` (or `= model`): the wrapped module of the
+            # other side, or the other side itself: a wrapper's parameters are its module's
+            if isinstance(v, (ast.Name, ast.Attribute)) and (d := dotted(v)) is not None \
+                    and any(covers(i, d) for i in inner):
+                return True
     return False
 
 
@@ -79,7 +84,8 @@ class ClipOfOtherParameters(LoopRule):
     Known limits: the optimizer's parameters and the clipped ones must be spelled as
     `.parameters()` of named modules (NOTE [fields] for an optimizer kept on `self`); a clip
     followed by the step of an optimizer that holds them is left alone, as is one of an object
-    built from the stepped module (a wrapper holds it) or the other way round.
+    built from the stepped module (a wrapper holds it) or the other way round, or bound to it
+    or to one of its submodules (`model_without_ddp = model.module`).
     """
 
     code = "GT549"

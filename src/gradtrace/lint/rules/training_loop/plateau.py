@@ -239,7 +239,9 @@ class PlateauStepWithoutMetric(Rule):
     factory function of the file whose result is bound that way or collected in a list that
     a `for` loop steps (NOTE [factory-built value]). A build and a
     `step()` under `if` tests that compare one setting (`args.sched`, `config['sched']`) with
-    different constants (`== 'plateau'`, `== 'step'`) never meet in one run and are not paired.
+    different constants (`== 'plateau'`, `== 'step'`) never meet in one run and are not paired
+    (a constructor's `params.sched` is the other methods' `self.params.sched` when it keeps
+    `self.params = params`).
     """
 
     code = "GT531"
@@ -397,19 +399,66 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
     per file)."""
     def make() -> dict[int, tuple[Setting, ...]]:
         out: dict[int, tuple[Setting, ...]] = {}
-        stack: list[tuple[ast.AST, tuple[Setting, ...]]] = [(ctx.tree, ())]
+        stack: list[tuple[ast.AST, tuple[Setting, ...], dict[str, str]]] = [(ctx.tree, (), {})]
         while stack:
-            n, facts = stack.pop()
+            n, facts, kept = stack.pop()
             out[id(n)] = facts
+            if isinstance(n, ast.ClassDef):
+                stack.extend((c, facts, _kept_arguments(c)) for c in n.body)
+                continue
             if isinstance(n, ast.If) and (fact := _setting(n.test, ctx)) is not None:
                 name, const, eq = fact
-                stack.append((n.test, facts))
-                stack.extend((c, facts + ((name, const, eq),)) for c in n.body)
-                stack.extend((c, facts + ((name, const, not eq),)) for c in n.orelse)
+                name = _as_field(name, kept)
+                stack.append((n.test, facts, kept))
+                stack.extend((c, facts + ((name, const, eq),), kept) for c in n.body)
+                stack.extend((c, facts + ((name, const, not eq),), kept) for c in n.orelse)
                 continue
-            stack.extend((c, facts) for c in child_nodes(n))
+            if isinstance(n, FUNCS) and kept and n.name != "__init__":
+                kept = {}  # the names are the constructor's arguments only there
+            stack.extend((c, facts, kept) for c in child_nodes(n))
         return out
     return ctx.memo("gt531-guards", ctx.tree, make)
+
+
+def _kept_arguments(fn: ast.stmt) -> dict[str, str]:
+    """For a constructor, its arguments that it keeps on ``self`` unchanged (``self.params =
+    params``): argument -> field. Its tests of ``params.sched`` and the other methods' of
+    ``self.params.sched`` read one setting (FourCastNet's ``Trainer``)."""
+    if not isinstance(fn, FUNCS) or fn.name != "__init__":
+        return {}
+    args = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args[1:], *fn.args.kwonlyargs)}
+    bound = [dotted(t) for n in walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign,
+             ast.AnnAssign, ast.For)) for t in _targets(n)]
+    out: dict[str, str] = {}
+    for st in fn.body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(
+                st.value, ast.Name) and st.value.id in args and bound.count(st.value.id) == 0:
+            t = dotted(st.targets[0])
+            if t is not None and t.startswith("self.") and bound.count(t) == 1:
+                out[st.value.id] = t
+    return out
+
+
+def _targets(n: ast.AST) -> Iterator[ast.expr]:
+    """The names and fields a statement rebinds (``params.x = 1`` rebinds ``params.x``, not
+    ``params``)."""
+    todo = list(n.targets) if isinstance(n, ast.Assign) else [n.target]  # type: ignore[attr-defined]
+    while todo:
+        t = todo.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            todo.extend(t.elts)
+        elif isinstance(t, ast.Starred):
+            todo.append(t.value)
+        else:
+            yield t
+
+
+def _as_field(name: str, kept: dict[str, str]) -> str:
+    """``params.sched`` in a constructor that keeps ``params`` as ``self.params``: the name
+    the other methods spell it by."""
+    head, dot, rest = name.partition(".")
+    head, br, key = head.partition("[")
+    return kept[head] + br + key + dot + rest if head in kept else name
 
 
 ISA, PLATEAU = "isinstance ", "ReduceLROnPlateau"

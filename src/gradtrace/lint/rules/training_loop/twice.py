@@ -54,14 +54,16 @@ def _split_heads(f: LoopFacts, t: Binding, b1: Backward, b2: Backward, d1: Deps,
     """Two losses that read different entries of one model output (``out['log_pi']`` and
     ``out['v']``, or ``loss_a`` and ``loss_b`` of ``loss_a, loss_b = pair_loss(ya, yb, t)``),
     each stepped by its own optimizer (one step between the backward passes, another after
-    the second): an actor and a critic on separate branches, whose graphs need not meet;
+    the second; or no step between and two optimizers stepped after both): an actor and a
+    critic on separate branches, or two models, whose graphs need not meet;
     whether they share a trunk is decided by the model, not here."""
     if not _split_reads(f, t, d1, d2, b1, b2, 0):
         return False
     between = [s for s in f.steps if f.before(b1.stmt, s.stmt) and f.before(s.stmt, b2.stmt)]
     after = [s for s in f.steps if f.before(b2.stmt, s.stmt)]
-    return bool(between) and any(a.optimizer not in {s.optimizer for s in between}
-                                 for a in after)
+    if not between:  # both passes first, then one step per optimizer (GDSS's two models)
+        return len({a.optimizer for a in after}) > 1
+    return any(a.optimizer not in {s.optimizer for s in between} for a in after)
 
 
 def _split_reads(f: LoopFacts, t: Binding, d1: Deps, d2: Deps, b1: Backward, b2: Backward,
@@ -288,8 +290,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     as carrying a graph when they come from a call of something bound to an `nn.Module` in this
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`). Two losses reading
     different entries of one output (`out['log_pi']`, `out['v']`, `out.get('v', 0)`, or two
-    names unpacked from a call of another file), each stepped by its own optimizer, are taken
-    as separate branches (whether they share a trunk is the model's). When the second loss
+    names unpacked from a call of another file), each stepped by its own optimizer (between
+    the two passes, or both passes then two optimizers' steps), are taken as separate branches
+    (whether they share a trunk is the model's). When the second loss
     is built, after the first `backward()`, from that very loss (`running_loss += loss`), the
     finding is on that reuse. A loop whose variable is backpropagated (`for loss in losses:
     loss.backward()`) over the items of one call computed from one graph-carrying value is

@@ -1,0 +1,83 @@
+"""Values that are read only to choose: compared, turned into indices, never differentiated.
+
+A distance computed to pick the closest of several predicted modes (LaneGCN's `PredLoss`:
+`dist.append(torch.sqrt(((reg - gt) ** 2).sum(1)))`, then `min_dist, min_idcs = dist.min(1)`
+and the masks `min_dist < th`, `dist - min_dist > eps`) gets no gradient: a comparison's
+result is boolean and an index carries none, so the derivative of the ops that made the value
+is never evaluated. The walk follows the value forward through the names it is bound or
+appended to (one function), and answers True only when every read is such a choice.
+"""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.nodes import parent_map, walk
+
+INDEX_OPS = frozenset({"argmin", "argmax", "argsort"})     # only indices come out
+PAIR_OPS = frozenset({"min", "max", "sort", "topk", "kthvalue", "median"})  # (values, idx)
+CUT_OPS = frozenset({"item", "tolist", "detach", "numpy"})
+MAX_DEPTH = 4
+
+
+def only_selects(scope: Scope, node: ast.AST) -> bool:
+    """Whether the value of ``node`` (an expression of a statement of ``scope``) is only ever
+    compared, turned into indices or cut, through the local names it is bound or appended to."""
+    st = scope.statement_of(node)
+    holder = _holder(st, node) if st is not None else None
+    return holder is not None and _name_selects(scope, holder, st.lineno, 0)  # type: ignore
+
+
+def _holder(st: ast.stmt, node: ast.AST) -> str | None:
+    """The local name the statement puts ``node``'s value into: ``name = <... node ...>`` or
+    ``name.append(<... node ...>)``."""
+    if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(
+            st.targets[0], ast.Name) and any(n is node for n in walk(st.value)):
+        return st.targets[0].id
+    if isinstance(st, ast.Expr) and isinstance(c := st.value, ast.Call) and isinstance(
+            c.func, ast.Attribute) and c.func.attr == "append" and isinstance(
+            c.func.value, ast.Name) and len(c.args) == 1 and any(
+            n is node for n in walk(c.args[0])):
+        return c.func.value.id
+    return None
+
+
+def _name_selects(scope: Scope, name: str, line: int, depth: int) -> bool:
+    if depth > MAX_DEPTH:
+        return False
+    uses = scope.uses_after(name, line)
+    if not uses:
+        return False  # kept somewhere we do not see (returned at its own line, a global)
+    for n in uses:
+        st = scope.statement_of(n)
+        if st is None or not _use_selects(scope, st, n, depth):
+            return False
+    return True
+
+
+def _use_selects(scope: Scope, st: ast.stmt, n: ast.Name, depth: int) -> bool:
+    parents = parent_map(st)
+    child: ast.AST = n
+    p = parents.get(id(n))
+    while p is not None and p is not st:
+        if isinstance(p, ast.Compare):
+            return True  # a boolean comes out
+        if isinstance(p, ast.Subscript) and p.slice is child:
+            return True  # used as an index or a mask
+        if isinstance(p, ast.Attribute) and isinstance(parents.get(id(p)), ast.Call) \
+                and parents[id(p)].func is p and p.value is child:  # type: ignore[attr-defined]
+            if p.attr in INDEX_OPS | CUT_OPS:
+                return True
+            if p.attr == "append" and child is n:
+                return True  # written into, not read
+        child, p = p, parents.get(id(p))
+    if isinstance(st, ast.Assign) and len(st.targets) == 1:
+        t = st.targets[0]
+        if isinstance(t, ast.Name):  # a value computed from it: follow that name
+            return _name_selects(scope, t.id, st.lineno, depth + 1)
+        v = st.value
+        if isinstance(t, ast.Tuple) and len(t.elts) == 2 and isinstance(t.elts[0], ast.Name) \
+                and isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                and v.func.attr in PAIR_OPS and v.func.value is n:
+            return _name_selects(scope, t.elts[0].id, st.lineno, depth + 1)  # the values
+    return False
