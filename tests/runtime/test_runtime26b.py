@@ -2,7 +2,10 @@
 
 - NOTE [helper that owns the leaf] (runtime/trace/root_sites.py): an in-place write on a leaf
   that requires grad, inside a helper that itself changes that argument's autograd state
-  (``detach_()``, ``requires_grad = False``), is said at the write, not at the caller.
+  (``detach_()``, ``requires_grad = False``), is said at the write, not at the caller;
+- NOTE [handed to a library] (runtime/trace/diagnose_kept.py): a tensor that requires grad
+  converted to numpy inside a library the user's line called (matplotlib) is said at that line;
+  a history-list reading needs the list to hold a tensor that requires grad.
 
 Buggy twins (code + line asserted), twins whose other line stays the cause, and silent
 look-alikes. Real torch, in-process: every bug below crashes on real torch.
@@ -158,5 +161,143 @@ def test_generic_initialiser_names_its_caller(run_script, name):
 @pytest.mark.parametrize("name", sorted(OWNER_LOOKALIKES))
 def test_helper_writing_under_no_grad_is_silent(run_script, name):
     res = run_script(HEAD + OWNER_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+# ---- a tensor on its graph handed to a plotting library (NOTE [handed to a library]) --------
+
+PLOT_HEAD = """
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+"""
+
+LIBRARY_BUGS = {
+    # fastai's lesson: the fitted line drawn from the trained parameter (no detach)
+    "scatter_of_parameter_product": """
+x = torch.rand(20, 2)
+a = nn.Parameter(torch.tensor([-1.0, 1.0]))
+y = x @ torch.tensor([3.0, 2.0])
+for _ in range(5):
+    loss = ((x @ a - y) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        a -= 0.1 * a.grad
+        a.grad.zero_()
+plt.scatter(x[:, 0], x @ a)  # <- cause
+plt.savefig("fit.png")
+""",
+    # a variant the cases do not show: a band drawn inside the user's own plotting helper, the
+    # values computed in another helper (which is not where the fix goes)
+    "band_from_helper_values": """
+def predict_band(model, xs):
+    mu = model(xs).squeeze(1)
+    return mu - 1.0, mu + 1.0
+
+
+def show(ax, xs, lo, hi):
+    ax.fill_between(xs.squeeze(1), lo, hi, alpha=0.3)  # <- cause
+
+
+model = nn.Linear(1, 1)
+xs = torch.linspace(0, 1, 10)[:, None]
+fig, ax = plt.subplots()
+lo, hi = predict_band(model, xs)
+show(ax, xs, lo, hi)
+fig.savefig("band.png")
+""",
+    # cheetah's shape: the call's first argument is a list of floats (not where the tensor was
+    # kept); the tensors come in a comprehension on the same line
+    "plot_of_float_axis_and_tensor_rows": """
+def track(x, k):
+    rows, s, axis = [], 0.0, []
+    for _ in range(3):
+        x = x * k
+        s += 0.5
+        rows.append(x[:, 0])
+        axis.append(s)
+    return x, axis, rows
+
+
+k = torch.tensor(1.5, requires_grad=True)
+out, axis, rows = track(torch.ones(2, 2), k)
+out.sum().backward()
+fig, ax = plt.subplots()
+for i in range(2):
+    ax.plot(axis, [r[i] for r in rows])  # <- cause
+fig.savefig("track.png")
+""",
+}
+
+# numpy's own functions on an evaluation helper's returned loss: the helper that returned it
+# with its graph stays the cause (fedgen's shape)
+NUMPY_OWN_BUGS = {
+    "np_sum_of_returned_losses": """
+class Client:
+    def __init__(self):
+        self.model = nn.Linear(4, 3)
+        self.data = (torch.randn(5, 4), torch.randint(0, 3, (5,)))
+
+    def evaluate(self):
+        x, y = self.data
+        return F.cross_entropy(self.model(x), y), len(y)  # <- cause
+
+
+stats = [Client().evaluate() for _ in range(3)]
+total = np.sum([loss * n for loss, n in stats]) / np.sum([n for _, n in stats])
+print(total)
+""",
+}
+
+LIBRARY_LOOKALIKES = {
+    "scatter_of_detached_product": """
+x = torch.rand(20, 2)
+a = nn.Parameter(torch.tensor([-1.0, 1.0]))
+y = x @ torch.tensor([3.0, 2.0])
+for _ in range(5):
+    loss = ((x @ a - y) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        a -= 0.1 * a.grad
+        a.grad.zero_()
+plt.scatter(x[:, 0], (x @ a).detach())
+plt.savefig("fit.png")
+""",
+    "band_under_no_grad": """
+model = nn.Linear(1, 1)
+xs = torch.linspace(0, 1, 10)[:, None]
+fig, ax = plt.subplots()
+with torch.no_grad():
+    mu = model(xs).squeeze(1)
+ax.fill_between(xs.squeeze(1), mu - 1.0, mu + 1.0, alpha=0.3)
+fig.savefig("band.png")
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY_BUGS))
+def test_tensor_handed_to_a_plotting_library_names_the_call(run_script, name):
+    src = HEAD + PLOT_HEAD + LIBRARY_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err  # real torch + matplotlib: "Can't call numpy() on Tensor..."
+    f = _run_finding(res)
+    assert f["code"] == "GT807", res.err
+    assert f["line"] == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_OWN_BUGS))
+def test_numpy_function_on_returned_loss_keeps_the_helper(run_script, name):
+    src = HEAD + NUMPY_OWN_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err
+    f = _run_finding(res)
+    assert f["code"] == "GT807", res.err
+    assert f["line"] == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY_LOOKALIKES))
+def test_detached_values_handed_to_a_plotting_library_are_silent(run_script, name):
+    res = run_script(HEAD + PLOT_HEAD + LIBRARY_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert [f for f in res.findings if f["source"] != "static"] == [], res.err
