@@ -5,7 +5,10 @@
   (``detach_()``, ``requires_grad = False``), is said at the write, not at the caller;
 - NOTE [handed to a library] (runtime/trace/diagnose_kept.py): a tensor that requires grad
   converted to numpy inside a library the user's line called (matplotlib) is said at that line;
-  a history-list reading needs the list to hold a tensor that requires grad.
+  a history-list reading needs the list to hold a tensor that requires grad;
+- the tracer keeps the line that made a node when an op returns its input itself (``.cpu()``
+  of a CPU tensor, ``.float()`` of a float one): the numpy reading then finds the function that
+  computed the value (umwe's mapped embeddings), not the conversion's own line.
 
 Buggy twins (code + line asserted), twins whose other line stays the cause, and silent
 look-alikes. Real torch, in-process: every bug below crashes on real torch.
@@ -299,5 +302,76 @@ def test_numpy_function_on_returned_loss_keeps_the_helper(run_script, name):
 @pytest.mark.parametrize("name", sorted(LIBRARY_LOOKALIKES))
 def test_detached_values_handed_to_a_plotting_library_are_silent(run_script, name):
     res = run_script(HEAD + PLOT_HEAD + LIBRARY_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+# ---- an identity op does not take over the line that made the node --------------------------
+
+IDENTITY_BUGS = {
+    # umwe's shape: one mapped table detached (.data), its sibling not; a helper converts both
+    "mapped_table_without_data": """
+def accuracy(src, tgt):
+    src = src.cpu().numpy()
+    tgt = tgt.cpu().numpy()
+    return float(((src @ tgt.T).argmax(1) == np.arange(len(src))).mean())
+
+
+class Evaluator:
+    def __init__(self):
+        self.maps = {k: nn.Linear(4, 4, bias=False) for k in ("de", "en")}
+        self.embs = {k: torch.randn(6, 4) for k in ("de", "en")}
+
+    def run(self):
+        src = self.maps["de"](self.embs["de"]).data
+        tgt = self.maps["en"](self.embs["en"])  # <- cause
+        return accuracy(src, tgt)
+
+
+print(Evaluator().run())
+""",
+    # a variant the cases do not show: .float() of a float tensor, then np.asarray in the helper
+    "float_of_float_then_asarray": """
+def to_array(values):
+    return np.asarray(values.float().numpy())
+
+
+def scores(model, xs):
+    probs = model(xs).softmax(-1)  # <- cause
+    return to_array(probs)
+
+
+print(scores(nn.Linear(3, 2), torch.randn(4, 3)).shape)
+""",
+}
+
+IDENTITY_LOOKALIKES = {
+    "mapped_tables_both_detached": """
+def accuracy(src, tgt):
+    src = src.cpu().numpy()
+    tgt = tgt.cpu().numpy()
+    return float(((src @ tgt.T).argmax(1) == np.arange(len(src))).mean())
+
+
+maps = {k: nn.Linear(4, 4, bias=False) for k in ("de", "en")}
+embs = {k: torch.randn(6, 4) for k in ("de", "en")}
+print(accuracy(maps["de"](embs["de"]).data, maps["en"](embs["en"]).detach()))
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(IDENTITY_BUGS))
+def test_identity_op_keeps_the_line_that_made_the_value(run_script, name):
+    src = HEAD + IDENTITY_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err  # real torch: "Can't call numpy() on Tensor that requires grad"
+    f = _run_finding(res)
+    assert f["code"] == "GT807", res.err
+    assert f["line"] == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(IDENTITY_LOOKALIKES))
+def test_detached_tables_converted_are_silent(run_script, name):
+    res = run_script(HEAD + IDENTITY_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert [f for f in res.findings if f["source"] != "static"] == [], res.err

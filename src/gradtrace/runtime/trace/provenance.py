@@ -120,7 +120,9 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                     if out.requires_grad:
                         gf = out.grad_fn
                         if gf is not None:  # NOTE [hot path]: inlined user-frame walk
-                            f = _getframe(1)
+                            # (an op that returned its input itself, `.cpu()` of a CPU tensor,
+                            # made no node: the line that made `gf` stays recorded)
+                            f = _getframe(1) if not args or args[0] is not out else None
                             while f is not None:
                                 code = f.f_code
                                 hit = FRAME_BY_ID.get(id(code))
@@ -211,7 +213,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
     def _after(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         if out.requires_grad:
             gf = out.grad_fn
-            if gf is not None:
+            if gf is not None and not (args and args[0] is out):  # (not an identity op's)
                 site = raw_site()
                 if site is not None:
                     gf.metadata[META_CREATED] = (site[0], site[1], self.seq)
