@@ -165,8 +165,8 @@ def _library_called(frame: Any) -> str | None:
     if cur is None or child is None:
         return None
     module = str(child.f_globals.get("__name__", ""))
-    if is_user_file(child.f_code.co_filename) or module.split(".")[0] in ("torch", "numpy",
-                                                                         "gradtrace"):
+    if is_user_file(child.f_code.co_filename) or \
+            module.split(".")[0] in ("torch", "numpy", "gradtrace"):
         return None
     return f"{module.split('.')[0]}` (`{child.f_code.co_name}`)"
 
