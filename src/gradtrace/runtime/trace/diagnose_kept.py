@@ -26,6 +26,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     made = created_site(t.grad_fn)[0] if t is not None else None
     code = code_for("numpy-on-grad-tensor", pat.code)
     stored = stored_at(site) if t is not None else None
+    frame = _live_frame(site)
+    if stored is not None and frame is not None and not _holds_grad(frame, site):
+        stored = None  # the list the call reads first holds no tensor that requires grad
     if stored is not None and site is not None and site.function == "forward":
         # NOTE [numpy inside forward]: a list of this pass's tensors (layer outputs) reduced
         # with numpy inside a module's forward: the conversion is the model's own computation
@@ -47,6 +50,13 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                      "list (loss.item()) or a detached tensor (loss.detach())",
                      related=[(made, "the tensor was computed here"),
                               (site, "the list is converted to numpy here")])]
+    handed = _library_called(frame) if t is not None and stored is None else None
+    if handed is not None:  # NOTE [handed to a library]
+        return [make(code, site, "numpy conversion of a tensor that requires grad: this line "
+                     f"hands the tensor, still on its autograd graph, to `{handed}, which "
+                     "converts it to numpy", fix="pass `.detach()` of the tensor (a plotting "
+                     "or drawing call needs the values only)",
+                     related=[(made, "the tensor was computed here")])]
     left = _left_function(t, site) if t is not None else None
     if left is not None:  # computed in another function and returned with its graph
         return [make(code, left, "numpy conversion of a tensor that requires grad: it is "
@@ -92,6 +102,73 @@ def kept_numpy_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Si
 
 
 POSTHOC = {"numpy-grad": kept_numpy_after}
+
+
+def _live_frame(site: Site | None) -> Any:
+    """The live frame of ``site`` (the conversion is diagnosed while the op runs), or None."""
+    import sys
+
+    if site is None:
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_filename == site.path
+                                     and frame.f_lineno == site.line):
+        frame = frame.f_back
+    return frame
+
+
+def _holds_grad(frame: Any, site: Site) -> bool:
+    """Whether a list the call at ``site`` reads (a local name of the line, or ``self.<name>``)
+    holds a tensor that requires grad (``ax.plot(xs, ys)``: ``xs`` a list of floats is not where
+    the tensor was kept). Unreadable: True (the reading stands)."""
+    import ast
+
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site.path)
+    if tree is None:
+        return True
+    seen = False
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and n.lineno == site.line and n.args):
+            continue
+        a = n.args[0]
+        value = frame.f_locals.get(a.id) if isinstance(a, ast.Name) else \
+            getattr(frame.f_locals.get("self"), a.attr, None) if isinstance(a, ast.Attribute) \
+            and isinstance(a.value, ast.Name) and a.value.id == "self" else None
+        if isinstance(value, (list, tuple)):
+            seen = True
+            if any(isinstance(v, Tensor) and v.requires_grad for v in value):
+                return True
+    return not seen
+
+
+def _library_called(frame: Any) -> str | None:
+    """# NOTE [handed to a library]
+    The conversion ran inside a library the user's line called (matplotlib's ``ax.plot``,
+    ``plt.Rectangle``): the line is where the tensor left the program still on its graph, the
+    one to change (``.detach()`` there). The library is the module of the frame the user's line
+    called (read from the live frames, below the user's frame). numpy's own functions
+    (``np.sum(losses)``, ``np.log(var)``) are left to the other readings: there the tensor is
+    computed with as an array, and where it kept its graph (an evaluation helper's return, a
+    history list) is the line to change. ``None`` when the user's line converted it itself."""
+    import sys
+
+    from gradtrace.runtime.ran import is_user_file
+
+    if frame is None:
+        return None
+    child = None
+    cur = sys._getframe(1)
+    while cur is not None and cur is not frame:
+        child, cur = cur, cur.f_back
+    if cur is None or child is None:
+        return None
+    module = str(child.f_globals.get("__name__", ""))
+    if is_user_file(child.f_code.co_filename) or \
+            module.split(".")[0] in ("torch", "numpy", "gradtrace"):
+        return None
+    return f"{module.split('.')[0]}` (`{child.f_code.co_name}`)"
 
 
 def _left_function(t: Tensor, site: Site | None, limit: int = 256) -> Site | None:

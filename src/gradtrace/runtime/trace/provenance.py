@@ -2,10 +2,10 @@
 
 # NOTE [hot path]
 Every torch call made while tracing goes through :meth:`ProvenanceMode.__torch_function__`.
-The common case (an op whose output requires grad) costs one dict lookup to classify ``func``,
-the call itself, a frame walk (cached per code object) and one write into
-``grad_fn.metadata``. Everything else (cuts, grad-mode switches, backward bookkeeping) runs
-only on the events that matter. Records hold plain values and weak references only.
+The common case (an op whose output requires grad): a dict lookup to classify ``func``, the call,
+a frame walk (cached per code object), one write into ``grad_fn.metadata`` (none (1) for an op
+that returned its input itself, ``.cpu()`` of a CPU tensor: the node keeps its line). The rest
+runs only on the events that matter; records hold plain values and weak references only.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                     if out.requires_grad:
                         gf = out.grad_fn
                         if gf is not None:  # NOTE [hot path]: inlined user-frame walk
-                            f = _getframe(1)
+                            f = _getframe(1) if not args or args[0] is not out else None  # (1)
                             while f is not None:
                                 code = f.f_code
                                 hit = FRAME_BY_ID.get(id(code))
@@ -211,7 +211,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
     def _after(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         if out.requires_grad:
             gf = out.grad_fn
-            if gf is not None:
+            if gf is not None and not (args and args[0] is out):  # (1): an identity op's
                 site = raw_site()
                 if site is not None:
                     gf.metadata[META_CREATED] = (site[0], site[1], self.seq)

@@ -211,10 +211,42 @@ def caller_of_argument_write(exc: BaseException, site: Site | None) -> Site | No
     if not any(getattr(frame.f_locals.get(n), "is_leaf", False)
                and getattr(frame.f_locals.get(n), "requires_grad", False) for n in written):
         return None
+    if _sets_autograd_state(code, written):  # NOTE [helper that owns the leaf]
+        return None
     for fr, ln in reversed(frames[:at]):
         if is_user_file(fr.f_code.co_filename):
             return Site(fr.f_code.co_filename, ln, fr.f_code.co_name)
     return None
+
+
+def _sets_autograd_state(code: Any, names: set[str]) -> bool:
+    """# NOTE [helper that owns the leaf]
+    The helper's own body changes the autograd state of one of the argument names it writes
+    (``E.detach_()``, ``E.requires_grad = False``, ``E.requires_grad_(...)``): it is written to
+    receive a leaf that requires grad (it freezes it after filling it), so the caller handing
+    it a Parameter is its contract and the write inside it is the line to change (put it under
+    ``torch.no_grad()``). A generic initialiser (``def init(t): t[:] = ...``) does none of
+    this: there the caller is named, as before. Read from the function's source (the code
+    object's first line); anything unreadable: False."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(code.co_filename)))
+    except (SyntaxError, ValueError):
+        return False
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and code.co_firstlineno in (n.lineno, *(d.lineno for d in n.decorator_list))
+               and n.name == code.co_name), None)
+    if fn is None:
+        return False
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in ("detach_", "requires_grad_") \
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in names:
+            return True
+        if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                and isinstance(t.value, ast.Name) and t.value.id in names for t in n.targets):
+            return True
+    return False
 
 
 def _written_names(stmt: ast.stmt) -> set[str]:
