@@ -1,0 +1,252 @@
+"""Session-26 run-time diagnoses of silent bugs (docs/triage/runtime26a.md):
+
+- a block held in a plain list/dict attribute whose *own* submodules are the layers that ran
+  (``self.rs = [ResidualBlock(16) for _ in range(4)]``): their parameters are missed by
+  ``model.parameters()`` all the same, and the run names the container's line (GT401), not
+  the optimizer's (GT821);
+- one layer object at several positions of a container (GT843) is fused with the static
+  finding that names the list multiplication (GT446), so the line that built the list leads.
+
+Buggy twins (code + line asserted), silent look-alikes, and a variant each case does not show.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+
+def _run_finding(res):
+    found = [f for f in res.findings if f["source"] != "static"]
+    assert found, res.err
+    return found[0]
+
+
+def _run_line(f):
+    """The line the run itself named: the finding's, or (fused into a static finding that
+    keeps its own line) the one of its "confirmed at run time" entry."""
+    return next((r["line"] for r in f["related"] if r["message"].startswith("confirmed at run")),
+                f["line"])
+
+
+def _silent(res):
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+# -- blocks in a plain container ---------------------------------------------------------------
+BLOCK = """
+class Block(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self.norm = nn.LayerNorm(n)
+
+    def forward(self, x):
+        return x + self.norm(self.fc(x))
+"""
+
+NESTED_BUGS = {
+    # blocks (layers that own layers) in a plain list comprehension
+    "list_of_blocks": BLOCK + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.blocks = [Block(8) for _ in range(3)]  # <- cause
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        return self.out(h)
+
+
+net = Net()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for _ in range(3):
+    x, y = torch.randn(5, 4), torch.randn(5, 1)
+    opt.zero_grad()
+    F.mse_loss(net(x), y).backward()
+    opt.step()
+""",
+    # variant: a dict of stages, each a Sequential (the layers that ran are two levels down)
+    "dict_of_stages": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(4, 8)
+        self.stages = {}  # <- cause
+        for name in ("a", "b"):
+            self.stages[name] = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.stem(x)
+        for name in ("a", "b"):
+            h = self.stages[name](h)
+        return self.head(h)
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(5, 4), torch.randn(5, 1)
+    opt.zero_grad()
+    F.mse_loss(net(x), y).backward()
+    opt.step()
+""",
+}
+
+NESTED_LOOKALIKES = {
+    # the same blocks in nn.ModuleList
+    "module_list_of_blocks": BLOCK + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.blocks = nn.ModuleList([Block(8) for _ in range(3)])
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for b in self.blocks:
+            h = b(h)
+        return self.out(h)
+
+
+net = Net()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for _ in range(3):
+    x, y = torch.randn(5, 4), torch.randn(5, 1)
+    opt.zero_grad()
+    F.mse_loss(net(x), y).backward()
+    opt.step()
+""",
+    # a plain list of views onto registered blocks (a shortcut to iterate them)
+    "plain_list_of_registered_blocks": BLOCK + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = Block(8)
+        self.second = Block(8)
+        self.order = [self.first, self.second]
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x):
+        for b in self.order:
+            x = b(x)
+        return self.out(x)
+
+
+net = Net()
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+for _ in range(3):
+    x, y = torch.randn(5, 8), torch.randn(5, 1)
+    opt.zero_grad()
+    F.mse_loss(net(x), y).backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED_BUGS))
+def test_blocks_in_a_plain_container_name_the_container(run_script, name):
+    src = HEAD + NESTED_BUGS[name]
+    res = run_script(src)
+    f = _run_finding(res)
+    assert f["code"] == "GT401", res.err
+    assert _run_line(f) == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(NESTED_LOOKALIKES))
+def test_registered_blocks_are_silent(run_script, name):
+    _silent(run_script(HEAD + NESTED_LOOKALIKES[name]))
+
+
+# -- one layer at several positions --------------------------------------------------------------
+SHARED_BUGS = {
+    # the layer list multiplied inside the Sequential's arguments
+    "sequential_of_multiplied_list": """
+layers = ([nn.Linear(6, 16), nn.ReLU()] +
+          [nn.Linear(16, 16), nn.ReLU()] * 4 +  # <- cause
+          [nn.Linear(16, 2)])
+model = nn.Sequential(*layers)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for _ in range(3):
+    x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+""",
+    # variant: a ModuleList of one block repeated, in a module's __init__
+    "module_list_of_repeated_block": """
+class Tower(nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8)] * depth)  # <- cause
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+model = Tower(3)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for _ in range(3):
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    opt.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+""",
+}
+
+SHARED_LOOKALIKES = {
+    # one layer called twice in forward on purpose (weight sharing), distinct layers listed
+    "layer_reused_in_forward": """
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(8, 8)
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(self.shared(layer(x)))
+        return x.sum(-1, keepdim=True)
+
+
+model = Tied()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for _ in range(3):
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    opt.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_BUGS))
+def test_layer_repeated_by_list_multiplication_names_the_multiplication(run_script, name):
+    src = HEAD + SHARED_BUGS[name]
+    res = run_script(src)
+    f = _run_finding(res)
+    assert f["line"] == marked_line(src), res.err
+    assert {f["code"]} | {r["message"][r["message"].find("(GT") + 1:][:5] for r in f["related"]
+                          if "(GT" in r["message"]} == {"GT446", "GT843"}, res.err
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_LOOKALIKES))
+def test_layer_shared_by_calls_is_silent(run_script, name):
+    _silent(run_script(HEAD + SHARED_LOOKALIKES[name]))
