@@ -250,3 +250,90 @@ def test_layer_repeated_by_list_multiplication_names_the_multiplication(run_scri
 @pytest.mark.parametrize("name", sorted(SHARED_LOOKALIKES))
 def test_layer_shared_by_calls_is_silent(run_script, name):
     _silent(run_script(HEAD + SHARED_LOOKALIKES[name]))
+
+
+# -- one parameter set, two optimizers ------------------------------------------------------------
+TWO_OPT = """
+enc, head, critic = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1)
+opt_model = torch.optim.Adam(list(enc.parameters()) + list(head.parameters()), lr=1e-2)
+opt_critic = torch.optim.Adam(CRITIC_PARAMS, lr=1e-2)
+for _ in range(4):
+    x, y, t = torch.randn(6, 4), torch.randn(6, 1), torch.randn(6, 1)
+    h = enc(x)
+    loss = F.mse_loss(head(h), y)
+    v_loss = F.mse_loss(critic(h.detach()), t)
+    opt_model.zero_grad()
+    loss.backward()
+    opt_critic.zero_grad()
+    v_loss.backward()
+    opt_model.step()
+    opt_critic.step()
+"""
+
+TWIN_BUGS = {
+    # the critic's optimizer built over the model's parameters (dreamer's shape)
+    "critic_optimizer_over_model_params": TWO_OPT.replace(
+        "CRITIC_PARAMS, lr=1e-2)", "list(enc.parameters()) + list(head.parameters()), "
+        "lr=1e-2)  # <- cause"),
+    # variant: modules listed in a helper's attribute lists, optimizers built in a method
+    "method_builds_both_from_one_list": """
+class Agent:
+    def __init__(self):
+        self.enc, self.head, self.value = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 1)
+
+    def build(self):
+        self.model_modules = [self.enc, self.head]
+        self.value_modules = [self.value]
+        params = lambda mods: [p for m in mods for p in m.parameters()]
+        self.model_opt = torch.optim.SGD(params(self.model_modules), lr=0.1)
+        self.value_opt = torch.optim.SGD(params(self.model_modules), lr=0.1)  # <- cause
+
+    def update(self, x, y, t):
+        h = self.enc(x)
+        model_loss = F.mse_loss(self.head(h), y)
+        value_loss = F.mse_loss(self.value(h.detach()), t)
+        self.model_opt.zero_grad()
+        model_loss.backward()
+        self.value_opt.zero_grad()
+        value_loss.backward()
+        self.model_opt.step()
+        self.value_opt.step()
+
+
+agent = Agent()
+agent.build()
+for _ in range(4):
+    agent.update(torch.randn(6, 4), torch.randn(6, 1), torch.randn(6, 1))
+""",
+}
+
+TWIN_LOOKALIKES = {
+    "critic_optimizer_over_critic_params": TWO_OPT.replace(
+        "CRITIC_PARAMS", "critic.parameters()"),
+    # one parameter set, two optimizers one after the other (Adam, then SGD to finish)
+    "optimizer_switched_halfway": """
+net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+adam = torch.optim.Adam(net.parameters(), lr=1e-2)
+sgd = torch.optim.SGD(net.parameters(), lr=1e-2)
+for i in range(6):
+    opt = adam if i < 3 else sgd
+    x, y = torch.randn(6, 4), torch.randn(6, 1)
+    opt.zero_grad()
+    F.mse_loss(net(x), y).backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TWIN_BUGS))
+def test_second_optimizer_over_the_same_parameters_is_named(run_script, name):
+    src = HEAD + TWIN_BUGS[name]
+    res = run_script(src)
+    f = _run_finding(res)
+    assert f["code"] == "GT406", res.err
+    assert _run_line(f) == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(TWIN_LOOKALIKES))
+def test_optimizers_over_their_own_parameters_are_silent(run_script, name):
+    _silent(run_script(HEAD + TWIN_LOOKALIKES[name]))
