@@ -337,3 +337,95 @@ def test_second_optimizer_over_the_same_parameters_is_named(run_script, name):
 @pytest.mark.parametrize("name", sorted(TWIN_LOOKALIKES))
 def test_optimizers_over_their_own_parameters_are_silent(run_script, name):
     _silent(run_script(HEAD + TWIN_LOOKALIKES[name]))
+
+
+# -- layers in a plain container whose weights forward reads ------------------------------------
+UNCALLED_BUGS = {
+    # one embedding table per node type in a plain dict, read through .weight (pyg's shape)
+    "dict_of_embeddings_read_by_weight": """
+class HeteroNet(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.lin = nn.Linear(4 + 2 * 3, 2)
+        self.tables = {  # <- cause
+            t: nn.Embedding(n, 3) for t, n in sizes.items()}
+
+    def forward(self, x, adj):
+        msgs = [adj[t] @ self.tables[t].weight for t in self.tables]
+        return self.lin(torch.cat([x, *msgs], 1))
+
+
+sizes = {"author": 5, "venue": 3}
+net = HeteroNet(sizes)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+adj = {t: torch.rand(6, n) for t, n in sizes.items()}
+for _ in range(3):
+    x, y = torch.randn(6, 4), torch.randint(0, 2, (6,))
+    opt.zero_grad()
+    F.cross_entropy(net(x, adj), y).backward()
+    opt.step()
+""",
+    # variant: heads in a plain list applied functionally (F.linear on their weight and bias)
+    "list_of_heads_applied_functionally": """
+class MultiHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.heads = [nn.Linear(8, 1) for _ in range(3)]  # <- cause
+
+    def forward(self, x, task):
+        head = self.heads[task]
+        return F.linear(torch.relu(self.body(x)), head.weight, head.bias)
+
+
+net = MultiHead()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(4):
+    x, y = torch.randn(5, 4), torch.randn(5, 1)
+    opt.zero_grad()
+    F.mse_loss(net(x, step % 3), y).backward()
+    opt.step()
+""",
+}
+
+UNCALLED_LOOKALIKES = {
+    "module_dict_of_embeddings": UNCALLED_BUGS["dict_of_embeddings_read_by_weight"].replace(
+        "self.tables = {  # <- cause\n            t: nn.Embedding(n, 3) for t, n in sizes.items()}",
+        "self.tables = nn.ModuleDict({t: nn.Embedding(n, 3) for t, n in sizes.items()})"),
+    # a frozen copy kept in a plain list on purpose (hidden from parameters()), read by weight
+    "frozen_reference_hidden_in_a_list": """
+class Regularised(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        ref = nn.Linear(4, 4).requires_grad_(False)
+        self._ref = [ref]
+
+    def forward(self, x):
+        return self.lin(x), (self.lin.weight - self._ref[0].weight).pow(2).sum()
+
+
+net = Regularised()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    x = torch.randn(5, 4)
+    out, reg = net(x)
+    opt.zero_grad()
+    (out.pow(2).mean() + 0.1 * reg).backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNCALLED_BUGS))
+def test_uncalled_layers_in_a_plain_container_name_the_container(run_script, name):
+    src = HEAD + UNCALLED_BUGS[name]
+    res = run_script(src)
+    f = _run_finding(res)
+    assert f["code"] == "GT401", res.err
+    assert _run_line(f) == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(UNCALLED_LOOKALIKES))
+def test_registered_or_frozen_uncalled_layers_are_silent(run_script, name):
+    _silent(run_script(HEAD + UNCALLED_LOOKALIKES[name]))
