@@ -429,3 +429,93 @@ def test_uncalled_layers_in_a_plain_container_name_the_container(run_script, nam
 @pytest.mark.parametrize("name", sorted(UNCALLED_LOOKALIKES))
 def test_registered_or_frozen_uncalled_layers_are_silent(run_script, name):
     _silent(run_script(HEAD + UNCALLED_LOOKALIKES[name]))
+
+
+# -- a custom backward guarded by another input's flag ------------------------------------------
+SYNTH = """
+class Synth(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, low, high, g):
+        ctx.save_for_backward(g)
+        return F.conv_transpose1d(low, g, stride=2) + F.conv_transpose1d(high, g, stride=2)
+
+    @staticmethod
+    def backward(ctx, dy):
+        dlow, dhigh = None, None
+        if GUARD:
+            (g,) = ctx.saved_tensors
+            dlow, dhigh = F.conv1d(dy, g, stride=2), F.conv1d(dy, g, stride=2)
+        return dlow, dhigh, None
+
+
+high_net = nn.Conv1d(1, 1, 3, padding=1)
+g = torch.tensor([[[0.7071, 0.7071]]])
+opt = torch.optim.SGD(high_net.parameters(), lr=0.1)
+for _ in range(3):
+    low, high, target = torch.randn(4, 1, 8), torch.randn(4, 1, 8), torch.randn(4, 1, 16)
+    loss = F.mse_loss(Synth.apply(low, high_net(high), g), target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+LINEAR_FN = """
+class MyLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[1]:  # <- cause
+            grad_x = g @ w
+        if ctx.needs_input_grad[1]:
+            grad_w = g.t() @ x
+        return grad_x, grad_w
+
+
+enc = nn.Linear(4, 6)
+w = torch.randn(3, 6)  # a fixed projection: needs no gradient
+opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(5, 4), torch.randn(5, 3)
+    loss = F.mse_loss(MyLinear.apply(enc(x), w), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+GUARD_BUGS = {
+    # pytorch_wavelets' shape: both gradients computed only under input #1's flag
+    "synthesis_bank_guarded_by_first_flag": SYNTH.replace(
+        "if GUARD:", "if ctx.needs_input_grad[0]:  # <- cause"),
+    # variant: the input's gradient guarded by the weight's flag (a copy-pasted index)
+    "input_gradient_guarded_by_weight_flag": LINEAR_FN,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GUARD_BUGS))
+def test_gradient_guarded_by_another_inputs_flag_names_the_guard(run_script, name):
+    src = HEAD + GUARD_BUGS[name]
+    res = run_script(src)
+    f = _run_finding(res)
+    assert f["code"] == "GT845", res.err
+    assert f["line"] == marked_line(src), res.err
+
+
+def test_gradient_guarded_by_either_flag_is_silent(run_script):
+    src = HEAD + SYNTH.replace(
+        "if GUARD:", "if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:")
+    _silent(run_script(src))
+
+
+def test_none_written_in_the_return_keeps_the_return_line(run_script):
+    src = HEAD + SYNTH.replace("if GUARD:", "if True:").replace(
+        "return dlow, dhigh, None", "return dlow, None, None  # <- cause")
+    res = run_script(src)
+    f = _run_finding(res)
+    assert f["code"] == "GT845", res.err
+    assert f["line"] == marked_line(src), res.err
