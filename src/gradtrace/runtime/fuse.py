@@ -105,6 +105,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "functional-dropout": frozenset({"GT548"}),
     "clip-other": frozenset({"GT549"}),
     "eval-in-train": frozenset({"GT550"}),
+    "shared-layer": frozenset({"GT446"}),  # the list multiplied names the line that built it
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -149,6 +150,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT844": ("dead-term",), "GT838": ("bce-input",), "GT856": ("not-optimized",),
     "GT877": ("softmax-singleton",), "GT841": ("frozen-stats",),
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
+    "GT843": ("shared-layer",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

@@ -196,6 +196,8 @@ def _return_line(code: Any) -> Site:
 
 def function_findings(state: Any) -> list[Finding]:
     """NOTE [custom Function returning None]: one finding per Function class."""
+    from gradtrace.runtime.trace.needs_guard import guard_line
+
     out: list[Finding] = []
     for (cls, code), (missing, off, none) in list(state.fn_none.items()):
         ret = _return_line(code)
@@ -213,6 +215,13 @@ def function_findings(state: Any) -> list[Finding]:
                    "off (backward() turns it off), so it builds no graph, autograd.grad over "
                    f"it returns None, and backward returns None for tensor input {which}, "
                    "which requires grad")
+        guard = guard_line(code, missing) if site is ret else None
+        if guard is not None:  # NOTE [gradient guarded by another input's flag]
+            site, related = Site(code.co_filename, guard, code.co_name), [
+                (ret, f"backward returns None for tensor input {which} here")]
+            why = (f"`{cls.__name__}.backward` computes the gradient of tensor input {which} "
+                   "only when this test of another input's `needs_input_grad` holds, so it "
+                   f"returns None for {which}, which requires grad")
         if fwd is not None:
             related.append((Site(fwd.co_filename, fwd.co_firstlineno, fwd.co_name),
                             f"`{cls.__name__}.forward`"))

@@ -26,6 +26,7 @@ from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import left_out_on_purpose
+from gradtrace.runtime.trace.plain_held import uncalled_in_plain_container
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.loop_order import (never_graded, step_early_finding,
                                                 wiped_step_early)
@@ -324,6 +325,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
     plain_object_parameters(data, in_opt, groups)
+    uncalled_in_plain_container(data, in_opt, groups)  # NOTE [uncalled layers in a plain ...]
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
     out = []
     for (kind, site, why, fix), names in groups.items():
