@@ -157,3 +157,43 @@ def test_scalar_seed_is_silent(run_script, name):
     res = run_script(HEAD + SEED_LOOKALIKES[name])
     assert res.code == 0, res.err
     assert _run_findings(res) == [], res.err
+
+
+# ---- the run's GT845 (a Function's backward returns None for an input that needs grad) is the
+# static GT718 confirmed: one finding, its line the `needs_input_grad` test of the wrong input --
+
+GUARDED = """
+class Mix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        da = db = None
+        if ctx.needs_input_grad[0]:  # <- cause
+            da = g * b
+            db = g * a
+        return da, db
+
+
+x = torch.randn(4, requires_grad=True)
+w = nn.Parameter(torch.randn(4))
+opt = torch.optim.SGD([w], lr=0.1)
+loss = Mix.apply(x.detach(), w).sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""
+
+
+def test_function_guard_is_one_fused_finding(run_script):
+    src = HEAD + GUARDED
+    res = run_script(src)
+    first = _run_findings(res)[0]
+    assert first["code"] == "GT845", res.err
+    assert first["line"] == marked_line(src), res.err
+    assert first["source"] == "static+runtime", res.err
+    assert any("GT718" in r["message"] for r in first["related"]), res.err

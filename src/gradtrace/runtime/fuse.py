@@ -54,7 +54,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
                             "GT108", "GT109", "GT110", "GT201", "GT202", "GT203", "GT204", "GT205",
                             "GT207", "GT407", "GT408", "GT431", "GT111", "GT208", "GT209",
                             "GT210", "GT112", "GT213", "GT214", "GT445", "GT113",
-                            "GT215", "GT216", "GT230", "GT720", "GT220"}),
+                            "GT215", "GT216", "GT230", "GT720", "GT220", "GT580"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442", "GT444", "GT445", "GT446",
@@ -106,6 +106,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "clip-other": frozenset({"GT549"}),
     "eval-in-train": frozenset({"GT550"}),
     "shared-layer": frozenset({"GT446"}),  # the list multiplied names the line that built it
+    "needs-guard": frozenset({"GT718"}),  # a gradient computed under another input's flag
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -150,7 +151,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT844": ("dead-term",), "GT838": ("bce-input",), "GT856": ("not-optimized",),
     "GT877": ("softmax-singleton",), "GT841": ("frozen-stats",),
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
-    "GT843": ("shared-layer",),
+    "GT843": ("shared-layer",), "GT845": ("needs-guard",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
