@@ -112,7 +112,7 @@ def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call]
     return None
 
 
-class StepOfDetachedModel(LoopRule):
+class SteppedModelOutputDetached(LoopRule):
     """An optimizer steps a model whose output was detached where it was made (`fake =
     G(z).detach()`), and no other use of that model's output comes between the clearing of
     its gradients and the step: the backward before the step reaches the model only through

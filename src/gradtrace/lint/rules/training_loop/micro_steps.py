@@ -138,8 +138,8 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     backward (or after the step's `if`, on the passes that skip it) erases them, and each step
     applies the last micro-batch's gradient alone (an N times smaller effective batch, and
     N - 1 micro-batches wasted). Clear right after the step, under the same `if`.
-    The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`, NOTE
-    [counted step]).
+    The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`,
+    NOTE [counted step]).
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
     a name bound to such a test in the same function, or compare a count that the loop grows
     (or measures from a value bound each pass) and the `if` resets; it holds no backward of
