@@ -54,12 +54,17 @@ class InplaceWriteToMultiOutputView(Rule):
     look-alikes that pass: `tensor_split`, a piece `.clone()`d first, the same write under
     `no_grad`). Write out of place: `q = q * scale`, `log_std = log_std.clamp(-20, 2)`,
     `logits[:, unk] = -inf` on the whole tensor (when nothing saved it).
+    A `reshape`/`flatten` of a piece (method or `torch.<op>`) is a view whenever the strides
+    allow one (a head split `q.reshape(b, n, h, d)` always is; `t_s.reshape(-1)` of a chunk
+    along dim 1 when the batch is 1: UDIS), and a helper of the file whose every `return` is a
+    view of its parameter (`def split_heads(x, n): return torch.reshape(x, ...)`) hands back a
+    view of the piece it is given: both are followed.
     Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
-    `model(x)`) through the names and views of one function, or be a function's parameter
-    that a call of it passes a tensor surely requiring grad (Score-CAM's `denormalize(input_)`
-    of an input made with `requires_grad_()`; NOTE [values that require grad]); views made by
-    another function are not followed; `reshape`/`flatten` (which may copy) stop the
-    reading.
+    `model(x)`, or a `torch.bmm`/`torch.cat`/... of one) through the names and views of one
+    function, or be a function's parameter that a call of it passes a tensor surely requiring
+    grad (Score-CAM's `denormalize(input_)` of an input made with `requires_grad_()`; NOTE
+    [values that require grad]); a reshape that must copy (merging the split dimension with
+    another) is reported all the same.
     """
 
     code = "GT608"
@@ -117,6 +122,25 @@ class InplaceWriteToMultiOutputView(Rule):
                     q = q * q.shape[-1] ** -0.5
                     return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
             """),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            def split_heads(x, n):
+                b, l, c = x.shape
+                return x.reshape(b, l, n, c // n)
+
+            class Attention(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.qkv = nn.Linear(d, 3 * d)
+
+                def forward(self, x):
+                    q, k, v = self.qkv(x).chunk(3, dim=-1)
+                    q = split_heads(q, 4)
+                    q *= q.shape[-1] ** -0.5
+                    return q.sum() + k.sum() + v.sum()
+            """, at=(16, 8)),
         Good("""
             import torch
             import torch.nn as nn
