@@ -17,6 +17,7 @@ torch.manual_seed(0)
 '''
 
 MULTI = (RuntimeError, "returns multiple views")
+NOT_NEEDED = (RuntimeError, "DistributedDataParallel is not needed")
 
 HEADS = '''
 def to_heads(t, n):
@@ -91,6 +92,84 @@ class Pair(nn.Module):
 Pair()(torch.randn(4, 6)).backward()
 ''', "GT608", 8, raises=MULTI)),
 }
+
+# GT456 for a module built and frozen whole before DDP wraps it: in a builder of the file (a
+# method here) or in the wrapping function. Run on one gloo rank
+DDP_SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # builder method freezes with `requires_grad_(False)` per parameter; look-alike: the
+    # head stays trainable (only the body is frozen)
+    "builder-method-freezes-every-parameter": (Shape('''
+from torch.nn.parallel import DistributedDataParallel
+class Trainer:
+    def make_critic(self):
+        critic = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3))
+        for w in critic[0].parameters():
+            w.requires_grad_(False)
+        return critic
+    def setup(self):
+        net = self.make_critic()
+        self.critic = DistributedDataParallel(net)
+Trainer().setup()
+''', "GT456"), Shape('''
+from torch.nn.parallel import DistributedDataParallel
+class Trainer:
+    def make_critic(self):
+        critic = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3))
+        for w in critic.parameters():
+            w.requires_grad_(False)
+        return critic
+    def setup(self):
+        net = self.make_critic()
+        self.critic = DistributedDataParallel(net)
+Trainer().setup()
+''', "GT456", 10, raises=NOT_NEEDED)),
+    # frozen in the wrapping function itself; look-alike: the freeze only under a flag that
+    # is off
+    "frozen-in-wrapping-function": (Shape('''
+from torch.nn.parallel import DistributedDataParallel as DDP
+def wrap_scorer(freeze):
+    scorer = nn.Linear(6, 1)
+    if freeze:
+        scorer.requires_grad_(False)
+    return DDP(scorer)
+wrap_scorer(False)
+''', "GT456"), Shape('''
+from torch.nn.parallel import DistributedDataParallel as DDP
+def wrap_scorer():
+    scorer = nn.Linear(6, 1)
+    scorer.requires_grad_(False)
+    return DDP(scorer)
+wrap_scorer()
+''', "GT456", 5, raises=NOT_NEEDED)),
+}
+
+
+@pytest.fixture(scope="module")
+def one_rank():
+    import os
+    import tempfile
+
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    if not dist.is_initialized():
+        fd, path = tempfile.mkstemp(prefix="gt26c-store-")
+        os.close(fd)
+        os.unlink(path)
+        dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
+    yield
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name", sorted(DDP_SHAPES))
+def test_ddp_look_alike_is_silent_and_runs(name: str, one_rank: None) -> None:
+    judge(PRELUDE, DDP_SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(DDP_SHAPES))
+def test_ddp_buggy_twin_is_reported_and_fails(name: str, one_rank: None) -> None:
+    judge(PRELUDE, DDP_SHAPES[name][1])
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
