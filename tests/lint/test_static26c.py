@@ -18,6 +18,7 @@ torch.manual_seed(0)
 
 MULTI = (RuntimeError, "returns multiple views")
 NOT_NEEDED = (RuntimeError, "DistributedDataParallel is not needed")
+MODIFIED = (RuntimeError, "modified by an inplace operation")
 
 HEADS = '''
 def to_heads(t, n):
@@ -91,6 +92,72 @@ class Pair(nn.Module):
         return left.sum() + right.sum()
 Pair()(torch.randn(4, 6)).backward()
 ''', "GT608", 8, raises=MULTI)),
+    # GT605: a tensor written in place by a value made from an op that saved that tensor
+    # (`z /= z.norm(...)`): the norm's backward needs the old `z`. Here in a module's forward;
+    # look-alike: out of place
+    "forward-divides-output-by-own-norm": (Shape('''
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(5, 3)
+    def forward(self, x):
+        z = self.proj(x)
+        z = z / z.norm(dim=-1, keepdim=True)
+        return z
+Embed()(torch.randn(4, 5)).sum().backward()
+''', "GT605"), Shape('''
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(5, 3)
+    def forward(self, x):
+        z = self.proj(x)
+        z /= z.norm(dim=-1, keepdim=True)
+        return z
+Embed()(torch.randn(4, 5)).sum().backward()
+''', "GT605", 7, raises=MODIFIED)),
+    # GT605 in a helper given a layer's output: `v.div_(vector_norm(v))`. Look-alike: the
+    # same helper, its only caller passes a tensor without history
+    "helper-divides-argument-by-own-norm": (Shape('''
+def unit(v):
+    v.div_(torch.linalg.vector_norm(v, dim=1, keepdim=True))
+    return v
+enc = nn.Linear(4, 4)
+x = torch.randn(3, 4)
+loss = (enc(x) * unit(torch.randn(3, 4))).sum()
+loss.backward()
+''', "GT605"), Shape('''
+def unit(v):
+    v.div_(torch.linalg.vector_norm(v, dim=1, keepdim=True))
+    return v
+enc = nn.Linear(4, 4)
+x = torch.randn(3, 4)
+loss = unit(enc(x)).sum()
+loss.backward()
+''', "GT605", 2, raises=MODIFIED)),
+    # GT605 on a column of a layer's output, scaled in place by its own softplus. Look-alike:
+    # the factor is detached (the softplus never runs backward)
+    "column-scaled-by-own-softplus": (Shape('''
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+    def forward(self, x):
+        h = self.fc(x)
+        h[:, 0] *= F.softplus(h[:, 0]).detach()
+        return h.sum()
+Gate()(torch.randn(5, 3)).backward()
+''', "GT605"), Shape('''
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+    def forward(self, x):
+        h = self.fc(x)
+        h[:, 0] *= F.softplus(h[:, 0])
+        return h.sum()
+Gate()(torch.randn(5, 3)).backward()
+''', "GT605", 7, raises=MODIFIED)),
 }
 
 # GT456 for a module built and frozen whole before DDP wraps it: in a builder of the file (a
