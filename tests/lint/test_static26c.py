@@ -158,6 +158,49 @@ class Gate(nn.Module):
         return h.sum()
 Gate()(torch.randn(5, 3)).backward()
 ''', "GT605", 7, raises=MODIFIED)),
+    # GT613: a block starting with an in-place activation given a chunk piece, in a method
+    # `forward` calls. Look-alike: the piece is cloned first
+    "inplace-block-on-chunk-piece": (Shape('''
+class Fuse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.post = nn.Sequential(nn.LeakyReLU(0.2, True), nn.Linear(4, 4))
+    def branch(self, h):
+        a, b = h.chunk(2, dim=-1)
+        return self.post(b.clone()) + a
+    def forward(self, x):
+        return self.branch(self.fc(x)).sum()
+net = Fuse()
+net(torch.randn(3, 4)).backward()
+''', "GT613"), Shape('''
+class Fuse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.post = nn.Sequential(nn.LeakyReLU(0.2, True), nn.Linear(4, 4))
+    def branch(self, h):
+        a, b = h.chunk(2, dim=-1)
+        return self.post(b) + a
+    def forward(self, x):
+        return self.branch(self.fc(x)).sum()
+net = Fuse()
+net(torch.randn(3, 4)).backward()
+''', "GT613", 8, raises=MULTI)),
+    # GT608 through the functional spelling `F.relu_(piece)`. Look-alike: `F.relu(piece)`
+    "functional-relu-underscore-on-unbound-row": (Shape('''
+def pair_score(layer, x):
+    left, right = layer(x).unbind(dim=1)
+    left = F.relu(left)
+    return (left * right).sum()
+pair_score(nn.Linear(3, 2), torch.randn(5, 3)).backward()
+''', "GT608"), Shape('''
+def pair_score(layer, x):
+    left, right = layer(x).unbind(dim=1)
+    left = F.relu_(left)
+    return (left * right).sum()
+pair_score(nn.Linear(3, 2), torch.randn(5, 3)).backward()
+''', "GT608", 3, raises=MULTI)),
 }
 
 # GT456 for a module built and frozen whole before DDP wraps it: in a builder of the file (a

@@ -39,6 +39,23 @@ def _written(n: ast.AST) -> ast.expr | None:
     return None
 
 
+def _fn_written(n: ast.AST, ctx: Context) -> ast.expr | None:
+    """The tensor a torch function writes in place: ``F.relu_(x)``, ``torch.sigmoid_(x)``,
+    ``F.relu(x, inplace=True)``, ``F.dropout(x, p, inplace=True)`` (not ``nn.init``, which
+    runs under no_grad)."""
+    if not isinstance(n, ast.Call) or not n.args or isinstance(n.args[0], ast.Starred):
+        return None
+    q = ctx.qualified_name(n.func) or ""
+    if not q.startswith("torch.") or q.startswith("torch.nn.init"):
+        return None
+    last = q.rpartition(".")[2]
+    if last.endswith("_") and not last.startswith("_") or any(
+            k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in n.keywords):
+        return n.args[0]
+    return None
+
+
 class InplaceWriteToMultiOutputView(Rule):
     """An in-place write into a piece of `split`/`chunk`/`unbind` (or a row met by iterating
     a tensor) of a tensor that carries a graph: `q, k, v = qkv.split(d, -1); q *= scale`,
@@ -74,7 +91,7 @@ class InplaceWriteToMultiOutputView(Rule):
                "returns multiple views ... do not allow the output views to be modified "
                "inplace'; write out of place (`x = x * c`, `x = x.clamp(...)`)")
     # the write's words: a function without one holds no write (NOTE [triggers])
-    triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
+    triggers = ("_(", "+=", "-=", "*=", "/=", "] =", "inplace")
     gate_statements = "function"
     # what makes the view: a split call or a `for` (NOTE [split gate]; NOTE [function requires])
     function_requires = (*SPLIT_WORDS, "for")
@@ -169,7 +186,7 @@ class InplaceWriteToMultiOutputView(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, n: ast.AST, ctx: Context) -> Iterator[Finding]:
-        target = _written(n)
+        target = _fn_written(n, ctx) or _written(n)
         fn = ctx.function
         if target is None or fn is None or ctx.grad_disabled is not None:
             return
