@@ -201,6 +201,48 @@ def pair_score(layer, x):
     return (left * right).sum()
 pair_score(nn.Linear(3, 2), torch.randn(5, 3)).backward()
 ''', "GT608", 3, raises=MULTI)),
+    # GT507 through a torch.distributions object built once before the loop from a tensor
+    # that requires grad: Categorical normalizes its probs when built, the first backward
+    # frees that graph. Look-alike: built inside the loop
+    "categorical-built-once-before-loop": (Shape('''
+def reinforce(scores, rewards):
+    opt = torch.optim.SGD([scores], lr=0.1)
+    for r in rewards:
+        policy = torch.distributions.Categorical(probs=scores.softmax(-1))
+        act = policy.sample()
+        opt.zero_grad()
+        (-r * policy.log_prob(act)).backward()
+        opt.step()
+reinforce(torch.zeros(3, requires_grad=True), [1.0, -1.0, 0.5])
+''', "GT507"), Shape('''
+probs = torch.tensor([0.2, 0.3, 0.5], requires_grad=True)
+policy = torch.distributions.Categorical(probs)
+opt = torch.optim.SGD([probs], lr=0.1)
+for r in [1.0, -1.0, 0.5]:
+    act = policy.sample()
+    opt.zero_grad()
+    (-r * policy.log_prob(act)).backward()
+''', "GT507", 2, raises=(RuntimeError, "backward through the graph a second time"))),
+    # GT507 for `Binomial(n, probs)` built once (log_prob backwarded each pass). Look-alike:
+    # `Normal(mu, sigma)` built once uses its parameters as given: it runs
+    "binomial-built-once-before-loop": (Shape('''
+mu = torch.zeros(2, requires_grad=True)
+sigma = torch.ones(2)
+dist = torch.distributions.Normal(mu, sigma)
+opt = torch.optim.SGD([mu], lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    (-dist.log_prob(torch.ones(2)).sum()).backward()
+    opt.step()
+''', "GT507"), Shape('''
+p = torch.full((2,), 0.3, requires_grad=True)
+dist = torch.distributions.Binomial(4, p)
+opt = torch.optim.SGD([p], lr=0.01)
+for _ in range(3):
+    opt.zero_grad()
+    (-dist.log_prob(torch.ones(2)).sum()).backward()
+    opt.step()
+''', "GT507", 2, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 # GT456 for a module built and frozen whole before DDP wraps it: in a builder of the file (a

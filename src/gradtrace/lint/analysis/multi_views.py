@@ -19,9 +19,9 @@ strides allow one, and then the write raises the same way (checked on torch 2.13
 piece's dimension into heads, ``q.reshape(b, n, h, d)``, is always a view): they are
 followed, like a view, unless they make one dimension (``t.reshape(-1)``, ``t.flatten()``:
 a piece of a last-dimension split then copies; UDIS's ``t_s.reshape(-1)`` of a chunk along
-dim 1 is a view only when the batch is 1, and is left alone). A helper of the file whose every ``return`` is such a view of one of its
-parameters (``def split_heads(x, n): return x.reshape(...)``) gives a view of the argument
-its call passes.
+dim 1 is a view only when the batch is 1, and is left alone). A helper of the file whose
+every ``return`` is such a view of one of its parameters (``def split_heads(x, n): return
+x.reshape(...)``) gives a view of the argument its call passes.
 
 Which tensors carry a graph is read here without running anything: the result of a module
 call (an ``nn.Module`` the kinds know, NOTE [kinds]), a view or an op of a tensor method on

@@ -71,17 +71,19 @@ class InplaceWriteToMultiOutputView(Rule):
     look-alikes that pass: `tensor_split`, a piece `.clone()`d first, the same write under
     `no_grad`). Write out of place: `q = q * scale`, `log_std = log_std.clamp(-20, 2)`,
     `logits[:, unk] = -inf` on the whole tensor (when nothing saved it).
-    A `reshape`/`flatten` of a piece (method or `torch.<op>`) is a view whenever the strides
-    allow one (a head split `q.reshape(b, n, h, d)` always is; `t_s.reshape(-1)` of a chunk
-    along dim 1 when the batch is 1: UDIS), and a helper of the file whose every `return` is a
+    A `reshape`/`flatten` of a piece (method or `torch.<op>`) into more than one dimension is
+    a view whenever the strides allow one (a head split `q.reshape(b, n, h, d)` always is),
+    and a helper of the file whose every `return` is a
     view of its parameter (`def split_heads(x, n): return torch.reshape(x, ...)`) hands back a
     view of the piece it is given: both are followed.
     Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
     `model(x)`, or a `torch.bmm`/`torch.cat`/... of one) through the names and views of one
     function, or be a function's parameter that a call of it passes a tensor surely requiring
     grad (Score-CAM's `denormalize(input_)` of an input made with `requires_grad_()`; NOTE
-    [values that require grad]); a reshape that must copy (merging the split dimension with
-    another) is reported all the same.
+    [values that require grad]); a reshape into one dimension (`t.reshape(-1)`, which copies
+    a piece of a last-dimension split) is not followed, and a reshape that must copy for
+    another reason (merging the split dimension with a preceding one) is reported all the same.
+    `F.relu_(q)` and `F.relu(q, inplace=True)` write `q` too.
     """
 
     code = "GT608"
