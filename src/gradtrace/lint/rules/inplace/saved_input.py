@@ -87,8 +87,7 @@ def _input_saved(n: ast.AST, ctx: Context) -> ast.expr | None:
     if (ctx.qualified_name(f) or "").startswith("torch."):
         return _unview(n.args[0]) if n.args and not isinstance(n.args[0], ast.Starred) else None
     recv = f.value  # type: ignore[attr-defined]
-    if dotted(recv) == "self" or isinstance(recv, (ast.Name, ast.Attribute)) \
-            and ctx.analysis.is_module(recv, None, n.lineno):
+    if isinstance(recv, ast.Name) and recv.id == "self":
         return None  # `self.norm(h)`: a layer named `norm`, not `Tensor.norm`
     return _unview(recv)
 
