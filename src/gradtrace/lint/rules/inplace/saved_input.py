@@ -287,10 +287,10 @@ class InplaceWriteToSavedInput(Rule):
     def _check(self, s: ast.stmt, ctx: Context) -> Iterator[Finding]:
         name = _written(s)
         fn = ctx.function or ctx.tree
-        if ctx.grad_disabled is not None:
-            return
         own = _saved_by_own_expr(s, ctx) if name is None or not isinstance(
             s, ast.AugAssign) else None
+        if name is None and own is None or ctx.grad_disabled is not None:
+            return  # (the grad mode is asked last: it builds the function's scope)
         if own is not None and in_training(ctx, s):
             yield self.report(s, ctx, related=(Related(
                 ctx.path, own[1].lineno, f"`{own[0]}` is saved for backward here",  # type: ignore[attr-defined]
