@@ -402,14 +402,16 @@ def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
         return None
     if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
         return None
+    found = [(v, n, saved) for v in values for n in walk(v)
+             if (saved := _input_saved(n, ctx)) is not None]
+    if not found:  # most writes: no saving op in their value, no spelling to compare
+        return None
     spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
-    for v in values:
-        cut = {id(n) for r in map(_cut_call, walk(v)) if r is not None for n in walk(r)}
-        for n in walk(v):
-            saved = _input_saved(n, ctx)
-            if saved is not None and id(n) not in cut and ctx.source(saved) == spelt \
-                    and _has_graph(target, ctx, s.lineno):
-                return ctx.source(target), n
+    for v, n, saved in found:
+        cut = {id(x) for r in map(_cut_call, walk(v)) if r is not None for x in walk(r)}
+        if id(n) not in cut and ctx.source(saved) == spelt \
+                and _has_graph(target, ctx, s.lineno):
+            return ctx.source(target), n
     return None
 
 
