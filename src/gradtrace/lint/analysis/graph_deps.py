@@ -32,6 +32,11 @@ BACKWARD_KEYWORDS = frozenset({"gradient", "retain_graph", "create_graph", "inpu
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
+# methods whose result is computed from the receiver's tensors: a module's forward, a
+# torch.distributions object's densities (its parameters, and what it cached from them)
+VALUE_OF_OBJECT = frozenset({"forward", "__call__", "log_prob", "entropy", "rsample"})
+
+
 def loads(expr: ast.AST, cut: CutParams | None = None,
           opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
     """Dotted names whose values flow into ``expr`` (callees and detached parts excluded;
@@ -66,7 +71,7 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS or opaque is not None and opaque(n):
                     continue
-                if f.attr in TENSOR_METHODS or f.attr in ("forward", "__call__"):
+                if f.attr in TENSOR_METHODS or f.attr in VALUE_OF_OBJECT:
                     stack.append(f.value)  # a value's method; other receivers are objects
                 elif not isinstance(f.value, (ast.Name, ast.Attribute)):
                     stack.append(f.value)

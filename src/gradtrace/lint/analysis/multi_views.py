@@ -14,8 +14,14 @@ tuple kept whole: ``parts = t.split(3); parts[0].mul_(2)``), and the look-alikes
 not raise: ``tensor_split``/``hsplit``/``unflatten`` (made of slices), the same writes under
 ``no_grad``, a split of a tensor without history or of ``t.detach()``, a piece copied first
 (``.clone()``, ``.contiguous()``, an out-of-place ``q = q * c``), and a write into the split
-tensor itself. ``reshape``/``flatten`` may copy (a view only when the strides allow), so they
-are not followed.
+tensor itself. ``reshape``/``flatten`` (method or ``torch.<op>``) give a view whenever the
+strides allow one, and then the write raises the same way (checked on torch 2.13: splitting a
+piece's dimension into heads, ``q.reshape(b, n, h, d)``, is always a view): they are
+followed, like a view, unless they make one dimension (``t.reshape(-1)``, ``t.flatten()``:
+a piece of a last-dimension split then copies; UDIS's ``t_s.reshape(-1)`` of a chunk along
+dim 1 is a view only when the batch is 1, and is left alone). A helper of the file whose
+every ``return`` is such a view of one of its parameters (``def split_heads(x, n): return
+x.reshape(...)``) gives a view of the argument its call passes.
 
 Which tensors carry a graph is read here without running anything: the result of a module
 call (an ``nn.Module`` the kinds know, NOTE [kinds]), a view or an op of a tensor method on
@@ -37,7 +43,7 @@ if TYPE_CHECKING:
 
 MULTI_VIEW_OPS = frozenset({"split", "chunk", "unbind", "split_with_sizes"})
 # tensor methods whose result is always a view of the receiver (a write into it writes the
-# receiver); reshape/flatten/contiguous may copy and are not listed
+# receiver); reshape/flatten/contiguous may copy and are not listed (reshapes: RESHAPES)
 VIEW_OF = frozenset({"view", "view_as", "permute", "transpose", "t", "unsqueeze", "squeeze",
                      "narrow", "select", "expand", "expand_as", "movedim", "swapaxes",
                      "diagonal", "unfold", "T", "mT"})
@@ -45,6 +51,12 @@ VIEW_OF = frozenset({"view", "view_as", "permute", "transpose", "t", "unsqueeze"
 SAME_GRAPH = VIEW_OF | {"reshape", "flatten", "contiguous", "clone", "float", "double", "half",
                         "to", "type_as", "mul", "add", "sub", "div", "matmul", "softmax",
                         "log_softmax", "sigmoid", "tanh", "relu", "exp", "sum", "mean"}
+# may-views: a view whenever the strides allow one (a head split always)
+RESHAPES = frozenset({"reshape", "flatten"})
+# torch functions whose result carries the graph of their tensor arguments
+GRAPH_FUNCS = frozenset({"bmm", "mm", "matmul", "mul", "add", "sub", "div", "cat", "stack",
+                         "exp", "log", "sigmoid", "tanh", "softmax", "relu", "reshape",
+                         "flatten", "transpose", "permute", "einsum"})
 MAX_DEPTH = 8
 GRAPH, TENSOR_GRAPH = 1, 2  # carries a graph; carries a graph and is surely one tensor
 
@@ -98,6 +110,11 @@ class MultiViews:
             return TENSOR_GRAPH if self.graph(f.value, line, depth + 1) else 0
         if isinstance(f, (ast.Name, ast.Attribute)) and self._module_call(e, line):
             return GRAPH
+        q = self.ctx.qualified_name(f) or ""
+        if q.startswith("torch.") and q[6:] in GRAPH_FUNCS:  # `torch.bmm(h, grid)`
+            args = [x for a in e.args for x in (
+                a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+            return TENSOR_GRAPH if any(self.graph(a, line, depth + 1) for a in args) else 0
         return 0
 
     def _passed_requiring(self, name: str) -> bool:
@@ -145,8 +162,15 @@ class MultiViews:
             return None
         while True:
             if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                    and e.func.attr in VIEW_OF:
+                    and e.func.attr in VIEW_OF | RESHAPES \
+                    and not (self.ctx.qualified_name(e.func) or "").startswith("torch.") \
+                    and not _flat(e, 0):
                 e = e.func.value
+            elif isinstance(e, ast.Call) and e.args and (self.ctx.qualified_name(
+                    e.func) or "") in ("torch.reshape", "torch.flatten") and not _flat(e, 1):
+                e = e.args[0]  # `torch.reshape(q, (b, h, d))`
+            elif isinstance(e, ast.Call) and (arg := self._helper_view(e)) is not None:
+                e = arg  # `q = self.split_heads(q, n)`: a helper returning a view of `q`
             elif isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
                 e = e.value
             elif isinstance(e, ast.Subscript) and _basic_index(e):
@@ -179,6 +203,16 @@ class MultiViews:
             return self._iterated(s, e.id)
         return None
 
+    def _helper_view(self, call: ast.Call) -> ast.expr | None:
+        """The argument of ``call`` that the result is a view of: ``call`` runs a function of
+        the file whose every ``return`` is a view (:data:`VIEW_OF`, :data:`RESHAPES`, a basic
+        index) of one parameter, never rebound in it."""
+        fn = self.ctx.analysis.callee(call, self.fn)
+        if fn is None or fn is self.fn:
+            return None
+        param = self.ctx.memo("multi-views-helper", fn, lambda: _viewed_param(fn, self.ctx))
+        return self.ctx.analysis.arguments(fn, call).get(param) if param else None
+
     def _split_list(self, name: ast.Name, line: int) -> ast.Call | None:
         """``parts`` bound whole to a split: ``parts = t.split(3)``."""
         b = self.scope.binding_before(name.id, line)
@@ -203,6 +237,58 @@ class MultiViews:
         if src is None or self.graph(src, loop.lineno) != TENSOR_GRAPH:
             return None
         return loop
+
+
+def _flat(call: ast.Call, skip: int) -> bool:
+    """A reshape into one dimension (``t.reshape(-1)``, ``t.flatten()``, ``torch.flatten(t)``,
+    ``start_dim=0``): it merges the split dimension with the others and copies a piece that is
+    not contiguous (a piece of a last-dimension split), so it is not followed; ``skip``: the
+    tensor argument of the ``torch.<op>`` form. A ``view``'s shape is not asked (a ``view``
+    that cannot share the storage raises)."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else ""
+    args = call.args[skip:]
+    if name == "flatten":
+        start = args[0] if args else next(
+            (k.value for k in call.keywords if k.arg == "start_dim"), None)
+        return start is None or isinstance(start, ast.Constant) and start.value == 0
+    if name != "reshape":
+        return False
+    shape = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) \
+        else args
+    return len(shape) == 1
+
+
+def _viewed_param(fn: ast.AST, ctx: Context) -> str | None:
+    """The parameter every ``return`` of ``fn`` is a view of (see :meth:`MultiViews.
+    _helper_view`), or None."""
+    a = fn.args  # type: ignore[attr-defined]
+    params = {x.arg for x in (*a.posonlyargs, *a.args)}
+    found: set[str] = set()
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)) and n is not fn:
+            return None
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in params:
+            return None  # rebound: the returned name may hold something else
+        if isinstance(n, ast.Return):
+            e = n.value
+            while True:
+                if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                        and e.func.attr in VIEW_OF | RESHAPES \
+                        and not (ctx.qualified_name(e.func) or "").startswith("torch.") \
+                        and not _flat(e, 0):
+                    e = e.func.value
+                elif isinstance(e, ast.Call) and e.args and (ctx.qualified_name(
+                        e.func) or "") in ("torch.reshape", "torch.flatten") and not _flat(e, 1):
+                    e = e.args[0]
+                elif isinstance(e, ast.Subscript) and _basic_index(e, names=False):
+                    e = e.value
+                else:
+                    break
+            if not (isinstance(e, ast.Name) and e.id in params and e.id not in ("self", "cls")):
+                return None
+            found.add(e.id)
+    return found.pop() if len(found) == 1 else None
 
 
 def _rows_shape(e: ast.AST) -> bool:

@@ -39,6 +39,23 @@ def _written(n: ast.AST) -> ast.expr | None:
     return None
 
 
+def _fn_written(n: ast.AST, ctx: Context) -> ast.expr | None:
+    """The tensor a torch function writes in place: ``F.relu_(x)``, ``torch.sigmoid_(x)``,
+    ``F.relu(x, inplace=True)``, ``F.dropout(x, p, inplace=True)`` (not ``nn.init``, which
+    runs under no_grad)."""
+    if not isinstance(n, ast.Call) or not n.args or isinstance(n.args[0], ast.Starred):
+        return None
+    q = ctx.qualified_name(n.func) or ""
+    if not q.startswith("torch.") or q.startswith("torch.nn.init"):
+        return None
+    last = q.rpartition(".")[2]
+    if last.endswith("_") and not last.startswith("_") or any(
+            k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in n.keywords):
+        return n.args[0]
+    return None
+
+
 class InplaceWriteToMultiOutputView(Rule):
     """An in-place write into a piece of `split`/`chunk`/`unbind` (or a row met by iterating
     a tensor) of a tensor that carries a graph: `q, k, v = qkv.split(d, -1); q *= scale`,
@@ -54,12 +71,19 @@ class InplaceWriteToMultiOutputView(Rule):
     look-alikes that pass: `tensor_split`, a piece `.clone()`d first, the same write under
     `no_grad`). Write out of place: `q = q * scale`, `log_std = log_std.clamp(-20, 2)`,
     `logits[:, unk] = -inf` on the whole tensor (when nothing saved it).
+    A `reshape`/`flatten` of a piece (method or `torch.<op>`) into more than one dimension is
+    a view whenever the strides allow one (a head split `q.reshape(b, n, h, d)` always is),
+    and a helper of the file whose every `return` is a
+    view of its parameter (`def split_heads(x, n): return torch.reshape(x, ...)`) hands back a
+    view of the piece it is given: both are followed.
     Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
-    `model(x)`) through the names and views of one function, or be a function's parameter
-    that a call of it passes a tensor surely requiring grad (Score-CAM's `denormalize(input_)`
-    of an input made with `requires_grad_()`; NOTE [values that require grad]); views made by
-    another function are not followed; `reshape`/`flatten` (which may copy) stop the
-    reading.
+    `model(x)`, or a `torch.bmm`/`torch.cat`/... of one) through the names and views of one
+    function, or be a function's parameter that a call of it passes a tensor surely requiring
+    grad (Score-CAM's `denormalize(input_)` of an input made with `requires_grad_()`; NOTE
+    [values that require grad]); a reshape into one dimension (`t.reshape(-1)`, which copies
+    a piece of a last-dimension split) is not followed, and a reshape that must copy for
+    another reason (merging the split dimension with a preceding one) is reported all the same.
+    `F.relu_(q)` and `F.relu(q, inplace=True)` write `q` too.
     """
 
     code = "GT608"
@@ -69,7 +93,7 @@ class InplaceWriteToMultiOutputView(Rule):
                "returns multiple views ... do not allow the output views to be modified "
                "inplace'; write out of place (`x = x * c`, `x = x.clamp(...)`)")
     # the write's words: a function without one holds no write (NOTE [triggers])
-    triggers = ("_(", "+=", "-=", "*=", "/=", "] =")
+    triggers = ("_(", "+=", "-=", "*=", "/=", "] =", "inplace")
     gate_statements = "function"
     # what makes the view: a split call or a `for` (NOTE [split gate]; NOTE [function requires])
     function_requires = (*SPLIT_WORDS, "for")
@@ -117,6 +141,25 @@ class InplaceWriteToMultiOutputView(Rule):
                     q = q * q.shape[-1] ** -0.5
                     return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
             """),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            def split_heads(x, n):
+                b, l, c = x.shape
+                return x.reshape(b, l, n, c // n)
+
+            class Attention(nn.Module):
+                def __init__(self, d):
+                    super().__init__()
+                    self.qkv = nn.Linear(d, 3 * d)
+
+                def forward(self, x):
+                    q, k, v = self.qkv(x).chunk(3, dim=-1)
+                    q = split_heads(q, 4)
+                    q *= q.shape[-1] ** -0.5
+                    return q.sum() + k.sum() + v.sum()
+            """, at=(16, 8)),
         Good("""
             import torch
             import torch.nn as nn
@@ -145,7 +188,7 @@ class InplaceWriteToMultiOutputView(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, n: ast.AST, ctx: Context) -> Iterator[Finding]:
-        target = _written(n)
+        target = _fn_written(n, ctx) or _written(n)
         fn = ctx.function
         if target is None or fn is None or ctx.grad_disabled is not None:
             return

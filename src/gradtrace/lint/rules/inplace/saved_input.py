@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
+from gradtrace.lint.analysis.grad_values import passed_requiring, requires_grad
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.input_writes import first_layer as inplace_first_layer
 from gradtrace.lint.analysis.input_writes import spells_inplace_layer
@@ -14,7 +15,7 @@ from gradtrace.lint.analysis.module_results import attr_module, basic_index, fir
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place
-from gradtrace.lint.context import LOOP_TYPES, Context
+from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -33,6 +34,13 @@ SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
 VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
                    "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
+# elementwise ops and reductions whose backward needs their input (checked one by one on torch
+# 2.13: `y = f(x)`, then `x.div_(y)`, then backward raises); not exp/sqrt/tanh/sigmoid/
+# softmax (they save their output), nor sum/mean (shapes only)
+INPUT_SAVING_OPS = frozenset({
+    "norm", "vector_norm", "normalize", "pow", "square", "log", "sin", "cos", "abs", "clamp",
+    "softplus", "var", "std", "gelu", "silu", "mish", "elu", "leaky_relu", "logsigmoid", "erf",
+    "atan", "amax"})
 
 
 def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
@@ -46,6 +54,9 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
     pass: asked only for the name a write touches)."""
     out: list[tuple[str, ast.AST, tuple[str, list]]] = []
     for n in walk(e):
+        saved = _input_saved(n, ctx)
+        if isinstance(saved, ast.Name):  # `F.softplus(x)`, `x.norm(dim=-1)`: if x has a graph
+            out.append((saved.id, n, ("grad", [saved])))
         if isinstance(n, ast.Call) and n.args:
             f = n.func
             q = ctx.qualified_name(f) or ""
@@ -64,10 +75,44 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
     return out
 
 
+def _input_saved(n: ast.AST, ctx: Context) -> ast.expr | None:
+    """The (unviewed) tensor an op of :data:`INPUT_SAVING_OPS` saves: the receiver of
+    ``x.norm(...)``, the first argument of ``F.softplus(x)`` / ``torch.linalg.vector_norm(x)``."""
+    if not isinstance(n, ast.Call):
+        return None
+    f = n.func
+    name = f.attr if isinstance(f, ast.Attribute) else ""
+    if name not in INPUT_SAVING_OPS:
+        return None
+    if (ctx.qualified_name(f) or "").startswith("torch."):
+        return _unview(n.args[0]) if n.args and not isinstance(n.args[0], ast.Starred) else None
+    recv = f.value  # type: ignore[attr-defined]
+    if isinstance(recv, ast.Name) and recv.id == "self":
+        return None  # `self.norm(h)`: a layer named `norm`, not `Tensor.norm`
+    return _unview(recv)
+
+
+def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
+    """``e`` surely requires grad and is no Parameter (a leaf written in place raises another
+    error): a layer's result, or a parameter of the function that its callers pass one
+    (NOTE [values that require grad])."""
+    fn = ctx.function or ctx.tree
+    if _is_param(e, ctx, line):
+        return False
+    if requires_grad(ctx, fn, e, line) is not None:
+        return True
+    return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) \
+        and ctx.scope(fn).binding_before(e.id, line) is None \
+        and ctx.memo("gt605-passed:" + e.id, fn, lambda: passed_requiring(
+            ctx, fn, e.id) is not None)
+
+
 def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     how, operands = test
     if how == "param":  # another operand is a Parameter
         return any(_is_param(o, ctx, line) for o in operands)
+    if how == "grad":  # an elementwise op saves it when it requires grad
+        return _has_graph(operands[0], ctx, line)
     k = ctx.analysis.kind(operands[0], None, line)  # a saving layer
     if k is None or k.what != MODULE:
         return False
@@ -135,8 +180,15 @@ class InplaceWriteToSavedInput(Rule):
     An in-place layer spells the write too: `x = self.act(x)` with `self.act =
     nn.ReLU(inplace=True)` (or a block starting with one) after `self.conv(x)` in the same
     block, in a method that runs with the module's graph (NOTE [trained methods]).
+    An elementwise op or a reduction whose backward needs its input (`x.norm()`,
+    `F.normalize`, `pow`, `log`, `abs`, `clamp`, `F.softplus`, `F.gelu`, `std`... not
+    `exp`/`sqrt`/`tanh`/`sigmoid`/`softmax`, which save their output) saves it too, when that
+    tensor carries a graph (a layer's result, or a parameter its callers give one: NOTE
+    [values that require grad]): `z /= z.norm(dim=-1, keepdim=True)` (APRIL-GAN's patch
+    tokens, a list element written through its own spelling), `h[:, 0] *= F.softplus(h[:, 0])`.
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
-    known in this file, and the saving call and the write must sit in the same block.
+    known in this file, and the saving call and the write must sit in the same block; an
+    elementwise op counts only on a value known to require grad.
     """
 
     code = "GT605"
@@ -147,6 +199,32 @@ class InplaceWriteToSavedInput(Rule):
     triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")  # `x = self.act(x)`: visit_Module
     gate_statements = True
     examples = [
+        Bad("""
+            import torch.nn as nn
+
+            class Embed(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(16, 8)
+
+                def forward(self, x):
+                    z = self.proj(x)
+                    z /= z.norm(dim=-1, keepdim=True)
+                    return z
+            """, at=(10, 8)),
+        Good("""
+            import torch.nn as nn
+
+            class Embed(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(16, 8)
+
+                def forward(self, x):
+                    z = self.proj(x)
+                    z = z / z.norm(dim=-1, keepdim=True)
+                    return z
+            """),
         Bad("""
             import torch.nn as nn
 
@@ -203,10 +281,24 @@ class InplaceWriteToSavedInput(Rule):
     def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)
 
+    def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
     def _check(self, s: ast.stmt, ctx: Context) -> Iterator[Finding]:
         name = _written(s)
         fn = ctx.function or ctx.tree
-        if name is None or ctx.grad_disabled is not None:
+        own = _saved_by_own_expr(s, ctx) if name is None or not isinstance(
+            s, ast.AugAssign) else None
+        if name is None and own is None or ctx.grad_disabled is not None:
+            return  # (the grad mode is asked last: it builds the function's scope)
+        if own is not None and in_training(ctx, s):
+            yield self.report(s, ctx, related=(Related(
+                ctx.path, own[1].lineno, f"`{own[0]}` is saved for backward here",  # type: ignore[attr-defined]
+                ctx.column(own[1])),), write=ctx.source(s).splitlines()[0][:60],
+                name=own[0], op=ctx.source(own[1])[:50], line=own[1].lineno,  # type: ignore[attr-defined]
+                remedy=f"write `{own[0]} = {own[0]} / ...` (out of place) instead")
+            return
+        if name is None:
             return
         got = place(ctx, fn, s)  # (the path's last step, without indexing ``fn``)
         if got is None:
@@ -291,6 +383,35 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
         for n, op, test in _candidates(v, ctx):
             if n == name and id(op) not in cut and _saves_it(test, ctx, s.lineno):
                 return op
+    return None
+
+
+def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
+    """(the written spelling, the op) for ``t[i] /= t[i].norm(dim=-1, keepdim=True)``: an
+    in-place write whose own value holds an op of :data:`INPUT_SAVING_OPS` of the very
+    tensor it writes (same spelling: a list element, an attribute), that tensor carrying a
+    graph. The norm saved ``t[i]``, the division overwrites it: backward raises (APRIL-GAN's
+    patch tokens)."""
+    if isinstance(s, ast.AugAssign) and isinstance(s.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        target, values = s.target, [s.value]
+    elif isinstance(s, (ast.Expr, ast.Assign, ast.Return)) and isinstance(s.value, ast.Call) \
+            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr.endswith("_") \
+            and not s.value.func.attr.startswith("_") and s.value.func.attr not in NOT_WRITES:
+        target, values = s.value.func.value, list(s.value.args)  # `x.div_(x.norm())`
+    else:
+        return None
+    if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
+        return None
+    found = [(v, n, saved) for v in values for n in walk(v)
+             if (saved := _input_saved(n, ctx)) is not None]
+    if not found:  # most writes: no saving op in their value, no spelling to compare
+        return None
+    spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
+    for v, n, saved in found:
+        cut = {id(x) for r in map(_cut_call, walk(v)) if r is not None for x in walk(r)}
+        if id(n) not in cut and ctx.source(saved) == spelt \
+                and _has_graph(target, ctx, s.lineno):
+            return ctx.source(target), n
     return None
 
 

@@ -11,7 +11,8 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import module_like
 from gradtrace.lint.analysis.reach import reaching
-from gradtrace.lint.analysis.graph_deps import Graphs, followed_value, graphs, loads
+from gradtrace.lint.analysis.graph_deps import (
+    VALUE_OF_OBJECT, Graphs, followed_value, graphs, loads)
 from gradtrace.lint.nodes import child_nodes
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ def _opaque(g: Graphs, call: ast.Call, line: int) -> bool:
     known to run through the graph of ``z``."""
     f = call.func
     if not isinstance(f, ast.Attribute) or f.attr in FORWARD_METHODS \
-            or f.attr in TENSOR_METHODS or f.attr == "__call__":
-        return False
+            or f.attr in TENSOR_METHODS or f.attr in VALUE_OF_OBJECT:
+        return False  # (`dist.log_prob(a)`: a density, computed from the distribution)
     owner = dotted(f.value)
     if owner is None or owner == "self" or owner.startswith("self.") \
             or (g.ctx.qualified_name(f) or "").startswith("torch."):

@@ -19,6 +19,7 @@ from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, _owners, _stepped_expr
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
+from gradtrace.lint.rules.training_loop._dists import caching_distributions
 from gradtrace.lint.nodes import bfs_walk
 
 DETACH_RE = re.compile(r"\.detach_?\(")
@@ -222,10 +223,9 @@ class GraphReusedAcrossSteps(LoopRule):
 
     Why: `feats = encoder(x)` before the loop builds one graph; the first `backward()` in the
     loop frees its saved tensors, so the second pass raises `RuntimeError: Trying to
-    backward through the graph a second time` (pytorch-facts.md#backward-twice). Compute it inside
-    the
-    loop if the module should train, or under `torch.no_grad()` / with `.detach()` if it is a
-    fixed feature extractor.
+    backward through the graph a second time` (pytorch-facts.md#backward-twice). Compute it
+    inside the loop if the module should train, or under `torch.no_grad()` / with `.detach()`
+    if it is a fixed feature extractor.
     Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad
     = False`, "freeze") is trusted to be this one; an iterator advanced with `next()` on each
     pass yields fresh values, and several discriminator steps on one generated batch are left
@@ -233,11 +233,11 @@ class GraphReusedAcrossSteps(LoopRule):
     carrying a graph when they come from a call of something bound to an `nn.Module` in this
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), of a same-file helper
     whose `return` makes such a call, or from a tensor made with `requires_grad=True` through an
-    operation that saves tensors for backward (`@`, `torch.mm`, `exp`, `log`...; reported once
-    per backward, on the value nearest to it); a method other than the forward of an object
-    whose class is not in this file (`model.embed(x)`), when the loop steps optimizers and
-    none of them trains that object, is trusted to return what a probe can train on (its
-    code is out of sight).
+    operation that saves tensors for backward (`@`, `torch.mm`, `log`, `Categorical(p)`: NOTE
+    [caching distributions]...; reported once per backward, on the value nearest to it); a
+    method other than the forward of an object whose class is not in this file
+    (`model.embed(x)`), when the loop steps optimizers and none of them trains that object, is
+    trusted to return what a probe can train on (its code is out of sight).
     """
 
     code = "GT507"
@@ -461,7 +461,7 @@ def _leaf_graph(g: Graphs, t: Binding) -> str | None:
     v = value_of(t)
     if t.no_grad or v is None or _requires_grad_leaf(v):
         return None
-    ops = _saving_ops(v)
+    ops = _saving_ops(v) + caching_distributions(v, g.scope.ctx)  # `Bernoulli(p)`
     if not ops:
         return None
     leaves = [d.name for d in g.deps(v, t.line).bindings
