@@ -80,6 +80,7 @@ class GradientGatedOnAnotherInput(Rule):
     """
 
     code = "GT718"
+    severity = "warning"  # wrong only when the inputs' requires_grad differ
     name = "gradient-gated-on-another-input"
     message = ("`{grad}` is the gradient returned for input {pos}, but it is only computed "
                "under `{test}`, the flag of input {flags}: when that input does not require "
