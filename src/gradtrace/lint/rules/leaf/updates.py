@@ -21,7 +21,8 @@ from gradtrace.lint.rules.leaf._origin import (
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._writes import (
-    forward_parameter_writes, in_place_writes, own_statements, passed_parameter_writes,
+    forward_parameter_writes, in_place_writes, instance_parameter_writes, own_statements,
+    passed_parameter_writes,
 )
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
@@ -350,10 +351,10 @@ class InplaceUpdateOfLeaf(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
-        for w in passed_parameter_writes(ctx):  # helpers whose own lines hold no trigger
-            if self._first(w.stmt, ctx):
-                rel = [Related(ctx.path, w.origin.lineno, f"a Parameter is passed for `{w.name}` "
-                               "here", ctx.column(w.origin))]
+        for w in (*passed_parameter_writes(ctx), *instance_parameter_writes(ctx)):
+            if self._first(w.stmt, ctx):  # helpers whose own lines hold no trigger
+                rel = [Related(ctx.path, w.origin.lineno, w.note or "a Parameter is passed for "
+                               f"`{w.name}` here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
                                   view=_error(w.view))
 
