@@ -97,13 +97,14 @@ def _instance_parameter(ctx: Context, fn: ast.AST, e: ast.expr, line: int
     if cls is None or not cls.is_module or (dotted(e.value) == "self" and any(
             fn is m for m in forward_methods(cls))):
         return None
-    info = cls.attrs.get(e.attr)
+    owner = next((c for c in cls.lineage() if e.attr in c.attrs), cls)  # nearest class
+    info = owner.attrs.get(e.attr)
     if info is None or info.later or info.buffer or info.method.name != "__init__":
         return None
-    pk = cls.attr_kind(e.attr)
+    pk = owner.attr_kind(e.attr)
     if pk is None or pk.what != PARAMETER or asks_no_grad(info.value):
         return None
-    return ctx.source(e), view, info.stmt, cls.name
+    return ctx.source(e), view, info.stmt, owner.name
 
 
 def passed_parameter_writes(ctx: Context) -> Iterator[Write]:
