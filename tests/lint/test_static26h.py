@@ -138,6 +138,66 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = Net()
         net(torch.randn(3, 4)).sum().backward()
         """, "GT119", 7, holds="net.enc.weight.grad is None and net.head.weight.grad is not None")),
+    # GT521: `__init__` stacks two Parameters into the tensor forward uses (kornia
+    # DTranslation): the Parameters move, the stacked value never does. Look-alike: the
+    # Parameters kept in a ParameterList, the stack made in forward
+    "init-stacks-parameters": (Shape("""
+        class Shift(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dx = nn.Parameter(torch.zeros(1))
+                self.dy = nn.Parameter(torch.zeros(1))
+                self.both = nn.ParameterList([self.dx, self.dy])
+            def forward(self, pts):
+                return pts + torch.stack([self.dx, self.dy], 1)
+        m = Shift()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            (m(torch.ones(3, 2)) - 2).pow(2).sum().backward()
+            opt.step()
+        """, "GT521", holds="float(m(torch.zeros(1, 2)).abs().sum()) > 0"), Shape("""
+        class Shift(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dx = nn.Parameter(torch.zeros(1))
+                self.dy = nn.Parameter(torch.zeros(1))
+                self.shift = torch.stack([self.dx, self.dy], 1)
+            def forward(self, pts):
+                return pts + self.shift
+        m = Shift()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            (m(torch.ones(3, 2)) - 2).pow(2).sum().backward()
+            opt.step()
+        """, "GT521", 6, holds="float(m.dx) != 0.0 and float(m(torch.zeros(1, 2)).abs().sum()) == 0")),
+    # GT521 variant: `torch.cat` of a tuple of computed values (exp saves its result): the
+    # second backward raises. Look-alike: the same cat in forward
+    "init-concatenates-computed-parameters": (Shape("""
+        class Scales(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Parameter(torch.zeros(2))
+                self.b = nn.Parameter(torch.zeros(2))
+            def forward(self, x):
+                return x * torch.cat((self.a.exp(), self.b.exp()))
+        m = Scales()
+        for _ in range(2):
+            m(torch.ones(4)).sum().backward()
+        """, "GT521", holds="float(m.a.grad.sum()) == 4.0"), Shape("""
+        class Scales(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Parameter(torch.zeros(2))
+                self.b = nn.Parameter(torch.zeros(2))
+                self.scales = torch.cat((self.a.exp(), self.b.exp()))
+            def forward(self, x):
+                return x * self.scales
+        m = Scales()
+        for _ in range(2):
+            m(torch.ones(4)).sum().backward()
+        """, "GT521", 6, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
