@@ -21,6 +21,7 @@ torch.manual_seed(0)
 
 LEAF_VIEW = (RuntimeError, "a view of a leaf Variable that requires grad")
 LEAF = (RuntimeError, "a leaf Variable that requires grad")
+SAVED = (RuntimeError, "modified by an inplace operation")
 
 MF = '''
 class MF(nn.Module):
@@ -198,6 +199,53 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for _ in range(2):
             m(torch.ones(4)).sum().backward()
         """, "GT521", 6, raises=(RuntimeError, "backward through the graph a second time"))),
+    # GT603: forward slices a submodule's output (a ReLU saved it) and divides the slice in
+    # place (nflows' spline parameters). Variant: the write reaches it through `.view(...)`
+    # chained on the call. Look-alike: the slice cloned first
+    "slice-of-relu-output-divided-in-place": (Shape("""
+        class Coupling(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+            def forward(self, x):
+                params = self.net(x)
+                widths = params[..., :4].clone()
+                widths /= 2.0
+                return widths.sum() + params.sum()
+        Coupling()(torch.randn(3, 4)).backward()
+        """, "GT603"), Shape("""
+        class Coupling(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+            def forward(self, x):
+                params = self.net(x)
+                widths = params[..., :4]
+                widths /= 2.0
+                return widths.sum() + params.sum()
+        Coupling()(torch.randn(3, 4)).backward()
+        """, "GT603", 8, raises=SAVED)),
+    "view-of-relu-output-scaled-in-place": (Shape("""
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+            def forward(self, x):
+                h = self.net(x).view(3, 2, 4)
+                h = h * 2.0
+                return h.sum()
+        Head()(torch.randn(3, 4)).backward()
+        """, "GT603"), Shape("""
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+            def forward(self, x):
+                h = self.net(x).view(3, 2, 4)
+                h *= 2.0
+                return h.sum()
+        Head()(torch.randn(3, 4)).backward()
+        """, "GT603", 7, raises=SAVED)),
 }
 
 

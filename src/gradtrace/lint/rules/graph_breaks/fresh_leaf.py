@@ -179,6 +179,9 @@ class FreshLeafBandAid(Rule):
     segmentation_models.pytorch#611; checked on torch 2.13). Compute the term from the tensor
     itself (without `.detach()`), or drop it if it cannot be differentiated. GT106 reports the
     same band-aid on a loss inside the function that calls `backward()`.
+    A module's `forward` that re-leafs its own submodule's output (`[p.detach().requires_grad_()
+    for p in self.net(x).chunk(2)]`, pytorch-forecasting#2208) cuts that submodule off, in a
+    file that asks for no tensor's gradient.
     Known limits: a leaf bound to a name in the same function is left to GT106; a helper is
     followed only when the file calls it, by name or on `self`.
     """
@@ -235,6 +238,37 @@ class FreshLeafBandAid(Rule):
                 inp = leaf_copy(x)
                 model(inp)[0, label].backward()
                 return inp.grad.abs()
+            """),
+        Bad("""
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    return [p.detach().requires_grad_() for p in self.enc(x).chunk(2, -1)]
+
+            def step(net, x):
+                sum(p.sum() for p in net(x)).backward()
+            """, at=(9, 16)),
+        Good("""
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = nn.Linear(4, 4)
+                    self.head = nn.Linear(4, 1)
+
+                def forward(self, x):
+                    self.feat = self.enc(x).detach().requires_grad_(True)
+                    return self.head(self.feat)
+
+            def cam(net, x):
+                net(x).sum().backward()
+                return net.feat.grad.abs()
             """),
     ]
 

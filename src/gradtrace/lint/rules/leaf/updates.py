@@ -233,10 +233,10 @@ class InplaceUpdateOfLeaf(Rule):
     requires grad is being used in an in-place operation.` and `w[0] = 1.0` raises
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
     operation.` (pytorch-facts.md#leaf-inplace). A result tensor flagged before it is filled
-    (`res = torch.zeros(n, requires_grad=True)`, then `res[i] = ...`) is reported at the flag. Wrap the update in `with torch.no_grad():` (or
-    `@torch.no_grad()`), as `torch.optim` does.
-    A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /=
-    self.weight.norm(...)`: NOTE [trained parameter attributes]).
+    (`res = torch.zeros(n, requires_grad=True)`, then `res[i] = ...`) is reported at the flag.
+    Wrap the update in `with torch.no_grad():` (or `@torch.no_grad()`), as `torch.optim` does.
+    A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /= ...`), and
+    through an instance in any code the file runs with grad (`model.P[u] = row`).
     Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
     `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
     one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a

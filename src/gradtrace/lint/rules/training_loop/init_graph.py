@@ -210,6 +210,8 @@ class GraphBuiltInInit(Rule):
     second raises `RuntimeError: Trying to backward through the graph a second time`; and
     the value never follows the optimizer's updates of the parameter (pytorch/pytorch#7485
     style GP kernels). Compute it where it is used: in `forward`, or in a property.
+    Parameters stacked or concatenated (`torch.stack([self.dx, self.dy], 1)`, kornia#682) make
+    such a value too: it saves nothing, so nothing raises, and the warp never moves.
     Known limits: the attribute must be assigned only in `__init__` and read in another
     method; values reaching the parameter only through views (`self.w.t()`) are left alone.
     """
