@@ -246,6 +246,79 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return h.sum()
         Head()(torch.randn(3, 4)).backward()
         """, "GT603", 7, raises=SAVED)),
+    # GT214: a module whose forward runs under @torch.no_grad() has a submodule unfrozen by a
+    # helper given the module (TinyLLaVA's vision tower): the submodule never gets a gradient.
+    # Variant: `model.tower.vit.requires_grad_(True)` through the owner. Look-alike: the script
+    # unfreezes a submodule of the other model, whose forward records
+    "helper-unfreezes-submodule-of-no-grad-forward": (Shape("""
+        class Tower(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vit = nn.Linear(4, 4)
+                self.vit.requires_grad_(False)
+            @torch.no_grad()
+            def forward(self, x):
+                return self.vit(x)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tower = Tower()
+                self.head = nn.Linear(4, 1)
+                self.head.requires_grad_(False)
+            def forward(self, x):
+                return self.head(self.tower(x))
+        model = Model()
+        model.head.requires_grad_(True)
+        model(torch.randn(3, 4)).sum().backward()
+        """, "GT214", holds="model.head.weight.grad is not None"), Shape("""
+        class Tower(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vit = nn.Linear(4, 4)
+                self.vit.requires_grad_(False)
+            @torch.no_grad()
+            def forward(self, x):
+                return self.vit(x)
+        def unlock(tower):
+            for p in tower.vit.parameters():
+                p.requires_grad = True
+        tower = Tower()
+        unlock(tower)
+        head = nn.Linear(4, 1)
+        head(tower(torch.randn(3, 4))).sum().backward()
+        """, "GT214", 6, holds="tower.vit.weight.grad is None")),
+    "owner-unfreezes-submodule-of-no-grad-forward": (Shape("""
+        class Tower(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vit = nn.Linear(4, 4)
+                self.vit.requires_grad_(False)
+            @torch.no_grad()
+            def forward(self, x):
+                return self.vit(x)
+        tower = Tower()
+        head = nn.Linear(4, 1)
+        head(tower(torch.randn(3, 4))).sum().backward()
+        """, "GT214", holds="head.weight.grad is not None"), Shape("""
+        class Tower(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vit = nn.Linear(4, 4)
+                self.vit.requires_grad_(False)
+            @torch.no_grad()
+            def forward(self, x):
+                return self.vit(x)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tower = Tower()
+                self.head = nn.Linear(4, 1)
+            def forward(self, x):
+                return self.head(self.tower(x))
+        model = Model()
+        model.tower.vit.requires_grad_(True)
+        model(torch.randn(3, 4)).sum().backward()
+        """, "GT214", 6, holds="model.tower.vit.weight.grad is None")),
 }
 
 
