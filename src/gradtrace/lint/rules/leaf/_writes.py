@@ -3,6 +3,8 @@ that write into a Parameter its module's ``__init__`` registered (GT302)."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from typing import Iterator, NamedTuple
 
 from gradtrace.lint.analysis.calls import call_sites
@@ -60,13 +62,30 @@ def instance_parameter_writes(ctx: Context) -> Iterator[Write]:
     body): autograd refuses the write whether or not anything calls ``backward()``
     (NOTE [trained parameter attributes]; ``forward`` itself is
     :func:`forward_parameter_writes`'s). A file that freezes anything is skipped."""
-    if not ctx.mentions("Parameter") or file_freezes(ctx):
+    if not ctx.mentions("Parameter"):
+        return
+    names = {a for c in ctx.analysis.classes.values() if c.is_module  # `__init__` makes it
+             for a, i in c.attrs.items() if i.method.name == "__init__"  # with a Parameter
+             and isinstance(i.value, ast.Call)  # class (its kind is asked when written)
+             and (dotted(i.value.func) or "").endswith("Parameter")
+             and (ctx.call_name(i.value) or "").endswith("Parameter")}
+    if not names or file_freezes(ctx):
+        return
+    written = _write_line(frozenset(names))
+    if not written.search(ctx.text):
         return
     fns: list[ast.AST] = [ctx.tree, *ctx.analysis.functions.values()]
     fns += [m for c in ctx.analysis.classes.values() for m in c.methods.values()]
     for fn in fns:
+        if fn is not ctx.tree and not any(written.search(line) for line in ctx.code_lines[
+                fn.lineno - 1:fn.end_lineno]):  # type: ignore[attr-defined]
+            continue
         for stmt in own_statements(fn.body):  # type: ignore[attr-defined]
+            if not isinstance(stmt, (ast.AugAssign, ast.Assign, ast.Expr)):
+                continue
             for target, what in in_place_writes(stmt):
+                if _written_attr(target) not in names:
+                    continue
                 got = _instance_parameter(ctx, fn, target, stmt.lineno)
                 if got is None or ctx.scope(fn).grad_off_at(stmt) is not None \
                         or not runs_with_grad(ctx, fn):
@@ -74,6 +93,22 @@ def instance_parameter_writes(ctx: Context) -> Iterator[Write]:
                 name, view, origin, cls = got
                 yield Write(stmt, what, name, view, origin,
                             f"`{name}` is registered as a Parameter of `{cls}` here")
+
+
+@functools.lru_cache(maxsize=256)
+def _write_line(names: frozenset[str]) -> re.Pattern[str]:
+    """A line that may write one of ``names`` in place (word gate: statements are walked only
+    in a function holding one)."""
+    return re.compile(r"\.(?:%s)\b.*(?:\]\s*=[^=]|_\(|[-+*/]=)" % "|".join(
+        sorted(map(re.escape, names))))
+
+
+def _written_attr(e: ast.expr) -> str | None:
+    """``p`` of ``x.p``, ``x.p[i]``, ``x.p.view(...)[i]`` (None: not an attribute)."""
+    while isinstance(e, ast.Subscript) or isinstance(e, ast.Call) and isinstance(
+            e.func, ast.Attribute) and e.func.attr in VIEWS:
+        e = e.value if isinstance(e, ast.Subscript) else e.func.value  # type: ignore[union-attr]
+    return e.attr if isinstance(e, ast.Attribute) else None
 
 
 def _instance_parameter(ctx: Context, fn: ast.AST, e: ast.expr, line: int
