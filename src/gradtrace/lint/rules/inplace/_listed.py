@@ -94,14 +94,17 @@ def unviewed(e: ast.expr) -> ast.expr:
 def view_aliases(stmts: list[ast.stmt], written: dict[str, list[int]]) -> dict[str, str]:
     """``w = out[..., :n]`` / ``w = out.view(b, -1)`` (a view of ``out``, ``w`` bound once):
     alias -> base; each write into ``w`` after its binding is added to ``written[out]``."""
-    bound: dict[str, list[int]] = {}
+    out: dict[str, str] = {}
+    if not written:
+        return out
+    bound: dict[str, list[int]] = {}  # the names written in place: where they are assigned
     for j, st in enumerate(stmts):
         if isinstance(st, ast.Assign):
             for t in st.targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                for n in ast.walk(t) if not isinstance(t, ast.Name) else (t,):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) \
+                            and n.id in written:
                         bound.setdefault(n.id, []).append(j)
-    out: dict[str, str] = {}
     for a, (j, *more) in bound.items():
         st = stmts[j]
         v = st.value if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
