@@ -70,10 +70,10 @@ def instance_parameter_writes(ctx: Context) -> Iterator[Write]:
              and isinstance(i.value, ast.Call)  # class (its kind is asked when written)
              and (dotted(i.value.func) or "").endswith("Parameter")
              and (ctx.call_name(i.value) or "").endswith("Parameter")}
-    if not names or file_freezes(ctx):
+    if not names:
         return
     written = _write_line(frozenset(names))
-    if not written.search(ctx.text):
+    if not written.search(ctx.text) or file_freezes(ctx):  # the cheap test first
         return
     fns: list[ast.AST] = [ctx.tree, *ctx.analysis.functions.values()]
     fns += [m for c in ctx.analysis.classes.values() for m in c.methods.values()]
