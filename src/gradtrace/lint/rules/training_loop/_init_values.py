@@ -1,6 +1,6 @@
 """What GT521 reads in a value ``__init__`` computes: the torch functions that combine a list
-of tensors into a new one, and whether the value's backward saves no tensor (NOTE [graph built
-at construction])."""
+of tensors into a new one, and whether the value's backward saves no tensor
+(NOTE [graph built at construction])."""
 from __future__ import annotations
 
 import ast
