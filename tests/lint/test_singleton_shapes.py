@@ -1,4 +1,4 @@
-"""GT762/GT763 (numerics/singleton.py) and the shape reader under them (numerics/_shapes.py,
+"""GT762/GT763 (numerics/singleton.py) and the shape reader under them (analysis/dims.py,
 NOTE [singleton dims]): which dimension indices the file shows have size one, read honestly
 (a front index only with the rank; broadcasting, squeeze and unknown inputs are silent)."""
 from __future__ import annotations

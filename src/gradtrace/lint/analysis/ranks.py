@@ -31,6 +31,7 @@ import ast
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.dims import int_value, keyword
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
 from gradtrace.lint.analysis.reach import called_function
@@ -228,17 +229,6 @@ def _returned(fn: ast.AST | None, ctx: Context, d: int) -> Rank | None:
     return agree(got)
 
 
-def _int(e: ast.AST | None) -> int | None:
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        v = _int(e.operand)
-        return -v if v is not None else None
-    return e.value if isinstance(e, ast.Constant) and type(e.value) is int else None
-
-
-def _kw(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def _shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
     """The sizes a factory or ``view`` is given (``(2, 3)`` or ``2, 3``); None: unknown."""
     args = call.args[start:]
@@ -246,7 +236,7 @@ def _shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
         return None
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         return list(args[0].elts)
-    if len(args) == 1 and _int(args[0]) is None and not isinstance(args[0], ast.Constant):
+    if len(args) == 1 and int_value(args[0]) is None and not isinstance(args[0], ast.Constant):
         return None  # `view(shape)`, `ones(x.size())`: not read
     return list(args)
 
@@ -254,11 +244,11 @@ def _shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
 def _sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
     """A shape spelled out (``view(1)``, ``torch.ones(2, 3)``), of a value of rank ``base``."""
     n = len(sizes)
-    if all(_int(s) == 1 for s in sizes):
+    if all(int_value(s) == 1 for s in sizes):
         return Rank(SCALAR if n == 0 else ONE, n, n)
     if base is not None and base.what == MANY:
         return Rank(MANY, n, n, base.origin)
-    if any((_int(s) or 0) > 1 for s in sizes):
+    if any((int_value(s) or 0) > 1 for s in sizes):
         return Rank(MANY, n, n)
     return Rank(ANY, n, n)
 
@@ -290,18 +280,18 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
     if m == "item":
         return SCALAR_RANK
     if m in REDUCTIONS:
-        dim = e.args[0] if e.args else _kw(e, "dim")
+        dim = e.args[0] if e.args else keyword(e, "dim")
         if dim is None:
             return SCALAR_RANK if not e.keywords else None
         if m in TUPLED:
             return None
-        return _reduced(rank(recv, scope, ctx, line, d), dim, _kw(e, "keepdim"))
+        return _reduced(rank(recv, scope, ctx, line, d), dim, keyword(e, "keepdim"))
     if m in KEEPS:
         return rank(recv, scope, ctx, line, d)
     if m in SOFTMAX:
-        return _softmax(rank(recv, scope, ctx, line, d), e.args[0] if e.args else _kw(e, "dim"))
+        return _softmax(rank(recv, scope, ctx, line, d), e.args[0] if e.args else keyword(e, "dim"))
     if m == "unsqueeze" and e.args:
-        return _unsqueezed(rank(recv, scope, ctx, line, d), _int(e.args[0]))
+        return _unsqueezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
     if m in ("view", "reshape"):
         sizes = _shape_args(e)
         return _sized(sizes, rank(recv, scope, ctx, line, d)) if sizes is not None else None
@@ -321,14 +311,14 @@ def _reduced(base: Rank | None, dim: ast.AST, keepdim: ast.AST | None) -> Rank |
         return None
     if isinstance(keepdim, ast.Constant) and keepdim.value is True:
         return base
-    i = _int(dim)
+    i = int_value(dim)
     if i is not None and i >= 1 and base.lo >= 2:
         return Rank(MANY, base.lo - 1, None if base.hi is None else base.hi - 1, base.origin)
     return None
 
 
 def _softmax(base: Rank | None, dim: ast.AST | None) -> Rank | None:
-    i = _int(dim)
+    i = int_value(dim)
     if i is None:
         return None
     lo = i + 1 if i >= 0 else -i
@@ -351,18 +341,18 @@ def _torch_call(e: ast.Call, q: str, short: str, scope: Scope, ctx: Context, lin
                 d: int) -> Rank | None:
     first = e.args[0] if e.args else None
     if short in LOSS_FUNCTIONS and q.startswith("torch.nn.functional."):
-        return _loss(_kw(e, "reduction"), _kw(e, "reduce"), short,
+        return _loss(keyword(e, "reduction"), keyword(e, "reduce"), short,
                      rank(first, scope, ctx, line, d) if first is not None else None)
     if short in REDUCTIONS and first is not None and q.count(".") == 1:
-        dim = e.args[1] if len(e.args) > 1 else _kw(e, "dim")
+        dim = e.args[1] if len(e.args) > 1 else keyword(e, "dim")
         if dim is None:
             return SCALAR_RANK if not e.keywords else None
         if short in TUPLED:
             return None
-        return _reduced(rank(first, scope, ctx, line, d), dim, _kw(e, "keepdim"))
+        return _reduced(rank(first, scope, ctx, line, d), dim, keyword(e, "keepdim"))
     if short in SOFTMAX and first is not None:
         return _softmax(rank(first, scope, ctx, line, d),
-                        e.args[1] if len(e.args) > 1 else _kw(e, "dim"))
+                        e.args[1] if len(e.args) > 1 else keyword(e, "dim"))
     if short in KEEPS and first is not None:
         return rank(first, scope, ctx, line, d)
     if short in FACTORIES and q.count(".") == 1:
@@ -411,7 +401,7 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
     short = cls.rsplit(".", 1)[-1]
     if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
         pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
-        return _loss(_kw(node, "reduction"), _kw(node, "reduce"), short, pred)
+        return _loss(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
     if cls in SEQUENTIAL and isinstance(node, ast.Call):
         for layer in reversed(sequential_layers(node, ctx, None)):
             lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
@@ -463,5 +453,5 @@ def _layer(short: str, node: ast.AST | None) -> Rank | None:
     i, kw = FEATURES[short]
     size = None
     if isinstance(node, ast.Call):
-        size = _int(node.args[i]) if len(node.args) > i else _int(_kw(node, kw))
+        size = int_value(node.args[i]) if len(node.args) > i else int_value(keyword(node, kw))
     return Rank(MANY, 1, None) if size is not None and size > 1 else Rank(ANY, 1, None)

@@ -325,7 +325,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
     plain_object_parameters(data, in_opt, groups)
-    uncalled_in_plain_container(data, in_opt, groups)  # NOTE [uncalled layers in a plain ...]
+    # NOTE [uncalled layers in a plain container] (plain_held.py)
+    uncalled_in_plain_container(data, in_opt, groups)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
     out = []
     for (kind, site, why, fix), names in groups.items():

@@ -59,14 +59,15 @@ def _trained_at(info: ClassInfo, ctx: Context, subs: frozenset[str] | None
     """Where the file makes an instance of ``info``'s class trainable (or, with ``subs``,
     one of those submodules of an instance), and how."""
     for fn, n, m, how in _trainings(ctx):
-        if subs is not None:
-            if not (isinstance(m, ast.Attribute) and m.attr in subs):
-                continue
-            m = m.value
-        k = ctx.analysis.kind_in(m, fn, n.lineno)
-        if k is not None and k.what == MODULE \
-                and (k.cls or "").rpartition(".")[2] == info.name:
-            return n, how
+        owners = [] if subs is not None else [m]  # forward: also `tower.vit` unfrozen
+        if isinstance(m, ast.Attribute) and (m.attr in subs if subs is not None
+                                             else info.registered(m.attr) is True):
+            owners.append(m.value)
+        for o in owners:
+            k = ctx.analysis.kind_in(o, fn, n.lineno)
+            if k is not None and k.what == MODULE \
+                    and (k.cls or "").rpartition(".")[2] == info.name:
+                return n, how
     return None
 
 
@@ -114,7 +115,9 @@ class NoGradForwardOfTrainedModule(Rule):
     torch 2.13). Remove the decorator and freeze with `requires_grad_(False)` instead, which
     the unfreeze can undo.
     The same holds for a decorated method `forward` calls (`@torch.no_grad() def
-    encode(self, x): return self.visual(x)`) once `model.visual` is unfrozen.
+    encode(self, x): return self.visual(x)`) once `model.visual` is unfrozen, and for a
+    decorated `forward` once one of its registered submodules is (`for p in
+    tower.vit.parameters(): p.requires_grad = True` in a helper given the tower: TinyLLaVA#17).
     Known limits: the class must be of this file and own parameters or submodules; the
     unfreeze (or `torch.optim` constructor over its `.parameters()`) must name an instance
     the analysis knows to be of that class (for a decorated method: that instance's

@@ -6,9 +6,12 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.layer_params import layer_parameter
+from gradtrace.lint.analysis.param_attrs import file_freezes, forward_methods
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import parent_map, scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # what takes the values of a tensor without its history
@@ -94,6 +97,75 @@ def _unreadable_result(fn: ast.AST, ctx: Context) -> list[ast.Call] | None:
     return calls or None
 
 
+COMPS = (ast.ListComp, ast.GeneratorExp, ast.SetComp)
+
+
+def _forward_leaf(node: ast.Call, cut: ast.AST, up: ast.AST | None, ctx: Context) -> bool:
+    """Whether ``node`` re-leafs, in ``forward`` (or a method it calls) of a module class of
+    the file, a value made from one of the module's own submodules' outputs, and hands the
+    leaf on inside ``forward`` (bound to a name, or an element of a comprehension), in a file
+    that never asks for any tensor's gradient and freezes nothing: the submodule gets no
+    gradient from anything ``forward`` returns."""
+    fn = ctx.function
+    cls = ctx.analysis.class_of(fn) if fn is not None else None
+    if fn is None or cls is None or not cls.is_module or \
+            not any(fn is m for m in forward_methods(cls)):
+        return False
+    if not (isinstance(up, COMPS) and up.elt is node or isinstance(up, ast.Assign)):
+        return False
+    if file_freezes(ctx) or ctx.memo("gt119-grad-read", ctx.tree, lambda: _reads_grads(ctx)):
+        return False
+    src = cut.value if isinstance(cut, ast.Attribute) else cut
+    comps = [up] if isinstance(up, COMPS) else []
+    return _from_submodule(src, fn, node.lineno, comps, ctx, 0)
+
+
+def _reads_grads(ctx: Context) -> bool:
+    """Whether the file reads a ``.grad`` of something not known to be a Parameter, hooks or
+    retains a gradient, or asks ``torch.autograd`` for one."""
+    fns = [ctx.tree, *ctx.analysis.functions.values(),
+           *(m for c in ctx.analysis.classes.values() for m in c.methods.values())]
+    for fn in fns:
+        for n in scope_nodes(fn):
+            if isinstance(n, ast.Call) and \
+                    (ctx.qualified_name(n.func) or "").startswith("torch.autograd."):
+                return True
+            if isinstance(n, ast.Attribute) and n.attr in GRAD_USES:
+                k = ctx.analysis.kind_in(n.value, fn, n.lineno)
+                if (k is None or k.what != PARAMETER) and \
+                        layer_parameter(ctx, fn, n.value, n.lineno) is None:
+                    return True
+    return False
+
+
+def _from_submodule(e: ast.AST, fn: ast.AST, line: int, comps: list[ast.AST], ctx: Context,
+                    depth: int) -> bool:
+    """Whether ``e`` (read at ``line``) is computed from the output of a call of a submodule
+    on ``self`` (``self.model(x)``), through local names and comprehension variables."""
+    if depth > 4:
+        return False
+    scope = ctx.scope(fn)
+    for n in walk(e):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                dotted(n.func.value) == "self":
+            k = ctx.analysis.kind_in(n.func, fn, line)
+            if k is not None and k.what == MODULE:
+                return True
+        if not isinstance(n, ast.Name):
+            continue
+        gens = [g for c in comps for g in c.generators  # type: ignore[attr-defined]
+                if any(isinstance(t, ast.Name) and t.id == n.id for t in walk(g.target))]
+        if gens:
+            if _from_submodule(gens[0].iter, fn, line, [], ctx, depth + 1):
+                return True
+            continue
+        b = scope.binding_before(n.id, line)
+        if b is not None and b.value is not None and b.line < line and \
+                _from_submodule(b.value, fn, b.line, [], ctx, depth + 1):
+            return True
+    return False
+
+
 class FreshLeafBandAid(Rule):
     """A value computed from tensors is made a new leaf that requires grad
     (`t.detach().clone().requires_grad_(True)`, `torch.tensor(x > 0.5, requires_grad=True)`)
@@ -107,6 +179,9 @@ class FreshLeafBandAid(Rule):
     segmentation_models.pytorch#611; checked on torch 2.13). Compute the term from the tensor
     itself (without `.detach()`), or drop it if it cannot be differentiated. GT106 reports the
     same band-aid on a loss inside the function that calls `backward()`.
+    A module's `forward` that re-leafs its own submodule's output (`[p.detach().requires_grad_()
+    for p in self.net(x).chunk(2)]`, pytorch-forecasting#2208) cuts that submodule off, in a
+    file that asks for no tensor's gradient.
     Known limits: a leaf bound to a name in the same function is left to GT106; a helper is
     followed only when the file calls it, by name or on `self`.
     """
@@ -164,6 +239,37 @@ class FreshLeafBandAid(Rule):
                 model(inp)[0, label].backward()
                 return inp.grad.abs()
             """),
+        Bad("""
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    return [p.detach().requires_grad_() for p in self.enc(x).chunk(2, -1)]
+
+            def step(net, x):
+                sum(p.sum() for p in net(x)).backward()
+            """, at=(9, 16)),
+        Good("""
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = nn.Linear(4, 4)
+                    self.head = nn.Linear(4, 1)
+
+                def forward(self, x):
+                    self.feat = self.enc(x).detach().requires_grad_(True)
+                    return self.head(self.feat)
+
+            def cam(net, x):
+                net(x).sum().backward()
+                return net.feat.grad.abs()
+            """),
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
@@ -186,6 +292,9 @@ class FreshLeafBandAid(Rule):
             where = f" (`{ctx.function.name}` returns it and its callers only compute with it)"
             related = [Related(ctx.path, c.lineno, "its result is used here", ctx.column(c))
                        for c in calls[:3]]
+        elif _forward_leaf(node, cut, up, ctx):
+            where = (" (`forward` builds its output from it, and the file never asks for a "
+                     "gradient)")
         else:
             return
         yield self.report(node, ctx, related=related, expr=_short(ctx.source(node)),

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.module_results import basic_index
 from gradtrace.lint.names import dotted
+
+# methods whose result views a contiguous receiver (a layer's output): writes reach it
+KEEP_VIEW = frozenset({"view", "view_as", "reshape", "unsqueeze", "squeeze", "flatten",
+                       "unflatten", "narrow", "select"})
 
 
 def _element_set(s: ast.stmt, name: str) -> bool:
@@ -76,3 +81,45 @@ def _may_pair(stmts: list[ast.stmt], written: dict[str, list[int]]) -> bool:
             if name is not None and any(j > i for j in written.get(name, ())):
                 return True
     return False
+
+
+def unviewed(e: ast.expr) -> ast.expr:
+    """``<call>.reshape(n, -1).unsqueeze(1)``: the call whose result the value views."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr in KEEP_VIEW and isinstance(e.func.value, ast.Call):
+        e = e.func.value
+    return e
+
+
+def view_aliases(stmts: list[ast.stmt], written: dict[str, list[int]]) -> dict[str, str]:
+    """``w = out[..., :n]`` / ``w = out.view(b, -1)`` (a view of ``out``, ``w`` bound once):
+    alias -> base; each write into ``w`` after its binding is added to ``written[out]``."""
+    out: dict[str, str] = {}
+    if not written:
+        return out
+    bound: dict[str, list[int]] = {}  # the names written in place: where they are assigned
+    for j, st in enumerate(stmts):
+        if isinstance(st, ast.Assign):
+            for t in st.targets:
+                for n in ast.walk(t) if not isinstance(t, ast.Name) else (t,):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) \
+                            and n.id in written:
+                        bound.setdefault(n.id, []).append(j)
+    for a, (j, *more) in bound.items():
+        st = stmts[j]
+        v = st.value if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+        if more or a not in written or v is None:
+            continue
+        if isinstance(v, ast.Subscript) and basic_index(v.slice):
+            base = v.value
+        elif isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                and v.func.attr in KEEP_VIEW:
+            base = v.func.value
+        else:
+            continue
+        if isinstance(base, ast.Name) and base.id != a:
+            out[a] = base.id
+            written.setdefault(base.id, []).extend(k for k in written[a] if k > j)
+    for ks in written.values():
+        ks.sort()
+    return out

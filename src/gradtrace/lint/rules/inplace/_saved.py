@@ -21,7 +21,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.inplace._listed import _element_set, _listed_call, _may_pair
+from gradtrace.lint.rules.inplace._listed import (
+    _element_set, _listed_call, _may_pair, unviewed, view_aliases,
+)
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
     _op_of_call, _statements, _writes_input, built_op, inplace_local, module_call_op,
@@ -378,6 +380,7 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                 written.setdefault(got, []).append(j)
             elif maybe_chained and (chained := _chained_write(s)) is not None:
                 chains.append((s, chained))
+        views = view_aliases(stmts, written)  # `w = out[..., :n]; w /= c` writes into `out`
         if not _runs_as_forward(cls, fn.name, ctx) and (  # a pair first: the cheap test
                 not chains and not _may_pair(stmts, written)
                 or not _runs_as_forward(cls, fn.name, ctx, True)):
@@ -416,11 +419,11 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                 s = stmts[k]
                 if k in written[name]:
                     w = _write_target(s, ctx, modules)
-                    if w is not None and w[0] == name \
+                    if w is not None and name in (w[0], views.get(w[0])) \
                             and not _eval_branch(_path_to(fn.body, s)):
                         scope = scope or ctx.scope(fn)
                         if scope.grad_off_at(stmt) is None:
-                            out.append((stmt.value, s, w, scope))
+                            out.append((unviewed(stmt.value), s, w, scope))
                 if _rebinds(s, name):
                     break
     return out

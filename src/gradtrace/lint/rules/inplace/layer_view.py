@@ -40,8 +40,8 @@ class InplaceLayerOnMultiOutputView(Rule):
     piece under `no_grad`, runs. Build the layer with `inplace=False` (or give it
     `piece.clone()`). The functional spellings (`F.relu_(q)`, `F.relu(q, inplace=True)`) are
     GT608's.
-    Known limits: the layer is an attribute of the module class, assigned once (NOTE [input
-    written in place]); the piece is found as GT608 finds one.
+    Known limits: the layer is an attribute of the module class, assigned once
+    (NOTE [input written in place]); the piece is found as GT608 finds one.
     """
 
     code = "GT613"

@@ -79,8 +79,8 @@ class InplaceWriteToMultiOutputView(Rule):
     Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
     `model(x)`, or a `torch.bmm`/`torch.cat`/... of one) through the names and views of one
     function, or be a function's parameter that a call of it passes a tensor surely requiring
-    grad (Score-CAM's `denormalize(input_)` of an input made with `requires_grad_()`; NOTE
-    [values that require grad]); a reshape into one dimension (`t.reshape(-1)`, which copies
+    grad (Score-CAM's `denormalize(input_)` of an input made with `requires_grad_()`;
+    NOTE [values that require grad]); a reshape into one dimension (`t.reshape(-1)`, which copies
     a piece of a last-dimension split) is not followed, and a reshape that must copy for
     another reason (merging the split dimension with a preceding one) is reported all the same.
     `F.relu_(q)` and `F.relu(q, inplace=True)` write `q` too.

@@ -183,8 +183,8 @@ class InplaceWriteToSavedInput(Rule):
     An elementwise op or a reduction whose backward needs its input (`x.norm()`,
     `F.normalize`, `pow`, `log`, `abs`, `clamp`, `F.softplus`, `F.gelu`, `std`... not
     `exp`/`sqrt`/`tanh`/`sigmoid`/`softmax`, which save their output) saves it too, when that
-    tensor carries a graph (a layer's result, or a parameter its callers give one: NOTE
-    [values that require grad]): `z /= z.norm(dim=-1, keepdim=True)` (APRIL-GAN's patch
+    tensor carries a graph (a layer's result, or a parameter its callers give one:
+    NOTE [values that require grad]): `z /= z.norm(dim=-1, keepdim=True)` (APRIL-GAN's patch
     tokens, a list element written through its own spelling), `h[:, 0] *= F.softplus(h[:, 0])`.
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block; an

@@ -49,7 +49,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     torch.distributions-style transform's `_call`).
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
-    in a file that runs a backward; writes through another name (an alias) are not followed; a
+    in a file that runs a backward; of the other names, only a view bound once in a module's
+    method is followed (`w = out[..., :n]; w /= c`, nflows#89); a
     local module (`gate = nn.Sigmoid()`, then `h = gate(x)` on a line naming no op) is followed
     from its binding, when that line names the op or the binding builds a torch.nn layer.
     """
@@ -339,6 +340,20 @@ class InplaceAddToReluOutput(InplaceRule):
                 out += x
                 return out
             """),
+        Bad("""
+            import torch.nn as nn
+            class Coupling(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+                def forward(self, x):
+                    params = self.net(x)
+                    widths = params[..., :4]
+                    widths /= 2.0
+                    return widths.sum() + params.sum()
+            def step(c, x):
+                c(x).backward()
+            """, at=(9, 8)),
     ]
 
     triggers = (*InplaceRule.triggers, "ReLU", "ELU", "Sequential")

@@ -3,10 +3,17 @@ that write into a Parameter its module's ``__init__`` registered (GT302)."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from typing import Iterator, NamedTuple
 
 from gradtrace.lint.analysis.calls import call_sites
-from gradtrace.lint.analysis.param_attrs import forward_methods, trained_parameter
+from gradtrace.lint.analysis.grad_values import runs_with_grad
+from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
+from gradtrace.lint.analysis.layer_params import VIEWS
+from gradtrace.lint.analysis.param_attrs import (
+    asks_no_grad, file_freezes, forward_methods, trained_parameter,
+)
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -20,6 +27,7 @@ class Write(NamedTuple):
     name: str          # ``self.weight``
     view: str          # "view of a " for a slice assignment
     origin: ast.stmt   # where the Parameter is made
+    note: str = ""     # the related line's note (default: a Parameter is passed here)
 
 
 def forward_parameter_writes(ctx: Context, node: ast.ClassDef) -> Iterator[Write]:
@@ -45,6 +53,94 @@ def forward_parameter_writes(ctx: Context, node: ast.ClassDef) -> Iterator[Write
 
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def instance_parameter_writes(ctx: Context) -> Iterator[Write]:
+    """In-place writes, with grad enabled, into a Parameter that a module class of the file
+    registers in ``__init__``, reached through an instance of that class (``model.P[u] =
+    row``, ``self.net.P.add_(d)``, ``self.P[u] = row`` in a method other than ``forward``),
+    by a function that every call the file makes runs with grad enabled (or by the module
+    body): autograd refuses the write whether or not anything calls ``backward()``
+    (NOTE [trained parameter attributes]; ``forward`` itself is
+    :func:`forward_parameter_writes`'s). A file that freezes anything is skipped."""
+    if not ctx.mentions("Parameter"):
+        return
+    names = {a for c in ctx.analysis.classes.values() if c.is_module  # `__init__` makes it
+             for a, i in c.attrs.items() if i.method.name == "__init__"  # with a Parameter
+             and isinstance(i.value, ast.Call)  # class (its kind is asked when written)
+             and (dotted(i.value.func) or "").endswith("Parameter")
+             and (ctx.call_name(i.value) or "").endswith("Parameter")}
+    if not names:
+        return
+    written = _write_line(frozenset(names))
+    if not written.search(ctx.text) or file_freezes(ctx):  # the cheap test first
+        return
+    fns: list[ast.AST] = [ctx.tree, *ctx.analysis.functions.values()]
+    fns += [m for c in ctx.analysis.classes.values() for m in c.methods.values()]
+    for fn in fns:
+        if fn is not ctx.tree and not any(written.search(line) for line in ctx.code_lines[
+                fn.lineno - 1:fn.end_lineno]):  # type: ignore[attr-defined]
+            continue
+        for stmt in own_statements(fn.body):  # type: ignore[attr-defined]
+            if not isinstance(stmt, (ast.AugAssign, ast.Assign, ast.Expr)):
+                continue
+            for target, what in in_place_writes(stmt):
+                if _written_attr(target) not in names:
+                    continue
+                got = _instance_parameter(ctx, fn, target, stmt.lineno)
+                if got is None or ctx.scope(fn).grad_off_at(stmt) is not None \
+                        or not runs_with_grad(ctx, fn):
+                    continue
+                name, view, origin, cls = got
+                yield Write(stmt, what, name, view, origin,
+                            f"`{name}` is registered as a Parameter of `{cls}` here")
+
+
+@functools.lru_cache(maxsize=256)
+def _write_line(names: frozenset[str]) -> re.Pattern[str]:
+    """A line that may write one of ``names`` in place (word gate: statements are walked only
+    in a function holding one)."""
+    return re.compile(r"\.(?:%s)\b.*(?:\]\s*=[^=]|_\(|[-+*/]=)" % "|".join(
+        sorted(map(re.escape, names))))
+
+
+def _written_attr(e: ast.expr) -> str | None:
+    """``p`` of ``x.p``, ``x.p[i]``, ``x.p.view(...)[i]`` (None: not an attribute)."""
+    while isinstance(e, ast.Subscript) or isinstance(e, ast.Call) and isinstance(
+            e.func, ast.Attribute) and e.func.attr in VIEWS:
+        e = e.value if isinstance(e, ast.Subscript) else e.func.value  # type: ignore[union-attr]
+    return e.attr if isinstance(e, ast.Attribute) else None
+
+
+def _instance_parameter(ctx: Context, fn: ast.AST, e: ast.expr, line: int
+                        ) -> tuple[str, str, ast.stmt, str] | None:
+    """(name, view, registering statement, class) when ``e`` is, or views, ``x.<p>`` where
+    ``x`` is an instance of a module class of the file whose ``__init__`` registers ``p`` as
+    a Parameter that requires grad."""
+    view = ""
+    while True:
+        if isinstance(e, ast.Subscript):
+            e, view = e.value, "view of a "
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in VIEWS:
+            e, view = e.func.value, "view of a "
+        else:
+            break
+    if not isinstance(e, ast.Attribute):
+        return None
+    k = ctx.analysis.kind_in(e.value, fn, line)
+    cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
+    if cls is None or not cls.is_module or (dotted(e.value) == "self" and any(
+            fn is m for m in forward_methods(cls))):
+        return None
+    owner = next((c for c in cls.lineage() if e.attr in c.attrs), cls)  # nearest class
+    info = owner.attrs.get(e.attr)
+    if info is None or info.later or info.buffer or info.method.name != "__init__":
+        return None
+    pk = owner.attr_kind(e.attr)
+    if pk is None or pk.what != PARAMETER or asks_no_grad(info.value):
+        return None
+    return ctx.source(e), view, info.stmt, owner.name
 
 
 def passed_parameter_writes(ctx: Context) -> Iterator[Write]:

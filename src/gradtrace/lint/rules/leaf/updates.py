@@ -21,8 +21,8 @@ from gradtrace.lint.rules.leaf._origin import (
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._writes import (
-    forward_parameter_writes, getattr_write, in_place_writes, own_statements,
-    passed_parameter_writes, write_error,
+    forward_parameter_writes, getattr_write, in_place_writes, instance_parameter_writes,
+    own_statements, passed_parameter_writes, write_error,
 )
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
@@ -233,10 +233,10 @@ class InplaceUpdateOfLeaf(Rule):
     requires grad is being used in an in-place operation.` and `w[0] = 1.0` raises
     `RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place
     operation.` (pytorch-facts.md#leaf-inplace). A result tensor flagged before it is filled
-    (`res = torch.zeros(n, requires_grad=True)`, then `res[i] = ...`) is reported at the flag. Wrap the update in `with torch.no_grad():` (or
-    `@torch.no_grad()`), as `torch.optim` does.
-    A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /=
-    self.weight.norm(...)`: NOTE [trained parameter attributes]).
+    (`res = torch.zeros(n, requires_grad=True)`, then `res[i] = ...`) is reported at the flag.
+    Wrap the update in `with torch.no_grad():` (or `@torch.no_grad()`), as `torch.optim` does.
+    A Parameter `__init__` registers is such a leaf in `forward` too (`self.weight /= ...`), and
+    through an instance in any code the file runs with grad (`model.P[u] = row`).
     Known limits: the leaf must be made in the same function (`torch.*(..., requires_grad=True)`,
     `nn.Parameter(...)`, `.requires_grad_()` on a tensor without history: a detached one, or
     one whose `.grad` the update reads) or be the loop variable over `.parameters()` in a
@@ -356,10 +356,10 @@ class InplaceUpdateOfLeaf(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         yield from self._scan(node, ctx)
-        for w in passed_parameter_writes(ctx):  # helpers whose own lines hold no trigger
-            if self._first(w.stmt, ctx):
-                rel = [Related(ctx.path, w.origin.lineno, f"a Parameter is passed for `{w.name}` "
-                               "here", ctx.column(w.origin))]
+        for w in (*passed_parameter_writes(ctx), *instance_parameter_writes(ctx)):
+            if self._first(w.stmt, ctx):  # helpers whose own lines hold no trigger
+                rel = [Related(ctx.path, w.origin.lineno, w.note or "a Parameter is passed for "
+                               f"`{w.name}` here", ctx.column(w.origin))]
                 yield self.report(w.stmt, ctx, related=rel, what=w.what, name=w.name,
                                   view=write_error(w.view))
 

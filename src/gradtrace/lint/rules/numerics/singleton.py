@@ -14,7 +14,7 @@ from gradtrace.lint.nodes import holds_line, scope_nodes_on, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.rules.numerics._ops import torch_op
-from gradtrace.lint.rules.numerics._shapes import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
+from gradtrace.lint.analysis.dims import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
                                                    ShapeReader, arg, int_value)
 
 CROSS_ENTROPY = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.modules.loss.CrossEntropyLoss"})

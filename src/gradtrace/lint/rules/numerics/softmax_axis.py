@@ -13,7 +13,7 @@ from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.numerics._ops import torch_op
-from gradtrace.lint.rules.numerics._shapes import arg, int_value
+from gradtrace.lint.analysis.dims import arg, int_value
 from gradtrace.lint.rules.numerics.singleton import softmax_call
 
 WEIGHT_OPS = ("softmax", "softmin")  # (log_softmax gives log-weights, not weights)

@@ -233,8 +233,8 @@ class GraphReusedAcrossSteps(LoopRule):
     carrying a graph when they come from a call of something bound to an `nn.Module` in this
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), of a same-file helper
     whose `return` makes such a call, or from a tensor made with `requires_grad=True` through an
-    operation that saves tensors for backward (`@`, `torch.mm`, `log`, `Categorical(p)`: NOTE
-    [caching distributions]...; reported once per backward, on the value nearest to it); a
+    operation that saves tensors for backward (`@`, `torch.mm`, `log`, `Categorical(p)`:
+    NOTE [caching distributions]...; reported once per backward, on the value nearest to it); a
     method other than the forward of an object whose class is not in this file
     (`model.embed(x)`), when the loop steps optimizers and none of them trains that object, is
     trusted to return what a probe can train on (its code is out of sight).

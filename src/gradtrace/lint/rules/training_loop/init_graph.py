@@ -25,6 +25,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import PARAM_LAYER_RE
+from gradtrace.lint.rules.training_loop._init_values import COMBINE, THEN, saves_nothing
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.nodes import bfs_walk, child_nodes, of_types
 
@@ -74,6 +75,12 @@ def _live(e: ast.AST, params: set[str], mods: set[str], ctx: Context, view: bool
                 return got
         if _opaque(e, q, ctx):
             return None
+        for a in e.args if q in COMBINE else ():  # `torch.stack([self.x, self.y], 1)`
+            for x in a.elts if isinstance(a, (ast.List, ast.Tuple)) else ():
+                got = _live(x.value if isinstance(x, ast.Starred) else x, params, mods, ctx,
+                            False)
+                if got is not None:
+                    return got
         for a in (*e.args, *(k.value for k in e.keywords)):
             got = _live(a, params, mods, ctx, False)
             if got is not None:
@@ -203,6 +210,8 @@ class GraphBuiltInInit(Rule):
     second raises `RuntimeError: Trying to backward through the graph a second time`; and
     the value never follows the optimizer's updates of the parameter (pytorch/pytorch#7485
     style GP kernels). Compute it where it is used: in `forward`, or in a property.
+    Parameters stacked or concatenated (`torch.stack([self.dx, self.dy], 1)`, kornia#682) make
+    such a value too: it saves nothing, so nothing raises, and the warp never moves.
     Known limits: the attribute must be assigned only in `__init__` and read in another
     method; values reaching the parameter only through views (`self.w.t()`) are left alone.
     """
@@ -212,9 +221,7 @@ class GraphBuiltInInit(Rule):
     name = "graph-built-in-init"
     message = ("`self.{attr}` is computed once, in `__init__`, from `self.{src}`: every "
                "forward reuses this one value and graph, so it never follows the optimizer's "
-               "updates of `self.{src}`, and once the first `backward()` freed the graph the "
-               "next raises `Trying to backward through the graph a second time`; compute it "
-               "in `forward` (or a property)")
+               "updates of `self.{src}`{then}; compute it in `forward` (or a property)")
     triggers = ("__init__",)
     examples = [
         Bad("""
@@ -280,6 +287,30 @@ class GraphBuiltInInit(Rule):
                 def forward(self, x):
                     return self.proj(x).sum() + self.prior + self.n_out + self.w0
             """),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Shift(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.dx = nn.Parameter(torch.zeros(1))
+                    self.dy = nn.Parameter(torch.zeros(1))
+                    self.shift = torch.stack([self.dx, self.dy], 1)
+                def forward(self, pts):
+                    return pts + self.shift
+            """, at=(8, 8)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Shift(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.dx = nn.Parameter(torch.zeros(1))
+                    self.dy = nn.Parameter(torch.zeros(1))
+                    self.pair = nn.ParameterList([self.dx, self.dy])
+                def forward(self, pts):
+                    return pts + torch.stack([self.dx, self.dy], 1) + self.pair[0]
+            """),
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
@@ -342,7 +373,7 @@ class GraphBuiltInInit(Rule):
             return
         yield self.report(s, ctx, related=(Related(
             ctx.path, read.lineno, "used here on every call", ctx.column(read)),),
-            attr=attr, src=src)
+            attr=attr, src=src, then="" if saves_nothing(s.value, ctx) else THEN)
 
 
 def _reaches_net(e: ast.AST, nets: set[str]) -> str | None:
@@ -446,7 +477,7 @@ def _helper_call(rule: GraphBuiltInInit, cls: ast.ClassDef, init: ast.AST, call:
             Related(ctx.path, s.lineno, f"`self.{t.attr}` is built here from them",
                     ctx.column(s)),
             Related(ctx.path, read.lineno, "used here on every call", ctx.column(read))),
-            attr=t.attr, src=next(iter(start.values())))
+            attr=t.attr, src=next(iter(start.values())), then=THEN)
         return
 
 

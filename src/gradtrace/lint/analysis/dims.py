@@ -25,13 +25,13 @@ import ast
 from dataclasses import dataclass
 
 from gradtrace.lint.analysis.kinds import BUFFER, MODULE, NUMBER, PARAMETER, TENSOR
+from gradtrace.lint.analysis.module_results import SEQUENTIAL
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 
 MAX_DEPTH = 8
 LINEAR = frozenset({"torch.nn.Linear", "torch.nn.modules.linear.Linear"})
 CONV = {f"torch.nn.Conv{n}d": n for n in (1, 2, 3)}
-SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin",
                              "torch.nn.modules.activation.Softmax",
                              "torch.nn.modules.activation.LogSoftmax"})
@@ -100,11 +100,16 @@ def int_value(e: ast.AST | None) -> int | None:
     return None
 
 
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    """The value of keyword ``name`` of ``call``."""
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
 def arg(call: ast.Call, pos: int, name: str) -> ast.expr | None:
     """The argument at ``pos`` or keyword ``name`` of ``call``."""
     if len(call.args) > pos and not any(isinstance(a, ast.Starred) for a in call.args[:pos + 1]):
         return call.args[pos]
-    return next((k.value for k in call.keywords if k.arg == name), None)
+    return keyword(call, name)
 
 
 def _sizes(call: ast.Call, first: int = 0) -> list[ast.expr] | None:
