@@ -1,0 +1,169 @@
+"""Session-26 run-time diagnoses from the held-out 20 batch (docs/triage/runtime26c.md):
+
+- an in-place write through a view (a slice, a reshape) of a tensor an op saved for backward
+  (runtime/trace/view_write.py): the write is named, not the op that saved the tensor.
+
+Buggy twins (code + line asserted), variants the case does not show, and silent look-alikes.
+Real torch, in-process: every bug below crashes at backward() on real torch.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+VIEW_WRITE_BUGS = {
+    # twin: a net ending in ReLU (saves its output); a slice of a reshape of the output is
+    # scaled in place
+    "slice_of_relu_output_divided": """
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 12), nn.ReLU())
+
+    def forward(self, x):
+        params = self.net(x).reshape(x.shape[0], 3, 4)
+        scale, shift = params[..., :2], params[..., 2:]
+        scale /= 2.0  # <- cause
+        return (x[:, :3, None] * scale.exp() + shift).sum(-1)
+
+
+head = Head()
+opt = torch.optim.Adam(head.parameters(), lr=1e-3)
+loss = head(torch.randn(8, 4)).pow(2).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    # variant: sigmoid saves its output; a column slice is written with a method call
+    "column_of_sigmoid_output_mul_": """
+lin = nn.Linear(5, 6)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+gates = torch.sigmoid(lin(torch.randn(3, 5)))
+gates[:, :2].mul_(0.5)  # <- cause
+loss = gates.sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    # variant: the op saved its INPUT (a product saves both factors); a reshaped view of that
+    # input is written in place after the product was taken
+    "view_of_saved_input_added_to": """
+lin = nn.Linear(4, 6)
+w = nn.Parameter(torch.randn(3, 6))
+opt = torch.optim.SGD([*lin.parameters(), w], lr=0.1)
+h = lin(torch.randn(3, 4))
+y = h * w
+flat = h.view(-1)
+flat[:4] += 1.0  # <- cause
+loss = (y.sum() + h.sum())
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+}
+
+LOOKALIKES = {
+    # the fix of the twin: scale out of place
+    "slice_scaled_out_of_place": """
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 12), nn.ReLU())
+
+    def forward(self, x):
+        params = self.net(x).reshape(x.shape[0], 3, 4)
+        scale, shift = params[..., :2], params[..., 2:]
+        scale = scale / 2.0
+        return (x[:, :3, None] * scale.exp() + shift).sum(-1)
+
+
+head = Head()
+opt = torch.optim.Adam(head.parameters(), lr=1e-3)
+loss = head(torch.randn(8, 4)).pow(2).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    # a copy of the slice is written in place: the saved output is untouched
+    "cloned_slice_written": """
+lin = nn.Linear(5, 6)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+gates = torch.sigmoid(lin(torch.randn(3, 5)))
+part = gates[:, :2].clone()
+part.mul_(0.5)
+loss = gates.sum() + part.sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+    # the view is written BEFORE the product takes the tensor: the product saves the new values
+    "view_written_before_the_save": """
+lin = nn.Linear(4, 6)
+w = nn.Parameter(torch.randn(3, 6))
+opt = torch.optim.SGD([*lin.parameters(), w], lr=0.1)
+h = lin(torch.randn(3, 4))
+flat = h.view(-1)
+flat[:4] += 1.0
+y = h * w
+loss = (y.sum() + h.sum())
+opt.zero_grad()
+loss.backward()
+opt.step()
+""",
+}
+
+
+def _run_finding(res):
+    found = [f for f in res.findings if f["source"] != "static"]
+    assert found, res.err
+    return found[0]
+
+
+def _run_line(f):
+    """The line the run itself named (its own, or its "confirmed at run time" entry)."""
+    return next((r["line"] for r in f["related"] if r["message"].startswith("confirmed at run")),
+                f["line"])
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_WRITE_BUGS))
+def test_write_through_a_view_of_a_saved_tensor_is_named(run_script, name):
+    src = HEAD + VIEW_WRITE_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0, res.err  # real torch: "modified by an inplace operation"
+    assert "modified by an inplace operation" in res.err
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] == "GT602", res.err
+
+
+@pytest.mark.parametrize("name", sorted(LOOKALIKES))
+def test_view_writes_that_do_not_touch_a_saved_tensor_are_silent(run_script, name):
+    res = run_script(HEAD + LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_model_with_view_write_still_pickles_and_deepcopies(run_script, tmp_path):
+    """The stamp lives on graph nodes only: the module, its state and a deepcopy are ours-free."""
+    src = HEAD + """
+import copy, io, pickle
+lin = nn.Linear(5, 6)
+gates = torch.sigmoid(lin(torch.randn(3, 5)))
+gates[:, :2].mul_(0.5)
+buf = io.BytesIO()
+torch.save(lin, buf)
+pickle.dumps(lin)
+copy.deepcopy(lin)
+torch.save(gates.detach(), io.BytesIO())
+print("ok")
+"""
+    res = run_script(src)
+    assert res.code == 0, res.err
