@@ -1,7 +1,10 @@
 """Session-26 run-time diagnoses from the held-out 20 batch (docs/triage/runtime26c.md):
 
 - an in-place write through a view (a slice, a reshape) of a tensor an op saved for backward
-  (runtime/trace/view_write.py): the write is named, not the op that saved the tensor.
+  (runtime/trace/view_write.py): the write is named, not the op that saved the tensor;
+- a layer nested inside a layer held in a plain dict/list (runtime/trace/hooks.py
+  unregistered_owner), the container assigned in a base class's ``__init__``
+  (runtime/trace/attribute_site.py): the container's line is named.
 
 Buggy twins (code + line asserted), variants the case does not show, and silent look-alikes.
 Real torch, in-process: every bug below crashes at backward() on real torch.
@@ -167,3 +170,179 @@ print("ok")
 """
     res = run_script(src)
     assert res.code == 0, res.err
+
+
+WRAP = """
+class Table(nn.Module):
+    def __init__(self, n, dim=4):
+        super().__init__()
+        self.emb = nn.Embedding(n, dim)
+
+    def forward(self, idx):
+        return self.emb(idx)
+"""
+
+CONTAINER_BUGS = {
+    # twin: wrappers of embeddings in a plain dict assigned by the base class
+    "nested_layers_in_base_class_dict": WRAP + """
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tables = {}  # <- cause
+
+
+class Model(Base):
+    def __init__(self):
+        super().__init__()
+        for k in ("user", "item"):
+            self.tables[k] = Table(10)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, u, i):
+        return self.head(torch.cat([self.tables["user"](u), self.tables["item"](i)], -1))
+
+
+model = Model()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for _ in range(3):
+    u, i = torch.randint(0, 10, (6,)), torch.randint(0, 10, (6,))
+    loss = model(u, i).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # variant: blocks (Sequential of layers) in a plain list of the class itself
+    "sequential_blocks_in_plain_list": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = [nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(2)]  # <- cause
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.out(x)
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    loss = net(torch.randn(5, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # variant: direct layers in a plain list assigned by a base class
+    "layers_in_base_class_list": """
+class Base(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = [nn.Linear(4, 4) for _ in range(n)]  # <- cause
+
+
+class Net(Base):
+    def __init__(self):
+        super().__init__(2)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return self.out(x)
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    loss = net(torch.randn(5, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+CONTAINER_LOOKALIKES = {
+    # the fix: nn.ModuleDict in the base class
+    "nested_layers_in_module_dict": WRAP + """
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tables = nn.ModuleDict()
+
+
+class Model(Base):
+    def __init__(self):
+        super().__init__()
+        for k in ("user", "item"):
+            self.tables[k] = Table(10)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, u, i):
+        return self.head(torch.cat([self.tables["user"](u), self.tables["item"](i)], -1))
+
+
+model = Model()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for _ in range(3):
+    u, i = torch.randint(0, 10, (6,)), torch.randint(0, 10, (6,))
+    loss = model(u, i).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # a plain list that only aliases registered blocks (an order of application)
+    "plain_list_of_registered_blocks": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.b = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.order = [self.b, self.a]
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        for blk in self.order:
+            x = blk(x)
+        return self.out(x)
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    loss = net(torch.randn(5, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTAINER_BUGS))
+def test_layer_inside_a_plain_container_names_the_container(run_script, name):
+    src = HEAD + CONTAINER_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] == "GT401", res.err
+
+
+@pytest.mark.parametrize("name", sorted(CONTAINER_LOOKALIKES))
+def test_registered_containers_are_silent(run_script, name):
+    res = run_script(HEAD + CONTAINER_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_nested_container_layers_stay_out_of_parameters_on_real_torch():
+    """The claim behind the twin: a module inside a plain dict is not registered."""
+    import torch.nn as nn
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tables = {"a": nn.Sequential(nn.Embedding(3, 2))}
+
+    assert list(Base().parameters()) == []
+    assert list(nn.ModuleDict({"a": nn.Sequential(nn.Embedding(3, 2))}).parameters())
