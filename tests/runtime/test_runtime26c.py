@@ -4,7 +4,10 @@
   (runtime/trace/view_write.py): the write is named, not the op that saved the tensor;
 - a layer nested inside a layer held in a plain dict/list (runtime/trace/hooks.py
   unregistered_owner), the container assigned in a base class's ``__init__``
-  (runtime/trace/attribute_site.py): the container's line is named.
+  (runtime/trace/attribute_site.py): the container's line is named;
+- parameters left out of the one optimizer whose list enumerates one module picked by name
+  (``opt_model = self.model``, then ``opt_model.named_parameters()``), also when the optimizer
+  is built in a factory method (runtime/trace/param_lists.py chosen_at): the pick is named.
 
 Buggy twins (code + line asserted), variants the case does not show, and silent look-alikes.
 Real torch, in-process: every bug below crashes at backward() on real torch.
@@ -346,3 +349,146 @@ def test_nested_container_layers_stay_out_of_parameters_on_real_torch():
 
     assert list(Base().parameters()) == []
     assert list(nn.ModuleDict({"a": nn.Sequential(nn.Embedding(3, 2))}).parameters())
+
+
+ENCODER_AND_LOSS = """
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.EmbeddingBag(50, 8, mode="mean")
+
+    def forward(self, ids):
+        return self.emb(ids)
+
+
+class PairLoss(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.classifier = nn.Linear(16, 3)
+
+    def forward(self, a, b, labels):
+        return F.cross_entropy(self.classifier(torch.cat([self.model(a), self.model(b)], 1)), labels)
+
+
+def batches(n=4):
+    return [(torch.randint(0, 50, (6, 5)), torch.randint(0, 50, (6, 5)), torch.randint(0, 3, (6,)))
+            for _ in range(n)]
+"""
+
+PICK_BUGS = {
+    # twin: a trainer's factory method groups the parameters of the model it picked
+    "factory_groups_parameters_of_picked_model": ENCODER_AND_LOSS + """
+class Trainer:
+    def __init__(self, model, loss):
+        self.model, self.loss = model, loss
+
+    def create_optimizer(self):
+        opt_model = self.model  # <- cause
+        groups = [{"params": [p for n, p in opt_model.named_parameters() if "bias" not in n]},
+                  {"params": [p for n, p in opt_model.named_parameters() if "bias" in n],
+                   "weight_decay": 0.0}]
+        self.optimizer = torch.optim.AdamW(groups, lr=1e-2)
+        return self.optimizer
+
+    def train(self):
+        optimizer = self.create_optimizer()
+        for a, b, y in batches():
+            loss = self.loss(a, b, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+enc = Encoder()
+Trainer(enc, PairLoss(enc)).train()
+""",
+    # variant: the pick is a conditional, and the list and optimizer are in the same function
+    "conditional_pick_in_the_training_function": ENCODER_AND_LOSS + """
+def fit(model, loss_model, wrapped=None):
+    target = wrapped if wrapped is not None else loss_model.model  # <- cause
+    params = [p for p in target.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=0.1)
+    for a, b, y in batches():
+        loss = loss_model(a, b, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+enc = Encoder()
+fit(enc, PairLoss(enc))
+""",
+}
+
+PICK_LOOKALIKES = {
+    # the fix: the loss module (which holds the model) is the one picked
+    "factory_picks_the_loss_module": ENCODER_AND_LOSS + """
+class Trainer:
+    def __init__(self, model, loss):
+        self.model, self.loss = model, loss
+
+    def create_optimizer(self):
+        opt_model = self.loss
+        groups = [{"params": [p for n, p in opt_model.named_parameters() if "bias" not in n]},
+                  {"params": [p for n, p in opt_model.named_parameters() if "bias" in n],
+                   "weight_decay": 0.0}]
+        self.optimizer = torch.optim.AdamW(groups, lr=1e-2)
+        return self.optimizer
+
+    def train(self):
+        optimizer = self.create_optimizer()
+        for a, b, y in batches():
+            loss = self.loss(a, b, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+enc = Encoder()
+Trainer(enc, PairLoss(enc)).train()
+""",
+}
+
+# a factory given the model as an argument: no pick inside it, the call that passed the
+# model keeps the finding
+FACTORY_ARGUMENT_BUG = ENCODER_AND_LOSS + """
+def make_optimizer(model):
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.SGD(params, lr=0.1)
+
+
+enc = Encoder()
+crit = PairLoss(enc)
+opt = make_optimizer(enc)  # <- cause
+for a, b, y in batches():
+    loss = crit(a, b, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("name", sorted(PICK_BUGS))
+def test_parameters_of_a_picked_module_name_the_pick(run_script, name):
+    src = HEAD + PICK_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] == "GT821", res.err
+
+
+@pytest.mark.parametrize("name", sorted(PICK_LOOKALIKES))
+def test_picking_the_module_that_holds_everything_is_silent(run_script, name):
+    res = run_script(HEAD + PICK_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_factory_given_the_model_keeps_the_call_line(run_script):
+    src = HEAD + FACTORY_ARGUMENT_BUG
+    res = run_script(src)
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] == "GT821", res.err
