@@ -7,7 +7,9 @@
   (runtime/trace/attribute_site.py): the container's line is named;
 - parameters left out of the one optimizer whose list enumerates one module picked by name
   (``opt_model = self.model``, then ``opt_model.named_parameters()``), also when the optimizer
-  is built in a factory method (runtime/trace/param_lists.py chosen_at): the pick is named.
+  is built in a factory method (runtime/trace/param_lists.py chosen_at): the pick is named;
+- ``torch.tensor([t, ...], requires_grad=True)`` over tensors that require grad copies their
+  values into a new leaf (runtime/trace/provenance.py ``_ctor``, NOTE [copied leaf]): named.
 
 Buggy twins (code + line asserted), variants the case does not show, and silent look-alikes.
 Real torch, in-process: every bug below crashes at backward() on real torch.
@@ -492,3 +494,96 @@ def test_factory_given_the_model_keeps_the_call_line(run_script):
     f = _run_finding(res)
     assert _run_line(f) == marked_line(src), res.err
     assert f["code"] == "GT821", res.err
+
+
+LIST_COPY_BUGS = {
+    # twin: REINFORCE keeps per-step log-probabilities in a list and rebuilds them as a leaf
+    "log_probs_list_rebuilt_as_leaf": """
+net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+for episode in range(3):
+    log_probs, rewards = [], []
+    for s in torch.randn(6, 4):
+        dist = torch.distributions.Categorical(logits=net(s))
+        a = dist.sample()
+        log_probs.append(dist.log_prob(a))
+        rewards.append(float(a.item() == 1))
+    lp = torch.tensor(log_probs, requires_grad=True)  # <- cause
+    loss = -(lp * torch.tensor(rewards)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # variant: two loss terms gathered into one tensor to be summed
+    "loss_terms_gathered_into_a_leaf": """
+enc = nn.Linear(5, 3)
+opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+for _ in range(3):
+    x = torch.randn(8, 5)
+    z = enc(x)
+    rec, reg = (z - 1).pow(2).mean(), z.abs().mean()
+    loss = torch.tensor([rec, 0.1 * reg], requires_grad=True).sum()  # <- cause
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+LIST_COPY_LOOKALIKES = {
+    # the fix: torch.stack keeps the graph
+    "log_probs_stacked": """
+net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+for episode in range(3):
+    log_probs, rewards = [], []
+    for s in torch.randn(6, 4):
+        dist = torch.distributions.Categorical(logits=net(s))
+        a = dist.sample()
+        log_probs.append(dist.log_prob(a))
+        rewards.append(float(a.item() == 1))
+    lp = torch.stack(log_probs)
+    loss = -(lp * torch.tensor(rewards)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # a learnable leaf built from plain numbers, held by the optimizer
+    "learnable_weights_from_numbers": """
+enc = nn.Linear(5, 3)
+mix = torch.tensor([1.0, 0.1], requires_grad=True)
+opt = torch.optim.SGD([*enc.parameters(), mix], lr=0.1)
+for _ in range(3):
+    z = enc(torch.randn(8, 5))
+    loss = (mix * torch.stack([(z - 1).pow(2).mean(), z.abs().mean()])).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIST_COPY_BUGS))
+def test_list_of_graph_tensors_copied_into_a_leaf_is_named(run_script, name):
+    src = HEAD + LIST_COPY_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+
+
+@pytest.mark.parametrize("name", sorted(LIST_COPY_LOOKALIKES))
+def test_stacked_or_numeric_leaves_are_silent(run_script, name):
+    res = run_script(HEAD + LIST_COPY_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+def test_list_copy_drops_the_graph_on_real_torch():
+    import torch
+
+    w = torch.ones(2, requires_grad=True)
+    parts = [(w * 2).sum(), (w * 3).sum()]
+    copy = torch.tensor(parts, requires_grad=True)
+    assert copy.is_leaf and copy.grad_fn is None
+    copy.sum().backward()
+    assert w.grad is None and copy.grad is not None

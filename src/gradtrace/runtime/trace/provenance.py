@@ -356,14 +356,14 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
     def _ctor(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.seq += 1
-        if isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None and args \
-                and isinstance(args[0], Tensor) and args[0].requires_grad:
-            self._cut(out, args[0], f"torch.{call_name(func)}(tensor, requires_grad=True)",
-                      "copy")  # NOTE [copied leaf]
+        data = args[0] if args else None  # torch.tensor([log_prob, ...]): values only
+        inner = first_grad_tensor(tuple(data[:64])) if isinstance(data, (list, tuple)) else None
+        copied, what = (data, "tensor") if isinstance(data, Tensor) and data.requires_grad \
+            else (inner, "[tensor, ...]")
+        if isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None \
+                and copied is not None:  # NOTE [copied leaf]
+            self._cut(out, copied, f"torch.{call_name(func)}({what}, requires_grad=True)", "copy")
         elif isinstance(out, Tensor) and not out.requires_grad and args:
-            data = args[0]
-            inner = next((b for b in data[:64] if isinstance(b, Tensor) and b.requires_grad),
-                         None) if isinstance(data, (list, tuple)) else None
             if isinstance(data, Tensor) and data.requires_grad:
                 self._cut(out, data, f"torch.{call_name(func)}(tensor)", "rewrap")
             elif inner is not None:  # torch.tensor([log_prob, ...]): each element's value only
