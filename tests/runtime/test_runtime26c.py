@@ -9,7 +9,10 @@
   (``opt_model = self.model``, then ``opt_model.named_parameters()``), also when the optimizer
   is built in a factory method (runtime/trace/param_lists.py chosen_at): the pick is named;
 - ``torch.tensor([t, ...], requires_grad=True)`` over tensors that require grad copies their
-  values into a new leaf (runtime/trace/provenance.py ``_ctor``, NOTE [copied leaf]): named.
+  values into a new leaf (runtime/trace/provenance.py ``_ctor``, NOTE [copied leaf]): named;
+- a dead loss term (computed under ``no_grad`` from the trained model) added IN PLACE to the
+  live loss (``loss += term``, ``loss.add_(term)``; runtime/trace/mode_checks.py
+  ``_dead_iadd``, NOTE [dead loss term]): the statement in the no_grad block is named.
 
 Buggy twins (code + line asserted), variants the case does not show, and silent look-alikes.
 Real torch, in-process: every bug below crashes at backward() on real torch.
@@ -587,3 +590,88 @@ def test_list_copy_drops_the_graph_on_real_torch():
     assert copy.is_leaf and copy.grad_fn is None
     copy.sum().backward()
     assert w.grad is None and copy.grad is not None
+
+
+DEAD_IADD_BUGS = {
+    "term_added_in_place": """
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    loss = F.mse_loss(net(x), y)
+    with torch.no_grad():
+        smooth = net(x + 0.01 * torch.randn_like(x)).sub(net(x)).pow(2).mean()  # <- cause
+    loss += 0.1 * smooth
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # variant: the penalty is computed in a helper under no_grad, added with add_
+    "helper_term_added_with_add_": """
+def consistency(model, x):
+    with torch.no_grad():
+        return model(x.flip(0)).var()  # <- cause
+
+
+net = nn.Linear(4, 2)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+for _ in range(3):
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    loss = F.mse_loss(net(x), y)
+    loss.add_(consistency(net, x), alpha=0.5)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+}
+
+DEAD_IADD_LOOKALIKES = {
+    # a frozen teacher's constant added in place: not the trained model's output
+    "frozen_teacher_constant": """
+net, teacher = nn.Linear(4, 2), nn.Linear(4, 2).requires_grad_(False)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    loss = F.mse_loss(net(x), y)
+    with torch.no_grad():
+        offset = teacher(x).pow(2).mean()
+    loss += offset
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    # a total for the logs, never back-propagated
+    "logged_total_in_place": """
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+logged = []
+for _ in range(3):
+    x, y = torch.randn(8, 4), torch.randn(8, 2)
+    loss = F.mse_loss(net(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        val = net(x).sub(y).abs().mean()
+    total = loss.clone()
+    total += val
+    logged.append(total.item())
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEAD_IADD_BUGS))
+def test_dead_term_added_in_place_is_named(run_script, name):
+    src = HEAD + DEAD_IADD_BUGS[name]
+    res = run_script(src)
+    assert res.code == 0, res.err
+    f = _run_finding(res)
+    assert _run_line(f) == marked_line(src), res.err
+    assert f["code"] == "GT844", res.err
+
+
+@pytest.mark.parametrize("name", sorted(DEAD_IADD_LOOKALIKES))
+def test_in_place_additions_that_are_not_dead_terms_are_silent(run_script, name):
+    res = run_script(HEAD + DEAD_IADD_LOOKALIKES[name])
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err

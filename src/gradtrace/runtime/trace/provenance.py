@@ -294,8 +294,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         target = args[0] if args and isinstance(args[0], Tensor) else None
         info = None
         if target is not None and target.requires_grad and torch.is_grad_enabled():
-            gf = target.grad_fn
-            info = (gf, target._version, tuple(target.shape))
+            info = (target.grad_fn, target._version, tuple(target.shape))
         out = self._call(func, args, kwargs)
         self.seq += 1
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
@@ -306,6 +305,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             raw = raw_site()
             gf = target.grad_fn
             self.state.on_inplace(raw, call_name(func), info, gf)
+            self._dead_iadd(func, args, target)  # NOTE [dead loss term]: `loss += term`
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
