@@ -23,7 +23,7 @@ from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
-from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params
+from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params, holds
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.probe_stats import train_call
 from gradtrace.runtime.trace.row_decay import note_rows
@@ -478,9 +478,8 @@ def unregistered_owner(data: HookState, module: torch.nn.Module) -> tuple[str, S
         for attr, value in vars(parent).items():
             items = value.values() if isinstance(value, dict) else value \
                 if isinstance(value, (list, tuple)) else ()
-            if any(child is module or isinstance(child, torch.nn.Module) and any(  # or a
-                    m is module for m in child.modules()) for child in items) \
-                    and not any(m is module for m in parent.modules()):  # layer inside one
+            if any(holds(child, module) for child in items) \
+                    and not any(m is module for m in parent.modules()):
                 return f"{type(parent).__name__}.{attr}", attribute_site(type(parent), attr)
     return "", None
 

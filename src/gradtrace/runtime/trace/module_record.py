@@ -65,3 +65,10 @@ def _plain_params(m: torch.nn.Module) -> list[Tensor]:
     subclass, whose ``sum`` may communicate; nothing on the meta device)."""
     return [p for p in m._parameters.values() if p is not None and p.is_floating_point()
             and type(p.data) is Tensor and p.device.type != "meta"]
+
+
+def holds(child: object, module: torch.nn.Module) -> bool:
+    """``child`` is ``module`` or a layer that registers it (a block held in a plain list whose
+    own submodules are the layers that ran: their parameters are missed all the same)."""
+    return child is module or isinstance(child, torch.nn.Module) and any(
+        m is module for m in child.modules())
