@@ -19,6 +19,7 @@ from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_b
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.step_caller import still_running
+from gradtrace.runtime.trace.view_write import view_write_finding
 
 Tensor = torch.Tensor
 
@@ -122,7 +123,8 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      "still needed the old values",
                      fix="call optimizer.step() only after every backward() of this graph",
                      related=[(site, "backward() failed here")])]
-    return saved_view_or_saver(node, saver, shape, state, pat, site)
+    return view_write_finding(_roots(args, kwargs), node, saver, shape, pat, site) \
+        or saved_view_or_saver(node, saver, shape, state, pat, site)
 
 
 def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,

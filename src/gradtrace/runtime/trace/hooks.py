@@ -14,6 +14,7 @@ import torch
 
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.attribute_site import attribute_site  # noqa: F401 - re-exported
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
@@ -482,19 +483,3 @@ def unregistered_owner(data: HookState, module: torch.nn.Module) -> tuple[str, S
                 return f"{type(parent).__name__}.{attr}", attribute_site(type(parent), attr)
     return "", None
 
-
-def attribute_site(cls: type, attr: str) -> Site | None:
-    """The line of ``self.<attr> = ...`` in ``cls.__init__`` (best effort)."""
-    import inspect
-    import re
-
-    try:
-        lines, start = inspect.getsourcelines(cls.__init__)  # type: ignore[misc]
-        path = inspect.getsourcefile(cls.__init__) or ""  # type: ignore[misc]
-    except (OSError, TypeError):
-        return None
-    pat = re.compile(rf"self\.{re.escape(attr)}\s*(:[^=]*)?=[^=]")
-    for i, line in enumerate(lines):
-        if pat.search(line):
-            return Site(path, start + i, "__init__")
-    return None

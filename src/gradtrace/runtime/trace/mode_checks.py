@@ -6,6 +6,7 @@ the GradScaler, ``torch.where`` branches holding inf/NaN, what a loss was fed
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import weakref
 from typing import Any
@@ -17,7 +18,7 @@ from gradtrace.runtime.frames import internal_names, raw_site
 from gradtrace.runtime.trace.classify import LOSS_FUNCS, WHERE_CHECKS, call_name
 from gradtrace.runtime.trace.caller_input import check_caller_input
 from gradtrace.runtime.trace.clip_target import note_clipped
-from gradtrace.runtime.trace.dead_terms import mark
+from gradtrace.runtime.trace.dead_terms import check_combine, mark, summed_by_user
 from gradtrace.runtime.trace.dropped import result_dropped
 from gradtrace.runtime.trace.eval_dropout import check_dropout
 from gradtrace.runtime.trace.fwd_nan import check_output
@@ -28,6 +29,9 @@ from gradtrace.runtime.trace.singleton import check_softmax
 LOG = logging.getLogger("gradtrace.runtime.trace.provenance")
 Tensor = torch.Tensor
 _getframe = sys._getframe
+_ADD_INPLACE = frozenset({"__iadd__", "__isub__", "add_", "sub_"})
+_OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.dirname(__file__))),  # gradtrace/
+             os.path.dirname(torch.__file__))
 
 
 class ModeChecks:
@@ -127,6 +131,21 @@ class ModeChecks:
         except Exception as exc:
             _oops(exc)
         return out
+
+    def _dead_iadd(self, func: Any, args: tuple[Any, ...], target: Tensor) -> None:
+        """``loss += term`` (``add_``/``sub_``) with a dead scalar ``term`` on a live scalar
+        loss, in the user's code (NOTE [dead loss term]): mark the loss's new node."""
+        if not self.state.block_stmt or call_name(func) not in _ADD_INPLACE:
+            return
+        try:
+            dead = check_combine(self.state, args)
+            f = sys._getframe(2)
+            while f is not None and f.f_code.co_filename.startswith(_OWN_DIRS):
+                f = f.f_back
+            if dead is not None and summed_by_user(f):
+                mark(self.state, target, dead)
+        except Exception as exc:
+            _oops(exc)
 
     def _clip_after_step(self) -> None:
         names = internal_names(3)

@@ -62,3 +62,54 @@ def listed_at(site: Site | None) -> Site | None:
     if len(found) != 1 or not _lists_parameters(found[0].value):  # type: ignore[arg-type]
         return None
     return Site(site.path, found[0].lineno, site.function)
+
+
+def _module_choice(value: ast.expr) -> bool:
+    """``self.model``, ``model``, ``a if c else b`` of those: a module picked, not built."""
+    if isinstance(value, ast.IfExp):
+        return _module_choice(value.body) and _module_choice(value.orelse)
+    return isinstance(value, (ast.Name, ast.Attribute))
+
+
+def chosen_at(listed: Site | None) -> Site | None:
+    """For the assignment at ``listed`` that lists parameters, when every ``.parameters()`` /
+    ``.named_parameters()`` in it is called on one local name bound once, before, in the same
+    function, to a module picked by name (``opt_model = self.model``, Hugging Face's
+    ``create_optimizer``): that binding, the line that chose which module's parameters the
+    optimizer gets. None otherwise."""
+    if listed is None:
+        return None
+    tree = tree_of(listed.path)
+    if tree is None:
+        return None
+    scope = _enclosing(tree, listed.line)
+    stmt = next((n for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 and n.lineno == listed.line and n.value is not None), None)
+    if stmt is None or scope is tree:
+        return None
+    receivers = {ast.unparse(n.func.value) if isinstance(n.func.value, ast.Name) else None
+                 for n in ast.walk(stmt.value) if isinstance(n, ast.Call)  # type: ignore[arg-type]
+                 and isinstance(n.func, ast.Attribute)
+                 and n.func.attr in ("parameters", "named_parameters")}
+    if len(receivers) != 1 or None in receivers:
+        return None
+    name = receivers.pop()
+    bound = [n for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For,
+                                                          ast.With, ast.arg))
+             and name in {ast.unparse(t) for t in _bound_names(n)}]
+    if len(bound) != 1 or not isinstance(bound[0], ast.Assign) or \
+            bound[0].lineno >= listed.line or not _module_choice(bound[0].value):
+        return None
+    return Site(listed.path, bound[0].lineno, listed.function)
+
+
+def _bound_names(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return [node.target]
+    if isinstance(node, ast.For):
+        return [node.target]
+    if isinstance(node, ast.With):
+        return [i.optional_vars for i in node.items if i.optional_vars is not None]
+    return [ast.Name(id=node.arg)]  # a parameter of the function: not a local choice

@@ -294,8 +294,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         target = args[0] if args and isinstance(args[0], Tensor) else None
         info = None
         if target is not None and target.requires_grad and torch.is_grad_enabled():
-            gf = target.grad_fn
-            info = (gf, target._version, tuple(target.shape))
+            info = (target.grad_fn, target._version, tuple(target.shape))
         out = self._call(func, args, kwargs)
         self.seq += 1
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
@@ -306,6 +305,7 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             raw = raw_site()
             gf = target.grad_fn
             self.state.on_inplace(raw, call_name(func), info, gf)
+            self._dead_iadd(func, args, target)  # NOTE [dead loss term]: `loss += term`
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
@@ -356,14 +356,14 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
     def _ctor(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.seq += 1
-        if isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None and args \
-                and isinstance(args[0], Tensor) and args[0].requires_grad:
-            self._cut(out, args[0], f"torch.{call_name(func)}(tensor, requires_grad=True)",
-                      "copy")  # NOTE [copied leaf]
+        data = args[0] if args else None  # torch.tensor([log_prob, ...]): values only
+        inner = first_grad_tensor(tuple(data[:64])) if isinstance(data, (list, tuple)) else None
+        copied, what = (data, "tensor") if isinstance(data, Tensor) and data.requires_grad \
+            else (inner, "[tensor, ...]")
+        if isinstance(out, Tensor) and out.requires_grad and out.grad_fn is None \
+                and copied is not None:  # NOTE [copied leaf]
+            self._cut(out, copied, f"torch.{call_name(func)}({what}, requires_grad=True)", "copy")
         elif isinstance(out, Tensor) and not out.requires_grad and args:
-            data = args[0]
-            inner = next((b for b in data[:64] if isinstance(b, Tensor) and b.requires_grad),
-                         None) if isinstance(data, (list, tuple)) else None
             if isinstance(data, Tensor) and data.requires_grad:
                 self._cut(out, data, f"torch.{call_name(func)}(tensor)", "rewrap")
             elif inner is not None:  # torch.tensor([log_prob, ...]): each element's value only

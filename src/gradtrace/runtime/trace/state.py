@@ -24,6 +24,7 @@ from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
 from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
+from gradtrace.runtime.trace.view_write import stamp_view_write
 
 Tensor = torch.Tensor
 # (site, op, grad_fn names before/after, shape, version before, line that made the tensor,
@@ -385,6 +386,7 @@ class TraceState:
         made = created_site(gf)[0] if gf is not None else None
         names = tuple(node_name(g) for g in (gf, after) if g is not None)
         self.inplace.append((self.site(raw), op, names, shape, version, made, layer_here(self)))
+        stamp_view_write(gf, after, self.site(raw), op)
         self._check_accumulate(raw, op, gf, after)
 
     def _check_accumulate(self, raw: RawSite, op: str, gf: Any, after: Any) -> None:

@@ -15,7 +15,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.locate import tree_of
-from gradtrace.runtime.trace.param_lists import listed_at
+from gradtrace.runtime.trace.param_lists import chosen_at, listed_at
 
 
 def _files(data: Any) -> list[str]:
@@ -349,7 +349,11 @@ def single_optimizer_built_at(data: Any) -> Site | None:
     site = groups_listed_at(data, opt)
     if site is None:
         site = built_at(steppers[0].site) or _constructed_at(data, opt)
-        site = listed_at(site) or site  # `Adam(params)`: where `params` was listed
+        listed = listed_at(site)  # `Adam(params)`: where `params` was listed
+        if listed is None:  # `opt = self.create_optimizer()`: the list in the factory, only
+            made = chosen_at(listed_at(_constructed_at(data, opt)))  # when a module was
+            return made or site  # picked there (`opt_model = self.model`)
+        site = chosen_at(listed) or listed
     return site
 
 
