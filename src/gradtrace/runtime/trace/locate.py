@@ -33,6 +33,17 @@ def tree_of(path: str) -> ast.Module | None:
     return tree
 
 
+def enclosing_function(tree: ast.AST, line: int) -> ast.AST:
+    """The innermost function whose lines hold ``line`` (the module when none does)."""
+    best: ast.AST = tree
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                n.lineno <= line <= (n.end_lineno or n.lineno) and \
+                n.lineno > getattr(best, "lineno", 0):
+            best = n
+    return best
+
+
 def _calls(expr: ast.AST, names: tuple[str, ...]) -> bool:
     for n in ast.walk(expr):
         if isinstance(n, ast.Attribute) and n.attr in names:

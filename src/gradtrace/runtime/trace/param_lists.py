@@ -9,18 +9,7 @@ from __future__ import annotations
 import ast
 
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.locate import tree_of
-
-
-def _enclosing(tree: ast.Module, line: int) -> ast.AST:
-    """The innermost function holding ``line`` (the module when none does)."""
-    best: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno) and \
-                node.lineno > getattr(best, "lineno", 0):
-            best = node
-    return best
+from gradtrace.runtime.trace.locate import enclosing_function, tree_of
 
 
 def _lists_parameters(value: ast.expr) -> bool:
@@ -41,7 +30,7 @@ def listed_at(site: Site | None) -> Site | None:
     tree = tree_of(site.path)
     if tree is None:
         return None
-    scope = _enclosing(tree, site.line)
+    scope = enclosing_function(tree, site.line)
     call = next((n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno == site.line
                  and (n.args or any(k.arg == "params" for k in n.keywords))), None)
     if call is None:
@@ -82,7 +71,7 @@ def chosen_at(listed: Site | None) -> Site | None:
     tree = tree_of(listed.path)
     if tree is None:
         return None
-    scope = _enclosing(tree, listed.line)
+    scope = enclosing_function(tree, listed.line)
     stmt = next((n for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign))
                  and n.lineno == listed.line and n.value is not None), None)
     if stmt is None or scope is tree:

@@ -14,7 +14,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.locate import tree_of
+from gradtrace.runtime.trace.locate import enclosing_function, tree_of
 from gradtrace.runtime.trace.param_lists import chosen_at, listed_at
 
 
@@ -162,12 +162,7 @@ def built_at(step: Site | None) -> Site | None:
     tree = tree_of(step.path)
     if tree is None:
         return None
-    scope: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= step.line <= (node.end_lineno or node.lineno) and \
-                (scope is tree or node.lineno > getattr(scope, "lineno", 0)):
-            scope = node
+    scope = enclosing_function(tree, step.line)
     # `opt.step()`; for `scaler.step(opt)` (a GradScaler, an accelerator) the argument
     receiver = next((ast.unparse(n.args[0] if n.args else n.func.value) for n in ast.walk(scope)
                      if isinstance(n, ast.Call) and n.lineno == step.line
@@ -395,9 +390,9 @@ def other_instance_at(data: Any, module: torch.nn.Module,
     line = next((n for n in stmts if n.lineno == at.line), None)
     receivers = {ast.unparse(n.value) for n in ast.walk(line) if isinstance(n, ast.Attribute)
                  and n.attr in ("parameters", "named_parameters")} if line is not None else set()
-    scope = _scope_of(tree, at.line)
+    scope = enclosing_function(tree, at.line)
     for n in stmts:
-        if receivers and n.lineno < at.line and _scope_of(tree, n.lineno) is scope \
+        if receivers and n.lineno < at.line and enclosing_function(tree, n.lineno) is scope \
                 and isinstance(n.value, ast.Call) and _last(n.value.func) in tops \
                 and any(isinstance(t, (ast.Name, ast.Attribute))
                         and ast.unparse(t) not in receivers for t in n.targets):
@@ -413,11 +408,3 @@ def _last(f: ast.AST) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
 
-def _scope_of(tree: ast.AST, line: int) -> ast.AST:
-    best: ast.AST = tree
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                n.lineno <= line <= (n.end_lineno or n.lineno) and \
-                n.lineno > getattr(best, "lineno", 0):
-            best = n
-    return best
