@@ -48,8 +48,8 @@ with torch.no_grad():
 z = init.normal_(torch.zeros(1, 100), mean=0, std=0.1).requires_grad_(True)
 z_optimizer = torch.optim.Adam([z], lr=1e-2)
 for i in range(300):
-    gen_fake = generator(z)  # ROOT
+    gen_fake = generator(z)
     loss = Anomaly_score(image, gen_fake)
-    loss.backward()
+    loss.backward()  # ROOT
     z_optimizer.step()
 print(i, round(loss.item(), 4), z.grad.norm().item())
