@@ -197,3 +197,37 @@ def test_function_guard_is_one_fused_finding(run_script):
     assert first["line"] == marked_line(src), res.err
     assert first["source"] == "static+runtime", res.err
     assert any("GT718" in r["message"] for r in first["related"]), res.err
+
+
+# ---- messages: a name standing for several tensors is counted, not repeated; a list rebuilt
+# with torch.tensor(...) is fixed with torch.stack, not .clone() --------------------------------
+
+def test_listed_counts_repeated_names_and_the_rest():
+    from gradtrace.runtime.build import listed
+
+    assert listed(["Emb.weight", "Emb.weight", "Lin.bias"]) == "Emb.weight (2 tensors), Lin.bias"
+    assert listed([f"p{i}" for i in range(8)]) == "p0, p1, p2, p3, p4, p5 and 2 more"
+
+
+REBUILT_LIST = """
+policy = nn.Linear(4, 2)
+opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+log_probs = []
+for _ in range(3):
+    dist = torch.distributions.Categorical(logits=policy(torch.randn(4)))
+    log_probs.append(dist.log_prob(dist.sample()))
+lp = torch.tensor(log_probs, requires_grad=True)  # <- cause
+loss = -(lp * torch.ones(3)).sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""
+
+
+def test_list_rebuilt_into_a_leaf_is_fixed_with_stack(run_script):
+    src = HEAD + REBUILT_LIST
+    res = run_script(src)
+    found = [f for f in _run_findings(res) if f["code"] == "GT104"]
+    assert found and found[0]["line"] == marked_line(src), res.err
+    fix = found[0]["fix"] if isinstance(found[0]["fix"], str) else str(found[0]["fix"])
+    assert "torch.stack" in fix and ".clone()" not in fix, fix

@@ -75,3 +75,14 @@ def src(site: Site | None) -> str:
         return ""
     text = site.source()
     return f"`{text}`" if text else f"line {site.line}"
+
+
+def listed(names: list[str], most: int = 6) -> str:
+    """``names`` for a message: the first ``most`` distinct ones, a name that stands for several
+    tensors (two unregistered instances of one layer class) with its count, and how many more."""
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    shown = [f"{n} ({k} tensors)" if k > 1 else n for n, k in list(counts.items())[:most]]
+    more = len(counts) - most
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")

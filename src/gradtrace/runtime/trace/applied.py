@@ -44,7 +44,7 @@ from typing import Any, Callable
 import torch
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.build import code_for, listed, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.opt_facts import _due
 from gradtrace.runtime.trace.aliased import check_aliases
@@ -251,7 +251,7 @@ def _decay_findings(data: Any) -> list[Finding]:
             continue
         checks = max(n for _, n, _ in moved)
         names = [name for name, _, _ in moved]
-        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        shown = listed(names)
         related: list[tuple[Site | None, str]] = [(rec.site, "the optimizer steps here")]
         hook = _zeroing_hook([p for _, _, p in moved if p is not None])
         if hook is not None:

@@ -254,6 +254,8 @@ def copied_leaf_findings(state: Any, data: Any) -> list[Finding]:
                         "new leaf that requires grad; the loss reaches the copy, so backward() "
                         "stops there (it fills the copy's .grad) and those parameters get no "
                         "gradient through this term",
-                        fix="use the tensor itself (or `.clone()`, which keeps the graph)",
+                        fix="combine the tensors with `torch.stack(...)` or `torch.cat(...)`, "
+                            "which keep the graph" if "[" in cut.op else
+                            "use the tensor itself (or `.clone()`, which keeps the graph)",
                         severity="warning"))
     return out

@@ -6,7 +6,7 @@ from typing import Any
 import torch
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.build import NEVER_RAN, OUTPUT_UNUSED, code_for, make, src
+from gradtrace.runtime.build import NEVER_RAN, OUTPUT_UNUSED, code_for, listed, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
@@ -260,7 +260,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
         m[1].extend(r for r in related if r not in m[1])
     out = []
     for (code, site, why, fix), (names, related) in merged.items():
-        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        shown = listed(names)
         out.append(make(code, site, f"{shown} never received a gradient: {why}", fix=fix,
                         related=related[:3], severity="warning"))
     return out
@@ -330,7 +330,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
     out = []
     for (kind, site, why, fix), names in groups.items():
-        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        shown = listed(names)
         out.append(make(code_for(kind, "GT821"), site, f"{shown} receive gradients but no "
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
@@ -350,7 +350,7 @@ def _empty_optimizers(data: HookState) -> list[Finding]:
     if not graded:
         return []
     site = single_optimizer_built_at(data) or steppers[0].site
-    shown = ", ".join(graded[:6]) + (f" and {len(graded) - 6} more" if len(graded) > 6 else "")
+    shown = listed(graded)
     return [make(code_for("parameter-in-no-optimizer", "GT821"), site,
                  f"{shown} receive gradients but no optimizer updates them: the optimizer built "
                  "here holds no parameters (its parameter groups are empty), so step() changes "
