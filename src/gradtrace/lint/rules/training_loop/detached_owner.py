@@ -24,6 +24,10 @@ _HOUSEKEEPING = frozenset({
     "half", "double", "register_forward_hook"})
 
 
+# the expressions of a compound statement outside its body
+_HEADERS = ("test", "iter", "target", "subject")
+
+
 def _owner_of(name: str | None, owners: frozenset[str]) -> bool:
     return bool(name) and any(name == o or name.startswith(o + ".") for o in owners)
 
@@ -37,7 +41,7 @@ def _cut_call(n: ast.Call, owners: frozenset[str]) -> ast.Call | None:
     return None
 
 
-def _uses(stmts: list[ast.stmt], owners: frozenset[str]) -> tuple[list[ast.Call], bool]:
+def _uses(stmts: list[ast.AST], owners: frozenset[str]) -> tuple[list[ast.Call], bool]:
     """The detached calls of the owners in ``stmts``, and whether the owners are used in any
     other way there (a live call, passed to a helper, read as a value): then the model may
     get a gradient this file does not show us, and nothing is said."""
@@ -85,8 +89,15 @@ def detached_step(f: LoopFacts, s: Step) -> tuple[ast.Call, Backward, str] | Non
     if not fed:
         return None
     stmts = f.within(loop) if loop is not None else f.scope.stmts
-    region = [x for x in stmts if x.lineno < s.stmt.lineno and x is not loop
-              and not hasattr(x, "body")]  # compound statements: their bodies are listed
+    region: list[ast.AST] = []
+    for x in stmts:
+        if x.lineno >= s.stmt.lineno or x is loop:
+            continue
+        if hasattr(x, "body"):  # a compound statement: its header (its body is listed)
+            region += [getattr(x, a) for a in _HEADERS if getattr(x, a, None) is not None]
+            region += [i.context_expr for i in getattr(x, "items", ())]
+        else:
+            region.append(x)
     cuts, other = _uses(region, owners)
     if other or not cuts:
         return None
