@@ -44,6 +44,13 @@ def enclosing_function(tree: ast.AST, line: int) -> ast.AST:
     return best
 
 
+def function_at(site: Site | None) -> tuple[ast.Module, ast.AST] | None:
+    """The parsed file of ``site`` and the innermost function holding its line (None: no
+    site, or a file that cannot be read)."""
+    tree = tree_of(site.path) if site is not None else None
+    return None if tree is None else (tree, enclosing_function(tree, site.line))
+
+
 def _calls(expr: ast.AST, names: tuple[str, ...]) -> bool:
     for n in ast.walk(expr):
         if isinstance(n, ast.Attribute) and n.attr in names:

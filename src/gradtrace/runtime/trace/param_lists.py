@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.locate import enclosing_function, tree_of
+from gradtrace.runtime.trace.locate import function_at
 
 
 def _lists_parameters(value: ast.expr) -> bool:
@@ -25,12 +25,10 @@ def listed_at(site: Site | None) -> Site | None:
     parameters: in the constructor's function before it, or, for ``self.<attr>``, in the
     class's methods. None when the call is not found, takes its list inline, or the name is
     bound more than once there."""
-    if site is None:
+    got = function_at(site)
+    if got is None:
         return None
-    tree = tree_of(site.path)
-    if tree is None:
-        return None
-    scope = enclosing_function(tree, site.line)
+    tree, scope = got
     call = next((n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno == site.line
                  and (n.args or any(k.arg == "params" for k in n.keywords))), None)
     if call is None:
@@ -66,12 +64,10 @@ def chosen_at(listed: Site | None) -> Site | None:
     function, to a module picked by name (``opt_model = self.model``, Hugging Face's
     ``create_optimizer``): that binding, the line that chose which module's parameters the
     optimizer gets. None otherwise."""
-    if listed is None:
+    got = function_at(listed)
+    if got is None:
         return None
-    tree = tree_of(listed.path)
-    if tree is None:
-        return None
-    scope = enclosing_function(tree, listed.line)
+    tree, scope = got
     stmt = next((n for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign))
                  and n.lineno == listed.line and n.value is not None), None)
     if stmt is None or scope is tree:

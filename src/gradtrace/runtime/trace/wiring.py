@@ -14,7 +14,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.locate import enclosing_function, tree_of
+from gradtrace.runtime.trace.locate import enclosing_function, function_at, tree_of
 from gradtrace.runtime.trace.param_lists import chosen_at, listed_at
 
 
@@ -157,12 +157,10 @@ def _name_rebound(called_at: Site | None) -> Site | None:
 def built_at(step: Site | None) -> Site | None:
     """Where the optimizer stepped at ``step`` (``<x>.step()``) was built: the last assignment
     of ``<x>`` before that line in the same function (a name or ``self.<attr>``)."""
-    if step is None:
+    got = function_at(step)
+    if got is None:
         return None
-    tree = tree_of(step.path)
-    if tree is None:
-        return None
-    scope = enclosing_function(tree, step.line)
+    tree, scope = got
     # `opt.step()`; for `scaler.step(opt)` (a GradScaler, an accelerator) the argument
     receiver = next((ast.unparse(n.args[0] if n.args else n.func.value) for n in ast.walk(scope)
                      if isinstance(n, ast.Call) and n.lineno == step.line
