@@ -23,6 +23,13 @@ finding names the op inside backward that took a tensor requiring grad and made 
 grad, when an ``autograd.grad`` after it there returned None (a gradient recomputed with grad
 mode off); else the backward's (last) return line; the Function's forward is related.
 
+# NOTE [gradient replaced through another input]
+A straight-through Function (``replace_grad(x_forward, x_backward)``: forward returns
+``x_forward``, backward returns ``None, grad``) returns None for an input on purpose: the
+gradient goes to the other input, and every leaf behind the first is behind the second as well
+(``x_backward`` computed from ``x_forward``, or the other way round). An input whose leaves are
+all reached through inputs that did get a gradient loses nothing, and is not reported.
+
 # NOTE [zero-derivative ops]
 The walk also collects the user lines of the ``round``/``sign``/``floor``/``ceil``/``trunc`` ops
 in the graph of a loss: their gradient is zero everywhere, so when the loss reaches the
@@ -106,7 +113,8 @@ def _watch_function(state: Any, node: Any) -> None:
     code = getattr(getattr(cls, "backward", None), "__code__", None)
     if code is None or is_internal(code) or len(state.fn_watch) >= 64:
         return
-    needs = tuple(n is not None for n, _ in node.next_functions)
+    edges = tuple(n for n, _ in node.next_functions)
+    needs = tuple(n is not None for n in edges)
     if not any(needs) or id(node) in state.fn_watch:
         return
     state.fn_watch[id(node)] = None
@@ -128,6 +136,8 @@ def _watch_function(state: Any, node: Any) -> None:
         missing = [i for i, g in enumerate(grad_inputs) if g is None and i < len(needs)
                    and needs[i]]
         if missing:
+            missing = _uncovered(edges, grad_inputs, missing)
+        if missing:
             rec = st.fn_none.setdefault((cls, code), [set(), None, None])
             rec[0].update(missing)
             if rec[2] is None and inside.none is not None:
@@ -138,6 +148,50 @@ def _watch_function(state: Any, node: Any) -> None:
         node.register_hook(returned)
     except RuntimeError:  # pragma: no cover - a node that takes no hooks
         pass
+
+
+def _leaves(start: Any, limit: int = 4000) -> set[int] | None:
+    """The ids of the leaves (``AccumulateGrad`` nodes) upstream of ``start``; None past
+    ``limit`` nodes."""
+    seen: set[int] = set()
+    leaves: set[int] = set()
+    todo = [start]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if len(seen) > limit:
+            return None
+        if type(n).__name__ == "AccumulateGrad":
+            leaves.add(id(n))
+            continue
+        try:
+            todo.extend(m for m, _ in n.next_functions)
+        except (AttributeError, RuntimeError):
+            return None
+    return leaves
+
+
+def _uncovered(edges: tuple[Any, ...], grads: tuple[Any, ...], missing: list[int]) -> list[int]:
+    """NOTE [gradient replaced through another input]: the inputs of ``missing`` that have a
+    leaf no input given a gradient also reaches."""
+    given = [edges[j] for j, g in enumerate(grads) if g is not None and j < len(edges)
+             and edges[j] is not None]
+    if not given:
+        return missing
+    covered: set[int] = set()
+    for e in given:
+        got = _leaves(e)
+        if got is None:
+            return missing
+        covered |= got
+    out = []
+    for i in missing:
+        got = _leaves(edges[i])
+        if got is None or not got <= covered:
+            out.append(i)
+    return out
 
 
 def leave_backwards(state: Any) -> None:

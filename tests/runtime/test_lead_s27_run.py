@@ -1,0 +1,87 @@
+"""Session-27 lead, run-time (docs/triage/lead27.md).
+
+- NOTE [gradient replaced through another input]: a straight-through Function returns None for
+  one input on purpose when every leaf behind it is reached through an input that does get the
+  gradient (pytti's ``replace_grad(dists, torch.maximum(dists, stops))``, a rounding passed
+  straight through): no GT845. A None for an input with a leaf of its own still is one.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class ReplaceGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_forward, x_backward):
+        ctx.shape = x_backward.shape
+        return x_forward
+
+    @staticmethod
+    def backward(ctx, grad_in):
+        return None, grad_in.sum_to_size(ctx.shape)  # <- cause
+
+
+replace_grad = ReplaceGrad.apply
+net = nn.Linear(8, 4)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+"""
+
+
+def _run(res):
+    return [f for f in res.findings if f["source"] != "static"]
+
+
+STRAIGHT_THROUGH = {
+    # pytti: the backward input computed from the forward input
+    "backward_input_from_forward_input": """
+for _ in range(3):
+    d = net(torch.randn(5, 8)).pow(2).sum(1)
+    out = replace_grad(d, torch.maximum(d, torch.zeros_like(d)))
+    opt.zero_grad()
+    out.mean().backward()
+    opt.step()
+""",
+    # variant: the forward input computed from the backward input (a rounding passed through)
+    "forward_input_from_backward_input": """
+for _ in range(3):
+    z = net(torch.randn(5, 8))
+    q = torch.round(z * 4) / 4
+    out = replace_grad(q, z)
+    opt.zero_grad()
+    F.mse_loss(out, torch.randn(5, 4)).backward()
+    opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRAIGHT_THROUGH))
+def test_straight_through_function_is_silent(run_script, name):
+    res = run_script(HEAD + STRAIGHT_THROUGH[name])
+    assert res.code == 0, res.err
+    assert [f["code"] for f in _run(res)] == [], res.err
+
+
+def test_none_for_an_input_with_its_own_leaf_is_named(run_script):
+    # the forward input is a parameter of its own (a learned offset) that nothing else reaches
+    src = HEAD + """
+offset = nn.Parameter(torch.zeros(5, 4))
+opt.add_param_group({"params": [offset]})
+for _ in range(3):
+    z = net(torch.randn(5, 8))
+    out = replace_grad(z + offset, z)
+    opt.zero_grad()
+    F.mse_loss(out, torch.randn(5, 4)).backward()
+    opt.step()
+"""
+    res = run_script(src)
+    found = _run(res)
+    assert found and found[0]["code"] == "GT845", res.err
+    assert found[0]["line"] == marked_line(src), res.err
