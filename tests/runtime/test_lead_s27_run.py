@@ -85,3 +85,74 @@ for _ in range(3):
     found = _run(res)
     assert found and found[0]["code"] == "GT845", res.err
     assert found[0]["line"] == marked_line(src), res.err
+
+
+# -- NOTE [hand-made leaf left out of the optimizer] --------------------------------------------
+LEAVES = """
+import torch
+
+torch.manual_seed(0)
+w1 = torch.randn(6, 8, requires_grad=True)
+w2 = torch.randn(8, 3, requires_grad=True)
+v1 = torch.randn(8, 8, requires_grad=True)
+
+
+def forward(x):
+    h = torch.tanh(x @ w1)
+    h = torch.tanh(h @ v1)
+    return h @ w2
+
+
+def train(steps=4):
+    params = [w1, w2]  # <- cause
+    opt = torch.optim.Adam(params, lr=0.01)
+    for _ in range(steps):
+        x, y = torch.randn(5, 6), torch.randn(5, 3)
+        loss = ((forward(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+train()
+"""
+
+
+def test_hand_made_leaf_left_out_of_the_list_is_named(run_script):
+    res = run_script(LEAVES)
+    found = _run(res)
+    assert found and found[0]["code"] == "GT821", res.err
+    assert found[0]["line"] == marked_line(LEAVES), res.err
+    assert "`v1`" in found[0]["message"]
+
+
+def test_hand_made_leaf_left_out_of_an_inline_list_names_the_constructor(run_script):
+    # variant: the list given inline, in a class's method
+    src = LEAVES.replace("    params = [w1, w2]  # <- cause\n", "").replace(
+        "    opt = torch.optim.Adam(params, lr=0.01)",
+        "    opt = torch.optim.Adam([w1, w2], lr=0.01)  # <- cause")
+    res = run_script(src)
+    found = _run(res)
+    assert found and found[0]["code"] == "GT821", res.err
+    assert found[0]["line"] == marked_line(src), res.err
+
+
+LEAF_OK = {
+    "every_leaf_listed": LEAVES.replace("params = [w1, w2]  # <- cause", "params = [w1, w2, v1]"),
+    # the third weight updated by hand after each step
+    "leaf_updated_by_hand": LEAVES.replace(
+        "        opt.step()\n",
+        "        opt.step()\n        with torch.no_grad():\n            v1.sub_(0.01 * v1.grad)\n"),
+    # an input made per batch that requires grad (an adversarial step), not a weight
+    "input_leaf_per_batch": LEAVES.replace("params = [w1, w2]  # <- cause",
+                                           "params = [w1, w2, v1]").replace(
+        "        x, y = torch.randn(5, 6), torch.randn(5, 3)\n",
+        "        x, y = torch.randn(5, 6).requires_grad_(), torch.randn(5, 3)\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEAF_OK))
+def test_hand_made_leaves_look_alikes_are_silent(run_script, name):
+    res = run_script(LEAF_OK[name])
+    assert res.code == 0, res.err
+    assert [f["code"] for f in _run(res)] == [], res.err

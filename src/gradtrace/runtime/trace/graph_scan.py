@@ -53,6 +53,7 @@ from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.classify import first_grad_tensor
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
+from gradtrace.runtime.trace.loose_leaves import note_leaf
 from gradtrace.runtime.trace.records import created_site, node_name
 from gradtrace.runtime.trace.soft_target import check_product
 
@@ -73,8 +74,10 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
         seen.add(id(node))
         name = type(node).__name__
         if name == "AccumulateGrad":
+            var = node.variable
             if cuts:
-                _copied_leaf(state, node.variable)
+                _copied_leaf(state, var)
+            note_leaf(state, var)  # NOTE [hand-made leaf left out of the optimizer]
             continue
         if name in ZERO_DERIVATIVE and len(found) < 4:
             site = created_site(node)[0]

@@ -14,6 +14,7 @@ from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
+from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
@@ -324,6 +325,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
+    loose_leaf_findings(state, data, in_opt, groups)
     plain_object_parameters(data, in_opt, groups)
     # NOTE [uncalled layers in a plain container] (plain_held.py)
     uncalled_in_plain_container(data, in_opt, groups)

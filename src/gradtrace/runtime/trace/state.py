@@ -131,6 +131,7 @@ class TraceState:
         self.fn_watch: dict[int, None] = {}
         self.fn_none: dict[tuple[Any, Any], list[Any]] = {}
         self.fn_active: list[Any] = []
+        self.loose: dict[int, list[Any]] = {}  # NOTE [hand-made leaf left out of the optimizer]
         # NOTE [soft target not detached] (soft_target.py): softmax line -> (ids of the leaves
         # only the target reaches, the product's line)
         self.soft_targets: dict[Site, tuple[set[int], Site | None]] = {}
