@@ -156,3 +156,80 @@ def test_hand_made_leaves_look_alikes_are_silent(run_script, name):
     res = run_script(LEAF_OK[name])
     assert res.code == 0, res.err
     assert [f["code"] for f in _run(res)] == [], res.err
+
+
+# -- NOTE [extra step outside the accumulation condition] ---------------------------------------
+ACCUM = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Linear(6, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+batches = [(torch.randn(4, 6), torch.randn(4, 2)) for _ in range(12)]
+for i, (x, y) in enumerate(batches):
+    loss = F.mse_loss(model(x), y) / 4
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+    optimizer.step()  # <- cause
+"""
+
+ACCUM_CLASS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class Trainer:
+    def __init__(self):
+        self.net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2))
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+
+    def fit(self, batches, accum=3):
+        step = 0
+        while step < len(batches):
+            x, y = batches[step]
+            F.mse_loss(self.net(x), y).backward()
+            step += 1
+            if step % accum == 0:
+                self.opt.step()
+                self.opt.zero_grad(set_to_none=True)
+            self.opt.step()  # <- cause
+
+
+Trainer().fit([(torch.randn(4, 6), torch.randn(4, 2)) for _ in range(9)])
+"""
+
+
+@pytest.mark.parametrize("src", [ACCUM, ACCUM_CLASS], ids=["script", "method_while"])
+def test_extra_step_outside_the_accumulation_condition_is_named(run_script, src):
+    res = run_script(src)
+    found = _run(res)
+    assert found and found[0]["code"] == "GT501", res.err
+    assert found[0]["line"] == marked_line(src), res.err
+
+
+ACCUM_OK = {
+    "guarded_step_only": ACCUM.replace("    optimizer.step()  # <- cause\n", ""),
+    # a second optimizer stepped on every batch (its own gradients cleared) is not the extra
+    "other_optimizer_each_batch": ACCUM.replace(
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n",
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+        "head = nn.Linear(2, 2)\nhead_opt = torch.optim.SGD(head.parameters(), lr=0.1)\n").replace(
+        "    loss = F.mse_loss(model(x), y) / 4\n",
+        "    loss = F.mse_loss(head(model(x)), y) / 4\n").replace(
+        "    optimizer.step()  # <- cause\n", "    head_opt.step()\n    head_opt.zero_grad()\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCUM_OK))
+def test_accumulation_look_alikes_are_silent(run_script, name):
+    res = run_script(ACCUM_OK[name])
+    assert res.code == 0, res.err
+    assert [f["code"] for f in _run(res)] == [], res.err

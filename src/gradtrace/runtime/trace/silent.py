@@ -17,6 +17,7 @@ from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
+from gradtrace.runtime.trace.extra_step import accumulation_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.soft_target import soft_target_findings
 from gradtrace.runtime.trace.windows import window_findings
@@ -434,16 +435,7 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                             related=[(backward, "backward() computed the gradients here"),
                                      (step, "the optimizer steps here with none left")],
                             severity="warning"))
-        if rec.accumulate_site is not None:
-            out.append(make(code_for("zero-grad-missing", "GT823"), rec.accumulate_site,
-                            "gradients keep accumulating across optimizer steps: this backward()"
-                            " adds into .grad that still holds the previous step's gradients "
-                            "(no zero_grad between the two steps)",
-                            fix="call optimizer.zero_grad() once per step, before backward()",
-                            related=[(rec.accumulate_step, "the optimizer steps here with the "
-                                      "summed gradients")] if rec.accumulate_step not in (
-                                          None, rec.accumulate_site) else [],
-                            severity="warning"))
+        out += accumulation_findings(rec)
         zero = zero_gradient_op(state.zero_ops, rec.ref()) if rec.checks >= 3 and \
             not rec.changed else None
         if zero is not None:
