@@ -1,0 +1,71 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen27.md (session 27), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # pytorch-domain-adaptation (train_source.py): one epoch helper for training and
+    # validation, `if optim is not None:` around its backward/step; the validation call under
+    # `torch.no_grad()` passes `optim=None`, so the backward never runs there. Twin: the
+    # validation call passes the optimizer: backward raises under no_grad
+    "backward-guarded-by-an-optimizer-passed-none": (Shape("""
+        def run_epoch(net, batches, opt=None):
+            total = 0.0
+            for x, y in batches:
+                loss = F.mse_loss(net(x), y)
+                if opt is not None:
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                total += loss.item()
+            return total
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        batches = [(torch.randn(4, 3), torch.randn(4, 1))]
+        run_epoch(net, batches, opt)
+        with torch.no_grad():
+            run_epoch(net, batches, None)
+        """, "GT210"), Shape("""
+        def run_epoch(net, batches, opt=None):
+            total = 0.0
+            for x, y in batches:
+                loss = F.mse_loss(net(x), y)
+                if opt is not None:
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                total += loss.item()
+            return total
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        batches = [(torch.randn(4, 3), torch.randn(4, 1))]
+        run_epoch(net, batches, opt)
+        with torch.no_grad():
+            run_epoch(net, batches, opt)
+        """, "GT210", line=15, raises=(RuntimeError, "does not require grad"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
