@@ -58,6 +58,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         with torch.no_grad():
             run_epoch(net, batches, opt)
         """, "GT210", line=15, raises=(RuntimeError, "does not require grad"))),
+    # CCT (pseudo_labels/net/resnet50_cam.py): the groups list `backbone` and `newly_added`,
+    # and `newly_added = nn.ModuleList([self.classifier])` holds the classifier built just
+    # before it: listed through its container. Twin: the container holds another layer, the
+    # classifier is in no group and never changes
+    "part-held-by-a-listed-container": (Shape("""
+        class Cam(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.cls_head = nn.Linear(4, 2)
+                self.trunk = nn.ModuleList([self.body])
+                self.fresh = nn.ModuleList([self.cls_head])
+            def forward(self, x):
+                return self.cls_head(self.body(x))
+        def make_opt(net):
+            return torch.optim.SGD([{"params": net.trunk.parameters(), "lr": 0.01},
+                                    {"params": net.fresh.parameters(), "lr": 0.1}])
+        net = Cam()
+        opt = make_opt(net)
+        before = net.cls_head.weight.detach().clone()
+        net(torch.randn(3, 4)).sum().backward()
+        opt.step()
+        """, "GT462", holds="not torch.equal(before, net.cls_head.weight)"), Shape("""
+        class Cam(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.cls_head = nn.Linear(4, 2)
+                self.trunk = nn.ModuleList([self.body])
+                self.fresh = nn.ModuleList([nn.Linear(4, 4)])
+            def forward(self, x):
+                return self.cls_head(self.body(x))
+        def make_opt(net):
+            return torch.optim.SGD([{"params": net.trunk.parameters(), "lr": 0.01},
+                                    {"params": net.fresh.parameters(), "lr": 0.1}])
+        net = Cam()
+        opt = make_opt(net)
+        before = net.cls_head.weight.detach().clone()
+        net(torch.randn(3, 4)).sum().backward()
+        opt.step()
+        """, "GT462", line=11, holds="torch.equal(before, net.cls_head.weight)")),
 }
 
 
