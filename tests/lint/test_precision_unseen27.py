@@ -99,6 +99,59 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net(torch.randn(3, 4)).sum().backward()
         opt.step()
         """, "GT462", line=11, holds="torch.equal(before, net.cls_head.weight)")),
+    # MP-SENet (train.py): the generator returns several outputs, unpacked (`mag_g, pha_g,
+    # com_g = generator(...)`), the models are rebound to DDP wrappers under a setting; the
+    # generator's loss also runs the discriminator (the metric term) and the generator steps
+    # after it: the discriminator's share of that gradient is cleared on purpose. The reach
+    # of the loss lost the unpacked outputs' call. Twin: the generator steps before its
+    # backward: it never trains
+    "gan-generator-outputs-unpacked": (Shape("""
+        class Gen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mag, self.pha = nn.Linear(4, 4), nn.Linear(4, 4)
+            def forward(self, x):
+                return self.mag(x), self.pha(x)
+        gen, disc = Gen(), nn.Linear(4, 1)
+        if torch.cuda.device_count() > 1:
+            gen, disc = nn.DataParallel(gen), nn.DataParallel(disc)
+        opt_g = torch.optim.AdamW(gen.parameters(), 0.01)
+        opt_d = torch.optim.AdamW(disc.parameters(), 0.01)
+        before = [p.detach().clone() for p in gen.parameters()]
+        for x, y in [(torch.randn(8, 4), torch.randn(8, 4))] * 2:
+            mag_g, pha_g = gen(x)
+            opt_d.zero_grad()
+            loss_d = disc(y).sub(1).pow(2).mean() + disc(mag_g.detach()).pow(2).mean()
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            loss_g = F.mse_loss(mag_g, y) + F.mse_loss(pha_g, y) + disc(mag_g).sub(1).pow(2).mean()
+            loss_g.backward()
+            opt_g.step()
+        """, "GT522", holds="not any(torch.equal(a, b) for a, b in zip(before, gen.parameters()))"), Shape("""
+        class Gen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mag, self.pha = nn.Linear(4, 4), nn.Linear(4, 4)
+            def forward(self, x):
+                return self.mag(x), self.pha(x)
+        gen, disc = Gen(), nn.Linear(4, 1)
+        if torch.cuda.device_count() > 1:
+            gen, disc = nn.DataParallel(gen), nn.DataParallel(disc)
+        opt_g = torch.optim.AdamW(gen.parameters(), 0.01)
+        opt_d = torch.optim.AdamW(disc.parameters(), 0.01)
+        before = [p.detach().clone() for p in gen.parameters()]
+        for x, y in [(torch.randn(8, 4), torch.randn(8, 4))] * 2:
+            mag_g, pha_g = gen(x)
+            opt_d.zero_grad()
+            loss_d = disc(y).sub(1).pow(2).mean() + disc(mag_g.detach()).pow(2).mean()
+            loss_d.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            loss_g = F.mse_loss(mag_g, y) + F.mse_loss(pha_g, y) + disc(mag_g).sub(1).pow(2).mean()
+            opt_g.step()
+            loss_g.backward()
+        """, "GT522", line=21, holds="all(torch.equal(a, b) for a, b in zip(before, gen.parameters()))")),
 }
 
 
