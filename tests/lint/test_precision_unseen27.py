@@ -152,6 +152,56 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt_g.step()
             loss_g.backward()
         """, "GT522", line=21, holds="all(torch.equal(a, b) for a, b in zip(before, gen.parameters()))")),
+    # bet (train.py): a reconstruction error summed over a loader inside `with
+    # utils.eval_mode(self.action_ae, self.obs_encoding_net, no_grad=True):`, a class of
+    # another file whose `__enter__` enters `torch.no_grad()` when given that switch: no graph
+    # is kept. Twin: the same context manager without the switch: every batch's graph stays
+    # reachable from the sum
+    "loop-under-a-context-manager-switched-to-no-grad": (Shape("""
+        class eval_mode:
+            def __init__(self, *models, no_grad=False):
+                self.models, self.no_grad, self.off = models, no_grad, torch.no_grad()
+            def __enter__(self):
+                for m in self.models:
+                    m.train(False)
+                if self.no_grad:
+                    self.off.__enter__()
+            def __exit__(self, *args):
+                if self.no_grad:
+                    self.off.__exit__(*args)
+                for m in self.models:
+                    m.train(True)
+                return False
+        def reconstruction_error(model, loader):
+            total_mse = 0
+            with eval_mode(model, no_grad=True):
+                for x in loader:
+                    total_mse += F.mse_loss(model(x), x, reduction="sum")
+            return total_mse
+        total = reconstruction_error(nn.Linear(4, 4), [torch.randn(2, 4)] * 3)
+        """, "GT505", holds="total.grad_fn is None"), Shape("""
+        class eval_mode:
+            def __init__(self, *models, no_grad=False):
+                self.models, self.no_grad, self.off = models, no_grad, torch.no_grad()
+            def __enter__(self):
+                for m in self.models:
+                    m.train(False)
+                if self.no_grad:
+                    self.off.__enter__()
+            def __exit__(self, *args):
+                if self.no_grad:
+                    self.off.__exit__(*args)
+                for m in self.models:
+                    m.train(True)
+                return False
+        def reconstruction_error(model, loader):
+            total_mse = 0
+            with eval_mode(model):
+                for x in loader:
+                    total_mse += F.mse_loss(model(x), x, reduction="sum")
+            return total_mse
+        total = reconstruction_error(nn.Linear(4, 4), [torch.randn(2, 4)] * 3)
+        """, "GT505", line=19, holds="total.grad_fn is not None")),
 }
 
 
