@@ -202,6 +202,53 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return total_mse
         total = reconstruction_error(nn.Linear(4, 4), [torch.randn(2, 4)] * 3)
         """, "GT505", line=19, holds="total.grad_fn is not None")),
+    # MiniGPT-4 (minigpt4/tasks/base_task.py): one accumulation guard holds two steps, the
+    # AMP one (`scaler.step(optimizer)`) and the plain one, after two backwards (`scaler.
+    # scale(loss).backward()` else `loss.backward()`): one mistake (the loss is not divided),
+    # reported once, not once per step. Look-alike: the loss divided by the count
+    "accumulation-guard-with-an-amp-and-a-plain-step": (Shape("""
+        def train(net, opt, scaler, loader, accum_iters, use_amp=False):
+            for i, (x, y) in enumerate(loader):
+                loss = F.mse_loss(net(x), y) / accum_iters
+                if use_amp:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (i + 1) % accum_iters == 0:
+                    if use_amp:
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        opt.step()
+                    opt.zero_grad()
+        net = nn.Linear(3, 1, bias=False)
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        g1 = torch.autograd.grad(F.mse_loss(net(x), y), net.weight)[0]
+        before = net.weight.detach().clone()
+        train(net, opt, torch.amp.GradScaler("cpu", enabled=False), [(x, y)] * 2, 2)
+        """, "GT513", holds="torch.allclose(before - net.weight, g1)"), Shape("""
+        def train(net, opt, scaler, loader, accum_iters, use_amp=False):
+            for i, (x, y) in enumerate(loader):
+                loss = F.mse_loss(net(x), y)
+                if use_amp:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (i + 1) % accum_iters == 0:
+                    if use_amp:
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        opt.step()
+                    opt.zero_grad()
+        net = nn.Linear(3, 1, bias=False)
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        g1 = torch.autograd.grad(F.mse_loss(net(x), y), net.weight)[0]
+        before = net.weight.detach().clone()
+        train(net, opt, torch.amp.GradScaler("cpu", enabled=False), [(x, y)] * 2, 2)
+        """, "GT513", line=5, holds="torch.allclose(before - net.weight, 2 * g1)")),
 }
 
 
