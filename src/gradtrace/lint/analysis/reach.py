@@ -20,11 +20,12 @@ the graph is the one table in :mod:`.cuts`.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
+from gradtrace.lint.analysis.vocabulary import GRAD_OFF_SWITCHES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements
 
@@ -96,6 +97,24 @@ def disables_grad(expr: ast.expr, ctx: Context, maybe: bool = False) -> bool:
     if maybe and isinstance(expr, ast.IfExp):
         return disables_grad(expr.body, ctx) or disables_grad(expr.orelse, ctx)
     return grad_mode_of(expr, ctx.imports) in ("off", "inference")
+
+
+def switched_off_elsewhere(expr: ast.expr, ctx: Context) -> bool:
+    """A context expression calling something of another file (not torch's) with a keyword
+    switch that turns grad off (``utils.eval_mode(net, no_grad=True)``, vocabulary
+    ``GRAD_OFF_SWITCHES``): grad may be off in the block."""
+    if not isinstance(expr, ast.Call) or (ctx.qualified_name(expr.func) or "").startswith(
+            "torch."):
+        return False
+    return any(k.arg in GRAD_OFF_SWITCHES and isinstance(k.value, ast.Constant)
+               and k.value.value is GRAD_OFF_SWITCHES[k.arg] for k in expr.keywords)
+
+
+def in_switched_off(f: Any, stmt: ast.stmt, ctx: Context) -> bool:
+    """``stmt`` sits in a ``with`` (a statement of ``f.scope``; ``f.inside`` tells nesting)
+    of another file's context manager given a grad-off switch."""
+    return any(f.inside(stmt, w) and any(switched_off_elsewhere(i.context_expr, ctx)
+                                         for i in getattr(w, "items", ())) for w in f.scope.stmts)
 
 
 def decorated_off(fn: ast.AST, ctx: Context) -> bool:

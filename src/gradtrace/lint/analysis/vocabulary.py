@@ -110,6 +110,12 @@ INFERENCE_NAME_RE = re.compile(
     r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
     r"visuali|score|metric|beam|search)", re.IGNORECASE)
 
+# keyword switches by which a context manager of another file turns grad off, with the value
+# that does it (bet's `with utils.eval_mode(model, no_grad=True):`, a class whose `__enter__`
+# enters `torch.no_grad()`): a word, so grad *may* be off there (silence, never a report)
+GRAD_OFF_SWITCHES = {"no_grad": True, "inference_mode": True, "enable_grad": False,
+                     "grad_enabled": False}
+
 # roots of other array frameworks: what their functions, or methods of objects they made
 # (`tf.Session().run(...)`), hand back is never a torch tensor with a graph
 OTHER_FRAMEWORKS = frozenset({"tensorflow", "keras", "jax", "flax", "paddle", "mindspore",

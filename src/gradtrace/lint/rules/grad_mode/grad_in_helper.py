@@ -92,9 +92,9 @@ def _literals(e: ast.expr) -> list[object] | None:
 
 def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
               call: ast.Call) -> bool | None:
-    """The value of ``param == "train"`` / ``param in ["train"]`` (and ``!=``, ``not in``)
-    for ``call``, when it passes ``param`` a constant (or leaves it to a constant default);
-    None when not known."""
+    """The value of ``param == "train"`` / ``param in ["train"]`` (and ``!=``, ``not in``,
+    ``param is None`` / ``is not None``) for ``call``, when it passes ``param`` a constant
+    (or leaves it to a constant default); None when not known."""
     if len(test.ops) != 1 or not isinstance(test.left, ast.Name):
         return None
     op, right = test.ops[0], _literals(test.comparators[0])
@@ -107,6 +107,8 @@ def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         return (v == right[0]) == isinstance(op, ast.Eq)
     if isinstance(op, (ast.In, ast.NotIn)) and not isinstance(test.comparators[0], ast.Constant):
         return (v in right) == isinstance(op, ast.In)
+    if isinstance(op, (ast.Is, ast.IsNot)) and right == [None]:
+        return (v is None) == isinstance(op, ast.Is)  # `if optim is not None: backward`
     return None
 
 

@@ -72,6 +72,21 @@ def _made_frozen(value: ast.expr | None) -> bool:
         for k in value.keywords)
 
 
+def _held(cls: ClassInfo, parts: set[str]) -> set[str]:
+    """Attributes of ``cls`` that a listed part holds: ``self.newly_added =
+    nn.ModuleList([self.classifier])`` makes the group over ``newly_added`` list
+    ``classifier`` too."""
+    out: set[str] = set()
+    for c in cls.lineage():
+        for name in parts:
+            info = c.attrs.get(name)
+            if info is None or info.value is None:
+                continue
+            out.update(n.attr for n in walk(info.value) if isinstance(n, ast.Attribute)
+                       and isinstance(n.value, ast.Name) and n.value.id == "self")
+    return out
+
+
 def _used(cls: ClassInfo, name: str, skip: ast.AST, ctx: Context) -> bool:
     """Whether a method of ``cls`` or its file bases other than ``__init__`` and ``skip``
     reads ``self.<name>``."""
@@ -117,7 +132,8 @@ class SubmoduleMissingFromParamGroups(Rule):
     or the only instantiated class of the file that has every listed part); the missing part is
     built in `__init__` with parameters, read by another method, and nothing in the file
     calls `parameters()`, `requires_grad_`, `eval()` or `apply()` on it or sets its
-    `requires_grad` (another optimizer, a freeze). A function that also reads the whole model's
+    `requires_grad` (another optimizer, a freeze), and no listed part holds it
+    (`self.new = nn.ModuleList([self.head])`). A function that also reads the whole model's
     parameters is left alone.
     """
 
@@ -187,8 +203,9 @@ class SubmoduleMissingFromParamGroups(Rule):
             attrs = _trainable_attrs(cls, ctx)
             if not {p[1] for p in parts if p is not None} <= set(attrs):
                 continue
+            held = _held(cls, {p[1] for p in parts if p is not None})
             missing = [a for a in attrs if a not in listed and a not in handled
-                       and _used(cls, a, fn, ctx)]
+                       and a not in held and _used(cls, a, fn, ctx)]
             if missing:
                 stmt = scope.statement_of(node) or node
                 where = attrs[missing[0]]

@@ -82,8 +82,10 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = Fa
     if b.loss is None:
         return set()
     values: list[ast.AST] = [b.loss]
-    values += [d.value for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings
-               if d.value is not None]
+    for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings:
+        v = d.value if d.value is not None else _unpacked_from(d)
+        if v is not None:
+            values.append(v)
     out: set[str] = set()
     for v in values:
         for n in _live_calls(v):
@@ -91,6 +93,18 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = Fa
             out.update(o for o in owners if d == o or d.startswith(o + ".")
                        or inner and d and o.startswith(d + "."))
     return out
+
+
+def _unpacked_from(d: Binding) -> ast.expr | None:
+    """The call a name unpacked from its result comes from: ``mag, pha = G(x)`` binds
+    ``mag`` to an output of ``G`` (a binding with no value of its own)."""
+    st = d.stmt
+    if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and any(
+            isinstance(t, (ast.Tuple, ast.List)) and any(
+                isinstance(e, ast.Name) and e.id == d.name for e in t.elts)
+            for t in st.targets):
+        return st.value
+    return None
 
 
 def _live_calls(v: ast.AST) -> Iterator[ast.Call]:

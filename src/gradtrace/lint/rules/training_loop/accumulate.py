@@ -14,7 +14,7 @@ from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumul
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
 from gradtrace.lint.analysis.reach import (
-    called_function, decorated_off, disables_grad, reaching, value_of)
+    called_function, decorated_off, disables_grad, in_switched_off, reaching, value_of)
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_term
 from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
@@ -145,17 +145,18 @@ class LossAccumulatedWithGraph(LoopRule):
     otherwise (e.g. it is returned, or `.item()` is called on it) it is unsafe.
     Known limits: an accumulator that is reset inside the loop (e.g. every 100 steps) is not
     reported: what it keeps is bounded; nor is one made anew for each optimizer step that
-    collects that step's micro-batches (the step follows the inner loop). An evaluation function that its callers run under
-    `no_grad` in another file is reported; one called under `no_grad` in the same file, or a
-    Lightning validation/test hook, is not; values count as carrying a graph when they come from
-    a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
+    collects that step's micro-batches (the step follows the inner loop). An evaluation function
+    its callers run under `no_grad` in another file is reported; one called under `no_grad` in
+    the same file, a loop in `with utils.eval_mode(net, no_grad=True):` (a grad-off switch), a
+    Lightning validation hook is not; values count as carrying a graph when they come from a
+    call of something bound to an `nn.Module` in this file or spelled like one (`model`,
     `encoder`, `netG`, `self.rnn`), or from a function of the file whose every `return` gives
-    one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the
-    backpropagated loss (or its scaled form) is reported, and a term of it that the same call
-    of a function of the file hands back with it (`loss_chords` when `compute_loss` returns
-    `loss_chords + loss_kl, loss_chords`). Outside any loop, a method that runs `backward()`
-    and `step()` is taken as one training step: a list on `self` it appends the
-    backpropagated loss to is reported (DQN's `self.cost_his.append(loss)`).
+    one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the backpropagated
+    loss (or its scaled form) is reported, and a term of it that the same call of a function of
+    the file hands back with it (`loss_chords` when `compute_loss` returns `loss_chords +
+    loss_kl, loss_chords`). Outside any loop, a method that runs `backward()` and `step()` is
+    taken as one training step: a list on `self` it appends the backpropagated loss to is
+    reported (DQN's `self.cost_his.append(loss)`).
     """
 
     code = "GT505"
@@ -312,7 +313,8 @@ class LossAccumulatedWithGraph(LoopRule):
         if ctx.mentions("set_grad_enabled") or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
-                or _in_module_class(ctx, fn)) or _read_as_numpy(f, acc, loop):
+                or _in_module_class(ctx, fn)) or _read_as_numpy(f, acc, loop) \
+                or in_switched_off(f, loop, ctx):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
                 "in memory, so memory grows with every batch until out-of-memory")

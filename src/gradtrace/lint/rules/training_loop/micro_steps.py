@@ -331,9 +331,12 @@ class AccumulatedLossNotScaled(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        told: set[int] = set()  # one per guard (`scaler.step(opt)` else `opt.step()` in it)
         for s, loop, guard, n in self._accumulations(f, ctx):
             for b in _every_pass(f, loop, guard):
-                if _plain_backward(b) and not _scaled_loss(f, b, loop):
+                if _plain_backward(b) and not _scaled_loss(f, b, loop) and (
+                        guard is _NO_GUARD or id(guard) not in told):
+                    told.add(id(guard))
                     yield self.report(b.call, ctx, related=(
                         related_at(ctx, s.call, f"the step runs every `{n}` passes here"),),
                         call=ctx.source(b.call), opt=s.optimizer, step_line=s.call.lineno,
