@@ -1,0 +1,124 @@
+"""static27a (issue 13 parts 2-3): mechanisms from the graph_breaks, grad_mode, graph_lifetime
+and distributed misses, each with a silent look-alike that runs and buggy twins in other
+spellings (a script, a function, a method), reported on the line a maintainer changes, run on
+real torch."""
+from __future__ import annotations
+
+import pytest
+from test_heldout_shapes import Shape, _found, _run
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    # GT221, mechanism: a tensor created under inference_mode (an inference tensor) updated in
+    # place after the block; a new tensor (`t = t / n`) or a Python number is fine
+    "inference-tensor-updated-in-place-after-the-block": (Shape("""
+        def score(net, pairs):
+            err, hits = 0, 0
+            with torch.inference_mode():
+                for x, y in pairs:
+                    out = net(x)
+                    err += F.mse_loss(out, y)
+                    hits += (out - y).abs().lt(0.5).sum().item()
+            err = err / len(pairs)
+            hits /= len(pairs)
+            return err, hits
+
+        net = nn.Linear(3, 1)
+        err, hits = score(net, [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(2)])
+        """, "GT221", holds="not err.requires_grad"), [Shape("""
+        net = nn.Linear(3, 1)
+        crit = nn.L1Loss()
+        running = 0.0
+        with torch.inference_mode():
+            for _ in range(3):
+                running += crit(net(torch.randn(4, 3)), torch.zeros(4, 1))
+        running /= 3
+        """, "GT221", 7, "Inplace update to inference tensor"), Shape("""
+        class Scorer:
+            def __init__(self, net):
+                self.net = net
+
+            @torch.inference_mode()
+            def logits(self, x):
+                return self.net(x) * 2.0
+
+        def rank(scorer, x):
+            scores = scorer.logits(x)
+            scores.clamp_(min=0.0)
+            return scores
+
+        rank(Scorer(nn.Linear(3, 2)), torch.randn(4, 3))
+        """, "GT221", 11, "Inplace update to inference tensor"), Shape("""
+        def masks(seg, images):
+            with torch.inference_mode():
+                prob = torch.sigmoid(seg(images))
+            prob[prob < 0.5] = 0.0
+            return prob
+
+        masks(nn.Conv2d(3, 1, 1), torch.rand(1, 3, 4, 4))
+        """, "GT221", 4, "Inplace update to inference tensor")]),
+    # GT601, mechanism: the later loss feeds the stepped model's output, undetached, into the
+    # model its own optimizer trains (a GAN's discriminator loss built on `G(z)` before
+    # `opt_g.step()`): reported where it enters that loss, the fix (`.detach()`); with the
+    # output detached there the step order is fine
+    "later-loss-reads-stepped-model-output-undetached": (Shape("""
+        gen = nn.Sequential(nn.Linear(2, 6), nn.Tanh(), nn.Linear(6, 3))
+        critic = nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 1))
+        opt_gen = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_critic = torch.optim.SGD(critic.parameters(), lr=0.1)
+        sample = gen(torch.randn(5, 2))
+        gen_loss = -critic(sample).mean()
+        critic_loss = critic(sample.detach()).mean() - critic(torch.randn(5, 3)).mean()
+        opt_gen.zero_grad()
+        gen_loss.backward(retain_graph=True)
+        opt_gen.step()
+        opt_critic.zero_grad()
+        critic_loss.backward()
+        opt_critic.step()
+        """, "GT601", holds="critic[0].weight.grad is not None"), [Shape("""
+        gen = nn.Sequential(nn.Linear(2, 6), nn.Tanh(), nn.Linear(6, 3))
+        critic = nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 1))
+        opt_gen = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_critic = torch.optim.SGD(critic.parameters(), lr=0.1)
+        sample = gen(torch.randn(5, 2))
+        gen_loss = -critic(sample).mean()
+        critic_loss = critic(sample).mean() - critic(torch.randn(5, 3)).mean()
+        opt_gen.zero_grad()
+        gen_loss.backward(retain_graph=True)
+        opt_gen.step()
+        opt_critic.zero_grad()
+        critic_loss.backward()
+        opt_critic.step()
+        """, "GT601", 7, "modified by an inplace operation"), Shape("""
+        def adversarial_step(decoder, judge, opt_dec, opt_judge, z, real):
+            made = decoder(z)
+            dec_loss = F.softplus(-judge(made)).mean()
+            judge_out = judge(made)
+            judge_loss = F.softplus(judge_out).mean() + F.softplus(-judge(real)).mean()
+            dec_loss.backward(retain_graph=True)
+            opt_dec.step()
+            judge_loss.backward()
+            opt_judge.step()
+
+        decoder = nn.Sequential(nn.Linear(2, 6), nn.ELU(), nn.Linear(6, 3))
+        judge = nn.Sequential(nn.Linear(3, 6), nn.ELU(), nn.Linear(6, 1))
+        opt_dec = torch.optim.Adam(decoder.parameters())
+        opt_judge = torch.optim.Adam(judge.parameters())
+        adversarial_step(decoder, judge, opt_dec, opt_judge, torch.randn(4, 2), torch.randn(4, 3))
+        """, "GT601", 4, "modified by an inplace operation")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_runs(name: str) -> None:
+    good, _ = SHAPES[name]
+    assert _found(good) == []
+    _run(good)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twins_are_reported_and_fail(name: str) -> None:
+    _, bads = SHAPES[name]
+    assert len(bads) >= 2
+    for bad in bads:
+        assert _found(bad) == [(bad.line, bad.code)], bad.src
+        _run(bad)
