@@ -105,6 +105,48 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         opt_judge = torch.optim.Adam(judge.parameters())
         adversarial_step(decoder, judge, opt_dec, opt_judge, torch.randn(4, 2), torch.randn(4, 3))
         """, "GT601", 4, "modified by an inplace operation")]),
+    # GT509, mechanism: after `backward()` freed the graph and an optimizer stepped, a second
+    # loss is computed from a forward output of before (Sophia's sampled Hessian loss on the
+    # old logits): reported on that stale read (the fix: run the forward again there);
+    # running the forward again after the step is correct
+    "second-loss-reads-forward-output-after-backward-and-step": (Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        x = torch.randn(6, 4)
+        for it in range(2):
+            scores = net(x)
+            loss = scores.pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            scores = net(x)
+            extra = F.cross_entropy(scores, scores.argmax(1))
+            extra.backward()
+        """, "GT509", holds="net[0].weight.grad is not None"), [Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        x = torch.randn(6, 4)
+        scores = net(x)
+        loss = scores.pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        extra = F.cross_entropy(scores, scores.argmax(1))
+        extra.backward()
+        """, "GT509", 9, "backward through the graph a second time"), Shape("""
+        def refine(encoder, head, opt, batch):
+            codes = encoder(batch)
+            recon = head(codes).sub(batch).pow(2).mean()
+            recon.backward()
+            opt.step()
+            opt.zero_grad()
+            sparsity = codes.abs().mean()
+            sparsity.backward()
+
+        encoder, head = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), nn.Linear(2, 4)
+        opt = torch.optim.Adam([*encoder.parameters(), *head.parameters()])
+        refine(encoder, head, opt, torch.randn(5, 4))
+        """, "GT509", 7, "backward through the graph a second time")]),
 }
 
 

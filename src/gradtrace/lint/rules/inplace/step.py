@@ -33,6 +33,10 @@ class OptimizerStepBetweenBackwards(Rule):
     Do all backward passes first, then step (or sum the losses); in a GAN recompute
     `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
     backward is fine.
+    When the later loss feeds an output of the stepped model (`fake = G(z)`) into the model
+    that the optimizer stepped after it trains (`D(fake)`), and that optimizer trains none of
+    the stepped model, the finding is where it enters the loss: that backward needs no
+    gradient through the stepped model, and `.detach()` there is the fix.
     A loss built after the step from a value the kept graph holds (FactorVAE's `D_z`, whose
     graph runs through the stepped VAE) is the same second pass.
     Known limits: the second loss must be built before the step in the same function (or
