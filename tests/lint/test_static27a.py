@@ -164,3 +164,82 @@ def test_buggy_twins_are_reported_and_fail(name: str) -> None:
     for bad in bads:
         assert _found(bad) == [(bad.line, bad.code)], bad.src
         _run(bad)
+
+
+# GT614, mechanism: a parameter or a layer assigned into a model after DistributedDataParallel
+# hooked its parameters. A new layer leaves the reducer waiting for the old one's gradients
+# (raises on a one-process gloo group); a new nn.Parameter is never averaged across ranks
+# (silent drift: shown with two processes by
+# tests/realworld/cases/distributed/ddp_conv_weight_replaced_after_wrapping.py, 0.83 vs 0.0
+# for ddp_conv_weight_replaced_before_wrapping_ok.py), so one process only checks it runs.
+# Look-alikes: replaced before wrapping, copied into the existing parameter, `.data` set.
+from tests.lint.shape_runner import Shape as DShape, judge  # noqa: E402
+from tests.lint.test_shapes_distributed import PRELUDE as DDP_PRELUDE, REDUCTION  # noqa: E402
+
+TWO_LAYERS = """
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.stem(x)))
+"""
+DDP_SHAPES: dict[str, DShape] = {
+    "replaced-before-wrap-or-copied-in": DShape(TWO_LAYERS + """
+net = Tower()
+net.out = nn.Linear(4, 1)
+ddp = DDP(net)
+with torch.no_grad():
+    ddp.module.stem.weight.copy_(torch.eye(4))
+ddp.module.out.bias.data = torch.zeros(1)
+for _ in range(2):
+    ddp(torch.randn(3, 4)).pow(2).mean().backward()
+""", "GT614", holds="net.out.weight.grad is not None"),
+    "helper-swaps-layer-through-wrapper": DShape(TWO_LAYERS + """
+def new_head(wrapped, n):
+    wrapped.module.out = nn.Linear(4, n)
+
+ddp = DDP(Tower())
+new_head(ddp, 1)
+for _ in range(2):
+    ddp(torch.randn(3, 4)).pow(2).mean().backward()
+""", "GT614", 11, REDUCTION),
+    "trainer-method-swaps-parameter": DShape(TWO_LAYERS + """
+class Trainer:
+    def __init__(self, net):
+        self.model = DistributedDataParallel(net)
+
+    def reinit(self):
+        self.model.module.stem.weight = nn.Parameter(torch.eye(4))
+
+t = Trainer(Tower())
+t.reinit()
+t.model(torch.randn(3, 4)).sum().backward()
+""", "GT614", 15),
+    "wrapped-name-given-new-layer": DShape(TWO_LAYERS + """
+def build():
+    core = Tower()
+    model = DDP(core)
+    core.stem = nn.Linear(4, 4)
+    for _ in range(2):
+        model(torch.randn(3, 4)).pow(2).mean().backward()
+
+build()
+""", "GT614", 13, REDUCTION),
+}
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    dist = pytest.importorskip("torch.distributed")
+    store = tmp_path_factory.mktemp("pg") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name", sorted(DDP_SHAPES))
+def test_ddp_shape_is_judged_as_torch_behaves(name: str, group: None) -> None:
+    judge(DDP_PRELUDE, DDP_SHAPES[name])
