@@ -186,6 +186,16 @@ class Tower(nn.Module):
     def forward(self, x):
         return self.out(torch.relu(self.stem(x)))
 """
+PAIR = """
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 2)
+        self.b = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.a(x), self.b(x)
+"""
 DDP_SHAPES: dict[str, DShape] = {
     "replaced-before-wrap-or-copied-in": DShape(TWO_LAYERS + """
 net = Tower()
@@ -228,6 +238,32 @@ def build():
 
 build()
 """, "GT614", 13, REDUCTION),
+    # GT459 widened, mechanism: static_graph=True does not cover an output the loss leaves
+    # out (pytorch#79171): reported on the wrapper; every output in the loss is fine
+    "static-graph-every-output-in-loss": DShape(PAIR + """
+def fit(steps):
+    model = DDP(Pair(), static_graph=True)
+    for _ in range(steps):
+        left, right = model(torch.randn(3, 4))
+        (left.sum() + right.pow(2).mean()).backward()
+
+fit(3)
+""", "GT459"),
+    "static-graph-second-output-dropped": DShape(PAIR + """
+def fit(steps):
+    model = DDP(Pair(), static_graph=True)
+    for _ in range(steps):
+        left, right = model(torch.randn(3, 4))
+        left.sum().backward()
+
+fit(3)
+""", "GT459", 11, REDUCTION),
+    "static-graph-script-drops-output": DShape(PAIR + """
+net = DistributedDataParallel(Pair().float(), static_graph=True)
+for step in range(3):
+    main_out, aux_out = net(torch.randn(2, 4))
+    F.mse_loss(main_out, torch.zeros(2, 2)).backward()
+""", "GT459", 10, REDUCTION),
 }
 
 
