@@ -279,3 +279,95 @@ def group(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(DDP_SHAPES))
 def test_ddp_shape_is_judged_as_torch_behaves(name: str, group: None) -> None:
     judge(DDP_PRELUDE, DDP_SHAPES[name])
+
+
+# GT615, mechanism: hand-written data parallelism (a process group, no DDP) whose
+# gradient-averaging helper is defined but never called: each rank steps on its own gradients.
+# Proven with two gloo processes by tests/realworld/cases/distributed/
+# dist_training_gradients_never_averaged_across_ranks.py (0.13 apart) and its _ok twin (0.0);
+# here the verdicts (a method of a trainer, a module-level helper with a script loop; silent
+# when the helper is called, or handed over as a callback).
+from gradtrace.lint import check_source  # noqa: E402
+
+UNSYNCED = {
+    "script-loop-never-calls-helper": ("""
+import torch
+import torch.distributed as dist
+
+def sync_grads(params):
+    for p in params:
+        if p.grad is not None:
+            dist.all_reduce(p.grad.data)
+            p.grad.data.div_(dist.get_world_size())
+
+dist.init_process_group("gloo")
+net = torch.nn.Linear(4, 1)
+opt = torch.optim.Adam(net.parameters())
+for step in range(10):
+    opt.zero_grad()
+    net(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+""", 17),
+    "worker-method-never-called": ("""
+import torch
+from torch import distributed
+
+class Worker:
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def _allreduce(self):
+        for p in self.model.parameters():
+            distributed.all_reduce(p.grad)
+        for p in self.model.parameters():
+            p.grad /= distributed.get_world_size()
+
+    def update(self, batch):
+        loss = self.model(batch).sum()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+def launch(rank):
+    distributed.init_process_group("nccl", rank=rank, world_size=4)
+""", 19),
+    "helper-called": ("""
+import torch
+import torch.distributed as dist
+
+def sync_grads(params):
+    for p in params:
+        dist.all_reduce(p.grad)
+
+dist.init_process_group("gloo")
+net = torch.nn.Linear(4, 1)
+opt = torch.optim.Adam(net.parameters())
+for step in range(10):
+    opt.zero_grad()
+    net(torch.randn(8, 4)).pow(2).mean().backward()
+    sync_grads(net.parameters())
+    opt.step()
+""", None),
+    "helper-handed-as-hook": ("""
+import torch
+import torch.distributed as dist
+
+def sync_grads(params):
+    for p in params:
+        dist.all_reduce(p.grad)
+
+def run(net, opt, x, after_backward=sync_grads):
+    dist.init_process_group("gloo")
+    opt.zero_grad()
+    net(x).sum().backward()
+    after_backward(net.parameters())
+    opt.step()
+""", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSYNCED))
+def test_gradient_averaging_never_called(name: str) -> None:
+    src, line = UNSYNCED[name]
+    found = [(f.line, f.code) for f in check_source(src.lstrip("\n"), "s.py", select=["GT615"])]
+    assert found == ([] if line is None else [(line - 1, "GT615")])
