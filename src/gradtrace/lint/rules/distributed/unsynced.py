@@ -75,7 +75,7 @@ class GradientAveragingNeverCalled(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if wraps(ctx) or not any(isinstance(n, ast.Call) and ctx.qualified_name(n.func)
+        if not ctx.mentions("init_process_group") or wraps(ctx) or not any(isinstance(n, ast.Call) and ctx.qualified_name(n.func)
                                  in GROUP_CALLS for n in walk(node)):
             return
         helpers = [f for f in walk(node) if isinstance(f, FUNCTION_TYPES) and _averages(f, ctx)]
