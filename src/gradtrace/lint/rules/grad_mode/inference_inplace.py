@@ -68,7 +68,7 @@ class InferenceTensorUpdatedInPlace(Rule):
                 probs = predict(net, x)
                 probs.mul_(100)
                 return probs
-            """, at=(10, 4)),
+            """, at=(9, 4)),
         Good("""
             import torch
 
