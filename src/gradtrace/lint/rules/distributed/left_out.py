@@ -3,6 +3,7 @@ no other output uses."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -25,8 +26,11 @@ class DdpOutputLeftOutOfLoss(Rule):
     have finished reduction in the prior iteration before starting a new one` (pytorch#22436).
     With `find_unused_parameters=True` it runs, and the layer silently never trains. Put the
     output in the loss, or stop returning (and computing) it.
+    `static_graph=True` does not help (pytorch#79171, verified on torch 2.13: the second
+    iteration raises the same error): then the finding is on the wrapper, where
+    `find_unused_parameters=True` goes.
     Known limits: the model must be an instance of a class of the file wrapped there without
-    `find_unused_parameters`/`static_graph`; its `forward` must return tuples of one length,
+    `find_unused_parameters`; its `forward` must return tuples of one length,
     unpacked into names; a name starting with `_` is a discard on purpose and is not reported.
     """
 
@@ -36,6 +40,11 @@ class DdpOutputLeftOutOfLoss(Rule):
                "`self.{attr}` alone: under DDP (wrapped at line {wrap}) its parameters never get "
                "a gradient and the next forward raises " + REDUCTION_ERROR + "; put `{out}` in "
                "the loss or stop returning it")
+    message_static = ("`static_graph=True` here does not cover `{out}` (line {line}), the output "
+                      "of `{cls}` made by `self.{attr}` alone that the loss leaves out: its "
+                      "parameters never get a gradient and the second iteration raises "
+                      + REDUCTION_ERROR + " (pytorch#79171); pass "
+                      "`find_unused_parameters=True` instead, or put `{out}` in the loss")
     triggers = TRIGGERS
     examples = [
         Bad("""
@@ -95,10 +104,19 @@ class DdpOutputLeftOutOfLoss(Rule):
             if not (tuple_call(st) and isinstance(st.value.func, ast.Name)):  # type: ignore[attr-defined]
                 continue
             w = holds_wrapper(st.value.func.id, fn, st.lineno, ctx)  # type: ignore[attr-defined]
-            if w is None or w.finds_unused or w.static_graph:
+            if w is None or w.finds_unused:
                 continue
             cls = wrapped_class(w, ctx)
             got = dropped_output(st, fn, cls, ctx) if cls is not None else None  # type: ignore[arg-type]
+            if got is not None and w.static_graph:
+                name, attr = got
+                f = self.report(w.call, ctx, out=name, line=st.lineno, cls=cls.name,  # type: ignore[union-attr]
+                                attr=attr, wrap=w.line, related=(Related(
+                                    ctx.path, st.lineno, f"`{name}` is dropped here",
+                                    ctx.column(st)),))
+                yield replace(f, message=self.message_static.format(
+                    out=name, line=st.lineno, cls=cls.name, attr=attr))  # type: ignore[union-attr]
+                continue
             if got is not None:
                 name, attr = got
                 at = self._loss_stmt(fn, st, ctx) or st

@@ -33,6 +33,10 @@ class OptimizerStepBetweenBackwards(Rule):
     Do all backward passes first, then step (or sum the losses); in a GAN recompute
     `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
     backward is fine.
+    When the later loss feeds an output of the stepped model (`fake = G(z)`) into the model
+    that the optimizer stepped after it trains (`D(fake)`), and that optimizer trains none of
+    the stepped model, the finding is where it enters the loss: that backward needs no
+    gradient through the stepped model, and `.detach()` there is the fix.
     A loss built after the step from a value the kept graph holds (FactorVAE's `D_z`, whose
     graph runs through the stepped VAE) is the same second pass.
     Known limits: the second loss must be built before the step in the same function (or
@@ -116,9 +120,18 @@ class OptimizerStepBetweenBackwards(Rule):
             kept = _kept_part(later, node, retained[-1], owners, scope, ctx) if hit is None \
                 and owners and later.call.lineno > node.lineno else None
             hit = kept or hit
+            site = _detach_site(later, node, owners, sinks, scope, ctx) \
+                if hit is not None and not kept and later.call.lineno > node.lineno else None
+            if hit is not None and site is not None:
+                at, stale = site
+                kept, hit = True, (hit, (at, stale))
             if hit is not None:
                 first, (at, stale) = hit if isinstance(hit, tuple) else (hit, (node, None))
                 lead = "" if stale is None else (
+                    f"`{stale}` (an output of the stepped model) enters `"
+                    f"{ctx.source(later.loss)}` here without `.detach()`, although the "
+                    "optimizer stepped after it trains none of that model: ") \
+                    if site is not None else (
                     f"`{stale}`, part of the graph kept by `{ctx.source(first.call)}`, is read "
                     "again after the step: ") if kept else (
                     f"`{stale}` was computed before the loop, so this reuses its graph every "
@@ -226,6 +239,51 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if hits(md) or md.startswith("self.") and md[5:] in methods:
                             return True
     return False
+
+
+def _detach_site(later, step: ast.Call, owners: frozenset[str], sinks, scope,  # type: ignore[no-untyped-def]
+                 ctx: Context) -> tuple[ast.stmt, str] | None:
+    """(statement, name) where the loss of ``later`` (built before ``step``) feeds an output
+    of the stepped model (``fake = generator(z)``) into a model that the optimizer stepped
+    after ``later`` trains (``discriminator(fake)``), when that optimizer trains none of the
+    stepped parameters: that backward needs no gradient through the stepped model, so the fix
+    is ``.detach()`` there (a GAN's ``loss_d`` built on the generator's output before
+    ``optim_g.step()``). The reverse shape (the later loss trains the upstream model through
+    the stepped one: ``G_loss`` from ``D(G(z))`` after ``opt_D.step()``) needs that graph:
+    None there (the fix is the order of the steps)."""
+    if not owners:
+        return None
+    fn_steps = [c for c in walk(scope.node) if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute) and c.func.attr == "step"
+                and not c.args and c.lineno > later.call.lineno]
+    if not fn_steps:
+        return None
+    nxt = min(fn_steps, key=lambda c: (c.lineno, c.col_offset))
+    k = ctx.analysis.kind(nxt.func.value, scope, nxt.lineno)  # type: ignore[attr-defined]
+    mine = k.over if k is not None and k.what == OPTIMIZER else frozenset()
+
+    def hits(d: str, names: frozenset[str]) -> bool:
+        return bool(d) and any(d == o or d.startswith(o + ".") for o in names)
+    if not mine or any(hits(o, owners) or hits(m, mine) for o in mine for m in owners):
+        return None
+    name = dotted(later.loss)
+    b = scope.binding_before(name, later.call.lineno) if name else None
+    if b is None or b.line > step.lineno or value_of(b) is None:
+        return None
+    chain = [b, *_bindings_of(value_of(b), b.line, scope, lambda x: True).values()]
+    for x in chain:
+        for n in _live_nodes(value_of(x)) if value_of(x) is not None else ():
+            if not isinstance(n, ast.Call) or not hits(dotted(n.func) or "", mine):
+                continue
+            for a in n.args:
+                if not isinstance(a, ast.Name):
+                    continue
+                ab = scope.binding_before(a.id, x.line)
+                v = value_of(ab) if ab is not None else None
+                if isinstance(v, ast.Call) and hits(dotted(v.func) or "", owners) \
+                        and not ab.no_grad:
+                    return x.stmt, a.id
+    return None
 
 
 def _built_here(v: ast.AST | None, ctx: Context) -> bool:

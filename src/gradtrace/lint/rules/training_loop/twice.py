@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.rules.training_loop._reach import known_reach
+from gradtrace.lint.analysis.steps import Step
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk, child_nodes
@@ -294,7 +295,11 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     the two passes, or both passes then two optimizers' steps), are taken as separate branches
     (whether they share a trunk is the model's). When the second loss
     is built, after the first `backward()`, from that very loss (`running_loss += loss`), the
-    finding is on that reuse. A loop whose variable is backpropagated (`for loss in losses:
+    finding is on that reuse. When an optimizer steps between the first `backward()` and the
+    statement that computes the second loss from a forward output of before (Sophia's sampled
+    Hessian loss on the old `logits`), the finding is on that stale read: `retain_graph=True`
+    would only trade this error for 'modified by an inplace operation'; run the forward again.
+    A loop whose variable is backpropagated (`for loss in losses:
     loss.backward()`) over the items of one call computed from one graph-carrying value is
     reported on the loop.
     """
@@ -344,6 +349,20 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
                        related_at(ctx, t.stmt, f"`{t.name}` is computed once here")]
             loss2 = ctx.source(b2.loss)  # type: ignore[arg-type]
             again = _backpropagated_loss_reused(f, b1, d2)
+            stale = _read_after_step(f, b1, t, d2) if again is None else None
+            if stale is not None:
+                read, step = stale
+                related.append(related_at(ctx, step.stmt, f"`{ctx.source(step.call)}` updates "
+                                          "the parameters in place here"))
+                yield self.report(read, ctx, related=related, head=(
+                    f"`{t.name}` (line {t.line}) was computed before `{ctx.source(b1.call)}` "
+                    f"(line {b1.call.lineno}) freed its graph and `{ctx.source(step.call)}` "
+                    f"(line {step.call.lineno}) updated the parameters; it is read again here "
+                    f"for `{loss2}`, whose `backward()` on line {b2.call.lineno}"),
+                    advice=f"run the forward again after the step and compute `{loss2}` from "
+                           "the new output (`retain_graph=True` would only trade this for "
+                           "'modified by an inplace operation')")
+                continue
             if again is None:
                 yield self.report(b1.call, ctx, related=related, head=(
                     f"this `backward()` frees the graph of `{t.name}` (line {t.line}) that "
@@ -358,6 +377,31 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
                 f"graph, and is used again here in `{loss2}`: `backward()` on line "
                 f"{b2.call.lineno}"),
                 advice=f"use `{loss1}.item()` (or `{loss1}.detach()`) here, or start a new sum")
+
+
+def _read_after_step(f: LoopFacts, b1: Backward, t: Binding, d2: Deps
+                     ) -> tuple[ast.stmt, Step] | None:
+    """(statement, step) when an optimizer steps after ``b1`` and a value of the second loss
+    is then computed from ``t`` (a forward output bound before ``b1``): Sophia's Hessian
+    update samples ``loss_sampled`` from the ``logits`` of the step already taken. The mistake
+    is that stale read: keeping the graph (``retain_graph=True``) would run backward through
+    parameters the step changed in place. None when no step runs in between."""
+    if not f.before(t.stmt, b1.stmt):
+        return None
+    steps = [s for s in f.steps if f.before(b1.stmt, s.stmt)]
+    if not steps:
+        return None
+    for x in sorted(d2.bindings, key=lambda x: x.line):
+        v = value_of(x)
+        if x is t or v is None or not f.before(b1.stmt, x.stmt):
+            continue
+        step = next((s for s in steps if f.before(s.stmt, x.stmt)), None)
+        if step is None:
+            continue
+        if any(isinstance(n, ast.Name) and n.id == t.name for n in bfs_walk(v)) and \
+                any(r is t for r in reaching(f.scope, t.name, x.line)):
+            return x.stmt, step
+    return None
 
 
 def _backpropagated_loss_reused(f: LoopFacts, b1: Backward, d2: Deps) -> ast.stmt | None:
