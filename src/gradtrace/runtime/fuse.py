@@ -158,7 +158,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
 _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302", "GT305",
                     "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
                     "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509", "GT708",
-                    "GT524", "GT526", "GT848"})
+                    "GT524", "GT526", "GT848", "GT601"})
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's
