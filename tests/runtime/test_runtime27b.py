@@ -238,3 +238,113 @@ def test_resume_handing_the_model_back_keeps_the_load(run_script, name):
 @pytest.mark.parametrize("name", sorted(RESUME_LOOKALIKES))
 def test_optimizer_built_after_the_resume_is_silent(run_script, name):
     _silent(run_script, HEAD + RESUME_HEAD + RESUME_LOOKALIKES[name])
+
+
+# ---- a value computed before the step handed to a loss function (NOTE [stale value ...]) -----
+
+GAN_HEAD = """
+netG = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 6))
+netD = nn.Sequential(nn.Linear(6, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1), nn.Sigmoid())
+optG = torch.optim.Adam(netG.parameters())
+optD = torch.optim.Adam(netD.parameters())
+"""
+
+STALE_BUGS = {
+    # SRGAN's shape: a loss module's forward reads the discriminator output it is handed
+    "loss_module": """
+class GeneratorLoss(nn.Module):
+    def forward(self, out_labels, out_images, target_images):
+        adversarial = torch.mean(1 - out_labels)
+        return F.mse_loss(out_images, target_images) + 0.001 * adversarial
+
+
+criterion = GeneratorLoss()
+for _ in range(2):
+    real, fake = torch.randn(4, 6), netG(torch.randn(4, 4))
+    optD.zero_grad()
+    fake_out = netD(fake).mean()
+    d_loss = 1 - netD(real).mean() + fake_out
+    d_loss.backward(retain_graph=True)
+    optD.step()
+    optG.zero_grad()
+    g_loss = criterion(fake_out, fake, real)  # <- cause
+    g_loss.backward()
+    optG.step()
+""",
+    # a variant the case does not show: a plain function, called by keyword, inside a method
+    "helper_by_keyword": """
+def generator_loss(fake, real, d_score):
+    return F.l1_loss(fake, real) - torch.log(d_score + 1e-8).mean()
+
+
+class Trainer:
+    def step(self):
+        real, fake = torch.randn(4, 6), netG(torch.randn(4, 4))
+        optD.zero_grad()
+        score = netD(fake)
+        (F.relu(1 - netD(real)) + F.relu(1 + score)).mean().backward(retain_graph=True)
+        optD.step()
+        optG.zero_grad()
+        loss = generator_loss(fake, real, d_score=score)  # <- cause
+        loss.backward()
+        optG.step()
+
+
+Trainer().step()
+""",
+}
+
+# the stale value is consumed in the backward's own function: that line is the one to change
+STALE_KEPT_BUGS = {
+    "consumed_inline": """
+for _ in range(2):
+    real, fake = torch.randn(4, 6), netG(torch.randn(4, 4))
+    optD.zero_grad()
+    fake_out = netD(fake).mean()
+    d_loss = 1 - netD(real).mean() + fake_out
+    d_loss.backward(retain_graph=True)
+    optD.step()
+    optG.zero_grad()
+    g_loss = F.mse_loss(fake, real) + 0.001 * (1 - fake_out)  # <- cause
+    g_loss.backward()
+    optG.step()
+""",
+}
+
+STALE_LOOKALIKES = {
+    "recomputed_after_the_step": """
+class GeneratorLoss(nn.Module):
+    def forward(self, out_labels, out_images, target_images):
+        return F.mse_loss(out_images, target_images) + 0.001 * torch.mean(1 - out_labels)
+
+
+criterion = GeneratorLoss()
+for _ in range(2):
+    real, fake = torch.randn(4, 6), netG(torch.randn(4, 4))
+    optD.zero_grad()
+    fake_out = netD(fake.detach()).mean()
+    d_loss = 1 - netD(real).mean() + fake_out
+    d_loss.backward()
+    optD.step()
+    optG.zero_grad()
+    fake_out = netD(fake).mean()
+    g_loss = criterion(fake_out, fake, real)
+    g_loss.backward()
+    optG.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STALE_BUGS))
+def test_stale_value_handed_to_a_loss_function_names_the_call(run_script, name):
+    _check(run_script, HEAD + GAN_HEAD + STALE_BUGS[name], "GT601")
+
+
+@pytest.mark.parametrize("name", sorted(STALE_KEPT_BUGS))
+def test_stale_value_consumed_in_place_keeps_the_consumer(run_script, name):
+    _check(run_script, HEAD + GAN_HEAD + STALE_KEPT_BUGS[name], "GT601")
+
+
+@pytest.mark.parametrize("name", sorted(STALE_LOOKALIKES))
+def test_value_recomputed_after_the_step_is_silent(run_script, name):
+    _silent(run_script, HEAD + GAN_HEAD + STALE_LOOKALIKES[name])
