@@ -42,8 +42,8 @@ def _rebound(fn: ast.AST, name: str, line: int) -> bool:
 def caller_of_parameter(frame: types.FrameType, site: Site, index: int = 0,
                         keyword: str = "params") -> Site | None:
     """The caller's line when the argument ``index`` (or ``keyword``) of the call at ``site``
-    is one of the frame's function's own parameters, passed on unchanged (NOTE [handed through
-    a helper]); None otherwise (module-level code, a computed value, no user caller)."""
+    is one of the frame's function's own parameters, passed on unchanged; None otherwise
+    (module-level code, a computed value, no user caller). NOTE [handed through a helper]"""
     from gradtrace.runtime.trace.locate import function_at
 
     code = frame.f_code

@@ -116,8 +116,8 @@ def state_mismatch(pat: ErrorPattern, exc: BaseException, frame: types.FrameType
 
 def _built_for_rebound(where: Site, name: str) -> tuple[Site, str, Site] | None:
     """The build of local ``name``, the argument of it that a statement after the build, up to
-    the load's at ``where``, assigns again, and that statement (NOTE [built for a value the
-    resume rebinds])."""
+    the load's at ``where``, assigns again, and that statement.
+    NOTE [built for a value the resume rebinds]"""
     from gradtrace.runtime.trace.diagnose_args import _scope, assignment_before
     from gradtrace.runtime.trace.locate import tree_of
 

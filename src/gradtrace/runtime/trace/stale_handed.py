@@ -87,8 +87,8 @@ def _stale_argument(call: ast.Call, frame: types.FrameType, step_seq: int) -> st
 
 def caller_handing_stale(consumer: Site, site: Site | None,
                          step_seq: int) -> tuple[Site, str] | None:
-    """The call (and the name of the stale argument it passes) of NOTE [stale value handed to
-    a callee], else None."""
+    """The call, and the name of the stale argument it passes, else None.
+    NOTE [stale value handed to a callee]"""
     from gradtrace.runtime.trace.locate import function_at
 
     if site is None or step_seq < 0:
