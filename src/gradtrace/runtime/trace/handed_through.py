@@ -20,7 +20,8 @@ from gradtrace.runtime.frames import Site, is_internal
 
 
 def _argument(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
-    if len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+    if len(call.args) > index and \
+            not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
         return call.args[index]
     return next((k.value for k in call.keywords if k.arg == keyword), None)
 
@@ -54,7 +55,8 @@ def caller_of_parameter(frame: types.FrameType, site: Site, index: int = 0,
     params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
     names = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and node.lineno <= site.line <= (node.end_lineno or node.lineno):
+        if isinstance(node, ast.Call) and \
+                node.lineno <= site.line <= (node.end_lineno or node.lineno):
             arg = _argument(node, index, keyword)
             if isinstance(arg, ast.Name) and arg.id in params:
                 names.append(arg.id)

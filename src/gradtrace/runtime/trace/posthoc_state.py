@@ -12,8 +12,9 @@ loads a checkpoint saved at a later epoch and rebinds that epoch. The load is in
 place; the build used a value the resume was about to change, and the fix moves the build after
 it. Read from the function that built the optimizer: an argument of the build call (a name or a
 dotted attribute) is assigned again after the build, at or before the statement that runs the
-load, and not from a call it is passed to (``model, opt = resume(model, opt)`` hands the same
-model back); then the build line is named. Any other build keeps the load's line."""
+load, from a value that does not read it (``model, opt = resume(model, opt)`` hands the same
+model back, ``model = model.to(device)`` moves it); then the build line is named. Any other
+build keeps the load's line."""
 from __future__ import annotations
 
 import ast
@@ -140,8 +141,8 @@ def _built_for_rebound(where: Site, name: str) -> tuple[Site, str, Site] | None:
                 not node.lineno < n.lineno <= where.line:
             continue
         targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-        passed = {ast.unparse(a) for c in ast.walk(n.value) if isinstance(c, ast.Call)
-                  for a in [*c.args, *(k.value for k in c.keywords)]} if n.value else set()
+        passed = {ast.unparse(r) for r in ast.walk(n.value)  # read by the value itself
+                  if isinstance(r, (ast.Name, ast.Attribute))} if n.value else set()
         for t in targets:
             for sub in ast.walk(t):
                 if isinstance(sub, (ast.Name, ast.Attribute)) and \
