@@ -242,7 +242,8 @@ CODES = (
          "`optimizer.load_state_dict()` needs the parameter groups (and their sizes) of the "
          "optimizer that saved the state: a group added later with `add_param_group`, or a "
          "model changed since the save, makes it raise; the finding names the load in the "
-         "function that built the optimizer.",
+         "function that built the optimizer (the build itself when the resume then rebinds "
+         "a value the build read, such as the start epoch that chose the trainable layers).",
          "opt.load_state_dict(ckpt['optimizer'])\nopt.add_param_group({'params': loss_fn.parameters()})",
          "opt.add_param_group({'params': loss_fn.parameters()})\nopt.load_state_dict(ckpt['optimizer'])",
          "Load the state after every group is added, with the model the checkpoint came from.",
@@ -282,7 +283,9 @@ CODES = (
     Code("GT835", "optimizer-given-non-tensor",
          "an optimizer built from a module or a bare tensor instead of parameters",
          "An optimizer takes an iterable of tensors (or of parameter-group dicts): a module in "
-         "the list (`Adam([layer])`) or a single tensor (`SGD(w)`) is refused.",
+         "the list (`Adam([layer])`) or a single tensor (`SGD(w)`) is refused. The finding "
+         "names the construction, or the call that handed the value to a helper building "
+         "the optimizer from its own parameter.",
          "opt = torch.optim.Adam([R], lr=0.1)",
          "opt = torch.optim.Adam(R.parameters(), lr=0.1)",
          "Pass `module.parameters()` (or `[w]` for one tensor).", _DIAGNOSE),

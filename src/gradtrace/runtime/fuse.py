@@ -159,6 +159,11 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
                     "GT402", "GT504", "GT505", "GT511", "GT602", "GT702",
                     "GT804", "GT805", "GT826", "GT303", "GT304", "GT508", "GT509", "GT708",
                     "GT524", "GT526", "GT848"})
+# Runtime findings that lead over a static finding on one of their context lines only (not one
+# elsewhere in the file): GT601 names the use of a value computed before optimizer.step() (or
+# the call handing it on: NOTE [stale value handed to a callee]) with the step as context, and
+# a static GT601 on that step line is the same bug seen from the step.
+_LEADS_CONTEXT = frozenset({"GT601"})
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's
@@ -289,7 +294,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if where == (r_path, r.line):  # one line, two views: the runtime's words are what
             score, lead = 100, s.code == r.code  # happened, unless both name the same bug
         elif where in cause_lines:  # an exact runtime line keeps the lead over its context
-            score, lead = 80, r.code not in _EXACT
+            score, lead = 80, r.code not in _EXACT and r.code not in _LEADS_CONTEXT
         elif r.code in _EXACT or r.code in _LINES_ONLY:
             continue
         elif where[0] in files:

@@ -8,7 +8,8 @@ one that raised.
 - anomaly mode's "returned nan values": the forward line that made the node (NOTE [NaN origin]:
   under anomaly mode every backward is hunted, the hunt's first non-finite node is it);
 - GradScaler out of order: the ``update()`` that runs on one branch only (NOTE [scaler order]);
-- an optimizer given a module or one tensor: the construction.
+- an optimizer given a module or one tensor: the construction, or the call that handed the
+  value to a helper building it (NOTE [handed through a helper]).
 
 ``TRACED`` analyzers take the failing torch call (:func:`diagnose.diagnose_failure`);
 ``POSTHOC`` ones the traceback frame (:func:`posthoc.diagnose_traceback`).
@@ -406,6 +407,13 @@ def optimizer_non_tensor(pat: ErrorPattern, exc: BaseException, frame: types.Fra
         msg = (f"the optimizer built here is given a single `{got}` tensor; it takes an "
                "iterable of tensors")
         fix = "wrap the tensor in a list: [w]"
+    from gradtrace.runtime.trace.handed_through import caller_of_parameter
+
+    caller = caller_of_parameter(frame, site)
+    if caller is not None:  # NOTE [handed through a helper]
+        return [make(pat.code, caller, msg.replace("the optimizer built here is",
+                                                   "the optimizer this call builds is", 1),
+                     fix=fix, related=[(site, "the helper builds the optimizer from it here")])]
     return [make(pat.code, site, msg, fix=fix)]
 
 

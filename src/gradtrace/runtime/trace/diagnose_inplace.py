@@ -17,6 +17,7 @@ from gradtrace.runtime.trace.graph_walk import reaches_marked, roots_of as _root
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
                                                 layer_built_inplace)
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
+from gradtrace.runtime.trace.stale_handed import caller_handing_stale
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.step_caller import still_running
 from gradtrace.runtime.trace.view_write import view_write_finding
@@ -94,6 +95,19 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      "through it fails", fix="compute it in forward(), on every pass",
                      related=[(consumer, "the value is used again here"), (saver, "the "
                               "graph saved the parameters here"), (site, "backward() failed here")])]
+    handed = caller_handing_stale(consumer, site, state.step_seq) \
+        if state.after_step is not None and consumer is not None else None
+    if handed is not None:  # NOTE [stale value handed to a callee]
+        return [make(code_for("step-between-backwards", pat.code), handed[0],
+                     f"this call hands `{handed[1]}`, computed before optimizer.step() "
+                     f"({src(saver)}), to a function that builds the loss from it "
+                     f"({src(consumer)}); the step changed the parameters (shape "
+                     f"{list(shape)}) that value's graph saved, so backward() through it fails",
+                     fix=f"compute `{handed[1]}` again after the step and pass that",
+                     related=[(consumer, "the callee uses the stale value here"),
+                              (saver, "the value was computed here, before the step"),
+                              (state.after_step, "optimizer.step() changed its parameters here"),
+                              (site, "backward() failed here")])]
     if state.after_step is not None and consumer is not None:
         return [make(code_for("step-between-backwards", pat.code), consumer,
                      f"this line uses a value computed before optimizer.step() "

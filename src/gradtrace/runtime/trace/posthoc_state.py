@@ -3,7 +3,18 @@ not match the checkpoint's (a group added with ``add_param_group`` after the loa
 extended or shrunk since the save). Attributed from the traceback: the line, in the function
 that built the optimizer, where the load happens (whether it is called there or through a
 helper such as ``load_model(model, ckpt, optimizer)``), since the order of build, added groups
-and load is decided there."""
+and load is decided there.
+
+# NOTE [built for a value the resume rebinds]
+pysot's ``optimizer = build_opt_lr(model, cfg.TRAIN.START_EPOCH)`` chooses the trainable layers
+from the epoch it is given, then ``model, optimizer, cfg.TRAIN.START_EPOCH = restore_from(...)``
+loads a checkpoint saved at a later epoch and rebinds that epoch. The load is in the right
+place; the build used a value the resume was about to change, and the fix moves the build after
+it. Read from the function that built the optimizer: an argument of the build call (a name or a
+dotted attribute) is assigned again after the build, at or before the statement that runs the
+load, from a value that does not read it (``model, opt = resume(model, opt)`` hands the same
+model back, ``model = model.to(device)`` moves it); then the build line is named. Any other
+build keeps the load's line."""
 from __future__ import annotations
 
 import ast
@@ -83,6 +94,16 @@ def state_mismatch(pat: ErrorPattern, exc: BaseException, frame: types.FrameType
             continue
         groups = len(opt.param_groups)
         related = [] if where == site else [(site, "load_state_dict() raises here")]
+        built = _built_for_rebound(where, name)
+        if built is not None:  # NOTE [built for a value the resume rebinds]
+            build, arg, rebound = built
+            return [make(code_for("optimizer-state-mismatch", pat.code), build,
+                         f"`{name}` is built here from `{arg}`, which the resume rebinds at "
+                         f"line {rebound.line} before the optimizer's state is loaded: its "
+                         f"{groups} parameter group(s) were chosen for the value before the "
+                         "resume and do not match the checkpoint's",
+                         fix=f"build the optimizer after the resume has set `{arg}`",
+                         related=[(rebound, f"`{arg}` is rebound here"), *related])]
         return [make(code_for("optimizer-state-mismatch", pat.code), where,
                      f"the state of `{name}` is loaded here ({src(where)}) while its "
                      f"{groups} parameter group(s) do not match the checkpoint's: groups added "
@@ -92,3 +113,40 @@ def state_mismatch(pat: ErrorPattern, exc: BaseException, frame: types.FrameType
                          "(and with the model the checkpoint was saved from)",
                      related=related)]
     return []
+
+
+def _built_for_rebound(where: Site, name: str) -> tuple[Site, str, Site] | None:
+    """The build of local ``name``, the argument of it that a statement after the build, up to
+    the load's at ``where``, assigns again, and that statement.
+    NOTE [built for a value the resume rebinds]"""
+    from gradtrace.runtime.trace.diagnose_args import _scope, assignment_before
+    from gradtrace.runtime.trace.locate import tree_of
+
+    node = assignment_before(where, name)
+    tree = tree_of(where.path)
+    if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call) or tree is None:
+        return None
+    call = node.value
+    args = {ast.unparse(a) for a in [*call.args, *(k.value for k in call.keywords)]
+            if isinstance(a, (ast.Name, ast.Attribute))}
+    if not args:
+        return None
+    stack = list(ast.iter_child_nodes(_scope(tree, where.line)))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+        if not isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or \
+                not node.lineno < n.lineno <= where.line:
+            continue
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+        passed = {ast.unparse(r) for r in ast.walk(n.value)  # read by the value itself
+                  if isinstance(r, (ast.Name, ast.Attribute))} if n.value else set()
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, (ast.Name, ast.Attribute)) and \
+                        isinstance(sub.ctx, ast.Store) and ast.unparse(sub) in args - passed:
+                    return (Site(where.path, node.lineno, where.function), ast.unparse(sub),
+                            Site(where.path, n.lineno, where.function))
+    return None
