@@ -355,7 +355,12 @@ class OptimizersShareParameters(Rule):
         scope = ctx.scope()
         builds = optimizer_builds(scope)
         me = next((o for o in builds if o.stmt is node), None)
-        if me is None or not me.sources or not step_lines(scope, me.name):
+        if me is None:
+            return
+        if not step_lines(scope, me.name):
+            yield from self._across_methods(me, builds, scope, ctx)
+            return
+        if not me.sources:
             return
         for other in builds:
             if other.stmt.lineno >= node.lineno or other.name == me.name \
@@ -366,6 +371,33 @@ class OptimizersShareParameters(Rule):
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
                     ctx.column(other.stmt))], detail=detail)
+                return
+
+    def _across_methods(self, me: OptimizerBuild, builds: list[OptimizerBuild], scope: Scope,
+                        ctx: Context) -> Iterator[Finding]:
+        """NOTE [optimizers built as attributes]: ``self.a = Adam(P)`` and ``self.b = Adam(P)``
+        built in one method from the same spelled parameters (a copy-paste slip: dreamer's
+        ``value_optimizer`` over ``get_parameters(self.model_modules)``), both stepped in one
+        pass of another method of the class: the weights take two steps per batch."""
+        cls = ctx.analysis.class_of(scope.node)
+        first = me.call.args[0] if me.call.args else keyword(me.call, "params")
+        if cls is None or first is None or not me.name.startswith("self."):
+            return
+        for other in builds:
+            o_first = other.call.args[0] if other.call.args else keyword(other.call, "params")
+            if other.stmt.lineno >= me.stmt.lineno or other.name == me.name \
+                    or not other.name.startswith("self.") or o_first is None \
+                    or ast.dump(o_first) != ast.dump(first) \
+                    or _rebound_in(scope, first, other.stmt.lineno, me.stmt.lineno):
+                continue
+            if any(_stepped_in_one_pass(ctx.scope(m), me.name, other.name)
+                   for m in cls.methods.values() if m is not scope.node):
+                src = ctx.code_of(first)
+                yield self.report(me.stmt, ctx, related=[Related(
+                    ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
+                    ctx.column(other.stmt))], detail=(
+                    f"`{me.name}` and `{other.name}` are both built over `{src}` and both "
+                    "stepped in one pass: each step updates the same weights twice"))
                 return
 
     @staticmethod
@@ -390,6 +422,40 @@ def _step_loops(scope: Scope, opt: str) -> set[int]:
     calls = [m for m in scope.calls_to("step")
              if m.receiver == opt or (m.call.args and dotted(m.call.args[0]) == opt)]
     return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
+
+
+def _rebound_in(scope: Scope, e: ast.AST, start: int, end: int) -> bool:
+    """Whether a name or ``self.<x>`` read in ``e`` is bound (or extended) between the lines."""
+    read = {dotted(n) for n in walk(e) if isinstance(n, (ast.Name, ast.Attribute))} \
+        - {None, "self"}
+    for n in walk(scope.node):
+        if start < getattr(n, "lineno", 0) < end:
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+                tgts = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if any(dotted(t) in read for tg in tgts for t in walk(tg)
+                       if isinstance(t, (ast.Name, ast.Attribute))):
+                    return True
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and dotted(n.func.value) in read:
+                return True  # params.append(...), params.extend(...)
+    return False
+
+
+def _stepped_in_one_pass(scope: Scope, a: str, b: str) -> bool:
+    """Both optimizers stepped by sibling statements of one block (not in phases, not in
+    two branches)."""
+    def stmts(opt: str) -> set[int]:
+        return {id(m.stmt) for m in scope.calls_to("step") if m.receiver == opt}
+    sa, sb = stmts(a), stmts(b)
+    if not sa or not sb:
+        return False
+    for n in walk(scope.node):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and {id(s) for s in block} & sa \
+                    and {id(s) for s in block} & sb:
+                return True
+    return False
 
 
 def _stepped_together(scope: Scope, a: str, b: str) -> bool:

@@ -36,6 +36,17 @@ def _part(e: ast.AST) -> tuple[str, str] | None:
     return (recv, e.func.value.attr) if recv else None
 
 
+def _items(node: ast.expr) -> list[ast.expr]:
+    """The elements of a list/tuple, or the terms of a ``+`` chain."""
+    if isinstance(node, ast.BinOp):
+        if not isinstance(node.op, ast.Add):
+            return [node]
+        return [*_items(node.left), *_items(node.right)]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return list(node.elts)
+    return [node]
+
+
 def _prefix(name: str | None, recv: str) -> bool:
     return name is not None and (recv == name or recv.startswith(name + "."))
 
@@ -85,13 +96,32 @@ def _used(cls: ClassInfo, name: str, skip: ast.AST, ctx: Context) -> bool:
     return False
 
 
-def _handled_attrs(ctx: Context) -> frozenset[str]:
+def _run_for_backward(cls: ClassInfo, name: str, ctx: Context) -> bool:
+    """Whether a method of a plain (non-module) class calls ``self.<name>(...)`` with grad
+    on and runs a ``backward`` itself: the part is trained by that method's loss."""
+    for m in cls.methods.values():
+        if m.name == "__init__" or not any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "backward" for n in walk(m)):
+            continue
+        off = [w for w in walk(m) if isinstance(w, ast.With)
+               and any("no_grad" in ctx.code_of(i.context_expr)
+                       or "inference_mode" in ctx.code_of(i.context_expr) for i in w.items)]
+        hidden = {id(n) for w in off for n in walk(w)}
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == name and isinstance(n.func.value, ast.Name)
+               and n.func.value.id == "self" and id(n) not in hidden for n in walk(m)):
+            return True
+    return False
+
+
+def _handled_attrs(ctx: Context, root: ast.AST | None = None) -> frozenset[str]:
     """Attributes ``x.<attr>`` on which the file calls ``parameters()``, ``requires_grad_``,
     ``eval()``... or sets ``requires_grad``, outside the groups being checked (they are
     counted in by the caller)."""
     def make() -> frozenset[str]:
         out: set[str] = set()
-        for n in walk(ctx.tree):
+        for n in walk(root or ctx.tree):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr in HANDLED and isinstance(n.func.value, ast.Attribute):
                 out.add(n.func.value.attr)
@@ -99,7 +129,7 @@ def _handled_attrs(ctx: Context) -> frozenset[str]:
                     and isinstance(n.value, ast.Attribute):
                 out.add(n.value.attr)
         return frozenset(out)
-    return ctx.memo("gt462-handled", ctx.tree, make)
+    return ctx.memo("gt462-handled", root or ctx.tree, make)
 
 
 class SubmoduleMissingFromParamGroups(Rule):
@@ -167,8 +197,15 @@ class SubmoduleMissingFromParamGroups(Rule):
     def visit_Tuple(self, node: ast.Tuple, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)
 
-    def _check(self, node: ast.List | ast.Tuple, ctx: Context) -> Iterator[Finding]:
-        parts = [_group_part(e) for e in node.elts]
+    def visit_BinOp(self, node: ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        """``list(a.x.parameters()) + list(a.y.parameters()) + ...`` (the outermost sum)."""
+        parent = ctx.parent
+        if isinstance(node.op, ast.Add) and not (isinstance(parent, ast.BinOp)
+                                                 and isinstance(parent.op, ast.Add)):
+            yield from self._check(node, ctx)
+
+    def _check(self, node: ast.List | ast.Tuple | ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        parts = [_group_part(e) for e in _items(node)]
         recvs = {p[0] for p in parts if p is not None}
         if len(recvs) != 1 or sum(p is not None for p in parts) < 2:
             return
@@ -177,18 +214,23 @@ class SubmoduleMissingFromParamGroups(Rule):
         fn = scope.node
         listed: set[str] = set()
         for n in walk(fn):
-            if isinstance(n, ast.Attribute) and dotted(n.value) == recv:
+            if isinstance(n, ast.Attribute) and dotted(n.value) == recv \
+                    and not isinstance(n.ctx, ast.Store):
                 listed.add(n.attr)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr in WHOLE and _prefix(dotted(n.func.value), recv):
                 return  # `model.parameters()` for groups over `model.module.<part>`
-        handled = _handled_attrs(ctx) - {a for p in parts if p is not None for a in p[1:]}
+        mine = {a for p in parts if p is not None for a in p[1:]}
         for cls in self._classes(recv, node, listed, ctx):
+            # a learner class holds its own optimizers and freezes: what the script around it
+            # does with the parts (snapshots, measurements) is not read
+            handled = _handled_attrs(ctx, None if cls.is_module else cls.node) - mine
             attrs = _trainable_attrs(cls, ctx)
             if not {p[1] for p in parts if p is not None} <= set(attrs):
                 continue
             missing = [a for a in attrs if a not in listed and a not in handled
-                       and _used(cls, a, fn, ctx)]
+                       and (_used(cls, a, fn, ctx) if cls.is_module
+                            else _run_for_backward(cls, a, ctx))]
             if missing:
                 stmt = scope.statement_of(node) or node
                 where = attrs[missing[0]]
@@ -206,8 +248,10 @@ class SubmoduleMissingFromParamGroups(Rule):
         classes = ctx.analysis.classes
         if recv == "self":
             own = ctx.analysis.class_of(ctx.scope().node)
-            if own is None or not own.is_module:
+            if own is None:
                 return []
+            if not own.is_module:  # a learner/agent class holding its networks
+                return [own]
             method = ctx.scope().node.name  # type: ignore[attr-defined]
             subs = [c for c in classes.values() if c is not own and own in c.lineage()
                     and not any(method in b.methods for b in c.lineage()
