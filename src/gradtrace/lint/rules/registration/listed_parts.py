@@ -209,6 +209,9 @@ class SubmoduleMissingFromParamGroups(Rule):
         recvs = {p[0] for p in parts if p is not None}
         if len(recvs) != 1 or sum(p is not None for p in parts) < 2:
             return
+        named = [p for p in parts if p is not None]
+        if len(set(named)) < len(named):
+            return  # a part listed twice: GT435's
         recv = recvs.pop()
         scope = ctx.scope()
         fn = scope.node
