@@ -230,15 +230,11 @@ class ParamGroupsByAttributeMissParameter(Rule):
     def _optimizer(fn: ast.AST, lists: set[str], loop: ast.For, ctx: Context
                    ) -> ast.stmt | None:
         """The statement after the loop that builds an optimizer from the gathered lists."""
-        for st in walk(fn):
-            if not isinstance(st, (ast.Assign, ast.Expr, ast.Return)) or st.lineno <= loop.lineno \
-                    or st.value is None:
-                continue
-            call = st.value
-            if isinstance(call, ast.Call) and is_optimizer_call(call, ctx) and any(
-                    dotted(n) in lists for n in walk(call) if isinstance(n, ast.Name)):
-                return st
-        return None
+        found = [st for st in walk(fn) if isinstance(st, (ast.Assign, ast.Expr, ast.Return))
+                 and st.lineno > loop.lineno and isinstance(st.value, ast.Call)
+                 and is_optimizer_call(st.value, ctx) and any(
+                     dotted(n) in lists for n in walk(st.value) if isinstance(n, ast.Name))]
+        return min(found, key=lambda st: st.lineno, default=None)
 
     @staticmethod
     def _model_class(model: str, node: ast.AST, ctx: Context) -> ClassInfo | None:
