@@ -40,7 +40,7 @@ def _rank(e: ast.AST, scope: Scope, line: int, ctx: Context, d: int = 0) -> int 
         return None
     if isinstance(e, ast.Name):
         b = scope.binding_before(e.id, line)
-        if b is None or b.value is None or len(scope.bindings_before(e.id, line)) != 1:
+        if b is None or b.value is None:
             return None
         return _rank(b.value, scope, b.line, ctx, d + 1)
     if isinstance(e, ast.BinOp):

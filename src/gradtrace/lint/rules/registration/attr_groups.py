@@ -64,8 +64,10 @@ def _appended(node: ast.For, var: str) -> tuple[dict[str, set[str]], bool]:
                     and isinstance(f.value, ast.Name) and f.value.id == var:
                 return out, True
             if isinstance(f, ast.Name) and f.id in ("getattr", "vars") and n.args \
-                    and isinstance(n.args[0], ast.Name) and n.args[0].id == var:
-                return out, True
+                    and isinstance(n.args[0], ast.Name) and n.args[0].id == var and not (
+                        len(n.args) >= 2 and isinstance(n.args[1], ast.Constant)
+                        and isinstance(n.args[1].value, str)):
+                return out, True  # `getattr(v, name)`: any attribute
             if isinstance(f, ast.Attribute) and f.attr in ("append", "extend", "add") \
                     and any(isinstance(a, ast.Name) and a.id == var for a in n.args):
                 return out, True

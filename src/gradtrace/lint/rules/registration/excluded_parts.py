@@ -151,11 +151,12 @@ class ExcludedPartInNoGroup(Rule):
         the expression holding every group (the list; the optimizer call when ``rest`` is
         passed directly), when an optimizer of the function is built from it."""
         lists: dict[str, ast.List] = {}
-        for st in sorted((n for n in walk(fn) if isinstance(n, ast.Assign)),
+        for st in sorted((n for n in walk(fn) if isinstance(n, (ast.Assign, ast.Return, ast.Expr))),
                          key=lambda n: n.lineno):
             if st.lineno <= after:
                 continue
-            if isinstance(st.value, ast.List) and len(st.targets) == 1 \
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.List) \
+                    and len(st.targets) == 1 \
                     and isinstance(st.targets[0], ast.Name):
                 lists[st.targets[0].id] = st.value
             call = st.value

@@ -116,6 +116,8 @@ def _run_for_backward(cls: ClassInfo, name: str, ctx: Context) -> bool:
 
 
 def _handled_attrs(ctx: Context, root: ast.AST | None = None) -> frozenset[str]:
+    """(In a learner class, ``root``, reading a part's ``state_dict()`` to load a target
+    copy is not a handling: the part is still trained by the class's loss.)"""
     """Attributes ``x.<attr>`` on which the file calls ``parameters()``, ``requires_grad_``,
     ``eval()``... or sets ``requires_grad``, outside the groups being checked (they are
     counted in by the caller)."""
@@ -123,7 +125,8 @@ def _handled_attrs(ctx: Context, root: ast.AST | None = None) -> frozenset[str]:
         out: set[str] = set()
         for n in walk(root or ctx.tree):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                    and n.func.attr in HANDLED and isinstance(n.func.value, ast.Attribute):
+                    and n.func.attr in HANDLED and isinstance(n.func.value, ast.Attribute) \
+                    and not (root is not None and n.func.attr == "state_dict"):
                 out.add(n.func.value.attr)
             elif isinstance(n, ast.Attribute) and n.attr == "requires_grad" \
                     and isinstance(n.value, ast.Attribute):
@@ -231,6 +234,11 @@ class SubmoduleMissingFromParamGroups(Rule):
             attrs = _trainable_attrs(cls, ctx)
             if not {p[1] for p in parts if p is not None} <= set(attrs):
                 continue
+            if not cls.is_module:  # a learner: only the parts whose parameters it reads
+                listed = {n.func.value.attr for n in walk(fn) if isinstance(n, ast.Call)
+                          and isinstance(n.func, ast.Attribute) and n.func.attr in PARAM_ITERS
+                          and isinstance(n.func.value, ast.Attribute)
+                          and dotted(n.func.value.value) == recv}
             missing = [a for a in attrs if a not in listed and a not in handled
                        and (_used(cls, a, fn, ctx) if cls.is_module
                             else _run_for_backward(cls, a, ctx))]
