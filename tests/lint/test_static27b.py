@@ -47,6 +47,40 @@ g = t.train_step(torch.randn(8, 4))
 moved = (w0 - t.blocks[1].weight).div(0.1 * g)
 '''
 
+# GT406 through a constructor argument: the auxiliary module keeps the body's trunk, so its
+# optimizer over all its parameters steps the trunk the body's optimizer steps too
+SHARED = '''
+class Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+class Aux(nn.Module):
+    def __init__(self, body, dim=4):
+        super().__init__()
+        self.trunk = body.trunk
+        self.proj = nn.Linear(dim, dim)
+    def forward(self, x):
+        return self.proj(self.trunk(x))
+class Agent:
+    def __init__(self):
+        self.body = Body()
+        self.aux = Aux(self.body)
+        self.body_opt = torch.optim.SGD(self.body.parameters(), lr=0.1)
+        self.aux_opt = torch.optim.SGD(self.aux.parameters(), lr=0.1)
+    def update(self, x):
+        self.body_opt.zero_grad()
+        self.aux_opt.zero_grad()
+        (self.body.out(self.body.trunk(x)).mean() + self.aux(x).pow(2).mean()).backward()
+        g = self.body.trunk.weight.grad.clone()
+        STEPS
+        return g
+agent = Agent()
+w0 = agent.body.trunk.weight.detach().clone()
+g = agent.update(torch.randn(8, 4))
+moved = (w0 - agent.body.trunk.weight).div(0.1 * g)
+'''
+
 # GT462 in a learner class (not a module): a `+` chain of listed parts, one part left out and
 # run before the learner's backward
 LEARNER = '''
@@ -160,6 +194,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         holds="torch.allclose(moved, torch.ones_like(moved), atol=1e-4)"), Shape(
         TWO_OPTS.replace("SECOND", "gather(self.blocks)"), "GT406", 12,
         holds="torch.allclose(moved, 2 * torch.ones_like(moved), atol=1e-4)")),
+    # GT406: the trunk shared through Aux's constructor, both optimizers stepped after one
+    # backward (the trunk moves by two steps); look-alike: only the body's optimizer steps
+    # in this pass
+    "constructor-shared-trunk-in-two-optimizers": (Shape(
+        SHARED.replace("STEPS", "self.body_opt.step()"), "GT406",
+        holds="torch.allclose(moved, torch.ones_like(moved), atol=1e-4)"), Shape(
+        SHARED.replace("STEPS", "self.body_opt.step()\n        self.aux_opt.step()"), "GT406",
+        18, holds="torch.allclose(moved, 2 * torch.ones_like(moved), atol=1e-4)")),
     # GT462 in a learner class: the critic trained by the loss but left out of the `+` chain
     # (the target net, loaded and run under no_grad, is not a missing part)
     "learner-sum-of-part-lists-misses-critic": (Shape(

@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import builds_module, replaces_submodules_of
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -16,6 +17,9 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
+from gradtrace.lint.rules.registration._aliases import (
+    held_from_arguments, rebound_in, stepped_in_one_pass,
+)
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
@@ -386,17 +390,20 @@ class OptimizersShareParameters(Rule):
         for other in builds:
             o_first = other.call.args[0] if other.call.args else keyword(other.call, "params")
             if other.stmt.lineno >= me.stmt.lineno or other.name == me.name \
-                    or not other.name.startswith("self.") or o_first is None \
-                    or ast.dump(o_first) != ast.dump(first) \
-                    or _rebound_in(scope, first, other.stmt.lineno, me.stmt.lineno):
+                    or not other.name.startswith("self.") or o_first is None:
                 continue
-            if any(_stepped_in_one_pass(ctx.scope(m), me.name, other.name)
+            held = _shared_part(me, other, cls, ctx)
+            if held is None and (ast.dump(o_first) != ast.dump(first) or rebound_in(
+                    scope, first, other.stmt.lineno, me.stmt.lineno)):
+                continue
+            if any(stepped_in_one_pass(ctx.scope(m), me.name, other.name)
                    for m in cls.methods.values() if m is not scope.node):
-                src = ctx.code_of(first)
+                src = f"`{ctx.code_of(first)}`" if held is None else \
+                    f"the parameters of `{held}` (which `{next(iter(me.sources))}` holds)"
                 yield self.report(me.stmt, ctx, related=[Related(
                     ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
                     ctx.column(other.stmt))], detail=(
-                    f"`{me.name}` and `{other.name}` are both built over `{src}` and both "
+                    f"`{me.name}` and `{other.name}` are both built over {src} and both "
                     "stepped in one pass: each step updates the same weights twice"))
                 return
 
@@ -424,38 +431,20 @@ def _step_loops(scope: Scope, opt: str) -> set[int]:
     return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
 
 
-def _rebound_in(scope: Scope, e: ast.AST, start: int, end: int) -> bool:
-    """Whether a name or ``self.<x>`` read in ``e`` is bound (or extended) between the lines."""
-    read = {dotted(n) for n in walk(e) if isinstance(n, (ast.Name, ast.Attribute))} \
-        - {None, "self"}
-    for n in walk(scope.node):
-        if start < getattr(n, "lineno", 0) < end:
-            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
-                tgts = n.targets if isinstance(n, ast.Assign) else [n.target]
-                if any(dotted(t) in read for tg in tgts for t in walk(tg)
-                       if isinstance(t, (ast.Name, ast.Attribute))):
-                    return True
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                    and dotted(n.func.value) in read:
-                return True  # params.append(...), params.extend(...)
-    return False
-
-
-def _stepped_in_one_pass(scope: Scope, a: str, b: str) -> bool:
-    """Both optimizers stepped by sibling statements of one block (not in phases, not in
-    two branches)."""
-    def stmts(opt: str) -> set[int]:
-        return {id(m.stmt) for m in scope.calls_to("step") if m.receiver == opt}
-    sa, sb = stmts(a), stmts(b)
-    if not sa or not sb:
-        return False
-    for n in walk(scope.node):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(n, field, None)
-            if isinstance(block, list) and {id(s) for s in block} & sa \
-                    and {id(s) for s in block} & sb:
-                return True
-    return False
+def _shared_part(me: OptimizerBuild, other: OptimizerBuild, cls: ClassInfo, ctx: Context
+                 ) -> str | None:
+    """``self.a = Opt(self.x.parameters())`` where ``self.x = X(self.critic, ...)`` keeps
+    ``critic.encoder``, and the other optimizer is over ``self.critic.encoder``: the shared
+    part (NOTE [held from arguments])."""
+    if len(me.sources) != 1 or not _whole_params(me.call) or not other.sources:
+        return None
+    (src,) = me.sources
+    if not src.startswith("self.") or src.count(".") != 1:
+        return None
+    for part in held_from_arguments(cls, src[5:], ctx):
+        if any(covers(part, s) or covers(s, part) for s in other.sources):
+            return part
+    return None
 
 
 def _stepped_together(scope: Scope, a: str, b: str) -> bool:
