@@ -81,6 +81,37 @@ g = agent.update(torch.randn(8, 4))
 moved = (w0 - agent.body.trunk.weight).div(0.1 * g)
 '''
 
+# GT462, one part per optimizer (NOTE [one part per optimizer]): a pipeline builds one optimizer
+# per part and gives the VAE's only its encoder; the VAE's forward runs its decoder too
+PER_PART = '''
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(6, 4)
+        self.dec = nn.Linear(2, 6)
+    def forward(self, x):
+        mu, logvar = self.enc(x).chunk(2, -1)
+        return self.dec(mu + torch.randn_like(mu) * (0.5 * logvar).exp())
+class Pipeline:
+    def __init__(self):
+        self.vae = VAE()
+        self.cls = nn.Linear(6, 3)
+    def optimizers(self):
+        return [torch.optim.SGD(self.cls.parameters(), lr=0.1),
+                torch.optim.SGD(VAE_PARAMS, lr=0.1)]
+    def step(self, opts, x, y):
+        for o in opts:
+            o.zero_grad()
+        F.cross_entropy(self.cls(self.vae(x)), y).backward()
+        for o in opts:
+            o.step()
+pipe = Pipeline()
+opts = pipe.optimizers()
+d0 = pipe.vae.dec.weight.detach().clone()
+pipe.step(opts, torch.randn(8, 6), torch.randint(0, 3, (8,)))
+dec_moved = not torch.equal(d0, pipe.vae.dec.weight)
+'''
+
 # GT462 in a learner class (not a module): a `+` chain of listed parts, one part left out and
 # run before the learner's backward
 LEARNER = '''
@@ -202,6 +233,13 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         holds="torch.allclose(moved, torch.ones_like(moved), atol=1e-4)"), Shape(
         SHARED.replace("STEPS", "self.body_opt.step()\n        self.aux_opt.step()"), "GT406",
         18, holds="torch.allclose(moved, 2 * torch.ones_like(moved), atol=1e-4)")),
+    # GT462 one part per optimizer: the decoder in no optimizer; look-alike: the VAE's optimizer
+    # lists both parts
+    "per-part-optimizers-miss-decoder": (Shape(
+        PER_PART.replace("VAE_PARAMS", "[*self.vae.enc.parameters(), *self.vae.dec.parameters()]"),
+        "GT462", holds="dec_moved"), Shape(
+        PER_PART.replace("VAE_PARAMS", "self.vae.enc.parameters()"), "GT462", 14,
+        holds="not dec_moved")),
     # GT462 in a learner class: the critic trained by the loss but left out of the `+` chain
     # (the target net, loaded and run under no_grad, is not a missing part)
     "learner-sum-of-part-lists-misses-critic": (Shape(

@@ -11,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.rules.registration._modules import owns_params
 
 PARAM_ITERS = ("parameters", "named_parameters")
@@ -207,10 +208,26 @@ class SubmoduleMissingFromParamGroups(Rule):
                                                  and isinstance(parent.op, ast.Add)):
             yield from self._check(node, ctx)
 
-    def _check(self, node: ast.List | ast.Tuple | ast.BinOp, ctx: Context) -> Iterator[Finding]:
-        parts = [_group_part(e) for e in _items(node)]
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        """NOTE [one part per optimizer]: ``Adam(self.vae.encoder.parameters())`` in a function
+        that builds several optimizers (one per part): the part's siblings that the held
+        model runs need an optimizer too."""
+        if not node.args or not is_optimizer_call(node, ctx):
+            return
+        part = _part(node.args[0])
+        if part is None or not part[0].startswith("self.") or part[0].count(".") != 1:
+            return
+        fn = ctx.scope().node
+        if sum(isinstance(n, ast.Call) and is_optimizer_call(n, ctx) for n in walk(fn)) < 2:
+            return
+        yield from self._check(node, ctx, single=True)
+
+    def _check(self, node: ast.List | ast.Tuple | ast.BinOp | ast.Call, ctx: Context,
+               single: bool = False) -> Iterator[Finding]:
+        parts = [_group_part(e) for e in _items(node)] if not single else \
+            [_part(node.args[0])]  # type: ignore[union-attr]
         recvs = {p[0] for p in parts if p is not None}
-        if len(recvs) != 1 or sum(p is not None for p in parts) < 2:
+        if len(recvs) != 1 or sum(p is not None for p in parts) < (1 if single else 2):
             return
         named = [p for p in parts if p is not None]
         if len(set(named)) < len(named):
@@ -227,7 +244,7 @@ class SubmoduleMissingFromParamGroups(Rule):
                     and n.func.attr in WHOLE and _prefix(dotted(n.func.value), recv):
                 return  # `model.parameters()` for groups over `model.module.<part>`
         mine = {a for p in parts if p is not None for a in p[1:]}
-        for cls in self._classes(recv, node, listed, ctx):
+        for cls in self._classes(recv, node, listed, ctx, single):
             # a learner class holds its own optimizers and freezes: what the script around it
             # does with the parts (snapshots, measurements) is not read
             handled = _handled_attrs(ctx, None if cls.is_module else cls.node) - mine
@@ -253,8 +270,8 @@ class SubmoduleMissingFromParamGroups(Rule):
                 return
 
     @staticmethod
-    def _classes(recv: str, node: ast.AST, listed: set[str], ctx: Context
-                 ) -> list[ClassInfo]:
+    def _classes(recv: str, node: ast.AST, listed: set[str], ctx: Context,
+                 single: bool = False) -> list[ClassInfo]:
         """The module classes the receiver may be (NOTE in the docstring's limits)."""
         classes = ctx.analysis.classes
         if recv == "self":
@@ -268,6 +285,13 @@ class SubmoduleMissingFromParamGroups(Rule):
                     and not any(method in b.methods for b in c.lineage()
                                 if b is not own and own in b.lineage())]
             return [own, *subs]
+        if recv.startswith("self.") and recv.count(".") == 1:
+            own = ctx.analysis.class_of(ctx.scope().node)
+            k = own.attr_kind(recv[5:]) if own is not None else None
+            if k is not None and k.what == MODULE and k.cls in classes:
+                return [classes[k.cls]]  # type: ignore[index]
+            if single:
+                return []
         k = ctx.analysis.kind(ast.Name(id=recv), ctx.scope(), node.lineno) \
             if "." not in recv else None
         if k is not None and k.what == MODULE and k.cls in classes:
