@@ -139,7 +139,7 @@ class PenaltyNormOverOneDimOfImageGradient(Rule):
                 out = critic(mixed)
                 grads = torch.autograd.grad(out, mixed, torch.ones_like(out), create_graph=True)[0]
                 return ((grads.norm(2, dim=1) - 1) ** 2).mean()
-            """, at=(7, 0)),
+            """, at=(7, 4)),
         Good("""
             import torch
             def gradient_penalty(critic, real, fake):

@@ -101,7 +101,7 @@ class ExcludedPartInNoGroup(Rule):
             opt = torch.optim.SGD([
                 {"params": model.backbone.parameters(), "lr": 0.01},
                 {"params": rest}], lr=0.1)
-            """, at=(6, 0)),
+            """, at=(6, 4)),
         Good("""
             import torch
             base_ids = set(map(id, model.backbone.parameters())) | set(map(id, model.neck.parameters()))
