@@ -112,6 +112,30 @@ pipe.step(opts, torch.randn(8, 6), torch.randint(0, 3, (8,)))
 dec_moved = not torch.equal(d0, pipe.vae.dec.weight)
 '''
 
+# GT426: a decoder projection tied to the encoder's embedding; the encoder is frozen in a helper
+# and the decoder given to the optimizer: the tied projection cannot move
+TIED = '''
+class Seq2Seq(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.ModuleDict({"embed": nn.Embedding(12, 6)})
+        self.decoder = nn.Sequential(nn.LayerNorm(6), nn.Linear(6, 12, bias=False))
+        self.decoder[1].weight = self.encoder.embed.weight
+    def forward(self, ids):
+        return self.decoder(self.encoder["embed"](ids))
+def finetune(model):
+    for w in model.encoder.parameters():
+        w.requires_grad_(False)
+    AFTER
+    return torch.optim.SGD(model.decoder.parameters(), lr=0.5)
+model = Seq2Seq()
+opt = finetune(model)
+w0 = model.decoder[1].weight.detach().clone()
+F.cross_entropy(model(torch.randint(0, 12, (4, 3))).flatten(0, 1), torch.randint(0, 12, (12,))).backward()
+opt.step()
+tied_moved = not torch.equal(w0, model.decoder[1].weight)
+'''
+
 # GT462 in a learner class (not a module): a `+` chain of listed parts, one part left out and
 # run before the learner's backward
 LEARNER = '''
@@ -240,6 +264,12 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         "GT462", holds="dec_moved"), Shape(
         PER_PART.replace("VAE_PARAMS", "self.vae.enc.parameters()"), "GT462", 14,
         holds="not dec_moved")),
+    # GT426: freezing the encoder freezes the decoder's tied projection; look-alike: the shared
+    # weight is made trainable again after the loop
+    "tied-weight-frozen-with-encoder": (Shape(
+        TIED.replace("AFTER", "model.encoder.embed.weight.requires_grad_(True)"), "GT426",
+        holds="tied_moved"), Shape(
+        TIED.replace("AFTER", "pass"), "GT426", 11, holds="not tied_moved")),
     # GT462 in a learner class: the critic trained by the loss but left out of the `+` chain
     # (the target net, loaded and run under no_grad, is not a missing part)
     "learner-sum-of-part-lists-misses-critic": (Shape(
