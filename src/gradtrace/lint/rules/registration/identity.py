@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import builds_module, replaces_submodules_of
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -16,6 +17,9 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
+from gradtrace.lint.rules.registration._aliases import (
+    held_from_arguments, rebound_in, stepped_in_one_pass,
+)
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
@@ -355,7 +359,12 @@ class OptimizersShareParameters(Rule):
         scope = ctx.scope()
         builds = optimizer_builds(scope)
         me = next((o for o in builds if o.stmt is node), None)
-        if me is None or not me.sources or not step_lines(scope, me.name):
+        if me is None:
+            return
+        if not step_lines(scope, me.name):
+            yield from self._across_methods(me, builds, scope, ctx)
+            return
+        if not me.sources:
             return
         for other in builds:
             if other.stmt.lineno >= node.lineno or other.name == me.name \
@@ -366,6 +375,36 @@ class OptimizersShareParameters(Rule):
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
                     ctx.column(other.stmt))], detail=detail)
+                return
+
+    def _across_methods(self, me: OptimizerBuild, builds: list[OptimizerBuild], scope: Scope,
+                        ctx: Context) -> Iterator[Finding]:
+        """NOTE [optimizers built as attributes]: ``self.a = Adam(P)`` and ``self.b = Adam(P)``
+        built in one method from the same spelled parameters (a copy-paste slip: dreamer's
+        ``value_optimizer`` over ``get_parameters(self.model_modules)``), both stepped in one
+        pass of another method of the class: the weights take two steps per batch."""
+        cls = ctx.analysis.class_of(scope.node)
+        first = me.call.args[0] if me.call.args else keyword(me.call, "params")
+        if cls is None or first is None or not me.name.startswith("self."):
+            return
+        for other in builds:
+            o_first = other.call.args[0] if other.call.args else keyword(other.call, "params")
+            if other.stmt.lineno >= me.stmt.lineno or other.name == me.name \
+                    or not other.name.startswith("self.") or o_first is None:
+                continue
+            held = _shared_part(me, other, cls, ctx)
+            if held is None and (ast.dump(o_first) != ast.dump(first) or rebound_in(
+                    scope, first, other.stmt.lineno, me.stmt.lineno)):
+                continue
+            if any(stepped_in_one_pass(ctx.scope(m), me.name, other.name)
+                   for m in cls.methods.values() if m is not scope.node):
+                src = f"`{ctx.code_of(first)}`" if held is None else \
+                    f"the parameters of `{held}` (which `{next(iter(me.sources))}` holds)"
+                yield self.report(me.stmt, ctx, related=[Related(
+                    ctx.path, other.stmt.lineno, f"`{other.name}` is built here",
+                    ctx.column(other.stmt))], detail=(
+                    f"`{me.name}` and `{other.name}` are both built over {src} and both "
+                    "stepped in one pass: each step updates the same weights twice"))
                 return
 
     @staticmethod
@@ -390,6 +429,22 @@ def _step_loops(scope: Scope, opt: str) -> set[int]:
     calls = [m for m in scope.calls_to("step")
              if m.receiver == opt or (m.call.args and dotted(m.call.args[0]) == opt)]
     return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
+
+
+def _shared_part(me: OptimizerBuild, other: OptimizerBuild, cls: ClassInfo, ctx: Context
+                 ) -> str | None:
+    """``self.a = Opt(self.x.parameters())`` where ``self.x = X(self.critic, ...)`` keeps
+    ``critic.encoder``, and the other optimizer is over ``self.critic.encoder``: the shared
+    part (NOTE [held from arguments])."""
+    if len(me.sources) != 1 or not _whole_params(me.call) or not other.sources:
+        return None
+    (src,) = me.sources
+    if not src.startswith("self.") or src.count(".") != 1:
+        return None
+    for part in held_from_arguments(cls, src[5:], ctx):
+        if any(covers(part, s) or covers(s, part) for s in other.sources):
+            return part
+    return None
 
 
 def _stepped_together(scope: Scope, a: str, b: str) -> bool:

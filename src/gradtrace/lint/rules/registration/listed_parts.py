@@ -11,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.rules.registration._modules import owns_params
 
 PARAM_ITERS = ("parameters", "named_parameters")
@@ -34,6 +35,17 @@ def _part(e: ast.AST) -> tuple[str, str] | None:
         return None
     recv = dotted(e.func.value.value)
     return (recv, e.func.value.attr) if recv else None
+
+
+def _items(node: ast.expr) -> list[ast.expr]:
+    """The elements of a list/tuple, or the terms of a ``+`` chain."""
+    if isinstance(node, ast.BinOp):
+        if not isinstance(node.op, ast.Add):
+            return [node]
+        return [*_items(node.left), *_items(node.right)]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return list(node.elts)
+    return [node]
 
 
 def _prefix(name: str | None, recv: str) -> bool:
@@ -100,21 +112,43 @@ def _used(cls: ClassInfo, name: str, skip: ast.AST, ctx: Context) -> bool:
     return False
 
 
-def _handled_attrs(ctx: Context) -> frozenset[str]:
+def _run_for_backward(cls: ClassInfo, name: str, ctx: Context) -> bool:
+    """Whether a method of a plain (non-module) class calls ``self.<name>(...)`` with grad
+    on and runs a ``backward`` itself: the part is trained by that method's loss."""
+    for m in cls.methods.values():
+        if m.name == "__init__" or not any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "backward" for n in walk(m)):
+            continue
+        off = [w for w in walk(m) if isinstance(w, ast.With)
+               and any("no_grad" in ctx.code_of(i.context_expr)
+                       or "inference_mode" in ctx.code_of(i.context_expr) for i in w.items)]
+        hidden = {id(n) for w in off for n in walk(w)}
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == name and isinstance(n.func.value, ast.Name)
+               and n.func.value.id == "self" and id(n) not in hidden for n in walk(m)):
+            return True
+    return False
+
+
+def _handled_attrs(ctx: Context, root: ast.AST | None = None) -> frozenset[str]:
+    """(In a learner class, ``root``, reading a part's ``state_dict()`` to load a target
+    copy is not a handling: the part is still trained by the class's loss.)"""
     """Attributes ``x.<attr>`` on which the file calls ``parameters()``, ``requires_grad_``,
     ``eval()``... or sets ``requires_grad``, outside the groups being checked (they are
     counted in by the caller)."""
     def make() -> frozenset[str]:
         out: set[str] = set()
-        for n in walk(ctx.tree):
+        for n in walk(root or ctx.tree):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                    and n.func.attr in HANDLED and isinstance(n.func.value, ast.Attribute):
+                    and n.func.attr in HANDLED and isinstance(n.func.value, ast.Attribute) \
+                    and not (root is not None and n.func.attr == "state_dict"):
                 out.add(n.func.value.attr)
             elif isinstance(n, ast.Attribute) and n.attr == "requires_grad" \
                     and isinstance(n.value, ast.Attribute):
                 out.add(n.value.attr)
         return frozenset(out)
-    return ctx.memo("gt462-handled", ctx.tree, make)
+    return ctx.memo("gt462-handled", root or ctx.tree, make)
 
 
 class SubmoduleMissingFromParamGroups(Rule):
@@ -183,29 +217,66 @@ class SubmoduleMissingFromParamGroups(Rule):
     def visit_Tuple(self, node: ast.Tuple, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)
 
-    def _check(self, node: ast.List | ast.Tuple, ctx: Context) -> Iterator[Finding]:
-        parts = [_group_part(e) for e in node.elts]
-        recvs = {p[0] for p in parts if p is not None}
-        if len(recvs) != 1 or sum(p is not None for p in parts) < 2:
+    def visit_BinOp(self, node: ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        """``list(a.x.parameters()) + list(a.y.parameters()) + ...`` (the outermost sum)."""
+        parent = ctx.parent
+        if isinstance(node.op, ast.Add) and not (isinstance(parent, ast.BinOp)
+                                                 and isinstance(parent.op, ast.Add)):
+            yield from self._check(node, ctx)
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        """NOTE [one part per optimizer]: ``Adam(self.vae.encoder.parameters())`` in a function
+        that builds several optimizers (one per part): the part's siblings that the held
+        model runs need an optimizer too."""
+        if not node.args or not is_optimizer_call(node, ctx):
             return
+        part = _part(node.args[0])
+        if part is None or not part[0].startswith("self.") or part[0].count(".") != 1:
+            return
+        fn = ctx.scope().node
+        if sum(isinstance(n, ast.Call) and is_optimizer_call(n, ctx) for n in walk(fn)) < 2:
+            return
+        yield from self._check(node, ctx, single=True)
+
+    def _check(self, node: ast.List | ast.Tuple | ast.BinOp | ast.Call, ctx: Context,
+               single: bool = False) -> Iterator[Finding]:
+        parts = [_group_part(e) for e in _items(node)] if not single else \
+            [_part(node.args[0])]  # type: ignore[union-attr]
+        recvs = {p[0] for p in parts if p is not None}
+        if len(recvs) != 1 or sum(p is not None for p in parts) < (1 if single else 2):
+            return
+        named = [p for p in parts if p is not None]
+        if len(set(named)) < len(named):
+            return  # a part listed twice: GT435's
         recv = recvs.pop()
         scope = ctx.scope()
         fn = scope.node
         listed: set[str] = set()
         for n in walk(fn):
-            if isinstance(n, ast.Attribute) and dotted(n.value) == recv:
+            if isinstance(n, ast.Attribute) and dotted(n.value) == recv \
+                    and not isinstance(n.ctx, ast.Store):
                 listed.add(n.attr)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr in WHOLE and _prefix(dotted(n.func.value), recv):
                 return  # `model.parameters()` for groups over `model.module.<part>`
-        handled = _handled_attrs(ctx) - {a for p in parts if p is not None for a in p[1:]}
-        for cls in self._classes(recv, node, listed, ctx):
+        mine = {a for p in parts if p is not None for a in p[1:]}
+        for cls in self._classes(recv, node, listed, ctx, single):
+            # a learner class holds its own optimizers and freezes: what the script around it
+            # does with the parts (snapshots, measurements) is not read
+            handled = _handled_attrs(ctx, None if cls.is_module else cls.node) - mine
             attrs = _trainable_attrs(cls, ctx)
             if not {p[1] for p in parts if p is not None} <= set(attrs):
                 continue
+            if not cls.is_module:  # a learner: only the parts whose parameters it reads
+                listed = {n.func.value.attr for n in walk(fn) if isinstance(n, ast.Call)
+                          and isinstance(n.func, ast.Attribute) and n.func.attr in PARAM_ITERS
+                          and isinstance(n.func.value, ast.Attribute)
+                          and dotted(n.func.value.value) == recv}
             held = _held(cls, {p[1] for p in parts if p is not None})
             missing = [a for a in attrs if a not in listed and a not in handled
-                       and a not in held and _used(cls, a, fn, ctx)]
+                       and a not in held
+                       and (_used(cls, a, fn, ctx) if cls.is_module
+                            else _run_for_backward(cls, a, ctx))]
             if missing:
                 stmt = scope.statement_of(node) or node
                 where = attrs[missing[0]]
@@ -217,19 +288,28 @@ class SubmoduleMissingFromParamGroups(Rule):
                 return
 
     @staticmethod
-    def _classes(recv: str, node: ast.AST, listed: set[str], ctx: Context
-                 ) -> list[ClassInfo]:
+    def _classes(recv: str, node: ast.AST, listed: set[str], ctx: Context,
+                 single: bool = False) -> list[ClassInfo]:
         """The module classes the receiver may be (NOTE in the docstring's limits)."""
         classes = ctx.analysis.classes
         if recv == "self":
             own = ctx.analysis.class_of(ctx.scope().node)
-            if own is None or not own.is_module:
+            if own is None:
                 return []
+            if not own.is_module:  # a learner/agent class holding its networks
+                return [own]
             method = ctx.scope().node.name  # type: ignore[attr-defined]
             subs = [c for c in classes.values() if c is not own and own in c.lineage()
                     and not any(method in b.methods for b in c.lineage()
                                 if b is not own and own in b.lineage())]
             return [own, *subs]
+        if recv.startswith("self.") and recv.count(".") == 1:
+            own = ctx.analysis.class_of(ctx.scope().node)
+            k = own.attr_kind(recv[5:]) if own is not None else None
+            if k is not None and k.what == MODULE and k.cls in classes:
+                return [classes[k.cls]]  # type: ignore[index]
+            if single:
+                return []
         k = ctx.analysis.kind(ast.Name(id=recv), ctx.scope(), node.lineno) \
             if "." not in recv else None
         if k is not None and k.what == MODULE and k.cls in classes:
