@@ -54,12 +54,13 @@ class ClassInfo:
         self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {
             s.name: s for s in node.body if isinstance(s, DEFS)}
         self._attrs: dict[str, AttrInfo] | None = None
+        self._init_attrs: dict[str, AttrInfo] | None = None
         self._kinds: dict[str, Kind | None] = {}
         self._forward_uses: frozenset[str] | None = None
 
     def release(self) -> None:
         self._analysis = None  # type: ignore[assignment]
-        self._attrs = None
+        self._attrs = self._init_attrs = None
         self._kinds.clear()
 
     @property
@@ -73,10 +74,28 @@ class ClassInfo:
                 m for m in self.methods.values() if m is not init]
             for m in order:
                 for s in _own_statements(m):
-                    self._record(s, m)
+                    self._record(s, m, self._attrs)
         return self._attrs
 
-    def _record(self, s: ast.stmt, m: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    @property
+    def init_attrs(self) -> dict[str, AttrInfo]:
+        """The entries of :attr:`attrs` whose first assignment is in ``__init__``, read from
+        ``__init__`` alone (``attrs`` reads it first, so the same entries with the same
+        values; ``later`` lists only ``__init__``'s own later assignments here). For a
+        question about ``__init__`` only, without reading every method of every class."""
+        if self._init_attrs is None:
+            init = self.methods.get("__init__")
+            if self._attrs is not None:
+                self._init_attrs = {a: i for a, i in self._attrs.items() if i.method is init}
+            else:
+                self._init_attrs = {}
+                if init is not None:
+                    for s in _own_statements(init):
+                        self._record(s, init, self._init_attrs)
+        return self._init_attrs
+
+    def _record(self, s: ast.stmt, m: ast.FunctionDef | ast.AsyncFunctionDef,
+                attrs: dict[str, AttrInfo]) -> None:
         if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
             targets = s.targets if isinstance(s, ast.Assign) else [s.target]
             pairs = [(t, s.value) for t in targets]
@@ -88,20 +107,20 @@ class ClassInfo:
             for t, v in pairs:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
                         and t.value.id == "self":
-                    self._add(t.attr, v, s, m)
+                    self._add(attrs, t.attr, v, s, m)
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             c = s.value
             f = c.func
             if isinstance(f, ast.Attribute) and dotted(f.value) == "self" and \
                     f.attr == "register_buffer" and c.args and \
                     isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str):
-                info = self._add(c.args[0].value, c.args[1] if len(c.args) > 1 else None, s, m)
+                info = self._add(attrs, c.args[0].value, c.args[1] if len(c.args) > 1 else None,
+                                 s, m)
                 info.buffer = True
 
-    def _add(self, name: str, value: ast.expr | None, s: ast.stmt,
+    @staticmethod
+    def _add(attrs: dict[str, AttrInfo], name: str, value: ast.expr | None, s: ast.stmt,
              m: ast.FunctionDef | ast.AsyncFunctionDef) -> AttrInfo:
-        attrs = self._attrs
-        assert attrs is not None
         got = attrs.get(name)
         if got is None:
             got = attrs[name] = AttrInfo(name, value, s, m)

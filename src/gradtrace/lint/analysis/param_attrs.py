@@ -91,7 +91,8 @@ def file_freezes(ctx: Context) -> bool:
                     and n.func.attr == "requires_grad_" and n.args and not _true(n.args[0]):
                 return True
         return False
-    return ctx.memo("file-freezes", ctx.tree, make)
+    # both writes name `requires_grad` (the attribute, `requires_grad_`) in the code
+    return ctx.mentions("requires_grad") and ctx.memo("file-freezes", ctx.tree, make)
 
 
 def _true(e: ast.expr) -> bool:

@@ -100,8 +100,10 @@ def view_aliases(stmts: list[ast.stmt], written: dict[str, list[int]]) -> dict[s
     bound: dict[str, list[int]] = {}  # the names written in place: where they are assigned
     for j, st in enumerate(stmts):
         if isinstance(st, ast.Assign):
-            for t in st.targets:
-                for n in ast.walk(t) if not isinstance(t, ast.Name) else (t,):
+            for t in st.targets:  # a name is bound by a target that is one or in a tuple /
+                # list / starred target; `self.x = ...`, `x[i] = ...` read the names in them
+                for n in (t,) if isinstance(t, ast.Name) else ast.walk(t) if isinstance(
+                        t, (ast.Tuple, ast.List, ast.Starred)) else ():
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) \
                             and n.id in written:
                         bound.setdefault(n.id, []).append(j)

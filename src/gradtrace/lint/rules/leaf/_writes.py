@@ -66,8 +66,8 @@ def instance_parameter_writes(ctx: Context) -> Iterator[Write]:
     if not ctx.mentions("Parameter"):
         return
     names = {a for c in ctx.analysis.classes.values() if c.is_module  # `__init__` makes it
-             for a, i in c.attrs.items() if i.method.name == "__init__"  # with a Parameter
-             and isinstance(i.value, ast.Call)  # class (its kind is asked when written)
+             for a, i in c.init_attrs.items()  # with a Parameter
+             if isinstance(i.value, ast.Call)  # class (its kind is asked when written)
              and (dotted(i.value.func) or "").endswith("Parameter")
              and (ctx.call_name(i.value) or "").endswith("Parameter")}
     if not names:
