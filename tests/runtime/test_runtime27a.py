@@ -82,8 +82,8 @@ for _ in range(3):
     opt.step()
 print((net.kernel - k0).abs().max().item())
 """,
-    # variant: a transposed view of the weight made under no_grad in forward
-    "transposed_weight": """
+    # variant: the weight's columns unbound under no_grad, restacked and renormalized
+    "unbound_columns": """
 class Tied(nn.Module):
     def __init__(self):
         super().__init__()
@@ -92,8 +92,8 @@ class Tied(nn.Module):
 
     def forward(self, x):
         with torch.no_grad():  # <- cause
-            wt = self.w.t()
-        return self.out(x @ wt)
+            w_hat = torch.stack(self.w.unbind(1), 1).renorm(2, 0, 1.0)
+        return self.out(x @ w_hat.t())
 
 net = Tied()
 snap = [p.detach().clone() for p in net.parameters()]
