@@ -10,7 +10,16 @@ with a constant (``n != 'base_kernel.raw_lengthscale'``, ``n not in {'shift', 'g
 set written inline or bound to a name in the file) leaves out the parameters of exactly those
 names, on purpose: GPyTorch fixes a lengthscale that way. A substring test (``'bias' not in
 n``, ``not any(nd in n for nd in no_decay)``) names a class of parameters, the first half of a
-weight-decay split whose other group may be forgotten: it counts for nothing here."""
+weight-decay split whose other group may be forgotten: it counts for nothing here.
+
+# NOTE [removed to be grouped]
+``ids = set(map(id, m.base.parameters())) | set(map(id, m.feat.parameters()))`` then
+``new = [p for p in m.parameters() if id(p) not in ids]`` and the groups
+``[{'params': m.base.parameters(), 'lr_mult': 0.1}, {'params': new}]``: the removal splits the
+parameters into groups, it freezes nothing. When one module of a removed collection is also
+given to an optimizer by its own ``.parameters()`` elsewhere in the file, the collection counts
+for nothing here: its other modules were forgotten, not left out (HHL's ``feat``, ``feat_bn``
+and ``triplet``)."""
 from __future__ import annotations
 
 import ast
@@ -52,10 +61,17 @@ def excluded_modules(tree: ast.AST) -> set[str]:
             removed.append(n.right)
         elif isinstance(n, ast.Compare) and any(isinstance(o, ast.NotIn) for o in n.ops):
             removed.extend(n.comparators)
+    collections = [[r, *(values.get(r.id, []) if isinstance(r, ast.Name) else [])]
+                   for r in removed]
+    inside = {id(n) for parts in collections for part in parts for n in ast.walk(part)}
+    listed = {n.func.value.attr for n in ast.walk(tree) if id(n) not in inside and isinstance(
+        n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "parameters"
+        and isinstance(n.func.value, ast.Attribute)}
     out: set[str] = set()
-    for r in removed:
-        for part in [r, *(values.get(r.id, []) if isinstance(r, ast.Name) else [])]:
-            out |= _parameters_of(part)
+    for parts in collections:
+        mods = set().union(*(_parameters_of(part) for part in parts))
+        if not mods & listed:  # NOTE [removed to be grouped]
+            out |= mods
     return out
 
 

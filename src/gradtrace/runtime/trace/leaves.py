@@ -16,6 +16,8 @@ def upstream_leaves(t: Tensor, keep: Callable[[Tensor], None] | None = None,
     base = t._base if gf is None and t.requires_grad else None
     if base is not None and base.grad_fn is not None:  # a view taken under no_grad
         return upstream_leaves(base, keep, limit)
+    if base is not None and base.requires_grad and base._base is None:
+        t = base  # a view of a leaf taken under no_grad (``w[:, 0]``): the leaf itself
     if gf is None:
         if t.requires_grad:
             if keep is not None:

@@ -38,6 +38,7 @@ from gradtrace.runtime.trace.records import created_site, node_name
 
 Tensor = torch.Tensor
 _CHECKS = 4  # checks per loss line
+_CE_CALLS = ("cross_entropy", "by value")  # key counting the session's value reads of its input
 # nodes that keep the values of their (first) input: a view, a copy, a dtype/device move
 _SAME_VALUES = ("View", "UnsafeView", "Unsqueeze", "Squeeze", "Permute", "Transpose",
                 "ReshapeAlias", "Clone", "ToCopy", "Expand", "Alias", "T", "Contiguous")
@@ -103,15 +104,21 @@ def check_loss(state: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
     node = producer(inp)
     made = node_name(node) if node is not None else ""
     wrong = made == _WRONG[name]
-    by_value = not wrong and name == "kl_div" and made != "LogSoftmax" and inp.numel() > 0 \
-        and inp.is_floating_point()
+    by_value = not wrong and made != "LogSoftmax" and inp.numel() > 0 \
+        and inp.is_floating_point() and (name == "kl_div" or (
+            name == "cross_entropy" and inp.dim() >= 2 and inp.shape[1] >= 2))
     if not wrong and not by_value:
         return
+    if by_value and name == "cross_entropy":  # read by value on the first calls only: every
+        n = state.loss_checks.get(_CE_CALLS, 0)  # training step calls it
+        if n >= _CHECKS * 4:
+            return
+        state.loss_checks[_CE_CALLS] = n + 1
     counted = _counted(state)  # (a value check costs a reduction: a few per line)
     if counted is None:
         return
     if by_value:
-        if not bool((inp > 0).all()):
+        if not (_rows_of_probabilities(inp) if name == "cross_entropy" else bool((inp > 0).all())):
             return
         made = ""
     elif counted[1]:
@@ -125,15 +132,28 @@ def check_loss(state: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, A
         what = f"`{made.lower()}` here makes the input of `{op}` (line {loss_site.line})"
         related = [(loss_site, f"`{op}` is fed the {made.lower()} output here")]
     else:
-        what = (f"the input of `{op}` is above 0 everywhere (log-probabilities never are)"
-                if not made else f"the input of `{op}` was made by `{made.lower()}`")
+        what = (f"the input of `{op}` was made by `{made.lower()}`" if made else
+                f"every row of the input of `{op}` is in [0, 1] and sums to 1: probabilities"
+                if name == "cross_entropy" else
+                f"the input of `{op}` is above 0 everywhere (log-probabilities never are)")
         site, related = loss_site, []
     kind, fallback = _CODE[name]
     if name == "bce_logits" and made and site is not loss_site:
         state.bce_on_sigmoid.setdefault((site, op), loss_site)
     state.loss_findings.setdefault((site, op), make(
         code_for(kind, fallback), site, f"{what}; `{op}` wants {_WANT[name]}: {_WHY[name]}",
-        fix=_FIX[name], related=related, severity="warning"))
+        fix=_FIX[name] if made or name != "cross_entropy" else "give nll_loss the log of "
+        "the probabilities (torch.log(p.clamp_min(1e-8))), or cross_entropy the raw scores",
+        related=related, severity="warning"))
+
+
+def _rows_of_probabilities(inp: Tensor) -> bool:
+    """Whether every row of a ``cross_entropy`` input (classes on dim 1) is a probability
+    vector: each entry in [0, 1], each row summing to 1. A softmax taken earlier and mixed by a
+    product (MatchingNetworks' attention times one-hot labels) makes no ``Softmax`` node at the
+    loss, but its values say what it is; raw scores are never all of that."""
+    x = inp.detach()
+    return bool(((x >= 0) & (x <= 1)).all()) and bool(((x.sum(1) - 1).abs() < 1e-4).all())
 
 
 def bce_failed(state: Any, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -190,10 +190,35 @@ def off_switch(frame: FrameType | None) -> Site | None:
                 caller = _user(frame.f_back)
                 if caller is None or caller.f_code.co_name == "forward":
                     return site  # a helper of a module's forward: part of the model
+                if _handed_leaf(frame):
+                    return site  # NOTE [trainable leaf handed to a grad-off function]
                 return Site(caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
             return site
         frame = _user(frame.f_back)
     return None
+
+
+def _handed_leaf(frame: FrameType) -> bool:
+    """Whether a decorated function's caller handed it a trainable leaf as an argument.
+
+    # NOTE [trainable leaf handed to a grad-off function]
+    A grad-off decorated function the training code calls (``generate``, ``act(obs)``) is
+    named at its call: it is meant to run without gradients, and the caller should not have
+    trained on its result. When the caller hands it a leaf tensor that requires grad (a
+    ``prompt_embeds`` Parameter being optimized, given to an ``encode_prompt`` that only
+    reshapes it), the function is part of the trained computation: its decorator is what cuts
+    the leaf, and the fix removes it (diffusers' DeepFloyd-IF pipeline). Read from the frame's
+    arguments, on the rare path (a new cut site under ``no_grad``)."""
+    import torch
+
+    code = frame.f_code
+    n = code.co_argcount + code.co_kwonlyargcount
+    values = frame.f_locals
+    for name in code.co_varnames[:n]:
+        v = values.get(name)
+        if isinstance(v, torch.Tensor) and v.requires_grad and v.is_leaf:
+            return True
+    return False
 
 
 def switch_frame(frame: FrameType | None) -> tuple[FrameType, Site] | None:

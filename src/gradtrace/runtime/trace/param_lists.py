@@ -48,7 +48,31 @@ def listed_at(site: Site | None) -> Site | None:
              and (where is not scope or n.lineno < site.line)]
     if len(found) != 1 or not _lists_parameters(found[0].value):  # type: ignore[arg-type]
         return None
-    return Site(site.path, found[0].lineno, site.function)
+    line = _remainder_group(found[0].value, scope, found[0].lineno)  # type: ignore[arg-type]
+    return Site(site.path, line or found[0].lineno, site.function)
+
+
+def _remainder_group(value: ast.expr, scope: ast.AST, before: int) -> int | None:
+    """In a list of parameter groups written over several lines (``[{'params':
+    m.base.parameters(), 'lr_mult': 0.1}, {'params': new_params}]``), the line of the one group
+    whose ``'params'`` is a name bound once, before, to a filtered collection (``[p for p in
+    m.parameters() if id(p) not in ids]``, ``filter(...)``): the group meant to take the rest,
+    which the parameters missing from every group fell out of (HHL). None otherwise."""
+    if not isinstance(value, (ast.List, ast.Tuple)) or value.lineno == value.end_lineno:
+        return None
+    filtered = {ast.unparse(t) for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                and n.lineno < before and _filtered(n.value) for t in n.targets}
+    hits = [e.lineno for e in value.elts if isinstance(e, ast.Dict) and any(
+        isinstance(k, ast.Constant) and k.value == "params" and isinstance(v, ast.Name)
+        and v.id in filtered for k, v in zip(e.keys, e.values))]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _filtered(value: ast.expr) -> bool:
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return any(g.ifs for g in value.generators) and _lists_parameters(value)
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+        value.func.id == "filter" and _lists_parameters(value)
 
 
 def _module_choice(value: ast.expr) -> bool:

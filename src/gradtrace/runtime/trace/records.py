@@ -46,6 +46,9 @@ class Cut:
                     and self.grad_off.function != off.function:  # the switch's caller
                 where = f" (grad mode turned off at line {self.grad_off.line}, inside the " \
                         f"call at line {off.line})"
+                if off.source().startswith("@"):  # the decorator of the function called there
+                    where = f" (grad mode turned off by the decorator at line {off.line}, " \
+                            f"of the function called at line {self.grad_off.line})"
             return f"`{self.op}` ran with grad mode off{where}"
         if self.reason == "inference":
             return f"`{self.op}` ran inside torch.inference_mode()"

@@ -187,12 +187,16 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
     later: it comes after every cut of a value computed from the leaf, which is where the
     loss's path was cut. Alone, it still leads (``F.linear(x, self.w.detach())``).
 
+    A ``no_grad`` block inside a ``forward`` (the switch read from the stack) is part of the
+    model, not an evaluation pass: its cut keeps its place (LEAF's Gabor constraint).
+
     A cut that made the leaf a backward() started from leads them all
     (NOTE [backward of a leaf] in :mod:`.root_leaf`): nothing flowed from that backward()."""
     trained = rec is not None and rec.grad_runs > 0
     cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
-    cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad",
-                             c.reason in ("item", "grad")))
+    cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad"
+                             and not (c.switch and c.switch.function == "forward"),  # a block
+                             c.reason in ("item", "grad")))  # inside the model: no evaluation
     return cuts
 
 
