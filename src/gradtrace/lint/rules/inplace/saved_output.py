@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
+from gradtrace.lint.rules.inplace._chained import chained_write
 from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
 from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
@@ -171,6 +172,16 @@ class InplaceWriteToSavedOutput(InplaceRule):
                   *self._writes(node, ctx, ("relu",), ("index", "method"))]
         for prod, stmt, kind, target, training in writes:
             yield self._emit602(prod, stmt, target, training, ctx)
+        chained = chained_write(node, ctx) if isinstance(node.func, ast.Attribute) \
+            and node.func.attr.endswith("_") else None
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
+        if chained is not None and ctx.statement is not None and id(ctx.statement) not in seen:
+            seen.add(id(ctx.statement))
+            op_call, op = chained
+            yield self.report(node, ctx, related=[Related(
+                ctx.path, op_call.lineno, f"`{op}` saves its output for backward here",
+                ctx.column(op_call))], name=ctx.source(op_call)[:40], op=op,
+                line=op_call.lineno)
         f = node.func
         if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "Sequential":
             for prod, layer in sequential_writes(node, ctx):  # `nn.ReLU(), nn.Dropout(p, True)`
@@ -178,7 +189,7 @@ class InplaceWriteToSavedOutput(InplaceRule):
                                   name=ctx.source(prod.call)[:40], op=prod.op,
                                   line=prod.call.lineno)
 
-    triggers = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
+    triggers = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential", "norm(")
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """``p = self.gate(x)`` where ``self.gate``'s result is a sigmoid/softmax/... output

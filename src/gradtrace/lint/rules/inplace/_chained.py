@@ -1,0 +1,80 @@
+"""GT602's op chains: an in-place method called straight on the result of an op that saves
+its output (``d.norm(dim=-1).div_(2)``, ``(x - y).exp().mul_(2)``), the result never named.
+
+# NOTE [chained saved output]
+The named form (``p = torch.sigmoid(h); p.mul_(2)``) is found from the producer's binding;
+a chain has no name to follow, so it is read at the in-place call itself: its receiver,
+through views, is a call of an op that saves its output (the ``sig``/``relu`` families of
+:data:`._ops.SAVED_OUT`, and the norms: ``Tensor.norm``, ``torch.norm``,
+``torch.linalg.norm``/``vector_norm`` save their result whatever ``p`` and ``dim``; each
+checked on torch 2.13: the backward raises "... modified by an inplace operation"). The op
+must be a tensor op (a method on a value that is not ``self``, or a ``torch.*`` function: a
+``self.norm(x)`` is a layer), its input must carry a graph and the statement must be
+differentiated (a backward after it, a loss, a forward, a caller's gradient call).
+"""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.analysis.kinds import PARAMETER, TENSOR
+from gradtrace.lint.context import Context
+from gradtrace.lint.rules.inplace._ops import SAVED_OUT, VIEW_METHODS
+from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller
+from gradtrace.lint.rules.numerics._ops import carries_graph, in_training
+
+NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream",
+                        "register_hook"})
+NORMS = frozenset({"norm", "vector_norm"})
+TORCH_NORMS = frozenset({"torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm"})
+
+
+def chained_write(call: ast.Call, ctx: Context) -> tuple[ast.Call, str] | None:
+    """(the op call, its name) when ``call`` is an in-place method on the op's unnamed
+    result (NOTE [chained saved output]) and the write is differentiated."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or not f.attr.endswith("_") or f.attr.startswith("_") \
+            or f.attr in NOT_WRITES:
+        return None
+    recv = f.value
+    while isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
+            and recv.func.attr in VIEW_METHODS:
+        recv = recv.func.value
+    if not isinstance(recv, ast.Call):
+        return None
+    got = _op(recv, ctx)
+    if got is None:
+        return None
+    op, operand = got
+    if op in ("relu", "relu_", "leaky_relu", "leaky_relu_", "elu", "elu_") \
+            and f.attr in ("add_", "sub_"):
+        return None  # GT603's `+=` family; `relu(x).add_(1)` is reported there when named
+    if ctx.grad_disabled is not None or not carries_graph(ctx, operand, recv):
+        return None
+    stmt = ctx.statement
+    if stmt is None or not (in_training(ctx, stmt) or differentiated_by_caller(ctx, ctx.function)):
+        return None
+    return recv, op
+
+
+def _op(c: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
+    """(op name, its input) of a saved-output tensor op call, else None."""
+    f = c.func
+    q = ctx.qualified_name(f) or ""
+    if q.startswith("torch."):
+        last = q.rpartition(".")[2]
+        if (SAVED_OUT.get(last) or q in TORCH_NORMS) and c.args \
+                and not isinstance(c.args[0], ast.Starred) \
+                and (q in TORCH_NORMS or q.count(".") == 1
+                     or q.startswith("torch.nn.functional.")):
+            return last, c.args[0]
+        return None
+    if not isinstance(f, ast.Attribute) or not (f.attr in SAVED_OUT or f.attr in NORMS):
+        return None
+    recv = f.value
+    if isinstance(recv, ast.Name) and (recv.id == "self" or ctx.qualified_name(recv)):
+        return None  # `self.norm(x)` (a layer), `F.relu(x)` resolved above, a module alias
+    if isinstance(recv, ast.Attribute) and not isinstance(recv.value, (ast.Call, ast.Subscript)):
+        k = ctx.analysis.kind(recv, None, c.lineno)
+        if k is None or k.what not in (TENSOR, PARAMETER):
+            return None  # `self.ln.norm(...)`: not surely a tensor
+    return f.attr, recv
