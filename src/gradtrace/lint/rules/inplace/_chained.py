@@ -15,6 +15,7 @@ differentiated (a backward after it, a loss, a forward, a caller's gradient call
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from gradtrace.lint.analysis.kinds import PARAMETER, TENSOR
 from gradtrace.lint.context import Context
@@ -78,3 +79,41 @@ def _op(c: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
         if k is None or k.what not in (TENSOR, PARAMETER):
             return None  # `self.ln.norm(...)`: not surely a tensor
     return f.attr, recv
+
+
+def nested_layer_writes(s: ast.stmt, modules: Any) -> list[tuple[ast.Call, tuple]]:
+    """(the inner module call, the write) for ``self.dropout(self.mlp(x))`` in ``s``: an
+    in-place layer attribute (``nn.Dropout(p, inplace=True)``, ``nn.ReLU(inplace=True)``:
+    :meth:`._ops._LazyModules.inplace`) called straight on another ``self.<attr>(...)``
+    module call's unnamed result (torchgeo's LTAE: the MLP ends in a ReLU)."""
+    out = []
+    for n in ast.walk(s):
+        if not (isinstance(n, ast.Call) and len(n.args) == 1 and not n.keywords
+                and isinstance(n.args[0], ast.Call)):
+            continue
+        inner = n.args[0]
+        f, g = n.func, inner.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                and f.value.id == "self" and isinstance(g, ast.Attribute) \
+                and isinstance(g.value, ast.Name) and g.value.id == "self" \
+                and modules.inplace("self." + f.attr):
+            out.append((inner, ("<result>", "method", n)))
+    return out
+
+
+def dropout_flag_site(target: ast.AST, ctx: Context) -> ast.Call | None:
+    """The ``nn.Dropout(p, inplace=True)`` call of ``__init__`` that built the layer the write
+    ``self.<attr>(h)`` calls: the in-place flag there is the line to change (a dropout's
+    ``inplace`` only saves memory)."""
+    from gradtrace.lint.rules.inplace._ops import _init_value, _writes_input
+    if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute)
+            and isinstance(target.func.value, ast.Name) and target.func.value.id == "self"):
+        return None
+    for info in ctx.analysis.classes.values():
+        node = info.node
+        if info.is_module and node.lineno <= target.lineno <= (node.end_lineno or 0):
+            v = _init_value(node, target.func.attr, ctx)
+            if v is not None and "Dropout" in (ctx.qualified_name(v.func) or "") \
+                    and _writes_input(v, ctx):
+                return v
+    return None

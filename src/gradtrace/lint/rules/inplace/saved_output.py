@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
-from gradtrace.lint.rules.inplace._chained import chained_write
+from gradtrace.lint.rules.inplace._chained import chained_write, dropout_flag_site
 from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
 from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
@@ -48,6 +48,11 @@ class InplaceWriteToSavedOutput(InplaceRule):
     follows a call of it (NOTE [trained helpers]); so does a method of a plain class of the
     file that its (inherited) `__call__` runs, an instance called before a backward (a
     torch.distributions-style transform's `_call`).
+    An in-place method chained on an output-saving op's unnamed result counts, the norms
+    included (`d.norm(dim=-1).div_(2)`, `(x - y).exp().mul_(2)`: NOTE [chained saved
+    output]); so does an in-place dropout attribute (`self.drop = nn.Dropout(p, inplace=True)`)
+    run on such a result, named or not (`self.drop(self.mlp(x))`, the MLP ending in a ReLU):
+    reported at the dropout's constructor, where the flag is.
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
     in a file that runs a backward; of the other names, only a view bound once in a module's
@@ -216,6 +221,11 @@ class InplaceWriteToSavedOutput(InplaceRule):
             related.insert(0, Related(ctx.path, target.lineno, f"`{ctx.source(target)}` "
                                       f"overwrites `{name}` here", ctx.column(target)))
             stmt = layer  # type: ignore[assignment]
+        drop = dropout_flag_site(target, ctx)
+        if drop is not None:  # `self.dropout = nn.Dropout(p, inplace=True)`: the flag
+            related.insert(0, Related(ctx.path, target.lineno, f"`{ctx.source(target)[:40]}` "
+                                      f"overwrites `{name}` here", ctx.column(target)))
+            stmt = drop  # type: ignore[assignment]
         return self.report(stmt, ctx, related=related, name=name,
                            op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
