@@ -278,6 +278,53 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         gate = Gate().train()
         gate(torch.randn(3, 4)).sum().backward()
         """, "GT602", 5, "modified by an inplace operation")]),
+    # GT720, mechanism: `torch.normal(mean, std)` records a graph whose backward gives zeros
+    # to `mean` and `std`: a bottleneck drawn with it trains nothing before it through the
+    # sample (ml-agents' VAIL); noise around data (`torch.normal(x, 0.1)`) is fine
+    "torch-normal-draw-of-learned-mean": (Shape("""
+        class Bottleneck(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc, self.mu, self.head = nn.Linear(6, 8), nn.Linear(8, 4), nn.Linear(4, 1)
+                self.sigma = nn.Parameter(torch.ones(4))
+
+            def forward(self, x, noisy=True):
+                x = torch.normal(x, 0.1) if noisy else x
+                z_mu = self.mu(self.enc(x))
+                z = z_mu + torch.randn_like(z_mu) * self.sigma
+                return self.head(z)
+
+        net = Bottleneck()
+        net(torch.randn(5, 6)).sum().backward()
+        """, "GT720", holds="net.mu.weight.grad.abs().sum() > 0"), [Shape("""
+        class Bottleneck(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc, self.mu, self.head = nn.Linear(6, 8), nn.Linear(8, 4), nn.Linear(4, 1)
+                self.sigma = nn.Parameter(torch.ones(4))
+
+            def forward(self, x):
+                z_mu = self.mu(self.enc(x))
+                z = torch.normal(z_mu, self.sigma)
+                return self.head(z)
+
+        net = Bottleneck()
+        net(torch.randn(5, 6)).sum().backward()
+        """, "GT720", 9, holds="net.mu.weight.grad.abs().sum() == 0 and net.head.weight.grad is not None"),
+        Shape("""
+        def latent_step(encoder, decoder, opt, x, log_std):
+            mean = encoder(x)
+            z = torch.normal(mean=mean, std=log_std.exp())
+            loss = F.mse_loss(decoder(z), x)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        enc, dec = nn.Linear(6, 3), nn.Linear(3, 6)
+        log_std = torch.zeros(3, requires_grad=True)
+        opt = torch.optim.SGD([*enc.parameters(), *dec.parameters(), log_std], lr=0.1)
+        latent_step(enc, dec, opt, torch.randn(4, 6), log_std)
+        """, "GT720", 3, holds="enc.weight.grad.abs().sum() == 0 and log_std.grad.abs().sum() == 0")]),
 }
 
 
