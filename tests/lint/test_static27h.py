@@ -325,6 +325,64 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         opt = torch.optim.SGD([*enc.parameters(), *dec.parameters(), log_std], lr=0.1)
         latent_step(enc, dec, opt, torch.randn(4, 6), log_std)
         """, "GT720", 3, holds="enc.weight.grad.abs().sum() == 0 and log_std.grad.abs().sum() == 0")]),
+    # GT790, mechanism: hand-made weights (`requires_grad=True` factories at the module
+    # level) given to the optimizer as a literal list that leaves one out (spytorch's `v1`)
+    "leaf-left-out-of-optimizer-list": (Shape("""
+        W = torch.randn(4, 8, requires_grad=True)
+        U = torch.randn(8, 8, requires_grad=True)
+        b = torch.zeros(8, requires_grad=True)
+        probe = torch.zeros(4, requires_grad=True)
+
+        def net(x):
+            return torch.tanh(torch.tanh((x + probe) @ W + b) @ U)
+
+        opt = torch.optim.SGD((W, U, b), lr=0.1)
+        for _ in range(3):
+            loss = net(torch.randn(2, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        sal, = torch.autograd.grad(net(torch.randn(2, 4)).sum(), probe)
+        """, "GT790", holds="sal is not None"), [Shape("""
+        W = torch.randn(4, 8, requires_grad=True)
+        U = torch.randn(8, 8, requires_grad=True)
+        b = torch.zeros(8, requires_grad=True)
+        U0 = U.detach().clone()
+
+        def net(x):
+            return torch.tanh(torch.tanh(x @ W + b) @ U)
+
+        opt = torch.optim.SGD((W, b), lr=0.1)
+        for _ in range(3):
+            loss = net(torch.randn(2, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT790", 9, holds="torch.equal(U, U0) and U.grad is not None"), Shape("""
+        w_in = torch.empty(3, 5, requires_grad=True)
+        w_rec = torch.empty(5, 5, requires_grad=True)
+        w_out = torch.empty(5, 2, requires_grad=True)
+        for w in (w_in, w_rec, w_out):
+            torch.nn.init.normal_(w, std=0.3)
+        rec0 = w_rec.detach().clone()
+
+        def run(xs):
+            h = torch.zeros(xs.shape[0], 5)
+            for t in range(xs.shape[1]):
+                h = torch.tanh(xs[:, t] @ w_in + h @ w_rec)
+            return h @ w_out
+
+        def train(xs, ys):
+            params = [w_in, w_out]
+            optimizer = torch.optim.Adam(params, lr=1e-2)
+            for _ in range(3):
+                loss = F.mse_loss(run(xs), ys)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        train(torch.randn(4, 6, 3), torch.randn(4, 2))
+        """, "GT790", 15, holds="torch.equal(w_rec, rec0) and w_rec.grad is not None")]),
 }
 
 
