@@ -50,6 +50,34 @@ def _listed(call: ast.Call, owner: ast.AST, ctx: Context) -> tuple[ast.AST, list
     return arg, [e.id for e in arg.elts]  # type: ignore[attr-defined]
 
 
+def _given(e: ast.AST | None, owner: ast.AST, ctx: Context, depth: int = 0) -> set[str] | None:
+    """Every name an optimizer's parameters argument holds, through names bound once (in the
+    function or at the module level) to list literals and their ``+`` (``G_params +
+    Q_params``); None when any part is not known (``model.parameters()``, param groups)."""
+    if depth > 4 or e is None:
+        return None
+    if isinstance(e, (ast.List, ast.Tuple)):
+        out: set[str] = set()
+        for x in e.elts:
+            got = _given(x, owner, ctx, depth + 1)
+            if got is None:
+                return None
+            out |= got
+        return out
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+        a, b = _given(e.left, owner, ctx, depth + 1), _given(e.right, owner, ctx, depth + 1)
+        return None if a is None or b is None else a | b
+    if isinstance(e, ast.Name):
+        for where in (owner, ctx.tree):
+            b = ctx.scope(where).bindings.get(e.id, ())
+            if len(b) == 1 and isinstance(b[0].value, (ast.List, ast.Tuple, ast.BinOp)):
+                return _given(b[0].value, where, ctx, depth + 1)
+            if b:
+                break
+        return {e.id}
+    return None
+
+
 def _managed(name: str, ctx: Context) -> bool:
     """The file updates ``name`` itself or asks for its gradient on purpose: a write into it
     (``w -= lr * w.grad``, ``w.data.add_(...)``, ``w.grad = ...``) outside ``torch.nn.init``,
@@ -152,6 +180,7 @@ class LeafLeftOutOfOptimizerList(Rule):
         if len(leaves) < 2:
             return
         lists = []
+        given: set[str] = set()
         for owner in [ctx.tree, *(f for f in walk(ctx.tree) if isinstance(f, FUNCTION_TYPES))]:
             for n in (walk(owner) if owner is not ctx.tree else
                       (x for s in ctx.tree.body if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))
@@ -163,12 +192,16 @@ class LeafLeftOutOfOptimizerList(Rule):
                 if not q.startswith("torch.optim.") or "lr_scheduler" in q \
                         or not last[:1].isupper():
                     continue
+                held = _given(n.args[0] if n.args else next(
+                    (k.value for k in n.keywords if k.arg == "params"), None), owner, ctx)
+                if held is None:
+                    return  # an optimizer over something else too: not a hand-made list
+                given |= held
                 got = _listed(n, owner, ctx)
                 if got is not None and any(x in leaves for x in got[1]):
                     lists.append((n, got[0], got[1], q))
         if not lists:
             return
-        given = {x for _, _, names, _ in lists for x in names}
         for leaf, made in leaves.items():
             if leaf in given or _managed(leaf, ctx):
                 continue
