@@ -12,7 +12,9 @@ from gradtrace.lint.rules.inplace._base import InplaceRule
 from gradtrace.lint.rules.inplace._chained import chained_write, dropout_flag_site
 from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
-from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
+from gradtrace.lint.rules.inplace._saved import (
+    CHAINED_RE, Producer, inplace_local, sequential_writes,
+)
 
 ALL_WRITES = ("index", "aug", "arith", "method")
 
@@ -173,12 +175,14 @@ class InplaceWriteToSavedOutput(InplaceRule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        writes = [*self._writes(node, ctx, ("sig",)),
-                  *self._writes(node, ctx, ("relu",), ("index", "method"))]
-        for prod, stmt, kind, target, training in writes:
-            yield self._emit602(prod, stmt, target, training, ctx)
+        text = _statement_text(ctx)
+        if any(w in text for w in _OLD_WORDS):  # "norm(" opens only the chain check below
+            writes = [*self._writes(node, ctx, ("sig",)),
+                      *self._writes(node, ctx, ("relu",), ("index", "method"))]
+            for prod, stmt, kind, target, training in writes:
+                yield self._emit602(prod, stmt, target, training, ctx)
         chained = chained_write(node, ctx) if isinstance(node.func, ast.Attribute) \
-            and node.func.attr.endswith("_") else None
+            and node.func.attr.endswith("_") and CHAINED_RE.search(text) else None
         seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         if chained is not None and ctx.statement is not None and id(ctx.statement) not in seen:
             seen.add(id(ctx.statement))
@@ -410,6 +414,18 @@ class InplaceAddToReluOutput(InplaceRule):
         return self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
                            stmt=ctx.source(stmt), name=name, op=prod.op,
                            line=prod.call.lineno)  # type: ignore[attr-defined]
+
+
+_OLD_WORDS = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
+
+
+def _statement_text(ctx: Context) -> str:
+    """The code of the statement being visited (once per statement)."""
+    s = ctx.statement
+    if s is None:
+        return ""
+    return ctx.memo("gt602-text", s, lambda: "\n".join(
+        ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno]))
 
 
 def _helper_related(h: HelperWrite, rule: InplaceRule, ctx: Context) -> list[Related]:
