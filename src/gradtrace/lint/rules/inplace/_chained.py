@@ -18,7 +18,7 @@ import ast
 from typing import Any
 
 from gradtrace.lint.analysis.kinds import PARAMETER, TENSOR
-from gradtrace.lint.context import Context
+from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rules.inplace._ops import SAVED_OUT, VIEW_METHODS
 from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller
 from gradtrace.lint.rules.numerics._ops import carries_graph, in_training
@@ -117,3 +117,13 @@ def dropout_flag_site(target: ast.AST, ctx: Context) -> ast.Call | None:
                     and _writes_input(v, ctx):
                 return v
     return None
+
+
+def init_says_inplace(cls: ast.ClassDef, ctx: Context) -> bool:
+    """The class's ``__init__`` spells ``inplace=`` (once per class)."""
+    def make() -> bool:
+        init = next((f for f in cls.body if isinstance(f, FUNCTION_TYPES)
+                     and f.name == "__init__"), None)
+        return init is not None and "inplace" in "\n".join(
+            ctx.code_lines[init.lineno - 1:init.end_lineno or init.lineno])
+    return ctx.memo("gt6-init-inplace", cls, make)
