@@ -86,7 +86,9 @@ def nested_layer_writes(s: ast.stmt, modules: Any) -> list[tuple[ast.Call, tuple
     in-place layer attribute (``nn.Dropout(p, inplace=True)``, ``nn.ReLU(inplace=True)``:
     :meth:`._ops._LazyModules.inplace`) called straight on another ``self.<attr>(...)``
     module call's unnamed result (torchgeo's LTAE: the MLP ends in a ReLU)."""
-    out = []
+    out: list[tuple[ast.Call, tuple]] = []
+    if not isinstance(s, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign)):
+        return out  # simple statements only: a compound one's body is visited on its own
     for n in ast.walk(s):
         if not (isinstance(n, ast.Call) and len(n.args) == 1 and not n.keywords
                 and isinstance(n.args[0], ast.Call)):
