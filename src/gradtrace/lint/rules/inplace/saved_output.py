@@ -175,14 +175,14 @@ class InplaceWriteToSavedOutput(InplaceRule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        text = _statement_text(ctx)
-        if any(w in text for w in _OLD_WORDS):  # "norm(" opens only the chain check below
+        old, chains = _statement_words(ctx)
+        if old:  # "norm(" alone opens only the chain check below
             writes = [*self._writes(node, ctx, ("sig",)),
                       *self._writes(node, ctx, ("relu",), ("index", "method"))]
             for prod, stmt, kind, target, training in writes:
                 yield self._emit602(prod, stmt, target, training, ctx)
-        chained = chained_write(node, ctx) if isinstance(node.func, ast.Attribute) \
-            and node.func.attr.endswith("_") and CHAINED_RE.search(text) else None
+        chained = chained_write(node, ctx) if chains and isinstance(node.func, ast.Attribute) \
+            and node.func.attr.endswith("_") else None
         seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         if chained is not None and ctx.statement is not None and id(ctx.statement) not in seen:
             seen.add(id(ctx.statement))
@@ -422,13 +422,17 @@ class InplaceAddToReluOutput(InplaceRule):
 _OLD_WORDS = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
 
 
-def _statement_text(ctx: Context) -> str:
-    """The code of the statement being visited (once per statement)."""
+def _statement_words(ctx: Context) -> tuple[bool, bool]:
+    """(the statement's code holds a trigger word other than ``norm(``, it holds an in-place
+    method chained on a call), once per statement."""
     s = ctx.statement
     if s is None:
-        return ""
-    return ctx.memo("gt602-text", s, lambda: "\n".join(
-        ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno]))
+        return True, False
+
+    def make() -> tuple[bool, bool]:
+        text = "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno])
+        return any(w in text for w in _OLD_WORDS), CHAINED_RE.search(text) is not None
+    return ctx.memo("gt602-words", s, make)
 
 
 def _helper_related(h: HelperWrite, rule: InplaceRule, ctx: Context) -> list[Related]:
