@@ -141,7 +141,8 @@ def _local_value(e: ast.Name, ctx: Context, where: ast.AST | None) -> ast.AST | 
 
 
 def _list_last(e: ast.AST, ctx: Context, where: ast.AST | None, line: int) -> ast.AST | None:
-    """The last element of a local list ``e``: its literal's last, or its last ``append``."""
+    """The last element of a local list ``e``: its literal's last, or its last ``append`` (or
+    the last element of the list literal its last ``extend`` is given)."""
     if isinstance(e, ast.List):
         return e.elts[-1] if e.elts and not isinstance(e.elts[-1], ast.Starred) else None
     if isinstance(e, ast.ListComp):
@@ -153,11 +154,16 @@ def _list_last(e: ast.AST, ctx: Context, where: ast.AST | None, line: int) -> as
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and isinstance(n.func.value, ast.Name) and n.func.value.id == e.id \
                 and n.lineno < line:
-            if n.func.attr == "append" and len(n.args) == 1 and (
-                    last is None or n.lineno >= last.lineno):  # type: ignore[attr-defined]
-                last = n.args[0]
-            elif n.func.attr in ("extend", "insert", "pop"):
-                return None
+            arg = n.args[0] if len(n.args) == 1 else None
+            if n.func.attr == "extend" and isinstance(arg, (ast.List, ast.Tuple)) and arg.elts \
+                    and not isinstance(arg.elts[-1], ast.Starred):
+                arg = arg.elts[-1]  # `layers.extend([nn.Linear(a, b), act])`: its last
+            elif n.func.attr != "append":
+                arg = None
+                if n.func.attr in ("extend", "insert", "pop"):
+                    return None
+            if arg is not None and (last is None or n.lineno >= last.lineno):  # type: ignore[attr-defined]
+                last = arg
     if last is not None:
         return last
     v = _local_value(e, ctx, where)

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import function_sites
-from gradtrace.lint.analysis.grad_values import GRAD_FACTORIES
+from gradtrace.lint.analysis.grad_values import GRAD_FACTORIES, requires_grad
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
@@ -79,6 +79,12 @@ class SampleWhereGradientNeeded(Rule):
     only reason to use a relaxed distribution. Use `rsample()` (the reparameterisation trick).
     A score-function loss (`-(d.log_prob(a) * advantage)`) needs `sample()`: a sample given
     only to `log_prob`, the environment or a buffer is fine, and so is a draw under `no_grad`.
+    `torch.normal(mean, std)` is the same draw spelled as a function: it records a graph, but
+    its backward gives zeros to `mean` and `std` (verified on torch 2.13), so a bottleneck
+    sampled with `torch.normal(z_mu, sigma)` (ml-agents' VAIL discriminator) trains nothing
+    before it through the sample; reported when `mean` surely requires grad (a layer's
+    output), not for noise around data (`torch.normal(x, 0.1)`). Write
+    `mean + std * torch.randn_like(mean)`.
     Known limits: the distribution must be built in the same function from values computed
     there or from the function's arguments, the draw assigned to a name, and the network called
     with that name (or a value made from it on the way) in the same function.
@@ -86,10 +92,10 @@ class SampleWhereGradientNeeded(Rule):
 
     code = "GT720"
     name = "sample-where-gradient-needed"
-    message = ("{sample} is drawn with `{dist}.sample()`, which runs under `no_grad`: "
+    message = ("{sample} is drawn with {drawn}: "
                "{use}, but no gradient flows back through the sample into the parameters of "
-               "the {family}; draw it with `rsample()`")
-    triggers = ("sample(",)
+               "the {family}; {remedy}")
+    triggers = ("sample(", "normal(")
     gate_statements = True
     examples = [
         Bad("""
@@ -116,6 +122,21 @@ class SampleWhereGradientNeeded(Rule):
                 w = RelaxedOneHotCategorical(tau, logits=logits).sample()
                 return (w * values).sum(-1)
             """, at=(5, 4)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class Bottleneck(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.mu, self.head = nn.Linear(8, 4), nn.Linear(4, 1)
+                    self.sigma = nn.Parameter(torch.ones(4))
+
+                def forward(self, h):
+                    z_mu = self.mu(h)
+                    z = torch.normal(z_mu, self.sigma)
+                    return self.head(z), z_mu
+            """, at=(12, 8)),
         Good("""
             import torch
             from torch.distributions import Normal
@@ -137,6 +158,9 @@ class SampleWhereGradientNeeded(Rule):
                 z = Normal(torch.zeros(n, 2), torch.ones(n, 2)).sample()
                 return decoder(z)
 
+            def augmented(model, x):
+                return model(torch.normal(x, 0.1))
+
             def critic_target(actor, critic_t, s2):
                 with torch.no_grad():
                     d = Normal(*actor(s2))
@@ -147,18 +171,25 @@ class SampleWhereGradientNeeded(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         f = node.func
-        if not (isinstance(f, ast.Attribute) and f.attr == "sample") \
+        drawn = "`{dist}.sample()`, which runs under `no_grad`"
+        if _normal_of_graph(node, ctx):  # `torch.normal(z_mu, sigma)`: zero gradients
+            fam: tuple[str, ast.Call] | None = ("normal draw", node)
+            d, drawn = None, ("`torch.normal(mean, std)`, whose backward gives zeros to "
+                              "`mean` and `std`")
+        elif not (isinstance(f, ast.Attribute) and f.attr == "sample") \
                 or ctx.grad_disabled is not None:
             return
+        else:
+            d = dotted(f.value)
+            db = ctx.scope().binding_before(d, node.lineno) if d is not None else None
+            fam = _family(f.value if d is None else db.value if db is not None else None, ctx)
         fn = ctx.function or ctx.tree  # a script's loop too
         scope = ctx.scope()
-        d = dotted(f.value)
-        db = scope.binding_before(d, node.lineno) if d is not None else None
-        fam = _family(f.value if d is None else db.value if db is not None else None, ctx)
         if fam is None or not _learned(fam[1], fn, ctx):
             return
         family, built = fam
         dist = d or f"{fam[0]}(...)"
+        drawn = drawn.format(dist=dist)
         parent = ctx.parent
         relaxed = (ctx.qualified_name(built.func) or "") in RELAXED
         if isinstance(parent, ast.Return) and parent.value is node \
@@ -180,7 +211,21 @@ class SampleWhereGradientNeeded(Rule):
                 if isinstance(use, ast.Call) else f"it is used on line {use.lineno}")
         yield self.report(parent, ctx, related=(Related(
             ctx.path, use.lineno, "the sample is used here", ctx.column(use)),),
-            sample=name, dist=dist, use=what, family=family)
+            sample=name, drawn=drawn, use=what, family=family,
+            remedy="draw it as `mean + std * torch.randn_like(mean)`"
+            if drawn.startswith("`torch.normal") else "draw it with `rsample()`")
+
+
+def _normal_of_graph(node: ast.Call, ctx: Context) -> bool:
+    """``torch.normal(mean, std)`` whose ``mean`` surely requires grad (a layer's output),
+    with grad on."""
+    if (ctx.qualified_name(node.func) or "") != "torch.normal" or ctx.grad_disabled is not None:
+        return False
+    mean = node.args[0] if node.args else next(
+        (k.value for k in node.keywords if k.arg == "mean"), None)
+    if mean is None or isinstance(mean, (ast.Constant, ast.Starred)):
+        return False
+    return requires_grad(ctx, ctx.function or ctx.tree, mean, node.lineno) is not None
 
 
 def _loads(name: str, after: int, fn: ast.AST, until: int = 10**9) -> list[ast.Name]:

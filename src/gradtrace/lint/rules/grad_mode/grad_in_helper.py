@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.analysis.reach import disables_grad
@@ -152,8 +153,12 @@ class GradientHelperUnderNoGrad(Rule):
     holds a gradient penalty; checked on torch 2.13). Call it outside the block, or wrap the
     gradient part of the helper in `torch.enable_grad()` (under `no_grad` only: it does not
     undo `inference_mode`, see GT208).
+    The same holds after `torch.set_grad_enabled(False)` written as a statement: grad stays
+    off for the statements that follow it in its block, up to the call that turns it back on
+    (an evaluation that runs an adversarial attack before its `torch.set_grad_enabled(True)`).
     Known limits: the helper must be a function or method of this file called directly in the
-    block, and compute the differentiated output itself.
+    block (or between the statement and the first statement of its block that can turn grad
+    back on), and compute the differentiated output itself.
     """
 
     code = "GT210"
@@ -162,7 +167,7 @@ class GradientHelperUnderNoGrad(Rule):
                "(`{grad}`, line {line}): with no graph recorded the gradient call raises "
                "`element 0 of tensors does not require grad`; call it outside the block or "
                "wrap its gradient part in `torch.enable_grad()`")
-    triggers = ("no_grad", "inference_mode")
+    triggers = ("no_grad", "inference_mode", "set_grad_enabled")
     gate_statements = True
     examples = [
         Bad("""
@@ -202,6 +207,37 @@ class GradientHelperUnderNoGrad(Rule):
                 with torch.no_grad():
                     train_step(loss, opt)
             """),
+        Bad("""
+            import torch
+
+            def attack(model, x, y, eps):
+                x = x.clone().requires_grad_(True)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                return (x + eps * x.grad.sign()).detach()
+
+            def evaluate_robust(model, loader, eps):
+                torch.set_grad_enabled(False)
+                errors = [(model(attack(model, x, y, eps)).argmax(1) != y).sum() for x, y in loader]
+                torch.set_grad_enabled(True)
+                return errors
+            """, at=(10, 4)),
+        Good("""
+            import torch
+
+            def attack(model, x, y, eps):
+                x = x.clone().requires_grad_(True)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                return (x + eps * x.grad.sign()).detach()
+
+            def evaluate_robust(model, loader, eps):
+                adv = [(attack(model, x, y, eps), y) for x, y in loader]
+                torch.set_grad_enabled(False)
+                errors = [(model(x).argmax(1) != y).sum() for x, y in adv]
+                torch.set_grad_enabled(True)
+                return errors
+            """),
     ]
 
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
@@ -225,3 +261,59 @@ class GradientHelperUnderNoGrad(Rule):
                 return
 
     visit_AsyncWith = visit_With
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        """``torch.set_grad_enabled(False)`` as a statement: grad is off for the statements
+        after it in its block until one that can turn it back on."""
+        call = node.value
+        if not isinstance(call, ast.Call) or ctx.qualified_name(call.func) not in SETTERS \
+                or not _is_false(_flag(call)) or ctx.grad_disabled is not None:
+            return
+        block = _block_of(node, ctx)
+        if block is None:
+            return
+        where = ctx.function or ctx.tree
+        for s in block[block.index(node) + 1:]:
+            if _turns_on(s, ctx):
+                return
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # defined here, not run here
+            for n in bfs_walk(s):
+                if not isinstance(n, ast.Call) or n.lineno < s.lineno:
+                    continue
+                target = resolve(ctx, where, n)
+                grad = _own_gradient(ctx, target[0], n) if target is not None else None
+                if grad is None:
+                    continue
+                yield self.report(node, ctx, related=(
+                    Related(ctx.path, n.lineno, f"`{ctx.source(n.func)}(...)` runs with grad "
+                            "still off", ctx.column(n)),
+                    Related(ctx.path, grad.lineno, "the gradient is taken here",
+                            ctx.column(grad))),
+                    mode=ctx.source(call), call=ctx.source(n.func) + "(...)",
+                    grad=ctx.source(grad.func), line=grad.lineno)
+                return
+
+
+def _block_of(node: ast.stmt, ctx: Context) -> list[ast.stmt] | None:
+    """The statement list that holds ``node`` (its parent's body, orelse, ...)."""
+    parent = ctx.stmts[-2] if len(ctx.stmts) > 1 else ctx.tree
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(x is node for x in block):
+            return block
+    for h in getattr(parent, "handlers", ()) or ():
+        if any(x is node for x in h.body):
+            return h.body
+    return None
+
+
+def _turns_on(s: ast.stmt, ctx: Context) -> bool:
+    """``s`` holds a call that can turn grad back on (``set_grad_enabled`` with anything but
+    ``False``, ``enable_grad``)."""
+    for n in bfs_walk(s):
+        if isinstance(n, ast.Call):
+            q = ctx.qualified_name(n.func)
+            if q in SETTERS and not _is_false(_flag(n)) or q == "torch.enable_grad":
+                return True
+    return False

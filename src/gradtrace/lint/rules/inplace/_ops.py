@@ -58,7 +58,8 @@ class _LazyModules:
 
     def inplace(self, name: str | None) -> bool:
         """Whether ``self.<name>`` writes its input in place: an activation module built with
-        ``inplace=True``, or a Sequential that starts with one."""
+        ``inplace=True`` (or another layer of :data:`INPLACE_LAYERS`: ``nn.Dropout(p,
+        inplace=True)``), or a Sequential that starts with one."""
         if not name or not name.startswith("self.") or not self.file_ok:
             return False
         got = self._inplace.get(name)
@@ -67,9 +68,10 @@ class _LazyModules:
         if got is None:
             v = _init_value(self.cls, name[5:], self.ctx)
             first = _first_layer(v, self.ctx) if v is not None else None
-            got = self._inplace[name] = first is not None and bool(SAVED_MODULES.get(
+            got = self._inplace[name] = first is not None and (bool(SAVED_MODULES.get(
                 self.ctx.qualified_name(first.func) or "")) and _inplace_flag(
                 first, len(first.args) - 1 if first.args else 0)
+                or _writes_input(first, self.ctx))  # `nn.Dropout(p, inplace=True)` too
         return got
 
     def _init_says_true(self) -> bool:

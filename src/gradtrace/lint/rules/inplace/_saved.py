@@ -24,6 +24,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._listed import (
     _element_set, _listed_call, _may_pair, unviewed, view_aliases,
 )
+from gradtrace.lint.rules.inplace._chained import init_says_inplace, nested_layer_writes
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
     _op_of_call, _statements, _writes_input, built_op, inplace_local, module_call_op,
@@ -372,6 +373,8 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
         stmts = list(_statements(fn.body))
         maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
             ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
+        nesting = init_says_inplace(cls, ctx) and "(self." in "\n".join(
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
         chains: list[tuple] = []            # rare, a scan of the rest per call is quadratic
         for j, s in enumerate(stmts):
@@ -380,6 +383,8 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                 written.setdefault(got, []).append(j)
             elif maybe_chained and (chained := _chained_write(s)) is not None:
                 chains.append((s, chained))
+            if nesting:  # `self.dropout(self.mlp(x))` (NOTE [chained saved output])
+                chains.extend((s, c) for c in nested_layer_writes(s, modules))
         views = view_aliases(stmts, written)  # `w = out[..., :n]; w /= c` writes into `out`
         if not _runs_as_forward(cls, fn.name, ctx) and (  # a pair first: the cheap test
                 not chains and not _may_pair(stmts, written)

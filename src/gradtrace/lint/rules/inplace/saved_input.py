@@ -20,6 +20,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
+from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller, from_passed
 
 # layers whose backward needs their input (the weight gradient is input x grad): checked on
 # torch 2.13, `x += 1` after `y = layer(x)` makes `y`'s backward raise
@@ -99,7 +100,7 @@ def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
     fn = ctx.function or ctx.tree
     if _is_param(e, ctx, line):
         return False
-    if requires_grad(ctx, fn, e, line) is not None:
+    if requires_grad(ctx, fn, e, line) is not None or from_passed(ctx, fn, e, line):
         return True
     return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) \
         and ctx.scope(fn).binding_before(e.id, line) is None \
@@ -186,6 +187,9 @@ class InplaceWriteToSavedInput(Rule):
     tensor carries a graph (a layer's result, or a parameter its callers give one:
     NOTE [values that require grad]): `z /= z.norm(dim=-1, keepdim=True)` (APRIL-GAN's patch
     tokens, a list element written through its own spelling), `h[:, 0] *= F.softplus(h[:, 0])`.
+    A helper's local built by indexing and arithmetic from an argument its callers pass with
+    grad, differentiated there by `torch.autograd.grad` (forces from an energy), counts too
+    (NOTE [passed graph]): `v = x[i] - x[j]; v /= torch.norm(v, dim=1).unsqueeze(1)`.
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block; an
     elementwise op counts only on a value known to require grad.
@@ -313,7 +317,8 @@ class InplaceWriteToSavedInput(Rule):
                 if _output_never_differentiated(prev, hit, fn):
                     hit = None  # `y = self.ln(x)` read only as `y.detach()`: no backward
                 break
-        remedy = f"write `{name} = {name} + ...` (out of place) instead"
+        sym = {ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(getattr(s, "op", None)), "+")
+        remedy = f"write `{name} = {name} {sym} ...` (out of place) instead"
         if hit is None:  # a loop: saved later in the body, written again on the next pass
             loop = next((x for x in ctx.loops if id(x) == pid and field == "body"), None)
             if loop is None or name in ctx.memo("gt605-loop-bound", loop, lambda: frozenset(
@@ -325,7 +330,8 @@ class InplaceWriteToSavedInput(Rule):
                     remedy = (f"clone it first (`{name} = {name}.clone()` before the write) "
                               "or build a new tensor each pass")
                     break
-        if hit is None or not in_training(ctx, s):
+        if hit is None or not (in_training(ctx, s) or ctx.grad_disabled is None
+                               and differentiated_by_caller(ctx, ctx.function)):
             return
         yield self.report(s, ctx, related=(Related(
             ctx.path, hit.lineno, f"`{name}` is saved for backward here",  # type: ignore[attr-defined]

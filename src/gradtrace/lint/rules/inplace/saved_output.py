@@ -9,9 +9,12 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
+from gradtrace.lint.rules.inplace._chained import chained_write, dropout_flag_site
 from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
-from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
+from gradtrace.lint.rules.inplace._saved import (
+    CHAINED_RE, Producer, inplace_local, sequential_writes,
+)
 
 ALL_WRITES = ("index", "aug", "arith", "method")
 
@@ -47,6 +50,11 @@ class InplaceWriteToSavedOutput(InplaceRule):
     follows a call of it (NOTE [trained helpers]); so does a method of a plain class of the
     file that its (inherited) `__call__` runs, an instance called before a backward (a
     torch.distributions-style transform's `_call`).
+    An in-place method chained on an output-saving op's unnamed result counts, the norms
+    included (`d.norm(dim=-1).div_(2)`, `(x - y).exp().mul_(2)`: NOTE [chained saved
+    output]); so does an in-place dropout attribute (`self.drop = nn.Dropout(p, inplace=True)`)
+    run on such a result, named or not (`self.drop(self.mlp(x))`, the MLP ending in a ReLU):
+    reported at the dropout's constructor, where the flag is.
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
     in a file that runs a backward; of the other names, only a view bound once in a module's
@@ -167,10 +175,22 @@ class InplaceWriteToSavedOutput(InplaceRule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        writes = [*self._writes(node, ctx, ("sig",)),
-                  *self._writes(node, ctx, ("relu",), ("index", "method"))]
-        for prod, stmt, kind, target, training in writes:
-            yield self._emit602(prod, stmt, target, training, ctx)
+        old, chains = _statement_words(ctx)
+        if old:  # "norm(" alone opens only the chain check below
+            writes = [*self._writes(node, ctx, ("sig",)),
+                      *self._writes(node, ctx, ("relu",), ("index", "method"))]
+            for prod, stmt, kind, target, training in writes:
+                yield self._emit602(prod, stmt, target, training, ctx)
+        chained = chained_write(node, ctx) if chains and isinstance(node.func, ast.Attribute) \
+            and node.func.attr.endswith("_") else None
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
+        if chained is not None and ctx.statement is not None and id(ctx.statement) not in seen:
+            seen.add(id(ctx.statement))
+            op_call, op = chained
+            yield self.report(node, ctx, related=[Related(
+                ctx.path, op_call.lineno, f"`{op}` saves its output for backward here",
+                ctx.column(op_call))], name=ctx.source(op_call)[:40], op=op,
+                line=op_call.lineno)
         f = node.func
         if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "Sequential":
             for prod, layer in sequential_writes(node, ctx):  # `nn.ReLU(), nn.Dropout(p, True)`
@@ -178,11 +198,14 @@ class InplaceWriteToSavedOutput(InplaceRule):
                                   name=ctx.source(prod.call)[:40], op=prod.op,
                                   line=prod.call.lineno)
 
-    triggers = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
+    triggers = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential", "norm(")
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """``p = self.gate(x)`` where ``self.gate``'s result is a sigmoid/softmax/... output
         (NOTE [module results]), then ``p[m] = 0`` in ``forward``, the line naming no op."""
+        if not ctx.memo("gt602-old-words", ctx.tree, lambda: any(
+                w in ctx.code for w in _OLD_WORDS)):
+            return  # only "norm(" in the file: the chain check of visit_Call is all there is
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
@@ -205,6 +228,11 @@ class InplaceWriteToSavedOutput(InplaceRule):
             related.insert(0, Related(ctx.path, target.lineno, f"`{ctx.source(target)}` "
                                       f"overwrites `{name}` here", ctx.column(target)))
             stmt = layer  # type: ignore[assignment]
+        drop = dropout_flag_site(target, ctx)
+        if drop is not None:  # `self.dropout = nn.Dropout(p, inplace=True)`: the flag
+            related.insert(0, Related(ctx.path, target.lineno, f"`{ctx.source(target)[:40]}` "
+                                      f"overwrites `{name}` here", ctx.column(target)))
+            stmt = drop  # type: ignore[assignment]
         return self.report(stmt, ctx, related=related, name=name,
                            op=prod.op, line=prod.call.lineno)  # type: ignore[attr-defined]
 
@@ -389,6 +417,22 @@ class InplaceAddToReluOutput(InplaceRule):
         return self.report(stmt, ctx, related=self._related(prod, training, ctx), fix=fix,
                            stmt=ctx.source(stmt), name=name, op=prod.op,
                            line=prod.call.lineno)  # type: ignore[attr-defined]
+
+
+_OLD_WORDS = (*InplaceRule.triggers, *MODULE_WORDS, "Sequential")
+
+
+def _statement_words(ctx: Context) -> tuple[bool, bool]:
+    """(the statement's code holds a trigger word other than ``norm(``, it holds an in-place
+    method chained on a call), once per statement."""
+    s = ctx.statement
+    if s is None:
+        return True, False
+
+    def make() -> tuple[bool, bool]:
+        text = "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno])
+        return any(w in text for w in _OLD_WORDS), CHAINED_RE.search(text) is not None
+    return ctx.memo("gt602-words", s, make)
 
 
 def _helper_related(h: HelperWrite, rule: InplaceRule, ctx: Context) -> list[Related]:

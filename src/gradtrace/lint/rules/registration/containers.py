@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.modules import is_module_class
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
     MOVE_OR_VIEW, asks_what_it_has, is_true, grad_factory, is_parameter_call,
@@ -390,7 +391,7 @@ class LearnableTensorAsPlainAttribute(Rule):
             return
         if grad_factory(node.value, ctx) is None and made_non_leaf(node.value, ctx) is None:
             return
-        if cls.name not in module_classes(ctx) or attr in _wrapped_attrs(ctx) \
+        if not _module_class(cls, ctx) or attr in _wrapped_attrs(ctx) \
                 or attr in _optimized_attrs(ctx) or attr in _grad_switches(ctx) \
                 or per_call_input(call, ctx.function, ctx) or input_sized(call, ctx.function, ctx):
             return
@@ -404,7 +405,7 @@ class LearnableTensorAsPlainAttribute(Rule):
             return
         attr = _self_attr(t.value)
         cls, fn = ctx.class_def, ctx.function
-        if attr is None or cls is None or fn is None or cls.name not in module_classes(ctx) \
+        if attr is None or cls is None or fn is None or not _module_class(cls, ctx) \
                 or attr in _wrapped_attrs(ctx) or attr in _optimized_attrs(ctx) \
                 or attr in _grad_switches(ctx):
             return
@@ -419,6 +420,17 @@ class LearnableTensorAsPlainAttribute(Rule):
         if made is not None:
             yield self.report(made, ctx, related=[Related(ctx.path, stmt.lineno, f"`self.{attr}` "
                               "is made to require grad here", ctx.column(stmt))], attr=attr)
+
+
+def _module_class(cls: ast.ClassDef, ctx: Context) -> bool:
+    """An ``nn.Module`` subclass of the file, also one defined inside a function (a class
+    factory: ``def _build(size): class Init(nn.Module): ...; return Init()``), which the file's
+    class index does not hold."""
+    known = module_classes(ctx)
+    if cls.name in known:
+        return True
+    return cls.name not in ctx.analysis.classes and is_module_class(cls, set(known),
+                                                                     ctx.qualified_name)
 
 
 class ParameterMovedAfterWrapping(Rule):

@@ -240,17 +240,20 @@ class StepOutsideAccumulationBranch(LoopRule):
     unrelated `if optimizer is not None:`) runs on every pass: `N` times more steps than
     meant, each with one micro-batch's gradient scaled down by `N` (thuml/OpenPrompt-style
     loops). Move the step (and its `zero_grad()`) under the `% N` branch.
-    Known limits: the branch must test a remainder by a name (`% accum`) and the loss of a
-    backward of the same loop must be divided by that same name.
+    The same holds when the `% N` branch itself steps that optimizer (the gradients are
+    scaled and stepped there every `N` passes) and a second step of it runs on every pass
+    outside the branch (ECO-pytorch's stray `optimizer.step()` after its `iter_size` block):
+    remove the step outside.
+    Known limits: the branch must test a remainder by a name (`% accum`), and either the loss
+    of a backward of the same loop must be divided by that same name or the branch must step
+    the same optimizer.
     """
 
     code = "GT519"
     gate_statements = True
     name = "step-outside-accumulation-branch"
-    message = ("`{call}` runs on every pass, but the loss is divided by `{n}` (line "
-               "{loss_line}) and `if {test}:` (line {if_line}) marks every `{n}`-th pass: "
-               "each step applies one micro-batch's gradient scaled down by `{n}`; move the "
-               "step and its `zero_grad()` under that `if`")
+    message = ("`{call}` runs on every pass, but {why} `if {test}:` (line {if_line}), which "
+               "marks an accumulation: {effect}")
     triggers = (".step(",)
     function_needs = ("backward", "step", "%")
     examples = [
@@ -263,6 +266,16 @@ class StepOutsideAccumulationBranch(LoopRule):
                 optimizer.step()
                 optimizer.zero_grad()
             """, at=(6, 4)),
+        Bad("""
+            for i, (x, y) in enumerate(loader):
+                criterion(model(x), y).backward()
+                if i % iter_size == 0:
+                    for p in model.parameters():
+                        p.grad /= iter_size
+                    optimizer.step()
+                    optimizer.zero_grad()
+                optimizer.step()
+            """, at=(8, 4)),
         Good("""
             for i, (x, y) in enumerate(loader):
                 loss = criterion(model(x), y) / accum
@@ -291,15 +304,51 @@ class StepOutsideAccumulationBranch(LoopRule):
                     or _skipped_off_period(f, s, loop):
                 continue
             got = _accumulation_branch(f, s, loop)
-            if got is None:
+            if got is not None:
+                guard, n, b = got
+                if not _marks_steps(f, guard, loop):
+                    continue
+                yield self.report(s.call, ctx, related=(
+                    related_at(ctx, guard, f"every `{n}`-th pass is marked here"),),
+                    call=ctx.source(s.call), test=ctx.source(guard.test), if_line=guard.lineno,
+                    why=f"the loss is divided by `{n}` (line {b.call.lineno}) and",
+                    effect=f"each step applies one micro-batch's gradient scaled down by `{n}`; "
+                           "move the step and its `zero_grad()` under that `if`")
                 continue
-            guard, n, b = got
-            if not _marks_steps(f, guard, loop):
-                continue
-            yield self.report(s.call, ctx, related=(
-                related_at(ctx, guard, f"every `{n}`-th pass is marked here"),),
-                call=ctx.source(s.call), n=n, loss_line=b.call.lineno,
-                test=ctx.source(guard.test), if_line=guard.lineno)
+            twin = _stepping_branch(f, s, loop)
+            if twin is not None:
+                guard, n, other = twin
+                yield self.report(s.call, ctx, related=(
+                    related_at(ctx, other.call, f"the same optimizer steps here every `{n}`-th "
+                               "pass"),),
+                    call=ctx.source(s.call), test=ctx.source(guard.test), if_line=guard.lineno,
+                    why=f"`{ctx.source(other.call)}` (line {other.call.lineno}) already steps "
+                        "the same optimizer under",
+                    effect="the extra step applies each pass's gradient on its own, so there is "
+                           "no accumulation; remove the step outside that `if`")
+
+
+def _stepping_branch(f: LoopFacts, s: Step, loop: ast.stmt
+                     ) -> tuple[ast.If, str, Step] | None:
+    """An ``if ... % N`` branch of ``loop`` (``N`` a name, not 1), not around ``s``, that
+    steps the same optimizer as ``s``, with a backward of the loop on every pass: the loop
+    accumulates over ``N`` passes and ``s`` steps on every one of them as well (ECO-pytorch's
+    stray step after the ``iter_size`` block)."""
+    for x in f.within(loop):
+        if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
+                or tuple(f.loops_of(x)[-1:]) != (loop,):
+            continue
+        mods = [m for m in _remainders(x.test) if dotted(m.right) and not _period_one(f, m)]
+        if not mods:
+            continue
+        other = next((o for o in f.steps if o is not s and o.optimizer == s.optimizer
+                      and not o.closure and f.inside(o.stmt, x)
+                      and step_loop(f, o) is loop), None)
+        if other is None or not any(b.accumulates and f.inside(b.stmt, loop)
+                                    and not f.inside(b.stmt, x) for b in f.backwards):
+            continue
+        return x, dotted(mods[0].right) or "", other
+    return None
 
 
 def _skipped_off_period(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
