@@ -1,0 +1,101 @@
+"""Readings of docs/triage/static27c.md, each in spellings the real-world cases do not use, as a
+buggy twin that real torch fails on and a correct look-alike that runs; the checker reports the
+first and stays silent on the second."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+LEAF = (RuntimeError, "leaf Variable that requires grad is being used in an in-place")
+
+HOOKED = '''
+def keep_grad(mod, args, result):
+    result.requires_grad_()
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_emb = nn.Embedding(30, 6)
+        self.head = nn.Linear(6, 1)
+    def mix(self, ids, extra):
+        hidden = self.word_emb(ids)
+        rows = hidden.view(-1, 6)
+        rows[0] = extra
+        return self.head(hidden).sum()
+net = nn.Module()
+net.encoder = Encoder()
+FREEZE
+net.encoder.word_emb.register_forward_hook(keep_grad)
+net.encoder.mix(torch.randint(0, 30, (2, 4)), torch.ones(6)).backward()
+'''
+
+DIRECT = '''
+def embed_with_prompt(table, ids, prompt):
+    e = table(ids)
+    e.requires_grad = True
+    CLONE
+    e[:, 0] += prompt
+    return e
+table = nn.Embedding(12, 5)
+for p in table.parameters():
+    p.requires_grad = False
+prompt = nn.Parameter(torch.zeros(5))
+embed_with_prompt(table, torch.randint(0, 12, (3, 4)), prompt).sum().backward()
+'''
+
+PRETRAINED = '''
+class Tagger(nn.Module):
+    def __init__(self, vectors):
+        super().__init__()
+        self.lookup = nn.Embedding.from_pretrained(vectors FREEZE)
+        self.proj = nn.Linear(4, 2)
+        self.get_lookup().register_forward_hook(
+            lambda m, i, out: out.requires_grad_(True))
+    def get_lookup(self):
+        return self.lookup
+    def forward(self, ids, marker):
+        x = self.lookup(ids)
+        for b in range(x.shape[0]):
+            x[b].select(0, 0).copy_(marker)
+        return self.proj(x).sum()
+Tagger(torch.randn(9, 4))(torch.randint(0, 9, (2, 3)), torch.ones(4)).backward()
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT618: a module-level hook function (output parameter `result`, `requires_grad_()`)
+    # registered from outside the class on a frozen embedding; the write goes through a
+    # `.view` of the output in a method. Look-alike: the embedding is trainable (runs)
+    "hooked-frozen-embedding-view-written": (
+        Shape(HOOKED.replace("FREEZE", "pass"), "GT618"),
+        Shape(HOOKED.replace("FREEZE", "net.encoder.word_emb.weight.requires_grad = False"),
+              "GT618", 11, raises=LEAF)),
+    # GT618: `e.requires_grad = True` on the output of a table frozen by a parameters loop, in
+    # a helper; look-alike: cloned before the write
+    "flagged-output-of-frozen-table-updated": (
+        Shape(DIRECT.replace("CLONE", "e = e.clone()"), "GT618"),
+        Shape(DIRECT.replace("CLONE", "pass"), "GT618", 5, raises=LEAF)),
+    # GT618: `Embedding.from_pretrained` (frozen by default), hook on the module a getter
+    # method returns, a row view written with `copy_` in a loop. Look-alike: freeze=False
+    "pretrained-embedding-row-copied-in-loop": (
+        Shape(PRETRAINED.replace(" FREEZE", ", freeze=False"), "GT618"),
+        Shape(PRETRAINED.replace(" FREEZE", ""), "GT618", 13, raises=LEAF)),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SHAPES))
+def test_lookalike_silent(key: str) -> None:
+    judge(PRELUDE, SHAPES[key][0])
+
+
+@pytest.mark.parametrize("key", sorted(SHAPES))
+def test_buggy_twin_reported(key: str) -> None:
+    judge(PRELUDE, SHAPES[key][1])
