@@ -70,6 +70,36 @@ class Tagger(nn.Module):
 Tagger(torch.randn(9, 4))(torch.randint(0, 9, (2, 3)), torch.ones(4)).backward()
 '''
 
+SHARED = (RuntimeError, "more than one element of the written-to tensor")
+
+EXPANDED_LOCAL = '''
+def normalise(scores):
+    n = scores.shape[1]
+    totals = scores.sum(dim=1, keepdim=True).expand_as(scores)COPY
+    totals += 1e-6
+    return scores / totals
+w = nn.Parameter(torch.rand(3, 4))
+normalise(w * 2).sum().backward()
+'''
+
+STATS_HELPER = '''
+def update_stats(stat, value, momentum):
+    with torch.no_grad():
+        stat.copy_(momentum * value + (1 - momentum) * stat)
+class Whiten(nn.Module):
+    def __init__(self, groups, c):
+        super().__init__()
+        self.proj = nn.Linear(c, c)
+        self.register_buffer("running_cov", torch.eye(c).unsqueeze(0).expand(groups, c, c)COPY)
+    def forward(self, x):
+        h = self.proj(x)
+        cov = (h.t() @ h / h.shape[0]).expand_as(self.running_cov)
+        if self.training:
+            update_stats(self.running_cov, cov, 0.1)
+        return h
+Whiten(3, 4)(torch.randn(5, 4)).sum().backward()
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT618: a module-level hook function (output parameter `result`, `requires_grad_()`)
     # registered from outside the class on a frozen embedding; the write goes through a
@@ -88,6 +118,15 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "pretrained-embedding-row-copied-in-loop": (
         Shape(PRETRAINED.replace(" FREEZE", ", freeze=False"), "GT618"),
         Shape(PRETRAINED.replace(" FREEZE", ""), "GT618", 13, raises=LEAF)),
+    # GT619: `expand_as` of a keepdim sum, then `+=` on it in a helper. Look-alike: cloned
+    "expand-as-total-incremented-in-place": (
+        Shape(EXPANDED_LOCAL.replace("COPY", ".clone()"), "GT619"),
+        Shape(EXPANDED_LOCAL.replace("COPY", ""), "GT619", 4, raises=SHARED)),
+    # GT619: a buffer registered as `eye.unsqueeze(0).expand(g, c, c)`, updated by a module
+    # function of the file the forward passes it to. Look-alike: cloned
+    "expanded-buffer-updated-by-helper": (
+        Shape(STATS_HELPER.replace("COPY", ".clone()"), "GT619"),
+        Shape(STATS_HELPER.replace("COPY", ""), "GT619", 8, raises=SHARED)),
 }
 
 
