@@ -29,6 +29,10 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 EXPANDS = frozenset({"expand", "expand_as"})
+# in-place methods PyTorch runs on an expand (one value for all: fill_, zero_) or only warns
+# about (masked_fill_, index_put_...): checked on torch 2.13
+ALLOWED = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
+                     "masked_scatter_"})
 KEEPS = frozenset({"transpose", "permute", "unsqueeze", "squeeze", "t", "movedim"})
 
 
@@ -62,6 +66,13 @@ def _masked(s: ast.Subscript) -> bool:
                for p in parts)
 
 
+def _writes(stmt: ast.stmt) -> Iterator[ast.expr]:
+    """Targets of the in-place writes of ``stmt`` that PyTorch refuses on an expand."""
+    for target, what in in_place_writes(stmt):
+        if what.strip("`.()") not in ALLOWED:
+            yield target
+
+
 def _written_name(target: ast.expr) -> str | None:
     """The name written as a whole (``t += 1``, ``t.copy_(x)``) or by mask (``t[m] = v``)."""
     if isinstance(target, ast.Name):
@@ -83,7 +94,7 @@ def _self_attr(e: ast.AST) -> str | None:
 def _writes_of(fn: ast.AST, name: str) -> ast.stmt | None:
     """The first statement of ``fn`` writing ``name`` in place (before any rebinding)."""
     for s in sorted(own_statements(fn.body), key=lambda s: s.lineno):  # type: ignore[attr-defined]
-        for target, _ in in_place_writes(s):
+        for target in _writes(s):
             if _written_name(target) == name:
                 return s
         if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
@@ -125,8 +136,10 @@ class InplaceWriteToExpandedTensor(Rule):
     first in-place update of its running statistics (IterNorm's `running_wm`). Clone the
     expand (`.expand(...).clone()`) or build the full tensor (`repeat`).
     Known limits: expands to size 1 only (`expand(1, -1)`) are not reported; a write by
-    number or slice index (`t[0] = v`) is not read; an attribute must be written through
-    `self.<name>` or passed by position to a function, method or `Function.apply` of the file.
+    number or slice index (`t[0] = v`) is not read; `fill_`, `zero_` (one value for every
+    element: PyTorch runs them) and `masked_fill_` (a warning) are not reported; an
+    attribute must be written through `self.<name>` or passed by position to a function,
+    method or `Function.apply` of the file.
     """
 
     code = "GT619"
@@ -183,6 +196,15 @@ class InplaceWriteToExpandedTensor(Rule):
                     self.ids += 0
                     return x
             """),
+        Good("""
+            import torch
+
+            def positions(start, batch):
+                ids = start.reshape(1, 1).expand(batch, 1)
+                for step in range(4):
+                    ids.fill_(step)
+                return ids
+            """),
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
@@ -194,7 +216,7 @@ class InplaceWriteToExpandedTensor(Rule):
     def _locals(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         made: dict[str, ast.stmt] = {}
         for s in sorted(own_statements(fn.body), key=lambda s: s.lineno):  # type: ignore[attr-defined]
-            for target, _ in in_place_writes(s):
+            for target in _writes(s):
                 name = _written_name(target)
                 if name in made:
                     origin = made[name]
@@ -243,7 +265,7 @@ class InplaceWriteToExpandedTensor(Rule):
     def _attr_write(self, methods: dict, attr: str, ctx: Context) -> ast.stmt | None:
         for fn in methods.values():
             for s in own_statements(fn.body):
-                for target, _ in in_place_writes(s):
+                for target in _writes(s):
                     if _self_attr(target) == attr and (
                             isinstance(target, ast.Attribute) or isinstance(target,
                                                                              ast.Subscript)):
