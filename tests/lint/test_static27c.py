@@ -100,6 +100,29 @@ class Whiten(nn.Module):
 Whiten(3, 4)(torch.randn(5, 4)).sum().backward()
 '''
 
+OVERLAP = (RuntimeError, "some elements of the input tensor and the written-to tensor")
+
+SYMMETRIC = '''
+def tie(w):
+    with torch.no_grad():
+        w.copy_(VALUE)
+    return w
+tie(torch.randn(5, 5))
+'''
+
+BANK = '''
+class Bank(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 9)
+    def forward(self, x):
+        self.maps = self.proj(x).view(-1, 3, 3)
+        k = 0
+        self.maps[k] = VALUE
+        return self.maps.sum()
+Bank()(torch.randn(2, 4)).backward()
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT618: a module-level hook function (output parameter `result`, `requires_grad_()`)
     # registered from outside the class on a frozen embedding; the write goes through a
@@ -127,6 +150,15 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "expanded-buffer-updated-by-helper": (
         Shape(STATS_HELPER.replace("COPY", ".clone()"), "GT619"),
         Shape(STATS_HELPER.replace("COPY", ""), "GT619", 8, raises=SHARED)),
+    # GT620: `w.copy_(w.t())` under no_grad in a helper. Look-alike: the symmetric part
+    # (out of place)
+    "matrix-copied-from-own-transpose": (
+        Shape(SYMMETRIC.replace("VALUE", "(w + w.t()) / 2"), "GT620"),
+        Shape(SYMMETRIC.replace("VALUE", "w.t()"), "GT620", 3, raises=OVERLAP)),
+    # GT620: a self attribute's row overwritten with its `.mT` in forward. Look-alike: cloned
+    "attribute-row-from-own-mT": (
+        Shape(BANK.replace("VALUE", "self.maps[k].mT.clone()"), "GT620"),
+        Shape(BANK.replace("VALUE", "self.maps[k].mT"), "GT620", 8, raises=OVERLAP)),
 }
 
 
