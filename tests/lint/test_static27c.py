@@ -123,6 +123,27 @@ class Bank(nn.Module):
 Bank()(torch.randn(2, 4)).backward()
 '''
 
+UNION = '''
+class Shape2D(nn.Module):
+    def forward(self, pts):
+        return self.distance(pts)
+class Disk(Shape2D):
+    def __init__(self, r):
+        super().__init__()
+        self.r = nn.Parameter(torch.tensor(r))
+    def distance(self, pts):
+        return pts.norm(dim=-1) - self.r
+class Union(Shape2D):
+    def __init__(self, *parts):
+        super().__init__()
+        self.parts = KEEP  # the members
+    def distance(self, pts):
+        return torch.stack([p(pts) for p in self.parts]).min(0).values
+u = Union(Disk(1.0), Disk(0.5))
+Union(Disk(2.0), Disk(0.2))
+n_params = len(list(u.parameters()))
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT618: a module-level hook function (output parameter `result`, `requires_grad_()`)
     # registered from outside the class on a frozen embedding; the write goes through a
@@ -159,6 +180,12 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "attribute-row-from-own-mT": (
         Shape(BANK.replace("VALUE", "self.maps[k].mT.clone()"), "GT620"),
         Shape(BANK.replace("VALUE", "self.maps[k].mT"), "GT620", 8, raises=OVERLAP)),
+    # GT401 in a subclass of a module class of the file whose lines say neither `Module` nor
+    # `forward`, the list made from `*parts` (and a comment after it: comments never decide).
+    # Look-alike: `nn.ModuleList(parts)`
+    "varargs-parts-kept-in-list-by-subclass": (
+        Shape(UNION.replace("KEEP", "nn.ModuleList(parts)"), "GT401", holds="n_params == 2"),
+        Shape(UNION.replace("KEEP", "list(parts)"), "GT401", 13, holds="n_params == 0")),
 }
 
 

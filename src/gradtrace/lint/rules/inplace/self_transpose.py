@@ -19,10 +19,18 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._writes import own_statements
 
 PERMUTES = frozenset({"transpose", "permute", "t", "swapaxes", "swapdims", "movedim",
                       "moveaxis", "adjoint"})
 PERMUTED = frozenset({"T", "mT", "mH", "H"})
+# methods whose result is a tensor (the written container must be one: a list or a dict
+# element rebound to a transpose is no write)
+TENSOR_METHODS = frozenset({"view", "reshape", "flatten", "unflatten", "contiguous", "clone",
+                            "float", "double", "half", "to", "cuda", "detach", "view_as",
+                            "reshape_as", "new_zeros", "new_empty", "new_ones", "new_full",
+                            "squeeze", "unsqueeze", "permute", "transpose", "expand",
+                            "repeat", "type_as", "masked_fill", "narrow", "softmax"})
 
 
 def _same(a: ast.AST, b: ast.AST) -> bool:
@@ -44,6 +52,36 @@ def _permuted_self(value: ast.AST, target: ast.AST) -> bool:
     return seen and _same(value, target)
 
 
+def _tensor_made(ctx: Context, v: ast.AST | None) -> bool:
+    """``v`` surely builds a tensor: a tensor method (``x.view(...)``) or a ``torch.*``
+    factory or op (not a container)."""
+    if not isinstance(v, ast.Call):
+        return False
+    if isinstance(v.func, ast.Attribute) and v.func.attr in TENSOR_METHODS:
+        return True
+    q = ctx.qualified_name(v.func) or ""
+    return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.utils."))
+
+
+def _container(e: ast.AST) -> ast.AST:
+    while isinstance(e, ast.Subscript):
+        e = e.value
+    return e
+
+
+def _bound_to_tensor(ctx: Context, fn: ast.AST, target: ast.AST, line: int) -> bool:
+    """The last assignment to ``target`` (a name or ``self.x``) before ``line`` in ``fn``
+    builds a tensor."""
+    want = ast.unparse(target)
+    last: ast.Assign | None = None
+    for s in own_statements(fn.body):  # type: ignore[attr-defined]
+        if isinstance(s, ast.Assign) and s.lineno < line and any(
+                ast.unparse(t) == want for t in s.targets) and (
+                    last is None or s.lineno > last.lineno):
+            last = s
+    return last is not None and _tensor_made(ctx, last.value)
+
+
 class InplaceCopyFromOwnTranspose(Rule):
     """A region of a tensor is overwritten with a transpose of itself: `out[1] =
     out[1].transpose(-2, -1)`, `m.copy_(m.t())`, `x[k] = x[k].permute(0, 2, 1)`.
@@ -58,7 +96,9 @@ class InplaceCopyFromOwnTranspose(Rule):
     (`out[1] = out[1].transpose(-2, -1).clone()`) or build the result out of place
     (`torch.stack([out[0], out[1].transpose(-2, -1)])`).
     Known limits: the two sides must be spelt the same (`a[i]` and `a[i]`); a region reached
-    through another name (`b = a[1]; a[1] = b.t()`) is not followed.
+    through another name (`b = a[1]; a[1] = b.t()`) is not followed; the indexed tensor must
+    be bound in the same function to a tensor method's or a `torch.*` function's result (a
+    list or dict element rebound to a transpose writes nothing).
     """
 
     code = "GT620"
@@ -98,7 +138,9 @@ class InplaceCopyFromOwnTranspose(Rule):
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
         for t in node.targets:
-            if isinstance(t, ast.Subscript) and _permuted_self(node.value, t):
+            if isinstance(t, ast.Subscript) and _permuted_self(node.value, t) \
+                    and _bound_to_tensor(ctx, ctx.function or ctx.tree, _container(t),
+                                         node.lineno):
                 yield self.report(node, ctx, target=ctx.source(t))
                 return
 
