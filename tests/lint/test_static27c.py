@@ -144,6 +144,26 @@ Union(Disk(2.0), Disk(0.2))
 n_params = len(list(u.parameters()))
 '''
 
+META = '''
+def leaf_copy(t, requires_grad=False):
+    return t.detach().clone().requires_grad_(requires_grad)
+class FastConv(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        base = nn.Conv2d(c, c, 3, padding=1)
+        self.register_buffer("kernel", leaf_copy(base.weight, FLAG))
+    def forward(self, x):
+        return F.conv2d(x, self.kernel, padding=1)
+class Learner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = FastConv(2)
+    def forward(self, x):
+        return self.body(x)
+net = Learner()
+opt = torch.optim.Adam([{"params": net.parameters(), "lr": 1e-3}])
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # GT618: a module-level hook function (output parameter `result`, `requires_grad_()`)
     # registered from outside the class on a frozen embedding; the write goes through a
@@ -186,6 +206,18 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     "varargs-parts-kept-in-list-by-subclass": (
         Shape(UNION.replace("KEEP", "nn.ModuleList(parts)"), "GT401", holds="n_params == 2"),
         Shape(UNION.replace("KEEP", "list(parts)"), "GT401", 13, holds="n_params == 0")),
+    # GT421 (buffers): a held file class registers its kernel as a buffer made by a helper
+    # given `requires_grad=True`-like flag; the optimizer takes the holder's parameters in a
+    # param group (the group is then empty: nothing raises, the kernel never trains).
+    # Look-alike: the buffer does not require grad (and the optimizer then gets
+    # a held conv's parameters: replaced by a real layer)
+    "weights-kept-as-grad-buffers-in-held-class": (
+        Shape(META.replace("leaf_copy(base.weight, FLAG)", "base.weight.detach().clone()")
+              .replace("self.body = FastConv(2)", "self.body = FastConv(2)\n        "
+                       "self.head = nn.Conv2d(2, 2, 1)"), "GT421"),
+        Shape(META.replace("leaf_copy(base.weight, FLAG)",
+                           "leaf_copy(base.weight, requires_grad=True)"), "GT421", 17,
+              holds="not opt.param_groups[0]['params'] and net.body.kernel.requires_grad")),
 }
 
 
