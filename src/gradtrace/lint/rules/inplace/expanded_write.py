@@ -20,15 +20,19 @@ into names too) is written.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import function_scopes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import says_any
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 EXPANDS = frozenset({"expand", "expand_as"})
+WORDS = ("expand", "broadcast_to")
+SELF_EXPAND_RE = re.compile(r"self\.\w+\s*=[^\n]*(?:expand|broadcast_to)")
 # in-place methods PyTorch runs on an expand (one value for all: fill_, zero_) or only warns
 # about (masked_fill_, index_put_...): checked on torch 2.13
 ALLOWED = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
@@ -209,13 +213,20 @@ class InplaceWriteToExpandedTensor(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         for fn in function_scopes(node):
-            yield from self._locals(fn, ctx)
+            if fn is node or says_any(ctx, fn, WORDS):
+                yield from self._locals(fn, ctx)
+        if "register_buffer" not in ctx.code and not SELF_EXPAND_RE.search(ctx.code):
+            return
         for cls in ctx.analysis.classes.values():
-            yield from self._attrs(cls, ctx)
+            if says_any(ctx, cls.node, WORDS):
+                yield from self._attrs(cls, ctx)
 
     def _locals(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         made: dict[str, ast.stmt] = {}
-        for s in sorted(own_statements(fn.body), key=lambda s: s.lineno):  # type: ignore[attr-defined]
+        stmts = list(own_statements(fn.body))  # type: ignore[attr-defined]
+        if not any(isinstance(s, ast.Assign) and expanded(ctx, s.value) for s in stmts):
+            return
+        for s in sorted(stmts, key=lambda s: s.lineno):
             for target in _writes(s):
                 name = _written_name(target)
                 if name in made:
@@ -234,6 +245,8 @@ class InplaceWriteToExpandedTensor(Rule):
         made: dict[str, ast.stmt] = {}
         methods = cls.methods  # type: ignore[attr-defined]
         for fn in methods.values():
+            if not says_any(ctx, fn, WORDS):
+                continue
             for s in own_statements(fn.body):
                 if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
                         and isinstance(s.value.func, ast.Attribute) \

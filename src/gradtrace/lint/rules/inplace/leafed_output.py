@@ -23,15 +23,22 @@ default ``freeze=True``). The module is named by the attribute (or variable) it 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import function_scopes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import says_any
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 HOOKS = frozenset({"register_forward_hook"})
+# a file that makes some output require grad, and freezes something (text gates)
+MAKER_RE = re.compile(r"register_forward_hook|requires_grad_\(\s*(?:(?:requires_grad\s*=\s*)?"
+                      r"True)?\s*\)|\.requires_grad\s*=\s*True")
+FREEZE_RE = re.compile(r"requires_grad_\(\s*(?:requires_grad\s*=\s*)?False|requires_grad\s*="
+                       r"\s*False|from_pretrained")
 VIEWS = frozenset({"view", "view_as", "reshape", "flatten", "transpose", "permute", "squeeze",
                    "unsqueeze", "narrow", "select", "t", "unflatten", "movedim", "diagonal"})
 STRIP = frozenset({"weight", "bias"})
@@ -281,12 +288,15 @@ class InplaceWriteToOutputMadeLeaf(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if "requires_grad" not in ctx.code:
+        if not MAKER_RE.search(ctx.code) or not FREEZE_RE.search(ctx.code):
             return
         facts = _Facts(ctx)
         if not facts.frozen and not facts.pretrained:
             return
+        words = ("requires_grad", *sorted(facts.hooked))
         for fn in function_scopes(node):
+            if fn is not node and not says_any(ctx, fn, words):
+                continue
             body = fn.body  # type: ignore[attr-defined]
             yield from self._scan(fn, sorted(own_statements(body), key=lambda s: s.lineno),
                                   facts, ctx)
