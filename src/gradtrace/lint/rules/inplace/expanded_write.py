@@ -20,24 +20,68 @@ into names too) is written.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import function_scopes, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_any
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 EXPANDS = frozenset({"expand", "expand_as"})
 WORDS = ("expand", "broadcast_to")
-SELF_EXPAND_RE = re.compile(r"self\.\w+\s*=[^\n]*(?:expand|broadcast_to)")
 # in-place methods PyTorch runs on an expand (one value for all: fill_, zero_) or only warns
 # about (masked_fill_, index_put_...): checked on torch 2.13
 ALLOWED = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
                      "masked_scatter_"})
 KEEPS = frozenset({"transpose", "permute", "unsqueeze", "squeeze", "t", "movedim"})
+
+
+def statements_holding(ctx: Context, words: tuple[str, ...]
+                       ) -> Iterator[tuple[ast.stmt, ast.AST]]:
+    """(statement, the function or module it runs in) for every statement (nested ones
+    included, compound ones too) whose lines hold one of ``words``; only the statements around
+    those lines are entered."""
+    code = ctx.code
+    lines: list[int] = []
+    line, pos = 1, 0
+    for m in re.finditer("|".join(re.escape(w) for w in words), code):
+        line += code.count("\n", pos, m.start())
+        pos = m.start()
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    if not lines:
+        return
+    tree = ctx.tree
+    stack: list[tuple[ast.stmt, ast.AST]] = [(x, tree) for x in tree.body]  # type: ignore[attr-defined]
+    while stack:
+        s, scope = stack.pop()
+        k = bisect.bisect_left(lines, s.lineno)
+        if k == len(lines) or lines[k] > (s.end_lineno or s.lineno):
+            continue
+        yield s, scope
+        inner = s if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+            tree if isinstance(s, ast.ClassDef) else scope
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if isinstance(sub, list):
+                stack.extend((x, inner) for x in sub)
+        for h in getattr(s, "handlers", ()):
+            stack.extend((x, inner) for x in h.body)
+        for c in getattr(s, "cases", ()):
+            stack.extend((x, inner) for x in c.body)
+
+
+def scopes_holding(ctx: Context, words: tuple[str, ...]) -> Iterator[ast.AST]:
+    """The module, then every function (nested ones included) whose lines hold one of
+    ``words``."""
+    yield ctx.tree
+    for s, _ in statements_holding(ctx, words):
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield s
 
 
 def _trivial(args: list[ast.expr]) -> bool:
@@ -212,10 +256,19 @@ class InplaceWriteToExpandedTensor(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        for fn in function_scopes(node):
-            if fn is node or says_any(ctx, fn, WORDS):
-                yield from self._locals(fn, ctx)
-        if "register_buffer" not in ctx.code and not SELF_EXPAND_RE.search(ctx.code):
+        scopes: list[ast.AST] = []
+        attrs = False
+        for s, scope in statements_holding(ctx, WORDS):
+            if isinstance(s, ast.Assign) and expanded(ctx, s.value):
+                if any(isinstance(t, ast.Name) for t in s.targets) and scope not in scopes:
+                    scopes.append(scope)
+                attrs = attrs or any(isinstance(t, ast.Attribute) for t in s.targets)
+            elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+                    and any(expanded(ctx, a) for a in s.value.args):
+                attrs = True
+        for fn in scopes:
+            yield from self._locals(fn, ctx)
+        if not attrs:
             return
         for cls in ctx.analysis.classes.values():
             if says_any(ctx, cls.node, WORDS):
@@ -223,10 +276,7 @@ class InplaceWriteToExpandedTensor(Rule):
 
     def _locals(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         made: dict[str, ast.stmt] = {}
-        stmts = list(own_statements(fn.body))  # type: ignore[attr-defined]
-        if not any(isinstance(s, ast.Assign) and expanded(ctx, s.value) for s in stmts):
-            return
-        for s in sorted(stmts, key=lambda s: s.lineno):
+        for s in sorted(own_statements(fn.body), key=lambda s: s.lineno):  # type: ignore[attr-defined]
             for target in _writes(s):
                 name = _written_name(target)
                 if name in made:

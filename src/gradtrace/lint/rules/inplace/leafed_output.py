@@ -28,9 +28,9 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import function_scopes, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules._gates import says_any
+from gradtrace.lint.rules.inplace.expanded_write import scopes_holding, statements_holding
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 HOOKS = frozenset({"register_forward_hook"})
@@ -136,13 +136,30 @@ def _hook_leafs(ctx: Context, fn: ast.AST) -> bool:
     return any(_sets_grad(s, out) for s in body)
 
 
+FACT_WORDS = ("register_forward_hook", "requires_grad", "from_pretrained")
+
+
+def _fact_nodes(ctx: Context) -> Iterator[ast.AST]:
+    """The nodes of the statements that may hold a hook, a freeze or a pretrained table: a
+    loop's own node, the whole of a simple statement."""
+    for s, _ in statements_holding(ctx, FACT_WORDS):
+        if isinstance(s, ast.For):
+            yield s
+        elif not hasattr(s, "body"):
+            yield from walk(s)
+
+
 class _Facts:
     """The file's modules whose output a hook makes a leaf, and its freeze paths."""
 
     def __init__(self, ctx: Context) -> None:
         self.hooked: dict[str, ast.AST] = {}
         self.frozen: list[list[str]] = []
-        for n in walk(ctx.tree):
+        pretrained: set[str] = set()
+        for n in _fact_nodes(ctx):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+                    and _frozen_pretrained(ctx, n.value):
+                pretrained.update(t.attr for t in n.targets if isinstance(t, ast.Attribute))
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 if n.func.attr in HOOKS and n.args:
                     h = _hook_function(ctx, n.args[0])
@@ -168,10 +185,7 @@ class _Facts:
                     c = _chain(n.iter.func.value)
                     if c:
                         self.frozen.append(c + ["<params>"])
-        self.pretrained = frozenset(
-            t.attr for n in walk(ctx.tree) if isinstance(n, ast.Assign)
-            and isinstance(n.value, ast.Call) and _frozen_pretrained(ctx, n.value)
-            for t in n.targets if isinstance(t, ast.Attribute))
+        self.pretrained = frozenset(pretrained)
 
     def freezes(self, path: list[str]) -> bool:
         """Whether a freeze of the file names the module at ``path`` or one holding it."""
@@ -294,9 +308,7 @@ class InplaceWriteToOutputMadeLeaf(Rule):
         if not facts.frozen and not facts.pretrained:
             return
         words = ("requires_grad", *sorted(facts.hooked))
-        for fn in function_scopes(node):
-            if fn is not node and not says_any(ctx, fn, words):
-                continue
+        for fn in scopes_holding(ctx, words):
             body = fn.body  # type: ignore[attr-defined]
             yield from self._scan(fn, sorted(own_statements(body), key=lambda s: s.lineno),
                                   facts, ctx)
