@@ -33,6 +33,7 @@ from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 EXPANDS = frozenset({"expand", "expand_as"})
 WORDS = ("expand", "broadcast_to")
+CALLS = (".expand(", ".expand_as(", "broadcast_to(")  # the spellings that make one
 # in-place methods PyTorch runs on an expand (one value for all: fill_, zero_) or only warns
 # about (masked_fill_, index_put_...): checked on torch 2.13
 ALLOWED = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
@@ -56,23 +57,41 @@ def statements_holding(ctx: Context, words: tuple[str, ...]
     if not lines:
         return
     tree = ctx.tree
-    stack: list[tuple[ast.stmt, ast.AST]] = [(x, tree) for x in tree.body]  # type: ignore[attr-defined]
-    while stack:
-        s, scope = stack.pop()
-        k = bisect.bisect_left(lines, s.lineno)
-        if k == len(lines) or lines[k] > (s.end_lineno or s.lineno):
-            continue
-        yield s, scope
-        inner = s if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
-            tree if isinstance(s, ast.ClassDef) else scope
-        for field in ("body", "orelse", "finalbody"):
-            sub = getattr(s, field, None)
-            if isinstance(sub, list):
-                stack.extend((x, inner) for x in sub)
-        for h in getattr(s, "handlers", ()):
-            stack.extend((x, inner) for x in h.body)
-        for c in getattr(s, "cases", ()):
-            stack.extend((x, inner) for x in c.body)
+    starts: dict[int, list[int]] = {}
+    seen: set[int] = set()
+    for line in lines:  # from the module down to the innermost statement holding the line
+        body: list[ast.stmt] | None = tree.body  # type: ignore[attr-defined]
+        scope: ast.AST = tree
+        while body:
+            st = starts.get(id(body))
+            if st is None:
+                st = starts[id(body)] = [c.lineno for c in body]
+            i = bisect.bisect_right(st, line) - 1
+            if i < 0:
+                break
+            s = body[i]
+            if line > (s.end_lineno or s.lineno):
+                break
+            if id(s) not in seen:
+                seen.add(id(s))
+                yield s, scope
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scope = s
+            elif isinstance(s, ast.ClassDef):
+                scope = tree
+            body = next((sub for sub in _bodies(s) if sub[0].lineno <= line
+                         <= (sub[-1].end_lineno or sub[-1].lineno)), None)
+
+
+def _bodies(s: ast.stmt) -> Iterator[list[ast.stmt]]:
+    for field in ("body", "orelse", "finalbody"):
+        sub = getattr(s, field, None)
+        if isinstance(sub, list) and sub:
+            yield sub
+    for h in getattr(s, "handlers", ()):
+        yield h.body
+    for c in getattr(s, "cases", ()):
+        yield c.body
 
 
 def scopes_holding(ctx: Context, words: tuple[str, ...]) -> Iterator[ast.AST]:
@@ -258,7 +277,7 @@ class InplaceWriteToExpandedTensor(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         scopes: list[ast.AST] = []
         attrs = False
-        for s, scope in statements_holding(ctx, WORDS):
+        for s, scope in statements_holding(ctx, CALLS):
             if isinstance(s, ast.Assign) and expanded(ctx, s.value):
                 if any(isinstance(t, ast.Name) for t in s.targets) and scope not in scopes:
                     scopes.append(scope)
