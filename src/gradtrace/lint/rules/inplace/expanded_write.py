@@ -33,7 +33,6 @@ from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
 
 EXPANDS = frozenset({"expand", "expand_as"})
 WORDS = ("expand", "broadcast_to")
-WRITES = ("_(", "+=", "-=", "*=", "/=", "] =")  # an in-place spelling in the function
 CALLS = (".expand(", ".expand_as(", "broadcast_to(")  # the spellings that make one
 # in-place methods PyTorch runs on an expand (one value for all: fill_, zero_) or only warns
 # about (masked_fill_, index_put_...): checked on torch 2.13
@@ -287,8 +286,7 @@ class InplaceWriteToExpandedTensor(Rule):
                     and any(expanded(ctx, a) for a in s.value.args):
                 attrs = True
         for fn in scopes:
-            if fn is ctx.tree or says_any(ctx, fn, WRITES):
-                yield from self._locals(fn, ctx)
+            yield from self._locals(fn, ctx)
         if not attrs:
             return
         for cls in ctx.analysis.classes.values():
