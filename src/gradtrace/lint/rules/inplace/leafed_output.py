@@ -250,7 +250,9 @@ class InplaceWriteToOutputMadeLeaf(Rule):
     `text_embeds = text_embeds + extra`) or clone first.
     Known limits: the freeze and the hook (or the call) must be in the file; the module is
     matched by the attribute or variable holding it; the write must be in the function that
-    runs the module (through names bound to the output or a view of it).
+    runs the module (through names bound to the output or a view of it); the module's input
+    is not read (a frozen module given a tensor that requires grad returns a non-leaf, and
+    writing it runs: token ids, the shape this rule is for, never require grad).
     """
 
     code = "GT618"
