@@ -5,6 +5,8 @@ import ast
 import re
 from typing import Iterator
 
+from dataclasses import replace
+
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.analysis.kinds import MODULE, REGISTERED
@@ -12,6 +14,7 @@ from gradtrace.lint.analysis.param_attrs import forward_methods as _forward_meth
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._grad_buffers import grad_buffers
 from gradtrace.lint.rules.registration._modules import (
     SELF_RETURNING, module_classes, owns_params, pretrained_root, statements,
 )
@@ -196,6 +199,12 @@ def _copied_weight(value: ast.expr | None, init: ast.AST, ctx: Context) -> str |
     return None
 
 
+BUFFERS = ("the optimizer is built over `parameters()` of `{cls}`, whose weights {names} are "
+           "buffers that require grad: `parameters()` does not yield buffers, so the optimizer "
+           "never updates them (`ValueError: optimizer got an empty parameter list` when they "
+           "are all it has); give it the tensors themselves, or register them as Parameters")
+
+
 class WeightsCopiedAsPlainTensors(Rule):
     """A module keeps weights copied from a checkpoint or another model as plain tensors: it
     has no parameters.
@@ -208,10 +217,15 @@ class WeightsCopiedAsPlainTensors(Rule):
     empty parameter list` (verified on torch 2.13), and with other parameters present these
     weights never train. Wrap them: `self.w = nn.Parameter(sd['conv1.weight'].view(10, 25)
     .clone())`.
+    Weights registered as buffers that require grad (`self.register_buffer('weight',
+    w.clone().requires_grad_())`, a meta-learning layer's design) are the same case seen from
+    the optimizer: it is reported on the optimizer built over `model.parameters()` (NOTE
+    [weights kept as buffers]), the line to change (give it the model's own list of those
+    tensors).
     Known limits: only a module class of the file that registers nothing else (no submodule,
     parameter or buffer), whose copied tensor is used as a weight in `forward` (`@`, `matmul`,
     `F.linear`/`conv`), and whose instances' `parameters()` are given to an optimizer in the
-    file.
+    file; buffers count when made to require grad where they are registered.
     """
 
     code = "GT421"
@@ -237,6 +251,19 @@ class WeightsCopiedAsPlainTensors(Rule):
             model = Decomposed(nn.Sequential())
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
             """, at=(8, 8)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class FastLinear(nn.Module):
+                def __init__(self, n, m):
+                    super().__init__()
+                    self.register_buffer("weight", torch.randn(m, n).requires_grad_())
+                def forward(self, x):
+                    return F.linear(x, self.weight)
+            model = FastLinear(4, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            """, at=(11, 6)),
         Good("""
             import torch
             import torch.nn as nn
@@ -268,6 +295,15 @@ class WeightsCopiedAsPlainTensors(Rule):
         for name, call in built.items():
             cls = an.classes.get(name)
             if cls is None or not cls.is_module or "__init__" not in cls.methods:
+                continue
+            held = grad_buffers(ctx, name)
+            if held:  # NOTE [weights kept as buffers]: the optimizer's argument is the slip
+                f = self.report(call, ctx, related=tuple(Related(
+                    ctx.path, st.lineno, f"`{c}.{a}` is a buffer that requires grad",
+                    ctx.column(st)) for c, a, st in held[:3]), attr="", source="", line=0,
+                    cls=name, opt_line=call.lineno)
+                yield replace(f, message=BUFFERS.format(cls=name, names=", ".join(
+                    f"`{c}.{a}`" for c, a, _ in held[:4])))
                 continue
             found = self._candidates(cls, ctx)
             if not found:

@@ -25,7 +25,7 @@ from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 # `self.layers = layers`: maybe a list the caller builds (then called: `Net([...])`)
-PLAIN_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:list\(|tuple\()?\w+\)?\s*$", re.MULTILINE)
+PLAIN_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:list\(|tuple\()?\w+\)?\s*(?:#.*)?$", re.MULTILINE)
 LOCAL_LIST_TEXT = " = ["  # a local list, maybe stored on self later (a literal: fast to find)
 LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding|Attention|"
                             r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
@@ -152,7 +152,7 @@ class ModulesInPlainContainer(Rule):
                "`parameters()`, `state_dict()` and `.to()` miss them; use `nn.{cls}`")
     fix_title = "Wrap the container in `nn.ModuleList`/`nn.ModuleDict`/`nn.ParameterList`"
     fix_safety = "unsafe"
-    triggers = ("Module", "forward")
+    triggers = ("Module", "forward", "super(")  # `super(`: a subclass of a file's module
     gate_statements = True
     examples = [
         Bad("""
