@@ -11,15 +11,13 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.modules import is_module_class
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
-    MOVE_OR_VIEW, asks_what_it_has, is_true, grad_factory, is_parameter_call,
-    made_non_leaf, nn_alias, single_assign_of)
+    is_true, grad_factory, is_parameter_call, made_non_leaf, nn_alias, single_assign_of)
 from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
-    hand_listed, input_sized, per_call_input, picked_attrs, regrad_leaf,
+    hand_listed, input_sized, per_call_input, picked_attrs,
 )
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 
@@ -431,82 +429,3 @@ def _module_class(cls: ast.ClassDef, ctx: Context) -> bool:
         return True
     return cls.name not in ctx.analysis.classes and is_module_class(cls, set(known),
                                                                      ctx.qualified_name)
-
-
-class ParameterMovedAfterWrapping(Rule):
-    """`nn.Parameter(t).to(device)` (or `.cuda()`, `.double()`) returns a plain tensor.
-
-    Why: `.to()` / `.cuda()` / `.double()` that really move or cast return a new tensor
-    computed from the Parameter: a non-leaf plain `Tensor`, not an `nn.Parameter`. Assigned to
-    a module it is not registered (`named_parameters()` misses it); given to an optimizer it
-    raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). A view
-    (`.squeeze()`, `.reshape()`, `.view()`, `.t()`) is always such a new tensor. Move or
-    reshape the data first: `nn.Parameter(t.to(device))`.
-    Known limits: a move to the device/dtype the tensor already has returns the Parameter
-    itself; the rule sees that only when the data was moved or made the same way in the call
-    (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy loss returned by a loss
-    function, an operand of arithmetic, or a local copy made under `no_grad` (a leaf) whose
-    `requires_grad` the function then turns on, is left alone.
-    """
-
-    code = "GT403"
-    gate_statements = True
-    name = "parameter-moved-after-wrapping"
-    message = ("`{expr}` returns a plain tensor copy or view when it moves, casts or "
-               "reshapes, not an `nn.Parameter` (a non-leaf one when it requires grad): a module attribute set "
-               "to it is not registered, and an optimizer given it raises `ValueError: can't "
-               "optimize a non-leaf Tensor`")
-    fix_title = "Move the data before wrapping: `nn.Parameter(t.to(...))`"
-    fix_safety = "safe"
-    triggers = ("Parameter",)
-    examples = [
-        Bad("""
-            import torch
-            from torch import nn
-            class Net(nn.Module):
-                def __init__(self, device):
-                    super().__init__()
-                    self.w = nn.Parameter(torch.randn(3, 3)).to(device)
-            """, fixed="""
-            import torch
-            from torch import nn
-            class Net(nn.Module):
-                def __init__(self, device):
-                    super().__init__()
-                    self.w = nn.Parameter(torch.randn(3, 3).to(device))
-            """, at=(6, 17)),
-        Good("""
-            import torch
-            from torch import nn
-            w = nn.Parameter(torch.randn(3, 3).to(device))
-            b = nn.Parameter(torch.zeros(3, device=device))
-            """),
-    ]
-
-    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        f = node.func
-        if not (isinstance(f, ast.Attribute) and f.attr in MOVE_OR_VIEW):
-            return  # a view (`.squeeze()`) is a new non-leaf tensor too
-        inner = f.value
-        if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args \
-                or isinstance(ctx.parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
-            return  # `x + nn.Parameter(t).to(d)`: an operand used on the spot, never kept
-        if isinstance(ctx.statement, ast.Return) and (fn := ctx.function) is not None \
-                and LOSS_FUNC_RE.match(fn.name.lower()):
-            return  # a dummy loss for a model with nothing to train: backwarded, not registered
-        data = inner.args[0]
-        if isinstance(data, ast.Starred) or asks_what_it_has(node, data, ctx) or regrad_leaf(
-                node, ctx):  # `nn.Parameter(t.to(d)).to(d)`: the Parameter; a leaf (no_grad)
-            return
-        dsrc = ctx.source(data)
-        if not isinstance(data, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
-            dsrc = f"({dsrc})"
-        margs = [ctx.source(a) for a in node.args] + \
-            [f"{k.arg}={ctx.source(k.value)}" if k.arg else f"**{ctx.source(k.value)}"
-             for k in node.keywords]
-        rest = [ctx.source(a) for a in inner.args[1:]] + \
-            [f"{k.arg}={ctx.source(k.value)}" for k in inner.keywords if k.arg]
-        moved = f"{dsrc}.{f.attr}({', '.join(margs)})"
-        new = f"{ctx.source(inner.func)}({', '.join([moved, *rest])})"
-        yield self.report(node, ctx, fix=self.fix(ctx.edit(node, new)),
-                          expr=f"nn.Parameter(...).{f.attr}()")
