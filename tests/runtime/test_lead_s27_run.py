@@ -233,3 +233,26 @@ def test_accumulation_look_alikes_are_silent(run_script, name):
     res = run_script(ACCUM_OK[name])
     assert res.code == 0, res.err
     assert [f["code"] for f in _run(res)] == [], res.err
+
+
+# -- NOTE [accumulated means not scaled]: gradients divided after the fact ----------------------
+UNSCALED = ACCUM.replace("    loss = F.mse_loss(model(x), y) / 4\n",
+                         "    loss = F.mse_loss(model(x), y)\n").replace(
+    "    optimizer.step()  # <- cause\n", "")
+
+
+def test_unscaled_accumulation_still_named(run_script):
+    res = run_script(UNSCALED)
+    assert [f["code"] for f in _run(res)] == ["GT513"], res.err
+
+
+@pytest.mark.parametrize("scale", ["p.grad /= 4", "p.grad.data.div_(4)", "p.grad.mul_(0.25)"])
+def test_gradients_divided_in_place_before_the_step_are_silent(run_script, scale):
+    # ECO's accumulation: the loss is not divided, every .grad is before the step
+    src = UNSCALED.replace(
+        "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+        "        for p in model.parameters():\n            " + scale + "\n"
+        "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [f["code"] for f in _run(res)] == [], res.err

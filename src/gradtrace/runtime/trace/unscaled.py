@@ -21,14 +21,20 @@ RA-CNN's rank losses over the scales of one forward) is reported there. A loss
 divided (or multiplied) before backward(), a step after every backward(), several losses
 backpropagated separately into one step (a GAN's real and fake terms), a sum-reduced loss and a
 closure step (LBFGS) are silent; so is a loss scaled by an enabled ``GradScaler`` (the scale
-hides the division: a miss, not an alarm).
+hides the division: a miss, not an alarm), and so are gradients divided after the fact: a loop
+around the backward line that scales ``.grad`` in place (``p.grad /= k``,
+``p.grad.data.div_(k)``, ECO's accumulation), read in the file that ran.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import ast
+
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.locate import enclosing_loop
 
 _MEAN_NODES = ("MeanBackward0", "MeanBackward1")
 _LINES = 32  # backward lines followed
@@ -81,7 +87,7 @@ def unscaled_findings(state: Any) -> list[Finding]:
         return []
     out = []
     for site, (mean, multi, other, k, _) in list(state.mean_roots.items()):
-        if not mean or not multi or other:
+        if not mean or not multi or other or _grads_scaled(site):
             continue
         out.append(make(code_for("accumulated-loss-not-scaled", "GT513"), site,
                         f"each optimizer step sums {k} backward() calls of this line "
@@ -92,3 +98,28 @@ def unscaled_findings(state: Any) -> list[Finding]:
                         fix=f"backward `loss / {k}` (the number of micro-batches per step)",
                         severity="warning"))
     return out
+
+
+_SCALE_OPS = (ast.Div, ast.Mult)
+_SCALE_METHODS = frozenset({"div_", "mul_"})
+
+
+def _is_grad(e: ast.AST) -> bool:
+    """``p.grad`` or ``p.grad.data``."""
+    if isinstance(e, ast.Attribute) and e.attr == "data":
+        e = e.value
+    return isinstance(e, ast.Attribute) and e.attr == "grad"
+
+
+def _grads_scaled(site: Site) -> bool:
+    """The loop around the backward line at ``site`` scales some ``.grad`` in place."""
+    loop = enclosing_loop(site)
+    if loop is None:
+        return False
+    for n in ast.walk(loop):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, _SCALE_OPS) and _is_grad(n.target):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in _SCALE_METHODS and _is_grad(n.func.value):
+            return True
+    return False

@@ -1,4 +1,4 @@
-"""ECO-pytorch's train() after PR 1: gradients are accumulated over args.iter_size iterations and clipped and stepped only inside the `if i % args.iter_size == 0:` clause, so the optimizer updates once per accumulation window.
+"""ECO-pytorch's train() after PR 1: gradients are accumulated over args.iter_size iterations and clipped and stepped only inside the accumulation clause, so the optimizer updates once per accumulation window. The clause is written `if (i + 1) % args.iter_size == 0:` here: ECO's own `i % args.iter_size == 0` (kept by the pull request) is true on the first batch alone, the off-by-one window of loop_order/llms_from_scratch_accumulation_steps_modulo_from_first_batch, a bug of its own, so it cannot stand as the correct look-alike.
 
 source: https://github.com/mzolfaghari/ECO-pytorch/pull/1
 kind: lookalike
@@ -23,7 +23,7 @@ def train(train_loader, model, criterion, optimizer, epoch):
 
         loss.backward()
 
-        if i % args.iter_size == 0:
+        if (i + 1) % args.iter_size == 0:
             if args.iter_size != 1:
                 for g in optimizer.param_groups:
                     for p in g['params']:
