@@ -189,7 +189,7 @@ def _param_at(fn: ast.AST, pos: int, skip: int) -> str | None:
     return None
 
 
-class InplaceWriteToExpandedTensor(Rule):
+class InplaceWriteToExpandedTensor(Rule):  # NOTE [expanded tensors written in place]
     """A tensor made by `expand()` (`torch.eye(c).expand(g, c, c)`, `row.view(1, k).expand(k,
     k)`, `expand_as`, `torch.broadcast_to`) is written in place: `t.copy_(...)`, `t += ...`,
     `t.clamp_(...)`, `t[mask] = v`.
@@ -198,8 +198,8 @@ class InplaceWriteToExpandedTensor(Rule):
     PyTorch refuses the write: `RuntimeError: unsupported operation: more than one element
     of the written-to tensor refers to a single memory location. Please clone() the tensor
     before performing the operation.` A masked assignment is deprecated there and its
-    backward raises the same error when the tensor carries a graph (NOTE [expanded tensors
-    written in place]; checked on torch 2.13). A buffer registered as an expand breaks the
+    backward raises the same error when the tensor carries a graph (checked on torch 2.13:
+    NOTE [expanded tensors written in place]). A buffer registered as an expand breaks the
     first in-place update of its running statistics (IterNorm's `running_wm`). Clone the
     expand (`.expand(...).clone()`) or build the full tensor (`repeat`).
     Known limits: expands to size 1 only (`expand(1, -1)`) are not reported; a write by

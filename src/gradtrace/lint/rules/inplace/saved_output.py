@@ -51,9 +51,9 @@ class InplaceWriteToSavedOutput(InplaceRule):
     file that its (inherited) `__call__` runs, an instance called before a backward (a
     torch.distributions-style transform's `_call`).
     An in-place method chained on an output-saving op's unnamed result counts, the norms
-    included (`d.norm(dim=-1).div_(2)`, `(x - y).exp().mul_(2)`: NOTE [chained saved
-    output]); so does an in-place dropout attribute (`self.drop = nn.Dropout(p, inplace=True)`)
-    run on such a result, named or not (`self.drop(self.mlp(x))`, the MLP ending in a ReLU):
+    included (`d.norm(dim=-1).div_(2)`, `(x - y).exp().mul_(2)`,
+    NOTE [chained saved output]); so does an in-place dropout attribute
+    (`self.drop = nn.Dropout(p, inplace=True)`) run on such a result, named or not (`self.drop(self.mlp(x))`, the MLP ending in a ReLU):
     reported at the dropout's constructor, where the flag is.
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
     (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only

@@ -82,7 +82,7 @@ def _bound_to_tensor(ctx: Context, fn: ast.AST, target: ast.AST, line: int) -> b
     return last is not None and _tensor_made(ctx, last.value)
 
 
-class InplaceCopyFromOwnTranspose(Rule):
+class InplaceCopyFromOwnTranspose(Rule):  # NOTE [overlapping self-copy]
     """A region of a tensor is overwritten with a transpose of itself: `out[1] =
     out[1].transpose(-2, -1)`, `m.copy_(m.t())`, `x[k] = x[k].permute(0, 2, 1)`.
 
@@ -91,8 +91,8 @@ class InplaceCopyFromOwnTranspose(Rule):
     tensor and the written-to tensor refer to a single memory location. Please clone() the
     tensor before performing the operation.` (a contiguous region, as `out[1]` of a fresh
     tensor); when the region is strided (`x[:, 0]`) the copy runs and reads elements it has
-    already overwritten, and the result is wrong without an error (NOTE [overlapping
-    self-copy]; both checked on torch 2.13). Clone the transpose first
+    already overwritten, and the result is wrong without an error
+    (NOTE [overlapping self-copy]; both checked on torch 2.13). Clone the transpose first
     (`out[1] = out[1].transpose(-2, -1).clone()`) or build the result out of place
     (`torch.stack([out[0], out[1].transpose(-2, -1)])`).
     Known limits: the two sides must be spelt the same (`a[i]` and `a[i]`); a region reached

@@ -17,8 +17,9 @@ def held_from_arguments(owner: ClassInfo, attr: str, ctx: Context) -> list[str]:
     """For ``self.<attr> = Cls(<args>)`` in ``owner``'s ``__init__``, with ``Cls`` a module
     class of the file whose ``__init__`` keeps an argument or a part of it
     (``self.encoder = critic.encoder``): the dotted spellings, in ``owner``'s terms, of what the
-    new object holds (``self.critic.encoder``). NOTE [held from arguments]: the object's
-    ``parameters()`` include those modules' parameters."""
+    new object holds (``self.critic.encoder``).
+    # NOTE [held from arguments]: the object's ``parameters()`` include those modules' ones.
+    """
     info = owner.attrs.get(attr)
     classes = ctx.analysis.classes
     if info is None or info.method.name != "__init__" or not isinstance(info.value, ast.Call) \

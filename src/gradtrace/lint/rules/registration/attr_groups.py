@@ -18,7 +18,7 @@ MODULE_ITERS = frozenset({"modules", "named_modules"})
 # whole reads that see every parameter: the groups are not built from attribute names only
 WHOLE = frozenset({"parameters", "named_parameters", "state_dict", "_parameters", "__dict__",
                    "children", "named_children"})
-# torch layers whose parameters are not named `weight`/`bias` (NOTE [attribute groups])
+# torch layers whose parameters are not named `weight`/`bias` (the rule's known limits)
 OTHER_NAMES = {
     "torch.nn.MultiheadAttention": "in_proj_weight",
     "torch.nn.TransformerEncoderLayer": "in_proj_weight",

@@ -219,8 +219,8 @@ class WeightsCopiedAsPlainTensors(Rule):
     .clone())`.
     Weights registered as buffers that require grad (`self.register_buffer('weight',
     w.clone().requires_grad_())`, a meta-learning layer's design) are the same case seen from
-    the optimizer: it is reported on the optimizer built over `model.parameters()` (NOTE
-    [weights kept as buffers]), the line to change (give it the model's own list of those
+    the optimizer: it is reported on the optimizer built over `model.parameters()`
+    (NOTE [weights kept as buffers]), the line to change (give it the model's own list of those
     tensors).
     Known limits: only a module class of the file that registers nothing else (no submodule,
     parameter or buffer), whose copied tensor is used as a weight in `forward` (`@`, `matmul`,

@@ -362,6 +362,7 @@ class OptimizersShareParameters(Rule):
         if me is None:
             return
         if not step_lines(scope, me.name):
+            # NOTE [optimizers built as attributes]
             yield from self._across_methods(me, builds, scope, ctx)
             return
         if not me.sources:
@@ -379,7 +380,7 @@ class OptimizersShareParameters(Rule):
 
     def _across_methods(self, me: OptimizerBuild, builds: list[OptimizerBuild], scope: Scope,
                         ctx: Context) -> Iterator[Finding]:
-        """NOTE [optimizers built as attributes]: ``self.a = Adam(P)`` and ``self.b = Adam(P)``
+        """# NOTE [optimizers built as attributes]: ``self.a = Adam(P)`` and ``self.b = Adam(P)``
         built in one method from the same spelled parameters (a copy-paste slip: dreamer's
         ``value_optimizer`` over ``get_parameters(self.model_modules)``), both stepped in one
         pass of another method of the class: the weights take two steps per batch."""

@@ -225,7 +225,7 @@ class SubmoduleMissingFromParamGroups(Rule):
             yield from self._check(node, ctx)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        """NOTE [one part per optimizer]: ``Adam(self.vae.encoder.parameters())`` in a function
+        """# NOTE [one part per optimizer]: ``Adam(self.vae.encoder.parameters())`` in a function
         that builds several optimizers (one per part): the part's siblings that the held
         model runs need an optimizer too."""
         if not node.args or not is_optimizer_call(node, ctx):
@@ -236,7 +236,7 @@ class SubmoduleMissingFromParamGroups(Rule):
         fn = ctx.scope().node
         if sum(isinstance(n, ast.Call) and is_optimizer_call(n, ctx) for n in walk(fn)) < 2:
             return
-        yield from self._check(node, ctx, single=True)
+        yield from self._check(node, ctx, single=True)  # NOTE [one part per optimizer]
 
     def _check(self, node: ast.List | ast.Tuple | ast.BinOp | ast.Call, ctx: Context,
                single: bool = False) -> Iterator[Finding]:
