@@ -362,7 +362,7 @@ class OptimizersShareParameters(Rule):
         if me is None:
             return
         if not step_lines(scope, me.name):
-            # NOTE [optimizers built as attributes]
+            # two attributes built alike (NOTE [optimizers built as attributes])
             yield from self._across_methods(me, builds, scope, ctx)
             return
         if not me.sources:
