@@ -34,7 +34,8 @@ def _int(e: ast.AST | None) -> int | None:
 def _rank(e: ast.AST, scope: Scope, line: int, ctx: Context, d: int = 0) -> int | None:
     """The number of dimensions of ``e`` when the function shows it: a factory with its sizes
     spelt out, ``view``/``reshape``/``expand`` with one size per argument, ``expand_as(y)``,
-    broadcasting arithmetic (the largest known rank), ops that keep the rank, ``Variable(x)`` and local names bound once before."""
+    broadcasting arithmetic (the largest known rank), ops that keep the rank, ``Variable(x)``
+    and local names bound once before."""
     if d > MAX_DEPTH:
         return None
     if isinstance(e, ast.Name):
