@@ -1,4 +1,4 @@
-"""The same OriLinearGNN with the node states started from zeros in a local variable on every forward (as the repository's later version does): each iteration's fixed-point loop builds a fresh graph, so each backward only walks the current one. The repository's model ends in nn.Softmax and is trained with CrossEntropyLoss, which applies softmax again (a bug of its own, the mechanism of numerics/mini_tutorial_sequential_softmax_module_before_cross_entropy, which gradtrace reports): this look-alike returns the scores so that it is correct code.
+"""The same OriLinearGNN with the node states started from zeros in a local variable on every forward (as the repository's later version does): each iteration's fixed-point loop builds a fresh graph, so each backward only walks the current one. The repository's model ends in nn.Softmax and is trained with CrossEntropyLoss, which applies softmax again (a bug of its own, the mechanism of numerics/mini_tutorial_sequential_softmax_module_before_cross_entropy): this look-alike returns the scores so that it is correct code.
 
 source: https://github.com/LYuhang/GNN_Review/issues/3
 kind: lookalike
