@@ -32,7 +32,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 16 (session 22)", "917aaf0"),
            ("held-out 17 (session 23)", "c7b0715"),
            ("held-out 18 (session 24)", "c19d4c0"),
-           ("held-out 20 (session 26)", "797b98a"))
+           ("held-out 20 (session 26)", "797b98a"),
+           ("held-out 21 (session 27)", "b3fc937"))
 
 
 def _cases_at(rev: str) -> set[str]:
