@@ -256,3 +256,26 @@ def test_gradients_divided_in_place_before_the_step_are_silent(run_script, scale
     res = run_script(src)
     assert res.code == 0, res.err
     assert [f["code"] for f in _run(res)] == [], res.err
+
+
+# -- the saved tensor backward() failed on, when two of one shape were written in place ---------
+TWO_WRITES = """
+import torch
+
+conf = torch.randn(4, 3, requires_grad=True)
+a = conf[1:] - conf[:-1]
+a /= torch.norm(a, dim=1).unsqueeze(1)
+b = conf[:-1] - conf[1:] * 2
+b /= torch.norm(b, dim=1).unsqueeze(1)  # <- cause
+((a * b).sum(1) ** 2).sum().backward()
+"""
+
+
+def test_two_tensors_of_one_shape_written_in_place_name_the_failing_saver(run_script):
+    res = run_script(TWO_WRITES)
+    found = _run(res)
+    assert found and found[0]["code"] == "GT602", res.err
+    line = marked_line(TWO_WRITES)
+    assert found[0]["line"] == line, res.err
+    saved = [r["line"] for r in found[0]["related"] if "saved it for backward" in r["message"]]
+    assert saved == [line], res.err

@@ -243,10 +243,13 @@ def _saver(roots: list[Tensor], step_seq: int = -1,
            limit: int = 5000) -> tuple[Any, Site | None, Site | None]:
     """The node whose saved tensor was modified (its saved value fails to unpack with the same
     version error), its forward line, and, when that op ran before the optimizer step at
-    ``step_seq``, the line of the first traced op after the step that consumed its result."""
+    ``step_seq``, the line of the first traced op after the step that consumed its result.
+    When several nodes fail so, the one the engine runs first: the newest (highest sequence
+    number), whose error backward() raised (two tensors of one shape both written in place)."""
     queue = [(r.grad_fn, None) for r in roots if r.grad_fn is not None]
     seen: dict[int, Any] = {}
     parent: dict[int, Any] = {}
+    failed: list[Any] = []
     while queue and len(seen) < limit:
         node, up = queue.pop(0)
         if node is None or id(node) in seen:
@@ -260,14 +263,25 @@ def _saver(roots: list[Tensor], step_seq: int = -1,
                 getattr(node, attr)
             except RuntimeError as e:
                 if "modified by an inplace operation" in str(e):
-                    return node, created_site(node)[0], _after(node, parent, step_seq)
+                    failed.append(node)
+                    break
             except Exception:  # noqa: BLE001 - any other failure: not this attribute
                 continue
         try:
             queue.extend((n, node) for n, _ in node.next_functions if n is not None)
         except (AttributeError, RuntimeError):
             continue
-    return None, None, None
+    if not failed:
+        return None, None, None
+    node = max(failed, key=_sequence)
+    return node, created_site(node)[0], _after(node, parent, step_seq)
+
+
+def _sequence(node: Any) -> int:
+    try:
+        return int(node._sequence_nr())
+    except Exception:  # noqa: BLE001 - a node without one: the walk's order
+        return -1
 
 
 def _after(node: Any, parent: dict[int, Any], step_seq: int) -> Site | None:
