@@ -28,6 +28,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace.expanded_write import scopes_holding, statements_holding
@@ -47,14 +48,8 @@ PRETRAINED = ("Embedding.from_pretrained", "EmbeddingBag.from_pretrained")
 
 def _chain(e: ast.AST) -> list[str] | None:
     """``self.llm.embed_tokens`` -> ['self', 'llm', 'embed_tokens']; None for other shapes."""
-    parts: list[str] = []
-    while isinstance(e, ast.Attribute):
-        parts.append(e.attr)
-        e = e.value
-    if not isinstance(e, ast.Name):
-        return None
-    parts.append(e.id)
-    return parts[::-1]
+    d = dotted(e)
+    return None if d is None else d.split(".")
 
 
 def _returned_attr(ctx: Context, method: str) -> str | None:
