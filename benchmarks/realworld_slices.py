@@ -6,7 +6,9 @@
 A case belongs to the first batch whose boundary commit holds it (``git ls-tree``); the
 boundaries are the commits just before and after each held-out batch landed
 (docs/triage/heldout*.md). Prints, per batch: static root hits, run top-1 on crash and silent
-bugs, and look-alike alarms of both faces.
+bugs, and look-alike alarms of both faces. ``--first`` puts each batch's first blind measurement
+beside them (``FIRST_CONTACT``: recorded when the batch landed, before any fix built from it;
+held-out 5 was first measured after session 10's fixes, the others at their session's main).
 """
 from __future__ import annotations
 
@@ -36,13 +38,46 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 21 (session 27)", "b3fc937"))
 
 
+# name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
+FIRST_CONTACT = {
+    "held-out 1 (session 6)": ("11/41", "12/18", "7/23", 1, 1),
+    "held-out 2 (session 7)": ("5/40", "10/24", "5/16", 0, 1),
+    "held-out 3 (session 8)": ("3/42", "5/20", "3/22", 1, 1),
+    "held-out 4 (session 9)": ("0/40", "5/21", "2/19", 0, 0),
+    "held-out 5 (session 10)": ("3/42", "8/20", "4/22", 0, 0),
+    "held-out 6 (session 11)": ("1/40", "5/21", "0/19", 0, 1),
+    "held-out 7 (session 13)": ("9/38", "11/19", "12/19", 1, 4),
+    "held-out 8 (session 14)": ("14/41", "16/19", "14/22", 1, 1),
+    "held-out 9 (session 15)": ("5/36", "7/17", "7/19", 1, 1),
+    "held-out 10 (session 16)": ("8/39", "11/19", "10/20", 3, 6),
+    "held-out 11 (session 17)": ("5/28", "6/13", "3/15", 0, 2),
+    "held-out 12 (session 18)": ("7/26", "7/12", "7/14", 0, 0),
+    "held-out 13 (session 19)": ("4/25", "7/10", "3/15", 0, 2),
+    "held-out 14 (session 20)": ("4/26", "10/13", "3/13", 3, 3),
+    "held-out 15 (session 21)": ("4/26", "6/12", "3/14", 1, 1),
+    "held-out 16 (session 22)": ("2/22", "4/10", "2/12", 0, 2),
+    "held-out 17 (session 23)": ("4/14", "3/5", "4/9", 1, 2),
+    "held-out 18 (session 24)": ("0/11", "4/6", "2/5", 0, 0),
+    "held-out 20 (session 26)": ("5/15", "2/4", "4/11", 0, 0),
+    "held-out 21 (session 27)": ("0/11", "3/5", "1/6", 0, 2),
+}
+
+
 def _cases_at(rev: str) -> set[str]:
     out = subprocess.run(["git", "-C", ROOT_DIR, "ls-tree", "-r", "--name-only", rev,
                           "tests/realworld/cases"], capture_output=True, text=True, check=True)
     return {p for p in out.stdout.split() if p.endswith(".py")}
 
 
+def _sum(fracs) -> str:
+    pairs = [tuple(map(int, f.split("/"))) for f in fracs]
+    hit, n = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    return f"{hit}/{n} ({round(100 * hit / n)}%)" if n else "-"
+
+
 def main(argv: list[str]) -> int:
+    first = "--first" in argv
+    argv = [a for a in argv if a != "--first"]
     if len(argv) != 1:
         print(__doc__)
         return 2
@@ -67,11 +102,36 @@ def main(argv: list[str]) -> int:
                      hits(crash), len(crash), hits(silent), len(silent),
                      sum(bool(static.get(c.path, {}).get("findings")) for c in look),
                      sum(bool(runtime.get(c.path, {}).get("count")) for c in look), len(look)))
+    if first:
+        return _print_first(rows)
     print("| batch | bugs | static root | run crash | run silent | look-alike alarms (static, run) |")
     print("|---|---|---|---|---|---|")
     for n, b, s, ch, c, sh, si, la_s, la_r, la in rows:
         run = f"{ch}/{c}", f"{sh}/{si}"
         print(f"| {n} | {b} | {s}/{b} | {run[0]} | {run[1]} | {la_s}, {la_r} of {la} |")
+    return 0
+
+
+def _print_first(rows: list) -> int:
+    """Each held-out batch's first blind measurement beside today's, and the sums of both."""
+    print("| batch | first: static root | first: run crash | first: run silent | first: alarms "
+          "(static, run) | now: static root | now: run crash | now: run silent | now: alarms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    then, now = [], []
+    for n, b, s, ch, c, sh, si, la_s, la_r, la in rows:
+        if n not in FIRST_CONTACT:
+            continue
+        fs, fc, fsi, fa_s, fa_r = FIRST_CONTACT[n]
+        then.append((fs, fc, fsi, fa_s, fa_r))
+        now.append((f"{s}/{b}", f"{ch}/{c}", f"{sh}/{si}", la_s, la_r))
+        print(f"| {n} | {fs} | {fc} | {fsi} | {fa_s}, {fa_r} | {s}/{b} | {ch}/{c} | {sh}/{si} "
+              f"| {la_s}, {la_r} of {la} |")
+    cols = [_sum(x[i] for x in then) for i in range(3)]
+    ncols = [_sum(x[i] for x in now) for i in range(3)]
+    alarms = sum(x[3] for x in then), sum(x[4] for x in then)
+    nalarms = sum(x[3] for x in now), sum(x[4] for x in now)
+    print(f"| all held-out batches | {cols[0]} | {cols[1]} | {cols[2]} | {alarms[0]}, {alarms[1]} "
+          f"| {ncols[0]} | {ncols[1]} | {ncols[2]} | {nalarms[0]}, {nalarms[1]} |")
     return 0
 
 
