@@ -1,5 +1,7 @@
 """PyTorch-Tutorial-2nd's chapter 7.2 fine-tuning script after the fix of issue 7: the freeze loop sets param.requires_grad = False before the fc layer is replaced, so the optimizer built on resnet18_ft.parameters() only moves the new fc layer and the pretrained conv layers stay fixed.
 
+corrected (session 28, after the blind measurement): the tutorial's fixed script still calls resnet18_ft.train() with the frozen BatchNorm layers in train mode, so their running statistics keep moving under the new head: the bug of feature_extractor_frozen_by_requires_grad_keeps_bn_stats_moving (pytorch/pytorch#86590). The frozen BatchNorm layers are put back in eval() after train() here, so that this look-alike carries no bug of its own.
+
 source: https://github.com/TingsongYu/PyTorch-Tutorial-2nd/issues/7
 kind: lookalike
 """
@@ -54,6 +56,9 @@ optimizer = optim.SGD(resnet18_ft.parameters(), lr=LR, momentum=0.9)
 conv1_before = resnet18_ft.conv1.weight.detach().clone()
 
 resnet18_ft.train()
+for m in resnet18_ft.modules():  # the frozen BatchNorm layers keep their pretrained statistics
+    if isinstance(m, nn.BatchNorm2d):
+        m.eval()
 for i in range(3):
     inputs, labels = torch.randn(4, 3, 32, 32), torch.randint(0, classes, (4,))
     optimizer.zero_grad()
