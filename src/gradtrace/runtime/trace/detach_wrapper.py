@@ -15,6 +15,14 @@ parameters are only ever read as the receiver of ``.detach()`` or in an ``isinst
 None`` check, at least one of them detached, and that returns ``self.<method>(...)``. A helper
 that detaches one input but reads another plainly (``self.criterion(pred.detach(), target)``)
 is not one: its own line stays the cause. Read only when a detach cut is recorded.
+
+The same holds for a helper that RETURNS what it is handed, detached: ``return x.detach()``,
+``return x.detach().cpu().numpy()`` on a parameter ``x`` of a function other than ``forward``
+or ``__call__`` (ride's ``detach_to_cpu``, a ``to_numpy``). Its purpose is to leave the graph;
+the slip is the caller that handed it the loss (ride PR#12: ``common_step`` stops passing the
+loss through it). The cut is recorded at the first caller outside the helper, its recursion and
+its comprehensions (a helper that maps itself over a dict or a list). A helper that detaches a
+value it computed (``return self.net(x).detach()``, ``return out.detach()``) keeps its line.
 """
 from __future__ import annotations
 
@@ -26,6 +34,10 @@ from gradtrace.runtime.frames import Site, is_internal, user_frame
 from gradtrace.runtime.trace.offstack import function_node
 
 _SEEN: dict[int, tuple[CodeType, bool]] = {}
+_RETURNS: dict[int, tuple[CodeType, frozenset[int]]] = {}
+# methods that hand back the same values in another place or form: `x.detach().cpu().numpy()`
+_CONVERSIONS = frozenset({"detach", "cpu", "numpy", "to", "clone", "float", "double", "half",
+                          "contiguous", "tolist", "item"})
 
 
 def _benign(node: ast.AST, parent: dict[ast.AST, ast.AST]) -> str | None:
@@ -67,22 +79,56 @@ def _is_wrapper(code: CodeType) -> bool:
     return bool(uses) and None not in uses and "detach" in uses and _returns_own_method(fn)
 
 
+def _detached_param(node: ast.AST, params: set[str]) -> bool:
+    """``node`` is ``P.detach()`` of a parameter ``P``, followed by conversions only."""
+    detached = False
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in _CONVERSIONS:
+        detached = detached or node.func.attr == "detach"
+        node = node.func.value
+    return detached and isinstance(node, ast.Name) and node.id in params
+
+
+def _returned_detach_lines(code: CodeType) -> frozenset[int]:
+    """The lines of ``return P.detach()...`` on a parameter ``P`` (NOTE [grad-free wrapper])."""
+    fn = function_node(code)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or fn.name in ("forward", "__call__"):
+        return frozenset()
+    a = fn.args
+    params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
+    return frozenset(line for n in ast.walk(fn) if isinstance(n, ast.Return)
+                     and n.value is not None and _detached_param(n.value, params)
+                     for line in range(n.lineno, (n.end_lineno or n.lineno) + 1))
+
+
+def _returns_detached(code: CodeType, line: int) -> bool:
+    hit = _RETURNS.get(id(code))
+    if hit is None or hit[0] is not code:
+        if len(_RETURNS) > 4096:
+            _RETURNS.clear()
+        hit = _RETURNS[id(code)] = (code, _returned_detach_lines(code))
+    return line in hit[1]
+
+
 def wrapper_caller(raw: tuple[CodeType, int, int]) -> tuple[CodeType, int, int] | None:
-    """For a detach made at ``raw`` inside a grad-free wrapper (NOTE [grad-free wrapper]):
-    the raw site of the user's line that called the wrapper; else None."""
+    """For a detach made at ``raw`` inside a grad-free wrapper or a helper that returns its
+    input detached (NOTE [grad-free wrapper]): the raw site of the user's line that called it;
+    else None."""
     code = raw[0]
     hit = _SEEN.get(id(code))
     if hit is None or hit[0] is not code:
         if len(_SEEN) > 4096:
             _SEEN.clear()
         hit = _SEEN[id(code)] = (code, _is_wrapper(code))
-    if not hit[1]:
+    if not hit[1] and not _returns_detached(code, raw[1]):
         return None
     frame = user_frame(2)
     if frame is None or frame.f_code is not code:
         return None
+    own = {code, *(c for c in code.co_consts if isinstance(c, CodeType))}
     caller = frame.f_back
-    while caller is not None and is_internal(caller.f_code):
+    while caller is not None and (is_internal(caller.f_code) or caller.f_code in own):
         caller = caller.f_back
     return None if caller is None else (caller.f_code, caller.f_lineno, caller.f_lasti)
 

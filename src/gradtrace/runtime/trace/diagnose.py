@@ -78,8 +78,9 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
                     f"line {cut.site.line} turns into a tensor without a graph",
                     fix=STORED_FIX, related=related)
     fix = fixes.get(kind, "") if getattr(cut, "inner", None) is None else \
-        "call the computation that keeps the graph (what the wrapper hands its detached " \
-        "inputs to), not the grad-free wrapper"
+        f"do not pass the tensors the loss needs through `{cut.inner.function}`, which " \
+        "detaches what it is handed: call the computation it wraps, or pass them on as they " \
+        "are, and keep it for what is logged or stored"
     return make(code_for(kind, "GT800"), lead or cut.site,
                 f"{what} has no grad_fn because the value left the autograd graph here: "
                 f"{cut.describe()}", fix=fix, related=related)
