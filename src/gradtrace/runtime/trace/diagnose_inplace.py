@@ -13,6 +13,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
+from gradtrace.runtime.trace.first_write import earlier_breaking_write
 from gradtrace.runtime.trace.graph_walk import reaches_marked, roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
                                                 layer_built_inplace)
@@ -44,6 +45,11 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
     best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
         or next((r for r in candidates if op and op in r[2]), None)
     node, saver, consumer = _saver(_roots(args, kwargs), state.step_seq)
+    later = None
+    earlier = earlier_breaking_write(_roots(args, kwargs), state.inplace, best) \
+        if best is not None else None  # NOTE [first write that broke a saved tensor]
+    if earlier is not None:
+        later, (best, saver) = best[0], earlier
     if best is not None:
         where, inop, _, _, _, made, built = best
         related = [(made, "the tensor was created here")]
@@ -81,6 +87,9 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          fix="build this layer with inplace=False",
                          related=[(where, "the layer wrote in place when called here"),
                                   *related, (site, "backward() failed here")])]
+        if later is not None:
+            related.append((later, "a later in-place write here broke another saved tensor "
+                                   "(the one backward() met first): change it the same way"))
         return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                      f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
                      "op saved for backward; backward() then found a newer version",
