@@ -108,7 +108,7 @@ def layer_switched_inplace(where: Site | None) -> Site | None:
 
     tree = tree_of(where.path)
     stmt = _statement_at(tree, where.line) if tree is not None else None
-    if stmt is None or _writes(stmt) or not _called(stmt):
+    if stmt is None or _writes(stmt) or not any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
         return None
     found = [n for n in ast.walk(tree) if _turns_inplace_on(n)]
     if len(found) != 1:

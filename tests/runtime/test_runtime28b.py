@@ -1,0 +1,280 @@
+"""Session-28 run-time diagnoses of in-place crashes (docs/triage/runtime28b.md):
+
+- NOTE [first write that broke a saved tensor] (runtime/trace/first_write.py): several in-place
+  writes each broke a saved tensor; backward() names the last, the earliest is named;
+- NOTE [whole write of a viewed tensor] (runtime/trace/diagnose_alias.py): a view saved for
+  backward whose base is then rewritten whole in place: the write is named; a partial
+  write-back keeps the view's line;
+- NOTE [layer switched to in-place after construction] (runtime/trace/root_sites.py): a layer
+  built without ``inplace=True`` and turned in-place afterwards: the assignment is named.
+
+Buggy twins (code + line asserted), twins whose other line stays the cause, and silent
+look-alikes. Real torch, in-process: every bug below crashes on real torch.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+
+def _run_line(f):
+    """The line the run itself named: the finding's, or (fused into a static finding that
+    keeps its own line) the one of its "confirmed at run time" entry."""
+    return next((r["line"] for r in f["related"] if r["message"].startswith("confirmed at run")),
+                f["line"])
+
+
+def _check(run_script, src, code):
+    res = run_script(src)
+    assert res.code != 0, res.err
+    assert res.findings, res.err
+    f = res.findings[0]
+    assert f["code"] == code, res.err
+    assert _run_line(f) == marked_line(src), res.err
+
+
+def _silent(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+# ---- several writes, each breaking a saved tensor (NOTE [first write that broke a saved tensor])
+
+FIRST_WRITE_BUGS = {
+    # the case's shape: two residual additions in place, each after a norm saved x
+    "two_residuals": """
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc_1, self.fc_2 = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        x += self.fc_1(self.ln_1(x))  # <- cause
+        x += self.fc_2(self.ln_2(x))
+        return x
+
+
+emb = nn.Embedding(10, 8)
+block = Block(8)
+x = emb(torch.randint(0, 10, (2, 5))) * 1.0
+block(x).sum().backward()
+""",
+    # a variant the case does not show: method-form writes on a result two ops saved
+    "method_writes": """
+w = nn.Parameter(torch.randn(4, 3))
+inp = torch.randn(2, 4)
+y = torch.exp(inp @ w)
+y.mul_(2)  # <- cause
+z = y.sin()
+y.add_(1)
+(z.sum() + y.sum()).backward()
+""",
+}
+
+# the earlier write broke nothing (nothing had saved the tensor yet): the later one stays
+FIRST_WRITE_KEPT = {
+    "earlier_write_harmless": """
+lin = nn.Linear(4, 3)
+x = lin(torch.randn(2, 4))
+x.mul_(2)
+h = x.sin()
+x.add_(1)  # <- cause
+h.sum().backward()
+""",
+}
+
+FIRST_WRITE_LOOKALIKES = {
+    "out_of_place": """
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc_1, self.fc_2 = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        x = x + self.fc_1(self.ln_1(x))
+        x = x + self.fc_2(self.ln_2(x))
+        return x
+
+
+emb = nn.Embedding(10, 8)
+block = Block(8)
+x = emb(torch.randint(0, 10, (2, 5))) * 1.0
+block(x).sum().backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_WRITE_BUGS))
+def test_the_earliest_write_that_broke_a_saved_tensor_is_named(run_script, name):
+    _check(run_script, HEAD + FIRST_WRITE_BUGS[name], "GT602")
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_WRITE_KEPT))
+def test_a_harmless_earlier_write_is_not_named(run_script, name):
+    _check(run_script, HEAD + FIRST_WRITE_KEPT[name], "GT602")
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_WRITE_LOOKALIKES))
+def test_out_of_place_residuals_are_silent(run_script, name):
+    _silent(run_script, HEAD + FIRST_WRITE_LOOKALIKES[name])
+
+
+# ---- a saved view whose base is rewritten whole (NOTE [whole write of a viewed tensor]) ------
+
+WHOLE_WRITE_BUGS = {
+    # the case's shape: a convolution saves x.transpose(1, 2), then x += ... rewrites x
+    "iadd_after_conv_of_transpose": """
+class Encoder(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.pos_conv = nn.Conv1d(d, d, 3, padding=1)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
+        x += x_conv  # <- cause
+        return self.norm(x)
+
+
+enc = Encoder(8)
+x = F.dropout(nn.Linear(8, 8)(torch.randn(2, 6, 8)), 0.1)
+enc(x).sum().backward()
+""",
+    # a variant: a method-form write of the whole base after a matmul saved a slice view
+    "mul_after_sliced_matmul": """
+w = nn.Parameter(torch.randn(3, 4))
+h = nn.Linear(2, 3)(torch.randn(5, 2))
+out = h[:2] @ w
+h.mul_(0.5)  # <- cause
+out.sum().backward()
+""",
+}
+
+# part of the base written back: the view's line keeps the blame (where the copy belongs)
+WHOLE_WRITE_KEPT = {
+    "partial_write_back": """
+lin = nn.Linear(8, 8)
+norm = nn.LayerNorm(8)
+x = lin(torch.randn(4, 3, 8))
+first = x[:, 0].reshape(2, 2, 8)  # <- cause
+first = first + norm(first)
+x[:, 0] = first.reshape(4, 8)
+x.sum().backward()
+""",
+}
+
+WHOLE_WRITE_LOOKALIKES = {
+    "out_of_place": """
+class Encoder(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.pos_conv = nn.Conv1d(d, d, 3, padding=1)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x_conv = self.pos_conv(x.transpose(1, 2)).transpose(1, 2)
+        x = x + x_conv
+        return self.norm(x)
+
+
+enc = Encoder(8)
+x = F.dropout(nn.Linear(8, 8)(torch.randn(2, 6, 8)), 0.1)
+enc(x).sum().backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_WRITE_BUGS))
+def test_whole_write_of_a_viewed_tensor_names_the_write(run_script, name):
+    _check(run_script, HEAD + WHOLE_WRITE_BUGS[name], "GT602")
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_WRITE_KEPT))
+def test_partial_write_back_keeps_the_view(run_script, name):
+    _check(run_script, HEAD + WHOLE_WRITE_KEPT[name], "GT602")
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_WRITE_LOOKALIKES))
+def test_out_of_place_write_of_a_viewed_tensor_is_silent(run_script, name):
+    _silent(run_script, HEAD + WHOLE_WRITE_LOOKALIKES[name])
+
+
+# ---- a layer turned in-place after construction (NOTE [layer switched to in-place after ...])
+
+SWITCHED_BUGS = {
+    # the case's shape: every ReLU turned in-place by a loop in __init__
+    "loop_in_init": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.act = nn.ReLU()
+        self.out = nn.Linear(8, 1)
+        for m in self.modules():
+            if isinstance(m, nn.ReLU):
+                m.inplace = True  # <- cause
+
+    def forward(self, x):
+        h = torch.sigmoid(self.proj(x))
+        g = h * 2
+        return self.out(self.act(h)).sum() + g.sum()
+
+
+Net()(torch.randn(3, 8)).backward()
+""",
+    # a variant: setattr from a function handed to Module.apply
+    "setattr_through_apply": """
+def make_inplace(m):
+    if isinstance(m, nn.ReLU):
+        setattr(m, "inplace", True)  # <- cause
+
+
+net = nn.ModuleDict({"proj": nn.Linear(8, 8), "act": nn.ReLU(), "out": nn.Linear(8, 1)})
+net.apply(make_inplace)
+h = torch.tanh(net["proj"](torch.randn(3, 8)))
+y = net["out"](net["act"](h))
+y.sum().backward()
+""",
+}
+
+SWITCHED_LOOKALIKES = {
+    # the switched layer's input is saved by nothing (a Linear does not save its output)
+    "input_not_saved": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.act = nn.ReLU()
+        self.out = nn.Linear(8, 1)
+        for m in self.modules():
+            if isinstance(m, nn.ReLU):
+                m.inplace = True
+
+    def forward(self, x):
+        return self.out(self.act(self.proj(x))).sum()
+
+
+Net()(torch.randn(3, 8)).backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWITCHED_BUGS))
+def test_layer_switched_to_inplace_names_the_switch(run_script, name):
+    _check(run_script, HEAD + SWITCHED_BUGS[name], "GT602")
+
+
+@pytest.mark.parametrize("name", sorted(SWITCHED_LOOKALIKES))
+def test_switched_layer_whose_input_is_not_saved_is_silent(run_script, name):
+    _silent(run_script, HEAD + SWITCHED_LOOKALIKES[name])
