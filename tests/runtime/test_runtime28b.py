@@ -6,7 +6,9 @@
   backward whose base is then rewritten whole in place: the write is named; a partial
   write-back keeps the view's line;
 - NOTE [layer switched to in-place after construction] (runtime/trace/root_sites.py): a layer
-  built without ``inplace=True`` and turned in-place afterwards: the assignment is named.
+  built without ``inplace=True`` and turned in-place afterwards: the assignment is named;
+- NOTE [error it predicts] (runtime/fuse.py): a general crash (GT839) whose error a static
+  finding of the file quotes (GT619, a write into an expand() view) is led by that finding.
 
 Buggy twins (code + line asserted), twins whose other line stays the cause, and silent
 look-alikes. Real torch, in-process: every bug below crashes on real torch.
@@ -210,7 +212,8 @@ def test_out_of_place_write_of_a_viewed_tensor_is_silent(run_script, name):
     _silent(run_script, HEAD + WHOLE_WRITE_LOOKALIKES[name])
 
 
-# ---- a layer turned in-place after construction (NOTE [layer switched to in-place after ...])
+# ---- a layer turned in-place after construction ----------------------------------------------
+# see NOTE [layer switched to in-place after construction]
 
 SWITCHED_BUGS = {
     # the case's shape: every ReLU turned in-place by a loop in __init__
@@ -278,3 +281,75 @@ def test_layer_switched_to_inplace_names_the_switch(run_script, name):
 @pytest.mark.parametrize("name", sorted(SWITCHED_LOOKALIKES))
 def test_switched_layer_whose_input_is_not_saved_is_silent(run_script, name):
     _silent(run_script, HEAD + SWITCHED_LOOKALIKES[name])
+
+
+# ---- a general crash whose error a static finding of the file predicts -----------------------
+# see NOTE [error it predicts]
+
+PREDICTED_BUGS = {
+    # the case's shape: marginals floored by masked assignment into expand() views; backward()
+    # raises, far from the write
+    "masked_floor_on_expand": """
+def pair_loss(x, y, eps=1e-3):
+    k = x.shape[1]
+    joint = (x.unsqueeze(2) * y.unsqueeze(1)).sum(0)
+    joint = joint / joint.sum()
+    p_i = joint.sum(dim=1).view(k, 1).expand(k, k)
+    p_i[(p_i < eps).data] = eps  # <- cause
+    return -(joint * (torch.log(joint) - torch.log(p_i))).sum()
+
+
+head = nn.Sequential(nn.Linear(6, 4), nn.Softmax(dim=1))
+loss = pair_loss(head(torch.randn(8, 6)), head(torch.randn(8, 6)))
+loss.backward()
+""",
+    # a variant: a buffer registered as an expand() view, updated in place in forward()
+    "buffer_registered_as_expand": """
+class Whiten(nn.Module):
+    def __init__(self, c, groups):
+        super().__init__()
+        self.lin = nn.Linear(c, c)
+        self.register_buffer("running", torch.eye(c).expand(groups, c, c))  # <- cause
+
+    def forward(self, x):
+        y = self.lin(x)
+        cov = (y.t() @ y / len(y)).detach()
+        self.running.copy_(0.9 * self.running + 0.1 * cov)
+        return y
+
+
+Whiten(4, 2)(torch.randn(5, 4)).sum().backward()
+""",
+}
+
+PREDICTED_LOOKALIKES = {
+    "cloned_expand": """
+def pair_loss(x, y, eps=1e-3):
+    k = x.shape[1]
+    joint = (x.unsqueeze(2) * y.unsqueeze(1)).sum(0)
+    joint = joint / joint.sum()
+    p_i = joint.sum(dim=1).view(k, 1).expand(k, k).clone()
+    p_i[(p_i < eps).data] = eps
+    return -(joint * (torch.log(joint) - torch.log(p_i))).sum()
+
+
+head = nn.Sequential(nn.Linear(6, 4), nn.Softmax(dim=1))
+loss = pair_loss(head(torch.randn(8, 6)), head(torch.randn(8, 6)))
+loss.backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTED_BUGS))
+def test_general_crash_led_by_the_static_finding_that_predicts_it(run_script, name):
+    src = HEAD + PREDICTED_BUGS[name]
+    res = run_script(src)
+    assert res.code != 0 and res.findings, res.err
+    f = res.findings[0]
+    assert (f["code"], f["line"], f["source"]) == ("GT619", marked_line(src), "static+runtime"), \
+        res.err
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTED_LOOKALIKES))
+def test_cloned_expand_is_silent(run_script, name):
+    _silent(run_script, HEAD + PREDICTED_LOOKALIKES[name])

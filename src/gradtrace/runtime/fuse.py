@@ -327,8 +327,8 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
 
 
 def _predicts(s: Finding, r: Finding) -> bool:
-    """Whether ``s`` quotes the error the general crash ``r`` reports (NOTE [error it
-    predicts])."""
+    """Whether ``s`` quotes the error the general crash ``r`` reports.
+    NOTE [error it predicts]"""
     m = _PREDICTED.search(s.message)
     return m is not None and m[1][:60].lower() in r.message.lower()
 
