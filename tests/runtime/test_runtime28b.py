@@ -353,3 +353,82 @@ def test_general_crash_led_by_the_static_finding_that_predicts_it(run_script, na
 @pytest.mark.parametrize("name", sorted(PREDICTED_LOOKALIKES))
 def test_cloned_expand_is_silent(run_script, name):
     _silent(run_script, HEAD + PREDICTED_LOOKALIKES[name])
+
+
+# ---- a carried state reset in place ------------------------------------------------------------
+# see NOTE [state reset in place keeps its graph]
+
+RESET_BUGS = {
+    # the case's shape: a layer's state buffer zeroed in place by a reset method
+    "buffer_zeroed_by_reset": """
+class Leaky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("v", torch.zeros(2, 4))
+
+    def reset(self):
+        for b in self.buffers():
+            b.zero_()  # <- cause
+
+    def forward(self, x):
+        v = self.v
+        for t in range(x.shape[1]):
+            v = 0.9 * v + x[:, t]
+        self.v = v
+        return v
+
+
+lin, cell = nn.Linear(3, 4), Leaky()
+for _ in range(2):
+    cell.reset()
+    out = cell(lin(torch.randn(2, 5, 3)))
+    out.sum().backward()
+""",
+    # a variant: a hidden state carried in a loop variable, reset with fill_ per sequence
+    "hidden_filled_in_loop": """
+rnn = nn.RNNCell(3, 4)
+h = torch.zeros(2, 4)
+for seq in range(3):
+    h.fill_(0.0)  # <- cause
+    for t in range(4):
+        h = rnn(torch.randn(2, 3), h)
+    h.pow(2).sum().backward()
+""",
+}
+
+RESET_LOOKALIKES = {
+    "detached_before_zeroing": """
+class Leaky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("v", torch.zeros(2, 4))
+
+    def reset(self):
+        for b in self.buffers():
+            b.detach_().zero_()
+
+    def forward(self, x):
+        v = self.v
+        for t in range(x.shape[1]):
+            v = 0.9 * v + x[:, t]
+        self.v = v
+        return v
+
+
+lin, cell = nn.Linear(3, 4), Leaky()
+for _ in range(2):
+    cell.reset()
+    out = cell(lin(torch.randn(2, 5, 3)))
+    out.sum().backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESET_BUGS))
+def test_state_reset_in_place_names_the_reset(run_script, name):
+    _check(run_script, HEAD + RESET_BUGS[name], "GT506")
+
+
+@pytest.mark.parametrize("name", sorted(RESET_LOOKALIKES))
+def test_state_detached_before_reset_is_silent(run_script, name):
+    _silent(run_script, HEAD + RESET_LOOKALIKES[name])
