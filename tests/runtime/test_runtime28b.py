@@ -432,3 +432,80 @@ def test_state_reset_in_place_names_the_reset(run_script, name):
 @pytest.mark.parametrize("name", sorted(RESET_LOOKALIKES))
 def test_state_detached_before_reset_is_silent(run_script, name):
     _silent(run_script, HEAD + RESET_LOOKALIKES[name])
+
+
+# ---- a detaching method called outside the backward's loop -------------------------------------
+# see NOTE [detach called outside the backward's loop]
+
+_CARRIER = """
+class Tracker(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(3, 4)
+        self.head = nn.Linear(4, 1)
+        self.state = None
+
+    def forward(self, x):
+        if self.state is None:
+            self.state = torch.zeros(x.shape[0], 4)
+        self.state = self.cell(x, self.state)
+        return self.head(self.state)
+
+    def reset_graph(self):
+        if self.state is not None:
+            self.state = self.state.detach()
+
+
+net = Tracker()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+"""
+
+DETACH_LEVEL_BUGS = {
+    # the case's shape: detached once per sequence, backward per frame
+    "once_per_sequence": _CARRIER + """
+for video in range(2):
+    net.reset_graph()  # <- cause
+    for frame in range(3):
+        loss = net(torch.randn(2, 3)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+    # a variant: in a training function, called before a while loop over batches
+    "before_while_in_function": _CARRIER + """
+def train(epochs):
+    for epoch in range(epochs):
+        net.reset_graph()  # <- cause
+        batch = 0
+        while batch < 3:
+            opt.zero_grad()
+            net(torch.randn(2, 3)).sum().backward()
+            opt.step()
+            batch += 1
+
+
+train(2)
+""",
+}
+
+DETACH_LEVEL_LOOKALIKES = {
+    "called_per_pass": _CARRIER + """
+for video in range(2):
+    for frame in range(3):
+        net.reset_graph()
+        loss = net(torch.randn(2, 3)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DETACH_LEVEL_BUGS))
+def test_detach_called_outside_the_backward_loop_names_the_call(run_script, name):
+    _check(run_script, HEAD + DETACH_LEVEL_BUGS[name], "GT506")
+
+
+@pytest.mark.parametrize("name", sorted(DETACH_LEVEL_LOOKALIKES))
+def test_detach_called_per_pass_is_silent(run_script, name):
+    _silent(run_script, HEAD + DETACH_LEVEL_LOOKALIKES[name])
