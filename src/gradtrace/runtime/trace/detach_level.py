@@ -30,7 +30,9 @@ def _detaches(fn: ast.FunctionDef, attr: str) -> bool:
             continue
         targets = [e for t in st.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
         values = st.value.elts if isinstance(st.value, ast.Tuple) else [st.value]
-        for t, v in zip(targets, values if len(values) == len(targets) else [st.value] * len(targets)):
+        if len(values) != len(targets):
+            values = [st.value] * len(targets)
+        for t, v in zip(targets, values):
             if isinstance(t, ast.Attribute) and t.attr == attr and isinstance(v, ast.Call) \
                     and isinstance(v.func, ast.Attribute) and v.func.attr in ("detach", "detach_") \
                     and isinstance(v.func.value, ast.Attribute) and v.func.value.attr == attr:

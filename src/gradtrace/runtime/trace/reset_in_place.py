@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.graph_walk import graph_nodes, reaches_marked
 from gradtrace.runtime.trace.records import META_FREED, created_site
