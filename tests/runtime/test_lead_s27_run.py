@@ -259,14 +259,16 @@ def test_gradients_divided_in_place_before_the_step_are_silent(run_script, scale
 
 
 # -- the saved tensor backward() failed on, when two of one shape were written in place ---------
+# Both writes broke a saved tensor: the earliest is named, and the op named as its saver is that
+# write's own norm: NOTE [first write that broke a saved tensor].
 TWO_WRITES = """
 import torch
 
 conf = torch.randn(4, 3, requires_grad=True)
 a = conf[1:] - conf[:-1]
-a /= torch.norm(a, dim=1).unsqueeze(1)
+a /= torch.norm(a, dim=1).unsqueeze(1)  # <- cause
 b = conf[:-1] - conf[1:] * 2
-b /= torch.norm(b, dim=1).unsqueeze(1)  # <- cause
+b /= torch.norm(b, dim=1).unsqueeze(1)
 ((a * b).sum(1) ** 2).sum().backward()
 """
 

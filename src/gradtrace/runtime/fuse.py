@@ -36,6 +36,7 @@ import ast
 import linecache
 import logging
 import os
+import re
 from dataclasses import replace
 from types import CodeType
 from typing import Any, Iterable
@@ -205,6 +206,12 @@ CONFIRMED = "confirmed at run time "
 # the scheduler, GT533) names the line that will raise in a related entry worded
 # "... raises here"; a general crash on that line is then its symptom, and its line leads.
 RAISES_HERE = "raises here"
+# NOTE [error it predicts]
+# A static finding that quotes the error its bug raises (GT619: "raises `RuntimeError:
+# unsupported operation: more than one element ...`") in the file of a general crash whose
+# error is that one (the write into an expand() view fails in backward(), far from the write):
+# the crash is its symptom, and its line leads (the first such finding of the file).
+_PREDICTED = re.compile(r"raises `(?:\w+(?:Error|Exception): )?([^`]{24,})`")
 STATIC_ALSO = "also found by reading the code: "
 
 _CACHE: dict[str, tuple[Any, list[Finding]]] = {}
@@ -278,7 +285,9 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
                      != "info" and (_abs(s.path), s.line) == at), None) or next((
             (i, True) for i, s in enumerate(static) if i not in used and s.severity != "info"
             and any((_abs(x.path), x.line) == at and x.message.endswith(RAISES_HERE)
-                    for x in s.related)), None)  # NOTE [crash in related]
+                    for x in s.related)), None) or next((  # NOTE [crash in related]
+            (i, True) for i, s in enumerate(static) if i not in used and s.severity != "info"
+            and _abs(s.path) == at[0] and _predicts(s, r)), None)  # NOTE [error it predicts]
     fams = _families(r)
     if not fams:
         return None
@@ -315,6 +324,13 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if best is None or rank > best[0]:
             best = (rank, i, lead)
     return None if best is None else (best[1], best[2])
+
+
+def _predicts(s: Finding, r: Finding) -> bool:
+    """Whether ``s`` quotes the error the general crash ``r`` reports.
+    NOTE [error it predicts]"""
+    m = _PREDICTED.search(s.message)
+    return m is not None and m[1][:60].lower() in r.message.lower()
 
 
 def _merge_related(*groups: Iterable[Related]) -> tuple[Related, ...]:

@@ -20,6 +20,8 @@ from gradtrace.runtime.trace.graph_walk import roots_of as _roots
 from gradtrace.runtime.trace.root_sites import inplace_update_of_inference, kept_dim_site
 from gradtrace.runtime.trace.carried_attr import carried_lead
 from gradtrace.runtime.trace.records import META_FREED, created_site, decode_meta
+from gradtrace.runtime.trace.reset_in_place import reset_keeps_graph
+from gradtrace.runtime.trace.detach_level import detach_outside_loop
 from gradtrace.runtime.trace.state import TraceState
 
 Tensor = torch.Tensor
@@ -284,11 +286,16 @@ def _backward_twice(pat: ErrorPattern, exc: BaseException, func: Any, args: tupl
                (site, "this backward() needs it again")]
     if (cached := cached_block(node, site, made, pat)) is not None:
         return [cached]  # NOTE [parametrization cached across backwards]
+    reset = reset_keeps_graph(roots, state.last_backward_seq, pat, site, freed_by)
+    if reset is not None:  # NOTE [state reset in place keeps its graph]
+        return [reset]
     if freed_by is not None and site is not None and freed_by == site:
         if (better := freed_root(roots, made, site, pat, state)) is not None:
             return [better]
         if made is not None and _made_again(roots, made, state.last_backward_seq):
             # NOTE [detach result dropped], NOTE [state kept on an attribute]
+            if (moved := detach_outside_loop(made, site, pat, related)) is not None:
+                return [moved]  # NOTE [detach called outside the backward's loop]
             made, how = carried_lead(roots, made)
             kind, msg = "state-carried-across-steps", (
                 f"the value {how} ({src(made)}) in the previous iteration is carried into"

@@ -162,6 +162,22 @@ def _view_input(node: Any, shape: tuple[int, ...]) -> tuple[Any, Any] | None:
     return None
 
 
+def _whole_write(where: Site) -> bool:
+    """# NOTE [whole write of a viewed tensor]
+    A saved view's base written in place as a whole (``x += conv(x.transpose(1, 2))``,
+    ``x.mul_(s)``: a write with an out-of-place form on its own line, ``x = x + ...``) is
+    named at the write; a write of part of the base (``x[:, 0] = v``, the view's region
+    written back) keeps the view's line, where the copy belongs."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(where.path)
+    if tree is None:
+        return False
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == where.line]
+    written = next((s for s in stmts if _written_name(s)), None)
+    return written is not None and not _partial(written)
+
+
 def saved_view_or_saver(node: Any, saver: Site | None, shape: tuple[int, ...], state: Any,
                         pat: Any, site: Site | None) -> list[Finding]:
     """No seen write has the saved tensor's shape: a view the saving op took of a tensor
@@ -178,6 +194,16 @@ def saved_view_or_saver(node: Any, saver: Site | None, shape: tuple[int, ...], s
                       and r[5] == base_at), None)
         related = [(saver, f"`{op}` saved the view for backward here")]
         wrote = "was then written in place"
+        if write is not None and _whole_write(write[0]):  # NOTE [whole write of a viewed tensor]
+            return [make(kind, write[0],
+                         f"`{write[1]}` here rewrites the whole tensor in place, and a view of "
+                         f"it (shape {list(shape)}, made at {src(view_at)}) was saved for "
+                         f"backward by `{op}` ({src(saver)}): the view shares its memory, so "
+                         "backward() found it changed",
+                         fix="write it out of place (x = x + y instead of x += y)",
+                         related=[(view_at, "the view was made here"),
+                                  (saver, f"`{op}` saved the view for backward here"),
+                                  (site, "backward() failed here")])]
         if write is not None:
             related.append((write[0], f"`{write[1]}` wrote into the tensor it views here"))
             wrote = f"was then written in place by `{write[1]}` at {src(write[0])}"

@@ -13,9 +13,10 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
+from gradtrace.runtime.trace.first_write import earlier_breaking_write
 from gradtrace.runtime.trace.graph_walk import reaches_marked, roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
-                                                layer_built_inplace)
+                                                layer_built_inplace, layer_switched_inplace)
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
 from gradtrace.runtime.trace.stale_handed import caller_handing_stale
 from gradtrace.runtime.trace.state import TraceState
@@ -42,8 +43,15 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
     expected = int(m["expected"])
     candidates = [r for r in reversed(state.inplace) if r[3] == shape]
     best = next((r for r in candidates if op in r[2] and r[4] == expected), None) \
-        or next((r for r in candidates if op and op in r[2]), None)
+        or next((r for r in candidates if op and op in r[2]), None) \
+        or next((r for r in candidates if r[4] == expected and set(r[2]) == {"AsStrided"}),
+                None)  # a write into a view: its node names no op, the version does
     node, saver, consumer = _saver(_roots(args, kwargs), state.step_seq)
+    later = None
+    earlier = earlier_breaking_write(_roots(args, kwargs), state.inplace, best) \
+        if best is not None else None  # NOTE [first write that broke a saved tensor]
+    if earlier is not None:
+        later, (best, saver) = best[0], earlier
     if best is not None:
         where, inop, _, _, _, made, built = best
         related = [(made, "the tensor was created here")]
@@ -61,6 +69,16 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          related=[(where, "the in-place write is here"), *related,
                                   (site, "backward() failed here")])]
         layer = built or layer_built_inplace(where, inop)  # NOTE [layer built here]
+        switched = layer_switched_inplace(where) if layer is None else None
+        if switched is not None:  # NOTE [layer switched to in-place after construction]
+            return [make(code_for("inplace-on-saved-tensor", pat.code), switched,
+                         f"this line turns a layer's `inplace` on after it was built: called at "
+                         f"{src(where)}, its `{inop}` changed a tensor in place (shape "
+                         f"{list(shape)}) that an earlier op saved for backward; backward() "
+                         "then found a newer version",
+                         fix="leave inplace off for a layer whose input is saved for backward",
+                         related=[(where, "the layer wrote in place when called here"),
+                                  *related, (site, "backward() failed here")])]
         if layer is not None and _sibling_saved(where, saver, made):  # NOTE [in-place layer]
             return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                          f"this call of a layer built with `inplace=True` (at {src(layer)}) "
@@ -81,6 +99,9 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          fix="build this layer with inplace=False",
                          related=[(where, "the layer wrote in place when called here"),
                                   *related, (site, "backward() failed here")])]
+        if later is not None:
+            related.append((later, "a later in-place write here broke another saved tensor "
+                                   "(the one backward() met first): change it the same way"))
         return [make(code_for("inplace-on-saved-tensor", pat.code), where,
                      f"`{inop}` changed a tensor in place (shape {list(shape)}) that an earlier "
                      "op saved for backward; backward() then found a newer version",

@@ -95,6 +95,38 @@ def _bound(tree: ast.Module) -> Iterator[tuple[tuple[str, str], ast.AST]]:
                     yield ("attr", t.attr), n.value
 
 
+def layer_switched_inplace(where: Site | None) -> Site | None:
+    """# NOTE [layer switched to in-place after construction]
+    A layer's in-place write reported at ``where`` (a line that calls a layer and writes
+    nothing itself) when no constructor in the file asked for ``inplace=True``: the layer's
+    ``inplace`` attribute was turned on afterwards (``for m in self.modules(): m.inplace =
+    True``, ``setattr(m, "inplace", True)``). The one statement of the file that does so is the
+    line to change; none or several: None."""
+    if where is None:
+        return None
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(where.path)
+    stmt = _statement_at(tree, where.line) if tree is not None else None
+    if stmt is None or _writes(stmt) or not any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
+        return None
+    found = [n for n in ast.walk(tree) if _turns_inplace_on(n)]
+    if len(found) != 1:
+        return None
+    return Site(where.path, found[0].lineno, "", found[0].col_offset)
+
+
+def _turns_inplace_on(n: ast.AST) -> bool:
+    """``<obj>.inplace = True`` or ``setattr(<obj>, "inplace", True)``."""
+    if isinstance(n, ast.Assign):
+        return isinstance(n.value, ast.Constant) and n.value.value is True and any(
+            isinstance(t, ast.Attribute) and t.attr == "inplace" for t in n.targets)
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" \
+        and len(n.args) == 3 and isinstance(n.args[1], ast.Constant) \
+        and n.args[1].value == "inplace" and isinstance(n.args[2], ast.Constant) \
+        and n.args[2].value is True
+
+
 def layer_built_inplace(where: Site | None, op: str) -> Site | None:
     """The line that built, with ``inplace=True``, the layer whose forward ran the in-place
     ``op`` reported at ``where`` (NOTE [in-place layer]); None when ``where`` writes itself or
