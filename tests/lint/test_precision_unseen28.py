@@ -307,6 +307,55 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         nn.init.zeros_(net.lift.bias)
         net((torch.zeros(1, 4, 2), None)).sum().backward()
         """, "GT753", line=10, holds="torch.isnan(net.lift.weight.grad).any()")),
+    # mPLUG-Owl (mplug_owl/modeling_mplug_owl.py): the abstractor's attention registers a
+    # Grad-CAM hook under `if self.save_attention:`, a switch the file sets only to False;
+    # `generate` runs the abstractor under `torch.no_grad()`. Twin: the switch is on: the hook
+    # on a tensor without grad raises
+    "hook-under-a-switch-left-off": (Shape("""
+        class Attn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(4, 4)
+                self.keep_maps = False
+                self.grads = None
+            def keep(self, g):
+                self.grads = g
+            def forward(self, x):
+                probs = torch.softmax(self.q(x), -1)
+                if self.keep_maps:
+                    probs.register_hook(self.keep)
+                return probs
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attn()
+            def generate(self, x):
+                with torch.no_grad():
+                    return self.attn(x).argmax(-1)
+        Model().generate(torch.randn(2, 4))
+        """, "GT217"), Shape("""
+        class Attn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(4, 4)
+                self.keep_maps = True
+                self.grads = None
+            def keep(self, g):
+                self.grads = g
+            def forward(self, x):
+                probs = torch.softmax(self.q(x), -1)
+                if self.keep_maps:
+                    probs.register_hook(self.keep)
+                return probs
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attn()
+            def generate(self, x):
+                with torch.no_grad():
+                    return self.attn(x).argmax(-1)
+        Model().generate(torch.randn(2, 4))
+        """, "GT217", line=12, raises=(RuntimeError, "doesn't require gradient"))),
 }
 
 
