@@ -14,7 +14,11 @@ def part_of(f: LoopFacts, z: Named, s: Step) -> bool:
     """``z`` clears one module of several the stepped optimizer holds (FL-bench's FedPAC:
     groups over ``model.base`` and ``model.classifier``, ``model.base.zero_grad()`` before the
     step), or a submodule of the one it holds (``model.encoder.zero_grad()``, the optimizer
-    over ``model.parameters()``): the rest still trains, a freeze of that part on purpose."""
+    over ``model.parameters()``), after the optimizer's own ``zero_grad()`` in the same pass:
+    the rest still trains, a freeze of that part on purpose."""
+    if not any(c.receiver == s.optimizer and f.before(c.stmt, z.stmt) for c in f.zero_grads):
+        return False  # only when the step's own gradients were cleared first (a decoder's
+        # `zero_grad()` after backward, the encoder's before it: the clearing is misplaced)
     over = _owners(f, _stepped_expr(s), s.call.lineno) or _built_over(f, s)
     r = z.receiver
     return r in over and any(o != r for o in over) or any(r.startswith(o + ".") for o in over)
