@@ -175,3 +175,22 @@ def _called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
             MODULE, OBJECT) else None
         return cls.methods.get(f.attr) if cls is not None else None
     return cls.methods.get("forward") if cls is not None and cls.is_module else None
+
+
+def fed_to_model(f: Any, acc: str, loop: ast.stmt, ctx: Context) -> bool:
+    """``acc``, summed over the passes of ``loop`` with grad on, is handed to a model's call
+    after the loop (``self.hyper_net(embedding)``): the input of a network whose output is kept,
+    so its graph is wanted (PeFLL's client embedding, differentiated later through the
+    generated weights), not a metric left holding one."""
+    from gradtrace.lint.analysis.model_calls import runs_model
+    end = loop.end_lineno or loop.lineno
+    for s in f.scope.stmts:
+        if s.lineno <= end or not isinstance(s, (ast.Assign, ast.AugAssign, ast.Expr,
+                                                   ast.Return)):
+            continue
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == acc
+                                               for a in n.args) \
+                    and (callee := dotted(n.func)) and runs_model(ctx, f.scope, callee, s.lineno):
+                return True
+    return False

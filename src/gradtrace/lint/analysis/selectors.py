@@ -81,3 +81,41 @@ def _use_selects(scope: Scope, st: ast.stmt, n: ast.Name, depth: int) -> bool:
                 and v.func.attr in PAIR_OPS and v.func.value is n:
             return _name_selects(scope, t.elts[0].id, st.lineno, depth + 1)  # the values
     return False
+
+
+def only_indices(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether ``node``'s value reaches its statement only as indices or a boolean: it is the
+    receiver of ``argmax``/``argsort``/..., compared, or the tensor of a ``(values, indices)``
+    op whose indices alone are taken (``x.max(1)[1]``, ``torch.max(x, 1)[1]``); ``parents``
+    maps each node of the statement to its parent. The ops between may keep the value's kind
+    (``x.data.cpu().max(1)[1]``)."""
+    child, p = node, parents.get(id(node))
+    while p is not None:
+        if isinstance(p, ast.Compare):
+            return True
+        if isinstance(p, ast.Attribute) and p.value is child:
+            call = parents.get(id(p))
+            if not (isinstance(call, ast.Call) and call.func is p):
+                return False
+            if p.attr in INDEX_OPS:
+                return True
+            if p.attr in PAIR_OPS:
+                return _second_of(call, parents)
+            child, p = call, parents.get(id(call))
+            continue
+        if isinstance(p, ast.Call) and child in p.args[:1] and isinstance(p.func, ast.Attribute) \
+                and isinstance(p.func.value, ast.Name) and p.func.value.id == "torch":
+            if p.func.attr in INDEX_OPS:
+                return True
+            if p.func.attr in PAIR_OPS:
+                return _second_of(p, parents)
+        return False
+    return False
+
+
+def _second_of(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
+    """``call(...)[1]``: the indices of a (values, indices) pair (``max``/``min`` need a dim:
+    without one they return a single tensor)."""
+    s = parents.get(id(call))
+    return bool(call.args or call.keywords) and isinstance(s, ast.Subscript) \
+        and s.value is call and isinstance(s.slice, ast.Constant) and s.slice.value == 1

@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.grad_off_calls import (
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
@@ -50,6 +51,28 @@ def _flag_guards(ctx: Context, fn: ast.AST) -> list[tuple[str, bool]]:
         if isinstance(test, ast.Name) and test.id in params:
             out.append((test.id, want))
     return out
+
+
+def _switch_left_off(ctx: Context) -> bool:
+    """The statement sits under ``if self.flag:`` (or ``if not self.flag:``) and every value
+    the file stores in an attribute of that name is a constant that keeps it from running
+    (mPLUG-Owl's ``self.save_attention = False`` in ``__init__``, its Grad-CAM hook under
+    ``if self.save_attention:``): the file never turns the switch on."""
+    stmts = ctx.stmts
+    for s, inner in zip(stmts, stmts[1:]):
+        if not isinstance(s, ast.If):
+            continue
+        test, want = s.test, inner in s.body
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, want = test.operand, not want
+        if not (isinstance(test, ast.Attribute) and dotted(test.value) == "self"):
+            continue
+        stored = [n.value for n in walk(ctx.tree) if isinstance(n, ast.Assign) for t in n.targets
+                  if isinstance(t, ast.Attribute) and t.attr == test.attr]
+        if stored and all(isinstance(v, ast.Constant) and bool(v.value) != want for v in stored) \
+                and not ctx.mentions(f"'{test.attr}'", f'"{test.attr}"'):
+            return True  # (nor set through its name: `setattr(m, "flag", True)`)
+    return False
 
 
 def _off_calls_pass_other(ctx: Context, fn: ast.AST, guards: list[tuple[str, bool]]) -> bool:
@@ -210,5 +233,7 @@ class GraphOpUnderNoGrad(Rule):
             guards = _flag_guards(ctx, fn)
             if guards and _off_calls_pass_other(ctx, fn, guards):
                 return
+        if _switch_left_off(ctx):
+            return
         yield self.report(node, ctx, related=related, call=ctx.source(node),
                           how=how, value=ctx.source(f.value), error=ERRORS[f.attr])

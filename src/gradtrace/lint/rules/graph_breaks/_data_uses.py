@@ -10,7 +10,9 @@ before it, unless the code shows the layer trains anyway or nothing is lost:
   when the statement rebinds ``h`` itself, ``state = state.data``, or a loop around it does:
   a recurrent state cut between steps);
 - what the statement computes from it is read only inside ``.detach()`` afterwards
-  (``Variable(grid).detach()``): the code cuts that path itself.
+  (``Variable(grid).detach()``): the code cuts that path itself;
+- the `.data` value only gives indices or a boolean (``t.data.max(1)[1]``, pseudo-labels as
+  argmax): no gradient flows through an index, with or without `.data`.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import FRESH_METHODS, NO_HISTORY_METHODS
+from gradtrace.lint.analysis.selectors import only_indices
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 
@@ -32,7 +35,7 @@ META_FUNCS = frozenset({"type", "isinstance", "len", "id"})
 def deliberate_data(node: ast.Attribute, stmt: ast.Assign, scope: Scope) -> bool:
     """Whether ``node`` (``x.data`` in ``stmt``) cuts no layer (NOTE [deliberate data])."""
     parents = _parents(stmt)
-    if _meta(node, parents):
+    if _meta(node, parents) or only_indices(node, parents):
         return True
     op = node.value
     if isinstance(op, ast.Name) and _read_live(op.id, scope, stmt, exclude=node):

@@ -117,3 +117,28 @@ def filled_after_flag(origin: ast.AST, name: str, ctx: Context) -> bool:
                 for arg in [*n.args, *(k.value for k in n.keywords)] for a in walk(arg)):
             return False
     return True
+
+
+def flag_cleared_before(scope: Scope, name: str, origin: ast.stmt, stmt: ast.stmt) -> bool:
+    """``x.detach_()`` or ``x.requires_grad_(False)`` as a statement of the block holding the
+    in-place ``stmt``, after the ``origin`` that made ``x`` require grad and before ``stmt``:
+    the flag is off again when ``stmt`` runs (pytracking's Gauss-Newton and gradient-descent
+    solvers: ``self.x.detach_()`` then ``self.x += delta_x``)."""
+    for m in scope.method_calls:
+        if m.receiver != name or not origin.lineno < m.stmt.lineno < stmt.lineno \
+                or not isinstance(m.stmt, ast.Expr) or m.stmt.value is not m.call:
+            continue
+        clears = m.method == "detach_" or m.method == "requires_grad_" and m.call.args \
+            and isinstance(m.call.args[0], ast.Constant) and m.call.args[0].value is False
+        if clears and _same_block(scope.node, m.stmt, stmt):
+            return True
+    return False
+
+
+def _same_block(root: ast.AST, a: ast.stmt, b: ast.stmt) -> bool:
+    for n in walk(root):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and any(x is b for x in block):
+                return any(x is a for x in block)
+    return False

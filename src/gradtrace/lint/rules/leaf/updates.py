@@ -16,8 +16,8 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._origin import (
-    calls_backward, filled_after_flag, flagged_leaf, frozen_before, parameter_loop_of,
-    requires_grad_set,
+    calls_backward, filled_after_flag, flag_cleared_before, flagged_leaf, frozen_before,
+    parameter_loop_of, requires_grad_set,
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._writes import (
@@ -410,7 +410,8 @@ class InplaceUpdateOfLeaf(Rule):
         if origin is None:  # a view of a layer's Parameter (NOTE [layer parameter views])
             origin, name = _layer_view(fn, stmt, target, view, ctx), ctx.source(target)
         if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None \
-                or not self._first(stmt, ctx):
+                or not self._first(stmt, ctx) \
+                or flag_cleared_before(ctx.scope(fn), name, origin, stmt):
             return
         line = stmt.lineno
         if what == "slice assignment" and filled_after_flag(origin, name, ctx):

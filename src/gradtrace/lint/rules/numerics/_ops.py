@@ -9,12 +9,15 @@ incoming gradient is 0, and ``0 * inf`` is NaN (checked on torch 2.13).
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 # op -> what is singular about it (used in messages)
 SINGULAR = {
@@ -317,3 +320,41 @@ def _result_reaches_grad(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDe
         if not uses or any(scope.grad_off_at(u) is None for u in uses):
             return True
     return False
+
+
+def input_feature(ctx: Context) -> bool:
+    """The current function is a method of a model (not a loss) that calls no layer and is
+    called only from its class's ``forward``, with that ``forward``'s own arguments as they
+    came in (``self.get_grid(data.pos[None])`` on the first lines, before anything rebinds
+    them): it turns the raw input into features (Transolver's distances from the mesh points to
+    a fixed grid), a statistic of the data that no weight reaches."""
+    fn, cls = ctx.function, ctx.class_def
+    if fn is None or cls is None or fn.name == "forward" or _in_loss(ctx, fn) or any(
+            isinstance(n, ast.Call) and (dotted(n.func) or "").startswith("self.")
+            for n in walk(fn)):
+        return False
+    calls = list(_callers(ctx, fn))
+    for call, outer in calls:
+        if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or outer.name != "forward" or ctx.analysis.class_of(outer) is None \
+                or ctx.analysis.class_of(outer).node is not cls:  # type: ignore[union-attr]
+            return False
+        scope = ctx.scope(outer)
+        names = [n.id for a in call.args for n in walk(a) if isinstance(n, ast.Name)]
+        if not names or not all(_raw_input(scope, outer, n, call.lineno, 0) for n in names):
+            return False
+    return bool(calls)
+
+
+def _raw_input(scope: Scope, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+               line: int, depth: int) -> bool:
+    """``name`` at ``line`` holds an argument of ``fn`` or a part of one (``a, b = data``,
+    ``pos = data.pos``), no call between."""
+    b = scope.binding_before(name, line)
+    if b is None:
+        return name in {a.arg for a in fn.args.args[1:] + fn.args.kwonlyargs}
+    v = getattr(b.stmt, "value", None) if isinstance(b.stmt, ast.Assign) else None
+    if v is None or depth > 3 or any(isinstance(n, ast.Call) for n in walk(v)):
+        return False
+    return all(_raw_input(scope, fn, n.id, b.line, depth + 1)
+               for n in walk(v) if isinstance(n, ast.Name))

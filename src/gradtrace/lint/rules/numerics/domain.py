@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
-    carries_graph, has_positive_shift, in_training, resolve, strip, torch_op)
+    carries_graph, has_positive_shift, in_training, input_feature, resolve, strip, torch_op)
 from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, MSE, SINE, zero_at_coincidence
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 from gradtrace.lint.nodes import bfs_walk
@@ -254,7 +254,7 @@ class SqrtOfPossibleZero(Rule):
             resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
         floor = bool(what) and what.startswith(FLOOR[:20])
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
-                                through_forward=not floor) \
+                                through_forward=not floor and not input_feature(ctx)) \
                 and carries_graph(ctx, operand, node) and not only_selects(ctx.scope(), node):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \

@@ -182,6 +182,9 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
 
 
 INPUT_COPIES = frozenset({"torch.autograd.Variable", "torch.tensor", "torch.as_tensor"})
+LIKE_FACTORIES = frozenset({"torch.zeros_like", "torch.ones_like", "torch.randn_like",
+                            "torch.rand_like", "torch.empty_like", "torch.full_like",
+                            "torch.randint_like"})
 _SAME_DATA = frozenset({"to", "cuda", "cpu", "float", "double", "half", "long", "contiguous",
                         "clone", "detach", "view", "reshape", "squeeze", "unsqueeze"})
 
@@ -194,27 +197,28 @@ def per_call_input(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
     if getattr(fn, "name", "__init__") == "__init__" or ctx.call_name(call) not in INPUT_COPIES \
             or not call.args:
         return False
+    return from_arguments(call.args[0], call.lineno, fn, ctx)
+
+
+def from_arguments(e: ast.AST, line: int, fn: ast.AST, ctx: Context, depth: int = 0) -> bool:
+    """``e`` holds (a view or copy of) an argument of ``fn``, through its local names."""
     a = fn.args  # type: ignore[attr-defined]
     params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
-    scope = ctx.scope(fn)
-
-    def source(e: ast.AST, line: int, depth: int) -> bool:
-        while True:
-            if isinstance(e, ast.Subscript):
-                e = e.value
-            elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                    and e.func.attr in _SAME_DATA:
-                e = e.func.value
-            else:
-                break
-        d = dotted(e)
-        if d is None or depth > 4:
-            return False
-        b = scope.binding_before(d, line)
-        if b is None:
-            return d.partition(".")[0] in params
-        return b.value is not None and source(b.value, b.line, depth + 1)
-    return source(call.args[0], call.lineno, 0)
+    while True:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in _SAME_DATA:
+            e = e.func.value
+        else:
+            break
+    d = dotted(e)
+    if d is None or depth > 4:
+        return False
+    b = ctx.scope(fn).binding_before(d, line)
+    if b is None:
+        return d.partition(".")[0] in params
+    return b.value is not None and from_arguments(b.value, b.line, fn, ctx, depth + 1)
 
 
 def input_sized(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
@@ -225,6 +229,12 @@ def input_sized(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
     weight made lazily from the input's feature size, ``x.size(1)``, is still reported)."""
     if getattr(fn, "name", "__init__") == "__init__":
         return False
+    made = call
+    while isinstance(made.func, ast.Attribute) and made.func.attr in _SAME_DATA \
+            and isinstance(made.func.value, ast.Call):
+        made = made.func.value  # `torch.randn_like(y, requires_grad=True).to(y)`
+    if ctx.call_name(made) in LIKE_FACTORIES and made.args:  # `y` an input: made anew for
+        return from_arguments(made.args[0], made.lineno, fn, ctx)  # each call (noise, a state)
     a = fn.args  # type: ignore[attr-defined]
     params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
     scope = ctx.scope(fn)

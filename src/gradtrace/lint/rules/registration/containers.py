@@ -243,6 +243,10 @@ class ModulesInPlainContainer(Rule):
         for attr, stmts in assigns.items():
             if len(stmts) != 1 and not all(lo <= st.lineno <= hi for st in stmts):
                 continue  # set again in another method: rebuilt or reset there
+            if any(not lo <= f.lineno <= hi and _learnable(v, ctx) is None
+                   for f, v in fills.get(attr, ()) if isinstance(f, ast.Assign)):
+                continue  # slots overwritten by a method with values it computes (FrEIA's
+                # `self.variable_list[i] = x`): scratch storage of activations, not weights
             # `self.x = None` then `self.x = []` under `if layers is not None:`: one container
             stmts = [st for st in stmts if not (isinstance(st.value, ast.Constant)
                                                 and st.value.value is None)] or stmts

@@ -14,7 +14,7 @@ from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumul
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
 from gradtrace.lint.analysis.reach import (
-    called_function, decorated_off, disables_grad, in_switched_off, reaching, value_of)
+    called_function, decorated_off, disables_grad, fed_to_model, in_switched_off, reaching, value_of)
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_term
 from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
@@ -314,7 +314,7 @@ class LossAccumulatedWithGraph(LoopRule):
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)) or _read_as_numpy(f, acc, loop) \
-                or in_switched_off(f, loop, ctx):
+                or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
                 "in memory, so memory grows with every batch until out-of-memory")

@@ -13,6 +13,7 @@ from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
+from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk, child_nodes
@@ -38,7 +39,8 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
         # holds hundreds of backward passes: every pair was quadratic)
         for j in sorted({j for key in keys[id(b1.call)] for j in sharing[key]}):
             b2 = bws[j]
-            if b2 is b1 or not f.before(b1.stmt, b2.stmt):
+            if b2 is b1 or not f.before(b1.stmt, b2.stmt) \
+                    or exclusive_settings(f.scope, b1.stmt, b2.stmt):
                 continue
             d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
             ids2 = keys[id(b2.call)]

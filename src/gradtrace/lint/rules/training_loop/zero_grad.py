@@ -16,6 +16,7 @@ from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, r
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
     uncleared_optimizers)
+from gradtrace.lint.rules.training_loop._part_zero import part_of
 from gradtrace.lint.analysis.cuts import self_assignments
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clearing import (
@@ -451,7 +452,7 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
         for z in f.zero_grads:
             end = f.block_end(z.stmt)  # a step it dominates lies after it in its block
             for s in f.between(f.steps, z.stmt.lineno, end) if end is not None else ():
-                if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)):
+                if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)) or part_of(f, z, s):
                     continue
                 b = next((b for b in acc if b.stmt.lineno <= z.stmt.lineno  # (see _applied)
                           and f.before(b.stmt, z.stmt)  # NOTE [two optimizers]

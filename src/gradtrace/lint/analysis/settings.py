@@ -1,0 +1,66 @@
+"""Statements that one setting keeps apart: ``if mode in ["autoregressive"]:`` and a later
+``if mode in ["single"]:`` test one name against constants that cannot both hold, so no run
+enters both bodies (PDEBench's FNO and U-Net trainers keep one loss per batch, backpropagated
+in whichever of the two blocks the run's ``training_type`` selects). Read from the ``if``
+statements around each statement: ``name == c``, ``name in (c1, c2)``, their negations and
+``else`` arms, with the name bound nowhere between the two tests.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import parent_map
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
+
+Guard = tuple[str, frozenset[object], bool, ast.If]  # (name, constants, holds?, the `if`)
+
+
+def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
+    """Whether ``a`` and ``b`` (statements of ``scope``) sit under tests of one setting that
+    cannot both hold in one run."""
+    parents = scope.ctx.memo("setting-parents", scope.node, lambda: parent_map(scope.node))
+    gb = _guards(b, parents)
+    if not gb:
+        return False
+    for name, ca, ha, ia in _guards(a, parents):
+        for other, cb, hb, ib in gb:
+            if other != name or ia is ib:
+                continue
+            if not (ha and hb and not ca & cb or ha and not hb and ca <= cb
+                    or hb and not ha and cb <= ca):
+                continue
+            if not scope.bindings_within(name, min(ia.lineno, ib.lineno), b.lineno):
+                return True
+    return False
+
+
+def _guards(s: ast.stmt, parents: dict[int, ast.AST]) -> list[Guard]:
+    out: list[Guard] = []
+    child: ast.AST = s
+    p = parents.get(id(s))
+    while p is not None:
+        if isinstance(p, ast.If) and child is not p.test and (t := _test(p.test)) is not None:
+            name, consts, holds = t
+            out.append((name, consts, holds == any(x is child for x in p.body), p))
+        child, p = p, parents.get(id(p))
+    return out
+
+
+def _test(e: ast.expr) -> tuple[str, frozenset[object], bool] | None:
+    """``name == c`` / ``name in (c1, c2)`` (True) or their negations (False)."""
+    if not (isinstance(e, ast.Compare) and len(e.ops) == 1):
+        return None
+    name, op, right = dotted(e.left), e.ops[0], e.comparators[0]
+    if name is None:
+        return None
+    if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant):
+        return name, frozenset({right.value}), isinstance(op, ast.Eq)
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.List, ast.Tuple, ast.Set)) \
+            and right.elts and all(isinstance(x, ast.Constant) for x in right.elts):
+        consts = frozenset(x.value for x in right.elts if isinstance(x, ast.Constant))
+        return name, consts, isinstance(op, ast.In)
+    return None
