@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
 from gradtrace.lint.analysis.steps import backward_of, step_calls
 from gradtrace.lint.analysis.trained_helpers import backward_after_call, backward_after_method
-from gradtrace.lint.analysis.trained_methods import runs_with_graph
+from gradtrace.lint.analysis.trained_methods import SKIPPED, runs_with_graph
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
@@ -368,8 +368,9 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
     out: list[tuple[Any, ast.stmt, tuple, Any]] = []
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
     for fn in cls.body:
-        if not isinstance(fn, FUNCTION_TYPES) or _is_autograd_function(cls, fn, ctx):
-            continue
+        if not isinstance(fn, FUNCTION_TYPES) or fn.name in SKIPPED \
+                or _is_autograd_function(cls, fn, ctx):
+            continue  # `__init__` never runs as forward, widened or not: known before its scan
         stmts = list(_statements(fn.body))
         maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
             ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`

@@ -18,7 +18,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._passed import passed_parameter
-from gradtrace.lint.rules.leaf._tensors import NOT_UPDATES
+from gradtrace.lint.rules.leaf._tensors import NOT_UPDATES, node_mentions
 
 
 class Write(NamedTuple):
@@ -66,6 +66,8 @@ def instance_parameter_writes(ctx: Context) -> Iterator[Write]:
     if not ctx.mentions("Parameter"):
         return
     names = {a for c in ctx.analysis.classes.values() if c.is_module  # `__init__` makes it
+             and "__init__" in c.methods  # spelling `Parameter` in its code (no reading
+             and node_mentions(ctx, c.methods["__init__"], "Parameter")  # of it without)
              for a, i in c.init_attrs.items()  # with a Parameter
              if isinstance(i.value, ast.Call)  # class (its kind is asked when written)
              and (dotted(i.value.func) or "").endswith("Parameter")

@@ -221,8 +221,8 @@ class FixedParameterUnfrozen(Rule):
     def _fixed(ctx: Context) -> dict[str, list[tuple[str, ast.stmt]]]:
         out: dict[str, list[tuple[str, ast.stmt]]] = {}
         for name, cls in ctx.analysis.classes.items():
-            if not cls.is_module:
-                continue
+            if not cls.is_module or not node_mentions(ctx, cls.node, FLAG):
+                continue  # no `requires_grad=` in the class's code: its attributes not read
             for attr, info in cls.attrs.items():
                 v = info.value
                 if isinstance(v, ast.Call) and is_parameter_call(v, ctx) and not info.later \
