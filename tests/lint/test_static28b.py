@@ -1,0 +1,89 @@
+"""Readings of docs/triage/static28b.md (numerics, inplace, optimizer wiring...), each in
+spellings the real-world cases do not hold, next to correct look-alikes that stay silent.
+Every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+# (silent look-alike, buggy twin)
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT764 (PyTorch-NLP attention: scores viewed to (batch * steps, keys), `nn.Softmax(dim=0)`,
+    # viewed back and `bmm`): here a helper with `reshape` and `torch.matmul`, `F.softmax`.
+    # Look-alike: the softmax over the last axis of the flattened scores
+    "flattened-scores-softmax-over-rows-then-matmul": (Shape("""
+        def mix(scores, values):
+            b, h, n = scores.shape
+            w = F.softmax(scores.reshape(b * h, n), dim=1).reshape(b, h, n)
+            return torch.matmul(w, values), w
+        out, w = mix(torch.randn(2, 3, 5), torch.randn(2, 5, 4))
+        """, "GT764", holds="torch.allclose(w.sum(-1), torch.ones(2, 3))"), Shape("""
+        def mix(scores, values):
+            b, h, n = scores.shape
+            w = F.softmax(scores.reshape(b * h, n), dim=0).reshape(b, h, n)
+            return torch.matmul(w, values), w
+        out, w = mix(torch.randn(2, 3, 5), torch.randn(2, 5, 4))
+        """, "GT764", 3, holds="not torch.allclose(w.sum(-1), torch.ones(2, 3))")),
+    # GT764: the same through names in a method, the module built in `__init__`; look-alike:
+    # the module normalises the flattened rows' last axis
+    "flattened-scores-module-softmax": (Shape("""
+        class Pool(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.Softmax(dim=1)
+            def forward(self, s, v):
+                b, n = s.shape[0], s.shape[-1]
+                flat = s.view(b * n, n)
+                a = self.norm(flat)
+                a = a.view(b, n, n)
+                return torch.bmm(a, v), a
+        out, a = Pool()(torch.randn(2, 3, 3), torch.randn(2, 3, 4))
+        """, "GT764", holds="torch.allclose(a.sum(-1), torch.ones(2, 3))"), Shape("""
+        class Pool(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.Softmax(dim=0)
+            def forward(self, s, v):
+                b, n = s.shape[0], s.shape[-1]
+                flat = s.view(b * n, n)
+                a = self.norm(flat)
+                a = a.view(b, n, n)
+                return torch.bmm(a, v), a
+        out, a = Pool()(torch.randn(2, 3, 3), torch.randn(2, 3, 4))
+        """, "GT764", 4, holds="not torch.allclose(a.sum(-1), torch.ones(2, 3))")),
+    # GT764 (soft-MoE dispatch: `logits.softmax(dim=0)` over the batch, then
+    # `einsum("bnd,bnes->besd")`): here a slot pooling in a helper. Look-alikes: the softmax
+    # over the summed axis, and soft assignment over clusters summed over descriptors
+    # (NetVLAD: the normalised axis is in the result but not in the other operand)
+    "einsum-softmax-over-batch-axis": (Shape("""
+        def pool(x, logits):
+            w = F.softmax(logits, dim=1)
+            assign = torch.softmax(logits, dim=-1)
+            v = torch.einsum("bnk,bnd->bkd", assign, x)
+            return torch.einsum("bnk,bnd->bkd", w, x), w, v
+        out, w, v = pool(torch.randn(2, 6, 4), torch.randn(2, 6, 3))
+        """, "GT764", holds="torch.allclose(w.sum(1), torch.ones(2, 3))"), Shape("""
+        def pool(x, logits):
+            w = F.softmax(logits, dim=0)
+            return torch.einsum("bnk,bnd->bkd", w, x), w
+        out, w = pool(torch.randn(2, 6, 4), torch.randn(2, 6, 3))
+        """, "GT764", 2, holds="not torch.allclose(w.sum(1), torch.ones(2, 3))")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("which", [0, 1], ids=["look-alike", "buggy"])
+def test_shape(name: str, which: int) -> None:
+    judge(PRELUDE, SHAPES[name][which])
