@@ -80,6 +80,52 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return torch.einsum("bnk,bnd->bkd", w, x), w
         out, w = pool(torch.randn(2, 6, 4), torch.randn(2, 6, 3))
         """, "GT764", 2, holds="not torch.allclose(w.sum(1), torch.ones(2, 3))")),
+    # GT601 (SRGAN: `fake_out = netD(fake).mean()` kept by `d_loss.backward(retain_graph=
+    # True)`, `optimizerD.step()`, then the generator loss reads `fake_out`): reported where
+    # the kept value is read after the step. Here a trainer method with `self` models, the
+    # stale value a critic score. Look-alike: the score is computed again after the step
+    "kept-score-read-after-critic-step": (Shape("""
+        class Trainer:
+            def __init__(self):
+                self.gen = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+                self.critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+                self.opt_g = torch.optim.Adam(self.gen.parameters(), lr=1e-3)
+                self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=1e-3)
+            def step(self, z, real):
+                fake = self.gen(z)
+                score = self.critic(fake).mean()
+                c_loss = score - self.critic(real).mean()
+                self.opt_c.zero_grad()
+                c_loss.backward(retain_graph=True)
+                self.opt_c.step()
+                score = self.critic(fake).mean()
+                g_loss = -score
+                self.opt_g.zero_grad()
+                g_loss.backward()
+                self.opt_g.step()
+                return g_loss.item()
+        out = Trainer().step(torch.randn(8, 4), torch.randn(8, 4))
+        """, "GT601", holds="out == out"), Shape("""
+        class Trainer:
+            def __init__(self):
+                self.gen = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+                self.critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+                self.opt_g = torch.optim.Adam(self.gen.parameters(), lr=1e-3)
+                self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=1e-3)
+            def step(self, z, real):
+                fake = self.gen(z)
+                score = self.critic(fake).mean()
+                c_loss = score - self.critic(real).mean()
+                self.opt_c.zero_grad()
+                c_loss.backward(retain_graph=True)
+                self.opt_c.step()
+                g_loss = -score
+                self.opt_g.zero_grad()
+                g_loss.backward()
+                self.opt_g.step()
+                return g_loss.item()
+        out = Trainer().step(torch.randn(8, 4), torch.randn(8, 4))
+        """, "GT601", 14, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
