@@ -126,6 +126,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return g_loss.item()
         out = Trainer().step(torch.randn(8, 4), torch.randn(8, 4))
         """, "GT601", 14, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT437 (two classifiers: `optimizer1.zero_grad(); optimizer2.zero_grad()`, both losses
+    # backwarded, only `optimizer2.step()`; optimizer1 stepped nowhere): here a trainer class
+    # with `self` optimizers, the encoder's optimizer cleared and never stepped. Look-alike:
+    # both are stepped, in another method
+    "cleared-together-one-never-stepped": (Shape("""
+        class Trainer:
+            def __init__(self):
+                self.enc = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+                self.head = nn.Linear(8, 2)
+                self.opt_enc = torch.optim.SGD(self.enc.parameters(), lr=0.1)
+                self.opt_head = torch.optim.SGD(self.head.parameters(), lr=0.1)
+            def update(self, x, y):
+                self.opt_enc.zero_grad()
+                self.opt_head.zero_grad()
+                F.cross_entropy(self.head(self.enc(x)), y).backward()
+                self.opt_head.step()
+                self.finish()
+            def finish(self):
+                self.opt_enc.step()
+        t = Trainer()
+        w0 = t.enc[0].weight.detach().clone()
+        t.update(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+        """, "GT437", holds="not torch.equal(w0, t.enc[0].weight)"), Shape("""
+        class Trainer:
+            def __init__(self):
+                self.enc = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+                self.head = nn.Linear(8, 2)
+                self.opt_enc = torch.optim.SGD(self.enc.parameters(), lr=0.1)
+                self.opt_head = torch.optim.SGD(self.head.parameters(), lr=0.1)
+            def update(self, x, y):
+                self.opt_enc.zero_grad()
+                self.opt_head.zero_grad()
+                F.cross_entropy(self.head(self.enc(x)), y).backward()
+                self.opt_head.step()
+        t = Trainer()
+        w0 = t.enc[0].weight.detach().clone()
+        t.update(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+        """, "GT437", 11, holds="torch.equal(w0, t.enc[0].weight)")),
 }
 
 
