@@ -164,6 +164,55 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w0 = t.enc[0].weight.detach().clone()
         t.update(torch.randn(8, 4), torch.randint(0, 2, (8,)))
         """, "GT437", 11, holds="torch.equal(w0, t.enc[0].weight)")),
+    # GT422 (run_squad: `sequence_output, _ = self.bert(ids)` in the QA head's forward, BERT's
+    # pooler makes only the dropped output, then `param.grad.data / loss_scale` over every
+    # parameter): here a backbone returning (features, projection), the projection dropped as
+    # `_`, the gradients read in a helper's comprehension. Look-alike: the head uses both
+    "submodule-output-dropped-in-forward": (Shape("""
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 8)
+                self.proj = nn.Linear(8, 3)
+            def forward(self, x):
+                h = torch.relu(self.body(x))
+                return h, self.proj(h)
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Backbone()
+                self.head = nn.Linear(8, 2)
+            def forward(self, x):
+                feats, emb = self.backbone(x)
+                return self.head(feats) + emb.mean()
+        def grad_norms(m):
+            return {n: p.grad.norm() for n, p in m.named_parameters()}
+        model = Classifier()
+        model(torch.randn(5, 4)).sum().backward()
+        norms = grad_norms(model)
+        """, "GT422", holds="len(norms) == 6"), Shape("""
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 8)
+                self.proj = nn.Linear(8, 3)
+            def forward(self, x):
+                h = torch.relu(self.body(x))
+                return h, self.proj(h)
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Backbone()
+                self.head = nn.Linear(8, 2)
+            def forward(self, x):
+                feats, _ = self.backbone(x)
+                return self.head(feats)
+        def grad_norms(m):
+            return {n: p.grad.norm() for n, p in m.named_parameters()}
+        model = Classifier()
+        model(torch.randn(5, 4)).sum().backward()
+        norms = grad_norms(model)
+        """, "GT422", 18, raises=(AttributeError, "'NoneType' object has no attribute 'norm'"))),
 }
 
 
