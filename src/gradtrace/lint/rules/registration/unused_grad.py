@@ -168,7 +168,7 @@ class GradReadOfUnusedLayer(Rule):
             model(x).sum().backward()
             for p in model.parameters():
                 p.grad.data /= 128.0
-            """, at=(22, 4)),
+            """, at=(21, 4)),
         Good("""
             import torch.nn as nn
             class Encoder(nn.Module):
