@@ -116,7 +116,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 opt_g.step()
             return err_g.item()
         train({"dev": "cpu", "n": 3})
-        """, "GT601", line=17, raises=(RuntimeError, "modified by an inplace operation"))),
+        """, "GT601", line=20, raises=(RuntimeError, "modified by an inplace operation"))),
     # mammoth (lora_prototype_utils/tuners/*_tuner.py): `fisher_loss_v2` backwards each
     # layer's `(reg - dp).backward()` itself and adds `.detach()`ed copies into running
     # totals it returns for logging; `compute_fisher_loss` hands them on. A helper that runs

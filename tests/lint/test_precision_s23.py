@@ -161,7 +161,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                         again = out.abs().mean()
                         again.backward()
         Fit(Gated(), 1).run([torch.randn(4, 3)])
-        """, "GT601", line=21, raises=(RuntimeError, "modified by an inplace operation"))),
+        """, "GT601", line=22, raises=(RuntimeError, "modified by an inplace operation"))),
     # latent-diffusion's sampler, copied into rcg (ddpm.py `p_sample`): under
     # `@torch.no_grad()`, `noise = F.dropout(noise, p=noise_dropout)`: a sampling knob that
     # runs in eval mode by design. Twin: the same dropout in `forward`, evaluation is random

@@ -97,7 +97,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt_c.zero_grad()
             loss_c.backward()
             opt_c.step()
-        """, "GT601", 12, raises=(RuntimeError, "modified by an inplace operation"))),
+        """, "GT601", 13, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 

@@ -38,7 +38,9 @@ class OptimizerStepBetweenBackwards(Rule):
     the stepped model, the finding is where it enters the loss: that backward needs no
     gradient through the stepped model, and `.detach()` there is the fix.
     A loss built after the step from a value the kept graph holds (FactorVAE's `D_z`, whose
-    graph runs through the stepped VAE) is the same second pass.
+    graph runs through the stepped VAE) is the same second pass; the finding is where that
+    value is read after the step (SRGAN's generator loss on the `fake_out` of the
+    discriminator's loss): computing it again there, from the stepped model, is the fix.
     Known limits: the second loss must be built before the step in the same function (or
     before the loop whose body steps), or read such a value; such a value must show a call of
     the stepped model among its bindings in the function (one computed from an argument alone,
@@ -326,7 +328,7 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
                 if old is not None and old.line < step.lineno and id(old) in kept and \
                         not old.no_grad and _may_reach(_made_of(old), old.line, owners,
                                                        scope, ctx, args_may=False):
-                    return first, (step, n.id)
+                    return first, (n, n.id)
     return None
 
 

@@ -25,7 +25,7 @@ MATMULS = frozenset({"torch.matmul", "torch.bmm"})
 SUMS = ("sum", "mean")
 INT_LITERAL = re.compile(r"(?<![\w.\-])-?\d+(?![\w.])")
 AXIS_ARG = re.compile(r"\s*(?:dim\s*=\s*)?(-?\d+)\s*$")
-USES = ("@", "matmul", "bmm", "sum(", "mean(")  # what a function must spell to sum weights
+USES = ("@", "matmul", "bmm", "sum(", "mean(", "einsum(")  # what a function must spell to sum weights
 
 
 def _sink(n: ast.AST) -> bool:
@@ -37,7 +37,7 @@ def _sink(n: ast.AST) -> bool:
         return False
     f = n.func
     name = f.attr if isinstance(f, ast.Attribute) else ""
-    if name in ("matmul", "bmm"):
+    if name in ("matmul", "bmm") or name == "einsum" and len(n.args) >= 3:
         return True
     if name in SUMS:
         x = n.args[0] if n.args and not isinstance(f.value, ast.BinOp) else f.value  # type: ignore
@@ -88,6 +88,8 @@ def _operands(n: ast.AST) -> list[ast.AST]:
     if isinstance(n, ast.BinOp):
         return [n.left]
     f = n.func  # type: ignore[attr-defined]
+    if f.attr == "einsum":
+        return n.args[1:]  # type: ignore[attr-defined]
     if f.attr in SUMS:
         x = n.args[0] if n.args and not isinstance(f.value, ast.BinOp) else f.value  # type: ignore
         return [x.left, x.right]
@@ -95,6 +97,9 @@ def _operands(n: ast.AST) -> list[ast.AST]:
 
 
 def _operand_may_weigh(o: ast.AST, names: set[str]) -> bool:
+    r = _reshape(o)
+    if r is not None:
+        o = r[0]
     return isinstance(o, ast.Name) and o.id in names or isinstance(o, ast.Call) and _softish(o)
 
 
@@ -181,6 +186,51 @@ def _weights(e: ast.AST, ctx: Context, scope: Scope, line: int
     return None if d is None else (e, d, ctor if ctor is not None else e)
 
 
+def _bound(e: ast.AST, scope: Scope, line: int) -> tuple[ast.AST, int]:
+    """The value a plain name's one-target binding before ``line`` gives it (and that
+    binding's line), else ``e`` itself."""
+    if isinstance(e, ast.Name):
+        b = scope.binding_before(e.id, line)
+        if b is not None and isinstance(b.stmt, ast.Assign) and len(b.stmt.targets) == 1 \
+                and isinstance(b.stmt.targets[0], ast.Name) and b.value is not None:
+            return b.value, b.line
+    return e, line
+
+
+def _reshape(e: ast.AST) -> tuple[ast.expr, list[ast.expr]] | None:
+    """(receiver, sizes) of ``x.view(a, b, c)`` / ``x.reshape(a, b, c)``, sizes listed."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr in ("view", "reshape") and len(e.args) >= 2 and not e.keywords \
+            and not any(isinstance(a, ast.Starred) for a in e.args):
+        return e.func.value, e.args
+    return None
+
+
+def _reshaped_weights(e: ast.AST, ctx: Context, scope: Scope, line: int
+                      ) -> tuple[ast.Call, int, ast.AST] | None:
+    """A softmax over a leading axis of a reshaped score matrix, reshaped back with the same
+    last size: ``w = softmax(s.view(b * n, m), dim=0).view(b, n, m)``. The last axis (``m``,
+    spelled alike in both reshapes) is the one a matrix product sums; the softmax normalised
+    another."""
+    e, line = _bound(e, scope, line)
+    got = _reshape(e)
+    if got is None:
+        return None
+    w = _weights(got[0], ctx, scope, line)
+    if w is None or w[1] < 0:
+        return None
+    src = softmax_call(w[0], ctx, scope)
+    if src is None:
+        return None
+    inner, _ = _bound(src[0], scope, w[0].lineno)
+    before = _reshape(inner)
+    if before is None or w[1] >= len(before[1]) - 1 \
+            or ast.dump(before[1][-1]) != ast.dump(got[1][-1]) \
+            or isinstance(got[1][-1], ast.Constant) and got[1][-1].value == -1:
+        return None
+    return w
+
+
 def _convention(ctx: Context, scope: Scope, dim: int) -> bool:
     """The function normalises two or more score tensors over the same axis ``dim``: a
     convention of the code (LightSANs' decoupled attentions), not a slip in one place."""
@@ -206,12 +256,22 @@ class SoftmaxAxisNotSummed(Rule):
     vision-transformer tutorial's attention over queries, External-Attention's SKAttention
     across the batch; checked on torch 2.13). Nothing fails: the model trains on a
     different function. Normalise over the axis that is summed (`dim=-1` for `w @ v`).
+    Scores flattened to a matrix for the softmax and viewed back are read too:
+    `w = softmax(s.view(b * n, m), dim=0).view(b, n, m)` (PyTorch-NLP's attention with
+    `nn.Softmax(dim=0)`) normalises down the flattened rows, across the batch, while
+    `torch.bmm(w, v)` sums the last axis `m`, which both reshapes spell alike. So is an
+    `einsum` whose weights are normalised over a batch axis of the product, one in every
+    operand and in the result, while it sums another (`logits.softmax(dim=0)` then
+    `einsum("bnd,bnes->besd", x, w)`: each sample's weights depend on the other samples; the
+    soft-MoE dispatch, checked on torch 2.13). A soft assignment normalised over clusters and
+    summed over descriptors (`einsum("bnk,bnd->bkd", a, x)`, NetVLAD) keeps `k` out of `x`:
+    not reported.
     Known limits: the weights must be used directly (the softmax call or a name bound to it in
-    the same function, an `nn.Softmax(dim=...)` module the analysis knows); `w @ v`,
-    `torch.matmul`/`torch.bmm` (the last axis of the left operand), `(w * v).sum(d)` with
-    `d` and the softmax's dim literal ints of one sign are read (not `einsum`: class
-    probabilities summed over queries look the same). A function that normalises two score
-    tensors over the same axis is taken as following a convention.
+    the same function, an `nn.Softmax(dim=...)` module the analysis knows, one reshape back);
+    `w @ v`, `torch.matmul`/`torch.bmm` (the last axis of the left operand), `(w * v).sum(d)`
+    with `d` and the softmax's dim literal ints of one sign, `torch.einsum` with a literal
+    equation (no `...`) are read. A function that normalises two score tensors over the same
+    axis is taken as following a convention.
     """
 
     code = "GT764"
@@ -229,6 +289,32 @@ class SoftmaxAxisNotSummed(Rule):
             def attend(q, k, v):
                 w = (q @ k.transpose(-2, -1)).softmax(dim=-1)
                 return w @ v
+            """),
+        Bad("""
+            import torch
+            def attend(scores, context):
+                b, n, m = scores.shape
+                w = torch.softmax(scores.view(b * n, m), dim=0)
+                return torch.bmm(w.view(b, n, m), context)
+            """, at=(4, 8)),
+        Good("""
+            import torch
+            def attend(scores, context):
+                b, n, m = scores.shape
+                w = torch.softmax(scores.view(b * n, m), dim=1)
+                return torch.bmm(w.view(b, n, m), context)
+            """),
+        Bad("""
+            import torch
+            def dispatch(x, logits):
+                w = logits.softmax(dim=0)
+                return torch.einsum("bnd,bns->bsd", x, w)
+            """, at=(3, 8)),
+        Good("""
+            import torch
+            def vlad(x, logits):
+                a = logits.softmax(dim=-1)
+                return torch.einsum("bnk,bnd->bkd", a, x)
             """),
     ]
 
@@ -285,6 +371,9 @@ class SoftmaxAxisNotSummed(Rule):
         if q in MATMULS and len(node.args) == 2:
             yield from self._matmul(node, node.args[0], q == "torch.bmm", ctx, scope)
             return
+        if q == "torch.einsum":
+            yield from self._einsum(node, ctx, scope)
+            return
         f = node.func
         if q in ("torch.sum", "torch.mean") and node.args:
             x, d = node.args[0], arg(node, 1, "dim")
@@ -299,25 +388,51 @@ class SoftmaxAxisNotSummed(Rule):
         for op in (x.left, x.right):
             w = _weights(op, ctx, scope, node.lineno)
             if w is not None and w[1] != e and (w[1] < 0) == (e < 0):
-                yield from self._report(node, op, f"the product is summed over dimension {e}",
+                yield from self._report(node, w, f"the product is summed over dimension {e}",
                                         ctx, scope)
                 return
 
     def _matmul(self, node: ast.AST, left: ast.AST, bmm: bool, ctx: Context, scope: Scope
                 ) -> Iterator[Finding]:
+        why = "the matrix product sums the weights' last axis"
         w = _weights(left, ctx, scope, node.lineno)  # type: ignore[attr-defined]
         if w is None:
+            w = _reshaped_weights(left, ctx, scope, node.lineno)  # type: ignore[attr-defined]
+            if w is not None:
+                yield from self._report(node, w, why + " (the reshape keeps it last)",
+                                        ctx, scope)
             return
         d = w[1]
         if d < -1 or bmm and d in (0, 1):
-            yield from self._report(node, left, "the matrix product sums the weights' last "
-                                    "axis", ctx, scope)
+            yield from self._report(node, w, why, ctx, scope)
 
-    def _report(self, node: ast.AST, op: ast.AST, why: str, ctx: Context, scope: Scope
-                ) -> Iterator[Finding]:
-        w = _weights(op, ctx, scope, node.lineno)  # type: ignore[attr-defined]
-        if w is None:
+    def _einsum(self, node: ast.Call, ctx: Context, scope: Scope) -> Iterator[Finding]:
+        """``torch.einsum("bnd,bnes->besd", x, w)`` with ``w`` normalised over ``b``: a
+        batch axis of the product (in every operand and in the result) while ``n`` is summed
+        (a NetVLAD soft assignment over clusters, summed over descriptors, has the normalised
+        axis in the result but not in the descriptors: not this)."""
+        spec = node.args[0]
+        if not isinstance(spec, ast.Constant) or not isinstance(spec.value, str) \
+                or "->" not in spec.value or "." in spec.value:
             return
+        ins, out = spec.value.replace(" ", "").split("->", 1)
+        subs = ins.split(",")
+        ops = node.args[1:]
+        if len(subs) != len(ops) or len(ops) < 2:
+            return
+        for sub, op in zip(subs, ops):
+            w = _weights(op, ctx, scope, node.lineno)
+            if w is None or not -len(sub) <= w[1] < len(sub):
+                continue
+            axis = sub[w[1]]
+            summed = [c for c in sub if c not in out]
+            if summed and axis in out and all(axis in s for s in subs):
+                yield from self._report(node, w, f"the einsum keeps axis `{axis}` as a batch "
+                                        f"axis and sums over `{summed[0]}`", ctx, scope)
+                return
+
+    def _report(self, node: ast.AST, w: tuple[ast.Call, int, ast.AST], why: str, ctx: Context,
+                scope: Scope) -> Iterator[Finding]:
         call, dim, where = w
         if _convention(ctx, scope, dim):
             return

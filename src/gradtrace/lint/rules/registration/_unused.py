@@ -106,11 +106,12 @@ def output_layers(e: ast.AST, fwd: ast.AST, line: int, cls: ClassInfo, ctx: Cont
     return {a for a in out if _learnable(cls.attrs[a].value, ctx)}
 
 
-def dropped_output(st: ast.Assign, fn: ast.AST, cls: ClassInfo, ctx: Context
-                   ) -> tuple[str, str] | None:
+def dropped_output(st: ast.Assign, fn: ast.AST, cls: ClassInfo, ctx: Context,
+                   blank: bool = False) -> tuple[str, str] | None:
     """``(name, attr)`` when ``a, b = model(x)`` (``st`` in ``fn``, ``model`` an instance of
     ``cls``) binds an output ``name`` that nothing in ``fn`` reads, made by the learnable layer
-    ``self.<attr>`` that no other output uses: its parameters never get a gradient."""
+    ``self.<attr>`` that no other output uses: its parameters never get a gradient. ``blank``:
+    an output bound to ``_`` counts too."""
     fwd = cls.methods.get("forward")
     names = [t.id for t in st.targets[0].elts]  # type: ignore[attr-defined]
     rets = forward_returns(fwd, len(names)) if fwd is not None else None
@@ -119,7 +120,7 @@ def dropped_output(st: ast.Assign, fn: ast.AST, cls: ClassInfo, ctx: Context
     loads = {n.id for s in ctx.scope(fn).stmts for n in walk(s) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Load)}
     for i, name in enumerate(names):
-        if name.startswith("_") or name in loads:
+        if name.startswith("_") and not (blank and name == "_") or name in loads:
             continue
         own = set.union(*(output_layers(r.elts[i], fwd, r.lineno, cls, ctx) for r in rets))
         others = set().union(*(output_layers(e, fwd, r.lineno, cls, ctx)
@@ -135,3 +136,36 @@ def tuple_call(st: ast.stmt) -> bool:
     return isinstance(st, ast.Assign) and len(st.targets) == 1 \
         and isinstance(st.targets[0], ast.Tuple) and isinstance(st.value, ast.Call) \
         and all(isinstance(t, ast.Name) for t in st.targets[0].elts)
+
+
+def nested_drop(cls: ClassInfo, ctx: Context) -> tuple[ast.Assign, str, str, str] | None:
+    """``(st, name, sub, attr)`` when ``forward`` of ``cls`` runs its submodule ``self.<sub>``
+    once, as ``a, _ = self.<sub>(x)``, and drops an output that only the learnable layer
+    ``self.<attr>`` of the submodule's class makes, a layer that class alone names (BERT's
+    pooler under a question-answering head: ``sequence_output, _ = self.bert(ids)``)."""
+    fwd = cls.methods.get("forward")
+    if fwd is None or "self" not in ctx.code:
+        return None
+    words = _words(ctx)
+    for st in ctx.scope(fwd).stmts:
+        if not tuple_call(st):
+            continue
+        f = st.value.func  # type: ignore[attr-defined]
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                and f.value.id == "self" and f.attr in cls.attrs):
+            continue
+        uses = sum(1 for n in walk(cls.node) if isinstance(n, ast.Attribute)
+                   and n.attr == f.attr and isinstance(n.value, ast.Name)
+                   and n.value.id == "self" and isinstance(n.ctx, ast.Load))
+        k = ctx.analysis.kind_in(f, fwd, st.lineno)  # type: ignore[attr-defined]
+        sub = ctx.analysis.classes.get(k.cls) if k is not None and k.cls else None
+        if uses != 1 or sub is None or not sub.is_module or sub is cls:
+            continue
+        got = dropped_output(st, fwd, sub, ctx, blank=True)  # type: ignore[arg-type]
+        if got is None:
+            continue
+        own = sum(1 for n in walk(sub.node) if isinstance(n, (ast.Attribute, ast.Name))
+                  and getattr(n, "attr", getattr(n, "id", None)) == got[1])
+        if words[got[1]] == own:  # named nowhere outside the submodule's class
+            return st, got[0], f.attr, got[1]  # type: ignore[return-value]
+    return None

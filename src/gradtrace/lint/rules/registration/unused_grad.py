@@ -11,7 +11,9 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._frozen import _derefs_grad, unguarded_grad_use
-from gradtrace.lint.rules.registration._unused import dropped_output, tuple_call, unused_layers
+from gradtrace.lint.rules.registration._unused import (
+    dropped_output, nested_drop, tuple_call, unused_layers,
+)
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -47,9 +49,14 @@ class GradReadOfUnusedLayer(Rule):
     Reading `p.grad.data`, `p.grad * k` or `p.grad /= n` then raises `AttributeError` or
     `TypeError` on those parameters (verified on torch 2.13). Skip parameters whose `.grad` is
     None, or remove the layer.
+    The output may also be dropped inside the model: a `forward` that runs its submodule once
+    as `seq, _ = self.bert(ids)`, where the dropped output is made by a layer only the
+    submodule's class names (BERT's pooler under a question-answering head,
+    pytorch-pretrained-BERT's run_squad with `--loss_scale`).
     Known limits: the loop's model must be known to be an instance of a module class of the
     same file; the layer must be named nowhere else in the file (NOTE [unused layers]), or its
-    output be dropped in the function of the loop (`a, b = model(x)`, `b` never read).
+    output be dropped in the function of the loop (`a, b = model(x)`, `b` never read) or in
+    the model's `forward` (a submodule of a class of the file).
     """
 
     code = "GT422"
@@ -139,6 +146,52 @@ class GradReadOfUnusedLayer(Rule):
                 for p in model.parameters():
                     p.grad.data.mul_(0.5)
             """),
+        Bad("""
+            import torch.nn as nn
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                    self.pooler = nn.Linear(4, 4)
+                def forward(self, x):
+                    h = self.body(x)
+                    return h, self.pooler(h[:, 0])
+            class QA(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = Encoder()
+                    self.span = nn.Linear(4, 2)
+                def forward(self, x):
+                    seq, _ = self.enc(x)
+                    return self.span(seq)
+            model = QA()
+            model(x).sum().backward()
+            for p in model.parameters():
+                p.grad.data /= 128.0
+            """, at=(21, 4)),
+        Good("""
+            import torch.nn as nn
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                    self.pooler = nn.Linear(4, 4)
+                def forward(self, x):
+                    h = self.body(x)
+                    return h, self.pooler(h[:, 0])
+            class QA(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.enc = Encoder()
+                    self.span = nn.Linear(4, 2)
+                def forward(self, x):
+                    seq, pooled = self.enc(x)
+                    return self.span(seq) + pooled.mean()
+            model = QA()
+            model(x).sum().backward()
+            for p in model.parameters():
+                p.grad.data /= 128.0
+            """),
     ]
 
     def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
@@ -173,6 +226,15 @@ class GradReadOfUnusedLayer(Rule):
                 ctx.path, info.stmt.lineno, f"`self.{name}` is built here and `forward` never "
                 "uses it")], var=var, attr=name, cls=cls.name, remedy="remove the layer",
                 why=f"which it builds but never uses (line {info.stmt.lineno})")
+            return
+        nested = nested_drop(cls, ctx)
+        if nested is not None:
+            st, out, sub, attr = nested
+            yield self.report(use, ctx, related=[Related(
+                ctx.path, st.lineno, f"`forward` drops this output of `self.{sub}` here",
+                ctx.column(st))], var=var, attr=f"{sub}.{attr}", cls=cls.name,
+                remedy="put the output in the loss, or build the submodule without the layer",
+                why=f"whose output `forward` drops (line {st.lineno})")
             return
         owner_name = dotted(owner)
         for st in ctx.scope(fn).stmts:

@@ -393,6 +393,9 @@ class StepOnOtherOptimizer(Rule):
     generator's loss while the generator's optimizer is never stepped: the generator never
     trains and the discriminator takes a wrong update (PyTorch raises nothing). Step the
     optimizer that was zeroed for this loss.
+    Optimizers cleared together before the backward are all read: `opt1.zero_grad();
+    opt2.zero_grad(); loss.backward(); opt2.step()`, with `opt1` stepped nowhere, leaves the
+    model the loss was meant to train unchanged (a pretrained net2 trained instead of net1).
     Known limits: the three calls must be in one function, in order; the zeroed optimizer must
     never be stepped (nor handed to a call) anywhere in the file.
     """
@@ -429,6 +432,27 @@ class StepOnOtherOptimizer(Rule):
                 d_loss(D, x, G(z).detach()).backward()
                 opt_d.step()
             """),
+        Bad("""
+            import torch
+            opt_enc = torch.optim.SGD(enc.parameters(), lr=0.1)
+            opt_head = torch.optim.SGD(head.parameters(), lr=0.1)
+            for x, y in loader:
+                opt_enc.zero_grad()
+                opt_head.zero_grad()
+                criterion(head(enc(x)), y).backward()
+                opt_head.step()
+            """, at=(8, 4)),
+        Good("""
+            import torch
+            opt_enc = torch.optim.SGD(enc.parameters(), lr=0.1)
+            opt_head = torch.optim.SGD(head.parameters(), lr=0.1)
+            for x, y in loader:
+                opt_enc.zero_grad()
+                opt_head.zero_grad()
+                criterion(head(enc(x)), y).backward()
+                opt_head.step()
+                opt_enc.step()
+            """),
     ]
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
@@ -440,7 +464,7 @@ class StepOnOtherOptimizer(Rule):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
-        zeroed: ast.AST | None = None
+        zeroed: list[ast.AST] = []  # the optimizers cleared together before the backward
         backward: int | None = None
         stepped = None
         for s in scope.stmts:
@@ -449,20 +473,24 @@ class StepOnOtherOptimizer(Rule):
                 continue
             f = s.value.func
             if f.attr == "zero_grad":
-                zeroed, backward = f.value, None
-            elif f.attr == "backward" and zeroed is not None:
+                zeroed = [f.value] if backward is not None else [*zeroed, f.value]
+                backward = None
+            elif f.attr == "backward" and zeroed:
                 backward = s.lineno
-            elif f.attr == "step" and zeroed is not None and backward is not None \
+            elif f.attr == "step" and zeroed and backward is not None \
                     and not s.value.args:
                 other = f.value
-                if _receiver_key(other) != _receiver_key(zeroed):
+                for z in zeroed:
+                    if _receiver_key(other) == _receiver_key(z):
+                        continue
                     if stepped is None:
                         stepped = _stepped_anywhere(ctx)
-                    if _receiver_key(zeroed) not in stepped \
-                            and _optimizer_expr(zeroed, scope, ctx) \
+                    if _receiver_key(z) not in stepped \
+                            and _optimizer_expr(z, scope, ctx) \
                             and _optimizer_expr(other, scope, ctx):
                         yield self.report(s, ctx, related=[Related(
                             ctx.path, backward, "the loss is backpropagated here")],
-                            other=ctx.source(other), zeroed=ctx.source(zeroed),
+                            other=ctx.source(other), zeroed=ctx.source(z),
                             line=backward)
-                zeroed, backward = None, None
+                        break
+                zeroed, backward = [], None
