@@ -19,6 +19,8 @@ from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_t
 from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
+from gradtrace.lint.rules.training_loop._formatted import ctx_names, only_formatted
+from gradtrace.lint.rules.training_loop._returned_keeps import calls_returner, handed_back
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.nodes import walk
@@ -28,9 +30,6 @@ LOADER_RE = re.compile(r"^(?:\w+_)?(?:loader|dataloader|dataset|ds)$|^batches$|l
 EVAL_LOOP_RE = re.compile(r"for\b[^\n]*\bin\b[^\n]*(?:loader|dataset|batches\b)", re.IGNORECASE)
 NO_GRAD_HOOKS = re.compile(r"^(validation|test|predict)_step$|^on_(validation|test|predict)"
                            r"|_epoch_end$", re.IGNORECASE)
-FORMAT_FUNCS = frozenset({"print", "str", "float", "round", "format", "repr"})
-LOG_METHODS = frozenset({"info", "debug", "warning", "error", "log", "add_scalar", "write",
-                         "set_postfix", "set_description", "format"})
 
 
 def _accumulations(f: LoopFacts) -> Iterator[tuple[ast.stmt, str, ast.expr]]:
@@ -171,7 +170,9 @@ class LossAccumulatedWithGraph(LoopRule):
 
     def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         text = function_text(ctx, node)
-        if self.wants(text) or ".backward(" in text and calls_accumulator(ctx, text):
+        if self.wants(text) or ".backward(" in text and calls_accumulator(ctx, text) \
+                or ("+=" in text or "append(" in text or " + " in text) \
+                and calls_returner(ctx, text):
             yield from self.check(facts(ctx, node), ctx)
 
     def wants(self, text: str) -> bool:
@@ -254,6 +255,14 @@ class LossAccumulatedWithGraph(LoopRule):
                         "every step"))
                 continue
             loop = loops[-1]
+            back = handed_back(f, s, value, loop) if f.scope.grad_off_at(s) is None \
+                and self._outlives(f, acc, loop) and acc not in _differentiated(f, g) else None
+            if back is not None:  # NOTE [backpropagated loss handed back]
+                seen: set[int] = ctx.memo("gt505-handed", ctx.tree, set)
+                if id(back[0]) not in seen:  # one finding per `return`, whatever the callers
+                    seen.add(id(back[0]))
+                    yield self._handed(f, ctx, s, acc, *back)
+                continue
             why = self._why(f, g, s, acc, value, loop)
             if why is None:
                 continue
@@ -342,6 +351,15 @@ class LossAccumulatedWithGraph(LoopRule):
                            related=related, span="loop" if loops else "call",
                            unit="pass" if loops else "call")
 
+    def _handed(self, f: LoopFacts, ctx: Context, s: ast.stmt, acc: str, ret: ast.Return,
+                fn: ast.AST) -> Finding:
+        loss = ctx.source(ret.value)  # type: ignore[arg-type]
+        return self.report(ret, ctx, expr=loss, acc=acc, span="loop", unit="pass", why=(
+            f"`{fn.name}` returns `{loss}` after its backward, graph and all, "  # type: ignore
+            "and the graph nodes of every step stay reachable, so memory grows with every "
+            "step, without bound"), fixed=f"{loss}.detach()", related=[
+                related_at(ctx, s, f"`{acc}` collects the returned loss here, on every pass")])
+
     @staticmethod
     def _item_safety(f: LoopFacts, acc: str, s: ast.stmt) -> str:
         loops = f.loops_of(s)
@@ -351,7 +369,7 @@ class LossAccumulatedWithGraph(LoopRule):
         for stmt in f.scope.stmts:
             if stmt.lineno <= s.lineno or acc not in ctx_names(stmt):
                 continue
-            if not _only_formatted(stmt, acc):
+            if not only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
 
@@ -469,32 +487,3 @@ def _scaled_from(f: LoopFacts, name: str, line: int) -> list[str]:
         name, line = names[0], b.line  # type: ignore[union-attr]
         out.append(name)
     return out
-
-
-def ctx_names(stmt: ast.stmt) -> set[str]:
-    """Dotted names used in a statement's own expressions (not its nested body)."""
-    out: set[str] = set()
-    for field, value in ast.iter_fields(stmt):
-        if field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            if isinstance(v, ast.AST):
-                out.update(dotted(n) or "" for n in walk(v)
-                           if isinstance(n, (ast.Name, ast.Attribute)))
-    return out
-
-
-def _only_formatted(stmt: ast.stmt, acc: str) -> bool:
-    """Every use of ``acc`` in ``stmt`` is printed, logged or formatted."""
-    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
-        return isinstance(stmt, ast.AugAssign) and dotted(stmt.target) == acc \
-            and acc not in {dotted(n) for n in walk(stmt.value)}
-    func = stmt.value.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if name not in FORMAT_FUNCS and name not in LOG_METHODS:
-        return False
-    for n in walk(stmt.value):
-        if isinstance(n, ast.Call) and n is not stmt.value and isinstance(n.func, ast.Attribute) \
-                and dotted(n.func.value) == acc:
-            return False  # a method of the accumulator: acc.item(), acc.cpu()
-    return True
