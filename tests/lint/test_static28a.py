@@ -116,6 +116,156 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         for batch in [torch.randn(4, 3) for _ in range(3)]:
             losses.append(one_step(model, optimizer, batch))
         """, "GT505", 6, holds="losses[0].grad_fn is not None")]),
+    # GT505, mechanism: the step backpropagates `loss` and hands back the criterion's other
+    # result, terms of that loss (a dict literal of them, or one term); the calling loop sums
+    # them into totals that outlive it: every step's graph stays reachable. Reported on the
+    # accumulation. A criterion whose dict holds `.item()` numbers is silent.
+    "step-returns-terms-of-backpropagated-loss": (Shape("""
+        def criterion(pred, y):
+            fit = (pred - y).pow(2).mean()
+            reg = pred.abs().mean()
+            return fit + 0.1 * reg, {"fit": fit.item(), "reg": reg.item()}
+
+        def train_batch(net, opt, x, y):
+            opt.zero_grad()
+            loss, parts = criterion(net(x), y)
+            loss.backward()
+            opt.step()
+            return parts
+
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sums = {"fit": 0.0, "reg": 0.0}
+        for _ in range(3):
+            parts = train_batch(net, opt, torch.randn(4, 3), torch.randn(4, 1))
+            for k, v in parts.items():
+                sums[k] += v
+        """, "GT505", holds="isinstance(sums['fit'], float)"), [Shape("""
+        def criterion(pred, y):
+            fit = (pred - y).pow(2).mean()
+            reg = pred.abs().mean()
+            return fit + 0.1 * reg, {"fit": fit, "reg": reg}
+
+        def train_batch(net, opt, x, y):
+            opt.zero_grad()
+            loss, parts = criterion(net(x), y)
+            loss.backward()
+            opt.step()
+            return parts
+
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sums = {"fit": 0.0, "reg": 0.0}
+        for _ in range(3):
+            parts = train_batch(net, opt, torch.randn(4, 3), torch.randn(4, 1))
+            for k, v in parts.items():
+                sums[k] += v
+        """, "GT505", 19, holds="sums['fit'].grad_fn is not None"), Shape("""
+        class Criterion(nn.Module):
+            def forward(self, logits, target):
+                ce = F.cross_entropy(logits, target)
+                ent = -(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1).mean()
+                return ce - 0.01 * ent, ce
+
+        class Agent:
+            def __init__(self, net):
+                self.net, self.crit = net, Criterion()
+                self.opt = torch.optim.Adam(net.parameters())
+
+            def learn(self, x, t):
+                self.opt.zero_grad()
+                total, ce = self.crit(self.net(x), t)
+                total.backward()
+                self.opt.step()
+                return ce
+
+            def epoch(self, batches):
+                ce_sum = 0
+                for x, t in batches:
+                    ce_sum += self.learn(x, t) * len(x)
+                return ce_sum
+
+        agent = Agent(nn.Linear(3, 4))
+        ce_sum = agent.epoch([(torch.randn(5, 3), torch.randint(0, 4, (5,))) for _ in range(3)])
+        """, "GT505", 22, holds="ce_sum.grad_fn is not None")]),
+    "terms-summed-per-step-only": (Shape("""
+        def criterion(pred, y):
+            fit = (pred - y).pow(2).mean()
+            reg = pred.abs().mean()
+            return fit + 0.1 * reg, {"fit": fit, "reg": reg}
+
+        class Loop:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                self.log = []
+
+            def train_batch(self, x, y):
+                self.opt.zero_grad()
+                loss, parts = criterion(self.net(x), y)
+                loss.backward()
+                self.opt.step()
+                return parts
+
+            def run(self, batches):
+                for x, y in batches:
+                    parts = self.train_batch(x, y)
+                    step_sum = 0.0
+                    for v in parts.values():
+                        step_sum += v
+                    self.log.append(float(step_sum))
+
+        loop = Loop(nn.Linear(3, 1))
+        loop.run([(torch.randn(4, 3), torch.randn(4, 1))] * 3)
+        """, "GT505", holds="isinstance(loop.log[0], float)"), [Shape("""
+        def criterion(pred, y):
+            fit = (pred - y).pow(2).mean()
+            reg = pred.abs().mean()
+            return fit + 0.1 * reg, {"fit": fit, "reg": reg}
+
+        class Loop:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def train_batch(self, x, y):
+                self.opt.zero_grad()
+                loss, parts = criterion(self.net(x), y)
+                loss.backward()
+                self.opt.step()
+                return parts
+
+            def run(self, batches):
+                epoch_sum = 0.0
+                for x, y in batches:
+                    parts = self.train_batch(x, y)
+                    for v in parts.values():
+                        epoch_sum = epoch_sum + v
+                return epoch_sum
+
+        total = Loop(nn.Linear(3, 1)).run([(torch.randn(4, 3), torch.randn(4, 1))] * 3)
+        """, "GT505", 23, holds="total.grad_fn is not None"), Shape("""
+        def criterion(pred, y):
+            fit = (pred - y).pow(2).mean()
+            reg = pred.abs().mean()
+            terms = {"fit": fit, "reg": reg}
+            return fit + 0.1 * reg, terms
+
+        def train_batch(net, opt, x, y):
+            opt.zero_grad()
+            loss, parts = criterion(net(x), y)
+            loss.backward()
+            opt.step()
+            return parts
+
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        history = []
+        for _ in range(3):
+            parts = train_batch(net, opt, torch.randn(4, 3), torch.randn(4, 1))
+            for v in parts.values():
+                history.append(v)
+        """, "GT505", 20, holds="history[0].grad_fn is not None")]),
 }
 
 

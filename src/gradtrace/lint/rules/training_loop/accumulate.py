@@ -20,7 +20,8 @@ from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_fram
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
 from gradtrace.lint.rules.training_loop._formatted import ctx_names, only_formatted
-from gradtrace.lint.rules.training_loop._returned_keeps import calls_returner, handed_back
+from gradtrace.lint.rules.training_loop._returned_keeps import (
+    calls_returner, handed_back, term_kept)
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.nodes import walk
@@ -286,6 +287,11 @@ class LossAccumulatedWithGraph(LoopRule):
                            and other_framework(f.ctx, f.scope, v))
                   and not _passed_through_clean(f, g, b)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
+        if not graphy and not direct and (at := term_kept(f, s, value)) is not None \
+                and self._outlives(f, acc, f.loops_of(at)[-1]):
+            return ("the step hands back terms of the loss it backpropagated, with their graph, "
+                    "so the graph nodes of every step stay reachable and memory grows with "
+                    "every step, without bound")  # NOTE [loss terms handed back]
         if not graphy and not direct:
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
