@@ -213,7 +213,7 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
                     step_sum = 0.0
                     for v in parts.values():
                         step_sum += v
-                    self.log.append(float(step_sum))
+                    self.log.append(step_sum.item())
 
         loop = Loop(nn.Linear(3, 1))
         loop.run([(torch.randn(4, 3), torch.randn(4, 1))] * 3)
