@@ -266,6 +266,122 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             for v in parts.values():
                 history.append(v)
         """, "GT505", 20, holds="history[0].grad_fn is not None")]),
+    # GT226, mechanism: a tensor the optimizer trains is read only as the argument of a
+    # function that computes what it returns with grad off (decorated, or every return made in
+    # a `with torch.no_grad():` block); backward runs through the other trained weights, and
+    # the tensor's .grad stays None. Reported on the decorator / the `with`.
+    "optimized-tensor-read-only-through-grad-off-helper": (Shape("""
+        class Prompter:
+            def __init__(self, table):
+                self.table = table
+
+            @torch.no_grad()
+            def describe(self, ids):
+                return self.table(ids).mean(0)
+
+            def condition(self, emb):
+                return torch.tanh(emb) * 2.0
+
+        def tune(prompter, head, steps):
+            emb = torch.zeros(1, 4, requires_grad=True)
+            opt = torch.optim.SGD([emb] + list(head.parameters()), lr=0.1)
+            for _ in range(steps):
+                ctx = prompter.describe(torch.tensor([1, 2]))
+                loss = head(prompter.condition(emb) + ctx).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return emb
+
+        emb = tune(Prompter(nn.Embedding(5, 4)), nn.Linear(4, 1), 2)
+        """, "GT226", holds="emb.grad is not None"), [Shape("""
+        class Tuner:
+            def __init__(self, head):
+                self.head = head
+
+            def condition(self, emb):
+                with torch.no_grad():
+                    out = torch.tanh(emb) * 2.0
+                return out
+
+            def tune(self, steps):
+                emb = torch.zeros(1, 4, requires_grad=True)
+                opt = torch.optim.SGD([emb] + list(self.head.parameters()), lr=0.1)
+                for _ in range(steps):
+                    loss = self.head(self.condition(emb)).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                return emb
+
+        emb = Tuner(nn.Linear(4, 1)).tune(2)
+        """, "GT226", 6, holds="emb.grad is None"), Shape("""
+        @torch.no_grad()
+        def render(latent, scale=1.0):
+            return latent.sigmoid() * scale
+
+        critic = nn.Linear(3, 1)
+        latent = nn.Parameter(torch.randn(2, 3))
+        optim = torch.optim.Adam(params=[latent, *critic.parameters()], lr=1e-2)
+        for _ in range(2):
+            score = critic(render(latent, scale=2.0)).mean()
+            optim.zero_grad()
+            score.backward()
+            optim.step()
+            print(latent.grad)
+        """, "GT226", 1, holds="latent.grad is None")]),
+    "optimized-tensor-projected-under-no-grad": (Shape("""
+        @torch.no_grad()
+        def project(delta, eps):
+            delta.clamp_(-eps, eps)
+            return delta
+
+        @torch.no_grad()
+        def noisy(delta):
+            return delta + 0.01 * torch.randn_like(delta)
+
+        net = nn.Linear(3, 2)
+        delta = torch.zeros(4, 3, requires_grad=True)
+        opt = torch.optim.SGD([delta], lr=0.1)
+        x, y = torch.randn(4, 3), torch.randint(0, 2, (4,))
+        for _ in range(2):
+            loss = -F.cross_entropy(net(x + delta), y) + noisy(delta).sum() * 0.0
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            project(delta, 0.1)
+        """, "GT226", holds="delta.grad is not None"), [Shape("""
+        def adversary(net, x, y, eps):
+            delta = torch.zeros_like(x, requires_grad=True)
+            opt = torch.optim.SGD([delta], lr=0.1)
+            for _ in range(2):
+                loss = -F.cross_entropy(net(perturb(x, delta)), y) + 0.1 * net.weight.sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return delta
+
+        @torch.no_grad()
+        def perturb(x, delta):
+            return x + delta
+
+        net = nn.Linear(3, 2)
+        delta = adversary(net, torch.randn(4, 3), torch.randint(0, 2, (4,)), 0.1)
+        """, "GT226", 11, holds="delta.grad is None"), Shape("""
+        @torch.no_grad()
+        def perturb(x, delta):
+            return x + delta
+
+        net = nn.Linear(3, 2)
+        delta = torch.zeros(4, 3, requires_grad=True)
+        opt = torch.optim.SGD([delta], lr=0.1)
+        x, y = torch.randn(4, 3), torch.randint(0, 2, (4,))
+        for _ in range(2):
+            loss = -F.cross_entropy(net(perturb(x, delta)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT226", 1, holds="delta.grad is None")]),
 }
 
 
