@@ -110,6 +110,7 @@ class OptimizedThroughNoGrad(Rule):
             yield from self._scope(fn, ctx, offs)
 
     def _scope(self, fn: ast.AST, ctx: Context, offs: dict) -> Iterator[Finding]:  # type: ignore[type-arg]
+        """NOTE [optimized through a grad-off helper]"""
         scope = ctx.scope(fn)
         for name, opt, opt_name in _optimized(scope):
             got = _only_cut_reads(name, fn, scope, opt, offs)

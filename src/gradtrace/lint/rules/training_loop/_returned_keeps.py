@@ -2,8 +2,8 @@
 that calls it sums (or collects) the returned value.
 
 # NOTE [backpropagated loss handed back]
-``def training_step(self, model, inputs): loss = ...; loss.backward(); return loss`` (NOTE
-[backwarded returns]) gives its caller the loss with its graph: ``backward()`` frees the saved
+``def training_step(self, model, inputs): loss = ...; loss.backward(); return loss``
+(NOTE [backwarded returns]) gives its caller the loss with its graph: ``backward()`` frees the saved
 tensors, not the graph's nodes, which stay reachable from the returned tensor. A caller loop
 ``tr_loss += self.training_step(model, inputs)`` (or ``losses.append(...)``, or ``out = ...``
 then ``tr_loss += out``) into an accumulator that outlives the loop chains every step's graph

@@ -19,7 +19,8 @@ from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_t
 from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
-from gradtrace.lint.rules.training_loop._formatted import ctx_names, only_formatted
+from gradtrace.lint.rules.training_loop._after_loop import (
+    ctx_names, only_formatted, read_as_numpy)
 from gradtrace.lint.rules.training_loop._returned_keeps import (
     calls_returner, handed_back, term_kept)
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
@@ -156,7 +157,11 @@ class LossAccumulatedWithGraph(LoopRule):
     the file hands back with it (`loss_chords` when `compute_loss` returns `loss_chords +
     loss_kl, loss_chords`). Outside any loop, a method that runs `backward()` and `step()` is
     taken as one training step: a list on `self` it appends the backpropagated loss to is
-    reported (DQN's `self.cost_his.append(loss)`).
+    reported (DQN's `self.cost_his.append(loss)`). Across a call: a function of the file that
+    backpropagates a loss and returns it, summed or collected by the loop calling it, is
+    reported on its `return` (NOTE [backpropagated loss handed back]); terms of that loss
+    it hands back (a criterion's dict of them) summed by the caller, on the sum
+    (NOTE [loss terms handed back]).
     """
 
     code = "GT505"
@@ -220,6 +225,18 @@ class LossAccumulatedWithGraph(LoopRule):
                     losses.append(criterion(model(x), y).detach())
                 return sum(losses) / len(losses)
             """, at=(5, 8)),
+        Bad("""
+            def train_batch(model, opt, x, y):
+                opt.zero_grad()
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                return loss
+
+            running = 0.0
+            for x, y in loader:
+                running += train_batch(model, opt, x, y)
+            """, at=(6, 4)),
         Good("""
             total_loss = 0.0
             for x, y in loader:
@@ -328,7 +345,7 @@ class LossAccumulatedWithGraph(LoopRule):
         if ctx.mentions("set_grad_enabled") or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
-                or _in_module_class(ctx, fn)) or _read_as_numpy(f, acc, loop) \
+                or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
                 or in_switched_off(f, loop, ctx):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
@@ -435,27 +452,6 @@ def _passed_through_clean(f: LoopFacts, g: Graphs, b: Binding) -> bool:
         return False
     return not any(g.carries(d) for d in reaching(f.scope, b.name, s.lineno, prefix=True)
                    if d is not b)
-
-
-def _read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
-    """After ``loop``, the collected values are turned into NumPy without a ``detach()``
-    (``torch.cat(reprs).cpu().numpy()``): ``Tensor.numpy()`` raises on a tensor that requires
-    grad, so the code itself says they carry no graph (computed under a ``no_grad`` the
-    model's own method holds, in another file)."""
-    end = loop.end_lineno or loop.lineno
-    for stmt in f.scope.stmts:
-        if stmt.lineno <= end:
-            continue
-        for n in walk(stmt):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "numpy" and not n.args):
-                continue
-            inner = list(walk(n.func.value))
-            if any(dotted(x) == acc for x in inner if isinstance(x, (ast.Name, ast.Attribute))) \
-                    and not any(isinstance(x, ast.Attribute) and x.attr in ("detach", "data")
-                                for x in inner) and f.scope.grad_off_at(stmt) is None:
-                return True
-    return False
 
 
 def _differentiated(f: LoopFacts, g: Graphs, deps: bool = True) -> set[str]:

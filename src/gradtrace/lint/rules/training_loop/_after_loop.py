@@ -1,9 +1,11 @@
-"""Whether a later use of a GT505 accumulator only prints or logs it (its fix is then safe)."""
+"""What the code does with a GT505 accumulator after its loop: only prints or logs it (the fix
+is then safe), or reads it as NumPy (so it carries no graph)."""
 from __future__ import annotations
 
 import ast
 
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.nodes import walk
 
 FORMAT_FUNCS = frozenset({"print", "str", "float", "round", "format", "repr"})
@@ -38,3 +40,24 @@ def only_formatted(stmt: ast.stmt, acc: str) -> bool:
                 and dotted(n.func.value) == acc:
             return False  # a method of the accumulator: acc.item(), acc.cpu()
     return True
+
+
+def read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """After ``loop``, the collected values are turned into NumPy without a ``detach()``
+    (``torch.cat(reprs).cpu().numpy()``): ``Tensor.numpy()`` raises on a tensor that requires
+    grad, so the code itself says they carry no graph (computed under a ``no_grad`` the
+    model's own method holds, in another file)."""
+    end = loop.end_lineno or loop.lineno
+    for stmt in f.scope.stmts:
+        if stmt.lineno <= end:
+            continue
+        for n in walk(stmt):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "numpy" and not n.args):
+                continue
+            inner = list(walk(n.func.value))
+            if any(dotted(x) == acc for x in inner if isinstance(x, (ast.Name, ast.Attribute))) \
+                    and not any(isinstance(x, ast.Attribute) and x.attr in ("detach", "data")
+                                for x in inner) and f.scope.grad_off_at(stmt) is None:
+                return True
+    return False
