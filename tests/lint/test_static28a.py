@@ -382,6 +382,68 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             loss.backward()
             opt.step()
         """, "GT226", 1, holds="delta.grad is None")]),
+    "optimized-attribute-of-plain-class-read-only-through-grad-off-method": (Shape("""
+        class Inverter:
+            def __init__(self, head):
+                self.head = head
+                self.token = nn.Parameter(torch.zeros(1, 4))
+                self.opt = torch.optim.Adam([self.token, *head.parameters()], lr=0.1)
+
+            @torch.no_grad()
+            def embed(self, token):
+                return token.repeat(2, 1)
+
+            def step(self):
+                out = self.head(self.embed(self.token) + self.token)
+                loss = out.pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return self.token.grad
+
+        g = Inverter(nn.Linear(4, 1)).step()
+        """, "GT226", holds="g is not None"), [Shape("""
+        class Inverter:
+            def __init__(self, head):
+                self.head = head
+                self.token = nn.Parameter(torch.zeros(1, 4))
+                self.opt = torch.optim.Adam([self.token, *head.parameters()], lr=0.1)
+
+            @torch.no_grad()
+            def embed(self, token):
+                return token.repeat(2, 1)
+
+            def step(self):
+                loss = self.head(self.embed(self.token)).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                print(self.token.grad)
+                return self.token.grad
+
+        g = Inverter(nn.Linear(4, 1)).step()
+        """, "GT226", 7, holds="g is None"), Shape("""
+        def expand(code, n):
+            with torch.no_grad():
+                grid = code.unsqueeze(0).expand(n, -1).clone()
+            return grid
+
+        class Search:
+            def __init__(self, scorer):
+                self.scorer = scorer
+                self.code = torch.randn(3, requires_grad=True)
+                self.optimizer = torch.optim.SGD(params=[self.code, *scorer.parameters()], lr=0.1)
+
+            def run(self, steps):
+                for _ in range(steps):
+                    value = self.scorer(expand(self.code, 5)).sum()
+                    self.optimizer.zero_grad()
+                    value.backward()
+                    self.optimizer.step()
+                return self.code
+
+        code = Search(nn.Linear(3, 1)).run(2)
+        """, "GT226", 2, holds="code.grad is None")]),
 }
 
 

@@ -108,23 +108,66 @@ class OptimizedThroughNoGrad(Rule):
             if id(fn) in offs or not step_calls(ctx, fn).losses():
                 continue
             yield from self._scope(fn, ctx, offs)
+        for info in ctx.analysis.classes.values():
+            if not info.is_module:  # a module's own Parameters: GT117
+                yield from self._attrs(info.node, ctx, offs)
+
+    def _attrs(self, cls: ast.ClassDef, ctx: Context, offs: dict) -> Iterator[Finding]:  # type: ignore[type-arg]
+        """``self.emb = nn.Parameter(...)`` and ``self.opt = Adam([self.emb])`` in a plain
+        class, every read of ``self.emb`` in its methods through a grad-off helper."""
+        methods = [m for m in cls.body if isinstance(m, FUNCTION_TYPES)]
+        if not any(step_calls(ctx, m).losses() for m in methods):
+            return
+        made: dict[str, ast.stmt] = {}
+        opts: list[tuple[ast.stmt, str, ast.AST]] = []
+        for m in methods:
+            for st in ctx.scope(m).stmts:
+                if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+                        and (t := dotted(st.targets[0])) and t.startswith("self.")):
+                    continue
+                if _trained(st.value, PARAMETER if _param_call(st.value, ctx) else None):
+                    made[t] = st
+                elif isinstance(st.value, ast.Call) and (
+                        ctx.qualified_name(st.value.func) or "").startswith("torch.optim."):
+                    opts.append((st, t, m))
+        for name, st in made.items():
+            opt = next(((o, t) for o, t, _ in opts if any(
+                dotted(x) == name for x in walk(o.value))), None)  # type: ignore[union-attr]
+            if opt is None or any(x is not st and name in {dotted(y) for y in
+                                                         (x.targets if isinstance(x, ast.Assign)
+                                                          else [])}
+                                  for m in methods for x in ctx.scope(m).stmts):
+                continue
+            found = None
+            for m in methods:
+                got = _only_cut_reads(name, m, ctx.scope(m), opt[0], offs, skip=st)
+                if got is False:
+                    found = None
+                    break
+                found = found or got
+            if found:
+                yield self._report(found, name, opt[0], opt[1], ctx)
 
     def _scope(self, fn: ast.AST, ctx: Context, offs: dict) -> Iterator[Finding]:  # type: ignore[type-arg]
         """NOTE [optimized through a grad-off helper]"""
         scope = ctx.scope(fn)
         for name, opt, opt_name in _optimized(scope):
             got = _only_cut_reads(name, fn, scope, opt, offs)
-            if got is None:
+            if not got:
                 continue
-            call, helper, cut = got
-            mode = ctx.source(cut.node)
-            if ctx.line_text(cut.node.lineno).lstrip().startswith("@"):
-                mode = "@" + mode
-            yield self.report(cut.node, ctx, related=(
-                Related(ctx.path, call.lineno, f"`{name}` reaches the loss only through this "
-                        f"call of `{helper.name}`", ctx.column(call)),
-                Related(ctx.path, opt.lineno, f"`{opt_name}` trains `{name}`", ctx.column(opt))),
-                param=name, opt=opt_name, helper=helper.name, mode=mode)
+            yield self._report(got, name, opt, opt_name, ctx)
+
+    def _report(self, got, name: str, opt: ast.stmt, opt_name: str,  # type: ignore[no-untyped-def]
+                ctx: Context) -> Finding:
+        call, helper, cut = got
+        mode = ctx.source(cut.node)
+        if ctx.line_text(cut.node.lineno).lstrip().startswith("@"):
+            mode = "@" + mode
+        return self.report(cut.node, ctx, related=(
+            Related(ctx.path, call.lineno, f"`{name}` reaches the loss only through this "
+                    f"call of `{helper.name}`", ctx.column(call)),
+            Related(ctx.path, opt.lineno, f"`{opt_name}` trains `{name}`", ctx.column(opt))),
+            param=name, opt=opt_name, helper=helper.name, mode=mode)
 
 
 def _off_cut(fn: ast.AST, ctx: Context):  # type: ignore[no-untyped-def]
@@ -164,19 +207,24 @@ def _optimized(scope: Scope) -> Iterator[tuple[str, ast.stmt, str]]:
                 break
 
 
-def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: dict
-                    ):  # type: ignore[no-untyped-def, type-arg]
-    """(a call, the helper, its cut) when every read of ``name`` outside the optimizer's
-    statement, inspection and printing is an argument of a call of a grad-off helper."""
+def _param_call(v: ast.expr | None, ctx: Context) -> bool:
+    return isinstance(v, ast.Call) and ctx.qualified_name(v.func) == "torch.nn.Parameter"
+
+
+def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: dict,
+                    skip: ast.stmt | None = None):  # type: ignore[no-untyped-def, type-arg]
+    """(a call, the helper, its cut) when every read of ``name`` (a name or ``self.x``)
+    outside the optimizer's statement (and ``skip``), inspection and printing is an argument
+    of a call of a grad-off helper; None when there is no read, False at a live read."""
     parents: dict[int, ast.AST] = {}
     for n in scope_nodes(fn):
         for c in ast.iter_child_nodes(n):
             parents[id(c)] = n
-    inside_opt = {id(x) for x in walk(opt)}
+    inside_opt = {id(x) for x in walk(opt)} | ({id(x) for x in walk(skip)} if skip else set())
     found = None
     for n in scope_nodes(fn):
-        if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)) \
-                or id(n) in inside_opt:
+        if not (isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == name
+                and isinstance(n.ctx, ast.Load)) or id(n) in inside_opt:
             continue
         up = parents.get(id(n))
         if isinstance(up, ast.Attribute) and up.attr in INSPECT_ATTRS or isinstance(up, ast.Return):
@@ -191,5 +239,5 @@ def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: d
             if cut is not None:
                 found = found or (up, helper, cut)
                 continue
-        return None  # a live read: the tensor may get a gradient there
+        return False  # a live read: the tensor may get a gradient there
     return found
