@@ -461,3 +461,31 @@ def test_buggy_twins_are_reported_and_fail(name: str) -> None:
     for bad in bads:
         assert _found(bad) == [(bad.line, bad.code)], bad.src
         _run(bad)
+
+
+def test_closure_read_keeps_grad_off_helper_silent() -> None:
+    """GT226: the trained tensor is also read live inside an LBFGS closure (a nested function):
+    it gets its gradient there, the grad-off helper only renders it."""
+    good = Shape("""
+        @torch.no_grad()
+        def show(z):
+            return z.sigmoid() * 255
+
+        head = nn.Linear(3, 1)
+        z = torch.randn(2, 3, requires_grad=True)
+        opt = torch.optim.LBFGS([z], max_iter=2)
+
+        def closure():
+            opt.zero_grad()
+            loss = head(z).sum()
+            loss.backward()
+            return loss
+
+        for _ in range(2):
+            opt.step(closure)
+            img = show(z)
+        final = head(show(z)).sum()
+        final.backward()
+        """, "GT226", holds="z.grad is not None")
+    assert _found(good) == []
+    _run(good)

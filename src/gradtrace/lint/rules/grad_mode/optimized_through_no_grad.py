@@ -240,4 +240,8 @@ def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: d
                 found = found or (up, helper, cut)
                 continue
         return False  # a live read: the tensor may get a gradient there
+    if found and sum(1 for n in walk(fn) if isinstance(n, (ast.Name, ast.Attribute))
+                     and dotted(n) == name) != sum(1 for n in scope_nodes(fn) if isinstance(
+                         n, (ast.Name, ast.Attribute)) and dotted(n) == name):
+        return False  # read in a nested function or lambda too (a closure): not followed
     return found
