@@ -240,8 +240,21 @@ def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: d
                 found = found or (up, helper, cut)
                 continue
         return False  # a live read: the tensor may get a gradient there
-    if found and sum(1 for n in walk(fn) if isinstance(n, (ast.Name, ast.Attribute))
-                     and dotted(n) == name) != sum(1 for n in scope_nodes(fn) if isinstance(
-                         n, (ast.Name, ast.Attribute)) and dotted(n) == name):
+    if found and _closure_reads(fn, name):
         return False  # read in a nested function or lambda too (a closure): not followed
     return found
+
+
+def _closure_reads(fn: ast.AST, name: str) -> bool:
+    """A function or lambda nested in ``fn`` reads ``name`` from ``fn`` (its root is not one
+    of its own parameters)."""
+    root = name.partition(".")[0]
+    for d in walk(fn):
+        if d is fn or not isinstance(d, (*FUNCTION_TYPES, ast.Lambda)):
+            continue
+        a = d.args  # type: ignore[attr-defined]
+        if root in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+            continue
+        if any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == name for n in walk(d)):
+            return True
+    return False
