@@ -61,7 +61,28 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
 
         learner = Learner(nn.Linear(3, 1))
         hist = learner.fit([(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
-        """, "GT505", 13, holds="all(h.grad_fn is not None for h in hist)")]),
+        """, "GT505", 13, holds="all(h.grad_fn is not None for h in hist)"), Shape("""
+        class Runner:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def train_step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.mse_loss(self.net(x), y)
+                loss.backward()
+                self.opt.step()
+                return {"loss": loss, "n": len(x)}
+
+            def epoch(self, batches):
+                total = 0.0
+                for x, y in batches:
+                    out = self.train_step(x, y)
+                    total += out["loss"] * out["n"]
+                return total
+
+        total = Runner(nn.Linear(3, 1)).epoch([(torch.randn(4, 3), torch.randn(4, 1))] * 3)
+        """, "GT505", 11, holds="total.grad_fn is not None")]),
     "step-returns-detached-loss": (Shape("""
         class Learner:
             def __init__(self, net):

@@ -194,6 +194,11 @@ def _direct_calls(value: ast.expr) -> list[ast.Call]:
 
 
 def _returns_of(fn: ast.AST, name: str) -> Iterator[ast.Return]:
+    """The ``return`` statements handing back ``name``: itself, or a dict literal's ``'loss'``
+    entry (NOTE [backwarded returns])."""
     for r in scope_nodes(fn):
-        if isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id == name:
-            yield r
+        v = r.value if isinstance(r, ast.Return) else None
+        if isinstance(v, ast.Name) and v.id == name or isinstance(v, ast.Dict) and any(
+                isinstance(k, ast.Constant) and k.value == "loss" and isinstance(e, ast.Name)
+                and e.id == name for k, e in zip(v.keys, v.values)):
+            yield r  # type: ignore[misc]

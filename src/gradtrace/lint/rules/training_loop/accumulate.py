@@ -376,7 +376,9 @@ class LossAccumulatedWithGraph(LoopRule):
 
     def _handed(self, f: LoopFacts, ctx: Context, s: ast.stmt, acc: str, ret: ast.Return,
                 fn: ast.AST) -> Finding:
-        loss = ctx.source(ret.value)  # type: ignore[arg-type]
+        v = ret.value
+        loss = ctx.source(v if not isinstance(v, ast.Dict) else next(  # type: ignore[arg-type]
+            e for k, e in zip(v.keys, v.values) if isinstance(k, ast.Constant) and k.value == "loss"))
         return self.report(ret, ctx, expr=loss, acc=acc, span="loop", unit="pass", why=(
             f"`{fn.name}` returns `{loss}` after its backward, graph and all, "  # type: ignore
             "and the graph nodes of every step stay reachable, so memory grows with every "
