@@ -34,7 +34,7 @@ INSPECT_ATTRS = frozenset({"grad", "data", "item", "detach", "shape", "dtype", "
 LOG_CALLS = frozenset({"print", "len", "repr", "str", "float", "isinstance"})
 
 
-class OptimizedThroughNoGrad(Rule):
+class OptimizedTensorReadUnderNoGrad(Rule):
     """A tensor given to an optimizer is read only as the argument of a function that
     computes everything it returns with grad off (`@torch.no_grad()`).
 
