@@ -19,6 +19,10 @@ from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads, returned_t
 from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
+from gradtrace.lint.rules.training_loop._after_loop import (
+    ctx_names, only_formatted, read_as_numpy)
+from gradtrace.lint.rules.training_loop._returned_keeps import (
+    calls_returner, handed_back, term_kept)
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.nodes import walk
@@ -28,9 +32,6 @@ LOADER_RE = re.compile(r"^(?:\w+_)?(?:loader|dataloader|dataset|ds)$|^batches$|l
 EVAL_LOOP_RE = re.compile(r"for\b[^\n]*\bin\b[^\n]*(?:loader|dataset|batches\b)", re.IGNORECASE)
 NO_GRAD_HOOKS = re.compile(r"^(validation|test|predict)_step$|^on_(validation|test|predict)"
                            r"|_epoch_end$", re.IGNORECASE)
-FORMAT_FUNCS = frozenset({"print", "str", "float", "round", "format", "repr"})
-LOG_METHODS = frozenset({"info", "debug", "warning", "error", "log", "add_scalar", "write",
-                         "set_postfix", "set_description", "format"})
 
 
 def _accumulations(f: LoopFacts) -> Iterator[tuple[ast.stmt, str, ast.expr]]:
@@ -156,7 +157,11 @@ class LossAccumulatedWithGraph(LoopRule):
     the file hands back with it (`loss_chords` when `compute_loss` returns `loss_chords +
     loss_kl, loss_chords`). Outside any loop, a method that runs `backward()` and `step()` is
     taken as one training step: a list on `self` it appends the backpropagated loss to is
-    reported (DQN's `self.cost_his.append(loss)`).
+    reported (DQN's `self.cost_his.append(loss)`). Across a call: a function of the file that
+    backpropagates a loss and returns it, summed or collected by the loop calling it, is
+    reported on its `return` (NOTE [backpropagated loss handed back]); terms of that loss
+    it hands back (a criterion's dict of them) summed by the caller, on the sum
+    (NOTE [loss terms handed back]).
     """
 
     code = "GT505"
@@ -171,7 +176,9 @@ class LossAccumulatedWithGraph(LoopRule):
 
     def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         text = function_text(ctx, node)
-        if self.wants(text) or ".backward(" in text and calls_accumulator(ctx, text):
+        if self.wants(text) or ".backward(" in text and calls_accumulator(ctx, text) \
+                or ("+=" in text or "append(" in text or " + " in text) \
+                and calls_returner(ctx, text):
             yield from self.check(facts(ctx, node), ctx)
 
     def wants(self, text: str) -> bool:
@@ -218,6 +225,18 @@ class LossAccumulatedWithGraph(LoopRule):
                     losses.append(criterion(model(x), y).detach())
                 return sum(losses) / len(losses)
             """, at=(5, 8)),
+        Bad("""
+            def train_batch(model, opt, x, y):
+                opt.zero_grad()
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                return loss
+
+            running = 0.0
+            for x, y in loader:
+                running += train_batch(model, opt, x, y)
+            """, at=(6, 4)),
         Good("""
             total_loss = 0.0
             for x, y in loader:
@@ -254,6 +273,14 @@ class LossAccumulatedWithGraph(LoopRule):
                         "every step"))
                 continue
             loop = loops[-1]
+            back = handed_back(f, s, value, loop) if f.scope.grad_off_at(s) is None \
+                and self._outlives(f, acc, loop) and acc not in _differentiated(f, g) else None
+            if back is not None:  # NOTE [backpropagated loss handed back]
+                seen: set[int] = ctx.memo("gt505-handed", ctx.tree, set)
+                if id(back[0]) not in seen:  # one finding per `return`, whatever the callers
+                    seen.add(id(back[0]))
+                    yield self._handed(f, ctx, s, acc, *back)
+                continue
             why = self._why(f, g, s, acc, value, loop)
             if why is None:
                 continue
@@ -277,6 +304,11 @@ class LossAccumulatedWithGraph(LoopRule):
                            and other_framework(f.ctx, f.scope, v))
                   and not _passed_through_clean(f, g, b)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
+        if not graphy and not direct and (at := term_kept(f, s, value)) is not None \
+                and self._outlives(f, acc, f.loops_of(at)[-1]):
+            return ("the step hands back terms of the loss it backpropagated, with their graph, "
+                    "so the graph nodes of every step stay reachable and memory grows with "
+                    "every step, without bound")  # NOTE [loss terms handed back]
         if not graphy and not direct:
             return None
         if any(b.accumulates and f.inside(b.stmt, loop) for b in f.backwards):
@@ -313,7 +345,7 @@ class LossAccumulatedWithGraph(LoopRule):
         if ctx.mentions("set_grad_enabled") or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
-                or _in_module_class(ctx, fn)) or _read_as_numpy(f, acc, loop) \
+                or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
                 or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx):
             return None
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
@@ -342,6 +374,17 @@ class LossAccumulatedWithGraph(LoopRule):
                            related=related, span="loop" if loops else "call",
                            unit="pass" if loops else "call")
 
+    def _handed(self, f: LoopFacts, ctx: Context, s: ast.stmt, acc: str, ret: ast.Return,
+                fn: ast.AST) -> Finding:
+        v = ret.value
+        loss = ctx.source(v if not isinstance(v, ast.Dict) else next(  # type: ignore[arg-type]
+            e for k, e in zip(v.keys, v.values) if isinstance(k, ast.Constant) and k.value == "loss"))
+        return self.report(ret, ctx, expr=loss, acc=acc, span="loop", unit="pass", why=(
+            f"`{fn.name}` returns `{loss}` after its backward, graph and all, "  # type: ignore
+            "and the graph nodes of every step stay reachable, so memory grows with every "
+            "step, without bound"), fixed=f"{loss}.detach()", related=[
+                related_at(ctx, s, f"`{acc}` collects the returned loss here, on every pass")])
+
     @staticmethod
     def _item_safety(f: LoopFacts, acc: str, s: ast.stmt) -> str:
         loops = f.loops_of(s)
@@ -351,7 +394,7 @@ class LossAccumulatedWithGraph(LoopRule):
         for stmt in f.scope.stmts:
             if stmt.lineno <= s.lineno or acc not in ctx_names(stmt):
                 continue
-            if not _only_formatted(stmt, acc):
+            if not only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
 
@@ -413,27 +456,6 @@ def _passed_through_clean(f: LoopFacts, g: Graphs, b: Binding) -> bool:
                    if d is not b)
 
 
-def _read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
-    """After ``loop``, the collected values are turned into NumPy without a ``detach()``
-    (``torch.cat(reprs).cpu().numpy()``): ``Tensor.numpy()`` raises on a tensor that requires
-    grad, so the code itself says they carry no graph (computed under a ``no_grad`` the
-    model's own method holds, in another file)."""
-    end = loop.end_lineno or loop.lineno
-    for stmt in f.scope.stmts:
-        if stmt.lineno <= end:
-            continue
-        for n in walk(stmt):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "numpy" and not n.args):
-                continue
-            inner = list(walk(n.func.value))
-            if any(dotted(x) == acc for x in inner if isinstance(x, (ast.Name, ast.Attribute))) \
-                    and not any(isinstance(x, ast.Attribute) and x.attr in ("detach", "data")
-                                for x in inner) and f.scope.grad_off_at(stmt) is None:
-                return True
-    return False
-
-
 def _differentiated(f: LoopFacts, g: Graphs, deps: bool = True) -> set[str]:
     """The names the losses of the function's backward calls read (with ``deps``: and the
     bindings they are computed from), once per function: a script with a hundred training
@@ -469,32 +491,3 @@ def _scaled_from(f: LoopFacts, name: str, line: int) -> list[str]:
         name, line = names[0], b.line  # type: ignore[union-attr]
         out.append(name)
     return out
-
-
-def ctx_names(stmt: ast.stmt) -> set[str]:
-    """Dotted names used in a statement's own expressions (not its nested body)."""
-    out: set[str] = set()
-    for field, value in ast.iter_fields(stmt):
-        if field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            if isinstance(v, ast.AST):
-                out.update(dotted(n) or "" for n in walk(v)
-                           if isinstance(n, (ast.Name, ast.Attribute)))
-    return out
-
-
-def _only_formatted(stmt: ast.stmt, acc: str) -> bool:
-    """Every use of ``acc`` in ``stmt`` is printed, logged or formatted."""
-    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
-        return isinstance(stmt, ast.AugAssign) and dotted(stmt.target) == acc \
-            and acc not in {dotted(n) for n in walk(stmt.value)}
-    func = stmt.value.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if name not in FORMAT_FUNCS and name not in LOG_METHODS:
-        return False
-    for n in walk(stmt.value):
-        if isinstance(n, ast.Call) and n is not stmt.value and isinstance(n.func, ast.Attribute) \
-                and dotted(n.func.value) == acc:
-            return False  # a method of the accumulator: acc.item(), acc.cpu()
-    return True
