@@ -10,8 +10,10 @@ methods of a model class rarely mention ``backward`` or ``requires_grad``). When
 statement (decorators and bodies included) holds one, no gated statement visitor and no
 expression visitor can run anywhere inside it, so the walker skips the whole subtree (the words
 of a rule whose only visitor is ``visit_Module`` do not count: nothing of it runs inside). Three
-things stop that: an active rule with ``gate_statements = False`` and statement visitors (it
-must see every statement); one with ``gate_statements = "function"``, outside functions and in
+things stop that: an active rule with ``gate_statements = False`` and a visitor of a statement
+type that spells no keyword (it must see every such statement; the lines of a keyword such as
+``class`` or ``for`` are hit lines instead: NOTE [keyword lines] in
+:mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside functions and in
 a function whose lines hold its words (only a nested def is skipped there); and imports, which
 the walk records in order: a quiet subtree whose lines mention ``import`` is still searched for
 import statements.
@@ -35,24 +37,13 @@ from gradtrace.lint.names import Imports
 from gradtrace.lint.noqa import NOQA_RE, noqa_filter  # noqa: F401 - the engine's API
 from gradtrace.lint.nodes import child_fields
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.visitors import KEYWORDS, visitor_names as _visitor_names, walk_keys
 from gradtrace.lint.words import holds as _holds, token_word_lines, word_lines as _word_lines
 
 LOG = logging.getLogger(__name__)
 
 Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-@lru_cache(maxsize=None)
-def _visitor_names(cls: type[Rule]) -> tuple[tuple[type, str, bool], ...]:
-    """(node type, method name, is a statement visitor) for each ``visit_<Node>`` of a rule."""
-    out = []
-    for attr in dir(cls):
-        if attr.startswith("visit_"):
-            node_type = getattr(ast, attr[6:], None)
-            if isinstance(node_type, type) and issubclass(node_type, ast.AST):
-                out.append((node_type, attr, _is_stmt_type(node_type)))
-    return tuple(out)
 
 
 @lru_cache(maxsize=16)
@@ -104,10 +95,6 @@ def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
 
 # the leaves of expressions (no child node: NOTE [leaf fields] in gradtrace.lint.nodes)
 _LEAVES = frozenset({ast.Name, ast.Constant})
-
-
-def _is_stmt_type(t: type) -> bool:
-    return issubclass(t, (ast.stmt, ast.Module, ast.excepthandler, ast.match_case))
 
 
 class FileChecker:
@@ -170,13 +157,15 @@ class FileChecker:
         req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
         function_gate.add_aliases(aliases, self.imports.aliases, req_words)
         searched = line_words.union(aliases, ("import",), req_words)
-        got = token_word_lines(code, searched, req_keys - searched)  # NOTE [token lines]
+        keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
+        got = token_word_lines(code, searched, keys - searched)  # NOTE [token lines]
         if got is None:
             idents = self.ctx.identifiers
-            word_lines = _word_lines(code, searched | req_keys, idents)
+            word_lines = _word_lines(code, searched | keys, idents)
         else:
             word_lines, idents = got
             self.ctx.know_identifiers(idents)
+        key_lines = {k: word_lines.get(k, ()) for k in keys}  # before other_words' entries
         for w in other_words:  # words of visit_Module-only rules: whether, not where
             if may_hold(idents, w) and w in code:
                 word_lines[w] = set()
@@ -199,6 +188,7 @@ class FileChecker:
         # joined into lines (and sorted) once per file, and added to the hit lines once
         gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
         hit_words: set[tuple[str, ...]] = set()
+        key_types: set[type] = set()  # statement types whose keyword lines are hit lines
         for rule in rules:
             found = found_in(rule.triggers)
             key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
@@ -233,6 +223,10 @@ class FileChecker:
                             if got[1] is None:
                                 got = gates[key] = (gate, sorted(gate))
                             self._fn_rules.append((i, got[1]))
+                    elif t in KEYWORDS:  # NOTE [keyword lines]
+                        if t not in key_types:
+                            key_types.add(t)
+                            hit_lines.update(*(key_lines[k] for k in KEYWORDS[t]))
                     else:
                         self._skip_quiet = False
                 if is_stmt:
