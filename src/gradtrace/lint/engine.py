@@ -25,7 +25,7 @@ import bisect
 import logging
 import os
 from functools import lru_cache
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from gradtrace.env import strict
 from gradtrace.errors import RuleError
@@ -35,15 +35,14 @@ from gradtrace.lint import function_gate
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
 from gradtrace.lint.noqa import NOQA_RE, noqa_filter  # noqa: F401 - the engine's API
-from gradtrace.lint.nodes import child_fields
 from gradtrace.lint.rule import Rule
-from gradtrace.lint.visitors import KEYWORDS, visitor_names as _visitor_names, walk_keys
+from gradtrace.lint.visitors import (KEYWORDS, Shape as _Shape, reversed_fields as _reversed_fields,
+                                     shape as _shape, visitor_names as _visitor_names, walk_keys)
 from gradtrace.lint.words import holds as _holds, token_word_lines, word_lines as _word_lines
 
 LOG = logging.getLogger(__name__)
 
 Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
-BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 @lru_cache(maxsize=16)
@@ -58,33 +57,6 @@ def _split_words(rules: tuple[type[Rule], ...]) -> tuple[frozenset[str], frozens
 def _walks(cls: type[Rule]) -> bool:
     """Whether a rule has a visitor other than ``visit_Module`` (one that the walk reaches)."""
     return any(t is not ast.Module for t, _, _ in _visitor_names(cls))
-
-
-class _Shape(NamedTuple):
-    """What the walker needs to know about a statement type, computed once per type."""
-
-    is_def: bool
-    is_class: bool
-    is_with: bool
-    is_import: bool
-    bodies: tuple[str, ...]   # fields holding statement lists
-    headers: tuple[str, ...]  # fields holding expressions
-
-
-@lru_cache(maxsize=None)
-def _shape(t: type) -> _Shape:
-    fields = child_fields(t)
-    return _Shape(
-        is_def=issubclass(t, FUNCTION_TYPES), is_class=issubclass(t, ast.ClassDef),
-        is_with=issubclass(t, (ast.With, ast.AsyncWith)),
-        is_import=issubclass(t, (ast.Import, ast.ImportFrom)),
-        bodies=tuple(f for f in fields if f in BODY_FIELDS),
-        headers=tuple(f for f in fields if f not in BODY_FIELDS))
-
-
-@lru_cache(maxsize=None)
-def _reversed_fields(t: type) -> tuple[str, ...]:
-    return child_fields(t)[::-1]
 
 
 @lru_cache(maxsize=16)

@@ -1,4 +1,5 @@
-"""A rule's ``visit_<Node>`` methods, and the keywords their statements spell.
+"""What the engine's walk knows of a node type (its shape), of a rule (its ``visit_<Node>``
+methods), and the keywords a statement of each type spells.
 
 # NOTE [keyword lines]
 An active rule with ``gate_statements = False`` must see every statement of the types it
@@ -14,10 +15,40 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.nodes import BODY_FIELDS, child_fields
 
 if TYPE_CHECKING:
     from gradtrace.lint.rule import Rule
+
+class Shape(NamedTuple):
+    """What the walker needs to know about a statement type, computed once per type."""
+
+    is_def: bool
+    is_class: bool
+    is_with: bool
+    is_import: bool
+    bodies: tuple[str, ...]   # fields holding statement lists
+    headers: tuple[str, ...]  # fields holding expressions
+
+
+@lru_cache(maxsize=None)
+def shape(t: type) -> Shape:
+    fields = child_fields(t)
+    return Shape(
+        is_def=issubclass(t, FUNCTION_TYPES), is_class=issubclass(t, ast.ClassDef),
+        is_with=issubclass(t, (ast.With, ast.AsyncWith)),
+        is_import=issubclass(t, (ast.Import, ast.ImportFrom)),
+        bodies=tuple(f for f in fields if f in BODY_FIELDS),
+        headers=tuple(f for f in fields if f not in BODY_FIELDS))
+
+
+@lru_cache(maxsize=None)
+def reversed_fields(t: type) -> tuple[str, ...]:
+    return child_fields(t)[::-1]
+
 
 # the keywords a statement of each type spells on one of its own lines (an `elif` is an If)
 KEYWORDS: dict[type, tuple[str, ...]] = {
