@@ -19,13 +19,10 @@ the walk records in order: a quiet subtree whose lines mention ``import`` is sti
 import statements.
 
 # NOTE [gated lines]
-A statement visitor of a rule with ``gate_statements = True`` runs on a statement whose lines
-hold one of the rule's trigger lines. For a statement of fewer than :data:`SHORT` lines (most
-of them) the engine reads the rules gated on each of its lines from one table built per file
-(line -> rules) and keeps, per visitor list and set of rules found, the list of visitors that
-run: a few look-ups instead of one bisection per gated visitor and statement. A longer
-statement (a class, a function) is tested rule by rule as before. The same visitors, in the
-same order.
+A statement of fewer than :data:`SHORT` lines finds the rules with ``gate_statements = True``
+whose trigger lines it holds in a per-file table (line -> rules), and its visitors in a memo
+per visitor list and rule set: a few look-ups instead of one bisection per gated visitor. A
+longer statement (a class, a function) bisects rule by rule. The same visitors, same order.
 """
 from __future__ import annotations
 
@@ -46,7 +43,8 @@ from gradtrace.lint.names import Imports
 from gradtrace.lint.noqa import NOQA_RE, noqa_filter  # noqa: F401 - the engine's API
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.visitors import (KEYWORDS, Shape as _Shape, reversed_fields as _reversed_fields,
-                                     shape as _shape, visitor_names as _visitor_names, walk_keys)
+                                     shape as _shape, by_trigger, visitor_names as _visitor_names,
+                                     walk_keys)
 from gradtrace.lint.words import holds as _holds, token_word_lines, word_lines as _word_lines
 
 LOG = logging.getLogger(__name__)
@@ -173,7 +171,10 @@ class FileChecker:
         gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
         hit_words: set[tuple[str, ...]] = set()
         key_types: set[type] = set()  # statement types whose keyword lines are hit lines
-        for rule in rules:
+        by_word = by_trigger(types)  # only a rule with a trigger word found can be active
+        words = set(word_lines).union(*(ws for a, ws in aliases.items() if a in word_lines))
+        for j in sorted({j for w in words.intersection(by_word) for j in by_word[w]}):
+            rule = rules[j]
             found = found_in(rule.triggers)
             key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
             if found and rule.function_requires:  # NOTE [function requires]
@@ -233,11 +234,7 @@ class FileChecker:
         by_line: dict[int, set[int]] = {}  # NOTE [gated lines]
         for i, lines in enumerate(self._rule_lines):
             for line in lines:
-                got = by_line.get(line)
-                if got is None:
-                    by_line[line] = {i}
-                else:
-                    got.add(i)
+                by_line.setdefault(line, set()).add(i)
         self._gated_by_line = {line: frozenset(r) for line, r in by_line.items()}
         self._fn_lines = sorted(fn_lines)
         self._hit_lines = sorted(hit_lines)

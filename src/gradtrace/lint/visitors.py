@@ -82,3 +82,13 @@ def walk_keys(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     return frozenset(k for r in rules if r.gate_statements is False
                      for t, _, is_stmt in visitor_names(r) if is_stmt
                      for k in KEYWORDS.get(t, ()))
+
+
+@lru_cache(maxsize=16)
+def by_trigger(rules: tuple[type[Rule], ...]) -> dict[str, tuple[int, ...]]:
+    """Trigger word -> the positions in ``rules`` of the rules it is a trigger of."""
+    out: dict[str, list[int]] = {}
+    for j, r in enumerate(rules):
+        for w in r.triggers:
+            out.setdefault(w, []).append(j)
+    return {w: tuple(js) for w, js in out.items()}
