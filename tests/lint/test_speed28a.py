@@ -111,3 +111,25 @@ def forward_only(x):
 """
     seen, _ = _seen(EveryStatement, src)
     assert seen == [(3, "GT993"), (5, "GT993")]
+
+
+class Counted(EveryStatement):
+    """Counts its instances."""
+
+    code = "GT995"
+    name = "counted"
+    triggers = ("absent_word",)
+    made = 0
+
+    def __init__(self) -> None:
+        type(self).made += 1
+
+
+def test_only_the_rules_active_in_a_file_are_made_from_classes():
+    """``FileChecker`` takes rule classes and makes only the active ones; the same findings
+    as with instances; a rule none of whose trigger words is found is not visited."""
+    Counted.made = 0
+    checker = FileChecker("t.py", SRC, ast.parse(SRC), [Counted, EveryStatement])
+    found = checker.run()
+    assert Counted.made == 0 and [type(r) for r in checker.rules] == [EveryStatement]
+    assert found == _seen(EveryStatement, SRC)[1].findings

@@ -31,7 +31,7 @@ import bisect
 import logging
 import os
 from functools import lru_cache
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from gradtrace.env import strict
 from gradtrace.errors import RuleError
@@ -80,8 +80,9 @@ _LEAVES = frozenset({ast.Name, ast.Constant})
 class FileChecker:
     """Checks one parsed file with a list of rule instances."""
 
-    def __init__(self, path: str, text: str, tree: ast.Module, rules: list[Rule],
-                 code: str | None = None) -> None:
+    def __init__(self, path: str, text: str, tree: ast.Module,
+                 rules: Sequence[Rule | type[Rule]], code: str | None = None) -> None:
+        """``rules``: instances, or classes (only those active in the file are made)."""
         self.path = path
         self.text = text
         self.tree = tree
@@ -123,9 +124,9 @@ class FileChecker:
                 for h in getattr(s, "handlers", []):
                     self._collect_top_imports(h.body)
 
-    def _activate(self, rules: list[Rule]) -> None:
+    def _activate(self, rules: Sequence[Rule | type[Rule]]) -> None:
         """Which rules are active in this file, and on which lines (NOTE [triggers])."""
-        types = tuple(type(r) for r in rules)
+        types = tuple(r if isinstance(r, type) else type(r) for r in rules)
         all_words = _all_words(types)
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
@@ -182,6 +183,7 @@ class FileChecker:
                                                       found_in)
             if not found:
                 continue
+            rule = rule() if isinstance(rule, type) else rule
             i = len(self.rules)
             self.rules.append(rule)
             got = gates.get(key)
