@@ -6,10 +6,11 @@ An active rule with ``gate_statements = False`` must see every statement of the 
 visits (``visit_ClassDef``, ``visit_For``), but not the others: a statement of such a type
 spells its keyword (``class``, ``for``, ``def``, ``with``) on a line inside its own lines, so
 the lines holding that keyword as a whole word of the code join the engine's hit lines, and a
-subtree whose lines hold none holds no such statement and stays skipped (NOTE [quiet
-subtrees] in :mod:`gradtrace.lint.engine`). Only statement types without a keyword here
-(``Assign``, ``Expr``, ...) still turn the skipping off for the file. A keyword that is also a
-trigger word (``def``, ``class``) is found as a substring there: more lines, never fewer.
+subtree whose lines hold none holds no such statement and stays skipped
+(NOTE [quiet subtrees] in :mod:`gradtrace.lint.engine`). Only statement types without a
+keyword here (``Assign``, ``Expr``, ...) still turn the skipping off for the file. A keyword
+that is also a trigger word (``def``, ``class``) is found as a substring there: more lines,
+never fewer.
 """
 from __future__ import annotations
 
