@@ -94,9 +94,9 @@ def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Set
                         settings.extend_select):
             result.findings.append(problem)
         return
-    active = [r() for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
-    try:
-        checker = FileChecker(path, text, tree, active, code)  # type: ignore[arg-type]
+    active = [r for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
+    try:  # the classes: the engine makes the rules active in the file
+        checker = FileChecker(path, text, tree, active, code)
     except Exception as exc:  # noqa: BLE001 - NOTE [internal errors]
         if strict():
             raise

@@ -10,11 +10,19 @@ methods of a model class rarely mention ``backward`` or ``requires_grad``). When
 statement (decorators and bodies included) holds one, no gated statement visitor and no
 expression visitor can run anywhere inside it, so the walker skips the whole subtree (the words
 of a rule whose only visitor is ``visit_Module`` do not count: nothing of it runs inside). Three
-things stop that: an active rule with ``gate_statements = False`` and statement visitors (it
-must see every statement); one with ``gate_statements = "function"``, outside functions and in
+things stop that: an active rule with ``gate_statements = False`` and a visitor of a statement
+type that spells no keyword (it must see every such statement; the lines of a keyword such as
+``class`` or ``for`` are hit lines instead: NOTE [keyword lines] in
+:mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside functions and in
 a function whose lines hold its words (only a nested def is skipped there); and imports, which
 the walk records in order: a quiet subtree whose lines mention ``import`` is still searched for
 import statements.
+
+# NOTE [gated lines]
+A statement of fewer than :data:`SHORT` lines finds the rules with ``gate_statements = True``
+whose trigger lines it holds in a per-file table (line -> rules), and its visitors in a memo
+per visitor list and rule set: a few look-ups instead of one bisection per gated visitor. A
+longer statement (a class, a function) bisects rule by rule. The same visitors, same order.
 """
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ import bisect
 import logging
 import os
 from functools import lru_cache
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Sequence
 
 from gradtrace.env import strict
 from gradtrace.errors import RuleError
@@ -33,26 +41,16 @@ from gradtrace.lint import function_gate
 from gradtrace.lint.context import FUNCTION_TYPES, Context, grad_mode_of
 from gradtrace.lint.names import Imports
 from gradtrace.lint.noqa import NOQA_RE, noqa_filter  # noqa: F401 - the engine's API
-from gradtrace.lint.nodes import child_fields
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.visitors import (KEYWORDS, Shape as _Shape, reversed_fields as _reversed_fields,
+                                     shape as _shape, by_trigger, visitor_names as _visitor_names,
+                                     walk_keys)
 from gradtrace.lint.words import holds as _holds, token_word_lines, word_lines as _word_lines
 
 LOG = logging.getLogger(__name__)
 
 Visitor = Callable[[ast.AST, Context], Iterable[Finding]]
-BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-@lru_cache(maxsize=None)
-def _visitor_names(cls: type[Rule]) -> tuple[tuple[type, str, bool], ...]:
-    """(node type, method name, is a statement visitor) for each ``visit_<Node>`` of a rule."""
-    out = []
-    for attr in dir(cls):
-        if attr.startswith("visit_"):
-            node_type = getattr(ast, attr[6:], None)
-            if isinstance(node_type, type) and issubclass(node_type, ast.AST):
-                out.append((node_type, attr, _is_stmt_type(node_type)))
-    return tuple(out)
+SHORT = 8  # NOTE [gated lines]: statements of fewer lines look their gated rules up per line
 
 
 @lru_cache(maxsize=16)
@@ -69,33 +67,6 @@ def _walks(cls: type[Rule]) -> bool:
     return any(t is not ast.Module for t, _, _ in _visitor_names(cls))
 
 
-class _Shape(NamedTuple):
-    """What the walker needs to know about a statement type, computed once per type."""
-
-    is_def: bool
-    is_class: bool
-    is_with: bool
-    is_import: bool
-    bodies: tuple[str, ...]   # fields holding statement lists
-    headers: tuple[str, ...]  # fields holding expressions
-
-
-@lru_cache(maxsize=None)
-def _shape(t: type) -> _Shape:
-    fields = child_fields(t)
-    return _Shape(
-        is_def=issubclass(t, FUNCTION_TYPES), is_class=issubclass(t, ast.ClassDef),
-        is_with=issubclass(t, (ast.With, ast.AsyncWith)),
-        is_import=issubclass(t, (ast.Import, ast.ImportFrom)),
-        bodies=tuple(f for f in fields if f in BODY_FIELDS),
-        headers=tuple(f for f in fields if f not in BODY_FIELDS))
-
-
-@lru_cache(maxsize=None)
-def _reversed_fields(t: type) -> tuple[str, ...]:
-    return child_fields(t)[::-1]
-
-
 @lru_cache(maxsize=16)
 def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     """Every trigger word of ``rules`` (both kinds)."""
@@ -106,15 +77,12 @@ def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
 _LEAVES = frozenset({ast.Name, ast.Constant})
 
 
-def _is_stmt_type(t: type) -> bool:
-    return issubclass(t, (ast.stmt, ast.Module, ast.excepthandler, ast.match_case))
-
-
 class FileChecker:
     """Checks one parsed file with a list of rule instances."""
 
-    def __init__(self, path: str, text: str, tree: ast.Module, rules: list[Rule],
-                 code: str | None = None) -> None:
+    def __init__(self, path: str, text: str, tree: ast.Module,
+                 rules: Sequence[Rule | type[Rule]], code: str | None = None) -> None:
+        """``rules``: instances, or classes (only those active in the file are made)."""
         self.path = path
         self.text = text
         self.tree = tree
@@ -141,6 +109,8 @@ class FileChecker:
         self._fn_rules: list[tuple[int, list[int]]] = []  # "function" rules: sorted lines
         self._fn_closed: list[dict[type, list] | None] = [None]  # per def: visitors of the
         self._closed_tables: dict[frozenset[int], dict[type, list]] = {}  # rules open there
+        self._gated_by_line: dict[int, frozenset[int]] = {}  # NOTE [gated lines]
+        self._gated_memo: dict[tuple[int, frozenset[int] | None], list] = {}
         self._activate(rules)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -154,9 +124,9 @@ class FileChecker:
                 for h in getattr(s, "handlers", []):
                     self._collect_top_imports(h.body)
 
-    def _activate(self, rules: list[Rule]) -> None:
+    def _activate(self, rules: Sequence[Rule | type[Rule]]) -> None:
         """Which rules are active in this file, and on which lines (NOTE [triggers])."""
-        types = tuple(type(r) for r in rules)
+        types = tuple(r if isinstance(r, type) else type(r) for r in rules)
         all_words = _all_words(types)
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
@@ -170,13 +140,15 @@ class FileChecker:
         req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
         function_gate.add_aliases(aliases, self.imports.aliases, req_words)
         searched = line_words.union(aliases, ("import",), req_words)
-        got = token_word_lines(code, searched, req_keys - searched)  # NOTE [token lines]
+        keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
+        got = token_word_lines(code, searched, keys - searched)  # NOTE [token lines]
         if got is None:
             idents = self.ctx.identifiers
-            word_lines = _word_lines(code, searched | req_keys, idents)
+            word_lines = _word_lines(code, searched | keys, idents)
         else:
             word_lines, idents = got
             self.ctx.know_identifiers(idents)
+        key_lines = {k: word_lines.get(k, ()) for k in keys}  # before other_words' entries
         for w in other_words:  # words of visit_Module-only rules: whether, not where
             if may_hold(idents, w) and w in code:
                 word_lines[w] = set()
@@ -199,7 +171,11 @@ class FileChecker:
         # joined into lines (and sorted) once per file, and added to the hit lines once
         gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
         hit_words: set[tuple[str, ...]] = set()
-        for rule in rules:
+        key_types: set[type] = set()  # statement types whose keyword lines are hit lines
+        by_word = by_trigger(types)  # only a rule with a trigger word found can be active
+        words = set(word_lines).union(*(ws for a, ws in aliases.items() if a in word_lines))
+        for j in sorted({j for w in words.intersection(by_word) for j in by_word[w]}):
+            rule = rules[j]
             found = found_in(rule.triggers)
             key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
             if found and rule.function_requires:  # NOTE [function requires]
@@ -207,6 +183,7 @@ class FileChecker:
                                                       found_in)
             if not found:
                 continue
+            rule = rule() if isinstance(rule, type) else rule
             i = len(self.rules)
             self.rules.append(rule)
             got = gates.get(key)
@@ -233,6 +210,10 @@ class FileChecker:
                             if got[1] is None:
                                 got = gates[key] = (gate, sorted(gate))
                             self._fn_rules.append((i, got[1]))
+                    elif t in KEYWORDS:  # NOTE [keyword lines]
+                        if t not in key_types:
+                            key_types.add(t)
+                            hit_lines.update(*(key_lines[k] for k in KEYWORDS[t]))
                     else:
                         self._skip_quiet = False
                 if is_stmt:
@@ -252,6 +233,11 @@ class FileChecker:
                 known = per_line.get(line)
                 per_line[line] = group if known is None else known | group
         self._line_rules = per_line
+        by_line: dict[int, set[int]] = {}  # NOTE [gated lines]
+        for i, lines in enumerate(self._rule_lines):
+            for line in lines:
+                by_line.setdefault(line, set()).add(i)
+        self._gated_by_line = {line: frozenset(r) for line, r in by_line.items()}
         self._fn_lines = sorted(fn_lines)
         self._hit_lines = sorted(hit_lines)
 
@@ -387,6 +373,20 @@ class FileChecker:
         if shape.is_def or shape.is_class:
             for d in s.decorator_list:  # type: ignore[attr-defined]
                 first = min(first, d.lineno)
+        if last - first < SHORT:  # NOTE [gated lines]
+            by_line = self._gated_by_line
+            hit: frozenset[int] | None = None
+            for line in range(first, last + 1):
+                r = by_line.get(line)
+                if r is not None:
+                    hit = r if hit is None else hit | r
+            memo_key = (id(visitors), hit)
+            got = self._gated_memo.get(memo_key)
+            if got is None:
+                line_gated = self._line_gated
+                got = self._gated_memo[memo_key] = [
+                    v for v in visitors if not line_gated[v[0]] or (hit and v[0] in hit)]
+            return got
         out = []
         rule_lines, line_gated = self._rule_lines, self._line_gated
         for i, fn in visitors:
