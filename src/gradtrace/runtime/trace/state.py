@@ -117,6 +117,7 @@ class TraceState:
         self.fwd_inf: dict[int, Any] = {}
         self.fwd_nan: tuple[Site | None, str, Site | None] | None = None
         self.loss_nonfinite = False
+        self.fwd_nan_nograd = False  # NOTE [NaN made under no_grad]
         self.hunt: Any = None  # the NaN hunt of the backward running now (diagnose_crash)
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
         self.loss_checks: dict[tuple[int, int], int] = {}  # NOTE [loss input]: per loss line
@@ -418,7 +419,8 @@ class TraceState:
         if self.clipped is not None:
             from gradtrace.runtime.trace.clip_target import settle
             settle(self)  # NOTE [clip of parameters no step uses]
-        if self.backward_count == 0 and (self.fwd_hunt or self.fwd_nan is not None):
+        if self.backward_count == 0 and (self.fwd_hunt or self.fwd_nan is not None) or \
+                self.fwd_nan_nograd and self.backward_count < 8 and not self.loss_nonfinite:
             from gradtrace.runtime.trace.fwd_nan import loss_checked
             loss_checked(self, roots)
         if self.backward_sites and (self.wiped_at is not None or not self.fresh_grads):
