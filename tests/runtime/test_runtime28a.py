@@ -137,3 +137,140 @@ def test_nan_made_under_no_grad_then_a_late_nan_of_another_cause(run_script):
     res = run_script(NOGRAD_NAN_LATE)
     lines = [f["line"] for f in res.findings if f["source"] != "static" and f["code"] == "GT825"]
     assert marked_line(NOGRAD_NAN_LATE, "probe = ") not in lines, res.err
+
+
+# -- one no_grad block run for a frozen copy and for the trained model -------------------------
+# FACIL's GradCAM: the same helper (its no_grad block) maps the old model and the new one
+SHARED_BLOCK_TWIN = HEAD + """
+import copy
+
+
+def attention(model, x):
+    feats = model[0](x)
+    out = model[1](feats)
+    with torch.no_grad():  # <- cause
+        att = feats.pow(2).mean(dim=1)
+    return att, out
+
+
+model = nn.Sequential(nn.Linear(6, 8), nn.Linear(8, 3))
+old = copy.deepcopy(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+for _ in range(3):
+    att_old, _ = attention(old, x)
+    att, out = attention(model, x)
+    loss = F.cross_entropy(out, y) + (att - att_old).abs().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+# avalanche's LwF: one block holds the previous model's forward (right) and the current
+# model's (the bug): the current model's statement is named
+SHARED_BLOCK_STATEMENT = HEAD + """
+import copy
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.b(F.relu(self.a(x)))
+
+
+model = Net()
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+prev = None
+for step in range(6):
+    out = model(x)
+    loss = F.cross_entropy(out, y)
+    if prev is not None:
+        with torch.no_grad():
+            y_prev = prev(x)
+            y_curr = model(x)  # <- cause
+        loss = loss + F.kl_div(F.log_softmax(y_curr, 1), F.softmax(y_prev, 1), reduction="batchmean")
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 2:
+        prev = copy.deepcopy(model)
+"""
+
+# a variant the cases do not show: the trained model runs first through the shared block (its
+# switch a set_grad_enabled(False)), the features of both compared in a hint loss
+SHARED_BLOCK_STUDENT_FIRST = HEAD + """
+def pooled(net, x):
+    h = net(x)
+    with torch.set_grad_enabled(False):  # <- cause
+        p = F.normalize(h, dim=1).mean(dim=0)
+    return p
+
+
+student, teacher = nn.Linear(5, 4), nn.Linear(5, 4)
+head = nn.Linear(4, 2)
+opt = torch.optim.SGD(list(student.parameters()) + list(head.parameters()), lr=0.1)
+x, y = torch.randn(32, 5), torch.randint(0, 2, (32,))
+for _ in range(3):
+    feats = [pooled(net, x) for net in (student, teacher)]
+    hint = (feats[0] - feats[1]).pow(2).sum()
+    loss = F.cross_entropy(head(student(x)), y) + hint
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_no_grad_block_shared_by_frozen_copy_and_trained_model(run_script):
+    _check(run_script, SHARED_BLOCK_TWIN, "GT844")
+
+
+def test_no_grad_block_statement_of_the_trained_model(run_script):
+    _check(run_script, SHARED_BLOCK_STATEMENT, "GT844")
+
+
+def test_no_grad_block_shared_trained_model_first(run_script):
+    _check(run_script, SHARED_BLOCK_STUDENT_FIRST, "GT844")
+
+
+# look-alike: the shared helper's map of the trained model only logged, never in the loss
+SHARED_BLOCK_LOGGED = SHARED_BLOCK_TWIN.replace(
+    "loss = F.cross_entropy(out, y) + (att - att_old).abs().mean()",
+    "loss = F.cross_entropy(out, y)\n    gap = (att - att_old).abs().mean().item()")
+
+# look-alike: the block runs only the frozen copy; the trained model's term keeps its graph
+SHARED_BLOCK_TEACHER_ONLY = HEAD + """
+import copy
+
+model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+prev = None
+for step in range(6):
+    out = model(x)
+    loss = F.cross_entropy(out, y)
+    if prev is not None:
+        with torch.no_grad():
+            y_prev = prev(x)
+        loss = loss + F.kl_div(F.log_softmax(out, 1), F.softmax(y_prev, 1), reduction="batchmean")
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 2:
+        prev = copy.deepcopy(model)
+"""
+
+
+def test_shared_no_grad_block_only_logged_is_silent(run_script):
+    res = run_script(SHARED_BLOCK_LOGGED)
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static" and f["code"] == "GT844"] == []
+
+
+def test_no_grad_block_for_the_frozen_copy_only_is_silent(run_script):
+    res = run_script(SHARED_BLOCK_TEACHER_ONLY)
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err

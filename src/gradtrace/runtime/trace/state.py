@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_ba
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
+from gradtrace.runtime.trace.shared_block import more_sources
 from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
 from gradtrace.runtime.trace.view_write import stamp_view_write
 
@@ -46,6 +47,8 @@ class TraceState:
         self._cut_cache: dict[tuple[Any, ...], tuple[Any, Cut]] = {}
         self._site_cache: dict[tuple[int, Any], tuple[Any, Site]] = {}
         self._upstream_seen: set[int] = set()
+        self.cut_sources: dict[Cut, list[Any]] = {}  # NOTE [one no_grad site, two models]
+        self.sources_done: set[int] = set()
         # id -> weak reference of each leaf named in cut_upstream: a leaf that dies leaves the
         # sets, so that a later tensor reusing its id is not taken for it
         self._leaf_refs: dict[int, weakref.ref[Tensor]] = {}
@@ -187,6 +190,8 @@ class TraceState:
                 self.leaf_cuts.add(cut)
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
+        elif src is not None and cut.reason == "no_grad" and id(cut) not in self.sources_done:
+            more_sources(self, cut, src)  # NOTE [one no_grad site, two models]
 
     def widen_upstream(self, cut: Cut, parts: Any) -> None:
         """Once per cut: add the leaves of every tensor in ``parts`` (the elements of a list
