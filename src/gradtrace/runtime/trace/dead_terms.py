@@ -20,7 +20,6 @@ frozen teacher) is not the model's own output and is left alone.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
@@ -28,29 +27,13 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.shared_block import term_statement
+# (block_statement is imported from here by provenance.py)
+from gradtrace.runtime.trace.shared_block import block_statement, term_statement  # noqa: F401
 
 Tensor = torch.Tensor
 # cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
 DEAD = ("no_grad", "nondiff", "rewrap", "grad")  # (grad: root_leaf.py)
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
-
-
-def block_statement(grad_off: Site | None, start: int = 2, limit: int = 48) -> Site | None:
-    """The line the frame that switched grad mode off (at ``grad_off``) is running now."""
-    if grad_off is None:
-        return None
-    try:
-        f: Any = sys._getframe(start + 1)
-    except ValueError:
-        return None
-    while f is not None and limit > 0:
-        code = f.f_code
-        if code.co_name == grad_off.function and code.co_filename == grad_off.path \
-                and f.f_lineno > grad_off.line:
-            return Site(code.co_filename, f.f_lineno, code.co_name)
-        f, limit = f.f_back, limit - 1
-    return None
 
 
 def check_combine(state: Any, args: tuple[Any, ...]) -> Any:

@@ -5,8 +5,8 @@ The tracer keeps one cut record per op site and ``no_grad`` block (the hot path 
 and read the leaves upstream of it from the first tensor it cut. A helper that runs a frozen
 copy and then the trained model through the same ``with torch.no_grad():`` lines (GradCAM
 maps of the old and the new model; a distillation penalty's previous and current outputs)
-had only the frozen copy's leaves, so the trained model's dead loss term (NOTE [dead loss
-term]) went unreported. Here the next 3 tensors cut at the site add their leaves, each with
+had only the frozen copy's leaves, so the trained model's dead loss term went unreported
+(NOTE [dead loss term]). Here the next 3 tensors cut at the site add their leaves, each with
 the statement of the block running then (the frame that switched grad mode off).
 
 At the end, the statement named for the dead term is the one that ran on the trained
@@ -18,6 +18,8 @@ line or decorator) is named.
 from __future__ import annotations
 
 from typing import Any
+
+import sys
 
 import torch
 
@@ -40,8 +42,6 @@ def more_sources(state: Any, cut: Any, src: Tensor) -> None:
     if len(seen) > MORE:
         state.sources_done.add(id(cut))
         return
-    from gradtrace.runtime.trace.dead_terms import block_statement
-
     leaves = upstream_leaves(src, state._track_leaf)
     seen.append((leaves, block_statement(cut.grad_off, start=1)))
     state.cut_upstream[cut] = state.cut_upstream.get(cut, frozenset()) | leaves
@@ -58,3 +58,20 @@ def term_statement(state: Any, cut: Any, trained: set[int], site: Site) -> Site:
     if any(stmt == live[0] for leaves, stmt in seen if leaves and not leaves & trained):
         return cut.grad_off or live[0]
     return live[0]
+
+
+def block_statement(grad_off: Site | None, start: int = 2, limit: int = 48) -> Site | None:
+    """The line the frame that switched grad mode off (at ``grad_off``) is running now."""
+    if grad_off is None:
+        return None
+    try:
+        f: Any = sys._getframe(start + 1)
+    except ValueError:
+        return None
+    while f is not None and limit > 0:
+        code = f.f_code
+        if code.co_name == grad_off.function and code.co_filename == grad_off.path \
+                and f.f_lineno > grad_off.line:
+            return Site(code.co_filename, f.f_lineno, code.co_name)
+        f, limit = f.f_back, limit - 1
+    return None
