@@ -20,7 +20,6 @@ frozen teacher) is not the model's own output and is left alone.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
@@ -28,28 +27,13 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
+# (block_statement is imported from here by provenance.py)
+from gradtrace.runtime.trace.shared_block import block_statement, term_statement  # noqa: F401
 
 Tensor = torch.Tensor
 # cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
 DEAD = ("no_grad", "nondiff", "rewrap", "grad")  # (grad: root_leaf.py)
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
-
-
-def block_statement(grad_off: Site | None, start: int = 2, limit: int = 48) -> Site | None:
-    """The line the frame that switched grad mode off (at ``grad_off``) is running now."""
-    if grad_off is None:
-        return None
-    try:
-        f: Any = sys._getframe(start + 1)
-    except ValueError:
-        return None
-    while f is not None and limit > 0:
-        code = f.f_code
-        if code.co_name == grad_off.function and code.co_filename == grad_off.path \
-                and f.f_lineno > grad_off.line:
-            return Site(code.co_filename, f.f_lineno, code.co_name)
-        f, limit = f.f_back, limit - 1
-    return None
 
 
 def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
@@ -123,11 +107,16 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
                for g in rec.ref().param_groups for p in g["params"] if data.graded(p)}
     if not any(rec.steps for rec in list(data.optimizers.values())):
         trained = _graded_leaves(state)  # NOTE [dead term without an optimizer]
+    named: set[Site] = set()
     for (kind, site, _), counter in list(state.events.items()):
         cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
         if cut is None or not (counter.extra.get("trained")
                                or state.cut_upstream.get(cut, frozenset()) & trained):
             continue
+        site = term_statement(state, cut, trained, site)  # NOTE [one no_grad site, two models]
+        if site in named:
+            continue
+        named.add(site)
         if cut.reason == "grad":  # NOTE [gradients taken without a graph]
             out.append(make(code_for("grad-without-create-graph", "GT206"), cut.site,
                             "the gradients `torch.autograd.grad` returns here have no graph "
@@ -143,13 +132,18 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
                                                    for s in seen):
                 out.append(f)
             continue
-        out.append(make("GT844", site, "this statement runs under torch.no_grad() on a tensor "
-                        "computed from trained parameters; the loss term made from it has no "
+        shared = site == cut.grad_off  # NOTE [one no_grad site, two models]
+        out.append(make("GT844", site, ("this block runs the same statements under "
+                        "torch.no_grad() for a frozen copy and for the trained model: on the "
+                        "trained one's tensors" if shared else "this statement runs under "
+                        "torch.no_grad() on a tensor computed from trained parameters") +
+                        "; the loss term made from it has no "
                         "graph and is added to a loss that has one, so it changes the loss "
                         "value and never the gradient (those parameters train on the other "
                         "terms alone)", fix="compute the term with grad mode on (keep no_grad "
                         "for the target network's own inputs only), or leave it out of the loss",
-                        related=[(cut.grad_off, "grad mode is switched off here"),
+                        related=[(None if shared else cut.grad_off,
+                                  "grad mode is switched off here"),
                                  (cut.site, f"`{cut.op}` runs on the live tensor without grad")],
                         severity="warning"))
     return out

@@ -18,6 +18,14 @@ call is checked:
 
 The origin is used only when the first backward()'s loss is non-finite (a NaN made in a branch
 that is masked out later changes nothing) and a non-finite gradient then reached a step.
+
+# NOTE [NaN made under no_grad]
+A NaN made while grad mode is off (a target computed under ``no_grad``: SAC's value targets
+from the policy's log-probabilities) is in no graph, so no backward() shows where it went, and
+the first backward() is often another optimizer's (the Q network's, on finite targets). Such an
+origin is kept through the first 8 backward()s (one iteration of several optimizers, before a
+divergence could make its own NaN): the first of them whose loss is non-finite uses it. An
+origin made with grad on keeps the first-backward rule (its graph is in the first loss).
 """
 from __future__ import annotations
 
@@ -61,6 +69,7 @@ def check_output(state: Any, func: Any, args: Any, out: Any) -> None:
     if type(out) is not Tensor or not out.is_floating_point() or not out.numel() \
             or out.is_sparse or out.device.type == "meta":
         return  # (a subclass such as DTensor may communicate in a reduction: left alone)
+    grad_on = torch.is_grad_enabled()
     with torch.no_grad():
         if _finite(out):
             return
@@ -88,12 +97,14 @@ def check_output(state: Any, func: Any, args: Any, out: Any) -> None:
                 made = hit[1]
                 break
     state.fwd_nan = (made or site, name, site)
+    state.fwd_nan_nograd = not grad_on
     state.fwd_hunt = False
     state.fwd_inf.clear()
 
 
 def loss_checked(state: Any, roots: Any) -> None:
-    """At the first backward(): stop hunting; note whether its loss is non-finite."""
+    """At the first backward(): stop hunting; note whether its loss is non-finite (at a later
+    one too, for an origin made under no_grad: NOTE [NaN made under no_grad])."""
     state.fwd_hunt = False
     state.fwd_inf.clear()
     if state.fwd_nan is None or len(roots) != 1 or not isinstance(roots[0], Tensor):

@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_ba
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
+from gradtrace.runtime.trace.shared_block import more_sources
 from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
 from gradtrace.runtime.trace.view_write import stamp_view_write
 
@@ -46,6 +47,8 @@ class TraceState:
         self._cut_cache: dict[tuple[Any, ...], tuple[Any, Cut]] = {}
         self._site_cache: dict[tuple[int, Any], tuple[Any, Site]] = {}
         self._upstream_seen: set[int] = set()
+        self.cut_sources: dict[Cut, list[Any]] = {}  # NOTE [one no_grad site, two models]
+        self.sources_done: set[int] = set()
         # id -> weak reference of each leaf named in cut_upstream: a leaf that dies leaves the
         # sets, so that a later tensor reusing its id is not taken for it
         self._leaf_refs: dict[int, weakref.ref[Tensor]] = {}
@@ -117,6 +120,7 @@ class TraceState:
         self.fwd_inf: dict[int, Any] = {}
         self.fwd_nan: tuple[Site | None, str, Site | None] | None = None
         self.loss_nonfinite = False
+        self.fwd_nan_nograd = False  # NOTE [NaN made under no_grad]
         self.hunt: Any = None  # the NaN hunt of the backward running now (diagnose_crash)
         self.hooks_data: Any = None  # the HookState of the same session (set by the Tracer)
         self.loss_checks: dict[tuple[int, int], int] = {}  # NOTE [loss input]: per loss line
@@ -186,6 +190,8 @@ class TraceState:
                 self.leaf_cuts.add(cut)
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
+        elif src is not None and cut.reason == "no_grad" and id(cut) not in self.sources_done:
+            more_sources(self, cut, src)  # NOTE [one no_grad site, two models]
 
     def widen_upstream(self, cut: Cut, parts: Any) -> None:
         """Once per cut: add the leaves of every tensor in ``parts`` (the elements of a list
@@ -418,7 +424,8 @@ class TraceState:
         if self.clipped is not None:
             from gradtrace.runtime.trace.clip_target import settle
             settle(self)  # NOTE [clip of parameters no step uses]
-        if self.backward_count == 0 and (self.fwd_hunt or self.fwd_nan is not None):
+        if self.backward_count == 0 and (self.fwd_hunt or self.fwd_nan is not None) or \
+                self.fwd_nan_nograd and self.backward_count < 8 and not self.loss_nonfinite:
             from gradtrace.runtime.trace.fwd_nan import loss_checked
             loss_checked(self, roots)
         if self.backward_sites and (self.wiped_at is not None or not self.fresh_grads):
