@@ -190,7 +190,8 @@ class TraceState:
                 self.leaf_cuts.add(cut)
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
-        elif src is not None and cut.reason == "no_grad" and id(cut) not in self.sources_done:
+        elif src is not None and cut.reason == "no_grad" and cut.grad_off is not None \
+                and id(cut) not in self.sources_done:  # a user's block, not a library's
             more_sources(self, cut, src)  # NOTE [one no_grad site, two models]
 
     def widen_upstream(self, cut: Cut, parts: Any) -> None:

@@ -1,6 +1,4 @@
-"""PyTorch-Tutorial-2nd's chapter 7.2 fine-tuning script after the fix of issue 7: the freeze loop sets param.requires_grad = False before the fc layer is replaced, so the optimizer built on resnet18_ft.parameters() only moves the new fc layer and the pretrained conv layers stay fixed.
-
-corrected (session 28, after the blind measurement): the tutorial's fixed script still calls resnet18_ft.train() with the frozen BatchNorm layers in train mode, so their running statistics keep moving under the new head: the bug of feature_extractor_frozen_by_requires_grad_keeps_bn_stats_moving (pytorch/pytorch#86590). The frozen BatchNorm layers are put back in eval() after train() here, so that this look-alike carries no bug of its own.
+"""PyTorch-Tutorial-2nd's chapter 7.2 fine-tuning script after the fix of issue 7: the freeze loop sets param.requires_grad = False before the fc layer is replaced, so the optimizer built on resnet18_ft.parameters() only moves the new fc layer and the pretrained conv layers stay fixed. The frozen BatchNorm layers are put back in eval() after resnet18_ft.train() here: the tutorial's fixed script leaves them in train mode, so their running statistics keep moving under the new head, the bug of freezing/feature_extractor_frozen_by_requires_grad_keeps_bn_stats_moving (pytorch/pytorch#86590), a bug of its own, so it cannot stand as the correct look-alike (corrected after the blind measurement).
 
 source: https://github.com/TingsongYu/PyTorch-Tutorial-2nd/issues/7
 kind: lookalike
