@@ -14,6 +14,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, worth_reporting, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
+from gradtrace.lint.rules.graph_breaks._method_data import appended_layer_call, fed_to_forward
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
@@ -105,12 +106,16 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
-        if node.name == "forward" and worth_reporting(node, ctx) and _file_has(ctx, self.file_needs):
+        wide = node.name != "forward" and _file_has(ctx, self.file_needs) and \
+            fed_to_forward(ctx, node, _return_deps)  # a method whose result `forward` keeps
+        if (wide or node.name == "forward" and worth_reporting(node, ctx)) \
+                and _file_has(ctx, self.file_needs):
             seen = {(f.line, f.column) for f in found}
-            yield from (f for f in self._forward_chain(node, ctx)
+            yield from (f for f in self._forward_chain(node, ctx, wide)
                         if (f.line, f.column) not in seen)
 
-    def _forward_chain(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+    def _forward_chain(self, node: ast.FunctionDef, ctx: Context,
+                       wide: bool = False) -> Iterator[Finding]:
         """``h = self.layer(x).data`` in ``forward`` with ``h`` flowing into the return value:
         every layer before the ``.data`` is cut from the gradient of the module's output."""
         lp = loss_paths(ctx, node)
@@ -125,7 +130,8 @@ class DataInLoss(LossCutRule):
                     and scope.grad_off_at(s) is None):
                 continue
             for n in walk(s.value):
-                layer = _layer_source(n.value, lp) if isinstance(n, ast.Attribute) \
+                layer = (_layer_source(n.value, lp) or (appended_layer_call(
+                    n.value, lp, _layer_call) if wide else None)) if isinstance(n, ast.Attribute) \
                     and n.attr == "data" and dotted(n.value) not in objects \
                     and not deliberate_data(n, s, scope) else None
                 if layer is not None:

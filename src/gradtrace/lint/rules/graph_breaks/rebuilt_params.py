@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.kinds import PARAMETER, PARAMS
 from gradtrace.lint.analysis.param_attrs import forward_methods
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # constructors that copy their data into a new leaf without history
@@ -187,9 +187,38 @@ def own_parameter(arg: ast.AST, cls: object, ctx: Context) -> str | None:
             made = ctx.qualified_name(info.value.func) if info is not None and isinstance(
                 info.value, ast.Call) else None
             if k is not None and (k.what in (PARAMETER, PARAMS) or k.cls in PARAM_CONTAINERS) \
-                    or made in PARAM_CONTAINERS or made == "torch.nn.Parameter":
+                    or made in PARAM_CONTAINERS or made == "torch.nn.Parameter" \
+                    or n.attr in _registered_by_name(cls, ctx):
                 return f"self.{n.attr}"
     return None
+
+
+def _registered_by_name(cls: object, ctx: Context) -> frozenset[str]:
+    """Parameters the class registers under a constant name, on some path:
+    ``self.register_parameter("t", nn.Parameter(...))``, ``setattr(self, "t", nn.Parameter(...))``
+    (ffjord's ``sqrt_end_time``, a Parameter when trained and a buffer otherwise)."""
+    node = cls.node  # type: ignore[attr-defined]
+
+    def make() -> frozenset[str]:
+        out = set()
+        for n in walk(node):
+            if not isinstance(n, ast.Call) or len(n.args) < 2:
+                continue
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr == "register_parameter" \
+                    and dotted(f.value) == "self":
+                name, value = n.args[0], n.args[1]
+            elif isinstance(f, ast.Name) and f.id == "setattr" and len(n.args) == 3 \
+                    and dotted(n.args[0]) == "self":
+                name, value = n.args[1], n.args[2]
+            else:
+                continue
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) \
+                    and isinstance(value, ast.Call) \
+                    and ctx.qualified_name(value.func) == "torch.nn.Parameter":
+                out.add(name.value)
+        return frozenset(out)
+    return ctx.memo("gt110-registered", node, make)
 
 
 def _clip(src: str) -> str:
