@@ -7,6 +7,19 @@ import pytest
 import torch
 from test_heldout_shapes import Shape, _found, _run
 
+VQ = """
+        class VQ(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("embed", torch.randn(8, 4))
+
+            def forward(self, x):
+                q = self.embed[torch.cdist(x, self.embed).argmin(-1)]
+                q = x + (q - x).detach()
+                return q, F.mse_loss(q.detach(), x)
+
+"""
+
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
     # GT795, mechanism: autograd differentiates what `forward` runs and never calls a Module's
     # `backward` method: a gradient rule written there is dead (pitchtron's reversal layer)
@@ -295,6 +308,60 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         m = Scale(["a"])
         m(torch.ones(3, requires_grad=True)).sum().backward()
         """, "GT110", 9, holds="m.gain.grad is None")]),
+    # GT130, mechanism: a straight-through output `x + (q - x).detach()` has the identity as
+    # its gradient w.r.t. `x`; a residual minus it has zero gradient (vector-quantize-pytorch)
+    "residual-minus-straight-through": (Shape(VQ + """
+        class RVQ(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.layers = nn.ModuleList([VQ() for _ in range(n)])
+
+            def forward(self, x):
+                residual, losses = x, []
+                for layer in self.layers:
+                    q, loss = layer(residual)
+                    residual = residual - q.detach()
+                    losses.append(loss)
+                return losses
+
+        enc = nn.Linear(4, 4)
+        RVQ(2)(enc(torch.randn(5, 4)))[1].backward()
+        """, "GT130", holds="float(enc.weight.grad.abs().sum()) > 0"), [Shape(VQ + """
+        class RVQ(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.layers = nn.ModuleList([VQ() for _ in range(n)])
+
+            def forward(self, x):
+                residual, losses = x, []
+                for i, layer in enumerate(self.layers):
+                    q, loss = layer(residual)
+                    residual = residual - q
+                    losses.append(loss)
+                return losses
+
+        enc = nn.Linear(4, 4)
+        RVQ(2)(enc(torch.randn(5, 4)))[1].backward()
+        """, "GT130", 21, holds="float(enc.weight.grad.abs().sum()) == 0"), Shape("""
+        class STQuant(nn.Module):
+            def forward(self, x):
+                return x + (torch.round(x * 4) / 4 - x).detach()
+
+        class TwoStage(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.coarse = STQuant()
+                self.fine = STQuant()
+
+            def forward(self, x):
+                q = self.coarse(x)
+                x = x - q
+                return q + self.fine(x * 10) / 10, x
+
+        enc = nn.Linear(4, 4)
+        out, rest = TwoStage()(enc(torch.randn(5, 4)))
+        rest.pow(2).sum().backward()
+        """, "GT130", 13, holds="float(enc.weight.grad.abs().sum()) == 0")]),
 }
 
 
