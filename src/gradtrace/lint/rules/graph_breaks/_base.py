@@ -189,7 +189,8 @@ def _worth_uncached(node: ast.AST, ctx: Context) -> bool:
         return True
     body = getattr(node, "body", None) or [node]
     start, end = body[0].lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
-    if name == "forward" and _has_line(ctx, ".data", start, end):
+    if name == "forward" and (_has_line(ctx, ".data", start, end) or _has_line(
+            ctx, "detach", start, end)):  # and a loss it returns next to its output
         return True
     return _has_line(ctx, "backward(", start, end) or (
         bool(_lines_with(ctx, "backward(")) and id(node) in backpropagated(ctx))
