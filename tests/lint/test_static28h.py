@@ -362,6 +362,67 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         out, rest = TwoStage()(enc(torch.randn(5, 4)))
         rest.pow(2).sum().backward()
         """, "GT130", 13, holds="float(enc.weight.grad.abs().sum()) == 0")]),
+    # GT107, mechanism: `map(torch.detach, (...))` cuts every element it unpacks; a loss a
+    # module's forward returns beside its output, built only from those, reaches no weight
+    # (compressive-transformer's aux loss); a partial of a pure helper is as live as its inputs
+    "loss-from-values-detached-by-map": (Shape("""
+        from functools import partial
+
+        def attend(q, k, v, dropout_fn=None):
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+
+        class Memory(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.to_kv = nn.Linear(4, 8)
+                self.compress = nn.Linear(4, 4)
+                self.drop = nn.Dropout(0.)
+
+            def forward(self, x):
+                k, v = self.to_kv(x).chunk(2, dim=-1)
+                ck, cv = self.to_kv(self.compress(x)).chunk(2, dim=-1)
+                q, k, v = map(torch.detach, (x, k, v))
+                attn_fn = partial(attend, dropout_fn=self.drop)
+                aux_loss = F.mse_loss(attn_fn(q, k, v), attn_fn(q, ck, cv))
+                return x, aux_loss
+
+        m = Memory()
+        out, aux = m(torch.randn(2, 3, 4))
+        aux.backward()
+        """, "GT107", holds="m.compress.weight.grad is not None"), [Shape("""
+        from functools import partial
+
+        def attend(q, k, v, dropout_fn=None):
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+
+        class Memory(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.to_kv = nn.Linear(4, 8)
+                self.compress = nn.Linear(4, 4)
+                self.drop = nn.Dropout(0.)
+
+            def forward(self, x):
+                k, v = self.to_kv(x).chunk(2, dim=-1)
+                ck, cv = self.to_kv(self.compress(x)).chunk(2, dim=-1)
+                q, k, v, ck, cv = map(torch.detach, (x, k, v, ck, cv))
+                attn_fn = partial(attend, dropout_fn=self.drop)
+                aux_loss = F.mse_loss(attn_fn(q, k, v), attn_fn(q, ck, cv))
+                return x, aux_loss
+
+        m = Memory()
+        out, aux = m(torch.randn(2, 3, 4))
+        aux.backward()
+        """, "GT107", 16, "does not require grad"), Shape("""
+        def train_step(model, x, y):
+            out, feats = model(x), model[0](x)
+            out, feats = map(lambda t: t.detach(), (out, feats))
+            loss = F.mse_loss(out, y) + feats.pow(2).mean()
+            loss.backward()
+
+        train_step(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), torch.randn(3, 4),
+                   torch.randn(3, 2))
+        """, "GT107", 3, "does not require grad")]),
 }
 
 
