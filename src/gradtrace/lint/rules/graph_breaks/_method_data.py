@@ -21,26 +21,33 @@ def fed_to_forward(ctx: Context, fn: ast.FunctionDef, return_deps) -> bool:  # t
     from the ``forward`` of a module class of the file (``self.decoder.sample(...)``,
     ``self.sample(...)``) with its result bound to a name that reaches what that ``forward``
     returns (``return_deps``: names a scope's return values are built from)."""
-    cls = ctx.analysis.class_of(fn)
-    if cls is None or not cls.is_module or fn.name in ("forward", "__init__"):
+    if fn.name in ("forward", "__init__") or fn.name not in _kept_methods(ctx, return_deps):
         return False
-    for other in ctx.analysis.classes.values():
-        fwd = other.methods.get("forward") if other.is_module else None
-        if fwd is None or fwd is fn:
-            continue
-        deps: set[str] | None = None
-        for s in walk(fwd):
-            if not (isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
-                    and isinstance(s.value.func, ast.Attribute)
-                    and s.value.func.attr == fn.name
-                    and (dotted(s.value.func.value) or "").startswith("self")):
+    cls = ctx.analysis.class_of(fn)
+    return cls is not None and cls.is_module
+
+
+def _kept_methods(ctx: Context, return_deps) -> frozenset[str]:  # type: ignore[no-untyped-def]
+    """Names of the methods called through ``self`` in some module's ``forward`` whose result
+    is bound to a name that reaches what that ``forward`` returns (once per file)."""
+    def make() -> frozenset[str]:
+        out: set[str] = set()
+        for other in ctx.analysis.classes.values():
+            fwd = other.methods.get("forward") if other.is_module else None
+            if fwd is None:
                 continue
-            if deps is None:
-                deps = return_deps(ctx.scope(fwd))
-            if any(isinstance(n, ast.Name) and n.id in deps
-                   for t in s.targets for n in walk(t)):
-                return True
-    return False
+            calls = [s for s in walk(fwd) if isinstance(s, ast.Assign)
+                     and isinstance(s.value, ast.Call)
+                     and isinstance(s.value.func, ast.Attribute)
+                     and (dotted(s.value.func.value) or "").startswith("self")]
+            if not calls:
+                continue
+            deps = return_deps(ctx.scope(fwd))
+            out.update(s.value.func.attr for s in calls  # type: ignore[union-attr]
+                       if any(isinstance(n, ast.Name) and n.id in deps
+                              for t in s.targets for n in walk(t)))
+        return frozenset(out)
+    return ctx.memo("gt105-kept-methods", ctx.tree, make)
 
 
 def appended_layer_call(e: ast.AST, lp: LossPaths, layer_call) -> ast.Call | None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 from gradtrace.lint.rules.graph_breaks._base import (
-    SINK_WORDS, LossCutRule, _file_has, worth_reporting, band_aids, related_for, short,
+    SINK_WORDS, LossCutRule, _file_has, _has_line, worth_reporting, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
 from gradtrace.lint.rules.graph_breaks._method_data import appended_layer_call, fed_to_forward
@@ -106,7 +106,8 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
-        wide = node.name != "forward" and _file_has(ctx, self.file_needs) and \
+        wide = node.name != "forward" and _file_has(ctx, self.file_needs) and _has_line(
+            ctx, ".data", node.lineno, node.end_lineno or node.lineno) and \
             fed_to_forward(ctx, node, _return_deps)  # a method whose result `forward` keeps
         if (wide or node.name == "forward" and worth_reporting(node, ctx)) \
                 and _file_has(ctx, self.file_needs):

@@ -109,6 +109,8 @@ class ResidualMinusStraightThrough(Rule):
                "with respect to `{r}` is the identity, line {line}): `{r} - {q}` has zero "
                "gradient, so nothing after it trains what made `{r}`; subtract `{q}.detach()`")
     triggers = ("detach",)
+    gate_statements = True
+    statement_triggers = ("-",)  # `r - q`, `r -= q`
     examples = [
         Bad("""
             import torch.nn as nn
