@@ -199,6 +199,12 @@ class DetachedLossTerm(LossCutRule):
                 loss = rec + kl
                 loss.backward()
             """, at=(7, 17), count=1),
+        Bad("""
+            def train_step(model, x, y):
+                out, feats = map(lambda t: t.detach(), (model(x), model[0](x)))
+                loss = (out - y).pow(2).mean() + feats.pow(2).mean()
+                loss.backward()
+            """, at=(2, 17)),
         Good("""
             import torch
             import torch.nn.functional as F

@@ -29,8 +29,8 @@ class ParameterRebuiltInForward(Rule):
     Combine parameters with `torch.stack(list(self.scales))` / `torch.cat(...)`, or keep one
     `nn.Parameter` of the full shape.
     Known limits: the parameters must be attributes of the same class (`self.w`,
-    `self.scales` of an `nn.ParameterList`/`ParameterDict`), read in `forward` or in a method
-    `forward` calls.
+    `self.scales` of an `nn.ParameterList`/`ParameterDict`, or registered under a constant
+    name with `register_parameter`/`setattr`), read in `forward` or in a method `forward` calls.
     """
 
     code = "GT110"
@@ -53,6 +53,22 @@ class ParameterRebuiltInForward(Rule):
                 def forward(self, x):
                     return x * torch.Tensor([p for p in self.scales])
             """, at=(10, 19)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            class CNF(nn.Module):
+                def __init__(self, train_T):
+                    super().__init__()
+                    if train_T:
+                        self.register_parameter("sqrt_T", nn.Parameter(torch.tensor(1.0)))
+                    else:
+                        self.register_buffer("sqrt_T", torch.tensor(1.0))
+
+                def forward(self, z):
+                    times = torch.tensor([0.0, self.sqrt_T * self.sqrt_T])
+                    return z * times[1]
+            """, at=(13, 16)),
         Good("""
             import torch
             from torch import nn
