@@ -110,7 +110,7 @@ class ResidualMinusStraightThrough(Rule):
                "gradient, so nothing after it trains what made `{r}`; subtract `{q}.detach()`")
     triggers = ("detach",)
     gate_statements = True
-    statement_triggers = ("-",)  # `r - q`, `r -= q`
+    statement_triggers = (" - ", "-=")  # `r - q`, `r -= q`
     examples = [
         Bad("""
             import torch.nn as nn
