@@ -284,6 +284,9 @@ class Tracer:
         qual = self.ctx.qualified_name(e.func) or ""
         if qual in CUT_FUNCS and e.args:
             return self._cut(CUT_FUNCS[qual], e, [peel(e.args[0])], use, line)
+        if qual == "map" and len(e.args) == 2 and _cut_fn(e.args[0], self.ctx) is not None:
+            # `map(torch.detach, (q, k, v))`: each element cut (compressive-transformer)
+            return self._cut(_cut_fn(e.args[0], self.ctx), e, [e.args[1]], use, line)  # type: ignore[arg-type]
         if qual in REBUILD_FUNCS:
             return self._rebuild(e, use, line)
         if qual in FRESH_FUNCS:
@@ -312,7 +315,28 @@ class Tracer:
             return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
+        bound = self._partial_values(e)
+        if bound is not None:
+            return self._all(bound, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _partial_values(self, e: ast.Call) -> list[ast.expr] | None:
+        """``attn_fn(q, k, v)`` with ``attn_fn = partial(full_attn, dropout_fn=...)`` bound
+        once and ``full_attn`` a pure function of the file (:func:`helper_is_pure`): the values
+        its result comes from, the call's and the partial's arguments that the function reads
+        (an unused bound keyword, a setting, is not one); None otherwise."""
+        if not isinstance(e.func, ast.Name):
+            return None
+        bs = self.scope.bindings.get(e.func.id, ())
+        v = bs[0].value if len(bs) == 1 else None
+        if not (isinstance(v, ast.Call) and (self.ctx.qualified_name(v.func) or "")
+                == "functools.partial" and v.args and isinstance(v.args[0], ast.Name)
+                and helper_is_pure(self.ctx, v.args[0].id)):
+            return None
+        fn = top_defs(self.ctx)[v.args[0].id]
+        read = {n.id for n in walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        kws = [k.value for k in (*v.keywords, *e.keywords) if k.arg is None or k.arg in read]
+        return [*v.args[1:], *e.args, *kws]
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         """What a call of one of the file's functions is, when the subclass follows them
@@ -411,3 +435,18 @@ def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
     dead (:func:`argument_returns`): data made from factories and module constants."""
     got = argument_returns(ctx, fn)
     return got is not None and not got.cuts
+
+
+def _cut_fn(f: ast.expr, ctx: Context) -> str | None:
+    """The cut kind of a function handed to ``map``: ``torch.detach``, ``lambda t:
+    t.detach()``, ``Tensor.detach``."""
+    q = ctx.qualified_name(f) or ""
+    if q in CUT_FUNCS:
+        return CUT_FUNCS[q]
+    if q in ("torch.Tensor.detach", "torch.Tensor.item"):
+        return CUT_METHODS.get(q.rpartition(".")[2])
+    if isinstance(f, ast.Lambda) and len(f.args.args) == 1 and isinstance(f.body, ast.Call) \
+            and isinstance(f.body.func, ast.Attribute) and not f.body.args \
+            and dotted(f.body.func.value) == f.args.args[0].arg:
+        return CUT_METHODS.get(f.body.func.attr)
+    return None

@@ -21,7 +21,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
 )
 from gradtrace.lint.analysis.vocabulary import is_model_name
 from gradtrace.lint.names import dotted
-from gradtrace.lint.analysis.cuts import is_loss_class
+from gradtrace.lint.analysis.cuts import is_functional_loss, is_loss_class
 from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.helper_cuts import helper_band_aid
 from gradtrace.lint.nodes import walk
@@ -190,6 +190,10 @@ def _worth_uncached(node: ast.AST, ctx: Context) -> bool:
     body = getattr(node, "body", None) or [node]
     start, end = body[0].lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
     if name == "forward" and _has_line(ctx, ".data", start, end):
+        return True
+    if name == "forward" and _has_line(ctx, "detach", start, end) and any(
+            isinstance(n, ast.Call) and is_functional_loss(ctx.qualified_name(n.func) or "")
+            for n in walk(node)):  # a loss it may return beside its output
         return True
     return _has_line(ctx, "backward(", start, end) or (
         bool(_lines_with(ctx, "backward(")) and id(node) in backpropagated(ctx))

@@ -99,6 +99,9 @@ class LossPaths(HelperTracer):
                 if isinstance(s.value, ast.Tuple) and s.value.elts and not self._from_loss_call(
                         s.value.elts[0], s.lineno) and any(
                         self._from_loss_call(e, s.lineno) for e in s.value.elts[1:]):
+                    if only is not None:  # `return out, aux_loss`: a module hands its caller
+                        out.extend(Sink(s, e, "return") for e in s.value.elts[1:]  # a loss
+                                   if isinstance(e, ast.Name) and self._from_loss_call(e, s.lineno))
                     continue  # `return accuracy, loss`: the first element is not the loss
                 others = tuple(s.value.elts[1:]) if isinstance(s.value, ast.Tuple) else ()
                 out.extend(Sink(s, v, "return", only, others) for v in _returned_losses(s.value))

@@ -11,9 +11,10 @@ from gradtrace.lint.rule import Bad, Good, Rule
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 from gradtrace.lint.rules.graph_breaks._base import (
-    SINK_WORDS, LossCutRule, _file_has, worth_reporting, band_aids, related_for, short,
+    SINK_WORDS, LossCutRule, _file_has, _has_line, worth_reporting, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
+from gradtrace.lint.rules.graph_breaks._method_data import appended_layer_call, fed_to_forward
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths, runs_layer,
 )
@@ -105,12 +106,17 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
-        if node.name == "forward" and worth_reporting(node, ctx) and _file_has(ctx, self.file_needs):
+        wide = node.name != "forward" and _file_has(ctx, self.file_needs) and _has_line(
+            ctx, ".data", node.lineno, node.end_lineno or node.lineno) and \
+            fed_to_forward(ctx, node, _return_deps)  # a method whose result `forward` keeps
+        if (wide or node.name == "forward" and worth_reporting(node, ctx)) \
+                and _file_has(ctx, self.file_needs):
             seen = {(f.line, f.column) for f in found}
-            yield from (f for f in self._forward_chain(node, ctx)
+            yield from (f for f in self._forward_chain(node, ctx, wide)
                         if (f.line, f.column) not in seen)
 
-    def _forward_chain(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+    def _forward_chain(self, node: ast.FunctionDef, ctx: Context,
+                       wide: bool = False) -> Iterator[Finding]:
         """``h = self.layer(x).data`` in ``forward`` with ``h`` flowing into the return value:
         every layer before the ``.data`` is cut from the gradient of the module's output."""
         lp = loss_paths(ctx, node)
@@ -125,7 +131,8 @@ class DataInLoss(LossCutRule):
                     and scope.grad_off_at(s) is None):
                 continue
             for n in walk(s.value):
-                layer = _layer_source(n.value, lp) if isinstance(n, ast.Attribute) \
+                layer = (_layer_source(n.value, lp) or (appended_layer_call(
+                    n.value, lp, _layer_call) if wide else None)) if isinstance(n, ast.Attribute) \
                     and n.attr == "data" and dotted(n.value) not in objects \
                     and not deliberate_data(n, s, scope) else None
                 if layer is not None:
@@ -192,6 +199,12 @@ class DetachedLossTerm(LossCutRule):
                 loss = rec + kl
                 loss.backward()
             """, at=(7, 17), count=1),
+        Bad("""
+            def train_step(model, x, y):
+                out, feats = map(lambda t: t.detach(), (model(x), model[0](x)))
+                loss = (out - y).pow(2).mean() + feats.pow(2).mean()
+                loss.backward()
+            """, at=(2, 17)),
         Good("""
             import torch
             import torch.nn.functional as F

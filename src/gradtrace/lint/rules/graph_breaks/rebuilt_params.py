@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.kinds import PARAMETER, PARAMS
 from gradtrace.lint.analysis.param_attrs import forward_methods
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # constructors that copy their data into a new leaf without history
@@ -29,8 +29,8 @@ class ParameterRebuiltInForward(Rule):
     Combine parameters with `torch.stack(list(self.scales))` / `torch.cat(...)`, or keep one
     `nn.Parameter` of the full shape.
     Known limits: the parameters must be attributes of the same class (`self.w`,
-    `self.scales` of an `nn.ParameterList`/`ParameterDict`), read in `forward` or in a method
-    `forward` calls.
+    `self.scales` of an `nn.ParameterList`/`ParameterDict`, or registered under a constant
+    name with `register_parameter`/`setattr`), read in `forward` or in a method `forward` calls.
     """
 
     code = "GT110"
@@ -53,6 +53,22 @@ class ParameterRebuiltInForward(Rule):
                 def forward(self, x):
                     return x * torch.Tensor([p for p in self.scales])
             """, at=(10, 19)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            class CNF(nn.Module):
+                def __init__(self, train_T):
+                    super().__init__()
+                    if train_T:
+                        self.register_parameter("sqrt_T", nn.Parameter(torch.tensor(1.0)))
+                    else:
+                        self.register_buffer("sqrt_T", torch.tensor(1.0))
+
+                def forward(self, z):
+                    times = torch.tensor([0.0, self.sqrt_T * self.sqrt_T])
+                    return z * times[1]
+            """, at=(13, 16)),
         Good("""
             import torch
             from torch import nn
@@ -187,9 +203,38 @@ def own_parameter(arg: ast.AST, cls: object, ctx: Context) -> str | None:
             made = ctx.qualified_name(info.value.func) if info is not None and isinstance(
                 info.value, ast.Call) else None
             if k is not None and (k.what in (PARAMETER, PARAMS) or k.cls in PARAM_CONTAINERS) \
-                    or made in PARAM_CONTAINERS or made == "torch.nn.Parameter":
+                    or made in PARAM_CONTAINERS or made == "torch.nn.Parameter" \
+                    or n.attr in _registered_by_name(cls, ctx):
                 return f"self.{n.attr}"
     return None
+
+
+def _registered_by_name(cls: object, ctx: Context) -> frozenset[str]:
+    """Parameters the class registers under a constant name, on some path:
+    ``self.register_parameter("t", nn.Parameter(...))``, ``setattr(self, "t", nn.Parameter(...))``
+    (ffjord's ``sqrt_end_time``, a Parameter when trained and a buffer otherwise)."""
+    node = cls.node  # type: ignore[attr-defined]
+
+    def make() -> frozenset[str]:
+        out = set()
+        for n in walk(node):
+            if not isinstance(n, ast.Call) or len(n.args) < 2:
+                continue
+            f = n.func
+            if isinstance(f, ast.Attribute) and f.attr == "register_parameter" \
+                    and dotted(f.value) == "self":
+                name, value = n.args[0], n.args[1]
+            elif isinstance(f, ast.Name) and f.id == "setattr" and len(n.args) == 3 \
+                    and dotted(n.args[0]) == "self":
+                name, value = n.args[1], n.args[2]
+            else:
+                continue
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) \
+                    and isinstance(value, ast.Call) \
+                    and ctx.qualified_name(value.func) == "torch.nn.Parameter":
+                out.add(name.value)
+        return frozenset(out)
+    return ctx.memo("gt110-registered", node, make)
 
 
 def _clip(src: str) -> str:
