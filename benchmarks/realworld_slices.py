@@ -35,7 +35,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 17 (session 23)", "c7b0715"),
            ("held-out 18 (session 24)", "c19d4c0"),
            ("held-out 20 (session 26)", "797b98a"),
-           ("held-out 21 (session 27)", "b3fc937"))
+           ("held-out 21 (session 27)", "b3fc937"),
+           ("held-out 22 (session 28)", "616fa433"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -60,6 +61,7 @@ FIRST_CONTACT = {
     "held-out 18 (session 24)": ("0/11", "4/6", "2/5", 0, 0),
     "held-out 20 (session 26)": ("5/15", "2/4", "4/11", 0, 0),
     "held-out 21 (session 27)": ("0/11", "3/5", "1/6", 0, 2),
+    "held-out 22 (session 28)": ("0/11", "2/4", "1/7", 0, 1),
 }
 
 
