@@ -220,7 +220,8 @@ def runtime_result(case: Case, timeout: float = 120) -> dict:
 
 # NOTE [batch]: importing torch costs most of a case's run time, so by default one interpreter
 # runs several cases one after the other through gradtrace's own `run` entry point (the same
-# code path as `python -m gradtrace run`), restoring the global grad mode between cases;
+# code path as `python -m gradtrace run`), restoring the global grad mode and anomaly mode
+# between cases (a case that turns anomaly mode on must not run the next ones under it);
 # `--isolated` runs each case in its own interpreter. Distributed cases always run alone.
 BATCH_DRIVER = """
 import json, sys, torch
@@ -231,6 +232,7 @@ for case, dest in zip(sys.argv[1::2], sys.argv[2::2]):
     except BaseException as exc:
         print("case runner failed:", case, exc, file=sys.stderr)
     torch.set_grad_enabled(True)
+    torch.autograd.set_detect_anomaly(False)
 """
 
 
