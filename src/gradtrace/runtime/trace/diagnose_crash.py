@@ -248,10 +248,32 @@ def anomaly_nan(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, k
     if made is None:
         return []
     op = name.replace("Backward0", "").replace("Backward", "").lower()
+    if (inf := _inf_before(hunt, made)) is not None:
+        return [make("GT825", inf[0], f"the backward of `{inf[1]}` here turned finite gradients "
+                     "into Inf (its derivative is infinite at this input); anomaly mode checks "
+                     f"for NaN only and let it pass, and the Inf became NaN in the backward of "
+                     f"`{op}` ({src(made)}), where anomaly mode stopped", fix=pat.fix,
+                     related=[(made, "the Inf became NaN here (0 * inf)"),
+                              (site, "backward() raised here")])]
     return [make("GT825", made, f"the backward of `{op}` made here ({src(made)}) returned NaN "
                  "(anomaly mode stopped there): its input sits where the derivative is "
                  "undefined or infinite (0 for sqrt/pow below 1, 0/0, log of 0)",
                  fix=pat.fix, related=[(site, "backward() raised here")])]
+
+
+def _inf_before(hunt: Any, made: Site) -> tuple[Site, str] | None:
+    """The op whose backward made the Inf that the node anomaly mode stopped at received.
+
+    # NOTE [Inf before anomaly's NaN]
+    Anomaly mode raises when a backward returns NaN, never on Inf: ``sqrt`` at 0 passes on
+    ``g / 0 = inf`` and the NaN shows one node later (``mul``'s ``0 * inf``). The hunt's
+    post-hooks recorded the first node that turned finite gradients into Inf, and its pre-hooks
+    whether the node that raised received non-finite gradients (NOTE [NaN origin]); only then is
+    the Inf's op the line to change (a NaN made from finite gradients is the raising node's)."""
+    origin = getattr(hunt, "origin", None)
+    if origin is None or not getattr(hunt, "entered_inf", False) or origin[0] == made:
+        return None
+    return origin[0], origin[1].replace("Backward0", "").replace("Backward", "").lower()
 
 
 def _nodes_named(roots: list[Any], name: str, limit: int = 20000) -> list[Site]:

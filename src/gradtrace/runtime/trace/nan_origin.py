@@ -14,6 +14,10 @@ None, so the gradients are untouched; they keep only the first origin found, as 
 Under anomaly mode every backward is hunted (its own cost dwarfs the hooks'), and pre-hooks note
 the node the engine entered last: anomaly mode's NaN check raises before post-hooks run, so
 that node is the one its "returned nan values" names (diagnose_crash.anomaly_nan).
+Anomaly mode checks for NaN only: a backward that passes on Inf (``sqrt`` at 0: ``g / 0``) goes
+through, and the post-hooks record it as the origin; when the node anomaly mode stops at received
+that Inf (``0 * inf`` in ``mul``'s backward), the Inf's origin is the line to change
+(NOTE [Inf before anomaly's NaN]).
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ class Hunt:
     def __init__(self, roots: Any) -> None:
         self.origin: tuple[Site, str] | None = None
         self.entered: Any = None  # under anomaly mode, the node the engine entered last
+        self.entered_inf = False  # its incoming gradients held the Inf of ``origin``
         self.handles: list[Any] = []
         anomaly = torch.is_anomaly_enabled()
         self.leaves: list[weakref.ref[torch.Tensor]] = []
@@ -85,6 +90,12 @@ class Hunt:
     def _enter_for(self, node: Any) -> Any:
         def prehook(grad_outputs: Any) -> None:
             self.entered = node
+            if self.origin is not None:  # an Inf was born (anomaly lets it pass): does it come in?
+                try:
+                    with torch._C.DisableTorchFunction():
+                        self.entered_inf = not _finite(grad_outputs)
+                except Exception:  # a hook of ours must never disturb the user's backward
+                    pass
             return None
 
         return prehook
