@@ -4,6 +4,10 @@
   and the NaN shows one node later (``0 * inf`` in ``mul``'s backward); the run names the op
   that made the Inf, not the node anomaly mode stopped at (NOTE [Inf before anomaly's NaN]).
 
+- a NaN made in the forward pass reaches the loss but no gradient (``0 * -inf`` of a zero
+  probability and a masked log-probability): GT862 at the op that made it
+  (NOTE [NaN loss, finite gradients]).
+
 Buggy twins (code + line asserted), look-alikes, and a variant the case does not show.
 """
 from __future__ import annotations
@@ -125,3 +129,94 @@ def test_nan_from_finite_gradients_keeps_anomaly_node(run_script):
     f = _first(res)
     assert (f["code"], f["line"]) == ("GT825", marked_line(NAN_FROM_FINITE)), res.err
     assert "anomaly mode checks for NaN only" not in f["message"]
+
+
+# -- a NaN loss whose gradients stay finite (GT862) -------------------------------------------
+NAN_LOSS_TWIN = HEAD + """
+student, teacher = nn.Linear(8, 6), nn.Linear(8, 6)
+opt = torch.optim.Adam(student.parameters(), lr=1e-3)
+allowed = torch.tensor([True, True, True, True, False, False])
+for step in range(3):
+    x = torch.randn(16, 8)
+    s_logits = student(x).masked_fill(~allowed, float("-inf"))
+    with torch.no_grad():
+        t_logits = teacher(x).masked_fill(~allowed, float("-inf"))
+    log_p_t = F.log_softmax(t_logits, -1)
+    log_p_s = F.log_softmax(s_logits, -1)
+    kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1).mean()  # <- cause
+    opt.zero_grad()
+    kl.backward()
+    opt.step()
+    print(kl.item())
+"""
+
+# variant: label smoothing written by hand over a vocabulary whose padded columns are -inf:
+# the smoothed target is 0 there and meets the student's -inf log-probability
+NAN_LOSS_VARIANT = HEAD + """
+class Head(nn.Module):
+    def __init__(self, dim=8, vocab=5, padded=8):
+        super().__init__()
+        self.proj = nn.Linear(dim, vocab)
+        self.padded = padded
+
+    def forward(self, h):
+        logits = self.proj(h)
+        pad = logits.new_full((len(h), self.padded - logits.shape[-1]), float("-inf"))
+        return torch.cat([logits, pad], -1)
+
+
+head = Head()
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+labels = torch.randint(0, 5, (12,))
+smooth = torch.zeros(12, 8)
+smooth[:, :5] = 0.1 / 5
+smooth[torch.arange(12), labels] += 0.9
+for step in range(2):
+    log_probs = F.log_softmax(head(torch.randn(12, 8)), -1)
+    nll = -(smooth * log_probs)  # <- cause
+    loss = nll.sum(-1).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+# look-alike: the product masked where the probability is 0 (the loss is finite)
+NAN_LOSS_MASKED_OK = NAN_LOSS_TWIN.replace(
+    "kl = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1).mean()  # <- cause",
+    "p_t = log_p_t.exp()\n"
+    "    kl = torch.where(p_t > 0, p_t * (log_p_t - log_p_s), 0.0).sum(-1).mean()")
+
+# look-alike: a NaN loss whose gradients are NaN too is GT825's (std of one value)
+NAN_LOSS_NAN_GRADS = HEAD + """
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+ret = net(torch.randn(1, 4)).squeeze(-1)
+adv = (ret - ret.mean()) / ret.std()  # <- cause
+loss = -(adv * ret).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()
+"""
+
+
+def test_nan_loss_with_finite_gradients_twin(run_script):
+    res = run_script(NAN_LOSS_TWIN)
+    f = _first(res)
+    assert (f["code"], f["line"]) == ("GT862", marked_line(NAN_LOSS_TWIN)), res.err
+
+
+def test_nan_loss_with_finite_gradients_variant(run_script):
+    res = run_script(NAN_LOSS_VARIANT)
+    f = _first(res)
+    assert (f["code"], f["line"]) == ("GT862", marked_line(NAN_LOSS_VARIANT)), res.err
+
+
+def test_nan_loss_masked_where_is_silent(run_script):
+    res = run_script(NAN_LOSS_MASKED_OK)
+    assert not [f for f in res.findings if f["source"] != "static"], res.err
+
+
+def test_nan_loss_with_nan_gradients_stays_gt825(run_script):
+    res = run_script(NAN_LOSS_NAN_GRADS)
+    codes = [f["code"] for f in res.findings if f["source"] != "static"]
+    assert codes[:1] == ["GT825"] and "GT862" not in codes, res.err

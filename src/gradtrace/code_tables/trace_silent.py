@@ -1,4 +1,4 @@
-"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT870-GT879 (GT877: singleton.py;
+"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT862 (nonfinite.py), GT870-GT879 (GT877: singleton.py;
 GT875, GT876: events.py) and GT889-GT890: silent bugs whose run looks like ordinary training,
 reported by ``gradtrace run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
@@ -145,6 +145,29 @@ CODES = (
          "Compute the term with grad mode on (freeze the target network with "
          "requires_grad_(False) instead of no_grad), or leave it out of the loss.",
          "gradtrace.runtime.trace.dead_terms", severity="warning"),
+    Code("GT862", "nan-loss-with-finite-gradients",
+         "the loss is NaN, made in the forward pass, while its gradients stay finite",
+         "An op of the forward pass makes NaN from inputs without NaN (`0 * -inf` where a "
+         "probability of 0 meets the -inf log-probability of a padded or masked entry, `0 / 0`) "
+         "and the NaN reaches the loss but no gradient: the backward of the op never uses the "
+         "side that does not require grad. The parameters train on finite gradients while every "
+         "loss value logged, averaged or compared (early stopping, a best checkpoint) is NaN. "
+         "Nothing fails.",
+         """
+         logits_s = torch.cat([student(x), torch.full((len(x), 1), float("-inf"))], -1)
+         with torch.no_grad():
+             prob_t = F.softmax(torch.cat([teacher(x), torch.full((len(x), 1), float("-inf"))], -1), -1)
+         loss = -(prob_t * F.log_softmax(logits_s, -1)).sum(-1).mean()
+         """,
+         """
+         logits_s = torch.cat([student(x), torch.full((len(x), 1), float("-inf"))], -1)
+         with torch.no_grad():
+             prob_t = F.softmax(torch.cat([teacher(x), torch.full((len(x), 1), float("-inf"))], -1), -1)
+         loss = -torch.where(prob_t > 0, prob_t * F.log_softmax(logits_s, -1), 0.0).sum(-1).mean()
+         """,
+         "Mask the non-finite entries before the op that meets them (a `where` on the "
+         "product, not after it), or keep the inputs in the op's domain (an eps).",
+         "gradtrace.runtime.trace.nonfinite", severity="warning"),
     Code("GT845", "function-backward-returns-none",
          "a custom autograd.Function's backward returns None for an input that requires grad",
          "backward() of a `torch.autograd.Function` returns one gradient per input of forward. "

@@ -12,8 +12,9 @@ from gradtrace.runtime.trace.state import TraceState
 
 
 def nonfinite_findings(state: TraceState, data: HookState) -> list[Finding]:
-    """The `where` finding if there is one, else the op where the NaN was born."""
-    return _where_nan(state, data) or _nan_origin(state, data)
+    """The `where` finding if there is one, else the op where the NaN was born, else the op
+    that made a NaN loss whose gradients stayed finite (NOTE [NaN loss, finite gradients])."""
+    return _where_nan(state, data) or _nan_origin(state, data) or _nan_loss(state, data)
 
 
 NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g. "
@@ -72,3 +73,28 @@ def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
                              "(e.g. torch.where(x > 0, x, 1.0) inside sqrt/log)",
                          severity="warning")]
     return []
+
+
+def _nan_loss(state: TraceState, data: HookState) -> list[Finding]:
+    """# NOTE [NaN loss, finite gradients]
+    A NaN made in the forward pass does not always reach a gradient: ``0 * -inf`` where a
+    teacher's probability is 0 and the student's log-probability of a padded column is -inf
+    (the mul's backward never uses the side that does not require grad), a NaN in a term whose
+    gradient is masked. The loss value is NaN, so every logged or compared loss is NaN, while
+    the parameters train on finite gradients: nothing fails. Reported at the forward op that
+    made the NaN (NOTE [forward NaN origin]) when the first backward()'s loss was non-finite and
+    no optimizer step saw a non-finite gradient (that case is GT825's)."""
+    if state.fwd_nan is None or not state.loss_nonfinite or state.nan_origin is not None or any(
+            r.nonfinite is not None for r in data.optimizers.values()):
+        return []
+    at, op, own = state.fwd_nan
+    return [make("GT862", at, f"the loss of backward() is NaN, made in the forward pass by "
+                 f"`{op}`" + (f" ({src(own)}) from the inf made here" if own != at else
+                              " here, from inputs without NaN") +
+                 ": no non-finite gradient reached an optimizer step, so training goes on "
+                 "while every loss value logged or compared is NaN",
+                 fix="keep the op's inputs finite where the result is used (mask the -inf "
+                     "entries before multiplying, e.g. torch.where(p > 0, p * log_q, 0), or an "
+                     "eps in a division)",
+                 related=[(own if own != at else None, "the NaN appears here")],
+                 severity="warning")]
