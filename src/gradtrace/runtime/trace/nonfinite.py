@@ -12,9 +12,8 @@ from gradtrace.runtime.trace.state import TraceState
 
 
 def nonfinite_findings(state: TraceState, data: HookState) -> list[Finding]:
-    """The `where` finding if there is one, else the op where the NaN was born, else the op
-    that made a NaN loss whose gradients stayed finite (NOTE [NaN loss, finite gradients])."""
-    return _where_nan(state, data) or _nan_origin(state, data) or _nan_loss(state, data)
+    """The `where` finding if there is one, else the op where the NaN was born."""
+    return _where_nan(state, data) or _nan_origin(state, data)
 
 
 NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g. "
@@ -75,7 +74,7 @@ def _where_nan(state: TraceState, data: HookState) -> list[Finding]:
     return []
 
 
-def _nan_loss(state: TraceState, data: HookState) -> list[Finding]:
+def nan_loss_findings(state: TraceState, data: HookState) -> list[Finding]:
     """# NOTE [NaN loss, finite gradients]
     A NaN made in the forward pass does not always reach a gradient: ``0 * -inf`` where a
     teacher's probability is 0 and the student's log-probability of a padded column is -inf
@@ -83,7 +82,8 @@ def _nan_loss(state: TraceState, data: HookState) -> list[Finding]:
     gradient is masked. The loss value is NaN, so every logged or compared loss is NaN, while
     the parameters train on finite gradients: nothing fails. Reported at the forward op that
     made the NaN (NOTE [forward NaN origin]) when the first backward()'s loss was non-finite and
-    no optimizer step saw a non-finite gradient (that case is GT825's)."""
+    no optimizer step saw a non-finite gradient (that case is GT825's); listed after every
+    other silent finding (a NaN loss is a symptom another finding may explain)."""
     if state.fwd_nan is None or not state.loss_nonfinite or state.nan_origin is not None or any(
             r.nonfinite is not None for r in data.optimizers.values()):
         return []

@@ -41,7 +41,8 @@ from gradtrace.runtime.trace.shared_layers import shared_findings
 from gradtrace.runtime.trace.hooks import (HookState, ModuleRecord, attribute_site, param_name,
                                      unregistered_owner)
 from gradtrace.runtime.trace.eps_underflow import eps_underflow
-from gradtrace.runtime.trace.nonfinite import NAN_FIX, forward_origin, nan_text, nonfinite_findings
+from gradtrace.runtime.trace.nonfinite import NAN_FIX, forward_origin, nan_loss_findings, nan_text, \
+    nonfinite_findings
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import (partial_optimizer_site, plain_object_parameters,
                                             requires_grad_attribute, single_optimizer_built_at,
@@ -69,7 +70,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
         event_findings(state, steps) + discarded(state, data) + window_findings(state, data) + nonfinite_findings(state, data) + \
-        singleton_findings(state) + ema_findings(state) + last
+        singleton_findings(state) + ema_findings(state) + last + \
+        nan_loss_findings(state, data)  # NOTE [NaN loss, finite gradients]: a symptom, last
 
 
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
