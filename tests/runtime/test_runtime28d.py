@@ -220,3 +220,17 @@ def test_nan_loss_with_nan_gradients_stays_gt825(run_script):
     res = run_script(NAN_LOSS_NAN_GRADS)
     codes = [f["code"] for f in res.findings if f["source"] != "static"]
     assert codes[:1] == ["GT825"] and "GT862" not in codes, res.err
+
+
+# look-alike: the same NaN loss computed once, no optimizer stepping on it (a probe)
+NAN_LOSS_NO_STEP = HEAD + """
+x = torch.tensor([1.0, 2.0], requires_grad=True)
+far = torch.tensor([float("inf"), 0.0], requires_grad=True)
+y = torch.where(x > 1.5, x, far)
+(y * torch.tensor([0.0, 1.0])).sum().backward()
+"""
+
+
+def test_nan_loss_without_a_step_is_silent(run_script):
+    res = run_script(NAN_LOSS_NO_STEP)
+    assert not [f for f in res.findings if f["code"] == "GT862"], res.err

@@ -81,12 +81,13 @@ def nan_loss_findings(state: TraceState, data: HookState) -> list[Finding]:
     (the mul's backward never uses the side that does not require grad), a NaN in a term whose
     gradient is masked. The loss value is NaN, so every logged or compared loss is NaN, while
     the parameters train on finite gradients: nothing fails. Reported at the forward op that
-    made the NaN (NOTE [forward NaN origin]) when the first backward()'s loss was non-finite and
-    no optimizer step saw a non-finite gradient (that case is GT825's); listed after every
+    made the NaN (NOTE [forward NaN origin]) when the first backward()'s loss was non-finite, an
+    optimizer stepped and no step saw a non-finite gradient (that case is GT825's); listed after every
     other silent finding (a NaN loss is a symptom another finding may explain)."""
+    recs = data.optimizers.values()
     if state.fwd_nan is None or not state.loss_nonfinite or state.nan_origin is not None or any(
-            r.nonfinite is not None for r in data.optimizers.values()):
-        return []
+            r.nonfinite is not None for r in recs) or not any(r.steps for r in recs):
+        return []  # (no optimizer stepped: no training goes on with the NaN loss)
     at, op, own = state.fwd_nan
     return [make("GT862", at, f"the loss of backward() is NaN, made in the forward pass by "
                  f"`{op}`" + (f" ({src(own)}) from the inf made here" if own != at else
