@@ -14,7 +14,12 @@ grad on in eval mode. At the end a module is reported when
 - its parameters received gradients and are held by an optimizer that stepped.
 
 The line named is where the module was first called with grad on: the call that runs the part
-meant to be frozen. Freezing BatchNorm statistics on purpose (``bn.eval()`` in a trained
+meant to be frozen. When the optimizer's parameter groups are spelled out part by part (two or
+more groups, each the parameters of one submodule: ``[{'params': self.mvsnet.parameters()},
+{'params': self.refine.parameters()}]``, 3DVNet), the program chose there which parts train:
+the line is the ``<...>.<part>.parameters()`` of the group holding the module's parameters
+(read in the files that ran, one such call only), where the part meant to be fixed is handed
+to the optimizer. Freezing BatchNorm statistics on purpose (``bn.eval()`` in a trained
 backbone) changes the layer and is left alone; so is a whole model left in eval mode.
 """
 from __future__ import annotations
@@ -25,6 +30,7 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
+from gradtrace.runtime.frames import Site
 
 _MODAL = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._NormBase,
           torch.nn.modules.instancenorm._InstanceNorm)
@@ -67,12 +73,45 @@ def eval_freeze_findings(data: Any) -> list[Finding]:
         if _eval_changes_something(m):
             continue
         reported.append(m)
-        out.append(make("GT846", rec.site, f"{type(m).__name__} runs here in eval mode while "
-                        "the model around it trains, and eval mode changes nothing in it (no "
-                        "dropout or normalisation layer): it reads as a freeze, yet its "
-                        "parameters get gradients and the optimizer updates them",
+        group = _group_listed_at(data, params)
+        where = ("runs in eval mode while the model around it trains (called there)" if group
+                 else "runs here in eval mode while the model around it trains")
+        out.append(make("GT846", group or rec.site, f"{type(m).__name__} {where}, and eval mode "
+                        "changes nothing in it (no dropout or normalisation layer): it reads as "
+                        "a freeze, yet its parameters get gradients and the optimizer updates "
+                        "them" + ("; they are handed to the optimizer here, in a parameter "
+                                  "group listed part by part" if group else ""),
                         fix="freeze it with requires_grad_(False) (and leave it out of the "
                             "optimizer), or run this call inside torch.no_grad(); a no_grad "
                             "block that only calls .eval() freezes nothing",
+                        related=[(rec.site, "it runs with grad on here")] if group else [],
                         severity="warning"))
     return out
+
+
+def _group_listed_at(data: Any, params: list[torch.Tensor]) -> Any:
+    """The ``<...>.<part>.parameters()`` line of the parameter group holding ``params``, when
+    the optimizer's groups are spelled out part by part (NOTE [eval is no freeze])."""
+    import ast
+
+    from gradtrace.runtime.trace.wiring import _files, _module_named, _walk
+
+    ids = {id(p) for p in params}
+    for rec in list(data.optimizers.values()):
+        opt = rec.ref()
+        if opt is None or not rec.steps or len(opt.param_groups) < 2:
+            continue
+        groups = [{id(p) for p in g["params"]} for g in opt.param_groups]
+        mine = [g for g in groups if ids <= g]
+        if not mine:
+            continue
+        names = [_module_named(data, g) for g in groups]
+        if not all(names):
+            return None
+        name = names[groups.index(mine[0])]
+        hits = [(path, n.lineno) for path in _files(data) for n in _walk(path)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "parameters" and isinstance(n.func.value, ast.Attribute)
+                and n.func.value.attr == name]
+        return Site(*hits[0]) if len(hits) == 1 else None
+    return None

@@ -21,6 +21,7 @@ from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, sett
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.lr_groups import check_first_step
+from gradtrace.runtime.trace.summed_outside import note_summed
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params, holds
@@ -73,6 +74,7 @@ class OptimizerRecord:
     lr_changes: int = 0
     schedule_checked: bool = False
     audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
+    summed: Any = None  # NOTE [gradients summed outside the optimizer]
     windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
     aliases: Any = None  # (name, name, site) of NOTE [aliased parameters]
     leak: Any = None  # (backward() line, its calls, window): NOTE [evaluation gradients applied]
@@ -272,6 +274,7 @@ class Hooks:
             rec.rebuilt = _lineage(d, opt)
             self._new_optimizer = True
             check_first_step(d, rec, opt)  # lr_groups.py, decay_groups.py
+            note_summed(d, st, rec, opt)  # summed_outside.py
         assert rec is not None
         rec.steps += 1
         note_window(st, rec)

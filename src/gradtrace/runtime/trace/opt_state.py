@@ -45,6 +45,7 @@ class OptEvent:
     stack: Stack
     steps: int = 0  # the optimizer's steps when the state was loaded
     rec: Any = None  # its OptimizerRecord then, if it had stepped (it may die since)
+    before: int = 0  # built: the most steps any optimizer had made then (summed_outside.py)
 
 
 def _shapes(opt: Any) -> tuple[tuple[int, ...], ...]:
@@ -81,7 +82,9 @@ def on_built(data: Any, seq: int) -> None:
     hit = data.opt_built.get(id(opt))
     if hit is not None and hit.ref() is opt:
         return
-    data.opt_built[id(opt)] = OptEvent(weakref.ref(opt), type(opt), seq, (), user_stack())
+    before = max((r.steps for r in list(data.optimizers.values())), default=0)
+    data.opt_built[id(opt)] = OptEvent(weakref.ref(opt), type(opt), seq, (), user_stack(),
+                                       before=before)
 
 
 def thrown_away_findings(data: Any) -> list[Finding]:

@@ -18,6 +18,7 @@ from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.extra_step import accumulation_findings
+from gradtrace.runtime.trace.summed_outside import summed_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.soft_target import soft_target_findings
 from gradtrace.runtime.trace.windows import window_findings
@@ -441,7 +442,7 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                             related=[(backward, "backward() computed the gradients here"),
                                      (step, "the optimizer steps here with none left")],
                             severity="warning"))
-        out += accumulation_findings(rec)
+        out += accumulation_findings(rec) + summed_findings(data, rec, param_name)
         zero = zero_gradient_op(state.zero_ops, rec.ref()) if rec.checks >= 3 and \
             not rec.changed else None
         if zero is not None:
