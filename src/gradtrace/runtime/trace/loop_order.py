@@ -31,6 +31,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.leaked_step import note_graded
 
 KIND = "gradients-cleared-before-step"
 
@@ -135,6 +136,10 @@ class Order:
         self.dropped: dict[Site, list[Any]] = {}  # backward() line -> optimizer records
         self.used_by: dict[int, int] = {}  # id(rec) -> steps that used a pending backward()
         self.graded: set[int] = set()  # id(rec) of optimizers some backward() graded
+        # NOTE [another optimizer's gradient applied again] (leaked_step.py)
+        self.inst: dict[int, tuple[int, list[Any]]] = {}  # id(rec) -> (steps, calls)
+        self.recent: list[Any] = []
+        self.leaks: list[Any] = []
 
 
 def _param(order: Order, rec: Any) -> Any:
@@ -205,9 +210,11 @@ def backward_ends(state: Any, site: Site | None) -> None:
         if now is None or now == order.before.pop(id(rec)):
             continue
         pend = order.pending.get(id(rec))
-        lines = pend[2] if pend is not None and pend[0] == rec.steps else set()
+        fresh = pend is None or pend[0] != rec.steps
+        lines = set() if fresh else pend[2]
         if len(lines) < 64:
             lines.add(site)
+        note_graded(order, rec, fresh, state.backward_count, site)
         order.pending[id(rec)] = (rec.steps, now, lines)
         order.graded.add(id(rec))
 

@@ -1,0 +1,138 @@
+"""A step that applies, besides its own loss's gradient, one another optimizer already applied.
+
+# NOTE [another optimizer's gradient applied again]
+Two optimizers over two models (a GAN's generator and discriminator, an actor and its critics),
+each stepped after its own loss's backward(). A loss that runs through both models (the
+generator's loss through the discriminator, the policy's loss through the Q networks) also adds
+its gradient into the other model's ``.grad``. When that other model's gradients are not cleared
+between that backward() and its own step, its step applies its own loss's gradient plus the
+other loss's: nothing fails, the other model follows a loss that is not its own. The run sees
+it with NOTE [step before backward]'s representative parameter: per optimizer, the backward()
+calls that changed its gradient since its last step (each call counted once, the gradient
+unchanged since the last of them, so no clear in between). At a step of optimizer D, the steps
+of other optimizers since D's last step are compared: an optimizer E that applied some of D's
+backward() calls, while D also holds one E did not apply (its own loss), means E's loss leaked
+into D's step. Not reported: one joint backward() that both optimizers step (D holds nothing E
+did not apply), plain accumulation (no other optimizer stepped), a leaking loss whose
+gradients D clears before its own backward() (the usual GAN loop), a model frozen or detached
+from the other loss (its gradient does not change). The line named: when the leaked backward()
+ran before D's own one, D's ``zero_grad()`` that sits after D's step in the function that
+steps it (it clears too early: before the other loss, not after it; Lightning's old loop);
+otherwise (the leak comes after D's own backward(), so no clear can separate them) the
+backward() of the leaking loss, whose graph should not reach D's parameters. A dict read per
+optimizer per backward() end and per step.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import code_for, make, src
+from gradtrace.runtime.frames import Site
+
+_RECENT = 16  # steps remembered: (id(rec), rec.steps, the backward() calls it applied)
+
+
+def note_graded(order: Any, rec: Any, fresh: bool, count: int, site: Site) -> None:
+    """At a backward() end that changed ``rec``'s gradient (``fresh``: a new window)."""
+    got = order.inst.get(id(rec))
+    calls = [] if fresh or got is None or got[0] != rec.steps else got[1]
+    if len(calls) < 64:
+        calls.append((count, site))
+    order.inst[id(rec)] = (rec.steps, calls)
+
+
+def note_step(state: Any, rec: Any) -> None:
+    """At ``rec``'s step (``rec.steps`` already counts it): compare with the other optimizers'
+    steps since its last one (NOTE [another optimizer's gradient applied again])."""
+    from gradtrace.runtime.trace.loop_order import _grad_key, _param
+
+    order = getattr(state, "order", None)
+    if order is None:
+        return
+    got = order.inst.get(id(rec))
+    pend = order.pending.get(id(rec))
+    calls: list[tuple[int, Site]] = []
+    if got is not None and pend is not None and got[0] == pend[0] == rec.steps - 1:
+        p = _param(order, rec)
+        if p is not None and _grad_key(p) == pend[1]:  # not cleared since
+            calls = got[1]
+    mine = frozenset(c for c, _ in calls)
+    recent = order.recent
+    if len(mine) >= 2 and len(order.leaks) < 4 and all(lk[0] is not rec for lk in order.leaks):
+        for other, steps, applied in reversed(recent):
+            if other is rec and steps < rec.steps:
+                break  # D's last step: what ran before it is not in this window
+            if other is not rec and applied & mine and not mine <= applied:
+                leaked = [(c, s) for c, s in calls if c in applied]
+                own = [(c, s) for c, s in calls if c not in applied]
+                order.leaks.append((rec, other, leaked, own))
+                break
+    recent.append((rec, rec.steps, mine))
+    del recent[:-_RECENT]
+
+
+def _zero_after_step(step: Site) -> Site | None:
+    """The ``X.zero_grad()`` after ``X.step()`` (the step at ``step``) in the same block."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(step.path)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, st in enumerate(block):
+                if not isinstance(st, ast.stmt) or st.lineno != step.line:
+                    continue
+                recv = _receiver(st, "step")
+                if recv is None:
+                    continue
+                for later in block[i + 1:]:
+                    if _receiver(later, "zero_grad") == recv:
+                        return Site(step.path, later.lineno, step.function,
+                                    later.col_offset)
+    return None
+
+
+def _receiver(st: Any, method: str) -> str | None:
+    """``X`` of a statement that is the call ``X.<method>(...)``."""
+    call = getattr(st, "value", None) if isinstance(st, ast.Expr) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+            call.func.attr == method:
+        return ast.unparse(call.func.value)
+    return None
+
+
+def leaked_findings(state: Any) -> list[Finding]:
+    """NOTE [another optimizer's gradient applied again]."""
+    order = getattr(state, "order", None)
+    if order is None or not order.leaks:
+        return []
+    rec, other, leaked, own = order.leaks[0]
+    step, leak_line, own_line = rec.site, leaked[0][1], own[0][1]
+    if step is None:
+        return []
+    related = [(leak_line, "this backward() adds the other loss's gradient to its parameters"),
+               (other.site, "the other optimizer applies that gradient here"),
+               (step, "this optimizer then applies it again, with its own")]
+    text = (f"optimizer.step() at {src(step)} applies the gradient of the backward() at "
+            f"{src(leak_line)} (another optimizer's loss, already applied at "
+            f"{src(other.site)}) together with its own loss's (backward() at {src(own_line)}): ")
+    code = code_for("zero-grad-missing", "GT823")
+    if leaked[0][0] < own[0][0]:
+        zero = _zero_after_step(step)
+        if zero is not None:
+            return [make(code, zero, text + "this zero_grad() clears its gradients after its "
+                         "step, so the other loss's gradient, added before its own backward(), "
+                         "is still there when it steps", fix="call zero_grad() right before "
+                         "this optimizer's own backward()", related=related,
+                         severity="warning")]
+    return [make(code, leak_line, text + "the other loss's graph runs through this "
+                 "optimizer's parameters, and no clear separates the two backward() calls",
+                 fix="keep the other loss's gradient out of these parameters (requires_grad_"
+                 "(False) around that forward, or detach the input it feeds them)",
+                 related=related[1:], severity="warning")]
