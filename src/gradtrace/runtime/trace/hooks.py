@@ -20,7 +20,7 @@ from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
-from gradtrace.runtime.trace.leaked_step import note_step
+from gradtrace.runtime.trace.leaked_step import note_step, watch_call
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
@@ -91,6 +91,7 @@ class HookState:
     snapshot: list[Any] = field(default_factory=list)
     steps: int = 0
     prune_at: int = 1024
+    leak_watch: dict[int, Any] = field(default_factory=dict)  # leaked_step.py
     # id of an optimizer's first parameter -> (that parameter, parameter count, optimizers seen)
     lineage: dict[int, tuple[weakref.ref[Tensor], int, int]] = field(default_factory=dict)
     unobserved: bool = False  # some steps ran without the module hook (NOTE [trace arming])
@@ -185,6 +186,9 @@ class Hooks:
                 weakref.ref(module), None if raw is None else self.state.site(raw))
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
+            if id(module) in self.data.leak_watch:  # NOTE [another optimizer's gradient applied again]
+                raw = raw_site()
+                watch_call(self.state, self.data, module, raw and self.state.site(raw))
             rec.grad_runs += 1
             if isinstance(module, torch.nn.Embedding):
                 note_rows(self.data, module, args)  # NOTE [decayed rows]

@@ -60,17 +60,66 @@ def note_step(state: Any, rec: Any) -> None:
             calls = got[1]
     mine = frozenset(c for c, _ in calls)
     recent = order.recent
-    if len(mine) >= 2 and len(order.leaks) < 4 and all(lk[0] is not rec for lk in order.leaks):
+    if len(mine) >= 2:
         for other, steps, applied in reversed(recent):
             if other is rec and steps < rec.steps:
                 break  # D's last step: what ran before it is not in this window
             if other is not rec and applied & mine and not mine <= applied:
                 leaked = [(c, s) for c, s in calls if c in applied]
                 own = [(c, s) for c, s in calls if c not in applied]
-                order.leaks.append((rec, other, leaked, own))
+                _note_leak(state, rec, other, leaked, own)
                 break
     recent.append((rec, rec.steps, mine))
     del recent[:-_RECENT]
+
+
+def _note_leak(state: Any, rec: Any, other: Any, leaked: list[Any], own: list[Any]) -> None:
+    order = state.order
+    if len(order.leak_counts) < 64:
+        order.leak_counts.update(c for c, _ in leaked)
+    if len(order.leaks) >= 4 or any(lk[0] is rec for lk in order.leaks):
+        return
+    order.leaks.append((rec, other, leaked, own))
+    data = state.hooks_data
+    if leaked[0][0] > own[0][0] and data is not None and not data.leak_watch:
+        _arm(data, rec)
+
+
+def _arm(data: Any, rec: Any) -> None:
+    """Watch the outermost modules whose parameters all belong to ``rec``'s optimizer: where
+    they run in the leaking loss's forward is the line to name (one dict read per module call
+    once armed, a truth test before)."""
+    import weakref
+
+    opt = rec.ref()
+    if opt is None:
+        return
+    mine = {id(p) for g in opt.param_groups for p in g["params"]}
+    cands = []
+    for mrec in list(data.modules.values()):
+        m = mrec.ref()
+        ps = [id(p) for p in m.parameters()] if m is not None else []
+        if ps and set(ps) <= mine:
+            cands.append(m)
+    outer = [m for m in cands if not any(o is not m and any(s is m for s in o.modules())
+                                         for o in cands)]
+    for m in outer[:16]:
+        data.leak_watch[id(m)] = weakref.ref(m)
+
+
+def watch_call(state: Any, data: Any, module: Any, site: Site | None) -> None:
+    """A watched module runs with grad on (NOTE [another optimizer's gradient applied
+    again]): remember where, and before which backward()."""
+    ref = data.leak_watch.get(id(module))
+    order = getattr(state, "order", None)
+    if ref is None or ref() is not module or order is None or len(order.calls) >= 64:
+        return
+    order.calls.append((state.backward_count, site))
+
+
+def _leak_forward(order: Any) -> Site | None:
+    """Where a watched module ran in a forward whose backward() leaked."""
+    return next((s for c, s in order.calls if c in order.leak_counts and s is not None), None)
 
 
 def _zero_after_step(step: Site) -> Site | None:
@@ -131,6 +180,13 @@ def leaked_findings(state: Any) -> list[Finding]:
                          "is still there when it steps", fix="call zero_grad() right before "
                          "this optimizer's own backward()", related=related,
                          severity="warning")]
+    fwd = _leak_forward(order)
+    if fwd is not None:
+        return [make(code, fwd, text + "here this optimizer's model runs in the other loss's "
+                     "forward with its parameters requiring grad, so that loss's backward() "
+                     "adds to its gradients", fix="run it with its parameters frozen "
+                     "(requires_grad_(False)) for the other loss, or clear its gradients "
+                     "before its own backward()", related=related, severity="warning")]
     return [make(code, leak_line, text + "the other loss's graph runs through this "
                  "optimizer's parameters, and no clear separates the two backward() calls",
                  fix="keep the other loss's gradient out of these parameters (requires_grad_"

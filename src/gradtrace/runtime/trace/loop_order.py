@@ -140,6 +140,8 @@ class Order:
         self.inst: dict[int, tuple[int, list[Any]]] = {}  # id(rec) -> (steps, calls)
         self.recent: list[Any] = []
         self.leaks: list[Any] = []
+        self.leak_counts: set[int] = set()
+        self.calls: list[Any] = []  # (backward count, site) of the watched modules' calls
 
 
 def _param(order: Order, rec: Any) -> Any:
