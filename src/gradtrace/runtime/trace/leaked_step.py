@@ -16,8 +16,8 @@ into D's step. Not reported: one joint backward() that both optimizers step (D h
 did not apply), plain accumulation (no other optimizer stepped), a leaking loss whose
 gradients D clears before its own backward() (the usual GAN loop), a model frozen or detached
 from the other loss (its gradient does not change). The line named: when the leaked backward()
-ran before D's own one, D's ``zero_grad()`` that sits after D's step in the function that
-steps it (it clears too early: before the other loss, not after it; Lightning's old loop);
+ran before D's own one, D's ``zero_grad()`` in the block of D's step (the first after it,
+else the last before it): it clears before the other loss, not after it (Lightning's old loop);
 otherwise (the leak comes after D's own backward(), so no clear can separate them) the
 backward() of the leaking loss, whose graph should not reach D's parameters. A dict read per
 optimizer per backward() end and per step.
@@ -122,8 +122,9 @@ def _leak_forward(order: Any) -> Site | None:
     return next((s for c, s in order.calls if c in order.leak_counts and s is not None), None)
 
 
-def _zero_after_step(step: Site) -> Site | None:
-    """The ``X.zero_grad()`` after ``X.step()`` (the step at ``step``) in the same block."""
+def _zero_beside_step(step: Site) -> Site | None:
+    """The ``X.zero_grad()`` in the block of ``X.step()`` (the step at ``step``): the first
+    after it, else the last before it."""
     from gradtrace.runtime.trace.locate import tree_of
 
     tree = tree_of(step.path)
@@ -140,10 +141,10 @@ def _zero_after_step(step: Site) -> Site | None:
                 recv = _receiver(st, "step")
                 if recv is None:
                     continue
-                for later in block[i + 1:]:
-                    if _receiver(later, "zero_grad") == recv:
-                        return Site(step.path, later.lineno, step.function,
-                                    later.col_offset)
+                zeros = [z for z in block[i + 1:] + block[:i][::-1]
+                         if _receiver(z, "zero_grad") == recv]
+                if zeros:
+                    return Site(step.path, zeros[0].lineno, step.function, zeros[0].col_offset)
     return None
 
 
@@ -173,11 +174,11 @@ def leaked_findings(state: Any) -> list[Finding]:
             f"{src(other.site)}) together with its own loss's (backward() at {src(own_line)}): ")
     code = code_for("zero-grad-missing", "GT823")
     if leaked[0][0] < own[0][0]:
-        zero = _zero_after_step(step)
+        zero = _zero_beside_step(step)
         if zero is not None:
-            return [make(code, zero, text + "this zero_grad() clears its gradients after its "
-                         "step, so the other loss's gradient, added before its own backward(), "
-                         "is still there when it steps", fix="call zero_grad() right before "
+            return [make(code, zero, text + "this zero_grad() clears its gradients before the "
+                         "other loss's backward(), not after it, so that loss's gradient is "
+                         "still there when it steps", fix="call zero_grad() right before "
                          "this optimizer's own backward()", related=related,
                          severity="warning")]
     fwd = _leak_forward(order)
