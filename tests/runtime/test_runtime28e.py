@@ -163,3 +163,43 @@ def test_two_losses_both_optimizers_step_after_both_is_silent(run_script):
     res = run_script(JOINT)
     assert res.code == 0, res.err
     assert _leaks(res) == [], res.err
+
+
+# look-alike: every gradient is zeroed through `.data` after each step (no version bump): the
+# next loss's backward() starts from zeros, nothing of the other loss is left (InfoGAN's
+# reset_grad), with a third optimizer that shares the generator's parameters
+DATA_RESET = HEAD + """
+gen, disc, q = nn.Linear(4, 8), nn.Linear(8, 1), nn.Linear(8, 3)
+params = list(gen.parameters()) + list(disc.parameters()) + list(q.parameters())
+g_opt = torch.optim.Adam(gen.parameters(), lr=1e-3)
+d_opt = torch.optim.Adam(disc.parameters(), lr=1e-3)
+q_opt = torch.optim.Adam(list(gen.parameters()) + list(q.parameters()), lr=1e-3)
+
+
+def reset_grad():
+    for p in params:
+        if p.grad is not None:
+            p.grad.data.zero_()
+
+
+for it in range(5):
+    x, z = torch.randn(16, 8), torch.randn(16, 4)
+    d_loss = -(torch.sigmoid(disc(x)).log() + (1 - torch.sigmoid(disc(gen(z)))).log()).mean()
+    d_loss.backward()
+    d_opt.step()
+    reset_grad()
+    g_loss = -torch.sigmoid(disc(gen(z))).log().mean()
+    g_loss.backward()
+    g_opt.step()
+    reset_grad()
+    q_loss = q(gen(z)).logsumexp(1).mean()
+    q_loss.backward()
+    q_opt.step()
+    reset_grad()
+"""
+
+
+def test_gradients_zeroed_through_data_after_each_step_is_silent(run_script):
+    res = run_script(DATA_RESET)
+    assert res.code == 0, res.err
+    assert _leaks(res) == [], res.err

@@ -9,7 +9,8 @@ between that backward() and its own step, its step applies its own loss's gradie
 other loss's: nothing fails, the other model follows a loss that is not its own. The run sees
 it with NOTE [step before backward]'s representative parameter: per optimizer, the backward()
 calls that changed its gradient since its last step (each call counted once, the gradient
-unchanged since the last of them, so no clear in between). At a step of optimizer D, the steps
+unchanged since the last of them and not all zeros at the next backward() start, so no
+clear in between). At a step of optimizer D, the steps
 of other optimizers since D's last step are compared: an optimizer E that applied some of D's
 backward() calls, while D also holds one E did not apply (its own loss), means E's loss leaked
 into D's step. Not reported: one joint backward() that both optimizers step (D holds nothing E
@@ -41,6 +42,14 @@ def note_graded(order: Any, rec: Any, fresh: bool, count: int, site: Site) -> No
     if len(calls) < 64:
         calls.append((count, site))
     order.inst[id(rec)] = (rec.steps, calls)
+
+
+def cleared_unseen(order: Any, rec: Any, p: Any) -> None:
+    """At a backward() start, ``rec``'s gradient is the same tensor at the same version as
+    after the last backward() that changed it: zeroed through ``.data`` (no version bump) when
+    it is all zeros; its window of backward() calls starts again."""
+    if id(rec) in order.inst and p.grad is not None and not bool(p.grad.any()):
+        del order.inst[id(rec)]
 
 
 def note_step(state: Any, rec: Any) -> None:

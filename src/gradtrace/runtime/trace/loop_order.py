@@ -31,7 +31,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.leaked_step import note_graded
+from gradtrace.runtime.trace.leaked_step import cleared_unseen, note_graded
 
 KIND = "gradients-cleared-before-step"
 
@@ -184,6 +184,8 @@ def backward_starts(state: Any) -> None:
         pend = order.pending.get(id(rec))
         if pend is not None:
             steps, key, lines = pend
+            if now == key and rec.steps == steps:
+                cleared_unseen(order, rec, p)  # `.grad.data.zero_()` bumps no version
             if rec.steps > steps and rec.last_graded > steps:
                 order.used |= lines
                 order.used_by[id(rec)] = order.used_by.get(id(rec), 0) + 1
