@@ -20,7 +20,8 @@ from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
-from gradtrace.runtime.trace.leaked_step import note_step, watch_call
+from gradtrace.runtime.trace.leaked_step import watch_call
+from gradtrace.runtime.trace.loop_order import step_window
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
                                                _lineage, _wiped, frozen_stats)
@@ -301,7 +302,7 @@ class Hooks:
                     if rep is None and not g.is_sparse:
                         rep = (id(p), id(g), g._version, st.backward_count)
         self._check_accumulate(rec, rep, site)
-        note_step(st, rec)  # NOTE [another optimizer's gradient applied again]
+        step_window(st, rec)  # NOTE [another optimizer's gradient applied again]
         if st.wiped_at is not None and rec.wiped is None and _wiped(opt, st.wiped_ids) \
                 and _all_zero(grads):
             rec.wiped = (st.wiped_at, st.backward_sites[-1] if st.backward_sites else None,

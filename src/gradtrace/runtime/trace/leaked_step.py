@@ -52,21 +52,11 @@ def cleared_unseen(order: Any, rec: Any, p: Any) -> None:
         del order.inst[id(rec)]
 
 
-def note_step(state: Any, rec: Any) -> None:
-    """At ``rec``'s step (``rec.steps`` already counts it): compare with the other optimizers'
-    steps since its last one (NOTE [another optimizer's gradient applied again])."""
-    from gradtrace.runtime.trace.loop_order import _grad_key, _param
-
-    order = getattr(state, "order", None)
-    if order is None:
-        return
-    got = order.inst.get(id(rec))
-    pend = order.pending.get(id(rec))
-    calls: list[tuple[int, Site]] = []
-    if got is not None and pend is not None and got[0] == pend[0] == rec.steps - 1:
-        p = _param(order, rec)
-        if p is not None and _grad_key(p) == pend[1]:  # not cleared since
-            calls = got[1]
+def note_step(state: Any, rec: Any, calls: list[tuple[int, Site]]) -> None:
+    """At ``rec``'s step: ``calls``, the backward() calls its gradients hold (from
+    ``loop_order.step_window``); compare with the other optimizers' steps since its last one
+    (NOTE [another optimizer's gradient applied again])."""
+    order = state.order
     mine = frozenset(c for c, _ in calls)
     recent = order.recent
     if len(mine) >= 2:
@@ -96,8 +86,8 @@ def _note_leak(state: Any, rec: Any, other: Any, leaked: list[Any], own: list[An
 
 def _arm(data: Any, rec: Any) -> None:
     """Watch the outermost modules whose parameters all belong to ``rec``'s optimizer: where
-    they run in the leaking loss's forward is the line to name (one dict read per module call
-    once armed, a truth test before)."""
+    they run in the leaking loss's forward is the line to name (``HookState._pre`` reads the
+    watch dict once per module call with grad on)."""
     import weakref
 
     opt = rec.ref()
@@ -117,8 +107,8 @@ def _arm(data: Any, rec: Any) -> None:
 
 
 def watch_call(state: Any, data: Any, module: Any, site: Site | None) -> None:
-    """A watched module runs with grad on (NOTE [another optimizer's gradient applied
-    again]): remember where, and before which backward()."""
+    """A watched module runs with grad on: remember where, and before which backward().
+    See NOTE [another optimizer's gradient applied again]."""
     ref = data.leak_watch.get(id(module))
     order = getattr(state, "order", None)
     if ref is None or ref() is not module or order is None or len(order.calls) >= 64:

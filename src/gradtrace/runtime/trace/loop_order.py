@@ -31,7 +31,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.leaked_step import cleared_unseen, note_graded
+from gradtrace.runtime.trace.leaked_step import cleared_unseen, note_graded, note_step
 
 KIND = "gradients-cleared-before-step"
 
@@ -221,6 +221,22 @@ def backward_ends(state: Any, site: Site | None) -> None:
         note_graded(order, rec, fresh, state.backward_count, site)
         order.pending[id(rec)] = (rec.steps, now, lines)
         order.graded.add(id(rec))
+
+
+def step_window(state: Any, rec: Any) -> None:
+    """At ``rec``'s step (``rec.steps`` already counts it): the backward() calls its gradients
+    hold, when none was cleared since (NOTE [another optimizer's gradient applied again])."""
+    order = getattr(state, "order", None)
+    if order is None:
+        return
+    got = order.inst.get(id(rec))
+    pend = order.pending.get(id(rec))
+    calls: list[Any] = []
+    if got is not None and pend is not None and got[0] == pend[0] == rec.steps - 1:
+        p = _param(order, rec)
+        if p is not None and _grad_key(p) == pend[1]:  # not cleared since
+            calls = got[1]
+    note_step(state, rec, calls)
 
 
 def _block_after(tree: ast.AST, line: int) -> list[ast.stmt]:
