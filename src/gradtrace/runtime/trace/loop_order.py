@@ -184,7 +184,7 @@ def backward_starts(state: Any) -> None:
         pend = order.pending.get(id(rec))
         if pend is not None:
             steps, key, lines = pend
-            if now == key and rec.steps == steps:
+            if now == key and rec.steps == steps and len(recs) > 1:
                 cleared_unseen(order, rec, p)  # `.grad.data.zero_()` bumps no version
             if rec.steps > steps and rec.last_graded > steps:
                 order.used |= lines
