@@ -9,13 +9,15 @@ between that backward() and its own step, its step applies its own loss's gradie
 other loss's: nothing fails, the other model follows a loss that is not its own. The run sees
 it with NOTE [step before backward]'s representative parameter: per optimizer, the backward()
 calls that changed its gradient since its last step (each call counted once, the gradient
-unchanged since the last of them and not all zeros at the next backward() start, so no
-clear in between). At a step of optimizer D, the steps
-of other optimizers since D's last step are compared: an optimizer E that applied some of D's
-backward() calls, while D also holds one E did not apply (its own loss), means E's loss leaked
-into D's step. Not reported: one joint backward() that both optimizers step (D holds nothing E
-did not apply), plain accumulation (no other optimizer stepped), a leaking loss whose
-gradients D clears before its own backward() (the usual GAN loop), a model frozen or detached
+unchanged since the last of them and not all zeros at the next backward() start, so no clear
+in between). At a step of optimizer D, the steps of other optimizers since D's last step are
+compared: an optimizer E that applied some of D's backward() calls, while D also holds one E
+did not apply (its own loss), means E's loss leaked into D's step. Not reported: two
+optimizers that share a parameter (the static GT406, and NOTE [one gradient, two steps]), an
+optimizer whose gradients are never cleared between its steps (GT501 says so), one joint
+backward() that both optimizers step (D holds nothing E did not apply), plain accumulation
+(no other optimizer stepped), a leaking loss whose gradients D clears before its own
+backward() (the usual GAN loop), a model frozen or detached
 from the other loss (its gradient does not change). The line named: when the leaked backward()
 ran before D's own one, D's ``zero_grad()`` in the block of D's step (the first after it,
 else the last before it): it clears before the other loss, not after it (Lightning's old loop);
@@ -78,12 +80,22 @@ def _note_leak(state: Any, rec: Any, other: Any, leaked: list[Any], own: list[An
     order = state.order
     if len(order.leak_counts) < 64:
         order.leak_counts.update(c for c, _ in leaked)
-    if len(order.leaks) >= 4 or any(lk[0] is rec for lk in order.leaks):
+    if len(order.leaks) >= 4 or any(lk[0] is rec for lk in order.leaks) or _shared(rec, other):
         return
     order.leaks.append((rec, other, leaked, own))
     data = state.hooks_data
     if leaked[0][0] > own[0][0] and data is not None and not data.leak_watch:
         _arm(data, rec)
+
+
+def _shared(rec: Any, other: Any) -> bool:
+    """The two optimizers hold a parameter in common (NOTE [one gradient, two steps] and the
+    static GT406 speak of that), or one of them is gone."""
+    a, b = rec.ref(), other.ref()
+    if a is None or b is None:
+        return True
+    mine = {id(p) for g in a.param_groups for p in g["params"]}
+    return any(id(p) in mine for g in b.param_groups for p in g["params"])
 
 
 def _arm(data: Any, rec: Any) -> None:
@@ -163,7 +175,10 @@ def leaked_findings(state: Any) -> list[Finding]:
     order = getattr(state, "order", None)
     if order is None or not order.leaks:
         return []
-    rec, other, leaked, own = order.leaks[0]
+    leaks = [lk for lk in order.leaks if lk[0].accumulate_site is None]
+    if not leaks:  # its gradients are never cleared between its steps: GT501 says so
+        return []
+    rec, other, leaked, own = leaks[0]
     step, leak_line, own_line = rec.site, leaked[0][1], own[0][1]
     if step is None:
         return []
