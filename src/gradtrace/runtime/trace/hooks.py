@@ -20,6 +20,8 @@ from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
+from gradtrace.runtime.trace.leaked_step import watch_call
+from gradtrace.runtime.trace.loop_order import step_window
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.summed_outside import note_summed
 from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
@@ -92,6 +94,7 @@ class HookState:
     snapshot: list[Any] = field(default_factory=list)
     steps: int = 0
     prune_at: int = 1024
+    leak_watch: dict[int, Any] = field(default_factory=dict)  # leaked_step.py
     # id of an optimizer's first parameter -> (that parameter, parameter count, optimizers seen)
     lineage: dict[int, tuple[weakref.ref[Tensor], int, int]] = field(default_factory=dict)
     unobserved: bool = False  # some steps ran without the module hook (NOTE [trace arming])
@@ -186,6 +189,9 @@ class Hooks:
                 weakref.ref(module), None if raw is None else self.state.site(raw))
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
+            if id(module) in self.data.leak_watch:  # NOTE [another optimizer's gradient applied again]
+                raw = raw_site()
+                watch_call(self.state, self.data, module, raw and self.state.site(raw))
             rec.grad_runs += 1
             if isinstance(module, torch.nn.Embedding):
                 note_rows(self.data, module, args)  # NOTE [decayed rows]
@@ -299,6 +305,7 @@ class Hooks:
                     if rep is None and not g.is_sparse:
                         rep = (id(p), id(g), g._version, st.backward_count)
         self._check_accumulate(rec, rep, site)
+        step_window(st, rec)  # NOTE [another optimizer's gradient applied again]
         if st.wiped_at is not None and rec.wiped is None and _wiped(opt, st.wiped_ids) \
                 and _all_zero(grads):
             rec.wiped = (st.wiped_at, st.backward_sites[-1] if st.backward_sites else None,

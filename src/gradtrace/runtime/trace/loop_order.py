@@ -31,6 +31,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.leaked_step import cleared_unseen, note_graded, note_step
 
 KIND = "gradients-cleared-before-step"
 
@@ -135,6 +136,12 @@ class Order:
         self.dropped: dict[Site, list[Any]] = {}  # backward() line -> optimizer records
         self.used_by: dict[int, int] = {}  # id(rec) -> steps that used a pending backward()
         self.graded: set[int] = set()  # id(rec) of optimizers some backward() graded
+        # NOTE [another optimizer's gradient applied again] (leaked_step.py)
+        self.inst: dict[int, tuple[int, list[Any]]] = {}  # id(rec) -> (steps, calls)
+        self.recent: list[Any] = []
+        self.leaks: list[Any] = []
+        self.leak_counts: set[int] = set()
+        self.calls: list[Any] = []  # (backward count, site) of the watched modules' calls
 
 
 def _param(order: Order, rec: Any) -> Any:
@@ -177,6 +184,8 @@ def backward_starts(state: Any) -> None:
         pend = order.pending.get(id(rec))
         if pend is not None:
             steps, key, lines = pend
+            if now == key and rec.steps == steps and len(recs) > 1:
+                cleared_unseen(order, rec, p)  # `.grad.data.zero_()` bumps no version
             if rec.steps > steps and rec.last_graded > steps:
                 order.used |= lines
                 order.used_by[id(rec)] = order.used_by.get(id(rec), 0) + 1
@@ -205,11 +214,29 @@ def backward_ends(state: Any, site: Site | None) -> None:
         if now is None or now == order.before.pop(id(rec)):
             continue
         pend = order.pending.get(id(rec))
-        lines = pend[2] if pend is not None and pend[0] == rec.steps else set()
+        fresh = pend is None or pend[0] != rec.steps
+        lines = set() if fresh else pend[2]
         if len(lines) < 64:
             lines.add(site)
+        note_graded(order, rec, fresh, state.backward_count, site)
         order.pending[id(rec)] = (rec.steps, now, lines)
         order.graded.add(id(rec))
+
+
+def step_window(state: Any, rec: Any) -> None:
+    """At ``rec``'s step (``rec.steps`` already counts it): the backward() calls its gradients
+    hold, when none was cleared since (NOTE [another optimizer's gradient applied again])."""
+    order = getattr(state, "order", None)
+    if order is None:
+        return
+    got = order.inst.get(id(rec))
+    pend = order.pending.get(id(rec))
+    calls: list[Any] = []
+    if got is not None and pend is not None and got[0] == pend[0] == rec.steps - 1:
+        p = _param(order, rec)
+        if p is not None and _grad_key(p) == pend[1]:  # not cleared since
+            calls = got[1]
+    note_step(state, rec, calls)
 
 
 def _block_after(tree: ast.AST, line: int) -> list[ast.stmt]:

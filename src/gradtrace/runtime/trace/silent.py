@@ -14,6 +14,7 @@ from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
+from gradtrace.runtime.trace.leaked_step import leaked_findings
 from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped, zero_gradient_op
 from gradtrace.runtime.trace.events import event_findings
@@ -70,7 +71,8 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
-        event_findings(state, steps) + discarded(state, data) + window_findings(state, data) + nonfinite_findings(state, data) + \
+        event_findings(state, steps) + discarded(state, data) + leaked_findings(state) + \
+        window_findings(state, data) + nonfinite_findings(state, data) + \
         singleton_findings(state) + ema_findings(state) + last + \
         nan_loss_findings(state, data)  # NOTE [NaN loss, finite gradients]: a symptom, last
 
