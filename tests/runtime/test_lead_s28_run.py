@@ -158,3 +158,42 @@ def test_detaching_helper_used_for_logging_is_silent(run_script, name):
     res = run_script(HEAD + LOOKALIKES[name])
     assert res.code == 0, res.err
     assert not [f for f in res.findings if f["source"] != "static"], res.findings
+
+
+# NOTE [gradients summed outside the optimizer]: a training function run twice builds a new
+# model and a new optimizer; a recurrent cell used at every time step bumps its gradient's
+# version within one backward(). Nothing of the new model was stepped before: silent.
+RUN_TWICE = """
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i2h = nn.Linear(6, 4)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, xs):
+        h = xs.new_zeros(xs.size(1), 4)
+        for t in range(xs.size(0)):
+            h = torch.tanh(self.i2h(torch.cat([xs[t], h], 1)))
+        return self.out(h)
+
+
+def train(seed):
+    torch.manual_seed(seed)
+    model = Cell()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = F.mse_loss(model(torch.randn(5, 3, 2)), torch.randn(3, 1))
+        loss.backward()
+        opt.step()
+    return model.out.weight.detach()
+
+
+print(torch.equal(train(0), train(0)))
+"""
+
+
+def test_second_run_of_a_training_function_is_not_summed_gradients(run_script):
+    res = run_script(HEAD + RUN_TWICE)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["source"] != "static"], res.findings

@@ -14,7 +14,9 @@ added into in place at least twice (the autograd accumulation bumps the gradient
 per backward() after the first; ``zero_grad()`` with ``set_to_none`` drops it), no gradient
 clearing seen since the previous step (a ``zero_grad(set_to_none=False)`` before the first
 backward() would bump the version too), and the optimizer was built after another one, holding
-none of them, had stepped at least twice (the training that summed them; an accumulation on
+none of them, had stepped at least twice, and the new optimizer holds a parameter some optimizer
+already stepped with a gradient (the head: part of a model trained already; a new model built
+by a second run of the same code holds none) (the training that summed them; an accumulation on
 purpose sums into the parameters of an optimizer that already exists; it may be gone, rebound to the new
 one: a parameter it held would have stepped with a gradient). The line named is where that other
 optimizer was built: its parameter list is what left them out of the clearing.
@@ -36,19 +38,22 @@ def note_summed(data: Any, state: Any, rec: Any, opt: Any) -> None:
     others = [r for r in list(data.optimizers.values()) if r is not rec and r.steps >= 2]
     if not others:
         return
-    summed, most = [], 0
+    summed, most, shared = [], 0, False
     for group in opt.param_groups:
         for p in group["params"]:
+            r = data.had_grad.get(id(p))
+            if r is not None and r() is p:
+                shared = True  # stepped with a gradient before: part of a model trained already
+                continue
             g = p.grad
             if g is None or g.is_sparse or g._version < _MIN_SUMS:
                 continue
-            r = data.had_grad.get(id(p))
-            if r is not None and r() is p:
-                continue  # stepped with a gradient before
             summed.append(p)
             most = max(most, g._version + 1)
     if not summed:
         return
+    if not shared:
+        return  # a new model: nothing of it was stepped before (a second run of a script)
     ids = {id(p) for p in summed}
     for other in sorted(others, key=lambda r: r.ref() is None):  # live ones first
         o = other.ref()

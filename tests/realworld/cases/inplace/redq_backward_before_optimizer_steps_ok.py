@@ -1,4 +1,4 @@
-"""REDQ's train() after its pull request: the Q loss and the policy loss both call backward before any optimizer steps, so the policy loss's backward reads the Q weights it was computed with.
+"""REDQ's train() after its pull request: the Q loss and the policy loss both call backward before any optimizer steps, so the policy loss's backward reads the Q weights it was computed with. The Q networks are also set to requires_grad_(False) while the policy loss runs through them, as REDQ's next pull request (#3) does: without it the policy loss adds its gradient to the Q networks' .grad before the Q step, the bug of graph_breaks/redq_policy_loss_backpropagates_into_q_networks, a bug of its own, so it cannot stand as the correct look-alike (corrected after the blind measurement).
 
 source: https://github.com/watchernyu/REDQ/pull/2
 kind: lookalike
@@ -70,11 +70,14 @@ class REDQSACAgent(object):
                 a_tilda, log_prob_a_tilda = self.policy_net.forward(obs_tensor)
                 q_a_tilda_list = []
                 for sample_idx in range(self.num_Q):
+                    self.q_net_list[sample_idx].requires_grad_(False)
                     q_a_tilda_list.append(self.q_net_list[sample_idx](torch.cat([obs_tensor, a_tilda], 1)))
                 ave_q = torch.mean(torch.cat(q_a_tilda_list, 1), dim=1, keepdim=True)
                 policy_loss = (self.alpha * log_prob_a_tilda - ave_q).mean()
                 self.policy_optimizer.zero_grad()
                 policy_loss.backward()
+                for sample_idx in range(self.num_Q):
+                    self.q_net_list[sample_idx].requires_grad_(True)
 
             for q_i in range(self.num_Q):
                 self.q_optimizer_list[q_i].step()
