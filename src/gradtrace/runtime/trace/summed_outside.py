@@ -14,12 +14,14 @@ added into in place at least twice (the autograd accumulation bumps the gradient
 per backward() after the first; ``zero_grad()`` with ``set_to_none`` drops it), no gradient
 clearing seen since the previous step (a ``zero_grad(set_to_none=False)`` before the first
 backward() would bump the version too), and the optimizer was built after another one, holding
-none of them, had stepped at least twice, and the new optimizer holds a parameter some optimizer
-already stepped with a gradient (the head: part of a model trained already; a new model built
-by a second run of the same code holds none) (the training that summed them; an accumulation on
-purpose sums into the parameters of an optimizer that already exists; it may be gone, rebound to the new
-one: a parameter it held would have stepped with a gradient). The line named is where that other
-optimizer was built: its parameter list is what left them out of the clearing.
+none of them, had stepped at least twice (the training that summed them; an accumulation on
+purpose sums into the parameters of an optimizer that already exists; the other may be gone,
+rebound to the new one). The new optimizer must also hold a parameter some optimizer already
+stepped with a gradient (the head: part of a model trained already): a new model built by a
+second run of the same training code holds none, and the version alone does not count
+backward() calls there (a recurrent cell's gradient is summed in place within one backward).
+The line named is where that other optimizer was built: its parameter list is what left them
+out of the clearing.
 """
 from __future__ import annotations
 
