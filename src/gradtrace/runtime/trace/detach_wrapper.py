@@ -33,8 +33,8 @@ from types import CodeType
 from gradtrace.runtime.frames import Site, is_internal, user_frame
 from gradtrace.runtime.trace.offstack import function_node
 
-_SEEN: dict[int, tuple[CodeType, bool]] = {}
-_RETURNS: dict[int, tuple[CodeType, frozenset[int]]] = {}
+# code id -> (code, a grad-free wrapper?, lines of `return P.detach()...`), read once per code
+_SEEN: dict[int, tuple[CodeType, bool, frozenset[int]]] = {}
 # methods that hand back the same values in another place or form: `x.detach().cpu().numpy()`
 _CONVERSIONS = frozenset({"detach", "cpu", "numpy", "to", "clone", "float", "double", "half",
                           "contiguous", "tolist", "item"})
@@ -102,15 +102,6 @@ def _returned_detach_lines(code: CodeType) -> frozenset[int]:
                      for line in range(n.lineno, (n.end_lineno or n.lineno) + 1))
 
 
-def _returns_detached(code: CodeType, line: int) -> bool:
-    hit = _RETURNS.get(id(code))
-    if hit is None or hit[0] is not code:
-        if len(_RETURNS) > 4096:
-            _RETURNS.clear()
-        hit = _RETURNS[id(code)] = (code, _returned_detach_lines(code))
-    return line in hit[1]
-
-
 def wrapper_caller(raw: tuple[CodeType, int, int]) -> tuple[CodeType, int, int] | None:
     """For a detach made at ``raw`` inside a grad-free wrapper or a helper that returns its
     input detached (NOTE [grad-free wrapper]): the raw site of the user's line that called it;
@@ -120,8 +111,8 @@ def wrapper_caller(raw: tuple[CodeType, int, int]) -> tuple[CodeType, int, int] 
     if hit is None or hit[0] is not code:
         if len(_SEEN) > 4096:
             _SEEN.clear()
-        hit = _SEEN[id(code)] = (code, _is_wrapper(code))
-    if not hit[1] and not _returns_detached(code, raw[1]):
+        hit = _SEEN[id(code)] = (code, _is_wrapper(code), _returned_detach_lines(code))
+    if not hit[1] and raw[1] not in hit[2]:
         return None
     frame = user_frame(2)
     if frame is None or frame.f_code is not code:
