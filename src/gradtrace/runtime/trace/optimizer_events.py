@@ -3,7 +3,6 @@ parameters, gradients cleared between backward() and step(), a step that never c
 parameter, a non-finite gradient reaching step(). :func:`silent.silent_findings` collects them."""
 from __future__ import annotations
 
-
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.trace.eps_underflow import eps_underflow
