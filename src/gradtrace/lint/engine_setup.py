@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Sequence
 from gradtrace.lint import function_gate
 from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.rule import Rule
-from gradtrace.lint.visitors import KEYWORDS, by_trigger, visitor_names as _visitor_names, walk_keys
+from gradtrace.lint.visitors import KEYWORDS, by_trigger, walk_keys
+from gradtrace.lint.visitors import visitor_names as _visitor_names
 from gradtrace.lint.words import token_word_lines, word_lines as _word_lines
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
 
 
 class CheckerSetup:
-    """The set-up half of :class:`~gradtrace.lint.engine.FileChecker` (a base class it inherits)."""
+    """The set-up half of :class:`~gradtrace.lint.engine.FileChecker`, a base class of it."""
 
     # -- set-up ------------------------------------------------------------------------------
     def _collect_top_imports(self, body: list[ast.stmt]) -> None:
