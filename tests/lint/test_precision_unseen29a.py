@@ -45,6 +45,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss = (target - source * 2).pow(2).sum()
         (10 * loss).backward()
         """, "GT201", line=2, raises=(RuntimeError, "does not require grad"))),
+    # AoANet (train.py, misc/utils.py): `optimizer = utils.ReduceLROnPlateau(optimizer, ...)`,
+    # the project's wrapper whose `step()` steps the optimizer and whose `scheduler_step(val)`
+    # steps torch's scheduler; `optimizer.step()` takes no metric. Twin: torch's own class
+    "project-class-named-like-torch-plateau": (Shape("""
+        class ReduceLROnPlateau:
+            def __init__(self, optimizer, factor=0.5, patience=3):
+                self.optimizer = optimizer
+                self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                    optimizer, factor=factor, patience=patience)
+            def step(self):
+                self.optimizer.step()
+            def scheduler_step(self, val):
+                self.scheduler.step(val)
+        net = nn.Linear(2, 1)
+        optimizer = ReduceLROnPlateau(torch.optim.SGD(net.parameters(), lr=0.1), factor=0.5)
+        for _ in range(2):
+            net(torch.randn(3, 2)).pow(2).mean().backward()
+            optimizer.step()
+        optimizer.scheduler_step(1.0)
+        """, "GT531"), Shape("""
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5)
+        for _ in range(2):
+            net(torch.randn(3, 2)).pow(2).mean().backward()
+            opt.step()
+            sched.step()
+        """, "GT531", line=7, raises=(TypeError, "metrics"))),
 }
 
 
