@@ -73,6 +73,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
             sched.step()
         """, "GT531", line=7, raises=(TypeError, "metrics"))),
+    # LlamaGen (tokenizer/tokenizer_image/vq_train.py): `optimizer_disc` built over
+    # `vq_loss.discriminator.parameters()`, then `vq_loss = DDP(vq_loss.to(device))` and the clip
+    # of `vq_loss.module.discriminator.parameters()`: the wrapper's `.module` is the object the
+    # optimizer was built on. Twin: the clip names the other part of that object
+    "clip-through-the-wrapper-of-the-stepped-part": (Shape("""
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.disc = nn.Linear(2, 1)
+                self.proj = nn.Linear(2, 2)
+        crit = Critic()
+        opt_d = torch.optim.SGD(crit.disc.parameters(), lr=0.1)
+        crit = nn.DataParallel(crit.to("cpu"))
+        for _ in range(2):
+            opt_d.zero_grad()
+            crit.module.disc(torch.randn(3, 2)).pow(2).mean().mul(100).backward()
+            torch.nn.utils.clip_grad_norm_(crit.module.disc.parameters(), 0.01)
+            opt_d.step()
+        """, "GT549"), Shape("""
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.disc = nn.Linear(2, 1)
+                self.proj = nn.Linear(2, 2)
+        crit = Critic()
+        opt_d = torch.optim.SGD(crit.disc.parameters(), lr=0.1)
+        crit = nn.DataParallel(crit.to("cpu"))
+        opt_d.zero_grad()
+        crit.module.disc(torch.randn(3, 2)).pow(2).mean().mul(100).backward()
+        torch.nn.utils.clip_grad_norm_(crit.module.proj.parameters(), 0.01)
+        opt_d.step()
+        """, "GT549", line=11, holds="crit.module.disc.weight.grad.norm() > 0.01")),
 }
 
 
