@@ -105,6 +105,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         torch.nn.utils.clip_grad_norm_(crit.module.proj.parameters(), 0.01)
         opt_d.step()
         """, "GT549", line=11, holds="crit.module.disc.weight.grad.norm() > 0.01")),
+    # radtts (loss.py): `self.loss_fns = {}` filled with `AttributePredictionLoss('f0',
+    # f0_model_config, loss_weights['f0_loss_weight'])`, a loss module of the file that keeps
+    # only its arguments (a name, a weight): nothing to register. Twin: the same dict of a
+    # class that builds a layer
+    "plain-dict-of-parameter-free-losses": (Shape("""
+        class TermLoss(nn.Module):
+            def __init__(self, name, config, weight, sigma=1.0):
+                super().__init__()
+                self.name = name
+                self.weight = weight
+                self.group = config["group"]
+            def forward(self, out):
+                return {"loss_" + self.name: out.pow(2).mean() * self.weight}
+        class Total(nn.Module):
+            def __init__(self, config, weights):
+                super().__init__()
+                self.fns = {}
+                self.fns["f0"] = TermLoss("f0", config, weights["f0_weight"])
+                self.fns["dur"] = TermLoss("dur", config, weights["dur_weight"])
+            def forward(self, outs):
+                return sum(v for k in outs for v in self.fns[k](outs[k]).values())
+        total = Total({"group": 1}, {"f0_weight": 0.5, "dur_weight": 1.0})
+        assert len(total.state_dict()) == 0
+        total({"f0": torch.ones(3), "dur": torch.ones(3)})
+        """, "GT401"), Shape("""
+        class TermLoss(nn.Module):
+            def __init__(self, name, weight):
+                super().__init__()
+                self.name = name
+                self.proj = nn.Linear(3, 3)
+            def forward(self, out):
+                return {"loss_" + self.name: self.proj(out).pow(2).mean()}
+        class Total(nn.Module):
+            def __init__(self, weights):
+                super().__init__()
+                self.fns = {}
+                self.fns["f0"] = TermLoss("f0", weights["f0_weight"])
+            def forward(self, outs):
+                return sum(v for k in outs for v in self.fns[k](outs[k]).values())
+        total = Total({"f0_weight": 0.5})
+        """, "GT401", line=11, holds="len(list(total.parameters())) == 0")),
 }
 
 
