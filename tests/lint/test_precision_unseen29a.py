@@ -146,6 +146,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return sum(v for k in outs for v in self.fns[k](outs[k]).values())
         total = Total({"f0_weight": 0.5})
         """, "GT401", line=11, holds="len(list(total.parameters())) == 0")),
+    # LlamaGen (tokenizer/tokenizer_image/vq_train.py): `loss_gen = vq_loss(..., recons_imgs,
+    # optimizer_idx=0)`, backward, the generator's step, then `loss_disc = vq_loss(...,
+    # recons_imgs, optimizer_idx=1)`, backward, the discriminator's step: one object of another
+    # file switched by a constant, whose discriminator branch detaches. Twin: the second call
+    # passes the same constant: the generator's freed graph again
+    "one-foreign-loss-switched-by-a-constant": (Shape("""
+        from tests.lint._switched_loss import SwitchedLoss
+        gen = nn.Linear(2, 2)
+        vq_loss = SwitchedLoss()
+        opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_disc = torch.optim.SGD(vq_loss.disc.parameters(), lr=0.1)
+        for _ in range(2):
+            imgs = torch.randn(3, 2)
+            opt.zero_grad()
+            recons = gen(imgs)
+            loss_gen = vq_loss(imgs, recons, optimizer_idx=0)
+            loss_gen.backward()
+            opt.step()
+            opt_disc.zero_grad()
+            loss_disc = vq_loss(imgs, recons, optimizer_idx=1)
+            loss_disc.backward()
+            opt_disc.step()
+        """, "GT509"), Shape("""
+        from tests.lint._switched_loss import SwitchedLoss
+        gen = nn.Linear(2, 2)
+        vq_loss = SwitchedLoss()
+        opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_disc = torch.optim.SGD(vq_loss.disc.parameters(), lr=0.1)
+        imgs = torch.randn(3, 2)
+        recons = gen(imgs)
+        loss_gen = vq_loss(imgs, recons, optimizer_idx=0)
+        loss_gen.backward()
+        opt.step()
+        loss_disc = vq_loss(imgs, recons, optimizer_idx=0)
+        loss_disc.backward()
+        opt_disc.step()
+        """, "GT509", line=11, raises=(RuntimeError, "second time"))),
 }
 
 
