@@ -183,6 +183,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss_disc.backward()
         opt_disc.step()
         """, "GT509", line=11, raises=(RuntimeError, "second time"))),
+    # PPLM (paper_code/run_gpt2.py): `context = torch.tensor(context).unsqueeze(0)`, the model's
+    # last-position softmax, `nll = -torch.log(log_probs[:, target])`, `nll.backward()`: a
+    # batch of one sample made here and one column picked is one element. Twin: the same
+    # column of a batch of several sequences
+    "one-column-of-a-batch-of-one-built-here": (Shape("""
+        lm = nn.Linear(3, 5)
+        def score(tokens, target):
+            context = torch.tensor(tokens).unsqueeze(0)
+            logits = lm(context)
+            probs = F.softmax(logits, dim=-1)
+            nll = -torch.log(probs[:, target])
+            nll.backward()
+            return lm.weight.grad
+        assert score([0.5, 1.0, 2.0], 3) is not None
+        """, "GT715"), Shape("""
+        lm = nn.Linear(3, 5)
+        def score(batch, target):
+            context = torch.tensor(batch)
+            logits = lm(context)
+            probs = F.softmax(logits, dim=-1)
+            nll = -torch.log(probs[:, target])
+            nll.backward()
+        score([[0.5, 1.0, 2.0], [1.0, 0.0, 1.0]], 3)
+        """, "GT715", line=7, raises=(RuntimeError, "scalar outputs"))),
 }
 
 
