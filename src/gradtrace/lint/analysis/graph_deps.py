@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
-    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
-    unpacks_indices)
+    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
+    TENSOR_METHODS, unpacks_indices)
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
-from gradtrace.lint.analysis.model_calls import model_calls, module_like, runs_model
+from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
 from gradtrace.lint.names import dotted
@@ -70,6 +70,9 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 continue
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS or opaque is not None and opaque(n):
+                    continue
+                if f.attr in TEMPLATE_METHODS:
+                    stack.append(f.value)  # the argument is a shape/dtype template only
                     continue
                 if f.attr in TENSOR_METHODS or f.attr in VALUE_OF_OBJECT:
                     stack.append(f.value)  # a value's method; other receivers are objects
@@ -179,9 +182,22 @@ class Graphs:
             self._direct[id(b)] = False  # cycle guard (a helper that calls itself)
             self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
                 and not self.plain_result(b) and (any(
-                    runs_model(self.ctx, self.scope, c, b.line) for c, _ in model_calls(v))
+                    self._runs_model(c, call, b.line) for c, call in model_calls(v))
                     or self.helper_result(b) or self.backpropagated(b))
         return self._direct[id(b)]
+
+    def _runs_model(self, callee: str, call: ast.Call, line: int) -> bool:
+        """A module-like call; a function of this file (not a module's ``forward``) that is
+        module-like by its spelling alone (pymarl2's ``self.train_critic_best(batch)``) runs
+        a model when something it returns carries a graph in its own scope (NOTE [helper
+        results]): its body is in sight, the spelling is the last resort."""
+        if not runs_model(self.ctx, self.scope, callee, line):
+            return False
+        fn = called_function(call, self.scope, line)
+        if fn is None or fn.name in ("forward", "__call__") or callee in ("self", "self.forward") \
+                or bound_module(self.ctx, self.scope, callee, line):
+            return True
+        return returns_graph(self.ctx, fn, None, 0)
 
     def backpropagated(self, b: Binding) -> bool:
         """``loss = loss_function(); loss.backward()``: the binding is what a ``backward()`` of
