@@ -189,8 +189,8 @@ class Graphs:
     def _runs_model(self, callee: str, call: ast.Call, line: int) -> bool:
         """A module-like call; a function of this file (not a module's ``forward``) that is
         module-like by its spelling alone (pymarl2's ``self.train_critic_best(batch)``) runs
-        a model when something it returns carries a graph in its own scope (NOTE [helper
-        results]): its body is in sight, the spelling is the last resort."""
+        a model when what it returns carries a graph in its own scope
+        (NOTE [helper results]): its body is in sight, the spelling is the last resort."""
         if not runs_model(self.ctx, self.scope, callee, line):
             return False
         fn = called_function(call, self.scope, line)
