@@ -190,14 +190,18 @@ class Graphs:
         """A module-like call; a function of this file (not a module's ``forward``) that is
         module-like by its spelling alone (pymarl2's ``self.train_critic_best(batch)``) runs
         a model when what it returns carries a graph in its own scope
-        (NOTE [helper results]): its body is in sight, the spelling is the last resort."""
+        (NOTE [helper results]), or when it is handed a tensor made to require grad
+        (``conv1d_ref(sig, taps)`` with ``taps = torch.tensor(..., requires_grad=True)``): its
+        body is in sight, the spelling is the last resort."""
         if not runs_model(self.ctx, self.scope, callee, line):
             return False
         fn = called_function(call, self.scope, line)
         if fn is None or fn.name in ("forward", "__call__") or callee in ("self", "self.forward") \
                 or bound_module(self.ctx, self.scope, callee, line):
             return True
-        return returns_graph(self.ctx, fn, None, 0)
+        return returns_graph(self.ctx, fn, None, 0) or any(
+            _grad_leaf(self.scope.binding_before(a.id, line)) for a in call.args
+            if isinstance(a, ast.Name))
 
     def backpropagated(self, b: Binding) -> bool:
         """``loss = loss_function(); loss.backward()``: the binding is what a ``backward()`` of
@@ -297,6 +301,19 @@ class Graphs:
             if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
+
+
+def _grad_leaf(b: Binding | None) -> bool:
+    """``b`` binds a tensor made to require grad: ``torch.tensor(..., requires_grad=True)``,
+    ``nn.Parameter(t)``, ``t.requires_grad_()``."""
+    v = value_of(b) if b is not None else None
+    if not isinstance(v, ast.Call):
+        return False
+    name = dotted(v.func) or ""
+    return any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+               and k.value.value is True for k in v.keywords) \
+        or name.rpartition(".")[2] == "Parameter" or name.endswith("requires_grad_") and not (
+            v.args and isinstance(v.args[0], ast.Constant) and v.args[0].value is False)
 
 
 def returns_graph(ctx: Context, fn: ast.AST, index: int | None, width: int) -> bool:
