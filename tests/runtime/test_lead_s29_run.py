@@ -179,3 +179,40 @@ def test_summed_evaluations_change_what_lbfgs_reads():
     assert len(read) >= 2
     assert torch.allclose(read[1], fresh[0] + fresh[1])
     assert not torch.allclose(read[1], fresh[1])
+
+
+# ---- GT206 named at the create_graph keyword of a multi-line autograd.grad call -------------
+
+FORCE_BUG = """
+net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+pos, f_true = torch.randn(6, 3), torch.randn(6, 3)
+for _ in range(3):
+    p = pos.clone().requires_grad_(True)
+    energy = net(p).sum()
+    forces = -torch.autograd.grad(
+        energy,
+        p,
+        create_graph=False,  # <- cause
+        retain_graph=True,
+    )[0]
+    loss = 0.01 * energy ** 2 + ((forces - f_true) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_force_from_grad_without_graph_names_the_keyword_line(run_script):
+    src = HEAD + FORCE_BUG
+    res = run_script(src)
+    assert res.code == 0, res.err
+    f = next(f for f in res.findings if f["source"] != "static")
+    assert (f["code"], f["line"]) == ("GT206", marked_line(src)), res.findings
+
+
+def test_force_from_grad_with_graph_is_silent(run_script):
+    res = run_script(HEAD + FORCE_BUG.replace("create_graph=False,  # <- cause",
+                                              "create_graph=True,"))
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["source"] != "static"], res.findings
