@@ -28,6 +28,7 @@ from gradtrace.runtime.trace.classify import (
 from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.declared import note_none_read
 from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_combine,
+                                                note_detached_scalar, rewrapped_list,
                                                 seen_in_backward, summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.ema_reads import note_average
@@ -152,6 +153,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                     else:
                         if taint is not None:
                             cuts[id(out)] = (weakref.ref(out), taint[1])
+                            if taint[1].reason == "detach":  # NOTE [term computed from a detached tensor]
+                                note_detached_scalar(self.state, out, taint[1])
                         elif _inference_enabled():
                             self._cut(out, None, call_name(func), "inference")
                         return out
@@ -373,6 +376,8 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
             elif (origin := self.state.item_origin(data)) is not None:
                 self._cut(out, None, f"torch.{call_name(func)}(... {origin.op}() ...)", "rewrap",
                           origin)
+            elif isinstance(data, (list, tuple)) and self.state.cuts:
+                rewrapped_list(self, call_name(func), data, out)
         elif args and self.state.items:  # NOTE [backward of a leaf]
             forced_number_leaf(self, out, args[0], call_name(func))
         return out
