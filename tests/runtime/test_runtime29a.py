@@ -185,3 +185,81 @@ print(report.tolist(), (loss + report.mean()).item())
 def test_nested_rewrap_for_a_report_is_silent(run_script):
     res = run_script(NESTED_REWRAP_REPORT)
     assert _run_findings(res) == [], res.err
+
+
+# -- a loss warned about broadcasting: the squeezed side's line --------------------------------
+# FARM's shape: a helper squeezes the logits to (B,), the labels stay (B, 1)
+SQUEEZED_TWIN = HEAD + """
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ff = nn.Linear(8, 1)
+        self.loss_fct = nn.MSELoss(reduction="none")
+
+    def forward(self, x):
+        return self.ff(x)
+
+    def to_preds(self, logits):
+        return logits.squeeze(-1)
+
+    def to_loss(self, logits, labels):
+        return self.loss_fct(logits, labels.float())
+
+
+head = Head()
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(16, 8)
+    labels = x.sum(1, keepdim=True)
+    logits = head(x)
+    preds = head.to_preds(logits)  # <- cause
+    loss = head.to_loss(preds, labels).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_broadcast_loss_named_where_the_helper_squeezed_input_was_bound(run_script):
+    _check(run_script, SQUEEZED_TWIN, "GT842")
+
+
+# a variant the case does not show: squeezed in the training function itself, a line before
+SQUEEZED_VARIANT = HEAD + """
+def train_step(model, opt, x, y):
+    out = model(x)
+    pred = out.squeeze(1)  # <- cause
+    loss = F.l1_loss(pred, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    train_step(model, opt, torch.randn(8, 4), torch.randn(8, 1))
+"""
+
+
+def test_broadcast_loss_named_at_the_squeeze_in_the_running_frame(run_script):
+    _check(run_script, SQUEEZED_VARIANT, "GT842")
+
+
+# look-alike: both sides squeezed to (B,): no broadcast, nothing to say
+SQUEEZED_BOTH = HEAD + """
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    pred = model(x).squeeze(1)
+    loss = F.mse_loss(pred, y.squeeze(1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_both_sides_squeezed_is_silent(run_script):
+    res = run_script(SQUEEZED_BOTH)
+    assert _run_findings(res, "GT842") == [], res.err
