@@ -35,8 +35,8 @@ Tensor = torch.Tensor
 # cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
 DEAD = ("no_grad", "nondiff", "rewrap", "grad")  # (grad: root_leaf.py)
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
-# nodes that combine loss terms without changing what a term is (NOTE [term computed from a
-# detached tensor]: a detached value inside a term, a baseline under a square, is not a term)
+# nodes that combine loss terms without changing what a term is: a detached value inside a
+# term, a baseline under a square, is not a term (NOTE [term computed from a detached tensor])
 TERM_OPS = ("AddBackward", "SubBackward", "MulBackward", "DivBackward", "MeanBackward",
             "SumBackward", "NegBackward", "ViewBackward", "ReshapeAlias", "SqueezeBackward",
             "UnsqueezeBackward", "CloneBackward", "StackBackward", "CatBackward", "UnsafeView",

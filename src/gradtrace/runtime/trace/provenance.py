@@ -149,7 +149,7 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
                     else:
                         if taint is not None:
                             cuts[id(out)] = (weakref.ref(out), taint[1])
-                            if taint[1].reason == "detach":  # NOTE [term computed from a detached tensor]
+                            if taint[1].reason == "detach":  # (dead_terms.py)
                                 note_detached_scalar(self.state, out, taint[1])
                         elif _inference_enabled():
                             self._cut(out, None, call_name(func), "inference")

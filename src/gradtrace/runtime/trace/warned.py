@@ -56,7 +56,7 @@ def _target_size(m: re.Match[str], site: Site, frame: types.FrameType | None,
     op = f"size {given} with a target of size {target}"
     from gradtrace.runtime.trace.squeezed_side import squeezed_site
 
-    where = squeezed_site(frame)
+    where = squeezed_site(frame)  # NOTE [squeezed loss input]
     if where is None or where == site:
         return "loss-target-broadcast", site, op, ()
     return "loss-target-broadcast", where, op, (
