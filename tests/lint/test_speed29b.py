@@ -37,7 +37,8 @@ def test_write_spellings():
     annotated defaults are not (the gate is a superset: it may open, never wrongly close)."""
     for s in ("x[i] = v", "x[i]=v", "(x[i]) = v", "x[i] \\\n    = v", "x += 1", "x //= 2",
               "x **= 2", "x @= w", "x <<= 1", "x |= m", "x.add_(1)", "x.add_ (1)",
-              "(x.add_)(1)", "x.add_\\\n(1)", "conv(x).unsqueeze_(1)", "torch.relu_(x)",
+              "(x.add_)(1)", "x.add_\\\n(1)", "(x.add_  # c\n)(1)", "conv(x).unsqueeze_(1)",
+              "torch.relu_(x)",
               "F.relu(x, inplace=True)"):
         assert WRITE_SPELLING.search(code_text(s)), s
     for s in ("y = x[i]", "x[0] == y", "a <= b", "a >= b", "a != b", "y = f(x, dim=-1)",
@@ -57,6 +58,8 @@ def test_body_may_write_reads_the_body_only():
         """)
     fns = [n for n in ctx.tree.body if isinstance(n, ast.FunctionDef)]
     assert [body_may_write(ctx, f) for f in fns] == [False, True]
+    ctx = _ctx("def f(x):\n    x.add\uff3f(1)\n")  # NFKC: `add_`; non-ASCII code is read
+    assert ast.dump(ctx.tree).count("'add_'") == 1 and body_may_write(ctx, ctx.tree.body[0])
 
 
 UNSPELT_INIT = """

@@ -11,7 +11,8 @@ name (``from torch import relu_ as r``, then ``r(x)``: :func:`aliased_inplace`),
 built in place elsewhere (``self.act = nn.ReLU(True)`` in ``__init__``, then ``self.act(x)``);
 a caller rules those out first. Comments and strings are blanked (NOTE [code text]), so a
 function whose body code matches none of these spellings holds no such write, and a rule that
-only pairs such writes can pass it without reading its statements.
+only pairs such writes can pass it without reading its statements. Code that is not ASCII is
+always read: Python normalises identifiers (NFKC), so ``x.add\uff3f(1)`` calls ``add_``.
 """
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.calls import ascii_code
+
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
 WRITE_SPELLING = re.compile(
     r"(?:<<|>>|\*\*|//|[-+*/%@&|^])="  # augmented assignment
     r"|\][\s\\)#]*=(?!=)"               # a subscript assigned
-    r"|_[\s\\)]*\("                     # a call of a name ending in `_`
+    r"|_[\s\\)#]*\("                    # a call of a name ending in `_`
     r"|inplace")
 
 
@@ -33,9 +36,10 @@ def body_may_write(ctx: Context, fn: ast.AST) -> bool:
     """Whether the code of ``fn``'s body (from its first statement's line) spells one of the
     in-place writes of NOTE [write spelling]."""
     body = getattr(fn, "body", None)
-    if not body:
-        return False
-    lines = ctx.code_lines[body[0].lineno - 1:fn.end_lineno or body[0].lineno]  # type: ignore[attr-defined]
+    if not body or not ascii_code(ctx):
+        return bool(body)
+    end = getattr(fn, "end_lineno", None) or body[0].lineno
+    lines = ctx.code_lines[body[0].lineno - 1:end]
     return WRITE_SPELLING.search("\n".join(lines)) is not None
 
 
