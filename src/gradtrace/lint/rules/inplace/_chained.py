@@ -18,7 +18,7 @@ import ast
 from typing import Any
 
 from gradtrace.lint.analysis.kinds import PARAMETER, TENSOR
-from gradtrace.lint.analysis.write_spelling import aliased_inplace
+from gradtrace.lint.analysis.write_spelling import aliased_inplace, body_may_write
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rules.inplace._ops import SAVED_OUT, VIEW_METHODS
 from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller
@@ -132,9 +132,10 @@ def init_says_inplace(cls: ast.ClassDef, ctx: Context) -> bool:
     return ctx.memo("gt6-init-inplace", cls, make)
 
 
-def unspelt_writes(cls: ast.ClassDef, ctx: Context, modules: Any) -> bool:
-    """Whether a method of ``cls`` may write in place without spelling it in its own code
-    (NOTE [write spelling]): a torch in-place function imported under another name, or a
-    layer ``__init__`` may build in place (it spells ``True`` or ``inplace``: ``modules``'s
-    own gate, then ``self.act(x)`` writes)."""
-    return aliased_inplace(ctx) or modules._init_says_true() or init_says_inplace(cls, ctx)
+def may_write(cls: ast.ClassDef, fn: ast.AST, ctx: Context, modules: Any) -> bool:
+    """Whether the method ``fn`` of ``cls`` may write in place (NOTE [write spelling]): its
+    body spells a write, or a write need not be spelt there: a torch in-place function
+    imported under another name, or a layer ``__init__`` may build in place (it spells
+    ``True`` or ``inplace``: ``modules``'s own gate, then ``self.act(x)`` writes)."""
+    return body_may_write(ctx, fn) or aliased_inplace(ctx) or modules._init_says_true() \
+        or init_says_inplace(cls, ctx)
