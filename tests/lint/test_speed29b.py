@@ -136,3 +136,31 @@ def test_spelt_write_next_to_a_quiet_method():
                 return p + self.helper(x)
         """, "GT602")
     assert [line for _, line in found] == [14]
+
+
+PRODUCED = """
+    import torch
+
+    def train_step(model, x, opt):
+        p = torch.sigmoid(model(x))
+        q = p * 2
+        {write}
+        q.sum().backward()
+        opt.step()
+    """
+
+
+def test_op_read_only_when_a_write_follows(monkeypatch):
+    """GT602's ``_candidate_writes`` asks which op a call is (its scope, its modules) only
+    when a statement after it may write the name; the twin with a write is still found."""
+    import gradtrace.lint.rules.inplace._saved as saved
+    asked: list[int] = []
+    real = saved._producer
+
+    def producer(call, ctx, modules):  # type: ignore[no-untyped-def]
+        asked.append(call.lineno)
+        return real(call, ctx, modules)
+    monkeypatch.setattr(saved, "_producer", producer)
+    assert _codes(PRODUCED.format(write="print(q)"), "GT602") == [] and asked == []
+    assert _codes(PRODUCED.format(write="p[p < 0.5] = 0"), "GT602") == [("GT602", 7)]
+    assert asked == [5]

@@ -269,6 +269,8 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     fn = (ctx.function or ctx.tree) if all(names) else None  # a script's body counts too
     if fn is None:
         return out
+    if not any(_written_name(s, True) in names for s in _after(fn, stmt, memo)):
+        return out  # nothing after it may write the names: its op need not be known
     modules = modules_of(ctx)
     prod = _producer(node, ctx, modules)
     if prod is None or len(names) > 1 and prod.op not in MULTI_SAVED:
