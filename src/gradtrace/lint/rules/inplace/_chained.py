@@ -134,8 +134,10 @@ def init_says_inplace(cls: ast.ClassDef, ctx: Context) -> bool:
 
 def may_write(cls: ast.ClassDef, fn: ast.AST, ctx: Context, modules: Any) -> bool:
     """Whether the method ``fn`` of ``cls`` may write in place (NOTE [write spelling]): its
-    body spells a write, or a write need not be spelt there: a torch in-place function
-    imported under another name, or a layer ``__init__`` may build in place (it spells
-    ``True`` or ``inplace``: ``modules``'s own gate, then ``self.act(x)`` writes)."""
-    return body_may_write(ctx, fn) or aliased_inplace(ctx) or modules._init_says_true() \
-        or init_says_inplace(cls, ctx)
+    body spells a write, or a write need not be spelt in the class: a layer ``__init__`` may
+    build in place (it spells ``inplace`` or ``True``: ``modules``'s own gate, then
+    ``self.act(x)`` writes), or a torch in-place function imported under another name. The
+    class's part is found once per class, while ``_saved._class_pairs`` reads it (once per
+    class and file): the imports of that moment."""
+    return body_may_write(ctx, fn) or ctx.memo("gt6-unspelt", cls, lambda: init_says_inplace(
+        cls, ctx) or modules._init_says_true() or aliased_inplace(ctx))
