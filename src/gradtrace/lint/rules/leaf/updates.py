@@ -10,7 +10,6 @@ from gradtrace.lint.analysis.grad_values import runs_with_grad
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.layer_params import layer_parameter
 from gradtrace.lint.analysis.param_attrs import file_freezes
-from gradtrace.lint.analysis.write_spelling import body_may_write
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -393,8 +392,6 @@ class InplaceUpdateOfLeaf(Rule):
     def _scan(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         """Check the update statements of one function (or the module body), nested defs
         excluded (the engine visits each function whose text holds a trigger word)."""
-        if not isinstance(fn, ast.Module) and not body_may_write(ctx, fn):
-            return  # no in-place write spelt in it (NOTE [write spelling])
         for stmt in own_statements(fn.body):  # type: ignore[attr-defined]
             for target, what in in_place_writes(stmt):
                 yield from self._check(fn, stmt, target, what, ctx)
