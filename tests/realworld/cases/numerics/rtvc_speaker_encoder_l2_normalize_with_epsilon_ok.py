@@ -1,4 +1,4 @@
-"""Real-Time-Voice-Cloning's SpeakerEncoder after PR 678: the L2 normalization of the embeddings and of both centroids divides by (norm + 1e-5), so an utterance whose ReLU output is all zeros gets a zero embedding instead of NaN and the GE2E loss and every weight stay finite.
+"""Real-Time-Voice-Cloning's SpeakerEncoder after PR 678: the L2 normalization of the embeddings and of both centroids divides by (norm + 1e-5), so an utterance whose ReLU output is all zeros gets a zero embedding instead of NaN and the GE2E loss and every weight stay finite. The two similarity parameters are moved before wrapping here (nn.Parameter(t.to(loss_device))): upstream wraps then moves, which returns a plain tensor when loss_device is a GPU (the repository's own FIXME: the gradient is None if loss_device is cuda), a bug of its own, so it cannot stand in the correct look-alike (corrected after the blind measurement).
 
 source: https://github.com/CorentinJ/Real-Time-Voice-Cloning/pull/678
 kind: lookalike
@@ -23,8 +23,8 @@ class SpeakerEncoder(nn.Module):
                             num_layers=model_num_layers, batch_first=True).to(device)
         self.linear = nn.Linear(in_features=model_hidden_size, out_features=model_embedding_size).to(device)
         self.relu = torch.nn.ReLU().to(device)
-        self.similarity_weight = nn.Parameter(torch.tensor([10.])).to(loss_device)
-        self.similarity_bias = nn.Parameter(torch.tensor([-5.])).to(loss_device)
+        self.similarity_weight = nn.Parameter(torch.tensor([10.]).to(loss_device))
+        self.similarity_bias = nn.Parameter(torch.tensor([-5.]).to(loss_device))
         self.loss_fn = nn.CrossEntropyLoss().to(loss_device)
 
     def do_gradient_ops(self):
