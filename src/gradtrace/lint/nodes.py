@@ -364,6 +364,37 @@ def scope_nodes(fn: ast.AST) -> Iterator[ast.AST]:
         todo.extend(child_nodes(n))
 
 
+def scope_statements(fn: ast.AST) -> list[ast.AST]:
+    """The statements (except handlers, match cases) among :func:`scope_nodes` of ``fn``, in
+    its order: its pre-order walk pruned to the statement-list fields (an expression holds no
+    statement), which leaves the rest in the same order; a fifth of the nodes."""
+    out: list[ast.AST] = []
+    todo = [x for f in _stmt_fields(fn.__class__) for x in getattr(fn, f, None) or ()]
+    pop, push, add = todo.pop, todo.extend, out.append
+    while todo:
+        n = pop()
+        if isinstance(n, _NESTED):
+            continue
+        add(n)
+        fs = _STMT_FIELDS.get(n.__class__)
+        for f in _stmt_fields(n.__class__) if fs is None else fs:
+            v = getattr(n, f, None)
+            if v:
+                push(v)
+    return out
+
+
+_STMT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _stmt_fields(t: type) -> tuple[str, ...]:
+    """The statement-list fields of ``t`` in its ``_fields`` order (:func:`child_nodes`')."""
+    fs = _STMT_FIELDS.get(t)
+    if fs is None:
+        fs = _STMT_FIELDS[t] = tuple(f for f in getattr(t, "_fields", ()) if f in BODY_FIELDS)
+    return fs
+
+
 def holds_line(lines: list[int], first: int, last: int) -> bool:
     """Whether the sorted ``lines`` hold one from ``first`` to ``last`` (a bisection)."""
     i = bisect_left(lines, first)
