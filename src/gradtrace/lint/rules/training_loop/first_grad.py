@@ -7,7 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.steps import backward_of, step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.nodes import bfs_walk, of_types, walk
+from gradtrace.lint.nodes import bfs_walk, function_scopes, of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import _statements
 from gradtrace.lint.rules.training_loop._base import related_at
@@ -86,7 +86,7 @@ class GradUsedBeforeFirstBackward(Rule):
         """Once per file: the outermost loops of the module body and of every function."""
         if _grad_assigned(ctx):
             return
-        for where in [node, *(n for n in bfs_walk(node) if isinstance(n, FUNCTION_TYPES))]:
+        for where in function_scopes(node):
             for loop in _outer_loops(where.body):  # type: ignore[attr-defined]
                 yield from self._check(loop, ctx, where)
 
