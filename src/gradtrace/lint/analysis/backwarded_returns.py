@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.steps import Backward, step_calls
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import scope_statements
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -38,7 +38,7 @@ def _find(ctx: Context, fn: Fn) -> Backward | None:
     if not cands:
         return None
     scope = ctx.scope(fn)
-    for r in scope_nodes(fn):
+    for r in ctx.memo("scope-statements", fn, lambda: scope_statements(fn)):
         if not isinstance(r, ast.Return) or r.value is None:
             continue
         name = _returned_name(r.value)
@@ -72,7 +72,7 @@ def _returned_name(v: ast.expr) -> str | None:
 
 def _same_block(a: ast.stmt, b: ast.stmt, fn: Fn) -> bool:
     """``a`` and ``b`` are statements of one block (a body, an ``else``) of ``fn``."""
-    for n in (fn, *scope_nodes(fn)):
+    for n in (fn, *scope_statements(fn)):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(n, field, None)
             if isinstance(block, list) and any(s is a for s in block):

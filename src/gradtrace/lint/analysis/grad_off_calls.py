@@ -260,7 +260,7 @@ def _build(ctx: Context) -> dict[int, OffEntry]:
 
     for w, where in region_statements(ctx):
         enter(list(off_nodes(w.body, ctx)), where, w, None, frozenset(), 0)
-    for fn in [n for n in bfs_walk(ctx.tree) if isinstance(n, FUNCTION_TYPES)]:
+    for fn in [*function_scopes(ctx.tree)][1:]:  # the functions, breadth first
         if any(disables_grad(d, ctx) for d in fn.decorator_list) and id(fn) not in out:
             e = OffEntry(fn, fn, None, frozenset())
             out[id(fn)] = e

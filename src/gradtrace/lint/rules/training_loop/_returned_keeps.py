@@ -35,7 +35,7 @@ from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.update_helpers import node_code
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
-from gradtrace.lint.nodes import scope_nodes, walk
+from gradtrace.lint.nodes import scope_statements, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -81,7 +81,7 @@ def _returns_term(ctx: Context, fn: ast.AST) -> bool:
     losses = {b.loss.id: b for b in step_calls(ctx, fn).losses() if isinstance(b.loss, ast.Name)}
     if not losses:
         return False
-    for r in scope_nodes(fn):
+    for r in ctx.memo("scope-statements", fn, lambda: scope_statements(fn)):
         if not (isinstance(r, ast.Return) and isinstance(r.value, ast.Name)):
             continue
         made = scope.binding_before(r.value.id, r.lineno)
@@ -103,7 +103,8 @@ def _term_at(ctx: Context, fn: ast.AST, whole: int, part: int, width: int) -> bo
     """Every ``return`` of ``fn`` is a tuple of ``width`` whose element ``part`` is a term of
     element ``whole``, or a dict literal (or a name bound to one) holding one."""
     scope = ctx.scope(fn)
-    rets = [r for r in scope_nodes(fn) if isinstance(r, ast.Return) and r.value is not None]
+    rets = [r for r in ctx.memo("scope-statements", fn, lambda: scope_statements(fn))
+            if isinstance(r, ast.Return) and r.value is not None]
     for r in rets:
         v = r.value
         if not (isinstance(v, ast.Tuple) and len(v.elts) == width):
@@ -196,7 +197,7 @@ def _direct_calls(value: ast.expr) -> list[ast.Call]:
 def _returns_of(fn: ast.AST, name: str) -> Iterator[ast.Return]:
     """The ``return`` statements handing back ``name``: itself, or a dict literal's ``'loss'``
     entry (NOTE [backwarded returns])."""
-    for r in scope_nodes(fn):
+    for r in scope_statements(fn):
         v = r.value if isinstance(r, ast.Return) else None
         if isinstance(v, ast.Name) and v.id == name or isinstance(v, ast.Dict) and any(
                 isinstance(k, ast.Constant) and k.value == "loss" and isinstance(e, ast.Name)

@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.steps import backward_of, step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.nodes import bfs_walk, function_scopes, of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import _statements
 from gradtrace.lint.rules.training_loop._base import related_at
@@ -32,7 +33,7 @@ def _fresh_leaf(v: ast.AST | None, ctx: Context) -> bool:
 def _grad_uses(s: ast.stmt) -> Iterator[tuple[str, ast.Attribute]]:
     """(name, node) for each ``name.grad.<attr>`` a simple statement reads (``w.grad.zero_()``,
     ``w.grad.data``): ``.grad`` used as a tensor."""
-    for n in ast.walk(s):
+    for n in bfs_walk(s):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) \
                 and n.value.attr == "grad" and isinstance(n.value.value, ast.Name) \
                 and isinstance(n.value.ctx, ast.Load):
@@ -85,23 +86,27 @@ class GradUsedBeforeFirstBackward(Rule):
         """Once per file: the outermost loops of the module body and of every function."""
         if _grad_assigned(ctx):
             return
-        for where in [node, *(n for n in ast.walk(node) if isinstance(n, FUNCTION_TYPES))]:
+        for where in function_scopes(node):
             for loop in _outer_loops(where.body):  # type: ignore[attr-defined]
                 yield from self._check(loop, ctx, where)
 
     def _check(self, loop: ast.stmt, ctx: Context, where: ast.AST) -> Iterator[Finding]:
         """``loop`` is outermost (an inner one may follow an earlier backward)."""
         stmts = list(_statements(loop.body))
-        first = next((s for s in stmts if any(
-            isinstance(c, ast.Call) and backward_of(c, ctx) is not None
-            for c in ast.walk(s)) and not isinstance(s, (*LOOPS, ast.If, ast.With))), None)
+        first = next((s for s in stmts if not isinstance(s, (*LOOPS, ast.If, ast.With)) and any(
+            backward_of(c, ctx) is not None for c in of_types(s, (ast.Call,)))), None)
         if first is None:
             return
         scope = ctx.scope(where)
+        guarded: set[int] | None = None
         for s in stmts:
             if s is first or s.lineno >= first.lineno:
                 break
-            if isinstance(s, (*LOOPS, ast.If, ast.With, ast.Try)) or _guarded(loop, s):
+            if isinstance(s, (*LOOPS, ast.If, ast.With, ast.Try)):
+                continue
+            if guarded is None:
+                guarded = _guarded(loop)
+            if id(s) in guarded:
                 continue
             for leaf, use in _grad_uses(s):
                 b = scope.binding_before(leaf, loop.lineno)
@@ -131,15 +136,15 @@ def _outer_loops(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 def _grad_assigned(ctx: Context) -> bool:
     """The file assigns some ``.grad`` (``w.grad = torch.zeros_like(w)``): not followed."""
     return ctx.memo("gt612-grad-assigned", ctx.tree, lambda: any(
-        isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Store)
-        for n in ast.walk(ctx.tree)))
+        n.attr == "grad" and isinstance(n.ctx, ast.Store)  # type: ignore[attr-defined]
+        for n in of_types(ctx.tree, (ast.Attribute,))))
 
 
-def _guarded(loop: ast.AST, s: ast.stmt) -> bool:
-    """``s`` sits under an ``if`` of the loop whose test reads a ``.grad``."""
-    for n in ast.walk(loop):
-        if isinstance(n, ast.If) and any(isinstance(a, ast.Attribute) and a.attr == "grad"
-                                         for a in ast.walk(n.test)):
-            if any(x is s for x in ast.walk(n)):
-                return True
-    return False
+def _guarded(loop: ast.AST) -> set[int]:
+    """The ids of the nodes under an ``if`` of the loop whose test reads a ``.grad``: a
+    statement among them is guarded (once per loop, not one walk of the loop per statement)."""
+    out: set[int] = set()
+    for n in of_types(loop, (ast.If,)):
+        if any(a.attr == "grad" for a in of_types(n.test, (ast.Attribute,))):  # type: ignore[attr-defined]
+            out.update(map(id, walk(n)))
+    return out

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import LOOP_TYPES, Context
-from gradtrace.lint.nodes import bfs_walk, scope_nodes
+from gradtrace.lint.nodes import of_types, scope_nodes, scope_statements
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop.eval_mode import (
     TRAINING_ATTRS, _eval_up, _mode_switch, _runs_mode_model)
@@ -16,8 +16,8 @@ Def = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def _trains(stmts: list[ast.stmt]) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in TRAINING_ATTRS for s in stmts for n in bfs_walk(s))
+    return any(isinstance(f := n.func, ast.Attribute)  # type: ignore[attr-defined]
+               and f.attr in TRAINING_ATTRS for s in stmts for n in of_types(s, (ast.Call,)))
 
 
 def _phase_names(test: ast.AST) -> set[str]:
@@ -119,11 +119,12 @@ class PhaseSharedForwardInTrainMode(Rule):
         if not ctx.mentions(".backward(") or not isinstance(fn, ast.Module) \
                 and ".backward(" not in ctx.code_of(fn):
             return
-        nodes = list(scope_nodes(fn))
-        ifs = [n for n in nodes if isinstance(n, ast.If) and _trains(n.body)
-               and not _trains(n.orelse) and _phase_names(n.test)]
+        ifs = [n for n in ctx.memo("scope-statements", fn, lambda: scope_statements(fn))
+               if isinstance(n, ast.If) and _trains(n.body) and not _trains(n.orelse)
+               and _phase_names(n.test)]
         if not ifs:
             return
+        nodes = list(scope_nodes(fn))
         loops = [n for n in nodes if isinstance(n, LOOP_TYPES)]
         if any(_mode_switch(n, ctx, fn) for n in nodes) or isinstance(
                 fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
