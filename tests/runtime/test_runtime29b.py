@@ -1,0 +1,88 @@
+"""Session-29 run-time diagnoses of silent bugs (docs/triage/runtime29b.md):
+
+- ``autograd.grad`` of a tensor with respect to itself after an in-place op rewrote it
+  (NOTE [input rewritten into the output]): GT865 at the in-place write.
+
+Buggy twins (code + line asserted), silent look-alikes, and a variant the cases do not show.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+
+def _first(res):
+    found = [f for f in res.findings if f["source"] != "static"]
+    return (found[0]["code"], found[0]["line"]) if found else None
+
+
+def _codes(res, code):
+    return [f for f in res.findings if f["source"] != "static" and f["code"] == code]
+
+
+# --- NOTE [input rewritten into the output] ------------------------------------------------
+
+def test_torch_gives_ones_for_the_gradient_of_a_rewritten_input():
+    """The fact the finding states, on real torch: relu_ returns its input, and the gradient
+    of x with respect to itself is 1 where relu's derivative is 0."""
+    x = torch.tensor([-1.0]).requires_grad_().clone()
+    out = F.relu_(x)
+    assert out is x
+    assert torch.autograd.grad(out, (x,))[0].item() == 1.0
+    y = torch.tensor([-1.0]).requires_grad_().clone()
+    assert torch.autograd.grad(F.relu(y), (y,))[0].item() == 0.0
+
+
+# twin: the case's shape, the write inline in the grad call
+INLINE = HEAD + """
+x = torch.tensor([-1.0, 2.0]).requires_grad_().clone()
+g = torch.autograd.grad(F.relu_(x), (x,), grad_outputs=torch.ones(2))[0]  # <- cause
+print(g)
+"""
+
+# variant: a method-form write in a helper, the gradient asked by the caller on its input
+HELPER = HEAD + """
+def squash(t):
+    return t.tanh_()  # <- cause
+
+
+w = nn.Parameter(torch.randn(3, 3))
+for _ in range(2):
+    h = torch.randn(4, 3) @ w
+    dh = torch.autograd.grad(squash(h), h, grad_outputs=torch.ones(4, 3), retain_graph=True)[0]
+    print(dh.abs().max().item())
+"""
+
+# look-alike: the out-of-place op, and an output computed after the write (a new tensor)
+OUT_OF_PLACE = HEAD + """
+x = torch.tensor([-1.0, 2.0]).requires_grad_().clone()
+print(torch.autograd.grad(F.relu(x), (x,), grad_outputs=torch.ones(2))[0])
+h = torch.randn(4, 3, requires_grad=True).clone()
+h.relu_()
+print(torch.autograd.grad((h * h).sum(), h)[0])
+"""
+
+
+def test_gradient_of_an_input_relu_rewrote_names_the_write(run_script):
+    res = run_script(INLINE)
+    assert _first(res) == ("GT865", marked_line(INLINE)), res.err
+
+
+def test_gradient_of_an_input_a_helper_rewrote_names_the_helper_write(run_script):
+    res = run_script(HELPER)
+    assert _first(res) == ("GT865", marked_line(HELPER)), res.err
+
+
+def test_gradient_of_a_new_tensor_is_silent(run_script):
+    res = run_script(OUT_OF_PLACE)
+    assert res.code == 0, res.err
+    assert _codes(res, "GT865") == [], res.err
