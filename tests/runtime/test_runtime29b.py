@@ -86,3 +86,70 @@ def test_gradient_of_a_new_tensor_is_silent(run_script):
     res = run_script(OUT_OF_PLACE)
     assert res.code == 0, res.err
     assert _codes(res, "GT865") == [], res.err
+
+
+# --- GT821's message when the optimizer that steps came after the new parameters ------------
+
+# the optimizer of the second run is built after the new network, from the parameter list the
+# first network left (opensoundscape's loaded optimizer_params)
+OLD_LIST = HEAD + """
+class Runner:
+    def __init__(self):
+        self.net = nn.Linear(6, 2)
+        self.opt_args = {"params": list(self.net.parameters()), "lr": 0.1}
+
+    def fit(self, x, y):
+        opt = torch.optim.SGD(**self.opt_args)
+        for _ in range(3):
+            opt.zero_grad()
+            nn.functional.cross_entropy(self.net(x), y).backward()
+            opt.step()
+
+
+x, y = torch.randn(16, 6), torch.randint(0, 2, (16,))
+first = Runner()
+first.fit(x, y)
+second = Runner()
+second.opt_args = first.opt_args
+second.fit(x, y)
+"""
+
+# look-alike: a parameter a helper adds after the one optimizer was built (nothing built later)
+ADDED = HEAD + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 2)
+
+    def forward(self, x):
+        out = self.fc(x)
+        return out * self.scale if hasattr(self, "scale") else out
+
+
+def add_scale(m):
+    m.scale = nn.Parameter(torch.ones(1))
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+add_scale(model)
+for _ in range(3):
+    opt.zero_grad()
+    model(torch.randn(8, 6)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def test_optimizer_built_later_from_an_old_list_is_said_so(run_script):
+    res = run_script(OLD_LIST)
+    found = _codes(res, "GT821")
+    assert found, res.err
+    assert "built after them" in found[0]["message"], res.err
+    assert "added to the model here, after the optimizer" not in found[0]["message"], res.err
+
+
+def test_parameter_added_after_the_only_optimizer_is_not_said_built_later(run_script):
+    res = run_script(ADDED)
+    found = _codes(res, "GT821")
+    assert found, res.err
+    assert "built after them" not in found[0]["message"], res.err
