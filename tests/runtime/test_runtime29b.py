@@ -1,7 +1,10 @@
 """Session-29 run-time diagnoses of silent bugs (docs/triage/runtime29b.md):
 
 - ``autograd.grad`` of a tensor with respect to itself after an in-place op rewrote it
-  (NOTE [input rewritten into the output]): GT865 at the in-place write.
+  (NOTE [input rewritten into the output]): GT865 at the in-place write;
+- a model only evaluated, never put in eval mode, whose dropout drops at every call
+  (NOTE [evaluated as loaded, in train mode]): GT874 at the line that made the model;
+- GT821's message when the optimizer that steps was built after the unheld parameters.
 
 Buggy twins (code + line asserted), silent look-alikes, and a variant the cases do not show.
 """
@@ -153,3 +156,99 @@ def test_parameter_added_after_the_only_optimizer_is_not_said_built_later(run_sc
     found = _codes(res, "GT821")
     assert found, res.err
     assert "built after them" not in found[0]["message"], res.err
+
+
+# --- NOTE [evaluated as loaded, in train mode] -----------------------------------------------
+
+def test_torch_modules_start_in_train_mode_and_dropout_drops_under_no_grad():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5))
+    assert m.training
+    x = torch.randn(8, 4)
+    with torch.no_grad():
+        assert not torch.equal(m(x), m(x))
+    m.eval()
+    with torch.no_grad():
+        assert torch.equal(m(x), m(x))
+
+
+EVAL_ONLY = HEAD + """
+def load(name):
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.3), nn.Linear(16, 4))
+
+
+def score(model, batches):
+    with torch.no_grad():
+        return torch.cat([model(b) for b in batches])
+
+
+model = load("base"){fix}  # <- cause
+batches = [torch.randn(4, 8) for _ in range(3)]
+print(torch.equal(score(model, batches), score(model, batches)))
+"""
+
+# variant: features extracted in a function, under inference_mode, the model built inline
+FEATURES = HEAD + """
+def main():
+    encoder = nn.Sequential(nn.Conv1d(2, 4, 3), nn.ReLU(), nn.Dropout1d(0.2), nn.Flatten())  # <- cause
+    feats = []
+    for _ in range(3):
+        with torch.inference_mode():
+            feats.append(encoder(torch.randn(5, 2, 10)))
+    print(torch.cat(feats).shape)
+
+
+main()
+"""
+
+# look-alike: Monte-Carlo dropout, the mode set on purpose
+MC_DROPOUT = HEAD + """
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 1))
+model.train()
+x = torch.randn(4, 8)
+with torch.no_grad():
+    samples = torch.stack([model(x) for _ in range(20)])
+print(samples.std(0).mean().item())
+"""
+
+# look-alike: evaluated once before training starts (an optimizer exists by the end)
+BEFORE_TRAINING = HEAD + """
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 1))
+x, y = torch.randn(16, 8), torch.randn(16, 1)
+with torch.no_grad():
+    print([nn.functional.mse_loss(model(x), y).item() for _ in range(2)])
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+"""
+
+
+def test_model_evaluated_as_loaded_names_the_load(run_script):
+    src = EVAL_ONLY.format(fix="")
+    res = run_script(src)
+    assert _first(res) == ("GT874", marked_line(src)), res.err
+
+
+def test_encoder_built_in_a_function_and_only_evaluated_variant(run_script):
+    res = run_script(FEATURES)
+    assert _first(res) == ("GT874", marked_line(FEATURES)), res.err
+
+
+def test_model_put_in_eval_after_loading_is_silent(run_script):
+    res = run_script(EVAL_ONLY.format(fix="\nmodel.eval()"))
+    assert res.code == 0, res.err
+    assert _codes(res, "GT874") == [], res.err
+
+
+def test_monte_carlo_dropout_set_on_purpose_is_silent(run_script):
+    res = run_script(MC_DROPOUT)
+    assert res.code == 0, res.err
+    assert _codes(res, "GT874") == [], res.err
+
+
+def test_evaluated_before_training_is_silent(run_script):
+    res = run_script(BEFORE_TRAINING)
+    assert res.code == 0, res.err
+    assert _codes(res, "GT874") == [], res.err
