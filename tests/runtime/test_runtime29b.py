@@ -4,6 +4,8 @@
   (NOTE [input rewritten into the output]): GT865 at the in-place write;
 - a model only evaluated, never put in eval mode, whose dropout drops at every call
   (NOTE [evaluated as loaded, in train mode]): GT874 at the line that made the model;
+- a mean teacher / EMA copy refreshed from the parameters only, its normalisation statistics
+  never moving (NOTE [average that skips the statistics]): GT866 at the averaging loop;
 - GT821's message when the optimizer that steps was built after the unheld parameters.
 
 Buggy twins (code + line asserted), silent look-alikes, and a variant the cases do not show.
@@ -252,3 +254,107 @@ def test_evaluated_before_training_is_silent(run_script):
     res = run_script(BEFORE_TRAINING)
     assert res.code == 0, res.err
     assert _codes(res, "GT874") == [], res.err
+
+
+# --- NOTE [average that skips the statistics] ------------------------------------------------
+
+def test_parameters_hold_no_buffers():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    ids = {id(p) for p in m.parameters()}
+    assert id(m[1].running_mean) not in ids and id(m[1].running_var) not in ids
+
+
+TEACHER = HEAD + """
+import copy
+
+
+class Updater:
+    @torch.no_grad()
+    def update(self, online, momentum, tau=0.99):
+{update}
+
+
+student = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+teacher = copy.deepcopy(student)
+teacher.{mode}()
+for p in teacher.parameters():
+    p.requires_grad = False
+opt = torch.optim.SGD(student.parameters(), lr=0.05)
+up = Updater()
+for step in range(6):
+    x = torch.randn(32, 6) * 2 + 3
+    with torch.no_grad():
+        pseudo = teacher(x).argmax(1)
+    loss = nn.functional.cross_entropy(student(x), pseudo)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    up.update(student, teacher)
+"""
+
+PARAMS_ONLY = """\
+        for op, mp in zip(online.parameters(), momentum.parameters()):  # <- cause
+            mp.data.mul_(tau)
+            mp.data.add_(op.data * (1 - tau))"""
+
+WITH_BUFFERS = """\
+        for op, mp in zip(online.parameters(), momentum.parameters()):
+            mp.data.mul_(tau)
+            mp.data.add_(op.data * (1 - tau))
+        for ob, mb in zip(online.buffers(), momentum.buffers()):
+            mb.copy_(ob)"""
+
+# variant: an EMA class over named parameters with lerp_, the EMA model evaluated in eval mode
+EMA_CLASS = HEAD + """
+import copy
+
+
+class EMA:
+    def __init__(self, model, decay=0.9):
+        self.decay = decay
+        self.shadow = copy.deepcopy(model).eval()
+        self.shadow.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model):
+        own = dict(model.named_parameters())
+        for name, p in self.shadow.named_parameters():  # <- cause
+            p.lerp_(own[name], 1 - self.decay)
+
+
+net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                    nn.Flatten(), nn.Linear(4, 2))
+ema = EMA(net)
+opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+for step in range(5):
+    loss = net(torch.randn(4, 3, 8, 8) + 1).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    ema.update(net)
+    with torch.no_grad():
+        ema.shadow(torch.randn(2, 3, 8, 8))
+"""
+
+
+def test_teacher_averaged_from_parameters_only_names_the_loop(run_script):
+    src = TEACHER.format(update=PARAMS_ONLY, mode="eval")
+    res = run_script(src)
+    assert _first(res) == ("GT866", marked_line(src)), res.err
+
+
+def test_ema_class_over_named_parameters_variant(run_script):
+    res = run_script(EMA_CLASS)
+    assert _first(res) == ("GT866", marked_line(EMA_CLASS)), res.err
+
+
+def test_teacher_averaging_its_buffers_too_is_silent(run_script):
+    res = run_script(TEACHER.format(update=WITH_BUFFERS, mode="eval"))
+    assert res.code == 0, res.err
+    assert _codes(res, "GT866") == [], res.err
+
+
+def test_target_network_in_train_mode_moves_its_own_statistics_silent(run_script):
+    res = run_script(TEACHER.format(update=PARAMS_ONLY.replace("  # <- cause", ""), mode="train"))
+    assert res.code == 0, res.err
+    assert _codes(res, "GT866") == [], res.err
