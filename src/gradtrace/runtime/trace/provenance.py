@@ -31,7 +31,6 @@ from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_com
                                                 seen_in_backward, summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.ema_reads import note_average
-from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
 from gradtrace.runtime.trace.lr_groups import note_asked
 from gradtrace.runtime.trace.opt_state import PROCESS_CODE, on_built, on_state_loaded
@@ -181,7 +180,6 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
                 self._clip_before_step(func, args)
             if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
                 note_average(self.state, call_name(func), args)
-            note_nograd_write(self.state, call_name(func), args)  # NOTE [average that skips the statistics]
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)
@@ -301,8 +299,6 @@ class ProvenanceMode(ModeChecks, TorchFunctionMode):
         self.seq += 1
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
             note_average(self.state, call_name(func), args)
-        if not torch.is_grad_enabled():  # NOTE [average that skips the statistics]
-            note_nograd_write(self.state, call_name(func), args)
         if self.state.after_step is not None and ("mul" in call_name(func) or "clamp" in call_name(func)):
             self._clip_after_step()
         if info is not None:
