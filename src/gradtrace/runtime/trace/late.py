@@ -1,7 +1,7 @@
 """Silent findings of the end of a run that read the hook state and the trace state together:
 an evaluation in train mode (NOTE [evaluated in train mode]) and losses kept alive after their
-backward() (NOTE [losses kept alive]), an average that skips the statistics (NOTE [average that
-skips the statistics]); joined here for :mod:`.silent`."""
+backward() (NOTE [losses kept alive]), an average that skips the statistics
+(NOTE [average that skips the statistics]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any

@@ -164,7 +164,7 @@ def registered_after(data: Any, params: list[Any]) -> tuple[Site, str, str] | No
 
 
 def _stepper_built_later(data: Any, hit: Replaced) -> bool:
-    """An optimizer that stepped was built after the registration ``hit`` (NOTE [replaced
-    after the optimizer]: then "added after the optimizer was built" is not what happened)."""
+    """An optimizer that stepped was built after the registration ``hit``: then "added after
+    the optimizer was built" is not what happened (NOTE [replaced after the optimizer])."""
     return any(key not in hit.before and rec.steps and rec.ref() is not None
                for key, rec in list(data.optimizers.items()))
