@@ -42,9 +42,12 @@ def note_nograd_write(state: Any, name: str, args: tuple[Any, ...]) -> None:
     if len(writes) >= _KEPT:
         return
     t = args[0]
-    if not t.is_floating_point() or t.dim() == 0:
+    try:
+        if not t.is_floating_point() or t.dim() == 0 or t.is_sparse:
+            return
+        ptr = t.data_ptr()
+    except RuntimeError:  # a tensor without storage (a functorch wrapper, meta): not a weight
         return
-    ptr = t.data_ptr()
     if ptr and ptr not in writes:
         raw = raw_site()
         if raw is not None:
