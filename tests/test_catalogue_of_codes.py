@@ -82,3 +82,15 @@ def test_the_runtime_tables_are_torch_free_and_import_no_rule():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=60)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_every_code_the_runtime_makes_is_catalogued():
+    """A finding the runtime makes (``make("GTnnn", ...)``, ``code_for(name, "GTnnn")``) has an
+    entry, so ``gradtrace explain`` and the JSON name it (GT879 was made without one)."""
+    import re
+
+    known = {c.code for c in all_codes()}
+    made = re.compile(r'(?:make|code_for)\((?:"[\w-]+", )?"(GT\d{3})"')
+    for path in (SRC / "gradtrace" / "runtime").rglob("*.py"):
+        for code in made.findall(path.read_text(encoding="utf-8")):
+            assert code in known, (code, path.name)

@@ -25,7 +25,7 @@ CODES = (
          loss = model(x)[0].sum()
          """,
          "Use every parameter in the loss, remove the unused ones, or pass "
-         "`find_unused_parameters=True` (it costs a graph walk per iteration).", _REPORT),
+         "`find_unused_parameters=True` (it costs a graph walk per iteration).", "gradtrace.runtime.distributed.merge_ddp"),
     Code("GT881", "ddp-rank-dependent-branch",
          "ranks used different parameters in the same iteration (a branch taken only on some "
          "ranks)",
@@ -34,7 +34,7 @@ CODES = (
          "out = model.a(x) if dist.get_rank() == 0 else model.b(x)",
          "out = model.a(x) + model.b(x)",
          "Take the same branches on every rank, or make the choice the same on all ranks "
-         "(broadcast it).", _REPORT),
+         "(broadcast it).", "gradtrace.runtime.distributed.merge_ddp"),
     Code("GT882", "ddp-parameter-ready-twice",
          "a DDP parameter was marked ready twice in one backward (\"Expected to mark a variable "
          "ready only once\")",
@@ -43,7 +43,7 @@ CODES = (
          "out = checkpoint(block, x, use_reentrant=True)  # block also runs again later",
          "out = checkpoint(block, x, use_reentrant=False)",
          "Use `use_reentrant=False` checkpointing, or `static_graph=True` when the graph is the "
-         "same every iteration.", _REPORT),
+         "same every iteration.", "gradtrace.runtime.distributed.merge_ddp"),
     Code("GT883", "ranks-out-of-step",
          "ranks ran different numbers of forward/backward passes or optimizer steps",
          "Collectives pair up by order: a rank that runs one more step (uneven data, a rank-"

@@ -354,7 +354,7 @@ CODES = (
              F.mse_loss(model(x), y).backward()
              opt.step()
          """,
-         "Call `optimizer.zero_grad()` once per step.", _SILENT, severity="warning"),
+         "Call `optimizer.zero_grad()` once per step.", "gradtrace.runtime.trace.optimizer_events", severity="warning"),
     Code("GT824", "clip-after-step", "gradient clipping after optimizer.step() has no effect",
          "The step already used the unclipped gradients; the clip only changes gradients that "
          "`zero_grad()` will clear.",
@@ -368,7 +368,7 @@ CODES = (
          "y = torch.where(x > 0, torch.sqrt(x), 0.0)",
          "y = torch.where(x > 0, torch.sqrt(x.clamp(min=1e-12)), 0.0)",
          "Find the op that makes inf or NaN (log or sqrt of 0, division by 0, overflow), lower "
-         "the learning rate, or clip gradients.", _SILENT, severity="warning"),
+         "the learning rate, or clip gradients.", "gradtrace.runtime.trace.optimizer_events", severity="warning"),
     Code("GT826", "graph-kept-across-steps", "a running total keeps every step's graph alive",
          "Adding a tensor that requires grad to a running total links every step's graph to "
          "the total, so memory grows each step.",
@@ -403,7 +403,7 @@ CODES = (
          "opt = torch.optim.SGD(model.parameters(), lr=0.0)",
          "opt = torch.optim.SGD(model.parameters(), lr=0.1)",
          "Check the learning rate and schedule, and that the optimizer holds the model's "
-         "parameters.", _SILENT, severity="warning"),
+         "parameters.", "gradtrace.runtime.trace.optimizer_events", severity="warning"),
     Code("GT829", "optimizer-recreated", "the optimizer is re-created over the same parameters",
          "A new optimizer over the same parameters is built again and again (every epoch, every "
          "call of a training function): its state (momentum, Adam's moments and step count) "
@@ -412,7 +412,7 @@ CODES = (
          "    ...",
          "opt = torch.optim.Adam(model.parameters())\ndef train_epoch(model, data, opt):\n"
          "    ...",
-         "Build the optimizer once, outside the loop or function, and pass it in.", _SILENT,
+         "Build the optimizer once, outside the loop or function, and pass it in.", "gradtrace.runtime.trace.optimizer_events",
          severity="warning"),
     Code("GT840", "optimizer-steps-without-gradients",
          "optimizer.step() keeps running with no gradient to apply",

@@ -1,4 +1,4 @@
-"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py) and GT889-GT890: the silent bugs
+"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT891: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages); ``trace_silent.CODES`` ends with them."""
@@ -242,4 +242,56 @@ TRAIN_CODES = (
          """,
          "Update the average once per optimizer step, in the branch that steps.",
          "gradtrace.runtime.trace.ema_reads", severity="warning"),
+    Code("GT879", "accumulation-window-off-by-one",
+         "the gradient-accumulation window starts one batch early",
+         "Gradient accumulation steps once every `k` micro-batches. A condition written "
+         "`i % k == 0` on a counter from 0 is true on the first batch: the first step applies "
+         "one micro-batch's gradient, every later step the sum of `k`, and the micro-batches "
+         "after the last multiple of `k` are never applied. Nothing fails. The run counts the "
+         "backward() calls each step summed and names the `if` that guards the step. Static "
+         "twin: GT536.",
+         """
+         for i, (x, y) in enumerate(loader):
+             (loss_fn(model(x), y) / k).backward()
+             if i % k == 0:
+                 opt.step()
+                 opt.zero_grad()
+         """,
+         """
+         for i, (x, y) in enumerate(loader):
+             (loss_fn(model(x), y) / k).backward()
+             if (i + 1) % k == 0:
+                 opt.step()
+                 opt.zero_grad()
+         """,
+         "Step when `(i + 1) % k == 0`, and flush the last partial window after the loop.",
+         "gradtrace.runtime.trace.windows", severity="warning"),
+    Code("GT891", "closure-evaluations-summed",
+         "an LBFGS closure does not clear the gradients, so its evaluations add up",
+         "`LBFGS.step(closure)` calls the closure several times per step and reads `.grad` "
+         "after each call. A closure that does not call `zero_grad()` before its backward() "
+         "(the clearing sits after `step()`, or nowhere) adds each evaluation's gradient onto "
+         "the ones before: the search direction, curvature pairs and line search use stale "
+         "sums and the fit stalls or turns NaN. Nothing fails. The run sees an evaluation's "
+         "backward() start inside an LBFGS step with no gradient cleared since the previous "
+         "evaluation's, and names the clearing after the step (or the closure's backward()). "
+         "Static twin: GT721.",
+         """
+         def closure():
+             loss = loss_fn(model(x), y)
+             loss.backward()
+             return loss
+         opt.step(closure)
+         opt.zero_grad()
+         """,
+         """
+         def closure():
+             opt.zero_grad()
+             loss = loss_fn(model(x), y)
+             loss.backward()
+             return loss
+         opt.step(closure)
+         """,
+         "Call `optimizer.zero_grad()` at the top of the closure.",
+         "gradtrace.runtime.trace.closure_sum", severity="warning"),
 )

@@ -109,6 +109,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT877": ("softmax-singleton",), "GT841": ("frozen-stats",),
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
     "GT843": ("shared-layer",), "GT845": ("needs-guard",), "GT879": ("window-early",),
+    "GT891": ("accumulate",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
@@ -119,8 +120,10 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
 # Runtime findings that lead over a static finding on one of their context lines only (not one
 # elsewhere in the file): GT601 names the use of a value computed before optimizer.step() (or
 # the call handing it on: NOTE [stale value handed to a callee]) with the step as context, and
-# a static GT601 on that step line is the same bug seen from the step.
-_LEADS_CONTEXT = frozenset({"GT601"})
+# a static GT601 on that step line is the same bug seen from the step. GT891 names the clearing
+# after an LBFGS step (seen at run time) with the closure's backward() as context, where the
+# static GT721 points: the clearing is the line to move (NOTE [closure evaluations summed]).
+_LEADS_CONTEXT = frozenset({"GT601", "GT891"})
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's

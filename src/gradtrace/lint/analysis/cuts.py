@@ -101,6 +101,9 @@ TENSOR_METHODS = SAME_KIND | {
     "max", "min", "argmax", "gather", "index_select", "masked_fill", "std", "var", "bmm", "mm",
     "view_as", "expand_as", "get", "items", "keys", "values", "pop", "format", "join", "append",
     "extend", "update"}
+# methods that read their argument only for its shape or dtype (``mask.expand_as(td_error)``):
+# the receiver flows into the result, the argument's values (and graph) do not
+TEMPLATE_METHODS = frozenset({"expand_as", "view_as", "reshape_as", "type_as"})
 LEAF_CALLS = frozenset({"Variable", "torch.autograd.Variable", "autograd.Variable",
                         "torch.tensor", "torch.as_tensor", "np.array", "numpy.array"})
 # The GT2 sources (analysis.grad_sources): methods that ask for a gradient, methods that return the

@@ -187,6 +187,9 @@ class Tracer:
             d.unknown = True
             return d
         for b in bs:  # if/else, a loop: each binding that may reach the use
+            if flag_set_between(self.scope, name, b.line, line):
+                d.explicit_grad = True  # `z = src.clone(); z.requires_grad = True`: a new leaf
+                continue
             d.merge(self._binding(e, name, b, depth))
             if self._q.live:
                 return d
@@ -394,3 +397,21 @@ def local_sources(ctx: Context, node: ast.AST) -> Tracer:
     """The :class:`Tracer` of the function or module ``node`` alone (calls of the file's
     helpers unknown), built once per file: :func:`.grad_off_returns.returns_off` reads it."""
     return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))
+
+
+def flag_set_between(scope: Scope, name: str, start: int, line: int) -> bool:
+    """``name.requires_grad = True`` or ``name.requires_grad_()`` (a statement) after the
+    binding of ``name`` at ``start`` and before ``line``: the tensor bound there now requires
+    grad. A tensor without history becomes a leaf that does (one with history raises at the
+    flag); either way a loss read from it has a gradient to give."""
+    for m in scope.method_calls:
+        if m.receiver == name and m.method == "requires_grad_" and start < m.stmt.lineno < line \
+                and isinstance(m.stmt, ast.Expr) and m.stmt.value is m.call and (
+                    not m.call.args or _is_true(m.call.args[0])):
+            return True
+    return any(start < fb.line < line and _is_true(fb.value)
+               for fb in scope.bindings.get(name + ".requires_grad", ()))
+
+
+def _is_true(v: ast.AST | None) -> bool:
+    return isinstance(v, ast.Constant) and v.value is True

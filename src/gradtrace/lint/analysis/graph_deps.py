@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from gradtrace.lint.analysis.cuts import (
-    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TENSOR_METHODS,
-    unpacks_indices)
+    DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
+    TENSOR_METHODS, unpacks_indices)
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
-from gradtrace.lint.analysis.model_calls import model_calls, module_like, runs_model
+from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
 from gradtrace.lint.names import dotted
@@ -70,6 +70,9 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 continue
             if isinstance(f, ast.Attribute):
                 if f.attr in DETACHING_METHODS or opaque is not None and opaque(n):
+                    continue
+                if f.attr in TEMPLATE_METHODS:
+                    stack.append(f.value)  # the argument is a shape/dtype template only
                     continue
                 if f.attr in TENSOR_METHODS or f.attr in VALUE_OF_OBJECT:
                     stack.append(f.value)  # a value's method; other receivers are objects
@@ -179,9 +182,26 @@ class Graphs:
             self._direct[id(b)] = False  # cycle guard (a helper that calls itself)
             self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
                 and not self.plain_result(b) and (any(
-                    runs_model(self.ctx, self.scope, c, b.line) for c, _ in model_calls(v))
+                    self._runs_model(c, call, b.line) for c, call in model_calls(v))
                     or self.helper_result(b) or self.backpropagated(b))
         return self._direct[id(b)]
+
+    def _runs_model(self, callee: str, call: ast.Call, line: int) -> bool:
+        """A module-like call; a function of this file (not a module's ``forward``) that is
+        module-like by its spelling alone (pymarl2's ``self.train_critic_best(batch)``) runs
+        a model when what it returns carries a graph in its own scope
+        (NOTE [helper results]), or when it is handed a tensor made to require grad
+        (``conv1d_ref(sig, taps)`` with ``taps = torch.tensor(..., requires_grad=True)``): its
+        body is in sight, the spelling is the last resort."""
+        if not runs_model(self.ctx, self.scope, callee, line):
+            return False
+        fn = called_function(call, self.scope, line)
+        if fn is None or fn.name in ("forward", "__call__") or callee in ("self", "self.forward") \
+                or bound_module(self.ctx, self.scope, callee, line):
+            return True
+        return returns_graph(self.ctx, fn, None, 0) or any(
+            _grad_leaf(self.scope.binding_before(a.id, line)) for a in call.args
+            if isinstance(a, ast.Name))
 
     def backpropagated(self, b: Binding) -> bool:
         """``loss = loss_function(); loss.backward()``: the binding is what a ``backward()`` of
@@ -281,6 +301,19 @@ class Graphs:
             if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
+
+
+def _grad_leaf(b: Binding | None) -> bool:
+    """``b`` binds a tensor made to require grad: ``torch.tensor(..., requires_grad=True)``,
+    ``nn.Parameter(t)``, ``t.requires_grad_()``."""
+    v = value_of(b) if b is not None else None
+    if not isinstance(v, ast.Call):
+        return False
+    name = dotted(v.func) or ""
+    return any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+               and k.value.value is True for k in v.keywords) \
+        or name.rpartition(".")[2] == "Parameter" or name.endswith("requires_grad_") and not (
+            v.args and isinstance(v.args[0], ast.Constant) and v.args[0].value is False)
 
 
 def returns_graph(ctx: Context, fn: ast.AST, index: int | None, width: int) -> bool:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.dims import int_value, keyword
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
-from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.analysis.reach import called_function, live_binding_before
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import scope_nodes, walk
 
@@ -135,7 +135,7 @@ def combine(a: Rank | None, b: Rank | None) -> Rank | None:
 
 
 def _name(name: str, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
-    b = scope.binding_before(name, line) if d <= MAX_DEPTH else None
+    b = live_binding_before(scope, name, line) if d <= MAX_DEPTH else None
     if b is None:
         return None
     s = b.stmt
@@ -269,6 +269,11 @@ def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | 
     if fn is not None:
         return _returned(fn, ctx, d)
     k = ctx.analysis.kind(f, scope, line)
+    if isinstance(f, ast.Name) and k is not None and k.what == MODULE:
+        live = live_binding_before(scope, f.id, line)  # not one an `if` arm returned past
+        if live is not None and live is not scope.binding_before(f.id, line):
+            k = ctx.analysis.kind(live.value, scope, live.line) \
+                if isinstance(live.value, ast.Call) else None
     if k is not None and k.what == MODULE and k.cls:
         return _module_call(k.cls, k.node, e, scope, ctx, line, d)
     return None

@@ -80,6 +80,40 @@ def reaching(scope: Scope, name: str, line: int, use: ast.stmt | None = None,
             return []
 
 
+def live_binding_before(scope: Scope, name: str, line: int) -> Binding | None:
+    """The last binding of ``name`` before ``line`` that can still hold when ``line`` runs:
+    a binding in an ``if`` arm that ends in ``return`` (in each of its own arms), wholly
+    above ``line``, never falls through to it (TranAD's ``if 'DAGMM' in model.name: l =
+    nn.MSELoss(reduction='none')``, both paths returning, then ``l`` of the function's first
+    line read by the other models); the straight-line reading of :meth:`Scope.binding_before`
+    otherwise."""
+    for b in reversed(scope.bindings_before(name, line)):
+        if not any(lo <= b.line <= hi < line for lo, hi in _returning_arms(scope)):
+            return b
+    return None
+
+
+def _returning_arms(scope: Scope) -> list[tuple[int, int]]:
+    """The line spans of the ``if`` arms of ``scope``'s function that always ``return``."""
+    def make() -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for s in statements(scope.node):
+            if isinstance(s, ast.If):
+                for arm in (s.body, s.orelse):
+                    if _returns(arm):
+                        out.append((arm[0].lineno, arm[-1].end_lineno or arm[-1].lineno))
+        return out
+    return scope.ctx.memo("returning-arms", scope.node, make)
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    return isinstance(last, ast.Return) or isinstance(last, ast.If) and _returns(
+        last.body) and _returns(last.orelse)
+
+
 def off_mode(off: ast.AST, ctx: Context) -> str:
     """``"inference"`` or ``"off"``: what the disabling node ``Scope.no_grad`` recorded (a
     ``with`` statement or a decorator) turns grad into."""

@@ -156,10 +156,18 @@ WORD_RE = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+(?![a-z])\d*|\d+")
 CLASS_RE = re.compile(r"[A-Z][a-z]|[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*$")
 
 
+def _dimension_suffix(name: str, m: re.Match[str]) -> bool:
+    """One letter right after a digit is a dimension suffix (``j2d``, ``pose_3d``), not a word:
+    the ``d`` of ``j2d_processing`` is not a discriminator's."""
+    i = m.start()
+    return len(m.group()) == 1 and i > 0 and name[i - 1].isdigit()
+
+
 def model_spelling(name: str) -> bool:
     """Whether a callee's last name part is spelled like a module (``netG``, ``self.encoder``,
     ``resnet``, ``text_model``); NOTE [graph-carrying bindings]."""
-    words = [w.lower().rstrip("0123456789") for w in WORD_RE.findall(name)]
+    words = [m.group().lower().rstrip("0123456789") for m in WORD_RE.finditer(name)
+             if not _dimension_suffix(name, m)]
     if not words or words[-1] in ("loss", "losses", "criterion", "fn", "func"):
         return False
     verb = words[1] if len(words) > 1 and words[0] in ROLE_PREFIXES else words[0]

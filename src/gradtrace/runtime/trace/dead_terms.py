@@ -27,6 +27,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.locate import keyword_site
 # (block_statement is imported from here by provenance.py)
 from gradtrace.runtime.trace.shared_block import block_statement, term_statement  # noqa: F401
 
@@ -118,8 +119,9 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
             continue
         named.add(site)
         if cut.reason == "grad":  # NOTE [gradients taken without a graph]
-            out.append(make(code_for("grad-without-create-graph", "GT206"), cut.site,
-                            "the gradients `torch.autograd.grad` returns here have no graph "
+            out.append(make(code_for("grad-without-create-graph", "GT206"),
+                            keyword_site(cut.site, "create_graph"),
+                            "the gradients this `torch.autograd.grad` call returns have no graph "
                             "(create_graph is off); the loss term made from them is added to a "
                             "loss that has one, so it changes the loss value and never the "
                             "gradient (the penalty trains nothing)",

@@ -180,6 +180,10 @@ class Hooks:
             self.arming.step_start(closure)
         d, st = self.data, self.state
         st.closure_steps = st.closure_steps or closure  # NOTE [discarded gradients]
+        if closure and st.closure_sum is None:  # NOTE [closure evaluations summed]
+            from gradtrace.runtime.trace.closure_sum import step_starts
+            step_starts(st, opt, args[1] if len(args) > 1 else kwargs.get("closure"),
+                        self._site)
         rec = d.optimizers.get(id(opt))
         new = rec is None or rec.ref() is not opt
         # the step's line is read (a frame walk) only on the steps that may use it
@@ -290,9 +294,17 @@ class Hooks:
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         rec = self.data.optimizers.get(id(opt))
+        if self.state.closure_watch is not None:
+            from gradtrace.runtime.trace.closure_sum import step_ends
+            step_ends(self.state)
         if rec is not None and rec.pending:
             rec.pending = False
-            if any(p.grad is not None for g in opt.param_groups for p in g["params"]):
+            graded = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+            for p in graded:  # the closure's backward() ran inside step(): they had gradients
+                r = self.data.had_grad.get(id(p))
+                if r is None or r() is not p:
+                    self.data.had_grad[id(p)] = weakref.ref(p)
+            if graded:
                 rec.last_graded, rec.trailing_empty = rec.steps, 0
                 rec.graded_backwards = self.state.backward_count
             else:

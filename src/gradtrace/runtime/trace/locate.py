@@ -89,6 +89,20 @@ def bare_call(site: Site) -> ast.Call | None:
     return None
 
 
+def keyword_site(site: Site, keyword: str) -> Site:
+    """The line of ``keyword=`` in the call that starts at ``site`` when the call spans several
+    lines (``torch.autograd.grad(\n out,\n inp,\n create_graph=False,\n)``): the argument a
+    fix changes; else ``site``."""
+    tree = tree_of(site.path)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and node.lineno == site.line \
+                and (node.end_lineno or node.lineno) > node.lineno:
+            for k in node.keywords:
+                if k.arg == keyword and k.value.lineno != site.line:
+                    return Site(site.path, k.lineno, site.function, k.col_offset)
+    return site
+
+
 def enclosing_loop(site: Site | None) -> ast.For | ast.While | None:
     """The innermost ``for``/``while`` loop whose body holds ``site``."""
     if site is None:

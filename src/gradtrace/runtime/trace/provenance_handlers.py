@@ -119,6 +119,9 @@ class SpecialHandlers:
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         self.state.zero_seen = True
+        if self.state.closure_watch is not None or self.state.closure_sum is not None:
+            from gradtrace.runtime.trace.closure_sum import cleared
+            cleared(self.state)  # NOTE [closure evaluations summed]
         if self.state.fresh_grads and args:
             self.state.on_zero(args[0])
         if len(args) > 1 and args[1] is None:
@@ -132,6 +135,9 @@ class SpecialHandlers:
         value = args[1] if len(args) > 1 else kwargs.get("value", 0)
         if not (isinstance(value, (int, float)) and value != 0):
             self.state.zero_seen = True
+            if self.state.closure_watch is not None or self.state.closure_sum is not None:
+                from gradtrace.runtime.trace.closure_sum import cleared
+                cleared(self.state)
         if self.state.fresh_grads and args and call_name(func) in ("zero_", "_foreach_zero_"):
             for t in args[0] if isinstance(args[0], (list, tuple)) else args[:1]:
                 self.state.on_zero(t)

@@ -108,6 +108,8 @@ class TraceState(GradEvents):
         self.dead_pending: list[Cut] = []  # sums holding a dead term, since the last backward
         self.in_step = False
         self.closure_steps = False  # an optimizer stepped with a closure (LBFGS)
+        self.closure_watch: Any = None  # NOTE [closure evaluations summed] (closure_sum.py)
+        self.closure_sum: Any = None
         self.step_seq = -1
         self.crash_findings: list[Finding] = []
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
@@ -353,6 +355,9 @@ class TraceState(GradEvents):
             del self.backward_sites[:-64]
             if len(self.kept_roots) < 8 and len(roots) == 1:  # NOTE [losses kept alive]
                 self.kept_roots.append((weakref.ref(roots[0]), self.backward_sites[-1]))
+        if roots and (self.closure_watch is not None or self.closure_sum is not None):
+            from gradtrace.runtime.trace.closure_sum import backward_starts as closure_backward
+            closure_backward(self, self.backward_sites[-1] if raw is not None else None)
         if self.hooks_data is not None:
             from gradtrace.runtime.trace.unscaled import note_root
             from gradtrace.runtime.trace.windows import note_backward

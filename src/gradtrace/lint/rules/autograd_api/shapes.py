@@ -6,6 +6,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.one_sample import one_element
 from gradtrace.lint.analysis.ranks import MANY, ONE, SCALAR, Rank, elements, rank
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import scaled_name
@@ -136,8 +137,9 @@ class BackwardOnPerSampleValue(Rule):
             return
         for item in _items(got[0], ctx, node.lineno):
             r = rank(item, ctx.scope(), ctx, node.lineno)
-            if r is None or r.what != MANY or r.unreduced and _left_to_loss_rules(r, ctx):
-                continue
+            if r is None or r.what != MANY or r.unreduced and _left_to_loss_rules(r, ctx) \
+                    or one_element(item, ctx.scope(), ctx, node.lineno):
+                continue  # NOTE [batch of one built here]
             where = r.origin or node
             yield self.report(where, ctx, related=(Related(
                 ctx.path, node.lineno, "backpropagated here without a gradient",

@@ -20,6 +20,7 @@ from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
+from gradtrace.lint.analysis.last_pass import after_loop_of, skipped_on_last_pass
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._listed import (
     _element_set, _listed_call, _may_pair, unviewed, view_aliases,
@@ -276,7 +277,8 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     scope = ctx.scope(fn)
     for name in names:
         for s in _after(fn, stmt, memo):
-            if _written_name(s, True) == name and not _other_arm(scope, stmt, s, name):
+            if _written_name(s, True) == name and not _other_arm(scope, stmt, s, name) and not (
+                    skipped_on_last_pass(fn, stmt, name) and after_loop_of(fn, stmt, s)):
                 w = _write_target(s, ctx, modules, scope)
                 if w is not None and w[0] == name:
                     out.append((prod, s, w[1], w[2], fn))

@@ -95,7 +95,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context) -> bool:
     for fn in c.body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        maybe_module = _non_constant_args(fn) - _value_args(fn, ctx)
+        maybe_module = _non_constant_args(fn) - _value_args(fn, ctx) - _passed_values(fn, ctx)
         for n in walk(fn):
             if isinstance(n, ast.Call):
                 f = n.func
@@ -155,6 +155,30 @@ def _value_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set
                 out.update(x.id for x in (*n.args, *(k.value for k in n.keywords))
                            if isinstance(x, ast.Name))
     return out
+
+
+def _passed_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
+    """Arguments of a constructor that every ``Cls(...)`` of this file (at least one) passes a
+    plain value: a constant, an f-string, arithmetic, or a config entry read by a constant key
+    (``loss_weights['dur_loss_weight']``): no module (radtts's ``AttributePredictionLoss(
+    'duration', dur_model_config, loss_weights['dur_loss_weight'])``)."""
+    if fn.name != "__init__":
+        return set()
+    out = set()
+    for x in _non_constant_args(fn):
+        vals = ctx.analysis.argument_values(fn, x)
+        if vals and all(_plain_value(v) for v, _ in vals):
+            out.add(x)
+    return out
+
+
+def _plain_value(v: ast.AST) -> bool:
+    if isinstance(v, (ast.Constant, ast.JoinedStr, ast.BinOp)):
+        return True
+    if isinstance(v, ast.UnaryOp):
+        return isinstance(v.operand, ast.Constant)
+    return isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and isinstance(
+        v.slice, ast.Constant) and isinstance(v.slice.value, str)
 
 
 def _non_constant_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

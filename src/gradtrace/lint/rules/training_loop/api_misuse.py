@@ -9,6 +9,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.reach import live_binding_before
 from gradtrace.lint.analysis.steps import BACKWARD_OWNER_RE, optimizer_like
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -108,7 +109,7 @@ class BackwardOnNonScalarLoss(LoopRule):
             value, where = b.loss, b.call
             name = dotted(b.loss)
             if name is not None:
-                bd = f.scope.binding_before(name, b.stmt.lineno)
+                bd = live_binding_before(f.scope, name, b.stmt.lineno)
                 if bd is None or bd.value is None:
                     continue
                 value, where = bd.value, bd.stmt
@@ -129,7 +130,7 @@ class BackwardOnNonScalarLoss(LoopRule):
         name = dotted(value.func)
         if name is None:
             return None
-        b = f.scope.binding_before(name, line)
+        b = live_binding_before(f.scope, name, line)
         if b is not None:
             ok = isinstance(b.value, ast.Call) and _unreduced(b.value)
             return f"`{name}`, built with reduction='none'" if ok else None

@@ -132,7 +132,7 @@ class ClipOfOtherParameters(LoopRule):
             overs = [_over(f, s, ctx) for s in after]
             if any(not o or _holds(o, srcs) or srcs[0].startswith("self.") != next(
                     iter(o)).startswith("self.") or _wraps(f, o, srcs, c.stmt.lineno)
-                    for o in overs):
+                    or _holds(o, _unwrapped(f, srcs, c.stmt.lineno)) for o in overs):
                 continue  # a later step applies what was clipped, or one is unknown
             s, over = min(zip(after, overs), key=lambda p: p[0].stmt.lineno)
             if any(c2 is not c and _clips_held(f, c2, over, s) for c2 in f.clips):
@@ -149,3 +149,29 @@ def _clips_held(f: LoopFacts, c2: Named, over: frozenset[str], s: Step) -> bool:
         return False
     srcs = _clipped(f, c2)
     return srcs is None or _holds(over, srcs)
+
+
+def _unwrapped(f: LoopFacts, srcs: list[str], line: int) -> list[str]:
+    """``w.module.head`` read as ``w.head`` when ``w`` is bound here to a wrapper built from
+    the earlier ``w`` (``vq_loss = DDP(vq_loss.to(device))``): the wrapper's ``.module`` is
+    the object an optimizer built before the rebinding spelled ``w`` (LlamaGen's
+    ``optimizer_disc`` over ``vq_loss.discriminator``)."""
+    out = []
+    for x in srcs:
+        w, sep, rest = x.partition(".module")
+        if not sep or "." in w or rest[:1] not in ("", "."):
+            continue
+        for b in f.scope.bindings_before(w, line):
+            v = value_of(b)
+            args = (*v.args, *(k.value for k in v.keywords)) if isinstance(v, ast.Call) else ()
+            if any(dotted(_moved(a)) == w for a in args):
+                out.append(w + rest)
+                break
+    return out
+
+
+def _moved(a: ast.AST) -> ast.AST:
+    while isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
+            and a.func.attr in ("to", "cuda", "cpu"):
+        a = a.func.value
+    return a

@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_loss_class, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.analysis.torch_classes import builds_torch_class
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -183,8 +184,8 @@ class PlateauMaxModeOnLoss(Rule):
         owner = _enclosing(ctx, node)
         seen: set[int] = set()
         for n in walk(node):
-            if not isinstance(n, ast.Call) or not (ctx.qualified_name(n.func) or "").endswith(
-                    "ReduceLROnPlateau") or _mode(n) != "max" or id(n) in seen:
+            if not isinstance(n, ast.Call) or not builds_torch_class(
+                    ctx, n, "ReduceLROnPlateau") or _mode(n) != "max" or id(n) in seen:
                 continue
             seen.add(id(n))
             target = self._target(n, owner, ctx)
@@ -292,8 +293,7 @@ class PlateauStepWithoutMetric(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         owner = _enclosing(ctx, node)
         for n in walk(node):
-            if not isinstance(n, ast.Call) or not (ctx.qualified_name(n.func) or "").endswith(
-                    "ReduceLROnPlateau"):
+            if not isinstance(n, ast.Call) or not builds_torch_class(ctx, n, "ReduceLROnPlateau"):
                 continue
             for step, built in self._bare_steps(n, owner, ctx):
                 if _exclusive_settings(ctx, n, step, built=built) \

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
 from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
+from gradtrace.lint.rules.training_loop._selector import switched_passes
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk, child_nodes
 
@@ -46,6 +47,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             ids2 = keys[id(b2.call)]
             shared = [t for t in d1.bindings if _graph_key(t, f) in ids2 and g.carries(t)
                       and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
+                      and not switched_passes(f, t, b1, b2, d1, d2)
                       and known_reach(g, b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
             if shared:
                 yield b1, b2, shared[0], d1, d2

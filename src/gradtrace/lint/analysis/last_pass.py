@@ -1,0 +1,92 @@
+"""Blocks a loop's last pass skips: ``if i != n - 1:`` in ``for i in range(n):``.
+
+# NOTE [last pass]
+An MLP's loop ``for i in range(self.L): x = self.linear[i](x)`` / ``if i != self.L - 1: x =
+F.relu(x)`` activates every layer's output but the last: on the last pass the test is false.
+So when the loop's body rebinds the name unconditionally before that ``if``, the value the
+name holds after the loop is never the guarded statement's (BasicTS's STWave ``x +=
+inputs`` after the loop writes the last Linear's output, not a ReLU's). The tests read:
+``i != n - 1``, ``i < n - 1``, ``i + 1 < n``, ``i + 1 != n`` (``n`` spelled as the
+``range`` bound, or ``len(seq)`` for ``enumerate(seq)`` / ``range(len(seq))``).
+"""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.nodes import bfs_walk
+
+
+def skipped_on_last_pass(fn: ast.AST, made: ast.stmt, name: str) -> bool:
+    """``made`` sits under an ``if`` (directly in the body of a ``for`` loop of ``fn``)
+    whose test is false on the loop's last pass, and that body rebinds ``name`` on every pass
+    before the ``if`` (NOTE [last pass]): after the loop, ``name`` never holds ``made``'s
+    value."""
+    for loop in bfs_walk(fn):
+        if not isinstance(loop, ast.For) or not isinstance(loop.target, (ast.Name, ast.Tuple)):
+            continue
+        index, bound = _index_and_bound(loop)
+        if index is None:
+            continue
+        for k, s in enumerate(loop.body):
+            if isinstance(s, ast.If) and not s.orelse and _encloses(s.body, made) \
+                    and _false_last(s.test, index, bound) \
+                    and any(_binds(p, name) for p in loop.body[:k]):
+                return True
+    return False
+
+
+def after_loop_of(fn: ast.AST, made: ast.stmt, write: ast.stmt) -> bool:
+    """``write`` is outside every ``for`` loop of ``fn`` that holds ``made``."""
+    return not any(isinstance(lp, ast.For) and _encloses(lp.body, made)
+                   and _encloses(lp.body, write) for lp in bfs_walk(fn))
+
+
+def _index_and_bound(loop: ast.For) -> tuple[str | None, ast.expr | None]:
+    it, t = loop.iter, loop.target
+    if not isinstance(it, ast.Call) or not isinstance(it.func, ast.Name) or not it.args:
+        return None, None
+    if it.func.id == "range" and isinstance(t, ast.Name):
+        bound = it.args[-1] if len(it.args) <= 2 else None
+        if len(it.args) == 2 and not (isinstance(it.args[0], ast.Constant)
+                                      and it.args[0].value == 0):
+            return None, None
+        return t.id, bound
+    if it.func.id == "enumerate" and len(it.args) == 1 and isinstance(t, ast.Tuple) \
+            and t.elts and isinstance(t.elts[0], ast.Name):
+        return t.elts[0].id, ast.Call(ast.Name("len", ast.Load()), [it.args[0]], [])
+    return None, None
+
+
+def _same(a: ast.AST | None, b: ast.AST | None) -> bool:
+    return a is not None and b is not None and ast.dump(a) == ast.dump(b)
+
+
+def _minus_one(e: ast.expr, bound: ast.expr | None) -> bool:
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub) and _same(e.left, bound) \
+        and isinstance(e.right, ast.Constant) and e.right.value == 1
+
+
+def _plus_one(e: ast.expr, index: str) -> bool:
+    return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) \
+        and isinstance(e.left, ast.Name) and e.left.id == index \
+        and isinstance(e.right, ast.Constant) and e.right.value == 1
+
+
+def _false_last(test: ast.expr, index: str, bound: ast.expr | None) -> bool:
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if not isinstance(op, (ast.NotEq, ast.Lt)):
+        return False
+    if isinstance(left, ast.Name) and left.id == index:
+        return _minus_one(right, bound)
+    return _plus_one(left, index) and _same(right, bound)
+
+
+def _encloses(body: list[ast.stmt], s: ast.stmt) -> bool:
+    return any(n is s for b in body for n in bfs_walk(b))
+
+
+def _binds(s: ast.stmt, name: str) -> bool:
+    return isinstance(s, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == name for t in s.targets)

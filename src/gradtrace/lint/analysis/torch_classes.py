@@ -1,0 +1,37 @@
+"""Whether a call builds torch's own class, or a class of the project spelled the same.
+
+``utils.ReduceLROnPlateau(optimizer, ...)`` with ``import misc.utils as utils`` builds the
+project's class (AoANet's wrapper, whose ``step()`` steps the optimizer and whose
+``scheduler_step(val)`` steps torch's scheduler): a claim about what torch's class does with
+its calls is not a claim about it. A bare name that no import binds (``from
+torch.optim.lr_scheduler import *``) is taken for torch's; a class the file defines is the
+file's, unless it derives from torch's.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import statements
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+
+def builds_torch_class(ctx: Context, call: ast.Call, name: str) -> bool:
+    """``call`` builds torch's class ``name`` (``ReduceLROnPlateau``), not another module's
+    class of the same name."""
+    q = ctx.qualified_name(call.func) or ""
+    if q != name and not q.endswith("." + name):
+        return False
+    if q.startswith("torch."):
+        return True
+    if q != name:
+        return False  # `utils.ReduceLROnPlateau`, `from sched import ReduceLROnPlateau`
+    spelled = dotted(call.func)
+    if spelled in ctx.imports.package:
+        return False  # `from .utils import ReduceLROnPlateau`
+    own = [s for s in statements(ctx.tree) if isinstance(s, ast.ClassDef) and s.name == name]
+    return not own or any((ctx.qualified_name(b) or "").startswith("torch.")
+                          for s in own for b in s.bases)
