@@ -20,6 +20,7 @@ frozen teacher) is not the model's own output and is left alone.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -35,6 +36,13 @@ Tensor = torch.Tensor
 # cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
 DEAD = ("no_grad", "nondiff", "rewrap", "grad")  # (grad: root_leaf.py)
 META_DEAD = "gradtrace.dead_term"  # grad_fn.metadata of a sum holding a dead term -> its cut
+# nodes that combine loss terms without changing what a term is: a detached value inside a
+# term, a baseline under a square, is not a term (NOTE [term computed from a detached tensor])
+TERM_OPS = ("AddBackward", "SubBackward", "MulBackward", "DivBackward", "MeanBackward",
+            "SumBackward", "NegBackward", "ViewBackward", "ReshapeAlias", "SqueezeBackward",
+            "UnsqueezeBackward", "CloneBackward", "StackBackward", "CatBackward", "UnsafeView",
+            "ExpandBackward", "SelectBackward")
+AGED = "aged"  # in state.dead_pending: the pending sums outlived one backward() already
 
 
 def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
@@ -48,11 +56,43 @@ def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
                 live = a
             else:
                 hit = cuts.get(id(a))
-                if hit is not None and hit[0]() is a and hit[1].reason in DEAD:
+                if hit is not None and hit[0]() is a and (hit[1].reason in DEAD or (
+                        hit[1].reason == "detach" and _computed_from_detached(state, a))):
                     dead = (a, hit[1])
     if live is None or dead is None or dead[0].numel() != 1 or live.numel() != 1:
         return None
     return dead[1]
+
+
+def note_detached_scalar(state: Any, out: Tensor, cut: Any) -> None:
+    """``out`` (no grad) was computed by ops from the result of a ``.detach()`` (``cut``),
+    NOTE [term computed from a detached tensor]: a one-element one may be a dead loss term."""
+    if out.numel() != 1:
+        return
+    terms = state.detached_terms
+    terms[id(out)] = weakref.ref(out)
+    while len(terms) > 64:
+        terms.popitem(last=False)
+    if cut not in state.block_stmt and len(state.block_stmt) < 1024:
+        state.block_stmt[cut] = None  # (turns the check of sums on, NOTE [dead loss term])
+
+
+def _computed_from_detached(state: Any, a: Tensor) -> bool:
+    """# NOTE [term computed from a detached tensor]
+    ``weights = weights.detach()`` and, later, ``reg = mvc_reg_loss(weights) * w`` summed into
+    the loss (deep_cage's MVC regularizer): the term is computed by ops *from* a detached
+    tensor, so it has no graph at all; it changes the loss value and never the gradient. A
+    detached tensor used as such in a sum is deliberate and is not counted: ``x - x.detach()``
+    (DiCE's magic box, a scalar straight-through estimator ``loss + (v - loss).detach()``),
+    where the detached operand is the ``.detach()`` result itself. Only a one-element tensor
+    made by further ops from a detached one (``note_detached_scalar``, called where the tracer
+    passes a cut on to an op's output) counts, and only a sum that is itself a term of the
+    loss: between it and the backward()'s root only terms are combined (sums, scalings,
+    means: ``TERM_OPS``). ``(x.mean() - stats.detach().mean()) ** 2`` holds a detached baseline
+    inside a live term and is not a dead term. The rest is NOTE [dead loss term]'s: summed
+    in the user's code, reached by a backward(), parameters upstream of the detach trained."""
+    ref = state.detached_terms.get(id(a))
+    return ref is not None and ref() is a
 
 
 def summed_by_user(frame: Any) -> bool:
@@ -76,26 +116,37 @@ def mark(state: Any, out: Any, cut: Any) -> None:
 
 def seen_in_backward(state: Any, roots: Any, limit: int = 512) -> None:
     """A backward() starts while sums holding a dead term exist: the ones its graph reaches
-    (near the root: a walk of ``limit`` nodes) were back-propagated with the dead term."""
-    stack = [r.grad_fn for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
-    seen: dict[int, Any] = {}
+    (near the root: a walk of ``limit`` nodes) were back-propagated with the dead term.
+
+    # NOTE [dead sum reached by a later backward]
+    ``torch.autograd.grad(losses[0], w, retain_graph=True)`` then ``autograd.grad(total, w)``
+    (ESPnet's check of one loss wrapper's share): the first call's graph does not reach the
+    sum, the second's does. Sums not reached stay pending for one more backward()."""
+    stack = [(r.grad_fn, True) for r in roots if isinstance(r, Tensor) and r.grad_fn is not None]
+    seen: set[tuple[int, bool]] = set()
+    found = False
     while stack and len(seen) < limit:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+        node, linear = stack.pop()
+        if node is None or (id(node), linear) in seen:
             continue
-        seen[id(node)] = node
+        seen.add((id(node), linear))
         try:
             cut = node.metadata.get(META_DEAD)
-            if cut is not None:
+            if cut is not None and (linear or cut.reason != "detach"):
+                found = True
                 site = state.block_stmt.get(cut) or cut.site
                 c = state.note("dead-loss-term", site, "add")
                 c.extra.setdefault("cut", cut)
                 if not c.extra.get("trained"):  # read now: the model may die before the end
                     c.extra["trained"] = _trained_now(state, cut)
-            stack.extend(n for n, _ in node.next_functions if n is not None)
+            linear = linear and type(node).__name__.startswith(TERM_OPS)
+            stack.extend((n, linear) for n, _ in node.next_functions if n is not None)
         except (AttributeError, RuntimeError):
             continue
-    state.dead_pending.clear()
+    if found or AGED in state.dead_pending:
+        state.dead_pending.clear()
+    else:  # NOTE [dead sum reached by a later backward]
+        state.dead_pending.append(AGED)
 
 
 def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[Finding]:
@@ -108,6 +159,8 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
                for g in rec.ref().param_groups for p in g["params"] if data.graded(p)}
     if not any(rec.steps for rec in list(data.optimizers.values())):
         trained = _graded_leaves(state)  # NOTE [dead term without an optimizer]
+        if not trained:
+            trained = _params_behind_cuts(state)
     named: set[Site] = set()
     for (kind, site, _), counter in list(state.events.items()):
         cut = counter.extra.get("cut") if kind == "dead-loss-term" else None
@@ -133,6 +186,16 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
             if cut.reason == "nondiff" or not any((s.path, s.line) == (f.path, f.line)
                                                    for s in seen):
                 out.append(f)
+            continue
+        if cut.reason == "detach":  # NOTE [term computed from a detached tensor]
+            out.append(make("GT844", cut.site, "the loss term computed from this detached "
+                            "tensor has no graph (it is made from the `.detach()` result, "
+                            "whose input was computed from trained parameters) and is added to "
+                            "a loss that has one, so it changes the loss value and never the "
+                            "gradient (those parameters train on the other terms alone)",
+                            fix="compute the term from the tensor before `.detach()` (keep the "
+                                "detached copy for the uses that must not train), or leave the "
+                                "term out of the loss", severity="warning"))
             continue
         shared = site == cut.grad_off  # NOTE [one no_grad site, two models]
         out.append(make("GT844", site, ("this block runs the same statements under "
@@ -165,11 +228,26 @@ def _graded_leaves(state: Any) -> set[int]:
     cut-down training step, a sampler's one update) trains nothing by the rule above; there the
     parameters that count are the leaves the tracer follows (upstream of the cuts) that are
     Parameters and hold a gradient at the end: the backward() did reach them. A frozen network's
-    weights (no gradient) still excuse the term."""
+    weights (no gradient) still excuse the term, unless no Parameter holds one at all
+    (``_params_behind_cuts``)."""
     out: set[int] = set()
     for key, ref in list(state._leaf_refs.items()):
         t = ref()
         if isinstance(t, torch.nn.Parameter) and t.requires_grad and t.grad is not None:
+            out.add(key)
+    return out
+
+
+def _params_behind_cuts(state: Any) -> set[int]:
+    """No optimizer, and no Parameter holds a gradient at the end: the gradients were taken
+    with ``torch.autograd.grad`` (ESPnet's check of one loss wrapper's share), or every term
+    that reached the parameters was dead (compressive-transformer's ``aux_loss``, summed onto
+    a leaf from tensors all detached). The Parameters that require grad upstream of the cuts
+    (the leaves the tracer follows) count as the ones meant to train."""
+    out: set[int] = set()
+    for key, ref in list(state._leaf_refs.items()):
+        t = ref()
+        if isinstance(t, torch.nn.Parameter) and t.requires_grad:
             out.add(key)
     return out
 
@@ -193,6 +271,24 @@ def _first_copy(state: Any, cut: Any) -> Any:
     same = [c for c in list(state.cut_upstream) if c.reason == "rewrap" and c.site.path ==
             cut.site.path and stmt.lineno <= c.site.line <= (stmt.end_lineno or 0)]
     return min(same, key=lambda c: (c.site.line, c.site.column), default=cut)
+
+
+def rewrapped_list(mode: Any, name: str, data: Any, out: Tensor) -> None:
+    """``torch.tensor([t.mean(), ...])`` of tensors without grad that carry a cut: ``out``
+    carries it too; when those values were themselves copied out of a graph by
+    ``torch.tensor`` (ESPnet's ``torch.tensor([torch.tensor([...]).mean() for ...])``), this
+    copy is one more of the statement (NOTE [rewrapped loss term]: the statement's first
+    copy is named), cutting what the inner one cut."""
+    state = mode.state
+    cut = next((c for c in map(state.cut_of, data[:64]) if c is not None), None)
+    if cut is None:
+        return
+    if cut.reason != "rewrap":
+        state.cuts[id(out)] = (weakref.ref(out), cut)
+        return
+    new = mode._cut(out, None, f"torch.{name}([tensor, ...])", "rewrap")
+    if new is not None and new not in state.cut_upstream:
+        state.cut_upstream[new] = state.cut_upstream.get(cut, frozenset())
 
 
 def _nondiff_term(cut: Any) -> Finding:

@@ -26,7 +26,8 @@ from gradtrace.runtime.trace.classify import (
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
 from gradtrace.runtime.trace.declared import note_none_read
-from gradtrace.runtime.trace.dead_terms import DEAD, block_statement, check_combine, summed_by_user
+from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_combine,
+                                                note_detached_scalar, summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.ema_reads import note_average
@@ -149,6 +150,8 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
                     else:
                         if taint is not None:
                             cuts[id(out)] = (weakref.ref(out), taint[1])
+                            if taint[1].reason == "detach":  # (dead_terms.py)
+                                note_detached_scalar(self.state, out, taint[1])
                         elif _inference_enabled():
                             self._cut(out, None, call_name(func), "inference")
                         return out

@@ -11,8 +11,8 @@ import torch
 from gradtrace.runtime.frames import internal_names, raw_site, user_frame
 from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.classify import call_name, first_grad_tensor
-from gradtrace.runtime.trace.dead_terms import seen_in_backward
 from gradtrace.runtime.trace.average_stats import note_nograd_write
+from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.mode_checks import _oops
@@ -112,6 +112,8 @@ class SpecialHandlers:
             elif (origin := self.state.item_origin(data)) is not None:
                 self._cut(out, None, f"torch.{call_name(func)}(... {origin.op}() ...)", "rewrap",
                           origin)
+            elif isinstance(data, (list, tuple)) and self.state.cuts:
+                rewrapped_list(self, call_name(func), data, out)
         elif args and self.state.items:  # NOTE [backward of a leaf]
             forced_number_leaf(self, out, args[0], call_name(func))
         return out

@@ -53,7 +53,14 @@ def _explicit_epoch() -> bool:
 def _target_size(m: re.Match[str], site: Site, frame: types.FrameType | None,
                  tracer: Any) -> Any:
     target, given = m.group(1), m.group(2)
-    return "loss-target-broadcast", site, f"size {given} with a target of size {target}", ()
+    op = f"size {given} with a target of size {target}"
+    from gradtrace.runtime.trace.squeezed_side import squeezed_site
+
+    where = squeezed_site(frame)  # NOTE [squeezed loss input]
+    if where is None or where == site:
+        return "loss-target-broadcast", site, op, ()
+    return "loss-target-broadcast", where, op, (
+        (site, "the loss compares the squeezed tensor with the target here"),)
 
 
 def _non_leaf_grad(m: re.Match[str], site: Site, frame: types.FrameType | None,

@@ -18,6 +18,7 @@ import ast
 from typing import Any
 
 from gradtrace.lint.analysis.kinds import PARAMETER, TENSOR
+from gradtrace.lint.analysis.write_spelling import aliased_inplace, body_may_write
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rules.inplace._ops import SAVED_OUT, VIEW_METHODS
 from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller
@@ -129,3 +130,14 @@ def init_says_inplace(cls: ast.ClassDef, ctx: Context) -> bool:
         return init is not None and "inplace" in "\n".join(
             ctx.code_lines[init.lineno - 1:init.end_lineno or init.lineno])
     return ctx.memo("gt6-init-inplace", cls, make)
+
+
+def may_write(cls: ast.ClassDef, fn: ast.AST, ctx: Context, modules: Any) -> bool:
+    """Whether the method ``fn`` of ``cls`` may write in place (NOTE [write spelling]): its
+    body spells a write, or a write need not be spelt in the class: a layer ``__init__`` may
+    build in place (it spells ``inplace`` or ``True``: ``modules``'s own gate, then
+    ``self.act(x)`` writes), or a torch in-place function imported under another name. The
+    class's part is found once per class, while ``_saved._class_pairs`` reads it (once per
+    class and file): the imports of that moment."""
+    return body_may_write(ctx, fn) or ctx.memo("gt6-unspelt", cls, lambda: init_says_inplace(
+        cls, ctx) or modules._init_says_true() or aliased_inplace(ctx))

@@ -25,7 +25,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._listed import (
     _element_set, _listed_call, _may_pair, unviewed, view_aliases,
 )
-from gradtrace.lint.rules.inplace._chained import init_says_inplace, nested_layer_writes
+from gradtrace.lint.rules.inplace._chained import init_says_inplace, may_write, nested_layer_writes
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
     SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
     _op_of_call, _statements, _writes_input, built_op, inplace_local, module_call_op,
@@ -270,6 +270,8 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     fn = (ctx.function or ctx.tree) if all(names) else None  # a script's body counts too
     if fn is None:
         return out
+    if not any(_written_name(s, True) in names for s in _after(fn, stmt, memo)):
+        return out  # nothing after it may write the names: its op need not be known
     modules = modules_of(ctx)
     prod = _producer(node, ctx, modules)
     if prod is None or len(names) > 1 and prod.op not in MULTI_SAVED:
@@ -373,6 +375,8 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
         if not isinstance(fn, FUNCTION_TYPES) or fn.name in SKIPPED \
                 or _is_autograd_function(cls, fn, ctx):
             continue  # `__init__` never runs as forward, widened or not: known before its scan
+        if not may_write(cls, fn, ctx, modules):
+            continue  # no in-place write in it (NOTE [write spelling]): nothing to pair
         stmts = list(_statements(fn.body))
         maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
             ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
