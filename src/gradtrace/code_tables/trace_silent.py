@@ -1,5 +1,6 @@
-"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT862 (nonfinite.py), GT870-GT879 (GT877: singleton.py;
-GT875, GT876: events.py) and GT889-GT890: silent bugs whose run looks like ordinary training,
+"""GT836-GT838, GT842-GT849, GT857, GT858 (eps_underflow.py), GT862 (nonfinite.py), GT865
+(events.py), GT866 (average_stats.py), GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py)
+and GT889-GT890: silent bugs whose run looks like ordinary training,
 reported by ``gradtrace run`` / ``gradtrace.trace()`` when the trace ends (issue #13 §2; the GT8xx range of
 :mod:`gradtrace.code_tables.trace`, kept apart so that table stays small)."""
 from __future__ import annotations
@@ -262,4 +263,43 @@ CODES = (
          "Build the optimizer after the last replacement, or re-create it (or "
          "`add_param_group`) when the tensors are replaced.",
          "gradtrace.runtime.trace.idle", severity="warning"),
+    Code("GT865", "grad-of-rewritten-input",
+         "autograd.grad is asked for the gradient of a tensor an in-place op rewrote into its "
+         "own output",
+         "An in-place op returns the tensor it wrote: `torch.autograd.grad(F.relu_(x), (x,))` "
+         "differentiates `x` with respect to itself, because `x` now stands for the ReLU's "
+         "output. The result is the grad_output (ones), not the op's derivative (0 where a "
+         "ReLU input was negative). Nothing fails. The run sees an input of autograd.grad that "
+         "is one of its outputs, written in place, and names the write.",
+         """
+         x = h.clone()
+         g = torch.autograd.grad(F.relu_(x), (x,), grad_outputs=torch.ones_like(x))[0]
+         """,
+         """
+         x = h.clone()
+         g = torch.autograd.grad(F.relu(x), (x,), grad_outputs=torch.ones_like(x))[0]
+         """,
+         "Use the out-of-place op, or differentiate with respect to a tensor the write does "
+         "not rebind.", _EVENTS, severity="warning"),
+    Code("GT866", "average-skips-norm-statistics",
+         "a mean teacher / EMA copy is averaged from the parameters only, so its "
+         "normalisation statistics never move",
+         "`parameters()` holds no buffers. A copy refreshed with "
+         "`for p, q in zip(model.parameters(), ema.parameters()): q.mul_(d).add_(p, alpha=1 - d)` "
+         "and run in eval mode keeps the running mean and variance it was made with while the "
+         "trained model's move: it normalises with statistics that do not match its averaged "
+         "weights, and its pseudo-labels or evaluations are off. Nothing fails. The run sees "
+         "the copy's norm weights written with grad off, its running statistics never written "
+         "nor updated, and a trained twin layer whose statistics moved; it names the loop.",
+         """
+         for p, q in zip(student.parameters(), teacher.parameters()):
+             q.data.mul_(d).add_(p.data, alpha=1 - d)
+         """,
+         """
+         for (_, p), (_, q) in zip(student.state_dict().items(), teacher.state_dict().items()):
+             q.copy_(q * d + p * (1 - d) if q.is_floating_point() else p)
+         """,
+         "Average (or copy) the buffers too: walk `buffers()` beside `parameters()`, or pair "
+         "`state_dict()` entries.", "gradtrace.runtime.trace.average_stats",
+         severity="warning"),
 ) + TRAIN_CODES

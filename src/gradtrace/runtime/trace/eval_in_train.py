@@ -52,6 +52,7 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.loaded_in_train import loaded_in_train_findings
 from gradtrace.runtime.trace.eval_dropped import DROPOUT, dropout_findings, note_dropout, \
     settle_drops
 
@@ -247,7 +248,7 @@ def train_eval_findings(data: Any, state: Any) -> list[Finding]:
                             "training again)",
                         related=[(c.switch, "grad mode is turned off here")],
                         severity="warning"))
-    return out + dropout_findings(data)
+    return out + dropout_findings(data) + loaded_in_train_findings(data, state)
 
 
 __all__ = ["DROPOUT", "TrainEval", "note_train_eval", "settle", "train_eval_findings",

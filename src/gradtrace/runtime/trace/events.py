@@ -80,6 +80,13 @@ _EVENT_TEXT = {
         "to the one stepping next: the update it makes uses gradients that were never clipped",
         "clip the parameters of the optimizer that steps (e.g. "
         "clip_grad_norm_([p for g in opt.param_groups for p in g['params']], max_norm))"),
+    "grad-of-rewritten-input": (  # NOTE [input rewritten into the output]
+        "GT865", "`{op}_` here rewrites its input in place and returns it, and "
+        "torch.autograd.grad is then asked for the gradient of that tensor with respect to "
+        "itself: the input now stands for the op's output, so the gradient is the "
+        "grad_output (ones), not the derivative of `{op}`",
+        "use the out-of-place op (`{op}(x)`) or differentiate with respect to a tensor the "
+        "write does not rebind (`x0 = x.clone()` before it)"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),

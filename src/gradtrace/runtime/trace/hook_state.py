@@ -90,6 +90,7 @@ class HookState:
     # id(norm layer) -> TrainEval; line -> (candidate, layer names): NOTE [evaluated in train mode]
     train_evals: dict[int, Any] = field(default_factory=dict)
     drops: Any = None  # eval_dropped.Drops: NOTE [dropout left on in evaluation]
+    loaded_drops: dict[int, Any] = field(default_factory=dict)  # NOTE [evaluated as loaded, in train mode]
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen

@@ -19,6 +19,7 @@ from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
+from gradtrace.runtime.trace.loaded_in_train import note_first_nograd
 from gradtrace.runtime.trace.leaked_step import watch_call
 from gradtrace.runtime.trace.loop_order import step_window
 from gradtrace.runtime.trace.lr_groups import check_first_step
@@ -143,6 +144,7 @@ class Hooks:
                 rec.nograd_site = off_switch(sys._getframe(1)) or self.state.grad_off
                 rec.in_checkpoint = any("checkpoint" in n.lower() or n == "CheckpointFunction"
                                         for n in internal_names(1, limit=40))
+                note_first_nograd(self.data, self.state, module)  # NOTE [evaluated as loaded, in train mode]
 
     def _registered(self, module: torch.nn.Module, name: str, value: Any) -> None:
         """``module.<name> = value`` (a submodule or a Parameter): when it replaces another

@@ -29,6 +29,7 @@ from gradtrace.runtime.trace.declared import note_none_read
 from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_combine,
                                                 note_detached_scalar, summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
+from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
 from gradtrace.runtime.trace.lr_groups import note_asked
@@ -179,6 +180,7 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
                 self._clip_before_step(func, args)
             if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
                 note_average(self.state, call_name(func), args)
+            note_nograd_write(self.state, call_name(func), args)  # NOTE [average that skips the statistics]
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)

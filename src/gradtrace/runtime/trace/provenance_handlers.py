@@ -11,6 +11,7 @@ import torch
 from gradtrace.runtime.frames import internal_names, raw_site, user_frame
 from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.classify import call_name, first_grad_tensor
+from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
@@ -35,6 +36,8 @@ class SpecialHandlers:
         self.seq += 1
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
             note_average(self.state, call_name(func), args)
+        if not torch.is_grad_enabled():  # NOTE [average that skips the statistics]
+            note_nograd_write(self.state, call_name(func), args)
         if self.state.after_step is not None and ("mul" in call_name(func) or "clamp" in call_name(func)):
             self._clip_after_step()
         if info is not None:

@@ -18,7 +18,9 @@ named is:
 
 A Parameter registered where none was, once an optimizer exists, is noted the same way: a
 module that builds ``self.rel_h = nn.Parameter(torch.randn(...))`` in ``forward`` registers a new
-leaf at every call, which no optimizer holds (the line named is that assignment).
+leaf at every call, which no optimizer holds (the line named is that assignment). When an
+optimizer that steps was built after the registration (from a parameter list kept from an earlier
+model), the message says so instead of "added after the optimizer was built".
 
 # NOTE [rewrapped parameter]
 ``self.conv.weight = nn.Parameter(W.squeeze(0))`` with ``W`` computed by another layer (a
@@ -47,6 +49,7 @@ class Replaced:
     ref: weakref.ref[Any]
     stack: Stack
     own: bool
+    before: frozenset[int] = frozenset()  # the optimizers (ids) that existed then
 
 
 def note_replaced(data: Any, module: Any, value: Any) -> None:
@@ -62,7 +65,8 @@ def note_replaced(data: Any, module: Any, value: Any) -> None:
         own = f is not None and f.f_code.co_argcount > 0 and \
             f.f_locals.get(f.f_code.co_varnames[0]) is module
         del f
-    data.replaced[id(value)] = Replaced(weakref.ref(value), stack, own)
+    data.replaced[id(value)] = Replaced(weakref.ref(value), stack, own,
+                                        frozenset(data.optimizers))
 
 
 def prune_replaced(data: Any) -> bool:
@@ -149,5 +153,18 @@ def registered_after(data: Any, params: list[Any]) -> tuple[Site, str, str] | No
                 "use them here")
     site = common_line(hit.stack, data.step_stack or ()) or Site(code.co_filename, line,
                                                                    code.co_name)
+    if _stepper_built_later(data, hit):
+        return (site, "they were made here, and the optimizer that steps was built after "
+                "them, but from other parameters (not these), so no optimizer holds them",
+                "build that optimizer from the parameters of the model that runs (its "
+                "parameters() when the optimizer is built), not from a list kept from another "
+                "model")
     return (site, "they were added to the model here, after the optimizer was built",
             "build the optimizer after the model is complete (or add a param group)")
+
+
+def _stepper_built_later(data: Any, hit: Replaced) -> bool:
+    """An optimizer that stepped was built after the registration ``hit``: then "added after
+    the optimizer was built" is not what happened (NOTE [replaced after the optimizer])."""
+    return any(key not in hit.before and rec.steps and rec.ref() is not None
+               for key, rec in list(data.optimizers.items()))

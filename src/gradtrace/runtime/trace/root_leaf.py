@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from gradtrace.runtime.trace.grad_of_itself import rewritten_inputs
 from gradtrace.runtime.trace.leaves import upstream_leaves
 from gradtrace.runtime.trace.records import Cut
 
@@ -101,6 +102,7 @@ def root_cut_first(state: Any, cut: Cut) -> bool:
 def graphless_grads(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any], roots: Any,
                     out: Any) -> None:
     """NOTE [gradients taken without a graph]: the gradients ``autograd.grad`` returned."""
+    rewritten_inputs(mode.state, args, kwargs, roots)  # NOTE [input rewritten into the output]
     create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
     if create or not torch.is_grad_enabled() or not isinstance(out, (tuple, list)):
         return

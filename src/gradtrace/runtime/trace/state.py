@@ -148,6 +148,7 @@ class TraceState(GradEvents):
         self.evals_seen = (0, 0)
         self.mean_roots: dict[Site, list[Any]] = {}  # NOTE [accumulated means not scaled]
         self.ema_reads: dict[int, list[Any]] = {}  # NOTE [EMA between steps]
+        self.nograd_writes: dict[int, Site] = {}  # NOTE [average that skips the statistics]
         self.eval_backward: Site | None = None
 
     # -- sites and cuts ----------------------------------------------------------------------
