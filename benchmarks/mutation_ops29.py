@@ -14,8 +14,10 @@ lines)``; a mutation counts as caught when any expected code is among the findin
     M17 child frozen by attribute   ``model.<child>.requires_grad = False`` before the
                                     optimizer (``<child>`` from the class's __init__) GT407
     M17b same in __init__           ``self.<child>.requires_grad = False`` after it is built GT407
-    M18 step before backward        ``opt.step()`` moved right before ``loss.backward()`` GT609
-    M19 backward after step         ``loss.backward()`` moved right after ``opt.step()``  GT609
+    M18 step before backward        ``opt.step()`` moved right before ``loss.backward()``
+                                                                           GT609|GT522
+    M19 backward after step         ``loss.backward()`` moved right after ``opt.step()``
+                                                                           GT609|GT522
     M20 step under @no_grad         ``@torch.no_grad()`` on the training function GT207|GT201
     M21 forward in inference_mode   M11's forward under ``torch.inference_mode()`` GT201|GT204
     M22 zero_grad commented out     every ``zero_grad()`` line -> ``# <same text>`` GT501
@@ -193,12 +195,12 @@ def step_ops(src, lines, pm, f, inner_own, b, s0, zg, loss_assign, out_assign):
         L = lines[:]
         st = L.pop(s0.lineno - 1)
         L.insert(b.lineno - 1, st)
-        yield "M18-step-before-backward", "GT609", f.name, "\n".join(L), {b.lineno}
+        yield "M18-step-before-backward", "GT609|GT522", f.name, "\n".join(L), {b.lineno}
         L = lines[:]
         bw = L[b.lineno - 1]
         L.insert(s0.lineno, bw)
         del L[b.lineno - 1]
-        yield "M19-backward-after-step", "GT609", f.name, "\n".join(L), {s0.lineno - 1}
+        yield "M19-backward-after-step", "GT609|GT522", f.name, "\n".join(L), {s0.lineno - 1}
     # M20 the training function decorated @torch.no_grad()
     if torch:
         L = lines[:]

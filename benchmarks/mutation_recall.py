@@ -35,6 +35,7 @@ import collections
 import hashlib
 import json
 import os
+import sys
 
 from gradtrace.lint import check_source
 from mutation_ops29 import manual_update, model_wiring, step_ops
@@ -340,7 +341,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trees", nargs="+")
-    ap.add_argument("--misses", help="write the missed mutations (file:function) here")
+    ap.add_argument("--misses", help="write the mutations not caught (file:line:function [other new codes]) here")
     ap.add_argument("--ops", help="comma-separated operator prefixes to run (M13,M16,...)")
     args = ap.parse_args()
     stats = collections.defaultdict(
@@ -355,6 +356,8 @@ def main() -> None:
         if base is None:
             continue
         nfiles += 1
+        if nfiles % 50 == 0:
+            print(f"... {nfiles} files", file=sys.stderr, flush=True)
         for kind, want, fname, msrc, lines in mutate(src):
             if ops and not any(kind.split("-")[0] == o for o in ops):
                 continue
@@ -366,10 +369,10 @@ def main() -> None:
             st[0] += 1
             if any(new.get(w) for w in want.split("|")):
                 st[1] += 1
+            else:  # not caught: where, and what else the copy adds
+                misses[kind].append(f"{path}:{min(lines)}:{fname} {sorted(new)}")
             if new:
                 st[2] += 1
-            else:
-                misses[kind].append(f"{path}:{min(lines)}:{fname}")
             for c in new:
                 if c not in want.split("|"):
                     others[kind][c] += 1
