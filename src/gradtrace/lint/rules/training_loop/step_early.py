@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._reach import _reached, for_another
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
@@ -63,6 +64,58 @@ def _unfed_reach(f: LoopFacts, b: Backward, s: Step, owners: frozenset[str]) -> 
     when the file does not show it (a loss summed from lists), the step's own, unless the
     loss is known to reach only other optimizers' models."""
     return _reached(f, b, owners) or (set() if for_another(f, b, s) else set(owners))
+
+
+def _fed_elsewhere(f: LoopFacts, z: Any, s: Step) -> bool:
+    """Between the clear ``z`` and the step ``s``, something may give the optimizer a
+    gradient that is not a backward() of this function: a call of a function or method of
+    the file (which may backward), a write of a ``.grad``, or another step."""
+    own = set(f.ctx.analysis.functions)
+    cls = f.ctx.class_def
+    if cls is not None:
+        own |= {m.name for m in cls.body if isinstance(m, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef))}
+    for st in f.scope.stmts:
+        if not (f.before(z.stmt, st) and f.before(st, s.stmt)):
+            continue
+        for t in getattr(st, "targets", None) or [getattr(st, "target", None)]:
+            if t is not None and any(isinstance(n, ast.Attribute) and n.attr == "grad"
+                                     for n in ast.walk(t)):
+                return True
+        for c in f.calls_of(st):
+            name = dotted(c.func) or ""
+            root, _, last = name.rpartition(".")
+            if last in ("step", "backward", "grad") or last in own and root in ("", "self"):
+                return True
+    return False
+
+
+def _models_of(f: LoopFacts, b: Backward) -> set[str]:
+    """# NOTE [step of unknown parameters]
+    An optimizer handed in (an argument, ``self.optimizer`` set from one) holds parameters
+    the file does not show. Cleared, then stepped with no backward() between, it finds no
+    gradient whatever it holds; the backward() after it computes one that the next clear
+    erases: nothing it holds ever trains. Said when the late loss is computed from a call of
+    a module (``model(x)``, ``self.net(x)``), the model it names, and no step of any
+    optimizer follows that backward() in the pass."""
+    from gradtrace.lint.analysis.model_calls import module_like
+    from gradtrace.lint.rules.training_loop._reach import _live_calls
+
+    if b.loss is None or any(
+            f.before(b.stmt, st) and any(isinstance(c.func, ast.Attribute)
+                                         and c.func.attr == "step" for c in f.calls_of(st))
+            for st in f.scope.stmts):
+        return set()  # a later step (of any optimizer) may take this gradient
+    values: list[ast.AST] = [b.loss]
+    for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings:
+        if d.value is not None:
+            values.append(d.value)
+    for v in values:
+        for c in _live_calls(v):
+            name = dotted(c.func)
+            if name and module_like(f.ctx, f.scope, name, c.lineno):
+                return {name}
+    return set()
 
 
 def _starved_other(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
@@ -152,14 +205,17 @@ class StepBeforeLastBackward(LoopRule):
                 continue  # the common case: the step ends the pass
             owners = _owners(f, _stepped_expr(s), s.call.lineno)
             z = _clear_before(f, s, loop)
-            if not owners or z is None:
+            if z is None:
                 continue
             fed = _fed(f, z, s)
+            if not owners and (fed or _fed_elsewhere(f, z, s)):
+                continue
             for b in late:
                 if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
                        for s2 in f.steps) or _cut_for_later(f, b):
                     continue
-                hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners)
+                hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners) \
+                    if owners else _models_of(f, b)
                 if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(
                         f, b, s, loop)):
                     continue
@@ -174,12 +230,12 @@ class StepBeforeLastBackward(LoopRule):
         owners = _owners(f, _stepped_expr(s), s.call.lineno)
         z = next((z for z in f.zero_grads if covers(f, z, s) and not f.loops_of(z.stmt)
                   and f.dominates(z.stmt, s.stmt)), None)
-        if not owners or z is None or _fed(f, z, s) or any(
+        if z is None or _fed(f, z, s) or not owners and _fed_elsewhere(f, z, s) or any(
                 f.before(s.stmt, s2.stmt) for s2 in f.steps if s2.optimizer == s.optimizer):
             return
         for b in f.backwards:
             hit = b.accumulates and not f.loops_of(b.stmt) and f.before(s.stmt, b.stmt) \
-                and _unfed_reach(f, b, s, owners)
+                and (_unfed_reach(f, b, s, owners) if owners else _models_of(f, b))
             if hit:
                 yield self._early(ctx, s, b, z, hit,
                                   "before the step of the next call, which so finds no gradient")

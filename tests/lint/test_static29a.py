@@ -1,0 +1,90 @@
+"""static29a (mutation study, issue 13's shapes): a step of an optimizer handed in (an
+argument, ``self.optimizer``) that runs after the pass's ``zero_grad()`` and before its only
+``backward()`` never finds a gradient, whatever the optimizer holds (NOTE [step of unknown
+parameters] in rules/training_loop/step_early.py); twins in a loop, a step method and another
+spelling, run on real torch (the weights never change); the look-alike steps the previous
+pass's gradient before clearing."""
+from __future__ import annotations
+
+import pytest
+from test_heldout_shapes import Shape, _found, _run
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    "step-of-handed-in-optimizer-before-backward": (Shape("""
+        def train(model, opt, batches):
+            x0, y0 = batches[0]
+            F.mse_loss(model(x0), y0).backward()
+            for x, y in batches[1:]:
+                opt.step()
+                opt.zero_grad()
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+            opt.step()
+
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1),
+              [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
+        """, "GT522", holds="not torch.equal(net.weight, w0)"), [Shape("""
+        def train(model, optimizer, batches):
+            for x, y in batches:
+                optimizer.zero_grad()
+                loss = F.mse_loss(model(x), y)
+                optimizer.step()
+                loss.backward()
+
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1),
+              [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
+        """, "GT522", 5, holds="torch.equal(net.weight, w0)"), Shape("""
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+
+            def train_step(self, x, y):
+                self.optimizer.zero_grad()
+                out = self.model(x)
+                loss = F.cross_entropy(out, y)
+                self.optimizer.step()
+                loss.backward()
+                return loss.item()
+
+        net = nn.Linear(3, 2)
+        w0 = net.weight.detach().clone()
+        t = Trainer(net, torch.optim.Adam(net.parameters()))
+        for _ in range(3):
+            t.train_step(torch.randn(4, 3), torch.randint(0, 2, (4,)))
+        """, "GT522", 10, holds="torch.equal(net.weight, w0)"), Shape("""
+        def fit(net, opt, criterion, loader, epochs=2):
+            for _ in range(epochs):
+                for batch in loader:
+                    opt.zero_grad(set_to_none=True)
+                    pred = net(batch[0])
+                    err = criterion(pred, batch[1]) + 0.01 * pred.abs().mean()
+                    opt.step()
+                    err.backward()
+
+        net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+        w0 = net[0].weight.detach().clone()
+        fit(net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(),
+            [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
+        """, "GT522", 7, holds="torch.equal(net[0].weight, w0)")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    good, _ = SHAPES[name]
+    assert _found(good) == []
+    _run(good)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twins_are_reported_and_fail(name: str) -> None:
+    _, bads = SHAPES[name]
+    assert len(bads) >= 2
+    for bad in bads:
+        assert _found(bad) == [(bad.line, bad.code)], bad.src
+        _run(bad)
