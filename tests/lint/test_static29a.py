@@ -71,6 +71,73 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         fit(net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(),
             [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
         """, "GT522", 7, holds="torch.equal(net[0].weight, w0)")]),
+    # GT404: the model re-created by the same call after the optimizer was built over the
+    # first object's parameters, whatever its class (one of another file, here a builder the
+    # snippet defines as a plain function); in __init__, the optimizer stepped by a method
+    "model-made-again-by-the-same-call": (Shape("""
+        def build(d):
+            return nn.Sequential(nn.Linear(d, 4), nn.ReLU(), nn.Linear(4, 1))
+
+        def main(batches):
+            model = build(3)
+            model = build(3).train()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            w0 = model[0].weight.detach().clone()
+            for x, y in batches:
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+            return not torch.equal(model[0].weight, w0)
+
+        assert main([(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(2)])
+        """, "GT404"), [Shape("""
+        def build(d):
+            return nn.Sequential(nn.Linear(d, 4), nn.ReLU(), nn.Linear(4, 1))
+
+        def main(batches):
+            model = build(3)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model = build(3)
+            w0 = model[0].weight.detach().clone()
+            for x, y in batches:
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+            return torch.equal(model[0].weight, w0)
+
+        assert main([(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(2)])
+        """, "GT404", 7), Shape("""
+        def build(d):
+            return nn.Linear(d, 1)
+
+        class Trainer:
+            def __init__(self, d):
+                self.model = build(d)
+                self.optimizer = torch.optim.Adam(self.model.parameters())
+                self.model = build(d)
+
+            def train_step(self, x, y):
+                self.optimizer.zero_grad()
+                loss = F.mse_loss(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+
+        t = Trainer(3)
+        w0 = t.model.weight.detach().clone()
+        t.train_step(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT404", 8, holds="torch.equal(t.model.weight, w0)"), Shape("""
+        def build(d):
+            return nn.Linear(d, 1)
+
+        net = build(3).to("cpu")
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        net = build(3).to("cpu").train()
+        w0 = net.weight.detach().clone()
+        for _ in range(2):
+            opt.zero_grad()
+            net(torch.randn(4, 3)).sum().backward()
+            opt.step()
+        """, "GT404", 6, holds="torch.equal(net.weight, w0)")]),
 }
 
 

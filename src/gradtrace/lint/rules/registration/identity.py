@@ -52,6 +52,38 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
     return None
 
 
+def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
+    """# NOTE [same constructor again]
+    ``model = Net(cfg)`` where the binding of ``model`` before it was made by the same call
+    (``Net(cfg).to(dev)``): a second object of that class, whatever the class (imported from
+    another file, a builder): the optimizer built over the first object's parameters does
+    not hold the new one's."""
+    b = ctx.scope().binding_before(target, value.lineno)
+    old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None
+    new = _strip(value)
+    return isinstance(old, ast.Call) and isinstance(new, ast.Call) and old is not new \
+        and dotted(old.func) is not None and dotted(old.func) == dotted(new.func)
+
+
+def _stale_after_init(ctx: Context, node: ast.stmt, target: str
+                      ) -> tuple[OptimizerBuild, int] | None:
+    """``self.model = Net()`` re-created in ``__init__`` after ``self.opt`` was built there
+    over its parameters (both in the method's own block, the optimizer not rebuilt after it),
+    and another method of the class steps ``self.opt``."""
+    fn = ctx.scope().node
+    if getattr(fn, "name", "") != "__init__" or node not in fn.body \
+            or not target.startswith("self."):  # type: ignore[attr-defined]
+        return None
+    builds = optimizer_builds(ctx.scope())
+    prior = [b for b in builds if b.stmt in fn.body and b.stmt.lineno < node.lineno  # type: ignore
+             and b.name.startswith("self.") and any(covers(target, s) for s in b.sources)]
+    if not prior or any(b.name == prior[-1].name and b.stmt.lineno > node.lineno
+                        for b in builds):
+        return None
+    got = stale_across_methods(ctx, fn, target, node.lineno, init_too=True)
+    return (got[0], got[1].lineno) if got is not None and got[0] is prior[-1] else None
+
+
 def _same_module(scope: Scope, target: str, line: int) -> list[str]:
     """``target`` and what its root name was bound to: ``model.module if hasattr(model,
     "module") else model`` (the unwrapped model) stands for ``model.module`` and ``model``."""
@@ -191,6 +223,8 @@ class ModelRecreatedAfterOptimizer(Rule):
             if isinstance(inner, ast.Call) else None
         if fn is not None and builds_module(fn, ctx):  # `model = build()`
             return True
+        if _same_constructor(value, target, ctx):
+            return True
         if q == "torch.load" and "." not in target:
             b = ctx.scope().binding_before(target, value.lineno)
             return b is not None and b.kind == MODULE
@@ -202,6 +236,8 @@ class ModelRecreatedAfterOptimizer(Rule):
             return
         got = next((g for t in _same_module(ctx.scope(), target, node.lineno)
                     if (g := _stale_optimizer(ctx.scope(), t, node)) is not None), None)
+        if got is None and inside is None:
+            got = _stale_after_init(ctx, node, target)
         if got is None:
             return
         opt, step = got
