@@ -71,6 +71,52 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         fit(net, torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(),
             [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
         """, "GT522", 7, holds="torch.equal(net[0].weight, w0)")]),
+    # GT522, the clear after: step, backward, then zero_grad() of the same parameters with no
+    # step and no gradient read between; the look-alike reads the input's gradient there (an
+    # adversarial example) before clearing, and its step is fed by the backward before it
+    "step-then-backward-cleared-right-after": (Shape("""
+        def train(model, opt, batches, eps=0.1):
+            for x, y in batches:
+                F.mse_loss(model(x), y).backward()
+                opt.step()
+                x = x.clone().requires_grad_(True)
+                F.mse_loss(model(x), y).backward()
+                x_adv = x + eps * x.grad.sign()
+                model.zero_grad()
+
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        train(net, torch.optim.SGD(net.parameters(), lr=0.1),
+              [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
+        """, "GT522", holds="not torch.equal(net.weight, w0)"), [Shape("""
+        def fit(model, optim, batches):
+            for x, y in batches:
+                loss = F.mse_loss(model(x), y)
+                optim.step()
+                loss.backward()
+                model.zero_grad()
+
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        fit(net, torch.optim.SGD(net.parameters(), lr=0.1),
+            [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)])
+        """, "GT522", 4, holds="torch.equal(net.weight, w0)"), Shape("""
+        class Learner:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+
+            def update(self, x, y):
+                loss = F.mse_loss(self.net(x), y)
+                self.opt.step()
+                loss.backward()
+                self.opt.zero_grad(set_to_none=True)
+
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        learner = Learner(net, torch.optim.Adam(net.parameters()))
+        for _ in range(3):
+            learner.update(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT522", 7, holds="torch.equal(net.weight, w0)")]),
     # GT404: the model re-created by the same call after the optimizer was built over the
     # first object's parameters, whatever its class (one of another file, here a builder the
     # snippet defines as a plain function); in __init__, the optimizer stepped by a method

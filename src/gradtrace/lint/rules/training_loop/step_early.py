@@ -69,12 +69,13 @@ def _unfed_reach(f: LoopFacts, b: Backward, s: Step, owners: frozenset[str]) -> 
 def _fed_elsewhere(f: LoopFacts, z: Any, s: Step) -> bool:
     """Between the clear ``z`` and the step ``s``, something may give the optimizer a
     gradient that is not a backward() of this function: a call of a function or method of
-    the file (which may backward), a write of a ``.grad``, or another step."""
-    own = set(f.ctx.analysis.functions)
+    the file whose code backwards, writes a gradient or steps, a write of a ``.grad``, or
+    another step."""
+    own: dict[str, ast.AST] = dict(f.ctx.analysis.functions)
     cls = f.ctx.class_def
     if cls is not None:
-        own |= {m.name for m in cls.body if isinstance(m, (ast.FunctionDef,
-                                                            ast.AsyncFunctionDef))}
+        own.update({m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef,
+                                                                    ast.AsyncFunctionDef))})
     for st in f.scope.stmts:
         if not (f.before(z.stmt, st) and f.before(st, s.stmt)):
             continue
@@ -85,12 +86,47 @@ def _fed_elsewhere(f: LoopFacts, z: Any, s: Step) -> bool:
         for c in f.calls_of(st):
             name = dotted(c.func) or ""
             root, _, last = name.rpartition(".")
-            if last in ("step", "backward", "grad") or last in own and root in ("", "self"):
+            if last in ("step", "backward", "grad"):
+                return True
+            if last in own and root in ("", "self") and _feeds(own[last]):
                 return True
     return False
 
 
-def _models_of(f: LoopFacts, b: Backward) -> set[str]:
+def _feeds(fn: ast.AST) -> bool:
+    """``fn`` calls a ``backward``/``step``/``grad`` or writes a ``.grad`` (its own code)."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and (dotted(n.func) or "").rpartition(".")[2] in (
+                "backward", "step", "grad"):
+            return True
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Store):
+            return True
+    return False
+
+
+def _used_between(f: LoopFacts, b: Backward, z: Any) -> bool:
+    """Between the backward ``b`` and the clear ``z``: a step (of any optimizer), a read of
+    a ``.grad``, or a call of a function of the file that may do either."""
+    own: dict[str, ast.AST] = dict(f.ctx.analysis.functions)
+    cls = f.ctx.class_def
+    if cls is not None:
+        own.update({m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef,
+                                                                    ast.AsyncFunctionDef))})
+    for st in f.scope.stmts:
+        if not (f.before(b.stmt, st) and f.before(st, z.stmt)):
+            continue
+        if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(st)):
+            return True
+        for c in f.calls_of(st):
+            name = dotted(c.func) or ""
+            root, _, last = name.rpartition(".")
+            if last in ("step", "grad") or last in own and root in ("", "self") and \
+                    _feeds(own[last]):
+                return True
+    return False
+
+
+def _models_of(f: LoopFacts, b: Backward, until: ast.stmt | None = None) -> set[str]:
     """# NOTE [step of unknown parameters]
     An optimizer handed in (an argument, ``self.optimizer`` set from one) holds parameters
     the file does not show. Cleared, then stepped with no backward() between, it finds no
@@ -99,17 +135,19 @@ def _models_of(f: LoopFacts, b: Backward) -> set[str]:
     a module (``model(x)``, ``self.net(x)``), the model it names, and no step of any
     optimizer follows that backward() in the pass."""
     from gradtrace.lint.analysis.model_calls import module_like
-    from gradtrace.lint.rules.training_loop._reach import _live_calls
+    from gradtrace.lint.rules.training_loop._reach import _live_calls, _unpacked_from
 
     if b.loss is None or any(
-            f.before(b.stmt, st) and any(isinstance(c.func, ast.Attribute)
+            f.before(b.stmt, st) and (until is None or f.before(st, until))
+            and any(isinstance(c.func, ast.Attribute)
                                          and c.func.attr == "step" for c in f.calls_of(st))
             for st in f.scope.stmts):
         return set()  # a later step (of any optimizer) may take this gradient
     values: list[ast.AST] = [b.loss]
     for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings:
-        if d.value is not None:
-            values.append(d.value)
+        v = d.value if d.value is not None else _unpacked_from(d)
+        if v is not None:
+            values.append(v)
     for v in values:
         for c in _live_calls(v):
             name = dotted(c.func)
@@ -206,6 +244,7 @@ class StepBeforeLastBackward(LoopRule):
             owners = _owners(f, _stepped_expr(s), s.call.lineno)
             z = _clear_before(f, s, loop)
             if z is None:
+                yield from self._erased_after(f, s, late, owners, loop, ctx)
                 continue
             fed = _fed(f, z, s)
             if not owners and (fed or _fed_elsewhere(f, z, s)):
@@ -224,12 +263,34 @@ class StepBeforeLastBackward(LoopRule):
                                   "gradient")
                 break
 
+    def _erased_after(self, f: LoopFacts, s: Step, late: list[Backward],
+                      owners: frozenset[str], loop: ast.stmt | None, ctx: Context
+                      ) -> Iterator[Finding]:
+        """NOTE [step of unknown parameters], the clear after: ``step()``, ``backward()``,
+        then a ``zero_grad()`` of the same optimizer with no step and no read of a
+        gradient between: every gradient is erased before a step reads it."""
+        for b in late:
+            z = next((z for z in f.zero_grads if covers(f, z, s) and f.before(b.stmt, z.stmt)
+                      and (loop is None or f.inside(z.stmt, loop)
+                           and not conditional(f, z.stmt, loop))), None)
+            if z is None or not f.before(s.stmt, b.stmt) or _used_between(f, b, z):
+                continue
+            hit = _reached(f, b, owners) or (set() if for_another(f, b, s) else
+                                             _models_of(f, b, z.stmt))
+            if hit:
+                yield self._early(ctx, s, b, z, hit, "right after it, before any step reads it")
+                return
+
     def _per_call(self, f: LoopFacts, s: Step, ctx: Context) -> Iterator[Finding]:
         """A step function (each call one pass, no loop in it) that clears, steps, then
         backwards a loss reaching the stepped model: its step never finds a gradient."""
         owners = _owners(f, _stepped_expr(s), s.call.lineno)
         z = next((z for z in f.zero_grads if covers(f, z, s) and not f.loops_of(z.stmt)
                   and f.dominates(z.stmt, s.stmt)), None)
+        if z is None:
+            yield from self._erased_after(f, s, [b for b in f.backwards if b.accumulates and
+                                                 not f.loops_of(b.stmt)], owners, None, ctx)
+            return
         if z is None or _fed(f, z, s) or not owners and _fed_elsewhere(f, z, s) or any(
                 f.before(s.stmt, s2.stmt) for s2 in f.steps if s2.optimizer == s.optimizer):
             return
