@@ -7,7 +7,6 @@ import logging
 import math
 import sys
 import weakref
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -35,101 +34,12 @@ from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.windows import note_window
+from gradtrace.runtime.trace.hook_state import HookState, OptimizerRecord
 
 Tensor = torch.Tensor
 _grad_enabled = torch.is_grad_enabled
 _NormBase = torch.nn.modules.batchnorm._NormBase
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-@dataclass
-class OptimizerRecord:
-    """What happened to one optimizer while tracing."""
-
-    ref: weakref.ref[torch.optim.Optimizer]
-    site: Site | None
-    steps: int = 0
-    rep: tuple[int, int, int, int] | None = None  # (param id, grad id, grad version, backwards)
-    accumulate_site: Site | None = None  # the backward() that added into last step's .grad
-    accumulate_step: Site | None = None  # the step() that then applied the sum
-    nonfinite: tuple[str, int, Site | None] | None = None
-    before: list[tuple[float, float]] | None = None  # checksums of the parameters with grads
-    checks: int = 0  # steps whose effect was checked
-    changed: bool = False  # some checked step changed some parameter
-    stateful: bool = False  # the optimizer keeps per-parameter state (momentum, Adam moments)
-    rebuilt: int = 0  # earlier optimizers that stepped the same parameters (re-created)
-    # (where the gradients were cleared, the backward() that made them, the step()): a step
-    # that found every gradient of the last backward() already erased
-    wiped: tuple[Site, Site | None, Site | None] | None = None
-    empty_steps: int = 0  # steps that found no gradient on any of its parameters, and at
-    # each (the first 64), ids of a few parameters it does not hold that had gradients then
-    graded_elsewhere: list[frozenset[int]] = field(default_factory=list)
-    # the last step that found a gradient, the empty steps since, the steps at which none of
-    # its parameters required grad, the first closure given to step() (NOTE [idle steps])
-    last_graded: int = 0
-    graded_backwards: int = 0  # backward() calls made by then
-    trailing_empty: int = 0
-    frozen_steps: int = 0
-    closure: Any = None
-    pending: bool = False  # a step(closure) that found no gradient before the closure ran
-    last_lr: Any = None  # the first group's lr at the last step (NOTE [schedule collapsed])
-    lr_changes: int = 0
-    schedule_checked: bool = False
-    audit: Any = None  # applied.StepAudit (NOTE [one gradient, two steps])
-    summed: Any = None  # NOTE [gradients summed outside the optimizer]
-    windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
-    aliases: Any = None  # (name, name, site) of NOTE [aliased parameters]
-    leak: Any = None  # (backward() line, its calls, window): NOTE [evaluation gradients applied]
-
-
-@dataclass
-class HookState:
-    """Module/optimizer bookkeeping of one session."""
-
-    modules: dict[int, ModuleRecord] = field(default_factory=dict)
-    optimizers: dict[int, OptimizerRecord] = field(default_factory=dict)
-    # parameters seen with a gradient at a step, by id; the weak reference tells a reused id
-    # from the parameter itself (see :meth:`graded`)
-    had_grad: dict[int, weakref.ref[Tensor]] = field(default_factory=dict)
-    snapshot: list[Any] = field(default_factory=list)
-    steps: int = 0
-    prune_at: int = 1024
-    leak_watch: dict[int, Any] = field(default_factory=dict)  # leaked_step.py
-    # id of an optimizer's first parameter -> (that parameter, parameter count, optimizers seen)
-    lineage: dict[int, tuple[weakref.ref[Tensor], int, int]] = field(default_factory=dict)
-    unobserved: bool = False  # some steps ran without the module hook (NOTE [trace arming])
-    step_stack: Any = None  # user frames of the first optimizer.step() call
-    replaced: dict[int, Any] = field(default_factory=dict)  # id(new) -> Replaced
-    # trained modules run in eval mode since the last step, and the models seen training in
-    # eval mode (NOTE [eval-mode training])
-    eval_pending: dict[int, ModuleRecord] = field(default_factory=dict)
-    eval_trained: list[Any] = field(default_factory=list)
-    # (id(container), id(layer)) -> shared_layers.Shared (NOTE [one layer at several positions])
-    shared: dict[tuple[int, int], Any] = field(default_factory=dict)
-    schedules: list[Any] = field(default_factory=list)  # NOTE [schedule collapsed]
-    # id -> opt_state.OptEvent: optimizers loaded, built (NOTE [loaded state thrown away])
-    opt_loads: dict[int, Any] = field(default_factory=dict)
-    opt_built: dict[int, Any] = field(default_factory=dict)
-    twice: Any = None  # applied.Twice: NOTE [one gradient, two steps]
-    # id(optimizer) -> per-group lr asked; (record, asked, lr now): see lr_groups.py
-    lr_asked: dict[int, tuple[Any, ...]] = field(default_factory=dict)
-    lr_erased: list[Any] = field(default_factory=list)
-    decay_inverted: list[Any] = field(default_factory=list)  # NOTE [decay groups inverted]
-    # id(norm layer) -> TrainEval; line -> (candidate, layer names): NOTE [evaluated in train mode]
-    train_evals: dict[int, Any] = field(default_factory=dict)
-    drops: Any = None  # eval_dropped.Drops: NOTE [dropout left on in evaluation]
-    train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
-    train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
-    born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
-    rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
-    built: dict[int, Any] = field(default_factory=dict)  # NOTE [layer built here]
-    eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
-    train_calls: int = 0
-
-    def graded(self, p: Tensor) -> bool:
-        """Whether this very parameter had a gradient at some step."""
-        r = self.had_grad.get(id(p))
-        return r is not None and r() is p
 
 
 class Hooks:

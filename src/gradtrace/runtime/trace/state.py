@@ -17,7 +17,6 @@ from gradtrace.runtime.frames import Site, site_of
 from gradtrace.runtime.trace.step_caller import step_caller
 from gradtrace.runtime.loss_listeners import LOSS_LISTENERS
 from gradtrace.runtime.trace.layer_sites import layer_here
-from gradtrace.runtime.trace.leaves import converted_leaf as _converted_leaf
 from gradtrace.runtime.trace.leaves import upstream_leaves
 from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_backpropagated
 from gradtrace.runtime.trace.kept_losses import adds_chained
@@ -26,6 +25,7 @@ from gradtrace.runtime.trace.root_leaf import mark_root_cut
 from gradtrace.runtime.trace.shared_block import more_sources
 from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
 from gradtrace.runtime.trace.view_write import stamp_view_write
+from gradtrace.runtime.trace.state_grad import GradEvents
 
 Tensor = torch.Tensor
 # (site, op, grad_fn names before/after, shape, version before, line that made the tensor,
@@ -35,7 +35,7 @@ InplaceRecord = tuple[Site, str, tuple[str, ...], tuple[int, ...], int, "Site | 
 _PRUNE_AT = 4096
 
 
-class TraceState:
+class TraceState(GradEvents):
     """Mutable record of one session; the ProvenanceMode and the global hooks write into it."""
 
     def __init__(self, diagnose: Callable[..., list[Finding]] | None = None) -> None:
@@ -284,96 +284,6 @@ class TraceState:
             if hit is not None and hit[0] is v:
                 return hit[1]
         return None
-
-    # -- grad mode, freezing, .grad ----------------------------------------------------------
-    def on_grad_mode(self, enabled: bool, raw: RawSite | None, how: str) -> None:
-        if not enabled:
-            self.grad_off = None if raw is None else self.site(raw)
-            self.grad_off_how = how
-        else:
-            self.grad_off = None
-
-    def on_freeze(self, raw: RawSite, t: Tensor, unfreeze: bool = False) -> None:
-        table = self.unfreeze if unfreeze else self.freeze
-        table.pop(id(t), None)  # the latest freeze last (NOTE [idle steps])
-        table[id(t)] = (weakref.ref(t), self.site(raw))
-
-    def on_made_leaf(self, raw: RawSite, t: Tensor, factory: bool = False) -> None:
-        """``requires_grad_()`` on a plain leaf, or (``factory``) a constant factory called
-        with ``requires_grad=True``: NOTE [leaf made trainable too early] keeps both."""
-        for made, value in ((self.leaf_births, (t._version, factory)),
-                            (None if factory else self.made_leaves, ())):
-            if made is not None:
-                made.pop(id(t), None)
-                if len(made) >= 32:
-                    made.pop(next(iter(made)))
-                made[id(t)] = (weakref.ref(t), self.site(raw), *value)
-
-    def unfrozen_at(self, params: list[Tensor]) -> Site | None:
-        """Where the first of ``params`` was last set to ``requires_grad=True``."""
-        for p in params:
-            hit = self.unfreeze.get(id(p))
-            if hit is not None and hit[0]() is p:
-                return hit[1]
-        return None
-
-    def frozen_at(self, t: Tensor) -> Site | None:
-        hit = self.freeze.get(id(t))
-        return hit[1] if hit is not None and hit[0]() is t else None
-
-    def frozen_sites(self) -> list[Site]:
-        """Distinct sites where a live tensor was frozen (requires_grad=False), first first."""
-        out: list[Site] = []
-        for ref, site in self.freeze.values():
-            if ref() is not None and site not in out:
-                out.append(site)
-        return out
-
-    def on_grad_none(self, t: Any, seq: int) -> None:
-        if not isinstance(t, Tensor):
-            return
-        if seq != self._grad_none_seq:
-            from gradtrace.runtime.frames import raw_site
-
-            raw = raw_site()
-            self._grad_none_site = None if raw is None else self.site(raw)
-            self._grad_none_seq = seq
-        if len(self.grad_none) > 100_000:
-            self.grad_none.clear()
-        self.grad_none[id(t)] = self._grad_none_site  # wording only; an id may be reused
-
-    def on_zero(self, t: Any) -> None:
-        """Gradient ``t`` is being cleared (``p.grad = None`` with ``t`` the parameter,
-        ``grad.zero_()`` with ``t`` the gradient) after a backward() no optimizer step has
-        used yet: remember which, and where (the first such line)."""
-        if not self.fresh_grads or len(self.wiped_ids) > 100_000:
-            return
-        self.wiped_ids.add(id(t))
-        if self.wiped_at is None:
-            from gradtrace.runtime.frames import raw_site
-
-            raw = raw_site()
-            self.wiped_at = None if raw is None else self.site(raw)
-
-    def clear_wiped(self) -> None:
-        self.wiped_at = None
-        if self.wiped_ids:
-            self.wiped_ids = set()
-
-    def grad_set_none_at(self, t: Tensor) -> Site | None:
-        return self.grad_none.get(id(t))
-
-    def on_nonleaf_grad(self, raw: RawSite, t: Tensor) -> None:
-        from gradtrace.runtime.trace.rebound_leaf import rebound_leaf
-
-        made, _ = created_site(t.grad_fn)
-        if made is not None and (_converted_leaf(t.grad_fn) or rebound_leaf(  # w1 = w.float()
-                t.grad_fn, made, self.site(raw))):  # NOTE [leaf rebound by its own statement]
-            self.note("weight-made-non-leaf", made, ".grad", "",
-                      ((self.site(raw), ".grad of the copy is read here (always None)"),))
-            return
-        rel = ((made, f"it became a non-leaf here ({type(t.grad_fn).__name__})"),) if made else ()
-        self.note("non-leaf-grad", self.site(raw), ".grad", "", rel)
 
     def note(self, kind: str, site: Site, op: str = "", detail: str = "",
              related: tuple[tuple[Site, str], ...] = ()) -> Counter:

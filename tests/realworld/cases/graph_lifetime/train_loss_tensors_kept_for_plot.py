@@ -1,4 +1,4 @@
-"""Course notebook: the training loop returns the loss tensor itself, the results dict keeps every graph.
+"""Course notebook: the training loop returns the loss tensor itself, the results dict keeps every graph. The root is `train_loss += loss`: the reporter's closing comment names the missing `.item()` there as the fix (the `.detach()` on the append was a first workaround; label moved in session 29).
 
 source: https://github.com/mrdbourke/pytorch-deep-learning/issues/583
 kind: bug
@@ -20,7 +20,7 @@ def train_step(model, batches, loss_fn, optimizer):
     train_loss = 0
     for X, y in batches:
         loss = loss_fn(model(X), y)
-        train_loss += loss
+        train_loss += loss  # ROOT
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -31,7 +31,7 @@ results = {"train_loss": []}
 batches = [(torch.randn(4, 3, 2, 2), torch.randint(0, 3, (4,))) for _ in range(3)]
 for epoch in range(2):
     train_loss = train_step(model_0, batches, loss_fn, optimizer)
-    results["train_loss"].append(train_loss)  # ROOT
+    results["train_loss"].append(train_loss)
 
 
 def plot_loss_curves(results):

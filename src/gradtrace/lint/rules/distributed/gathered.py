@@ -89,25 +89,42 @@ class AllGatherDropsGraph(Rule):
                     and (ctx.qualified_name(call.func) or "") in GATHERS):
                 continue
             bufs, t = call.args[0].id, call.args[1].id
-            found = _replaced(stmts[i + 1:], bufs, t)
+            found = _replaced(stmts[i + 1:], bufs, t, _aliases(stmts[:i], t, bufs))
             if found is None or not _trains(fn, s, t, ctx):
                 continue
             yield self.report(s if found is True else found, ctx, buffers=bufs, t=t,
                               line=s.lineno)
 
 
-def _replaced(after: list[ast.stmt], bufs: str, t: str) -> ast.stmt | bool | None:
-    """How the buffers take ``t``'s place: the statement rebinding ``t`` from them, True when
-    a ``return`` gives them back; None when ``t`` is read again (or the buffers are not used)."""
-    for s in after:
+def _replaced(after: list[ast.stmt], bufs: str, t: str,
+              aliases: frozenset[str] = frozenset()) -> ast.stmt | bool | None:
+    """How the buffers take ``t``'s place: the statement rebinding ``t`` from them, or binding
+    a new name from them that is read later; True when a ``return`` gives them back; None when
+    ``t`` (or a name bound from it before the gather) is read again, or the buffers are not used."""
+    held = (t,) + tuple(aliases)
+    new = None
+    for i, s in enumerate(after):
         if isinstance(s, ast.Assign) and len(s.targets) == 1 \
                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == t:
-            return s if _reads(s.value, bufs) and not _reads(s.value, t) else None
-        if _reads(s, t):
+            if new is None and not (_reads(s.value, bufs) and not _reads(s.value, t)):
+                return None
+            return new or s
+        if any(_reads(s, n) for n in held):
             return None
+        if new is None and isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Name) and _reads(s.value, bufs) \
+                and any(_reads(r, s.targets[0].id) for r in after[i + 1:]):
+            new = s
         if isinstance(s, ast.Return) and s.value is not None and _reads(s.value, bufs):
-            return True
-    return None
+            return new or True
+    return new
+
+
+def _aliases(before: list[ast.stmt], t: str, bufs: str) -> frozenset[str]:
+    """Names bound before the gather from an expression that reads ``t`` (the buffers, made
+    from ``t``'s shape, aside)."""
+    return frozenset(tg.id for s in before if isinstance(s, ast.Assign) and _reads(s.value, t)
+                     for tg in s.targets if isinstance(tg, ast.Name) and tg.id not in (t, bufs))
 
 
 def _trains(fn: ast.FunctionDef | ast.AsyncFunctionDef, s: ast.stmt, t: str,

@@ -13,44 +13,11 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_false, is_parameter_call, is_true, keyword, node_mentions, scope_mentions,
 )
 from gradtrace.lint.rules.registration._modules import (
-    GradFlag, covers, grad_flags, is_module_expr, module_classes, module_ctor, optimizer_builds,
-    owns_params, rebound_between, step_lines,
+    GradFlag, covers, grad_flags, is_module_expr, optimizer_builds, rebound_between, step_lines,
 )
-from gradtrace.lint.nodes import walk
-
-
-def _class_module_attr(ctx: Context, attr: str) -> bool:
-    """Whether the enclosing module class assigns ``self.<attr> = <module>`` somewhere."""
-    cls = ctx.class_def
-    if cls is None or cls.name not in module_classes(ctx):
-        return False
-    for n in walk(cls):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
-                and dotted(n.targets[0]) == f"self.{attr}" and module_ctor(n.value, ctx):
-            return True
-    return False
-
-
-def _set_to_tensor_before(ctx: Context, name: str, node: ast.stmt) -> bool:
-    """The last statement of ``node``'s own block that binds ``name`` before it binds a
-    tensor (``self.skip = nn.Parameter(alpha)`` then ``self.skip.requires_grad = False``, in
-    the arm where the attribute is no module, another arm building a layer)."""
-    parent = ctx.stmts[-2] if len(ctx.stmts) > 1 else ctx.tree
-    block = next((b for f in ("body", "orelse", "finalbody")
-                  if node in (b := getattr(parent, f, None) or [])), None)
-    if block is None:
-        return False
-    for s in reversed(block[:block.index(node)]):
-        if not any(isinstance(n, (ast.Attribute, ast.Name)) and isinstance(n.ctx, ast.Store)
-                   and dotted(n) == name for n in walk(s)):
-            continue
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                and dotted(s.targets[0]) == name and isinstance(s.value, ast.Call)):
-            return False
-        made = dotted(s.value.func) or ""
-        return made.rpartition(".")[2] == "Parameter" or made.startswith("torch.") \
-            and not module_ctor(s.value, ctx)
-    return False
+from gradtrace.lint.rules.registration._freeze_sites import (
+    _class_module_attr, _head_assignments, _new_part, _rebound, _reloaded, _set_to_tensor_before,
+    trainable_only_filter)
 
 
 class RequiresGradAttributeOnModule(Rule):
@@ -140,39 +107,6 @@ class RequiresGradAttributeOnModule(Rule):
         verb = "unfrozen" if is_true(node.value) else \
             "frozen" if is_false(node.value) else "changed"
         yield self.report(node, ctx, fix=fix, name=name, verb=verb)
-
-
-def _head_assignments(scope: Scope, root: str, before: int) -> list[ast.Assign]:
-    out = []
-    for s in scope.stmts:
-        if s.lineno >= before:
-            break
-        if isinstance(s, ast.Assign) and len(s.targets) == 1:
-            t = dotted(s.targets[0])
-            if t and t.startswith(root + ".") and owns_params(s.value, scope.ctx):
-                out.append(s)
-    return out
-
-
-def _reloaded(scope: Scope, head: ast.Assign, freeze: ast.stmt) -> bool:
-    """A ``load_state_dict`` on the head or a module holding it runs between the head's
-    assignment and the freeze (``model.fc = nn.Linear(...)``, ``model.load_state_dict(sd)``):
-    the head holds trained weights, and freezing the whole loaded model is a fixed model (a
-    feature extractor, a scorer), not a new head frozen by mistake."""
-    part = dotted(head.targets[0]) or ""
-    return any(m.receiver and covers(m.receiver, part) and
-               head.lineno < m.stmt.lineno < freeze.lineno and
-               not scope.exclusive(m.stmt, freeze) for m in scope.calls_to("load_state_dict"))
-
-
-def _rebound(scope: Scope, root: str, first: int, freeze: ast.stmt) -> bool:
-    """``root`` is bound anew between line ``first`` and the freeze, to a value computed
-    without the old object (``net = models.resnet50(...)`` again, the course notebook's second
-    experiment): the freeze reaches the new object, not what was set up on the old one.
-    ``net = net.to(device)`` or ``net = nn.DataParallel(net)`` keep the old object's parameters."""
-    return any(b.value is not None and not scope.exclusive(b.stmt, freeze) and not any(
-        isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == root for n in walk(b.value))
-        for b in scope.bindings_within(root, first + 1, freeze.lineno - 1))
 
 
 class FreezeUndoesTraining(Rule):
@@ -372,27 +306,6 @@ class ParameterWrapResetsRequiresGrad(Rule):
                 "requires_grad_")):
             return True
         return any(f.stmt.lineno > line and covers(f.root, target) for f in grad_flags(scope))
-
-
-def _new_part(scope: Scope, f: GradFlag, target: str) -> bool:
-    """``self.X = nn.Parameter(...)`` after a module froze all it had built so far, on an
-    attribute not set before that freeze: a new trainable part (adapter, prompt tuning), not a
-    frozen weight re-wrapped (the freeze never covered it)."""
-    return f.root == "self" and target.count(".") == 1 and not any(
-        b.line < f.stmt.lineno for b in scope.bindings.get(target, ()))
-
-
-def trainable_only_filter(call: ast.Call, scope: Scope) -> bool:
-    """Whether an optimizer's params keep only ``requires_grad`` ones (``filter``, ``if``),
-    directly or through a name bound to such a list just before."""
-    args = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "params")]
-    for a in list(args):
-        if isinstance(a, ast.Name):
-            b = scope.binding_before(a.id, call.lineno)
-            if b is not None and b.value is not None:
-                args.append(b.value)
-    return any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-               for a in args for n in walk(a))
 
 
 class UnfrozenAfterOptimizer(Rule):

@@ -11,17 +11,13 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.code_text import block_end, commented_out_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import (
-    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, calls_in, optimizer_like,
-    uncleared_optimizers)
+    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, optimizer_like, uncleared_optimizers)
 from gradtrace.lint.rules.training_loop._part_zero import part_of
-from gradtrace.lint.analysis.cuts import self_assignments
 from gradtrace.lint.rules.training_loop._reach import for_another
-from gradtrace.lint.rules.training_loop._clearing import (
-    called_by_clearing_function, clearing_functions, only_adjusts, self_method_may_clear,
-    through_name)
+from gradtrace.lint.rules.training_loop._clear_facts import (
+    covers, fresh_each_pass, may_clear_elsewhere, per_call_step, step_loop)
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
 OTHER_ZERO_RE = re.compile(
@@ -29,124 +25,6 @@ OTHER_ZERO_RE = re.compile(
     r"|(?:clear|reset|free)_?grads?\b|grads?_?(?:clear|reset)", re.IGNORECASE)
 # a step guarded by "last batch of the epoch" runs once per pass of the outer loop
 ONCE_PER_PASS_RE = re.compile(r"len\(|last|final|end", re.IGNORECASE)
-
-
-def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
-    """The innermost loop around ``s`` that also runs an accumulating backward."""
-    for loop in reversed(f.loops_of(s.stmt)):
-        if any(b.accumulates and f.inside(b.stmt, loop)
-               for b in f.between(f.backwards, loop.lineno, loop.end_lineno or 0)):
-            return loop
-    return None
-
-
-def fresh_each_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
-    """The loop builds a new optimizer or model each pass (nothing to accumulate into)."""
-    if f.loop_rebinds(loop, {s.optimizer}):
-        return True
-    text = f.text(loop)
-    if "deepcopy(" in text or "load_state_dict(" in text:
-        return True
-    return any(b.kind == "module" for x in f.within(loop) for b in f.bindings_at(x))
-
-
-# calls that receive the optimizer but are known not to clear its gradients
-KEEPS_GRADS = frozenset({"step", "unscale_", "optimizer_step", "update", "clip_grad_norm_",
-                         "clip_grad_value_", "get_lr", "state_dict", "len", "print",
-                         "get_last_lr", "scale", "scale_loss"})  # apex `amp.scale_loss(loss, opt)`
-
-
-# ... and calls named like saving, logging or evaluating (`self.save_model(dir, optimizer)`)
-KEEPS_GRADS_RE = re.compile(r"(^|_)(save|saving|checkpoint|ckpt|log|logging|report|print|"
-                            r"eval|evaluate|validate)(_|$)")
-
-
-def _keeps(name: str) -> bool:
-    return name in KEEPS_GRADS or bool(KEEPS_GRADS_RE.search(name))
-
-
-def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
-    """The loop (None: the whole function) calls a helper of this file that clears
-    gradients, or hands the optimizer (or a model) to a call that might
-    (``trainer.finish_step(optimizer)``)."""
-    clearing = clearing_functions(f.ctx) if f.ctx.mentions("zero_grad", ".grad") else set()
-    steps = {id(st.call) for st in f.steps}  # `opt.step()` runs no function of the file
-    for stmt in f.scope.stmts:
-        if loop is not None and not f.inside(stmt, loop):
-            continue
-        for call in calls_in(stmt):
-            if id(call) in steps:
-                continue
-            name = dotted(call.func) or ""
-            last = name.rpartition(".")[2]
-            if last in clearing or self_method_may_clear(f.ctx, call, s.optimizer, _keeps):
-                return True
-            given = (*call.args, *(k.value for k in call.keywords))
-            if last not in KEEPS_GRADS and not KEEPS_GRADS_RE.search(last) and \
-                    any(dotted(a) == s.optimizer for a in given) and \
-                    not only_adjusts(f.ctx, call, last, s.optimizer):
-                return True
-    return False
-
-
-def _parameters(node: ast.AST) -> set[str]:
-    a = node.args  # type: ignore[attr-defined]
-    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-    return names | {x.arg for x in (a.vararg, a.kwarg) if x is not None}
-
-
-def per_call_step(f: LoopFacts, s: Step) -> Backward | None:
-    """The backward that fills what ``s`` applies, if ``s`` is a per-call step.
-
-    # NOTE [step functions]
-    ``s`` runs in no loop that also backwards, inside a function that backwards into
-    ``.grad`` and clears nothing: a training step called once per batch (``train_step``,
-    ``update``, ``training_forward``), so every call adds to what earlier calls left. Trusted
-    (silent): an optimizer the function receives as an argument (its caller owns it and
-    clears it: timm's ``NativeScaler.__call__``) or binds itself (fresh per call); a loss
-    that is an argument; ``test*`` functions (one step per test); a function that a
-    gradient-clearing function of this file calls; an optimizer handed to another call."""
-    node = f.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or s.closure or \
-            node.name.startswith("test"):
-        return None
-    params = _parameters(node)
-    root = s.optimizer.partition(".")[0]
-    if root not in ("self", "cls") and (root in params or root in f.scope.bindings):
-        return None
-    own = [b for b in f.backwards if b.accumulates and f.before(b.stmt, s.stmt)]
-    if not own or all((dotted(b.loss) or "").partition(".")[0] in params for b in own):
-        return None
-    if called_by_clearing_function(f.ctx, node.name) or may_clear_elsewhere(f, None, s):
-        return None
-    return own[0]
-
-
-def covers(f: LoopFacts, z: Named, s: Step) -> bool:
-    """Whether ``z.receiver.zero_grad()`` clears what ``s`` steps."""
-    if z.receiver == s.optimizer:
-        return True
-    if not z.receiver or optimizer_like(z.receiver, f.scope, z.stmt.lineno):
-        return False
-    modules = {m.receiver for m in f.zero_grads if not optimizer_like(m.receiver)}
-    if len({st.optimizer for st in f.steps}) == 1 and len(modules) == 1 and \
-            z.receiver.rpartition(".")[2] in ("model", "net", "module", "network"):
-        return True  # one model, one optimizer
-    made = f"{z.receiver}.parameters("
-    for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
-        b = scope.binding_before(s.optimizer, s.stmt.lineno)
-        if b is not None and b.value is not None:
-            return made in f.ctx.code_of(b.value) or through_name(f, scope, b.value, made)
-    if s.optimizer.startswith("self."):  # `self.optimiser = Adam(self.online_net.parameters())`
-        values = self_assignments(f.ctx.class_def, s.optimizer, f.ctx)
-        mades = {made}
-        if z.receiver.startswith("self."):  # `self.policy = policy`; `Adam(policy.parameters())`
-            held = self_assignments(f.ctx.class_def, z.receiver, f.ctx)
-            if len(held) == 1 and isinstance(held[0], ast.Name):
-                mades.add(f"{held[0].id}.parameters(")
-        return bool(values) and all(v is not None and any(m in f.ctx.code_of(v) for m in mades)
-                                    for v in values)
-    return False
 
 
 class MissingZeroGrad(LoopRule):

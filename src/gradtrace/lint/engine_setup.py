@@ -1,0 +1,170 @@
+"""Setting up a :class:`gradtrace.lint.engine.FileChecker` for one file: the module-level
+imports, and which rules are active there, with their visitors and the lines their trigger
+words gate (NOTE [gated lines] and NOTE [quiet subtrees] in :mod:`gradtrace.lint.engine`)."""
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from typing import TYPE_CHECKING, Sequence
+
+from gradtrace.lint import function_gate
+from gradtrace.lint.code_text import may_hold
+from gradtrace.lint.rule import Rule
+from gradtrace.lint.visitors import KEYWORDS, by_trigger, walk_keys
+from gradtrace.lint.visitors import visitor_names as _visitor_names
+from gradtrace.lint.words import token_word_lines, word_lines as _word_lines
+
+if TYPE_CHECKING:
+    from gradtrace.lint.engine import Visitor
+
+
+@lru_cache(maxsize=16)
+def _split_words(rules: tuple[type[Rule], ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """(the trigger words whose lines matter: words of rules the walk reaches, the other
+    words: only whether they occur decides, for rules whose only visitor is ``visit_Module``)."""
+    lines = frozenset(w for r in rules if _walks(r) for w in (*r.triggers, *r.statement_triggers))
+    return lines, _all_words(rules) - lines
+
+
+@lru_cache(maxsize=None)
+def _walks(cls: type[Rule]) -> bool:
+    """Whether a rule has a visitor other than ``visit_Module`` (one that the walk reaches)."""
+    return any(t is not ast.Module for t, _, _ in _visitor_names(cls))
+
+
+@lru_cache(maxsize=16)
+def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
+    """Every trigger word of ``rules`` (both kinds)."""
+    return frozenset(w for r in rules for w in (*r.triggers, *r.statement_triggers))
+
+
+class CheckerSetup:
+    """The set-up half of :class:`~gradtrace.lint.engine.FileChecker`, a base class of it."""
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _collect_top_imports(self, body: list[ast.stmt]) -> None:
+        for s in body:
+            if isinstance(s, (ast.Import, ast.ImportFrom)):
+                self.imports.add(s)
+            elif isinstance(s, (ast.If, ast.Try)):
+                self._collect_top_imports(s.body)
+                self._collect_top_imports(getattr(s, "orelse", []))
+                for h in getattr(s, "handlers", []):
+                    self._collect_top_imports(h.body)
+
+    def _activate(self, rules: Sequence[Rule | type[Rule]]) -> None:
+        """Which rules are active in this file, and on which lines (NOTE [triggers])."""
+        types = tuple(r if isinstance(r, type) else type(r) for r in rules)
+        all_words = _all_words(types)
+        # local aliases of imported names that contain a trigger word (`import x as probe2`)
+        aliases: dict[str, set[str]] = {}
+        for local, qual in self.imports.aliases.items():
+            if local != qual.rpartition(".")[2]:
+                inside = {w for w in all_words if w in qual}
+                if inside:
+                    aliases[local] = inside
+        line_words, other_words = _split_words(types)
+        code = self.ctx.code
+        req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
+        function_gate.add_aliases(aliases, self.imports.aliases, req_words)
+        searched = line_words.union(aliases, ("import",), req_words)
+        keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
+        got = token_word_lines(code, searched, keys - searched)  # NOTE [token lines]
+        if got is None:
+            idents = self.ctx.identifiers
+            word_lines = _word_lines(code, searched | keys, idents)
+        else:
+            word_lines, idents = got
+            self.ctx.know_identifiers(idents)
+        key_lines = {k: word_lines.get(k, ()) for k in keys}  # before other_words' entries
+        for w in other_words:  # words of visit_Module-only rules: whether, not where
+            if may_hold(idents, w) and w in code:
+                word_lines[w] = set()
+        present = [w for w in word_lines if w in all_words or w in aliases]
+        if not present:
+            return
+        self._import_lines = sorted(word_lines.get("import", ()))
+        hit_lines: set[int] = set()
+        self._skip_quiet = True
+        expr_words: dict[str, list[int]] = {}  # word -> active rules with expression visitors
+        fn_lines: set[int] = set()
+
+        def found_in(words: tuple[str, ...]) -> list[str]:
+            if aliases:
+                ws = set(words)
+                words = (*words, *(a for a, inside in aliases.items() if inside & ws))
+            return [w for w in words if w in word_lines]
+
+        # rules of one family share their trigger words: each distinct set of found words is
+        # joined into lines (and sorted) once per file, and added to the hit lines once
+        gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
+        hit_words: set[tuple[str, ...]] = set()
+        key_types: set[type] = set()  # statement types whose keyword lines are hit lines
+        by_word = by_trigger(types)  # only a rule with a trigger word found can be active
+        words = set(word_lines).union(*(ws for a, ws in aliases.items() if a in word_lines))
+        for j in sorted({j for w in words.intersection(by_word) for j in by_word[w]}):
+            rule = rules[j]
+            found = found_in(rule.triggers)
+            key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
+            if found and rule.function_requires:  # NOTE [function requires]
+                found, key = function_gate.restricted(self.tree, rule, found, key, word_lines,
+                                                      found_in)
+            if not found:
+                continue
+            rule = rule() if isinstance(rule, type) else rule
+            i = len(self.rules)
+            self.rules.append(rule)
+            got = gates.get(key)
+            if got is None:
+                got = gates[key] = (set().union(*(word_lines[w] for w in key)), None)
+            gate = got[0]
+            if _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
+                for ws in (key, tuple(found)):
+                    if ws not in hit_words:
+                        hit_words.add(ws)
+                        hit_lines.update(*(word_lines[w] for w in ws))
+            gated = rule.gate_statements is True
+            if gated and got[1] is None:
+                got = gates[key] = (gate, sorted(gate))
+            self._rule_lines.append(got[1] if gated else [])  # read by _gated only
+            self._line_gated.append(gated)
+            exprs: dict[type, Visitor] = {}
+            for t, attr, is_stmt in _visitor_names(type(rule)):
+                if is_stmt and t is not ast.Module and rule.gate_statements is not True:
+                    if rule.gate_statements == "function":
+                        fn_lines |= gate
+                        self._fn_open[0] = True  # module level: see every statement
+                        if not self._fn_rules or self._fn_rules[-1][0] != i:
+                            if got[1] is None:
+                                got = gates[key] = (gate, sorted(gate))
+                            self._fn_rules.append((i, got[1]))
+                    elif t in KEYWORDS:  # NOTE [keyword lines]
+                        if t not in key_types:
+                            key_types.add(t)
+                            hit_lines.update(*(key_lines[k] for k in KEYWORDS[t]))
+                    else:
+                        self._skip_quiet = False
+                if is_stmt:
+                    self._stmt_visitors.setdefault(t, []).append((i, getattr(rule, attr)))
+                    if rule.gate_statements is True:
+                        self._gated_types.add(t)
+                else:
+                    exprs[t] = getattr(rule, attr)
+            self._expr_visitors.append(exprs)
+            if exprs:
+                for w in found:
+                    expr_words.setdefault(w, []).append(i)
+        per_line: dict[int, frozenset[int]] = {}
+        for w, idx in expr_words.items():
+            group = frozenset(idx)
+            for line in word_lines[w]:
+                known = per_line.get(line)
+                per_line[line] = group if known is None else known | group
+        self._line_rules = per_line
+        by_line: dict[int, set[int]] = {}  # NOTE [gated lines]
+        for i, lines in enumerate(self._rule_lines):
+            for line in lines:
+                by_line.setdefault(line, set()).add(i)
+        self._gated_by_line = {line: frozenset(r) for line, r in by_line.items()}
+        self._fn_lines = sorted(fn_lines)
+        self._hit_lines = sorted(hit_lines)

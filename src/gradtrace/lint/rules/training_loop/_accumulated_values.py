@@ -1,0 +1,108 @@
+"""What an accumulated value holds, for GT505 (:class:`accumulate.LossAccumulatedWithGraph`): one
+update's micro-batches, a term of the backpropagated loss, a result of another file's function
+or handed back by a call that runs no model, and the names the losses read or are scaled from."""
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+from gradtrace.lint.analysis.graph_deps import Graphs, loads, returned_term
+from gradtrace.lint.analysis.model_calls import model_calls, runs_model
+from gradtrace.lint.analysis.reach import called_function, reaching, value_of
+from gradtrace.lint.flow import Binding
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.training_loop._loop import LoopFacts
+
+
+def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """``acc`` is made anew on each pass of a loop around ``loop``, and that pass steps an
+    optimizer after ``loop`` and none inside it (the micro-batches of one update, backwarded
+    one by one): it holds one update's graph nodes, freed at the next pass."""
+    outer = f.loops_of(loop)
+    if not outer:
+        return False
+    around = outer[-1]
+    made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
+               and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
+    steps = [s for s in f.steps if f.inside(s.stmt, around)]
+    return made and bool(steps) and all(
+        not f.inside(s.stmt, loop) and s.stmt.lineno > loop.lineno for s in steps)
+
+
+def _loss_term(f: LoopFacts, b: Binding, losses: set[str]) -> bool:
+    """``loss, loss_chords = compute_loss(data)`` then ``loss.backward()``: ``b`` is unpacked
+    from the same call of a function of this file as a backpropagated loss, and that function
+    computes the loss from it (a term of the loss; NOTE [helper results])."""
+    s = b.stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+        return False
+    names = [dotted(e) for e in s.targets[0].elts]
+    whole = next((i for i, n in enumerate(names) if n in losses and n != b.name), None)
+    if whole is None or b.name not in names:
+        return False
+    fn = called_function(s.value, f.scope, b.line)
+    return fn is not None and returned_term(f.ctx, fn, whole, names.index(b.name), len(names))
+
+
+def _foreign_result(b: Binding, foreign: Callable[[ast.Call], bool]) -> bool:
+    """``hits = accuracy(y, out)``: the binding is the result of a function of another file
+    (NOTE [foreign functions]), whether it keeps a graph is not known here."""
+    v = value_of(b)
+    return isinstance(v, ast.Call) and foreign(v)
+
+
+def _passed_through_clean(f: LoopFacts, g: Graphs, b: Binding) -> bool:
+    """``out, sample = processor.postprocess(out, sample)``: a call that runs no model, whose
+    positional arguments are the unpacked names in order, hands each argument back
+    transformed (to a device, unnormalised): ``sample`` holds a graph only if what was passed
+    as ``sample`` did, whatever ``out`` holds (the FNO repository's residual loop collects
+    ``sample["x"]``)."""
+    s = b.stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call)):
+        return False
+    call, names = s.value, [dotted(e) for e in s.targets[0].elts]
+    if call.keywords or len(names) < 2 or [dotted(a) if isinstance(a, ast.Name) else None
+                                           for a in call.args] != names \
+            or any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(call)):
+        return False
+    return not any(g.carries(d) for d in reaching(f.scope, b.name, s.lineno, prefix=True)
+                   if d is not b)
+
+
+def _differentiated(f: LoopFacts, g: Graphs, deps: bool = True) -> set[str]:
+    """The names the losses of the function's backward calls read (with ``deps``: and the
+    bindings they are computed from), once per function: a script with a hundred training
+    loops asked it for every accumulation and every backward, a square of the file's size."""
+    def make() -> set[str]:
+        out: set[str] = set()
+        for b in f.backwards:
+            if b.loss is not None:
+                out.update(n for n, _ in loads(b.loss))
+                if deps:
+                    out.update(d.name for d in g.deps(b.loss, b.stmt.lineno).bindings)
+                elif isinstance(b.loss, ast.Name):
+                    out.update(_scaled_from(f, b.loss.id, b.stmt.lineno))
+        return out
+    return f.ctx.memo("gt505-differentiated" if deps else "gt505-losses", f.node, make)
+
+
+def _scaled_from(f: LoopFacts, name: str, line: int) -> list[str]:
+    """The names the loss ``name`` is that same loss scaled from: ``loss = batch_loss /
+    n_token`` (or ``* w``, ``/ accum``), a step or two back: summing ``batch_loss`` keeps the
+    same graph as summing ``loss``."""
+    out: list[str] = []
+    for _ in range(2):
+        b = f.scope.binding_before(name, line)
+        v = b.value if b is not None else None
+        if not (isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Div, ast.Mult))):
+            break
+        names = [e.id for e in (v.left, v.right) if isinstance(e, ast.Name)]
+        if isinstance(v.op, ast.Div):
+            names = names[:1] if isinstance(v.left, ast.Name) else []
+        if len(names) != 1 or names[0] == name:
+            break
+        name, line = names[0], b.line  # type: ignore[union-attr]
+        out.append(name)
+    return out
