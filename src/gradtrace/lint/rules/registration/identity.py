@@ -20,6 +20,7 @@ from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_op
 from gradtrace.lint.rules.registration._aliases import (
     held_from_arguments, rebound_in, stepped_in_one_pass,
 )
+from gradtrace.lint.rules.registration._recreated import _same_constructor, _stale_after_init
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
@@ -50,38 +51,6 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
                            if m.receiver == opt.name):
                     return opt, step
     return None
-
-
-def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
-    """# NOTE [same constructor again]
-    ``model = Net(cfg)`` where the binding of ``model`` before it was made by the same call
-    (``Net(cfg).to(dev)``): a second object of that class, whatever the class (imported from
-    another file, a builder): the optimizer built over the first object's parameters does
-    not hold the new one's."""
-    b = ctx.scope().binding_before(target, value.lineno)
-    old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None
-    new = _strip(value)
-    return isinstance(old, ast.Call) and isinstance(new, ast.Call) and old is not new \
-        and dotted(old.func) is not None and dotted(old.func) == dotted(new.func)
-
-
-def _stale_after_init(ctx: Context, node: ast.stmt, target: str
-                      ) -> tuple[OptimizerBuild, int] | None:
-    """``self.model = Net()`` re-created in ``__init__`` after ``self.opt`` was built there
-    over its parameters (both in the method's own block, the optimizer not rebuilt after it),
-    and another method of the class steps ``self.opt``."""
-    fn = ctx.scope().node
-    if getattr(fn, "name", "") != "__init__" or node not in fn.body \
-            or not target.startswith("self."):  # type: ignore[attr-defined]
-        return None
-    builds = optimizer_builds(ctx.scope())
-    prior = [b for b in builds if b.stmt in fn.body and b.stmt.lineno < node.lineno  # type: ignore
-             and b.name.startswith("self.") and any(covers(target, s) for s in b.sources)]
-    if not prior or any(b.name == prior[-1].name and b.stmt.lineno > node.lineno
-                        for b in builds):
-        return None
-    got = stale_across_methods(ctx, fn, target, node.lineno, init_too=True)
-    return (got[0], got[1].lineno) if got is not None and got[0] is prior[-1] else None
 
 
 def _same_module(scope: Scope, target: str, line: int) -> list[str]:
@@ -115,9 +84,14 @@ class ModelRecreatedAfterOptimizer(Rule):
     self.transformer.wte = new`, `for blk in self.blocks: blk.adapters[name] = Adapter()`:
     `resize_token_embeddings`, `add_adapter`) is reported where it is called, also on the
     unwrapped model (`m.module if hasattr(m, "module") else m`): build the optimizer after it.
+    A model made again by the same call as the object the optimizer was built over
+    (`model = Net(cfg)` twice, `Net` from another file) is a new object whatever its class
+    (NOTE [same constructor again]); so is `self.model = Net()` again in `__init__` after
+    `self.opt` was built there, when another method steps `self.opt`.
     Known limits: the optimizer must be built and stepped in the same function (or built by a
     helper of the file, or stepped by one it is handed to); across the methods of a class, only
-    an optimizer built once in `__init__` and a re-creation in a method `__init__` never calls.
+    an optimizer built once in `__init__` and a re-creation in `__init__` itself or in a method
+    `__init__` never calls.
     """
 
     code = "GT404"
@@ -158,6 +132,17 @@ class ModelRecreatedAfterOptimizer(Rule):
             for x, y in loader:
                 nn.functional.mse_loss(model(x), y).backward()
                 optimizer.step()
+            """, at=(5, 0)),
+        Bad("""
+            import torch
+            from models import Net
+            model = Net(cfg).cuda()
+            opt = torch.optim.Adam(model.parameters())
+            model = Net(cfg).cuda()
+            for x in loader:
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
             """, at=(5, 0)),
         Good("""
             import torch

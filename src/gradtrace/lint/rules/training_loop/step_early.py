@@ -184,8 +184,12 @@ class StepBeforeLastBackward(LoopRule):
     it, so the next pass's `zero_grad()` erases the second gradient unused: the term trains
     nothing, whatever its weight (a domain-adaptation loop, check-ups of `lambda_adv = 0`
     giving the same weights). Step after the last backward that reaches the model.
-    Known limits: the optimizer's parameters must be known (`Adam(model.parameters())`),
-    and the later loss must be computed from a call of that model; a later step of another
+    An optimizer handed in (an argument, `self.optimizer` set from one) whose parameters the
+    file does not show is reported when it is cleared, then stepped with no backward between
+    (or stepped, then the backward, then cleared with no step between): it never finds a
+    gradient, whatever it holds (NOTE [step of unknown parameters]).
+    Known limits: otherwise the optimizer's parameters must be known
+    (`Adam(model.parameters())`), and the later loss must be computed from a call of that model; a later step of another
     optimizer whose model the loss also reaches (a GAN's generator step; an optimizer over a
     submodule, `G.features`, of a model the loss calls) takes the gradient as its own, unless
     that model's parameters were frozen in a loop just before.
@@ -213,6 +217,22 @@ class StepBeforeLastBackward(LoopRule):
                 loss_adv = critic(model(x)).mean()
                 loss_adv.backward()
             """, at=(8, 4)),
+        Bad("""
+            def train(model, opt, loader):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.mse_loss(model(x), y)
+                    opt.step()
+                    loss.backward()
+            """, at=(5, 8)),
+        Good("""
+            def train(model, opt, loader):
+                for x, y in loader:
+                    loss = F.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+            """),
         Good("""
             import torch
             G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
