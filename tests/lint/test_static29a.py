@@ -201,3 +201,22 @@ def test_buggy_twins_are_reported_and_fail(name: str) -> None:
     for bad in bads:
         assert _found(bad) == [(bad.line, bad.code)], bad.src
         _run(bad)
+
+
+def test_step_method_of_plain_class_with_no_grad_action_is_checked() -> None:
+    """GT501 and GT516 kept two different tables under one memo key ("gt5-defs"): a plain
+    class whose action method runs its net under no_grad and whose step method calls a
+    method of its own made GT501 crash (GT002) instead of naming the missing clear."""
+    from gradtrace.lint import check_source
+
+    src = (
+        "import torch\nimport torch.nn as nn\n\n\nclass QNet(nn.Module):\n    pass\n\n\n"
+        "class Agent(object):\n    def __init__(self, args):\n        self.q_net = QNet()\n\n"
+        "    def choose_action(self, x):\n        with torch.no_grad():\n"
+        "            q = self.q_net(x)\n        return q\n\n"
+        "    def train(self, batch):\n        inputs = self.get_inputs(batch)\n"
+        "        loss = self.q_net(inputs).mean()\n        loss.backward()\n"
+        "        self.optimizer.step()\n"
+    )
+    found = [(f.line, f.code) for f in check_source(src, "agent.py")]
+    assert (21, "GT501") in found and not any(c == "GT002" for _, c in found)
