@@ -17,9 +17,15 @@ def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
     (``Net(cfg).to(dev)``): a second object of that class, whatever the class (imported from
     another file, a builder): the optimizer built over the first object's parameters does
     not hold the new one's."""
-    b = ctx.scope().binding_before(target, value.lineno)
-    old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None
     new = _strip(value)
+    if not isinstance(new, ast.Call) or dotted(new.func) is None:
+        return False
+    scope = ctx.scope()
+    if not any(b.stmt.lineno < value.lineno and any(covers(target, s) for s in b.sources)
+               for b in optimizer_builds(scope)):
+        return False  # no optimizer over it before: nothing to be stale
+    b = scope.binding_before(target, value.lineno)
+    old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None
     return isinstance(old, ast.Call) and isinstance(new, ast.Call) and old is not new \
         and dotted(old.func) is not None and dotted(old.func) == dotted(new.func)
 
