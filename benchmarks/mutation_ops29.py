@@ -1,4 +1,4 @@
-"""The mutation operators added in session 29 (issue 13's shapes); ``mutation_recall.py`` runs them.
+"""The mutation operators added in session 29 (issue 13's shapes), run by ``mutation_recall.py``.
 
 Each operator is one exact AST-located rewrite of a real training step (or ``__init__``, or the
 scope that builds an optimizer) and yields ``(kind, expected codes "A|B", function, source,
@@ -90,7 +90,8 @@ def model_wiring(tree, lines, pm):
     for sc in scopes:
         inner = set()
         for g in ast.walk(sc):
-            if g is not sc and isinstance(g, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if g is not sc and isinstance(
+                    g, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 inner.update(id(x) for x in ast.walk(g))
         for opt, target in _optimizer_builds(sc, inner):
             tgt = ast.unparse(target)
@@ -180,7 +181,8 @@ def step_ops(src, lines, pm, f, inner_own, b, s0, zg, loss_assign, out_assign):
         if torch:
             L = lines[:]
             ind = _ind(line)
-            L[out_assign.lineno - 1] = f"{ind}with torch.inference_mode():\n{ind}    {line.strip()}"
+            L[out_assign.lineno - 1] = \
+                f"{ind}with torch.inference_mode():\n{ind}    {line.strip()}"
             yield (
                 "M21-forward-inference-mode", "GT201|GT204", f.name, "\n".join(L),
                 {out_assign.lineno},

@@ -66,16 +66,22 @@ def _unfed_reach(f: LoopFacts, b: Backward, s: Step, owners: frozenset[str]) -> 
     return _reached(f, b, owners) or (set() if for_another(f, b, s) else set(owners))
 
 
-def _fed_elsewhere(f: LoopFacts, z: Any, s: Step) -> bool:
-    """Between the clear ``z`` and the step ``s``, something may give the optimizer a
-    gradient that is not a backward() of this function: a call of a function or method of
-    the file whose code backwards, writes a gradient or steps, a write of a ``.grad``, or
-    another step."""
+def _own_defs(f: LoopFacts) -> dict[str, ast.AST]:
+    """The file's functions and the methods of the class around ``f``, by name."""
     own: dict[str, ast.AST] = dict(f.ctx.analysis.functions)
     cls = f.ctx.class_def
     if cls is not None:
         own.update({m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef,
                                                                     ast.AsyncFunctionDef))})
+    return own
+
+
+def _fed_elsewhere(f: LoopFacts, z: Any, s: Step) -> bool:
+    """Between the clear ``z`` and the step ``s``, something may give the optimizer a
+    gradient that is not a backward() of this function: a call of a function or method of
+    the file whose code backwards, writes a gradient or steps, a write of a ``.grad``, or
+    another step."""
+    own = _own_defs(f)
     for st in f.scope.stmts:
         if not (f.before(z.stmt, st) and f.before(st, s.stmt)):
             continue
@@ -107,11 +113,7 @@ def _feeds(fn: ast.AST) -> bool:
 def _used_between(f: LoopFacts, b: Backward, z: Any) -> bool:
     """Between the backward ``b`` and the clear ``z``: a step (of any optimizer), a read of
     a ``.grad``, or a call of a function of the file that may do either."""
-    own: dict[str, ast.AST] = dict(f.ctx.analysis.functions)
-    cls = f.ctx.class_def
-    if cls is not None:
-        own.update({m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef,
-                                                                    ast.AsyncFunctionDef))})
+    own = _own_defs(f)
     for st in f.scope.stmts:
         if not (f.before(b.stmt, st) and f.before(st, z.stmt)):
             continue
@@ -139,8 +141,8 @@ def _models_of(f: LoopFacts, b: Backward, until: ast.stmt | None = None) -> set[
 
     if b.loss is None or any(
             f.before(b.stmt, st) and (until is None or f.before(st, until))
-            and any(isinstance(c.func, ast.Attribute)
-                                         and c.func.attr == "step" for c in f.calls_of(st))
+            and any(isinstance(c.func, ast.Attribute) and c.func.attr == "step"
+                    for c in f.calls_of(st))
             for st in f.scope.stmts):
         return set()  # a later step (of any optimizer) may take this gradient
     values: list[ast.AST] = [b.loss]
@@ -189,10 +191,11 @@ class StepBeforeLastBackward(LoopRule):
     (or stepped, then the backward, then cleared with no step between): it never finds a
     gradient, whatever it holds (NOTE [step of unknown parameters]).
     Known limits: otherwise the optimizer's parameters must be known
-    (`Adam(model.parameters())`), and the later loss must be computed from a call of that model; a later step of another
-    optimizer whose model the loss also reaches (a GAN's generator step; an optimizer over a
-    submodule, `G.features`, of a model the loss calls) takes the gradient as its own, unless
-    that model's parameters were frozen in a loop just before.
+    (`Adam(model.parameters())`), and the later loss must be computed from a call of that
+    model; a later step of another optimizer whose model the loss also reaches (a GAN's
+    generator step; an optimizer over a submodule, `G.features`, of a model the loss calls)
+    takes the gradient as its own, unless that model's parameters were frozen in a loop just
+    before.
     """
 
     code = "GT522"
