@@ -425,16 +425,18 @@ def rebound_between(scope: Scope, name: str, start: int, end: int) -> bool:
     return any(start < b.line < end for b in scope.bindings.get(name, ()))
 
 
-def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int
-                         ) -> tuple[OptimizerBuild, ast.stmt] | None:
+def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int,
+                         init_too: bool = False) -> tuple[OptimizerBuild, ast.stmt] | None:
     """For ``self.x = <new module>`` at ``line`` in method ``fn``: the optimizer ``__init__``
     built over ``self.x``'s parameters and a statement of another method that steps it, when
     no method but ``__init__`` builds an optimizer or adds a parameter group, and ``__init__``
-    never calls ``fn`` (a set-up method)."""
+    never calls ``fn`` (a set-up method); ``init_too``: ``fn`` may be ``__init__`` itself
+    (its re-creation after the build)."""
     an = ctx.analysis
     cls = an.class_of(fn)
     init = cls.methods.get("__init__") if cls is not None else None
-    if cls is None or init is None or fn is init or not ctx.mentions("optim"):
+    if cls is None or init is None or fn is init and not init_too or \
+            not ctx.mentions("optim"):
         return None
     builds = [b for b in optimizer_builds(ctx.scope(init)) if b.name.startswith("self.")]
     if any(b.name.startswith("self.") for m in cls.methods.values() if m is not init

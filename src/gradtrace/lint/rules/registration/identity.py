@@ -20,6 +20,7 @@ from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_op
 from gradtrace.lint.rules.registration._aliases import (
     held_from_arguments, rebound_in, stepped_in_one_pass,
 )
+from gradtrace.lint.rules.registration._recreated import _same_constructor, _stale_after_init
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
@@ -83,9 +84,14 @@ class ModelRecreatedAfterOptimizer(Rule):
     self.transformer.wte = new`, `for blk in self.blocks: blk.adapters[name] = Adapter()`:
     `resize_token_embeddings`, `add_adapter`) is reported where it is called, also on the
     unwrapped model (`m.module if hasattr(m, "module") else m`): build the optimizer after it.
+    A model made again by the same call as the object the optimizer was built over
+    (`model = Net(cfg)` twice, `Net` from another file) is a new object whatever its class
+    (NOTE [same constructor again]); so is `self.model = Net()` again in `__init__` after
+    `self.opt` was built there, when another method steps `self.opt`.
     Known limits: the optimizer must be built and stepped in the same function (or built by a
     helper of the file, or stepped by one it is handed to); across the methods of a class, only
-    an optimizer built once in `__init__` and a re-creation in a method `__init__` never calls.
+    an optimizer built once in `__init__` and a re-creation in `__init__` itself or in a method
+    `__init__` never calls.
     """
 
     code = "GT404"
@@ -126,6 +132,17 @@ class ModelRecreatedAfterOptimizer(Rule):
             for x, y in loader:
                 nn.functional.mse_loss(model(x), y).backward()
                 optimizer.step()
+            """, at=(5, 0)),
+        Bad("""
+            import torch
+            from models import Net
+            model = Net(cfg).cuda()
+            opt = torch.optim.Adam(model.parameters())
+            model = Net(cfg).cuda()
+            for x in loader:
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
             """, at=(5, 0)),
         Good("""
             import torch
@@ -191,6 +208,8 @@ class ModelRecreatedAfterOptimizer(Rule):
             if isinstance(inner, ast.Call) else None
         if fn is not None and builds_module(fn, ctx):  # `model = build()`
             return True
+        if _same_constructor(value, target, ctx):
+            return True
         if q == "torch.load" and "." not in target:
             b = ctx.scope().binding_before(target, value.lineno)
             return b is not None and b.kind == MODULE
@@ -202,6 +221,8 @@ class ModelRecreatedAfterOptimizer(Rule):
             return
         got = next((g for t in _same_module(ctx.scope(), target, node.lineno)
                     if (g := _stale_optimizer(ctx.scope(), t, node)) is not None), None)
+        if got is None and inside is None:
+            got = _stale_after_init(ctx, node, target)
         if got is None:
             return
         opt, step = got

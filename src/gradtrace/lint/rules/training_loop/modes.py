@@ -402,5 +402,5 @@ def _function_at(ctx: Context, node: ast.AST) -> ast.AST:
         return sorted((n for n in ast.walk(ctx.tree) if isinstance(
             n, (ast.FunctionDef, ast.AsyncFunctionDef))), key=lambda n: -n.lineno)
     line = getattr(node, "lineno", 0)
-    return next((fn for fn in ctx.memo("gt5-defs", ctx.tree, make)
+    return next((fn for fn in ctx.memo("gt5-defs-by-line", ctx.tree, make)
                  if fn.lineno <= line <= (fn.end_lineno or 0)), ctx.tree)

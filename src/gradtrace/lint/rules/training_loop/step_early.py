@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._reach import _reached, for_another
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
@@ -65,6 +66,98 @@ def _unfed_reach(f: LoopFacts, b: Backward, s: Step, owners: frozenset[str]) -> 
     return _reached(f, b, owners) or (set() if for_another(f, b, s) else set(owners))
 
 
+def _own_defs(f: LoopFacts) -> dict[str, ast.AST]:
+    """The file's functions and the methods of the class around ``f``, by name."""
+    own: dict[str, ast.AST] = dict(f.ctx.analysis.functions)
+    cls = f.ctx.class_def
+    if cls is not None:
+        own.update({m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef,
+                                                                    ast.AsyncFunctionDef))})
+    return own
+
+
+def _fed_elsewhere(f: LoopFacts, z: Any, s: Step) -> bool:
+    """Between the clear ``z`` and the step ``s``, something may give the optimizer a
+    gradient that is not a backward() of this function: a call of a function or method of
+    the file whose code backwards, writes a gradient or steps, a write of a ``.grad``, or
+    another step."""
+    own = _own_defs(f)
+    for st in f.scope.stmts:
+        if not (f.before(z.stmt, st) and f.before(st, s.stmt)):
+            continue
+        for t in getattr(st, "targets", None) or [getattr(st, "target", None)]:
+            if t is not None and any(isinstance(n, ast.Attribute) and n.attr == "grad"
+                                     for n in ast.walk(t)):
+                return True
+        for c in f.calls_of(st):
+            name = dotted(c.func) or ""
+            root, _, last = name.rpartition(".")
+            if last in ("step", "backward", "grad"):
+                return True
+            if last in own and root in ("", "self") and _feeds(own[last]):
+                return True
+    return False
+
+
+def _feeds(fn: ast.AST) -> bool:
+    """``fn`` calls a ``backward``/``step``/``grad`` or writes a ``.grad`` (its own code)."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and (dotted(n.func) or "").rpartition(".")[2] in (
+                "backward", "step", "grad"):
+            return True
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Store):
+            return True
+    return False
+
+
+def _used_between(f: LoopFacts, b: Backward, z: Any) -> bool:
+    """Between the backward ``b`` and the clear ``z``: a step (of any optimizer), a read of
+    a ``.grad``, or a call of a function of the file that may do either."""
+    own = _own_defs(f)
+    for st in f.scope.stmts:
+        if not (f.before(b.stmt, st) and f.before(st, z.stmt)):
+            continue
+        if any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(st)):
+            return True
+        for c in f.calls_of(st):
+            name = dotted(c.func) or ""
+            root, _, last = name.rpartition(".")
+            if last in ("step", "grad") or last in own and root in ("", "self") and \
+                    _feeds(own[last]):
+                return True
+    return False
+
+
+def _models_of(f: LoopFacts, b: Backward, until: ast.stmt | None = None) -> set[str]:
+    """# NOTE [step of unknown parameters]
+    An optimizer handed in (an argument, ``self.optimizer`` set from one) holds parameters
+    the file does not show. Cleared, then stepped with no backward() between, it finds no
+    gradient whatever it holds; the backward() after it computes one that the next clear
+    erases: nothing it holds ever trains. Said when the late loss is computed from a call of
+    a module (``model(x)``, ``self.net(x)``), the model it names, and no step of any
+    optimizer follows that backward() in the pass."""
+    from gradtrace.lint.analysis.model_calls import module_like
+    from gradtrace.lint.rules.training_loop._reach import _live_calls, _unpacked_from
+
+    if b.loss is None or any(
+            f.before(b.stmt, st) and (until is None or f.before(st, until))
+            and any(isinstance(c.func, ast.Attribute) and c.func.attr == "step"
+                    for c in f.calls_of(st))
+            for st in f.scope.stmts):
+        return set()  # a later step (of any optimizer) may take this gradient
+    values: list[ast.AST] = [b.loss]
+    for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings:
+        v = d.value if d.value is not None else _unpacked_from(d)
+        if v is not None:
+            values.append(v)
+    for v in values:
+        for c in _live_calls(v):
+            name = dotted(c.func)
+            if name and module_like(f.ctx, f.scope, name, c.lineno):
+                return {name}
+    return set()
+
+
 def _starved_other(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
     """# NOTE [two optimizers]
     A backward() reaches the optimizers holding parameters its loss is computed from; the step
@@ -93,11 +186,16 @@ class StepBeforeLastBackward(LoopRule):
     it, so the next pass's `zero_grad()` erases the second gradient unused: the term trains
     nothing, whatever its weight (a domain-adaptation loop, check-ups of `lambda_adv = 0`
     giving the same weights). Step after the last backward that reaches the model.
-    Known limits: the optimizer's parameters must be known (`Adam(model.parameters())`),
-    and the later loss must be computed from a call of that model; a later step of another
-    optimizer whose model the loss also reaches (a GAN's generator step; an optimizer over a
-    submodule, `G.features`, of a model the loss calls) takes the gradient as its own, unless
-    that model's parameters were frozen in a loop just before.
+    An optimizer handed in (an argument, `self.optimizer` set from one) whose parameters the
+    file does not show is reported when it is cleared, then stepped with no backward between
+    (or stepped, then the backward, then cleared with no step between): it never finds a
+    gradient, whatever it holds (NOTE [step of unknown parameters]).
+    Known limits: otherwise the optimizer's parameters must be known
+    (`Adam(model.parameters())`), and the later loss must be computed from a call of that
+    model; a later step of another optimizer whose model the loss also reaches (a GAN's
+    generator step; an optimizer over a submodule, `G.features`, of a model the loss calls)
+    takes the gradient as its own, unless that model's parameters were frozen in a loop just
+    before.
     """
 
     code = "GT522"
@@ -122,6 +220,22 @@ class StepBeforeLastBackward(LoopRule):
                 loss_adv = critic(model(x)).mean()
                 loss_adv.backward()
             """, at=(8, 4)),
+        Bad("""
+            def train(model, opt, loader):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.mse_loss(model(x), y)
+                    opt.step()
+                    loss.backward()
+            """, at=(5, 8)),
+        Good("""
+            def train(model, opt, loader):
+                for x, y in loader:
+                    loss = F.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+            """),
         Good("""
             import torch
             G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
@@ -152,14 +266,18 @@ class StepBeforeLastBackward(LoopRule):
                 continue  # the common case: the step ends the pass
             owners = _owners(f, _stepped_expr(s), s.call.lineno)
             z = _clear_before(f, s, loop)
-            if not owners or z is None:
+            if z is None:
+                yield from self._erased_after(f, s, late, owners, loop, ctx)
                 continue
             fed = _fed(f, z, s)
+            if not owners and (fed or _fed_elsewhere(f, z, s)):
+                continue
             for b in late:
                 if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
                        for s2 in f.steps) or _cut_for_later(f, b):
                     continue
-                hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners)
+                hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners) \
+                    if owners else _models_of(f, b)
                 if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(
                         f, b, s, loop)):
                     continue
@@ -168,18 +286,40 @@ class StepBeforeLastBackward(LoopRule):
                                   "gradient")
                 break
 
+    def _erased_after(self, f: LoopFacts, s: Step, late: list[Backward],
+                      owners: frozenset[str], loop: ast.stmt | None, ctx: Context
+                      ) -> Iterator[Finding]:
+        """NOTE [step of unknown parameters], the clear after: ``step()``, ``backward()``,
+        then a ``zero_grad()`` of the same optimizer with no step and no read of a
+        gradient between: every gradient is erased before a step reads it."""
+        for b in late:
+            z = next((z for z in f.zero_grads if covers(f, z, s) and f.before(b.stmt, z.stmt)
+                      and (loop is None or f.inside(z.stmt, loop)
+                           and not conditional(f, z.stmt, loop))), None)
+            if z is None or not f.before(s.stmt, b.stmt) or _used_between(f, b, z):
+                continue
+            hit = _reached(f, b, owners) or (set() if for_another(f, b, s) else
+                                             _models_of(f, b, z.stmt))
+            if hit:
+                yield self._early(ctx, s, b, z, hit, "right after it, before any step reads it")
+                return
+
     def _per_call(self, f: LoopFacts, s: Step, ctx: Context) -> Iterator[Finding]:
         """A step function (each call one pass, no loop in it) that clears, steps, then
         backwards a loss reaching the stepped model: its step never finds a gradient."""
         owners = _owners(f, _stepped_expr(s), s.call.lineno)
         z = next((z for z in f.zero_grads if covers(f, z, s) and not f.loops_of(z.stmt)
                   and f.dominates(z.stmt, s.stmt)), None)
-        if not owners or z is None or _fed(f, z, s) or any(
+        if z is None:
+            yield from self._erased_after(f, s, [b for b in f.backwards if b.accumulates and
+                                                 not f.loops_of(b.stmt)], owners, None, ctx)
+            return
+        if z is None or _fed(f, z, s) or not owners and _fed_elsewhere(f, z, s) or any(
                 f.before(s.stmt, s2.stmt) for s2 in f.steps if s2.optimizer == s.optimizer):
             return
         for b in f.backwards:
             hit = b.accumulates and not f.loops_of(b.stmt) and f.before(s.stmt, b.stmt) \
-                and _unfed_reach(f, b, s, owners)
+                and (_unfed_reach(f, b, s, owners) if owners else _models_of(f, b))
             if hit:
                 yield self._early(ctx, s, b, z, hit,
                                   "before the step of the next call, which so finds no gradient")

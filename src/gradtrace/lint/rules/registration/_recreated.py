@@ -1,0 +1,49 @@
+"""GT404's readings of a model made again: by the same call as the object the optimizer was
+built over, or in ``__init__`` after the optimizer built there."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.registration._modules import (
+    OptimizerBuild, _strip, covers, optimizer_builds, stale_across_methods,
+)
+
+
+def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
+    """# NOTE [same constructor again]
+    ``model = Net(cfg)`` where the binding of ``model`` before it was made by the same call
+    (``Net(cfg).to(dev)``): a second object of that class, whatever the class (imported from
+    another file, a builder): the optimizer built over the first object's parameters does
+    not hold the new one's."""
+    new = _strip(value)
+    if not isinstance(new, ast.Call) or dotted(new.func) is None:
+        return False
+    scope = ctx.scope()
+    if not any(b.stmt.lineno < value.lineno and any(covers(target, s) for s in b.sources)
+               for b in optimizer_builds(scope)):
+        return False  # no optimizer over it before: nothing to be stale
+    b = scope.binding_before(target, value.lineno)
+    old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None
+    return isinstance(old, ast.Call) and isinstance(new, ast.Call) and old is not new \
+        and dotted(old.func) is not None and dotted(old.func) == dotted(new.func)
+
+
+def _stale_after_init(ctx: Context, node: ast.stmt, target: str
+                      ) -> tuple[OptimizerBuild, int] | None:
+    """``self.model = Net()`` re-created in ``__init__`` after ``self.opt`` was built there
+    over its parameters (both in the method's own block, the optimizer not rebuilt after it),
+    and another method of the class steps ``self.opt``."""
+    fn = ctx.scope().node
+    if getattr(fn, "name", "") != "__init__" or node not in fn.body \
+            or not target.startswith("self."):  # type: ignore[attr-defined]
+        return None
+    builds = optimizer_builds(ctx.scope())
+    prior = [b for b in builds if b.stmt in fn.body and b.stmt.lineno < node.lineno  # type: ignore
+             and b.name.startswith("self.") and any(covers(target, s) for s in b.sources)]
+    if not prior or any(b.name == prior[-1].name and b.stmt.lineno > node.lineno
+                        for b in builds):
+        return None
+    got = stale_across_methods(ctx, fn, target, node.lineno, init_too=True)
+    return (got[0], got[1].lineno) if got is not None and got[0] is prior[-1] else None
