@@ -70,6 +70,71 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         """ + GROUP, "GT611", 5, holds="enc_k.weight.grad is None")),
 }
 
+GPT = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+
+    def configure_optimizers(self, lr):
+        return torch.optim.AdamW(self.parameters(), lr=lr)
+"""
+GPT = textwrap.indent(GPT, " " * 8)
+
+BUILT_BY_METHOD: dict[str, tuple[Shape, Shape]] = {
+    # GT404, the optimizer a model's own method builds (nanoGPT's configure_optimizers), then
+    # the model made again: the new model's weights never move. Look-alike: only moved
+    "optimizer-from-a-model-method": (Shape(GPT + """
+        model = Net()
+        optimizer = model.configure_optimizers(0.1)
+        model = model.to("cpu")
+        for _ in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        w = model.fc.weight.detach().clone()
+        """, "GT404", holds="True"), Shape(GPT + """
+        model = Net()
+        optimizer = model.configure_optimizers(0.1)
+        model = Net()
+        before = model.fc.weight.detach().clone()
+        for _ in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        """, "GT404", 14, holds="torch.equal(before, model.fc.weight)")),
+    # the same, the optimizer built again from the new model: silent, the weights move
+    "optimizer-from-a-model-method-rebuilt": (Shape(GPT + """
+        model = Net()
+        optimizer = model.configure_optimizers(0.1)
+        model = Net()
+        optimizer = model.configure_optimizers(0.1)
+        before = model.fc.weight.detach().clone()
+        for _ in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        """, "GT404", holds="not torch.equal(before, model.fc.weight)"), Shape(GPT + """
+        model = Net()
+        optimizer = model.configure_optimizers(0.1)
+        if True:
+            model = Net()
+        before = model.fc.weight.detach().clone()
+        for _ in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """, "GT404", 15, holds="torch.equal(before, model.fc.weight)")),
+}
+SHAPES.update(BUILT_BY_METHOD)
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_look_alike_is_silent_and_runs(name: str) -> None:

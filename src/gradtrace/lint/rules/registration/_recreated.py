@@ -6,9 +6,44 @@ import ast
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.rules.registration._modules import (
-    OptimizerBuild, _strip, covers, optimizer_builds, stale_across_methods,
+    OptimizerBuild, _strip, covers, optimizer_builds, stale_across_methods, step_lines,
 )
+
+
+def built_by_method(scope: Scope) -> list[OptimizerBuild]:
+    """# NOTE [optimizer a model builds]
+    ``optimizer = model.configure_optimizers(...)`` (nanoGPT, Lightning-style modules,
+    ``agent.make_optimizer()``): a name bound from a method of another name, and both stepped
+    and cleared in this scope, is an optimizer over that object's parameters (what else would
+    a model hand back that is stepped and cleared?). Only the receiver is taken as its source:
+    an argument (a config, a learning rate) may be anything."""
+    def make() -> list[OptimizerBuild]:
+        known = {id(b.call) for b in optimizer_builds(scope)}
+        cleared = {m.receiver for m in scope.calls_to("zero_grad")}
+        out = []
+        for name, bs in scope.bindings.items():
+            if name not in cleared:
+                continue
+            for b in bs:
+                v = b.value
+                if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)) \
+                        or id(v) in known:
+                    continue
+                recv = dotted(v.func.value)
+                if recv and recv != name and any(line > b.line
+                                                 for line in step_lines(scope, name)):
+                    out.append(OptimizerBuild(name, b.stmt, v, frozenset({recv})))
+        return out
+    return scope.ctx.memo("gt404-method-builds", scope.node, make)
+
+
+def all_builds(scope: Scope) -> list[OptimizerBuild]:
+    """The optimizers of the scope, built by torch or by a method of a model."""
+    extra = built_by_method(scope)
+    builds = optimizer_builds(scope)
+    return sorted(builds + extra, key=lambda o: o.stmt.lineno) if extra else builds
 
 
 def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
@@ -22,7 +57,7 @@ def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
         return False
     scope = ctx.scope()
     if not any(b.stmt.lineno < value.lineno and any(covers(target, s) for s in b.sources)
-               for b in optimizer_builds(scope)):
+               for b in all_builds(scope)):
         return False  # no optimizer over it before: nothing to be stale
     b = scope.binding_before(target, value.lineno)
     old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None

@@ -20,7 +20,8 @@ from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_op
 from gradtrace.lint.rules.registration._aliases import (
     held_from_arguments, rebound_in, stepped_in_one_pass,
 )
-from gradtrace.lint.rules.registration._recreated import _same_constructor, _stale_after_init
+from gradtrace.lint.rules.registration._recreated import (_same_constructor, _stale_after_init,
+                                                           all_builds)
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
@@ -41,7 +42,7 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
     where the flow from ``node`` goes on (not past a ``return`` that ends ``node``'s branch)."""
     line = node.lineno
     end = exit_after(scope.node, node)
-    for opt in optimizer_builds(scope):
+    for opt in all_builds(scope):
         if opt.stmt.lineno >= line or not any(
                 covers(target, s) or covers(s, target) for s in opt.sources):
             continue
@@ -217,7 +218,7 @@ class ModelRecreatedAfterOptimizer(Rule):
 
     def _report(self, node: ast.stmt, target: str, ctx: Context,
                 inside: ast.stmt | None = None) -> Iterator[Finding]:
-        if not scope_mentions(ctx, "optim") or not optimizer_builds(ctx.scope()):
+        if not scope_mentions(ctx, "optim") or not all_builds(ctx.scope()):
             return
         got = next((g for t in _same_module(ctx.scope(), target, node.lineno)
                     if (g := _stale_optimizer(ctx.scope(), t, node)) is not None), None)
