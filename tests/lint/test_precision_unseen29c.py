@@ -1,0 +1,86 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen29c.md (session 29), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # MedicalZooPytorch (lib/losses3D/BaseClass.py): `loss = 1. - torch.mean(dice)`, then
+    # `dice = dice.detach().cpu().numpy()` for logging, `return loss, dice`: the loss's term
+    # was read at the return, where `dice` is already the array. Twin: the loss is built from
+    # the array
+    "loss-term-read-before-the-name-becomes-an-array": (Shape("""
+        class SoftDiceLoss(nn.Module):
+            def forward(self, probs, target):
+                scores = 2 * (probs * target).sum(0) / (probs.sum(0) + target.sum(0) + 1e-6)
+                loss = 1. - torch.mean(scores)
+                scores = scores.detach().cpu().numpy()
+                return loss, scores
+        w = torch.ones(3, requires_grad=True)
+        loss, scores = SoftDiceLoss()(torch.sigmoid(torch.randn(4, 3) * w), torch.ones(4, 3))
+        loss.backward()
+        """, "GT103", holds="w.grad is not None"), Shape("""
+        class SoftDiceLoss(nn.Module):
+            def forward(self, probs, target):
+                scores = 2 * (probs * target).sum(0) / (probs.sum(0) + target.sum(0) + 1e-6)
+                scores = scores.detach().cpu().numpy()
+                loss = 1. - torch.mean(torch.from_numpy(scores))
+                return loss, scores
+        w = torch.ones(3, requires_grad=True)
+        loss, scores = SoftDiceLoss()(torch.sigmoid(torch.randn(4, 3) * w), torch.ones(4, 3))
+        loss.backward()
+        """, "GT103", line=4, raises=(RuntimeError, "does not require grad"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
+
+
+# MORAN_v2 (main.py): an unfreeze in a `for` loop over parameters inside a `while` loop;
+# GT461 read every enclosing loop's target and crashed (GT002) on the `while`. Twin: the same
+# loops around a freeze of part of a model whose BatchNorm then trains under `train()`
+WHILE_LOOP = '''
+model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.Linear(2, 1))
+opt = torch.optim.SGD(model[2].parameters(), lr=0.1)
+for epoch in range(2):
+    i = 0
+    while i < 3:
+        for p in model[:2].parameters():
+            p.requires_grad = False
+        model.train()
+        loss = model(torch.randn(4, 2)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        i += 1
+'''
+
+
+def test_freeze_inside_a_while_loop_is_checked() -> None:
+    found = check_source(PRELUDE + WHILE_LOOP, "shape.py", select=["GT461", "GT002"])
+    offset = PRELUDE.count("\n")
+    assert [(f.line - offset, f.code) for f in found] == [(9, "GT461")]
+    exec(compile(PRELUDE + WHILE_LOOP, "shape.py", "exec"), {})
