@@ -46,6 +46,63 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss, scores = SoftDiceLoss()(torch.sigmoid(torch.randn(4, 3) * w), torch.ones(4, 3))
         loss.backward()
         """, "GT103", line=4, raises=(RuntimeError, "does not require grad"))),
+    # GraSP (pruner/GraSP_ImageNet.py): `grad_w = autograd.grad(loss, weights)` (no graph, on
+    # purpose), `grad_f = autograd.grad(loss2, weights, create_graph=True)`, then
+    # `z += (grad_w[i] * grad_f[i]).sum(); z.backward()`: a Hessian-gradient product, the
+    # graph runs through `grad_f`. Twin: the product with a plain tensor: no graph at all
+    "hessian-vector-product-with-a-plain-gradient": (Shape("""
+        net = nn.Linear(3, 2)
+        weights = [net.weight]
+        x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+        grad_w = torch.autograd.grad(F.cross_entropy(net(x), y), weights)
+        grad_f = torch.autograd.grad(F.cross_entropy(net(x * 2), y), weights, create_graph=True)
+        z = 0
+        for i in range(len(weights)):
+            z += (grad_w[i] * grad_f[i]).sum()
+        z.backward()
+        """, "GT206", holds="net.weight.grad is not None"), Shape("""
+        net = nn.Linear(3, 2)
+        weights = [net.weight]
+        x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+        grad_w = torch.autograd.grad(F.cross_entropy(net(x), y), weights)
+        vec = [torch.ones(2, 3)]
+        z = 0
+        for i in range(len(weights)):
+            z += (grad_w[i] * vec[i]).sum()
+        z.backward()
+        """, "GT206", line=4, raises=(RuntimeError, "does not require grad"))),
+    # ModelsGenesis (pytorch/Genesis_Chest_CT.py): `conf = models_genesis_config()`, a
+    # settings class imported from `config`, read inside the loop (`conf.nb_class`); the
+    # word `models` made it a model run with a graph. Twin: a callee bound here (a partial of
+    # a layer over its input) called with no argument: it runs the layer
+    "imported-settings-object-built-with-no-input": (Shape("""
+        import sys, types
+        sys.modules["genesis_settings"] = types.ModuleType("genesis_settings")
+        sys.modules["genesis_settings"].models_genesis_config = type(
+            "Settings", (), {"nb_class": 2.0, "lr": 0.1})
+        from genesis_settings import models_genesis_config
+        conf = models_genesis_config()
+        model = nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=conf.lr)
+        for _ in range(3):
+            gt = torch.ones(4, 2) * conf.nb_class
+            loss = ((model(torch.ones(4, 2)) - gt) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT507"), Shape("""
+        from functools import partial
+        layer = nn.Linear(2, 2)
+        target_net = partial(layer, torch.ones(4, 2))
+        gt = target_net()
+        model = nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = ((model(torch.ones(4, 2)) - gt) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT507", line=4, raises=(RuntimeError, "backward through the graph a second"))),
 }
 
 
