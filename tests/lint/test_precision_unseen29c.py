@@ -103,6 +103,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT507", line=4, raises=(RuntimeError, "backward through the graph a second"))),
+    # Relation-Shape-CNN (utils/pointnet2_utils.py): `BallQuery.forward` returns
+    # `torch.cat([fps_idx.unsqueeze(2), idx], dim=2)` of integer tensors (`torch.cuda.IntTensor`
+    # filled by the kernel, `fps_idx: torch.IntTensor`), `backward` returns 4 gradients for 5
+    # inputs: an integer output never requires grad, so backward never runs. Twin: the same
+    # kernel with a float output: 'returned an incorrect number of gradients'
+    "index-kernel-returns-integer-tensors": (Shape("""
+        class BallQuery(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, radius, nsample, xyz, new_xyz, fps_idx: torch.IntTensor):
+                idx = torch.IntTensor(xyz.size(0), new_xyz.size(1), nsample).zero_()
+                return torch.cat([fps_idx.unsqueeze(2), idx], dim=2)
+            @staticmethod
+            def backward(ctx, a=None):
+                return None, None, None, None
+        xyz = torch.randn(2, 8, 3, requires_grad=True)
+        fps = torch.zeros(2, 4, dtype=torch.int32)
+        idx = BallQuery.apply(0.1, 3, xyz, xyz[:, :4].contiguous(), fps)
+        xyz.gather(1, idx[..., :1].long().expand(-1, -1, 3)).sum().backward()
+        """, "GT701", holds="xyz.grad is not None"), Shape("""
+        class BallQuery(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, radius, nsample, xyz, new_xyz, fps_idx: torch.IntTensor):
+                idx = torch.zeros(xyz.size(0), new_xyz.size(1), nsample)
+                return torch.cat([fps_idx.unsqueeze(2).float(), idx], dim=2)
+            @staticmethod
+            def backward(ctx, a=None):
+                return None, None, None, None
+        xyz = torch.randn(2, 8, 3, requires_grad=True)
+        fps = torch.zeros(2, 4, dtype=torch.int32)
+        out = BallQuery.apply(0.1, 3, xyz, xyz[:, :4].contiguous(), fps)
+        out.sum().backward()
+        """, "GT701", line=8, raises=(RuntimeError, "incorrect number of gradients"))),
 }
 
 
