@@ -173,3 +173,37 @@ def test_freeze_inside_a_while_loop_is_checked() -> None:
     offset = PRELUDE.count("\n")
     assert [(f.line - offset, f.code) for f in found] == [(9, "GT461")]
     exec(compile(PRELUDE + WHILE_LOOP, "shape.py", "exec"), {})
+
+
+# FreeAdversarialTraining (main_free.py): `noise_batch = Variable(global_noise[0:n],
+# requires_grad=True).cuda()` with `global_noise = torch.zeros(...).cuda()` at module level:
+# `.cuda()` of a tensor already on the current CUDA device returns the tensor itself (torch's
+# `Tensor.cuda` documentation: "no copy is performed and the original object is returned"),
+# so `noise_batch` is the leaf and its `.grad` is filled. Twin: the noise lives on the CPU, the
+# move copies: a non-leaf whose `.grad` stays None
+FREE_AT = '''
+from torch.autograd import Variable
+global_noise = torch.zeros(4, 3){move}
+model = nn.Linear(3, 2).cuda()
+x, y = torch.randn(4, 3).cuda(), torch.tensor([0, 1, 0, 1]).cuda()
+for j in range(2):
+    noise_batch = Variable(global_noise[0:x.size(0)], requires_grad=True).cuda()
+    loss = F.cross_entropy(model(x + noise_batch), y)
+    loss.backward()
+    global_noise[0:x.size(0)] += noise_batch.grad.sign()
+'''
+
+
+@pytest.mark.parametrize("move,found", [(".cuda()", []), ("", [(7, "GT305")])])
+def test_leaf_moved_to_the_device_it_is_on(move: str, found: list) -> None:
+    source = PRELUDE + FREE_AT.format(move=move)
+    offset = PRELUDE.count("\n")
+    assert [(f.line - offset, f.code) for f in check_source(source, "shape.py",
+                                                            select=["GT305"])] == found
+    if not torch.cuda.is_available():
+        pytest.skip("the run needs CUDA")
+    if found:
+        with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'sign'"):
+            exec(compile(source, "shape.py", "exec"), {})
+    else:
+        exec(compile(source, "shape.py", "exec"), {})
