@@ -114,6 +114,19 @@ class Deps:
 Edges = tuple[list[tuple[str, str, ast.Call]], list[Binding]]  # (consumers, bindings read)
 
 
+def _imported_no_input(ctx: Context, scope: Scope, callee: str, call: ast.Call,
+                       line: int) -> bool:
+    """``conf = models_genesis_config()``: a bare name bound by an import (of another file)
+    and by nothing here, called with no argument at all: it builds or fetches an object; a
+    forward pass is given something to run on."""
+    imp = ctx.imports
+    return not call.args and not call.keywords and "." not in callee \
+        and (callee in imp.aliases or callee in imp.package) \
+        and not (imp.aliases.get(callee) or "").startswith("torch") \
+        and all(isinstance(b.stmt, (ast.Import, ast.ImportFrom))
+                for sc in (scope, ctx.scope(ctx.tree)) for b in sc.bindings_before(callee, line))
+
+
 class Graphs:
     """Dependency and graph-carrying queries over one function's :class:`Scope`.
 
@@ -193,7 +206,8 @@ class Graphs:
         (NOTE [helper results]), or when it is handed a tensor made to require grad
         (``conv1d_ref(sig, taps)`` with ``taps = torch.tensor(..., requires_grad=True)``): its
         body is in sight, the spelling is the last resort."""
-        if not runs_model(self.ctx, self.scope, callee, line):
+        if not runs_model(self.ctx, self.scope, callee, line) or _imported_no_input(
+                self.ctx, self.scope, callee, call, line):
             return False
         fn = called_function(call, self.scope, line)
         if fn is None or fn.name in ("forward", "__call__") or callee in ("self", "self.forward") \

@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.int_values import integer_valued
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -313,20 +314,22 @@ def _apply_arity(ctx: Context) -> dict[str, int]:
 
 def _never_differentiated(fwd: ast.FunctionDef) -> bool:
     """Whether every value ``forward`` returns is one it passed to
-    ``ctx.mark_non_differentiable(...)``: no output requires grad, so autograd never calls
-    ``backward`` (an index kernel's ``return ()`` is never checked)."""
+    ``ctx.mark_non_differentiable(...)`` or an integer tensor (:func:`integer_valued`): no
+    output requires grad, so autograd never calls ``backward`` (an index kernel's
+    ``return ()`` is never checked)."""
     marked: set[str] = set()
     for n in walk(fwd):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr == "mark_non_differentiable":
             marked |= {a.id for a in n.args if isinstance(a, ast.Name)}
     rets = [r for r in walk(fwd) if isinstance(r, ast.Return)]
-    if not marked or not rets:
+    if not rets:
         return False
     for r in rets:
         v = r.value
         items = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
-        if not items or not all(isinstance(x, ast.Name) and x.id in marked for x in items):
+        if not items or not all(isinstance(x, ast.Name) and x.id in marked
+                                or integer_valued(x, fwd) for x in items):
             return False
     return True
 

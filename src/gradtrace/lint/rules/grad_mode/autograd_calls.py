@@ -409,6 +409,7 @@ def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context) -> bool:
 
 def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context) -> ast.Call | None:
     """Follow ``tainted`` names forward through penalty-shaped assignments to a backward."""
+    graphed = _graphed_grads(scope, ctx)
     for s in scope.stmts:  # type: ignore[attr-defined]
         if s.lineno <= stmt.lineno:
             continue
@@ -416,15 +417,30 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
             if isinstance(n, ast.Call) and backward_loss(n, ctx) is not None:
                 loss = backward_loss(n, ctx)
                 if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx) or dotted(loss) == t
-                       for t in tainted):
+                       for t in tainted) and not any(_uses(loss, g) for g in graphed):
                     return n
-        if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None:
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None \
+                and not any(_uses(s.value, g) for g in graphed):
             for t in list(tainted):
                 use = _use(s.value, t)
                 if use is not None and _penalty_path(use, s.value, ctx):
                     tainted |= _targets(s)
         _carry(s, tainted)
     return None
+
+
+def _graphed_grads(scope: object, ctx: Context) -> set[str]:
+    """Names bound to ``autograd.grad(..., create_graph=True)``: a term reading one has a graph,
+    and a gradient without one beside it is the constant vector of a Hessian-vector product
+    (GraSP's ``(grad_w * grad_f).sum()``), not a penalty that trains nothing."""
+    out: set[str] = set()
+    for s in scope.stmts:  # type: ignore[attr-defined]
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) \
+                and ctx.qualified_name(s.value.func) == "torch.autograd.grad":
+            kw = _kw(s.value, "create_graph")
+            if kw is not None and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
+                out |= _targets(s)
+    return out
 
 
 ITER_WRAPPERS = frozenset({"zip", "enumerate", "reversed", "list", "tuple"})

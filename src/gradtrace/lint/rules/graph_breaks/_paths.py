@@ -147,8 +147,9 @@ class LossPaths(HelperTracer):
             return None  # a Python number has no .backward() at all: GT101's finding
         use = self.scope.statement_of(sink.node)
         line = sink.node.lineno  # type: ignore[attr-defined]
+        self._term_at: dict[int, tuple[ast.stmt | None, int]] = {}
         terms = list(self._terms(sink.value, use, line, 0))
-        traced = [(t, self.trace(t, use, line)) for t in terms]
+        traced = [(t, self.trace(t, *self._term_at.get(id(t), (use, line)))) for t in terms]
         ret = sink.how == "return"
         cut = [(t, tuple(c for c in tr.cuts if not (ret and self._running_total(c))
                          and (sink.only is None or self._layer_operand(c))))
@@ -219,6 +220,16 @@ class LossPaths(HelperTracer):
 
     def _terms(self, e: ast.expr, use: ast.stmt | None, line: int,
                depth: int) -> Iterable[ast.expr]:
+        """Each term is read where its binding reads it (``use``, ``line``: recorded for
+        :meth:`_judge`): ``loss = 1 - d.mean()`` then ``d = d.detach().numpy()`` before
+        ``return loss, d`` reads the live ``d``."""
+        for t in self._terms_in(e, use, line, depth):
+            if t is e and hasattr(self, "_term_at"):
+                self._term_at.setdefault(id(t), (use, line))
+            yield t
+
+    def _terms_in(self, e: ast.expr, use: ast.stmt | None, line: int,
+                  depth: int) -> Iterable[ast.expr]:
         if depth > 8:
             yield e
             return

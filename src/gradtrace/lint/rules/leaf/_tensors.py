@@ -155,7 +155,8 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
         if method in COPY_METHODS or method in VIEW_METHODS:
             inner = node.func.value
             f = grad_factory(inner, ctx)
-            if f is not None:
+            if f is not None and not (method == "cuda" and not node.args and not node.keywords
+                                      and _on_cuda_already(f, ctx)):
                 return f, f".{method}()"
             got = made_non_leaf(inner, ctx)
             if got is not None and method in COPY_METHODS | VIEW_METHODS:
@@ -167,6 +168,25 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
             if f is not None:
                 return f, "arithmetic"
     return None
+
+
+def _on_cuda_already(factory: ast.Call, ctx: Context) -> bool:
+    """``Variable(noise[:n], requires_grad=True).cuda()`` where every binding of ``noise`` (here
+    or at module level) ends in ``.cuda()``: the leaf is already on the current CUDA device,
+    and ``.cuda()`` returns it itself (FreeAdversarialTraining's global noise)."""
+    if ctx.call_name(factory) != "torch.autograd.Variable" or not factory.args:
+        return False
+    data = factory.args[0]
+    while isinstance(data, ast.Subscript):
+        data = data.value
+    if not isinstance(data, ast.Name):
+        return False
+    line = factory.lineno
+    values = [b.value for sc in (ctx.scope(), ctx.scope(ctx.tree))
+              for b in sc.bindings_before(data.id, line)]
+    return bool(values) and all(
+        isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "cuda"
+        and not v.args and not v.keywords for v in values)
 
 
 NUMPY_MAKERS = frozenset({"numpy.array", "numpy.asarray", "numpy.zeros", "numpy.ones",

@@ -67,9 +67,11 @@ def _owner(var: str, s: ast.stmt, scope: Scope, ctx: Context) -> tuple[str, bool
     """``(whole, partial, norm_aimed)`` when ``var`` is the target of an enclosing loop over a
     module's children or modules (``for name, child in model.named_children():``)."""
     for loop in reversed(scope.loops_of(s)):
-        t = loop.target  # type: ignore[attr-defined]
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue  # a `while` loop binds no target
+        t = loop.target
         tv = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
-        it = loop.iter  # type: ignore[attr-defined]
+        it = loop.iter
         if tv != var:
             continue
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \

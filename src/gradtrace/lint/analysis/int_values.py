@@ -1,0 +1,76 @@
+"""Values of a function that are integer (or bool) tensors by how they are made: integer
+tensors never require grad, so autograd gives them no ``grad_fn`` and never differentiates
+through them (the outputs of an index kernel's ``Function.forward``)."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.analysis.cuts import INTEGER_METHODS
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+INT_TENSOR_CLASSES = frozenset({"IntTensor", "LongTensor", "ShortTensor", "ByteTensor",
+                                "CharTensor", "BoolTensor"})
+INT_DTYPES = frozenset({"int", "int8", "int16", "int32", "int64", "long", "short", "uint8",
+                        "bool"})
+# methods whose result has the receiver's dtype
+SAME_DTYPE = frozenset({"zero_", "fill_", "unsqueeze", "squeeze", "view", "reshape",
+                        "contiguous", "permute", "transpose", "flatten", "cuda", "cpu",
+                        "clone", "expand", "repeat", "narrow"})
+JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat"})
+
+
+def integer_valued(e: ast.expr | None, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                   depth: int = 0) -> bool:
+    """Whether ``e``, read in ``fn``, is an integer tensor: built by ``torch.cuda.IntTensor(...)``
+    or with an integer ``dtype=``, given by an integer method (``argmax``, ``.long()``), a
+    same-dtype method of one (``idx.unsqueeze(2)``, ``.zero_()``), a ``torch.cat``/``stack``
+    of such values only, a name every binding of ``fn`` gives one, or a parameter annotated
+    ``torch.IntTensor``/``LongTensor``."""
+    if e is None or depth > 6:
+        return False
+    if isinstance(e, ast.Subscript):
+        return integer_valued(e.value, fn, depth + 1)
+    if isinstance(e, ast.Name):
+        return _name_integer(e.id, fn, depth)
+    if not isinstance(e, ast.Call):
+        return False
+    f = e.func
+    name = dotted(f) or ""
+    if name.rpartition(".")[2] in INT_TENSOR_CLASSES and name.startswith("torch."):
+        return True
+    if any(k.arg == "dtype" and (dotted(k.value) or "").rpartition(".")[2] in INT_DTYPES
+           and (dotted(k.value) or "").startswith("torch.") for k in e.keywords):
+        return True
+    if name in JOINS and e.args and isinstance(e.args[0], (ast.List, ast.Tuple)):
+        return bool(e.args[0].elts) and all(integer_valued(x, fn, depth + 1)
+                                            for x in e.args[0].elts)
+    if isinstance(f, ast.Attribute):
+        if f.attr in INTEGER_METHODS:
+            return True
+        if f.attr in SAME_DTYPE:
+            return integer_valued(f.value, fn, depth + 1)
+    return False
+
+
+def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> bool:
+    args = fn.args
+    for a in args.posonlyargs + args.args + args.kwonlyargs:
+        if a.arg == name:
+            ann = dotted(a.annotation) if a.annotation is not None else ""
+            return bool(ann) and ann.startswith("torch.") \
+                and ann.rpartition(".")[2] in INT_TENSOR_CLASSES
+    values = []
+    for n in walk(fn):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(name in {x.id for x in walk(t) if isinstance(x, ast.Name)} for t in targets):
+                if not (isinstance(n, ast.Assign) and len(targets) == 1
+                        and isinstance(targets[0], ast.Name)):
+                    return False
+                values.append(n.value)
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)) \
+                and any(isinstance(x, ast.Name) and x.id == name for x in walk(
+                    getattr(n, "target", None) or ast.Pass())):
+            return False
+    return bool(values) and all(integer_valued(v, fn, depth + 1) for v in values)
