@@ -42,7 +42,7 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
     where the flow from ``node`` goes on (not past a ``return`` that ends ``node``'s branch)."""
     line = node.lineno
     end = exit_after(scope.node, node)
-    for opt in all_builds(scope):
+    for opt in all_builds(scope):  # NOTE [optimizer a model builds]
         if opt.stmt.lineno >= line or not any(
                 covers(target, s) or covers(s, target) for s in opt.sources):
             continue
