@@ -1,0 +1,121 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen29d.md (session 29), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import os
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # kaggle-understanding-clouds (kvt/apis/train.py): `if accum is None: step` / `elif (i+1)
+    # % accum == 0: step`: the two steps sit in arms of one `if`, never both in a pass (2
+    # Adam steps in 4 passes). Twin: the second step after the branch runs on every pass (4
+    # steps: Adam skips the gradients the branch's `zero_grad()` set to None)
+    "step-in-the-other-arm-of-the-accumulation-test": (Shape("""
+        model = nn.Linear(3, 1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        every = 2
+        for i in range(4):
+            model(torch.randn(2, 3)).sum().backward()
+            if every is None:
+                opt.step()
+                opt.zero_grad()
+            elif (i + 1) % every == 0:
+                opt.step()
+                opt.zero_grad()
+        """, "GT519", holds="opt.state[model.weight]['step'] == 2"), Shape("""
+        model = nn.Linear(3, 1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        every = 2
+        for i in range(4):
+            model(torch.randn(2, 3)).sum().backward()
+            if (i + 1) % every == 0:
+                opt.step()
+                opt.zero_grad()
+            opt.step()
+        """, "GT519", line=9, holds="opt.state[model.weight]['step'] == 4")),
+    # wtfml (engine/engine.py): a device arm accumulating over `accumulation_steps` passes and
+    # another arm (TPU) stepping on every pass: one run takes one arm. Twin: the every-pass
+    # step after the arms
+    "every-pass-step-in-another-device-arm": (Shape("""
+        class Engine:
+            def __init__(self, model, on_xla, k):
+                self.model, self.on_xla, self.k = model, on_xla, k
+                self.opt = torch.optim.Adam(model.parameters(), lr=0.1)
+            def epoch(self, batches):
+                for b, x in enumerate(batches):
+                    loss = self.model(x).sum()
+                    if not self.on_xla:
+                        loss.backward()
+                        if (b + 1) % self.k == 0:
+                            self.opt.step()
+                            self.opt.zero_grad()
+                    else:
+                        loss.backward()
+                        self.opt.step()
+                        self.opt.zero_grad()
+        net = nn.Linear(3, 1)
+        xla = os.environ.get("PJRT_DEVICE") == "TPU"
+        Engine(net, xla, 2).epoch([torch.randn(2, 3) for _ in range(4)])
+        """, "GT519"), Shape("""
+        class Engine:
+            def __init__(self, model, on_xla, k):
+                self.model, self.on_xla, self.k = model, on_xla, k
+                self.opt = torch.optim.Adam(model.parameters(), lr=0.1)
+            def epoch(self, batches):
+                for b, x in enumerate(batches):
+                    loss = self.model(x).sum()
+                    loss.backward()
+                    if (b + 1) % self.k == 0:
+                        self.opt.step()
+                        self.opt.zero_grad()
+                    self.opt.step()
+        net = nn.Linear(3, 1)
+        e = Engine(net, False, 2)
+        e.epoch([torch.randn(2, 3) for _ in range(4)])
+        """, "GT519", line=12, holds="e.opt.state[net.weight]['step'] == 4")),
+    # Getting-Things-Done-with-Pytorch, severstal (notebooks): a cell's last line `x.add(y)`,
+    # `torch.sqrt(tm)` shows a value; nothing after reads the name, so no update is lost.
+    # Twin: a later line reads `x`, which the dropped `add` left unchanged
+    "module-level-op-on-a-name-read-nowhere-after": (Shape("""
+        x = torch.ones(2, 2) * 2
+        y = torch.tensor([[2., 2.], [5., 1.]])
+        x.add(y)
+
+        def show(t):
+            return t.sum()
+        a = torch.ones(2, 2)
+        torch.sqrt(a * 4)
+        """, "GT708"), Shape("""
+        x = torch.ones(2, 2) * 2
+        y = torch.tensor([[2., 2.], [5., 1.]])
+        x.add(y)
+
+        def show():
+            return x.sum()
+        total = show()
+        """, "GT708", line=3, holds="total.item() == 8.0")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
