@@ -108,6 +108,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return x.sum()
         total = show()
         """, "GT708", line=3, holds="total.item() == 8.0")),
+    # pytorch-deepdream (playground.py): `z = y * y * 3` of a 2x2 tensor, `z.backward(z)`:
+    # a many-valued value seeded with itself is the gradient of (z ** 2).sum() / 2, and
+    # `z.backward()` alone would raise. Twin: a mean (one element) seeded with itself
+    "many-valued-tensor-seeded-with-itself": (Shape("""
+        x = torch.tensor([[-2.0, 1.0], [1.0, 3.0]], requires_grad=True)
+        y = x + 2
+        z = y * y * 3
+        z.backward(z)
+        g = x.grad.clone()
+        x.grad = None
+        ((3 * (x + 2) ** 2) ** 2 / 2).sum().backward()
+        """, "GT796", holds="torch.allclose(g, x.grad)"), Shape("""
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        energy = (w * w).mean()
+        energy.backward(energy)
+        """, "GT796", line=3, holds="torch.allclose(w.grad, 2.5 * torch.tensor([1.0, 2.0]))")),
+    # pytorch-deepdream (deepdream loop): `activations = out.relu4_3` of a model's output,
+    # `activations.backward(activations)`: DeepDream's L2 objective on a feature map. Twin: the
+    # criterion's loss (one element) seeded with itself
+    "feature-map-of-a-model-seeded-with-itself": (Shape("""
+        class Feats(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+            def forward(self, x):
+                return {"relu": F.relu(self.conv(x))}
+        img = torch.rand(1, 3, 8, 8, requires_grad=True)
+        net = Feats()
+        for _ in range(2):
+            act = net(img)["relu"]
+            act.backward(act)
+            img.data += 0.1 * img.grad / img.grad.std()
+            img.grad.zero_()
+        """, "GT796"), Shape("""
+        net = nn.Linear(3, 1)
+        crit = nn.MSELoss()
+        x, y = torch.ones(4, 3), torch.zeros(4, 1)
+        loss = crit(net(x), y)
+        g, = torch.autograd.grad(loss, net.bias, retain_graph=True)
+        loss.backward(loss)
+        """, "GT796", line=6, holds="torch.allclose(net.bias.grad, loss.item() * g)")),
 }
 
 
