@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gradtrace.lint import check_source
 from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
@@ -149,6 +150,37 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         g, = torch.autograd.grad(loss, net.bias, retain_graph=True)
         loss.backward(loss)
         """, "GT796", line=6, holds="torch.allclose(net.bias.grad, loss.item() * g)")),
+    # lightning-tutorials (UvA meta-learning, ProtoMAML.adapt_few_shot): `local_optim` over
+    # `local_model.parameters()`, an output layer `w = init.detach().requires_grad_()` updated
+    # by hand and refilled with `w.grad.fill_(0)` after `local_optim.zero_grad()`: the clear
+    # does not reach that leaf's `.grad`. Twin: the leaf is one of the optimizer's parameters
+    "leaf-outside-the-cleared-optimizer": (Shape("""
+        def adapt(net, init, steps):
+            inner = torch.optim.SGD(net.parameters(), lr=0.1)
+            head = init.detach().requires_grad_()
+            for _ in range(steps):
+                loss = (net(torch.ones(1, 3)) @ head).sum()
+                loss.backward()
+                inner.step()
+                head.data -= 0.1 * head.grad
+                inner.zero_grad()
+                head.grad.fill_(0)
+            head = head.detach() + 0
+            return head
+        out = adapt(nn.Linear(3, 2), torch.ones(2, 2), 3)
+        """, "GT553"), Shape("""
+        def adapt(net, init, steps):
+            head = init.detach().requires_grad_()
+            inner = torch.optim.SGD(list(net.parameters()) + [head], lr=0.1)
+            for _ in range(steps):
+                loss = (net(torch.ones(1, 3)) @ head).sum()
+                loss.backward()
+                inner.step()
+                inner.zero_grad()
+                head.grad.fill_(0)
+            return head
+        out = adapt(nn.Linear(3, 2), torch.ones(2, 2), 3)
+        """, "GT553", line=8, raises=(AttributeError, "'NoneType' object has no attribute"))),
 }
 
 
@@ -160,3 +192,62 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# lightning-tutorials (UvA meta-learning, ProtoMAML): `training_step` calls `outer_loop`, which
+# runs `loss.backward()` per task and steps `self.optimizers()` itself, then returns None on
+# purpose: under automatic optimization the weights still move. Twin: the method only logs
+# its loss: Lightning skips every batch, the weights never move
+LIGHTNING = """
+import tempfile
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Proto(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 1)
+
+    def outer(self, batch):
+        x, y = batch
+        loss = F.mse_loss(self.net(x), y)
+        {body}
+
+    def training_step(self, batch, batch_idx):
+        self.outer(batch)
+        return None
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+torch.manual_seed(0)
+data = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8)
+model = Proto()
+before = [p.detach().clone() for p in model.parameters()]
+L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+          enable_model_summary=False, default_root_dir=tempfile.mkdtemp()).fit(model, data)
+moved = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+"""
+STEPS = "loss.backward()\n        opt = self.optimizers()\n        opt.step()\n        opt.zero_grad()"
+
+
+@pytest.mark.parametrize("body,line", [
+    (STEPS, None),  # the look-alike: the method steps `self.optimizers()` itself
+    ("self.log('train_loss', loss)", 22),  # the twin: nothing steps, the batch is skipped
+])
+def test_training_step_that_steps_by_hand(body: str, line: int | None) -> None:
+    pytest.importorskip("lightning")
+    import warnings
+    src = LIGHTNING.replace("{body}", body)
+    got = [(f.line, f.code) for f in check_source(src, "t.py") if f.code == "GT530"]
+    assert got == ([] if line is None else [(line, "GT530")])
+    env: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(src, "t.py", "exec"), env)
+    assert env["moved"] is (line is None)
