@@ -120,6 +120,27 @@ def _rebound_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
     return False
 
 
+def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
+    """A statement of the module's own body whose receiver is a module-level name that no
+    later statement of the module reads and no function or class of the file reads: nothing
+    could see an update of it, so none is lost; the line shows a value, as a notebook cell's
+    last line does (``x.add(y)`` after ``x = x.to(device)``, ``torch.sqrt(tm)``)."""
+    if not isinstance(target, ast.Name) or len(ctx.stmts) != 1 \
+            or node not in getattr(ctx.tree, "body", ()):
+        return False
+    name = target.id
+
+    def reads(tree: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Store)
+                   or isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                   for n in ast.walk(tree))
+    body = ctx.tree.body  # type: ignore[attr-defined]
+    if any(reads(s) for s in body[body.index(node) + 1:]):
+        return False
+    return not any(isinstance(f, FUNCTION_TYPES + (ast.ClassDef, ast.Lambda)) and reads(f)
+                   for s in body[:body.index(node)] for f in ast.walk(s))
+
+
 class TensorOpResultDiscarded(Rule):
     """An out-of-place tensor operation (`t.clamp(-1, 1)`, `torch.clamp(g, -1, 1)`,
     `p.grad.mul(0.5)`) written as a statement of its own: its result is thrown away.
@@ -235,7 +256,8 @@ class TensorOpResultDiscarded(Rule):
             return
         if method == "detach" and (call.args or call.keywords):
             return
-        if not _held(target) or _rebound_unread(node, target, ctx):
+        if not _held(target) or _rebound_unread(node, target, ctx) \
+                or _top_level_unread(node, target, ctx):
             return
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
             "cut from the graph" if method == "detach" else "update"

@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES, NOT_MODULES
+from gradtrace.lint.analysis.ranks import ONE, SCALAR, rank
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -181,7 +182,11 @@ class BackwardSeededWithItself(Rule):
     every `.grad` the true gradient times the loss's current value (the gradient of
     `loss ** 2 / 2`): the step size follows the loss, so training crawls when the loss is
     small and blows up when it is large. A scalar loss needs no argument: `loss.backward()`.
-    Known limits: the same name (or its `.detach()`/`.clone()`/`.data`) in both places.
+    A value of many elements seeded with itself gives the gradient of `(v ** 2).sum() / 2`
+    (DeepDream's `activations.backward(activations)`; `backward()` alone would raise there):
+    left alone.
+    Known limits: the same name (or its `.detach()`/`.clone()`/`.data`) in both places, a
+    value the file shows to hold one element (a reduction, a default-reduction loss).
     """
 
     code = "GT796"
@@ -214,5 +219,9 @@ class BackwardSeededWithItself(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         got = _self_seeded(node, ctx)
-        if got is not None:
-            yield self.report(node, ctx, value=ctx.source(got))
+        if got is None:
+            return
+        r = rank(_strip(got), ctx.scope(), ctx, node.lineno)
+        if r is None or r.what not in (SCALAR, ONE):
+            return  # not known to hold one element: `v.backward(v)` may mean (v**2).sum()/2
+        yield self.report(node, ctx, value=ctx.source(got))

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
@@ -79,6 +80,56 @@ def _calls_refill(ctx: Context, fn: ast.AST, s: ast.stmt) -> bool:
                     _refills(x) for x in ctx.scope(c).stmts)):
             return True
     return False
+
+
+def _owner(w: ast.AST) -> ast.AST | None:
+    """The tensor whose ``.grad`` write ``w`` (from :func:`grad_write`) writes."""
+    if isinstance(w, ast.Call):
+        e: ast.AST | None = w.func.value  # type: ignore[attr-defined]
+    elif isinstance(w, ast.AugAssign):
+        e = w.target
+    else:
+        e = next((t.value for t in getattr(w, "targets", ()) if isinstance(t, ast.Subscript)),
+                 None)
+    if isinstance(e, ast.Attribute) and e.attr == "data":
+        e = e.value
+    return e.value if isinstance(e, ast.Attribute) and e.attr == "grad" else None
+
+
+def _made_leaf(v: ast.AST | None) -> bool:
+    """``t.detach().requires_grad_()``, ``torch.zeros(n, requires_grad=True)``: a plain tensor
+    made a leaf here (no ``nn.Parameter``: no module holds it)."""
+    if not isinstance(v, ast.Call):
+        return False
+    if isinstance(v.func, ast.Attribute) and v.func.attr == "requires_grad_" and not v.args:
+        return True
+    return (dotted(v.func) or "").startswith("torch.") and any(
+        k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in v.keywords)
+
+
+def _outside_clear(w: ast.AST, s: ast.stmt, clear: ast.Call, f: LoopFacts) -> bool:
+    """The ``.grad`` written (by ``w`` of statement ``s``) belongs to a name every binding of
+    which that can reach ``s`` (above it, or in a loop around it) is a leaf made here, and the cleared optimizer is built in the function from arguments that do
+    not hold it, with no ``add_param_group`` of it: the clear leaves that ``.grad`` a tensor
+    (UvA's ProtoMAML: ``local_optim`` over ``local_model.parameters()``, its output layer
+    ``output_weight = init.detach().requires_grad_()`` updated and refilled by hand)."""
+    owner, opt = _owner(w), clear.func.value if isinstance(clear.func, ast.Attribute) else None
+    if not isinstance(owner, ast.Name) or not isinstance(opt, ast.Name):
+        return False
+    loops = f.loops_of(s)
+    leaf = [b for b in f.scope.bindings.get(owner.id, ()) if b.line <= s.lineno
+            or any(f.inside(b.stmt, lp) for lp in loops)]
+    built = f.scope.bindings.get(opt.id, ())
+    if not leaf or not all(_made_leaf(b.value) for b in leaf) or not built or not all(
+            isinstance(b.value, ast.Call) for b in built):
+        return False
+
+    def holds(e: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == owner.id for n in ast.walk(e))
+    return not any(holds(b.value) for b in built if b.value is not None) and not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "add_param_group" and holds(n) for n in walk(f.node))
 
 
 class GradWrittenAfterZeroGrad(LoopRule):
@@ -160,7 +211,7 @@ class GradWrittenAfterZeroGrad(LoopRule):
         done: set[int] = set()
         backwards = [b.stmt for b in f.backwards if b.accumulates]
         for z in reversed(clears):  # the clear nearest before the write first
-            got = self._first_write(f, ctx, z.stmt, refills)
+            got = self._first_write(f, ctx, z.stmt, refills, z.call)
             if got is None or id(got[1]) in done:
                 continue
             w, s = got
@@ -184,8 +235,8 @@ class GradWrittenAfterZeroGrad(LoopRule):
                 remedy="clear with `set_to_none=False`, or assign the gradient (`p.grad = g`)")
 
     @staticmethod
-    def _first_write(f: LoopFacts, ctx: Context, clear: ast.stmt,
-                     refills: list[ast.stmt]) -> tuple[ast.AST, ast.stmt] | None:
+    def _first_write(f: LoopFacts, ctx: Context, clear: ast.stmt, refills: list[ast.stmt],
+                     clear_call: ast.Call) -> tuple[ast.AST, ast.stmt] | None:
         """The first in-place ``.grad`` write that runs after ``clear`` with no refill between:
         among the statements of the clear's innermost loop (also before it, on the next pass,
         when the loop refills nothing), or, outside loops, the statements after it up to the
@@ -218,6 +269,8 @@ class GradWrittenAfterZeroGrad(LoopRule):
             if any(f.inside(s, o) for o in tests):
                 continue
             w = grad_write(s)
+            if w is not None and _outside_clear(w, s, clear_call, f):
+                continue
             if w is None:
                 for n in walk(s):
                     callee = ctx.analysis.callee(n, f.node) if isinstance(n, ast.Call) \

@@ -98,6 +98,47 @@ def _no_optimizer(chain: list[ast.ClassDef]) -> bool:
     return bool(fns) and not any(_returns_value(f) or _abstract(f) for f in fns)
 
 
+def _optimizers_call(e: ast.AST) -> bool:
+    """``e`` holds a ``self.optimizers(...)`` call (Lightning's handle on the configured ones)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "optimizers" and isinstance(n.func.value, ast.Name)
+               and n.func.value.id == "self" for n in ast.walk(e))
+
+
+def _steps_itself(step: ast.AST, chain: list[ast.ClassDef]) -> bool:
+    """``training_step``, or a method of the classes it calls as ``self.m(...)`` (through such
+    calls), runs a backward and steps an optimizer it takes from ``self.optimizers()``: it
+    trains by hand, whatever it returns (UvA's ProtoMAML: ``outer_loop`` backwards each task,
+    adds the gradients and steps ``self.optimizers()``)."""
+    methods = {s.name: s for k in chain for s in k.body if isinstance(s, FUNCS)}
+    seen: list[ast.AST] = []
+    todo = [step]
+    backward = stepped = False
+    while todo:
+        fn = todo.pop()
+        if any(fn is x for x in seen) or len(seen) > 8:
+            continue
+        seen.append(fn)
+        handles = {t.id for n in scope_nodes(fn) if isinstance(n, ast.Assign)
+                   and _optimizers_call(n.value) for tg in n.targets for t in ast.walk(tg)
+                   if isinstance(t, ast.Name)}
+        for n in scope_nodes(fn):
+            if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Attribute):
+                continue
+            f = n.func
+            if f.attr in ("backward", "manual_backward"):
+                backward = True
+            elif f.attr == "step":
+                root = f.value
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in handles or _optimizers_call(f.value):
+                    stepped = True
+            elif isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in methods:
+                todo.append(methods[f.attr])
+    return backward and stepped
+
+
 class TrainingStepReturnsNothing(Rule):
     """A LightningModule's `training_step` never returns the loss, under automatic optimization.
 
@@ -110,7 +151,8 @@ class TrainingStepReturnsNothing(Rule):
     Known limits: classes of the file that derive from `LightningModule` (directly or through
     another class of the file); a `training_step` inherited from elsewhere is not read; a
     class whose `configure_optimizers` returns nothing (no optimizer: a feature-collecting
-    pass) is left alone.
+    pass) is left alone, and so is a `training_step` that runs a backward and steps
+    `self.optimizers()` itself (or through the class's methods it calls).
     """
 
     code = "GT530"
@@ -166,7 +208,8 @@ class TrainingStepReturnsNothing(Rule):
             step = next((s for s in c.body if isinstance(s, FUNCS)
                          and s.name == "training_step"), None)
             if step is None or _abstract(step) or _returns_value(step) or \
-                    any(_manual(k) for k in _chain(c, found)) or _no_optimizer(_chain(c, found)):
+                    any(_manual(k) for k in _chain(c, found)) or _no_optimizer(_chain(c, found)) \
+                    or _steps_itself(step, _chain(c, found)):
                 continue
             last = step.body[-1]
             yield self.report(last, ctx, cls=name, related=[Related(

@@ -218,7 +218,8 @@ def _accumulation_branch(f: LoopFacts, s: Step, loop: ast.stmt
     """An ``if ... % N`` branch of ``loop`` not around ``s``, with an every-pass backward
     of the loop whose loss is divided by ``N``."""
     for x in f.within(loop):
-        if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x):
+        if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
+                or f.scope.exclusive(s.stmt, x):
             continue
         for m in _remainders(x.test):
             n = dotted(m.right)
@@ -333,7 +334,9 @@ def _stepping_branch(f: LoopFacts, s: Step, loop: ast.stmt
     """An ``if ... % N`` branch of ``loop`` (``N`` a name, not 1), not around ``s``, that
     steps the same optimizer as ``s``, with a backward of the loop on every pass: the loop
     accumulates over ``N`` passes and ``s`` steps on every one of them as well (ECO-pytorch's
-    stray step after the ``iter_size`` block)."""
+    stray step after the ``iter_size`` block). A step in another arm of an ``if`` than the
+    branch's step never runs in the same pass (``if k is None: step`` / ``elif i % k == 0:
+    step``; a TPU arm stepping on every pass beside a GPU arm that accumulates)."""
     for x in f.within(loop):
         if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
                 or tuple(f.loops_of(x)[-1:]) != (loop,):
@@ -343,7 +346,8 @@ def _stepping_branch(f: LoopFacts, s: Step, loop: ast.stmt
             continue
         other = next((o for o in f.steps if o is not s and o.optimizer == s.optimizer
                       and not o.closure and f.inside(o.stmt, x)
-                      and step_loop(f, o) is loop), None)
+                      and step_loop(f, o) is loop and not f.scope.exclusive(s.stmt, o.stmt)),
+                     None)
         if other is None or not any(b.accumulates and f.inside(b.stmt, loop)
                                     and not f.inside(b.stmt, x) for b in f.backwards):
             continue
