@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.analysis.grad_values import passed_requiring, requires_grad
+from gradtrace.lint.analysis.graph_params import graph_params
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.input_writes import first_layer as inplace_first_layer
 from gradtrace.lint.analysis.input_writes import spells_inplace_layer
@@ -21,6 +22,7 @@ from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
 from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller, from_passed
+from gradtrace.lint.rules.inplace._self_saves import INPUT_SAVING_OPS, self_saved
 
 # layers whose backward needs their input (the weight gradient is input x grad): checked on
 # torch 2.13, `x += 1` after `y = layer(x)` makes `y`'s backward raise
@@ -35,13 +37,6 @@ SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
 VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
                    "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
-# elementwise ops and reductions whose backward needs their input (checked one by one on torch
-# 2.13: `y = f(x)`, then `x.div_(y)`, then backward raises); not exp/sqrt/tanh/sigmoid/
-# softmax (they save their output), nor sum/mean (shapes only)
-INPUT_SAVING_OPS = frozenset({
-    "norm", "vector_norm", "normalize", "pow", "square", "log", "sin", "cos", "abs", "clamp",
-    "softplus", "var", "std", "gelu", "silu", "mish", "elu", "leaky_relu", "logsigmoid", "erf",
-    "atan", "amax"})
 
 
 def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
@@ -55,7 +50,7 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
     pass: asked only for the name a write touches)."""
     out: list[tuple[str, ast.AST, tuple[str, list]]] = []
     for n in walk(e):
-        saved = _input_saved(n, ctx)
+        saved = _input_saved(n, ctx) or _unview_opt(self_saved(n, ctx, ctx.function or ctx.tree))
         if isinstance(saved, ast.Name):  # `F.softplus(x)`, `x.norm(dim=-1)`: if x has a graph
             out.append((saved.id, n, ("grad", [saved])))
         if isinstance(n, ast.Call) and n.args:
@@ -102,10 +97,9 @@ def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
         return False
     if requires_grad(ctx, fn, e, line) is not None or from_passed(ctx, fn, e, line):
         return True
-    return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) \
-        and ctx.scope(fn).binding_before(e.id, line) is None \
-        and ctx.memo("gt605-passed:" + e.id, fn, lambda: passed_requiring(
-            ctx, fn, e.id) is not None)
+    return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) and any(  # NOTE [graph through helper returns]
+        ctx.memo("gt605-passed:" + p, fn, lambda: passed_requiring(ctx, fn, p) is not None)
+        for p in sorted(graph_params(ctx, fn, e, line)))
 
 
 def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
@@ -135,6 +129,11 @@ def _unview(e: ast.expr) -> ast.expr:
             e = e.func.value
         else:
             return e
+
+
+def _unview_opt(e: ast.expr | None) -> ast.expr | None:
+    """:func:`_unview` of what NOTE [ops that save the written tensor] finds, if anything."""
+    return None if e is None else _unview(e)
 
 
 def _written(s: ast.stmt) -> str | None:
@@ -408,8 +407,8 @@ def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
         return None
     if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
         return None
-    found = [(v, n, saved) for v in values for n in walk(v)
-             if (saved := _input_saved(n, ctx)) is not None]
+    found = [(v, n, saved) for v in values for n in walk(v) if (saved := _input_saved(n, ctx) or _unview_opt(
+        self_saved(n, ctx, ctx.function or ctx.tree))) is not None]
     if not found:  # most writes: no saving op in their value, no spelling to compare
         return None
     spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
