@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.module_results import basic_index
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -29,7 +30,46 @@ INPUT_SAVING_OPS = frozenset({
     "norm", "vector_norm", "normalize", "pow", "square", "log", "sin", "cos", "abs", "clamp",
     "softplus", "var", "std", "gelu", "silu", "mish", "elu", "leaky_relu", "logsigmoid", "erf",
     "atan", "amax"})
+VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
+                   "unflatten", "narrow", "select", "expand"})
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def saved_by(n: ast.AST, ctx: Context) -> ast.expr | None:
+    """The (unviewed) tensor ``n`` saves for backward as its input: :func:`input_saved`, else
+    :func:`self_saved`."""
+    got = input_saved(n, ctx) or self_saved(n, ctx, ctx.function or ctx.tree)
+    return None if got is None else unview(got)
+
+
+def input_saved(n: ast.AST, ctx: Context) -> ast.expr | None:
+    """The (unviewed) tensor an op of :data:`INPUT_SAVING_OPS` saves: the receiver of
+    ``x.norm(...)``, the first argument of ``F.softplus(x)`` / ``torch.linalg.vector_norm(x)``."""
+    if not isinstance(n, ast.Call):
+        return None
+    f = n.func
+    name = f.attr if isinstance(f, ast.Attribute) else ""
+    if name not in INPUT_SAVING_OPS:
+        return None
+    if (ctx.qualified_name(f) or "").startswith("torch."):
+        return unview(n.args[0]) if n.args and not isinstance(n.args[0], ast.Starred) else None
+    recv = f.value  # type: ignore[attr-defined]
+    if isinstance(recv, ast.Name) and recv.id == "self":
+        return None  # `self.norm(h)`: a layer named `norm`, not `Tensor.norm`
+    return unview(recv)
+
+
+def unview(e: ast.expr) -> ast.expr:
+    """``x.transpose(1, 2)`` / ``x[:, 0]`` -> ``x``: a view shares ``x``'s version counter, so
+    a later in-place write into ``x`` changes what the layer saved."""
+    while True:
+        if isinstance(e, ast.Subscript) and basic_index(e.slice):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in VIEWS and not e.keywords:
+            e = e.func.value
+        else:
+            return e
 
 
 def self_saved(n: ast.AST, ctx: Context, where: ast.AST) -> ast.expr | None:

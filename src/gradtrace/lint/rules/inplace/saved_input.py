@@ -12,7 +12,7 @@ from gradtrace.lint.analysis.graph_params import graph_params
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.input_writes import first_layer as inplace_first_layer
 from gradtrace.lint.analysis.input_writes import spells_inplace_layer
-from gradtrace.lint.analysis.module_results import attr_module, basic_index, first_layer
+from gradtrace.lint.analysis.module_results import attr_module, first_layer
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place
@@ -22,7 +22,7 @@ from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
 from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller, from_passed
-from gradtrace.lint.rules.inplace._self_saves import INPUT_SAVING_OPS, self_saved
+from gradtrace.lint.rules.inplace._self_saves import saved_by, unview as _unview
 
 # layers whose backward needs their input (the weight gradient is input x grad): checked on
 # torch 2.13, `x += 1` after `y = layer(x)` makes `y`'s backward raise
@@ -34,8 +34,6 @@ SAVING_MODULES = frozenset({
 SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
                           "torch.nn.functional.linear", "torch.nn.functional.conv1d",
                           "torch.nn.functional.conv2d", "torch.nn.functional.conv3d"})
-VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
-                   "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
 
 
@@ -50,7 +48,7 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
     pass: asked only for the name a write touches)."""
     out: list[tuple[str, ast.AST, tuple[str, list]]] = []
     for n in walk(e):
-        saved = _input_saved(n, ctx) or _unview_opt(self_saved(n, ctx, ctx.function or ctx.tree))
+        saved = saved_by(n, ctx)
         if isinstance(saved, ast.Name):  # `F.softplus(x)`, `x.norm(dim=-1)`: if x has a graph
             out.append((saved.id, n, ("grad", [saved])))
         if isinstance(n, ast.Call) and n.args:
@@ -69,23 +67,6 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
                 if isinstance(a, ast.Name):
                     out.append((a.id, n, ("param", [b])))
     return out
-
-
-def _input_saved(n: ast.AST, ctx: Context) -> ast.expr | None:
-    """The (unviewed) tensor an op of :data:`INPUT_SAVING_OPS` saves: the receiver of
-    ``x.norm(...)``, the first argument of ``F.softplus(x)`` / ``torch.linalg.vector_norm(x)``."""
-    if not isinstance(n, ast.Call):
-        return None
-    f = n.func
-    name = f.attr if isinstance(f, ast.Attribute) else ""
-    if name not in INPUT_SAVING_OPS:
-        return None
-    if (ctx.qualified_name(f) or "").startswith("torch."):
-        return _unview(n.args[0]) if n.args and not isinstance(n.args[0], ast.Starred) else None
-    recv = f.value  # type: ignore[attr-defined]
-    if isinstance(recv, ast.Name) and recv.id == "self":
-        return None  # `self.norm(h)`: a layer named `norm`, not `Tensor.norm`
-    return _unview(recv)
 
 
 def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
@@ -116,24 +97,6 @@ def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results])
     got = attr_module(operands[0], ctx, ctx.function)
     return got is not None and first_layer(got[0], ctx, got[1]) in SAVING_MODULES
-
-
-def _unview(e: ast.expr) -> ast.expr:
-    """``x.transpose(1, 2)`` / ``x[:, 0]`` -> ``x``: a view shares ``x``'s version counter, so
-    a later in-place write into ``x`` changes what the layer saved."""
-    while True:
-        if isinstance(e, ast.Subscript) and basic_index(e.slice):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in VIEWS and not e.keywords:
-            e = e.func.value
-        else:
-            return e
-
-
-def _unview_opt(e: ast.expr | None) -> ast.expr | None:
-    """:func:`_unview` of what NOTE [ops that save the written tensor] finds, if anything."""
-    return None if e is None else _unview(e)
 
 
 def _written(s: ast.stmt) -> str | None:
@@ -186,6 +149,10 @@ class InplaceWriteToSavedInput(Rule):
     tensor carries a graph (a layer's result, or a parameter its callers give one:
     NOTE [values that require grad]): `z /= z.norm(dim=-1, keepdim=True)` (APRIL-GAN's patch
     tokens, a list element written through its own spelling), `h[:, 0] *= F.softplus(h[:, 0])`.
+    So does a product of the tensor with itself (`h * h`, `h ** 2`) or a helper of the file
+    that runs one on its arguments: `h /= torch.sqrt(_dot(h, h))` with `_dot(a, b)` returning
+    `torch.sum(a * b, -1)` (kaolin#832); the tensor's graph is followed through the file's
+    helper returns to a parameter its callers give one (NOTE [graph through helper returns]).
     A helper's local built by indexing and arithmetic from an argument its callers pass with
     grad, differentiated there by `torch.autograd.grad` (forces from an energy), counts too
     (NOTE [passed graph]): `v = x[i] - x[j]; v /= torch.norm(v, dim=1).unsqueeze(1)`.
@@ -202,6 +169,34 @@ class InplaceWriteToSavedInput(Rule):
     triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")  # `x = self.act(x)`: visit_Module
     gate_statements = True
     examples = [
+        Bad("""
+            import torch
+
+            def _dot(a, b):
+                return torch.sum(a * b, dim=-1, keepdim=True)
+
+            def half_vector(light, view):
+                h = light + view
+                h /= torch.sqrt(_dot(h, h))
+                return h
+
+            light = torch.nn.Parameter(torch.randn(8, 3))
+            half_vector(light, torch.randn(8, 3)).sum().backward()
+            """, at=(8, 4)),
+        Good("""
+            import torch
+
+            def _dot(a, b):
+                return torch.sum(a * b, dim=-1, keepdim=True)
+
+            def half_vector(light, view):
+                h = light + view
+                h = h / torch.sqrt(_dot(h, h))
+                return h
+
+            light = torch.nn.Parameter(torch.randn(8, 3))
+            half_vector(light, torch.randn(8, 3)).sum().backward()
+            """),
         Bad("""
             import torch.nn as nn
 
@@ -393,9 +388,9 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
 
 def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
     """(the written spelling, the op) for ``t[i] /= t[i].norm(dim=-1, keepdim=True)``: an
-    in-place write whose own value holds an op of :data:`INPUT_SAVING_OPS` of the very
-    tensor it writes (same spelling: a list element, an attribute), that tensor carrying a
-    graph. The norm saved ``t[i]``, the division overwrites it: backward raises (APRIL-GAN's
+    in-place write whose own value holds an op that saves the very tensor it writes
+    (NOTE [ops that save the written tensor]; same spelling: a list element, an attribute),
+    that tensor carrying a graph. The norm saved ``t[i]``, the division overwrites it: backward raises (APRIL-GAN's
     patch tokens)."""
     if isinstance(s, ast.AugAssign) and isinstance(s.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
         target, values = s.target, [s.value]
@@ -407,8 +402,7 @@ def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
         return None
     if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
         return None
-    found = [(v, n, saved) for v in values for n in walk(v) if (saved := _input_saved(n, ctx) or _unview_opt(
-        self_saved(n, ctx, ctx.function or ctx.tree))) is not None]
+    found = [(v, n, saved) for v in values for n in walk(v) if (saved := saved_by(n, ctx)) is not None]
     if not found:  # most writes: no saving op in their value, no spelling to compare
         return None
     spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
