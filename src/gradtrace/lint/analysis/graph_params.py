@@ -38,8 +38,8 @@ NONE: frozenset[str] = frozenset()
 
 
 def graph_params(ctx: Context, fn: ast.AST, e: ast.AST, line: int) -> frozenset[str]:
-    """The parameters of ``fn`` whose graph ``e``, read at ``line``, surely carries (NOTE
-    [graph through helper returns])."""
+    """The parameters of ``fn`` whose graph ``e``, read at ``line``, surely carries
+    (NOTE [graph through helper returns])."""
     if not isinstance(fn, FUNCTION_TYPES):
         return NONE
     return _params(ctx, fn, e, line, 0, 0)
