@@ -148,6 +148,74 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w = nn.Parameter(torch.randn(4, 3))
         unit(w * 2, 1.0).sum().backward()
         """, "GT605", 6, raises=SAVED)),
+    # GT799, RTVC PR#678: a ReLU output divided by its own norm (a dead row: 0 / 0 = NaN).
+    # Look-alike: the epsilon the fix adds
+    "relu-embedding-over-own-norm": (Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(8, 4)
+                self.relu = nn.ReLU()
+
+            def forward(self, h):
+                raw = self.relu(self.linear(h))
+                return raw / (torch.norm(raw, dim=1, keepdim=True) + 1e-5)
+
+        enc = Encoder()
+        with torch.no_grad():
+            enc.linear.bias.fill_(-10.0)
+        out = enc(torch.randn(3, 8))
+        out.sum().backward()
+        """, "GT799", holds="not torch.isnan(out).any()"), Shape("""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(8, 4)
+                self.relu = nn.ReLU()
+
+            def forward(self, h):
+                raw = self.relu(self.linear(h))
+                return raw / torch.norm(raw, dim=1, keepdim=True)
+
+        enc = Encoder()
+        with torch.no_grad():
+            enc.linear.bias.fill_(-10.0)
+        out = enc(torch.randn(3, 8))
+        out.sum().backward()
+        """, "GT799", 9, holds="torch.isnan(out).all()")),
+    # VARIANT: `F.relu` then `x / x.norm(...)` in a training loop (`x /= x.norm(...)` is GT605's). Look-alike: a Linear output
+    # (no exact zero row) over its norm
+    "functional-relu-in-place-division": (Shape("""
+        lin = nn.Linear(8, 4)
+        for step in range(2):
+            z = lin(torch.randn(3, 8))
+            z = z / z.norm(dim=-1, keepdim=True)
+            loss = z.sum()
+            loss.backward()
+        """, "GT799", holds="not torch.isnan(z).any()"), Shape("""
+        lin = nn.Linear(8, 4)
+        with torch.no_grad():
+            lin.bias.fill_(-10.0)
+        for step in range(2):
+            z = torch.nn.functional.relu(lin(torch.randn(3, 8)))
+            z = z / z.norm(dim=-1, keepdim=True)
+            loss = z.sum()
+            loss.backward()
+        """, "GT799", 6, holds="torch.isnan(loss)")),
+    # VARIANT: `clamp(min=0)` and `torch.linalg.vector_norm`. Look-alike: `F.normalize` (eps)
+    "clamped-over-linalg-norm": (Shape("""
+        w = nn.Parameter(torch.randn(4, 3) - 10.0)
+        x = torch.randn(2, 4).abs()
+        r = (x @ w).clamp(min=0)
+        out = torch.nn.functional.normalize(r, dim=-1)
+        out.sum().backward()
+        """, "GT799", holds="not torch.isnan(out).any()"), Shape("""
+        w = nn.Parameter(torch.randn(4, 3) - 10.0)
+        x = torch.randn(2, 4).abs()
+        r = (x @ w).clamp(min=0)
+        out = r / torch.linalg.vector_norm(r, dim=-1, keepdim=True)
+        out.sum().backward()
+        """, "GT799", 4, holds="torch.isnan(out).all()")),
 }
 
 
