@@ -216,6 +216,67 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         out = r / torch.linalg.vector_norm(r, dim=-1, keepdim=True)
         out.sum().backward()
         """, "GT799", 4, holds="torch.isnan(out).all()")),
+    # GT484, LaplaceNet#1: the semi-supervised phase nested under the supervised branch's
+    # `if epoch < 10:` with `if epoch >= 10:` never runs. Look-alike: the two `if`s side by side
+    "semi-phase-under-supervised-branch": (Shape("""
+        calls = {"semi": 0}
+        net = nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+        def train_semi(x):
+            calls["semi"] += 1
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+
+        for epoch in range(4):
+            if epoch < 2:
+                opt.zero_grad()
+                net(torch.randn(3, 4)).sum().backward()
+            if epoch >= 2:
+                train_semi(torch.randn(3, 4))
+        """, "GT484", holds="calls['semi'] == 2"), Shape("""
+        calls = {"semi": 0}
+        net = nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+        def train_semi(x):
+            calls["semi"] += 1
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+
+        for epoch in range(4):
+            if epoch < 2:
+                opt.zero_grad()
+                net(torch.randn(3, 4)).sum().backward()
+                if epoch >= 2:
+                    train_semi(torch.randn(3, 4))
+        """, "GT484", 15, holds="calls['semi'] == 0")),
+    # VARIANT: the `else` branch of `if step < warmup:` (the step counts from `warmup`), a direct
+    # `backward()` under `if step < 10` there. Look-alike: the name is reassigned in the branch
+    "else-branch-and-reassigned-name": (Shape("""
+        net = nn.Linear(4, 2)
+        ran = []
+        for step in range(20):
+            if step < 10:
+                pass
+            else:
+                step = step - 10
+                if step < 5:
+                    net(torch.randn(3, 4)).sum().backward()
+                    ran.append(step)
+        """, "GT484", holds="len(ran) == 5"), Shape("""
+        net = nn.Linear(4, 2)
+        ran = []
+        for step in range(20):
+            if step < 10:
+                pass
+            else:
+                if step < 5:
+                    net(torch.randn(3, 4)).sum().backward()
+                    ran.append(step)
+        """, "GT484", 7, holds="ran == []")),
 }
 
 
