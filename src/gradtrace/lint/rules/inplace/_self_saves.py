@@ -35,10 +35,21 @@ VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transp
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def saved_by(n: ast.AST, ctx: Context) -> ast.expr | None:
+def saved_by(n: ast.AST, ctx: Context, written: str | None = None) -> ast.expr | None:
     """The (unviewed) tensor ``n`` saves for backward as its input: :func:`input_saved`, else
-    :func:`self_saved`."""
-    got = input_saved(n, ctx) or self_saved(n, ctx, ctx.function or ctx.tree)
+    :func:`self_saved`; a helper of the file is read only for the value of a write into
+    ``written`` that passes it ``written`` (a helper's body is read once, but the calls of
+    every statement are many)."""
+    if isinstance(n, ast.Call):
+        got = input_saved(n, ctx)
+        if got is None and (isinstance(n.func, ast.Attribute) and n.func.attr == "mul"
+                            or written is not None and any(
+                                ctx.source(a) == written for a in n.args)):
+            got = self_saved(n, ctx, ctx.function or ctx.tree)
+    elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult, ast.Pow)):
+        got = self_saved(n, ctx, ctx.function or ctx.tree)
+    else:
+        return None
     return None if got is None else unview(got)
 
 

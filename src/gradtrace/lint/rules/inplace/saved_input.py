@@ -42,13 +42,14 @@ def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
     return k is not None and k.what == PARAMETER
 
 
-def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
+def _candidates(e: ast.AST, ctx: Context, written: str | None = None
+                ) -> list[tuple[str, ast.AST, tuple[str, list]]]:
     """(name, op, test) for each bare name an op in ``e`` may save as its input, in walk
     order; the op saves it when :func:`_saves_it` passes ``test`` (kinds cost a data-flow
     pass: asked only for the name a write touches)."""
     out: list[tuple[str, ast.AST, tuple[str, list]]] = []
     for n in walk(e):
-        saved = saved_by(n, ctx)
+        saved = saved_by(n, ctx, written)
         if isinstance(saved, ast.Name):  # `F.softplus(x)`, `x.norm(dim=-1)`: if x has a graph
             out.append((saved.id, n, ("grad", [saved])))
         if isinstance(n, ast.Call) and n.args:
@@ -380,7 +381,7 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     for v in value:
         receivers = [r for r in map(_cut_call, walk(v)) if r is not None]
         cut = {id(n) for r in receivers for n in walk(r)}  # `self.ln(x).detach()`
-        for n, op, test in _candidates(v, ctx):
+        for n, op, test in _candidates(v, ctx, name):
             if n == name and id(op) not in cut and _saves_it(test, ctx, s.lineno):
                 return op
     return None
@@ -402,10 +403,11 @@ def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
         return None
     if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
         return None
-    found = [(v, n, saved) for v in values for n in walk(v) if (saved := saved_by(n, ctx)) is not None]
-    if not found:  # most writes: no saving op in their value, no spelling to compare
-        return None
     spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
+    found = [(v, n, saved) for v in values for n in walk(v)
+             if (saved := saved_by(n, ctx, spelt)) is not None]
+    if not found:  # most writes: no saving op in their value
+        return None
     for v, n, saved in found:
         cut = {id(x) for r in map(_cut_call, walk(v)) if r is not None for x in walk(r)}
         if id(n) not in cut and ctx.source(saved) == spelt \
