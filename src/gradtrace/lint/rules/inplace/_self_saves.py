@@ -35,7 +35,8 @@ VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transp
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def saved_by(n: ast.AST, ctx: Context, written: str | None = None) -> ast.expr | None:
+def saved_by(n: ast.AST, ctx: Context, written: ast.expr | str | None = None
+             ) -> ast.expr | None:
     """The (unviewed) tensor ``n`` saves for backward as its input: :func:`input_saved`, else
     :func:`self_saved`; a helper of the file is read only for the value of a write into
     ``written`` that passes it ``written`` (a helper's body is read once, but the calls of
@@ -43,14 +44,22 @@ def saved_by(n: ast.AST, ctx: Context, written: str | None = None) -> ast.expr |
     if isinstance(n, ast.Call):
         got = input_saved(n, ctx)
         if got is None and (isinstance(n.func, ast.Attribute) and n.func.attr == "mul"
-                            or written is not None and any(
-                                ctx.source(a) == written for a in n.args)):
+                            or written is not None and any(_is(a, written) for a in n.args)):
             got = self_saved(n, ctx, ctx.function or ctx.tree)
     elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult, ast.Pow)):
         got = self_saved(n, ctx, ctx.function or ctx.tree)
     else:
         return None
     return None if got is None else unview(got)
+
+
+def _is(a: ast.expr, written: ast.expr | str) -> bool:
+    """``a`` spells ``written`` (a name, or the same attribute / subscript expression)."""
+    if isinstance(written, str):
+        return isinstance(a, ast.Name) and a.id == written
+    if isinstance(written, ast.Name):
+        return isinstance(a, ast.Name) and a.id == written.id
+    return type(a) is type(written) and ast.dump(a) == ast.dump(written)
 
 
 def input_saved(n: ast.AST, ctx: Context) -> ast.expr | None:

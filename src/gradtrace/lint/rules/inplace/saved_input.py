@@ -403,11 +403,12 @@ def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
         return None
     if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
         return None
-    spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
+    base = _unview(target)  # `h[:, 0]`: a view of `h`, one version counter
     found = [(v, n, saved) for v in values for n in walk(v)
-             if (saved := saved_by(n, ctx, spelt)) is not None]
-    if not found:  # most writes: no saving op in their value
+             if (saved := saved_by(n, ctx, base)) is not None]
+    if not found:  # most writes: no saving op in their value, no spelling to compare
         return None
+    spelt = ctx.source(base)
     for v, n, saved in found:
         cut = {id(x) for r in map(_cut_call, walk(v)) if r is not None for x in walk(r)}
         if id(n) not in cut and ctx.source(saved) == spelt \

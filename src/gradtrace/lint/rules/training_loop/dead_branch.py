@@ -65,6 +65,17 @@ def _facts(test: ast.expr, holds: bool) -> list[tuple[str, list[Interval]]]:
     return out
 
 
+def _bounded_ifs(tree: ast.AST) -> dict[str, list[ast.If]]:
+    """The file's ``if`` statements whose test compares a name with a number, by name."""
+    out: dict[str, list[ast.If]] = {}
+    for n in walk(tree):
+        if isinstance(n, ast.If):
+            got = _bound(n.test)
+            if got is not None:
+                out.setdefault(got[0], []).append(n)
+    return out
+
+
 def _inner_ifs(body: list[ast.stmt]) -> Iterator[ast.If]:
     """The ``if`` statements nested in ``body`` (not in a nested function or class)."""
     stack = list(reversed(body))
@@ -95,7 +106,7 @@ class TrainingUnderContradictoryBranch(Rule):
     name = "training-under-contradictory-branch"
     message = ("`{inner}` can never hold inside `{outer}` (line {line}): the training this "
                "branch runs ({what}) never happens; dedent it to the outer `if`'s level")
-    triggers = ("if ",)
+    triggers = ("backward(", "step(")
     examples = [
         Bad("""
             def fit(model, opt, loader, train_sup, train_semi):
@@ -122,13 +133,17 @@ class TrainingUnderContradictoryBranch(Rule):
     ]
 
     def visit_If(self, node: ast.If, ctx: Context) -> Iterator[Finding]:
+        bounded = ctx.memo("gt484-bounded", ctx.tree, lambda: _bounded_ifs(ctx.tree))
         for body, holds in ((node.body, True), (node.orelse, False)):
-            known = _facts(node.test, holds)
-            if not known:
+            known = _facts(node.test, holds) if body else []
+            lines = range(body[0].lineno, (body[-1].end_lineno or 0) + 1) if body else range(0)
+            near = [i for name, _ in known for i in bounded.get(name, ())
+                    if i is not node and i.lineno in lines]
+            if not near:  # (most ifs: no later `if` on the same name inside them)
                 continue
             stored = {n.id for s in body for n in walk(s)
                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            for inner in _inner_ifs(body):
+            for inner in _inner_ifs(body) if near else ():
                 got = _bound(inner.test)
                 if got is None or got[0] in stored:
                     continue
