@@ -8,10 +8,11 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
 from gradtrace.lint.analysis.grad_values import passed_requiring, requires_grad
+from gradtrace.lint.analysis.graph_params import graph_params
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.input_writes import first_layer as inplace_first_layer
 from gradtrace.lint.analysis.input_writes import spells_inplace_layer
-from gradtrace.lint.analysis.module_results import attr_module, basic_index, first_layer
+from gradtrace.lint.analysis.module_results import attr_module, first_layer
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place
@@ -21,6 +22,7 @@ from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
 from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller, from_passed
+from gradtrace.lint.rules.inplace._self_saves import saved_by, unview as _unview
 
 # layers whose backward needs their input (the weight gradient is input x grad): checked on
 # torch 2.13, `x += 1` after `y = layer(x)` makes `y`'s backward raise
@@ -32,16 +34,7 @@ SAVING_MODULES = frozenset({
 SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
                           "torch.nn.functional.linear", "torch.nn.functional.conv1d",
                           "torch.nn.functional.conv2d", "torch.nn.functional.conv3d"})
-VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "permute", "transpose", "t",
-                   "unflatten", "narrow", "select", "expand"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
-# elementwise ops and reductions whose backward needs their input (checked one by one on torch
-# 2.13: `y = f(x)`, then `x.div_(y)`, then backward raises); not exp/sqrt/tanh/sigmoid/
-# softmax (they save their output), nor sum/mean (shapes only)
-INPUT_SAVING_OPS = frozenset({
-    "norm", "vector_norm", "normalize", "pow", "square", "log", "sin", "cos", "abs", "clamp",
-    "softplus", "var", "std", "gelu", "silu", "mish", "elu", "leaky_relu", "logsigmoid", "erf",
-    "atan", "amax"})
 
 
 def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
@@ -49,13 +42,14 @@ def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
     return k is not None and k.what == PARAMETER
 
 
-def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
+def _candidates(e: ast.AST, ctx: Context, written: str | None = None
+                ) -> list[tuple[str, ast.AST, tuple[str, list]]]:
     """(name, op, test) for each bare name an op in ``e`` may save as its input, in walk
     order; the op saves it when :func:`_saves_it` passes ``test`` (kinds cost a data-flow
     pass: asked only for the name a write touches)."""
     out: list[tuple[str, ast.AST, tuple[str, list]]] = []
     for n in walk(e):
-        saved = _input_saved(n, ctx)
+        saved = saved_by(n, ctx, written)
         if isinstance(saved, ast.Name):  # `F.softplus(x)`, `x.norm(dim=-1)`: if x has a graph
             out.append((saved.id, n, ("grad", [saved])))
         if isinstance(n, ast.Call) and n.args:
@@ -76,23 +70,6 @@ def _candidates(e: ast.AST, ctx: Context) -> list[tuple[str, ast.AST, tuple[str,
     return out
 
 
-def _input_saved(n: ast.AST, ctx: Context) -> ast.expr | None:
-    """The (unviewed) tensor an op of :data:`INPUT_SAVING_OPS` saves: the receiver of
-    ``x.norm(...)``, the first argument of ``F.softplus(x)`` / ``torch.linalg.vector_norm(x)``."""
-    if not isinstance(n, ast.Call):
-        return None
-    f = n.func
-    name = f.attr if isinstance(f, ast.Attribute) else ""
-    if name not in INPUT_SAVING_OPS:
-        return None
-    if (ctx.qualified_name(f) or "").startswith("torch."):
-        return _unview(n.args[0]) if n.args and not isinstance(n.args[0], ast.Starred) else None
-    recv = f.value  # type: ignore[attr-defined]
-    if isinstance(recv, ast.Name) and recv.id == "self":
-        return None  # `self.norm(h)`: a layer named `norm`, not `Tensor.norm`
-    return _unview(recv)
-
-
 def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
     """``e`` surely requires grad and is no Parameter (a leaf written in place raises another
     error): a layer's result, or a parameter of the function that its callers pass one
@@ -102,10 +79,9 @@ def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
         return False
     if requires_grad(ctx, fn, e, line) is not None or from_passed(ctx, fn, e, line):
         return True
-    return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) \
-        and ctx.scope(fn).binding_before(e.id, line) is None \
-        and ctx.memo("gt605-passed:" + e.id, fn, lambda: passed_requiring(
-            ctx, fn, e.id) is not None)
+    return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) and any(  # NOTE [graph through helper returns]
+        ctx.memo("gt605-passed:" + p, fn, lambda: passed_requiring(ctx, fn, p) is not None)
+        for p in sorted(graph_params(ctx, fn, e, line)))
 
 
 def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
@@ -122,19 +98,6 @@ def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results])
     got = attr_module(operands[0], ctx, ctx.function)
     return got is not None and first_layer(got[0], ctx, got[1]) in SAVING_MODULES
-
-
-def _unview(e: ast.expr) -> ast.expr:
-    """``x.transpose(1, 2)`` / ``x[:, 0]`` -> ``x``: a view shares ``x``'s version counter, so
-    a later in-place write into ``x`` changes what the layer saved."""
-    while True:
-        if isinstance(e, ast.Subscript) and basic_index(e.slice):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in VIEWS and not e.keywords:
-            e = e.func.value
-        else:
-            return e
 
 
 def _written(s: ast.stmt) -> str | None:
@@ -187,6 +150,10 @@ class InplaceWriteToSavedInput(Rule):
     tensor carries a graph (a layer's result, or a parameter its callers give one:
     NOTE [values that require grad]): `z /= z.norm(dim=-1, keepdim=True)` (APRIL-GAN's patch
     tokens, a list element written through its own spelling), `h[:, 0] *= F.softplus(h[:, 0])`.
+    So does a product of the tensor with itself (`h * h`, `h ** 2`) or a helper of the file
+    that runs one on its arguments: `h /= torch.sqrt(_dot(h, h))` with `_dot(a, b)` returning
+    `torch.sum(a * b, -1)` (kaolin#832); the tensor's graph is followed through the file's
+    helper returns to a parameter its callers give one (NOTE [graph through helper returns]).
     A helper's local built by indexing and arithmetic from an argument its callers pass with
     grad, differentiated there by `torch.autograd.grad` (forces from an energy), counts too
     (NOTE [passed graph]): `v = x[i] - x[j]; v /= torch.norm(v, dim=1).unsqueeze(1)`.
@@ -203,6 +170,34 @@ class InplaceWriteToSavedInput(Rule):
     triggers = ("+=", "-=", "*=", "/=", "]=", "] =", "_(")  # `x = self.act(x)`: visit_Module
     gate_statements = True
     examples = [
+        Bad("""
+            import torch
+
+            def _dot(a, b):
+                return torch.sum(a * b, dim=-1, keepdim=True)
+
+            def half_vector(light, view):
+                h = light + view
+                h /= torch.sqrt(_dot(h, h))
+                return h
+
+            light = torch.nn.Parameter(torch.randn(8, 3))
+            half_vector(light, torch.randn(8, 3)).sum().backward()
+            """, at=(8, 4)),
+        Good("""
+            import torch
+
+            def _dot(a, b):
+                return torch.sum(a * b, dim=-1, keepdim=True)
+
+            def half_vector(light, view):
+                h = light + view
+                h = h / torch.sqrt(_dot(h, h))
+                return h
+
+            light = torch.nn.Parameter(torch.randn(8, 3))
+            half_vector(light, torch.randn(8, 3)).sum().backward()
+            """),
         Bad("""
             import torch.nn as nn
 
@@ -386,7 +381,7 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     for v in value:
         receivers = [r for r in map(_cut_call, walk(v)) if r is not None]
         cut = {id(n) for r in receivers for n in walk(r)}  # `self.ln(x).detach()`
-        for n, op, test in _candidates(v, ctx):
+        for n, op, test in _candidates(v, ctx, name):
             if n == name and id(op) not in cut and _saves_it(test, ctx, s.lineno):
                 return op
     return None
@@ -394,9 +389,9 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
 
 def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
     """(the written spelling, the op) for ``t[i] /= t[i].norm(dim=-1, keepdim=True)``: an
-    in-place write whose own value holds an op of :data:`INPUT_SAVING_OPS` of the very
-    tensor it writes (same spelling: a list element, an attribute), that tensor carrying a
-    graph. The norm saved ``t[i]``, the division overwrites it: backward raises (APRIL-GAN's
+    in-place write whose own value holds an op that saves the very tensor it writes
+    (NOTE [ops that save the written tensor]; same spelling: a list element, an attribute),
+    that tensor carrying a graph. The norm saved ``t[i]``, the division overwrites it: backward raises (APRIL-GAN's
     patch tokens)."""
     if isinstance(s, ast.AugAssign) and isinstance(s.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
         target, values = s.target, [s.value]
@@ -408,11 +403,12 @@ def _saved_by_own_expr(s: ast.stmt, ctx: Context) -> tuple[str, ast.AST] | None:
         return None
     if not isinstance(target, (ast.Name, ast.Subscript, ast.Attribute)):
         return None
+    base = _unview(target)  # `h[:, 0]`: a view of `h`, one version counter
     found = [(v, n, saved) for v in values for n in walk(v)
-             if (saved := _input_saved(n, ctx)) is not None]
+             if (saved := saved_by(n, ctx, base)) is not None]
     if not found:  # most writes: no saving op in their value, no spelling to compare
         return None
-    spelt = ctx.source(_unview(target))  # `h[:, 0]`: a view of `h`, one version counter
+    spelt = ctx.source(base)
     for v, n, saved in found:
         cut = {id(x) for r in map(_cut_call, walk(v)) if r is not None for x in walk(r)}
         if id(n) not in cut and ctx.source(saved) == spelt \
