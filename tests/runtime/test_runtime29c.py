@@ -1,0 +1,178 @@
+"""Session-29 run-time diagnoses of crashes (docs/triage/runtime29c.md):
+
+- NOTE [first write that broke a saved tensor] (runtime/trace/first_write.py), narrowed: an
+  earlier in-place write counts only when the tensor it broke has the error's shape; when the
+  message's shape tells its tensor apart, that tensor's own write is named (EfficientDet's two
+  fusion weights);
+- NOTE [cache filled under a guard] (runtime/trace/guarded_cache.py): a second backward() through
+  values a cache check on ``self`` kept from the first call: the check is named (torchpme).
+
+Buggy twins (code + line asserted), twins that keep the other line, and silent look-alikes. Real
+torch, in-process: every bug below crashes on real torch.
+"""
+from __future__ import annotations
+
+import pytest
+from rt_helpers import marked_line
+
+HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+
+def _run_line(f):
+    return next((r["line"] for r in f["related"] if r["message"].startswith("confirmed at run")),
+                f["line"])
+
+
+def _check(run_script, src, code):
+    res = run_script(src)
+    assert res.code != 0, res.err
+    assert res.findings, res.err
+    f = res.findings[0]
+    assert f["code"] == code, res.err
+    assert _run_line(f) == marked_line(src), res.err
+
+
+def _silent(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [f for f in res.findings if f["source"] != "static"] == [], res.err
+
+
+# ---- two in-place writes on tensors of different shapes: the one the error names
+
+SHAPED_WRITES = {
+    # the case's shape: two fusion weights, [2, 4] and [3, 4], each ReLU'd and divided in place
+    "fusion_weights": """
+w1, w2 = nn.Parameter(torch.rand(2, 4)), nn.Parameter(torch.rand(3, 4))
+a = F.relu(w1)
+a /= a.sum(0) + 1e-4
+b = F.relu(w2)
+b /= b.sum(0) + 1e-4  # <- cause
+x = torch.randn(4)
+((a @ x).sum() + (b @ x).sum()).backward()
+""",
+    # a variant the case does not show: sigmoid saves its output, method-form writes
+    "sigmoid_method_writes": """
+p, q = nn.Parameter(torch.randn(5)), nn.Parameter(torch.randn(2, 3))
+s = torch.sigmoid(p)
+s.mul_(2)
+t = torch.sigmoid(q)
+t.mul_(2)  # <- cause
+(s.sum() + t.sum()).backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPED_WRITES))
+def test_write_of_the_tensor_the_error_names(run_script, name):
+    _check(run_script, HEAD + SHAPED_WRITES[name], "GT602")
+
+
+def test_same_shape_writes_still_name_the_earliest(run_script):
+    # the twin: both tensors of one shape, the message cannot tell them apart: the earliest
+    _check(run_script, HEAD + """
+p, q = nn.Parameter(torch.randn(2, 3)), nn.Parameter(torch.randn(2, 3))
+s = torch.sigmoid(p)
+s.mul_(2)  # <- cause
+t = torch.sigmoid(q)
+t.mul_(2)
+(s.sum() + t.sum()).backward()
+""", "GT602")
+
+
+def test_shaped_writes_out_of_place_are_silent(run_script):
+    _silent(run_script, HEAD + """
+w1, w2 = nn.Parameter(torch.rand(2, 4)), nn.Parameter(torch.rand(3, 4))
+a = F.relu(w1)
+a = a / (a.sum(0) + 1e-4)
+b = F.relu(w2)
+b = b / (b.sum(0) + 1e-4)
+x = torch.randn(4)
+((a @ x).sum() + (b @ x).sum()).backward()
+""")
+
+
+# ---- values cached under a check on self, reused by the next call (NOTE [cache filled under a guard])
+
+GUARDED = {
+    # the case's shape: the check calls a helper object's method that stores the value
+    "helper_method": """
+class Filter:
+    def update(self, cell):
+        self.kernel = torch.linalg.inv(cell).norm(dim=0).exp()
+
+
+class Potential(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._cell_cache = -torch.ones(3, 3)
+        self._f = Filter()
+
+    def forward(self, pos, cell):
+        if not torch.allclose(cell, self._cell_cache):  # <- cause
+            self._cell_cache = cell.detach().clone()
+            self._f.update(cell)
+        return (pos * self._f.kernel).sum()
+
+
+pot = Potential()
+for _ in range(2):
+    pos = torch.rand(5, 3, requires_grad=True)
+    cell = (2 * torch.eye(3)).requires_grad_()
+    pot(pos, cell).backward()
+""",
+    # a variant the case does not show: the value made in the guarded block itself, a size check
+    "size_check_in_place": """
+class Table(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.n = 0
+        self.table = None
+
+    def forward(self, x):
+        if x.shape[0] > self.n:  # <- cause
+            self.n = x.shape[0]
+            self.table = torch.arange(self.n).float() * self.scale
+        return (x * self.table[: x.shape[0]]).sum()
+
+
+tab = Table()
+for _ in range(2):
+    tab(torch.randn(4)).backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED))
+def test_cache_check_named(run_script, name):
+    _check(run_script, HEAD + GUARDED[name], "GT507")
+
+
+def test_cache_kept_detached_is_silent(run_script):
+    # the look-alike: the check caches values built from detached inputs
+    _silent(run_script, HEAD + GUARDED["helper_method"].replace(
+        "self._f.update(cell)", "self._f.update(cell.detach())").replace("  # <- cause", ""))
+
+
+def test_cache_rebuilt_every_call_is_silent(run_script):
+    # the look-alike: every call is longer than the cache, so the check rebuilds it each time
+    _silent(run_script, HEAD + GUARDED["size_check_in_place"].replace(
+        "for _ in range(2):", "for i in range(2):").replace(
+        "tab(torch.randn(4))", "tab(torch.randn(4 + i))").replace("  # <- cause", ""))
+
+
+def test_value_built_once_outside_a_check_keeps_its_line(run_script):
+    # the twin: a value computed once before the loop, no cache check: its own line
+    _check(run_script, HEAD + """
+scale = nn.Parameter(torch.ones(1))
+table = torch.arange(4).float() * scale  # <- cause
+for _ in range(2):
+    (torch.randn(4) * table).sum().backward()
+""", "GT507")
