@@ -176,3 +176,67 @@ table = torch.arange(4).float() * scale  # <- cause
 for _ in range(2):
     (torch.randn(4) * table).sum().backward()
 """, "GT507")
+
+
+# ---- a local detached for one use, handed whole to another
+# (NOTE [detached for one use, handed whole to another])
+
+HALF_DETACHED = {
+    # the case's shape: a critic loop over one generator output; the penalty gets it whole
+    "critic_penalty": """
+def penalty(d, real, fake):
+    mix = 0.5 * real + 0.5 * fake
+    return d(mix).pow(2).mean()
+
+
+class GAN:
+    def __init__(self):
+        self.g, self.d = nn.Linear(4, 4), nn.Linear(4, 1)
+        self.opt_d = torch.optim.SGD(self.d.parameters(), lr=0.1)
+
+    def step_d(self, real):
+        pair = torch.cat((real, self.fake), 1)
+        loss = self.d(pair.detach()[:, :4]).mean()
+        loss = loss + penalty(self.d, real, pair[:, 4:])
+        loss.backward()
+
+    def train(self, real):
+        self.fake = self.g(real)
+        for _ in range(2):
+            self.opt_d.zero_grad()
+            self.step_d(real)
+            self.opt_d.step()
+
+
+GAN().train(torch.randn(2, 4))
+""",
+    # a variant the case does not show: a script-level loop, the whole value passed by keyword
+    "keyword_argument": """
+enc, head = nn.Linear(4, 4), nn.Linear(4, 1)
+feats = enc(torch.randn(3, 4))
+for _ in range(2):
+    z = feats * 2
+    main = head(z.detach()).mean()
+    aux = F.mse_loss(input=z, target=torch.zeros(3, 4))  # <- cause
+    (main + aux).backward()
+""",
+}
+
+
+def test_half_detached_keyword_variant(run_script):
+    _check(run_script, HEAD + HALF_DETACHED["keyword_argument"], "GT507")
+
+
+def test_half_detached_critic_twin_keeps_the_slice_line(run_script):
+    # the twin: the whole local reaches the penalty through a slice (`pair[:, 4:]`), not as an
+    # argument itself: no call hands `pair` on whole, so the value's own line is kept
+    res = run_script(HEAD + HALF_DETACHED["critic_penalty"])
+    assert res.code != 0 and res.findings, res.err
+    assert "handed on detached" not in res.findings[0]["message"], res.err
+
+
+def test_half_detached_all_detached_is_silent(run_script):
+    # the look-alike: the same two uses, the features computed again on every pass
+    _silent(run_script, HEAD + HALF_DETACHED["keyword_argument"].replace(
+        "feats = enc(torch.randn(3, 4))\nfor _ in range(2):\n",
+        "for _ in range(2):\n    feats = enc(torch.randn(3, 4))\n").replace("  # <- cause", ""))

@@ -42,7 +42,8 @@ def _guard_of(made: Site) -> Site | None:
     return guards.pop()
 
 
-def _rebuilt(roots: list[Any], made: Site, since: int, limit: int = 5000) -> bool:
+def rebuilt(roots: list[Any], made: Site, since: int, limit: int = 5000) -> bool:
+    """Does the failing graph hold a node made at ``made`` since the backward() of ``since``?"""
     from gradtrace.runtime.trace.graph_walk import graph_nodes
 
     return any(created_site(n)[0] == made and created_site(n)[1] > since
@@ -53,7 +54,7 @@ def guarded_cache(roots: list[Any], made: Site | None, site: Site, pat: Any,
                   state: Any) -> Finding | None:
     """NOTE [cache filled under a guard]: the cache check, when ``made`` was filled under one."""
     guard = _guard_of(made) if made is not None else None
-    if guard is None or _rebuilt(roots, made, state.last_backward_seq):
+    if guard is None or rebuilt(roots, made, state.last_backward_seq):
         return None
     return make(code_for("graph-reused-across-steps", pat.code), guard,
                 f"this check skips rebuilding values cached on the object (one made at "
