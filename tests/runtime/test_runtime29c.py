@@ -98,7 +98,8 @@ x = torch.randn(4)
 """)
 
 
-# ---- values cached under a check on self, reused by the next call (NOTE [cache filled under a guard])
+# ---- values cached under a check on self, reused by the next call
+# (NOTE [cache filled under a guard])
 
 GUARDED = {
     # the case's shape: the check calls a helper object's method that stores the value
