@@ -241,3 +241,61 @@ def test_half_detached_all_detached_is_silent(run_script):
     _silent(run_script, HEAD + HALF_DETACHED["keyword_argument"].replace(
         "feats = enc(torch.randn(3, 4))\nfor _ in range(2):\n",
         "for _ in range(2):\n    feats = enc(torch.randn(3, 4))\n").replace("  # <- cause", ""))
+
+
+# ---- backward() inside a backward hook (NOTE [backward inside a backward hook])
+
+HOOKED = {
+    # the case's shape: a full backward hook builds a graph from a leaf and backpropagates it
+    "full_module_hook": """
+def hook(module, grad_in, grad_out):
+    inp = torch.eye(4, 5, requires_grad=True)
+    out = (inp + 1).pow(2).t()  # <- cause
+    out.backward(torch.ones_like(out))
+
+
+layer = nn.Linear(3, 3)
+layer.register_full_backward_hook(hook)
+layer(torch.randn(2, 3)).sum().backward()
+""",
+    # a variant the case does not show: a tensor hook fitting a parameter on the gradient
+    "tensor_hook_parameter": """
+probe = nn.Parameter(torch.ones(3))
+
+
+def fit(grad):
+    err = (probe * grad).sum()  # <- cause
+    err.backward()
+    return grad
+
+
+x = torch.randn(3, requires_grad=True)
+y = x * 2
+y.register_hook(fit)
+y.sum().backward()
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOOKED))
+def test_backward_in_hook_names_the_hook_line(run_script, name):
+    _check(run_script, HEAD + HOOKED[name], "GT203")
+
+
+def test_backward_in_hook_with_grad_enabled_is_silent(run_script):
+    # the look-alike: the hook turns grad mode back on for its own graph
+    _silent(run_script, HEAD + HOOKED["tensor_hook_parameter"].replace(
+        "    err = (probe * grad).sum()  # <- cause\n    err.backward()\n",
+        "    with torch.enable_grad():\n        err = (probe * grad).sum()\n        err.backward()\n"))
+
+
+def test_backward_outside_hooks_keeps_its_reading(run_script):
+    # the twin: a loss computed under no_grad at top level is not a hook's: the block is named
+    res = run_script(HEAD + """
+w = nn.Parameter(torch.ones(3))
+with torch.no_grad():
+    loss = (w * 2).sum()
+loss.backward()
+""")
+    assert res.code != 0 and res.findings, res.err
+    assert "backward hook" not in res.findings[0]["message"], res.err
