@@ -124,6 +124,10 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
                                 state, site)
     if twice is not None:  # NOTE [gradient of a .grad without graph]
         return [twice]
+    from gradtrace.runtime.trace.hook_backward import backward_in_hook
+
+    if (hooked := backward_in_hook(exc, state, site)) is not None:
+        return [hooked]  # NOTE [backward inside a backward hook]
     root = next((r for r in roots if not r.requires_grad), roots[0] if roots else None)
     cut = state.cut_of(root)
     left_off = not torch.is_grad_enabled() and state.grad_off is not None

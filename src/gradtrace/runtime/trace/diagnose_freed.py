@@ -22,6 +22,8 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.graph_walk import caller_between, freed_user
+from gradtrace.runtime.trace.detached_elsewhere import detached_elsewhere
+from gradtrace.runtime.trace.guarded_cache import guarded_cache
 from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 
 
@@ -141,7 +143,9 @@ def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any,
     """A better lead than the value's line for a second backward() at the same line."""
     return _same_loss_again(roots, site, pat) or _loop_over_losses(site, made, pat) or \
         _object_built_once(roots, site, pat) or _built_in_init(roots, site, pat) or \
-        _carried_local(site, pat, state.last_backward_seq)
+        _carried_local(site, pat, state.last_backward_seq) or \
+        detached_elsewhere(roots, _consumer(roots), made, site, pat, state) or \
+        guarded_cache(roots, made, site, pat, state)  # NOTE [cache filled under a guard]
 
 
 def _same_loss_again(roots: list[Any], site: Site, pat: Any) -> Finding | None:

@@ -8,6 +8,9 @@ tensors), each saved tensor that fails to unpack with the version error is match
 write that made it stale (same shape, the write saw the saved version, the written tensor was
 made by the saving node or one of its inputs, the op the error names), and the earliest such
 write, in the order the writes ran, is returned when it precedes the one the error named.
+Only a write that broke a tensor of the error's shape counts: when the message's shape already
+tells its tensor apart (EfficientDet's two fusion weights, [2, 4] and [3, 4], each divided in
+place), the tensor the error names is the one reported, and its own write is the line.
 """
 from __future__ import annotations
 
@@ -69,6 +72,8 @@ def earlier_breaking_write(roots: Sequence[Any], records: Sequence[tuple], named
             continue
         seen.add(id(node))
         for shape, op, expected in _broken(node):
+            if shape != named[3]:  # another tensor the message tells apart: its own bug
+                continue
             makers = _makers(node)
             for i in range(first):
                 r = order[i]
