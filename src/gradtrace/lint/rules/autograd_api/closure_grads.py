@@ -124,8 +124,11 @@ class LbfgsClosureWithoutZeroGrad(Rule):
     `zero_grad()` inside the closure every evaluation sees the sum of all the gradients of the
     step so far: the line search and the curvature pairs are wrong and training can diverge
     (verified on torch 2.13: a least-squares fit that reaches 1.7e-10 with the clear ends at
-    7.3e6 without it). A `zero_grad()` before `step()` clears only before the first evaluation.
-    Clear the gradients at the top of the closure.
+    7.3e6 without it). A `zero_grad()` before `step()` clears only before the first evaluation,
+    and one right after `step()` only after the last (reported there: the line to move). The
+    optimizer may be built from a class given to the constructor (`self.opt = optimizer(params,
+    **kw)` with `torch.optim.LBFGS` passed), and the backward may run in a method or helper of
+    the file that the closure calls. Clear the gradients at the top of the closure.
     """
 
     code = "GT721"
@@ -140,6 +143,21 @@ class LbfgsClosureWithoutZeroGrad(Rule):
                     "ones before; move the `zero_grad()` to the top of the closure")
     triggers = ("step(",)
     examples = [
+        Bad("""
+            import torch
+            class Trainer:
+                def __init__(self, model, optimizer, **kw):
+                    self.model = model
+                    self.opt = optimizer(model.parameters(), **kw)
+                def single(self, x, y):
+                    loss = ((self.model(x) - y) ** 2).mean()
+                    loss.backward()
+                    return loss
+                def train_step(self, x, y):
+                    self.opt.step(lambda: self.single(x, y))
+                    self.opt.zero_grad()
+            trainer = Trainer(torch.nn.Linear(3, 1), torch.optim.LBFGS, lr=0.5)
+            """, at=(12, 8)),
         Bad("""
             import torch
             def fit(model, x, y):
