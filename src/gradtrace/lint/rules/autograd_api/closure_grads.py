@@ -96,8 +96,10 @@ def _clear(n: ast.AST) -> bool:
 
 def _clear_after(step: ast.Call, recv: ast.expr, scope_node: ast.AST, ctx: Context
                  ) -> ast.Call | None:
-    """``recv.zero_grad()`` as the statement right after the one running ``step`` in its
-    block: the clear meant for each evaluation, placed after the step (the line to move)."""
+    """# NOTE [clear after the LBFGS step]
+    ``recv.zero_grad()`` as the statement right after the one running ``step(closure)`` in its
+    block is the clear meant for each evaluation, placed after the step: the line the fix moves
+    into the closure, so it is the one reported (the closure's backward is given as related)."""
     for block_owner in walk(scope_node):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(block_owner, field, None)
