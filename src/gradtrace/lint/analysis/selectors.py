@@ -24,8 +24,30 @@ def only_selects(scope: Scope, node: ast.AST) -> bool:
     """Whether the value of ``node`` (an expression of a statement of ``scope``) is only ever
     compared, turned into indices or cut, through the local names it is bound or appended to."""
     st = scope.statement_of(node)
+    if st is not None and _compared_in_place(st, node):
+        return True
     holder = _holder(st, node) if st is not None else None
     return holder is not None and _name_selects(scope, holder, st.lineno, 0)  # type: ignore
+
+
+def _compared_in_place(st: ast.stmt, node: ast.AST) -> bool:
+    """``node``'s value reaches a comparison within its own statement through operators,
+    method calls on it and subscripts (``ok[i] = d.sqrt().min() >= eps``): a boolean comes
+    out, whatever the statement does with it."""
+    parents = parent_map(st)
+    child, p = node, parents.get(id(node))
+    while p is not None and p is not st:
+        if isinstance(p, ast.Compare):
+            return True
+        if isinstance(p, (ast.BinOp, ast.UnaryOp)) or isinstance(p, ast.Subscript) and \
+                p.value is child or isinstance(p, ast.Attribute) and p.value is child:
+            child, p = p, parents.get(id(p))
+            continue
+        if isinstance(p, ast.Call) and p.func is child:
+            child, p = p, parents.get(id(p))  # the method called on it
+            continue
+        return False
+    return False
 
 
 def _holder(st: ast.stmt, node: ast.AST) -> str | None:

@@ -96,14 +96,20 @@ def _under_cut(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
 def _read_live(name: str, scope: Scope, stmt: ast.stmt, exclude: ast.AST) -> bool:
     """``name`` (as bound when ``stmt`` runs) is read with its history somewhere else."""
     b = scope.binding_before(name, stmt.lineno)
-    if b is None or any(x.stmt is stmt for x in scope.bindings.get(name, ())):
-        return False  # `state = state.data.clone()`: the name holds the cut value from here
+    if b is None:
+        return False
+    # `state = state.data.clone()`: the name holds the cut value from here on, so only a read
+    # before it (of the value it cut: VQ's commitment loss, then the straight-through
+    # `q = (q.data - x.detach()).add_(x)`) can be live; a loop around rebinds it (below)
+    own = any(x.stmt is stmt for x in scope.bindings.get(name, ()))
     loops = {id(lp) for lp in scope.loops_of(stmt)}
     if any(loops & {id(lp) for lp in scope.loops_of(x.stmt)}
            for x in scope.bindings.get(name, ())):
         return False  # rebound in the loop around: a read may see the cut value of a pass
     for s, n, parents in _uses(name, scope):
         if n is exclude.value or _under_cut(n, parents):  # type: ignore[attr-defined]
+            continue
+        if own and s.lineno >= stmt.lineno:
             continue
         if scope.binding_before(name, s.lineno) is b or (
                 s is not stmt and s.lineno == stmt.lineno):

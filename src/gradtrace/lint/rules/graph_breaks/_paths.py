@@ -104,7 +104,8 @@ class LossPaths(HelperTracer):
                                    if isinstance(e, ast.Name) and self._from_loss_call(e, s.lineno))
                     continue  # `return accuracy, loss`: the first element is not the loss
                 others = tuple(s.value.elts[1:]) if isinstance(s.value, ast.Tuple) else ()
-                out.extend(Sink(s, v, "return", only, others) for v in _returned_losses(s.value))
+                out.extend(Sink(s, v, "return", only, others) for v in _returned_losses(s.value)
+                           if not _python_truth(v))
         return out
 
     def _from_loss_call(self, e: ast.expr, line: int, depth: int = 0) -> bool:
@@ -137,6 +138,8 @@ class LossPaths(HelperTracer):
         if SKIP_FUNC_RE.search(name) or id(node) in self.scope.no_grad or any(
                 self.scope.grad_off_at(s) is not None for s in node.body[:1]):
             return False
+        if isinstance(node.returns, ast.Name) and node.returns.id == "bool":
+            return False  # a predicate (`def is_average_loss(self) -> bool`), not a loss
         if LOSS_FUNC_RE.match(name):
             return True
         return name in ("forward", "__call__") and is_loss_class(self.ctx.class_def, self.ctx)
@@ -289,6 +292,12 @@ def runs_layer(e: ast.AST) -> bool:
             if name.startswith("self.") and name.rpartition(".")[2] not in TENSOR_METHODS:
                 return True
     return False
+
+
+def _python_truth(v: ast.expr) -> bool:
+    """``x in (a, b)``, ``x is None``: Python evaluates these to a bool, never a tensor."""
+    return isinstance(v, ast.Compare) and all(
+        isinstance(o, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for o in v.ops)
 
 
 def _returned_losses(v: ast.expr) -> list[ast.expr]:

@@ -21,9 +21,25 @@ WEIGHTS = frozenset({"weight", "bias"})
 
 def _data_target(e: ast.AST) -> ast.Attribute | None:
     """``x.data`` in a write target ``x.data[...]`` / ``x.data[i][j]``."""
+    key = None
     while isinstance(e, ast.Subscript):
-        e = e.value
-    return e if isinstance(e, ast.Attribute) and e.attr == "data" else None
+        key, e = e.slice, e.value
+    if not (isinstance(e, ast.Attribute) and e.attr == "data"):
+        return None
+    return None if _text(key) else e  # `g.nodes[t].data['h'] = ...`: a mapping (DGL's frames)
+
+
+def _text(k: ast.AST | None) -> bool:
+    """``k`` is a string (a literal, an f-string, ``'%s' % x``, ``'a' + b``,
+    ``'{}'.format(x)``): a tensor cannot be indexed by one."""
+    if isinstance(k, ast.Constant):
+        return isinstance(k.value, str)
+    if isinstance(k, ast.JoinedStr):
+        return True
+    if isinstance(k, ast.BinOp) and isinstance(k.op, (ast.Mod, ast.Add)):
+        return _text(k.left)
+    return isinstance(k, ast.Call) and isinstance(k.func, ast.Attribute) \
+        and k.func.attr == "format" and _text(k.func.value)
 
 
 def _weight(e: ast.AST, cls: ClassInfo) -> bool:

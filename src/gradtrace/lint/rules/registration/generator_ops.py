@@ -11,6 +11,19 @@ from gradtrace.lint.rule import Bad, Good, Rule
 
 GENERATORS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers",
                         "children", "named_children", "modules", "named_modules"})
+# nn.Module's signatures of these methods: (most positional arguments, keyword names). A call
+# that passes anything else is another class's method of the same name (psutil's
+# `Process.children(recursive=True)` returns a list).
+_SIGNATURES: dict[str, tuple[int, frozenset[str]]] = {
+    "parameters": (1, frozenset({"recurse"})),
+    "buffers": (1, frozenset({"recurse"})),
+    "named_parameters": (3, frozenset({"prefix", "recurse", "remove_duplicate"})),
+    "named_buffers": (3, frozenset({"prefix", "recurse", "remove_duplicate"})),
+    "children": (0, frozenset()),
+    "named_children": (0, frozenset()),
+    "modules": (0, frozenset()),
+    "named_modules": (3, frozenset({"memo", "prefix", "remove_duplicate"})),
+}
 
 
 def _generator_call(e: ast.AST, ctx: Context) -> ast.Call | None:
@@ -21,6 +34,9 @@ def _generator_call(e: ast.AST, ctx: Context) -> ast.Call | None:
         return None
     if e.func.attr in _own_methods(ctx):  # a class of the file defines its own `parameters`
         return None
+    most, names = _SIGNATURES[e.func.attr]
+    if len(e.args) > most or any(k.arg is not None and k.arg not in names for k in e.keywords):
+        return None  # not nn.Module's method: its signature takes no such argument
     k = ctx.analysis.kind(e.func.value, None, e.lineno)
     if k is not None and not k.is_module:
         return None

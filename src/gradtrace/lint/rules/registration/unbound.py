@@ -183,8 +183,11 @@ class LayersNeverBound(Rule):
         if not node.bases or any((ctx.qualified_name(b) or "") not in _ROOT_BASES
                                  for b in node.bases):
             return
+        called = _generated_init_calls(node, ctx)
+        if called is None:
+            return  # a class decorator may give the class its constructor
         for m in info.methods.values():
-            if m.name == "forward" or m.decorator_list:
+            if m.name == "forward" or m.decorator_list or m.name in called:
                 continue
             layers = [s for s in statements(m) if isinstance(s, ast.Assign)
                       and len(s.targets) == 1 and _self_attr(s.targets[0])
@@ -244,6 +247,19 @@ def _capitalised_call(e: ast.AST) -> bool:
         return False
     f = e.func
     return (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", ""))[:1].isupper()
+
+
+def _generated_init_calls(cls: ast.ClassDef, ctx: Context) -> frozenset[str] | None:
+    """The methods the constructor a class decorator generates calls: none without a
+    decorator, ``__post_init__`` under ``@dataclass`` (its ``__init__`` calls it); None for
+    any other decorator (what it does to the constructor is unknown)."""
+    called: frozenset[str] = frozenset()
+    for d in cls.decorator_list:
+        f = d.func if isinstance(d, ast.Call) else d
+        if (ctx.qualified_name(f) or "") != "dataclasses.dataclass":
+            return None
+        called = frozenset({"__post_init__"})
+    return called
 
 
 def _referenced(tree: ast.AST, m: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

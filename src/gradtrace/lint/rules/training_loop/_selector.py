@@ -43,14 +43,24 @@ def switched_passes(f: LoopFacts, t: Binding, b1: Backward, b2: Backward, d1: De
 
 
 def _calls_of(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> list[ast.Call]:
-    """The calls in the loss's values that take ``t`` as an argument."""
+    """The calls in the loss's values that take ``t`` as an argument, or another name unpacked
+    from the call that binds ``t`` (``rec, post, z, feat = self(x)``: one graph)."""
+    names = {t.name} | _unpacked_with(t)
     out = []
     for e in [b.loss] + [value_of(x) for x in d.bindings]:
         for n in bfs_walk(e) if e is not None else ():
             if isinstance(n, ast.Call) and dotted(n.func) is not None and any(
-                    dotted(a) == t.name for a in (*n.args, *(k.value for k in n.keywords))):
+                    dotted(a) in names for a in (*n.args, *(k.value for k in n.keywords))):
                 out.append(n)
     return out
+
+
+def _unpacked_with(t: Binding) -> set[str]:
+    s = t.stmt
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(
+            s.targets[0], (ast.Tuple, ast.List)) and isinstance(s.value, ast.Call):
+        return {e.id for e in s.targets[0].elts if isinstance(e, ast.Name)}
+    return set()
 
 
 def _switched(x: ast.Call, y: ast.Call) -> bool:
@@ -77,13 +87,26 @@ def _foreign_object(f: LoopFacts, e: ast.AST, line: int, depth: int) -> bool:
         return _foreign_name(f, k.cls)
     name = dotted(e)
     b = f.scope.binding_before(name, line) if name is not None else None
-    v = _unmoved(value_of(b)) if b is not None else None
+    v = _unmoved(value_of(b)) if b is not None else _attr_value(f, e)
     if not isinstance(v, ast.Call):
         return False
     q = f.ctx.qualified_name(v.func) or ""
     if q in WRAPPERS and v.args:
         return depth < 3 and _foreign_object(f, v.args[0], b.line, depth + 1)  # type: ignore
     return bool(q) and _foreign_name(f, q) and q not in f.ctx.analysis.functions
+
+
+def _attr_value(f: LoopFacts, e: ast.AST | None) -> ast.AST | None:
+    """What ``self.<a>`` holds when the class assigns it once (``self.loss =
+    instantiate_from_config(cfg)`` in ``__init__``)."""
+    if not (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name)
+            and e.value.id == "self"):
+        return None
+    info = f.ctx.analysis.class_of(f.node)
+    a = info.attrs.get(e.attr) if info is not None else None
+    if a is None or a.later or not isinstance(a.stmt, ast.Assign):
+        return None
+    return _unmoved(a.stmt.value)
 
 
 def _foreign_name(f: LoopFacts, cls: str) -> bool:

@@ -25,6 +25,29 @@ def _reads_training(e: ast.AST) -> bool:
                or isinstance(n, ast.Name) and n.id == "training" for n in walk(e))
 
 
+def _rate_follows_training(p: ast.AST | None, fn: Def, ctx: Context) -> bool:
+    """``p`` is a parameter of the method ``fn`` and every ``self.<fn>(...)`` call of the file
+    (the class's, its bases', its subclasses': an override is called through them) passes a
+    rate that reads a train/eval flag (``dropout_p=0.0 if not self.training else r``)."""
+    if not isinstance(p, ast.Name) or ctx.class_def is None:
+        return False
+    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][1:]
+    if p.id not in names and p.id not in [a.arg for a in fn.args.kwonlyargs]:
+        return False
+    seen = 0
+    for c in walk(ctx.tree):
+        if not (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                and c.func.attr == fn.name and isinstance(c.func.value, ast.Name)
+                and c.func.value.id == "self"):
+            continue
+        binds = {**dict(zip(names, c.args)), **{k.arg: k.value for k in c.keywords if k.arg}}
+        v = binds.get(p.id)
+        if v is None or not _reads_training(v):
+            return False
+        seen += 1
+    return seen > 0
+
+
 def _evaluates(ctx: Context) -> ast.Call | None:
     """A call of the file that puts a module in eval mode: ``x.eval()`` or
     ``x.train(False)`` on anything but ``self`` (the file runs a model in eval mode)."""
@@ -145,7 +168,7 @@ class FunctionalDropoutIgnoresEval(Rule):
                 return
         p = node.args[1] if len(node.args) > 1 else next(
             (k.value for k in node.keywords if k.arg == "p"), None)
-        if isinstance(p, ast.Constant) and p.value == 0:
+        if isinstance(p, ast.Constant) and p.value == 0 or _rate_follows_training(p, fn, ctx):
             return
         ev = _evaluates(ctx)
         if ev is None:

@@ -250,7 +250,8 @@ class GraphBuiltInInit(Rule):
             if not isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Name)):
                 continue
             if (params or mods) and "self." in "".join(
-                    ctx.code_lines[s.lineno - 1:s.end_lineno]):  # (reads an attribute)
+                    ctx.code_lines[s.lineno - 1:s.end_lineno]) \
+                    and not _builds_module(v, init, s, ctx):  # (reads an attribute)
                 got = _live(v, params, mods, ctx)
                 if got is not None and not got[1]:
                     yield from self._confirm(node, init, s, t.attr, got[0], ctx)
@@ -287,6 +288,15 @@ class GraphBuiltInInit(Rule):
         yield self.report(s, ctx, related=(Related(
             ctx.path, read.lineno, "used here on every call", ctx.column(read)),),
             attr=attr, src=src, then="" if saves_nothing(s.value, ctx) else THEN)
+
+
+def _builds_module(v: ast.AST, init: ast.AST, s: ast.stmt, ctx: Context) -> bool:
+    """``v`` constructs a module (``Predictor(w_rels=self.w_rels)``): it keeps the Parameter
+    it is given, computes no tensor from it."""
+    if not isinstance(v, ast.Call):
+        return False
+    k = ctx.analysis.kind_in(v, init, s.lineno)
+    return k is not None and k.is_module
 
 
 def _reaches_net(e: ast.AST, nets: set[str]) -> str | None:
