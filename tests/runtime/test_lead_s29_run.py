@@ -216,3 +216,46 @@ def test_force_from_grad_with_graph_is_silent(run_script):
                                               "create_graph=True,"))
     assert res.code == 0, res.err
     assert not [f for f in res.findings if f["source"] != "static"], res.findings
+
+
+# ---- numpy() of a kept loss led by the running total that kept its graph -------------------
+
+TOTAL_FOR_PLOT = """
+import numpy as np
+
+net = nn.Linear(5, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+
+def train_epoch(batches):
+    total = 0
+    for x, y in batches:
+        loss = F.mse_loss(net(x), y)
+        total += loss  # <- cause
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return total / len(batches)
+
+
+history = []
+for epoch in range(2):
+    history.append(train_epoch([(X[:32], Y[:32]), (X[32:], Y[32:])]))
+print(np.array(history))
+"""
+
+
+def test_numpy_of_a_kept_total_is_led_by_the_running_total(run_script):
+    src = HEAD + TOTAL_FOR_PLOT
+    res = run_script(src)
+    assert res.code != 0, res.err  # real torch: Can't call numpy() on Tensor that requires grad
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT505", marked_line(src)), res.findings
+    assert any("GT807" in r["message"] for r in first["related"]), first
+
+
+def test_numpy_of_a_kept_number_total_runs(run_script):
+    res = run_script(HEAD + TOTAL_FOR_PLOT.replace("total += loss  # <- cause",
+                                                   "total += loss.item()"))
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["source"] != "static"], res.findings
