@@ -112,8 +112,10 @@ def _feeds(fn: ast.AST) -> bool:
 
 def _used_between(f: LoopFacts, b: Backward, z: Any) -> bool:
     """Between the backward ``b`` and the clear ``z``: a step (of any optimizer), a read of
-    a ``.grad``, or a call of a function of the file that may do either."""
+    a ``.grad``, a call of a function of the file that may do either, or another method of
+    the optimizer ``z`` clears (``opt.accumulate_curvature()`` reads its gradients)."""
     own = _own_defs(f)
+    opt = getattr(z, "receiver", None)
     for st in f.scope.stmts:
         if not (f.before(b.stmt, st) and f.before(st, z.stmt)):
             continue
@@ -123,7 +125,7 @@ def _used_between(f: LoopFacts, b: Backward, z: Any) -> bool:
             name = dotted(c.func) or ""
             root, _, last = name.rpartition(".")
             if last in ("step", "grad") or last in own and root in ("", "self") and \
-                    _feeds(own[last]):
+                    _feeds(own[last]) or opt and root == opt and last != "zero_grad":
                 return True
     return False
 
