@@ -10,6 +10,8 @@ from bisect import bisect_left
 from itertools import compress
 from typing import Iterator
 
+from gradtrace.lint.def_order import breadth_first_defs
+
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _AST = ast.AST
 
@@ -94,7 +96,6 @@ def _walk(node: ast.AST, state: _FileIndex | None) -> Iterator[ast.AST]:
     finally:
         if state is not None:
             state.budget -= seen
-
 
 
 def bfs_walk(node: ast.AST) -> Iterator[ast.AST]:
@@ -324,7 +325,6 @@ def statements(node: ast.AST) -> Iterator[ast.stmt]:
 
 
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")  # nested statements
-_BODY_NAMES = BODY_FIELDS
 _BODIES: dict[type, tuple[str, ...]] = {}
 
 
@@ -334,8 +334,8 @@ def _body_fields(t: type) -> tuple[str, ...]:
     fs = _BODIES.get(t)
     if fs is None:
         own = getattr(t, "_fields", None)
-        fs = _BODIES[t] = _BODY_NAMES if own is None or t.__module__ != "ast" else tuple(
-            f for f in _BODY_NAMES if f in own)
+        fs = _BODIES[t] = BODY_FIELDS if own is None or t.__module__ != "ast" else tuple(
+            f for f in BODY_FIELDS if f in own)
     return fs
 
 
@@ -419,7 +419,7 @@ def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
     state = _FILE[0]
     got = state.scopes if state is not None and state.tree is tree else None
     if got is None:
-        got = [tree, *(n for n in bfs_walk(tree) if isinstance(n, _NESTED[:2]))]  # defs
+        got = [tree, *breadth_first_defs(tree)]  # the defs of bfs_walk(tree), in its order
         if state is not None and state.tree is tree:
             state.scopes = got
     return iter(got)

@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.forward_cuts import forward_cuts
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import child_nodes, walk
+from gradtrace.lint.nodes import child_nodes, of_types
 from gradtrace.lint.rule import Bad, Good, Rule
 
 PARAM_CALLS = ("parameters", "named_parameters")
@@ -23,7 +23,8 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
         out: set[str] = set()
         lines = {i for i, text in enumerate(ctx.code_lines, 1) if "optim" in text}
         calls, defs = [], []
-        for n in walk(ctx.tree) if lines else ():
+        for n in of_types(ctx.tree, (ast.Call, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                if lines else ():  # walk's nodes of these types in its order, no generator
             if isinstance(n, ast.Call) and n.lineno in lines:
                 q = ctx.qualified_name(n.func) or ""
                 if q.startswith("torch.optim.") and "lr_scheduler" not in q:

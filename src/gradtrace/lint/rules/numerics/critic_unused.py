@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.regressions import operands, regressed
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes, walk
+from gradtrace.lint.nodes import of_types, scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 
@@ -88,6 +88,10 @@ class CriticNotUsedAsBaseline(Rule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if not node_mentions(ctx, node, "backward") or not node_mentions(ctx, node, "*"):
             return
+        if not any(isinstance(n.op, ast.USub) and any(  # type: ignore[attr-defined]
+                isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult) for m in walk(
+                n.operand)) for n in of_types(node, (ast.UnaryOp,))):  # type: ignore
+            return  # no `-(a * b)` anywhere in it: no term below (the walk index's nodes)
         nodes = list(scope_nodes(node))
         terms = [n for n in nodes if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)
                  and any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mult)

@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.grad_off_calls import called_kind, calls_of, off_no
 from gradtrace.lint.analysis.kinds import MODULE, Kind
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import bfs_walk, scope_nodes
+from gradtrace.lint.nodes import bfs_walk, of_types, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._modes import effects, function_effects
 from gradtrace.lint.rules.training_loop.modes import _kind_has_mode_layers
@@ -21,8 +21,8 @@ TRAINING_ATTRS = frozenset({"backward", "step", "zero_grad"})
 
 
 def _trains(fn: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in TRAINING_ATTRS for n in bfs_walk(fn))
+    return any(isinstance(n.func, ast.Attribute) and n.func.attr in TRAINING_ATTRS
+               for n in of_types(fn, (ast.Call,)))  # type: ignore[attr-defined]
 
 
 def _mode_switch(n: ast.AST, ctx: Context, where: ast.AST) -> bool:
@@ -204,8 +204,8 @@ class EvaluationInTrainMode(Rule):
 
     def _check(self, body: list[ast.stmt], fn: Def, mode: ast.expr, ctx: Context
                ) -> Iterator[Finding]:
-        if not ctx.mentions("backward") or not _file_trains(ctx) or _trains(fn) or not any(
-                isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) for n in bfs_walk(fn)):
+        if not ctx.mentions("backward") or not _file_trains(ctx) or _trains(fn) or not \
+                of_types(fn, (ast.For, ast.AsyncFor, ast.comprehension)):
             return
         if _sets_eval(ctx, fn):
             return

@@ -10,6 +10,7 @@ from gradtrace.findings import Finding
 from gradtrace.lint.analysis.steps import backward_of
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._base import related_at
 
@@ -59,7 +60,7 @@ def _scan(body: list[ast.stmt], guard: str | None, under_if: bool,
             _scan(s.body, g or guard, True, out)
             _scan(s.orelse, guard, True, out)
             continue
-        for n in ast.walk(s) if not hasattr(s, "body") else _header_nodes(s):
+        for n in bfs_walk(s) if not hasattr(s, "body") else _header_nodes(s):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 if n.func.attr == "backward":
                     out["backward"].append((n, under_if))
@@ -78,7 +79,7 @@ def _header_nodes(s: ast.stmt) -> Iterator[ast.AST]:
             continue
         for x in v if isinstance(v, list) else [v]:
             if isinstance(x, ast.AST):
-                yield from ast.walk(x)
+                yield from bfs_walk(x)
 
 
 class BackwardWithoutOptimizer(Rule):

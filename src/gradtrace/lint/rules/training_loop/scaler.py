@@ -11,7 +11,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, of_types
 
 # clipping functions that read `.grad` as it is (the library's own clip helpers, Lightning's
 # `clip_gradients` and accelerate's `clip_grad_norm_`, unscale first)
@@ -38,8 +38,8 @@ def _unscales(f: LoopFacts) -> list[ast.stmt] | None:
     """The simple statements of the function that call ``.unscale_(...)``; None when the
     function names ``unscale`` otherwise (a helper, a flag): where it unscales is unknown."""
     out = [s for s in f.scope.stmts if isinstance(s, (ast.Expr, ast.Assign)) and any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "unscale_" for n in bfs_walk(s))]
+        isinstance(n.func, ast.Attribute) and n.func.attr == "unscale_"  # type: ignore
+        for n in of_types(s, (ast.Call,)))]
     return out or None
 
 
