@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES, NOT_MODULES
 from gradtrace.lint.analysis.ranks import ONE, SCALAR, rank
+from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -109,6 +110,32 @@ def _self_seeded(call: ast.Call, ctx: Context | None = None) -> ast.expr | None:
     return None
 
 
+def _stepped_argument(value: ast.expr, call: ast.Call, ctx: Context) -> bool:
+    """``value`` is a parameter of the enclosing function, which after ``call`` steps an
+    optimizer itself or through a method of its class it calls on ``self``: the function is a
+    training step handed its loss (CRSLab's ``backward(self, loss)``), not an objective
+    built on a feature map."""
+    fn = ctx.function
+    if fn is None or not isinstance(value, ast.Name):
+        return False
+    a = fn.args
+    if value.id not in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+        return False
+    if any(s.call.lineno > call.lineno for s in step_calls(ctx, fn).steps):
+        return True
+    cls = ctx.class_def
+    if cls is None:
+        return False
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef) and m is not fn}
+    for c in walk(fn):
+        if isinstance(c, ast.Call) and c.lineno > call.lineno \
+                and isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name) \
+                and c.func.value.id == "self" and c.func.attr in methods \
+                and step_calls(ctx, methods[c.func.attr]).steps:
+            return True
+    return False
+
+
 class ModuleBackwardNeverCalled(Rule):
     """An `nn.Module` defines `backward(self, grad)` returning a gradient: autograd never
     calls it.
@@ -186,7 +213,9 @@ class BackwardSeededWithItself(Rule):
     (DeepDream's `activations.backward(activations)`; `backward()` alone would raise there):
     left alone.
     Known limits: the same name (or its `.detach()`/`.clone()`/`.data`) in both places, a
-    value the file shows to hold one element (a reduction, a default-reduction loss).
+    value the file shows to hold one element (a reduction, a default-reduction loss), or a
+    parameter of a function that then steps an optimizer (itself or through a method it
+    calls on `self`): a training step handed its loss.
     """
 
     code = "GT796"
@@ -221,7 +250,9 @@ class BackwardSeededWithItself(Rule):
         got = _self_seeded(node, ctx)
         if got is None:
             return
-        r = rank(_strip(got), ctx.scope(), ctx, node.lineno)
-        if r is None or r.what not in (SCALAR, ONE):
+        value = _strip(got)
+        r = rank(value, ctx.scope(), ctx, node.lineno)
+        if r is None and not _stepped_argument(value, node, ctx) \
+                or r is not None and r.what not in (SCALAR, ONE):
             return  # not known to hold one element: `v.backward(v)` may mean (v**2).sum()/2
         yield self.report(node, ctx, value=ctx.source(got))
