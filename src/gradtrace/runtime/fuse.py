@@ -68,8 +68,9 @@ RAISES_HERE = "raises here"
 # through `.numpy()`, which raises `RuntimeError: Can't call numpy() on Tensor that requires
 # grad`") in a run that did not crash: the error never came (the program detached the tensor
 # before NumPy, elsewhere), so the static reading of the mechanism is not what happened. A
-# runtime finding of the same family on another line (GT844 at the `.detach()` whose NumPy
-# term is a dead loss term) says what did: its line leads, the static one is kept as context.
+# runtime dead-term finding on another line (GT844 at the `.detach()` whose NumPy term is a
+# dead loss term) says what did: its line leads, the static one is kept as context. (Other
+# families keep the static lead: their runtime line is often the symptom's.)
 _PREDICTED = re.compile(r"raises `(?:\w+(?:Error|Exception): )?([^`]{24,})`")
 STATIC_ALSO = "also found by reading the code: "
 
@@ -175,7 +176,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
             lead = False  # the static finding sits on the symptom's line: the runtime's leads
         if crash_line is None and lead and where != (r_path, r.line) \
-                and _PREDICTED.search(s.message):
+                and "dead-term" in fams and _PREDICTED.search(s.message):
             lead = False  # NOTE [predicted error that never came]
         if where in cause_lines and (r_path, r.line) != where and any(
                 f in _RUNTIME_PICKS for f in fams) and (r_path, r.line) in {
