@@ -91,8 +91,8 @@ def note_numpy(state: Any, a: Any, seq: int) -> None:
 
 
 def numpy_term(state: Any, live: Tensor, args: tuple[Any, ...]) -> Any:
-    """The cut of the ``.numpy()`` whose NumPy scalar is added to ``live`` (NOTE [loss term
-    computed in NumPy]), or None."""
+    """The cut of the ``.numpy()`` whose NumPy scalar is added to ``live``, or None.
+    NOTE [loss term computed in NumPy]"""
     cut, seq, count = state.numpy_cut
     if count != state.backward_count or live.numel() != 1:
         return None
