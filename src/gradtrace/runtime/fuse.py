@@ -63,6 +63,17 @@ RAISES_HERE = "raises here"
 # unsupported operation: more than one element ...`") in the file of a general crash whose
 # error is that one (the write into an expand() view fails in backward(), far from the write):
 # the crash is its symptom, and its line leads (the first such finding of the file).
+# NOTE [predicted error that never came]
+# A static finding whose error is raised by its own line's op (GT103: "NumPy reads each tensor
+# through `.numpy()`, which raises `RuntimeError: Can't call numpy() on Tensor that requires
+# grad`"; `_RAISES_AT_LINE`) in a run that did not crash: the error never came (the program
+# detached the tensor before NumPy, elsewhere), so the static reading of the mechanism is not
+# what happened. A runtime dead-term finding on another line (GT844 at the `.detach()` whose
+# NumPy term is a dead loss term) says what did: its line leads, the static one is kept as
+# context. A static finding whose quoted error comes at a backward() (GT108: "`backward()` on
+# it raises ...") keeps its lead: a dead term is exactly the case where that backward() never
+# runs alone. Other families keep the static lead: their runtime line is often the symptom's.
+_RAISES_AT_LINE = frozenset({"GT103"})
 _PREDICTED = re.compile(r"raises `(?:\w+(?:Error|Exception): )?([^`]{24,})`")
 STATIC_ALSO = "also found by reading the code: "
 
@@ -167,6 +178,9 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
             continue
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
             lead = False  # the static finding sits on the symptom's line: the runtime's leads
+        if crash_line is None and lead and where != (r_path, r.line) \
+                and "dead-term" in fams and s.code in _RAISES_AT_LINE:
+            lead = False  # NOTE [predicted error that never came]
         if where in cause_lines and (r_path, r.line) != where and any(
                 f in _RUNTIME_PICKS for f in fams) and (r_path, r.line) in {
                 (_abs(x.path), x.line) for x in s.related}:

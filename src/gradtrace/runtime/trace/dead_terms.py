@@ -29,6 +29,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.locate import keyword_site
+from gradtrace.runtime.trace.records import META_CREATED
 # (block_statement is imported from here by provenance.py)
 from gradtrace.runtime.trace.shared_block import block_statement, term_statement  # noqa: F401
 
@@ -59,9 +60,56 @@ def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
                 if hit is not None and hit[0]() is a and (hit[1].reason in DEAD or (
                         hit[1].reason == "detach" and _computed_from_detached(state, a))):
                     dead = (a, hit[1])
+    if live is not None and dead is None and state.numpy_cut is not None:
+        return numpy_term(state, live, args)
     if live is None or dead is None or dead[0].numel() != 1 or live.numel() != 1:
         return None
     return dead[1]
+
+
+def note_numpy(state: Any, a: Any, seq: int) -> None:
+    """# NOTE [loss term computed in NumPy]
+    ``contrastive_loss(tem, hidden.cpu().detach().numpy(), labels)`` and then
+    ``loss = lam * contrastive_l + (1 - lam) * cross_loss`` (a supervised-contrastive fine-tune):
+    the term is a NumPy float, so it changes the loss value and never the gradient, like a
+    term computed from a detached tensor (NOTE [term computed from a detached tensor]). The
+    run cannot follow a value through NumPy; it links the two by time instead. ``.numpy()`` of
+    the result of a ``.detach()`` is remembered (the latest one); a NumPy scalar added to a
+    live one-element tensor is that dead term only when no backward() ran since, and the live
+    side's graph holds a node made *before* the ``.numpy()`` (the conversion ran in the middle
+    of the forward that built this loss). Logging after the step (``acc = out.detach().cpu()
+    .numpy()``) followed, in the next step, by a NumPy constant added to the loss (a Gaussian
+    NLL's ``0.5 * np.log(2 * np.pi)``) is not linked: the next loss's graph is built after it.
+    The rest (summed by the user, reached by a backward(), parameters upstream of the detach
+    trained) is NOTE [dead loss term]'s; the finding names the ``.detach()``."""
+    hit = state.cuts.get(id(a)) if isinstance(a, Tensor) else None
+    if hit is None or hit[0]() is not a or hit[1].reason != "detach":
+        return
+    state.numpy_cut = (hit[1], seq, state.backward_count)
+    if hit[1] not in state.block_stmt and len(state.block_stmt) < 1024:
+        state.block_stmt[hit[1]] = None  # (turns the check of sums on)
+
+
+def numpy_term(state: Any, live: Tensor, args: tuple[Any, ...]) -> Any:
+    """The cut of the ``.numpy()`` whose NumPy scalar is added to ``live``, or None.
+    NOTE [loss term computed in NumPy]"""
+    cut, seq, count = state.numpy_cut
+    if count != state.backward_count or live.numel() != 1:
+        return None
+    if not any(type(a).__module__ == "numpy" and getattr(a, "ndim", 1) == 0
+               and getattr(getattr(a, "dtype", None), "kind", "") == "f" for a in args[:2]):
+        return None
+    stack, seen = [live.grad_fn], 0
+    while stack and seen < 256:
+        node = stack.pop()
+        if node is None:
+            continue
+        seen += 1
+        made = node.metadata.get(META_CREATED)
+        if made is not None and made[2] < seq:
+            return cut
+        stack.extend(n for n, _ in node.next_functions)
+    return None
 
 
 def note_detached_scalar(state: Any, out: Tensor, cut: Any) -> None:

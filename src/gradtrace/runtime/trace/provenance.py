@@ -27,7 +27,8 @@ from gradtrace.runtime.trace.classify import (
 )
 from gradtrace.runtime.trace.declared import note_none_read
 from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_combine,
-                                                note_detached_scalar, summed_by_user)
+                                                note_detached_scalar, note_numpy,
+                                                summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.ema_reads import note_average
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 Tensor = torch.Tensor
 Parameter = torch.nn.Parameter
+_NUMPY = torch.Tensor.numpy
 _getframe = sys._getframe
 _grad_enabled = torch.is_grad_enabled
 _inference_enabled = torch.is_inference_mode_enabled
@@ -165,10 +167,16 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
             return out
         if kind == PASS:
             try:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
             except Exception as exc:
                 self._failed(exc, func, args, kwargs)
                 raise
+            if func is _NUMPY and self.state.cuts:  # NOTE [loss term computed in NumPy]
+                try:
+                    note_numpy(self.state, args[0], self.seq)
+                except Exception as exc:
+                    _oops(exc)
+            return out
         if kind == INPLACE and self.state.after_step is None and not _grad_enabled():
             try:  # e.g. optimizer updates: nothing to record
                 out = func(*args, **kwargs)

@@ -107,6 +107,7 @@ class TraceState(GradEvents):
         self.block_stmt: dict[Cut, Site | None] = {}  # (NOTE [dead loss term])
         self.dead_pending: list[Cut] = []  # sums holding a dead term, since the last backward
         self.detached_terms: OrderedDict[int, Any] = OrderedDict()  # (dead_terms.py)
+        self.numpy_cut: Any = None  # NOTE [loss term computed in NumPy]
         self.in_step = False
         self.closure_steps = False  # an optimizer stepped with a closure (LBFGS)
         self.closure_watch: Any = None  # NOTE [closure evaluations summed] (closure_sum.py)
