@@ -36,7 +36,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 18 (session 24)", "c19d4c0"),
            ("held-out 20 (session 26)", "797b98a"),
            ("held-out 21 (session 27)", "b3fc937"),
-           ("held-out 22 (session 28)", "616fa433"))
+           ("held-out 22 (session 28)", "616fa433"),
+           ("held-out 23 (session 29)", "e8c085e9"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -62,6 +63,7 @@ FIRST_CONTACT = {
     "held-out 20 (session 26)": ("5/15", "2/4", "4/11", 0, 0),
     "held-out 21 (session 27)": ("0/11", "3/5", "1/6", 0, 2),
     "held-out 22 (session 28)": ("0/11", "2/4", "1/7", 0, 1),
+    "held-out 23 (session 29)": ("0/7", "2/3", "1/4", 1, 1),
 }
 
 

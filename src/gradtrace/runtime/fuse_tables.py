@@ -110,9 +110,6 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
     "GT843": ("shared-layer",), "GT845": ("needs-guard",), "GT879": ("window-early",),
     "GT891": ("accumulate",),
-    # numpy() of a tensor that still requires grad: a running total that kept each loss's
-    # graph (static GT505 in the file) is why it still does (a loss history plotted)
-    "GT807": ("graph-kept",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
