@@ -133,6 +133,34 @@ BUILT_BY_METHOD: dict[str, tuple[Shape, Shape]] = {
             optimizer.zero_grad()
         """, "GT404", 15, holds="torch.equal(before, model.fc.weight)")),
 }
+
+BUILT_BY_METHOD["model-made-in-branches-then-again"] = (Shape(GPT + """
+        scratch = True
+        if scratch:
+            model = Net()
+        else:
+            model = torch.load("m.pt")
+        optimizer = model.configure_optimizers(0.1)
+        if scratch:
+            model = model.to("cpu")
+        for _ in range(3):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """, "GT404", holds="True"), Shape(GPT + """
+        scratch = True
+        if scratch:
+            model = Net()
+        else:
+            model = torch.load("m.pt")
+        optimizer = model.configure_optimizers(0.1)
+        model = Net()
+        before = model.fc.weight.detach().clone()
+        for _ in range(3):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """, "GT404", 18, holds="torch.equal(before, model.fc.weight)"))
 SHAPES.update(BUILT_BY_METHOD)
 
 

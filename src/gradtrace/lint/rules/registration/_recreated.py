@@ -59,10 +59,14 @@ def _same_constructor(value: ast.Call, target: str, ctx: Context) -> bool:
     if not any(b.stmt.lineno < value.lineno and any(covers(target, s) for s in b.sources)
                for b in all_builds(scope)):
         return False  # no optimizer over it before: nothing to be stale
-    b = scope.binding_before(target, value.lineno)
-    old = _strip(b.value) if b is not None and isinstance(b.value, ast.Call) else None
-    return isinstance(old, ast.Call) and isinstance(new, ast.Call) and old is not new \
-        and dotted(old.func) is not None and dotted(old.func) == dotted(new.func)
+    # any earlier binding, in any branch (`if init_from == "scratch": model = GPT(conf)` /
+    # `elif ...: model = GPT.from_pretrained(...)`), made by the same call
+    func = dotted(new.func)
+    for b in scope.bindings.get(target, ()):
+        old = _strip(b.value) if b.line < value.lineno and isinstance(b.value, ast.Call) else None
+        if isinstance(old, ast.Call) and old is not new and dotted(old.func) == func:
+            return True
+    return False
 
 
 def _stale_after_init(ctx: Context, node: ast.stmt, target: str
