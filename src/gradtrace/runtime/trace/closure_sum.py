@@ -39,7 +39,8 @@ class ClosureWatch:
 
 
 class Summed:
-    """What was found: the step, the backward line run twice, and the clearing after it."""
+    """What was found: the step, the backward() of a later evaluation, and the clearing after
+    the step."""
 
     __slots__ = ("step", "backward", "clear", "waiting")
 
