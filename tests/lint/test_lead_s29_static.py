@@ -91,13 +91,13 @@ BUILT_BY_METHOD: dict[str, tuple[Shape, Shape]] = {
         model = Net()
         optimizer = model.configure_optimizers(0.1)
         model = model.to("cpu")
+        before = model.fc.weight.detach().clone()
         for _ in range(3):
             loss = model(torch.randn(8, 4)).pow(2).mean()
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        w = model.fc.weight.detach().clone()
-        """, "GT404", holds="True"), Shape(GPT + """
+        """, "GT404", holds="not torch.equal(before, model.fc.weight)"), Shape(GPT + """
         model = Net()
         optimizer = model.configure_optimizers(0.1)
         model = Net()
@@ -143,11 +143,12 @@ BUILT_BY_METHOD["model-made-in-branches-then-again"] = (Shape(GPT + """
         optimizer = model.configure_optimizers(0.1)
         if scratch:
             model = model.to("cpu")
+        before = model.fc.weight.detach().clone()
         for _ in range(3):
             model(torch.randn(8, 4)).pow(2).mean().backward()
             optimizer.step()
             optimizer.zero_grad()
-        """, "GT404", holds="True"), Shape(GPT + """
+        """, "GT404", holds="not torch.equal(before, model.fc.weight)"), Shape(GPT + """
         scratch = True
         if scratch:
             model = Net()
