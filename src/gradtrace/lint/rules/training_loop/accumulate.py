@@ -328,7 +328,7 @@ class LossAccumulatedWithGraph(LoopRule):
         # found by line (a binary search), not by a scan of every binding of the name (a
         # script binds `losses` once per experiment, and asked this of each of its loops)
         inner = [b for b in f.scope.bindings_within(acc, loop.lineno, loop.end_lineno
-                                                    or loop.lineno) if f.inside(b.stmt, loop)]
+                                                    or 10 ** 9) if f.inside(b.stmt, loop)]
         if acc.startswith("self.") and not inner:
             return True  # state of the object: it outlives the function
         for b in inner:
