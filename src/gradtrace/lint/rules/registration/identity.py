@@ -26,7 +26,8 @@ from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
     stale_across_methods,
 )
-from gradtrace.lint.nodes import exit_after, statements, walk
+from gradtrace.lint.nodes import statements, walk
+from gradtrace.lint.statement_shapes import exit_after
 
 
 def _base(e: ast.AST) -> str | None:
