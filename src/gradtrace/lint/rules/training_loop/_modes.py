@@ -9,8 +9,7 @@ Receivers are dotted names in the caller's terms: a callee's ``self.enc.eval()``
 from __future__ import annotations
 
 import ast
-import re
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.names import dotted
@@ -22,31 +21,6 @@ if TYPE_CHECKING:
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 Effects = dict[str, set[str]]
 MAX_DEPTH = 2  # calls followed below the loop's own
-CALLED_RE = re.compile(r"\b(\w+)\(")  # a whole word followed by `(`
-WORD_RE = re.compile(r"\w+")
-
-
-def called_names(text: str) -> frozenset[str]:
-    """The words ``text`` calls: each whole word (``\\w+``) followed by ``(``."""
-    return frozenset(CALLED_RE.findall(text))
-
-
-def call_test(names: Iterable[str]) -> Callable[[str], bool] | None:
-    """A test of a text for a call of one of ``names``, the answer of
-    ``re.search(r"\\b(?:NAME|...)\\(", text)``; None when there is no name.
-
-    A name that is a whole word (every identifier but a few with combining marks) is
-    called where the text has that word followed by ``(``, so the text is scanned once for
-    such words and they are looked up in a set: the alternation of a file's function names
-    costs the text's length times their number, and a script of many functions asked it of
-    every loop (quadratic in the file). Other names keep the alternation."""
-    names = frozenset(names)
-    if not names:
-        return None
-    if all(WORD_RE.fullmatch(n) for n in names):
-        return lambda text: not names.isdisjoint(CALLED_RE.findall(text))
-    pattern = re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, sorted(names))))
-    return lambda text: pattern.search(text) is not None
 
 
 def mode_call(call: ast.Call) -> str | None:

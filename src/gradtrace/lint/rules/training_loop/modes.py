@@ -14,9 +14,8 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.analysis.callees import resolve
-from gradtrace.lint.rules.training_loop._modes import (
-    MAX_DEPTH, WORD_RE, call_test, called_names, covers, effects, mode_call,
-)
+from gradtrace.lint.call_words import WORD_RE, call_test, called_names
+from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects, mode_call
 
 # layers that behave differently in train and eval mode
 MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|InstanceNorm\w*|"
@@ -374,7 +373,7 @@ def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:
         for name, other in ctx.analysis.classes.items():  # a submodule class of this file
             if other is cls or not other.is_module:
                 continue
-            if WORD_RE.fullmatch(name):  # `\bname\(`: not one search per class
+            if WORD_RE.fullmatch(name):  # `\bname\(` (NOTE [called words])
                 called = called_names(text) if called is None else called
                 hit = name in called
             else:
