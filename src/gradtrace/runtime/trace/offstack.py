@@ -18,8 +18,8 @@ one in user code is the cause:
   ``fn(*args)``: the optimizer step that runs the training closure): that call;
 - a decorated helper called by a ``forward`` (``self.embed(x)``): the decorator, it is part of
   the model;
-- a decorated method of a training object that holds modules (NOTE [grad-off method of a
-  trainer]): the decorator;
+- a decorated method of a training object that holds modules: the decorator
+  (NOTE [grad-off method of a trainer]);
 - any other decorated function (``generate``, ``select_action``: meant to run without
   gradients): the line that called it, whose result was then trained on;
 - the same for a method (not ``forward``) that calls ``self.eval()`` and whose body is a
