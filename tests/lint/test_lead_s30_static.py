@@ -67,4 +67,41 @@ def test_method_with_grad_is_silent():
 
 
 def test_with_block_keeps_the_call():
-    assert [line for line, _ in _gt220(WITH)] == [14]
+    assert [line for line, _ in _gt220(WITH)] == [13]
+
+
+# NOTE [shared value holds the loss's own]: one discriminator pass feeds both losses; GT601
+# names the step between the backward() calls, not the D call (detaching there would cut the
+# generator's loss too). A discriminator loss with its own pass on the fake keeps the D line.
+GAN = '''
+import torch
+import torch.nn as nn
+
+G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+D = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+bce = nn.BCELoss()
+for x in [torch.randn(8, 4)]:
+    fake = G(x)
+    pred_fake = D(fake)
+    loss_g = bce(pred_fake, torch.ones(8, 1))
+    loss_d = bce({d_fake}, torch.zeros(8, 1))
+    opt_g.zero_grad()
+    loss_g.backward(retain_graph=True)
+    opt_g.step()
+    opt_d.zero_grad()
+    loss_d.backward()
+    opt_d.step()
+'''
+
+
+def _gt601(src: str) -> list[int]:
+    return [f.line for f in check_source(src) if f.code == "GT601"]
+
+
+def test_shared_discriminator_pass_names_the_step():
+    assert _gt601(GAN.replace("{d_fake}", "pred_fake")) == [16]
+
+
+def test_own_discriminator_pass_names_where_the_fake_enters():
+    assert _gt601(GAN.replace("{d_fake}", "D(fake)")) == [13]

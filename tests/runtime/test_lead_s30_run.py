@@ -196,3 +196,66 @@ def test_trainer_method_with_grad_is_silent(run_script):
     res = run_script(HEAD + SOLVER.replace("{deco}", ""))
     assert res.code == 0, res.err
     assert not _run_findings(res), res.findings
+
+
+# NOTE [shared value holds the loss's own]: one discriminator pass feeds both losses; the
+# generator's step between the two backward() calls is named (detaching the shared output would
+# stop the discriminator's own training). The classic GAN shape keeps GT508 at the D loss.
+SHARED_D = """
+G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+D = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+bce = nn.BCELoss()
+for x, _ in LOADER:
+    fake = G(x)
+    pred_fake = D(fake)
+    loss_g = bce(pred_fake, torch.ones(8, 1))
+    loss_d = bce(pred_fake, torch.zeros(8, 1)) + bce(D(torch.randn(8, 4)), torch.ones(8, 1))
+    opt_g.zero_grad()
+    loss_g.backward(retain_graph=True)
+    opt_g.step()  # <- cause
+    opt_d.zero_grad()
+    loss_d.backward()
+    opt_d.step()
+"""
+
+CLASSIC = """
+G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+D = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+bce = nn.BCELoss()
+for x, _ in LOADER:
+    fake = G(x)
+    loss_g = bce(D(fake), torch.ones(8, 1))
+    opt_g.zero_grad()
+    loss_g.backward(retain_graph=True)
+    opt_g.step()
+    loss_d = bce(D(fake), torch.zeros(8, 1))  # <- cause
+    opt_d.zero_grad()
+    loss_d.backward()
+    opt_d.step()
+"""
+
+
+def test_shared_discriminator_output_names_the_step_between(run_script):
+    src = HEAD + SHARED_D
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert first["line"] == marked_line(src), res.findings
+
+
+def test_classic_gan_fake_keeps_the_discriminator_loss_line(run_script):
+    src = HEAD + CLASSIC
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert first["line"] == marked_line(src), res.findings
+
+
+def test_discriminator_on_a_detached_fake_is_silent(run_script):
+    src = HEAD + SHARED_D.replace("bce(pred_fake, torch.zeros(8, 1))",
+                                  "bce(D(fake.detach()), torch.zeros(8, 1))")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not _run_findings(res), res.findings

@@ -317,7 +317,7 @@ class Hooks:
             rec.before = None
         if rec is not None and rec.audit is not None:
             after_step(self.data, rec, param_name)  # NOTE [decay without a gradient]
-        self.state.stepped(rec.site if rec is not None else None, opt)
+        self.state.stepped(rec.site if rec is not None else None, opt, raw_site())
         self.state.zero_seen = False
         self.state.fresh_grads = False
         self.state.clip_at = None

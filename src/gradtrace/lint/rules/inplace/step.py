@@ -273,7 +273,15 @@ def _detach_site(later, step: ast.Call, owners: frozenset[str], sinks, scope,  #
     if b is None or b.line > step.lineno or value_of(b) is None:
         return None
     chain = [b, *_bindings_of(value_of(b), b.line, scope, lambda x: True).values()]
+    shared: set[int] = set()  # what a loss backpropagated with retain_graph before it reads
+    for s in sinks:
+        n_ = dotted(s.loss) if s.call.lineno < step.lineno and _retains(s.call) else None
+        sb = scope.binding_before(n_, s.call.lineno) if n_ else None
+        if sb is not None and value_of(sb) is not None:
+            shared.update(_bindings_of(value_of(sb), sb.line, scope, lambda x: True))
     for x in chain:
+        if id(x) in shared:  # NOTE [shared value holds the loss's own]: one D pass feeds
+            continue  # both losses; detaching it would cut the first loss too: the step leads
         for n in _live_nodes(value_of(x)) if value_of(x) is not None else ():
             if not isinstance(n, ast.Call) or not hits(dotted(n.func) or "", mine):
                 continue
