@@ -25,7 +25,8 @@ NAME_SETS = [{"softmax"}, {"sm", "softmax"}, {"℘x"}, {"act", "act_fn"}, {"a"}]
 
 
 def _ctx(text: str):  # type: ignore[no-untyped-def]
-    tree = ast.parse(textwrap.dedent(text))
+    text = textwrap.dedent(text)
+    tree = ast.parse(text)
     return FileChecker("x.py", text, tree, [], code_text(text)).ctx
 
 
@@ -115,3 +116,37 @@ def test_gt521_asks_the_kind_only_of_a_live_value(monkeypatch):
              if f.code == "GT521"]
     assert found == [("GT521", 15)]
     assert sorted(set(asked)) == [14, 15]  # not `int(self.size * 2)`: no Parameter
+
+
+LOSSES = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.crit = nn.CrossEntropyLoss()
+            ce, nll = nn.CrossEntropyLoss(), nn.NLLLoss()
+            self.pair = (ce, nll)
+
+        def forward(self, x, y):
+            a = self.crit(x.softmax(-1), y) + F.cross_entropy(x, y)
+            b = F.nll_loss(x, y); c = F.kl_div(x, y)
+            return a + b + c
+
+    def loss_fn(x, y):
+        return F.binary_cross_entropy_with_logits(x, y)
+"""
+
+
+def test_candidate_lines_by_scans_as_by_the_pattern(monkeypatch):
+    """The loss lines found by one scan per word are those of the one pattern (forced)."""
+    from gradtrace.lint.rules.numerics import softmax_loss
+    ctx = _ctx(LOSSES)
+    got = {getattr(k, "name", "<module>"): v
+           for k, v in softmax_loss._candidate_lines(ctx.tree, ctx).items()}
+    monkeypatch.setattr(softmax_loss, "FIND_WORDS", 0)
+    ctx = _ctx(LOSSES)
+    assert got == {getattr(k, "name", "<module>"): v
+                   for k, v in softmax_loss._candidate_lines(ctx.tree, ctx).items()}
+    assert got == {"__init__": {8, 9}, "forward": {13, 14}, "loss_fn": {18}}
