@@ -13,6 +13,7 @@ from gradtrace.lint.analysis.module_outputs import (
     argument_sink, bound_value, forward_of, holders_of, module_output, same_made,
     unpacked_output)
 from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.code_text import occurrences
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -329,7 +330,8 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
                 holders.update(n.strip() + "(" for n in m.group(1).split(","))
             pos = text.find(cls, pos + 1)
     words += sorted(holders)
-    found = [m.start() for m in _any_of(words).finditer(text)]  # (lines: as one find a word)
+    found = [m.start() for m in _any_of(words).finditer(text)] if len(words) > FIND_WORDS \
+        else sorted(p for w in words for p in occurrences(text, w))  # (lines: as one find)
     lines: set[int] = set()
     line, prev = 1, 0
     for pos in found:
@@ -347,6 +349,9 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
             k -= 1
         out.setdefault(defs[k] if k >= 0 else tree, set()).add(line)
     return out
+
+
+FIND_WORDS = 16  # words found by a `str.find` scan each; more: by one `_any_of` pattern
 
 
 def _any_of(words: list[str]) -> re.Pattern[str]:
