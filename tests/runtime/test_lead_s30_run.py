@@ -259,3 +259,42 @@ def test_discriminator_on_a_detached_fake_is_silent(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert not _run_findings(res), res.findings
+
+
+# NOTE [built lazily in forward]: a head built at the first forward, after the optimizer
+LAZY = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.head = None
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        if self.head is None:
+            self.head = nn.Linear(h.shape[1], 1)  # <- cause
+        return self.head(h)
+
+
+net = Net()
+{warm}
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x, y in LOADER:
+    opt.zero_grad()
+    nn.functional.mse_loss(net(x), y).backward()
+    opt.step()
+"""
+
+
+def test_layer_built_at_the_first_forward_after_the_optimizer(run_script):
+    src = HEAD + LAZY.replace("{warm}", "")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    first = _run_findings(res)[0]
+    assert (first["code"], first["line"]) == ("GT821", marked_line(src)), res.findings
+
+
+def test_layer_built_by_a_first_forward_before_the_optimizer_is_silent(run_script):
+    res = run_script(HEAD + LAZY.replace("{warm}", "net(torch.randn(2, 4))"))
+    assert res.code == 0, res.err
+    assert not _run_findings(res), res.findings

@@ -161,9 +161,10 @@ class Hooks:
             d.born_frozen[id(value)] = (weakref.ref(value), self._site())
         table = module.__dict__.get("_parameters" if param else "_modules")
         old = table.get(name) if table is not None else None
-        if old is not None and old is not value or old is None and d.optimizers:
+        lazy = old is None and not d.optimizers and _in_forward()  # NOTE [built lazily in forward]
+        if old is not None and old is not value or old is None and d.optimizers or lazy:
             # a replacement, or a new one after an optimizer exists (built in forward)
-            note_replaced(d, module, value)
+            note_replaced(d, module, value, lazy)
             if param and _grad_enabled():  # NOTE [rewrapped parameter]
                 note_rewrap(self.state, value)
 
@@ -417,3 +418,10 @@ def unregistered_owner(data: HookState, module: torch.nn.Module) -> tuple[str, S
                 return f"{type(parent).__name__}.{attr}", attribute_site(type(parent), attr)
     return "", None
 
+
+def _in_forward() -> bool:
+    """Whether the user's code running now is a ``forward`` (a registration read once)."""
+    from gradtrace.runtime.frames import user_frame
+
+    f = user_frame(2)
+    return f is not None and f.f_code.co_name == "forward"
