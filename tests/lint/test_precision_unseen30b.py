@@ -1,0 +1,53 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen30b.md (session 30), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+warnings.simplefilter("ignore", DeprecationWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GNOT (utils.py): `class Interp1d(torch.autograd.Function)` with a non-static `forward`
+    # and its own `__call__` that calls `self.forward(...)`; `Interp1d()(x, y, xnew)` runs that
+    # method, a plain call. Twin: no `__call__` of its own: 'Legacy autograd function'
+    "function-subclass-with-its-own-call": (Shape("""
+        class Scale(torch.autograd.Function):
+            def __call__(self, x, k):
+                return self.forward(x, k)
+            def forward(self, x, k):
+                return x * k
+        w = torch.ones(3, requires_grad=True)
+        Scale()(w, 2.0).sum().backward()
+        assert w.grad is not None
+        """, "GT705"), Shape("""
+        class Scale(torch.autograd.Function):
+            def forward(self, x, k):
+                return x * k
+        w = torch.ones(3, requires_grad=True)
+        Scale()(w, 2.0).sum().backward()
+        """, "GT705", line=2, raises=(RuntimeError, "Legacy autograd function"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
