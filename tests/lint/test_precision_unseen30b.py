@@ -40,6 +40,33 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w = torch.ones(3, requires_grad=True)
         Scale()(w, 2.0).sum().backward()
         """, "GT705", line=2, raises=(RuntimeError, "Legacy autograd function"))),
+    # PINNacle (fbpinns/pdes/inverse.py, ns.py, poisson.py): `bd_loss(self, x, y, ...)` with
+    # `y` the network's output at the points `x`, `u, a = y[:, 0:1], y[:, 1:2]` and
+    # `losses.l2_loss(a, self.a_ref(x))`, the reference built from `x.detach()`: `y` is the
+    # prediction (the loss's first argument), not a target. Twin: the prediction detached
+    "network-output-named-y-sliced-into-a-loss": (Shape("""
+        def l2_loss(a, b):
+            return torch.mean((a - b) ** 2)
+        def a_ref(xy):
+            xy = xy.detach()
+            return 1 / (1 + xy[:, 0:1] ** 2)
+        def bd_loss(x, y):
+            u, a = y[:, 0:1], y[:, 1:2]
+            return l2_loss(a, a_ref(x))
+        net = nn.Linear(2, 2)
+        x = torch.rand(5, 2, requires_grad=True)
+        bd_loss(x, net(x)).backward()
+        assert net.weight.grad is not None
+        """, "GT107"), Shape("""
+        def l2_loss(a, b):
+            return torch.mean((a - b) ** 2)
+        def bd_loss(x, y):
+            u, a = y[:, 0:1], y[:, 1:2]
+            return l2_loss(a.detach(), torch.ones_like(a))
+        net = nn.Linear(2, 2)
+        x = torch.rand(5, 2)
+        bd_loss(x, net(x)).backward()
+        """, "GT107", line=5, raises=(RuntimeError, "does not require grad"))),
 }
 
 
