@@ -67,6 +67,42 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         x = torch.rand(5, 2)
         bd_loss(x, net(x)).backward()
         """, "GT107", line=5, raises=(RuntimeError, "does not require grad"))),
+    # FuxiCTR (model_zoo/APG/src/APG.py): `__init__` registers `self.U = nn.Parameter(...)` only
+    # in the `else` arm of `if self.use_over_param:`, and `forward` assigns `self.U =
+    # torch.matmul(self.U_l, self.U_r)` only under `if self.use_over_param:`: a flag fixed when
+    # the module is built, so no instance does both. Twin: the assignment under the same arm
+    "parameter-and-plain-value-under-opposite-arms-of-a-flag": (Shape("""
+        class LowRank(nn.Module):
+            def __init__(self, d, factored):
+                super().__init__()
+                self.factored = factored
+                if self.factored:
+                    self.A = nn.Parameter(torch.randn(d, 2))
+                    self.B = nn.Parameter(torch.randn(2, d))
+                else:
+                    self.W = nn.Parameter(torch.randn(d, d))
+            def forward(self, x):
+                if self.factored:
+                    self.W = self.A @ self.B
+                return x @ self.W
+        for flag in (True, False):
+            m = LowRank(3, flag)
+            m(torch.randn(2, 3)).sum().backward()
+        """, "GT415"), Shape("""
+        class LowRank(nn.Module):
+            def __init__(self, d, factored):
+                super().__init__()
+                self.factored = factored
+                self.A = nn.Parameter(torch.randn(d, 2))
+                self.B = nn.Parameter(torch.randn(2, d))
+                if not self.factored:
+                    self.W = nn.Parameter(torch.randn(d, d))
+            def forward(self, x):
+                if not self.factored:
+                    self.W = self.A @ self.B
+                return x @ self.W
+        LowRank(3, False)(torch.randn(2, 3)).sum().backward()
+        """, "GT415", line=11, raises=(TypeError, "cannot assign"))),
 }
 
 
