@@ -103,6 +103,54 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return x @ self.W
         LowRank(3, False)(torch.randn(2, 3)).sum().backward()
         """, "GT415", line=11, raises=(TypeError, "cannot assign"))),
+    # BY571/Implicit-Q-Learning (agent.py): `critic1_loss, critic2_loss = self.calc_q_loss(...)`,
+    # the method returning `(((q1 - t)**2).mean(), ((q2 - t)**2).mean())` with `q1` of
+    # `self.critic1` and `q2` of `self.critic2`; `critic1_optimizer.step()` before
+    # `critic2_loss.backward()` touches nothing that loss saved. Twin: the second element also
+    # reads the first critic: 'modified by an inplace operation'
+    "second-element-of-a-method-tuple-reads-another-critic": (Shape("""
+        class Agent(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.critic1 = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+                self.critic2 = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+                self.opt1 = torch.optim.Adam(self.critic1.parameters())
+                self.opt2 = torch.optim.Adam(self.critic2.parameters())
+            def q_losses(self, s, target):
+                q1 = self.critic1(s)
+                q2 = self.critic2(s)
+                return (q1 - target).pow(2).mean(), (q2 - target).pow(2).mean()
+            def learn(self, s, target):
+                loss1, loss2 = self.q_losses(s, target)
+                self.opt1.zero_grad()
+                loss1.backward()
+                self.opt1.step()
+                self.opt2.zero_grad()
+                loss2.backward()
+                self.opt2.step()
+        Agent().learn(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT609"), Shape("""
+        class Agent(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.critic1 = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+                self.critic2 = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+                self.opt1 = torch.optim.Adam(self.critic1.parameters())
+                self.opt2 = torch.optim.Adam(self.critic2.parameters())
+            def q_losses(self, s, target):
+                q1 = self.critic1(s)
+                q2 = self.critic2(s)
+                return (q1 - target).pow(2).mean(), (q2 + self.critic1(s) - target).pow(2).mean()
+            def learn(self, s, target):
+                loss1, loss2 = self.q_losses(s, target)
+                self.opt1.zero_grad()
+                loss1.backward()
+                self.opt1.step()
+                self.opt2.zero_grad()
+                loss2.backward()
+                self.opt2.step()
+        Agent().learn(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT609", line=16, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
