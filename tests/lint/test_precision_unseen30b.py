@@ -151,6 +151,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.opt2.step()
         Agent().learn(torch.randn(4, 3), torch.randn(4, 1))
         """, "GT609", line=16, raises=(RuntimeError, "modified by an inplace operation"))),
+    # XQL (Gumbel_Regression.py, online/research/algs/gumbel_sac.py): `max_z = torch.max(z)`,
+    # `max_z = max_z.detach()`, `loss = torch.exp(z - max_z) - z*torch.exp(-max_z) -
+    # torch.exp(-max_z)`: the detached maximum scales the live terms too, a stabilising shift;
+    # the last term is a constant on purpose. Twin: only the detached value reaches the loss
+    "detached-shift-read-by-the-live-terms-too": (Shape("""
+        net = nn.Linear(3, 1)
+        def gumbel_loss(pred, label, beta=1.0):
+            z = (label - pred) / beta
+            max_z = torch.max(z)
+            max_z = max_z.detach()
+            loss = torch.exp(z - max_z) - z * torch.exp(-max_z) - torch.exp(-max_z)
+            return loss
+        gumbel_loss(net(torch.randn(4, 3)), torch.randn(4, 1)).mean().backward()
+        assert net.weight.grad is not None
+        """, "GT107"), Shape("""
+        net = nn.Linear(3, 1)
+        def gumbel_loss(pred, label, beta=1.0):
+            z = (label - pred) / beta
+            max_z = torch.max(z)
+            max_z = max_z.detach()
+            loss = torch.exp(-max_z) - 1
+            return loss
+        gumbel_loss(net(torch.randn(4, 3)), torch.randn(4, 1)).mean().backward()
+        """, "GT107", line=5, raises=(RuntimeError, "does not require grad"))),
 }
 
 
