@@ -175,6 +175,40 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return loss
         gumbel_loss(net(torch.randn(4, 3)), torch.randn(4, 1)).mean().backward()
         """, "GT107", line=5, raises=(RuntimeError, "does not require grad"))),
+    # MoleculeSTM (scripts/downstream_02_..._Latent_Optimization.py, demos/...): `text_repr`
+    # from the text encoder before the loop, `optimizer = optim.Adam([latent])`, and each pass
+    # `loss.backward(retain_graph=True)` then `optimizer.step()`: the step moves `latent`
+    # only, which the kept graph of `text_repr` does not hold. Twin: the optimizer also holds
+    # the text encoder's parameters: 'modified by an inplace operation'
+    "kept-graph-holds-none-of-the-listed-tensors": (Shape("""
+        text_model = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 3))
+        def edit(text, init):
+            text_repr = text_model(text)
+            latent = init.detach().clone()
+            latent.requires_grad = True
+            optimizer = torch.optim.Adam([latent], lr=0.1)
+            for _ in range(3):
+                loss = (latent * text_repr).sum() + latent.pow(2).sum()
+                optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                optimizer.step()
+            return latent
+        edit(torch.randn(2, 3), torch.randn(2, 3))
+        """, "GT601"), Shape("""
+        text_model = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 3))
+        def edit(text, init):
+            text_repr = text_model(text)
+            latent = init.detach().clone()
+            latent.requires_grad = True
+            optimizer = torch.optim.Adam([latent, *text_model.parameters()], lr=0.1)
+            for _ in range(3):
+                loss = (latent * text_repr).sum() + latent.pow(2).sum()
+                optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                optimizer.step()
+            return latent
+        edit(torch.randn(2, 3), torch.randn(2, 3))
+        """, "GT601", line=8, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
