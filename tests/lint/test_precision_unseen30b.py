@@ -209,6 +209,57 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return latent
         edit(torch.randn(2, 3), torch.randn(2, 3))
         """, "GT601", line=8, raises=(RuntimeError, "modified by an inplace operation"))),
+    # morl-baselines (common/model_based/probabilistic_ensemble.py): `loss =
+    # self._compute_loss(batch_x, batch_y)` on tensors made by `th.from_numpy`, the method
+    # running `self.forward(x)` and reading `self.max_logvar`: a method of the model, not a
+    # parameter-free loss function named like one. Twin: the method never reads `self`
+    "loss-named-method-that-runs-the-model": (Shape("""
+        class Ensemble(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+                self.mu = nn.Parameter(torch.zeros(3), requires_grad=False)
+            def forward(self, x):
+                return self.fc(x - self.mu)
+            def _fit_stats(self, data):
+                self.mu.data = torch.tensor(np.mean(data, axis=0)).float()
+            def _compute_loss(self, x, y):
+                return F.mse_loss(self.forward(x), y)
+            def fit(self, X, Y):
+                self._fit_stats(X)
+                opt = torch.optim.Adam(self.parameters())
+                for i in range(3):
+                    batch_x, batch_y = X[i:i + 2], Y[i:i + 2]
+                    batch_x, batch_y = torch.from_numpy(batch_x).float(), torch.from_numpy(batch_y).float()
+                    loss = self._compute_loss(batch_x, batch_y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        Ensemble().fit(np.random.rand(6, 3).astype("float32"), np.random.rand(6, 2).astype("float32"))
+        """, "GT104"), Shape("""
+        class Ensemble(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+                self.mu = nn.Parameter(torch.zeros(3), requires_grad=False)
+            def forward(self, x):
+                return self.fc(x - self.mu)
+            def _fit_stats(self, data):
+                self.mu.data = torch.tensor(np.mean(data, axis=0)).float()
+            def _compute_loss(self, x, y):
+                return F.mse_loss(x[:, :2], y)
+            def fit(self, X, Y):
+                self._fit_stats(X)
+                opt = torch.optim.Adam(self.parameters())
+                for i in range(3):
+                    batch_x, batch_y = X[i:i + 2], Y[i:i + 2]
+                    batch_x, batch_y = torch.from_numpy(batch_x).float(), torch.from_numpy(batch_y).float()
+                    loss = self._compute_loss(batch_x, batch_y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        Ensemble().fit(np.random.rand(6, 3).astype("float32"), np.random.rand(6, 2).astype("float32"))
+        """, "GT104", line=17, raises=(RuntimeError, "does not require grad"))),
 }
 
 
