@@ -260,6 +260,27 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                     opt.step()
         Ensemble().fit(np.random.rand(6, 3).astype("float32"), np.random.rand(6, 2).astype("float32"))
         """, "GT104", line=17, raises=(RuntimeError, "does not require grad"))),
+    # pixelsplat (src/loss/loss_depth.py): `near = batch["target"]["near"][..., None,
+    # None].log()` then `depth = prediction.depth.minimum(far).maximum(near)`: the log reads an
+    # entry of the batch, which takes no gradient. Twin: the log of the prediction, bounded
+    # by `.maximum(...)`: a NaN gradient where the depth is 0
+    "log-of-a-batch-entry-bounded-afterwards": (Shape("""
+        def depth_loss(pred, batch):
+            near = batch["near"][..., None].log()
+            depth = pred.maximum(near)
+            return depth.diff(dim=-1).abs().mean()
+        pred = torch.rand(2, 5, requires_grad=True)
+        depth_loss(pred, {"near": torch.full((2, 1), 0.5)}).backward()
+        assert not torch.isnan(pred.grad).any()
+        """, "GT754"), Shape("""
+        def depth_loss(pred, batch):
+            depth = torch.maximum(pred.log(), batch["near"][..., None])
+            return depth.diff(dim=-1).abs().mean()
+        pred = torch.rand(2, 5)
+        pred[0, 0] = 0.0
+        pred.requires_grad_()
+        depth_loss(pred, {"near": torch.full((2, 1), 0.5)}).backward()
+        """, "GT754", line=2, holds="torch.isnan(pred.grad).any()")),
 }
 
 
