@@ -281,6 +281,95 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         pred.requires_grad_()
         depth_loss(pred, {"near": torch.full((2, 1), 0.5)}).backward()
         """, "GT754", line=2, holds="torch.isnan(pred.grad).any()")),
+    # SSLRec (trainer/trainer.py, CMLTrainer): a meta copy stepped by its own `meta_opt`, then
+    # `behavior_loss_list[i] = (behavior_loss_list[i] * weights[i]).sum()` with `weights` from
+    # `self.meta_weight_net`, `meta_loss = sum(behavior_loss_list) / n + ...`, backward and
+    # `self.meta_opt.step()` (the weight net's): the loss has its optimizer, the meta copy's
+    # gradient is a by-product. The element stores were not followed. Twin: the stored terms
+    # do not read the weight net: the loss reaches only the meta copy, stepped before it
+    "loss-summed-from-list-elements-stored-with-a-weight-net": (Shape("""
+        class Trainer:
+            def __init__(self, n):
+                self.n = n
+                self.weight_net = nn.Linear(2, 2)
+
+            def create_optimizer(self, model):
+                self.opt = torch.optim.AdamW(model.parameters())
+                self.meta_opt = torch.optim.AdamW(self.weight_net.parameters())
+
+            def train_epoch(self, model, loader):
+                for x in loader:
+                    meta_model = nn.Linear(2, 2)
+                    meta_opt = torch.optim.AdamW(meta_model.parameters())
+                    meta_model.load_state_dict(model.state_dict())
+                    meta_loss1 = meta_model(x).pow(2).mean()
+                    meta_opt.zero_grad(set_to_none=True)
+                    self.meta_opt.zero_grad(set_to_none=True)
+                    meta_loss1.backward()
+                    meta_opt.step()
+                    self.meta_opt.step()
+                    losses = [None] * self.n
+                    out = meta_model(x)
+                    for i in range(self.n):
+                        losses[i] = out[:, i]
+                    weights, _w = self.weight_net(x).chunk(2, dim=1)
+                    for i in range(self.n):
+                        losses[i] = (losses[i] * weights[:, 0]).sum()
+                    meta_loss = sum(losses) / self.n + 1e-3 * out.pow(2).mean()
+                    self.meta_opt.zero_grad()
+                    meta_loss.backward()
+                    self.meta_opt.step()
+                    loss = model(x).pow(2).mean()
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+
+        t = Trainer(2)
+        m = nn.Linear(2, 2)
+        t.create_optimizer(m)
+        t.train_epoch(m, [torch.randn(3, 2) for _ in range(2)])
+        """, "GT522"), Shape("""
+        class Trainer:
+            def __init__(self, n):
+                self.n = n
+                self.weight_net = nn.Linear(2, 2)
+
+            def create_optimizer(self, model):
+                self.opt = torch.optim.AdamW(model.parameters())
+                self.meta_opt = torch.optim.AdamW(self.weight_net.parameters())
+
+            def train_epoch(self, model, loader):
+                for x in loader:
+                    meta_model = nn.Linear(2, 2)
+                    meta_opt = torch.optim.AdamW(meta_model.parameters())
+                    meta_model.load_state_dict(model.state_dict())
+                    meta_loss1 = meta_model(x).pow(2).mean()
+                    meta_opt.zero_grad(set_to_none=True)
+                    self.meta_opt.zero_grad(set_to_none=True)
+                    meta_loss1.backward()
+                    meta_opt.step()
+                    self.meta_opt.step()
+                    losses = [None] * self.n
+                    out = meta_model(x)
+                    for i in range(self.n):
+                        losses[i] = out[:, i]
+                    weights, _w = self.weight_net(x).chunk(2, dim=1)
+                    for i in range(self.n):
+                        losses[i] = losses[i].sum()
+                    meta_loss = sum(losses) / self.n + 1e-3 * out.pow(2).mean()
+                    self.meta_opt.zero_grad()
+                    meta_loss.backward()
+                    self.meta_opt.step()
+                    loss = model(x).pow(2).mean()
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+
+        t = Trainer(2)
+        m = nn.Linear(2, 2)
+        t.create_optimizer(m)
+        t.train_epoch(m, [torch.randn(3, 2) for _ in range(2)])
+        """, "GT522", line=19)),
 }
 
 
