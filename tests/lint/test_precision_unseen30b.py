@@ -381,3 +381,42 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# se3_diffusion (experiments/train_se3_diffusion.py): `loss, aux = self.update_fn(feats)`, the
+# method running `loss.backward()` and the step, then `global_logs.append(loss)`: the loop
+# trains, so what stays is the graph nodes of every step, not every step's saved activations
+# (the wording for a loop with no backward at all)
+TRAINS_IN_HELPER = '''
+import torch
+import torch.nn as nn
+class Runner:
+    def __init__(self):
+        self.net = nn.Linear(3, 1)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+    def update_fn(self, x):
+        self.opt.zero_grad()
+        loss = self.net(x).pow(2).mean()
+        loss.backward()
+        self.opt.step()
+        return loss, {}
+    def forward_fn(self, x):
+        return self.net(x).pow(2).mean(), {}
+    def train_epoch(self, loader):
+        logs = []
+        for x in loader:
+            loss, aux = self.STEP(x)
+            logs.append(loss)
+        return logs
+'''
+
+
+@pytest.mark.parametrize(("step", "words"), [
+    ("update_fn", "graph nodes of every step stay reachable"),
+    ("forward_fn", "no `backward()`, every step's saved activations stay in memory"),
+])
+def test_append_after_a_helper_that_backwards_says_graph_nodes(step: str, words: str) -> None:
+    from gradtrace.lint import check_source
+    found = check_source(TRAINS_IN_HELPER.replace("STEP", step), "shape.py", select=["GT505"])
+    assert [(f.line, f.code) for f in found] == [(20, "GT505")]
+    assert words in found[0].message
