@@ -370,6 +370,46 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         t.create_optimizer(m)
         t.train_epoch(m, [torch.randn(3, 2) for _ in range(2)])
         """, "GT522", line=19)),
+    # PINNacle (fbpinns/pdes/burger.py): `self.ic_cached = np.concatenate([self.ic_func(ic_x,
+    # 0), ...])` from NumPy points, and `bd_loss(self, x, y)` with `ic_err = y[:2500] -
+    # torch.tensor(self.ic_cached)`, `yp_err = y[2500:3500] - y[3500:4500]`, `l2_loss(torch.concat(
+    # [...]), 0)`: `y` is the network's output (a difference of two slices of it is a loss term),
+    # the NumPy array a fixed target. Twin: the output's own rows go through NumPy
+    "periodic-term-of-the-output-beside-a-numpy-target": (Shape("""
+        def l2_loss(a, b):
+            return torch.mean((a - b) ** 2)
+        class Burgers:
+            def ic_func(self, pts, k):
+                return np.sin(pts[:, k:k + 1])
+            def sample(self, pts):
+                self.ic = np.concatenate([self.ic_func(pts, 0), self.ic_func(pts, 1)], axis=1)
+            def bd_loss(self, x, y):
+                ic_err = y[:4] - torch.tensor(self.ic)
+                per_err = y[4:6] - y[6:8]
+                total = torch.cat([ic_err, per_err], dim=0)
+                return l2_loss(total, 0)
+        p = Burgers()
+        p.sample(np.random.rand(4, 2))
+        y = torch.rand(8, 2, dtype=torch.float64, requires_grad=True)
+        p.bd_loss(None, y).backward()
+        assert y.grad[:4].abs().sum() > 0
+        """, "GT103"), Shape("""
+        def l2_loss(a, b):
+            return torch.mean((a - b) ** 2)
+        class Burgers:
+            def ic_func(self, pts, k):
+                return np.sin(pts[:, k:k + 1])
+            def sample(self, pts):
+                self.ic = np.zeros((4, 2))
+            def bd_loss(self, x, y):
+                ic_err = torch.from_numpy(np.abs(y[:4].detach().numpy() - self.ic))
+                per_err = y[4:6] - y[6:8]
+                return l2_loss(ic_err, 0) + l2_loss(per_err, 0)
+        p = Burgers()
+        p.sample(np.random.rand(4, 2))
+        y = torch.rand(8, 2, dtype=torch.float64, requires_grad=True)
+        p.bd_loss(None, y).backward()
+        """, "GT103", line=9, holds="y.grad[:4].abs().sum() == 0")),
 }
 
 
@@ -420,3 +460,19 @@ def test_append_after_a_helper_that_backwards_says_graph_nodes(step: str, words:
     found = check_source(TRAINS_IN_HELPER.replace("STEP", step), "shape.py", select=["GT505"])
     assert [(f.line, f.code) for f in found] == [(20, "GT505")]
     assert words in found[0].message
+
+
+def test_numpy_call_on_a_converted_tensor_does_not_say_it_raises() -> None:
+    """PINNacle's `np.isclose(x[:, 1].detach().cpu(), 1)` kind: NumPy is handed a converted
+    value; the round trip cuts the term, nothing raises."""
+    from gradtrace.lint import check_source
+    src = PRELUDE + (
+        "def l2_loss(a, b):\n"
+        "    return torch.mean((a - b) ** 2)\n"
+        "def bd_loss(y, ref):\n"
+        "    err = torch.from_numpy(np.abs(y[:4].detach().numpy() - ref))\n"
+        "    per = y[4:6] - y[6:8]\n"
+        "    return l2_loss(err, 0) + l2_loss(per, 0)\n")
+    found = check_source(src, "shape.py", select=["GT103"])
+    assert len(found) == 1 and "Can't call numpy()" not in found[0].message
+    assert "adds nothing to any gradient" in found[0].message

@@ -27,9 +27,7 @@ def loss_inputs(scope: Scope, ctx: Context) -> frozenset[str]:
         out = set()
         for node in walk(scope.node):
             if isinstance(node, ast.Call) and node.args and _loss_callee(node, ctx):
-                name = _sliced_name(node.args[0])
-                if name is not None:
-                    out.add(name)
+                out.update(_predicted(node.args[0], scope, 0))
         todo = list(out)
         while todo:
             for b in scope.bindings.get(todo.pop(), ()):
@@ -39,6 +37,27 @@ def loss_inputs(scope: Scope, ctx: Context) -> frozenset[str]:
                     todo.append(src)
         return frozenset(out)
     return ctx.memo("arg-roles-loss-inputs", scope.node, make)
+
+
+def _predicted(e: ast.expr, scope: Scope, depth: int) -> set[str]:
+    """The names a loss's first argument reads as its prediction: the name or a slice of it;
+    through a local name bound once, the parts of ``torch.cat([...])``, and a difference of two
+    slices of one name (``y[a:b] - y[c:d]``, a periodic boundary term: a loss of data alone
+    would be a constant)."""
+    name = _sliced_name(e)
+    if name is not None:
+        bs = scope.bindings.get(name, ())
+        if depth < 4 and len(bs) == 1 and isinstance(bs[0].value, (ast.Call, ast.BinOp)):
+            return {name} | _predicted(bs[0].value, scope, depth + 1)
+        return {name}
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        a, b = _sliced_name(e.left), _sliced_name(e.right)
+        return {a} if a is not None and a == b else set()
+    if depth < 4 and isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+            e.func.attr in ("cat", "concat", "concatenate", "stack") and e.args and \
+            isinstance(e.args[0], (ast.List, ast.Tuple)):
+        return {n for x in e.args[0].elts for n in _predicted(x, scope, depth + 1)}
+    return set()
 
 
 def _loss_callee(call: ast.Call, ctx: Context) -> bool:
