@@ -410,6 +410,65 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         y = torch.rand(8, 2, dtype=torch.float64, requires_grad=True)
         p.bd_loss(None, y).backward()
         """, "GT103", line=9, holds="y.grad[:4].abs().sum() == 0")),
+    # UniMatch (model/backbone/xception.py): `SeparableConv2d.forward` ends with `x =
+    # self.bn2(x)` and, only under `if not self.activate_first:`, `x = self.relu2(x)`; every
+    # `Block` passes its own default `activate_first=True`, so `x += skip` after
+    # `self.sepconv3(x)` writes into a BatchNorm output, which backward does not need. The
+    # branch's last binding was taken as what `forward` returns. Twin: the block builds the
+    # separable conv with `activate_first=False`: the in-place add writes into the ReLU output
+    "last-op-under-a-flag-the-constructor-turns-off": (Shape("""
+        class SepConv(nn.Module):
+            def __init__(self, c, activate_first=True):
+                super().__init__()
+                self.relu0 = nn.ReLU()
+                self.conv = nn.Conv2d(c, c, 3, padding=1, bias=False)
+                self.bn = nn.BatchNorm2d(c)
+                self.relu2 = nn.ReLU(inplace=True)
+                self.activate_first = activate_first
+            def forward(self, x):
+                if self.activate_first:
+                    x = self.relu0(x)
+                x = self.bn(self.conv(x))
+                if not self.activate_first:
+                    x = self.relu2(x)
+                return x
+        class Block(nn.Module):
+            def __init__(self, c, activate_first=True):
+                super().__init__()
+                self.sep = SepConv(c, activate_first=activate_first)
+            def forward(self, inp):
+                skip = inp
+                x = self.sep(inp)
+                x += skip
+                return x
+        Block(2)(torch.randn(2, 2, 4, 4, requires_grad=True)).sum().backward()
+        """, "GT603"), Shape("""
+        class SepConv(nn.Module):
+            def __init__(self, c, activate_first=True):
+                super().__init__()
+                self.relu0 = nn.ReLU()
+                self.conv = nn.Conv2d(c, c, 3, padding=1, bias=False)
+                self.bn = nn.BatchNorm2d(c)
+                self.relu2 = nn.ReLU(inplace=True)
+                self.activate_first = activate_first
+            def forward(self, x):
+                if self.activate_first:
+                    x = self.relu0(x)
+                x = self.bn(self.conv(x))
+                if not self.activate_first:
+                    x = self.relu2(x)
+                return x
+        class Block(nn.Module):
+            def __init__(self, c, activate_first=True):
+                super().__init__()
+                self.sep = SepConv(c, activate_first=False)
+            def forward(self, inp):
+                skip = inp
+                x = self.sep(inp)
+                x += skip
+                return x
+        Block(2)(torch.randn(2, 2, 4, 4, requires_grad=True)).sum().backward()
+        """, "GT603", line=23, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
