@@ -52,6 +52,8 @@ def bound_value(e: ast.AST, scope: Scope, line: int,
             use = scope.statement_of(e)
             arms = dict(scope.branches.get(id(use), ())) if use is not None else {}
             other = [(k, v) for k, v in scope.branches.get(id(b.stmt), ()) if arms.get(k) != v]
+            if other and not flags:
+                return e  # a branch no constructor flag decides: it may not run
             taken = [_arm_taken(scope, k, v, flags or {}) for k, v in other]
             if all(taken):
                 return b.value
@@ -61,8 +63,9 @@ def bound_value(e: ast.AST, scope: Scope, line: int,
 
 
 def _arm_taken(scope: Scope, if_id: int, body: bool, flags: dict[str, object]) -> bool | None:
-    test = next((n.test for n in ast.walk(scope.node) if isinstance(n, ast.If) and id(n) == if_id),
-                None)
+    ifs = scope.ctx.memo("module-results-ifs", scope.node, lambda: {
+        id(n): n for n in walk(scope.node) if isinstance(n, ast.If)})
+    test = ifs[if_id].test if if_id in ifs else None
     t = _truth(test, flags) if test is not None else None
     return None if t is None else t == body
 
