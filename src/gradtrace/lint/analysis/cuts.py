@@ -326,6 +326,9 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
         values = self_assignments(ctx.class_def, name, ctx)
     if not values:
         recv, _, last = name.rpartition(".")
+        info = ctx.analysis.class_of(t.scope.node) if recv == "self" else None
+        if info is not None and _reads_self(info.node, last):
+            return False  # `self._compute_loss(x, y)` runs `self.forward`: the model's own
         if last[:1].isupper() and any(ch.islower() for ch in last):
             return False  # `EntropyLoss(after_softmax=...)` builds a loss object
         if recv and recv not in ("self", "cls") and \
@@ -335,6 +338,14 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
         return bool(LOSS_CALLABLE_RE.match(last))
     return all(isinstance(u := _unmoved(v), ast.Call)
                and is_torch_loss(ctx.qualified_name(u.func)) for v in values)
+
+
+def _reads_self(cls: ast.ClassDef | None, method: str) -> bool:
+    """The class's method ``method`` reads ``self`` (its layers, parameters, other methods)."""
+    m = next((f for f in (cls.body if cls is not None else ()) if isinstance(
+        f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == method), None)
+    return m is not None and any(isinstance(n, ast.Name) and n.id == "self" and isinstance(
+        n.ctx, ast.Load) for b in m.body for n in ast.walk(b))
 
 
 def _unmoved(v: ast.expr | None) -> ast.expr | None:

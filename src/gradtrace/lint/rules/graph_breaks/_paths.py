@@ -202,7 +202,9 @@ class LossPaths(HelperTracer):
         """A detached term that only re-values what live terms already train: the same
         expression live elsewhere, or a whole additive term ``k(t, t).detach()`` whose every
         input also reaches the loss through a live term (MMD's teacher-only term: a constant
-        offset on purpose; the inputs keep their gradient there)."""
+        offset on purpose; the inputs keep their gradient there), or a term reading a name
+        bound detached that the live terms read too (``exp(z - m) - z * exp(-m) - exp(-m)``
+        with ``m = m.detach()``: a stabilising shift, a constant everywhere on purpose)."""
         live_src = {self.ctx.source(t) for t, tr in traced if tr.live}
         live_names = {n.id for t, tr in traced if tr.live for n in walk(t)
                       if isinstance(n, ast.Name)}
@@ -214,6 +216,9 @@ class LossPaths(HelperTracer):
                     names = {n.id for n in walk(c.operand) if isinstance(n, ast.Name)} - {"self"}
                     if c.kind == DETACH and c.node is t and names and names <= live_names:
                         return True
+                    if c.kind == DETACH and c.via and c.via[0][0] in live_names and \
+                            c.via[0][0] in {n.id for n in walk(t) if isinstance(n, ast.Name)}:
+                        return True  # `m = m.detach()` scales the live terms too: a constant
         return False
 
     def terms(self, e: ast.expr, use: ast.stmt | None, line: int) -> list[ast.expr]:

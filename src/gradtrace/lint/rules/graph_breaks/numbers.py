@@ -258,14 +258,24 @@ class NumpyRoundTripInLoss(LossCutRule):
         if _returns_the_array(c, v, lp):
             return None
         qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
-        if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS:
-            return super().finding(c, v, lp, ctx)
+        if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS or _converted(c.node):
+            return super().finding(c, v, lp, ctx)  # (`np.abs(t.detach().numpy())` raises not)
         if v.sink.how == "return" and isinstance(c.operand, ast.Name) and \
                 c.operand.id in lp.params and not lp.scope.bindings.get(c.operand.id):
             return None  # `np.zeros_like(history)` of an argument: what it holds is unknown
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=NUMPY_CALL)
+
+
+def _converted(call: ast.AST) -> bool:
+    """``np.abs(t.detach().numpy() - x)``: the arguments convert the tensor themselves, so
+    NumPy is handed no tensor that requires grad (the round trip cuts, nothing raises)."""
+    return isinstance(call, ast.Call) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("numpy", "detach", "tolist", "item")
+        or isinstance(n, ast.Attribute) and n.attr == "data"
+        for a in call.args for n in ast.walk(a))
 
 
 def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
