@@ -7,7 +7,8 @@ never get there, and both show the same way: the optimizer gets an empty (or sho
 - No constructor: a direct ``nn.Module`` subclass defines no ``__init__``, so
   ``nn.Module.__init__`` runs; its layers are assigned in another method that nothing in the
   file calls (``def _init_(self):``, ``def __int__(self):``, a ``build()`` no one calls)
-  while a method reads them. Said at that method.
+  while a method reads them. Said at that method. A public method of a class the file never
+  builds is left alone: the files that build it (a mixin) may call it.
 - Locals instead of attributes: ``__init__`` binds a layer to a local name that is never read
   again (the layer is thrown away), while a method calls ``self.<attr>(...)`` that no
   statement of the class (or of its bases in the file) assigns. Said at the first such local.
@@ -186,9 +187,12 @@ class LayersNeverBound(Rule):
         called = _generated_init_calls(node, ctx)
         if called is None:
             return  # a class decorator may give the class its constructor
+        built_here = _built(ctx.tree, node.name)
         for m in info.methods.values():
             if m.name == "forward" or m.decorator_list or m.name in called:
                 continue
+            if not built_here and not m.name.startswith("_"):
+                continue  # a mixin of other files: they build it and may call its methods
             layers = [s for s in statements(m) if isinstance(s, ast.Assign)
                       and len(s.targets) == 1 and _self_attr(s.targets[0])
                       and _capitalised_call(s.value) and owns_params(s.value, ctx)]
@@ -260,6 +264,15 @@ def _generated_init_calls(cls: ast.ClassDef, ctx: Context) -> frozenset[str] | N
             return None
         called = frozenset({"__post_init__"})
     return called
+
+
+def _built(tree: ast.AST, name: str) -> bool:
+    """Whether the file calls the class ``name`` (``Cls(...)``, ``mod.Cls(...)``): a class
+    the file never builds is built elsewhere (OpenFlamingo's ``FlamingoLMMixin``, grafted on
+    a language model by another file, which then calls its public ``init_flamingo``)."""
+    return any(isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Name) and n.func.id == name
+        or isinstance(n.func, ast.Attribute) and n.func.attr == name) for n in bfs_walk(tree))
 
 
 def _referenced(tree: ast.AST, m: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

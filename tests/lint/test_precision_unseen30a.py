@@ -1,0 +1,135 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen30a.md (session 30), each in
+another spelling than the project's and next to a buggy twin that is still reported. The
+snippets run on real torch (the one of another framework is checked only: that framework is
+not installed here)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # Mantis (mantis/models/openflamingo/flamingo_lm.py): `FlamingoLMMixin(nn.Module)` has no
+    # `__init__`; its layers are built in the public `init_flamingo`, which another file calls
+    # after grafting the mixin onto a language model (`extend_instance`). The file never builds
+    # the class. Here the grafting is in the file and the call in `holds` (the other file).
+    # Twin: the file builds the class itself and never calls the method
+    "public-builder-of-a-mixin-another-file-grafts": (Shape("""
+        class AdapterMixin(nn.Module):
+            def init_adapter(self, d):
+                self.adapter = nn.Linear(d, d)
+            def forward(self, x):
+                return self.adapter(x)
+        def extend_instance(obj, mixin):
+            obj.__class__ = type(mixin.__name__, (mixin, obj.__class__), {})
+            return obj
+        class Base(nn.Module):
+            pass
+        m = extend_instance(Base(), AdapterMixin)
+        """, "GT444", holds="[m.init_adapter(4), m(torch.randn(2, 4)).sum().backward(), "
+           "m.adapter.weight.grad is not None][-1]"), Shape("""
+        class Adapter(nn.Module):
+            def init_adapter(self, d):
+                self.adapter = nn.Linear(d, d)
+            def forward(self, x):
+                return self.adapter(x)
+        m = Adapter()
+        m(torch.randn(2, 4))
+        """, "GT444", line=2, raises=(AttributeError, "adapter"))),
+    # hart (var_quantize_multiple_res.py), VAR's multi-scale VQ written with `x = x + ...`:
+    # in the loop over scales `f_hat = f_hat + h` and `loss = loss + mse(f_hat.data, f) *
+    # beta + mse(f_hat, f_ng)`: the `.data` is the stop-gradient of the commitment term, the
+    # codebook trains through the second term of the same statement; the loop rebinds `f_hat`
+    # from itself, never from what the loss statement makes. Twin: the loop feeds the cut
+    # value back as the next pass's state (a recurrent cut): only the last pass trains `cell`
+    "commitment-target-cut-in-a-loop-over-scales": (Shape("""
+        class Quant(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embedding = nn.Embedding(8, 4)
+                self.enc = nn.Linear(4, 4)
+            def forward(self, x):
+                f = self.enc(x)
+                f_ng = f.detach()
+                f_hat = torch.zeros_like(f)
+                loss = 0.0
+                for si in range(2):
+                    idx = torch.cdist(f_ng, self.embedding.weight.data).argmin(1)
+                    f_hat = f_hat + self.embedding(idx)
+                    loss = loss + F.mse_loss(f_hat.data, f) * 0.25 + F.mse_loss(f_hat, f_ng)
+                return (f_hat.data - f_ng) + f, loss
+        q = Quant()
+        out, loss = q(torch.randn(3, 4))
+        (out.sum() + loss).backward()
+        """, "GT105", holds="q.embedding.weight.grad.abs().sum() > 0 "
+           "and q.enc.weight.grad.abs().sum() > 0"), Shape("""
+        class Rec(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.Linear(4, 4)
+            def forward(self, xs):
+                h = torch.zeros(2, 4)
+                for x in xs:
+                    out = torch.tanh(self.cell(x) + h.data)
+                    h = out
+                return h
+        r = Rec()
+        r(torch.randn(3, 2, 4)).sum().backward()
+        """, "GT105", line=8, holds="r.cell.weight.grad is not None")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
+
+
+def _codes(src: str, code: str) -> list[tuple[int, str]]:
+    return [(f.line, f.code) for f in check_source(textwrap.dedent(src), "t.py", select=[code])]
+
+
+# moshi (moshi_mlx/models/lm.py): `import mlx.nn as nn`, `class Lm(nn.Module)` keeps its
+# embeddings in a plain list: MLX's `Module` is a dict whose `parameters()` walks lists and
+# dicts, so they are registered (mlx is not installed here: checked only). Twin: the same
+# class over torch's `nn.Module`, where the list's layers are missing from `parameters()`
+MLX = """
+import mlx.nn as nn
+
+class Lm(nn.Module):
+    def __init__(self, n, d):
+        super().__init__()
+        self.out = nn.Linear(d, d)
+        self.embs = [nn.Embedding(10, d) for _ in range(n)]
+
+    def __call__(self, xs):
+        return self.out(sum(e(x) for e, x in zip(self.embs, xs)))
+"""
+
+
+def test_another_frameworks_module_keeps_a_list() -> None:
+    assert _codes(MLX, "GT401") == []
+    twin = MLX.replace("import mlx.nn as nn", "import torch.nn as nn").replace(
+        "def __call__", "def forward")
+    assert _codes(twin, "GT401") == [(8, "GT401")]
+    env: dict = {}
+    exec(compile(textwrap.dedent(twin), "t.py", "exec"), env)
+    assert len(list(env["Lm"](2, 4).parameters())) == 2  # the Linear's weight and bias only
