@@ -90,6 +90,88 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         r = Rec()
         r(torch.randn(3, 2, 4)).sum().backward()
         """, "GT105", line=8, holds="r.cell.weight.grad is not None")),
+    # AudioLDM-training-finetuning (sequence_gen/model.py): `self.cond_stage_models =
+    # nn.ModuleList([])`, filled in a method with `instantiate_from_config(cfg)` (conditioners
+    # another file's classes build and freeze); the groups list the GPT-2 and a projection.
+    # Twin: the empty list is filled with layers built here, trained by `forward`, never stepped
+    "empty-module-list-filled-by-a-factory": (Shape("""
+        def instantiate(cfg):
+            m = nn.Linear(4, 4)
+            m.requires_grad_(False)
+            return m
+        class Gen(nn.Module):
+            def __init__(self, cfgs):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.proj = nn.Linear(4, 4)
+                self.conds = nn.ModuleList([])
+                self.build(cfgs)
+            def build(self, cfgs):
+                for c in cfgs:
+                    model = instantiate(c)
+                    self.conds.append(model)
+            def forward(self, x):
+                return self.body(self.proj(x) + self.conds[0](x))
+            def optimizer(self):
+                return torch.optim.SGD([{"params": self.body.parameters()},
+                                        {"params": self.proj.parameters()}], lr=0.1)
+        g = Gen([None])
+        opt = g.optimizer()
+        g(torch.randn(2, 4)).pow(2).sum().backward()
+        opt.step()
+        """, "GT462", holds="g.conds[0].weight.grad is None"), Shape("""
+        class Gen(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.proj = nn.Linear(4, 4)
+                self.conds = nn.ModuleList([])
+                for _ in range(n):
+                    self.conds.append(nn.Linear(4, 4))
+            def forward(self, x):
+                return self.body(self.proj(x) + self.conds[0](x))
+            def optimizer(self):
+                return torch.optim.SGD([{"params": self.body.parameters()},
+                                        {"params": self.proj.parameters()}], lr=0.1)
+        g = Gen(1)
+        before = g.conds[0].weight.detach().clone()
+        opt = g.optimizer()
+        g(torch.randn(2, 4)).pow(2).sum().backward()
+        opt.step()
+        """, "GT462", line=12, holds="g.conds[0].weight.grad is not None "
+           "and torch.equal(g.conds[0].weight, before)")),
+    # moshi (moshi/quantization/core_vq.py): `_compute_entropy(usage)`, whose only call in the
+    # file passes `self.cluster_usage`, a registered buffer: a statistic for the metrics,
+    # never differentiated (here with GT753's `sqrt(1 - p ** 2)`, the same tracer fact).
+    # Twin: the helper is given a parameter that reaches 1: the gradient is NaN
+    "helper-given-only-a-buffer": (Shape("""
+        def spread(usage):
+            proba = usage / usage.sum()
+            return torch.sqrt(1 - proba ** 2).sum()
+        class Codebook(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.register_buffer("usage", torch.tensor([0.0, 1.0, 0.0]))
+            def forward(self, x):
+                return self.lin(x), spread(self.usage)
+        cb = Codebook()
+        out, metric = cb(torch.randn(2, 3))
+        out.sum().backward()
+        """, "GT753", holds="not metric.requires_grad and cb.lin.weight.grad is not None"),
+        Shape("""
+        def spread(usage):
+            proba = usage / usage.sum()
+            return torch.sqrt(1 - proba ** 2).sum()
+        class Codebook(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.usage = nn.Parameter(torch.tensor([0.0, 1.0, 0.0]))
+            def forward(self, x):
+                return x * spread(self.usage)
+        cb = Codebook()
+        cb(torch.randn(2, 3)).sum().backward()
+        """, "GT753", line=3, holds="torch.isnan(cb.usage.grad).any()")),
 }
 
 
