@@ -172,6 +172,28 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         cb = Codebook()
         cb(torch.randn(2, 3)).sum().backward()
         """, "GT753", line=3, holds="torch.isnan(cb.usage.grad).any()")),
+    # UniAudio (tools/evaluation/compute_ms_stft_loss.py): `calculate_ms_stft_loss(args)`
+    # appends the STFT loss of each pair of wave files and returns `np.mean(results)`; the
+    # script's `__main__` prints it and the file runs no backward: a reported number, whatever
+    # the function's name. Twin: the file backpropagates what the function returns
+    "loss-named-metric-of-a-script": (Shape("""
+        import numpy as np
+        def mean_pair_loss(pairs):
+            results = [F.mse_loss(a, b).cpu() for a, b in pairs]
+            return np.mean(results)
+        x = torch.from_numpy(np.random.rand(3, 2).astype("float32"))
+        score = mean_pair_loss([(x, x * 2), (x, x + 1)])
+        print(f"score {score:.3f}")
+        """, "GT103", holds="isinstance(score, np.floating)"), Shape("""
+        import numpy as np
+        def mean_pair_loss(pairs):
+            results = [F.mse_loss(a, b).cpu() for a, b in pairs]
+            return np.mean(results)
+        net = nn.Linear(2, 2)
+        x = torch.randn(3, 2)
+        score = mean_pair_loss([(net(x), x * 2), (net(x), x + 1)])
+        score.backward()
+        """, "GT103", line=4, raises=(RuntimeError, "requires grad"))),
 }
 
 
