@@ -194,6 +194,55 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         score = mean_pair_loss([(net(x), x * 2), (net(x), x + 1)])
         score.backward()
         """, "GT103", line=4, raises=(RuntimeError, "requires grad"))),
+    # Amphion (dualcodec/model_codec/trainer.py), descript-audio-codec's loop: `out =
+    # self.model(x)`, `generator_out = out.x`, `gan_loss.discriminator_loss(generator_out, x)`
+    # (another file's method, which detaches the fake), its backward and the discriminator's
+    # step, then `gan_loss.generator_loss(generator_out, x)`, backward, the generator's step.
+    # Twin: the same two methods in a class of this file, whose discriminator loss keeps the
+    # fake's graph
+    "two-methods-of-a-foreign-gan-loss": (Shape("""
+        from tests.lint._sibling_gan_loss import GANLoss
+        gen = nn.Linear(2, 2)
+        gan_loss = GANLoss()
+        opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_d = torch.optim.SGD(gan_loss.disc.parameters(), lr=0.1)
+        for _ in range(2):
+            x = torch.randn(3, 2)
+            out = {"x": gen(x)}
+            fake = out["x"]
+            disc = gan_loss.discriminator_loss(fake, x)
+            opt_d.zero_grad()
+            disc.backward()
+            opt_d.step()
+            adv = gan_loss.generator_loss(fake, x)
+            opt_g.zero_grad()
+            adv.backward()
+            opt_g.step()
+        """, "GT509"), Shape("""
+        class GANLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.disc = nn.Linear(2, 1)
+            def discriminator_loss(self, fake, real):
+                return self.disc(fake).mean() - self.disc(real).mean()
+            def generator_loss(self, fake, real):
+                return (fake - real).abs().mean() - self.disc(fake).mean()
+        gen = nn.Linear(2, 2)
+        gan_loss = GANLoss()
+        opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+        opt_d = torch.optim.SGD(gan_loss.disc.parameters(), lr=0.1)
+        x = torch.randn(3, 2)
+        out = {"x": gen(x)}
+        fake = out["x"]
+        disc = gan_loss.discriminator_loss(fake, x)
+        opt_d.zero_grad()
+        disc.backward()
+        opt_d.step()
+        adv = gan_loss.generator_loss(fake, x)
+        opt_g.zero_grad()
+        adv.backward()
+        opt_g.step()
+        """, "GT509", line=20, raises=(RuntimeError, "second time"))),
 }
 
 
