@@ -8,7 +8,8 @@ from gradtrace.lint import check_source
 from gradtrace.lint.code_text import code_text
 from gradtrace.lint.analysis.trained_methods import SKIPPED
 from gradtrace.lint.engine import FileChecker
-from gradtrace.lint.rules.inplace._saved import _class_pairs, _runs_as_forward
+from gradtrace.lint.rules.inplace._class_writes import _class_pairs
+from gradtrace.lint.rules.inplace._saved import _runs_as_forward
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 
 

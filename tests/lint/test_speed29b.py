@@ -8,7 +8,7 @@ from gradtrace.lint import check_source
 from gradtrace.lint.analysis.write_spelling import body_may_write
 from gradtrace.lint.code_text import code_text
 from gradtrace.lint.engine import FileChecker
-from gradtrace.lint.rules.inplace._saved import _class_pairs
+from gradtrace.lint.rules.inplace._class_writes import _class_pairs
 
 
 def _ctx(text: str):  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from gradtrace.lint.analysis.calls import (
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default
+from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.facts import Analysis

@@ -30,7 +30,8 @@ from gradtrace.lint.analysis.modules import (
 )
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default, bfs_walk, inside_own_value
+from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.statement_shapes import argument_default, inside_own_value
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context

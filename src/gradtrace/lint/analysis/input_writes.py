@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, child_nodes, exit_after
+from gradtrace.lint.nodes import bfs_walk, child_nodes
+from gradtrace.lint.statement_shapes import exit_after
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context

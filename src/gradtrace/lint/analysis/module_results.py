@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.appended import appended_blocks
-from gradtrace.lint.nodes import argument_default, walk
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo

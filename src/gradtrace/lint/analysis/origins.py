@@ -30,7 +30,8 @@ from gradtrace.lint.analysis.vocabulary import (
     DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE,
 )
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import drawn_from, walk
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.statement_shapes import drawn_from
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context

@@ -78,11 +78,25 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
 def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     """Parameters that get no gradient, or get one that no optimizer uses."""
     out: list[Finding] = _swapped(state, data) + _params_in_no_optimizer(state, data)
-    missing = _params_without_grad(state, data)
-    if any(f.code == code_for("model-recreated-after-optimizer", "GT821") and "re-created" in
-           f.message for f in out):  # the stale parameters are explained by that finding
+    recreated = any(f.code == code_for("model-recreated-after-optimizer", "GT821") and
+                    "re-created" in f.message for f in out)
+    missing = _params_without_grad(state, data, _replaced(data) if recreated else frozenset())
+    if recreated:  # the stale parameters are explained by that finding
         missing = [f for f in missing if f.path != "<unknown>"]
     return out + missing
+
+
+def _replaced(data: HookState) -> frozenset[int]:
+    """Optimizer tensors that never got a gradient while a tensor of the same shape and dtype
+    in no optimizer did: the old model's, when the model was made again after its optimizer
+    (its layers never ran, so "never ran in a forward pass" would send the reader to forward)."""
+    in_opt = {id(p) for _, p in _optimizer_params(data)}
+    fresh = {(tuple(p.shape), p.dtype) for rec in list(data.modules.values())
+             for m in [rec.ref()] if m is not None and rec.grad_runs
+             for p in m._parameters.values()
+             if p is not None and p.grad is not None and id(p) not in in_opt}
+    return frozenset(id(p) for _, p in _optimizer_params(data)
+                     if p.grad is None and (tuple(p.shape), p.dtype) in fresh)
 
 
 def param_owners(data: HookState) -> dict[int, ModuleRecord]:
@@ -237,7 +251,8 @@ def held_at(data: HookState, p: Tensor) -> Site | None:
     return None
 
 
-def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
+def _params_without_grad(state: TraceState, data: HookState,
+                         replaced: frozenset[int] = frozenset()) -> list[Finding]:
     if state.backward_count == 0:
         return []
     owners = param_owners(data)
@@ -252,7 +267,7 @@ def _params_without_grad(state: TraceState, data: HookState) -> list[Finding]:
             continue
         seen.add(id(p))
         reason = unreached_reason(state, data, p, owners)
-        if reason[2].startswith(NEVER_RAN) and parent_idle(data, p):
+        if reason[2].startswith(NEVER_RAN) and (parent_idle(data, p) or id(p) in replaced):
             continue  # a piece of a model whose parts are called one by one: left out on purpose
         if reason[2].startswith(NEVER_RAN) and (read_as_none(state, p) or norm_left_out(data, p)):
             continue  # NOTE [read as None by the program], NOTE [normalisation left out]

@@ -8,10 +8,11 @@ from typing import Iterator
 from gradtrace.findings import Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.rules.inplace._class_writes import class_writes
 from gradtrace.lint.rules.inplace._local_calls import local_module_writes
 from gradtrace.lint.rules.inplace._saved import (
     Producer, _candidate_writes, _has_module_word, _in_training, _input_has_no_grad,
-    _LazyModules, class_writes,
+    _LazyModules,
 )
 
 Write = tuple  # (Producer, write statement, kind, target node, backward call or True)
@@ -53,7 +54,7 @@ class InplaceRule(Rule):
 
     def _block_writes(self, ctx: Context, *specs: tuple[tuple[str, ...], tuple[str, ...]]
                       ) -> Iterator[tuple[Producer, ast.stmt, ast.AST]]:
-        """:func:`._saved.class_writes` of every module class of the file, for each (families,
+        """:func:`._class_writes.class_writes` of every module class of the file, for each (families,
         kinds) of ``specs``, each write once per rule."""
         seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         for info in list(ctx.analysis.classes.values()):

@@ -137,7 +137,7 @@ def may_write(cls: ast.ClassDef, fn: ast.AST, ctx: Context, modules: Any) -> boo
     body spells a write, or a write need not be spelt in the class: a layer ``__init__`` may
     build in place (it spells ``inplace`` or ``True``: ``modules``'s own gate, then
     ``self.act(x)`` writes), or a torch in-place function imported under another name. The
-    class's part is found once per class, while ``_saved._class_pairs`` reads it (once per
+    class's part is found once per class, while ``_class_writes._class_pairs`` reads it (once per
     class and file): the imports of that moment."""
     return body_may_write(ctx, fn) or ctx.memo("gt6-unspelt", cls, lambda: init_says_inplace(
         cls, ctx) or modules._init_says_true() or aliased_inplace(ctx))

@@ -1,5 +1,5 @@
 """Lists of block outputs written in place by index (GT602/GT603 through
-:func:`._saved.class_writes`): ``laterals = [conv(x) for conv, x in zip(self.convs, xs)]``
+:func:`._class_writes.class_writes`): ``laterals = [conv(x) for conv, x in zip(self.convs, xs)]``
 then ``laterals[i - 1] += up`` writes into one block's output."""
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _listed_call(stmt: ast.stmt) -> tuple[str, ast.Call] | None:
 
 def _may_pair(stmts: list[ast.stmt], written: dict[str, list[int]]) -> bool:
     """Whether a method's statements (in order; ``written``: the indices of the in-place
-    writes by name) may hold a pair ``_saved._class_pairs`` keeps: a list of block outputs
+    writes by name) may hold a pair ``_class_writes._class_pairs`` keeps: a list of block outputs
     then an indexed ``+=`` into it, or ``out = <call>`` then a write into ``out``. Shape
     alone (no scope, no module's op): the cheap test before asking whether the method runs
     with the graph (NOTE [trained methods])."""

@@ -13,8 +13,9 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import _own_statements
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, exit_after, walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.statement_shapes import exit_after
 
 
 class InplaceFirstLayerOverwritesInput(Rule):

@@ -10,11 +10,10 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
 from gradtrace.lint.rules.inplace._chained import chained_write, dropout_flag_site
+from gradtrace.lint.rules.inplace._class_writes import CHAINED_RE
 from gradtrace.lint.rules.inplace._helper_writes import HelperWrite, helper_writes
 from gradtrace.lint.rules.inplace._ops import MODULE_WORDS
-from gradtrace.lint.rules.inplace._saved import (
-    CHAINED_RE, Producer, inplace_local, sequential_writes,
-)
+from gradtrace.lint.rules.inplace._saved import Producer, inplace_local, sequential_writes
 
 ALL_WRITES = ("index", "aug", "arith", "method")
 

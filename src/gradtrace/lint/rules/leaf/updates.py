@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -11,7 +10,6 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.layer_params import layer_parameter
 from gradtrace.lint.analysis.param_attrs import file_freezes
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
@@ -24,45 +22,11 @@ from gradtrace.lint.rules.leaf._writes import (
     forward_parameter_writes, getattr_write, in_place_writes, instance_parameter_writes,
     own_statements, passed_parameter_writes, write_error,
 )
-from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, grad_leaf_binding, leaf_helpers, node_mentions, reads_grad_of,
-    torch_alias,
-)
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.leaf._tensors import grad_leaf_binding, reads_grad_of, torch_alias
+from gradtrace.lint.rules.leaf._leaf_text import _helper_made, _maybe_leaf_text, _mentions
+from gradtrace.lint.rules.leaf._releaf import _grad_read_after, _releafed
 
 SYMBOL = {ast.Sub: "-", ast.Add: "+"}
-
-
-RELEAF_ATTRS = frozenset({"detach", "requires_grad_", "detach_", "data", "clone"})
-
-
-def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
-    """Whether the code makes ``name`` a fresh leaf again (PGD/attack loops do), so the
-    rebinding is intended: another binding of ``name`` from ``.detach()``/``.data``/
-    ``requires_grad_()``, an in-place ``detach_()``/``retain_grad()``, or -- when the rebinding
-    runs under ``no_grad`` -- a later ``requires_grad_()`` / ``requires_grad = True``."""
-    loops = scope.loops_of(stmt)
-    for b in scope.bindings.get(name, ()):
-        if b.stmt is stmt or isinstance(b.stmt, ast.AugAssign) or b.value is None:
-            continue
-        if b.line > stmt.lineno or (loops and b.line >= loops[-1].lineno):
-            if any(isinstance(n, ast.Attribute) and n.attr in RELEAF_ATTRS
-                   for n in walk(b.value)):
-                return True
-    for m in scope.method_calls:
-        if m.receiver == name and m.method in ("detach_", "retain_grad"):
-            return True
-        if no_grad and m.receiver == name and m.method == "requires_grad_":
-            return True
-    return no_grad and bool(scope.bindings.get(f"{name}.requires_grad"))
-
-
-def _grad_read_after(scope: Scope, name: str, line: int) -> int | None:
-    """The first line after ``line`` reading ``name.grad``."""
-    for s in scope.stmts:
-        if s.lineno > line and not isinstance(s, COMPOUND) and reads_grad_of(s, name):
-            return s.lineno
-    return None
 
 
 class LeafReboundByUpdate(Rule):
@@ -174,55 +138,6 @@ class LeafReboundByUpdate(Rule):
             return None
         indent = " " * (ctx.column(node) + 4)
         return self.fix(ctx.edit(node, f"with {torch}.no_grad():\n{indent}{update}"))
-
-
-LEAF_NAME_RE = re.compile(r"(?m)^[ \t]*([\w.]+)[ \t]*=[^\n]*(?:requires_grad|Parameter)"
-                          r"|([\w.]+)\.requires_grad"
-                          r"|\bfor[ \t]+(?:\w+[ \t]*,[ \t]*)?(\w+)[ \t]+in[ \t]")
-FLAGGED_RE = re.compile(r"([\w.]+)\.requires_grad")
-GLOBAL_LEAF_RE = re.compile(r"(?m)^(\w+)[ \t]*=[^\n]*(?:requires_grad|Parameter)")
-
-
-def _maybe_leaf_text(ctx: Context, fn: ast.AST, name: str, whole: bool = False) -> bool:
-    """Cheap textual pre-check before building the scope: is ``name`` made a grad leaf here?
-
-    One regex pass per function (or per file for module-level leaves), cached as a name set.
-    """
-    if whole or isinstance(fn, ast.Module):
-        names = ctx.memo("gt3-global-leaf-names", ctx.tree, lambda: frozenset(
-            n for ln in ctx.code_lines if ("requires_grad" in ln or "Parameter" in ln)
-            for n in GLOBAL_LEAF_RE.findall(ln)) | _helper_made(ctx))
-        if whole or name in names:
-            return name in names
-
-    def make() -> frozenset[str]:
-        lines = ctx.code_lines if isinstance(fn, ast.Module) else \
-            ctx.code_lines[fn.lineno - 1:fn.end_lineno]  # type: ignore[attr-defined]
-        out: set[str] = set()
-        for ln in lines:
-            if "requires_grad" in ln or "Parameter" in ln or "for " in ln:
-                for m in LEAF_NAME_RE.findall(ln):
-                    out.update(n for n in m if n)
-                out.update(FLAGGED_RE.findall(ln))  # `opt.w = a.requires_grad_()`: `a` too
-        return frozenset(out) | _helper_made(ctx, fn)
-    return name in ctx.memo("gt3-leaf-names", fn, make)
-
-
-def _helper_made(ctx: Context, fn: ast.AST | None = None) -> frozenset[str]:
-    """Names bound (in ``fn``, default the module body) to a call of a same-file helper
-    returning a grad leaf (``weights = init_params(...)``)."""
-    if "requires_grad" not in ctx.code:
-        return frozenset()
-    return ctx.memo("gt3-helper-made", fn or ctx.tree, lambda: _bound_from_helpers(
-        ctx, (fn or ctx.tree).body))  # type: ignore[attr-defined]
-
-
-def _bound_from_helpers(ctx: Context, body: list[ast.stmt]) -> frozenset[str]:
-    helpers = leaf_helpers(ctx)
-    return frozenset(t.id for s in own_statements(body) if isinstance(s, ast.Assign)
-                     and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
-                     and s.value.func.id in helpers
-                     for t in s.targets if isinstance(t, ast.Name)) if helpers else frozenset()
 
 
 class InplaceUpdateOfLeaf(Rule):
@@ -485,9 +400,3 @@ def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,
     if got is None or file_freezes(ctx) or not runs_with_grad(ctx, fn):
         return None
     return got
-
-
-def _mentions(ctx: Context, fn: ast.AST, *words: str) -> bool:
-    if isinstance(fn, ast.Module):
-        return ctx.mentions(*words)
-    return node_mentions(ctx, fn, *words)

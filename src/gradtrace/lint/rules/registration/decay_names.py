@@ -10,8 +10,9 @@ from gradtrace.lint.analysis.param_names import Names, call_names, class_names, 
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import argument_default, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.statement_shapes import argument_default
 
 
 def _strings(e: ast.AST | None) -> list[str] | None:

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import ast
-import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import builds_module, replaces_submodules_of
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -17,55 +15,19 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
-from gradtrace.lint.rules.registration._aliases import (
-    held_from_arguments, rebound_in, stepped_in_one_pass,
-)
+from gradtrace.lint.rules.registration._aliases import rebound_in, stepped_in_one_pass
 from gradtrace.lint.rules.registration._recreated import (_same_constructor, _stale_after_init,
                                                            all_builds)
 from gradtrace.lint.rules.registration._modules import (
-    OptimizerBuild, _strip, covers, module_ctor, optimizer_builds, rebound_between, step_lines,
-    stale_across_methods,
+    OptimizerBuild, _strip, module_ctor, optimizer_builds, step_lines, stale_across_methods,
 )
-from gradtrace.lint.nodes import exit_after, statements, walk
-
-
-def _base(e: ast.AST) -> str | None:
-    """``model`` for ``model``, ``model.cuda()``, ``model.to(dev).half()``."""
-    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-        e = e.func.value
-    return dotted(e)
-
-
-def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
-                     ) -> tuple[OptimizerBuild, int] | None:
-    """An optimizer built before ``node`` from ``target``'s parameters and stepped after it,
-    where the flow from ``node`` goes on (not past a ``return`` that ends ``node``'s branch)."""
-    line = node.lineno
-    end = exit_after(scope.node, node)
-    for opt in all_builds(scope):  # NOTE [optimizer a model builds]
-        if opt.stmt.lineno >= line or not any(
-                covers(target, s) or covers(s, target) for s in opt.sources):
-            continue
-        for step in step_lines(scope, opt.name):
-            if step > line and (end is None or step < end) and not rebound_between(scope, opt.name, opt.stmt.lineno, step):
-                if not any(line < m.stmt.lineno < step for m in scope.calls_to("add_param_group")
-                           if m.receiver == opt.name):
-                    return opt, step
-    return None
-
-
-def _same_module(scope: Scope, target: str, line: int) -> list[str]:
-    """``target`` and what its root name was bound to: ``model.module if hasattr(model,
-    "module") else model`` (the unwrapped model) stands for ``model.module`` and ``model``."""
-    out = [target]
-    root, dot, rest = target.partition(".")
-    b = scope.binding_before(root, line)
-    v = b.value if b is not None else None
-    for e in (v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,):
-        d = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-        if d and d != root:
-            out.append(d + dot + rest)
-    return out
+from gradtrace.lint.rules.registration._optimizer_pairs import (
+    _shared_part, _stepped_together, _whole_params, role,
+)
+from gradtrace.lint.rules.registration._rebuilt_model import (
+    _base, _own_replacement, _same_module, _stale_optimizer,
+)
+from gradtrace.lint.nodes import statements
 
 
 class ModelRecreatedAfterOptimizer(Rule):
@@ -293,25 +255,6 @@ class ModelRecreatedAfterOptimizer(Rule):
                           opt_line=build.stmt.lineno)
 
 
-def _whole_params(call: ast.Call) -> bool:
-    """``Optim(m.parameters(), ...)``: all of a module's parameters, unfiltered."""
-    first = call.args[0] if call.args else keyword(call, "params")
-    return isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) \
-        and first.func.attr == "parameters" and not first.args
-
-
-ROLE_G = frozenset({"g", "gen", "generator", "netg", "modelg", "gnet"})
-ROLE_D = frozenset({"d", "disc", "discriminator", "netd", "modeld", "dnet", "critic"})
-
-
-def role(name: str) -> str | None:
-    """"g" / "d" when a name marks a GAN generator / discriminator (`netG`, `opt_d`)."""
-    toks = {t.lower() for t in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)}
-    toks |= {name.lower().replace("_", "")}
-    g, d = bool(toks & ROLE_G), bool(toks & ROLE_D)
-    return "g" if g and not d else "d" if d and not g else None
-
-
 class OptimizersShareParameters(Rule):
     """Two optimizers are given the same parameters, or each other's (GAN G/D swapped).
 
@@ -445,48 +388,3 @@ class OptimizersShareParameters(Rule):
                 return (f"the optimizers look swapped: `{me.name}` steps `{a}` and "
                         f"`{other.name}` steps `{b}`")
         return None
-
-
-def _step_loops(scope: Scope, opt: str) -> set[int]:
-    """ids of the loops around the ``step`` calls of optimizer ``opt``."""
-    calls = [m for m in scope.calls_to("step")
-             if m.receiver == opt or (m.call.args and dotted(m.call.args[0]) == opt)]
-    return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
-
-
-def _shared_part(me: OptimizerBuild, other: OptimizerBuild, cls: ClassInfo, ctx: Context
-                 ) -> str | None:
-    """``self.a = Opt(self.x.parameters())`` where ``self.x = X(self.critic, ...)`` keeps
-    ``critic.encoder``, and the other optimizer is over ``self.critic.encoder``: the shared
-    part (NOTE [held from arguments])."""
-    if len(me.sources) != 1 or not _whole_params(me.call) or not other.sources:
-        return None
-    (src,) = me.sources
-    if not src.startswith("self.") or src.count(".") != 1:
-        return None
-    for part in held_from_arguments(cls, src[5:], ctx):
-        if any(covers(part, s) or covers(s, part) for s in other.sources):
-            return part
-    return None
-
-
-def _stepped_together(scope: Scope, a: str, b: str) -> bool:
-    """Whether two optimizers step inside one loop (not in phases one after the other)."""
-    return bool(_step_loops(scope, a) & _step_loops(scope, b))
-
-
-def _own_replacement(call: ast.Call, target: str, ctx: Context) -> ast.stmt | None:
-    """The ``self.<x> = nn.Parameter(...)`` (or a new module) in the method ``call`` runs on
-    ``target``'s object: the statement to change (copy into the parameter instead)."""
-    if not isinstance(call.func, ast.Attribute) or dotted(call.func.value) != target:
-        return None
-    fn = called_function(call, ctx.scope(), call.lineno)
-    if fn is None or not fn.args.args or fn.args.args[0].arg != "self":
-        return None
-    for n in walk(fn):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
-                and isinstance(n.targets[0], ast.Attribute) \
-                and dotted(n.targets[0].value) == "self" \
-                and (module_ctor(n.value, ctx) or is_parameter_call(n.value, ctx)):
-            return n
-    return None

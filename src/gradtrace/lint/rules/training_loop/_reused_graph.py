@@ -11,7 +11,7 @@ from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.flow import Binding, MODULE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
-from gradtrace.lint.rules.registration.identity import role
+from gradtrace.lint.rules.registration._optimizer_pairs import role
 from gradtrace.lint.rules.training_loop._dists import caching_distributions
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 

@@ -1,0 +1,151 @@
+"""GT602/GT603's writes into a module's result in a class's ``forward``: ``out =
+self.<attr>(...)`` then an in-place write into ``out``, or one chained on the call
+(``conv(x).unsqueeze_(1)``). Read through :class:`._base.InplaceRule`; the per-statement
+tests they share with the function scan live in :mod:`._saved`.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Iterator
+
+from gradtrace.lint.analysis.trained_methods import SKIPPED
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.inplace._chained import init_says_inplace, may_write, nested_layer_writes
+from gradtrace.lint.rules.inplace._listed import (
+    _element_set, _listed_call, _may_pair, unviewed, view_aliases,
+)
+from gradtrace.lint.rules.inplace._ops import (
+    SAVED_OUT, VIEW_METHODS, _LazyModules, _statements, module_call_op,
+)
+from gradtrace.lint.rules.inplace._saved import (
+    ARITH_WRITES, NOT_WRITES, Producer, _eval_branch, _is_autograd_function, _path_to,
+    _rebinds, _runs_as_forward, _write_target, _written_name,
+)
+
+
+def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
+                 kinds: tuple[str, ...]) -> Iterator[tuple[Producer, ast.stmt, ast.AST]]:
+    """(producer, write, target) in a module's ``forward``: ``out = self.<attr>(...)`` where
+    ``self.<attr>`` is a module built in ``__init__`` whose result an op that saves it makes
+    (NOTE [module results]: an activation, a Sequential or a block of the file ending in one,
+    a block of a ModuleList by index or in a loop), then an in-place write of the given kind
+    into ``out`` before it is rebound. The writes are found first (once per class); the
+    module's op is read only for a call whose result is written."""
+    pairs = ctx.memo("gt6-class-writes", cls, lambda: _class_pairs(cls, ctx))
+    if not pairs:
+        return
+    modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
+    for call, s, w, scope in pairs:
+        if w[1] not in kinds:
+            continue
+        op = module_call_op(call, ctx, modules, scope, s)
+        if op is None or SAVED_OUT.get(op, "relu") not in families:
+            continue
+        yield Producer(call, op, SAVED_OUT.get(op, "relu")), s, w[2]
+
+
+def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, tuple, Any]]:
+    """(the module call of ``out = <module call>``, a later in-place write into ``out``, its
+    target, the scope) in the ``forward`` (or ``__call__``) of ``cls``, outside eval-only
+    branches and grad-off; also a write chained on the call (``conv(x).unsqueeze_(1)``)."""
+    out: list[tuple[Any, ast.stmt, tuple, Any]] = []
+    modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
+    for fn in cls.body:
+        if not isinstance(fn, FUNCTION_TYPES) or fn.name in SKIPPED \
+                or _is_autograd_function(cls, fn, ctx):
+            continue  # `__init__` never runs as forward, widened or not: known before its scan
+        if not may_write(cls, fn, ctx, modules):
+            continue  # no in-place write in it (NOTE [write spelling]): nothing to pair
+        stmts = list(_statements(fn.body))
+        maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
+        nesting = init_says_inplace(cls, ctx) and "(self." in "\n".join(
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])
+        written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
+        chains: list[tuple] = []            # rare, a scan of the rest per call is quadratic
+        for j, s in enumerate(stmts):
+            got = _written_name(s)
+            if got is not None:
+                written.setdefault(got, []).append(j)
+            elif maybe_chained and (chained := _chained_write(s)) is not None:
+                chains.append((s, chained))
+            if nesting:  # `self.dropout(self.mlp(x))` (NOTE [chained saved output])
+                chains.extend((s, c) for c in nested_layer_writes(s, modules))
+        views = view_aliases(stmts, written)  # `w = out[..., :n]; w /= c` writes into `out`
+        if not _runs_as_forward(cls, fn.name, ctx) and (  # a pair first: the cheap test
+                not chains and not _may_pair(stmts, written)
+                or not _runs_as_forward(cls, fn.name, ctx, True)):
+            continue
+        scope = None
+        for s, chained in chains:
+            if not _eval_branch(_path_to(fn.body, s)):
+                scope = scope or ctx.scope(fn)
+                if scope.grad_off_at(s) is None:
+                    out.append((chained[0], s, chained[1], scope))
+        if not written:
+            continue
+        for i, stmt in enumerate(stmts):
+            listed = _listed_call(stmt)
+            if listed is not None:  # `outs = [blk(x) for blk, x in zip(self.blocks, xs)]`
+                name, call = listed
+                for k in written.get(name, ()):
+                    s = stmts[k]
+                    if k > i and isinstance(s, ast.AugAssign) \
+                            and isinstance(s.target, ast.Subscript) \
+                            and not _eval_branch(_path_to(fn.body, s)) \
+                            and not any(_rebinds(x, name) or _element_set(x, name)
+                                        for x in stmts[i + 1:k]):
+                        scope = scope or ctx.scope(fn)
+                        if scope.grad_off_at(stmt) is None:
+                            out.append((call, s, (name, "aug", s.target), scope))
+                continue
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.value, ast.Call)
+                    and isinstance(stmt.value.func, (ast.Attribute, ast.Subscript, ast.Name))):
+                continue
+            name = dotted(stmt.targets[0])
+            if name is None or not any(j > i for j in written.get(name, ())):
+                continue
+            for k in range(i + 1, len(stmts)):
+                s = stmts[k]
+                if k in written[name]:
+                    w = _write_target(s, ctx, modules)
+                    if w is not None and name in (w[0], views.get(w[0])) \
+                            and not _eval_branch(_path_to(fn.body, s)):
+                        scope = scope or ctx.scope(fn)
+                        if scope.grad_off_at(stmt) is None:
+                            out.append((unviewed(stmt.value), s, w, scope))
+                if _rebinds(s, name):
+                    break
+    return out
+
+
+CHAINED_RE = re.compile(r"\)\s*\.\s*[a-z]\w*_\(")
+
+
+def _file_chains(ctx: Context) -> bool:
+    """The file's code text holds an in-place method called on a call's result."""
+    return ctx.memo("gt6-chains", ctx.tree, lambda: CHAINED_RE.search(ctx.code) is not None)
+
+
+def _chained_write(s: ast.stmt) -> tuple[ast.Call, tuple] | None:
+    """(the module call, the write) for ``fea = conv(x).unsqueeze_(dim=1)`` or
+    ``self.act(x).mul_(2)``: an in-place method called straight on a call's result (through
+    views), the result never named."""
+    v = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+    if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)):
+        return None
+    m = v.func.attr
+    if not m.endswith("_") or m.startswith("_") or m in NOT_WRITES:
+        return None
+    recv = v.func.value
+    while isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) \
+            and recv.func.attr in VIEW_METHODS:
+        recv = recv.func.value
+    f = recv.func if isinstance(recv, ast.Call) else None
+    if not (isinstance(f, (ast.Name, ast.Subscript)) or isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name) and f.value.id == "self"):
+        return None  # a module: `conv(x)`, `self.act(x)`, `self.blocks[i](x)`
+    return recv, ("<result>", "arith" if m in ARITH_WRITES else "method", v)

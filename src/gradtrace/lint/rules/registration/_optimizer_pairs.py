@@ -1,0 +1,64 @@
+"""GT406's tests of two optimizers over one model's parameters: all of a module's parameters,
+the GAN role a name marks, a part one optimizer's module holds from its arguments, and
+whether the two step in one loop."""
+from __future__ import annotations
+
+import ast
+import re
+
+from gradtrace.lint.analysis.modules import ClassInfo
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.leaf._tensors import keyword
+from gradtrace.lint.rules.registration._aliases import held_from_arguments
+from gradtrace.lint.rules.registration._modules import OptimizerBuild, covers
+
+
+def _whole_params(call: ast.Call) -> bool:
+    """``Optim(m.parameters(), ...)``: all of a module's parameters, unfiltered."""
+    first = call.args[0] if call.args else keyword(call, "params")
+    return isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) \
+        and first.func.attr == "parameters" and not first.args
+
+
+ROLE_G = frozenset({"g", "gen", "generator", "netg", "modelg", "gnet"})
+
+
+ROLE_D = frozenset({"d", "disc", "discriminator", "netd", "modeld", "dnet", "critic"})
+
+
+def role(name: str) -> str | None:
+    """"g" / "d" when a name marks a GAN generator / discriminator (`netG`, `opt_d`)."""
+    toks = {t.lower() for t in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)}
+    toks |= {name.lower().replace("_", "")}
+    g, d = bool(toks & ROLE_G), bool(toks & ROLE_D)
+    return "g" if g and not d else "d" if d and not g else None
+
+
+def _step_loops(scope: Scope, opt: str) -> set[int]:
+    """ids of the loops around the ``step`` calls of optimizer ``opt``."""
+    calls = [m for m in scope.calls_to("step")
+             if m.receiver == opt or (m.call.args and dotted(m.call.args[0]) == opt)]
+    return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
+
+
+def _shared_part(me: OptimizerBuild, other: OptimizerBuild, cls: ClassInfo, ctx: Context
+                 ) -> str | None:
+    """``self.a = Opt(self.x.parameters())`` where ``self.x = X(self.critic, ...)`` keeps
+    ``critic.encoder``, and the other optimizer is over ``self.critic.encoder``: the shared
+    part (NOTE [held from arguments])."""
+    if len(me.sources) != 1 or not _whole_params(me.call) or not other.sources:
+        return None
+    (src,) = me.sources
+    if not src.startswith("self.") or src.count(".") != 1:
+        return None
+    for part in held_from_arguments(cls, src[5:], ctx):
+        if any(covers(part, s) or covers(s, part) for s in other.sources):
+            return part
+    return None
+
+
+def _stepped_together(scope: Scope, a: str, b: str) -> bool:
+    """Whether two optimizers step inside one loop (not in phases one after the other)."""
+    return bool(_step_loops(scope, a) & _step_loops(scope, b))

@@ -1,0 +1,74 @@
+"""GT404's tests around a model made again: the name it is made under (and what that name
+stands for), the optimizer built before over its parameters and stepped after, and the
+``self.<x> = ...`` a method called on it replaces."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.leaf._tensors import is_parameter_call
+from gradtrace.lint.rules.registration._modules import (
+    OptimizerBuild, covers, module_ctor, rebound_between, step_lines,
+)
+from gradtrace.lint.rules.registration._recreated import all_builds
+from gradtrace.lint.statement_shapes import exit_after
+
+
+def _base(e: ast.AST) -> str | None:
+    """``model`` for ``model``, ``model.cuda()``, ``model.to(dev).half()``."""
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        e = e.func.value
+    return dotted(e)
+
+
+def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
+                     ) -> tuple[OptimizerBuild, int] | None:
+    """An optimizer built before ``node`` from ``target``'s parameters and stepped after it,
+    where the flow from ``node`` goes on (not past a ``return`` that ends ``node``'s branch)."""
+    line = node.lineno
+    end = exit_after(scope.node, node)
+    for opt in all_builds(scope):  # NOTE [optimizer a model builds]
+        if opt.stmt.lineno >= line or not any(
+                covers(target, s) or covers(s, target) for s in opt.sources):
+            continue
+        for step in step_lines(scope, opt.name):
+            if step > line and (end is None or step < end) and not rebound_between(scope, opt.name, opt.stmt.lineno, step):
+                if not any(line < m.stmt.lineno < step for m in scope.calls_to("add_param_group")
+                           if m.receiver == opt.name):
+                    return opt, step
+    return None
+
+
+def _same_module(scope: Scope, target: str, line: int) -> list[str]:
+    """``target`` and what its root name was bound to: ``model.module if hasattr(model,
+    "module") else model`` (the unwrapped model) stands for ``model.module`` and ``model``."""
+    out = [target]
+    root, dot, rest = target.partition(".")
+    b = scope.binding_before(root, line)
+    v = b.value if b is not None else None
+    for e in (v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,):
+        d = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+        if d and d != root:
+            out.append(d + dot + rest)
+    return out
+
+
+def _own_replacement(call: ast.Call, target: str, ctx: Context) -> ast.stmt | None:
+    """The ``self.<x> = nn.Parameter(...)`` (or a new module) in the method ``call`` runs on
+    ``target``'s object: the statement to change (copy into the parameter instead)."""
+    if not isinstance(call.func, ast.Attribute) or dotted(call.func.value) != target:
+        return None
+    fn = called_function(call, ctx.scope(), call.lineno)
+    if fn is None or not fn.args.args or fn.args.args[0].arg != "self":
+        return None
+    for n in walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Attribute) \
+                and dotted(n.targets[0].value) == "self" \
+                and (module_ctor(n.value, ctx) or is_parameter_call(n.value, ctx)):
+            return n
+    return None
