@@ -243,6 +243,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         adv.backward()
         opt_g.step()
         """, "GT509", line=20, raises=(RuntimeError, "second time"))),
+    # moshi's own spelling of the helper above: `torch.where(proba == 0, 0, proba *
+    # torch.log(proba))` on the buffer's distribution (GT751 now asks the same tracer).
+    # Twin: the entropy of a parameter with a zero entry: the log's NaN gradient gets through
+    "where-over-a-statistic-of-a-buffer": (Shape("""
+        def entropy(usage):
+            proba = usage / usage.sum()
+            p_log_p = torch.where(proba == 0, torch.zeros(()), proba * torch.log(proba))
+            return -p_log_p.sum()
+        class Codebook(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.register_buffer("usage", torch.tensor([0.0, 1.0, 3.0]))
+            def forward(self, x):
+                return self.lin(x), entropy(self.usage)
+        cb = Codebook()
+        out, metric = cb(torch.randn(2, 3))
+        out.sum().backward()
+        """, "GT751", holds="not metric.requires_grad and cb.lin.weight.grad is not None"),
+        Shape("""
+        def entropy(usage):
+            proba = usage / usage.sum()
+            p_log_p = torch.where(proba == 0, torch.zeros(()), proba * torch.log(proba))
+            return -p_log_p.sum()
+        class Codebook(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.usage = nn.Parameter(torch.tensor([0.0, 1.0, 3.0]))
+            def forward(self, x):
+                return x * entropy(self.usage)
+        cb = Codebook()
+        cb(torch.randn(2, 3)).sum().backward()
+        """, "GT751", line=3, holds="torch.isnan(cb.usage.grad).any()")),
 }
 
 

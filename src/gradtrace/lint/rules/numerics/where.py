@@ -9,7 +9,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import DETACHED, NUMBER
 from gradtrace.lint.rules.numerics._ops import (
-    DIV, ROOT, has_positive_shift, in_training, resolve, singular_uses, spelled, torch_op)
+    DIV, ROOT, carries_graph, has_positive_shift, in_training, resolve, singular_uses, spelled,
+    torch_op)
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rules.numerics._where_guard import (
     BOUNDED, METHOD_COMPARE, OVERFLOW, _const, _unguarded,
@@ -170,8 +171,8 @@ def _tensor_operand(e: ast.AST, ctx: Context, line: int) -> bool:
     (``x = x.clamp(min=1)`` before the guard)."""
     if _const(e) is not None:
         return False
-    if ctx.scope().kind(e) in (NUMBER, DETACHED):
-        return False
+    if ctx.scope().kind(e) in (NUMBER, DETACHED) or not carries_graph(ctx, e, e):
+        return False  # (a statistic of a buffer: moshi's `_compute_entropy(self.cluster_usage)`)
     inner = resolve(e, ctx, line)
     return inner is e or not has_positive_shift(inner, ctx)
 
