@@ -276,6 +276,32 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         cb = Codebook()
         cb(torch.randn(2, 3)).sum().backward()
         """, "GT751", line=3, holds="torch.isnan(cb.usage.grad).any()")),
+    # smoothing-adversarial (code/attacks.py, left from unseen29c): an attack's zero-order
+    # (Stein) estimate of the gradient of the smoothed probability, `F.nll_loss(F.softmax(
+    # logits), y, reduction='none') * noise`, averaged and added to the perturbation: nothing
+    # differentiates it, nothing minimises `-p`. Twin: the same pairing backpropagated
+    "zero-order-estimate-written-with-a-loss": (Shape("""
+        def attack_step(model, x, y, delta, noise, lr=0.1):
+            logits = model(x + delta + noise)
+            est = F.nll_loss(F.softmax(logits, dim=1), y, reduction="none")[:, None] * noise
+            est = est / est.norm(dim=1, keepdim=True)
+            return delta + lr * est
+        net = nn.Linear(4, 3)
+        x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+        delta = attack_step(net, x, y, torch.zeros(5, 4), torch.randn(5, 4))
+        """, "GT758", holds="delta.shape == (5, 4)"), Shape("""
+        def train_step(model, opt, x, y):
+            logits = model(x)
+            loss = F.nll_loss(F.softmax(logits, dim=1), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+        first = train_step(net, opt, x, y).item()
+        """, "GT758", line=3, holds="first < 0")),
 }
 
 
