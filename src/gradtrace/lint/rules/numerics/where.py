@@ -116,7 +116,8 @@ class SingularOpOutsideWhereGuard(Rule):
                 if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
-                              not _rounded(n, expr, ctx)):
+                              not _rounded(n, expr, ctx)) and carries_graph(ctx, operand, node):
+                    # (a statistic of a buffer carries none: moshi's `_compute_entropy`)
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
                         Related(ctx.path, n.lineno, f"`{ctx.source(n)}` is computed here",
@@ -171,8 +172,8 @@ def _tensor_operand(e: ast.AST, ctx: Context, line: int) -> bool:
     (``x = x.clamp(min=1)`` before the guard)."""
     if _const(e) is not None:
         return False
-    if ctx.scope().kind(e) in (NUMBER, DETACHED) or not carries_graph(ctx, e, e):
-        return False  # (a statistic of a buffer: moshi's `_compute_entropy(self.cluster_usage)`)
+    if ctx.scope().kind(e) in (NUMBER, DETACHED):
+        return False
     inner = resolve(e, ctx, line)
     return inner is e or not has_positive_shift(inner, ctx)
 

@@ -187,12 +187,9 @@ class LayersNeverBound(Rule):
         called = _generated_init_calls(node, ctx)
         if called is None:
             return  # a class decorator may give the class its constructor
-        built_here = _built(ctx.tree, node.name)
         for m in info.methods.values():
             if m.name == "forward" or m.decorator_list or m.name in called:
                 continue
-            if not built_here and not m.name.startswith("_"):
-                continue  # a mixin of other files: they build it and may call its methods
             layers = [s for s in statements(m) if isinstance(s, ast.Assign)
                       and len(s.targets) == 1 and _self_attr(s.targets[0])
                       and _capitalised_call(s.value) and owns_params(s.value, ctx)]
@@ -202,6 +199,8 @@ class LayersNeverBound(Rule):
             used = [s for s in layers if _self_attr(s.targets[0]) in read]
             if not used or _referenced(ctx.tree, m):
                 continue
+            if not m.name.startswith("_") and not _built(ctx, node.name):
+                continue  # a mixin of other files: they build it and may call its methods
             first = read[_self_attr(used[0].targets[0])]  # type: ignore[index]
             yield self.report(m, ctx, related=(Related(
                 ctx.path, first.lineno, "read here; nothing assigned it", ctx.column(first)),),
@@ -266,13 +265,14 @@ def _generated_init_calls(cls: ast.ClassDef, ctx: Context) -> frozenset[str] | N
     return called
 
 
-def _built(tree: ast.AST, name: str) -> bool:
+def _built(ctx: Context, name: str) -> bool:
     """Whether the file calls the class ``name`` (``Cls(...)``, ``mod.Cls(...)``): a class
     the file never builds is built elsewhere (OpenFlamingo's ``FlamingoLMMixin``, grafted on
     a language model by another file, which then calls its public ``init_flamingo``)."""
-    return any(isinstance(n, ast.Call) and (
+    return ctx.mentions(name + "(") and any(isinstance(n, ast.Call) and (
         isinstance(n.func, ast.Name) and n.func.id == name
-        or isinstance(n.func, ast.Attribute) and n.func.attr == name) for n in bfs_walk(tree))
+        or isinstance(n.func, ast.Attribute) and n.func.attr == name)
+        for n in bfs_walk(ctx.tree))
 
 
 def _referenced(tree: ast.AST, m: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
