@@ -21,6 +21,7 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_unpackings
+from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
@@ -159,7 +160,8 @@ class Tracer:
                 return DEAD
             if name in self.params:
                 dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
-                    OBJECT_RE.match(name) or name in self._model_inputs()
+                    OBJECT_RE.match(name) or name in self._model_inputs() or \
+                    self._given_no_graph(name)
                 return DEAD if dead else LIVE
             if id(self.scope.node) not in module_level_functions(self.ctx):
                 return LIVE  # a closure variable: unknown
@@ -183,6 +185,14 @@ class Tracer:
                     and b.value.func.id in ("list", "dict", "set")):
                 out = out | self._filled(name, line)
         return out
+
+    def _given_no_graph(self, name: str) -> bool:
+        """Every call of the function in the file passes a registered buffer or a number for
+        ``name`` (NOTE [parameter kinds]): moshi's ``_compute_entropy(self.cluster_usage)``,
+        a statistic of a buffer, whose ops are never differentiated."""
+        from gradtrace.lint.analysis.callees import param_kind
+        k = param_kind(self.ctx.analysis, self.scope.node, name)
+        return k is not None and k.what in (BUFFER, NUMBER)
 
     def _filled(self, name: str, line: int) -> Trace:
         """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""

@@ -20,7 +20,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.words import holds
-from gradtrace.lint.rules.numerics._ops import strip
+from gradtrace.lint.rules.numerics._ops import never_differentiated, strip
 from gradtrace.lint.rules.numerics.sigmoid import SIGMOID_MODULES, _sigmoid
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
 
@@ -254,6 +254,8 @@ class ProbabilitiesIntoCrossEntropy(Rule):
             for fn, more in _candidate_lines(node, ctx, tuple(funcs), classes).items():
                 found.setdefault(fn, set()).update(more)
         for fn, lines in found.items():
+            if never_differentiated(ctx, fn):
+                continue  # nothing minimises it: no -p for -log p to replace
             scope = ctx.scope(fn)
             ordered = sorted(lines)  # (bisected: a script holds thousands of statements)
             stmts = [st for st in scope.stmts if not hasattr(st, "body")
