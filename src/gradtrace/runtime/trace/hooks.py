@@ -57,6 +57,9 @@ class Hooks:
         self.handles: list[Any] = []
         self.arming: Any = None  # NOTE [trace arming]
         self._module_handle: Any = None
+        # global forward hooks that act on armed steps only: in and out with the pre-hook
+        self._armed_hooks: list[Any] = []
+        self._armed_handles: list[Any] = []
         self._new_optimizer = False
 
     def install(self) -> None:
@@ -78,10 +81,23 @@ class Hooks:
 
         if on and self._module_handle is None:
             self._module_handle = mm.register_module_forward_pre_hook(_safe(self._pre))
+            self._armed_handles = [mm.register_module_forward_hook(h) for h in self._armed_hooks]
         elif not on and self._module_handle is not None:
             self._module_handle.remove()
             self._module_handle = None
+            while self._armed_handles:
+                self._armed_handles.pop().remove()
             self.data.unobserved = self.data.unobserved or not final
+
+    def armed_forward_hook(self, hook: Any) -> None:
+        """Add a global forward hook that is in only while the tracer is armed, as the
+        forward pre-hook (NOTE [trace arming]: any global module hook left in between armed
+        steps sends every module call down torch's slow path, +11% of a REINFORCE step)."""
+        from torch.nn.modules import module as mm
+
+        self._armed_hooks.append(hook)
+        if self._module_handle is not None:
+            self._armed_handles.append(mm.register_module_forward_hook(hook))
 
     def remove(self) -> None:
         self.module_hook(False, final=True)
