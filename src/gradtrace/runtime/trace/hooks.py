@@ -221,19 +221,21 @@ class Hooks:
         st.in_step = True
         if d.eval_pending:
             check_eval(d, opt, d.steps, site)
-        on_step(st, opt, closure, lambda: site or self._site(), d.optimizers.values())
+        if st.clipped is not None:  # NOTE [clip of parameters no step uses]
+            on_step(st, opt, closure, lambda: site or self._site(), d.optimizers.values())
         if d.train_evals or d.drops:
             settle(d, st, step=True)  # NOTE [evaluated in train mode] (and dropout)
         grads: list[Tensor] = []
         rep = None
+        had, keep = d.had_grad, grads.append  # (per parameter, every step: names bound once)
         for group in opt.param_groups:
             for p in group["params"]:
                 g = p.grad
                 if g is not None:
-                    r = d.had_grad.get(id(p))
+                    r = had.get(id(p))
                     if r is None or r() is not p:
-                        d.had_grad[id(p)] = weakref.ref(p)
-                    grads.append(g)
+                        had[id(p)] = weakref.ref(p)
+                    keep(g)
                     if rep is None and not g.is_sparse:
                         rep = (id(p), id(g), g._version, st.backward_count)
         self._check_accumulate(rec, rep, site)
