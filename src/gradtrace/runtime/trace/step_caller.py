@@ -21,7 +21,7 @@ def _handed(frame: Any, opt: Any) -> bool:
     n = code.co_argcount + code.co_kwonlyargcount
     if not n:  # a loop at module level, a step() without arguments: nothing handed in
         return False
-    local = frame.f_locals  # (builds a dict of the frame's locals: only for a function's arguments)
+    local = frame.f_locals  # (a dict of all the locals, built on each read)
     return any(local.get(name) is opt for name in code.co_varnames[:n])
 
 
