@@ -1,0 +1,121 @@
+"""static30h (issue 13, held-out 24 at first contact): shapes of the batch's mechanisms, each a
+silent look-alike that trains and buggy twins in two or more spellings reported on the given
+line, run on real torch (what the twin raises, or the silent symptom it shows)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from test_heldout_shapes import Shape, _found, _source
+
+torch = pytest.importorskip("torch")
+
+# GT213: a custom optimizer's no-grad `step` calls its closure; silent when every `step(...)`
+# of the file hands it a closure that only reads a value (dfw PR 5's `lambda: float(loss)`)
+SIGN_SGD = """
+class SignSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure):
+        loss = float(closure())
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad.sign(), alpha=-g["lr"])
+        return loss
+
+net = nn.Linear(3, 1)
+w0 = net.weight.detach().clone()
+opt = SignSGD(net.parameters(), lr=0.1)
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+"""
+
+
+
+def _sgd(tail: str, head: str = SIGN_SGD) -> str:
+    return head + textwrap.dedent(tail)
+
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    "closure-that-trains-under-no-grad-step": (Shape(_sgd("""
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            opt.step(lambda: float(loss))
+        """), "GT213", holds="not torch.equal(net.weight, w0)"), [Shape(_sgd("""
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+        """), "GT213", 7, raises="does not require grad"), Shape(_sgd("""
+        def train_once():
+            opt.zero_grad()
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            return loss
+
+        opt.step(closure=lambda: train_once())
+        """), "GT213", 7, raises="does not require grad")]),
+}
+
+# variants the case does not show: a `def` that only reads `.item()`, passed by name (silent),
+# and a closure the file does not define (it may train: still reported)
+VARIANTS: list[tuple[Shape, list[tuple[int, str]]]] = [
+    (Shape(_sgd("""
+        loss = F.mse_loss(net(x), y)
+        loss.backward()
+
+        def current():
+            return loss.item()
+
+        opt.step(current)
+        """), "GT213", holds="not torch.equal(net.weight, w0)"), []),
+    (Shape(_sgd("""
+        def fit(opt, closure):
+            return opt.step(closure)
+        """, SIGN_SGD.split("net = ")[0]), "GT213"), [(7, "GT213")]),
+]
+
+
+def _run(shape: Shape) -> dict:
+    env: dict = {}
+    code = compile(_source(shape), "shape.py", "exec")
+    if shape.raises:
+        with pytest.raises((RuntimeError, TypeError, AttributeError), match=shape.raises):
+            exec(code, env)
+    else:
+        exec(code, env)
+    if shape.holds:
+        assert eval(shape.holds, env)
+    return env
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    good, _ = SHAPES[name]
+    assert _found(good) == []
+    _run(good)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twins_are_reported_and_fail(name: str) -> None:
+    _, bads = SHAPES[name]
+    assert len(bads) >= 2
+    for bad in bads:
+        assert _found(bad) == [(bad.line, bad.code)], bad.src
+        _run(bad)
+
+
+@pytest.mark.parametrize("i", range(len(VARIANTS)))
+def test_variants(i: int) -> None:
+    shape, want = VARIANTS[i]
+    assert _found(shape) == want, shape.src
+    if shape.holds:
+        _run(shape)
