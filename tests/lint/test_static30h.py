@@ -38,6 +38,39 @@ def _sgd(tail: str, head: str = SIGN_SGD) -> str:
     return head + textwrap.dedent(tail)
 
 
+MOMENTUM = """
+class Momentum(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, mu=0.9):
+        super().__init__(params, dict(lr=lr, mu=mu))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state[p].setdefault("buf", torch.zeros_like(p))
+                buf.mul_(group["mu"]).add_(p.grad.data)
+                p.sub_(group["lr"] * buf)
+"""
+
+GUARD = "                if p.grad is None:\n                    continue\n"
+FROZEN_NET = """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.emb.weight.requires_grad = False
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, t):
+            return self.fc(self.emb(t).mean(1))
+
+    net = Net()
+    opt = Momentum(net.parameters())
+    loss = net(torch.randint(0, 10, (3, 5))).sum()
+    loss.backward()
+    opt.step()
+    """
+
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
     "closure-that-trains-under-no-grad-step": (Shape(_sgd("""
         for _ in range(3):
@@ -63,6 +96,34 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
 
         opt.step(closure=lambda: train_once())
         """), "GT213", 7, raises="does not require grad")]),
+    # GT470: a custom optimizer reads `p.grad` of each `p in group["params"]`, and the file hands
+    # it all parameters of a module frozen in part (oval-group/dfw#5)
+    "custom-optimizer-reads-grad-of-frozen-parameter": (Shape(
+        _sgd(FROZEN_NET, MOMENTUM.replace("                buf = ", GUARD + "                buf = ")),
+        "GT470", holds="net.emb.weight.grad is None and net.fc.weight.grad is not None"),
+        [Shape(_sgd(FROZEN_NET, MOMENTUM), "GT470", 10, raises="NoneType"), Shape("""
+        class Base(torch.optim.Optimizer):
+            pass
+
+        class Scaled(Base):
+            def __init__(self, params, lr=0.1):
+                super().__init__(params, dict(lr=lr))
+
+            @torch.no_grad()
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.sub_(group["lr"] * p.grad)
+
+        def build():
+            model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1))
+            model[0].requires_grad_(False)
+            return model, Scaled(model.parameters())
+
+        model, opt = build()
+        model(torch.randn(4, 3)).sum().backward()
+        opt.step()
+        """, "GT470", 12, raises="unsupported operand")]),
 }
 
 # variants the case does not show: a `def` that only reads `.item()`, passed by name (silent),

@@ -8,27 +8,10 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.steps import backward_of
+from gradtrace.lint.analysis.torch_classes import optimizer_subclass
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-
-OPTIMIZER_BASES = frozenset({"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"})
-
-
-def _optimizer_class(cls: ast.ClassDef | None, ctx: Context, depth: int = 0) -> bool:
-    """A subclass of ``torch.optim.Optimizer`` (directly or through classes of the file)."""
-    if cls is None or depth > 8:
-        return False
-    for b in cls.bases:
-        if (ctx.qualified_name(b) or "") in OPTIMIZER_BASES:
-            return True
-        if isinstance(b, ast.Name):
-            info = ctx.analysis.classes.get(b.id)
-            if info is not None and info.node is not cls \
-                    and _optimizer_class(info.node, ctx, depth + 1):
-                return True
-    return False
-
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     a = fn.args
@@ -132,11 +115,29 @@ class ClosureRunUnderNoGrad(Rule):
                             p.add_(p.grad.sign(), alpha=-g["lr"])
                     return loss
             """),
+        Good("""
+            import torch
+            class SignSGD(torch.optim.Optimizer):
+                def __init__(self, params, lr=0.01):
+                    super().__init__(params, {"lr": lr})
+                @torch.no_grad()
+                def step(self, closure):
+                    loss = float(closure())
+                    for g in self.param_groups:
+                        for p in g["params"]:
+                            p.add_(p.grad.sign(), alpha=-g["lr"])
+                    return loss
+            net = torch.nn.Linear(3, 1)
+            opt = SignSGD(net.parameters())
+            loss = net(torch.randn(4, 3)).pow(2).mean()
+            loss.backward()
+            opt.step(lambda: float(loss))
+            """),
     ]
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         cls = ctx.class_def
-        if cls is None or not (node.name == "step" or _optimizer_class(cls, ctx)):
+        if cls is None or not (node.name == "step" or optimizer_subclass(cls, ctx)):
             return
         names = _params(node)
         params = set(names)
