@@ -71,6 +71,24 @@ FROZEN_NET = """
     opt.step()
     """
 
+FORCES = """
+net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = torch.optim.Adam(net.parameters())
+mse = nn.MSELoss()
+pos = torch.randn(6, 3, requires_grad=True)
+true_forces = -torch.autograd.grad((pos ** 2).sum(), pos)[0]
+for _ in range(2):
+    x = pos.detach().clone()
+    x.requires_grad_(True)
+    energy = net(x).sum()
+    forces = -torch.autograd.grad(energy, x, retain_graph=True{cg})[0]
+    force_loss = mse(forces, true_forces)
+    loss = energy ** 2 + force_loss
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
     "closure-that-trains-under-no-grad-step": (Shape(_sgd("""
         for _ in range(3):
@@ -124,11 +142,45 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         model(torch.randn(4, 3)).sum().backward()
         opt.step()
         """, "GT470", 12, raises="unsupported operand")]),
+    # GT206: forces from `autograd.grad(energy, pos)` without `create_graph` compared in a torch
+    # loss with target forces that are plain gradients too: a constant term (torchani PR 238)
+    "force-matching-grad-without-create-graph": (Shape(FORCES.format(cg=", create_graph=True"),
+        "GT206", holds="force_loss.requires_grad and net[0].weight.grad is not None"), [
+        Shape(FORCES.format(cg=""), "GT206", 10,
+              holds="not force_loss.requires_grad"),
+        Shape("""
+        def train_step(net, opt, pos):
+            pos = pos.detach().requires_grad_(True)
+            ref = -torch.autograd.grad((pos ** 2).sum(), pos)[0]
+            energy = net(pos).sum()
+            forces = -torch.autograd.grad(energy, pos, retain_graph=True)[0]
+            force_loss = nn.L1Loss()(forces, ref)
+            opt.zero_grad()
+            (energy ** 2 + force_loss).backward()
+            opt.step()
+            return force_loss
+
+        net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+        opt = torch.optim.Adam(net.parameters())
+        force_loss = train_step(net, opt, torch.randn(6, 3))
+        """, "GT206", 5, holds="not force_loss.requires_grad")]),
 }
 
 # variants the case does not show: a `def` that only reads `.item()`, passed by name (silent),
 # and a closure the file does not define (it may train: still reported)
 VARIANTS: list[tuple[Shape, list[tuple[int, str]]]] = [
+    # a plain gradient as the target of a model's prediction: a stop-gradient (silent)
+    (Shape("""
+        net = nn.Linear(3, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(2):
+            x = torch.randn(4, 3, requires_grad=True)
+            target = torch.autograd.grad((x ** 3).sum(), x)[0]
+            loss = F.mse_loss(net(x), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT206", holds="net.weight.grad is not None"), []),
     (Shape(_sgd("""
         loss = F.mse_loss(net(x), y)
         loss.backward()

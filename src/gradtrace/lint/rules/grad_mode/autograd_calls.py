@@ -248,6 +248,17 @@ def _has_requires_grad(a: ast.expr, scope: object, name: str | None) -> bool:
         isinstance(n, ast.keyword) and n.arg == "requires_grad" for n in walk(value))
 
 
+def _outside_loop_of(call: ast.Call, sink: ast.AST, scope: object) -> bool:
+    """The backward runs in a loop that ``call`` is not in: the gradient is made once and
+    read at every pass (a fixed target, e.g. reference forces), never the trained term."""
+    for s in walk(scope.node):  # type: ignore[attr-defined]
+        if isinstance(s, (ast.For, ast.AsyncFor, ast.While)) \
+                and s.lineno <= sink.lineno <= (s.end_lineno or s.lineno) \
+                and not s.lineno <= call.lineno <= (s.end_lineno or s.lineno):
+            return True
+    return False
+
+
 class GradientPenaltyWithoutCreateGraph(Rule):
     """`torch.autograd.grad` feeds a loss term (gradient penalty) without `create_graph=True`.
 
@@ -340,13 +351,13 @@ class GradientPenaltyWithoutCreateGraph(Rule):
         scope = ctx.scope()
         stmt = scope.statement_of(node)
         if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
-                or not _penalty_path(node, stmt.value, ctx):  # type: ignore[arg-type]
+                or not _penalty_path(node, stmt.value, ctx, node.lineno):  # type: ignore[arg-type]
             return
         tainted = _targets(stmt)
         sink = _tainted_sink(scope, stmt, tainted, ctx)
         if sink is None:
             sink = _penalty_return(scope, stmt, _targets(stmt), ctx)
-        if sink is None:
+        if sink is None or _outside_loop_of(node, sink, scope):
             return
         edit = ctx.edit(kw.value, "True") if kw is not None \
             else _insert_kw(node, ctx, "create_graph=True")
