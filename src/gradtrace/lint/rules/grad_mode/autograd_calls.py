@@ -270,6 +270,10 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     (checked on torch 2.13; with `create_graph=True` the weights get their gradient).
     Gradients used to perturb an input (FGSM, `x + eps * g.sign()`) or first-order
     meta-learning updates do not need a graph and are not reported.
+    A torch loss comparing the gradient with other gradients made without a graph before it
+    (force matching: `mse(forces, ref_forces)`, aiqm/torchani#238) is such a term too; next to
+    anything else (a model's output) the gradient is a target and is not reported, nor is a
+    gradient made once outside the loop that runs `backward()`.
     Known limits: the penalty must reach a `backward()` in the same function, or be returned
     by a function named like a penalty (`gradient_penalty`, `r1_penalty`, `compute_gp`).
     """
@@ -319,6 +323,18 @@ class GradientPenaltyWithoutCreateGraph(Rule):
                 g = autograd.grad(critic(mix).sum(), mix, create_graph=True)[0]
                 return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
             """, at=(4, 8)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            def train_step(net, opt, pos, true_forces):
+                pos = pos.detach().requires_grad_(True)
+                ref = -torch.autograd.grad((pos ** 2).sum(), pos)[0]
+                energy = net(pos).sum()
+                forces = -torch.autograd.grad(energy, pos, retain_graph=True)[0]
+                loss = energy ** 2 + nn.MSELoss()(forces, ref)
+                loss.backward()
+                opt.step()
+            """, at=(7, 14)),
         Good("""
             import torch
             import torch.nn.functional as F
