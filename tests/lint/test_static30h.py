@@ -164,6 +164,44 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         opt = torch.optim.Adam(net.parameters())
         force_loss = train_step(net, opt, torch.randn(6, 3))
         """, "GT206", 5, holds="not force_loss.requires_grad")]),
+    # GT104: `torch.as_tensor` of a list/tuple of losses copies their values (deepxde PR 1379);
+    # of one tensor it returns the tensor itself
+    "as-tensor-of-loss-list": (Shape("""
+        def train_step(model, opt, batches):
+            losses = [F.mse_loss(model(x), y) for x, y in batches]
+            loss = torch.as_tensor(torch.stack(losses)).mean() + torch.as_tensor(losses[0])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        net = nn.Linear(3, 1)
+        data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
+        loss = train_step(net, torch.optim.SGD(net.parameters(), lr=0.1), data)
+        """, "GT104", holds="loss.requires_grad and net.weight.grad is not None"), [Shape("""
+        def train_step(model, opt, batches):
+            losses = [F.mse_loss(model(x), y) for x, y in batches]
+            loss = torch.as_tensor(losses).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        net = nn.Linear(3, 1)
+        data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
+        train_step(net, torch.optim.SGD(net.parameters(), lr=0.1), data)
+        """, "GT104", 3, raises="does not require grad"), Shape("""
+        class Solver:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+
+            def loss(self, x, y):
+                pred = self.net(x)
+                terms = (F.mse_loss(pred, y), pred.pow(2).mean())
+                return torch.as_tensor(terms).sum()
+
+        s = Solver()
+        s.loss(torch.randn(4, 3), torch.randn(4, 1)).backward()
+        """, "GT104", 8, raises="does not require grad")]),
 }
 
 # variants the case does not show: a `def` that only reads `.item()`, passed by name (silent),
