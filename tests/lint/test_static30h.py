@@ -89,6 +89,28 @@ for _ in range(2):
     opt.step()
 """
 
+HEADS = """
+def to_heads(t, heads):
+    b, hd, x, y = t.shape
+    return t.reshape(b, heads, hd // heads, x * y).permute(0, 1, 3, 2)
+
+class Attention(nn.Module):
+    def __init__(self, dim=4, heads=2, dim_head=4):
+        super().__init__()
+        self.heads, self.scale = heads, dim_head ** -0.5
+        self.qkv = nn.Conv2d(dim, heads * dim_head * 3, 1, bias=False)
+
+    def forward(self, fmap):
+        q, k, v = self.qkv(fmap).chunk(3, dim=1)
+        q, k, v = map(lambda t: to_heads(t, self.heads), (q, k, v))
+        {write}
+        attn = (q @ k.transpose(-1, -2)).softmax(-1)
+        return attn @ v
+
+attn = Attention()
+attn(torch.randn(2, 4, 3, 3)).sum().backward()
+"""
+
 SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
     "closure-that-trains-under-no-grad-step": (Shape(_sgd("""
         for _ in range(3):
@@ -202,6 +224,46 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         s = Solver()
         s.loss(torch.randn(4, 3), torch.randn(4, 1)).backward()
         """, "GT104", 8, raises="does not require grad")]),
+    # GT608: in-place write into a piece of `chunk` made into heads through `map(f, (q, k, v))`
+    # (bottleneck-transformer-pytorch PR 14)
+    "in-place-on-mapped-chunk-views": (Shape(HEADS.format(write="q = q * self.scale"),
+        "GT608", holds="attn.qkv.weight.grad is not None"), [
+        Shape(HEADS.format(write="q *= self.scale"), "GT608", 14, raises="multiple views"),
+        Shape("""
+        def split_heads(t):
+            return t.view(t.shape[0], t.shape[1], 2, -1).transpose(1, 2)
+
+        class Attn(nn.Module):
+            def __init__(self, dim=8):
+                super().__init__()
+                self.qkv = nn.Linear(dim, dim * 3)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                q, k, v = map(split_heads, (q, k, v))
+                k.mul_(0.5)
+                return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+        attn = Attn()
+        attn(torch.randn(2, 5, 8)).sum().backward()
+        """, "GT608", 12, raises="multiple views"), Shape("""
+        class Attn(nn.Module):
+            def __init__(self, dim=8, heads=2):
+                super().__init__()
+                self.heads = heads
+                self.qkv = nn.Linear(dim, dim * 3)
+
+            def forward(self, x):
+                b, n, _ = x.shape
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                q, k, v = map(lambda t: t.reshape(b, n, self.heads, -1).permute(0, 2, 1, 3),
+                              (q, k, v))
+                v.div_(2.0)
+                return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+        attn = Attn()
+        attn(torch.randn(2, 5, 8)).sum().backward()
+        """, "GT608", 12, raises="multiple views")]),
 }
 
 # variants the case does not show: a `def` that only reads `.item()`, passed by name (silent),
