@@ -298,7 +298,8 @@ class Tracer:
         if qual == "map" and len(e.args) == 2 and _cut_fn(e.args[0], self.ctx) is not None:
             # `map(torch.detach, (q, k, v))`: each element cut (compressive-transformer)
             return self._cut(_cut_fn(e.args[0], self.ctx), e, [e.args[1]], use, line)  # type: ignore[arg-type]
-        if qual in REBUILD_FUNCS:
+        if qual in REBUILD_FUNCS or qual == "torch.as_tensor" and e.args \
+                and self._sequence(e.args[0], use, line):
             return self._rebuild(e, use, line)
         if qual in FRESH_FUNCS:
             return LIVE if asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
@@ -380,6 +381,17 @@ class Tracer:
     def args_trace(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
         return self._all([*e.args, *kws], use, line)
+
+    def _sequence(self, a: ast.expr, use: ast.stmt | None, line: int) -> bool:
+        """A list or tuple (literal, comprehension, or a name bound only to one): unlike a
+        tensor, which ``torch.as_tensor`` returns as is, its elements are copied."""
+        if isinstance(a, (ast.List, ast.Tuple, ast.ListComp)):
+            return True
+        if not isinstance(a, ast.Name):
+            return False
+        values = [b.value for b in self.bindings_at(a.id, use, line)]
+        return bool(values) and all(isinstance(v, (ast.List, ast.Tuple, ast.ListComp))
+                                    for v in values)
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:

@@ -338,6 +338,8 @@ class TensorRebuiltFromGraph(LossCutRule):
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
     (pytorch-facts.md#python-number-loss). Use `torch.stack(list)` / `torch.cat(list)` or the
     tensor itself.
+    `torch.as_tensor` returns a tensor given as is, but copies a list or tuple of them
+    (`torch.as_tensor(losses)`: lululxvi/deepxde#1379, checked on torch 2.13).
     Known limits: follows names inside one function; tensors built from Python data (targets,
     constants) are fine and never reported.
     """
@@ -355,6 +357,16 @@ class TensorRebuiltFromGraph(LossCutRule):
             def train_step(model, opt, batches):
                 losses = [model(x, y) for x, y in batches]
                 loss = torch.tensor(losses).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 11)),
+        Bad("""
+            import torch
+
+            def train_step(model, opt, batches):
+                losses = [model(x, y) for x, y in batches]
+                loss = torch.as_tensor(losses).mean()
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
