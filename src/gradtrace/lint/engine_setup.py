@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 from gradtrace.lint import function_gate
 from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.rule import Rule
-from gradtrace.lint.visitors import KEYWORDS, by_trigger, walk_keys
+from gradtrace.lint.visitors import KEYWORDS, by_trigger, spelt, walk_keys
 from gradtrace.lint.visitors import visitor_names as _visitor_names
 from gradtrace.lint.words import line_word_lines, token_word_lines
 from gradtrace.lint.words import word_lines as _word_lines
@@ -68,9 +68,9 @@ class CheckerSetup:
         code = self.ctx.code
         req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
         function_gate.add_aliases(aliases, self.imports.aliases, req_words)
-        base = line_words.union(("import",), req_words)
-        searched = base.union(aliases)
         keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
+        base = line_words.union(("import",), req_words, spelt(keys))  # operators: substrings
+        searched = base.union(aliases)
         # NOTE [line cache]: the words of every file (the words of visit_Module-only rules
         # too, for whether they occur); the aliases, the file's own, searched apart
         found = line_word_lines(code, base | other_words.difference(keys), keys - base)

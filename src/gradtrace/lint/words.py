@@ -5,6 +5,8 @@ from __future__ import annotations
 import bisect
 import re
 from functools import lru_cache
+from itertools import compress, count, repeat
+from operator import is_
 
 from gradtrace.lint.code_text import LINE_END, may_hold
 
@@ -246,42 +248,44 @@ def line_word_lines(text: str, words: frozenset[str], runs: frozenset[str] = fro
     """The first half of :func:`token_word_lines` (the same word lines, no identifiers), from
     the lines remembered (NOTE [line cache]); None where that function gives None, or for a
     word with a line end."""
-    if "\r" in text or not text.isascii() or any("\n" in w for w in words):
+    if "\r" in text or not text.isascii() or not _line_safe(words):
         return None
     table = _line_table(words, runs)
     lines = text.split("\n")
+    got = list(map(table.get, lines))  # a tuple of words (most: empty), None: never seen
     out: dict[str, set[int]] = {}
-    miss: list[int] = []
-    for no, ws in enumerate(map(table.get, lines), 1):
-        if ws:
-            for w in ws:
-                got = out.get(w)
-                if got is None:
-                    out[w] = {no}
-                else:
-                    got.add(no)
-        elif ws is None:
-            miss.append(no)
-    if not miss:
+    for no in compress(count(1), got):  # the lines holding a word
+        for w in got[no - 1]:
+            at = out.get(w)
+            if at is None:
+                out[w] = {no}
+            else:
+                at.add(no)
+    if None not in got:
         return out
     if len(table) > LINE_LIMIT:
         table.clear()
-    found, _ = token_word_lines("\n".join([lines[no - 1] for no in miss]), words, runs
-                                ) or ({}, "")
-    held: dict[int, list[str]] = {}
-    for w, at in found.items():
-        for k in at:
-            held.setdefault(k, []).append(w)
-    for k, no in enumerate(miss, 1):
-        ws = held.get(k)
-        table[lines[no - 1]] = tuple(ws) if ws else ()
-        for w in ws or ():
-            got = out.get(w)
-            if got is None:
+    miss = list(compress(count(1), map(is_, got, repeat(None))))
+    new = [lines[no - 1] for no in miss]
+    found, _ = token_word_lines("\n".join(new), words, runs) or ({}, "")
+    held: list[tuple[str, ...]] = [()] * len(miss)
+    for w, at_new in found.items():
+        for k in at_new:
+            held[k - 1] += (w,)
+            no = miss[k - 1]
+            at = out.get(w)
+            if at is None:
                 out[w] = {no}
             else:
-                got.add(no)
+                at.add(no)
+    table.update(zip(new, held))
     return out
+
+
+@lru_cache(maxsize=16)
+def _line_safe(words: frozenset[str]) -> bool:
+    """Whether no word holds a line end (each is then found line by line)."""
+    return not any("\n" in w for w in words)
 
 
 # NOTE [held needles]
