@@ -71,8 +71,8 @@ class CheckerSetup:
         keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
         base = line_words.union(("import",), req_words, spelt(keys))  # operators: substrings
         searched = base.union(aliases)
-        # NOTE [line cache]: the words of every file (the words of visit_Module-only rules
-        # too, for whether they occur); the aliases, the file's own, searched apart
+        # the words of every file through the line cache (NOTE [line cache]), those of
+        # visit_Module-only rules too (whether they occur); a file's own aliases apart
         found = line_word_lines(code, base | other_words.difference(keys), keys - base)
         if found is not None:
             word_lines = found
