@@ -333,6 +333,10 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
                 not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
             return False  # `self.value_function.compute_loss(x, y)`: the model's method
         return bool(LOSS_CALLABLE_RE.match(last))
+    if all(isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) not in (None, name)
+           for v in values):  # `criterion = cal_loss`: an alias is the function it names
+        t._pure[name] = False  # (while answering: a cycle of aliases is no loss)
+        return all(pure_loss(t, v) for v in values)  # type: ignore[arg-type]
     return all(isinstance(u := _unmoved(v), ast.Call)
                and is_torch_loss(ctx.qualified_name(u.func)) for v in values)
 

@@ -21,6 +21,7 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_unpackings
+from gradtrace.lint.analysis.kinds import LOADER
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
@@ -305,6 +306,8 @@ class Tracer:
             return self._cut(NUMPY, e, [peel(a) for a in e.args], use, line)
         if qual.startswith(("numpy.", "math.")):
             return self.args_trace(e, use, line)
+        if qual in ("next", "iter") and len(e.args) == 1:
+            return self._element(e.args[0], use, line)
         through = self._through_helper(e, use, line)
         if through is not None:
             return through
@@ -320,6 +323,16 @@ class Tracer:
         if bound is not None:
             return self._all(bound, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _element(self, it: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        """``next(it)``, ``iter(loader)``: an element of what ``it`` iterates over, read as a
+        ``for`` loop reads it (:meth:`binding_trace`): a data loader hands out data (a
+        ``DataLoader`` here, or spelled like one), anything else what it holds
+        (``next(iter(model.parameters()))`` is a parameter)."""
+        kind = self.ctx.analysis.kind(it, self.scope, line)
+        if kind is not None and kind.what == LOADER or DATA_ITER_RE.search(self.ctx.code_of(it)):
+            return DEAD
+        return self.trace(it, use, line)
 
     def _partial_values(self, e: ast.Call) -> list[ast.expr] | None:
         """``attn_fn(q, k, v)`` with ``attn_fn = partial(full_attn, dropout_fn=...)`` bound
