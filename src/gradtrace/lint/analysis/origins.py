@@ -315,7 +315,8 @@ class Tracer:
             return self.args_trace(e, use, line)  # `TLE(bstar=x.item())`: holds its arguments
         if pure_loss(self, e.func) or (isinstance(e.func, ast.Call) and is_torch_loss(
                 self.ctx.qualified_name(e.func.func))) or (
-                isinstance(e.func, ast.Name) and helper_is_pure(self.ctx, e.func.id)):
+                isinstance(f := self._unaliased(e.func), ast.Name)
+                and helper_is_pure(self.ctx, f.id)):
             return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
@@ -323,6 +324,14 @@ class Tracer:
         if bound is not None:
             return self._all(bound, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _unaliased(self, f: ast.expr) -> ast.expr:
+        """The function ``f`` names: ``cal_loss`` for ``criterion`` when every binding of it
+        here is ``criterion = cal_loss``."""
+        vs = [b.value for b in self.scope.bindings.get(f.id, ())] if isinstance(f, ast.Name) \
+            else []
+        return vs[0] if vs and all(isinstance(v, ast.Name) and v.id == vs[0].id  # type: ignore
+                                   for v in vs) else f
 
     def _element(self, it: ast.expr, use: ast.stmt | None, line: int) -> Trace:
         """``next(it)``, ``iter(loader)``: an element of what ``it`` iterates over, read as a
