@@ -157,6 +157,62 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         model = nn.Linear(4, 2)
         train(model, DataLoader(data, batch_size=3), torch.optim.SGD(model.parameters(), lr=0.1))
         """, "GT105", line=8, raises=NO_GRAD)),
+    # GT105: `replay_data` holds the model's input (`self.q_net(replay_data.observations)`),
+    # so its other fields (`replay_data.rewards`) are data, not a path from the model: the
+    # `.data` on the Q-values cuts the only one (M15's stable-baselines3 DQN shape). Look-alike:
+    # a target network's output `.data` in the target
+    "batch-object-fields": (Shape("""
+        class Buffer:
+            def __init__(self):
+                self.obs, self.rewards = torch.randn(6, 4), torch.randn(6, 2)
+
+            def sample(self):
+                return types.SimpleNamespace(observations=self.obs, rewards=self.rewards)
+
+        class Agent:
+            def __init__(self):
+                self.q_net, self.q_target = nn.Linear(4, 2), nn.Linear(4, 2)
+                self.replay_buffer = Buffer()
+                self.optimizer = torch.optim.SGD(self.q_net.parameters(), lr=0.1)
+
+            def train(self, steps):
+                for _ in range(steps):
+                    replay_data = self.replay_buffer.sample()
+                    target = replay_data.rewards + 0.9 * self.q_target(replay_data.observations).data
+                    loss = F.smooth_l1_loss(self.q_net(replay_data.observations), target)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+        agent = Agent()
+        agent.train(2)
+        """, "GT105", holds="agent.q_net.weight.grad is not None"),
+                            Shape("""
+        class Buffer:
+            def __init__(self):
+                self.obs, self.rewards = torch.randn(6, 4), torch.randn(6, 2)
+
+            def sample(self):
+                return types.SimpleNamespace(observations=self.obs, rewards=self.rewards)
+
+        class Agent:
+            def __init__(self):
+                self.q_net, self.q_target = nn.Linear(4, 2), nn.Linear(4, 2)
+                self.replay_buffer = Buffer()
+                self.optimizer = torch.optim.SGD(self.q_net.parameters(), lr=0.1)
+
+            def train(self, steps):
+                for _ in range(steps):
+                    replay_data = self.replay_buffer.sample()
+                    current = self.q_net(replay_data.observations).data
+                    loss = F.smooth_l1_loss(current, replay_data.rewards)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+        agent = Agent()
+        agent.train(2)
+        """, "GT105", line=17, raises=NO_GRAD)),
 }
 
 

@@ -20,7 +20,7 @@ from gradtrace.lint.analysis.cuts import (
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
-from gradtrace.lint.analysis.batches import batch_unpackings
+from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
 from gradtrace.lint.analysis.kinds import LOADER
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.reach import reaching
@@ -264,7 +264,15 @@ class Tracer:
             return LIVE if cut is None else cut
         if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
             return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
+        if self._batch_field(e):
+            return DEAD
         return self.trace(e.value, use, line)
+
+    def _batch_field(self, e: ast.Attribute | ast.Subscript) -> bool:
+        """``replay_data.rewards``, ``batch["y"]``: a field of a batch whose other field is
+        the model's input (NOTE [batch siblings])."""
+        return isinstance(e.value, ast.Name) and field(e) and \
+            e.value.id in batch_objects(self.scope, self.ctx)
 
     def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
         v = e.value
@@ -272,6 +280,8 @@ class Tracer:
                 and isinstance(v.func, ast.Attribute) and v.func.attr in PAIR_METHODS and len(
                     v.args) + len(v.keywords) > (dotted(v.func.value) == "torch"):  # indices
             return self._cut(NONDIFF, e, [pair_source(v)], use, line)
+        if self._batch_field(e):
+            return DEAD
         return self.trace(v, use, line)
 
     def _cut(self, kind: str, node: ast.expr, operands: list[ast.expr],
