@@ -219,6 +219,11 @@ class Tracer:
         if isinstance(stmt, ast.AugAssign) and self.scope.binding_before(name, b.line):
             d.merge(self._t_Name(e, b.line, depth + 1))
         d.merge(self.trace(value, b.line, depth + 1))
+        if isinstance(value, (ast.List, ast.Dict, ast.Set)) or isinstance(value, ast.Call) \
+                and isinstance(value.func, ast.Name) and value.func.id in ("list", "dict", "set"):
+            for mc in self.scope.method_calls:  # what `outs.append(model(x))` puts in
+                if mc.receiver == name and mc.method in FILLERS:
+                    d.merge(self._args(mc.call, mc.stmt.lineno, depth + 1))
         return d
 
     _t_Attribute = _t_Name
@@ -415,6 +420,9 @@ class Tracer:
         return d
 
     _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_ListComp
+
+
+FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 
 def _is_factory(ctx: Context, e: ast.AST) -> bool:
