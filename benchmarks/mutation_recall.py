@@ -352,15 +352,15 @@ def main() -> None:
     nfiles = 0
     ops = args.ops.split(",") if args.ops else None
     for path, src in files(args.trees):
-        base = codes(src, path)
-        if base is None:
+        muts = [m for m in mutate(src)
+                if not ops or any(m[0].split("-")[0] == o for o in ops)]
+        base = codes(src, path) if muts or not ops else None  # no copy: no need to check
+        if base is None and (muts or not ops):
             continue
         nfiles += 1
         if nfiles % 50 == 0:
             print(f"... {nfiles} files", file=sys.stderr, flush=True)
-        for kind, want, fname, msrc, lines in mutate(src):
-            if ops and not any(kind.split("-")[0] == o for o in ops):
-                continue
+        for kind, want, fname, msrc, lines in muts:
             got = codes(msrc, path)
             if got is None:
                 continue

@@ -377,7 +377,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.opt.step()
         l = Learner()
         l.train_step(torch.randn(3, 4), torch.tensor([0, 1, 0]))
-        """, "GT220", 9, holds="l.embed.weight.grad is None")),
+        """, "GT220", 7, holds="l.embed.weight.grad is None")),  # at the decorator (session 30)
     # GT220, a Lightning module whose configure_optimizers returns the encoder's optimizer;
     # look-alike: the encoder runs with grad in training_step
     "lightning-configure-optimizers": (Shape("""

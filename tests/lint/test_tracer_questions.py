@@ -137,12 +137,13 @@ def refine(dec, enc):
 
 def test_the_two_grad_off_readings_differ_as_documented() -> None:
     """GT1 names one region for every return read by its shape (a list bound there counts);
-    GT2/GT5 trace the returned values (a running total summed there counts). Where both hold,
-    they name the same region (NOTE [grad-off returns], NOTE [no-grad helpers])."""
+    GT2/GT5 trace the returned values (a running total summed there counts; a list counts by
+    what is appended to it, since session 30). Where both hold, they name the same region
+    (NOTE [grad-off returns], NOTE [no-grad helpers])."""
     ctx = _ctx(READINGS)
     defs = {n.name: n for n in ctx.tree.body if isinstance(n, ast.FunctionDef)}
     assert grad_off_cut(ctx, defs["accuracy"]) is not None
-    assert returns_off(ctx, defs["accuracy"]) is None
+    assert returns_off(ctx, defs["accuracy"]) is not None  # `res.append(...)` made there
     assert grad_off_cut(ctx, defs["test"]) is None
     assert returns_off(ctx, defs["test"]) is not None
     cut, off = grad_off_cut(ctx, defs["refine"]), returns_off(ctx, defs["refine"])

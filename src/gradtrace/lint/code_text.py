@@ -20,7 +20,7 @@ import ast
 import itertools
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -191,3 +191,12 @@ def line_starts(ctx: Context) -> list[int]:
             ends.append(len(text))  # the end of a last line without a line break
         return [0, 0, *ends]
     return ctx.memo("gt3-line-starts", ctx.tree, make)
+
+
+def occurrences(text: str, word: str) -> Iterator[int]:
+    """Every offset where ``word`` starts in ``text``, overlapping ones too, in order (a
+    ``str.find`` scan: a pattern of alternatives is tried at each of its first characters)."""
+    p = text.find(word)
+    while p != -1:
+        yield p
+        p = text.find(word, p + 1)

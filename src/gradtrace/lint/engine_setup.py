@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Sequence
 from gradtrace.lint import function_gate
 from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.rule import Rule
-from gradtrace.lint.visitors import KEYWORDS, by_trigger, walk_keys
+from gradtrace.lint.visitors import KEYWORDS, by_trigger, spelt, walk_keys
 from gradtrace.lint.visitors import visitor_names as _visitor_names
-from gradtrace.lint.words import token_word_lines, word_lines as _word_lines
+from gradtrace.lint.words import line_word_lines, token_word_lines
+from gradtrace.lint.words import word_lines as _word_lines
 
 if TYPE_CHECKING:
     from gradtrace.lint.engine import Visitor
@@ -67,18 +68,33 @@ class CheckerSetup:
         code = self.ctx.code
         req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
         function_gate.add_aliases(aliases, self.imports.aliases, req_words)
-        searched = line_words.union(aliases, ("import",), req_words)
         keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
-        got = token_word_lines(code, searched, keys - searched)  # NOTE [token lines]
-        if got is None:
-            idents = self.ctx.identifiers
-            word_lines = _word_lines(code, searched | keys, idents)
+        base = line_words.union(("import",), req_words, spelt(keys))  # operators: substrings
+        searched = base.union(aliases)
+        # the words of every file through the line cache (NOTE [line cache]), those of
+        # visit_Module-only rules too (whether they occur); a file's own aliases apart
+        found = line_word_lines(code, base | other_words.difference(keys), keys - base)
+        if found is not None:
+            word_lines = found
+            extra = searched.difference(base, other_words)
+            if extra:
+                word_lines.update(_word_lines(code, extra))
+            idents: str | None | bool = False  # not needed: other_words were searched
         else:
-            word_lines, idents = got
-            self.ctx.know_identifiers(idents)
+            got = token_word_lines(code, searched, keys - searched)  # NOTE [token lines]
+            if got is None:
+                idents = self.ctx.identifiers
+                word_lines = _word_lines(code, searched | keys, idents)
+            else:
+                word_lines, idents = got
+                self.ctx.know_identifiers(idents)
         key_lines = {k: word_lines.get(k, ()) for k in keys}  # before other_words' entries
         for w in other_words:  # words of visit_Module-only rules: whether, not where
-            if may_hold(idents, w) and w in code:
+            if idents is False:  # found with the lines, but a keyword as a whole word
+                hit = w in code if w in keys else w in word_lines
+            else:
+                hit = may_hold(idents, w) and w in code  # type: ignore[arg-type]
+            if hit:
                 word_lines[w] = set()
         present = [w for w in word_lines if w in all_words or w in aliases]
         if not present:

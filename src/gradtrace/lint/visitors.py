@@ -10,7 +10,9 @@ subtree whose lines hold none holds no such statement and stays skipped
 (NOTE [quiet subtrees] in :mod:`gradtrace.lint.engine`). Only statement types without a
 keyword here (``Assign``, ``Expr``, ...) still turn the skipping off for the file. A keyword
 that is also a trigger word (``def``, ``class``) is found as a substring there: more lines,
-never fewer.
+never fewer. An augmented assignment (``x /= n``) spells its operator, one token of the code
+on one of its own lines: the operators are found as substrings of the code (``/=`` inside
+``//=``, ``<=`` of ``<<=`` not needed: ``<<=`` is looked for itself).
 """
 from __future__ import annotations
 
@@ -57,6 +59,8 @@ KEYWORDS: dict[type, tuple[str, ...]] = {
     ast.For: ("for",), ast.AsyncFor: ("for",), ast.While: ("while",),
     ast.With: ("with",), ast.AsyncWith: ("with",), ast.If: ("if", "elif"),
     ast.Return: ("return",), ast.Raise: ("raise",), ast.Delete: ("del",),
+    # an augmented assignment spells its operator, one token (`//=` holds `/=`, `**=` `*=`)
+    ast.AugAssign: ("+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "<<=", ">>="),
 }
 
 
@@ -79,7 +83,8 @@ def _is_stmt_type(t: type) -> bool:
 @lru_cache(maxsize=16)
 def walk_keys(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     """The keywords of the statement types that rules with ``gate_statements = False`` visit
-    (NOTE [keyword lines]): looked for as whole words of the code."""
+    (NOTE [keyword lines]): looked for as whole words of the code (an operator, such as
+    ``+=``, as a substring: :func:`spelt`)."""
     return frozenset(k for r in rules if r.gate_statements is False
                      for t, _, is_stmt in visitor_names(r) if is_stmt
                      for k in KEYWORDS.get(t, ()))
@@ -93,3 +98,9 @@ def by_trigger(rules: tuple[type[Rule], ...]) -> dict[str, tuple[int, ...]]:
         for w in r.triggers:
             out.setdefault(w, []).append(j)
     return {w: tuple(js) for w, js in out.items()}
+
+
+@lru_cache(maxsize=16)
+def spelt(keys: frozenset[str]) -> frozenset[str]:
+    """The ``keys`` that are operators, not words: found as substrings of the code."""
+    return frozenset(k for k in keys if not k.isidentifier())

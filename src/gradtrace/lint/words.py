@@ -5,6 +5,8 @@ from __future__ import annotations
 import bisect
 import re
 from functools import lru_cache
+from itertools import compress, count, repeat
+from operator import is_
 
 from gradtrace.lint.code_text import LINE_END, may_hold
 
@@ -222,6 +224,70 @@ def _searched_lines(index: dict[bytes, list[int]], joined: str, needles: tuple[s
     return lines_of
 
 
+# NOTE [line cache]
+# Most lines of a project's code are lines it holds elsewhere: on transformers' torch files
+# 16% of the code's lines (30% of its characters) are new when the files come in order, the
+# rest repeat lines of earlier files or of the same file (``return hidden_states``, the
+# "Copied from" functions, lines whose strings and comments were blanked). The words a line
+# holds depend on the line alone (no word holds a line end), so each distinct line is searched
+# once per process and word set and remembered as the tuple of the words it holds (most: none);
+# a file's lines are looked up, and only the lines never seen before are searched, joined by
+# line ends, by :func:`token_word_lines` (the same answers: it reads line by line). The table
+# is dropped past :data:`LINE_LIMIT` lines.
+LINE_LIMIT = 250_000
+
+
+@lru_cache(maxsize=16)
+def _line_table(words: frozenset[str], runs: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """Line -> the words (and whole runs) it holds, for one word set (NOTE [line cache])."""
+    return {}
+
+
+def line_word_lines(text: str, words: frozenset[str], runs: frozenset[str] = frozenset()
+                    ) -> dict[str, set[int]] | None:
+    """The first half of :func:`token_word_lines` (the same word lines, no identifiers), from
+    the lines remembered (NOTE [line cache]); None where that function gives None, or for a
+    word with a line end."""
+    if "\r" in text or not text.isascii() or not _line_safe(words):
+        return None
+    table = _line_table(words, runs)
+    lines = text.split("\n")
+    got = list(map(table.get, lines))  # a tuple of words (most: empty), None: never seen
+    out: dict[str, set[int]] = {}
+    for no in compress(count(1), got):  # the lines holding a word
+        for w in got[no - 1]:
+            at = out.get(w)
+            if at is None:
+                out[w] = {no}
+            else:
+                at.add(no)
+    if None not in got:
+        return out
+    if len(table) > LINE_LIMIT:
+        table.clear()
+    miss = list(compress(count(1), map(is_, got, repeat(None))))
+    new = [lines[no - 1] for no in miss]
+    found, _ = token_word_lines("\n".join(new), words, runs) or ({}, "")
+    held: list[tuple[str, ...]] = [()] * len(miss)
+    for w, at_new in found.items():
+        for k in at_new:
+            held[k - 1] += (w,)
+            no = miss[k - 1]
+            at = out.get(w)
+            if at is None:
+                out[w] = {no}
+            else:
+                at.add(no)
+    table.update(zip(new, held))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _line_safe(words: frozenset[str]) -> bool:
+    """Whether no word holds a line end (each is then found line by line)."""
+    return not any("\n" in w for w in words)
+
+
 # NOTE [held needles]
 # Which needles (the identifier words, and the longest runs of the words with punctuation)
 # a run holds depends on the run alone, and the runs of a project's files are mostly the same
@@ -270,30 +336,51 @@ def _learn(held: dict[bytes, tuple[str, ...]], new: list[bytes], needles: tuple[
 
 @lru_cache(maxsize=16)
 def _alternation(words: frozenset[str]
-                 ) -> tuple[re.Pattern[str], dict[str, tuple[tuple[int, str], ...]]]:
-    """The pattern finding ``words`` (longest first), and for each word the (offset, word)
-    that may occur hidden by a match of it (NOTE [token lines])."""
-    ordered = sorted(words, key=lambda w: (-len(w), w))
+                 ) -> tuple[re.Pattern[str] | None, dict[str, tuple[tuple[int, str], ...]],
+                            tuple[str, ...]]:
+    """(the pattern finding the ``words`` that do not start with white space, one branch per
+    first character, longest first; for each of them the (offset, word) that may occur hidden
+    by a match of it; the words that start with white space) (NOTE [scan branches])."""
+    spaced = tuple(sorted(w for w in words if w[:1].isspace()))
+    ordered = sorted(words.difference(spaced), key=lambda w: (-len(w), w))
     hidden: dict[str, tuple[tuple[int, str], ...]] = {}
     for w in ordered:  # at the match: the shorter words it starts with (a longer one would
         # have matched); inside it: every word that agrees with the rest of the match
         hidden[w] = tuple([(0, o) for o in ordered if o != w and w.startswith(o)] + [
             (off, o) for off in range(1, len(w)) for o in ordered
             if o.startswith(w[off:]) or w[off:].startswith(o)])
-    return re.compile("|".join(re.escape(w) for w in ordered)), hidden
+    branches: dict[str, list[str]] = {}
+    for w in ordered:
+        branches.setdefault(w[0], []).append(re.escape(w[1:]))
+    pattern = "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in branches.items())
+    return (re.compile(pattern) if ordered else None), hidden, spaced
 
 
+# NOTE [scan branches]
+# Python's ``re`` tries the alternatives of a pattern one after another at every place whose
+# character may start one of them. Words such as `` - `` start with a space, which is on
+# every line many times (indentation), and 21 alternatives tried at each place cost as much
+# as the rest of the word search. So the pattern holds one branch per first character (the
+# words' rests after it, longest first: the same word matches at the same place), and the
+# words that start with white space are found by ``str.find`` on their own: 3x cheaper on
+# transformers, the same occurrences (each word's are all found either way).
 def _scan_lines(text: str, words: frozenset[str]) -> dict[str, set[int]]:
     """:func:`word_lines` of ``text`` (line ends ``\\n`` only) for words without a long run,
-    in one pass (NOTE [token lines])."""
-    pattern, hidden = _alternation(words)
+    in one pass (NOTE [token lines]) and one ``find`` loop per word starting with white space
+    (NOTE [scan branches])."""
+    pattern, hidden, spaced = _alternation(words)
     hits: list[tuple[int, str]] = []
-    for m in pattern.finditer(text):
+    for m in pattern.finditer(text) if pattern is not None else ():
         w, p = m.group(), m.start()
         hits.append((p, w))
         for off, o in hidden[w]:
             if text.startswith(o, p + off):
                 hits.append((p + off, o))
+    for w in spaced:
+        p = text.find(w)
+        while p != -1:
+            hits.append((p, w))
+            p = text.find(w, p + 1)
     hits.sort()
     out: dict[str, set[int]] = {}
     line, prev = 1, 0

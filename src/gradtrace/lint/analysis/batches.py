@@ -91,3 +91,54 @@ def _unpackings(scope: Scope) -> frozenset[int]:
             continue  # `enc_out, h = encoded`: whose outputs those are is not seen here
         out.add(id(s))
     return frozenset(out)
+
+
+def batch_objects(scope: Scope, ctx: Context) -> frozenset[str]:
+    """Names of ``scope`` bound only to a batch object whose field is the model's input
+    (``replay_data = self.replay_buffer.sample(n)`` with ``self.q_net(replay_data.observations)``,
+    ``for batch in it:`` with ``model(batch.x)``): its other fields (``replay_data.rewards``)
+    come from the same place and carry no graph (NOTE [batch siblings]). Not when the object
+    is what a model returned, or a name of it is made trainable."""
+    return ctx.memo("batch-objects", scope.node, lambda: _objects(scope))
+
+
+def _objects(scope: Scope) -> frozenset[str]:
+    if not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return frozenset()
+    fields: set[str] = set()  # receivers of a field fed to a model: `model(batch.x)`
+    for node in of_types(scope.node, (ast.Call,)):
+        if node.args and is_model_name(dotted(node.func) or ""):
+            fields.update(n.value.id for n in of_types(node.args[0], (
+                ast.Attribute, ast.Subscript)) if isinstance(n.value, ast.Name) and field(n))
+    trainable = {mc.receiver for mc in scope.method_calls if mc.method == "requires_grad_"}
+    out: set[str] = set()
+    for name in fields - trainable - {"", "self", "cls"}:
+        bs = scope.bindings.get(name, ())
+        if bs and all(_drawn(b.stmt, b.value, name) for b in bs) and not any(
+                k.startswith(name + ".") and k.endswith(".requires_grad") for k in scope.bindings):
+            out.add(name)
+    return frozenset(out)
+
+
+def _drawn(s: ast.stmt, v: ast.expr | None, name: str) -> bool:
+    """``name = source.sample(n)`` / ``for name in source:``: not a model's output."""
+    if isinstance(s, (ast.For, ast.AsyncFor)):
+        if not isinstance(s.target, ast.Name):
+            return False
+        v = s.iter
+        if isinstance(v, (ast.Name, ast.Attribute)):
+            return True
+    if not isinstance(v, ast.Call):
+        return False
+    callee = dotted(v.func) or ""
+    return bool(callee) and not _model_like(callee) and not (
+        callee.startswith("self.") and callee.count(".") == 1)
+
+
+def field(n: ast.AST) -> bool:
+    """``batch.x`` or ``batch["x"]``: a record's field (not a tuple element ``out[0]``, not
+    ``t.data``/``t.grad``)."""
+    if isinstance(n, ast.Attribute):
+        return n.attr not in ("data", "grad")
+    return isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) \
+        and isinstance(n.slice.value, str)

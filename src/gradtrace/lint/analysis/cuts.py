@@ -326,6 +326,9 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
         values = self_assignments(ctx.class_def, name, ctx)
     if not values:
         recv, _, last = name.rpartition(".")
+        info = ctx.analysis.class_of(t.scope.node) if recv == "self" else None
+        if info is not None and _reads_self(info.node, last):
+            return False  # `self._compute_loss(x, y)` runs `self.forward`: the model's own
         if last[:1].isupper() and any(ch.islower() for ch in last):
             return False  # `EntropyLoss(after_softmax=...)` builds a loss object
         if recv and recv not in ("self", "cls") and \
@@ -333,8 +336,20 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
                 not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
             return False  # `self.value_function.compute_loss(x, y)`: the model's method
         return bool(LOSS_CALLABLE_RE.match(last))
+    if all(isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) not in (None, name)
+           for v in values):  # `criterion = cal_loss`: an alias is the function it names
+        t._pure[name] = False  # (while answering: a cycle of aliases is no loss)
+        return all(pure_loss(t, v) for v in values)  # type: ignore[arg-type]
     return all(isinstance(u := _unmoved(v), ast.Call)
                and is_torch_loss(ctx.qualified_name(u.func)) for v in values)
+
+
+def _reads_self(cls: ast.ClassDef | None, method: str) -> bool:
+    """The class's method ``method`` reads ``self`` (its layers, parameters, other methods)."""
+    m = next((f for f in (cls.body if cls is not None else ()) if isinstance(
+        f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == method), None)
+    return m is not None and any(isinstance(n, ast.Name) and n.id == "self" and isinstance(
+        n.ctx, ast.Load) for b in m.body for n in ast.walk(b))
 
 
 def _unmoved(v: ast.expr | None) -> ast.expr | None:
@@ -397,3 +412,18 @@ def registered_buffer(cls: ast.ClassDef, attr: str) -> bool:
                and n.func.attr == "register_buffer" and dotted(n.func.value) == "self"
                and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == attr
                for n in bfs_walk(cls))
+
+
+def map_cut_kind(f: ast.expr, ctx: Context) -> str | None:
+    """The cut kind of a function handed to ``map``: ``torch.detach``, ``lambda t:
+    t.detach()``, ``Tensor.detach``."""
+    q = ctx.qualified_name(f) or ""
+    if q in CUT_FUNCS:
+        return CUT_FUNCS[q]
+    if q in ("torch.Tensor.detach", "torch.Tensor.item"):
+        return CUT_METHODS.get(q.rpartition(".")[2])
+    if isinstance(f, ast.Lambda) and len(f.args.args) == 1 and isinstance(f.body, ast.Call) \
+            and isinstance(f.body.func, ast.Attribute) and not f.body.args \
+            and dotted(f.body.func.value) == f.args.args[0].arg:
+        return CUT_METHODS.get(f.body.func.attr)
+    return None

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import (
-    NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_loss_callee)
+    MOVES, NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_loss_callee)
 from gradtrace.lint.analysis.model_calls import runs_model
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
-from gradtrace.lint.analysis.vocabulary import INFERENCE_NAME_RE
+from gradtrace.lint.analysis.kinds import LOADER
+from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INFERENCE_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
@@ -113,6 +114,7 @@ class Tracer:
         self.scope = scope
         self._q = _Query()
         self._answers: dict[tuple[int, int], Deps] = {}
+        self._env: dict[str, Deps] = {}  # comprehension variables in scope
         a = scope.node.args if isinstance(scope.node, FUNCTION_TYPES) else None
         self.params: set[str] = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg,
                                                  a.kwarg) if x is not None} if a else set()
@@ -175,6 +177,9 @@ class Tracer:
         if name is None:
             d.unknown = True
             return d
+        if name in self._env:
+            d.merge(self._env[name])
+            return d
         bs = reaching(self.scope, name, line, self.scope.statement_of(e))
         if not bs:
             if isinstance(e, ast.Attribute):
@@ -214,6 +219,11 @@ class Tracer:
         if isinstance(stmt, ast.AugAssign) and self.scope.binding_before(name, b.line):
             d.merge(self._t_Name(e, b.line, depth + 1))
         d.merge(self.trace(value, b.line, depth + 1))
+        if isinstance(value, (ast.List, ast.Dict, ast.Set)) or isinstance(value, ast.Call) \
+                and isinstance(value.func, ast.Name) and value.func.id in ("list", "dict", "set"):
+            for mc in self.scope.method_calls:  # what `outs.append(model(x))` puts in
+                if mc.receiver == name and mc.method in FILLERS:
+                    d.merge(self._args(mc.call, mc.stmt.lineno, depth + 1))
         return d
 
     _t_Attribute = _t_Name
@@ -237,6 +247,11 @@ class Tracer:
             if func.attr in RG_METHODS:
                 d.explicit_grad = True
                 return d
+        if qual in ("next", "iter") and len(e.args) == 1:  # an element, read as a `for` reads
+            k = ctx.analysis.kind(e.args[0], self.scope, line)  # one: a loader's is data
+            if k is not None and k.what == LOADER or DATA_ITER_RE.search(ctx.code_of(e.args[0])):
+                return d
+            return self.trace(e.args[0], line, depth + 1)
         if is_loss_callee(ctx, func):
             return self._loss_call(e, line, depth)
         through = self._through_helper(e, line, depth)
@@ -252,9 +267,10 @@ class Tracer:
                     callee.startswith("self.") and callee.count(".") == 1
                     or runs_model(ctx, self.scope, callee, line)):
                 return self._module_call(e, line, depth)
-            # a tensor method: receiver + args
+            # a tensor method: receiver + args (a move's are a device, dtype or shape)
             d.merge(self.trace(func.value, line, depth + 1))
-            d.merge(self._args(e, line, depth, saves=func.attr in SAVES_INPUT_FUNCS))
+            if func.attr not in MOVES:
+                d.merge(self._args(e, line, depth, saves=func.attr in SAVES_INPUT_FUNCS))
             return d
         if isinstance(func, ast.Name):
             kind = self.scope.kind(func)
@@ -386,7 +402,27 @@ class Tracer:
     def _t_Lambda(self, e: ast.AST, line: int, depth: int) -> Deps:
         return Deps(unknown=True)
 
-    _t_ListComp = _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_Lambda
+    def _t_ListComp(self, e: ast.ListComp, line: int, depth: int) -> Deps:
+        """``[b.to(device) for b in batch]``: the element, each loop variable standing for
+        what its iterable holds."""
+        saved, d = dict(self._env), Deps()
+        try:
+            for g in e.generators:
+                it = self.trace(g.iter, line, depth + 1)
+                d.merge(it)
+                for n in ast.walk(g.target):
+                    if isinstance(n, ast.Name):
+                        self._env[n.id] = it
+            for x in ([e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]):
+                d.merge(self.trace(x, line, depth + 1))
+        finally:
+            self._env = saved
+        return d
+
+    _t_GeneratorExp = _t_SetComp = _t_DictComp = _t_ListComp
+
+
+FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 
 def _is_factory(ctx: Context, e: ast.AST) -> bool:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.appended import appended_blocks
+from gradtrace.lint.analysis.flag_truth import truth_under as _truth
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import argument_default
 
@@ -38,15 +39,35 @@ DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
 
 
-def bound_value(e: ast.AST, scope: Scope, line: int) -> ast.AST:
+def bound_value(e: ast.AST, scope: Scope, line: int,
+                flags: dict[str, object] | None = None) -> ast.AST:
     """A local name: the value of its last single-target assignment before ``line``, else
-    ``e``."""
+    ``e``; an assignment in an ``if`` arm the read is not in counts only when ``flags`` (the
+    constructor's, :func:`constructor_flags`) take that arm, and is passed over when they
+    skip it (Xception's ``if not self.activate_first: x = self.relu2(x)``)."""
     if isinstance(e, ast.Name):
         b = scope.binding_before(e.id, line)
         if b is not None and b.value is not None and isinstance(b.stmt, ast.Assign) \
                 and len(b.stmt.targets) == 1:
-            return b.value
+            use = scope.statement_of(e)
+            arms = dict(scope.branches.get(id(use), ())) if use is not None else {}
+            other = [(k, v) for k, v in scope.branches.get(id(b.stmt), ()) if arms.get(k) != v]
+            if other and not flags:
+                return e  # a branch no constructor flag decides: it may not run
+            taken = [_arm_taken(scope, k, v, flags or {}) for k, v in other]
+            if all(taken):
+                return b.value
+            if False in taken and None not in taken and b.line < line:
+                return bound_value(e, scope, b.line, flags)
     return e
+
+
+def _arm_taken(scope: Scope, if_id: int, body: bool, flags: dict[str, object]) -> bool | None:
+    ifs = scope.ctx.memo("module-results-ifs", scope.node, lambda: {
+        id(n): n for n in walk(scope.node) if isinstance(n, ast.If)})
+    test = ifs[if_id].test if if_id in ifs else None
+    t = _truth(test, flags) if test is not None else None
+    return None if t is None else t == body
 
 
 LIB, EXPR, INPUT = "lib", "expr", "input"
@@ -278,55 +299,6 @@ def _always_returns(body: list[ast.stmt]) -> bool:
         and _always_returns(last.orelse)
 
 
-_UNKNOWN = object()
-
-
-def _truth(test: ast.expr, flags: dict[str, object]) -> bool | None:
-    """``test`` under the constructor's flags: True/False, or None when it depends on more."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        t = _truth(test.operand, flags)
-        return None if t is None else not t
-    if isinstance(test, ast.BoolOp):
-        vals = [_truth(v, flags) for v in test.values]
-        want = isinstance(test.op, ast.Or)
-        if want in vals:
-            return want
-        return None if None in vals else not want
-    v = _flag(test, flags)
-    if v is not _UNKNOWN:
-        return bool(v)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        a, b = _flag(test.left, flags), _flag(test.comparators[0], flags)
-        if a is _UNKNOWN or b is _UNKNOWN:
-            return None
-        op = test.ops[0]
-        try:
-            if isinstance(op, (ast.Eq, ast.Is)):
-                return a == b
-            if isinstance(op, (ast.NotEq, ast.IsNot)):
-                return a != b
-            if isinstance(op, ast.In):
-                return a in b  # type: ignore[operator]
-            if isinstance(op, ast.NotIn):
-                return a not in b  # type: ignore[operator]
-        except TypeError:
-            return None
-    return None
-
-
-def _flag(e: ast.expr, flags: dict[str, object]) -> object:
-    if isinstance(e, ast.Constant):
-        return e.value
-    if isinstance(e, (ast.Tuple, ast.List, ast.Set)) and all(
-            isinstance(x, ast.Constant) for x in e.elts):
-        return tuple(x.value for x in e.elts)  # type: ignore[attr-defined]
-    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
-        return flags.get(e.attr, _UNKNOWN)
-    if isinstance(e, ast.Name):  # an argument of ``__init__`` (:func:`constructor_values`)
-        return flags.get("$" + e.id, _UNKNOWN)
-    return _UNKNOWN
-
-
 def constructor_flags(info: ClassInfo, call: ast.Call) -> dict[str, object]:
     """``self.<attr>`` -> the constant the constructing ``call`` gives it: ``self.activation =
     activation`` in ``__init__`` and ``activation='relu'`` passed (or defaulted)."""
@@ -379,7 +351,8 @@ def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int,
     fwd = forward_of(info)
     if fwd is None:
         return None
-    rets = reachable_returns(fwd, constructor_flags(info, call))
+    flags = constructor_flags(info, call)
+    rets = reachable_returns(fwd, flags)
     given = constructor_values(info, call, where)
     if not rets:
         return None
@@ -388,7 +361,7 @@ def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int,
     params = [p.arg for p in (*a.posonlyargs, *a.args)][1:2]
     makes: list[Made] = []
     for r in rets:
-        v = _unview(bound_value(_unview(r.value), scope, r.lineno))  # type: ignore[arg-type]
+        v = _unview(bound_value(_unview(r.value), scope, r.lineno, flags))  # type: ignore[arg-type]
         if isinstance(v, ast.Name) and v.id in params:
             makes.append(Made(INPUT, v, fn=fwd))
             continue

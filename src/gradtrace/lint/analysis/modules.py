@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.kinds import BUFFER, REGISTERED, SCHEDULER, Kind
+from gradtrace.lint.analysis.vocabulary import OTHER_FRAMEWORKS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
 
@@ -237,6 +238,8 @@ def is_module_class(c: ast.ClassDef, known: set[str], qualified) -> bool:  # typ
     quals = [qualified(b) or "" for b in c.bases]
     if any(q in AUTOGRAD_FUNCTION_BASES for q in quals):
         return False
+    if quals and all(q.partition(".")[0] in OTHER_FRAMEWORKS for q in quals):
+        return False  # `class Lm(mlx.nn.Module)`: another framework's module registers lists
     for q in quals:
         last = q.rpartition(".")[2]
         if (q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES) \

@@ -197,11 +197,52 @@ class MultiViews:
                 return self.view_of_split(s.value, b.line, depth + 1)
             if isinstance(t, (ast.Tuple, ast.List)) and any(
                     isinstance(x, ast.Name) and x.id == e.id for x in t.elts):
+                src = self._mapped(s.value, t, e.id)
+                if src is not None:  # `q, k, v = map(lambda t: to_heads(t, h), (q, k, v))`
+                    return self.view_of_split(src, b.line, depth + 1)
                 return self.split_of(s.value, b.line)
             return None
         if isinstance(s, ast.For) and self.scope.grad_off_at(s) is None:
             return self._iterated(s, e.id)
         return None
+
+    def _mapped(self, value: ast.expr, target: ast.Tuple | ast.List, name: str
+                ) -> ast.expr | None:
+        """The element of ``map(f, (a, b, c))`` unpacked into ``name`` when ``f`` returns a
+        view of its argument: a lambda whose body is a view of its one parameter (through
+        view methods and helpers of :meth:`_helper_view`), or such a helper of the file."""
+        if not (isinstance(value, ast.Call) and dotted(value.func) == "map"
+                and len(value.args) == 2 and not value.keywords
+                and isinstance(value.args[1], (ast.Tuple, ast.List))):
+            return None
+        elts = value.args[1].elts
+        if len(elts) != len(target.elts):
+            return None
+        f = value.args[0]
+        if isinstance(f, ast.Lambda):
+            a = f.args
+            if len(a.args) != 1 or a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg:
+                return None
+            e: ast.AST = f.body
+            while isinstance(e, ast.Call):
+                nxt = e.func.value if isinstance(e.func, ast.Attribute) \
+                    and e.func.attr in VIEW_OF | RESHAPES and not _flat(e, 0) \
+                    and not (self.ctx.qualified_name(e.func) or "").startswith("torch.") \
+                    else self._helper_view(e)
+                if nxt is None:
+                    break
+                e = nxt
+            if not (isinstance(e, ast.Name) and e.id == a.args[0].arg):
+                return None
+        else:
+            fn = self.ctx.analysis.callee(ast.Call(func=f, args=[elts[0]], keywords=[]),
+                                          self.fn) if isinstance(f, ast.Name) else None
+            params = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)] if fn else []
+            if not params or self.ctx.memo("multi-views-helper", fn, lambda: _viewed_param(
+                    fn, self.ctx)) != params[0]:
+                return None
+        return next((v for x, v in zip(target.elts, elts)
+                     if isinstance(x, ast.Name) and x.id == name), None)
 
     def _helper_view(self, call: ast.Call) -> ast.expr | None:
         """The argument of ``call`` that the result is a view of: ``call`` runs a function of

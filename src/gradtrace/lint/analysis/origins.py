@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Iterable
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE,
     NON_TENSOR_KWARGS, NONDIFF, NUMPY, PAIR_METHODS, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut,
-    Trace, asks_grad, detached_copy, is_torch_loss, objects_of, pair_source, peel, pure_loss,
-    top_defs, unpacks_indices,
+    Trace, asks_grad, detached_copy, is_torch_loss, map_cut_kind, objects_of, pair_source, peel,
+    pure_loss, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
-from gradtrace.lint.analysis.batches import batch_unpackings
+from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
+from gradtrace.lint.analysis.kinds import BUFFER, LOADER, NUMBER
 from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
@@ -159,7 +160,8 @@ class Tracer:
                 return DEAD
             if name in self.params:
                 dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
-                    OBJECT_RE.match(name) or name in self._model_inputs()
+                    OBJECT_RE.match(name) or name in self._model_inputs() or \
+                    self._given_no_graph(name)
                 return DEAD if dead else LIVE
             if id(self.scope.node) not in module_level_functions(self.ctx):
                 return LIVE  # a closure variable: unknown
@@ -183,6 +185,14 @@ class Tracer:
                     and b.value.func.id in ("list", "dict", "set")):
                 out = out | self._filled(name, line)
         return out
+
+    def _given_no_graph(self, name: str) -> bool:
+        """Every call of the function in the file passes a registered buffer or a number for
+        ``name`` (NOTE [parameter kinds]): moshi's ``_compute_entropy(self.cluster_usage)``,
+        a statistic of a buffer, whose ops are never differentiated."""
+        from gradtrace.lint.analysis.callees import param_kind
+        k = param_kind(self.ctx.analysis, self.scope.node, name)
+        return k is not None and k.what in (BUFFER, NUMBER)
 
     def _filled(self, name: str, line: int) -> Trace:
         """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
@@ -263,7 +273,15 @@ class Tracer:
             return LIVE if cut is None else cut
         if name is not None and name.partition(".")[0] in self.ctx.imports.aliases:
             return DEAD  # ``math.pi``, ``torch.float32``, ``cfg.LAMBDA`` of an imported module
+        if self._batch_field(e):
+            return DEAD
         return self.trace(e.value, use, line)
+
+    def _batch_field(self, e: ast.Attribute | ast.Subscript) -> bool:
+        """``replay_data.rewards``, ``batch["y"]``: a field of a batch whose other field is
+        the model's input (NOTE [batch siblings])."""
+        return isinstance(e.value, ast.Name) and field(e) and \
+            e.value.id in batch_objects(self.scope, self.ctx)
 
     def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
         v = e.value
@@ -271,6 +289,8 @@ class Tracer:
                 and isinstance(v.func, ast.Attribute) and v.func.attr in PAIR_METHODS and len(
                     v.args) + len(v.keywords) > (dotted(v.func.value) == "torch"):  # indices
             return self._cut(NONDIFF, e, [pair_source(v)], use, line)
+        if self._batch_field(e):
+            return DEAD
         return self.trace(v, use, line)
 
     def _cut(self, kind: str, node: ast.expr, operands: list[ast.expr],
@@ -285,10 +305,11 @@ class Tracer:
         qual = self.ctx.qualified_name(e.func) or ""
         if qual in CUT_FUNCS and e.args:
             return self._cut(CUT_FUNCS[qual], e, [peel(e.args[0])], use, line)
-        if qual == "map" and len(e.args) == 2 and _cut_fn(e.args[0], self.ctx) is not None:
+        if qual == "map" and len(e.args) == 2 and map_cut_kind(e.args[0], self.ctx) is not None:
             # `map(torch.detach, (q, k, v))`: each element cut (compressive-transformer)
-            return self._cut(_cut_fn(e.args[0], self.ctx), e, [e.args[1]], use, line)  # type: ignore[arg-type]
-        if qual in REBUILD_FUNCS:
+            return self._cut(map_cut_kind(e.args[0], self.ctx), e, [e.args[1]], use, line)  # type: ignore[arg-type]
+        if qual in REBUILD_FUNCS or qual == "torch.as_tensor" and e.args \
+                and self._sequence(e.args[0], use, line):
             return self._rebuild(e, use, line)
         if qual in FRESH_FUNCS:
             return LIVE if asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
@@ -305,6 +326,8 @@ class Tracer:
             return self._cut(NUMPY, e, [peel(a) for a in e.args], use, line)
         if qual.startswith(("numpy.", "math.")):
             return self.args_trace(e, use, line)
+        if qual in ("next", "iter") and len(e.args) == 1:
+            return self._element(e.args[0], use, line)
         through = self._through_helper(e, use, line)
         if through is not None:
             return through
@@ -312,7 +335,8 @@ class Tracer:
             return self.args_trace(e, use, line)  # `TLE(bstar=x.item())`: holds its arguments
         if pure_loss(self, e.func) or (isinstance(e.func, ast.Call) and is_torch_loss(
                 self.ctx.qualified_name(e.func.func))) or (
-                isinstance(e.func, ast.Name) and helper_is_pure(self.ctx, e.func.id)):
+                isinstance(f := self._unaliased(e.func), ast.Name)
+                and helper_is_pure(self.ctx, f.id)):
             return self.args_trace(e, use, line)
         if isinstance(e.func, ast.Attribute) and not qual.startswith("torch."):
             return self._method(e, e.func, use, line)
@@ -320,6 +344,24 @@ class Tracer:
         if bound is not None:
             return self._all(bound, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
+
+    def _unaliased(self, f: ast.expr) -> ast.expr:
+        """The function ``f`` names: ``cal_loss`` for ``criterion`` when every binding of it
+        here is ``criterion = cal_loss``."""
+        vs = [b.value for b in self.scope.bindings.get(f.id, ())] if isinstance(f, ast.Name) \
+            else []
+        return vs[0] if vs and all(isinstance(v, ast.Name) and v.id == vs[0].id  # type: ignore
+                                   for v in vs) else f
+
+    def _element(self, it: ast.expr, use: ast.stmt | None, line: int) -> Trace:
+        """``next(it)``, ``iter(loader)``: an element of what ``it`` iterates over, read as a
+        ``for`` loop reads it (:meth:`binding_trace`): a data loader hands out data (a
+        ``DataLoader`` here, or spelled like one), anything else what it holds
+        (``next(iter(model.parameters()))`` is a parameter)."""
+        kind = self.ctx.analysis.kind(it, self.scope, line)
+        if kind is not None and kind.what == LOADER or DATA_ITER_RE.search(self.ctx.code_of(it)):
+            return DEAD
+        return self.trace(it, use, line)
 
     def _partial_values(self, e: ast.Call) -> list[ast.expr] | None:
         """``attn_fn(q, k, v)`` with ``attn_fn = partial(full_attn, dropout_fn=...)`` bound
@@ -370,6 +412,17 @@ class Tracer:
     def args_trace(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
         return self._all([*e.args, *kws], use, line)
+
+    def _sequence(self, a: ast.expr, use: ast.stmt | None, line: int) -> bool:
+        """A list or tuple (literal, comprehension, or a name bound only to one): unlike a
+        tensor, which ``torch.as_tensor`` returns as is, its elements are copied."""
+        if isinstance(a, (ast.List, ast.Tuple, ast.ListComp)):
+            return True
+        if not isinstance(a, ast.Name):
+            return False
+        values = [b.value for b in self.bindings_at(a.id, use, line)]
+        return bool(values) and all(isinstance(v, (ast.List, ast.Tuple, ast.ListComp))
+                                    for v in values)
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:
@@ -436,18 +489,3 @@ def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
     dead (:func:`argument_returns`): data made from factories and module constants."""
     got = argument_returns(ctx, fn)
     return got is not None and not got.cuts
-
-
-def _cut_fn(f: ast.expr, ctx: Context) -> str | None:
-    """The cut kind of a function handed to ``map``: ``torch.detach``, ``lambda t:
-    t.detach()``, ``Tensor.detach``."""
-    q = ctx.qualified_name(f) or ""
-    if q in CUT_FUNCS:
-        return CUT_FUNCS[q]
-    if q in ("torch.Tensor.detach", "torch.Tensor.item"):
-        return CUT_METHODS.get(q.rpartition(".")[2])
-    if isinstance(f, ast.Lambda) and len(f.args.args) == 1 and isinstance(f.body, ast.Call) \
-            and isinstance(f.body.func, ast.Attribute) and not f.body.args \
-            and dotted(f.body.func.value) == f.args.args[0].arg:
-        return CUT_METHODS.get(f.body.func.attr)
-    return None

@@ -64,3 +64,43 @@ def _test(e: ast.expr) -> tuple[str, frozenset[object], bool] | None:
         consts = frozenset(x.value for x in right.elts if isinstance(x, ast.Constant))
         return name, consts, isinstance(op, ast.In)
     return None
+
+
+def exclusive_flags(cls: ast.ClassDef, a: ast.stmt, fa: ast.AST, b: ast.stmt,
+                    fb: ast.AST) -> bool:
+    """Whether ``a`` (a statement of method ``fa``) and ``b`` (of method ``fb``) sit in opposite
+    arms of tests of one ``self.flag`` (``if self.use_over_param:`` in ``forward``, its
+    ``else`` arm in ``__init__``) that no method but ``__init__`` assigns: the flag is fixed
+    when the module is built, so no instance runs both."""
+    ga, gb = _flag_guards(a, fa), _flag_guards(b, fb)
+    common = {name for name, _ in ga} & {name for name, _ in gb}
+    hit = {name for name in common if dict(ga)[name] != dict(gb)[name]}
+    if not hit:
+        return False
+    for m in cls.body:
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name != "__init__":
+            for n in ast.walk(m):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                    n, (ast.AugAssign, ast.AnnAssign)) else []
+                if any(dotted(t) in hit for t in targets):
+                    return False
+    return True
+
+
+def _flag_guards(s: ast.stmt, fn: ast.AST) -> list[tuple[str, bool]]:
+    """The ``self.flag`` tests around ``s`` in ``fn``, each with whether ``s`` runs when the
+    flag is true (``if self.f:`` body, ``if not self.f:`` else arm)."""
+    parents = parent_map(fn)
+    out: list[tuple[str, bool]] = []
+    child: ast.AST = s
+    p = parents.get(id(s))
+    while p is not None:
+        if isinstance(p, ast.If) and child is not p.test:
+            test, negated = p.test, False
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, negated = test.operand, True
+            name = dotted(test) if isinstance(test, ast.Attribute) else None
+            if name is not None and name.startswith("self.") and name.count(".") == 1:
+                out.append((name, any(x is child for x in p.body) != negated))
+        child, p = p, parents.get(id(p))
+    return out

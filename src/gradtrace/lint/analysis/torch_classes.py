@@ -35,3 +35,21 @@ def builds_torch_class(ctx: Context, call: ast.Call, name: str) -> bool:
     own = [s for s in statements(ctx.tree) if isinstance(s, ast.ClassDef) and s.name == name]
     return not own or any((ctx.qualified_name(b) or "").startswith("torch.")
                           for s in own for b in s.bases)
+
+
+OPTIMIZER_BASES = frozenset({"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"})
+
+
+def optimizer_subclass(cls: ast.ClassDef | None, ctx: Context, depth: int = 0) -> bool:
+    """A subclass of ``torch.optim.Optimizer`` (directly or through classes of the file)."""
+    if cls is None or depth > 8:
+        return False
+    for b in cls.bases:
+        if (ctx.qualified_name(b) or "") in OPTIMIZER_BASES:
+            return True
+        if isinstance(b, ast.Name):
+            info = ctx.analysis.classes.get(b.id)
+            if info is not None and info.node is not cls \
+                    and optimizer_subclass(info.node, ctx, depth + 1):
+                return True
+    return False

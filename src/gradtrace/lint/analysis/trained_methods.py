@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 SEEDS = ("forward", "__call__", "training_step")  # what torch / Lightning call with grad on
 CALLED_RE = re.compile(r"\.\s*(\w+)\s*\(")
-SELF_ATTR_RE = re.compile(r"\bself\s*\.\s*(\w+)")
+# `\bself\s*\.\s*(\w+)`, the word start tested after the literal (`(?<!\wself)`): a pattern
+# opening with `\b` has no first character to skip to (tried at every character, 8x slower)
+SELF_ATTR_RE = re.compile(r"self(?<!\wself)\s*\.\s*(\w+)")
 SKIPPED = frozenset({"__init__", "extra_repr", "reset_parameters", "_init_weights",
                      "init_weights", "state_dict", "load_state_dict"})
 

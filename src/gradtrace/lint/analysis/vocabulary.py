@@ -117,9 +117,11 @@ GRAD_OFF_SWITCHES = {"no_grad": True, "inference_mode": True, "enable_grad": Fal
                      "grad_enabled": False}
 
 # roots of other array frameworks: what their functions, or methods of objects they made
-# (`tf.Session().run(...)`), hand back is never a torch tensor with a graph
+# (`tf.Session().run(...)`), hand back is never a torch tensor with a graph, and a class
+# deriving from their `Module` (`mlx.nn.Module`, whose `parameters()` walks lists and dicts)
+# is no `nn.Module`
 OTHER_FRAMEWORKS = frozenset({"tensorflow", "keras", "jax", "flax", "paddle", "mindspore",
-                              "mxnet"})
+                              "mxnet", "mlx", "equinox", "haiku", "tinygrad"})
 
 
 # -- modules, by the words of a callee (NOTE [graph-carrying bindings]) ----------------------------

@@ -24,6 +24,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.graph_walk import caller_between, freed_user
 from gradtrace.runtime.trace.detached_elsewhere import detached_elsewhere
 from gradtrace.runtime.trace.guarded_cache import guarded_cache
+from gradtrace.runtime.trace.untrained_graph import untrained_graph
 from gradtrace.runtime.trace.records import META_FREED, META_FREED_VIA, created_site, decode_meta
 
 
@@ -145,7 +146,8 @@ def freed_root(roots: list[Any], made: Site | None, site: Site, pat: Any,
         _object_built_once(roots, site, pat) or _built_in_init(roots, site, pat) or \
         _carried_local(site, pat, state.last_backward_seq) or \
         detached_elsewhere(roots, _consumer(roots), made, site, pat, state) or \
-        guarded_cache(roots, made, site, pat, state)  # NOTE [cache filled under a guard]
+        guarded_cache(roots, made, site, pat, state) or \
+        untrained_graph(roots, made, site, pat, state)  # NOTE [graph of untrained parameters reused]
 
 
 def _same_loss_again(roots: list[Any], site: Site, pat: Any) -> Finding | None:

@@ -204,6 +204,18 @@ def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
     # hold (a discriminator's): that loss took the other model's output without detaching it
     if by is None or user is None or not own or all(id(p) in stepped for p in own):
         return None
+    step_at = state.site(state.step_raw) if state.step_raw is not None else state.after_step
+    if _kept_holds_own(kept[0], stepped, limit):  # NOTE [shared value holds the loss's own]
+        return make(code_for("step-between-backwards", pat.code), step_at,
+                    f"optimizer.step() here changed parameters that the graph the backward() "
+                    f"at {src(by)} kept (retain_graph=True) saved, and the backward() at "
+                    f"{src(site)} goes through that graph again; the shared value also carries "
+                    "this loss's own parameters, so detaching it would stop them training",
+                    fix="call this optimizer.step() after the last backward() through the "
+                        "shared graph",
+                    related=[(by, "this backward() went through the shared graph first"),
+                             (user, "the failing loss takes in the shared value here"),
+                             (site, "backward() failed here")])
     return make(code_for("gan-fake-not-detached", pat.code), user,
                 f"this line takes in a value whose graph the backward() at {src(by)} already "
                 "went through and kept (retain_graph=True); optimizer.step() "
@@ -214,6 +226,30 @@ def _through_retained(roots: list[Tensor], site: Site | None, pat: ErrorPattern,
                 related=[(by, "this backward() went through the shared graph first"),
                          (state.after_step, "optimizer.step() changed its parameters here"),
                          (site, "backward() failed here")])
+
+
+def _kept_holds_own(kept: Any, stepped: set[int], limit: int) -> bool:
+    """# NOTE [shared value holds the loss's own]
+    Whether the kept graph below the failing loss's first shared node reaches a leaf that the
+    step which broke it does not hold: the shared value is the failing model's own output
+    (``fake_pred = D(G(z))`` used by both the generator's and the discriminator's loss), not
+    only the other model's, so ``.detach()`` where the loss takes it in would stop the loss's
+    own parameters from training. The step between the two backward() calls is what to
+    move (MonoLayout)."""
+    queue, seen = [kept], set()
+    while queue and len(seen) < limit:
+        node = queue.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        var = getattr(node, "variable", None)
+        if isinstance(var, Tensor) and id(var) not in stepped:
+            return True
+        try:
+            queue.extend(n for n, _ in node.next_functions)
+        except (AttributeError, RuntimeError):
+            continue
+    return False
 
 
 def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:

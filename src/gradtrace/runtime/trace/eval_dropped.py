@@ -9,7 +9,8 @@ under ``no_grad``; this reads the dropout layers, in either grad mode.
 
 Run-time facts, on armed steps only (NOTE [trace arming]): the global forward pre-hook notes
 each dropout layer (``p > 0``) it sees running in train mode, and one global forward hook
-(removed with the tracer's handles; nothing on the layer itself) watches the noted layers. Each of its train-mode calls is a run: with grad on, a pre-hook on
+(in only while the tracer is armed, like the pre-hook; nothing on the layer itself) watches the
+noted layers. Each of its train-mode calls is a run: with grad on, a pre-hook on
 the output's node marks the run *reached* when a backward() goes through it; with grad off it
 is never reached. At each optimizer step the runs made since the previous step are settled, in
 order: a layer reached by a backward() is trained; two or more runs in a row of a trained layer
@@ -66,8 +67,7 @@ def note_dropout(hooks: Any, module: torch.nn.Module) -> None:
     data = hooks.data
     if data.drops is None:
         data.drops = Drops()
-        hooks.handles.append(torch.nn.modules.module.register_module_forward_hook(
-            _after(hooks, data.drops)))
+        hooks.armed_forward_hook(_after(hooks, data.drops))
     d = data.drops
     if id(module) not in d.hooked and len(d.hooked) < _LAYERS:
         d.hooked.add(id(module))

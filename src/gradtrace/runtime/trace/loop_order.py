@@ -25,6 +25,7 @@ an evaluation pass) is never used by one and stays silent; so does true gradient
 from __future__ import annotations
 
 import ast
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -145,8 +146,6 @@ class Order:
 
 
 def _param(order: Order, rec: Any) -> Any:
-    import weakref
-
     rep = rec.rep
     hit = order.params.get(id(rec))
     if hit is not None and (rep is None or hit[0] == rep[0]):

@@ -18,6 +18,8 @@ one in user code is the cause:
   ``fn(*args)``: the optimizer step that runs the training closure): that call;
 - a decorated helper called by a ``forward`` (``self.embed(x)``): the decorator, it is part of
   the model;
+- a decorated method of a training object that holds modules: the decorator
+  (NOTE [grad-off method of a trainer]);
 - any other decorated function (``generate``, ``select_action``: meant to run without
   gradients): the line that called it, whose result was then trained on;
 - the same for a method (not ``forward``) that calls ``self.eval()`` and whose body is a
@@ -192,10 +194,38 @@ def off_switch(frame: FrameType | None) -> Site | None:
                     return site  # a helper of a module's forward: part of the model
                 if _handed_leaf(frame):
                     return site  # NOTE [trainable leaf handed to a grad-off function]
+                if _trainer_method(frame):
+                    return site  # NOTE [grad-off method of a trainer]
                 return Site(caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
             return site
         frame = _user(frame.f_back)
     return None
+
+
+def _trainer_method(frame: FrameType) -> bool:
+    """Whether a decorated function is a method of an object that is not a module but holds
+    one (a solver, a trainer).
+
+    # NOTE [grad-off method of a trainer]
+    A grad-off decorator on a module's own method (``model.generate``) or on a plain function
+    (``select_action``) marks an inference entry point: the caller that trained on its result
+    is the cause. On a method of a training object (``MusicGenSolver._prepare_tokens_and_
+    attributes`` runs ``self.model.condition_provider``), the method is a step of the training
+    code itself, written by the same hand as the loss: the decorator is what cut the module it
+    runs, and the fix removes it (audiocraft). Read from the frame's ``self`` on the rare path."""
+    import torch
+
+    code = frame.f_code
+    if not code.co_argcount or code.co_varnames[0] != "self":
+        return False
+    obj = frame.f_locals.get("self")
+    if obj is None or isinstance(obj, torch.nn.Module):
+        return False
+    try:
+        held = vars(obj).values()
+    except TypeError:
+        return False
+    return any(isinstance(v, torch.nn.Module) for v in held)
 
 
 def _handed_leaf(frame: FrameType) -> bool:

@@ -22,6 +22,16 @@ leaf at every call, which no optimizer holds (the line named is that assignment)
 optimizer that steps was built after the registration (from a parameter list kept from an earlier
 model), the message says so instead of "added after the optimizer was built".
 
+# NOTE [built lazily in forward]
+A layer a module builds in its own ``forward`` the first time it runs (``if self.out is None:
+self.out = nn.Sequential(...)``) is registered before any optimizer has stepped, so the rule
+above (an optimizer exists) cannot see it: torch tells us of an optimizer only at its first
+step. A registration of a new object (none was there) from a ``forward`` is noted too. If an
+optimizer then steps without those parameters while they get gradients, the optimizer was
+built before that first forward, from a model that did not hold them yet: the line named is
+the one in ``forward`` that built them (MONAI's ``DiffusionModelEncoder``). Built before the
+optimizer (a dummy forward first), they are in it and nothing is said.
+
 # NOTE [rewrapped parameter]
 ``self.conv.weight = nn.Parameter(W.squeeze(0))`` with ``W`` computed by another layer (a
 weight evolved by a GRU, a hypernetwork's output) makes a new leaf: ``Parameter`` aliases the
@@ -50,9 +60,10 @@ class Replaced:
     stack: Stack
     own: bool
     before: frozenset[int] = frozenset()  # the optimizers (ids) that existed then
+    lazy: bool = False  # registered inside a forward before any optimizer stepped
 
 
-def note_replaced(data: Any, module: Any, value: Any) -> None:
+def note_replaced(data: Any, module: Any, value: Any, lazy: bool = False) -> None:
     """Remember that ``value`` replaced another object on ``module`` (from a hook)."""
     import sys
 
@@ -66,7 +77,7 @@ def note_replaced(data: Any, module: Any, value: Any) -> None:
             f.f_locals.get(f.f_code.co_varnames[0]) is module
         del f
     data.replaced[id(value)] = Replaced(weakref.ref(value), stack, own,
-                                        frozenset(data.optimizers))
+                                        frozenset(data.optimizers), lazy)
 
 
 def prune_replaced(data: Any) -> bool:
@@ -146,6 +157,11 @@ def registered_after(data: Any, params: list[Any]) -> tuple[Site, str, str] | No
     if hit is None:
         return None
     _, code, line = hit.stack[0]
+    if hit.lazy:  # NOTE [built lazily in forward]
+        return (Site(code.co_filename, line, code.co_name), "forward builds them here on its "
+                "first call, after the optimizer was built from the model's parameters, so no "
+                "optimizer holds them", "build the layer in __init__ (or build the optimizer "
+                "after a first forward)")
     if hit.own:
         return (Site(code.co_filename, line, code.co_name), "the module creates them anew "
                 "here each time this method runs, after the optimizer was built, so no "

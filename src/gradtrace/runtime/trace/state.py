@@ -99,6 +99,7 @@ class TraceState(GradEvents):
         self.fresh_count = 0  # backward() calls since the last optimizer step
         self.order: Any = None  # loop_order.Order, once an optimizer has stepped
         self.after_step: Site | None = None
+        self.step_raw: Any = None  # the cheap form of the last step's own line (not its first)
         self.step_caller: Site | None = None  # NOTE [step in a helper handed the optimizer]
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
         self.clip_at: Site | None = None  # gradients clipped here since the last backward()
@@ -400,10 +401,12 @@ class TraceState(GradEvents):
         self.fresh_grads = True
         self.clear_wiped()
 
-    def stepped(self, site: Site | None, opt: Any) -> None:
-        """An optimizer step ended (its line ``site``); see step_caller.py
+    def stepped(self, site: Site | None, opt: Any, raw: Any = None) -> None:
+        """An optimizer step ended (its line ``site``: where it first stepped; ``raw``: this
+        step's own line, resolved only by a diagnosis); see step_caller.py
         (NOTE [step in a helper handed the optimizer])."""
         self.after_step = site
+        self.step_raw = raw
         self.step_caller = step_caller(opt) if site is not None else None
 
     def on_failure(self, exc: BaseException, func: Any, args: tuple[Any, ...],

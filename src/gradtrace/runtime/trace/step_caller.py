@@ -19,7 +19,9 @@ from gradtrace.runtime.frames import Site, is_internal, user_frame
 def _handed(frame: Any, opt: Any) -> bool:
     code = frame.f_code
     n = code.co_argcount + code.co_kwonlyargcount
-    local = frame.f_locals
+    if not n:  # a loop at module level, a step() without arguments: nothing handed in
+        return False
+    local = frame.f_locals  # (a dict of all the locals, built on each read)
     return any(local.get(name) is opt for name in code.co_varnames[:n])
 
 

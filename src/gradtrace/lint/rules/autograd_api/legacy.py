@@ -18,6 +18,15 @@ def _static(fn: ast.FunctionDef, ctx: Context) -> bool:
                for d in fn.decorator_list)
 
 
+def _own_call(node: ast.ClassDef) -> bool:
+    """The class defines `__call__` without reaching `super()`: calling an instance runs that
+    method (a plain call of `forward`), never `Function`'s legacy path."""
+    call = _method(node, "__call__")
+    return call is not None and not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super"
+        for n in ast.walk(call))
+
+
 class LegacyAutogradFunctionCalled(Rule):
     """A custom `autograd.Function` with a non-static `forward`, used as an instance
     (`GradReverse()(x)`, or an instance kept on `self` and called).
@@ -29,7 +38,9 @@ class LegacyAutogradFunctionCalled(Rule):
     2.13; the instance itself only warns). Code written for PyTorch 0.x (gradient reversal
     layers keeping a coefficient on `self`) fails this way: make `forward(ctx, x, coeff)` and
     `backward(ctx, grad)` static, keep state on `ctx`, and call `Fn.apply(x, coeff)`.
-    Known limits: the class must be instantiated in the same file.
+    A class that defines its own `__call__` (not through `super()`) is not reported: calling
+    the instance runs that method. Known limits: the class must be instantiated in the same
+    file.
     """
 
     code = "GT705"
@@ -75,7 +86,7 @@ class LegacyAutogradFunctionCalled(Rule):
         if not _is_function_class(node, ctx):
             return
         fwd = _method(node, "forward")
-        if fwd is None or _static(fwd, ctx):
+        if fwd is None or _static(fwd, ctx) or _own_call(node):
             return
         for call, _s, _outer in call_sites(ctx, node.name):
             if not isinstance(call.func, ast.Name) or node.lineno <= call.lineno \

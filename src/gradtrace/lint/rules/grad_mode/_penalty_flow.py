@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 import re
 
-from gradtrace.lint.analysis.steps import backward_loss
+from gradtrace.lint.analysis.cuts import is_functional_loss, is_torch_loss
+from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.steps import backward_loss, plain_grads
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
@@ -37,8 +39,63 @@ def _targets(stmt: ast.stmt) -> set[str]:
     return out
 
 
-def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context) -> bool:
-    """Whether ``inner`` reaches ``root`` only through arithmetic, reductions and norms."""
+def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) -> bool:
+    """A torch loss (``F.mse_loss(...)``, ``nn.MSELoss()(...)``, or a name bound only to
+    ``torch.nn.<X>Loss(...)``) whose other arguments are gradients without a graph too:
+    force matching ``mse(true_forces, forces)`` with both from ``autograd.grad`` without
+    ``create_graph`` is a constant term. Next to a value that may have a graph (a model's
+    output, a gradient made with ``create_graph=True``) the gradient is a target: not followed.
+    The other gradients must be bound before ``origin`` (the line of the gradient followed):
+    the one made last, from the model being trained, is the prediction, not the target."""
+    if not _loss_callee(call.func, ctx):
+        return False
+    scope = ctx.scope()
+    return all(a is inner or _plain_value(a, scope, ctx, 0) and all(
+        b.line < origin for n in walk(a) if isinstance(n, ast.Name)
+        for b in scope.bindings.get(n.id, ())) for a in call.args)
+
+
+def _loss_callee(f: ast.expr, ctx: Context) -> bool:
+    if isinstance(f, ast.Call):
+        return is_torch_loss(ctx.qualified_name(f.func))
+    if is_functional_loss(ctx.qualified_name(f) or ""):
+        return True
+    if not isinstance(f, ast.Name):
+        return False
+    for scope in (ctx.scope(), ctx.scope(ctx.tree)):
+        values = [unpacked_value(b, f.id) for b in scope.bindings.get(f.id, ())]
+        if values:
+            return all(isinstance(v, ast.Call) and is_torch_loss(ctx.qualified_name(v.func))
+                       for v in values)
+    return False
+
+
+def _plain_value(e: ast.AST | None, scope: object, ctx: Context, depth: int) -> bool:
+    """``e`` is a number, or made only from ``autograd.grad`` results without a graph
+    (through names bound in ``scope``, arithmetic and subscripts)."""
+    if depth > 6 or e is None:
+        return False
+    if isinstance(e, ast.Constant):
+        return True
+    if isinstance(e, ast.Call):
+        return plain_grads(e)
+    if isinstance(e, ast.UnaryOp):
+        return _plain_value(e.operand, scope, ctx, depth + 1)
+    if isinstance(e, ast.Subscript):
+        return _plain_value(e.value, scope, ctx, depth + 1)
+    if isinstance(e, ast.BinOp):
+        return _plain_value(e.left, scope, ctx, depth + 1) and \
+            _plain_value(e.right, scope, ctx, depth + 1)
+    if isinstance(e, ast.Name):
+        bs = scope.bindings.get(e.id, ())  # type: ignore[attr-defined]
+        return bool(bs) and all(_plain_value(unpacked_value(b, e.id), scope, ctx, depth + 1)
+                                for b in bs)
+    return False
+
+
+def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context, origin: int = 0) -> bool:
+    """Whether ``inner`` reaches ``root`` only through arithmetic, reductions and norms (or a
+    torch loss beside plain gradients bound before line ``origin``: :func:`_torch_loss_call`)."""
     parents: dict[int, ast.AST] = {}
     for p in walk(root):
         for c in child_nodes(p):
@@ -53,7 +110,7 @@ def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context) -> bool:
                 n = p
                 continue
             q = ctx.qualified_name(p.func) or ""
-            if q not in PENALTY_FUNCS:
+            if q not in PENALTY_FUNCS and not _torch_loss_call(p, n, ctx, origin):
                 return False
         elif isinstance(p, ast.Attribute):
             grand = parents.get(id(p))
@@ -75,14 +132,14 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
         for n in walk(s) if not hasattr(s, "body") else ():
             if isinstance(n, ast.Call) and backward_loss(n, ctx) is not None:
                 loss = backward_loss(n, ctx)
-                if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx) or dotted(loss) == t
+                if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx, stmt.lineno) or dotted(loss) == t
                        for t in tainted) and not any(_uses(loss, g) for g in graphed):
                     return n
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None \
                 and not any(_uses(s.value, g) for g in graphed):
             for t in list(tainted):
                 use = _use(s.value, t)
-                if use is not None and _penalty_path(use, s.value, ctx):
+                if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno):
                     tainted |= _targets(s)
         _carry(s, tainted)
     return None
@@ -136,12 +193,12 @@ def _penalty_return(scope: object, stmt: ast.stmt, tainted: set[str],
         if isinstance(s, ast.Return) and s.value is not None:
             for t in tainted:
                 use = _use(s.value, t)
-                if use is not None and _penalty_path(use, s.value, ctx):
+                if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno):
                     return s
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None:
             for t in list(tainted):
                 use = _use(s.value, t)
-                if use is not None and _penalty_path(use, s.value, ctx):
+                if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno):
                     tainted |= _targets(s)
     return None
 

@@ -248,6 +248,17 @@ def _has_requires_grad(a: ast.expr, scope: object, name: str | None) -> bool:
         isinstance(n, ast.keyword) and n.arg == "requires_grad" for n in walk(value))
 
 
+def _outside_loop_of(call: ast.Call, sink: ast.AST, scope: object) -> bool:
+    """The backward runs in a loop that ``call`` is not in: the gradient is made once and
+    read at every pass (a fixed target, e.g. reference forces), never the trained term."""
+    for s in walk(scope.node):  # type: ignore[attr-defined]
+        if isinstance(s, (ast.For, ast.AsyncFor, ast.While)) \
+                and s.lineno <= sink.lineno <= (s.end_lineno or s.lineno) \
+                and not s.lineno <= call.lineno <= (s.end_lineno or s.lineno):
+            return True
+    return False
+
+
 class GradientPenaltyWithoutCreateGraph(Rule):
     """`torch.autograd.grad` feeds a loss term (gradient penalty) without `create_graph=True`.
 
@@ -259,6 +270,10 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     (checked on torch 2.13; with `create_graph=True` the weights get their gradient).
     Gradients used to perturb an input (FGSM, `x + eps * g.sign()`) or first-order
     meta-learning updates do not need a graph and are not reported.
+    A torch loss comparing the gradient with other gradients made without a graph before it
+    (force matching: `mse(forces, ref_forces)`, aiqm/torchani#238) is such a term too; next to
+    anything else (a model's output) the gradient is a target and is not reported, nor is a
+    gradient made once outside the loop that runs `backward()`.
     Known limits: the penalty must reach a `backward()` in the same function, or be returned
     by a function named like a penalty (`gradient_penalty`, `r1_penalty`, `compute_gp`).
     """
@@ -308,6 +323,18 @@ class GradientPenaltyWithoutCreateGraph(Rule):
                 g = autograd.grad(critic(mix).sum(), mix, create_graph=True)[0]
                 return ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
             """, at=(4, 8)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            def train_step(net, opt, pos, true_forces):
+                pos = pos.detach().requires_grad_(True)
+                ref = -torch.autograd.grad((pos ** 2).sum(), pos)[0]
+                energy = net(pos).sum()
+                forces = -torch.autograd.grad(energy, pos, retain_graph=True)[0]
+                loss = energy ** 2 + nn.MSELoss()(forces, ref)
+                loss.backward()
+                opt.step()
+            """, at=(7, 14)),
         Good("""
             import torch
             import torch.nn.functional as F
@@ -340,13 +367,13 @@ class GradientPenaltyWithoutCreateGraph(Rule):
         scope = ctx.scope()
         stmt = scope.statement_of(node)
         if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) \
-                or not _penalty_path(node, stmt.value, ctx):  # type: ignore[arg-type]
+                or not _penalty_path(node, stmt.value, ctx, node.lineno):  # type: ignore[arg-type]
             return
         tainted = _targets(stmt)
         sink = _tainted_sink(scope, stmt, tainted, ctx)
         if sink is None:
             sink = _penalty_return(scope, stmt, _targets(stmt), ctx)
-        if sink is None:
+        if sink is None or _outside_loop_of(node, sink, scope):
             return
         edit = ctx.edit(kw.value, "True") if kw is not None \
             else _insert_kw(node, ctx, "create_graph=True")

@@ -147,7 +147,14 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
             mode = "no_grad"
             if isinstance(off, ast.With):
                 mode = ctx.source(off.items[0].context_expr)
-            yield self.report(first, ctx, related=[Related(
-                ctx.path, opt.lineno, "the optimizer over its parameters", ctx.column(opt))],
+            related = [Related(ctx.path, opt.lineno, "the optimizer over its parameters",
+                               ctx.column(opt))]
+            if off is not None and any(off is d for d in fn.decorator_list):
+                # a method of the training object turned off whole: its decorator
+                related.insert(0, Related(ctx.path, first.lineno, f"`self.{attr}` runs here",
+                                          ctx.column(first)))
+                first = off  # (NOTE [grad-off method of a trainer])
+                mode = ctx.source(off)
+            yield self.report(first, ctx, related=related,
                 attr=attr, mode=mode, line=opt.lineno,
                 runs="one call" if len(runs) == 1 else f"{len(runs)} calls")

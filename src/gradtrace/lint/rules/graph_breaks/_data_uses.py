@@ -7,8 +7,8 @@ before it, unless the code shows the layer trains anyway or nothing is lost:
 - the same value ``h`` is also read with its history elsewhere in the function (Faster R-CNN's
   RPN feeds ``rpn_bbox_pred.data`` to the proposal layer and ``rpn_bbox_pred`` to its loss):
   the layer gets its gradient there, and the `.data` path is a stop-gradient on purpose (not
-  when the statement rebinds ``h`` itself, ``state = state.data``, or a loop around it does:
-  a recurrent state cut between steps);
+  when the statement rebinds ``h`` itself, ``state = state.data``, or a loop around it
+  rebinds ``h`` from what the statement made: a recurrent state cut between steps);
 - what the statement computes from it is read only inside ``.detach()`` afterwards
   (``Variable(grid).detach()``): the code cuts that path itself;
 - the `.data` value only gives indices or a boolean (``t.data.max(1)[1]``, pseudo-labels as
@@ -103,7 +103,9 @@ def _read_live(name: str, scope: Scope, stmt: ast.stmt, exclude: ast.AST) -> boo
     # `q = (q.data - x.detach()).add_(x)`) can be live; a loop around rebinds it (below)
     own = any(x.stmt is stmt for x in scope.bindings.get(name, ()))
     loops = {id(lp) for lp in scope.loops_of(stmt)}
-    if any(loops & {id(lp) for lp in scope.loops_of(x.stmt)}
+    made = {t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)
+            and isinstance(t.ctx, ast.Store)}
+    if any(loops & {id(lp) for lp in scope.loops_of(x.stmt)} and _carries(x.stmt, stmt, made)
            for x in scope.bindings.get(name, ())):
         return False  # rebound in the loop around: a read may see the cut value of a pass
     for s, n, parents in _uses(name, scope):
@@ -115,6 +117,17 @@ def _read_live(name: str, scope: Scope, stmt: ast.stmt, exclude: ast.AST) -> boo
                 s is not stmt and s.lineno == stmt.lineno):
             return True
     return False
+
+
+def _carries(rebind: ast.stmt, stmt: ast.stmt, made: set[str]) -> bool:
+    """Whether the loop's rebinding ``rebind`` of the name can hand the next pass what ``stmt``
+    computed from the cut: it is ``stmt`` itself, or reads a name ``stmt`` binds (``out =
+    cell(x, h.data)``, then ``h = out``). VQ's ``f_hat = f_hat + h`` reads no name of ``loss
+    = loss + mse(f_hat.data, f) + mse(f_hat, f_ng)``: the cut only feeds the loss."""
+    if rebind is stmt:
+        return True
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in made
+               for n in ast.walk(rebind))
 
 
 def _only_detached(name: str, scope: Scope, stmt: ast.stmt) -> bool:

@@ -38,6 +38,7 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
 from gradtrace.lint.analysis.backpropagated import backpropagated
+from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
 from gradtrace.lint.analysis.steps import step_calls
@@ -141,7 +142,7 @@ class LossPaths(HelperTracer):
         if isinstance(node.returns, ast.Name) and node.returns.id == "bool":
             return False  # a predicate (`def is_average_loss(self) -> bool`), not a loss
         if LOSS_FUNC_RE.match(name):
-            return True
+            return not _script_metric(self.ctx, node)
         return name in ("forward", "__call__") and is_loss_class(self.ctx.class_def, self.ctx)
 
     # -- judging -----------------------------------------------------------------------------
@@ -202,7 +203,9 @@ class LossPaths(HelperTracer):
         """A detached term that only re-values what live terms already train: the same
         expression live elsewhere, or a whole additive term ``k(t, t).detach()`` whose every
         input also reaches the loss through a live term (MMD's teacher-only term: a constant
-        offset on purpose; the inputs keep their gradient there)."""
+        offset on purpose; the inputs keep their gradient there), or a term reading a name
+        bound detached that the live terms read too (``exp(z - m) - z * exp(-m) - exp(-m)``
+        with ``m = m.detach()``: a stabilising shift, a constant everywhere on purpose)."""
         live_src = {self.ctx.source(t) for t, tr in traced if tr.live}
         live_names = {n.id for t, tr in traced if tr.live for n in walk(t)
                       if isinstance(n, ast.Name)}
@@ -214,6 +217,9 @@ class LossPaths(HelperTracer):
                     names = {n.id for n in walk(c.operand) if isinstance(n, ast.Name)} - {"self"}
                     if c.kind == DETACH and c.node is t and names and names <= live_names:
                         return True
+                    if c.kind == DETACH and c.via and c.via[0][0] in live_names and \
+                            c.via[0][0] in {n.id for n in walk(t) if isinstance(n, ast.Name)}:
+                        return True  # `m = m.detach()` scales the live terms too: a constant
         return False
 
     def terms(self, e: ast.expr, use: ast.stmt | None, line: int) -> list[ast.expr]:
@@ -331,3 +337,14 @@ def _cut_on_purpose(value: ast.expr) -> bool:
         return value.attr == "data"
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
         and value.func.attr in NO_HISTORY_METHODS
+
+
+def _script_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function named like a loss that only the file's module-level code calls, in a file
+    that runs no ``backward`` nor ``autograd.grad``: the script reports the number it returns
+    (UniAudio's ``calculate_ms_stft_loss(args)``, printed); its callers decide
+    (NOTE [backpropagated returns]), and none backpropagates."""
+    if ctx.mentions("backward") or ctx.mentions("autograd") or fn not in ctx.tree.body:
+        return False
+    sites = named_calls(ctx, fn.name)
+    return bool(sites) and all(where is ctx.tree for _, where in sites)

@@ -258,14 +258,24 @@ class NumpyRoundTripInLoss(LossCutRule):
         if _returns_the_array(c, v, lp):
             return None
         qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
-        if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS:
-            return super().finding(c, v, lp, ctx)
+        if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS or _converted(c.node):
+            return super().finding(c, v, lp, ctx)  # (`np.abs(t.detach().numpy())` raises not)
         if v.sink.how == "return" and isinstance(c.operand, ast.Name) and \
                 c.operand.id in lp.params and not lp.scope.bindings.get(c.operand.id):
             return None  # `np.zeros_like(history)` of an argument: what it holds is unknown
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=NUMPY_CALL)
+
+
+def _converted(call: ast.AST) -> bool:
+    """``np.abs(t.detach().numpy() - x)``: the arguments convert the tensor themselves, so
+    NumPy is handed no tensor that requires grad (the round trip cuts, nothing raises)."""
+    return isinstance(call, ast.Call) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("numpy", "detach", "tolist", "item")
+        or isinstance(n, ast.Attribute) and n.attr == "data"
+        for a in call.args for n in ast.walk(a))
 
 
 def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
@@ -328,6 +338,8 @@ class TensorRebuiltFromGraph(LossCutRule):
     `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
     (pytorch-facts.md#python-number-loss). Use `torch.stack(list)` / `torch.cat(list)` or the
     tensor itself.
+    `torch.as_tensor` returns a tensor given as is, but copies a list or tuple of them
+    (`torch.as_tensor(losses)`: lululxvi/deepxde#1379, checked on torch 2.13).
     Known limits: follows names inside one function; tensors built from Python data (targets,
     constants) are fine and never reported.
     """
@@ -345,6 +357,16 @@ class TensorRebuiltFromGraph(LossCutRule):
             def train_step(model, opt, batches):
                 losses = [model(x, y) for x, y in batches]
                 loss = torch.tensor(losses).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(5, 11)),
+        Bad("""
+            import torch
+
+            def train_step(model, opt, batches):
+                losses = [model(x, y) for x, y in batches]
+                loss = torch.as_tensor(losses).mean()
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

@@ -52,9 +52,11 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
     branches and grad-off; also a write chained on the call (``conv(x).unsqueeze_(1)``)."""
     out: list[tuple[Any, ast.stmt, tuple, Any]] = []
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
+    if _is_autograd_function(cls, None, ctx):  # its bases (once, not once per method)
+        return out
     for fn in cls.body:
         if not isinstance(fn, FUNCTION_TYPES) or fn.name in SKIPPED \
-                or _is_autograd_function(cls, fn, ctx):
+                or _is_autograd_function(cls, fn, ctx, False):
             continue  # `__init__` never runs as forward, widened or not: known before its scan
         if not may_write(cls, fn, ctx, modules):
             continue  # no in-place write in it (NOTE [write spelling]): nothing to pair

@@ -214,11 +214,14 @@ def _path_to(body: list[ast.stmt], target: ast.stmt) -> list[ast.stmt]:
     return []
 
 
-def _is_autograd_function(cls: ast.ClassDef, fn: ast.AST, ctx: Context) -> bool:
-    """``forward`` of a ``torch.autograd.Function``: it runs with grad disabled."""
+def _is_autograd_function(cls: ast.ClassDef, fn: ast.AST | None, ctx: Context,
+                          bases: bool = True) -> bool:
+    """``forward`` of a ``torch.autograd.Function``: it runs with grad disabled (a static
+    method, or a method of a class whose base is a ``Function``; ``bases=False``: the
+    caller has read the bases)."""
     if any(dotted(d) == "staticmethod" for d in getattr(fn, "decorator_list", ())):
         return True
-    return any((ctx.qualified_name(b) or "").endswith("Function") for b in cls.bases)
+    return bases and any((ctx.qualified_name(b) or "").endswith("Function") for b in cls.bases)
 
 
 def _eval_branch(path: list[ast.stmt]) -> bool:

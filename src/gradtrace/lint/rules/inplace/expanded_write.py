@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -45,13 +44,22 @@ def statements_holding(ctx: Context, words: tuple[str, ...]
                        ) -> Iterator[tuple[ast.stmt, ast.AST]]:
     """(statement, the function or module it runs in) for every statement (nested ones
     included, compound ones too) whose lines hold one of ``words``; only the statements around
-    those lines are entered."""
+    those lines are entered. Each word is found by its own ``str.find`` scan (a pattern of
+    alternatives was tried at every ``.`` of the file): every occurrence, where the pattern
+    skipped one inside another's match, which lies on its line (no word holds a line break)."""
     code = ctx.code
+    at: list[int] = []
+    for w in words:
+        p = code.find(w)
+        while p != -1:
+            at.append(p)
+            p = code.find(w, p + 1)
+    at.sort()
     lines: list[int] = []
     line, pos = 1, 0
-    for m in re.finditer("|".join(re.escape(w) for w in words), code):
-        line += code.count("\n", pos, m.start())
-        pos = m.start()
+    for p in at:
+        line += code.count("\n", pos, p)
+        pos = p
         if not lines or lines[-1] != line:
             lines.append(line)
     if not lines:

@@ -75,7 +75,9 @@ class InplaceWriteToMultiOutputView(Rule):
     a view whenever the strides allow one (a head split `q.reshape(b, n, h, d)` always is),
     and a helper of the file whose every `return` is a
     view of its parameter (`def split_heads(x, n): return torch.reshape(x, ...)`) hands back a
-    view of the piece it is given: both are followed.
+    view of the piece it is given: both are followed, also through
+    `q, k, v = map(lambda t: to_heads(t, h), (q, k, v))` (or `map(split_heads, (q, k, v))`):
+    lucidrains/bottleneck-transformer-pytorch#14.
     Known limits: the split tensor must come from a module call of the file (`self.proj(x)`,
     `model(x)`, or a `torch.bmm`/`torch.cat`/... of one) through the names and views of one
     function, or be a function's parameter that a call of it passes a tensor surely requiring
@@ -160,6 +162,23 @@ class InplaceWriteToMultiOutputView(Rule):
                     q *= q.shape[-1] ** -0.5
                     return q.sum() + k.sum() + v.sum()
             """, at=(16, 8)),
+        Bad("""
+            import torch.nn as nn
+
+            class Attention(nn.Module):
+                def __init__(self, dim=8, heads=2):
+                    super().__init__()
+                    self.heads = heads
+                    self.to_qkv = nn.Linear(dim, dim * 3)
+
+                def forward(self, x):
+                    b, n, _ = x.shape
+                    q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+                    q, k, v = map(lambda t: t.view(b, n, self.heads, -1).transpose(1, 2),
+                                  (q, k, v))
+                    q *= q.shape[-1] ** -0.5
+                    return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+            """, at=(14, 8)),
         Good("""
             import torch
             import torch.nn as nn

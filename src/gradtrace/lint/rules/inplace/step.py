@@ -119,6 +119,9 @@ class OptimizerStepBetweenBackwards(Rule):
                     not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
                 continue  # its graph holds none of the stepped parameters
             hit = self._second(later, node, retained, loops, scope)
+            if hit is not None and owners and later.call.lineno < node.lineno and \
+                    not _old_graph_holds(hit, later, loops, owners, scope, ctx):
+                continue  # the graph kept across passes holds none of the stepped tensors
             kept = _kept_part(later, node, retained[-1], owners, scope, ctx) if hit is None \
                 and owners and later.call.lineno > node.lineno else None
             hit = kept or hit
@@ -174,6 +177,19 @@ class OptimizerStepBetweenBackwards(Rule):
                 if stale is not None:
                     return later, stale
         return None
+
+
+def _old_graph_holds(hit, later, loops, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
+                     ctx: Context) -> bool:
+    """In the loop shape (a retained backward each pass, a step after it), whether the value
+    built before the loop (the stale input, or the loss itself) may hold the stepped
+    parameters: MoleculeSTM steps `Adam([latent])` while the kept graph is the text encoder's
+    (`text_repr`), which the step never touches."""
+    name = hit[1][1] if isinstance(hit, tuple) else dotted(later.loss)  # (later, (at, name))
+    if not isinstance(name, str) or not loops:
+        return True
+    e = ast.Name(id=name, ctx=ast.Load())
+    return _may_reach(e, loops[-1].lineno, owners, scope, ctx, args_may=False)
 
 
 def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
@@ -273,7 +289,15 @@ def _detach_site(later, step: ast.Call, owners: frozenset[str], sinks, scope,  #
     if b is None or b.line > step.lineno or value_of(b) is None:
         return None
     chain = [b, *_bindings_of(value_of(b), b.line, scope, lambda x: True).values()]
+    shared: set[int] = set()  # what a loss backpropagated with retain_graph before it reads
+    for s in sinks:
+        n_ = dotted(s.loss) if s.call.lineno < step.lineno and _retains(s.call) else None
+        sb = scope.binding_before(n_, s.call.lineno) if n_ else None
+        if sb is not None and value_of(sb) is not None:
+            shared.update(_bindings_of(value_of(sb), sb.line, scope, lambda x: True))
     for x in chain:
+        if id(x) in shared:  # NOTE [shared value holds the loss's own]: one D pass feeds
+            continue  # both losses; detaching it would cut the first loss too: the step leads
         for n in _live_nodes(value_of(x)) if value_of(x) is not None else ():
             if not isinstance(n, ast.Call) or not hits(dotted(n.func) or "", mine):
                 continue

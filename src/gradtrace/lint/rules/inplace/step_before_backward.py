@@ -130,10 +130,42 @@ class OptimizerStepBeforeBackward(Rule):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
             if _never_saved(o, cls or scope.node, scope, st.call.lineno, ctx):
                 continue
+            part = _returned_parts(b, cls, ctx)
+            if part is not None:
+                m, elts = part
+                if any(_may_reach(e, e.lineno, names, ctx.scope(m), ctx, args_may=False,
+                                  cls=cls, handed_out=False) for e in elts):
+                    return b.line, o
+                continue
             if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls,
                           handed_out=False):
                 return b.line, o
         return None
+
+
+def _returned_parts(b, cls: ast.ClassDef | None,  # type: ignore[no-untyped-def]
+                    ctx: Context) -> tuple[ast.FunctionDef, list[ast.expr]] | None:
+    """For ``q1_loss, q2_loss = self.calc_q_loss(...)``, a method of ``cls`` whose every
+    ``return`` is a tuple of that length: the method and the element each return gives the
+    bound name (``critic2_loss`` reads only ``self.critic2``); None for other bindings."""
+    s = b.stmt
+    if cls is None or b.value is not None or not isinstance(s, ast.Assign) or len(
+            s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or not isinstance(
+            s.value, ast.Call):
+        return None
+    names = [t.id if isinstance(t, ast.Name) else None for t in s.targets[0].elts]
+    d = dotted(s.value.func) or ""
+    if b.name not in names or not d.startswith("self.") or d.count(".") != 1:
+        return None
+    m = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == d[5:]), None)
+    if m is None:
+        return None
+    rets = [r for r in ast.walk(m) if isinstance(r, ast.Return)]
+    if not rets or any(not isinstance(r.value, ast.Tuple) or len(r.value.elts) != len(names)
+                       or any(isinstance(x, ast.Starred) for x in r.value.elts) for r in rets):
+        return None
+    i = names.index(b.name)
+    return m, [r.value.elts[i] for r in rets]  # type: ignore[union-attr]
 
 
 # reads of a parameter after which no graph holds the parameter itself: an op that saves its

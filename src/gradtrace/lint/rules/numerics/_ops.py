@@ -237,6 +237,23 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
     return _caller_trains(ctx, fn, 2, through_forward=through_forward)
 
 
+def never_differentiated(ctx: Context, fn: ast.AST) -> bool:
+    """``fn`` is a function that runs no ``backward()`` nor ``autograd.grad``, is no
+    ``forward``, no loss (a function or class named like one, a Lightning step) and no caller
+    in the file trains what it returns: what it computes is used as a value (a zero-order
+    estimate of a gradient, smoothing-adversarial's attack), never differentiated."""
+    from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "forward":
+        return False
+    cls = ctx.analysis.class_of(fn)
+    if LOSS_NAME_RE.search(fn.name) or cls is not None and LOSS_NAME_RE.search(cls.name) \
+            or _in_loss(ctx, fn) or _backward_after(fn, 0, ctx) or any(
+                isinstance(n, ast.Attribute) and n.attr == "grad"
+                and dotted(n.value) in ("autograd", "torch.autograd") for n in walk(fn)):
+        return False
+    return not _caller_trains(ctx, fn, 2)
+
+
 def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
                    through_forward: bool = True) -> bool:
     """A call of ``fn`` sits in a ``forward``, a loss, or before a ``backward()`` of its

@@ -346,6 +346,7 @@ class GuardOnSingularOutput(Rule):
             if (op in LOGS and lo is None) or (op not in LOGS and hi is None):
                 continue  # a bound on the other side does not touch the infinity
             found.append((op_node, op))
+        found = [(n, op) for n, op in found if not _data_input(n, ctx)]
         if not found or not in_training(ctx, node):  # the costly question last
             return
         for op_node, op in found:
@@ -357,6 +358,25 @@ class GuardOnSingularOutput(Rule):
                 Related(ctx.path, node.lineno, "the value is bounded here", ctx.column(node))]
             yield self.report(op_node, ctx, related=related, op_src=_clip(ctx.source(op_node)),
                               guard=_guard_name(node, ctx), line=node.lineno, op=op)
+
+
+def _data_input(op_node: ast.AST, ctx: Context) -> bool:
+    """The singular op reads data no gradient flows to (``batch["target"]["near"].log()``:
+    an entry of a batch argument, by the shared tracer): an infinite derivative there is
+    never multiplied into any gradient."""
+    from gradtrace.lint.analysis.origins import origins
+    if isinstance(op_node, ast.BinOp):
+        inp: ast.AST = op_node.right
+    else:
+        got = torch_op(op_node, ctx) if isinstance(op_node, ast.Call) else None
+        if got is None:
+            return False
+        inp = got[1]
+    scope = ctx.scope()
+    st = scope.statement_of(op_node)
+    if not isinstance(inp, ast.expr) or st is None:
+        return False
+    return not origins(ctx, scope.node).trace(inp, st, st.lineno).live
 
 
 DISCRETE = frozenset({"long", "int", "short", "bool", "byte", "floor", "ceil", "round", "trunc",

@@ -14,13 +14,14 @@ from gradtrace.lint.analysis.module_outputs import (
     unpacked_output)
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.call_words import call_counts
+from gradtrace.lint.code_text import occurrences
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.words import holds
-from gradtrace.lint.rules.numerics._ops import strip
+from gradtrace.lint.rules.numerics._ops import never_differentiated, strip
 from gradtrace.lint.rules.numerics.sigmoid import SIGMOID_MODULES, _sigmoid
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
 
@@ -254,6 +255,8 @@ class ProbabilitiesIntoCrossEntropy(Rule):
             for fn, more in _candidate_lines(node, ctx, tuple(funcs), classes).items():
                 found.setdefault(fn, set()).update(more)
         for fn, lines in found.items():
+            if never_differentiated(ctx, fn):
+                continue  # nothing minimises it: no -p for -log p to replace
             scope = ctx.scope(fn)
             ordered = sorted(lines)  # (bisected: a script holds thousands of statements)
             stmts = [st for st in scope.stmts if not hasattr(st, "body")
@@ -330,7 +333,8 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
                 holders.update(n.strip() + "(" for n in m.group(1).split(","))
             pos = text.find(cls, pos + 1)
     words += sorted(holders)
-    found = [m.start() for m in _any_of(words).finditer(text)]  # (lines: as one find a word)
+    found = [m.start() for m in _any_of(words).finditer(text)] if len(words) > FIND_WORDS \
+        else sorted(p for w in words for p in occurrences(text, w))  # (lines: as one find)
     lines: set[int] = set()
     line, prev = 1, 0
     for pos in found:
@@ -348,6 +352,9 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
             k -= 1
         out.setdefault(defs[k] if k >= 0 else tree, set()).add(line)
     return out
+
+
+FIND_WORDS = 16  # words found by a `str.find` scan each; more: by one `_any_of` pattern
 
 
 def _any_of(words: list[str]) -> re.Pattern[str]:

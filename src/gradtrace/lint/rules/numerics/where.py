@@ -9,7 +9,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.flow import DETACHED, NUMBER
 from gradtrace.lint.rules.numerics._ops import (
-    DIV, ROOT, has_positive_shift, in_training, resolve, singular_uses, spelled, torch_op)
+    DIV, ROOT, carries_graph, has_positive_shift, in_training, resolve, singular_uses, spelled,
+    torch_op)
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rules.numerics._where_guard import (
     BOUNDED, METHOD_COMPARE, OVERFLOW, _const, _unguarded,
@@ -115,7 +116,8 @@ class SingularOpOutsideWhereGuard(Rule):
                 if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
-                              not _rounded(n, expr, ctx)):
+                              not _rounded(n, expr, ctx)) and carries_graph(ctx, operand, node):
+                    # (a statistic of a buffer carries none: moshi's `_compute_entropy`)
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
                         Related(ctx.path, n.lineno, f"`{ctx.source(n)}` is computed here",

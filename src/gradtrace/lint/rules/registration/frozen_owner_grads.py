@@ -6,6 +6,7 @@ from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import FLAG, param_iter_var, param_loop_var
+from gradtrace.lint.analysis.torch_classes import optimizer_subclass
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -57,6 +58,35 @@ def _all_params(e: ast.expr | None) -> ast.expr | None:
     return None
 
 
+def _group_params(loop: ast.For, ctx: Context) -> tuple[str, ast.FunctionDef] | None:
+    """``(p, __init__)`` for ``for p in group["params"]`` in a method of a
+    ``torch.optim.Optimizer`` subclass of the file whose ``__init__`` the file defines."""
+    it = loop.iter
+    if not (isinstance(it, ast.Subscript) and isinstance(it.slice, ast.Constant)
+            and it.slice.value == "params" and isinstance(loop.target, ast.Name)):
+        return None
+    cls = ctx.class_def
+    if cls is None or not optimizer_subclass(cls, ctx):
+        return None
+    info = ctx.analysis.classes.get(cls.name)
+    init = info.methods.get("__init__") if info is not None and info.node is cls else None
+    return (loop.target.id, init) if isinstance(init, ast.FunctionDef) else None
+
+
+def _handed_params(init: ast.FunctionDef, ctx: Context) -> list[tuple[ast.expr, ast.AST]]:
+    """``(m, where)`` for each construction ``Opt(m.parameters(), ...)`` of the file (the
+    first argument after ``self`` of its ``__init__``)."""
+    names = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
+    if not names:
+        return []
+    out = []
+    for value, where in ctx.analysis.argument_values(init, names[0]):
+        owner = _all_params(value)
+        if owner is not None:
+            out.append((owner, where))
+    return out
+
+
 class FrozenParamsGradElsewhere(Rule):
     """A helper reads `p.grad` or asks `torch.autograd.grad` for every parameter of a module
     whose parameters are partly frozen elsewhere in the file.
@@ -72,6 +102,9 @@ class FrozenParamsGradElsewhere(Rule):
     `__init__` freezes a part of it (NOTE [frozen instances]); nothing is said in a file that
     sets `requires_grad` to anything but False. A loop in the function of the freeze is
     GT433's; a hook registered on each parameter is GT714's.
+    A custom `torch.optim.Optimizer` of the file whose method reads `p.grad` for each
+    `p in group["params"]` is checked against what its constructions are handed
+    (`DFW(model.parameters())` with a frozen embedding of `model`: oval-group/dfw#5).
     """
 
     code = "GT470"
@@ -116,6 +149,37 @@ class FrozenParamsGradElsewhere(Rule):
                 p.requires_grad = False
             meta_grads(model, loss_fn(model(x), y))
             """),
+        Bad("""
+            import torch
+            import torch.nn as nn
+            class Momentum(torch.optim.Optimizer):
+                def __init__(self, params, lr=0.1):
+                    super().__init__(params, dict(lr=lr))
+                @torch.no_grad()
+                def step(self):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            p.sub_(group["lr"] * p.grad)
+            model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+            model[0].requires_grad_(False)
+            opt = Momentum(model.parameters())
+            """, at=(10, 16)),
+        Good("""
+            import torch
+            import torch.nn as nn
+            class Momentum(torch.optim.Optimizer):
+                def __init__(self, params, lr=0.1):
+                    super().__init__(params, dict(lr=lr))
+                @torch.no_grad()
+                def step(self):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            if p.grad is not None:
+                                p.sub_(group["lr"] * p.grad)
+            model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+            model[0].requires_grad_(False)
+            opt = Momentum(model.parameters())
+            """),
         Good("""
             import torch.nn as nn
             def grad_norm(model):
@@ -129,12 +193,32 @@ class FrozenParamsGradElsewhere(Rule):
     def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
         got = param_loop_var(node)
         if got is None:
+            yield from self._optimizer_loop(node, ctx)
             return
         var = got[0]
         grads = _first(node.body, lambda s: _derefs_grad(s, var))
         if grads is not None:  # (a hook on each parameter: GT714's)
             yield from self._check(node.iter.func.value, grads, var, READ, ctx,  # type: ignore[attr-defined]
                                    gt433=True)
+
+    def _optimizer_loop(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
+        got = _group_params(node, ctx)
+        if got is None:
+            return
+        var, init = got
+        grads = _first(node.body, lambda s: _derefs_grad(s, var))
+        if grads is None:
+            return
+        for owner, where in _handed_params(init, ctx):
+            frozen = frozen_owner(ctx, owner, where, owner.lineno)
+            if frozen is not None:
+                yield self.report(grads, ctx, related=[Related(
+                    ctx.path, frozen[0].lineno, "some of its parameters are frozen here"),
+                    Related(ctx.path, owner.lineno, "its parameters are handed to the "
+                            "optimizer here")], what=READ[0].format(var=var),
+                    owner=dotted(owner) or "the module", line=frozen[0].lineno,
+                    effect=READ[1])
+                return
 
     def _comprehension(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         if len(node.generators) != 1:  # type: ignore[attr-defined]

@@ -72,9 +72,46 @@ def _trainable_attrs(cls: ClassInfo, ctx: Context) -> dict[str, ast.stmt]:
             k = c.attr_kind(name)
             if k is not None and (k.what == PARAMETER and not _made_frozen(info.value)
                                   or k.what == MODULE and isinstance(k.node, ast.Call)
-                                  and owns_params(k.node, ctx)):
+                                  and owns_params(k.node, ctx)
+                                  and _filled_with_params(c, name, k.node, ctx)):
                 out[name] = info.stmt
     return out
+
+
+FILLS = frozenset({"append", "extend", "insert", "add_module"})
+
+
+def _filled_with_params(cls: ClassInfo, name: str, made: ast.Call, ctx: Context) -> bool:
+    """An empty container built in ``__init__`` (``nn.ModuleList([])``, ``nn.ModuleList()``)
+    holds what the class puts into it: parameters only when some ``self.<name>.append(x)``
+    gives it a layer that owns them (``x`` a constructor call, or a local bound to one).
+    AudioLDM's ``self.cond_stage_models.append(instantiate_from_config(cfg))``: conditioners
+    built (and frozen) by another file's classes. Any other container: as built."""
+    if made.args and not (isinstance(made.args[0], ast.List) and not made.args[0].elts) \
+            or made.keywords:
+        return True
+    for m in cls.methods.values():
+        for n in walk(m):
+            if isinstance(n, ast.AugAssign) and dotted(n.target) == f"self.{name}":
+                return True  # `self.layers += [...]`
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in FILLS and dotted(n.func.value) == f"self.{name}"):
+                continue
+            for a in n.args:
+                v = _bound_call(m, a)
+                if v is None or owns_params(v, ctx) or isinstance(v, (ast.List, ast.ListComp)):
+                    return True
+    return False
+
+
+def _bound_call(m: ast.AST, a: ast.expr) -> ast.expr | None:
+    """``a`` itself, or the value of the one assignment to the name ``a`` in ``m``; None when
+    the name is bound otherwise (a loop variable, a parameter: what it holds is unknown)."""
+    if not isinstance(a, ast.Name):
+        return a
+    vals = [s.value for s in walk(m) if isinstance(s, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == a.id for t in s.targets)]
+    return vals[0] if len(vals) == 1 else None
 
 
 def _made_frozen(value: ast.expr | None) -> bool:

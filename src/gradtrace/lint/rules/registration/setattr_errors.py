@@ -21,6 +21,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR
 from gradtrace.lint.analysis.modules import DEFS
+from gradtrace.lint.analysis.settings import exclusive_flags
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -232,7 +233,8 @@ class PlainValueOverParameter(Rule):
                     continue
                 reg = next((r for r in registered.get(t.attr, ()) if r is not s and not (
                     m.name == "__init__" and (s.lineno <= r.lineno or ctx.scope(m).exclusive(
-                        r, s)))), None)  # a registration on the way to ``s``
+                        r, s)) or m.name != "__init__" and init is not None and exclusive_flags(
+                        node, r, init, s, m))), None)  # a registration on the way to ``s``
                 if reg is None:
                     continue  # (`if flag: self.w = nn.Parameter(...)` / `else: self.w = 1.0`)
                 if not plain_value(s.value, ctx, m, frozenset(registered)):

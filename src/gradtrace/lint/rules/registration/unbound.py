@@ -7,7 +7,8 @@ never get there, and both show the same way: the optimizer gets an empty (or sho
 - No constructor: a direct ``nn.Module`` subclass defines no ``__init__``, so
   ``nn.Module.__init__`` runs; its layers are assigned in another method that nothing in the
   file calls (``def _init_(self):``, ``def __int__(self):``, a ``build()`` no one calls)
-  while a method reads them. Said at that method.
+  while a method reads them. Said at that method. A public method of a class the file never
+  builds is left alone: the files that build it (a mixin) may call it.
 - Locals instead of attributes: ``__init__`` binds a layer to a local name that is never read
   again (the layer is thrown away), while a method calls ``self.<attr>(...)`` that no
   statement of the class (or of its bases in the file) assigns. Said at the first such local.
@@ -198,6 +199,8 @@ class LayersNeverBound(Rule):
             used = [s for s in layers if _self_attr(s.targets[0]) in read]
             if not used or _referenced(ctx.tree, m):
                 continue
+            if not m.name.startswith("_") and not _built(ctx, node.name):
+                continue  # a mixin of other files: they build it and may call its methods
             first = read[_self_attr(used[0].targets[0])]  # type: ignore[index]
             yield self.report(m, ctx, related=(Related(
                 ctx.path, first.lineno, "read here; nothing assigned it", ctx.column(first)),),
@@ -260,6 +263,16 @@ def _generated_init_calls(cls: ast.ClassDef, ctx: Context) -> frozenset[str] | N
             return None
         called = frozenset({"__post_init__"})
     return called
+
+
+def _built(ctx: Context, name: str) -> bool:
+    """Whether the file calls the class ``name`` (``Cls(...)``, ``mod.Cls(...)``): a class
+    the file never builds is built elsewhere (OpenFlamingo's ``FlamingoLMMixin``, grafted on
+    a language model by another file, which then calls its public ``init_flamingo``)."""
+    return ctx.mentions(name + "(") and any(isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Name) and n.func.id == name
+        or isinstance(n.func, ast.Attribute) and n.func.attr == name)
+        for n in bfs_walk(ctx.tree))
 
 
 def _referenced(tree: ast.AST, m: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -82,7 +82,12 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = Fa
     if b.loss is None:
         return set()
     values: list[ast.AST] = [b.loss]
-    for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings:
+    g = graphs(f.scope)
+    deps = list(g.deps(b.loss, b.stmt.lineno).bindings)
+    for st in _element_stores(f.scope.node, {d.name for d in deps}):
+        values.append(st.value)  # `losses[i] = (losses[i] * weights[i]).sum()`
+        deps.extend(g.deps(st.value, st.lineno).bindings)
+    for d in deps:
         v = d.value if d.value is not None else _unpacked_from(d)
         if v is not None:
             values.append(v)
@@ -93,6 +98,14 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = Fa
             out.update(o for o in owners if d == o or d.startswith(o + ".")
                        or inner and d and o.startswith(d + "."))
     return out
+
+
+def _element_stores(fn: ast.AST, names: set[str]) -> list[ast.Assign]:
+    """``name[i] = value`` statements of ``fn`` for the list/dict ``names`` a loss is summed
+    from (``bprloss = sum(losses)``): each stored value is part of what the loss reads."""
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in names
+        for t in n.targets)]
 
 
 def _unpacked_from(d: Binding) -> ast.expr | None:

@@ -7,7 +7,9 @@ optimizer_idx=1, ...)``, a backward and the discriminator's step (taming-transfo
 ``VQLPIPSWithDiscriminator``, LlamaGen's ``VQLoss``): one callee, the same tensors, a
 constant that selects the branch. The discriminator branch reads ``recons.detach()`` in that
 callee's body, which is in another file: whether the second pass reaches the freed graph (or
-the stepped parameters) is decided there, not here. As for two names unpacked from a call of
+the stepped parameters) is decided there, not here. So do two different methods of one such
+object (descript-audio-codec's ``gan_loss.discriminator_loss(out, wav)``, which detaches
+``out`` inside, then ``gan_loss.generator_loss(out, wav)``): the method is the switch. As for two names unpacked from a call of
 another file (GT509's ``_split_heads``), the pair is left alone when each pass is stepped by
 its own optimizer.
 """
@@ -33,8 +35,8 @@ def switched_passes(f: LoopFacts, t: Binding, b1: Backward, b2: Backward, d1: De
     in a constant argument, and each pass is stepped by its own optimizer (one between the
     passes, another after the second) (NOTE [switched foreign calls])."""
     c1, c2 = _calls_of(f, t, b1, d1), _calls_of(f, t, b2, d2)
-    if not any(dotted(x.func) == dotted(y.func) and _switched(x, y) and _foreign(f, x)
-               for x in c1 for y in c2):
+    if not any((dotted(x.func) == dotted(y.func) and _switched(x, y)
+                or _sibling_methods(x, y)) and _foreign(f, x) for x in c1 for y in c2):
         return False
     between = {s.optimizer for s in f.steps
                if f.before(b1.stmt, s.stmt) and f.before(s.stmt, b2.stmt)}
@@ -46,6 +48,7 @@ def _calls_of(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> list[ast.Call]:
     """The calls in the loss's values that take ``t`` as an argument, or another name unpacked
     from the call that binds ``t`` (``rec, post, z, feat = self(x)``: one graph)."""
     names = {t.name} | _unpacked_with(t)
+    names |= {x.name for x in d.bindings if _part_of(value_of(x), names)}
     out = []
     for e in [b.loss] + [value_of(x) for x in d.bindings]:
         for n in bfs_walk(e) if e is not None else ():
@@ -53,6 +56,12 @@ def _calls_of(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> list[ast.Call]:
                     dotted(a) in names for a in (*n.args, *(k.value for k in n.keywords))):
                 out.append(n)
     return out
+
+
+def _part_of(v: ast.AST | None, names: set[str]) -> bool:
+    """``out.x``, ``out['x']``: a part of one of ``names`` (DAC's ``generator_out = out.x``)."""
+    return isinstance(v, (ast.Attribute, ast.Subscript)) and isinstance(v.value, ast.Name) \
+        and v.value.id in names
 
 
 def _unpacked_with(t: Binding) -> set[str]:
@@ -72,10 +81,20 @@ def _switched(x: ast.Call, y: ast.Call) -> bool:
                for a, b in pairs)
 
 
+def _sibling_methods(x: ast.Call, y: ast.Call) -> bool:
+    """Two different methods of one receiver (``gan_loss.discriminator_loss(out, wav)``, then
+    ``gan_loss.generator_loss(out, wav)``): the method chosen is the switch."""
+    return isinstance(x.func, ast.Attribute) and isinstance(y.func, ast.Attribute) and \
+        x.func.attr != y.func.attr and dotted(x.func.value) is not None and \
+        dotted(x.func.value) == dotted(y.func.value)
+
+
 def _foreign(f: LoopFacts, call: ast.Call) -> bool:
     """The callee is an object made by a class (or factory) that is neither this file's nor
-    torch's; a DDP/DataParallel wrapper is read as the object it wraps."""
-    return _foreign_object(f, call.func, call.lineno, 0)
+    torch's (for a method, its receiver is); a DDP/DataParallel wrapper is read as the object
+    it wraps."""
+    return _foreign_object(f, call.func, call.lineno, 0) or isinstance(
+        call.func, ast.Attribute) and _foreign_object(f, call.func.value, call.lineno, 0)
 
 
 def _foreign_object(f: LoopFacts, e: ast.AST, line: int, depth: int) -> bool:

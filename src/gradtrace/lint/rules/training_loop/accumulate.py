@@ -351,6 +351,9 @@ class LossAccumulatedWithGraph(LoopRule):
                 or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
                 or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx):
             return None
+        if _trains_in_helper(f, loop):  # `loss, aux = self.update_fn(batch)`: backward there
+            return ("the graph nodes of every step stay reachable, so memory grows with every "
+                    "step, without bound")
         return ("with grad enabled and no `backward()`, every step's saved activations stay "
                 "in memory, so memory grows with every batch until out-of-memory")
 
@@ -402,3 +405,13 @@ class LossAccumulatedWithGraph(LoopRule):
         return "safe"
 
 
+def _trains_in_helper(f: LoopFacts, loop: ast.stmt) -> bool:
+    """The loop calls a function or method of the file that runs ``backward()`` itself (a
+    trainer's ``update_fn``): the loop trains, its saved activations are freed each step."""
+    from gradtrace.lint.analysis.steps import step_calls
+    for n in walk(loop):
+        if isinstance(n, ast.Call):
+            fn = f.ctx.analysis.callee(n, f.node)
+            if fn is not None and fn is not f.node and step_calls(f.ctx, fn).losses():
+                return True
+    return False

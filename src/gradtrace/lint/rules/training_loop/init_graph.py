@@ -250,10 +250,9 @@ class GraphBuiltInInit(Rule):
             if not isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Name)):
                 continue
             if (params or mods) and "self." in "".join(
-                    ctx.code_lines[s.lineno - 1:s.end_lineno]) \
-                    and not _builds_module(v, init, s, ctx):  # (reads an attribute)
-                got = _live(v, params, mods, ctx)
-                if got is not None and not got[1]:
+                    ctx.code_lines[s.lineno - 1:s.end_lineno]):  # (reads an attribute)
+                got = _live(v, params, mods, ctx)  # (before the kind: it rarely reaches one)
+                if got is not None and not got[1] and not _builds_module(v, init, s, ctx):
                     yield from self._confirm(node, init, s, t.attr, got[0], ctx)
                     continue
             if isinstance(v, ast.Name) and _is_param(init, v.id) \
