@@ -25,7 +25,7 @@ from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import OPTIMIZER, PARAMETER, Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import scope_nodes, walk
+from gradtrace.lint.nodes import of_types, scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # reads of a tensor that lead no gradient anywhere (logging, inspection)
@@ -100,12 +100,13 @@ class OptimizedTensorReadUnderNoGrad(Rule):
         if not ctx.mentions(".backward(") or not (
                 ctx.mentions("Parameter(") or ctx.mentions("requires_grad=True")):
             return
-        offs = {id(f): cut for f in walk(node) if isinstance(f, FUNCTION_TYPES)
-                and (cut := _off_cut(f, ctx)) is not None}
+        fns = of_types(node, FUNCTION_TYPES)  # walk's functions in walk's order, one walk
+        offs = {id(f): cut for f in fns if (cut := _off_cut(f, ctx)) is not None}
         if not offs:
             return
-        for fn in (node, *(f for f in walk(node) if isinstance(f, FUNCTION_TYPES))):
-            if id(fn) in offs or not step_calls(ctx, fn).losses():
+        for fn in (node, *fns):
+            if id(fn) in offs or fn is not node and not _may_backward(fn, ctx) \
+                    or not step_calls(ctx, fn).losses():
                 continue
             yield from self._scope(fn, ctx, offs)
         for info in ctx.analysis.classes.values():
@@ -168,6 +169,21 @@ class OptimizedTensorReadUnderNoGrad(Rule):
                     f"call of `{helper.name}`", ctx.column(call)),
             Related(ctx.path, opt.lineno, f"`{opt_name}` trains `{name}`", ctx.column(opt))),
             param=name, opt=opt_name, helper=helper.name, mode=mode)
+
+
+def _may_backward(fn: ast.AST, ctx: Context) -> bool:
+    """A call under ``fn`` may run a backward that fills ``.grad`` (``x.backward()``,
+    ``self.manual_backward(x)``, ``backward(x)`` imported from ``torch.autograd``): without
+    one, ``step_calls(ctx, fn).losses()`` is empty (:func:`backward_of` recognises no other
+    call), and the function's calls are not classified for nothing."""
+    for c in of_types(fn, (ast.Call,)):
+        f = c.func  # type: ignore[attr-defined]
+        if f.__class__ is ast.Attribute:
+            if f.attr in ("backward", "manual_backward"):
+                return True
+        elif f.__class__ is ast.Name and ctx.qualified_name(f) == "torch.autograd.backward":
+            return True
+    return False
 
 
 def _off_cut(fn: ast.AST, ctx: Context):  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from gradtrace.lint.analysis.module_outputs import (
     argument_sink, bound_value, forward_of, holders_of, module_output, same_made,
     unpacked_output)
 from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.call_words import call_counts
 from gradtrace.lint.code_text import occurrences
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -82,10 +83,10 @@ def _wrappers(ctx: Context, found: dict[ast.AST, set[int]] | None = None
         fns = [f for f in (found or {}) if isinstance(f, FUNCS)]
         lines = frozenset().union(*(found or {}).values())
         holders = holders_of(fns, ctx)
-        code = ctx.code
-        used = [f for f in fns if code.count(  # defined and called in the file
-            (ctx.analysis.class_of(f).node.name if ctx.analysis.class_of(f)  # type: ignore
-             else f.name) + "(") >= 2]  # type: ignore[attr-defined]
+        names = [c.node.name if (c := ctx.analysis.class_of(f)) else f.name  # type: ignore
+                 for f in fns]  # (the counts of `name(`: NOTE [called words])
+        calls = call_counts(ctx.code, names)
+        used = [f for f, n in zip(fns, names) if calls[n] >= 2]  # defined and called in the file
         fns = used
         owners = {c.node.name: c for f in fns if (c := ctx.analysis.class_of(f)) is not None}
         classes = {name: k for name, info in owners.items() if info.is_module

@@ -324,18 +324,19 @@ class LossAccumulatedWithGraph(LoopRule):
 
     @staticmethod
     def _outlives(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
-        first = None
-        if acc.startswith("self.") and not any(
-                f.inside(b.stmt, loop) for b in f.scope.bindings.get(acc, ())):
+        # a binding in the loop lies on its lines, one before it on an earlier line: both
+        # found by line (a binary search), not by a scan of every binding of the name (a
+        # script binds `losses` once per experiment, and asked this of each of its loops)
+        inner = [b for b in f.scope.bindings_within(acc, loop.lineno, loop.end_lineno
+                                                    or 10 ** 9) if f.inside(b.stmt, loop)]
+        if acc.startswith("self.") and not inner:
             return True  # state of the object: it outlives the function
-        for b in f.scope.bindings.get(acc, ()):
-            if f.inside(b.stmt, loop):
-                if not isinstance(b.stmt, ast.AugAssign) \
-                        and dotted(getattr(getattr(b.stmt, "value", None), "left", None)) != acc:
-                    return False  # reset inside the loop: the graphs kept are bounded
-            elif b.line < loop.lineno:
-                first = b
-        return first is not None or "." not in acc and not f.scope.bindings.get(acc) \
+        for b in inner:
+            if not isinstance(b.stmt, ast.AugAssign) \
+                    and dotted(getattr(getattr(b.stmt, "value", None), "left", None)) != acc:
+                return False  # reset inside the loop: the graphs kept are bounded
+        return bool(f.scope.bindings_within(acc, 0, loop.lineno - 1)) or "." not in acc \
+            and not f.scope.bindings.get(acc) \
             and acc in {a.arg for a in getattr(getattr(f.node, "args", None), "args", ())}
 
     def _eval_why(self, f: LoopFacts, s: ast.stmt, loop: ast.stmt, acc: str) -> str | None:

@@ -14,6 +14,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.call_words import WORD_RE, call_test, called_names
 from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects, mode_call
 
 # layers that behave differently in train and eval mode
@@ -169,11 +170,9 @@ def _switches(ctx: Context, text: str) -> bool:
     """``text`` calls ``.train(`` / ``.eval(`` or a function of the file that does."""
     if ".train(" in text or ".eval(" in text:
         return True
-    def make() -> re.Pattern[str] | None:
-        names = sorted(_train_wrappers(ctx) | _eval_wrappers(ctx))
-        return re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, names))) if names else None
-    calls = ctx.memo("gt516-switch-calls", ctx.tree, make)
-    return calls is not None and calls.search(text) is not None
+    calls = ctx.memo("gt516-switch-calls", ctx.tree,
+                     lambda: call_test(_train_wrappers(ctx) | _eval_wrappers(ctx)))
+    return calls is not None and calls(text)
 
 
 def _mentions_eval(ctx: Context, loop: ast.stmt) -> bool:
@@ -182,11 +181,8 @@ def _mentions_eval(ctx: Context, loop: ast.stmt) -> bool:
     text = "\n".join(ctx.code_lines[loop.lineno - 1:loop.end_lineno])
     if ".eval(" in text or ".train(False" in text:
         return True
-    def make() -> re.Pattern[str] | None:  # one search for all of them (names: no escapes)
-        names = sorted(_eval_wrappers(ctx))
-        return re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, names))) if names else None
-    calls = ctx.memo("gt516-eval-calls", ctx.tree, make)
-    return calls is not None and calls.search(text) is not None
+    calls = ctx.memo("gt516-eval-calls", ctx.tree, lambda: call_test(_eval_wrappers(ctx)))
+    return calls is not None and calls(text)
 
 
 def _eval_wrappers(ctx: Context) -> frozenset[str]:
@@ -198,8 +194,8 @@ def _eval_wrappers(ctx: Context) -> frozenset[str]:
         got = {n for n, t in texts.items() if ".eval(" in t or ".train(False" in t}
         for _ in range(MAX_DEPTH - 1):  # and the functions calling those (effects' depth)
             if got:
-                calls = re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, sorted(got))))
-                got |= {n for n, t in texts.items() if n not in got and calls.search(t)}
+                calls = call_test(got)
+                got |= {n for n, t in texts.items() if n not in got and calls(t)}  # type: ignore[misc]
         return frozenset(got)
     return ctx.memo("gt516-eval-wrappers", ctx.tree, make)
 
@@ -373,9 +369,16 @@ def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:
     for text in texts:
         if MODE_LAYERS_RE.search(text):
             return True
+        called: frozenset[str] | None = None  # the text's `name(` words, found once
         for name, other in ctx.analysis.classes.items():  # a submodule class of this file
-            if other is not cls and other.is_module and re.search(rf"\b{name}\(", text) and \
-                    _kind_has_mode_layers(ctx, Kind(MODULE, cls=name), depth + 1):
+            if other is cls or not other.is_module:
+                continue
+            if WORD_RE.fullmatch(name):  # `\bname\(` (NOTE [called words])
+                called = called_names(text) if called is None else called
+                hit = name in called
+            else:
+                hit = re.search(rf"\b{name}\(", text) is not None
+            if hit and _kind_has_mode_layers(ctx, Kind(MODULE, cls=name), depth + 1):
                 return True
     return _given_mode_layers(ctx, k, depth)
 

@@ -262,7 +262,8 @@ class StepBeforeLastBackward(LoopRule):
                 if not s.closure and isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     yield from self._per_call(f, s, ctx)
                 continue
-            late = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)
+            late = [b for b in f.between(f.backwards, loop.lineno, loop.end_lineno or 10 ** 9)
+                    if b.accumulates and f.inside(b.stmt, loop)  # (in the loop: on its lines)
                     and f.before(s.stmt, b.stmt)]
             if not late:
                 continue  # the common case: the step ends the pass
