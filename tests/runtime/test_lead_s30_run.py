@@ -298,3 +298,33 @@ def test_layer_built_by_a_first_forward_before_the_optimizer_is_silent(run_scrip
     res = run_script(HEAD + LAZY.replace("{warm}", "net(torch.randn(2, 4))"))
     assert res.code == 0, res.err
     assert not _run_findings(res), res.findings
+
+
+OWN_OPTIMIZER = """
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = None
+        self.head = nn.Linear(8, 1)
+        self.opt = torch.optim.SGD(self.parameters(), lr=0.1)  # <- cause
+
+    def forward(self, x):
+        if self.net is None:
+            self.net = nn.Linear(x.shape[1], 8)
+        return self.head(torch.relu(self.net(x)))
+
+
+p = Policy()
+for x, y in LOADER:
+    p.opt.zero_grad()
+    nn.functional.mse_loss(p(x), y).backward()
+    p.opt.step()
+"""
+
+
+def test_a_class_that_builds_its_own_optimizer_too_early_names_that_line(run_script):
+    src = HEAD + OWN_OPTIMIZER
+    res = run_script(src)
+    assert res.code == 0, res.err
+    first = _run_findings(res)[0]
+    assert (first["code"], first["line"]) == ("GT821", marked_line(src)), res.findings

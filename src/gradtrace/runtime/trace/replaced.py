@@ -29,8 +29,10 @@ above (an optimizer exists) cannot see it: torch tells us of an optimizer only a
 step. A registration of a new object (none was there) from a ``forward`` is noted too. If an
 optimizer then steps without those parameters while they get gradients, the optimizer was
 built before that first forward, from a model that did not hold them yet: the line named is
-the one in ``forward`` that built them (MONAI's ``DiffusionModelEncoder``). Built before the
-optimizer (a dummy forward first), they are in it and nothing is said.
+the one in ``forward`` that built them (MONAI's ``DiffusionModelEncoder``), unless the optimizer
+was built in an ``__init__`` (a class that builds its own optimizer before its first forward,
+stable-baselines3's policies: that line is the one to move). Built before the optimizer (a
+dummy forward first), they are in it and nothing is said.
 
 # NOTE [rewrapped parameter]
 ``self.conv.weight = nn.Parameter(W.squeeze(0))`` with ``W`` computed by another layer (a
@@ -158,6 +160,11 @@ def registered_after(data: Any, params: list[Any]) -> tuple[Site, str, str] | No
         return None
     _, code, line = hit.stack[0]
     if hit.lazy:  # NOTE [built lazily in forward]
+        from gradtrace.runtime.trace.wiring import single_optimizer_built_at
+
+        built = single_optimizer_built_at(data)
+        if built is not None and built.function == "__init__":
+            return None  # the class builds its own optimizer too early: that line leads
         return (Site(code.co_filename, line, code.co_name), "forward builds them here on its "
                 "first call, after the optimizer was built from the model's parameters, so no "
                 "optimizer holds them", "build the layer in __init__ (or build the optimizer "
