@@ -14,7 +14,7 @@ from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
 from gradtrace.runtime.trace.first_write import earlier_breaking_write
-from gradtrace.runtime.trace.graph_walk import reaches_marked, roots_of as _roots
+from gradtrace.runtime.trace.graph_walk import leaves_below, reaches_marked, roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
                                                 layer_built_inplace, layer_switched_inplace)
 from gradtrace.runtime.trace.records import META_RETAINED, created_site, decode_meta
@@ -236,20 +236,7 @@ def _kept_holds_own(kept: Any, stepped: set[int], limit: int) -> bool:
     only the other model's, so ``.detach()`` where the loss takes it in would stop the loss's
     own parameters from training. The step between the two backward() calls is what to
     move (MonoLayout)."""
-    queue, seen = [kept], set()
-    while queue and len(seen) < limit:
-        node = queue.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        var = getattr(node, "variable", None)
-        if isinstance(var, Tensor) and id(var) not in stepped:
-            return True
-        try:
-            queue.extend(n for n, _ in node.next_functions)
-        except (AttributeError, RuntimeError):
-            continue
-    return False
+    return any(id(v) not in stepped for v in leaves_below([kept], limit))
 
 
 def _fed_back(site: Site, pat: ErrorPattern) -> Finding | None:

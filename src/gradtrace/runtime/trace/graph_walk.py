@@ -173,18 +173,28 @@ def graph_nodes(roots: list[Tensor], limit: int = 5000) -> Iterator[Any]:
 def leaf_tensors(roots: list[Tensor], limit: int) -> list[Tensor]:
     """The leaf tensors (parameters) the ``roots`` were computed from (at most ``limit``)."""
     out: list[Tensor] = [r for r in roots if r.grad_fn is None and r.requires_grad]
-    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-    seen: set[int] = set()
+    return out + leaves_below([r.grad_fn for r in roots if r.grad_fn is not None],
+                              limit - len(out))
+
+
+def leaves_below(nodes: list[Any], limit: int) -> list[Tensor]:
+    """The leaf tensors the graph nodes ``nodes`` reach (at most ``limit``, 5000 nodes)."""
+    out: list[Tensor] = []
+    stack = list(nodes)
+    seen: dict[int, Any] = {}  # keeps the wrappers alive during the walk so ids stay unique
     while stack and len(out) < limit and len(seen) < 5000:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         var = getattr(node, "variable", None)
         if isinstance(var, Tensor):
             out.append(var)
             continue
-        stack.extend(n for n, _ in node.next_functions if n is not None)
+        try:
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        except (AttributeError, RuntimeError):
+            continue
     return out
 
 
