@@ -54,7 +54,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"GT205"}),
     "listed-twice": frozenset({"GT435"}),
     "dead-term": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT107", "GT108",
-                            "GT111", "GT201", "GT202", "GT216"}),
+                            "GT111", "GT201", "GT202", "GT216", "GT218"}),
     "bce-input": frozenset({"GT760"}),
     "softmax-singleton": frozenset({"GT762"}),
     "frozen-stats": frozenset({"GT461", "GT443"}),
