@@ -1,8 +1,9 @@
 """Session 31, the lead: a perceptual loss whose features of the generated image are taken
 under ``no_grad`` (NOTE [term read under no_grad]). The run sees a loss term with no graph
-added to one that has a graph (GT844); the checker names the ``with`` that cut it (GT218),
-which leads, confirmed at run time. With the generated image's features taken with grad the
-run is silent."""
+added to one that has a graph (GT844) at the statement that read the generated image under
+the block, the line to take out of it (the real image's features stay there); the checker's
+GT218 at the ``with`` is attached as context. With the generated image's features taken with
+grad the run is silent."""
 from __future__ import annotations
 
 from rt_helpers import marked_line
@@ -25,9 +26,9 @@ def train():
     for lr_img, hr_img in loader:
         fake = G(lr_img)
         l1 = F.l1_loss(fake, hr_img)
-        with torch.no_grad():  # <- cause
+        with torch.no_grad():
             f_real = vgg(hr_img)
-            f_fake = vgg(fake)
+            f_fake = vgg(fake)  # <- cause
         loss = l1 + 0.01 * F.mse_loss(f_fake, f_real)
         opt.zero_grad()
         loss.backward()
@@ -38,13 +39,14 @@ train()
 """
 
 
-def test_perceptual_features_under_no_grad_lead_with_the_block(run_script):
+def test_perceptual_features_under_no_grad_lead_with_the_statement(run_script):
     res = run_script(SRC)
     assert res.code == 0, res.err
     first = res.findings[0]
     assert (first["code"], first["line"], first["source"]) == (
-        "GT218", marked_line(SRC), "static+runtime"), res.findings
-    assert any("GT844" in r["message"] for r in first["related"]), first
+        "GT844", marked_line(SRC), "static+runtime"), res.findings
+    block = marked_line(SRC) - 2
+    assert any("GT218" in r["message"] and r["line"] == block for r in first["related"]), first
 
 
 def test_features_of_the_output_taken_with_grad_are_silent(run_script):
