@@ -51,12 +51,13 @@ class SACAgent:  # no environment: update_model samples a random batch of Pendul
         self.alpha_optimizer = optim.Adam([self.log_alpha], lr=3e-4)
         self.actor = Actor(obs_dim, action_dim)
         self.vf, self.vf_target = mlp(obs_dim, 1), mlp(obs_dim, 1)
-        self.vf_target.load_state_dict(self.vf.state_dict())
         self.qf_1, self.qf_2 = CriticQ(obs_dim + action_dim), CriticQ(obs_dim + action_dim)
-        self.actor_optimizer = optim.Adam(self.actor.parameters(), lr=3e-4)
-        self.vf_optimizer = optim.Adam(self.vf.parameters(), lr=3e-4)
-        self.qf_1_optimizer = optim.Adam(self.qf_1.parameters(), lr=3e-4)
-        self.qf_2_optimizer = optim.Adam(self.qf_2.parameters(), lr=3e-4)
+        self.actor_optimizer, self.vf_optimizer = optim.Adam(self.actor.parameters(), lr=3e-4), optim.Adam(self.vf.parameters(), lr=3e-4)
+        self.qf_1_optimizer, self.qf_2_optimizer = optim.Adam(self.qf_1.parameters(), lr=3e-4), optim.Adam(self.qf_2.parameters(), lr=3e-4)
+
+    def _target_soft_update(self):
+        for t_param, l_param in zip(self.vf_target.parameters(), self.vf.parameters()):
+            t_param.data.copy_(self.tau * l_param.data + (1.0 - self.tau) * t_param.data)
 
     def update_model(self):
         n = self.batch_size
@@ -68,7 +69,6 @@ class SACAgent:  # no environment: update_model samples a random batch of Pendul
         alpha_loss.backward()
         self.alpha_optimizer.step()
         alpha = self.log_alpha.exp()  # used for the actor loss calculation
-        # q function loss
         mask = 1 - done
         q_1_pred = self.qf_1(state, action)
         q_2_pred = self.qf_2(state, action)
@@ -76,7 +76,6 @@ class SACAgent:  # no environment: update_model samples a random batch of Pendul
         q_target = reward + self.gamma * v_target * mask
         qf_1_loss = F.mse_loss(q_1_pred, q_target.detach())
         qf_2_loss = F.mse_loss(q_2_pred, q_target.detach())
-        # v function loss
         v_pred = self.vf(state)
         q_pred = torch.min(self.qf_1(state, new_action), self.qf_2(state, new_action))
         v_target = q_pred - alpha * log_prob
@@ -89,7 +88,6 @@ class SACAgent:  # no environment: update_model samples a random batch of Pendul
         qf_2_loss.backward()
         self.qf_2_optimizer.step()
         qf_loss = qf_1_loss + qf_2_loss
-        # train V function
         self.vf_optimizer.zero_grad()
         vf_loss.backward()
         self.vf_optimizer.step()
@@ -99,8 +97,7 @@ class SACAgent:  # no environment: update_model samples a random batch of Pendul
             self.actor_optimizer.zero_grad()
             actor_loss.backward()  # SYMPTOM
             self.actor_optimizer.step()
-            for t_param, l_param in zip(self.vf_target.parameters(), self.vf.parameters()):  # _target_soft_update
-                t_param.data.copy_(self.tau * l_param.data + (1.0 - self.tau) * t_param.data)
+            self._target_soft_update()
         else:
             actor_loss = torch.zeros(1)
         return actor_loss.data, qf_loss.data, vf_loss.data, alpha_loss.data
