@@ -1,4 +1,4 @@
-"""lightly's TiCoLoss after PR 1484 detaches the auxiliary matrix B = z_a.T @ z_a / N before it enters the covariance estimate C, so the loss backpropagates through the embeddings only, as in TiCo.
+"""lightly's TiCoLoss after PR 1484 detaches the auxiliary matrix B = z_a.T @ z_a / N before it enters the covariance estimate C, so the covariance estimate is a constant of the loss and the gradient reaches the backbone through the embeddings only.
 
 source: https://github.com/lightly-ai/lightly/pull/1484
 kind: lookalike
@@ -33,7 +33,7 @@ class TiCoLoss(torch.nn.Module):  # the gather_distributed branch is left out
         return loss
 
 
-def tico_reference(z_a, z_b, C_prev, beta=0.9, rho=8.0):  # the paper's loss: B and the EMA covariance are constants
+def tico_reference(z_a, z_b, C_prev, beta=0.9, rho=8.0):  # the loss with B and the EMA covariance held constant
     z_a, z_b = torch.nn.functional.normalize(z_a, dim=1), torch.nn.functional.normalize(z_b, dim=1)
     C = beta * C_prev + (1 - beta) * (z_a.T @ z_a / z_a.shape[0]).detach()
     return 1.0 - (z_a * z_b).sum(dim=1).mean() + rho * ((z_a @ C) * z_a).sum(dim=1).mean()
@@ -55,4 +55,4 @@ for step in range(3):
     loss.backward()
     optimizer.step()
 print("loss", round(loss.item(), 4), "first layer grad norm", round(grad.norm().item(), 4),
-      "difference from TiCo's gradient", round((grad - ref_grad).norm().item(), 4))
+      "difference from the gradient with B constant", round((grad - ref_grad).norm().item(), 4))
