@@ -55,3 +55,45 @@ def test_features_of_the_output_taken_with_grad_are_silent(run_script):
     res = run_script(fixed)
     assert res.code == 0, res.err
     assert [f for f in res.findings if f["code"] in ("GT218", "GT844")] == [], res.findings
+
+
+# NOTE [lazy layer line]: the class builds a layer in forward; its user builds the optimizer
+# first, the usual order. The run names the layer (GT821) and the checker's GT464, now on the
+# same line, confirms it.
+LAZY = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(6, 8)
+        self.out = None
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        if self.out is None:
+            self.out = nn.Linear(h.shape[1], 2)  # <- cause
+        return self.out(h)
+
+
+model = Encoder()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for _ in range(3):
+    x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+"""
+
+
+def test_lazy_layer_is_named_by_both_faces_at_its_line(run_script):
+    res = run_script(LAZY)
+    assert res.code == 0, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"], first["source"]) == (
+        "GT821", marked_line(LAZY), "static+runtime"), res.findings
+    assert any("GT464" in r["message"] for r in first["related"]), first

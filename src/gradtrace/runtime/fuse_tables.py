@@ -14,7 +14,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442", "GT444", "GT445", "GT446",
-                                "GT447", "GT214", "GT448", "GT215", "GT462"}),
+                                "GT447", "GT214", "GT448", "GT215", "GT462", "GT464"}),
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601", "GT521",
                               "GT570", "GT535"}),
     "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
