@@ -97,3 +97,41 @@ def test_lazy_layer_is_named_by_both_faces_at_its_line(run_script):
     assert (first["code"], first["line"], first["source"]) == (
         "GT821", marked_line(LAZY), "static+runtime"), res.findings
     assert any("GT464" in r["message"] for r in first["related"]), first
+
+
+# NOTE [gradient cleared before the step]: the program clears one layer's gradients after
+# backward() on purpose (DINO freezes the student's last layer for the first epoch); that layer
+# received gradients. A layer cut from the loss by a detach still never receives one.
+CANCEL = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+body, last = nn.Linear(6, 8), nn.Linear(8, 4)
+opt = torch.optim.SGD(list(body.parameters()) + list(last.parameters()), lr=0.1)
+for epoch in range(3):
+    x = torch.randn(8, 6)
+    loss = last(torch.relu(body(x){cut})).pow(2).mean()  # <- cause
+    opt.zero_grad()
+    loss.backward()
+    last.bias.grad = None
+    opt.step()
+h = (last.bias - 0).abs().max().item()
+"""
+
+
+def test_gradients_cleared_on_purpose_are_not_never_received(run_script):
+    res = run_script(CANCEL.replace("{cut}", ""))
+    assert res.code == 0, res.err
+    assert not any("never received a gradient" in f["message"] for f in res.findings), \
+        res.findings
+
+
+def test_a_detached_body_still_never_receives_a_gradient(run_script):
+    src = CANCEL.replace("{cut}", ".detach()")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    got = [f for f in res.findings if "never received a gradient" in f["message"]]
+    assert got and got[0]["code"] == "GT107" and got[0]["line"] == marked_line(src), \
+        res.findings
+    assert "Linear.bias" in got[0]["message"] and got[0]["message"].count("Linear") == 2
