@@ -1,0 +1,81 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen31b.md (session 31), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+# an optimizer that scales the loss and runs its backward itself (apex's `FP16_Optimizer`,
+# fairseq's and Megatron's optimizers): `optimizer.backward(loss)` differentiates `loss`
+SCALING_OPTIMIZER = '''
+class LossScalingOptimizer:
+    def __init__(self, inner, scale=128.0):
+        self.inner, self.scale = inner, scale
+    def backward(self, loss):
+        (loss * self.scale).backward()
+    def step(self):
+        for group in self.inner.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.div_(self.scale)
+        self.inner.step()
+    def zero_grad(self):
+        self.inner.zero_grad()
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # SpanBERT (code/run_glue.py, run_squad.py, run_mrqa.py, run_tacred.py): `optimizer =
+    # FP16_Optimizer(FusedAdam(grouped params of model))`, then `optimizer.backward(loss)` each
+    # pass on a loss computed in the loop: the optimizer is not the value differentiated.
+    # Twin: the features are computed once before the loop, the loss is backwarded through
+    # them on every pass: 'Trying to backward through the graph a second time'
+    "optimizer-that-runs-the-backward-of-its-argument": (Shape("""
+        def fine_tune(batches, lr):
+            model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+            params = list(model.parameters())
+            start = model[0].weight.detach().clone()
+            optimizer = LossScalingOptimizer(torch.optim.SGD(params, lr=lr))
+            for x in batches:
+                loss = model(x).pow(2).mean()
+                optimizer.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            return model, start
+        m, w0 = fine_tune([torch.randn(2, 3) for _ in range(3)], 0.1)
+        """, "GT507", holds="not torch.equal(m[0].weight, w0)"), Shape("""
+        def fine_tune(batches, lr, encoder):
+            model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+            params = list(model.parameters())
+            optimizer = LossScalingOptimizer(torch.optim.SGD(params, lr=lr))
+            feats = encoder(batches[0])
+            for step in range(3):
+                loss = model(feats).pow(2).mean()
+                optimizer.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            return model
+        fine_tune([torch.randn(2, 3)], 0.1, nn.Sequential(nn.Linear(3, 3), nn.Tanh()))
+        """, "GT507", line=5, raises=(RuntimeError, "backward through the graph a second time"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE + SCALING_OPTIMIZER, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE + SCALING_OPTIMIZER, SHAPES[name][1])
