@@ -68,6 +68,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return model
         fine_tune([torch.randn(2, 3)], 0.1, nn.Sequential(nn.Linear(3, 3), nn.Tanh()))
         """, "GT507", line=5, raises=(RuntimeError, "backward through the graph a second time"))),
+    # DGN (realworld_benchmark/data/SBMs.py): `SBMsDataset(torch.utils.data.Dataset)`, its
+    # `collate_dense_gnn` normalises each graph's adjacency with `_sym_normalize_adj(adj)`:
+    # `torch.where(deg > 0, 1. / torch.sqrt(deg), zeros)`; a Dataset prepares samples, no
+    # backward reaches them. Twin: the same normalisation of a learned adjacency in a
+    # module's forward: the isolated node's gradient is NaN
+    "degree-normalisation-in-a-dataset": (Shape("""
+        class Graphs(torch.utils.data.Dataset):
+            def __init__(self, adjs):
+                self.adjs = adjs
+            def __len__(self):
+                return len(self.adjs)
+            def __getitem__(self, i):
+                return self.normalized(self.adjs[i])
+            def normalized(self, adj):
+                deg = adj.sum(dim=0)
+                d = torch.where(deg > 0, 1.0 / torch.sqrt(deg), torch.zeros_like(deg))
+                return torch.diag(d) @ adj @ torch.diag(d)
+        adj = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+        out = Graphs([adj])[0]
+        """, "GT751", holds="not torch.isnan(out).any()"), Shape("""
+        class LearnedGraph(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.adj = nn.Parameter(torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0],
+                                                      [0.0, 0.0, 0.0]]))
+            def forward(self, x):
+                deg = self.adj.sum(dim=0)
+                d = torch.where(deg > 0, 1.0 / torch.sqrt(deg), torch.zeros_like(deg))
+                return torch.diag(d) @ self.adj @ torch.diag(d) @ x
+        g = LearnedGraph()
+        g(torch.ones(3, 2)).sum().backward()
+        """, "GT751", line=8, holds="torch.isnan(g.adj.grad).any()")),
 }
 
 
