@@ -100,6 +100,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         g = LearnedGraph()
         g(torch.ones(3, 2)).sum().backward()
         """, "GT751", line=8, holds="torch.isnan(g.adj.grad).any()")),
+    # KGAT-pytorch (main_kgat.py): `cf_optimizer` and `kg_optimizer`, both Adam over
+    # `model.parameters()`, each epoch runs a CF loop (its backward, `cf_optimizer.step()`,
+    # `zero_grad()`) and then a KG loop (the same with `kg_optimizer`): alternating phases,
+    # each step on its own loss. Twin (DiffRec's L-DiffRec/main.py with `--optimizer1
+    # Adagrad`): both stepped after one backward: the weights move twice per batch
+    "optimizers-over-one-model-stepped-in-alternating-inner-loops": (Shape("""
+        model = nn.Linear(2, 1)
+        cf_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        kg_opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(2):
+            for x in [torch.ones(1, 2)]:
+                model(x).sum().backward()
+                cf_opt.step()
+                cf_opt.zero_grad()
+            for x in [torch.ones(1, 2)]:
+                model(x).pow(2).sum().backward()
+                kg_opt.step()
+                kg_opt.zero_grad()
+        """, "GT406"), Shape("""
+        model = nn.Linear(2, 1)
+        w0 = model.weight.detach().clone()
+        opt1 = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt2 = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in [torch.ones(1, 2)]:
+            opt1.zero_grad()
+            opt2.zero_grad()
+            model(x).sum().backward()
+            opt1.step()
+            opt2.step()
+        """, "GT406", line=4, holds="torch.allclose(model.weight, w0 - 2 * 0.1 * model.weight.grad)")),
 }
 
 
