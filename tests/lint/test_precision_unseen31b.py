@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 PRELUDE = '''
 import warnings
+import numpy as np
 import torch
 import torch.nn as nn
 torch.manual_seed(0)
@@ -129,7 +130,27 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             model(x).sum().backward()
             opt1.step()
             opt2.step()
-        """, "GT406", line=4, holds="torch.allclose(model.weight, w0 - 2 * 0.1 * model.weight.grad)")),
+        """, "GT406", line=4,
+            holds="torch.allclose(model.weight, w0 - 2 * 0.1 * model.weight.grad)")),
+    # KGAT-pytorch (utils/metrics.py): `def logloss(ground_truth, prediction)` returning
+    # scikit-learn's `log_loss(np.asarray(ground_truth), np.asarray(prediction))`: a metric by
+    # design (here SciPy's `entropy` under that name: scikit-learn is not installed). Twin: a
+    # loss of the file's own rebuilt from NumPy, backpropagated: 'does not require grad'
+    "loss-named-wrapper-of-a-library-metric": (Shape("""
+        from scipy.stats import entropy as log_loss
+        def logloss(truth, prediction):
+            value = log_loss(np.asarray(truth), np.asarray(prediction))
+            return value
+        def evaluate(pairs):
+            return [logloss(t, p) for t, p in pairs]
+        score = evaluate([([0.5, 0.5], [0.9, 0.1])])[0]
+        """, "GT103", holds="score > 0"), Shape("""
+        def l2_loss(truth, prediction):
+            return torch.tensor(np.mean((np.asarray(truth) - np.asarray(prediction)) ** 2))
+        model = nn.Linear(2, 1)
+        pred = model(torch.ones(3, 2)).detach().numpy()
+        l2_loss(np.zeros((3, 1)), pred).backward()
+        """, "GT103", line=2, raises=(RuntimeError, "does not require grad"))),
 }
 
 
