@@ -262,8 +262,9 @@ class OptimizersShareParameters(Rule):
     `opt_d = Adam(G.parameters())` trains each network with the other's loss; two optimizers
     over `model.parameters()` both stepped update the same weights twice per batch. PyTorch
     raises nothing.
-    Two optimizers over the same weights stepped in phases (one loop, then another) are fine
-    and not reported: only steps inside one loop count.
+    Two optimizers over the same weights stepped in phases (one loop, then another, also as
+    two inner loops an epoch loop runs in turn) are fine and not reported: only steps whose
+    innermost loop is the same count.
     Known limits: both optimizers must be built and stepped in one function; swaps are found
     from G/D names (`netG`, `opt_d`, `discriminator`).
     """
