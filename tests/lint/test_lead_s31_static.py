@@ -136,3 +136,41 @@ def train(train_model, noise_model, optimizer, loader):
         optimizer.step()
 '''
     assert codes(src, "GT218") == []
+
+
+# NOTE [odd optimizer branch]: one arm of an optimizer's if/elif chain over another module's
+# parameters than its sibling arms (DiffRec: `Adagrad(model.parameters())` among
+# `Autoencoder.parameters()` arms) is named once, at that arm.
+CHAIN = HEAD + '''
+import torch.optim as optim
+
+
+def main(args, model, Autoencoder, loader):
+    if args.optimizer1 == 'Adagrad':
+        optimizer1 = optim.Adagrad({first}.parameters(), lr=args.lr1)
+    elif args.optimizer1 == 'Adam':
+        optimizer1 = optim.Adam(Autoencoder.parameters(), lr=args.lr1)
+    else:
+        optimizer1 = optim.SGD(Autoencoder.parameters(), lr=args.lr1)
+    if args.optimizer2 == 'Adagrad':
+        optimizer2 = optim.Adagrad(model.parameters(), lr=args.lr2)
+    elif args.optimizer2 == 'Adam':
+        optimizer2 = optim.Adam(model.parameters(), lr=args.lr2)
+    else:
+        optimizer2 = optim.SGD(model.parameters(), lr=args.lr2)
+    for x in loader:
+        optimizer1.zero_grad()
+        optimizer2.zero_grad()
+        loss = model(Autoencoder(x)).pow(2).mean()
+        loss.backward()
+        optimizer1.step()
+        optimizer2.step()
+'''
+
+
+def test_the_odd_arm_of_an_optimizer_chain_is_named_once():
+    assert codes(CHAIN.format(first="model"), "GT406") == [(9, 15)]
+
+
+def test_a_chain_whose_arms_agree_is_silent():
+    assert codes(CHAIN.format(first="Autoencoder"), "GT406") == []

@@ -65,3 +65,17 @@ def _stepped_together(scope: Scope, a: str, b: str) -> bool:
     """Whether two optimizers step in one pass of one loop (not in phases one after the
     other, nor in inner loops an outer one runs in turn)."""
     return bool(_step_loops(scope, a) & _step_loops(scope, b))
+
+
+def odd_branch(b: OptimizerBuild, builds: list[OptimizerBuild]) -> frozenset[str] | None:
+    """# NOTE [odd optimizer branch]
+    ``b`` is one of several constructions of one optimizer name (the arms of an
+    ``if args.optimizer == ...`` chain) and the only one over other parameters than the rest,
+    which all agree: the sources the other arms use. A slip in that arm
+    (``Adagrad(model.parameters())`` where every other arm of ``optimizer1`` says
+    ``Autoencoder.parameters()``) is what makes it share the weights of another optimizer:
+    that arm is the line to change, not each arm of the other optimizer."""
+    same = [o.sources for o in builds if o.name == b.name and o.stmt is not b.stmt]
+    if len(same) < 2 or len(set(same)) != 1 or not same[0] or same[0] == b.sources:
+        return None
+    return same[0]
