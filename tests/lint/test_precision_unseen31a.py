@@ -162,6 +162,135 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Memory()
         out = m(torch.randn(3, 4))
         """, "GT105", line=11, holds="not out.requires_grad")),
+    # PLOP (utils/loss.py, `ExcludedKnowledgeDistillationLoss`): the two distillation terms read
+    # buffers made by `torch.zeros(...)` and then filled slice by slice from the logits
+    # (`new_inputs[:, 0] = inputs[:, 0]`): the copies keep the graph; the label masks only
+    # weight live terms. Twin: the buffer is filled from the teacher's targets only: nothing
+    # of the loss reaches the model, the mask is all that is left
+    "loss-on-a-buffer-filled-from-the-logits": (Shape("""
+        class SplitDistillLoss(nn.Module):
+            def __init__(self, reduction='mean', n_old=-1, merge="gt",
+                         n_base=-1, temp=1.0):
+                super().__init__()
+                self.reduction = reduction
+                self.n_old = n_old
+                self.merge = merge
+                self.n_base = n_base
+                self.temp = temp
+            def forward(self, inputs, targets, labels, mask=None):
+                bs, ch_new, w, h = inputs.shape
+                device = inputs.device
+                temp = torch.ones(bs, self.n_old + 1, w, h).to(device)
+                if self.n_old > self.n_base:
+                    temp[:, self.n_base:self.n_old] = temp[:, self.n_base:self.n_old] \\
+                        / self.temp
+                new_inputs = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                new_targets = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                new_inputs[:, 0] = inputs[:, 0]
+                new_inputs[:, 1:self.n_old] = inputs[:, 1:self.n_old]
+                if self.merge == "gt":
+                    new_inputs[:, self.n_old] = inputs[:, self.n_old:].sum(dim=1)
+                old_inputs = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                old_targets = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                old_inputs[:, 0] = inputs[:, 0]
+                old_inputs[:, 1:self.n_old] = inputs[:, 1:self.n_old]
+                if self.merge == "gt":
+                    old_inputs[:, self.n_old] = inputs[:, self.n_old:].sum(dim=1)
+                loss_new = -(torch.log_softmax(temp * new_inputs, dim=1)
+                             * torch.softmax(temp * new_targets, dim=1)).sum(dim=1)
+                loss_old = -(torch.log_softmax(temp * old_inputs, dim=1)
+                             * torch.softmax(temp * old_targets, dim=1)).sum(dim=1)
+                mask_new = labels >= self.n_old
+                mask_old = labels < self.n_old
+                loss = (mask_new.float() * loss_new) + (mask_old.float() * loss_old)
+                if self.reduction == 'mean':
+                    return torch.mean(loss)
+                return loss
+        x = torch.randn(2, 5, 3, 3, requires_grad=True)
+        SplitDistillLoss(n_old=3, n_base=1, temp=2.0)(
+            x, torch.randn(2, 3, 3, 3), torch.randint(0, 5, (2, 3, 3))).backward()
+        """, "GT108", holds="x.grad.abs().sum() > 0"), Shape("""
+        class SplitDistillLoss(nn.Module):
+            def __init__(self, reduction='mean', n_old=-1, merge="gt",
+                         n_base=-1, temp=1.0):
+                super().__init__()
+                self.reduction = reduction
+                self.n_old = n_old
+                self.merge = merge
+                self.n_base = n_base
+                self.temp = temp
+            def forward(self, inputs, targets, labels, mask=None):
+                bs, ch_new, w, h = inputs.shape
+                device = inputs.device
+                temp = torch.ones(bs, self.n_old + 1, w, h).to(device)
+                if self.n_old > self.n_base:
+                    temp[:, self.n_base:self.n_old] = temp[:, self.n_base:self.n_old] \\
+                        / self.temp
+                new_inputs = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                new_targets = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                new_inputs[:, 0] = targets[:, 0]
+                new_inputs[:, 1:self.n_old] = targets[:, 1:self.n_old]
+                if self.merge == "gt":
+                    new_inputs[:, self.n_old] = targets[:, self.n_old:].sum(dim=1)
+                old_inputs = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                old_targets = torch.zeros(bs, self.n_old + 1, w, h).to(device)
+                old_inputs[:, 0] = targets[:, 0]
+                old_inputs[:, 1:self.n_old] = targets[:, 1:self.n_old]
+                if self.merge == "gt":
+                    old_inputs[:, self.n_old] = targets[:, self.n_old:].sum(dim=1)
+                loss_new = -(torch.log_softmax(temp * new_inputs, dim=1)
+                             * torch.softmax(temp * new_targets, dim=1)).sum(dim=1)
+                loss_old = -(torch.log_softmax(temp * old_inputs, dim=1)
+                             * torch.softmax(temp * old_targets, dim=1)).sum(dim=1)
+                mask_new = labels >= self.n_old
+                mask_old = labels < self.n_old
+                loss = (mask_new.float() * loss_new) + (mask_old.float() * loss_old)
+                return torch.mean(loss)
+        x = torch.randn(2, 5, 3, 3, requires_grad=True)
+        SplitDistillLoss(n_old=3, n_base=1, temp=2.0)(
+            x, torch.randn(2, 5, 3, 3), torch.randint(0, 5, (2, 3, 3))).backward()
+        """, "GT108", line=33, raises=(RuntimeError, "does not require grad"))),
+    # ReID-Survey (clustercontrast/trainers.py): `F.binary_cross_entropy_with_logits(score,
+    # pair_labels)` with `pair_labels = (lab == lab.t()).float()[...]`: the comparison builds
+    # the target, which never carries a gradient; the term is dead because `score` comes from
+    # a helper run under `torch.no_grad()` (GT202 says so), not because of the mask. Twin: the
+    # comparison is on the prediction side: the matcher gets no gradient from the term
+    "label-mask-as-a-loss-target": (Shape("""
+        def matcher_scores(matcher, a):
+            with torch.no_grad():
+                return matcher(a)
+        class Trainer:
+            def __init__(self, encoder, matcher, memory_labels):
+                self.encoder, self.matcher = encoder, matcher
+                self.memory_labels = memory_labels
+            def train_step(self, opt, x, labels):
+                f = self.encoder(x)
+                score = matcher_scores(self.matcher, f)
+                lab = torch.cat((labels, self.memory_labels)).unsqueeze(1)
+                pair = (lab == lab.t()).float()[:f.shape[0], :2]
+                loss = F.mse_loss(f, torch.ones_like(f)) + F.binary_cross_entropy_with_logits(
+                    score, pair)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        enc, mat = nn.Linear(4, 4), nn.Linear(4, 2)
+        opt = torch.optim.SGD([*enc.parameters(), *mat.parameters()], lr=0.1)
+        Trainer(enc, mat, torch.tensor([1, 0])).train_step(
+            opt, torch.randn(3, 4), torch.tensor([0, 1, 0]))
+        """, "GT108", holds="enc.weight.grad.abs().sum() > 0"), Shape("""
+        def train_step(encoder, matcher, opt, x, labels):
+            f = encoder(x)
+            score = matcher(f)
+            hard = (score > 0).float()
+            loss = F.mse_loss(f, torch.ones_like(f)) + F.binary_cross_entropy_with_logits(
+                hard, labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        enc, mat = nn.Linear(4, 4), nn.Linear(4, 2)
+        opt = torch.optim.SGD([*enc.parameters(), *mat.parameters()], lr=0.1)
+        train_step(enc, mat, opt, torch.randn(3, 4), torch.ones(3, 2))
+        """, "GT108", line=4, holds="mat.weight.grad is None")),
 }
 
 
