@@ -133,7 +133,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             def __init__(self):
                 super().__init__()
                 self.proj = nn.Linear(4, 4)
-                self.register_buffer("mem", torch.randn(5, 4))
+                self.mem = torch.randn(5, 4)
             def masks(self, n):
                 return torch.ones(n, 5), torch.zeros(n, 5)
             def forward(self, x):

@@ -153,16 +153,13 @@ class DataInLoss(LossCutRule):
 
 
 def _cut_before(e: ast.expr, s: ast.stmt, lp: LossPaths) -> bool:
-    """Whether the value ``e`` holds at ``s`` has no history to lose: every binding that
-    reaches it was cut on its way (a similarity of ``memory.detach().data``, rebound, then
-    ``(sim.data + 1) * mask``) or built from buffers and constants only, and no slice of the
-    name is written (``buf[:k] = h`` is not seen by the tracer): the ``.data`` at ``s``
-    removes nothing, whatever layer call another name of its statement holds."""
-    if not isinstance(e, ast.Name) or lp.trace(e, s, s.lineno).live:
-        return False
-    return not any(isinstance(st, ast.Assign) and any(
-        isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == e.id
-        for t in st.targets) for st in lp.scope.stmts)
+    """Whether the value ``e`` holds at ``s`` was already cut on its way there (every binding
+    that reaches it built from ``.detach()`` / ``.data`` of what it reads: a similarity of
+    ``memory.detach().data``, rebound, then ``(sim.data + 1) * mask``): the ``.data`` at ``s``
+    removes no history, whatever layer call another name of its statement holds. A value the
+    tracer finds dead without a cut is not enough (a loop-carried state it does not follow)."""
+    t = lp.trace(e, s, s.lineno)
+    return not t.live and bool(t.cuts)
 
 
 class DetachedLossTerm(LossCutRule):
