@@ -13,9 +13,9 @@ import ast
 from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.analysis.cuts import (
-    CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, LIVE, NONDIFF, NUMPY, PAIR_METHODS,
-    REBUILD_FUNCS, Cut, Trace, asks_grad, is_torch_loss, map_cut_kind, objects_of, pair_source,
-    peel, pure_loss, top_defs, unpacks_indices,
+    CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, LIVE, NON_TENSOR_KWARGS, NONDIFF, NUMPY,
+    PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, is_functional_loss, is_torch_loss,
+    map_cut_kind, objects_of, pair_source, peel, pure_loss, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
@@ -184,7 +184,26 @@ class Tracer(CallTraces):
                     isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
                     and b.value.func.id in ("list", "dict", "set")):
                 out = out | self._filled(name, line)
+        if not out.live and self._slice_fed(name, line):
+            return LIVE
         return out
+
+    def _slice_fed(self, name: str, line: int) -> bool:
+        """A slice write before ``line`` puts a value that may carry a graph into ``name``
+        (``buf = torch.zeros(...)``, then ``buf[:, 0] = logits[:, 0]``: the copy keeps the
+        history), PLOP's distillation buffers filled from the model's logits."""
+        writes = self.ctx.memo("origins-slice-writes", self.scope.node, lambda: _slice_writes(
+            self.scope)).get(name, ())
+        for s in writes:
+            if s.lineno >= line or (name, -s.lineno) in self._busy:
+                continue
+            self._busy.add((name, -s.lineno))
+            try:
+                if self.trace(s.value, s, s.lineno).live:
+                    return True
+            finally:
+                self._busy.discard((name, -s.lineno))
+        return False
 
     def _given_no_graph(self, name: str) -> bool:
         """Every call of the function in the file passes a registered buffer or a number for
@@ -310,6 +329,12 @@ class Tracer(CallTraces):
             if values.live:
                 return values
             return self._cut(NONDIFF, e, [e.args[0]], use, line) | Trace(False, values.cuts)
+        if is_functional_loss(qual) and len(e.args) == 2 and all(
+                k.arg in NON_TENSOR_KWARGS for k in e.keywords):
+            pred = self.trace(e.args[0], use, line)  # (input, target)
+            if pred.live or self.trace(e.args[1], use, line).live:
+                return LIVE
+            return pred  # a target's own cuts (a mask of labels) are not the loss's cut
         if qual in ("torch.as_tensor", "sum", "max", "min", "abs") or (
                 qual.startswith("torch.") and qual.rpartition(".")[2][:1].islower()):
             return self.args_trace(e, use, line)
@@ -359,6 +384,17 @@ class Tracer(CallTraces):
         """What a call of one of the file's functions is, when the subclass follows them
         (the GT1 loss paths: NOTE [helper cuts]); None: not followed."""
         return None
+
+
+def _slice_writes(scope: Scope) -> dict[str, list[ast.Assign]]:
+    """The statements ``name[...] = value`` of a scope, by ``name``."""
+    out: dict[str, list[ast.Assign]] = {}
+    for s in scope.stmts:
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    out.setdefault(t.value.id, []).append(s)
+    return out
 
 
 def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:

@@ -14,7 +14,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
 from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
 from gradtrace.lint.rules.graph_breaks._method_data import appended_layer_call, fed_to_forward
 from gradtrace.lint.rules.graph_breaks._paths import (
-    DATA, DETACH, NONDIFF, loss_paths,
+    DATA, DETACH, NONDIFF, LossPaths, loss_paths,
 )
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import objects_of
@@ -134,6 +134,8 @@ class DataInLoss(LossCutRule):
                     n.value, lp, _layer_call) if wide else None)) if isinstance(n, ast.Attribute) \
                     and n.attr == "data" and dotted(n.value) not in objects \
                     and not deliberate_data(n, s, scope) else None
+                if layer is not None and _cut_before(n.value, s, lp):
+                    continue
                 if layer is not None:
                     rel = (Related(ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` "
                                    f"holds the output of `{short(ctx.source(layer.func), 30)}` "
@@ -148,6 +150,16 @@ class DataInLoss(LossCutRule):
                                     "output without history, so that layer and every one "
                                     "before it get no gradient through it")
                     break
+
+
+def _cut_before(e: ast.expr, s: ast.stmt, lp: LossPaths) -> bool:
+    """Whether the value ``e`` holds at ``s`` was already cut on its way there (every binding
+    that reaches it built from ``.detach()`` / ``.data`` of what it reads: a similarity of
+    ``memory.detach().data``, rebound, then ``(sim.data + 1) * mask``): the ``.data`` at ``s``
+    removes no history, whatever layer call another name of its statement holds. A value the
+    tracer finds dead without a cut is not enough (a loop-carried state it does not follow)."""
+    t = lp.trace(e, s, s.lineno)
+    return not t.live and bool(t.cuts)
 
 
 class DetachedLossTerm(LossCutRule):

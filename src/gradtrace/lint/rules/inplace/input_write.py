@@ -128,7 +128,10 @@ def _read_again_in_forward(w: InputWrite, ctx: Context) -> ast.Name | None:
     fwd = cls.methods["forward"]
     after = False
     end: int | None = None
+    scope = ctx.scope(fwd)
     for s in _own_statements(fwd):
+        if s is not w.first and scope.exclusive(w.first, s):
+            continue  # the other arm of `if self.a == 2: binary(x) / else: self.relu(x)`
         if s is w.first:
             if _binds(s, w.param):
                 return None

@@ -92,8 +92,8 @@ class ArcCosineAtClampBound(Rule):
             return
         clamp = _clamped_to_one(got[1], ctx) or _clamped_to_one(
             resolve(strip(got[1]), ctx, node.lineno), ctx)
-        if clamp is None:
-            return
+        if clamp is None or not carries_graph(ctx, got[1], node):
+            return  # `acos(clamp(1 - d.detach(), -1, 1))` for a log: never differentiated
         yield self.report(node, ctx, call=ctx.source(node), op=got[0].replace("arc", "a"),
                           line=clamp.lineno)
 

@@ -138,15 +138,24 @@ def _held(cls: ClassInfo, parts: set[str]) -> set[str]:
 
 def _used(cls: ClassInfo, name: str, skip: ast.AST, ctx: Context) -> bool:
     """Whether a method of ``cls`` or its file bases other than ``__init__`` and ``skip``
-    reads ``self.<name>``."""
+    reads ``self.<name>``. A part the class calls, and calls only with grad off (BYOL's
+    momentum projector, run under ``torch.no_grad()`` and read elsewhere only to pair it
+    with its online twin for the moving average), gets no gradient: it is not counted."""
+    read = False
+    calls: list[tuple[ast.AST, ast.Call]] = []
     for c in cls.lineage():
         for m in c.methods.values():
             if m.name == "__init__" or m is skip:
                 continue
-            if any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(
-                    n.value, ast.Name) and n.value.id == "self" for n in walk(m)):
-                return True
-    return False
+            for n in walk(m):
+                if isinstance(n, ast.Attribute) and n.attr == name and isinstance(
+                        n.value, ast.Name) and n.value.id == "self":
+                    read = True
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and n.func.attr == name and dotted(n.func.value) == "self":
+                    calls.append((m, n))
+    return read and not (calls and all(ctx.scope(m).grad_off_at(n) is not None
+                                       for m, n in calls))
 
 
 def _run_for_backward(cls: ClassInfo, name: str, ctx: Context) -> bool:
