@@ -13,10 +13,11 @@ of a rule whose only visitor is ``visit_Module`` do not count: nothing of it run
 things stop that: an active rule with ``gate_statements = False`` and a visitor of a statement
 type that spells no keyword (it must see every such statement; the lines of a keyword such as
 ``class`` or ``for`` are hit lines instead: NOTE [keyword lines] in
-:mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside functions and in
-a function whose lines hold its words (only a nested def is skipped there); and imports, which
-the walk records in order: a quiet subtree whose lines mention ``import`` is still searched for
-import statements.
+:mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside
+functions (unless the rule has ``function_requires``: it finds nothing there,
+NOTE [function requires] in :mod:`gradtrace.lint.function_gate`) and in a function whose lines
+hold its words (only a nested def is skipped there); and imports, which the walk records in
+order: a quiet subtree whose lines mention ``import`` is still searched for import statements.
 
 # NOTE [gated lines]
 A statement of fewer than :data:`SHORT` lines finds the rules with ``gate_statements = True``

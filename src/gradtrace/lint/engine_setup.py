@@ -104,6 +104,7 @@ class CheckerSetup:
         self._skip_quiet = True
         expr_words: dict[str, list[int]] = {}  # word -> active rules with expression visitors
         fn_lines: set[int] = set()
+        module_closed: set[int] = set()  # "function" rules that find nothing at module level
 
         def found_in(words: tuple[str, ...]) -> list[str]:
             if aliases:
@@ -149,7 +150,10 @@ class CheckerSetup:
                 if is_stmt and t is not ast.Module and rule.gate_statements is not True:
                     if rule.gate_statements == "function":
                         fn_lines |= gate
-                        self._fn_open[0] = True  # module level: see every statement
+                        if rule.function_requires:  # nothing outside functions
+                            module_closed.add(i)  # NOTE [function requires]
+                        else:
+                            self._fn_open[0] = True  # module level: see every statement
                         if not self._fn_rules or self._fn_rules[-1][0] != i:
                             if got[1] is None:
                                 got = gates[key] = (gate, sorted(gate))
@@ -183,4 +187,7 @@ class CheckerSetup:
                 by_line.setdefault(line, set()).add(i)
         self._gated_by_line = {line: frozenset(r) for line, r in by_line.items()}
         self._fn_lines = sorted(fn_lines)
+        if module_closed:
+            closed = frozenset(module_closed)
+            self._fn_closed[0] = self._closed_tables[closed] = {None: closed}
         self._hit_lines = sorted(hit_lines)
