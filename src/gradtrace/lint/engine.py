@@ -16,8 +16,9 @@ type that spells no keyword (it must see every such statement; the lines of a ke
 :mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside
 functions (unless the rule has ``function_requires``: it finds nothing there,
 NOTE [function requires] in :mod:`gradtrace.lint.function_gate`) and in a function whose lines
-hold its words (only a nested def is skipped there); and imports, which the walk records in
-order: a quiet subtree whose lines mention ``import`` is still searched for import statements.
+hold its words (only a nested def, and a statement without a body of a type no such rule
+visits, are skipped there); and imports, which the walk records in order: a quiet subtree
+whose lines mention ``import`` is still searched for import statements.
 
 # NOTE [gated lines]
 A statement of fewer than :data:`SHORT` lines finds the rules with ``gate_statements = True``
@@ -85,6 +86,7 @@ class FileChecker(CheckerSetup):
         self._fn_lines: list[int] = []  # lines with words of gate_statements="function" rules
         self._fn_open: list[bool] = [False]  # per enclosing def: must its statements be seen
         self._fn_rules: list[tuple[int, list[int]]] = []  # "function" rules: sorted lines
+        self._fn_types: set[type] = set()  # statement types "function" rules visit
         self._fn_closed: list[dict[type, list] | None] = [None]  # per def: visitors of the
         self._closed_tables: dict[frozenset[int], dict[type, list]] = {}  # rules open there
         self._gated_by_line: dict[int, frozenset[int]] = {}  # NOTE [gated lines]
@@ -129,10 +131,12 @@ class FileChecker(CheckerSetup):
                 self._walk_stmt(s)
             return
         hits, imports, open_ = self._hit_lines, self._import_lines, self._fn_open[-1]
+        fn_types = self._fn_types
         n = len(hits)
         for s in body:  # inlined: most statements of a walked body are quiet
             first = getattr(s, "lineno", None)  # a match case has none
-            if first is not None and (not open_ or s.__class__ in FUNCTION_TYPES):
+            if first is not None and (not open_ or s.__class__ in FUNCTION_TYPES or (
+                    s.__class__ not in fn_types and not _shape(s.__class__).bodies)):
                 decorators = getattr(s, "decorator_list", None)
                 if decorators:
                     first = decorators[0].lineno

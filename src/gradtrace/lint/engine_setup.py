@@ -150,6 +150,7 @@ class CheckerSetup:
                 if is_stmt and t is not ast.Module and rule.gate_statements is not True:
                     if rule.gate_statements == "function":
                         fn_lines |= gate
+                        self._fn_types.add(t)
                         if rule.function_requires:  # nothing outside functions
                             module_closed.add(i)  # NOTE [function requires]
                         else:
