@@ -182,11 +182,21 @@ class CheckerSetup:
                 known = per_line.get(line)
                 per_line[line] = group if known is None else known | group
         self._line_rules = per_line
-        by_line: dict[int, set[int]] = {}  # NOTE [gated lines]
-        for i, lines in enumerate(self._rule_lines):
+        groups: dict[int, tuple[list[int], list[int]]] = {}  # the rules of one list of lines
+        for i, lines in enumerate(self._rule_lines):  # (gated rules of one key share it)
+            if lines:
+                group = groups.get(id(lines))
+                if group is None:
+                    groups[id(lines)] = (lines, [i])
+                else:
+                    group[1].append(i)
+        by_line: dict[int, frozenset[int]] = {}  # NOTE [gated lines]
+        for lines, rules_of in groups.values():
+            these = frozenset(rules_of)
             for line in lines:
-                by_line.setdefault(line, set()).add(i)
-        self._gated_by_line = {line: frozenset(r) for line, r in by_line.items()}
+                known = by_line.get(line)
+                by_line[line] = these if known is None else known | these
+        self._gated_by_line = by_line
         self._fn_lines = sorted(fn_lines)
         if module_closed:
             closed = frozenset(module_closed)
