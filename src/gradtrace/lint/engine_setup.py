@@ -198,6 +198,7 @@ class CheckerSetup:
                 by_line[line] = these if known is None else known | these
         self._gated_by_line = by_line
         self._fn_lines = sorted(fn_lines)
+        self._fn_ids = frozenset(i for i, _ in self._fn_rules)
         if module_closed:
             closed = frozenset(module_closed)
             self._fn_closed[0] = self._closed_tables[closed] = {None: closed}
