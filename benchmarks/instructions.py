@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     every: int | str = 40
     if argv[:1] == ["--every"]:
         every, argv = int(argv[1]), argv[2:]
-    elif argv[:1] == ["--slice"] and ":" in argv[1]:
+    elif argv[:1] == ["--slice"] and ":" in (argv[1:2] or [""])[0]:
         every, argv = argv[1], argv[2:]
     if "--" not in argv:
         print(__doc__)
