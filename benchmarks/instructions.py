@@ -1,6 +1,7 @@
 """Instructions, not seconds: an A/B of `gradtrace check` that machine load cannot move.
 
-    python benchmarks/instructions.py [--every N] TREE_SRC [TREE_SRC ...] -- PATH [PATH ...]
+    python benchmarks/instructions.py [--every N | --slice A:B] TREE_SRC [TREE_SRC ...] --
+        PATH [PATH ...]
 
 e.g. ``python benchmarks/instructions.py --every 40 /work/main/src src --
 /work/corpora/c1/src/transformers-5.24.0-py3-none-any``. Checks every Nth Python file of the
@@ -13,6 +14,11 @@ instruction count of a run with ``PYTHONHASHSEED=0`` is the same to the last dig
 run of a tree may also compile its ``.pyc`` files: run each tree once before comparing). Needs
 ``valgrind``; runs the interpreter binary itself (``sys.executable``: a pyenv shim would be
 traced instead of Python).
+
+``--slice A:B`` checks the files A to B-1 of the paths instead, contiguous, in the order a
+check reads them: a sample of every Nth file takes files far apart, which hides what a check
+of a whole tree reuses from one file to the next (the engine's per-process tables:
+NOTE [line cache] in ``gradtrace.lint.words``); e.g. ``--slice 1200:1290`` of transformers.
 """
 from __future__ import annotations
 
@@ -29,14 +35,19 @@ from gradtrace.lint.config import Settings
 from gradtrace.lint.registry import select_rules
 s = Settings(exclude=())
 rules = select_rules(s.select, s.ignore, s.extend_select)
-every = int(sys.argv[1])
-files = list(iter_files(sys.argv[2:], s, []))[::every] if every else []
+every = sys.argv[1]
+files = list(iter_files(sys.argv[2:], s, []))
+if ":" in every:
+    a, b = every.split(":")
+    files = files[int(a or 0):int(b) if b else None]
+else:
+    files = files[::int(every)] if int(every) else []
 gc.disable()
 print(len(files), sum(len(check_file(f, rules, s).findings) for f in files))
 """
 
 
-def instructions(src: str, every: int, paths: list[str]) -> tuple[int, str]:
+def instructions(src: str, every: int | str, paths: list[str]) -> tuple[int, str]:
     """(Ir of one run, its output: files checked and findings)."""
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "run.py")
@@ -54,9 +65,11 @@ def instructions(src: str, every: int, paths: list[str]) -> tuple[int, str]:
 
 
 def main(argv: list[str]) -> int:
-    every = 40
+    every: int | str = 40
     if argv[:1] == ["--every"]:
         every, argv = int(argv[1]), argv[2:]
+    elif argv[:1] == ["--slice"] and ":" in (argv[1:2] or [""])[0]:
+        every, argv = argv[1], argv[2:]
     if "--" not in argv:
         print(__doc__)
         return 2

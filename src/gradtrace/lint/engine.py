@@ -13,10 +13,12 @@ of a rule whose only visitor is ``visit_Module`` do not count: nothing of it run
 things stop that: an active rule with ``gate_statements = False`` and a visitor of a statement
 type that spells no keyword (it must see every such statement; the lines of a keyword such as
 ``class`` or ``for`` are hit lines instead: NOTE [keyword lines] in
-:mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside functions and in
-a function whose lines hold its words (only a nested def is skipped there); and imports, which
-the walk records in order: a quiet subtree whose lines mention ``import`` is still searched for
-import statements.
+:mod:`gradtrace.lint.visitors`); one with ``gate_statements = "function"``, outside
+functions (unless the rule has ``function_requires``: it finds nothing there,
+NOTE [function requires] in :mod:`gradtrace.lint.function_gate`) and in a function whose lines
+hold its words (only a nested def, and a statement without a body of a type no such rule
+visits, are skipped there); and imports, which the walk records in order: a quiet subtree
+whose lines mention ``import`` is still searched for import statements.
 
 # NOTE [gated lines]
 A statement of fewer than :data:`SHORT` lines finds the rules with ``gate_statements = True``
@@ -84,6 +86,9 @@ class FileChecker(CheckerSetup):
         self._fn_lines: list[int] = []  # lines with words of gate_statements="function" rules
         self._fn_open: list[bool] = [False]  # per enclosing def: must its statements be seen
         self._fn_rules: list[tuple[int, list[int]]] = []  # "function" rules: sorted lines
+        self._fn_types: set[type] = set()  # statement types "function" rules visit
+        self._fn_ids: frozenset[int] = frozenset()  # the "function" rules
+        self._leaf: tuple[dict[type, list[int] | None], ...] = ({}, {})  # NOTE [leaf lines]
         self._fn_closed: list[dict[type, list] | None] = [None]  # per def: visitors of the
         self._closed_tables: dict[frozenset[int], dict[type, list]] = {}  # rules open there
         self._gated_by_line: dict[int, frozenset[int]] = {}  # NOTE [gated lines]
@@ -128,20 +133,56 @@ class FileChecker(CheckerSetup):
                 self._walk_stmt(s)
             return
         hits, imports, open_ = self._hit_lines, self._import_lines, self._fn_open[-1]
+        fn_types, leaf = self._fn_types, self._leaf[open_]
         n = len(hits)
         for s in body:  # inlined: most statements of a walked body are quiet
             first = getattr(s, "lineno", None)  # a match case has none
-            if first is not None and (not open_ or s.__class__ in FUNCTION_TYPES):
-                decorators = getattr(s, "decorator_list", None)
-                if decorators:
-                    first = decorators[0].lineno
-                last = s.end_lineno
-                k = bisect.bisect_left(hits, first)
-                if k == n or hits[k] > last:
-                    if _holds(imports, first, last):
-                        self._add_imports(s, _shape(type(s)))
-                    continue
+            if first is not None:
+                cls = s.__class__
+                if not open_ or cls in FUNCTION_TYPES or (
+                        cls not in fn_types and not _shape(cls).bodies):
+                    decorators = getattr(s, "decorator_list", None)
+                    if decorators:
+                        first = decorators[0].lineno
+                    last = s.end_lineno
+                    k = bisect.bisect_left(hits, first)
+                    if k == n or hits[k] > last:
+                        if _holds(imports, first, last):
+                            self._add_imports(s, _shape(cls))
+                        continue
+                lines = leaf[cls] if cls in leaf else self._leaf_lines(cls, open_)
+                if lines is not None and not _holds(lines, first, s.end_lineno):
+                    continue  # NOTE [leaf lines]
             self._walk_stmt(s)
+
+    def _leaf_lines(self, t: type, open_: bool) -> list[int] | None:
+        """The sorted lines where a statement of type ``t`` without a body may be visited or
+        have its expressions walked, in a function open (``open_``) to the rules with
+        ``gate_statements = "function"`` or closed to all of them; None: any line
+        (NOTE [leaf lines]).
+
+        # NOTE [leaf lines]
+        A statement without a body (an assignment, a call, a ``return``) that holds a trigger
+        word may still hold none of the words of the rules that would look at it: the words of
+        a gated rule that visits other statement types, of a ``visit_Module`` rule... Nothing
+        runs on it unless one of its lines holds a word of a rule with expression visitors, or
+        of a gated rule visiting its type; the walker skips it otherwise (an import is
+        recorded, and a type that a rule with ``gate_statements`` False visits is always
+        walked: None; so is one that a ``"function"`` rule visits, in a function whose lines
+        hold the words of such a rule: NOTE [quiet subtrees]).
+        """
+        shape = _shape(t)
+        got: list[int] | None = None
+        if not shape.bodies and not shape.is_import:
+            visitors = [i for i, _ in self._stmt_visitors.get(t, ())
+                        if open_ or i not in self._fn_ids]  # closed: not called
+            if all(self._line_gated[i] for i in visitors):
+                lines = set(self._line_rules)
+                for i in visitors:
+                    lines.update(self._rule_lines[i])
+                got = sorted(lines)
+        self._leaf[open_][t] = got
+        return got
 
     def _walk_stmt(self, s: ast.AST) -> None:
         ctx = self.ctx

@@ -104,6 +104,7 @@ class CheckerSetup:
         self._skip_quiet = True
         expr_words: dict[str, list[int]] = {}  # word -> active rules with expression visitors
         fn_lines: set[int] = set()
+        module_closed: set[int] = set()  # "function" rules that find nothing at module level
 
         def found_in(words: tuple[str, ...]) -> list[str]:
             if aliases:
@@ -149,7 +150,11 @@ class CheckerSetup:
                 if is_stmt and t is not ast.Module and rule.gate_statements is not True:
                     if rule.gate_statements == "function":
                         fn_lines |= gate
-                        self._fn_open[0] = True  # module level: see every statement
+                        self._fn_types.add(t)
+                        if rule.function_requires:  # nothing outside functions
+                            module_closed.add(i)  # NOTE [function requires]
+                        else:
+                            self._fn_open[0] = True  # module level: see every statement
                         if not self._fn_rules or self._fn_rules[-1][0] != i:
                             if got[1] is None:
                                 got = gates[key] = (gate, sorted(gate))
@@ -177,10 +182,24 @@ class CheckerSetup:
                 known = per_line.get(line)
                 per_line[line] = group if known is None else known | group
         self._line_rules = per_line
-        by_line: dict[int, set[int]] = {}  # NOTE [gated lines]
-        for i, lines in enumerate(self._rule_lines):
+        groups: dict[int, tuple[list[int], list[int]]] = {}  # the rules of one list of lines
+        for i, lines in enumerate(self._rule_lines):  # (gated rules of one key share it)
+            if lines:
+                group = groups.get(id(lines))
+                if group is None:
+                    groups[id(lines)] = (lines, [i])
+                else:
+                    group[1].append(i)
+        by_line: dict[int, frozenset[int]] = {}  # NOTE [gated lines]
+        for lines, rules_of in groups.values():
+            these = frozenset(rules_of)
             for line in lines:
-                by_line.setdefault(line, set()).add(i)
-        self._gated_by_line = {line: frozenset(r) for line, r in by_line.items()}
+                known = by_line.get(line)
+                by_line[line] = these if known is None else known | these
+        self._gated_by_line = by_line
         self._fn_lines = sorted(fn_lines)
+        self._fn_ids = frozenset(i for i, _ in self._fn_rules)
+        if module_closed:
+            closed = frozenset(module_closed)
+            self._fn_closed[0] = self._closed_tables[closed] = {None: closed}
         self._hit_lines = sorted(hit_lines)

@@ -9,7 +9,9 @@ of that second thing: the rule promises to find nothing outside a function, nor 
 trigger lines only those inside an outermost function holding one (an outermost one: a nested
 function lies inside it, so the test may say yes too often, never no), and a rule left with no
 line is not active in the file: it is not visited, and its words open no subtree
-(NOTE [quiet subtrees]). The words are found with the trigger words (NOTE [token lines]), as
+(NOTE [quiet subtrees]); outside functions its statement visitors are not called, and its
+words do not open the statements there as those of other ``gate_statements = "function"``
+rules do (NOTE [triggers]). The words are found with the trigger words (NOTE [token lines]), as
 substrings of the code, except that a Python keyword (``for``) is found as a whole word
 (``for`` is in every ``def forward``); a local alias of an imported name holding one
 (``from torch import chunk as ck``) counts, as for the triggers (NOTE [triggers]: imports at
