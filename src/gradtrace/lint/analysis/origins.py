@@ -138,11 +138,11 @@ class Tracer(CallTraces):
         """The element, with each loop variable standing for what it iterates over."""
         saved = dict(self._env)
         try:
-            for g in e.generators:
-                it = self.trace(g.iter, use, line)
+            for g in e.generators:  # `for i, s in enumerate(scores)`: `s` from `scores`
                 for n in walk(g.target):
                     if isinstance(n, ast.Name):
-                        self._env[n.id] = it
+                        self._env[n.id] = self.trace(
+                            drawn_from(g, n.id), use, line)  # type: ignore[arg-type]
             elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
             return self._all(elts, use, line)
         finally:
