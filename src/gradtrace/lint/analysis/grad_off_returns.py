@@ -97,6 +97,39 @@ def grad_off_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cu
     return first
 
 
+def grad_off_element(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int,
+                     arity: int) -> Cut | None:
+    """The cut ``fn`` makes on element ``j`` of every tuple of ``arity`` values it returns by
+    computing that element with grad disabled, or None: ``seq, scores = model.generate(x)``
+    where ``generate`` returns ``input_ids, scores`` (NOTE [unpacked grad-off element])."""
+    return ctx.memo(f"grad-off-element:{j}:{arity}", fn, lambda: _element_cut(ctx, fn, j, arity))
+
+
+def _element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int,
+                 arity: int) -> Cut | None:
+    """# NOTE [unpacked grad-off element]
+    A function that hands back a tuple (``return input_ids, scores``) and whose caller unpacks
+    it (``seq, scores = model.generate(x)``) gives each caller's name one element: the element
+    at that place is cut when every ``return`` gives a tuple of as many values whose element
+    there is made in one grad-off region (the reading of NOTE [grad-off returns], element by
+    element). The other elements do not matter: a tensor handed back as it came (the prompt)
+    keeps its history, but the one made under ``no_grad`` has none whatever the others are."""
+    scope = ctx.scope(fn)
+    returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
+    first: Cut | None = None
+    for r in returns:
+        v = r.value
+        if not isinstance(v, ast.Tuple) or len(v.elts) != arity \
+                or any(isinstance(e, ast.Starred) for e in v.elts):
+            return None
+        off = _made_off(v.elts[j], r, scope)
+        switch = _switch(off, ctx) if off is not None else None
+        if switch is None or first is not None and first.node is not switch:
+            return None
+        first = first or Cut(GRAD_OFF, switch, v.elts[j])
+    return first
+
+
 def returns_off(ctx: Context, fn: ast.AST | None, element: int | None = None,
                 arity: int | None = None) -> ast.AST | None:
     """The grad-off node (``@torch.no_grad()``, a ``with`` block) under which every value the

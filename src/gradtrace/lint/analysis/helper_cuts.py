@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
-from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut
+from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Binding
     from gradtrace.lint.flow import Scope
 
 
@@ -85,6 +87,22 @@ class HelperTracer(Tracer):
         fn = called_function(e, self.scope, line)
         return None if fn is None else through_file_function(self, e, fn, use, line)
 
+    def binding_trace(self, b: Binding) -> Trace:
+        """A name unpacked from a call of the file's function, when the function makes the
+        element at that place under grad-off (NOTE [unpacked grad-off element]): a cut at
+        that region, reached through the call; otherwise the whole right-hand side."""
+        s = b.stmt
+        if b.value is None and isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call):
+            spots = [i for i, t in enumerate(s.targets[0].elts) if dotted(t) == b.name]
+            fn = called_function(s.value, self.scope, b.line) if len(spots) == 1 else None
+            cut = grad_off_element(self.ctx, fn, spots[0], len(s.targets[0].elts)) \
+                if fn is not None and _plain_off(fn, self.ctx) else None
+            if cut is not None:
+                return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
+                                         ((f"{fn.name}()", s.value.lineno),)),))
+        return super().binding_trace(b)
+
 
 def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                           use: ast.stmt | None, line: int) -> Trace | None:
@@ -97,6 +115,14 @@ def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.Asyn
     if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
         return Trace(True)
     return got
+
+
+def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
+    """``fn`` has no decorator but grad-off ones and runs no ``backward()`` (as
+    :func:`helper_cut` asks)."""
+    return all(disables_grad(d, ctx) for d in fn.decorator_list) and not any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+        and c.func.attr in ("backward", "manual_backward") for c in walk(fn))
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:

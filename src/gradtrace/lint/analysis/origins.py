@@ -138,11 +138,11 @@ class Tracer(CallTraces):
         """The element, with each loop variable standing for what it iterates over."""
         saved = dict(self._env)
         try:
-            for g in e.generators:
-                it = self.trace(g.iter, use, line)
-                for n in walk(g.target):
+            for g in e.generators:  # `for i, s in enumerate(scores)`: `s` from `scores`,
+                for n in walk(g.target):  # `i` a count
                     if isinstance(n, ast.Name):
-                        self._env[n.id] = it
+                        self._env[n.id] = DEAD if _counter(g, n.id) else self.trace(
+                            drawn_from(g, n.id), use, line)  # type: ignore[arg-type]
             elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
             return self._all(elts, use, line)
         finally:
@@ -453,3 +453,11 @@ def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
     dead (:func:`argument_returns`): data made from factories and module constants."""
     got = argument_returns(ctx, fn)
     return got is not None and not got.cuts
+
+
+def _counter(g: ast.comprehension, name: str) -> bool:
+    """``name`` is the count of ``for name, x in enumerate(xs)``: an int, no tensor."""
+    it, t = g.iter, g.target
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+        and it.func.id == "enumerate" and isinstance(t, ast.Tuple) and len(t.elts) == 2 \
+        and isinstance(t.elts[0], ast.Name) and t.elts[0].id == name
