@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -470,12 +471,20 @@ def _holds(path: str, words: tuple[str, ...]) -> bool:
     if got is not None and got[0] == stamp:
         return got[1]
     ok = False
+    _WORDS[(path, words)] = (stamp, ok)  # guard: a package re-exporting itself
     if st.st_size <= MAX_BYTES:
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
-            ok = any(w.encode() in data for w in words)
         except OSError:
-            pass
+            data = b""
+        ok = any(w.encode() in data for w in words)
+        if not ok and path.endswith("__init__.py"):  # `from .losses import f`: re-exports
+            here = os.path.dirname(path)
+            ok = any(_holds(f, words) for m in _RE_EXPORT.findall(data)
+                     if (f := _module_file(here, m.decode())) is not None)
     _WORDS[(path, words)] = (stamp, ok)
     return ok
+
+
+_RE_EXPORT = re.compile(rb"^\s*from\s+\.([\w.]+)\s+import", re.M)
