@@ -116,7 +116,7 @@ def shown_path(path: str, beside: str) -> str:
 
 
 def _depth(ctx: Context) -> int:
-    f = _FILES.get(os.path.realpath(ctx.path)) if _OWNERS else None
+    f = _FILES.get(ctx.path) if _OWNERS else None
     return f.depth if f is not None and f.ctx is ctx else 0
 
 
@@ -124,7 +124,8 @@ def _imports(ctx: Context) -> dict[str, tuple[int, str, str | None]]:
     """Local name -> (level, module, imported name or None) of the file's imports."""
     def make() -> dict[str, tuple[int, str, str | None]]:
         out: dict[str, tuple[int, str, str | None]] = {}
-        for n in ast.walk(ctx.tree):
+        todo = list(ctx.tree.body)  # the module's statements, through `if`/`try` blocks
+        for n in todo:
             if isinstance(n, ast.Import):
                 for a in n.names:
                     if a.asname:
@@ -136,19 +137,24 @@ def _imports(ctx: Context) -> dict[str, tuple[int, str, str | None]]:
                 for a in n.names:
                     if a.name != "*":
                         out[a.asname or a.name] = (n.level, n.module or "", a.name)
+            elif isinstance(n, (ast.If, ast.Try)):
+                todo.extend(n.body)
+                todo.extend(n.orelse)
+                for h in getattr(n, "handlers", ()):
+                    todo.extend(h.body)
         return out
     return ctx.memo("project-imports", ctx.tree, make)
 
 
 def _bases(path: str, level: int) -> list[str]:
     """The folders an import of ``level`` (0: absolute) is looked up from."""
-    here = os.path.dirname(os.path.realpath(path))
+    here = os.path.dirname(path)
     if level:
         for _ in range(level - 1):
             here = os.path.dirname(here)
         return [here]
     top = here
-    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+    while "__init__.py" in _listing(top) and os.path.dirname(top) != top:
         top = os.path.dirname(top)
     for r in _ROOTS:  # a root given to `check` above the package top
         if (top + os.sep).startswith(r + os.sep) and len(r) < len(top):
@@ -160,27 +166,61 @@ def _bases(path: str, level: int) -> list[str]:
         if d == top or os.path.dirname(d) == d:
             break
         d = os.path.dirname(d)
-    return out + [os.path.join(b, "src") for b in out if os.path.isdir(os.path.join(b, "src"))]
+    return out + [os.path.join(b, "src") for b in out if "src" in _listing(b)]
+
+
+def _listing(folder: str) -> frozenset[str]:
+    """The names in ``folder`` (read once per process: NOTE [project index])."""
+    got = _LISTINGS.get(folder)
+    if got is None:
+        try:
+            got = frozenset(os.listdir(folder))
+        except OSError:
+            got = frozenset()
+        if len(_LISTINGS) > 20_000:
+            _LISTINGS.clear()
+        _LISTINGS[folder] = got
+    return got
+
+
+_LISTINGS: dict[str, frozenset[str]] = {}
 
 
 def _module_file(base: str, module: str) -> str | None:
     parts = [p for p in module.split(".") if p]
-    stem = os.path.join(base, *parts) if parts else base
-    for cand in (stem + ".py", os.path.join(stem, "__init__.py")) if parts else \
-            (os.path.join(stem, "__init__.py"),):
-        if os.path.isfile(cand) and not any(s in cand for s in _NOT_OURS):
-            return os.path.realpath(cand)
-    return None
+    if any(s in base for s in _NOT_OURS):
+        return None
+    folder = os.path.join(base, *parts[:-1]) if parts else base
+    names = _listing(folder)
+    if parts and parts[-1] + ".py" in names:
+        cand = os.path.join(folder, parts[-1] + ".py")
+    elif not parts or parts[-1] in names:
+        cand = os.path.join(folder, *parts[-1:], "__init__.py")
+        if not parts and "__init__.py" not in names or parts and \
+                "__init__.py" not in _listing(os.path.join(folder, parts[-1])):
+            return None
+    else:
+        return None
+    return cand  # the folders are real paths already (``_find_module``)
 
 
 def _find_module(ctx: Context, level: int, module: str) -> str | None:
+    """The file an import of ``module`` at ``level`` in ``ctx``'s file names (looked up once
+    per process for each folder: a sibling made while an editor runs needs a restart)."""
     if not level and module.partition(".")[0] in _SKIP_TOP:
         return None
-    for base in _bases(ctx.path, level):
-        got = _module_file(base, module)
-        if got is not None and got != os.path.realpath(ctx.path):
-            return got
-    return None
+    me = ctx.memo("project-realpath", ctx.tree, lambda: os.path.realpath(ctx.path))
+    key = (os.path.dirname(me), level, module, tuple(_ROOTS))
+    if key not in _MODULES:
+        if len(_MODULES) > 100_000:
+            _MODULES.clear()
+        _MODULES[key] = next((got for base in _bases(me, level)
+                              if (got := _module_file(base, module)) is not None), None)
+    got = _MODULES[key]
+    return None if got == me else got
+
+
+_MODULES: dict[tuple[str, int, str, tuple[str, ...]], str | None] = {}
 
 
 def _load(path: str, depth: int) -> _Foreign | None:
@@ -277,7 +317,7 @@ def module_context(ctx: Context, level: int, module: str) -> Context | None:
     f = _load(path, depth) if path is not None else None
     if f is None:
         return None
-    owner = _FILES.get(os.path.realpath(ctx.path)) if depth > 1 else None
+    owner = _FILES.get(ctx.path) if depth > 1 else None
     if owner is not None and owner.ctx is ctx:
         owner.deps[f.ctx.path] = f.digest
         owner.deps.update(f.deps)
@@ -442,49 +482,117 @@ def _instance_class(ctx: Context, scope: object, b: object, depth: int) -> Class
     return None
 
 
-_WORDS: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int], bool]] = {}
+_TEXTS: dict[str, tuple[tuple[int, int], bytes]] = {}
 
 
-def imports_mention(ctx: Context, words: tuple[str, ...]) -> bool:
-    """Whether a file of the project that ``ctx``'s file imports from holds one of ``words``
-    (its bytes searched, not parsed): a rule that needs a word in the file to have anything
-    to say may still have it through a function of that file (NOTE [project index])."""
-    def make() -> bool:
-        if _depth(ctx) >= MAX_DEPTH:
-            return False
-        for level, module, attr in set(_imports(ctx).values()):
-            for m in (module, (module + "." + attr).strip(".") if attr else None):
-                path = _find_module(ctx, level, m) if m is not None else None
-                if path is not None and _holds(path, words):
-                    return True
+def imported_mentioning(ctx: Context, text: str, words: tuple[str, ...]) -> bool:
+    """Whether ``text`` (code of ``ctx``'s file) calls a name bound by an import to a function
+    of another file of the project whose text holds one of ``words`` (``from utils import
+    compute_loss``; through a package ``__init__`` re-export), or to a module of the project
+    holding one (``import utils`` then ``utils.f(...)``): found in the files' bytes, not
+    parsed. A rule that needs a word in the file to have anything to say may still have it
+    through such a function (NOTE [project index])."""
+    if _depth(ctx) >= MAX_DEPTH:
         return False
-    return ctx.memo("project-mentions:" + "|".join(words), ctx.tree, make)
+    memo: dict[str, bool] = ctx.memo("project-mentions:" + "|".join(words), ctx.tree, dict)
+    for local, spec in _imports(ctx).items():
+        if local + "(" not in text and local + "." not in text:
+            continue
+        got = memo.get(local)
+        if got is None:
+            got = memo[local] = _mentions(ctx, spec, words)
+        if got:
+            return True
+    return False
 
 
-def _holds(path: str, words: tuple[str, ...]) -> bool:
+def _mentions(ctx: Context, spec: tuple[int, str, str | None], words: tuple[str, ...]
+              ) -> bool:
+    level, module, attr = spec
+    whole = (module + "." + attr).strip(".") if attr else module
+    path = _find_module(ctx, level, whole)
+    if path is not None:  # a module: `import utils`, `from . import commons`
+        return any(w.encode() in _text(path) for w in words)
+    path = _find_module(ctx, level, module) if attr else None
+    return path is not None and _function_holds(path, attr, words, 1)  # type: ignore[arg-type]
+
+
+def _text(path: str) -> bytes:
     try:
         st = os.stat(path)
     except OSError:
-        return False
+        return b""
     stamp = (st.st_mtime_ns, st.st_size)
-    got = _WORDS.get((path, words))
+    got = _TEXTS.get(path)
     if got is not None and got[0] == stamp:
         return got[1]
-    ok = False
-    _WORDS[(path, words)] = (stamp, ok)  # guard: a package re-exporting itself
+    data = b""
     if st.st_size <= MAX_BYTES:
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
         except OSError:
-            data = b""
-        ok = any(w.encode() in data for w in words)
-        if not ok and path.endswith("__init__.py"):  # `from .losses import f`: re-exports
-            here = os.path.dirname(path)
-            ok = any(_holds(f, words) for m in _RE_EXPORT.findall(data)
-                     if (f := _module_file(here, m.decode())) is not None)
-    _WORDS[(path, words)] = (stamp, ok)
-    return ok
+            pass
+    if len(_TEXTS) > 4 * MAX_FILES:
+        _TEXTS.clear()
+    _TEXTS[path] = (stamp, data)
+    return data
 
 
-_RE_EXPORT = re.compile(rb"^\s*from\s+\.([\w.]+)\s+import", re.M)
+def _function_holds(path: str, name: str, words: tuple[str, ...], hops: int) -> bool:
+    """Whether the text of the top-level ``def name`` of the file at ``path`` holds one of
+    ``words``; for a package ``__init__`` importing ``name`` from a module of the package,
+    that module's (``hops`` such steps)."""
+    key = (path, name, words)
+    got = _HOLDS.get(key)
+    if got is None:
+        _HOLDS[key] = False  # guard: a package re-exporting itself
+        defs, exports = _outline(path)
+        body = defs.get(name)
+        if body is not None:
+            got = any(w.encode() in body for w in words)
+        else:
+            sub = exports.get(name)
+            f = _module_file(os.path.dirname(path), sub) if sub and hops else None
+            got = f is not None and _function_holds(f, name, words, hops - 1)
+        if len(_HOLDS) > 100_000:
+            _HOLDS.clear()
+        _HOLDS[key] = got
+    return got
+
+
+_HOLDS: dict[tuple[str, str, tuple[str, ...]], bool] = {}
+_OUTLINES: dict[str, tuple[bytes, tuple[dict[str, bytes], dict[str, str]]]] = {}
+_DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)|^[^\s#)]", re.M)
+
+
+def _outline(path: str) -> tuple[dict[str, bytes], dict[str, str]]:
+    """(top-level function name -> its text, name -> the module of the package a
+    ``from .module import name`` takes it from) of the file at ``path``, from its bytes."""
+    data = _text(path)
+    got = _OUTLINES.get(path)
+    if got is not None and got[0] is data:
+        return got[1]
+    defs: dict[str, bytes] = {}
+    name, start = None, 0
+    for m in _DEF.finditer(data):
+        if name is not None:
+            defs[name] = data[start:m.start()]
+            name = None
+        if m.group(1):
+            name, start = m.group(1).decode(), m.start()
+    if name is not None:
+        defs[name] = data[start:]
+    exports: dict[str, str] = {}
+    for r in _RE_EXPORT.finditer(data):
+        rest = data[r.end():r.end() + 4000].lstrip(b" \t")
+        names = rest[1:rest.find(b")")] if rest.startswith(b"(") else rest.split(b"\n", 1)[0]
+        for n in re.findall(rb"(\w+)(?:\s+as\s+(\w+))?", names):
+            exports[(n[1] or n[0]).decode()] = r.group(1).decode()
+    if len(_OUTLINES) > 4 * MAX_FILES:
+        _OUTLINES.clear()
+    _OUTLINES[path] = (data, (defs, exports))
+    return defs, exports
+
+
+_RE_EXPORT = re.compile(rb"^[ \t]*from[ \t]+\.([\w.]+)[ \t]+import", re.M)

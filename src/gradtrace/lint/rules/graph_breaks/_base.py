@@ -14,7 +14,7 @@ import weakref
 from typing import ClassVar, Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.project import imports_mention
+from gradtrace.lint.analysis.project import imported_mentioning
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
@@ -70,7 +70,8 @@ class LossCutRule(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if not worth_reporting(node, ctx) or not _file_has(ctx, self.file_needs):
+        if not worth_reporting(node, ctx) or not (
+                _file_has(ctx, self.file_needs) or _calls_away(ctx, node, self.file_needs)):
             return
         lp = loss_paths(ctx, node)
         # per file: a helper's cut is reached from each of its callers (NOTE [helper cuts])
@@ -154,6 +155,16 @@ def _has_line(ctx: Context, word: str, start: int, end: int) -> bool:
     return i < len(lines) and lines[i] <= end
 
 
+def _calls_away(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
+    """Whether ``node`` calls a function of another file of the project whose text holds one
+    of ``words`` (the cut may be there: NOTE [project index])."""
+    if isinstance(node, ast.Module):
+        return imported_mentioning(ctx, ctx.code, words)
+    text = ctx.memo("gt1-code-of", node, lambda: "\n".join(
+        ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
+    return imported_mentioning(ctx, text, words)
+
+
 def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
     """Whether the file holds any of ``words`` (cached per file; empty ``words``: True)."""
     if not words:
@@ -164,7 +175,7 @@ def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
     key = hash(words)
     hit = per_file.get(key)
     if hit is None:
-        hit = per_file[key] = ctx.mentions(*words) or imports_mention(ctx, words)
+        hit = per_file[key] = ctx.mentions(*words)
     return hit
 
 
