@@ -210,7 +210,7 @@ def iter_files(paths: Iterable[str], settings: Settings,
 
 def _worker(args: tuple[list[str], Settings, FileCache | None, list[str]]) -> CheckResult:
     paths, settings, cache, roots = args
-    from gradtrace.lint.analysis.project import set_roots
+    from gradtrace.lint.analysis.project_files import set_roots
     set_roots(roots)  # NOTE [project index]: the folders given to `check`
     rules = select_rules(settings.select, settings.ignore, settings.extend_select)
     out = CheckResult()

@@ -7,8 +7,8 @@ gradtrace's version and the size and mtime of its checker's sources (so an edite
 development install is never answered from an old run), the Python version (``ast`` differs)
 and the resolved settings (root included: per-file-ignores are relative to it). A pack maps
 each file's absolute path to ``[blake2b of its bytes, day last used, findings]``, plus
-``[[path, blake2b], ...]`` of the other files of the project its facts read (NOTE [project
-index]); a file is answered from it only when the digest of the bytes read now matches, and
+``[[path, blake2b], ...]`` of the other files of the project its facts read
+(NOTE [project index]); a file is answered from it only when the digest of the bytes read now matches, and
 those of the other files too (an edited helper file changes the answer of its callers). JSON, not pickle: a
 checked-out repository may ship a cache, and reading it must never run code. A pack that does
 not parse, or whose header names another key, is ignored and rewritten.
@@ -203,7 +203,7 @@ class FileCache:
         hit = self._lookup(key, digest, path, data)
         if hit is not None:
             return hit
-        from gradtrace.lint.analysis.project import begin_reads, reads
+        from gradtrace.lint.analysis.owners import begin_reads, reads
         begin_reads()
         result = compute()
         if not result.rule_errors:

@@ -232,7 +232,7 @@ class Context:
         node = node or self.function or self.tree
         s = self._scopes.get(id(node))
         if s is None:  # the import only here: asked thousands of times per file
-            from gradtrace.lint.analysis.project import home
+            from gradtrace.lint.analysis.owners import home
             other = home(self, node)
             if other is not self:  # a function of another file (NOTE [project index])
                 return other.scope(node)

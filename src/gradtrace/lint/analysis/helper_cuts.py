@@ -126,8 +126,8 @@ class Away(NamedTuple):
 
 
 def cut_away(ctx: Context, node: ast.AST) -> Away | None:
-    """The other file's cut that the call ``node`` of this file reaches (NOTE [project
-    index]), or None: the cut is ``node`` itself, in this file."""
+    """The other file's cut that the call ``node`` of this file reaches
+    (NOTE [project index]), or None: the cut is ``node`` itself, in this file."""
     got = ctx.memo("project-away-cuts", ctx.tree, dict).get(id(node))
     return got[1] if got is not None and got[0] is node else None
 
