@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import re
 
-from gradtrace.lint.rules.numerics.softmax_loss import _any_of
+from gradtrace.lint.rules.numerics._loss_lines import _any_of
 
 
 def _lines(text: str, starts: list[int]) -> set[int]:

@@ -141,12 +141,12 @@ LOSSES = """
 
 def test_candidate_lines_by_scans_as_by_the_pattern(monkeypatch):
     """The loss lines found by one scan per word are those of the one pattern (forced)."""
-    from gradtrace.lint.rules.numerics import softmax_loss
+    from gradtrace.lint.rules.numerics import _loss_lines
     ctx = _ctx(LOSSES)
     got = {getattr(k, "name", "<module>"): v
-           for k, v in softmax_loss._candidate_lines(ctx.tree, ctx).items()}
-    monkeypatch.setattr(softmax_loss, "FIND_WORDS", 0)
+           for k, v in _loss_lines._candidate_lines(ctx.tree, ctx).items()}
+    monkeypatch.setattr(_loss_lines, "FIND_WORDS", 0)
     ctx = _ctx(LOSSES)
     assert got == {getattr(k, "name", "<module>"): v
-                   for k, v in softmax_loss._candidate_lines(ctx.tree, ctx).items()}
+                   for k, v in _loss_lines._candidate_lines(ctx.tree, ctx).items()}
     assert got == {"__init__": {8, 9}, "forward": {13, 14}, "loss_fn": {18}}

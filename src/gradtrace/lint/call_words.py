@@ -16,13 +16,21 @@ import re
 from collections import Counter
 from typing import Callable, Iterable
 
-CALLED_RE = re.compile(r"\b(\w+)\(")  # a whole word followed by `(`
+CALLED_RE = re.compile(r"\b(\w+)\(")  # a whole word followed by `(` (the meaning)
+REVERSED_RE = re.compile(r"\((\w+)")  # the same, searched in the text reversed
 WORD_RE = re.compile(r"\w+")
+
+
+def called_runs(text: str) -> list[str]:
+    """The words of ``CALLED_RE.findall(text)``, in another order: the text is searched
+    backwards, for ``(`` then the word run before it. ``CALLED_RE`` opens with ``\\b``: no
+    first character to skip to, so ``re`` tries it at every character (8x slower)."""
+    return [r[::-1] for r in REVERSED_RE.findall(text[::-1])]
 
 
 def called_names(text: str) -> frozenset[str]:
     """The words ``text`` calls: each whole word (``\\w+``) followed by ``(``."""
-    return frozenset(CALLED_RE.findall(text))
+    return frozenset(called_runs(text))
 
 
 def call_test(names: Iterable[str]) -> Callable[[str], bool] | None:
@@ -35,7 +43,7 @@ def call_test(names: Iterable[str]) -> Callable[[str], bool] | None:
     if not names:
         return None
     if all(WORD_RE.fullmatch(n) for n in names):
-        return lambda text: not names.isdisjoint(CALLED_RE.findall(text))
+        return lambda text: not names.isdisjoint(called_runs(text))
     pattern = re.compile(r"\b(?:%s)\(" % "|".join(map(re.escape, sorted(names))))
     return lambda text: pattern.search(text) is not None
 
@@ -49,7 +57,7 @@ def call_counts(text: str, names: Iterable[str]) -> dict[str, int]:
     wanted = {n for n in names if WORD_RE.fullmatch(n)}
     if wanted:
         longest = max(map(len, wanted))
-        for run, times in Counter(CALLED_RE.findall(text)).items():
+        for run, times in Counter(called_runs(text)).items():
             for i in range(max(0, len(run) - longest), len(run)):
                 if run[i:] in wanted:
                     out[run[i:]] += times

@@ -48,7 +48,7 @@ from gradtrace.runtime.ran import (code_spans, is_user_file, library_prefixes,  
                                    ran_codes)
 from gradtrace.runtime.fuse_tables import (
     EXPLAINS, _EXACT, _FAMILY, _LEADS_CONTEXT, _LINES_ONLY, _NEVER_NAMED, _REFUTABLE,
-    _RUNTIME_PICKS, _SEEN_TWICE, _SPECIFIC)
+    _RUNTIME_PICKS, _SEEN_TWICE, _SPECIFIC, _STATEMENT_LEADS)
 
 LOG = logging.getLogger(__name__)
 
@@ -167,7 +167,8 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if where == (r_path, r.line):  # one line, two views: the runtime's words are what
             score, lead = 100, s.code == r.code  # happened, unless both name the same bug
         elif where in cause_lines:  # an exact runtime line keeps the lead over its context
-            score, lead = 80, r.code not in _EXACT and r.code not in _LEADS_CONTEXT
+            score, lead = 80, r.code not in _EXACT and r.code not in _LEADS_CONTEXT and (
+                r.code, s.code) not in _STATEMENT_LEADS
         elif r.code in _EXACT or r.code in _LINES_ONLY:
             continue
         elif where[0] in files:

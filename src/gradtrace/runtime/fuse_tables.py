@@ -14,7 +14,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442", "GT444", "GT445", "GT446",
-                                "GT447", "GT214", "GT448", "GT215", "GT462"}),
+                                "GT447", "GT214", "GT448", "GT215", "GT462", "GT464"}),
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601", "GT521",
                               "GT570", "GT535"}),
     "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
@@ -54,7 +54,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"GT205"}),
     "listed-twice": frozenset({"GT435"}),
     "dead-term": frozenset({"GT101", "GT102", "GT103", "GT104", "GT105", "GT107", "GT108",
-                            "GT111", "GT201", "GT202", "GT216"}),
+                            "GT111", "GT201", "GT202", "GT216", "GT218"}),
     "bce-input": frozenset({"GT760"}),
     "softmax-singleton": frozenset({"GT762"}),
     "frozen-stats": frozenset({"GT461", "GT443"}),
@@ -124,6 +124,12 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
 # after an LBFGS step (seen at run time) with the closure's backward() as context, where the
 # static GT721 points: the clearing is the line to move (NOTE [closure evaluations summed]).
 _LEADS_CONTEXT = frozenset({"GT601", "GT891"})
+# (runtime code, static code) where the static finding names the block and the runtime the
+# statement in it that the block cut: the statement leads, the block is its context. GT218
+# names the `with no_grad()` a loss term was computed under; GT844 names the statement that
+# read the live value, the one to take out of the block when others in it stay (a perceptual
+# loss's features of the real image): NOTE [term read under no_grad].
+_STATEMENT_LEADS = frozenset({("GT844", "GT218")})
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's

@@ -18,7 +18,7 @@ import bisect
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from gradtrace.lint.code_text import LINE_END, may_hold
+from gradtrace.lint.code_text import LINE_END, line_starts, may_hold
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import child_fields, children
 from gradtrace.lint.words import holds as _holds
@@ -90,25 +90,17 @@ def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
                     (end == len(code) or not (code[end].isalnum() or code[end] == "_")):
                 at.append(pos)
             pos = code.find(name, end)
-    return _lines_of(code, at)
+    return _lines_of(ctx, at)
 
 
-def _lines_of(code: str, at: list[int]) -> list[int]:
-    """The sorted distinct 1-based lines of the offsets ``at``."""
+def _lines_of(ctx: Context, at: list[int]) -> list[int]:
+    """The sorted distinct 1-based lines of the offsets ``at`` of the code: a bisection of
+    the file's line starts (built once per file, and by most files' rules anyway) per offset,
+    where counting the line breaks before each read the file up to its last offset per ask."""
     if not at:
         return []
-    at.sort()
-    if "\r" in code:  # lines may also end in a lone \r
-        starts = [0] + [m.end() for m in LINE_END.finditer(code)]
-        return sorted({bisect.bisect_right(starts, p) for p in at})
-    out: list[int] = []
-    line, prev = 1, 0
-    for p in at:
-        line += code.count("\n", prev, p)
-        prev = p
-        if not out or out[-1] != line:
-            out.append(line)
-    return out
+    starts = line_starts(ctx)  # [0, 0, start of line 2, ...]
+    return sorted({bisect.bisect_right(starts, p) - 1 for p in at})
 
 
 def span(s: ast.AST) -> tuple[int, int]:

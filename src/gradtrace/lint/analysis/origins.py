@@ -13,16 +13,16 @@ import ast
 from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.analysis.cuts import (
-    CUT_FUNCS, CUT_METHODS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, FRESH_METHODS, LIVE,
-    NON_TENSOR_KWARGS, NONDIFF, NUMPY, PAIR_METHODS, REBUILD, REBUILD_FUNCS, RECV_ONLY, Cut,
-    Trace, asks_grad, detached_copy, is_torch_loss, map_cut_kind, objects_of, pair_source, peel,
-    pure_loss, top_defs, unpacks_indices,
+    CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, LIVE, NONDIFF, NUMPY, PAIR_METHODS,
+    REBUILD_FUNCS, Cut, Trace, asks_grad, is_torch_loss, map_cut_kind, objects_of, pair_source,
+    peel, pure_loss, top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
-from gradtrace.lint.analysis.kinds import BUFFER, LOADER, NUMBER
-from gradtrace.lint.analysis.objects import is_record_class, number_callable_field
+from gradtrace.lint.analysis.call_traces import CallTraces
+from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
+from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
     module_level_functions, module_value, nonlocal_numbers)
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 MAX_DEPTH = 120  # nested trace calls; each is a few Python frames
 
 
-class Tracer:
+class Tracer(CallTraces):
     """Trace queries over one function scope; memoised, read-only for callers."""
 
     def __init__(self, scope: Scope, ctx: Context) -> None:
@@ -293,14 +293,6 @@ class Tracer:
             return DEAD
         return self.trace(v, use, line)
 
-    def _cut(self, kind: str, node: ast.expr, operands: list[ast.expr],
-             use: ast.stmt | None, line: int) -> Trace:
-        inner = self._all(operands, use, line)
-        if inner.live:
-            live = next((o for o in operands if self.trace(o, use, line).live), operands[0])
-            return Trace(False, (Cut(kind, node, live),))
-        return Trace(False, inner.cuts)
-
     def _call(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         qual = self.ctx.qualified_name(e.func) or ""
         if qual in CUT_FUNCS and e.args:
@@ -345,24 +337,6 @@ class Tracer:
             return self._all(bound, use, line)
         return LIVE  # a module, a user function, a method of self: may carry a graph
 
-    def _unaliased(self, f: ast.expr) -> ast.expr:
-        """The function ``f`` names: ``cal_loss`` for ``criterion`` when every binding of it
-        here is ``criterion = cal_loss``."""
-        vs = [b.value for b in self.scope.bindings.get(f.id, ())] if isinstance(f, ast.Name) \
-            else []
-        return vs[0] if vs and all(isinstance(v, ast.Name) and v.id == vs[0].id  # type: ignore
-                                   for v in vs) else f
-
-    def _element(self, it: ast.expr, use: ast.stmt | None, line: int) -> Trace:
-        """``next(it)``, ``iter(loader)``: an element of what ``it`` iterates over, read as a
-        ``for`` loop reads it (:meth:`binding_trace`): a data loader hands out data (a
-        ``DataLoader`` here, or spelled like one), anything else what it holds
-        (``next(iter(model.parameters()))`` is a parameter)."""
-        kind = self.ctx.analysis.kind(it, self.scope, line)
-        if kind is not None and kind.what == LOADER or DATA_ITER_RE.search(self.ctx.code_of(it)):
-            return DEAD
-        return self.trace(it, use, line)
-
     def _partial_values(self, e: ast.Call) -> list[ast.expr] | None:
         """``attn_fn(q, k, v)`` with ``attn_fn = partial(full_attn, dropout_fn=...)`` bound
         once and ``full_attn`` a pure function of the file (:func:`helper_is_pure`): the values
@@ -385,52 +359,6 @@ class Tracer:
         """What a call of one of the file's functions is, when the subclass follows them
         (the GT1 loss paths: NOTE [helper cuts]); None: not followed."""
         return None
-
-    def _method(self, e: ast.Call, func: ast.Attribute, use: ast.stmt | None,
-                line: int) -> Trace:
-        m = func.attr
-        if m in CUT_METHODS and not (m in ("round", "int", "long", "bool") and e.args):
-            return self._cut(CUT_METHODS[m], e, [peel(func.value)], use, line)
-        if m in FRESH_METHODS:
-            return DEAD
-        if m == "new_tensor" and e.args:
-            return self._rebuild(e, use, line)
-        off = bool(e.args) and isinstance(e.args[0], ast.Constant) and e.args[0].value is False
-        if m == "requires_grad_" and not off and detached_copy(func.value):
-            return LIVE  # `x.detach().requires_grad_()`: a new input leaf, on purpose
-        if isinstance(func.value, ast.Name) and func.value.id == "self":
-            cls = self.ctx.analysis.class_of(self.scope.node)
-            if cls is not None and number_callable_field(cls, m, self.ctx):
-                return DEAD  # `self.get_reward(s)`: the caller gave a callable returning a number
-        recv = self.trace(func.value, use, line)
-        if m == "requires_grad_" and not recv.live and not recv.cuts and not off:
-            return LIVE  # a new trainable leaf; on a cut value it stays cut (a band-aid)
-        if m in RECV_ONLY:
-            return recv
-        return recv | self.args_trace(e, use, line)
-
-    def args_trace(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
-        kws = [k.value for k in e.keywords if k.arg not in NON_TENSOR_KWARGS]
-        return self._all([*e.args, *kws], use, line)
-
-    def _sequence(self, a: ast.expr, use: ast.stmt | None, line: int) -> bool:
-        """A list or tuple (literal, comprehension, or a name bound only to one): unlike a
-        tensor, which ``torch.as_tensor`` returns as is, its elements are copied."""
-        if isinstance(a, (ast.List, ast.Tuple, ast.ListComp)):
-            return True
-        if not isinstance(a, ast.Name):
-            return False
-        values = [b.value for b in self.bindings_at(a.id, use, line)]
-        return bool(values) and all(isinstance(v, (ast.List, ast.Tuple, ast.ListComp))
-                                    for v in values)
-
-    def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
-        if not e.args:
-            return LIVE if asks_grad(e) else DEAD
-        t = self._cut(REBUILD, e, [e.args[0]], use, line)
-        if not t.cuts and asks_grad(e):
-            return LIVE  # a new trainable leaf: `torch.tensor(0.5, requires_grad=True)`
-        return t
 
 
 def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:

@@ -5,8 +5,9 @@ One recogniser (:func:`backward_of`) says which calls run backward and what they
 differentiate, for every rule family: ``loss.backward()``, ``scaler.scale(loss).backward()``,
 ``self.manual_backward(loss)``, ``torch.autograd.backward(loss)`` / ``torch.autograd.grad(out,
 inputs)``, and ``owner.backward(loss)`` where the owner runs backward for the loss it is given
-(accelerate, fabric, DeepSpeed engines, Lightning strategies and trainers, ``self`` of a module
-that wraps them, an imported module such as ``dist_autograd``). :func:`step_calls` lists them,
+(accelerate, fabric, DeepSpeed engines, Lightning strategies and trainers, an optimizer that
+scales the loss itself such as apex's ``FP16_Optimizer``, ``self`` of a module that wraps them,
+an imported module such as ``dist_autograd``). :func:`step_calls` lists them,
 with the optimizer steps, ``zero_grad`` and gradient-clipping calls, per function (cached).
 """
 from __future__ import annotations
@@ -96,11 +97,13 @@ def _retains(call: ast.Call, positional: tuple[int, ...]) -> bool:
 
 
 def backward_owner(owner: str | None, ctx: Context) -> bool:
-    """``owner.backward(loss)`` differentiates its argument (NOTE [backward callers])."""
+    """``owner.backward(loss)`` differentiates its argument (NOTE [backward callers]); an
+    optimizer's ``backward(loss)`` (apex's ``FP16_Optimizer``, fairseq's and Megatron's
+    optimizers scale the loss and run its backward) is such an owner."""
     if not owner:
         return False
     parts = owner.lower().split(".")
-    return owner == "self" or parts[-1] == "amp" or \
+    return owner == "self" or parts[-1] == "amp" or optimizer_like(owner) or \
         owner.partition(".")[0] in ctx.imports.aliases or any(
             BACKWARD_OWNER_RE.search(p) for p in parts if p != "self")
 

@@ -38,18 +38,35 @@ def builds_torch_class(ctx: Context, call: ast.Call, name: str) -> bool:
 
 
 OPTIMIZER_BASES = frozenset({"torch.optim.Optimizer", "torch.optim.optimizer.Optimizer"})
+DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.IterableDataset",
+                           "torch.utils.data.dataset.Dataset",
+                           "torch.utils.data.dataset.IterableDataset"})
 
 
 def optimizer_subclass(cls: ast.ClassDef | None, ctx: Context, depth: int = 0) -> bool:
     """A subclass of ``torch.optim.Optimizer`` (directly or through classes of the file)."""
+    return _derives(cls, ctx, OPTIMIZER_BASES, depth)
+
+
+def _derives(cls: ast.ClassDef | None, ctx: Context, bases: frozenset[str],
+             depth: int = 0) -> bool:
     if cls is None or depth > 8:
         return False
     for b in cls.bases:
-        if (ctx.qualified_name(b) or "") in OPTIMIZER_BASES:
+        if (ctx.qualified_name(b) or "") in bases:
             return True
         if isinstance(b, ast.Name):
             info = ctx.analysis.classes.get(b.id)
             if info is not None and info.node is not cls \
-                    and optimizer_subclass(info.node, ctx, depth + 1):
+                    and _derives(info.node, ctx, bases, depth + 1):
                 return True
     return False
+
+
+def dataset_method(ctx: Context, fn: ast.AST | None) -> bool:
+    """``fn`` is a method of a ``torch.utils.data.Dataset`` subclass (directly or through
+    classes of the file): it prepares samples for a ``DataLoader`` (DGN's SBMs dataset
+    normalising a graph's adjacency in its ``collate``), and nothing it computes is
+    differentiated."""
+    info = ctx.analysis.class_of(fn)
+    return info is not None and _derives(info.node, ctx, DATASET_BASES)

@@ -123,6 +123,10 @@ GRAD_OFF_SWITCHES = {"no_grad": True, "inference_mode": True, "enable_grad": Fal
 OTHER_FRAMEWORKS = frozenset({"tensorflow", "keras", "jax", "flax", "paddle", "mindspore",
                               "mxnet", "mlx", "equinox", "haiku", "tinygrad"})
 
+# roots of NumPy-side libraries whose functions compute numbers from arrays (scikit-learn's
+# metrics, SciPy's statistics): a function returning what one of them computes is a metric
+METRIC_LIBRARIES = frozenset({"sklearn", "scipy"})
+
 
 # -- modules, by the words of a callee (NOTE [graph-carrying bindings]) ----------------------------
 MODEL_WORDS = frozenset({

@@ -103,3 +103,18 @@ class HookState:
         """Whether this very parameter had a gradient at some step."""
         r = self.had_grad.get(id(p))
         return r is not None and r() is p
+
+    def note_backward_grads(self) -> None:
+        """# NOTE [gradient cleared before the step]
+        After one of the first backward() calls: the optimizers' parameters that hold a
+        gradient had one, even if the program clears it before the step (DINO's
+        ``cancel_last_layer_gradients`` sets ``p.grad = None`` during the first epoch, on
+        purpose): such a parameter is not one that "never received a gradient"."""
+        for rec in list(self.optimizers.values()):
+            opt = rec.ref()
+            if opt is None:
+                continue
+            for g in opt.param_groups:
+                for p in g["params"]:
+                    if p.grad is not None and id(p) not in self.had_grad:
+                        self.had_grad[id(p)] = weakref.ref(p)

@@ -391,6 +391,8 @@ class TraceState(GradEvents):
             backward_ends(self, self.backward_sites[-1] if raw is not None else None)
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
+        if self.backward_count <= 4 and self.hooks_data is not None:
+            self.hooks_data.note_backward_grads()  # NOTE [gradient cleared before the step]
         if self.hooks_data is not None and self.hooks_data.rows_used:
             from gradtrace.runtime.trace.row_decay import rows_after_backward
             rows_after_backward(self.hooks_data)  # NOTE [decayed rows]

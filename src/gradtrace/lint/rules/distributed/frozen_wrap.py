@@ -21,7 +21,8 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, wrapped_class, wraps
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
-from gradtrace.lint.rules.registration._modules import covers, grad_flags, owns_params
+from gradtrace.lint.rules.registration._grad_flags import grad_flags
+from gradtrace.lint.rules.registration._modules import covers, owns_params
 
 DDP_ERROR = ("'DistributedDataParallel is not needed when a module doesn't have any parameter "
              "that requires a gradient'")

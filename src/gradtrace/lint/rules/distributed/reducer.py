@@ -16,7 +16,8 @@ from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, Wrap, holds_wrapper, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
-from gradtrace.lint.rules.registration._modules import GradFlag, grad_flags, owns_params
+from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
+from gradtrace.lint.rules.registration._modules import owns_params
 from gradtrace.lint.rules.registration._unused import unused_layers
 
 if TYPE_CHECKING:

@@ -1,12 +1,17 @@
-"""GT218: one term of the loss is built only from a no-grad run of the model the step trains."""
+"""GT218: one term of the loss is built only from a no-grad run of the model the step trains,
+or from values with a graph read under no-grad."""
 from __future__ import annotations
 
 import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.cuts import is_loss_callee
 from gradtrace.lint.analysis.grad_sources import Dead
-from gradtrace.lint.analysis.helper_sources import grad_sources
+from gradtrace.lint.analysis.ranks import REDUCTIONS
+from gradtrace.lint.analysis.helper_sources import HelperSources, grad_sources
+from gradtrace.lint.analysis.model_calls import module_like
+from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -21,7 +26,8 @@ GRAD_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 
 class NoGradRunOfTrainedModelAsLossTerm(Rule):
     """A term of the loss is built only from outputs of a model run under `no_grad`, while the
-    same step also runs that model with grad for another term.
+    same step also runs that model with grad for another term, or from values that carry a
+    graph but are read under `no_grad`.
 
     Why: inside `torch.no_grad()` (or `inference_mode()`) PyTorch records no graph, so every
     value computed from that run is a constant. When a whole additive term of the loss
@@ -32,8 +38,12 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
     Ada-CM#8). A no-grad *target* next to a prediction with a graph (`mse(student(x), t)`),
     and a teacher that is never run with grad, are stop-gradients by design and are not
     reported: here the term has no input with a graph at all, and the model it comes from is
-    the one the same step trains. Compute those outputs with grad (detach only what must be a
-    target, e.g. pseudo-labels from `logits.detach().argmax(1)`).
+    the one the same step trains. The same holds for a term computed under `no_grad` from
+    values the step made with grad (`feats = model(x)`, then `with torch.no_grad(): aux =
+    head(feats)` added to the loss): the block cuts it from them, e.g. a perceptual loss
+    whose features of the generated image are taken under `no_grad`
+    (NOTE [term read under no_grad]). Compute those outputs with grad (detach only what must
+    be a target, e.g. pseudo-labels from `logits.detach().argmax(1)`).
     Known limits: the no-grad block, the live run and the `backward()` (or the loss a
     Lightning `training_step` returns) are in one function; the term must be an additive part
     of the loss (through names bound once); a term coming from a helper that runs under
@@ -43,9 +53,9 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
     code = "GT218"
     name = "no-grad-run-of-trained-model-as-loss-term"
     gate_statements = "function"
-    message = ("`{value}` is computed under `{mode}` by `{model}`, which this step also runs "
-               "with grad (line {live}): the loss term `{term}` is built only from no-grad "
-               "values, so `{sink}` (line {line}) runs and that term trains nothing")
+    message = ("`{value}` is computed under `{mode}` {how} (line {live}): the loss term "
+               "`{term}` is built only from no-grad values, so `{sink}` (line {line}) runs "
+               "and that term trains nothing")
     triggers = ("backward", "training_step")
     examples = [
         Bad("""
@@ -62,6 +72,20 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
                 loss.backward()
                 opt.step()
             """, at=(6, 4)),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def train_step(encoder, classifier, critic, x, y, d, opt):
+                feats = encoder(x)
+                cls_loss = F.cross_entropy(classifier(feats), y)
+                with torch.no_grad():
+                    domain_loss = F.binary_cross_entropy_with_logits(critic(feats), d)
+                loss = cls_loss + 0.1 * domain_loss
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """, at=(7, 4)),
         Good("""
             import torch
             import torch.nn.functional as F
@@ -125,21 +149,25 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
             if d.live or d.unknown or d.explicit_grad or not d.dead \
                     or any(x.helper is not None for x in d.dead):
                 continue
-            got = _trained_run(d.dead, scope, ctx)
-            if got is None:
+            got = _trained_run(d.dead, scope, ctx) or _scored(term, d.dead, ctx) and _read_live(
+                d.dead, src, scope, ctx)
+            if not got:
                 continue
             dead, model, live = got
+            how = (f"from `{model[1:]}`, which carries a graph" if model.startswith("=") else
+                   f"by `{model}`, which this step also runs with grad")
+            model = model.lstrip("=")
             seen: set[int] = ctx.memo("gt218-reported", ctx.tree, set)
             if id(dead.off) in seen:
                 continue
             seen.add(id(dead.off))
             value = _bound_name(dead.expr, scope) or short(ctx.source(dead.expr), 40)
             yield self.report(dead.off, ctx, related=(
-                Related(ctx.path, live.lineno, f"`{model}` runs with grad here",
-                        ctx.column(live)),
+                Related(ctx.path, live.lineno, f"`{model}` runs with grad here" if how[0] == "b"
+                        else f"`{model}` is made with grad here", ctx.column(live)),
                 Related(ctx.path, line, "the loss is differentiated here",
                         ctx.column(sink))),
-                value=value, mode=_mode_text(dead.off, ctx), model=model, live=live.lineno,
+                value=value, mode=_mode_text(dead.off, ctx), how=how, live=live.lineno,
                 term=short(ctx.source(term), 40), sink=short(ctx.source(sink), 30), line=line)
             return
 
@@ -161,6 +189,49 @@ def _trained_run(dead: list[Dead], scope: Scope, ctx: Context
                     and name in live_calls:
                 return d, name, live_calls[name]
     return None
+
+
+def _read_live(dead: list[Dead], src: HelperSources, scope: Scope, ctx: Context
+               ) -> tuple[Dead, str, ast.AST] | None:
+    """# NOTE [term read under no_grad]
+    The first no-grad value (made in the function's own block, not a helper) that reads a
+    local name bound outside every grad-off region to a value with a graph and nothing else
+    (a model's output, a parameter, a loss): ``(dead, "=" + name, that binding's value)``.
+    Modules (called or read for their attributes) are not such values; names whose sources
+    are partly no-grad are not either; an argument alone is not such a value. The term must
+    score something (``_scored``): a frozen model's raw output added to the loss as it comes
+    is an offset by design (accelerate's noise model fed the loss)."""
+    for d in dead:
+        if d.helper is not None or not isinstance(d.off, (ast.With, ast.AsyncWith)):
+            continue
+        called = {id(n.func) for n in walk(d.expr) if isinstance(n, ast.Call)}
+        for n in walk(d.expr):
+            if not isinstance(n, ast.Name) or not isinstance(n.ctx, ast.Load) \
+                    or id(n) in called or n.id in src.params:
+                continue
+            line = d.off.lineno
+            bs = reaching(scope, n.id, n.lineno, scope.statement_of(n))
+            if not bs or any(b.no_grad or b.value is None or b.stmt.lineno >= line
+                             or scope.grad_off_at(b.stmt) is not None for b in bs):
+                continue
+            if module_like(ctx, scope, n.id, line):
+                continue
+            got = src.sources(n, line)
+            if got.live and not got.dead and not got.explicit_grad:
+                return d, "=" + n.id, bs[0].value
+    return None
+
+
+def _scored(term: ast.AST, dead: list[Dead], ctx: Context) -> bool:
+    """NOTE [term read under no_grad]: the term scores something (a loss function or a
+    reduction in it or in its no-grad values), not a module's raw output added as it comes
+    (a frozen noise model fed the loss: a constant offset by design)."""
+    for e in (term, *(d.expr for d in dead)):
+        for n in walk(e):
+            if isinstance(n, ast.Call) and (is_loss_callee(ctx, n.func) or getattr(
+                    n.func, "attr", getattr(n.func, "id", None)) in REDUCTIONS):
+                return True
+    return False
 
 
 def _callee(call: ast.Call) -> str | None:

@@ -142,7 +142,7 @@ class LossPaths(HelperTracer):
         if isinstance(node.returns, ast.Name) and node.returns.id == "bool":
             return False  # a predicate (`def is_average_loss(self) -> bool`), not a loss
         if LOSS_FUNC_RE.match(name):
-            return not _script_metric(self.ctx, node)
+            return not _script_metric(self.ctx, node) and not _library_metric(self.ctx, node)
         return name in ("forward", "__call__") and is_loss_class(self.ctx.class_def, self.ctx)
 
     # -- judging -----------------------------------------------------------------------------
@@ -348,3 +348,24 @@ def _script_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> 
         return False
     sites = named_calls(ctx, fn.name)
     return bool(sites) and all(where is ctx.tree for _, where in sites)
+
+
+def _library_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every ``return`` of ``fn`` hands back what a function of a NumPy-side library computes
+    (``sklearn.metrics.log_loss``, directly or through a name bound only to such a call):
+    KGAT's ``logloss(ground_truth, prediction)`` wraps scikit-learn's metric, a number by
+    design, not a torch loss whose path was cut on the way."""
+    from gradtrace.lint.analysis.vocabulary import METRIC_LIBRARIES
+    made: dict[str, list[ast.expr]] = {}
+    rets: list[ast.expr | None] = []
+    for n in walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name):
+            made.setdefault(n.targets[0].id, []).append(n.value)
+        elif isinstance(n, ast.Return):
+            rets.append(n.value)
+    values = [v for r in rets for v in (made.get(r.id, [r]) if isinstance(r, ast.Name)
+                                        else [r])]
+    return bool(values) and all(
+        isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "").partition(".")[0]
+        in METRIC_LIBRARIES for v in values)

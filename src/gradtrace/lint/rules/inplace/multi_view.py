@@ -3,7 +3,7 @@ iterated) of a tensor that carries a graph."""
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.multi_views import MULTI_VIEW_OPS, MultiViews, may_iterate_rows
@@ -200,8 +200,12 @@ class InplaceWriteToMultiOutputView(Rule):
     def visit_AugAssign(self, node: ast.AugAssign, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)
 
-    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
-        yield from self._check(node, ctx)
+    def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterable[Finding]:
+        # only `x[i] = v` writes (``_written``): the other assignments (in an `__init__`,
+        # most) are let go here, before two generators and the tests of ``_check`` are made
+        if len(node.targets) != 1 or node.targets[0].__class__ is not ast.Subscript:
+            return ()
+        return self._check(node, ctx)
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)

@@ -7,97 +7,23 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import NO_HISTORY_METHODS
-from gradtrace.lint.analysis.grad_values import passed_requiring, requires_grad
-from gradtrace.lint.analysis.graph_params import graph_params
-from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.input_writes import first_layer as inplace_first_layer
 from gradtrace.lint.analysis.input_writes import spells_inplace_layer
-from gradtrace.lint.analysis.module_results import attr_module, first_layer
+from gradtrace.lint.analysis.module_results import first_layer
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place
-from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, Context
+from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import in_training
-from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller, from_passed
+from gradtrace.lint.rules.inplace._passed_graph import differentiated_by_caller
+from gradtrace.lint.rules.inplace._saving_ops import (
+    SAVING_MODULES, _candidates, _has_graph, _own_candidates, _saves_it)
 from gradtrace.lint.rules.inplace._self_saves import saved_by, unview as _unview
 
-# layers whose backward needs their input (the weight gradient is input x grad): checked on
-# torch 2.13, `x += 1` after `y = layer(x)` makes `y`'s backward raise
-SAVING_MODULES = frozenset({
-    "torch.nn.Linear", "torch.nn.Bilinear", "torch.nn.Conv1d", "torch.nn.Conv2d",
-    "torch.nn.Conv3d", "torch.nn.ConvTranspose1d", "torch.nn.ConvTranspose2d",
-    "torch.nn.ConvTranspose3d", "torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d",
-    "torch.nn.BatchNorm3d", "torch.nn.LayerNorm", "torch.nn.GroupNorm"})
-SAVING_FUNCS = frozenset({"torch.mm", "torch.matmul", "torch.bmm", "torch.mul",
-                          "torch.nn.functional.linear", "torch.nn.functional.conv1d",
-                          "torch.nn.functional.conv2d", "torch.nn.functional.conv3d"})
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})
-
-
-def _is_param(e: ast.expr, ctx: Context, line: int) -> bool:
-    k = ctx.analysis.kind(e, None, line)
-    return k is not None and k.what == PARAMETER
-
-
-def _candidates(e: ast.AST, ctx: Context, written: str | None = None
-                ) -> list[tuple[str, ast.AST, tuple[str, list]]]:
-    """(name, op, test) for each bare name an op in ``e`` may save as its input, in walk
-    order; the op saves it when :func:`_saves_it` passes ``test`` (kinds cost a data-flow
-    pass: asked only for the name a write touches)."""
-    out: list[tuple[str, ast.AST, tuple[str, list]]] = []
-    for n in walk(e):
-        saved = saved_by(n, ctx, written)
-        if isinstance(saved, ast.Name):  # `F.softplus(x)`, `x.norm(dim=-1)`: if x has a graph
-            out.append((saved.id, n, ("grad", [saved])))
-        if isinstance(n, ast.Call) and n.args:
-            f = n.func
-            q = ctx.qualified_name(f) or ""
-            if q in SAVING_FUNCS:
-                for a in n.args[:2]:
-                    if isinstance(a, ast.Name):
-                        out.append((a.id, n, ("param", [o for o in n.args[:2] if o is not a])))
-                continue
-            a = _unview(n.args[0])  # `self.pos_conv(x.transpose(1, 2))` saves a view of x
-            if isinstance(f, (ast.Name, ast.Attribute)) and isinstance(a, ast.Name):
-                out.append((a.id, n, ("module", [f])))
-        elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
-            for a, b in ((n.left, n.right), (n.right, n.left)):
-                if isinstance(a, ast.Name):
-                    out.append((a.id, n, ("param", [b])))
-    return out
-
-
-def _has_graph(e: ast.expr, ctx: Context, line: int) -> bool:
-    """``e`` surely requires grad and is no Parameter (a leaf written in place raises another
-    error): a layer's result, or a parameter of the function that its callers pass one
-    (NOTE [values that require grad])."""
-    fn = ctx.function or ctx.tree
-    if _is_param(e, ctx, line):
-        return False
-    if requires_grad(ctx, fn, e, line) is not None or from_passed(ctx, fn, e, line):
-        return True
-    return isinstance(e, ast.Name) and isinstance(fn, FUNCTION_TYPES) and any(  # NOTE [graph through helper returns]
-        ctx.memo("gt605-passed:" + p, fn, lambda: passed_requiring(ctx, fn, p) is not None)
-        for p in sorted(graph_params(ctx, fn, e, line)))
-
-
-def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
-    how, operands = test
-    if how == "param":  # another operand is a Parameter
-        return any(_is_param(o, ctx, line) for o in operands)
-    if how == "grad":  # an elementwise op saves it when it requires grad
-        return _has_graph(operands[0], ctx, line)
-    k = ctx.analysis.kind(operands[0], None, line)  # a saving layer
-    if k is None or k.what != MODULE:
-        return False
-    if (k.cls or "") in SAVING_MODULES:
-        return True
-    # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results])
-    got = attr_module(operands[0], ctx, ctx.function)
-    return got is not None and first_layer(got[0], ctx, got[1]) in SAVING_MODULES
 
 
 def _written(s: ast.stmt) -> str | None:
@@ -436,17 +362,6 @@ def _output_never_differentiated(s: ast.stmt, op: ast.AST, fn: ast.AST) -> bool:
     receivers = {id(_cut_call(n)) for n in walk(fn) if _cut_call(n) is not None}
     return all(id(n) in receivers for n in walk(fn)
                if isinstance(n, ast.Name) and n.id == target and isinstance(n.ctx, ast.Load))
-
-
-def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:
-    """:func:`_candidates` of a statement of the block itself (not of a nested block)."""
-    if isinstance(s, (ast.If, *LOOP_TYPES, ast.With, ast.Try, ast.FunctionDef,
-                      ast.AsyncFunctionDef, ast.ClassDef)):
-        return []  # the op must sit in the block itself
-    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
-            and not isinstance(s.value.func, ast.Attribute):
-        return []
-    return _candidates(s, ctx)
 
 
 def _layer_writes(fn: ast.AST, cls: ClassInfo, ctx: Context) -> Iterator[tuple[ast.stmt, str]]:

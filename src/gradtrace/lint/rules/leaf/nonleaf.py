@@ -6,21 +6,18 @@ import copy
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.calls import call_sites
-from gradtrace.lint.analysis.grad_values import requires_grad
-from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR, BUFFER, Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._nonleaf_attrs import _module_output_attr, _sliced_attr
 from gradtrace.lint.rules.leaf._returns import call_non_leaf
 from gradtrace.lint.rules.leaf.flags import freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
-    COMPOUND, derived_from_grad_leaf, grad_factory, grad_leaf_binding, is_optimizer_call,
-    is_parameter_call, is_true, made_non_leaf, non_leaf_origin, optimizer_param_exprs,
-    scope_mentions, single_assign_of,
+    COMPOUND, derived_from_grad_leaf, grad_leaf_binding, is_optimizer_call, made_non_leaf,
+    non_leaf_origin, optimizer_param_exprs, scope_mentions, single_assign_of,
 )
-from gradtrace.lint.nodes import bfs_walk, walk
+from gradtrace.lint.nodes import walk
 
 
 def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
@@ -286,49 +283,6 @@ class NonLeafGivenToOptimizer(Rule):
                     yield self.report(e, ctx, expr=ctx.source(e), why=f"computed from `{src}`")
 
 
-def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
-    """``(assignment, "self.y")`` when ``e`` is ``self.x`` and the class sets ``self.x =
-    self.y[...]`` (once) where ``self.y`` requires grad: made with ``requires_grad=True``, an
-    ``nn.Parameter``, or switched on with ``self.y.requires_grad_()`` earlier in that method."""
-    if not (isinstance(e, ast.Attribute) and dotted(e.value) == "self"):
-        return None
-    cls = ctx.analysis.class_of(ctx.function)
-    info = cls.attrs.get(e.attr) if cls is not None else None
-    if info is None or info.later:
-        return None
-    if isinstance(info.value, ast.BinOp):  # `self.w = (self.w0.clone().requires_grad_() * 1.2)`
-        side = next((e for e in (info.value.left, info.value.right) if _flagged(e, ctx)), None)
-        text = ctx.source(side) if side is not None else ""
-        return (info.stmt, "arithmetic on `" + (text if len(text) <= 40 else text[:37] + "...")
-                + "`, which requires grad") if side is not None else None
-    if not isinstance(info.value, ast.Subscript):
-        return None
-    base = info.value.value
-    if not (isinstance(base, ast.Attribute) and dotted(base.value) == "self"):
-        return None
-    src = cls.attrs.get(base.attr)  # type: ignore[union-attr]
-    if src is None or src.value is None:
-        return None
-    if grad_factory(src.value, ctx) is not None or is_parameter_call(src.value, ctx):
-        return info.stmt, f"a slice of `self.{base.attr}`, which requires grad"
-    for st in bfs_walk(info.method):
-        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
-                and st.lineno < info.stmt.lineno and src.method is info.method \
-                and dotted(st.value.func) == f"self.{base.attr}.requires_grad_" \
-                and (not st.value.args or is_true(st.value.args[0])):
-            return info.stmt, f"a slice of `self.{base.attr}`, which requires grad"
-    return None
-
-
-def _flagged(e: ast.AST, ctx: Context) -> bool:
-    """A tensor made to require grad right there: a factory with ``requires_grad=True``, an
-    ``nn.Parameter``, or ``<t>.requires_grad_()`` (arithmetic on any of them is a non-leaf)."""
-    return grad_factory(e, ctx) is not None or is_parameter_call(e, ctx) or (
-        isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
-        and e.func.attr == "requires_grad_" and not e.keywords
-        and (not e.args or is_true(e.args[0])))
-
-
 def _helper_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] | None:
     """``name = helper(...)`` / ``obj.method(...)`` whose return is a non-leaf (NOTE in
     :mod:`._returns`)."""
@@ -454,37 +408,3 @@ def _rebound_why(why: str, name: str) -> str:
     if why.startswith("returned by"):
         return f"bound here to a value {why}"
     return f"`{name}` held a leaf that requires grad and is rebound here to a tensor computed from it"
-
-
-LEAF_KINDS = frozenset({PARAMETER, TENSOR, BUFFER})
-
-
-def _module_output_attr(e: ast.Attribute, ctx: Context) -> ast.stmt | None:
-    """The statement of a file module class that binds ``self.<attr>`` to the output of one
-    of its weighted layers (NOTE [values that require grad]), when ``e`` is ``<obj>.<attr>``
-    of an instance of that class, every binding of the attribute is such an output, the
-    file calls ``backward()`` and retains no gradient of it."""
-    an = ctx.analysis
-    k = an.kind(e.value)
-    cls = an.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
-    if cls is None or not call_sites(ctx, "backward") or any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "retain_grad" and isinstance(n.func.value, ast.Attribute)
-            and n.func.value.attr == e.attr for n in walk(ctx.tree)):
-        return None
-    found: ast.stmt | None = None
-    for m in cls.methods.values():
-        for st in walk(m):
-            if not isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                continue
-            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-            if not any(isinstance(t, ast.Attribute) and t.attr == e.attr
-                       and dotted(t.value) == "self" for t in targets):
-                continue
-            if not isinstance(st, ast.Assign) or len(targets) != 1 or st.value is None \
-                    or requires_grad(ctx, m, st.value, st.lineno) is None \
-                    or not isinstance(st.value, (ast.Call, ast.BinOp)) \
-                    or (an.kind_in(st.value, m, st.lineno) or Kind("?")).what in LEAF_KINDS:
-                return None  # a Parameter or a factory's tensor is a leaf
-            found = found or st
-    return found

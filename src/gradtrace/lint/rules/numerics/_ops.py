@@ -200,9 +200,12 @@ def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
     """Whether ``operand`` (read at ``node``) may carry a graph, by the shared tracer: a value
     built only from factories, constants and data (``torch.arange(n).type_as(x)``: the cast
     keeps nothing of ``x``), or cut on the way, gets no gradient, so its op's derivative is
-    never evaluated."""
+    never evaluated; nor does a value in a method of a ``torch.utils.data.Dataset`` subclass."""
     from gradtrace.lint.analysis.origins import origins
+    from gradtrace.lint.analysis.torch_classes import dataset_method
     fn = ctx.function or ctx.tree
+    if dataset_method(ctx, fn):
+        return False  # a Dataset prepares data, which no backward reaches
     return origins(ctx, fn).trace(operand, ctx.statement, getattr(node, "lineno", 0)).live
 
 
@@ -213,16 +216,18 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
     ``forward=False``), in a loss (a function or class named like one), or in a helper called
     (one level up; two when the outer caller runs ``backward()`` itself) from code that then
     runs ``backward()``. ``through_forward=False``: a helper called from a ``forward`` does
-    not count (it may only compute statistics of the input, which carry no gradient)."""
+    not count (it may only compute statistics of the input, which carry no gradient). Never
+    in a method of a ``torch.utils.data.Dataset`` subclass (it prepares data)."""
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
     from gradtrace.lint.analysis.grad_sources import is_inference_function
+    from gradtrace.lint.analysis.torch_classes import dataset_method
     if ctx.grad_disabled is not None:
         return False
     fn = ctx.function
     stmt = ctx.statement
     if fn is None:
         return stmt is not None and _backward_after(ctx.tree, stmt.lineno, ctx)
-    if is_inference_function(fn, ctx):
+    if is_inference_function(fn, ctx) or dataset_method(ctx, fn):
         return False
     cls = ctx.class_def
     if cls is not None and any((ctx.qualified_name(b) or "").endswith("Function")

@@ -62,7 +62,8 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
     file binds to a constructor of ``classes`` (``self.criterion = nn.CrossEntropyLoss()``
     ... ``self.criterion(out, y)``): the statements of such calls need not spell a trigger
     word (NOTE [triggers])."""
-    if not any(c.rpartition(".")[2] in ctx.code for c in classes):
+    lasts = {c.rpartition(".")[2] for c in classes}
+    if not ctx.mentions(*lasts):  # (cached per word: each rule asks of its classes)
         return  # no constructor of them is spelled (an alias keeps the class's name)
     names = set()
     fns: list[ast.AST] = [ctx.tree]
@@ -70,7 +71,9 @@ def named_calls(ctx: Context, classes: frozenset[str]) -> Iterator[tuple[ast.Cal
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
             fns.append(n)
         elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
-                and (ctx.qualified_name(n.value.func) or "") in classes:
+                and (n.value.func.__class__ is not ast.Attribute  # (its qualified name ends
+                     or n.value.func.attr in lasts) \
+                and (ctx.qualified_name(n.value.func) or "") in classes:  # in its attribute)
             for t in n.targets:
                 if isinstance(t, ast.Name):
                     names.add(t.id)

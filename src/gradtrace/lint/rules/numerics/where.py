@@ -32,7 +32,8 @@ class SingularOpOutsideWhereGuard(Rule):
     bound to that comparison in the same function), or a name the op consumes arithmetic of
     (`torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)`, judged at the bound and just beyond,
     not when the arithmetic adds a constant or the op sits under a rounding); a condition on
-    another tensor is not judged.
+    another tensor is not judged; nor is a method of a `torch.utils.data.Dataset` subclass (it
+    prepares samples: a graph's degree normalisation in its `collate`).
     """
 
     code = "GT751"

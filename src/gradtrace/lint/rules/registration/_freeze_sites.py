@@ -10,8 +10,9 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.registration._grad_flags import GradFlag
 from gradtrace.lint.rules.registration._modules import (
-    GradFlag, covers, module_classes, module_ctor, owns_params)
+    covers, module_classes, module_ctor, owns_params)
 
 
 def _class_module_attr(ctx: Context, attr: str) -> bool:

@@ -10,7 +10,8 @@ from gradtrace.lint.analysis.params import FLAG, param_loop_var
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.registration._modules import GradFlag, covers
+from gradtrace.lint.rules.registration._grad_flags import GradFlag
+from gradtrace.lint.rules.registration._modules import covers
 
 PARAM_ITERS = ("parameters", "named_parameters")
 # calls that read a model without changing which parameters it has

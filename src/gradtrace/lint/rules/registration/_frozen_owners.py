@@ -29,7 +29,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import function_scopes, scope_nodes, walk
 from gradtrace.lint.rules.leaf._tensors import is_false
 from gradtrace.lint.rules.registration._callers import call_count
-from gradtrace.lint.rules.registration._modules import _flag_value
+from gradtrace.lint.rules.registration._grad_flags import _flag_value
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context

@@ -37,10 +37,12 @@ def role(name: str) -> str | None:
 
 
 def _step_loops(scope: Scope, opt: str) -> set[int]:
-    """ids of the loops around the ``step`` calls of optimizer ``opt``."""
+    """ids of the innermost loops around the ``step`` calls of optimizer ``opt``: an outer
+    loop that runs two inner ones in turn (KGAT's epoch: a CF loop stepping ``cf_optimizer``,
+    then a KG loop stepping ``kg_optimizer``) runs phases, each step on its own loss."""
     calls = [m for m in scope.calls_to("step")
              if m.receiver == opt or (m.call.args and dotted(m.call.args[0]) == opt)]
-    return {id(loop) for m in calls for loop in scope.loops_of(m.stmt)}
+    return {id(loops[-1]) for m in calls for loops in (scope.loops_of(m.stmt),) if loops}
 
 
 def _shared_part(me: OptimizerBuild, other: OptimizerBuild, cls: ClassInfo, ctx: Context
@@ -60,5 +62,20 @@ def _shared_part(me: OptimizerBuild, other: OptimizerBuild, cls: ClassInfo, ctx:
 
 
 def _stepped_together(scope: Scope, a: str, b: str) -> bool:
-    """Whether two optimizers step inside one loop (not in phases one after the other)."""
+    """Whether two optimizers step in one pass of one loop (not in phases one after the
+    other, nor in inner loops an outer one runs in turn)."""
     return bool(_step_loops(scope, a) & _step_loops(scope, b))
+
+
+def odd_branch(b: OptimizerBuild, builds: list[OptimizerBuild]) -> frozenset[str] | None:
+    """# NOTE [odd optimizer branch]
+    ``b`` is one of several constructions of one optimizer name (the arms of an
+    ``if args.optimizer == ...`` chain) and the only one over other parameters than the rest,
+    which all agree: the sources the other arms use. A slip in that arm
+    (``Adagrad(model.parameters())`` where every other arm of ``optimizer1`` says
+    ``Autoencoder.parameters()``) is what makes it share the weights of another optimizer:
+    that arm is the line to change, not each arm of the other optimizer."""
+    same = [o.sources for o in builds if o.name == b.name and o.stmt is not b.stmt]
+    if len(same) < 2 or len(set(same)) != 1 or not same[0] or same[0] == b.sources:
+        return None
+    return same[0]

@@ -26,7 +26,22 @@ from gradtrace.lint.rules.registration._modules import owns_params
 # a class that reaches its submodules without naming them
 DYNAMIC_RE = re.compile(r"\b(children|modules|named_children|named_modules|_modules|getattr|"
                         r"__dict__|parameters|named_parameters)\b")
+# the same words with the word start tested after the match (:func:`_dynamic`): a pattern
+# opening with `\b` has no first character to skip to, `re` tries it at every character
+DYNAMIC_TAIL_RE = re.compile(r"(?:children|modules|named_children|named_modules|_modules|"
+                             r"getattr|__dict__|parameters|named_parameters)\b")
 WORD_RE = re.compile(r"\w+")  # the runs `\bname\b` bounds
+
+
+def _dynamic(text: str) -> bool:
+    """Whether ``DYNAMIC_RE.search(text)`` finds a word. A match of ``DYNAMIC_TAIL_RE``
+    that does not start a word lies inside a run of word characters (every word is one),
+    where no word starts either: the matches it passes over hold no word start."""
+    for m in DYNAMIC_TAIL_RE.finditer(text):
+        p = m.start()
+        if p == 0 or not (text[p - 1].isalnum() or text[p - 1] == "_"):  # `\b` before
+            return True
+    return False
 
 
 def _learnable(v: ast.AST | None, ctx: Context) -> bool:
@@ -58,7 +73,7 @@ def unused_layers(cls: ClassInfo, ctx: Context) -> list[tuple[str, AttrInfo]]:
     """The learnable attributes of ``cls`` that ``forward`` never runs (NOTE [unused layers])."""
     def make() -> list[tuple[str, AttrInfo]]:
         text = "\n".join(ctx.code_lines[cls.node.lineno - 1:cls.node.end_lineno])
-        if DYNAMIC_RE.search(text) or not _bases_seen(cls.node, ctx, set()):
+        if _dynamic(text) or not _bases_seen(cls.node, ctx, set()):
             return []
         words = _words(ctx)
         out = []

@@ -15,7 +15,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says, says_all
 from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword, node_mentions
-from gradtrace.lint.rules.registration._modules import grad_flags
+from gradtrace.lint.rules.registration._grad_flags import grad_flags
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -12,8 +12,9 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
     is_false, is_parameter_call, is_true, keyword, node_mentions, scope_mentions,
 )
+from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
 from gradtrace.lint.rules.registration._modules import (
-    GradFlag, covers, grad_flags, is_module_expr, optimizer_builds, rebound_between, step_lines,
+    covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
 )
 from gradtrace.lint.rules.registration._freeze_sites import (
     _class_module_attr, _head_assignments, _new_part, _rebound, _reloaded, _set_to_tensor_before,

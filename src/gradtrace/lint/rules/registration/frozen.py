@@ -2,7 +2,7 @@
 leave ``.grad`` at None where the code reads it.
 
 Facts shared with GT407-GT410 (which statements freeze or unfreeze what) come from
-:func:`._modules.grad_flags`.
+:func:`._grad_flags.grad_flags`.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
 from gradtrace.lint.rules.registration._modules import (
-    GradFlag, covers, grad_flags, is_module_expr, optimizer_builds,
+    covers, is_module_expr, optimizer_builds,
 )
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 

@@ -22,7 +22,7 @@ from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, module_ctor, optimizer_builds, step_lines, stale_across_methods,
 )
 from gradtrace.lint.rules.registration._optimizer_pairs import (
-    _shared_part, _stepped_together, _whole_params, role,
+    _shared_part, _stepped_together, _whole_params, odd_branch, role,
 )
 from gradtrace.lint.rules.registration._rebuilt_model import (
     _base, _own_replacement, _same_module, _stale_optimizer,
@@ -262,8 +262,9 @@ class OptimizersShareParameters(Rule):
     `opt_d = Adam(G.parameters())` trains each network with the other's loss; two optimizers
     over `model.parameters()` both stepped update the same weights twice per batch. PyTorch
     raises nothing.
-    Two optimizers over the same weights stepped in phases (one loop, then another) are fine
-    and not reported: only steps inside one loop count.
+    Two optimizers over the same weights stepped in phases (one loop, then another, also as
+    two inner loops an epoch loop runs in turn) are fine and not reported: only steps whose
+    innermost loop is the same count.
     Known limits: both optimizers must be built and stepped in one function; swaps are found
     from G/D names (`netG`, `opt_d`, `discriminator`).
     """
@@ -337,6 +338,17 @@ class OptimizersShareParameters(Rule):
                     or not step_lines(scope, other.name):
                 continue
             detail = self._conflict(me, other, scope)
+            if detail and (rest := odd_branch(other, builds)) is not None \
+                    and odd_branch(me, builds) is None:  # NOTE [odd optimizer branch]
+                seen: set[int] = ctx.memo("gt406-odd", ctx.tree, set)
+                if id(other.stmt) not in seen:
+                    seen.add(id(other.stmt))
+                    yield self.report(other.stmt, ctx, related=[Related(
+                        ctx.path, node.lineno, f"`{me.name}` is built here over the same "
+                        "parameters", ctx.column(node))], detail=(
+                        f"{detail}; this branch of `{other.name}` is the only one not built "
+                        f"over `{'`, `'.join(x + '.parameters()' for x in sorted(rest))}`"))
+                return
             if detail:
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, other.stmt.lineno, f"`{other.name}` is built here",

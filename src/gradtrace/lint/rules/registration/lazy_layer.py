@@ -82,6 +82,9 @@ class OptimizerBeforeLazyLayer(Rule):
     gradient grows (stable-baselines3#1271, checked on torch 2.13). Build the optimizer after a
     first forward (a dry run on a dummy batch), build the layer in `__init__`, or
     `add_param_group` the new layer's parameters when it is made.
+    The finding sits on the line that creates the layer when the code that uses the class
+    builds the optimizer the usual way (the class is what breaks it: NOTE [lazy layer line]),
+    on the optimizer when the class builds its own in `__init__`.
     Known limits: the class is of this file and builds the layer under an `if` that tests
     that attribute, in `forward` or a method it calls; the optimizer is built in that class's
     `__init__` (over `self.parameters()`), or over `m.parameters()` for an instance `m` of it
@@ -90,10 +93,9 @@ class OptimizerBeforeLazyLayer(Rule):
 
     code = "GT464"
     name = "optimizer-before-lazy-layer"
-    message = ("`{opt}` is built over `{owner}.parameters()` before the first forward of `{cls}`, "
-               "which creates `self.{attr}` lazily (line {line}): the optimizer never holds that "
-               "layer's parameters, so it never trains; build the optimizer after a first "
-               "forward, or the layer in `__init__`")
+    message = ("`{opt}` (line {opt_line}) is built over `{owner}.parameters()` before the first "
+               "forward of `{cls}`, which creates `self.{attr}` lazily (line {line}): the "
+               "optimizer never holds that layer's parameters, so it never trains; {remedy}")
     # no optimizer in the file: nothing built too early; every class of a file that has one
     triggers = ("optim",)
     gate_statements = False
@@ -115,7 +117,7 @@ class OptimizerBeforeLazyLayer(Rule):
 
             net = LazyHead(2)
             opt = torch.optim.SGD(net.parameters(), lr=0.1)
-            """, at=(16, 6)),
+            """, at=(12, 12)),
         Good("""
             import torch
             from torch import nn
@@ -161,10 +163,22 @@ class OptimizerBeforeLazyLayer(Rule):
 
     def _found(self, call: ast.Call, owner: str, cls: ClassInfo, attr: str, build: ast.stmt,
                ctx: Context) -> Finding:
-        return self.report(call, ctx, related=(Related(
-            ctx.path, build.lineno, f"`self.{attr}` is created here, at the first forward",
-            ctx.column(build)),), opt=ctx.source(call.func) + "(...)", owner=owner,
-            cls=cls.name, attr=attr, line=build.lineno)
+        """# NOTE [lazy layer line]
+        A class whose forward creates a layer, used by code that builds the optimizer over
+        the model's parameters before a first call (the usual order), is fixed in the class:
+        the layer's line leads, the optimizer is context. A class that builds its own
+        optimizer in ``__init__`` before its forward ever ran is fixed at that optimizer."""
+        fields = dict(opt=ctx.source(call.func) + "(...)", opt_line=call.lineno, owner=owner,
+                      cls=cls.name, attr=attr, line=build.lineno)
+        if owner == "self":
+            return self.report(call, ctx, related=(Related(
+                ctx.path, build.lineno, f"`self.{attr}` is created here, at the first forward",
+                ctx.column(build)),), remedy="build the optimizer after a first forward, or the "
+                "layer in `__init__`", **fields)
+        return self.report(build, ctx, related=(Related(
+            ctx.path, call.lineno, "the optimizer is built here, before the first forward",
+            ctx.column(call)),), remedy="build the layer in `__init__` (or the optimizer after a "
+            "first forward)", **fields)
 
     @staticmethod
     def _instances(cls: ClassInfo, ctx: Context) -> Iterator[tuple[ast.Call, str]]:

@@ -11,8 +11,9 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
 from gradtrace.lint.rules.registration._modules import (
-    GradFlag, OptimizerBuild, covers, grad_flags, optimizer_builds, rebound_between, step_lines,
+    OptimizerBuild, covers, optimizer_builds, rebound_between, step_lines,
 )
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
 

@@ -277,7 +277,7 @@ class StepBeforeLastBackward(LoopRule):
                 continue
             for b in late:
                 if any(s2.optimizer == s.optimizer and f.before(b.stmt, s2.stmt)
-                       for s2 in f.steps) or _cut_for_later(f, b):
+                       and f.inside(s2.stmt, loop) for s2 in f.steps) or _cut_for_later(f, b):
                     continue
                 hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners) \
                     if owners else _models_of(f, b)

@@ -21,8 +21,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
-from gradtrace.lint.rules.training_loop.micro_steps import (
-    _every_pass, _plain_backward, periodic_steps)
+from gradtrace.lint.rules.training_loop._loss_scaling import _plain_backward
+from gradtrace.lint.rules.training_loop.micro_steps import _every_pass, periodic_steps
 
 
 def _zero_based_index(loop: ast.stmt) -> str | None:

@@ -1,0 +1,98 @@
+"""Statements that switch ``requires_grad`` on the parameters of a module (freeze / unfreeze):
+``for p in m.parameters(): p.requires_grad = False``, ``m.requires_grad_(False)``, read once
+per scope (:func:`grad_flags`) for the registration and distributed rules. Holds no rule."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.leaf._tensors import is_false, is_true
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
+
+
+@dataclass(frozen=True)
+class GradFlag:
+    """A statement that sets ``requires_grad`` on every parameter under ``root`` (or some)."""
+
+    stmt: ast.stmt
+    root: str            # dotted module spelling whose parameters are affected
+    value: bool
+    conditional: bool    # only some parameters (an ``if`` inside the loop)
+
+
+def grad_flags(scope: Scope) -> list[GradFlag]:
+    """Freeze/unfreeze statements of a scope, in source order (cached)."""
+    return scope.ctx.memo("gt4-grad-flags", scope.node, lambda: _grad_flags(scope))
+
+
+def _grad_flags(scope: Scope) -> list[GradFlag]:
+    out: list[GradFlag] = []
+    for s in scope.stmts:
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            got = _loop_flag(s)
+            if got is not None:
+                out.append(got)
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            call = s.value
+            f = call.func
+            if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
+                root = dotted(f.value)
+                if root:  # a tensor's flag too: callers match roots against module paths
+                    value = not call.args or is_true(call.args[0])
+                    if call.args and not (is_true(call.args[0]) or is_false(call.args[0])):
+                        continue
+                    out.append(GradFlag(s, root, value, False))
+    return out
+
+
+def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("parameters", "named_parameters")):
+        return None
+    root = dotted(it.func.value)
+    t = loop.target
+    var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
+    if root is None or var is None:
+        return None
+    got = _every_path(loop.body, var)
+    if got is not None:
+        return GradFlag(loop, root, got, False)
+    for s in walk(loop):
+        if isinstance(s, ast.stmt) and s is not loop:
+            got = _flag_value(s, var)
+            if got is not None:
+                return GradFlag(loop, root, got, True)
+    return None
+
+
+def _every_path(body: list[ast.stmt], var: str) -> bool | None:
+    """The flag every pass through ``body`` sets on ``var``: a statement of it, or an ``if``
+    whose branches all set the same value (`if name in frozen: p.requires_grad = False` /
+    `else: p.requires_grad = False` freezes every parameter)."""
+    for s in body:
+        got = _flag_value(s, var)
+        if got is None and isinstance(s, ast.If) and s.orelse:
+            a, b = _every_path(s.body, var), _every_path(s.orelse, var)
+            got = a if a is not None and a == b else None
+        if got is not None:
+            return got
+    return None
+
+
+def _flag_value(s: ast.AST, var: str) -> bool | None:
+    if isinstance(s, ast.Assign) and len(s.targets) == 1:
+        t = s.targets[0]
+        if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and dotted(t.value) == var:
+            return True if is_true(s.value) else False if is_false(s.value) else None
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+        f = s.value.func
+        if isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and dotted(f.value) == var:
+            args = s.value.args
+            return True if not args or is_true(args[0]) else False if is_false(args[0]) else None
+    return None

@@ -1,0 +1,73 @@
+"""Whether a loss is scaled for gradient accumulation (GT513, :mod:`.micro_steps`): a plain
+``loss.backward()``, a loss divided or multiplied in the loop, a divisor used in a division,
+multiplication or call. Holds no rule."""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+
+SCALING_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
+SCALING_METHODS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "divide",
+                             "multiply"})
+
+
+def _plain_backward(b: Backward) -> bool:
+    """``loss.backward()`` or ``scaler.scale(loss).backward()`` (nothing else scales it)."""
+    func = b.call.func
+    return isinstance(func, ast.Attribute) and func.attr == "backward" and not b.call.args \
+        and b.loss is not None and b.inputs is None
+
+
+def _scales(node: ast.AST) -> bool:
+    for n in walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, SCALING_OPS):
+            return True
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in SCALING_METHODS:
+            return True
+    return False
+
+
+def _scaled_loss(f: LoopFacts, b: Backward, loop: ast.stmt) -> bool:
+    """The loss, or a binding it is computed from inside the loop, is divided or multiplied
+    (also by a later ``loss /= n``)."""
+    if _scales(b.loss):  # type: ignore[arg-type]
+        return True
+    name = dotted(b.loss)  # type: ignore[arg-type]
+    if name and any(isinstance(x.stmt, ast.AugAssign) and isinstance(x.stmt.op, SCALING_OPS)
+                    for x in f.scope.bindings.get(name, ())):
+        return True
+    deps = graphs(f.scope).deps(b.loss, b.stmt.lineno)  # type: ignore[arg-type]
+    return any(f.inside(d.stmt, loop) and isinstance(d.stmt, (ast.Assign, ast.AnnAssign,
+                                                              ast.AugAssign))
+               and _scales(d.stmt) for d in deps.bindings)
+
+
+def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context,
+               counter: ast.AST | None = None) -> bool:
+    """The remainder's divisor is used in a division, multiplication or call of the function
+    (``loss / accum``, ``model(x, accum_steps=accum)``); a ``self.<attr>`` divisor anywhere in
+    the class (``compute_loss`` returning ``loss / self.accum_steps``)."""
+    where: ast.AST = f.node
+    if any(d and d.startswith("self.") for d in divisors):
+        info = ctx.analysis.class_of(f.node)
+        where = info.node if info is not None else where
+    for n in walk(where):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, SCALING_OPS):
+            parts = (n.left, n.right)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):
+            parts = (n.value,)
+        elif isinstance(n, ast.Call) and n is not counter:  # not the micro-step `range(n)`
+            parts = (*n.args, *(k.value for k in n.keywords))
+        else:
+            continue
+        if any(dotted(x) in divisors for p in parts for x in walk(p)):
+            return True
+    return False
