@@ -5,8 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import OBJECT, SCHEDULER, Kind
-from gradtrace.lint.analysis.project import foreign_function, home
+from gradtrace.lint.analysis.kinds import SCHEDULER
 from gradtrace.lint.analysis.protocol import first_pass_truth, stepped_through_self
 from gradtrace.lint.analysis.vocabulary import is_scheduler_name
 from gradtrace.lint.context import Context
@@ -36,11 +35,8 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
         if not isinstance(v, ast.Call):  # `opt, sched = make_optim(model)`: its kind
             k = f.ctx.analysis.kind(recv, scope, line if scope is f.scope else 10 ** 9)
             return k is not None and k.what == SCHEDULER, None
-        k = f.ctx.analysis.kind(v, scope, b.line) or _built_away(f.ctx, v)
+        k = f.ctx.analysis.kind(v, scope, b.line)
         built = (dotted(v.func) or "").rpartition(".")[2]
-        if k is not None and k.what == OBJECT and isinstance(v.func, ast.Name) \
-                and v.func.id not in f.ctx.analysis.classes:
-            return False, None  # a builder returning a plain object (U2PL's `LRScheduler`)
         if (k is None or k.what != SCHEDULER) and not is_scheduler_name(built):
             return False, None
         opt = v.args[0] if v.args else next(
@@ -55,13 +51,6 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
             opt = v.args[0] if v.args else None
             return True, dotted(opt) if opt is not None else None
     return is_scheduler_name(name), None
-
-
-def _built_away(ctx: Context, call: ast.Call) -> Kind | None:
-    """What a function of another file of the project returns, read there
-    (NOTE [project index]): ``get_scheduler(...)`` from ``utils/lr_helper.py``."""
-    fn = foreign_function(ctx, call)
-    return home(ctx, fn).analysis.returns(fn) if fn is not None else None
 
 
 BEFORE = ("runs before `{opt}.step()` ({where}) has ever run: the first value of the "
