@@ -208,8 +208,10 @@ def iter_files(paths: Iterable[str], settings: Settings,
             errors.append(f"{p}: no such file or directory")
 
 
-def _worker(args: tuple[list[str], Settings, FileCache | None]) -> CheckResult:
-    paths, settings, cache = args
+def _worker(args: tuple[list[str], Settings, FileCache | None, list[str]]) -> CheckResult:
+    paths, settings, cache, roots = args
+    from gradtrace.lint.analysis.project_files import set_roots
+    set_roots(roots)  # NOTE [project index]: the folders given to `check`
     rules = select_rules(settings.select, settings.ignore, settings.extend_select)
     out = CheckResult()
     # NOTE [gc]: syntax trees hold no reference cycles and are freed by reference counting,
@@ -240,18 +242,20 @@ def check_paths(paths: Sequence[str], settings: Settings | None = None,
     """
     settings = settings or Settings()
     result = CheckResult()
+    roots = [p for p in paths if os.path.exists(p)]
     files = list(iter_files(paths, settings, result.path_errors))
     if cache is not None and jobs > 1 and len(files) >= 8:
         files = cache.answer(files, result)  # hits answered here; the rest go to the workers
     if jobs <= 1 or len(files) < 8:
-        result.extend(_worker((files, settings, cache)))
+        result.extend(_worker((files, settings, cache, roots)))
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         chunks = [files[i::jobs * 4] for i in range(jobs * 4)]
         shared = cache.for_workers() if cache is not None else None
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for part in pool.map(_worker, [(c, settings, shared) for c in chunks if c]):
+            for part in pool.map(_worker, [(c, settings, shared, roots)
+                                           for c in chunks if c]):
                 result.extend(part)
     result.findings.sort(key=Finding.sort_key)
     return result

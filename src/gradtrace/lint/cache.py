@@ -6,8 +6,10 @@ hashes everything besides the file's bytes that decides its findings: the cache 
 gradtrace's version and the size and mtime of its checker's sources (so an edited rule in a
 development install is never answered from an old run), the Python version (``ast`` differs)
 and the resolved settings (root included: per-file-ignores are relative to it). A pack maps
-each file's absolute path to ``[blake2b of its bytes, day last used, findings]``; a file is
-answered from it only when the digest of the bytes read now matches. JSON, not pickle: a
+each file's absolute path to ``[blake2b of its bytes, day last used, findings]``, plus
+``[[path, blake2b], ...]`` of the other files of the project its facts read
+(NOTE [project index]); a file is answered from it only when the digest of the bytes read now matches, and
+those of the other files too (an edited helper file changes the answer of its callers). JSON, not pickle: a
 checked-out repository may ship a cache, and reading it must never run code. A pack that does
 not parse, or whose header names another key, is ignored and rewritten.
 
@@ -119,6 +121,19 @@ def _decode(raw: list[Any], path: str) -> list[Finding]:
     return out
 
 
+def _deps_hold(deps: list[Any]) -> bool:
+    """Whether every other file an entry's facts read still has the bytes it had."""
+    for path, digest in deps:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except (OSError, TypeError):
+            return False
+        if hashlib.blake2b(data, digest_size=16).hexdigest() != digest:
+            return False
+    return True
+
+
 class FileCache:
     """Per-file results for one configuration (NOTE [cache]); picklable for worker processes."""
 
@@ -168,7 +183,7 @@ class FileCache:
         if entry is None:
             return None
         try:
-            if entry[0] != digest:
+            if entry[0] != digest or len(entry) > 3 and not _deps_hold(entry[3]):
                 return None
             findings = _decode(entry[2], path)
         except (TypeError, ValueError, IndexError, KeyError):
@@ -188,9 +203,15 @@ class FileCache:
         hit = self._lookup(key, digest, path, data)
         if hit is not None:
             return hit
+        from gradtrace.lint.analysis.owners import begin_reads, reads
+        begin_reads()
         result = compute()
         if not result.rule_errors:
-            result.cache_entries[key] = [digest, _today(), _encode(result.findings, path)]
+            entry = [digest, _today(), _encode(result.findings, path)]
+            deps = reads()  # the other files its facts read (NOTE [project index])
+            if deps:
+                entry.append(sorted(deps.items()))
+            result.cache_entries[key] = entry
         return result
 
     def answer(self, files: list[str], result: CheckResult) -> list[str]:
@@ -234,7 +255,7 @@ class FileCache:
             for k in stale:
                 mine = self.entries[k]
                 if entries.get(k, mine) is mine or entries[k][:1] == mine[:1]:
-                    entries[k] = [mine[0], today, mine[2]]
+                    entries[k] = [mine[0], today, *mine[2:]]
             entries.update(new)
             entries = self._bounded(entries, today)
             self._write({"format": FORMAT, "key": self.key, "entries": entries})

@@ -232,6 +232,10 @@ class Context:
         node = node or self.function or self.tree
         s = self._scopes.get(id(node))
         if s is None:  # the import only here: asked thousands of times per file
+            from gradtrace.lint.analysis.owners import home
+            other = home(self, node)
+            if other is not self:  # a function of another file (NOTE [project index])
+                return other.scope(node)
             from gradtrace.lint.flow import Scope
             s = self._scopes[id(node)] = Scope(node, self)
         return s

@@ -19,6 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     TENSOR_METHODS, unpacks_indices)
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
+from gradtrace.lint.analysis.project import foreign_callee, home
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
@@ -209,11 +210,12 @@ class Graphs:
         if not runs_model(self.ctx, self.scope, callee, line) or _imported_no_input(
                 self.ctx, self.scope, callee, call, line):
             return False
-        fn = called_function(call, self.scope, line)
+        fn = called_function(call, self.scope, line) or foreign_callee(
+            self.ctx, call, self.scope, line)  # NOTE [project index]
         if fn is None or fn.name in ("forward", "__call__") or callee in ("self", "self.forward") \
                 or bound_module(self.ctx, self.scope, callee, line):
             return True
-        return returns_graph(self.ctx, fn, None, 0) or any(
+        return returns_graph(home(self.ctx, fn), fn, None, 0) or any(
             _grad_leaf(self.scope.binding_before(a.id, line)) for a in call.args
             if isinstance(a, ast.Name))
 
@@ -242,16 +244,18 @@ class Graphs:
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                 and isinstance(s.value, ast.Call)):
             return False
-        fn = called_function(s.value, self.scope, b.line)
+        fn = called_function(s.value, self.scope, b.line) or foreign_callee(
+            self.ctx, s.value, self.scope, b.line)  # NOTE [project index]
         target = s.targets[0]
         if fn is None or fn is self.scope.node:
             return False
+        ctx = home(self.ctx, fn)
         if isinstance(target, ast.Tuple):
             names = [dotted(e) for e in target.elts]
             if b.name not in names or any(isinstance(e, ast.Starred) for e in target.elts):
                 return False
-            return returns_graph(self.ctx, fn, names.index(b.name), len(names))
-        return dotted(target) == b.name and returns_graph(self.ctx, fn, None, 0)
+            return returns_graph(ctx, fn, names.index(b.name), len(names))
+        return dotted(target) == b.name and returns_graph(ctx, fn, None, 0)
 
     def carries(self, b: Binding) -> bool:
         """The binding holds a graph: it calls a module, or is computed from what does."""
@@ -272,7 +276,9 @@ class Graphs:
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                 and isinstance(s.value, ast.Call)):
             return False
-        fn = called_function(s.value, self.scope, b.line)
+        fn = called_function(s.value, self.scope, b.line) or foreign_callee(
+            ctx, s.value, self.scope, b.line)  # NOTE [project index]
+        ctx = home(ctx, fn)
         if not isinstance(s.targets[0], ast.Tuple):  # NOTE [no-grad helpers]
             return dotted(s.targets[0]) == b.name and returns_off(ctx, fn) is not None
         names = [dotted(e) for e in s.targets[0].elts]

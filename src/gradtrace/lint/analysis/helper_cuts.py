@@ -21,7 +21,8 @@ A helper computing everything it returns under ``no_grad`` cuts too
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple
 
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
@@ -32,6 +33,7 @@ from gradtrace.lint.analysis.cuts import (
 )
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
 if TYPE_CHECKING:
@@ -85,7 +87,51 @@ class HelperTracer(Tracer):
 
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(e, self.scope, line)
-        return None if fn is None else through_file_function(self, e, fn, use, line)
+        if fn is None:
+            fn = foreign_callee(self.ctx, e, self.scope, line)  # NOTE [project index]
+            return None if fn is None else _cut_away(self, e, fn, use, line)
+        return through_file_function(self, e, fn, use, line)
+
+
+def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+              use: ast.stmt | None, line: int) -> Trace | None:
+    """:func:`cut_through` for a function of another file (NOTE [project index]): the cut is
+    that file's, so the finding is at the call, naming the other file's line."""
+    home_ctx = home(t.ctx, fn)
+    cut = helper_cut(home_ctx, fn)
+    if cut is None:
+        return None
+    cls = home_ctx.analysis.class_of(fn) if fn.name == "forward" or cut.kind == GRAD_OFF \
+        else None
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
+        return Trace(False, ())
+    node = cut.node
+    path = shown_path(home_ctx.path, t.ctx.path)
+    away = cut_away(home_ctx, node) or Away(path, node.lineno, home_ctx.source(node),
+                                            home_ctx.source(cut.operand), fn.name)
+    t.ctx.memo("project-away-cuts", t.ctx.tree, dict)[id(e)] = (e, away)
+    forced = helper_band_aid(home_ctx, fn.name)
+    if forced is not None:  # "forced at line 6 of utils.py"
+        t.ctx.memo("gt1-helper-bandaids", t.ctx.tree, dict)[fn.name] = SimpleNamespace(
+            lineno=f"{forced.lineno} of {path}")
+    return Trace(False, (Cut(cut.kind, e, e, ((f"{fn.name}()", e.lineno),)),))
+
+
+class Away(NamedTuple):
+    """Where in another file a cut that a call of this file reaches is made."""
+
+    path: str
+    line: int
+    code: str  # the cutting expression
+    operand: str  # what it cuts
+    helper: str  # the function of that file the call runs
+
+
+def cut_away(ctx: Context, node: ast.AST) -> Away | None:
+    """The other file's cut that the call ``node`` of this file reaches
+    (NOTE [project index]), or None: the cut is ``node`` itself, in this file."""
+    got = ctx.memo("project-away-cuts", ctx.tree, dict).get(id(node))
+    return got[1] if got is not None and got[0] is node else None
 
     def binding_trace(self, b: Binding) -> Trace:
         """A name unpacked from a call of the file's function, when the function makes the

@@ -14,6 +14,7 @@ import weakref
 from typing import ClassVar, Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.project import imported_mentioning
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
@@ -23,7 +24,7 @@ from gradtrace.lint.analysis.vocabulary import is_model_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_loss_class
 from gradtrace.lint.analysis.backpropagated import backpropagated
-from gradtrace.lint.analysis.helper_cuts import helper_band_aid
+from gradtrace.lint.analysis.helper_cuts import cut_away, helper_band_aid
 from gradtrace.lint.nodes import walk
 
 ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "
@@ -69,7 +70,8 @@ class LossCutRule(Rule):
         yield from self._check(node, ctx)
 
     def _check(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if not worth_reporting(node, ctx) or not _file_has(ctx, self.file_needs):
+        if not worth_reporting(node, ctx) or not (
+                _file_has(ctx, self.file_needs) or _calls_away(ctx, node, self.file_needs)):
             return
         lp = loss_paths(ctx, node)
         # per file: a helper's cut is reached from each of its callers (NOTE [helper cuts])
@@ -89,8 +91,10 @@ class LossCutRule(Rule):
     def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
         """The finding for cut ``c`` of verdict ``v`` (override for other message fields;
         None: not said after all)."""
+        away = cut_away(ctx, c.node)  # a cut in another file: its code (NOTE [project index])
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
-                           expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
+                           expr=short(away.code if away else ctx.source(c.node)),
+                           operand=short(away.operand if away else ctx.source(c.operand)),
                            consequence=consequence(v, lp, ctx))
 
 
@@ -149,6 +153,16 @@ def _has_line(ctx: Context, word: str, start: int, end: int) -> bool:
         return False
     i = bisect.bisect_left(lines, start)
     return i < len(lines) and lines[i] <= end
+
+
+def _calls_away(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
+    """Whether ``node`` calls a function of another file of the project whose text holds one
+    of ``words`` (the cut may be there: NOTE [project index])."""
+    if isinstance(node, ast.Module):
+        return imported_mentioning(ctx, ctx.code, words)
+    text = ctx.memo("gt1-code-of", node, lambda: "\n".join(
+        ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
+    return imported_mentioning(ctx, text, words)
 
 
 def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
@@ -320,4 +334,8 @@ def related_for(c: Cut, v: Verdict, ctx: Context) -> tuple[Related, ...]:
         what = f"`{name}` is called here and returns what `{nxt}` cut" \
             if name.endswith("()") else f"`{name}` is built from `{nxt}` here"
         out.append(Related(ctx.path, ln, what, len(text) - len(text.lstrip())))
+    away = cut_away(ctx, c.node)
+    if away is not None:  # the cut is in a function of another file (NOTE [project index])
+        out.append(Related(away.path, away.line, f"`{away.helper}` cuts the graph here: "
+                           f"`{short(away.code, 40)}`"))
     return tuple(out)

@@ -1,0 +1,204 @@
+"""The project around a file: its imports resolved to files of the same checkout, read lazily.
+
+# NOTE [project index]
+Every per-file fact stops at an import. This index resolves an imported name to a file of the
+checked tree and gives the function or class it names there, with that file's own
+:class:`~gradtrace.lint.context.Context`: the facts of that function (does it cut what it
+returns, return under grad-off, return a graph, ...) are then the SAME per-file facts, computed
+in the other file's context (:func:`home`), not a second implementation.
+
+What resolves: ``from .commons import f`` and ``from . import commons`` (relative to the
+file's package), ``from utils.misc import f``, ``import models.vits as m`` then ``m.f(...)``,
+``import commons`` then ``commons.f(...)`` (absolute: from the file's own folder and each
+parent up to the project root, and the ``src/`` folder of each), ``from models import Net``
+where ``models/__init__.py`` re-exports ``Net`` from a module of the package (one hop). The
+project root is the nearest folder upward without ``__init__.py``, or a root given to
+``check`` (:func:`set_roots`) when that is higher; nothing outside it, nothing under
+``site-packages``/``dist-packages``, nothing named like ``torch``. Unknown: no fact.
+
+When: only when a rule asks about a name imported from another file (most files never do),
+each file parsed once per process (cached by path, mtime and size; at most ``MAX_BYTES``; a
+file that cannot be read, decoded or parsed gives no fact, never an error). Depth: the other
+file's own imports are followed the same way, up to ``MAX_DEPTH`` files away from the checked
+one (a forward that calls a helper of a third file); beyond that, no fact.
+
+Unsaved buffers: the flake8 plugin and the editor check one buffer; the files it imports are
+read from disk, so an unsaved edit of a sibling is not seen until it is saved.
+
+Findings of a file now depend on the files its facts read: :func:`begin_reads` and
+:func:`reads` give the digests of those files for the result cache (NOTE [cache]).
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
+from gradtrace.lint.analysis.project_files import (
+    FILES, TOUCHED, imported_mentioning, imports_of, module_context, use)
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.modules import ClassInfo
+    from gradtrace.lint.context import Context
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+__all__ = ["foreign_callee", "foreign_class", "foreign_function", "home", "imported",
+           "imported_mentioning", "shown_path"]
+
+
+def _defined(octx: Context, name: str, hops: int = 1) -> tuple[Context, ast.AST] | None:
+    """The function or class ``name`` of ``octx``'s file, or re-exported by it (``from .x
+    import name`` in a package ``__init__``: ``hops`` such steps)."""
+    a = octx.analysis
+    fn = a.functions.get(name)
+    if fn is not None:
+        return octx, fn
+    cls = a.classes.get(name)
+    if cls is not None and cls.node in octx.tree.body:
+        return octx, cls.node
+    if hops and name in imports_of(octx):
+        got = imported(octx, name, hops - 1)
+        if isinstance(got, tuple):
+            return got
+    return None
+
+
+def imported(ctx: Context, name: str, hops: int = 1
+             ) -> tuple[Context, ast.AST] | Context | None:
+    """What the local ``name`` imports from a file of the project: (its context, the function
+    or class definition), or the context of an imported module; None: not known."""
+    if name not in ctx.imports.aliases and name not in ctx.imports.package:
+        return None
+    spec = imports_of(ctx).get(name)
+    if spec is None:
+        return None
+    level, module, attr = spec
+    memo: dict = ctx.memo("project-imported", ctx.tree, dict)
+    if name in memo:
+        got, used = memo[name]
+        for path in used:  # read again for this checked file (NOTE [cache])
+            f = FILES.get(path)
+            if f is not None:
+                use(f)
+        return got
+    memo[name] = (None, ())
+    TOUCHED.append(set())
+    try:
+        if attr is None:  # `import commons`, `import models.vits as m`
+            got = module_context(ctx, level, module)
+        else:
+            sub = module_context(ctx, level, (module + "." + attr).strip("."))
+            if sub is not None:  # `from . import commons`, `from models import vits`
+                got = sub
+            else:
+                octx = module_context(ctx, level, module)
+                got = _defined(octx, attr, hops) if octx is not None else None
+    finally:
+        used = TOUCHED.pop()
+    if TOUCHED:
+        TOUCHED[-1].update(used)
+    memo[name] = (got, tuple(used))
+    return got
+
+
+def foreign_def(ctx: Context, func: ast.expr) -> tuple[Context, ast.AST] | None:
+    """The definition (function or class) of another file that ``func`` names: ``helper``
+    imported from it, ``mod.helper`` / ``pkg.mod.Net`` through an imported module."""
+    if not ctx.imports.aliases and not ctx.imports.package:
+        return None
+    parts: list[str] = []
+    n = func
+    while isinstance(n, ast.Attribute):
+        parts.append(n.attr)
+        n = n.value
+    if not isinstance(n, ast.Name) or len(parts) > 3:
+        return None
+    got = imported(ctx, n.id)
+    for p in reversed(parts):
+        if got is None or isinstance(got, tuple):
+            return None
+        octx = got
+        sub = _defined(octx, p)
+        if sub is not None:
+            got = sub
+            continue
+        spec = imports_of(octx).get(p)
+        got = imported(octx, p) if spec is not None else None
+    return got if isinstance(got, tuple) else None
+
+
+def foreign_function(ctx: Context, call: ast.Call) -> Def | None:
+    """The function of another file of the project ``call`` runs (``helper(x)``,
+    ``utils.helper(x)``), registered so that :func:`home` gives its context."""
+    got = foreign_def(ctx, call.func)
+    return got[1] if got is not None and isinstance(got[1], (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef)) else None
+
+
+def foreign_class(ctx: Context, func: ast.expr) -> ClassInfo | None:
+    """The class of another file of the project ``func`` names (``Net``, ``models.Net``)."""
+    got = foreign_def(ctx, func)
+    if got is None or not isinstance(got[1], ast.ClassDef):
+        return None
+    return got[0].analysis.classes.get(got[1].name)
+
+
+_WRAPPERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel",
+                       "torch.nn.parallel.DataParallel",
+                       "torch.nn.parallel.distributed.DistributedDataParallel"})
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half",
+                          "bfloat16", "requires_grad_"})
+
+
+def foreign_callee(ctx: Context, call: ast.Call, scope: object, line: int) -> Def | None:
+    """The function of another file of the project that ``call`` (read at ``line`` in
+    ``scope``) runs: ``helper(x)`` / ``utils.helper(x)`` imported, not rebound here; or the
+    ``forward`` of a module class of another file called through an instance made here
+    (``net = Net(...).cuda()``, ``net = DDP(net)``, then ``net(x)``) (NOTE [project index])."""
+    f = call.func
+    root = f
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name) or root.id == "self":
+        return None
+    b = _binding(ctx, scope, root.id, line)
+    if b is None or isinstance(b.stmt, (ast.Import, ast.ImportFrom)):
+        return foreign_function(ctx, call)  # bound by an import only
+    if f is not root:
+        return None
+    cls = _instance_class(ctx, scope, b, 0)
+    fwd = cls.methods.get("forward") if cls is not None and cls.is_module else None
+    return fwd
+
+
+def _binding(ctx: Context, scope: object, name: str, line: int):  # type: ignore[no-untyped-def]
+    """The binding of ``name`` read at ``line``: in ``scope``, else the module's."""
+    b = scope.binding_before(name, line)  # type: ignore[attr-defined]
+    if b is None and scope.node is not ctx.tree:  # type: ignore[attr-defined]
+        b = ctx.scope(ctx.tree).binding_before(name, 10**9)
+    return b
+
+
+def _instance_class(ctx: Context, scope: object, b: object, depth: int) -> ClassInfo | None:
+    """The class of another file whose instance the binding ``b`` holds (through ``.to()``,
+    ``.cuda()``, ``DDP(...)``), or None."""
+    st = getattr(b, "stmt", None)
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name)):
+        return None  # `a, b = f()`: not one value
+    v = st.value
+    while depth < 6 and isinstance(v, ast.Call):
+        depth += 1
+        f = v.func
+        if isinstance(f, ast.Attribute) and f.attr in _SAME_MODULE:
+            v = f.value
+            continue
+        if (ctx.qualified_name(f) or "") in _WRAPPERS and v.args:
+            v = v.args[0]
+            continue
+        return foreign_class(ctx, f)
+    if isinstance(v, ast.Name) and depth < 6:
+        nb = _binding(ctx, scope, v.id, getattr(b, "line", 0))
+        if nb is not None and nb is not b:
+            return _instance_class(ctx, scope, nb, depth + 1)
+    return None
