@@ -92,6 +92,22 @@ class HelperTracer(Tracer):
             return None if fn is None else _cut_away(self, e, fn, use, line)
         return through_file_function(self, e, fn, use, line)
 
+    def binding_trace(self, b: Binding) -> Trace:
+        """A name unpacked from a call of the file's function, when the function makes the
+        element at that place under grad-off (NOTE [unpacked grad-off element]): a cut at
+        that region, reached through the call; otherwise the whole right-hand side."""
+        s = b.stmt
+        if b.value is None and isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call):
+            spots = [i for i, t in enumerate(s.targets[0].elts) if dotted(t) == b.name]
+            fn = called_function(s.value, self.scope, b.line) if len(spots) == 1 else None
+            cut = grad_off_element(self.ctx, fn, spots[0], len(s.targets[0].elts)) \
+                if fn is not None and _plain_off(fn, self.ctx) else None
+            if cut is not None:
+                return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
+                                         ((f"{fn.name}()", s.value.lineno),)),))
+        return super().binding_trace(b)
+
 
 def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
               use: ast.stmt | None, line: int) -> Trace | None:
@@ -132,22 +148,6 @@ def cut_away(ctx: Context, node: ast.AST) -> Away | None:
     (NOTE [project index]), or None: the cut is ``node`` itself, in this file."""
     got = ctx.memo("project-away-cuts", ctx.tree, dict).get(id(node))
     return got[1] if got is not None and got[0] is node else None
-
-    def binding_trace(self, b: Binding) -> Trace:
-        """A name unpacked from a call of the file's function, when the function makes the
-        element at that place under grad-off (NOTE [unpacked grad-off element]): a cut at
-        that region, reached through the call; otherwise the whole right-hand side."""
-        s = b.stmt
-        if b.value is None and isinstance(s, ast.Assign) and len(s.targets) == 1 \
-                and isinstance(s.targets[0], ast.Tuple) and isinstance(s.value, ast.Call):
-            spots = [i for i, t in enumerate(s.targets[0].elts) if dotted(t) == b.name]
-            fn = called_function(s.value, self.scope, b.line) if len(spots) == 1 else None
-            cut = grad_off_element(self.ctx, fn, spots[0], len(s.targets[0].elts)) \
-                if fn is not None and _plain_off(fn, self.ctx) else None
-            if cut is not None:
-                return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
-                                         ((f"{fn.name}()", s.value.lineno),)),))
-        return super().binding_trace(b)
 
 
 def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,
