@@ -9,7 +9,6 @@ from torch.overrides import TorchFunctionMode
 
 import gradtrace
 from gradtrace.runtime.pace import WARM_STEPS
-from gradtrace.runtime.trace.quiet import MIN_WARM
 
 
 
@@ -67,8 +66,7 @@ def test_auto_pace_disarms_and_keeps_the_bits():
     _, plain = _loop(120)
     with gradtrace.trace() as tr:
         armed, traced = _loop(120, tr)
-    # a loop that repeats itself ends its warm-up early (NOTE [quiet warm-up])
-    assert all(armed[:MIN_WARM]) and not all(armed)
+    assert all(armed[:WARM_STEPS]) and not all(armed)
     assert all(torch.equal(a, b) for a, b in zip(plain, traced))
 
 

@@ -55,11 +55,8 @@ class Pace:
         self._plain: deque[float] = deque(maxlen=_WINDOW)  # ... and of unrecorded ones
         self._work: deque[float] = deque(maxlen=_WINDOW)  # recording work per recorded step
 
-    def step_end(self, steps: int, every: int, recorded: bool, anomaly: bool = False,
-                 warm: int = WARM_STEPS) -> int:
-        """The ``every`` to use from now on, at the end of a step (``steps`` done so far);
-        ``warm``: the steps recorded before the first price (a tracer's warm-up may end sooner,
-        NOTE [quiet warm-up]).
+    def step_end(self, steps: int, every: int, recorded: bool, anomaly: bool = False) -> int:
+        """The ``every`` to use from now on, at the end of a step (``steps`` done so far).
 
         The clock is read only around the steps it prices: the unrecorded step just before a
         recorded one, and the recorded one; the other steps cost a modulo."""
@@ -79,7 +76,7 @@ class Pace:
         if self.fixed is not None:
             return self.fixed
         self.anchor = steps - 1  # a new price counts from this step, not from step 0
-        if anomaly or steps < warm or not self._recorded:
+        if anomaly or steps < WARM_STEPS or not self._recorded:
             return 1
         if len(self._plain) < PROBES:  # price against timed unrecorded steps, not a guess
             return 2

@@ -13,9 +13,7 @@ path); the optimizer hooks stay and see every step (which parameters got gradien
 non-finite gradients on due steps). Module facts are therefore those of armed steps: a
 parameter without a gradient whose module was never seen running is reported without the
 claim that its module never ran. A non-finite gradient
-or an optimizer seen for the first time arms every step again for ``WARM_STEPS`` steps. A loop
-that repeats itself ends its warm-up sooner, and a paced step that meets a new line warms up
-again (NOTE [quiet warm-up] in :mod:`.quiet`).
+or an optimizer seen for the first time arms every step again for ``WARM_STEPS`` steps.
 
 The switch happens in the optimizer's step post-hook, on the thread that entered the tracer,
 and only while the mode is on top of the stack (a mode the user pushed above ours keeps the
@@ -49,7 +47,6 @@ import torch
 
 from gradtrace.runtime.pace import WARM_STEPS, Pace
 from gradtrace.runtime.ran import RAN_STEPS, RanRecorder
-from gradtrace.runtime.trace.quiet import MIN_WARM, QUIET_STEPS, learned, sites
 
 
 class Arming:
@@ -65,10 +62,6 @@ class Arming:
         self.every = 1
         self.steps = 0
         self.warm_until = WARM_STEPS
-        self.hold_until = 0  # no early end of a warm-up before this step (a symptom's)
-        self.quiet = 0  # armed steps in a row that learned nothing (NOTE [quiet warm-up])
-        self._learned: tuple[Any, ...] = ()
-        self._sites: tuple[int, ...] = ()
         self.armed = False
         self.thread = 0
         self._grad_at_disarm = True
@@ -82,7 +75,6 @@ class Arming:
         self.mode.__enter__()
         self.armed = True
         self.ran.start()
-        self._baseline()
 
     def exit(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.ran.close()
@@ -126,44 +118,15 @@ class Arming:
             self.ran.first_steps_done()
         if anomaly:
             self.warm_until = max(self.warm_until, steps + WARM_STEPS)
-            self.hold_until = self.warm_until
         elif new_optimizer:  # its first step counts as one of its warm-up steps
             self.warm_until = max(self.warm_until, steps - 1 + WARM_STEPS)
-        if armed and not self.always and self.pace.fixed is None:
-            self._quiet(steps)
-        every = self.pace.step_end(steps, self.every, armed, anomaly,
-                                   min(WARM_STEPS, self.warm_until))
+        every = self.pace.step_end(steps, self.every, armed, anomaly)
         if self.always or steps < self.warm_until:
             every = 1
         self.every = every
         want = self.pace.due(steps, every)
         if want != armed:
             self._switch(want)
-            if want:
-                self._baseline()
-
-    def _quiet(self, steps: int) -> None:
-        """End the warm-up after armed steps that learned nothing; warm up again when a paced
-        step meets a new line (NOTE [quiet warm-up])."""
-        now = learned(self.state, self.hooks.data)
-        if now != self._learned:
-            self._learned, self.quiet = now, 0
-            new_sites = sites(self.state, self.hooks.data)
-            if steps >= self.warm_until and new_sites != self._sites:
-                self.warm_until = steps + WARM_STEPS
-            self._sites = new_sites
-            return
-        self.quiet += 1
-        if self.quiet >= QUIET_STEPS and MIN_WARM <= steps < self.warm_until \
-                and steps >= self.hold_until:
-            self.warm_until = steps
-
-    def _baseline(self) -> None:
-        """What the session knows as an armed stretch starts."""
-        if not self.always and self.pace.fixed is None:
-            self._learned = learned(self.state, self.hooks.data)
-            self._sites = sites(self.state, self.hooks.data)
-            self.quiet = 0
 
     def arm(self) -> None:
         """Arm now, mid-step."""

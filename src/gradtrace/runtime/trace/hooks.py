@@ -216,8 +216,7 @@ class Hooks:
             note_summed(d, st, rec, opt)  # summed_outside.py
         assert rec is not None
         rec.steps += 1
-        if self.arming is None or self.arming.armed:  # an unarmed step saw no backward()
-            note_window(st, rec)
+        note_window(st, rec)
         if not rec.schedule_checked:
             watch_lr(rec, opt, d)
         st.in_step = True
