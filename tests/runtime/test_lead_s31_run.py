@@ -135,3 +135,44 @@ def test_a_detached_body_still_never_receives_a_gradient(run_script):
     assert got and got[0]["code"] == "GT107" and got[0]["line"] == marked_line(src), \
         res.findings
     assert "Linear.bias" in got[0]["message"] and got[0]["message"].count("Linear") == 2
+
+
+# NOTE [cut after the last backward]: a layer whose output the model leaves unused on purpose
+# (the penultimate hidden state is selected) gets no gradient; the `.item()` of a measurement
+# after training reads it and is no cut on any loss path: the run says nothing of it. A
+# `.item()` before the backward() that really cuts the path keeps its finding.
+AFTER = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+head = nn.Linear(4, 1)
+opt = torch.optim.SGD(list(layers.parameters()) + list(head.parameters()), lr=0.1)
+start = [p.detach().clone() for p in layers.parameters()]
+for _ in range(3):
+    h, states = torch.randn(8, 4), []
+    for layer in layers:
+        h = torch.relu(layer(h))
+        states.append(h)
+    loss = head(states[-2]).pow(2).mean(){cut}
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+moved = sum((p - q).norm() for p, q in zip(layers.parameters(), start)).item()
+"""
+
+
+def test_a_measurement_after_training_is_no_cut(run_script):
+    res = run_script(AFTER.replace("{cut}", ""))
+    assert res.code == 0, res.err
+    assert not any("cut here" in f["message"] for f in res.findings), res.findings
+
+
+def test_a_cut_before_the_backward_keeps_its_finding(run_script):
+    src = AFTER.replace("{cut}", "\n    loss = torch.tensor(loss.item(), requires_grad=True)")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    first = res.findings[0]
+    assert first["code"] in ("GT101", "GT102", "GT106") and "item" in first["message"], \
+        res.findings

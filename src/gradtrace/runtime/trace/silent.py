@@ -209,8 +209,14 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
 
     A cut that made the leaf a backward() started from leads them all
     (NOTE [backward of a leaf] in :mod:`.root_leaf`): nothing flowed from that backward()."""
+    # NOTE [cut after the last backward]
+    # A cut first made after the run's last backward() (the cuts are kept in the order they
+    # were first made) is on no path a backward() took: a measurement after training
+    # (`sum((p - q).norm() for ...).item()`), never why a parameter got no gradient.
     trained = rec is not None and rec.grad_runs > 0
-    cuts = [c for c, ids in state.cut_upstream.items() if id(p) in ids]
+    last = state.cuts_by_last_backward if state.backward_count else None
+    cuts = [c for i, (c, ids) in enumerate(state.cut_upstream.items())
+            if id(p) in ids and (last is None or i < last)]
     cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad"
                              and not (c.switch and c.switch.function == "forward"),  # a block
                              c.reason in ("item", "grad")))  # inside the model: no evaluation

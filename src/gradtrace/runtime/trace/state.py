@@ -69,6 +69,7 @@ class TraceState(GradEvents):
         self.inplace: deque[InplaceRecord] = \
             deque(maxlen=512)
         self.backward_count = 0
+        self.cuts_by_last_backward = 0  # NOTE [cut after the last backward] in silent.py
         self.backward_sites: list[Site] = []
         self.kept_roots: list[tuple[Any, Site]] = []  # the first 8 losses backpropagated
         self.returned_at: dict[Site, Site | None] = {}  # NOTE [running total of a returned loss]
@@ -391,6 +392,7 @@ class TraceState(GradEvents):
             backward_ends(self, self.backward_sites[-1] if raw is not None else None)
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
+        self.cuts_by_last_backward = len(self.cut_upstream)
         if self.backward_count <= 4 and self.hooks_data is not None:
             self.hooks_data.note_backward_grads()  # NOTE [gradient cleared before the step]
         if self.hooks_data is not None and self.hooks_data.rows_used:
