@@ -48,3 +48,101 @@ def test_trainable_momentum_encoder_output_shared_by_two_backwards_fires():
 def test_frozen_module_fed_a_live_value_still_carries_its_graph():
     src = MOMENTUM.replace("momentum_encoder(x1)", "momentum_encoder(online(x1))")
     assert found(src, "GT509") == [12]
+
+
+# NOTE [module given by a default]: `act=ReLU()` as a constructor default is `self.act`.
+FILM = '''\
+import torch
+from torch.nn import Linear, ModuleList, ReLU, GELU
+
+
+class Conv(torch.nn.Module):
+    def __init__(self, c_in, c_out, act=ReLU()):
+        super().__init__()
+        self.act = act
+        self.lin = Linear(c_in, c_out)
+        self.skip = Linear(c_in, c_out)
+
+    def forward(self, x):
+        out = self.skip(x)
+        if self.act is not None:
+            out = self.act(out)
+        out += self.lin(x)
+        return out
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.convs = ModuleList([Conv(4, 8), Conv(8, 2, act=None)])
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = conv(x)
+        return x
+'''
+
+
+def test_add_in_place_to_the_output_of_a_default_relu_module_fires():
+    assert found(FILM, "GT603") == [16]
+
+
+def test_default_module_that_saves_no_output_is_silent():
+    assert found(FILM.replace("act=ReLU()", "act=GELU()"), "GT603") == []
+
+
+def test_default_overridden_by_a_construction_is_not_known():
+    assert found(FILM.replace("Conv(8, 2, act=None)", "Conv(8, 2, act=GELU())"), "GT603") == []
+
+
+def test_out_of_place_add_after_default_relu_is_silent():
+    assert found(FILM.replace("out += self.lin(x)", "out = out + self.lin(x)"), "GT603") == []
+
+
+# NOTE [parameter written in place]: a module's forward writing its input through an alias,
+# handed the ReLU output of another module unnamed.
+RESA = '''\
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Shift(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        y = x
+        for i in range(2):
+            y.add_(F.relu(self.conv(y.roll(1, dims=2))))
+        return y
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU())
+        self.shift = Shift(4)
+
+    def forward(self, x):
+        return self.shift(self.backbone(x))
+
+
+net = Net()
+loss = net(torch.randn(2, 3, 8, 8)).sum()
+loss.backward()
+'''
+
+
+def test_module_forward_writing_its_input_handed_a_relu_output_fires():
+    assert found(RESA, "GT603") == [14]
+
+
+def test_module_forward_writing_a_copy_is_silent():
+    assert found(RESA.replace("y = x\n", "y = x.clone()\n"), "GT603") == []
+
+
+def test_module_forward_handed_an_output_that_is_not_saved_is_silent():
+    src = RESA.replace("nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()", "nn.ReLU(), nn.Conv2d(3, 4, 3, padding=1)")
+    assert found(src, "GT603") == []
