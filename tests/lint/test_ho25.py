@@ -146,3 +146,45 @@ def test_module_forward_writing_a_copy_is_silent():
 def test_module_forward_handed_an_output_that_is_not_saved_is_silent():
     src = RESA.replace("nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()", "nn.ReLU(), nn.Conv2d(3, 4, 3, padding=1)")
     assert found(src, "GT603") == []
+
+
+# NOTE [one view, several writes]
+BIAS = '''\
+import math
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, c, classes):
+        super().__init__()
+        self.conv = nn.Conv2d(c, 3 * (5 + classes), 1)
+        self.init_bias(classes)
+
+    def init_bias(self, classes):
+        b = self.conv.bias.view(3, -1)
+        b[:, 4] += math.log(8 / 640 ** 2)
+        b[:, 5:] += math.log(0.6 / (classes - 0.99))
+        self.conv.bias = nn.Parameter(b.view(-1), requires_grad=True)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+head = Head(8, 4)
+head(torch.randn(1, 8, 4, 4)).sum().backward()
+'''
+
+
+def test_two_writes_through_one_view_of_a_bias_are_reported_at_the_view():
+    assert found(BIAS, "GT302") == [13]
+
+
+def test_one_write_through_the_view_is_reported_at_the_write():
+    src = BIAS.replace("        b[:, 5:] += math.log(0.6 / (classes - 0.99))\n", "")
+    assert found(src, "GT302") == [14]
+
+
+def test_view_of_a_detached_bias_is_silent():
+    src = BIAS.replace("self.conv.bias.view(3, -1)", "self.conv.bias.detach().view(3, -1)")
+    assert found(src, "GT302") == []
