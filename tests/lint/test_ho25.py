@@ -176,8 +176,8 @@ head(torch.randn(1, 8, 4, 4)).sum().backward()
 '''
 
 
-def test_two_writes_through_one_view_of_a_bias_are_reported_at_the_view():
-    assert found(BIAS, "GT302") == [13]
+def test_two_writes_through_one_view_of_a_bias_are_reported_at_the_view_and_first_write():
+    assert found(BIAS, "GT302") == [13, 14]
 
 
 def test_one_write_through_the_view_is_reported_at_the_write():
@@ -188,3 +188,53 @@ def test_one_write_through_the_view_is_reported_at_the_write():
 def test_view_of_a_detached_bias_is_silent():
     src = BIAS.replace("self.conv.bias.view(3, -1)", "self.conv.bias.detach().view(3, -1)")
     assert found(src, "GT302") == []
+
+
+# NOTE [loss built after the step from a value before]
+SAC = '''\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def mlp(i, o):
+    return nn.Sequential(nn.Linear(i, 16), nn.ReLU(), nn.Linear(16, o))
+
+
+class Agent:
+    def __init__(self):
+        self.actor, self.critic, self.value = mlp(3, 1), mlp(4, 1), mlp(3, 1)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters())
+        self.critic_opt = torch.optim.Adam(self.critic.parameters())
+
+    def update(self, s, a, y):
+        new_a = torch.tanh(self.actor(s))
+        q_pred = self.critic(torch.cat((s, new_a), -1))
+        q_loss = F.mse_loss(self.critic(torch.cat((s, a), -1)), y)
+        self.critic_opt.zero_grad()
+        q_loss.backward()
+        self.critic_opt.step()
+        advantage = q_pred - self.value(s).detach()
+        actor_loss = -advantage.mean()
+        self.actor_opt.zero_grad()
+        actor_loss.backward()
+        self.actor_opt.step()
+
+
+Agent().update(torch.randn(8, 3), torch.randn(8, 1), torch.randn(8, 1))
+'''
+
+
+def test_actor_loss_built_after_the_critic_step_from_a_critic_output_before_it_fires():
+    assert found(SAC, "GT609") == [22]
+
+
+def test_critic_output_computed_after_the_step_is_silent():
+    src = SAC.replace("        q_pred = self.critic(torch.cat((s, new_a), -1))\n", "").replace(
+        "        advantage = q_pred", "        advantage = self.critic(torch.cat((s, new_a), -1))")
+    assert found(src, "GT609") == []
+
+
+def test_critic_output_detached_before_the_step_is_silent():
+    src = SAC.replace("advantage = q_pred - ", "advantage = q_pred.detach() * new_a - ")
+    assert found(src, "GT609") == []

@@ -4,9 +4,10 @@
 ``b = self.conv.bias.view(3, -1)``, then ``b[:, 4] += c`` and ``b[:, 5:] += d`` (YOLO's smart
 bias initialization): each write raises 'a view of a leaf Variable that requires grad is being
 used in an in-place operation', and the one line that mends them all is the one making the view
-(``self.conv.bias.detach().view(3, -1)``, or the writes under ``torch.no_grad()``): GT302 is
-reported once, there, with each write related. One write through the view is reported at the
-write, as any other.
+(``self.conv.bias.detach().view(3, -1)``, sparseml's fix); YOLOv5 mends each write instead
+(``b.data[:, 4] += ...``). GT302 is reported at the view's binding, with each write related, and
+at the first write (the one that raises); the later writes are listed, not reported again. One
+write through the view is reported at the write alone, as any other.
 """
 from __future__ import annotations
 

@@ -348,7 +348,8 @@ class InplaceUpdateOfLeaf(Rule):
                 yield self.report(bind, ctx, what=f"updates (lines {lines}) through the view "
                                   f"`{name}`", name=ctx.source(bind.value.func.value),
                                   view=write_error(view, target), related=rel)
-            return
+            if stmt is not writes[0]:
+                return  # the first write raises; the binding's finding lists the others
         note = f"`{name}` iterates over leaves that require grad here" \
             if isinstance(origin, (ast.For, ast.AsyncFor)) \
             else f"`{name}` is made a leaf that requires grad here"
