@@ -238,3 +238,20 @@ def test_critic_output_computed_after_the_step_is_silent():
 def test_critic_output_detached_before_the_step_is_silent():
     src = SAC.replace("advantage = q_pred - ", "advantage = q_pred.detach() * new_a - ")
     assert found(src, "GT609") == []
+
+
+def test_loss_summed_after_its_own_backward_and_step_is_not_gt609():
+    src = '''\
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+running = 0
+for i in range(3):
+    opt.zero_grad()
+    loss = model(torch.randn(2, 4)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    running += loss
+running.backward()
+'''
+    assert found(src, "GT609") == []

@@ -126,7 +126,8 @@ class OptimizerStepBeforeBackward(Rule):
                for e in events):
             return None
         if b.line >= st.call.lineno:  # NOTE [loss built after the step from a value before]
-            return _read_before(later, st, b, owners, scope, cls, ctx)
+            done = {dotted(e.loss) for e in events if e.loss is not None and e.line < st.line}
+            return _read_before(later, st, b, owners, scope, cls, ctx, done)
         if scope.loops_of(later.call) != scope.loops_of(b.stmt) and \
                 scope.loops_of(st.call) != scope.loops_of(b.stmt):
             return None  # built once per outer pass, stepped in an inner loop: not read
@@ -148,7 +149,7 @@ class OptimizerStepBeforeBackward(Rule):
 
 
 def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ignore
-                 scope, cls: ast.ClassDef | None, ctx: Context
+                 scope, cls: ast.ClassDef | None, ctx: Context, done: set[str | None]
                  ) -> tuple[int, str, str | None] | None:
     """# NOTE [loss built after the step from a value before]
     SAC's ``q_pred = min(qf_1(s, a_new), qf_2(s, a_new))`` is computed before
@@ -156,11 +157,16 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     after it: the loss's own line is after the step, but its graph holds ``q_pred``'s, which
     saved the Q weights the step changes in place. (line, owner, name) for the first value the
     loss is computed from (its bindings, transitively, outside ``.detach()``) that was bound
-    before the step, in the step's loop, with grad on, and runs the stepped model."""
+    before the step, in the step's loop (the backward in it too), with grad on, not
+    backpropagated before the step (``running_loss += loss`` after ``loss.backward()``: a
+    second pass, GT509's), and runs the stepped model."""
+    loops = scope.loops_of(st.call)
+    if scope.loops_of(later.call) != loops:
+        return None
     for d in graphs(scope).deps(value_of(b), b.line).bindings:
         v = value_of(d)
-        if d.line >= st.call.lineno or d.no_grad or v is None \
-                or scope.loops_of(d.stmt) != scope.loops_of(st.call):
+        if d.line >= st.call.lineno or d.no_grad or v is None or d.name in done \
+                or scope.loops_of(d.stmt) != loops:
             continue
         for o in sorted(owners):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
