@@ -255,3 +255,49 @@ for i in range(3):
 running.backward()
 '''
     assert found(src, "GT609") == []
+
+
+# NOTE [reduced in place inside a loss]
+BARLOW = '''\
+import torch
+import torch.distributed as dist
+
+
+class BarlowLoss(torch.nn.Module):
+    def forward(self, z_a, z_b):
+        c = z_a.T @ z_b
+        c.div_(z_a.size(0))
+        if dist.is_initialized():
+            c = c / dist.get_world_size()
+            dist.all_reduce(c)
+        on_diag = torch.diagonal(c).add(-1).pow(2).sum()
+        return on_diag + 5e-3 * c.pow(2).sum()
+
+
+def step(model, crit, opt, x0, x1):
+    loss = crit(model(x0), model(x1))
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_cross_correlation_reduced_in_place_inside_a_loss_forward_fires():
+    assert found(BARLOW, "GT466") == [11]
+
+
+def test_differentiable_all_reduce_is_silent():
+    src = BARLOW.replace("            dist.all_reduce(c)\n",
+                         "            c = torch.distributed.nn.all_reduce(c)\n")
+    assert found(src, "GT466") == []
+
+
+def test_count_reduced_in_place_inside_a_forward_is_silent():
+    src = BARLOW.replace("            c = c / dist.get_world_size()\n            dist.all_reduce(c)\n",
+                         "            n = (z_a > 0).sum()\n            dist.all_reduce(n)\n            c = c / n\n")
+    assert found(src, "GT466") == []
+
+
+def test_detached_copy_reduced_for_logging_is_silent():
+    src = BARLOW.replace("            c = c / dist.get_world_size()\n            dist.all_reduce(c)\n",
+                         "            logged = c.detach() / dist.get_world_size()\n            dist.all_reduce(logged)\n")
+    assert found(src, "GT466") == []
