@@ -301,3 +301,51 @@ def test_detached_copy_reduced_for_logging_is_silent():
     src = BARLOW.replace("            c = c / dist.get_world_size()\n            dist.all_reduce(c)\n",
                          "            logged = c.detach() / dist.get_world_size()\n            dist.all_reduce(logged)\n")
     assert found(src, "GT466") == []
+
+
+# NOTE [forward input rebound under no_grad]
+SPEAKER = '''\
+import torch
+from torch import nn
+
+
+class SpeakerEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.spec = nn.Conv1d(1, 8, 16, stride=8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            x = self.spec(x)
+            x = (x.abs() + 1e-6).log()
+        return self.fc(x.mean(-1))
+
+
+encoder = SpeakerEncoder()
+for p in encoder.parameters():
+    p.requires_grad = False
+decoder = nn.Sequential(nn.ConvTranspose1d(8, 1, 16, stride=8, padding=4), nn.Tanh())
+z, real = torch.randn(2, 8, 16), torch.randn(2, 1, 128)
+fake = decoder(z)
+emb = encoder.forward(torch.cat((real, fake)))
+real_emb, fake_emb = emb.chunk(2)
+loss = -torch.nn.functional.cosine_similarity(real_emb, fake_emb).mean() + (fake - real).abs().mean()
+loss.backward()
+'''
+
+
+def test_forward_input_processed_under_no_grad_for_a_generated_input_fires():
+    assert found(SPEAKER, "GT216") == [12]
+
+
+def test_forward_input_processed_under_no_grad_for_data_only_is_silent():
+    src = SPEAKER.replace("emb = encoder.forward(torch.cat((real, fake)))",
+                          "emb = encoder.forward(torch.cat((real, real)))")
+    assert found(src, "GT216") == []
+
+
+def test_forward_input_processed_with_grad_is_silent():
+    src = SPEAKER.replace("        with torch.no_grad():\n            x = self.spec(x)\n            x = (x.abs() + 1e-6).log()\n",
+                          "        x = self.spec(x)\n        x = (x.abs() + 1e-6).log()\n")
+    assert found(src, "GT216") == []
