@@ -87,6 +87,7 @@ class OptimizerStepBeforeBackward(Rule):
         if not steps or not any(e.loss is not None for e in events):
             return
         scope = ctx.scope(node)
+        via_done: set[int] = set()  # backward calls a read-before finding already names
         for st in steps:
             owners = _owners(st, scope, cls, ctx)
             if not owners:
@@ -98,6 +99,10 @@ class OptimizerStepBeforeBackward(Rule):
                 if got is None:
                     continue
                 built, owner, via = got
+                if via is not None and id(later.call) in via_done:
+                    break  # the first step that breaks the value is the one named
+                if via is not None:
+                    via_done.add(id(later.call))
                 what = f"`{via}`, which `{ctx.source(later.loss)}` is computed from," if via \
                     else f"`{ctx.source(later.loss)}`"
                 yield self.report(st.call, ctx, related=(
@@ -159,7 +164,9 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     loss is computed from (its bindings, transitively, outside ``.detach()``) that was bound
     before the step, in the step's loop (the backward in it too), with grad on, not
     backpropagated before the step (``running_loss += loss`` after ``loss.backward()``: a
-    second pass, GT509's), and runs the stepped model."""
+    second pass, GT509's), and runs the stepped model. One finding per backward: the first
+    step that breaks such a value (SAC's ``qf_2_optimizer.step()`` right after the first one
+    is moved by the same fix)."""
     loops = scope.loops_of(st.call)
     if scope.loops_of(later.call) != loops:
         return None
