@@ -160,7 +160,8 @@ class LiveOutputReboundUnderNoGrad(Rule):
             if name not in _names(s.value):
                 continue
             call = _live(name, scope, node.lineno, ctx)
-            passed = _passed_live(name, fn, scope, node.lineno, ctx) if call is None else None
+            passed = _passed_live(  # NOTE [forward input rebound under no_grad]
+                name, fn, scope, node.lineno, ctx) if call is None else None
             if passed is not None and _reaches_loss(name, node, fn):
                 at = node if _only_input(node.body, name) else s
                 f = self.report(at, ctx, related=[Related(

@@ -115,7 +115,7 @@ def _init_value(cls: ast.ClassDef | None, attr_name: str, ctx: Context) -> ast.C
     if attr is None or init is None or attr.method is not init or attr.later:
         return None
     if isinstance(attr.value, ast.Name):
-        return _default_module(init, attr.value.id, ctx)
+        return _default_module(init, attr.value.id, ctx)  # NOTE [module given by a default]
     return attr.value if isinstance(attr.value, ast.Call) else None
 
 
