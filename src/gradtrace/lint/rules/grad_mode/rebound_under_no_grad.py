@@ -48,7 +48,12 @@ def _passed_live(name: str, fn: ast.AST, scope: Scope, line: int,
     a value that carries a graph (NOTE [graph-carrying bindings]): the call, else None.
     Coqui TTS's speaker encoder computes its spectrogram from the waveform under no_grad, so
     the speaker-consistency loss on the generated waveform trains nothing."""
-    if not isinstance(fn, FUNCTION_TYPES) or scope.binding_before(name, line) is not None:
+    if not isinstance(fn, FUNCTION_TYPES) or fn.name != "forward" \
+            or name not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)[1:]} \
+            or scope.binding_before(name, line) is not None:
+        return None
+    info = ctx.analysis.class_of(fn)
+    if info is None or not info.is_module:
         return None
     for value, where in passed_values(ctx, fn, name) or ():  # type: ignore[arg-type]
         call = _call_of(value, where, ctx)
