@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.frozen_attrs import frozen_attr
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import scope_nodes, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -118,3 +118,41 @@ def freeze_statement(ctx: Context) -> ast.AST | None:
                 found.append(n)
         return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
     return ctx.memo("file-freeze-statement", ctx.tree, make)
+
+
+# methods of nn.Module that return the module itself (a chain of them keeps its freeze)
+_SELF_RETURNING = frozenset({"requires_grad_", "eval", "train", "to", "cuda", "cpu", "float",
+                             "half", "double", "bfloat16"})
+
+
+def frozen_local(ctx: Context, scope: object, callee: str, line: int) -> ast.AST | None:
+    """# NOTE [frozen local module]
+    ``target = copy.deepcopy(online).requires_grad_(False)`` (a momentum encoder, a teacher),
+    or ``target = ...`` then ``target.requires_grad_(False)`` on its own line before ``line``:
+    every weight of the module the name holds at ``line`` is frozen (``requires_grad_`` returns
+    the module, as ``eval()`` and ``to()`` do), so its output carries a graph only through its
+    inputs. The freezing call, or None when not known (the file may unfreeze; another binding
+    of the name reaches ``line``)."""
+    if "." in callee or file_unfreezes(ctx):
+        return None
+    got = scope.binding_before(callee, line)  # type: ignore[attr-defined]
+    if got is None or not isinstance(got.stmt, ast.Assign):
+        return None
+    v = got.stmt.value if len(got.stmt.targets) == 1 else None
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+            and v.func.attr in _SELF_RETURNING:
+        if _freezes_call(v):
+            return v
+        v = v.func.value
+    for n in scope_nodes(scope.node):  # type: ignore[attr-defined]
+        if isinstance(n, ast.Expr) and got.line < n.lineno < line and _freezes_call(n.value) \
+                and isinstance(n.value.func.value, ast.Name) \
+                and n.value.func.value.id == callee:  # type: ignore[attr-defined]
+            return n.value
+    return None
+
+
+def _freezes_call(c: ast.AST) -> bool:
+    return isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) \
+        and c.func.attr == "requires_grad_" and len(c.args) == 1 \
+        and isinstance(c.args[0], ast.Constant) and c.args[0].value is False

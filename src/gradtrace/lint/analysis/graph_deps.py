@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
     TENSOR_METHODS, unpacks_indices)
+from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.project import foreign_callee, home
@@ -208,7 +209,8 @@ class Graphs:
         (``conv1d_ref(sig, taps)`` with ``taps = torch.tensor(..., requires_grad=True)``): its
         body is in sight, the spelling is the last resort."""
         if not runs_model(self.ctx, self.scope, callee, line) or _imported_no_input(
-                self.ctx, self.scope, callee, call, line):
+                self.ctx, self.scope, callee, call, line) \
+                or frozen_local(self.ctx, self.scope, callee, line):  # NOTE [frozen local module]
             return False
         fn = called_function(call, self.scope, line) or foreign_callee(
             self.ctx, call, self.scope, line)  # NOTE [project index]

@@ -38,6 +38,8 @@ def _index(ctx: Context) -> dict[str, list[tuple[ast.Call, ast.AST]]]:
             if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)) \
                     and not (isinstance(n.func, ast.Name) and n.func.id in own):
                 k = a.kind_in(n.func, fn, n.lineno)
+                if k is None and isinstance(n.func, ast.Attribute) and n.func.attr == "forward":
+                    k = a.kind_in(n.func.value, fn, n.lineno)  # `encoder.forward(x)` runs it too
                 if k is not None and k.what == MODULE and k.cls in own:
                     out.setdefault(k.cls, []).append((n, fn))
     return out

@@ -8,7 +8,8 @@ function binds the name to anything else, changes what the caller passed. A call
 the output of an op that saved it for backward (a Tanh, a Sigmoid, a ReLU...) makes backward
 raise "modified by an inplace operation" (fast-neural-style#12). Writes through ``p.data``
 bump no version counter and are not counted; neither is a write after ``p`` is rebound
-(``p = p / 255`` is a new tensor). :func:`param_writes` reads each file function once.
+(``p = p / 255`` is a new tensor). A name bound to the parameter itself (``y = x``, then
+``y.add_(...)``) writes it too. :func:`param_writes` reads each file function once.
 """
 from __future__ import annotations
 
@@ -56,21 +57,49 @@ def _all(ctx: Context) -> dict[str, list[ParamWrite]]:
     return out
 
 
+def forward_writes(ctx: Context) -> dict[str, list[ParamWrite]]:
+    """Module class of the file -> the inputs its ``forward`` writes in place (``index``
+    counts from the first input after ``self``, as a call of an instance passes them:
+    ``y = x; y.add_(...)`` in RESA's ``forward`` writes what ``self.reducer(feats)`` passes);
+    once per file."""
+    def make() -> dict[str, list[ParamWrite]]:
+        out: dict[str, list[ParamWrite]] = {}
+        for name, info in ctx.analysis.classes.items():
+            fn = info.methods.get("forward") if info.is_module else None
+            if fn is None:
+                continue
+            a = fn.args
+            params = [p.arg for p in (*a.posonlyargs, *a.args)][1:]
+            got = _first_writes(fn, params) if params else []
+            if got:
+                out[name] = got
+        return out
+    return ctx.memo("forward-writes", ctx.tree, make)
+
+
 def _first_writes(fn: ast.FunctionDef | ast.AsyncFunctionDef,
                   params: list[str]) -> list[ParamWrite]:
     """For each parameter, the first in-place write into it in ``fn``'s own body, in source
     order, before a statement binds it to something else (one pass over the body)."""
     open_ = set(params)
+    held = {p: p for p in params}  # name -> the parameter whose tensor it holds (`y = x`)
     found: dict[str, ParamWrite] = {}
     for s in _own(fn.body):
         name = _written(s)
-        if name in open_:
+        p = held.get(name)  # type: ignore[arg-type]
+        if p in open_:
             w = _write(s, name)  # type: ignore[arg-type]
             if w is not None:
-                found[name] = ParamWrite(fn, params.index(name), s, *w)  # type: ignore
-                open_.discard(name)  # type: ignore[arg-type]
+                found[p] = ParamWrite(fn, params.index(p), s, *w)  # type: ignore
+                open_.discard(p)  # type: ignore[arg-type]
+        same = held.get(s.value.id) if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+            and isinstance(s.value, ast.Name) else None
         for b in _bound(s):
-            open_.discard(b)
+            held.pop(b, None)
+            if b in open_ and not any(v == b for v in held.values()):
+                open_.discard(b)
+        if same is not None and isinstance(s.targets[0], ast.Name):  # type: ignore[attr-defined]
+            held[s.targets[0].id] = same  # type: ignore[attr-defined]
         if not open_:
             break
     return [found[p] for p in params if p in found]

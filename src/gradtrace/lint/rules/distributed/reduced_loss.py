@@ -3,6 +3,7 @@ backward."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -74,8 +75,14 @@ class LossReducedInPlaceThenScaled(Rule):
     NVIDIA/apex#664, checked on torch 2.13 with two ranks). Reduce a detached copy for
     logging (`logged = loss.detach().clone(); dist.all_reduce(logged); logged /= n`) and call
     `backward()` on the loss itself.
+    A loss module's `forward` that reduces in place a value computed from its inputs and
+    returns a loss read from it (Barlow Twins' cross-correlation: `c = c / world_size;
+    dist.all_reduce(c)`) is the same mistake: the backward sees only this rank's share; it is
+    reported at the collective (NOTE [reduced in place inside a loss]): use
+    `c = torch.distributed.nn.all_reduce(c)`, which records the reduction.
     Known limits: the collective, the scaling and the `backward()` are in one function, on a
-    name bound there to a computed value.
+    name bound there to a computed value; in a `forward`, the value is followed through the
+    function's own assignments only.
     """
 
     code = "GT466"
@@ -110,10 +117,45 @@ class LossReducedInPlaceThenScaled(Rule):
                 loss.backward()
                 opt.step()
             """),
+        Bad("""
+            import torch
+            import torch.distributed as dist
+
+            class CorrelationLoss(torch.nn.Module):
+                def forward(self, z_a, z_b):
+                    c = z_a.T @ z_b / z_a.size(0)
+                    c = c / dist.get_world_size()
+                    dist.all_reduce(c)
+                    return (torch.diagonal(c) - 1).pow(2).sum()
+
+            def train_step(model, crit, opt, x0, x1):
+                crit(model(x0), model(x1)).backward()
+                opt.step()
+            """, at=(8, 8)),
+        Good("""
+            import torch
+            import torch.distributed as dist
+            import torch.distributed.nn
+
+            class CorrelationLoss(torch.nn.Module):
+                def forward(self, z_a, z_b):
+                    c = z_a.T @ z_b / z_a.size(0)
+                    c = torch.distributed.nn.all_reduce(c / dist.get_world_size())
+                    counts = (z_a > 0).sum(0)
+                    dist.all_reduce(counts)
+                    return (torch.diagonal(c) - 1).pow(2).sum() + 0 * counts.sum()
+
+            def train_step(model, crit, opt, x0, x1):
+                crit(model(x0), model(x1)).backward()
+                opt.step()
+            """),
     ]
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions(".backward(") or ".backward(" not in ctx.code_of(node):
+        if not ctx.mentions(".backward("):
+            return
+        if ".backward(" not in ctx.code_of(node):
+            yield from self._in_forward(node, ctx)
             return
         reduced: dict[str, ast.Call] = {}
         for s in statements(node):
@@ -140,7 +182,42 @@ class LossReducedInPlaceThenScaled(Rule):
                     ctx.column(red)),), scale=" ".join(ctx.source(scale).split())[:50],
                     loss=name, reduce=ctx.source(red)[:50], line=red.lineno, bwd=bwd.lineno)
 
+
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def _in_forward(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        """# NOTE [reduced in place inside a loss]
+        A loss module's ``forward`` that all-reduces in place a value computed from its inputs
+        (lightly's Barlow Twins: ``c = z_a.T @ z_b / N; c = c / world_size; dist.all_reduce(c)``)
+        and returns a loss read from it: the forward value is the global one, but the backward
+        only sees this rank's share (``c / world_size``), and DDP averages the gradients again
+        (checked on torch 2.13 with two gloo ranks: the gradient is ``1 / world_size`` of the
+        global-batch one). Reported at the collective: ``torch.distributed.nn.all_reduce(c)``
+        records the reduction. A value computed from no input, cut by ``.detach()``/``.item()``
+        or a comparison (a count), reduced under ``no_grad``, or not read into the result:
+        silent."""
+        info = ctx.analysis.class_of(node)
+        if node.name != "forward" or info is None or not info.is_module \
+                or not ctx.mentions(".backward("):
+            return
+        scope = ctx.scope(node)
+        for s in statements(node):
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                    and (ctx.qualified_name(s.value.func) or "") in IN_PLACE
+                    and s.value.args and isinstance(s.value.args[0], ast.Name)):
+                continue
+            name = s.value.args[0].id
+            if scope.grad_off_at(s) is not None or not _graph_value(node, name, s.lineno) \
+                    or not _from_inputs(node, name, s.lineno) \
+                    or not _reaches_return(node, s, name):
+                continue
+            f = self.report(s.value, ctx, scale="", loss=name, reduce="", line=0, bwd=0)
+            yield dataclasses.replace(f, message=(
+                f"`{ctx.source(s.value)[:50]}` reduces `{name}` in place, which autograd does not "
+                f"record: the loss this `forward` returns is computed from the reduced value, but "
+                f"its backward sees only this rank's `{name}`, so each rank's gradient lacks the "
+                f"other ranks' share (and DDP averages it again); use "
+                f"`{name} = torch.distributed.nn.all_reduce({name})`"))
 
     @staticmethod
     def _backward_on(fn: ast.AST, after: ast.stmt, name: str) -> ast.Call | None:
@@ -154,3 +231,50 @@ class LossReducedInPlaceThenScaled(Rule):
                         and n.func.value.id == name:
                     return n
         return None
+
+
+# ops whose result takes no gradient from their input: a value made with one is a count or an
+# index, not a statistic of the inputs to differentiate
+NO_GRAD_OPS = frozenset({"argmax", "argmin", "bincount", "long", "int", "bool", "sign", "round",
+                         "floor", "ceil", "eq", "ne", "gt", "lt", "ge", "le", "nonzero",
+                         "one_hot", "histc"})
+
+
+def _from_inputs(fn: ast.FunctionDef, name: str, line: int) -> bool:
+    """``name`` at ``line`` is computed (through the assignments before it) from an input of
+    ``fn`` with no cut (``.detach()``, ``.item()``) and no op that takes no gradient
+    (NOTE [reduced in place inside a loss])."""
+    a = fn.args
+    inputs = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self"}
+    want = {name}
+    for s in reversed([s for s in statements(fn) if s.lineno < line]):
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
+            s, ast.AugAssign) else []
+        hit = {n.id for t in targets for n in walk(t) if isinstance(n, ast.Name)} & want
+        if not hit:
+            continue
+        if any(isinstance(n, ast.Compare) or isinstance(n, ast.Attribute) and (
+                n.attr in CUTS or n.attr in NO_GRAD_OPS) for n in walk(s.value)):
+            return False
+        want |= {n.id for n in walk(s.value) if isinstance(n, ast.Name)}
+    return bool(want & inputs)
+
+
+def _reaches_return(fn: ast.FunctionDef, start: ast.stmt, name: str) -> bool:
+    """A ``return`` after ``start`` reads ``name`` (through the assignments after it)."""
+    tainted, after = {name}, False
+    for s in statements(fn):
+        if s is start:
+            after = True
+            continue
+        if not after:
+            continue
+        loads = {n.id for n in walk(s) if isinstance(n, ast.Name)} if not isinstance(
+            s, (ast.Assign, ast.AugAssign)) else {n.id for n in walk(s.value)
+                                                  if isinstance(n, ast.Name)}
+        if isinstance(s, ast.Return) and loads & tainted:
+            return True
+        if isinstance(s, (ast.Assign, ast.AugAssign)) and loads & tainted:
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            tainted |= {n.id for t in targets for n in walk(t) if isinstance(n, ast.Name)}
+    return False

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -9,6 +10,8 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.analysis.instance_calls import passed_values
 from gradtrace.lint.analysis.reach import disables_grad
 
 # calls that make a result carry no graph anyway (a metric, a label)
@@ -35,6 +38,60 @@ def _live(name: str, scope: Scope, line: int, ctx: Context) -> ast.AST | None:
     if isinstance(f, (ast.Name, ast.Attribute)) and ctx.analysis.is_module(f, scope, b.line):
         return v
     return None
+
+
+def _passed_live(name: str, fn: ast.AST, scope: Scope, line: int,
+                 ctx: Context) -> ast.Call | None:
+    """# NOTE [forward input rebound under no_grad]
+    ``name`` is an input of a module's ``forward``, not bound before ``line``, and a call of
+    an instance (``encoder.forward(torch.cat((real, fake)))``, ``encoder(fake)``) passes for it
+    a value that carries a graph (NOTE [graph-carrying bindings]): the call, else None.
+    Coqui TTS's speaker encoder computes its spectrogram from the waveform under no_grad, so
+    the speaker-consistency loss on the generated waveform trains nothing."""
+    if not isinstance(fn, FUNCTION_TYPES) or fn.name != "forward" \
+            or name not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)[1:]} \
+            or scope.binding_before(name, line) is not None:
+        return None
+    info = ctx.analysis.class_of(fn)
+    if info is None or not info.is_module:
+        return None
+    for value, where in passed_values(ctx, fn, name) or ():  # type: ignore[arg-type]
+        call = _call_of(value, where, ctx)
+        s = ctx.scope(where)
+        g = graphs(s)
+        if call is not None and s.grad_off_at(call) is None and any(
+                g.carries(b) for b in g.deps(value, call.lineno).bindings):
+            return call
+    return None
+
+
+def _call_of(value: ast.AST, where: ast.AST, ctx: Context) -> ast.Call | None:
+    for n in walk(where):
+        if isinstance(n, ast.Call) and any(a is value for a in (
+                *n.args, *(k.value for k in n.keywords))):
+            return n
+    return None
+
+
+def _only_input(body: list[ast.stmt], name: str) -> bool:
+    """Every statement of the block (through ``if``) rebinds ``name`` or calls a method of
+    it (``x.squeeze_(1)``): the block exists for the input, so it is the line to change."""
+    for s in body:
+        if isinstance(s, ast.If):
+            if not _only_input(s.body + s.orelse, name):
+                return False
+        elif isinstance(s, ast.Assign):
+            if not (len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                    and s.targets[0].id == name):
+                return False
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            f = s.value.func
+            if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                    and f.value.id == name):
+                return False
+        else:
+            return False
+    return True
 
 
 class LiveOutputReboundUnderNoGrad(Rule):
@@ -108,6 +165,22 @@ class LiveOutputReboundUnderNoGrad(Rule):
             if name not in _names(s.value):
                 continue
             call = _live(name, scope, node.lineno, ctx)
+            passed = _passed_live(  # NOTE [forward input rebound under no_grad]
+                name, fn, scope, node.lineno, ctx) if call is None else None
+            if passed is not None and _reaches_loss(name, node, fn):
+                at = node if _only_input(node.body, name) else s
+                f = self.report(at, ctx, related=[Related(
+                    ctx.path, passed.lineno, f"`{ctx.source(passed)[:60]}` passes a value "
+                    "with its graph here", ctx.column(passed))], name=name, call="",
+                    line=0, mode="")
+                yield dataclasses.replace(f, message=(
+                    f"`{name}`, the input of this `forward`, is rebound inside `with "
+                    f"{ctx.source(node.items[0].context_expr)}:`: the caller on line "
+                    f"{passed.lineno} passes a value that carries a graph, and what this module "
+                    f"returns is computed from the new `{name}`, which has none: the loss built "
+                    "from its result gives that value no gradient; run the input's processing "
+                    "with grad"))
+                return
             if call is None or not _reaches_loss(name, node, fn):
                 continue
             yield self.report(s, ctx, related=[Related(

@@ -1,6 +1,8 @@
 """A saved output handed to a helper of the file that writes its parameter in place (GT602,
 GT603): ``y = transformer(x)`` (a Tanh's output) then ``y = normalize_batch(y)`` whose body
-runs ``batch.div_(255.0)`` (NOTE [parameter written in place])."""
+runs ``batch.div_(255.0)`` (NOTE [parameter written in place]); or to an instance of a module
+class of the file whose ``forward`` writes its input (``self.reducer(self.backbone(x))``, the
+backbone ending in a ReLU, RESA's ``y = x; y.add_(...)``), named or unnamed."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +10,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from gradtrace.lint.analysis.grad_sources import is_inference_function
-from gradtrace.lint.analysis.param_writes import ParamWrite, param_writes
+from gradtrace.lint.analysis.instance_calls import instance_calls
+from gradtrace.lint.analysis.param_writes import ParamWrite, forward_writes, param_writes
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
@@ -47,13 +50,19 @@ def _find(ctx: Context) -> Iterator[HelperWrite]:
                 got = _passed_output(call, w, fn, ctx)
                 if got is not None:
                     yield got
+    for cls, writes in forward_writes(ctx).items():
+        for call, fn in instance_calls(ctx, cls):  # NOTE [instance calls]
+            for w in writes:
+                got = _passed_output(call, w, fn, ctx)
+                if got is not None:
+                    yield got
 
 
 def _passed_output(call: ast.Call, w: ParamWrite, fn: ast.AST,
                    ctx: Context) -> HelperWrite | None:
     """The write when ``call``'s argument for ``w``'s parameter is a name bound to the output
     of an op that saves it, in code that trains (grad on, a backward after it or a forward)."""
-    if w.index >= len(call.args) or not isinstance(call.args[w.index], ast.Name) \
+    if w.index >= len(call.args) or not isinstance(call.args[w.index], (ast.Name, ast.Call)) \
             or any(isinstance(a, ast.Starred) for a in call.args[:w.index + 1]):
         return None
     arg = call.args[w.index]
@@ -61,22 +70,27 @@ def _passed_output(call: ast.Call, w: ParamWrite, fn: ast.AST,
     site = scope.statement_of(call)
     if site is None:
         return None
-    b = scope.binding_before(arg.id, site.lineno)
-    if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1 \
-            or not isinstance(b.value, ast.Call) or b.stmt.lineno >= site.lineno:
-        return None
-    if scope.grad_off_at(site) is not None or scope.grad_off_at(b.stmt) is not None:
+    if isinstance(arg, ast.Call):  # the output handed on unnamed: `self.neck(self.body(x))`
+        value: ast.AST = arg
+    else:
+        b = scope.binding_before(arg.id, site.lineno)
+        if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1 \
+                or not isinstance(b.value, ast.Call) or b.stmt.lineno >= site.lineno \
+                or scope.grad_off_at(b.stmt) is not None:
+            return None
+        value = b.value
+    if scope.grad_off_at(site) is not None:
         return None
     info = ctx.analysis.class_of(fn) if isinstance(fn, FUNCTION_TYPES) else None
     modules = ctx.memo("gt6-modules-all", info.node, lambda: _LazyModules(
         info.node, ctx, True)) if info is not None else _LazyModules(None, ctx, False)
-    op = _op_of_call(b.value, ctx, modules, scope)
-    if op is None or op not in SAVED_OUT or _no_graph(b.value, scope, ctx):
+    op = _op_of_call(value, ctx, modules, scope)
+    if op is None or op not in SAVED_OUT or _no_graph(value, scope, ctx):  # type: ignore
         return None
     backward = _training(fn, site, ctx)
     if not backward:
         return None
-    return HelperWrite(Producer(b.value, op.rstrip("_"), SAVED_OUT[op]), call, site, w,
+    return HelperWrite(Producer(value, op.rstrip("_"), SAVED_OUT[op]), call, site, w,
                        backward)
 
 

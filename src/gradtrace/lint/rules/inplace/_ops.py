@@ -112,10 +112,44 @@ def _init_value(cls: ast.ClassDef | None, attr_name: str, ctx: Context) -> ast.C
     info = ctx.analysis.classes.get(cls.name) if cls is not None else None
     init = info.methods.get("__init__") if info is not None else None
     attr = info.attrs.get(attr_name) if info is not None and info.node is cls else None
-    if attr is None or init is None or attr.method is not init or attr.later \
-            or not isinstance(attr.value, ast.Call):
+    if attr is None or init is None or attr.method is not init or attr.later:
         return None
-    return attr.value
+    if isinstance(attr.value, ast.Name):
+        return _default_module(init, attr.value.id, ctx)  # NOTE [module given by a default]
+    return attr.value if isinstance(attr.value, ast.Call) else None
+
+
+def _default_module(init: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                    ctx: Context) -> ast.Call | None:
+    """# NOTE [module given by a default]
+    ``def __init__(self, c_in, c_out, act=ReLU()): ... self.act = act``: the module the
+    parameter's default builds is ``self.act`` of every instance the file builds without
+    passing it; an instance given a constant None runs no module (the class tests
+    ``self.act is not None`` before calling it). The default call, when every construction of
+    the class in the file passes nothing or None for the parameter (None when one passes
+    another value, or arguments unpacked with ``*``/``**``)."""
+    a = init.args
+    pos = [x.arg for x in (*a.posonlyargs, *a.args)]
+    if name in pos:
+        i = pos.index(name)
+        d = a.defaults[i - (len(pos) - len(a.defaults))] if i >= len(pos) - len(a.defaults) \
+            else None
+    else:
+        kw = [x.arg for x in a.kwonlyargs]
+        d = a.kw_defaults[kw.index(name)] if name in kw else None
+        i = -1
+    if not isinstance(d, ast.Call):
+        return None
+    for call, _ in ctx.analysis.call_sites(init):
+        if any(isinstance(x, ast.Starred) for x in call.args) \
+                or any(k.arg is None for k in call.keywords):
+            return None
+        given = [k.value for k in call.keywords if k.arg == name]
+        if 0 < i <= len(call.args):
+            given.append(call.args[i - 1])  # `Cls(a, b)` binds from the parameter after self
+        if any(not (isinstance(g, ast.Constant) and g.value is None) for g in given):
+            return None
+    return d
 
 
 def _module_attr(cls: ast.ClassDef | None, attr_name: str,

@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.analysis.kinds import OPTIMIZER, PARAMETER
 from gradtrace.lint.analysis.optimizer_owners import aliases, element_owners, stored_owners
 from gradtrace.lint.analysis.reach import value_of
@@ -86,6 +87,7 @@ class OptimizerStepBeforeBackward(Rule):
         if not steps or not any(e.loss is not None for e in events):
             return
         scope = ctx.scope(node)
+        via_done: set[int] = set()  # backward calls a read-before finding already names
         for st in steps:
             owners = _owners(st, scope, cls, ctx)
             if not owners:
@@ -96,10 +98,15 @@ class OptimizerStepBeforeBackward(Rule):
                 got = self._built_before(later, st, events, owners, scope, cls, ctx)
                 if got is None:
                     continue
-                built, owner = got
+                built, owner, via = got
+                if via is not None and id(later.call) in via_done:
+                    break  # the first step that breaks the value is the one named
+                if via is not None:
+                    via_done.add(id(later.call))
+                what = f"`{via}`, which `{ctx.source(later.loss)}` is computed from," if via \
+                    else f"`{ctx.source(later.loss)}`"
                 yield self.report(st.call, ctx, related=(
-                    Related(ctx.path, built, f"`{ctx.source(later.loss)}` is built here, "
-                            "before the step", 0),
+                    Related(ctx.path, built, f"{what} is built here, before the step", 0),
                     Related(ctx.path, later.call.lineno, "its backward raises '... modified "
                             "by an inplace operation' here", ctx.column(later.call))),
                     step=ctx.source(st.call), owner=owner, loss=ctx.source(later.loss),
@@ -109,12 +116,12 @@ class OptimizerStepBeforeBackward(Rule):
     @staticmethod
     def _built_before(later: Event, st: Event, events: list[Event], owners: frozenset[str],
                       scope, cls: ast.ClassDef | None, ctx: Context  # type: ignore[no-untyped-def]
-                      ) -> tuple[int, str] | None:
+                      ) -> tuple[int, str, str | None] | None:
         name = dotted(later.loss)
         if name is None:
             return None
         b = scope.binding_before(name, later.call.lineno)
-        if b is None or b.line >= st.call.lineno or b.no_grad or value_of(b) is None:
+        if b is None or b.no_grad or value_of(b) is None:
             return None
         if _exclusive(st.stmt, later.stmt, scope.node):
             return None
@@ -123,6 +130,9 @@ class OptimizerStepBeforeBackward(Rule):
         if any(e.loss is not None and e.line < st.line and (dotted(e.loss) == name or e.retains)
                for e in events):
             return None
+        if b.line >= st.call.lineno:  # NOTE [loss built after the step from a value before]
+            done = {dotted(e.loss) for e in events if e.loss is not None and e.line < st.line}
+            return _read_before(later, st, b, owners, scope, cls, ctx, done)
         if scope.loops_of(later.call) != scope.loops_of(b.stmt) and \
                 scope.loops_of(st.call) != scope.loops_of(b.stmt):
             return None  # built once per outer pass, stepped in an inner loop: not read
@@ -135,12 +145,43 @@ class OptimizerStepBeforeBackward(Rule):
                 m, elts = part
                 if any(_may_reach(e, e.lineno, names, ctx.scope(m), ctx, args_may=False,
                                   cls=cls, handed_out=False) for e in elts):
-                    return b.line, o
+                    return b.line, o, None
                 continue
             if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls,
                           handed_out=False):
-                return b.line, o
+                return b.line, o, None
         return None
+
+
+def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ignore
+                 scope, cls: ast.ClassDef | None, ctx: Context, done: set[str | None]
+                 ) -> tuple[int, str, str | None] | None:
+    """# NOTE [loss built after the step from a value before]
+    SAC's ``q_pred = min(qf_1(s, a_new), qf_2(s, a_new))`` is computed before
+    ``qf_1_optimizer.step()``, and ``actor_loss = (alpha * log_prob - (q_pred - v)).mean()``
+    after it: the loss's own line is after the step, but its graph holds ``q_pred``'s, which
+    saved the Q weights the step changes in place. (line, owner, name) for the first value the
+    loss is computed from (its bindings, transitively, outside ``.detach()``) that was bound
+    before the step, in the step's loop (the backward in it too), with grad on, not
+    backpropagated before the step (``running_loss += loss`` after ``loss.backward()``: a
+    second pass, GT509's), and runs the stepped model. One finding per backward: the first
+    step that breaks such a value (SAC's ``qf_2_optimizer.step()`` right after the first one
+    is moved by the same fix)."""
+    loops = scope.loops_of(st.call)
+    if scope.loops_of(later.call) != loops:
+        return None
+    for d in graphs(scope).deps(value_of(b), b.line).bindings:
+        v = value_of(d)
+        if d.line >= st.call.lineno or d.no_grad or v is None or d.name in done \
+                or scope.loops_of(d.stmt) != loops:
+            continue
+        for o in sorted(owners):
+            names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
+            if not _never_saved(o, cls or scope.node, scope, st.call.lineno, ctx) \
+                    and _may_reach(v, d.line, names, scope, ctx, args_may=False, cls=cls,
+                                   handed_out=False):
+                return d.line, o, d.name
+    return None
 
 
 def _returned_parts(b, cls: ast.ClassDef | None,  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ from gradtrace.lint.rules.leaf._origin import (
     parameter_loop_of, requires_grad_set,
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
+from gradtrace.lint.rules.leaf._shared_view import view_writes
 from gradtrace.lint.rules.leaf._writes import (
     forward_parameter_writes, getattr_write, in_place_writes, instance_parameter_writes,
     own_statements, passed_parameter_writes, write_error,
@@ -335,6 +336,20 @@ class InplaceUpdateOfLeaf(Rule):
                         "build it out of place)", name=name, view=write_error(view, target))
                         ] if self._first(origin, ctx) else []  # type: ignore[arg-type]
             return
+        shared = view_writes(fn, stmt, target, ctx) if view else None
+        if shared is not None:  # NOTE [one view, several writes]
+            bind, writes = shared
+            lines = ", ".join(str(w.lineno) for w in writes)
+            rel = [Related(ctx.path, w.lineno, "an in-place write through the view",
+                           ctx.column(w)) for w in writes]
+            rel.append(Related(ctx.path, origin.lineno, "the Parameter is made here",
+                               ctx.column(origin)))
+            if self._first(bind, ctx):
+                yield self.report(bind, ctx, what=f"updates (lines {lines}) through the view "
+                                  f"`{name}`", name=ctx.source(bind.value.func.value),
+                                  view=write_error(view, target), related=rel)
+            if stmt is not writes[0]:
+                return  # the first write raises; the binding's finding lists the others
         note = f"`{name}` iterates over leaves that require grad here" \
             if isinstance(origin, (ast.For, ast.AsyncFor)) \
             else f"`{name}` is made a leaf that requires grad here"
