@@ -33,12 +33,12 @@ class LoopRule(Rule):
         yield from self._entry(node, ctx)
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if any(isinstance(s, SCRIPT_TOP) or _main_script(s) for s in node.body) or (
-                ctx.mentions(".backward(") and TOP_BACKWARD_RE.search(ctx.code)):
+        if script_body(ctx, node):
             yield from self._entry(node, ctx)  # script code at module level
 
     def _entry(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if self.wants(function_text(ctx, node)):
+        if self.wants(function_text(ctx, node)) if type(self).wants is not LoopRule.wants \
+                else needs_met(ctx, node, self.function_needs):
             yield from self.check(facts(ctx, node), ctx)
 
     # words the function's own text must hold (as calls, for "backward" and "step")
@@ -51,6 +51,30 @@ class LoopRule(Rule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:  # pragma: no cover
         return iter(())
+
+
+def script_body(ctx: Context, node: ast.Module) -> bool:
+    """The module body runs script code (a loop or ``with`` at its top, an ``if __name__ ==
+    "__main__":`` block running one, or a top-level ``.backward(`` line): asked by every loop
+    rule, decided once per file."""
+    return ctx.memo("gt5-script", node, lambda: any(
+        isinstance(s, SCRIPT_TOP) or _main_script(s) for s in node.body) or bool(
+        ctx.mentions(".backward(") and TOP_BACKWARD_RE.search(ctx.code)))
+
+
+def needs_met(ctx: Context, node: ast.AST, needs: tuple[str, ...]) -> bool:
+    """:meth:`LoopRule.wants` of ``needs`` on ``node``'s :func:`function_text`: each word
+    searched once per function for all the loop rules (a dense file's functions are asked by
+    some thirty of them, most needing "backward" and "step")."""
+    held: dict[str, bool] = ctx.memo("gt5-words", node, dict)
+    for w in needs:
+        got = held.get(w)
+        if got is None:
+            text = function_text(ctx, node)
+            got = held[w] = any(c in text for c in NEED_SPELLINGS.get(w, (w,)))
+        if not got:
+            return False
+    return True
 
 
 def _main_script(s: ast.stmt) -> bool:

@@ -13,7 +13,7 @@ from gradtrace.lint.rules.training_loop._clearing import (
     called_by_clearing_function, clearing_functions, only_adjusts, self_method_may_clear,
     through_name)
 from gradtrace.lint.rules.training_loop._loop import (
-    Backward, LoopFacts, Named, Step, calls_in, optimizer_like)
+    Backward, LoopFacts, Named, Step, optimizer_like)
 
 
 def step_loop(f: LoopFacts, s: Step) -> ast.stmt | None:
@@ -56,10 +56,8 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
     (``trainer.finish_step(optimizer)``)."""
     clearing = clearing_functions(f.ctx) if f.ctx.mentions("zero_grad", ".grad") else set()
     steps = {id(st.call) for st in f.steps}  # `opt.step()` runs no function of the file
-    for stmt in f.scope.stmts:
-        if loop is not None and not f.inside(stmt, loop):
-            continue
-        for call in calls_in(stmt):
+    for stmt in f.scope.stmts if loop is None else f.within(loop):  # (its run: no scan
+        for call in f.calls_of(stmt):  # of a script's statements per step; calls indexed)
             if id(call) in steps:
                 continue
             name = dotted(call.func) or ""

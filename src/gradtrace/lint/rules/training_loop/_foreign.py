@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, OTHER_FRAMEWORKS, model_spelling
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import statements, walk
+from gradtrace.lint.nodes import of_types, statements
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
@@ -35,7 +35,7 @@ def foreign_call(ctx: Context, spelled: bool = False) -> Callable[[ast.Call], bo
                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         imports = ctx.imports
         stored: set[str] = set()  # every name the file binds (a local callable is not foreign)
-        for n in walk(ctx.tree):
+        for n in of_types(ctx.tree, (ast.Name, ast.arguments)):  # (the file's typed index)
             if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
                 stored.add(n.id)
             elif isinstance(n, ast.arguments):

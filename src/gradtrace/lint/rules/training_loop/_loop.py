@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Iterator, TypeVar
 
 from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the GT5 rules)
@@ -236,7 +237,8 @@ def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
     an optimizer whose parameters are known (``torch.optim.X(E.parameters())``) and share no
     owner with the stepped optimizer's (known too); a module's ``zero_grad()``, a
     ``.grad = None``, a helper that clears: the stepped optimizer is taken as cleared."""
-    if len(MANUAL_ZERO_RE.findall(text)) != len(f.zero_grads):
+    n = len(f.zero_grads)  # clearing words counted up to n + 1 only: a script's text is the
+    if sum(1 for _ in islice(MANUAL_ZERO_RE.finditer(text), n + 1)) != n:  # whole file
         return set()
     cleared: list[frozenset[str]] = []
     for z in f.zero_grads:

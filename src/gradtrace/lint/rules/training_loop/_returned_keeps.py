@@ -35,7 +35,7 @@ from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.update_helpers import node_code
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
-from gradtrace.lint.nodes import scope_statements, walk
+from gradtrace.lint.nodes import of_types, scope_statements
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -48,8 +48,8 @@ def returners(ctx: Context) -> frozenset[str]:
         if not ctx.mentions(".backward(") or not ctx.mentions("return "):
             return frozenset()
         out: set[str] = set()
-        for n in walk(ctx.tree):
-            if isinstance(n, FUNCTION_TYPES) and n.name not in out:
+        for n in of_types(ctx.tree, FUNCTION_TYPES):  # walk's order, from the typed index
+            if n.name not in out:
                 code = node_code(ctx, n)
                 if ".backward(" in code and "return " in code and backwarded_return(ctx, n):
                     out.add(n.name)
@@ -64,8 +64,8 @@ def term_returners(ctx: Context) -> frozenset[str]:
         if not ctx.mentions(".backward(") or not ctx.mentions("return "):
             return frozenset()
         out: set[str] = set()
-        for n in walk(ctx.tree):
-            if isinstance(n, FUNCTION_TYPES) and n.name not in out:
+        for n in of_types(ctx.tree, FUNCTION_TYPES):  # walk's order, from the typed index
+            if n.name not in out:
                 code = node_code(ctx, n)
                 if ".backward(" in code and "return " in code and _returns_term(ctx, n):
                     out.add(n.name)

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # (lower, lower inclusive, upper, upper inclusive) of `name OP constant`
@@ -68,11 +68,10 @@ def _facts(test: ast.expr, holds: bool) -> list[tuple[str, list[Interval]]]:
 def _bounded_ifs(tree: ast.AST) -> dict[str, list[ast.If]]:
     """The file's ``if`` statements whose test compares a name with a number, by name."""
     out: dict[str, list[ast.If]] = {}
-    for n in walk(tree):
-        if isinstance(n, ast.If):
-            got = _bound(n.test)
-            if got is not None:
-                out.setdefault(got[0], []).append(n)
+    for n in of_types(tree, (ast.If,)):  # walk's order, from the file's typed index
+        got = _bound(n.test)
+        if got is not None:
+            out.setdefault(got[0], []).append(n)
     return out
 
 

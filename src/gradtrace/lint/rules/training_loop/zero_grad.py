@@ -332,12 +332,13 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
             for s in f.between(f.steps, z.stmt.lineno, end) if end is not None else ():
                 if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)) or part_of(f, z, s):
                     continue
-                b = next((b for b in acc if b.stmt.lineno <= z.stmt.lineno  # (see _applied)
-                          and f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
+                floor = _applied_floor(f, z, s, by_line, lines)  # (lines: see _applied)
+                b = next((b for b in f.between(acc, floor, z.stmt.lineno)
+                          if f.before(b.stmt, z.stmt)  # NOTE [two optimizers]
                           and not _applied(f, b, z, s, by_line, lines)  # (pure, cheaper:
                           and not for_another(f, b, s)), None)  # asked first)
                 if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
-                                    for b2 in acc):
+                                    for b2 in f.between(acc, z.stmt.lineno, s.stmt.lineno)):
                     continue
                 yield self.report(z.call, ctx, related=(
                     related_at(ctx, b.call, "gradients computed here"),
@@ -361,6 +362,35 @@ def _applied(f: LoopFacts, b: Backward, z: Named, s: Step, by_line: list[Step],
                 f.before(t.stmt, z.stmt):
             return True
     return False
+
+
+def _applied_floor(f: LoopFacts, z: Named, s: Step, by_line: list[Step],
+                   lines: list[int]) -> int:
+    """A line such that every backward ``b`` on an earlier line that runs before ``z`` is
+    :func:`_applied` (0: none known), so GT503 asks only the backwards from it on: in a script
+    of many training loops each ``zero_grad`` otherwise rejects every earlier loop's backward
+    one by one.
+
+    Take the nearest step ``t`` of ``s``'s optimizer (not ``s``) on or before ``z``'s line; if
+    ``before(t, z)``, let ``A`` be ``t``'s enclosing statement in the block where the paths of
+    ``t`` and ``z`` part (NOTE [statement order]). A backward ``b`` with ``before(b, z)`` on a
+    line before ``A`` sits in an earlier statement of that block or of a block enclosing it:
+    its paths to ``t`` and to ``z`` part at the same place, the jumps between them are a part
+    of those between ``b`` and ``z`` (none), and ``b``'s own blocks are the same; so
+    ``before(b, t)``, and ``t`` runs before ``z``: ``b`` is applied."""
+    for i in range(bisect.bisect_right(lines, z.stmt.lineno) - 1, -1, -1):
+        t = by_line[i]
+        if t is s or t.optimizer != s.optimizer:
+            continue
+        if not f.before(t.stmt, z.stmt):
+            return 0
+        pt, pz = f.paths[id(t.stmt)], f.paths[id(z.stmt)]
+        k = 0
+        while pt[k] == pz[k]:
+            k += 1
+        pid, field, at = pt[k]
+        return f.blocks[(pid, field)][at].lineno
+    return 0
 
 
 def _effect(call: ast.Call) -> str:
