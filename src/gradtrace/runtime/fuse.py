@@ -167,8 +167,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if where == (r_path, r.line):  # one line, two views: the runtime's words are what
             score, lead = 100, s.code == r.code  # happened, unless both name the same bug
         elif where in cause_lines:  # an exact runtime line keeps the lead over its context
-            score, lead = 80, r.code not in _EXACT and r.code not in _LEADS_CONTEXT and (
-                r.code, s.code) not in _STATEMENT_LEADS
+            score, lead = 80, r.code not in _EXACT and r.code not in _LEADS_CONTEXT
         elif r.code in _EXACT or r.code in _LINES_ONLY:
             continue
         elif where[0] in files:
@@ -177,6 +176,8 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
             score, lead = 20, True
         else:
             continue
+        if (r.code, s.code) in _STATEMENT_LEADS and where != (r_path, r.line):
+            lead = False  # the run's statement inside the block or helper the finding names
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
             lead = False  # the static finding sits on the symptom's line: the runtime's leads
         if crash_line is None and lead and where != (r_path, r.line) \

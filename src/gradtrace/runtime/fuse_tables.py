@@ -124,12 +124,13 @@ _EXACT = frozenset({"GT101", "GT104", "GT105", "GT107", "GT108", "GT301", "GT302
 # after an LBFGS step (seen at run time) with the closure's backward() as context, where the
 # static GT721 points: the clearing is the line to move (NOTE [closure evaluations summed]).
 _LEADS_CONTEXT = frozenset({"GT601", "GT891"})
-# (runtime code, static code) where the static finding names the block and the runtime the
-# statement in it that the block cut: the statement leads, the block is its context. GT218
-# names the `with no_grad()` a loss term was computed under; GT844 names the statement that
-# read the live value, the one to take out of the block when others in it stay (a perceptual
-# loss's features of the real image): NOTE [term read under no_grad].
-_STATEMENT_LEADS = frozenset({("GT844", "GT218")})
+# (runtime code, static code) where the static finding names the block (or the call of the
+# helper holding it) and the runtime the statement in it that the block cut: the statement
+# leads, the block is its context. GT218 names the `with no_grad()` a loss term was computed
+# under, GT202 the call of a helper that computes a term under no_grad; GT844 names the
+# statement that read the live value, the one to take out of the block when others in it stay
+# (a perceptual loss's features of the real image): NOTE [term read under no_grad].
+_STATEMENT_LEADS = frozenset({("GT844", "GT218"), ("GT844", "GT202")})
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's
