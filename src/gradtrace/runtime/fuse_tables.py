@@ -129,8 +129,11 @@ _LEADS_CONTEXT = frozenset({"GT601", "GT891"})
 # leads, the block is its context. GT218 names the `with no_grad()` a loss term was computed
 # under, GT202 the call of a helper that computes a term under no_grad; GT844 names the
 # statement that read the live value, the one to take out of the block when others in it stay
-# (a perceptual loss's features of the real image): NOTE [term read under no_grad].
-_STATEMENT_LEADS = frozenset({("GT844", "GT218"), ("GT844", "GT202")})
+# (a perceptual loss's features of the real image): NOTE [term read under no_grad]. GT201 names
+# the call whose output left the graph under a no-grad helper; GT202 names that helper's
+# decorator or block, which is library-like code the caller chose to call (a `generate()`
+# used for a policy gradient): the call leads.
+_STATEMENT_LEADS = frozenset({("GT844", "GT218"), ("GT844", "GT202"), ("GT201", "GT202")})
 # Runtime findings about one optimizer's lines (GT827 names the step or zero_grad() of one
 # optimizer, with its backward() as context): a static finding confirms it on those lines only,
 # never a loop-order finding about another optimizer elsewhere in the file (a GAN's
