@@ -8,9 +8,9 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_loss_callee
 from gradtrace.lint.analysis.grad_sources import Dead
-from gradtrace.lint.analysis.ranks import REDUCTIONS
 from gradtrace.lint.analysis.helper_sources import HelperSources, grad_sources
 from gradtrace.lint.analysis.model_calls import module_like
+from gradtrace.lint.analysis.ranks import REDUCTIONS
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import Context
@@ -149,22 +149,25 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
             if d.live or d.unknown or d.explicit_grad or not d.dead \
                     or any(x.helper is not None for x in d.dead):
                 continue
-            got = _trained_run(d.dead, scope, ctx) or _scored(term, d.dead, ctx) and _read_live(
-                d.dead, src, scope, ctx)
-            if not got:
+            got = _trained_run(d.dead, scope, ctx)
+            if got is not None:
+                dead, model, live = got
+                how = f"by `{model}`, which this step also runs with grad"
+                made = f"`{model}` runs with grad here"
+            elif _scored(term, d.dead, ctx) and (
+                    got := _read_live(d.dead, src, scope, ctx)) is not None:
+                dead, model, live = got  # NOTE [term read under no_grad]
+                how = f"from `{model}`, which carries a graph"
+                made = f"`{model}` is made with grad here"
+            else:
                 continue
-            dead, model, live = got
-            how = (f"from `{model[1:]}`, which carries a graph" if model.startswith("=") else
-                   f"by `{model}`, which this step also runs with grad")
-            model = model.lstrip("=")
             seen: set[int] = ctx.memo("gt218-reported", ctx.tree, set)
             if id(dead.off) in seen:
                 continue
             seen.add(id(dead.off))
             value = _bound_name(dead.expr, scope) or short(ctx.source(dead.expr), 40)
             yield self.report(dead.off, ctx, related=(
-                Related(ctx.path, live.lineno, f"`{model}` runs with grad here" if how[0] == "b"
-                        else f"`{model}` is made with grad here", ctx.column(live)),
+                Related(ctx.path, live.lineno, made, ctx.column(live)),
                 Related(ctx.path, line, "the loss is differentiated here",
                         ctx.column(sink))),
                 value=value, mode=_mode_text(dead.off, ctx), how=how, live=live.lineno,
@@ -196,7 +199,7 @@ def _read_live(dead: list[Dead], src: HelperSources, scope: Scope, ctx: Context
     """# NOTE [term read under no_grad]
     The first no-grad value (made in the function's own block, not a helper) that reads a
     local name bound outside every grad-off region to a value with a graph and nothing else
-    (a model's output, a parameter, a loss): ``(dead, "=" + name, that binding's value)``.
+    (a model's output, a parameter, a loss): ``(dead, name, that binding's value)``.
     Modules (called or read for their attributes) are not such values; names whose sources
     are partly no-grad are not either; an argument alone is not such a value. The term must
     score something (``_scored``): a frozen model's raw output added to the loss as it comes
@@ -218,7 +221,7 @@ def _read_live(dead: list[Dead], src: HelperSources, scope: Scope, ctx: Context
                 continue
             got = src.sources(n, line)
             if got.live and not got.dead and not got.explicit_grad:
-                return d, "=" + n.id, bs[0].value
+                return d, n.id, bs[0].value
     return None
 
 
