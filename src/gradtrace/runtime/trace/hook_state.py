@@ -116,5 +116,6 @@ class HookState:
                 continue
             for g in opt.param_groups:
                 for p in g["params"]:
-                    if p.grad is not None and id(p) not in self.had_grad:
-                        self.had_grad[id(p)] = weakref.ref(p)
+                    r = self.had_grad.get(id(p))
+                    if p.grad is not None and (r is None or r() is not p):
+                        self.had_grad[id(p)] = weakref.ref(p)  # (an id a dead tensor had)
