@@ -8,9 +8,10 @@ development install is never answered from an old run), the Python version (``as
 and the resolved settings (root included: per-file-ignores are relative to it). A pack maps
 each file's absolute path to ``[blake2b of its bytes, day last used, findings]``, plus
 ``[[path, blake2b], ...]`` of the other files of the project its facts read
-(NOTE [project index]); a file is answered from it only when the digest of the bytes read now matches, and
-those of the other files too (an edited helper file changes the answer of its callers). JSON, not pickle: a
-checked-out repository may ship a cache, and reading it must never run code. A pack that does
+(NOTE [project index]); a file is answered from it only when the digest of the bytes read now
+matches, and those of the other files too (an edited helper file changes the answer of its
+callers). JSON, not pickle: a checked-out repository may ship a cache, and reading it must
+never run code. A pack that does
 not parse, or whose header names another key, is ignored and rewritten.
 
 Writes go to a temporary file in the same folder and are moved into place with
