@@ -37,3 +37,7 @@ trainer = Trainer(model=Tagger(), args=args, callbacks=[cb],
 trainer.train()
 with open(os.path.join(out, f"rank{os.environ['RANK']}.json"), "w") as fh:
     json.dump({"findings": [f.to_dict() for f in cb.findings], "logged": cb.logged}, fh)
+# as torch asks of every distributed script: a group left to interpreter exit can abort the
+# process in gloo's teardown ("terminate called without an active exception", seen in CI once)
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
