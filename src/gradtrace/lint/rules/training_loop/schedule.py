@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.built_classes import built_class, own_schedule
 from gradtrace.lint.analysis.kinds import SCHEDULER
 from gradtrace.lint.analysis.protocol import first_pass_truth, stepped_through_self
 from gradtrace.lint.analysis.vocabulary import is_scheduler_name
@@ -21,9 +22,11 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
 
     A scheduler by its constructor (``torch.optim.lr_scheduler.StepLR(opt, ...)``), else by
     the name of the function that built it (``get_linear_schedule_with_warmup(opt, ...)``),
-    else, when nothing in the file binds it, by its own name (``self.lr_scheduler``)."""
+    else, when nothing in the file binds it, by its own name (``self.lr_scheduler``). Never a
+    class of the project that sets the rate by its own ``step()`` (NOTE [own schedule]), built
+    here or given by every caller of the function."""
     name = dotted(recv)
-    if name is None:
+    if name is None or _own_schedule_given(f, name):
         return False, None
     for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
         b = scope.binding_before(name, line if scope is f.scope else 10 ** 9)
@@ -35,6 +38,9 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
         if not isinstance(v, ast.Call):  # `opt, sched = make_optim(model)`: its kind
             k = f.ctx.analysis.kind(recv, scope, line if scope is f.scope else 10 ** 9)
             return k is not None and k.what == SCHEDULER, None
+        got = built_class(f.ctx, v)
+        if got is not None and own_schedule(*got):
+            return False, None
         k = f.ctx.analysis.kind(v, scope, b.line)
         built = (dotted(v.func) or "").rpartition(".")[2]
         if (k is None or k.what != SCHEDULER) and not is_scheduler_name(built):
@@ -51,6 +57,26 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
             opt = v.args[0] if v.args else None
             return True, dotted(opt) if opt is not None else None
     return is_scheduler_name(name), None
+
+
+def _own_schedule_given(f: LoopFacts, name: str) -> bool:
+    """Whether parameter ``name`` of the loop's function is, at every call of it in the file,
+    a class of the project that sets the rate by its own ``step()``."""
+    fn = f.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+            name not in {a.arg for a in (*fn.args.posonlyargs, *fn.args.args,
+                                         *fn.args.kwonlyargs)}:
+        return False
+    a = f.ctx.analysis
+    given = a.argument_values(fn, name)
+    for v, where in given:
+        if isinstance(v, ast.Name):
+            b = f.ctx.scope(where).binding_before(v.id, v.lineno)
+            v = b.value if b is not None else None
+        got = built_class(f.ctx, v) if isinstance(v, ast.Call) else None
+        if got is None or not own_schedule(*got):
+            return False
+    return bool(given)
 
 
 BEFORE = ("runs before `{opt}.step()` ({where}) has ever run: the first value of the "
