@@ -1,11 +1,12 @@
 """Whether a loss is scaled for gradient accumulation (GT513, :mod:`.micro_steps`): a plain
 ``loss.backward()``, a loss divided or multiplied in the loop, a divisor used in a division,
-multiplication or call. Holds no rule."""
+multiplication or call; whether the optimizer ignores the sum's scale. Holds no rule."""
 from __future__ import annotations
 
 import ast
 
 from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -71,3 +72,44 @@ def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context,
         if any(dotted(x) in divisors for p in parts for x in walk(p)):
             return True
     return False
+
+
+# NOTE [scale-free update]
+# Adam, Adamax, NAdam, RAdam, RMSprop and Adagrad divide each gradient by a running root of
+# its own square: a gradient k times larger moves the weights the same (up to `eps`). An
+# unscaled sum of k micro-batches then changes nothing, unless something reads the gradient's
+# size: a coupled `weight_decay` (added to the gradient before the division: its share shrinks
+# k-fold; AdamW decouples it) or a clip between the backward and the step (its bound is met k
+# times sooner). Any other optimizer, or one the code does not show, keeps the finding.
+SCALE_FREE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad"})
+DECOUPLED = frozenset({"AdamW"})
+
+
+def scale_free(f: LoopFacts, s: Step) -> bool:
+    """Whether the optimizer ``s`` steps ignores a uniform scale of the gradient and nothing
+    in the function clips the gradient (NOTE [scale-free update])."""
+    if f.clips:
+        return False
+    func = s.call.func
+    expr = (s.call.args[0] if s.call.args else None) if s.scaler is not None else (
+        func.value if isinstance(func, ast.Attribute) else None)
+    if expr is None:
+        return False
+    k = f.ctx.analysis.kind(expr, f.scope, s.call.lineno)
+    built = k.node if k is not None and k.what == OPTIMIZER else None
+    if not isinstance(built, ast.Call):
+        return False
+    q = f.ctx.qualified_name(built.func) or ""
+    last = q.rpartition(".")[2]
+    if q != "torch.optim." + last or last not in SCALE_FREE:
+        return False
+    return last in DECOUPLED or not any(
+        (isinstance(n, ast.keyword) and n.arg == "weight_decay" and not _zero(n.value))
+        or (isinstance(n, ast.Dict) and any(
+            isinstance(key, ast.Constant) and key.value == "weight_decay" and not _zero(v)
+            for key, v in zip(n.keys, n.values)))
+        for n in ast.walk(built))
+
+
+def _zero(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and e.value in (0, 0.0)

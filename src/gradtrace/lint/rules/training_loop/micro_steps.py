@@ -22,7 +22,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 from gradtrace.lint.rules.training_loop._loss_scaling import (
-    _plain_backward, _scaled_by, _scaled_loss)
+    _plain_backward, _scaled_by, _scaled_loss, scale_free)
 from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
 from gradtrace.lint.rules.training_loop._periods import (  # noqa: F401 (conditional: re-exported)
     conditional, counted, micro_step_loops)
@@ -242,8 +242,11 @@ class AccumulatedLossNotScaled(LoopRule):
 
     Why: `backward()` adds each micro-batch's gradient into `.grad`, and the step every N
     passes applies their *sum*: N times the mean gradient, as if the learning rate were N
-    times larger (SGD; adaptive optimizers hide part of it, but not weight decay or
-    clipping thresholds). Divide the loss by N before `backward()`.
+    times larger (SGD and momentum). Divide the loss by N before `backward()`. Not said when
+    the step's optimizer is built in the code as one that divides each gradient by a root of
+    its own square (Adam, AdamW, RMSprop...: the sum moves the weights as the mean would),
+    unless a coupled `weight_decay` or a clip reads the gradient's size
+    (NOTE [scale-free update]).
     A loop of micro-steps (`for _ in range(accum): ... loss.backward()`, then the step and
     the clear after it: NOTE [micro-step loop]) sums the same way.
     Known limits: said only when the step's `if` takes a remainder (or the step follows a
@@ -330,6 +333,8 @@ class AccumulatedLossNotScaled(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         told: set[int] = set()  # one per guard (`scaler.step(opt)` else `opt.step()` in it)
         for s, loop, guard, n in self._accumulations(f, ctx):
+            if scale_free(f, s):
+                continue
             for b in _every_pass(f, loop, guard):
                 if _plain_backward(b) and not _scaled_loss(f, b, loop) and (
                         guard is _NO_GUARD or id(guard) not in told):
