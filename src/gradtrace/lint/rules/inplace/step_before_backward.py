@@ -162,7 +162,8 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     after it: the loss's own line is after the step, but its graph holds ``q_pred``'s, which
     saved the Q weights the step changes in place. (line, owner, name) for the first value the
     loss is computed from (its bindings, transitively, outside ``.detach()``) that was bound
-    before the step, in the step's loop (the backward in it too), with grad on, not
+    before the step, in the step's loop (the backward in it too), with grad on and not the
+    result of a function run with grad off (NOTE [no-grad helpers]), not
     backpropagated before the step (``running_loss += loss`` after ``loss.backward()``: a
     second pass, GT509's), and runs the stepped model. One finding per backward: the first
     step that breaks such a value (SAC's ``qf_2_optimizer.step()`` right after the first one
@@ -170,10 +171,11 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     loops = scope.loops_of(st.call)
     if scope.loops_of(later.call) != loops:
         return None
-    for d in graphs(scope).deps(value_of(b), b.line).bindings:
+    g = graphs(scope)
+    for d in g.deps(value_of(b), b.line).bindings:
         v = value_of(d)
         if d.line >= st.call.lineno or d.no_grad or v is None or d.name in done \
-                or scope.loops_of(d.stmt) != loops:
+                or scope.loops_of(d.stmt) != loops or g.plain_result(d):
             continue
         for o in sorted(owners):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
