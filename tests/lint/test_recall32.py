@@ -1,7 +1,7 @@
 """recall32: forward-hook stores (NOTE [hook stores]) read by the GT1 tracer and by GT228, one
 element of a tuple a module's `forward` cuts (NOTE [unpacked cut element]), and GT109 with the
-focus on one owner of a shared optimizer (NOTE [one owner cut]). Every snippet runs on real
-torch."""
+focus on one owner of a shared optimizer (NOTE [one owner cut]); GT776, a standardisation with
+no epsilon under the deviation. Every snippet runs on real torch."""
 from __future__ import annotations
 
 import pytest
@@ -143,6 +143,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss.backward()
         opt.step()
         """, "GT109", 5, holds="actor.weight.grad is None")),
+    # Advantages standardised by their own std: an episode whose rewards are all equal has
+    # std 0, so (adv - mean) / std is 0/0 = NaN and so is every gradient (rllib). Look-alike:
+    # the usual `+ 1e-8` under the deviation.
+    "standardised-by-bare-std": (Shape("""
+        policy = nn.Linear(4, 2)
+        dist = torch.distributions.Categorical(logits=policy(torch.randn(6, 4)))
+        actions = dist.sample()
+        rewards = torch.zeros(6)
+        adv = (rewards - rewards.mean()) / (rewards.std() + 1e-8)
+        loss = -(dist.log_prob(actions) * adv).mean()
+        loss.backward()
+        """, "GT776", holds="not policy.weight.grad.isnan().any()"), Shape("""
+        policy = nn.Linear(4, 2)
+        dist = torch.distributions.Categorical(logits=policy(torch.randn(6, 4)))
+        actions = dist.sample()
+        rewards = torch.zeros(6)
+        adv = (rewards - rewards.mean()) / rewards.std()
+        loss = -(dist.log_prob(actions) * adv).mean()
+        loss.backward()
+        """, "GT776", 5, holds="policy.weight.grad.isnan().all()")),
+    # A one-frame utterance: the unbiased std over one element is NaN (fairseq).
+    "standardised-single-frame": (Shape("""
+        def mv_norm(features):
+            return (features - features.mean(dim=0)) / (features.std(dim=0) + 1e-5)
+
+        enc = nn.Linear(5, 3)
+        loss = F.cross_entropy(enc(mv_norm(torch.randn(3, 5))), torch.tensor([0, 1, 2]))
+        loss.backward()
+        """, "GT776", holds="not enc.weight.grad.isnan().any()"), Shape("""
+        def mv_norm(features):
+            mean = features.mean(dim=0)
+            std = features.std(dim=0)
+            return (features - mean) / std
+
+        enc = nn.Linear(5, 3)
+        loss = F.cross_entropy(enc(mv_norm(torch.randn(1, 5))), torch.tensor([0]))
+        loss.backward()
+        """, "GT776", 3, holds="enc.weight.grad.isnan().all()")),
 }
 
 
