@@ -39,7 +39,8 @@ class StandardisedByBareStd(Rule):
     Known limits: the numerator subtracts the mean of the same value (spelled alike, or a
     name bound to it in the same function), the denominator is its bare `std` (or a name
     bound once to it and not changed after); only where a gradient or a loss is computed
-    after it (NOTE: a statistic of the input computed for logging is not reported).
+    after it: in a `forward`, a loss, or code that runs `backward()` (a helper a `forward`
+    calls, often an inference wrapper's input normalisation, is not reported).
     """
 
     code = "GT776"
@@ -102,8 +103,8 @@ class StandardisedByBareStd(Rule):
         m = _reduced(resolve(node.left.right, ctx, line), "mean", ctx)
         if m is None or not spelled(m) == spelled(x) == spelled(node.left.left):
             return
-        if not in_training(ctx, node):
-            return
+        if not in_training(ctx, node, through_forward=False):
+            return  # a helper of a `forward`: statistics of the input (an inference wrapper)
         related = () if std is node.right else (Related(
             ctx.path, std.lineno, "the deviation divided by is computed here",  # type: ignore
             ctx.column(std)),)
