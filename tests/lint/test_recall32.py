@@ -1,7 +1,9 @@
 """recall32: forward-hook stores (NOTE [hook stores]) read by the GT1 tracer and by GT228, one
 element of a tuple a module's `forward` cuts (NOTE [unpacked cut element]), and GT109 with the
 focus on one owner of a shared optimizer (NOTE [one owner cut]); GT776, a standardisation with
-no epsilon under the deviation. Every snippet runs on real torch."""
+no epsilon under the deviation; GT758 through an `nn.Sequential()` filled by `add_module`
+(NOTE [added layers]) and a loss called as `criterion.forward(...)`. Every snippet runs on real
+torch."""
 from __future__ import annotations
 
 import pytest
@@ -181,6 +183,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss = F.cross_entropy(enc(mv_norm(torch.randn(1, 5))), torch.tensor([0]))
         loss.backward()
         """, "GT776", 3, holds="enc.weight.grad.isnan().all()")),
+    # An nn.Sequential filled by add_module, its last layer a Softmax, and the loss module
+    # called through `.forward`: cross-entropy normalises twice, so the loss cannot go below
+    # log(1 + 9/e) for 10 classes (the tutorial's case). Look-alike: the last layer added is
+    # the Linear (logits).
+    "sequential-add-module-softmax": (Shape("""
+        def build():
+            model = nn.Sequential()
+            model.add_module("fc", nn.Linear(20, 10))
+            model.add_module("softmax", nn.Softmax(dim=1))
+            model.add_module("out", nn.Linear(10, 10))
+            return model
+
+        model = build()
+        criterion = nn.CrossEntropyLoss()
+        loss = criterion.forward(model.forward(torch.randn(8, 20)), torch.randint(0, 10, (8,)))
+        loss.backward()
+        """, "GT758"), Shape("""
+        def build():
+            model = nn.Sequential()
+            model.add_module("fc", nn.Linear(20, 10))
+            model.add_module("softmax", nn.Softmax(dim=1))
+            return model
+
+        model = build()
+        criterion = nn.CrossEntropyLoss()
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        x, y = torch.randn(8, 20), torch.randint(0, 10, (8,))
+        for _ in range(200):
+            opt.zero_grad()
+            loss = criterion.forward(model.forward(x), y)
+            loss.backward()
+            opt.step()
+        """, "GT758", 4, holds="loss.item() > __import__('math').log(1 + 9 / __import__('math').e) - 1e-3")),
 }
 
 
