@@ -107,7 +107,7 @@ class HelperTracer(Tracer):
                 return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
                                          ((f"{fn.name}()", s.value.lineno),)),))
             cut = element_cut(self.ctx, fn, spots[0], len(s.targets[0].elts)) \
-                if fn is not None else None
+                if fn is not None else None  # NOTE [unpacked cut element]
             if cut is not None and (fn.name == "forward" or self.args_trace(  # type: ignore
                     s.value, s, b.line).live):
                 return Trace(False, (Cut(cut.kind, cut.node, cut.operand, (
@@ -119,10 +119,11 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
                 arity: int) -> Cut | None:
     """# NOTE [unpacked cut element]
     The cut a function of the file makes on element ``j`` of every tuple of ``arity`` values it
-    returns, or None: NOTE [helper cuts] read element by element, as NOTE [unpacked grad-off
-    element] reads grad-off regions. ``_, tokens = extractor(images)`` where ``forward`` returns
-    ``pred, self.latents`` and a forward hook keeps ``output.detach()`` in ``self.latents``
-    (NOTE [hook stores]): ``tokens`` has no graph whatever ``pred`` has. The same guards as
+    returns, or None: NOTE [helper cuts] read element by element, as
+    NOTE [unpacked grad-off element] reads grad-off regions. ``_, tokens = extractor(images)``
+    where ``forward`` returns ``pred, self.latents`` and a forward hook keeps
+    ``output.detach()`` in ``self.latents`` (NOTE [hook stores]): ``tokens`` has no graph
+    whatever ``pred`` has. The same guards as
     :func:`helper_cut` (grad-off decorators only, no ``backward()``, a short body); every
     ``return`` gives a tuple of ``arity`` values whose element ``j`` traces to no live value,
     to at least one cut, and is not a Python number."""

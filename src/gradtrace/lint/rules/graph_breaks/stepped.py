@@ -52,6 +52,10 @@ class SteppedModelCutFromLoss(Rule):
     The step may also follow, in another method of the same class, the `self.<method>()`
     call of the method that runs the backward (`backward_G` called by `optimize_parameters`,
     the pix2pix/CycleGAN layout), up to the next call of a method that runs a backward.
+    One optimizer over several networks (`Adam(list(vit.parameters()) +
+    list(head.parameters()))`) is read network by network: one that reaches the loss only
+    through a cut is reported even when another keeps the loss live, unless another backward
+    of the function reaches it live (NOTE [one owner cut]).
     Known limits: the optimizer must be built in the file over `model.parameters()`; the
     other network must be bound to its constructor in the file; a function argument or an
     unknown call counts as possibly carrying the stepped model.
@@ -171,8 +175,9 @@ class SteppedModelCutFromLoss(Rule):
 def _owner_cut(lp: LossPaths, ctx: Context, owners: frozenset[str], sinks: list,
                terms: list, use: ast.stmt | None, line: int
                ) -> tuple[frozenset[str], list] | None:
-    """NOTE [one owner cut]: one object the optimizer updates (``vit`` of ``Adam(list(
-    vit.parameters()) + list(head.parameters()))``) that reaches the loss only through a cut,
+    """# NOTE [one owner cut]
+    One object the optimizer updates (``vit`` of ``Adam(list(vit.parameters()) +
+    list(head.parameters()))``) that reaches the loss only through a cut,
     while another (``head``) keeps the loss live, gets no gradient from it all the same. Read
     with the focus on that owner alone; an owner any backward of the function reaches live
     (an actor-critic pair stepped by one optimizer, each loss its own backward) is left
