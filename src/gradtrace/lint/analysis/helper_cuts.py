@@ -106,7 +106,53 @@ class HelperTracer(Tracer):
             if cut is not None:
                 return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
                                          ((f"{fn.name}()", s.value.lineno),)),))
+            cut = element_cut(self.ctx, fn, spots[0], len(s.targets[0].elts)) \
+                if fn is not None else None  # NOTE [unpacked cut element]
+            if cut is not None and (fn.name == "forward" or self.args_trace(  # type: ignore
+                    s.value, s, b.line).live):
+                return Trace(False, (Cut(cut.kind, cut.node, cut.operand, (
+                    (f"{fn.name}()", s.value.lineno),) + cut.via),))  # type: ignore[union-attr]
         return super().binding_trace(b)
+
+
+def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int,
+                arity: int) -> Cut | None:
+    """# NOTE [unpacked cut element]
+    The cut a function of the file makes on element ``j`` of every tuple of ``arity`` values it
+    returns, or None: NOTE [helper cuts] read element by element, as
+    NOTE [unpacked grad-off element] reads grad-off regions. ``_, tokens = extractor(images)``
+    where ``forward`` returns ``pred, self.latents`` and a forward hook keeps
+    ``output.detach()`` in ``self.latents`` (NOTE [hook stores]): ``tokens`` has no graph
+    whatever ``pred`` has. The same guards as
+    :func:`helper_cut` (grad-off decorators only, no ``backward()``, a short body); every
+    ``return`` gives a tuple of ``arity`` values whose element ``j`` traces to no live value,
+    to at least one cut, and is not a Python number."""
+    memo: dict[tuple[int, int, int], Cut | None] = ctx.memo("gt1-element-cuts", ctx.tree, dict)
+    key = (id(fn), j, arity)
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # recursion guard
+    if not _plain_off(fn, ctx) or len(fn.body) > 60:
+        return None
+    scope = ctx.scope(fn)
+    returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
+    t = ctx.memo("gt1-helper-tracer", fn, lambda: HelperTracer(ctx.scope(fn), ctx))
+    cuts: list[Cut] = []
+    for r in returns:
+        v = r.value
+        if not isinstance(v, ast.Tuple) or len(v.elts) != arity \
+                or any(isinstance(e, ast.Starred) for e in v.elts):
+            return None
+        e = v.elts[j]
+        if scope.kind(e) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(e, ctx):
+            return None
+        tr = t.trace(e, r, r.lineno)
+        if tr.live or not tr.cuts:
+            return None
+        cuts.extend(tr.cuts)
+    if cuts:
+        memo[key] = min(cuts, key=lambda c: (c.node.lineno, c.node.col_offset))
+    return memo[key]
 
 
 def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,

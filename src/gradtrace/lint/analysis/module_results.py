@@ -25,6 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.added_layers import added_last
 from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.flag_truth import truth_under as _truth
 from gradtrace.lint.nodes import walk
@@ -193,6 +194,8 @@ def _list_last(e: ast.AST, ctx: Context, where: ast.AST | None, line: int) -> as
 
 
 def sequential_last(e: ast.Call, ctx: Context, where: ast.AST | None) -> ast.AST | None:
+    if not e.args and not e.keywords:
+        return added_last(e, ctx)  # NOTE [added layers]
     if e.keywords or not e.args:
         return None
     last = e.args[-1]

@@ -21,6 +21,7 @@ from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
 from gradtrace.lint.analysis.call_traces import CallTraces
+from gradtrace.lint.analysis.hook_stores import run_between
 from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
 from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.reach import reaching
@@ -282,7 +283,8 @@ class Tracer(CallTraces):
         name = dotted(e)
         if name is not None and self.scope.bindings.get(name):
             bs = self.bindings_at(name, use, line)
-            if bs:
+            if bs and not run_between(self.ctx, self.scope.node, name,
+                                      max(b.line for b in bs), line):  # NOTE [hook stores]
                 return self._name(name, use, line)
         if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
             if name is not None and setting_attr(self, name):

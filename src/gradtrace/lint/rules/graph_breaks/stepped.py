@@ -52,6 +52,10 @@ class SteppedModelCutFromLoss(Rule):
     The step may also follow, in another method of the same class, the `self.<method>()`
     call of the method that runs the backward (`backward_G` called by `optimize_parameters`,
     the pix2pix/CycleGAN layout), up to the next call of a method that runs a backward.
+    One optimizer over several networks (`Adam(list(vit.parameters()) +
+    list(head.parameters()))`) is read network by network: one that reaches the loss only
+    through a cut is reported even when another keeps the loss live, unless another backward
+    of the function reaches it live (NOTE [one owner cut]).
     Known limits: the optimizer must be built in the file over `model.parameters()`; the
     other network must be bound to its constructor in the file; a function argument or an
     unknown call counts as possibly carrying the stepped model.
@@ -132,7 +136,12 @@ class SteppedModelCutFromLoss(Rule):
             use = lp.scope.statement_of(sink.node)
             terms = list(lp._terms(sink.value, use, line, 0))
             traced = [(t, lp.trace(t, use, line), focus.trace(t, use, line)) for t in terms]
-            if not any(f.live for _, _, f in traced):
+            one = len(owners) > 1 and all(f.live for _, _, f in traced) and _owner_cut(
+                lp, ctx, owners, sinks, terms, use, line)  # NOTE [one owner cut]
+            if one:
+                owners, traced = one
+                traced = [(t, Trace(True), f) for t, _, f in traced]
+            elif not any(f.live for _, _, f in traced):
                 loose = frozenset().union(*(_loose_params(c, lp.scope) for c, _, _ in steps))
                 wide = FocusTracer(lp.scope, ctx, owners, loose)
                 if not loose or not wide.trace(sink.value, use, line).live:
@@ -161,6 +170,28 @@ class SteppedModelCutFromLoss(Rule):
                 yield self.report(c.node, ctx, related=rel, expr=short(ctx.source(c.node)),
                                   operand=short(ctx.source(c.operand), 40), model=model,
                                   opt=short(opt, 30), step=step.lineno, what=what)
+
+
+def _owner_cut(lp: LossPaths, ctx: Context, owners: frozenset[str], sinks: list,
+               terms: list, use: ast.stmt | None, line: int
+               ) -> tuple[frozenset[str], list] | None:
+    """# NOTE [one owner cut]
+    One object the optimizer updates (``vit`` of ``Adam(list(vit.parameters()) +
+    list(head.parameters()))``) that reaches the loss only through a cut,
+    while another (``head``) keeps the loss live, gets no gradient from it all the same. Read
+    with the focus on that owner alone; an owner any backward of the function reaches live
+    (an actor-critic pair stepped by one optimizer, each loss its own backward) is left
+    alone. The owner and the terms traced with the focus on it; None: no owner is cut."""
+    for o in sorted(owners):
+        focus = FocusTracer(lp.scope, ctx, frozenset({o}))
+        traced = [(t, lp.trace(t, use, line), focus.trace(t, use, line)) for t in terms]
+        if any(f.live for _, _, f in traced) or not any(f.cuts for _, _, f in traced):
+            continue
+        if any(focus.trace(s.value, lp.scope.statement_of(s.node), s.node.lineno).live
+               for s in sinks):
+            continue
+        return frozenset({o}), traced
+    return None
 
 
 def _replaces_value(fo: Trace, traced: list, ctx: Context) -> bool:

@@ -39,8 +39,8 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
         while pos != -1:
             start = text.rfind("\n", 0, pos) + 1
             m = HOLDER_RE.search(text, start, pos)
-            if m is not None:
-                holders.add(m.group(1) + "(")
+            if m is not None:  # `criterion(out, y)`, `criterion.forward(out, y)`
+                holders.update((m.group(1) + "(", m.group(1) + ".forward("))
             m = TUPLE_HOLDERS_RE.match(text, start, pos)  # `ce, nll = CrossEntropyLoss(), ...`
             if m is not None:
                 holders.update(n.strip() + "(" for n in m.group(1).split(","))

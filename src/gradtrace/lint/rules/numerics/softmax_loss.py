@@ -52,7 +52,9 @@ def _loss_kind(call: ast.Call, scope: Scope, ctx: Context, wrapped: bool = False
     if isinstance(call.func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`
         return LOSS_MODULES.get(ctx.qualified_name(call.func.func) or "")
     if isinstance(call.func, (ast.Name, ast.Attribute)):
-        k = ctx.analysis.kind(call.func, scope, call.lineno)
+        runs = call.func.value if isinstance(call.func, ast.Attribute) \
+            and call.func.attr == "forward" else call.func  # `criterion.forward(out, y)`
+        k = ctx.analysis.kind(runs, scope, call.lineno)
         if k is not None and k.what == MODULE:
             got = LOSS_MODULES.get(k.cls or "")
             return got if got is not None or not wrapped else _wrappers(ctx)[0].get(k.cls or "")
