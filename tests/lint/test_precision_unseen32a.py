@@ -1,0 +1,59 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen32a.md (session 32: NLP,
+speech, time series and recommender research code), each in another spelling than the
+project's and next to a buggy twin that is still reported. The snippets run on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # pytorch-ts (pts/modules/flows.py) and TEMPO: `modules += batch_norm * [BatchNorm(n)]`
+    # with `batch_norm=True` a constructor flag: True * [x] is [x], False * [x] is []: one new
+    # layer per block or none, nothing repeated. Twin: the count is an int parameter: the same
+    # norm object twice
+    "flag-times-a-one-layer-list": (Shape("""
+        class Flow(nn.Module):
+            def __init__(self, n_blocks, size, use_norm=True):
+                super().__init__()
+                mods = []
+                for _ in range(n_blocks):
+                    mods += [nn.Linear(size, size)]
+                    mods += use_norm * [nn.BatchNorm1d(size)]
+                self.net = nn.Sequential(*mods)
+        f = Flow(3, 4)
+        """, "GT446", holds="len({id(m) for m in f.net if isinstance(m, nn.BatchNorm1d)}) == 3"),
+        Shape("""
+        class Flow(nn.Module):
+            def __init__(self, n_blocks, size, n_norms=2):
+                super().__init__()
+                mods = []
+                for _ in range(n_blocks):
+                    mods += [nn.Linear(size, size)]
+                    mods += n_norms * [nn.BatchNorm1d(size)]
+                self.net = nn.Sequential(*mods)
+        f = Flow(3, 4)
+        """, "GT446", line=7,
+            holds="len({id(m) for m in f.net if isinstance(m, nn.BatchNorm1d)}) == 3")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
