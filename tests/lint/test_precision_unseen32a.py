@@ -46,6 +46,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         f = Flow(3, 4)
         """, "GT446", line=7,
             holds="len({id(m) for m in f.net if isinstance(m, nn.BatchNorm1d)}) == 3")),
+    # rome (experiments/causal_trace.py): `layer = nn.Linear(d, d)`, then
+    # `nethook.set_requires_grad(False, layer)` (a helper of util/nethook.py looping over
+    # `*models`' parameters), then `layer.bias[...] = mean`: the weights no longer require
+    # grad, the write is allowed. Twin: the helper is given True: the write raises
+    "layer-frozen-by-a-helper-before-its-weights-are-written": (Shape("""
+        def set_requires_grad(requires_grad, *models):
+            for model in models:
+                if isinstance(model, nn.Module):
+                    for param in model.parameters():
+                        param.requires_grad = requires_grad
+        def make_transform(mean):
+            layer = nn.Linear(3, 3)
+            set_requires_grad(False, layer)
+            layer.bias[...] = mean
+            return layer
+        def fit(net, x):
+            net(x).sum().backward()
+        t = make_transform(torch.ones(3))
+        """, "GT302", holds="torch.equal(t.bias, torch.ones(3))"), Shape("""
+        def set_requires_grad(requires_grad, *models):
+            for model in models:
+                if isinstance(model, nn.Module):
+                    for param in model.parameters():
+                        param.requires_grad = requires_grad
+        def make_transform(mean):
+            layer = nn.Linear(3, 3)
+            set_requires_grad(True, layer)
+            layer.bias[...] = mean
+            return layer
+        def fit(net, x):
+            net(x).sum().backward()
+        t = make_transform(torch.ones(3))
+        """, "GT302", line=9, raises=(RuntimeError, "leaf Variable that requires grad"))),
 }
 
 
