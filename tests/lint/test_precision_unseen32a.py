@@ -79,6 +79,24 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             net(x).sum().backward()
         t = make_transform(torch.ones(3))
         """, "GT302", line=9, raises=(RuntimeError, "leaf Variable that requires grad"))),
+    # KernelGAT (kgat/models.py): `select_prob = softmax(scores, dim=1)` over the evidence,
+    # `class_prob = softmax(feats, dim=2)` over the classes, `(select_prob * class_prob)
+    # .sum(1)`: a mixture of per-evidence class distributions, itself a distribution. Twin:
+    # the evidence weights are not normalised (a sigmoid): the class probabilities summed over
+    # evidence add up to more than 1
+    "mixture-of-distributions-weighted-over-the-summed-axis": (Shape("""
+        def mix(scores, feats):
+            select = F.softmax(scores, dim=1)
+            per_class = F.softmax(feats, dim=2)
+            return torch.sum(select * per_class, 1)
+        p = mix(torch.randn(2, 5, 1), torch.randn(2, 5, 3))
+        """, "GT764", holds="torch.allclose(p.sum(-1), torch.ones(2))"), Shape("""
+        def mix(scores, feats):
+            select = torch.sigmoid(scores)
+            per_class = F.softmax(feats, dim=2)
+            return torch.sum(select * per_class, 1)
+        p = mix(torch.randn(2, 5, 1), torch.randn(2, 5, 3))
+        """, "GT764", line=3, holds="not torch.allclose(p.sum(-1), torch.ones(2))")),
 }
 
 
