@@ -97,6 +97,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return torch.sum(select * per_class, 1)
         p = mix(torch.randn(2, 5, 1), torch.randn(2, 5, 3))
         """, "GT764", line=3, holds="not torch.allclose(p.sum(-1), torch.ones(2))")),
+    # fast_abs_rl (model/summ.py): `Seq2SeqSumm` registers `self._attn_wq` and builds a
+    # plain `AttentionalLSTMDecoder(self._embedding, ..., self._attn_wq, ...)` that keeps a
+    # reference: the weights are the owner's, registered and trained. Twin: the plain class
+    # makes its own attention weight: it is missing from `parameters()`
+    "plain-helper-given-the-owners-parameters": (Shape("""
+        class Decoder:
+            def __init__(self, emb, attn_w):
+                self._emb = emb
+                self._attn_w = attn_w
+            def __call__(self, tok):
+                return self._emb(tok) @ self._attn_w
+        class Summ(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(10, 4)
+                self.attn_wq = nn.Parameter(torch.randn(4, 4))
+                self.dec = Decoder(self.emb, self.attn_wq)
+            def forward(self, tok):
+                return self.dec(tok)
+        m = Summ()
+        """, "GT413", holds="any(p is m.attn_wq for p in m.parameters())"), Shape("""
+        class Decoder:
+            def __init__(self, emb, d):
+                self._emb = emb
+                self._attn_w = nn.Parameter(torch.randn(d, d))
+            def __call__(self, tok):
+                return self._emb(tok) @ self._attn_w
+        class Summ(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(10, 4)
+                self.dec = Decoder(self.emb, 4)
+            def forward(self, tok):
+                return self.dec(tok)
+        m = Summ()
+        """, "GT413", line=1,
+            holds="not any(p is m.dec._attn_w for p in m.parameters())")),
 }
 
 
