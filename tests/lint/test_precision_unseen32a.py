@@ -134,6 +134,56 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Summ()
         """, "GT413", line=1,
             holds="not any(p is m.dec._attn_w for p in m.parameters())")),
+    # SSSD (imputers/CSDIS4.py): `CSDI_base.evaluate` runs `self.impute` under `no_grad`; the
+    # file's `evaluate(model, loader)` calls `model.eval()` and then `model.evaluate(batch)`:
+    # the method runs on a model in eval mode (the receiver's type is unknown to the analysis).
+    # Twin: the function calls `model.evaluate(batch)` with no `eval()`: dropout still drops
+    "method-called-on-a-model-put-in-eval-mode": (Shape("""
+        class Imputer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+            def impute(self, x):
+                out = x
+                for _ in range(3):
+                    out = self.net(out)
+                return out
+            def evaluate(self, x):
+                with torch.no_grad():
+                    return self.impute(x)
+            def fit(self, x, opt):
+                loss = self.net(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+        def evaluate(model, batches):
+            model.eval()
+            return [model.evaluate(b) for b in batches]
+        m = Imputer()
+        x = torch.ones(2, 4)
+        a, b = evaluate(m, [x, x])
+        """, "GT540", holds="torch.equal(a, b)"), Shape("""
+        class Imputer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+            def impute(self, x):
+                out = x
+                for _ in range(3):
+                    out = self.net(out)
+                return out
+            def evaluate(self, x):
+                with torch.no_grad():
+                    return self.impute(x)
+            def fit(self, x, opt):
+                loss = self.net(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+        def evaluate(model, batches):
+            return [model.evaluate(b) for b in batches]
+        m = Imputer()
+        x = torch.ones(2, 4)
+        a, b = evaluate(m, [x, x])
+        """, "GT540", line=8, holds="not torch.equal(a, b)")),
 }
 
 
