@@ -139,7 +139,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # the method runs on a model in eval mode (the receiver's type is unknown to the analysis).
     # Twin: the function calls `model.evaluate(batch)` with no `eval()`: dropout still drops
     "method-called-on-a-model-put-in-eval-mode": (Shape("""
-        class Imputer(nn.Module):
+        class ImputerBase(nn.Module):
             def __init__(self):
                 super().__init__()
                 self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
@@ -155,14 +155,16 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 loss = self.net(x).pow(2).mean()
                 loss.backward()
                 opt.step()
+        class Imputer(ImputerBase):
+            pass
         def evaluate(model, batches):
             model.eval()
             return [model.evaluate(b) for b in batches]
-        m = Imputer()
-        x = torch.ones(2, 4)
-        a, b = evaluate(m, [x, x])
+        def run(x):
+            return evaluate(model=Imputer(), batches=[x, x])
+        a, b = run(torch.ones(2, 4))
         """, "GT540", holds="torch.equal(a, b)"), Shape("""
-        class Imputer(nn.Module):
+        class ImputerBase(nn.Module):
             def __init__(self):
                 super().__init__()
                 self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
@@ -178,12 +180,41 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 loss = self.net(x).pow(2).mean()
                 loss.backward()
                 opt.step()
+        class Imputer(ImputerBase):
+            pass
         def evaluate(model, batches):
             return [model.evaluate(b) for b in batches]
-        m = Imputer()
-        x = torch.ones(2, 4)
-        a, b = evaluate(m, [x, x])
+        def run(x):
+            return evaluate(model=Imputer(), batches=[x, x])
+        a, b = run(torch.ones(2, 4))
         """, "GT540", line=8, holds="not torch.equal(a, b)")),
+    # RAVE (rave/pqmf.py): `loss_wc` is the objective `scipy.optimize.fmin` minimises to
+    # design a filter: `np.max` of `np.convolve` of `kaiser_filter(...)`, a function of the
+    # file returning SciPy's `firwin`: NumPy all the way, no tensor to cut. Twin: the filter
+    # is a learned tensor given to the loss: NumPy cannot read it
+    "numpy-objective-of-a-scipy-filter-design": (Shape("""
+        import numpy as np
+        from scipy.signal import firwin
+        from scipy.optimize import fmin
+        def prototype(wc, n):
+            h = firwin(n, wc / np.pi)
+            return h
+        def loss_wc(wc, m, n):
+            h = prototype(wc, n)
+            g = np.convolve(h, h[::-1], "full")
+            g = abs(g[g.shape[-1] // 2::2 * m][1:])
+            return np.max(g)
+        def design(m, n):
+            return fmin(lambda w: loss_wc(w, m, n), 0.25, disp=0)[0]
+        wc = design(4, 33)
+        """, "GT103", holds="0 < wc < 3.2"), Shape("""
+        import numpy as np
+        def loss_wc(h, m):
+            g = np.convolve(h, h, "full")
+            return torch.as_tensor(np.max(abs(g[::m])))
+        h = nn.Parameter(torch.randn(9))
+        loss_wc(h, 4).backward()
+        """, "GT103", line=3, raises=(RuntimeError, "numpy"))),
 }
 
 
