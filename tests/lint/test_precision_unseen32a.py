@@ -215,6 +215,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         h = nn.Parameter(torch.randn(9))
         loss_wc(h, 4).backward()
         """, "GT103", line=3, raises=(RuntimeError, "numpy"))),
+    # VectorQuantizedCPC (train_vocoder.py): `MultiStepLR(opt, milestones=cfg.training.
+    # scheduler.milestones)` stepped every batch, the epoch loop's bound `n_epochs =
+    # cfg.training.n_steps // len(loader) + 1`: the milestones count steps (50000, ... of 160000
+    # steps); the shared `cfg.training` prefix is not an epoch count. Twin: the milestone is half
+    # the epoch count: it comes after 2 batches
+    "step-milestones-from-a-config-that-also-bounds-the-epochs": (Shape("""
+        from types import SimpleNamespace as NS
+        def train(cfg, model, loader):
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)
+            sched = torch.optim.lr_scheduler.MultiStepLR(
+                opt, milestones=cfg.training.scheduler.milestones, gamma=0.5)
+            n_epochs = cfg.training.n_steps // len(loader) + 1
+            for epoch in range(1, n_epochs + 1):
+                for x in loader:
+                    opt.zero_grad()
+                    model(x).sum().backward()
+                    opt.step()
+                    sched.step()
+            return opt.param_groups[0]["lr"]
+        cfg = NS(training=NS(n_steps=8, scheduler=NS(milestones=[6])))
+        lr = train(cfg, nn.Linear(2, 1), [torch.ones(1, 2)] * 4)
+        """, "GT526", holds="lr == 0.5"), Shape("""
+        from types import SimpleNamespace as NS
+        def train(cfg, model, loader):
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)
+            sched = torch.optim.lr_scheduler.MultiStepLR(
+                opt, milestones=[cfg.training.n_epochs // 2], gamma=0.5)
+            for epoch in range(cfg.training.n_epochs):
+                for x in loader:
+                    opt.zero_grad()
+                    model(x).sum().backward()
+                    opt.step()
+                    sched.step()
+            return opt.param_groups[0]["lr"]
+        cfg = NS(training=NS(n_epochs=4))
+        lr = train(cfg, nn.Linear(2, 1), [torch.ones(1, 2)] * 4)
+        """, "GT526", line=11, holds="lr == 0.5")),
 }
 
 
