@@ -252,6 +252,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         cfg = NS(training=NS(n_epochs=4))
         lr = train(cfg, nn.Linear(2, 1), [torch.ones(1, 2)] * 4)
         """, "GT526", line=11, holds="lr == 0.5")),
+    # speedyspeech (code/speedyspeech.py): `forward` runs `round_and_mask(torch.exp(d), plen)`
+    # only under `if not self.training:`, and the helper writes `d[d < 1] = 1` in place: in
+    # eval mode, where nothing is backpropagated. Twin: the same rounding in the training arm
+    # before the loss: backward raises
+    "helper-writes-an-exp-output-on-the-eval-arm": (Shape("""
+        def round_up(d):
+            d[d < 1] = 1
+            return torch.round(d)
+        class Durations(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pred = nn.Linear(4, 1)
+            def forward(self, x):
+                d = self.pred(x)[..., 0]
+                if not self.training:
+                    d = round_up(torch.exp(d))
+                return d
+        m = Durations()
+        F.mse_loss(m(torch.randn(3, 4)), torch.zeros(3)).backward()
+        m.eval()
+        with torch.no_grad():
+            out = m(torch.randn(3, 4))
+        """, "GT602", holds="bool((out >= 1).all())"), Shape("""
+        def round_up(d):
+            d[d < 1] = 1
+            return torch.round(d)
+        class Durations(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pred = nn.Linear(4, 1)
+            def forward(self, x):
+                d = self.pred(x)[..., 0]
+                if self.training:
+                    d = round_up(torch.exp(d))
+                return d
+        m = Durations()
+        F.mse_loss(m(torch.randn(3, 4)), torch.zeros(3)).backward()
+        """, "GT602", line=2, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
