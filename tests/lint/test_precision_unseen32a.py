@@ -290,6 +290,49 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Durations()
         F.mse_loss(m(torch.randn(3, 4)), torch.zeros(3)).backward()
         """, "GT602", line=2, raises=(RuntimeError, "modified by an inplace operation"))),
+    # VocGAN (utils/train.py): each pass of the step loop steps the generator, then runs
+    # `for _ in range(rep_discriminator)` critic steps summed into `loss_d_sum`, made anew on
+    # every pass and read with `.item()` after the inner loop: it keeps the graphs of one
+    # iteration's critic steps, never more. Twin: the sum is made once, before the loop over
+    # iterations: it keeps every iteration's graphs
+    "critic-losses-summed-within-one-iteration": (Shape("""
+        def train(g, d, opt_g, opt_d, batches, reps=2):
+            logged = []
+            for x in batches:
+                opt_g.zero_grad()
+                (-d(g(x)).mean()).backward()
+                opt_g.step()
+                loss_d_sum = 0.0
+                for _ in range(reps):
+                    opt_d.zero_grad()
+                    loss_d = d(g(x).detach()).mean() - d(x).mean()
+                    loss_d.backward()
+                    opt_d.step()
+                    loss_d_sum += loss_d
+                logged.append((loss_d_sum / reps).item())
+            return logged
+        g, d = nn.Linear(3, 3), nn.Linear(3, 1)
+        out = train(g, d, torch.optim.SGD(g.parameters(), lr=0.1),
+                    torch.optim.SGD(d.parameters(), lr=0.1), [torch.randn(2, 3)] * 3)
+        """, "GT505", holds="len(out) == 3 and all(isinstance(v, float) for v in out)"),
+        Shape("""
+        def train(g, d, opt_g, opt_d, batches, reps=2):
+            loss_d_sum = 0.0
+            for x in batches:
+                opt_g.zero_grad()
+                (-d(g(x)).mean()).backward()
+                opt_g.step()
+                for _ in range(reps):
+                    opt_d.zero_grad()
+                    loss_d = d(g(x).detach()).mean() - d(x).mean()
+                    loss_d.backward()
+                    opt_d.step()
+                    loss_d_sum += loss_d
+            return loss_d_sum
+        g, d = nn.Linear(3, 3), nn.Linear(3, 1)
+        out = train(g, d, torch.optim.SGD(g.parameters(), lr=0.1),
+                    torch.optim.SGD(d.parameters(), lr=0.1), [torch.randn(2, 3)] * 3)
+        """, "GT505", line=12, holds="out.grad_fn is not None")),
 }
 
 
