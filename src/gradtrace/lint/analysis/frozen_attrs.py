@@ -155,3 +155,92 @@ def _truth(e: ast.expr, var: str, value: str) -> bool | None:
         s = e.args[0].value
         return value.startswith(s) if e.func.attr == "startswith" else value.endswith(s)
     return None
+
+
+def call_freezes(ctx: Context, call: ast.Call, name: str) -> bool:
+    """``call`` turns off ``requires_grad`` on every parameter of the module it is given as
+    ``name``: ``name.requires_grad_(False)``, or a function of the file or of another file of
+    the project (NOTE [project index]) that loops over that argument's ``parameters()`` setting
+    ``requires_grad`` to False, a constant or a parameter the call gives False (rome's
+    ``nethook.set_requires_grad(False, layer)``, CycleGAN's ``set_requires_grad(nets,
+    False)``, a loop over ``*models`` or a list argument included)."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr == "requires_grad_" \
+            and isinstance(f.value, ast.Name) and f.value.id == name:
+        return bool(call.args) and _is_false(call.args[0])
+    if not any(isinstance(a, ast.Name) and a.id == name
+               for a in [*call.args, *(k.value for k in call.keywords)]):
+        return False
+    fn = ctx.analysis.functions.get(f.id) if isinstance(f, ast.Name) else None
+    if fn is None:
+        from gradtrace.lint.analysis.project import foreign_function
+        fn = foreign_function(ctx, call)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    values, holders = _bind(fn.args, call, name)
+    if not holders:
+        return False
+    mods = set(holders)
+    for n in ast.walk(fn):  # `for m in models:` over a holder: `m` holds the module too
+        if isinstance(n, ast.For) and isinstance(n.iter, ast.Name) and n.iter.id in holders \
+                and isinstance(n.target, ast.Name):
+            mods.add(n.target.id)
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+                and isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Attribute)
+                and n.iter.func.attr == "parameters"
+                and isinstance(n.iter.func.value, ast.Name) and n.iter.func.value.id in mods):
+            continue
+        p = n.target.id
+        for s in ast.walk(n):
+            v = None
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                    and isinstance(s.targets[0], ast.Attribute) \
+                    and s.targets[0].attr == "requires_grad" \
+                    and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id == p:
+                v = s.value
+            elif isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute) \
+                    and s.func.attr == "requires_grad_" and isinstance(s.func.value, ast.Name) \
+                    and s.func.value.id == p and s.args:
+                v = s.args[0]
+            if v is not None:
+                if isinstance(v, ast.Name) and v.id in values:
+                    v = values[v.id]
+                return _is_false(v)
+    return False
+
+
+def _bind(a: ast.arguments, call: ast.Call, name: str
+          ) -> tuple[dict[str, ast.expr], set[str]]:
+    """The call's arguments by parameter name (defaults filled in), and the parameters that
+    receive ``name`` (the ``*args`` one when it lands there; a list or tuple literal holding
+    it counts)."""
+    pos = [*a.posonlyargs, *a.args]
+    values: dict[str, ast.expr] = dict(zip([x.arg for x in pos[len(pos) - len(a.defaults):]],
+                                           a.defaults))
+    values.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    holders: set[str] = set()
+    if any(isinstance(x, ast.Starred) for x in call.args):
+        return values, holders
+
+    def gets(e: ast.expr) -> bool:
+        return isinstance(e, ast.Name) and e.id == name or isinstance(
+            e, (ast.List, ast.Tuple)) and any(isinstance(x, ast.Name) and x.id == name
+                                              for x in e.elts)
+    for i, e in enumerate(call.args):
+        if i < len(pos):
+            values[pos[i].arg] = e
+            if gets(e):
+                holders.add(pos[i].arg)
+        elif a.vararg is not None and gets(e):
+            holders.add(a.vararg.arg)
+    for k in call.keywords:
+        if k.arg is not None:
+            values[k.arg] = k.value
+            if gets(k.value):
+                holders.add(k.arg)
+    return values, holders
+
+
+def _is_false(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and e.value is False

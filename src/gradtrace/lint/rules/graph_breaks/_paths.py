@@ -350,12 +350,15 @@ def _script_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> 
     return bool(sites) and all(where is ctx.tree for _, where in sites)
 
 
-def _library_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _library_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                    depth: int = 0) -> bool:
     """Every ``return`` of ``fn`` hands back what a function of a NumPy-side library computes
     (``sklearn.metrics.log_loss``, directly or through a name bound only to such a call):
     KGAT's ``logloss(ground_truth, prediction)`` wraps scikit-learn's metric, a number by
-    design, not a torch loss whose path was cut on the way."""
-    from gradtrace.lint.analysis.vocabulary import METRIC_LIBRARIES
+    design, not a torch loss whose path was cut on the way. NumPy calls, ``abs`` and slices
+    count when every name they read is itself such a value, and a function of the file whose
+    returns all are (RAVE's ``loss_wc``: ``np.max`` of ``np.convolve`` of a filter from
+    ``kaiser_filter``, which returns SciPy's ``firwin``: the objective of ``scipy.optimize``)."""
     made: dict[str, list[ast.expr]] = {}
     rets: list[ast.expr | None] = []
     for n in walk(fn):
@@ -364,8 +367,32 @@ def _library_metric(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) ->
             made.setdefault(n.targets[0].id, []).append(n.value)
         elif isinstance(n, ast.Return):
             rets.append(n.value)
-    values = [v for r in rets for v in (made.get(r.id, [r]) if isinstance(r, ast.Name)
-                                        else [r])]
-    return bool(values) and all(
-        isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "").partition(".")[0]
-        in METRIC_LIBRARIES for v in values)
+    return bool(rets) and all(r is not None and _library_side(ctx, r, made, set(), depth)
+                              for r in rets)
+
+
+def _library_side(ctx: Context, v: ast.expr, made: dict[str, list[ast.expr]],
+                  seen: set[str], depth: int) -> bool:
+    from gradtrace.lint.analysis.vocabulary import METRIC_LIBRARIES
+    if isinstance(v, ast.Name):
+        if v.id in seen:
+            return True  # `g = abs(g[...])`: the name's other bindings decide
+        if v.id not in made:
+            return False  # a parameter: may be a tensor
+        seen.add(v.id)
+        return all(_library_side(ctx, x, made, seen, depth) for x in made[v.id])
+    if isinstance(v, ast.Subscript):
+        return _library_side(ctx, v.value, made, seen, depth)
+    if not isinstance(v, ast.Call):
+        return False
+    q = ctx.qualified_name(v.func) or ""
+    root = q.partition(".")[0]
+    if root in METRIC_LIBRARIES:
+        return True
+    if root == "numpy" or q == "abs":
+        args = [*v.args, *(k.value for k in v.keywords)]
+        return bool(args) and all(isinstance(a, ast.Constant) or _library_side(
+            ctx, a, made, seen, depth) for a in args)
+    fn = ctx.analysis.functions.get(v.func.id) if isinstance(v.func, ast.Name) else None
+    return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and depth < 2 \
+        and _library_metric(ctx, fn, depth + 1)

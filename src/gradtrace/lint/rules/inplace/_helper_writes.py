@@ -18,7 +18,9 @@ from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.rules.inplace._ops import (
     SAVED_MODULES, SAVED_OUT, _LazyModules, _op_of_call, local_module,
 )
-from gradtrace.lint.rules.inplace._saved import Producer, _file_backwards, _runs_as_forward
+from gradtrace.lint.rules.inplace._saved import (
+    Producer, _eval_branch, _file_backwards, _path_to, _runs_as_forward,
+)
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,14 @@ def _no_graph(call: ast.Call, scope: object, ctx: Context) -> bool:
 
 def _training(fn: ast.AST, site: ast.stmt, ctx: Context) -> ast.Call | bool:
     """A backward after ``site`` in ``fn`` (or the module body), or True in a module's
-    ``forward``; False in an inference function."""
+    ``forward`` outside its eval arm (``if not self.training:``, speedyspeech's rounding of
+    the predicted durations: the arm runs in eval mode only, as ``_in_training`` reads a
+    write of the forward itself); False in an inference function."""
     if isinstance(fn, FUNCTION_TYPES) and is_inference_function(fn, ctx):
         return False
     for sink in step_calls(ctx, fn).losses():
         if sink.call.lineno > (site.end_lineno or site.lineno):
             return sink.call
     info = ctx.analysis.class_of(fn) if isinstance(fn, FUNCTION_TYPES) else None
-    return info is not None and _runs_as_forward(info.node, fn.name, ctx)  # type: ignore
+    return info is not None and _runs_as_forward(info.node, fn.name, ctx) \
+        and not _eval_branch(_path_to(fn.body, site))  # type: ignore[attr-defined]

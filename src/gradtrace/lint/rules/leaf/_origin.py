@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.frozen_attrs import call_freezes
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -84,11 +85,17 @@ def flagged_leaf(scope: Scope, name: str, line: int) -> ast.stmt | None:
 
 def frozen_before(scope: Scope, name: str, line: int) -> bool:
     """``name.requires_grad = False`` (or ``name.requires_grad_(False)``) runs on every path
-    before ``line`` in the function's top-level body, and no later ``True`` undoes it."""
+    before ``line`` in the function's top-level body, and no later ``True`` undoes it; for
+    ``layer.weight``, a statement freezing all of ``layer`` counts (``call_freezes``)."""
     frozen = False
+    root = name.rpartition(".")[0]
     for s in scope.node.body:  # type: ignore[attr-defined]
         if s.lineno >= line:
             break
+        if root and "." not in root and isinstance(s, ast.Expr) \
+                and isinstance(s.value, ast.Call) and call_freezes(scope.ctx, s.value, root):
+            frozen = True  # the whole layer frozen (`nethook.set_requires_grad(False, layer)`)
+            continue
         if isinstance(s, ast.Assign) and any(dotted(t) == name + ".requires_grad"
                                              for t in s.targets):
             frozen = not is_true(s.value)

@@ -265,7 +265,9 @@ class SoftmaxAxisNotSummed(Rule):
     `einsum("bnd,bnes->besd", x, w)`: each sample's weights depend on the other samples; the
     soft-MoE dispatch, checked on torch 2.13). A soft assignment normalised over clusters and
     summed over descriptors (`einsum("bnk,bnd->bkd", a, x)`, NetVLAD) keeps `k` out of `x`:
-    not reported.
+    not reported; nor is a mixture, `(p * q).sum(1)` with `p` normalised over dimension 1
+    and `q` over another (KernelGAT's evidence weights times per-evidence class
+    probabilities: the sum is a distribution over classes).
     Known limits: the weights must be used directly (the softmax call or a name bound to it in
     the same function, an `nn.Softmax(dim=...)` module the analysis knows, one reshape back);
     `w @ v`, `torch.matmul`/`torch.bmm` (the last axis of the left operand), `(w * v).sum(d)`
@@ -385,8 +387,10 @@ class SoftmaxAxisNotSummed(Rule):
         e = int_value(d)
         if e is None or not (isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult)):
             return
-        for op in (x.left, x.right):
-            w = _weights(op, ctx, scope, node.lineno)
+        ws = [_weights(op, ctx, scope, node.lineno) for op in (x.left, x.right)]
+        if any(w is not None and w[1] == e for w in ws):
+            return  # a mixture: the other factor's weights sum to 1 over `e`, this one is mixed
+        for w in ws:
             if w is not None and w[1] != e and (w[1] < 0) == (e < 0):
                 yield from self._report(node, w, f"the product is summed over dimension {e}",
                                         ctx, scope)

@@ -29,7 +29,8 @@ class ParametersInPlainClass(Rule):
     Known limits: only a class of the file without bases, stored by a module class of the file
     (`self.out = Plain(...)`, also under a conditional expression) and read in that module's
     `forward` (or a method it calls); left alone when the module hands the held parameters on
-    itself (`register_parameter`, `self.w = self.out.weight`, an optimizer given them).
+    itself (`register_parameter`, `self.w = self.out.weight`, an optimizer given them), or
+    gives them to the plain class from its own attributes (`Plain(self.emb, self.w)`).
     """
 
     code = "GT413"
@@ -90,20 +91,23 @@ class ParametersInPlainClass(Rule):
         if cls is None or cls.node is not node or cls.is_module or node.keywords \
                 or any(dotted(b) != "object" for b in node.bases):
             return
-        held = self._held(cls, ctx)
-        if held is None:
+        helds = self._held(cls, ctx)
+        if not helds:
             return
-        attr, what = held
         for owner in an.classes.values():
             if not owner.is_module:
                 continue
             for field, info in owner.attrs.items():
-                if info.value is None or field not in owner.forward_uses or not any(
-                        isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                        and n.func.id == node.name for n in bfs_walk(info.value)):
+                builds = [] if info.value is None or field not in owner.forward_uses else [
+                    n for n in bfs_walk(info.value) if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Name) and n.func.id == node.name]
+                if not builds or _handed_on(owner.node, field, ctx):
                     continue
-                if _handed_on(owner.node, field, ctx):
-                    continue
+                held = next((h for h in helds if not any(
+                    _owner_attr_given(node, h[2], b) for b in builds)), None)
+                if held is None:
+                    continue  # every held thing is one of the owner's own attributes
+                attr, what, _ = held
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, info.stmt.lineno, f"`{owner.name}` stores it here as a plain "
                     "attribute", ctx.column(info.stmt))], cls=node.name, what=what,
@@ -111,17 +115,20 @@ class ParametersInPlainClass(Rule):
                 return
 
     @staticmethod
-    def _held(cls: object, ctx: Context) -> tuple[str, str] | None:
-        """The first ``self.<x>`` of the plain class that is a Parameter or a layer."""
+    def _held(cls: object, ctx: Context) -> list[tuple[str, str, str | None]]:
+        """Each ``self.<x>`` of the plain class that is a Parameter or a layer: (attribute,
+        what, the ``__init__`` argument it stores, or None)."""
+        out = []
         for name, info in cls.attrs.items():  # type: ignore[attr-defined]
             k = cls.attr_kind(name)  # type: ignore[attr-defined]
             if k is None:
                 continue
+            arg = info.value.id if isinstance(info.value, ast.Name) else None
             if k.what == PARAMETER:
-                return name, "`nn.Parameter`"
-            if k.what == MODULE and info.value is not None and owns_params(info.value, ctx):
-                return name, "layer"
-        return None
+                out.append((name, "`nn.Parameter`", arg))
+            elif k.what == MODULE and info.value is not None and owns_params(info.value, ctx):
+                out.append((name, "layer", arg))
+        return out
 
 
 def _handed_on(owner: ast.ClassDef, field: str, ctx: Context) -> bool:
@@ -152,3 +159,19 @@ def _handed_on(owner: ast.ClassDef, field: str, ctx: Context) -> bool:
                     return True  # `SGD(model.head.parameters())`
         return False
     return ctx.memo("gt413-handed-on", owner, make)
+
+
+def _owner_attr_given(cls: ast.ClassDef, arg: str | None, build: ast.Call) -> bool:
+    """``build`` (``Plain(...)`` in the owner) gives the ``__init__`` argument ``arg`` one of
+    the owner's own attributes (``Decoder(self._embedding, self._attn_wq)``, fast_abs_rl): a
+    Parameter or layer the owner already holds, and registers, not one the plain class made."""
+    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                 and m.name == "__init__"), None)
+    if arg is None or init is None:
+        return False
+    params = [a.arg for a in [*init.args.posonlyargs, *init.args.args]][1:]
+    given = next((k.value for k in build.keywords if k.arg == arg), None)
+    if given is None and arg in params and params.index(arg) < len(build.args):
+        given = build.args[params.index(arg)]
+    return isinstance(given, ast.Attribute) and isinstance(given.value, ast.Name) \
+        and given.value.id == "self"

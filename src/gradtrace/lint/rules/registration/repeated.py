@@ -32,11 +32,35 @@ def _module_with_params(e: ast.AST, ctx: Context) -> bool:
     return False
 
 
-def _count(e: ast.expr) -> bool:
-    """A repeat count: an int constant above 1, a name, an attribute or arithmetic."""
+def _count(e: ast.expr, ctx: Context) -> bool:
+    """A repeat count: an int constant above 1, a name, an attribute or arithmetic; not a
+    flag (a parameter of the function whose default is ``True``/``False`` or annotated
+    ``bool``, never rebound): ``flag * [layer]`` is zero or one layer, nothing repeated."""
     if isinstance(e, ast.Constant):
         return isinstance(e.value, int) and not isinstance(e.value, bool) and e.value > 1
+    if isinstance(e, ast.Name) and _bool_param(e.id, ctx.function):
+        return False
     return isinstance(e, (ast.Name, ast.Attribute, ast.BinOp, ast.Call))
+
+
+def _bool_param(name: str, fn: ast.AST | None) -> bool:
+    """``name`` is a parameter of ``fn`` with a bool default or a ``bool`` annotation that no
+    statement of ``fn`` rebinds."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = fn.args
+    pos = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([x.arg for x in pos[len(pos) - len(a.defaults):]], a.defaults))
+    defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    arg = next((x for x in [*pos, *a.kwonlyargs] if x.arg == name), None)
+    if arg is None:
+        return False
+    d = defaults.get(name)
+    if not (isinstance(d, ast.Constant) and isinstance(d.value, bool)
+            or isinstance(arg.annotation, ast.Name) and arg.annotation.id == "bool"):
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                   for n in bfs_walk(fn))
 
 
 def _bound_by(comp: ast.ListComp | ast.GeneratorExp) -> set[str]:
@@ -91,7 +115,7 @@ class ModuleRepeatedInList(Rule):
         if not isinstance(node.op, ast.Mult):
             return
         for seq, n in ((node.left, node.right), (node.right, node.left)):
-            if isinstance(seq, (ast.List, ast.Tuple)) and _count(n):
+            if isinstance(seq, (ast.List, ast.Tuple)) and _count(n, ctx):
                 elt = next((e for e in seq.elts if isinstance(_strip(e), ast.Call)
                             and _module_with_params(e, ctx)), None)
                 if elt is not None:

@@ -17,7 +17,11 @@ from gradtrace.lint.rules.training_loop._loop import LoopFacts
 def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     """``acc`` is made anew on each pass of a loop around ``loop``, and that pass steps an
     optimizer after ``loop`` and none inside it (the micro-batches of one update, backwarded
-    one by one): it holds one update's graph nodes, freed at the next pass."""
+    one by one): it holds one update's graph nodes, freed at the next pass. So when the pass
+    steps an optimizer outside ``loop`` at all (VocGAN: the generator's step, then
+    ``for _ in range(rep_discriminator)`` the critic's, summed in ``loss_d_sum`` made anew
+    each iteration): each pass is one training iteration, the inner loop repeats a sub-step
+    of it, and what ``acc`` keeps is bounded by that inner loop."""
     outer = f.loops_of(loop)
     if not outer:
         return False
@@ -25,8 +29,7 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
     steps = [s for s in f.steps if f.inside(s.stmt, around)]
-    return made and bool(steps) and all(
-        not f.inside(s.stmt, loop) and s.stmt.lineno > loop.lineno for s in steps)
+    return made and any(not f.inside(s.stmt, loop) for s in steps)
 
 
 def _loss_term(f: LoopFacts, b: Binding, losses: set[str]) -> bool:

@@ -148,7 +148,9 @@ class LossAccumulatedWithGraph(LoopRule):
     otherwise (e.g. it is returned, or `.item()` is called on it) it is unsafe.
     Known limits: an accumulator that is reset inside the loop (e.g. every 100 steps) is not
     reported: what it keeps is bounded; nor is one made anew for each optimizer step that
-    collects that step's micro-batches (the step follows the inner loop). An evaluation function
+    collects that step's micro-batches (the step follows the inner loop), or the sub-steps
+    of one training iteration (an outer pass that also steps outside the inner loop: a GAN's
+    generator step, then `rep_discriminator` critic steps summed). An evaluation function
     its callers run under `no_grad` in another file is reported; one called under `no_grad` in
     the same file, a loop in `with utils.eval_mode(net, no_grad=True):` (a grad-off switch), a
     Lightning validation hook is not; values count as carrying a graph when they come from a

@@ -10,7 +10,8 @@ from gradtrace.lint.analysis.grad_off_calls import called_kind, calls_of, off_no
 from gradtrace.lint.analysis.kinds import MODULE, Kind
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import bfs_walk, of_types, scope_nodes
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import bfs_walk, function_scopes, of_types, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._modes import effects, function_effects
 from gradtrace.lint.rules.training_loop.modes import _kind_has_mode_layers
@@ -79,13 +80,34 @@ def _runs_later(tree: ast.AST, call: ast.Call) -> Callable[[ast.AST], bool]:
 
 
 def _eval_up(ctx: Context, fn: Def, depth: int) -> bool:
-    """A caller of ``fn``, or a caller of a caller (three levels up), switches modes."""
+    """A caller of ``fn``, or a caller of a caller (three levels up), switches modes; or, for
+    a method, a call ``m.<method>(...)`` on a receiver the analysis cannot type follows
+    ``m.eval()`` in its function (SSSD's ``evaluate(model, loader)``: ``model.eval()``, then
+    ``model.evaluate(batch)``): that receiver is a module put in eval mode."""
     for c, w in calls_of(ctx, fn):
         if _eval_before(ctx, c, w, fn):
             return True
         if depth < 3 and isinstance(w, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and w is not fn and _eval_up(ctx, w, depth + 1):
             return True
+    return depth < 3 and _eval_on_receiver(ctx, fn)
+
+
+def _eval_on_receiver(ctx: Context, fn: Def) -> bool:
+    a = ctx.analysis
+    if not any(fn in c.methods.values() for c in a.classes.values()):
+        return False
+    for where in function_scopes(ctx.tree):
+        calls = [n for n in scope_nodes(where) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute)]
+        for n in calls:
+            recv = dotted(n.func.value)  # type: ignore[attr-defined]
+            if n.func.attr != fn.name or recv is None or recv == "self" \
+                    or a.callee(n, where) is not None or resolve(ctx, where, n) is not None:
+                continue
+            if any(m.lineno <= n.lineno and dotted(m.func.value) == recv  # type: ignore
+                   and _mode_switch(m, ctx, where) for m in calls):
+                return True
     return False
 
 
@@ -124,7 +146,9 @@ class EvaluationInTrainMode(Rule):
     2.13). Call `model.eval()` before the evaluation loop, and `model.train()` after it.
     Known limits: the evaluation must be a function of this file that loops, makes no
     backward or optimizer step, and is called from this file; the model's class or
-    constructor must show a dropout or batch-norm layer (or be a torchvision/timm model).
+    constructor must show a dropout or batch-norm layer (or be a torchvision/timm model). A
+    method called as `m.<method>(...)` on a receiver of unknown type after `m.eval()` counts
+    as called in eval mode.
     """
 
     code = "GT540"

@@ -33,7 +33,10 @@ def _period(call: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
 def _names(e: ast.AST) -> set[str]:
     """The values ``e`` reads: names and attributes, an entry of a mapping under a constant
     key as ``args.key`` (``args['decay_step']`` is not ``args['n_epochs']``); not the
-    callees (``int``, ``range``), nor the mapping itself."""
+    callees (``int``, ``range``), nor the mapping itself, nor the objects an attribute is
+    read from (``cfg.training.n_steps`` reads neither ``cfg`` nor ``cfg.training``: a
+    milestone of ``cfg.training.scheduler`` is no epoch count because the loop's bound is
+    computed from ``cfg.training.n_steps``)."""
     out: set[str] = set()
     skip: set[int] = set()
     for n in bfs_walk(e):
@@ -46,6 +49,8 @@ def _names(e: ast.AST) -> set[str]:
         elif isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) \
                 and id(n) not in skip and (d := dotted(n)):
             out.add(d)
+            if isinstance(n, ast.Attribute):
+                skip.add(id(n.value))
     return out
 
 
