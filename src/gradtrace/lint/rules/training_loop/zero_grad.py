@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.unobserved import unobserved_training
 from gradtrace.lint.code_text import block_end, commented_out_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
@@ -152,7 +153,8 @@ class MissingZeroGrad(LoopRule):
                         where=f"on every call of `{name}`", units="calls"), ctx)
                 continue
             if id(loop) in seen or fresh_each_pass(f, loop, s) \
-                    or may_clear_elsewhere(f, loop, s):
+                    or may_clear_elsewhere(f, loop, s) \
+                    or unobserved_training(ctx, f.node, s.optimizer):  # NOTE [unobserved training]
                 continue
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
@@ -243,7 +245,8 @@ class ZeroGradOutsideStepLoop(LoopRule):
         done: set[int] = set()
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
-            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop):
+            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop) \
+                    or unobserved_training(ctx, f.node, s.optimizer):  # NOTE [unobserved training]
                 continue
             inner = f.between(f.zero_grads, loop.lineno, loop.end_lineno or loop.lineno)
             if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in inner) or \
