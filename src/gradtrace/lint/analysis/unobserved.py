@@ -41,6 +41,11 @@ Def = (ast.FunctionDef, ast.AsyncFunctionDef)
 # methods of the model or optimizer that take part in a training step and show nothing
 STEP_METHODS = frozenset({"train", "eval", "to", "cuda", "cpu", "float", "half", "double",
                           "requires_grad_", "zero_grad", "step", "backward"})
+# torch's calls that give back the model they are given, wrapped (its parameters shared)
+MODEL_WRAPPERS = frozenset({"torch.compile", "torch.nn.DataParallel",
+                            "torch.nn.parallel.DataParallel",
+                            "torch.nn.parallel.DistributedDataParallel", "torch.jit.script",
+                            "torch.jit.trace"})
 # builtins that compute a value from their arguments and show nothing
 PURE_BUILTINS = frozenset({"len", "float", "int", "abs", "max", "min", "sum", "round", "list",
                            "tuple", "iter", "next", "zip", "enumerate", "range"})
@@ -158,8 +163,8 @@ def _source(ctx: Context, value: ast.expr | None) -> str | None | bool:
         if isinstance(f.value, ast.Name):
             return f.value.id  # `modul = modul.cuda()`
         return _source(ctx, f.value)  # `Net(args).to(device)`
-    if value.args and isinstance(value.args[0], ast.Name) and (
-            ctx.qualified_name(f) or "").startswith("torch."):
+    if value.args and isinstance(value.args[0], ast.Name) and \
+            ctx.qualified_name(f) in MODEL_WRAPPERS:
         return value.args[0].id  # `torch.compile(net)`, `nn.DataParallel(net)`
     root = f
     while isinstance(root, ast.Attribute):
