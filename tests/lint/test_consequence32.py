@@ -84,7 +84,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 loss = ((fake_gt - result) ** 2).mean()
                 loss.backward()
                 optimizer.step()
-            print("used average time: {} s".format(round((time.time() - start_time) / repeat_times, 4)))
+            elapsed = (time.time() - start_time) / repeat_times
+            print("used average time: {} s".format(round(elapsed, 4)))
             print("used average memory: {} GB".format(round(used_memory / repeat_times, 4)))
         test_attention(5, 8, 3)
         """, "GT502"), Shape("""
@@ -109,6 +110,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         (out ** 2).mean().backward()
         """, "GT502", line=4,
         holds="torch.allclose(grad, 3 * layer.out_proj.weight.grad, atol=1e-6)")),
+    # cwn (mp/test_models.py, mp/test_molec_models.py): `data_list =
+    # get_testing_complex_list()` (data/dummy_complexes.py: `return [get_fullstop_complex(),
+    # get_pyramid_complex(), ...]`, 23 hand-written complexes), `DataLoader(data_list,
+    # batch_size=bs)` (the project's subclass of torch's), the model's outputs appended with
+    # grad on, then `torch.cat` and `assert torch.allclose(...)`: the graphs kept are those of
+    # at most 23 tiny batches, never more. Twin: the same loop in an evaluation function over
+    # the dataset its caller gives: one graph per batch of a dataset of any size (the
+    # LG-FedAvg evaluation of unseen28)
+    "outputs-kept-over-a-hand-written-list-of-samples": (Shape("""
+        class Loader(torch.utils.data.DataLoader):
+            pass
+        def dummy_samples():
+            return [torch.ones(3), torch.zeros(3), torch.full((3,), 2.0), torch.ones(3) / 3]
+        def check_batching(batch_size):
+            data_list = dummy_samples()
+            model = nn.Linear(3, 2)
+            model.eval()
+            data_loader = Loader(data_list, batch_size=batch_size)
+            batched_preds = []
+            for batch in data_loader:
+                batched_pred = model.forward(batch)
+                batched_preds.append(batched_pred)
+            batched_preds = torch.cat(batched_preds, dim=0)
+            preds = torch.cat([model(x.unsqueeze(0)) for x in data_list], dim=0)
+            assert torch.allclose(preds, batched_preds, atol=1e-6)
+            return batched_preds
+        out = check_batching(2)
+        """, "GT505", holds="out.shape == (4, 2)"), Shape("""
+        def predict(model, dataset, batch_size):
+            model.eval()
+            data_loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size)
+            batched_preds = []
+            for batch in data_loader:
+                batched_pred = model.forward(batch)
+                batched_preds.append(batched_pred)
+            return torch.cat(batched_preds, dim=0)
+        out = predict(nn.Linear(3, 2), [torch.randn(3) for _ in range(6)], 2)
+        """, "GT505", line=7, holds="out.grad_fn is not None")),
 }
 
 

@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
@@ -349,8 +350,9 @@ class LossAccumulatedWithGraph(LoopRule):
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
-                or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx):
-            return None
+                or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx) \
+                or over_written_list(ctx, f.scope, loop.iter, loop.lineno):
+            return None  # (the last: NOTE [hand-written collections])
         if _trains_in_helper(f, loop):  # `loss, aux = self.update_fn(batch)`: backward there
             return ("the graph nodes of every step stay reachable, so memory grows with every "
                     "step, without bound")
