@@ -152,10 +152,12 @@ class LossAccumulatedWithGraph(LoopRule):
     collects that step's micro-batches (the step follows the inner loop). An evaluation function
     its callers run under `no_grad` in another file is reported; one called under `no_grad` in
     the same file, a loop in `with utils.eval_mode(net, no_grad=True):` (a grad-off switch), a
-    Lightning validation hook is not; values count as carrying a graph when they come from a
-    call of something bound to an `nn.Module` in this file or spelled like one (`model`,
-    `encoder`, `netG`, `self.rnn`), or from a function of the file whose every `return` gives
-    one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the backpropagated
+    Lightning validation hook is not, nor a loop over a hand-written list of samples (a
+    display, a function returning one, torch's `DataLoader` over it:
+    NOTE [hand-written collections]): it keeps a fixed number of graphs. Values count as
+    carrying a graph when they come from a call of something bound to an `nn.Module` in this
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), or from a function of
+    the file whose every `return` gives one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the backpropagated
     loss (or its scaled form) is reported, and a term of it that the same call of a function of
     the file hands back with it (`loss_chords` when `compute_loss` returns `loss_chords +
     loss_kl, loss_chords`). Outside any loop, a method that runs `backward()` and `step()` is

@@ -46,7 +46,10 @@ class MissingZeroGrad(LoopRule):
     evaluating: `self.save_model(dir, optimizer)` clears nothing, nor a function of this file
     that clears nothing and passes the optimizer on to no call: `adjust_learning_rate`). A step
     function is trusted when it receives the optimizer or the loss as an argument, is named
-    `test*`, or is called by a function of this file that clears gradients.
+    `test*`, or is called by a function of this file that clears gradients. Nor is a loop of a
+    function that builds its model and optimizer for itself and shows nothing they compute
+    (a throughput benchmark: no print, return, save or other read of the model, its outputs
+    or its loss): the summed gradients move weights nothing reads (NOTE [unobserved training]).
     """
 
     code = "GT501"
@@ -203,7 +206,9 @@ class ZeroGradOutsideStepLoop(LoopRule):
     so each step applies a growing, stale gradient. Gradient accumulation is fine: there
     the clear sits inside the same loop as the step (under the same `if`).
     Known limits: a step guarded by a "last batch" test (`if i == len(loader) - 1`, any `==`
-    test without `%`) is assumed to run once per pass and is not reported.
+    test without `%`) is assumed to run once per pass and is not reported, nor is a loop
+    whose model and optimizer the function builds for itself and nothing reads (a memory
+    benchmark: NOTE [unobserved training]).
     """
 
     code = "GT502"
