@@ -6,15 +6,18 @@ proportion to its passes; "memory grows until out-of-memory" needs passes withou
 the code. :func:`over_written_list` finds the loops whose passes are bounded by the code itself:
 the iterable (through ``enumerate``/``tqdm``/``iter``) is
 
-- a list, tuple or set display (``[a, b, c]``), not a comprehension: a hand-written count;
-- a name bound in the function only to such displays, or to calls of a function (of the file,
-  or of another file of the project: NOTE [project index]) whose every ``return`` gives such a
-  display (``get_testing_complex_list()`` returning ``[house(), kite(), ...]``);
+- a call of a function (of the file, or of another file of the project: NOTE [project index])
+  whose every ``return`` gives a list, tuple or set display, not a comprehension: a fixed set
+  of samples a function hands out (``get_testing_complex_list()`` returning ``[house(),
+  kite(), ...]``), or a name bound in the function only to such calls;
 - torch's ``DataLoader`` (or a class deriving from it, of the file or the project) over one of
   those: it yields at most as many batches as the collection has elements.
 
 A comprehension (``[make() for _ in range(n)]``), a dataset object, ``range(n)``, a generator
-or ``itertools.cycle`` is not such a collection: their length is a value of the program.
+or ``itertools.cycle`` is not such a collection: their length is a value of the program. Nor
+is a display written beside the loop (``loader = [x1, x2]``): that is how a minimal example
+or a reduction stands for a data source of any size (the twins of the unit tests, the cases of
+tests/realworld), and the finding is about that source.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def _written(ctx: Context, scope: Scope, e: ast.expr, line: int, loader: bool,
     if depth > 4:
         return False
     if isinstance(e, DISPLAYS):
-        return not any(isinstance(x, ast.Starred) for x in e.elts)
+        return False  # written beside the loop: a stand-in for data (see the note)
     if isinstance(e, ast.Name):
         bs = [b for b in scope.bindings.get(e.id, ()) if b.line <= line]
         return bool(bs) and all(

@@ -25,7 +25,11 @@ program's output is the same.
 
 Anything else is an observer and the training counts as observed (the rule fires). A toy
 training loop that prints its loss, returns its model or saves it is observed; so is a
-method's loop on ``self.model``.
+method's loop on ``self.model``, and an optimizer over anything but one local's
+``.parameters()`` (``Adam([z])``).
+Known limit: a fresh object is taken as the function's own; one built around a module the
+caller also holds (``Net(encoder)`` with ``encoder`` an argument) would train that module for
+the caller unseen. Only the arguments' use could tell a module from a configuration.
 """
 from __future__ import annotations
 
