@@ -81,6 +81,12 @@ def _unobserved(ctx: Context, fn: ast.AST, opt: str) -> bool:
             for t in targets:
                 for name, value in _bound(t, n.value):
                     binds.setdefault(name, []).append(value)
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr, ast.AugAssign,
+                            ast.comprehension)):
+            t = n.optional_vars if isinstance(n, ast.withitem) else n.target
+            for x in ast.walk(t) if t is not None else ():
+                if isinstance(x, ast.Name):  # bound to something not followed
+                    binds.setdefault(x.id, []).append(None)
     if opt in params or opt in outer or not binds.get(opt):
         return False
     models: set[str] = set()
@@ -99,7 +105,7 @@ def _unobserved(ctx: Context, fn: ast.AST, opt: str) -> bool:
             return False
         held.add(name)
         for value in binds[name]:
-            src = _source(ctx, value)
+            src = _source(ctx, value, params | outer)
             if src is False:
                 return False
             if src is not None:
@@ -155,7 +161,7 @@ def _parameters_owner(value: ast.expr | None) -> str | None:
     return None
 
 
-def _source(ctx: Context, value: ast.expr | None) -> str | None | bool:
+def _source(ctx: Context, value: ast.expr | None, outside: set[str]) -> str | None | bool:
     """What a binding of the model is made from: another local's name (a part, a moved or
     wrapped copy of it), None (a fresh object), False (anything else: not followed)."""
     if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
@@ -166,15 +172,16 @@ def _source(ctx: Context, value: ast.expr | None) -> str | None | bool:
     if isinstance(f, ast.Attribute) and f.attr in STEP_METHODS:
         if isinstance(f.value, ast.Name):
             return f.value.id  # `modul = modul.cuda()`
-        return _source(ctx, f.value)  # `Net(args).to(device)`
+        return _source(ctx, f.value, outside)  # `Net(args).to(device)`
     if value.args and isinstance(value.args[0], ast.Name) and \
             ctx.qualified_name(f) in MODEL_WRAPPERS:
         return value.args[0].id  # `torch.compile(net)`, `nn.DataParallel(net)`
     root = f
     while isinstance(root, ast.Attribute):
         root = root.value
-    if not isinstance(root, ast.Name) or root.id in {"self", "cls"}:
-        return False
+    if not isinstance(root, ast.Name) or root.id in {"self", "cls"} or root.id in outside \
+            and root is not f:
+        return False  # `self.build()`, `builder.build()` of an argument: maybe shared
     return None  # `NormalSelfAttention(args)`, `M(ex)`: a new object
 
 
