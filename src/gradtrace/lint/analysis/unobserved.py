@@ -14,7 +14,9 @@ program's output is the same.
   ``<name>.parameters()``; that name is local too, bound only to a fresh object (a call of a
   class or function by a plain or imported name, not a method of ``self``), to a part or a
   moved or wrapped copy of another such local (``modul.net``, ``net.cuda()``,
-  ``torch.compile(net)``), never a parameter of the function, a global or an attribute;
+  ``torch.compile(net)``), never a parameter of the function, a global, an attribute, a
+  loop, ``with`` or unpacked target, nor what a method of an argument builds
+  (``builder.build()``: maybe shared);
 - every name that holds the model, the optimizer or a value computed from them (outputs,
   losses, their sums) is read only to compute another such local name (by the model's own
   call, a method of the value, a ``torch`` function or arithmetic), or by the training step's
