@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
@@ -153,10 +154,12 @@ class LossAccumulatedWithGraph(LoopRule):
     generator step, then `rep_discriminator` critic steps summed). An evaluation function
     its callers run under `no_grad` in another file is reported; one called under `no_grad` in
     the same file, a loop in `with utils.eval_mode(net, no_grad=True):` (a grad-off switch), a
-    Lightning validation hook is not; values count as carrying a graph when they come from a
-    call of something bound to an `nn.Module` in this file or spelled like one (`model`,
-    `encoder`, `netG`, `self.rnn`), or from a function of the file whose every `return` gives
-    one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the backpropagated
+    Lightning validation hook is not, nor a loop over a hand-written list of samples (a
+    display, a function returning one, torch's `DataLoader` over it:
+    NOTE [hand-written collections]): it keeps a fixed number of graphs. Values count as
+    carrying a graph when they come from a call of something bound to an `nn.Module` in this
+    file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), or from a function of
+    the file whose every `return` gives one back (`loss, loss_kl = compute_loss(batch)`). In a training loop only the backpropagated
     loss (or its scaled form) is reported, and a term of it that the same call of a function of
     the file hands back with it (`loss_chords` when `compute_loss` returns `loss_chords +
     loss_kl, loss_chords`). Outside any loop, a method that runs `backward()` and `step()` is
@@ -351,8 +354,9 @@ class LossAccumulatedWithGraph(LoopRule):
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
-                or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx):
-            return None
+                or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx) \
+                or over_written_list(ctx, f.scope, loop.iter, loop.lineno):
+            return None  # (the last: NOTE [hand-written collections])
         if _trains_in_helper(f, loop):  # `loss, aux = self.update_fn(batch)`: backward there
             return ("the graph nodes of every step stay reachable, so memory grows with every "
                     "step, without bound")

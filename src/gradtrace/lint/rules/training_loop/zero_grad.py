@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.unobserved import unobserved_training
 from gradtrace.lint.code_text import block_end, commented_out_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
@@ -45,7 +46,10 @@ class MissingZeroGrad(LoopRule):
     evaluating: `self.save_model(dir, optimizer)` clears nothing, nor a function of this file
     that clears nothing and passes the optimizer on to no call: `adjust_learning_rate`). A step
     function is trusted when it receives the optimizer or the loss as an argument, is named
-    `test*`, or is called by a function of this file that clears gradients.
+    `test*`, or is called by a function of this file that clears gradients. Nor is a loop of a
+    function that builds its model and optimizer for itself and shows nothing they compute
+    (a throughput benchmark: no print, return, save or other read of the model, its outputs
+    or its loss): the summed gradients move weights nothing reads (NOTE [unobserved training]).
     """
 
     code = "GT501"
@@ -152,7 +156,8 @@ class MissingZeroGrad(LoopRule):
                         where=f"on every call of `{name}`", units="calls"), ctx)
                 continue
             if id(loop) in seen or fresh_each_pass(f, loop, s) \
-                    or may_clear_elsewhere(f, loop, s):
+                    or may_clear_elsewhere(f, loop, s) \
+                    or unobserved_training(ctx, f.node, s.optimizer):  # NOTE [unobserved training]
                 continue
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
@@ -201,7 +206,9 @@ class ZeroGradOutsideStepLoop(LoopRule):
     so each step applies a growing, stale gradient. Gradient accumulation is fine: there
     the clear sits inside the same loop as the step (under the same `if`).
     Known limits: a step guarded by a "last batch" test (`if i == len(loader) - 1`, any `==`
-    test without `%`) is assumed to run once per pass and is not reported.
+    test without `%`) is assumed to run once per pass and is not reported, nor is a loop
+    whose model and optimizer the function builds for itself and nothing reads (a memory
+    benchmark: NOTE [unobserved training]).
     """
 
     code = "GT502"
@@ -243,7 +250,8 @@ class ZeroGradOutsideStepLoop(LoopRule):
         done: set[int] = set()
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
-            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop):
+            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop) \
+                    or unobserved_training(ctx, f.node, s.optimizer):  # NOTE [unobserved training]
                 continue
             inner = f.between(f.zero_grads, loop.lineno, loop.end_lineno or loop.lineno)
             if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in inner) or \
