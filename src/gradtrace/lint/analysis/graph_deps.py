@@ -19,7 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     TENSOR_METHODS, unpacks_indices)
 from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
-from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
+from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
 from gradtrace.lint.analysis.project import foreign_callee, home
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
@@ -40,10 +40,13 @@ VALUE_OF_OBJECT = frozenset({"forward", "__call__", "log_prob", "entropy", "rsam
 
 
 def loads(expr: ast.AST, cut: CutParams | None = None,
-          opaque: Callable[[ast.Call], bool] | None = None) -> Iterator[tuple[str, ast.AST]]:
+          opaque: Callable[[ast.Call], bool] | None = None,
+          skips: Callable[[ast.Call], Skips | None] | None = None
+          ) -> Iterator[tuple[str, ast.AST]]:
     """Dotted names whose values flow into ``expr`` (callees and detached parts excluded;
     with ``cut`` from :func:`cut_params`, also the arguments a helper of this file cuts
-    (NOTE [parameter cuts]); with ``opaque``, the arguments of the calls it accepts)."""
+    (NOTE [parameter cuts]); with ``opaque``, the arguments of the calls it accepts; with
+    ``skips``, the arguments a module of another file leaves unread)."""
     stack = [expr]
     while stack:
         n = stack.pop()
@@ -56,10 +59,13 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
                 stack.extend(k.value for k in n.keywords)
                 continue
-            if cut is not None and isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
-                    and (skips := cut.forward_skips(f.attr)) is not None:
+            fwd = cut.forward_skips(f.attr) if cut is not None and isinstance(
+                f, ast.Attribute) and dotted(f.value) == "self" else None
+            if fwd is None and skips is not None and isinstance(f, ast.Name):
+                fwd = skips(n)  # `crit(...)`, a module of another file
+            if fwd is not None:
                 # `self.loss(...)`, a module of this file: only what its forward reads
-                names, unused = skips
+                names, unused = fwd
                 stack.extend(a for i, a in enumerate(n.args)
                              if i >= len(names) or names[i] not in unused)
                 stack.extend(k.value for k in n.keywords if k.arg not in unused)
@@ -94,7 +100,7 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             elif isinstance(n, ast.Attribute):
                 stack.append(n.value)
         elif isinstance(n, COMPREHENSIONS):
-            yield from comprehension_loads(n, lambda e: loads(e, cut, opaque))
+            yield from comprehension_loads(n, lambda e: loads(e, cut, opaque, skips))
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(child_nodes(n))
 
@@ -113,6 +119,7 @@ class Deps:
     consumers: list[tuple[str, str, ast.Call]] = field(default_factory=list)  # callee, arg, call
 
 
+Skips = tuple[list[str], frozenset[str]]  # a forward's parameters, those it leaves unread
 Edges = tuple[list[tuple[str, str, ast.Call]], list[Binding]]  # (consumers, bindings read)
 
 
@@ -185,8 +192,9 @@ class Graphs:
         if hit is None:
             consumers = [(callee, dotted(a) or "<expr>", call)
                          for callee, call in model_calls(e) for a in call.args]
-            bound = [b for name, _ in loads(e, self._cut)
-                     for b in reaching(self.scope, name, line, prefix=True)]
+            bound = [b for name, _ in loads(e, self._cut, skips=lambda c: instance_skips(
+                self.ctx, self.scope, c, line)) for b in reaching(self.scope, name, line,
+                                                                 prefix=True)]
             hit = self._edges[key] = (consumers, bound)
         return hit
 

@@ -6,7 +6,8 @@ only inside calls that cut the graph (``.detach()``, ``.item()``, ``Variable(...
 ``torch.tensor(...)``, ``.data``, or under ``no_grad``): a graph passed there is not carried
 into the result. :class:`CutParams` gives, by the function's name, the positions of such
 parameters, and for ``self.<attr>(...)`` running a module of the file the ``forward``
-parameters some path leaves unread. The counterpart of :mod:`.helper_cuts` (functions that
+parameters some path leaves unread, and for ``crit(...)`` on an instance of a module class of
+another file of the project the same (:func:`instance_skips`). The counterpart of :mod:`.helper_cuts` (functions that
 cut what they *return*); the GT5 dependency walk reads both through
 :func:`gradtrace.lint.analysis.graph_deps.loads`.
 """
@@ -16,6 +17,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, LEAF_CALLS, NON_VALUE_ATTRS
+from gradtrace.lint.analysis.project import foreign_callee, home
 from gradtrace.lint.analysis.reach import decorated_off, defs_by_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
@@ -114,6 +116,25 @@ class CutParams:
         read = _live_reads(fn, self._ctx)
         skip = frozenset(p for p in params if p not in read)
         return (params, skip) if skip else None
+
+
+def instance_skips(ctx: Context, scope: object, call: ast.Call, line: int
+                   ) -> tuple[list[str], frozenset[str]] | None:
+    """(parameters, skipped ones) of the ``forward`` a bare-name call runs on an instance of a
+    module class of another file (``vq_loss = DDP(VQLoss(...))``, then ``vq_loss(codebook,
+    imgs, recons, optimizer_idx=1)`` whose forward reads ``recons`` only as
+    ``recons.detach()`` on that path: LlamaGen's discriminator loss), as
+    :meth:`CutParams.forward_skips` reads ``self.<attr>(...)`` (NOTE [project index])."""
+    if not isinstance(call.func, ast.Name) or any(isinstance(a, ast.Starred)
+                                                  for a in call.args):
+        return None
+    fn = foreign_callee(ctx, call, scope, line)
+    if fn is None or fn.name != "forward":
+        return None
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
+    read = _live_reads(fn, home(ctx, fn))
+    skip = frozenset(p for p in params if p not in read)
+    return (params, skip) if skip else None
 
 
 def _live_reads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
