@@ -6,6 +6,7 @@ import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.code_text import code_span
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
@@ -202,8 +203,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """``p = self.gate(x)`` where ``self.gate``'s result is a sigmoid/softmax/... output
         (NOTE [module results]), then ``p[m] = 0`` in ``forward``, the line naming no op."""
-        if not ctx.memo("gt602-old-words", ctx.tree, lambda: any(
-                w in ctx.code for w in _OLD_WORDS)):
+        if not ctx.mentions(*_OLD_WORDS):  # (per word, cached, absent ones from the
+            # identifier prefilter: the same answer as `any(w in ctx.code ...)`)
             return  # only "norm(" in the file: the chain check of visit_Call is all there is
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
@@ -429,8 +430,13 @@ def _statement_words(ctx: Context) -> tuple[bool, bool]:
         return True, False
 
     def make() -> tuple[bool, bool]:
-        text = "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno])
-        return any(w in text for w in _OLD_WORDS), CHAINED_RE.search(text) is not None
+        span = code_span(ctx, s.lineno, s.end_lineno or s.lineno)  # (searched in place)
+        if span is None:
+            text = "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno])
+            return any(w in text for w in _OLD_WORDS), CHAINED_RE.search(text) is not None
+        code, a, b = ctx.code, *span
+        return any(code.find(w, a, b) != -1 for w in _OLD_WORDS), \
+            CHAINED_RE.search(code, a, b) is not None
     return ctx.memo("gt602-words", s, make)
 
 
