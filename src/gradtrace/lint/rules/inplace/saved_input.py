@@ -13,7 +13,6 @@ from gradtrace.lint.analysis.module_results import first_layer
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place
-from gradtrace.lint.code_text import code_span
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -289,22 +288,13 @@ class InplaceWriteToSavedInput(Rule):
         """The first op of ``s`` that saves ``name`` as its input (the candidates of each
         statement are found once, the kinds asked only for ``name``; not at all when the
         statement's code does not hold the name: NOTE [word gates])."""
-        if ascii_code(ctx) and not _spelt(ctx, s, name):
+        if ascii_code(ctx) and name not in ctx.memo("gt605-code", s, lambda: "\n".join(
+                ctx.code_lines[s.lineno - 1:s.end_lineno])):
             return None
         for n, op, test in ctx.memo("gt605-candidates", s, lambda: _own_candidates(s, ctx)):
             if n == name and _saves_it(test, ctx, s.lineno):
                 return op
         return None
-
-
-def _spelt(ctx: Context, s: ast.stmt, name: str) -> bool:
-    """Whether the code of ``s``'s lines holds ``name``: found in the file's code between
-    them (:func:`code_span`), not in a copy kept per statement."""
-    span = code_span(ctx, s.lineno, s.end_lineno or s.lineno)
-    if span is None:
-        return name in ctx.memo("gt605-code", s, lambda: "\n".join(
-            ctx.code_lines[s.lineno - 1:s.end_lineno]))
-    return ctx.code.find(name, *span) != -1
 
 
 def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:

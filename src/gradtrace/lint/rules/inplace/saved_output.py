@@ -6,7 +6,6 @@ import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.code_text import code_span
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.inplace._base import InplaceRule
@@ -430,13 +429,8 @@ def _statement_words(ctx: Context) -> tuple[bool, bool]:
         return True, False
 
     def make() -> tuple[bool, bool]:
-        span = code_span(ctx, s.lineno, s.end_lineno or s.lineno)  # (searched in place)
-        if span is None:
-            text = "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno])
-            return any(w in text for w in _OLD_WORDS), CHAINED_RE.search(text) is not None
-        code, a, b = ctx.code, *span
-        return any(code.find(w, a, b) != -1 for w in _OLD_WORDS), \
-            CHAINED_RE.search(code, a, b) is not None
+        text = "\n".join(ctx.code_lines[s.lineno - 1:s.end_lineno or s.lineno])
+        return any(w in text for w in _OLD_WORDS), CHAINED_RE.search(text) is not None
     return ctx.memo("gt602-words", s, make)
 
 
