@@ -195,23 +195,6 @@ def line_starts(ctx: Context) -> list[int]:
     return ctx.memo("gt3-line-starts", ctx.tree, make)
 
 
-def code_span(ctx: Context, first: int, last: int) -> tuple[int, int] | None:
-    """``(a, b)`` with ``ctx.code[a:b] == "\\n".join(ctx.code_lines[first - 1:last])``: the
-    code of lines ``first`` to ``last`` searched in place (``str.find``, ``Pattern.search``
-    with bounds), not joined into a copy per ask. None when the code holds a ``\\r`` (its line
-    ends are not all ``\\n``: the caller joins the lines)."""
-    starts = ctx.memo("code-span-starts", ctx.tree, lambda: None if "\r" in ctx.code
-                      else line_starts(ctx))  # (the `\r` test once per file)
-    if starts is None or not 1 <= first < len(starts):
-        return None
-    a = starts[first]
-    code = ctx.code
-    b = starts[last + 1] if last + 1 < len(starts) else len(code)
-    if b > a and code[b - 1] == "\n":
-        b -= 1  # the last line's own break is not part of the joined lines
-    return a, max(a, b)
-
-
 def occurrences(text: str, word: str) -> Iterator[int]:
     """Every offset where ``word`` starts in ``text``, overlapping ones too, in order (a
     ``str.find`` scan: a pattern of alternatives is tried at each of its first characters)."""

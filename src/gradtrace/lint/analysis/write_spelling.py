@@ -21,7 +21,6 @@ import re
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.calls import ascii_code
-from gradtrace.lint.code_text import code_span
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -40,14 +39,10 @@ def body_may_write(ctx: Context, fn: ast.AST) -> bool:
     if not body or not ascii_code(ctx):
         return bool(body)
     end = getattr(fn, "end_lineno", None) or body[0].lineno
-    span = code_span(ctx, body[0].lineno, end)  # searched in place, not copied
-    if span is None:
-        text = "\n".join(ctx.code_lines[body[0].lineno - 1:end])
-        return "inplace" in text or ASSIGNED.search(text) is not None \
-            or CALLED.search(text) is not None
-    code, a, b = ctx.code, *span
-    return code.find("inplace", a, b) != -1 or ASSIGNED.search(code, a, b) is not None \
-        or CALLED.search(code, a, b) is not None
+    lines = ctx.code_lines[body[0].lineno - 1:end]
+    text = "\n".join(lines)
+    return "inplace" in text or ASSIGNED.search(text) is not None \
+        or CALLED.search(text) is not None
 
 
 def aliased_inplace(ctx: Context) -> bool:

@@ -10,7 +10,6 @@ import re
 from typing import Any, Iterator
 
 from gradtrace.lint.analysis.trained_methods import SKIPPED
-from gradtrace.lint.code_text import code_span
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.inplace._chained import init_says_inplace, may_write, nested_layer_writes
@@ -62,8 +61,10 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
         if not may_write(cls, fn, ctx, modules):
             continue  # no in-place write in it (NOTE [write spelling]): nothing to pair
         stmts = list(_statements(fn.body))
-        maybe_chained = _file_chains(ctx) and _says(ctx, fn, CHAINED_RE)  # `conv(x).f_(`
-        nesting = init_says_inplace(cls, ctx) and _says(ctx, fn, "(self.")
+        maybe_chained = _file_chains(ctx) and CHAINED_RE.search("\n".join(  # from the text:
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])) is not None  # `conv(x).f_(`
+        nesting = init_says_inplace(cls, ctx) and "(self." in "\n".join(
+            ctx.code_lines[fn.lineno - 1:fn.end_lineno or fn.lineno])
         written: dict[str, list[int]] = {}  # the in-place writes, found once: the pairs are
         chains: list[tuple] = []            # rare, a scan of the rest per call is quadratic
         for j, s in enumerate(stmts):
@@ -124,19 +125,6 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
 
 
 CHAINED_RE = re.compile(r"\)\s*\.\s*[a-z]\w*_\(")
-
-
-def _says(ctx: Context, fn: ast.AST, what: re.Pattern[str] | str) -> bool:
-    """Whether the code of ``fn``'s lines holds ``what`` (a pattern, or a string), searched in
-    the file's code between those lines, not in a copy of them (:func:`code_span`)."""
-    first, last = fn.lineno, fn.end_lineno or fn.lineno  # type: ignore[attr-defined]
-    span = code_span(ctx, first, last)
-    if span is None:
-        text = "\n".join(ctx.code_lines[first - 1:last])
-        return what in text if isinstance(what, str) else what.search(text) is not None
-    code, a, b = ctx.code, *span
-    return code.find(what, a, b) != -1 if isinstance(what, str) \
-        else what.search(code, a, b) is not None
 
 
 def _file_chains(ctx: Context) -> bool:

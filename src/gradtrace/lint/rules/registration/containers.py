@@ -6,7 +6,6 @@ import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.code_text import code_span
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.modules import is_module_class
@@ -28,20 +27,6 @@ PLAIN_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:list\(|tuple\()?\w+\)?\s*(?:#.*)
 LOCAL_LIST_TEXT = " = ["  # a local list, maybe stored on self later (a literal: fast to find)
 LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding|Attention|"
                             r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
-
-
-def _may_hold_container(node: ast.ClassDef, ctx: Context) -> bool:
-    """The class's code spells a container on ``self``, a local list, or ``self.x = x`` in a
-    class the file calls: searched in the file's code between the class's lines, not in a
-    copy of them (the same text: :func:`code_span`)."""
-    span = code_span(ctx, node.lineno, node.end_lineno or node.lineno)
-    if span is None:
-        text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
-        return bool(CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
-            PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1))
-    code, a, b = ctx.code, *span
-    return bool(CONTAINER_TEXT_RE.search(code, a, b) or code.find(LOCAL_LIST_TEXT, a, b) != -1
-                or (PLAIN_TEXT_RE.search(code, a, b) and call_count(node.name, ctx) > 1))
 
 
 def _learnable(e: ast.AST, ctx: Context) -> str | None:
@@ -229,7 +214,9 @@ class ModulesInPlainContainer(Rule):
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         if node.name not in module_classes(ctx):
             return
-        if not _may_hold_container(node, ctx):
+        text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
+        if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
+                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
