@@ -185,8 +185,10 @@ def line_starts(ctx: Context) -> list[int]:
         text = ctx.code
         if "\r" in text:
             ends = [m.end() for m in LINE_END.finditer(text)]
-        else:
-            ends = list(itertools.accumulate(map((1).__add__, map(len, text.split("\n")[:-1]))))
+        else:  # the file's lines, split once (`ctx.code_lines`: `text.split("\n")` without
+            # the empty piece after a final break; without that break, the last line has none)
+            lines = ctx.code_lines if text.endswith("\n") else ctx.code_lines[:-1]
+            ends = list(itertools.accumulate(map((1).__add__, map(len, lines))))
         if text and text[-1] not in "\r\n":
             ends.append(len(text))  # the end of a last line without a line break
         return [0, 0, *ends]

@@ -299,8 +299,10 @@ class InplaceWriteToOutputMadeLeaf(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if not MAKER_RE.search(ctx.code) or not FREEZE_RE.search(ctx.code):
-            return
+        if not ctx.mentions("requires_grad", "register_forward_hook") \
+                or not MAKER_RE.search(ctx.code) or not FREEZE_RE.search(ctx.code):
+            return  # (each spelling of MAKER_RE holds one of the two words: a search of the
+            # file's code for them, cached per word, rules out most files before the pattern)
         facts = _Facts(ctx)
         if not facts.frozen and not facts.pretrained:
             return

@@ -202,8 +202,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """``p = self.gate(x)`` where ``self.gate``'s result is a sigmoid/softmax/... output
         (NOTE [module results]), then ``p[m] = 0`` in ``forward``, the line naming no op."""
-        if not ctx.memo("gt602-old-words", ctx.tree, lambda: any(
-                w in ctx.code for w in _OLD_WORDS)):
+        if not ctx.mentions(*_OLD_WORDS):  # (per word, cached, absent ones from the
+            # identifier prefilter: the same answer as `any(w in ctx.code ...)`)
             return  # only "norm(" in the file: the chain check of visit_Call is all there is
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
