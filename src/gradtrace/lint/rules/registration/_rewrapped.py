@@ -63,13 +63,19 @@ def _registered(node: ast.Call, ctx: Context) -> bool:
         and isinstance(s.targets[0], ast.Attribute)
 
 
+def _strip(e: ast.AST) -> ast.AST:
+    """``p.data``, ``p.detach().to(dtype)``...: the same values, without the casts."""
+    while isinstance(e, ast.Attribute) and e.attr == "data" or isinstance(e, ast.Call) \
+            and isinstance(e.func, ast.Attribute) and e.func.attr in (
+                "detach", "clone", "to", "float", "half", "double", "bfloat16", "contiguous"):
+        e = e.value if isinstance(e, ast.Attribute) else e.func.value  # type: ignore[union-attr]
+    return e
+
+
 def _origin(e: ast.AST, ctx: Context, fn: ast.AST, line: int, depth: int) -> ast.AST | None:
     if depth > 4:
         return None
-    while isinstance(e, ast.Attribute) and e.attr == "data" or isinstance(e, ast.Call) \
-            and isinstance(e.func, ast.Attribute) and e.func.attr in (
-                "detach", "clone", "to", "float", "half", "bfloat16", "contiguous"):
-        e = e.value if isinstance(e, ast.Attribute) else e.func.value  # type: ignore[union-attr]
+    e = _strip(e)
     if not isinstance(e, ast.Name):
         return None
     scope = ctx.scope(fn)
@@ -83,6 +89,8 @@ def _origin(e: ast.AST, ctx: Context, fn: ast.AST, line: int, depth: int) -> ast
                 and "requires_grad" not in ctx.code_of(b.stmt):  # no `if p.requires_grad:`
             return b.stmt
         return None
+    if b is not None and isinstance(b.stmt, ast.Assign) and isinstance(_strip(b.value), ast.Name):
+        return _origin(b.value, ctx, fn, b.line, depth + 1)  # `t = p.detach().double()`
     if b is not None and isinstance(b.stmt, ast.Assign) and isinstance(b.value, ast.Call):
         v = b.value  # `t = distribute(t, mesh)`: a call given the name itself
         given = [a for a in (*v.args, *(k.value for k in v.keywords))
