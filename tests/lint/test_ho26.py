@@ -173,6 +173,37 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Attend()
         m(torch.randn(5, 4)).sum().backward()
         """, "GT105", holds="m.proto.weight.grad is not None")),
+    # GT616: the rank read into a name first, the gradients as one tensor per rank; the
+    # look-alike sums them over the ranks before the slice. (Two ranks are needed to see the
+    # drop: the case lightly_gather_layer_backward_keeps_only_local_gradient proves it with two
+    # gloo ranks; here the classes are only defined.)
+    "gather-backward-keeps-local-gradient": (Shape("""
+        import torch.distributed as dist
+        class AllGather(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                bufs = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+                dist.all_gather(bufs, x)
+                return torch.cat(bufs)
+            @staticmethod
+            def backward(ctx, grad):
+                rank = dist.get_rank()
+                return grad.chunk(dist.get_world_size())[rank]
+        """, "GT616", line=11), Shape("""
+        import torch.distributed as dist
+        class AllGather(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                bufs = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+                dist.all_gather(bufs, x)
+                return tuple(bufs)
+            @staticmethod
+            def backward(ctx, *grads):
+                rank = dist.get_rank()
+                summed = torch.stack(grads)
+                dist.all_reduce(summed)
+                return summed[rank]
+        """, "GT616")),
 }
 
 

@@ -287,8 +287,8 @@ def _confirmed_first(out: list[Finding], fams: list[tuple[str, ...]]) -> list[Fi
 # other terms keep the loss on the graph, so backward() runs and parameters get gradients; a
 # run shows no symptom of such a cut, hence cannot refute it.
 _ONE_TERM = "this term of the loss"
-# and for a Parameter read through ``.data`` on one path of several (GT105, NOTE [layer
-# parameter read through data]): the layer's live call still gives it a gradient.
+# and for a Parameter read through ``.data`` on one path of several (GT105):
+# the layer's live call still gives it a gradient (NOTE [layer parameter read through data]).
 _ONE_PATH = "this path gives"
 # Refutable rules in a form whose symptom the run does not watch: the run finds layers held in
 # a plain container (the module hooks see them run), not Parameters held in one (a plain dict

@@ -2,8 +2,8 @@
 
 # NOTE [layer parameter read through data]
 ``att = self.fc.weight.data[query]`` in ``forward``, ``att`` flowing into what ``forward``
-returns through arithmetic: ``self.fc.weight`` is a Parameter of a ``torch.nn`` layer (NOTE
-[layer parameter views]) and ``.data`` hands its values without the graph, so that path gives
+returns through arithmetic: ``self.fc.weight`` is a Parameter of a ``torch.nn`` layer
+(NOTE [layer parameter views]) and ``.data`` hands its values without the graph, so that path gives
 the weight no gradient, even when the layer is also called live elsewhere (OpenNRE's bag
 attention: the relation matrix learns through the classifier only, not through the attention
 query). Left alone: a value only compared or turned into indices (a nearest-codeword search),

@@ -34,8 +34,8 @@ class DataInLoss(LossCutRule):
     tensor itself (or `.detach()` where a stop-gradient is really meant).
     A Parameter of a `torch.nn` layer of the module read through `.data` in what `forward`
     returns (`att = self.fc.weight.data[query]`, OpenNRE's bag attention) gets no gradient
-    through that path, even when the layer is also called live (NOTE [layer parameter read
-    through data]).
+    through that path, even when the layer is also called live
+    (NOTE [layer parameter read through data]).
     Known limits: follows names inside one function; `.data` on another parameter used inside
     `forward` next to live inputs is not reported (see "Not statically decidable"); in what
     `forward` returns, only a `.data` that cuts the output of one of the module's layers

@@ -39,7 +39,10 @@ class StepOutsideBackwardLoop(LoopRule):
     the epoch level) applies whatever the last pass left: the last batch's gradient alone,
     once per epoch, and every other batch is computed for nothing (a few steps instead of
     one per batch). Step inside the loop, after `backward()`; to accumulate over the loop,
-    clear once before it.
+    clear once before it. The same holds one call away: a method that clears `self.<opt>`
+    and runs its backward, called on every pass, and a method stepping it called once after
+    the loop (an RL trainer's `forward_backward` per micro-batch, then `optim_step`): the clear
+    in the method is reported (NOTE [clearing method per pass]).
     Known limits: the clear must run unconditionally on every pass before the backward, and
     the loop must hold no step of that optimizer.
     """
