@@ -302,9 +302,9 @@ class ParameterWrapResetsRequiresGrad(Rule):
                     return
 
     def _rewrapped(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        freeze = file_freeze(ctx)
-        loop = rewrapped_loop(node, ctx) if freeze is not None else None
-        if loop is not None:
+        loop = rewrapped_loop(node, ctx)
+        freeze = file_freeze(ctx) if loop is not None else None
+        if loop is not None and freeze is not None:
             it = ctx.source(loop.iter)[:50]  # type: ignore[attr-defined]
             f = self.report(node, ctx, arg=ctx.source(node.args[0])[:40], why="", line=0,
                             related=[Related(ctx.path, loop.lineno, f"each parameter of `{it}` "
