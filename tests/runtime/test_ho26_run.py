@@ -101,3 +101,64 @@ def test_merged_kernel_run_functionally_is_clean(tmp_path):
     assert src != MERGED
     found = _findings(tmp_path, src)
     assert [f for f in found if f.code in ("GT119", "GT107", "GT820")] == [], found
+
+
+ACCUMULATED = """\
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        for i, blk in enumerate(self.blocks):
+            x = blk(x)
+            if i == 0:
+                total = x  # A
+            else:
+                total += x  # W
+        return total
+
+
+torch.manual_seed(0)
+Stack()(torch.randn(3, 4)).sum().backward()
+"""
+
+
+def _crash(tmp_path, src: str) -> list:
+    import runpy
+
+    import gradtrace
+
+    path = tmp_path / "acc.py"
+    path.write_text(src, encoding="utf-8")
+    tr = gradtrace.trace()
+    try:
+        with tr:
+            runpy.run_path(str(path))
+    except RuntimeError as exc:
+        return list(tr.diagnose(exc))
+    raise AssertionError("the in-place sum did not raise")
+
+
+def _line_of(src: str, mark: str) -> int:
+    return next(i for i, t in enumerate(src.splitlines(), 1) if t.rstrip().endswith(mark))
+
+
+def test_sum_started_from_a_callee_result_names_the_write(tmp_path):
+    # NOTE [whole-tensor write through an alias]: the callee made the tensor for the function
+    found = _crash(tmp_path, ACCUMULATED)
+    assert found and (found[0].code, found[0].line) == ("GT602", _line_of(ACCUMULATED, "# W"))
+
