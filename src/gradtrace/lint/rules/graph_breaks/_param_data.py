@@ -17,7 +17,7 @@ from typing import Iterator
 
 from gradtrace.lint.analysis.layer_params import layer_parameter
 from gradtrace.lint.analysis.param_attrs import file_freezes
-from gradtrace.lint.analysis.selectors import only_selects
+from gradtrace.lint.analysis.selectors import INDEX_OPS, only_selects
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._data_uses import _meta, _parents
@@ -45,9 +45,22 @@ def parameter_data_reads(fn: ast.AST, ctx) -> Iterator[tuple[ast.Attribute, ast.
             if layer is None or _written(ctx, n.value):
                 continue
             parents = parents or _parents(s)
-            if _meta(n, parents) or only_selects(scope, n):
+            if _meta(n, parents) or only_selects(scope, n) or only_selects(scope, s.value) \
+                    or _chooses(n, parents):
                 continue
             yield n, s, layer
+
+
+def _chooses(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """On the way up from ``n`` its statement turns it into indices or booleans
+    (``torch.cdist(f, self.emb.weight.data).argmin(1)``, ``w.data > t``)."""
+    p = parents.get(id(n))
+    while p is not None:
+        if isinstance(p, ast.Compare) or isinstance(p, ast.Call) and isinstance(
+                p.func, ast.Attribute) and p.func.attr in INDEX_OPS:
+            return True
+        p = parents.get(id(p))
+    return False
 
 
 def _written(ctx, param: ast.Attribute) -> bool:
