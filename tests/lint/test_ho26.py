@@ -215,3 +215,72 @@ def test_twin_reported(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_lookalike_silent(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+
+GATHER_RUN = '''
+import sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+class GatherLocal(torch.autograd.Function):  # the bug: this rank's slice alone
+    @staticmethod
+    def forward(ctx, x):
+        bufs = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(bufs, x)
+        return torch.cat(bufs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.chunk(dist.get_world_size())[dist.get_rank()]
+
+
+class GatherSum(GatherLocal):  # the fix: summed over the ranks first
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad.chunk(dist.get_world_size())[dist.get_rank()]
+
+
+def rank(r, world, path, out):
+    dist.init_process_group("gloo", init_method="file://" + path, rank=r, world_size=world)
+    got = []
+    for fn in (GatherLocal, GatherSum):
+        torch.manual_seed(0)
+        w = torch.randn(3, requires_grad=True)
+        x = torch.randn(2, 3)[r] * w
+        g = fn.apply(x.unsqueeze(0))
+        (g[r] * g.sum(0)).sum().backward()  # this rank's row against every rank's: local
+        dist.all_reduce(w.grad)  # what DDP does (a sum here, the mean's scale aside)
+        got.append(w.grad)
+    if r == 0:
+        torch.save(got, out)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(rank, args=(2, sys.argv[1], sys.argv[2]), nprocs=2)
+'''
+
+
+def test_gather_backward_drops_the_other_ranks_gradient(tmp_path):
+    """GT616's claim on two gloo ranks: the gradient summed over the ranks in backward equals
+    the gradient of the sum of the ranks' losses in one process; the local slice alone does
+    not."""
+    import subprocess
+    import sys
+
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    xs = torch.randn(2, 3) * w
+    sum((xs[r] * xs.sum(0)).sum() for r in range(2)).backward()
+    script, out = tmp_path / "gather.py", tmp_path / "grads.pt"
+    script.write_text(GATHER_RUN, encoding="utf-8")
+    subprocess.run([sys.executable, str(script), str(tmp_path / "store"), str(out)],
+                   check=True, timeout=300, capture_output=True)
+    local, summed = torch.load(out)
+    assert torch.allclose(summed, w.grad, atol=1e-5)
+    assert not torch.allclose(local, w.grad, atol=1e-3)
